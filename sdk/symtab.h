@@ -1,0 +1,38 @@
+/*
+ * symtab.h - function symbols of one ELF module, for naming frames.
+ *
+ * Reads .symtab (so static functions are named) and falls back to .dynsym;
+ * when the file has neither with functions, looks for a separate debug file
+ * by GNU build-id under /usr/lib/debug/.build-id/. The table is sorted once
+ * and looked up by binary search. Built and used off the signal handler only.
+ */
+#ifndef PERF_SYMTAB_H
+#define PERF_SYMTAB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct perf__symtab_s perf__symtab_t;
+
+/* Load the function symbols of the ELF file at `path`, or of the in-memory
+   image [image, image + image_size) when image is non-NULL (the vDSO).
+   build_id (may be NULL) is used to find a separate debug file.
+   *out is freed with perf__symtab_free(). Returns 0 or a negative
+   perf_error_t (a file without symbols is not an error: it yields an empty
+   table). */
+int perf__symtab_load(const char *path, const void *image, size_t image_size,
+                      const uint8_t *build_id, size_t build_id_len, perf__symtab_t **out);
+
+/* Find the function containing ELF virtual address `vaddr` (runtime address
+   minus load bias). On success sets *name (owned by the table, valid until
+   perf__symtab_free) and *offset (vaddr - symbol start) and returns true. */
+bool perf__symtab_lookup(const perf__symtab_t *tab, uint64_t vaddr, const char **name,
+                         uint64_t *offset);
+
+/* Number of function symbols held (for tests). */
+size_t perf__symtab_count(const perf__symtab_t *tab);
+
+void perf__symtab_free(perf__symtab_t *tab);
+
+#endif
