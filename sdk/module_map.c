@@ -124,10 +124,15 @@ static int add_module(struct dl_phdr_info *info, size_t size, void *arg) {
   if (strcmp(m->path, "[vdso]") == 0) {
     /* The vDSO has no file: its ELF image is mapped at AT_SYSINFO_EHDR and
        its one PT_LOAD covers the whole image. */
-    m->image = (const void *)getauxval(AT_SYSINFO_EHDR);
+    const ElfW(Ehdr) *eh = (const ElfW(Ehdr) *)getauxval(AT_SYSINFO_EHDR);
+    m->image = eh;
     for (int i = 0; i < info->dlpi_phnum; i++)
       if (info->dlpi_phdr[i].p_type == PT_LOAD)
         m->image_size = info->dlpi_phdr[i].p_offset + info->dlpi_phdr[i].p_filesz;
+    /* The section headers (needed for .symtab-style lookups) sit past the
+       PT_LOAD's file size but inside the mapped image. */
+    size_t sh_end = eh->e_shoff + (size_t)eh->e_shnum * eh->e_shentsize;
+    if (sh_end > m->image_size && sh_end <= 65536) m->image_size = sh_end;
   }
   read_build_id(info, m);
   return 0;

@@ -22,4 +22,8 @@
 int perf__sampler_capture(perf__modules_t *mods, pid_t tid, uintptr_t *pcs, size_t max,
                           size_t *count);
 
+/* TSC ticks the signal handler spent on the last successful capture (for
+   benchmarks: the time the target thread was kept from its own work). */
+uint64_t perf__sampler_last_handler_cycles(void);
+
 #endif

@@ -15,7 +15,8 @@ typedef struct {
 } stack_window_t;
 
 static const perf__unwind_module_t *find_module(const perf__unwind_map_t *map, uintptr_t pc);
-static bool read_word(stack_window_t w, uintptr_t addr, uintptr_t *out);
+static bool read_word(stack_window_t w, uintptr_t addr, uintptr_t *out)
+    __attribute__((no_sanitize_address));
 static int step_with_rule(const perf__unwind_row_t *row, stack_window_t w,
                           perf__unwind_regs_t *r);
 static int step_frame_pointer(stack_window_t w, perf__unwind_regs_t *r);
@@ -87,7 +88,10 @@ static const perf__unwind_module_t *find_module(const perf__unwind_map_t *map, u
   return NULL;
 }
 
-static bool read_word(stack_window_t w, uintptr_t addr, uintptr_t *out) {
+/* The walk reads other frames' memory, ASan redzones included: it is
+   bounds-checked by hand and must not be instrumented. */
+__attribute__((no_sanitize_address)) static bool read_word(stack_window_t w, uintptr_t addr,
+                                                           uintptr_t *out) {
   if (addr < w.lo || addr > w.hi - sizeof(uintptr_t) || w.hi < sizeof(uintptr_t) ||
       (addr & (sizeof(uintptr_t) - 1)))
     return false;

@@ -6,8 +6,9 @@
  * (static) -> chain_c -> capture_and_unwind), builds the module map itself with
  * dl_iterate_phdr, unwinds the copy and names the frames with a separate libdwfl session over
  * /proc/self/maps (which names static functions, unlike dladdr). Also covers a copy cut short,
- * truncation, an exact fit, a frame in the vDSO, bad arguments, fd leaks and the time per call.
- * Single-threaded; build at -O0 and -O2, with and without ASan+UBSan.
+ * truncation, an exact fit, a frame in the vDSO (with and without its section headers), several
+ * threads sharing one unwinder, modules that cannot be used, bad arguments, fd leaks and the time
+ * per call. Links with sdk/log.c; build at -O0 and -O2, with and without ASan+UBSan.
  */
 #include <dirent.h>
 #include <elf.h>

@@ -30,20 +30,19 @@
 
 #define DWARF_REG_SP 7u
 
-/* One reported module: what the libdwfl callbacks find in the module's userdata. */
-typedef struct unwind_module_s {
-  perf__dwfl_unwinder_t *owner;
-  const perf__module_t *module;
-  void *image; /* private copy of module->image handed to elf_memory(), or NULL */
-  size_t image_size;
-} unwind_module_t;
+/* A module without a file: the userdata of its Dwfl_Module, for find_elf. */
+typedef struct mem_image_s {
+  void *bytes; /* private copy of perf__module_t.image, handed to elf_memory() */
+  size_t size;
+} mem_image_t;
 
 struct perf__dwfl_unwinder_s {
   Dwfl *dwfl;
   pthread_mutex_t lock; /* serializes perf__dwfl_unwind: the Dwfl is not thread-safe */
   pid_t tid;            /* the one pseudo thread's id (our pid: libdwfl wants tid > 0) */
-  unwind_module_t *mods;
-  size_t nmods;
+  size_t nmods;         /* modules reported */
+  mem_image_t *images;  /* one per in-memory module reported, room for all of the map */
+  size_t nimages;
   /* The copy being unwound; set only for the duration of one perf__dwfl_unwind call. */
   const uint64_t *regs;
   uintptr_t stack_base;
@@ -100,9 +99,9 @@ int perf__dwfl_unwinder_create(const perf__module_map_t *map, perf__dwfl_unwinde
 
   perf__dwfl_unwinder_t *u = calloc(1, sizeof *u);
   if (!u) return PERF_E_NO_MEMORY;
-  u->mods = calloc(map->count > 0 ? map->count : 1, sizeof *u->mods);
-  if (!u->mods || pthread_mutex_init(&u->lock, NULL) != 0) {
-    free(u->mods);
+  u->images = calloc(map->count > 0 ? map->count : 1, sizeof *u->images);
+  if (!u->images || pthread_mutex_init(&u->lock, NULL) != 0) {
+    free(u->images);
     free(u);
     return PERF_E_NO_MEMORY;
   }
@@ -167,7 +166,7 @@ int perf__dwfl_unwind(perf__dwfl_unwinder_t *u, const uint64_t regs[PERF__DWARF_
   /* The end of the walk (CFI says the return address is undefined, a read outside the copy, no
      rules for a pc) shows up as 0 or -1 here; either way the frames gathered so far stand. */
   int rc = dwfl_getthread_frames(u->dwfl, u->tid, frame_cb, &w);
-  int err = rc < 0 ? dwfl_errno() : 0;
+  const char *why = w.n == 0 && rc < 0 ? dwfl_errmsg(-1) : "no frame";
   u->regs = NULL;
   u->stack_base = 0;
   u->stack = NULL;
@@ -177,7 +176,7 @@ int perf__dwfl_unwind(perf__dwfl_unwinder_t *u, const uint64_t regs[PERF__DWARF_
   *count = w.n;
   if (w.truncated) return PERF_E_TRUNCATED;
   if (w.n > 0) return PERF_OK;
-  perf__log(PERF__LOG_WARN, "stack-copy unwind found no frame: %s", dwfl_errmsg(err));
+  perf__log(PERF__LOG_WARN, "stack-copy unwind found no frame: %s", why);
   return PERF_E_SYSTEM;
 }
 
@@ -185,9 +184,9 @@ void perf__dwfl_unwinder_free(perf__dwfl_unwinder_t *u) {
   if (!u) return;
   /* dwfl_end releases the Elf handles (including the elf_memory ones) before the images go. */
   if (u->dwfl) dwfl_end(u->dwfl);
-  for (size_t i = 0; i < u->nmods; i++)
-    free(u->mods[i].image);
-  free(u->mods);
+  for (size_t i = 0; i < u->nimages; i++)
+    free(u->images[i].bytes);
+  free(u->images);
   pthread_mutex_destroy(&u->lock);
   free(u);
 }
@@ -195,10 +194,9 @@ void perf__dwfl_unwinder_free(perf__dwfl_unwinder_t *u) {
 /* Report one module to the session. Returns 0 when reported, 1 when skipped (the walk will
    simply stop in it), or PERF_E_NO_MEMORY. */
 static int report_module(perf__dwfl_unwinder_t *u, const perf__module_t *m) {
-  unwind_module_t *um = &u->mods[u->nmods];
   const char *name = m->path ? m->path : "[anonymous]";
+  mem_image_t *img = NULL;
   Dwfl_Module *mod = NULL;
-  *um = (unwind_module_t){.owner = u, .module = m};
 
   if (m->image) {
     uint64_t lo, hi;
@@ -207,10 +205,11 @@ static int report_module(perf__dwfl_unwinder_t *u, const perf__module_t *m) {
       return 1;
     }
     /* elf_memory() may write to its buffer, and the module map owns the original. */
-    um->image = malloc(m->image_size);
-    if (!um->image) return PERF_E_NO_MEMORY;
-    memcpy(um->image, m->image, m->image_size);
-    um->image_size = m->image_size;
+    img = &u->images[u->nimages];
+    img->bytes = malloc(m->image_size);
+    if (!img->bytes) return PERF_E_NO_MEMORY;
+    memcpy(img->bytes, m->image, m->image_size);
+    img->size = m->image_size;
     /* libdwfl derives the load bias as low address minus the first PT_LOAD's aligned vaddr,
        and asks find_elf for the Elf when it first needs it. */
     mod = dwfl_report_module(u->dwfl, name, m->bias + lo, m->bias + hi);
@@ -236,13 +235,15 @@ static int report_module(perf__dwfl_unwinder_t *u, const perf__module_t *m) {
   }
   if (!mod) {
     perf__log(PERF__LOG_DEBUG, "%s: not reported to libdwfl: %s", name, dwfl_errmsg(-1));
-    free(um->image);
-    um->image = NULL;
+    if (img) free(img->bytes);
     return 1;
   }
-  void **userdata = NULL;
-  dwfl_module_info(mod, &userdata, NULL, NULL, NULL, NULL, NULL, NULL);
-  if (userdata) *userdata = um;
+  if (img) {
+    void **userdata = NULL;
+    dwfl_module_info(mod, &userdata, NULL, NULL, NULL, NULL, NULL, NULL);
+    if (userdata) *userdata = img;
+    u->nimages++;
+  }
   u->nmods++;
   return 0;
 }
@@ -290,9 +291,9 @@ static int find_elf(Dwfl_Module *mod, void **userdata, const char *modname, Dwar
   (void)modname;
   (void)base;
   (void)file_name;
-  const unwind_module_t *um = *userdata;
+  const mem_image_t *img = *userdata;
   *elfp = NULL;
-  if (um && um->image) *elfp = elf_memory(um->image, um->image_size);
+  if (img) *elfp = elf_memory(img->bytes, img->size);
   return -1;
 }
 

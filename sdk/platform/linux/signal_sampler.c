@@ -24,7 +24,6 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <ucontext.h>
@@ -64,9 +63,11 @@ typedef struct slot_s {
   int result;
   uintptr_t sp;
   uint64_t regs[PERF__DWARF_NREGS];
+  uintptr_t copy_base;
   size_t copy_len;
   size_t count;
   int truncated;
+  uint64_t handler_cycles; /* TSC ticks the handler spent, for the benchmarks */
   uintptr_t pcs[PERF__MAX_FRAMES];
   /* requester-only bookkeeping */
   pid_t tid;
@@ -80,10 +81,11 @@ typedef struct {
 } stack_bounds_t;
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
-static slot_t *g_slots; /* SLOT_COUNT slots, mmap'd at install */
+static slot_t *g_slots; /* SLOT_COUNT slots, allocated at install */
 static int g_signo;
 static pid_t g_pid; /* checked in the handler: only our own requests count */
 static uint32_t g_seq;
+static uint64_t g_last_handler_cycles;
 static stack_bounds_t g_bounds[BOUNDS_CACHE];
 static unsigned g_bounds_next;
 static perf_sampler_options_t g_opts;
@@ -91,6 +93,7 @@ static perf_sampler_options_t g_opts;
 static int install_locked(void);
 static int pick_free_signal(void);
 static void on_sample_signal(int signo, siginfo_t *si, void *ucv);
+static void copy_stack(uint8_t *dst, uintptr_t src, size_t len) __attribute__((no_sanitize_address));
 static int request(slot_t *s, pid_t tid, int mode, size_t max);
 static slot_t *claim_slot(pid_t tid, int *err);
 static int wait_for_slot(slot_t *s, uint32_t seq, unsigned timeout_ms);
@@ -178,6 +181,13 @@ int perf_sampler_signal(void) {
 
 pid_t perf_main_thread_id(void) { return getpid(); }
 
+uint64_t perf__sampler_last_handler_cycles(void) {
+  pthread_mutex_lock(&g_lock);
+  uint64_t c = g_last_handler_cycles;
+  pthread_mutex_unlock(&g_lock);
+  return c;
+}
+
 static int install_locked(void) {
   if (g_signo) return PERF_OK;
   if (g_opts.timeout_ms == 0) { /* never configured: defaults, then the environment */
@@ -185,12 +195,9 @@ static int install_locked(void) {
     perf__sampler_options_apply_env(&g_opts);
     if (perf__sampler_options_validate(&g_opts) != 0) perf_sampler_options_init(&g_opts);
   }
-  g_slots = mmap(NULL, SLOT_COUNT * sizeof *g_slots, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (g_slots == MAP_FAILED) {
-    g_slots = NULL;
-    return PERF_E_NO_MEMORY;
-  }
+  /* Allocated once and never freed: a late handler may touch a slot at any
+     time in the life of the process. */
+  if (!g_slots && !(g_slots = calloc(SLOT_COUNT, sizeof *g_slots))) return PERF_E_NO_MEMORY;
   int signo = g_opts.signal;
   if (signo) {
     struct sigaction old;
@@ -227,6 +234,7 @@ static int pick_free_signal(void) {
 
 static void on_sample_signal(int signo, siginfo_t *si, void *ucv) {
   (void)signo;
+  uint64_t t0 = __builtin_ia32_rdtsc();
   int saved_errno = errno;
   if (si->si_code != SI_QUEUE || si->si_pid != g_pid || !g_slots) goto out;
   uintptr_t token = (uintptr_t)si->si_value.sival_ptr;
@@ -252,9 +260,10 @@ static void on_sample_signal(int signo, siginfo_t *si, void *ucv) {
         REG_RAX, REG_RDX, REG_RCX, REG_RBX, REG_RSI, REG_RDI, REG_RBP, REG_RSP, REG_R8,
         REG_R9,  REG_R10, REG_R11, REG_R12, REG_R13, REG_R14, REG_R15, REG_RIP};
     for (int i = 0; i < PERF__DWARF_NREGS; i++) s->regs[i] = (uint64_t)g[dwarf_to_greg[i]];
-    size_t avail = s->stack_hi - regs.sp;
-    s->copy_len = avail < s->copy_cap ? avail : s->copy_cap;
-    __builtin_memcpy(s->copy_buf, (const void *)regs.sp, s->copy_len);
+    s->copy_base = regs.sp & ~(uintptr_t)7; /* the mapping starts page-aligned below */
+    size_t avail = s->stack_hi - s->copy_base;
+    s->copy_len = (avail < s->copy_cap ? avail : s->copy_cap) & ~(size_t)7;
+    copy_stack(s->copy_buf, s->copy_base, s->copy_len);
     s->result = RESULT_STACK;
   } else {
     size_t max = s->max < PERF__MAX_FRAMES ? s->max : PERF__MAX_FRAMES;
@@ -262,10 +271,21 @@ static void on_sample_signal(int signo, siginfo_t *si, void *ucv) {
                                  s->pcs, max, &s->truncated);
     s->result = RESULT_STACK;
   }
+  s->handler_cycles = __builtin_ia32_rdtsc() - t0;
   atomic_store(&s->state, STATE(seq, SLOT_DONE));
   syscall(SYS_futex, &s->state, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 out:
   errno = saved_errno;
+}
+
+/* A word-by-word copy of the target's stack top (len is a multiple of 8:
+   sp and the mapping end are 8-aligned). Not memcpy: ASan would flag the
+   redzones of the frames it reads, and a libc call is one more thing the
+   handler would depend on. */
+static void copy_stack(uint8_t *dst, uintptr_t src, size_t len) {
+  const volatile uint64_t *from = (const volatile uint64_t *)src;
+  uint64_t *to = (uint64_t *)dst;
+  for (size_t i = 0; i < len / 8; i++) to[i] = from[i];
 }
 
 /* Send one request and wait for it. Returns 0 (stack in the slot),
@@ -356,10 +376,12 @@ static int finish_timeout(slot_t *s, uint32_t seq, pid_t tid) {
 
 static int copy_result(perf__modules_t *mods, slot_t *s, uintptr_t *pcs, size_t max,
                        size_t *count) {
+  g_last_handler_cycles = s->handler_cycles;
   if (s->mode == PERF_UNWIND_STACK_COPY) {
     perf__dwfl_unwinder_t *u = perf__modules_dwfl_unwinder(mods);
     if (!u) return PERF_E_UNSUPPORTED;
-    return perf__dwfl_unwind(u, s->regs, s->sp, s->copy_buf, s->copy_len, pcs, max, count);
+    return perf__dwfl_unwind(u, s->regs, s->copy_base, s->copy_buf, s->copy_len, pcs, max,
+                             count);
   }
   memcpy(pcs, s->pcs, s->count * sizeof *pcs);
   *count = s->count;

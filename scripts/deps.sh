@@ -1,0 +1,29 @@
+# scripts/deps.sh - sourced by test.sh and demo.sh: installs the Debian
+# packages the build and the tests need when they are missing (as root), or
+# says which ones to install.
+PERF_DEBIAN_PACKAGES=(
+  build-essential cmake ninja-build pkg-config
+  libcurl4-openssl-dev libprotobuf-c-dev protobuf-c-compiler libzstd-dev
+  libdw-dev libelf-dev
+  libunwind-dev   # the benchmark's comparison with libunwind-in-handler SDKs
+)
+
+perf_install_deps() {
+  local missing=()
+  local pkg
+  for pkg in "${PERF_DEBIAN_PACKAGES[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
+      missing+=("$pkg")
+    fi
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "missing Debian packages: ${missing[*]}" >&2
+    echo "install them with: sudo apt-get install ${missing[*]}" >&2
+    return 1
+  fi
+  echo "installing: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+}

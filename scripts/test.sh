@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# scripts/test.sh - from a fresh Debian 12 machine: install what is missing,
+# build, and run the whole ctest suite twice: an optimized build and an
+# AddressSanitizer + UndefinedBehaviorSanitizer build.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/deps.sh
+perf_install_deps
+
+jobs=$(nproc)
+
+echo "== release build (RelWithDebInfo, -Werror)"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
+cmake --build build -j "$jobs"
+(cd build && ctest --output-on-failure -j "$jobs")
+
+echo "== ASan + UBSan build"
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DPERF_SANITIZE=ON -DPERF_BUILD_BENCH=OFF
+cmake --build build-asan -j "$jobs"
+(cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j "$jobs")

@@ -1,0 +1,81 @@
+/*
+ * stack_assert.c - see stack_assert.h.
+ */
+#include "stack_assert.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "perf_sdk.h"
+
+static bool name_matches(const char *sym, const char *alternatives);
+static long long now_ms(void);
+
+void stack_parse(const char *text, stack_syms_t *out) {
+  out->count = 0;
+  const char *line = strchr(text, '\n'); /* skip the "thread" header */
+  while (line && *++line && *line != '\n' && out->count < STACK_MAX_FRAMES) {
+    unsigned idx;
+    char module[256], pc[64], sym[96];
+    /* Sanitizer interceptors (an ASan build's read wrapper) are real frames
+       but not part of any chain a test expects. */
+    if (sscanf(line, "%u %255s %63s %95s", &idx, module, pc, sym) == 4 &&
+        strncmp(module, "libasan", 7) != 0 && strncmp(module, "libubsan", 8) != 0) {
+      sym[strcspn(sym, ".")] = '\0';
+      snprintf(out->symbols[out->count++], sizeof out->symbols[0], "%s", sym);
+    }
+    line = strchr(line, '\n');
+  }
+}
+
+bool stack_has_chain(const stack_syms_t *s, const char *const *chain, size_t n) {
+  for (size_t start = 0; start + n <= s->count; start++) {
+    size_t k = 0;
+    while (k < n && name_matches(s->symbols[start + k], chain[k])) k++;
+    if (k == n) return true;
+  }
+  return false;
+}
+
+char *stack_wait_for_frame0(pid_t tid, const char *frame0, int timeout_ms) {
+  long long deadline = now_ms() + timeout_ms;
+  char *text = NULL;
+  for (;;) {
+    perf_free(text);
+    text = NULL;
+    if (perf_backtrace_thread_text(tid, &text) == PERF_OK) {
+      stack_syms_t *s = malloc(sizeof *s);
+      if (!s) return text;
+      stack_parse(text, s);
+      bool ok = s->count > 0 && name_matches(s->symbols[0], frame0);
+      free(s);
+      if (ok) return text;
+    }
+    if (now_ms() > deadline) return text;
+    usleep(2000);
+  }
+}
+
+void stack_dump(const char *title, const char *text) {
+  fprintf(stderr, "---- %s ----\n%s\n--------\n", title, text ? text : "(no text)");
+}
+
+static bool name_matches(const char *sym, const char *alternatives) {
+  size_t len = strlen(sym);
+  for (const char *p = alternatives; *p;) {
+    size_t alt = strcspn(p, "|");
+    if (alt == len && strncmp(p, sym, len) == 0) return true;
+    p += alt;
+    if (*p == '|') p++;
+  }
+  return false;
+}
+
+static long long now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
+}
