@@ -67,6 +67,10 @@ typedef struct {
 
 static atomic_int g_stop;
 static atomic_int g_target_ready;
+/* Bumped by every turn of the target's loop: the requester waits for it to
+   move before the next request, so that each request finds the target back
+   in its own code rather than still returning from the previous handler. */
+static _Atomic unsigned long g_spins;
 static pid_t g_target_tid;
 
 /* The chain's code lives in its own section so captures can be checked
@@ -78,8 +82,7 @@ static CHAIN_FN unsigned long spin_leaf(void) {
   atomic_store(&g_target_ready, 1);
   unsigned long x = 0;
   while (!atomic_load_explicit(&g_stop, memory_order_relaxed)) {
-    x++;
-    __asm__ volatile("" : "+r"(x)); /* busy: never blocks, never yields */
+    atomic_store_explicit(&g_spins, ++x, memory_order_relaxed); /* busy: never blocks */
   }
   return x;
 }
@@ -218,8 +221,15 @@ static int set_mode(perf_unwind_mode_t mode) {
 
 static int g_floor_sig, g_unw_sig;
 
+/* Wait (untimed) until the target is back in its loop. */
+static void wait_target_running(void) {
+  unsigned long v0 = atomic_load_explicit(&g_spins, memory_order_relaxed);
+  while (atomic_load_explicit(&g_spins, memory_order_relaxed) == v0) __builtin_ia32_pause();
+}
+
 /* One iteration of variant v; `record` adds it to s. */
 static void run_one(int v, series_t *s, int record) {
+  wait_target_running();
   uintptr_t pcs[MAX_PCS];
   size_t n = 0;
   int err;

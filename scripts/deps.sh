@@ -5,6 +5,7 @@ PERF_DEBIAN_PACKAGES=(
   build-essential cmake ninja-build pkg-config
   libcurl4-openssl-dev libprotobuf-c-dev protobuf-c-compiler libzstd-dev
   libdw-dev libelf-dev
+  elfutils        # eu-stack: the independent unwinder the tests compare against
   libunwind-dev   # the benchmark's comparison with libunwind-in-handler SDKs
 )
 

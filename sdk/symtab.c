@@ -1,7 +1,7 @@
 /*
  * symtab.c - owns the function-symbol table of one ELF module (see symtab.h):
- * reading .symtab, else .dynsym, else a separate debug file found by GNU
- * build-id, with libelf; copying the names into one buffer owned by the
+ * reading .symtab, else the .symtab of a separate debug file found by GNU
+ * build-id, else .dynsym, with libelf; copying the names into one buffer owned by the
  * table; sorting and deduplicating by address; and the binary-search lookup.
  *
  * Threads: any thread but the signal handler may load or free a table (it
@@ -77,8 +77,8 @@ static pthread_once_t g_libelf_once = PTHREAD_ONCE_INIT;
 static int g_libelf_ok;
 
 static bool libelf_ready(void);
-static int load_path(perf__symtab_t *tab, const char *path);
-static int load_image(perf__symtab_t *tab, const void *image, size_t size);
+static int load_path(perf__symtab_t *tab, const char *path, GElf_Word type);
+static int load_image(perf__symtab_t *tab, const void *image, size_t size, GElf_Word type);
 static int load_debug_file(perf__symtab_t *tab, const uint8_t *id, size_t id_len);
 static const sym_t *find_sym(const perf__symtab_t *tab, uint64_t vaddr);
 
@@ -92,9 +92,17 @@ int perf__symtab_load(const char *path, const void *image, size_t image_size,
   if (!libelf_ready()) return PERF_E_UNSUPPORTED;
   perf__symtab_t *tab = calloc(1, sizeof *tab);
   if (!tab) return PERF_E_NO_MEMORY;
-  int rc = image ? load_image(tab, image, image_size) : load_path(tab, path);
+  /* .symtab names static functions; distributions strip it from
+     libraries but ship it in a debug file found by build-id (libc6-dbg puts
+     start_thread there). .dynsym is the last resort. */
+  int rc = image ? load_image(tab, image, image_size, SHT_SYMTAB)
+                 : load_path(tab, path, SHT_SYMTAB);
   if (rc == PERF_OK && tab->count == 0 && build_id_len > 0) {
     rc = load_debug_file(tab, build_id, build_id_len);
+  }
+  if (rc == PERF_OK && tab->count == 0) {
+    rc = image ? load_image(tab, image, image_size, SHT_DYNSYM)
+               : load_path(tab, path, SHT_DYNSYM);
   }
   if (rc != PERF_OK) {
     perf__symtab_free(tab);
@@ -160,9 +168,9 @@ static bool libelf_ready(void) {
   return pthread_once(&g_libelf_once, init_libelf) == 0 && g_libelf_ok;
 }
 
-static int load_elf(perf__symtab_t *tab, Elf *elf);
+static int load_elf(perf__symtab_t *tab, Elf *elf, GElf_Word type);
 
-static int load_path(perf__symtab_t *tab, const char *path) {
+static int load_path(perf__symtab_t *tab, const char *path, GElf_Word type) {
   /* O_NONBLOCK: never hang on a FIFO; it does not affect regular files. */
   int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return PERF_E_SYSTEM;
@@ -171,7 +179,7 @@ static int load_path(perf__symtab_t *tab, const char *path) {
   if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
     Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
     if (elf) {
-      rc = load_elf(tab, elf);
+      rc = load_elf(tab, elf, type);
       elf_end(elf);
     }
   }
@@ -181,14 +189,14 @@ static int load_path(perf__symtab_t *tab, const char *path) {
 
 /* elf_memory() takes a writable char * and may convert data in place, while
    the vDSO is mapped read-only: hand it a private heap copy instead. */
-static int load_image(perf__symtab_t *tab, const void *image, size_t size) {
+static int load_image(perf__symtab_t *tab, const void *image, size_t size, GElf_Word type) {
   char *copy = malloc(size);
   if (!copy) return PERF_E_NO_MEMORY;
   memcpy(copy, image, size);
   int rc = PERF_E_SYSTEM;
   Elf *elf = elf_memory(copy, size);
   if (elf) {
-    rc = load_elf(tab, elf);
+    rc = load_elf(tab, elf, type);
     elf_end(elf);
   }
   free(copy);
@@ -217,7 +225,7 @@ static bool debug_file_path(char *buf, size_t cap, const uint8_t *id, size_t id_
 static int load_debug_file(perf__symtab_t *tab, const uint8_t *id, size_t id_len) {
   char path[sizeof DEBUG_DIR + 2 * DEBUG_BUILD_ID_MAX + sizeof ".debug" + 1];
   if (!debug_file_path(path, sizeof path, id, id_len)) return PERF_OK;
-  int rc = load_path(tab, path);
+  int rc = load_path(tab, path, SHT_SYMTAB);
   /* No (usable) debug file: the module just has no symbols. */
   return rc == PERF_E_SYSTEM ? PERF_OK : rc;
 }
@@ -230,18 +238,14 @@ static bool find_symsec(Elf *elf, GElf_Word type, symsec_t *out);
 static bool count_funcs(const symsec_t *sec, size_t *n, size_t *bytes);
 static int build_table(perf__symtab_t *tab, const symsec_t *sec, size_t n, size_t bytes);
 
-/* .symtab when it has functions, else .dynsym; an empty table without. */
-static int load_elf(perf__symtab_t *tab, Elf *elf) {
+/* The functions of the symbol section of `type` (SHT_SYMTAB or SHT_DYNSYM);
+   an empty table without. */
+static int load_elf(perf__symtab_t *tab, Elf *elf, GElf_Word type) {
   GElf_Ehdr eh;
   if (elf_kind(elf) != ELF_K_ELF || !gelf_getehdr(elf, &eh)) return PERF_E_SYSTEM;
   symsec_t sec;
   size_t n = 0, bytes = 0;
-  if (find_symsec(elf, SHT_SYMTAB, &sec) && !count_funcs(&sec, &n, &bytes)) {
-    return PERF_E_NO_MEMORY;
-  }
-  if (n == 0 && find_symsec(elf, SHT_DYNSYM, &sec) && !count_funcs(&sec, &n, &bytes)) {
-    return PERF_E_NO_MEMORY;
-  }
+  if (find_symsec(elf, type, &sec) && !count_funcs(&sec, &n, &bytes)) return PERF_E_NO_MEMORY;
   if (n == 0) return PERF_OK;
   return build_table(tab, &sec, n, bytes);
 }
@@ -336,6 +340,9 @@ static int build_table(perf__symtab_t *tab, const symsec_t *sec, size_t n, size_
     size_t len = strlen(name) + 1;
     if (len > bytes - pos) break; /* cannot happen: same data as the count */
     memcpy(tab->names + pos, name, len);
+    /* "memcpy@@GLIBC_2.14": the version is not part of the function's name. */
+    char *at = strchr(tab->names + pos, '@');
+    if (at && at != tab->names + pos) *at = '\0';
     tab->syms[k].name = tab->names + pos;
     fill_sym(&tab->syms[k], sec, &sym, i);
     pos += len;

@@ -1,9 +1,9 @@
 /*
  * symtab.h - function symbols of one ELF module, for naming frames.
  *
- * Reads .symtab (so static functions are named) and falls back to .dynsym;
- * when the file has neither with functions, looks for a separate debug file
- * by GNU build-id under /usr/lib/debug/.build-id/. The table is sorted once
+ * Reads .symtab (so static functions are named); when the file has none,
+ * the .symtab of its separate debug file found by GNU build-id under
+ * /usr/lib/debug/.build-id/ (e.g. libc6-dbg); else .dynsym. The table is sorted once
  * and looked up by binary search. Built and used off the signal handler only.
  */
 #ifndef PERF_SYMTAB_H

@@ -12,7 +12,31 @@
 #include "perf_sdk.h"
 
 static bool name_matches(const char *sym, const char *alternatives);
+static bool stack_has_chain_at(const stack_syms_t *s, const char *const *chain, size_t n,
+                               size_t start);
 static long long now_ms(void);
+
+/* Capture until the chain is at the top (at_top) or anywhere in the stack. */
+static char *wait_until(pid_t tid, const char *const *chain, size_t n, bool at_top,
+                        int timeout_ms) {
+  long long deadline = now_ms() + timeout_ms;
+  char *text = NULL;
+  for (;;) {
+    perf_free(text);
+    text = NULL;
+    if (perf_backtrace_thread_text(tid, &text) == PERF_OK) {
+      stack_syms_t *s = malloc(sizeof *s);
+      if (!s) return text;
+      stack_parse(text, s);
+      bool ok = at_top ? s->count >= n && stack_has_chain_at(s, chain, n, 0)
+                       : stack_has_chain(s, chain, n);
+      free(s);
+      if (ok) return text;
+    }
+    if (now_ms() > deadline) return text;
+    usleep(2000);
+  }
+}
 
 void stack_parse(const char *text, stack_syms_t *out) {
   out->count = 0;
@@ -32,31 +56,24 @@ void stack_parse(const char *text, stack_syms_t *out) {
 }
 
 bool stack_has_chain(const stack_syms_t *s, const char *const *chain, size_t n) {
-  for (size_t start = 0; start + n <= s->count; start++) {
-    size_t k = 0;
-    while (k < n && name_matches(s->symbols[start + k], chain[k])) k++;
-    if (k == n) return true;
-  }
+  for (size_t start = 0; start + n <= s->count; start++)
+    if (stack_has_chain_at(s, chain, n, start)) return true;
   return false;
 }
 
+static bool stack_has_chain_at(const stack_syms_t *s, const char *const *chain, size_t n,
+                               size_t start) {
+  size_t k = 0;
+  while (k < n && start + k < s->count && name_matches(s->symbols[start + k], chain[k])) k++;
+  return k == n;
+}
+
 char *stack_wait_for_frame0(pid_t tid, const char *frame0, int timeout_ms) {
-  long long deadline = now_ms() + timeout_ms;
-  char *text = NULL;
-  for (;;) {
-    perf_free(text);
-    text = NULL;
-    if (perf_backtrace_thread_text(tid, &text) == PERF_OK) {
-      stack_syms_t *s = malloc(sizeof *s);
-      if (!s) return text;
-      stack_parse(text, s);
-      bool ok = s->count > 0 && name_matches(s->symbols[0], frame0);
-      free(s);
-      if (ok) return text;
-    }
-    if (now_ms() > deadline) return text;
-    usleep(2000);
-  }
+  return wait_until(tid, &frame0, 1, true, timeout_ms);
+}
+
+char *stack_wait_for_chain(pid_t tid, const char *const *chain, size_t n, int timeout_ms) {
+  return wait_until(tid, chain, n, false, timeout_ms);
 }
 
 void stack_dump(const char *title, const char *text) {

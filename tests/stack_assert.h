@@ -29,6 +29,9 @@ bool stack_has_chain(const stack_syms_t *s, const char *const *chain, size_t n);
    perf_free) or NULL when capture kept failing. */
 char *stack_wait_for_frame0(pid_t tid, const char *frame0, int timeout_ms);
 
+/* Capture until the chain appears anywhere in tid's stack (or timeout). */
+char *stack_wait_for_chain(pid_t tid, const char *const *chain, size_t n, int timeout_ms);
+
 /* Print the text to stderr under a title (for failure diagnostics). */
 void stack_dump(const char *title, const char *text);
 

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -460,10 +461,102 @@ static void case_bad_arguments(void) {
   perf_free(NULL);
 }
 
+/* ---- an independent view: elfutils' eu-stack (ptrace + libdwfl) -------- */
+
+static pthread_mutex_t g_cond_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_cond = PTHREAD_COND_INITIALIZER;
+static CHAIN int chain_wait_inner(void) {
+  pthread_mutex_lock(&g_cond_lock);
+  while (!atomic_load(&g_stop)) pthread_cond_wait(&g_cond, &g_cond_lock);
+  pthread_mutex_unlock(&g_cond_lock);
+  return 1;
+}
+CHAIN int chain_wait_outer(void) { return chain_wait_inner() + 1; }
+static void *wait_body(void *arg) {
+  (void)arg;
+  g_sink = (unsigned long)chain_wait_outer();
+  return NULL;
+}
+
+/* eu-stack's frames of thread `tid` ("#N 0xPC name" lines after "TID n:"). */
+static size_t eu_stack_pcs(const char *out, pid_t tid, uintptr_t *pcs, size_t max) {
+  char header[32];
+  snprintf(header, sizeof header, "TID %d:\n", (int)tid);
+  const char *p = strstr(out, header);
+  if (!p) return 0;
+  p += strlen(header);
+  size_t n = 0;
+  unsigned idx;
+  unsigned long pc;
+  while (n < max && sscanf(p, "#%u 0x%lx", &idx, &pc) == 2) {
+    pcs[n++] = (uintptr_t)pc;
+    p = strchr(p, '\n');
+    if (!p) break;
+    p++;
+  }
+  return n;
+}
+
+static void case_matches_eu_stack(void) {
+  int fds[2];
+  CHECK(pipe(fds) == 0);
+  parked_t p[3];
+  p[1].fd = fds[0];
+  pid_t tids[3] = {park(&p[0], spin_body, "cmp-spin"), park(&p[1], read_body, "cmp-read"),
+                   park(&p[2], wait_body, "cmp-wait")};
+  const char *parked_in[3][2] = {{"chain_spin_leaf", "chain_spin_middle"},
+                                 {"read|__libc_read|__read", "chain_read_inner"},
+                                 {"pthread_cond_wait", "chain_wait_inner"}};
+  uintptr_t ours[3][256];
+  size_t n_ours[3];
+  for (int i = 0; i < 3; i++) {
+    perf_free(stack_wait_for_chain(tids[i], parked_in[i], 2, WAIT_MS));
+    CHECK_EQ_INT(perf_backtrace_thread(tids[i], ours[i], 256, &n_ours[i]), PERF_OK);
+  }
+  /* Let eu-stack (our child) attach even under Yama ptrace_scope=1. */
+  prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+  char cmd[64];
+  snprintf(cmd, sizeof cmd, "eu-stack -p %d 2>&1", (int)getpid());
+  FILE *f = popen(cmd, "r");
+  CHECK(f != NULL);
+  static char out[1 << 16];
+  size_t len = fread(out, 1, sizeof out - 1, f);
+  out[len] = '\0';
+  CHECKF(pclose(f) == 0, "eu-stack failed:\n%s", out);
+  for (int i = 0; i < 3; i++) {
+    uintptr_t theirs[256];
+    size_t n_theirs = eu_stack_pcs(out, tids[i], theirs, 256);
+    /* Every caller must be identical. Frame 0: the spinning thread moves
+       between the two captures (its function was checked above); a thread
+       blocked in a restartable system call is seen by a signal handler AT
+       the 2-byte `syscall` instruction (the kernel rewinds the pc to restart
+       it) and by ptrace just after it. */
+    bool same = n_theirs == n_ours[i] && n_theirs > 0 &&
+                (i == 0 || (theirs[0] >= ours[i][0] && theirs[0] - ours[i][0] <= 2));
+    for (size_t k = 1; same && k < n_ours[i]; k++) same = ours[i][k] == theirs[k];
+    if (!same) {
+      fprintf(stderr, "thread %d: ours %zu frames, eu-stack %zu\n", (int)tids[i], n_ours[i],
+              n_theirs);
+      for (size_t k = 0; k < n_ours[i] || k < n_theirs; k++)
+        fprintf(stderr, "  #%zu ours 0x%lx eu-stack 0x%lx\n", k,
+                k < n_ours[i] ? (unsigned long)ours[i][k] : 0UL,
+                k < n_theirs ? (unsigned long)theirs[k] : 0UL);
+      fprintf(stderr, "%s", out);
+      exit(1);
+    }
+  }
+  pthread_mutex_lock(&g_cond_lock);
+  atomic_store(&g_stop, 1);
+  pthread_cond_broadcast(&g_cond);
+  pthread_mutex_unlock(&g_cond_lock);
+  stop_all(p, 3, fds[1]);
+}
+
 static const struct {
   const char *name;
   void (*run)(void);
 } g_cases[] = {
+    {"matches_eu_stack", case_matches_eu_stack},
     {"spin_leaf", case_spin_leaf},       {"blocked_read", case_blocked_read},
     {"nanosleep", case_nanosleep},       {"deep_recursion", case_deep_recursion},
     {"all_threads", case_all_threads},   {"signal_blocked", case_signal_blocked},
