@@ -70,12 +70,16 @@ static atomic_int g_target_ready;
 /* Bumped by every turn of the target's loop: the requester waits for it to
    move before the next request, so that each request finds the target back
    in its own code rather than still returning from the previous handler. */
-static _Atomic unsigned long g_spins;
+static _Alignas(64) _Atomic unsigned long g_spins;
 static pid_t g_target_tid;
 
 /* The chain's code lives in its own section so captures can be checked
    frame by frame: the linker defines __start_/__stop_ for it. */
+#if defined(__clang__)
+#define CHAIN_FN __attribute__((noinline, used, section("perf_bench_chain")))
+#else
 #define CHAIN_FN __attribute__((noinline, noclone, used, section("perf_bench_chain")))
+#endif
 extern const char __start_perf_bench_chain[], __stop_perf_bench_chain[];
 
 static CHAIN_FN unsigned long spin_leaf(void) {

@@ -6,6 +6,7 @@
  * Chain functions are noinline (and noclone/noipa under gcc) and use their
  * callee's result, so every frame really exists, as gdb shows it.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -552,10 +553,43 @@ static void case_matches_eu_stack(void) {
   stop_all(p, 3, fds[1]);
 }
 
+/* ---- modules loaded after the sampler started -------------------------- */
+
+static unsigned long (*g_dl_outer)(atomic_int *, unsigned long);
+static atomic_int g_dl_stop;
+static void *dlopen_body(void *arg) {
+  (void)arg;
+  g_sink = g_dl_outer(&g_dl_stop, 9) + 1;
+  return NULL;
+}
+
+static void case_dlopen_module(void) {
+  uintptr_t pcs[64];
+  size_t count;
+  CHECK_EQ_INT(perf_backtrace_thread(0, pcs, 64, &count), PERF_OK); /* first snapshot */
+  void *lib = dlopen(DL_CHAIN_PATH, RTLD_NOW);
+  CHECKF(lib != NULL, "dlopen: %s", dlerror());
+  g_dl_outer = (unsigned long (*)(atomic_int *, unsigned long))dlsym(lib, "dl_chain_outer");
+  CHECK(g_dl_outer != NULL);
+  parked_t p;
+  pid_t tid = park(&p, dlopen_body, "dl-user");
+  char *text = stack_wait_for_frame0(tid, "dl_chain_leaf", WAIT_MS);
+  const char *chain[] = {"dl_chain_leaf", "dl_chain_middle", "dl_chain_outer", "dlopen_body"};
+  expect_chain("dlopen", text, chain, ARRAY_LEN(chain));
+  CHECK(strstr(text, "libdl_chain.so") != NULL);
+  perf_free(text);
+  atomic_store(&g_dl_stop, 1);
+  pthread_join(p.thread, NULL);
+  /* Unloaded again: captures go on with the module gone. */
+  CHECK_EQ_INT(dlclose(lib), 0);
+  CHECK_EQ_INT(perf_backtrace_thread(0, pcs, 64, &count), PERF_OK);
+}
+
 static const struct {
   const char *name;
   void (*run)(void);
 } g_cases[] = {
+    {"dlopen_module", case_dlopen_module},
     {"matches_eu_stack", case_matches_eu_stack},
     {"spin_leaf", case_spin_leaf},       {"blocked_read", case_blocked_read},
     {"nanosleep", case_nanosleep},       {"deep_recursion", case_deep_recursion},
