@@ -479,8 +479,8 @@ int main(int argc, char **argv) {
 
   for (int v = V_CFI; v < V_COUNT; v++)
     if (series[v].n && series[v].min_chain < BENCH_DEPTH)
-      printf("note: %s did not always reach the %d frames of the chain (min %zu)\n", k_names[v],
-             BENCH_DEPTH, series[v].min_chain);
+      printf("note: %s found only %zu..%zu of the chain's %d frames\n", k_names[v],
+             series[v].min_chain, series[v].max_chain, BENCH_DEPTH);
 
   double rt_ratio = sum[V_CFI].rt_med / sum[V_FLOOR].rt_med;
   int correct = series[V_CFI].n && series[V_CFI].min_chain >= BENCH_DEPTH && !series[V_CFI].errors;
