@@ -40,6 +40,7 @@ static int compile_fde(Dwarf_CFI *cfi, uint64_t start, uint64_t limit, row_vec_t
 static perf__unwind_row_t translate_frame(Dwarf_Frame *frame, bool signal_frame);
 static int push_row(row_vec_t *v, perf__unwind_row_t row);
 static bool rows_same_rule(const perf__unwind_row_t *a, const perf__unwind_row_t *b);
+static int build_block_index(perf__unwind_table_t *t);
 
 int perf__unwind_table_build(const perf__module_t *module, perf__unwind_table_t **out) {
   *out = NULL;
@@ -64,14 +65,17 @@ int perf__unwind_table_build(const perf__module_t *module, perf__unwind_table_t 
   }
   if (!err && v.count == 0) err = PERF_E_UNSUPPORTED;
   if (!err) {
-    perf__unwind_table_t *t = malloc(sizeof *t);
+    perf__unwind_table_t *t = calloc(1, sizeof *t);
     if (!t) {
       err = PERF_E_NO_MEMORY;
     } else {
       t->rows = v.rows;
       t->count = v.count;
       v.rows = NULL;
-      *out = t;
+      if ((err = build_block_index(t)) != 0)
+        perf__unwind_table_free(t);
+      else
+        *out = t;
     }
   }
 done:
@@ -86,6 +90,7 @@ done:
 
 void perf__unwind_table_free(perf__unwind_table_t *table) {
   if (!table) return;
+  free(table->block_row);
   free(table->rows);
   free(table);
 }
@@ -249,4 +254,24 @@ static int push_row(row_vec_t *v, perf__unwind_row_t row) {
 static bool rows_same_rule(const perf__unwind_row_t *a, const perf__unwind_row_t *b) {
   return a->cfa_kind == b->cfa_kind && a->rbp_kind == b->rbp_kind && a->cfa_off == b->cfa_off &&
          a->rbp_off == b->rbp_off;
+}
+
+/* For each block from the first row to the last, the row that covers the
+   block's first byte (see perf__unwind_table_find). */
+static int build_block_index(perf__unwind_table_t *t) {
+  uint32_t span = t->rows[t->count - 1].pc - t->rows[0].pc + 1;
+  unsigned shift = 4; /* 16..4096-byte blocks, about one row each */
+  while (shift < 12 && ((uint64_t)1 << (shift + 1)) * t->count <= span) shift++;
+  t->block_shift = shift;
+  t->first_block = t->rows[0].pc >> shift;
+  t->nblocks = (t->rows[t->count - 1].pc >> shift) - t->first_block + 1;
+  t->block_row = malloc(t->nblocks * sizeof *t->block_row);
+  if (!t->block_row) return PERF_E_NO_MEMORY;
+  size_t r = 0;
+  for (size_t b = 0; b < t->nblocks; b++) {
+    uint64_t start = ((uint64_t)t->first_block + b) << shift;
+    while (r + 1 < t->count && t->rows[r + 1].pc <= start) r++;
+    t->block_row[b] = (uint32_t)r;
+  }
+  return PERF_OK;
 }

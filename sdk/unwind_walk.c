@@ -33,10 +33,11 @@ size_t perf__unwind_walk(const perf__unwind_map_t *map, int use_rules, perf__unw
   /* The interrupted pc is exact; a return address points after its call, so
      its rule is the one of the call instruction (pc - 1). */
   uintptr_t lookup = regs.pc;
+  const perf__unwind_module_t *m = NULL; /* callers are mostly in the callee's module */
   for (;;) {
     const perf__unwind_row_t *row = NULL;
     if (use_rules && map) {
-      const perf__unwind_module_t *m = find_module(map, lookup);
+      if (!m || lookup < m->start || lookup >= m->end) m = find_module(map, lookup);
       if (m && m->table) row = perf__unwind_table_find(m->table, lookup - m->bias);
     }
     uintptr_t prev_sp = regs.sp;
@@ -61,9 +62,14 @@ const perf__unwind_row_t *perf__unwind_table_find(const perf__unwind_table_t *ta
                                                   uint64_t vaddr) {
   if (!table || table->count == 0 || vaddr > UINT32_MAX) return NULL;
   uint32_t pc = (uint32_t)vaddr;
-  size_t lo = 0, hi = table->count;
   if (pc < table->rows[0].pc) return NULL;
-  while (hi - lo > 1) { /* invariant: rows[lo].pc <= pc < rows[hi].pc */
+  /* Rows that can cover pc: from the one covering its block's first byte to
+     the one covering the next block's first byte (or the last row). */
+  size_t block = (pc >> table->block_shift) - table->first_block;
+  if (block >= table->nblocks) return &table->rows[table->count - 1];
+  size_t lo = table->block_row[block];
+  size_t hi = block + 1 < table->nblocks ? table->block_row[block + 1] + 1 : table->count;
+  while (hi - lo > 1) { /* invariant: rows[lo].pc <= pc < rows[hi].pc (or hi = end) */
     size_t mid = lo + (hi - lo) / 2;
     if (table->rows[mid].pc <= pc)
       lo = mid;
