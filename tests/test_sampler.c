@@ -523,7 +523,10 @@ static void case_matches_eu_stack(void) {
   static char out[1 << 16];
   size_t len = fread(out, 1, sizeof out - 1, f);
   out[len] = '\0';
-  CHECKF(pclose(f) == 0, "eu-stack failed:\n%s", out);
+  /* eu-stack's exit status is not checked: it may fail to unwind the main
+     thread, caught inside popen's clone. Each parked thread's section must
+     be there and match, below. */
+  pclose(f);
   for (int i = 0; i < 3; i++) {
     uintptr_t theirs[256];
     size_t n_theirs = eu_stack_pcs(out, tids[i], theirs, 256);
