@@ -588,10 +588,24 @@ static void case_dlopen_module(void) {
   CHECK_EQ_INT(perf_backtrace_thread(0, pcs, 64, &count), PERF_OK);
 }
 
+/* The app takes the sampler's signal for itself: captures fail with a
+   clear error instead of hanging or crashing. */
+static void case_signal_taken_over(void) {
+  uintptr_t pcs[16];
+  size_t count;
+  int signo = perf_sampler_signal();
+  CHECK(signo > 0);
+  CHECK_EQ_INT(perf_backtrace_thread(0, pcs, 16, &count), PERF_OK);
+  CHECK(signal(signo, SIG_IGN) != SIG_ERR);
+  CHECK_EQ_INT(perf_backtrace_thread(0, pcs, 16, &count), PERF_E_SIGNAL);
+  CHECK_EQ_INT(count, 0);
+}
+
 static const struct {
   const char *name;
   void (*run)(void);
 } g_cases[] = {
+    {"signal_taken_over", case_signal_taken_over},
     {"dlopen_module", case_dlopen_module},
     {"matches_eu_stack", case_matches_eu_stack},
     {"spin_leaf", case_spin_leaf},       {"blocked_read", case_blocked_read},

@@ -24,6 +24,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <ucontext.h>
@@ -206,6 +207,7 @@ static int install_locked(void) {
   } else if ((signo = pick_free_signal()) == 0) {
     PERF__FAIL(PERF_E_SIGNAL, "no free real-time signal between SIGRTMIN and SIGRTMAX");
   }
+  g_pid = getpid();
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_sigaction = on_sample_signal;
@@ -213,7 +215,6 @@ static int install_locked(void) {
   sigemptyset(&sa.sa_mask);
   if (sigaction(signo, &sa, NULL) != 0)
     PERF__FAIL(PERF_E_SIGNAL, "sigaction(%d) failed: %s", signo, strerror(errno));
-  g_pid = getpid();
   g_opts.signal = signo;
   pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
   g_signo = signo; /* last: the install is complete */
@@ -292,6 +293,14 @@ static void copy_stack(uint8_t *dst, uintptr_t src, size_t len) {
    REQUEST_NEED_BOUNDS (s->sp holds the thread's sp), or an error. */
 static int request(slot_t *s, pid_t tid, int mode, size_t max) {
   stack_bounds_t *b = bounds_for(tid);
+  /* The cached mapping must still be mapped whole: a thread id can be
+     reused by a thread whose stack lies elsewhere. msync fails with ENOMEM
+     on any unmapped page of the range; the handler then reports its sp and
+     the bounds are learned again. */
+  if (b && msync((void *)b->lo, b->hi - b->lo, MS_ASYNC) != 0) {
+    forget_bounds(tid);
+    b = NULL;
+  }
   s->tid = tid;
   s->mode = mode;
   s->max = max;
@@ -366,11 +375,15 @@ static int finish_timeout(slot_t *s, uint32_t seq, pid_t tid) {
   } else if (wait_for_slot(s, seq, WRITING_GRACE_MS) == PERF_OK) {
     return s->result == RESULT_NEED_BOUNDS ? REQUEST_NEED_BOUNDS : PERF_OK;
   }
-  /* Distinguish a thread that exited from one that did not answer. */
+  /* Distinguish a thread that exited from one that did not answer, and
+     both from a handler the app replaced with its own. */
   if (syscall(SYS_tgkill, g_pid, tid, 0) != 0 && errno == ESRCH) {
     forget_bounds(tid);
     return PERF_E_NO_THREAD;
   }
+  struct sigaction cur;
+  if (sigaction(g_signo, NULL, &cur) == 0 && cur.sa_sigaction != on_sample_signal)
+    PERF__FAIL(PERF_E_SIGNAL, "sampler signal %d has been taken over by another handler", g_signo);
   return PERF_E_TIMEOUT;
 }
 
