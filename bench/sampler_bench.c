@@ -57,8 +57,8 @@ typedef struct {
   double *rt_us;      /* round trip per iteration */
   double *handler_us; /* time inside the handler per iteration */
   size_t n;
-  size_t min_depth, max_depth;   /* frames captured */
-  size_t min_chain, max_chain;   /* of those, frames in the target's chain */
+  size_t min_depth, max_depth; /* frames captured */
+  size_t min_chain, max_chain; /* of those, frames in the target's chain */
   size_t errors;
   int last_error;
 } series_t;
@@ -111,7 +111,9 @@ static void *target_main(void *arg) {
 
 static double g_ticks_per_ns;
 
-static inline uint64_t rdtsc(void) { return __builtin_ia32_rdtsc(); }
+static inline uint64_t rdtsc(void) {
+  return __builtin_ia32_rdtsc();
+}
 
 static inline int64_t mono_ns(void) {
   struct timespec ts;
@@ -130,7 +132,9 @@ static void calibrate_tsc(void) {
   g_ticks_per_ns = (double)(t1 - t0) / (double)(n1 - n0);
 }
 
-static inline double ticks_to_us(uint64_t ticks) { return (double)ticks / g_ticks_per_ns / 1000.0; }
+static inline double ticks_to_us(uint64_t ticks) {
+  return (double)ticks / g_ticks_per_ns / 1000.0;
+}
 
 /* ---- the floor and libunwind handlers ---------------------------------- */
 
@@ -179,8 +183,7 @@ static int signal_round_trip(int signo) {
   if (syscall(SYS_tgkill, getpid(), g_target_tid, signo) != 0) return -errno;
   while (atomic_load(&g_done) == 0) {
     struct timespec to = {1, 0};
-    if (syscall(SYS_futex, &g_done, FUTEX_WAIT_PRIVATE, 0, &to, NULL, 0) != 0 &&
-        errno == ETIMEDOUT)
+    if (syscall(SYS_futex, &g_done, FUTEX_WAIT_PRIVATE, 0, &to, NULL, 0) != 0 && errno == ETIMEDOUT)
       return -ETIMEDOUT;
   }
   return 0;
@@ -210,7 +213,8 @@ static int install(int signo, void (*fn)(int, siginfo_t *, void *)) {
 static size_t chain_frames(const uintptr_t *pcs, size_t n) {
   size_t c = 0;
   for (size_t i = 0; i < n; i++)
-    if (pcs[i] >= (uintptr_t)__start_perf_bench_chain && pcs[i] < (uintptr_t)__stop_perf_bench_chain)
+    if (pcs[i] >= (uintptr_t)__start_perf_bench_chain &&
+        pcs[i] < (uintptr_t)__stop_perf_bench_chain)
       c++;
   return c;
 }
@@ -228,7 +232,8 @@ static int g_floor_sig, g_unw_sig;
 /* Wait (untimed) until the target is back in its loop. */
 static void wait_target_running(void) {
   unsigned long v0 = atomic_load_explicit(&g_spins, memory_order_relaxed);
-  while (atomic_load_explicit(&g_spins, memory_order_relaxed) == v0) __builtin_ia32_pause();
+  while (atomic_load_explicit(&g_spins, memory_order_relaxed) == v0)
+    __builtin_ia32_pause();
 }
 
 /* One iteration of variant v; `record` adds it to s. */
@@ -273,14 +278,10 @@ static void run_one(int v, series_t *s, int record) {
 
 static int prepare(int v) {
   switch (v) {
-  case V_CFI:
-    return set_mode(PERF_UNWIND_CFI);
-  case V_FP:
-    return set_mode(PERF_UNWIND_FRAME_POINTER);
-  case V_STACK_COPY:
-    return set_mode(PERF_UNWIND_STACK_COPY);
-  default:
-    return 0;
+  case V_CFI: return set_mode(PERF_UNWIND_CFI);
+  case V_FP: return set_mode(PERF_UNWIND_FRAME_POINTER);
+  case V_STACK_COPY: return set_mode(PERF_UNWIND_STACK_COPY);
+  default: return 0;
   }
 }
 
@@ -313,7 +314,9 @@ static summary_t summarize(series_t *s) {
   return r;
 }
 
-static const char *verdict(int ok) { return ok ? "PASS" : "MISS"; }
+static const char *verdict(int ok) {
+  return ok ? "PASS" : "MISS";
+}
 
 static void usage(const char *argv0) {
   fprintf(stderr,
@@ -341,7 +344,8 @@ static void show_captures(void) {
     printf("no answer\n\n");
     return;
   }
-  for (size_t i = 0; i < g_unw_count; i++) printf("%zu 0x%lx\n", i, (unsigned long)g_unw_pcs[i]);
+  for (size_t i = 0; i < g_unw_count; i++)
+    printf("%zu 0x%lx\n", i, (unsigned long)g_unw_pcs[i]);
   printf("\n");
 }
 
@@ -393,7 +397,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "pthread_create failed\n");
     return 1;
   }
-  while (!atomic_load(&g_target_ready)) sched_yield();
+  while (!atomic_load(&g_target_ready))
+    sched_yield();
   if (show) show_captures();
 
   series_t series[V_COUNT];
@@ -416,7 +421,8 @@ int main(int argc, char **argv) {
       fprintf(stderr, "configure %s: %s\n", k_names[v], perf_strerror(err));
       return 1;
     }
-    for (int i = 0; i < WARMUP; i++) run_one(v, &series[v], 0);
+    for (int i = 0; i < WARMUP; i++)
+      run_one(v, &series[v], 0);
   }
   /* Interleaved rounds: each variant gets iterations/ROUNDS per round. */
   for (int round = 0; round < ROUNDS; round++) {
@@ -427,7 +433,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "configure %s: %s\n", k_names[v], perf_strerror(err));
         return 1;
       }
-      for (long i = 0; i < per; i++) run_one(v, &series[v], 1);
+      for (long i = 0; i < per; i++)
+        run_one(v, &series[v], 1);
     }
   }
   double elapsed_s = (double)(mono_ns() - start) / 1e9;
@@ -437,7 +444,8 @@ int main(int argc, char **argv) {
   pthread_join(th, NULL);
 
   summary_t sum[V_COUNT];
-  for (int v = 0; v < V_COUNT; v++) sum[v] = summarize(&series[v]);
+  for (int v = 0; v < V_COUNT; v++)
+    sum[v] = summarize(&series[v]);
 
   printf("sampler_bench: busy target thread %d frames deep; %ld iterations per variant in %d "
          "interleaved rounds after %d warm-up; %.1f s\n",
@@ -463,13 +471,13 @@ int main(int argc, char **argv) {
     }
     if (v != V_FLOOR && v != V_LIBUNWIND && sum[v].h_med > 0)
       snprintf(unw, sizeof unw, "%.1f", sum[V_LIBUNWIND].h_med / sum[v].h_med);
-    printf("%-14s %9.2f %9.2f %8.2f  %10.3f %10.3f %8s  %6s %6s %6zu\n", k_names[v],
-           sum[v].rt_med, sum[v].rt_p99, sum[v].rt_med / sum[V_FLOOR].rt_med, sum[v].h_med,
-           sum[v].h_p99, unw, depth, chain, s->errors);
+    printf("%-14s %9.2f %9.2f %8.2f  %10.3f %10.3f %8s  %6s %6s %6zu\n", k_names[v], sum[v].rt_med,
+           sum[v].rt_p99, sum[v].rt_med / sum[V_FLOOR].rt_med, sum[v].h_med, sum[v].h_p99, unw,
+           depth, chain, s->errors);
     if (s->errors)
       printf("  %s: %zu captures failed, last: %s\n", k_names[v], s->errors,
              s->last_error < 0 && v != V_FLOOR && v != V_LIBUNWIND ? perf_strerror(s->last_error)
-                                                                  : strerror(-s->last_error));
+                                                                   : strerror(-s->last_error));
   }
   printf("\nrt = round trip seen by the requester; in-hdl = time the target spent in the handler "
          "(entry to just before the wake); depth = frames captured (min-max); chain = of those, "
@@ -484,8 +492,8 @@ int main(int argc, char **argv) {
 
   double rt_ratio = sum[V_CFI].rt_med / sum[V_FLOOR].rt_med;
   int correct = series[V_CFI].n && series[V_CFI].min_chain >= BENCH_DEPTH && !series[V_CFI].errors;
-  printf("target: default capture stacks correct (all %d chain frames): %zu..%zu %s\n",
-         BENCH_DEPTH, series[V_CFI].min_chain, series[V_CFI].max_chain, verdict(correct));
+  printf("target: default capture stacks correct (all %d chain frames): %zu..%zu %s\n", BENCH_DEPTH,
+         series[V_CFI].min_chain, series[V_CFI].max_chain, verdict(correct));
   printf("target: default round trip <= 1.2x floor: %.2fx %s\n", rt_ratio,
          verdict(rt_ratio <= 1.2));
   printf("target: default in-handler < 1 us (32 frames): %.3f us %s\n", sum[V_CFI].h_med,

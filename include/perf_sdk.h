@@ -36,13 +36,14 @@ typedef enum perf_error_e {
   PERF_E_INVALID_ARGUMENT = -1, /* a NULL pointer, a zero size, an unknown enum value */
   PERF_E_NO_MEMORY = -2,        /* an allocation failed; nothing was changed */
   PERF_E_NO_THREAD = -3,        /* the thread id is not a live thread of this process */
-  PERF_E_TIMEOUT = -4,          /* the thread did not answer in time (signal blocked, D state, stopped) */
-  PERF_E_BUSY = -5,             /* a capture of that thread is already in flight */
-  PERF_E_SIGNAL = -6,           /* no usable real-time signal, or the configured one is taken */
-  PERF_E_SYSTEM = -7,           /* a system call failed unexpectedly; see errno-style detail in the log */
-  PERF_E_TRUNCATED = -8,        /* the output buffer was too small; it holds the innermost frames */
-  PERF_E_INVALID_CONFIG = -9,   /* a configuration field is out of range; the log names it */
-  PERF_E_ALREADY_INITIALIZED = -10, /* init called twice, or a setting that only applies before first use */
+  PERF_E_TIMEOUT = -4,   /* the thread did not answer in time (signal blocked, D state, stopped) */
+  PERF_E_BUSY = -5,      /* a capture of that thread is already in flight */
+  PERF_E_SIGNAL = -6,    /* no usable real-time signal, or the configured one is taken */
+  PERF_E_SYSTEM = -7,    /* a system call failed unexpectedly; see errno-style detail in the log */
+  PERF_E_TRUNCATED = -8, /* the output buffer was too small; it holds the innermost frames */
+  PERF_E_INVALID_CONFIG = -9, /* a configuration field is out of range; the log names it */
+  PERF_E_ALREADY_INITIALIZED =
+      -10, /* init called twice, or a setting that only applies before first use */
   PERF_E_NOT_INITIALIZED = -11, /* the call needs perf_sdk_init() first, or came after shutdown */
   PERF_E_UNSUPPORTED = -12,     /* the platform or build lacks the requested feature */
 } perf_error_t;

@@ -27,7 +27,9 @@ static NOINLINE unsigned long checksum_forever(unsigned long seed) {
     seed = seed * 6364136223846793005UL + 1442695040888963407UL;
   return seed;
 }
-static NOINLINE unsigned long render_frame(unsigned long seed) { return checksum_forever(seed) + 1; }
+static NOINLINE unsigned long render_frame(unsigned long seed) {
+  return checksum_forever(seed) + 1;
+}
 static void *render_thread(void *arg) {
   (void)arg;
   pthread_setname_np(pthread_self(), "render");
@@ -42,7 +44,9 @@ static NOINLINE long wait_for_reply(int fd) {
   long n = read(fd, &c, 1);
   return n + 1;
 }
-static NOINLINE long fetch_config(int fd) { return wait_for_reply(fd) * 2; }
+static NOINLINE long fetch_config(int fd) {
+  return wait_for_reply(fd) * 2;
+}
 static void *network_thread(void *arg) {
   (void)arg;
   pthread_setname_np(pthread_self(), "network");
@@ -57,7 +61,8 @@ static NOINLINE int nap(void) {
   return nanosleep(&ts, NULL);
 }
 static NOINLINE void housekeeping_loop(void) {
-  while (!atomic_load(&g_stop)) g_sink += (unsigned long)nap();
+  while (!atomic_load(&g_stop))
+    g_sink += (unsigned long)nap();
 }
 static void *housekeeping_thread(void *arg) {
   (void)arg;
@@ -73,7 +78,8 @@ int main(void) {
   pthread_create(&t[0], NULL, render_thread, NULL);
   pthread_create(&t[1], NULL, network_thread, NULL);
   pthread_create(&t[2], NULL, housekeeping_thread, NULL);
-  while (atomic_load(&g_ready) < 3) usleep(1000);
+  while (atomic_load(&g_ready) < 3)
+    usleep(1000);
   usleep(50 * 1000); /* let each thread reach its innermost call */
 
   char *text = NULL;
@@ -87,6 +93,7 @@ int main(void) {
 
   atomic_store(&g_stop, 1);
   if (write(g_pipe[1], "x", 1) != 1) return 1;
-  for (int i = 0; i < 3; i++) pthread_join(t[i], NULL);
+  for (int i = 0; i < 3; i++)
+    pthread_join(t[i], NULL);
   return 0;
 }

@@ -19,10 +19,11 @@ int perf__format_frames(perf__strbuf_t *b, perf__modules_t *mods, const uintptr_
   for (size_t i = 0; i < count; i++) {
     perf__frame_info_t fi;
     perf__modules_symbolize(mods, pcs[i], i > 0, &fi);
-    int err = fi.symbol ? perf__strbuf_appendf(b, "%-3zu %-24s 0x%016" PRIxPTR " %s + %" PRIu64 "\n",
-                                               i, fi.module, pcs[i], fi.symbol, fi.offset)
-                        : perf__strbuf_appendf(b, "%-3zu %-24s 0x%016" PRIxPTR " ?? + %" PRIuPTR "\n",
-                                               i, fi.module, pcs[i], fi.module_rel);
+    int err = fi.symbol
+                  ? perf__strbuf_appendf(b, "%-3zu %-24s 0x%016" PRIxPTR " %s + %" PRIu64 "\n", i,
+                                         fi.module, pcs[i], fi.symbol, fi.offset)
+                  : perf__strbuf_appendf(b, "%-3zu %-24s 0x%016" PRIxPTR " ?? + %" PRIuPTR "\n", i,
+                                         fi.module, pcs[i], fi.module_rel);
     if (err) return err;
   }
   return 0;

@@ -11,9 +11,10 @@ const char *perf_strerror(int err) {
   case PERF_E_INVALID_ARGUMENT: return "invalid argument";
   case PERF_E_NO_MEMORY: return "out of memory or over a size bound";
   case PERF_E_NO_THREAD: return "no such thread in this process";
-  case PERF_E_TIMEOUT: return "the thread did not answer in time (signal blocked, D state or stopped)";
+  case PERF_E_TIMEOUT:
+    return "the thread did not answer in time (signal blocked, D state or stopped)";
   case PERF_E_BUSY: return "a capture of that thread is already in flight";
-  case PERF_E_SIGNAL: return "no usable sampling signal";
+  case PERF_E_SIGNAL: return "no usable sampling signal (none free, or taken by another handler)";
   case PERF_E_SYSTEM: return "a system call failed";
   case PERF_E_TRUNCATED: return "the stack was deeper than the output buffer";
   case PERF_E_INVALID_CONFIG: return "invalid configuration";
@@ -24,4 +25,6 @@ const char *perf_strerror(int err) {
   return "unknown error";
 }
 
-void perf_free(void *p) { free(p); }
+void perf_free(void *p) {
+  free(p);
+}

@@ -17,10 +17,10 @@ void perf__log_set(perf__log_fn fn, void *user);
 void perf__log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Log at error level and return `err` from the calling function. */
-#define PERF__FAIL(err, ...)                                                                     \
-  do {                                                                                           \
-    perf__log(PERF__LOG_ERROR, __VA_ARGS__);                                                     \
-    return (err);                                                                                \
+#define PERF__FAIL(err, ...)                                                                       \
+  do {                                                                                             \
+    perf__log(PERF__LOG_ERROR, __VA_ARGS__);                                                       \
+    return (err);                                                                                  \
   } while (0)
 
 #endif

@@ -72,7 +72,8 @@ const perf__module_t *perf__module_map_find(const perf__module_map_t *map, uintp
 
 void perf__module_map_free(perf__module_map_t *map) {
   if (!map) return;
-  for (size_t i = 0; i < map->count; i++) free(map->modules[i].path);
+  for (size_t i = 0; i < map->count; i++)
+    free(map->modules[i].path);
   free(map->modules);
   free(map);
 }

@@ -38,8 +38,10 @@ int perf__sampler_options_validate(const perf_sampler_options_t *o) {
                SIGRTMIN, SIGRTMAX);
   if (o->unwind_mode != PERF_UNWIND_CFI && o->unwind_mode != PERF_UNWIND_FRAME_POINTER &&
       o->unwind_mode != PERF_UNWIND_STACK_COPY)
-    PERF__FAIL(PERF_E_INVALID_CONFIG, "unwind_mode = %d: must be PERF_UNWIND_CFI (0), "
-               "PERF_UNWIND_FRAME_POINTER (1) or PERF_UNWIND_STACK_COPY (2)", (int)o->unwind_mode);
+    PERF__FAIL(PERF_E_INVALID_CONFIG,
+               "unwind_mode = %d: must be PERF_UNWIND_CFI (0), "
+               "PERF_UNWIND_FRAME_POINTER (1) or PERF_UNWIND_STACK_COPY (2)",
+               (int)o->unwind_mode);
   if (o->timeout_ms < 1 || o->timeout_ms > 10000)
     PERF__FAIL(PERF_E_INVALID_CONFIG, "timeout_ms = %u: must be 1..10000", o->timeout_ms);
   if (o->stack_copy_bytes < 1024 || o->stack_copy_bytes > 1048576)

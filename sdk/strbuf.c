@@ -51,7 +51,8 @@ static int reserve(perf__strbuf_t *b, size_t need) {
   if (need <= b->cap) return PERF_OK;
   if (need > b->max) return PERF_E_NO_MEMORY;
   size_t cap = b->cap ? b->cap : 256;
-  while (cap < need) cap *= 2;
+  while (cap < need)
+    cap *= 2;
   if (cap > b->max) cap = b->max;
   char *grown = realloc(b->data, cap);
   if (!grown) return PERF_E_NO_MEMORY;

@@ -95,14 +95,13 @@ int perf__symtab_load(const char *path, const void *image, size_t image_size,
   /* .symtab names static functions; distributions strip it from
      libraries but ship it in a debug file found by build-id (libc6-dbg puts
      start_thread there). .dynsym is the last resort. */
-  int rc = image ? load_image(tab, image, image_size, SHT_SYMTAB)
-                 : load_path(tab, path, SHT_SYMTAB);
+  int rc =
+      image ? load_image(tab, image, image_size, SHT_SYMTAB) : load_path(tab, path, SHT_SYMTAB);
   if (rc == PERF_OK && tab->count == 0 && build_id_len > 0) {
     rc = load_debug_file(tab, build_id, build_id_len);
   }
   if (rc == PERF_OK && tab->count == 0) {
-    rc = image ? load_image(tab, image, image_size, SHT_DYNSYM)
-               : load_path(tab, path, SHT_DYNSYM);
+    rc = image ? load_image(tab, image, image_size, SHT_DYNSYM) : load_path(tab, path, SHT_DYNSYM);
   }
   if (rc != PERF_OK) {
     perf__symtab_free(tab);

@@ -19,11 +19,11 @@
 #include "module_map.h"
 
 enum perf__cfa_kind {
-  PERF__CFA_UNKNOWN = 0, /* no usable rule here: fall back to frame pointers */
-  PERF__CFA_RSP = 1,     /* CFA = rsp + cfa_off */
-  PERF__CFA_RBP = 2,     /* CFA = rbp + cfa_off */
-  PERF__CFA_PLT = 3,     /* PLT stub: CFA = rsp + 8, + 8 more when (pc & 15) >= cfa_off */
-  PERF__CFA_SIGNAL = 4,  /* signal trampoline: the interrupted registers are a ucontext at rsp */
+  PERF__CFA_UNKNOWN = 0,   /* no usable rule here: fall back to frame pointers */
+  PERF__CFA_RSP = 1,       /* CFA = rsp + cfa_off */
+  PERF__CFA_RBP = 2,       /* CFA = rbp + cfa_off */
+  PERF__CFA_PLT = 3,       /* PLT stub: CFA = rsp + 8, + 8 more when (pc & 15) >= cfa_off */
+  PERF__CFA_SIGNAL = 4,    /* signal trampoline: the interrupted registers are a ucontext at rsp */
   PERF__CFA_OUTERMOST = 5, /* the return address is undefined: the stack ends here */
 };
 

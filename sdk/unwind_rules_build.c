@@ -208,9 +208,9 @@ static perf__unwind_row_t translate_frame(Dwarf_Frame *frame, bool signal_frame)
     row.cfa_off = (int32_t)ops[0].number2;
   } else if (nops == 9 && ops[0].atom == DW_OP_breg7 && ops[0].number == 8 &&
              ops[1].atom == DW_OP_breg16 && ops[2].atom == DW_OP_lit15 &&
-             ops[3].atom == DW_OP_and && ops[4].atom >= DW_OP_lit0 &&
-             ops[4].atom <= DW_OP_lit31 && ops[5].atom == DW_OP_ge &&
-             ops[6].atom == DW_OP_lit3 && ops[7].atom == DW_OP_shl && ops[8].atom == DW_OP_plus) {
+             ops[3].atom == DW_OP_and && ops[4].atom >= DW_OP_lit0 && ops[4].atom <= DW_OP_lit31 &&
+             ops[5].atom == DW_OP_ge && ops[6].atom == DW_OP_lit3 && ops[7].atom == DW_OP_shl &&
+             ops[8].atom == DW_OP_plus) {
     /* The lazy-binding PLT rule GNU ld emits for .plt and .plt.sec. */
     row.cfa_kind = PERF__CFA_PLT;
     row.cfa_off = ops[4].atom - DW_OP_lit0;
@@ -221,9 +221,8 @@ static perf__unwind_row_t translate_frame(Dwarf_Frame *frame, bool signal_frame)
   if (dwarf_frame_register(frame, DWARF_REG_RBP, mem, &ops, &nops) != 0) return row;
   if (nops == 0 && ops == NULL) {
     row.rbp_kind = PERF__RBP_SAME;
-  } else if (nops == 2 && ops[0].atom == DW_OP_call_frame_cfa &&
-             ops[1].atom == DW_OP_plus_uconst && (int64_t)ops[1].number >= INT16_MIN &&
-             (int64_t)ops[1].number <= INT16_MAX) {
+  } else if (nops == 2 && ops[0].atom == DW_OP_call_frame_cfa && ops[1].atom == DW_OP_plus_uconst &&
+             (int64_t)ops[1].number >= INT16_MIN && (int64_t)ops[1].number <= INT16_MAX) {
     row.rbp_kind = PERF__RBP_SAVED;
     row.rbp_off = (int16_t)(int64_t)ops[1].number;
   }
@@ -261,7 +260,8 @@ static bool rows_same_rule(const perf__unwind_row_t *a, const perf__unwind_row_t
 static int build_block_index(perf__unwind_table_t *t) {
   uint32_t span = t->rows[t->count - 1].pc - t->rows[0].pc + 1;
   unsigned shift = 4; /* 16..4096-byte blocks, about one row each */
-  while (shift < 12 && ((uint64_t)1 << (shift + 1)) * t->count <= span) shift++;
+  while (shift < 12 && ((uint64_t)1 << (shift + 1)) * t->count <= span)
+    shift++;
   t->block_shift = shift;
   t->first_block = t->rows[0].pc >> shift;
   t->nblocks = (t->rows[t->count - 1].pc >> shift) - t->first_block + 1;
@@ -270,7 +270,8 @@ static int build_block_index(perf__unwind_table_t *t) {
   size_t r = 0;
   for (size_t b = 0; b < t->nblocks; b++) {
     uint64_t start = ((uint64_t)t->first_block + b) << shift;
-    while (r + 1 < t->count && t->rows[r + 1].pc <= start) r++;
+    while (r + 1 < t->count && t->rows[r + 1].pc <= start)
+      r++;
     t->block_row[b] = (uint32_t)r;
   }
   return PERF_OK;

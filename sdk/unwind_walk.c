@@ -17,8 +17,7 @@ typedef struct {
 static const perf__unwind_module_t *find_module(const perf__unwind_map_t *map, uintptr_t pc);
 static bool read_word(stack_window_t w, uintptr_t addr, uintptr_t *out)
     __attribute__((no_sanitize_address));
-static int step_with_rule(const perf__unwind_row_t *row, stack_window_t w,
-                          perf__unwind_regs_t *r);
+static int step_with_rule(const perf__unwind_row_t *row, stack_window_t w, perf__unwind_regs_t *r);
 static int step_frame_pointer(stack_window_t w, perf__unwind_regs_t *r);
 
 enum { STEP_OK = 0, STEP_END = 1, STEP_FAIL = 2 };
@@ -43,7 +42,7 @@ size_t perf__unwind_walk(const perf__unwind_map_t *map, int use_rules, perf__unw
     uintptr_t prev_sp = regs.sp;
     bool exact = row && row->cfa_kind == PERF__CFA_SIGNAL;
     int step = (row && row->cfa_kind != PERF__CFA_UNKNOWN) ? step_with_rule(row, w, &regs)
-                                                            : step_frame_pointer(w, &regs);
+                                                           : step_frame_pointer(w, &regs);
     if (step != STEP_OK || regs.pc == 0) break;
     if (regs.sp <= prev_sp) break; /* the stack only grows towards lower addresses */
     if (n == max) {
@@ -105,19 +104,12 @@ __attribute__((no_sanitize_address)) static bool read_word(stack_window_t w, uin
   return true;
 }
 
-static int step_with_rule(const perf__unwind_row_t *row, stack_window_t w,
-                          perf__unwind_regs_t *r) {
+static int step_with_rule(const perf__unwind_row_t *row, stack_window_t w, perf__unwind_regs_t *r) {
   uintptr_t cfa;
   switch (row->cfa_kind) {
-  case PERF__CFA_RSP:
-    cfa = r->sp + (intptr_t)row->cfa_off;
-    break;
-  case PERF__CFA_RBP:
-    cfa = r->fp + (intptr_t)row->cfa_off;
-    break;
-  case PERF__CFA_PLT:
-    cfa = r->sp + 8 + (((r->pc & 15) >= (uintptr_t)row->cfa_off) ? 8 : 0);
-    break;
+  case PERF__CFA_RSP: cfa = r->sp + (intptr_t)row->cfa_off; break;
+  case PERF__CFA_RBP: cfa = r->fp + (intptr_t)row->cfa_off; break;
+  case PERF__CFA_PLT: cfa = r->sp + 8 + (((r->pc & 15) >= (uintptr_t)row->cfa_off) ? 8 : 0); break;
   case PERF__CFA_SIGNAL: {
     /* rt_sigreturn trampoline: rsp points at the ucontext the kernel saved. */
     const uintptr_t uc = r->sp;
@@ -132,10 +124,8 @@ static int step_with_rule(const perf__unwind_row_t *row, stack_window_t w,
     r->fp = fp;
     return STEP_OK;
   }
-  case PERF__CFA_OUTERMOST:
-    return STEP_END;
-  default:
-    return STEP_FAIL;
+  case PERF__CFA_OUTERMOST: return STEP_END;
+  default: return STEP_FAIL;
   }
   uintptr_t ra;
   if (!read_word(w, cfa - 8, &ra)) return STEP_FAIL;

@@ -11,28 +11,28 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CHECK(cond)                                                                              \
-  do {                                                                                           \
-    if (!(cond)) {                                                                               \
-      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);                   \
-      exit(1);                                                                                   \
-    }                                                                                            \
+#define CHECK(cond)                                                                                \
+  do {                                                                                             \
+    if (!(cond)) {                                                                                 \
+      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);                     \
+      exit(1);                                                                                     \
+    }                                                                                              \
   } while (0)
 
-#define CHECKF(cond, ...)                                                                        \
-  do {                                                                                           \
-    if (!(cond)) {                                                                               \
-      fprintf(stderr, "%s:%d: CHECK failed: %s\n  ", __FILE__, __LINE__, #cond);                 \
-      fprintf(stderr, __VA_ARGS__);                                                              \
-      fputc('\n', stderr);                                                                       \
-      exit(1);                                                                                   \
-    }                                                                                            \
+#define CHECKF(cond, ...)                                                                          \
+  do {                                                                                             \
+    if (!(cond)) {                                                                                 \
+      fprintf(stderr, "%s:%d: CHECK failed: %s\n  ", __FILE__, __LINE__, #cond);                   \
+      fprintf(stderr, __VA_ARGS__);                                                                \
+      fputc('\n', stderr);                                                                         \
+      exit(1);                                                                                     \
+    }                                                                                              \
   } while (0)
 
-#define CHECK_EQ_INT(a, b)                                                                       \
-  do {                                                                                           \
-    long long check_a_ = (long long)(a), check_b_ = (long long)(b);                              \
-    CHECKF(check_a_ == check_b_, "%s = %lld, %s = %lld", #a, check_a_, #b, check_b_);            \
+#define CHECK_EQ_INT(a, b)                                                                         \
+  do {                                                                                             \
+    long long check_a_ = (long long)(a), check_b_ = (long long)(b);                                \
+    CHECKF(check_a_ == check_b_, "%s = %lld, %s = %lld", #a, check_a_, #b, check_b_);              \
   } while (0)
 
 #endif

@@ -8,7 +8,8 @@
 #define CHAIN __attribute__((noinline, noipa, used))
 
 static CHAIN unsigned long dl_chain_leaf(atomic_int *stop, unsigned long x) {
-  while (!atomic_load_explicit(stop, memory_order_relaxed)) x = x * 6364136223846793005UL + 1;
+  while (!atomic_load_explicit(stop, memory_order_relaxed))
+    x = x * 6364136223846793005UL + 1;
   return x;
 }
 static CHAIN unsigned long dl_chain_middle(atomic_int *stop, unsigned long x) {

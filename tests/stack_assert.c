@@ -64,7 +64,8 @@ bool stack_has_chain(const stack_syms_t *s, const char *const *chain, size_t n) 
 static bool stack_has_chain_at(const stack_syms_t *s, const char *const *chain, size_t n,
                                size_t start) {
   size_t k = 0;
-  while (k < n && start + k < s->count && name_matches(s->symbols[start + k], chain[k])) k++;
+  while (k < n && start + k < s->count && name_matches(s->symbols[start + k], chain[k]))
+    k++;
   return k == n;
 }
 

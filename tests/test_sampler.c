@@ -46,9 +46,13 @@ typedef struct {
   int fd;
 } parked_t;
 
-static pid_t gettid_now(void) { return (pid_t)syscall(SYS_gettid); }
+static pid_t gettid_now(void) {
+  return (pid_t)syscall(SYS_gettid);
+}
 
-static CHAIN void *parked_trampoline_body(parked_t *p) { return p->body(p); }
+static CHAIN void *parked_trampoline_body(parked_t *p) {
+  return p->body(p);
+}
 static void *parked_start(void *arg) {
   parked_t *p = arg;
   if (p->name) pthread_setname_np(pthread_self(), p->name);
@@ -61,17 +65,23 @@ static pid_t park(parked_t *p, void *(*body)(void *), const char *name) {
   p->name = name;
   atomic_store(&p->tid, 0);
   CHECK(pthread_create(&p->thread, NULL, parked_start, p) == 0);
-  while (atomic_load(&p->tid) == 0) usleep(1000);
+  while (atomic_load(&p->tid) == 0)
+    usleep(1000);
   return atomic_load(&p->tid);
 }
 
 /* A busy leaf that never sets up a frame at -O2 and never returns on its own. */
 static CHAIN unsigned long chain_spin_leaf(unsigned long x) {
-  while (!atomic_load_explicit(&g_stop, memory_order_relaxed)) x = x * 2862933555777941757UL + 3;
+  while (!atomic_load_explicit(&g_stop, memory_order_relaxed))
+    x = x * 2862933555777941757UL + 3;
   return x;
 }
-static CHAIN unsigned long chain_spin_middle(unsigned long x) { return chain_spin_leaf(x) + 1; }
-CHAIN unsigned long chain_spin_outer(unsigned long x) { return chain_spin_middle(x) + 1; }
+static CHAIN unsigned long chain_spin_middle(unsigned long x) {
+  return chain_spin_leaf(x) + 1;
+}
+CHAIN unsigned long chain_spin_outer(unsigned long x) {
+  return chain_spin_middle(x) + 1;
+}
 static void *spin_body(void *arg) {
   (void)arg;
   g_sink = chain_spin_outer(7);
@@ -83,8 +93,12 @@ static CHAIN long chain_read_inner(int fd) {
   long n = read(fd, &c, 1);
   return n + 1;
 }
-static CHAIN long chain_read_middle(int fd) { return chain_read_inner(fd) + 1; }
-CHAIN long chain_read_outer(int fd) { return chain_read_middle(fd) + 1; }
+static CHAIN long chain_read_middle(int fd) {
+  return chain_read_inner(fd) + 1;
+}
+CHAIN long chain_read_outer(int fd) {
+  return chain_read_middle(fd) + 1;
+}
 static void *read_body(void *arg) {
   g_sink = (unsigned long)chain_read_outer(((parked_t *)arg)->fd);
   return NULL;
@@ -96,7 +110,8 @@ static CHAIN int chain_sleep_inner(void) {
 }
 CHAIN int chain_sleep_outer(void) {
   int r = 0;
-  while (!atomic_load(&g_stop)) r += chain_sleep_inner();
+  while (!atomic_load(&g_stop))
+    r += chain_sleep_inner();
   return r;
 }
 static void *sleep_body(void *arg) {
@@ -124,7 +139,8 @@ static void expect_chain(const char *title, const char *text, const char *const 
   if (!stack_has_chain(s, chain, n)) {
     stack_dump(title, text);
     fprintf(stderr, "expected consecutive frames:");
-    for (size_t i = 0; i < n; i++) fprintf(stderr, " %s", chain[i]);
+    for (size_t i = 0; i < n; i++)
+      fprintf(stderr, " %s", chain[i]);
     fputc('\n', stderr);
     free(s);
     exit(1);
@@ -135,7 +151,8 @@ static void expect_chain(const char *title, const char *text, const char *const 
 static void stop_all(parked_t *p, size_t n, int write_fd) {
   atomic_store(&g_stop, 1);
   if (write_fd >= 0) CHECK(write(write_fd, "xxxxxxxx", 8) == 8);
-  for (size_t i = 0; i < n; i++) pthread_join(p[i].thread, NULL);
+  for (size_t i = 0; i < n; i++)
+    pthread_join(p[i].thread, NULL);
 }
 
 static long long now_ms(void) {
@@ -150,8 +167,8 @@ static void case_spin_leaf(void) {
   parked_t p;
   pid_t tid = park(&p, spin_body, "spinner");
   char *text = stack_wait_for_frame0(tid, "chain_spin_leaf", WAIT_MS);
-  const char *chain[] = {"chain_spin_leaf", "chain_spin_middle", "chain_spin_outer", "spin_body",
-                         "parked_trampoline_body", "parked_start"};
+  const char *chain[] = {"chain_spin_leaf", "chain_spin_middle",      "chain_spin_outer",
+                         "spin_body",       "parked_trampoline_body", "parked_start"};
   expect_chain("spin_leaf", text, chain, ARRAY_LEN(chain));
   CHECK(strstr(text, "\"spinner\"") != NULL);
   perf_free(text);
@@ -194,7 +211,8 @@ static void case_deep_recursion(void) {
   CHECK(s != NULL);
   stack_parse(text, s);
   size_t recursion = 0;
-  for (size_t i = 0; i < s->count; i++) recursion += strcmp(s->symbols[i], "chain_recurse") == 0;
+  for (size_t i = 0; i < s->count; i++)
+    recursion += strcmp(s->symbols[i], "chain_recurse") == 0;
   CHECK_EQ_INT(recursion, 301);
   const char *tail[] = {"chain_recurse", "deep_body", "parked_trampoline_body"};
   expect_chain("deep tail", text, tail, ARRAY_LEN(tail));
@@ -208,7 +226,8 @@ static void case_deep_recursion(void) {
   size_t count = 0;
   CHECK_EQ_INT(perf_backtrace_thread(tid, pcs, 64, &count), PERF_E_TRUNCATED);
   CHECK_EQ_INT(count, 64);
-  for (size_t i = 3; i < count; i++) CHECK(pcs[i] == pcs[2]);
+  for (size_t i = 3; i < count; i++)
+    CHECK(pcs[i] == pcs[2]);
   for (size_t i = 1; i < 3; i++)
     CHECK(pcs[i] > (uintptr_t)&chain_recurse && pcs[i] < (uintptr_t)&chain_recurse + 4096);
   CHECK(pcs[1] != pcs[2]);
@@ -236,7 +255,8 @@ static void case_all_threads(void) {
     CHECKF(section != NULL, "no section '%s' in:\n%s", header, text);
   }
   size_t sections = 0;
-  for (const char *q = text; (q = strstr(q, "\nthread ")) != NULL; q++) sections++;
+  for (const char *q = text; (q = strstr(q, "\nthread ")) != NULL; q++)
+    sections++;
   CHECK_EQ_INT(sections + 1, 4); /* main + 3 workers, nothing else runs here */
   const char *spin[] = {"chain_spin_middle", "chain_spin_outer"};
   const char *rd[] = {"chain_read_inner", "chain_read_middle", "chain_read_outer"};
@@ -255,7 +275,8 @@ static void *blocked_body(void *arg) {
   sigemptyset(&set);
   sigaddset(&set, perf_sampler_signal());
   pthread_sigmask(SIG_BLOCK, &set, NULL);
-  while (!atomic_load(&g_unblock)) g_sink++;
+  while (!atomic_load(&g_unblock))
+    g_sink++;
   pthread_sigmask(SIG_UNBLOCK, &set, NULL); /* the late signal arrives here */
   g_sink = chain_spin_outer(3);
   return NULL;
@@ -309,8 +330,7 @@ static void case_thread_exit(void) {
     pthread_join(p.thread, NULL);
     /* Gone for good: a clear error, whatever the capture above saw. */
     err = perf_backtrace_thread(tid, pcs, 64, &count);
-    CHECKF(err == PERF_E_NO_THREAD || err == PERF_E_TIMEOUT, "after join: %s",
-           perf_strerror(err));
+    CHECKF(err == PERF_E_NO_THREAD || err == PERF_E_TIMEOUT, "after join: %s", perf_strerror(err));
   }
   fprintf(stderr, "exiting threads: ok=%d no_thread=%d timeout=%d\n", outcomes[0], outcomes[1],
           outcomes[2]);
@@ -350,8 +370,12 @@ static void case_rbp_garbage(void) {
   pthread_join(p.thread, NULL);
 }
 
-static CHAIN int chain_self_inner(char **text) { return perf_backtrace_thread_text(0, text) + 1; }
-CHAIN int chain_self_outer(char **text) { return chain_self_inner(text) + 1; }
+static CHAIN int chain_self_inner(char **text) {
+  return perf_backtrace_thread_text(0, text) + 1;
+}
+CHAIN int chain_self_outer(char **text) {
+  return chain_self_inner(text) + 1;
+}
 
 static void case_self_capture(void) {
   char *text = NULL;
@@ -380,7 +404,8 @@ static CHAIN void app_handler(int sig) {
   chain_app_handler_leaf();
 }
 static CHAIN unsigned long chain_interrupted(unsigned long x) {
-  while (!atomic_load(&g_in_handler)) x = x * 3 + 1;
+  while (!atomic_load(&g_in_handler))
+    x = x * 3 + 1;
   return x;
 }
 static void *interrupted_body(void *arg) {
@@ -417,8 +442,7 @@ static void case_modes(void) {
     opts.unwind_mode = complete[m];
     CHECK_EQ_INT(perf_sampler_configure(&opts), PERF_OK);
     char *text = stack_wait_for_frame0(tid, "chain_spin_leaf", WAIT_MS);
-    const char *chain[] = {"chain_spin_leaf", "chain_spin_middle", "chain_spin_outer",
-                           "spin_body"};
+    const char *chain[] = {"chain_spin_leaf", "chain_spin_middle", "chain_spin_outer", "spin_body"};
     expect_chain(complete[m] == PERF_UNWIND_CFI ? "cfi" : "stack_copy", text, chain,
                  ARRAY_LEN(chain));
     perf_free(text);
@@ -468,11 +492,14 @@ static pthread_mutex_t g_cond_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_cond = PTHREAD_COND_INITIALIZER;
 static CHAIN int chain_wait_inner(void) {
   pthread_mutex_lock(&g_cond_lock);
-  while (!atomic_load(&g_stop)) pthread_cond_wait(&g_cond, &g_cond_lock);
+  while (!atomic_load(&g_stop))
+    pthread_cond_wait(&g_cond, &g_cond_lock);
   pthread_mutex_unlock(&g_cond_lock);
   return 1;
 }
-CHAIN int chain_wait_outer(void) { return chain_wait_inner() + 1; }
+CHAIN int chain_wait_outer(void) {
+  return chain_wait_inner() + 1;
+}
 static void *wait_body(void *arg) {
   (void)arg;
   g_sink = (unsigned long)chain_wait_outer();
@@ -537,7 +564,8 @@ static void case_matches_eu_stack(void) {
        it) and by ptrace just after it. */
     bool same = n_theirs == n_ours[i] && n_theirs > 0 &&
                 (i == 0 || (theirs[0] >= ours[i][0] && theirs[0] - ours[i][0] <= 2));
-    for (size_t k = 1; same && k < n_ours[i]; k++) same = ours[i][k] == theirs[k];
+    for (size_t k = 1; same && k < n_ours[i]; k++)
+      same = ours[i][k] == theirs[k];
     if (!same) {
       fprintf(stderr, "thread %d: ours %zu frames, eu-stack %zu\n", (int)tids[i], n_ours[i],
               n_theirs);
@@ -608,12 +636,18 @@ static const struct {
     {"signal_taken_over", case_signal_taken_over},
     {"dlopen_module", case_dlopen_module},
     {"matches_eu_stack", case_matches_eu_stack},
-    {"spin_leaf", case_spin_leaf},       {"blocked_read", case_blocked_read},
-    {"nanosleep", case_nanosleep},       {"deep_recursion", case_deep_recursion},
-    {"all_threads", case_all_threads},   {"signal_blocked", case_signal_blocked},
-    {"thread_exit", case_thread_exit},   {"rbp_garbage", case_rbp_garbage},
-    {"self_capture", case_self_capture}, {"signal_frame", case_signal_frame},
-    {"modes", case_modes},               {"bad_arguments", case_bad_arguments},
+    {"spin_leaf", case_spin_leaf},
+    {"blocked_read", case_blocked_read},
+    {"nanosleep", case_nanosleep},
+    {"deep_recursion", case_deep_recursion},
+    {"all_threads", case_all_threads},
+    {"signal_blocked", case_signal_blocked},
+    {"thread_exit", case_thread_exit},
+    {"rbp_garbage", case_rbp_garbage},
+    {"self_capture", case_self_capture},
+    {"signal_frame", case_signal_frame},
+    {"modes", case_modes},
+    {"bad_arguments", case_bad_arguments},
 };
 
 int main(int argc, char **argv) {

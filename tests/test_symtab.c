@@ -89,14 +89,16 @@ static volatile int g_sink;
 
 static TEST_FN int symtab_test_static_fn(int n) {
   int acc = 0;
-  for (int i = 0; i < n; i++) acc += i * g_sink + 3;
+  for (int i = 0; i < n; i++)
+    acc += i * g_sink + 3;
   g_sink = acc;
   return acc;
 }
 
 TEST_FN int symtab_test_global_fn(int n) {
   int acc = 1;
-  for (int i = 0; i < n; i++) acc ^= i * g_sink + 7;
+  for (int i = 0; i < n; i++)
+    acc ^= i * g_sink + 7;
   g_sink = acc;
   return acc;
 }
@@ -345,7 +347,7 @@ static void build_image(image_t *img, const tsec_t *secs, size_t nsecs) {
 }
 
 /* A defined function in .text. */
-#define FN(n, v, s, b) \
+#define FN(n, v, s, b)                                                                             \
   { (n), (v), (s), (b), STT_FUNC, 1 }
 
 static const tsym_t k_rules_syms[] = {

@@ -43,7 +43,8 @@ static void check_libc(const perf__module_map_t *map) {
   perf__unwind_table_t *t = NULL;
   CHECK_EQ_INT(perf__unwind_table_build(m, &t), 0);
   CHECKF(t->count > 1000, "libc has only %zu rows", t->count);
-  for (size_t i = 1; i < t->count; i++) CHECK(t->rows[i - 1].pc < t->rows[i].pc);
+  for (size_t i = 1; i < t->count; i++)
+    CHECK(t->rows[i - 1].pc < t->rows[i].pc);
   /* At a function's first instruction the return address is at rsp. */
   const perf__unwind_row_t *r = row_at(t, m, read_fn);
   CHECK_EQ_INT(r->cfa_kind, PERF__CFA_RSP);
@@ -64,13 +65,14 @@ static void check_executable(const perf__module_map_t *map) {
   int found = 0;
   for (int off = 0; off < 32 && !found; off++) {
     const perf__unwind_row_t *r = row_at(t, m, (const char *)&with_frame + off);
-    found = r->cfa_kind == PERF__CFA_RBP && r->cfa_off == 16 &&
-            r->rbp_kind == PERF__RBP_SAVED && r->rbp_off == -16;
+    found = r->cfa_kind == PERF__CFA_RBP && r->cfa_off == 16 && r->rbp_kind == PERF__RBP_SAVED &&
+            r->rbp_off == -16;
   }
   CHECK(found);
   /* The PLT stubs have their expression rule. */
   int plt = 0;
-  for (size_t i = 0; i < t->count; i++) plt += t->rows[i].cfa_kind == PERF__CFA_PLT;
+  for (size_t i = 0; i < t->count; i++)
+    plt += t->rows[i].cfa_kind == PERF__CFA_PLT;
   CHECK(plt >= 1);
   perf__unwind_table_free(t);
 }

@@ -16,12 +16,12 @@
  * Slot state word: (sequence << 3) | state.
  */
 #include <errno.h>
-#include <stdbool.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -94,13 +94,13 @@ static perf_sampler_options_t g_opts;
 static int install_locked(void);
 static int pick_free_signal(void);
 static void on_sample_signal(int signo, siginfo_t *si, void *ucv);
-static void copy_stack(uint8_t *dst, uintptr_t src, size_t len) __attribute__((no_sanitize_address));
+static void copy_stack(uint8_t *dst, uintptr_t src, size_t len)
+    __attribute__((no_sanitize_address));
 static int request(slot_t *s, pid_t tid, int mode, size_t max);
 static slot_t *claim_slot(pid_t tid, int *err);
 static int wait_for_slot(slot_t *s, uint32_t seq, unsigned timeout_ms);
 static int finish_timeout(slot_t *s, uint32_t seq, pid_t tid);
-static int copy_result(perf__modules_t *mods, slot_t *s, uintptr_t *pcs, size_t max,
-                       size_t *count);
+static int copy_result(perf__modules_t *mods, slot_t *s, uintptr_t *pcs, size_t max, size_t *count);
 static stack_bounds_t *bounds_for(pid_t tid);
 static int learn_bounds(pid_t tid, uintptr_t sp);
 static void forget_bounds(pid_t tid);
@@ -180,7 +180,9 @@ int perf_sampler_signal(void) {
   return signo;
 }
 
-pid_t perf_main_thread_id(void) { return getpid(); }
+pid_t perf_main_thread_id(void) {
+  return getpid();
+}
 
 uint64_t perf__sampler_last_handler_cycles(void) {
   pthread_mutex_lock(&g_lock);
@@ -226,8 +228,7 @@ static int install_locked(void) {
 static int pick_free_signal(void) {
   for (int s = SIGRTMAX; s >= SIGRTMIN; s--) {
     struct sigaction old;
-    if (sigaction(s, NULL, &old) == 0 && !(old.sa_flags & SA_SIGINFO) &&
-        old.sa_handler == SIG_DFL)
+    if (sigaction(s, NULL, &old) == 0 && !(old.sa_flags & SA_SIGINFO) && old.sa_handler == SIG_DFL)
       return s;
   }
   return 0;
@@ -260,7 +261,8 @@ static void on_sample_signal(int signo, siginfo_t *si, void *ucv) {
     static const int dwarf_to_greg[PERF__DWARF_NREGS] = {
         REG_RAX, REG_RDX, REG_RCX, REG_RBX, REG_RSI, REG_RDI, REG_RBP, REG_RSP, REG_R8,
         REG_R9,  REG_R10, REG_R11, REG_R12, REG_R13, REG_R14, REG_R15, REG_RIP};
-    for (int i = 0; i < PERF__DWARF_NREGS; i++) s->regs[i] = (uint64_t)g[dwarf_to_greg[i]];
+    for (int i = 0; i < PERF__DWARF_NREGS; i++)
+      s->regs[i] = (uint64_t)g[dwarf_to_greg[i]];
     s->copy_base = regs.sp & ~(uintptr_t)7; /* the mapping starts page-aligned below */
     size_t avail = s->stack_hi - s->copy_base;
     s->copy_len = (avail < s->copy_cap ? avail : s->copy_cap) & ~(size_t)7;
@@ -268,8 +270,8 @@ static void on_sample_signal(int signo, siginfo_t *si, void *ucv) {
     s->result = RESULT_STACK;
   } else {
     size_t max = s->max < PERF__MAX_FRAMES ? s->max : PERF__MAX_FRAMES;
-    s->count = perf__unwind_walk(s->unwind, s->mode == PERF_UNWIND_CFI, regs, s->stack_hi,
-                                 s->pcs, max, &s->truncated);
+    s->count = perf__unwind_walk(s->unwind, s->mode == PERF_UNWIND_CFI, regs, s->stack_hi, s->pcs,
+                                 max, &s->truncated);
     s->result = RESULT_STACK;
   }
   s->handler_cycles = __builtin_ia32_rdtsc() - t0;
@@ -286,7 +288,8 @@ out:
 static void copy_stack(uint8_t *dst, uintptr_t src, size_t len) {
   const volatile uint64_t *from = (const volatile uint64_t *)src;
   uint64_t *to = (uint64_t *)dst;
-  for (size_t i = 0; i < len / 8; i++) to[i] = from[i];
+  for (size_t i = 0; i < len / 8; i++)
+    to[i] = from[i];
 }
 
 /* Send one request and wait for it. Returns 0 (stack in the slot),
@@ -393,8 +396,7 @@ static int copy_result(perf__modules_t *mods, slot_t *s, uintptr_t *pcs, size_t 
   if (s->mode == PERF_UNWIND_STACK_COPY) {
     perf__dwfl_unwinder_t *u = perf__modules_dwfl_unwinder(mods);
     if (!u) return PERF_E_UNSUPPORTED;
-    return perf__dwfl_unwind(u, s->regs, s->copy_base, s->copy_buf, s->copy_len, pcs, max,
-                             count);
+    return perf__dwfl_unwind(u, s->regs, s->copy_base, s->copy_buf, s->copy_len, pcs, max, count);
   }
   memcpy(pcs, s->pcs, s->count * sizeof *pcs);
   *count = s->count;
@@ -436,8 +438,12 @@ static int signal_blocked_here(void) {
 }
 
 /* A fork while a capture is in flight would leave the child's lock held. */
-static void atfork_prepare(void) { pthread_mutex_lock(&g_lock); }
-static void atfork_parent(void) { pthread_mutex_unlock(&g_lock); }
+static void atfork_prepare(void) {
+  pthread_mutex_lock(&g_lock);
+}
+static void atfork_parent(void) {
+  pthread_mutex_unlock(&g_lock);
+}
 static void atfork_child(void) {
   g_pid = getpid();
   memset(g_bounds, 0, sizeof g_bounds); /* the child's only thread has a new id */

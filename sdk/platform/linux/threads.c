@@ -18,7 +18,9 @@
 
 static int compare_tid(const void *a, const void *b);
 
-pid_t perf__gettid(void) { return (pid_t)syscall(SYS_gettid); }
+pid_t perf__gettid(void) {
+  return (pid_t)syscall(SYS_gettid);
+}
 
 void perf__thread_name(pid_t tid, char *buf, size_t len) {
   char path[64];
