@@ -61,7 +61,7 @@ int perf__thread_list(pid_t **tids, size_t *count) {
     list[n++] = (pid_t)tid;
   }
   closedir(d);
-  qsort(list, n, sizeof *list, compare_tid);
+  if (n > 1) qsort(list, n, sizeof *list, compare_tid);
   *tids = list;
   *count = n;
   return PERF_OK;
