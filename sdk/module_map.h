@@ -4,7 +4,8 @@
  * address range of their executable segments and their GNU build-id.
  *
  * Built and refreshed by whichever thread requests a capture (never in the
- * signal handler). A map is immutable once built; a refresh builds a new one.
+ * signal handler, which only looks modules up). A map is immutable once
+ * built; a refresh builds a new one.
  */
 #ifndef PERF_MODULE_MAP_H
 #define PERF_MODULE_MAP_H
@@ -40,7 +41,9 @@ int perf__module_map_build(perf__module_map_t **out);
    reads the dynamic loader's counters, it does not walk the module list. */
 bool perf__module_map_is_stale(const perf__module_map_t *map);
 
-/* The module whose executable range holds `pc`, or NULL. */
+/* The module whose executable range holds `pc`, or NULL. A pure binary
+   search over the immutable map: async-signal-safe (the sampler's handler
+   uses it). */
 const perf__module_t *perf__module_map_find(const perf__module_map_t *map, uintptr_t pc);
 
 void perf__module_map_free(perf__module_map_t *map);

@@ -113,17 +113,12 @@ static perf__modules_t *build_snapshot(void) {
   if (perf__module_map_build(&mods->map) != 0) goto fail;
   size_t n = mods->map->count;
   mods->entries = calloc(n ? n : 1, sizeof *mods->entries);
-  mods->unwind = calloc(1, sizeof *mods->unwind + n * sizeof mods->unwind->modules[0]);
+  mods->unwind = calloc(1, sizeof *mods->unwind + n * sizeof mods->unwind->tables[0]);
   if (!mods->entries || !mods->unwind) goto fail;
-  mods->unwind->count = n;
+  mods->unwind->modules = mods->map;
   for (size_t i = 0; i < n; i++) {
-    const perf__module_t *m = &mods->map->modules[i];
-    mods->entries[i] = cache_entry(m);
-    perf__unwind_module_t *u = &mods->unwind->modules[i];
-    u->start = m->start;
-    u->end = m->end;
-    u->bias = m->bias;
-    u->table = mods->entries[i] ? mods->entries[i]->table : NULL;
+    mods->entries[i] = cache_entry(&mods->map->modules[i]);
+    mods->unwind->tables[i] = mods->entries[i] ? mods->entries[i]->table : NULL;
   }
   return mods;
 fail:

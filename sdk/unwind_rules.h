@@ -66,15 +66,11 @@ void perf__unwind_table_free(perf__unwind_table_t *table);
 const perf__unwind_row_t *perf__unwind_table_find(const perf__unwind_table_t *table,
                                                   uint64_t vaddr);
 
-/* What the signal handler sees: every module's code range and rules. */
-typedef struct perf__unwind_module_s {
-  uintptr_t start, end, bias;
-  const perf__unwind_table_t *table; /* NULL: frame pointers only */
-} perf__unwind_module_t;
-
+/* What the signal handler sees: the module map (immutable, and its lookup
+   is async-signal-safe) and each module's rules. */
 typedef struct perf__unwind_map_s {
-  size_t count;
-  perf__unwind_module_t modules[]; /* sorted by start */
+  const perf__module_map_t *modules;
+  const perf__unwind_table_t *tables[]; /* parallel to modules; NULL: frame pointers */
 } perf__unwind_map_t;
 
 typedef struct perf__unwind_regs_s {

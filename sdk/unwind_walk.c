@@ -14,7 +14,6 @@ typedef struct {
   uintptr_t lo, hi; /* readable stack window [lo, hi) */
 } stack_window_t;
 
-static const perf__unwind_module_t *find_module(const perf__unwind_map_t *map, uintptr_t pc);
 static bool read_word(stack_window_t w, uintptr_t addr, uintptr_t *out)
     __attribute__((no_sanitize_address));
 static int step_with_rule(const perf__unwind_row_t *row, stack_window_t w, perf__unwind_regs_t *r);
@@ -32,12 +31,14 @@ size_t perf__unwind_walk(const perf__unwind_map_t *map, int use_rules, perf__unw
   /* The interrupted pc is exact; a return address points after its call, so
      its rule is the one of the call instruction (pc - 1). */
   uintptr_t lookup = regs.pc;
-  const perf__unwind_module_t *m = NULL; /* callers are mostly in the callee's module */
+  const perf__module_t *m = NULL; /* callers are mostly in the callee's module */
   for (;;) {
     const perf__unwind_row_t *row = NULL;
     if (use_rules && map) {
-      if (!m || lookup < m->start || lookup >= m->end) m = find_module(map, lookup);
-      if (m && m->table) row = perf__unwind_table_find(m->table, lookup - m->bias);
+      if (!m || lookup < m->start || lookup >= m->end)
+        m = perf__module_map_find(map->modules, lookup);
+      const perf__unwind_table_t *table = m ? map->tables[m - map->modules->modules] : NULL;
+      if (table) row = perf__unwind_table_find(table, lookup - m->bias);
     }
     uintptr_t prev_sp = regs.sp;
     bool exact = row && row->cfa_kind == PERF__CFA_SIGNAL;
@@ -76,21 +77,6 @@ const perf__unwind_row_t *perf__unwind_table_find(const perf__unwind_table_t *ta
       hi = mid;
   }
   return &table->rows[lo];
-}
-
-static const perf__unwind_module_t *find_module(const perf__unwind_map_t *map, uintptr_t pc) {
-  size_t lo = 0, hi = map->count;
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    const perf__unwind_module_t *m = &map->modules[mid];
-    if (pc < m->start)
-      hi = mid;
-    else if (pc >= m->end)
-      lo = mid + 1;
-    else
-      return m;
-  }
-  return NULL;
 }
 
 /* The walk reads other frames' memory, ASan redzones included: it is
