@@ -134,6 +134,140 @@ PERF_API int perf_backtrace_thread_text(pid_t tid, char **out_text);
  */
 PERF_API int perf_backtrace_all_threads_text(char **out_text);
 
+/* ------------------------------------------------------------------------ */
+/* The SDK: configuration, lifecycle, monitors                               */
+/* ------------------------------------------------------------------------ */
+
+/* Where events go. */
+typedef enum perf_sink_e {
+  PERF_SINK_NONE = 0, /* detect and count, record nothing (dry run) */
+  PERF_SINK_FILE = 1, /* append human-readable reports to sink_path */
+  PERF_SINK_HTTP = 2, /* send to the collector at endpoint (wire path) */
+} perf_sink_t;
+
+/* Log levels passed to log_fn. */
+typedef enum perf_log_level_e {
+  PERF_LOG_DEBUG = 0,
+  PERF_LOG_INFO = 1,
+  PERF_LOG_WARN = 2,
+  PERF_LOG_ERROR = 3,
+} perf_log_level_t;
+
+/* Called from SDK threads (and from the thread calling perf_sdk_init) with a
+   NUL-terminated message that is only valid during the call. Must not call
+   back into the SDK. */
+typedef void (*perf_log_fn)(perf_log_level_t level, const char *message, void *user);
+
+#define PERF_MAX_TAGS 16       /* free-form key/value tags per process */
+#define PERF_MAX_TAG_BYTES 128 /* longest tag key or value, NUL excluded */
+
+typedef struct perf_tag_s {
+  const char *key;
+  const char *value;
+} perf_tag_t;
+
+/*
+ * Configuration. perf_sdk_config_init() fills the defaults given below; the
+ * strings are borrowed during perf_sdk_init() only (the SDK copies them).
+ * Every operational field can be overridden from the environment as
+ * PERF_SDK_<FIELD NAME IN UPPER CASE> (PERF_SDK_SINK=file|http|none,
+ * PERF_SDK_HANG_THRESHOLD_MS=500, ...); PERF_SDK_DISABLED=1 turns the SDK
+ * off (perf_sdk_init then returns 0 and starts nothing). Out-of-range values
+ * make perf_sdk_init fail with PERF_E_INVALID_CONFIG and a log message
+ * naming the field and its allowed range.
+ */
+typedef struct perf_sdk_config_s {
+  /* App metadata, sent with every event. */
+  const char *app_name;    /* default: the executable's name; 1..128 bytes */
+  const char *app_version; /* default "unknown"; 1..128 bytes */
+  const char *environment; /* default "production"; 1..128 bytes */
+  perf_tag_t tags[PERF_MAX_TAGS]; /* key NULL ends the list */
+
+  perf_sink_t sink;        /* default PERF_SINK_NONE */
+  const char *sink_path;   /* PERF_SINK_FILE: report file (appended); required */
+  const char *data_dir;    /* state across runs (fatal hangs; the spool later);
+                              default "$XDG_STATE_HOME/perf-sdk/<app_name>" or
+                              "~/.local/state/perf-sdk/<app_name>"; NULL or
+                              empty string from the env disables fatal-hang
+                              reports */
+  const char *endpoint;    /* PERF_SINK_HTTP: collector base URL */
+  const char *api_key;     /* PERF_SINK_HTTP: bearer token */
+
+  /* Hang monitor (the watched thread's loop busy for too long). */
+  unsigned hang_threshold_ms;       /* default 250; 20..60000 */
+  unsigned hang_sample_interval_ms; /* default 100; 5..60000 */
+  unsigned hang_max_samples;        /* default 20; 1..200 */
+
+  /* CPU-usage monitor (the process burns CPU). */
+  unsigned cpu_threshold_percent; /* of one core; default 80; 1..25600 */
+  unsigned cpu_window_ms;         /* sustained this long; default 2000; 100..600000 */
+  unsigned cpu_sample_hz;         /* burst sampling rate; default 100; 1..1000 */
+  unsigned cpu_burst_ms;          /* burst length; default 1000; 10..60000 */
+  unsigned cpu_top_threads;       /* hottest threads sampled; default 3; 1..64 */
+  unsigned cpu_cooldown_ms;       /* quiet time after a burst; default 30000; 0..3600000 */
+
+  unsigned max_events_per_hour; /* default 60; 1..100000 */
+  unsigned queue_capacity;      /* events waiting for the writer; default 64; 1..4096 */
+
+  perf_log_fn log_fn; /* default NULL: the SDK says nothing */
+  void *log_user;     /* passed to log_fn */
+} perf_sdk_config_t;
+
+/* Fill *cfg with the defaults (no environment applied yet: perf_sdk_init
+   applies it). */
+PERF_API void perf_sdk_config_init(perf_sdk_config_t *cfg);
+
+/* Start the monitors and the event writer. The calling thread becomes the
+   watched thread of the hang monitor. Returns PERF_E_ALREADY_INITIALIZED when
+   running, PERF_E_INVALID_CONFIG (logged, naming the field) on bad config. */
+PERF_API int perf_sdk_init(const perf_sdk_config_t *cfg);
+
+/* Stop the monitors, write what is queued, stop the writer; returns within
+   timeout_ms (0..600000; events still queued then are dropped and counted).
+   PERF_E_NOT_INITIALIZED when not running. perf_sdk_init may be called
+   again afterwards. */
+PERF_API int perf_sdk_shutdown(int timeout_ms);
+
+/* Make the calling thread the one the hang monitor watches. */
+PERF_API int perf_sdk_watch_current_thread(void);
+
+/* Mark the watched loop as busy (it started handling work) / idle (it is
+   about to block waiting for work). Two atomic stores and a vDSO clock read;
+   callable from the watched thread only. */
+PERF_API int perf_sdk_loop_busy(void);
+PERF_API int perf_sdk_loop_idle(void);
+
+/* For loops without an idle point: "a new unit of work starts now". A hang
+   is then the time between two heartbeats exceeding the threshold. */
+PERF_API int perf_sdk_heartbeat(void);
+
+/* Stop / restart hang detection (nested calls do not count: one resume ends
+   any number of pauses). A hang in progress at pause is ended. */
+PERF_API int perf_sdk_pause(void);
+PERF_API int perf_sdk_resume(void);
+
+/* Record a manual event with every thread's stack, captured now on the
+   calling thread (a few tens of microseconds per thread); the event is then
+   queued for the writer. `reason` (may be NULL) travels with the event. */
+PERF_API int perf_sdk_capture_now(const char *reason);
+
+/* Counters since init. */
+typedef struct perf_sdk_stats_s {
+  uint64_t events_recorded;      /* queued for the sink */
+  uint64_t events_written;       /* written by the sink */
+  uint64_t events_dropped_rate;  /* over max_events_per_hour */
+  uint64_t events_dropped_queue; /* queue full, or still queued at shutdown */
+  uint64_t events_dropped_sink;  /* the sink failed to write them */
+  uint64_t hangs_detected;
+  uint64_t cpu_bursts;
+  uint64_t samples_taken;
+  uint64_t samples_failed; /* a capture returned an error */
+} perf_sdk_stats_t;
+
+/* Copy the counters; PERF_E_NOT_INITIALIZED before init (counters of the
+   last run remain readable after shutdown). */
+PERF_API int perf_sdk_get_stats(perf_sdk_stats_t *stats);
+
 #ifdef __cplusplus
 }
 #endif

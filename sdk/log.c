@@ -9,7 +9,7 @@
 #include <stdio.h>
 
 typedef struct {
-  perf__log_fn fn;
+  perf_log_fn fn;
   void *user;
 } log_sink_t;
 
@@ -17,7 +17,7 @@ static _Atomic(log_sink_t *) g_sink;
 static log_sink_t g_sinks[2];
 static atomic_int g_next;
 
-void perf__log_set(perf__log_fn fn, void *user) {
+void perf__log_set(perf_log_fn fn, void *user) {
   if (!fn) {
     atomic_store(&g_sink, NULL);
     return;
@@ -38,5 +38,5 @@ void perf__log(int level, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(buf, sizeof buf, fmt, ap);
   va_end(ap);
-  s->fn(level, buf, s->user);
+  s->fn((perf_log_level_t)level, buf, s->user);
 }

@@ -1,17 +1,22 @@
 /*
  * log.h - the SDK's only way to say something: through the app's log
- * callback when it gave one, otherwise nowhere. Never called from the signal
- * handler.
+ * callback (perf_sdk_config_t.log_fn) when it gave one, otherwise nowhere.
+ * Never called from the signal handler.
  */
 #ifndef PERF_LOG_H
 #define PERF_LOG_H
 
-enum { PERF__LOG_DEBUG = 0, PERF__LOG_INFO = 1, PERF__LOG_WARN = 2, PERF__LOG_ERROR = 3 };
+#include "perf_sdk.h"
 
-typedef void (*perf__log_fn)(int level, const char *message, void *user);
+enum {
+  PERF__LOG_DEBUG = PERF_LOG_DEBUG,
+  PERF__LOG_INFO = PERF_LOG_INFO,
+  PERF__LOG_WARN = PERF_LOG_WARN,
+  PERF__LOG_ERROR = PERF_LOG_ERROR
+};
 
 /* Install (or remove with NULL) the callback every later message goes to. */
-void perf__log_set(perf__log_fn fn, void *user);
+void perf__log_set(perf_log_fn fn, void *user);
 
 /* Format and deliver a message; a no-op without a callback. */
 void perf__log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -382,7 +382,7 @@ static void check_threads(void) {
 
 static char g_log[2048];
 
-static void keep_log(int level, const char *message, void *user) {
+static void keep_log(perf_log_level_t level, const char *message, void *user) {
   (void)level;
   (void)user;
   size_t used = strlen(g_log);

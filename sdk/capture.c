@@ -1,0 +1,37 @@
+/*
+ * capture.c - samples into events (see capture.h).
+ */
+#include "capture.h"
+
+#include "clock.h"
+#include "perf_sdk.h"
+#include "platform/linux/threads.h"
+#include "sampler.h"
+
+static int capture(perf__event_t *ev, pid_t tid, uintptr_t caller_ra, perf__stats_t *stats);
+
+int perf__capture_sample(perf__event_t *ev, pid_t tid, perf__stats_t *stats) {
+  return capture(ev, tid, 0, stats);
+}
+
+int perf__capture_self(perf__event_t *ev, uintptr_t caller_ra, perf__stats_t *stats) {
+  return capture(ev, 0, caller_ra, stats);
+}
+
+static int capture(perf__event_t *ev, pid_t tid, uintptr_t caller_ra, perf__stats_t *stats) {
+  uintptr_t pcs[PERF__EVENT_MAX_DEPTH];
+  size_t n = 0;
+  int err = perf__sampler_capture(ev->mods, tid, pcs, PERF__EVENT_MAX_DEPTH, &n);
+  int64_t now = perf__now_ns();
+  if (tid == 0) tid = perf__gettid();
+  if (err == PERF_OK || err == PERF_E_TRUNCATED) {
+    PERF__COUNT(stats, samples_taken, 1);
+    size_t skip = 0;
+    while (caller_ra && skip < n && pcs[skip] != caller_ra)
+      skip++;
+    if (skip == n) skip = 0; /* not found: keep everything */
+    return perf__event_add_sample(ev, tid, now, pcs + skip, n - skip);
+  }
+  PERF__COUNT(stats, samples_failed, 1);
+  return perf__event_add_failed_sample(ev, tid, now, err);
+}

@@ -1,0 +1,42 @@
+/*
+ * config.h - turns the app's perf_sdk_config_t (plus PERF_SDK_* environment
+ * overrides) into the SDK's own validated copy. Runs on the thread calling
+ * perf_sdk_init.
+ */
+#ifndef PERF_CONFIG_H
+#define PERF_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "perf_sdk.h"
+
+typedef struct perf__tag_s {
+  char *key, *value;
+} perf__tag_t;
+
+/* The validated configuration; every string is owned (NULL when unset). */
+typedef struct perf__config_s {
+  char *app_name, *app_version, *environment;
+  perf__tag_t tags[PERF_MAX_TAGS];
+  size_t tag_count;
+  perf_sink_t sink;
+  char *sink_path, *data_dir, *endpoint, *api_key;
+  unsigned hang_threshold_ms, hang_sample_interval_ms, hang_max_samples;
+  unsigned cpu_threshold_percent, cpu_window_ms, cpu_sample_hz, cpu_burst_ms, cpu_top_threads,
+      cpu_cooldown_ms;
+  unsigned max_events_per_hour, queue_capacity;
+  perf_log_fn log_fn;
+  void *log_user;
+} perf__config_t;
+
+/* Apply the environment to a copy of *in, validate it and copy it into
+   *out. *disabled is set when PERF_SDK_DISABLED is 1/true (then *out is
+   left empty and 0 returned). Errors: PERF_E_INVALID_CONFIG (logged,
+   naming the field or variable and the allowed values), PERF_E_NO_MEMORY,
+   PERF_E_UNSUPPORTED (a sink this build cannot serve yet). */
+int perf__config_resolve(const perf_sdk_config_t *in, perf__config_t *out, bool *disabled);
+
+void perf__config_free(perf__config_t *cfg);
+
+#endif

@@ -1,0 +1,51 @@
+/*
+ * hang_monitor.h - detects the watched thread's loop staying busy longer
+ * than hang_threshold_ms, samples it while the hang lasts, and records one
+ * event when it ends.
+ *
+ * The watched thread only stores into perf__loop_t (busy/idle/heartbeat:
+ * a clock read and two atomic stores, no system call, no /proc); the
+ * monitor thread polls it, sleeping until the moment the current busy
+ * period would become a hang.
+ */
+#ifndef PERF_HANG_MONITOR_H
+#define PERF_HANG_MONITOR_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "config.h"
+#include "recorder.h"
+#include "stats.h"
+#include "writer.h"
+
+/* What the watched loop publishes. `word` = (epoch << 1) | busy: every
+   perf_sdk_loop_busy / heartbeat starts a new epoch (a new unit of work). */
+typedef struct perf__loop_s {
+  atomic_int watched_tid;
+  atomic_uint_fast64_t word;
+  atomic_int_fast64_t busy_since_ns; /* monotonic start of the current unit of work */
+  atomic_int_fast64_t idle_at_ns;    /* monotonic end of the previous unit of work */
+  atomic_int paused;
+} perf__loop_t;
+
+void perf__loop_busy(perf__loop_t *loop);
+void perf__loop_idle(perf__loop_t *loop);
+void perf__loop_heartbeat(perf__loop_t *loop);
+
+typedef struct perf__hang_monitor_s perf__hang_monitor_t;
+
+/* Start the monitor thread. Everything passed must outlive the monitor. */
+int perf__hang_monitor_start(const perf__config_t *cfg, perf__loop_t *loop,
+                             perf__recorder_t *recorder, perf__writer_t *writer,
+                             perf__stats_t *stats, perf__hang_monitor_t **out);
+
+/* The monitor thread's id (so other monitors can leave it out). */
+pid_t perf__hang_monitor_tid(const perf__hang_monitor_t *m);
+
+/* Stop the thread; a hang in progress is ended now and recorded. */
+void perf__hang_monitor_stop(perf__hang_monitor_t *m);
+
+#endif

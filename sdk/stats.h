@@ -1,0 +1,20 @@
+/*
+ * stats.h - the SDK's counters (perf_sdk_get_stats), updated with relaxed
+ * atomics from any SDK thread or the capture_now caller.
+ */
+#ifndef PERF_STATS_H
+#define PERF_STATS_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+typedef struct perf__stats_s {
+  atomic_uint_fast64_t events_recorded, events_written;
+  atomic_uint_fast64_t events_dropped_rate, events_dropped_queue, events_dropped_sink;
+  atomic_uint_fast64_t hangs_detected, cpu_bursts, samples_taken, samples_failed;
+} perf__stats_t;
+
+#define PERF__COUNT(stats, field, n)                                                               \
+  atomic_fetch_add_explicit(&(stats)->field, (n), memory_order_relaxed)
+
+#endif
