@@ -16,6 +16,8 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -25,6 +27,7 @@
 #include "platform/linux/threads.h"
 
 #define BUSY_BIT 1u
+#define END_CHECK_NS 10000000 /* while hanging: how often to look for its end */
 
 struct perf__hang_monitor_s {
   const perf__config_t *cfg;
@@ -46,6 +49,13 @@ static int64_t step(perf__hang_monitor_t *m, int64_t now);
 static void start_hang(perf__hang_monitor_t *m, uint64_t epoch, int64_t busy_since, int64_t now);
 static void sample_hang(perf__hang_monitor_t *m, int64_t now);
 static void end_hang(perf__hang_monitor_t *m, int64_t end_ns);
+
+void perf__loop_watch_current_thread(perf__loop_t *loop) {
+  char name[16] = "";
+  prctl(PR_GET_NAME, name, 0, 0, 0);
+  memcpy(loop->watched_name, name, sizeof name);
+  atomic_store(&loop->watched_tid, perf__gettid());
+}
 
 void perf__loop_busy(perf__loop_t *loop) {
   atomic_store_explicit(&loop->busy_since_ns, perf__now_ns(), memory_order_relaxed);
@@ -134,11 +144,12 @@ static int64_t step(perf__hang_monitor_t *m, int64_t now) {
     } else {
       if (now >= m->next_sample_ns && m->hang->sample_count < m->cfg->hang_max_samples)
         sample_hang(m, now);
-      /* Keep looking for the end at least every interval (and every 50 ms,
-         so that the next hang is not missed while this one winds down). */
+      /* Look for the end every 10 ms: if the loop ran several short units
+         of work before we look, idle_at belongs to the last of them, so the
+         hang's measured end can be late by at most this period. */
       int64_t next =
           m->hang->sample_count < m->cfg->hang_max_samples ? m->next_sample_ns : now + interval;
-      return next < now + 50000000 ? next : now + 50000000;
+      return next < now + END_CHECK_NS ? next : now + END_CHECK_NS;
     }
   }
   if (!paused && busy && now - busy_since >= threshold) {
@@ -160,9 +171,7 @@ static void start_hang(perf__hang_monitor_t *m, uint64_t epoch, int64_t busy_sin
   m->hang->tid = tid;
   m->hang->start_mono_ns = busy_since;
   m->hang->start_wall_ns = perf__mono_to_wall_ns(busy_since);
-  char name[16];
-  perf__thread_name(tid, name, sizeof name);
-  perf__event_set_thread(m->hang, tid, name, -1);
+  perf__event_set_thread(m->hang, tid, m->loop->watched_name, -1);
   m->next_sample_ns = now;
   sample_hang(m, now);
 }

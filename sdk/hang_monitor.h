@@ -25,11 +25,16 @@
    perf_sdk_loop_busy / heartbeat starts a new epoch (a new unit of work). */
 typedef struct perf__loop_s {
   atomic_int watched_tid;
+  char watched_name[16]; /* set with watched_tid, by the watched thread itself */
   atomic_uint_fast64_t word;
   atomic_int_fast64_t busy_since_ns; /* monotonic start of the current unit of work */
   atomic_int_fast64_t idle_at_ns;    /* monotonic end of the previous unit of work */
   atomic_int paused;
 } perf__loop_t;
+
+/* Make the calling thread the watched one (its name is read here, with
+   prctl, so that the monitor never reads /proc for it). */
+void perf__loop_watch_current_thread(perf__loop_t *loop);
 
 void perf__loop_busy(perf__loop_t *loop);
 void perf__loop_idle(perf__loop_t *loop);

@@ -59,7 +59,7 @@ int perf_sdk_init(const perf_sdk_config_t *cfg) {
     err = PERF_E_NO_MEMORY;
   } else if ((err = perf__config_resolve(cfg, &s->cfg, &disabled)) == 0 && !disabled) {
     memset(&g_stats, 0, sizeof g_stats);
-    atomic_store(&g_loop.watched_tid, perf__gettid());
+    perf__loop_watch_current_thread(&g_loop);
     atomic_store(&g_loop.word, 0);
     atomic_store(&g_loop.paused, 0);
     err = start_threads(s);
@@ -104,7 +104,7 @@ int perf_sdk_shutdown(int timeout_ms) {
 
 int perf_sdk_watch_current_thread(void) {
   if (!atomic_load(&g_running)) return PERF_E_NOT_INITIALIZED;
-  atomic_store(&g_loop.watched_tid, perf__gettid());
+  perf__loop_watch_current_thread(&g_loop);
   return PERF_OK;
 }
 
