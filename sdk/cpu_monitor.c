@@ -126,7 +126,9 @@ static void *monitor_main(void *arg) {
 
 static void run_burst(perf__cpu_monitor_t *m, int64_t window_ns) {
   (void)window_ns;
-  perf__thread_set_read(&m->threads); /* deltas over the streak: who was hot */
+  /* Deltas over the streak: who was hot. Without them (out of memory, no
+     /proc) there is no burst: stale deltas would rank the wrong threads. */
+  if (perf__thread_set_read(&m->threads) != 0) return;
   size_t k = m->cfg->cpu_top_threads;
   hot_t *hot = calloc(k, sizeof *hot);
   perf__modules_t *mods = perf__modules_acquire();
@@ -162,10 +164,10 @@ static void run_burst(perf__cpu_monitor_t *m, int64_t window_ns) {
   int64_t wall = perf__now_ns() - start;
   ev->duration_ns = wall;
   ev->cpu_percent = percent(perf__process_cpu_ns() - start_cpu, wall);
-  perf__thread_set_read(&m->threads);
+  bool shares = perf__thread_set_read(&m->threads) == 0; /* else the shares are unknown */
   int64_t hottest = -1;
   for (size_t i = 0; i < k; i++) {
-    const perf__thread_cpu_t *t = perf__thread_set_find(&m->threads, hot[i].tid);
+    const perf__thread_cpu_t *t = shares ? perf__thread_set_find(&m->threads, hot[i].tid) : NULL;
     char name[16];
     perf__thread_name(hot[i].tid, name, sizeof name);
     perf__event_set_thread(ev, hot[i].tid, name, t ? percent(t->delta_ns, wall) : -1);

@@ -7,21 +7,36 @@
  * Runs on the CPU monitor thread only (and on test/bench threads); not
  * thread-safe, not async-signal-safe (it allocates and reads /proc).
  *
- * A read takes one stat("/proc/self/task") and one clock_gettime per known
- * thread. It lists /proc/self/task again (perf__thread_list) only when:
+ * A read takes one stat("/proc/self/task"), one clock_gettime per known
+ * thread and two of the process clock (before and after the threads). It
+ * lists /proc/self/task again (perf__thread_list) only when:
  *  - the task directory's link count differs from the one seen just before
  *    the last listing (the kernel reports 2 + the number of threads: a thread
  *    was created or exited);
  *  - a known thread's clock read fails (it exited) or went backwards (its
  *    tid now belongs to a new thread);
- *  - the process used more CPU since the last read than the known threads
- *    account for, by more than max(5% of the process delta, 2 ms): a thread
- *    came and went between two reads. Checked only on reads that did not
- *    list, and only while the set is below max_threads (when the bound is
- *    reached, untracked threads account for the difference by design).
- * The re-listing happens immediately, in the same read: the process clock and
- * every thread clock are then read again, so the read's deltas describe the
- * new set. A read never lists more than once.
+ *  - between the end of the previous read and the start of this one the
+ *    process used more CPU than the known threads' deltas account for, by
+ *    more than max(5% of that process CPU, 2 ms): a thread came and went
+ *    between two reads. Checked only on reads that did not list, and only
+ *    while the set is below max_threads (when the bound is reached,
+ *    untracked threads account for the difference by design).
+ * The re-listing happens immediately, in the same read: every thread clock
+ * and the process clock are then read again, so the read's deltas describe
+ * the new set. A read never lists more than once.
+ *
+ * Why two process clock reads: the process clock adds up the threads'
+ * accounted runtime and only the calling thread's pending runtime, so it
+ * lags by up to a scheduler tick for each thread running on another CPU,
+ * while reading a thread's own clock brings that thread's runtime up to
+ * date. The value kept (process_cpu_ns) is read after the thread clocks, so
+ * it is current; the gap check uses one read taken before them. Each
+ * thread's delta then spans the whole window of the check, so a lagging
+ * process clock, or this thread being preempted among the thread reads, can
+ * only make the gap look smaller. What can still add to it is the runtime of
+ * threads running on other CPUs between their read and the final process
+ * read of the previous read (microseconds; up to a tick each if this thread
+ * was preempted right there).
  *
  * Bound: the set keeps the max_threads lowest tids of the listing (usually
  * the oldest threads, the main thread first).
@@ -60,7 +75,7 @@ static int64_t *scratch_of(perf__thread_set_t *set);
 static int enumerate(perf__thread_set_t *set, long nlink);
 static int reserve(perf__thread_set_t *set, size_t need);
 static void merge_tids(perf__thread_set_t *set, const pid_t *tids, size_t n);
-static void read_after_enumeration(perf__thread_set_t *set, int64_t process_ns, bool first);
+static void read_after_enumeration(perf__thread_set_t *set, bool first);
 
 int64_t perf__process_cpu_ns(void) {
   struct timespec ts;
@@ -71,8 +86,7 @@ int64_t perf__process_cpu_ns(void) {
 int64_t perf__thread_cpu_ns(pid_t tid) {
   if (tid <= 0 || tid > MAX_ENCODABLE_TID) return -1;
   /* Unsigned arithmetic: shifting the negative ~tid is undefined in C. */
-  clockid_t clock =
-      (clockid_t)((~(uint32_t)tid << 3) | CPUCLOCK_PERTHREAD_MASK | CPUCLOCK_SCHED);
+  clockid_t clock = (clockid_t)((~(uint32_t)tid << 3) | CPUCLOCK_PERTHREAD_MASK | CPUCLOCK_SCHED);
   struct timespec ts;
   /* EINVAL when no thread of this process has that id. */
   if (clock_gettime(clock, &ts) != 0) return -1;
@@ -88,13 +102,11 @@ int perf__thread_set_read(perf__thread_set_t *set) {
   if (!set) return PERF_E_INVALID_ARGUMENT;
   bool first = set->enumerations == 0;
   long nlink = task_dir_nlink();
-  /* Right before the threads' clocks: this thread's own CPU between the two
-     reads is the only skew between the process delta and the threads'. */
-  int64_t process_ns = perf__process_cpu_ns();
-  if (process_ns < 0) return PERF_E_SYSTEM;
   bool changed = first || nlink < 0 || nlink != set->nlink;
 
   if (!changed) {
+    bool check_gap = set->count < set->max_threads;
+    int64_t process_before = check_gap ? perf__process_cpu_ns() : 0;
     /* First pass: the known threads, into scratch only. */
     int64_t *now = set->count ? scratch_of(set) : NULL;
     int64_t sum = 0;
@@ -103,16 +115,24 @@ int perf__thread_set_read(perf__thread_set_t *set) {
       if (now[i] < set->threads[i].cpu_ns) changed = true; /* exited, or tid reused */
       sum += now[i] - set->threads[i].cpu_ns;
     }
-    int64_t process_delta = process_ns - set->process_cpu_ns;
-    int64_t allowed = process_delta / 100 * GAP_PERCENT;
-    if (allowed < GAP_FLOOR_NS) allowed = GAP_FLOOR_NS;
-    if (!changed && set->count < set->max_threads && process_delta - sum > allowed) changed = true;
+    int64_t process_ns = perf__process_cpu_ns();
+    if (process_ns < 0 || process_before < 0) return PERF_E_SYSTEM;
+    if (!changed && check_gap) {
+      /* Each thread's window [its previous read, its read now] holds the
+         process window [the previous read's end, this read's start], so
+         what the process used there beyond the threads' deltas was used by
+         threads the set does not know. */
+      int64_t window = process_before - set->process_cpu_ns;
+      int64_t allowed = window / 100 * GAP_PERCENT;
+      if (allowed < GAP_FLOOR_NS) allowed = GAP_FLOOR_NS;
+      if (window - sum > allowed) changed = true;
+    }
     if (!changed) {
       for (size_t i = 0; i < set->count; i++) {
         set->threads[i].delta_ns = now[i] - set->threads[i].cpu_ns;
         set->threads[i].cpu_ns = now[i];
       }
-      set->process_delta_ns = process_delta;
+      set->process_delta_ns = process_ns - set->process_cpu_ns;
       set->process_cpu_ns = process_ns;
       return PERF_OK;
     }
@@ -120,9 +140,10 @@ int perf__thread_set_read(perf__thread_set_t *set) {
 
   int rc = enumerate(set, nlink);
   if (rc != PERF_OK) return rc;
-  /* The clocks again, all after the listing, so the deltas fit together. */
-  process_ns = perf__process_cpu_ns();
-  read_after_enumeration(set, process_ns, first);
+  read_after_enumeration(set, first); /* the thread clocks again, after the listing */
+  int64_t process_ns = perf__process_cpu_ns();
+  set->process_delta_ns = first || process_ns < 0 ? 0 : process_ns - set->process_cpu_ns;
+  if (process_ns >= 0) set->process_cpu_ns = process_ns;
   return PERF_OK;
 }
 
@@ -225,7 +246,7 @@ static void merge_tids(perf__thread_set_t *set, const pid_t *tids, size_t n) {
 }
 
 /* Read every entry after a listing; drop those that exited since. */
-static void read_after_enumeration(perf__thread_set_t *set, int64_t process_ns, bool first) {
+static void read_after_enumeration(perf__thread_set_t *set, bool first) {
   size_t out = 0;
   for (size_t i = 0; i < set->count; i++) {
     perf__thread_cpu_t t = set->threads[i];
@@ -241,6 +262,4 @@ static void read_after_enumeration(perf__thread_set_t *set, int64_t process_ns, 
     set->threads[out++] = t;
   }
   set->count = out;
-  set->process_delta_ns = first || process_ns < 0 ? 0 : process_ns - set->process_cpu_ns;
-  if (process_ns >= 0) set->process_cpu_ns = process_ns;
 }
