@@ -27,6 +27,7 @@
 
 #define MAX_SDK_TIDS 8
 #define MAX_TRACKED_THREADS 4096
+#define QUIET_END_NS 100000000 /* a burst whose threads all stopped running this long ends */
 
 struct perf__cpu_monitor_s {
   const perf__config_t *cfg;
@@ -149,8 +150,10 @@ static void run_burst(perf__cpu_monitor_t *m, int64_t window_ns) {
     hot[i].last_cpu_ns = perf__thread_cpu_ns(hot[i].tid);
   const int64_t period = 1000000000LL / m->cfg->cpu_sample_hz;
   const int64_t end = start + (int64_t)m->cfg->cpu_burst_ms * 1000000;
+  int64_t last_ran = start; /* the burst ends early once its threads stop running */
   for (int64_t next = start + period; next <= end && !stopping(m); next += period) {
     perf__sleep_until(next, &m->stop, 0);
+    if (next - last_ran > QUIET_END_NS && next - last_ran > 10 * period) break;
     for (size_t i = 0; i < k; i++) {
       /* Only a thread that ran since its last sample is interrupted: an idle
          one's stack says nothing about CPU use (and the signal would cut its
@@ -158,6 +161,7 @@ static void run_burst(perf__cpu_monitor_t *m, int64_t window_ns) {
       int64_t cpu = perf__thread_cpu_ns(hot[i].tid);
       if (cpu < 0 || cpu - hot[i].last_cpu_ns < period / 10) continue;
       hot[i].last_cpu_ns = cpu;
+      last_ran = next;
       perf__capture_sample(ev, hot[i].tid, m->stats);
     }
   }
