@@ -45,6 +45,8 @@ struct perf__hang_monitor_s {
 };
 
 static void *monitor_main(void *arg);
+static void mark_ended(perf__loop_t *loop, uint64_t epoch, int64_t now_ns);
+static int64_t unit_end(const perf__loop_t *loop, uint64_t epoch, int64_t now_ns);
 static int64_t step(perf__hang_monitor_t *m, int64_t now);
 static void start_hang(perf__hang_monitor_t *m, uint64_t epoch, int64_t busy_since, int64_t now);
 static void sample_hang(perf__hang_monitor_t *m, int64_t now);
@@ -58,22 +60,24 @@ void perf__loop_watch_current_thread(perf__loop_t *loop) {
 }
 
 void perf__loop_busy(perf__loop_t *loop) {
-  atomic_store_explicit(&loop->busy_since_ns, perf__now_ns(), memory_order_relaxed);
+  int64_t now = perf__now_ns();
   uint64_t w = atomic_load_explicit(&loop->word, memory_order_relaxed);
+  if (w & BUSY_BIT) mark_ended(loop, w >> 1, now); /* busy again without idle: a new unit */
+  atomic_store_explicit(&loop->busy_since_ns, now, memory_order_relaxed);
   atomic_store_explicit(&loop->word, ((w >> 1) + 1) << 1 | BUSY_BIT, memory_order_release);
 }
 
 void perf__loop_idle(perf__loop_t *loop) {
-  atomic_store_explicit(&loop->idle_at_ns, perf__now_ns(), memory_order_relaxed);
   uint64_t w = atomic_load_explicit(&loop->word, memory_order_relaxed);
+  if (w & BUSY_BIT) mark_ended(loop, w >> 1, perf__now_ns());
   atomic_store_explicit(&loop->word, w & ~(uint64_t)BUSY_BIT, memory_order_release);
 }
 
 void perf__loop_heartbeat(perf__loop_t *loop) {
   int64_t now = perf__now_ns();
-  atomic_store_explicit(&loop->idle_at_ns, now, memory_order_relaxed);
-  atomic_store_explicit(&loop->busy_since_ns, now, memory_order_relaxed);
   uint64_t w = atomic_load_explicit(&loop->word, memory_order_relaxed);
+  if (w & BUSY_BIT) mark_ended(loop, w >> 1, now);
+  atomic_store_explicit(&loop->busy_since_ns, now, memory_order_relaxed);
   atomic_store_explicit(&loop->word, ((w >> 1) + 1) << 1 | BUSY_BIT, memory_order_release);
 }
 
@@ -112,14 +116,16 @@ static void *monitor_main(void *arg) {
   perf__hang_monitor_t *m = arg;
   pthread_setname_np(pthread_self(), "perf-hang-mon");
   atomic_store(&m->tid, perf__gettid());
-  /* Compile the modules' unwind rules now, off the app's threads, so the
-     first hang is captured without that delay. */
-  perf__modules_release(perf__modules_acquire());
   while (!__atomic_load_n(&m->stop, __ATOMIC_SEQ_CST)) {
     int64_t wake_at = step(m, perf__now_ns());
     perf__sleep_until(wake_at, &m->stop, 0);
   }
-  if (m->hang) end_hang(m, perf__now_ns());
+  if (m->hang) { /* shutting down: the unit may have ended already */
+    int64_t now = perf__now_ns();
+    uint64_t word = atomic_load_explicit(&m->loop->word, memory_order_acquire);
+    bool same_unit = (word & BUSY_BIT) && word >> 1 == m->hang_epoch;
+    end_hang(m, same_unit ? now : unit_end(m->loop, m->hang_epoch, now));
+  }
   return NULL;
 }
 
@@ -128,25 +134,24 @@ static int64_t step(perf__hang_monitor_t *m, int64_t now) {
   perf__loop_t *loop = m->loop;
   const int64_t threshold = (int64_t)m->cfg->hang_threshold_ms * 1000000;
   const int64_t interval = (int64_t)m->cfg->hang_sample_interval_ms * 1000000;
+  /* paused first: perf_sdk_resume stores busy_since before clearing it, so
+     a monitor that sees the resume also sees the restarted busy_since. */
+  bool paused = atomic_load_explicit(&loop->paused, memory_order_acquire);
   uint64_t word = atomic_load_explicit(&loop->word, memory_order_acquire);
   int64_t busy_since = atomic_load_explicit(&loop->busy_since_ns, memory_order_relaxed);
-  bool paused = atomic_load(&loop->paused);
   bool busy = word & BUSY_BIT;
 
   if (m->hang) {
     if (paused) {
       end_hang(m, now);
     } else if (!busy || word >> 1 != m->hang_epoch) {
-      /* The unit of work ended when the loop went idle or (heartbeat) when
-         the next one began; both store idle_at first. */
-      int64_t end = atomic_load_explicit(&loop->idle_at_ns, memory_order_relaxed);
-      end_hang(m, end >= m->hang->start_mono_ns ? end : now);
+      end_hang(m, unit_end(loop, m->hang_epoch, now));
     } else {
       if (now >= m->next_sample_ns && m->hang->sample_count < m->cfg->hang_max_samples)
         sample_hang(m, now);
-      /* Look for the end every 10 ms: if the loop ran several short units
-         of work before we look, idle_at belongs to the last of them, so the
-         hang's measured end can be late by at most this period. */
+      /* Look for the end every 10 ms: the end time itself comes from the
+         loop (unit_end); looking often only matters for starting to watch
+         for the next hang. */
       int64_t next =
           m->hang->sample_count < m->cfg->hang_max_samples ? m->next_sample_ns : now + interval;
       return next < now + END_CHECK_NS ? next : now + END_CHECK_NS;
@@ -154,7 +159,7 @@ static int64_t step(perf__hang_monitor_t *m, int64_t now) {
   }
   if (!paused && busy && now - busy_since >= threshold) {
     start_hang(m, word >> 1, busy_since, now);
-    return m->next_sample_ns;
+    return now + END_CHECK_NS < m->next_sample_ns ? now + END_CHECK_NS : m->next_sample_ns;
   }
   if (!paused && busy) return busy_since + threshold;
   return now + threshold / 2;
@@ -194,4 +199,26 @@ static void end_hang(perf__hang_monitor_t *m, int64_t end_ns) {
   ev->duration_ns = end_ns - ev->start_mono_ns;
   perf__writer_post_hang(m->writer, NULL); /* delete the marker: the process survived */
   perf__recorder_record(m->recorder, ev);
+}
+
+/* Units' end times: microseconds in 40 bits (12 days of range, read back
+   relative to now), the epoch's low 24 bits beside them. */
+#define END_US_BITS 40
+#define END_US_MASK ((UINT64_C(1) << END_US_BITS) - 1)
+#define EPOCH_MASK ((UINT64_C(1) << (64 - END_US_BITS)) - 1)
+
+static void mark_ended(perf__loop_t *loop, uint64_t epoch, int64_t now_ns) {
+  int64_t began = atomic_load_explicit(&loop->busy_since_ns, memory_order_relaxed);
+  if (now_ns - began < atomic_load_explicit(&loop->threshold_ns, memory_order_relaxed)) return;
+  uint64_t v = (epoch & EPOCH_MASK) << END_US_BITS | ((uint64_t)(now_ns / 1000) & END_US_MASK);
+  atomic_store_explicit(&loop->long_unit_end, v, memory_order_relaxed);
+}
+
+/* When unit `epoch` ended, or now_ns if that is not known. */
+static int64_t unit_end(const perf__loop_t *loop, uint64_t epoch, int64_t now_ns) {
+  uint64_t v = atomic_load_explicit(&loop->long_unit_end, memory_order_relaxed);
+  if (v >> END_US_BITS != (epoch & EPOCH_MASK)) return now_ns;
+  uint64_t now_us = (uint64_t)(now_ns / 1000);
+  uint64_t ago_us = (now_us - (v & END_US_MASK)) & END_US_MASK;
+  return now_ns - (int64_t)ago_us * 1000;
 }

@@ -22,13 +22,19 @@
 #include "writer.h"
 
 /* What the watched loop publishes. `word` = (epoch << 1) | busy: every
-   perf_sdk_loop_busy / heartbeat starts a new epoch (a new unit of work). */
+   perf_sdk_loop_busy / heartbeat starts a new epoch (a new unit of work).
+   When a unit that lasted at least the hang threshold ends, its end time
+   is stored with its epoch in long_unit_end, before `word` changes: the
+   monitor finds the exact end of the unit that hung however many short
+   units ran before it looked (only a unit that long can be a hang, and the
+   next one takes a whole threshold to finish). */
 typedef struct perf__loop_s {
   atomic_int watched_tid;
   char watched_name[16]; /* set with watched_tid, by the watched thread itself */
   atomic_uint_fast64_t word;
-  atomic_int_fast64_t busy_since_ns; /* monotonic start of the current unit of work */
-  atomic_int_fast64_t idle_at_ns;    /* monotonic end of the previous unit of work */
+  atomic_int_fast64_t busy_since_ns;  /* monotonic start of the current unit of work */
+  atomic_int_fast64_t threshold_ns;   /* hang_threshold_ms, set at init */
+  atomic_uint_fast64_t long_unit_end; /* (epoch:24 << 40) | end in us:40 */
   atomic_int paused;
 } perf__loop_t;
 
@@ -50,7 +56,8 @@ int perf__hang_monitor_start(const perf__config_t *cfg, perf__loop_t *loop,
 /* The monitor thread's id (so other monitors can leave it out). */
 pid_t perf__hang_monitor_tid(const perf__hang_monitor_t *m);
 
-/* Stop the thread; a hang in progress is ended now and recorded. */
+/* Stop the thread; a hang in progress is recorded (ended now, or when its
+   unit of work ended if that already happened). */
 void perf__hang_monitor_stop(perf__hang_monitor_t *m);
 
 #endif

@@ -60,6 +60,7 @@ int perf_sdk_init(const perf_sdk_config_t *cfg) {
   } else if ((err = perf__config_resolve(cfg, &s->cfg, &disabled)) == 0 && !disabled) {
     memset(&g_stats, 0, sizeof g_stats);
     perf__loop_watch_current_thread(&g_loop);
+    atomic_store(&g_loop.threshold_ns, (int64_t)s->cfg.hang_threshold_ms * 1000000);
     atomic_store(&g_loop.word, 0);
     atomic_store(&g_loop.paused, 0);
     err = start_threads(s);
@@ -135,8 +136,8 @@ int perf_sdk_pause(void) {
 int perf_sdk_resume(void) {
   if (!atomic_load(&g_running)) return PERF_E_NOT_INITIALIZED;
   /* Work that began while paused does not count from its start. */
-  atomic_store(&g_loop.busy_since_ns, perf__now_ns());
-  atomic_store(&g_loop.paused, 0);
+  atomic_store_explicit(&g_loop.busy_since_ns, perf__now_ns(), memory_order_relaxed);
+  atomic_store_explicit(&g_loop.paused, 0, memory_order_release);
   return PERF_OK;
 }
 

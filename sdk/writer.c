@@ -154,6 +154,11 @@ static void *writer_main(void *arg) {
   perf__writer_t *w = arg;
   pthread_setname_np(pthread_self(), "perf-writer");
   atomic_store(&w->tid, perf__gettid());
+  /* Compile the loaded modules' unwind rules here (it reads their ELF
+     files: I/O), not on the app's thread and not on the hang monitor, which
+     must start watching at once. A hang caught meanwhile waits for this at
+     its first capture, a few milliseconds. */
+  perf__modules_release(perf__modules_acquire());
   if (w->cfg->data_dir) {
     w->data_dir_ready = perf__mkdir_p(w->cfg->data_dir) == 0;
     if (!w->data_dir_ready)
