@@ -35,4 +35,25 @@
     CHECKF(check_a_ == check_b_, "%s = %lld, %s = %lld", #a, check_a_, #b, check_b_);              \
   } while (0)
 
+/* One test program holds many cases; ctest runs each in its own process as
+   `program <case>`. */
+typedef struct test_case_s {
+  const char *name;
+  void (*run)(void);
+} test_case_t;
+
+#define TEST_CASE(fn)                                                                              \
+  { #fn, case_##fn }
+
+/* Run the case named `name` from cases[0..n); false when there is none. */
+static inline int test_run_case(const test_case_t *cases, size_t n, const char *name) {
+  for (size_t i = 0; i < n; i++) {
+    if (strcmp(cases[i].name, name) == 0) {
+      cases[i].run();
+      return 1;
+    }
+  }
+  return 0;
+}
+
 #endif

@@ -629,38 +629,16 @@ static void case_signal_taken_over(void) {
   CHECK_EQ_INT(count, 0);
 }
 
-static const struct {
-  const char *name;
-  void (*run)(void);
-} g_cases[] = {
-    {"signal_taken_over", case_signal_taken_over},
-    {"dlopen_module", case_dlopen_module},
-    {"matches_eu_stack", case_matches_eu_stack},
-    {"spin_leaf", case_spin_leaf},
-    {"blocked_read", case_blocked_read},
-    {"nanosleep", case_nanosleep},
-    {"deep_recursion", case_deep_recursion},
-    {"all_threads", case_all_threads},
-    {"signal_blocked", case_signal_blocked},
-    {"thread_exit", case_thread_exit},
-    {"rbp_garbage", case_rbp_garbage},
-    {"self_capture", case_self_capture},
-    {"signal_frame", case_signal_frame},
-    {"modes", case_modes},
-    {"bad_arguments", case_bad_arguments},
+static const test_case_t g_cases[] = {
+    TEST_CASE(signal_taken_over), TEST_CASE(dlopen_module), TEST_CASE(matches_eu_stack),
+    TEST_CASE(spin_leaf),         TEST_CASE(blocked_read),  TEST_CASE(nanosleep),
+    TEST_CASE(deep_recursion),    TEST_CASE(all_threads),   TEST_CASE(signal_blocked),
+    TEST_CASE(thread_exit),       TEST_CASE(rbp_garbage),   TEST_CASE(self_capture),
+    TEST_CASE(signal_frame),      TEST_CASE(modes),         TEST_CASE(bad_arguments),
 };
 
 int main(int argc, char **argv) {
-  if (argc != 2) {
-    fprintf(stderr, "usage: %s <case>\n", argv[0]);
-    return 2;
-  }
-  for (size_t i = 0; i < ARRAY_LEN(g_cases); i++) {
-    if (strcmp(argv[1], g_cases[i].name) == 0) {
-      g_cases[i].run();
-      return 0;
-    }
-  }
-  fprintf(stderr, "unknown case %s\n", argv[1]);
+  if (argc == 2 && test_run_case(g_cases, ARRAY_LEN(g_cases), argv[1])) return 0;
+  fprintf(stderr, "usage: %s <case>\n", argv[0]);
   return 2;
 }

@@ -1031,25 +1031,19 @@ static void case_heartbeat_hang(void) {
   free(text);
 }
 
-static const struct {
-  const char *name;
-  void (*run)(void);
-} g_cases[] = {
-    {"hang_detected", case_hang_detected},
-    {"idle_not_hang", case_idle_not_hang},
-    {"pause_suppresses", case_pause_suppresses},
-    {"fatal_hang", case_fatal_hang},
-    {"cpu_burst_hot_thread", case_cpu_burst_hot_thread},
-    {"rate_limit_exact", case_rate_limit_exact},
-    {"config_errors_name_field", case_config_errors_name_field},
-    {"lifecycle_errors", case_lifecycle_errors},
-    {"heartbeat_hang", case_heartbeat_hang},
+static const test_case_t g_cases[] = {
+    TEST_CASE(hang_detected),
+    TEST_CASE(idle_not_hang),
+    TEST_CASE(pause_suppresses),
+    TEST_CASE(fatal_hang),
+    TEST_CASE(cpu_burst_hot_thread),
+    TEST_CASE(rate_limit_exact),
+    TEST_CASE(config_errors_name_field),
+    TEST_CASE(lifecycle_errors),
+    TEST_CASE(heartbeat_hang),
 };
 
-static const struct {
-  const char *name;
-  void (*run)(void);
-} g_children[] = {
+static const test_case_t g_children[] = {
     {"child_fatal_hang", child_fatal_hang},
     {"child_report", child_report},
 };
@@ -1072,21 +1066,10 @@ int main(int argc, char **argv) {
   g_argc = argc;
   g_argv = argv;
   clear_sdk_environment();
-  if (argc == 2) {
-    for (size_t i = 0; i < ARRAY_LEN(g_cases); i++) {
-      if (strcmp(argv[1], g_cases[i].name) == 0) {
-        g_cases[i].run();
-        return 0;
-      }
-    }
-  } else if (argc >= 3) {
-    for (size_t i = 0; i < ARRAY_LEN(g_children); i++) {
-      if (strcmp(argv[1], g_children[i].name) == 0) {
-        use_dir(argv[2]);
-        g_children[i].run();
-        return 0;
-      }
-    }
+  if (argc == 2 && test_run_case(g_cases, ARRAY_LEN(g_cases), argv[1])) return 0;
+  if (argc >= 3) {
+    use_dir(argv[2]);
+    if (test_run_case(g_children, ARRAY_LEN(g_children), argv[1])) return 0;
   }
   fprintf(stderr, "usage: %s <case>\n", argv[0]);
   return 2;

@@ -567,29 +567,16 @@ static void case_no_memory(void) {
 
 /* ------------------------------------------------------------------------ */
 
-static const struct {
-  const char *name;
-  void (*fn)(void);
-} cases[] = {
-    {"clocks", case_clocks},
-    {"busy_vs_idle", case_busy_vs_idle},
-    {"exit_removed", case_exit_removed},
-    {"new_thread", case_new_thread},
-    {"steady", case_steady},
-    {"steady_busy", case_steady_busy},
-    {"replaced", case_replaced},
-    {"came_and_went", case_came_and_went},
-    {"bound", case_bound},
-    {"no_memory", case_no_memory},
+static const test_case_t g_cases[] = {
+    TEST_CASE(clocks), TEST_CASE(busy_vs_idle), TEST_CASE(exit_removed), TEST_CASE(new_thread),
+    TEST_CASE(steady), TEST_CASE(steady_busy),  TEST_CASE(replaced),     TEST_CASE(came_and_went),
+    TEST_CASE(bound),  TEST_CASE(no_memory),
 };
 
 int main(int argc, char **argv) {
-  size_t ran = 0;
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    if (argc > 1 && strcmp(argv[1], cases[i].name) != 0) continue;
-    cases[i].fn();
-    ran++;
-  }
-  CHECKF(ran > 0, "no case named %s", argc > 1 ? argv[1] : "");
+  size_t n = sizeof g_cases / sizeof g_cases[0];
+  if (argc == 2) return test_run_case(g_cases, n, argv[1]) ? 0 : 2;
+  for (size_t i = 0; i < n; i++)
+    g_cases[i].run(); /* no argument: every case */
   return 0;
 }
