@@ -1,0 +1,46 @@
+/*
+ * transport.h - how the uploader sends one batch: a small interface so that
+ * tests can put a fake (or failing) transport in place of libcurl, and the
+ * libcurl implementation. Uploader thread only.
+ */
+#ifndef PERF_TRANSPORT_H
+#define PERF_TRANSPORT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct perf__http_request_s {
+  const char *url;      /* {endpoint}/v1/batches */
+  const char *api_key;  /* sent as "Authorization: Bearer <key>"; NULL: no header */
+  const char *batch_id; /* 32 hex digits, sent as X-Perf-Batch-Id */
+  const void *body;     /* zstd-compressed protobuf Batch */
+  size_t body_len;
+} perf__http_request_t;
+
+typedef struct perf__http_response_s {
+  long status;          /* HTTP status, 0 when no response arrived */
+  char retry_after[64]; /* the Retry-After header's value, "" when absent */
+  char reason[256];     /* the start of the body (the server's reason) or the network error */
+} perf__http_response_t;
+
+typedef struct perf__transport_s perf__transport_t;
+struct perf__transport_s {
+  /* Send req; fill *resp. Returns 0 when a response (any status) arrived,
+     or a negative perf_error_t for a network error (resp->reason says which). */
+  int (*post)(perf__transport_t *t, const perf__http_request_t *req, perf__http_response_t *resp);
+  void (*destroy)(perf__transport_t *t);
+};
+
+typedef struct perf__curl_options_s {
+  long connect_timeout_ms; /* default 5000 */
+  long timeout_ms;         /* the whole request; default 30000 */
+  bool verify_tls;         /* default true */
+  const char *ca_bundle;   /* NULL: the system's */
+} perf__curl_options_t;
+
+/* libcurl: one easy handle reused for every request (keep-alive), proxy
+   from the usual environment variables (http_proxy, https_proxy, no_proxy).
+   Free with t->destroy(t). */
+int perf__curl_transport_new(const perf__curl_options_t *opts, perf__transport_t **out);
+
+#endif
