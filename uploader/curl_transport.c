@@ -6,6 +6,8 @@
 #include <ctype.h>
 #include <curl/curl.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +20,8 @@
 typedef struct {
   perf__transport_t base;
   CURL *curl;
+  CURLM *multi;
+  atomic_bool interrupted;
   perf__curl_options_t opts;
   char *ca_bundle;
   char error[CURL_ERROR_SIZE];
@@ -29,6 +33,8 @@ static CURLcode g_curl_init;
 static void global_init(void);
 static int post(perf__transport_t *t, const perf__http_request_t *req, perf__http_response_t *resp);
 static void destroy(perf__transport_t *t);
+static void interrupt(perf__transport_t *t);
+static CURLcode perform(curl_transport_t *t);
 static size_t on_header(char *line, size_t size, size_t n, void *arg);
 static size_t on_body(char *data, size_t size, size_t n, void *arg);
 
@@ -38,15 +44,17 @@ int perf__curl_transport_new(const perf__curl_options_t *opts, perf__transport_t
   curl_transport_t *t = calloc(1, sizeof *t);
   if (!t) return PERF_E_NO_MEMORY;
   t->base.post = post;
+  t->base.interrupt = interrupt;
   t->base.destroy = destroy;
   t->opts = *opts;
   if (opts->ca_bundle && !(t->ca_bundle = strdup(opts->ca_bundle))) {
     free(t);
     return PERF_E_NO_MEMORY;
   }
-  if (!(t->curl = curl_easy_init())) {
-    free(t->ca_bundle);
-    free(t);
+  t->curl = curl_easy_init();
+  t->multi = curl_multi_init();
+  if (!t->curl || !t->multi) {
+    destroy(&t->base);
     return PERF_E_NO_MEMORY;
   }
   *out = &t->base;
@@ -99,8 +107,12 @@ static int post(perf__transport_t *base, const perf__http_request_t *req,
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
   curl_easy_setopt(c, CURLOPT_WRITEDATA, &reply);
   t->error[0] = '\0';
-  CURLcode rc = curl_easy_perform(c);
+  CURLcode rc = perform(t);
   curl_slist_free_all(headers);
+  if (rc == CURLE_ABORTED_BY_CALLBACK) {
+    snprintf(resp->reason, sizeof resp->reason, "interrupted (shutting down)");
+    return PERF_E_BUSY;
+  }
   if (rc != CURLE_OK) {
     resp->status = 0;
     snprintf(resp->reason, sizeof resp->reason, "%s",
@@ -111,9 +123,44 @@ static int post(perf__transport_t *base, const perf__http_request_t *req,
   return PERF_OK;
 }
 
+/* The easy handle driven by the multi handle, so that another thread can
+   cut a transfer short (interrupt -> curl_multi_wakeup) without waiting for
+   a timeout. */
+static CURLcode perform(curl_transport_t *t) {
+  if (atomic_load(&t->interrupted)) return CURLE_ABORTED_BY_CALLBACK;
+  if (curl_multi_add_handle(t->multi, t->curl) != CURLM_OK) return CURLE_FAILED_INIT;
+  CURLcode result = CURLE_OK;
+  int running = 1;
+  while (running) {
+    if (curl_multi_perform(t->multi, &running) != CURLM_OK) {
+      result = CURLE_FAILED_INIT;
+      break;
+    }
+    if (!running) break;
+    if (atomic_load(&t->interrupted)) {
+      result = CURLE_ABORTED_BY_CALLBACK;
+      break;
+    }
+    curl_multi_poll(t->multi, NULL, 0, 1000, NULL);
+  }
+  int left;
+  CURLMsg *msg;
+  while ((msg = curl_multi_info_read(t->multi, &left)) != NULL)
+    if (msg->msg == CURLMSG_DONE && result == CURLE_OK) result = msg->data.result;
+  curl_multi_remove_handle(t->multi, t->curl);
+  return result;
+}
+
+static void interrupt(perf__transport_t *base) {
+  curl_transport_t *t = (curl_transport_t *)base;
+  atomic_store(&t->interrupted, true);
+  curl_multi_wakeup(t->multi);
+}
+
 static void destroy(perf__transport_t *base) {
   curl_transport_t *t = (curl_transport_t *)base;
   if (!t) return;
+  if (t->multi) curl_multi_cleanup(t->multi);
   curl_easy_cleanup(t->curl);
   free(t->ca_bundle);
   free(t);

@@ -26,8 +26,12 @@ typedef struct perf__http_response_s {
 typedef struct perf__transport_s perf__transport_t;
 struct perf__transport_s {
   /* Send req; fill *resp. Returns 0 when a response (any status) arrived,
-     or a negative perf_error_t for a network error (resp->reason says which). */
+     or a negative perf_error_t for a network error (resp->reason says which):
+     PERF_E_TIMEOUT when it timed out, PERF_E_BUSY when interrupted. */
   int (*post)(perf__transport_t *t, const perf__http_request_t *req, perf__http_response_t *resp);
+  /* From any thread: make the post in progress (and every later one) give
+     up at once. Shutdown uses it to keep its deadline. */
+  void (*interrupt)(perf__transport_t *t);
   void (*destroy)(perf__transport_t *t);
 };
 
@@ -38,8 +42,9 @@ typedef struct perf__curl_options_s {
   const char *ca_bundle;   /* NULL: the system's */
 } perf__curl_options_t;
 
-/* libcurl: one easy handle reused for every request (keep-alive), proxy
-   from the usual environment variables (http_proxy, https_proxy, no_proxy).
+/* libcurl: one easy handle in one multi handle, reused for every request
+   (keep-alive), proxy from the usual environment variables (http_proxy,
+   https_proxy, no_proxy); interrupt() wakes the multi's poll.
    Free with t->destroy(t). */
 int perf__curl_transport_new(const perf__curl_options_t *opts, perf__transport_t **out);
 

@@ -3,6 +3,7 @@
 list(APPEND PERF_SDK_SOURCES
   uploader/retry_policy.c
   uploader/curl_transport.c
+  uploader/uploader.c
 )
 list(APPEND PERF_SDK_LIBS PkgConfig::LIBCURL)
 list(APPEND PERF_SDK_INCLUDES ${PROJECT_SOURCE_DIR}/uploader)

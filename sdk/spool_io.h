@@ -1,0 +1,36 @@
+/*
+ * spool_io.h - the file I/O seam under the disk spool: every call that
+ * writes, reads, renames or deletes a spool file, plus the wall clock that
+ * dates batches, goes through a small table of function pointers, so tests
+ * can fail the Nth write, fsync or rename (as SQLite's fault injection does)
+ * or move the clock. The real table is POSIX.
+ *
+ * Each function behaves like its POSIX namesake: the result, or -1 with
+ * errno set. `ctx` is the table's own context, passed back on every call.
+ * Directory listing, mkdir, rmdir, flock and fstat are not part of the seam
+ * (they hold no batch data). Any thread.
+ */
+#ifndef PERF_SPOOL_IO_H
+#define PERF_SPOOL_IO_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+typedef struct perf__spool_io_s {
+  void *ctx;
+  int (*open)(void *ctx, const char *path, int flags, mode_t mode);
+  int (*close)(void *ctx, int fd);
+  ssize_t (*write)(void *ctx, int fd, const void *buf, size_t len);
+  ssize_t (*pread)(void *ctx, int fd, void *buf, size_t len, off_t offset);
+  int (*fsync)(void *ctx, int fd);
+  int (*rename)(void *ctx, const char *from, const char *to);
+  int (*unlink)(void *ctx, const char *path);
+  int64_t (*wall_ns)(void *ctx); /* CLOCK_REALTIME, ns since the Unix epoch */
+} perf__spool_io_t;
+
+/* The real one: POSIX calls (retried on EINTR where that applies) and
+   CLOCK_REALTIME. A static table, never NULL. */
+const perf__spool_io_t *perf__spool_io_posix(void);
+
+#endif
