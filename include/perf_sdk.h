@@ -142,7 +142,7 @@ PERF_API int perf_backtrace_all_threads_text(char **out_text);
 typedef enum perf_sink_e {
   PERF_SINK_NONE = 0, /* detect and count, record nothing (dry run) */
   PERF_SINK_FILE = 1, /* append human-readable reports to sink_path */
-  PERF_SINK_HTTP = 2, /* send to the collector at endpoint (wire path) */
+  PERF_SINK_HTTP = 2, /* send batches to the collector at endpoint, through the disk spool */
 } perf_sink_t;
 
 /* Log levels passed to log_fn. */
@@ -185,7 +185,7 @@ typedef struct perf_sdk_config_s {
 
   perf_sink_t sink;        /* default PERF_SINK_NONE */
   const char *sink_path;   /* PERF_SINK_FILE: report file (appended); required */
-  const char *data_dir;    /* state across runs (fatal hangs; the spool later);
+  const char *data_dir;    /* state across runs (fatal hangs, the spool);
                               default "$XDG_STATE_HOME/perf-sdk/<app_name>" or
                               "~/.local/state/perf-sdk/<app_name>"; NULL or
                               empty string from the env disables fatal-hang
@@ -208,6 +208,29 @@ typedef struct perf_sdk_config_s {
 
   unsigned max_events_per_hour; /* default 60; 1..100000 */
   unsigned queue_capacity;      /* events waiting for the writer; default 64; 1..4096 */
+
+  /* Batches (PERF_SINK_HTTP, and the batch records of PERF_SINK_FILE). */
+  unsigned batch_max_bytes;    /* serialized size bound; default 1048576; 16384..16777216 */
+  unsigned batch_max_delay_ms; /* a batch is closed this long after its first event;
+                                  default 10000; 100..3600000 */
+  unsigned zstd_level;         /* default 3; 1..19 */
+  unsigned symbolize;          /* 1: function names from the device's symbol tables go
+                                  with the frames; 0: addresses only; default 1 */
+
+  /* The disk spool (<data_dir>/spool; for PERF_SINK_FILE <sink_path>.batches). */
+  unsigned spool_max_bytes; /* default 33554432 (32 MiB); 65536..4294967295 */
+  unsigned spool_max_files; /* default 1000; 1..65536 */
+  unsigned spool_max_age_s; /* default 604800 (7 days); 0 = no limit; ..315360000 */
+
+  /* The uploader (PERF_SINK_HTTP). */
+  unsigned connect_timeout_ms; /* default 5000; 100..120000 */
+  unsigned request_timeout_ms; /* default 30000; 100..600000 */
+  unsigned backoff_base_ms;    /* first retry delay ceiling; default 1000; 10..600000 */
+  unsigned backoff_cap_ms;     /* largest retry delay ceiling; default 300000; 10..86400000 */
+  unsigned max_server_errors;  /* other 5xx: attempts before a batch is dropped; default 5;
+                                  1..100 */
+  unsigned tls_verify;         /* 1: verify the collector's certificate; default 1 */
+  const char *ca_bundle;       /* CA file; NULL: the system's */
 
   perf_log_fn log_fn; /* default NULL: the SDK says nothing */
   void *log_user;     /* passed to log_fn */
@@ -251,6 +274,13 @@ PERF_API int perf_sdk_resume(void);
    queued for the writer. `reason` (may be NULL) travels with the event. */
 PERF_API int perf_sdk_capture_now(const char *reason);
 
+/* Send (PERF_SINK_HTTP) or write (PERF_SINK_FILE) everything recorded so
+   far: the writer's queue and the open batch go to the spool, then the
+   uploader sends until the spool is empty. Returns within timeout_ms
+   (0..600000): PERF_E_TIMEOUT when batches remain (they stay on disk for
+   later or for the next run). PERF_E_NOT_INITIALIZED when not running. */
+PERF_API int perf_sdk_flush(int timeout_ms);
+
 /* Counters since init. */
 typedef struct perf_sdk_stats_s {
   uint64_t events_recorded;      /* queued for the sink */
@@ -262,6 +292,18 @@ typedef struct perf_sdk_stats_s {
   uint64_t cpu_bursts;
   uint64_t samples_taken;
   uint64_t samples_failed; /* a capture returned an error */
+  uint64_t events_dropped_oversized; /* too large for an empty batch */
+  /* Batches and the spool (all 0 with PERF_SINK_NONE). */
+  uint64_t batches_written;     /* put into the spool */
+  uint64_t batches_sent;        /* acknowledged by the collector (2xx) and deleted */
+  uint64_t batches_retried;     /* attempts that will be repeated (network error, 429, 503...) */
+  uint64_t batches_rejected;    /* refused for good (4xx): set aside in quarantine/ */
+  uint64_t batches_dropped_server; /* other 5xx, after max_server_errors attempts */
+  uint64_t batches_quarantined_corrupt; /* torn or corrupt spool files set aside */
+  uint64_t batches_evicted;     /* oldest batches dropped for the spool's bounds (quota) */
+  uint64_t batches_write_failed; /* could not be written to the spool (disk full, I/O) */
+  uint64_t spool_files;         /* batches on disk now */
+  uint64_t spool_bytes;         /* their bytes */
 } perf_sdk_stats_t;
 
 /* Copy the counters; PERF_E_NOT_INITIALIZED before init (counters of the

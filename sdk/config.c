@@ -29,14 +29,34 @@ typedef struct {
 
 #define FIELD(name, def, min, max)                                                                 \
   { #name, offsetof(perf_sdk_config_t, name), def, min, max }
+/* clang-format off */
 static const limit_t k_limits[] = {
-    FIELD(hang_threshold_ms, 250, 20, 60000),  FIELD(hang_sample_interval_ms, 100, 5, 60000),
-    FIELD(hang_max_samples, 20, 1, 200),       FIELD(cpu_threshold_percent, 80, 1, 25600),
-    FIELD(cpu_window_ms, 2000, 100, 600000),   FIELD(cpu_sample_hz, 100, 1, 1000),
-    FIELD(cpu_burst_ms, 1000, 10, 60000),      FIELD(cpu_top_threads, 3, 1, 64),
-    FIELD(cpu_cooldown_ms, 30000, 0, 3600000), FIELD(max_events_per_hour, 60, 1, 100000),
+    FIELD(hang_threshold_ms, 250, 20, 60000),
+    FIELD(hang_sample_interval_ms, 100, 5, 60000),
+    FIELD(hang_max_samples, 20, 1, 200),
+    FIELD(cpu_threshold_percent, 80, 1, 25600),
+    FIELD(cpu_window_ms, 2000, 100, 600000),
+    FIELD(cpu_sample_hz, 100, 1, 1000),
+    FIELD(cpu_burst_ms, 1000, 10, 60000),
+    FIELD(cpu_top_threads, 3, 1, 64),
+    FIELD(cpu_cooldown_ms, 30000, 0, 3600000),
+    FIELD(max_events_per_hour, 60, 1, 100000),
     FIELD(queue_capacity, 64, 1, 4096),
+    FIELD(batch_max_bytes, 1048576, 16384, 16777216),
+    FIELD(batch_max_delay_ms, 10000, 100, 3600000),
+    FIELD(zstd_level, 3, 1, 19),
+    FIELD(symbolize, 1, 0, 1),
+    FIELD(spool_max_bytes, 33554432, 65536, 4294967295u),
+    FIELD(spool_max_files, 1000, 1, 65536),
+    FIELD(spool_max_age_s, 604800, 0, 315360000),
+    FIELD(connect_timeout_ms, 5000, 100, 120000),
+    FIELD(request_timeout_ms, 30000, 100, 600000),
+    FIELD(backoff_base_ms, 1000, 10, 600000),
+    FIELD(backoff_cap_ms, 300000, 10, 86400000),
+    FIELD(max_server_errors, 5, 1, 100),
+    FIELD(tls_verify, 1, 0, 1),
 };
+/* clang-format on */
 #undef FIELD
 #define LIMIT_COUNT (sizeof k_limits / sizeof k_limits[0])
 
@@ -52,7 +72,7 @@ static const text_field_t k_texts[] = {
     TEXT(app_name, MAX_TEXT_BYTES),    TEXT(app_version, MAX_TEXT_BYTES),
     TEXT(environment, MAX_TEXT_BYTES), TEXT(sink_path, MAX_PATH_BYTES),
     TEXT(data_dir, MAX_PATH_BYTES),    TEXT(endpoint, MAX_PATH_BYTES),
-    TEXT(api_key, MAX_PATH_BYTES),
+    TEXT(api_key, MAX_PATH_BYTES),     TEXT(ca_bundle, MAX_PATH_BYTES),
 };
 #undef TEXT
 #define TEXT_COUNT (sizeof k_texts / sizeof k_texts[0])
@@ -88,10 +108,12 @@ int perf__config_resolve(const perf_sdk_config_t *in, perf__config_t *out, bool 
   int err = apply_env(&c, tag_buf, sizeof tag_buf, disabled);
   if (err || *disabled) return err;
   if ((err = validate(&c)) != 0) return err;
-  if (c.sink == PERF_SINK_HTTP)
-    PERF__FAIL(PERF_E_UNSUPPORTED, "sink = http: the HTTP uploader is not part of this build yet; "
-                                   "use file or none");
   err = copy_config(&c, out);
+  if (!err && out->sink == PERF_SINK_HTTP && !out->data_dir) {
+    perf__log(PERF__LOG_ERROR, "data_dir is required with sink = http (the spool lives there); "
+                               "set it, or HOME / XDG_STATE_HOME for the default");
+    err = PERF_E_INVALID_CONFIG;
+  }
   if (err) perf__config_free(out);
   return err;
 }
@@ -108,6 +130,7 @@ void perf__config_free(perf__config_t *cfg) {
   free(cfg->data_dir);
   free(cfg->endpoint);
   free(cfg->api_key);
+  free(cfg->ca_bundle);
   memset(cfg, 0, sizeof *cfg);
 }
 
@@ -208,6 +231,9 @@ static int validate(perf_sdk_config_t *c) {
     PERF__FAIL(PERF_E_INVALID_CONFIG, "sink_path is required with sink = file");
   if (c->sink == PERF_SINK_HTTP && (!c->endpoint || !*c->endpoint))
     PERF__FAIL(PERF_E_INVALID_CONFIG, "endpoint is required with sink = http");
+  if (c->backoff_cap_ms < c->backoff_base_ms)
+    PERF__FAIL(PERF_E_INVALID_CONFIG, "backoff_cap_ms = %u: must be at least backoff_base_ms (%u)",
+               c->backoff_cap_ms, c->backoff_base_ms);
   if (c->hang_sample_interval_ms > c->hang_threshold_ms * 10u)
     PERF__FAIL(PERF_E_INVALID_CONFIG,
                "hang_sample_interval_ms = %u: must be at most 10 x hang_threshold_ms (%u)",
@@ -262,6 +288,20 @@ static int copy_config(const perf_sdk_config_t *c, perf__config_t *out) {
   out->cpu_cooldown_ms = c->cpu_cooldown_ms;
   out->max_events_per_hour = c->max_events_per_hour;
   out->queue_capacity = c->queue_capacity;
+  out->batch_max_bytes = c->batch_max_bytes;
+  out->batch_max_delay_ms = c->batch_max_delay_ms;
+  out->zstd_level = c->zstd_level;
+  out->symbolize = c->symbolize;
+  out->spool_max_bytes = c->spool_max_bytes;
+  out->spool_max_files = c->spool_max_files;
+  out->spool_max_age_s = c->spool_max_age_s;
+  out->connect_timeout_ms = c->connect_timeout_ms;
+  out->request_timeout_ms = c->request_timeout_ms;
+  out->backoff_base_ms = c->backoff_base_ms;
+  out->backoff_cap_ms = c->backoff_cap_ms;
+  out->max_server_errors = c->max_server_errors;
+  out->tls_verify = c->tls_verify;
+  out->ca_bundle = dup_or_null(c->ca_bundle, &err);
   out->log_fn = c->log_fn;
   out->log_user = c->log_user;
   return err;

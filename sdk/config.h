@@ -26,6 +26,11 @@ typedef struct perf__config_s {
   unsigned cpu_threshold_percent, cpu_window_ms, cpu_sample_hz, cpu_burst_ms, cpu_top_threads,
       cpu_cooldown_ms;
   unsigned max_events_per_hour, queue_capacity;
+  unsigned batch_max_bytes, batch_max_delay_ms, zstd_level, symbolize;
+  unsigned spool_max_bytes, spool_max_files, spool_max_age_s;
+  unsigned connect_timeout_ms, request_timeout_ms, backoff_base_ms, backoff_cap_ms,
+      max_server_errors, tls_verify;
+  char *ca_bundle;
   perf_log_fn log_fn;
   void *log_user;
 } perf__config_t;
@@ -33,8 +38,7 @@ typedef struct perf__config_s {
 /* Apply the environment to a copy of *in, validate it and copy it into
    *out. *disabled is set when PERF_SDK_DISABLED is 1/true (then *out is
    left empty and 0 returned). Errors: PERF_E_INVALID_CONFIG (logged,
-   naming the field or variable and the allowed values), PERF_E_NO_MEMORY,
-   PERF_E_UNSUPPORTED (a sink this build cannot serve yet). */
+   naming the field or variable and the allowed values), PERF_E_NO_MEMORY. */
 int perf__config_resolve(const perf_sdk_config_t *in, perf__config_t *out, bool *disabled);
 
 void perf__config_free(perf__config_t *cfg);

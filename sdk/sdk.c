@@ -43,6 +43,7 @@ static atomic_bool g_running;      /* fast check for the loop calls */
 static atomic_bool g_ever_started; /* stats are readable from then on */
 static perf__loop_t g_loop;
 static perf__stats_t g_stats;
+static perf_sdk_stats_t g_last_batch_stats; /* the wire path's, after shutdown */
 
 static int start_threads(sdk_t *s);
 static void stop_threads(sdk_t *s, int64_t deadline_ns, int *err);
@@ -184,9 +185,26 @@ int perf_sdk_capture_now(const char *reason) {
   return err;
 }
 
+int perf_sdk_flush(int timeout_ms) {
+  if (timeout_ms < 0 || timeout_ms > 600000) return PERF_E_INVALID_ARGUMENT;
+  int64_t deadline = perf__now_ns() + (int64_t)timeout_ms * 1000000;
+  pthread_rwlock_rdlock(&g_lifecycle);
+  int err = g_sdk ? perf__writer_flush(g_sdk->writer, deadline) : PERF_E_NOT_INITIALIZED;
+  pthread_rwlock_unlock(&g_lifecycle);
+  return err;
+}
+
 int perf_sdk_get_stats(perf_sdk_stats_t *out) {
   if (!out) return PERF_E_INVALID_ARGUMENT;
   if (!atomic_load(&g_ever_started)) return PERF_E_NOT_INITIALIZED;
+  memset(out, 0, sizeof *out);
+  pthread_rwlock_rdlock(&g_lifecycle);
+  if (g_sdk)
+    perf__writer_batch_stats(g_sdk->writer, out);
+  else
+    *out = g_last_batch_stats;
+  pthread_rwlock_unlock(&g_lifecycle);
+  out->events_dropped_oversized = atomic_load(&g_stats.events_dropped_oversized);
   out->events_recorded = atomic_load(&g_stats.events_recorded);
   out->events_written = atomic_load(&g_stats.events_written);
   out->events_dropped_rate = atomic_load(&g_stats.events_dropped_rate);
@@ -233,6 +251,6 @@ static void stop_threads(sdk_t *s, int64_t deadline_ns, int *err) {
   if (s->hang) perf__hang_monitor_stop(s->hang); /* records a hang in progress */
   s->cpu = NULL;
   s->hang = NULL;
-  if (s->writer) *err = perf__writer_stop(s->writer, deadline_ns);
+  if (s->writer) *err = perf__writer_stop(s->writer, deadline_ns, &g_last_batch_stats);
   s->writer = NULL;
 }

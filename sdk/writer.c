@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "batch_sink.h"
 #include "clock.h"
 #include "event_text.h"
 #include "fileio.h"
@@ -44,9 +45,19 @@ struct perf__writer_s {
   perf__hang_marker_t marker;
   bool data_dir_ready;
   atomic_int tid;
+  /* the wire path: batches into the spool (and, for http, to the collector) */
+  perf__batch_sink_t *batches;          /* set by the writer thread under lock; NULL without */
+  bool batches_tried;                   /* the open was attempted (lock) */
+  perf_sdk_stats_t batch_stats;         /* the batch sink's last counters, once it is closed */
+  uint64_t flush_requested, flush_done; /* perf__writer_flush handshake (lock) */
+  int64_t stop_deadline_ns;             /* shutdown: send until then */
 };
 
 static void *writer_main(void *arg);
+static void open_batches(perf__writer_t *w);
+static void close_batches(perf__writer_t *w, int64_t deadline_ns);
+static bool batch_due(perf__writer_t *w);
+static void wait_for_work(perf__writer_t *w);
 static void report_fatal_hangs(perf__writer_t *w);
 static void write_event(perf__writer_t *w, perf__event_t *ev);
 static void handle_hang_post(perf__writer_t *w, perf__event_t *progress);
@@ -112,8 +123,37 @@ void perf__writer_hold(perf__writer_t *w, bool hold) {
   pthread_mutex_unlock(&w->lock);
 }
 
-int perf__writer_stop(perf__writer_t *w, int64_t deadline_ns) {
+int perf__writer_flush(perf__writer_t *w, int64_t deadline_ns) {
   pthread_mutex_lock(&w->lock);
+  uint64_t ticket = ++w->flush_requested;
+  pthread_cond_broadcast(&w->wake);
+  struct timespec ts = {(time_t)(deadline_ns / 1000000000), (long)(deadline_ns % 1000000000)};
+  /* First everything queued into the spool, by the writer thread... */
+  while ((w->flush_done < ticket || !w->batches_tried) && !w->exited &&
+         perf__now_ns() < deadline_ns)
+    pthread_cond_timedwait(&w->wake, &w->lock, &ts);
+  bool queued_out = w->flush_done >= ticket;
+  perf__batch_sink_t *b = w->batches;
+  pthread_mutex_unlock(&w->lock);
+  if (!queued_out) return PERF_E_TIMEOUT;
+  /* ... then the spool to the collector, by the uploader. The sink stays
+     open until perf__writer_stop, which cannot run concurrently (the SDK's
+     lifecycle lock). */
+  return b ? perf__batch_sink_wait_sent(b, deadline_ns) : PERF_OK;
+}
+
+void perf__writer_batch_stats(perf__writer_t *w, perf_sdk_stats_t *out) {
+  pthread_mutex_lock(&w->lock);
+  if (w->batches)
+    perf__batch_sink_stats(w->batches, out);
+  else
+    *out = w->batch_stats;
+  pthread_mutex_unlock(&w->lock);
+}
+
+int perf__writer_stop(perf__writer_t *w, int64_t deadline_ns, perf_sdk_stats_t *last) {
+  pthread_mutex_lock(&w->lock);
+  w->stop_deadline_ns = deadline_ns;
   w->stopping = true;
   w->held = false;
   pthread_cond_signal(&w->wake);
@@ -146,6 +186,7 @@ int perf__writer_stop(perf__writer_t *w, int64_t deadline_ns) {
       return PERF_E_TIMEOUT;
     }
   }
+  if (last) *last = w->batch_stats;
   free_writer(w);
   return PERF_OK;
 }
@@ -167,11 +208,24 @@ static void *writer_main(void *arg) {
     else
       report_fatal_hangs(w);
   }
+  open_batches(w);
   pthread_mutex_lock(&w->lock);
   for (;;) {
-    while (!w->abandon && (w->held || w->count == 0) && !w->hang_posted && !w->stopping)
-      pthread_cond_wait(&w->wake, &w->lock);
+    while (!w->abandon && (w->held || w->count == 0) && !w->hang_posted && !w->stopping &&
+           w->flush_done == w->flush_requested && !batch_due(w))
+      wait_for_work(w);
     if (w->abandon) break;
+    if (batch_due(w) || (w->count == 0 && w->flush_done != w->flush_requested)) {
+      /* The open batch is old enough, or a flush wants everything queued
+         so far in the spool. */
+      uint64_t requested = w->flush_requested;
+      pthread_mutex_unlock(&w->lock);
+      if (w->batches) perf__batch_sink_close_batch(w->batches);
+      pthread_mutex_lock(&w->lock);
+      if (w->count == 0) w->flush_done = requested;
+      pthread_cond_broadcast(&w->wake);
+      continue;
+    }
     if (w->hang_posted) {
       perf__event_t *progress = w->hang;
       w->hang = NULL;
@@ -199,8 +253,57 @@ static void *writer_main(void *arg) {
     w->head = (w->head + 1) % w->capacity;
   }
   w->exited = true;
+  bool abandon = w->abandon;
+  int64_t deadline = w->stop_deadline_ns;
   pthread_mutex_unlock(&w->lock);
+  /* Leave the stopper a moment to join after the uploader's last try. */
+  close_batches(w, abandon ? 0 : deadline - 30 * 1000000);
   return NULL;
+}
+
+/* The wire path's spool and uploader, opened here because it reads and
+   writes files (adopting what earlier runs left). Without it (no spool
+   possible) events of an http sink are counted as dropped. */
+static void open_batches(perf__writer_t *w) {
+  perf__batch_sink_t *b = NULL;
+  if (w->cfg->sink != PERF_SINK_NONE && perf__batch_sink_open(w->cfg, w->stats, &b) != 0) b = NULL;
+  pthread_mutex_lock(&w->lock);
+  w->batches = b;
+  w->batches_tried = true;
+  pthread_cond_broadcast(&w->wake);
+  pthread_mutex_unlock(&w->lock);
+}
+
+/* Shutdown: the open batch into the spool, then send what can be sent
+   before the deadline; the rest stays on disk for the next run. */
+static void close_batches(perf__writer_t *w, int64_t deadline_ns) {
+  if (!w->batches) return;
+  perf__batch_sink_close_batch(w->batches);
+  if (deadline_ns > perf__now_ns()) perf__batch_sink_wait_sent(w->batches, deadline_ns);
+  perf_sdk_stats_t last = {0};
+  perf__batch_sink_close(w->batches, &last);
+  pthread_mutex_lock(&w->lock);
+  w->batch_stats = last;
+  w->batches = NULL;
+  pthread_mutex_unlock(&w->lock);
+}
+
+/* With the lock held: the open batch has reached batch_max_delay_ms. */
+static bool batch_due(perf__writer_t *w) {
+  if (!w->batches) return false;
+  int64_t due = perf__batch_sink_deadline(w->batches);
+  return due && perf__now_ns() >= due;
+}
+
+/* With the lock held: sleep until woken, or until the open batch is due. */
+static void wait_for_work(perf__writer_t *w) {
+  int64_t due = w->batches ? perf__batch_sink_deadline(w->batches) : 0;
+  if (!due) {
+    pthread_cond_wait(&w->wake, &w->lock);
+    return;
+  }
+  struct timespec ts = {(time_t)(due / 1000000000), (long)(due % 1000000000)};
+  pthread_cond_timedwait(&w->wake, &w->lock, &ts);
 }
 
 static void report_fatal_hangs(perf__writer_t *w) {
@@ -216,7 +319,14 @@ static void report_fatal_hangs(perf__writer_t *w) {
 }
 
 static void write_event(perf__writer_t *w, perf__event_t *ev) {
-  if (w->cfg->sink != PERF_SINK_FILE) { /* PERF_SINK_NONE: detected and counted only */
+  if (w->batches) perf__batch_sink_add(w->batches, ev);
+  if (w->cfg->sink == PERF_SINK_HTTP) {
+    if (w->batches)
+      PERF__COUNT(w->stats, events_written, 1);
+    else
+      PERF__COUNT(w->stats, events_dropped_sink, 1);
+  }
+  if (w->cfg->sink != PERF_SINK_FILE) { /* http: batches only; none: counted only */
     perf__event_free(ev);
     return;
   }

@@ -14,6 +14,7 @@
 
 #include "config.h"
 #include "event.h"
+#include "perf_sdk.h"
 #include "stats.h"
 
 typedef struct perf__writer_s perf__writer_t;
@@ -34,13 +35,23 @@ int perf__writer_submit(perf__writer_t *w, perf__event_t *ev);
    marker). The writer owns `progress`; only the latest post matters. */
 void perf__writer_post_hang(perf__writer_t *w, perf__event_t *progress);
 
+/* Write everything queued so far and put the open batch into the spool,
+   then (http) wait for the uploader to empty the spool, until deadline_ns.
+   0, or PERF_E_TIMEOUT. Not concurrent with perf__writer_stop. */
+int perf__writer_flush(perf__writer_t *w, int64_t deadline_ns);
+
+/* The wire path's counters (batches, spool) into the batch fields of *out;
+   the last ones once the writer has stopped it. */
+void perf__writer_batch_stats(perf__writer_t *w, perf_sdk_stats_t *out);
+
 /* Tests only: while held, the writer takes nothing from the queue. */
 void perf__writer_hold(perf__writer_t *w, bool hold);
 
 /* Write what is queued until `deadline_ns` (monotonic), then stop the
    thread; events still queued then are dropped and counted. Returns 0, or
    PERF_E_TIMEOUT when the thread was stuck in I/O past the deadline (it is
-   then left to finish on its own and its memory is not freed). */
-int perf__writer_stop(perf__writer_t *w, int64_t deadline_ns);
+   then left to finish on its own and its memory is not freed). `last` (may
+   be NULL) gets the wire path's final counters (batch fields only). */
+int perf__writer_stop(perf__writer_t *w, int64_t deadline_ns, perf_sdk_stats_t *last);
 
 #endif
