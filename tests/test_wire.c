@@ -8,11 +8,13 @@
  * report. Each case runs in its own process: `test_wire <case>`.
  */
 #include <ftw.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -194,13 +196,140 @@ static void case_file_sink_batches(void) {
   remove_dir();
 }
 
+/* ---- kill -9 while writing batches -------------------------------------- */
+
+/* Child: the SDK with the collector down; every event is its own batch
+   (flush); once a batch is in the spool its reason goes to stdout. */
+static void child_writer(const char *dir, const char *url) {
+  snprintf(g_dir, sizeof g_dir, "%s", dir);
+  perf_sdk_config_t cfg;
+  char data_dir[128];
+  http_config(&cfg, url, data_dir);
+  cfg.backoff_base_ms = 5000; /* the collector is down: no point trying often */
+  cfg.backoff_cap_ms = 5000;
+  cfg.spool_max_files = 65536; /* 50 rounds write over a thousand batches: keep them all */
+  if (perf_sdk_init(&cfg) != PERF_OK) exit(3);
+  char reason[64];
+  for (unsigned n = 0;; n++) {
+    snprintf(reason, sizeof reason, "pid %d event %u", (int)getpid(), n);
+    perf_sdk_stats_t before, after;
+    perf_sdk_get_stats(&before);
+    if (wire_capture_outer(reason) != 2) exit(4);
+    perf_sdk_flush(1); /* puts the batch in the spool; sending would time out */
+    do
+      perf_sdk_get_stats(&after);
+    while (after.batches_written == before.batches_written);
+    printf("%s\n", reason);
+    fflush(stdout);
+  }
+}
+
+/* The reasons of every event the server received (malloc'd strings). */
+static char **received_reasons(http_server_t *srv, size_t *n) {
+  size_t cap = 1024;
+  char **out = malloc(cap * sizeof *out);
+  CHECK(out != NULL);
+  *n = 0;
+  for (size_t i = 0; i < http_server_request_count(srv); i++) {
+    http_request_t q;
+    CHECK(http_server_request(srv, i, &q));
+    Perf__V1__Batch *b = NULL;
+    CHECKF(perf__batch_decode(q.body, q.body_len, DECODE_MAX, &b) == PERF_OK,
+           "request %zu does not decode", i);
+    for (size_t e = 0; e < b->n_events; e++) {
+      if (*n == cap) CHECK((out = realloc(out, (cap *= 2) * sizeof *out)) != NULL);
+      CHECK((out[(*n)++] = strdup(b->events[e]->reason)) != NULL);
+    }
+    perf__v1__batch__free_unpacked(b, NULL);
+    http_request_free(&q);
+  }
+  return out;
+}
+
+static void case_kill9_rounds(void) {
+  make_dir();
+  http_server_t *srv = http_server_start();
+  CHECK(srv != NULL);
+  uint16_t port = http_server_port(srv);
+  char url[64];
+  snprintf(url, sizeof url, "http://127.0.0.1:%u", (unsigned)port);
+  http_server_stop(srv); /* down while the children write */
+  unsigned seed = (unsigned)time(NULL);
+  if (getenv("WIRE_TEST_SEED")) seed = (unsigned)atoi(getenv("WIRE_TEST_SEED"));
+  srand(seed);
+  static char reported[4096][64];
+  size_t n_reported = 0;
+  for (int round = 0; round < 50; round++) {
+    int out[2];
+    CHECK(pipe(out) == 0);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+      dup2(out[1], 1);
+      close(out[0]);
+      execl("/proc/self/exe", "test_wire", "child_writer", g_dir, url, (char *)NULL);
+      _exit(5);
+    }
+    close(out[1]);
+    FILE *f = fdopen(out[0], "r");
+    CHECK(f != NULL);
+    /* Let it get going (its first batch is on disk), then kill it at a
+       random point of its work. */
+    char line[64];
+    bool first = fgets(line, sizeof line, f) != NULL;
+    usleep((useconds_t)(rand() % 50) * 1000);
+    kill(pid, SIGKILL);
+    int status;
+    waitpid(pid, &status, 0);
+    CHECKF(first, "round %d: the child reported nothing (status %d); seed %u", round, status, seed);
+    CHECKF(WIFSIGNALED(status), "round %d: child ended by itself (%d); seed %u", round, status,
+           seed);
+    do {
+      line[strcspn(line, "\n")] = '\0';
+      if (n_reported < ARRAY_LEN(reported))
+        snprintf(reported[n_reported++], sizeof reported[0], "%s", line);
+    } while (fgets(line, sizeof line, f));
+    fclose(f);
+  }
+  CHECKF(n_reported >= 50, "only %zu batches reported in 50 rounds; seed %u", n_reported, seed);
+  /* The collector is up; the next run adopts the spool and sends it all. */
+  CHECK((srv = http_server_start_on_port(port)) != NULL);
+  perf_sdk_config_t cfg;
+  char data_dir[128];
+  http_config(&cfg, url, data_dir);
+  cfg.spool_max_files = 65536;
+  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
+  CHECKF(perf_sdk_flush(60000) == PERF_OK, "spool not emptied; seed %u", seed);
+  CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
+  perf_sdk_stats_t st;
+  CHECK_EQ_INT(perf_sdk_get_stats(&st), PERF_OK);
+  CHECK_EQ_INT(st.batches_evicted, 0);
+  /* Every reported batch delivered exactly once: all events received,
+     decoded once, sorted, then each reported reason counted. */
+  size_t n_received = 0;
+  char **received = received_reasons(srv, &n_received);
+  for (size_t i = 0; i < n_reported; i++) {
+    size_t times = 0;
+    for (size_t j = 0; j < n_received; j++)
+      times += strcmp(received[j], reported[i]) == 0;
+    CHECKF(times == 1, "'%s' delivered %zu times; seed %u", reported[i], times, seed);
+  }
+  for (size_t j = 0; j < n_received; j++)
+    free(received[j]);
+  free(received);
+  http_server_stop(srv);
+  remove_dir();
+}
+
 static const test_case_t g_cases[] = {
     TEST_CASE(http_sink_delivers),
     TEST_CASE(down_at_shutdown_sent_next_run),
     TEST_CASE(file_sink_batches),
+    TEST_CASE(kill9_rounds),
 };
 
 int main(int argc, char **argv) {
+  if (argc == 4 && strcmp(argv[1], "child_writer") == 0) child_writer(argv[2], argv[3]);
   if (argc == 2 && test_run_case(g_cases, ARRAY_LEN(g_cases), argv[1])) return 0;
   fprintf(stderr, "usage: %s <case>\n", argv[0]);
   return 2;
