@@ -12,7 +12,7 @@ source scripts/deps.sh
 perf_install_deps
 
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build -j "$(nproc)" --target backtrace_demo demo_app >/dev/null
+cmake --build build -j "$(nproc)" --target backtrace_demo demo_app perf-dump >/dev/null
 
 heading() { printf '\n==== %s ====\n\n' "$*"; }
 
@@ -40,3 +40,6 @@ if [ ! -s "$tmp/perf-report.txt" ]; then
   exit 1
 fi
 cat "$tmp/perf-report.txt"
+
+heading "perf-dump: the same events as batch records ($tmp/perf-report.txt.batches)"
+./build/tools/perf-dump --max-stacks 1 "$tmp/perf-report.txt"

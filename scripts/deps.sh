@@ -9,7 +9,8 @@ PERF_DEBIAN_PACKAGES=(
   libunwind-dev   # the benchmark's comparison with libunwind-in-handler SDKs
   libmicrohttpd-dev # the scriptable HTTP test server of the uploader tests (tests/http_server.c)
   protobuf-compiler # protoc --decode: the independent check of the batch encoding (test_encoder)
-  libjansson-dev zlib1g-dev # encode_bench: the same events as JSON + gzip, for comparison
+  libjansson-dev  # perf-dump --json, and encode_bench's JSON side
+  zlib1g-dev      # encode_bench: the same events as JSON + gzip, for comparison
 )
 
 perf_install_deps() {

@@ -101,13 +101,14 @@ static int write_batch(perf__spool_t *sp, uint64_t seq, const uint8_t id[16], co
                        size_t len, int64_t created_ns);
 static bool over_file_size_limit(uint64_t size);
 static int write_all(perf__spool_t *sp, int fd, const void *data, size_t len);
-static int pread_all(perf__spool_t *sp, int fd, void *buf, size_t len, off_t off);
+static int pread_all(const perf__spool_io_t *io, int fd, void *buf, size_t len, off_t off);
 static int io_failed(const char *step, const char *path, int err);
 static void discard(perf__spool_t *sp, const char *path);
 static const char *check_file(perf__spool_t *sp, const char *path, const uint8_t id[16],
                               spool_rec_t *rec, int *io_errno);
-static int read_batch_fd(perf__spool_t *sp, int fd, const char *path, const uint8_t id[16],
-                         spool_rec_t *rec, uint8_t **payload, const char **bad);
+static int read_batch_fd(const perf__spool_io_t *io, uint64_t max_bytes, int fd, const char *path,
+                         const uint8_t id[16], spool_rec_t *rec, uint8_t **payload,
+                         const char **bad);
 static const char *header_problem(const uint8_t *h, size_t have, uint64_t file_size,
                                   const uint8_t id[16], spool_rec_t *rec);
 static void header_encode(uint8_t h[HDR], uint64_t len, uint32_t crc, int64_t created_ns,
@@ -269,7 +270,7 @@ int perf__spool_read(perf__spool_t *sp, const perf__spool_entry_t *e, uint8_t **
   }
   spool_rec_t rec;
   const char *bad = NULL;
-  int err = read_batch_fd(sp, fd, e->path, e->id, &rec, payload, &bad);
+  int err = read_batch_fd(&sp->io, sp->max_bytes, fd, e->path, e->id, &rec, payload, &bad);
   sp->io.close(sp->io.ctx, fd);
   if (err) return err;
   if (bad) {
@@ -320,6 +321,33 @@ void perf__spool_stats(perf__spool_t *sp, perf__spool_stats_t *out) {
   out->files = sp->count;
   out->bytes = sp->bytes;
   pthread_mutex_unlock(&sp->lock);
+}
+
+int perf__spool_read_file(const char *path, uint8_t id[16], int64_t *created_unix_ns,
+                          uint8_t **payload, size_t *len, const char **reason) {
+  if (!path || !payload || !len || !reason) return PERF_E_INVALID_ARGUMENT;
+  *payload = NULL;
+  *len = 0;
+  *reason = NULL;
+  const char *slash = strrchr(path, '/');
+  uint64_t seq;
+  uint8_t named[16];
+  bool has_name = parse_batch_name(slash ? slash + 1 : path, &seq, named);
+  const perf__spool_io_t *io = perf__spool_io_posix();
+  int fd = io->open(io->ctx, path, O_RDONLY, 0);
+  if (fd < 0) return PERF_E_SYSTEM; /* errno kept */
+  spool_rec_t rec;
+  int err =
+      read_batch_fd(io, MAX_BYTES_LIMIT, fd, path, has_name ? named : NULL, &rec, payload, reason);
+  int saved = errno;
+  io->close(io->ctx, fd);
+  errno = saved;
+  if (err) return err;
+  if (*reason) return PERF__E_SPOOL_CORRUPT;
+  *len = (size_t)(rec.size - HDR);
+  if (id) memcpy(id, rec.id, 16);
+  if (created_unix_ns) *created_unix_ns = rec.created_ns;
+  return PERF_OK;
 }
 
 /* ---- open: options, directory, lock ------------------------------------- */
@@ -672,10 +700,10 @@ static int write_all(perf__spool_t *sp, int fd, const void *data, size_t len) {
 }
 
 /* 0: all read; 1: the file ended first; -1: error (errno). */
-static int pread_all(perf__spool_t *sp, int fd, void *buf, size_t len, off_t off) {
+static int pread_all(const perf__spool_io_t *io, int fd, void *buf, size_t len, off_t off) {
   uint8_t *p = buf;
   while (len > 0) {
-    ssize_t n = sp->io.pread(sp->io.ctx, fd, p, len, off);
+    ssize_t n = io->pread(io->ctx, fd, p, len, off);
     if (n < 0) return -1;
     if (n == 0) return 1;
     p += n;
@@ -697,31 +725,34 @@ static const char *check_file(perf__spool_t *sp, const char *path, const uint8_t
     return NULL;
   }
   const char *bad = NULL;
-  if (read_batch_fd(sp, fd, path, id, rec, NULL, &bad) != PERF_OK) *io_errno = errno ? errno : EIO;
+  if (read_batch_fd(&sp->io, sp->max_bytes, fd, path, id, rec, NULL, &bad) != PERF_OK)
+    *io_errno = errno ? errno : EIO;
   sp->io.close(sp->io.ctx, fd);
   return bad;
 }
 
-/* Read the batch file open at fd and verify it: header, length, id, and,
+/* Read the batch file open at fd (through io) and verify it: header, length
+   (payload at most max_bytes), id (id NULL: whatever the header says), and,
    with payload != NULL, the payload's CRC into a malloc'd *payload. Returns
    0 with *bad NULL (good) or naming the problem, or PERF_E_SYSTEM /
    PERF_E_NO_MEMORY (logged; errno kept). */
-static int read_batch_fd(perf__spool_t *sp, int fd, const char *path, const uint8_t id[16],
-                         spool_rec_t *rec, uint8_t **payload, const char **bad) {
+static int read_batch_fd(const perf__spool_io_t *io, uint64_t max_bytes, int fd, const char *path,
+                         const uint8_t id[16], spool_rec_t *rec, uint8_t **payload,
+                         const char **bad) {
   struct stat st;
   uint8_t h[HDR];
   *bad = NULL;
   if (fstat(fd, &st) != 0) return io_failed("fstat", path, errno);
   size_t have = st.st_size < HDR ? (size_t)st.st_size : HDR;
-  int r = pread_all(sp, fd, h, have, 0);
+  int r = pread_all(io, fd, h, have, 0);
   if (r < 0) return io_failed("read", path, errno);
   *bad = r > 0 ? "torn" : header_problem(h, have, (uint64_t)st.st_size, id, rec);
-  if (!*bad && rec->size - HDR > sp->max_bytes) *bad = "bad_length";
+  if (!*bad && rec->size - HDR > max_bytes) *bad = "bad_length";
   if (*bad || !payload) return PERF_OK;
   size_t len = (size_t)(rec->size - HDR);
   uint8_t *buf = malloc(len ? len : 1);
   if (!buf) PERF__FAIL(PERF_E_NO_MEMORY, "spool: no memory for %zu bytes of %s", len, path);
-  r = pread_all(sp, fd, buf, len, HDR);
+  r = pread_all(io, fd, buf, len, HDR);
   if (r < 0) {
     int saved = errno;
     free(buf);
@@ -749,11 +780,11 @@ static const char *header_problem(const uint8_t *h, size_t have, uint64_t file_s
   if (get_le(h + 6, 2) != HDR || (uint32_t)get_le(h + 60, 4) != perf__crc32c(0, h, 60))
     return "bad_header";
   if (get_le(h + 8, 8) != file_size - HDR) return "bad_length";
-  if (memcmp(h + 32, id, 16) != 0) return "bad_id";
+  if (id && memcmp(h + 32, id, 16) != 0) return "bad_id";
   rec->seq = 0;
   rec->size = file_size;
   rec->created_ns = (int64_t)get_le(h + 24, 8);
-  memcpy(rec->id, id, 16);
+  memcpy(rec->id, h + 32, 16);
   return NULL;
 }
 

@@ -149,4 +149,17 @@ int perf__spool_quarantine(perf__spool_t *sp, const perf__spool_entry_t *e, cons
 /* Copy the current sizes and the counters. */
 void perf__spool_stats(perf__spool_t *sp, perf__spool_stats_t *out);
 
+/* Read and verify ONE batch file by path, outside an open spool (tools such
+   as perf-dump): the checks of perf__spool_read (magic, version, header size
+   and CRC, length, CRC-32C of the payload) and, when the file's name is a
+   spool name `<seq>-<id>.batch`, the id against it. No lock is taken and
+   nothing is moved. On success *payload gets a malloc'd copy (free with
+   free(); not NULL even when *len is 0), id and *created_unix_ns (either may
+   be NULL) the header's. PERF__E_SPOOL_CORRUPT: the file is bad, *reason is
+   its quarantine reason ("empty", "torn", "bad_magic", "bad_version",
+   "bad_header", "bad_length", "bad_id", "bad_crc"); PERF_E_SYSTEM: it cannot
+   be opened or read (errno kept); PERF_E_NO_MEMORY; PERF_E_INVALID_ARGUMENT. */
+int perf__spool_read_file(const char *path, uint8_t id[16], int64_t *created_unix_ns,
+                          uint8_t **payload, size_t *len, const char **reason);
+
 #endif

@@ -1,0 +1,725 @@
+/*
+ * perf_dump.c - perf-dump: prints the batches the SDK wrote to disk as text,
+ * or with --json as one JSON document {"batches": [...], "errors": [...]}.
+ *
+ * A path may be a spool directory (its own *.batch files, oldest first:
+ * quarantine/, <pid>/ subdirectories and *.tmp files are skipped), one
+ * .batch file, or the file sink's report path (its batches are in
+ * <path>.batches/). Every file is verified before it is printed: the spool
+ * header and CRC-32C (perf__spool_read_file), then the bounded zstd +
+ * protobuf decode with its reference checks (perf__batch_decode, at most
+ * DECODE_MAX bytes decompressed). A bad or unreadable file is named on
+ * stderr as "perf-dump: <path>: <reason>" and skipped; the others are still
+ * printed.
+ *
+ * Exit status: 0 every file was good; 1 some path or file was bad or
+ * unreadable; 2 usage error.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "encoder.h"
+#include "perf_sdk.h"
+#include "spool.h"
+
+#define PROG "perf-dump"
+#define DECODE_MAX ((size_t)256 << 20) /* a batch is at most 64 MiB serialized */
+#define EXIT_BAD 1
+#define EXIT_USAGE 2
+#define TIME_MAX 48
+
+typedef struct dump_s {
+  bool json;
+  size_t max_stacks; /* per event; 0 = all */
+  json_t *batches;   /* --json: the document's arrays */
+  json_t *errors;
+  int status;
+} dump_t;
+
+/* One frame of a stack, resolved against the batch's tables. */
+typedef struct frame_view_s {
+  const char *module;      /* basename, "??" when in no known module */
+  const char *module_path; /* as recorded; NULL when in no known module */
+  const Perf__V1__Module *mod;
+  uint64_t address;         /* module-relative (module NULL: the runtime pc) */
+  const char *function;     /* NULL when not named on the device */
+  uint64_t offset;          /* from the function's start */
+  uint64_t runtime_address; /* fatal hangs: the pc in the dead process; else 0 */
+} frame_view_t;
+
+static int parse_args(int argc, char **argv, dump_t *d, bool *help);
+static void usage(FILE *out);
+static void dump_path(dump_t *d, const char *path);
+static void dump_dir(dump_t *d, const char *dir);
+static void dump_file(dump_t *d, const char *path, bool listed);
+static void bad(dump_t *d, const char *path, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static const char *reason_text(const char *reason);
+static void text_batch(const dump_t *d, const char *path, const Perf__V1__Batch *b);
+static void text_event(const dump_t *d, const Perf__V1__Batch *b, const Perf__V1__Event *e);
+static void text_stack(const Perf__V1__Batch *b, const Perf__V1__StackCount *sc);
+static void text_put(const char *s);
+static json_t *json_batch(const dump_t *d, const char *path, const Perf__V1__Batch *b);
+static json_t *json_resource(const Perf__V1__Resource *r);
+static json_t *json_drops(const Perf__V1__DropCounters *dr);
+static json_t *json_event(const dump_t *d, const Perf__V1__Batch *b, const Perf__V1__Event *e);
+static json_t *json_stack(const Perf__V1__Batch *b, const Perf__V1__StackCount *sc);
+static json_t *json_frame(const Perf__V1__Batch *b, size_t index, uint32_t frame_ref);
+static json_t *jstr(const char *s);
+static json_t *ju64(uint64_t v);
+static json_t *jhex64(uint64_t v);
+static void jset(json_t *obj, const char *key, json_t *value);
+static bool frame_view(const Perf__V1__Batch *b, uint32_t frame_ref, frame_view_t *v);
+static const Perf__V1__Stack *stack_at(const Perf__V1__Batch *b, uint32_t ref);
+static const char *string_at(const Perf__V1__Batch *b, uint32_t index);
+static const char *kind_name(Perf__V1__EventKind kind);
+static uint64_t event_samples(const Perf__V1__Event *e);
+static size_t stacks_shown(const dump_t *d, const Perf__V1__Event *e);
+static const char *iso_time(int64_t unix_ns, char out[TIME_MAX]);
+static void hex(const uint8_t *p, size_t n, char *out);
+static void batch_id_hex(const Perf__V1__Batch *b, char out[2 * PERF__BATCH_ID_BYTES + 1]);
+static bool has_suffix(const char *s, const char *suffix);
+
+int main(int argc, char **argv) {
+  dump_t d = {0};
+  bool help = false;
+  if (parse_args(argc, argv, &d, &help) != 0) return EXIT_USAGE;
+  if (help) {
+    usage(stdout);
+    return 0;
+  }
+  if (d.json) {
+    d.batches = json_array();
+    d.errors = json_array();
+    if (!d.batches || !d.errors) {
+      fprintf(stderr, PROG ": out of memory\n");
+      return EXIT_BAD;
+    }
+  }
+  for (int i = optind; i < argc; i++)
+    dump_path(&d, argv[i]);
+  if (d.json) {
+    json_t *doc = json_object();
+    jset(doc, "batches", d.batches);
+    jset(doc, "errors", d.errors);
+    if (!doc || json_dumpf(doc, stdout, JSON_INDENT(2)) != 0) d.status = EXIT_BAD;
+    fputc('\n', stdout);
+    json_decref(doc);
+  }
+  if (fflush(stdout) != 0 || ferror(stdout)) {
+    fprintf(stderr, PROG ": writing the output: %s\n", strerror(errno));
+    return EXIT_BAD;
+  }
+  return d.status;
+}
+
+/* ---- arguments ----------------------------------------------------------- */
+
+/* 0, or EXIT_USAGE after saying what is wrong. */
+static int parse_args(int argc, char **argv, dump_t *d, bool *help) {
+  static const struct option longopts[] = {
+      {"json", no_argument, NULL, 'j'},
+      {"max-stacks", required_argument, NULL, 'n'},
+      {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0},
+  };
+  opterr = 0;
+  int c;
+  while ((c = getopt_long(argc, argv, ":jn:h", longopts, NULL)) != -1) {
+    switch (c) {
+    case 'j': d->json = true; break;
+    case 'h': *help = true; break;
+    case 'n': {
+      char *end;
+      errno = 0;
+      unsigned long long v = strtoull(optarg, &end, 10);
+      if (optarg[0] < '0' || optarg[0] > '9' || *end || errno || v > SIZE_MAX) {
+        fprintf(stderr, PROG ": --max-stacks wants a number (0 = all), not '%s'\n", optarg);
+        goto usage_error;
+      }
+      d->max_stacks = (size_t)v;
+      break;
+    }
+    case ':':
+      fprintf(stderr, PROG ": option '%s' needs a value\n", argv[optind - 1]);
+      goto usage_error;
+    default:
+      if (optopt && argv[optind - 1][1] != '-')
+        fprintf(stderr, PROG ": unknown option '-%c'\n", optopt);
+      else
+        fprintf(stderr, PROG ": unknown option '%s'\n", argv[optind - 1]);
+      goto usage_error;
+    }
+  }
+  if (*help) return 0;
+  if (optind < argc) return 0;
+  fprintf(stderr, PROG ": no path given\n");
+usage_error:
+  fprintf(stderr, "Try '" PROG " --help'.\n");
+  return EXIT_USAGE;
+}
+
+static void usage(FILE *out) {
+  fputs("usage: " PROG " [--json] [--max-stacks N] PATH...\n"
+        "\n"
+        "Print the batches the perf SDK wrote to disk, verified (spool header,\n"
+        "CRC-32C, bounded zstd + protobuf decode).\n"
+        "\n"
+        "PATH is one of:\n"
+        "  a spool directory   its *.batch files, oldest first (quarantine/,\n"
+        "                      <pid>/ subdirectories and *.tmp files are skipped)\n"
+        "  a .batch file       one batch\n"
+        "  a report path       the file sink's sink_path: reads <PATH>.batches/\n"
+        "\n"
+        "Options:\n"
+        "  -j, --json          one JSON document {\"batches\": [...], \"errors\": [...]}\n"
+        "  -n, --max-stacks N  at most N stacks per event, dominant first (0 = all)\n"
+        "  -h, --help          this text\n"
+        "\n"
+        "A bad or unreadable file is named on stderr (\"" PROG ": <path>: <reason>\")\n"
+        "and skipped; the other files are still printed.\n"
+        "Exit status: 0 all good, 1 some file bad or unreadable, 2 usage error.\n",
+        out);
+}
+
+/* ---- paths, directories, files ------------------------------------------- */
+
+/* <path>.batches/ (the file sink's), else a directory, else a batch file. */
+static void dump_path(dump_t *d, const char *path) {
+  char sink_dir[PATH_MAX];
+  struct stat st;
+  if (snprintf(sink_dir, sizeof sink_dir, "%s.batches", path) < (int)sizeof sink_dir &&
+      stat(sink_dir, &st) == 0 && S_ISDIR(st.st_mode)) {
+    dump_dir(d, sink_dir);
+    return;
+  }
+  if (stat(path, &st) != 0) {
+    bad(d, path, "%s", strerror(errno));
+    return;
+  }
+  if (S_ISDIR(st.st_mode))
+    dump_dir(d, path);
+  else
+    dump_file(d, path, false);
+}
+
+static int is_batch_entry(const struct dirent *de) {
+  return de->d_name[0] != '.' && has_suffix(de->d_name, ".batch");
+}
+
+/* Spool names are <20-digit seq>-<id>.batch: by name is by age. */
+static int by_name(const struct dirent **a, const struct dirent **b) {
+  return strcmp((*a)->d_name, (*b)->d_name);
+}
+
+static void dump_dir(dump_t *d, const char *dir) {
+  struct dirent **names = NULL;
+  int n = scandir(dir, &names, is_batch_entry, by_name);
+  if (n < 0) {
+    bad(d, dir, "cannot list the directory: %s", strerror(errno));
+    return;
+  }
+  size_t dumped = 0;
+  for (int i = 0; i < n; i++) {
+    char path[PATH_MAX];
+    struct stat st;
+    if (snprintf(path, sizeof path, "%s/%s", dir, names[i]->d_name) >= (int)sizeof path) {
+      bad(d, names[i]->d_name, "path too long");
+    } else if (lstat(path, &st) == 0 && S_ISREG(st.st_mode)) {
+      dump_file(d, path, true);
+      dumped++;
+    }
+    free(names[i]);
+  }
+  free(names);
+  if (dumped == 0) fprintf(stderr, PROG ": %s: no batch files\n", dir);
+}
+
+/* Verify, decode and print one batch file. A file listed in a directory
+   that is gone when it is read was delivered, evicted or quarantined
+   meanwhile by the SDK owning the spool: skipped, not an error. */
+static void dump_file(dump_t *d, const char *path, bool listed) {
+  struct stat st;
+  if (stat(path, &st) != 0) {
+    if (!(listed && errno == ENOENT)) bad(d, path, "%s", strerror(errno));
+    return;
+  }
+  if (!S_ISREG(st.st_mode)) { /* a FIFO would block the open */
+    bad(d, path, "not a regular file");
+    return;
+  }
+  uint8_t *payload = NULL;
+  size_t len = 0;
+  const char *reason = NULL;
+  int err = perf__spool_read_file(path, NULL, NULL, &payload, &len, &reason);
+  if (err == PERF__E_SPOOL_CORRUPT) {
+    bool hint = strcmp(reason, "bad_magic") == 0 && !has_suffix(path, ".batch");
+    bad(d, path, "%s%s", reason_text(reason),
+        hint ? " (not a batch file, and no <path>.batches/ directory beside it)" : "");
+    return;
+  }
+  if (err == PERF_E_SYSTEM && listed && errno == ENOENT) return;
+  if (err) {
+    bad(d, path, "%s", err == PERF_E_SYSTEM ? strerror(errno) : perf_strerror(err));
+    return;
+  }
+  Perf__V1__Batch *b = NULL;
+  err = perf__batch_decode(payload, len, DECODE_MAX, &b);
+  free(payload);
+  if (err == PERF_E_TRUNCATED) {
+    bad(d, path, "not a valid perf.v1 Batch (decompresses to more than %zu MiB)", DECODE_MAX >> 20);
+    return;
+  }
+  if (err) {
+    bad(d, path, "not a valid perf.v1 Batch (%s)",
+        err == PERF_E_NO_MEMORY ? "out of memory" : "bad zstd frame, protobuf or table reference");
+    return;
+  }
+  if (d->json) {
+    json_t *j = json_batch(d, path, b);
+    if (!j || json_array_append_new(d->batches, j) != 0) bad(d, path, "out of memory");
+  } else {
+    text_batch(d, path, b);
+  }
+  perf__v1__batch__free_unpacked(b, NULL);
+}
+
+static void bad(dump_t *d, const char *path, const char *fmt, ...) {
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, PROG ": %s: %s\n", path, msg);
+  d->status = EXIT_BAD;
+  if (!d->errors) return;
+  json_t *e = json_object();
+  jset(e, "path", jstr(path));
+  jset(e, "reason", jstr(msg));
+  if (e) json_array_append_new(d->errors, e);
+}
+
+/* The spool's quarantine reasons (perf__spool_read_file) for people. */
+static const char *reason_text(const char *reason) {
+  static const struct {
+    const char *code, *text;
+  } texts[] = {
+      {"empty", "empty file"},
+      {"torn", "torn file (shorter than its header says)"},
+      {"bad_magic", "bad magic"},
+      {"bad_version", "unknown spool format version"},
+      {"bad_header", "bad header (header CRC mismatch or wrong header size)"},
+      {"bad_length", "bad length (payload length does not match the file size)"},
+      {"bad_id", "batch id does not match the file name"},
+      {"bad_crc", "payload CRC mismatch"},
+  };
+  for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++)
+    if (strcmp(texts[i].code, reason) == 0) return texts[i].text;
+  return reason;
+}
+
+/* ---- text ---------------------------------------------------------------- */
+
+static void text_batch(const dump_t *d, const char *path, const Perf__V1__Batch *b) {
+  char id[2 * PERF__BATCH_ID_BYTES + 1], when[TIME_MAX];
+  batch_id_hex(b, id);
+  printf("batch %s sequence=%" PRIu64 " created=%s file=", id, b->sequence,
+         iso_time(b->created_unix_nanos, when));
+  text_put(path);
+  printf("\nsdk name=");
+  text_put(b->sdk_name);
+  printf(" version=");
+  text_put(b->sdk_version);
+  printf(" symbolized=%s\n", b->symbolized ? "true" : "false");
+  const Perf__V1__Resource *r = b->resource;
+  if (r) {
+    printf("resource app=");
+    text_put(r->app_name);
+    printf(" version=");
+    text_put(r->app_version);
+    printf(" environment=");
+    text_put(r->environment);
+    for (size_t i = 0; i < r->n_tags; i++) {
+      fputs(i == 0 ? " tags=" : ",", stdout);
+      text_put(r->tags[i]->key);
+      putchar('=');
+      text_put(r->tags[i]->value);
+    }
+    printf(" host=");
+    text_put(r->host);
+    printf(" pid=%" PRIu32 " os=", r->pid);
+    text_put(r->os);
+    printf(" arch=");
+    text_put(r->arch);
+    putchar('\n');
+  }
+  const Perf__V1__DropCounters *dr = b->drops;
+  printf("drops rate_limited=%" PRIu64 " queue_full=%" PRIu64 " sink_failed=%" PRIu64
+         " spool_quota=%" PRIu64 " oversized=%" PRIu64 "\n",
+         dr ? dr->rate_limited : 0, dr ? dr->queue_full : 0, dr ? dr->sink_failed : 0,
+         dr ? dr->spool_quota : 0, dr ? dr->oversized : 0);
+  printf("events=%zu\n\n", b->n_events);
+  for (size_t i = 0; i < b->n_events; i++)
+    text_event(d, b, b->events[i]);
+}
+
+static void text_event(const dump_t *d, const Perf__V1__Batch *b, const Perf__V1__Event *e) {
+  char start[TIME_MAX];
+  printf("event %s start=%s duration_ms=%.3f thread=%" PRIu32 " samples=%" PRIu64
+         " failed_samples=%zu",
+         kind_name(e->kind), iso_time(e->start_unix_nanos, start), (double)e->duration_nanos / 1e6,
+         e->tid, event_samples(e), e->n_sample_errors);
+  if (e->cpu_percent >= 0) printf(" cpu_percent=%" PRId32, e->cpu_percent);
+  if (e->samples_dropped) printf(" samples_dropped=%" PRIu64, e->samples_dropped);
+  putchar('\n');
+  if (e->reason[0]) {
+    printf("reason=\"");
+    text_put(e->reason);
+    printf("\"\n");
+  }
+  for (size_t i = 0; i < e->n_threads; i++) {
+    const Perf__V1__Thread *t = e->threads[i];
+    printf("thread tid=%" PRIu32 " name=\"", t->tid);
+    text_put(string_at(b, t->name));
+    putchar('"');
+    if (t->cpu_percent >= 0) printf(" cpu_percent=%" PRId32, t->cpu_percent);
+    putchar('\n');
+  }
+  size_t shown = stacks_shown(d, e);
+  for (size_t i = 0; i < shown; i++)
+    text_stack(b, e->stack_counts[i]);
+  if (shown < e->n_stack_counts) printf("(%zu more stacks)\n", e->n_stack_counts - shown);
+  putchar('\n');
+}
+
+/* "<index> <module> 0x<module-relative address> <function> + <offset>",
+   innermost first, as the stack text format (docs/protocol.md). */
+static void text_stack(const Perf__V1__Batch *b, const Perf__V1__StackCount *sc) {
+  printf("stack samples=%" PRIu32 " thread=%" PRIu32 "\n", sc->samples, sc->tid);
+  const Perf__V1__Stack *s = stack_at(b, sc->stack);
+  for (size_t i = 0; s && i < s->n_frames; i++) {
+    frame_view_t v;
+    if (!frame_view(b, s->frames[i], &v)) continue;
+    printf("%-3zu ", i);
+    text_put(v.module);
+    for (size_t w = strlen(v.module); w < 24; w++)
+      putchar(' ');
+    printf(" 0x%016" PRIx64 " ", v.address);
+    if (v.function) {
+      text_put(v.function);
+      printf(" + %" PRIu64, v.offset);
+    } else {
+      fputs("??", stdout);
+    }
+    if (v.runtime_address) printf(" [pc 0x%016" PRIx64 "]", v.runtime_address);
+    putchar('\n');
+  }
+}
+
+/* A string from the batch: control characters, '"' and '\' escaped. */
+static void text_put(const char *s) {
+  for (const unsigned char *p = (const unsigned char *)s; p && *p; p++) {
+    if (*p == '"' || *p == '\\')
+      printf("\\%c", *p);
+    else if (*p == '\n')
+      fputs("\\n", stdout);
+    else if (*p == '\t')
+      fputs("\\t", stdout);
+    else if (*p < 0x20 || *p == 0x7f)
+      printf("\\x%02x", *p);
+    else
+      putchar(*p);
+  }
+}
+
+/* ---- JSON ---------------------------------------------------------------- */
+
+static json_t *json_batch(const dump_t *d, const char *path, const Perf__V1__Batch *b) {
+  char id[2 * PERF__BATCH_ID_BYTES + 1], when[TIME_MAX];
+  batch_id_hex(b, id);
+  json_t *j = json_object(), *sdk = json_object(), *events = json_array();
+  jset(j, "file", jstr(path));
+  jset(j, "batch_id", jstr(id));
+  jset(j, "sequence", ju64(b->sequence));
+  jset(j, "created", jstr(iso_time(b->created_unix_nanos, when)));
+  jset(j, "created_unix_nanos", json_integer(b->created_unix_nanos));
+  jset(sdk, "name", jstr(b->sdk_name));
+  jset(sdk, "version", jstr(b->sdk_version));
+  jset(j, "sdk", sdk);
+  jset(j, "symbolized", json_boolean(b->symbolized));
+  jset(j, "resource", json_resource(b->resource));
+  jset(j, "drops", json_drops(b->drops));
+  for (size_t i = 0; events && i < b->n_events; i++)
+    json_array_append_new(events, json_event(d, b, b->events[i]));
+  jset(j, "events", events);
+  return j;
+}
+
+static json_t *json_resource(const Perf__V1__Resource *r) {
+  json_t *j = json_object(), *tags = json_array();
+  if (!r) {
+    json_decref(tags);
+    return j;
+  }
+  jset(j, "app_name", jstr(r->app_name));
+  jset(j, "app_version", jstr(r->app_version));
+  jset(j, "environment", jstr(r->environment));
+  for (size_t i = 0; tags && i < r->n_tags; i++) {
+    json_t *kv = json_object();
+    jset(kv, "key", jstr(r->tags[i]->key));
+    jset(kv, "value", jstr(r->tags[i]->value));
+    json_array_append_new(tags, kv);
+  }
+  jset(j, "tags", tags);
+  jset(j, "host", jstr(r->host));
+  jset(j, "pid", json_integer(r->pid));
+  jset(j, "os", jstr(r->os));
+  jset(j, "arch", jstr(r->arch));
+  return j;
+}
+
+static json_t *json_drops(const Perf__V1__DropCounters *dr) {
+  json_t *j = json_object();
+  jset(j, "rate_limited", ju64(dr ? dr->rate_limited : 0));
+  jset(j, "queue_full", ju64(dr ? dr->queue_full : 0));
+  jset(j, "sink_failed", ju64(dr ? dr->sink_failed : 0));
+  jset(j, "spool_quota", ju64(dr ? dr->spool_quota : 0));
+  jset(j, "oversized", ju64(dr ? dr->oversized : 0));
+  return j;
+}
+
+static json_t *json_event(const dump_t *d, const Perf__V1__Batch *b, const Perf__V1__Event *e) {
+  char start[TIME_MAX];
+  json_t *j = json_object(), *threads = json_array(), *stacks = json_array();
+  jset(j, "kind", jstr(kind_name(e->kind)));
+  jset(j, "start", jstr(iso_time(e->start_unix_nanos, start)));
+  jset(j, "start_unix_nanos", json_integer(e->start_unix_nanos));
+  jset(j, "duration_nanos", json_integer(e->duration_nanos));
+  jset(j, "duration_ms", json_real((double)e->duration_nanos / 1e6));
+  jset(j, "tid", json_integer(e->tid));
+  jset(j, "cpu_percent", json_integer(e->cpu_percent));
+  jset(j, "reason", jstr(e->reason));
+  jset(j, "samples", ju64(event_samples(e)));
+  jset(j, "failed_samples", ju64(e->n_sample_errors));
+  jset(j, "samples_dropped", ju64(e->samples_dropped));
+  for (size_t i = 0; threads && i < e->n_threads; i++) {
+    json_t *t = json_object();
+    jset(t, "tid", json_integer(e->threads[i]->tid));
+    jset(t, "name", jstr(string_at(b, e->threads[i]->name)));
+    jset(t, "cpu_percent", json_integer(e->threads[i]->cpu_percent));
+    json_array_append_new(threads, t);
+  }
+  jset(j, "threads", threads);
+  size_t shown = stacks_shown(d, e);
+  for (size_t i = 0; stacks && i < shown; i++)
+    json_array_append_new(stacks, json_stack(b, e->stack_counts[i]));
+  jset(j, "stacks", stacks);
+  jset(j, "stacks_not_shown", ju64(e->n_stack_counts - shown));
+  return j;
+}
+
+static json_t *json_stack(const Perf__V1__Batch *b, const Perf__V1__StackCount *sc) {
+  json_t *j = json_object(), *frames = json_array();
+  jset(j, "samples", json_integer(sc->samples));
+  jset(j, "tid", json_integer(sc->tid));
+  const Perf__V1__Stack *s = stack_at(b, sc->stack);
+  for (size_t i = 0; frames && s && i < s->n_frames; i++) {
+    json_t *f = json_frame(b, i, s->frames[i]);
+    if (f) json_array_append_new(frames, f);
+  }
+  jset(j, "frames", frames);
+  return j;
+}
+
+static json_t *json_frame(const Perf__V1__Batch *b, size_t index, uint32_t frame_ref) {
+  frame_view_t v;
+  if (!frame_view(b, frame_ref, &v)) return NULL;
+  json_t *j = json_object();
+  jset(j, "index", ju64(index));
+  jset(j, "module", jstr(v.module));
+  jset(j, "module_path", v.module_path ? jstr(v.module_path) : json_null());
+  if (v.mod) {
+    char *id = malloc(2 * v.mod->build_id.len + 1);
+    if (id) hex(v.mod->build_id.data, v.mod->build_id.len, id);
+    jset(j, "build_id", id ? jstr(id) : NULL);
+    free(id);
+  }
+  jset(j, "address", jhex64(v.address));
+  jset(j, "function", v.function ? jstr(v.function) : json_null());
+  jset(j, "offset", ju64(v.offset));
+  if (v.runtime_address) jset(j, "runtime_address", jhex64(v.runtime_address));
+  return j;
+}
+
+/* A JSON string from bytes that may not be UTF-8: invalid sequences become
+   U+FFFD, so the document is always valid. */
+static size_t utf8_seq(const unsigned char *p, size_t n) {
+  static const unsigned smallest[5] = {0, 0, 0x80, 0x800, 0x10000}; /* no overlong forms */
+  unsigned c = p[0];
+  if (c < 0x80) return 1;
+  size_t len = (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
+  if (len == 0 || n < len) return 0;
+  unsigned cp = c & (0x7fu >> len);
+  for (size_t i = 1; i < len; i++) {
+    if ((p[i] & 0xc0) != 0x80) return 0;
+    cp = (cp << 6) | (p[i] & 0x3f);
+  }
+  bool ok = cp >= smallest[len] && cp <= 0x10ffff && (cp < 0xd800 || cp > 0xdfff);
+  return ok ? len : 0;
+}
+
+static json_t *jstr(const char *s) {
+  if (!s) s = "";
+  json_t *j = json_string(s);
+  if (j) return j;
+  size_t n = strlen(s);
+  char *clean = malloc(3 * n + 1), *out = clean;
+  if (!clean) return NULL;
+  const unsigned char *p = (const unsigned char *)s;
+  while (n > 0) {
+    size_t k = utf8_seq(p, n);
+    if (k) {
+      memcpy(out, p, k);
+      out += k;
+    } else {
+      memcpy(out, "\xef\xbf\xbd", 3);
+      out += 3;
+      k = 1;
+    }
+    p += k;
+    n -= k;
+  }
+  *out = '\0';
+  j = json_string(clean);
+  free(clean);
+  return j;
+}
+
+/* Counts past INT64_MAX (only in a crafted batch) as decimal strings. */
+static json_t *ju64(uint64_t v) {
+  if (v <= (uint64_t)INT64_MAX) return json_integer((json_int_t)v);
+  char s[24];
+  snprintf(s, sizeof s, "%" PRIu64, v);
+  return json_string(s);
+}
+
+static json_t *jhex64(uint64_t v) {
+  char s[24];
+  snprintf(s, sizeof s, "0x%016" PRIx64, v);
+  return json_string(s);
+}
+
+/* obj[key] = value, taking value's reference; a NULL (failed) value or
+   object leaves the key out. */
+static void jset(json_t *obj, const char *key, json_t *value) {
+  if (obj && value)
+    json_object_set_new(obj, key, value);
+  else
+    json_decref(value);
+}
+
+/* ---- the batch's tables -------------------------------------------------- */
+
+/* perf__batch_decode has checked every reference; the bounds are checked
+   again here so that nothing is read out of range whatever the batch. */
+static bool frame_view(const Perf__V1__Batch *b, uint32_t frame_ref, frame_view_t *v) {
+  if (frame_ref == 0 || frame_ref > b->n_frames) return false;
+  const Perf__V1__Frame *f = b->frames[frame_ref - 1];
+  memset(v, 0, sizeof *v);
+  v->module = "??";
+  if (f->module > 0 && f->module <= b->n_modules) {
+    v->mod = b->modules[f->module - 1];
+    v->module_path = v->mod->path;
+    const char *slash = strrchr(v->mod->path, '/');
+    v->module = slash && slash[1] ? slash + 1 : v->mod->path;
+  }
+  v->address = f->address;
+  if (f->function > 0 && f->function <= b->n_functions) {
+    v->function = string_at(b, b->functions[f->function - 1]->name);
+    v->offset = f->function_offset;
+  }
+  v->runtime_address = f->runtime_address;
+  return true;
+}
+
+static const Perf__V1__Stack *stack_at(const Perf__V1__Batch *b, uint32_t ref) {
+  return ref > 0 && ref <= b->n_stacks ? b->stacks[ref - 1] : NULL;
+}
+
+static const char *string_at(const Perf__V1__Batch *b, uint32_t index) {
+  return index < b->n_strings ? b->strings[index] : "";
+}
+
+static const char *kind_name(Perf__V1__EventKind kind) {
+  switch (kind) {
+  case PERF__V1__EVENT_KIND__EVENT_KIND_HANG: return "hang";
+  case PERF__V1__EVENT_KIND__EVENT_KIND_FATAL_HANG: return "fatal_hang";
+  case PERF__V1__EVENT_KIND__EVENT_KIND_CPU: return "cpu";
+  case PERF__V1__EVENT_KIND__EVENT_KIND_MANUAL: return "manual";
+  default: return "unknown";
+  }
+}
+
+/* Samples that produced a stack: the stack counts add up to them (fatal
+   hangs have no per-sample arrays, only the counts). */
+static uint64_t event_samples(const Perf__V1__Event *e) {
+  uint64_t n = 0;
+  for (size_t i = 0; i < e->n_stack_counts; i++)
+    n += e->stack_counts[i]->samples;
+  return n;
+}
+
+static size_t stacks_shown(const dump_t *d, const Perf__V1__Event *e) {
+  return d->max_stacks && d->max_stacks < e->n_stack_counts ? d->max_stacks : e->n_stack_counts;
+}
+
+/* ---- small helpers ------------------------------------------------------- */
+
+/* ISO 8601 UTC with milliseconds; "@<ns>" when out of gmtime's range. */
+static const char *iso_time(int64_t unix_ns, char out[TIME_MAX]) {
+  int64_t s = unix_ns / 1000000000, ns = unix_ns % 1000000000;
+  if (ns < 0) {
+    ns += 1000000000;
+    s--;
+  }
+  time_t t = (time_t)s;
+  struct tm tm;
+  char date[TIME_MAX - 8];
+  if (!gmtime_r(&t, &tm) || strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%S", &tm) == 0) {
+    snprintf(out, TIME_MAX, "@%" PRId64, unix_ns);
+    return out;
+  }
+  snprintf(out, TIME_MAX, "%s.%03dZ", date, (int)(ns / 1000000));
+  return out;
+}
+
+static void hex(const uint8_t *p, size_t n, char *out) {
+  static const char digits[] = "0123456789abcdef";
+  for (size_t i = 0; i < n; i++) {
+    out[2 * i] = digits[p[i] >> 4];
+    out[2 * i + 1] = digits[p[i] & 15];
+  }
+  out[2 * n] = '\0';
+}
+
+/* The decoder has checked the id is 16 bytes; never more are written. */
+static void batch_id_hex(const Perf__V1__Batch *b, char out[2 * PERF__BATCH_ID_BYTES + 1]) {
+  size_t n = b->batch_id.len;
+  hex(b->batch_id.data, n < PERF__BATCH_ID_BYTES ? n : PERF__BATCH_ID_BYTES, out);
+}
+
+static bool has_suffix(const char *s, const char *suffix) {
+  size_t a = strlen(s), b = strlen(suffix);
+  return a >= b && strcmp(s + a - b, suffix) == 0;
+}
