@@ -35,6 +35,14 @@
     CHECKF(check_a_ == check_b_, "%s = %lld, %s = %lld", #a, check_a_, #b, check_b_);              \
   } while (0)
 
+/* The functions of a test's call chains: never inlined, cloned or merged
+   (gcc's noipa), kept even when unused, so their frames really exist. */
+#if defined(__clang__)
+#define CHAIN __attribute__((noinline, used))
+#else
+#define CHAIN __attribute__((noinline, noipa, used))
+#endif
+
 /* One test program holds many cases; ctest runs each in its own process as
    `program <case>`. */
 typedef struct test_case_s {

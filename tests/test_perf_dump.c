@@ -27,12 +27,7 @@
 #include "check.h"
 #include "perf_sdk.h"
 #include "spool.h"
-
-#if defined(__clang__)
-#define CHAIN __attribute__((noinline, used))
-#else
-#define CHAIN __attribute__((noinline, noipa, used))
-#endif
+#include "tempdir.h"
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define MAX_ARGS 16
@@ -47,25 +42,12 @@ static char *g_stdout, *g_stderr; /* of the last run */
 
 /* ---- files --------------------------------------------------------------- */
 
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-  (void)st, (void)flag, (void)ftw;
-  return remove(path);
-}
-
 static void make_dir(void) {
-  snprintf(g_dir, sizeof g_dir, "/tmp/perf-dump-XXXXXX");
-  CHECK(mkdtemp(g_dir) != NULL);
+  snprintf(g_dir, sizeof g_dir, "%s", tempdir_make("perf-dump"));
   snprintf(g_report, sizeof g_report, "%s/report.txt", g_dir);
   snprintf(g_batches, sizeof g_batches, "%s.batches", g_report);
   snprintf(g_out, sizeof g_out, "%s/stdout", g_dir);
   snprintf(g_err, sizeof g_err, "%s/stderr", g_dir);
-}
-
-static void remove_dir(void) {
-  nftw(g_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
-  free(g_stdout);
-  free(g_stderr);
-  g_stdout = g_stderr = NULL;
 }
 
 static char *read_all(const char *path, size_t *len_out) {
@@ -311,7 +293,6 @@ static void case_perf_dump_text(void) {
   CHECK_EQ_INT(run(g_batch, NULL), 0);
   check_text(id);
   CHECK_EQ_INT(count_lines_starting(g_stdout, "batch "), 1);
-  remove_dir();
 }
 
 static void case_perf_dump_json(void) {
@@ -345,7 +326,6 @@ static void case_perf_dump_json(void) {
   CHECK(strncmp(jstring(frame, "address"), "0x", 2) == 0);
   CHECK(json_string_value(json_object_get(frame, "module")) != NULL);
   json_decref(doc);
-  remove_dir();
 }
 
 /* Quotes, backslashes, control characters and bytes that are not UTF-8 in a
@@ -360,7 +340,6 @@ static void case_perf_dump_json_escaping(void) {
   json_decref(doc);
   CHECK_EQ_INT(run(g_batch, NULL), 0);
   CHECK_HAS(g_stdout, "\nreason=\"q\\\"b\\\\n\\nt\\tc\\x01 bad\xff end\"\n");
-  remove_dir();
 }
 
 /* Bad files are named with their reason; the good ones around them are still
@@ -427,7 +406,6 @@ static void case_perf_dump_corrupt(void) {
   CHECK(strcmp(jstring(json_array_get(errors, 0), "path"), flipped) == 0);
   CHECK(strcmp(jstring(json_array_get(errors, 0), "reason"), "payload CRC mismatch") == 0);
   json_decref(doc);
-  remove_dir();
 }
 
 /* In a directory: the bad file is named, the good one printed, quarantine/
@@ -447,7 +425,6 @@ static void case_perf_dump_corrupt_in_dir(void) {
   snprintf(line, sizeof line, "perf-dump: %s: payload CRC mismatch\n", bad_path);
   CHECK_HAS(g_stderr, line);
   CHECK_EQ_INT(count_lines_starting(g_stderr, "perf-dump: "), 1);
-  remove_dir();
 }
 
 /* Batches of two runs, oldest first. */
@@ -460,7 +437,6 @@ static void case_perf_dump_order(void) {
   const char *first = strstr(g_stdout, "reason=\"first run\"");
   const char *second = strstr(g_stdout, "reason=\"second run\"");
   CHECK(first && second && first < second);
-  remove_dir();
 }
 
 static void *blocked_helper(void *arg) {
@@ -491,7 +467,6 @@ static void case_perf_dump_max_stacks(void) {
   CHECK_EQ_INT(json_array_size(json_object_get(e, "stacks")), 1);
   CHECK_EQ_INT(json_integer_value(json_object_get(e, "stacks_not_shown")), all - 1);
   json_decref(doc);
-  remove_dir();
 }
 
 /* A path that does not exist, a directory without batches, a FIFO. */
@@ -509,7 +484,6 @@ static void case_perf_dump_missing(void) {
   CHECK(mkfifo(fifo, 0600) == 0);
   CHECK_EQ_INT(run(fifo, NULL), 1);
   CHECK_HAS(g_stderr, "not a regular file");
-  remove_dir();
 }
 
 static void case_perf_dump_usage(void) {
@@ -530,7 +504,6 @@ static void case_perf_dump_usage(void) {
   CHECK_HAS(g_stderr, "--max-stacks wants a number");
   CHECK_EQ_INT(run(g_dir, "--max-stacks", NULL), 2);
   CHECK_HAS(g_stderr, "option '--max-stacks' needs a value");
-  remove_dir();
 }
 
 static const test_case_t g_cases[] = {

@@ -24,12 +24,6 @@
 #include "perf_sdk.h"
 #include "stack_assert.h"
 
-#if defined(__clang__)
-#define CHAIN __attribute__((noinline, used))
-#else
-#define CHAIN __attribute__((noinline, noipa, used))
-#endif
-
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define WAIT_MS 5000
 

@@ -37,12 +37,6 @@
 #include "sdk_testing.h"
 #include "stack_assert.h"
 
-#if defined(__clang__)
-#define CHAIN __attribute__((noinline, used))
-#else
-#define CHAIN __attribute__((noinline, noipa, used))
-#endif
-
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define WAIT_MS 10000 /* every wait for the SDK gives up after this */
 #define PATH_LEN 512

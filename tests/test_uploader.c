@@ -7,7 +7,6 @@
  * of attempts, a slow collector against the request timeout and shutdown.
  * Each case runs in its own process: `test_uploader <case>`.
  */
-#include <ftw.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -20,6 +19,7 @@
 #include "http_server.h"
 #include "spool.h"
 #include "stats.h"
+#include "tempdir.h"
 #include "transport.h"
 #include "uploader.h"
 
@@ -40,15 +40,9 @@ static int64_t now_ms(void) {
   return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
 }
 
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-  (void)st, (void)flag, (void)ftw;
-  return remove(path);
-}
-
 static void rig_open(rig_t *r, bool server_up) {
   memset(r, 0, sizeof *r);
-  snprintf(r->dir, sizeof r->dir, "/tmp/perf-uploader-XXXXXX");
-  CHECK(mkdtemp(r->dir) != NULL);
+  snprintf(r->dir, sizeof r->dir, "%s", tempdir_make("perf-uploader"));
   perf__spool_options_t so = {r->dir, 64u << 20, 1000, 0, NULL};
   CHECK_EQ_INT(perf__spool_open(&so, &r->spool), PERF_OK);
   if (server_up) CHECK((r->server = http_server_start()) != NULL);
@@ -70,7 +64,6 @@ static void rig_close(rig_t *r) {
   perf__uploader_stop(r->up);
   perf__spool_close(r->spool);
   if (r->server) http_server_stop(r->server);
-  nftw(r->dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 static void put_batch(rig_t *r, int n, uint8_t id[16]) {

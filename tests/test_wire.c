@@ -7,7 +7,6 @@
  * run sends it), and the batch records the file sink writes beside its
  * report. Each case runs in its own process: `test_wire <case>`.
  */
-#include <ftw.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -23,30 +22,15 @@
 #include "http_server.h"
 #include "perf_sdk.h"
 #include "spool.h"
-
-#if defined(__clang__)
-#define CHAIN __attribute__((noinline, used))
-#else
-#define CHAIN __attribute__((noinline, noipa, used))
-#endif
+#include "tempdir.h"
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define DECODE_MAX (64u << 20)
 
 static char g_dir[64];
 
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-  (void)st, (void)flag, (void)ftw;
-  return remove(path);
-}
-
 static void make_dir(void) {
-  snprintf(g_dir, sizeof g_dir, "/tmp/perf-wire-XXXXXX");
-  CHECK(mkdtemp(g_dir) != NULL);
-}
-
-static void remove_dir(void) {
-  nftw(g_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+  snprintf(g_dir, sizeof g_dir, "%s", tempdir_make("perf-wire"));
 }
 
 static void http_config(perf_sdk_config_t *cfg, const char *endpoint, char *data_dir) {
@@ -121,7 +105,6 @@ static void case_http_sink_delivers(void) {
   http_request_free(&q);
   CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
   http_server_stop(srv);
-  remove_dir();
 }
 
 static void case_down_at_shutdown_sent_next_run(void) {
@@ -159,7 +142,6 @@ static void case_down_at_shutdown_sent_next_run(void) {
   CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
   CHECK_EQ_INT(count_events(srv, "first run", NULL), 1); /* nothing twice */
   http_server_stop(srv);
-  remove_dir();
 }
 
 static void case_file_sink_batches(void) {
@@ -193,7 +175,6 @@ static void case_file_sink_batches(void) {
   perf__v1__batch__free_unpacked(b, NULL);
   free(payload);
   perf__spool_close(sp);
-  remove_dir();
 }
 
 /* ---- kill -9 while writing batches -------------------------------------- */
@@ -318,7 +299,6 @@ static void case_kill9_rounds(void) {
     free(received[j]);
   free(received);
   http_server_stop(srv);
-  remove_dir();
 }
 
 static const test_case_t g_cases[] = {
