@@ -211,8 +211,10 @@ static void *writer_main(void *arg) {
   open_batches(w);
   pthread_mutex_lock(&w->lock);
   for (;;) {
+    /* A flush is work once the queue is empty (a held writer with events
+       queued cannot finish one: the flush times out). */
     while (!w->abandon && (w->held || w->count == 0) && !w->hang_posted && !w->stopping &&
-           w->flush_done == w->flush_requested && !batch_due(w))
+           (w->flush_done == w->flush_requested || w->count > 0) && !batch_due(w))
       wait_for_work(w);
     if (w->abandon) break;
     if (batch_due(w) || (w->count == 0 && w->flush_done != w->flush_requested)) {
