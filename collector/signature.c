@@ -1,0 +1,42 @@
+/*
+ * signature.c - stack signatures for grouping (see signature.h).
+ */
+#include "signature.h"
+
+#include <string.h>
+
+size_t perf__common_root_depth(const perf__named_stack_t *stacks, size_t n) {
+  if (n == 0) return 0;
+  size_t shared = stacks[0].depth;
+  for (size_t s = 1; s < n && shared > 0; s++) {
+    size_t k = 0;
+    /* Compare from the root: the last frame of each list. */
+    while (k < shared && k < stacks[s].depth &&
+           strcmp(stacks[0].frames[stacks[0].depth - 1 - k],
+                  stacks[s].frames[stacks[s].depth - 1 - k]) == 0)
+      k++;
+    shared = k;
+  }
+  return shared;
+}
+
+void perf__hang_signature(const perf__named_stack_t *stacks, size_t n, const char **out, size_t max,
+                          size_t *len) {
+  size_t shared = perf__common_root_depth(stacks, n);
+  const perf__named_stack_t *first = &stacks[0];
+  size_t skip = n ? first->depth - shared : 0; /* the first sample's frames below the shared part */
+  if (shared > max) shared = max;              /* keep the innermost part of what is shared */
+  for (size_t i = 0; i < shared; i++)
+    out[i] = first->frames[skip + i];
+  *len = shared;
+}
+
+uint64_t perf__signature_hash(const char *const *frames, size_t depth) {
+  uint64_t h = 1469598103934665603ULL;
+  for (size_t i = 0; i < depth; i++) {
+    for (const unsigned char *p = (const unsigned char *)frames[i]; *p; p++)
+      h = (h ^ *p) * 1099511628211ULL;
+    h = (h ^ 0x1f) * 1099511628211ULL; /* unit separator between names */
+  }
+  return h;
+}

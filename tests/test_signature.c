@@ -1,0 +1,62 @@
+/*
+ * test_signature.c - the collector's stack grouping (collector/signature.c):
+ * a hang's signature is the root part all its samples share.
+ */
+#include <string.h>
+
+#include "check.h"
+#include "signature.h"
+
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+static void case_hang_common_root(void) {
+  /* Stuck in load_profile; samples landed in different leaf calls. */
+  const char *a[] = {"clock_gettime", "spin_until", "load_profile", "handle", "main"};
+  const char *b[] = {"read", "spin_until", "load_profile", "handle", "main"};
+  const char *c[] = {"load_profile", "handle", "main"};
+  perf__named_stack_t s[] = {{a, 5}, {b, 5}, {c, 3}};
+  CHECK_EQ_INT(perf__common_root_depth(s, 3), 3);
+  const char *sig[8];
+  size_t n;
+  perf__hang_signature(s, 3, sig, 8, &n);
+  CHECK_EQ_INT(n, 3);
+  CHECK(strcmp(sig[0], "load_profile") == 0 && strcmp(sig[2], "main") == 0);
+  /* Without the short sample the leaf calls still differ: spin_until wins. */
+  perf__hang_signature(s, 2, sig, 8, &n);
+  CHECK_EQ_INT(n, 4);
+  CHECK(strcmp(sig[0], "spin_until") == 0);
+  /* One sample: its whole stack. */
+  perf__hang_signature(s, 1, sig, 8, &n);
+  CHECK_EQ_INT(n, 5);
+  /* A bound keeps the innermost shared frames. */
+  perf__hang_signature(s, 3, sig, 2, &n);
+  CHECK_EQ_INT(n, 2);
+  CHECK(strcmp(sig[0], "load_profile") == 0 && strcmp(sig[1], "handle") == 0);
+}
+
+static void case_different_roots(void) {
+  const char *a[] = {"f", "main"};
+  const char *b[] = {"f", "start_thread"};
+  perf__named_stack_t s[] = {{a, 2}, {b, 2}};
+  CHECK_EQ_INT(perf__common_root_depth(s, 2), 0);
+  CHECK_EQ_INT(perf__common_root_depth(s, 0), 0);
+}
+
+static void case_hash(void) {
+  const char *x[] = {"ab", "c"}, *y[] = {"a", "bc"}, *z[] = {"ab", "c"};
+  CHECK(perf__signature_hash(x, 2) != perf__signature_hash(y, 2));
+  CHECK(perf__signature_hash(x, 2) == perf__signature_hash(z, 2));
+  CHECK(perf__signature_hash(x, 1) != perf__signature_hash(x, 2));
+}
+
+static const test_case_t g_cases[] = {
+    TEST_CASE(hang_common_root),
+    TEST_CASE(different_roots),
+    TEST_CASE(hash),
+};
+
+int main(int argc, char **argv) {
+  if (argc == 2 && test_run_case(g_cases, ARRAY_LEN(g_cases), argv[1])) return 0;
+  fprintf(stderr, "usage: %s <case>\n", argv[0]);
+  return 2;
+}
