@@ -31,12 +31,15 @@ void perf__hang_signature(const perf__named_stack_t *stacks, size_t n, const cha
   *len = shared;
 }
 
+uint64_t perf__signature_add(uint64_t h, const char *frame) {
+  for (const unsigned char *p = (const unsigned char *)frame; *p; p++)
+    h = (h ^ *p) * 1099511628211ULL;
+  return (h ^ 0x1f) * 1099511628211ULL; /* unit separator between names */
+}
+
 uint64_t perf__signature_hash(const char *const *frames, size_t depth) {
-  uint64_t h = 1469598103934665603ULL;
-  for (size_t i = 0; i < depth; i++) {
-    for (const unsigned char *p = (const unsigned char *)frames[i]; *p; p++)
-      h = (h ^ *p) * 1099511628211ULL;
-    h = (h ^ 0x1f) * 1099511628211ULL; /* unit separator between names */
-  }
+  uint64_t h = PERF__SIGNATURE_START;
+  for (size_t i = 0; i < depth; i++)
+    h = perf__signature_add(h, frames[i]);
   return h;
 }

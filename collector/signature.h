@@ -29,6 +29,11 @@ size_t perf__common_root_depth(const perf__named_stack_t *stacks, size_t n);
 void perf__hang_signature(const perf__named_stack_t *stacks, size_t n, const char **out, size_t max,
                           size_t *len);
 
+/* Build the key frame by frame: h = perf__signature_add(h, frame) from
+   PERF__SIGNATURE_START, innermost first; the same as perf__signature_hash. */
+#define PERF__SIGNATURE_START 1469598103934665603ULL
+uint64_t perf__signature_add(uint64_t h, const char *frame);
+
 /* A stable 64-bit key of a frame list (FNV-1a over the names, with a
    separator so ["ab","c"] and ["a","bc"] differ); printed as 16 hex digits
    it is the `signature` of the API. */

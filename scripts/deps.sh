@@ -11,6 +11,7 @@ PERF_DEBIAN_PACKAGES=(
   protobuf-compiler # protoc --decode: the independent check of the batch encoding (test_encoder)
   libjansson-dev  # perf-dump --json, and encode_bench's JSON side
   zlib1g-dev      # encode_bench: the same events as JSON + gzip, for comparison
+  libsqlite3-dev  # perf-collector's embedded store
 )
 
 perf_install_deps() {

@@ -1,0 +1,220 @@
+/*
+ * ingest.c - decode and store one batch (see ingest.h). A stack's signature
+ * is perf__signature_hash (signature.h) of its symbolized frame list,
+ * innermost first: the function name, or module basename + address when the
+ * frame is unnamed. Symbolization by build-id on the collector is not done
+ * yet: frames unnamed on the device keep module + address.
+ */
+#include "ingest.h"
+
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "encoder.h"
+#include "perf_sdk.h"
+#include "signature.h"
+
+#define LABEL_MAX 512
+
+static void set_result(ingest_result_t *r, unsigned status, reject_reason_t why, const char *fmt,
+                       ...) {
+  r->status = status;
+  r->reason = why;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(r->message, sizeof r->message, fmt, ap);
+  va_end(ap);
+}
+
+static int64_t wall_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static const char *event_kind(Perf__V1__EventKind k) {
+  switch (k) {
+  case PERF__V1__EVENT_KIND__EVENT_KIND_HANG: return "hang";
+  case PERF__V1__EVENT_KIND__EVENT_KIND_FATAL_HANG: return "fatal_hang";
+  case PERF__V1__EVENT_KIND__EVENT_KIND_CPU: return "cpu";
+  case PERF__V1__EVENT_KIND__EVENT_KIND_MANUAL: return "manual";
+  default: return "unspecified";
+  }
+}
+
+static const char *basename_of(const char *path) {
+  const char *slash = strrchr(path, '/');
+  return slash ? slash + 1 : path;
+}
+
+/* ---- stacks: signature and frames JSON ---------------------------------- */
+
+static const char *function_name(const Perf__V1__Batch *bt, uint32_t function) {
+  if (function == 0) return NULL;
+  uint32_t s = bt->functions[function - 1]->name;
+  return s && bt->strings[s][0] ? bt->strings[s] : NULL;
+}
+
+/* One frame: its label for the signature and its JSON object. */
+static json_t *frame_json(const Perf__V1__Batch *bt, uint32_t index, char label[LABEL_MAX]) {
+  const Perf__V1__Frame *f = bt->frames[index - 1];
+  const char *module = f->module ? bt->modules[f->module - 1]->path : "??";
+  const char *fn = function_name(bt, f->function);
+  if (fn)
+    snprintf(label, LABEL_MAX, "%s", fn);
+  else
+    snprintf(label, LABEL_MAX, "%s+0x%llx", basename_of(module), (unsigned long long)f->address);
+  char address[24];
+  snprintf(address, sizeof address, "0x%llx", (unsigned long long)f->address);
+  return json_pack("{s:s?, s:s, s:s, s:I}", "function", fn, "module", module, "address", address,
+                   "offset", (json_int_t)f->function_offset);
+}
+
+static int build_stack(const Perf__V1__Batch *bt, const Perf__V1__Stack *s, store_stack_t *out) {
+  json_t *frames = json_array();
+  uint64_t h = PERF__SIGNATURE_START;
+  char label[LABEL_MAX];
+  for (size_t i = 0; frames && i < s->n_frames; i++) {
+    json_t *f = frame_json(bt, s->frames[i], label);
+    if (!f || json_array_append_new(frames, f) != 0) {
+      json_decref(frames);
+      return -1;
+    }
+    h = perf__signature_add(h, label);
+  }
+  char *text = frames ? json_dumps(frames, JSON_COMPACT) : NULL;
+  json_decref(frames);
+  if (!text) return -1;
+  out->frames_json = text;
+  snprintf(out->signature, sizeof out->signature, "%016llx", (unsigned long long)h);
+  return 0;
+}
+
+/* ---- the store record --------------------------------------------------- */
+
+typedef struct record_s {
+  store_batch_t batch;
+  store_stack_t *stacks;
+  store_event_t *events;
+  store_stack_count_t **counts; /* per event */
+  uint64_t samples;
+} record_t;
+
+static void record_free(record_t *r) {
+  for (size_t i = 0; r->stacks && i < r->batch.n_stacks; i++)
+    free((char *)r->stacks[i].frames_json);
+  for (size_t i = 0; r->counts && i < r->batch.n_events; i++)
+    free(r->counts[i]);
+  free(r->stacks);
+  free(r->events);
+  free(r->counts);
+}
+
+static int build_event(record_t *r, const Perf__V1__Event *pe, size_t index) {
+  store_event_t *e = &r->events[index];
+  e->kind = event_kind(pe->kind);
+  e->start_ns = pe->start_unix_nanos;
+  e->duration_ns = pe->duration_nanos;
+  e->tid = pe->tid;
+  e->cpu_percent = pe->cpu_percent;
+  e->reason = pe->reason;
+  e->dominant_stack_sig = pe->dominant_stack ? r->stacks[pe->dominant_stack - 1].signature : NULL;
+  if (pe->n_stack_counts &&
+      !(r->counts[index] = calloc(pe->n_stack_counts, sizeof(store_stack_count_t))))
+    return -1;
+  for (size_t i = 0; i < pe->n_stack_counts; i++) {
+    const Perf__V1__StackCount *c = pe->stack_counts[i];
+    r->counts[index][i] =
+        (store_stack_count_t){r->stacks[c->stack - 1].signature, c->tid, c->samples};
+    r->samples += c->samples;
+  }
+  e->counts = r->counts[index];
+  e->n_counts = pe->n_stack_counts;
+  return 0;
+}
+
+static int build_record(const Perf__V1__Batch *bt, record_t *r) {
+  memset(r, 0, sizeof *r);
+  const Perf__V1__Resource *res = bt->resource;
+  memcpy(r->batch.id, bt->batch_id.data, STORE_BATCH_ID_BYTES);
+  r->batch.received_ns = wall_ns();
+  r->batch.app = res->app_name;
+  r->batch.version = res->app_version;
+  r->batch.environment = res->environment;
+  r->batch.host = res->host;
+  r->batch.pid = res->pid;
+  size_t ns = bt->n_stacks, ne = bt->n_events;
+  if ((ns && !(r->stacks = calloc(ns, sizeof *r->stacks))) ||
+      (ne && (!(r->events = calloc(ne, sizeof *r->events)) ||
+              !(r->counts = calloc(ne, sizeof *r->counts)))))
+    return -1;
+  r->batch.stacks = r->stacks;
+  r->batch.events = r->events;
+  for (; r->batch.n_stacks < ns; r->batch.n_stacks++)
+    if (build_stack(bt, bt->stacks[r->batch.n_stacks], &r->stacks[r->batch.n_stacks]) != 0)
+      return -1;
+  for (; r->batch.n_events < ne; r->batch.n_events++)
+    if (build_event(r, bt->events[r->batch.n_events], r->batch.n_events) != 0) return -1;
+  return 0;
+}
+
+/* ---- decode, check, store ----------------------------------------------- */
+
+static unsigned decode_payload(const ingest_target_t *t, const uint8_t *body, size_t len,
+                               Perf__V1__Batch **bt, ingest_result_t *res) {
+  static const uint8_t ZSTD_MAGIC[4] = {0x28, 0xb5, 0x2f, 0xfd};
+  if (len < 4 || memcmp(body, ZSTD_MAGIC, 4) != 0)
+    return set_result(res, 400, REJECT_BAD_PAYLOAD, "body is not a zstd frame"), 400;
+  int rc = perf__batch_decode(body, len, t->max_decompressed, bt);
+  if (rc == PERF_OK) return 200;
+  if (rc == PERF_E_TRUNCATED)
+    set_result(res, 413, REJECT_DECOMPRESSED_LARGE, "decompressed size over the limit (%zu bytes)",
+               t->max_decompressed);
+  else if (rc == PERF_E_NO_MEMORY)
+    set_result(res, 503, REJECT_STORE_ERROR, "out of memory");
+  else
+    set_result(res, 400, REJECT_BAD_PAYLOAD,
+               "not a valid perf.v1.Batch: corrupt zstd frame, trailing bytes, bad protobuf or a "
+               "table reference out of range");
+  return res->status;
+}
+
+static unsigned check_batch(const Perf__V1__Batch *bt, const uint8_t *header_id,
+                            ingest_result_t *res) {
+  if (memcmp(bt->batch_id.data, header_id, STORE_BATCH_ID_BYTES) != 0)
+    return set_result(res, 400, REJECT_BAD_BATCH_ID,
+                      "batch_id in the payload differs from X-Perf-Batch-Id"),
+           400;
+  if (!bt->resource) return set_result(res, 400, REJECT_BAD_PAYLOAD, "batch has no resource"), 400;
+  for (size_t i = 0; i < bt->n_strings; i++)
+    if (!bt->strings[i]) return set_result(res, 400, REJECT_BAD_PAYLOAD, "null string"), 400;
+  return 200;
+}
+
+static unsigned store_batch(const ingest_target_t *t, const Perf__V1__Batch *bt,
+                            ingest_result_t *res) {
+  record_t r;
+  int rc = build_record(bt, &r) == 0 ? t->ops->put_batch(t->store, &r.batch) : STORE_ERROR;
+  record_free(&r);
+  if (rc == STORE_ERROR) return set_result(res, 503, REJECT_STORE_ERROR, "store failed"), 503;
+  res->status = 200;
+  res->duplicate = rc == STORE_DUPLICATE;
+  res->events = bt->n_events;
+  res->samples = r.samples;
+  snprintf(res->message, sizeof res->message, "%s", res->duplicate ? "duplicate" : "stored");
+  return 200;
+}
+
+unsigned ingest_batch(const ingest_target_t *t, const uint8_t *body, size_t len,
+                      const uint8_t header_id[STORE_BATCH_ID_BYTES], ingest_result_t *res) {
+  memset(res, 0, sizeof *res);
+  Perf__V1__Batch *bt = NULL;
+  if (decode_payload(t, body, len, &bt, res) == 200 && check_batch(bt, header_id, res) == 200)
+    store_batch(t, bt, res);
+  if (bt) perf__v1__batch__free_unpacked(bt, NULL);
+  return res->status;
+}

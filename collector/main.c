@@ -1,0 +1,247 @@
+/*
+ * main.c - perf-collector's entry point: the command line (getopt_long;
+ * bad usage exits 2), the API keys, the store, the HTTP server and the
+ * retention thread; then the main thread waits in sigwait for SIGINT or
+ * SIGTERM and stops everything in reverse order (exit 0).
+ *
+ * Threads: main (this file), MHD's listening and worker threads
+ * (server.c), the retention thread (retention.c). SIGINT, SIGTERM and
+ * SIGPIPE are blocked before any thread starts, so only sigwait sees them.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "apikeys.h"
+#include "options.h"
+#include "retention.h"
+#include "server.h"
+#include "store.h"
+
+#define EXIT_USAGE 2
+
+static const char USAGE[] =
+    "usage: perf-collector [options]\n"
+    "Receives perf SDK batches (POST /v1/batches) and stores them in SQLite.\n"
+    "  --listen ADDR:PORT            IPv4 address and port (default 127.0.0.1:4318)\n"
+    "  --db PATH                     SQLite database (default perf-collector.db)\n"
+    "  --api-keys-file PATH          accepted keys, one per line; without it any key is\n"
+    "                                accepted, and only on a loopback address\n"
+    "  --symbols-dir DIR             debug files by build-id (symbolization: not yet)\n"
+    "  --retention-days N            delete data older than N days (default 30)\n"
+    "  --retention-interval SECONDS  how often the retention job runs (default 3600)\n"
+    "  --max-body-bytes N            compressed body limit, 413 above (default 4194304)\n"
+    "  --max-decompressed-bytes N    decompressed batch limit, 413 above (default 16777216)\n"
+    "  --rate-limit N                batches per second per API key, 0: off (default 10)\n"
+    "  --rate-burst N                bucket size of the rate limit (default 2 x rate, >= 1)\n"
+    "  --connection-timeout SECONDS  idle or slow connections are closed (default 30)\n"
+    "  --threads N                   HTTP worker threads (default 4)\n"
+    "  --max-connections N           concurrent connections (default 256)\n"
+    "  --help                        this text\n";
+
+enum long_only {
+  OPT_LISTEN = 256,
+  OPT_DB,
+  OPT_KEYS,
+  OPT_SYMBOLS,
+  OPT_RETENTION_DAYS,
+  OPT_RETENTION_INTERVAL,
+  OPT_MAX_BODY,
+  OPT_MAX_DECOMPRESSED,
+  OPT_RATE_LIMIT,
+  OPT_RATE_BURST,
+  OPT_TIMEOUT,
+  OPT_THREADS,
+  OPT_MAX_CONNECTIONS,
+  OPT_HELP,
+};
+
+static const struct option LONGOPTS[] = {
+    {"listen", required_argument, NULL, OPT_LISTEN},
+    {"db", required_argument, NULL, OPT_DB},
+    {"api-keys-file", required_argument, NULL, OPT_KEYS},
+    {"symbols-dir", required_argument, NULL, OPT_SYMBOLS},
+    {"retention-days", required_argument, NULL, OPT_RETENTION_DAYS},
+    {"retention-interval", required_argument, NULL, OPT_RETENTION_INTERVAL},
+    {"max-body-bytes", required_argument, NULL, OPT_MAX_BODY},
+    {"max-decompressed-bytes", required_argument, NULL, OPT_MAX_DECOMPRESSED},
+    {"rate-limit", required_argument, NULL, OPT_RATE_LIMIT},
+    {"rate-burst", required_argument, NULL, OPT_RATE_BURST},
+    {"connection-timeout", required_argument, NULL, OPT_TIMEOUT},
+    {"threads", required_argument, NULL, OPT_THREADS},
+    {"max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS},
+    {"help", no_argument, NULL, OPT_HELP},
+    {NULL, 0, NULL, 0},
+};
+
+static int usage_error(const char *fmt, const char *what) {
+  fprintf(stderr, "perf-collector: ");
+  fprintf(stderr, fmt, what);
+  fprintf(stderr, "\ntry 'perf-collector --help'\n");
+  return EXIT_USAGE;
+}
+
+/* A decimal integer in [min, max]; false otherwise. */
+static bool parse_ulong(const char *text, unsigned long long min, unsigned long long max,
+                        unsigned long long *out) {
+  char *end;
+  errno = 0;
+  if (!*text || *text == '-') return false;
+  unsigned long long v = strtoull(text, &end, 10);
+  if (errno || *end || v < min || v > max) return false;
+  *out = v;
+  return true;
+}
+
+static bool parse_listen(const char *text, collector_options_t *o) {
+  char host[64];
+  const char *colon = strrchr(text, ':');
+  unsigned long long port;
+  if (!colon || (size_t)(colon - text) >= sizeof host || !parse_ulong(colon + 1, 1, 65535, &port))
+    return false;
+  memcpy(host, text, (size_t)(colon - text));
+  host[colon - text] = '\0';
+  memset(&o->listen, 0, sizeof o->listen);
+  o->listen.sin_family = AF_INET;
+  o->listen.sin_port = htons((uint16_t)port);
+  o->listen_text = text;
+  return inet_pton(AF_INET, host, &o->listen.sin_addr) == 1;
+}
+
+static void set_defaults(collector_options_t *o) {
+  memset(o, 0, sizeof *o);
+  parse_listen("127.0.0.1:4318", o);
+  o->db_path = "perf-collector.db";
+  o->retention_days = 30;
+  o->retention_interval_s = 3600;
+  o->max_body_bytes = 4u << 20;
+  o->max_decompressed_bytes = 16u << 20;
+  o->rate_limit = 10;
+  o->rate_burst = -1; /* 2 x rate */
+  o->connection_timeout_s = 30;
+  o->threads = 4;
+  o->max_connections = 256;
+}
+
+/* One numeric option into its field; false when out of range. */
+static bool numeric_option(int opt, const char *arg, collector_options_t *o) {
+  unsigned long long v;
+  switch (opt) {
+  case OPT_RETENTION_DAYS: return parse_ulong(arg, 1, 36500, &v) && (o->retention_days = v, 1);
+  case OPT_RETENTION_INTERVAL:
+    return parse_ulong(arg, 1, 86400 * 7, &v) && (o->retention_interval_s = v, 1);
+  case OPT_MAX_BODY: return parse_ulong(arg, 1024, 1ull << 30, &v) && (o->max_body_bytes = v, 1);
+  case OPT_MAX_DECOMPRESSED:
+    return parse_ulong(arg, 1024, 1ull << 30, &v) && (o->max_decompressed_bytes = v, 1);
+  case OPT_RATE_LIMIT: return parse_ulong(arg, 0, 1000000, &v) && (o->rate_limit = (double)v, 1);
+  case OPT_RATE_BURST: return parse_ulong(arg, 1, 1000000, &v) && (o->rate_burst = (double)v, 1);
+  case OPT_TIMEOUT: return parse_ulong(arg, 1, 3600, &v) && (o->connection_timeout_s = v, 1);
+  case OPT_THREADS: return parse_ulong(arg, 1, 256, &v) && (o->threads = v, 1);
+  case OPT_MAX_CONNECTIONS: return parse_ulong(arg, 1, 65536, &v) && (o->max_connections = v, 1);
+  default: return false;
+  }
+}
+
+/* 0 to run, EXIT_SUCCESS + 1 after --help, EXIT_USAGE + 1 on bad usage. */
+static int parse_args(int argc, char **argv, collector_options_t *o) {
+  set_defaults(o);
+  opterr = 0;
+  int c;
+  while ((c = getopt_long(argc, argv, ":h", LONGOPTS, NULL)) != -1) {
+    switch (c) {
+    case 'h':
+    case OPT_HELP: fputs(USAGE, stdout); return EXIT_SUCCESS + 1;
+    case OPT_LISTEN:
+      if (!parse_listen(optarg, o))
+        return usage_error("--listen: '%s' is not IPV4-ADDRESS:PORT", optarg) + 1;
+      break;
+    case OPT_DB: o->db_path = optarg; break;
+    case OPT_KEYS: o->api_keys_file = optarg; break;
+    case OPT_SYMBOLS: o->symbols_dir = optarg; break;
+    case ':': return usage_error("%s needs a value", argv[optind - 1]) + 1;
+    case '?': return usage_error("unknown option '%s'", argv[optind - 1]) + 1;
+    default:
+      if (!numeric_option(c, optarg, o))
+        return usage_error("%s: value out of range or not a number", argv[optind - 2]) + 1;
+    }
+  }
+  if (optind < argc) return usage_error("unexpected argument '%s'", argv[optind]) + 1;
+  if (o->rate_burst < 0) o->rate_burst = o->rate_limit * 2 < 1 ? 1 : o->rate_limit * 2;
+  return 0;
+}
+
+static bool loopback(const collector_options_t *o) {
+  return (ntohl(o->listen.sin_addr.s_addr) >> 24) == 127;
+}
+
+/* Load the keys, or accept open mode on loopback; EXIT_USAGE otherwise. */
+static int setup_keys(const collector_options_t *o, apikeys_t *keys, const apikeys_t **active) {
+  *active = NULL;
+  if (o->api_keys_file) {
+    if (apikeys_load(o->api_keys_file, keys) != 0) return EXIT_USAGE;
+    *active = keys;
+    return 0;
+  }
+  if (!loopback(o)) {
+    fprintf(stderr,
+            "perf-collector: --api-keys-file is required when listening on a "
+            "non-loopback address (%s)\n",
+            o->listen_text);
+    return EXIT_USAGE;
+  }
+  fprintf(stderr, "perf-collector: no --api-keys-file: accepting any API key (loopback only)\n");
+  return 0;
+}
+
+static void wait_for_stop_signal(const sigset_t *set) {
+  int sig = 0;
+  while (sigwait(set, &sig) == 0 && sig != SIGINT && sig != SIGTERM) {
+  }
+  fprintf(stderr, "perf-collector: %s, stopping\n", strsignal(sig));
+}
+
+/* Store, server and retention job until SIGINT/SIGTERM. */
+static int serve(const collector_options_t *o, const apikeys_t *keys, const sigset_t *stop_set) {
+  const store_ops_t *ops = &store_sqlite_ops;
+  store_t *store = NULL;
+  if (ops->open(o->db_path, &store) != STORE_OK) return EXIT_FAILURE;
+  server_t *srv = server_start(o, keys, ops, store);
+  retention_t *ret =
+      srv ? retention_start(ops, store, o->retention_days, o->retention_interval_s) : NULL;
+  int rc = EXIT_FAILURE;
+  if (ret) {
+    fprintf(stderr, "perf-collector: listening on %s, store %s (%s)\n", o->listen_text, o->db_path,
+            ops->name);
+    wait_for_stop_signal(stop_set);
+    rc = EXIT_SUCCESS;
+  }
+  retention_stop(ret);
+  server_stop(srv);
+  ops->close(store);
+  return rc;
+}
+
+int main(int argc, char **argv) {
+  collector_options_t opts;
+  int parsed = parse_args(argc, argv, &opts);
+  if (parsed) return parsed - 1;
+  sigset_t stop_set;
+  sigemptyset(&stop_set);
+  sigaddset(&stop_set, SIGINT);
+  sigaddset(&stop_set, SIGTERM);
+  sigaddset(&stop_set, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &stop_set, NULL);
+  apikeys_t keys;
+  const apikeys_t *active;
+  int rc = setup_keys(&opts, &keys, &active);
+  if (rc) return rc;
+  rc = serve(&opts, active, &stop_set);
+  if (active) apikeys_free(&keys);
+  return rc;
+}

@@ -1,0 +1,133 @@
+/*
+ * metrics.c - process-wide counters (C11 atomics, any thread) and the
+ * Prometheus text rendering of GET /metrics.
+ */
+#include "metrics.h"
+
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define N_BUCKETS 10
+static const double BUCKET_BOUNDS[N_BUCKETS] = {0.001, 0.0025, 0.005, 0.01, 0.025,
+                                                0.05,  0.1,    0.25,  0.5,  1.0};
+static const char *const REASON_LABEL[REJECT_COUNT] = {
+    [REJECT_UNAUTHORIZED] = "unauthorized",
+    [REJECT_BODY_TOO_LARGE] = "body_too_large",
+    [REJECT_DECOMPRESSED_LARGE] = "decompressed_too_large",
+    [REJECT_BAD_PAYLOAD] = "bad_payload",
+    [REJECT_BAD_BATCH_ID] = "bad_batch_id",
+    [REJECT_UNSUPPORTED_MEDIA] = "unsupported_media_type",
+    [REJECT_RATE_LIMITED] = "rate_limited",
+    [REJECT_STORE_ERROR] = "store_error",
+};
+
+static atomic_uint_fast64_t g_accepted, g_duplicates, g_events, g_samples;
+static atomic_uint_fast64_t g_rejected[REJECT_COUNT];
+static atomic_uint_fast64_t g_bucket[N_BUCKETS + 1]; /* last: +Inf */
+static atomic_uint_fast64_t g_latency_ns_sum;
+
+static void observe_latency(double seconds) {
+  size_t i = 0;
+  while (i < N_BUCKETS && seconds > BUCKET_BOUNDS[i])
+    i++;
+  atomic_fetch_add(&g_bucket[i], 1);
+  atomic_fetch_add(&g_latency_ns_sum, (uint_fast64_t)(seconds * 1e9));
+}
+
+void metrics_batch_accepted(uint64_t events, uint64_t samples, double ingest_seconds) {
+  atomic_fetch_add(&g_accepted, 1);
+  atomic_fetch_add(&g_events, events);
+  atomic_fetch_add(&g_samples, samples);
+  observe_latency(ingest_seconds);
+}
+
+void metrics_batch_duplicate(void) {
+  atomic_fetch_add(&g_duplicates, 1);
+}
+
+void metrics_batch_rejected(reject_reason_t why) {
+  if ((unsigned)why < REJECT_COUNT) atomic_fetch_add(&g_rejected[why], 1);
+}
+
+typedef struct text_s {
+  char *buf;
+  size_t len, cap;
+  int failed;
+} text_t;
+
+static void put(text_t *t, const char *fmt, ...) {
+  if (t->failed) return;
+  for (;;) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(t->buf + t->len, t->cap - t->len, fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+      t->failed = 1;
+      return;
+    }
+    if ((size_t)n < t->cap - t->len) {
+      t->len += (size_t)n;
+      return;
+    }
+    char *grown = realloc(t->buf, t->cap * 2 + (size_t)n);
+    if (!grown) {
+      t->failed = 1;
+      return;
+    }
+    t->buf = grown;
+    t->cap = t->cap * 2 + (size_t)n;
+  }
+}
+
+static void put_counter(text_t *t, const char *name, const char *help, uint64_t v) {
+  put(t, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", name, help, name, name,
+      (unsigned long long)v);
+}
+
+static void put_rejections(text_t *t) {
+  put(t, "# HELP perf_collector_batches_rejected_total Batches refused, by reason.\n"
+         "# TYPE perf_collector_batches_rejected_total counter\n");
+  for (int i = 0; i < REJECT_COUNT; i++)
+    put(t, "perf_collector_batches_rejected_total{reason=\"%s\"} %llu\n", REASON_LABEL[i],
+        (unsigned long long)atomic_load(&g_rejected[i]));
+}
+
+static void put_histogram(text_t *t) {
+  const char *n = "perf_collector_ingest_seconds";
+  put(t, "# HELP %s Time from a complete body to the stored batch.\n# TYPE %s histogram\n", n, n);
+  uint64_t cumulative = 0;
+  for (int i = 0; i <= N_BUCKETS; i++) {
+    cumulative += atomic_load(&g_bucket[i]);
+    if (i < N_BUCKETS)
+      put(t, "%s_bucket{le=\"%g\"} %llu\n", n, BUCKET_BOUNDS[i], (unsigned long long)cumulative);
+    else
+      put(t, "%s_bucket{le=\"+Inf\"} %llu\n", n, (unsigned long long)cumulative);
+  }
+  put(t, "%s_sum %.9f\n%s_count %llu\n", n, (double)atomic_load(&g_latency_ns_sum) / 1e9, n,
+      (unsigned long long)cumulative);
+}
+
+char *metrics_render(const store_stats_t *st) {
+  text_t t = {malloc(4096), 0, 4096, 0};
+  if (!t.buf) return NULL;
+  put_counter(&t, "perf_collector_batches_accepted_total", "Batches stored.",
+              atomic_load(&g_accepted));
+  put_counter(&t, "perf_collector_batches_duplicate_total",
+              "Repeated batch ids acknowledged without storing.", atomic_load(&g_duplicates));
+  put_rejections(&t);
+  put_counter(&t, "perf_collector_events_total", "Events stored.", atomic_load(&g_events));
+  put_counter(&t, "perf_collector_samples_total", "Stack samples stored.", atomic_load(&g_samples));
+  put(&t,
+      "# HELP perf_collector_db_bytes Size of the store on disk.\n"
+      "# TYPE perf_collector_db_bytes gauge\nperf_collector_db_bytes %llu\n",
+      (unsigned long long)st->db_bytes);
+  put_histogram(&t);
+  if (t.failed) {
+    free(t.buf);
+    return NULL;
+  }
+  return t.buf;
+}

@@ -1,0 +1,37 @@
+/*
+ * metrics.h - the collector's counters and its ingest latency histogram,
+ * rendered in the Prometheus text format for GET /metrics. Updated with
+ * atomics from MHD's worker threads; read by whichever thread serves
+ * /metrics.
+ */
+#ifndef PERF_COLLECTOR_METRICS_H
+#define PERF_COLLECTOR_METRICS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "store.h"
+
+/* Why a batch was refused: the reason label of
+   perf_collector_batches_rejected_total. */
+typedef enum reject_reason {
+  REJECT_UNAUTHORIZED,       /* 401 */
+  REJECT_BODY_TOO_LARGE,     /* 413, compressed body */
+  REJECT_DECOMPRESSED_LARGE, /* 413, zstd output over the cap */
+  REJECT_BAD_PAYLOAD,        /* 400, not zstd / not a valid Batch */
+  REJECT_BAD_BATCH_ID,       /* 400, header missing or not matching the payload */
+  REJECT_UNSUPPORTED_MEDIA,  /* 415 */
+  REJECT_RATE_LIMITED,       /* 429 */
+  REJECT_STORE_ERROR,        /* 503 */
+  REJECT_COUNT
+} reject_reason_t;
+
+void metrics_batch_accepted(uint64_t events, uint64_t samples, double ingest_seconds);
+void metrics_batch_duplicate(void);
+void metrics_batch_rejected(reject_reason_t why);
+
+/* The Prometheus text (malloc'd, NUL-terminated; NULL when out of memory);
+   stats are the store's current numbers. */
+char *metrics_render(const store_stats_t *stats);
+
+#endif

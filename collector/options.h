@@ -1,0 +1,29 @@
+/*
+ * options.h - the collector's configuration, filled from the command line
+ * by main.c and read-only afterwards (every thread may read it).
+ */
+#ifndef PERF_COLLECTOR_OPTIONS_H
+#define PERF_COLLECTOR_OPTIONS_H
+
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct collector_options_s {
+  struct sockaddr_in listen; /* --listen ADDR:PORT, IPv4 */
+  const char *listen_text;
+  const char *db_path;       /* --db */
+  const char *api_keys_file; /* --api-keys-file; NULL: any key (loopback only) */
+  const char *symbols_dir;   /* --symbols-dir (symbolization: not yet) */
+  unsigned retention_days;   /* --retention-days */
+  unsigned retention_interval_s;
+  size_t max_body_bytes;         /* compressed body cap (413) */
+  size_t max_decompressed_bytes; /* zstd output cap (413) */
+  double rate_limit;             /* batches per second per key; 0: off */
+  double rate_burst;
+  unsigned connection_timeout_s; /* idle connection / slow client timeout */
+  unsigned threads;              /* MHD thread pool size */
+  unsigned max_connections;
+} collector_options_t;
+
+#endif

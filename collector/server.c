@@ -1,0 +1,301 @@
+/*
+ * server.c - the collector's MHD daemon (internal polling thread + thread
+ * pool) and its request handling. Each request is checked in this order,
+ * from its headers alone, before any byte of its body is read:
+ * route (404/405), Authorization (401), Content-Type and Content-Encoding
+ * (415), X-Perf-Batch-Id (400), Content-Length against --max-body-bytes
+ * (413), the key's token bucket (429 + Retry-After). The body is then
+ * buffered up to --max-body-bytes (413 once more arrives) and handed to
+ * ingest.c. Slow clients hit MHD's connection timeout; a connection's
+ * header memory is bounded by MHD_OPTION_CONNECTION_MEMORY_LIMIT.
+ *
+ * Threads: MHD's workers call on_request and on_completed; a request's
+ * state (request_t) belongs to the connection's worker.
+ */
+#include "server.h"
+
+#include <microhttpd.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "ingest.h"
+#include "metrics.h"
+#include "ratelimit.h"
+
+#define CONNECTION_MEMORY_LIMIT (64u * 1024)
+#define BATCH_ID_HEX (2 * STORE_BATCH_ID_BYTES)
+
+struct server_s {
+  const collector_options_t *opts;
+  const apikeys_t *keys;
+  ingest_target_t ingest;
+  ratelimit_t *limits;
+  struct MHD_Daemon *daemon;
+};
+
+typedef struct request_s {
+  bool responded;   /* answered from the headers; the body is ignored */
+  bool over_limit;  /* body beyond --max-body-bytes: discarded, then 413 */
+  size_t discarded; /* bytes dropped after over_limit */
+  uint8_t batch_id[STORE_BATCH_ID_BYTES];
+  uint8_t *body;
+  size_t len, cap;
+} request_t;
+
+static double monotonic_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* ---- responses ------------------------------------------------------------ */
+
+static enum MHD_Result respond(struct MHD_Connection *conn, unsigned status, const char *text,
+                               const char *content_type, const char *retry_after) {
+  struct MHD_Response *resp =
+      MHD_create_response_from_buffer(strlen(text), (void *)text, MHD_RESPMEM_MUST_COPY);
+  if (!resp) return MHD_NO;
+  enum MHD_Result ok = MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+  if (ok == MHD_YES && retry_after)
+    ok = MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, retry_after);
+  if (ok == MHD_YES) ok = MHD_queue_response(conn, status, resp);
+  MHD_destroy_response(resp);
+  return ok;
+}
+
+static enum MHD_Result respond_text(struct MHD_Connection *conn, unsigned status,
+                                    const char *text) {
+  char line[256];
+  snprintf(line, sizeof line, "%s\n", text);
+  return respond(conn, status, line, "text/plain; charset=utf-8", NULL);
+}
+
+static enum MHD_Result reject(request_t *rq, struct MHD_Connection *conn, unsigned status,
+                              reject_reason_t why, const char *text) {
+  metrics_batch_rejected(why);
+  rq->responded = true;
+  return respond_text(conn, status, text);
+}
+
+static enum MHD_Result serve_metrics(server_t *s, struct MHD_Connection *conn) {
+  store_stats_t st;
+  if (s->ingest.ops->stats(s->ingest.store, &st) != STORE_OK) memset(&st, 0, sizeof st);
+  char *text = metrics_render(&st);
+  if (!text) return respond_text(conn, 503, "out of memory");
+  enum MHD_Result rc = respond(conn, 200, text, "text/plain; version=0.0.4; charset=utf-8", NULL);
+  free(text);
+  return rc;
+}
+
+/* ---- header checks -------------------------------------------------------- */
+
+static const char *header(struct MHD_Connection *conn, const char *name) {
+  return MHD_lookup_connection_value(conn, MHD_HEADER_KIND, name);
+}
+
+/* The bearer token, "" when there is none (open mode), NULL when the
+   header is present but not a bearer token. */
+static const char *bearer_token(struct MHD_Connection *conn) {
+  const char *auth = header(conn, MHD_HTTP_HEADER_AUTHORIZATION);
+  if (!auth) return "";
+  if (strncasecmp(auth, "Bearer ", 7) != 0) return NULL;
+  return auth + 7;
+}
+
+static bool authorized(const server_t *s, const char *token) {
+  if (!s->keys) return token != NULL; /* open mode: any key, or none */
+  return token && *token && apikeys_match(s->keys, token);
+}
+
+/* Content-Type application/x-protobuf (parameters allowed), encoding zstd. */
+static bool media_supported(struct MHD_Connection *conn) {
+  static const char TYPE[] = "application/x-protobuf";
+  const char *type = header(conn, MHD_HTTP_HEADER_CONTENT_TYPE);
+  const char *enc = header(conn, MHD_HTTP_HEADER_CONTENT_ENCODING);
+  if (!type || !enc || strcasecmp(enc, "zstd") != 0) return false;
+  size_t n = strlen(TYPE);
+  return strncasecmp(type, TYPE, n) == 0 && (type[n] == '\0' || type[n] == ';' || type[n] == ' ');
+}
+
+static int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+static bool parse_batch_id(const char *text, uint8_t id[STORE_BATCH_ID_BYTES]) {
+  if (!text || strlen(text) != BATCH_ID_HEX) return false;
+  for (size_t i = 0; i < STORE_BATCH_ID_BYTES; i++) {
+    int hi = hex_value(text[2 * i]), lo = hex_value(text[2 * i + 1]);
+    if (hi < 0 || lo < 0) return false;
+    id[i] = (uint8_t)(hi << 4 | lo);
+  }
+  return true;
+}
+
+static bool declared_too_large(const server_t *s, struct MHD_Connection *conn) {
+  const char *cl = header(conn, MHD_HTTP_HEADER_CONTENT_LENGTH);
+  if (!cl) return false; /* chunked: checked as the bytes arrive */
+  char *end;
+  unsigned long long n = strtoull(cl, &end, 10);
+  return end == cl || n > s->opts->max_body_bytes;
+}
+
+/* Every check the headers allow; MHD_YES with nothing queued lets the body in. */
+static enum MHD_Result check_batch_headers(server_t *s, struct MHD_Connection *conn,
+                                           request_t *rq) {
+  const char *token = bearer_token(conn);
+  if (!authorized(s, token))
+    return reject(rq, conn, 401, REJECT_UNAUTHORIZED, "missing or unknown API key");
+  if (!media_supported(conn))
+    return reject(rq, conn, 415, REJECT_UNSUPPORTED_MEDIA,
+                  "expected Content-Type application/x-protobuf and Content-Encoding zstd");
+  if (!parse_batch_id(header(conn, "X-Perf-Batch-Id"), rq->batch_id))
+    return reject(rq, conn, 400, REJECT_BAD_BATCH_ID,
+                  "X-Perf-Batch-Id must be 32 hexadecimal digits");
+  if (declared_too_large(s, conn))
+    return reject(rq, conn, 413, REJECT_BODY_TOO_LARGE, "body over the limit");
+  unsigned retry_after = 1;
+  if (!ratelimit_take(s->limits, token, monotonic_s(), &retry_after)) {
+    char value[16];
+    snprintf(value, sizeof value, "%u", retry_after);
+    metrics_batch_rejected(REJECT_RATE_LIMITED);
+    rq->responded = true;
+    return respond(conn, 429, "rate limit exceeded for this API key\n", "text/plain; charset=utf-8",
+                   value);
+  }
+  return MHD_YES;
+}
+
+/* ---- the body ------------------------------------------------------------- */
+
+/* Buffer a chunk, never past --max-body-bytes; MHD_NO (connection closed)
+   once a client keeps sending far beyond it. */
+static enum MHD_Result take_body(const server_t *s, request_t *rq, const char *data, size_t n) {
+  size_t max = s->opts->max_body_bytes;
+  if (!rq->over_limit && n > max - rq->len) {
+    rq->over_limit = true;
+    free(rq->body);
+    rq->body = NULL;
+    rq->len = rq->cap = 0;
+  }
+  if (rq->over_limit) {
+    rq->discarded += n;
+    return rq->discarded > max ? MHD_NO : MHD_YES;
+  }
+  if (rq->len + n > rq->cap) {
+    size_t cap = rq->cap ? rq->cap : 16384;
+    while (cap < rq->len + n)
+      cap *= 2;
+    if (cap > max) cap = max;
+    uint8_t *grown = realloc(rq->body, cap);
+    if (!grown) return MHD_NO;
+    rq->body = grown;
+    rq->cap = cap;
+  }
+  memcpy(rq->body + rq->len, data, n);
+  rq->len += n;
+  return MHD_YES;
+}
+
+static enum MHD_Result finish_batch(server_t *s, struct MHD_Connection *conn, request_t *rq) {
+  if (rq->over_limit) return reject(rq, conn, 413, REJECT_BODY_TOO_LARGE, "body over the limit");
+  if (rq->len == 0) return reject(rq, conn, 400, REJECT_BAD_PAYLOAD, "empty body");
+  double t0 = monotonic_s();
+  ingest_result_t res;
+  unsigned status = ingest_batch(&s->ingest, rq->body, rq->len, rq->batch_id, &res);
+  free(rq->body);
+  rq->body = NULL;
+  if (status != 200) return reject(rq, conn, status, res.reason, res.message);
+  if (res.duplicate)
+    metrics_batch_duplicate();
+  else
+    metrics_batch_accepted(res.events, res.samples, monotonic_s() - t0);
+  rq->responded = true;
+  return respond_text(conn, 200, res.message);
+}
+
+/* ---- MHD callbacks -------------------------------------------------------- */
+
+/* First call of a request: route it and check what the headers allow. */
+static enum MHD_Result on_headers(server_t *s, struct MHD_Connection *conn, const char *url,
+                                  const char *method, request_t *rq) {
+  bool get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
+  if (strcmp(url, "/v1/batches") == 0) {
+    if (strcmp(method, "POST") == 0) return check_batch_headers(s, conn, rq);
+    rq->responded = true;
+    return respond_text(conn, 405, "use POST");
+  }
+  rq->responded = true;
+  if (strcmp(url, "/healthz") == 0 && get) return respond_text(conn, 200, "ok");
+  if (strcmp(url, "/metrics") == 0 && get) return serve_metrics(s, conn);
+  return respond_text(conn, 404, "not found");
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls) {
+  (void)version;
+  server_t *s = cls;
+  request_t *rq = *con_cls;
+  if (!rq) {
+    if (!(rq = calloc(1, sizeof *rq))) return MHD_NO;
+    *con_cls = rq;
+    return on_headers(s, conn, url, method, rq);
+  }
+  if (*upload_data_size) {
+    size_t n = *upload_data_size;
+    *upload_data_size = 0;
+    return rq->responded ? MHD_YES : take_body(s, rq, upload_data, n);
+  }
+  return rq->responded ? MHD_YES : finish_batch(s, conn, rq);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode code) {
+  (void)cls, (void)conn, (void)code;
+  request_t *rq = *con_cls;
+  if (!rq) return;
+  free(rq->body);
+  free(rq);
+  *con_cls = NULL;
+}
+
+server_t *server_start(const collector_options_t *opts, const apikeys_t *keys,
+                       const store_ops_t *ops, store_t *store) {
+  server_t *s = calloc(1, sizeof *s);
+  if (!s) return NULL;
+  *s = (server_t){opts, keys, {ops, store, opts->max_decompressed_bytes}, NULL, NULL};
+  if (!(s->limits = ratelimit_new(opts->rate_limit, opts->rate_burst))) {
+    free(s);
+    return NULL;
+  }
+  unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG;
+  s->daemon =
+      MHD_start_daemon(flags, ntohs(opts->listen.sin_port), NULL, NULL, on_request, s,
+                       MHD_OPTION_SOCK_ADDR, (const struct sockaddr *)&opts->listen,
+                       MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)opts->threads,
+                       MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)opts->connection_timeout_s,
+                       MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY_LIMIT,
+                       MHD_OPTION_CONNECTION_LIMIT, (unsigned int)opts->max_connections,
+                       MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
+  if (!s->daemon) {
+    fprintf(stderr, "perf-collector: cannot listen on %s\n", opts->listen_text);
+    ratelimit_free(s->limits);
+    free(s);
+    return NULL;
+  }
+  return s;
+}
+
+void server_stop(server_t *s) {
+  if (!s) return;
+  MHD_stop_daemon(s->daemon);
+  ratelimit_free(s->limits);
+  free(s);
+}

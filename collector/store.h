@@ -1,0 +1,87 @@
+/*
+ * store.h - the collector's storage interface: one small table of function
+ * pointers a backend fills in (SQLite today, store_sqlite.c; PostgreSQL can
+ * be added beside it), and the plain records ingest.c hands it. Nothing here
+ * depends on protobuf: a batch arrives already decoded, validated and with
+ * every stack reduced to its signature and its frames as JSON.
+ *
+ * Threads: a backend is called from MHD's worker threads (put_batch, stats)
+ * and from the retention thread (delete_older_than) at the same time; it
+ * serializes what it must itself.
+ */
+#ifndef PERF_COLLECTOR_STORE_H
+#define PERF_COLLECTOR_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define STORE_BATCH_ID_BYTES 16
+#define STORE_SIG_CHARS 32 /* a stack signature: 128 bits as lowercase hex */
+
+enum store_status {
+  STORE_OK = 0,
+  STORE_DUPLICATE = 1, /* put_batch: that batch id is stored already; nothing changed */
+  STORE_ERROR = -1,    /* the backend failed; the reason went to stderr */
+};
+
+/* One distinct stack of a batch: signature and frames, innermost first. */
+typedef struct store_stack_s {
+  char signature[STORE_SIG_CHARS + 1];
+  const char *frames_json; /* JSON array, innermost frame first */
+} store_stack_t;
+
+/* Samples of one stack on one thread within an event (stack_counts). */
+typedef struct store_stack_count_s {
+  const char *stack_sig;
+  uint32_t tid;
+  uint32_t samples;
+} store_stack_count_t;
+
+typedef struct store_event_s {
+  const char *kind; /* "hang", "fatal_hang", "cpu", "manual", "unspecified" */
+  int64_t start_ns;
+  int64_t duration_ns;
+  uint32_t tid;
+  int32_t cpu_percent;
+  const char *reason;
+  const char *dominant_stack_sig; /* NULL: none */
+  const store_stack_count_t *counts;
+  size_t n_counts;
+} store_event_t;
+
+typedef struct store_batch_s {
+  uint8_t id[STORE_BATCH_ID_BYTES];
+  int64_t received_ns; /* wall clock, the retention job's reference */
+  const char *app, *version, *environment, *host;
+  uint32_t pid;
+  const store_stack_t *stacks;
+  size_t n_stacks;
+  const store_event_t *events;
+  size_t n_events;
+} store_batch_t;
+
+typedef struct store_stats_s {
+  uint64_t batches, events, stacks, stack_counts;
+  uint64_t db_bytes; /* on disk, write-ahead log included */
+} store_stats_t;
+
+typedef struct store_s store_t; /* a backend's own state */
+
+typedef struct store_ops_s {
+  const char *name;
+  /* Open (creating the schema when missing) the store at location. */
+  int (*open)(const char *location, store_t **out);
+  void (*close)(store_t *st);
+  /* Everything of one batch in one transaction; STORE_DUPLICATE when its id
+     is stored already. */
+  int (*put_batch)(store_t *st, const store_batch_t *batch);
+  /* Delete batches received before cutoff_ns with their events and counts,
+     and stacks last seen before it; *deleted_batches may be NULL. */
+  int (*delete_older_than)(store_t *st, int64_t cutoff_ns, uint64_t *deleted_batches);
+  int (*stats)(store_t *st, store_stats_t *out);
+} store_ops_t;
+
+/* The embedded default backend (store_sqlite.c). */
+extern const store_ops_t store_sqlite_ops;
+
+#endif

@@ -1,0 +1,290 @@
+/*
+ * store_sqlite.c - the embedded default storage backend: one SQLite
+ * database in WAL mode with a busy timeout, one connection guarded by a
+ * mutex (MHD's worker threads put batches, the retention thread deletes),
+ * and every statement prepared once at open.
+ *
+ * Schema: batches (id unique), events of a batch, stacks keyed by the
+ * signature of their symbolized frames (first and last seen), and
+ * stack_counts (samples of a stack on a thread within an event).
+ */
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "store.h"
+
+#define BUSY_TIMEOUT_MS 5000
+
+static const char SCHEMA[] =
+    "PRAGMA journal_mode=WAL;"
+    "PRAGMA synchronous=NORMAL;"
+    "CREATE TABLE IF NOT EXISTS batches(id BLOB PRIMARY KEY, received_ns INTEGER NOT NULL,"
+    " app TEXT, version TEXT, environment TEXT, host TEXT, pid INTEGER);"
+    "CREATE INDEX IF NOT EXISTS batches_received ON batches(received_ns);"
+    "CREATE TABLE IF NOT EXISTS events(id INTEGER PRIMARY KEY, batch_id BLOB NOT NULL,"
+    " kind TEXT NOT NULL, start_ns INTEGER, duration_ns INTEGER, tid INTEGER,"
+    " cpu_percent INTEGER, reason TEXT, dominant_stack_sig TEXT);"
+    "CREATE INDEX IF NOT EXISTS events_batch ON events(batch_id);"
+    "CREATE TABLE IF NOT EXISTS stacks(signature TEXT PRIMARY KEY, frames TEXT NOT NULL,"
+    " first_seen INTEGER NOT NULL, last_seen INTEGER NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS stack_counts(event_id INTEGER NOT NULL, stack_sig TEXT NOT NULL,"
+    " tid INTEGER, samples INTEGER NOT NULL);"
+    "CREATE INDEX IF NOT EXISTS stack_counts_event ON stack_counts(event_id);"
+    "CREATE INDEX IF NOT EXISTS stack_counts_sig ON stack_counts(stack_sig);";
+
+enum stmt_id {
+  ST_BEGIN,
+  ST_COMMIT,
+  ST_ROLLBACK,
+  ST_INSERT_BATCH,
+  ST_UPSERT_STACK,
+  ST_INSERT_EVENT,
+  ST_INSERT_COUNT,
+  ST_DELETE_COUNTS,
+  ST_DELETE_EVENTS,
+  ST_DELETE_BATCHES,
+  ST_DELETE_STACKS,
+  ST_COUNT_ROWS,
+  ST_COUNT
+};
+
+static const char *const STMT_SQL[ST_COUNT] = {
+    [ST_BEGIN] = "BEGIN IMMEDIATE",
+    [ST_COMMIT] = "COMMIT",
+    [ST_ROLLBACK] = "ROLLBACK",
+    [ST_INSERT_BATCH] = "INSERT INTO batches(id, received_ns, app, version, environment, host, pid)"
+                        " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    [ST_UPSERT_STACK] = "INSERT INTO stacks(signature, frames, first_seen, last_seen)"
+                        " VALUES(?1, ?2, ?3, ?3) ON CONFLICT(signature) DO UPDATE SET"
+                        " last_seen = max(last_seen, excluded.last_seen)",
+    [ST_INSERT_EVENT] = "INSERT INTO events(batch_id, kind, start_ns, duration_ns, tid,"
+                        " cpu_percent, reason, dominant_stack_sig)"
+                        " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+    [ST_INSERT_COUNT] =
+        "INSERT INTO stack_counts(event_id, stack_sig, tid, samples) VALUES(?1, ?2, ?3, ?4)",
+    [ST_DELETE_COUNTS] = "DELETE FROM stack_counts WHERE event_id IN (SELECT e.id FROM events e"
+                         " JOIN batches b ON e.batch_id = b.id WHERE b.received_ns < ?1)",
+    [ST_DELETE_EVENTS] = "DELETE FROM events WHERE batch_id IN"
+                         " (SELECT id FROM batches WHERE received_ns < ?1)",
+    [ST_DELETE_BATCHES] = "DELETE FROM batches WHERE received_ns < ?1",
+    [ST_DELETE_STACKS] = "DELETE FROM stacks WHERE last_seen < ?1",
+    [ST_COUNT_ROWS] = "SELECT (SELECT count(*) FROM batches), (SELECT count(*) FROM events),"
+                      " (SELECT count(*) FROM stacks), (SELECT count(*) FROM stack_counts)",
+};
+
+struct store_s {
+  pthread_mutex_t lock;
+  sqlite3 *db;
+  sqlite3_stmt *stmt[ST_COUNT];
+  char *path;
+};
+
+static void report(store_t *st, const char *what) {
+  fprintf(stderr, "perf-collector: sqlite %s: %s\n", what, sqlite3_errmsg(st->db));
+}
+
+/* Run a prepared statement that returns no rows, then reset it. */
+static int step_done(store_t *st, enum stmt_id id) {
+  sqlite3_stmt *s = st->stmt[id];
+  int rc = sqlite3_step(s);
+  sqlite3_reset(s);
+  sqlite3_clear_bindings(s);
+  return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+static void sqlite_close(store_t *st) {
+  if (!st) return;
+  for (int i = 0; i < ST_COUNT; i++)
+    sqlite3_finalize(st->stmt[i]);
+  sqlite3_close(st->db);
+  pthread_mutex_destroy(&st->lock);
+  free(st->path);
+  free(st);
+}
+
+static int prepare_all(store_t *st) {
+  for (int i = 0; i < ST_COUNT; i++) {
+    if (sqlite3_prepare_v3(st->db, STMT_SQL[i], -1, SQLITE_PREPARE_PERSISTENT, &st->stmt[i],
+                           NULL) != SQLITE_OK) {
+      report(st, "prepare");
+      return STORE_ERROR;
+    }
+  }
+  return STORE_OK;
+}
+
+static int sqlite_open(const char *path, store_t **out) {
+  *out = NULL;
+  store_t *st = calloc(1, sizeof *st);
+  if (!st || !(st->path = strdup(path))) {
+    free(st);
+    return STORE_ERROR;
+  }
+  pthread_mutex_init(&st->lock, NULL);
+  int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
+  if (sqlite3_open_v2(path, &st->db, flags, NULL) != SQLITE_OK) {
+    report(st, "open");
+    sqlite_close(st);
+    return STORE_ERROR;
+  }
+  sqlite3_busy_timeout(st->db, BUSY_TIMEOUT_MS);
+  char *err = NULL;
+  if (sqlite3_exec(st->db, SCHEMA, NULL, NULL, &err) != SQLITE_OK) {
+    fprintf(stderr, "perf-collector: sqlite schema: %s\n", err ? err : "?");
+    sqlite3_free(err);
+    sqlite_close(st);
+    return STORE_ERROR;
+  }
+  if (prepare_all(st) != STORE_OK) {
+    sqlite_close(st);
+    return STORE_ERROR;
+  }
+  *out = st;
+  return STORE_OK;
+}
+
+static int insert_batch_row(store_t *st, const store_batch_t *b) {
+  sqlite3_stmt *s = st->stmt[ST_INSERT_BATCH];
+  sqlite3_bind_blob(s, 1, b->id, STORE_BATCH_ID_BYTES, SQLITE_STATIC);
+  sqlite3_bind_int64(s, 2, b->received_ns);
+  sqlite3_bind_text(s, 3, b->app, -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 4, b->version, -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 5, b->environment, -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 6, b->host, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(s, 7, b->pid);
+  return step_done(st, ST_INSERT_BATCH);
+}
+
+static int upsert_stacks(store_t *st, const store_batch_t *b) {
+  sqlite3_stmt *s = st->stmt[ST_UPSERT_STACK];
+  for (size_t i = 0; i < b->n_stacks; i++) {
+    sqlite3_bind_text(s, 1, b->stacks[i].signature, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, b->stacks[i].frames_json, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 3, b->received_ns);
+    int rc = step_done(st, ST_UPSERT_STACK);
+    if (rc != SQLITE_OK) return rc;
+  }
+  return SQLITE_OK;
+}
+
+static int insert_counts(store_t *st, sqlite3_int64 event_id, const store_event_t *e) {
+  sqlite3_stmt *s = st->stmt[ST_INSERT_COUNT];
+  for (size_t i = 0; i < e->n_counts; i++) {
+    sqlite3_bind_int64(s, 1, event_id);
+    sqlite3_bind_text(s, 2, e->counts[i].stack_sig, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 3, e->counts[i].tid);
+    sqlite3_bind_int64(s, 4, e->counts[i].samples);
+    int rc = step_done(st, ST_INSERT_COUNT);
+    if (rc != SQLITE_OK) return rc;
+  }
+  return SQLITE_OK;
+}
+
+static int insert_events(store_t *st, const store_batch_t *b) {
+  sqlite3_stmt *s = st->stmt[ST_INSERT_EVENT];
+  for (size_t i = 0; i < b->n_events; i++) {
+    const store_event_t *e = &b->events[i];
+    sqlite3_bind_blob(s, 1, b->id, STORE_BATCH_ID_BYTES, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, e->kind, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 3, e->start_ns);
+    sqlite3_bind_int64(s, 4, e->duration_ns);
+    sqlite3_bind_int64(s, 5, e->tid);
+    sqlite3_bind_int64(s, 6, e->cpu_percent);
+    sqlite3_bind_text(s, 7, e->reason, -1, SQLITE_STATIC);
+    if (e->dominant_stack_sig)
+      sqlite3_bind_text(s, 8, e->dominant_stack_sig, -1, SQLITE_STATIC);
+    else
+      sqlite3_bind_null(s, 8);
+    int rc = step_done(st, ST_INSERT_EVENT);
+    if (rc == SQLITE_OK) rc = insert_counts(st, sqlite3_last_insert_rowid(st->db), e);
+    if (rc != SQLITE_OK) return rc;
+  }
+  return SQLITE_OK;
+}
+
+static int put_batch_locked(store_t *st, const store_batch_t *b) {
+  if (step_done(st, ST_BEGIN) != SQLITE_OK) {
+    report(st, "begin");
+    return STORE_ERROR;
+  }
+  int rc = insert_batch_row(st, b);
+  if (rc == SQLITE_CONSTRAINT) {
+    step_done(st, ST_ROLLBACK);
+    return STORE_DUPLICATE;
+  }
+  if (rc == SQLITE_OK) rc = upsert_stacks(st, b);
+  if (rc == SQLITE_OK) rc = insert_events(st, b);
+  if (rc == SQLITE_OK) rc = step_done(st, ST_COMMIT);
+  if (rc == SQLITE_OK) return STORE_OK;
+  report(st, "put batch");
+  step_done(st, ST_ROLLBACK);
+  return STORE_ERROR;
+}
+
+static int sqlite_put_batch(store_t *st, const store_batch_t *b) {
+  pthread_mutex_lock(&st->lock);
+  int rc = put_batch_locked(st, b);
+  pthread_mutex_unlock(&st->lock);
+  return rc;
+}
+
+static int delete_locked(store_t *st, int64_t cutoff_ns, uint64_t *deleted) {
+  static const enum stmt_id order[] = {ST_DELETE_COUNTS, ST_DELETE_EVENTS, ST_DELETE_BATCHES,
+                                       ST_DELETE_STACKS};
+  if (step_done(st, ST_BEGIN) != SQLITE_OK) return STORE_ERROR;
+  for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
+    sqlite3_bind_int64(st->stmt[order[i]], 1, cutoff_ns);
+    if (step_done(st, order[i]) != SQLITE_OK) {
+      report(st, "retention");
+      step_done(st, ST_ROLLBACK);
+      return STORE_ERROR;
+    }
+    if (order[i] == ST_DELETE_BATCHES && deleted) *deleted = (uint64_t)sqlite3_changes(st->db);
+  }
+  return step_done(st, ST_COMMIT) == SQLITE_OK ? STORE_OK : STORE_ERROR;
+}
+
+static int sqlite_delete_older_than(store_t *st, int64_t cutoff_ns, uint64_t *deleted) {
+  if (deleted) *deleted = 0;
+  pthread_mutex_lock(&st->lock);
+  int rc = delete_locked(st, cutoff_ns, deleted);
+  pthread_mutex_unlock(&st->lock);
+  return rc;
+}
+
+static uint64_t file_bytes(const char *path, const char *suffix) {
+  char name[4096];
+  struct stat sb;
+  if (snprintf(name, sizeof name, "%s%s", path, suffix) >= (int)sizeof name) return 0;
+  return stat(name, &sb) == 0 ? (uint64_t)sb.st_size : 0;
+}
+
+static int sqlite_stats(store_t *st, store_stats_t *out) {
+  memset(out, 0, sizeof *out);
+  pthread_mutex_lock(&st->lock);
+  sqlite3_stmt *s = st->stmt[ST_COUNT_ROWS];
+  int rc = sqlite3_step(s);
+  if (rc == SQLITE_ROW) {
+    out->batches = (uint64_t)sqlite3_column_int64(s, 0);
+    out->events = (uint64_t)sqlite3_column_int64(s, 1);
+    out->stacks = (uint64_t)sqlite3_column_int64(s, 2);
+    out->stack_counts = (uint64_t)sqlite3_column_int64(s, 3);
+  }
+  sqlite3_reset(s);
+  pthread_mutex_unlock(&st->lock);
+  out->db_bytes = file_bytes(st->path, "") + file_bytes(st->path, "-wal");
+  return rc == SQLITE_ROW ? STORE_OK : STORE_ERROR;
+}
+
+const store_ops_t store_sqlite_ops = {
+    .name = "sqlite",
+    .open = sqlite_open,
+    .close = sqlite_close,
+    .put_batch = sqlite_put_batch,
+    .delete_older_than = sqlite_delete_older_than,
+    .stats = sqlite_stats,
+};

@@ -1,0 +1,732 @@
+/*
+ * test_collector.c - perf-collector (collector/) as a real child process on
+ * 127.0.0.1, driven with libcurl: a batch made by the SDK (sink = http) is
+ * stored (checked with the sqlite3 API on the database), and every bad
+ * input gets its status and leaves the server healthy (GET /healthz 200,
+ * then SIGTERM and exit 0: under ASan, a clean exit also means no leak).
+ * Batches for the bad-input cases are built here with protobuf-c and zstd.
+ * Each case runs in its own process: `test_collector <case>`.
+ */
+#include <arpa/inet.h>
+#include <curl/curl.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include "check.h"
+#include "perf/v1/perf.pb-c.h"
+#include "perf_sdk.h"
+#include "tempdir.h"
+
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+#define GOOD_KEY "good-key"
+#define MAX_ARGS 32
+
+typedef struct collector_s {
+  pid_t pid;
+  uint16_t port;
+  char url[64];
+  char db[128];
+} collector_t;
+
+typedef struct reply_s {
+  long status;
+  char body[4096];
+  size_t body_len;
+  char retry_after[32];
+} reply_t;
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* ---- HTTP with libcurl ---------------------------------------------------- */
+
+static size_t on_body(char *data, size_t size, size_t n, void *arg) {
+  reply_t *r = arg;
+  size_t len = size * n, room = sizeof r->body - 1 - r->body_len;
+  memcpy(r->body + r->body_len, data, len < room ? len : room);
+  r->body_len += len < room ? len : room;
+  r->body[r->body_len] = '\0';
+  return len;
+}
+
+static size_t on_header(char *data, size_t size, size_t n, void *arg) {
+  reply_t *r = arg;
+  size_t len = size * n;
+  if (len > 12 && strncasecmp(data, "Retry-After:", 12) == 0)
+    sscanf(data + 12, " %31[^\r\n]", r->retry_after);
+  return len;
+}
+
+typedef struct upload_s {
+  const uint8_t *data;
+  size_t len, pos;
+} upload_t;
+
+static size_t on_read(char *buf, size_t size, size_t n, void *arg) {
+  upload_t *u = arg;
+  size_t left = u->len - u->pos, max = size * n, k = left < max ? left : max;
+  memcpy(buf, u->data + u->pos, k);
+  u->pos += k;
+  return k;
+}
+
+/* One request; headers is a NULL-terminated list; chunked sends the body
+   without Content-Length. Returns the status (0: no answer). */
+static long request(const collector_t *c, const char *method, const char *path,
+                    const char *const *headers, const void *body, size_t len, bool chunked,
+                    reply_t *r) {
+  memset(r, 0, sizeof *r);
+  char url[128];
+  snprintf(url, sizeof url, "%s%s", c->url, path);
+  CURL *h = curl_easy_init();
+  CHECK(h != NULL);
+  struct curl_slist *list = NULL;
+  for (size_t i = 0; headers && headers[i]; i++)
+    list = curl_slist_append(list, headers[i]);
+  upload_t up = {body, len, 0};
+  if (chunked) list = curl_slist_append(list, "Transfer-Encoding: chunked");
+  curl_easy_setopt(h, CURLOPT_URL, url);
+  curl_easy_setopt(h, CURLOPT_HTTPHEADER, list);
+  curl_easy_setopt(h, CURLOPT_TIMEOUT, 30L);
+  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+  curl_easy_setopt(h, CURLOPT_WRITEDATA, r);
+  curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+  curl_easy_setopt(h, CURLOPT_HEADERDATA, r);
+  if (strcmp(method, "POST") == 0 && chunked) {
+    curl_easy_setopt(h, CURLOPT_POST, 1L);
+    curl_easy_setopt(h, CURLOPT_READFUNCTION, on_read);
+    curl_easy_setopt(h, CURLOPT_READDATA, &up);
+  } else if (strcmp(method, "POST") == 0) {
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, body ? body : "");
+    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+  }
+  if (curl_easy_perform(h) == CURLE_OK) curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r->status);
+  curl_slist_free_all(list);
+  curl_easy_cleanup(h);
+  return r->status;
+}
+
+static long get(const collector_t *c, const char *path, reply_t *r) {
+  return request(c, "GET", path, NULL, NULL, 0, false, r);
+}
+
+/* POST /v1/batches with the SDK's headers; key NULL: no Authorization. */
+static long post_batch(const collector_t *c, const char *key, const char *batch_id_hex,
+                       const void *body, size_t len, reply_t *r) {
+  char auth[128], id[64];
+  snprintf(auth, sizeof auth, "Authorization: Bearer %s", key ? key : "");
+  snprintf(id, sizeof id, "X-Perf-Batch-Id: %s", batch_id_hex);
+  const char *headers[] = {"Content-Type: application/x-protobuf", "Content-Encoding: zstd", id,
+                           key ? auth : "Expect:", NULL};
+  return request(c, "POST", "/v1/batches", headers, body, len, false, r);
+}
+
+/* ---- the collector as a child process ------------------------------------ */
+
+static uint16_t free_port(void) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  CHECK(fd >= 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  CHECK(bind(fd, (struct sockaddr *)&a, sizeof a) == 0);
+  socklen_t alen = sizeof a;
+  CHECK(getsockname(fd, (struct sockaddr *)&a, &alen) == 0);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+static pid_t g_running; /* the collector a failed check leaves behind */
+
+static void kill_running(void) {
+  if (g_running > 0) kill(g_running, SIGKILL), waitpid(g_running, NULL, 0);
+}
+
+static pid_t spawn(char *const argv[], const char *stderr_path) {
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    if (stderr_path) {
+      int fd = open(stderr_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      if (fd >= 0) dup2(fd, 2), dup2(fd, 1);
+    }
+    execv(argv[0], argv);
+    _exit(127);
+  }
+  return pid;
+}
+
+static bool healthy_within(const collector_t *c, double seconds) {
+  double end = now_s() + seconds;
+  reply_t r;
+  while (now_s() < end) {
+    if (get(c, "/healthz", &r) == 200) return true;
+    int st;
+    if (waitpid(c->pid, &st, WNOHANG) == c->pid) return false;
+    usleep(50000);
+  }
+  return false;
+}
+
+/* Start perf-collector with a temp db and keys file plus extra (NULL-ended). */
+static void collector_start(collector_t *c, const char *const *extra) {
+  const char *dir = tempdir_make("perf-coll");
+  char keys[128], listen[32];
+  snprintf(keys, sizeof keys, "%s/keys", dir);
+  FILE *f = fopen(keys, "w");
+  CHECK(f != NULL);
+  fprintf(f, "# test keys\n%s\n\nsecond-key\n", GOOD_KEY);
+  fclose(f);
+  snprintf(c->db, sizeof c->db, "%s/collector.db", dir);
+  for (int attempt = 0; attempt < 5; attempt++) {
+    c->port = free_port();
+    snprintf(listen, sizeof listen, "127.0.0.1:%u", (unsigned)c->port);
+    snprintf(c->url, sizeof c->url, "http://%s", listen);
+    char *argv[MAX_ARGS] = {PERF_COLLECTOR_PATH, "--listen", listen,      "--db", c->db,
+                            "--api-keys-file",   keys,       "--threads", "2"};
+    size_t n = 9;
+    for (size_t i = 0; extra && extra[i] && n < MAX_ARGS - 1; i++)
+      argv[n++] = (char *)extra[i];
+    argv[n] = NULL;
+    c->pid = g_running = spawn(argv, NULL);
+    if (healthy_within(c, 20)) return;
+    kill(c->pid, SIGKILL);
+    waitpid(c->pid, NULL, 0);
+  }
+  CHECKF(false, "perf-collector did not start");
+}
+
+/* Healthy after everything, then a clean stop on SIGTERM (exit 0). */
+static void collector_stop_healthy(collector_t *c) {
+  reply_t r;
+  CHECK_EQ_INT(get(c, "/healthz", &r), 200);
+  CHECK(strncmp(r.body, "ok", 2) == 0);
+  CHECK(kill(c->pid, SIGTERM) == 0);
+  int st = 0;
+  CHECK(waitpid(c->pid, &st, 0) == c->pid);
+  g_running = 0;
+  CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "collector status 0x%x", st);
+}
+
+static long vm_rss_kib(pid_t pid) {
+  char path[64], line[256];
+  snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+  FILE *f = fopen(path, "r");
+  CHECK(f != NULL);
+  long kib = -1;
+  while (fgets(line, sizeof line, f))
+    if (sscanf(line, "VmRSS: %ld kB", &kib) == 1) break;
+  fclose(f);
+  return kib;
+}
+
+/* ---- payloads -------------------------------------------------------------- */
+
+typedef struct payload_s {
+  uint8_t *data;
+  size_t len;
+  char id_hex[33];
+} payload_t;
+
+static void id_to_hex(const uint8_t id[16], char hex[33]) {
+  for (int i = 0; i < 16; i++)
+    snprintf(hex + 2 * i, 3, "%02x", id[i]);
+}
+
+static void compress_into(payload_t *p, const void *raw, size_t len) {
+  size_t cap = ZSTD_compressBound(len);
+  CHECK((p->data = malloc(cap)) != NULL);
+  p->len = ZSTD_compress(p->data, cap, raw, len, 3);
+  CHECK(!ZSTD_isError(p->len));
+}
+
+/* A valid batch: one manual event with one named stack sampled 3 times. */
+static void make_batch(payload_t *p, uint8_t seed) {
+  uint8_t id[16];
+  for (int i = 0; i < 16; i++)
+    id[i] = (uint8_t)(seed * 31 + i + (unsigned)getpid());
+  id_to_hex(id, p->id_hex);
+  Perf__V1__Batch b = PERF__V1__BATCH__INIT;
+  Perf__V1__Resource res = PERF__V1__RESOURCE__INIT;
+  Perf__V1__Module mod = PERF__V1__MODULE__INIT;
+  Perf__V1__Function fn = PERF__V1__FUNCTION__INIT;
+  Perf__V1__Frame fr[2] = {PERF__V1__FRAME__INIT, PERF__V1__FRAME__INIT};
+  Perf__V1__Stack st = PERF__V1__STACK__INIT;
+  Perf__V1__StackCount sc = PERF__V1__STACK_COUNT__INIT;
+  Perf__V1__Event ev = PERF__V1__EVENT__INIT;
+  char *strings[] = {"", "hand_made_function"};
+  Perf__V1__Module *mods[] = {&mod};
+  Perf__V1__Function *fns[] = {&fn};
+  Perf__V1__Frame *frs[] = {&fr[0], &fr[1]};
+  Perf__V1__Stack *sts[] = {&st};
+  Perf__V1__StackCount *scs[] = {&sc};
+  Perf__V1__Event *evs[] = {&ev};
+  uint32_t frame_ids[] = {1, 2};
+  b.batch_id = (ProtobufCBinaryData){16, id};
+  b.sequence = 1;
+  res.app_name = "hand-made";
+  res.host = "test-host";
+  res.pid = 42;
+  b.resource = &res;
+  b.symbolized = true;
+  b.n_strings = 2, b.strings = strings;
+  mod.path = "/usr/bin/hand";
+  b.n_modules = 1, b.modules = mods;
+  fn.name = 1;
+  b.n_functions = 1, b.functions = fns;
+  fr[0].module = 1, fr[0].address = 0x1234, fr[0].function = 1, fr[0].function_offset = 4;
+  fr[1].module = 1, fr[1].address = 0x5678; /* unnamed: module + address */
+  b.n_frames = 2, b.frames = frs;
+  st.n_frames = 2, st.frames = frame_ids;
+  b.n_stacks = 1, b.stacks = sts;
+  sc.stack = 1, sc.tid = 7, sc.samples = 3;
+  ev.kind = PERF__V1__EVENT_KIND__EVENT_KIND_MANUAL;
+  ev.start_unix_nanos = 1700000000000000000;
+  ev.duration_nanos = 5000000;
+  ev.tid = 7;
+  ev.reason = "hand made";
+  ev.n_stack_counts = 1, ev.stack_counts = scs;
+  ev.dominant_stack = 1;
+  b.n_events = 1, b.events = evs;
+  size_t len = perf__v1__batch__get_packed_size(&b);
+  uint8_t *raw = malloc(len);
+  CHECK(raw != NULL);
+  perf__v1__batch__pack(&b, raw);
+  compress_into(p, raw, len);
+  free(raw);
+}
+
+/* One small zstd frame that expands to `expanded` zero bytes, with a small
+   window (so only the output cap can stop it). */
+static void make_bomb(payload_t *p, size_t expanded) {
+  ZSTD_CCtx *cc = ZSTD_createCCtx();
+  CHECK(cc != NULL);
+  ZSTD_CCtx_setParameter(cc, ZSTD_c_windowLog, 17);
+  size_t chunk = 1u << 20, cap = 1u << 20;
+  uint8_t *zeros = calloc(1, chunk);
+  CHECK(zeros && (p->data = malloc(cap)));
+  ZSTD_outBuffer out = {p->data, cap, 0};
+  for (size_t done = 0; done < expanded; done += chunk) {
+    ZSTD_inBuffer in = {zeros, chunk, 0};
+    ZSTD_EndDirective end = done + chunk >= expanded ? ZSTD_e_end : ZSTD_e_continue;
+    size_t left;
+    do
+      CHECK(!ZSTD_isError(left = ZSTD_compressStream2(cc, &out, &in, end)));
+    while (in.pos < in.size || (end == ZSTD_e_end && left != 0));
+  }
+  p->len = out.pos;
+  snprintf(p->id_hex, sizeof p->id_hex, "%s", "00112233445566778899aabbccddeeff");
+  free(zeros);
+  ZSTD_freeCCtx(cc);
+}
+
+/* ---- database ------------------------------------------------------------- */
+
+static long long db_count(const char *db, const char *sql) {
+  sqlite3 *h = NULL;
+  CHECK(sqlite3_open_v2(db, &h, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK);
+  sqlite3_stmt *s = NULL;
+  CHECKF(sqlite3_prepare_v2(h, sql, -1, &s, NULL) == SQLITE_OK, "%s", sqlite3_errmsg(h));
+  CHECK(sqlite3_step(s) == SQLITE_ROW);
+  long long n = sqlite3_column_int64(s, 0);
+  sqlite3_finalize(s);
+  sqlite3_close(h);
+  return n;
+}
+
+static void db_exec(const char *db, const char *sql) {
+  sqlite3 *h = NULL;
+  CHECK(sqlite3_open_v2(db, &h, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK);
+  CHECKF(sqlite3_exec(h, sql, NULL, NULL, NULL) == SQLITE_OK, "%s", sqlite3_errmsg(h));
+  sqlite3_close(h);
+}
+
+static long long metric(const collector_t *c, const char *line_prefix) {
+  reply_t r;
+  CHECK_EQ_INT(get(c, "/metrics", &r), 200);
+  char line[256];
+  snprintf(line, sizeof line, "\n%s", line_prefix); /* a sample line, not # HELP */
+  const char *p = strstr(r.body, line);
+  CHECKF(p != NULL, "no %s in /metrics", line_prefix);
+  return atoll(p + strlen(line));
+}
+
+/* ---- cases ------------------------------------------------------------------ */
+
+static CHAIN int collector_capture_inner(const char *reason) {
+  return perf_sdk_capture_now(reason) + 1;
+}
+static CHAIN int collector_capture_outer(const char *reason) {
+  return collector_capture_inner(reason) + 1;
+}
+
+static void case_sdk_batch_stored(void) {
+  collector_t c;
+  collector_start(&c, NULL);
+  perf_sdk_config_t cfg;
+  perf_sdk_config_init(&cfg);
+  char data_dir[128];
+  snprintf(data_dir, sizeof data_dir, "%s/sdk", tempdir_make("perf-coll"));
+  cfg.app_name = "collector-test";
+  cfg.app_version = "1.2.3";
+  cfg.sink = PERF_SINK_HTTP;
+  cfg.endpoint = c.url;
+  cfg.api_key = GOOD_KEY;
+  cfg.data_dir = data_dir;
+  cfg.batch_max_delay_ms = 200;
+  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
+  for (int i = 0; i < 3; i++)
+    CHECK_EQ_INT(collector_capture_outer("to the collector"), 2);
+  CHECK_EQ_INT(perf_sdk_flush(15000), PERF_OK);
+  perf_sdk_stats_t st;
+  CHECK_EQ_INT(perf_sdk_get_stats(&st), PERF_OK);
+  CHECK(st.batches_written >= 1);
+  CHECK_EQ_INT(st.batches_sent, st.batches_written);
+  CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
+  CHECK_EQ_INT(metric(&c, "perf_collector_batches_accepted_total "), st.batches_sent);
+  CHECK(metric(&c, "perf_collector_samples_total ") >= 3);
+  CHECK(metric(&c, "perf_collector_db_bytes ") > 0);
+  CHECK_EQ_INT(metric(&c, "perf_collector_ingest_seconds_count "), st.batches_sent);
+  collector_stop_healthy(&c);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM batches WHERE app = 'collector-test'"
+                              " AND version = '1.2.3'"),
+               st.batches_sent);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM events WHERE reason = 'to the collector'"
+                              " AND kind = 'manual'"),
+               3);
+  CHECK(db_count(c.db, "SELECT count(*) FROM stacks") >= 1);
+  CHECK(db_count(c.db, "SELECT count(*) FROM stacks WHERE frames LIKE "
+                       "'%collector_capture_inner%'") >= 1);
+  CHECK(db_count(c.db, "SELECT sum(samples) FROM stack_counts") >= 3);
+  /* Every event's dominant stack and every count's stack is stored. */
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM events WHERE dominant_stack_sig IS NOT NULL"
+                              " AND dominant_stack_sig NOT IN (SELECT signature FROM stacks)"),
+               0);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM stack_counts WHERE stack_sig NOT IN"
+                              " (SELECT signature FROM stacks)"),
+               0);
+}
+
+static void case_no_auth(void) {
+  collector_t c;
+  collector_start(&c, NULL);
+  payload_t p;
+  make_batch(&p, 1);
+  reply_t r;
+  CHECK_EQ_INT(post_batch(&c, NULL, p.id_hex, p.data, p.len, &r), 401);
+  const char *basic[] = {"Authorization: Basic Z29vZC1rZXk6",
+                         "Content-Type: application/x-protobuf", "Content-Encoding: zstd", NULL};
+  CHECK_EQ_INT(request(&c, "POST", "/v1/batches", basic, p.data, p.len, false, &r), 401);
+  CHECK_EQ_INT(post_batch(&c, "", p.id_hex, p.data, p.len, &r), 401);
+  CHECK_EQ_INT(metric(&c, "perf_collector_batches_rejected_total{reason=\"unauthorized\"} "), 3);
+  collector_stop_healthy(&c);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM batches"), 0);
+  free(p.data);
+}
+
+static void case_wrong_key(void) {
+  collector_t c;
+  collector_start(&c, (const char *[]){"--max-decompressed-bytes", "1048576", NULL});
+  payload_t bomb;
+  make_bomb(&bomb, 512u << 20);
+  reply_t r;
+  double t0 = now_s();
+  CHECK_EQ_INT(post_batch(&c, "wrong-key", bomb.id_hex, bomb.data, bomb.len, &r), 401);
+  CHECKF(now_s() - t0 < 2.0, "401 took %.2f s", now_s() - t0);
+  /* Refused from the headers: the bomb was never decompressed. */
+  CHECK_EQ_INT(metric(&c, "perf_collector_batches_rejected_total{reason=\"unauthorized\"} "), 1);
+  CHECK_EQ_INT(
+      metric(&c, "perf_collector_batches_rejected_total{reason=\"decompressed_too_large\"} "), 0);
+  payload_t p;
+  make_batch(&p, 2);
+  CHECK_EQ_INT(post_batch(&c, "good-keyX", p.id_hex, p.data, p.len, &r), 401);
+  CHECK_EQ_INT(post_batch(&c, "second-key", p.id_hex, p.data, p.len, &r), 200);
+  collector_stop_healthy(&c);
+  free(bomb.data);
+  free(p.data);
+}
+
+static void case_oversized_body(void) {
+  collector_t c;
+  collector_start(&c, (const char *[]){"--max-body-bytes", "65536", NULL});
+  size_t len = 100000;
+  uint8_t *big = malloc(len);
+  CHECK(big != NULL);
+  for (size_t i = 0; i < len; i++)
+    big[i] = (uint8_t)(i * 7919 >> 3);
+  reply_t r;
+  CHECK_EQ_INT(post_batch(&c, GOOD_KEY, "00112233445566778899aabbccddeeff", big, len, &r), 413);
+  /* Without Content-Length (chunked): refused once the bytes pass the cap. */
+  const char *headers[] = {"Authorization: Bearer " GOOD_KEY,
+                           "Content-Type: application/x-protobuf", "Content-Encoding: zstd",
+                           "X-Perf-Batch-Id: 00112233445566778899aabbccddeeff", NULL};
+  CHECK_EQ_INT(request(&c, "POST", "/v1/batches", headers, big, len, true, &r), 413);
+  CHECK_EQ_INT(metric(&c, "perf_collector_batches_rejected_total{reason=\"body_too_large\"} "), 2);
+  free(big);
+  collector_stop_healthy(&c);
+}
+
+static void case_zstd_bomb(void) {
+  collector_t c;
+  collector_start(&c, (const char *[]){"--max-decompressed-bytes", "1048576", NULL});
+  payload_t bomb;
+  make_bomb(&bomb, 256u << 20);
+  CHECKF(bomb.len < 65536, "bomb is %zu bytes", bomb.len);
+  reply_t r;
+  CHECK_EQ_INT(post_batch(&c, GOOD_KEY, bomb.id_hex, bomb.data, bomb.len, &r), 413); /* warm-up */
+  long before = vm_rss_kib(c.pid);
+  for (int i = 0; i < 5; i++) {
+    CHECK_EQ_INT(post_batch(&c, GOOD_KEY, bomb.id_hex, bomb.data, bomb.len, &r), 413);
+    CHECKF(strstr(r.body, "decompressed size over the limit") != NULL, "body: %s", r.body);
+  }
+  long after = vm_rss_kib(c.pid);
+  CHECKF(after - before < 64 * 1024, "RSS grew from %ld to %ld KiB", before, after);
+  CHECK_EQ_INT(
+      metric(&c, "perf_collector_batches_rejected_total{reason=\"decompressed_too_large\"} "), 6);
+  collector_stop_healthy(&c);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM batches"), 0);
+  free(bomb.data);
+}
+
+static void case_garbage_protobuf(void) {
+  collector_t c;
+  collector_start(&c, NULL);
+  uint8_t garbage[4096];
+  for (size_t i = 0; i < sizeof garbage; i++)
+    garbage[i] = (uint8_t)(0xff - (i * 13 % 7));
+  payload_t p;
+  compress_into(&p, garbage, sizeof garbage);
+  reply_t r;
+  const char *id = "00112233445566778899aabbccddeeff";
+  CHECK_EQ_INT(post_batch(&c, GOOD_KEY, id, p.data, p.len, &r), 400);
+  CHECKF(strstr(r.body, "not a valid perf.v1.Batch") != NULL, "body: %s", r.body);
+  CHECK_EQ_INT(post_batch(&c, GOOD_KEY, id, garbage, sizeof garbage, &r), 400);
+  CHECKF(strstr(r.body, "not a zstd frame") != NULL, "body: %s", r.body);
+  CHECK_EQ_INT(post_batch(&c, GOOD_KEY, id, p.data, p.len / 2, &r), 400); /* truncated frame */
+  CHECK(r.body_len > 0);
+  CHECK_EQ_INT(post_batch(&c, GOOD_KEY, id, "", 0, &r), 400); /* empty */
+  free(p.data);
+  /* A valid batch under another id, and a malformed id header. */
+  make_batch(&p, 3);
+  CHECK_EQ_INT(post_batch(&c, GOOD_KEY, id, p.data, p.len, &r), 400);
+  CHECKF(strstr(r.body, "X-Perf-Batch-Id") != NULL, "body: %s", r.body);
+  CHECK_EQ_INT(post_batch(&c, GOOD_KEY, "xyz", p.data, p.len, &r), 400);
+  CHECK_EQ_INT(metric(&c, "perf_collector_batches_rejected_total{reason=\"bad_payload\"} "), 4);
+  collector_stop_healthy(&c);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM batches"), 0);
+  free(p.data);
+}
+
+static void case_wrong_content_type(void) {
+  collector_t c;
+  collector_start(&c, NULL);
+  payload_t p;
+  make_batch(&p, 4);
+  char id[64];
+  snprintf(id, sizeof id, "X-Perf-Batch-Id: %s", p.id_hex);
+  const char *json[] = {"Authorization: Bearer " GOOD_KEY, "Content-Type: application/json",
+                        "Content-Encoding: zstd", id, NULL};
+  const char *gzip[] = {"Authorization: Bearer " GOOD_KEY, "Content-Type: application/x-protobuf",
+                        "Content-Encoding: gzip", id, NULL};
+  const char *none[] = {"Authorization: Bearer " GOOD_KEY, "Content-Type: application/x-protobuf",
+                        id, NULL};
+  reply_t r;
+  CHECK_EQ_INT(request(&c, "POST", "/v1/batches", json, p.data, p.len, false, &r), 415);
+  CHECK_EQ_INT(request(&c, "POST", "/v1/batches", gzip, p.data, p.len, false, &r), 415);
+  CHECK_EQ_INT(request(&c, "POST", "/v1/batches", none, p.data, p.len, false, &r), 415);
+  CHECK_EQ_INT(get(&c, "/v1/batches", &r), 405);
+  CHECK_EQ_INT(get(&c, "/nowhere", &r), 404);
+  collector_stop_healthy(&c);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM batches"), 0);
+  free(p.data);
+}
+
+static void case_repeated_batch_id(void) {
+  collector_t c;
+  collector_start(&c, NULL);
+  payload_t p;
+  make_batch(&p, 5);
+  reply_t r;
+  CHECK_EQ_INT(post_batch(&c, GOOD_KEY, p.id_hex, p.data, p.len, &r), 200);
+  CHECK_EQ_INT(post_batch(&c, GOOD_KEY, p.id_hex, p.data, p.len, &r), 200);
+  CHECKF(strstr(r.body, "duplicate") != NULL, "body: %s", r.body);
+  CHECK_EQ_INT(metric(&c, "perf_collector_batches_accepted_total "), 1);
+  CHECK_EQ_INT(metric(&c, "perf_collector_events_total "), 1);
+  CHECK_EQ_INT(metric(&c, "perf_collector_samples_total "), 3);
+  collector_stop_healthy(&c);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM batches"), 1);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM events"), 1);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM stack_counts"), 1);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM stacks WHERE frames LIKE "
+                              "'%hand_made_function%' AND frames LIKE '%0x5678%'"),
+               1);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM batches WHERE host = 'test-host' AND pid = 42"),
+               1);
+  free(p.data);
+}
+
+static void case_rate_limit(void) {
+  collector_t c;
+  collector_start(&c, (const char *[]){"--rate-limit", "1", "--rate-burst", "2", NULL});
+  reply_t r;
+  payload_t p[3];
+  for (int i = 0; i < 3; i++)
+    make_batch(&p[i], (uint8_t)(10 + i));
+  CHECK_EQ_INT(post_batch(&c, GOOD_KEY, p[0].id_hex, p[0].data, p[0].len, &r), 200);
+  CHECK_EQ_INT(post_batch(&c, GOOD_KEY, p[1].id_hex, p[1].data, p[1].len, &r), 200);
+  CHECK_EQ_INT(post_batch(&c, GOOD_KEY, p[2].id_hex, p[2].data, p[2].len, &r), 429);
+  CHECKF(atoi(r.retry_after) >= 1, "Retry-After '%s'", r.retry_after);
+  /* Buckets are per key: the other key still has its burst. */
+  CHECK_EQ_INT(post_batch(&c, "second-key", p[2].id_hex, p[2].data, p[2].len, &r), 200);
+  CHECK_EQ_INT(metric(&c, "perf_collector_batches_rejected_total{reason=\"rate_limited\"} "), 1);
+  sleep(2); /* refilled */
+  CHECK_EQ_INT(post_batch(&c, GOOD_KEY, p[2].id_hex, p[2].data, p[2].len, &r), 200);
+  collector_stop_healthy(&c);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM batches"), 3);
+  for (int i = 0; i < 3; i++)
+    free(p[i].data);
+}
+
+static void case_slow_client(void) {
+  collector_t c;
+  collector_start(&c, (const char *[]){"--connection-timeout", "1", NULL});
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {
+      .sin_family = AF_INET, .sin_port = htons(c.port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  CHECK(connect(fd, (struct sockaddr *)&a, sizeof a) == 0);
+  const char part[] = "POST /v1/batches HTTP/1.1\r\nHost: x\r\n"; /* and then nothing */
+  CHECK(write(fd, part, sizeof part - 1) == (ssize_t)(sizeof part - 1));
+  struct timeval tv = {10, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  double t0 = now_s();
+  char buf[256];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof buf)) > 0) {
+  }
+  CHECKF(n == 0 && now_s() - t0 < 8, "read %zd after %.1f s", n, now_s() - t0);
+  close(fd);
+  collector_stop_healthy(&c);
+}
+
+static void case_retention(void) {
+  collector_t c;
+  collector_start(&c, NULL);
+  payload_t p;
+  make_batch(&p, 6);
+  reply_t r;
+  CHECK_EQ_INT(post_batch(&c, GOOD_KEY, p.id_hex, p.data, p.len, &r), 200);
+  collector_stop_healthy(&c);
+  /* An old batch (received in 1970) with an event, a count and a stack. */
+  db_exec(c.db, "INSERT INTO batches(id, received_ns, app) VALUES(x'00', 1, 'old');"
+                "INSERT INTO events(batch_id, kind) VALUES(x'00', 'hang');"
+                "INSERT INTO stack_counts(event_id, stack_sig, samples)"
+                " VALUES(last_insert_rowid(), 'oldsig', 1);"
+                "INSERT INTO stacks VALUES('oldsig', '[]', 1, 1);");
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM batches"), 2);
+  collector_start(&c, (const char *[]){"--retention-days", "1", "--retention-interval", "1", NULL});
+  double end = now_s() + 10;
+  while (db_count(c.db, "SELECT count(*) FROM batches") != 1 && now_s() < end)
+    usleep(100000);
+  collector_stop_healthy(&c);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM batches WHERE app = 'hand-made'"), 1);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM batches"), 1);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM events"), 1);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM stack_counts"), 1);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM stacks WHERE signature = 'oldsig'"), 0);
+  free(p.data);
+}
+
+/* Run the binary to completion; its exit code, output in out. */
+static int run_collector(const char *const *args, char *out, size_t cap) {
+  char path[128];
+  snprintf(path, sizeof path, "%s/out.txt", tempdir_make("perf-coll"));
+  char *argv[MAX_ARGS] = {PERF_COLLECTOR_PATH};
+  size_t n = 1;
+  for (size_t i = 0; args[i] && n < MAX_ARGS - 1; i++)
+    argv[n++] = (char *)args[i];
+  argv[n] = NULL;
+  pid_t pid = spawn(argv, path);
+  int st = 0;
+  CHECK(waitpid(pid, &st, 0) == pid);
+  FILE *f = fopen(path, "r");
+  CHECK(f != NULL);
+  size_t len = fread(out, 1, cap - 1, f);
+  out[len] = '\0';
+  fclose(f);
+  CHECK(WIFEXITED(st));
+  return WEXITSTATUS(st);
+}
+
+static void case_bad_flags(void) {
+  static const struct {
+    const char *args[4];
+    const char *message;
+  } bad[] = {
+      {{"--bogus", NULL}, "unknown option"},
+      {{"--listen", "localhost", NULL}, "--listen"},
+      {{"--listen", "127.0.0.1:99999", NULL}, "--listen"},
+      {{"--retention-days", "abc", NULL}, "--retention-days"},
+      {{"--max-body-bytes", "-5", NULL}, "--max-body-bytes"},
+      {{"--db", NULL}, "needs a value"},
+      {{"--listen", "0.0.0.0:4318", NULL}, "--api-keys-file is required"},
+      {{"--api-keys-file", "/nonexistent/keys", NULL}, "--api-keys-file"},
+      {{"stray", NULL}, "unexpected argument"},
+  };
+  char out[4096];
+  for (size_t i = 0; i < ARRAY_LEN(bad); i++) {
+    CHECKF(run_collector(bad[i].args, out, sizeof out) == 2, "case %zu: %s", i, out);
+    CHECKF(strstr(out, bad[i].message) != NULL, "case %zu: %s", i, out);
+  }
+}
+
+static void case_help(void) {
+  char out[8192];
+  CHECK_EQ_INT(run_collector((const char *[]){"--help", NULL}, out, sizeof out), 0);
+  CHECK(strstr(out, "--listen ADDR:PORT") != NULL);
+  CHECK(strstr(out, "--api-keys-file") != NULL);
+  CHECK(strstr(out, "--max-decompressed-bytes") != NULL);
+}
+
+int main(int argc, char **argv) {
+  static const test_case_t cases[] = {
+      TEST_CASE(sdk_batch_stored),
+      TEST_CASE(no_auth),
+      TEST_CASE(wrong_key),
+      TEST_CASE(oversized_body),
+      TEST_CASE(zstd_bomb),
+      TEST_CASE(garbage_protobuf),
+      TEST_CASE(wrong_content_type),
+      TEST_CASE(repeated_batch_id),
+      TEST_CASE(rate_limit),
+      TEST_CASE(slow_client),
+      TEST_CASE(retention),
+      TEST_CASE(bad_flags),
+      TEST_CASE(help),
+  };
+  if (argc != 2) {
+    fprintf(stderr, "usage: %s <case>\n", argv[0]);
+    return 2;
+  }
+  signal(SIGPIPE, SIG_IGN);
+  atexit(kill_running);
+  curl_global_init(CURL_GLOBAL_DEFAULT);
+  if (!test_run_case(cases, ARRAY_LEN(cases), argv[1])) {
+    fprintf(stderr, "unknown case %s\n", argv[1]);
+    return 2;
+  }
+  curl_global_cleanup();
+  return 0;
+}
