@@ -488,7 +488,7 @@ static int scan_dir(perf__spool_t *sp, const char *dir, rec_list_t *found, uint6
       uint8_t tmp_id[16];
       char stem[NAME_BYTES];
       size_t stem_len = strlen(name) - 4;
-      if (stem_len < sizeof stem) {
+      if (stem_len + sizeof ".batch" <= sizeof stem) {
         memcpy(stem, name, stem_len);
         memcpy(stem + stem_len, ".batch", 7);
         if (parse_batch_name(stem, &seq, tmp_id) && seq > *max_seq) *max_seq = seq;
