@@ -3,7 +3,9 @@
  * is perf__signature_hash (signature.h) of its symbolized frame list,
  * innermost first: the function name, or module basename + address when the
  * frame is unnamed. Symbolization by build-id on the collector is not done
- * yet: frames unnamed on the device keep module + address.
+ * yet: frames unnamed on the device keep module + address. Groups (the
+ * top-stacks API): every stack is one, and a hang event's group is the root
+ * part shared by all its sampled stacks (perf__hang_signature).
  */
 #include "ingest.h"
 
@@ -74,16 +76,40 @@ static json_t *frame_json(const Perf__V1__Batch *bt, uint32_t index, char label[
                    "offset", (json_int_t)f->function_offset);
 }
 
-static int build_stack(const Perf__V1__Batch *bt, const Perf__V1__Stack *s, store_stack_t *out) {
+/* A JSON array of frame names (the groups' frames). */
+static char *names_json(const char *const *names, size_t n) {
+  json_t *a = json_array();
+  for (size_t i = 0; a && i < n; i++)
+    if (json_array_append_new(a, json_string(names[i])) != 0) {
+      json_decref(a);
+      return NULL;
+    }
+  char *text = a ? json_dumps(a, JSON_COMPACT) : NULL;
+  json_decref(a);
+  return text;
+}
+
+/* The stack's row, its frame labels (*labels: depth strdup'ed names) and
+   its group (the same signature, the names as JSON). */
+static int build_stack(const Perf__V1__Batch *bt, const Perf__V1__Stack *s, store_stack_t *out,
+                       perf__named_stack_t *named, store_group_t *group) {
   json_t *frames = json_array();
   uint64_t h = PERF__SIGNATURE_START;
   char label[LABEL_MAX];
+  char **labels = s->n_frames ? calloc(s->n_frames, sizeof *labels) : NULL;
+  named->frames = (const char *const *)labels;
+  named->depth = 0;
+  if (s->n_frames && !labels) {
+    json_decref(frames);
+    return -1;
+  }
   for (size_t i = 0; frames && i < s->n_frames; i++) {
     json_t *f = frame_json(bt, s->frames[i], label);
-    if (!f || json_array_append_new(frames, f) != 0) {
+    if (!f || json_array_append_new(frames, f) != 0 || !(labels[i] = strdup(label))) {
       json_decref(frames);
       return -1;
     }
+    named->depth = i + 1;
     h = perf__signature_add(h, label);
   }
   char *text = frames ? json_dumps(frames, JSON_COMPACT) : NULL;
@@ -91,7 +117,8 @@ static int build_stack(const Perf__V1__Batch *bt, const Perf__V1__Stack *s, stor
   if (!text) return -1;
   out->frames_json = text;
   snprintf(out->signature, sizeof out->signature, "%016llx", (unsigned long long)h);
-  return 0;
+  memcpy(group->signature, out->signature, sizeof group->signature);
+  return (group->names_json = names_json(named->frames, named->depth)) ? 0 : -1;
 }
 
 /* ---- the store record --------------------------------------------------- */
@@ -101,17 +128,74 @@ typedef struct record_s {
   store_stack_t *stacks;
   store_event_t *events;
   store_stack_count_t **counts; /* per event */
+  perf__named_stack_t *named;    /* per stack: its frame labels */
+  store_group_t *groups;         /* one per stack, then one per hang event */
+  char (*group_sigs)[STORE_SIG_CHARS + 1]; /* per event */
+  size_t cap_stacks, cap_groups;
   uint64_t samples;
 } record_t;
 
 static void record_free(record_t *r) {
-  for (size_t i = 0; r->stacks && i < r->batch.n_stacks; i++)
+  for (size_t i = 0; r->named && i < r->cap_stacks; i++) {
+    for (size_t k = 0; k < r->named[i].depth; k++)
+      free((char *)r->named[i].frames[k]);
+    free((void *)r->named[i].frames);
+  }
+  for (size_t i = 0; r->groups && i < r->cap_groups; i++)
+    free((char *)r->groups[i].names_json);
+  free(r->named);
+  free(r->groups);
+  free(r->group_sigs);
+  for (size_t i = 0; r->stacks && i < r->cap_stacks; i++)
     free((char *)r->stacks[i].frames_json);
   for (size_t i = 0; r->counts && i < r->batch.n_events; i++)
     free(r->counts[i]);
   free(r->stacks);
   free(r->events);
   free(r->counts);
+}
+
+/* A hang event's group: the root part all its sampled stacks share
+   (perf__hang_signature), hashed like a stack. No shared frame at all (the
+   samples' roots differ, e.g. a truncated unwind): the dominant stack, else
+   the first sampled one, is the group. */
+static int hang_group(record_t *r, const Perf__V1__Event *pe, size_t index) {
+  size_t n = 0, max_depth = 0;
+  perf__named_stack_t *stacks = calloc(pe->n_stack_counts, sizeof *stacks);
+  if (!stacks) return -1;
+  for (size_t i = 0; i < pe->n_stack_counts; i++) {
+    const Perf__V1__StackCount *c = pe->stack_counts[i];
+    if (c->samples == 0) continue;
+    stacks[n] = r->named[c->stack - 1];
+    if (stacks[n].depth > max_depth) max_depth = stacks[n].depth;
+    n++;
+  }
+  const char **shared = max_depth ? calloc(max_depth, sizeof *shared) : NULL;
+  size_t len = 0;
+  if (n && shared) perf__hang_signature(stacks, n, shared, max_depth, &len);
+  int rc = 0;
+  if (len) {
+    store_group_t *g = &r->groups[r->batch.n_groups];
+    snprintf(g->signature, sizeof g->signature, "%016llx",
+             (unsigned long long)perf__signature_hash(shared, len));
+    if (!(g->names_json = names_json(shared, len)))
+      rc = -1;
+    else {
+      r->batch.n_groups++;
+      memcpy(r->group_sigs[index], g->signature, sizeof g->signature);
+      r->events[index].group_sig = r->group_sigs[index];
+    }
+  } else if (max_depth && !shared) {
+    rc = -1;
+  } else if (pe->dominant_stack || n) {
+    uint32_t stack = pe->dominant_stack;
+    for (size_t i = 0; !stack && i < pe->n_stack_counts; i++)
+      if (pe->stack_counts[i]->samples) stack = pe->stack_counts[i]->stack;
+    r->events[index].group_sig = r->stacks[stack - 1].signature;
+  }
+  free(shared);
+  free(stacks);
+  return rc;
 }
 
 static int build_event(record_t *r, const Perf__V1__Event *pe, size_t index) {
@@ -134,6 +218,9 @@ static int build_event(record_t *r, const Perf__V1__Event *pe, size_t index) {
   }
   e->counts = r->counts[index];
   e->n_counts = pe->n_stack_counts;
+  if (pe->kind == PERF__V1__EVENT_KIND__EVENT_KIND_HANG ||
+      pe->kind == PERF__V1__EVENT_KIND__EVENT_KIND_FATAL_HANG)
+    return pe->n_stack_counts ? hang_group(r, pe, index) : 0;
   return 0;
 }
 
@@ -148,15 +235,24 @@ static int build_record(const Perf__V1__Batch *bt, record_t *r) {
   r->batch.host = res->host;
   r->batch.pid = res->pid;
   size_t ns = bt->n_stacks, ne = bt->n_events;
-  if ((ns && !(r->stacks = calloc(ns, sizeof *r->stacks))) ||
+  if ((ns && (!(r->stacks = calloc(ns, sizeof *r->stacks)) ||
+              !(r->named = calloc(ns, sizeof *r->named)))) ||
       (ne && (!(r->events = calloc(ne, sizeof *r->events)) ||
-              !(r->counts = calloc(ne, sizeof *r->counts)))))
+              !(r->counts = calloc(ne, sizeof *r->counts)) ||
+              !(r->group_sigs = calloc(ne, sizeof *r->group_sigs)))) ||
+      (ns + ne && !(r->groups = calloc(ns + ne, sizeof *r->groups))))
     return -1;
+  r->cap_stacks = ns;
+  r->cap_groups = ns + ne;
   r->batch.stacks = r->stacks;
   r->batch.events = r->events;
-  for (; r->batch.n_stacks < ns; r->batch.n_stacks++)
-    if (build_stack(bt, bt->stacks[r->batch.n_stacks], &r->stacks[r->batch.n_stacks]) != 0)
+  r->batch.groups = r->groups;
+  for (; r->batch.n_stacks < ns; r->batch.n_stacks++) {
+    size_t i = r->batch.n_stacks;
+    if (build_stack(bt, bt->stacks[i], &r->stacks[i], &r->named[i], &r->groups[i]) != 0)
       return -1;
+    r->batch.n_groups++;
+  }
   for (; r->batch.n_events < ne; r->batch.n_events++)
     if (build_event(r, bt->events[r->batch.n_events], r->batch.n_events) != 0) return -1;
   return 0;

@@ -24,6 +24,7 @@
 
 #include "ingest.h"
 #include "metrics.h"
+#include "query.h"
 #include "ratelimit.h"
 
 #define CONNECTION_MEMORY_LIMIT (64u * 1024)
@@ -220,6 +221,26 @@ static enum MHD_Result finish_batch(server_t *s, struct MHD_Connection *conn, re
   return respond_text(conn, 200, res.message);
 }
 
+/* ---- the JSON API (read-only) --------------------------------------------- */
+
+static const char *query_arg(void *ctx, const char *name) {
+  return MHD_lookup_connection_value(ctx, MHD_GET_ARGUMENT_KIND, name);
+}
+
+/* GET /api/v1/top-stacks: the same API keys as ingest (any, or none, in
+   open mode); no rate limit. */
+static enum MHD_Result serve_top_stacks(server_t *s, struct MHD_Connection *conn) {
+  static const char JSON_TYPE[] = "application/json";
+  if (!authorized(s, bearer_token(conn)))
+    return respond(conn, 401, "{\"error\":\"missing or unknown API key\"}\n", JSON_TYPE, NULL);
+  char *body = NULL;
+  unsigned status = query_top_stacks(s->ingest.ops, s->ingest.store, query_arg, conn, &body);
+  if (!body) return respond(conn, 503, "{\"error\":\"out of memory\"}\n", JSON_TYPE, NULL);
+  enum MHD_Result rc = respond(conn, status, body, JSON_TYPE, NULL);
+  free(body);
+  return rc;
+}
+
 /* ---- MHD callbacks -------------------------------------------------------- */
 
 /* First call of a request: route it and check what the headers allow. */
@@ -234,6 +255,8 @@ static enum MHD_Result on_headers(server_t *s, struct MHD_Connection *conn, cons
   rq->responded = true;
   if (strcmp(url, "/healthz") == 0 && get) return respond_text(conn, 200, "ok");
   if (strcmp(url, "/metrics") == 0 && get) return serve_metrics(s, conn);
+  if (strcmp(url, "/api/v1/top-stacks") == 0)
+    return get ? serve_top_stacks(s, conn) : respond_text(conn, 405, "use GET");
   return respond_text(conn, 404, "not found");
 }
 

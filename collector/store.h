@@ -37,6 +37,14 @@ typedef struct store_stack_count_s {
   uint32_t samples;
 } store_stack_count_t;
 
+/* A grouping key: a signature and its frames as a JSON array of names
+   ("fn" or "module+0xaddr"), innermost first. Every stack of a batch is
+   one (the CPU grouping), and so is every hang event's shared root part. */
+typedef struct store_group_s {
+  char signature[STORE_SIG_CHARS + 1];
+  const char *names_json;
+} store_group_t;
+
 typedef struct store_event_s {
   const char *kind; /* "hang", "fatal_hang", "cpu", "manual", "unspecified" */
   int64_t start_ns;
@@ -45,6 +53,8 @@ typedef struct store_event_s {
   int32_t cpu_percent;
   const char *reason;
   const char *dominant_stack_sig; /* NULL: none */
+  const char *group_sig;          /* hang / fatal_hang: the hang signature (a groups row);
+                                     NULL for other kinds or no samples */
   const store_stack_count_t *counts;
   size_t n_counts;
 } store_event_t;
@@ -58,7 +68,29 @@ typedef struct store_batch_s {
   size_t n_stacks;
   const store_event_t *events;
   size_t n_events;
+  const store_group_t *groups; /* duplicates allowed */
+  size_t n_groups;
 } store_batch_t;
+
+/* The rows the top-stacks aggregation (query.c) reads. kind "hang" takes
+   events of kind hang and fatal_hang, one row per event (its group_sig);
+   "cpu" one row per stack_count of a cpu event (its stack signature).
+   Filters: NULL (app, version, environment) matches any; event start_ns
+   within [from_ns, to_ns]. Rows come ordered by group, then event id. */
+typedef struct store_top_query_s {
+  const char *kind;
+  const char *app, *version, *environment;
+  int64_t from_ns, to_ns;
+} store_top_query_t;
+
+typedef struct store_top_row_s {
+  const char *group_sig, *names_json, *version; /* version may be NULL */
+  int64_t event_id, start_ns, duration_ns;
+  uint64_t samples;
+} store_top_row_t;
+
+/* Return non-zero to stop (the scan then fails with STORE_ERROR). */
+typedef int (*store_row_fn)(const store_top_row_t *row, void *user);
 
 typedef struct store_stats_s {
   uint64_t batches, events, stacks, stack_counts;
@@ -79,6 +111,8 @@ typedef struct store_ops_s {
      and stacks last seen before it; *deleted_batches may be NULL. */
   int (*delete_older_than)(store_t *st, int64_t cutoff_ns, uint64_t *deleted_batches);
   int (*stats)(store_t *st, store_stats_t *out);
+  /* Stream the top-stacks rows of q to fn (read-only). */
+  int (*top_rows)(store_t *st, const store_top_query_t *q, store_row_fn fn, void *user);
 } store_ops_t;
 
 /* The embedded default backend (store_sqlite.c). */

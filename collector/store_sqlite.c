@@ -6,7 +6,9 @@
  *
  * Schema: batches (id unique), events of a batch, stacks keyed by the
  * signature of their symbolized frames (first and last seen), and
- * stack_counts (samples of a stack on a thread within an event).
+ * stack_counts (samples of a stack on a thread within an event), groups
+ * (the top-stacks API's keys: every stack, and every hang's shared root,
+ * referenced by events.group_sig).
  */
 #include <pthread.h>
 #include <sqlite3.h>
@@ -34,7 +36,19 @@ static const char SCHEMA[] =
     "CREATE TABLE IF NOT EXISTS stack_counts(event_id INTEGER NOT NULL, stack_sig TEXT NOT NULL,"
     " tid INTEGER, samples INTEGER NOT NULL);"
     "CREATE INDEX IF NOT EXISTS stack_counts_event ON stack_counts(event_id);"
-    "CREATE INDEX IF NOT EXISTS stack_counts_sig ON stack_counts(stack_sig);";
+    "CREATE INDEX IF NOT EXISTS stack_counts_sig ON stack_counts(stack_sig);"
+    "CREATE TABLE IF NOT EXISTS groups(signature TEXT PRIMARY KEY, frames TEXT NOT NULL,"
+    " first_seen INTEGER NOT NULL, last_seen INTEGER NOT NULL);";
+
+/* Databases made before the groups: events.group_sig is added when missing
+   (the error of an existing column is ignored), then its index. */
+static const char ADD_GROUP_SIG[] = "ALTER TABLE events ADD COLUMN group_sig TEXT";
+static const char GROUP_SIG_INDEX[] =
+    "CREATE INDEX IF NOT EXISTS events_group ON events(group_sig)";
+
+#define TOP_FILTERS                                                                              \
+  " AND (?1 IS NULL OR b.app = ?1) AND (?2 IS NULL OR b.version = ?2)"                          \
+  " AND (?3 IS NULL OR b.environment = ?3) AND e.start_ns >= ?4 AND e.start_ns <= ?5"
 
 enum stmt_id {
   ST_BEGIN,
@@ -49,6 +63,10 @@ enum stmt_id {
   ST_DELETE_BATCHES,
   ST_DELETE_STACKS,
   ST_COUNT_ROWS,
+  ST_UPSERT_GROUP,
+  ST_DELETE_GROUPS,
+  ST_TOP_HANG,
+  ST_TOP_CPU,
   ST_COUNT
 };
 
@@ -62,8 +80,8 @@ static const char *const STMT_SQL[ST_COUNT] = {
                         " VALUES(?1, ?2, ?3, ?3) ON CONFLICT(signature) DO UPDATE SET"
                         " last_seen = max(last_seen, excluded.last_seen)",
     [ST_INSERT_EVENT] = "INSERT INTO events(batch_id, kind, start_ns, duration_ns, tid,"
-                        " cpu_percent, reason, dominant_stack_sig)"
-                        " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                        " cpu_percent, reason, dominant_stack_sig, group_sig)"
+                        " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
     [ST_INSERT_COUNT] =
         "INSERT INTO stack_counts(event_id, stack_sig, tid, samples) VALUES(?1, ?2, ?3, ?4)",
     [ST_DELETE_COUNTS] = "DELETE FROM stack_counts WHERE event_id IN (SELECT e.id FROM events e"
@@ -74,6 +92,21 @@ static const char *const STMT_SQL[ST_COUNT] = {
     [ST_DELETE_STACKS] = "DELETE FROM stacks WHERE last_seen < ?1",
     [ST_COUNT_ROWS] = "SELECT (SELECT count(*) FROM batches), (SELECT count(*) FROM events),"
                       " (SELECT count(*) FROM stacks), (SELECT count(*) FROM stack_counts)",
+    [ST_UPSERT_GROUP] = "INSERT INTO groups(signature, frames, first_seen, last_seen)"
+                        " VALUES(?1, ?2, ?3, ?3) ON CONFLICT(signature) DO UPDATE SET"
+                        " last_seen = max(last_seen, excluded.last_seen)",
+    [ST_DELETE_GROUPS] = "DELETE FROM groups WHERE last_seen < ?1",
+    [ST_TOP_HANG] = "SELECT e.group_sig, g.frames, b.version, e.id, e.start_ns, e.duration_ns,"
+                    " (SELECT coalesce(sum(c.samples), 0) FROM stack_counts c"
+                    " WHERE c.event_id = e.id)"
+                    " FROM events e JOIN batches b ON b.id = e.batch_id"
+                    " JOIN groups g ON g.signature = e.group_sig"
+                    " WHERE e.kind IN ('hang', 'fatal_hang')" TOP_FILTERS
+                    " ORDER BY e.group_sig, e.id",
+    [ST_TOP_CPU] = "SELECT c.stack_sig, g.frames, b.version, e.id, e.start_ns, e.duration_ns,"
+                   " c.samples FROM stack_counts c JOIN events e ON e.id = c.event_id"
+                   " JOIN batches b ON b.id = e.batch_id JOIN groups g ON g.signature = c.stack_sig"
+                   " WHERE e.kind = 'cpu'" TOP_FILTERS " ORDER BY c.stack_sig, e.id",
 };
 
 struct store_s {
@@ -139,6 +172,12 @@ static int sqlite_open(const char *path, store_t **out) {
     sqlite_close(st);
     return STORE_ERROR;
   }
+  sqlite3_exec(st->db, ADD_GROUP_SIG, NULL, NULL, NULL); /* fails when present: fine */
+  if (sqlite3_exec(st->db, GROUP_SIG_INDEX, NULL, NULL, NULL) != SQLITE_OK) {
+    report(st, "schema");
+    sqlite_close(st);
+    return STORE_ERROR;
+  }
   if (prepare_all(st) != STORE_OK) {
     sqlite_close(st);
     return STORE_ERROR;
@@ -166,6 +205,18 @@ static int upsert_stacks(store_t *st, const store_batch_t *b) {
     sqlite3_bind_text(s, 2, b->stacks[i].frames_json, -1, SQLITE_STATIC);
     sqlite3_bind_int64(s, 3, b->received_ns);
     int rc = step_done(st, ST_UPSERT_STACK);
+    if (rc != SQLITE_OK) return rc;
+  }
+  return SQLITE_OK;
+}
+
+static int upsert_groups(store_t *st, const store_batch_t *b) {
+  sqlite3_stmt *s = st->stmt[ST_UPSERT_GROUP];
+  for (size_t i = 0; i < b->n_groups; i++) {
+    sqlite3_bind_text(s, 1, b->groups[i].signature, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, b->groups[i].names_json, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 3, b->received_ns);
+    int rc = step_done(st, ST_UPSERT_GROUP);
     if (rc != SQLITE_OK) return rc;
   }
   return SQLITE_OK;
@@ -199,6 +250,10 @@ static int insert_events(store_t *st, const store_batch_t *b) {
       sqlite3_bind_text(s, 8, e->dominant_stack_sig, -1, SQLITE_STATIC);
     else
       sqlite3_bind_null(s, 8);
+    if (e->group_sig)
+      sqlite3_bind_text(s, 9, e->group_sig, -1, SQLITE_STATIC);
+    else
+      sqlite3_bind_null(s, 9);
     int rc = step_done(st, ST_INSERT_EVENT);
     if (rc == SQLITE_OK) rc = insert_counts(st, sqlite3_last_insert_rowid(st->db), e);
     if (rc != SQLITE_OK) return rc;
@@ -217,6 +272,7 @@ static int put_batch_locked(store_t *st, const store_batch_t *b) {
     return STORE_DUPLICATE;
   }
   if (rc == SQLITE_OK) rc = upsert_stacks(st, b);
+  if (rc == SQLITE_OK) rc = upsert_groups(st, b);
   if (rc == SQLITE_OK) rc = insert_events(st, b);
   if (rc == SQLITE_OK) rc = step_done(st, ST_COMMIT);
   if (rc == SQLITE_OK) return STORE_OK;
@@ -234,7 +290,7 @@ static int sqlite_put_batch(store_t *st, const store_batch_t *b) {
 
 static int delete_locked(store_t *st, int64_t cutoff_ns, uint64_t *deleted) {
   static const enum stmt_id order[] = {ST_DELETE_COUNTS, ST_DELETE_EVENTS, ST_DELETE_BATCHES,
-                                       ST_DELETE_STACKS};
+                                       ST_DELETE_STACKS, ST_DELETE_GROUPS};
   if (step_done(st, ST_BEGIN) != SQLITE_OK) return STORE_ERROR;
   for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
     sqlite3_bind_int64(st->stmt[order[i]], 1, cutoff_ns);
@@ -280,6 +336,38 @@ static int sqlite_stats(store_t *st, store_stats_t *out) {
   return rc == SQLITE_ROW ? STORE_OK : STORE_ERROR;
 }
 
+static const char *column_text(sqlite3_stmt *s, int i) {
+  return (const char *)sqlite3_column_text(s, i);
+}
+
+static int sqlite_top_rows(store_t *st, const store_top_query_t *q, store_row_fn fn, void *user) {
+  enum stmt_id id = strcmp(q->kind, "cpu") == 0 ? ST_TOP_CPU : ST_TOP_HANG;
+  pthread_mutex_lock(&st->lock);
+  sqlite3_stmt *s = st->stmt[id];
+  const char *filters[3] = {q->app, q->version, q->environment};
+  for (int i = 0; i < 3; i++)
+    if (filters[i])
+      sqlite3_bind_text(s, i + 1, filters[i], -1, SQLITE_STATIC);
+    else
+      sqlite3_bind_null(s, i + 1);
+  sqlite3_bind_int64(s, 4, q->from_ns);
+  sqlite3_bind_int64(s, 5, q->to_ns);
+  int rc, stopped = 0;
+  while (!stopped && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+    store_top_row_t row = {column_text(s, 0),          column_text(s, 1),
+                           column_text(s, 2),          sqlite3_column_int64(s, 3),
+                           sqlite3_column_int64(s, 4), sqlite3_column_int64(s, 5),
+                           (uint64_t)sqlite3_column_int64(s, 6)};
+    if (!row.group_sig || !row.names_json) continue;
+    stopped = fn(&row, user);
+  }
+  if (!stopped && rc != SQLITE_DONE) report(st, "top rows");
+  sqlite3_reset(s);
+  sqlite3_clear_bindings(s);
+  pthread_mutex_unlock(&st->lock);
+  return !stopped && rc == SQLITE_DONE ? STORE_OK : STORE_ERROR;
+}
+
 const store_ops_t store_sqlite_ops = {
     .name = "sqlite",
     .open = sqlite_open,
@@ -287,4 +375,5 @@ const store_ops_t store_sqlite_ops = {
     .put_batch = sqlite_put_batch,
     .delete_older_than = sqlite_delete_older_than,
     .stats = sqlite_stats,
+    .top_rows = sqlite_top_rows,
 };
