@@ -181,8 +181,15 @@ static void start_hang(perf__hang_monitor_t *m, uint64_t epoch, int64_t busy_sin
   sample_hang(m, now);
 }
 
+/* Still the same unit of work, not paused: the sample belongs to the hang. */
+static bool hang_still_running(void *arg) {
+  perf__hang_monitor_t *m = arg;
+  uint64_t word = atomic_load_explicit(&m->loop->word, memory_order_acquire);
+  return (word & BUSY_BIT) && word >> 1 == m->hang_epoch && !atomic_load(&m->loop->paused);
+}
+
 static void sample_hang(perf__hang_monitor_t *m, int64_t now) {
-  perf__capture_sample(m->hang, m->hang->tid, m->stats);
+  perf__capture_sample_checked(m->hang, m->hang->tid, m->stats, hang_still_running, m);
   m->hang->duration_ns = perf__now_ns() - m->hang->start_mono_ns;
   m->next_sample_ns = now + (int64_t)m->cfg->hang_sample_interval_ms * 1000000;
   /* The marker (for a process that dies hung) is written by the writer. */

@@ -247,6 +247,10 @@ static CHAIN void leaf_mix(void) {
    hang's samples end in different leaf calls (P(all 30 in one) ~ 1e-9) and
    only stuck_in_here and its callers are shared. */
 static CHAIN void stuck_in_here(double ms) {
+  /* Busy from inside too: on a loaded machine the thread can be preempted
+     for longer than the threshold anywhere, and a sample taken in the
+     caller would be shared by no other. */
+  CHECK_EQ_INT(perf_sdk_loop_busy(), PERF_OK);
   double start = now_ms();
   for (unsigned i = 0; now_ms() < start + ms; i++) {
     if (i & 1)
@@ -254,8 +258,7 @@ static CHAIN void stuck_in_here(double ms) {
     else
       leaf_mix();
   }
-  /* Idle from inside: a sample taken on the way out (after this returned,
-     before the caller marked idle) would share only the callers' frames. */
+  /* Idle from inside, for the same reason on the way out. */
   CHECK_EQ_INT(perf_sdk_loop_idle(), PERF_OK);
 }
 
@@ -298,8 +301,7 @@ static void feed(const collector_t *c, double *hang_ms) {
   *hang_ms = 0;
   for (int i = 0; i < 2; i++) {
     double t0 = now_ms();
-    CHECK_EQ_INT(perf_sdk_loop_busy(), PERF_OK);
-    handle_request(400); /* marks idle before it returns */
+    handle_request(400); /* marks busy and idle inside stuck_in_here */
     *hang_ms += now_ms() - t0;
     usleep(200000);
   }
