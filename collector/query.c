@@ -162,34 +162,53 @@ static const char *filter(query_arg_fn arg, void *ctx, const char *name) {
 /* Milliseconds to nanoseconds fit int64 up to about year 2262. */
 #define MAX_MS (INT64_MAX / 1000000)
 
-unsigned query_top_stacks(const store_ops_t *ops, store_t *store, query_arg_fn arg, void *ctx,
-                          char **body) {
-  *body = NULL;
-  store_top_query_t q = {NULL, NULL, NULL, NULL, 0, INT64_MAX};
+/* kind (required: hang|cpu; optional: also absent or empty), app, version,
+   environment, from, to into q; 0, or 400 with *body the error. */
+static unsigned parse_filters(query_arg_fn arg, void *ctx, bool kind_required, store_top_query_t *q,
+                              char **body) {
+  *q = (store_top_query_t){NULL, NULL, NULL, NULL, 0, INT64_MAX};
   const char *kind = arg(ctx, "kind");
-  if (!kind || (strcmp(kind, "hang") != 0 && strcmp(kind, "cpu") != 0))
+  if (!kind_required && kind && !*kind) kind = NULL;
+  if ((kind_required || kind) && (!kind || (strcmp(kind, "hang") != 0 && strcmp(kind, "cpu") != 0)))
     return *body = error_body("parameter %s: must be hang or cpu", "kind"), 400;
-  q.kind = kind;
-  q.app = filter(arg, ctx, "app");
-  q.version = filter(arg, ctx, "version");
-  q.environment = filter(arg, ctx, "environment");
+  q->kind = kind;
+  q->app = filter(arg, ctx, "app");
+  q->version = filter(arg, ctx, "version");
+  q->environment = filter(arg, ctx, "environment");
   long long v;
-  const char *from = arg(ctx, "from"), *to = arg(ctx, "to"), *limit_text = arg(ctx, "limit");
+  const char *from = arg(ctx, "from"), *to = arg(ctx, "to");
   if (from) {
     if (!parse_uint(from, MAX_MS, &v))
       return *body = error_body("parameter %s: must be unix milliseconds", "from"), 400;
-    q.from_ns = (int64_t)v * 1000000;
+    q->from_ns = (int64_t)v * 1000000;
   }
   if (to) {
     if (!parse_uint(to, MAX_MS, &v))
       return *body = error_body("parameter %s: must be unix milliseconds", "to"), 400;
-    q.to_ns = (int64_t)v * 1000000 + 999999; /* the whole millisecond */
+    q->to_ns = (int64_t)v * 1000000 + 999999; /* the whole millisecond */
   }
-  if (q.from_ns > q.to_ns)
+  if (q->from_ns > q->to_ns)
     return *body = error_body("parameter %s: must not be before from", "to"), 400;
-  long long limit = QUERY_LIMIT_DEFAULT;
-  if (limit_text && (!parse_uint(limit_text, QUERY_LIMIT_MAX, &limit) || limit < 1))
+  return 0;
+}
+
+static unsigned parse_limit(query_arg_fn arg, void *ctx, long long *limit, char **body) {
+  const char *limit_text = arg(ctx, "limit");
+  *limit = QUERY_LIMIT_DEFAULT;
+  if (limit_text && (!parse_uint(limit_text, QUERY_LIMIT_MAX, limit) || *limit < 1))
     return *body = error_body("parameter %s: must be 1..1000", "limit"), 400;
+  return 0;
+}
+
+unsigned query_top_stacks(const store_ops_t *ops, store_t *store, query_arg_fn arg, void *ctx,
+                          char **body) {
+  *body = NULL;
+  store_top_query_t q;
+  unsigned bad = parse_filters(arg, ctx, true, &q, body);
+  if (bad) return bad;
+  const char *kind = q.kind;
+  long long limit;
+  if ((bad = parse_limit(arg, ctx, &limit, body))) return bad;
 
   agg_t a = {0};
   int rc = ops->top_rows(store, &q, on_row, &a);
@@ -216,5 +235,362 @@ unsigned query_top_stacks(const store_ops_t *ops, store_t *store, query_arg_fn a
     json_decref(stacks);
   }
   if (status == 503) *body = error_body("%s", "the store failed or ran out of memory");
+  return status;
+}
+
+/* ---- stack counts: folded export and flame graph ----------------------------- */
+
+/* A frame object as stored ({"function","module","address",...}) to its
+   name: the function, else "module-basename+0xaddr" (as in the groups). */
+static json_t *frame_name(const json_t *frame) {
+  const char *fn = json_string_value(json_object_get(frame, "function"));
+  if (fn && *fn) return json_string(fn);
+  const char *module = json_string_value(json_object_get(frame, "module"));
+  const char *address = json_string_value(json_object_get(frame, "address"));
+  if (!module) module = "??";
+  const char *slash = strrchr(module, '/');
+  char text[512];
+  snprintf(text, sizeof text, "%s+%s", slash ? slash + 1 : module, address ? address : "0x0");
+  return json_string(text);
+}
+
+/* The names of a stored frames array, innermost first; NULL on failure. */
+static json_t *frame_names(const char *frames_json) {
+  json_t *frames = json_loads(frames_json, 0, NULL), *names = json_array();
+  bool ok = frames && json_is_array(frames) && names;
+  size_t i;
+  json_t *f;
+  if (ok) json_array_foreach(frames, i, f) if (json_array_append_new(names, frame_name(f)) != 0) {
+      ok = false;
+      break;
+    }
+  json_decref(frames);
+  if (!ok) json_decref(names), names = NULL;
+  return names;
+}
+
+typedef struct stack_entry_s {
+  json_t *names; /* innermost first */
+  uint64_t samples;
+} stack_entry_t;
+
+typedef struct stack_set_s {
+  stack_entry_t *v;
+  size_t n, cap;
+  bool failed;
+} stack_set_t;
+
+static int on_stack_row(const store_stack_row_t *row, void *user) {
+  stack_set_t *set = user;
+  if (row->samples == 0) return 0;
+  json_t *names = frame_names(row->frames_json);
+  if (!names) return set->failed = true, 1;
+  if (json_array_size(names) == 0) {
+    json_decref(names);
+    return 0;
+  }
+  if (set->n == set->cap) {
+    size_t cap = set->cap ? 2 * set->cap : 64;
+    stack_entry_t *grown = realloc(set->v, cap * sizeof *grown);
+    if (!grown) return json_decref(names), set->failed = true, 1;
+    set->v = grown;
+    set->cap = cap;
+  }
+  set->v[set->n++] = (stack_entry_t){names, row->samples};
+  return 0;
+}
+
+static void stack_set_free(stack_set_t *set) {
+  for (size_t i = 0; i < set->n; i++)
+    json_decref(set->v[i].names);
+  free(set->v);
+}
+
+/* Parameters, then the stacks of q; 0 when set is filled, else the status
+   with *body. */
+static unsigned collect_stacks(const store_ops_t *ops, store_t *store, query_arg_fn arg, void *ctx,
+                               stack_set_t *set, char **body) {
+  *body = NULL;
+  memset(set, 0, sizeof *set);
+  store_top_query_t q;
+  unsigned bad = parse_filters(arg, ctx, true, &q, body);
+  if (bad) return bad;
+  if (ops->stack_rows(store, &q, on_stack_row, set) != STORE_OK || set->failed) {
+    stack_set_free(set);
+    return *body = error_body("%s", "the store failed or ran out of memory"), 503;
+  }
+  return 0;
+}
+
+typedef struct text_s {
+  char *p;
+  size_t len, cap;
+  bool failed;
+} text_t;
+
+static void text_add(text_t *t, const char *s, size_t n) {
+  if (t->failed) return;
+  if (t->len + n + 1 > t->cap) {
+    size_t cap = t->cap ? t->cap : 4096;
+    while (cap < t->len + n + 1)
+      cap *= 2;
+    char *grown = realloc(t->p, cap);
+    if (!grown) {
+      t->failed = true;
+      return;
+    }
+    t->p = grown;
+    t->cap = cap;
+  }
+  memcpy(t->p + t->len, s, n);
+  t->len += n;
+  t->p[t->len] = '\0';
+}
+
+/* A frame name in a folded line: ';' separates frames and a line ends at
+   a newline, so both become '_'. */
+static void text_add_name(text_t *t, const char *name) {
+  size_t start = t->len;
+  text_add(t, name, strlen(name));
+  if (t->failed) return;
+  for (size_t i = start; i < t->len; i++)
+    if (t->p[i] == ';' || t->p[i] == '\n' || t->p[i] == '\r') t->p[i] = '_';
+}
+
+static int cmp_str(const void *x, const void *y) {
+  return strcmp(*(char *const *)x, *(char *const *)y);
+}
+
+unsigned query_export_folded(const store_ops_t *ops, store_t *store, query_arg_fn arg, void *ctx,
+                             char **body) {
+  stack_set_t set;
+  unsigned status = collect_stacks(ops, store, arg, ctx, &set, body);
+  if (status) return status;
+  char **lines = set.n ? calloc(set.n, sizeof *lines) : NULL;
+  bool failed = set.n && !lines;
+  for (size_t i = 0; !failed && i < set.n; i++) {
+    text_t line = {0};
+    size_t depth = json_array_size(set.v[i].names);
+    for (size_t k = depth; k-- > 0;) {
+      text_add_name(&line, json_string_value(json_array_get(set.v[i].names, k)));
+      if (k) text_add(&line, ";", 1);
+    }
+    char count[32];
+    int n = snprintf(count, sizeof count, " %llu\n", (unsigned long long)set.v[i].samples);
+    text_add(&line, count, (size_t)n);
+    if (line.failed) free(line.p), failed = true;
+    lines[i] = line.failed ? NULL : line.p;
+  }
+  stack_set_free(&set);
+  text_t out = {0};
+  text_add(&out, "", 0); /* an empty export is "" */
+  if (!failed) {
+    if (set.n > 1) qsort(lines, set.n, sizeof *lines, cmp_str);
+    for (size_t i = 0; i < set.n; i++)
+      text_add(&out, lines[i], strlen(lines[i]));
+  }
+  for (size_t i = 0; lines && i < set.n; i++)
+    free(lines[i]);
+  free(lines);
+  if (failed || out.failed) {
+    free(out.p);
+    return *body = error_body("%s", "out of memory"), 503;
+  }
+  *body = out.p;
+  return 200;
+}
+
+typedef struct node_s {
+  char *name;
+  uint64_t value;
+  struct node_s *kids;
+  size_t n, cap;
+} node_t;
+
+static void node_free(node_t *node) {
+  for (size_t i = 0; i < node->n; i++)
+    node_free(&node->kids[i]);
+  free(node->kids);
+  free(node->name);
+}
+
+static node_t *node_child(node_t *node, const char *name) {
+  for (size_t i = 0; i < node->n; i++)
+    if (strcmp(node->kids[i].name, name) == 0) return &node->kids[i];
+  if (node->n == node->cap) {
+    size_t cap = node->cap ? 2 * node->cap : 4;
+    node_t *grown = realloc(node->kids, cap * sizeof *grown);
+    if (!grown) return NULL;
+    node->kids = grown;
+    node->cap = cap;
+  }
+  node_t *kid = &node->kids[node->n];
+  memset(kid, 0, sizeof *kid);
+  if (!(kid->name = strdup(name))) return NULL;
+  node->n++;
+  return kid;
+}
+
+static int cmp_node(const void *x, const void *y) {
+  const node_t *a = x, *b = y;
+  if (a->value != b->value) return a->value > b->value ? -1 : 1;
+  return strcmp(a->name, b->name);
+}
+
+static json_t *node_json(node_t *node) {
+  json_t *kids = json_array();
+  if (!kids) return NULL;
+  if (node->n > 1) qsort(node->kids, node->n, sizeof *node->kids, cmp_node);
+  for (size_t i = 0; i < node->n; i++)
+    if (json_array_append_new(kids, node_json(&node->kids[i])) != 0) {
+      json_decref(kids);
+      return NULL;
+    }
+  return json_pack("{s:s, s:I, s:o}", "name", node->name, "value", (json_int_t)node->value,
+                   "children", kids);
+}
+
+unsigned query_flame(const store_ops_t *ops, store_t *store, query_arg_fn arg, void *ctx,
+                     char **body) {
+  stack_set_t set;
+  unsigned status = collect_stacks(ops, store, arg, ctx, &set, body);
+  if (status) return status;
+  node_t root = {0};
+  bool failed = !(root.name = strdup("all"));
+  for (size_t i = 0; !failed && i < set.n; i++) {
+    node_t *node = &root;
+    node->value += set.v[i].samples;
+    for (size_t k = json_array_size(set.v[i].names); !failed && k-- > 0;) {
+      node = node_child(node, json_string_value(json_array_get(set.v[i].names, k)));
+      if (!node)
+        failed = true;
+      else
+        node->value += set.v[i].samples;
+    }
+  }
+  stack_set_free(&set);
+  json_t *tree = failed ? NULL : node_json(&root);
+  node_free(&root);
+  *body = tree ? json_dumps(tree, JSON_COMPACT) : NULL;
+  json_decref(tree);
+  if (!*body) return *body = error_body("%s", "out of memory"), 503;
+  return 200;
+}
+
+/* ---- events ------------------------------------------------------------------ */
+
+static json_t *event_json(const store_event_row_t *e) {
+  return json_pack("{s:I, s:s?, s:I, s:f, s:I, s:i, s:s?, s:s?, s:s?, s:s?, s:s?}", "id",
+                   (json_int_t)e->id, "kind", e->kind, "start_ms",
+                   (json_int_t)(e->start_ns / 1000000), "duration_ms", ms(e->duration_ns), "tid",
+                   (json_int_t)e->tid, "cpu_percent", (int)e->cpu_percent, "reason", e->reason,
+                   "app", e->app, "version", e->version, "environment", e->environment, "group",
+                   e->group_sig);
+}
+
+static int on_event_row(const store_event_row_t *row, void *user) {
+  json_t *events = user;
+  return json_array_append_new(events, event_json(row)) != 0;
+}
+
+unsigned query_events(const store_ops_t *ops, store_t *store, query_arg_fn arg, void *ctx,
+                      char **body) {
+  *body = NULL;
+  store_top_query_t q;
+  long long limit;
+  unsigned bad = parse_filters(arg, ctx, false, &q, body);
+  if (!bad) bad = parse_limit(arg, ctx, &limit, body);
+  if (bad) return bad;
+  json_t *events = json_array();
+  if (!events || ops->event_rows(store, &q, limit, on_event_row, events) != STORE_OK) {
+    json_decref(events);
+    return *body = error_body("%s", "the store failed or ran out of memory"), 503;
+  }
+  json_t *o = json_pack("{s:o}", "events", events);
+  *body = o ? json_dumps(o, JSON_COMPACT) : NULL;
+  json_decref(o);
+  if (!*body) return *body = error_body("%s", "out of memory"), 503;
+  return 200;
+}
+
+typedef struct detail_s {
+  json_t *event, *threads, *stacks;
+} detail_t;
+
+static int on_detail_event(const store_event_row_t *row, void *user) {
+  detail_t *d = user;
+  return !(d->event = event_json(row));
+}
+
+static int on_detail_count(const store_count_row_t *row, void *user) {
+  detail_t *d = user;
+  json_t *frames = row->frames_json ? json_loads(row->frames_json, 0, NULL) : json_array();
+  json_t *names = row->frames_json ? frame_names(row->frames_json) : json_array();
+  if (!frames || !names) {
+    json_decref(frames);
+    json_decref(names);
+    return 1;
+  }
+  if (json_array_append_new(d->stacks, json_pack("{s:s, s:I, s:I, s:o, s:o}", "signature",
+                                                 row->stack_sig, "tid", (json_int_t)row->tid,
+                                                 "samples", (json_int_t)row->samples, "names",
+                                                 names, "frames", frames)) != 0)
+    return 1;
+  size_t i;
+  json_t *t;
+  json_array_foreach(d->threads, i,
+                     t) if (json_integer_value(json_object_get(t, "tid")) == (json_int_t)row->tid) {
+    json_int_t n = json_integer_value(json_object_get(t, "samples")) + (json_int_t)row->samples;
+    return json_object_set_new(t, "samples", json_integer(n)) != 0;
+  }
+  return json_array_append_new(d->threads, json_pack("{s:I, s:I}", "tid", (json_int_t)row->tid,
+                                                     "samples", (json_int_t)row->samples)) != 0;
+}
+
+static int cmp_thread(const void *x, const void *y) {
+  json_int_t a = json_integer_value(json_object_get(*(json_t *const *)x, "samples"));
+  json_int_t b = json_integer_value(json_object_get(*(json_t *const *)y, "samples"));
+  return (a < b) - (a > b);
+}
+
+unsigned query_event(const store_ops_t *ops, store_t *store, const char *id_text, char **body) {
+  *body = NULL;
+  long long id;
+  if (!parse_uint(id_text, INT64_MAX, &id) || id < 1)
+    return *body = error_body("no event %s", "with that id"), 404;
+  detail_t d = {NULL, json_array(), json_array()};
+  int rc = d.threads && d.stacks
+               ? ops->event_detail(store, id, on_detail_event, on_detail_count, &d)
+               : STORE_ERROR;
+  unsigned status = 200;
+  if (rc == STORE_NOT_FOUND) {
+    status = 404;
+    *body = error_body("no event %s", "with that id");
+  } else if (rc != STORE_OK || !d.event) {
+    status = 503;
+    *body = error_body("%s", "the store failed or ran out of memory");
+  } else {
+    /* threads by samples, largest first */
+    size_t n = json_array_size(d.threads);
+    json_t **v = n ? calloc(n, sizeof *v) : NULL;
+    if (v) {
+      for (size_t i = 0; i < n; i++)
+        v[i] = json_incref(json_array_get(d.threads, i));
+      qsort(v, n, sizeof *v, cmp_thread);
+      json_array_clear(d.threads);
+      for (size_t i = 0; i < n; i++)
+        json_array_append_new(d.threads, v[i]);
+      free(v);
+    }
+    if (json_object_set(d.event, "threads", d.threads) != 0 ||
+        json_object_set(d.event, "stacks", d.stacks) != 0 ||
+        !(*body = json_dumps(d.event, JSON_COMPACT))) {
+      status = 503;
+      *body = error_body("%s", "out of memory");
+    }
+  }
+  json_decref(d.event);
+  json_decref(d.threads);
+  json_decref(d.stacks);
   return status;
 }

@@ -1,5 +1,6 @@
 /*
- * query.h - the read-only JSON API under /api/v1/ (today: top-stacks).
+ * query.h - the read-only API under /api/v1/: top-stacks, export/folded,
+ * flame, events and events/<id>.
  * Independent of HTTP: the caller hands a lookup for the query-string
  * parameters and gets the status and a JSON body back. Runs on the MHD
  * worker that received the request; the store serializes its own access.
@@ -23,5 +24,28 @@ typedef const char *(*query_arg_fn)(void *ctx, const char *name);
    400, or {"error":"..."} with 503 when the store failed. */
 unsigned query_top_stacks(const store_ops_t *ops, store_t *store, query_arg_fn arg, void *ctx,
                           char **body);
+
+/* GET /api/v1/export/folded: the same filters as top-stacks (kind
+   required; no limit). 200 with text (flamegraph.pl's folded input): one
+   line per distinct stack of the matching events' stack_counts, frames
+   root first joined by ';', a space and its samples summed; lines sorted.
+   Errors as for top-stacks (JSON). */
+unsigned query_export_folded(const store_ops_t *ops, store_t *store, query_arg_fn arg, void *ctx,
+                             char **body);
+
+/* GET /api/v1/flame: the same stacks as a JSON tree, root first:
+   {"name":"all","value":N,"children":[{"name","value","children"}]},
+   children by value, largest first. */
+unsigned query_flame(const store_ops_t *ops, store_t *store, query_arg_fn arg, void *ctx,
+                     char **body);
+
+/* GET /api/v1/events: the filters (kind optional: hang|cpu, absent = any)
+   and limit; {"events":[...]} newest first. */
+unsigned query_events(const store_ops_t *ops, store_t *store, query_arg_fn arg, void *ctx,
+                      char **body);
+
+/* GET /api/v1/events/<id_text>: the event with "threads" and "stacks";
+   404 {"error"} when there is no such event (or id_text is no id). */
+unsigned query_event(const store_ops_t *ops, store_t *store, const char *id_text, char **body);
 
 #endif

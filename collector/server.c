@@ -227,19 +227,39 @@ static const char *query_arg(void *ctx, const char *name) {
   return MHD_lookup_connection_value(ctx, MHD_GET_ARGUMENT_KIND, name);
 }
 
-/* GET /api/v1/top-stacks: the same API keys as ingest (any, or none, in
-   open mode); no rate limit. */
-static enum MHD_Result serve_top_stacks(server_t *s, struct MHD_Connection *conn) {
+typedef unsigned (*api_fn)(const store_ops_t *ops, store_t *store, query_arg_fn arg, void *ctx,
+                           char **body);
+
+/* GET /api/v1/...: the same API keys as ingest (any, or none, in open
+   mode); no rate limit. fn answers from the query string, id_text (the
+   path's last part) goes to query_event when fn is NULL. Errors are JSON;
+   a 200 body is success_type. */
+static enum MHD_Result serve_api(server_t *s, struct MHD_Connection *conn, api_fn fn,
+                                 const char *id_text, const char *success_type) {
   static const char JSON_TYPE[] = "application/json";
   if (!authorized(s, bearer_token(conn)))
     return respond(conn, 401, "{\"error\":\"missing or unknown API key\"}\n", JSON_TYPE, NULL);
   char *body = NULL;
-  unsigned status = query_top_stacks(s->ingest.ops, s->ingest.store, query_arg, conn, &body);
+  unsigned status = fn ? fn(s->ingest.ops, s->ingest.store, query_arg, conn, &body)
+                       : query_event(s->ingest.ops, s->ingest.store, id_text, &body);
   if (!body) return respond(conn, 503, "{\"error\":\"out of memory\"}\n", JSON_TYPE, NULL);
-  enum MHD_Result rc = respond(conn, status, body, JSON_TYPE, NULL);
+  enum MHD_Result rc = respond(conn, status, body, status == 200 ? success_type : JSON_TYPE, NULL);
   free(body);
   return rc;
 }
+
+static const struct {
+  const char *url;
+  api_fn fn;
+  const char *type;
+} API_ROUTES[] = {
+    {"/api/v1/top-stacks", query_top_stacks, "application/json"},
+    {"/api/v1/export/folded", query_export_folded, "text/plain; charset=utf-8"},
+    {"/api/v1/flame", query_flame, "application/json"},
+    {"/api/v1/events", query_events, "application/json"},
+};
+
+#define EVENTS_PREFIX "/api/v1/events/"
 
 /* ---- MHD callbacks -------------------------------------------------------- */
 
@@ -255,8 +275,13 @@ static enum MHD_Result on_headers(server_t *s, struct MHD_Connection *conn, cons
   rq->responded = true;
   if (strcmp(url, "/healthz") == 0 && get) return respond_text(conn, 200, "ok");
   if (strcmp(url, "/metrics") == 0 && get) return serve_metrics(s, conn);
-  if (strcmp(url, "/api/v1/top-stacks") == 0)
-    return get ? serve_top_stacks(s, conn) : respond_text(conn, 405, "use GET");
+  for (size_t i = 0; i < sizeof API_ROUTES / sizeof API_ROUTES[0]; i++)
+    if (strcmp(url, API_ROUTES[i].url) == 0)
+      return get ? serve_api(s, conn, API_ROUTES[i].fn, NULL, API_ROUTES[i].type)
+                 : respond_text(conn, 405, "use GET");
+  if (strncmp(url, EVENTS_PREFIX, strlen(EVENTS_PREFIX)) == 0 && url[strlen(EVENTS_PREFIX)])
+    return get ? serve_api(s, conn, NULL, url + strlen(EVENTS_PREFIX), "application/json")
+               : respond_text(conn, 405, "use GET");
   return respond_text(conn, 404, "not found");
 }
 

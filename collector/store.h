@@ -21,6 +21,7 @@
 enum store_status {
   STORE_OK = 0,
   STORE_DUPLICATE = 1, /* put_batch: that batch id is stored already; nothing changed */
+  STORE_NOT_FOUND = 2, /* event_detail: no event with that id */
   STORE_ERROR = -1,    /* the backend failed; the reason went to stderr */
 };
 
@@ -92,6 +93,36 @@ typedef struct store_top_row_s {
 /* Return non-zero to stop (the scan then fails with STORE_ERROR). */
 typedef int (*store_row_fn)(const store_top_row_t *row, void *user);
 
+/* One stack's samples summed over the events of q (stack_rows): kind
+   "hang" takes hang and fatal_hang events, "cpu" cpu events; one row per
+   distinct stack, frames_json as stored (objects, innermost first). */
+typedef struct store_stack_row_s {
+  const char *stack_sig, *frames_json;
+  uint64_t samples;
+} store_stack_row_t;
+
+typedef int (*store_stack_row_fn)(const store_stack_row_t *row, void *user);
+
+/* An event with its batch's resource (event_rows, event_detail); the
+   strings may be NULL. */
+typedef struct store_event_row_s {
+  int64_t id, start_ns, duration_ns;
+  const char *kind, *reason, *app, *version, *environment, *group_sig;
+  uint32_t tid;
+  int32_t cpu_percent;
+} store_event_row_t;
+
+typedef int (*store_event_row_fn)(const store_event_row_t *row, void *user);
+
+/* One stack_count of an event (event_detail) with its stack's frames. */
+typedef struct store_count_row_s {
+  const char *stack_sig, *frames_json; /* frames_json NULL: stack deleted */
+  uint32_t tid;
+  uint64_t samples;
+} store_count_row_t;
+
+typedef int (*store_count_row_fn)(const store_count_row_t *row, void *user);
+
 typedef struct store_stats_s {
   uint64_t batches, events, stacks, stack_counts;
   uint64_t db_bytes; /* on disk, write-ahead log included */
@@ -113,6 +144,16 @@ typedef struct store_ops_s {
   int (*stats)(store_t *st, store_stats_t *out);
   /* Stream the top-stacks rows of q to fn (read-only). */
   int (*top_rows)(store_t *st, const store_top_query_t *q, store_row_fn fn, void *user);
+  /* Stream the per-stack sample sums of q (kind required) to fn. */
+  int (*stack_rows)(store_t *st, const store_top_query_t *q, store_stack_row_fn fn, void *user);
+  /* Stream up to limit events of q (kind NULL: any kind), newest first
+     (start, then id, descending). */
+  int (*event_rows)(store_t *st, const store_top_query_t *q, int64_t limit, store_event_row_fn fn,
+                    void *user);
+  /* Event id to on_event, then each of its stack_counts to on_count (by
+     samples, descending); STORE_NOT_FOUND when there is no such event. */
+  int (*event_detail)(store_t *st, int64_t id, store_event_row_fn on_event,
+                      store_count_row_fn on_count, void *user);
 } store_ops_t;
 
 /* The embedded default backend (store_sqlite.c). */

@@ -46,9 +46,15 @@ static const char ADD_GROUP_SIG[] = "ALTER TABLE events ADD COLUMN group_sig TEX
 static const char GROUP_SIG_INDEX[] =
     "CREATE INDEX IF NOT EXISTS events_group ON events(group_sig)";
 
-#define TOP_FILTERS                                                                              \
-  " AND (?1 IS NULL OR b.app = ?1) AND (?2 IS NULL OR b.version = ?2)"                          \
+#define TOP_FILTERS                                                                                \
+  " AND (?1 IS NULL OR b.app = ?1) AND (?2 IS NULL OR b.version = ?2)"                             \
   " AND (?3 IS NULL OR b.environment = ?3) AND e.start_ns >= ?4 AND e.start_ns <= ?5"
+
+/* ?6: "hang" (hang and fatal_hang) or another kind, exactly. */
+#define KIND_FILTER "(e.kind = ?6 OR (?6 = 'hang' AND e.kind = 'fatal_hang'))"
+#define EVENT_COLUMNS                                                                              \
+  "e.id, e.kind, e.start_ns, e.duration_ns, e.tid, e.cpu_percent, e.reason, b.app, b.version,"     \
+  " b.environment, e.group_sig"
 
 enum stmt_id {
   ST_BEGIN,
@@ -67,6 +73,10 @@ enum stmt_id {
   ST_DELETE_GROUPS,
   ST_TOP_HANG,
   ST_TOP_CPU,
+  ST_STACK_ROWS,
+  ST_EVENT_ROWS,
+  ST_EVENT_ONE,
+  ST_EVENT_COUNTS,
   ST_COUNT
 };
 
@@ -96,17 +106,30 @@ static const char *const STMT_SQL[ST_COUNT] = {
                         " VALUES(?1, ?2, ?3, ?3) ON CONFLICT(signature) DO UPDATE SET"
                         " last_seen = max(last_seen, excluded.last_seen)",
     [ST_DELETE_GROUPS] = "DELETE FROM groups WHERE last_seen < ?1",
-    [ST_TOP_HANG] = "SELECT e.group_sig, g.frames, b.version, e.id, e.start_ns, e.duration_ns,"
-                    " (SELECT coalesce(sum(c.samples), 0) FROM stack_counts c"
-                    " WHERE c.event_id = e.id)"
-                    " FROM events e JOIN batches b ON b.id = e.batch_id"
-                    " JOIN groups g ON g.signature = e.group_sig"
-                    " WHERE e.kind IN ('hang', 'fatal_hang')" TOP_FILTERS
-                    " ORDER BY e.group_sig, e.id",
+    [ST_TOP_HANG] =
+        "SELECT e.group_sig, g.frames, b.version, e.id, e.start_ns, e.duration_ns,"
+        " (SELECT coalesce(sum(c.samples), 0) FROM stack_counts c"
+        " WHERE c.event_id = e.id)"
+        " FROM events e JOIN batches b ON b.id = e.batch_id"
+        " JOIN groups g ON g.signature = e.group_sig"
+        " WHERE e.kind IN ('hang', 'fatal_hang')" TOP_FILTERS " ORDER BY e.group_sig, e.id",
     [ST_TOP_CPU] = "SELECT c.stack_sig, g.frames, b.version, e.id, e.start_ns, e.duration_ns,"
                    " c.samples FROM stack_counts c JOIN events e ON e.id = c.event_id"
                    " JOIN batches b ON b.id = e.batch_id JOIN groups g ON g.signature = c.stack_sig"
                    " WHERE e.kind = 'cpu'" TOP_FILTERS " ORDER BY c.stack_sig, e.id",
+    [ST_STACK_ROWS] =
+        "SELECT c.stack_sig, s.frames, sum(c.samples) FROM stack_counts c"
+        " JOIN events e ON e.id = c.event_id JOIN batches b ON b.id = e.batch_id"
+        " JOIN stacks s ON s.signature = c.stack_sig"
+        " WHERE " KIND_FILTER TOP_FILTERS " GROUP BY c.stack_sig ORDER BY c.stack_sig",
+    [ST_EVENT_ROWS] = "SELECT " EVENT_COLUMNS " FROM events e JOIN batches b ON b.id = e.batch_id"
+                      " WHERE (?6 IS NULL OR " KIND_FILTER ")" TOP_FILTERS
+                      " ORDER BY e.start_ns DESC, e.id DESC LIMIT ?7",
+    [ST_EVENT_ONE] = "SELECT " EVENT_COLUMNS " FROM events e JOIN batches b ON b.id = e.batch_id"
+                     " WHERE e.id = ?1",
+    [ST_EVENT_COUNTS] = "SELECT c.stack_sig, s.frames, c.tid, c.samples FROM stack_counts c"
+                        " LEFT JOIN stacks s ON s.signature = c.stack_sig WHERE c.event_id = ?1"
+                        " ORDER BY c.samples DESC, c.rowid",
 };
 
 struct store_s {
@@ -354,9 +377,12 @@ static int sqlite_top_rows(store_t *st, const store_top_query_t *q, store_row_fn
   sqlite3_bind_int64(s, 5, q->to_ns);
   int rc, stopped = 0;
   while (!stopped && (rc = sqlite3_step(s)) == SQLITE_ROW) {
-    store_top_row_t row = {column_text(s, 0),          column_text(s, 1),
-                           column_text(s, 2),          sqlite3_column_int64(s, 3),
-                           sqlite3_column_int64(s, 4), sqlite3_column_int64(s, 5),
+    store_top_row_t row = {column_text(s, 0),
+                           column_text(s, 1),
+                           column_text(s, 2),
+                           sqlite3_column_int64(s, 3),
+                           sqlite3_column_int64(s, 4),
+                           sqlite3_column_int64(s, 5),
                            (uint64_t)sqlite3_column_int64(s, 6)};
     if (!row.group_sig || !row.names_json) continue;
     stopped = fn(&row, user);
@@ -368,6 +394,108 @@ static int sqlite_top_rows(store_t *st, const store_top_query_t *q, store_row_fn
   return !stopped && rc == SQLITE_DONE ? STORE_OK : STORE_ERROR;
 }
 
+static void bind_filters(sqlite3_stmt *s, const store_top_query_t *q) {
+  const char *filters[3] = {q->app, q->version, q->environment};
+  for (int i = 0; i < 3; i++)
+    if (filters[i])
+      sqlite3_bind_text(s, i + 1, filters[i], -1, SQLITE_STATIC);
+    else
+      sqlite3_bind_null(s, i + 1);
+  sqlite3_bind_int64(s, 4, q->from_ns);
+  sqlite3_bind_int64(s, 5, q->to_ns);
+  if (q->kind)
+    sqlite3_bind_text(s, 6, q->kind, -1, SQLITE_STATIC);
+  else
+    sqlite3_bind_null(s, 6);
+}
+
+/* Step s to the end (or until fn stops), then reset it; the lock is held. */
+static int finish_scan(store_t *st, sqlite3_stmt *s, int rc, int stopped, const char *what) {
+  if (!stopped && rc != SQLITE_DONE) report(st, what);
+  sqlite3_reset(s);
+  sqlite3_clear_bindings(s);
+  return !stopped && rc == SQLITE_DONE ? STORE_OK : STORE_ERROR;
+}
+
+static int sqlite_stack_rows(store_t *st, const store_top_query_t *q, store_stack_row_fn fn,
+                             void *user) {
+  if (!q->kind) return STORE_ERROR;
+  pthread_mutex_lock(&st->lock);
+  sqlite3_stmt *s = st->stmt[ST_STACK_ROWS];
+  bind_filters(s, q);
+  int rc, stopped = 0;
+  while (!stopped && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+    store_stack_row_t row = {column_text(s, 0), column_text(s, 1),
+                             (uint64_t)sqlite3_column_int64(s, 2)};
+    if (!row.stack_sig || !row.frames_json) continue;
+    stopped = fn(&row, user);
+  }
+  rc = finish_scan(st, s, rc, stopped, "stack rows");
+  pthread_mutex_unlock(&st->lock);
+  return rc;
+}
+
+static store_event_row_t event_row(sqlite3_stmt *s) {
+  store_event_row_t row = {.id = sqlite3_column_int64(s, 0),
+                           .kind = column_text(s, 1),
+                           .start_ns = sqlite3_column_int64(s, 2),
+                           .duration_ns = sqlite3_column_int64(s, 3),
+                           .tid = (uint32_t)sqlite3_column_int64(s, 4),
+                           .cpu_percent = (int32_t)sqlite3_column_int64(s, 5),
+                           .reason = column_text(s, 6),
+                           .app = column_text(s, 7),
+                           .version = column_text(s, 8),
+                           .environment = column_text(s, 9),
+                           .group_sig = column_text(s, 10)};
+  return row;
+}
+
+static int sqlite_event_rows(store_t *st, const store_top_query_t *q, int64_t limit,
+                             store_event_row_fn fn, void *user) {
+  pthread_mutex_lock(&st->lock);
+  sqlite3_stmt *s = st->stmt[ST_EVENT_ROWS];
+  bind_filters(s, q);
+  sqlite3_bind_int64(s, 7, limit);
+  int rc, stopped = 0;
+  while (!stopped && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+    store_event_row_t row = event_row(s);
+    stopped = fn(&row, user);
+  }
+  rc = finish_scan(st, s, rc, stopped, "event rows");
+  pthread_mutex_unlock(&st->lock);
+  return rc;
+}
+
+static int sqlite_event_detail(store_t *st, int64_t id, store_event_row_fn on_event,
+                               store_count_row_fn on_count, void *user) {
+  pthread_mutex_lock(&st->lock);
+  sqlite3_stmt *s = st->stmt[ST_EVENT_ONE];
+  sqlite3_bind_int64(s, 1, id);
+  int rc = sqlite3_step(s), stopped = 0, found = rc == SQLITE_ROW;
+  if (found) {
+    store_event_row_t row = event_row(s);
+    stopped = on_event(&row, user);
+    rc = SQLITE_DONE;
+  }
+  rc = finish_scan(st, s, rc, stopped, "event");
+  if (rc == STORE_OK && found) {
+    s = st->stmt[ST_EVENT_COUNTS];
+    sqlite3_bind_int64(s, 1, id);
+    int step = SQLITE_DONE;
+    while (!stopped && (step = sqlite3_step(s)) == SQLITE_ROW) {
+      store_count_row_t row = {column_text(s, 0), column_text(s, 1),
+                               (uint32_t)sqlite3_column_int64(s, 2),
+                               (uint64_t)sqlite3_column_int64(s, 3)};
+      if (!row.stack_sig) continue;
+      stopped = on_count(&row, user);
+    }
+    rc = finish_scan(st, s, step, stopped, "event counts");
+  }
+  pthread_mutex_unlock(&st->lock);
+  if (rc == STORE_OK && !found) return STORE_NOT_FOUND;
+  return rc;
+}
+
 const store_ops_t store_sqlite_ops = {
     .name = "sqlite",
     .open = sqlite_open,
@@ -376,4 +504,7 @@ const store_ops_t store_sqlite_ops = {
     .delete_older_than = sqlite_delete_older_than,
     .stats = sqlite_stats,
     .top_rows = sqlite_top_rows,
+    .stack_rows = sqlite_stack_rows,
+    .event_rows = sqlite_event_rows,
+    .event_detail = sqlite_event_detail,
 };

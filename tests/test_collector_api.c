@@ -1,9 +1,10 @@
 /*
- * test_collector_api.c - GET /api/v1/top-stacks of perf-collector (the real
+ * test_collector_api.c - the read-only API of perf-collector (the real
  * binary as a child process on 127.0.0.1, like test_collector.c), fed real
  * SDK batches (sink = http): two hangs stuck in the same function whose
  * samples land in different leaf calls group as one; CPU events group per
- * stack; filters; bad parameters get 400 JSON. Each case runs in its own
+ * stack; filters; bad parameters get 400 JSON; the folded export, the flame
+ * tree, the event list and an event's detail. Each case runs in its own
  * process: `test_collector_api <case>`.
  */
 #include <arpa/inet.h>
@@ -496,12 +497,251 @@ static void case_bad_parameters(void) {
   collector_stop_healthy(&c);
 }
 
+/* GET path with the good key into *r (the caller's, it is large). */
+static long get_keyed(const collector_t *c, const char *path, reply_t *r) {
+  const char *headers[] = {"Authorization: Bearer " GOOD_KEY, NULL};
+  return request(c, "GET", path, headers, NULL, 0, false, r);
+}
+
+/* Feed c, then wait for the hang group to show (batches are stored as the
+   SDK sends them; poll anyway, like the other cases). */
+static void fed(collector_t *c) {
+  collector_start(c, NULL);
+  double hang_ms;
+  feed(c, &hang_ms);
+  json_t *j = top_stacks_polled(c, "kind=hang");
+  CHECK(json_array_size(stacks_of(j)) >= 1);
+  json_decref(j);
+}
+
+/* frames (a folded line's, root first) has the frame stuck_in_here after
+   handle_request: "...;handle_request;stuck_in_here" or "...;stuck_in_here;leaf". */
+static bool folded_stuck(const char *frames, size_t len) {
+  static const char PART[] = "handle_request;stuck_in_here";
+  for (const char *p = frames; p < frames + len; p++) {
+    p = strstr(p, PART);
+    if (!p || p >= frames + len) return false;
+    const char *after = p + strlen(PART);
+    if ((p == frames || p[-1] == ';') && (after == frames + len || *after == ';')) return true;
+  }
+  return false;
+}
+
+static void case_export_folded(void) {
+  collector_t c;
+  fed(&c);
+  reply_t *r = malloc(sizeof *r);
+  CHECK(r != NULL);
+  CHECK_EQ_INT(get_keyed(&c, "/api/v1/export/folded?kind=hang&app=api-test", r), 200);
+  fprintf(stderr, "folded hang:\n%.4000s\n", r->body);
+  CHECK(r->body_len > 0 && r->body[r->body_len - 1] == '\n');
+  size_t lines = 0, stuck = 0;
+  long long total = 0;
+  for (char *line = r->body; *line;) {
+    char *nl = strchr(line, '\n');
+    CHECK(nl != NULL);
+    char *space = line;
+    for (char *p = line; p < nl; p++)
+      if (*p == ' ') space = p;
+    CHECKF(space > line, "line without frames: %.*s", (int)(nl - line), line);
+    CHECKF(space + 1 < nl, "line without a count: %.*s", (int)(nl - line), line);
+    long long n = 0;
+    for (char *p = space + 1; p < nl; p++) {
+      CHECKF(*p >= '0' && *p <= '9', "bad count: %.*s", (int)(nl - line), line);
+      n = n * 10 + (*p - '0');
+    }
+    CHECK(n > 0);
+    total += n;
+    if (folded_stuck(line, (size_t)(space - line))) stuck++;
+    lines++;
+    line = nl + 1;
+  }
+  CHECK(lines >= 1);
+  CHECKF(stuck >= 1, "no line with handle_request;stuck_in_here");
+  /* The same samples as top-stacks' hang group(s). */
+  long status;
+  json_t *j = get_json(&c, "/api/v1/top-stacks?kind=hang", &status);
+  json_int_t top_samples = 0;
+  for (size_t i = 0; i < json_array_size(stacks_of(j)); i++)
+    top_samples += json_integer_value(json_object_get(json_array_get(stacks_of(j), i), "samples"));
+  json_decref(j);
+  CHECKF(total == top_samples, "folded %lld samples, top-stacks %lld", total,
+         (long long)top_samples);
+  /* cpu too; filters and errors like top-stacks. */
+  CHECK_EQ_INT(get_keyed(&c, "/api/v1/export/folded?kind=cpu", r), 200);
+  CHECK(r->body_len > 0);
+  CHECK_EQ_INT(get_keyed(&c, "/api/v1/export/folded?kind=hang&app=other", r), 200);
+  CHECK(r->body_len == 0);
+  j = get_json(&c, "/api/v1/export/folded?kind=wall", &status);
+  CHECK_EQ_INT(status, 400);
+  CHECK(strstr(json_string_value(json_object_get(j, "error")), "kind") != NULL);
+  json_decref(j);
+  CHECK_EQ_INT(get(&c, "/api/v1/export/folded?kind=hang", r), 401);
+  free(r);
+  collector_stop_healthy(&c);
+}
+
+/* A node named name under node (node itself included). */
+static bool flame_has(json_t *node, const char *name) {
+  if (strcmp(json_string_value(json_object_get(node, "name")), name) == 0) return true;
+  json_t *kids = json_object_get(node, "children");
+  for (size_t i = 0; i < json_array_size(kids); i++)
+    if (flame_has(json_array_get(kids, i), name)) return true;
+  return false;
+}
+
+/* A node named outer under node (itself included) with inner below it. */
+static bool flame_path(json_t *node, const char *outer, const char *inner) {
+  if (strcmp(json_string_value(json_object_get(node, "name")), outer) == 0)
+    return flame_has(node, inner);
+  json_t *kids = json_object_get(node, "children");
+  for (size_t i = 0; i < json_array_size(kids); i++)
+    if (flame_path(json_array_get(kids, i), outer, inner)) return true;
+  return false;
+}
+
+/* Every node: value >= its children's sum, children sorted by value. */
+static void flame_check(json_t *node) {
+  json_int_t value = json_integer_value(json_object_get(node, "value"));
+  json_t *kids = json_object_get(node, "children");
+  CHECK(json_is_string(json_object_get(node, "name")) && json_is_array(kids) && value > 0);
+  json_int_t sum = 0, prev = INT64_MAX;
+  for (size_t i = 0; i < json_array_size(kids); i++) {
+    json_int_t v = json_integer_value(json_object_get(json_array_get(kids, i), "value"));
+    CHECK(v <= prev);
+    prev = v;
+    sum += v;
+    flame_check(json_array_get(kids, i));
+  }
+  CHECK(sum <= value);
+}
+
+static void case_flame(void) {
+  collector_t c;
+  fed(&c);
+  long status;
+  json_t *j = get_json(&c, "/api/v1/flame?kind=hang&environment=ci", &status);
+  CHECK_EQ_INT(status, 200);
+  print_stacks("flame", j);
+  CHECK(strcmp(json_string_value(json_object_get(j, "name")), "all") == 0);
+  json_t *kids = json_object_get(j, "children");
+  CHECK(json_array_size(kids) >= 1);
+  json_int_t sum = 0;
+  for (size_t i = 0; i < json_array_size(kids); i++)
+    sum += json_integer_value(json_object_get(json_array_get(kids, i), "value"));
+  /* root first: (_start ->) main -> ... -> handle_request -> stuck_in_here */
+  bool main_to_stuck =
+      flame_path(j, "main", "stuck_in_here") && flame_path(j, "handle_request", "stuck_in_here");
+  json_int_t root = json_integer_value(json_object_get(j, "value"));
+  CHECKF(root == sum && root > 0, "root %lld, children %lld", (long long)root, (long long)sum);
+  CHECKF(main_to_stuck, "no path main -> ... -> stuck_in_here");
+  flame_check(j);
+  json_decref(j);
+  j = get_json(&c, "/api/v1/flame?kind=hang&version=9.9", &status);
+  CHECK_EQ_INT(status, 200);
+  CHECK(json_integer_value(json_object_get(j, "value")) == 0);
+  CHECK(json_array_size(json_object_get(j, "children")) == 0);
+  json_decref(j);
+  j = get_json(&c, "/api/v1/flame?kind=cpu&from=2000&to=1000", &status);
+  CHECK_EQ_INT(status, 400);
+  json_decref(j);
+  collector_stop_healthy(&c);
+}
+
+/* A stack of a detail (its "names" or its frames' "function") has name. */
+static bool stack_has(json_t *stack, const char *name) {
+  json_t *names = json_object_get(stack, "names"), *frames = json_object_get(stack, "frames");
+  for (size_t i = 0; i < json_array_size(names); i++)
+    if (strcmp(json_string_value(json_array_get(names, i)), name) == 0) return true;
+  for (size_t i = 0; i < json_array_size(frames); i++) {
+    const char *fn = json_string_value(json_object_get(json_array_get(frames, i), "function"));
+    if (fn && strcmp(fn, name) == 0) return true;
+  }
+  return false;
+}
+
+static void case_events(void) {
+  collector_t c;
+  fed(&c);
+  long status;
+  json_t *j = get_json(&c, "/api/v1/events?kind=hang&app=api-test&limit=50", &status);
+  CHECK_EQ_INT(status, 200);
+  print_stacks("events", j);
+  json_t *events = json_object_get(j, "events");
+  CHECK_EQ_INT(json_array_size(events), 2);
+  json_int_t prev = INT64_MAX;
+  for (size_t i = 0; i < 2; i++) {
+    json_t *e = json_array_get(events, i);
+    CHECK(strcmp(json_string_value(json_object_get(e, "kind")), "hang") == 0);
+    double d = json_real_value(json_object_get(e, "duration_ms"));
+    CHECKF(d > 300 && d < 500, "duration_ms %.1f", d);
+    json_int_t start = json_integer_value(json_object_get(e, "start_ms"));
+    CHECK(start <= prev); /* newest first */
+    prev = start;
+    CHECK(json_integer_value(json_object_get(e, "id")) > 0);
+    CHECK(strcmp(json_string_value(json_object_get(e, "app")), "api-test") == 0);
+    CHECK(strcmp(json_string_value(json_object_get(e, "version")), "2.0.1") == 0);
+    CHECK(strcmp(json_string_value(json_object_get(e, "environment")), "ci") == 0);
+    CHECK(json_is_string(json_object_get(e, "group")));
+    CHECK(json_is_integer(json_object_get(e, "tid")));
+    CHECK(json_is_integer(json_object_get(e, "cpu_percent")));
+    CHECK(json_object_get(e, "reason") != NULL);
+  }
+  /* The detail of the first: its stacks, one of them in stuck_in_here. */
+  char path[96];
+  json_int_t id = json_integer_value(json_object_get(json_array_get(events, 0), "id"));
+  snprintf(path, sizeof path, "/api/v1/events/%lld", (long long)id);
+  json_t *d = get_json(&c, path, &status);
+  CHECK_EQ_INT(status, 200);
+  print_stacks("event", d);
+  CHECK(json_integer_value(json_object_get(d, "id")) == id);
+  json_t *stacks = json_object_get(d, "stacks");
+  CHECK(json_array_size(stacks) >= 1);
+  bool stuck = false;
+  for (size_t i = 0; i < json_array_size(stacks); i++) {
+    json_t *st = json_array_get(stacks, i);
+    CHECK(json_integer_value(json_object_get(st, "samples")) > 0);
+    CHECK(json_is_integer(json_object_get(st, "tid")));
+    CHECK(json_array_size(json_object_get(st, "frames")) >= 1);
+    if (stack_has(st, "stuck_in_here")) stuck = true;
+  }
+  CHECKF(stuck, "no stack of event %lld in stuck_in_here", (long long)id);
+  CHECK(json_array_size(json_object_get(d, "threads")) >= 1);
+  json_decref(d);
+  json_decref(j);
+  /* kind absent: every kind, the cpu events too; limit. */
+  j = get_json(&c, "/api/v1/events", &status);
+  CHECK_EQ_INT(status, 200);
+  CHECK(json_array_size(json_object_get(j, "events")) >= 3);
+  json_decref(j);
+  j = get_json(&c, "/api/v1/events?limit=1", &status);
+  CHECK_EQ_INT(status, 200);
+  CHECK(json_array_size(json_object_get(j, "events")) == 1);
+  json_decref(j);
+  static const char *const missing[] = {"/api/v1/events/999999999", "/api/v1/events/abc",
+                                        "/api/v1/events/0"};
+  for (size_t i = 0; i < ARRAY_LEN(missing); i++) {
+    j = get_json(&c, missing[i], &status);
+    CHECKF(status == 404, "%s -> %ld", missing[i], status);
+    CHECK(json_is_string(json_object_get(j, "error")));
+    json_decref(j);
+  }
+  j = get_json(&c, "/api/v1/events?limit=0", &status);
+  CHECK_EQ_INT(status, 400);
+  json_decref(j);
+  reply_t *r = malloc(sizeof *r);
+  CHECK(r != NULL);
+  CHECK_EQ_INT(get(&c, path, r), 401);
+  CHECK_EQ_INT(request(&c, "POST", "/api/v1/events", NULL, "x", 1, false, r), 405);
+  free(r);
+  collector_stop_healthy(&c);
+}
+
 int main(int argc, char **argv) {
   static const test_case_t cases[] = {
-      TEST_CASE(hang_grouped),
-      TEST_CASE(cpu_stacks),
-      TEST_CASE(filters),
-      TEST_CASE(bad_parameters),
+      TEST_CASE(hang_grouped),   TEST_CASE(cpu_stacks),    TEST_CASE(filters),
+      TEST_CASE(bad_parameters), TEST_CASE(export_folded), TEST_CASE(flame),
+      TEST_CASE(events),
   };
   if (argc != 2) {
     fprintf(stderr, "usage: %s <case>\n", argv[0]);
