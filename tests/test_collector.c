@@ -25,105 +25,12 @@
 #include <zstd.h>
 
 #include "check.h"
+#include "collector_rig.h"
 #include "perf/v1/perf.pb-c.h"
 #include "perf_sdk.h"
 #include "tempdir.h"
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
-#define GOOD_KEY "good-key"
-#define MAX_ARGS 32
-
-typedef struct collector_s {
-  pid_t pid;
-  uint16_t port;
-  char url[64];
-  char db[128];
-} collector_t;
-
-typedef struct reply_s {
-  long status;
-  char body[4096];
-  size_t body_len;
-  char retry_after[32];
-} reply_t;
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-/* ---- HTTP with libcurl ---------------------------------------------------- */
-
-static size_t on_body(char *data, size_t size, size_t n, void *arg) {
-  reply_t *r = arg;
-  size_t len = size * n, room = sizeof r->body - 1 - r->body_len;
-  memcpy(r->body + r->body_len, data, len < room ? len : room);
-  r->body_len += len < room ? len : room;
-  r->body[r->body_len] = '\0';
-  return len;
-}
-
-static size_t on_header(char *data, size_t size, size_t n, void *arg) {
-  reply_t *r = arg;
-  size_t len = size * n;
-  if (len > 12 && strncasecmp(data, "Retry-After:", 12) == 0)
-    sscanf(data + 12, " %31[^\r\n]", r->retry_after);
-  return len;
-}
-
-typedef struct upload_s {
-  const uint8_t *data;
-  size_t len, pos;
-} upload_t;
-
-static size_t on_read(char *buf, size_t size, size_t n, void *arg) {
-  upload_t *u = arg;
-  size_t left = u->len - u->pos, max = size * n, k = left < max ? left : max;
-  memcpy(buf, u->data + u->pos, k);
-  u->pos += k;
-  return k;
-}
-
-/* One request; headers is a NULL-terminated list; chunked sends the body
-   without Content-Length. Returns the status (0: no answer). */
-static long request(const collector_t *c, const char *method, const char *path,
-                    const char *const *headers, const void *body, size_t len, bool chunked,
-                    reply_t *r) {
-  memset(r, 0, sizeof *r);
-  char url[128];
-  snprintf(url, sizeof url, "%s%s", c->url, path);
-  CURL *h = curl_easy_init();
-  CHECK(h != NULL);
-  struct curl_slist *list = NULL;
-  for (size_t i = 0; headers && headers[i]; i++)
-    list = curl_slist_append(list, headers[i]);
-  upload_t up = {body, len, 0};
-  if (chunked) list = curl_slist_append(list, "Transfer-Encoding: chunked");
-  curl_easy_setopt(h, CURLOPT_URL, url);
-  curl_easy_setopt(h, CURLOPT_HTTPHEADER, list);
-  curl_easy_setopt(h, CURLOPT_TIMEOUT, 30L);
-  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-  curl_easy_setopt(h, CURLOPT_WRITEDATA, r);
-  curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
-  curl_easy_setopt(h, CURLOPT_HEADERDATA, r);
-  if (strcmp(method, "POST") == 0 && chunked) {
-    curl_easy_setopt(h, CURLOPT_POST, 1L);
-    curl_easy_setopt(h, CURLOPT_READFUNCTION, on_read);
-    curl_easy_setopt(h, CURLOPT_READDATA, &up);
-  } else if (strcmp(method, "POST") == 0) {
-    curl_easy_setopt(h, CURLOPT_POSTFIELDS, body ? body : "");
-    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
-  }
-  if (curl_easy_perform(h) == CURLE_OK) curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r->status);
-  curl_slist_free_all(list);
-  curl_easy_cleanup(h);
-  return r->status;
-}
-
-static long get(const collector_t *c, const char *path, reply_t *r) {
-  return request(c, "GET", path, NULL, NULL, 0, false, r);
-}
 
 /* POST /v1/batches with the SDK's headers; key NULL: no Authorization. */
 static long post_batch(const collector_t *c, const char *key, const char *batch_id_hex,
@@ -137,89 +44,6 @@ static long post_batch(const collector_t *c, const char *key, const char *batch_
 }
 
 /* ---- the collector as a child process ------------------------------------ */
-
-static uint16_t free_port(void) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  CHECK(fd >= 0);
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-  CHECK(bind(fd, (struct sockaddr *)&a, sizeof a) == 0);
-  socklen_t alen = sizeof a;
-  CHECK(getsockname(fd, (struct sockaddr *)&a, &alen) == 0);
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
-static pid_t g_running; /* the collector a failed check leaves behind */
-
-static void kill_running(void) {
-  if (g_running > 0) kill(g_running, SIGKILL), waitpid(g_running, NULL, 0);
-}
-
-static pid_t spawn(char *const argv[], const char *stderr_path) {
-  pid_t pid = fork();
-  CHECK(pid >= 0);
-  if (pid == 0) {
-    if (stderr_path) {
-      int fd = open(stderr_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-      if (fd >= 0) dup2(fd, 2), dup2(fd, 1);
-    }
-    execv(argv[0], argv);
-    _exit(127);
-  }
-  return pid;
-}
-
-static bool healthy_within(const collector_t *c, double seconds) {
-  double end = now_s() + seconds;
-  reply_t r;
-  while (now_s() < end) {
-    if (get(c, "/healthz", &r) == 200) return true;
-    int st;
-    if (waitpid(c->pid, &st, WNOHANG) == c->pid) return false;
-    usleep(50000);
-  }
-  return false;
-}
-
-/* Start perf-collector with a temp db and keys file plus extra (NULL-ended). */
-static void collector_start(collector_t *c, const char *const *extra) {
-  const char *dir = tempdir_make("perf-coll");
-  char keys[128], listen[32];
-  snprintf(keys, sizeof keys, "%s/keys", dir);
-  FILE *f = fopen(keys, "w");
-  CHECK(f != NULL);
-  fprintf(f, "# test keys\n%s\n\nsecond-key\n", GOOD_KEY);
-  fclose(f);
-  snprintf(c->db, sizeof c->db, "%s/collector.db", dir);
-  for (int attempt = 0; attempt < 5; attempt++) {
-    c->port = free_port();
-    snprintf(listen, sizeof listen, "127.0.0.1:%u", (unsigned)c->port);
-    snprintf(c->url, sizeof c->url, "http://%s", listen);
-    char *argv[MAX_ARGS] = {PERF_COLLECTOR_PATH, "--listen", listen,      "--db", c->db,
-                            "--api-keys-file",   keys,       "--threads", "2"};
-    size_t n = 9;
-    for (size_t i = 0; extra && extra[i] && n < MAX_ARGS - 1; i++)
-      argv[n++] = (char *)extra[i];
-    argv[n] = NULL;
-    c->pid = g_running = spawn(argv, NULL);
-    if (healthy_within(c, 20)) return;
-    kill(c->pid, SIGKILL);
-    waitpid(c->pid, NULL, 0);
-  }
-  CHECKF(false, "perf-collector did not start");
-}
-
-/* Healthy after everything, then a clean stop on SIGTERM (exit 0). */
-static void collector_stop_healthy(collector_t *c) {
-  reply_t r;
-  CHECK_EQ_INT(get(c, "/healthz", &r), 200);
-  CHECK(strncmp(r.body, "ok", 2) == 0);
-  CHECK(kill(c->pid, SIGTERM) == 0);
-  int st = 0;
-  CHECK(waitpid(c->pid, &st, 0) == c->pid);
-  g_running = 0;
-  CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "collector status 0x%x", st);
-}
 
 static long vm_rss_kib(pid_t pid) {
   char path[64], line[256];

@@ -1,0 +1,53 @@
+/*
+ * collector_rig.h - perf-collector as a real child process for the
+ * collector tests. The executable's path comes from PERF_COLLECTOR_PATH
+ * (a compile definition of each test program).
+ */
+#ifndef PERF_TEST_COLLECTOR_RIG_H
+#define PERF_TEST_COLLECTOR_RIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define GOOD_KEY "good-key"
+#define MAX_ARGS 32
+
+typedef struct collector_s {
+  pid_t pid;
+  uint16_t port;
+  char url[64];
+  char db[128];
+} collector_t;
+
+typedef struct reply_s {
+  long status;
+  char body[262144];
+  size_t body_len;
+  char retry_after[32];
+} reply_t;
+
+extern pid_t g_running; /* the collector a failed check leaves behind */
+
+double now_s(void);
+
+/* One request; headers is a NULL-terminated list; chunked sends the body
+   without Content-Length. Returns the status (0: no answer). */
+long request(const collector_t *c, const char *method, const char *path, const char *const *headers,
+             const void *body, size_t len, bool chunked, reply_t *r);
+long get(const collector_t *c, const char *path, reply_t *r);
+
+uint16_t free_port(void);
+void kill_running(void); /* atexit: a failed check leaves no collector behind */
+pid_t spawn(char *const argv[], const char *stderr_path);
+bool healthy_within(const collector_t *c, double seconds);
+
+/* Start perf-collector with a temp db and keys file (GOOD_KEY and
+   "second-key") plus extra arguments (NULL-ended). */
+void collector_start(collector_t *c, const char *const *extra);
+
+/* Healthy after everything, then a clean stop on SIGTERM (exit 0). */
+void collector_stop_healthy(collector_t *c);
+
+#endif
