@@ -30,6 +30,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include "../../clock.h"
 #include "../../log.h"
 #include "../../sampler.h"
 #include "../../sampler_options.h"
@@ -104,7 +105,6 @@ static int copy_result(perf__modules_t *mods, slot_t *s, uintptr_t *pcs, size_t 
 static stack_bounds_t *bounds_for(pid_t tid);
 static int learn_bounds(pid_t tid, uintptr_t sp);
 static void forget_bounds(pid_t tid);
-static long long now_ns(void);
 static int signal_blocked_here(void);
 static void atfork_prepare(void);
 static void atfork_parent(void);
@@ -340,7 +340,7 @@ static int request(slot_t *s, pid_t tid, int mode, size_t max) {
    requests in flight to one thread), PERF_E_BUSY when every slot is taken. */
 static slot_t *claim_slot(pid_t tid, int *err) {
   slot_t *pick = NULL, *expired = NULL;
-  long long now = now_ns();
+  long long now = perf__now_ns();
   for (int i = 0; i < SLOT_COUNT; i++) {
     slot_t *s = &g_slots[i];
     uint32_t kind = STATE_KIND(atomic_load(&s->state));
@@ -360,11 +360,11 @@ static slot_t *claim_slot(pid_t tid, int *err) {
 }
 
 static int wait_for_slot(slot_t *s, uint32_t seq, unsigned timeout_ms) {
-  long long deadline = now_ns() + (long long)timeout_ms * 1000000LL;
+  long long deadline = perf__now_ns() + (long long)timeout_ms * 1000000LL;
   for (;;) {
     uint32_t st = atomic_load(&s->state);
     if (st == STATE(seq, SLOT_DONE)) return PERF_OK;
-    long long left = deadline - now_ns();
+    long long left = deadline - perf__now_ns();
     if (left <= 0) return PERF_E_TIMEOUT;
     struct timespec ts = {left / 1000000000LL, left % 1000000000LL};
     syscall(SYS_futex, &s->state, FUTEX_WAIT_PRIVATE, st, &ts, NULL, 0);
@@ -374,7 +374,7 @@ static int wait_for_slot(slot_t *s, uint32_t seq, unsigned timeout_ms) {
 static int finish_timeout(slot_t *s, uint32_t seq, pid_t tid) {
   uint32_t expect = STATE(seq, SLOT_PENDING);
   if (atomic_compare_exchange_strong(&s->state, &expect, STATE(seq, SLOT_CANCELLED))) {
-    s->cancelled_at_ns = now_ns();
+    s->cancelled_at_ns = perf__now_ns();
   } else if (wait_for_slot(s, seq, WRITING_GRACE_MS) == PERF_OK) {
     return s->result == RESULT_NEED_BOUNDS ? REQUEST_NEED_BOUNDS : PERF_OK;
   }
@@ -424,12 +424,6 @@ static int learn_bounds(pid_t tid, uintptr_t sp) {
 static void forget_bounds(pid_t tid) {
   stack_bounds_t *b = bounds_for(tid);
   if (b) memset(b, 0, sizeof *b);
-}
-
-static long long now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
 static int signal_blocked_here(void) {
