@@ -184,3 +184,19 @@ void collector_stop_healthy(collector_t *c) {
   g_running = 0;
   CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "collector status 0x%x", st);
 }
+
+int collector_test_main(int argc, char **argv, const test_case_t *cases, size_t n) {
+  if (argc != 2) {
+    fprintf(stderr, "usage: %s <case>\n", argv[0]);
+    return 2;
+  }
+  signal(SIGPIPE, SIG_IGN);
+  atexit(kill_running);
+  curl_global_init(CURL_GLOBAL_DEFAULT);
+  if (!test_run_case(cases, n, argv[1])) {
+    fprintf(stderr, "unknown case %s\n", argv[1]);
+    return 2;
+  }
+  curl_global_cleanup();
+  return 0;
+}

@@ -50,4 +50,10 @@ void collector_start(collector_t *c, const char *const *extra);
 /* Healthy after everything, then a clean stop on SIGTERM (exit 0). */
 void collector_stop_healthy(collector_t *c);
 
+/* main() of a collector test program: run the case named in argv[1] with
+   curl initialized, SIGPIPE ignored and a leftover collector killed at
+   exit. 2 on a usage error. */
+struct test_case_s;
+int collector_test_main(int argc, char **argv, const struct test_case_s *cases, size_t n);
+
 #endif

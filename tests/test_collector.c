@@ -540,17 +540,5 @@ int main(int argc, char **argv) {
       TEST_CASE(bad_flags),
       TEST_CASE(help),
   };
-  if (argc != 2) {
-    fprintf(stderr, "usage: %s <case>\n", argv[0]);
-    return 2;
-  }
-  signal(SIGPIPE, SIG_IGN);
-  atexit(kill_running);
-  curl_global_init(CURL_GLOBAL_DEFAULT);
-  if (!test_run_case(cases, ARRAY_LEN(cases), argv[1])) {
-    fprintf(stderr, "unknown case %s\n", argv[1]);
-    return 2;
-  }
-  curl_global_cleanup();
-  return 0;
+  return collector_test_main(argc, argv, cases, ARRAY_LEN(cases));
 }
