@@ -59,7 +59,7 @@ int perf__batch_sink_open(const perf__config_t *cfg, perf__stats_t *stats,
   return PERF_OK;
 }
 
-void perf__batch_sink_add(perf__batch_sink_t *s, const perf__event_t *ev) {
+int perf__batch_sink_add(perf__batch_sink_t *s, const perf__event_t *ev) {
   int err = perf__batch_add_event(s->builder, ev);
   if (err == PERF_E_NO_MEMORY && perf__batch_event_count(s->builder) > 0) {
     perf__batch_sink_close_batch(s); /* full: this event starts the next batch */
@@ -73,6 +73,7 @@ void perf__batch_sink_add(perf__batch_sink_t *s, const perf__event_t *ev) {
   } else if (err) {
     PERF__COUNT(s->stats, events_dropped_sink, 1);
   }
+  return err;
 }
 
 int64_t perf__batch_sink_deadline(const perf__batch_sink_t *s) {

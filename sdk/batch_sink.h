@@ -26,8 +26,9 @@ typedef struct perf__batch_sink_s perf__batch_sink_t;
 int perf__batch_sink_open(const perf__config_t *cfg, perf__stats_t *stats,
                           perf__batch_sink_t **out);
 
-/* Add an event to the open batch, closing it first when it is full. */
-void perf__batch_sink_add(perf__batch_sink_t *s, const perf__event_t *ev);
+/* Add an event to the open batch, closing it first when it is full.
+   0, or a negative perf_error_t when the event was dropped (counted here). */
+int perf__batch_sink_add(perf__batch_sink_t *s, const perf__event_t *ev);
 
 /* When the open batch must be closed (monotonic ns), 0 when none is open. */
 int64_t perf__batch_sink_deadline(const perf__batch_sink_t *s);

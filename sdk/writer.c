@@ -321,11 +321,12 @@ static void report_fatal_hangs(perf__writer_t *w) {
 }
 
 static void write_event(perf__writer_t *w, perf__event_t *ev) {
-  if (w->batches) perf__batch_sink_add(w->batches, ev);
+  int batched = w->batches ? perf__batch_sink_add(w->batches, ev) : PERF_E_UNSUPPORTED;
   if (w->cfg->sink == PERF_SINK_HTTP) {
-    if (w->batches)
+    /* Written = in a batch; the batch sink counted its own drops. */
+    if (batched == PERF_OK)
       PERF__COUNT(w->stats, events_written, 1);
-    else
+    else if (!w->batches)
       PERF__COUNT(w->stats, events_dropped_sink, 1);
   }
   if (w->cfg->sink != PERF_SINK_FILE) { /* http: batches only; none: counted only */
