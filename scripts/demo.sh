@@ -1,36 +1,62 @@
 #!/usr/bin/env bash
-# scripts/demo.sh - the main job: install what is missing, build, and run the
-# two samples:
-#  - backtrace_demo parks threads in recognisable call chains and prints
-#    every thread's stack as the SDK captures it;
-#  - demo_app runs an event loop with the SDK switched on (a ~1 s hang on the
-#    loop thread, a ~3 s CPU burn on a worker) and writes its events to a
-#    report file, printed at the end.
+# scripts/demo.sh [--serve] - the main job: install what is missing, build,
+# and show the SDK end to end:
+#  1. backtrace_demo parks threads in recognisable call chains and prints
+#     every thread's stack as the SDK captures it;
+#  2. demo_app (an event loop with a ~1 s hang on the loop thread and a ~3 s
+#     CPU burn on a worker) in file-sink mode: the readable local report;
+#  3. the same demo_app uploading to perf-collector, started here on
+#     127.0.0.1 with a temporary SQLite database: once its batches are
+#     stored, the top slow stacks as the collector aggregates them and the
+#     dashboard URL. The collector is then stopped, unless --serve is given:
+#     it then keeps running (Ctrl-C stops it) for a person to open the
+#     dashboard. PERF_DEMO_PORT picks the port (default: the first free one
+#     from 4318).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+serve=0
+case "${1:-}" in
+"") ;;
+--serve) serve=1 ;;
+*)
+  echo "usage: $0 [--serve]" >&2
+  exit 2
+  ;;
+esac
+
 source scripts/deps.sh
 perf_install_deps
 
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build -j "$(nproc)" --target backtrace_demo demo_app perf-dump >/dev/null
+cmake --build build -j "$(nproc)" --target backtrace_demo demo_app perf-dump perf-collector >/dev/null
 
 heading() { printf '\n==== %s ====\n\n' "$*"; }
 
+# Everything the demo writes (reports, SDK state, the collector's database)
+# goes to a scratch directory removed on exit, with the collector stopped.
+tmp="$(mktemp -d)"
+collector_pid=
+cleanup() {
+  if [ -n "$collector_pid" ] && kill -0 "$collector_pid" 2>/dev/null; then
+    kill -TERM "$collector_pid" 2>/dev/null || true
+    wait "$collector_pid" 2>/dev/null || true
+  fi
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+demo_app="$PWD/build/samples/demo_app"
+
 heading "backtrace_demo: every thread's stack"
 ./build/samples/backtrace_demo
-
-# demo_app writes everything (the report, the SDK's state) in a scratch
-# directory that is removed on exit.
-tmp="$(mktemp -d)"
-trap 'rm -rf "$tmp"' EXIT
-demo_app="$PWD/build/samples/demo_app"
 
 heading "demo_app: hang + CPU burst, file sink"
 (
   cd "$tmp"
   PERF_SDK_SINK=file \
   PERF_SDK_SINK_PATH="$tmp/perf-report.txt" \
-  PERF_SDK_DATA_DIR="$tmp/data" \
+  PERF_SDK_DATA_DIR="$tmp/file-data" \
     "$demo_app"
 )
 
@@ -43,3 +69,82 @@ cat "$tmp/perf-report.txt"
 
 heading "perf-dump: the same events as batch records ($tmp/perf-report.txt.batches)"
 ./build/tools/perf-dump --max-stacks 1 "$tmp/perf-report.txt"
+
+# ---- the collector -----------------------------------------------------------
+
+listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+port="${PERF_DEMO_PORT:-}"
+if [ -z "$port" ]; then
+  for p in $(seq 4318 4417); do
+    if ! listening "$p"; then
+      port=$p
+      break
+    fi
+  done
+  [ -n "$port" ] || { echo "no free port in 4318..4417 (set PERF_DEMO_PORT)" >&2; exit 1; }
+fi
+url="http://127.0.0.1:$port"
+
+heading "perf-collector on $url (database $tmp/collector.db)"
+./build/collector/perf-collector --listen "127.0.0.1:$port" --db "$tmp/collector.db" \
+  2> >(sed -u 's/^/  [collector] /' >&2) &
+collector_pid=$!
+for _ in $(seq 200); do
+  curl -sf "$url/healthz" >/dev/null 2>&1 && break
+  kill -0 "$collector_pid" 2>/dev/null || { echo "perf-collector did not start" >&2; exit 1; }
+  sleep 0.1
+done
+curl -sf "$url/healthz" >/dev/null || { echo "perf-collector is not healthy" >&2; exit 1; }
+
+heading "demo_app: hang + CPU burst, uploading to the collector"
+(
+  cd "$tmp"
+  PERF_SDK_SINK=http \
+  PERF_SDK_ENDPOINT="$url" \
+  PERF_SDK_API_KEY=demo-key \
+  PERF_SDK_DATA_DIR="$tmp/http-data" \
+    "$demo_app"
+)
+
+# The SDK's shutdown sends what it has; wait until the collector stored the
+# hang and the CPU event.
+api() { curl -sf -H "Authorization: Bearer demo-key" "$url/api/v1/$1"; }
+stored() { api "events?kind=$1&app=demo_app" | jq '.events | length'; }
+for _ in $(seq 300); do
+  [ "$(stored hang)" -ge 1 ] && [ "$(stored cpu)" -ge 1 ] && break
+  sleep 0.1
+done
+if [ "$(stored hang)" -lt 1 ] || [ "$(stored cpu)" -lt 1 ]; then
+  echo "the collector did not store the demo's hang and CPU events" >&2
+  exit 1
+fi
+
+# One stack per entry: the figures, then its frames innermost first.
+print_top() {
+  api "top-stacks?kind=$1&app=demo_app&limit=3" | jq -r '
+    .stacks | to_entries[] |
+    "#\(.key + 1)  \(.value.events) event(s), \(.value.samples) samples, " +
+    "total \(.value.total_ms | round) ms, mean \(.value.mean_ms | round) ms, " +
+    "p95 \(.value.p95_ms | round) ms, versions \(.value.versions | join(","))\n" +
+    (.value.frames | map("      " + .) | join("\n"))'
+}
+heading "collector: top hang stacks (where the loop thread was stuck)"
+print_top hang
+heading "collector: top CPU stacks"
+print_top cpu
+
+heading "dashboard"
+echo "  $url/dashboard/"
+echo "  (API: $url/api/v1/top-stacks?kind=hang, metrics: $url/metrics)"
+
+if [ "$serve" = 1 ]; then
+  echo
+  echo "perf-collector keeps running (--serve); Ctrl-C stops it."
+  wait "$collector_pid"
+else
+  kill -TERM "$collector_pid"
+  wait "$collector_pid" || { echo "perf-collector exited with $?" >&2; exit 1; }
+  collector_pid=
+  echo
+  echo "perf-collector stopped (run '$0 --serve' to keep it running)."
+fi

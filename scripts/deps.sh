@@ -12,6 +12,7 @@ PERF_DEBIAN_PACKAGES=(
   libjansson-dev  # perf-dump --json, and encode_bench's JSON side
   zlib1g-dev      # encode_bench: the same events as JSON + gzip, for comparison
   libsqlite3-dev  # perf-collector's embedded store
+  curl jq         # scripts/demo.sh talks to the collector's JSON API
 )
 
 perf_install_deps() {

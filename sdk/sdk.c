@@ -72,7 +72,9 @@ int perf_sdk_init(const perf_sdk_config_t *cfg) {
     atomic_store(&g_running, true);
     perf__log(PERF__LOG_INFO, "perf sdk %s started: app %s %s (%s), sink %s", PERF_SDK_VERSION,
               s->cfg.app_name, s->cfg.app_version, s->cfg.environment,
-              s->cfg.sink == PERF_SINK_FILE ? s->cfg.sink_path : "none");
+              s->cfg.sink == PERF_SINK_FILE   ? s->cfg.sink_path
+              : s->cfg.sink == PERF_SINK_HTTP ? s->cfg.endpoint
+                                              : "none");
   } else if (s) {
     if (disabled) perf__log(PERF__LOG_INFO, "perf sdk disabled by PERF_SDK_DISABLED");
     perf__config_free(&s->cfg);

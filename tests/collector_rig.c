@@ -100,6 +100,19 @@ long get(const collector_t *c, const char *path, reply_t *r) {
   return request(c, "GET", path, NULL, NULL, 0, false, r);
 }
 
+/* GET path with the good key; the body parsed as JSON (the caller frees). */
+json_t *get_json(const collector_t *c, const char *path, long *status) {
+  reply_t *r = malloc(sizeof *r);
+  CHECK(r != NULL);
+  const char *headers[] = {"Authorization: Bearer " GOOD_KEY, NULL};
+  *status = request(c, "GET", path, headers, NULL, 0, false, r);
+  json_error_t err;
+  json_t *j = json_loads(r->body, 0, &err);
+  CHECKF(j != NULL, "GET %s -> %ld, not JSON: %s (%s)", path, *status, err.text, r->body);
+  free(r);
+  return j;
+}
+
 /* ---- the collector as a child process ------------------------------------ */
 
 uint16_t free_port(void) {

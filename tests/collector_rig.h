@@ -6,6 +6,7 @@
 #ifndef PERF_TEST_COLLECTOR_RIG_H
 #define PERF_TEST_COLLECTOR_RIG_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -37,6 +38,10 @@ double now_s(void);
 long request(const collector_t *c, const char *method, const char *path, const char *const *headers,
              const void *body, size_t len, bool chunked, reply_t *r);
 long get(const collector_t *c, const char *path, reply_t *r);
+
+/* GET path with GOOD_KEY; the body parsed as JSON (the caller frees; a
+   body that is not JSON fails the check). */
+json_t *get_json(const collector_t *c, const char *path, long *status);
 
 uint16_t free_port(void);
 void kill_running(void); /* atexit: a failed check leaves no collector behind */

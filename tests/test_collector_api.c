@@ -141,19 +141,6 @@ static void feed(const collector_t *c, double *hang_ms) {
 
 /* ---- the API ------------------------------------------------------------ */
 
-/* GET path with the good key; the body parsed as JSON (the caller frees). */
-static json_t *get_json(const collector_t *c, const char *path, long *status) {
-  reply_t *r = malloc(sizeof *r);
-  CHECK(r != NULL);
-  const char *headers[] = {"Authorization: Bearer " GOOD_KEY, NULL};
-  *status = request(c, "GET", path, headers, NULL, 0, false, r);
-  json_error_t err;
-  json_t *j = json_loads(r->body, 0, &err);
-  CHECKF(j != NULL, "GET %s -> %ld, not JSON: %s (%s)", path, *status, err.text, r->body);
-  free(r);
-  return j;
-}
-
 static json_t *stacks_of(json_t *j) {
   json_t *s = json_object_get(j, "stacks");
   CHECKF(json_is_array(s), "no stacks array");
