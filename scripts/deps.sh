@@ -12,6 +12,7 @@ PERF_DEBIAN_PACKAGES=(
   libjansson-dev  # perf-dump --json, and encode_bench's JSON side
   zlib1g-dev      # encode_bench: the same events as JSON + gzip, for comparison
   libsqlite3-dev  # perf-collector's embedded store
+  golang-go       # go tool pprof: the independent reader of the collector's pprof export (tests)
 )
 
 perf_install_deps() {
