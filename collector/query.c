@@ -254,6 +254,19 @@ static json_t *frame_name(const json_t *frame) {
   return json_string(text);
 }
 
+unsigned query_stack_filters(query_arg_fn arg, void *ctx, store_top_query_t *q, char **body) {
+  *body = NULL;
+  return parse_filters(arg, ctx, true, q, body);
+}
+
+json_t *query_frame_name(const json_t *frame) {
+  return frame_name(frame);
+}
+
+char *query_error_json(const char *text) {
+  return error_body("%s", text);
+}
+
 /* The names of a stored frames array, innermost first; NULL on failure. */
 static json_t *frame_names(const char *frames_json) {
   json_t *frames = json_loads(frames_json, 0, NULL), *names = json_array();

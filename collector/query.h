@@ -8,6 +8,8 @@
 #ifndef PERF_COLLECTOR_QUERY_H
 #define PERF_COLLECTOR_QUERY_H
 
+#include <jansson.h>
+
 #include "store.h"
 
 /* A query-string parameter by name; NULL when absent. */
@@ -47,5 +49,19 @@ unsigned query_events(const store_ops_t *ops, store_t *store, query_arg_fn arg, 
 /* GET /api/v1/events/<id_text>: the event with "threads" and "stacks";
    404 {"error"} when there is no such event (or id_text is no id). */
 unsigned query_event(const store_ops_t *ops, store_t *store, const char *id_text, char **body);
+
+/* The filters of the stack exports, for other exporters (export_pprof.c):
+   kind (required, hang|cpu), app, version, environment, from, to into *q,
+   exactly as for export/folded. 0, or 400 with *body the JSON error
+   naming the parameter (malloc'ed, the caller frees). */
+unsigned query_stack_filters(query_arg_fn arg, void *ctx, store_top_query_t *q, char **body);
+
+/* A stored frame object ({"function","module","address",...}) to its name
+   in the exports: the function, else "module-basename+0xaddr". A new
+   reference (the caller decrefs); NULL when out of memory. */
+json_t *query_frame_name(const json_t *frame);
+
+/* {"error":"<text>"} (malloc'ed, the caller frees; NULL when out of memory). */
+char *query_error_json(const char *text);
 
 #endif

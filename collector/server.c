@@ -22,6 +22,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "export_pprof.h"
 #include "ingest.h"
 #include "metrics.h"
 #include "query.h"
@@ -55,17 +56,24 @@ static double monotonic_s(void) {
 
 /* ---- responses ------------------------------------------------------------ */
 
-static enum MHD_Result respond(struct MHD_Connection *conn, unsigned status, const char *text,
-                               const char *content_type, const char *retry_after) {
+/* len bytes of data with its type and one more header (name NULL: none). */
+static enum MHD_Result respond_bytes(struct MHD_Connection *conn, unsigned status, const void *data,
+                                     size_t len, const char *content_type, const char *name,
+                                     const char *value) {
   struct MHD_Response *resp =
-      MHD_create_response_from_buffer(strlen(text), (void *)text, MHD_RESPMEM_MUST_COPY);
+      MHD_create_response_from_buffer(len, (void *)data, MHD_RESPMEM_MUST_COPY);
   if (!resp) return MHD_NO;
   enum MHD_Result ok = MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
-  if (ok == MHD_YES && retry_after)
-    ok = MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, retry_after);
+  if (ok == MHD_YES && name) ok = MHD_add_response_header(resp, name, value);
   if (ok == MHD_YES) ok = MHD_queue_response(conn, status, resp);
   MHD_destroy_response(resp);
   return ok;
+}
+
+static enum MHD_Result respond(struct MHD_Connection *conn, unsigned status, const char *text,
+                               const char *content_type, const char *retry_after) {
+  return respond_bytes(conn, status, text, strlen(text), content_type,
+                       retry_after ? MHD_HTTP_HEADER_RETRY_AFTER : NULL, retry_after);
 }
 
 static enum MHD_Result respond_text(struct MHD_Connection *conn, unsigned status,
@@ -259,6 +267,37 @@ static const struct {
     {"/api/v1/events", query_events, "application/json"},
 };
 
+/* Binary exports: the body has a length; errors are JSON as above. */
+typedef unsigned (*export_fn)(const store_ops_t *ops, store_t *store, query_arg_fn arg, void *ctx,
+                              uint8_t **body, size_t *len);
+
+static const struct {
+  const char *url;
+  export_fn fn;
+  const char *type, *disposition;
+} EXPORT_ROUTES[] = {
+    {"/api/v1/export/pprof", export_pprof, "application/octet-stream",
+     "attachment; filename=\"profile.pb.gz\""},
+};
+
+static enum MHD_Result serve_export(server_t *s, struct MHD_Connection *conn, size_t route) {
+  static const char JSON_TYPE[] = "application/json";
+  if (!authorized(s, bearer_token(conn)))
+    return respond(conn, 401, "{\"error\":\"missing or unknown API key\"}\n", JSON_TYPE, NULL);
+  uint8_t *body = NULL;
+  size_t len = 0;
+  unsigned status =
+      EXPORT_ROUTES[route].fn(s->ingest.ops, s->ingest.store, query_arg, conn, &body, &len);
+  if (!body) return respond(conn, 503, "{\"error\":\"out of memory\"}\n", JSON_TYPE, NULL);
+  enum MHD_Result rc =
+      status == 200
+          ? respond_bytes(conn, 200, body, len, EXPORT_ROUTES[route].type,
+                          MHD_HTTP_HEADER_CONTENT_DISPOSITION, EXPORT_ROUTES[route].disposition)
+          : respond_bytes(conn, status, body, len, JSON_TYPE, NULL, NULL);
+  free(body);
+  return rc;
+}
+
 #define EVENTS_PREFIX "/api/v1/events/"
 
 /* ---- MHD callbacks -------------------------------------------------------- */
@@ -279,6 +318,9 @@ static enum MHD_Result on_headers(server_t *s, struct MHD_Connection *conn, cons
     if (strcmp(url, API_ROUTES[i].url) == 0)
       return get ? serve_api(s, conn, API_ROUTES[i].fn, NULL, API_ROUTES[i].type)
                  : respond_text(conn, 405, "use GET");
+  for (size_t i = 0; i < sizeof EXPORT_ROUTES / sizeof EXPORT_ROUTES[0]; i++)
+    if (strcmp(url, EXPORT_ROUTES[i].url) == 0)
+      return get ? serve_export(s, conn, i) : respond_text(conn, 405, "use GET");
   if (strncmp(url, EVENTS_PREFIX, strlen(EVENTS_PREFIX)) == 0 && url[strlen(EVENTS_PREFIX)])
     return get ? serve_api(s, conn, NULL, url + strlen(EVENTS_PREFIX), "application/json")
                : respond_text(conn, 405, "use GET");

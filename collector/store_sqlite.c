@@ -118,7 +118,10 @@ static const char *const STMT_SQL[ST_COUNT] = {
                    " JOIN batches b ON b.id = e.batch_id JOIN groups g ON g.signature = c.stack_sig"
                    " WHERE e.kind = 'cpu'" TOP_FILTERS " ORDER BY c.stack_sig, e.id",
     [ST_STACK_ROWS] =
-        "SELECT c.stack_sig, s.frames, sum(c.samples) FROM stack_counts c"
+        "SELECT c.stack_sig, s.frames, sum(c.samples),"
+        " coalesce(sum(c.samples * CAST(e.duration_ns AS REAL) /"
+        " (SELECT sum(x.samples) FROM stack_counts x WHERE x.event_id = e.id)), 0),"
+        " min(e.start_ns), max(e.start_ns + e.duration_ns) FROM stack_counts c"
         " JOIN events e ON e.id = c.event_id JOIN batches b ON b.id = e.batch_id"
         " JOIN stacks s ON s.signature = c.stack_sig"
         " WHERE " KIND_FILTER TOP_FILTERS " GROUP BY c.stack_sig ORDER BY c.stack_sig",
@@ -425,8 +428,12 @@ static int sqlite_stack_rows(store_t *st, const store_top_query_t *q, store_stac
   bind_filters(s, q);
   int rc, stopped = 0;
   while (!stopped && (rc = sqlite3_step(s)) == SQLITE_ROW) {
-    store_stack_row_t row = {column_text(s, 0), column_text(s, 1),
-                             (uint64_t)sqlite3_column_int64(s, 2)};
+    store_stack_row_t row = {column_text(s, 0),
+                             column_text(s, 1),
+                             (uint64_t)sqlite3_column_int64(s, 2),
+                             sqlite3_column_double(s, 3),
+                             sqlite3_column_int64(s, 4),
+                             sqlite3_column_int64(s, 5)};
     if (!row.stack_sig || !row.frames_json) continue;
     stopped = fn(&row, user);
   }

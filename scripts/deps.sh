@@ -13,6 +13,7 @@ PERF_DEBIAN_PACKAGES=(
   zlib1g-dev      # encode_bench: the same events as JSON + gzip, for comparison
   libsqlite3-dev  # perf-collector's embedded store
   curl jq         # scripts/demo.sh talks to the collector's JSON API
+  golang-go       # go tool pprof: the independent reader of the collector's pprof export (tests)
 )
 
 perf_install_deps() {

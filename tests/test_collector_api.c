@@ -4,7 +4,8 @@
  * SDK batches (sink = http): two hangs stuck in the same function whose
  * samples land in different leaf calls group as one; CPU events group per
  * stack; filters; bad parameters get 400 JSON; the folded export, the flame
- * tree, the event list and an event's detail. Each case runs in its own
+ * tree, the event list and an event's detail, the pprof export read back by
+ * us and by `go tool pprof`. Each case runs in its own
  * process: `test_collector_api <case>`.
  */
 #include <arpa/inet.h>
@@ -30,6 +31,7 @@
 #include "check.h"
 #include "collector_rig.h"
 #include "perf_sdk.h"
+#include "pprof_check.h"
 #include "tempdir.h"
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
@@ -546,11 +548,174 @@ static void case_events(void) {
   collector_stop_healthy(&c);
 }
 
+/* ---- the pprof export ---------------------------------------------------- */
+
+/* The samples of the folded export for query: its lines' counts summed. */
+static long long folded_total(const collector_t *c, const char *query, reply_t *r) {
+  char path[256];
+  snprintf(path, sizeof path, "/api/v1/export/folded?%s", query);
+  CHECK_EQ_INT(get_keyed(c, path, r), 200);
+  long long total = 0;
+  for (char *line = r->body; *line;) {
+    char *nl = strchr(line, '\n');
+    CHECK(nl != NULL);
+    *nl = '\0';
+    char *space = strrchr(line, ' ');
+    CHECK(space != NULL);
+    total += atoll(space + 1);
+    line = nl + 1;
+  }
+  return total;
+}
+
+/* GET export/pprof?query (200, whole) into *r and the file <tempdir>/name;
+   decoded and checked (pprof_check.h). */
+static pprof_profile_t *pprof_fetched(const collector_t *c, const char *query, reply_t *r,
+                                      const char *name, char file[256]) {
+  char path[256];
+  snprintf(path, sizeof path, "/api/v1/export/pprof?%s", query);
+  CHECK_EQ_INT(get_keyed(c, path, r), 200);
+  CHECK(r->body_len > 0 && r->body_len < sizeof r->body - 1);
+  snprintf(file, 256, "%s/%s", tempdir_make("perf-api"), name);
+  FILE *f = fopen(file, "wb");
+  CHECK(f != NULL);
+  CHECK(fwrite(r->body, 1, r->body_len, f) == r->body_len);
+  CHECK(fclose(f) == 0);
+  return pprof_decode_checked(r->body, r->body_len);
+}
+
+static void check_value_type(const pprof_profile_t *p, size_t i, const char *type,
+                             const char *unit) {
+  CHECK(i < p->n_sample_type);
+  const char *t = pprof_string(p, p->sample_type[i]->type);
+  const char *u = pprof_string(p, p->sample_type[i]->unit);
+  CHECKF(strcmp(t, type) == 0 && strcmp(u, unit) == 0, "sample_type[%zu] = %s/%s", i, t, u);
+}
+
+/* `go tool pprof -top` of file: it lists name, and its total is samples. */
+static void pprof_top_check(const char *file, const char *name, long long samples) {
+  static const char *const top[] = {"-top", "-nodecount=1000", NULL};
+  char *out = pprof_tool(tempdir_make("perf-api"), top, file);
+  fprintf(stderr, "go tool pprof -top %s:\n%.3000s\n", file, out);
+  CHECKF(strstr(out, "Type: samples") != NULL, "not the samples view");
+  CHECKF(pprof_top_total(out) == samples, "pprof total %lld, folded %lld", pprof_top_total(out),
+         samples);
+  CHECKF(!name || pprof_top_lists(out, name), "pprof does not list %s", name);
+  free(out);
+}
+
+static void case_export_pprof(void) {
+  collector_t c;
+  fed(&c);
+  reply_t *r = malloc(sizeof *r);
+  CHECK(r != NULL);
+  char file[256];
+  /* hang: the folded export's samples, and the hangs' wall time */
+  long long folded = folded_total(&c, "kind=hang&app=api-test", r);
+  CHECK(folded > 0);
+  pprof_profile_t *p = pprof_fetched(&c, "kind=hang&app=api-test", r, "hang.pb.gz", file);
+  CHECK_EQ_INT(p->n_sample_type, 2);
+  check_value_type(p, 0, "samples", "count");
+  check_value_type(p, 1, "wall", "nanoseconds");
+  CHECK(strcmp(pprof_string(p, p->default_sample_type), "samples") == 0);
+  CHECK_EQ_INT(pprof_value_total(p, 0), folded);
+  CHECK(pprof_has_function(p, "stuck_in_here") && pprof_has_function(p, "handle_request"));
+  long status;
+  json_t *j = get_json(&c, "/api/v1/top-stacks?kind=hang&app=api-test", &status);
+  double hang_ms = 0;
+  for (size_t i = 0; i < json_array_size(stacks_of(j)); i++)
+    hang_ms += json_real_value(json_object_get(json_array_get(stacks_of(j), i), "total_ms"));
+  json_decref(j);
+  double wall_ms = (double)pprof_value_total(p, 1) / 1e6;
+  CHECKF(wall_ms > hang_ms - 0.01 && wall_ms < hang_ms + 0.01, "wall %.3f ms, hangs %.3f ms",
+         wall_ms, hang_ms);
+  /* unbounded: the window is the events' own, from the first start to the last end */
+  int64_t wall_now = (int64_t)time(NULL) * 1000000000;
+  CHECK(p->time_nanos > wall_now - 300 * (int64_t)1000000000 && p->time_nanos <= wall_now);
+  CHECK(p->duration_nanos >= pprof_value_total(p, 1) - 1000);
+  CHECK(p->time_nanos + p->duration_nanos <= wall_now + 2 * (int64_t)1000000000);
+  perftools__profiles__profile__free_unpacked(p, NULL);
+  pprof_top_check(file, "stuck_in_here", folded);
+  static const char *const wall[] = {"-top", "-sample_index=wall", NULL};
+  char *out = pprof_tool(tempdir_make("perf-api"), wall, file);
+  CHECKF(strstr(out, "Type: wall") && pprof_top_lists(out, "stuck_in_here"), "%s", out);
+  free(out);
+  /* cpu: samples only; the burner thread's function is there */
+  folded = folded_total(&c, "kind=cpu", r);
+  CHECK(folded > 0);
+  p = pprof_fetched(&c, "kind=cpu", r, "cpu.pb.gz", file);
+  CHECK_EQ_INT(p->n_sample_type, 1);
+  check_value_type(p, 0, "samples", "count");
+  CHECK_EQ_INT(pprof_value_total(p, 0), folded);
+  perftools__profiles__profile__free_unpacked(p, NULL);
+  pprof_top_check(file, "cpu_burner", folded);
+  /* from/to: the window is the filter's */
+  long long from_ms = ((long long)time(NULL) - 300) * 1000, to_ms = from_ms + 360000;
+  char query[128];
+  snprintf(query, sizeof query, "kind=hang&from=%lld&to=%lld", from_ms, to_ms);
+  folded = folded_total(&c, query, r);
+  p = pprof_fetched(&c, query, r, "window.pb.gz", file);
+  CHECK_EQ_INT(pprof_value_total(p, 0), folded);
+  CHECK_EQ_INT(p->time_nanos, from_ms * 1000000);
+  CHECK_EQ_INT(p->duration_nanos, (to_ms - from_ms + 1) * 1000000);
+  perftools__profiles__profile__free_unpacked(p, NULL);
+  free(r);
+  collector_stop_healthy(&c);
+}
+
+/* Nothing matches: a valid profile pprof reads (0 samples); errors. */
+static void case_export_pprof_empty(void) {
+  collector_t c;
+  collector_start(&c, NULL);
+  reply_t *r = malloc(sizeof *r);
+  CHECK(r != NULL);
+  char file[256];
+  pprof_profile_t *p = pprof_fetched(&c, "kind=hang", r, "empty.pb.gz", file);
+  CHECK(p->n_sample == 0 && p->n_location == 0 && p->n_function == 0 && p->n_mapping == 0);
+  CHECK_EQ_INT(p->n_sample_type, 2);
+  CHECK(p->time_nanos == 0 && p->duration_nanos == 0); /* no window, no events */
+  perftools__profiles__profile__free_unpacked(p, NULL);
+  pprof_top_check(file, NULL, 0);
+  p = pprof_fetched(&c, "kind=cpu&from=1000&to=2000", r, "empty-cpu.pb.gz", file);
+  CHECK(p->n_sample == 0 && p->n_sample_type == 1);
+  CHECK(p->time_nanos == 1000000000 && p->duration_nanos == 1001000000);
+  perftools__profiles__profile__free_unpacked(p, NULL);
+  pprof_top_check(file, NULL, 0);
+  static const struct {
+    const char *query, *param;
+  } bad[] = {
+      {"", "kind"},
+      {"kind=wall", "kind"},
+      {"kind=cpu&from=-5", "from"},
+      {"kind=cpu&to=soon", "to"},
+      {"kind=cpu&from=2000&to=1000", "to"},
+  };
+  for (size_t i = 0; i < ARRAY_LEN(bad); i++) {
+    char path[128];
+    snprintf(path, sizeof path, "/api/v1/export/pprof?%s", bad[i].query);
+    long status;
+    json_t *j = get_json(&c, path, &status);
+    CHECKF(status == 400, "%s -> %ld", path, status);
+    const char *err = json_string_value(json_object_get(j, "error"));
+    CHECKF(err && strstr(err, bad[i].param), "%s: error %s", path, err ? err : "(none)");
+    json_decref(j);
+  }
+  CHECK_EQ_INT(get(&c, "/api/v1/export/pprof?kind=hang", r), 401);
+  json_t *j = json_loads(r->body, 0, NULL);
+  CHECK(json_is_string(json_object_get(j, "error")));
+  json_decref(j);
+  const char *wrong[] = {"Authorization: Bearer nope", NULL};
+  CHECK_EQ_INT(request(&c, "GET", "/api/v1/export/pprof?kind=hang", wrong, NULL, 0, false, r), 401);
+  CHECK_EQ_INT(request(&c, "POST", "/api/v1/export/pprof?kind=hang", NULL, "x", 1, false, r), 405);
+  free(r);
+  collector_stop_healthy(&c);
+}
+
 int main(int argc, char **argv) {
   static const test_case_t cases[] = {
       TEST_CASE(hang_grouped),   TEST_CASE(cpu_stacks),    TEST_CASE(filters),
       TEST_CASE(bad_parameters), TEST_CASE(export_folded), TEST_CASE(flame),
-      TEST_CASE(events),
+      TEST_CASE(events),         TEST_CASE(export_pprof),  TEST_CASE(export_pprof_empty),
   };
   return collector_test_main(argc, argv, cases, ARRAY_LEN(cases));
 }
