@@ -12,6 +12,8 @@ PERF_DEBIAN_PACKAGES=(
   libjansson-dev  # perf-dump --json, and encode_bench's JSON side
   zlib1g-dev      # encode_bench: the same events as JSON + gzip, for comparison
   libsqlite3-dev  # perf-collector's embedded store
+  chromium        # the dashboard's browser test (headless, driven by playwright-core)
+  nodejs          # runs the dashboard's browser test (tests/dashboard, node >= 18)
 )
 
 perf_install_deps() {
@@ -22,6 +24,9 @@ perf_install_deps() {
       missing+=("$pkg")
     fi
   done
+  # npm installs the browser test's playwright-core; Debian ships it apart
+  # from nodejs (NodeSource's nodejs package bundles it: no Debian npm then).
+  command -v npm >/dev/null 2>&1 || missing+=(npm)
   [ ${#missing[@]} -eq 0 ] && return 0
   if [ "$(id -u)" -ne 0 ]; then
     echo "missing Debian packages: ${missing[*]}" >&2

@@ -8,6 +8,7 @@ const KEY_STORAGE = 'perf-collector.api-key';
 const SVG_NS = 'http://www.w3.org/2000/svg';
 const FLAME_ROW = 20; // px per flame-graph level
 const FLAME_MIN_WIDTH = 0.5; // px: narrower frames are not drawn
+const DETAIL_STACKS_SHOWN = 3; // an event's stacks with most samples; the rest folded
 
 const $ = (id) => document.getElementById(id);
 
@@ -208,6 +209,7 @@ function renderStacks() {
   const body = $('top-stacks').tBodies[0];
   body.replaceChildren();
   $('stacks-title').textContent = state.kind === 'hang' ? 'Slowest hang stacks' : 'Hottest CPU stacks';
+  $('fn-header').textContent = state.kind === 'hang' ? 'Function (innermost shared frame)' : 'Function (innermost frame)';
   $('stacks-hint').textContent = state.kind === 'hang'
     ? 'sorted by total hang time; click a row to see its events'
     : 'sorted by samples; click a row to see its events';
@@ -431,7 +433,16 @@ function renderDetail(ev) {
   $('detail-app').textContent = `${ev.app} ${ev.version} (${ev.environment})`;
   $('detail-reason').textContent = ev.reason || '—';
   const total = ev.stacks.reduce((n, s) => n + s.samples, 0) || 1;
-  $('detail-stacks').replaceChildren(...ev.stacks.map((s) => detailStack(s, total)));
+  const shown = ev.stacks.slice(0, DETAIL_STACKS_SHOWN).map((s) => detailStack(s, total));
+  const rest = ev.stacks.slice(DETAIL_STACKS_SHOWN);
+  $('detail-stacks').replaceChildren(...shown);
+  if (rest.length) {
+    // The long tail folded away: the event's main stacks stay readable.
+    const samples = rest.reduce((n, s) => n + s.samples, 0);
+    $('detail-stacks').append(el('details', { class: 'more-stacks' },
+      el('summary', { text: `${rest.length} more stacks (${fmtCount(samples)} samples)` }),
+      ...rest.map((s) => detailStack(s, total))));
+  }
   if (ev.stacks.length === 0) $('detail-stacks').append(el('p', { class: 'empty', text: 'No samples.' }));
 }
 
