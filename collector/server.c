@@ -23,6 +23,7 @@
 #include <time.h>
 
 #include "export_pprof.h"
+#include "dashboard.h"
 #include "ingest.h"
 #include "metrics.h"
 #include "query.h"
@@ -324,6 +325,8 @@ static enum MHD_Result on_headers(server_t *s, struct MHD_Connection *conn, cons
   if (strncmp(url, EVENTS_PREFIX, strlen(EVENTS_PREFIX)) == 0 && url[strlen(EVENTS_PREFIX)])
     return get ? serve_api(s, conn, NULL, url + strlen(EVENTS_PREFIX), "application/json")
                : respond_text(conn, 405, "use GET");
+  if (dashboard_owns(url))
+    return get ? dashboard_serve(conn, url) : respond_text(conn, 405, "use GET");
   return respond_text(conn, 404, "not found");
 }
 

@@ -14,6 +14,8 @@ PERF_DEBIAN_PACKAGES=(
   libsqlite3-dev  # perf-collector's embedded store
   curl jq         # scripts/demo.sh talks to the collector's JSON API
   golang-go       # go tool pprof: the independent reader of the collector's pprof export (tests)
+  chromium        # the dashboard's browser test (headless, driven by playwright-core)
+  nodejs          # runs the dashboard's browser test (tests/dashboard, node >= 18)
 )
 
 perf_install_deps() {
@@ -24,6 +26,9 @@ perf_install_deps() {
       missing+=("$pkg")
     fi
   done
+  # npm installs the browser test's playwright-core; Debian ships it apart
+  # from nodejs (NodeSource's nodejs package bundles it: no Debian npm then).
+  command -v npm >/dev/null 2>&1 || missing+=(npm)
   [ ${#missing[@]} -eq 0 ] && return 0
   if [ "$(id -u)" -ne 0 ]; then
     echo "missing Debian packages: ${missing[*]}" >&2

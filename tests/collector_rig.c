@@ -146,6 +146,22 @@ pid_t spawn(char *const argv[], const char *stderr_path) {
   return pid;
 }
 
+int spawn_wait(pid_t pid, double seconds) {
+  double end = now_s() + seconds;
+  int st = 0;
+  pid_t w;
+  while ((w = waitpid(pid, &st, WNOHANG)) == 0) {
+    if (now_s() > end) {
+      kill(pid, SIGKILL);
+      waitpid(pid, NULL, 0);
+      return -1;
+    }
+    usleep(50000);
+  }
+  CHECK(w == pid);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
 bool healthy_within(const collector_t *c, double seconds) {
   double end = now_s() + seconds;
   reply_t r;

@@ -46,6 +46,9 @@ json_t *get_json(const collector_t *c, const char *path, long *status);
 uint16_t free_port(void);
 void kill_running(void); /* atexit: a failed check leaves no collector behind */
 pid_t spawn(char *const argv[], const char *stderr_path);
+/* Wait up to seconds for pid to exit: its exit status (128 + signal when
+   killed by one), or -1 when it had to be killed at the deadline. */
+int spawn_wait(pid_t pid, double seconds);
 bool healthy_within(const collector_t *c, double seconds);
 
 /* Start perf-collector with a temp db and keys file (GOOD_KEY and

@@ -9,62 +9,16 @@
  * `test_demo_e2e <case>`.
  */
 #include <jansson.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "check.h"
 #include "collector_rig.h"
+#include "demo_rig.h"
 #include "tempdir.h"
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
-
-/* Run demo_app with the http sink pointed at c; its stdout and stderr go to
-   out_path. Returns the hang duration the demo printed (ms). */
-static long run_demo(const collector_t *c, const char *dir, const char *out_path) {
-  char data_dir[256];
-  snprintf(data_dir, sizeof data_dir, "%s/sdk", dir);
-  CHECK(setenv("PERF_SDK_SINK", "http", 1) == 0);
-  CHECK(setenv("PERF_SDK_ENDPOINT", c->url, 1) == 0);
-  CHECK(setenv("PERF_SDK_API_KEY", GOOD_KEY, 1) == 0);
-  CHECK(setenv("PERF_SDK_DATA_DIR", data_dir, 1) == 0);
-  char *argv[] = {PERF_DEMO_APP_PATH, NULL};
-  pid_t pid = spawn(argv, out_path);
-  double end = now_s() + 120;
-  int st = 0;
-  pid_t w;
-  while ((w = waitpid(pid, &st, WNOHANG)) == 0 && now_s() < end)
-    usleep(50000);
-  if (w == 0) kill(pid, SIGKILL), waitpid(pid, &st, 0);
-  CHECKF(w == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0, "demo_app status 0x%x (see %s)", st,
-         out_path);
-
-  FILE *f = fopen(out_path, "r");
-  CHECK(f != NULL);
-  char line[512];
-  long hang_ms = -1;
-  while (fgets(line, sizeof line, f)) {
-    fputs(line, stderr);
-    sscanf(line, "load_user_profile: %ld ms", &hang_ms);
-  }
-  fclose(f);
-  CHECKF(hang_ms >= 900, "demo_app printed no ~1 s hang (%ld)", hang_ms);
-  return hang_ms;
-}
-
-static size_t events_stored(const collector_t *c, const char *kind) {
-  char path[128];
-  snprintf(path, sizeof path, "/api/v1/events?kind=%s&app=demo_app", kind);
-  long status;
-  json_t *j = get_json(c, path, &status);
-  CHECK_EQ_INT(status, 200);
-  size_t n = json_array_size(json_object_get(j, "events"));
-  json_decref(j);
-  return n;
-}
 
 static const char *frame(json_t *stack, size_t i) {
   return json_string_value(json_array_get(json_object_get(stack, "frames"), i));
@@ -95,18 +49,12 @@ static json_t *top_stack(const collector_t *c, const char *kind, json_t **doc) {
 static void case_top_hang(void) {
   collector_t c;
   collector_start(&c, NULL);
-  const char *dir = tempdir_make("perf-demo-e2e");
-  char out[256];
-  snprintf(out, sizeof out, "%s/demo_app.out", dir);
-  long hang_ms = run_demo(&c, dir, out);
-
-  /* demo_app's shutdown sent its batches; they are stored once acknowledged,
-     so the events are there now - allow a little for the last response. */
-  double end = now_s() + 30;
-  while ((events_stored(&c, "hang") < 1 || events_stored(&c, "cpu") < 1) && now_s() < end)
-    usleep(100000);
-  CHECK_EQ_INT(events_stored(&c, "hang"), 1);
-  CHECK_EQ_INT(events_stored(&c, "cpu"), 1);
+  long hang_ms = demo_run_uploading(&c, PERF_DEMO_APP_PATH, tempdir_make("perf-demo-e2e"), NULL);
+  /* demo_app's shutdown sent its batches: they are stored when
+     acknowledged; allow for the last response still on its way. */
+  demo_wait_stored(&c);
+  CHECK_EQ_INT(demo_events_stored(&c, "hang"), 1);
+  CHECK_EQ_INT(demo_events_stored(&c, "cpu"), 1);
 
   json_t *doc;
   json_t *hang = top_stack(&c, "hang", &doc);

@@ -1,0 +1,522 @@
+// app.js - the perf-collector dashboard: filters, the slowest stacks
+// (GET /api/v1/top-stacks), a flame graph (GET /api/v1/flame), the event list
+// (GET /api/v1/events) and an event's detail (GET /api/v1/events/<id>).
+// Plain DOM and SVG, no framework, nothing loaded from elsewhere. The API key
+// is kept in localStorage and sent as "Authorization: Bearer <key>".
+
+const KEY_STORAGE = 'perf-collector.api-key';
+const SVG_NS = 'http://www.w3.org/2000/svg';
+const FLAME_ROW = 20; // px per flame-graph level
+const FLAME_MIN_WIDTH = 0.5; // px: narrower frames are not drawn
+const DETAIL_STACKS_SHOWN = 3; // an event's stacks with most samples; the rest folded
+
+const $ = (id) => document.getElementById(id);
+
+const state = {
+  kind: 'hang',
+  stacks: [],
+  selected: null, // the top-stacks entry clicked: filters events, highlights the flame graph
+  flame: null, // the /api/v1/flame tree
+  zoom: [], // names from the root's child down to the zoomed frame; [] = whole tree
+  events: [],
+  detailId: null,
+  generation: 0, // bumped by each refresh: answers of an older one are dropped
+  eventsGeneration: 0, // the same for the event list (also reloaded on a selection)
+};
+
+// ---- the API ----------------------------------------------------------------
+
+class ApiError extends Error {
+  constructor(status, message) {
+    super(message);
+    this.status = status;
+  }
+}
+
+function apiKey() {
+  return localStorage.getItem(KEY_STORAGE) || '';
+}
+
+async function api(path, params = {}) {
+  const url = new URL(path, window.location.origin);
+  for (const [name, value] of Object.entries(params))
+    if (value !== undefined && value !== null && value !== '') url.searchParams.set(name, value);
+  const headers = {};
+  if (apiKey()) headers.Authorization = `Bearer ${apiKey()}`;
+  let resp;
+  try {
+    resp = await fetch(url, { headers });
+  } catch (err) {
+    throw new ApiError(0, `Cannot reach the collector at ${window.location.origin} (${err.message}).`);
+  }
+  if (resp.status === 401)
+    throw new ApiError(401, 'The collector refused the API key (401 Unauthorized). ' +
+      'Enter a valid key in "API key" and press "Use key".');
+  if (!resp.ok) {
+    let reason = resp.statusText;
+    try {
+      reason = (await resp.json()).error || reason;
+    } catch (_) { /* not JSON: keep the status text */ }
+    throw new ApiError(resp.status, `${url.pathname}: ${resp.status} ${reason}`);
+  }
+  return resp;
+}
+
+async function apiJson(path, params) {
+  return (await api(path, params)).json();
+}
+
+// The filters of the header as API parameters (kind, app, version,
+// environment, from; limit when withLimit).
+function filterParams(withLimit) {
+  const params = { kind: state.kind };
+  for (const name of ['app', 'version', 'environment']) params[name] = $(name).value.trim();
+  const range = $('range').value;
+  if (range) params.from = String(Date.now() - Number(range));
+  if (withLimit) {
+    const limit = Number($('limit').value);
+    params.limit = Number.isInteger(limit) && limit >= 1 && limit <= 1000 ? String(limit) : '20';
+  }
+  return params;
+}
+
+// ---- messages ---------------------------------------------------------------
+
+function showMessage(text, level = 'error') {
+  const box = $('message');
+  box.textContent = text;
+  box.className = `message ${level}`;
+  box.hidden = false;
+}
+
+function clearMessage() {
+  $('message').hidden = true;
+  $('message').textContent = '';
+}
+
+function reportError(err) {
+  showMessage(err instanceof ApiError ? err.message : `Unexpected error: ${err.message}`);
+  if (err.status === 401) $('api-key').focus();
+}
+
+// ---- formatting ---------------------------------------------------------------
+
+function fmtMs(ms) {
+  if (typeof ms !== 'number' || !Number.isFinite(ms)) return '—';
+  return ms >= 100 ? `${Math.round(ms).toLocaleString('en-US')} ms` : `${ms.toFixed(1)} ms`;
+}
+
+function fmtTime(unixMs) {
+  const d = new Date(unixMs);
+  const two = (n) => String(n).padStart(2, '0');
+  return `${d.getFullYear()}-${two(d.getMonth() + 1)}-${two(d.getDate())} ` +
+    `${two(d.getHours())}:${two(d.getMinutes())}:${two(d.getSeconds())}`;
+}
+
+function fmtCpu(percent) {
+  return typeof percent === 'number' && percent >= 0 ? `${percent}%` : '—';
+}
+
+function fmtCount(n) {
+  return Number(n).toLocaleString('en-US');
+}
+
+function basename(path) {
+  return String(path || '').split('/').pop();
+}
+
+// A DOM element with attributes ("text" sets textContent) and children.
+function el(tag, attrs = {}, ...children) {
+  const node = tag.startsWith('svg:') ? document.createElementNS(SVG_NS, tag.slice(4))
+    : document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs)) {
+    if (name === 'text') node.textContent = value;
+    else if (value !== undefined && value !== null && value !== false) node.setAttribute(name, value);
+  }
+  for (const child of children) if (child) node.append(child);
+  return node;
+}
+
+// ---- loading ------------------------------------------------------------------
+
+async function refresh() {
+  clearMessage();
+  document.body.dataset.state = 'loading';
+  state.selected = null;
+  state.zoom = [];
+  const gen = ++state.generation;
+  const results = await Promise.allSettled([loadStacks(gen), loadFlame(gen), loadEvents(++state.eventsGeneration)]);
+  if (gen !== state.generation) return;
+  const failed = results.find((r) => r.status === 'rejected');
+  // For scripts and tests: "ready" once everything shown is this filter's.
+  document.body.dataset.state = failed ? 'error' : 'ready';
+  if (failed) reportError(failed.reason);
+  else loadSuggestions().catch(() => { /* suggestions are a convenience */ });
+}
+
+async function loadStacks(gen) {
+  state.stacks = [];
+  renderStacks();
+  const { stacks } = await apiJson('/api/v1/top-stacks', filterParams(true));
+  if (gen !== state.generation) return;
+  state.stacks = stacks;
+  renderStacks();
+}
+
+async function loadFlame(gen) {
+  state.flame = null;
+  renderFlame();
+  const tree = await apiJson('/api/v1/flame', filterParams(false));
+  if (gen !== state.generation) return;
+  state.flame = tree;
+  renderFlame();
+}
+
+async function loadEvents(gen) {
+  const params = filterParams(true);
+  let events = (await apiJson('/api/v1/events', params)).events;
+  const sel = state.selected;
+  if (sel && state.kind === 'hang') {
+    events = events.filter((e) => e.group === sel.signature);
+  } else if (sel) {
+    // A CPU stack is one of an event's sampled stacks: read each event's detail.
+    const details = await Promise.all(events.map((e) => apiJson(`/api/v1/events/${e.id}`)));
+    const ids = new Set(details.filter((d) => d.stacks.some((s) => s.signature === sel.signature))
+      .map((d) => d.id));
+    events = events.filter((e) => ids.has(e.id));
+  }
+  if (gen !== state.eventsGeneration) return;
+  state.events = events;
+  renderEvents();
+}
+
+// App, version and environment values seen lately, offered in the filters.
+async function loadSuggestions() {
+  const { events } = await apiJson('/api/v1/events', { limit: '1000' });
+  for (const [field, list] of [['app', 'apps'], ['version', 'versions'], ['environment', 'environments']]) {
+    const values = [...new Set(events.map((e) => e[field]).filter(Boolean))].sort();
+    $(list).replaceChildren(...values.map((v) => el('option', { value: v })));
+  }
+}
+
+// ---- the slowest stacks -------------------------------------------------------
+
+function impactOf(stack) {
+  return state.kind === 'hang' ? stack.total_ms : stack.samples;
+}
+
+function renderStacks() {
+  const body = $('top-stacks').tBodies[0];
+  body.replaceChildren();
+  $('stacks-title').textContent = state.kind === 'hang' ? 'Slowest hang stacks' : 'Hottest CPU stacks';
+  $('fn-header').textContent = state.kind === 'hang' ? 'Function (innermost shared frame)' : 'Function (innermost frame)';
+  $('stacks-hint').textContent = state.kind === 'hang'
+    ? 'sorted by total hang time; click a row to see its events'
+    : 'sorted by samples; click a row to see its events';
+  $('stacks-empty').hidden = state.stacks.length > 0;
+  const maxImpact = Math.max(1e-9, ...state.stacks.map(impactOf));
+  state.stacks.forEach((stack, index) => {
+    const row = stackRow(stack, index, impactOf(stack) / maxImpact);
+    const frames = stackFramesRow(stack);
+    body.append(row, frames);
+  });
+}
+
+function stackRow(stack, index, share) {
+  const toggle = el('button', { type: 'button', class: 'toggle', 'aria-expanded': 'false',
+    title: 'Show the whole stack', 'data-testid': 'stack-toggle', text: '▸' });
+  const caller = stack.frames.length > 1 ? el('span', { class: 'caller', text: `called from ${stack.frames[1]}` }) : null;
+  const bar = el('span', { class: 'impact-bar' });
+  bar.style.width = `${Math.max(2, share * 100).toFixed(1)}%`;
+  const row = el('tr', { class: 'stack-row', tabindex: '0', 'data-testid': 'stack-row',
+    'data-signature': stack.signature, 'data-index': String(index) },
+  el('td', { class: 'fn' }, toggle,
+    el('span', { class: 'fn-name', 'data-testid': 'stack-function', text: stack.frames[0] || '?' }), caller),
+  el('td', { class: 'impact' }, el('span', { class: 'bar-track' }, bar)),
+  el('td', { class: 'num', text: fmtCount(stack.events) }),
+  el('td', { class: 'num', text: fmtCount(stack.samples) }),
+  el('td', { class: 'num strong', text: fmtMs(stack.total_ms) }),
+  el('td', { class: 'num', text: fmtMs(stack.mean_ms) }),
+  el('td', { class: 'num', text: fmtMs(stack.p95_ms) }),
+  el('td', { class: 'time', text: fmtTime(stack.first_seen) }),
+  el('td', { class: 'time', text: fmtTime(stack.last_seen) }),
+  el('td', { text: stack.versions.join(', ') }));
+  toggle.addEventListener('click', (ev) => {
+    ev.stopPropagation();
+    const open = toggle.getAttribute('aria-expanded') !== 'true';
+    toggle.setAttribute('aria-expanded', String(open));
+    toggle.textContent = open ? '▾' : '▸';
+    row.nextElementSibling.hidden = !open;
+  });
+  row.addEventListener('click', () => selectStack(stack));
+  row.addEventListener('keydown', (ev) => { if (ev.key === 'Enter') selectStack(stack); });
+  return row;
+}
+
+function stackFramesRow(stack) {
+  const list = el('ol', { class: 'frames', start: '0' },
+    ...stack.frames.map((name) => el('li', { text: name })));
+  const row = el('tr', { class: 'frames-row', 'data-testid': 'stack-frames' },
+    el('td', { colspan: '10' }, list));
+  row.hidden = true;
+  return row;
+}
+
+async function selectStack(stack) {
+  const same = state.selected && state.selected.signature === stack.signature;
+  state.selected = same ? null : stack;
+  for (const row of $('top-stacks').querySelectorAll('.stack-row'))
+    row.classList.toggle('selected', !same && row.dataset.signature === stack.signature);
+  renderFlame();
+  try {
+    await loadEvents(++state.eventsGeneration);
+  } catch (err) {
+    reportError(err);
+  }
+}
+
+// ---- the flame graph ----------------------------------------------------------
+
+// Does the flame-graph path lie on the selected stack (an ancestor of its
+// innermost frame, or below it)?
+function onSelectedStack(path) {
+  if (!state.selected) return false;
+  const rootFirst = [...state.selected.frames].reverse();
+  const n = Math.min(path.length, rootFirst.length);
+  for (let i = 0; i < n; i++) if (path[i] !== rootFirst[i]) return false;
+  return true;
+}
+
+function frameColor(name) {
+  let h = 0;
+  for (const c of name) h = (h * 31 + c.codePointAt(0)) >>> 0;
+  const hue = 10 + (h % 40); // reds to oranges to yellows
+  const light = 55 + ((h >>> 8) % 15);
+  return `hsl(${hue}, 85%, ${light}%)`;
+}
+
+function renderFlame() {
+  const box = $('flame');
+  box.replaceChildren();
+  $('flame-reset').hidden = state.zoom.length === 0;
+  const root = state.flame;
+  if (!root) return;
+  if (!root.value) {
+    box.append(el('p', { class: 'empty', text: 'No samples for these filters.' }));
+    return;
+  }
+  const width = Math.max(300, box.clientWidth);
+  // Walk down to the zoomed frame: its ancestors are drawn full width.
+  const chain = [root];
+  for (const name of state.zoom) {
+    const next = (chain[chain.length - 1].children || []).find((c) => c.name === name);
+    if (!next) break;
+    chain.push(next);
+  }
+  const focus = chain[chain.length - 1];
+  const rects = [];
+  chain.forEach((node, depth) => rects.push({ node, depth, x: 0, w: width, path: state.zoom.slice(0, depth), ancestor: node !== focus }));
+  layoutChildren(focus, chain.length - 1, 0, width, state.zoom.slice(0, chain.length - 1), rects);
+  const depth = Math.max(...rects.map((r) => r.depth)) + 1;
+  const svg = el('svg:svg', { width: String(width), height: String(depth * FLAME_ROW),
+    viewBox: `0 0 ${width} ${depth * FLAME_ROW}`, role: 'img', 'aria-label': 'Flame graph' });
+  for (const r of rects) svg.append(flameNode(r, root.value, focus.value));
+  box.append(svg);
+}
+
+function layoutChildren(node, depth, x, width, path, rects) {
+  let offset = x;
+  for (const child of node.children || []) {
+    const w = (child.value / node.value) * width;
+    if (w >= FLAME_MIN_WIDTH) {
+      const childPath = [...path, child.name];
+      rects.push({ node: child, depth: depth + 1, x: offset, w, path: childPath, ancestor: false });
+      layoutChildren(child, depth + 1, offset, w, childPath, rects);
+    }
+    offset += w;
+  }
+}
+
+function flameNode(r, total, focusTotal) {
+  const name = r.node.name;
+  const isRoot = r.depth === 0;
+  const highlighted = !isRoot && onSelectedStack(r.path);
+  const classes = ['frame'];
+  if (r.ancestor) classes.push('ancestor');
+  if (highlighted) classes.push('highlight');
+  else if (state.selected && !isRoot) classes.push('dim');
+  const g = el('svg:g', { class: classes.join(' '), 'data-testid': 'flame-node', 'data-name': name,
+    'data-value': String(r.node.value), transform: `translate(${r.x.toFixed(2)},${r.depth * FLAME_ROW})` });
+  const rect = el('svg:rect', { width: Math.max(0, r.w - 1).toFixed(2), height: String(FLAME_ROW - 2), rx: '2' });
+  rect.style.fill = isRoot ? '#adb5bd' : frameColor(name);
+  g.append(rect);
+  const chars = Math.floor((r.w - 8) / 7);
+  if (chars >= 3) {
+    const label = isRoot ? `all (${fmtCount(total)} samples)` : name;
+    g.append(el('svg:text', { x: '4', y: String(FLAME_ROW - 7),
+      text: label.length > chars ? `${label.slice(0, chars - 1)}…` : label }));
+  }
+  g.addEventListener('mousemove', (ev) => showTooltip(ev, name, r.node.value, total, focusTotal));
+  g.addEventListener('mouseleave', () => { $('flame-tooltip').hidden = true; });
+  g.addEventListener('click', () => {
+    state.zoom = r.path;
+    $('flame-tooltip').hidden = true;
+    renderFlame();
+  });
+  return g;
+}
+
+function showTooltip(ev, name, value, total, focusTotal) {
+  const tip = $('flame-tooltip');
+  const pct = (v, of) => `${((100 * v) / of).toFixed(1)}%`;
+  let text = `${name}\n${fmtCount(value)} samples, ${pct(value, total)} of all`;
+  if (focusTotal !== total) text += `, ${pct(value, focusTotal)} of the zoomed frame`;
+  tip.textContent = text;
+  tip.hidden = false;
+  const pad = 14;
+  const x = Math.min(ev.clientX + pad, window.innerWidth - tip.offsetWidth - 4);
+  const y = ev.clientY + pad + tip.offsetHeight > window.innerHeight ? ev.clientY - tip.offsetHeight - pad
+    : ev.clientY + pad;
+  tip.style.left = `${x}px`;
+  tip.style.top = `${y}px`;
+}
+
+// ---- events and their detail --------------------------------------------------
+
+function renderEvents() {
+  const body = $('events').tBodies[0];
+  body.replaceChildren();
+  const sel = state.selected;
+  $('events-hint').textContent = sel ? `of the stack in ${sel.frames[0]}` : `${state.kind} events, newest first`;
+  $('events-all').hidden = !sel;
+  $('events-empty').hidden = state.events.length > 0;
+  for (const e of state.events) {
+    const row = el('tr', { class: 'event-row', tabindex: '0', 'data-testid': 'event-row', 'data-id': String(e.id) },
+      el('td', { class: 'time', text: fmtTime(e.start_ms) }),
+      el('td', {}, el('span', { class: `badge ${e.kind}`, text: e.kind })),
+      el('td', { class: 'num strong', text: fmtMs(e.duration_ms) }),
+      el('td', { class: 'num', text: String(e.tid) }),
+      el('td', { class: 'num', text: fmtCpu(e.cpu_percent) }),
+      el('td', { text: `${e.app} ${e.version} (${e.environment})` }),
+      el('td', { class: 'reason', text: e.reason || '' }));
+    row.classList.toggle('selected', e.id === state.detailId);
+    row.addEventListener('click', () => showEvent(e.id));
+    row.addEventListener('keydown', (ev) => { if (ev.key === 'Enter') showEvent(e.id); });
+    body.append(row);
+  }
+}
+
+async function showEvent(id) {
+  state.detailId = id;
+  for (const row of $('events').querySelectorAll('.event-row'))
+    row.classList.toggle('selected', Number(row.dataset.id) === id);
+  try {
+    renderDetail(await apiJson(`/api/v1/events/${id}`));
+  } catch (err) {
+    reportError(err);
+  }
+}
+
+function renderDetail(ev) {
+  $('detail-empty').hidden = true;
+  $('detail-body').hidden = false;
+  $('event-detail').dataset.id = String(ev.id);
+  $('detail-kind').replaceChildren(el('span', { class: `badge ${ev.kind}`, text: ev.kind }));
+  $('detail-duration').textContent = fmtMs(ev.duration_ms);
+  $('detail-duration').dataset.ms = String(ev.duration_ms);
+  // CPU events sample the hottest threads, not only the event's own.
+  const others = ev.threads.filter((t) => t.tid !== ev.tid);
+  const sampled = others.map((t) => `${t.tid} (${fmtCount(t.samples)} samples)`).join(', ');
+  $('detail-thread').textContent = `${ev.tid}${sampled ? ` · also sampled: ${sampled}` : ''}`;
+  $('detail-cpu').textContent = fmtCpu(ev.cpu_percent);
+  $('detail-start').textContent = fmtTime(ev.start_ms);
+  $('detail-app').textContent = `${ev.app} ${ev.version} (${ev.environment})`;
+  $('detail-reason').textContent = ev.reason || '—';
+  const total = ev.stacks.reduce((n, s) => n + s.samples, 0) || 1;
+  const shown = ev.stacks.slice(0, DETAIL_STACKS_SHOWN).map((s) => detailStack(s, total));
+  const rest = ev.stacks.slice(DETAIL_STACKS_SHOWN);
+  $('detail-stacks').replaceChildren(...shown);
+  if (rest.length) {
+    // The long tail folded away: the event's main stacks stay readable.
+    const samples = rest.reduce((n, s) => n + s.samples, 0);
+    $('detail-stacks').append(el('details', { class: 'more-stacks' },
+      el('summary', { text: `${rest.length} more stacks (${fmtCount(samples)} samples)` }),
+      ...rest.map((s) => detailStack(s, total))));
+  }
+  if (ev.stacks.length === 0) $('detail-stacks').append(el('p', { class: 'empty', text: 'No samples.' }));
+}
+
+function detailStack(stack, total) {
+  const head = el('div', { class: 'stack-head' },
+    el('strong', { text: `${fmtCount(stack.samples)} samples` }),
+    el('span', { text: ` (${((100 * stack.samples) / total).toFixed(0)}%) · thread ${stack.tid}` }));
+  const frames = el('ol', { class: 'frames', start: '0' }, ...stack.frames.map((f, i) => el('li', {},
+    el('span', { class: 'fn-name', text: stack.names[i] || f.function || '?' }),
+    el('span', { class: 'module', text: ` ${basename(f.module)}${f.function ? ` +${f.offset}` : ` ${f.address}`}` }))));
+  return el('div', { class: 'detail-stack', 'data-testid': 'detail-stack', 'data-signature': stack.signature },
+    head, frames);
+}
+
+// ---- exports ------------------------------------------------------------------
+
+async function download(format) {
+  const path = `/api/v1/export/${format}`;
+  try {
+    const blob = await (await api(path, filterParams(false))).blob();
+    const link = el('a', { href: URL.createObjectURL(blob),
+      download: `perf-${state.kind}.${format === 'pprof' ? 'pb.gz' : 'folded'}` });
+    document.body.append(link);
+    link.click();
+    link.remove();
+    setTimeout(() => URL.revokeObjectURL(link.href), 10000);
+  } catch (err) {
+    if (err.status === 404) showMessage(`This collector has no ${format} export (404).`);
+    else reportError(err);
+  }
+}
+
+// ---- wiring -------------------------------------------------------------------
+
+function init() {
+  $('api-key').value = apiKey();
+  $('auth').addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    localStorage.setItem(KEY_STORAGE, $('api-key').value.trim());
+    refresh();
+  });
+  $('filters').addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    refresh();
+  });
+  for (const radio of document.querySelectorAll('input[name="kind"]')) {
+    radio.addEventListener('change', () => {
+      state.kind = radio.value;
+      refresh();
+    });
+  }
+  $('range').addEventListener('change', refresh);
+  $('flame-reset').addEventListener('click', () => {
+    state.zoom = [];
+    renderFlame();
+  });
+  $('events-all').addEventListener('click', () => {
+    state.selected = null;
+    for (const row of $('top-stacks').querySelectorAll('.stack-row')) row.classList.remove('selected');
+    renderFlame();
+    loadEvents(++state.eventsGeneration).catch(reportError);
+  });
+  for (const link of document.querySelectorAll('.exports a')) {
+    link.addEventListener('click', (ev) => {
+      ev.preventDefault();
+      download(link.dataset.format);
+    });
+  }
+  let resizeTimer = 0;
+  window.addEventListener('resize', () => {
+    clearTimeout(resizeTimer);
+    resizeTimer = setTimeout(renderFlame, 100);
+  });
+  refresh();
+}
+
+init();

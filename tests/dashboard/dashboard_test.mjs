@@ -1,0 +1,183 @@
+// dashboard_test.mjs - the collector's dashboard in a real browser: headless
+// Debian chromium driven by playwright-core. Run by tests/test_dashboard.c
+// (ctest dashboard_browser) against a perf-collector (with an API keys
+// file) that holds the demo app's real batches:
+//
+//   node dashboard_test.mjs <collector url> <api key> <screenshot.png>
+//
+// Checks: / redirects to the dashboard; without a key the page says 401;
+// with the key the hang table's first row and the flame graph show the
+// demo's hang function (as top-stacks returns it), the tooltip and the zoom
+// work; the CPU view shows convolve_kernel; a stack row filters the events;
+// an event's detail shows the hang's duration and stack; a full-page
+// screenshot is written. Any JS error (console or uncaught) fails the test.
+// Exit 0 on success, 1 with the reason on stderr otherwise.
+import { chromium } from 'playwright-core';
+import { readFileSync } from 'node:fs';
+
+const CHROMIUM = process.env.PERF_CHROMIUM || '/usr/bin/chromium';
+const HANG_FUNCTION = 'checksum_profile_slowly';
+const HANG_CHAIN = ['checksum_profile_slowly', 'parse_profile_blob', 'load_user_profile'];
+const CPU_FUNCTION = 'convolve_kernel';
+const TIMEOUT_MS = 30000; // per step: generous for a loaded 2-core machine
+
+const [url, key, screenshotPath] = process.argv.slice(2);
+if (!url || !key || !screenshotPath) {
+  console.error('usage: node dashboard_test.mjs <collector url> <api key> <screenshot.png>');
+  process.exit(2);
+}
+
+function check(cond, what) {
+  if (!cond) throw new Error(`check failed: ${what}`);
+}
+
+// The API as the dashboard reads it, for the expected values.
+async function apiJson(path) {
+  const resp = await fetch(`${url}${path}`, { headers: { Authorization: `Bearer ${key}` } });
+  check(resp.ok, `GET ${path} -> ${resp.status}`);
+  return resp.json();
+}
+
+// The dashboard's duration format (app.js fmtMs) for a value >= 100 ms.
+function formatMs(ms) {
+  return `${Math.round(ms).toLocaleString('en-US')} ms`;
+}
+
+const consoleErrors = [];
+let expecting401 = false; // the 401 step: the browser logs the refused fetches
+
+async function main() {
+  const browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: ['--headless=new', '--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage',
+      '--disable-background-networking', '--disable-extensions', '--disable-component-update',
+      '--no-first-run', '--no-default-browser-check', '--mute-audio'],
+    timeout: 60000,
+  });
+  try {
+    const page = await browser.newPage({ viewport: { width: 1440, height: 1000 } });
+    page.setDefaultTimeout(TIMEOUT_MS);
+    page.on('pageerror', (err) => consoleErrors.push(`uncaught: ${err.message}`));
+    page.on('console', (msg) => {
+      if (msg.type() !== 'error') return;
+      if (expecting401 && /status of 401/.test(msg.text())) return;
+      consoleErrors.push(`console: ${msg.text()} (${msg.location().url})`);
+    });
+    await run(page);
+    check(consoleErrors.length === 0, `no JS errors, got:\n  ${consoleErrors.join('\n  ')}`);
+  } finally {
+    await browser.close();
+  }
+}
+
+async function waitReady(page) {
+  await page.waitForSelector('body[data-state="ready"]');
+}
+
+async function firstStackFunction(page) {
+  return page.locator('[data-testid="stack-row"]').first()
+    .locator('[data-testid="stack-function"]').textContent();
+}
+
+async function run(page) {
+  // The expected values, from the API the page reads.
+  const hang = (await apiJson('/api/v1/top-stacks?kind=hang')).stacks[0];
+  const cpu = (await apiJson('/api/v1/top-stacks?kind=cpu')).stacks[0];
+  check(hang && hang.frames[0] === HANG_FUNCTION, `top hang stack is in ${HANG_FUNCTION}`);
+  check(cpu && cpu.frames[0] === CPU_FUNCTION, `top cpu stack is in ${CPU_FUNCTION}`);
+  const hangEvents = (await apiJson('/api/v1/events?kind=hang')).events
+    .filter((e) => e.group === hang.signature);
+  check(hangEvents.length >= 1, 'a hang event in the top group');
+
+  // No key yet: the page loads (assets need no auth) and says 401.
+  expecting401 = true;
+  const resp = await page.goto(`${url}/`);
+  check(resp.ok() && new URL(page.url()).pathname === '/dashboard/', `/ -> /dashboard/ (${page.url()})`);
+  await page.waitForSelector('body[data-state="error"]');
+  const message = page.getByTestId('message');
+  await message.waitFor({ state: 'visible' });
+  check(/401/.test(await message.textContent()), 'the message names the 401');
+
+  // The key, saved and used.
+  await page.getByTestId('api-key').fill(key);
+  await page.getByTestId('save-key').click();
+  await waitReady(page);
+  expecting401 = false;
+  check(await message.isHidden(), 'the 401 message is gone');
+  check(await page.evaluate(() => localStorage.getItem('perf-collector.api-key')) === key,
+    'the key is in localStorage');
+
+  // Hangs: the first row and the flame graph show the hang function.
+  check(await firstStackFunction(page) === HANG_FUNCTION, `first hang row is ${HANG_FUNCTION}`);
+  const hangNode = page.locator(`[data-testid="flame-node"][data-name="${HANG_FUNCTION}"]`);
+  await hangNode.first().waitFor();
+  check(await hangNode.first().getAttribute('data-value') === String(hang.samples),
+    `the flame node has the group's ${hang.samples} samples`);
+
+  // The stack expands to all its frames.
+  await page.locator('[data-testid="stack-toggle"]').first().click();
+  const frames = page.locator('[data-testid="stack-frames"]').first();
+  await frames.waitFor({ state: 'visible' });
+  const frameText = await frames.textContent();
+  for (const name of hang.frames) check(frameText.includes(name), `expanded stack has ${name}`);
+
+  // Hover: the tooltip names the frame with its samples and share.
+  await hangNode.first().hover();
+  const tip = page.getByTestId('flame-tooltip');
+  await tip.waitFor({ state: 'visible' });
+  const tipText = await tip.textContent();
+  check(tipText.includes(HANG_FUNCTION) && tipText.includes('%'), `tooltip: ${tipText}`);
+
+  // Click: zoom into parse_profile_blob, then back.
+  await page.locator('[data-testid="flame-node"][data-name="parse_profile_blob"]').first().click();
+  await page.getByTestId('flame-reset').waitFor({ state: 'visible' });
+  const svgWidth = Number(await page.locator('#flame svg').getAttribute('width'));
+  const zoomedWidth = Number(await page.locator('[data-testid="flame-node"][data-name="parse_profile_blob"] rect')
+    .first().getAttribute('width'));
+  check(zoomedWidth >= svgWidth - 2, `zoomed frame spans the graph (${zoomedWidth} of ${svgWidth})`);
+  await page.getByTestId('flame-reset').click();
+  await page.getByTestId('flame-reset').waitFor({ state: 'hidden' });
+
+  // CPU: the burn's function first, and in the flame graph.
+  await page.locator('label:has(#kind-cpu)').click();
+  await page.waitForFunction(() => document.getElementById('stacks-title').textContent.includes('CPU'));
+  await waitReady(page);
+  check(await firstStackFunction(page) === CPU_FUNCTION, `first cpu row is ${CPU_FUNCTION}`);
+  await page.locator(`[data-testid="flame-node"][data-name="${CPU_FUNCTION}"]`).first().waitFor();
+
+  // Back to hangs: the row filters the events and highlights the flame graph.
+  await page.locator('label:has(#kind-hang)').click();
+  await page.waitForFunction(() => document.getElementById('stacks-title').textContent.includes('hang'));
+  await waitReady(page);
+  await page.locator('[data-testid="stack-row"]').first().click();
+  await page.locator(`.frame.highlight[data-name="${HANG_FUNCTION}"]`).first().waitFor();
+  await page.locator('#events-all').waitFor({ state: 'visible' });
+  const rows = page.locator('[data-testid="event-row"]');
+  await page.waitForFunction((n) => document.querySelectorAll('[data-testid="event-row"]').length === n,
+    hangEvents.length);
+
+  // The event's detail: kind, the hang's duration, its stack.
+  const event = hangEvents[0];
+  await rows.first().click();
+  const detail = page.getByTestId('event-detail');
+  await page.waitForFunction((id) => document.getElementById('event-detail').dataset.id === String(id), event.id);
+  check(await page.getByTestId('detail-kind').textContent() === 'hang', 'detail kind');
+  const duration = await page.getByTestId('detail-duration').textContent();
+  check(duration === formatMs(event.duration_ms), `detail duration ${duration} = ${formatMs(event.duration_ms)}`);
+  check((await page.getByTestId('detail-thread').textContent()).startsWith(String(event.tid)), 'detail thread');
+  const stackText = await detail.locator('[data-testid="detail-stack"]').first().textContent();
+  for (const name of HANG_CHAIN) check(stackText.includes(name), `detail stack has ${name}`);
+
+  await page.mouse.move(0, 0);
+  await page.screenshot({ path: screenshotPath, fullPage: true });
+  const png = readFileSync(screenshotPath);
+  check(png.length > 10000 && png.subarray(1, 4).toString() === 'PNG', `a PNG screenshot (${png.length} bytes)`);
+  console.log(`dashboard ok: ${HANG_FUNCTION} (${hang.samples} samples), ${CPU_FUNCTION}, ` +
+    `event ${event.id} ${duration}; screenshot ${screenshotPath} (${png.length} bytes)`);
+}
+
+main().then(() => process.exit(0), (err) => {
+  console.error(`dashboard test failed: ${err.stack || err}`);
+  if (consoleErrors.length) console.error(`JS errors:\n  ${consoleErrors.join('\n  ')}`);
+  process.exit(1);
+});
