@@ -123,6 +123,7 @@ static bool fetch(resymbolizer_t *r, const char *id) {
   bool ok = install_copy(r, id, fd);
   close(fd);
   free(path);
+  if (ok) symbolizer_forget(r->symbols, id); /* it may remember the file missing */
   return ok;
 }
 
@@ -168,7 +169,8 @@ static void *run(void *arg) {
       continue;
     }
     pthread_mutex_unlock(&r->lock);
-    bool found = symbolizer_has_file(r->symbols, job.id) || (do_fetch && fetch(r, job.id));
+    bool found = symbolizer_available(r->symbols, job.id) ||
+                 (do_fetch && fetch(r, job.id) && symbolizer_available(r->symbols, job.id));
     bool renamed = found && resymbolizer_apply(r, job.id, NULL) == STORE_OK;
     pthread_mutex_lock(&r->lock);
     if (renamed) done_with(r, &job);

@@ -84,7 +84,7 @@ const char *symbolizer_dir(const symbolizer_t *s) {
   return s->dir;
 }
 
-int symbolizer_has_file(const symbolizer_t *s, const char *id) {
+static bool has_file(const symbolizer_t *s, const char *id) {
   char path[4096];
   struct stat st;
   return symbol_file_path(s->dir, id, path, sizeof path) && stat(path, &st) == 0 &&
@@ -95,7 +95,7 @@ int symbolizer_has_file(const symbolizer_t *s, const char *id) {
 static void entry_load(const symbolizer_t *s, entry_t *e) {
   char path[4096];
   e->checked_at = monotonic_s();
-  if (!symbolizer_has_file(s, e->id) || !symbol_file_path(s->dir, e->id, path, sizeof path)) return;
+  if (!has_file(s, e->id) || !symbol_file_path(s->dir, e->id, path, sizeof path)) return;
   Dwfl *dwfl = dwfl_begin(&CALLBACKS);
   if (!dwfl) return;
   dwfl_report_begin(dwfl);
@@ -154,6 +154,13 @@ int symbolizer_lookup(symbolizer_t *s, const char *id, uint64_t address, symbol_
   pthread_mutex_unlock(&s->lock);
   if (!e) return SYMBOLIZE_NO_FILE;
   return out->function[0] ? SYMBOLIZE_FOUND : SYMBOLIZE_NO_SYMBOL;
+}
+
+bool symbolizer_available(symbolizer_t *s, const char *id) {
+  pthread_mutex_lock(&s->lock);
+  bool found = entry_for(s, id) != NULL;
+  pthread_mutex_unlock(&s->lock);
+  return found;
 }
 
 void symbolizer_forget(symbolizer_t *s, const char *id) {

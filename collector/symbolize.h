@@ -13,6 +13,7 @@
 #ifndef PERF_COLLECTOR_SYMBOLIZE_H
 #define PERF_COLLECTOR_SYMBOLIZE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -43,7 +44,8 @@ int symbolizer_lookup(symbolizer_t *s, const char *id, uint64_t address, symbol_
 /* Forget what the cache knows of id (a debug file arrived for it). */
 void symbolizer_forget(symbolizer_t *s, const char *id);
 
-/* True when a debug file for id is in the symbols directory (no cache). */
-int symbolizer_has_file(const symbolizer_t *s, const char *id);
+/* True when a usable debug file for id is in the symbols directory (it is
+   opened and cached, as by a lookup). */
+bool symbolizer_available(symbolizer_t *s, const char *id);
 
 #endif

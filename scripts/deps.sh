@@ -12,6 +12,7 @@ PERF_DEBIAN_PACKAGES=(
   libjansson-dev  # perf-dump --json, and encode_bench's JSON side
   zlib1g-dev      # encode_bench: the same events as JSON + gzip, for comparison
   libsqlite3-dev  # perf-collector's embedded store
+  libdebuginfod-dev # perf-collector fetches missing debug files by build-id (DEBUGINFOD_URLS)
 )
 
 perf_install_deps() {
