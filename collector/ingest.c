@@ -2,8 +2,10 @@
  * ingest.c - decode and store one batch (see ingest.h). A stack's signature
  * is perf__signature_hash (signature.h) of its symbolized frame list,
  * innermost first: the function name, or module basename + address when the
- * frame is unnamed. Symbolization by build-id on the collector is not done
- * yet: frames unnamed on the device keep module + address. Groups (the
+ * frame is unnamed. A frame the device did not name is symbolized here by
+ * its module's build-id from local debug files (symbolize.h); the build-ids
+ * without a file are handed to the resymbolizer after the batch is stored,
+ * which fetches them in the background and renames the stored stacks. Groups (the
  * top-stacks API): every stack is one, and a hang event's group is the root
  * part shared by all its sampled stacks (perf__hang_signature).
  */
@@ -19,6 +21,7 @@
 #include "encoder.h"
 #include "perf_sdk.h"
 #include "signature.h"
+#include "symbol_files.h"
 
 #define LABEL_MAX 512
 
@@ -48,11 +51,6 @@ static const char *event_kind(Perf__V1__EventKind k) {
   }
 }
 
-static const char *basename_of(const char *path) {
-  const char *slash = strrchr(path, '/');
-  return slash ? slash + 1 : path;
-}
-
 /* ---- stacks: signature and frames JSON ---------------------------------- */
 
 static const char *function_name(const Perf__V1__Batch *bt, uint32_t function) {
@@ -61,19 +59,73 @@ static const char *function_name(const Perf__V1__Batch *bt, uint32_t function) {
   return s && bt->strings[s][0] ? bt->strings[s] : NULL;
 }
 
-/* One frame: its label for the signature and its JSON object. */
-static json_t *frame_json(const Perf__V1__Batch *bt, uint32_t index, char label[LABEL_MAX]) {
+#define MAX_UNRESOLVED 16 /* build-ids per batch handed to the resymbolizer */
+
+/* What a batch's frames need beyond the batch itself. */
+typedef struct frame_ctx_s {
+  const Perf__V1__Batch *bt;
+  symbolizer_t *symbols;
+  char unresolved[MAX_UNRESOLVED][SYMBOL_ID_MAX_HEX + 1]; /* build-ids without a debug file */
+  size_t n_unresolved;
+  uint64_t named, unnamed; /* frames the device did not name, named here or not */
+} frame_ctx_t;
+
+static void hex_of(const uint8_t *bytes, size_t n, char *out) {
+  static const char DIGITS[] = "0123456789abcdef";
+  for (size_t i = 0; i < n; i++) {
+    out[2 * i] = DIGITS[bytes[i] >> 4];
+    out[2 * i + 1] = DIGITS[bytes[i] & 15];
+  }
+  out[2 * n] = '\0';
+}
+
+static void note_unresolved(frame_ctx_t *fc, const char *id) {
+  for (size_t i = 0; i < fc->n_unresolved; i++)
+    if (strcmp(fc->unresolved[i], id) == 0) return;
+  if (fc->n_unresolved < MAX_UNRESOLVED)
+    snprintf(fc->unresolved[fc->n_unresolved++], sizeof fc->unresolved[0], "%s", id);
+}
+
+/* An unnamed frame of a module with a build-id: symbolized from a local
+   debug file (return addresses, depth > 0, at address - 1). */
+static void symbolize_frame(frame_ctx_t *fc, const Perf__V1__Module *m, uint64_t address,
+                            size_t depth, const char *id, symbol_t *sym) {
+  if (!fc->symbols || !m || m->build_id.len == 0) return;
+  int rc = symbolizer_lookup(fc->symbols, id, depth && address ? address - 1 : address, sym);
+  if (rc == SYMBOLIZE_NO_FILE) note_unresolved(fc, id);
+  if (rc == SYMBOLIZE_FOUND) sym->offset += depth && address ? 1 : 0;
+}
+
+/* One frame at depth (0: innermost) of a stack: its label for the
+   signature and its JSON object. */
+static json_t *frame_json(frame_ctx_t *fc, uint32_t index, size_t depth, char label[LABEL_MAX]) {
+  const Perf__V1__Batch *bt = fc->bt;
   const Perf__V1__Frame *f = bt->frames[index - 1];
-  const char *module = f->module ? bt->modules[f->module - 1]->path : "??";
+  const Perf__V1__Module *m = f->module ? bt->modules[f->module - 1] : NULL;
+  const char *module = m ? m->path : "??";
   const char *fn = function_name(bt, f->function);
-  if (fn)
-    snprintf(label, LABEL_MAX, "%s", fn);
-  else
-    snprintf(label, LABEL_MAX, "%s+0x%llx", basename_of(module), (unsigned long long)f->address);
+  char id[SYMBOL_ID_MAX_HEX + 1] = "";
+  if (m && m->build_id.len && m->build_id.len * 2 <= SYMBOL_ID_MAX_HEX)
+    hex_of(m->build_id.data, m->build_id.len, id);
+  symbol_t sym = {0};
+  if (!fn && id[0]) symbolize_frame(fc, m, f->address, depth, id, &sym);
+  uint64_t offset = f->function_offset;
+  if (!fn && sym.function[0])
+    fn = sym.function, offset = sym.offset, fc->named++;
+  else if (!fn)
+    fc->unnamed++;
   char address[24];
   snprintf(address, sizeof address, "0x%llx", (unsigned long long)f->address);
-  return json_pack("{s:s?, s:s, s:s, s:I}", "function", fn, "module", module, "address", address,
-                   "offset", (json_int_t)f->function_offset);
+  perf__frame_label(label, LABEL_MAX, fn, module, address);
+  json_t *o = json_pack("{s:s?, s:s, s:s, s:I}", "function", fn, "module", module, "address",
+                        address, "offset", (json_int_t)offset);
+  if (o && ((id[0] && json_object_set_new(o, "build_id", json_string(id)) != 0) ||
+            (sym.file[0] && (json_object_set_new(o, "file", json_string(sym.file)) != 0 ||
+                             json_object_set_new(o, "line", json_integer(sym.line)) != 0)))) {
+    json_decref(o);
+    return NULL;
+  }
+  return o;
 }
 
 /* A JSON array of frame names (the groups' frames). */
@@ -91,7 +143,7 @@ static char *names_json(const char *const *names, size_t n) {
 
 /* The stack's row, its frame labels (*labels: depth strdup'ed names) and
    its group (the same signature, the names as JSON). */
-static int build_stack(const Perf__V1__Batch *bt, const Perf__V1__Stack *s, store_stack_t *out,
+static int build_stack(frame_ctx_t *fc, const Perf__V1__Stack *s, store_stack_t *out,
                        perf__named_stack_t *named, store_group_t *group) {
   json_t *frames = json_array();
   uint64_t h = PERF__SIGNATURE_START;
@@ -104,7 +156,7 @@ static int build_stack(const Perf__V1__Batch *bt, const Perf__V1__Stack *s, stor
     return -1;
   }
   for (size_t i = 0; frames && i < s->n_frames; i++) {
-    json_t *f = frame_json(bt, s->frames[i], label);
+    json_t *f = frame_json(fc, s->frames[i], i, label);
     if (!f || json_array_append_new(frames, f) != 0 || !(labels[i] = strdup(label))) {
       json_decref(frames);
       return -1;
@@ -127,12 +179,13 @@ typedef struct record_s {
   store_batch_t batch;
   store_stack_t *stacks;
   store_event_t *events;
-  store_stack_count_t **counts; /* per event */
-  perf__named_stack_t *named;    /* per stack: its frame labels */
-  store_group_t *groups;         /* one per stack, then one per hang event */
+  store_stack_count_t **counts;            /* per event */
+  perf__named_stack_t *named;              /* per stack: its frame labels */
+  store_group_t *groups;                   /* one per stack, then one per hang event */
   char (*group_sigs)[STORE_SIG_CHARS + 1]; /* per event */
   size_t cap_stacks, cap_groups;
   uint64_t samples;
+  frame_ctx_t frames;
 } record_t;
 
 static void record_free(record_t *r) {
@@ -224,8 +277,10 @@ static int build_event(record_t *r, const Perf__V1__Event *pe, size_t index) {
   return 0;
 }
 
-static int build_record(const Perf__V1__Batch *bt, record_t *r) {
+static int build_record(const ingest_target_t *t, const Perf__V1__Batch *bt, record_t *r) {
   memset(r, 0, sizeof *r);
+  r->frames.bt = bt;
+  r->frames.symbols = t->symbols;
   const Perf__V1__Resource *res = bt->resource;
   memcpy(r->batch.id, bt->batch_id.data, STORE_BATCH_ID_BYTES);
   r->batch.received_ns = wall_ns();
@@ -249,7 +304,7 @@ static int build_record(const Perf__V1__Batch *bt, record_t *r) {
   r->batch.groups = r->groups;
   for (; r->batch.n_stacks < ns; r->batch.n_stacks++) {
     size_t i = r->batch.n_stacks;
-    if (build_stack(bt, bt->stacks[i], &r->stacks[i], &r->named[i], &r->groups[i]) != 0)
+    if (build_stack(&r->frames, bt->stacks[i], &r->stacks[i], &r->named[i], &r->groups[i]) != 0)
       return -1;
     r->batch.n_groups++;
   }
@@ -294,8 +349,13 @@ static unsigned check_batch(const Perf__V1__Batch *bt, const uint8_t *header_id,
 static unsigned store_batch(const ingest_target_t *t, const Perf__V1__Batch *bt,
                             ingest_result_t *res) {
   record_t r;
-  int rc = build_record(bt, &r) == 0 ? t->ops->put_batch(t->store, &r.batch) : STORE_ERROR;
+  int rc = build_record(t, bt, &r) == 0 ? t->ops->put_batch(t->store, &r.batch) : STORE_ERROR;
   record_free(&r);
+  /* After the store: a rename the resymbolizer starts from now on sees
+     these stacks. */
+  for (size_t i = 0; rc == STORE_OK && t->resym && i < r.frames.n_unresolved; i++)
+    resymbolizer_want(t->resym, r.frames.unresolved[i]);
+  if (rc == STORE_OK) metrics_frames_symbolized(r.frames.named, r.frames.unnamed);
   if (rc == STORE_ERROR) return set_result(res, 503, REJECT_STORE_ERROR, "store failed"), 503;
   res->status = 200;
   res->duplicate = rc == STORE_DUPLICATE;

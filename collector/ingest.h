@@ -2,7 +2,8 @@
  * ingest.h - one POST /v1/batches body from bytes to stored rows: the
  * reference decoder (perf__batch_decode: capped streaming zstd, protobuf,
  * table references), the collector's own schema checks, then the store
- * record (stack signatures, frames as JSON) put in one transaction.
+ * record (frames the device did not name symbolized by build-id from local
+ * debug files, stack signatures, frames as JSON) put in one transaction.
  * Stateless; runs on the MHD worker thread that received the body.
  */
 #ifndef PERF_COLLECTOR_INGEST_H
@@ -12,7 +13,9 @@
 #include <stdint.h>
 
 #include "metrics.h"
+#include "resymbolize.h"
 #include "store.h"
+#include "symbolize.h"
 
 typedef struct ingest_result_s {
   unsigned status;        /* HTTP status: 200, 400, 413, 503 */
@@ -26,6 +29,8 @@ typedef struct ingest_target_s {
   const store_ops_t *ops;
   store_t *store;
   size_t max_decompressed; /* cap on the zstd output */
+  symbolizer_t *symbols;   /* names unnamed frames from local debug files; may be NULL */
+  resymbolizer_t *resym;   /* told the build-ids it could not name; may be NULL */
 } ingest_target_t;
 
 /* Decode, check and store body; the batch id in the payload must equal

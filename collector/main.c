@@ -1,11 +1,12 @@
 /*
  * main.c - perf-collector's entry point: the command line (getopt_long;
- * bad usage exits 2), the API keys, the store, the HTTP server and the
- * retention thread; then the main thread waits in sigwait for SIGINT or
- * SIGTERM and stops everything in reverse order (exit 0).
+ * bad usage exits 2), the API keys, the store, the symbolizer and its
+ * background thread, the HTTP server and the retention thread; then the main thread waits in
+ * sigwait for SIGINT or SIGTERM and stops everything in reverse order (exit 0).
  *
  * Threads: main (this file), MHD's listening and worker threads
- * (server.c), the retention thread (retention.c). SIGINT, SIGTERM and
+ * (server.c), the retention thread (retention.c), the resymbolizer's
+ * thread (resymbolize.c). SIGINT, SIGTERM and
  * SIGPIPE are blocked before any thread starts, so only sigwait sees them.
  */
 #include <arpa/inet.h>
@@ -20,11 +21,14 @@
 
 #include "apikeys.h"
 #include "options.h"
+#include "resymbolize.h"
 #include "retention.h"
 #include "server.h"
 #include "store.h"
+#include "symbolize.h"
 
 #define EXIT_USAGE 2
+#define SYMBOLS_CACHE_FILES 64 /* debug files kept open by the symbolizer */
 
 static const char USAGE[] =
     "usage: perf-collector [options]\n"
@@ -33,7 +37,10 @@ static const char USAGE[] =
     "  --db PATH                     SQLite database (default perf-collector.db)\n"
     "  --api-keys-file PATH          accepted keys, one per line; without it any key is\n"
     "                                accepted, and only on a loopback address\n"
-    "  --symbols-dir DIR             debug files by build-id (symbolization: not yet)\n"
+    "  --symbols-dir DIR             debug files by build-id, DIR/.build-id/xx/rest.debug\n"
+    "                                (default: the db path + \".symbols\"); DEBUGINFOD_URLS\n"
+    "                                set: missing ones are fetched from debuginfod\n"
+    "  --max-symbols-bytes N         POST /v1/symbols body limit, 413 above (default 268435456)\n"
     "  --retention-days N            delete data older than N days (default 30)\n"
     "  --retention-interval SECONDS  how often the retention job runs (default 3600)\n"
     "  --max-body-bytes N            compressed body limit, 413 above (default 4194304)\n"
@@ -59,6 +66,7 @@ enum long_only {
   OPT_TIMEOUT,
   OPT_THREADS,
   OPT_MAX_CONNECTIONS,
+  OPT_MAX_SYMBOLS,
   OPT_HELP,
 };
 
@@ -76,6 +84,7 @@ static const struct option LONGOPTS[] = {
     {"connection-timeout", required_argument, NULL, OPT_TIMEOUT},
     {"threads", required_argument, NULL, OPT_THREADS},
     {"max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS},
+    {"max-symbols-bytes", required_argument, NULL, OPT_MAX_SYMBOLS},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -127,6 +136,7 @@ static void set_defaults(collector_options_t *o) {
   o->connection_timeout_s = 30;
   o->threads = 4;
   o->max_connections = 256;
+  o->max_symbols_bytes = 256u << 20;
 }
 
 /* One numeric option into its field; false when out of range. */
@@ -144,6 +154,8 @@ static bool numeric_option(int opt, const char *arg, collector_options_t *o) {
   case OPT_TIMEOUT: return parse_ulong(arg, 1, 3600, &v) && (o->connection_timeout_s = v, 1);
   case OPT_THREADS: return parse_ulong(arg, 1, 256, &v) && (o->threads = v, 1);
   case OPT_MAX_CONNECTIONS: return parse_ulong(arg, 1, 65536, &v) && (o->max_connections = v, 1);
+  case OPT_MAX_SYMBOLS:
+    return parse_ulong(arg, 1024, 1ull << 34, &v) && (o->max_symbols_bytes = v, 1);
   default: return false;
   }
 }
@@ -173,6 +185,12 @@ static int parse_args(int argc, char **argv, collector_options_t *o) {
   }
   if (optind < argc) return usage_error("unexpected argument '%s'", argv[optind]) + 1;
   if (o->rate_burst < 0) o->rate_burst = o->rate_limit * 2 < 1 ? 1 : o->rate_limit * 2;
+  if (!o->symbols_dir) {
+    static char dir[4096];
+    if (snprintf(dir, sizeof dir, "%s.symbols", o->db_path) >= (int)sizeof dir)
+      return usage_error("--db: '%s' is too long", o->db_path) + 1;
+    o->symbols_dir = dir;
+  }
   return 0;
 }
 
@@ -206,23 +224,27 @@ static void wait_for_stop_signal(const sigset_t *set) {
   fprintf(stderr, "perf-collector: %s, stopping\n", strsignal(sig));
 }
 
-/* Store, server and retention job until SIGINT/SIGTERM. */
+/* Store, symbolizer, server and retention job until SIGINT/SIGTERM. */
 static int serve(const collector_options_t *o, const apikeys_t *keys, const sigset_t *stop_set) {
   const store_ops_t *ops = &store_sqlite_ops;
   store_t *store = NULL;
   if (ops->open(o->db_path, &store) != STORE_OK) return EXIT_FAILURE;
-  server_t *srv = server_start(o, keys, ops, store);
+  symbolizer_t *symbols = symbolizer_new(o->symbols_dir, SYMBOLS_CACHE_FILES);
+  resymbolizer_t *resym = symbols ? resymbolizer_start(symbols, ops, store) : NULL;
+  server_t *srv = resym ? server_start(o, keys, ops, store, symbols, resym) : NULL;
   retention_t *ret =
       srv ? retention_start(ops, store, o->retention_days, o->retention_interval_s) : NULL;
   int rc = EXIT_FAILURE;
   if (ret) {
-    fprintf(stderr, "perf-collector: listening on %s, store %s (%s)\n", o->listen_text, o->db_path,
-            ops->name);
+    fprintf(stderr, "perf-collector: listening on %s, store %s (%s), symbols %s\n", o->listen_text,
+            o->db_path, ops->name, o->symbols_dir);
     wait_for_stop_signal(stop_set);
     rc = EXIT_SUCCESS;
   }
   retention_stop(ret);
   server_stop(srv);
+  resymbolizer_stop(resym);
+  symbolizer_free(symbols);
   ops->close(store);
   return rc;
 }

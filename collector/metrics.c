@@ -27,6 +27,7 @@ static atomic_uint_fast64_t g_accepted, g_duplicates, g_events, g_samples;
 static atomic_uint_fast64_t g_rejected[REJECT_COUNT];
 static atomic_uint_fast64_t g_bucket[N_BUCKETS + 1]; /* last: +Inf */
 static atomic_uint_fast64_t g_latency_ns_sum;
+static atomic_uint_fast64_t g_symbols_uploaded, g_frames_named, g_frames_unnamed, g_resymbolized;
 
 static void observe_latency(double seconds) {
   size_t i = 0;
@@ -110,6 +111,39 @@ static void put_histogram(text_t *t) {
       (unsigned long long)cumulative);
 }
 
+void metrics_symbols_uploaded(void) {
+  atomic_fetch_add(&g_symbols_uploaded, 1);
+}
+
+void metrics_frames_symbolized(uint64_t named, uint64_t unnamed) {
+  atomic_fetch_add(&g_frames_named, named);
+  atomic_fetch_add(&g_frames_unnamed, unnamed);
+}
+
+void metrics_stacks_resymbolized(uint64_t stacks) {
+  atomic_fetch_add(&g_resymbolized, stacks);
+}
+
+static void put_symbols(text_t *t, const store_stats_t *st) {
+  put_counter(t, "perf_collector_symbols_uploaded_total",
+              "Debug files stored by POST /v1/symbols (new ones).",
+              atomic_load(&g_symbols_uploaded));
+  put(t,
+      "# HELP perf_collector_frames_symbolized_total Frames the device did not name, by whether "
+      "a debug file named them at ingest.\n# TYPE perf_collector_frames_symbolized_total counter\n"
+      "perf_collector_frames_symbolized_total{result=\"resolved\"} %llu\n"
+      "perf_collector_frames_symbolized_total{result=\"unresolved\"} %llu\n",
+      (unsigned long long)atomic_load(&g_frames_named),
+      (unsigned long long)atomic_load(&g_frames_unnamed));
+  put_counter(t, "perf_collector_stacks_resymbolized_total",
+              "Stored stacks renamed when their symbols arrived later.",
+              atomic_load(&g_resymbolized));
+  put(t,
+      "# HELP perf_collector_stacks Distinct stacks stored.\n"
+      "# TYPE perf_collector_stacks gauge\nperf_collector_stacks %llu\n",
+      (unsigned long long)st->stacks);
+}
+
 char *metrics_render(const store_stats_t *st) {
   text_t t = {malloc(4096), 0, 4096, 0};
   if (!t.buf) return NULL;
@@ -125,6 +159,7 @@ char *metrics_render(const store_stats_t *st) {
       "# TYPE perf_collector_db_bytes gauge\nperf_collector_db_bytes %llu\n",
       (unsigned long long)st->db_bytes);
   put_histogram(&t);
+  put_symbols(&t, st);
   if (t.failed) {
     free(t.buf);
     return NULL;

@@ -30,6 +30,12 @@ void metrics_batch_accepted(uint64_t events, uint64_t samples, double ingest_sec
 void metrics_batch_duplicate(void);
 void metrics_batch_rejected(reject_reason_t why);
 
+/* Symbolization: a debug file uploaded; frames the device did not name,
+   named at ingest from a debug file or not; stored stacks renamed later. */
+void metrics_symbols_uploaded(void);
+void metrics_frames_symbolized(uint64_t named, uint64_t unnamed);
+void metrics_stacks_resymbolized(uint64_t stacks);
+
 /* The Prometheus text (malloc'd, NUL-terminated; NULL when out of memory);
    stats are the store's current numbers. */
 char *metrics_render(const store_stats_t *stats);

@@ -14,7 +14,8 @@ typedef struct collector_options_s {
   const char *listen_text;
   const char *db_path;       /* --db */
   const char *api_keys_file; /* --api-keys-file; NULL: any key (loopback only) */
-  const char *symbols_dir;   /* --symbols-dir (symbolization: not yet) */
+  const char *symbols_dir;   /* --symbols-dir; default "<db>.symbols" (set by main) */
+  size_t max_symbols_bytes;  /* POST /v1/symbols body cap (413) */
   unsigned retention_days;   /* --retention-days */
   unsigned retention_interval_s;
   size_t max_body_bytes;         /* compressed body cap (413) */

@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "signature.h"
+
 typedef struct group_s {
   char *signature;
   json_t *frames;
@@ -243,14 +245,10 @@ unsigned query_top_stacks(const store_ops_t *ops, store_t *store, query_arg_fn a
 /* A frame object as stored ({"function","module","address",...}) to its
    name: the function, else "module-basename+0xaddr" (as in the groups). */
 static json_t *frame_name(const json_t *frame) {
-  const char *fn = json_string_value(json_object_get(frame, "function"));
-  if (fn && *fn) return json_string(fn);
-  const char *module = json_string_value(json_object_get(frame, "module"));
-  const char *address = json_string_value(json_object_get(frame, "address"));
-  if (!module) module = "??";
-  const char *slash = strrchr(module, '/');
   char text[512];
-  snprintf(text, sizeof text, "%s+%s", slash ? slash + 1 : module, address ? address : "0x0");
+  perf__frame_label(text, sizeof text, json_string_value(json_object_get(frame, "function")),
+                    json_string_value(json_object_get(frame, "module")),
+                    json_string_value(json_object_get(frame, "address")));
   return json_string(text);
 }
 

@@ -28,6 +28,7 @@
 #include "metrics.h"
 #include "query.h"
 #include "ratelimit.h"
+#include "symbols_upload.h"
 
 #define CONNECTION_MEMORY_LIMIT (64u * 1024)
 #define BATCH_ID_HEX (2 * STORE_BATCH_ID_BYTES)
@@ -47,6 +48,7 @@ typedef struct request_s {
   uint8_t batch_id[STORE_BATCH_ID_BYTES];
   uint8_t *body;
   size_t len, cap;
+  symbols_upload_t *upload; /* POST /v1/symbols/<build-id>: the body goes there */
 } request_t;
 
 static double monotonic_s(void) {
@@ -301,6 +303,37 @@ static enum MHD_Result serve_export(server_t *s, struct MHD_Connection *conn, si
 
 #define EVENTS_PREFIX "/api/v1/events/"
 
+/* ---- POST /v1/symbols/<build-id> ----------------------------------------- */
+
+#define SYMBOLS_PREFIX "/v1/symbols/"
+
+static enum MHD_Result respond_upload(struct MHD_Connection *conn, const upload_reply_t *reply) {
+  char line[sizeof reply->text + 2];
+  snprintf(line, sizeof line, "%s\n", reply->text);
+  return respond(conn, reply->status, line, "text/plain; charset=utf-8", NULL);
+}
+
+static enum MHD_Result check_symbols_headers(server_t *s, struct MHD_Connection *conn,
+                                             const char *id_text, request_t *rq) {
+  if (!authorized(s, bearer_token(conn)))
+    return rq->responded = true, respond_text(conn, 401, "missing or unknown API key");
+  upload_reply_t reply;
+  rq->upload = symbols_upload_begin(s->opts->symbols_dir, id_text,
+                                    header(conn, MHD_HTTP_HEADER_CONTENT_LENGTH),
+                                    s->opts->max_symbols_bytes, &reply);
+  if (rq->upload) return MHD_YES;
+  rq->responded = true;
+  return respond_upload(conn, &reply);
+}
+
+static enum MHD_Result finish_symbols(server_t *s, struct MHD_Connection *conn, request_t *rq) {
+  upload_reply_t reply;
+  symbols_upload_finish(rq->upload, s->ingest.resym, &reply);
+  rq->upload = NULL;
+  rq->responded = true;
+  return respond_upload(conn, &reply);
+}
+
 /* ---- MHD callbacks -------------------------------------------------------- */
 
 /* First call of a request: route it and check what the headers allow. */
@@ -309,6 +342,12 @@ static enum MHD_Result on_headers(server_t *s, struct MHD_Connection *conn, cons
   bool get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
   if (strcmp(url, "/v1/batches") == 0) {
     if (strcmp(method, "POST") == 0) return check_batch_headers(s, conn, rq);
+    rq->responded = true;
+    return respond_text(conn, 405, "use POST");
+  }
+  if (strncmp(url, SYMBOLS_PREFIX, strlen(SYMBOLS_PREFIX)) == 0) {
+    if (strcmp(method, "POST") == 0)
+      return check_symbols_headers(s, conn, url + strlen(SYMBOLS_PREFIX), rq);
     rq->responded = true;
     return respond_text(conn, 405, "use POST");
   }
@@ -344,8 +383,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
   if (*upload_data_size) {
     size_t n = *upload_data_size;
     *upload_data_size = 0;
+    if (rq->upload) return symbols_upload_write(rq->upload, upload_data, n) ? MHD_YES : MHD_NO;
     return rq->responded ? MHD_YES : take_body(s, rq, upload_data, n);
   }
+  if (rq->upload) return finish_symbols(s, conn, rq);
   return rq->responded ? MHD_YES : finish_batch(s, conn, rq);
 }
 
@@ -354,16 +395,19 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
   (void)cls, (void)conn, (void)code;
   request_t *rq = *con_cls;
   if (!rq) return;
+  symbols_upload_abort(rq->upload);
   free(rq->body);
   free(rq);
   *con_cls = NULL;
 }
 
 server_t *server_start(const collector_options_t *opts, const apikeys_t *keys,
-                       const store_ops_t *ops, store_t *store) {
+                       const store_ops_t *ops, store_t *store, symbolizer_t *symbols,
+                       resymbolizer_t *resym) {
   server_t *s = calloc(1, sizeof *s);
   if (!s) return NULL;
-  *s = (server_t){opts, keys, {ops, store, opts->max_decompressed_bytes}, NULL, NULL};
+  *s = (server_t){
+      opts, keys, {ops, store, opts->max_decompressed_bytes, symbols, resym}, NULL, NULL};
   if (!(s->limits = ratelimit_new(opts->rate_limit, opts->rate_burst))) {
     free(s);
     return NULL;

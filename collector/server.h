@@ -1,23 +1,27 @@
 /*
  * server.h - the collector's HTTP side on libmicrohttpd: POST /v1/batches,
- * GET /healthz, GET /metrics. MHD runs its own listening thread and a pool
- * of worker threads; every request is handled on the worker that owns its
- * connection.
+ * POST /v1/symbols/<build-id>, GET /healthz, GET /metrics, GET /api/v1/... MHD runs its own
+ * listening thread and a pool of worker threads; every request is handled on the worker that owns
+ * its connection.
  */
 #ifndef PERF_COLLECTOR_SERVER_H
 #define PERF_COLLECTOR_SERVER_H
 
 #include "apikeys.h"
 #include "options.h"
+#include "resymbolize.h"
 #include "store.h"
+#include "symbolize.h"
 
 typedef struct server_s server_t;
 
 /* Start serving; keys NULL accepts any key (main allows that only on
-   loopback). Everything passed must outlive the server. NULL on failure,
-   with the reason on stderr. */
+   loopback); symbols names frames at ingest, resym renames stored stacks
+   (both may be NULL). Everything passed must outlive the server. NULL on
+   failure, with the reason on stderr. */
 server_t *server_start(const collector_options_t *opts, const apikeys_t *keys,
-                       const store_ops_t *ops, store_t *store);
+                       const store_ops_t *ops, store_t *store, symbolizer_t *symbols,
+                       resymbolizer_t *resym);
 
 /* Close every connection and join MHD's threads. */
 void server_stop(server_t *s);

@@ -3,7 +3,19 @@
  */
 #include "signature.h"
 
+#include <stdio.h>
 #include <string.h>
+
+void perf__frame_label(char *out, size_t size, const char *function, const char *module,
+                       const char *address) {
+  if (function && *function) {
+    snprintf(out, size, "%s", function);
+    return;
+  }
+  if (!module) module = "??";
+  const char *slash = strrchr(module, '/');
+  snprintf(out, size, "%s+%s", slash ? slash + 1 : module, address ? address : "0x0");
+}
 
 size_t perf__common_root_depth(const perf__named_stack_t *stacks, size_t n) {
   if (n == 0) return 0;

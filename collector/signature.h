@@ -20,6 +20,11 @@ typedef struct perf__named_stack_s {
   size_t depth;
 } perf__named_stack_t;
 
+/* A frame's name in a signature: its function, else "<module basename>+<address>"
+   (address as "0x..." text); module NULL is "??". Truncated to fit out. */
+void perf__frame_label(char *out, size_t size, const char *function, const char *module,
+                       const char *address);
+
 /* How many frames, counted from the root (the outermost frame), all n
    stacks share. 0 when n is 0 or the roots differ. */
 size_t perf__common_root_depth(const perf__named_stack_t *stacks, size_t n);

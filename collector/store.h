@@ -133,6 +133,24 @@ typedef struct store_stats_s {
   uint64_t db_bytes; /* on disk, write-ahead log included */
 } store_stats_t;
 
+/* Re-symbolization: symbols for some frames arrived after their stacks
+   were stored (resymbolize.c fills this in; the store calls it inside its
+   transaction). */
+typedef struct store_renamer_s {
+  /* A stored stack's frames: return 1 and fill *stack (signature, and
+     frames_json malloc'ed) and *group (the same signature, names_json
+     malloc'ed) when symbols name more of its frames now; 0 when nothing
+     changed; -1 on failure. The store frees the two strings with free(). */
+  int (*rename_stack)(void *user, const char *frames_json, store_stack_t *stack,
+                      store_group_t *group);
+  /* A hang event's group from its sampled stacks' frames (n >= 1, the
+     dominant stack first, then by samples): *group as ingest makes it
+     (the shared root part; none shared: the first stack). names_json
+     malloc'ed, freed by the store. 0, or -1 on failure. */
+  int (*hang_group)(void *user, const char *const *frames_json, size_t n, store_group_t *group);
+  void *user;
+} store_renamer_t;
+
 typedef struct store_s store_t; /* a backend's own state */
 
 typedef struct store_ops_s {
@@ -159,6 +177,14 @@ typedef struct store_ops_s {
      samples, descending); STORE_NOT_FOUND when there is no such event. */
   int (*event_detail)(store_t *st, int64_t id, store_event_row_fn on_event,
                       store_count_row_fn on_count, void *user);
+  /* Re-symbolize, in one transaction, every stack whose frames_json
+     contains the text `needle`: r->rename_stack renames it; a renamed
+     stack's counts, events and CPU group move to its new signature, merged
+     into a stack stored with that signature already; the hang events that
+     sampled a renamed stack get their group recomputed (r->hang_group);
+     groups nothing refers to any more are deleted. *renamed (may be NULL):
+     the stacks renamed. */
+  int (*resymbolize)(store_t *st, const char *needle, const store_renamer_t *r, uint64_t *renamed);
 } store_ops_t;
 
 /* The embedded default backend (store_sqlite.c). */

@@ -46,7 +46,7 @@
 #define RENDER_WORK_US 1000   /* a quick request: ~1 ms of work */
 #define HANG_MS 1000          /* load_user_profile: ~1 s on the loop thread */
 #define BURN_MS 3000          /* image-worker: ~3 s of CPU */
-#define LOOP_TIMEOUT_MS 10000 /* give up if nothing happens for this long */
+#define LOOP_TIMEOUT_MS 20000 /* give up if nothing happens (worker: <= 15 s) */
 
 /* Requests, one byte each on the self-pipe. */
 enum request {
@@ -284,10 +284,12 @@ static int run_loop(struct loop *loop) {
     if (n < 0) {
       if (errno == EINTR) continue; /* e.g. the sampler's signal */
       perror("poll");
+      perf_sdk_loop_idle(); /* giving up is not a hang either */
       return -1;
     }
     if (n == 0) {
       fprintf(stderr, "loop: nothing happened for %d ms\n", LOOP_TIMEOUT_MS);
+      perf_sdk_loop_idle();
       return -1;
     }
     if (fds[0].revents & POLLIN) on_pipe(loop);

@@ -16,6 +16,7 @@ PERF_DEBIAN_PACKAGES=(
   golang-go       # go tool pprof: the independent reader of the collector's pprof export (tests)
   chromium        # the dashboard's browser test (headless, driven by playwright-core)
   nodejs          # runs the dashboard's browser test (tests/dashboard, node >= 18)
+  libdebuginfod-dev # perf-collector fetches missing debug files by build-id (DEBUGINFOD_URLS)
 )
 
 perf_install_deps() {

@@ -143,6 +143,25 @@ static void feed(const collector_t *c, double *hang_ms) {
 
 /* ---- the API ------------------------------------------------------------ */
 
+/* Each query of bad on endpoint gets 400 with an error naming its param. */
+typedef struct bad_param_s {
+  const char *query, *param;
+} bad_param_t;
+
+static void check_bad_params(const collector_t *c, const char *endpoint, const bad_param_t *bad,
+                             size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    char path[128];
+    snprintf(path, sizeof path, "%s?%s", endpoint, bad[i].query);
+    long status;
+    json_t *j = get_json(c, path, &status);
+    CHECKF(status == 400, "%s -> %ld", path, status);
+    const char *err = json_string_value(json_object_get(j, "error"));
+    CHECKF(err && strstr(err, bad[i].param), "%s: error %s", path, err ? err : "(none)");
+    json_decref(j);
+  }
+}
+
 static json_t *stacks_of(json_t *j) {
   json_t *s = json_object_get(j, "stacks");
   CHECKF(json_is_array(s), "no stacks array");
@@ -270,9 +289,7 @@ static void case_filters(void) {
 static void case_bad_parameters(void) {
   collector_t c;
   collector_start(&c, NULL);
-  static const struct {
-    const char *query, *param;
-  } bad[] = {
+  static const bad_param_t bad[] = {
       {"", "kind"},
       {"kind=wall", "kind"},
       {"kind=hang&limit=0", "limit"},
@@ -282,16 +299,7 @@ static void case_bad_parameters(void) {
       {"kind=cpu&to=soon", "to"},
       {"kind=cpu&from=2000&to=1000", "to"},
   };
-  for (size_t i = 0; i < ARRAY_LEN(bad); i++) {
-    char path[128];
-    snprintf(path, sizeof path, "/api/v1/top-stacks?%s", bad[i].query);
-    long status;
-    json_t *j = get_json(&c, path, &status);
-    CHECKF(status == 400, "%s -> %ld", path, status);
-    const char *err = json_string_value(json_object_get(j, "error"));
-    CHECKF(err && strstr(err, bad[i].param), "%s: error %s", path, err ? err : "(none)");
-    json_decref(j);
-  }
+  check_bad_params(&c, "/api/v1/top-stacks", bad, ARRAY_LEN(bad));
   /* An empty store: 200 with no stacks; the API needs a known key. */
   long status;
   json_t *j = get_json(&c, "/api/v1/top-stacks?kind=hang", &status);
@@ -681,25 +689,14 @@ static void case_export_pprof_empty(void) {
   CHECK(p->time_nanos == 1000000000 && p->duration_nanos == 1001000000);
   perftools__profiles__profile__free_unpacked(p, NULL);
   pprof_top_check(file, NULL, 0);
-  static const struct {
-    const char *query, *param;
-  } bad[] = {
+  static const bad_param_t bad[] = {
       {"", "kind"},
       {"kind=wall", "kind"},
       {"kind=cpu&from=-5", "from"},
       {"kind=cpu&to=soon", "to"},
       {"kind=cpu&from=2000&to=1000", "to"},
   };
-  for (size_t i = 0; i < ARRAY_LEN(bad); i++) {
-    char path[128];
-    snprintf(path, sizeof path, "/api/v1/export/pprof?%s", bad[i].query);
-    long status;
-    json_t *j = get_json(&c, path, &status);
-    CHECKF(status == 400, "%s -> %ld", path, status);
-    const char *err = json_string_value(json_object_get(j, "error"));
-    CHECKF(err && strstr(err, bad[i].param), "%s: error %s", path, err ? err : "(none)");
-    json_decref(j);
-  }
+  check_bad_params(&c, "/api/v1/export/pprof", bad, ARRAY_LEN(bad));
   CHECK_EQ_INT(get(&c, "/api/v1/export/pprof?kind=hang", r), 401);
   json_t *j = json_loads(r->body, 0, NULL);
   CHECK(json_is_string(json_object_get(j, "error")));

@@ -1,0 +1,16 @@
+/*
+ * stack_rename.h - the store's re-symbolization callbacks (store_renamer_t)
+ * over stored frames JSON: name the frames a local debug file names now,
+ * and recompute signatures and hang groups exactly as ingest.c makes them
+ * (signature.h), so a stack symbolized late groups with the same stack that
+ * arrived named. Stateless apart from the symbolizer; any thread.
+ */
+#ifndef PERF_COLLECTOR_STACK_RENAME_H
+#define PERF_COLLECTOR_STACK_RENAME_H
+
+#include "store.h"
+#include "symbolize.h"
+
+store_renamer_t stack_renamer(symbolizer_t *symbols);
+
+#endif

@@ -1,0 +1,38 @@
+/*
+ * symbol_files.h - debug files on disk, found by GNU build-id in the layout
+ * gdb, elfutils and debuginfod use: <dir>/.build-id/<xx>/<rest>.debug (xx:
+ * the first byte of the id in hex, rest: the others). A file gets there
+ * only through symbol_file_install: checked (an ELF file whose build-id
+ * note is the id), then fsync'ed and renamed into place, so a reader never
+ * sees half a file. Stateless; any thread.
+ */
+#ifndef PERF_COLLECTOR_SYMBOL_FILES_H
+#define PERF_COLLECTOR_SYMBOL_FILES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#define SYMBOL_ID_MIN_HEX 2
+#define SYMBOL_ID_MAX_HEX 80 /* 40 bytes: more than any linker writes (sha1: 20) */
+
+/* An even number of hex digits, SYMBOL_ID_MIN_HEX..SYMBOL_ID_MAX_HEX, into
+   out (lowercase, NUL-terminated, SYMBOL_ID_MAX_HEX + 1 bytes); false
+   otherwise. */
+bool symbol_id_parse(const char *text, size_t len, char out[SYMBOL_ID_MAX_HEX + 1]);
+
+/* <dir>/.build-id/xx/rest.debug into out; false when it does not fit. */
+bool symbol_file_path(const char *dir, const char *id, char *out, size_t size);
+
+/* A new empty temporary file in <dir>/.build-id/ (made when missing), to
+   fill and then hand to symbol_file_install; its path into path. -1 on
+   failure (errno set). */
+int symbol_file_temp(const char *dir, char *path, size_t size);
+
+/* Check the file at tmp_path (open as fd) and move it into place for id.
+   Returns 201 (installed), 200 (the same bytes were there already; tmp
+   removed), 400 (not an ELF file, no build-id note, or a different one;
+   the reason in reason, tmp removed) or 500 (I/O error; tmp removed). */
+unsigned symbol_file_install(const char *dir, const char *id, int fd, const char *tmp_path,
+                             char *reason, size_t reason_size);
+
+#endif

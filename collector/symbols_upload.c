@@ -1,0 +1,114 @@
+/*
+ * symbols_upload.c - POST /v1/symbols/<build-id> (see symbols_upload.h).
+ */
+#include "symbols_upload.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "metrics.h"
+#include "symbol_files.h"
+
+struct symbols_upload_s {
+  const char *dir;
+  char id[SYMBOL_ID_MAX_HEX + 1];
+  char tmp[4096];
+  int fd;
+  size_t max, written, discarded;
+  bool over_limit, io_error;
+};
+
+static void set_reply(upload_reply_t *r, unsigned status, const char *text) {
+  r->status = status;
+  snprintf(r->text, sizeof r->text, "%s", text);
+}
+
+symbols_upload_t *symbols_upload_begin(const char *dir, const char *id_text,
+                                       const char *content_length, size_t max_bytes,
+                                       upload_reply_t *reply) {
+  char id[SYMBOL_ID_MAX_HEX + 1];
+  if (!symbol_id_parse(id_text, strlen(id_text), id)) {
+    set_reply(reply, 400, "the build-id in the URL must be 2 to 80 hexadecimal digits (even)");
+    return NULL;
+  }
+  if (content_length) {
+    char *end;
+    unsigned long long n = strtoull(content_length, &end, 10);
+    if (end == content_length || n > max_bytes) {
+      snprintf(reply->text, sizeof reply->text, "body over the limit (%zu bytes)", max_bytes);
+      reply->status = 413;
+      return NULL;
+    }
+  }
+  symbols_upload_t *u = calloc(1, sizeof *u);
+  if (!u) return set_reply(reply, 500, "out of memory"), NULL;
+  u->dir = dir;
+  u->max = max_bytes;
+  memcpy(u->id, id, sizeof id);
+  if ((u->fd = symbol_file_temp(dir, u->tmp, sizeof u->tmp)) < 0) {
+    snprintf(reply->text, sizeof reply->text, "cannot create a file in %s: %s", dir,
+             strerror(errno));
+    reply->status = 500;
+    free(u);
+    return NULL;
+  }
+  return u;
+}
+
+bool symbols_upload_write(symbols_upload_t *u, const char *data, size_t n) {
+  if (!u->over_limit && n > u->max - u->written) {
+    u->over_limit = true;
+    if (ftruncate(u->fd, 0) != 0) u->io_error = true; /* give the disk space back now */
+  }
+  if (u->over_limit) {
+    u->discarded += n;
+    return u->discarded <= u->max;
+  }
+  while (n && !u->io_error) {
+    ssize_t k = write(u->fd, data, n);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0)
+      u->io_error = true;
+    else
+      data += k, n -= (size_t)k, u->written += (size_t)k;
+  }
+  return true;
+}
+
+void symbols_upload_abort(symbols_upload_t *u) {
+  if (!u) return;
+  close(u->fd);
+  unlink(u->tmp);
+  free(u);
+}
+
+void symbols_upload_finish(symbols_upload_t *u, resymbolizer_t *resym, upload_reply_t *reply) {
+  if (u->over_limit || u->io_error) {
+    if (u->over_limit)
+      snprintf(reply->text, sizeof reply->text, "body over the limit (%zu bytes)", u->max);
+    else
+      snprintf(reply->text, sizeof reply->text, "cannot write the file: %s", strerror(errno));
+    reply->status = u->over_limit ? 413 : 500;
+    symbols_upload_abort(u);
+    return;
+  }
+  char reason[300] = "";
+  reply->status = symbol_file_install(u->dir, u->id, u->fd, u->tmp, reason, sizeof reason);
+  close(u->fd);
+  if (reply->status >= 400) {
+    snprintf(reply->text, sizeof reply->text, "%s", reason);
+  } else {
+    if (reply->status == 201) metrics_symbols_uploaded();
+    uint64_t renamed = 0;
+    int rc = resym ? resymbolizer_apply(resym, u->id, &renamed) : STORE_OK;
+    if (rc != STORE_OK) resymbolizer_want(resym, u->id); /* the background thread retries */
+    snprintf(reply->text, sizeof reply->text, "%s %s; %llu stored stacks renamed%s",
+             reply->status == 201 ? "stored" : "already stored", u->id, (unsigned long long)renamed,
+             rc == STORE_OK ? "" : " (store failed: retried later)");
+  }
+  free(u);
+}

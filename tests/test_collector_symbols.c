@@ -1,0 +1,452 @@
+/*
+ * test_collector_symbols.c - symbolization by build-id in perf-collector
+ * (the real binary as a child process on 127.0.0.1, collector_rig.c), fed
+ * by a stripped build of samples/demo_app.c (demo_app_stripped: no .symtab,
+ * its hang chain load_user_profile -> parse_profile_blob ->
+ * checksum_profile_slowly is static) running with sink = http. Its debug
+ * file (objcopy --only-keep-debug) reaches the collector in three ways:
+ * in --symbols-dir at start, uploaded after the events (POST /v1/symbols),
+ * or fetched from a debuginfod server (tests/http_server.c) in the
+ * background; and the upload's bad inputs get their statuses. Each case
+ * runs in its own process: `test_collector_symbols <case>`.
+ */
+#include <dirent.h>
+#include <elfutils/libdwelf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <libelf.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "collector_rig.h"
+#include "demo_rig.h"
+#include "http_server.h"
+#include "tempdir.h"
+
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+#define POLL_DEADLINE_S 60.0
+
+static const char *const HANG_CHAIN[] = {"checksum_profile_slowly", "parse_profile_blob",
+                                         "load_user_profile"};
+
+/* ---- files ---------------------------------------------------------------- */
+
+/* The GNU build-id of the ELF file at path, as lowercase hex. */
+static void build_id_of(const char *path, char hex[81]) {
+  elf_version(EV_CURRENT);
+  int fd = open(path, O_RDONLY);
+  CHECK(fd >= 0);
+  Elf *elf = elf_begin(fd, ELF_C_READ, NULL);
+  CHECK(elf != NULL);
+  const void *id;
+  ssize_t n = dwelf_elf_gnu_build_id(elf, &id);
+  CHECKF(n > 0 && n <= 40, "%s: no build-id", path);
+  for (ssize_t i = 0; i < n; i++)
+    sprintf(hex + 2 * i, "%02x", ((const unsigned char *)id)[i]);
+  elf_end(elf);
+  close(fd);
+}
+
+static char *read_file(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  CHECKF(f != NULL, "%s: %s", path, strerror(errno));
+  CHECK(fseek(f, 0, SEEK_END) == 0);
+  long size = ftell(f);
+  CHECK(size > 0 && fseek(f, 0, SEEK_SET) == 0);
+  char *data = malloc((size_t)size);
+  CHECK(data != NULL && fread(data, 1, (size_t)size, f) == (size_t)size);
+  fclose(f);
+  *len = (size_t)size;
+  return data;
+}
+
+/* mkdir -p of path's parent directories. */
+static void make_parents(const char *path) {
+  char buf[512];
+  snprintf(buf, sizeof buf, "%s", path);
+  for (char *p = buf + 1; *p; p++)
+    if (*p == '/') {
+      *p = '\0';
+      CHECK(mkdir(buf, 0755) == 0 || errno == EEXIST);
+      *p = '/';
+    }
+}
+
+/* The debug file's place under dir (.build-id/xx/rest.debug). */
+static void debug_path(const char *dir, const char *id, char *out, size_t size) {
+  snprintf(out, size, "%s/.build-id/%.2s/%s.debug", dir, id, id + 2);
+}
+
+static bool file_exists(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0;
+}
+
+/* Files in dir whose name starts with prefix. */
+static int count_prefixed(const char *dir, const char *prefix) {
+  DIR *d = opendir(dir);
+  if (!d) return 0;
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL)
+    n += strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+  closedir(d);
+  return n;
+}
+
+/* ---- the demo ------------------------------------------------------------- */
+
+/* Run the stripped demo with its events sent to c (demo_rig.c). */
+static void run_demo(const collector_t *c) {
+  demo_run_uploading(c, DEMO_STRIPPED_PATH, tempdir_make("perf-sym"), NULL);
+}
+
+/* ---- the API -------------------------------------------------------------- */
+
+/* GET path: 200 and its JSON (collector_rig's get_json). */
+static json_t *get_ok(const collector_t *c, const char *path) {
+  long status;
+  json_t *j = get_json(c, path, &status);
+  CHECKF(status == 200, "GET %s -> %ld", path, status);
+  return j;
+}
+
+static void print_json(const char *what, json_t *j) {
+  char *text = json_dumps(j, JSON_INDENT(1));
+  fprintf(stderr, "%s: %.4000s\n", what, text ? text : "?");
+  free(text);
+}
+
+/* The hang group whose frame names start with HANG_CHAIN (the demo's
+   hang, stuck in checksum_profile_slowly); NULL when there is none. The
+   demo has one such hang; other hangs (the loop thread waiting on a busy
+   machine) may group elsewhere, even above it. */
+static json_t *chain_group(json_t *top) {
+  size_t i;
+  json_t *g;
+  json_array_foreach(json_object_get(top, "stacks"), i, g) {
+    json_t *frames = json_object_get(g, "frames");
+    size_t k = 0;
+    while (k < ARRAY_LEN(HANG_CHAIN) && json_string_value(json_array_get(frames, k)) &&
+           strcmp(json_string_value(json_array_get(frames, k)), HANG_CHAIN[k]) == 0)
+      k++;
+    if (k == ARRAY_LEN(HANG_CHAIN)) return g;
+  }
+  return NULL;
+}
+
+static bool chain_named(json_t *top) {
+  return chain_group(top) != NULL;
+}
+
+/* Frames of the demo's own module still unnamed, over all groups. */
+static size_t unnamed_demo_frames(json_t *top) {
+  size_t n = 0, i, k;
+  json_t *g, *f;
+  json_array_foreach(json_object_get(top, "stacks"), i, g) {
+    json_array_foreach(json_object_get(g, "frames"), k, f) {
+      n += strncmp(json_string_value(f), "demo_app_stripped+0x", 20) == 0;
+    }
+  }
+  return n;
+}
+
+/* The demo's hang named, and no frame of its module left unnamed. */
+static bool all_named(json_t *top) {
+  return chain_named(top) && unnamed_demo_frames(top) == 0;
+}
+
+/* A field summed over all groups. */
+static json_int_t groups_sum(json_t *top, const char *field) {
+  json_int_t sum = 0;
+  size_t i;
+  json_t *g;
+  json_array_foreach(json_object_get(top, "stacks"), i, g) {
+    sum += json_integer_value(json_object_get(g, field));
+  }
+  return sum;
+}
+
+/* GET top-stacks?kind=hang until done(top) or the deadline; the last one. */
+static json_t *top_hang_until(const collector_t *c, bool (*done)(json_t *)) {
+  double end = now_s() + POLL_DEADLINE_S;
+  for (;;) {
+    json_t *j = get_ok(c, "/api/v1/top-stacks?kind=hang");
+    if (done(j) || now_s() > end) return j;
+    json_decref(j);
+    usleep(100000);
+  }
+}
+
+static bool has_stacks(json_t *top) {
+  return json_array_size(json_object_get(top, "stacks")) > 0;
+}
+
+/* A counter or gauge of GET /metrics (no labels). */
+static long long metric(const collector_t *c, const char *name) {
+  reply_t *r = malloc(sizeof *r);
+  CHECK(r != NULL);
+  CHECK_EQ_INT(get(c, "/metrics", r), 200);
+  char key[128];
+  snprintf(key, sizeof key, "\n%s ", name);
+  const char *at = strstr(r->body, key);
+  CHECKF(at != NULL, "no metric %s", name);
+  long long v = atoll(at + strlen(key));
+  free(r);
+  return v;
+}
+
+static size_t event_count(const collector_t *c) {
+  json_t *j = get_ok(c, "/api/v1/events?limit=1000");
+  size_t n = json_array_size(json_object_get(j, "events"));
+  json_decref(j);
+  return n;
+}
+
+/* The hang event of the demo's hang group: its innermost frame is in
+   checksum_profile_slowly, with file:line of demo_app.c and the build-id. */
+static void check_detail_file_line(const collector_t *c, json_t *top, const char *id) {
+  const char *sig = json_string_value(json_object_get(chain_group(top), "signature"));
+  json_t *events = get_ok(c, "/api/v1/events?kind=hang&limit=1000");
+  json_int_t event_id = -1;
+  size_t i;
+  json_t *e;
+  json_array_foreach(json_object_get(events, "events"), i, e) {
+    const char *g = json_string_value(json_object_get(e, "group"));
+    if (g && strcmp(g, sig) == 0) event_id = json_integer_value(json_object_get(e, "id"));
+  }
+  json_decref(events);
+  CHECKF(event_id >= 0, "no hang event in group %s", sig);
+  char path[64];
+  snprintf(path, sizeof path, "/api/v1/events/%lld", (long long)event_id);
+  json_t *detail = get_ok(c, path);
+  json_t *frame = json_array_get(
+      json_object_get(json_array_get(json_object_get(detail, "stacks"), 0), "frames"), 0);
+  print_json("innermost frame", frame);
+  const char *fn = json_string_value(json_object_get(frame, "function"));
+  const char *file = json_string_value(json_object_get(frame, "file"));
+  const char *bid = json_string_value(json_object_get(frame, "build_id"));
+  json_int_t line = json_integer_value(json_object_get(frame, "line"));
+  CHECKF(fn && strcmp(fn, "checksum_profile_slowly") == 0, "function %s", fn ? fn : "(none)");
+  CHECKF(file && strlen(file) >= 18 && strcmp(file + strlen(file) - 18, "samples/demo_app.c") == 0,
+         "file %s", file ? file : "(none)");
+  CHECK(line > 0);
+  CHECK(bid && strcmp(bid, id) == 0);
+  json_decref(detail);
+}
+
+/* POST body to /v1/symbols/<id>; key NULL: no Authorization. */
+static long post_symbols(const collector_t *c, const char *id, const char *key, const void *body,
+                         size_t len, bool chunked, reply_t *r) {
+  char path[160], auth[128];
+  snprintf(path, sizeof path, "/v1/symbols/%s", id);
+  snprintf(auth, sizeof auth, "Authorization: Bearer %s", key ? key : "");
+  const char *headers[] = {"Content-Type: application/octet-stream", key ? auth : NULL, NULL};
+  return request(c, "POST", path, headers, body, len, chunked, r);
+}
+
+/* ---- cases ---------------------------------------------------------------- */
+
+/* The debug file is in --symbols-dir before the events arrive: every frame
+   of the demo is named at ingest, with file:line. */
+static void case_symbols_dir(void) {
+  char id[81], dir[256], dest[512];
+  build_id_of(DEMO_STRIPPED_PATH, id);
+  snprintf(dir, sizeof dir, "%s/symbols", tempdir_make("perf-sym"));
+  debug_path(dir, id, dest, sizeof dest);
+  make_parents(dest);
+  size_t len;
+  char *debug = read_file(DEMO_DEBUG_PATH, &len);
+  FILE *f = fopen(dest, "wb");
+  CHECK(f && fwrite(debug, 1, len, f) == len && fclose(f) == 0);
+  free(debug);
+
+  collector_t c;
+  const char *extra[] = {"--symbols-dir", dir, NULL};
+  collector_start(&c, extra);
+  run_demo(&c);
+  json_t *top = top_hang_until(&c, has_stacks);
+  print_json("top hang stacks", top);
+  CHECK(chain_named(top));
+  CHECK_EQ_INT(json_integer_value(json_object_get(chain_group(top), "events")), 1);
+  CHECK_EQ_INT(unnamed_demo_frames(top), 0);
+  check_detail_file_line(&c, top, id);
+  CHECK(metric(&c, "perf_collector_stacks_resymbolized_total") == 0);
+  json_decref(top);
+  collector_stop_healthy(&c);
+}
+
+/* Events first (unnamed: "demo_app_stripped+0x..."), then the debug file
+   uploaded: 201, the stored stacks renamed and merged, the same events. */
+static void case_upload_after_events(void) {
+  char id[81];
+  build_id_of(DEMO_STRIPPED_PATH, id);
+  collector_t c;
+  collector_start(&c, NULL);
+  run_demo(&c);
+  json_t *before = top_hang_until(&c, has_stacks);
+  print_json("before", before);
+  CHECK(unnamed_demo_frames(before) > 0);
+  CHECK(!chain_named(before));
+  size_t events = event_count(&c);
+  long long stacks = metric(&c, "perf_collector_stacks");
+  json_int_t group_events = groups_sum(before, "events");
+  json_int_t group_samples = groups_sum(before, "samples");
+
+  size_t len;
+  char *debug = read_file(DEMO_DEBUG_PATH, &len);
+  reply_t *r = malloc(sizeof *r);
+  CHECK(r != NULL);
+  CHECKF(post_symbols(&c, id, GOOD_KEY, debug, len, false, r) == 201, "%ld %s", r->status, r->body);
+  CHECKF(strstr(r->body, "stacks renamed") != NULL, "%s", r->body);
+
+  /* Renamed in the upload's transaction: no polling needed. */
+  json_t *after = get_ok(&c, "/api/v1/top-stacks?kind=hang");
+  print_json("after", after);
+  CHECK(chain_named(after));
+  CHECK_EQ_INT(json_integer_value(json_object_get(chain_group(after), "events")), 1);
+  CHECK_EQ_INT(unnamed_demo_frames(after), 0);
+  CHECK_EQ_INT(groups_sum(after, "events"), group_events);
+  CHECK_EQ_INT(groups_sum(after, "samples"), group_samples);
+  CHECK_EQ_INT(event_count(&c), events);
+  long long stacks_after = metric(&c, "perf_collector_stacks");
+  CHECKF(stacks_after < stacks, "stacks %lld -> %lld: none merged", stacks, stacks_after);
+  CHECK(metric(&c, "perf_collector_stacks_resymbolized_total") > 0);
+  CHECK_EQ_INT(metric(&c, "perf_collector_symbols_uploaded_total"), 1);
+  check_detail_file_line(&c, after, id);
+
+  /* The same file again: 200, nothing changes. */
+  CHECKF(post_symbols(&c, id, GOOD_KEY, debug, len, false, r) == 200, "%ld %s", r->status, r->body);
+  CHECK_EQ_INT(metric(&c, "perf_collector_stacks"), stacks_after);
+  char installed[512], symbols_dir[256];
+  snprintf(symbols_dir, sizeof symbols_dir, "%s.symbols", c.db);
+  debug_path(symbols_dir, id, installed, sizeof installed);
+  CHECK(file_exists(installed));
+  free(r);
+  free(debug);
+  json_decref(before);
+  json_decref(after);
+  collector_stop_healthy(&c);
+}
+
+/* Bad uploads get their status and reason, store nothing, leave no
+   temporary file, and the server stays healthy. */
+static void case_upload_errors(void) {
+  char id[81], other[81];
+  build_id_of(DEMO_STRIPPED_PATH, id);
+  snprintf(other, sizeof other, "%s", id);
+  other[0] = other[0] == '0' ? '1' : '0';
+  collector_t c;
+  const char *extra[] = {"--max-symbols-bytes", "1048576", NULL};
+  collector_start(&c, extra);
+  size_t len;
+  char *debug = read_file(DEMO_DEBUG_PATH, &len);
+  reply_t *r = malloc(sizeof *r);
+  CHECK(r != NULL);
+
+  CHECK_EQ_INT(post_symbols(&c, id, NULL, debug, len, false, r), 401);
+  CHECK_EQ_INT(post_symbols(&c, id, "wrong-key", debug, len, false, r), 401);
+  CHECK_EQ_INT(post_symbols(&c, other, GOOD_KEY, debug, len, false, r), 400);
+  CHECKF(strstr(r->body, "build-id mismatch") && strstr(r->body, id) && strstr(r->body, other),
+         "%s", r->body);
+  static const char NOT_ELF[] = "this is not an ELF file, just text";
+  CHECK_EQ_INT(post_symbols(&c, id, GOOD_KEY, NOT_ELF, sizeof NOT_ELF, false, r), 400);
+  CHECKF(strstr(r->body, "not an ELF file") != NULL, "%s", r->body);
+  CHECK_EQ_INT(post_symbols(&c, id, GOOD_KEY, "", 0, false, r), 400);
+  CHECK_EQ_INT(post_symbols(&c, "xyz1", GOOD_KEY, debug, len, false, r), 400);
+  CHECKF(strstr(r->body, "hexadecimal") != NULL, "%s", r->body);
+  CHECK_EQ_INT(post_symbols(&c, "abc", GOOD_KEY, debug, len, false, r), 400); /* odd */
+  size_t big_len = 2u << 20;
+  char *big = calloc(1, big_len);
+  CHECK(big != NULL);
+  memcpy(big, debug, len); /* a real ELF start, far too long */
+  CHECK_EQ_INT(post_symbols(&c, id, GOOD_KEY, big, big_len, false, r), 413);
+  /* Chunked: 413 once past the cap (past twice the cap: connection closed). */
+  CHECK_EQ_INT(post_symbols(&c, id, GOOD_KEY, big, big_len * 3 / 4, true, r), 413);
+  CHECK_EQ_INT(request(&c, "GET", "/v1/symbols/00ff", NULL, NULL, 0, false, r), 405);
+  CHECK(healthy_within(&c, 5));
+
+  char symbols_dir[256], path[512], build_id_dir[300];
+  snprintf(symbols_dir, sizeof symbols_dir, "%s.symbols", c.db);
+  debug_path(symbols_dir, id, path, sizeof path);
+  CHECK(!file_exists(path));
+  debug_path(symbols_dir, other, path, sizeof path);
+  CHECK(!file_exists(path));
+  snprintf(build_id_dir, sizeof build_id_dir, "%s/.build-id", symbols_dir);
+  CHECK_EQ_INT(count_prefixed(build_id_dir, ".incoming-"), 0);
+  CHECK_EQ_INT(metric(&c, "perf_collector_symbols_uploaded_total"), 0);
+
+  /* After all that, a good upload still works. */
+  CHECKF(post_symbols(&c, id, GOOD_KEY, debug, len, false, r) == 201, "%ld %s", r->status, r->body);
+  debug_path(symbols_dir, id, path, sizeof path);
+  CHECK(file_exists(path));
+  free(big);
+  free(r);
+  free(debug);
+  collector_stop_healthy(&c);
+}
+
+/* DEBUGINFOD_URLS points at a debuginfod on 127.0.0.1 that has the debug
+   file: the collector fetches it in the background and the names appear. */
+static void case_debuginfod(void) {
+  char id[81], url_path[160], cache[256];
+  build_id_of(DEMO_STRIPPED_PATH, id);
+  size_t len;
+  char *debug = read_file(DEMO_DEBUG_PATH, &len);
+  http_server_t *dbg = http_server_start();
+  CHECK(dbg != NULL);
+  CHECK(http_server_set_default(dbg, &(http_response_t){.status = 404, .body = "not found"}));
+  snprintf(url_path, sizeof url_path, "/buildid/%s/debuginfo", id);
+  for (int i = 0; i < 3; i++) /* one is enough; a retry finds it too */
+    CHECK(http_server_push(dbg,
+                           &(http_response_t){.body = debug, .body_len = len, .path = url_path}));
+  snprintf(cache, sizeof cache, "%s/debuginfod-cache", tempdir_make("perf-sym"));
+  setenv("DEBUGINFOD_URLS", http_server_url(dbg), 1);
+  setenv("DEBUGINFOD_CACHE_PATH", cache, 1);
+  collector_t c;
+  collector_start(&c, NULL);
+  unsetenv("DEBUGINFOD_URLS");
+  unsetenv("DEBUGINFOD_CACHE_PATH");
+
+  run_demo(&c);
+  json_t *top = top_hang_until(&c, all_named);
+  print_json("top hang stacks", top);
+  CHECK(chain_named(top));
+  CHECK_EQ_INT(unnamed_demo_frames(top), 0);
+  check_detail_file_line(&c, top, id);
+  size_t asked = 0, n = http_server_request_count(dbg);
+  for (size_t i = 0; i < n; i++) {
+    http_request_t rq;
+    if (!http_server_request(dbg, i, &rq)) continue;
+    asked += strcmp(rq.path, url_path) == 0;
+    http_request_free(&rq);
+  }
+  CHECKF(asked >= 1, "debuginfod was not asked for %s (%zu requests)", url_path, n);
+  char symbols_dir[256], path[512];
+  snprintf(symbols_dir, sizeof symbols_dir, "%s.symbols", c.db);
+  debug_path(symbols_dir, id, path, sizeof path);
+  CHECK(file_exists(path));
+  json_decref(top);
+  collector_stop_healthy(&c);
+  http_server_stop(dbg);
+  free(debug);
+}
+
+int main(int argc, char **argv) {
+  static const test_case_t cases[] = {
+      TEST_CASE(symbols_dir),
+      TEST_CASE(upload_after_events),
+      TEST_CASE(upload_errors),
+      TEST_CASE(debuginfod),
+  };
+  return collector_test_main(argc, argv, cases, ARRAY_LEN(cases));
+}
