@@ -12,6 +12,8 @@ PERF_DEBIAN_PACKAGES=(
   libjansson-dev  # perf-dump --json, and encode_bench's JSON side
   zlib1g-dev      # encode_bench: the same events as JSON + gzip, for comparison
   libsqlite3-dev  # perf-collector's embedded store
+  clang           # the fuzz build (tests/fuzz, PERF_FUZZ=ON): libFuzzer needs clang
+  libclang-rt-14-dev # the libFuzzer runtime for clang 14
 )
 
 perf_install_deps() {
