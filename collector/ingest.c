@@ -22,6 +22,7 @@
 #include "perf_sdk.h"
 #include "signature.h"
 #include "symbol_files.h"
+#include "utf8.h"
 
 #define LABEL_MAX 512
 
@@ -346,6 +347,33 @@ static unsigned check_batch(const Perf__V1__Batch *bt, const uint8_t *header_id,
   return 200;
 }
 
+/* Text not UTF-8 (symbol names are bytes from ELF files, the reason and
+   resource come from the app) gets U+FFFD for its bad bytes, in place, so
+   the frames JSON and the API's answers are valid. */
+static int utf8_repair(char **text) {
+  if (!*text || perf__utf8_valid(*text)) return 0;
+  char *clean = perf__utf8_sanitize(*text);
+  if (!clean) return -1;
+  free(*text); /* protobuf-c unpacked it with the default allocator */
+  *text = clean;
+  return 0;
+}
+
+static unsigned repair_text(Perf__V1__Batch *bt, ingest_result_t *res) {
+  int rc = 0;
+  for (size_t i = 0; i < bt->n_strings; i++)
+    rc |= utf8_repair(&bt->strings[i]);
+  for (size_t i = 0; i < bt->n_modules; i++)
+    rc |= utf8_repair(&bt->modules[i]->path);
+  for (size_t i = 0; i < bt->n_events; i++)
+    rc |= utf8_repair(&bt->events[i]->reason);
+  Perf__V1__Resource *r = bt->resource;
+  rc |= utf8_repair(&r->app_name) | utf8_repair(&r->app_version) | utf8_repair(&r->environment) |
+        utf8_repair(&r->host);
+  if (rc) return set_result(res, 503, REJECT_STORE_ERROR, "out of memory"), 503;
+  return 200;
+}
+
 static unsigned store_batch(const ingest_target_t *t, const Perf__V1__Batch *bt,
                             ingest_result_t *res) {
   record_t r;
@@ -369,7 +397,8 @@ unsigned ingest_batch(const ingest_target_t *t, const uint8_t *body, size_t len,
                       const uint8_t header_id[STORE_BATCH_ID_BYTES], ingest_result_t *res) {
   memset(res, 0, sizeof *res);
   Perf__V1__Batch *bt = NULL;
-  if (decode_payload(t, body, len, &bt, res) == 200 && check_batch(bt, header_id, res) == 200)
+  if (decode_payload(t, body, len, &bt, res) == 200 && check_batch(bt, header_id, res) == 200 &&
+      repair_text(bt, res) == 200)
     store_batch(t, bt, res);
   if (bt) perf__v1__batch__free_unpacked(bt, NULL);
   return res->status;

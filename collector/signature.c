@@ -6,15 +6,31 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "utf8.h"
+
+/* A label cut short by size ends after its last whole UTF-8 character
+   (names are UTF-8 once ingest repaired them; JSON needs it). */
+static void end_on_character(char *out) {
+  size_t n = strlen(out), at = 0;
+  while (at < n) {
+    size_t k = perf__utf8_seq((const unsigned char *)out + at, n - at);
+    if (k == 0) break;
+    at += k;
+  }
+  out[at] = '\0';
+}
+
 void perf__frame_label(char *out, size_t size, const char *function, const char *module,
                        const char *address) {
   if (function && *function) {
-    snprintf(out, size, "%s", function);
+    if ((size_t)snprintf(out, size, "%s", function) >= size) end_on_character(out);
     return;
   }
   if (!module) module = "??";
   const char *slash = strrchr(module, '/');
-  snprintf(out, size, "%s+%s", slash ? slash + 1 : module, address ? address : "0x0");
+  if ((size_t)snprintf(out, size, "%s+%s", slash ? slash + 1 : module, address ? address : "0x0") >=
+      size)
+    end_on_character(out);
 }
 
 size_t perf__common_root_depth(const perf__named_stack_t *stacks, size_t n) {

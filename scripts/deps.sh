@@ -17,6 +17,8 @@ PERF_DEBIAN_PACKAGES=(
   chromium        # the dashboard's browser test (headless, driven by playwright-core)
   nodejs          # runs the dashboard's browser test (tests/dashboard, node >= 18)
   libdebuginfod-dev # perf-collector fetches missing debug files by build-id (DEBUGINFOD_URLS)
+  clang           # the fuzz build (tests/fuzz, PERF_FUZZ=ON): libFuzzer needs clang
+  libclang-rt-14-dev # the libFuzzer runtime for clang 14
 )
 
 perf_install_deps() {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/test.sh - from a fresh Debian 12 machine: install what is missing,
 # build, and run the whole ctest suite twice: an optimized build and an
-# AddressSanitizer + UndefinedBehaviorSanitizer build.
+# AddressSanitizer + UndefinedBehaviorSanitizer build; then the libFuzzer
+# targets (clang, tests/fuzz): their corpus and a bounded fuzz run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/deps.sh
@@ -28,3 +29,8 @@ cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DPERF_SANITIZE=ON -D
 cmake --build build-asan -j "$jobs"
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j "$jobs")
+
+echo "== libFuzzer build (clang, ASan + UBSan, tests/fuzz only)"
+CC=clang cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Debug -DPERF_FUZZ=ON -DPERF_BUILD_BENCH=OFF
+cmake --build build-fuzz -j "$jobs"
+(cd build-fuzz && ctest --output-on-failure)

@@ -6,6 +6,7 @@
 
 #include "check.h"
 #include "signature.h"
+#include "utf8.h"
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -49,10 +50,32 @@ static void case_hash(void) {
   CHECK(perf__signature_hash(x, 1) != perf__signature_hash(x, 2));
 }
 
+/* Labels: the function, else module basename + address; one cut short
+   ends on a whole UTF-8 character. */
+static void case_frame_label(void) {
+  char out[16];
+  perf__frame_label(out, sizeof out, "parse", "/usr/lib/libx.so", "0x10");
+  CHECK(strcmp(out, "parse") == 0);
+  perf__frame_label(out, sizeof out, NULL, "/usr/lib/libx.so", "0x10");
+  CHECK(strcmp(out, "libx.so+0x10") == 0);
+  perf__frame_label(out, sizeof out, "", NULL, NULL);
+  CHECK(strcmp(out, "??+0x0") == 0);
+  /* "\xc3\xa9" (e acute) x 10 = 20 bytes into 16: 7 whole characters. */
+  perf__frame_label(
+      out, sizeof out,
+      "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9", NULL,
+      NULL);
+  CHECK_EQ_INT(strlen(out), 14);
+  CHECK(perf__utf8_valid(out));
+  perf__frame_label(out, sizeof out, "abcdefghijklmnopqrstuvwxyz", NULL, NULL);
+  CHECK(strcmp(out, "abcdefghijklmno") == 0);
+}
+
 static const test_case_t g_cases[] = {
     TEST_CASE(hang_common_root),
     TEST_CASE(different_roots),
     TEST_CASE(hash),
+    TEST_CASE(frame_label),
 };
 
 int main(int argc, char **argv) {

@@ -32,6 +32,7 @@
 #include "encoder.h"
 #include "perf_sdk.h"
 #include "spool.h"
+#include "utf8.h"
 
 #define PROG "perf-dump"
 #define DECODE_MAX ((size_t)256 << 20) /* a batch is at most 64 MiB serialized */
@@ -564,43 +565,12 @@ static json_t *json_frame(const Perf__V1__Batch *b, size_t index, uint32_t frame
 
 /* A JSON string from bytes that may not be UTF-8: invalid sequences become
    U+FFFD, so the document is always valid. */
-static size_t utf8_seq(const unsigned char *p, size_t n) {
-  static const unsigned smallest[5] = {0, 0, 0x80, 0x800, 0x10000}; /* no overlong forms */
-  unsigned c = p[0];
-  if (c < 0x80) return 1;
-  size_t len = (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
-  if (len == 0 || n < len) return 0;
-  unsigned cp = c & (0x7fu >> len);
-  for (size_t i = 1; i < len; i++) {
-    if ((p[i] & 0xc0) != 0x80) return 0;
-    cp = (cp << 6) | (p[i] & 0x3f);
-  }
-  bool ok = cp >= smallest[len] && cp <= 0x10ffff && (cp < 0xd800 || cp > 0xdfff);
-  return ok ? len : 0;
-}
-
 static json_t *jstr(const char *s) {
   if (!s) s = "";
   json_t *j = json_string(s);
   if (j) return j;
-  size_t n = strlen(s);
-  char *clean = malloc(3 * n + 1), *out = clean;
+  char *clean = perf__utf8_sanitize(s);
   if (!clean) return NULL;
-  const unsigned char *p = (const unsigned char *)s;
-  while (n > 0) {
-    size_t k = utf8_seq(p, n);
-    if (k) {
-      memcpy(out, p, k);
-      out += k;
-    } else {
-      memcpy(out, "\xef\xbf\xbd", 3);
-      out += 3;
-      k = 1;
-    }
-    p += k;
-    n -= k;
-  }
-  *out = '\0';
   j = json_string(clean);
   free(clean);
   return j;

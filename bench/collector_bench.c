@@ -1,0 +1,617 @@
+/*
+ * collector_bench.c - perf-collector's ingest rate and top-stacks query
+ * time, against baselines measured in the same run.
+ *
+ * Batches: made with the SDK's own event builder and batch encoder (zstd,
+ * random batch ids) before any timing: per batch 4 hangs of 50 samples (one
+ * thread, 100 Hz) each stuck in one of 40 call paths with varying leaves,
+ * and 2 CPU bursts of 200 samples over 2 threads; every stack 21-31 frames
+ * of real, named functions (this executable's app functions, libc leaves),
+ * drawn from 400 distinct stacks. 600 samples per batch.
+ *
+ * Ingest: the real perf-collector (temp db, default flags but
+ * --rate-limit 0) gets every batch over K keep-alive connections (K threads,
+ * one curl easy handle each); stored samples/s, checked against the store
+ * (sum of stack_counts.samples) at the end. Ceiling: the same bodies over
+ * the same K connections into a do-nothing libmicrohttpd handler in this
+ * process (internal polling thread + a pool of 4 threads, as the collector)
+ * that reads the body and answers 200 (the median of 5 passes).
+ *
+ * Query: the store filled by the ingest run (>= 1,000,000 samples by
+ * default), GET /api/v1/top-stacks?kind=hang and kind=cpu, median of 7.
+ *
+ * Not a test: prints figures and PASS/MISS lines, exits 0 (non-zero only
+ * when the bench cannot run).
+ *
+ *   collector_bench [--batches N] [--connections K] [--keep]   (default 1700, 4)
+ *   --keep leaves the collector's database in /tmp (its path is printed).
+ */
+#include <curl/curl.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <microhttpd.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include "encoder.h"
+#include "event.h"
+#include "modules.h"
+#include "perf_sdk.h"
+
+#define STACKS 400
+#define MAX_DEPTH 32
+#define HANGS_PER_BATCH 4
+#define HANG_SAMPLES 50
+#define CPUS_PER_BATCH 2
+#define CPU_SAMPLES 200
+#define SAMPLES_PER_BATCH (HANGS_PER_BATCH * HANG_SAMPLES + CPUS_PER_BATCH * CPU_SAMPLES)
+#define QUERY_RUNS 7
+#define CEILING_RUNS 5         /* the ceiling's time: the median of 5 passes */
+#define TARGET_INGEST 100000.0 /* samples/s */
+#define TARGET_QUERY_MS 200.0
+
+/* ---- the app's functions: real, named code in this executable ----------- */
+
+static volatile int g_sink;
+#define BODY(k)                                                                                    \
+  {                                                                                                \
+    g_sink += k;                                                                                   \
+    g_sink ^= 3 * k;                                                                               \
+    g_sink++;                                                                                      \
+    g_sink += 5 * k;                                                                               \
+    g_sink ^= 7;                                                                                   \
+    g_sink++;                                                                                      \
+    g_sink += 11 * k;                                                                              \
+  }
+#define APP_FUNCTIONS(X)                                                                           \
+  X(app_main_loop)                                                                                 \
+  X(app_dispatch_event)                                                                            \
+  X(ui_handle_input)                                                                               \
+  X(ui_layout_pass)                                                                                \
+  X(ui_measure_text)                                                                               \
+  X(ui_render_frame)                                                                               \
+  X(net_poll_sockets)                                                                              \
+  X(net_read_response)                                                                             \
+  X(http_parse_headers)                                                                            \
+  X(http_parse_chunked)                                                                            \
+  X(json_parse_value)                                                                              \
+  X(json_parse_object)                                                                             \
+  X(json_parse_array)                                                                              \
+  X(json_parse_string)                                                                             \
+  X(db_execute_query)                                                                              \
+  X(db_fetch_rows)                                                                                 \
+  X(db_btree_search)                                                                               \
+  X(db_page_read)                                                                                  \
+  X(cache_lookup)                                                                                  \
+  X(cache_insert)                                                                                  \
+  X(cache_evict)                                                                                   \
+  X(img_decode_png)                                                                                \
+  X(img_inflate_rows)                                                                              \
+  X(img_scale_bilinear)                                                                            \
+  X(fs_read_config)                                                                                \
+  X(fs_watch_changes)                                                                              \
+  X(log_write_record)                                                                              \
+  X(log_format_line)                                                                               \
+  X(crypto_sha256_update)                                                                          \
+  X(crypto_verify_signature)                                                                       \
+  X(sync_merge_changes)                                                                            \
+  X(sync_diff_trees)                                                                               \
+  X(sync_apply_patch)                                                                              \
+  X(task_run_pending)                                                                              \
+  X(task_schedule_next)                                                                            \
+  X(timer_fire_expired)                                                                            \
+  X(plugin_call_hook)                                                                              \
+  X(script_eval_expr)                                                                              \
+  X(script_call_function)                                                                          \
+  X(script_gc_collect)
+#define DEFINE_FN(name) __attribute__((noinline, used)) static void name(void) BODY(__COUNTER__ + 1)
+APP_FUNCTIONS(DEFINE_FN)
+#define REF_FN(name) (uintptr_t) name,
+static const uintptr_t g_app[] = {APP_FUNCTIONS(REF_FN)};
+#define APP_COUNT (sizeof g_app / sizeof g_app[0])
+
+static const char *const g_leaf_names[] = {"read",   "write",     "poll",   "epoll_wait",   "recv",
+                                           "send",   "malloc",    "free",   "memcpy",       "qsort",
+                                           "fwrite", "nanosleep", "strtod", "clock_gettime"};
+#define LEAF_COUNT (sizeof g_leaf_names / sizeof g_leaf_names[0])
+
+typedef struct {
+  uintptr_t pcs[MAX_DEPTH]; /* innermost first */
+  size_t depth;
+} bench_stack_t;
+
+static uint64_t g_rng = 0x9e3779b97f4a7c15ULL;
+static uint32_t rnd(void) {
+  g_rng ^= g_rng << 13;
+  g_rng ^= g_rng >> 7;
+  g_rng ^= g_rng << 17;
+  return (uint32_t)(g_rng >> 16);
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* 400 stacks of 21-31 frames: 40 call paths (app_main_loop, one of 8
+   shared 8-frame trunks, 10-20 app frames, then the path's "stuck"
+   function), each with 10 different leaves (none, or a libc function).
+   Stack s takes path s % 40 and leaf variant s / 40, so a hang sampling
+   stacks s, s + 40, s + 80, ... is stuck in one function and its samples
+   differ only in their leaves. */
+static void make_stacks(bench_stack_t *stacks, const uintptr_t *leaves, size_t nleaves) {
+  enum { PATHS = 40 };
+  size_t trunks[8][8];
+  for (int t = 0; t < 8; t++)
+    for (int i = 0; i < 8; i++)
+      trunks[t][i] = rnd() % APP_COUNT;
+  uintptr_t paths[PATHS][MAX_DEPTH];
+  size_t path_len[PATHS];
+  for (int p = 0; p < PATHS; p++) {
+    size_t n = 0, depth = 20 + (size_t)(p % 11);
+    paths[p][n++] = g_app[0] + 8;
+    for (int i = 0; i < 8; i++)
+      paths[p][n++] = g_app[trunks[p % 8][i]] + 4 + (size_t)i;
+    while (n < depth - 1)
+      paths[p][n++] = g_app[rnd() % APP_COUNT] + 4 + rnd() % 12;
+    paths[p][n++] = g_app[p % APP_COUNT] + 6; /* the stuck function */
+    path_len[p] = n;
+  }
+  for (int s = 0; s < STACKS; s++) {
+    int p = s % PATHS, variant = s / PATHS;
+    size_t n = path_len[p];
+    uintptr_t outer[MAX_DEPTH];
+    memcpy(outer, paths[p], n * sizeof *outer);
+    if (variant && nleaves) outer[n++] = leaves[(size_t)(variant + p) % nleaves] + 2;
+    stacks[s].depth = n;
+    for (size_t i = 0; i < n; i++)
+      stacks[s].pcs[i] = outer[n - 1 - i];
+  }
+}
+
+static perf__event_t *make_event(perf__modules_t *mods, perf__event_kind_t kind, int64_t wall,
+                                 const bench_stack_t *stacks, int first, int span, int samples,
+                                 int threads) {
+  perf__event_t *ev = perf__event_new(kind, mods);
+  if (!ev) return NULL;
+  ev->tid = 30000;
+  ev->start_wall_ns = wall;
+  ev->start_mono_ns = 1000000000000LL;
+  ev->cpu_percent = kind == PERF__EVENT_CPU ? 160 : -1;
+  for (int t = 0; t < threads; t++)
+    perf__event_set_thread(ev, 30000 + t, t ? "worker" : "main", kind == PERF__EVENT_CPU ? 80 : -1);
+  int64_t t_ns = ev->start_mono_ns;
+  for (int i = 0; i < samples; i++) {
+    t_ns += 10000000 + rnd() % 300000;
+    /* Skewed: the first stacks of the span most often. */
+    int pick = (int)(rnd() % (unsigned)span);
+    pick = pick * pick / span;
+    const bench_stack_t *st = &stacks[(first + pick) % STACKS];
+    if (perf__event_add_sample(ev, 30000 + i % threads, t_ns, st->pcs, st->depth) != 0) {
+      perf__event_free(ev);
+      return NULL;
+    }
+  }
+  ev->duration_ns = t_ns - ev->start_mono_ns + 5000000;
+  perf__event_finish(ev);
+  return ev;
+}
+
+typedef struct {
+  uint8_t *body;
+  size_t len;
+  char id_header[64];
+} body_t;
+
+/* Batch b: 4 hangs (each in the stacks of one stuck function: stacks
+   f, f+40, f+80, ... share it) and 2 CPU bursts over 12 stacks. */
+static int make_batch(perf__batch_builder_t *bld, perf__modules_t *mods,
+                      const bench_stack_t *stacks, int b, body_t *out) {
+  int64_t wall = 1795247520000000000LL + (int64_t)b * 1000000000LL;
+  for (int h = 0; h < HANGS_PER_BATCH; h++) {
+    /* A hang's samples: 4 leaf variants of one call path (stride 40). */
+    int path = (int)(rnd() % 40);
+    bench_stack_t own[4];
+    for (int k = 0; k < 4; k++)
+      own[k] = stacks[path + 40 * (int)(rnd() % 10)];
+    perf__event_t *ev =
+        make_event(mods, PERF__EVENT_HANG, wall + h * 100000000LL, own, 0, 4, HANG_SAMPLES, 1);
+    if (!ev || perf__batch_add_event(bld, ev) != PERF_OK) return -1;
+    perf__event_free(ev);
+  }
+  for (int c = 0; c < CPUS_PER_BATCH; c++) {
+    perf__event_t *ev = make_event(mods, PERF__EVENT_CPU, wall + 500000000LL + c, stacks,
+                                   (int)(rnd() % STACKS), 12, CPU_SAMPLES, 2);
+    if (!ev || perf__batch_add_event(bld, ev) != PERF_OK) return -1;
+    perf__event_free(ev);
+  }
+  uint8_t id[PERF__BATCH_ID_BYTES];
+  if (perf__batch_finish(bld, NULL, &out->body, &out->len, id) != PERF_OK) return -1;
+  int n = snprintf(out->id_header, sizeof out->id_header, "X-Perf-Batch-Id: ");
+  for (int i = 0; i < PERF__BATCH_ID_BYTES; i++)
+    n += snprintf(out->id_header + n, sizeof out->id_header - (size_t)n, "%02x", id[i]);
+  return 0;
+}
+
+/* ---- posting over K keep-alive connections ------------------------------ */
+
+typedef struct {
+  const char *url;
+  const body_t *bodies;
+  size_t first, count; /* this connection's share */
+  size_t ok, failed;
+} poster_t;
+
+static size_t discard(char *d, size_t s, size_t n, void *u) {
+  (void)d, (void)u;
+  return s * n;
+}
+
+static void *post_all(void *arg) {
+  poster_t *p = arg;
+  CURL *h = curl_easy_init();
+  if (!h) return NULL;
+  curl_easy_setopt(h, CURLOPT_URL, p->url);
+  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, discard);
+  curl_easy_setopt(h, CURLOPT_TIMEOUT, 60L);
+  for (size_t i = p->first; i < p->first + p->count; i++) {
+    const body_t *b = &p->bodies[i];
+    struct curl_slist *hd = curl_slist_append(NULL, "Content-Type: application/x-protobuf");
+    hd = curl_slist_append(hd, "Content-Encoding: zstd");
+    hd = curl_slist_append(hd, "Authorization: Bearer bench-key");
+    hd = curl_slist_append(hd, b->id_header);
+    hd = curl_slist_append(hd, "Expect:"); /* no 100-continue round trip */
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, b->body);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)b->len);
+    long status = 0;
+    if (curl_easy_perform(h) == CURLE_OK) curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+    if (status == 200)
+      p->ok++;
+    else
+      p->failed++;
+    curl_slist_free_all(hd);
+  }
+  curl_easy_cleanup(h);
+  return NULL;
+}
+
+/* Post every body over k connections; the wall time, *failed the non-200s. */
+static double post_bodies(const char *url, const body_t *bodies, size_t n, int k, size_t *failed) {
+  poster_t p[64];
+  pthread_t th[64];
+  double t0 = now_s();
+  for (int i = 0; i < k; i++) {
+    size_t lo = n * (size_t)i / (size_t)k, hi = n * (size_t)(i + 1) / (size_t)k;
+    p[i] = (poster_t){url, bodies, lo, hi - lo, 0, 0};
+    pthread_create(&th[i], NULL, post_all, &p[i]);
+  }
+  *failed = 0;
+  for (int i = 0; i < k; i++) {
+    pthread_join(th[i], NULL);
+    *failed += p[i].failed;
+  }
+  return now_s() - t0;
+}
+
+/* ---- the ceiling: a do-nothing libmicrohttpd handler -------------------- */
+
+static enum MHD_Result sink_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                    const char *method, const char *version,
+                                    const char *upload_data, size_t *upload_data_size,
+                                    void **con_cls) {
+  (void)cls, (void)url, (void)method, (void)version, (void)upload_data;
+  if (!*con_cls) {
+    *con_cls = conn;
+    return MHD_YES;
+  }
+  if (*upload_data_size) {
+    *upload_data_size = 0; /* read and dropped */
+    return MHD_YES;
+  }
+  static const char OK[] = "stored\n";
+  struct MHD_Response *r =
+      MHD_create_response_from_buffer(sizeof OK - 1, (void *)OK, MHD_RESPMEM_PERSISTENT);
+  enum MHD_Result rc = MHD_queue_response(conn, 200, r);
+  MHD_destroy_response(r);
+  return rc;
+}
+
+/* ---- perf-collector as a child process ---------------------------------- */
+
+static uint16_t free_port(void) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t alen = sizeof a;
+  if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
+      getsockname(fd, (struct sockaddr *)&a, &alen) != 0)
+    return 0;
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+typedef struct {
+  char *data;
+  size_t len;
+} text_t;
+
+static size_t keep(char *d, size_t s, size_t n, void *u) {
+  text_t *t = u;
+  char *grown = realloc(t->data, t->len + s * n + 1);
+  if (!grown) return 0;
+  t->data = grown;
+  memcpy(t->data + t->len, d, s * n);
+  t->len += s * n;
+  t->data[t->len] = '\0';
+  return s * n;
+}
+
+/* GET url; the status, the body in *body (freed by the caller) when asked. */
+static long http_get(const char *url, char **body) {
+  CURL *h = curl_easy_init();
+  text_t t = {NULL, 0};
+  long status = 0;
+  curl_easy_setopt(h, CURLOPT_URL, url);
+  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, keep);
+  curl_easy_setopt(h, CURLOPT_WRITEDATA, &t);
+  curl_easy_setopt(h, CURLOPT_TIMEOUT, 60L);
+  if (curl_easy_perform(h) == CURLE_OK) curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+  curl_easy_cleanup(h);
+  if (body)
+    *body = t.data;
+  else
+    free(t.data);
+  return status;
+}
+
+static pid_t start_collector(const char *db, uint16_t port, char *base, size_t base_len) {
+  char listen[32];
+  snprintf(listen, sizeof listen, "127.0.0.1:%u", (unsigned)port);
+  snprintf(base, base_len, "http://%s", listen);
+  pid_t pid = fork();
+  if (pid == 0) {
+    execl(PERF_COLLECTOR_PATH, PERF_COLLECTOR_PATH, "--listen", listen, "--db", db, "--rate-limit",
+          "0", (char *)NULL);
+    _exit(127);
+  }
+  char url[128];
+  snprintf(url, sizeof url, "%s/healthz", base);
+  for (double end = now_s() + 20; pid > 0 && now_s() < end; usleep(50000))
+    if (http_get(url, NULL) == 200) return pid;
+  if (pid > 0) kill(pid, SIGKILL), waitpid(pid, NULL, 0);
+  return -1;
+}
+
+/* Sum of stack_counts.samples and the number of stacks in the db. */
+static int count_stored(const char *db, uint64_t *samples, uint64_t *stacks, uint64_t *events) {
+  sqlite3 *s = NULL;
+  sqlite3_stmt *st = NULL;
+  int rc = -1;
+  if (sqlite3_open_v2(db, &s, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+      sqlite3_prepare_v2(s,
+                         "SELECT (SELECT coalesce(sum(samples),0) FROM stack_counts),"
+                         " (SELECT count(*) FROM stacks), (SELECT count(*) FROM events)",
+                         -1, &st, NULL) == SQLITE_OK &&
+      sqlite3_step(st) == SQLITE_ROW) {
+    *samples = (uint64_t)sqlite3_column_int64(st, 0);
+    *stacks = (uint64_t)sqlite3_column_int64(st, 1);
+    *events = (uint64_t)sqlite3_column_int64(st, 2);
+    rc = 0;
+  }
+  sqlite3_finalize(st);
+  sqlite3_close(s);
+  return rc;
+}
+
+/* CPU seconds (user + system) a process has used, from /proc/PID/stat. */
+static double process_cpu_s(pid_t pid) {
+  char path[64], line[1024];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return -1;
+  size_t n = fread(line, 1, sizeof line - 1, f);
+  fclose(f);
+  line[n] = '\0';
+  const char *p = strrchr(line, ')'); /* the command name may hold spaces */
+  unsigned long long utime = 0, stime = 0;
+  if (!p ||
+      sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime, &stime) != 2)
+    return -1;
+  return (double)(utime + stime) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* The db, its WAL and shared-memory files, and their directory. */
+static void remove_db(const char *dir, const char *db) {
+  static const char *const suffixes[] = {"", "-wal", "-shm"};
+  char path[160];
+  for (size_t i = 0; i < 3; i++) {
+    snprintf(path, sizeof path, "%s%s", db, suffixes[i]);
+    unlink(path);
+  }
+  if (rmdir(dir) != 0) fprintf(stderr, "collector_bench: cannot remove %s\n", dir);
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* Median ms of QUERY_RUNS GETs of path (after one warm-up). */
+static double time_query(const char *base, const char *path, size_t *groups) {
+  char url[256];
+  snprintf(url, sizeof url, "%s%s", base, path);
+  double ms[QUERY_RUNS];
+  char *body = NULL;
+  if (http_get(url, &body) != 200) {
+    free(body);
+    return -1;
+  }
+  *groups = 0;
+  for (const char *p = body; p && (p = strstr(p, "\"signature\"")); p++)
+    (*groups)++;
+  free(body);
+  for (int i = 0; i < QUERY_RUNS; i++) {
+    double t0 = now_s();
+    if (http_get(url, NULL) != 200) return -1;
+    ms[i] = (now_s() - t0) * 1e3;
+  }
+  qsort(ms, QUERY_RUNS, sizeof ms[0], cmp_double);
+  return ms[QUERY_RUNS / 2];
+}
+
+/* ---- main ----------------------------------------------------------------- */
+
+int main(int argc, char **argv) {
+  size_t nbatches = 1700;
+  int k = 4;
+  bool keep_db = false, usage = false;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--keep") == 0)
+      keep_db = true;
+    else if (i + 1 < argc && strcmp(argv[i], "--batches") == 0)
+      nbatches = strtoul(argv[++i], NULL, 10);
+    else if (i + 1 < argc && strcmp(argv[i], "--connections") == 0)
+      k = atoi(argv[++i]);
+    else
+      usage = true;
+  }
+  if (usage || nbatches < 1 || k < 1 || k > 64) {
+    fprintf(stderr, "usage: %s [--batches N] [--connections K (1..64)] [--keep]\n", argv[0]);
+    return 2;
+  }
+  signal(SIGPIPE, SIG_IGN);
+  curl_global_init(CURL_GLOBAL_DEFAULT);
+
+  /* The batches, made before any timing. */
+  uintptr_t leaves[LEAF_COUNT];
+  size_t nleaves = 0;
+  for (size_t i = 0; i < LEAF_COUNT; i++) {
+    void *p = dlsym(RTLD_DEFAULT, g_leaf_names[i]);
+    if (p) leaves[nleaves++] = (uintptr_t)p;
+  }
+  static bench_stack_t stacks[STACKS];
+  make_stacks(stacks, leaves, nleaves);
+  perf__modules_t *mods = perf__modules_acquire();
+  perf__config_t cfg;
+  memset(&cfg, 0, sizeof cfg);
+  cfg.app_name = "bench-app";
+  cfg.app_version = "2.3.1";
+  cfg.environment = "production";
+  perf__batch_builder_t *bld = NULL;
+  body_t *bodies = calloc(nbatches, sizeof *bodies);
+  if (!mods || !bodies || perf__batch_builder_new(&cfg, NULL, &bld) != PERF_OK) return 1;
+  double t0 = now_s();
+  size_t bytes = 0;
+  for (size_t b = 0; b < nbatches; b++) {
+    if (make_batch(bld, mods, stacks, (int)b, &bodies[b]) != 0) {
+      fprintf(stderr, "collector_bench: cannot make batch %zu\n", b);
+      return 1;
+    }
+    bytes += bodies[b].len;
+  }
+  perf__batch_free(bld);
+  perf__modules_release(mods);
+  uint64_t expected = (uint64_t)nbatches * SAMPLES_PER_BATCH;
+  printf("collector_bench: %zu batches of %d samples (%d hangs x %d, %d cpu x %d; 21-31 frame "
+         "stacks from %d distinct), %.0f bytes per body (zstd), %llu samples; made in %.2f s\n",
+         nbatches, SAMPLES_PER_BATCH, HANGS_PER_BATCH, HANG_SAMPLES, CPUS_PER_BATCH, CPU_SAMPLES,
+         STACKS, (double)bytes / (double)nbatches, (unsigned long long)expected, now_s() - t0);
+  printf("%d keep-alive connections, one thread and curl handle each; machine: %ld online CPUs\n\n",
+         k, sysconf(_SC_NPROCESSORS_ONLN));
+
+  /* The ceiling: the same bodies into a do-nothing handler. */
+  uint16_t sink_port = free_port();
+  struct MHD_Daemon *sink =
+      MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO, sink_port, NULL, NULL,
+                       sink_request, NULL, MHD_OPTION_THREAD_POOL_SIZE, 4u, MHD_OPTION_END);
+  if (!sink) return 1;
+  char sink_url[64];
+  snprintf(sink_url, sizeof sink_url, "http://127.0.0.1:%u/v1/batches", (unsigned)sink_port);
+  size_t failed = 0, sink_failed = 0;
+  double runs[CEILING_RUNS];
+  for (int i = 0; i < CEILING_RUNS; i++) {
+    runs[i] = post_bodies(sink_url, bodies, nbatches, k, &failed);
+    sink_failed += failed;
+  }
+  qsort(runs, CEILING_RUNS, sizeof runs[0], cmp_double);
+  double sink_s = runs[CEILING_RUNS / 2];
+  failed = sink_failed;
+  MHD_stop_daemon(sink);
+  double sink_rate = (double)expected / sink_s;
+  printf("ceiling: do-nothing libmicrohttpd handler   %8.3f s  %10.0f samples/s  %8.0f "
+         "batches/s  (%zu failed)\n",
+         sink_s, sink_rate, (double)nbatches / sink_s, failed);
+
+  /* The real collector. */
+  char dir[] = "/tmp/collector-bench.XXXXXX", db[128], base[64], url[128];
+  if (!mkdtemp(dir)) return 1;
+  snprintf(db, sizeof db, "%s/bench.db", dir);
+  pid_t pid = start_collector(db, free_port(), base, sizeof base);
+  if (pid < 0) {
+    fprintf(stderr, "collector_bench: perf-collector did not start\n");
+    return 1;
+  }
+  snprintf(url, sizeof url, "%s/v1/batches", base);
+  double cpu0 = process_cpu_s(pid);
+  double ingest_s = post_bodies(url, bodies, nbatches, k, &failed);
+  double collector_cpu = process_cpu_s(pid) - cpu0;
+  uint64_t stored = 0, nstacks = 0, nevents = 0;
+  count_stored(db, &stored, &nstacks, &nevents);
+  double ingest_rate = (double)stored / ingest_s;
+  printf("perf-collector (SQLite, default flags)     %8.3f s  %10.0f samples/s  %8.0f "
+         "batches/s  (%zu failed)\n",
+         ingest_s, ingest_rate, (double)nbatches / ingest_s, failed);
+  printf("stored: %llu samples of %llu sent, %llu events, %llu distinct stacks %s\n",
+         (unsigned long long)stored, (unsigned long long)expected, (unsigned long long)nevents,
+         (unsigned long long)nstacks, stored == expected ? "(all)" : "(MISSING SOME)");
+  printf("collector CPU during the run: %.2f s (%.2f cores busy), %.0f samples per CPU second\n",
+         collector_cpu, collector_cpu / ingest_s, (double)stored / collector_cpu);
+  printf("ratio: collector / ceiling %.4f\n\n", ingest_rate / sink_rate);
+
+  /* The query over what was stored. */
+  size_t hang_groups = 0, cpu_groups = 0;
+  double hang_ms = time_query(base, "/api/v1/top-stacks?kind=hang", &hang_groups);
+  double cpu_ms = time_query(base, "/api/v1/top-stacks?kind=cpu", &cpu_groups);
+  printf("top-stacks over %llu stored samples, median of %d:\n", (unsigned long long)stored,
+         QUERY_RUNS);
+  printf("  kind=hang  %8.1f ms  (%zu groups returned)  %.2fx the %.0f ms target\n", hang_ms,
+         hang_groups, hang_ms / TARGET_QUERY_MS, TARGET_QUERY_MS);
+  printf("  kind=cpu   %8.1f ms  (%zu groups returned)  %.2fx the %.0f ms target\n\n", cpu_ms,
+         cpu_groups, cpu_ms / TARGET_QUERY_MS, TARGET_QUERY_MS);
+
+  kill(pid, SIGTERM);
+  waitpid(pid, NULL, 0);
+  if (keep_db)
+    printf("database kept: %s\n\n", db);
+  else
+    remove_db(dir, db);
+  for (size_t b = 0; b < nbatches; b++)
+    free(bodies[b].body);
+  free(bodies);
+  curl_global_cleanup();
+
+  printf("target: ingest >= %.0f samples/s: %.0f %s\n", TARGET_INGEST, ingest_rate,
+         ingest_rate >= TARGET_INGEST && stored == expected ? "PASS" : "MISS");
+  bool big = stored >= 1000000;
+  printf("target: top-stacks <= %.0f ms over >= 1M samples: hang %.1f, cpu %.1f %s\n",
+         TARGET_QUERY_MS, hang_ms, cpu_ms,
+         !big ? "(fewer samples stored: not judged)"
+         : hang_ms >= 0 && cpu_ms >= 0 && hang_ms <= TARGET_QUERY_MS && cpu_ms <= TARGET_QUERY_MS
+             ? "PASS"
+             : "MISS");
+  return 0;
+}
