@@ -224,28 +224,26 @@ static int insert_batch_row(store_t *st, const store_batch_t *b) {
   return step_done(st, ST_INSERT_BATCH);
 }
 
-static int upsert_stacks(store_t *st, const store_batch_t *b) {
-  sqlite3_stmt *s = st->stmt[ST_UPSERT_STACK];
-  for (size_t i = 0; i < b->n_stacks; i++) {
-    sqlite3_bind_text(s, 1, b->stacks[i].signature, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 2, b->stacks[i].frames_json, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 3, b->received_ns);
-    int rc = step_done(st, ST_UPSERT_STACK);
-    if (rc != SQLITE_OK) return rc;
-  }
-  return SQLITE_OK;
+/* A keyed row (a stack, or a group) seen at ns: inserted, or its
+   last_seen moved (stmt ST_UPSERT_STACK or ST_UPSERT_GROUP). */
+static int upsert_keyed(store_t *st, enum stmt_id stmt, const char *signature, const char *json,
+                        int64_t ns) {
+  sqlite3_stmt *s = st->stmt[stmt];
+  sqlite3_bind_text(s, 1, signature, -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 2, json, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(s, 3, ns);
+  return step_done(st, stmt);
 }
 
-static int upsert_groups(store_t *st, const store_batch_t *b) {
-  sqlite3_stmt *s = st->stmt[ST_UPSERT_GROUP];
-  for (size_t i = 0; i < b->n_groups; i++) {
-    sqlite3_bind_text(s, 1, b->groups[i].signature, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 2, b->groups[i].names_json, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 3, b->received_ns);
-    int rc = step_done(st, ST_UPSERT_GROUP);
-    if (rc != SQLITE_OK) return rc;
-  }
-  return SQLITE_OK;
+static int upsert_stacks_and_groups(store_t *st, const store_batch_t *b) {
+  int rc = SQLITE_OK;
+  for (size_t i = 0; rc == SQLITE_OK && i < b->n_stacks; i++)
+    rc = upsert_keyed(st, ST_UPSERT_STACK, b->stacks[i].signature, b->stacks[i].frames_json,
+                      b->received_ns);
+  for (size_t i = 0; rc == SQLITE_OK && i < b->n_groups; i++)
+    rc = upsert_keyed(st, ST_UPSERT_GROUP, b->groups[i].signature, b->groups[i].names_json,
+                      b->received_ns);
+  return rc;
 }
 
 static int insert_counts(store_t *st, sqlite3_int64 event_id, const store_event_t *e) {
@@ -297,8 +295,7 @@ static int put_batch_locked(store_t *st, const store_batch_t *b) {
     step_done(st, ST_ROLLBACK);
     return STORE_DUPLICATE;
   }
-  if (rc == SQLITE_OK) rc = upsert_stacks(st, b);
-  if (rc == SQLITE_OK) rc = upsert_groups(st, b);
+  if (rc == SQLITE_OK) rc = upsert_stacks_and_groups(st, b);
   if (rc == SQLITE_OK) rc = insert_events(st, b);
   if (rc == SQLITE_OK) rc = step_done(st, ST_COMMIT);
   if (rc == SQLITE_OK) return STORE_OK;
