@@ -51,6 +51,9 @@
 #include "modules.h"
 #include "perf_sdk.h"
 
+#define BENCH_RNG_SEED 0x9e3779b97f4a7c15ULL
+#include "bench_app.h"
+
 #define STACKS 400
 #define MAX_DEPTH 32
 #define HANGS_PER_BATCH 4
@@ -63,66 +66,6 @@
 #define TARGET_INGEST 100000.0 /* samples/s */
 #define TARGET_QUERY_MS 200.0
 
-/* ---- the app's functions: real, named code in this executable ----------- */
-
-static volatile int g_sink;
-#define BODY(k)                                                                                    \
-  {                                                                                                \
-    g_sink += k;                                                                                   \
-    g_sink ^= 3 * k;                                                                               \
-    g_sink++;                                                                                      \
-    g_sink += 5 * k;                                                                               \
-    g_sink ^= 7;                                                                                   \
-    g_sink++;                                                                                      \
-    g_sink += 11 * k;                                                                              \
-  }
-#define APP_FUNCTIONS(X)                                                                           \
-  X(app_main_loop)                                                                                 \
-  X(app_dispatch_event)                                                                            \
-  X(ui_handle_input)                                                                               \
-  X(ui_layout_pass)                                                                                \
-  X(ui_measure_text)                                                                               \
-  X(ui_render_frame)                                                                               \
-  X(net_poll_sockets)                                                                              \
-  X(net_read_response)                                                                             \
-  X(http_parse_headers)                                                                            \
-  X(http_parse_chunked)                                                                            \
-  X(json_parse_value)                                                                              \
-  X(json_parse_object)                                                                             \
-  X(json_parse_array)                                                                              \
-  X(json_parse_string)                                                                             \
-  X(db_execute_query)                                                                              \
-  X(db_fetch_rows)                                                                                 \
-  X(db_btree_search)                                                                               \
-  X(db_page_read)                                                                                  \
-  X(cache_lookup)                                                                                  \
-  X(cache_insert)                                                                                  \
-  X(cache_evict)                                                                                   \
-  X(img_decode_png)                                                                                \
-  X(img_inflate_rows)                                                                              \
-  X(img_scale_bilinear)                                                                            \
-  X(fs_read_config)                                                                                \
-  X(fs_watch_changes)                                                                              \
-  X(log_write_record)                                                                              \
-  X(log_format_line)                                                                               \
-  X(crypto_sha256_update)                                                                          \
-  X(crypto_verify_signature)                                                                       \
-  X(sync_merge_changes)                                                                            \
-  X(sync_diff_trees)                                                                               \
-  X(sync_apply_patch)                                                                              \
-  X(task_run_pending)                                                                              \
-  X(task_schedule_next)                                                                            \
-  X(timer_fire_expired)                                                                            \
-  X(plugin_call_hook)                                                                              \
-  X(script_eval_expr)                                                                              \
-  X(script_call_function)                                                                          \
-  X(script_gc_collect)
-#define DEFINE_FN(name) __attribute__((noinline, used)) static void name(void) BODY(__COUNTER__ + 1)
-APP_FUNCTIONS(DEFINE_FN)
-#define REF_FN(name) (uintptr_t) name,
-static const uintptr_t g_app[] = {APP_FUNCTIONS(REF_FN)};
-#define APP_COUNT (sizeof g_app / sizeof g_app[0])
-
 static const char *const g_leaf_names[] = {"read",   "write",     "poll",   "epoll_wait",   "recv",
                                            "send",   "malloc",    "free",   "memcpy",       "qsort",
                                            "fwrite", "nanosleep", "strtod", "clock_gettime"};
@@ -132,14 +75,6 @@ typedef struct {
   uintptr_t pcs[MAX_DEPTH]; /* innermost first */
   size_t depth;
 } bench_stack_t;
-
-static uint64_t g_rng = 0x9e3779b97f4a7c15ULL;
-static uint32_t rnd(void) {
-  g_rng ^= g_rng << 13;
-  g_rng ^= g_rng >> 7;
-  g_rng ^= g_rng << 17;
-  return (uint32_t)(g_rng >> 16);
-}
 
 static double now_s(void) {
   struct timespec ts;
@@ -163,12 +98,12 @@ static void make_stacks(bench_stack_t *stacks, const uintptr_t *leaves, size_t n
   size_t path_len[PATHS];
   for (int p = 0; p < PATHS; p++) {
     size_t n = 0, depth = 20 + (size_t)(p % 11);
-    paths[p][n++] = g_app[0] + 8;
+    paths[p][n++] = g_app[0].addr + 8;
     for (int i = 0; i < 8; i++)
-      paths[p][n++] = g_app[trunks[p % 8][i]] + 4 + (size_t)i;
+      paths[p][n++] = g_app[trunks[p % 8][i]].addr + 4 + (size_t)i;
     while (n < depth - 1)
-      paths[p][n++] = g_app[rnd() % APP_COUNT] + 4 + rnd() % 12;
-    paths[p][n++] = g_app[p % APP_COUNT] + 6; /* the stuck function */
+      paths[p][n++] = g_app[rnd() % APP_COUNT].addr + 4 + rnd() % 12;
+    paths[p][n++] = g_app[p % APP_COUNT].addr + 6; /* the stuck function */
     path_len[p] = n;
   }
   for (int s = 0; s < STACKS; s++) {

@@ -32,92 +32,14 @@
 #include "modules.h"
 #include "perf_sdk.h"
 
+#define BENCH_RNG_SEED 0x2545f4914f6cdd1dULL
+#include "bench_app.h"
+
 #define EVENTS 20
 #define SAMPLES_PER_EVENT 500
 #define STACKS 40
 #define MAX_DEPTH 40
 #define WARMUP_RUNS 3
-
-/* ------------------------------------------------------------------------ */
-/* The app's functions: real, named, distinct code in this executable.      */
-/* ------------------------------------------------------------------------ */
-
-static volatile int g_sink;
-
-#define BODY(k)                                                                                    \
-  {                                                                                                \
-    g_sink += k;                                                                                   \
-    g_sink ^= 3 * k;                                                                               \
-    g_sink++;                                                                                      \
-    g_sink += 5 * k;                                                                               \
-    g_sink ^= 7;                                                                                   \
-    g_sink++;                                                                                      \
-    g_sink += 11 * k;                                                                              \
-  }
-
-#define APP_FUNCTIONS(X)                                                                           \
-  X(app_main_loop)                                                                                 \
-  X(app_dispatch_event)                                                                            \
-  X(ui_handle_input)                                                                               \
-  X(ui_layout_pass)                                                                                \
-  X(ui_measure_text)                                                                               \
-  X(ui_render_frame)                                                                               \
-  X(net_poll_sockets)                                                                              \
-  X(net_read_response)                                                                             \
-  X(http_parse_headers)                                                                            \
-  X(http_parse_chunked)                                                                            \
-  X(json_parse_value)                                                                              \
-  X(json_parse_object)                                                                             \
-  X(json_parse_array)                                                                              \
-  X(json_parse_string)                                                                             \
-  X(db_execute_query)                                                                              \
-  X(db_fetch_rows)                                                                                 \
-  X(db_btree_search)                                                                               \
-  X(db_page_read)                                                                                  \
-  X(cache_lookup)                                                                                  \
-  X(cache_insert)                                                                                  \
-  X(cache_evict)                                                                                   \
-  X(img_decode_png)                                                                                \
-  X(img_inflate_rows)                                                                              \
-  X(img_scale_bilinear)                                                                            \
-  X(fs_read_config)                                                                                \
-  X(fs_watch_changes)                                                                              \
-  X(log_write_record)                                                                              \
-  X(log_format_line)                                                                               \
-  X(crypto_sha256_update)                                                                          \
-  X(crypto_verify_signature)                                                                       \
-  X(sync_merge_changes)                                                                            \
-  X(sync_diff_trees)                                                                               \
-  X(sync_apply_patch)                                                                              \
-  X(task_run_pending)                                                                              \
-  X(task_schedule_next)                                                                            \
-  X(timer_fire_expired)                                                                            \
-  X(plugin_call_hook)                                                                              \
-  X(script_eval_expr)                                                                              \
-  X(script_call_function)                                                                          \
-  X(script_gc_collect)                                                                             \
-  X(model_update_state)                                                                            \
-  X(model_notify_observers)                                                                        \
-  X(view_bind_data)                                                                                \
-  X(view_diff_children)                                                                            \
-  X(store_load_profile)                                                                            \
-  X(store_save_profile)                                                                            \
-  X(settings_apply)                                                                                \
-  X(search_index_document)                                                                         \
-  X(search_tokenize)                                                                               \
-  X(search_rank_results)
-
-#define DEFINE_FN(name) __attribute__((noinline, used)) static void name(void) BODY(__COUNTER__ + 1)
-APP_FUNCTIONS(DEFINE_FN)
-
-typedef struct {
-  uintptr_t addr;
-  const char *name;
-} fn_ref_t;
-
-#define REF_FN(name) {(uintptr_t)name, #name},
-static const fn_ref_t g_app[] = {APP_FUNCTIONS(REF_FN)};
-#define APP_COUNT (sizeof g_app / sizeof g_app[0])
 
 /* Exported, non-IFUNC functions (so .dynsym names them). */
 static const char *const g_libc_names[] = {
@@ -142,14 +64,6 @@ typedef struct {
   int64_t cpu_ns, wall_ns;
   size_t raw_bytes, sent_bytes;
 } result_t;
-
-static uint64_t g_rng = 0x2545f4914f6cdd1dULL;
-static uint32_t rnd(void) {
-  g_rng ^= g_rng << 13;
-  g_rng ^= g_rng >> 7;
-  g_rng ^= g_rng << 17;
-  return (uint32_t)(g_rng >> 16);
-}
 
 static int64_t clock_ns(clockid_t c) {
   struct timespec ts;
