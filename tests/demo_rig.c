@@ -14,8 +14,7 @@
 #define DEMO_DEADLINE_S 120  /* the demo runs ~5 s; much longer on a loaded machine */
 #define STORED_DEADLINE_S 60 /* its batches are sent by its shutdown */
 
-long demo_run_uploading(const collector_t *c, const char *path, const char *dir,
-                        const char *const *extra_env) {
+long demo_run_uploading(const collector_t *c, const char *path, const char *dir) {
   char data_dir[256], out[256];
   snprintf(data_dir, sizeof data_dir, "%s/sdk", dir);
   snprintf(out, sizeof out, "%s/demo_app.out", dir);
@@ -24,17 +23,10 @@ long demo_run_uploading(const collector_t *c, const char *path, const char *dir,
   const char *values[] = {"http", c->url, GOOD_KEY, data_dir};
   for (size_t i = 0; i < 4; i++)
     CHECK(setenv(names[i], values[i], 1) == 0);
-  for (size_t i = 0; extra_env && extra_env[i]; i++)
-    CHECK(putenv((char *)extra_env[i]) == 0);
   char *argv[] = {(char *)path, NULL};
   int status = spawn_wait(spawn(argv, out), DEMO_DEADLINE_S);
   for (size_t i = 0; i < 4; i++)
     unsetenv(names[i]);
-  for (size_t i = 0; extra_env && extra_env[i]; i++) {
-    char name[128];
-    snprintf(name, sizeof name, "%.*s", (int)strcspn(extra_env[i], "="), extra_env[i]);
-    unsetenv(name);
-  }
 
   FILE *f = fopen(out, "r");
   CHECK(f != NULL);

@@ -14,12 +14,10 @@
 #include "collector_rig.h"
 
 /* Run the demo at path with its uploader pointed at c (PERF_SDK_SINK=http,
-   ENDPOINT, API_KEY=GOOD_KEY, DATA_DIR=<dir>/sdk; extra_env: NULL or
-   "NAME=value" strings, NULL-ended) and wait for its exit 0 (120 s). Its
+   ENDPOINT, API_KEY=GOOD_KEY, DATA_DIR=<dir>/sdk) and wait for its exit 0 (120 s). Its
    output goes to <dir>/demo_app.out and then to stderr. Returns the hang
    duration the demo printed itself (ms). */
-long demo_run_uploading(const collector_t *c, const char *path, const char *dir,
-                        const char *const *extra_env);
+long demo_run_uploading(const collector_t *c, const char *path, const char *dir);
 
 /* Events of kind ("hang", "cpu") the collector has from demo_app. */
 size_t demo_events_stored(const collector_t *c, const char *kind);

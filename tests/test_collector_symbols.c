@@ -107,7 +107,7 @@ static int count_prefixed(const char *dir, const char *prefix) {
 
 /* Run the stripped demo with its events sent to c (demo_rig.c). */
 static void run_demo(const collector_t *c) {
-  demo_run_uploading(c, DEMO_STRIPPED_PATH, tempdir_make("perf-sym"), NULL);
+  demo_run_uploading(c, DEMO_STRIPPED_PATH, tempdir_make("perf-sym"));
 }
 
 /* ---- the API -------------------------------------------------------------- */

@@ -39,7 +39,7 @@ static void case_browser(void) {
   check_browser_tools();
   collector_t c;
   collector_start(&c, NULL);
-  demo_run_uploading(&c, PERF_DEMO_APP_PATH, tempdir_make("perf-dash"), NULL);
+  demo_run_uploading(&c, PERF_DEMO_APP_PATH, tempdir_make("perf-dash"));
   demo_wait_stored(&c);
 
   unlink(PERF_DASHBOARD_SCREENSHOT);

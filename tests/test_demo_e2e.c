@@ -49,7 +49,7 @@ static json_t *top_stack(const collector_t *c, const char *kind, json_t **doc) {
 static void case_top_hang(void) {
   collector_t c;
   collector_start(&c, NULL);
-  long hang_ms = demo_run_uploading(&c, PERF_DEMO_APP_PATH, tempdir_make("perf-demo-e2e"), NULL);
+  long hang_ms = demo_run_uploading(&c, PERF_DEMO_APP_PATH, tempdir_make("perf-demo-e2e"));
   /* demo_app's shutdown sent its batches: they are stored when
      acknowledged; allow for the last response still on its way. */
   demo_wait_stored(&c);
