@@ -46,10 +46,10 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
-#include "encoder.h"
-#include "event.h"
-#include "modules.h"
 #include "perf_sdk.h"
+#include "sdk/pipeline/event.h"
+#include "sdk/sampler/modules.h"
+#include "sdk/wire/encoder.h"
 
 #define BENCH_RNG_SEED 0x9e3779b97f4a7c15ULL
 #include "bench_app.h"

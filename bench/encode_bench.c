@@ -28,9 +28,9 @@
 #include <time.h>
 #include <zlib.h>
 
-#include "encoder.h"
-#include "modules.h"
 #include "perf_sdk.h"
+#include "sdk/sampler/modules.h"
+#include "sdk/wire/encoder.h"
 
 #define BENCH_RNG_SEED 0x2545f4914f6cdd1dULL
 #include "bench_app.h"

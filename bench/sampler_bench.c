@@ -40,7 +40,7 @@
 #include <unistd.h>
 
 #include "perf_sdk.h"
-#include "sampler.h"
+#include "sdk/sampler/sampler.h"
 
 /* Frames of the target's chain: BENCH_DEPTH - 1 recursion frames + the leaf. */
 #define BENCH_DEPTH 32

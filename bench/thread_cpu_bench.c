@@ -29,8 +29,8 @@
 #include <unistd.h>
 
 #include "perf_sdk.h"
-#include "platform/linux/thread_cpu.h"
-#include "platform/linux/threads.h"
+#include "sdk/base/threads.h"
+#include "sdk/monitors/thread_cpu.h"
 
 #define DEFAULT_THREADS 50
 #define DEFAULT_ROUNDS 200

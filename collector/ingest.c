@@ -18,11 +18,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "encoder.h"
 #include "perf_sdk.h"
+#include "sdk/base/utf8.h"
+#include "sdk/wire/encoder.h"
 #include "signature.h"
 #include "symbol_files.h"
-#include "utf8.h"
 
 #define LABEL_MAX 512
 

@@ -22,8 +22,8 @@
 #include <strings.h>
 #include <time.h>
 
-#include "export_pprof.h"
 #include "dashboard.h"
+#include "export_pprof.h"
 #include "ingest.h"
 #include "metrics.h"
 #include "query.h"

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "utf8.h"
+#include "sdk/base/utf8.h"
 
 /* A label cut short by size ends after its last whole UTF-8 character
    (names are UTF-8 once ingest repaired them; JSON needs it). */

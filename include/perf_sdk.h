@@ -178,20 +178,20 @@ typedef struct perf_tag_s {
  */
 typedef struct perf_sdk_config_s {
   /* App metadata, sent with every event. */
-  const char *app_name;    /* default: the executable's name; 1..128 bytes */
-  const char *app_version; /* default "unknown"; 1..128 bytes */
-  const char *environment; /* default "production"; 1..128 bytes */
+  const char *app_name;           /* default: the executable's name; 1..128 bytes */
+  const char *app_version;        /* default "unknown"; 1..128 bytes */
+  const char *environment;        /* default "production"; 1..128 bytes */
   perf_tag_t tags[PERF_MAX_TAGS]; /* key NULL ends the list */
 
-  perf_sink_t sink;        /* default PERF_SINK_NONE */
-  const char *sink_path;   /* PERF_SINK_FILE: report file (appended); required */
-  const char *data_dir;    /* state across runs (fatal hangs, the spool);
-                              default "$XDG_STATE_HOME/perf-sdk/<app_name>" or
-                              "~/.local/state/perf-sdk/<app_name>"; NULL or
-                              empty string from the env disables fatal-hang
-                              reports */
-  const char *endpoint;    /* PERF_SINK_HTTP: collector base URL */
-  const char *api_key;     /* PERF_SINK_HTTP: bearer token */
+  perf_sink_t sink;      /* default PERF_SINK_NONE */
+  const char *sink_path; /* PERF_SINK_FILE: report file (appended); required */
+  const char *data_dir;  /* state across runs (fatal hangs, the spool);
+                            default "$XDG_STATE_HOME/perf-sdk/<app_name>" or
+                            "~/.local/state/perf-sdk/<app_name>"; NULL or
+                            empty string from the env disables fatal-hang
+                            reports */
+  const char *endpoint;  /* PERF_SINK_HTTP: collector base URL */
+  const char *api_key;   /* PERF_SINK_HTTP: bearer token */
 
   /* Hang monitor (the watched thread's loop busy for too long). */
   unsigned hang_threshold_ms;       /* default 250; 20..60000 */
@@ -291,19 +291,19 @@ typedef struct perf_sdk_stats_s {
   uint64_t hangs_detected;
   uint64_t cpu_bursts;
   uint64_t samples_taken;
-  uint64_t samples_failed; /* a capture returned an error */
+  uint64_t samples_failed;           /* a capture returned an error */
   uint64_t events_dropped_oversized; /* too large for an empty batch */
   /* Batches and the spool (all 0 with PERF_SINK_NONE). */
-  uint64_t batches_written;     /* put into the spool */
-  uint64_t batches_sent;        /* acknowledged by the collector (2xx) and deleted */
-  uint64_t batches_retried;     /* attempts that will be repeated (network error, 429, 503...) */
-  uint64_t batches_rejected;    /* refused for good (4xx): set aside in quarantine/ */
+  uint64_t batches_written;        /* put into the spool */
+  uint64_t batches_sent;           /* acknowledged by the collector (2xx) and deleted */
+  uint64_t batches_retried;        /* attempts that will be repeated (network error, 429, 503...) */
+  uint64_t batches_rejected;       /* refused for good (4xx): set aside in quarantine/ */
   uint64_t batches_dropped_server; /* other 5xx, after max_server_errors attempts */
   uint64_t batches_quarantined_corrupt; /* torn or corrupt spool files set aside */
-  uint64_t batches_evicted;     /* oldest batches dropped for the spool's bounds (quota) */
-  uint64_t batches_write_failed; /* could not be written to the spool (disk full, I/O) */
-  uint64_t spool_files;         /* batches on disk now */
-  uint64_t spool_bytes;         /* their bytes */
+  uint64_t batches_evicted;             /* oldest batches dropped for the spool's bounds (quota) */
+  uint64_t batches_write_failed;        /* could not be written to the spool (disk full, I/O) */
+  uint64_t spool_files;                 /* batches on disk now */
+  uint64_t spool_bytes;                 /* their bytes */
 } perf_sdk_stats_t;
 
 /* Copy the counters; PERF_E_NOT_INITIALIZED before init (counters of the

@@ -15,18 +15,18 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "capture.h"
-#include "clock.h"
-#include "config.h"
-#include "cpu_monitor.h"
-#include "hang_monitor.h"
-#include "log.h"
 #include "perf_sdk.h"
-#include "platform/linux/threads.h"
-#include "recorder.h"
-#include "sdk_testing.h"
-#include "stats.h"
-#include "writer.h"
+#include "sdk/base/clock.h"
+#include "sdk/base/log.h"
+#include "sdk/base/stats.h"
+#include "sdk/base/threads.h"
+#include "sdk/monitors/cpu_monitor.h"
+#include "sdk/monitors/hang_monitor.h"
+#include "sdk/pipeline/capture.h"
+#include "sdk/pipeline/config.h"
+#include "sdk/pipeline/recorder.h"
+#include "sdk/pipeline/writer.h"
+#include "sdk/sdk_testing.h"
 
 typedef struct {
   perf__config_t cfg;

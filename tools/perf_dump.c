@@ -29,10 +29,10 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "encoder.h"
 #include "perf_sdk.h"
-#include "spool.h"
-#include "utf8.h"
+#include "sdk/base/utf8.h"
+#include "sdk/wire/encoder.h"
+#include "sdk/wire/spool.h"
 
 #define PROG "perf-dump"
 #define DECODE_MAX ((size_t)256 << 20) /* a batch is at most 64 MiB serialized */

@@ -13,9 +13,9 @@
 #include <string.h>
 #include <strings.h>
 
-#include "log.h"
 #include "perf_sdk.h"
-#include "transport.h"
+#include "sdk/base/log.h"
+#include "uploader/transport.h"
 
 typedef struct {
   perf__transport_t base;

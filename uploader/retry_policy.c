@@ -2,7 +2,7 @@
  * retry_policy.c - status classification, backoff and Retry-After (see
  * retry_policy.h).
  */
-#include "retry_policy.h"
+#include "uploader/retry_policy.h"
 
 #include <ctype.h>
 #include <curl/curl.h>

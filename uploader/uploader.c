@@ -10,7 +10,7 @@
  * Batches are sent strictly in order: a batch being retried holds back the
  * newer ones (the collector is down or busy for them too).
  */
-#include "uploader.h"
+#include "uploader/uploader.h"
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -20,9 +20,9 @@
 #include <sys/random.h>
 #include <time.h>
 
-#include "clock.h"
-#include "log.h"
-#include "retry_policy.h"
+#include "sdk/base/clock.h"
+#include "sdk/base/log.h"
+#include "uploader/retry_policy.h"
 
 struct perf__uploader_s {
   perf__uploader_options_t o;
@@ -59,7 +59,8 @@ int perf__uploader_start(const perf__uploader_options_t *opts, perf__uploader_t 
   }
   /* "{endpoint}/v1/batches", whether or not the endpoint ends with '/'. */
   size_t len = strlen(opts->endpoint);
-  while (len > 0 && opts->endpoint[len - 1] == '/') len--;
+  while (len > 0 && opts->endpoint[len - 1] == '/')
+    len--;
   snprintf(u->url, n, "%.*s/v1/batches", (int)len, opts->endpoint);
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);
@@ -133,7 +134,8 @@ static void *uploader_main(void *arg) {
     if (rc == PERF__E_SPOOL_EMPTY) {
       u->idle = true;
       pthread_cond_broadcast(&u->cond); /* flushers */
-      while (!u->stop && !u->kicked) pthread_cond_wait(&u->cond, &u->lock);
+      while (!u->stop && !u->kicked)
+        pthread_cond_wait(&u->cond, &u->lock);
       u->idle = false;
       continue;
     }
@@ -156,7 +158,8 @@ static void send_one(perf__uploader_t *u, const perf__spool_entry_t *e) {
     return;
   }
   char id[33];
-  for (int i = 0; i < 16; i++) snprintf(id + 2 * i, 3, "%02x", e->id[i]);
+  for (int i = 0; i < 16; i++)
+    snprintf(id + 2 * i, 3, "%02x", e->id[i]);
   perf__http_request_t req = {u->url, u->api_key, id, payload, len};
   perf__http_response_t resp;
   rc = u->o.transport->post(u->o.transport, &req, &resp);

@@ -9,19 +9,19 @@
 
 #include <stdint.h>
 
-#include "spool.h"
-#include "stats.h"
-#include "transport.h"
+#include "sdk/base/stats.h"
+#include "sdk/wire/spool.h"
+#include "uploader/transport.h"
 
 typedef struct perf__uploader_options_s {
-  const char *endpoint;          /* collector base URL, e.g. http://127.0.0.1:4318 */
-  const char *api_key;           /* NULL: no Authorization header */
-  perf__spool_t *spool;          /* where batches wait; outlives the uploader */
-  perf__transport_t *transport;  /* owned by the uploader from start on */
-  int64_t backoff_base_ms;       /* first retry delay ceiling */
-  int64_t backoff_cap_ms;        /* largest retry delay ceiling */
-  unsigned max_server_errors;    /* other 5xx: attempts before the batch is dropped */
-  perf__stats_t *stats;          /* counters; outlives the uploader */
+  const char *endpoint;         /* collector base URL, e.g. http://127.0.0.1:4318 */
+  const char *api_key;          /* NULL: no Authorization header */
+  perf__spool_t *spool;         /* where batches wait; outlives the uploader */
+  perf__transport_t *transport; /* owned by the uploader from start on */
+  int64_t backoff_base_ms;      /* first retry delay ceiling */
+  int64_t backoff_cap_ms;       /* largest retry delay ceiling */
+  unsigned max_server_errors;   /* other 5xx: attempts before the batch is dropped */
+  perf__stats_t *stats;         /* counters; outlives the uploader */
 } perf__uploader_options_t;
 
 typedef struct perf__uploader_s perf__uploader_t;

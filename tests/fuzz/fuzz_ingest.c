@@ -30,9 +30,9 @@
 
 #include <zstd.h>
 
-#include "encoder.h"
 #include "ingest.h"
 #include "perf_sdk.h"
+#include "sdk/wire/encoder.h"
 #include "store.h"
 #include "symbolize.h"
 

@@ -19,10 +19,10 @@
 #include <string.h>
 #include <zstd.h>
 
-#include "encoder.h"
-#include "event.h"
-#include "modules.h"
 #include "perf_sdk.h"
+#include "sdk/pipeline/event.h"
+#include "sdk/sampler/modules.h"
+#include "sdk/wire/encoder.h"
 
 static volatile int g_sink;
 

@@ -1,0 +1,92 @@
+/*
+ * threads.c - thread ids, names and stack mappings from /proc (see
+ * threads.h). Runs on requesting threads, never in the signal handler,
+ * except perf__gettid which is a bare system call.
+ */
+#include "sdk/base/threads.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "perf_sdk.h"
+
+static int compare_tid(const void *a, const void *b);
+
+pid_t perf__gettid(void) {
+  return (pid_t)syscall(SYS_gettid);
+}
+
+void perf__thread_name(pid_t tid, char *buf, size_t len) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/self/task/%d/comm", (int)tid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  ssize_t n = fd >= 0 ? read(fd, buf, len - 1) : -1;
+  if (fd >= 0) close(fd);
+  if (n <= 0) {
+    snprintf(buf, len, "?");
+    return;
+  }
+  buf[n] = '\0';
+  buf[strcspn(buf, "\n")] = '\0';
+}
+
+int perf__thread_list(pid_t **tids, size_t *count) {
+  *tids = NULL;
+  *count = 0;
+  DIR *d = opendir("/proc/self/task");
+  if (!d) return PERF_E_SYSTEM;
+  size_t n = 0, cap = 0;
+  pid_t *list = NULL;
+  struct dirent *de;
+  while ((de = readdir(d)) != NULL) {
+    char *end;
+    long tid = strtol(de->d_name, &end, 10);
+    if (*end || tid <= 0) continue;
+    if (n == cap) {
+      cap = cap ? cap * 2 : 64;
+      pid_t *grown = realloc(list, cap * sizeof *grown);
+      if (!grown) {
+        free(list);
+        closedir(d);
+        return PERF_E_NO_MEMORY;
+      }
+      list = grown;
+    }
+    list[n++] = (pid_t)tid;
+  }
+  closedir(d);
+  if (n > 1) qsort(list, n, sizeof *list, compare_tid);
+  *tids = list;
+  *count = n;
+  return PERF_OK;
+}
+
+int perf__stack_mapping(uintptr_t addr, uintptr_t *lo, uintptr_t *hi) {
+  FILE *f = fopen("/proc/self/maps", "re");
+  if (!f) return PERF_E_SYSTEM;
+  char line[512];
+  int found = 0;
+  while (!found && fgets(line, sizeof line, f)) {
+    uintptr_t s, e;
+    char perms[8];
+    if (sscanf(line, "%" SCNxPTR "-%" SCNxPTR " %7s", &s, &e, perms) != 3) continue;
+    if (addr >= s && addr < e && perms[0] == 'r') {
+      *lo = s;
+      *hi = e;
+      found = 1;
+    }
+  }
+  fclose(f);
+  return found ? PERF_OK : PERF_E_NO_THREAD;
+}
+
+static int compare_tid(const void *a, const void *b) {
+  pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
+  return (x > y) - (x < y);
+}

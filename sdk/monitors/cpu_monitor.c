@@ -1,0 +1,220 @@
+/*
+ * cpu_monitor.c - the CPU-usage monitor thread (see cpu_monitor.h).
+ *
+ * Watching: every tick (a tenth of the window, 20..500 ms) it reads the
+ * process CPU clock only, one clock read. While usage stays above the
+ * threshold a streak grows; the per-thread CPU clocks are read once when a
+ * streak begins and once when it reaches the window, which gives each
+ * thread's share of the window without touching the threads in between.
+ * Burst: the top-K threads of the window are sampled at cpu_sample_hz for
+ * cpu_burst_ms; their CPU share over the burst goes into the event.
+ */
+#include "sdk/monitors/cpu_monitor.h"
+
+#include <linux/futex.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "sdk/base/clock.h"
+#include "sdk/base/log.h"
+#include "sdk/base/threads.h"
+#include "sdk/monitors/thread_cpu.h"
+#include "sdk/pipeline/capture.h"
+
+#define MAX_SDK_TIDS 8
+#define MAX_TRACKED_THREADS 4096
+#define QUIET_END_NS 100000000 /* a burst whose threads all stopped running this long ends */
+
+struct perf__cpu_monitor_s {
+  const perf__config_t *cfg;
+  perf__recorder_t *recorder;
+  perf__stats_t *stats;
+  pid_t sdk_tids[MAX_SDK_TIDS + 1];
+  size_t sdk_tid_count;
+  pthread_t thread;
+  atomic_int started;
+  int stop; /* futex word: 1 = stop */
+  perf__thread_set_t threads;
+};
+
+typedef struct {
+  pid_t tid;
+  int64_t delta_ns;    /* CPU used during the streak */
+  int64_t last_cpu_ns; /* CPU clock at its last sample in the burst */
+} hot_t;
+
+static void *monitor_main(void *arg);
+static void run_burst(perf__cpu_monitor_t *m, int64_t window_ns);
+static size_t pick_hottest(perf__cpu_monitor_t *m, hot_t *hot, size_t k);
+static bool is_sdk_thread(const perf__cpu_monitor_t *m, pid_t tid);
+static bool stopping(perf__cpu_monitor_t *m);
+static int percent(int64_t cpu_ns, int64_t wall_ns);
+
+int perf__cpu_monitor_start(const perf__config_t *cfg, perf__recorder_t *recorder,
+                            perf__stats_t *stats, const pid_t *sdk_tids, size_t n,
+                            perf__cpu_monitor_t **out) {
+  perf__cpu_monitor_t *m = calloc(1, sizeof *m);
+  if (!m) return PERF_E_NO_MEMORY;
+  m->cfg = cfg;
+  m->recorder = recorder;
+  m->stats = stats;
+  for (size_t i = 0; i < n && i < MAX_SDK_TIDS; i++)
+    m->sdk_tids[m->sdk_tid_count++] = sdk_tids[i];
+  perf__thread_set_init(&m->threads, MAX_TRACKED_THREADS);
+  if (pthread_create(&m->thread, NULL, monitor_main, m) != 0) {
+    free(m);
+    return PERF_E_SYSTEM;
+  }
+  while (!atomic_load(&m->started))
+    sched_yield();
+  *out = m;
+  return PERF_OK;
+}
+
+pid_t perf__cpu_monitor_tid(const perf__cpu_monitor_t *m) {
+  return m->sdk_tids[m->sdk_tid_count - 1]; /* the monitor adds itself last, before starting */
+}
+
+void perf__cpu_monitor_stop(perf__cpu_monitor_t *m) {
+  __atomic_store_n(&m->stop, 1, __ATOMIC_SEQ_CST);
+  syscall(SYS_futex, &m->stop, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+  pthread_join(m->thread, NULL);
+  perf__thread_set_free(&m->threads);
+  free(m);
+}
+
+static void *monitor_main(void *arg) {
+  perf__cpu_monitor_t *m = arg;
+  pthread_setname_np(pthread_self(), "perf-cpu-mon");
+  m->sdk_tids[m->sdk_tid_count++] = perf__gettid();
+  atomic_store(&m->started, 1);
+  const int64_t window = (int64_t)m->cfg->cpu_window_ms * 1000000;
+  int64_t tick = window / 10;
+  if (tick < 20000000) tick = 20000000;
+  if (tick > 500000000) tick = 500000000;
+  const int threshold = (int)m->cfg->cpu_threshold_percent;
+  int64_t last = perf__now_ns(), last_cpu = perf__process_cpu_ns();
+  int64_t streak_start = 0; /* 0: usage is below the threshold */
+  while (!stopping(m)) {
+    perf__sleep_until(last + tick, &m->stop, 0);
+    if (stopping(m)) break;
+    int64_t now = perf__now_ns(), cpu = perf__process_cpu_ns();
+    bool above = percent(cpu - last_cpu, now - last) >= threshold;
+    if (above && streak_start == 0) {
+      streak_start = last;
+      perf__thread_set_read(&m->threads); /* per-thread baseline for the window */
+    } else if (!above) {
+      streak_start = 0;
+    }
+    last = now;
+    last_cpu = cpu;
+    if (streak_start && now - streak_start >= window) {
+      run_burst(m, now - streak_start);
+      streak_start = 0;
+      int64_t quiet_until = perf__now_ns() + (int64_t)m->cfg->cpu_cooldown_ms * 1000000;
+      while (!stopping(m) && perf__now_ns() < quiet_until)
+        perf__sleep_until(quiet_until, &m->stop, 0);
+      last = perf__now_ns();
+      last_cpu = perf__process_cpu_ns();
+    }
+  }
+  return NULL;
+}
+
+static void run_burst(perf__cpu_monitor_t *m, int64_t window_ns) {
+  (void)window_ns;
+  /* Deltas over the streak: who was hot. Without them (out of memory, no
+     /proc) there is no burst: stale deltas would rank the wrong threads. */
+  if (perf__thread_set_read(&m->threads) != 0) return;
+  size_t k = m->cfg->cpu_top_threads;
+  hot_t *hot = calloc(k, sizeof *hot);
+  perf__modules_t *mods = perf__modules_acquire();
+  perf__event_t *ev = hot && mods ? perf__event_new(PERF__EVENT_CPU, mods) : NULL;
+  perf__modules_release(mods);
+  if (!ev || (k = pick_hottest(m, hot, k)) == 0) {
+    free(hot);
+    perf__event_free(ev);
+    return;
+  }
+  PERF__COUNT(m->stats, cpu_bursts, 1);
+  int64_t start = perf__now_ns(), start_cpu = perf__process_cpu_ns();
+  ev->start_mono_ns = start;
+  ev->start_wall_ns = perf__mono_to_wall_ns(start);
+  ev->tid = hot[0].tid;
+  perf__thread_set_read(&m->threads); /* baseline for the burst's per-thread shares */
+  for (size_t i = 0; i < k; i++)
+    hot[i].last_cpu_ns = perf__thread_cpu_ns(hot[i].tid);
+  const int64_t period = 1000000000LL / m->cfg->cpu_sample_hz;
+  const int64_t end = start + (int64_t)m->cfg->cpu_burst_ms * 1000000;
+  int64_t last_ran = start; /* the burst ends early once its threads stop running */
+  for (int64_t next = start + period; next <= end && !stopping(m); next += period) {
+    perf__sleep_until(next, &m->stop, 0);
+    if (next - last_ran > QUIET_END_NS && next - last_ran > 10 * period) break;
+    for (size_t i = 0; i < k; i++) {
+      /* Only a thread that ran since its last sample is interrupted: an idle
+         one's stack says nothing about CPU use (and the signal would cut its
+         sleep short). */
+      int64_t cpu = perf__thread_cpu_ns(hot[i].tid);
+      if (cpu < 0 || cpu - hot[i].last_cpu_ns < period / 10) continue;
+      hot[i].last_cpu_ns = cpu;
+      last_ran = next;
+      perf__capture_sample(ev, hot[i].tid, m->stats);
+    }
+  }
+  int64_t wall = perf__now_ns() - start;
+  ev->duration_ns = wall;
+  ev->cpu_percent = percent(perf__process_cpu_ns() - start_cpu, wall);
+  bool shares = perf__thread_set_read(&m->threads) == 0; /* else the shares are unknown */
+  int64_t hottest = -1;
+  for (size_t i = 0; i < k; i++) {
+    const perf__thread_cpu_t *t = shares ? perf__thread_set_find(&m->threads, hot[i].tid) : NULL;
+    char name[16];
+    perf__thread_name(hot[i].tid, name, sizeof name);
+    perf__event_set_thread(ev, hot[i].tid, name, t ? percent(t->delta_ns, wall) : -1);
+    if (t && t->delta_ns > hottest) { /* the event's thread: hottest during the burst */
+      hottest = t->delta_ns;
+      ev->tid = hot[i].tid;
+    }
+  }
+  free(hot);
+  perf__recorder_record(m->recorder, ev);
+}
+
+/* The k threads that used the most CPU between the last two reads, hottest
+   first, leaving out the SDK's own threads. */
+static size_t pick_hottest(perf__cpu_monitor_t *m, hot_t *hot, size_t k) {
+  size_t n = 0;
+  for (size_t i = 0; i < m->threads.count; i++) {
+    const perf__thread_cpu_t *t = &m->threads.threads[i];
+    if (t->delta_ns <= 0 || is_sdk_thread(m, t->tid)) continue;
+    if (n < k)
+      n++;
+    else if (t->delta_ns <= hot[k - 1].delta_ns)
+      continue;
+    hot[n - 1] = (hot_t){t->tid, t->delta_ns, 0}; /* then bubble it up to its rank */
+    for (size_t j = n - 1; j > 0 && hot[j - 1].delta_ns < hot[j].delta_ns; j--) {
+      hot_t swap = hot[j - 1];
+      hot[j - 1] = hot[j];
+      hot[j] = swap;
+    }
+  }
+  return n;
+}
+
+static bool is_sdk_thread(const perf__cpu_monitor_t *m, pid_t tid) {
+  for (size_t i = 0; i < m->sdk_tid_count; i++)
+    if (m->sdk_tids[i] == tid) return true;
+  return false;
+}
+
+static bool stopping(perf__cpu_monitor_t *m) {
+  return __atomic_load_n(&m->stop, __ATOMIC_SEQ_CST);
+}
+
+static int percent(int64_t cpu_ns, int64_t wall_ns) {
+  return wall_ns > 0 ? (int)(cpu_ns * 100 / wall_ns) : 0;
+}

@@ -1,0 +1,31 @@
+/*
+ * cpu_monitor.h - detects the process burning CPU (above
+ * cpu_threshold_percent of one core for cpu_window_ms), then samples its
+ * hottest threads at cpu_sample_hz for cpu_burst_ms and records one event
+ * per burst, then stays quiet for cpu_cooldown_ms.
+ */
+#ifndef PERF_CPU_MONITOR_H
+#define PERF_CPU_MONITOR_H
+
+#include <sys/types.h>
+
+#include "sdk/base/stats.h"
+#include "sdk/pipeline/config.h"
+#include "sdk/pipeline/recorder.h"
+
+typedef struct perf__cpu_monitor_s perf__cpu_monitor_t;
+
+/* Start the monitor thread. The SDK's own threads (`sdk_tids`, n of them,
+   plus the monitor itself) are never picked as hot threads. Everything
+   passed must outlive the monitor. */
+int perf__cpu_monitor_start(const perf__config_t *cfg, perf__recorder_t *recorder,
+                            perf__stats_t *stats, const pid_t *sdk_tids, size_t n,
+                            perf__cpu_monitor_t **out);
+
+/* The monitor thread's id. */
+pid_t perf__cpu_monitor_tid(const perf__cpu_monitor_t *m);
+
+/* Stop the thread; a burst in progress is recorded with what it has. */
+void perf__cpu_monitor_stop(perf__cpu_monitor_t *m);
+
+#endif

@@ -1,0 +1,231 @@
+/*
+ * hang_monitor.c - the hang monitor thread (see hang_monitor.h).
+ *
+ * Not hanging: sleep until busy_since + threshold when the loop is busy
+ * (the earliest moment it can become a hang), else half a threshold. At
+ * that moment, if the same unit of work is still running, the hang starts:
+ * capture at once, then every hang_sample_interval_ms up to
+ * hang_max_samples, each time posting a copy to the writer as this
+ * process's hang marker. The hang ends when the loop goes idle, starts a new
+ * unit of work, or is paused; its duration comes from the loop's own
+ * timestamps, so it does not depend on when the monitor wakes up.
+ */
+#include "sdk/monitors/hang_monitor.h"
+
+#include <linux/futex.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "sdk/base/clock.h"
+#include "sdk/base/log.h"
+#include "sdk/base/threads.h"
+#include "sdk/pipeline/capture.h"
+
+#define BUSY_BIT 1u
+#define END_CHECK_NS 10000000 /* while hanging: how often to look for its end */
+
+struct perf__hang_monitor_s {
+  const perf__config_t *cfg;
+  perf__loop_t *loop;
+  perf__recorder_t *recorder;
+  perf__writer_t *writer;
+  perf__stats_t *stats;
+  pthread_t thread;
+  atomic_int tid;
+  int stop; /* futex word: 1 = stop */
+  /* the hang in progress (monitor thread only) */
+  perf__event_t *hang;
+  uint64_t hang_epoch;
+  int64_t next_sample_ns;
+};
+
+static void *monitor_main(void *arg);
+static void mark_ended(perf__loop_t *loop, uint64_t epoch, int64_t now_ns);
+static int64_t unit_end(const perf__loop_t *loop, uint64_t epoch, int64_t now_ns);
+static int64_t step(perf__hang_monitor_t *m, int64_t now);
+static void start_hang(perf__hang_monitor_t *m, uint64_t epoch, int64_t busy_since, int64_t now);
+static void sample_hang(perf__hang_monitor_t *m, int64_t now);
+static void end_hang(perf__hang_monitor_t *m, int64_t end_ns);
+
+void perf__loop_watch_current_thread(perf__loop_t *loop) {
+  char name[16] = "";
+  prctl(PR_GET_NAME, name, 0, 0, 0);
+  memcpy(loop->watched_name, name, sizeof name);
+  atomic_store(&loop->watched_tid, perf__gettid());
+}
+
+void perf__loop_busy(perf__loop_t *loop) {
+  int64_t now = perf__now_ns();
+  uint64_t w = atomic_load_explicit(&loop->word, memory_order_relaxed);
+  if (w & BUSY_BIT) mark_ended(loop, w >> 1, now); /* busy again without idle: a new unit */
+  atomic_store_explicit(&loop->busy_since_ns, now, memory_order_relaxed);
+  atomic_store_explicit(&loop->word, ((w >> 1) + 1) << 1 | BUSY_BIT, memory_order_release);
+}
+
+void perf__loop_idle(perf__loop_t *loop) {
+  uint64_t w = atomic_load_explicit(&loop->word, memory_order_relaxed);
+  if (w & BUSY_BIT) mark_ended(loop, w >> 1, perf__now_ns());
+  atomic_store_explicit(&loop->word, w & ~(uint64_t)BUSY_BIT, memory_order_release);
+}
+
+void perf__loop_heartbeat(perf__loop_t *loop) {
+  int64_t now = perf__now_ns();
+  uint64_t w = atomic_load_explicit(&loop->word, memory_order_relaxed);
+  if (w & BUSY_BIT) mark_ended(loop, w >> 1, now);
+  atomic_store_explicit(&loop->busy_since_ns, now, memory_order_relaxed);
+  atomic_store_explicit(&loop->word, ((w >> 1) + 1) << 1 | BUSY_BIT, memory_order_release);
+}
+
+int perf__hang_monitor_start(const perf__config_t *cfg, perf__loop_t *loop,
+                             perf__recorder_t *recorder, perf__writer_t *writer,
+                             perf__stats_t *stats, perf__hang_monitor_t **out) {
+  perf__hang_monitor_t *m = calloc(1, sizeof *m);
+  if (!m) return PERF_E_NO_MEMORY;
+  m->cfg = cfg;
+  m->loop = loop;
+  m->recorder = recorder;
+  m->writer = writer;
+  m->stats = stats;
+  if (pthread_create(&m->thread, NULL, monitor_main, m) != 0) {
+    free(m);
+    return PERF_E_SYSTEM;
+  }
+  while (atomic_load(&m->tid) == 0)
+    sched_yield(); /* the thread publishes it first thing */
+  *out = m;
+  return PERF_OK;
+}
+
+pid_t perf__hang_monitor_tid(const perf__hang_monitor_t *m) {
+  return atomic_load(&m->tid);
+}
+
+void perf__hang_monitor_stop(perf__hang_monitor_t *m) {
+  __atomic_store_n(&m->stop, 1, __ATOMIC_SEQ_CST);
+  syscall(SYS_futex, &m->stop, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+  pthread_join(m->thread, NULL);
+  free(m);
+}
+
+static void *monitor_main(void *arg) {
+  perf__hang_monitor_t *m = arg;
+  pthread_setname_np(pthread_self(), "perf-hang-mon");
+  atomic_store(&m->tid, perf__gettid());
+  while (!__atomic_load_n(&m->stop, __ATOMIC_SEQ_CST)) {
+    int64_t wake_at = step(m, perf__now_ns());
+    perf__sleep_until(wake_at, &m->stop, 0);
+  }
+  if (m->hang) { /* shutting down: the unit may have ended already */
+    int64_t now = perf__now_ns();
+    uint64_t word = atomic_load_explicit(&m->loop->word, memory_order_acquire);
+    bool same_unit = (word & BUSY_BIT) && word >> 1 == m->hang_epoch;
+    end_hang(m, same_unit ? now : unit_end(m->loop, m->hang_epoch, now));
+  }
+  return NULL;
+}
+
+/* One look at the loop; returns when to look again. */
+static int64_t step(perf__hang_monitor_t *m, int64_t now) {
+  perf__loop_t *loop = m->loop;
+  const int64_t threshold = (int64_t)m->cfg->hang_threshold_ms * 1000000;
+  const int64_t interval = (int64_t)m->cfg->hang_sample_interval_ms * 1000000;
+  /* paused first: perf_sdk_resume stores busy_since before clearing it, so
+     a monitor that sees the resume also sees the restarted busy_since. */
+  bool paused = atomic_load_explicit(&loop->paused, memory_order_acquire);
+  uint64_t word = atomic_load_explicit(&loop->word, memory_order_acquire);
+  int64_t busy_since = atomic_load_explicit(&loop->busy_since_ns, memory_order_relaxed);
+  bool busy = word & BUSY_BIT;
+
+  if (m->hang) {
+    if (paused) {
+      end_hang(m, now);
+    } else if (!busy || word >> 1 != m->hang_epoch) {
+      end_hang(m, unit_end(loop, m->hang_epoch, now));
+    } else {
+      if (now >= m->next_sample_ns && m->hang->sample_count < m->cfg->hang_max_samples)
+        sample_hang(m, now);
+      /* Look for the end every 10 ms: the end time itself comes from the
+         loop (unit_end); looking often only matters for starting to watch
+         for the next hang. */
+      int64_t next =
+          m->hang->sample_count < m->cfg->hang_max_samples ? m->next_sample_ns : now + interval;
+      return next < now + END_CHECK_NS ? next : now + END_CHECK_NS;
+    }
+  }
+  if (!paused && busy && now - busy_since >= threshold) {
+    start_hang(m, word >> 1, busy_since, now);
+    return now + END_CHECK_NS < m->next_sample_ns ? now + END_CHECK_NS : m->next_sample_ns;
+  }
+  if (!paused && busy) return busy_since + threshold;
+  return now + threshold / 2;
+}
+
+static void start_hang(perf__hang_monitor_t *m, uint64_t epoch, int64_t busy_since, int64_t now) {
+  perf__modules_t *mods = perf__modules_acquire();
+  m->hang = perf__event_new(PERF__EVENT_HANG, mods);
+  perf__modules_release(mods);
+  if (!m->hang) return; /* out of memory: this hang goes unrecorded */
+  PERF__COUNT(m->stats, hangs_detected, 1);
+  m->hang_epoch = epoch;
+  pid_t tid = atomic_load(&m->loop->watched_tid);
+  m->hang->tid = tid;
+  m->hang->start_mono_ns = busy_since;
+  m->hang->start_wall_ns = perf__mono_to_wall_ns(busy_since);
+  perf__event_set_thread(m->hang, tid, m->loop->watched_name, -1);
+  m->next_sample_ns = now;
+  sample_hang(m, now);
+}
+
+/* Still the same unit of work, not paused: the sample belongs to the hang. */
+static bool hang_still_running(void *arg) {
+  perf__hang_monitor_t *m = arg;
+  uint64_t word = atomic_load_explicit(&m->loop->word, memory_order_acquire);
+  return (word & BUSY_BIT) && word >> 1 == m->hang_epoch && !atomic_load(&m->loop->paused);
+}
+
+static void sample_hang(perf__hang_monitor_t *m, int64_t now) {
+  perf__capture_sample_checked(m->hang, m->hang->tid, m->stats, hang_still_running, m);
+  m->hang->duration_ns = perf__now_ns() - m->hang->start_mono_ns;
+  m->next_sample_ns = now + (int64_t)m->cfg->hang_sample_interval_ms * 1000000;
+  /* The marker (for a process that dies hung) is written by the writer. */
+  perf__event_t *progress = perf__event_clone(m->hang);
+  if (progress) {
+    perf__event_finish(progress);
+    perf__writer_post_hang(m->writer, progress);
+  }
+}
+
+static void end_hang(perf__hang_monitor_t *m, int64_t end_ns) {
+  perf__event_t *ev = m->hang;
+  m->hang = NULL;
+  ev->duration_ns = end_ns - ev->start_mono_ns;
+  perf__writer_post_hang(m->writer, NULL); /* delete the marker: the process survived */
+  perf__recorder_record(m->recorder, ev);
+}
+
+/* Units' end times: microseconds in 40 bits (12 days of range, read back
+   relative to now), the epoch's low 24 bits beside them. */
+#define END_US_BITS 40
+#define END_US_MASK ((UINT64_C(1) << END_US_BITS) - 1)
+#define EPOCH_MASK ((UINT64_C(1) << (64 - END_US_BITS)) - 1)
+
+static void mark_ended(perf__loop_t *loop, uint64_t epoch, int64_t now_ns) {
+  int64_t began = atomic_load_explicit(&loop->busy_since_ns, memory_order_relaxed);
+  if (now_ns - began < atomic_load_explicit(&loop->threshold_ns, memory_order_relaxed)) return;
+  uint64_t v = (epoch & EPOCH_MASK) << END_US_BITS | ((uint64_t)(now_ns / 1000) & END_US_MASK);
+  atomic_store_explicit(&loop->long_unit_end, v, memory_order_relaxed);
+}
+
+/* When unit `epoch` ended, or now_ns if that is not known. */
+static int64_t unit_end(const perf__loop_t *loop, uint64_t epoch, int64_t now_ns) {
+  uint64_t v = atomic_load_explicit(&loop->long_unit_end, memory_order_relaxed);
+  if (v >> END_US_BITS != (epoch & EPOCH_MASK)) return now_ns;
+  uint64_t now_us = (uint64_t)(now_ns / 1000);
+  uint64_t ago_us = (now_us - (v & END_US_MASK)) & END_US_MASK;
+  return now_ns - (int64_t)ago_us * 1000;
+}

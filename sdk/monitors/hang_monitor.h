@@ -1,0 +1,63 @@
+/*
+ * hang_monitor.h - detects the watched thread's loop staying busy longer
+ * than hang_threshold_ms, samples it while the hang lasts, and records one
+ * event when it ends.
+ *
+ * The watched thread only stores into perf__loop_t (busy/idle/heartbeat:
+ * a clock read and two atomic stores, no system call, no /proc); the
+ * monitor thread polls it, sleeping until the moment the current busy
+ * period would become a hang.
+ */
+#ifndef PERF_HANG_MONITOR_H
+#define PERF_HANG_MONITOR_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "sdk/base/stats.h"
+#include "sdk/pipeline/config.h"
+#include "sdk/pipeline/recorder.h"
+#include "sdk/pipeline/writer.h"
+
+/* What the watched loop publishes. `word` = (epoch << 1) | busy: every
+   perf_sdk_loop_busy / heartbeat starts a new epoch (a new unit of work).
+   When a unit that lasted at least the hang threshold ends, its end time
+   is stored with its epoch in long_unit_end, before `word` changes: the
+   monitor finds the exact end of the unit that hung however many short
+   units ran before it looked (only a unit that long can be a hang, and the
+   next one takes a whole threshold to finish). */
+typedef struct perf__loop_s {
+  atomic_int watched_tid;
+  char watched_name[16]; /* set with watched_tid, by the watched thread itself */
+  atomic_uint_fast64_t word;
+  atomic_int_fast64_t busy_since_ns;  /* monotonic start of the current unit of work */
+  atomic_int_fast64_t threshold_ns;   /* hang_threshold_ms, set at init */
+  atomic_uint_fast64_t long_unit_end; /* (epoch:24 << 40) | end in us:40 */
+  atomic_int paused;
+} perf__loop_t;
+
+/* Make the calling thread the watched one (its name is read here, with
+   prctl, so that the monitor never reads /proc for it). */
+void perf__loop_watch_current_thread(perf__loop_t *loop);
+
+void perf__loop_busy(perf__loop_t *loop);
+void perf__loop_idle(perf__loop_t *loop);
+void perf__loop_heartbeat(perf__loop_t *loop);
+
+typedef struct perf__hang_monitor_s perf__hang_monitor_t;
+
+/* Start the monitor thread. Everything passed must outlive the monitor. */
+int perf__hang_monitor_start(const perf__config_t *cfg, perf__loop_t *loop,
+                             perf__recorder_t *recorder, perf__writer_t *writer,
+                             perf__stats_t *stats, perf__hang_monitor_t **out);
+
+/* The monitor thread's id (so other monitors can leave it out). */
+pid_t perf__hang_monitor_tid(const perf__hang_monitor_t *m);
+
+/* Stop the thread; a hang in progress is recorded (ended now, or when its
+   unit of work ended if that already happened). */
+void perf__hang_monitor_stop(perf__hang_monitor_t *m);
+
+#endif

@@ -1,0 +1,50 @@
+/*
+ * batch_sink.h - the wire path seen from the writer thread: events go into
+ * the open batch (protobuf, deduplicated); a batch is closed when full or
+ * batch_max_delay_ms after its first event, compressed, and put into the
+ * disk spool; with PERF_SINK_HTTP the uploader thread sends the spool to
+ * the collector. With PERF_SINK_FILE the spool is <sink_path>.batches and
+ * nothing is sent (perf-dump reads it).
+ *
+ * Writer thread only, except perf__batch_sink_stats and
+ * perf__batch_sink_wait_sent (any thread).
+ */
+#ifndef PERF_BATCH_SINK_H
+#define PERF_BATCH_SINK_H
+
+#include <stdint.h>
+
+#include "perf_sdk.h"
+#include "sdk/base/stats.h"
+#include "sdk/pipeline/config.h"
+#include "sdk/pipeline/event.h"
+
+typedef struct perf__batch_sink_s perf__batch_sink_t;
+
+/* Open the spool (adopting what earlier runs left) and, for http, start the
+   uploader. Returns 0 or a negative perf_error_t (logged). */
+int perf__batch_sink_open(const perf__config_t *cfg, perf__stats_t *stats,
+                          perf__batch_sink_t **out);
+
+/* Add an event to the open batch, closing it first when it is full.
+   0, or a negative perf_error_t when the event was dropped (counted here). */
+int perf__batch_sink_add(perf__batch_sink_t *s, const perf__event_t *ev);
+
+/* When the open batch must be closed (monotonic ns), 0 when none is open. */
+int64_t perf__batch_sink_deadline(const perf__batch_sink_t *s);
+
+/* Close the open batch now (if it has events) and put it in the spool. */
+void perf__batch_sink_close_batch(perf__batch_sink_t *s);
+
+/* Wait until the uploader has sent the whole spool or deadline_ns passes:
+   0 or PERF_E_TIMEOUT. Always 0 for the file sink. */
+int perf__batch_sink_wait_sent(perf__batch_sink_t *s, int64_t deadline_ns);
+
+/* The spool's and uploader's counters into the public stats. */
+void perf__batch_sink_stats(perf__batch_sink_t *s, perf_sdk_stats_t *out);
+
+/* Close the open batch, stop the uploader (what is not sent stays on disk),
+   close the spool. The last stats are kept in *last (may be NULL). */
+void perf__batch_sink_close(perf__batch_sink_t *s, perf_sdk_stats_t *last);
+
+#endif

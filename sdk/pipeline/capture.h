@@ -1,0 +1,32 @@
+/*
+ * capture.h - take one sample of a thread into an event: the sampler's
+ * capture with the event's module snapshot, recorded as a stack or as a
+ * failed sample, and counted. Runs on the monitor threads and the
+ * perf_sdk_capture_now caller.
+ */
+#ifndef PERF_CAPTURE_H
+#define PERF_CAPTURE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "sdk/base/stats.h"
+#include "sdk/pipeline/event.h"
+
+/* 0, or PERF_E_NO_MEMORY when the event could not hold the sample. A failed
+   capture is not an error here: it is recorded in the event. */
+int perf__capture_sample(perf__event_t *ev, pid_t tid, perf__stats_t *stats);
+
+/* Like perf__capture_sample, but the sample is kept only if still_valid(arg)
+   holds once the capture is done: a hang's sample requested while the unit
+   of work was running but taken after it ended is not part of the hang. */
+int perf__capture_sample_checked(perf__event_t *ev, pid_t tid, perf__stats_t *stats,
+                                 bool (*still_valid)(void *), void *arg);
+
+/* The calling thread's own stack, starting at the frame that `caller_ra`
+   (the SDK entry point's __builtin_return_address(0)) returns into: the
+   SDK's own frames are left out. */
+int perf__capture_self(perf__event_t *ev, uintptr_t caller_ra, perf__stats_t *stats);
+
+#endif

@@ -1,0 +1,329 @@
+/*
+ * config.c - defaults, environment overrides and validation of the SDK
+ * configuration (see config.h). Runs on the thread calling perf_sdk_init or
+ * perf_sdk_config_init; reads the environment, touches no file.
+ *
+ * Every numeric field is described once in k_limits (name, offset, range);
+ * defaults, PERF_SDK_<NAME> overrides and range checks all come from it.
+ */
+#include "sdk/pipeline/config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sdk/base/log.h"
+
+#define MAX_TEXT_BYTES 128 /* app_name, app_version, environment */
+#define MAX_PATH_BYTES 4096
+
+typedef struct {
+  const char *name;
+  size_t offset;
+  unsigned def, min, max;
+} limit_t;
+
+#define FIELD(name, def, min, max)                                                                 \
+  { #name, offsetof(perf_sdk_config_t, name), def, min, max }
+/* clang-format off */
+static const limit_t k_limits[] = {
+    FIELD(hang_threshold_ms, 250, 20, 60000),
+    FIELD(hang_sample_interval_ms, 100, 5, 60000),
+    FIELD(hang_max_samples, 20, 1, 200),
+    FIELD(cpu_threshold_percent, 80, 1, 25600),
+    FIELD(cpu_window_ms, 2000, 100, 600000),
+    FIELD(cpu_sample_hz, 100, 1, 1000),
+    FIELD(cpu_burst_ms, 1000, 10, 60000),
+    FIELD(cpu_top_threads, 3, 1, 64),
+    FIELD(cpu_cooldown_ms, 30000, 0, 3600000),
+    FIELD(max_events_per_hour, 60, 1, 100000),
+    FIELD(queue_capacity, 64, 1, 4096),
+    FIELD(batch_max_bytes, 1048576, 16384, 16777216),
+    FIELD(batch_max_delay_ms, 10000, 100, 3600000),
+    FIELD(zstd_level, 3, 1, 19),
+    FIELD(symbolize, 1, 0, 1),
+    FIELD(spool_max_bytes, 33554432, 65536, 4294967295u),
+    FIELD(spool_max_files, 1000, 1, 65536),
+    FIELD(spool_max_age_s, 604800, 0, 315360000),
+    FIELD(connect_timeout_ms, 5000, 100, 120000),
+    FIELD(request_timeout_ms, 30000, 100, 600000),
+    FIELD(backoff_base_ms, 1000, 10, 600000),
+    FIELD(backoff_cap_ms, 300000, 10, 86400000),
+    FIELD(max_server_errors, 5, 1, 100),
+    FIELD(tls_verify, 1, 0, 1),
+};
+/* clang-format on */
+#undef FIELD
+#define LIMIT_COUNT (sizeof k_limits / sizeof k_limits[0])
+
+typedef struct {
+  const char *name;
+  size_t offset;
+  size_t max_bytes;
+} text_field_t;
+
+#define TEXT(name, max)                                                                            \
+  { #name, offsetof(perf_sdk_config_t, name), max }
+static const text_field_t k_texts[] = {
+    TEXT(app_name, MAX_TEXT_BYTES),    TEXT(app_version, MAX_TEXT_BYTES),
+    TEXT(environment, MAX_TEXT_BYTES), TEXT(sink_path, MAX_PATH_BYTES),
+    TEXT(data_dir, MAX_PATH_BYTES),    TEXT(endpoint, MAX_PATH_BYTES),
+    TEXT(api_key, MAX_PATH_BYTES),     TEXT(ca_bundle, MAX_PATH_BYTES),
+};
+#undef TEXT
+#define TEXT_COUNT (sizeof k_texts / sizeof k_texts[0])
+
+static unsigned *uint_at(perf_sdk_config_t *c, size_t offset);
+static const char **text_at(perf_sdk_config_t *c, size_t offset);
+static void env_name(const char *field, char *buf, size_t len);
+static int apply_env(perf_sdk_config_t *c, char *tag_buf, size_t tag_buf_len, bool *disabled);
+static int parse_env_tags(perf_sdk_config_t *c, char *buf, size_t len, const char *value);
+static int validate(perf_sdk_config_t *c);
+static int copy_config(const perf_sdk_config_t *c, perf__config_t *out);
+static char *dup_or_null(const char *s, int *err);
+static char *default_data_dir(const char *app_name);
+
+void perf_sdk_config_init(perf_sdk_config_t *cfg) {
+  if (!cfg) return;
+  memset(cfg, 0, sizeof *cfg);
+  for (size_t i = 0; i < LIMIT_COUNT; i++)
+    *uint_at(cfg, k_limits[i].offset) = k_limits[i].def;
+  cfg->app_version = "unknown";
+  cfg->environment = "production";
+  cfg->sink = PERF_SINK_NONE;
+}
+
+int perf__config_resolve(const perf_sdk_config_t *in, perf__config_t *out, bool *disabled) {
+  memset(out, 0, sizeof *out);
+  *disabled = false;
+  perf_sdk_config_t c = *in;
+  /* The log callback is the app's, whatever the environment says: install
+     it first so that configuration errors reach it. */
+  perf__log_set(c.log_fn, c.log_user);
+  char tag_buf[PERF_MAX_TAGS * 2 * (PERF_MAX_TAG_BYTES + 1)];
+  int err = apply_env(&c, tag_buf, sizeof tag_buf, disabled);
+  if (err || *disabled) return err;
+  if ((err = validate(&c)) != 0) return err;
+  err = copy_config(&c, out);
+  if (!err && out->sink == PERF_SINK_HTTP && !out->data_dir) {
+    perf__log(PERF__LOG_ERROR, "data_dir is required with sink = http (the spool lives there); "
+                               "set it, or HOME / XDG_STATE_HOME for the default");
+    err = PERF_E_INVALID_CONFIG;
+  }
+  if (err) perf__config_free(out);
+  return err;
+}
+
+void perf__config_free(perf__config_t *cfg) {
+  free(cfg->app_name);
+  free(cfg->app_version);
+  free(cfg->environment);
+  for (size_t i = 0; i < cfg->tag_count; i++) {
+    free(cfg->tags[i].key);
+    free(cfg->tags[i].value);
+  }
+  free(cfg->sink_path);
+  free(cfg->data_dir);
+  free(cfg->endpoint);
+  free(cfg->api_key);
+  free(cfg->ca_bundle);
+  memset(cfg, 0, sizeof *cfg);
+}
+
+static unsigned *uint_at(perf_sdk_config_t *c, size_t offset) {
+  return (unsigned *)((char *)c + offset);
+}
+
+static const char **text_at(perf_sdk_config_t *c, size_t offset) {
+  return (const char **)((char *)c + offset);
+}
+
+/* "hang_threshold_ms" -> "PERF_SDK_HANG_THRESHOLD_MS" */
+static void env_name(const char *field, char *buf, size_t len) {
+  size_t n = (size_t)snprintf(buf, len, "PERF_SDK_%s", field);
+  for (size_t i = 0; i < n && i < len; i++)
+    buf[i] = (char)toupper((unsigned char)buf[i]);
+}
+
+static int apply_env(perf_sdk_config_t *c, char *tag_buf, size_t tag_buf_len, bool *disabled) {
+  char name[64];
+  const char *v = getenv("PERF_SDK_DISABLED");
+  if (v && (strcmp(v, "1") == 0 || strcasecmp(v, "true") == 0)) {
+    *disabled = true;
+    return PERF_OK;
+  }
+  for (size_t i = 0; i < LIMIT_COUNT; i++) {
+    const limit_t *f = &k_limits[i];
+    env_name(f->name, name, sizeof name);
+    if (!(v = getenv(name)) || !*v) continue;
+    char *end;
+    errno = 0;
+    unsigned long n = strtoul(v, &end, 10);
+    if (errno || *end || v[0] == '-' || n < f->min || n > f->max)
+      PERF__FAIL(PERF_E_INVALID_CONFIG, "%s=%s: %s must be an integer in %u..%u", name, v, f->name,
+                 f->min, f->max);
+    *uint_at(c, f->offset) = (unsigned)n;
+  }
+  for (size_t i = 0; i < TEXT_COUNT; i++) {
+    env_name(k_texts[i].name, name, sizeof name);
+    if ((v = getenv(name)) != NULL) *text_at(c, k_texts[i].offset) = v;
+  }
+  if ((v = getenv("PERF_SDK_SINK")) != NULL && *v) {
+    if (strcmp(v, "none") == 0)
+      c->sink = PERF_SINK_NONE;
+    else if (strcmp(v, "file") == 0)
+      c->sink = PERF_SINK_FILE;
+    else if (strcmp(v, "http") == 0)
+      c->sink = PERF_SINK_HTTP;
+    else
+      PERF__FAIL(PERF_E_INVALID_CONFIG, "PERF_SDK_SINK=%s: sink must be none, file or http", v);
+  }
+  if ((v = getenv("PERF_SDK_TAGS")) != NULL && *v)
+    return parse_env_tags(c, tag_buf, tag_buf_len, v);
+  return PERF_OK;
+}
+
+/* PERF_SDK_TAGS="k1=v1,k2=v2" replaces the tags given in code. */
+static int parse_env_tags(perf_sdk_config_t *c, char *buf, size_t len, const char *value) {
+  if (strlen(value) >= len)
+    PERF__FAIL(PERF_E_INVALID_CONFIG, "PERF_SDK_TAGS is too long (at most %d tags of %d bytes)",
+               PERF_MAX_TAGS, PERF_MAX_TAG_BYTES);
+  strcpy(buf, value);
+  memset(c->tags, 0, sizeof c->tags);
+  size_t n = 0;
+  for (char *save = NULL, *item = strtok_r(buf, ",", &save); item;
+       item = strtok_r(NULL, ",", &save)) {
+    char *eq = strchr(item, '=');
+    if (!eq || eq == item || n == PERF_MAX_TAGS)
+      PERF__FAIL(PERF_E_INVALID_CONFIG,
+                 "PERF_SDK_TAGS: '%s' is not key=value, or more than %d tags", item, PERF_MAX_TAGS);
+    *eq = '\0';
+    c->tags[n].key = item;
+    c->tags[n].value = eq + 1;
+    n++;
+  }
+  return PERF_OK;
+}
+
+static int validate(perf_sdk_config_t *c) {
+  for (size_t i = 0; i < LIMIT_COUNT; i++) {
+    const limit_t *f = &k_limits[i];
+    unsigned v = *uint_at(c, f->offset);
+    if (v < f->min || v > f->max)
+      PERF__FAIL(PERF_E_INVALID_CONFIG, "%s = %u: must be %u..%u", f->name, v, f->min, f->max);
+  }
+  for (size_t i = 0; i < TEXT_COUNT; i++) {
+    const char *v = *text_at(c, k_texts[i].offset);
+    if (v && strlen(v) > k_texts[i].max_bytes)
+      PERF__FAIL(PERF_E_INVALID_CONFIG, "%s is %zu bytes long: at most %zu", k_texts[i].name,
+                 strlen(v), k_texts[i].max_bytes);
+  }
+  if (c->sink != PERF_SINK_NONE && c->sink != PERF_SINK_FILE && c->sink != PERF_SINK_HTTP)
+    PERF__FAIL(PERF_E_INVALID_CONFIG,
+               "sink = %d: must be PERF_SINK_NONE, PERF_SINK_FILE or "
+               "PERF_SINK_HTTP",
+               (int)c->sink);
+  if (c->sink == PERF_SINK_FILE && (!c->sink_path || !*c->sink_path))
+    PERF__FAIL(PERF_E_INVALID_CONFIG, "sink_path is required with sink = file");
+  if (c->sink == PERF_SINK_HTTP && (!c->endpoint || !*c->endpoint))
+    PERF__FAIL(PERF_E_INVALID_CONFIG, "endpoint is required with sink = http");
+  if (c->backoff_cap_ms < c->backoff_base_ms)
+    PERF__FAIL(PERF_E_INVALID_CONFIG, "backoff_cap_ms = %u: must be at least backoff_base_ms (%u)",
+               c->backoff_cap_ms, c->backoff_base_ms);
+  if (c->hang_sample_interval_ms > c->hang_threshold_ms * 10u)
+    PERF__FAIL(PERF_E_INVALID_CONFIG,
+               "hang_sample_interval_ms = %u: must be at most 10 x hang_threshold_ms (%u)",
+               c->hang_sample_interval_ms, c->hang_threshold_ms * 10u);
+  for (size_t i = 0; i < PERF_MAX_TAGS && c->tags[i].key; i++) {
+    const char *k = c->tags[i].key, *v = c->tags[i].value ? c->tags[i].value : "";
+    if (!*k || strlen(k) > PERF_MAX_TAG_BYTES || strlen(v) > PERF_MAX_TAG_BYTES)
+      PERF__FAIL(PERF_E_INVALID_CONFIG,
+                 "tags[%zu]: key must be 1..%d bytes and value at most %d bytes", i,
+                 PERF_MAX_TAG_BYTES, PERF_MAX_TAG_BYTES);
+  }
+  return PERF_OK;
+}
+
+static int copy_config(const perf_sdk_config_t *c, perf__config_t *out) {
+  int err = PERF_OK;
+  char exe[PATH_MAX];
+  const char *app = c->app_name;
+  if (!app || !*app) { /* default: the executable's name */
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    exe[n > 0 ? n : 0] = '\0';
+    const char *slash = strrchr(exe, '/');
+    app = slash ? slash + 1 : (n > 0 ? exe : "app");
+  }
+  out->app_name = dup_or_null(app, &err);
+  out->app_version =
+      dup_or_null(c->app_version && *c->app_version ? c->app_version : "unknown", &err);
+  out->environment =
+      dup_or_null(c->environment && *c->environment ? c->environment : "production", &err);
+  for (size_t i = 0; i < PERF_MAX_TAGS && c->tags[i].key; i++) {
+    out->tags[i].key = dup_or_null(c->tags[i].key, &err);
+    out->tags[i].value = dup_or_null(c->tags[i].value ? c->tags[i].value : "", &err);
+    out->tag_count = i + 1;
+  }
+  out->sink = c->sink;
+  out->sink_path = dup_or_null(c->sink_path, &err);
+  /* NULL data_dir: the default location; "" (from the environment): none. */
+  if (c->data_dir)
+    out->data_dir = *c->data_dir ? dup_or_null(c->data_dir, &err) : NULL;
+  else if (!err)
+    out->data_dir = default_data_dir(out->app_name);
+  out->endpoint = dup_or_null(c->endpoint, &err);
+  out->api_key = dup_or_null(c->api_key, &err);
+  out->hang_threshold_ms = c->hang_threshold_ms;
+  out->hang_sample_interval_ms = c->hang_sample_interval_ms;
+  out->hang_max_samples = c->hang_max_samples;
+  out->cpu_threshold_percent = c->cpu_threshold_percent;
+  out->cpu_window_ms = c->cpu_window_ms;
+  out->cpu_sample_hz = c->cpu_sample_hz;
+  out->cpu_burst_ms = c->cpu_burst_ms;
+  out->cpu_top_threads = c->cpu_top_threads;
+  out->cpu_cooldown_ms = c->cpu_cooldown_ms;
+  out->max_events_per_hour = c->max_events_per_hour;
+  out->queue_capacity = c->queue_capacity;
+  out->batch_max_bytes = c->batch_max_bytes;
+  out->batch_max_delay_ms = c->batch_max_delay_ms;
+  out->zstd_level = c->zstd_level;
+  out->symbolize = c->symbolize;
+  out->spool_max_bytes = c->spool_max_bytes;
+  out->spool_max_files = c->spool_max_files;
+  out->spool_max_age_s = c->spool_max_age_s;
+  out->connect_timeout_ms = c->connect_timeout_ms;
+  out->request_timeout_ms = c->request_timeout_ms;
+  out->backoff_base_ms = c->backoff_base_ms;
+  out->backoff_cap_ms = c->backoff_cap_ms;
+  out->max_server_errors = c->max_server_errors;
+  out->tls_verify = c->tls_verify;
+  out->ca_bundle = dup_or_null(c->ca_bundle, &err);
+  out->log_fn = c->log_fn;
+  out->log_user = c->log_user;
+  return err;
+}
+
+static char *dup_or_null(const char *s, int *err) {
+  if (!s) return NULL;
+  char *d = strdup(s);
+  if (!d) *err = PERF_E_NO_MEMORY;
+  return d;
+}
+
+/* $XDG_STATE_HOME/perf-sdk/<app>, else $HOME/.local/state/perf-sdk/<app>;
+   NULL when neither variable is set (no fatal-hang reports then). */
+static char *default_data_dir(const char *app_name) {
+  const char *xdg = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
+  char buf[MAX_PATH_BYTES];
+  if (xdg && *xdg)
+    snprintf(buf, sizeof buf, "%s/perf-sdk/%s", xdg, app_name);
+  else if (home && *home)
+    snprintf(buf, sizeof buf, "%s/.local/state/perf-sdk/%s", home, app_name);
+  else
+    return NULL;
+  return strdup(buf);
+}

@@ -1,0 +1,103 @@
+/*
+ * event.h - one recorded slow moment (a hang, a CPU burst, a manual capture,
+ * or a hang a previous run died in): its time, threads and samples, with the
+ * sampled stacks deduplicated per thread and the dominant one first once
+ * finished.
+ *
+ * Built by one monitor (or the perf_sdk_capture_now caller), then handed to
+ * the writer through the event queue; never shared while being built.
+ */
+#ifndef PERF_EVENT_H
+#define PERF_EVENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "sdk/sampler/modules.h"
+
+#define PERF__EVENT_MAX_DEPTH 256     /* frames kept per sample */
+#define PERF__EVENT_MAX_SAMPLES 20000 /* samples kept per event; more are counted */
+#define PERF__EVENT_MAX_THREADS 256
+
+typedef enum perf__event_kind_e {
+  PERF__EVENT_HANG = 0,
+  PERF__EVENT_FATAL_HANG = 1,
+  PERF__EVENT_CPU = 2,
+  PERF__EVENT_MANUAL = 3,
+} perf__event_kind_t;
+
+typedef struct perf__stack_s {
+  pid_t tid;
+  uint32_t first; /* index of its innermost frame in event->frames */
+  uint32_t depth;
+  uint32_t samples; /* samples that had exactly this stack */
+  uint64_t hash;
+} perf__stack_t;
+
+typedef struct perf__sample_s {
+  int64_t mono_ns;
+  pid_t tid;
+  int32_t stack; /* index in event->stacks, -1 when the capture failed */
+  int error;     /* the capture's perf_error_t when it failed */
+} perf__sample_t;
+
+typedef struct perf__thread_s {
+  pid_t tid;
+  char name[16];
+  int cpu_percent; /* of one core over the event; -1 when not measured */
+} perf__thread_t;
+
+typedef struct perf__event_s {
+  perf__event_kind_t kind;
+  int64_t start_wall_ns; /* Unix epoch */
+  int64_t start_mono_ns;
+  int64_t duration_ns;
+  pid_t tid;             /* the watched thread, the hottest thread or the caller */
+  int cpu_percent;       /* cpu events: the process's CPU during the burst; else -1 */
+  char reason[128];      /* manual events */
+  uint64_t dropped;      /* events dropped (rate limit, queue) since the previous one */
+  uint64_t samples_over; /* samples beyond PERF__EVENT_MAX_SAMPLES, not kept */
+  perf__thread_t *threads;
+  size_t thread_count;
+  perf__sample_t *samples;
+  size_t sample_count, sample_cap;
+  perf__stack_t *stacks; /* dominant first after perf__event_finish */
+  size_t stack_count, stack_cap;
+  uintptr_t *frames;
+  size_t frame_count, frame_cap;
+  perf__modules_t *mods; /* the module snapshot the frames belong to (a reference) */
+  char *stacks_text;     /* fatal hangs: the stacks as a previous run wrote them */
+  size_t text_samples;   /* with stacks_text: the samples it summarizes */
+} perf__event_t;
+
+/* A new empty event holding a reference to `mods` (may be NULL for fatal
+   hangs). NULL when memory ran out. */
+perf__event_t *perf__event_new(perf__event_kind_t kind, perf__modules_t *mods);
+
+/* Add one sample of thread tid: pcs[0..n), innermost first (at most
+   PERF__EVENT_MAX_DEPTH are kept). Returns 0 or PERF_E_NO_MEMORY. */
+int perf__event_add_sample(perf__event_t *ev, pid_t tid, int64_t mono_ns, const uintptr_t *pcs,
+                           size_t n);
+
+/* Record a capture of tid that failed with `error`. */
+int perf__event_add_failed_sample(perf__event_t *ev, pid_t tid, int64_t mono_ns, int error);
+
+/* Add (or update) a thread's name and CPU share. */
+int perf__event_set_thread(perf__event_t *ev, pid_t tid, const char *name, int cpu_percent);
+
+/* Sort the stacks so the dominant one (most samples) comes first. */
+void perf__event_finish(perf__event_t *ev);
+
+/* A deep copy (with its own module reference); NULL when memory ran out. */
+perf__event_t *perf__event_clone(const perf__event_t *ev);
+
+/* Samples that produced a stack. */
+size_t perf__event_good_samples(const perf__event_t *ev);
+
+void perf__event_free(perf__event_t *ev);
+
+/* "hang", "fatal_hang", "cpu" or "manual". */
+const char *perf__event_kind_name(perf__event_kind_t kind);
+
+#endif

@@ -1,0 +1,30 @@
+/*
+ * event_text.h - the human-readable form of an event, written by the file
+ * sink and (the stacks part) by fatal-hang markers:
+ *
+ *   event <kind> start=<ISO 8601 UTC> duration_ms=<n> thread=<tid> samples=<n> [cpu_percent=<n>]
+ *   app name=<..> version=<..> environment=<..> [tags=k=v,...] dropped=<n> failed_samples=<n>
+ *   [reason="<..>"]
+ *   [thread tid=<tid> name="<..>" cpu_percent=<n>]...
+ *   stack samples=<n> thread=<tid>
+ *   <index> <module> 0x<pc> <symbol> + <offset>      (the sampler's text format)
+ *   ...
+ *   <blank line>
+ *
+ * Runs on the writer thread.
+ */
+#ifndef PERF_EVENT_TEXT_H
+#define PERF_EVENT_TEXT_H
+
+#include "sdk/base/strbuf.h"
+#include "sdk/pipeline/config.h"
+#include "sdk/pipeline/event.h"
+
+/* Every distinct stack, dominant first: "stack samples=.. thread=.." and
+   its frames. */
+int perf__format_event_stacks(perf__strbuf_t *b, const perf__event_t *ev);
+
+/* The whole report of one event, ending with a blank line. */
+int perf__format_event(perf__strbuf_t *b, const perf__event_t *ev, const perf__config_t *cfg);
+
+#endif

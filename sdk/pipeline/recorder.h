@@ -1,0 +1,37 @@
+/*
+ * recorder.h - the one door events go through on their way to the writer:
+ * the max_events_per_hour rate limit (a token bucket) and the count of
+ * events dropped since the last recorded one, which travels with it.
+ * Called from the monitor threads and the perf_sdk_capture_now caller.
+ */
+#ifndef PERF_RECORDER_H
+#define PERF_RECORDER_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "sdk/base/stats.h"
+#include "sdk/pipeline/event.h"
+#include "sdk/pipeline/writer.h"
+
+typedef struct perf__recorder_s {
+  pthread_mutex_t lock;
+  double tokens;       /* events that may be recorded right now */
+  double per_hour;     /* bucket size and refill rate */
+  int64_t refilled_ns; /* monotonic time of the last refill */
+  uint64_t pending_drops;
+  perf__writer_t *writer;
+  perf__stats_t *stats;
+} perf__recorder_t;
+
+void perf__recorder_init(perf__recorder_t *r, unsigned per_hour, perf__writer_t *writer,
+                         perf__stats_t *stats);
+
+/* Record `ev` (ownership passes): finish it, apply the rate limit, attach
+   the drop count, queue it. 0 when queued; PERF_E_BUSY when dropped (rate
+   limit or full queue, counted). Never blocks on I/O. */
+int perf__recorder_record(perf__recorder_t *r, perf__event_t *ev);
+
+void perf__recorder_destroy(perf__recorder_t *r);
+
+#endif

@@ -1,0 +1,57 @@
+/*
+ * writer.h - the event writer thread: takes finished events from a bounded
+ * queue and writes them to the sink, keeps this process's hang marker up to
+ * date, and at start reports the fatal hangs of dead processes. All of the
+ * SDK's file I/O happens on this thread, never on an app thread or in a
+ * monitor's sampling path.
+ */
+#ifndef PERF_WRITER_H
+#define PERF_WRITER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "perf_sdk.h"
+#include "sdk/base/stats.h"
+#include "sdk/pipeline/config.h"
+#include "sdk/pipeline/event.h"
+
+typedef struct perf__writer_s perf__writer_t;
+
+/* Start the thread. cfg and stats must outlive the writer. */
+int perf__writer_start(const perf__config_t *cfg, perf__stats_t *stats, perf__writer_t **out);
+
+/* The writer thread's id (0 until it has started). */
+pid_t perf__writer_tid(perf__writer_t *w);
+
+/* Hand over `ev` (the writer owns it from now on, whatever the result).
+   Never blocks on I/O. PERF_E_BUSY when the queue is full: the event is
+   freed, not counted here (the caller counts the drop). */
+int perf__writer_submit(perf__writer_t *w, perf__event_t *ev);
+
+/* The hang in progress changed: `progress` is a copy of it to persist as
+   this process's hang marker, or NULL when the hang ended (delete the
+   marker). The writer owns `progress`; only the latest post matters. */
+void perf__writer_post_hang(perf__writer_t *w, perf__event_t *progress);
+
+/* Write everything queued so far and put the open batch into the spool,
+   then (http) wait for the uploader to empty the spool, until deadline_ns.
+   0, or PERF_E_TIMEOUT. Not concurrent with perf__writer_stop. */
+int perf__writer_flush(perf__writer_t *w, int64_t deadline_ns);
+
+/* The wire path's counters (batches, spool) into the batch fields of *out;
+   the last ones once the writer has stopped it. */
+void perf__writer_batch_stats(perf__writer_t *w, perf_sdk_stats_t *out);
+
+/* Tests only: while held, the writer takes nothing from the queue. */
+void perf__writer_hold(perf__writer_t *w, bool hold);
+
+/* Write what is queued until `deadline_ns` (monotonic), then stop the
+   thread; events still queued then are dropped and counted. Returns 0, or
+   PERF_E_TIMEOUT when the thread was stuck in I/O past the deadline (it is
+   then left to finish on its own and its memory is not freed). `last` (may
+   be NULL) gets the wire path's final counters (batch fields only). */
+int perf__writer_stop(perf__writer_t *w, int64_t deadline_ns, perf_sdk_stats_t *last);
+
+#endif

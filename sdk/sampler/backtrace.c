@@ -1,0 +1,88 @@
+/*
+ * backtrace.c - the public sampler API: perf_backtrace_thread and its text
+ * forms. Runs on the calling thread; the capture itself happens in the
+ * target thread's signal handler (sampler.h).
+ */
+#include <stdlib.h>
+
+#include "perf_sdk.h"
+#include "sdk/base/threads.h"
+#include "sdk/sampler/backtrace_text.h"
+#include "sdk/sampler/sampler.h"
+
+/* Bound on one text report: deep stacks of many threads still fit. */
+#define TEXT_MAX_BYTES (64u << 20)
+
+static int append_thread(perf__strbuf_t *b, perf__modules_t *mods, pid_t tid, uintptr_t *pcs);
+
+int perf_backtrace_thread(pid_t tid, uintptr_t *pcs, size_t max, size_t *count) {
+  if (!pcs || !count || max == 0 || tid < 0) return PERF_E_INVALID_ARGUMENT;
+  *count = 0;
+  perf__modules_t *mods = perf__modules_acquire();
+  if (!mods) return PERF_E_NO_MEMORY;
+  int err = perf__sampler_capture(mods, tid, pcs, max, count);
+  perf__modules_release(mods);
+  return err;
+}
+
+int perf_backtrace_thread_text(pid_t tid, char **out_text) {
+  if (!out_text || tid < 0) return PERF_E_INVALID_ARGUMENT;
+  *out_text = NULL;
+  uintptr_t *pcs = malloc(PERF__MAX_FRAMES * sizeof *pcs);
+  perf__modules_t *mods = perf__modules_acquire();
+  perf__strbuf_t b;
+  perf__strbuf_init(&b, TEXT_MAX_BYTES);
+  int err = (!pcs || !mods) ? PERF_E_NO_MEMORY : append_thread(&b, mods, tid, pcs);
+  if (err == PERF_OK || err == PERF_E_TRUNCATED) {
+    int take = perf__strbuf_take(&b, out_text);
+    if (take) err = take;
+  }
+  perf__strbuf_free(&b);
+  perf__modules_release(mods);
+  free(pcs);
+  return err == PERF_E_TRUNCATED ? PERF_OK : err;
+}
+
+int perf_backtrace_all_threads_text(char **out_text) {
+  if (!out_text) return PERF_E_INVALID_ARGUMENT;
+  *out_text = NULL;
+  pid_t *tids = NULL;
+  size_t n = 0;
+  int err = perf__thread_list(&tids, &n);
+  if (err) return err;
+  uintptr_t *pcs = malloc(PERF__MAX_FRAMES * sizeof *pcs);
+  perf__modules_t *mods = perf__modules_acquire();
+  perf__strbuf_t b;
+  perf__strbuf_init(&b, TEXT_MAX_BYTES);
+  if (!pcs || !mods) err = PERF_E_NO_MEMORY;
+  for (size_t i = 0; i < n && !err; i++) {
+    if (i > 0) err = perf__strbuf_appendf(&b, "\n");
+    int cap = err ? err : append_thread(&b, mods, tids[i], pcs);
+    /* One thread that cannot answer does not spoil the report. */
+    if (cap == PERF_OK || cap == PERF_E_TRUNCATED)
+      continue;
+    else if (cap == PERF_E_NO_MEMORY)
+      err = cap;
+    else
+      err = perf__strbuf_appendf(&b, "error: %s\n", perf_strerror(cap));
+  }
+  if (!err) err = perf__strbuf_take(&b, out_text);
+  perf__strbuf_free(&b);
+  perf__modules_release(mods);
+  free(pcs);
+  free(tids);
+  return err;
+}
+
+/* Header, then the frames; on a capture error only the header is written
+   and the error returned. */
+static int append_thread(perf__strbuf_t *b, perf__modules_t *mods, pid_t tid, uintptr_t *pcs) {
+  if (tid == 0) tid = perf__gettid();
+  int err = perf__format_thread_header(b, tid);
+  if (err) return err;
+  size_t count = 0;
+  int cap = perf__sampler_capture(mods, tid, pcs, PERF__MAX_FRAMES, &count);
+  if (cap != PERF_OK && cap != PERF_E_TRUNCATED) return cap;
+  err = perf__format_frames(b, mods, pcs, count);
+  return err ? err : cap;
+}

@@ -1,0 +1,160 @@
+/*
+ * modules.c - module snapshots and the per-file cache of unwind rules and
+ * symbol tables (see modules.h).
+ *
+ * Runs on capture-requesting threads; one mutex guards the cache and the
+ * current snapshot. Snapshots are immutable once published, except for the
+ * lazily made dwfl unwinder, which is also set under the mutex.
+ */
+#include "sdk/sampler/modules.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "perf_sdk.h"
+#include "sdk/base/log.h"
+#include "sdk/sampler/dwfl_unwind.h"
+#include "sdk/sampler/symtab.h"
+
+struct perf__module_entry_s {
+  char *path;
+  uint8_t build_id[PERF__BUILD_ID_MAX];
+  size_t build_id_len;
+  perf__unwind_table_t *table; /* NULL when the module has no usable CFI */
+  perf__symtab_t *symtab;      /* loaded on first symbolization */
+  bool symtab_tried;
+};
+
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static perf__modules_t *g_current;
+static perf__module_entry_t *g_cache[PERF__MODULE_CACHE_MAX];
+static size_t g_cache_count;
+
+static perf__modules_t *build_snapshot(void);
+static perf__module_entry_t *cache_entry(const perf__module_t *m);
+static void free_snapshot(perf__modules_t *mods);
+
+perf__modules_t *perf__modules_acquire(void) {
+  pthread_mutex_lock(&g_lock);
+  if (!g_current || perf__module_map_is_stale(g_current->map)) {
+    perf__modules_t *fresh = build_snapshot();
+    if (fresh) {
+      if (g_current) perf__modules_release(g_current);
+      g_current = fresh;
+    }
+  }
+  perf__modules_t *mods = g_current;
+  if (mods) atomic_fetch_add(&mods->refs, 1);
+  pthread_mutex_unlock(&g_lock);
+  return mods;
+}
+
+void perf__modules_release(perf__modules_t *mods) {
+  if (mods && atomic_fetch_sub(&mods->refs, 1) == 1) free_snapshot(mods);
+}
+
+void perf__modules_symbolize(perf__modules_t *mods, uintptr_t pc, bool return_address,
+                             perf__frame_info_t *out) {
+  uintptr_t lookup = return_address ? pc - 1 : pc;
+  out->module = "??";
+  out->symbol = NULL;
+  out->offset = 0;
+  out->module_rel = pc;
+  const perf__module_t *m = perf__module_map_find(mods->map, lookup);
+  if (!m) return;
+  size_t idx = (size_t)(m - mods->map->modules);
+  out->module = m->basename;
+  out->module_rel = pc - m->bias;
+  perf__module_entry_t *e = mods->entries[idx];
+  if (e) {
+    pthread_mutex_lock(&g_lock);
+    if (!e->symtab_tried) {
+      e->symtab_tried = true;
+      if (perf__symtab_load(m->path, m->image, m->image_size, m->build_id, m->build_id_len,
+                            &e->symtab) != 0)
+        perf__log(PERF__LOG_DEBUG, "no symbols for %s", m->path);
+    }
+    pthread_mutex_unlock(&g_lock);
+    const char *name;
+    uint64_t off;
+    /* The table is immutable once loaded, so the lookup needs no lock. */
+    if (e->symtab && perf__symtab_lookup(e->symtab, lookup - m->bias, &name, &off)) {
+      out->symbol = name;
+      out->offset = off + (pc - lookup);
+      return;
+    }
+  }
+  Dl_info info;
+  if (dladdr((void *)lookup, &info) && info.dli_sname && info.dli_saddr) {
+    /* dladdr's strings belong to the loader and live while the module is
+       loaded; the caller formats them right away. */
+    out->symbol = info.dli_sname;
+    out->offset = pc - (uintptr_t)info.dli_saddr;
+  }
+}
+
+void *perf__modules_dwfl_unwinder(perf__modules_t *mods) {
+  pthread_mutex_lock(&g_lock);
+  if (!mods->dwfl_unwinder) {
+    perf__dwfl_unwinder_t *u = NULL;
+    if (perf__dwfl_unwinder_create(mods->map, &u) == 0) mods->dwfl_unwinder = u;
+  }
+  void *u = mods->dwfl_unwinder;
+  pthread_mutex_unlock(&g_lock);
+  return u;
+}
+
+static perf__modules_t *build_snapshot(void) {
+  perf__modules_t *mods = calloc(1, sizeof *mods);
+  if (!mods) return NULL;
+  atomic_init(&mods->refs, 1);
+  if (perf__module_map_build(&mods->map) != 0) goto fail;
+  size_t n = mods->map->count;
+  mods->entries = calloc(n ? n : 1, sizeof *mods->entries);
+  mods->unwind = calloc(1, sizeof *mods->unwind + n * sizeof mods->unwind->tables[0]);
+  if (!mods->entries || !mods->unwind) goto fail;
+  mods->unwind->modules = mods->map;
+  for (size_t i = 0; i < n; i++) {
+    mods->entries[i] = cache_entry(&mods->map->modules[i]);
+    mods->unwind->tables[i] = mods->entries[i] ? mods->entries[i]->table : NULL;
+  }
+  return mods;
+fail:
+  free_snapshot(mods);
+  return NULL;
+}
+
+/* The cache entry for m's file, made (and its rules compiled) when new. */
+static perf__module_entry_t *cache_entry(const perf__module_t *m) {
+  for (size_t i = 0; i < g_cache_count; i++) {
+    perf__module_entry_t *e = g_cache[i];
+    if (e->build_id_len == m->build_id_len && strcmp(e->path, m->path) == 0 &&
+        memcmp(e->build_id, m->build_id, m->build_id_len) == 0)
+      return e;
+  }
+  if (g_cache_count == PERF__MODULE_CACHE_MAX) return NULL;
+  perf__module_entry_t *e = calloc(1, sizeof *e);
+  if (!e || !(e->path = strdup(m->path))) {
+    free(e);
+    return NULL;
+  }
+  memcpy(e->build_id, m->build_id, m->build_id_len);
+  e->build_id_len = m->build_id_len;
+  int err = perf__unwind_table_build(m, &e->table);
+  if (err)
+    perf__log(PERF__LOG_DEBUG, "%s: no unwind rules (%s), using frame pointers", m->path,
+              perf_strerror(err));
+  g_cache[g_cache_count++] = e;
+  return e;
+}
+
+static void free_snapshot(perf__modules_t *mods) {
+  if (!mods) return;
+  perf__dwfl_unwinder_free(mods->dwfl_unwinder);
+  free(mods->unwind);
+  free(mods->entries);
+  perf__module_map_free(mods->map);
+  free(mods);
+}

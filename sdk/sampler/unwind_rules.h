@@ -1,0 +1,89 @@
+/*
+ * unwind_rules.h - compact x86_64 unwind rules, compiled per module from the
+ * call-frame information (.eh_frame) off the signal handler, and the walker
+ * the signal handler runs over them.
+ *
+ * A module's rules are one sorted array of rows; a row holds from its pc up
+ * to the next row's pc and says how to find the caller's frame there:
+ *   CFA = rsp or rbp + offset; return address at CFA - 8; rbp unchanged or
+ *   saved at CFA + offset; plus the few special cases real code needs (PLT
+ *   stubs, the signal trampoline, the outermost frame). This is the shape
+ *   eBPF profilers use: the handler unwinds correctly at frame-pointer speed.
+ */
+#ifndef PERF_UNWIND_RULES_H
+#define PERF_UNWIND_RULES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sdk/sampler/module_map.h"
+
+enum perf__cfa_kind {
+  PERF__CFA_UNKNOWN = 0,   /* no usable rule here: fall back to frame pointers */
+  PERF__CFA_RSP = 1,       /* CFA = rsp + cfa_off */
+  PERF__CFA_RBP = 2,       /* CFA = rbp + cfa_off */
+  PERF__CFA_PLT = 3,       /* PLT stub: CFA = rsp + 8, + 8 more when (pc & 15) >= cfa_off */
+  PERF__CFA_SIGNAL = 4,    /* signal trampoline: the interrupted registers are a ucontext at rsp */
+  PERF__CFA_OUTERMOST = 5, /* the return address is undefined: the stack ends here */
+};
+
+enum perf__rbp_kind {
+  PERF__RBP_SAME = 0,   /* the caller's rbp is the current rbp */
+  PERF__RBP_SAVED = 1,  /* the caller's rbp is stored at CFA + rbp_off */
+  PERF__RBP_UNKNOWN = 2 /* clobbered or computed: not recoverable */
+};
+
+typedef struct perf__unwind_row_s {
+  uint32_t pc; /* ELF virtual address where the row starts */
+  uint8_t cfa_kind;
+  uint8_t rbp_kind;
+  int16_t rbp_off;
+  int32_t cfa_off;
+} perf__unwind_row_t;
+
+/* The rules of one module, immutable once built. A lookup first reads the
+   block index (which row covers the start of each block of code), then
+   binary-searches the few rows of that one block. Blocks are sized per
+   module to hold about one row each (gcc -O2 code has a row every ~50
+   bytes: every push and pop of a prologue or epilogue moves the CFA), so
+   the index costs about 4 bytes per row and a lookup a couple of reads. */
+typedef struct perf__unwind_table_s {
+  perf__unwind_row_t *rows;
+  size_t count;
+  unsigned block_shift; /* log2 of the block size in bytes */
+  uint32_t first_block; /* rows[0].pc >> block_shift */
+  size_t nblocks;
+  uint32_t *block_row; /* per block: index of the row covering its first byte */
+} perf__unwind_table_t;
+
+/* Compile the rules of `module` from its .eh_frame (through .eh_frame_hdr).
+   Returns 0 and *out (free with perf__unwind_table_free), or a negative
+   perf_error_t when the module has no usable call-frame information. */
+int perf__unwind_table_build(const perf__module_t *module, perf__unwind_table_t **out);
+void perf__unwind_table_free(perf__unwind_table_t *table);
+
+/* The row covering ELF virtual address `vaddr`, or NULL. Async-signal-safe. */
+const perf__unwind_row_t *perf__unwind_table_find(const perf__unwind_table_t *table,
+                                                  uint64_t vaddr);
+
+/* What the signal handler sees: the module map (immutable, and its lookup
+   is async-signal-safe) and each module's rules. */
+typedef struct perf__unwind_map_s {
+  const perf__module_map_t *modules;
+  const perf__unwind_table_t *tables[]; /* parallel to modules; NULL: frame pointers */
+} perf__unwind_map_t;
+
+typedef struct perf__unwind_regs_s {
+  uintptr_t pc, sp, fp;
+} perf__unwind_regs_t;
+
+/* Walk the stack from `regs`. Every memory read is checked to lie in
+   [regs.sp, stack_hi) and every frame's CFA must be strictly above the
+   previous one. `map` may be NULL (frame pointers only), as may `use_rules`
+   be 0. Writes pcs[0] = regs.pc, then return addresses; returns the number
+   written (at most max) and sets *truncated when the stack went on.
+   Async-signal-safe: no allocation, no locks, no system calls. */
+size_t perf__unwind_walk(const perf__unwind_map_t *map, int use_rules, perf__unwind_regs_t regs,
+                         uintptr_t stack_hi, uintptr_t *pcs, size_t max, int *truncated);
+
+#endif

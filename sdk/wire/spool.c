@@ -1,0 +1,1031 @@
+/*
+ * spool.c - the disk spool (see spool.h). The writer thread puts batches,
+ * the uploader thread peeks, reads, removes and quarantines them, any thread
+ * reads the stats; open and close run at SDK start and shutdown.
+ *
+ * The index is the batches of our directory sorted by seq, in a ring of
+ * max_files records allocated at open. One mutex guards the index, the
+ * counters and the busy_* sums, and is never held across a write, fsync or
+ * read of batch data. The rule that keeps threads off each other's files: a
+ * batch file is unlinked or renamed only by the caller that took its record
+ * out of the index under the mutex. While a file is on disk but not in the
+ * index (being written, evicted, removed or quarantined) its bytes count in
+ * busy_files/busy_bytes, so the bounds hold for what is on disk.
+ *
+ * On-disk header (little endian, PERF__SPOOL_HEADER_SIZE = 64 bytes):
+ *   0 magic "PSPL"          4 u16 version (1)       6 u16 header size (64)
+ *   8 u64 payload length   16 u32 CRC-32C(payload) 20 u32 reserved (0)
+ *  24 i64 created, ns since the Unix epoch         32 u8[16] batch id
+ *  48 reserved (0)         60 u32 CRC-32C(header bytes 0..59)
+ */
+#include "sdk/wire/spool.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "sdk/base/crc32c.h"
+#include "sdk/base/fileio.h"
+#include "sdk/base/log.h"
+
+#define SPOOL_MAGIC "PSPL"
+#define SPOOL_VERSION 1
+#define HDR PERF__SPOOL_HEADER_SIZE
+#define SEQ_DIGITS 20
+#define NAME_BYTES 64 /* "<20 digits>-<32 hex>.batch" is 59 */
+#define MAX_BYTES_LIMIT (1ull << 48)
+#define MAX_AGE_LIMIT_S (10u * 366 * 24 * 3600)
+#define ROOT_MAX (PATH_MAX - 160) /* room for "/<pid>/LOCK" and quarantine names */
+#define LOCK_TRIES 8
+
+/* One batch of ours: the index's record. */
+typedef struct spool_rec_s {
+  uint64_t seq;
+  uint64_t size; /* file bytes */
+  int64_t created_ns;
+  uint8_t id[16];
+} spool_rec_t;
+
+/* Batches found at open, before they become the index (at most
+   PERF__SPOOL_SCAN_LIMIT records). */
+typedef struct rec_list_s {
+  spool_rec_t *v;
+  size_t n, cap;
+} rec_list_t;
+
+struct perf__spool_s {
+  pthread_mutex_t lock;
+  perf__spool_io_t io;
+  uint64_t max_bytes;
+  uint32_t max_files, max_age_s;
+  char root[PATH_MAX];
+  char dir[PATH_MAX]; /* ours: the root or <root>/<pid> */
+  char quarantine[PATH_MAX];
+  bool subdir;
+  int lock_fd; /* our directory's LOCK, flocked */
+  int dir_fd;  /* our directory, for fsync */
+  spool_rec_t *ring;
+  size_t head, count; /* the ring holds max_files records */
+  uint64_t bytes;
+  size_t busy_files;
+  uint64_t busy_bytes;
+  uint64_t next_seq;
+  size_t quarantine_files;
+  perf__spool_stats_t st;
+};
+
+enum { LOCK_TAKEN, LOCK_HELD, LOCK_STALE, LOCK_ERROR };
+
+static int check_options(const perf__spool_options_t *opt);
+static int take_directory(perf__spool_t *sp);
+static int lock_file(const char *path, bool create, int *fd_out);
+static int recover(perf__spool_t *sp);
+static int scan_dir(perf__spool_t *sp, const char *dir, rec_list_t *found, uint64_t *max_seq,
+                    size_t *others);
+static void adopt_subdirs(perf__spool_t *sp, rec_list_t *found);
+static void adopt_subdir(perf__spool_t *sp, const char *name, rec_list_t *found);
+static void apply_bounds_at_open(perf__spool_t *sp, rec_list_t *found);
+static size_t count_quarantine(const char *path);
+static bool dir_holds_only_lock(const char *path);
+static int write_batch(perf__spool_t *sp, uint64_t seq, const uint8_t id[16], const void *payload,
+                       size_t len, int64_t created_ns);
+static bool over_file_size_limit(uint64_t size);
+static int write_all(perf__spool_t *sp, int fd, const void *data, size_t len);
+static int pread_all(const perf__spool_io_t *io, int fd, void *buf, size_t len, off_t off);
+static int io_failed(const char *step, const char *path, int err);
+static void discard(perf__spool_t *sp, const char *path);
+static const char *check_file(perf__spool_t *sp, const char *path, const uint8_t id[16],
+                              spool_rec_t *rec, int *io_errno);
+static int read_batch_fd(const perf__spool_io_t *io, uint64_t max_bytes, int fd, const char *path,
+                         const uint8_t id[16], spool_rec_t *rec, uint8_t **payload,
+                         const char **bad);
+static const char *header_problem(const uint8_t *h, size_t have, uint64_t file_size,
+                                  const uint8_t id[16], spool_rec_t *rec);
+static void header_encode(uint8_t h[HDR], uint64_t len, uint32_t crc, int64_t created_ns,
+                          const uint8_t id[16]);
+static int quarantine_rec(perf__spool_t *sp, uint64_t seq, const uint8_t id[16], const char *reason,
+                          bool rejected);
+static void quarantine_file(perf__spool_t *sp, const char *path, const char *name,
+                            const char *reason, uint64_t size);
+static void evict_expired_locked(perf__spool_t *sp, int64_t now_ns);
+static void evict_oldest_locked(perf__spool_t *sp);
+static void unlink_rec(perf__spool_t *sp, const spool_rec_t *r, const char *why);
+static spool_rec_t *rec_at(perf__spool_t *sp, size_t i);
+static bool index_find(perf__spool_t *sp, uint64_t seq, const uint8_t id[16], size_t *pos);
+static void index_insert(perf__spool_t *sp, const spool_rec_t *r);
+static spool_rec_t index_take(perf__spool_t *sp, size_t pos);
+static void settle_busy_locked(perf__spool_t *sp, uint64_t size);
+static int list_push(rec_list_t *l, const spool_rec_t *r);
+static int rec_cmp(const void *a, const void *b);
+static void batch_name(char *out, uint64_t seq, const uint8_t id[16], const char *suffix);
+static bool parse_batch_name(const char *name, uint64_t *seq, uint8_t id[16]);
+static bool is_tmp_name(const char *name);
+static bool is_pid_name(const char *name);
+static int join(char *out, const char *dir, const char *name);
+static bool is_regular(const char *dir, const char *name);
+static void put_le(uint8_t *p, uint64_t v, int bytes);
+static uint64_t get_le(const uint8_t *p, int bytes);
+
+int perf__spool_open(const perf__spool_options_t *opt, perf__spool_t **out) {
+  if (!out) return PERF_E_INVALID_ARGUMENT;
+  *out = NULL;
+  int err = check_options(opt);
+  if (err) return err;
+  perf__spool_t *sp = calloc(1, sizeof *sp);
+  if (!sp) return PERF_E_NO_MEMORY;
+  sp->ring = calloc(opt->max_files, sizeof *sp->ring);
+  if (!sp->ring) {
+    free(sp);
+    return PERF_E_NO_MEMORY;
+  }
+  pthread_mutex_init(&sp->lock, NULL);
+  sp->io = opt->io ? *opt->io : *perf__spool_io_posix();
+  sp->max_bytes = opt->max_bytes;
+  sp->max_files = opt->max_files;
+  sp->max_age_s = opt->max_age_s;
+  sp->lock_fd = sp->dir_fd = -1;
+  sp->next_seq = 1;
+  snprintf(sp->root, sizeof sp->root, "%s", opt->dir);
+  err = take_directory(sp);
+  if (!err) err = recover(sp);
+  if (err) {
+    perf__spool_close(sp);
+    return err;
+  }
+  perf__log(PERF__LOG_INFO, "spool %s: %zu batches, %" PRIu64 " bytes (%" PRIu64 " adopted)",
+            sp->dir, sp->count, sp->bytes, sp->st.adopted);
+  *out = sp;
+  return PERF_OK;
+}
+
+void perf__spool_close(perf__spool_t *sp) {
+  if (!sp) return;
+  /* An empty subdirectory of ours goes; with batches left in it, it stays
+     for the next opener to adopt. We still hold its lock here. */
+  if (sp->subdir && sp->lock_fd >= 0 && sp->count == 0 && dir_holds_only_lock(sp->dir)) {
+    char lock_path[PATH_MAX];
+    if (join(lock_path, sp->dir, "LOCK") == 0 && unlink(lock_path) == 0) rmdir(sp->dir);
+  }
+  if (sp->dir_fd >= 0) close(sp->dir_fd);
+  if (sp->lock_fd >= 0) close(sp->lock_fd);
+  pthread_mutex_destroy(&sp->lock);
+  free(sp->ring);
+  free(sp);
+}
+
+const char *perf__spool_dir(const perf__spool_t *sp) {
+  return sp ? sp->dir : NULL;
+}
+
+int perf__spool_put(perf__spool_t *sp, const uint8_t batch_id[16], const void *payload, size_t len,
+                    uint64_t *seq_out) {
+  if (!sp || !batch_id || (!payload && len > 0)) return PERF_E_INVALID_ARGUMENT;
+  int64_t now = sp->io.wall_ns(sp->io.ctx);
+  pthread_mutex_lock(&sp->lock);
+  if (len > sp->max_bytes - HDR) {
+    sp->st.refused_too_big++;
+    pthread_mutex_unlock(&sp->lock);
+    perf__log(PERF__LOG_WARN, "spool: a batch of %zu bytes is over max_bytes %" PRIu64, len,
+              sp->max_bytes);
+    return PERF_E_NO_MEMORY;
+  }
+  uint64_t size = HDR + (uint64_t)len;
+  evict_expired_locked(sp, now);
+  /* Room first, then the write: what is on disk never exceeds the bounds,
+     the file being written included. */
+  while (sp->count + sp->busy_files + 1 > sp->max_files ||
+         sp->bytes + sp->busy_bytes + size > sp->max_bytes) {
+    if (sp->count == 0) { /* the room is held by other calls in flight */
+      sp->st.write_failed++;
+      pthread_mutex_unlock(&sp->lock);
+      perf__log(PERF__LOG_WARN, "spool: no room for a batch while other writes are in flight");
+      return PERF_E_BUSY;
+    }
+    evict_oldest_locked(sp);
+  }
+  sp->busy_files++;
+  sp->busy_bytes += size;
+  uint64_t seq = sp->next_seq++;
+  pthread_mutex_unlock(&sp->lock);
+
+  int err = write_batch(sp, seq, batch_id, payload, len, now);
+
+  pthread_mutex_lock(&sp->lock);
+  settle_busy_locked(sp, size);
+  if (err) {
+    sp->st.write_failed++;
+  } else {
+    spool_rec_t r = {.seq = seq, .size = size, .created_ns = now};
+    memcpy(r.id, batch_id, 16);
+    index_insert(sp, &r);
+    sp->st.written++;
+  }
+  pthread_mutex_unlock(&sp->lock);
+  if (!err && seq_out) *seq_out = seq;
+  return err;
+}
+
+int perf__spool_peek_oldest(perf__spool_t *sp, perf__spool_entry_t *e) {
+  if (!sp || !e) return PERF_E_INVALID_ARGUMENT;
+  int64_t now = sp->io.wall_ns(sp->io.ctx);
+  pthread_mutex_lock(&sp->lock);
+  evict_expired_locked(sp, now);
+  if (sp->count == 0) {
+    pthread_mutex_unlock(&sp->lock);
+    return PERF__E_SPOOL_EMPTY;
+  }
+  spool_rec_t r = *rec_at(sp, 0);
+  pthread_mutex_unlock(&sp->lock);
+  memset(e, 0, sizeof *e);
+  e->seq = r.seq;
+  memcpy(e->id, r.id, 16);
+  e->size = r.size;
+  e->payload_len = r.size - HDR;
+  e->created_unix_ns = r.created_ns;
+  char name[NAME_BYTES];
+  batch_name(name, r.seq, r.id, ".batch");
+  join(e->path, sp->dir, name);
+  return PERF_OK;
+}
+
+int perf__spool_read(perf__spool_t *sp, const perf__spool_entry_t *e, uint8_t **payload,
+                     size_t *len) {
+  if (!sp || !e || !payload || !len) return PERF_E_INVALID_ARGUMENT;
+  *payload = NULL;
+  *len = 0;
+  int fd = sp->io.open(sp->io.ctx, e->path, O_RDONLY, 0);
+  if (fd < 0) {
+    if (errno == ENOENT) return PERF__E_SPOOL_GONE;
+    return io_failed("open", e->path, errno);
+  }
+  spool_rec_t rec;
+  const char *bad = NULL;
+  int err = read_batch_fd(&sp->io, sp->max_bytes, fd, e->path, e->id, &rec, payload, &bad);
+  sp->io.close(sp->io.ctx, fd);
+  if (err) return err;
+  if (bad) {
+    perf__log(PERF__LOG_WARN, "spool: %s is bad (%s): quarantined", e->path, bad);
+    quarantine_rec(sp, e->seq, e->id, bad, false);
+    return PERF__E_SPOOL_CORRUPT;
+  }
+  *len = (size_t)(rec.size - HDR);
+  return PERF_OK;
+}
+
+int perf__spool_remove(perf__spool_t *sp, const perf__spool_entry_t *e) {
+  if (!sp || !e) return PERF_E_INVALID_ARGUMENT;
+  size_t pos;
+  pthread_mutex_lock(&sp->lock);
+  if (!index_find(sp, e->seq, e->id, &pos)) {
+    pthread_mutex_unlock(&sp->lock);
+    return PERF__E_SPOOL_GONE;
+  }
+  spool_rec_t r = index_take(sp, pos);
+  pthread_mutex_unlock(&sp->lock);
+  unlink_rec(sp, &r, "remove");
+  pthread_mutex_lock(&sp->lock);
+  settle_busy_locked(sp, r.size);
+  pthread_mutex_unlock(&sp->lock);
+  return PERF_OK;
+}
+
+int perf__spool_quarantine(perf__spool_t *sp, const perf__spool_entry_t *e, const char *reason) {
+  if (!sp || !e) return PERF_E_INVALID_ARGUMENT;
+  char clean[PERF__SPOOL_REASON_MAX + 1] = "rejected";
+  if (reason && reason[0]) {
+    size_t i = 0;
+    for (; i < PERF__SPOOL_REASON_MAX && reason[i]; i++) {
+      char c = reason[i];
+      bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+      clean[i] = ok ? c : '_';
+    }
+    clean[i] = '\0';
+  }
+  return quarantine_rec(sp, e->seq, e->id, clean, true);
+}
+
+void perf__spool_stats(perf__spool_t *sp, perf__spool_stats_t *out) {
+  if (!sp || !out) return;
+  pthread_mutex_lock(&sp->lock);
+  *out = sp->st;
+  out->files = sp->count;
+  out->bytes = sp->bytes;
+  pthread_mutex_unlock(&sp->lock);
+}
+
+int perf__spool_read_file(const char *path, uint8_t id[16], int64_t *created_unix_ns,
+                          uint8_t **payload, size_t *len, const char **reason) {
+  if (!path || !payload || !len || !reason) return PERF_E_INVALID_ARGUMENT;
+  *payload = NULL;
+  *len = 0;
+  *reason = NULL;
+  const char *slash = strrchr(path, '/');
+  uint64_t seq;
+  uint8_t named[16];
+  bool has_name = parse_batch_name(slash ? slash + 1 : path, &seq, named);
+  const perf__spool_io_t *io = perf__spool_io_posix();
+  int fd = io->open(io->ctx, path, O_RDONLY, 0);
+  if (fd < 0) return PERF_E_SYSTEM; /* errno kept */
+  spool_rec_t rec;
+  int err =
+      read_batch_fd(io, MAX_BYTES_LIMIT, fd, path, has_name ? named : NULL, &rec, payload, reason);
+  int saved = errno;
+  io->close(io->ctx, fd);
+  errno = saved;
+  if (err) return err;
+  if (*reason) return PERF__E_SPOOL_CORRUPT;
+  *len = (size_t)(rec.size - HDR);
+  if (id) memcpy(id, rec.id, 16);
+  if (created_unix_ns) *created_unix_ns = rec.created_ns;
+  return PERF_OK;
+}
+
+/* ---- open: options, directory, lock ------------------------------------- */
+
+static int check_options(const perf__spool_options_t *opt) {
+  if (!opt) return PERF_E_INVALID_ARGUMENT;
+  if (!opt->dir || !opt->dir[0] || strlen(opt->dir) > ROOT_MAX)
+    PERF__FAIL(PERF_E_INVALID_ARGUMENT, "spool: dir must be a path of 1..%d bytes", ROOT_MAX);
+  if (opt->max_bytes <= HDR || opt->max_bytes > MAX_BYTES_LIMIT)
+    PERF__FAIL(PERF_E_INVALID_ARGUMENT, "spool: max_bytes must be %d..%llu", HDR + 1,
+               MAX_BYTES_LIMIT);
+  if (opt->max_files == 0 || opt->max_files > PERF__SPOOL_MAX_FILES_LIMIT)
+    PERF__FAIL(PERF_E_INVALID_ARGUMENT, "spool: max_files must be 1..%d",
+               PERF__SPOOL_MAX_FILES_LIMIT);
+  if (opt->max_age_s > MAX_AGE_LIMIT_S)
+    PERF__FAIL(PERF_E_INVALID_ARGUMENT, "spool: max_age_s must be 0..%u", MAX_AGE_LIMIT_S);
+  const perf__spool_io_t *io = opt->io;
+  if (io && (!io->open || !io->close || !io->write || !io->pread || !io->fsync || !io->rename ||
+             !io->unlink || !io->wall_ns))
+    PERF__FAIL(PERF_E_INVALID_ARGUMENT, "spool: an I/O table with a NULL function");
+  return PERF_OK;
+}
+
+/* Lock the root, or else a subdirectory <root>/<pid> of our own; open our
+   directory for fsync; make sure quarantine/ exists. */
+static int take_directory(perf__spool_t *sp) {
+  char path[PATH_MAX];
+  if (perf__mkdir_p(sp->root) != 0)
+    PERF__FAIL(PERF_E_SYSTEM, "spool: cannot create %s: %s", sp->root, strerror(errno));
+  snprintf(sp->dir, sizeof sp->dir, "%s", sp->root);
+  join(path, sp->root, "LOCK");
+  int r = lock_file(path, true, &sp->lock_fd);
+  if (r == LOCK_HELD) {
+    /* Another live process owns the root: we take <root>/<pid>. An adopter
+       may remove a dead subdirectory of that name (lock file first) between
+       our mkdir and our lock; the lock we got is then on an unlinked file
+       (stale) and we start over. */
+    sp->subdir = true;
+    char pid[16];
+    snprintf(pid, sizeof pid, "%d", (int)getpid());
+    join(sp->dir, sp->root, pid);
+    join(path, sp->dir, "LOCK");
+    r = LOCK_STALE;
+    for (int tries = 0; r == LOCK_STALE && tries < LOCK_TRIES; tries++) {
+      if (mkdir(sp->dir, 0700) != 0 && errno != EEXIST) {
+        r = LOCK_ERROR;
+        break;
+      }
+      r = lock_file(path, true, &sp->lock_fd);
+      if (r == LOCK_ERROR && errno == ENOENT) r = LOCK_STALE;
+    }
+    /* Held: this process already has two spools on this root. */
+    if (r == LOCK_HELD) PERF__FAIL(PERF_E_BUSY, "spool: %s is in use by this process", sp->dir);
+  }
+  if (r != LOCK_TAKEN)
+    PERF__FAIL(PERF_E_SYSTEM, "spool: cannot lock %s: %s", path,
+               r == LOCK_STALE ? "removed under us repeatedly" : strerror(errno));
+  sp->dir_fd = open(sp->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (sp->dir_fd < 0) PERF__FAIL(PERF_E_SYSTEM, "spool: open %s: %s", sp->dir, strerror(errno));
+  join(sp->quarantine, sp->root, "quarantine");
+  if (mkdir(sp->quarantine, 0700) != 0 && errno != EEXIST)
+    PERF__FAIL(PERF_E_SYSTEM, "spool: cannot create %s: %s", sp->quarantine, strerror(errno));
+  return PERF_OK;
+}
+
+/* flock(LOCK_EX | LOCK_NB) on path. LOCK_STALE: we got the lock, but the file
+   was unlinked (or replaced) meanwhile, so it guards nothing. */
+static int lock_file(const char *path, bool create, int *fd_out) {
+  int fd = open(path, O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0600);
+  if (fd < 0) return LOCK_ERROR;
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    int r = errno == EWOULDBLOCK ? LOCK_HELD : LOCK_ERROR;
+    int saved = errno;
+    close(fd);
+    errno = saved;
+    return r;
+  }
+  struct stat held, named;
+  if (fstat(fd, &held) != 0 || stat(path, &named) != 0 || held.st_ino != named.st_ino ||
+      held.st_dev != named.st_dev) {
+    close(fd);
+    return LOCK_STALE;
+  }
+  *fd_out = fd;
+  return LOCK_TAKEN;
+}
+
+/* ---- open: recovery and adoption ---------------------------------------- */
+
+/* Runs inside perf__spool_open before the spool is shared: no locking. */
+static int recover(perf__spool_t *sp) {
+  sp->quarantine_files = count_quarantine(sp->quarantine);
+  rec_list_t found = {0};
+  uint64_t max_seq = 0;
+  size_t others = 0;
+  int err = scan_dir(sp, sp->dir, &found, &max_seq, &others);
+  if (err) {
+    free(found.v);
+    return err;
+  }
+  sp->next_seq = max_seq + 1;
+  if (found.n > 1) qsort(found.v, found.n, sizeof *found.v, rec_cmp);
+  adopt_subdirs(sp, &found); /* appended with fresh seqs: already in order */
+  sp->st.adopted = found.n;
+  apply_bounds_at_open(sp, &found);
+  free(found.v);
+  return PERF_OK;
+}
+
+/* Every batch file of `dir` checked (header only: the CRC of the payload is
+   checked when the batch is read) into *found; torn, empty and bad files go
+   to quarantine. *max_seq: the highest seq named by a batch or temporary
+   file; *others: entries that are neither (a subdirectory with such entries
+   is not removed). At most PERF__SPOOL_SCAN_LIMIT entries. */
+static int scan_dir(perf__spool_t *sp, const char *dir, rec_list_t *found, uint64_t *max_seq,
+                    size_t *others) {
+  DIR *d = opendir(dir);
+  if (!d) PERF__FAIL(PERF_E_SYSTEM, "spool: cannot list %s: %s", dir, strerror(errno));
+  struct dirent *de;
+  int err = PERF_OK;
+  for (size_t seen = 0; !err && (de = readdir(d)) != NULL; seen++) {
+    if (seen >= PERF__SPOOL_SCAN_LIMIT) {
+      perf__log(PERF__LOG_WARN, "spool: over %d entries in %s: the rest wait for a later open",
+                PERF__SPOOL_SCAN_LIMIT, dir);
+      break;
+    }
+    const char *name = de->d_name;
+    if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0 || strcmp(name, "LOCK") == 0) continue;
+    uint64_t seq;
+    uint8_t id[16];
+    bool batch = parse_batch_name(name, &seq, id);
+    bool tmp = !batch && is_tmp_name(name);
+    if ((!batch && !tmp) || !is_regular(dir, name)) {
+      if (strcmp(name, "quarantine") != 0 && !is_pid_name(name)) (*others)++;
+      continue;
+    }
+    if (tmp) {
+      uint8_t tmp_id[16];
+      char stem[NAME_BYTES];
+      size_t stem_len = strlen(name) - 4;
+      if (stem_len + sizeof ".batch" <= sizeof stem) {
+        memcpy(stem, name, stem_len);
+        memcpy(stem + stem_len, ".batch", 7);
+        if (parse_batch_name(stem, &seq, tmp_id) && seq > *max_seq) *max_seq = seq;
+      }
+    } else if (seq > *max_seq) {
+      *max_seq = seq;
+    }
+    char path[PATH_MAX];
+    join(path, dir, name);
+    spool_rec_t rec;
+    int io_errno = 0;
+    const char *bad = tmp ? "torn" : check_file(sp, path, id, &rec, &io_errno);
+    if (io_errno) { /* cannot tell: leave it */
+      perf__log(PERF__LOG_WARN, "spool: %s: %s", path, strerror(io_errno));
+      (*others)++;
+    } else if (bad) {
+      struct stat st;
+      perf__log(PERF__LOG_WARN, "spool: %s is %s: quarantined", path, bad);
+      quarantine_file(sp, path, name, bad, stat(path, &st) == 0 ? (uint64_t)st.st_size : 0);
+      sp->st.quarantined_corrupt++;
+    } else {
+      rec.seq = seq;
+      err = list_push(found, &rec);
+    }
+  }
+  closedir(d);
+  return err;
+}
+
+/* The subdirectories <root>/<pid> of dead processes (their lock is free):
+   their batches move into our directory, after ours. */
+static void adopt_subdirs(perf__spool_t *sp, rec_list_t *found) {
+  DIR *d = opendir(sp->root);
+  if (!d) return;
+  struct dirent *de;
+  size_t seen = 0, adopted = 0;
+  const char *own = sp->subdir ? strrchr(sp->dir, '/') + 1 : NULL;
+  while ((de = readdir(d)) != NULL && seen++ < PERF__SPOOL_SCAN_LIMIT &&
+         adopted < PERF__SPOOL_SUBDIR_LIMIT) {
+    if (!is_pid_name(de->d_name) || (own && strcmp(de->d_name, own) == 0)) continue;
+    adopt_subdir(sp, de->d_name, found);
+    adopted++;
+  }
+  closedir(d);
+}
+
+static void adopt_subdir(perf__spool_t *sp, const char *name, rec_list_t *found) {
+  char sub[PATH_MAX], lock_path[PATH_MAX];
+  join(sub, sp->root, name);
+  join(lock_path, sub, "LOCK");
+  int fd = -1;
+  int r = lock_file(lock_path, false, &fd);
+  if (r == LOCK_ERROR && errno == ENOENT) {
+    rmdir(sub); /* left empty by an adopter or a closer that died; fails if not empty */
+    return;
+  }
+  if (r != LOCK_TAKEN) return; /* alive, or someone else is adopting it */
+  rec_list_t theirs = {0};
+  uint64_t max_seq = 0;
+  size_t left = 0;
+  if (scan_dir(sp, sub, &theirs, &max_seq, &left) != PERF_OK) left++;
+  if (theirs.n > 1) qsort(theirs.v, theirs.n, sizeof *theirs.v, rec_cmp);
+  size_t moved = 0;
+  for (size_t i = 0; i < theirs.n; i++) {
+    spool_rec_t rec = theirs.v[i];
+    char from_name[NAME_BYTES], to_name[NAME_BYTES], from[PATH_MAX], to[PATH_MAX];
+    batch_name(from_name, rec.seq, rec.id, ".batch");
+    rec.seq = sp->next_seq;
+    batch_name(to_name, rec.seq, rec.id, ".batch");
+    join(from, sub, from_name);
+    join(to, sp->dir, to_name);
+    if (found->n >= PERF__SPOOL_SCAN_LIMIT || sp->io.rename(sp->io.ctx, from, to) != 0) {
+      left++; /* stays there for a later open */
+      continue;
+    }
+    sp->next_seq++;
+    moved++;
+    /* Out of memory: the batch is in our directory but not in the index; the
+       next open finds it. */
+    if (list_push(found, &rec) != PERF_OK) continue;
+  }
+  free(theirs.v);
+  if (moved) sp->io.fsync(sp->io.ctx, sp->dir_fd);
+  perf__log(PERF__LOG_INFO, "spool: adopted %zu batches of dead process %s", moved, name);
+  if (left == 0 && unlink(lock_path) == 0) rmdir(sub); /* lock file first: see take_directory */
+  close(fd);
+}
+
+/* The oldest found batches beyond the bounds are evicted; the rest become
+   the index. */
+static void apply_bounds_at_open(perf__spool_t *sp, rec_list_t *found) {
+  uint64_t bytes = 0;
+  for (size_t i = 0; i < found->n; i++)
+    bytes += found->v[i].size;
+  int64_t cutoff = 0;
+  if (sp->max_age_s) cutoff = sp->io.wall_ns(sp->io.ctx) - (int64_t)sp->max_age_s * 1000000000;
+  size_t first = 0;
+  while (first < found->n && (found->n - first > sp->max_files || bytes > sp->max_bytes ||
+                              (sp->max_age_s && found->v[first].created_ns < cutoff))) {
+    unlink_rec(sp, &found->v[first], "evict");
+    bytes -= found->v[first].size;
+    sp->st.evicted_quota++;
+    first++;
+  }
+  for (size_t i = first; i < found->n; i++)
+    sp->ring[i - first] = found->v[i];
+  sp->head = 0;
+  sp->count = found->n - first;
+  sp->bytes = bytes;
+}
+
+static size_t count_quarantine(const char *path) {
+  DIR *d = opendir(path);
+  if (!d) return 0;
+  size_t n = 0;
+  struct dirent *de;
+  while (n < PERF__SPOOL_QUARANTINE_LIMIT && (de = readdir(d)) != NULL)
+    if (de->d_name[0] != '.') n++;
+  closedir(d);
+  return n;
+}
+
+static bool dir_holds_only_lock(const char *path) {
+  DIR *d = opendir(path);
+  if (!d) return false;
+  bool only = true;
+  struct dirent *de;
+  while (only && (de = readdir(d)) != NULL)
+    only = strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0 ||
+           strcmp(de->d_name, "LOCK") == 0;
+  closedir(d);
+  return only;
+}
+
+/* ---- batch files --------------------------------------------------------- */
+
+/* temp file -> write -> fsync -> rename -> fsync(directory). On any failure
+   nothing is left: the temporary file, or the renamed file whose directory
+   entry could not be made durable, is unlinked. */
+static int write_batch(perf__spool_t *sp, uint64_t seq, const uint8_t id[16], const void *payload,
+                       size_t len, int64_t created_ns) {
+  char name[NAME_BYTES], tmp[PATH_MAX], path[PATH_MAX];
+  batch_name(name, seq, id, ".tmp");
+  join(tmp, sp->dir, name);
+  batch_name(name, seq, id, ".batch");
+  join(path, sp->dir, name);
+  /* Checked here so that the kernel never raises SIGXFSZ (its default action
+     kills the process); the SDK leaves that signal's disposition alone. */
+  if (over_file_size_limit(HDR + (uint64_t)len)) return io_failed("size limit", path, EFBIG);
+  uint8_t h[HDR];
+  header_encode(h, len, perf__crc32c(0, payload, len), created_ns, id);
+  int fd = sp->io.open(sp->io.ctx, tmp, O_WRONLY | O_CREAT | O_EXCL, 0600);
+  if (fd < 0) return io_failed("create", tmp, errno);
+  const char *step = NULL;
+  if (write_all(sp, fd, h, HDR) != 0 || write_all(sp, fd, payload, len) != 0)
+    step = "write";
+  else if (sp->io.fsync(sp->io.ctx, fd) != 0)
+    step = "fsync";
+  int saved = errno;
+  if (sp->io.close(sp->io.ctx, fd) != 0 && !step) {
+    step = "close";
+    saved = errno;
+  }
+  if (!step && sp->io.rename(sp->io.ctx, tmp, path) != 0) {
+    step = "rename";
+    saved = errno;
+  }
+  if (step) {
+    discard(sp, tmp);
+    return io_failed(step, tmp, saved);
+  }
+  if (sp->io.fsync(sp->io.ctx, sp->dir_fd) != 0) {
+    saved = errno;
+    discard(sp, path); /* its name may not survive a crash: take it back */
+    return io_failed("fsync", sp->dir, saved);
+  }
+  return PERF_OK;
+}
+
+static int io_failed(const char *step, const char *path, int err) {
+  perf__log(PERF__LOG_WARN, "spool: %s %s: %s", step, path, strerror(err));
+  errno = err;
+  return PERF_E_SYSTEM;
+}
+
+static void discard(perf__spool_t *sp, const char *path) {
+  if (sp->io.unlink(sp->io.ctx, path) != 0 && errno != ENOENT)
+    perf__log(PERF__LOG_WARN, "spool: unlink %s: %s", path, strerror(errno));
+}
+
+static bool over_file_size_limit(uint64_t size) {
+  struct rlimit rl;
+  return getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && size > rl.rlim_cur;
+}
+
+static int write_all(perf__spool_t *sp, int fd, const void *data, size_t len) {
+  const uint8_t *p = data;
+  while (len > 0) {
+    ssize_t n = sp->io.write(sp->io.ctx, fd, p, len);
+    if (n < 0) return -1;
+    if (n == 0) {
+      errno = EIO;
+      return -1;
+    }
+    p += n;
+    len -= (size_t)n;
+  }
+  return 0;
+}
+
+/* 0: all read; 1: the file ended first; -1: error (errno). */
+static int pread_all(const perf__spool_io_t *io, int fd, void *buf, size_t len, off_t off) {
+  uint8_t *p = buf;
+  while (len > 0) {
+    ssize_t n = io->pread(io->ctx, fd, p, len, off);
+    if (n < 0) return -1;
+    if (n == 0) return 1;
+    p += n;
+    off += n;
+    len -= (size_t)n;
+  }
+  return 0;
+}
+
+/* Open-time check of the batch file at path, header only (the payload's CRC
+   is checked when the batch is read): NULL and *rec filled (but for seq)
+   when it looks whole, else what is wrong; *io_errno set when it could not
+   be read at all. */
+static const char *check_file(perf__spool_t *sp, const char *path, const uint8_t id[16],
+                              spool_rec_t *rec, int *io_errno) {
+  int fd = sp->io.open(sp->io.ctx, path, O_RDONLY, 0);
+  if (fd < 0) {
+    *io_errno = errno;
+    return NULL;
+  }
+  const char *bad = NULL;
+  if (read_batch_fd(&sp->io, sp->max_bytes, fd, path, id, rec, NULL, &bad) != PERF_OK)
+    *io_errno = errno ? errno : EIO;
+  sp->io.close(sp->io.ctx, fd);
+  return bad;
+}
+
+/* Read the batch file open at fd (through io) and verify it: header, length
+   (payload at most max_bytes), id (id NULL: whatever the header says), and,
+   with payload != NULL, the payload's CRC into a malloc'd *payload. Returns
+   0 with *bad NULL (good) or naming the problem, or PERF_E_SYSTEM /
+   PERF_E_NO_MEMORY (logged; errno kept). */
+static int read_batch_fd(const perf__spool_io_t *io, uint64_t max_bytes, int fd, const char *path,
+                         const uint8_t id[16], spool_rec_t *rec, uint8_t **payload,
+                         const char **bad) {
+  struct stat st;
+  uint8_t h[HDR];
+  *bad = NULL;
+  if (fstat(fd, &st) != 0) return io_failed("fstat", path, errno);
+  size_t have = st.st_size < HDR ? (size_t)st.st_size : HDR;
+  int r = pread_all(io, fd, h, have, 0);
+  if (r < 0) return io_failed("read", path, errno);
+  *bad = r > 0 ? "torn" : header_problem(h, have, (uint64_t)st.st_size, id, rec);
+  if (!*bad && rec->size - HDR > max_bytes) *bad = "bad_length";
+  if (*bad || !payload) return PERF_OK;
+  size_t len = (size_t)(rec->size - HDR);
+  uint8_t *buf = malloc(len ? len : 1);
+  if (!buf) PERF__FAIL(PERF_E_NO_MEMORY, "spool: no memory for %zu bytes of %s", len, path);
+  r = pread_all(io, fd, buf, len, HDR);
+  if (r < 0) {
+    int saved = errno;
+    free(buf);
+    io_failed("read", path, saved);
+    errno = saved;
+    return PERF_E_SYSTEM;
+  }
+  if (r > 0)
+    *bad = "torn";
+  else if (perf__crc32c(0, buf, len) != (uint32_t)get_le(h + 16, 4))
+    *bad = "bad_crc";
+  if (*bad)
+    free(buf);
+  else
+    *payload = buf;
+  return PERF_OK;
+}
+
+static const char *header_problem(const uint8_t *h, size_t have, uint64_t file_size,
+                                  const uint8_t id[16], spool_rec_t *rec) {
+  if (file_size == 0) return "empty";
+  if (memcmp(h, SPOOL_MAGIC, have < 4 ? have : 4) != 0) return "bad_magic";
+  if (file_size < HDR) return "torn";
+  if (get_le(h + 4, 2) != SPOOL_VERSION) return "bad_version";
+  if (get_le(h + 6, 2) != HDR || (uint32_t)get_le(h + 60, 4) != perf__crc32c(0, h, 60))
+    return "bad_header";
+  if (get_le(h + 8, 8) != file_size - HDR) return "bad_length";
+  if (id && memcmp(h + 32, id, 16) != 0) return "bad_id";
+  rec->seq = 0;
+  rec->size = file_size;
+  rec->created_ns = (int64_t)get_le(h + 24, 8);
+  memcpy(rec->id, h + 32, 16);
+  return NULL;
+}
+
+static void header_encode(uint8_t h[HDR], uint64_t len, uint32_t crc, int64_t created_ns,
+                          const uint8_t id[16]) {
+  memset(h, 0, HDR);
+  memcpy(h, SPOOL_MAGIC, 4);
+  put_le(h + 4, SPOOL_VERSION, 2);
+  put_le(h + 6, HDR, 2);
+  put_le(h + 8, len, 8);
+  put_le(h + 16, crc, 4);
+  put_le(h + 24, (uint64_t)created_ns, 8);
+  memcpy(h + 32, id, 16);
+  put_le(h + 60, perf__crc32c(0, h, 60), 4);
+}
+
+/* ---- quarantine and eviction --------------------------------------------- */
+
+static int quarantine_rec(perf__spool_t *sp, uint64_t seq, const uint8_t id[16], const char *reason,
+                          bool rejected) {
+  size_t pos;
+  pthread_mutex_lock(&sp->lock);
+  if (!index_find(sp, seq, id, &pos)) {
+    pthread_mutex_unlock(&sp->lock);
+    return PERF__E_SPOOL_GONE;
+  }
+  spool_rec_t r = index_take(sp, pos);
+  pthread_mutex_unlock(&sp->lock);
+  char name[NAME_BYTES], path[PATH_MAX];
+  batch_name(name, r.seq, r.id, ".batch");
+  join(path, sp->dir, name);
+  quarantine_file(sp, path, name, reason, r.size);
+  pthread_mutex_lock(&sp->lock);
+  settle_busy_locked(sp, r.size);
+  if (rejected)
+    sp->st.quarantined_rejected++;
+  else
+    sp->st.quarantined_corrupt++;
+  pthread_mutex_unlock(&sp->lock);
+  return PERF_OK;
+}
+
+/* Move path into quarantine/ as <name>.<reason>; delete it instead when
+   quarantine/ is full or the file is larger than max_bytes, so the
+   quarantine stays bounded. */
+static void quarantine_file(perf__spool_t *sp, const char *path, const char *name,
+                            const char *reason, uint64_t size) {
+  pthread_mutex_lock(&sp->lock);
+  bool keep = sp->quarantine_files < PERF__SPOOL_QUARANTINE_LIMIT && size <= sp->max_bytes;
+  if (keep) sp->quarantine_files++;
+  pthread_mutex_unlock(&sp->lock);
+  char qname[NAME_MAX + PERF__SPOOL_REASON_MAX + 2], target[PATH_MAX];
+  int n = snprintf(qname, sizeof qname, "%s.%s", name, reason);
+  if (keep && n > 0 && n <= NAME_MAX && join(target, sp->quarantine, qname) == 0 &&
+      sp->io.rename(sp->io.ctx, path, target) == 0)
+    return;
+  if (keep) {
+    pthread_mutex_lock(&sp->lock);
+    sp->quarantine_files--;
+    pthread_mutex_unlock(&sp->lock);
+  }
+  if (sp->io.unlink(sp->io.ctx, path) != 0 && errno != ENOENT)
+    perf__log(PERF__LOG_WARN, "spool: cannot set aside or delete %s: %s", path, strerror(errno));
+}
+
+static void evict_expired_locked(perf__spool_t *sp, int64_t now_ns) {
+  if (!sp->max_age_s) return;
+  int64_t cutoff = now_ns - (int64_t)sp->max_age_s * 1000000000;
+  while (sp->count > 0 && rec_at(sp, 0)->created_ns < cutoff)
+    evict_oldest_locked(sp);
+}
+
+/* Drops the mutex around the unlink: the record is already out of the index,
+   so no other thread touches the file. */
+static void evict_oldest_locked(perf__spool_t *sp) {
+  spool_rec_t r = index_take(sp, 0);
+  sp->st.evicted_quota++;
+  pthread_mutex_unlock(&sp->lock);
+  unlink_rec(sp, &r, "evict");
+  pthread_mutex_lock(&sp->lock);
+  settle_busy_locked(sp, r.size);
+}
+
+static void unlink_rec(perf__spool_t *sp, const spool_rec_t *r, const char *why) {
+  char name[NAME_BYTES], path[PATH_MAX];
+  batch_name(name, r->seq, r->id, ".batch");
+  join(path, sp->dir, name);
+  if (sp->io.unlink(sp->io.ctx, path) != 0 && errno != ENOENT)
+    perf__log(PERF__LOG_WARN, "spool: %s %s: %s", why, path, strerror(errno));
+}
+
+/* ---- the index (mutex held) ---------------------------------------------- */
+
+static spool_rec_t *rec_at(perf__spool_t *sp, size_t i) {
+  return &sp->ring[(sp->head + i) % sp->max_files];
+}
+
+static bool index_find(perf__spool_t *sp, uint64_t seq, const uint8_t id[16], size_t *pos) {
+  size_t lo = 0, hi = sp->count;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (rec_at(sp, mid)->seq < seq)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  *pos = lo;
+  return lo < sp->count && rec_at(sp, lo)->seq == seq && memcmp(rec_at(sp, lo)->id, id, 16) == 0;
+}
+
+/* Sorted by seq; a put's seq is nearly always the highest (an append). The
+   caller made sure there is room (count < max_files). */
+static void index_insert(perf__spool_t *sp, const spool_rec_t *r) {
+  size_t pos;
+  index_find(sp, r->seq, r->id, &pos);
+  for (size_t i = sp->count; i > pos; i--)
+    *rec_at(sp, i) = *rec_at(sp, i - 1);
+  *rec_at(sp, pos) = *r;
+  sp->count++;
+  sp->bytes += r->size;
+}
+
+/* Out of the index; its file counts as busy until settle_busy_locked. */
+static spool_rec_t index_take(perf__spool_t *sp, size_t pos) {
+  spool_rec_t r = *rec_at(sp, pos);
+  if (pos == 0) {
+    sp->head = (sp->head + 1) % sp->max_files;
+  } else {
+    for (size_t i = pos; i + 1 < sp->count; i++)
+      *rec_at(sp, i) = *rec_at(sp, i + 1);
+  }
+  sp->count--;
+  sp->bytes -= r.size;
+  sp->busy_files++;
+  sp->busy_bytes += r.size;
+  return r;
+}
+
+static void settle_busy_locked(perf__spool_t *sp, uint64_t size) {
+  sp->busy_files--;
+  sp->busy_bytes -= size;
+}
+
+/* ---- small helpers ------------------------------------------------------- */
+
+static int list_push(rec_list_t *l, const spool_rec_t *r) {
+  if (l->n == l->cap) {
+    if (l->cap >= PERF__SPOOL_SCAN_LIMIT) return PERF_E_NO_MEMORY;
+    size_t cap = l->cap ? l->cap * 2 : 64;
+    if (cap > PERF__SPOOL_SCAN_LIMIT) cap = PERF__SPOOL_SCAN_LIMIT;
+    spool_rec_t *v = realloc(l->v, cap * sizeof *v);
+    if (!v) return PERF_E_NO_MEMORY;
+    l->v = v;
+    l->cap = cap;
+  }
+  l->v[l->n++] = *r;
+  return PERF_OK;
+}
+
+static int rec_cmp(const void *a, const void *b) {
+  uint64_t x = ((const spool_rec_t *)a)->seq, y = ((const spool_rec_t *)b)->seq;
+  return x < y ? -1 : x > y;
+}
+
+static void batch_name(char *out, uint64_t seq, const uint8_t id[16], const char *suffix) {
+  static const char hex[] = "0123456789abcdef";
+  char idhex[33];
+  for (int i = 0; i < 16; i++) {
+    idhex[2 * i] = hex[id[i] >> 4];
+    idhex[2 * i + 1] = hex[id[i] & 15];
+  }
+  idhex[32] = '\0';
+  snprintf(out, NAME_BYTES, "%0*" PRIu64 "-%s%s", SEQ_DIGITS, seq, idhex, suffix);
+}
+
+static bool parse_batch_name(const char *name, uint64_t *seq, uint8_t id[16]) {
+  if (strlen(name) != SEQ_DIGITS + 1 + 32 + 6 || name[SEQ_DIGITS] != '-' ||
+      strcmp(name + SEQ_DIGITS + 33, ".batch") != 0)
+    return false;
+  uint64_t v = 0;
+  for (int i = 0; i < SEQ_DIGITS; i++) {
+    if (name[i] < '0' || name[i] > '9') return false;
+    unsigned d = (unsigned)(name[i] - '0');
+    if (v > (UINT64_MAX - d) / 10) return false;
+    v = v * 10 + d;
+  }
+  for (int i = 0; i < 32; i++) {
+    char c = name[SEQ_DIGITS + 1 + i];
+    int x = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    if (x < 0) return false;
+    if (i % 2 == 0)
+      id[i / 2] = (uint8_t)(x << 4);
+    else
+      id[i / 2] |= (uint8_t)x;
+  }
+  *seq = v;
+  return true;
+}
+
+static bool is_tmp_name(const char *name) {
+  size_t n = strlen(name);
+  return n > 4 && strcmp(name + n - 4, ".tmp") == 0;
+}
+
+static bool is_pid_name(const char *name) {
+  size_t n = strlen(name);
+  if (n == 0 || n > 10) return false;
+  for (size_t i = 0; i < n; i++)
+    if (name[i] < '0' || name[i] > '9') return false;
+  return true;
+}
+
+/* dir/name into out (PATH_MAX bytes); -1 when it does not fit (never for
+   the names the spool makes: the root is at most ROOT_MAX bytes). */
+static int join(char *out, const char *dir, const char *name) {
+  size_t a = strlen(dir), b = strlen(name);
+  if (a + 1 + b >= PATH_MAX) {
+    out[0] = '\0';
+    errno = ENAMETOOLONG;
+    return -1;
+  }
+  memcpy(out, dir, a);
+  out[a] = '/';
+  memcpy(out + a + 1, name, b + 1);
+  return 0;
+}
+
+static bool is_regular(const char *dir, const char *name) {
+  char path[PATH_MAX];
+  struct stat st;
+  return join(path, dir, name) == 0 && lstat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+static void put_le(uint8_t *p, uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; i++)
+    p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t get_le(const uint8_t *p, int bytes) {
+  uint64_t v = 0;
+  for (int i = 0; i < bytes; i++)
+    v |= (uint64_t)p[i] << (8 * i);
+  return v;
+}

@@ -1,0 +1,1074 @@
+/*
+ * test_sdk.c - perf_sdk_init, the hang and CPU monitors, the rate limit, the
+ * writer and the file sink against the real SDK: real threads, real signals,
+ * real files in a temporary directory under /tmp that the test removes.
+ * Each case runs in its own process: `test_sdk <case>`. The fatal-hang case
+ * runs every SDK "run" as a fresh process: this program re-executed with a
+ * child case (`test_sdk child_... <dir> ...`).
+ *
+ * Linked against the static library (perf__sdk_hold_writer) and built -O2
+ * -fno-optimize-sibling-calls. Chain functions are noinline (noipa under
+ * gcc) and use their callee's result, so every frame really exists.
+ *
+ * Nothing here sleeps hoping for timing: the tests wait for a counter or a
+ * file with a deadline, and durations are measured on CLOCK_MONOTONIC, the
+ * SDK's own clock.
+ */
+#include <errno.h>
+#include <ftw.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "perf_sdk.h"
+#include "sdk/sdk_testing.h"
+#include "stack_assert.h"
+
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+#define WAIT_MS 10000 /* every wait for the SDK gives up after this */
+#define PATH_LEN 512
+#define THRESHOLD_MS 200
+
+extern char **environ;
+
+static volatile unsigned long g_sink;
+static int g_argc;
+static char **g_argv;
+
+/* ---- clocks -------------------------------------------------------------- */
+
+static int64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static long long now_ms(void) {
+  return now_ns() / 1000000;
+}
+
+static void sleep_ms(int ms) {
+  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+static pid_t gettid_now(void) {
+  return (pid_t)syscall(SYS_gettid);
+}
+
+/* ---- call chains --------------------------------------------------------- */
+
+/* Burns CPU until the monotonic deadline (or *stop), reading the clock only
+   every few microseconds so that samples land in the caller itself. */
+static inline __attribute__((always_inline)) unsigned long burn(int64_t deadline,
+                                                                const atomic_int *stop) {
+  unsigned long x = 7;
+  do {
+    for (int i = 0; i < 4096; i++)
+      x = x * 2862933555777941757UL + 3;
+  } while (now_ns() < deadline && !(stop && atomic_load_explicit(stop, memory_order_relaxed)));
+  return x;
+}
+
+static CHAIN unsigned long hang_spin_leaf(int64_t deadline) {
+  return burn(deadline, NULL) + 1;
+}
+static CHAIN unsigned long hang_middle(int64_t deadline) {
+  return hang_spin_leaf(deadline) + 1;
+}
+static CHAIN unsigned long hang_outer(int ms) {
+  return hang_middle(now_ns() + (int64_t)ms * 1000000) + 1;
+}
+
+static CHAIN unsigned long fatal_spin(int64_t deadline) {
+  return burn(deadline, NULL) + 1;
+}
+static CHAIN unsigned long fatal_outer(int ms) {
+  return fatal_spin(now_ns() + (int64_t)ms * 1000000) + 1;
+}
+
+static atomic_int g_hot_stop;
+static CHAIN unsigned long cpu_hot_leaf(int64_t deadline) {
+  return burn(deadline, &g_hot_stop) + 1;
+}
+static CHAIN unsigned long cpu_hot_outer(int ms) {
+  return cpu_hot_leaf(now_ns() + (int64_t)ms * 1000000) + 1;
+}
+
+/* A short unit of work (not a hang). */
+static CHAIN unsigned long work_ms(int ms) {
+  return burn(now_ns() + (int64_t)ms * 1000000, NULL) + 1;
+}
+
+/* ---- the temporary directory --------------------------------------------- */
+
+static char g_dir[PATH_LEN];  /* the test's directory */
+static char g_data[PATH_LEN]; /* <dir>/data: the SDK's data_dir in every run */
+static pid_t g_dir_owner;     /* the process that removes it at exit */
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+  (void)st, (void)flag, (void)ftw;
+  remove(path);
+  return 0;
+}
+
+static void remove_dir(void) {
+  if (g_dir_owner == getpid()) nftw(g_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static void use_dir(const char *dir) {
+  int n = snprintf(g_dir, sizeof g_dir, "%s", dir);
+  CHECK(n > 0 && n < (int)sizeof g_dir);
+  n = snprintf(g_data, sizeof g_data, "%s/data", dir);
+  CHECK(n > 0 && n < (int)sizeof g_data);
+}
+
+static void make_dir(void) {
+  char tmpl[] = "/tmp/test_sdk.XXXXXX";
+  CHECK(mkdtemp(tmpl) != NULL);
+  use_dir(tmpl);
+  g_dir_owner = getpid();
+  atexit(remove_dir);
+}
+
+static void dir_path(char *out, const char *name) {
+  int n = snprintf(out, PATH_LEN, "%s/%s", g_dir, name);
+  CHECK(n > 0 && n < PATH_LEN);
+}
+
+/* The whole file, or "" when it does not exist (no event was written). */
+static char *read_text(const char *path) {
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    CHECKF(errno == ENOENT, "%s: %s", path, strerror(errno));
+    char *empty = strdup("");
+    CHECK(empty != NULL);
+    return empty;
+  }
+  size_t len = 0, cap = 1 << 16;
+  char *text = malloc(cap);
+  CHECK(text != NULL);
+  size_t n;
+  while ((n = fread(text + len, 1, cap - len - 1, f)) > 0) {
+    len += n;
+    if (cap - len - 1 == 0) {
+      cap *= 2;
+      text = realloc(text, cap);
+      CHECK(text != NULL);
+    }
+  }
+  fclose(f);
+  text[len] = '\0';
+  return text;
+}
+
+/* ---- SDK helpers --------------------------------------------------------- */
+
+/* Defaults plus: this test's data_dir, the file sink when `report` is given,
+   a 200 ms hang threshold sampled every 50 ms, and the CPU monitor out of
+   the way (256 cores' worth) unless a case turns it on. */
+static void base_config(perf_sdk_config_t *cfg, const char *report) {
+  perf_sdk_config_init(cfg);
+  cfg->app_name = "test_sdk";
+  cfg->data_dir = g_data;
+  if (report) {
+    cfg->sink = PERF_SINK_FILE;
+    cfg->sink_path = report;
+  }
+  cfg->hang_threshold_ms = THRESHOLD_MS;
+  cfg->hang_sample_interval_ms = 50;
+  cfg->cpu_threshold_percent = 25600;
+}
+
+/* The hang monitor compiles every module's unwind rules when it starts and
+   watches nothing meanwhile (up to ~0.8 s under ASan: hang_detected has a
+   hang right after init). Cases about something else compile them before
+   init through the sampler, whose per-process cache the monitor shares. */
+static void compile_unwind_rules(void) {
+  uintptr_t pcs[8];
+  size_t n;
+  int err = perf_backtrace_thread(0, pcs, ARRAY_LEN(pcs), &n);
+  CHECKF(err == PERF_OK || err == PERF_E_TRUNCATED, "%s", perf_strerror(err));
+}
+
+static perf_sdk_stats_t get_stats(void) {
+  perf_sdk_stats_t st;
+  CHECK_EQ_INT(perf_sdk_get_stats(&st), PERF_OK);
+  return st;
+}
+
+/* Poll the counters (into `st`) until `cond` holds, failing after WAIT_MS. */
+#define WAIT_FOR_STATS(st, cond)                                                                   \
+  do {                                                                                             \
+    long long wait_deadline_ = now_ms() + WAIT_MS;                                                 \
+    for (;;) {                                                                                     \
+      (st) = get_stats();                                                                          \
+      if (cond) break;                                                                             \
+      CHECKF(now_ms() < wait_deadline_, "waited %d ms for %s", WAIT_MS, #cond);                    \
+      sleep_ms(5);                                                                                 \
+    }                                                                                              \
+  } while (0)
+
+/* When a loop call happened: between lo and hi (monotonic ns). */
+typedef struct {
+  int64_t lo, hi;
+} instant_t;
+
+static instant_t call_at(int (*loop_call)(void)) {
+  instant_t t;
+  t.lo = now_ns();
+  CHECK_EQ_INT(loop_call(), PERF_OK);
+  t.hi = now_ns();
+  return t;
+}
+
+/* The unit of work from a to b lasted lo..hi ms, truncated as the report
+   prints durations. */
+static void unit_ms(instant_t a, instant_t b, long *lo, long *hi) {
+  *lo = (long)((b.lo - a.hi) / 1000000);
+  *hi = (long)((b.hi - a.lo) / 1000000);
+}
+
+/* A thread noting when hangs_detected first moves (for failure messages). */
+typedef struct {
+  pthread_t thread;
+  atomic_int stop;
+  _Atomic int64_t detected_ns;
+} hang_watch_t;
+
+static void *hang_watch_main(void *arg) {
+  hang_watch_t *w = arg;
+  while (!atomic_load(&w->stop)) {
+    perf_sdk_stats_t st;
+    if (perf_sdk_get_stats(&st) == PERF_OK && st.hangs_detected > 0) {
+      atomic_store(&w->detected_ns, now_ns());
+      break;
+    }
+    sleep_ms(1);
+  }
+  return NULL;
+}
+
+static void hang_watch_start(hang_watch_t *w) {
+  atomic_store(&w->stop, 0);
+  atomic_store(&w->detected_ns, 0);
+  CHECK(pthread_create(&w->thread, NULL, hang_watch_main, w) == 0);
+}
+
+/* Milliseconds from `since` to the first hang, -1 when there was none. */
+static long hang_watch_stop(hang_watch_t *w, int64_t since) {
+  atomic_store(&w->stop, 1);
+  pthread_join(w->thread, NULL);
+  int64_t t = atomic_load(&w->detected_ns);
+  return t ? (long)((t - since) / 1000000) : -1;
+}
+
+/* Messages given to log_fn, kept for the checks. */
+static pthread_mutex_t g_log_lock = PTHREAD_MUTEX_INITIALIZER;
+static char g_log[64][512];
+static perf_log_level_t g_log_level[64];
+static size_t g_log_count;
+
+static void collect_log(perf_log_level_t level, const char *message, void *user) {
+  (void)user;
+  pthread_mutex_lock(&g_log_lock);
+  if (g_log_count < ARRAY_LEN(g_log)) {
+    g_log_level[g_log_count] = level;
+    snprintf(g_log[g_log_count++], sizeof g_log[0], "%s", message);
+  }
+  pthread_mutex_unlock(&g_log_lock);
+}
+
+static void clear_log(void) {
+  pthread_mutex_lock(&g_log_lock);
+  g_log_count = 0;
+  pthread_mutex_unlock(&g_log_lock);
+}
+
+/* An error-level message containing both strings (b may be NULL). */
+static bool log_has_error(const char *a, const char *b) {
+  bool found = false;
+  pthread_mutex_lock(&g_log_lock);
+  for (size_t i = 0; i < g_log_count && !found; i++)
+    found = g_log_level[i] == PERF_LOG_ERROR && strstr(g_log[i], a) && (!b || strstr(g_log[i], b));
+  pthread_mutex_unlock(&g_log_lock);
+  return found;
+}
+
+static void dump_log(void) {
+  pthread_mutex_lock(&g_log_lock);
+  for (size_t i = 0; i < g_log_count; i++)
+    fprintf(stderr, "  log[%d]: %s\n", (int)g_log_level[i], g_log[i]);
+  pthread_mutex_unlock(&g_log_lock);
+}
+
+/* ---- the report (sdk/event_text.h) --------------------------------------- */
+
+typedef struct {
+  char kind[16];
+  char start[40];
+  long duration_ms;
+  int thread;
+  long samples;
+  long cpu_percent; /* -1 when the header has none */
+  long dropped;
+  char *text; /* the section, "event ..." up to its blank line */
+} event_t;
+
+typedef struct {
+  long samples;
+  int thread;
+  char *text; /* "stack ..." and its frame lines */
+} ev_stack_t;
+
+static bool is_event_line(const char *line, const char *kind) {
+  if (strncmp(line, "event ", 6) != 0) return false;
+  size_t n = kind ? strlen(kind) : 0;
+  return !kind || (strncmp(line + 6, kind, n) == 0 && line[6 + n] == ' ');
+}
+
+/* The line after `line`, or NULL after the last. */
+static const char *next_line(const char *line) {
+  const char *eol = strchr(line, '\n');
+  return eol && eol[1] ? eol + 1 : NULL;
+}
+
+/* Events of `kind` (NULL: any) in the report. */
+static size_t count_events(const char *report, const char *kind) {
+  size_t n = 0;
+  for (const char *line = *report ? report : NULL; line; line = next_line(line))
+    n += is_event_line(line, kind);
+  return n;
+}
+
+/* The nth event of `kind`, parsed; free with event_free. */
+static void find_event(const char *report, const char *kind, size_t nth, event_t *ev) {
+  const char *line = *report ? report : NULL;
+  for (size_t seen = 0; line; line = next_line(line))
+    if (is_event_line(line, kind) && seen++ == nth) break;
+  CHECKF(line != NULL, "no event %s #%zu in the report:\n%s", kind, nth, report);
+  const char *end = strstr(line, "\n\n");
+  size_t len = end ? (size_t)(end - line) + 1 : strlen(line);
+  memset(ev, 0, sizeof *ev);
+  ev->text = strndup(line, len);
+  CHECK(ev->text != NULL);
+  CHECKF(sscanf(line, "event %15s start=%39s duration_ms=%ld thread=%d samples=%ld", ev->kind,
+                ev->start, &ev->duration_ms, &ev->thread, &ev->samples) == 5,
+         "bad event header in:\n%s", ev->text);
+  const char *eol = strchr(ev->text, '\n');
+  const char *cpu = strstr(ev->text, " cpu_percent=");
+  ev->cpu_percent = cpu && (!eol || cpu < eol) ? strtol(cpu + 13, NULL, 10) : -1;
+  const char *dropped = strstr(ev->text, " dropped=");
+  CHECKF(dropped != NULL, "no dropped= in:\n%s", ev->text);
+  ev->dropped = strtol(dropped + 9, NULL, 10);
+}
+
+static void event_free(event_t *ev) {
+  free(ev->text);
+  ev->text = NULL;
+}
+
+/* The nth stack of the event (0: the dominant one); false past the last. */
+static bool event_stack(const event_t *ev, size_t nth, ev_stack_t *out) {
+  const char *s = ev->text;
+  for (size_t seen = 0;; s++) {
+    s = strstr(s, "\nstack samples=");
+    if (!s) return false;
+    if (seen++ == nth) break;
+  }
+  s++;
+  const char *end = strstr(s + 1, "\nstack samples=");
+  size_t len = end ? (size_t)(end - s) + 1 : strlen(s);
+  CHECK(sscanf(s, "stack samples=%ld thread=%d", &out->samples, &out->thread) == 2);
+  out->text = strndup(s, len);
+  CHECK(out->text != NULL);
+  return true;
+}
+
+static long event_stack_samples(const event_t *ev) {
+  long sum = 0;
+  ev_stack_t st;
+  for (size_t i = 0; event_stack(ev, i, &st); i++) {
+    sum += st.samples;
+    free(st.text);
+  }
+  return sum;
+}
+
+/* The event's stack `nth` has the chain as consecutive frames. */
+static void expect_chain(const event_t *ev, size_t nth, const char *const *chain, size_t n) {
+  ev_stack_t st;
+  CHECKF(event_stack(ev, nth, &st), "no stack #%zu in:\n%s", nth, ev->text);
+  stack_syms_t *s = malloc(sizeof *s);
+  CHECK(s != NULL);
+  stack_parse(st.text, s); /* skips the "stack ..." header line */
+  if (!stack_has_chain(s, chain, n)) {
+    fprintf(stderr, "stack #%zu lacks the consecutive frames:", nth);
+    for (size_t i = 0; i < n; i++)
+      fprintf(stderr, " %s", chain[i]);
+    stack_dump("event", ev->text);
+    exit(1);
+  }
+  free(s);
+  free(st.text);
+}
+
+/* start= is ISO 8601 UTC with milliseconds, between the two wall times. */
+static void expect_start_between(const event_t *ev, time_t from, time_t to) {
+  struct tm tm;
+  memset(&tm, 0, sizeof tm);
+  int ms = -1, end = 0;
+  CHECKF(sscanf(ev->start, "%4d-%2d-%2dT%2d:%2d:%2d.%3dZ%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+                &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &ms, &end) == 7 &&
+             end == (int)strlen(ev->start) && end == 24,
+         "start=%s is not YYYY-MM-DDTHH:MM:SS.mmmZ", ev->start);
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  time_t t = timegm(&tm);
+  CHECKF(t >= from - 2 && t <= to + 2, "start=%s is not within [%lld, %lld] (epoch s)", ev->start,
+         (long long)from, (long long)to);
+}
+
+/* ---- threads ------------------------------------------------------------- */
+
+typedef struct {
+  pthread_t thread;
+  atomic_int tid;
+} worker_t;
+
+static pthread_mutex_t g_idle_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_idle_cond = PTHREAD_COND_INITIALIZER;
+static bool g_idle_release; /* under g_idle_lock */
+
+static void *idle_main(void *arg) {
+  worker_t *w = arg;
+  atomic_store(&w->tid, gettid_now());
+  pthread_mutex_lock(&g_idle_lock);
+  while (!g_idle_release)
+    pthread_cond_wait(&g_idle_cond, &g_idle_lock);
+  pthread_mutex_unlock(&g_idle_lock);
+  return NULL;
+}
+
+static void *hot_main(void *arg) {
+  worker_t *w = arg;
+  atomic_store(&w->tid, gettid_now());
+  g_sink = cpu_hot_outer(8000);
+  return NULL;
+}
+
+static pid_t start_worker(worker_t *w, void *(*body)(void *)) {
+  atomic_store(&w->tid, 0);
+  CHECK(pthread_create(&w->thread, NULL, body, w) == 0);
+  while (atomic_load(&w->tid) == 0)
+    sleep_ms(1);
+  return atomic_load(&w->tid);
+}
+
+/* ---- child processes ----------------------------------------------------- */
+
+/* This program again, as `test_sdk <child_case> <dir> [arg]`; killed if the
+   test dies first. */
+static pid_t spawn_self(const char *child_case, const char *arg) {
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(126);
+    char *argv[] = {g_argv[0], (char *)child_case, g_dir, (char *)arg, NULL};
+    execv("/proc/self/exe", argv);
+    _exit(127);
+  }
+  return pid;
+}
+
+static void expect_child_ok(pid_t pid) {
+  int status;
+  CHECK(waitpid(pid, &status, 0) == pid);
+  CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child %d ended with status 0x%x", (int)pid,
+         status);
+}
+
+/* ---- cases --------------------------------------------------------------- */
+
+static void case_hang_detected(void) {
+  make_dir();
+  char report[PATH_LEN];
+  dir_path(report, "report.txt");
+  perf_sdk_config_t cfg;
+  base_config(&cfg, report);
+  /* The SDK compiles the modules' unwind rules on its writer thread at
+     start, and a hang's first capture waits for them: a few ms normally,
+     hundreds under ASan. Have them ready, so the sample count measures the
+     monitor, not the build. */
+  compile_unwind_rules();
+  time_t wall0 = time(NULL);
+  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
+  hang_watch_t watch;
+  hang_watch_start(&watch);
+  instant_t busy = call_at(perf_sdk_loop_busy);
+  g_sink = hang_outer(800);
+  instant_t idle = call_at(perf_sdk_loop_idle);
+  long detected_ms = hang_watch_stop(&watch, busy.lo);
+  CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
+  time_t wall1 = time(NULL);
+  long lo, hi;
+  unit_ms(busy, idle, &lo, &hi);
+
+  perf_sdk_stats_t st = get_stats();
+  CHECK_EQ_INT(st.hangs_detected, 1);
+  CHECK_EQ_INT(st.events_recorded, 1);
+  CHECK_EQ_INT(st.events_written, 1);
+  char *text = read_text(report);
+  CHECK_EQ_INT(count_events(text, NULL), 1);
+  CHECK_EQ_INT(count_events(text, "hang"), 1);
+  event_t ev;
+  find_event(text, "hang", 0, &ev);
+  /* 800 ms (longer if this thread was preempted), -50 / +50 +60. */
+  CHECKF(ev.duration_ms >= lo - 50 && ev.duration_ms <= hi + 50 + 60,
+         "duration_ms=%ld for a unit of %ld..%ld ms", ev.duration_ms, lo, hi);
+  CHECK_EQ_INT(ev.thread, gettid_now());
+  expect_start_between(&ev, wall0, wall1);
+  CHECK_EQ_INT(ev.samples, event_stack_samples(&ev));
+  CHECKF(ev.samples >= 10,
+         "samples=%ld; every 50 ms from 200 ms on gives 13; the hang was detected %ld ms after "
+         "loop_busy (threshold 200)",
+         ev.samples, detected_ms);
+  const char *chain[] = {"hang_spin_leaf", "hang_middle", "hang_outer"};
+  expect_chain(&ev, 0, chain, ARRAY_LEN(chain));
+  event_free(&ev);
+  free(text);
+}
+
+/* Idle for `ms` in epoll_wait on an eventfd nobody writes. */
+static void idle_wait(int ep, int ms) {
+  long long until = now_ms() + ms;
+  for (long long left = ms; left > 0; left = until - now_ms()) {
+    struct epoll_event e;
+    int n = epoll_wait(ep, &e, 1, (int)left);
+    CHECKF(n == 0 || (n < 0 && errno == EINTR), "epoll_wait: %d (%s)", n, strerror(errno));
+  }
+}
+
+static void case_idle_not_hang(void) {
+  make_dir();
+  char report[PATH_LEN];
+  dir_path(report, "report.txt");
+  perf_sdk_config_t cfg;
+  base_config(&cfg, report);
+  compile_unwind_rules();
+  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
+  int ep = epoll_create1(EPOLL_CLOEXEC), efd = eventfd(0, EFD_CLOEXEC);
+  CHECK(ep >= 0 && efd >= 0);
+  struct epoll_event e = {.events = EPOLLIN, .data.fd = efd};
+  CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, efd, &e) == 0);
+  for (int i = 0; i < 4; i++) {
+    CHECK_EQ_INT(perf_sdk_loop_busy(), PERF_OK);
+    g_sink += work_ms(5);
+    CHECK_EQ_INT(perf_sdk_loop_idle(), PERF_OK);
+    idle_wait(ep, 2 * THRESHOLD_MS + 50);
+  }
+  CHECK_EQ_INT(get_stats().hangs_detected, 0);
+  CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
+  perf_sdk_stats_t st = get_stats();
+  CHECK_EQ_INT(st.hangs_detected, 0);
+  CHECK_EQ_INT(st.events_recorded, 0);
+  char *text = read_text(report);
+  CHECK_EQ_INT(count_events(text, "hang"), 0);
+  free(text);
+  close(efd);
+  close(ep);
+}
+
+static void case_pause_suppresses(void) {
+  make_dir();
+  char report[PATH_LEN];
+  dir_path(report, "report.txt");
+  perf_sdk_config_t cfg;
+  base_config(&cfg, report);
+  compile_unwind_rules();
+  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
+  /* Paused: 3 x threshold of work is no hang, nor is the rest of that unit
+     after resume (it does not count from its start). */
+  CHECK_EQ_INT(perf_sdk_pause(), PERF_OK);
+  CHECK_EQ_INT(perf_sdk_loop_busy(), PERF_OK);
+  g_sink = hang_outer(3 * THRESHOLD_MS);
+  CHECK_EQ_INT(get_stats().hangs_detected, 0);
+  instant_t resume = call_at(perf_sdk_resume);
+  g_sink += work_ms(5);
+  instant_t idle = call_at(perf_sdk_loop_idle);
+  long lo, hi;
+  unit_ms(resume, idle, &lo, &hi);
+  CHECKF(get_stats().hangs_detected == 0, "a hang after resume; resume to idle took %ld..%ld ms",
+         lo, hi);
+  /* Resumed: a real hang is detected. */
+  instant_t busy = call_at(perf_sdk_loop_busy);
+  g_sink = hang_outer(3 * THRESHOLD_MS);
+  idle = call_at(perf_sdk_loop_idle);
+  unit_ms(busy, idle, &lo, &hi);
+  perf_sdk_stats_t st;
+  WAIT_FOR_STATS(st, st.events_written >= 1);
+  CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
+  st = get_stats();
+  CHECK_EQ_INT(st.hangs_detected, 1);
+  CHECK_EQ_INT(st.events_written, 1);
+  char *text = read_text(report);
+  CHECK_EQ_INT(count_events(text, "hang"), 1);
+  event_t ev;
+  find_event(text, "hang", 0, &ev);
+  CHECKF(ev.duration_ms >= lo - 50 && ev.duration_ms <= hi + 110,
+         "duration_ms=%ld for a unit of %ld..%ld ms", ev.duration_ms, lo, hi);
+  const char *chain[] = {"hang_spin_leaf", "hang_middle", "hang_outer"};
+  expect_chain(&ev, 0, chain, ARRAY_LEN(chain));
+  event_free(&ev);
+  free(text);
+}
+
+/* Child: hangs in fatal_outer -> fatal_spin until killed. */
+static void child_fatal_hang(void) {
+  perf_sdk_config_t cfg;
+  base_config(&cfg, NULL);
+  cfg.hang_threshold_ms = 100;
+  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
+  CHECK_EQ_INT(perf_sdk_loop_busy(), PERF_OK);
+  g_sink = fatal_outer(60000);
+  exit(3); /* the parent kills it long before */
+}
+
+/* Child: one SDK run with the file sink to <dir>/<argv[3]>. */
+static void child_report(void) {
+  CHECK(g_argc == 4);
+  char report[PATH_LEN];
+  dir_path(report, g_argv[3]);
+  perf_sdk_config_t cfg;
+  base_config(&cfg, report);
+  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
+  CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
+  perf_sdk_stats_t st = get_stats();
+  CHECK_EQ_INT(st.events_written, st.events_recorded);
+  CHECK_EQ_INT(st.events_dropped_queue + st.events_dropped_sink + st.events_dropped_rate, 0);
+}
+
+/* samples= of the marker once it exists with at least `min` samples. */
+static long wait_for_marker(const char *path, long min) {
+  long long deadline = now_ms() + WAIT_MS;
+  for (;;) {
+    char *text = read_text(path);
+    const char *s = strstr(text, "\nsamples=");
+    long samples = s ? strtol(s + 9, NULL, 10) : -1;
+    free(text);
+    if (samples >= min) return samples;
+    CHECKF(now_ms() < deadline, "no marker %s with %ld samples after %d ms", path, min, WAIT_MS);
+    sleep_ms(5);
+  }
+}
+
+static size_t count_hang_files(const char *dir) {
+  char cmd[PATH_LEN + 64];
+  snprintf(cmd, sizeof cmd, "ls -A '%s' | grep -c '^hang-'", dir);
+  FILE *f = popen(cmd, "r");
+  CHECK(f != NULL);
+  unsigned long n = 99;
+  CHECK(fscanf(f, "%lu", &n) == 1);
+  pclose(f);
+  return n;
+}
+
+static void case_fatal_hang(void) {
+  make_dir();
+  pid_t child = spawn_self("child_fatal_hang", NULL);
+  char marker[PATH_LEN];
+  int len = snprintf(marker, sizeof marker, "%s/hang-%d.marker", g_data, (int)child);
+  CHECK(len > 0 && len < (int)sizeof marker);
+  long marker_samples = wait_for_marker(marker, 4);
+  CHECK(kill(child, SIGKILL) == 0);
+  int status;
+  CHECK(waitpid(child, &status, 0) == child);
+  CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  CHECK(access(marker, F_OK) == 0);
+
+  /* The next run reports it, once. */
+  expect_child_ok(spawn_self("child_report", "report1.txt"));
+  char path[PATH_LEN];
+  dir_path(path, "report1.txt");
+  char *text = read_text(path);
+  CHECK_EQ_INT(count_events(text, NULL), 1);
+  CHECK_EQ_INT(count_events(text, "fatal_hang"), 1);
+  event_t ev;
+  find_event(text, "fatal_hang", 0, &ev);
+  CHECK_EQ_INT(ev.thread, child); /* its main thread */
+  CHECKF(ev.samples >= marker_samples, "samples=%ld, marker had %ld", ev.samples, marker_samples);
+  CHECK_EQ_INT(ev.samples, event_stack_samples(&ev));
+  CHECKF(ev.duration_ms >= 100, "duration_ms=%ld", ev.duration_ms);
+  char reason[96];
+  snprintf(reason, sizeof reason, "process %d ended", (int)child);
+  CHECKF(strstr(ev.text, reason) != NULL, "no '%s' in:\n%s", reason, ev.text);
+  const char *chain[] = {"fatal_spin", "fatal_outer"};
+  expect_chain(&ev, 0, chain, ARRAY_LEN(chain));
+  event_free(&ev);
+  free(text);
+  CHECK(access(marker, F_OK) != 0 && errno == ENOENT);
+  CHECK_EQ_INT(count_hang_files(g_data), 0);
+
+  expect_child_ok(spawn_self("child_report", "report2.txt"));
+  dir_path(path, "report2.txt");
+  text = read_text(path);
+  CHECK_EQ_INT(count_events(text, "fatal_hang"), 0);
+  free(text);
+}
+
+static void case_cpu_burst_hot_thread(void) {
+  make_dir();
+  char report[PATH_LEN];
+  dir_path(report, "report.txt");
+  perf_sdk_config_t cfg;
+  base_config(&cfg, report);
+  /* Half of what the hot thread gets while it shares a core with one of
+     the load's busy loops. */
+  cfg.cpu_threshold_percent = 25;
+  cfg.cpu_window_ms = 300;
+  cfg.cpu_burst_ms = 300;
+  cfg.cpu_sample_hz = 100;
+  cfg.cpu_top_threads = 1;
+  cfg.cpu_cooldown_ms = 60000;
+  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
+  worker_t idle[3], hot;
+  pid_t idle_tids[3];
+  for (int i = 0; i < 3; i++)
+    idle_tids[i] = start_worker(&idle[i], idle_main);
+  pid_t hot_tid = start_worker(&hot, hot_main);
+  perf_sdk_stats_t st;
+  WAIT_FOR_STATS(st, st.cpu_bursts == 1 && st.events_written >= 1);
+  atomic_store(&g_hot_stop, 1);
+  pthread_mutex_lock(&g_idle_lock);
+  g_idle_release = true;
+  pthread_cond_broadcast(&g_idle_cond);
+  pthread_mutex_unlock(&g_idle_lock);
+  pthread_join(hot.thread, NULL);
+  for (int i = 0; i < 3; i++)
+    pthread_join(idle[i].thread, NULL);
+  CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
+  st = get_stats();
+  CHECK_EQ_INT(st.cpu_bursts, 1);
+  CHECK_EQ_INT(st.events_written, 1);
+
+  char *text = read_text(report);
+  CHECK_EQ_INT(count_events(text, "cpu"), 1);
+  event_t ev;
+  find_event(text, "cpu", 0, &ev);
+  CHECK_EQ_INT(ev.thread, hot_tid);
+  CHECKF(ev.cpu_percent >= 25, "cpu_percent=%ld in:\n%s", ev.cpu_percent, ev.text);
+  char line[64];
+  snprintf(line, sizeof line, "\nthread tid=%d ", (int)hot_tid);
+  const char *t = strstr(ev.text, line);
+  CHECKF(t != NULL, "no '%s' in:\n%s", line + 1, ev.text);
+  const char *pct = strstr(t, " cpu_percent=");
+  CHECKF(pct && pct < strchr(t + 1, '\n') && strtol(pct + 13, NULL, 10) >= 25,
+         "hot thread under 25%% in:\n%s", ev.text);
+  CHECK_EQ_INT(count_events(ev.text, NULL), 1);
+  size_t thread_lines = 0;
+  for (const char *p = ev.text; (p = strstr(p, "\nthread tid=")) != NULL; p++)
+    thread_lines++;
+  CHECK_EQ_INT(thread_lines, 1); /* cpu_top_threads */
+  CHECK_EQ_INT(ev.samples, event_stack_samples(&ev));
+  CHECKF(ev.samples >= 5, "samples=%ld", ev.samples);
+  const char *chain[] = {"cpu_hot_leaf", "cpu_hot_outer"};
+  expect_chain(&ev, 0, chain, ARRAY_LEN(chain));
+  ev_stack_t s;
+  for (size_t i = 0; event_stack(&ev, i, &s); i++) {
+    for (int k = 0; k < 3; k++)
+      CHECKF(s.thread != idle_tids[k], "idle thread %d sampled:\n%s", (int)s.thread, ev.text);
+    CHECK_EQ_INT(s.thread, hot_tid);
+    free(s.text);
+  }
+  event_free(&ev);
+  free(text);
+}
+
+static void case_rate_limit_exact(void) {
+  make_dir();
+  char report[PATH_LEN];
+  dir_path(report, "report1.txt");
+  perf_sdk_config_t cfg;
+  base_config(&cfg, report);
+  cfg.max_events_per_hour = 3;
+  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
+  const char *reasons[] = {"n1", "n2", "n3", "n4", "n5"};
+  for (int i = 0; i < 5; i++)
+    CHECK_EQ_INT(perf_sdk_capture_now(reasons[i]), i < 3 ? PERF_OK : PERF_E_BUSY);
+  CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
+  perf_sdk_stats_t st = get_stats();
+  CHECK_EQ_INT(st.events_recorded, 3);
+  CHECK_EQ_INT(st.events_dropped_rate, 2);
+  CHECK_EQ_INT(st.events_dropped_queue, 0);
+  CHECK_EQ_INT(st.events_written, 3);
+  char *text = read_text(report);
+  CHECK_EQ_INT(count_events(text, NULL), 3);
+  CHECK_EQ_INT(count_events(text, "manual"), 3);
+  for (int i = 0; i < 3; i++) {
+    event_t ev;
+    find_event(text, "manual", (size_t)i, &ev);
+    char reason[32];
+    snprintf(reason, sizeof reason, "\nreason=\"%s\"\n", reasons[i]);
+    CHECKF(strstr(ev.text, reason) != NULL, "event %d is not %s:\n%s", i, reasons[i], ev.text);
+    CHECK_EQ_INT(ev.dropped, 0);
+    CHECK_EQ_INT(ev.thread, gettid_now());
+    event_free(&ev);
+  }
+  free(text);
+
+  /* A full queue: the drops travel with the next recorded event. */
+  dir_path(report, "report2.txt");
+  base_config(&cfg, report);
+  cfg.queue_capacity = 2;
+  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
+  CHECK_EQ_INT(perf__sdk_hold_writer(true), PERF_OK);
+  for (int i = 0; i < 5; i++)
+    CHECK_EQ_INT(perf_sdk_capture_now(reasons[i]), i < 2 ? PERF_OK : PERF_E_BUSY);
+  st = get_stats();
+  CHECK_EQ_INT(st.events_recorded, 2);
+  CHECK_EQ_INT(st.events_dropped_queue, 3);
+  CHECK_EQ_INT(st.events_dropped_rate, 0);
+  CHECK_EQ_INT(st.events_written, 0);
+  CHECK_EQ_INT(perf__sdk_hold_writer(false), PERF_OK);
+  WAIT_FOR_STATS(st, st.events_written == 2);
+  CHECK_EQ_INT(perf_sdk_capture_now("after"), PERF_OK);
+  WAIT_FOR_STATS(st, st.events_written == 3);
+  CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
+  st = get_stats();
+  CHECK_EQ_INT(st.events_recorded, 3);
+  CHECK_EQ_INT(st.events_written, 3);
+  CHECK_EQ_INT(st.events_dropped_queue, 3);
+  text = read_text(report);
+  CHECK_EQ_INT(count_events(text, "manual"), 3);
+  const char *written[] = {"n1", "n2", "after"};
+  for (int i = 0; i < 3; i++) {
+    event_t ev;
+    find_event(text, "manual", (size_t)i, &ev);
+    char reason[32];
+    snprintf(reason, sizeof reason, "\nreason=\"%s\"\n", written[i]);
+    CHECKF(strstr(ev.text, reason) != NULL, "event %d is not %s:\n%s", i, written[i], ev.text);
+    CHECK_EQ_INT(ev.dropped, i == 2 ? 3 : 0);
+    event_free(&ev);
+  }
+  free(text);
+}
+
+/* perf_sdk_init fails with PERF_E_INVALID_CONFIG, logging an error that
+   contains a and b, and starts nothing. */
+static void expect_config_error(const perf_sdk_config_t *cfg, const char *a, const char *b) {
+  clear_log();
+  int err = perf_sdk_init(cfg);
+  if (err != PERF_E_INVALID_CONFIG || !log_has_error(a, b)) {
+    fprintf(stderr, "init: %d (%s); expected an error naming '%s' '%s'; log:\n", err,
+            perf_strerror(err), a, b ? b : "");
+    dump_log();
+    exit(1);
+  }
+  CHECK_EQ_INT(perf_sdk_loop_busy(), PERF_E_NOT_INITIALIZED);
+}
+
+/* One init (threshold 100 in code): is a 500 ms unit a hang? */
+static uint64_t hangs_for_500ms_unit(perf_sdk_config_t *cfg) {
+  cfg->hang_threshold_ms = 100;
+  CHECK_EQ_INT(perf_sdk_init(cfg), PERF_OK);
+  unsetenv("PERF_SDK_HANG_THRESHOLD_MS");
+  CHECK_EQ_INT(perf_sdk_loop_busy(), PERF_OK);
+  g_sink = hang_outer(500);
+  CHECK_EQ_INT(perf_sdk_loop_idle(), PERF_OK);
+  uint64_t hangs = get_stats().hangs_detected;
+  CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
+  CHECK_EQ_INT(get_stats().hangs_detected, hangs);
+  return hangs;
+}
+
+static void case_config_errors_name_field(void) {
+  make_dir();
+  perf_sdk_config_t cfg;
+  base_config(&cfg, NULL);
+  cfg.log_fn = collect_log;
+  cfg.hang_threshold_ms = 5;
+  expect_config_error(&cfg, "hang_threshold_ms", "20..60000");
+
+  base_config(&cfg, NULL);
+  cfg.log_fn = collect_log;
+  cfg.sink = PERF_SINK_FILE;
+  cfg.sink_path = NULL;
+  expect_config_error(&cfg, "sink_path", NULL);
+
+  base_config(&cfg, NULL);
+  cfg.log_fn = collect_log;
+  setenv("PERF_SDK_HANG_THRESHOLD_MS", "abc", 1);
+  expect_config_error(&cfg, "PERF_SDK_HANG_THRESHOLD_MS", NULL);
+  unsetenv("PERF_SDK_HANG_THRESHOLD_MS");
+
+  setenv("PERF_SDK_SINK", "carrier-pigeon", 1);
+  expect_config_error(&cfg, "PERF_SDK_SINK", NULL);
+  unsetenv("PERF_SDK_SINK");
+
+  cfg.tags[0] = (perf_tag_t){"", "value"};
+  expect_config_error(&cfg, "tags", NULL);
+  cfg.tags[0] = (perf_tag_t){NULL, NULL};
+
+  /* The environment wins over the code: 1000 ms makes a 500 ms unit no
+     hang; without it the code's 100 ms does. */
+  compile_unwind_rules();
+  setenv("PERF_SDK_HANG_THRESHOLD_MS", "1000", 1);
+  CHECK_EQ_INT(hangs_for_500ms_unit(&cfg), 0);
+  CHECK_EQ_INT(hangs_for_500ms_unit(&cfg), 1);
+
+  setenv("PERF_SDK_DISABLED", "1", 1);
+  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
+  unsetenv("PERF_SDK_DISABLED");
+  CHECK_EQ_INT(perf_sdk_loop_busy(), PERF_E_NOT_INITIALIZED);
+  CHECK_EQ_INT(perf_sdk_shutdown(1000), PERF_E_NOT_INITIALIZED);
+}
+
+/* Every call that needs a running SDK answers PERF_E_NOT_INITIALIZED. */
+static void expect_not_running(void) {
+  CHECK_EQ_INT(perf_sdk_loop_busy(), PERF_E_NOT_INITIALIZED);
+  CHECK_EQ_INT(perf_sdk_loop_idle(), PERF_E_NOT_INITIALIZED);
+  CHECK_EQ_INT(perf_sdk_heartbeat(), PERF_E_NOT_INITIALIZED);
+  CHECK_EQ_INT(perf_sdk_pause(), PERF_E_NOT_INITIALIZED);
+  CHECK_EQ_INT(perf_sdk_resume(), PERF_E_NOT_INITIALIZED);
+  CHECK_EQ_INT(perf_sdk_watch_current_thread(), PERF_E_NOT_INITIALIZED);
+  CHECK_EQ_INT(perf_sdk_capture_now("x"), PERF_E_NOT_INITIALIZED);
+  CHECK_EQ_INT(perf_sdk_shutdown(1000), PERF_E_NOT_INITIALIZED);
+}
+
+static void case_lifecycle_errors(void) {
+  make_dir();
+  perf_sdk_stats_t st;
+  CHECK_EQ_INT(perf_sdk_get_stats(&st), PERF_E_NOT_INITIALIZED);
+  expect_not_running();
+  CHECK_EQ_INT(perf_sdk_init(NULL), PERF_E_INVALID_ARGUMENT);
+  CHECK_EQ_INT(perf_sdk_get_stats(NULL), PERF_E_INVALID_ARGUMENT);
+  perf_sdk_config_t cfg;
+  base_config(&cfg, NULL);
+  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
+  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_E_ALREADY_INITIALIZED);
+  CHECK_EQ_INT(perf_sdk_shutdown(-1), PERF_E_INVALID_ARGUMENT);
+  CHECK_EQ_INT(perf_sdk_shutdown(600001), PERF_E_INVALID_ARGUMENT);
+  CHECK_EQ_INT(perf_sdk_watch_current_thread(), PERF_OK);
+  CHECK_EQ_INT(perf_sdk_heartbeat(), PERF_OK);
+  CHECK_EQ_INT(perf_sdk_loop_idle(), PERF_OK);
+  long long t0 = now_ms();
+  CHECK_EQ_INT(perf_sdk_shutdown(2000), PERF_OK);
+  long long took = now_ms() - t0;
+  CHECKF(took < 2000, "shutdown(2000) took %lld ms", took);
+  expect_not_running();
+  CHECK_EQ_INT(perf_sdk_get_stats(&st), PERF_OK);
+  /* Again after a shutdown. */
+  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
+  CHECK_EQ_INT(perf_sdk_shutdown(2000), PERF_OK);
+  expect_not_running();
+  CHECK_EQ_INT(perf_sdk_get_stats(&st), PERF_OK);
+}
+
+static void case_heartbeat_hang(void) {
+  make_dir();
+  char report[PATH_LEN];
+  dir_path(report, "report.txt");
+  perf_sdk_config_t cfg;
+  base_config(&cfg, report);
+  compile_unwind_rules();
+  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
+  for (int i = 0; i < 10; i++) {
+    CHECK_EQ_INT(perf_sdk_heartbeat(), PERF_OK);
+    g_sink += work_ms(20);
+  }
+  /* 625 ms: the unit ends between two of the monitor's looks, which then
+     finds several more (1 ms) units done; the duration must still be the
+     hung unit's own, from the loop's timestamps (docs/architecture.md). */
+  instant_t before = call_at(perf_sdk_heartbeat);
+  g_sink = hang_outer(625);
+  instant_t after = call_at(perf_sdk_heartbeat);
+  long long deadline = now_ms() + WAIT_MS;
+  perf_sdk_stats_t st;
+  do {
+    g_sink += work_ms(1);
+    CHECK_EQ_INT(perf_sdk_heartbeat(), PERF_OK);
+    st = get_stats();
+  } while (st.events_recorded < 1 && now_ms() < deadline);
+  CHECK_EQ_INT(st.events_recorded, 1);
+  CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
+  st = get_stats();
+  CHECK_EQ_INT(st.hangs_detected, 1);
+  CHECK_EQ_INT(st.events_written, 1);
+
+  char *text = read_text(report);
+  CHECK_EQ_INT(count_events(text, "hang"), 1);
+  event_t ev;
+  find_event(text, "hang", 0, &ev);
+  long lo, hi;
+  unit_ms(before, after, &lo, &hi);
+  CHECKF(ev.duration_ms >= lo - 60 && ev.duration_ms <= hi + 60,
+         "duration_ms=%ld for a unit of %ld..%ld ms", ev.duration_ms, lo, hi);
+  /* Exactly from the heartbeat before the unit to the one after it. */
+  CHECKF(ev.duration_ms >= lo && ev.duration_ms <= hi,
+         "duration_ms=%ld, but the unit lasted %ld..%ld ms between its heartbeats", ev.duration_ms,
+         lo, hi);
+  CHECK_EQ_INT(ev.thread, gettid_now());
+  const char *chain[] = {"hang_spin_leaf", "hang_middle", "hang_outer"};
+  expect_chain(&ev, 0, chain, ARRAY_LEN(chain));
+  event_free(&ev);
+  free(text);
+}
+
+static const test_case_t g_cases[] = {
+    TEST_CASE(hang_detected),
+    TEST_CASE(idle_not_hang),
+    TEST_CASE(pause_suppresses),
+    TEST_CASE(fatal_hang),
+    TEST_CASE(cpu_burst_hot_thread),
+    TEST_CASE(rate_limit_exact),
+    TEST_CASE(config_errors_name_field),
+    TEST_CASE(lifecycle_errors),
+    TEST_CASE(heartbeat_hang),
+};
+
+static const test_case_t g_children[] = {
+    {"child_fatal_hang", child_fatal_hang, NULL},
+    {"child_report", child_report, NULL},
+};
+
+/* The cases set what they test; nothing comes from the caller's
+   environment. */
+static void clear_sdk_environment(void) {
+  char names[64][128];
+  size_t n = 0;
+  for (char **e = environ; *e && n < ARRAY_LEN(names); e++)
+    if (strncmp(*e, "PERF_SDK_", 9) == 0) {
+      snprintf(names[n], sizeof names[0], "%.*s", (int)strcspn(*e, "="), *e);
+      n++;
+    }
+  for (size_t i = 0; i < n; i++)
+    unsetenv(names[i]);
+}
+
+int main(int argc, char **argv) {
+  g_argc = argc;
+  g_argv = argv;
+  clear_sdk_environment();
+  if (argc >= 3) { /* a child process of a case, re-executed with its directory */
+    use_dir(argv[2]);
+    if (test_run_case(g_children, ARRAY_LEN(g_children), argv[1])) return 0;
+    return 2;
+  }
+  return test_main(g_cases, ARRAY_LEN(g_cases), argc, argv);
+}

@@ -1,0 +1,636 @@
+/*
+ * test_sampler.c - the any-thread sampler against threads parked in known
+ * call chains. Built twice (-O0 and -O2, see CMakeLists.txt); each case runs
+ * in its own process: `test_sampler_O2 <case>`.
+ *
+ * Chain functions are noinline (and noclone/noipa under gcc) and use their
+ * callee's result, so every frame really exists, as gdb shows it.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "perf_sdk.h"
+#include "stack_assert.h"
+
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+#define WAIT_MS 5000
+
+static atomic_int g_stop;
+static volatile unsigned long g_sink;
+
+/* ---- parked threads -------------------------------------------------- */
+
+typedef struct {
+  pthread_t thread;
+  atomic_int tid;
+  void *(*body)(void *);
+  const char *name;
+  int fd;
+} parked_t;
+
+static pid_t gettid_now(void) {
+  return (pid_t)syscall(SYS_gettid);
+}
+
+static CHAIN void *parked_trampoline_body(parked_t *p) {
+  return p->body(p);
+}
+static void *parked_start(void *arg) {
+  parked_t *p = arg;
+  if (p->name) pthread_setname_np(pthread_self(), p->name);
+  atomic_store(&p->tid, gettid_now());
+  return parked_trampoline_body(p);
+}
+
+static pid_t park(parked_t *p, void *(*body)(void *), const char *name) {
+  p->body = body;
+  p->name = name;
+  atomic_store(&p->tid, 0);
+  CHECK(pthread_create(&p->thread, NULL, parked_start, p) == 0);
+  while (atomic_load(&p->tid) == 0)
+    usleep(1000);
+  return atomic_load(&p->tid);
+}
+
+/* A busy leaf that never sets up a frame at -O2 and never returns on its own. */
+static CHAIN unsigned long chain_spin_leaf(unsigned long x) {
+  while (!atomic_load_explicit(&g_stop, memory_order_relaxed))
+    x = x * 2862933555777941757UL + 3;
+  return x;
+}
+static CHAIN unsigned long chain_spin_middle(unsigned long x) {
+  return chain_spin_leaf(x) + 1;
+}
+CHAIN unsigned long chain_spin_outer(unsigned long x) {
+  return chain_spin_middle(x) + 1;
+}
+static void *spin_body(void *arg) {
+  (void)arg;
+  g_sink = chain_spin_outer(7);
+  return NULL;
+}
+
+static CHAIN long chain_read_inner(int fd) {
+  char c;
+  long n = read(fd, &c, 1);
+  return n + 1;
+}
+static CHAIN long chain_read_middle(int fd) {
+  return chain_read_inner(fd) + 1;
+}
+CHAIN long chain_read_outer(int fd) {
+  return chain_read_middle(fd) + 1;
+}
+static void *read_body(void *arg) {
+  g_sink = (unsigned long)chain_read_outer(((parked_t *)arg)->fd);
+  return NULL;
+}
+
+static CHAIN int chain_sleep_inner(void) {
+  struct timespec ts = {0, 100 * 1000 * 1000};
+  return nanosleep(&ts, NULL) + 1;
+}
+CHAIN int chain_sleep_outer(void) {
+  int r = 0;
+  while (!atomic_load(&g_stop))
+    r += chain_sleep_inner();
+  return r;
+}
+static void *sleep_body(void *arg) {
+  (void)arg;
+  g_sink = (unsigned long)chain_sleep_outer();
+  return NULL;
+}
+
+static CHAIN unsigned long chain_recurse(int depth, unsigned long x) {
+  if (depth == 0) return chain_spin_leaf(x) + 1;
+  return chain_recurse(depth - 1, x + 1) + 1;
+}
+static void *deep_body(void *arg) {
+  (void)arg;
+  g_sink = chain_recurse(300, 1);
+  return NULL;
+}
+
+/* ---- helpers ----------------------------------------------------------- */
+
+static void expect_chain(const char *title, const char *text, const char *const *chain, size_t n) {
+  stack_syms_t *s = malloc(sizeof *s);
+  CHECK(s != NULL);
+  stack_parse(text, s);
+  if (!stack_has_chain(s, chain, n)) {
+    stack_dump(title, text);
+    fprintf(stderr, "expected consecutive frames:");
+    for (size_t i = 0; i < n; i++)
+      fprintf(stderr, " %s", chain[i]);
+    fputc('\n', stderr);
+    free(s);
+    exit(1);
+  }
+  free(s);
+}
+
+static void stop_all(parked_t *p, size_t n, int write_fd) {
+  atomic_store(&g_stop, 1);
+  if (write_fd >= 0) CHECK(write(write_fd, "xxxxxxxx", 8) == 8);
+  for (size_t i = 0; i < n; i++)
+    pthread_join(p[i].thread, NULL);
+}
+
+static long long now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
+}
+
+/* ---- cases --------------------------------------------------------------- */
+
+static void case_spin_leaf(void) {
+  parked_t p;
+  pid_t tid = park(&p, spin_body, "spinner");
+  char *text = stack_wait_for_frame0(tid, "chain_spin_leaf", WAIT_MS);
+  const char *chain[] = {"chain_spin_leaf", "chain_spin_middle",      "chain_spin_outer",
+                         "spin_body",       "parked_trampoline_body", "parked_start"};
+  expect_chain("spin_leaf", text, chain, ARRAY_LEN(chain));
+  CHECK(strstr(text, "\"spinner\"") != NULL);
+  perf_free(text);
+  stop_all(&p, 1, -1);
+}
+
+static void case_blocked_read(void) {
+  int fds[2];
+  CHECK(pipe(fds) == 0);
+  parked_t p;
+  p.fd = fds[0];
+  pid_t tid = park(&p, read_body, "reader");
+  char *text = stack_wait_for_frame0(tid, "read|__libc_read|__read", WAIT_MS);
+  const char *chain[] = {"read|__libc_read|__read", "chain_read_inner", "chain_read_middle",
+                         "chain_read_outer", "read_body"};
+  expect_chain("blocked_read", text, chain, ARRAY_LEN(chain));
+  perf_free(text);
+  stop_all(&p, 1, fds[1]);
+}
+
+static void case_nanosleep(void) {
+  parked_t p;
+  pid_t tid = park(&p, sleep_body, "sleeper");
+  char *text = stack_wait_for_frame0(tid, "clock_nanosleep|__clock_nanosleep", WAIT_MS);
+  const char *chain[] = {"clock_nanosleep|__clock_nanosleep", "nanosleep|__nanosleep",
+                         "chain_sleep_inner", "chain_sleep_outer", "sleep_body"};
+  expect_chain("nanosleep", text, chain, ARRAY_LEN(chain));
+  perf_free(text);
+  stop_all(&p, 1, -1);
+}
+
+static void case_deep_recursion(void) {
+  parked_t p;
+  pid_t tid = park(&p, deep_body, "deep");
+  char *text = stack_wait_for_frame0(tid, "chain_spin_leaf", WAIT_MS);
+  /* The full report: the leaf, 301 recursion frames, then the thread entry. */
+  const char *chain[] = {"chain_spin_leaf", "chain_recurse", "chain_recurse"};
+  expect_chain("deep", text, chain, ARRAY_LEN(chain));
+  stack_syms_t *s = malloc(sizeof *s);
+  CHECK(s != NULL);
+  stack_parse(text, s);
+  size_t recursion = 0;
+  for (size_t i = 0; i < s->count; i++)
+    recursion += strcmp(s->symbols[i], "chain_recurse") == 0;
+  CHECK_EQ_INT(recursion, 301);
+  const char *tail[] = {"chain_recurse", "deep_body", "parked_trampoline_body"};
+  expect_chain("deep tail", text, tail, ARRAY_LEN(tail));
+  free(s);
+  perf_free(text);
+
+  /* Beyond max: exactly max frames and PERF_E_TRUNCATED. Frame 1 returns
+     into chain_recurse after its call of the leaf, frames 2..63 all after
+     the recursive call. */
+  uintptr_t pcs[64];
+  size_t count = 0;
+  CHECK_EQ_INT(perf_backtrace_thread(tid, pcs, 64, &count), PERF_E_TRUNCATED);
+  CHECK_EQ_INT(count, 64);
+  for (size_t i = 3; i < count; i++)
+    CHECK(pcs[i] == pcs[2]);
+  for (size_t i = 1; i < 3; i++)
+    CHECK(pcs[i] > (uintptr_t)&chain_recurse && pcs[i] < (uintptr_t)&chain_recurse + 4096);
+  CHECK(pcs[1] != pcs[2]);
+  stop_all(&p, 1, -1);
+}
+
+static void case_all_threads(void) {
+  int fds[2];
+  CHECK(pipe(fds) == 0);
+  parked_t p[3];
+  p[1].fd = fds[0];
+  pid_t tids[3] = {park(&p[0], spin_body, "worker-spin"), park(&p[1], read_body, "worker-read"),
+                   park(&p[2], sleep_body, "worker-sleep")};
+  free(stack_wait_for_frame0(tids[1], "read|__libc_read|__read", WAIT_MS));
+  char *text = NULL;
+  CHECK_EQ_INT(perf_backtrace_all_threads_text(&text), PERF_OK);
+  /* Every thread of the process has its section, main thread included. */
+  char header[64];
+  snprintf(header, sizeof header, "thread %d \"", (int)getpid());
+  CHECKF(strstr(text, header) != NULL, "no main thread section in:\n%s", text);
+  const char *names[] = {"worker-spin", "worker-read", "worker-sleep"};
+  for (int i = 0; i < 3; i++) {
+    snprintf(header, sizeof header, "thread %d \"%s\"", (int)tids[i], names[i]);
+    const char *section = strstr(text, header);
+    CHECKF(section != NULL, "no section '%s' in:\n%s", header, text);
+  }
+  size_t sections = 0;
+  for (const char *q = text; (q = strstr(q, "\nthread ")) != NULL; q++)
+    sections++;
+  CHECK_EQ_INT(sections + 1, 4); /* main + 3 workers, nothing else runs here */
+  const char *spin[] = {"chain_spin_middle", "chain_spin_outer"};
+  const char *rd[] = {"chain_read_inner", "chain_read_middle", "chain_read_outer"};
+  snprintf(header, sizeof header, "thread %d ", (int)tids[0]);
+  expect_chain("all/spin", strstr(text, header), spin, ARRAY_LEN(spin));
+  snprintf(header, sizeof header, "thread %d ", (int)tids[1]);
+  expect_chain("all/read", strstr(text, header), rd, ARRAY_LEN(rd));
+  perf_free(text);
+  stop_all(p, 3, fds[1]);
+}
+
+static atomic_int g_unblock;
+static void *blocked_body(void *arg) {
+  (void)arg;
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, perf_sampler_signal());
+  pthread_sigmask(SIG_BLOCK, &set, NULL);
+  while (!atomic_load(&g_unblock))
+    g_sink++;
+  pthread_sigmask(SIG_UNBLOCK, &set, NULL); /* the late signal arrives here */
+  g_sink = chain_spin_outer(3);
+  return NULL;
+}
+
+static void case_signal_blocked(void) {
+  CHECK(perf_sampler_signal() > 0);
+  parked_t p;
+  pid_t tid = park(&p, blocked_body, "blocker");
+  uintptr_t pcs[64];
+  size_t count = 99;
+  long long t0 = now_ms();
+  CHECK_EQ_INT(perf_backtrace_thread(tid, pcs, 64, &count), PERF_E_TIMEOUT);
+  long long waited = now_ms() - t0;
+  CHECK_EQ_INT(count, 0);
+  CHECKF(waited >= 90 && waited < 5000, "waited %lld ms for a 100 ms timeout", waited);
+  /* Still undelivered: a second request is refused at once, not stacked. */
+  t0 = now_ms();
+  CHECK_EQ_INT(perf_backtrace_thread(tid, pcs, 64, &count), PERF_E_TIMEOUT);
+  CHECKF(now_ms() - t0 < 90, "second request waited %lld ms", now_ms() - t0);
+  /* Other threads are still served meanwhile. */
+  CHECK(perf_backtrace_thread(0, pcs, 64, &count) == PERF_OK && count > 2);
+  /* Unblocking delivers the stale signal; it must be ignored harmlessly and
+     the thread becomes capturable again. */
+  atomic_store(&g_unblock, 1);
+  char *text = stack_wait_for_frame0(tid, "chain_spin_leaf", WAIT_MS);
+  const char *chain[] = {"chain_spin_leaf", "chain_spin_middle", "chain_spin_outer",
+                         "blocked_body"};
+  expect_chain("after unblock", text, chain, ARRAY_LEN(chain));
+  perf_free(text);
+  stop_all(&p, 1, -1);
+}
+
+static void *exit_body(void *arg) {
+  (void)arg;
+  return NULL;
+}
+
+static void case_thread_exit(void) {
+  uintptr_t pcs[64];
+  size_t count;
+  int outcomes[4] = {0};
+  for (int i = 0; i < 300; i++) {
+    parked_t p;
+    pid_t tid = park(&p, exit_body, NULL);
+    int err = perf_backtrace_thread(tid, pcs, 64, &count);
+    CHECKF(err == PERF_OK || err == PERF_E_TRUNCATED || err == PERF_E_NO_THREAD ||
+               err == PERF_E_TIMEOUT,
+           "capture of an exiting thread: %s", perf_strerror(err));
+    outcomes[err == PERF_OK ? 0 : err == PERF_E_NO_THREAD ? 1 : err == PERF_E_TIMEOUT ? 2 : 3]++;
+    pthread_join(p.thread, NULL);
+    /* Gone for good: a clear error, whatever the capture above saw. */
+    err = perf_backtrace_thread(tid, pcs, 64, &count);
+    CHECKF(err == PERF_E_NO_THREAD || err == PERF_E_TIMEOUT, "after join: %s", perf_strerror(err));
+  }
+  fprintf(stderr, "exiting threads: ok=%d no_thread=%d timeout=%d\n", outcomes[0], outcomes[1],
+          outcomes[2]);
+  /* A tid that was never ours. */
+  CHECK_EQ_INT(perf_backtrace_thread(1, pcs, 64, &count), PERF_E_NO_THREAD);
+}
+
+void rbp_garbage_loop(atomic_int *stop, uintptr_t stack_hint);
+static atomic_int g_garbage_stop;
+static void *garbage_body(void *arg) {
+  (void)arg;
+  int here;
+  rbp_garbage_loop(&g_garbage_stop, (uintptr_t)&here);
+  return NULL;
+}
+
+static void case_rbp_garbage(void) {
+  parked_t p;
+  pid_t tid = park(&p, garbage_body, "rbp-garbage");
+  uintptr_t pcs[256];
+  size_t count;
+  perf_sampler_options_t opts;
+  perf_sampler_options_init(&opts);
+  int in_loop = 0;
+  for (int i = 0; i < 100000; i++) {
+    if (i % 25000 == 0) { /* every unwinding mode takes its share */
+      opts.unwind_mode = (i / 25000) % 2 ? PERF_UNWIND_FRAME_POINTER : PERF_UNWIND_CFI;
+      CHECK_EQ_INT(perf_sampler_configure(&opts), PERF_OK);
+    }
+    int err = perf_backtrace_thread(tid, pcs, 256, &count);
+    CHECKF(err == PERF_OK || err == PERF_E_TRUNCATED, "sample %d: %s", i, perf_strerror(err));
+    CHECK(count >= 1);
+    in_loop += pcs[0] >= (uintptr_t)&rbp_garbage_loop && pcs[0] < (uintptr_t)&rbp_garbage_loop + 64;
+  }
+  CHECKF(in_loop > 50000, "only %d of 100000 samples in the loop", in_loop);
+  atomic_store(&g_garbage_stop, 1);
+  pthread_join(p.thread, NULL);
+}
+
+static CHAIN int chain_self_inner(char **text) {
+  return perf_backtrace_thread_text(0, text) + 1;
+}
+CHAIN int chain_self_outer(char **text) {
+  return chain_self_inner(text) + 1;
+}
+
+static void case_self_capture(void) {
+  char *text = NULL;
+  CHECK_EQ_INT(chain_self_outer(&text), 2);
+  const char *chain[] = {"chain_self_inner", "chain_self_outer", "case_self_capture"};
+  expect_chain("self", text, chain, ARRAY_LEN(chain));
+  char header[64];
+  snprintf(header, sizeof header, "thread %d \"", (int)gettid_now());
+  CHECK(strncmp(text, header, strlen(header)) == 0);
+  perf_free(text);
+  uintptr_t pcs[128];
+  size_t count;
+  CHECK_EQ_INT(perf_backtrace_thread(gettid_now(), pcs, 128, &count), PERF_OK);
+  CHECK(count > 3);
+}
+
+/* An app signal handler that spins: the stack must continue through the
+   kernel's signal frame into the code it interrupted. */
+static atomic_int g_in_handler;
+static CHAIN void chain_app_handler_leaf(void) {
+  atomic_store(&g_in_handler, 1);
+  chain_spin_leaf(1);
+}
+static CHAIN void app_handler(int sig) {
+  (void)sig;
+  chain_app_handler_leaf();
+}
+static CHAIN unsigned long chain_interrupted(unsigned long x) {
+  while (!atomic_load(&g_in_handler))
+    x = x * 3 + 1;
+  return x;
+}
+static void *interrupted_body(void *arg) {
+  (void)arg;
+  g_sink = chain_interrupted(5) + 1;
+  return NULL;
+}
+
+static void case_signal_frame(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = app_handler;
+  CHECK(sigaction(SIGUSR1, &sa, NULL) == 0);
+  parked_t p;
+  pid_t tid = park(&p, interrupted_body, "interrupted");
+  usleep(10000);
+  CHECK(pthread_kill(p.thread, SIGUSR1) == 0);
+  char *text = stack_wait_for_frame0(tid, "chain_spin_leaf", WAIT_MS);
+  const char *chain[] = {"chain_spin_leaf", "chain_app_handler_leaf", "app_handler"};
+  expect_chain("signal frame", text, chain, ARRAY_LEN(chain));
+  const char *below[] = {"chain_interrupted", "interrupted_body"};
+  expect_chain("signal frame (interrupted code)", text, below, ARRAY_LEN(below));
+  perf_free(text);
+  stop_all(&p, 1, -1);
+}
+
+static void case_modes(void) {
+  parked_t p;
+  pid_t tid = park(&p, spin_body, "modes");
+  perf_sampler_options_t opts;
+  perf_sampler_options_init(&opts);
+  const perf_unwind_mode_t complete[] = {PERF_UNWIND_CFI, PERF_UNWIND_STACK_COPY};
+  for (size_t m = 0; m < ARRAY_LEN(complete); m++) {
+    opts.unwind_mode = complete[m];
+    CHECK_EQ_INT(perf_sampler_configure(&opts), PERF_OK);
+    char *text = stack_wait_for_frame0(tid, "chain_spin_leaf", WAIT_MS);
+    const char *chain[] = {"chain_spin_leaf", "chain_spin_middle", "chain_spin_outer", "spin_body"};
+    expect_chain(complete[m] == PERF_UNWIND_CFI ? "cfi" : "stack_copy", text, chain,
+                 ARRAY_LEN(chain));
+    perf_free(text);
+  }
+  /* Frame pointers only: frame 0 is always right; callers may be missing. */
+  opts.unwind_mode = PERF_UNWIND_FRAME_POINTER;
+  CHECK_EQ_INT(perf_sampler_configure(&opts), PERF_OK);
+  char *text = stack_wait_for_frame0(tid, "chain_spin_leaf", WAIT_MS);
+  stack_syms_t *s = malloc(sizeof *s);
+  CHECK(s != NULL);
+  stack_parse(text, s);
+  CHECK(s->count >= 1 && strcmp(s->symbols[0], "chain_spin_leaf") == 0);
+  free(s);
+  perf_free(text);
+  /* Bad options are refused and name what is wrong. */
+  opts.timeout_ms = 0;
+  CHECK_EQ_INT(perf_sampler_configure(&opts), PERF_E_INVALID_CONFIG);
+  perf_sampler_options_init(&opts);
+  opts.stack_copy_bytes = 4096; /* fixed at first use */
+  CHECK_EQ_INT(perf_sampler_configure(&opts), PERF_E_ALREADY_INITIALIZED);
+  stop_all(&p, 1, -1);
+}
+
+static void case_bad_arguments(void) {
+  uintptr_t pcs[4];
+  size_t count;
+  char *text;
+  CHECK_EQ_INT(perf_backtrace_thread(0, NULL, 4, &count), PERF_E_INVALID_ARGUMENT);
+  CHECK_EQ_INT(perf_backtrace_thread(0, pcs, 0, &count), PERF_E_INVALID_ARGUMENT);
+  CHECK_EQ_INT(perf_backtrace_thread(0, pcs, 4, NULL), PERF_E_INVALID_ARGUMENT);
+  CHECK_EQ_INT(perf_backtrace_thread(-5, pcs, 4, &count), PERF_E_INVALID_ARGUMENT);
+  CHECK_EQ_INT(perf_backtrace_thread_text(0, NULL), PERF_E_INVALID_ARGUMENT);
+  CHECK_EQ_INT(perf_backtrace_all_threads_text(NULL), PERF_E_INVALID_ARGUMENT);
+  CHECK_EQ_INT(perf_backtrace_thread_text(999999999, &text), PERF_E_NO_THREAD);
+  CHECK(text == NULL);
+  CHECK_EQ_INT(perf_sampler_configure(NULL), PERF_E_INVALID_ARGUMENT);
+  CHECK_EQ_INT(perf_main_thread_id(), gettid_now());
+  for (int e = 0; e >= PERF_E_UNSUPPORTED; e--)
+    CHECKF(strcmp(perf_strerror(e), "unknown error") != 0, "code %d has no text", e);
+  CHECK(strcmp(perf_strerror(-1000), "unknown error") == 0);
+  perf_free(NULL);
+}
+
+/* ---- an independent view: elfutils' eu-stack (ptrace + libdwfl) -------- */
+
+static pthread_mutex_t g_cond_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_cond = PTHREAD_COND_INITIALIZER;
+static CHAIN int chain_wait_inner(void) {
+  pthread_mutex_lock(&g_cond_lock);
+  while (!atomic_load(&g_stop))
+    pthread_cond_wait(&g_cond, &g_cond_lock);
+  pthread_mutex_unlock(&g_cond_lock);
+  return 1;
+}
+CHAIN int chain_wait_outer(void) {
+  return chain_wait_inner() + 1;
+}
+static void *wait_body(void *arg) {
+  (void)arg;
+  g_sink = (unsigned long)chain_wait_outer();
+  return NULL;
+}
+
+/* eu-stack's frames of thread `tid` ("#N 0xPC name" lines after "TID n:"). */
+static size_t eu_stack_pcs(const char *out, pid_t tid, uintptr_t *pcs, size_t max) {
+  char header[32];
+  snprintf(header, sizeof header, "TID %d:\n", (int)tid);
+  const char *p = strstr(out, header);
+  if (!p) return 0;
+  p += strlen(header);
+  size_t n = 0;
+  unsigned idx;
+  unsigned long pc;
+  while (n < max && sscanf(p, "#%u 0x%lx", &idx, &pc) == 2) {
+    pcs[n++] = (uintptr_t)pc;
+    p = strchr(p, '\n');
+    if (!p) break;
+    p++;
+  }
+  return n;
+}
+
+static void case_matches_eu_stack(void) {
+  int fds[2];
+  CHECK(pipe(fds) == 0);
+  parked_t p[3];
+  p[1].fd = fds[0];
+  pid_t tids[3] = {park(&p[0], spin_body, "cmp-spin"), park(&p[1], read_body, "cmp-read"),
+                   park(&p[2], wait_body, "cmp-wait")};
+  const char *parked_in[3][2] = {{"chain_spin_leaf", "chain_spin_middle"},
+                                 {"read|__libc_read|__read", "chain_read_inner"},
+                                 {"pthread_cond_wait", "chain_wait_inner"}};
+  uintptr_t ours[3][256];
+  size_t n_ours[3];
+  for (int i = 0; i < 3; i++) {
+    perf_free(stack_wait_for_chain(tids[i], parked_in[i], 2, WAIT_MS));
+    CHECK_EQ_INT(perf_backtrace_thread(tids[i], ours[i], 256, &n_ours[i]), PERF_OK);
+  }
+  /* Let eu-stack (our child) attach even under Yama ptrace_scope=1. */
+  prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+  char cmd[64];
+  snprintf(cmd, sizeof cmd, "eu-stack -p %d 2>&1", (int)getpid());
+  FILE *f = popen(cmd, "r");
+  CHECK(f != NULL);
+  static char out[1 << 16];
+  size_t len = fread(out, 1, sizeof out - 1, f);
+  out[len] = '\0';
+  /* eu-stack's exit status is not checked: it may fail to unwind the main
+     thread, caught inside popen's clone. Each parked thread's section must
+     be there and match, below. */
+  pclose(f);
+  for (int i = 0; i < 3; i++) {
+    uintptr_t theirs[256];
+    size_t n_theirs = eu_stack_pcs(out, tids[i], theirs, 256);
+    /* Every caller must be identical. Frame 0: the spinning thread moves
+       between the two captures (its function was checked above); a thread
+       blocked in a restartable system call is seen by a signal handler AT
+       the 2-byte `syscall` instruction (the kernel rewinds the pc to restart
+       it) and by ptrace just after it. */
+    bool same = n_theirs == n_ours[i] && n_theirs > 0 &&
+                (i == 0 || (theirs[0] >= ours[i][0] && theirs[0] - ours[i][0] <= 2));
+    for (size_t k = 1; same && k < n_ours[i]; k++)
+      same = ours[i][k] == theirs[k];
+    if (!same) {
+      fprintf(stderr, "thread %d: ours %zu frames, eu-stack %zu\n", (int)tids[i], n_ours[i],
+              n_theirs);
+      for (size_t k = 0; k < n_ours[i] || k < n_theirs; k++)
+        fprintf(stderr, "  #%zu ours 0x%lx eu-stack 0x%lx\n", k,
+                k < n_ours[i] ? (unsigned long)ours[i][k] : 0UL,
+                k < n_theirs ? (unsigned long)theirs[k] : 0UL);
+      fprintf(stderr, "%s", out);
+      exit(1);
+    }
+  }
+  pthread_mutex_lock(&g_cond_lock);
+  atomic_store(&g_stop, 1);
+  pthread_cond_broadcast(&g_cond);
+  pthread_mutex_unlock(&g_cond_lock);
+  stop_all(p, 3, fds[1]);
+}
+
+/* ---- modules loaded after the sampler started -------------------------- */
+
+static unsigned long (*g_dl_outer)(atomic_int *, unsigned long);
+static atomic_int g_dl_stop;
+static void *dlopen_body(void *arg) {
+  (void)arg;
+  g_sink = g_dl_outer(&g_dl_stop, 9) + 1;
+  return NULL;
+}
+
+static void case_dlopen_module(void) {
+  uintptr_t pcs[64];
+  size_t count;
+  CHECK_EQ_INT(perf_backtrace_thread(0, pcs, 64, &count), PERF_OK); /* first snapshot */
+  void *lib = dlopen(DL_CHAIN_PATH, RTLD_NOW);
+  CHECKF(lib != NULL, "dlopen: %s", dlerror());
+  g_dl_outer = (unsigned long (*)(atomic_int *, unsigned long))dlsym(lib, "dl_chain_outer");
+  CHECK(g_dl_outer != NULL);
+  parked_t p;
+  pid_t tid = park(&p, dlopen_body, "dl-user");
+  char *text = stack_wait_for_frame0(tid, "dl_chain_leaf", WAIT_MS);
+  const char *chain[] = {"dl_chain_leaf", "dl_chain_middle", "dl_chain_outer", "dlopen_body"};
+  expect_chain("dlopen", text, chain, ARRAY_LEN(chain));
+  CHECK(strstr(text, "libdl_chain.so") != NULL);
+  perf_free(text);
+  atomic_store(&g_dl_stop, 1);
+  pthread_join(p.thread, NULL);
+  /* Unloaded again: captures go on with the module gone. */
+  CHECK_EQ_INT(dlclose(lib), 0);
+  CHECK_EQ_INT(perf_backtrace_thread(0, pcs, 64, &count), PERF_OK);
+}
+
+/* The app takes the sampler's signal for itself: captures fail with a
+   clear error instead of hanging or crashing. */
+static void case_signal_taken_over(void) {
+  uintptr_t pcs[16];
+  size_t count;
+  int signo = perf_sampler_signal();
+  CHECK(signo > 0);
+  CHECK_EQ_INT(perf_backtrace_thread(0, pcs, 16, &count), PERF_OK);
+  CHECK(signal(signo, SIG_IGN) != SIG_ERR);
+  CHECK_EQ_INT(perf_backtrace_thread(0, pcs, 16, &count), PERF_E_SIGNAL);
+  CHECK_EQ_INT(count, 0);
+}
+
+static const test_case_t g_cases[] = {
+    TEST_CASE(signal_taken_over), TEST_CASE(dlopen_module), TEST_CASE(matches_eu_stack),
+    TEST_CASE(spin_leaf),         TEST_CASE(blocked_read),  TEST_CASE(nanosleep),
+    TEST_CASE(deep_recursion),    TEST_CASE(all_threads),   TEST_CASE(signal_blocked),
+    TEST_CASE(thread_exit),       TEST_CASE(rbp_garbage),   TEST_CASE(self_capture),
+    TEST_CASE(signal_frame),      TEST_CASE(modes),         TEST_CASE(bad_arguments),
+};
+
+int main(int argc, char **argv) {
+  return test_main(g_cases, ARRAY_LEN(g_cases), argc, argv);
+}

@@ -1,0 +1,235 @@
+/*
+ * collector_rig.c - perf-collector as a real child process on 127.0.0.1 for
+ * the collector tests (test_collector.c, test_collector_api.c): start it on
+ * a free port with a temporary database and keys file, talk to it with
+ * libcurl, stop it cleanly (see collector_rig.h).
+ */
+#include "collector_rig.h"
+
+#include <arpa/inet.h>
+#include <curl/curl.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "tempdir.h"
+
+double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* ---- HTTP with libcurl ---------------------------------------------------- */
+
+static size_t on_body(char *data, size_t size, size_t n, void *arg) {
+  reply_t *r = arg;
+  size_t len = size * n, room = sizeof r->body - 1 - r->body_len;
+  memcpy(r->body + r->body_len, data, len < room ? len : room);
+  r->body_len += len < room ? len : room;
+  r->body[r->body_len] = '\0';
+  return len;
+}
+
+static size_t on_header(char *data, size_t size, size_t n, void *arg) {
+  reply_t *r = arg;
+  size_t len = size * n;
+  if (len > 12 && strncasecmp(data, "Retry-After:", 12) == 0)
+    sscanf(data + 12, " %31[^\r\n]", r->retry_after);
+  return len;
+}
+
+typedef struct upload_s {
+  const uint8_t *data;
+  size_t len, pos;
+} upload_t;
+
+static size_t on_read(char *buf, size_t size, size_t n, void *arg) {
+  upload_t *u = arg;
+  size_t left = u->len - u->pos, max = size * n, k = left < max ? left : max;
+  memcpy(buf, u->data + u->pos, k);
+  u->pos += k;
+  return k;
+}
+
+/* One request; headers is a NULL-terminated list; chunked sends the body
+   without Content-Length. Returns the status (0: no answer). */
+long request(const collector_t *c, const char *method, const char *path, const char *const *headers,
+             const void *body, size_t len, bool chunked, reply_t *r) {
+  memset(r, 0, sizeof *r);
+  char url[128];
+  snprintf(url, sizeof url, "%s%s", c->url, path);
+  CURL *h = curl_easy_init();
+  CHECK(h != NULL);
+  struct curl_slist *list = NULL;
+  for (size_t i = 0; headers && headers[i]; i++)
+    list = curl_slist_append(list, headers[i]);
+  upload_t up = {body, len, 0};
+  if (chunked) list = curl_slist_append(list, "Transfer-Encoding: chunked");
+  curl_easy_setopt(h, CURLOPT_URL, url);
+  curl_easy_setopt(h, CURLOPT_HTTPHEADER, list);
+  curl_easy_setopt(h, CURLOPT_TIMEOUT, 30L);
+  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+  curl_easy_setopt(h, CURLOPT_WRITEDATA, r);
+  curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+  curl_easy_setopt(h, CURLOPT_HEADERDATA, r);
+  if (strcmp(method, "POST") == 0 && chunked) {
+    curl_easy_setopt(h, CURLOPT_POST, 1L);
+    curl_easy_setopt(h, CURLOPT_READFUNCTION, on_read);
+    curl_easy_setopt(h, CURLOPT_READDATA, &up);
+  } else if (strcmp(method, "POST") == 0) {
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, body ? body : "");
+    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+  }
+  if (curl_easy_perform(h) == CURLE_OK) curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r->status);
+  curl_slist_free_all(list);
+  curl_easy_cleanup(h);
+  return r->status;
+}
+
+long get(const collector_t *c, const char *path, reply_t *r) {
+  return request(c, "GET", path, NULL, NULL, 0, false, r);
+}
+
+/* GET path with the good key; the body parsed as JSON (the caller frees). */
+json_t *get_json(const collector_t *c, const char *path, long *status) {
+  reply_t *r = malloc(sizeof *r);
+  CHECK(r != NULL);
+  const char *headers[] = {"Authorization: Bearer " GOOD_KEY, NULL};
+  *status = request(c, "GET", path, headers, NULL, 0, false, r);
+  json_error_t err;
+  json_t *j = json_loads(r->body, 0, &err);
+  CHECKF(j != NULL, "GET %s -> %ld, not JSON: %s (%s)", path, *status, err.text, r->body);
+  free(r);
+  return j;
+}
+
+/* ---- the collector as a child process ------------------------------------ */
+
+uint16_t free_port(void) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  CHECK(fd >= 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  CHECK(bind(fd, (struct sockaddr *)&a, sizeof a) == 0);
+  socklen_t alen = sizeof a;
+  CHECK(getsockname(fd, (struct sockaddr *)&a, &alen) == 0);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+pid_t g_running; /* the collector a failed check leaves behind */
+
+void kill_running(void) {
+  if (g_running > 0) kill(g_running, SIGKILL), waitpid(g_running, NULL, 0);
+}
+
+pid_t spawn(char *const argv[], const char *stderr_path) {
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    if (stderr_path) {
+      int fd = open(stderr_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      if (fd >= 0) dup2(fd, 2), dup2(fd, 1);
+    }
+    execv(argv[0], argv);
+    _exit(127);
+  }
+  return pid;
+}
+
+int spawn_wait(pid_t pid, double seconds) {
+  double end = now_s() + seconds;
+  int st = 0;
+  pid_t w;
+  while ((w = waitpid(pid, &st, WNOHANG)) == 0) {
+    if (now_s() > end) {
+      kill(pid, SIGKILL);
+      waitpid(pid, NULL, 0);
+      return -1;
+    }
+    usleep(50000);
+  }
+  CHECK(w == pid);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+bool healthy_within(const collector_t *c, double seconds) {
+  double end = now_s() + seconds;
+  reply_t r;
+  while (now_s() < end) {
+    if (get(c, "/healthz", &r) == 200) return true;
+    int st;
+    if (waitpid(c->pid, &st, WNOHANG) == c->pid) return false;
+    usleep(50000);
+  }
+  return false;
+}
+
+/* Start perf-collector with a temp db and keys file plus extra (NULL-ended). */
+void collector_start(collector_t *c, const char *const *extra) {
+  const char *dir = tempdir_make("perf-coll");
+  char keys[128], listen[32];
+  snprintf(keys, sizeof keys, "%s/keys", dir);
+  FILE *f = fopen(keys, "w");
+  CHECK(f != NULL);
+  fprintf(f, "# test keys\n%s\n\nsecond-key\n", GOOD_KEY);
+  fclose(f);
+  snprintf(c->db, sizeof c->db, "%s/collector.db", dir);
+  for (int attempt = 0; attempt < 5; attempt++) {
+    c->port = free_port();
+    snprintf(listen, sizeof listen, "127.0.0.1:%u", (unsigned)c->port);
+    snprintf(c->url, sizeof c->url, "http://%s", listen);
+    char *argv[MAX_ARGS] = {PERF_COLLECTOR_PATH, "--listen", listen,      "--db", c->db,
+                            "--api-keys-file",   keys,       "--threads", "2"};
+    size_t n = 9;
+    for (size_t i = 0; extra && extra[i] && n < MAX_ARGS - 1; i++)
+      argv[n++] = (char *)extra[i];
+    argv[n] = NULL;
+    c->pid = g_running = spawn(argv, NULL);
+    if (healthy_within(c, 20)) return;
+    kill(c->pid, SIGKILL);
+    waitpid(c->pid, NULL, 0);
+  }
+  CHECKF(false, "perf-collector did not start");
+}
+
+/* Healthy after everything, then a clean stop on SIGTERM (exit 0). */
+void collector_stop_healthy(collector_t *c) {
+  reply_t r;
+  CHECK_EQ_INT(get(c, "/healthz", &r), 200);
+  CHECK(strncmp(r.body, "ok", 2) == 0);
+  CHECK(kill(c->pid, SIGTERM) == 0);
+  int st = 0;
+  CHECK(waitpid(c->pid, &st, 0) == c->pid);
+  g_running = 0;
+  CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "collector status 0x%x", st);
+}
+
+int collector_test_main(int argc, char **argv, const test_case_t *cases, size_t n) {
+  if (argc == 2 && strcmp(argv[1], "--list") == 0) {
+    test_list_cases(cases, n);
+    return 0;
+  }
+  if (argc != 2) {
+    fprintf(stderr, "usage: %s --list | <case>\n", argv[0]);
+    return 2;
+  }
+  signal(SIGPIPE, SIG_IGN);
+  atexit(kill_running);
+  curl_global_init(CURL_GLOBAL_DEFAULT);
+  if (!test_run_case(cases, n, argv[1])) {
+    fprintf(stderr, "unknown case %s\n", argv[1]);
+    return 2;
+  }
+  curl_global_cleanup();
+  return 0;
+}

@@ -1,0 +1,295 @@
+/*
+ * test_uploader.c - the upload thread (uploader/uploader.c) with the real
+ * disk spool and the real libcurl transport against a real HTTP server on
+ * 127.0.0.1 (tests/http_server.c), scripted per request: delivery and
+ * headers, keep-alive, collector down then up, Retry-After in seconds and as
+ * a date, 503 then 200, 4xx set aside, 5xx dropped after a bounded number
+ * of attempts, a slow collector against the request timeout and shutdown.
+ * Each case runs in its own process: `test_uploader <case>`.
+ */
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "http_server.h"
+#include "sdk/base/stats.h"
+#include "sdk/wire/spool.h"
+#include "tempdir.h"
+#include "uploader/transport.h"
+#include "uploader/uploader.h"
+
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+#define WAIT_MS 15000
+
+typedef struct {
+  char dir[64];
+  perf__spool_t *spool;
+  perf__stats_t stats;
+  perf__uploader_t *up;
+  http_server_t *server;
+} rig_t;
+
+static int64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
+}
+
+static void rig_open(rig_t *r, bool server_up) {
+  memset(r, 0, sizeof *r);
+  snprintf(r->dir, sizeof r->dir, "%s", tempdir_make("perf-uploader"));
+  perf__spool_options_t so = {r->dir, 64u << 20, 1000, 0, NULL};
+  CHECK_EQ_INT(perf__spool_open(&so, &r->spool), PERF_OK);
+  if (server_up) CHECK((r->server = http_server_start()) != NULL);
+}
+
+/* Start the uploader against `port` with short backoffs and a request
+   timeout of timeout_ms. */
+static void rig_start(rig_t *r, int port, long timeout_ms) {
+  perf__curl_options_t co = {2000, timeout_ms, true, NULL};
+  perf__transport_t *t = NULL;
+  CHECK_EQ_INT(perf__curl_transport_new(&co, &t), PERF_OK);
+  char url[64];
+  snprintf(url, sizeof url, "http://127.0.0.1:%d/", port);
+  perf__uploader_options_t uo = {url, "test-key", r->spool, t, 50, 400, 3, &r->stats};
+  CHECK_EQ_INT(perf__uploader_start(&uo, &r->up), PERF_OK);
+}
+
+static void rig_close(rig_t *r) {
+  perf__uploader_stop(r->up);
+  perf__spool_close(r->spool);
+  if (r->server) http_server_stop(r->server);
+}
+
+static void put_batch(rig_t *r, int n, uint8_t id[16]) {
+  for (int i = 0; i < 16; i++)
+    id[i] = (uint8_t)(n * 16 + i);
+  char payload[64];
+  int len = snprintf(payload, sizeof payload, "batch payload %d", n);
+  CHECK_EQ_INT(perf__spool_put(r->spool, id, payload, (size_t)len, NULL), PERF_OK);
+  perf__uploader_wake(r->up);
+}
+
+static void hex(const uint8_t id[16], char out[33]) {
+  for (int i = 0; i < 16; i++)
+    snprintf(out + 2 * i, 3, "%02x", id[i]);
+}
+
+static uint64_t spool_files(rig_t *r) {
+  perf__spool_stats_t st;
+  perf__spool_stats(r->spool, &st);
+  return st.files;
+}
+
+static void wait_stat(atomic_uint_fast64_t *counter, uint64_t at_least) {
+  int64_t deadline = now_ms() + WAIT_MS;
+  while (atomic_load(counter) < at_least && now_ms() < deadline)
+    usleep(2000);
+  CHECKF(atomic_load(counter) >= at_least, "counter %llu, waited for %llu",
+         (unsigned long long)atomic_load(counter), (unsigned long long)at_least);
+}
+
+static int64_t flush_deadline(int ms) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1000000000LL + ts.tv_nsec + (int64_t)ms * 1000000;
+}
+
+/* ---- cases ----------------------------------------------------------------- */
+
+static void case_delivers_in_order(void) {
+  rig_t r;
+  rig_open(&r, true);
+  rig_start(&r, http_server_port(r.server), 5000);
+  uint8_t ids[3][16];
+  for (int i = 0; i < 3; i++)
+    put_batch(&r, i, ids[i]);
+  CHECK_EQ_INT(perf__uploader_flush(r.up, flush_deadline(WAIT_MS)), PERF_OK);
+  CHECK_EQ_INT(http_server_request_count(r.server), 3);
+  long connection = -1;
+  for (int i = 0; i < 3; i++) {
+    http_request_t q;
+    CHECK(http_server_request(r.server, i, &q));
+    char want[33];
+    hex(ids[i], want);
+    CHECK(strcmp(q.method, "POST") == 0 && strcmp(q.path, "/v1/batches") == 0);
+    CHECK(strcmp(http_request_header(&q, "Content-Type"), "application/x-protobuf") == 0);
+    CHECK(strcmp(http_request_header(&q, "Content-Encoding"), "zstd") == 0);
+    CHECK(strcmp(http_request_header(&q, "Authorization"), "Bearer test-key") == 0);
+    CHECKF(strcmp(http_request_header(&q, "X-Perf-Batch-Id"), want) == 0, "request %d", i);
+    char body[64];
+    snprintf(body, sizeof body, "batch payload %d", i);
+    CHECK(q.body_len == strlen(body) && memcmp(q.body, body, q.body_len) == 0);
+    if (i == 0) connection = (long)q.connection_id;
+    CHECKF((long)q.connection_id == connection, "request %d on a new connection", i);
+    http_request_free(&q);
+  }
+  CHECK_EQ_INT(spool_files(&r), 0);
+  CHECK_EQ_INT(atomic_load(&r.stats.batches_sent), 3);
+  CHECK_EQ_INT(atomic_load(&r.stats.batches_retried), 0);
+  rig_close(&r);
+}
+
+static void case_down_then_up(void) {
+  rig_t r;
+  rig_open(&r, true);
+  int port = http_server_port(r.server);
+  http_server_stop(r.server); /* the collector is down */
+  r.server = NULL;
+  rig_start(&r, port, 2000);
+  uint8_t ids[5][16];
+  for (int i = 0; i < 5; i++)
+    put_batch(&r, i, ids[i]);
+  wait_stat(&r.stats.batches_retried, 3); /* refused connections, retried */
+  CHECK_EQ_INT(spool_files(&r), 5);
+  CHECK((r.server = http_server_start_on_port(port)) != NULL); /* and up again */
+  CHECK_EQ_INT(perf__uploader_flush(r.up, flush_deadline(WAIT_MS)), PERF_OK);
+  /* Everything arrived, in order, nothing twice. */
+  CHECK_EQ_INT(http_server_request_count(r.server), 5);
+  for (int i = 0; i < 5; i++) {
+    char want[33];
+    hex(ids[i], want);
+    CHECK_EQ_INT(http_server_count_header_value(r.server, "X-Perf-Batch-Id", want), 1);
+  }
+  CHECK_EQ_INT(atomic_load(&r.stats.batches_sent), 5);
+  CHECK_EQ_INT(spool_files(&r), 0);
+  rig_close(&r);
+}
+
+static void expect_gap_after(rig_t *r, int64_t at_least_ms) {
+  CHECK(http_server_wait_requests(r->server, 2, WAIT_MS));
+  http_request_t a, b;
+  CHECK(http_server_request(r->server, 0, &a) && http_server_request(r->server, 1, &b));
+  int64_t gap_ms = (int64_t)(b.arrival_ns - a.arrival_ns) / 1000000;
+  CHECKF(gap_ms >= at_least_ms, "second request %lld ms after the first", (long long)gap_ms);
+  http_request_free(&a);
+  http_request_free(&b);
+}
+
+static void case_retry_after_seconds(void) {
+  rig_t r;
+  rig_open(&r, true);
+  http_response_t busy = {.status = 429, .headers = {{"Retry-After", "2"}}};
+  http_server_push(r.server, &busy);
+  rig_start(&r, http_server_port(r.server), 5000);
+  uint8_t id[16];
+  put_batch(&r, 0, id);
+  expect_gap_after(&r, 2000); /* no request before Retry-After; backoff alone is <= 400 ms */
+  CHECK_EQ_INT(perf__uploader_flush(r.up, flush_deadline(WAIT_MS)), PERF_OK);
+  CHECK_EQ_INT(http_server_request_count(r.server), 2);
+  rig_close(&r);
+}
+
+static void case_retry_after_date(void) {
+  rig_t r;
+  rig_open(&r, true);
+  time_t at = time(NULL) + 3;
+  char date[64];
+  struct tm tm;
+  gmtime_r(&at, &tm);
+  strftime(date, sizeof date, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+  http_response_t busy = {.status = 503, .headers = {{"Retry-After", date}}};
+  http_server_push(r.server, &busy);
+  rig_start(&r, http_server_port(r.server), 5000);
+  uint8_t id[16];
+  put_batch(&r, 0, id);
+  CHECK(http_server_wait_requests(r.server, 2, WAIT_MS));
+  CHECKF(time(NULL) >= at, "retried before the Retry-After date"); /* second resolution */
+  expect_gap_after(&r, 1000);
+  rig_close(&r);
+}
+
+static void case_unavailable_then_ok(void) {
+  rig_t r;
+  rig_open(&r, true);
+  http_server_push(r.server, &(http_response_t){.status = 503});
+  rig_start(&r, http_server_port(r.server), 5000);
+  uint8_t id[16];
+  put_batch(&r, 0, id);
+  CHECK_EQ_INT(perf__uploader_flush(r.up, flush_deadline(WAIT_MS)), PERF_OK);
+  CHECK_EQ_INT(http_server_request_count(r.server), 2);
+  char want[33];
+  hex(id, want);
+  CHECK_EQ_INT(http_server_count_header_value(r.server, "X-Perf-Batch-Id", want), 2);
+  CHECK_EQ_INT(atomic_load(&r.stats.batches_retried), 1);
+  CHECK_EQ_INT(atomic_load(&r.stats.batches_sent), 1);
+  rig_close(&r);
+}
+
+static void case_rejected_set_aside(void) {
+  rig_t r;
+  rig_open(&r, true);
+  http_server_push(r.server, &(http_response_t){.status = 400, .body = "bad batch"});
+  http_server_push(r.server, &(http_response_t){.status = 413});
+  rig_start(&r, http_server_port(r.server), 5000);
+  uint8_t ids[3][16];
+  for (int i = 0; i < 3; i++)
+    put_batch(&r, i, ids[i]);
+  CHECK_EQ_INT(perf__uploader_flush(r.up, flush_deadline(WAIT_MS)), PERF_OK);
+  /* One request each: the refused ones are never sent again. */
+  CHECK_EQ_INT(http_server_request_count(r.server), 3);
+  perf__spool_stats_t st;
+  perf__spool_stats(r.spool, &st);
+  CHECK_EQ_INT(st.quarantined_rejected, 2);
+  CHECK_EQ_INT(st.files, 0);
+  CHECK_EQ_INT(atomic_load(&r.stats.batches_rejected), 2);
+  CHECK_EQ_INT(atomic_load(&r.stats.batches_sent), 1);
+  char path[128];
+  snprintf(path, sizeof path, "%s/quarantine", r.dir);
+  CHECK(access(path, F_OK) == 0);
+  rig_close(&r);
+}
+
+static void case_server_errors_dropped(void) {
+  rig_t r;
+  rig_open(&r, true);
+  http_server_set_default(r.server, &(http_response_t){.status = 500});
+  rig_start(&r, http_server_port(r.server), 5000);
+  uint8_t id[16];
+  put_batch(&r, 0, id);
+  CHECK_EQ_INT(perf__uploader_flush(r.up, flush_deadline(WAIT_MS)), PERF_OK);
+  CHECK_EQ_INT(http_server_request_count(r.server), 3); /* max_server_errors */
+  CHECK_EQ_INT(atomic_load(&r.stats.batches_dropped_server), 1);
+  CHECK_EQ_INT(spool_files(&r), 0);
+  rig_close(&r);
+}
+
+static void case_slow_collector(void) {
+  rig_t r;
+  rig_open(&r, true);
+  /* A collector slower than the 500 ms request timeout: the attempt times
+     out and is retried; the batch stays. */
+  http_server_set_default(r.server, &(http_response_t){.status = 200, .delay_ms = 3000});
+  rig_start(&r, http_server_port(r.server), 500);
+  uint8_t id[16];
+  put_batch(&r, 0, id);
+  int64_t t0 = now_ms();
+  wait_stat(&r.stats.batches_retried, 1);
+  CHECKF(now_ms() - t0 < 2500, "the 500 ms timeout took %lld ms", (long long)(now_ms() - t0));
+  CHECK_EQ_INT(perf__uploader_flush(r.up, flush_deadline(300)), PERF_E_TIMEOUT);
+  /* Shutdown with a request in flight returns at once; the batch stays. */
+  CHECK(http_server_wait_requests(r.server, 2, WAIT_MS));
+  t0 = now_ms();
+  perf__uploader_stop(r.up);
+  r.up = NULL;
+  CHECKF(now_ms() - t0 < 1000, "stop took %lld ms", (long long)(now_ms() - t0));
+  CHECK_EQ_INT(spool_files(&r), 1);
+  CHECK_EQ_INT(atomic_load(&r.stats.batches_sent), 0);
+  rig_close(&r);
+}
+
+static const test_case_t g_cases[] = {
+    TEST_CASE(delivers_in_order),     TEST_CASE(down_then_up),
+    TEST_CASE(retry_after_seconds),   TEST_CASE(retry_after_date),
+    TEST_CASE(unavailable_then_ok),   TEST_CASE(rejected_set_aside),
+    TEST_CASE(server_errors_dropped), TEST_CASE(slow_collector),
+};
+
+int main(int argc, char **argv) {
+  return test_main(g_cases, ARRAY_LEN(g_cases), argc, argv);
+}
