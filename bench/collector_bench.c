@@ -48,8 +48,9 @@
 
 #include "perf_sdk.h"
 #include "sdk/pipeline/event.h"
+#include "sdk/pipeline/event_encode.h"
 #include "sdk/sampler/modules.h"
-#include "sdk/wire/encoder.h"
+#include "sdk/wire/batch_decode.h"
 
 #define BENCH_RNG_SEED 0x9e3779b97f4a7c15ULL
 #include "bench_app.h"
@@ -152,6 +153,8 @@ typedef struct {
   char id_header[64];
 } body_t;
 
+static perf__event_encoder_t *g_encoder; /* SDK events into batches, as the writer does */
+
 /* Batch b: 4 hangs (each in the stacks of one stuck function: stacks
    f, f+40, f+80, ... share it) and 2 CPU bursts over 12 stacks. */
 static int make_batch(perf__batch_builder_t *bld, perf__modules_t *mods,
@@ -165,13 +168,13 @@ static int make_batch(perf__batch_builder_t *bld, perf__modules_t *mods,
       own[k] = stacks[path + 40 * (int)(rnd() % 10)];
     perf__event_t *ev =
         make_event(mods, PERF__EVENT_HANG, wall + h * 100000000LL, own, 0, 4, HANG_SAMPLES, 1);
-    if (!ev || perf__batch_add_event(bld, ev) != PERF_OK) return -1;
+    if (!ev || perf__event_encode(g_encoder, bld, ev) != PERF_OK) return -1;
     perf__event_free(ev);
   }
   for (int c = 0; c < CPUS_PER_BATCH; c++) {
     perf__event_t *ev = make_event(mods, PERF__EVENT_CPU, wall + 500000000LL + c, stacks,
                                    (int)(rnd() % STACKS), 12, CPU_SAMPLES, 2);
-    if (!ev || perf__batch_add_event(bld, ev) != PERF_OK) return -1;
+    if (!ev || perf__event_encode(g_encoder, bld, ev) != PERF_OK) return -1;
     perf__event_free(ev);
   }
   uint8_t id[PERF__BATCH_ID_BYTES];
@@ -441,14 +444,13 @@ int main(int argc, char **argv) {
   static bench_stack_t stacks[STACKS];
   make_stacks(stacks, leaves, nleaves);
   perf__modules_t *mods = perf__modules_acquire();
-  perf__config_t cfg;
-  memset(&cfg, 0, sizeof cfg);
-  cfg.app_name = "bench-app";
-  cfg.app_version = "2.3.1";
-  cfg.environment = "production";
+  perf__batch_resource_t res = {
+      .app_name = "bench-app", .app_version = "2.3.1", .environment = "production"};
   perf__batch_builder_t *bld = NULL;
   body_t *bodies = calloc(nbatches, sizeof *bodies);
-  if (!mods || !bodies || perf__batch_builder_new(&cfg, NULL, &bld) != PERF_OK) return 1;
+  if (!mods || !bodies || perf__batch_builder_new(&res, NULL, &bld) != PERF_OK ||
+      !(g_encoder = perf__event_encoder_new()))
+    return 1;
   double t0 = now_s();
   size_t bytes = 0;
   for (size_t b = 0; b < nbatches; b++) {
@@ -459,6 +461,7 @@ int main(int argc, char **argv) {
     bytes += bodies[b].len;
   }
   perf__batch_free(bld);
+  perf__event_encoder_free(g_encoder);
   perf__modules_release(mods);
   uint64_t expected = (uint64_t)nbatches * SAMPLES_PER_BATCH;
   printf("collector_bench: %zu batches of %d samples (%d hangs x %d, %d cpu x %d; 21-31 frame "

@@ -29,8 +29,9 @@
 #include <zlib.h>
 
 #include "perf_sdk.h"
+#include "sdk/pipeline/event_encode.h"
 #include "sdk/sampler/modules.h"
-#include "sdk/wire/encoder.h"
+#include "sdk/wire/batch_decode.h"
 
 #define BENCH_RNG_SEED 0x2545f4914f6cdd1dULL
 #include "bench_app.h"
@@ -170,10 +171,12 @@ static perf__event_t **make_events(perf__modules_t *mods, const bench_stack_t *s
 /* Variant A: the SDK's encoder.                                             */
 /* ------------------------------------------------------------------------ */
 
+static perf__event_encoder_t *g_encoder; /* SDK events into batches, as the writer does */
+
 static int run_protobuf(perf__batch_builder_t *b, perf__event_t **evs, result_t *r) {
   int64_t c0 = clock_ns(CLOCK_THREAD_CPUTIME_ID), w0 = clock_ns(CLOCK_MONOTONIC);
   for (int e = 0; e < EVENTS; e++)
-    if (perf__batch_add_event(b, evs[e]) != 0) return -1;
+    if (perf__event_encode(g_encoder, b, evs[e]) != 0) return -1;
   uint8_t *out = NULL;
   size_t len = 0;
   if (perf__batch_finish(b, NULL, &out, &len, NULL) != 0) return -1;
@@ -374,17 +377,13 @@ typedef struct {
 static int measure(variant_t *v, perf__event_t **evs, int runs) {
   perf__batch_builder_t *b = NULL;
   if (!v->json) {
-    perf__config_t cfg;
-    memset(&cfg, 0, sizeof cfg);
-    static char app[] = "bench-app", ver[] = "2.3.1", env[] = "production";
-    cfg.app_name = app;
-    cfg.app_version = ver;
-    cfg.environment = env;
+    perf__batch_resource_t res = {
+        .app_name = "bench-app", .app_version = "2.3.1", .environment = "production"};
     perf__batch_options_t o;
     perf__batch_options_init(&o);
     o.zstd_level = v->level;
     o.symbolize = v->symbolize;
-    if (perf__batch_builder_new(&cfg, &o, &b) != 0) return -1;
+    if (perf__batch_builder_new(&res, &o, &b) != 0) return -1;
   }
   int64_t *cpu = calloc((size_t)runs, sizeof *cpu), *wall = calloc((size_t)runs, sizeof *wall);
   result_t r = {0};
@@ -419,6 +418,7 @@ int main(int argc, char **argv) {
     }
   }
   if (runs < 1) runs = 1;
+  if (!(g_encoder = perf__event_encoder_new())) return 1;
 
   fn_ref_t libc[sizeof g_libc_names / sizeof g_libc_names[0]];
   fn_ref_t zstd[sizeof g_zstd_names / sizeof g_zstd_names[0]];
@@ -496,14 +496,13 @@ int main(int argc, char **argv) {
 
   /* The collector's side, for reference: decode of the default payload. */
   {
-    perf__config_t cfg;
-    memset(&cfg, 0, sizeof cfg);
+    perf__batch_resource_t res = {0};
     perf__batch_builder_t *b = NULL;
     uint8_t *out = NULL;
     size_t len = 0;
-    if (perf__batch_builder_new(&cfg, NULL, &b) == 0) {
+    if (perf__batch_builder_new(&res, NULL, &b) == 0) {
       for (int e = 0; e < EVENTS; e++)
-        perf__batch_add_event(b, evs[e]);
+        perf__event_encode(g_encoder, b, evs[e]);
       perf__batch_finish(b, NULL, &out, &len, NULL);
     }
     int64_t *cpu = calloc((size_t)runs, sizeof *cpu);

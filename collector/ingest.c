@@ -20,7 +20,7 @@
 
 #include "perf_sdk.h"
 #include "sdk/base/utf8.h"
-#include "sdk/wire/encoder.h"
+#include "sdk/wire/batch_decode.h"
 #include "signature.h"
 #include "symbol_files.h"
 

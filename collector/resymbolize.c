@@ -1,11 +1,11 @@
 /*
  * resymbolize.c - the pending build-ids and the thread that finds their
- * debug files (see resymbolize.h). libdebuginfod (elfutils) does the
- * fetching; its own cache (DEBUGINFOD_CACHE_PATH) holds a copy too.
+ * debug files (see resymbolize.h). libdebuginfod (elfutils, loaded on
+ * first use: debuginfod_api.c) does the fetching; its own cache (DEBUGINFOD_CACHE_PATH) holds a
+ * copy too.
  */
 #include "resymbolize.h"
 
-#include <elfutils/debuginfod.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "debuginfod_api.h"
 #include "metrics.h"
 #include "stack_rename.h"
 #include "symbol_files.h"
@@ -38,7 +39,8 @@ struct resymbolizer_s {
   symbolizer_t *symbols;
   const store_ops_t *ops;
   store_t *store;
-  debuginfod_client *debuginfod; /* NULL: DEBUGINFOD_URLS unset */
+  const debuginfod_api_t *api;   /* NULL: DEBUGINFOD_URLS unset or no libdebuginfod */
+  debuginfod_client *debuginfod; /* NULL: the same */
   pending_t pending[MAX_PENDING];
   size_t n_pending;
 };
@@ -89,7 +91,7 @@ void resymbolizer_want(resymbolizer_t *r, const char *id) {
 /* Non-zero cancels a transfer: the collector is stopping. */
 static int fetch_progress(debuginfod_client *c, long a, long b) {
   (void)a, (void)b;
-  resymbolizer_t *r = debuginfod_get_user_data(c);
+  resymbolizer_t *r = debuginfod_api()->get_user_data(c);
   return atomic_load(&r->stop) ? 1 : 0;
 }
 
@@ -115,7 +117,7 @@ static bool install_copy(resymbolizer_t *r, const char *id, int in) {
 
 static bool fetch(resymbolizer_t *r, const char *id) {
   char *path = NULL;
-  int fd = debuginfod_find_debuginfo(r->debuginfod, (const unsigned char *)id, 0, &path);
+  int fd = r->api->find_debuginfo(r->debuginfod, (const unsigned char *)id, 0, &path);
   if (fd < 0) {
     fprintf(stderr, "perf-collector: debuginfod %s: %s\n", id, strerror(-fd));
     return false;
@@ -186,15 +188,18 @@ resymbolizer_t *resymbolizer_start(symbolizer_t *symbols, const store_ops_t *ops
   r->ops = ops;
   r->store = store;
   const char *urls = getenv("DEBUGINFOD_URLS");
-  if (urls && *urls && (r->debuginfod = debuginfod_begin()) != NULL) {
-    debuginfod_set_user_data(r->debuginfod, r);
-    debuginfod_set_progressfn(r->debuginfod, fetch_progress);
+  if (urls && *urls && !(r->api = debuginfod_api()))
+    fprintf(stderr, "perf-collector: DEBUGINFOD_URLS is set but libdebuginfod.so.1 cannot be "
+                    "loaded: missing symbols are not fetched\n");
+  if (r->api && (r->debuginfod = r->api->begin()) != NULL) {
+    r->api->set_user_data(r->debuginfod, r);
+    r->api->set_progressfn(r->debuginfod, fetch_progress);
     fprintf(stderr, "perf-collector: missing symbols are fetched from debuginfod (%s)\n", urls);
   }
   pthread_mutex_init(&r->lock, NULL);
   pthread_cond_init(&r->wake, NULL);
   if (pthread_create(&r->thread, NULL, run, r) != 0) {
-    if (r->debuginfod) debuginfod_end(r->debuginfod);
+    if (r->debuginfod) r->api->end(r->debuginfod);
     pthread_cond_destroy(&r->wake);
     pthread_mutex_destroy(&r->lock);
     free(r);
@@ -210,7 +215,7 @@ void resymbolizer_stop(resymbolizer_t *r) {
   pthread_cond_signal(&r->wake);
   pthread_mutex_unlock(&r->lock);
   pthread_join(r->thread, NULL);
-  if (r->debuginfod) debuginfod_end(r->debuginfod);
+  if (r->debuginfod) r->api->end(r->debuginfod);
   pthread_cond_destroy(&r->wake);
   pthread_mutex_destroy(&r->lock);
   free(r);

@@ -234,7 +234,7 @@ static int start_threads(sdk_t *s) {
   if (err) return err;
   perf__recorder_init(&s->recorder, s->cfg.max_events_per_hour, s->writer, &g_stats);
   s->sdk_tids[0] = perf__writer_tid(s->writer);
-  err = perf__hang_monitor_start(&s->cfg, &g_loop, &s->recorder, s->writer, &g_stats, &s->hang);
+  err = perf__hang_monitor_start(&s->cfg, &g_loop, &s->recorder, &g_stats, &s->hang);
   if (!err) {
     s->sdk_tids[1] = perf__hang_monitor_tid(s->hang);
     err = perf__cpu_monitor_start(&s->cfg, &s->recorder, &g_stats, s->sdk_tids, 2, &s->cpu);

@@ -31,7 +31,8 @@
 
 #include "perf_sdk.h"
 #include "sdk/base/utf8.h"
-#include "sdk/wire/encoder.h"
+#include "sdk/wire/batch.h"
+#include "sdk/wire/batch_decode.h"
 #include "sdk/wire/spool.h"
 
 #define PROG "perf-dump"

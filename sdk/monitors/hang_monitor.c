@@ -5,7 +5,7 @@
  * (the earliest moment it can become a hang), else half a threshold. At
  * that moment, if the same unit of work is still running, the hang starts:
  * capture at once, then every hang_sample_interval_ms up to
- * hang_max_samples, each time posting a copy to the writer as this
+ * hang_max_samples, each time passing a copy through the recorder as this
  * process's hang marker. The hang ends when the loop goes idle, starts a new
  * unit of work, or is paused; its duration comes from the loop's own
  * timestamps, so it does not depend on when the monitor wakes up.
@@ -33,7 +33,6 @@ struct perf__hang_monitor_s {
   const perf__config_t *cfg;
   perf__loop_t *loop;
   perf__recorder_t *recorder;
-  perf__writer_t *writer;
   perf__stats_t *stats;
   pthread_t thread;
   atomic_int tid;
@@ -82,14 +81,13 @@ void perf__loop_heartbeat(perf__loop_t *loop) {
 }
 
 int perf__hang_monitor_start(const perf__config_t *cfg, perf__loop_t *loop,
-                             perf__recorder_t *recorder, perf__writer_t *writer,
-                             perf__stats_t *stats, perf__hang_monitor_t **out) {
+                             perf__recorder_t *recorder, perf__stats_t *stats,
+                             perf__hang_monitor_t **out) {
   perf__hang_monitor_t *m = calloc(1, sizeof *m);
   if (!m) return PERF_E_NO_MEMORY;
   m->cfg = cfg;
   m->loop = loop;
   m->recorder = recorder;
-  m->writer = writer;
   m->stats = stats;
   if (pthread_create(&m->thread, NULL, monitor_main, m) != 0) {
     free(m);
@@ -196,7 +194,7 @@ static void sample_hang(perf__hang_monitor_t *m, int64_t now) {
   perf__event_t *progress = perf__event_clone(m->hang);
   if (progress) {
     perf__event_finish(progress);
-    perf__writer_post_hang(m->writer, progress);
+    perf__recorder_progress(m->recorder, progress);
   }
 }
 
@@ -204,7 +202,7 @@ static void end_hang(perf__hang_monitor_t *m, int64_t end_ns) {
   perf__event_t *ev = m->hang;
   m->hang = NULL;
   ev->duration_ns = end_ns - ev->start_mono_ns;
-  perf__writer_post_hang(m->writer, NULL); /* delete the marker: the process survived */
+  perf__recorder_progress(m->recorder, NULL); /* delete the marker: the process survived */
   perf__recorder_record(m->recorder, ev);
 }
 

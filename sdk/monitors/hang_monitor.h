@@ -19,7 +19,6 @@
 #include "sdk/base/stats.h"
 #include "sdk/pipeline/config.h"
 #include "sdk/pipeline/recorder.h"
-#include "sdk/pipeline/writer.h"
 
 /* What the watched loop publishes. `word` = (epoch << 1) | busy: every
    perf_sdk_loop_busy / heartbeat starts a new epoch (a new unit of work).
@@ -50,8 +49,8 @@ typedef struct perf__hang_monitor_s perf__hang_monitor_t;
 
 /* Start the monitor thread. Everything passed must outlive the monitor. */
 int perf__hang_monitor_start(const perf__config_t *cfg, perf__loop_t *loop,
-                             perf__recorder_t *recorder, perf__writer_t *writer,
-                             perf__stats_t *stats, perf__hang_monitor_t **out);
+                             perf__recorder_t *recorder, perf__stats_t *stats,
+                             perf__hang_monitor_t **out);
 
 /* The monitor thread's id (so other monitors can leave it out). */
 pid_t perf__hang_monitor_tid(const perf__hang_monitor_t *m);

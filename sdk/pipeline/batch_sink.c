@@ -11,7 +11,8 @@
 
 #include "sdk/base/clock.h"
 #include "sdk/base/log.h"
-#include "sdk/wire/encoder.h"
+#include "sdk/pipeline/event_encode.h"
+#include "sdk/wire/batch.h"
 #include "sdk/wire/spool.h"
 #include "uploader/transport.h"
 #include "uploader/uploader.h"
@@ -20,6 +21,7 @@ struct perf__batch_sink_s {
   const perf__config_t *cfg;
   perf__stats_t *stats;
   perf__batch_builder_t *builder;
+  perf__event_encoder_t *encoder;
   perf__spool_t *spool;
   perf__uploader_t *uploader;   /* NULL for the file sink */
   uint64_t oversized;           /* events too big for any batch, since open */
@@ -27,6 +29,8 @@ struct perf__batch_sink_s {
 };
 
 static int start_uploader(perf__batch_sink_t *s);
+static int add_to_batch(perf__batch_sink_t *s, const perf__event_t *ev,
+                        const Perf__V1__Batch *marker, const char *reason);
 static void current_drops(perf__batch_sink_t *s, perf__batch_drops_t *d);
 
 int perf__batch_sink_open(const perf__config_t *cfg, perf__stats_t *stats,
@@ -47,7 +51,10 @@ int perf__batch_sink_open(const perf__config_t *cfg, perf__stats_t *stats,
   bo.max_bytes = cfg->batch_max_bytes;
   perf__spool_options_t so = {dir, cfg->spool_max_bytes, cfg->spool_max_files, cfg->spool_max_age_s,
                               NULL};
-  int err = perf__batch_builder_new(cfg, &bo, &s->builder);
+  perf__batch_resource_t res;
+  perf__config_batch_resource(cfg, &res);
+  int err = perf__batch_builder_new(&res, &bo, &s->builder);
+  if (!err && !(s->encoder = perf__event_encoder_new())) err = PERF_E_NO_MEMORY;
   if (!err) err = perf__spool_open(&so, &s->spool);
   if (err) perf__log(PERF__LOG_ERROR, "batch spool %s: %s", dir, perf_strerror(err));
   if (!err && cfg->sink == PERF_SINK_HTTP) err = start_uploader(s);
@@ -60,20 +67,12 @@ int perf__batch_sink_open(const perf__config_t *cfg, perf__stats_t *stats,
 }
 
 int perf__batch_sink_add(perf__batch_sink_t *s, const perf__event_t *ev) {
-  int err = perf__batch_add_event(s->builder, ev);
-  if (err == PERF_E_NO_MEMORY && perf__batch_event_count(s->builder) > 0) {
-    perf__batch_sink_close_batch(s); /* full: this event starts the next batch */
-    err = perf__batch_add_event(s->builder, ev);
-  }
-  if (err == PERF_E_TRUNCATED) {
-    s->oversized++;
-    PERF__COUNT(s->stats, events_dropped_oversized, 1);
-    perf__log(PERF__LOG_WARN, "an event larger than batch_max_bytes (%u) was dropped",
-              s->cfg->batch_max_bytes);
-  } else if (err) {
-    PERF__COUNT(s->stats, events_dropped_sink, 1);
-  }
-  return err;
+  return add_to_batch(s, ev, NULL, NULL);
+}
+
+int perf__batch_sink_add_fatal_hang(perf__batch_sink_t *s, const Perf__V1__Batch *marker,
+                                    const char *reason) {
+  return add_to_batch(s, NULL, marker, reason);
 }
 
 int64_t perf__batch_sink_deadline(const perf__batch_sink_t *s) {
@@ -132,6 +131,7 @@ void perf__batch_sink_close(perf__batch_sink_t *s, perf_sdk_stats_t *last) {
   if (last && s->spool) perf__batch_sink_stats(s, last);
   perf__spool_close(s->spool);
   perf__batch_free(s->builder);
+  perf__event_encoder_free(s->encoder);
   free(s);
 }
 
@@ -146,6 +146,31 @@ static int start_uploader(perf__batch_sink_t *s) {
       s->cfg->backoff_cap_ms, s->cfg->max_server_errors, s->stats};
   err = perf__uploader_start(&uo, &s->uploader);
   if (err) t->destroy(t);
+  return err;
+}
+
+/* An event of this process, or the fatal hang in a dead process's marker,
+   into the open batch, closing it first when it is full. */
+static int add_to_batch(perf__batch_sink_t *s, const perf__event_t *ev,
+                        const Perf__V1__Batch *marker, const char *reason) {
+  int err = PERF_E_NO_MEMORY;
+  for (int attempt = 0; attempt < 2 && err == PERF_E_NO_MEMORY; attempt++) {
+    if (attempt == 1) {
+      if (perf__batch_event_count(s->builder) == 0) break;
+      perf__batch_sink_close_batch(s); /* full: this event starts the next batch */
+    }
+    err = ev ? perf__event_encode(s->encoder, s->builder, ev)
+             : perf__batch_copy_event(s->builder, marker, 0,
+                                      PERF__V1__EVENT_KIND__EVENT_KIND_FATAL_HANG, reason);
+  }
+  if (err == PERF_E_TRUNCATED) {
+    s->oversized++;
+    PERF__COUNT(s->stats, events_dropped_oversized, 1);
+    perf__log(PERF__LOG_WARN, "an event larger than batch_max_bytes (%u) was dropped",
+              s->cfg->batch_max_bytes);
+  } else if (err) {
+    PERF__COUNT(s->stats, events_dropped_sink, 1);
+  }
   return err;
 }
 

@@ -18,6 +18,7 @@
 #include "sdk/base/stats.h"
 #include "sdk/pipeline/config.h"
 #include "sdk/pipeline/event.h"
+#include "sdk/wire/batch.h"
 
 typedef struct perf__batch_sink_s perf__batch_sink_t;
 
@@ -29,6 +30,11 @@ int perf__batch_sink_open(const perf__config_t *cfg, perf__stats_t *stats,
 /* Add an event to the open batch, closing it first when it is full.
    0, or a negative perf_error_t when the event was dropped (counted here). */
 int perf__batch_sink_add(perf__batch_sink_t *s, const perf__event_t *ev);
+
+/* Add the fatal hang held by a dead process's marker (a decoded one-event
+   batch) with `reason`. As perf__batch_sink_add. */
+int perf__batch_sink_add_fatal_hang(perf__batch_sink_t *s, const Perf__V1__Batch *marker,
+                                    const char *reason);
 
 /* When the open batch must be closed (monotonic ns), 0 when none is open. */
 int64_t perf__batch_sink_deadline(const perf__batch_sink_t *s);

@@ -109,7 +109,6 @@ perf__event_t *perf__event_clone(const perf__event_t *ev) {
   c->samples = NULL;
   c->stacks = NULL;
   c->frames = NULL;
-  c->stacks_text = NULL;
   c->sample_cap = c->sample_count;
   c->stack_cap = c->stack_count;
   c->frame_cap = c->frame_count;
@@ -121,7 +120,6 @@ perf__event_t *perf__event_clone(const perf__event_t *ev) {
   COPY(stacks, ev->stack_count);
   COPY(frames, ev->frame_count);
 #undef COPY
-  if (ev->stacks_text && !(c->stacks_text = strdup(ev->stacks_text))) goto fail;
   return c;
 fail:
   perf__event_free(c);
@@ -142,7 +140,6 @@ void perf__event_free(perf__event_t *ev) {
   free(ev->samples);
   free(ev->stacks);
   free(ev->frames);
-  free(ev->stacks_text);
   free(ev);
 }
 

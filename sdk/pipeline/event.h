@@ -1,6 +1,6 @@
 /*
- * event.h - one recorded slow moment (a hang, a CPU burst, a manual capture,
- * or a hang a previous run died in): its time, threads and samples, with the
+ * event.h - one recorded slow moment (a hang, a CPU burst, a manual capture)
+ * of this process: its time, threads and samples, with the
  * sampled stacks deduplicated per thread and the dominant one first once
  * finished.
  *
@@ -67,12 +67,10 @@ typedef struct perf__event_s {
   uintptr_t *frames;
   size_t frame_count, frame_cap;
   perf__modules_t *mods; /* the module snapshot the frames belong to (a reference) */
-  char *stacks_text;     /* fatal hangs: the stacks as a previous run wrote them */
-  size_t text_samples;   /* with stacks_text: the samples it summarizes */
 } perf__event_t;
 
-/* A new empty event holding a reference to `mods` (may be NULL for fatal
-   hangs). NULL when memory ran out. */
+/* A new empty event holding a reference to `mods` (may be NULL: then its
+   frames are in no known module). NULL when memory ran out. */
 perf__event_t *perf__event_new(perf__event_kind_t kind, perf__modules_t *mods);
 
 /* Add one sample of thread tid: pcs[0..n), innermost first (at most

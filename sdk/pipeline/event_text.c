@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "sdk/base/clock.h"
+#include "sdk/base/frame_text.h"
 #include "sdk/sampler/backtrace_text.h"
 
 /* Stacks that differ only in where inside the same functions they were
@@ -19,12 +20,27 @@ typedef struct {
   uint32_t samples;
 } group_t;
 
-static int format_app_line(perf__strbuf_t *b, const perf__event_t *ev, const perf__config_t *cfg);
+/* What the first lines of a report say. */
+typedef struct header_s {
+  const char *kind;
+  int64_t start_wall_ns, duration_ns;
+  pid_t tid;
+  size_t samples;
+  int cpu_percent; /* -1: not shown */
+  uint64_t dropped;
+  size_t failed;
+  const char *reason;
+} header_t;
+
+static int format_header(perf__strbuf_t *b, const header_t *h, const perf__config_t *cfg);
+static int format_thread(perf__strbuf_t *b, pid_t tid, const char *name, int cpu_percent);
+static int format_decoded_stack(perf__strbuf_t *b, const Perf__V1__Batch *bt,
+                                const Perf__V1__Stack *s);
+static const char *string_at(const Perf__V1__Batch *bt, uint32_t index);
 static int stack_signature(const perf__event_t *ev, const perf__stack_t *s, char **out);
 static int compare_groups(const void *a, const void *b);
 
 int perf__format_event_stacks(perf__strbuf_t *b, const perf__event_t *ev) {
-  if (ev->stacks_text) return perf__strbuf_appendf(b, "%s", ev->stacks_text);
   group_t *groups = calloc(ev->stack_count ? ev->stack_count : 1, sizeof *groups);
   size_t n = 0;
   int err = groups ? 0 : PERF_E_NO_MEMORY;
@@ -55,39 +71,102 @@ int perf__format_event_stacks(perf__strbuf_t *b, const perf__event_t *ev) {
 }
 
 int perf__format_event(perf__strbuf_t *b, const perf__event_t *ev, const perf__config_t *cfg) {
-  char start[40];
-  perf__format_iso8601(ev->start_wall_ns, start, sizeof start);
-  size_t samples = ev->stacks_text ? ev->text_samples : perf__event_good_samples(ev);
-  int err = perf__strbuf_appendf(
-      b, "event %s start=%s duration_ms=%" PRId64 " thread=%d samples=%zu",
-      perf__event_kind_name(ev->kind), start, ev->duration_ns / 1000000, (int)ev->tid, samples);
-  if (!err && ev->kind == PERF__EVENT_CPU)
-    err = perf__strbuf_appendf(b, " cpu_percent=%d", ev->cpu_percent);
-  if (!err) err = perf__strbuf_appendf(b, "\n");
-  if (!err) err = format_app_line(b, ev, cfg);
-  if (!err && ev->reason[0]) err = perf__strbuf_appendf(b, "reason=\"%s\"\n", ev->reason);
-  for (size_t i = 0; i < ev->thread_count && !err; i++) {
-    const perf__thread_t *t = &ev->threads[i];
-    err = perf__strbuf_appendf(b, "thread tid=%d name=\"%s\"", (int)t->tid, t->name);
-    if (!err && t->cpu_percent >= 0)
-      err = perf__strbuf_appendf(b, " cpu_percent=%d", t->cpu_percent);
-    if (!err) err = perf__strbuf_appendf(b, "\n");
-  }
+  size_t good = perf__event_good_samples(ev);
+  header_t h = {perf__event_kind_name(ev->kind),
+                ev->start_wall_ns,
+                ev->duration_ns,
+                ev->tid,
+                good,
+                ev->kind == PERF__EVENT_CPU ? ev->cpu_percent : -1,
+                ev->dropped,
+                ev->sample_count - good,
+                ev->reason};
+  int err = format_header(b, &h, cfg);
+  for (size_t i = 0; i < ev->thread_count && !err; i++)
+    err = format_thread(b, ev->threads[i].tid, ev->threads[i].name, ev->threads[i].cpu_percent);
   if (!err) err = perf__format_event_stacks(b, ev);
   if (!err) err = perf__strbuf_appendf(b, "\n");
   return err;
 }
 
-static int format_app_line(perf__strbuf_t *b, const perf__event_t *ev, const perf__config_t *cfg) {
-  int err = perf__strbuf_appendf(b, "app name=%s version=%s environment=%s", cfg->app_name,
-                                 cfg->app_version, cfg->environment);
+int perf__format_fatal_hang(perf__strbuf_t *b, const Perf__V1__Batch *marker, const char *reason,
+                            const perf__config_t *cfg) {
+  const Perf__V1__Event *e = marker->events[0];
+  size_t failed = e->n_sample_errors;
+  header_t h = {"fatal_hang",
+                e->start_unix_nanos,
+                e->duration_nanos,
+                (pid_t)e->tid,
+                e->n_sample_stacks - failed,
+                -1,
+                0,
+                failed,
+                reason};
+  int err = format_header(b, &h, cfg);
+  for (size_t i = 0; i < e->n_threads && !err; i++)
+    err = format_thread(b, (pid_t)e->threads[i]->tid, string_at(marker, e->threads[i]->name),
+                        e->threads[i]->cpu_percent);
+  for (size_t i = 0; i < e->n_stack_counts && !err; i++) {
+    const Perf__V1__StackCount *c = e->stack_counts[i];
+    err = perf__strbuf_appendf(b, "stack samples=%u thread=%u\n", c->samples, c->tid);
+    if (!err) err = format_decoded_stack(b, marker, marker->stacks[c->stack - 1]);
+  }
+  if (!err) err = perf__strbuf_appendf(b, "\n");
+  return err;
+}
+
+/* The "event" and "app" lines, and the reason when there is one. */
+static int format_header(perf__strbuf_t *b, const header_t *h, const perf__config_t *cfg) {
+  char start[40];
+  perf__format_iso8601(h->start_wall_ns, start, sizeof start);
+  int err =
+      perf__strbuf_appendf(b, "event %s start=%s duration_ms=%" PRId64 " thread=%d samples=%zu",
+                           h->kind, start, h->duration_ns / 1000000, (int)h->tid, h->samples);
+  if (!err && h->cpu_percent >= 0) err = perf__strbuf_appendf(b, " cpu_percent=%d", h->cpu_percent);
+  if (!err)
+    err = perf__strbuf_appendf(b, "\napp name=%s version=%s environment=%s", cfg->app_name,
+                               cfg->app_version, cfg->environment);
   for (size_t i = 0; i < cfg->tag_count && !err; i++)
     err = perf__strbuf_appendf(b, "%s%s=%s", i ? "," : " tags=", cfg->tags[i].key,
                                cfg->tags[i].value);
-  size_t failed = ev->sample_count - perf__event_good_samples(ev);
   if (!err)
-    err = perf__strbuf_appendf(b, " dropped=%" PRIu64 " failed_samples=%zu\n", ev->dropped, failed);
+    err =
+        perf__strbuf_appendf(b, " dropped=%" PRIu64 " failed_samples=%zu\n", h->dropped, h->failed);
+  if (!err && h->reason && h->reason[0])
+    err = perf__strbuf_appendf(b, "reason=\"%s\"\n", h->reason);
   return err;
+}
+
+static int format_thread(perf__strbuf_t *b, pid_t tid, const char *name, int cpu_percent) {
+  int err = perf__strbuf_appendf(b, "thread tid=%d name=\"%s\"", (int)tid, name);
+  if (!err && cpu_percent >= 0) err = perf__strbuf_appendf(b, " cpu_percent=%d", cpu_percent);
+  if (!err) err = perf__strbuf_appendf(b, "\n");
+  return err;
+}
+
+/* A decoded stack's frames: the runtime pc in the dead process (load bias
+   + module-relative address), the module's basename, and the function name
+   that process gave it. */
+static int format_decoded_stack(perf__strbuf_t *b, const Perf__V1__Batch *bt,
+                                const Perf__V1__Stack *s) {
+  int err = PERF_OK;
+  for (size_t i = 0; i < s->n_frames && !err; i++) {
+    const Perf__V1__Frame *f = bt->frames[s->frames[i] - 1];
+    const Perf__V1__Module *m = f->module ? bt->modules[f->module - 1] : NULL;
+    const char *module = "??";
+    if (m) {
+      const char *slash = strrchr(m->path, '/');
+      module = slash ? slash + 1 : m->path;
+    }
+    uint64_t pc = m ? m->load_bias + f->address : f->address;
+    const char *fn = f->function ? string_at(bt, bt->functions[f->function - 1]->name) : NULL;
+    err = perf__format_frame_line(b, i, module, pc, fn, fn ? f->function_offset : f->address);
+  }
+  return err;
+}
+
+static const char *string_at(const Perf__V1__Batch *bt, uint32_t index) {
+  return index < bt->n_strings ? bt->strings[index] : "";
 }
 
 static int stack_signature(const perf__event_t *ev, const perf__stack_t *s, char **out) {

@@ -1,23 +1,12 @@
 /*
  * hang_marker.c - fatal-hang markers in the data directory (see
  * hang_marker.h). Writer thread only.
- *
- * File format (text):
- *   perf-sdk hang marker v1
- *   pid=<pid>
- *   thread=<tid>
- *   start_wall_ns=<ns since the epoch>
- *   duration_ns=<hang length when written>
- *   samples=<n>
- *   stacks:
- *   <the event's stacks in the file sink's text form>
  */
 #include "sdk/pipeline/hang_marker.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,46 +17,27 @@
 
 #include "sdk/base/fileio.h"
 #include "sdk/base/log.h"
-#include "sdk/pipeline/event_text.h"
+#include "sdk/wire/batch_decode.h"
 
-#define MARKER_MAGIC "perf-sdk hang marker v1\n"
-#define MARKER_MAX_BYTES (4u << 20)
+static int encode_marker(perf__hang_marker_t *m, const perf__config_t *cfg, const perf__event_t *ev,
+                         uint8_t **out, size_t *len);
+static int replace_marker(perf__hang_marker_t *m, const char *data_dir, const uint8_t *data,
+                          size_t len);
+static Perf__V1__Batch *claim_marker(const char *path, bool marker);
+static int read_locked(int fd, uint8_t **out, size_t *len);
 
-static perf__event_t *parse_marker(char *text);
-static int read_locked(int fd, char **out);
-
-int perf__hang_marker_write(perf__hang_marker_t *m, const char *data_dir, const perf__event_t *ev) {
-  perf__strbuf_t b;
-  perf__strbuf_init(&b, MARKER_MAX_BYTES);
-  int err = perf__strbuf_appendf(&b,
-                                 MARKER_MAGIC "pid=%d\nthread=%d\nstart_wall_ns=%" PRId64
-                                              "\nduration_ns=%" PRId64 "\nsamples=%zu\nstacks:\n",
-                                 (int)getpid(), (int)ev->tid, ev->start_wall_ns, ev->duration_ns,
-                                 perf__event_good_samples(ev));
-  if (!err) err = perf__format_event_stacks(&b, ev);
-  char tmp[PATH_MAX], path[PATH_MAX];
-  snprintf(tmp, sizeof tmp, "%s/hang-%d.tmp", data_dir, (int)getpid());
-  snprintf(path, sizeof path, "%s/hang-%d.marker", data_dir, (int)getpid());
-  int fd = -1;
-  if (!err) {
-    /* Lock before the file has its final name: a reader never finds an
-       unlocked marker of a live process. */
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0 || flock(fd, LOCK_EX) != 0 || perf__write_all(fd, b.data, b.len) != 0 ||
-        rename(tmp, path) != 0) {
-      perf__log(PERF__LOG_WARN, "hang marker %s: %s", path, strerror(errno));
-      if (fd >= 0) {
-        unlink(tmp);
-        close(fd);
-      }
-      err = PERF_E_SYSTEM;
-    }
+int perf__hang_marker_write(perf__hang_marker_t *m, const perf__config_t *cfg,
+                            const perf__event_t *ev) {
+  uint8_t *data = NULL;
+  size_t len = 0;
+  int err = encode_marker(m, cfg, ev, &data, &len);
+  if (err) {
+    perf__log(PERF__LOG_WARN, "hang marker not written: %s", perf_strerror(err));
+    return err;
   }
-  perf__strbuf_free(&b);
-  if (err) return err;
-  if (m->fd >= 0) close(m->fd); /* the replaced file, already unlinked by rename */
-  m->fd = fd;
-  return PERF_OK;
+  err = replace_marker(m, cfg->data_dir, data, len);
+  free(data);
+  return err;
 }
 
 void perf__hang_marker_clear(perf__hang_marker_t *m, const char *data_dir) {
@@ -79,7 +49,16 @@ void perf__hang_marker_clear(perf__hang_marker_t *m, const char *data_dir) {
   m->fd = -1;
 }
 
-int perf__hang_marker_collect(const char *data_dir, perf__event_t ***out, size_t *count) {
+void perf__hang_marker_free(perf__hang_marker_t *m) {
+  if (m->fd >= 0) close(m->fd);
+  m->fd = -1;
+  perf__batch_free(m->builder);
+  perf__event_encoder_free(m->encoder);
+  m->builder = NULL;
+  m->encoder = NULL;
+}
+
+int perf__hang_marker_collect(const char *data_dir, Perf__V1__Batch ***out, size_t *count) {
   *out = NULL;
   *count = 0;
   DIR *d = opendir(data_dir);
@@ -95,72 +74,100 @@ int perf__hang_marker_collect(const char *data_dir, perf__event_t ***out, size_t
     if (!marker && !tmp) continue;
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/%s", data_dir, de->d_name);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) continue;
-    if (flock(fd, LOCK_EX | LOCK_NB) != 0) { /* its process is alive */
-      close(fd);
-      continue;
-    }
-    char *text = NULL;
-    perf__event_t *ev = NULL;
-    if (marker && read_locked(fd, &text) == 0) ev = parse_marker(text);
-    if (marker && !ev) perf__log(PERF__LOG_WARN, "unreadable hang marker %s deleted", path);
-    unlink(path); /* claimed: reported once, or left over from a dead writer */
-    close(fd);
-    free(text);
-    if (!ev) continue;
-    perf__event_t **grown = realloc(*out, (*count + 1) * sizeof *grown);
+    Perf__V1__Batch *bt = claim_marker(path, marker);
+    if (!bt) continue;
+    Perf__V1__Batch **grown = realloc(*out, (*count + 1) * sizeof *grown);
     if (!grown) {
-      perf__event_free(ev);
+      perf__v1__batch__free_unpacked(bt, NULL);
       err = PERF_E_NO_MEMORY;
       break;
     }
     *out = grown;
-    (*out)[(*count)++] = ev;
+    (*out)[(*count)++] = bt;
   }
   closedir(d);
   return err;
 }
 
-static int read_locked(int fd, char **out) {
-  struct stat st;
-  if (fstat(fd, &st) != 0 || st.st_size <= 0 || (size_t)st.st_size > MARKER_MAX_BYTES) return -1;
-  char *text = malloc((size_t)st.st_size + 1);
-  if (!text) return -1;
-  ssize_t n = pread(fd, text, (size_t)st.st_size, 0);
-  if (n != st.st_size) {
-    free(text);
-    return -1;
+/* The hang as a one-event batch (zstd), made with the marker's own builder. */
+static int encode_marker(perf__hang_marker_t *m, const perf__config_t *cfg, const perf__event_t *ev,
+                         uint8_t **out, size_t *len) {
+  if (!m->builder) {
+    perf__batch_resource_t res;
+    perf__config_batch_resource(cfg, &res);
+    perf__batch_options_t o;
+    perf__batch_options_init(&o);
+    o.symbolize = cfg->symbolize != 0;
+    o.max_bytes = PERF__HANG_MARKER_MAX_BYTES;
+    int err = perf__batch_builder_new(&res, &o, &m->builder);
+    if (err) return err;
   }
-  text[n] = '\0';
-  *out = text;
-  return 0;
+  if (!m->encoder && !(m->encoder = perf__event_encoder_new())) return PERF_E_NO_MEMORY;
+  int err = perf__event_encode(m->encoder, m->builder, ev);
+  if (!err) err = perf__batch_finish(m->builder, NULL, out, len, NULL);
+  if (err) perf__batch_reset(m->builder);
+  return err;
 }
 
-static perf__event_t *parse_marker(char *text) {
-  if (strncmp(text, MARKER_MAGIC, strlen(MARKER_MAGIC)) != 0) return NULL;
-  char *stacks = strstr(text, "\nstacks:\n");
-  if (!stacks) return NULL;
-  *stacks = '\0';
-  stacks += strlen("\nstacks:\n");
-  int pid = 0, tid = 0;
-  int64_t start = 0, duration = 0;
-  size_t samples = 0;
-  const char *h = text + strlen(MARKER_MAGIC);
-  if (sscanf(h,
-             "pid=%d\nthread=%d\nstart_wall_ns=%" SCNd64 "\nduration_ns=%" SCNd64 "\nsamples=%zu",
-             &pid, &tid, &start, &duration, &samples) != 5)
-    return NULL;
-  perf__event_t *ev = perf__event_new(PERF__EVENT_FATAL_HANG, NULL);
-  if (!ev || !(ev->stacks_text = strdup(stacks))) {
-    perf__event_free(ev);
+/* Lock before the file has its final name: a reader never finds an
+   unlocked marker of a live process. */
+static int replace_marker(perf__hang_marker_t *m, const char *data_dir, const uint8_t *data,
+                          size_t len) {
+  char tmp[PATH_MAX], path[PATH_MAX];
+  snprintf(tmp, sizeof tmp, "%s/hang-%d.tmp", data_dir, (int)getpid());
+  snprintf(path, sizeof path, "%s/hang-%d.marker", data_dir, (int)getpid());
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0 || flock(fd, LOCK_EX) != 0 || perf__write_all(fd, data, len) != 0 ||
+      rename(tmp, path) != 0) {
+    perf__log(PERF__LOG_WARN, "hang marker %s: %s", path, strerror(errno));
+    if (fd >= 0) {
+      unlink(tmp);
+      close(fd);
+    }
+    return PERF_E_SYSTEM;
+  }
+  if (m->fd >= 0) close(m->fd); /* the replaced file, already unlinked by rename */
+  m->fd = fd;
+  return PERF_OK;
+}
+
+/* A file of a dead process (nobody holds its lock): decoded when it is a
+   marker, deleted in any case. NULL when it is alive, not a marker, or
+   unreadable. */
+static Perf__V1__Batch *claim_marker(const char *path, bool marker) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return NULL;
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) { /* its process is alive */
+    close(fd);
     return NULL;
   }
-  ev->tid = tid;
-  ev->start_wall_ns = start;
-  ev->duration_ns = duration;
-  ev->text_samples = samples;
-  snprintf(ev->reason, sizeof ev->reason, "process %d ended while its thread %d was hung", pid,
-           tid);
-  return ev;
+  uint8_t *data = NULL;
+  size_t len = 0;
+  Perf__V1__Batch *bt = NULL;
+  if (marker && read_locked(fd, &data, &len) == 0 &&
+      (perf__batch_decode(data, len, PERF__HANG_MARKER_MAX_BYTES, &bt) != 0 || bt->n_events != 1)) {
+    if (bt) perf__v1__batch__free_unpacked(bt, NULL);
+    bt = NULL;
+  }
+  if (marker && !bt) perf__log(PERF__LOG_WARN, "unreadable hang marker %s deleted", path);
+  unlink(path); /* claimed: reported once, or left over from a dead writer */
+  close(fd);
+  free(data);
+  return bt;
+}
+
+static int read_locked(int fd, uint8_t **out, size_t *len) {
+  struct stat st;
+  if (fstat(fd, &st) != 0 || st.st_size <= 0 || (size_t)st.st_size > PERF__HANG_MARKER_MAX_BYTES)
+    return -1;
+  uint8_t *data = malloc((size_t)st.st_size);
+  if (!data) return -1;
+  ssize_t n = pread(fd, data, (size_t)st.st_size, 0);
+  if (n != st.st_size) {
+    free(data);
+    return -1;
+  }
+  *out = data;
+  *len = (size_t)n;
+  return 0;
 }

@@ -3,12 +3,17 @@
  * while hung (kill -9, OOM killer, watchdog) is reported as a fatal hang by
  * the next process that starts with the same data directory.
  *
+ * The marker holds the hang as a one-event batch in the wire encoding
+ * (perf.v1.Batch, zstd): modules with their build-ids, module-relative
+ * addresses and (with `symbolize`) function names, so the collector
+ * symbolizes a fatal hang like any other event.
+ *
  * Each process writes its own `hang-<pid>.marker` in data_dir and holds an
  * exclusive flock on it while it lives; every update replaces the file
  * whole (temporary file, lock, rename), so a reader sees an old or a new
  * marker, never a torn one. A marker nobody holds a lock on belongs to a
- * dead process: perf__hang_marker_collect claims it, turns it into a
- * fatal_hang event and deletes it, so it is reported once.
+ * dead process: perf__hang_marker_collect claims it, decodes it and deletes
+ * it, so it is reported once.
  *
  * Writer thread only.
  */
@@ -17,27 +22,39 @@
 
 #include <stddef.h>
 
+#include "sdk/pipeline/config.h"
 #include "sdk/pipeline/event.h"
+#include "sdk/pipeline/event_encode.h"
+#include "sdk/wire/batch.h"
+
+#define PERF__HANG_MARKER_MAX_BYTES (4u << 20) /* a marker's batch, serialized */
 
 typedef struct perf__hang_marker_s {
-  int fd; /* the locked marker of this process, -1 when there is none */
+  int fd;                         /* the locked marker of this process, -1 when there is none */
+  perf__batch_builder_t *builder; /* made at the first write */
+  perf__event_encoder_t *encoder;
 } perf__hang_marker_t;
 
 #define PERF__HANG_MARKER_INIT                                                                     \
-  { -1 }
+  { -1, NULL, NULL }
 
-/* Write (or replace) this process's marker for the hang `ev` (in progress,
-   duration so far). Returns 0 or a negative perf_error_t (logged). */
-int perf__hang_marker_write(perf__hang_marker_t *m, const char *data_dir, const perf__event_t *ev);
+/* Write (or replace) this process's marker in cfg->data_dir for the hang
+   `ev` (in progress, duration so far). Returns 0 or a negative perf_error_t
+   (logged). */
+int perf__hang_marker_write(perf__hang_marker_t *m, const perf__config_t *cfg,
+                            const perf__event_t *ev);
 
 /* The hang ended: delete this process's marker. */
 void perf__hang_marker_clear(perf__hang_marker_t *m, const char *data_dir);
 
-/* Claim the markers of dead processes in data_dir: each becomes a
-   PERF__EVENT_FATAL_HANG event in *out (malloc'd array of *count events,
-   each freed with perf__event_free, the array with free). A marker that
-   cannot be parsed is deleted and logged. Returns 0 or a negative
-   perf_error_t. */
-int perf__hang_marker_collect(const char *data_dir, perf__event_t ***out, size_t *count);
+/* Free what the marker holds (its file, if any, stays). */
+void perf__hang_marker_free(perf__hang_marker_t *m);
+
+/* Claim the markers of dead processes in data_dir: each becomes a decoded
+   one-event batch in *out (a malloc'd array of *count batches, each freed
+   with perf__v1__batch__free_unpacked(batch, NULL), the array with free).
+   A marker that cannot be decoded is deleted and logged. Returns 0 or a
+   negative perf_error_t. */
+int perf__hang_marker_collect(const char *data_dir, Perf__V1__Batch ***out, size_t *count);
 
 #endif

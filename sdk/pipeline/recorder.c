@@ -49,6 +49,10 @@ int perf__recorder_record(perf__recorder_t *r, perf__event_t *ev) {
   return err;
 }
 
+void perf__recorder_progress(perf__recorder_t *r, perf__event_t *progress) {
+  perf__writer_post_hang(r->writer, progress);
+}
+
 void perf__recorder_destroy(perf__recorder_t *r) {
   pthread_mutex_destroy(&r->lock);
 }

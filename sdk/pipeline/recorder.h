@@ -1,8 +1,9 @@
 /*
- * recorder.h - the one door events go through on their way to the writer:
- * the max_events_per_hour rate limit (a token bucket) and the count of
- * events dropped since the last recorded one, which travels with it.
- * Called from the monitor threads and the perf_sdk_capture_now caller.
+ * recorder.h - the one door the monitors (and the perf_sdk_capture_now
+ * caller) hand events through on their way to the writer: finished events
+ * pass the max_events_per_hour rate limit (a token bucket) and carry the
+ * count of events dropped since the last recorded one; a hang in progress
+ * is passed on as the latest copy for the hang marker.
  */
 #ifndef PERF_RECORDER_H
 #define PERF_RECORDER_H
@@ -31,6 +32,11 @@ void perf__recorder_init(perf__recorder_t *r, unsigned per_hour, perf__writer_t 
    the drop count, queue it. 0 when queued; PERF_E_BUSY when dropped (rate
    limit or full queue, counted). Never blocks on I/O. */
 int perf__recorder_record(perf__recorder_t *r, perf__event_t *ev);
+
+/* The hang in progress changed: `progress` is a copy of it to keep as this
+   process's hang marker, or NULL when the hang ended (ownership passes;
+   only the latest matters). Not rate limited: it is not an event yet. */
+void perf__recorder_progress(perf__recorder_t *r, perf__event_t *progress);
 
 void perf__recorder_destroy(perf__recorder_t *r);
 

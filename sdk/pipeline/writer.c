@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -60,6 +61,8 @@ static bool batch_due(perf__writer_t *w);
 static void wait_for_work(perf__writer_t *w);
 static void report_fatal_hangs(perf__writer_t *w);
 static void write_event(perf__writer_t *w, perf__event_t *ev);
+static void count_batched(perf__writer_t *w, int batched);
+static void write_report(perf__writer_t *w, const perf__strbuf_t *b, int err);
 static void handle_hang_post(perf__writer_t *w, perf__event_t *progress);
 static void free_writer(perf__writer_t *w);
 
@@ -205,10 +208,10 @@ static void *writer_main(void *arg) {
     if (!w->data_dir_ready)
       perf__log(PERF__LOG_WARN, "data_dir %s: %s; fatal hangs are not recorded", w->cfg->data_dir,
                 strerror(errno));
-    else
-      report_fatal_hangs(w);
   }
+  /* The batch sink first: fatal hangs go into batches like any event. */
   open_batches(w);
+  if (w->data_dir_ready) report_fatal_hangs(w);
   pthread_mutex_lock(&w->lock);
   for (;;) {
     /* A flush is work once the queue is empty (a held writer with events
@@ -308,28 +311,38 @@ static void wait_for_work(perf__writer_t *w) {
   pthread_cond_timedwait(&w->wake, &w->lock, &ts);
 }
 
+/* The hang markers of processes that died hung, each reported once as a
+   fatal hang. */
 static void report_fatal_hangs(perf__writer_t *w) {
-  perf__event_t **events = NULL;
+  Perf__V1__Batch **markers = NULL;
   size_t n = 0;
-  if (perf__hang_marker_collect(w->cfg->data_dir, &events, &n) != 0)
+  if (perf__hang_marker_collect(w->cfg->data_dir, &markers, &n) != 0)
     perf__log(PERF__LOG_WARN, "could not read hang markers in %s", w->cfg->data_dir);
   for (size_t i = 0; i < n; i++) {
     PERF__COUNT(w->stats, events_recorded, 1);
-    write_event(w, events[i]);
+    char reason[128];
+    snprintf(reason, sizeof reason, "process %u ended while its thread %u was hung",
+             markers[i]->resource ? markers[i]->resource->pid : 0, markers[i]->events[0]->tid);
+    int batched = w->batches ? perf__batch_sink_add_fatal_hang(w->batches, markers[i], reason)
+                             : PERF_E_UNSUPPORTED;
+    if (w->cfg->sink == PERF_SINK_FILE) {
+      perf__strbuf_t b;
+      perf__strbuf_init(&b, REPORT_MAX_BYTES);
+      int err = perf__format_fatal_hang(&b, markers[i], reason, w->cfg);
+      write_report(w, &b, err);
+      perf__strbuf_free(&b);
+    } else {
+      count_batched(w, batched);
+    }
+    perf__v1__batch__free_unpacked(markers[i], NULL);
   }
-  free(events);
+  free(markers);
 }
 
 static void write_event(perf__writer_t *w, perf__event_t *ev) {
   int batched = w->batches ? perf__batch_sink_add(w->batches, ev) : PERF_E_UNSUPPORTED;
-  if (w->cfg->sink == PERF_SINK_HTTP) {
-    /* Written = in a batch; the batch sink counted its own drops. */
-    if (batched == PERF_OK)
-      PERF__COUNT(w->stats, events_written, 1);
-    else if (!w->batches)
-      PERF__COUNT(w->stats, events_dropped_sink, 1);
-  }
   if (w->cfg->sink != PERF_SINK_FILE) { /* http: batches only; none: counted only */
+    count_batched(w, batched);
     perf__event_free(ev);
     return;
   }
@@ -337,13 +350,29 @@ static void write_event(perf__writer_t *w, perf__event_t *ev) {
   perf__strbuf_init(&b, REPORT_MAX_BYTES);
   int err = perf__format_event(&b, ev, w->cfg);
   perf__event_free(ev);
+  write_report(w, &b, err);
+  perf__strbuf_free(&b);
+}
+
+/* http sink: written = in a batch; the batch sink counted its own drops. */
+static void count_batched(perf__writer_t *w, int batched) {
+  if (w->cfg->sink != PERF_SINK_HTTP) return;
+  if (batched == PERF_OK)
+    PERF__COUNT(w->stats, events_written, 1);
+  else if (!w->batches)
+    PERF__COUNT(w->stats, events_dropped_sink, 1);
+}
+
+/* File sink: one event's report (or the error `err` formatting it) into
+   the report file, counted. */
+static void write_report(perf__writer_t *w, const perf__strbuf_t *b, int err) {
   if (!err && w->sink_fd < 0) {
     w->sink_fd = open(w->cfg->sink_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
     if (w->sink_fd < 0) err = PERF_E_SYSTEM;
   }
   /* One write per event on an O_APPEND descriptor: the report lands whole,
      and nothing is buffered in the process (flushed per event). */
-  if (!err && perf__write_all(w->sink_fd, b.data, b.len) != 0) err = PERF_E_SYSTEM;
+  if (!err && perf__write_all(w->sink_fd, b->data, b->len) != 0) err = PERF_E_SYSTEM;
   if (err) {
     PERF__COUNT(w->stats, events_dropped_sink, 1);
     perf__log(PERF__LOG_WARN, "file sink %s: event not written (%s)", w->cfg->sink_path,
@@ -355,7 +384,6 @@ static void write_event(perf__writer_t *w, perf__event_t *ev) {
   } else {
     PERF__COUNT(w->stats, events_written, 1);
   }
-  perf__strbuf_free(&b);
 }
 
 static void handle_hang_post(perf__writer_t *w, perf__event_t *progress) {
@@ -364,7 +392,7 @@ static void handle_hang_post(perf__writer_t *w, perf__event_t *progress) {
     return;
   }
   if (progress)
-    perf__hang_marker_write(&w->marker, w->cfg->data_dir, progress);
+    perf__hang_marker_write(&w->marker, w->cfg, progress);
   else
     perf__hang_marker_clear(&w->marker, w->cfg->data_dir);
   perf__event_free(progress);
@@ -373,6 +401,7 @@ static void handle_hang_post(perf__writer_t *w, perf__event_t *progress) {
 static void free_writer(perf__writer_t *w) {
   if (w->hang_posted) perf__event_free(w->hang);
   if (w->data_dir_ready) perf__hang_marker_clear(&w->marker, w->cfg->data_dir);
+  perf__hang_marker_free(&w->marker);
   if (w->sink_fd >= 0) close(w->sink_fd);
   pthread_cond_destroy(&w->wake);
   pthread_mutex_destroy(&w->lock);

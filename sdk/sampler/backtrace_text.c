@@ -4,8 +4,7 @@
  */
 #include "sdk/sampler/backtrace_text.h"
 
-#include <inttypes.h>
-
+#include "sdk/base/frame_text.h"
 #include "sdk/base/threads.h"
 
 int perf__format_thread_header(perf__strbuf_t *b, pid_t tid) {
@@ -19,11 +18,8 @@ int perf__format_frames(perf__strbuf_t *b, perf__modules_t *mods, const uintptr_
   for (size_t i = 0; i < count; i++) {
     perf__frame_info_t fi;
     perf__modules_symbolize(mods, pcs[i], i > 0, &fi);
-    int err = fi.symbol
-                  ? perf__strbuf_appendf(b, "%-3zu %-24s 0x%016" PRIxPTR " %s + %" PRIu64 "\n", i,
-                                         fi.module, pcs[i], fi.symbol, fi.offset)
-                  : perf__strbuf_appendf(b, "%-3zu %-24s 0x%016" PRIxPTR " ?? + %" PRIuPTR "\n", i,
-                                         fi.module, pcs[i], fi.module_rel);
+    int err = perf__format_frame_line(b, i, fi.module, pcs[i], fi.symbol,
+                                      fi.symbol ? fi.offset : fi.module_rel);
     if (err) return err;
   }
   return 0;

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -28,6 +29,8 @@
 #include "collector_rig.h"
 #include "perf/v1/perf.pb-c.h"
 #include "perf_sdk.h"
+#include "sdk/sampler/module_map.h"
+#include "sdk/wire/batch_decode.h"
 #include "tempdir.h"
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
@@ -242,6 +245,132 @@ static void case_sdk_batch_stored(void) {
   CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM stack_counts WHERE stack_sig NOT IN"
                               " (SELECT signature FROM stacks)"),
                0);
+}
+
+/* ---- a fatal hang ------------------------------------------------------------ */
+
+static volatile int g_spin;
+
+static CHAIN void fatal_chain_inner(void) {
+  for (;;)
+    g_spin++;
+}
+static CHAIN void fatal_chain_outer(void) {
+  fatal_chain_inner();
+}
+
+static void fatal_config(perf_sdk_config_t *cfg, const collector_t *c, const char *data_dir) {
+  perf_sdk_config_init(cfg);
+  cfg->app_name = "fatal-test";
+  cfg->sink = PERF_SINK_HTTP;
+  cfg->endpoint = c->url;
+  cfg->api_key = GOOD_KEY;
+  cfg->data_dir = data_dir;
+  cfg->batch_max_delay_ms = 200;
+  cfg->hang_threshold_ms = 100;
+  cfg->hang_sample_interval_ms = 20;
+  cfg->symbolize = 0; /* names come from the collector, by build-id */
+}
+
+/* Good samples in the hang marker at path (a one-event batch); -1 while it
+   is absent. */
+static long marker_samples(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return -1;
+  static uint8_t data[4 << 20];
+  size_t len = fread(data, 1, sizeof data, f);
+  fclose(f);
+  Perf__V1__Batch *bt = NULL;
+  CHECKF(perf__batch_decode(data, len, sizeof data, &bt) == PERF_OK, "%s: not a batch", path);
+  long good = 0;
+  for (size_t i = 0; i < bt->events[0]->n_sample_stacks; i++)
+    good += bt->events[0]->sample_stacks[i] != 0;
+  perf__v1__batch__free_unpacked(bt, NULL);
+  return good;
+}
+
+/* This executable's GNU build-id as hex, and its debug file (itself: it has
+   .symtab and DWARF) installed under symbols_dir by that id. */
+static void install_own_symbols(const char *symbols_dir, char id_hex[2 * PERF__BUILD_ID_MAX + 1]) {
+  perf__module_map_t *map = NULL;
+  CHECK_EQ_INT(perf__module_map_build(&map), PERF_OK);
+  const perf__module_t *m = perf__module_map_find(map, (uintptr_t)fatal_chain_inner);
+  CHECK(m != NULL && m->build_id_len >= 16);
+  for (size_t i = 0; i < m->build_id_len; i++)
+    snprintf(id_hex + 2 * i, 3, "%02x", m->build_id[i]);
+  char dir[512], link[700];
+  snprintf(dir, sizeof dir, "%s/.build-id", symbols_dir);
+  CHECK(mkdir(symbols_dir, 0755) == 0 && mkdir(dir, 0755) == 0);
+  snprintf(dir, sizeof dir, "%s/.build-id/%.2s", symbols_dir, id_hex);
+  CHECK(mkdir(dir, 0755) == 0);
+  snprintf(link, sizeof link, "%s/%s.debug", dir, id_hex + 2);
+  CHECK(symlink(m->path, link) == 0);
+  perf__module_map_free(map);
+}
+
+/* A process killed -9 while hung: its hang marker holds the hang in the
+   wire encoding (module, build-id, module-relative addresses); the next
+   process with the same data_dir sends it as a fatal_hang, and the
+   collector names its frames from the debug file found by that build-id
+   (the SDK sent no names: symbolize = 0). */
+static void case_fatal_hang_build_id(void) {
+  const char *tmp = tempdir_make("perf-fatal");
+  char symbols[160], data_dir[160], marker[224];
+  snprintf(symbols, sizeof symbols, "%s/symbols", tmp);
+  snprintf(data_dir, sizeof data_dir, "%s/sdk", tmp);
+  char id[2 * PERF__BUILD_ID_MAX + 1];
+  install_own_symbols(symbols, id);
+  collector_t c;
+  const char *extra[] = {"--symbols-dir", symbols, NULL};
+  collector_start(&c, extra);
+  perf_sdk_config_t cfg;
+  fatal_config(&cfg, &c, data_dir);
+
+  pid_t hung = fork();
+  CHECK(hung >= 0);
+  if (hung == 0) {
+    if (perf_sdk_init(&cfg) != PERF_OK || perf_sdk_loop_busy() != PERF_OK) _exit(3);
+    fatal_chain_outer();
+  }
+  snprintf(marker, sizeof marker, "%s/hang-%d.marker", data_dir, (int)hung);
+  double deadline = now_s() + 30;
+  while (marker_samples(marker) < 3) {
+    CHECKF(now_s() < deadline, "no marker %s with 3 samples", marker);
+    usleep(5000);
+  }
+  CHECK(kill(hung, SIGKILL) == 0);
+  int st = 0;
+  CHECK(waitpid(hung, &st, 0) == hung && WIFSIGNALED(st));
+
+  pid_t next = fork();
+  CHECK(next >= 0);
+  if (next == 0) {
+    int ok = perf_sdk_init(&cfg) == PERF_OK && perf_sdk_flush(20000) == PERF_OK &&
+             perf_sdk_shutdown(5000) == PERF_OK;
+    _exit(ok ? 0 : 4);
+  }
+  CHECK(waitpid(next, &st, 0) == next);
+  CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the next run: status 0x%x", st);
+  collector_stop_healthy(&c);
+
+  char sql[512];
+  snprintf(sql, sizeof sql,
+           "SELECT count(*) FROM events WHERE kind = 'fatal_hang' AND reason ="
+           " 'process %d ended while its thread %d was hung'",
+           (int)hung, (int)hung);
+  CHECK_EQ_INT(db_count(c.db, sql), 1);
+  /* Every stack of the fatal hang: named by the collector, with the
+     build-id (the spin loop may be sampled at several instructions). */
+  const char *fatal_stacks = "SELECT count(*) FROM stacks s JOIN stack_counts sc"
+                             " ON sc.stack_sig = s.signature JOIN events e ON e.id = sc.event_id"
+                             " WHERE e.kind = 'fatal_hang'";
+  long long all = db_count(c.db, fatal_stacks);
+  CHECK(all >= 1);
+  snprintf(sql, sizeof sql,
+           "%s AND s.frames LIKE '%%\"build_id\":\"%s\"%%'"
+           " AND s.frames LIKE '%%fatal_chain_inner%%' AND s.frames LIKE '%%fatal_chain_outer%%'",
+           fatal_stacks, id);
+  CHECK_EQ_INT(db_count(c.db, sql), all);
 }
 
 static void case_no_auth(void) {
@@ -526,19 +655,13 @@ static void case_help(void) {
 
 int main(int argc, char **argv) {
   static const test_case_t cases[] = {
-      TEST_CASE(sdk_batch_stored),
-      TEST_CASE(no_auth),
-      TEST_CASE(wrong_key),
-      TEST_CASE(oversized_body),
-      TEST_CASE(zstd_bomb),
-      TEST_CASE(garbage_protobuf),
-      TEST_CASE(wrong_content_type),
-      TEST_CASE(repeated_batch_id),
-      TEST_CASE(rate_limit),
-      TEST_CASE(slow_client),
-      TEST_CASE(retention),
-      TEST_CASE(bad_flags),
-      TEST_CASE(help),
+      TEST_CASE(sdk_batch_stored),  TEST_CASE(fatal_hang_build_id),
+      TEST_CASE(no_auth),           TEST_CASE(wrong_key),
+      TEST_CASE(oversized_body),    TEST_CASE(zstd_bomb),
+      TEST_CASE(garbage_protobuf),  TEST_CASE(wrong_content_type),
+      TEST_CASE(repeated_batch_id), TEST_CASE(rate_limit),
+      TEST_CASE(slow_client),       TEST_CASE(retention),
+      TEST_CASE(bad_flags),         TEST_CASE(help),
   };
   return collector_test_main(argc, argv, cases, ARRAY_LEN(cases));
 }

@@ -32,7 +32,7 @@
 
 #include "ingest.h"
 #include "perf_sdk.h"
-#include "sdk/wire/encoder.h"
+#include "sdk/wire/batch_decode.h"
 #include "store.h"
 #include "symbolize.h"
 

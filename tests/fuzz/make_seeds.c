@@ -21,8 +21,9 @@
 
 #include "perf_sdk.h"
 #include "sdk/pipeline/event.h"
+#include "sdk/pipeline/event_encode.h"
 #include "sdk/sampler/modules.h"
-#include "sdk/wire/encoder.h"
+#include "sdk/wire/batch_decode.h"
 
 static volatile int g_sink;
 
@@ -136,48 +137,36 @@ static int write_file(const char *dir, const char *name, const void *data, size_
 /* One batch of the given events, written as DIR/name. */
 static int write_batch(const char *dir, const char *name, perf__event_t **evs, size_t n,
                        int symbolize) {
-  perf__config_t cfg;
-  memset(&cfg, 0, sizeof cfg);
-  cfg.app_name = "seed-app";
-  cfg.app_version = "1.2.3";
-  cfg.environment = "fuzz";
+  perf__batch_resource_t res = {
+      .app_name = "seed-app", .app_version = "1.2.3", .environment = "fuzz"};
   perf__batch_options_t o;
   perf__batch_options_init(&o);
   o.symbolize = symbolize;
   perf__batch_builder_t *b = NULL;
-  if (perf__batch_builder_new(&cfg, &o, &b) != PERF_OK) return -1;
+  perf__event_encoder_t *enc = perf__event_encoder_new();
+  if (!enc || perf__batch_builder_new(&res, &o, &b) != PERF_OK) return -1;
   int rc = 0;
   for (size_t i = 0; !rc && i < n; i++)
-    rc = evs[i] && perf__batch_add_event(b, evs[i]) == PERF_OK ? 0 : -1;
+    rc = evs[i] && perf__event_encode(enc, b, evs[i]) == PERF_OK ? 0 : -1;
   uint8_t *out = NULL;
   size_t len = 0;
   if (!rc) rc = perf__batch_finish(b, NULL, &out, &len, NULL) == PERF_OK ? 0 : -1;
   if (!rc) rc = write_file(dir, name, out, len);
   free(out);
   perf__batch_free(b);
+  perf__event_encoder_free(enc);
   for (size_t i = 0; i < n; i++)
     perf__event_free(evs[i]);
   if (rc) fprintf(stderr, "make_seeds: cannot write %s\n", name);
   return rc;
 }
 
-static perf__event_t *fatal_hang(void) {
-  perf__event_t *ev = perf__event_new(PERF__EVENT_FATAL_HANG, NULL);
-  if (!ev) return NULL;
-  ev->tid = 4242;
-  ev->start_wall_ns = 1795000000000000000LL;
-  ev->duration_ns = 5000000000LL;
-  ev->cpu_percent = -1;
-  snprintf(ev->reason, sizeof ev->reason, "pid 4242 died while hung");
-  ev->stacks_text = strdup("stack samples=9 thread=4242\n"
-                           "0   libc.so.6                0x00007f0000001234 clock_gettime + 20\n"
-                           "1   app                      0x0000555500001000 stuck_in_here + 32\n"
-                           "2   app                      0x0000555500002000 main + 64\n"
-                           "stack samples=3 thread=4242\n"
-                           "0   ??                       0x0000000000001234 ?? + 4660\n"
-                           "1   app                      0x0000555500001000 stuck_in_here + 32\n"
-                           "2   app                      0x0000555500002000 main + 64\n");
-  ev->text_samples = 12;
+/* A fatal hang as the next process reports it from a dead one's marker:
+   live stacks with the dead process's reason. */
+static perf__event_t *fatal_hang(perf__modules_t *mods) {
+  perf__event_t *ev = make_event(mods, PERF__EVENT_FATAL_HANG, 12, 1, hang_stack);
+  if (ev)
+    snprintf(ev->reason, sizeof ev->reason, "process 4241 ended while its thread 4242 was hung");
   return ev;
 }
 
@@ -199,7 +188,8 @@ int main(int argc, char **argv) {
   perf__event_t *unnamed[] = {make_event(mods, PERF__EVENT_HANG, 6, 1, unnamed_stack),
                               make_event(mods, PERF__EVENT_CPU, 6, 2, cpu_stack)};
   rc |= write_batch(dir, "unnamed_frames.zst", unnamed, 2, 0);
-  perf__event_t *mixed[] = {fatal_hang(), make_event(mods, PERF__EVENT_MANUAL, 2, 2, cpu_stack)};
+  perf__event_t *mixed[] = {fatal_hang(mods),
+                            make_event(mods, PERF__EVENT_MANUAL, 2, 2, cpu_stack)};
   rc |= write_batch(dir, "fatal_and_manual.zst", mixed, 2, 1);
   rc |= write_batch(dir, "no_events.zst", NULL, 0, 1);
   perf__modules_release(mods);

@@ -35,6 +35,7 @@
 #include "check.h"
 #include "perf_sdk.h"
 #include "sdk/sdk_testing.h"
+#include "sdk/wire/batch_decode.h"
 #include "stack_assert.h"
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
@@ -664,14 +665,39 @@ static void child_report(void) {
   CHECK_EQ_INT(st.events_dropped_queue + st.events_dropped_sink + st.events_dropped_rate, 0);
 }
 
-/* samples= of the marker once it exists with at least `min` samples. */
+/* The hang marker is a one-event batch (the wire encoding): decoded, its
+   good samples; -1 while it is absent. It must name this program's module
+   with its build-id, so the collector can symbolize a fatal hang. */
+static long marker_samples(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return -1;
+  static uint8_t data[4 << 20];
+  size_t len = fread(data, 1, sizeof data, f);
+  fclose(f);
+  Perf__V1__Batch *bt = NULL;
+  CHECKF(perf__batch_decode(data, len, sizeof data, &bt) == PERF_OK, "%s: not a batch", path);
+  CHECK_EQ_INT(bt->n_events, 1);
+  const Perf__V1__Event *e = bt->events[0];
+  long good = 0;
+  for (size_t i = 0; i < e->n_sample_stacks; i++)
+    good += e->sample_stacks[i] != 0;
+  char exe[PATH_LEN];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  CHECK(n > 0);
+  exe[n] = '\0';
+  bool named = false;
+  for (size_t i = 0; i < bt->n_modules; i++)
+    named |= strcmp(bt->modules[i]->path, exe) == 0 && bt->modules[i]->build_id.len >= 16;
+  CHECKF(named, "the marker has no module %s with a build-id", exe);
+  perf__v1__batch__free_unpacked(bt, NULL);
+  return good;
+}
+
+/* The marker's samples once it exists with at least `min` of them. */
 static long wait_for_marker(const char *path, long min) {
   long long deadline = now_ms() + WAIT_MS;
   for (;;) {
-    char *text = read_text(path);
-    const char *s = strstr(text, "\nsamples=");
-    long samples = s ? strtol(s + 9, NULL, 10) : -1;
-    free(text);
+    long samples = marker_samples(path);
     if (samples >= min) return samples;
     CHECKF(now_ms() < deadline, "no marker %s with %ld samples after %d ms", path, min, WAIT_MS);
     sleep_ms(5);

@@ -20,7 +20,7 @@
 #include "check.h"
 #include "http_server.h"
 #include "perf_sdk.h"
-#include "sdk/wire/encoder.h"
+#include "sdk/wire/batch_decode.h"
 #include "sdk/wire/spool.h"
 #include "tempdir.h"
 

@@ -1,0 +1,211 @@
+/*
+ * batch.h - the batch builder of the wire path: one perf.v1.Batch
+ * (proto/perf/v1/perf.proto) with deduplicated tables (strings, modules,
+ * functions, frames, stacks) and its events, serialized with protobuf-c and
+ * compressed into one zstd frame.
+ *
+ * The builder knows the wire's tables, not the SDK's events: a caller adds
+ * an event as a transaction. It opens it (perf__batch_begin_event), interns
+ * what the event's stacks need (modules, functions, frames, stacks, strings)
+ * and gives the event's description to perf__batch_add_event, which
+ * commits it. Any failure on the way is handed to perf__batch_abort_event,
+ * which removes every entry interned since the event was opened. The SDK's
+ * events are turned into these calls by sdk/pipeline/event_encode.c; an
+ * event of a decoded batch by perf__batch_copy_event (batch_copy.c).
+ *
+ * A builder is used by one thread at a time (the writer).
+ *
+ * The bound: the serialized (uncompressed) batch never grows past
+ * options.max_bytes. Every table entry and event is sized exactly with
+ * protobuf-c as it is added, the batch header with its largest possible
+ * size, so the estimate is an upper bound of the real size. A collector can
+ * cap decompression at max_bytes.
+ */
+#ifndef PERF_WIRE_BATCH_H
+#define PERF_WIRE_BATCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "perf/v1/perf.pb-c.h"
+#include "perf_sdk.h"
+
+#define PERF__BATCH_DEFAULT_MAX_BYTES (1u << 20) /* 1 MiB */
+#define PERF__BATCH_MIN_MAX_BYTES 1024u
+#define PERF__BATCH_MAX_MAX_BYTES (64u << 20) /* 64 MiB */
+#define PERF__BATCH_DEFAULT_ZSTD_LEVEL 3
+#define PERF__BATCH_ID_BYTES 16
+#define PERF__BATCH_MAX_DEPTH 1024 /* frames of one stack, the most the SDK captures */
+
+/* An intern call's answer when the entry would take the batch past
+   max_bytes (positive: not a perf_error_t; perf__batch_abort_event turns it
+   into one). */
+#define PERF__BATCH_FULL 1
+
+typedef struct perf__batch_options_s {
+  int zstd_level;    /* 1..19, default 3 */
+  bool symbolize;    /* frames carry function names (Batch.symbolized); default true */
+  size_t max_bytes;  /* serialized batch bound, PERF__BATCH_MIN_MAX_BYTES..
+                        PERF__BATCH_MAX_MAX_BYTES; default 1 MiB */
+  bool uncompressed; /* debug and tools: finish emits the serialized protobuf
+                        without zstd (protoc --decode reads it); default false */
+} perf__batch_options_t;
+
+/* Events dropped since the previous batch, by reason (DropCounters). */
+typedef struct perf__batch_drops_s {
+  uint64_t rate_limited; /* over max_events_per_hour */
+  uint64_t queue_full;   /* writer queue full, or still queued at shutdown */
+  uint64_t sink_failed;  /* the sink gave up on them */
+  uint64_t spool_quota;  /* evicted from the disk spool */
+  uint64_t oversized;    /* too large for an empty batch */
+} perf__batch_drops_t;
+
+/* What describes the process (Batch.resource); host, pid, os and arch are
+   read by the builder. Strings are copied. */
+typedef struct perf__batch_resource_s {
+  const char *app_name, *app_version, *environment;
+  struct {
+    const char *key, *value;
+  } tags[PERF_MAX_TAGS];
+  size_t tag_count;
+} perf__batch_resource_t;
+
+/* A module to intern (Module). */
+typedef struct perf__batch_module_s {
+  const char *path;
+  const uint8_t *build_id;
+  size_t build_id_len;
+  uint64_t load_bias, start, end; /* start and end module-relative */
+  bool only_basename;
+} perf__batch_module_t;
+
+/* A frame to intern (Frame): module and function are 1-based references
+   returned by the intern calls, 0 for none. */
+typedef struct perf__batch_frame_s {
+  uint32_t module, function;
+  uint64_t address, function_offset, runtime_address;
+} perf__batch_frame_t;
+
+/* A thread of an event; name need not be NUL-terminated. */
+typedef struct perf__batch_thread_s {
+  uint32_t tid;
+  const char *name;
+  size_t name_len;
+  int32_t cpu_percent;
+} perf__batch_thread_t;
+
+/* How many samples of one thread had one (interned, 1-based) stack. */
+typedef struct perf__batch_count_s {
+  uint32_t stack, tid, samples;
+} perf__batch_count_t;
+
+/* One sample: stack 0 when the capture failed with `error`. */
+typedef struct perf__batch_sample_s {
+  int64_t mono_ns;
+  uint32_t tid, stack;
+  int32_t error;
+} perf__batch_sample_t;
+
+/* An event whose stacks are interned already (Event). The builder sorts a
+   copy of counts (most samples first, ties in the given order): the first
+   is the dominant stack. Sample times go out as whole-microsecond offsets
+   from start_mono_ns. */
+typedef struct perf__batch_event_s {
+  Perf__V1__EventKind kind;
+  int64_t start_unix_ns, start_mono_ns, duration_ns;
+  uint32_t tid;
+  int32_t cpu_percent;
+  const char *reason; /* NUL-terminated; NULL or "" for none */
+  uint64_t samples_dropped;
+  const perf__batch_thread_t *threads;
+  size_t thread_count;
+  const perf__batch_count_t *counts;
+  size_t count_count;
+  const perf__batch_sample_t *samples;
+  size_t sample_count;
+} perf__batch_event_t;
+
+typedef struct perf__batch_builder_s perf__batch_builder_t;
+
+/* Fill *opts with the defaults above. */
+void perf__batch_options_init(perf__batch_options_t *opts);
+
+/* A new empty builder. opts NULL means the defaults. Errors:
+   PERF_E_INVALID_ARGUMENT (NULL res or out, an option out of range, a
+   resource that alone exceeds max_bytes), PERF_E_NO_MEMORY. */
+int perf__batch_builder_new(const perf__batch_resource_t *res, const perf__batch_options_t *opts,
+                            perf__batch_builder_t **out);
+void perf__batch_free(perf__batch_builder_t *b);
+
+/* Open an event: what is interned from now on belongs to it. */
+void perf__batch_begin_event(perf__batch_builder_t *b);
+
+/* The intern calls: the 1-based index (0-based for strings, where 0 is "")
+   of an equal entry, added when new. 0, PERF__BATCH_FULL, or
+   PERF_E_NO_MEMORY; after a failure the event must be aborted. */
+int perf__batch_intern_string(perf__batch_builder_t *b, const char *text, size_t len,
+                              uint32_t *out);
+int perf__batch_intern_function(perf__batch_builder_t *b, const char *name, size_t len,
+                                uint32_t *out);
+int perf__batch_intern_module(perf__batch_builder_t *b, const perf__batch_module_t *m,
+                              uint32_t *out);
+int perf__batch_intern_frame(perf__batch_builder_t *b, const perf__batch_frame_t *f, uint32_t *out);
+int perf__batch_intern_stack(perf__batch_builder_t *b, const uint32_t *frames, uint32_t depth,
+                             uint32_t *out);
+
+/*
+ * Commit the open event. Returns 0, or, with the batch as it was before
+ * perf__batch_begin_event:
+ *  - PERF_E_NO_MEMORY when the event does not fit in what is left of
+ *    max_bytes (finish this batch and add it to the next one), or when an
+ *    allocation failed;
+ *  - PERF_E_TRUNCATED when it does not fit even in an empty batch (drop it
+ *    and count it as oversized).
+ */
+int perf__batch_add_event(perf__batch_builder_t *b, const perf__batch_event_t *ev);
+
+/* Give up the open event after a failed intern call `err`: the batch is as
+   it was before perf__batch_begin_event. Returns `err` as add_event would
+   (PERF__BATCH_FULL becomes PERF_E_NO_MEMORY or PERF_E_TRUNCATED). */
+int perf__batch_abort_event(perf__batch_builder_t *b, int err);
+
+/* Copy event `index` of the decoded batch `src` into the builder as one
+   transaction, with its kind and reason replaced (reason NULL: kept).
+   Errors as perf__batch_add_event; PERF_E_INVALID_ARGUMENT for a bad index. */
+int perf__batch_copy_event(perf__batch_builder_t *b, const Perf__V1__Batch *src, size_t index,
+                           Perf__V1__EventKind kind, const char *reason);
+
+/* Counts a caller may key caches of interned entries on: it changes whenever
+   entries may have been removed (an aborted event, a finished or reset
+   batch). */
+uint64_t perf__batch_generation(const perf__batch_builder_t *b);
+
+/* Whether frames are to carry function names (options.symbolize). */
+bool perf__batch_symbolized(const perf__batch_builder_t *b);
+
+/* Events in the current batch. */
+size_t perf__batch_event_count(const perf__batch_builder_t *b);
+
+/* Upper bound of the current batch's serialized size (<= max_bytes). */
+size_t perf__batch_encoded_size(const perf__batch_builder_t *b);
+
+/* Monotonic time (perf__now_ns) the current batch's first event was added;
+   0 when empty. The writer finishes a batch batch_max_delay_ms after it. */
+int64_t perf__batch_opened_ns(const perf__batch_builder_t *b);
+
+/*
+ * Serialize and compress the current batch (even an empty one) into
+ * *out (*len bytes, malloc'd, the caller frees it with free()); the random
+ * batch id is copied to batch_id when not NULL. drops may be NULL (all 0).
+ * On success the builder is empty again and its sequence number advances;
+ * on failure (PERF_E_NO_MEMORY, PERF_E_SYSTEM when getrandom or zstd fail)
+ * it is unchanged.
+ */
+int perf__batch_finish(perf__batch_builder_t *b, const perf__batch_drops_t *drops, uint8_t **out,
+                       size_t *len, uint8_t batch_id[PERF__BATCH_ID_BYTES]);
+
+/* Empty the builder without producing a batch (the sequence is kept). */
+void perf__batch_reset(perf__batch_builder_t *b);
+
+#endif

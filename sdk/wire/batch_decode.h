@@ -1,0 +1,31 @@
+/*
+ * batch_decode.h - the bounded reader of a batch payload (perf.v1.Batch in
+ * one zstd frame), shared by the collector, perf-dump, the SDK's hang
+ * markers and the tests. Stateless; any thread.
+ */
+#ifndef PERF_WIRE_BATCH_DECODE_H
+#define PERF_WIRE_BATCH_DECODE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "perf/v1/perf.pb-c.h"
+
+/*
+ * Decode a payload made by perf__batch_finish: zstd decompression streamed
+ * into a buffer that never grows past max_decompressed (the frame's declared
+ * content size is not trusted, the window is capped to match), then the
+ * protobuf, then a check that every table reference is in range and the
+ * per-sample arrays agree in length. Exactly one zstd frame, nothing after it.
+ * *out is freed with perf__v1__batch__free_unpacked(*out, NULL).
+ * Errors: PERF_E_INVALID_ARGUMENT (not zstd, corrupt, trailing bytes, not a
+ * valid Batch, a reference out of range), PERF_E_TRUNCATED (decompresses to
+ * more than max_decompressed), PERF_E_NO_MEMORY.
+ */
+int perf__batch_decode(const uint8_t *data, size_t len, size_t max_decompressed,
+                       Perf__V1__Batch **out);
+
+/* The same checks on an already serialized (uncompressed) Batch. */
+int perf__batch_decode_uncompressed(const uint8_t *data, size_t len, Perf__V1__Batch **out);
+
+#endif
