@@ -15,6 +15,8 @@
  */
 #include "sdk/sampler/dwfl_unwind.h"
 
+#include "sdk/sampler/arch.h"
+
 #include <elf.h>
 #include <elfutils/libdwelf.h>
 #include <elfutils/libdwfl.h>
@@ -27,8 +29,6 @@
 
 #include "perf_sdk.h"
 #include "sdk/base/log.h"
-
-#define DWARF_REG_SP 7u
 
 /* A module without a file: the userdata of its Dwfl_Module, for find_elf. */
 typedef struct mem_image_s {
@@ -147,9 +147,9 @@ fail:
   return rc;
 }
 
-int perf__dwfl_unwind(perf__dwfl_unwinder_t *u, const uint64_t regs[PERF__DWARF_NREGS],
-                      uintptr_t stack_base, const void *stack, size_t stack_len, uintptr_t *pcs,
-                      size_t max, size_t *count) {
+int perf__dwfl_unwind(perf__dwfl_unwinder_t *u, const uint64_t *regs, uintptr_t stack_base,
+                      const void *stack, size_t stack_len, uintptr_t *pcs, size_t max,
+                      size_t *count) {
   if (count) *count = 0;
   if (!u || !regs || !pcs || !count || max == 0 || (!stack && stack_len > 0)) {
     return PERF_E_INVALID_ARGUMENT;
@@ -345,9 +345,9 @@ static bool memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *d
 static bool set_initial_registers(Dwfl_Thread *thread, void *thread_arg) {
   const perf__dwfl_unwinder_t *u = thread_arg;
   if (!u->regs) return false;
-  /* DWARF 0..16 on x86_64 are rax rdx rcx rbx rsi rdi rbp rsp r8..r15 and the return address
-     column (rip), from which libdwfl takes the initial pc. */
-  return dwfl_thread_state_registers(thread, 0, PERF__DWARF_NREGS, u->regs);
+  /* The architecture's DWARF registers (sdk/sampler/arch.h), the pc among
+     them: libdwfl takes the initial pc from it. */
+  return dwfl_thread_state_registers(thread, 0, perf__arch.dwarf_nregs, u->regs);
 }
 
 /* Record one frame. pcs[0] is the interrupted pc as is; the others are the raw return addresses
@@ -358,9 +358,9 @@ static int frame_cb(Dwfl_Frame *state, void *arg) {
   Dwarf_Addr pc;
   if (!dwfl_frame_pc(state, &pc, NULL)) return DWARF_CB_ABORT;
   Dwarf_Word sp = 0;
-  bool have_sp = dwfl_frame_reg(state, DWARF_REG_SP, &sp) == 0;
+  bool have_sp = dwfl_frame_reg(state, perf__arch.dwarf_sp, &sp) == 0;
   if (w->n == 0) {
-    pc = w->regs[16];
+    pc = w->regs[perf__arch.dwarf_pc];
   } else {
     if (pc == 0) return DWARF_CB_ABORT;
     if (have_sp && w->have_sp && (sp < w->last_sp || (sp == w->last_sp && pc == w->last_pc))) {

@@ -15,10 +15,6 @@
 
 #include "sdk/sampler/module_map.h"
 
-/* x86_64 registers in DWARF numbering: rax rdx rcx rbx rsi rdi rbp rsp
-   r8..r15 rip (0..16). */
-#define PERF__DWARF_NREGS 17
-
 typedef struct perf__dwfl_unwinder_s perf__dwfl_unwinder_t;
 
 /* Report every module of `map` to a new libdwfl session. The map must stay
@@ -26,14 +22,15 @@ typedef struct perf__dwfl_unwinder_s perf__dwfl_unwinder_t;
    perf__dwfl_unwinder_free(). Returns 0 or a negative perf_error_t. */
 int perf__dwfl_unwinder_create(const perf__module_map_t *map, perf__dwfl_unwinder_t **out);
 
-/* Unwind from `regs` (DWARF order, see above) over the stack copy
-   [stack_base, stack_base + stack_len) held at `stack`. Reads outside the
-   copy fail (the walk stops there). Writes pcs[0] = regs[16] then the return
+/* Unwind from `regs` (registers 0..perf__arch.dwarf_nregs-1 in DWARF
+   numbering, sdk/sampler/arch.h) over the stack copy [stack_base,
+   stack_base + stack_len) held at `stack`. Reads outside the copy fail
+   (the walk stops there). Writes pcs[0] = the pc register, then the return
    addresses, innermost first, at most `max`; sets *count. Returns 0,
    PERF_E_TRUNCATED when more frames remained, or a negative perf_error_t. */
-int perf__dwfl_unwind(perf__dwfl_unwinder_t *u, const uint64_t regs[PERF__DWARF_NREGS],
-                      uintptr_t stack_base, const void *stack, size_t stack_len, uintptr_t *pcs,
-                      size_t max, size_t *count);
+int perf__dwfl_unwind(perf__dwfl_unwinder_t *u, const uint64_t *regs, uintptr_t stack_base,
+                      const void *stack, size_t stack_len, uintptr_t *pcs, size_t max,
+                      size_t *count);
 
 void perf__dwfl_unwinder_free(perf__dwfl_unwinder_t *u);
 

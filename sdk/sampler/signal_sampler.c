@@ -27,13 +27,13 @@
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
-#include <ucontext.h>
 #include <unistd.h>
 
 #include "perf_sdk.h"
 #include "sdk/base/clock.h"
 #include "sdk/base/log.h"
 #include "sdk/base/threads.h"
+#include "sdk/sampler/arch.h"
 #include "sdk/sampler/dwfl_unwind.h"
 #include "sdk/sampler/sampler.h"
 #include "sdk/sampler/sampler_options.h"
@@ -64,7 +64,7 @@ typedef struct slot_s {
   /* response: written by the handler while WRITING */
   int result;
   uintptr_t sp;
-  uint64_t regs[PERF__DWARF_NREGS];
+  uint64_t regs[PERF__ARCH_MAX_DWARF_REGS];
   uintptr_t copy_base;
   size_t copy_len;
   size_t count;
@@ -236,7 +236,7 @@ static int pick_free_signal(void) {
 
 static void on_sample_signal(int signo, siginfo_t *si, void *ucv) {
   (void)signo;
-  uint64_t t0 = __builtin_ia32_rdtsc();
+  uint64_t t0 = perf__arch_cycles();
   int saved_errno = errno;
   if (si->si_code != SI_QUEUE || si->si_pid != g_pid || !g_slots) goto out;
   uintptr_t token = (uintptr_t)si->si_value.sival_ptr;
@@ -250,19 +250,15 @@ static void on_sample_signal(int signo, siginfo_t *si, void *ucv) {
     atomic_compare_exchange_strong(&s->state, &expect, STATE(seq, SLOT_FREE));
     goto out;
   }
-  const greg_t *g = ((const ucontext_t *)ucv)->uc_mcontext.gregs;
-  perf__unwind_regs_t regs = {(uintptr_t)g[REG_RIP], (uintptr_t)g[REG_RSP], (uintptr_t)g[REG_RBP]};
+  perf__unwind_regs_t regs;
+  perf__arch_context_regs(ucv, &regs);
   s->sp = regs.sp;
   s->count = 0;
   s->truncated = 0;
   if (regs.sp < s->stack_lo || regs.sp >= s->stack_hi) {
     s->result = RESULT_NEED_BOUNDS;
   } else if (s->mode == PERF_UNWIND_STACK_COPY) {
-    static const int dwarf_to_greg[PERF__DWARF_NREGS] = {
-        REG_RAX, REG_RDX, REG_RCX, REG_RBX, REG_RSI, REG_RDI, REG_RBP, REG_RSP, REG_R8,
-        REG_R9,  REG_R10, REG_R11, REG_R12, REG_R13, REG_R14, REG_R15, REG_RIP};
-    for (int i = 0; i < PERF__DWARF_NREGS; i++)
-      s->regs[i] = (uint64_t)g[dwarf_to_greg[i]];
+    perf__arch_context_dwarf_regs(ucv, s->regs);
     s->copy_base = regs.sp & ~(uintptr_t)7; /* the mapping starts page-aligned below */
     size_t avail = s->stack_hi - s->copy_base;
     s->copy_len = (avail < s->copy_cap ? avail : s->copy_cap) & ~(size_t)7;
@@ -274,7 +270,7 @@ static void on_sample_signal(int signo, siginfo_t *si, void *ucv) {
                                  max, &s->truncated);
     s->result = RESULT_STACK;
   }
-  s->handler_cycles = __builtin_ia32_rdtsc() - t0;
+  s->handler_cycles = perf__arch_cycles() - t0;
   atomic_store(&s->state, STATE(seq, SLOT_DONE));
   syscall(SYS_futex, &s->state, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 out:

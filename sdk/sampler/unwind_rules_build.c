@@ -18,9 +18,8 @@
 #include <unistd.h>
 
 #include "perf_sdk.h"
+#include "sdk/sampler/arch.h"
 #include "sdk/sampler/unwind_rules.h"
-
-enum { DWARF_REG_RBP = 6, DWARF_REG_RSP = 7, DWARF_REG_RA = 16 };
 
 typedef struct {
   perf__unwind_row_t *rows;
@@ -37,7 +36,6 @@ static int open_elf(const perf__module_t *m, int *fd, Elf **elf, char **image_co
 static int find_eh_frame_hdr(Elf *elf, eh_frame_hdr_t *hdr);
 static int fde_starts(const eh_frame_hdr_t *hdr, uint64_t **out, size_t *count);
 static int compile_fde(Dwarf_CFI *cfi, uint64_t start, uint64_t limit, row_vec_t *v);
-static perf__unwind_row_t translate_frame(Dwarf_Frame *frame, bool signal_frame);
 static int push_row(row_vec_t *v, perf__unwind_row_t row);
 static bool rows_same_rule(const perf__unwind_row_t *a, const perf__unwind_row_t *b);
 static int build_block_index(perf__unwind_table_t *t);
@@ -165,9 +163,8 @@ static int compile_fde(Dwarf_CFI *cfi, uint64_t start, uint64_t limit, row_vec_t
     Dwarf_Addr lo, hi;
     bool signal_frame = false;
     int ra_reg = dwarf_frame_info(frame, &lo, &hi, &signal_frame);
-    perf__unwind_row_t row = translate_frame(frame, signal_frame);
+    perf__unwind_row_t row = perf__arch_cfi_row(frame, ra_reg, signal_frame);
     free(frame);
-    if (ra_reg != DWARF_REG_RA) row.cfa_kind = PERF__CFA_UNKNOWN;
     if (addr > UINT32_MAX) return PERF_OK;
     row.pc = (uint32_t)addr;
     int err = push_row(v, row);
@@ -180,53 +177,6 @@ static int compile_fde(Dwarf_CFI *cfi, uint64_t start, uint64_t limit, row_vec_t
     return push_row(v, gap);
   }
   return PERF_OK;
-}
-
-static perf__unwind_row_t translate_frame(Dwarf_Frame *frame, bool signal_frame) {
-  perf__unwind_row_t row = {.cfa_kind = PERF__CFA_UNKNOWN, .rbp_kind = PERF__RBP_UNKNOWN};
-  if (signal_frame) {
-    row.cfa_kind = PERF__CFA_SIGNAL;
-    return row;
-  }
-  Dwarf_Op *ops, mem[3];
-  size_t nops;
-  /* Return address: x86_64 code always stores it at CFA - 8; "undefined"
-     marks the outermost frame (_start, clone). Anything else is unknown. */
-  if (dwarf_frame_register(frame, DWARF_REG_RA, mem, &ops, &nops) != 0) return row;
-  if (nops == 0 && ops == mem) {
-    row.cfa_kind = PERF__CFA_OUTERMOST;
-    return row;
-  }
-  if (!(nops == 2 && ops[0].atom == DW_OP_call_frame_cfa && ops[1].atom == DW_OP_plus_uconst &&
-        (int64_t)ops[1].number == -8))
-    return row;
-  if (dwarf_frame_cfa(frame, &ops, &nops) != 0) return row;
-  if (nops == 1 && ops[0].atom == DW_OP_bregx &&
-      (ops[0].number == DWARF_REG_RSP || ops[0].number == DWARF_REG_RBP) &&
-      (int64_t)ops[0].number2 == (int32_t)ops[0].number2) {
-    row.cfa_kind = ops[0].number == DWARF_REG_RSP ? PERF__CFA_RSP : PERF__CFA_RBP;
-    row.cfa_off = (int32_t)ops[0].number2;
-  } else if (nops == 9 && ops[0].atom == DW_OP_breg7 && ops[0].number == 8 &&
-             ops[1].atom == DW_OP_breg16 && ops[2].atom == DW_OP_lit15 &&
-             ops[3].atom == DW_OP_and && ops[4].atom >= DW_OP_lit0 && ops[4].atom <= DW_OP_lit31 &&
-             ops[5].atom == DW_OP_ge && ops[6].atom == DW_OP_lit3 && ops[7].atom == DW_OP_shl &&
-             ops[8].atom == DW_OP_plus) {
-    /* The lazy-binding PLT rule GNU ld emits for .plt and .plt.sec. */
-    row.cfa_kind = PERF__CFA_PLT;
-    row.cfa_off = ops[4].atom - DW_OP_lit0;
-    return row;
-  } else {
-    return row;
-  }
-  if (dwarf_frame_register(frame, DWARF_REG_RBP, mem, &ops, &nops) != 0) return row;
-  if (nops == 0 && ops == NULL) {
-    row.rbp_kind = PERF__RBP_SAME;
-  } else if (nops == 2 && ops[0].atom == DW_OP_call_frame_cfa && ops[1].atom == DW_OP_plus_uconst &&
-             (int64_t)ops[1].number >= INT16_MIN && (int64_t)ops[1].number <= INT16_MAX) {
-    row.rbp_kind = PERF__RBP_SAVED;
-    row.rbp_off = (int16_t)(int64_t)ops[1].number;
-  }
-  return row;
 }
 
 static int push_row(row_vec_t *v, perf__unwind_row_t row) {

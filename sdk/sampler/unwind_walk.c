@@ -6,8 +6,8 @@
  * own stack, every stack read checked against [sp, stack_hi).
  */
 #include <stdbool.h>
-#include <ucontext.h>
 
+#include "sdk/sampler/arch.h"
 #include "sdk/sampler/unwind_rules.h"
 
 typedef struct {
@@ -95,15 +95,14 @@ static int step_with_rule(const perf__unwind_row_t *row, stack_window_t w, perf_
   switch (row->cfa_kind) {
   case PERF__CFA_RSP: cfa = r->sp + (intptr_t)row->cfa_off; break;
   case PERF__CFA_RBP: cfa = r->fp + (intptr_t)row->cfa_off; break;
-  case PERF__CFA_PLT: cfa = r->sp + 8 + (((r->pc & 15) >= (uintptr_t)row->cfa_off) ? 8 : 0); break;
+  case PERF__CFA_PLT: cfa = perf__arch_plt_cfa(r->pc, r->sp, row->cfa_off); break;
   case PERF__CFA_SIGNAL: {
-    /* rt_sigreturn trampoline: rsp points at the ucontext the kernel saved. */
-    const uintptr_t uc = r->sp;
-    const uintptr_t gregs = uc + offsetof(ucontext_t, uc_mcontext.gregs);
+    /* The signal trampoline: the kernel saved the interrupted registers in
+       the signal frame at sp. */
     uintptr_t pc, sp, fp;
-    if (!read_word(w, gregs + REG_RIP * sizeof(greg_t), &pc) ||
-        !read_word(w, gregs + REG_RSP * sizeof(greg_t), &sp) ||
-        !read_word(w, gregs + REG_RBP * sizeof(greg_t), &fp))
+    if (!read_word(w, r->sp + perf__arch.sigframe_pc, &pc) ||
+        !read_word(w, r->sp + perf__arch.sigframe_sp, &sp) ||
+        !read_word(w, r->sp + perf__arch.sigframe_fp, &fp))
       return STEP_FAIL;
     r->pc = pc;
     r->sp = sp;

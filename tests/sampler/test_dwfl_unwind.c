@@ -28,6 +28,7 @@
 #include "check.h"
 #include "perf_sdk.h"
 #include "sdk/base/log.h"
+#include "sdk/sampler/arch.h"
 #include "sdk/sampler/dwfl_unwind.h"
 
 #if defined(__clang__)
@@ -40,7 +41,7 @@
 #define MAX_FRAMES 64u
 
 typedef struct snapshot_s {
-  uint64_t regs[PERF__DWARF_NREGS];
+  uint64_t regs[PERF__ARCH_MAX_DWARF_REGS];
   uintptr_t base;
   size_t len;
   unsigned char bytes[STACK_COPY_BYTES];
@@ -124,14 +125,8 @@ __attribute__((no_sanitize_address)) TEST_NOIPA static void copy_stack(unsigned 
 TEST_NOIPA static int capture_and_unwind(int x) {
   ucontext_t uc;
   if (getcontext(&uc) != 0) return -1000;
-  const greg_t *g = uc.uc_mcontext.gregs;
-  static const int k_dwarf_to_greg[PERF__DWARF_NREGS] = {
-      REG_RAX, REG_RDX, REG_RCX, REG_RBX, REG_RSI, REG_RDI, REG_RBP, REG_RSP, REG_R8,
-      REG_R9,  REG_R10, REG_R11, REG_R12, REG_R13, REG_R14, REG_R15, REG_RIP,
-  };
-  for (int i = 0; i < PERF__DWARF_NREGS; i++)
-    g_snap.regs[i] = (uint64_t)g[k_dwarf_to_greg[i]];
-  uintptr_t sp = (uintptr_t)g[REG_RSP];
+  perf__arch_context_dwarf_regs(&uc, g_snap.regs);
+  uintptr_t sp = (uintptr_t)g_snap.regs[perf__arch.dwarf_sp];
   size_t len = g_stack_top - sp;
   if (len > sizeof g_snap.bytes) len = sizeof g_snap.bytes;
   copy_stack(g_snap.bytes, sp, len);
@@ -162,7 +157,7 @@ TEST_NOIPA int chain_a(int x) {
 
 static void check_chain(Dwfl *namer) {
   CHECK(g_count >= 5);
-  CHECK(g_pcs[0] == (uintptr_t)g_snap.regs[16]);
+  CHECK(g_pcs[0] == (uintptr_t)g_snap.regs[perf__arch.dwarf_pc]);
   fprintf(stderr, "unwound %zu frames:\n", g_count);
   for (size_t i = 0; i < g_count; i++) {
     const char *n = frame_name(namer, g_pcs[i], i);
@@ -310,11 +305,11 @@ static void check_vdso_frame(perf__dwfl_unwinder_t *u, const perf__module_map_t 
   CHECK(entry != 0);
   CHECK(entry >= vdso->start && entry < vdso->end);
 
-  uint64_t regs[PERF__DWARF_NREGS] = {0};
+  uint64_t regs[PERF__ARCH_MAX_DWARF_REGS] = {0};
   uint64_t fake_stack[1] = {g_pcs[1]};
   uintptr_t sp = g_snap.base - 4096; /* any address: only the copy is read */
   regs[7] = sp;
-  regs[16] = entry;
+  regs[perf__arch.dwarf_pc] = entry;
   uintptr_t pcs[8];
   size_t n = 0;
   CHECK_EQ_INT(perf__dwfl_unwind(u, regs, sp, fake_stack, sizeof fake_stack, pcs, 8, &n), PERF_OK);

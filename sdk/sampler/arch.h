@@ -1,0 +1,54 @@
+/*
+ * arch.h - what the sampler needs to know about the CPU it runs on: the
+ * registers of an interrupted context, the kernel's signal frame, the
+ * DWARF register numbers, how call-frame rules become compact rows, and a
+ * cycle counter. One implementation per architecture in arch/<arch>/; CMake
+ * compiles the one of the target (sdk/sampler/CMakeLists.txt). Everything
+ * marked async-signal-safe runs in the sampler's signal handler.
+ */
+#ifndef PERF_SAMPLER_ARCH_H
+#define PERF_SAMPLER_ARCH_H
+
+#include <elfutils/libdw.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sdk/sampler/unwind_rules.h"
+
+/* The most registers any architecture's stack-copy unwind needs. */
+#define PERF__ARCH_MAX_DWARF_REGS 34
+
+typedef struct perf__arch_s {
+  const char *name;     /* "x86_64" */
+  unsigned dwarf_nregs; /* DWARF registers 0..n-1 the stack-copy unwinder gets */
+  unsigned dwarf_sp;    /* DWARF numbers of the stack pointer, */
+  unsigned dwarf_pc;    /* the interrupted pc (in a context's register set), */
+  size_t sigframe_pc;   /* where the kernel saved the interrupted pc, sp and frame */
+  size_t sigframe_sp;   /* pointer in a signal frame: offsets from the sp the signal */
+  size_t sigframe_fp;   /* trampoline runs with */
+} perf__arch_t;
+
+extern const perf__arch_t perf__arch;
+
+/* A cycle counter (TSC ticks on x86_64). Async-signal-safe. */
+uint64_t perf__arch_cycles(void);
+
+/* pc, sp and frame pointer of an interrupted context (a signal handler's
+   ucontext_t). Async-signal-safe. */
+void perf__arch_context_regs(const void *ucontext, perf__unwind_regs_t *out);
+
+/* The context's registers 0..perf__arch.dwarf_nregs-1 in DWARF numbering,
+   for the stack-copy unwinder. Async-signal-safe. */
+void perf__arch_context_dwarf_regs(const void *ucontext, uint64_t *regs);
+
+/* The compact row for the call-frame rule libdw found at an address
+   (`ra_reg`: the rule's return-address column; `signal_frame`: the FDE is a
+   signal trampoline's). The row's pc is left to the caller. */
+perf__unwind_row_t perf__arch_cfi_row(Dwarf_Frame *frame, int ra_reg, bool signal_frame);
+
+/* The CFA inside a lazy-binding PLT stub at pc (row PERF__CFA_PLT with
+   argument `arg`). Async-signal-safe. */
+uintptr_t perf__arch_plt_cfa(uintptr_t pc, uintptr_t sp, int32_t arg);
+
+#endif
