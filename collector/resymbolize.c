@@ -1,13 +1,12 @@
 /*
  * resymbolize.c - the pending build-ids and the thread that finds their
- * debug files (see resymbolize.h). libdebuginfod (elfutils, loaded on
- * first use: debuginfod_api.c) does the fetching; its own cache (DEBUGINFOD_CACHE_PATH) holds a
- * copy too.
+ * debug files (see resymbolize.h), a perf__worker ("perf-resymbol") whose
+ * lock guards the pending list and whose waits are on the monotonic clock.
+ * libdebuginfod (elfutils, loaded on first use: debuginfod_api.c) does the
+ * fetching; its own cache (DEBUGINFOD_CACHE_PATH) holds a copy too.
  */
 #include "resymbolize.h"
 
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +16,9 @@
 
 #include "debuginfod_api.h"
 #include "metrics.h"
+#include "perf_sdk.h"
+#include "sdk/base/clock.h"
+#include "sdk/base/worker.h"
 #include "stack_rename.h"
 #include "symbol_files.h"
 
@@ -32,10 +34,7 @@ typedef struct pending_s {
 } pending_t;
 
 struct resymbolizer_s {
-  pthread_mutex_t lock;
-  pthread_cond_t wake;
-  atomic_bool stop;
-  pthread_t thread;
+  perf__worker_t *worker; /* the thread; its lock guards pending[] */
   symbolizer_t *symbols;
   const store_ops_t *ops;
   store_t *store;
@@ -68,7 +67,7 @@ int resymbolizer_apply(resymbolizer_t *r, const char *id, uint64_t *renamed) {
 
 void resymbolizer_want(resymbolizer_t *r, const char *id) {
   double now = monotonic_s();
-  pthread_mutex_lock(&r->lock);
+  perf__worker_lock(r->worker);
   pending_t *p = NULL, *oldest = NULL;
   for (size_t i = 0; i < r->n_pending && !p; i++) {
     if (strcmp(r->pending[i].id, id) == 0) p = &r->pending[i];
@@ -82,8 +81,8 @@ void resymbolizer_want(resymbolizer_t *r, const char *id) {
   p->generation++;
   p->wanted_at = now;
   p->next_local = now;
-  pthread_cond_signal(&r->wake);
-  pthread_mutex_unlock(&r->lock);
+  perf__worker_notify_locked(r->worker);
+  perf__worker_unlock(r->worker);
 }
 
 /* ---- the thread ----------------------------------------------------------- */
@@ -92,7 +91,7 @@ void resymbolizer_want(resymbolizer_t *r, const char *id) {
 static int fetch_progress(debuginfod_client *c, long a, long b) {
   (void)a, (void)b;
   resymbolizer_t *r = debuginfod_api()->get_user_data(c);
-  return atomic_load(&r->stop) ? 1 : 0;
+  return perf__worker_stopping(r->worker) ? 1 : 0;
 }
 
 /* Copy the open file in into the symbols directory as id's debug file. */
@@ -157,28 +156,24 @@ static void done_with(resymbolizer_t *r, const pending_t *was) {
     }
 }
 
-static void *run(void *arg) {
+static void run(perf__worker_t *worker, void *arg) {
   resymbolizer_t *r = arg;
-  pthread_mutex_lock(&r->lock);
-  while (!atomic_load(&r->stop)) {
+  perf__worker_lock(worker);
+  while (!perf__worker_stopping(worker)) {
     pending_t job;
     bool do_fetch;
     if (!next_due(r, monotonic_s(), &job, &do_fetch)) {
-      struct timespec until;
-      clock_gettime(CLOCK_REALTIME, &until);
-      until.tv_sec += 1;
-      pthread_cond_timedwait(&r->wake, &r->lock, &until);
+      perf__worker_wait(worker, perf__now_ns() + 1000000000); /* or a want */
       continue;
     }
-    pthread_mutex_unlock(&r->lock);
+    perf__worker_unlock(worker);
     bool found = symbolizer_available(r->symbols, job.id) ||
                  (do_fetch && fetch(r, job.id) && symbolizer_available(r->symbols, job.id));
     bool renamed = found && resymbolizer_apply(r, job.id, NULL) == STORE_OK;
-    pthread_mutex_lock(&r->lock);
+    perf__worker_lock(worker);
     if (renamed) done_with(r, &job);
   }
-  pthread_mutex_unlock(&r->lock);
-  return NULL;
+  perf__worker_unlock(worker);
 }
 
 resymbolizer_t *resymbolizer_start(symbolizer_t *symbols, const store_ops_t *ops, store_t *store) {
@@ -196,12 +191,8 @@ resymbolizer_t *resymbolizer_start(symbolizer_t *symbols, const store_ops_t *ops
     r->api->set_progressfn(r->debuginfod, fetch_progress);
     fprintf(stderr, "perf-collector: missing symbols are fetched from debuginfod (%s)\n", urls);
   }
-  pthread_mutex_init(&r->lock, NULL);
-  pthread_cond_init(&r->wake, NULL);
-  if (pthread_create(&r->thread, NULL, run, r) != 0) {
+  if (perf__worker_start("perf-resymbol", run, r, &r->worker) != PERF_OK) {
     if (r->debuginfod) r->api->end(r->debuginfod);
-    pthread_cond_destroy(&r->wake);
-    pthread_mutex_destroy(&r->lock);
     free(r);
     return NULL;
   }
@@ -210,13 +201,7 @@ resymbolizer_t *resymbolizer_start(symbolizer_t *symbols, const store_ops_t *ops
 
 void resymbolizer_stop(resymbolizer_t *r) {
   if (!r) return;
-  pthread_mutex_lock(&r->lock);
-  atomic_store(&r->stop, true);
-  pthread_cond_signal(&r->wake);
-  pthread_mutex_unlock(&r->lock);
-  pthread_join(r->thread, NULL);
+  perf__worker_stop(r->worker, 0); /* a fetch in progress sees the stop and gives up */
   if (r->debuginfod) r->api->end(r->debuginfod);
-  pthread_cond_destroy(&r->wake);
-  pthread_mutex_destroy(&r->lock);
   free(r);
 }

@@ -1,27 +1,26 @@
 /*
- * retention.c - the retention thread (see retention.h). It owns nothing but
+ * retention.c - the retention thread (see retention.h), a perf__worker
+ * ("perf-retention") that sleeps on the monotonic clock. It owns nothing but
  * its timer; the deletes go through the store interface, which serializes
  * them with the ingest threads' writes.
  */
 #include "retention.h"
 
-#include <errno.h>
-#include <pthread.h>
-#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+
+#include "perf_sdk.h"
+#include "sdk/base/clock.h"
+#include "sdk/base/worker.h"
 
 struct retention_s {
   const store_ops_t *ops;
   store_t *store;
   int64_t max_age_ns;
   unsigned interval_s;
-  pthread_mutex_t lock;
-  pthread_cond_t wake;
-  bool stopping;
-  pthread_t thread;
+  perf__worker_t *worker;
 };
 
 static void run_once(retention_t *r) {
@@ -34,21 +33,12 @@ static void run_once(retention_t *r) {
             (unsigned long long)deleted);
 }
 
-static void *retention_main(void *arg) {
+static void retention_main(perf__worker_t *worker, void *arg) {
   retention_t *r = arg;
-  pthread_mutex_lock(&r->lock);
-  while (!r->stopping) {
-    pthread_mutex_unlock(&r->lock);
+  while (!perf__worker_stopping(worker)) {
     run_once(r);
-    pthread_mutex_lock(&r->lock);
-    struct timespec until;
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    until.tv_sec += r->interval_s;
-    while (!r->stopping && pthread_cond_timedwait(&r->wake, &r->lock, &until) != ETIMEDOUT) {
-    }
+    perf__worker_sleep_until(worker, perf__now_ns() + (int64_t)r->interval_s * 1000000000);
   }
-  pthread_mutex_unlock(&r->lock);
-  return NULL;
 }
 
 retention_t *retention_start(const store_ops_t *ops, store_t *store, unsigned days,
@@ -59,15 +49,7 @@ retention_t *retention_start(const store_ops_t *ops, store_t *store, unsigned da
   r->store = store;
   r->max_age_ns = (int64_t)days * 86400 * 1000000000;
   r->interval_s = interval_s;
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&r->wake, &ca);
-  pthread_condattr_destroy(&ca);
-  pthread_mutex_init(&r->lock, NULL);
-  if (pthread_create(&r->thread, NULL, retention_main, r) != 0) {
-    pthread_cond_destroy(&r->wake);
-    pthread_mutex_destroy(&r->lock);
+  if (perf__worker_start("perf-retention", retention_main, r, &r->worker) != PERF_OK) {
     free(r);
     return NULL;
   }
@@ -76,12 +58,6 @@ retention_t *retention_start(const store_ops_t *ops, store_t *store, unsigned da
 
 void retention_stop(retention_t *r) {
   if (!r) return;
-  pthread_mutex_lock(&r->lock);
-  r->stopping = true;
-  pthread_cond_signal(&r->wake);
-  pthread_mutex_unlock(&r->lock);
-  pthread_join(r->thread, NULL);
-  pthread_cond_destroy(&r->wake);
-  pthread_mutex_destroy(&r->lock);
+  perf__worker_stop(r->worker, 0); /* a delete in progress is waited for */
   free(r);
 }

@@ -20,6 +20,7 @@
 #include "sdk/base/log.h"
 #include "sdk/base/stats.h"
 #include "sdk/base/threads.h"
+#include "sdk/base/worker.h"
 #include "sdk/monitors/cpu_monitor.h"
 #include "sdk/monitors/hang_monitor.h"
 #include "sdk/pipeline/capture.h"
@@ -34,7 +35,6 @@ typedef struct {
   perf__recorder_t recorder;
   perf__hang_monitor_t *hang;
   perf__cpu_monitor_t *cpu;
-  pid_t sdk_tids[3];
 } sdk_t;
 
 static pthread_rwlock_t g_lifecycle = PTHREAD_RWLOCK_INITIALIZER;
@@ -164,10 +164,9 @@ int perf_sdk_capture_now(const char *reason) {
     if (reason) snprintf(ev->reason, sizeof ev->reason, "%s", reason);
     uintptr_t caller = (uintptr_t)__builtin_return_address(0);
     for (size_t i = 0; i < n && !err; i++) {
-      bool ours = false;
-      for (size_t j = 0; j < 3; j++)
-        ours |= s->sdk_tids[j] == tids[i];
-      if (ours) continue; /* the SDK's own threads are not the app's story */
+      /* The SDK's own threads (every perf__worker: the monitors, the
+         writer, the uploader) are not the app's story. */
+      if (perf__worker_is_sdk_thread(tids[i])) continue;
       char name[16];
       perf__thread_name(tids[i], name, sizeof name);
       err = perf__event_set_thread(ev, tids[i], name, -1);
@@ -233,13 +232,8 @@ static int start_threads(sdk_t *s) {
   int err = perf__writer_start(&s->cfg, &g_stats, &s->writer);
   if (err) return err;
   perf__recorder_init(&s->recorder, s->cfg.max_events_per_hour, s->writer, &g_stats);
-  s->sdk_tids[0] = perf__writer_tid(s->writer);
   err = perf__hang_monitor_start(&s->cfg, &g_loop, &s->recorder, &g_stats, &s->hang);
-  if (!err) {
-    s->sdk_tids[1] = perf__hang_monitor_tid(s->hang);
-    err = perf__cpu_monitor_start(&s->cfg, &s->recorder, &g_stats, s->sdk_tids, 2, &s->cpu);
-  }
-  if (!err) s->sdk_tids[2] = perf__cpu_monitor_tid(s->cpu);
+  if (!err) err = perf__cpu_monitor_start(&s->cfg, &s->recorder, &g_stats, &s->cpu);
   if (err) {
     int ignored = 0;
     stop_threads(s, perf__now_ns() + 1000000000, &ignored);

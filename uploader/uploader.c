@@ -1,7 +1,9 @@
 /*
  * uploader.c - the upload thread (see uploader.h). One thread, one transport
- * (one reused connection). Timing is on the monotonic clock; the only wall
- * clock read is for Retry-After dates.
+ * (one reused connection). The thread is a perf__worker ("perf-uploader"):
+ * its tid is registered, so the SDK never reports it as the app's, and its
+ * lock guards the flags below. Timing is on the monotonic clock; the only
+ * wall clock read is for Retry-After dates.
  *
  * Loop: take the oldest batch in the spool, POST it, then by the response:
  * 2xx -> remove; 429/502/503/504 or no response -> keep, wait Retry-After or
@@ -12,7 +14,6 @@
  */
 #include "uploader/uploader.h"
 
-#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,27 +23,26 @@
 
 #include "sdk/base/clock.h"
 #include "sdk/base/log.h"
+#include "sdk/base/worker.h"
 #include "uploader/retry_policy.h"
 
 struct perf__uploader_s {
   perf__uploader_options_t o;
   char *url, *api_key;
-  pthread_t thread;
-  pthread_mutex_t lock;
-  pthread_cond_t cond; /* wake-ups for the thread, and "idle" for flushers */
-  bool stop, kicked, idle;
+  perf__worker_t *worker;  /* the thread; its lock guards the fields below */
+  bool kicked;             /* a batch was added: look at the spool */
+  bool idle;               /* the spool was found empty (flushers wait for it) */
   int64_t next_attempt_ns; /* 0: now */
   unsigned attempts;       /* failed attempts of the oldest batch */
   uint64_t attempts_seq;   /* ... which is this one */
 };
 
-static void *uploader_main(void *arg);
+static void uploader_main(perf__worker_t *worker, void *arg);
 static void send_one(perf__uploader_t *u, const perf__spool_entry_t *e);
 static void after_failure(perf__uploader_t *u, const perf__spool_entry_t *e,
                           const perf__http_response_t *resp, perf__upload_action_t action);
 static void wait_until(perf__uploader_t *u, int64_t deadline_ns);
 static double random01(void);
-static void cond_deadline(struct timespec *ts, int64_t deadline_ns);
 
 int perf__uploader_start(const perf__uploader_options_t *opts, perf__uploader_t **out) {
   perf__uploader_t *u = calloc(1, sizeof *u);
@@ -62,89 +62,73 @@ int perf__uploader_start(const perf__uploader_options_t *opts, perf__uploader_t 
   while (len > 0 && opts->endpoint[len - 1] == '/')
     len--;
   snprintf(u->url, n, "%.*s/v1/batches", (int)len, opts->endpoint);
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&u->cond, &ca);
-  pthread_condattr_destroy(&ca);
-  pthread_mutex_init(&u->lock, NULL);
-  if (pthread_create(&u->thread, NULL, uploader_main, u) != 0) {
-    pthread_cond_destroy(&u->cond);
-    pthread_mutex_destroy(&u->lock);
+  int err = perf__worker_start("perf-uploader", uploader_main, u, &u->worker);
+  if (err) {
     free(u->url);
     free(u->api_key);
     free(u);
-    return PERF_E_SYSTEM;
+    return err;
   }
   *out = u;
   return PERF_OK;
 }
 
 void perf__uploader_wake(perf__uploader_t *u) {
-  pthread_mutex_lock(&u->lock);
+  perf__worker_lock(u->worker);
   u->kicked = true;
   u->idle = false; /* not idle until it has looked at the spool again */
-  pthread_cond_broadcast(&u->cond);
-  pthread_mutex_unlock(&u->lock);
+  perf__worker_notify_locked(u->worker);
+  perf__worker_unlock(u->worker);
 }
 
 int perf__uploader_flush(perf__uploader_t *u, int64_t deadline_ns) {
   perf__uploader_wake(u);
-  pthread_mutex_lock(&u->lock);
-  struct timespec ts;
-  cond_deadline(&ts, deadline_ns);
+  perf__worker_lock(u->worker);
   /* "idle" is only set when the thread found the spool empty. */
-  while (!u->idle && !u->stop && perf__now_ns() < deadline_ns)
-    pthread_cond_timedwait(&u->cond, &u->lock, &ts);
+  while (!u->idle && !perf__worker_stopping(u->worker) && perf__now_ns() < deadline_ns)
+    perf__worker_wait(u->worker, deadline_ns);
   int err = u->idle ? PERF_OK : PERF_E_TIMEOUT;
-  pthread_mutex_unlock(&u->lock);
+  perf__worker_unlock(u->worker);
   return err;
 }
 
 void perf__uploader_stop(perf__uploader_t *u) {
   if (!u) return;
-  pthread_mutex_lock(&u->lock);
-  u->stop = true;
-  pthread_cond_broadcast(&u->cond);
-  pthread_mutex_unlock(&u->lock);
+  perf__worker_ask_stop(u->worker);
   u->o.transport->interrupt(u->o.transport); /* a request in flight ends now */
-  pthread_join(u->thread, NULL);
+  perf__worker_stop(u->worker, 0);
   u->o.transport->destroy(u->o.transport);
-  pthread_cond_destroy(&u->cond);
-  pthread_mutex_destroy(&u->lock);
   free(u->url);
   free(u->api_key);
   free(u);
 }
 
-static void *uploader_main(void *arg) {
+static void uploader_main(perf__worker_t *worker, void *arg) {
   perf__uploader_t *u = arg;
-  pthread_setname_np(pthread_self(), "perf-uploader");
-  pthread_mutex_lock(&u->lock);
-  while (!u->stop) {
+  perf__worker_lock(worker);
+  while (!perf__worker_stopping(worker)) {
     if (u->next_attempt_ns && perf__now_ns() < u->next_attempt_ns) {
       wait_until(u, u->next_attempt_ns); /* backoff: new batches do not cut it short */
       continue;
     }
     u->kicked = false;
-    pthread_mutex_unlock(&u->lock);
+    perf__worker_unlock(worker);
     perf__spool_entry_t e;
     int rc = perf__spool_peek_oldest(u->o.spool, &e);
-    pthread_mutex_lock(&u->lock);
+    perf__worker_lock(worker);
     if (rc == PERF__E_SPOOL_EMPTY) {
       u->idle = true;
-      pthread_cond_broadcast(&u->cond); /* flushers */
-      while (!u->stop && !u->kicked)
-        pthread_cond_wait(&u->cond, &u->lock);
+      perf__worker_notify_locked(worker); /* flushers */
+      while (!perf__worker_stopping(worker) && !u->kicked)
+        perf__worker_wait(worker, 0);
       u->idle = false;
       continue;
     }
-    pthread_mutex_unlock(&u->lock);
+    perf__worker_unlock(worker);
     if (rc == PERF_OK) send_one(u, &e);
-    pthread_mutex_lock(&u->lock);
+    perf__worker_lock(worker);
   }
-  pthread_mutex_unlock(&u->lock);
-  return NULL;
+  perf__worker_unlock(worker);
 }
 
 static void send_one(perf__uploader_t *u, const perf__spool_entry_t *e) {
@@ -169,10 +153,10 @@ static void send_one(perf__uploader_t *u, const perf__spool_entry_t *e) {
   if (action == PERF__UPLOAD_DONE) {
     perf__spool_remove(u->o.spool, e);
     PERF__COUNT(u->o.stats, batches_sent, 1);
-    pthread_mutex_lock(&u->lock);
+    perf__worker_lock(u->worker);
     u->attempts = 0;
     u->next_attempt_ns = 0;
-    pthread_mutex_unlock(&u->lock);
+    perf__worker_unlock(u->worker);
   } else if (action == PERF__UPLOAD_REJECTED) {
     char reason[32];
     snprintf(reason, sizeof reason, "http_%ld", resp.status);
@@ -189,21 +173,21 @@ static void send_one(perf__uploader_t *u, const perf__spool_entry_t *e) {
    it). */
 static void after_failure(perf__uploader_t *u, const perf__spool_entry_t *e,
                           const perf__http_response_t *resp, perf__upload_action_t action) {
-  pthread_mutex_lock(&u->lock);
+  perf__worker_lock(u->worker);
   if (u->attempts_seq != e->seq) {
     u->attempts_seq = e->seq;
     u->attempts = 0;
   }
   unsigned attempt = ++u->attempts;
-  pthread_mutex_unlock(&u->lock);
+  perf__worker_unlock(u->worker);
   if (action == PERF__UPLOAD_RETRY_LIMITED && attempt >= u->o.max_server_errors) {
     perf__log(PERF__LOG_WARN, "batch %llu: %u server errors (last %ld), dropped",
               (unsigned long long)e->seq, attempt, resp->status);
     perf__spool_remove(u->o.spool, e);
     PERF__COUNT(u->o.stats, batches_dropped_server, 1);
-    pthread_mutex_lock(&u->lock);
+    perf__worker_lock(u->worker);
     u->attempts = 0;
-    pthread_mutex_unlock(&u->lock);
+    perf__worker_unlock(u->worker);
     return;
   }
   int64_t delay = -1;
@@ -214,26 +198,19 @@ static void after_failure(perf__uploader_t *u, const perf__spool_entry_t *e,
   PERF__COUNT(u->o.stats, batches_retried, 1);
   perf__log(PERF__LOG_DEBUG, "batch %llu: %s; retry in %lld ms", (unsigned long long)e->seq,
             resp->status ? "busy collector" : resp->reason, (long long)delay);
-  pthread_mutex_lock(&u->lock);
+  perf__worker_lock(u->worker);
   u->next_attempt_ns = perf__now_ns() + delay * 1000000;
-  pthread_mutex_unlock(&u->lock);
+  perf__worker_unlock(u->worker);
 }
 
-/* With u->lock held: sleep until deadline_ns or stop. */
+/* With the lock held: sleep until deadline_ns or stop. */
 static void wait_until(perf__uploader_t *u, int64_t deadline_ns) {
-  struct timespec ts;
-  cond_deadline(&ts, deadline_ns);
-  while (!u->stop && perf__now_ns() < deadline_ns)
-    pthread_cond_timedwait(&u->cond, &u->lock, &ts);
+  while (!perf__worker_stopping(u->worker) && perf__now_ns() < deadline_ns)
+    perf__worker_wait(u->worker, deadline_ns);
 }
 
 static double random01(void) {
   uint64_t r = 0;
   if (getrandom(&r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r) r = (uint64_t)perf__now_ns();
   return (double)(r >> 11) / (double)(UINT64_C(1) << 53);
-}
-
-static void cond_deadline(struct timespec *ts, int64_t deadline_ns) {
-  ts->tv_sec = (time_t)(deadline_ns / 1000000000);
-  ts->tv_nsec = (long)(deadline_ns % 1000000000);
 }

@@ -26,7 +26,8 @@ typedef struct perf__uploader_options_s {
 
 typedef struct perf__uploader_s perf__uploader_t;
 
-/* Start the thread (copies the options; strings too). */
+/* Start the thread ("perf-uploader", a perf__worker: its tid is in the SDK's
+   registry). Copies the options; strings too. */
 int perf__uploader_start(const perf__uploader_options_t *opts, perf__uploader_t **out);
 
 /* A batch was added to the spool: look now (unless waiting out a backoff). */

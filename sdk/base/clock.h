@@ -21,8 +21,4 @@ int64_t perf__mono_to_wall_ns(int64_t mono_ns);
 /* "2026-11-21T09:00:00.123Z" into buf (at least 32 bytes). */
 void perf__format_iso8601(int64_t wall_ns, char *buf, size_t len);
 
-/* Sleep until monotonic instant `deadline_ns` or until *wake changes from
-   `seen` (futex), whichever comes first. */
-void perf__sleep_until(int64_t deadline_ns, const int *wake, int seen);
-
 #endif

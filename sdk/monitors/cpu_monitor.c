@@ -11,21 +11,16 @@
  */
 #include "sdk/monitors/cpu_monitor.h"
 
-#include <linux/futex.h>
-#include <pthread.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include "sdk/base/clock.h"
 #include "sdk/base/log.h"
 #include "sdk/base/threads.h"
+#include "sdk/base/worker.h"
 #include "sdk/monitors/thread_cpu.h"
 #include "sdk/pipeline/capture.h"
 
-#define MAX_SDK_TIDS 8
 #define MAX_TRACKED_THREADS 4096
 #define QUIET_END_NS 100000000 /* a burst whose threads all stopped running this long ends */
 
@@ -33,11 +28,7 @@ struct perf__cpu_monitor_s {
   const perf__config_t *cfg;
   perf__recorder_t *recorder;
   perf__stats_t *stats;
-  pid_t sdk_tids[MAX_SDK_TIDS + 1];
-  size_t sdk_tid_count;
-  pthread_t thread;
-  atomic_int started;
-  int stop; /* futex word: 1 = stop */
+  perf__worker_t *worker; /* the thread, "perf-cpu-mon" */
   perf__thread_set_t threads;
 };
 
@@ -47,51 +38,38 @@ typedef struct {
   int64_t last_cpu_ns; /* CPU clock at its last sample in the burst */
 } hot_t;
 
-static void *monitor_main(void *arg);
+static void monitor_main(perf__worker_t *worker, void *arg);
 static void run_burst(perf__cpu_monitor_t *m, int64_t window_ns);
 static size_t pick_hottest(perf__cpu_monitor_t *m, hot_t *hot, size_t k);
-static bool is_sdk_thread(const perf__cpu_monitor_t *m, pid_t tid);
 static bool stopping(perf__cpu_monitor_t *m);
 static int percent(int64_t cpu_ns, int64_t wall_ns);
 
 int perf__cpu_monitor_start(const perf__config_t *cfg, perf__recorder_t *recorder,
-                            perf__stats_t *stats, const pid_t *sdk_tids, size_t n,
-                            perf__cpu_monitor_t **out) {
+                            perf__stats_t *stats, perf__cpu_monitor_t **out) {
   perf__cpu_monitor_t *m = calloc(1, sizeof *m);
   if (!m) return PERF_E_NO_MEMORY;
   m->cfg = cfg;
   m->recorder = recorder;
   m->stats = stats;
-  for (size_t i = 0; i < n && i < MAX_SDK_TIDS; i++)
-    m->sdk_tids[m->sdk_tid_count++] = sdk_tids[i];
   perf__thread_set_init(&m->threads, MAX_TRACKED_THREADS);
-  if (pthread_create(&m->thread, NULL, monitor_main, m) != 0) {
+  int err = perf__worker_start("perf-cpu-mon", monitor_main, m, &m->worker);
+  if (err) {
     free(m);
-    return PERF_E_SYSTEM;
+    return err;
   }
-  while (!atomic_load(&m->started))
-    sched_yield();
   *out = m;
   return PERF_OK;
 }
 
-pid_t perf__cpu_monitor_tid(const perf__cpu_monitor_t *m) {
-  return m->sdk_tids[m->sdk_tid_count - 1]; /* the monitor adds itself last, before starting */
-}
-
 void perf__cpu_monitor_stop(perf__cpu_monitor_t *m) {
-  __atomic_store_n(&m->stop, 1, __ATOMIC_SEQ_CST);
-  syscall(SYS_futex, &m->stop, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
-  pthread_join(m->thread, NULL);
+  perf__worker_stop(m->worker, 0); /* no deadline: it never does I/O */
   perf__thread_set_free(&m->threads);
   free(m);
 }
 
-static void *monitor_main(void *arg) {
+static void monitor_main(perf__worker_t *worker, void *arg) {
   perf__cpu_monitor_t *m = arg;
-  pthread_setname_np(pthread_self(), "perf-cpu-mon");
-  m->sdk_tids[m->sdk_tid_count++] = perf__gettid();
-  atomic_store(&m->started, 1);
+  (void)worker; /* the same as m->worker, set before this runs */
   const int64_t window = (int64_t)m->cfg->cpu_window_ms * 1000000;
   int64_t tick = window / 10;
   if (tick < 20000000) tick = 20000000;
@@ -100,7 +78,7 @@ static void *monitor_main(void *arg) {
   int64_t last = perf__now_ns(), last_cpu = perf__process_cpu_ns();
   int64_t streak_start = 0; /* 0: usage is below the threshold */
   while (!stopping(m)) {
-    perf__sleep_until(last + tick, &m->stop, 0);
+    perf__worker_sleep_until(m->worker, last + tick);
     if (stopping(m)) break;
     int64_t now = perf__now_ns(), cpu = perf__process_cpu_ns();
     bool above = percent(cpu - last_cpu, now - last) >= threshold;
@@ -117,12 +95,11 @@ static void *monitor_main(void *arg) {
       streak_start = 0;
       int64_t quiet_until = perf__now_ns() + (int64_t)m->cfg->cpu_cooldown_ms * 1000000;
       while (!stopping(m) && perf__now_ns() < quiet_until)
-        perf__sleep_until(quiet_until, &m->stop, 0);
+        perf__worker_sleep_until(m->worker, quiet_until);
       last = perf__now_ns();
       last_cpu = perf__process_cpu_ns();
     }
   }
-  return NULL;
 }
 
 static void run_burst(perf__cpu_monitor_t *m, int64_t window_ns) {
@@ -152,7 +129,7 @@ static void run_burst(perf__cpu_monitor_t *m, int64_t window_ns) {
   const int64_t end = start + (int64_t)m->cfg->cpu_burst_ms * 1000000;
   int64_t last_ran = start; /* the burst ends early once its threads stop running */
   for (int64_t next = start + period; next <= end && !stopping(m); next += period) {
-    perf__sleep_until(next, &m->stop, 0);
+    perf__worker_sleep_until(m->worker, next);
     if (next - last_ran > QUIET_END_NS && next - last_ran > 10 * period) break;
     for (size_t i = 0; i < k; i++) {
       /* Only a thread that ran since its last sample is interrupted: an idle
@@ -185,12 +162,13 @@ static void run_burst(perf__cpu_monitor_t *m, int64_t window_ns) {
 }
 
 /* The k threads that used the most CPU between the last two reads, hottest
-   first, leaving out the SDK's own threads. */
+   first, leaving out the SDK's own threads (every perf__worker: the
+   monitors, the writer, the uploader). */
 static size_t pick_hottest(perf__cpu_monitor_t *m, hot_t *hot, size_t k) {
   size_t n = 0;
   for (size_t i = 0; i < m->threads.count; i++) {
     const perf__thread_cpu_t *t = &m->threads.threads[i];
-    if (t->delta_ns <= 0 || is_sdk_thread(m, t->tid)) continue;
+    if (t->delta_ns <= 0 || perf__worker_is_sdk_thread(t->tid)) continue;
     if (n < k)
       n++;
     else if (t->delta_ns <= hot[k - 1].delta_ns)
@@ -205,14 +183,8 @@ static size_t pick_hottest(perf__cpu_monitor_t *m, hot_t *hot, size_t k) {
   return n;
 }
 
-static bool is_sdk_thread(const perf__cpu_monitor_t *m, pid_t tid) {
-  for (size_t i = 0; i < m->sdk_tid_count; i++)
-    if (m->sdk_tids[i] == tid) return true;
-  return false;
-}
-
 static bool stopping(perf__cpu_monitor_t *m) {
-  return __atomic_load_n(&m->stop, __ATOMIC_SEQ_CST);
+  return perf__worker_stopping(m->worker);
 }
 
 static int percent(int64_t cpu_ns, int64_t wall_ns) {

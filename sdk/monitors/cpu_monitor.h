@@ -7,23 +7,17 @@
 #ifndef PERF_CPU_MONITOR_H
 #define PERF_CPU_MONITOR_H
 
-#include <sys/types.h>
-
 #include "sdk/base/stats.h"
 #include "sdk/pipeline/config.h"
 #include "sdk/pipeline/recorder.h"
 
 typedef struct perf__cpu_monitor_s perf__cpu_monitor_t;
 
-/* Start the monitor thread. The SDK's own threads (`sdk_tids`, n of them,
-   plus the monitor itself) are never picked as hot threads. Everything
-   passed must outlive the monitor. */
+/* Start the monitor thread ("perf-cpu-mon", a perf__worker). The SDK's own
+   threads (every perf__worker, the monitor itself included) are never
+   picked as hot threads. Everything passed must outlive the monitor. */
 int perf__cpu_monitor_start(const perf__config_t *cfg, perf__recorder_t *recorder,
-                            perf__stats_t *stats, const pid_t *sdk_tids, size_t n,
-                            perf__cpu_monitor_t **out);
-
-/* The monitor thread's id. */
-pid_t perf__cpu_monitor_tid(const perf__cpu_monitor_t *m);
+                            perf__stats_t *stats, perf__cpu_monitor_t **out);
 
 /* Stop the thread; a burst in progress is recorded with what it has. */
 void perf__cpu_monitor_stop(perf__cpu_monitor_t *m);

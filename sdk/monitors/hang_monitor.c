@@ -12,18 +12,14 @@
  */
 #include "sdk/monitors/hang_monitor.h"
 
-#include <linux/futex.h>
-#include <pthread.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include "sdk/base/clock.h"
 #include "sdk/base/log.h"
 #include "sdk/base/threads.h"
+#include "sdk/base/worker.h"
 #include "sdk/pipeline/capture.h"
 
 #define BUSY_BIT 1u
@@ -34,16 +30,14 @@ struct perf__hang_monitor_s {
   perf__loop_t *loop;
   perf__recorder_t *recorder;
   perf__stats_t *stats;
-  pthread_t thread;
-  atomic_int tid;
-  int stop; /* futex word: 1 = stop */
+  perf__worker_t *worker; /* the thread, "perf-hang-mon" */
   /* the hang in progress (monitor thread only) */
   perf__event_t *hang;
   uint64_t hang_epoch;
   int64_t next_sample_ns;
 };
 
-static void *monitor_main(void *arg);
+static void monitor_main(perf__worker_t *worker, void *arg);
 static void mark_ended(perf__loop_t *loop, uint64_t epoch, int64_t now_ns);
 static int64_t unit_end(const perf__loop_t *loop, uint64_t epoch, int64_t now_ns);
 static int64_t step(perf__hang_monitor_t *m, int64_t now);
@@ -89,34 +83,25 @@ int perf__hang_monitor_start(const perf__config_t *cfg, perf__loop_t *loop,
   m->loop = loop;
   m->recorder = recorder;
   m->stats = stats;
-  if (pthread_create(&m->thread, NULL, monitor_main, m) != 0) {
+  int err = perf__worker_start("perf-hang-mon", monitor_main, m, &m->worker);
+  if (err) {
     free(m);
-    return PERF_E_SYSTEM;
+    return err;
   }
-  while (atomic_load(&m->tid) == 0)
-    sched_yield(); /* the thread publishes it first thing */
   *out = m;
   return PERF_OK;
 }
 
-pid_t perf__hang_monitor_tid(const perf__hang_monitor_t *m) {
-  return atomic_load(&m->tid);
-}
-
 void perf__hang_monitor_stop(perf__hang_monitor_t *m) {
-  __atomic_store_n(&m->stop, 1, __ATOMIC_SEQ_CST);
-  syscall(SYS_futex, &m->stop, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
-  pthread_join(m->thread, NULL);
+  perf__worker_stop(m->worker, 0); /* no deadline: it never does I/O */
   free(m);
 }
 
-static void *monitor_main(void *arg) {
+static void monitor_main(perf__worker_t *worker, void *arg) {
   perf__hang_monitor_t *m = arg;
-  pthread_setname_np(pthread_self(), "perf-hang-mon");
-  atomic_store(&m->tid, perf__gettid());
-  while (!__atomic_load_n(&m->stop, __ATOMIC_SEQ_CST)) {
+  while (!perf__worker_stopping(worker)) {
     int64_t wake_at = step(m, perf__now_ns());
-    perf__sleep_until(wake_at, &m->stop, 0);
+    perf__worker_sleep_until(worker, wake_at);
   }
   if (m->hang) { /* shutting down: the unit may have ended already */
     int64_t now = perf__now_ns();
@@ -124,7 +109,6 @@ static void *monitor_main(void *arg) {
     bool same_unit = (word & BUSY_BIT) && word >> 1 == m->hang_epoch;
     end_hang(m, same_unit ? now : unit_end(m->loop, m->hang_epoch, now));
   }
-  return NULL;
 }
 
 /* One look at the loop; returns when to look again. */

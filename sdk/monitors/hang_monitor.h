@@ -14,7 +14,6 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <sys/types.h>
 
 #include "sdk/base/stats.h"
 #include "sdk/pipeline/config.h"
@@ -47,13 +46,11 @@ void perf__loop_heartbeat(perf__loop_t *loop);
 
 typedef struct perf__hang_monitor_s perf__hang_monitor_t;
 
-/* Start the monitor thread. Everything passed must outlive the monitor. */
+/* Start the monitor thread ("perf-hang-mon", a perf__worker: its tid is in
+   the SDK's registry). Everything passed must outlive the monitor. */
 int perf__hang_monitor_start(const perf__config_t *cfg, perf__loop_t *loop,
                              perf__recorder_t *recorder, perf__stats_t *stats,
                              perf__hang_monitor_t **out);
-
-/* The monitor thread's id (so other monitors can leave it out). */
-pid_t perf__hang_monitor_tid(const perf__hang_monitor_t *m);
 
 /* Stop the thread; a hang in progress is recorded (ended now, or when its
    unit of work ended if that already happened). */

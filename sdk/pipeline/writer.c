@@ -2,62 +2,62 @@
  * writer.c - the event writer thread (see writer.h).
  *
  * Producers (the monitors, the capture_now caller) push event pointers into
- * a fixed ring of queue_capacity slots under a mutex and signal a condition
- * variable; a full ring refuses the event at once. The hang marker has a
+ * a fixed ring of queue_capacity slots under the worker's lock and notify
+ * it; a full ring refuses the event at once. The hang marker has a
  * one-slot mailbox where the latest post replaces an unwritten older one.
+ * The thread is a perf__worker ("perf-writer"): the worker's lock is the
+ * writer's (queue, mailbox, flags, the batch sink pointer), and shutdown
+ * waits for it by a deadline on the monotonic clock.
  */
 #include "sdk/pipeline/writer.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <pthread.h>
-#include <sched.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "sdk/base/clock.h"
 #include "sdk/base/fileio.h"
 #include "sdk/base/log.h"
-#include "sdk/base/threads.h"
+#include "sdk/base/worker.h"
 #include "sdk/pipeline/batch_sink.h"
 #include "sdk/pipeline/event_text.h"
 #include "sdk/pipeline/hang_marker.h"
 
 #define REPORT_MAX_BYTES (16u << 20) /* one event's text */
+/* Shutdown: how long past its deadline the stopper waits for a writer that
+   was between two events to drop the rest and close the batch sink. */
+#define STOP_GRACE_NS (20 * 1000000)
 
 struct perf__writer_s {
   const perf__config_t *cfg;
   perf__stats_t *stats;
-  pthread_t thread;
-  pthread_mutex_t lock;
-  pthread_cond_t wake; /* producers -> writer */
+  perf__worker_t *worker; /* the thread; its lock is the writer's lock */
   perf__event_t **ring;
   size_t head, count, capacity;
   bool hang_posted;    /* the mailbox holds a post */
   perf__event_t *hang; /* ... which is this progress copy, or NULL = clear */
-  bool stopping, abandon, held, exited;
+  bool held, exited;
   int sink_fd;
   perf__hang_marker_t marker;
   bool data_dir_ready;
-  atomic_int tid;
   /* the wire path: batches into the spool (and, for http, to the collector) */
   perf__batch_sink_t *batches;          /* set by the writer thread under lock; NULL without */
   bool batches_tried;                   /* the open was attempted (lock) */
   perf_sdk_stats_t batch_stats;         /* the batch sink's last counters, once it is closed */
   uint64_t flush_requested, flush_done; /* perf__writer_flush handshake (lock) */
-  int64_t stop_deadline_ns;             /* shutdown: send until then */
+  int64_t stop_deadline_ns;             /* shutdown: write and send until then (lock) */
 };
 
-static void *writer_main(void *arg);
+static void writer_main(perf__worker_t *worker, void *arg);
 static void open_batches(perf__writer_t *w);
 static void close_batches(perf__writer_t *w, int64_t deadline_ns);
 static bool batch_due(perf__writer_t *w);
+static bool past_stop_deadline(perf__writer_t *w);
 static void wait_for_work(perf__writer_t *w);
 static void report_fatal_hangs(perf__writer_t *w);
 static void write_event(perf__writer_t *w, perf__event_t *ev);
@@ -75,69 +75,57 @@ int perf__writer_start(const perf__config_t *cfg, perf__stats_t *stats, perf__wr
   w->sink_fd = -1;
   w->marker = (perf__hang_marker_t)PERF__HANG_MARKER_INIT;
   w->ring = calloc(w->capacity, sizeof *w->ring);
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_mutex_init(&w->lock, NULL);
-  pthread_cond_init(&w->wake, &ca);
-  pthread_condattr_destroy(&ca);
-  if (!w->ring || pthread_create(&w->thread, NULL, writer_main, w) != 0) {
-    int err = w->ring ? PERF_E_SYSTEM : PERF_E_NO_MEMORY;
+  int err =
+      w->ring ? perf__worker_start("perf-writer", writer_main, w, &w->worker) : PERF_E_NO_MEMORY;
+  if (err) {
     free_writer(w);
     return err;
   }
-  while (atomic_load(&w->tid) == 0)
-    sched_yield(); /* published first thing */
   *out = w;
   return PERF_OK;
 }
 
-pid_t perf__writer_tid(perf__writer_t *w) {
-  return atomic_load(&w->tid);
-}
-
 int perf__writer_submit(perf__writer_t *w, perf__event_t *ev) {
-  pthread_mutex_lock(&w->lock);
-  bool full = w->count == w->capacity || w->stopping;
+  perf__worker_lock(w->worker);
+  bool full = w->count == w->capacity || perf__worker_stopping(w->worker);
   if (!full) {
     w->ring[(w->head + w->count) % w->capacity] = ev;
     w->count++;
-    pthread_cond_signal(&w->wake);
+    perf__worker_notify_locked(w->worker);
   }
-  pthread_mutex_unlock(&w->lock);
+  perf__worker_unlock(w->worker);
   if (full) perf__event_free(ev);
   return full ? PERF_E_BUSY : PERF_OK;
 }
 
 void perf__writer_post_hang(perf__writer_t *w, perf__event_t *progress) {
-  pthread_mutex_lock(&w->lock);
+  perf__worker_lock(w->worker);
   perf__event_t *older = w->hang_posted ? w->hang : NULL;
   w->hang = progress;
   w->hang_posted = true;
-  pthread_cond_signal(&w->wake);
-  pthread_mutex_unlock(&w->lock);
+  perf__worker_notify_locked(w->worker);
+  perf__worker_unlock(w->worker);
   perf__event_free(older);
 }
 
 void perf__writer_hold(perf__writer_t *w, bool hold) {
-  pthread_mutex_lock(&w->lock);
+  perf__worker_lock(w->worker);
   w->held = hold;
-  pthread_cond_signal(&w->wake);
-  pthread_mutex_unlock(&w->lock);
+  perf__worker_notify_locked(w->worker);
+  perf__worker_unlock(w->worker);
 }
 
 int perf__writer_flush(perf__writer_t *w, int64_t deadline_ns) {
-  pthread_mutex_lock(&w->lock);
+  perf__worker_lock(w->worker);
   uint64_t ticket = ++w->flush_requested;
-  pthread_cond_broadcast(&w->wake);
-  struct timespec ts = {(time_t)(deadline_ns / 1000000000), (long)(deadline_ns % 1000000000)};
+  perf__worker_notify_locked(w->worker);
   /* First everything queued into the spool, by the writer thread... */
   while ((w->flush_done < ticket || !w->batches_tried) && !w->exited &&
          perf__now_ns() < deadline_ns)
-    pthread_cond_timedwait(&w->wake, &w->lock, &ts);
+    perf__worker_wait(w->worker, deadline_ns);
   bool queued_out = w->flush_done >= ticket;
   perf__batch_sink_t *b = w->batches;
-  pthread_mutex_unlock(&w->lock);
+  perf__worker_unlock(w->worker);
   if (!queued_out) return PERF_E_TIMEOUT;
   /* ... then the spool to the collector, by the uploader. The sink stays
      open until perf__writer_stop, which cannot run concurrently (the SDK's
@@ -146,58 +134,34 @@ int perf__writer_flush(perf__writer_t *w, int64_t deadline_ns) {
 }
 
 void perf__writer_batch_stats(perf__writer_t *w, perf_sdk_stats_t *out) {
-  pthread_mutex_lock(&w->lock);
+  perf__worker_lock(w->worker);
   if (w->batches)
     perf__batch_sink_stats(w->batches, out);
   else
     *out = w->batch_stats;
-  pthread_mutex_unlock(&w->lock);
+  perf__worker_unlock(w->worker);
 }
 
 int perf__writer_stop(perf__writer_t *w, int64_t deadline_ns, perf_sdk_stats_t *last) {
-  pthread_mutex_lock(&w->lock);
+  perf__worker_lock(w->worker);
   w->stop_deadline_ns = deadline_ns;
-  w->stopping = true;
   w->held = false;
-  pthread_cond_signal(&w->wake);
-  pthread_mutex_unlock(&w->lock);
-  struct timespec abs;
-  clock_gettime(CLOCK_REALTIME, &abs); /* pthread_timedjoin_np takes CLOCK_REALTIME */
-  int64_t left = deadline_ns - perf__now_ns();
-  if (left < 0) left = 0;
-  abs.tv_sec += (time_t)(left / 1000000000);
-  abs.tv_nsec += (long)(left % 1000000000);
-  if (abs.tv_nsec >= 1000000000) {
-    abs.tv_sec++;
-    abs.tv_nsec -= 1000000000;
-  }
-  if (pthread_timedjoin_np(w->thread, NULL, &abs) != 0) {
-    /* Past the deadline: drop what is queued and wait a last moment for a
-       writer that is between two events. */
-    pthread_mutex_lock(&w->lock);
-    w->abandon = true;
-    pthread_cond_signal(&w->wake);
-    pthread_mutex_unlock(&w->lock);
-    abs.tv_nsec += 20 * 1000000;
-    if (abs.tv_nsec >= 1000000000) {
-      abs.tv_sec++;
-      abs.tv_nsec -= 1000000000;
-    }
-    if (pthread_timedjoin_np(w->thread, NULL, &abs) != 0) {
-      pthread_detach(w->thread); /* stuck in I/O: it keeps its memory */
-      perf__log(PERF__LOG_WARN, "event writer still busy at the shutdown deadline; left running");
-      return PERF_E_TIMEOUT;
-    }
+  perf__worker_unlock(w->worker);
+  /* Past the deadline the writer drops what is queued (it looks between two
+     events); the grace is for the event it is writing then. */
+  if (perf__worker_stop(w->worker, deadline_ns + STOP_GRACE_NS) != PERF_OK) {
+    /* Stuck in I/O: it keeps its memory (and the caller the config). */
+    perf__log(PERF__LOG_WARN, "event writer still busy at the shutdown deadline; left running");
+    return PERF_E_TIMEOUT;
   }
   if (last) *last = w->batch_stats;
   free_writer(w);
   return PERF_OK;
 }
 
-static void *writer_main(void *arg) {
+static void writer_main(perf__worker_t *worker, void *arg) {
   perf__writer_t *w = arg;
-  pthread_setname_np(pthread_self(), "perf-writer");
-  atomic_store(&w->tid, perf__gettid());
+  (void)worker; /* the same as w->worker, set before this runs */
   /* Compile the loaded modules' unwind rules here (it reads their ELF
      files: I/O), not on the app's thread and not on the hang monitor, which
      must start watching at once. A hang caught meanwhile waits for this at
@@ -212,44 +176,45 @@ static void *writer_main(void *arg) {
   /* The batch sink first: fatal hangs go into batches like any event. */
   open_batches(w);
   if (w->data_dir_ready) report_fatal_hangs(w);
-  pthread_mutex_lock(&w->lock);
+  perf__worker_lock(w->worker);
+  bool abandon = false;
   for (;;) {
     /* A flush is work once the queue is empty (a held writer with events
        queued cannot finish one: the flush times out). */
-    while (!w->abandon && (w->held || w->count == 0) && !w->hang_posted && !w->stopping &&
+    while ((w->held || w->count == 0) && !w->hang_posted && !perf__worker_stopping(w->worker) &&
            (w->flush_done == w->flush_requested || w->count > 0) && !batch_due(w))
       wait_for_work(w);
-    if (w->abandon) break;
+    if ((abandon = past_stop_deadline(w))) break;
     if (batch_due(w) || (w->count == 0 && w->flush_done != w->flush_requested)) {
       /* The open batch is old enough, or a flush wants everything queued
          so far in the spool. */
       uint64_t requested = w->flush_requested;
-      pthread_mutex_unlock(&w->lock);
+      perf__worker_unlock(w->worker);
       if (w->batches) perf__batch_sink_close_batch(w->batches);
-      pthread_mutex_lock(&w->lock);
+      perf__worker_lock(w->worker);
       if (w->count == 0) w->flush_done = requested;
-      pthread_cond_broadcast(&w->wake);
+      perf__worker_notify_locked(w->worker);
       continue;
     }
     if (w->hang_posted) {
       perf__event_t *progress = w->hang;
       w->hang = NULL;
       w->hang_posted = false;
-      pthread_mutex_unlock(&w->lock);
+      perf__worker_unlock(w->worker);
       handle_hang_post(w, progress);
-      pthread_mutex_lock(&w->lock);
+      perf__worker_lock(w->worker);
       continue;
     }
     if (w->count > 0 && !w->held) {
       perf__event_t *ev = w->ring[w->head];
       w->head = (w->head + 1) % w->capacity;
       w->count--;
-      pthread_mutex_unlock(&w->lock);
+      perf__worker_unlock(w->worker);
       write_event(w, ev);
-      pthread_mutex_lock(&w->lock);
+      perf__worker_lock(w->worker);
       continue;
     }
-    if (w->stopping) break;
+    if (perf__worker_stopping(w->worker)) break;
   }
   /* Whatever is still queued now will not be written. */
   PERF__COUNT(w->stats, events_dropped_queue, w->count);
@@ -258,12 +223,10 @@ static void *writer_main(void *arg) {
     w->head = (w->head + 1) % w->capacity;
   }
   w->exited = true;
-  bool abandon = w->abandon;
   int64_t deadline = w->stop_deadline_ns;
-  pthread_mutex_unlock(&w->lock);
+  perf__worker_unlock(w->worker);
   /* Leave the stopper a moment to join after the uploader's last try. */
   close_batches(w, abandon ? 0 : deadline - 30 * 1000000);
-  return NULL;
 }
 
 /* The wire path's spool and uploader, opened here because it reads and
@@ -272,11 +235,11 @@ static void *writer_main(void *arg) {
 static void open_batches(perf__writer_t *w) {
   perf__batch_sink_t *b = NULL;
   if (w->cfg->sink != PERF_SINK_NONE && perf__batch_sink_open(w->cfg, w->stats, &b) != 0) b = NULL;
-  pthread_mutex_lock(&w->lock);
+  perf__worker_lock(w->worker);
   w->batches = b;
   w->batches_tried = true;
-  pthread_cond_broadcast(&w->wake);
-  pthread_mutex_unlock(&w->lock);
+  perf__worker_notify_locked(w->worker);
+  perf__worker_unlock(w->worker);
 }
 
 /* Shutdown: the open batch into the spool, then send what can be sent
@@ -287,10 +250,10 @@ static void close_batches(perf__writer_t *w, int64_t deadline_ns) {
   if (deadline_ns > perf__now_ns()) perf__batch_sink_wait_sent(w->batches, deadline_ns);
   perf_sdk_stats_t last = {0};
   perf__batch_sink_close(w->batches, &last);
-  pthread_mutex_lock(&w->lock);
+  perf__worker_lock(w->worker);
   w->batch_stats = last;
   w->batches = NULL;
-  pthread_mutex_unlock(&w->lock);
+  perf__worker_unlock(w->worker);
 }
 
 /* With the lock held: the open batch has reached batch_max_delay_ms. */
@@ -300,15 +263,16 @@ static bool batch_due(perf__writer_t *w) {
   return due && perf__now_ns() >= due;
 }
 
-/* With the lock held: sleep until woken, or until the open batch is due. */
+/* With the lock held: shutting down, and its deadline has passed: what is
+   still queued is dropped. */
+static bool past_stop_deadline(perf__writer_t *w) {
+  return perf__worker_stopping(w->worker) && perf__now_ns() >= w->stop_deadline_ns;
+}
+
+/* With the lock held: sleep until woken, or until the open batch is due
+   (0: no batch open, no deadline). */
 static void wait_for_work(perf__writer_t *w) {
-  int64_t due = w->batches ? perf__batch_sink_deadline(w->batches) : 0;
-  if (!due) {
-    pthread_cond_wait(&w->wake, &w->lock);
-    return;
-  }
-  struct timespec ts = {(time_t)(due / 1000000000), (long)(due % 1000000000)};
-  pthread_cond_timedwait(&w->wake, &w->lock, &ts);
+  perf__worker_wait(w->worker, w->batches ? perf__batch_sink_deadline(w->batches) : 0);
 }
 
 /* The hang markers of processes that died hung, each reported once as a
@@ -403,8 +367,6 @@ static void free_writer(perf__writer_t *w) {
   if (w->data_dir_ready) perf__hang_marker_clear(&w->marker, w->cfg->data_dir);
   perf__hang_marker_free(&w->marker);
   if (w->sink_fd >= 0) close(w->sink_fd);
-  pthread_cond_destroy(&w->wake);
-  pthread_mutex_destroy(&w->lock);
   free(w->ring);
   free(w);
 }

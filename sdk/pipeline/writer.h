@@ -10,7 +10,6 @@
 
 #include <stdbool.h>
 #include <stdint.h>
-#include <sys/types.h>
 
 #include "perf_sdk.h"
 #include "sdk/base/stats.h"
@@ -19,11 +18,9 @@
 
 typedef struct perf__writer_s perf__writer_t;
 
-/* Start the thread. cfg and stats must outlive the writer. */
+/* Start the thread ("perf-writer", a perf__worker). cfg and stats must
+   outlive the writer. */
 int perf__writer_start(const perf__config_t *cfg, perf__stats_t *stats, perf__writer_t **out);
-
-/* The writer thread's id (0 until it has started). */
-pid_t perf__writer_tid(perf__writer_t *w);
 
 /* Hand over `ev` (the writer owns it from now on, whatever the result).
    Never blocks on I/O. PERF_E_BUSY when the queue is full: the event is

@@ -34,6 +34,7 @@
 
 #include "check.h"
 #include "perf_sdk.h"
+#include "sdk/base/worker.h"
 #include "sdk/sdk_testing.h"
 #include "sdk/wire/batch_decode.h"
 #include "stack_assert.h"
@@ -826,6 +827,64 @@ static void case_cpu_burst_hot_thread(void) {
   free(text);
 }
 
+/* An SDK thread (a registered perf__worker) burning CPU until stopped. */
+static void sdk_busy_main(perf__worker_t *w, void *arg) {
+  (void)arg;
+  unsigned long x = 0;
+  while (!perf__worker_stopping(w))
+    x += burn(now_ns() + 1000000, NULL);
+  g_sink = x;
+}
+
+static void case_cpu_burst_skips_sdk_threads(void) {
+  make_dir();
+  char report[PATH_LEN];
+  dir_path(report, "report.txt");
+  perf_sdk_config_t cfg;
+  base_config(&cfg, report);
+  cfg.cpu_threshold_percent = 25;
+  cfg.cpu_window_ms = 300;
+  cfg.cpu_burst_ms = 300;
+  cfg.cpu_sample_hz = 100;
+  cfg.cpu_top_threads = 64; /* every thread that ran, unless it is the SDK's */
+  cfg.cpu_cooldown_ms = 60000;
+  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
+  /* Two threads burn CPU: the app's, and one of the SDK's (registered the
+     way the writer, the monitors and the uploader are). */
+  perf__worker_t *busy = NULL;
+  CHECK_EQ_INT(perf__worker_start("perf-busy", sdk_busy_main, NULL, &busy), PERF_OK);
+  pid_t busy_tid = perf__worker_tid(busy);
+  worker_t hot;
+  pid_t hot_tid = start_worker(&hot, hot_main);
+  perf_sdk_stats_t st;
+  WAIT_FOR_STATS(st, st.cpu_bursts == 1 && st.events_written >= 1);
+  atomic_store(&g_hot_stop, 1);
+  pthread_join(hot.thread, NULL);
+  CHECK_EQ_INT(perf__worker_stop(busy, 0), PERF_OK);
+  CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
+
+  char *text = read_text(report);
+  event_t ev;
+  find_event(text, "cpu", 0, &ev);
+  char line[64];
+  snprintf(line, sizeof line, "\nthread tid=%d ", (int)hot_tid);
+  CHECKF(strstr(ev.text, line) != NULL, "the app's hot thread is missing:\n%s", ev.text);
+  snprintf(line, sizeof line, "\nthread tid=%d ", (int)busy_tid);
+  CHECKF(strstr(ev.text, line) == NULL, "the SDK's busy thread was picked:\n%s", ev.text);
+  const char *sdk_names[] = {"perf-busy", "perf-writer", "perf-hang-mon", "perf-cpu-mon"};
+  for (size_t i = 0; i < ARRAY_LEN(sdk_names); i++) {
+    snprintf(line, sizeof line, " name=\"%s\"", sdk_names[i]);
+    CHECKF(strstr(ev.text, line) == NULL, "%s was picked:\n%s", sdk_names[i], ev.text);
+  }
+  ev_stack_t s;
+  for (size_t i = 0; event_stack(&ev, i, &s); i++) {
+    CHECKF(s.thread != busy_tid, "the SDK's busy thread was sampled:\n%s", ev.text);
+    free(s.text);
+  }
+  event_free(&ev);
+  free(text);
+}
+
 static void case_rate_limit_exact(void) {
   make_dir();
   char report[PATH_LEN];
@@ -1057,15 +1116,11 @@ static void case_heartbeat_hang(void) {
 }
 
 static const test_case_t g_cases[] = {
-    TEST_CASE(hang_detected),
-    TEST_CASE(idle_not_hang),
-    TEST_CASE(pause_suppresses),
-    TEST_CASE(fatal_hang),
-    TEST_CASE(cpu_burst_hot_thread),
-    TEST_CASE(rate_limit_exact),
-    TEST_CASE(config_errors_name_field),
-    TEST_CASE(lifecycle_errors),
-    TEST_CASE(heartbeat_hang),
+    TEST_CASE(hang_detected),        TEST_CASE(idle_not_hang),
+    TEST_CASE(pause_suppresses),     TEST_CASE(fatal_hang),
+    TEST_CASE(cpu_burst_hot_thread), TEST_CASE(cpu_burst_skips_sdk_threads),
+    TEST_CASE(rate_limit_exact),     TEST_CASE(config_errors_name_field),
+    TEST_CASE(lifecycle_errors),     TEST_CASE(heartbeat_hang),
 };
 
 static const test_case_t g_children[] = {

@@ -5,14 +5,21 @@
  * uploader, and are decoded back from what the server received. Also: a
  * collector that is down at shutdown (the batch waits on disk and the next
  * run sends it), and the batch records the file sink writes beside its
- * report. Each case runs in its own process: `test_wire <case>`.
+ * report; and perf_sdk_capture_now leaving the SDK's own threads (the
+ * uploader's too) out of the event. Each case runs in its own process:
+ * `test_wire <case>`.
  */
+#include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -104,6 +111,127 @@ static void case_http_sink_delivers(void) {
   CHECK(strlen(http_request_header(&q, "X-Perf-Batch-Id")) == 32);
   http_request_free(&q);
   CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
+  http_server_stop(srv);
+}
+
+/* ---- the SDK's own threads are not the app's --------------------------- */
+
+static const char *const k_sdk_threads[] = {"perf-writer", "perf-uploader", "perf-hang-mon",
+                                            "perf-cpu-mon"};
+
+static int64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The tid of this process's thread named `name`, 0 when there is none. */
+static pid_t find_thread(const char *name) {
+  DIR *d = opendir("/proc/self/task");
+  CHECKF(d != NULL, "/proc/self/task: %s", strerror(errno));
+  pid_t found = 0;
+  struct dirent *de;
+  while (!found && (de = readdir(d)) != NULL) {
+    char path[300], comm[32] = "";
+    snprintf(path, sizeof path, "/proc/self/task/%s/comm", de->d_name);
+    FILE *f = fopen(path, "r");
+    if (!f) continue;
+    if (fgets(comm, sizeof comm, f)) comm[strcspn(comm, "\n")] = '\0';
+    fclose(f);
+    if (strcmp(comm, name) == 0) found = (pid_t)atoi(de->d_name);
+  }
+  closedir(d);
+  return found;
+}
+
+/* An app thread that waits (in the kernel) until released. */
+static int g_helper_pipe[2];
+static atomic_int g_helper_tid;
+
+static void *helper_main(void *arg) {
+  (void)arg;
+  pthread_setname_np(pthread_self(), "app-helper");
+  atomic_store(&g_helper_tid, (int)syscall(SYS_gettid));
+  char c;
+  while (read(g_helper_pipe[0], &c, 1) < 0 && errno == EINTR) {
+  }
+  return NULL;
+}
+
+/* The event with `reason` among the server's batches; its threads' tids and
+   names into tids/names (n of them). */
+static size_t event_threads(http_server_t *srv, const char *reason, pid_t *tids, char (*names)[16],
+                            size_t max) {
+  size_t n = 0, events = 0;
+  for (size_t i = 0; i < http_server_request_count(srv); i++) {
+    http_request_t q;
+    CHECK(http_server_request(srv, i, &q));
+    Perf__V1__Batch *b = NULL;
+    CHECK(perf__batch_decode(q.body, q.body_len, DECODE_MAX, &b) == PERF_OK);
+    for (size_t e = 0; e < b->n_events; e++) {
+      if (strcmp(b->events[e]->reason, reason) != 0) continue;
+      events++;
+      for (size_t t = 0; t < b->events[e]->n_threads && n < max; t++, n++) {
+        tids[n] = (pid_t)b->events[e]->threads[t]->tid;
+        snprintf(names[n], sizeof names[n], "%s", b->strings[b->events[e]->threads[t]->name]);
+      }
+    }
+    perf__v1__batch__free_unpacked(b, NULL);
+    http_request_free(&q);
+  }
+  CHECK_EQ_INT(events, 1);
+  return n;
+}
+
+static void case_capture_now_leaves_out_sdk_threads(void) {
+  make_dir();
+  http_server_t *srv = http_server_start();
+  CHECK(srv != NULL);
+  perf_sdk_config_t cfg;
+  char data_dir[128];
+  http_config(&cfg, http_server_url(srv), data_dir);
+  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
+  CHECK(pipe(g_helper_pipe) == 0);
+  pthread_t helper;
+  CHECK(pthread_create(&helper, NULL, helper_main, NULL) == 0);
+  /* Every SDK thread is running (the uploader starts on the writer's
+     thread, after init returned), and so is the app's helper. */
+  pid_t sdk_tids[ARRAY_LEN(k_sdk_threads)];
+  int64_t deadline = now_ms() + 10000;
+  for (size_t i = 0; i < ARRAY_LEN(k_sdk_threads); i++) {
+    while ((sdk_tids[i] = find_thread(k_sdk_threads[i])) == 0) {
+      CHECKF(now_ms() < deadline, "no thread named %s", k_sdk_threads[i]);
+      usleep(1000);
+    }
+  }
+  while (atomic_load(&g_helper_tid) == 0) {
+    CHECKF(now_ms() < deadline, "the helper thread did not start");
+    usleep(1000);
+  }
+  CHECK_EQ_INT(wire_capture_outer("every app thread"), 2);
+  CHECK_EQ_INT(perf_sdk_flush(15000), PERF_OK);
+
+  pid_t tids[64];
+  char names[64][16];
+  size_t n = event_threads(srv, "every app thread", tids, names, ARRAY_LEN(tids));
+  bool saw_main = false, saw_helper = false;
+  for (size_t i = 0; i < n; i++) {
+    for (size_t k = 0; k < ARRAY_LEN(k_sdk_threads); k++) {
+      CHECKF(strcmp(names[i], k_sdk_threads[k]) != 0, "SDK thread %s (%d) in the event", names[i],
+             (int)tids[i]);
+      CHECKF(tids[i] != sdk_tids[k], "SDK thread %d (%s) in the event as %s", (int)tids[i],
+             k_sdk_threads[k], names[i]);
+    }
+    saw_main |= tids[i] == getpid();
+    saw_helper |= tids[i] == atomic_load(&g_helper_tid) && strcmp(names[i], "app-helper") == 0;
+  }
+  CHECKF(saw_main, "the calling (main) thread is missing from %zu threads", n);
+  CHECKF(saw_helper, "the app-helper thread is missing from %zu threads", n);
+  CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
+  CHECK(write(g_helper_pipe[1], "x", 1) == 1);
+  pthread_join(helper, NULL);
+  close(g_helper_pipe[0]);
+  close(g_helper_pipe[1]);
   http_server_stop(srv);
 }
 
@@ -306,6 +434,7 @@ static const test_case_t g_cases[] = {
     TEST_CASE(down_at_shutdown_sent_next_run),
     TEST_CASE(file_sink_batches),
     TEST_CASE(kill9_rounds),
+    TEST_CASE(capture_now_leaves_out_sdk_threads),
 };
 
 int main(int argc, char **argv) {
