@@ -103,8 +103,13 @@ static int validate_batch(const Perf__V1__Batch *bt) {
   if (bt->batch_id.len != PERF__BATCH_ID_BYTES) return -1;
   for (size_t i = 0; i < nf; i++)
     if (!STRING_OK(bt->functions[i]->name) || !STRING_OK(bt->functions[i]->system_name)) return -1;
-  for (size_t i = 0; i < nfr; i++)
-    if (bt->frames[i]->module > nm || bt->frames[i]->function > nf) return -1;
+  for (size_t i = 0; i < nfr; i++) {
+    const Perf__V1__Frame *f = bt->frames[i];
+    if (f->module > nm || f->function > nf) return -1;
+    for (size_t j = 0; j < f->n_lines; j++)
+      if (f->lines[j]->function == 0 || f->lines[j]->function > nf || !STRING_OK(f->lines[j]->file))
+        return -1;
+  }
   for (size_t i = 0; i < nst; i++)
     for (size_t j = 0; j < bt->stacks[i]->n_frames; j++)
       if (bt->stacks[i]->frames[j] == 0 || bt->stacks[i]->frames[j] > nfr) return -1;
