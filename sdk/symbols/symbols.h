@@ -1,0 +1,84 @@
+/*
+ * symbols.h - names for the code addresses of ELF modules, as a person
+ * reads them and as gdb shows them: the function (ELF symbol tables of the
+ * file, of its separate debug file found by GNU build-id or debuglink),
+ * the chain of functions inlined at the address with their source lines
+ * (DWARF, elfutils libdw), C++ and Rust names demangled (libiberty), a
+ * compiler clone shown as "f(int) [clone .isra.0]".
+ *
+ * Shared by the SDK (naming frames on the device, off the signal handler)
+ * and the collector (naming frames from debug files by build-id). Depends
+ * on sdk/base only.
+ *
+ * A module's symbol table is read when the module is opened; its DWARF is
+ * read lazily, at the first lookup that needs it, and the DWARF of all open
+ * modules together stays under the cap given to perf__symbols_set_cap
+ * (least recently used modules drop theirs first). Lookups are cached per
+ * (module, address).
+ *
+ * Thread safety: a perf__sym_module_t may be used by several threads; its
+ * lookups are serialized inside.
+ */
+#ifndef PERF_SYMBOLS_SYMBOLS_H
+#define PERF_SYMBOLS_SYMBOLS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define PERF__SYM_MAX_LINES 16 /* inline depth kept per address (innermost first) */
+
+/* One function of an address's inline chain, and the source line in it. */
+typedef struct perf__sym_line_s {
+  const char *function; /* display name (demangled); never NULL */
+  const char *linkage;  /* raw linkage name when it differs from function, else NULL */
+  const char *file;     /* source file path, NULL when unknown */
+  uint32_t line;        /* 0 when unknown */
+  uint32_t column;      /* 0 when unknown */
+} perf__sym_line_t;
+
+/* What an address is: lines[0] is the innermost function (inlined where
+   count > 1), lines[count - 1] the function the machine code belongs to.
+   Strings are owned by the module and stay valid until it is freed. */
+typedef struct perf__sym_frame_s {
+  perf__sym_line_t lines[PERF__SYM_MAX_LINES];
+  size_t count;     /* 0: no symbol for the address */
+  uint64_t offset;  /* address - start of the physical function (lines[count - 1]) */
+  bool from_dwarf;  /* the chain and lines come from DWARF (else: symbol table only) */
+} perf__sym_frame_t;
+
+typedef struct perf__sym_module_s perf__sym_module_t;
+
+/* Open the module at `path` (or the in-memory image [image, image + size)
+   when image is not NULL, e.g. the vDSO). build_id (may be NULL) finds the
+   separate debug file (/usr/lib/debug/.build-id/xx/rest.debug; and, for the
+   collector, debug_dirs: a colon-separated list of directories searched the
+   same way, may be NULL). Returns 0 or a negative perf_error_t; a module
+   without symbols is not an error (lookups find nothing). Free with
+   perf__sym_module_free. */
+int perf__sym_module_open(const char *path, const void *image, size_t image_size,
+                          const uint8_t *build_id, size_t build_id_len, const char *debug_dirs,
+                          perf__sym_module_t **out);
+void perf__sym_module_free(perf__sym_module_t *m);
+
+/* Name ELF virtual address `vaddr` of the module (a return address is
+   looked up by the caller at address - 1). Returns true when a function
+   was found. */
+bool perf__sym_lookup(perf__sym_module_t *m, uint64_t vaddr, perf__sym_frame_t *out);
+
+/* The most bytes the DWARF data of all open modules may take together
+   (default 32 MiB); past it the least recently used modules drop theirs and
+   read it again when needed. */
+void perf__symbols_set_cap(size_t bytes);
+
+/* Demangle a C++ (Itanium) or Rust symbol for people; NULL when `linkage`
+   is not a mangled name (then show it as it is). The result is malloc'd;
+   the caller frees it. Clone suffixes come out as " [clone .isra.0]". */
+char *perf__sym_demangle(const char *linkage);
+
+/* The function's name without its clone suffixes (" [clone .isra.0]",
+   ".constprop.0", ".part.1", ".cold"...): what groups a function's clones
+   together. Writes into out (size bytes, truncated); returns out. */
+char *perf__sym_base_name(const char *name, char *out, size_t size);
+
+#endif
