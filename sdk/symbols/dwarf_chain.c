@@ -1,22 +1,29 @@
 /*
  * dwarf_chain.c - inline chains and source lines from a module's DWARF
- * (see dwarf_chain.h), read with elfutils libdw the way eu-addr2line -i
- * reads them: the compilation unit holding the address (.debug_aranges),
- * the innermost scope holding it (dwarf_getscopes), that scope's concrete
- * parents (dwarf_getscopes_die: the inlined subroutines, innermost first,
- * up to the subprogram the machine code belongs to); the innermost line
- * from the line table, each outer one from the call site (DW_AT_call_file,
- * DW_AT_call_line) of the inlined subroutine inside it.
+ * (see dwarf_chain.h), read with elfutils libdw: the compilation unit
+ * holding the address (.debug_aranges), the function with code there (the
+ * unit's index, dwarf_index.c: one walk per unit instead of one per
+ * address), then down its children through the scopes holding the address
+ * (dwarf_haspc): the inlined subroutines met on the way are the chain, as
+ * eu-addr2line -i and gdb see it; the innermost line from the line table,
+ * each outer one from the call site (DW_AT_call_file, DW_AT_call_line) of
+ * the inlined subroutine inside it.
  *
  * What a handle costs is counted, not measured (libdw has no allocator
  * hook): every .debug_* section at its uncompressed size (libdw maps or
- * decompresses them at open), then per compilation unit whose lines are
- * read, an allowance per line-table row and per file name (LINE_BYTES,
- * FILE_BYTES, CU_BYTES; bench/names_bench checks them against the heap).
+ * decompresses them at open), the unit structures libdw makes while it
+ * reads .debug_aranges (ARANGE_BYTES each), then per compilation unit
+ * whose lines are read, an allowance per line-table row and per file name
+ * (LINE_BYTES, FILE_BYTES, CU_BYTES), and the units' indexes
+ * (dwarf_index.c) at their allocated size. Measured with mallinfo2 on
+ * libc's debug file and C++ modules, the count stays at or above what the
+ * heap gained (bench/README.md, names_bench).
  *
  * Runs under the lock of the module that owns the handle (symbols.c).
  */
 #include "sdk/symbols/dwarf_chain.h"
+
+#include "sdk/symbols/dwarf_index.h"
 
 #include <dwarf.h>
 #include <elfutils/libdw.h>
@@ -26,12 +33,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#define LINE_BYTES 64   /* libdw's Dwarf_Line and its sorted array, per row */
-#define FILE_BYTES 128  /* a file entry and its composed path */
-#define CU_BYTES 1024   /* a unit's own structures, abbreviations */
-#define ARANGE_BYTES 48 /* per .debug_aranges entry, read once */
-#define CHAIN_MAX 256   /* scopes of one address (nesting beyond is cut) */
-#define ORIGIN_HOPS 8   /* abstract_origin / specification links followed */
+#define LINE_BYTES 64     /* libdw's Dwarf_Line and its sorted array, per row */
+#define FILE_BYTES 128    /* a file entry and its composed path */
+#define CU_BYTES 1024     /* a unit's own structures, abbreviations */
+#define ARANGE_BYTES 1100 /* per .debug_aranges entry: libdw makes its unit (measured ~1 KiB) */
+#define CHAIN_MAX 256     /* inlined calls of one address (nesting beyond is cut) */
+#define BLOCKS_MAX 1024   /* scopes walked down from a function */
+#define ORIGIN_HOPS 8     /* abstract_origin / specification links followed */
 
 struct perf__sym_dwarf_s {
   int fd;
@@ -40,13 +48,16 @@ struct perf__sym_dwarf_s {
   uint64_t *units; /* offsets of the units already counted, sorted */
   size_t n_units, units_cap;
   bool aranges_counted;
+  perf__sym_index_t index;
+  Dwarf_Die path[CHAIN_MAX], chain[CHAIN_MAX]; /* one lookup's scopes (not on the stack) */
 };
 
 static size_t sections_size(Elf *elf, bool *has_info);
 static size_t count_unit(perf__sym_dwarf_t *d, Dwarf_Die *cu);
-static size_t function_scopes(Dwarf_Die *scopes, int n, size_t *idx, size_t max);
-static void describe(Dwarf_Die *die, perf__sym_dwarf_level_t *lv, char *scratch, size_t len,
-                     size_t *used);
+static size_t inline_chain(Dwarf_Die *fn, uint64_t vaddr, Dwarf_Die *path, Dwarf_Die *chain,
+                           size_t max);
+static void describe(perf__sym_dwarf_t *d, Dwarf_Die *die, perf__sym_dwarf_level_t *lv,
+                     char *scratch, size_t len, size_t *used, size_t *grown);
 static void call_site(Dwarf_Die *inlined, perf__sym_dwarf_level_t *outer);
 
 size_t perf__sym_dwarf_size(const char *path) {
@@ -86,6 +97,7 @@ void perf__sym_dwarf_close(perf__sym_dwarf_t *d) {
   if (d->dw) dwarf_end(d->dw);
   if (d->elf) elf_end(d->elf);
   if (d->fd >= 0) close(d->fd);
+  perf__sym_index_free(&d->index);
   free(d->units);
   free(d);
 }
@@ -94,29 +106,24 @@ size_t perf__sym_dwarf_chain(perf__sym_dwarf_t *d, uint64_t vaddr, perf__sym_dwa
                              size_t max, char *scratch, size_t scratch_len, uint64_t *low_pc,
                              size_t *grown) {
   *grown = 0;
-  Dwarf_Die cu, *outer = NULL, *scopes = NULL;
+  Dwarf_Die cu, fn;
   if (max == 0 || !dwarf_addrdie(d->dw, vaddr, &cu)) return 0;
+  size_t built = 0;
   *grown = count_unit(d, &cu);
-  /* dwarf_getscopes gives the innermost scope, then the scopes of its
-     abstract origin (the lexical nesting of the source); the call chain is
-     the concrete nesting around that innermost scope. */
-  int n = dwarf_getscopes(&cu, vaddr, &outer);
-  if (n > 0) n = dwarf_getscopes_die(&outer[0], &scopes);
-  free(outer);
-  size_t idx[CHAIN_MAX];
-  size_t count = n > 0 ? function_scopes(scopes, n, idx, CHAIN_MAX) : 0;
-  if (count == 0 || dwarf_tag(&scopes[idx[count - 1]]) != DW_TAG_subprogram) {
-    free(scopes);
-    return 0;
-  }
+  const perf__sym_unit_t *u = perf__sym_index_unit(&d->index, &cu, &built);
+  *grown += built;
+  uint64_t off;
+  if (!u || !perf__sym_unit_function(u, vaddr, &off) || !dwarf_offdie(d->dw, off, &fn)) return 0;
+  Dwarf_Die *chain = d->chain;
+  size_t count = inline_chain(&fn, vaddr, d->path, chain, CHAIN_MAX);
   Dwarf_Addr lo = 0;
-  *low_pc = dwarf_entrypc(&scopes[idx[count - 1]], &lo) == 0 ? lo : vaddr;
+  *low_pc = dwarf_entrypc(&fn, &lo) == 0 ? lo : vaddr;
   /* Too deep: the innermost max - 1 functions and the physical one. */
-  size_t keep = count <= max ? count : max;
-  size_t used = 0;
+  size_t keep = count <= max ? count : max, used = 0;
   for (size_t k = 0; k < keep; k++) {
     size_t src = k + 1 < keep ? k : count - 1;
-    describe(&scopes[idx[src]], &levels[k], scratch, scratch_len, &used);
+    describe(d, &chain[src], &levels[k], scratch, scratch_len, &used, &built);
+    *grown += built;
   }
   Dwarf_Line *line = dwarf_getsrc_die(&cu, vaddr);
   int lineno = 0, col = 0;
@@ -125,9 +132,8 @@ size_t perf__sym_dwarf_chain(perf__sym_dwarf_t *d, uint64_t vaddr, perf__sym_dwa
   levels[0].column = line && dwarf_linecol(line, &col) == 0 && col > 0 ? (uint32_t)col : 0;
   for (size_t k = 1; k < keep; k++) {
     size_t inner = k + 1 < keep ? k - 1 : count - 2; /* the inlined call inside level k */
-    call_site(&scopes[idx[inner]], &levels[k]);
+    call_site(&chain[inner], &levels[k]);
   }
-  free(scopes);
   return keep;
 }
 
@@ -135,17 +141,29 @@ size_t perf__sym_dwarf_chain(perf__sym_dwarf_t *d, uint64_t vaddr, perf__sym_dwa
 /* Scopes and names                                                          */
 /* ------------------------------------------------------------------------ */
 
-/* Indices of the inlined subroutines, innermost first, up to and with the
-   first subprogram (lexical blocks between them are skipped). */
-static size_t function_scopes(Dwarf_Die *scopes, int n, size_t *idx, size_t max) {
-  size_t count = 0;
-  for (int i = 0; i < n; i++) {
-    int tag = dwarf_tag(&scopes[i]);
-    if (tag != DW_TAG_inlined_subroutine && tag != DW_TAG_subprogram) continue;
-    if (count == max) count--; /* keep the outermost: overwrite the last inlined one */
-    idx[count++] = (size_t)i;
-    if (tag == DW_TAG_subprogram) break;
+/* The inlined subroutines of fn holding vaddr, innermost first, then fn:
+   down through the children (lexical blocks, inlined subroutines, try
+   blocks) whose ranges hold vaddr. Returns how many (at least 1). */
+static size_t inline_chain(Dwarf_Die *fn, uint64_t vaddr, Dwarf_Die *path, Dwarf_Die *chain,
+                           size_t max) {
+  size_t n = 0;
+  path[n++] = *fn;
+  Dwarf_Die cur = *fn, child;
+  for (int steps = 0; steps < BLOCKS_MAX && dwarf_child(&cur, &child) == 0; steps++) {
+    bool down = false;
+    do {
+      int tag = dwarf_tag(&child);
+      if (tag != DW_TAG_subprogram && dwarf_haspc(&child, vaddr) == 1) {
+        if (tag == DW_TAG_inlined_subroutine && n < CHAIN_MAX) path[n++] = child;
+        cur = child;
+        down = true;
+      }
+    } while (!down && dwarf_siblingof(&child, &child) == 0);
+    if (!down) break;
   }
+  size_t count = n < max ? n : max;
+  for (size_t k = 0; k < count; k++) /* innermost first; fn last */
+    chain[k] = path[k + 1 == count ? 0 : n - 1 - k];
   return count;
 }
 
@@ -158,15 +176,11 @@ static bool append(char *scratch, size_t len, size_t *used, const char *s, size_
   return true;
 }
 
-static bool is_qualifier(int tag) {
-  return tag == DW_TAG_namespace || tag == DW_TAG_class_type || tag == DW_TAG_structure_type ||
-         tag == DW_TAG_union_type;
-}
-
 /* The DIE's name with the namespaces and classes around its declaration,
-   as gdb spells it ("(anonymous namespace)" for an unnamed namespace),
-   into scratch; NULL when it has no name or does not fit. */
-static const char *qualified_name(Dwarf_Die *die, char *scratch, size_t len, size_t *used) {
+   as gdb spells it, into scratch; the bare name when that does not fit;
+   NULL when it has no name. */
+static const char *qualified_name(perf__sym_dwarf_t *d, Dwarf_Die *die, char *scratch, size_t len,
+                                  size_t *used, size_t *grown) {
   Dwarf_Die decl = *die, next;
   Dwarf_Attribute a;
   for (int hop = 0; hop < ORIGIN_HOPS; hop++) {
@@ -177,30 +191,25 @@ static const char *qualified_name(Dwarf_Die *die, char *scratch, size_t len, siz
   }
   const char *name = dwarf_diename(&decl);
   if (!name) return NULL;
-  Dwarf_Die *parents = NULL;
-  int n = dwarf_getscopes_die(&decl, &parents);
+  const perf__sym_unit_t *u = perf__sym_index_unit(&d->index, &decl, grown);
+  const char *prefix = u ? perf__sym_unit_prefix(u, dwarf_dieoffset(&decl)) : "";
   size_t start = *used;
-  bool ok = true;
-  for (int i = n - 1; i >= 1 && ok; i--) {
-    if (!is_qualifier(dwarf_tag(&parents[i]))) continue;
-    const char *p = dwarf_diename(&parents[i]);
-    if (!p) p = dwarf_tag(&parents[i]) == DW_TAG_namespace ? "(anonymous namespace)" : NULL;
-    if (p) ok = append(scratch, len, used, p, strlen(p)) && append(scratch, len, used, "::", 2);
-  }
-  free(parents);
-  if (ok && append(scratch, len, used, name, strlen(name) + 1)) return scratch + start;
+  if (append(scratch, len, used, prefix, strlen(prefix)) &&
+      append(scratch, len, used, name, strlen(name) + 1))
+    return scratch + start;
   *used = start;
-  return name; /* unqualified rather than nothing */
+  return name;
 }
 
-static void describe(Dwarf_Die *die, perf__sym_dwarf_level_t *lv, char *scratch, size_t len,
-                     size_t *used) {
+static void describe(perf__sym_dwarf_t *d, Dwarf_Die *die, perf__sym_dwarf_level_t *lv,
+                     char *scratch, size_t len, size_t *used, size_t *grown) {
   Dwarf_Attribute a;
   memset(lv, 0, sizeof *lv);
+  *grown = 0;
   lv->linkage = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_linkage_name, &a));
   if (!lv->linkage)
     lv->linkage = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &a));
-  if (!lv->linkage) lv->name = qualified_name(die, scratch, len, used);
+  if (!lv->linkage) lv->name = qualified_name(d, die, scratch, len, used, grown);
 }
 
 /* The file and line where `inlined` was called: the source position in the

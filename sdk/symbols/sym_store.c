@@ -105,7 +105,7 @@ void perf__sym_store_put(perf__sym_store_t *s, uint64_t vaddr, const perf__sym_f
   }
   perf__sym_slot_t *slot = slot_for(s, vaddr);
   if (slot->used) return; /* already there */
-  memcpy(s->lines + s->n_lines, f->lines, f->count * sizeof *f->lines);
+  if (f->count) memcpy(s->lines + s->n_lines, f->lines, f->count * sizeof *f->lines);
   *slot = (perf__sym_slot_t){vaddr, f->offset,    (uint32_t)s->n_lines, (uint8_t)f->count,
                              1,     f->from_dwarf};
   s->n_lines += f->count;
