@@ -39,6 +39,11 @@ static int capture(perf__event_t *ev, pid_t tid, uintptr_t caller_ra, perf__stat
     while (caller_ra && skip < n && pcs[skip] != caller_ra)
       skip++;
     if (skip == n) skip = 0; /* not found: keep everything */
+    /* The stack now starts at a return address, while frame 0 is named as
+       an interrupted pc (as is, not at pc - 1): point it into the call
+       instruction, so it names the call site, inline chain included,
+       rather than whatever follows the call. */
+    if (skip) pcs[skip] -= 1;
     return perf__event_add_sample(ev, tid, now, pcs + skip, n - skip, end);
   }
   PERF__COUNT(stats, samples_failed, 1);
