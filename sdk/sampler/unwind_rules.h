@@ -77,13 +77,50 @@ typedef struct perf__unwind_regs_s {
   uintptr_t pc, sp, fp;
 } perf__unwind_regs_t;
 
-/* Walk the stack from `regs`. Every memory read is checked to lie in
-   [regs.sp, stack_hi) and every frame's CFA must be strictly above the
-   previous one. `map` may be NULL (frame pointers only), as may `use_rules`
-   be 0. Writes pcs[0] = regs.pc, then return addresses; returns the number
-   written (at most max) and sets *truncated when the stack went on.
+/* The stack memory a walk may read: the target's addresses [lo, hi),
+   readable here at base + (address - lo). In the signal handler the stack
+   is the thread's own (base == lo, lo = the interrupted sp); the unwind
+   validator (tests/sampler) walks a copy of another process's stack. */
+typedef struct perf__stack_window_s {
+  uintptr_t lo, hi;
+  const uint8_t *base;
+} perf__stack_window_t;
+
+/* How a walk ended. Only COMPLETE means the stack reached its outermost
+   frame; every other status means frames beyond the last one written are
+   missing (later stages show them as a `<truncated: reason>` frame). */
+typedef enum perf__walk_status_e {
+  /* The outermost frame: a rule with an undefined return address (_start,
+     clone3), a return address of 0, or in frame-pointer mode a frame
+     pointer of 0 (what _start and clone3 leave in rbp). */
+  PERF__WALK_COMPLETE = 0,
+  /* No rule for a pc (no module, a module without CFI, an FDE gap, a rule
+     shape rows cannot express, a rule needing an rbp an inner frame lost)
+     and the frame-pointer fallback could not take a step either. */
+  PERF__WALK_NO_RULE = 1,
+  /* A rule or a frame pointer pointed outside [the frame's sp, stack top)
+     or at a misaligned word. */
+  PERF__WALK_BAD_READ = 2,
+  /* A caller's CFA was not above the previous frame's sp: a loop or garbage. */
+  PERF__WALK_NOT_ASCENDING = 3,
+  /* `max` frames written and the stack went on. */
+  PERF__WALK_DEPTH = 4,
+} perf__walk_status_t;
+
+/* "complete", "no rule", "bad read", "not ascending", "depth". */
+const char *perf__walk_status_name(perf__walk_status_t status);
+
+/* Walk the stack from `regs` (regs.sp within the window). Every memory read
+   lies in [current frame's sp, stack.hi), and every frame's CFA must be
+   strictly above the previous one. `map` may be NULL (frame pointers
+   only), as may `use_rules` be 0. Writes pcs[0] = regs.pc, then return
+   addresses (the exact interrupted pc after a signal frame); returns the
+   number written (at most max) and sets *status. How each kind of code is
+   unwound (prologues, epilogues, PLT stubs, signal frames, code without
+   CFI) is described at the top of unwind_walk.c.
    Async-signal-safe: no allocation, no locks, no system calls. */
 size_t perf__unwind_walk(const perf__unwind_map_t *map, int use_rules, perf__unwind_regs_t regs,
-                         uintptr_t stack_hi, uintptr_t *pcs, size_t max, int *truncated);
+                         perf__stack_window_t stack, uintptr_t *pcs, size_t max,
+                         perf__walk_status_t *status);
 
 #endif

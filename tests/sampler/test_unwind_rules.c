@@ -78,10 +78,11 @@ static void check_executable(const perf__module_map_t *map) {
 }
 
 /* The walker on a fake stack: it follows good frames and stops, without
-   reading outside [sp, hi), on bad ones. */
+   reading outside [sp, hi), on bad ones, and says why it stopped. */
 static void check_walker_bounds(void) {
   uintptr_t stack[16] = {0};
   uintptr_t base = (uintptr_t)stack, hi = (uintptr_t)(stack + 16);
+  perf__stack_window_t w = {base, hi, (const uint8_t *)stack};
   /* Frame chain: fp0 at stack[2] -> fp1 at stack[6] -> fp out of bounds. */
   stack[2] = (uintptr_t)&stack[6];
   stack[3] = 0x1111;
@@ -89,27 +90,46 @@ static void check_walker_bounds(void) {
   stack[7] = 0x2222;
   perf__unwind_regs_t regs = {.pc = 0x1000, .sp = base, .fp = (uintptr_t)&stack[2]};
   uintptr_t pcs[8];
-  int truncated;
-  size_t n = perf__unwind_walk(NULL, 0, regs, hi, pcs, 8, &truncated);
+  perf__walk_status_t st;
+  size_t n = perf__unwind_walk(NULL, 0, regs, w, pcs, 8, &st);
   CHECK_EQ_INT(n, 3);
   CHECK(pcs[0] == 0x1000 && pcs[1] == 0x1111 && pcs[2] == 0x2222);
-  CHECK_EQ_INT(truncated, 0);
+  CHECK_EQ_INT(st, PERF__WALK_BAD_READ);
+  /* A frame pointer of 0 is the thread's base: a complete stack. */
+  stack[6] = 0;
+  CHECK_EQ_INT(perf__unwind_walk(NULL, 0, regs, w, pcs, 8, &st), 3);
+  CHECK_EQ_INT(st, PERF__WALK_COMPLETE);
   /* A frame pointer below sp (a loop or garbage) ends the walk at once. */
   regs.fp = base - 64;
-  CHECK_EQ_INT(perf__unwind_walk(NULL, 0, regs, hi, pcs, 8, &truncated), 1);
+  CHECK_EQ_INT(perf__unwind_walk(NULL, 0, regs, w, pcs, 8, &st), 1);
+  CHECK_EQ_INT(st, PERF__WALK_NOT_ASCENDING);
   /* A cycle (fp pointing at itself) cannot loop: sp must strictly grow. */
   stack[2] = (uintptr_t)&stack[2];
   regs.fp = (uintptr_t)&stack[2];
-  n = perf__unwind_walk(NULL, 0, regs, hi, pcs, 8, &truncated);
+  n = perf__unwind_walk(NULL, 0, regs, w, pcs, 8, &st);
   CHECK(n <= 3);
+  CHECK_EQ_INT(st, PERF__WALK_NOT_ASCENDING);
   /* Misaligned frame pointers are refused. */
   regs.fp = (uintptr_t)&stack[2] + 3;
-  CHECK_EQ_INT(perf__unwind_walk(NULL, 0, regs, hi, pcs, 8, &truncated), 1);
-  /* max = 1: only the pc, truncated. */
-  regs.fp = (uintptr_t)&stack[6];
-  stack[6] = 0;
-  CHECK_EQ_INT(perf__unwind_walk(NULL, 0, regs, hi, pcs, 1, &truncated), 1);
-  CHECK_EQ_INT(truncated, 1);
+  CHECK_EQ_INT(perf__unwind_walk(NULL, 0, regs, w, pcs, 8, &st), 1);
+  CHECK_EQ_INT(st, PERF__WALK_BAD_READ);
+  /* max = 1: only the pc, and the stack went on. */
+  stack[2] = (uintptr_t)&stack[6];
+  regs.fp = (uintptr_t)&stack[2];
+  CHECK_EQ_INT(perf__unwind_walk(NULL, 0, regs, w, pcs, 1, &st), 1);
+  CHECK_EQ_INT(st, PERF__WALK_DEPTH);
+  /* The window's base: the same stack read from a copy elsewhere. */
+  uintptr_t copy[16];
+  memcpy(copy, stack, sizeof copy);
+  memset(stack, 0, sizeof stack);
+  w.base = (const uint8_t *)copy;
+  CHECK_EQ_INT(perf__unwind_walk(NULL, 0, regs, w, pcs, 8, &st), 3);
+  CHECK(pcs[1] == 0x1111 && pcs[2] == 0x2222);
+  CHECK_EQ_INT(st, PERF__WALK_COMPLETE);
+  /* An sp outside the window: nothing is read. */
+  regs.sp = hi;
+  CHECK_EQ_INT(perf__unwind_walk(NULL, 0, regs, w, pcs, 8, &st), 1);
+  CHECK_EQ_INT(st, PERF__WALK_BAD_READ);
 }
 
 /* The libc and executable rules, the walker's bounds, and a dlopen making

@@ -44,7 +44,8 @@ uintptr_t perf__arch_plt_cfa(uintptr_t pc, uintptr_t sp, int32_t arg) {
   return sp + 8 + (((pc & 15) >= (uintptr_t)arg) ? 8 : 0);
 }
 
-/* The CFA rule; true when the rbp rule matters (CFA from rsp or rbp). */
+/* The CFA rule; true when the rbp rule matters (the CFA is one the rows can
+   express). */
 static bool cfa_rule(Dwarf_Frame *frame, perf__unwind_row_t *row) {
   Dwarf_Op *ops;
   size_t nops;
@@ -63,6 +64,7 @@ static bool cfa_rule(Dwarf_Frame *frame, perf__unwind_row_t *row) {
     /* The lazy-binding PLT rule GNU ld emits for .plt and .plt.sec. */
     row->cfa_kind = PERF__CFA_PLT;
     row->cfa_off = ops[4].atom - DW_OP_lit0;
+    return true;
   }
   return false;
 }
