@@ -42,11 +42,14 @@
 #include "sdk/sampler/arch.h"
 #include "sdk/sampler/unwind_rules.h"
 
-/* A frame being unwound. */
+/* A frame being unwound. rbx is read lazily: only glibc's lazy-binding
+   trampoline needs it, while most frames save it. */
 typedef struct {
   perf__unwind_regs_t r;
-  bool exact;    /* r.pc was interrupted there (see the top of the file) */
-  bool fp_known; /* r.fp is the frame's rbp (false once a rule said "unknown") */
+  uintptr_t bx_slot; /* not 0: r.bx is still to be read from this stack slot */
+  bool exact;        /* r.pc was interrupted there (see the top of the file) */
+  bool fp_known;     /* r.fp is the frame's rbp (false once a rule said "unknown") */
+  bool bx_known;     /* r.bx (or bx_slot) is the frame's rbx */
 } frame_t;
 
 /* What a step returns when the walk goes on; anything else is the
@@ -61,6 +64,8 @@ static int step_with_rule(const perf__unwind_row_t *row, perf__stack_window_t w,
 static int step_signal_frame(perf__stack_window_t w, frame_t *f);
 static int step_caller_rbp(const perf__unwind_row_t *row, perf__stack_window_t w, uintptr_t cfa,
                            frame_t *f);
+static void step_caller_rbx(const perf__unwind_row_t *row, uintptr_t cfa, frame_t *f);
+static bool frame_rbx(perf__stack_window_t w, frame_t *f, uintptr_t *bx);
 static int step_frame_pointer(perf__stack_window_t w, frame_t *f, bool fallback);
 
 size_t perf__unwind_walk(const perf__unwind_map_t *map, int use_rules, perf__unwind_regs_t regs,
@@ -74,7 +79,7 @@ size_t perf__unwind_walk(const perf__unwind_map_t *map, int use_rules, perf__unw
     *status = PERF__WALK_BAD_READ;
     return n;
   }
-  frame_t f = {.r = regs, .exact = true, .fp_known = true};
+  frame_t f = {.r = regs, .exact = true, .fp_known = true, .bx_known = true};
   const perf__module_t *m = NULL; /* callers are mostly in the callee's module */
   for (;;) {
     const perf__unwind_row_t *row =
@@ -159,6 +164,12 @@ static int step_with_rule(const perf__unwind_row_t *row, perf__stack_window_t w,
     if (!f->fp_known) return PERF__WALK_NO_RULE;
     cfa = f->r.fp + (intptr_t)row->cfa_off;
     break;
+  case PERF__CFA_RBX: {
+    uintptr_t bx;
+    if (!frame_rbx(w, f, &bx)) return PERF__WALK_NO_RULE;
+    cfa = bx + (intptr_t)row->cfa_off;
+    break;
+  }
   case PERF__CFA_PLT: cfa = perf__arch_plt_cfa(f->r.pc, f->r.sp, row->cfa_off); break;
   case PERF__CFA_SIGNAL: return step_signal_frame(w, f);
   case PERF__CFA_OUTERMOST: return PERF__WALK_COMPLETE;
@@ -168,6 +179,7 @@ static int step_with_rule(const perf__unwind_row_t *row, perf__stack_window_t w,
   if (!read_word(w, f->r.sp, cfa - 8, &ra)) return PERF__WALK_BAD_READ;
   int st = step_caller_rbp(row, w, cfa, f);
   if (st != STEP_OK) return st;
+  step_caller_rbx(row, cfa, f);
   if (ra == 0) return PERF__WALK_COMPLETE;
   f->r.pc = ra;
   f->r.sp = cfa;
@@ -178,22 +190,24 @@ static int step_with_rule(const perf__unwind_row_t *row, perf__stack_window_t w,
 /* The signal trampoline: the kernel saved the interrupted registers in the
    ucontext at sp. The interrupted pc is exact. */
 static int step_signal_frame(perf__stack_window_t w, frame_t *f) {
-  uintptr_t pc, sp, fp;
+  uintptr_t pc, sp, fp, bx_slot = f->r.sp + perf__arch.sigframe_bx;
   if (!read_word(w, f->r.sp, f->r.sp + perf__arch.sigframe_pc, &pc) ||
       !read_word(w, f->r.sp, f->r.sp + perf__arch.sigframe_sp, &sp) ||
       !read_word(w, f->r.sp, f->r.sp + perf__arch.sigframe_fp, &fp))
     return PERF__WALK_BAD_READ;
   f->r = (perf__unwind_regs_t){.pc = pc, .sp = sp, .fp = fp};
+  f->bx_slot = bx_slot;
   f->exact = true;
   f->fp_known = true;
+  f->bx_known = true;
   return STEP_OK;
 }
 
 /* The caller's rbp by the row's rule (the CFA is computed already). */
 static int step_caller_rbp(const perf__unwind_row_t *row, perf__stack_window_t w, uintptr_t cfa,
                            frame_t *f) {
-  if (row->rbp_kind == PERF__RBP_SAME) return STEP_OK;
-  if (row->rbp_kind != PERF__RBP_SAVED) {
+  if (row->rbp_rule == PERF__REG_SAME) return STEP_OK;
+  if (row->rbp_rule != PERF__REG_SAVED) {
     f->fp_known = false;
     return STEP_OK;
   }
@@ -204,6 +218,28 @@ static int step_caller_rbp(const perf__unwind_row_t *row, perf__stack_window_t w
   if (!read_word(w, f->r.sp, slot, &f->r.fp)) return PERF__WALK_BAD_READ;
   f->fp_known = true;
   return STEP_OK;
+}
+
+/* The caller's rbx by the row's rule, as a slot to read if a frame ever
+   needs it. A slot below a caller's sp cannot be right: rbx is then lost. */
+static void step_caller_rbx(const perf__unwind_row_t *row, uintptr_t cfa, frame_t *f) {
+  if (row->rbx_rule == PERF__REG_SAME) return;
+  uintptr_t slot = cfa + 8 * (intptr_t)row->rbx_off8;
+  if (row->rbx_rule == PERF__REG_SAVED && slot < f->r.sp && f->exact) return; /* popped */
+  f->bx_known = row->rbx_rule == PERF__REG_SAVED && slot >= f->r.sp;
+  f->bx_slot = slot;
+}
+
+/* The frame's rbx, read from its slot on first use. The slot was checked
+   against the sp of the frame that saved it, which lies below this one's. */
+static bool frame_rbx(perf__stack_window_t w, frame_t *f, uintptr_t *bx) {
+  if (!f->bx_known) return false;
+  if (f->bx_slot) {
+    if (!read_word(w, w.lo, f->bx_slot, &f->r.bx)) return false;
+    f->bx_slot = 0;
+  }
+  *bx = f->r.bx;
+  return true;
 }
 
 /* Standard frame: [fp] = caller's fp, [fp + 8] = return address, the frame

@@ -49,7 +49,7 @@ static void check_libc(const perf__module_map_t *map) {
   const perf__unwind_row_t *r = row_at(t, m, read_fn);
   CHECK_EQ_INT(r->cfa_kind, PERF__CFA_RSP);
   CHECK_EQ_INT(r->cfa_off, 8);
-  CHECK_EQ_INT(r->rbp_kind, PERF__RBP_SAME);
+  CHECK_EQ_INT(r->rbp_rule, PERF__REG_SAME);
   dlclose(libc);
   perf__unwind_table_free(t);
 }
@@ -65,7 +65,7 @@ static void check_executable(const perf__module_map_t *map) {
   int found = 0;
   for (int off = 0; off < 32 && !found; off++) {
     const perf__unwind_row_t *r = row_at(t, m, (const char *)&with_frame + off);
-    found = r->cfa_kind == PERF__CFA_RBP && r->cfa_off == 16 && r->rbp_kind == PERF__RBP_SAVED &&
+    found = r->cfa_kind == PERF__CFA_RBP && r->cfa_off == 16 && r->rbp_rule == PERF__REG_SAVED &&
             r->rbp_off == -16;
   }
   CHECK(found);
