@@ -2,11 +2,13 @@
  * test_unwind_rules.c - the CFI rule compiler on real modules: the rows it
  * emits for known code (a libc function entry, a PLT stub, the outermost
  * frame, a frame-pointer function) and the walker's bounds checks on a
- * hand-made stack.
+ * hand-made stack; the walker's rules (restored registers at exact frames,
+ * rbx-based CFAs, why a walk ended) on a made-up module.
  */
 #include <dlfcn.h>
 #include <link.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -132,6 +134,137 @@ static void check_walker_bounds(void) {
   CHECK_EQ_INT(st, PERF__WALK_BAD_READ);
 }
 
+/* ---- the walker's rules on a made-up module ------------------------------ */
+
+/* Rows of a fake module at 0x10000 (bias 0), one function per 0x100. */
+enum {
+  FN_A_TAIL = 0x10000, /* an epilogue after pop %rbp: rbp's slot is below sp */
+  FN_B = 0x10100,      /* a frame-pointer function: CFA = rbp + 16 */
+  FN_T = 0x10200,      /* a trampoline keeping its CFA in rbx (_dl_runtime_resolve) */
+  FN_C = 0x10300,      /* a function's entry */
+  FN_OUTER = 0x10400,  /* the outermost frame */
+  FN_D = 0x10500,      /* an epilogue row, reached as a caller: impossible */
+  FN_E = 0x10600,      /* saved rbx at CFA - 16 */
+  FN_E_LOST = 0x10700, /* rbx clobbered */
+};
+
+static const perf__unwind_row_t k_fake_rows[] = {
+    {.pc = FN_A_TAIL,
+     .cfa_kind = PERF__CFA_RSP,
+     .cfa_off = 8,
+     .rbp_rule = PERF__REG_SAVED,
+     .rbp_off = -16},
+    {.pc = FN_B,
+     .cfa_kind = PERF__CFA_RBP,
+     .cfa_off = 16,
+     .rbp_rule = PERF__REG_SAVED,
+     .rbp_off = -16},
+    {.pc = FN_T,
+     .cfa_kind = PERF__CFA_RBX,
+     .cfa_off = 32,
+     .rbx_rule = PERF__REG_SAVED,
+     .rbx_off8 = -4},
+    {.pc = FN_C, .cfa_kind = PERF__CFA_RSP, .cfa_off = 8},
+    {.pc = FN_OUTER, .cfa_kind = PERF__CFA_OUTERMOST},
+    {.pc = FN_D,
+     .cfa_kind = PERF__CFA_RSP,
+     .cfa_off = 8,
+     .rbp_rule = PERF__REG_SAVED,
+     .rbp_off = -16},
+    {.pc = FN_E,
+     .cfa_kind = PERF__CFA_RSP,
+     .cfa_off = 16,
+     .rbx_rule = PERF__REG_SAVED,
+     .rbx_off8 = -2},
+    {.pc = FN_E_LOST, .cfa_kind = PERF__CFA_RSP, .cfa_off = 16, .rbx_rule = PERF__REG_UNKNOWN},
+    {.pc = 0x10800, .cfa_kind = PERF__CFA_UNKNOWN},
+};
+
+typedef struct {
+  perf__module_t module;
+  perf__module_map_t map;
+  perf__unwind_table_t table;
+  uint32_t block_row[1];
+  perf__unwind_map_t *unwind;
+} fake_module_t;
+
+static void fake_module_init(fake_module_t *f) {
+  memset(f, 0, sizeof *f);
+  f->module =
+      (perf__module_t){.path = "fake", .basename = "fake", .start = 0x10000, .end = 0x11000};
+  f->map = (perf__module_map_t){.modules = &f->module, .count = 1};
+  /* One 4 KiB block holds every row (see perf__unwind_table_find). */
+  f->table = (perf__unwind_table_t){.rows = (perf__unwind_row_t *)k_fake_rows,
+                                    .count = sizeof k_fake_rows / sizeof k_fake_rows[0],
+                                    .block_shift = 12,
+                                    .first_block = 0x10,
+                                    .nblocks = 1,
+                                    .block_row = f->block_row};
+  f->unwind = malloc(sizeof *f->unwind + sizeof f->unwind->tables[0]);
+  CHECK(f->unwind != NULL);
+  f->unwind->modules = &f->map;
+  f->unwind->tables[0] = &f->table;
+}
+
+static size_t fake_walk(fake_module_t *f, perf__unwind_regs_t regs, uintptr_t *stack,
+                        uintptr_t *pcs, perf__walk_status_t *st) {
+  perf__stack_window_t w = {(uintptr_t)stack, (uintptr_t)(stack + 16), (const uint8_t *)stack};
+  return perf__unwind_walk(f->unwind, 1, regs, w, pcs, 8, st);
+}
+
+/* Exact frames trust live registers whose slots are below sp; callers
+   cannot have such slots; rbx is followed through a save into a trampoline
+   that needs it, and its loss ends the walk with a reason. */
+static void case_walker_rules(void) {
+  fake_module_t f;
+  fake_module_init(&f);
+  uintptr_t stack[16] = {0}, pcs[8];
+  perf__walk_status_t st;
+
+  /* Frame 0 after pop %rbp in A: rbp (the live value) is B's frame pointer. */
+  stack[0] = FN_B + 5;     /* A's return address into B */
+  stack[1] = 0;            /* B's saved rbp */
+  stack[2] = FN_OUTER + 5; /* B's return address */
+  perf__unwind_regs_t regs = {
+      .pc = FN_A_TAIL + 0x10, .sp = (uintptr_t)stack, .fp = (uintptr_t)&stack[1]};
+  CHECK_EQ_INT(fake_walk(&f, regs, stack, pcs, &st), 3);
+  CHECK(pcs[1] == FN_B + 5 && pcs[2] == FN_OUTER + 5);
+  CHECK_EQ_INT(st, PERF__WALK_COMPLETE);
+
+  /* The same row reached as a caller (D): its slot below sp is a bad rule. */
+  stack[0] = FN_D + 5;
+  regs = (perf__unwind_regs_t){.pc = FN_C + 0x10, .sp = (uintptr_t)stack};
+  CHECK_EQ_INT(fake_walk(&f, regs, stack, pcs, &st), 2);
+  CHECK_EQ_INT(st, PERF__WALK_BAD_READ);
+
+  /* E saved rbx; the trampoline T above it computes its CFA from it. */
+  stack[0] = (uintptr_t)&stack[2]; /* E's saved rbx: T's CFA - 32 */
+  stack[1] = FN_T + 5;             /* E's return address */
+  stack[5] = FN_OUTER + 5;         /* T's return address, at its CFA (stack + 6) - 8 */
+  regs = (perf__unwind_regs_t){.pc = FN_E + 0x10, .sp = (uintptr_t)stack, .bx = 0xbad};
+  CHECK_EQ_INT(fake_walk(&f, regs, stack, pcs, &st), 3);
+  CHECK(pcs[1] == FN_T + 5 && pcs[2] == FN_OUTER + 5);
+  CHECK_EQ_INT(st, PERF__WALK_COMPLETE);
+
+  /* Frame 0 is T itself: the live rbx is its CFA - 32. */
+  regs = (perf__unwind_regs_t){
+      .pc = FN_T + 0x10, .sp = (uintptr_t)&stack[2], .bx = (uintptr_t)&stack[2]};
+  CHECK_EQ_INT(fake_walk(&f, regs, stack, pcs, &st), 2);
+  CHECK(pcs[1] == FN_OUTER + 5);
+  CHECK_EQ_INT(st, PERF__WALK_COMPLETE);
+
+  /* rbx clobbered below T: T cannot be unwound, and the walk says so. */
+  regs = (perf__unwind_regs_t){.pc = FN_E_LOST + 0x10, .sp = (uintptr_t)stack};
+  CHECK_EQ_INT(fake_walk(&f, regs, stack, pcs, &st), 2);
+  CHECK_EQ_INT(st, PERF__WALK_NO_RULE);
+
+  /* A pc without a rule and a frame pointer of 0: no rule, not complete. */
+  regs = (perf__unwind_regs_t){.pc = 0x10810, .sp = (uintptr_t)stack, .fp = 0};
+  CHECK_EQ_INT(fake_walk(&f, regs, stack, pcs, &st), 1);
+  CHECK_EQ_INT(st, PERF__WALK_NO_RULE);
+  free(f.unwind);
+}
+
 /* The libc and executable rules, the walker's bounds, and a dlopen making
    the map stale; then a walk through this test's own frames. */
 static void case_rules_and_map(void) {
@@ -160,7 +293,7 @@ static void case_rules_and_map(void) {
   CHECK_EQ_INT(with_frame(0), 1);
 }
 
-static const test_case_t g_cases[] = {TEST_CASE(rules_and_map)};
+static const test_case_t g_cases[] = {TEST_CASE(rules_and_map), TEST_CASE(walker_rules)};
 
 int main(int argc, char **argv) {
   return test_main(g_cases, sizeof g_cases / sizeof g_cases[0], argc, argv);
