@@ -9,33 +9,42 @@
  *
  * Frame 0, and the frame just above a signal frame, are "exact": their pc
  * is where the code was interrupted, not a return address. Everything that
- * depends on where in a function an instruction is applies to them only:
+ * depends on where in a function an instruction is applies to them only
+ * (docs/architecture.md has the same list as a table):
  *  - their row is looked up at pc itself (callers: at pc - 1, their call);
  *  - prologues and epilogues: GCC's CFI moves the CFA at every push and
  *    pop, so the row is right at every instruction; but after `pop %rbp`
  *    or `leave` it still says rbp is saved at CFA-16, which now lies below
  *    sp. A saved-register slot below an exact frame's sp means the register
- *    was already restored: its live value is the caller's. (Every such row
- *    in glibc, libstdc++, libgcc_s and libm follows a pop %rbp or a leave;
- *    a callee-saved register stored into the red zone would look the same,
- *    and GCC only does that under tunings that save registers with mov.)
- *    A caller's slot below its sp is impossible (it is stopped at a call),
- *    so there it ends the walk as a bad read;
+ *    was already restored: its live value is the caller's, and nothing
+ *    below sp is read. That holds as long as no code saves rbp or rbx below
+ *    sp (into the red zone, by a mov: GCC does only under tunings that save
+ *    registers with moves); tests/sampler/test_unwind_rules.c checks it on
+ *    every loaded module. A caller's slot below its sp is impossible (it is
+ *    stopped at a call): for rbp that ends the walk as a bad read, rbx is
+ *    just lost;
  *  - PLT stubs: GNU ld's expression rule (rsp + 8, + 8 once the stub pushed
- *    its relocation index), rbp untouched;
+ *    its relocation index), rbp and rbx untouched;
+ *  - glibc's lazy-binding trampoline keeps its CFA in rbx while it calls
+ *    _dl_fixup: rbx is followed through the callees' saves, read from its
+ *    slot only when a CFA needs it;
  *  - tail calls: the jump target's rule holds from its first instruction
  *    and the return address on the stack is the tail-caller's caller's, so
  *    the tail-caller's frame is gone, as it is in reality;
- *  - the signal trampoline (__restore_rt, an FDE marked 'S'): pc, sp and
- *    rbp come from the ucontext the kernel saved at sp, and the frame above
- *    is exact again;
- *  - code without CFI (no module, no .eh_frame, an FDE gap, a rule the rows
- *    cannot express): one frame-pointer step, [rbp] = caller's rbp and
- *    [rbp + 8] = return address. Right in the body of a function that keeps
- *    a frame pointer; in its prologue and epilogue, and anywhere in a
- *    function without a frame, it skips the caller (or stops). That is the
- *    documented fallback; JIT code and hand-written assembly without CFI are
- *    what reach it.
+ *  - the signal trampoline (__restore_rt, an FDE marked 'S'): pc, sp, rbp
+ *    and rbx come from the ucontext the kernel saved at sp, and the frame
+ *    above is exact again;
+ *  - code without CFI (no module, no .eh_frame, an FDE gap) and rules the
+ *    rows cannot express (__longjmp and setcontext after they switch their
+ *    CFI to the target context, libgcc's eh_return stack switch): one
+ *    frame-pointer step, [rbp] = caller's rbp and [rbp + 8] = return
+ *    address. Right in the body of a function that keeps a frame pointer;
+ *    in its prologue and epilogue, and anywhere in a function without a
+ *    frame, it skips the caller (or stops). That is the documented
+ *    fallback; JIT code and hand-written assembly without CFI reach it.
+ *
+ * The walk says how it ended (perf__walk_status_t): complete only at an
+ * outermost frame, else why the frames beyond the last one are missing.
  */
 #include <stdbool.h>
 

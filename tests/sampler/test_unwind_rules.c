@@ -3,11 +3,14 @@
  * emits for known code (a libc function entry, a PLT stub, the outermost
  * frame, a frame-pointer function) and the walker's bounds checks on a
  * hand-made stack; the walker's rules (restored registers at exact frames,
- * rbx-based CFAs, why a walk ended) on a made-up module.
+ * rbx-based CFAs, why a walk ended) on a made-up module, and the premise of
+ * the restored-register rule on every loaded module.
  */
 #include <dlfcn.h>
 #include <link.h>
+#include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -132,6 +135,65 @@ static void check_walker_bounds(void) {
   regs.sp = hi;
   CHECK_EQ_INT(perf__unwind_walk(NULL, 0, regs, w, pcs, 8, &st), 1);
   CHECK_EQ_INT(st, PERF__WALK_BAD_READ);
+}
+
+/* ---- the restored-register rule's premise -------------------------------- */
+
+/* Row r (CFA from rsp) after `prev`: how many of its slots lie below sp,
+   each checked to be inherited from prev. */
+static size_t check_restore(const perf__module_t *m, const perf__unwind_row_t *r,
+                            const perf__unwind_row_t *prev) {
+  size_t checked = 0;
+  if (r->rbp_rule == PERF__REG_SAVED && r->cfa_off + r->rbp_off < 0) {
+    CHECKF(prev->rbp_rule == PERF__REG_SAVED && prev->rbp_off == r->rbp_off,
+           "%s+%#x: rbp saved below sp", m->basename, r->pc);
+    checked++;
+  }
+  if (r->rbx_rule == PERF__REG_SAVED && r->cfa_off + 8 * r->rbx_off8 < 0) {
+    CHECKF(prev->rbx_rule == PERF__REG_SAVED && prev->rbx_off8 == r->rbx_off8,
+           "%s+%#x: rbx saved below sp", m->basename, r->pc);
+    checked++;
+  }
+  return checked;
+}
+
+/* The walker reads "a saved register's slot below an exact frame's sp" as
+   "already restored" (popped, or its frame freed). That only holds if no
+   register is ever saved below sp (into the red zone, by a mov): so a row
+   naming a slot below sp must have inherited that save from the usable row
+   before it (libgcc's eh_return tail has an inexpressible row in between).
+   Returns how many such rows of `t` were checked. */
+static size_t check_restores(const perf__module_t *m, const perf__unwind_table_t *t) {
+  size_t checked = 0;
+  const perf__unwind_row_t *prev = NULL; /* the last row the walker can use */
+  for (size_t i = 0; i < t->count; i++) {
+    const perf__unwind_row_t *r = &t->rows[i];
+    if (r->cfa_kind == PERF__CFA_RSP && prev) checked += check_restore(m, r, prev);
+    if (r->cfa_kind != PERF__CFA_UNKNOWN) prev = r;
+  }
+  return checked;
+}
+
+/* Over every module of this process that has rules (libc, ld.so, the vDSO,
+   this program), with libstdc++, libgcc_s and libm loaded too. */
+static void case_restored_registers(void) {
+  const char *libs[] = {"libstdc++.so.6", "libgcc_s.so.1", "libm.so.6"};
+  for (size_t i = 0; i < sizeof libs / sizeof libs[0]; i++)
+    CHECKF(dlopen(libs[i], RTLD_NOW) != NULL, "dlopen(%s): %s", libs[i], dlerror());
+  perf__module_map_t *map = NULL;
+  CHECK_EQ_INT(perf__module_map_build(&map), 0);
+  size_t checked = 0;
+  for (size_t i = 0; i < map->count; i++) {
+    perf__unwind_table_t *t = NULL;
+    if (perf__unwind_table_build(&map->modules[i], &t) != 0) continue;
+    size_t n = check_restores(&map->modules[i], t);
+    fprintf(stderr, "%s: %zu rows name a slot below sp, none saves there\n",
+            map->modules[i].basename, n);
+    checked += n;
+    perf__unwind_table_free(t);
+  }
+  CHECK(checked > 1000);
+  perf__module_map_free(map);
 }
 
 /* ---- the walker's rules on a made-up module ------------------------------ */
@@ -293,7 +355,8 @@ static void case_rules_and_map(void) {
   CHECK_EQ_INT(with_frame(0), 1);
 }
 
-static const test_case_t g_cases[] = {TEST_CASE(rules_and_map), TEST_CASE(walker_rules)};
+static const test_case_t g_cases[] = {TEST_CASE(rules_and_map), TEST_CASE(walker_rules),
+                                      TEST_CASE(restored_registers)};
 
 int main(int argc, char **argv) {
   return test_main(g_cases, sizeof g_cases / sizeof g_cases[0], argc, argv);
