@@ -69,10 +69,14 @@ typedef struct {
   unsigned long steps;
 } session_t;
 
+/* For the whole test process (one case, usually one scenario). */
 static unsigned g_printed[KINDS];
 static exclusion_t g_exclusions[EXCLUSION_KEYS];
 static size_t g_nexclusions;
 
+static void session_open(session_t *s, const oracle_scenario_t *sc, oracle_tally_t *tally);
+static void step_through(session_t *s);
+static void session_close(session_t *s);
 static pid_t launch_child(const oracle_scenario_t *sc);
 static void first_stop(session_t *s);
 static void step_once(session_t *s);
@@ -99,42 +103,13 @@ static void describe_pc(session_t *s, uintptr_t pc, bool return_address, char *b
 static void describe_row(const perf__unwind_row_t *row, char *buf, size_t len);
 
 void oracle_run(const oracle_scenario_t *sc, oracle_tally_t *tally) {
-  session_t s = {.sc = sc, .tally = tally};
-  s.mods = perf__modules_acquire();
-  CHECK(s.mods != NULL);
-  s.record = malloc(sizeof *s.record);
-  s.copy = malloc(STACK_COPY_MAX);
-  s.xstate = malloc(XSTATE_MAX);
-  CHECK(s.record && s.copy && s.xstate);
-  uintptr_t lo;
-  CHECK(perf__stack_mapping((uintptr_t)__builtin_frame_address(0), &lo, &s.stack_hi) == 0);
-  /* The handler, with SA_NODEFER so an injected signal that never runs its
-     handler leaves the signal mask as it was. */
-  struct sigaction sa = {.sa_handler = sc->handler, .sa_flags = SA_NODEFER}, old;
-  CHECK(sigaction(SIGUSR1, &sa, NULL) == 0 && sigaction(SIGUSR1, NULL, &old) == 0);
-  s.restorer = (uintptr_t)old.sa_restorer;
+  session_t s;
+  session_open(&s, sc, tally);
   if (sc->warm_up) sc->run(); /* the child inherits the bound PLT slots */
   s.pid = launch_child(sc);
   first_stop(&s);
-  while (s.regs.rip != (uintptr_t)&oracle_end) {
-    if (s.steps == sc->max_steps) {
-      tally->budget_hits++;
-      break;
-    }
-    s.steps++;
-    check_stop(&s, tally->steps, s.regs.rip, false);
-    if (sc->inject_signals && !s.in_handler_entry && !inject_signal(&s))
-      continue; /* the signal was not taken: the instruction ran instead */
-    step_once(&s);
-  }
-  kill(s.pid, SIGKILL);
-  waitpid(s.pid, NULL, 0);
-  dwfl_reference_close(s.ref);
-  perf__modules_release(s.mods);
-  signal(SIGUSR1, SIG_DFL);
-  free(s.xstate);
-  free(s.copy);
-  free(s.record);
+  step_through(&s);
+  session_close(&s);
 }
 
 double oracle_agreement(const oracle_counts_t *c) {
@@ -166,6 +141,51 @@ void oracle_print(const char *title, const oracle_tally_t *t) {
   for (size_t i = 0; i < g_nexclusions; i++)
     fprintf(stderr, "    %-16s %7lu  %s\n", k_kind_names[g_exclusions[i].kind],
             g_exclusions[i].count, g_exclusions[i].where);
+}
+
+/* ---- the session -------------------------------------------------------- */
+
+static void session_open(session_t *s, const oracle_scenario_t *sc, oracle_tally_t *tally) {
+  *s = (session_t){.sc = sc, .tally = tally};
+  s->mods = perf__modules_acquire();
+  s->record = malloc(sizeof *s->record);
+  s->copy = malloc(STACK_COPY_MAX);
+  s->xstate = malloc(XSTATE_MAX);
+  CHECK(s->mods && s->record && s->copy && s->xstate);
+  uintptr_t lo;
+  CHECK(perf__stack_mapping((uintptr_t)__builtin_frame_address(0), &lo, &s->stack_hi) == 0);
+  /* The handler, with SA_NODEFER so an injected signal that never runs its
+     handler leaves the signal mask as it was. */
+  struct sigaction sa = {.sa_handler = sc->handler, .sa_flags = SA_NODEFER}, old;
+  CHECK(sigaction(SIGUSR1, &sa, NULL) == 0 && sigaction(SIGUSR1, NULL, &old) == 0);
+  s->restorer = (uintptr_t)old.sa_restorer;
+}
+
+/* Check every stop (and a signal delivered at it) until the child reaches
+   oracle_end or the scenario's budget is spent. */
+static void step_through(session_t *s) {
+  while (s->regs.rip != (uintptr_t)&oracle_end) {
+    if (s->steps == s->sc->max_steps) {
+      s->tally->budget_hits++;
+      return;
+    }
+    s->steps++;
+    check_stop(s, s->tally->steps, s->regs.rip, false);
+    if (s->sc->inject_signals && !s->in_handler_entry && !inject_signal(s))
+      continue; /* the signal was not taken: the instruction ran instead */
+    step_once(s);
+  }
+}
+
+static void session_close(session_t *s) {
+  kill(s->pid, SIGKILL);
+  waitpid(s->pid, NULL, 0);
+  dwfl_reference_close(s->ref);
+  perf__modules_release(s->mods);
+  signal(SIGUSR1, SIG_DFL);
+  free(s->xstate);
+  free(s->copy);
+  free(s->record);
 }
 
 /* ---- the child ---------------------------------------------------------- */
