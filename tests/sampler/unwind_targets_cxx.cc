@@ -18,10 +18,9 @@ extern "C" {
 }
 
 static volatile unsigned long g_cxx_sink;
-static volatile int g_cxx_size = 48;
+static volatile int g_cxx_size = 24;
 
-extern "C" void targets_run_libstdcxx(void) {
-  int n = g_cxx_size;
+static void sort_and_format(int n) {
   std::vector<int> v(static_cast<size_t>(n));
   for (int i = 0; i < n; i++)
     v[static_cast<size_t>(i)] = (i * 7919) % 1009;
@@ -30,14 +29,26 @@ extern "C" void targets_run_libstdcxx(void) {
   for (int i = 0; i < 8; i++)
     s += std::to_string(v[static_cast<size_t>(i)]);
   s.insert(0, "x");
+  s.replace(1, 3, "validator");
   std::map<std::string, int> m;
-  for (int i = 0; i < 16; i++)
+  for (int i = 0; i < n / 2; i++)
     m[std::to_string(i * 37)] = i;
+  m.erase(m.begin());
   std::ostringstream os;
-  os << s << ' ' << 3.25 << ' ' << m.size() << ' ' << m.find("74")->second;
+  os << s << ' ' << 3.25 * n << ' ' << m.size() << ' ' << m.find("74")->second;
+  g_cxx_sink = g_cxx_sink + os.str().size() + s.find('9');
+}
+
+static void throw_and_catch(void) {
   try {
-    throw std::runtime_error(os.str());
+    throw std::runtime_error("unwind validator");
   } catch (const std::exception &e) {
-    g_cxx_sink = g_cxx_sink + std::strlen(e.what()) + s.find('9');
+    g_cxx_sink = g_cxx_sink + std::strlen(e.what());
   }
+}
+
+extern "C" void targets_run_libstdcxx(void) {
+  for (int round = 1; round <= 3; round++)
+    sort_and_format(g_cxx_size * round);
+  throw_and_catch();
 }
