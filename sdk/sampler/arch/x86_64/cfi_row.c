@@ -1,10 +1,11 @@
 /*
  * cfi_row.c - x86_64 call-frame rules into compact rows (see
  * sdk/sampler/arch.h, unwind_rules.h). On x86_64 the return address is
- * always at CFA - 8, the CFA is rsp or rbp plus an offset, and rbp is the
- * one callee-saved register the walk needs; GNU ld's lazy-binding PLT stubs
- * have a rule of their own. Runs where unwind rules are compiled, never in
- * the signal handler (except perf__arch_plt_cfa).
+ * always at CFA - 8, the CFA is rsp or rbp plus an offset (rbx in glibc's
+ * lazy-binding trampoline), and rbp and rbx are the callee-saved registers
+ * the walk needs; GNU ld's lazy-binding PLT stubs have a rule of their own.
+ * Runs where unwind rules are compiled, never in the signal handler (except
+ * perf__arch_plt_cfa).
  */
 #include <dwarf.h>
 
@@ -13,6 +14,7 @@
 enum { DWARF_REG_RBX = 3, DWARF_REG_RBP = 6, DWARF_REG_RSP = 7, DWARF_REG_RA = 16 };
 
 static bool cfa_rule(Dwarf_Frame *frame, perf__unwind_row_t *row);
+static void register_rules(Dwarf_Frame *frame, perf__unwind_row_t *row);
 static int saved_reg_rule(Dwarf_Frame *frame, int reg, int64_t *off);
 
 perf__unwind_row_t perf__arch_cfi_row(Dwarf_Frame *frame, int ra_reg, bool signal_frame) {
@@ -35,16 +37,7 @@ perf__unwind_row_t perf__arch_cfi_row(Dwarf_Frame *frame, int ra_reg, bool signa
   if (!(nops == 2 && ops[0].atom == DW_OP_call_frame_cfa && ops[1].atom == DW_OP_plus_uconst &&
         (int64_t)ops[1].number == -8))
     return row;
-  if (!cfa_rule(frame, &row)) return row;
-  int64_t off;
-  row.rbp_rule = saved_reg_rule(frame, DWARF_REG_RBP, &off);
-  if (row.rbp_rule == PERF__REG_SAVED && (off < INT16_MIN || off > INT16_MAX))
-    row.rbp_rule = PERF__REG_UNKNOWN;
-  row.rbp_off = row.rbp_rule == PERF__REG_SAVED ? (int16_t)off : 0;
-  row.rbx_rule = saved_reg_rule(frame, DWARF_REG_RBX, &off);
-  if (row.rbx_rule == PERF__REG_SAVED && (off % 8 != 0 || off / 8 < INT8_MIN || off / 8 > INT8_MAX))
-    row.rbx_rule = PERF__REG_UNKNOWN;
-  row.rbx_off8 = row.rbx_rule == PERF__REG_SAVED ? (int8_t)(off / 8) : 0;
+  if (cfa_rule(frame, &row)) register_rules(frame, &row);
   return row;
 }
 
@@ -54,8 +47,8 @@ uintptr_t perf__arch_plt_cfa(uintptr_t pc, uintptr_t sp, int32_t arg) {
   return sp + 8 + (((pc & 15) >= (uintptr_t)arg) ? 8 : 0);
 }
 
-/* The CFA rule; true when the rbp rule matters (the CFA is one the rows can
-   express). */
+/* The CFA rule; true when the register rules matter (the CFA is one the
+   rows can express). */
 static bool cfa_rule(Dwarf_Frame *frame, perf__unwind_row_t *row) {
   Dwarf_Op *ops;
   size_t nops;
@@ -80,6 +73,21 @@ static bool cfa_rule(Dwarf_Frame *frame, perf__unwind_row_t *row) {
     return true;
   }
   return false;
+}
+
+/* rbp's and rbx's rules; a slot the row cannot hold makes the register
+   unknown. */
+static void register_rules(Dwarf_Frame *frame, perf__unwind_row_t *row) {
+  int64_t off;
+  row->rbp_rule = saved_reg_rule(frame, DWARF_REG_RBP, &off);
+  if (row->rbp_rule == PERF__REG_SAVED && (off < INT16_MIN || off > INT16_MAX))
+    row->rbp_rule = PERF__REG_UNKNOWN;
+  row->rbp_off = row->rbp_rule == PERF__REG_SAVED ? (int16_t)off : 0;
+  row->rbx_rule = saved_reg_rule(frame, DWARF_REG_RBX, &off);
+  if (row->rbx_rule == PERF__REG_SAVED &&
+      (off % 8 != 0 || off / 8 < INT8_MIN || off / 8 > INT8_MAX))
+    row->rbx_rule = PERF__REG_UNKNOWN;
+  row->rbx_off8 = row->rbx_rule == PERF__REG_SAVED ? (int8_t)(off / 8) : 0;
 }
 
 /* The rule of callee-saved register `reg`; *off is its slot's offset from
