@@ -15,12 +15,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "check.h"
+#include "eu_stack.h"
 #include "perf_sdk.h"
 #include "stack_assert.h"
 
@@ -500,25 +500,6 @@ static void *wait_body(void *arg) {
   return NULL;
 }
 
-/* eu-stack's frames of thread `tid` ("#N 0xPC name" lines after "TID n:"). */
-static size_t eu_stack_pcs(const char *out, pid_t tid, uintptr_t *pcs, size_t max) {
-  char header[32];
-  snprintf(header, sizeof header, "TID %d:\n", (int)tid);
-  const char *p = strstr(out, header);
-  if (!p) return 0;
-  p += strlen(header);
-  size_t n = 0;
-  unsigned idx;
-  unsigned long pc;
-  while (n < max && sscanf(p, "#%u 0x%lx", &idx, &pc) == 2) {
-    pcs[n++] = (uintptr_t)pc;
-    p = strchr(p, '\n');
-    if (!p) break;
-    p++;
-  }
-  return n;
-}
-
 static void case_matches_eu_stack(void) {
   int fds[2];
   CHECK(pipe(fds) == 0);
@@ -535,19 +516,8 @@ static void case_matches_eu_stack(void) {
     perf_free(stack_wait_for_chain(tids[i], parked_in[i], 2, WAIT_MS));
     CHECK_EQ_INT(perf_backtrace_thread(tids[i], ours[i], 256, &n_ours[i]), PERF_OK);
   }
-  /* Let eu-stack (our child) attach even under Yama ptrace_scope=1. */
-  prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
-  char cmd[64];
-  snprintf(cmd, sizeof cmd, "eu-stack -p %d 2>&1", (int)getpid());
-  FILE *f = popen(cmd, "r");
-  CHECK(f != NULL);
-  static char out[1 << 16];
-  size_t len = fread(out, 1, sizeof out - 1, f);
-  out[len] = '\0';
-  /* eu-stack's exit status is not checked: it may fail to unwind the main
-     thread, caught inside popen's clone. Each parked thread's section must
-     be there and match, below. */
-  pclose(f);
+  /* Each parked thread's section must be there and match, below. */
+  const char *out = eu_stack_report();
   for (int i = 0; i < 3; i++) {
     uintptr_t theirs[256];
     size_t n_theirs = eu_stack_pcs(out, tids[i], theirs, 256);
