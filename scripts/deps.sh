@@ -19,6 +19,7 @@ PERF_DEBIAN_PACKAGES=(
   libdebuginfod-dev # perf-collector fetches missing debug files by build-id (DEBUGINFOD_URLS)
   clang           # the fuzz build (tests/fuzz, PERF_FUZZ=ON): libFuzzer needs clang
   libclang-rt-14-dev # the libFuzzer runtime for clang 14
+  clang-format    # ctest `format`: the C files against .clang-format (tests/support/check_format.sh)
 )
 
 perf_install_deps() {

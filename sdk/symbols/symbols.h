@@ -42,9 +42,9 @@ typedef struct perf__sym_line_s {
    Strings are owned by the module and stay valid until it is freed. */
 typedef struct perf__sym_frame_s {
   perf__sym_line_t lines[PERF__SYM_MAX_LINES];
-  size_t count;     /* 0: no symbol for the address */
-  uint64_t offset;  /* address - start of the physical function (lines[count - 1]) */
-  bool from_dwarf;  /* the chain and lines come from DWARF (else: symbol table only) */
+  size_t count;    /* 0: no symbol for the address */
+  uint64_t offset; /* address - start of the physical function (lines[count - 1]) */
+  bool from_dwarf; /* the chain and lines come from DWARF (else: symbol table only) */
 } perf__sym_frame_t;
 
 typedef struct perf__sym_module_s perf__sym_module_t;
