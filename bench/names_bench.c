@@ -107,8 +107,8 @@ static uintptr_t g_stacks[STACKS][DEPTH];
 /* Deterministic stacks: 20 pcs spread over the library's code, then 4 of
    libc's (return addresses inside real functions). */
 static void make_stacks(const code_t *lib) {
-  static const char *const libc_fns[] = {"pthread_cond_wait", "pthread_mutex_lock", "read",
-                                         "poll", "__libc_start_main", "clone"};
+  static const char *const libc_fns[] = {
+      "pthread_cond_wait", "pthread_mutex_lock", "read", "poll", "__libc_start_main", "clone"};
   uintptr_t libc[6];
   for (int i = 0; i < 6; i++) {
     void *p = dlsym(RTLD_DEFAULT, libc_fns[i]);

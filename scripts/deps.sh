@@ -20,6 +20,7 @@ PERF_DEBIAN_PACKAGES=(
   libdebuginfod-dev # perf-collector fetches missing debug files by build-id (DEBUGINFOD_URLS)
   clang           # the fuzz build (tests/fuzz, PERF_FUZZ=ON): libFuzzer needs clang
   libclang-rt-14-dev # the libFuzzer runtime for clang 14
+  clang-format    # ctest `format`: the C files against .clang-format (tests/support/check_format.sh)
   g++             # tests/sampler/names_app.cc: the C++ program whose names are checked
   gdb             # test_names compares captured stacks with gdb's frames (its Python API)
   libc6-dbg       # libc's DWARF by build-id: libc frames get inline chains, as in gdb

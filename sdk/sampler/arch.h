@@ -24,9 +24,10 @@ typedef struct perf__arch_s {
   unsigned dwarf_nregs; /* DWARF registers 0..n-1 the stack-copy unwinder gets */
   unsigned dwarf_sp;    /* DWARF numbers of the stack pointer, */
   unsigned dwarf_pc;    /* the interrupted pc (in a context's register set), */
-  size_t sigframe_pc;   /* where the kernel saved the interrupted pc, sp and frame */
-  size_t sigframe_sp;   /* pointer in a signal frame: offsets from the sp the signal */
-  size_t sigframe_fp;   /* trampoline runs with */
+  size_t sigframe_pc;   /* where the kernel saved the interrupted pc, sp, frame */
+  size_t sigframe_sp;   /* pointer and second frame register (x86_64: rbx) in a */
+  size_t sigframe_fp;   /* signal frame: offsets from the sp the signal */
+  size_t sigframe_bx;   /* trampoline runs with */
 } perf__arch_t;
 
 extern const perf__arch_t perf__arch;
@@ -34,8 +35,8 @@ extern const perf__arch_t perf__arch;
 /* A cycle counter (TSC ticks on x86_64). Async-signal-safe. */
 uint64_t perf__arch_cycles(void);
 
-/* pc, sp and frame pointer of an interrupted context (a signal handler's
-   ucontext_t). Async-signal-safe. */
+/* pc, sp, frame pointer and rbx of an interrupted context (a signal
+   handler's ucontext_t). Async-signal-safe. */
 void perf__arch_context_regs(const void *ucontext, perf__unwind_regs_t *out);
 
 /* The context's registers 0..perf__arch.dwarf_nregs-1 in DWARF numbering,

@@ -55,7 +55,7 @@ typedef struct walk_s {
   const uint64_t *regs;
   uintptr_t *pcs;
   size_t max, n;
-  bool truncated;
+  perf__walk_status_t status; /* set when frame_cb ends the walk */
   bool have_sp;
   Dwarf_Word last_sp;
   Dwarf_Addr last_pc;
@@ -149,7 +149,7 @@ fail:
 
 int perf__dwfl_unwind(perf__dwfl_unwinder_t *u, const uint64_t *regs, uintptr_t stack_base,
                       const void *stack, size_t stack_len, uintptr_t *pcs, size_t max,
-                      size_t *count) {
+                      size_t *count, perf__walk_status_t *status) {
   if (count) *count = 0;
   if (!u || !regs || !pcs || !count || max == 0 || (!stack && stack_len > 0)) {
     return PERF_E_INVALID_ARGUMENT;
@@ -157,15 +157,18 @@ int perf__dwfl_unwind(perf__dwfl_unwinder_t *u, const uint64_t *regs, uintptr_t 
   /* A copy that would wrap around the address space is cut at its end. */
   if (stack_len > UINTPTR_MAX - stack_base) stack_len = UINTPTR_MAX - stack_base;
 
-  walk_t w = {.regs = regs, .pcs = pcs, .max = max};
+  walk_t w = {.regs = regs, .pcs = pcs, .max = max, .status = PERF__WALK_BAD_READ};
   pthread_mutex_lock(&u->lock);
   u->regs = regs;
   u->stack_base = stack_base;
   u->stack = stack;
   u->stack_len = stack_len;
-  /* The end of the walk (CFI says the return address is undefined, a read outside the copy, no
-     rules for a pc) shows up as 0 or -1 here; either way the frames gathered so far stand. */
+  /* The end of the walk shows up as 0 (CFI says the return address is undefined), 1 (frame_cb
+     stopped it and said why) or -1 (a read outside the copy, no rules for a pc); either way the
+     frames gathered so far stand. */
   int rc = dwfl_getthread_frames(u->dwfl, u->tid, frame_cb, &w);
+  if (rc == 0) w.status = PERF__WALK_COMPLETE;
+  if (status) *status = w.status;
   const char *why = w.n == 0 && rc < 0 ? dwfl_errmsg(-1) : "no frame";
   u->regs = NULL;
   u->stack_base = 0;
@@ -174,7 +177,7 @@ int perf__dwfl_unwind(perf__dwfl_unwinder_t *u, const uint64_t *regs, uintptr_t 
   pthread_mutex_unlock(&u->lock);
 
   *count = w.n;
-  if (w.truncated) return PERF_E_TRUNCATED;
+  if (w.status == PERF__WALK_DEPTH) return PERF_E_TRUNCATED;
   if (w.n > 0) return PERF_OK;
   perf__log(PERF__LOG_WARN, "stack-copy unwind found no frame: %s", why);
   return PERF_E_SYSTEM;
@@ -361,14 +364,15 @@ static int frame_cb(Dwfl_Frame *state, void *arg) {
   bool have_sp = dwfl_frame_reg(state, perf__arch.dwarf_sp, &sp) == 0;
   if (w->n == 0) {
     pc = w->regs[perf__arch.dwarf_pc];
-  } else {
-    if (pc == 0) return DWARF_CB_ABORT;
-    if (have_sp && w->have_sp && (sp < w->last_sp || (sp == w->last_sp && pc == w->last_pc))) {
-      return DWARF_CB_ABORT;
-    }
+  } else if (pc == 0) {
+    w->status = PERF__WALK_COMPLETE;
+    return DWARF_CB_ABORT;
+  } else if (have_sp && w->have_sp && (sp < w->last_sp || (sp == w->last_sp && pc == w->last_pc))) {
+    w->status = PERF__WALK_NOT_ASCENDING;
+    return DWARF_CB_ABORT;
   }
   if (w->n == w->max) {
-    w->truncated = true;
+    w->status = PERF__WALK_DEPTH;
     return DWARF_CB_ABORT;
   }
   w->pcs[w->n++] = (uintptr_t)pc;

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "sdk/sampler/module_map.h"
+#include "sdk/sampler/unwind_rules.h"
 
 typedef struct perf__dwfl_unwinder_s perf__dwfl_unwinder_t;
 
@@ -27,10 +28,14 @@ int perf__dwfl_unwinder_create(const perf__module_map_t *map, perf__dwfl_unwinde
    stack_base + stack_len) held at `stack`. Reads outside the copy fail
    (the walk stops there). Writes pcs[0] = the pc register, then the return
    addresses, innermost first, at most `max`; sets *count. Returns 0,
-   PERF_E_TRUNCATED when more frames remained, or a negative perf_error_t. */
+   PERF_E_TRUNCATED when more frames remained, or a negative perf_error_t.
+   *status (may be NULL) says how the walk ended: COMPLETE (libdwfl found
+   an undefined return address, or a return address of 0), DEPTH,
+   NOT_ASCENDING, or BAD_READ for any other stop of libdwfl (usually a read
+   past the copy's end; libdwfl does not say which). */
 int perf__dwfl_unwind(perf__dwfl_unwinder_t *u, const uint64_t *regs, uintptr_t stack_base,
                       const void *stack, size_t stack_len, uintptr_t *pcs, size_t max,
-                      size_t *count);
+                      size_t *count, perf__walk_status_t *status);
 
 void perf__dwfl_unwinder_free(perf__dwfl_unwinder_t *u);
 

@@ -68,7 +68,7 @@ typedef struct slot_s {
   uintptr_t copy_base;
   size_t copy_len;
   size_t count;
-  int truncated;
+  perf__walk_status_t walk_status;
   uint64_t handler_cycles; /* TSC ticks the handler spent, for the benchmarks */
   uintptr_t pcs[PERF__MAX_FRAMES];
   /* requester-only bookkeeping */
@@ -101,7 +101,8 @@ static int request(slot_t *s, pid_t tid, int mode, size_t max);
 static slot_t *claim_slot(pid_t tid, int *err);
 static int wait_for_slot(slot_t *s, uint32_t seq, unsigned timeout_ms);
 static int finish_timeout(slot_t *s, uint32_t seq, pid_t tid);
-static int copy_result(perf__modules_t *mods, slot_t *s, uintptr_t *pcs, size_t max, size_t *count);
+static int copy_result(perf__modules_t *mods, slot_t *s, uintptr_t *pcs, size_t max, size_t *count,
+                       perf__walk_status_t *status);
 static stack_bounds_t *bounds_for(pid_t tid);
 static int learn_bounds(pid_t tid, uintptr_t sp);
 static void forget_bounds(pid_t tid);
@@ -112,7 +113,14 @@ static void atfork_child(void);
 
 int perf__sampler_capture(perf__modules_t *mods, pid_t tid, uintptr_t *pcs, size_t max,
                           size_t *count) {
+  perf__walk_status_t status;
+  return perf__sampler_capture_status(mods, tid, pcs, max, count, &status);
+}
+
+int perf__sampler_capture_status(perf__modules_t *mods, pid_t tid, uintptr_t *pcs, size_t max,
+                                 size_t *count, perf__walk_status_t *status) {
   *count = 0;
+  *status = PERF__WALK_NO_RULE;
   if (!mods || !pcs || max == 0 || tid < 0) return PERF_E_INVALID_ARGUMENT;
   pthread_mutex_lock(&g_lock);
   int err = install_locked();
@@ -141,7 +149,7 @@ int perf__sampler_capture(perf__modules_t *mods, pid_t tid, uintptr_t *pcs, size
       if (!err) err = request(s, tid, mode, max);
       if (err == REQUEST_NEED_BOUNDS) err = PERF_E_SYSTEM;
     }
-    if (!err) err = copy_result(mods, s, pcs, max, count);
+    if (!err) err = copy_result(mods, s, pcs, max, count, status);
   }
   pthread_mutex_unlock(&g_lock);
   return err;
@@ -254,7 +262,6 @@ static void on_sample_signal(int signo, siginfo_t *si, void *ucv) {
   perf__arch_context_regs(ucv, &regs);
   s->sp = regs.sp;
   s->count = 0;
-  s->truncated = 0;
   if (regs.sp < s->stack_lo || regs.sp >= s->stack_hi) {
     s->result = RESULT_NEED_BOUNDS;
   } else if (s->mode == PERF_UNWIND_STACK_COPY) {
@@ -266,8 +273,10 @@ static void on_sample_signal(int signo, siginfo_t *si, void *ucv) {
     s->result = RESULT_STACK;
   } else {
     size_t max = s->max < PERF__MAX_FRAMES ? s->max : PERF__MAX_FRAMES;
-    s->count = perf__unwind_walk(s->unwind, s->mode == PERF_UNWIND_CFI, regs, s->stack_hi, s->pcs,
-                                 max, &s->truncated);
+    /* The thread's own stack: readable in place from the interrupted sp. */
+    perf__stack_window_t stack = {regs.sp, s->stack_hi, (const uint8_t *)regs.sp};
+    s->count = perf__unwind_walk(s->unwind, s->mode == PERF_UNWIND_CFI, regs, stack, s->pcs, max,
+                                 &s->walk_status);
     s->result = RESULT_STACK;
   }
   s->handler_cycles = perf__arch_cycles() - t0;
@@ -386,17 +395,19 @@ static int finish_timeout(slot_t *s, uint32_t seq, pid_t tid) {
   return PERF_E_TIMEOUT;
 }
 
-static int copy_result(perf__modules_t *mods, slot_t *s, uintptr_t *pcs, size_t max,
-                       size_t *count) {
+static int copy_result(perf__modules_t *mods, slot_t *s, uintptr_t *pcs, size_t max, size_t *count,
+                       perf__walk_status_t *status) {
   g_last_handler_cycles = s->handler_cycles;
   if (s->mode == PERF_UNWIND_STACK_COPY) {
     perf__dwfl_unwinder_t *u = perf__modules_dwfl_unwinder(mods);
     if (!u) return PERF_E_UNSUPPORTED;
-    return perf__dwfl_unwind(u, s->regs, s->copy_base, s->copy_buf, s->copy_len, pcs, max, count);
+    return perf__dwfl_unwind(u, s->regs, s->copy_base, s->copy_buf, s->copy_len, pcs, max, count,
+                             status);
   }
   memcpy(pcs, s->pcs, s->count * sizeof *pcs);
   *count = s->count;
-  return s->truncated ? PERF_E_TRUNCATED : PERF_OK;
+  *status = s->walk_status;
+  return s->walk_status == PERF__WALK_DEPTH ? PERF_E_TRUNCATED : PERF_OK;
 }
 
 static stack_bounds_t *bounds_for(pid_t tid) {

@@ -14,9 +14,17 @@ const char *perf__stack_end_name(perf__stack_end_t end) {
 
 int perf__sampler_capture_with_end(perf__modules_t *mods, pid_t tid, uintptr_t *pcs, size_t max,
                                    size_t *count, perf__stack_end_t *end) {
-  int err = perf__sampler_capture(mods, tid, pcs, max, count);
-  *end = err == PERF_OK            ? PERF__STACK_END_COMPLETE
-         : err == PERF_E_TRUNCATED ? PERF__STACK_END_DEPTH
-                                   : PERF__STACK_END_UNSPECIFIED;
+  perf__walk_status_t status = PERF__WALK_NO_RULE;
+  int err = perf__sampler_capture_status(mods, tid, pcs, max, count, &status);
+  *end = PERF__STACK_END_UNSPECIFIED;
+  if (err != PERF_OK && err != PERF_E_TRUNCATED) return err;
+  switch (status) {
+  case PERF__WALK_COMPLETE: *end = PERF__STACK_END_COMPLETE; break;
+  case PERF__WALK_NO_RULE: *end = PERF__STACK_END_NO_RULE; break;
+  case PERF__WALK_BAD_READ: *end = PERF__STACK_END_BAD_READ; break;
+  case PERF__WALK_NOT_ASCENDING: *end = PERF__STACK_END_NOT_ASCENDING; break;
+  case PERF__WALK_DEPTH: *end = PERF__STACK_END_DEPTH; break;
+  }
+  if (err == PERF_E_TRUNCATED) *end = PERF__STACK_END_DEPTH;
   return err;
 }

@@ -36,14 +36,10 @@ static inline int perf__stack_end_truncated(perf__stack_end_t end) {
 }
 
 /*
- * HOOK (walk status): perf__sampler_capture that also says how the stack
- * ended. The walk does not report why it stopped yet (the unwinder's walk
- * status, perf__walk_status_t, lands from another branch as
- * perf__sampler_capture_status); until then this says what the capture's
- * result tells: PERF_E_TRUNCATED is DEPTH, success is COMPLETE (a walk
- * that stopped for want of a rule is also reported COMPLETE today), a
- * failed capture UNSPECIFIED. Every caller that makes stacks goes through
- * here, so only this function changes when the status lands.
+ * perf__sampler_capture that also says how the stack ended: the walk's
+ * status (perf__walk_status_t, unwind_rules.h) as a stack end; a failed
+ * capture (neither 0 nor PERF_E_TRUNCATED) ends UNSPECIFIED. Every caller
+ * that makes stacks for reports goes through here.
  */
 int perf__sampler_capture_with_end(perf__modules_t *mods, pid_t tid, uintptr_t *pcs, size_t max,
                                    size_t *count, perf__stack_end_t *end);

@@ -5,10 +5,15 @@
  *
  * A module's rules are one sorted array of rows; a row holds from its pc up
  * to the next row's pc and says how to find the caller's frame there:
- *   CFA = rsp or rbp + offset; return address at CFA - 8; rbp unchanged or
- *   saved at CFA + offset; plus the few special cases real code needs (PLT
- *   stubs, the signal trampoline, the outermost frame). This is the shape
- *   eBPF profilers use: the handler unwinds correctly at frame-pointer speed.
+ *   CFA = rsp, rbp or rbx + offset; return address at CFA - 8; rbp and rbx
+ *   unchanged or saved at CFA + offset; plus the few special cases real code
+ *   needs (PLT stubs, the signal trampoline, the outermost frame). This is
+ *   the shape eBPF profilers use: the handler unwinds correctly at
+ *   frame-pointer speed. rbx is tracked because glibc's lazy-binding
+ *   trampoline (_dl_runtime_resolve_*) keeps its CFA in rbx while it calls
+ *   _dl_fixup. What the rows cannot express (a CFA in another register or a
+ *   DWARF expression, a return address elsewhere than CFA - 8) is UNKNOWN:
+ *   the walker falls back to frame pointers there (unwind_walk.c).
  */
 #ifndef PERF_UNWIND_RULES_H
 #define PERF_UNWIND_RULES_H
@@ -25,20 +30,26 @@ enum perf__cfa_kind {
   PERF__CFA_PLT = 3,       /* PLT stub: CFA = rsp + 8, + 8 more when (pc & 15) >= cfa_off */
   PERF__CFA_SIGNAL = 4,    /* signal trampoline: the interrupted registers are a ucontext at rsp */
   PERF__CFA_OUTERMOST = 5, /* the return address is undefined: the stack ends here */
+  PERF__CFA_RBX = 6,       /* CFA = rbx + cfa_off */
 };
 
-enum perf__rbp_kind {
-  PERF__RBP_SAME = 0,   /* the caller's rbp is the current rbp */
-  PERF__RBP_SAVED = 1,  /* the caller's rbp is stored at CFA + rbp_off */
-  PERF__RBP_UNKNOWN = 2 /* clobbered or computed: not recoverable */
+/* How to find the caller's value of a callee-saved register (rbp, rbx). */
+enum perf__reg_rule {
+  PERF__REG_SAME = 0,   /* the caller's value is the current value */
+  PERF__REG_SAVED = 1,  /* the caller's value is stored at CFA + offset */
+  PERF__REG_UNKNOWN = 2 /* clobbered or computed: not recoverable */
 };
 
+/* 12 bytes. rbx's save slot is a multiple of 8 from the CFA (pushes and
+   8-byte moves); one that does not fit rbx_off8 is UNKNOWN. */
 typedef struct perf__unwind_row_s {
-  uint32_t pc; /* ELF virtual address where the row starts */
-  uint8_t cfa_kind;
-  uint8_t rbp_kind;
-  int16_t rbp_off;
-  int32_t cfa_off;
+  uint32_t pc;          /* ELF virtual address where the row starts */
+  int32_t cfa_off;      /* see perf__cfa_kind */
+  int16_t rbp_off;      /* rbp_rule SAVED: at CFA + rbp_off */
+  uint8_t cfa_kind : 3; /* enum perf__cfa_kind */
+  uint8_t rbp_rule : 2; /* enum perf__reg_rule */
+  uint8_t rbx_rule : 2; /* enum perf__reg_rule */
+  int8_t rbx_off8;      /* rbx_rule SAVED: at CFA + 8 * rbx_off8 */
 } perf__unwind_row_t;
 
 /* The rules of one module, immutable once built. A lookup first reads the
@@ -73,17 +84,55 @@ typedef struct perf__unwind_map_s {
   const perf__unwind_table_t *tables[]; /* parallel to modules; NULL: frame pointers */
 } perf__unwind_map_t;
 
+/* The registers a walk starts from (and, for rbx, reads when a row needs it). */
 typedef struct perf__unwind_regs_s {
-  uintptr_t pc, sp, fp;
+  uintptr_t pc, sp, fp, bx;
 } perf__unwind_regs_t;
 
-/* Walk the stack from `regs`. Every memory read is checked to lie in
-   [regs.sp, stack_hi) and every frame's CFA must be strictly above the
-   previous one. `map` may be NULL (frame pointers only), as may `use_rules`
-   be 0. Writes pcs[0] = regs.pc, then return addresses; returns the number
-   written (at most max) and sets *truncated when the stack went on.
+/* The stack memory a walk may read: the target's addresses [lo, hi),
+   readable here at base + (address - lo). In the signal handler the stack
+   is the thread's own (base == lo, lo = the interrupted sp); the unwind
+   validator (tests/sampler) walks a copy of another process's stack. */
+typedef struct perf__stack_window_s {
+  uintptr_t lo, hi;
+  const uint8_t *base;
+} perf__stack_window_t;
+
+/* How a walk ended. Only COMPLETE means the stack reached its outermost
+   frame; every other status means frames beyond the last one written are
+   missing (later stages show them as a `<truncated: reason>` frame). */
+typedef enum perf__walk_status_e {
+  /* The outermost frame: a rule with an undefined return address (_start,
+     clone3), a return address of 0, or in frame-pointer mode a frame
+     pointer of 0 (what _start and clone3 leave in rbp). */
+  PERF__WALK_COMPLETE = 0,
+  /* No rule for a pc (no module, a module without CFI, an FDE gap, a rule
+     shape rows cannot express, a rule needing an rbp or rbx an inner frame
+     lost) and the frame-pointer fallback could not take a step either. */
+  PERF__WALK_NO_RULE = 1,
+  /* A rule or a frame pointer pointed outside [the frame's sp, stack top)
+     or at a misaligned word. */
+  PERF__WALK_BAD_READ = 2,
+  /* A caller's CFA was not above the previous frame's sp: a loop or garbage. */
+  PERF__WALK_NOT_ASCENDING = 3,
+  /* `max` frames written and the stack went on. */
+  PERF__WALK_DEPTH = 4,
+} perf__walk_status_t;
+
+/* "complete", "no rule", "bad read", "not ascending", "depth". */
+const char *perf__walk_status_name(perf__walk_status_t status);
+
+/* Walk the stack from `regs` (regs.sp within the window). Every memory read
+   lies in [current frame's sp, stack.hi), and every frame's CFA must be
+   strictly above the previous one. `map` may be NULL (frame pointers
+   only), as may `use_rules` be 0. Writes pcs[0] = regs.pc, then return
+   addresses (the exact interrupted pc after a signal frame); returns the
+   number written (at most max) and sets *status. How each kind of code is
+   unwound (prologues, epilogues, PLT stubs, signal frames, code without
+   CFI) is described at the top of unwind_walk.c.
    Async-signal-safe: no allocation, no locks, no system calls. */
 size_t perf__unwind_walk(const perf__unwind_map_t *map, int use_rules, perf__unwind_regs_t regs,
-                         uintptr_t stack_hi, uintptr_t *pcs, size_t max, int *truncated);
+                         perf__stack_window_t stack, uintptr_t *pcs, size_t max,
+                         perf__walk_status_t *status);
 
 #endif

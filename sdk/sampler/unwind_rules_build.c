@@ -201,8 +201,8 @@ static int push_row(row_vec_t *v, perf__unwind_row_t row) {
 }
 
 static bool rows_same_rule(const perf__unwind_row_t *a, const perf__unwind_row_t *b) {
-  return a->cfa_kind == b->cfa_kind && a->rbp_kind == b->rbp_kind && a->cfa_off == b->cfa_off &&
-         a->rbp_off == b->rbp_off;
+  return a->cfa_kind == b->cfa_kind && a->cfa_off == b->cfa_off && a->rbp_rule == b->rbp_rule &&
+         a->rbp_off == b->rbp_off && a->rbx_rule == b->rbx_rule && a->rbx_off8 == b->rbx_off8;
 }
 
 /* For each block from the first row to the last, the row that covers the

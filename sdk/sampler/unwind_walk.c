@@ -2,60 +2,124 @@
  * unwind_walk.c - the stack walk the signal handler runs (see unwind_rules.h).
  *
  * Runs inside the sampler's signal handler on the target thread, so it is
- * async-signal-safe: it only reads the immutable rule tables and the target's
- * own stack, every stack read checked against [sp, stack_hi).
+ * async-signal-safe: it only reads the immutable rule tables and the stack
+ * window, every read checked against [current frame's sp, stack top). The
+ * unwind validator (tests/sampler/test_unwind_validate.c) runs the same
+ * code over a copy of a ptrace-stopped process's stack.
+ *
+ * Frame 0, and the frame just above a signal frame, are "exact": their pc
+ * is where the code was interrupted, not a return address. Everything that
+ * depends on where in a function an instruction is applies to them only
+ * (docs/architecture.md has the same list as a table):
+ *  - their row is looked up at pc itself (callers: at pc - 1, their call);
+ *  - prologues and epilogues: GCC's CFI moves the CFA at every push and
+ *    pop, so the row is right at every instruction; but after `pop %rbp`
+ *    or `leave` it still says rbp is saved at CFA-16, which now lies below
+ *    sp. A saved-register slot below an exact frame's sp means the register
+ *    was already restored: its live value is the caller's, and nothing
+ *    below sp is read. That holds as long as no code saves rbp or rbx below
+ *    sp (into the red zone, by a mov: GCC does only under tunings that save
+ *    registers with moves); tests/sampler/test_unwind_rules.c checks it on
+ *    every loaded module. A caller's slot below its sp is impossible (it is
+ *    stopped at a call): for rbp that ends the walk as a bad read, rbx is
+ *    just lost;
+ *  - PLT stubs: GNU ld's expression rule (rsp + 8, + 8 once the stub pushed
+ *    its relocation index), rbp and rbx untouched;
+ *  - glibc's lazy-binding trampoline keeps its CFA in rbx while it calls
+ *    _dl_fixup: rbx is followed through the callees' saves, read from its
+ *    slot only when a CFA needs it;
+ *  - tail calls: the jump target's rule holds from its first instruction
+ *    and the return address on the stack is the tail-caller's caller's, so
+ *    the tail-caller's frame is gone, as it is in reality;
+ *  - the signal trampoline (__restore_rt, an FDE marked 'S'): pc, sp, rbp
+ *    and rbx come from the ucontext the kernel saved at sp, and the frame
+ *    above is exact again;
+ *  - code without CFI (no module, no .eh_frame, an FDE gap) and rules the
+ *    rows cannot express (__longjmp and setcontext after they switch their
+ *    CFI to the target context, libgcc's eh_return stack switch): one
+ *    frame-pointer step, [rbp] = caller's rbp and [rbp + 8] = return
+ *    address. Right in the body of a function that keeps a frame pointer;
+ *    in its prologue and epilogue, and anywhere in a function without a
+ *    frame, it skips the caller (or stops). That is the documented
+ *    fallback; JIT code and hand-written assembly without CFI reach it.
+ *
+ * The walk says how it ended (perf__walk_status_t): complete only at an
+ * outermost frame, else why the frames beyond the last one are missing.
  */
 #include <stdbool.h>
 
 #include "sdk/sampler/arch.h"
 #include "sdk/sampler/unwind_rules.h"
 
+/* A frame being unwound. rbx is read lazily: only glibc's lazy-binding
+   trampoline needs it, while most frames save it. */
 typedef struct {
-  uintptr_t lo, hi; /* readable stack window [lo, hi) */
-} stack_window_t;
+  perf__unwind_regs_t r;
+  uintptr_t bx_slot; /* not 0: r.bx is still to be read from this stack slot */
+  bool exact;        /* r.pc was interrupted there (see the top of the file) */
+  bool fp_known;     /* r.fp is the frame's rbp (false once a rule said "unknown") */
+  bool bx_known;     /* r.bx (or bx_slot) is the frame's rbx */
+} frame_t;
 
-static bool read_word(stack_window_t w, uintptr_t addr, uintptr_t *out)
+/* What a step returns when the walk goes on; anything else is the
+   perf__walk_status_t that ends it. */
+enum { STEP_OK = -1 };
+
+static const perf__unwind_row_t *find_row(const perf__unwind_map_t *map, uintptr_t pc,
+                                          const perf__module_t **m);
+static bool read_word(perf__stack_window_t w, uintptr_t floor, uintptr_t addr, uintptr_t *out)
     __attribute__((no_sanitize_address));
-static int step_with_rule(const perf__unwind_row_t *row, stack_window_t w, perf__unwind_regs_t *r);
-static int step_frame_pointer(stack_window_t w, perf__unwind_regs_t *r);
-
-enum { STEP_OK = 0, STEP_END = 1, STEP_FAIL = 2 };
+static int step_with_rule(const perf__unwind_row_t *row, perf__stack_window_t w, frame_t *f);
+static int step_signal_frame(perf__stack_window_t w, frame_t *f);
+static int step_caller_rbp(const perf__unwind_row_t *row, perf__stack_window_t w, uintptr_t cfa,
+                           frame_t *f);
+static void step_caller_rbx(const perf__unwind_row_t *row, uintptr_t cfa, frame_t *f);
+static bool frame_rbx(perf__stack_window_t w, frame_t *f, uintptr_t *bx);
+static int step_frame_pointer(perf__stack_window_t w, frame_t *f, bool fallback);
 
 size_t perf__unwind_walk(const perf__unwind_map_t *map, int use_rules, perf__unwind_regs_t regs,
-                         uintptr_t stack_hi, uintptr_t *pcs, size_t max, int *truncated) {
-  *truncated = 0;
+                         perf__stack_window_t stack, uintptr_t *pcs, size_t max,
+                         perf__walk_status_t *status) {
+  *status = PERF__WALK_DEPTH;
   if (max == 0) return 0;
-  stack_window_t w = {regs.sp, stack_hi};
   size_t n = 0;
   pcs[n++] = regs.pc;
-  /* The interrupted pc is exact; a return address points after its call, so
-     its rule is the one of the call instruction (pc - 1). */
-  uintptr_t lookup = regs.pc;
+  if (regs.sp < stack.lo || regs.sp >= stack.hi || stack.hi < sizeof(uintptr_t)) {
+    *status = PERF__WALK_BAD_READ;
+    return n;
+  }
+  frame_t f = {.r = regs, .exact = true, .fp_known = true, .bx_known = true};
   const perf__module_t *m = NULL; /* callers are mostly in the callee's module */
   for (;;) {
-    const perf__unwind_row_t *row = NULL;
-    if (use_rules && map) {
-      if (!m || lookup < m->start || lookup >= m->end)
-        m = perf__module_map_find(map->modules, lookup);
-      const perf__unwind_table_t *table = m ? map->tables[m - map->modules->modules] : NULL;
-      if (table) row = perf__unwind_table_find(table, lookup - m->bias);
-    }
-    uintptr_t prev_sp = regs.sp;
-    bool exact = row && row->cfa_kind == PERF__CFA_SIGNAL;
-    int step = (row && row->cfa_kind != PERF__CFA_UNKNOWN) ? step_with_rule(row, w, &regs)
-                                                           : step_frame_pointer(w, &regs);
-    if (step != STEP_OK || regs.pc == 0) break;
-    if (regs.sp <= prev_sp) break; /* the stack only grows towards lower addresses */
-    if (n == max) {
-      *truncated = 1;
+    const perf__unwind_row_t *row =
+        use_rules && map ? find_row(map, f.exact ? f.r.pc : f.r.pc - 1, &m) : NULL;
+    uintptr_t prev_sp = f.r.sp;
+    int step = row && row->cfa_kind != PERF__CFA_UNKNOWN
+                   ? step_with_rule(row, stack, &f)
+                   : step_frame_pointer(stack, &f, use_rules && map);
+    if (step != STEP_OK) {
+      *status = (perf__walk_status_t)step;
       break;
     }
-    pcs[n++] = regs.pc;
-    /* Through a signal trampoline the pc is the exact interrupted one, not a
-       return address. */
-    lookup = exact ? regs.pc : regs.pc - 1;
+    if (f.r.sp <= prev_sp) { /* the stack only grows towards lower addresses */
+      *status = PERF__WALK_NOT_ASCENDING;
+      break;
+    }
+    if (n == max) break; /* PERF__WALK_DEPTH */
+    pcs[n++] = f.r.pc;
   }
   return n;
+}
+
+const char *perf__walk_status_name(perf__walk_status_t status) {
+  switch (status) {
+  case PERF__WALK_COMPLETE: return "complete";
+  case PERF__WALK_NO_RULE: return "no rule";
+  case PERF__WALK_BAD_READ: return "bad read";
+  case PERF__WALK_NOT_ASCENDING: return "not ascending";
+  case PERF__WALK_DEPTH: return "depth";
+  }
+  return "unknown";
 }
 
 const perf__unwind_row_t *perf__unwind_table_find(const perf__unwind_table_t *table,
@@ -79,61 +143,128 @@ const perf__unwind_row_t *perf__unwind_table_find(const perf__unwind_table_t *ta
   return &table->rows[lo];
 }
 
-/* The walk reads other frames' memory, ASan redzones included: it is
-   bounds-checked by hand and must not be instrumented. */
-__attribute__((no_sanitize_address)) static bool read_word(stack_window_t w, uintptr_t addr,
-                                                           uintptr_t *out) {
-  if (addr < w.lo || addr > w.hi - sizeof(uintptr_t) || w.hi < sizeof(uintptr_t) ||
-      (addr & (sizeof(uintptr_t) - 1)))
+/* The row for `pc` (a lookup address: exact pc, or return address - 1);
+ *m caches the module of the previous lookup. */
+static const perf__unwind_row_t *find_row(const perf__unwind_map_t *map, uintptr_t pc,
+                                          const perf__module_t **m) {
+  if (!*m || pc < (*m)->start || pc >= (*m)->end) *m = perf__module_map_find(map->modules, pc);
+  if (!*m) return NULL;
+  const perf__unwind_table_t *table = map->tables[*m - map->modules->modules];
+  return table ? perf__unwind_table_find(table, pc - (*m)->bias) : NULL;
+}
+
+/* One word of the target's stack at `addr`, which must lie in [floor, hi)
+   (floor: the current frame's sp, never below the window's lo) and be
+   aligned. The walk reads other frames' memory, ASan redzones included: it
+   is bounds-checked by hand and must not be instrumented. */
+__attribute__((no_sanitize_address)) static bool read_word(perf__stack_window_t w, uintptr_t floor,
+                                                           uintptr_t addr, uintptr_t *out) {
+  if (addr < floor || addr > w.hi - sizeof(uintptr_t) || (addr & (sizeof(uintptr_t) - 1)))
     return false;
-  *out = *(const volatile uintptr_t *)addr;
+  *out = *(const volatile uintptr_t *)(w.base + (addr - w.lo));
   return true;
 }
 
-static int step_with_rule(const perf__unwind_row_t *row, stack_window_t w, perf__unwind_regs_t *r) {
+static int step_with_rule(const perf__unwind_row_t *row, perf__stack_window_t w, frame_t *f) {
   uintptr_t cfa;
   switch (row->cfa_kind) {
-  case PERF__CFA_RSP: cfa = r->sp + (intptr_t)row->cfa_off; break;
-  case PERF__CFA_RBP: cfa = r->fp + (intptr_t)row->cfa_off; break;
-  case PERF__CFA_PLT: cfa = perf__arch_plt_cfa(r->pc, r->sp, row->cfa_off); break;
-  case PERF__CFA_SIGNAL: {
-    /* The signal trampoline: the kernel saved the interrupted registers in
-       the signal frame at sp. */
-    uintptr_t pc, sp, fp;
-    if (!read_word(w, r->sp + perf__arch.sigframe_pc, &pc) ||
-        !read_word(w, r->sp + perf__arch.sigframe_sp, &sp) ||
-        !read_word(w, r->sp + perf__arch.sigframe_fp, &fp))
-      return STEP_FAIL;
-    r->pc = pc;
-    r->sp = sp;
-    r->fp = fp;
-    return STEP_OK;
+  case PERF__CFA_RSP: cfa = f->r.sp + (intptr_t)row->cfa_off; break;
+  case PERF__CFA_RBP:
+    if (!f->fp_known) return PERF__WALK_NO_RULE;
+    cfa = f->r.fp + (intptr_t)row->cfa_off;
+    break;
+  case PERF__CFA_RBX: {
+    uintptr_t bx;
+    if (!frame_rbx(w, f, &bx)) return PERF__WALK_NO_RULE;
+    cfa = bx + (intptr_t)row->cfa_off;
+    break;
   }
-  case PERF__CFA_OUTERMOST: return STEP_END;
-  default: return STEP_FAIL;
+  case PERF__CFA_PLT: cfa = perf__arch_plt_cfa(f->r.pc, f->r.sp, row->cfa_off); break;
+  case PERF__CFA_SIGNAL: return step_signal_frame(w, f);
+  case PERF__CFA_OUTERMOST: return PERF__WALK_COMPLETE;
+  default: return PERF__WALK_NO_RULE;
   }
   uintptr_t ra;
-  if (!read_word(w, cfa - 8, &ra)) return STEP_FAIL;
-  if (row->rbp_kind == PERF__RBP_SAVED) {
-    uintptr_t fp;
-    if (!read_word(w, cfa + (intptr_t)row->rbp_off, &fp)) return STEP_FAIL;
-    r->fp = fp;
-  } else if (row->rbp_kind == PERF__RBP_UNKNOWN) {
-    r->fp = 0;
-  }
-  r->pc = ra;
-  r->sp = cfa;
+  if (!read_word(w, f->r.sp, cfa - 8, &ra)) return PERF__WALK_BAD_READ;
+  int st = step_caller_rbp(row, w, cfa, f);
+  if (st != STEP_OK) return st;
+  step_caller_rbx(row, cfa, f);
+  if (ra == 0) return PERF__WALK_COMPLETE;
+  f->r.pc = ra;
+  f->r.sp = cfa;
+  f->exact = false;
   return STEP_OK;
 }
 
-static int step_frame_pointer(stack_window_t w, perf__unwind_regs_t *r) {
-  /* Standard frame: [fp] = caller's fp, [fp + 8] = return address. The frame
-     must lie on the stack at or above the current sp. */
+/* The signal trampoline: the kernel saved the interrupted registers in the
+   ucontext at sp. The interrupted pc is exact. */
+static int step_signal_frame(perf__stack_window_t w, frame_t *f) {
+  uintptr_t pc, sp, fp, bx_slot = f->r.sp + perf__arch.sigframe_bx;
+  if (!read_word(w, f->r.sp, f->r.sp + perf__arch.sigframe_pc, &pc) ||
+      !read_word(w, f->r.sp, f->r.sp + perf__arch.sigframe_sp, &sp) ||
+      !read_word(w, f->r.sp, f->r.sp + perf__arch.sigframe_fp, &fp))
+    return PERF__WALK_BAD_READ;
+  f->r = (perf__unwind_regs_t){.pc = pc, .sp = sp, .fp = fp};
+  f->bx_slot = bx_slot;
+  f->exact = true;
+  f->fp_known = true;
+  f->bx_known = true;
+  return STEP_OK;
+}
+
+/* The caller's rbp by the row's rule (the CFA is computed already). */
+static int step_caller_rbp(const perf__unwind_row_t *row, perf__stack_window_t w, uintptr_t cfa,
+                           frame_t *f) {
+  if (row->rbp_rule == PERF__REG_SAME) return STEP_OK;
+  if (row->rbp_rule != PERF__REG_SAVED) {
+    f->fp_known = false;
+    return STEP_OK;
+  }
+  uintptr_t slot = cfa + (intptr_t)row->rbp_off;
+  /* Popped already (an epilogue after pop %rbp or leave): the live rbp is
+     the caller's. See the top of the file. */
+  if (slot < f->r.sp && f->exact) return STEP_OK;
+  if (!read_word(w, f->r.sp, slot, &f->r.fp)) return PERF__WALK_BAD_READ;
+  f->fp_known = true;
+  return STEP_OK;
+}
+
+/* The caller's rbx by the row's rule, as a slot to read if a frame ever
+   needs it. A slot below a caller's sp cannot be right: rbx is then lost. */
+static void step_caller_rbx(const perf__unwind_row_t *row, uintptr_t cfa, frame_t *f) {
+  if (row->rbx_rule == PERF__REG_SAME) return;
+  uintptr_t slot = cfa + 8 * (intptr_t)row->rbx_off8;
+  if (row->rbx_rule == PERF__REG_SAVED && slot < f->r.sp && f->exact) return; /* popped */
+  f->bx_known = row->rbx_rule == PERF__REG_SAVED && slot >= f->r.sp;
+  f->bx_slot = slot;
+}
+
+/* The frame's rbx, read from its slot on first use. The slot was checked
+   against the sp of the frame that saved it, which lies below this one's. */
+static bool frame_rbx(perf__stack_window_t w, frame_t *f, uintptr_t *bx) {
+  if (!f->bx_known) return false;
+  if (f->bx_slot) {
+    if (!read_word(w, w.lo, f->bx_slot, &f->r.bx)) return false;
+    f->bx_slot = 0;
+  }
+  *bx = f->r.bx;
+  return true;
+}
+
+/* Standard frame: [fp] = caller's fp, [fp + 8] = return address, the frame
+   at or above the current sp. `fallback`: standing in for a missing rule
+   (a failure is then NO_RULE, and rbp of 0 says nothing: CFI code uses rbp
+   as a general register), rather than walking frame pointers by choice. */
+static int step_frame_pointer(perf__stack_window_t w, frame_t *f, bool fallback) {
+  if (!f->fp_known) return PERF__WALK_NO_RULE;
+  if (f->r.fp == 0) return fallback ? PERF__WALK_NO_RULE : PERF__WALK_COMPLETE;
+  /* A frame below the current one: a loop in the chain, or garbage. */
+  if (f->r.fp < f->r.sp) return fallback ? PERF__WALK_NO_RULE : PERF__WALK_NOT_ASCENDING;
   uintptr_t next_fp, ra;
-  if (r->fp < r->sp || !read_word(w, r->fp, &next_fp) || !read_word(w, r->fp + 8, &ra))
-    return STEP_FAIL;
-  r->sp = r->fp + 16;
-  r->fp = next_fp;
-  r->pc = ra;
+  if (!read_word(w, f->r.sp, f->r.fp, &next_fp) || !read_word(w, f->r.sp, f->r.fp + 8, &ra))
+    return fallback ? PERF__WALK_NO_RULE : PERF__WALK_BAD_READ;
+  if (ra == 0) return PERF__WALK_COMPLETE;
+  f->r = (perf__unwind_regs_t){.pc = ra, .sp = f->r.fp + 16, .fp = next_fp};
+  f->exact = false;
   return STEP_OK;
 }

@@ -35,6 +35,10 @@
 #include "tempdir.h"
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+#define HANG_MS 400.0      /* each of the two hangs: busy this long in stuck_in_here */
+#define FEED_DEADLINE_S 60 /* feed gives up waiting for the CPU monitor after this */
+#define HANG_SAMPLES 20    /* ... and until the monitor has sampled it this often */
+#define HANG_DEADLINE_S 30 /* a hang that cannot get its samples fails after this */
 
 /* ---- the SDK's side ----------------------------------------------------- */
 
@@ -50,6 +54,8 @@ static CHAIN void *cpu_burner(void *arg) {
   g_sink = x;
   return NULL;
 }
+
+static void sdk_flush_and_stop(void);
 
 static double now_ms(void) {
   return now_s() * 1000.0;
@@ -69,19 +75,30 @@ static CHAIN void leaf_mix(void) {
 }
 
 /* The hang: the loop is stuck here calling the two leaves in turn, so a
-   hang's samples end in different leaf calls (P(all 30 in one) ~ 1e-9) and
-   only stuck_in_here and its callers are shared. */
+   hang's samples end in different leaf calls (P(all HANG_SAMPLES in one)
+   ~ 2e-6) and only stuck_in_here and its callers are shared. It lasts ms,
+   and on a loaded machine until the monitor has taken HANG_SAMPLES (the
+   hang's are the only samples of this run of the SDK; feed). */
 static CHAIN void stuck_in_here(double ms) {
   /* Busy from inside too: on a loaded machine the thread can be preempted
      for longer than the threshold anywhere, and a sample taken in the
      caller would be shared by no other. */
   CHECK_EQ_INT(perf_sdk_loop_busy(), PERF_OK);
+  perf_sdk_stats_t st;
+  CHECK_EQ_INT(perf_sdk_get_stats(&st), PERF_OK);
+  const uint64_t samples0 = st.samples_taken;
   double start = now_ms();
-  for (unsigned i = 0; now_ms() < start + ms; i++) {
+  for (unsigned i = 0;; i++) {
     if (i & 1)
       leaf_hash();
     else
       leaf_mix();
+    double now = now_ms();
+    if (now < start + ms || i % 64 != 0) continue;
+    CHECK_EQ_INT(perf_sdk_get_stats(&st), PERF_OK);
+    if (st.samples_taken - samples0 >= HANG_SAMPLES) break;
+    CHECKF(now < start + HANG_DEADLINE_S * 1000.0, "%llu samples of the hang in %d s",
+           (unsigned long long)(st.samples_taken - samples0), HANG_DEADLINE_S);
   }
   /* Idle from inside, for the same reason on the way out. */
   CHECK_EQ_INT(perf_sdk_loop_idle(), PERF_OK);
@@ -91,9 +108,14 @@ static CHAIN void handle_request(double ms) {
   stuck_in_here(ms);
 }
 
-/* Two hangs of ~400 ms in stuck_in_here and a CPU-heavy thread, sent to c;
- *hang_ms: the two busy periods summed as measured here. */
-static void feed(const collector_t *c, double *hang_ms) {
+/* Two hangs of HANG_MS (or more) in stuck_in_here, then a CPU burst of two
+   busy threads, sent to c; hang_ms[i]: hang i's call of handle_request as
+   timed here, which holds its busy period (loop_busy to loop_idle, the
+   hang's duration). Two runs of the SDK: the monitors take turns at the
+   sampler (one mutex), and a burst sampling at 200 Hz during a hang can
+   leave the hang without a sample, so the hangs run with the CPU monitor
+   out of the way and the burst in a run of its own. */
+static void feed(const collector_t *c, double hang_ms[2]) {
   perf_sdk_config_t cfg;
   perf_sdk_config_init(&cfg);
   char data_dir[128];
@@ -109,11 +131,7 @@ static void feed(const collector_t *c, double *hang_ms) {
   cfg.hang_threshold_ms = 100;
   cfg.hang_sample_interval_ms = 10;
   cfg.hang_max_samples = 100;
-  cfg.cpu_threshold_percent = 50;
-  cfg.cpu_window_ms = 200;
-  cfg.cpu_sample_hz = 200;
-  cfg.cpu_burst_ms = 300;
-  cfg.cpu_cooldown_ms = 0;
+  cfg.cpu_threshold_percent = 25600; /* 256 cores: no burst in this run */
   /* The SDK compiles the modules' unwind rules at start and a hang's first
      capture waits for them (hundreds of ms under ASan): have them ready so
      both hangs get their samples. */
@@ -121,18 +139,44 @@ static void feed(const collector_t *c, double *hang_ms) {
   size_t n;
   CHECK(perf_backtrace_thread(0, pcs, 8, &n) >= PERF_E_TRUNCATED);
   CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
-  pthread_t burner;
-  CHECK(pthread_create(&burner, NULL, cpu_burner, NULL) == 0);
-  *hang_ms = 0;
   for (int i = 0; i < 2; i++) {
     double t0 = now_ms();
-    handle_request(400); /* marks busy and idle inside stuck_in_here */
-    *hang_ms += now_ms() - t0;
+    handle_request(HANG_MS); /* marks busy and idle inside stuck_in_here */
+    hang_ms[i] = now_ms() - t0;
     usleep(200000);
   }
-  usleep(800000); /* let the CPU monitor see the burner */
+  perf_sdk_stats_t st;
+  CHECK_EQ_INT(perf_sdk_get_stats(&st), PERF_OK);
+  CHECK_EQ_INT(st.hangs_detected, 2);
+  sdk_flush_and_stop();
+
+  /* The burst: a twentieth of a core on every 100 ms tick for 1 s, what
+     two busy threads still get beside a whole test suite on 2 cores.
+     They burn until it is recorded, however long the machine takes. */
+  cfg.cpu_threshold_percent = 5;
+  cfg.cpu_window_ms = 1000;
+  cfg.cpu_sample_hz = 200;
+  cfg.cpu_burst_ms = 300;
+  cfg.cpu_cooldown_ms = 0;
+  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
+  pthread_t burners[2];
+  for (int i = 0; i < 2; i++)
+    CHECK(pthread_create(&burners[i], NULL, cpu_burner, NULL) == 0);
+  double end = now_s() + FEED_DEADLINE_S;
+  for (;;) {
+    CHECK_EQ_INT(perf_sdk_get_stats(&st), PERF_OK);
+    if (st.cpu_bursts >= 1 && st.events_recorded >= 1) break;
+    CHECKF(now_s() < end, "no CPU burst recorded after %d s", FEED_DEADLINE_S);
+    usleep(20000);
+  }
   g_cpu_stop = 1;
-  pthread_join(burner, NULL);
+  for (int i = 0; i < 2; i++)
+    pthread_join(burners[i], NULL);
+  sdk_flush_and_stop();
+}
+
+/* Everything sent and acknowledged, then shut down. */
+static void sdk_flush_and_stop(void) {
   CHECK_EQ_INT(perf_sdk_flush(15000), PERF_OK);
   perf_sdk_stats_t st;
   CHECK_EQ_INT(perf_sdk_get_stats(&st), PERF_OK);
@@ -194,8 +238,8 @@ static void print_stacks(const char *what, json_t *j) {
 static void case_hang_grouped(void) {
   collector_t c;
   collector_start(&c, NULL);
-  double hang_ms;
-  feed(&c, &hang_ms);
+  double hang_ms[2];
+  feed(&c, hang_ms);
   json_t *j = top_stacks_polled(&c, "kind=hang");
   print_stacks("hang", j);
   json_t *stacks = stacks_of(j);
@@ -209,8 +253,10 @@ static void case_hang_grouped(void) {
   CHECK_EQ_INT(json_integer_value(json_object_get(g, "events")), 2);
   CHECK(json_integer_value(json_object_get(g, "samples")) >= 2);
   double total = json_real_value(json_object_get(g, "total_ms"));
-  CHECKF(total > hang_ms - 100 && total < hang_ms + 100, "total_ms %.1f, measured %.1f", total,
-         hang_ms);
+  /* Each hang lasted from loop_busy to loop_idle: at least HANG_MS, within
+     the call timed around it (1 ms for rounding). */
+  CHECKF(total > 2 * HANG_MS - 1 && total < hang_ms[0] + hang_ms[1] + 1,
+         "total_ms %.1f, the two calls took %.1f and %.1f ms", total, hang_ms[0], hang_ms[1]);
   double mean = json_real_value(json_object_get(g, "mean_ms"));
   double p95 = json_real_value(json_object_get(g, "p95_ms"));
   CHECK(mean > total / 2 - 1 && mean < total / 2 + 1);
@@ -230,8 +276,8 @@ static void case_hang_grouped(void) {
 static void case_cpu_stacks(void) {
   collector_t c;
   collector_start(&c, NULL);
-  double hang_ms;
-  feed(&c, &hang_ms);
+  double hang_ms[2];
+  feed(&c, hang_ms);
   json_t *j = top_stacks_polled(&c, "kind=cpu&limit=5");
   print_stacks("cpu", j);
   json_t *stacks = stacks_of(j);
@@ -252,8 +298,8 @@ static void case_cpu_stacks(void) {
 static void case_filters(void) {
   collector_t c;
   collector_start(&c, NULL);
-  double hang_ms;
-  feed(&c, &hang_ms);
+  double hang_ms[2];
+  feed(&c, hang_ms);
   json_t *j = top_stacks_polled(&c, "kind=hang&app=api-test&version=2.0.1&environment=ci");
   CHECK(json_array_size(stacks_of(j)) >= 1);
   json_decref(j);
@@ -323,11 +369,11 @@ static long get_keyed(const collector_t *c, const char *path, reply_t *r) {
 }
 
 /* Feed c, then wait for the hang group to show (batches are stored as the
-   SDK sends them; poll anyway, like the other cases). */
-static void fed(collector_t *c) {
+   SDK sends them; poll anyway, like the other cases). hang_ms: as
+   feed's. */
+static void fed(collector_t *c, double hang_ms[2]) {
   collector_start(c, NULL);
-  double hang_ms;
-  feed(c, &hang_ms);
+  feed(c, hang_ms);
   json_t *j = top_stacks_polled(c, "kind=hang");
   CHECK(json_array_size(stacks_of(j)) >= 1);
   json_decref(j);
@@ -348,7 +394,8 @@ static bool folded_stuck(const char *frames, size_t len) {
 
 static void case_export_folded(void) {
   collector_t c;
-  fed(&c);
+  double hang_ms[2];
+  fed(&c, hang_ms);
   reply_t *r = malloc(sizeof *r);
   CHECK(r != NULL);
   CHECK_EQ_INT(get_keyed(&c, "/api/v1/export/folded?kind=hang&app=api-test", r), 200);
@@ -437,7 +484,8 @@ static void flame_check(json_t *node) {
 
 static void case_flame(void) {
   collector_t c;
-  fed(&c);
+  double hang_ms[2];
+  fed(&c, hang_ms);
   long status;
   json_t *j = get_json(&c, "/api/v1/flame?kind=hang&environment=ci", &status);
   CHECK_EQ_INT(status, 200);
@@ -481,7 +529,8 @@ static bool stack_has(json_t *stack, const char *name) {
 
 static void case_events(void) {
   collector_t c;
-  fed(&c);
+  double hang_ms[2];
+  fed(&c, hang_ms);
   long status;
   json_t *j = get_json(&c, "/api/v1/events?kind=hang&app=api-test&limit=50", &status);
   CHECK_EQ_INT(status, 200);
@@ -493,7 +542,9 @@ static void case_events(void) {
     json_t *e = json_array_get(events, i);
     CHECK(strcmp(json_string_value(json_object_get(e, "kind")), "hang") == 0);
     double d = json_real_value(json_object_get(e, "duration_ms"));
-    CHECKF(d > 300 && d < 500, "duration_ms %.1f", d);
+    /* newest first: hang 1, then hang 0; each from loop_busy to loop_idle */
+    CHECKF(d > HANG_MS - 1 && d < hang_ms[1 - i] + 1, "duration_ms %.1f, its call took %.1f ms", d,
+           hang_ms[1 - i]);
     json_int_t start = json_integer_value(json_object_get(e, "start_ms"));
     CHECK(start <= prev); /* newest first */
     prev = start;
@@ -614,7 +665,8 @@ static void pprof_top_check(const char *file, const char *name, long long sample
 
 static void case_export_pprof(void) {
   collector_t c;
-  fed(&c);
+  double hang_ms[2];
+  fed(&c, hang_ms);
   reply_t *r = malloc(sizeof *r);
   CHECK(r != NULL);
   char file[256];
@@ -630,13 +682,13 @@ static void case_export_pprof(void) {
   CHECK(pprof_has_function(p, "stuck_in_here") && pprof_has_function(p, "handle_request"));
   long status;
   json_t *j = get_json(&c, "/api/v1/top-stacks?kind=hang&app=api-test", &status);
-  double hang_ms = 0;
+  double groups_ms = 0;
   for (size_t i = 0; i < json_array_size(stacks_of(j)); i++)
-    hang_ms += json_real_value(json_object_get(json_array_get(stacks_of(j), i), "total_ms"));
+    groups_ms += json_real_value(json_object_get(json_array_get(stacks_of(j), i), "total_ms"));
   json_decref(j);
   double wall_ms = (double)pprof_value_total(p, 1) / 1e6;
-  CHECKF(wall_ms > hang_ms - 0.01 && wall_ms < hang_ms + 0.01, "wall %.3f ms, hangs %.3f ms",
-         wall_ms, hang_ms);
+  CHECKF(wall_ms > groups_ms - 0.01 && wall_ms < groups_ms + 0.01, "wall %.3f ms, hangs %.3f ms",
+         wall_ms, groups_ms);
   /* unbounded: the window is the events' own, from the first start to the last end */
   int64_t wall_now = (int64_t)time(NULL) * 1000000000;
   CHECK(p->time_nanos > wall_now - 300 * (int64_t)1000000000 && p->time_nanos <= wall_now);

@@ -4,6 +4,7 @@
  * them pointing into the thread's own stack near `stack_hint`, so a sampler
  * that trusts rbp as a frame pointer walks garbage. Deliberately has no CFI
  * (like much hand-written assembly). rbp is restored before returning.
+ * rbp_garbage_loop_end marks the end of its code.
  */
         .text
         .globl  rbp_garbage_loop
@@ -36,5 +37,7 @@ rbp_garbage_loop:
         pop     %rbx
         pop     %rbp
         ret
+        .globl  rbp_garbage_loop_end        /* where the function ends, for the test */
+rbp_garbage_loop_end:
         .size   rbp_garbage_loop, .-rbp_garbage_loop
         .section .note.GNU-stack,"",@progbits

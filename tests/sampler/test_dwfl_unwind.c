@@ -133,7 +133,7 @@ TEST_NOIPA static int capture_and_unwind(int x) {
   g_snap.base = sp;
   g_snap.len = len;
   g_rc = perf__dwfl_unwind(g_unwinder, g_snap.regs, g_snap.base, g_snap.bytes, g_snap.len, g_pcs,
-                           MAX_FRAMES, &g_count);
+                           MAX_FRAMES, &g_count, NULL);
   return g_rc + x;
 }
 
@@ -175,7 +175,7 @@ static void check_chain(Dwfl *namer) {
   uintptr_t again[MAX_FRAMES];
   size_t n = 0;
   CHECK_EQ_INT(perf__dwfl_unwind(g_unwinder, g_snap.regs, g_snap.base, g_snap.bytes, g_snap.len,
-                                 again, MAX_FRAMES, &n),
+                                 again, MAX_FRAMES, &n, NULL),
                PERF_OK);
   CHECK_EQ_INT(n, g_count);
   CHECK(memcmp(again, g_pcs, n * sizeof again[0]) == 0);
@@ -188,7 +188,7 @@ static void check_short_and_truncated(void) {
   /* Only 64 bytes: the frame of capture_and_unwind (with its ucontext_t) is larger, so the walk
      stops early without reading past the copy. */
   CHECK_EQ_INT(perf__dwfl_unwind(g_unwinder, g_snap.regs, g_snap.base, g_snap.bytes, 64, pcs,
-                                 MAX_FRAMES, &n),
+                                 MAX_FRAMES, &n, NULL),
                PERF_OK);
   CHECK(n >= 1 && n < g_count);
   CHECK(memcmp(pcs, g_pcs, n * sizeof pcs[0]) == 0);
@@ -196,7 +196,7 @@ static void check_short_and_truncated(void) {
   /* No stack at all: just the interrupted pc. */
   n = 99;
   CHECK_EQ_INT(
-      perf__dwfl_unwind(g_unwinder, g_snap.regs, g_snap.base, NULL, 0, pcs, MAX_FRAMES, &n),
+      perf__dwfl_unwind(g_unwinder, g_snap.regs, g_snap.base, NULL, 0, pcs, MAX_FRAMES, &n, NULL),
       PERF_OK);
   CHECK_EQ_INT(n, 1);
   CHECK(pcs[0] == g_pcs[0]);
@@ -206,28 +206,28 @@ static void check_short_and_truncated(void) {
   CHECK(moved != NULL);
   memcpy(moved, g_snap.bytes, g_snap.len);
   CHECK_EQ_INT(perf__dwfl_unwind(g_unwinder, g_snap.regs, g_snap.base, moved, g_snap.len, pcs,
-                                 MAX_FRAMES, &n),
+                                 MAX_FRAMES, &n, NULL),
                PERF_OK);
   CHECK_EQ_INT(n, g_count);
   free(moved);
 
   /* max = 2: the innermost two frames and PERF_E_TRUNCATED. */
   n = 99;
-  CHECK_EQ_INT(
-      perf__dwfl_unwind(g_unwinder, g_snap.regs, g_snap.base, g_snap.bytes, g_snap.len, pcs, 2, &n),
-      PERF_E_TRUNCATED);
+  CHECK_EQ_INT(perf__dwfl_unwind(g_unwinder, g_snap.regs, g_snap.base, g_snap.bytes, g_snap.len,
+                                 pcs, 2, &n, NULL),
+               PERF_E_TRUNCATED);
   CHECK_EQ_INT(n, 2);
   CHECK(pcs[0] == g_pcs[0] && pcs[1] == g_pcs[1]);
 
   /* max = 1 */
-  CHECK_EQ_INT(
-      perf__dwfl_unwind(g_unwinder, g_snap.regs, g_snap.base, g_snap.bytes, g_snap.len, pcs, 1, &n),
-      PERF_E_TRUNCATED);
+  CHECK_EQ_INT(perf__dwfl_unwind(g_unwinder, g_snap.regs, g_snap.base, g_snap.bytes, g_snap.len,
+                                 pcs, 1, &n, NULL),
+               PERF_E_TRUNCATED);
   CHECK_EQ_INT(n, 1);
 
   /* Exactly as many slots as frames is not truncation. */
   CHECK_EQ_INT(perf__dwfl_unwind(g_unwinder, g_snap.regs, g_snap.base, g_snap.bytes, g_snap.len,
-                                 pcs, g_count, &n),
+                                 pcs, g_count, &n, NULL),
                PERF_OK);
   CHECK_EQ_INT(n, g_count);
   CHECK(memcmp(pcs, g_pcs, n * sizeof pcs[0]) == 0);
@@ -237,22 +237,22 @@ static void check_bad_arguments(void) {
   uintptr_t pcs[4];
   size_t n = 7;
   CHECK_EQ_INT(
-      perf__dwfl_unwind(NULL, g_snap.regs, g_snap.base, g_snap.bytes, g_snap.len, pcs, 4, &n),
+      perf__dwfl_unwind(NULL, g_snap.regs, g_snap.base, g_snap.bytes, g_snap.len, pcs, 4, &n, NULL),
       PERF_E_INVALID_ARGUMENT);
   CHECK_EQ_INT(n, 0);
   CHECK_EQ_INT(
-      perf__dwfl_unwind(g_unwinder, NULL, g_snap.base, g_snap.bytes, g_snap.len, pcs, 4, &n),
+      perf__dwfl_unwind(g_unwinder, NULL, g_snap.base, g_snap.bytes, g_snap.len, pcs, 4, &n, NULL),
       PERF_E_INVALID_ARGUMENT);
   CHECK_EQ_INT(perf__dwfl_unwind(g_unwinder, g_snap.regs, g_snap.base, g_snap.bytes, g_snap.len,
-                                 NULL, 4, &n),
-               PERF_E_INVALID_ARGUMENT);
-  CHECK_EQ_INT(
-      perf__dwfl_unwind(g_unwinder, g_snap.regs, g_snap.base, g_snap.bytes, g_snap.len, pcs, 0, &n),
-      PERF_E_INVALID_ARGUMENT);
-  CHECK_EQ_INT(perf__dwfl_unwind(g_unwinder, g_snap.regs, g_snap.base, NULL, 16, pcs, 4, &n),
+                                 NULL, 4, &n, NULL),
                PERF_E_INVALID_ARGUMENT);
   CHECK_EQ_INT(perf__dwfl_unwind(g_unwinder, g_snap.regs, g_snap.base, g_snap.bytes, g_snap.len,
-                                 pcs, 4, NULL),
+                                 pcs, 0, &n, NULL),
+               PERF_E_INVALID_ARGUMENT);
+  CHECK_EQ_INT(perf__dwfl_unwind(g_unwinder, g_snap.regs, g_snap.base, NULL, 16, pcs, 4, &n, NULL),
+               PERF_E_INVALID_ARGUMENT);
+  CHECK_EQ_INT(perf__dwfl_unwind(g_unwinder, g_snap.regs, g_snap.base, g_snap.bytes, g_snap.len,
+                                 pcs, 4, NULL, NULL),
                PERF_E_INVALID_ARGUMENT);
   perf__dwfl_unwinder_t *u = (perf__dwfl_unwinder_t *)&n;
   CHECK_EQ_INT(perf__dwfl_unwinder_create(NULL, &u), PERF_E_INVALID_ARGUMENT);
@@ -312,7 +312,8 @@ static void check_vdso_frame(perf__dwfl_unwinder_t *u, const perf__module_map_t 
   regs[perf__arch.dwarf_pc] = entry;
   uintptr_t pcs[8];
   size_t n = 0;
-  CHECK_EQ_INT(perf__dwfl_unwind(u, regs, sp, fake_stack, sizeof fake_stack, pcs, 8, &n), PERF_OK);
+  CHECK_EQ_INT(perf__dwfl_unwind(u, regs, sp, fake_stack, sizeof fake_stack, pcs, 8, &n, NULL),
+               PERF_OK);
   CHECKF(n == 2, "n = %zu", n);
   CHECK(pcs[0] == entry);
   CHECK(pcs[1] == g_pcs[1]);
@@ -352,7 +353,7 @@ static void *unwind_thread(void *arg) {
   size_t n = 0;
   for (int i = 0; i < 200; i++) {
     int rc = perf__dwfl_unwind(g_unwinder, g_snap.regs, g_snap.base, g_snap.bytes, g_snap.len, pcs,
-                               MAX_FRAMES, &n);
+                               MAX_FRAMES, &n, NULL);
     if (rc != PERF_OK || n != g_count || memcmp(pcs, g_pcs, n * sizeof pcs[0]) != 0) {
       *(int *)arg = 1;
       break;
@@ -436,7 +437,7 @@ static void time_unwinds(void) {
   clock_gettime(CLOCK_MONOTONIC, &t0);
   for (int i = 0; i < N; i++) {
     CHECK_EQ_INT(perf__dwfl_unwind(g_unwinder, g_snap.regs, g_snap.base, g_snap.bytes, g_snap.len,
-                                   pcs, MAX_FRAMES, &n),
+                                   pcs, MAX_FRAMES, &n, NULL),
                  PERF_OK);
   }
   clock_gettime(CLOCK_MONOTONIC, &t1);

@@ -2,11 +2,16 @@
  * test_unwind_rules.c - the CFI rule compiler on real modules: the rows it
  * emits for known code (a libc function entry, a PLT stub, the outermost
  * frame, a frame-pointer function) and the walker's bounds checks on a
- * hand-made stack.
+ * hand-made stack; the walker's rules (restored registers at exact frames,
+ * rbx-based CFAs, why a walk ended) on a made-up module, and the premise of
+ * the restored-register rule on every loaded module.
  */
 #include <dlfcn.h>
 #include <link.h>
+#include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -49,7 +54,7 @@ static void check_libc(const perf__module_map_t *map) {
   const perf__unwind_row_t *r = row_at(t, m, read_fn);
   CHECK_EQ_INT(r->cfa_kind, PERF__CFA_RSP);
   CHECK_EQ_INT(r->cfa_off, 8);
-  CHECK_EQ_INT(r->rbp_kind, PERF__RBP_SAME);
+  CHECK_EQ_INT(r->rbp_rule, PERF__REG_SAME);
   dlclose(libc);
   perf__unwind_table_free(t);
 }
@@ -65,7 +70,7 @@ static void check_executable(const perf__module_map_t *map) {
   int found = 0;
   for (int off = 0; off < 32 && !found; off++) {
     const perf__unwind_row_t *r = row_at(t, m, (const char *)&with_frame + off);
-    found = r->cfa_kind == PERF__CFA_RBP && r->cfa_off == 16 && r->rbp_kind == PERF__RBP_SAVED &&
+    found = r->cfa_kind == PERF__CFA_RBP && r->cfa_off == 16 && r->rbp_rule == PERF__REG_SAVED &&
             r->rbp_off == -16;
   }
   CHECK(found);
@@ -78,10 +83,11 @@ static void check_executable(const perf__module_map_t *map) {
 }
 
 /* The walker on a fake stack: it follows good frames and stops, without
-   reading outside [sp, hi), on bad ones. */
+   reading outside [sp, hi), on bad ones, and says why it stopped. */
 static void check_walker_bounds(void) {
   uintptr_t stack[16] = {0};
   uintptr_t base = (uintptr_t)stack, hi = (uintptr_t)(stack + 16);
+  perf__stack_window_t w = {base, hi, (const uint8_t *)stack};
   /* Frame chain: fp0 at stack[2] -> fp1 at stack[6] -> fp out of bounds. */
   stack[2] = (uintptr_t)&stack[6];
   stack[3] = 0x1111;
@@ -89,27 +95,236 @@ static void check_walker_bounds(void) {
   stack[7] = 0x2222;
   perf__unwind_regs_t regs = {.pc = 0x1000, .sp = base, .fp = (uintptr_t)&stack[2]};
   uintptr_t pcs[8];
-  int truncated;
-  size_t n = perf__unwind_walk(NULL, 0, regs, hi, pcs, 8, &truncated);
+  perf__walk_status_t st;
+  size_t n = perf__unwind_walk(NULL, 0, regs, w, pcs, 8, &st);
   CHECK_EQ_INT(n, 3);
   CHECK(pcs[0] == 0x1000 && pcs[1] == 0x1111 && pcs[2] == 0x2222);
-  CHECK_EQ_INT(truncated, 0);
+  CHECK_EQ_INT(st, PERF__WALK_BAD_READ);
+  /* A frame pointer of 0 is the thread's base: a complete stack. */
+  stack[6] = 0;
+  CHECK_EQ_INT(perf__unwind_walk(NULL, 0, regs, w, pcs, 8, &st), 3);
+  CHECK_EQ_INT(st, PERF__WALK_COMPLETE);
   /* A frame pointer below sp (a loop or garbage) ends the walk at once. */
   regs.fp = base - 64;
-  CHECK_EQ_INT(perf__unwind_walk(NULL, 0, regs, hi, pcs, 8, &truncated), 1);
+  CHECK_EQ_INT(perf__unwind_walk(NULL, 0, regs, w, pcs, 8, &st), 1);
+  CHECK_EQ_INT(st, PERF__WALK_NOT_ASCENDING);
   /* A cycle (fp pointing at itself) cannot loop: sp must strictly grow. */
   stack[2] = (uintptr_t)&stack[2];
   regs.fp = (uintptr_t)&stack[2];
-  n = perf__unwind_walk(NULL, 0, regs, hi, pcs, 8, &truncated);
+  n = perf__unwind_walk(NULL, 0, regs, w, pcs, 8, &st);
   CHECK(n <= 3);
+  CHECK_EQ_INT(st, PERF__WALK_NOT_ASCENDING);
   /* Misaligned frame pointers are refused. */
   regs.fp = (uintptr_t)&stack[2] + 3;
-  CHECK_EQ_INT(perf__unwind_walk(NULL, 0, regs, hi, pcs, 8, &truncated), 1);
-  /* max = 1: only the pc, truncated. */
-  regs.fp = (uintptr_t)&stack[6];
-  stack[6] = 0;
-  CHECK_EQ_INT(perf__unwind_walk(NULL, 0, regs, hi, pcs, 1, &truncated), 1);
-  CHECK_EQ_INT(truncated, 1);
+  CHECK_EQ_INT(perf__unwind_walk(NULL, 0, regs, w, pcs, 8, &st), 1);
+  CHECK_EQ_INT(st, PERF__WALK_BAD_READ);
+  /* max = 1: only the pc, and the stack went on. */
+  stack[2] = (uintptr_t)&stack[6];
+  regs.fp = (uintptr_t)&stack[2];
+  CHECK_EQ_INT(perf__unwind_walk(NULL, 0, regs, w, pcs, 1, &st), 1);
+  CHECK_EQ_INT(st, PERF__WALK_DEPTH);
+  /* The window's base: the same stack read from a copy elsewhere. */
+  uintptr_t copy[16];
+  memcpy(copy, stack, sizeof copy);
+  memset(stack, 0, sizeof stack);
+  w.base = (const uint8_t *)copy;
+  CHECK_EQ_INT(perf__unwind_walk(NULL, 0, regs, w, pcs, 8, &st), 3);
+  CHECK(pcs[1] == 0x1111 && pcs[2] == 0x2222);
+  CHECK_EQ_INT(st, PERF__WALK_COMPLETE);
+  /* An sp outside the window: nothing is read. */
+  regs.sp = hi;
+  CHECK_EQ_INT(perf__unwind_walk(NULL, 0, regs, w, pcs, 8, &st), 1);
+  CHECK_EQ_INT(st, PERF__WALK_BAD_READ);
+}
+
+/* ---- the restored-register rule's premise -------------------------------- */
+
+/* Row r (CFA from rsp) after `prev`: how many of its slots lie below sp,
+   each checked to be inherited from prev. */
+static size_t check_restore(const perf__module_t *m, const perf__unwind_row_t *r,
+                            const perf__unwind_row_t *prev) {
+  size_t checked = 0;
+  if (r->rbp_rule == PERF__REG_SAVED && r->cfa_off + r->rbp_off < 0) {
+    CHECKF(prev->rbp_rule == PERF__REG_SAVED && prev->rbp_off == r->rbp_off,
+           "%s+%#x: rbp saved below sp", m->basename, r->pc);
+    checked++;
+  }
+  if (r->rbx_rule == PERF__REG_SAVED && r->cfa_off + 8 * r->rbx_off8 < 0) {
+    CHECKF(prev->rbx_rule == PERF__REG_SAVED && prev->rbx_off8 == r->rbx_off8,
+           "%s+%#x: rbx saved below sp", m->basename, r->pc);
+    checked++;
+  }
+  return checked;
+}
+
+/* The walker reads "a saved register's slot below an exact frame's sp" as
+   "already restored" (popped, or its frame freed). That only holds if no
+   register is ever saved below sp (into the red zone, by a mov): so a row
+   naming a slot below sp must have inherited that save from the usable row
+   before it (libgcc's eh_return tail has an inexpressible row in between).
+   Returns how many such rows of `t` were checked. */
+static size_t check_restores(const perf__module_t *m, const perf__unwind_table_t *t) {
+  size_t checked = 0;
+  const perf__unwind_row_t *prev = NULL; /* the last row the walker can use */
+  for (size_t i = 0; i < t->count; i++) {
+    const perf__unwind_row_t *r = &t->rows[i];
+    if (r->cfa_kind == PERF__CFA_RSP && prev) checked += check_restore(m, r, prev);
+    if (r->cfa_kind != PERF__CFA_UNKNOWN) prev = r;
+  }
+  return checked;
+}
+
+/* Over every module of this process that has rules (libc, ld.so, the vDSO,
+   this program), with libstdc++, libgcc_s and libm loaded too. */
+static void case_restored_registers(void) {
+  const char *libs[] = {"libstdc++.so.6", "libgcc_s.so.1", "libm.so.6"};
+  for (size_t i = 0; i < sizeof libs / sizeof libs[0]; i++)
+    CHECKF(dlopen(libs[i], RTLD_NOW) != NULL, "dlopen(%s): %s", libs[i], dlerror());
+  perf__module_map_t *map = NULL;
+  CHECK_EQ_INT(perf__module_map_build(&map), 0);
+  size_t checked = 0;
+  for (size_t i = 0; i < map->count; i++) {
+    perf__unwind_table_t *t = NULL;
+    if (perf__unwind_table_build(&map->modules[i], &t) != 0) continue;
+    size_t n = check_restores(&map->modules[i], t);
+    fprintf(stderr, "%s: %zu rows name a slot below sp, none saves there\n",
+            map->modules[i].basename, n);
+    checked += n;
+    perf__unwind_table_free(t);
+  }
+  CHECK(checked > 1000);
+  perf__module_map_free(map);
+}
+
+/* ---- the walker's rules on a made-up module ------------------------------ */
+
+/* Rows of a fake module at 0x10000 (bias 0), one function per 0x100. */
+enum {
+  FN_A_TAIL = 0x10000, /* an epilogue after pop %rbp: rbp's slot is below sp */
+  FN_B = 0x10100,      /* a frame-pointer function: CFA = rbp + 16 */
+  FN_T = 0x10200,      /* a trampoline keeping its CFA in rbx (_dl_runtime_resolve) */
+  FN_C = 0x10300,      /* a function's entry */
+  FN_OUTER = 0x10400,  /* the outermost frame */
+  FN_D = 0x10500,      /* an epilogue row, reached as a caller: impossible */
+  FN_E = 0x10600,      /* saved rbx at CFA - 16 */
+  FN_E_LOST = 0x10700, /* rbx clobbered */
+};
+
+static const perf__unwind_row_t k_fake_rows[] = {
+    {.pc = FN_A_TAIL,
+     .cfa_kind = PERF__CFA_RSP,
+     .cfa_off = 8,
+     .rbp_rule = PERF__REG_SAVED,
+     .rbp_off = -16},
+    {.pc = FN_B,
+     .cfa_kind = PERF__CFA_RBP,
+     .cfa_off = 16,
+     .rbp_rule = PERF__REG_SAVED,
+     .rbp_off = -16},
+    {.pc = FN_T,
+     .cfa_kind = PERF__CFA_RBX,
+     .cfa_off = 32,
+     .rbx_rule = PERF__REG_SAVED,
+     .rbx_off8 = -4},
+    {.pc = FN_C, .cfa_kind = PERF__CFA_RSP, .cfa_off = 8},
+    {.pc = FN_OUTER, .cfa_kind = PERF__CFA_OUTERMOST},
+    {.pc = FN_D,
+     .cfa_kind = PERF__CFA_RSP,
+     .cfa_off = 8,
+     .rbp_rule = PERF__REG_SAVED,
+     .rbp_off = -16},
+    {.pc = FN_E,
+     .cfa_kind = PERF__CFA_RSP,
+     .cfa_off = 16,
+     .rbx_rule = PERF__REG_SAVED,
+     .rbx_off8 = -2},
+    {.pc = FN_E_LOST, .cfa_kind = PERF__CFA_RSP, .cfa_off = 16, .rbx_rule = PERF__REG_UNKNOWN},
+    {.pc = 0x10800, .cfa_kind = PERF__CFA_UNKNOWN},
+};
+
+typedef struct {
+  perf__module_t module;
+  perf__module_map_t map;
+  perf__unwind_table_t table;
+  uint32_t block_row[1];
+  perf__unwind_map_t *unwind;
+} fake_module_t;
+
+static void fake_module_init(fake_module_t *f) {
+  memset(f, 0, sizeof *f);
+  f->module =
+      (perf__module_t){.path = "fake", .basename = "fake", .start = 0x10000, .end = 0x11000};
+  f->map = (perf__module_map_t){.modules = &f->module, .count = 1};
+  /* One 4 KiB block holds every row (see perf__unwind_table_find). */
+  f->table = (perf__unwind_table_t){.rows = (perf__unwind_row_t *)k_fake_rows,
+                                    .count = sizeof k_fake_rows / sizeof k_fake_rows[0],
+                                    .block_shift = 12,
+                                    .first_block = 0x10,
+                                    .nblocks = 1,
+                                    .block_row = f->block_row};
+  f->unwind = malloc(sizeof *f->unwind + sizeof f->unwind->tables[0]);
+  CHECK(f->unwind != NULL);
+  f->unwind->modules = &f->map;
+  f->unwind->tables[0] = &f->table;
+}
+
+static size_t fake_walk(fake_module_t *f, perf__unwind_regs_t regs, uintptr_t *stack,
+                        uintptr_t *pcs, perf__walk_status_t *st) {
+  perf__stack_window_t w = {(uintptr_t)stack, (uintptr_t)(stack + 16), (const uint8_t *)stack};
+  return perf__unwind_walk(f->unwind, 1, regs, w, pcs, 8, st);
+}
+
+/* Exact frames trust live registers whose slots are below sp; callers
+   cannot have such slots; rbx is followed through a save into a trampoline
+   that needs it, and its loss ends the walk with a reason. */
+static void case_walker_rules(void) {
+  fake_module_t f;
+  fake_module_init(&f);
+  uintptr_t stack[16] = {0}, pcs[8];
+  perf__walk_status_t st;
+
+  /* Frame 0 after pop %rbp in A: rbp (the live value) is B's frame pointer. */
+  stack[0] = FN_B + 5;     /* A's return address into B */
+  stack[1] = 0;            /* B's saved rbp */
+  stack[2] = FN_OUTER + 5; /* B's return address */
+  perf__unwind_regs_t regs = {
+      .pc = FN_A_TAIL + 0x10, .sp = (uintptr_t)stack, .fp = (uintptr_t)&stack[1]};
+  CHECK_EQ_INT(fake_walk(&f, regs, stack, pcs, &st), 3);
+  CHECK(pcs[1] == FN_B + 5 && pcs[2] == FN_OUTER + 5);
+  CHECK_EQ_INT(st, PERF__WALK_COMPLETE);
+
+  /* The same row reached as a caller (D): its slot below sp is a bad rule. */
+  stack[0] = FN_D + 5;
+  regs = (perf__unwind_regs_t){.pc = FN_C + 0x10, .sp = (uintptr_t)stack};
+  CHECK_EQ_INT(fake_walk(&f, regs, stack, pcs, &st), 2);
+  CHECK_EQ_INT(st, PERF__WALK_BAD_READ);
+
+  /* E saved rbx; the trampoline T above it computes its CFA from it. */
+  stack[0] = (uintptr_t)&stack[2]; /* E's saved rbx: T's CFA - 32 */
+  stack[1] = FN_T + 5;             /* E's return address */
+  stack[5] = FN_OUTER + 5;         /* T's return address, at its CFA (stack + 6) - 8 */
+  regs = (perf__unwind_regs_t){.pc = FN_E + 0x10, .sp = (uintptr_t)stack, .bx = 0xbad};
+  CHECK_EQ_INT(fake_walk(&f, regs, stack, pcs, &st), 3);
+  CHECK(pcs[1] == FN_T + 5 && pcs[2] == FN_OUTER + 5);
+  CHECK_EQ_INT(st, PERF__WALK_COMPLETE);
+
+  /* Frame 0 is T itself: the live rbx is its CFA - 32. */
+  regs = (perf__unwind_regs_t){
+      .pc = FN_T + 0x10, .sp = (uintptr_t)&stack[2], .bx = (uintptr_t)&stack[2]};
+  CHECK_EQ_INT(fake_walk(&f, regs, stack, pcs, &st), 2);
+  CHECK(pcs[1] == FN_OUTER + 5);
+  CHECK_EQ_INT(st, PERF__WALK_COMPLETE);
+
+  /* rbx clobbered below T: T cannot be unwound, and the walk says so. */
+  regs = (perf__unwind_regs_t){.pc = FN_E_LOST + 0x10, .sp = (uintptr_t)stack};
+  CHECK_EQ_INT(fake_walk(&f, regs, stack, pcs, &st), 2);
+  CHECK_EQ_INT(st, PERF__WALK_NO_RULE);
+
+  /* A pc without a rule and a frame pointer of 0: no rule, not complete. */
+  regs = (perf__unwind_regs_t){.pc = 0x10810, .sp = (uintptr_t)stack, .fp = 0};
+  CHECK_EQ_INT(fake_walk(&f, regs, stack, pcs, &st), 1);
+  CHECK_EQ_INT(st, PERF__WALK_NO_RULE);
+  free(f.unwind);
 }
 
 /* The libc and executable rules, the walker's bounds, and a dlopen making
@@ -140,7 +355,8 @@ static void case_rules_and_map(void) {
   CHECK_EQ_INT(with_frame(0), 1);
 }
 
-static const test_case_t g_cases[] = {TEST_CASE(rules_and_map)};
+static const test_case_t g_cases[] = {TEST_CASE(rules_and_map), TEST_CASE(walker_rules),
+                                      TEST_CASE(restored_registers)};
 
 int main(int argc, char **argv) {
   return test_main(g_cases, sizeof g_cases / sizeof g_cases[0], argc, argv);

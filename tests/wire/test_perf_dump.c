@@ -551,5 +551,12 @@ static const test_case_t g_cases[] = {
 };
 
 int main(int argc, char **argv) {
+  /* The SDK's captures of other threads wait at most the sampler's timeout,
+     100 ms by default; on a loaded machine (ASan, ctest -j8 on 2 cores) a
+     thread can wait longer for a core, and max_stacks counts the stacks. */
+  perf_sampler_options_t opts;
+  perf_sampler_options_init(&opts);
+  opts.timeout_ms = 2000;
+  CHECK_EQ_INT(perf_sampler_configure(&opts), PERF_OK);
   return test_main(g_cases, ARRAY_LEN(g_cases), argc, argv);
 }

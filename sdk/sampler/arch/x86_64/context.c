@@ -20,6 +20,7 @@ const perf__arch_t perf__arch = {
     .sigframe_pc = GREG_AT(REG_RIP),
     .sigframe_sp = GREG_AT(REG_RSP),
     .sigframe_fp = GREG_AT(REG_RBP),
+    .sigframe_bx = GREG_AT(REG_RBX),
 };
 
 uint64_t perf__arch_cycles(void) {
@@ -31,6 +32,7 @@ void perf__arch_context_regs(const void *ucontext, perf__unwind_regs_t *out) {
   out->pc = (uintptr_t)g[REG_RIP];
   out->sp = (uintptr_t)g[REG_RSP];
   out->fp = (uintptr_t)g[REG_RBP];
+  out->bx = (uintptr_t)g[REG_RBX];
 }
 
 void perf__arch_context_dwarf_regs(const void *ucontext, uint64_t *regs) {
