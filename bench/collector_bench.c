@@ -137,7 +137,8 @@ static perf__event_t *make_event(perf__modules_t *mods, perf__event_kind_t kind,
     int pick = (int)(rnd() % (unsigned)span);
     pick = pick * pick / span;
     const bench_stack_t *st = &stacks[(first + pick) % STACKS];
-    if (perf__event_add_sample(ev, 30000 + i % threads, t_ns, st->pcs, st->depth) != 0) {
+    if (perf__event_add_sample(ev, 30000 + i % threads, t_ns, st->pcs, st->depth,
+                               PERF__STACK_END_COMPLETE) != 0) {
       perf__event_free(ev);
       return NULL;
     }

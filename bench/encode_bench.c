@@ -157,7 +157,8 @@ static perf__event_t **make_events(perf__modules_t *mods, const bench_stack_t *s
     for (int i = 0; i < SAMPLES_PER_EVENT; i++) {
       t_ns += 10000000 + rnd() % 500000; /* 100 Hz with jitter */
       const bench_stack_t *st = &stacks[pick_stack(e)];
-      if (perf__event_add_sample(ev, 20000 + i % nthreads, t_ns, st->pcs, st->depth) != 0)
+      if (perf__event_add_sample(ev, 20000 + i % nthreads, t_ns, st->pcs, st->depth,
+                                 PERF__STACK_END_COMPLETE) != 0)
         return NULL;
     }
     ev->duration_ns = t_ns - ev->start_mono_ns + 5000000;
@@ -257,7 +258,7 @@ static json_t *json_event(const perf__event_t *ev, int index) {
       uintptr_t pc = ev->frames[st->first + f];
       perf__modules_symbolize(ev->mods, pc, f > 0, &fi);
       json_frame_t *j = &sym[st->first + f];
-      j->function = fi.symbol ? fi.symbol : "??";
+      j->function = perf__frame_symbol(&fi) ? perf__frame_symbol(&fi) : "??";
       j->module = fi.module;
       snprintf(j->addr, sizeof j->addr, "0x%" PRIxPTR, pc);
     }
@@ -453,7 +454,7 @@ int main(int argc, char **argv) {
       pcs[distinct_pcs++] = pc;
       perf__frame_info_t fi;
       perf__modules_symbolize(mods, pc, f > 0, &fi);
-      unnamed += fi.symbol == NULL;
+      unnamed += perf__frame_symbol(&fi) == NULL;
       const perf__module_t *m = perf__module_map_find(mods->map, f > 0 ? pc - 1 : pc);
       bool known = false;
       for (size_t k = 0; k < nseen; k++)

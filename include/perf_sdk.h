@@ -120,10 +120,20 @@ PERF_API int perf_backtrace_thread(pid_t tid, uintptr_t *pcs, size_t max, size_t
 
 /*
  * Capture and symbolize the stack of `tid` (0 = calling thread) as text:
- * a header line `thread <tid> "<name>"` then one line per frame,
- * `<index> <module basename> 0x<pc> <symbol> + <offset>` (`??` when no symbol
- * is known). *out_text is NUL-terminated, allocated by the SDK, and freed by
- * the caller with perf_free().
+ * a header line `thread <tid> "<name>"` then one line per function,
+ * innermost first:
+ *   <index> <module basename> 0x<pc> [inline] <function> <file>:<line>
+ *   <index> <module basename> 0x<pc> <function> + <offset> <file>:<line>
+ * A frame whose code the compiler inlined is several lines sharing its pc:
+ * each inlined function on a line marked `[inline]`, then the function the
+ * machine code belongs to with its offset. `<file>:<line>` ends a line when
+ * the module's DWARF is found (in it, or in its debug file by build-id or
+ * debuglink, as gdb finds it); names are demangled (C++, Rust); `??` and the
+ * module-relative address when no symbol is known. A stack that did not
+ * reach its outermost frame ends with `<index> <truncated: reason>`
+ * (depth, ...). Names are read on the calling thread (symbol tables and
+ * DWARF, cached). *out_text is NUL-terminated, allocated by the SDK, and
+ * freed by the caller with perf_free().
  */
 PERF_API int perf_backtrace_thread_text(pid_t tid, char **out_text);
 
@@ -214,8 +224,9 @@ typedef struct perf_sdk_config_s {
   unsigned batch_max_delay_ms; /* a batch is closed this long after its first event;
                                   default 10000; 100..3600000 */
   unsigned zstd_level;         /* default 3; 1..19 */
-  unsigned symbolize;          /* 1: function names from the device's symbol tables go
-                                  with the frames; 0: addresses only; default 1 */
+  unsigned symbolize;          /* 1: function names (demangled), and inline chains with
+                                  file:line where DWARF is found, go with the frames;
+                                  0: addresses only; default 1 */
 
   /* The disk spool (<data_dir>/spool; for PERF_SINK_FILE <sink_path>.batches). */
   unsigned spool_max_bytes; /* default 33554432 (32 MiB); 65536..4294967295 */

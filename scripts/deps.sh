@@ -5,6 +5,7 @@ PERF_DEBIAN_PACKAGES=(
   build-essential cmake ninja-build pkg-config
   libcurl4-openssl-dev libprotobuf-c-dev protobuf-c-compiler libzstd-dev
   libdw-dev libelf-dev
+  libiberty-dev   # the demangler (cplus_demangle, as gdb's and c++filt's), linked statically
   elfutils        # eu-stack: the independent unwinder the tests compare against
   libunwind-dev   # the benchmark's comparison with libunwind-in-handler SDKs
   libmicrohttpd-dev # the scriptable HTTP test server of the uploader tests (tests/http_server.c)
@@ -20,6 +21,9 @@ PERF_DEBIAN_PACKAGES=(
   clang           # the fuzz build (tests/fuzz, PERF_FUZZ=ON): libFuzzer needs clang
   libclang-rt-14-dev # the libFuzzer runtime for clang 14
   clang-format    # ctest `format`: the C files against .clang-format (tests/support/check_format.sh)
+  g++             # tests/sampler/names_app.cc: the C++ program whose names are checked
+  gdb             # test_names compares captured stacks with gdb's frames (its Python API)
+  libc6-dbg       # libc's DWARF by build-id: libc frames get inline chains, as in gdb
 )
 
 perf_install_deps() {

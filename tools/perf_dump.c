@@ -30,6 +30,7 @@
 #include <time.h>
 
 #include "perf_sdk.h"
+#include "sdk/base/frame_text.h"
 #include "sdk/base/utf8.h"
 #include "sdk/wire/batch.h"
 #include "sdk/wire/batch_decode.h"
@@ -56,8 +57,10 @@ typedef struct frame_view_s {
   const Perf__V1__Module *mod;
   uint64_t address;         /* module-relative (module NULL: the runtime pc) */
   const char *function;     /* NULL when not named on the device */
+  const char *system_name;  /* the raw linkage name when it differs; else NULL */
   uint64_t offset;          /* from the function's start */
   uint64_t runtime_address; /* fatal hangs: the pc in the dead process; else 0 */
+  const Perf__V1__Frame *frame;
 } frame_view_t;
 
 static int parse_args(int argc, char **argv, dump_t *d, bool *help);
@@ -405,28 +408,66 @@ static void text_event(const dump_t *d, const Perf__V1__Batch *b, const Perf__V1
   putchar('\n');
 }
 
-/* "<index> <module> 0x<module-relative address> <function> + <offset>",
-   innermost first, as the stack text format (docs/protocol.md). */
+/* The function a Line names, and the source position after a frame line. */
+static const char *line_function(const Perf__V1__Batch *b, const Perf__V1__Line *l) {
+  return l->function > 0 && l->function <= b->n_functions
+             ? string_at(b, b->functions[l->function - 1]->name)
+             : "??";
+}
+
+static void text_position(const Perf__V1__Batch *b, const Perf__V1__Line *l) {
+  if (!l || !l->file || !l->line) return;
+  putchar(' ');
+  text_put(string_at(b, l->file));
+  printf(":%" PRIu32, l->line);
+}
+
+/* "<index> <module> 0x<module-relative address> " */
+static void text_frame_start(size_t index, const frame_view_t *v) {
+  printf("%-3zu ", index);
+  text_put(v->module);
+  for (size_t w = strlen(v->module); w < 24; w++)
+    putchar(' ');
+  printf(" 0x%016" PRIx64 " ", v->address);
+}
+
+/* One frame's lines: its inline functions ("[inline] <function>"), then
+   "<function> + <offset>", each with "<file>:<line>" when known. */
+static void text_frame(const Perf__V1__Batch *b, const frame_view_t *v, size_t *index) {
+  const Perf__V1__Frame *f = v->frame;
+  for (size_t k = 0; k + 1 < f->n_lines; k++) {
+    text_frame_start((*index)++, v);
+    fputs("[inline] ", stdout);
+    text_put(line_function(b, f->lines[k]));
+    text_position(b, f->lines[k]);
+    putchar('\n');
+  }
+  text_frame_start((*index)++, v);
+  if (v->function) {
+    text_put(v->function);
+    printf(" + %" PRIu64, v->offset);
+  } else {
+    fputs("??", stdout);
+  }
+  text_position(b, f->n_lines ? f->lines[f->n_lines - 1] : NULL);
+  if (v->runtime_address) printf(" [pc 0x%016" PRIx64 "]", v->runtime_address);
+  putchar('\n');
+}
+
+/* The frames innermost first, as the stack text format (docs/protocol.md)
+   with module-relative addresses, and `<truncated: reason>` when the
+   stack did not reach its outermost frame. */
 static void text_stack(const Perf__V1__Batch *b, const Perf__V1__StackCount *sc) {
   printf("stack samples=%" PRIu32 " thread=%" PRIu32 "\n", sc->samples, sc->tid);
   const Perf__V1__Stack *s = stack_at(b, sc->stack);
+  size_t index = 0;
   for (size_t i = 0; s && i < s->n_frames; i++) {
     frame_view_t v;
-    if (!frame_view(b, s->frames[i], &v)) continue;
-    printf("%-3zu ", i);
-    text_put(v.module);
-    for (size_t w = strlen(v.module); w < 24; w++)
-      putchar(' ');
-    printf(" 0x%016" PRIx64 " ", v.address);
-    if (v.function) {
-      text_put(v.function);
-      printf(" + %" PRIu64, v.offset);
-    } else {
-      fputs("??", stdout);
-    }
-    if (v.runtime_address) printf(" [pc 0x%016" PRIx64 "]", v.runtime_address);
-    putchar('\n');
+    if (frame_view(b, s->frames[i], &v)) text_frame(b, &v, &index);
   }
+  if (s && s->end != PERF__V1__STACK_END__STACK_END_UNSPECIFIED &&
+      s->end != PERF__V1__STACK_END__STACK_END_COMPLETE)
+    printf("%-3zu <truncated: %s>\n", index, perf__stack_end_text((int)s->end));
 }
 
 /* A string from the batch: control characters, '"' and '\' escaped. */
@@ -541,7 +582,28 @@ static json_t *json_stack(const Perf__V1__Batch *b, const Perf__V1__StackCount *
     if (f) json_array_append_new(frames, f);
   }
   jset(j, "frames", frames);
+  jset(j, "end", jstr(perf__stack_end_text(s ? (int)s->end : 0)));
   return j;
+}
+
+/* A frame's Frame.lines, innermost first: {function, system_name, file,
+   line, column, inline}. */
+static json_t *json_lines(const Perf__V1__Batch *b, const Perf__V1__Frame *f) {
+  json_t *lines = json_array();
+  for (size_t k = 0; lines && k < f->n_lines; k++) {
+    const Perf__V1__Line *l = f->lines[k];
+    const Perf__V1__Function *fn =
+        l->function > 0 && l->function <= b->n_functions ? b->functions[l->function - 1] : NULL;
+    json_t *o = json_object();
+    jset(o, "function", jstr(line_function(b, l)));
+    if (fn && fn->system_name) jset(o, "system_name", jstr(string_at(b, fn->system_name)));
+    jset(o, "file", l->file ? jstr(string_at(b, l->file)) : json_null());
+    jset(o, "line", json_integer(l->line));
+    jset(o, "column", json_integer(l->column));
+    jset(o, "inline", json_boolean(k + 1 < f->n_lines));
+    if (o) json_array_append_new(lines, o);
+  }
+  return lines;
 }
 
 static json_t *json_frame(const Perf__V1__Batch *b, size_t index, uint32_t frame_ref) {
@@ -559,8 +621,10 @@ static json_t *json_frame(const Perf__V1__Batch *b, size_t index, uint32_t frame
   }
   jset(j, "address", jhex64(v.address));
   jset(j, "function", v.function ? jstr(v.function) : json_null());
+  if (v.system_name) jset(j, "system_name", jstr(v.system_name));
   jset(j, "offset", ju64(v.offset));
   if (v.runtime_address) jset(j, "runtime_address", jhex64(v.runtime_address));
+  jset(j, "lines", json_lines(b, v.frame));
   return j;
 }
 
@@ -617,10 +681,13 @@ static bool frame_view(const Perf__V1__Batch *b, uint32_t frame_ref, frame_view_
   }
   v->address = f->address;
   if (f->function > 0 && f->function <= b->n_functions) {
-    v->function = string_at(b, b->functions[f->function - 1]->name);
+    const Perf__V1__Function *fn = b->functions[f->function - 1];
+    v->function = string_at(b, fn->name);
+    v->system_name = fn->system_name ? string_at(b, fn->system_name) : NULL;
     v->offset = f->function_offset;
   }
   v->runtime_address = f->runtime_address;
+  v->frame = f;
   return true;
 }
 

@@ -6,7 +6,7 @@
 #include "perf_sdk.h"
 #include "sdk/base/clock.h"
 #include "sdk/base/threads.h"
-#include "sdk/sampler/sampler.h"
+#include "sdk/sampler/stack_end.h"
 
 static int capture(perf__event_t *ev, pid_t tid, uintptr_t caller_ra, perf__stats_t *stats,
                    bool (*still_valid)(void *), void *arg);
@@ -28,7 +28,8 @@ static int capture(perf__event_t *ev, pid_t tid, uintptr_t caller_ra, perf__stat
                    bool (*still_valid)(void *), void *arg) {
   uintptr_t pcs[PERF__EVENT_MAX_DEPTH];
   size_t n = 0;
-  int err = perf__sampler_capture(ev->mods, tid, pcs, PERF__EVENT_MAX_DEPTH, &n);
+  perf__stack_end_t end;
+  int err = perf__sampler_capture_with_end(ev->mods, tid, pcs, PERF__EVENT_MAX_DEPTH, &n, &end);
   int64_t now = perf__now_ns();
   if (still_valid && !still_valid(arg)) return PERF_OK; /* taken too late: not this event's */
   if (tid == 0) tid = perf__gettid();
@@ -38,7 +39,12 @@ static int capture(perf__event_t *ev, pid_t tid, uintptr_t caller_ra, perf__stat
     while (caller_ra && skip < n && pcs[skip] != caller_ra)
       skip++;
     if (skip == n) skip = 0; /* not found: keep everything */
-    return perf__event_add_sample(ev, tid, now, pcs + skip, n - skip);
+    /* The stack now starts at a return address, while frame 0 is named as
+       an interrupted pc (as is, not at pc - 1): point it into the call
+       instruction, so it names the call site, inline chain included,
+       rather than whatever follows the call. */
+    if (skip) pcs[skip] -= 1;
+    return perf__event_add_sample(ev, tid, now, pcs + skip, n - skip, end);
   }
   PERF__COUNT(stats, samples_failed, 1);
   return perf__event_add_failed_sample(ev, tid, now, err);

@@ -10,8 +10,9 @@
 #include "perf_sdk.h"
 
 static int grow(void **items, size_t *cap, size_t need, size_t item_size, size_t max);
-static uint64_t hash_stack(pid_t tid, const uintptr_t *pcs, size_t n);
-static int find_or_add_stack(perf__event_t *ev, pid_t tid, const uintptr_t *pcs, size_t n);
+static uint64_t hash_stack(pid_t tid, const uintptr_t *pcs, size_t n, perf__stack_end_t end);
+static int find_or_add_stack(perf__event_t *ev, pid_t tid, const uintptr_t *pcs, size_t n,
+                             perf__stack_end_t end);
 static int compare_stacks(const void *a, const void *b, void *stacks);
 
 perf__event_t *perf__event_new(perf__event_kind_t kind, perf__modules_t *mods) {
@@ -27,13 +28,16 @@ perf__event_t *perf__event_new(perf__event_kind_t kind, perf__modules_t *mods) {
 }
 
 int perf__event_add_sample(perf__event_t *ev, pid_t tid, int64_t mono_ns, const uintptr_t *pcs,
-                           size_t n) {
+                           size_t n, perf__stack_end_t end) {
   if (ev->sample_count == PERF__EVENT_MAX_SAMPLES) {
     ev->samples_over++;
     return PERF_OK;
   }
-  if (n > PERF__EVENT_MAX_DEPTH) n = PERF__EVENT_MAX_DEPTH;
-  int stack = find_or_add_stack(ev, tid, pcs, n);
+  if (n > PERF__EVENT_MAX_DEPTH) {
+    n = PERF__EVENT_MAX_DEPTH;
+    end = PERF__STACK_END_DEPTH;
+  }
+  int stack = find_or_add_stack(ev, tid, pcs, n, end);
   if (stack < 0) return stack;
   int err = grow((void **)&ev->samples, &ev->sample_cap, ev->sample_count + 1, sizeof *ev->samples,
                  PERF__EVENT_MAX_SAMPLES);
@@ -167,19 +171,20 @@ static int grow(void **items, size_t *cap, size_t need, size_t item_size, size_t
   return PERF_OK;
 }
 
-static uint64_t hash_stack(pid_t tid, const uintptr_t *pcs, size_t n) {
-  uint64_t h = 1469598103934665603ULL ^ (uint64_t)tid; /* FNV-1a over the words */
+static uint64_t hash_stack(pid_t tid, const uintptr_t *pcs, size_t n, perf__stack_end_t end) {
+  uint64_t h = 1469598103934665603ULL ^ (uint64_t)tid ^ (uint64_t)end << 32; /* FNV-1a, words */
   for (size_t i = 0; i < n; i++)
     h = (h ^ pcs[i]) * 1099511628211ULL;
   return h;
 }
 
-/* Index of the stack (tid, pcs), added when new; negative on error. */
-static int find_or_add_stack(perf__event_t *ev, pid_t tid, const uintptr_t *pcs, size_t n) {
-  uint64_t h = hash_stack(tid, pcs, n);
+/* Index of the stack (tid, pcs, end), added when new; negative on error. */
+static int find_or_add_stack(perf__event_t *ev, pid_t tid, const uintptr_t *pcs, size_t n,
+                             perf__stack_end_t end) {
+  uint64_t h = hash_stack(tid, pcs, n, end);
   for (size_t i = 0; i < ev->stack_count; i++) {
     const perf__stack_t *s = &ev->stacks[i];
-    if (s->hash == h && s->tid == tid && s->depth == n &&
+    if (s->hash == h && s->tid == tid && s->depth == n && s->end == end &&
         memcmp(&ev->frames[s->first], pcs, n * sizeof *pcs) == 0)
       return (int)i;
   }
@@ -190,7 +195,8 @@ static int find_or_add_stack(perf__event_t *ev, pid_t tid, const uintptr_t *pcs,
                (size_t)PERF__EVENT_MAX_SAMPLES * PERF__EVENT_MAX_DEPTH);
   if (err) return err;
   memcpy(&ev->frames[ev->frame_count], pcs, n * sizeof *pcs);
-  ev->stacks[ev->stack_count] = (perf__stack_t){tid, (uint32_t)ev->frame_count, (uint32_t)n, 0, h};
+  ev->stacks[ev->stack_count] =
+      (perf__stack_t){tid, (uint32_t)ev->frame_count, (uint32_t)n, 0, h, end};
   ev->frame_count += n;
   return (int)ev->stack_count++;
 }

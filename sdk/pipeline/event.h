@@ -15,6 +15,7 @@
 #include <sys/types.h>
 
 #include "sdk/sampler/modules.h"
+#include "sdk/sampler/stack_end.h"
 
 #define PERF__EVENT_MAX_DEPTH 256     /* frames kept per sample */
 #define PERF__EVENT_MAX_SAMPLES 20000 /* samples kept per event; more are counted */
@@ -27,12 +28,14 @@ typedef enum perf__event_kind_e {
   PERF__EVENT_MANUAL = 3,
 } perf__event_kind_t;
 
+/* A distinct stack of one thread: same tid, same pcs and same end. */
 typedef struct perf__stack_s {
   pid_t tid;
   uint32_t first; /* index of its innermost frame in event->frames */
   uint32_t depth;
   uint32_t samples; /* samples that had exactly this stack */
   uint64_t hash;
+  perf__stack_end_t end; /* how the walk ended (a stack cut short is another stack) */
 } perf__stack_t;
 
 typedef struct perf__sample_s {
@@ -74,9 +77,10 @@ typedef struct perf__event_s {
 perf__event_t *perf__event_new(perf__event_kind_t kind, perf__modules_t *mods);
 
 /* Add one sample of thread tid: pcs[0..n), innermost first (at most
-   PERF__EVENT_MAX_DEPTH are kept). Returns 0 or PERF_E_NO_MEMORY. */
+   PERF__EVENT_MAX_DEPTH are kept: more makes the end DEPTH), whose walk
+   ended as `end`. Returns 0 or PERF_E_NO_MEMORY. */
 int perf__event_add_sample(perf__event_t *ev, pid_t tid, int64_t mono_ns, const uintptr_t *pcs,
-                           size_t n);
+                           size_t n, perf__stack_end_t end);
 
 /* Record a capture of tid that failed with `error`. */
 int perf__event_add_failed_sample(perf__event_t *ev, pid_t tid, int64_t mono_ns, int error);

@@ -1,6 +1,9 @@
 /*
- * event_encode.c - SDK events into batches (see event_encode.h). Writer
- * thread.
+ * event_encode.c - SDK events into batches (see event_encode.h): modules,
+ * frames named with their inline chains and source lines (names demangled,
+ * the raw linkage name as system_name), stacks with how they ended, the
+ * samples. Writer thread: naming (sdk/symbols) happens here, never on the
+ * watched thread; each pc is named once per batch (the pc cache).
  */
 #include "sdk/pipeline/event_encode.h"
 
@@ -8,6 +11,11 @@
 #include <string.h>
 
 #include "sdk/base/hash.h"
+
+_Static_assert(PERF__SYM_MAX_LINES <= PERF__BATCH_MAX_LINES, "a frame's chain fits the wire");
+_Static_assert((int)PERF__STACK_END_NOT_ASCENDING ==
+                   (int)PERF__V1__STACK_END__STACK_END_NOT_ASCENDING,
+               "stack ends are the wire's values");
 
 typedef struct pc_slot_s {
   uint64_t key;   /* pc * 2 + return_address */
@@ -36,6 +44,8 @@ static int encode_stacks(perf__event_encoder_t *enc, perf__batch_builder_t *b,
                          const perf__event_t *ev);
 static int live_frame(perf__event_encoder_t *enc, perf__batch_builder_t *b, uintptr_t pc, bool ret,
                       uint32_t *out);
+static int name_frame(perf__batch_builder_t *b, const perf__frame_info_t *fi,
+                      perf__batch_frame_t *k, perf__batch_line_t *lines);
 static pc_slot_t *pc_slot(perf__event_encoder_t *enc, uint64_t key);
 static int grow_pc_cache(perf__event_encoder_t *enc);
 static int describe(perf__event_encoder_t *enc, const perf__event_t *ev, perf__batch_event_t *out);
@@ -130,7 +140,8 @@ static int encode_stacks(perf__event_encoder_t *enc, perf__batch_builder_t *b,
       int err = live_frame(enc, b, ev->frames[s->first + f], f > 0, &enc->scratch[f]);
       if (err) return err;
     }
-    int err = perf__batch_intern_stack(b, enc->scratch, depth, &enc->stack_map[i]);
+    int err = perf__batch_intern_stack(b, enc->scratch, depth, (Perf__V1__StackEnd)s->end,
+                                       &enc->stack_map[i]);
     if (err) return err;
   }
   return PERF_OK;
@@ -149,7 +160,8 @@ static int live_frame(perf__event_encoder_t *enc, perf__batch_builder_t *b, uint
     return PERF_OK;
   }
   perf__modules_t *mods = enc->mods;
-  perf__batch_frame_t k = {0, 0, pc, 0, 0};
+  perf__batch_line_t lines[PERF__SYM_MAX_LINES];
+  perf__batch_frame_t k = {0, 0, pc, 0, 0, NULL, 0};
   const perf__module_t *m = mods ? perf__module_map_find(mods->map, ret ? pc - 1 : pc) : NULL;
   if (m) {
     size_t mi = (size_t)(m - mods->map->modules);
@@ -165,11 +177,7 @@ static int live_frame(perf__event_encoder_t *enc, perf__batch_builder_t *b, uint
   if (perf__batch_symbolized(b) && mods) {
     perf__frame_info_t fi;
     perf__modules_symbolize(mods, pc, ret, &fi);
-    if (fi.symbol) {
-      err = perf__batch_intern_function(b, fi.symbol, strlen(fi.symbol), &k.function);
-      if (err) return err;
-      k.function_offset = fi.offset;
-    }
+    if ((err = name_frame(b, &fi, &k, lines)) != 0) return err;
   }
   uint32_t frame;
   if ((err = perf__batch_intern_frame(b, &k, &frame)) != 0) return err;
@@ -178,6 +186,34 @@ static int live_frame(perf__event_encoder_t *enc, perf__batch_builder_t *b, uint
   enc->pc_count++;
   *out = frame;
   return PERF_OK;
+}
+
+static int intern_function(perf__batch_builder_t *b, const perf__sym_line_t *l, uint32_t *out) {
+  perf__batch_function_t f = {l->function, strlen(l->function), l->linkage,
+                              l->linkage ? strlen(l->linkage) : 0};
+  return perf__batch_intern_function(b, &f, out);
+}
+
+/* The frame's function and offset, and, when DWARF named it, its lines:
+   the inline chain innermost first, the physical function last. */
+static int name_frame(perf__batch_builder_t *b, const perf__frame_info_t *fi,
+                      perf__batch_frame_t *k, perf__batch_line_t *lines) {
+  const perf__sym_frame_t *s = &fi->sym;
+  if (s->count == 0) return PERF_OK;
+  int err = intern_function(b, &s->lines[s->count - 1], &k->function);
+  k->function_offset = s->offset;
+  for (size_t i = 0; i < s->count && s->from_dwarf && !err; i++) {
+    const perf__sym_line_t *l = &s->lines[i];
+    lines[i] = (perf__batch_line_t){0, 0, l->line, l->column};
+    err = intern_function(b, l, &lines[i].function);
+    if (!err && l->file)
+      err = perf__batch_intern_string(b, l->file, strlen(l->file), &lines[i].file);
+  }
+  if (!err && s->from_dwarf) {
+    k->lines = lines;
+    k->line_count = s->count;
+  }
+  return err;
 }
 
 /* The slot holding key, or the free slot where it would go. */

@@ -1,8 +1,10 @@
 /*
  * event_encode.h - an SDK event into the open batch: its pcs become the
  * batch's modules (path, build-id, load bias), frames (module-relative
- * address, and with `symbolize` the function name from the device's symbol
- * tables) and stacks; its samples, threads and counts follow. Writer thread
+ * address, and with `symbolize` the demangled function name with its raw
+ * linkage name, and the inline chain with source lines when DWARF is at
+ * hand: sdk/symbols) and stacks (with how they ended); its samples,
+ * threads and counts follow. Writer thread
  * (and the tests and tools that build batches from events).
  *
  * The encoder keeps what makes repeated stacks cheap: pc -> frame and map

@@ -1,5 +1,7 @@
 /*
- * event_text.c - formats events as text (see event_text.h). Writer thread.
+ * event_text.c - formats events as text (see event_text.h): frames with
+ * their inline functions and source lines (sdk/base/frame_text.h), names
+ * demangled. Writer thread.
  */
 #include "sdk/pipeline/event_text.h"
 
@@ -13,9 +15,12 @@
 
 /* Stacks that differ only in where inside the same functions they were
    taken (a busy loop sampled at different instructions) are shown as one,
-   with their samples added up: readers think in functions. */
+   with their samples added up: readers think in functions. The functions
+   are every line of every frame, inline ones included (a pc inside an
+   inlined helper is another place than one beside it), by their base
+   names (a function's clones are one function), and how the stack ended. */
 typedef struct {
-  char *signature;       /* thread and the functions, innermost first */
+  char *signature;       /* thread, the functions innermost first, the end */
   size_t representative; /* the group's most sampled stack */
   uint32_t samples;
 } group_t;
@@ -62,7 +67,7 @@ int perf__format_event_stacks(perf__strbuf_t *b, const perf__event_t *ev) {
   for (size_t g = 0; g < n && !err; g++) {
     const perf__stack_t *s = &ev->stacks[groups[g].representative];
     err = perf__strbuf_appendf(b, "stack samples=%u thread=%d\n", groups[g].samples, (int)s->tid);
-    if (!err) err = perf__format_frames(b, ev->mods, &ev->frames[s->first], s->depth);
+    if (!err) err = perf__format_frames(b, ev->mods, &ev->frames[s->first], s->depth, s->end);
   }
   for (size_t g = 0; g < n; g++)
     free(groups[g].signature);
@@ -144,41 +149,71 @@ static int format_thread(perf__strbuf_t *b, pid_t tid, const char *name, int cpu
   return err;
 }
 
+/* The lines of a decoded frame, as the live frames print: its Frame.lines
+   (inline functions, then the physical one) when it has them, else the
+   function it names, else `??`. */
+static int format_decoded_frame(perf__strbuf_t *b, const Perf__V1__Batch *bt,
+                                const Perf__V1__Frame *f, size_t *index) {
+  const Perf__V1__Module *m = f->module ? bt->modules[f->module - 1] : NULL;
+  const char *module = "??";
+  if (m) {
+    const char *slash = strrchr(m->path, '/');
+    module = slash ? slash + 1 : m->path;
+  }
+  uint64_t pc = m ? m->load_bias + f->address : f->address;
+  const char *fn = f->function ? string_at(bt, bt->functions[f->function - 1]->name) : NULL;
+  perf__frame_line_t line = {module, pc, fn, fn ? f->function_offset : f->address, false, NULL, 0};
+  for (size_t k = 0; k < f->n_lines; k++) {
+    const Perf__V1__Line *l = f->lines[k];
+    bool physical = k + 1 == f->n_lines;
+    line.function = physical && fn ? fn : string_at(bt, bt->functions[l->function - 1]->name);
+    line.offset = physical ? f->function_offset : 0;
+    line.is_inline = !physical;
+    line.file = l->file ? string_at(bt, l->file) : NULL;
+    line.line = l->line;
+    int err = perf__format_frame_line(b, (*index)++, &line);
+    if (err) return err;
+  }
+  return f->n_lines ? PERF_OK : perf__format_frame_line(b, (*index)++, &line);
+}
+
 /* A decoded stack's frames: the runtime pc in the dead process (load bias
-   + module-relative address), the module's basename, and the function name
-   that process gave it. */
+   + module-relative address), the module's basename, and the names that
+   process gave it; then how the stack ended when it was cut short. */
 static int format_decoded_stack(perf__strbuf_t *b, const Perf__V1__Batch *bt,
                                 const Perf__V1__Stack *s) {
   int err = PERF_OK;
-  for (size_t i = 0; i < s->n_frames && !err; i++) {
-    const Perf__V1__Frame *f = bt->frames[s->frames[i] - 1];
-    const Perf__V1__Module *m = f->module ? bt->modules[f->module - 1] : NULL;
-    const char *module = "??";
-    if (m) {
-      const char *slash = strrchr(m->path, '/');
-      module = slash ? slash + 1 : m->path;
-    }
-    uint64_t pc = m ? m->load_bias + f->address : f->address;
-    const char *fn = f->function ? string_at(bt, bt->functions[f->function - 1]->name) : NULL;
-    err = perf__format_frame_line(b, i, module, pc, fn, fn ? f->function_offset : f->address);
-  }
-  return err;
+  size_t index = 0;
+  for (size_t i = 0; i < s->n_frames && !err; i++)
+    err = format_decoded_frame(b, bt, bt->frames[s->frames[i] - 1], &index);
+  return err ? err : perf__format_stack_end(b, index, (int)s->end);
 }
 
 static const char *string_at(const Perf__V1__Batch *bt, uint32_t index) {
   return index < bt->n_strings ? bt->strings[index] : "";
 }
 
+/* "|module!base name" per line of the frame, or "|module!address". */
+static int frame_signature(perf__strbuf_t *sig, const perf__frame_info_t *fi) {
+  if (fi->sym.count == 0)
+    return perf__strbuf_appendf(sig, "|%s!%" PRIxPTR, fi->module, fi->module_rel);
+  int err = PERF_OK;
+  for (size_t k = 0; k < fi->sym.count && !err; k++) {
+    char base[512];
+    perf__sym_base_name(fi->sym.lines[k].function, base, sizeof base);
+    err = perf__strbuf_appendf(sig, "|%s!%s", fi->module, base);
+  }
+  return err;
+}
+
 static int stack_signature(const perf__event_t *ev, const perf__stack_t *s, char **out) {
   perf__strbuf_t sig;
   perf__strbuf_init(&sig, 1u << 20);
-  int err = perf__strbuf_appendf(&sig, "%d", (int)s->tid);
+  int err = perf__strbuf_appendf(&sig, "%d#%d", (int)s->tid, (int)s->end);
   for (uint32_t i = 0; i < s->depth && !err; i++) {
     perf__frame_info_t fi;
-    uintptr_t pc = ev->frames[s->first + i];
-    perf__modules_symbolize(ev->mods, pc, i > 0, &fi);
-    err = fi.symbol ? perf__strbuf_appendf(&sig, "|%s!%s", fi.module, fi.symbol)
-                    : perf__strbuf_appendf(&sig, "|%s!%" PRIxPTR, fi.module, fi.module_rel);
+    perf__modules_symbolize(ev->mods, ev->frames[s->first + i], i > 0, &fi);
+    err = frame_signature(&sig, &fi);
   }
   if (!err) err = perf__strbuf_take(&sig, out);
   perf__strbuf_free(&sig);

@@ -9,6 +9,7 @@
 #include "sdk/base/threads.h"
 #include "sdk/sampler/backtrace_text.h"
 #include "sdk/sampler/sampler.h"
+#include "sdk/sampler/stack_end.h"
 
 /* Bound on one text report: deep stacks of many threads still fit. */
 #define TEXT_MAX_BYTES (64u << 20)
@@ -81,8 +82,9 @@ static int append_thread(perf__strbuf_t *b, perf__modules_t *mods, pid_t tid, ui
   int err = perf__format_thread_header(b, tid);
   if (err) return err;
   size_t count = 0;
-  int cap = perf__sampler_capture(mods, tid, pcs, PERF__MAX_FRAMES, &count);
+  perf__stack_end_t end;
+  int cap = perf__sampler_capture_with_end(mods, tid, pcs, PERF__MAX_FRAMES, &count, &end);
   if (cap != PERF_OK && cap != PERF_E_TRUNCATED) return cap;
-  err = perf__format_frames(b, mods, pcs, count);
+  err = perf__format_frames(b, mods, pcs, count, end);
   return err ? err : cap;
 }

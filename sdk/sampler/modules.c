@@ -1,6 +1,6 @@
 /*
  * modules.c - module snapshots and the per-file cache of unwind rules and
- * symbol tables (see modules.h).
+ * symbolizer modules (see modules.h).
  *
  * Runs on capture-requesting threads; one mutex guards the cache and the
  * current snapshot. Snapshots are immutable once published, except for the
@@ -16,15 +16,14 @@
 #include "perf_sdk.h"
 #include "sdk/base/log.h"
 #include "sdk/sampler/dwfl_unwind.h"
-#include "sdk/sampler/symtab.h"
 
 struct perf__module_entry_s {
   char *path;
   uint8_t build_id[PERF__BUILD_ID_MAX];
   size_t build_id_len;
   perf__unwind_table_t *table; /* NULL when the module has no usable CFI */
-  perf__symtab_t *symtab;      /* loaded on first symbolization */
-  bool symtab_tried;
+  perf__sym_module_t *symbols; /* opened on first symbolization */
+  bool symbols_tried;
 };
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -33,6 +32,7 @@ static perf__module_entry_t *g_cache[PERF__MODULE_CACHE_MAX];
 static size_t g_cache_count;
 
 static perf__modules_t *build_snapshot(void);
+static perf__sym_module_t *entry_symbols(perf__module_entry_t *e, const perf__module_t *m);
 static perf__module_entry_t *cache_entry(const perf__module_t *m);
 static void free_snapshot(perf__modules_t *mods);
 
@@ -59,39 +59,32 @@ void perf__modules_symbolize(perf__modules_t *mods, uintptr_t pc, bool return_ad
                              perf__frame_info_t *out) {
   uintptr_t lookup = return_address ? pc - 1 : pc;
   out->module = "??";
-  out->symbol = NULL;
-  out->offset = 0;
   out->module_rel = pc;
+  out->sym.count = 0;
+  out->sym.offset = 0;
+  out->sym.from_dwarf = false;
   const perf__module_t *m = perf__module_map_find(mods->map, lookup);
   if (!m) return;
   size_t idx = (size_t)(m - mods->map->modules);
   out->module = m->basename;
   out->module_rel = pc - m->bias;
   perf__module_entry_t *e = mods->entries[idx];
-  if (e) {
-    pthread_mutex_lock(&g_lock);
-    if (!e->symtab_tried) {
-      e->symtab_tried = true;
-      if (perf__symtab_load(m->path, m->image, m->image_size, m->build_id, m->build_id_len,
-                            &e->symtab) != 0)
-        perf__log(PERF__LOG_DEBUG, "no symbols for %s", m->path);
-    }
-    pthread_mutex_unlock(&g_lock);
-    const char *name;
-    uint64_t off;
-    /* The table is immutable once loaded, so the lookup needs no lock. */
-    if (e->symtab && perf__symtab_lookup(e->symtab, lookup - m->bias, &name, &off)) {
-      out->symbol = name;
-      out->offset = off + (pc - lookup);
-      return;
-    }
+  perf__sym_module_t *sm = e ? entry_symbols(e, m) : NULL;
+  /* The symbolizer module locks itself; the snapshot's lock is not held. */
+  if (sm && perf__sym_lookup(sm, lookup - m->bias, &out->sym)) {
+    out->sym.offset += pc - lookup;
+    return;
   }
+  /* dladdr only for modules past the cache bound: it answers with the
+     nearest exported symbol below the pc, which names a static function
+     after its neighbour (gdb says `??` there, and so do we). */
   Dl_info info;
-  if (dladdr((void *)lookup, &info) && info.dli_sname && info.dli_saddr) {
+  if (!e && dladdr((void *)lookup, &info) && info.dli_sname && info.dli_saddr) {
     /* dladdr's strings belong to the loader and live while the module is
        loaded; the caller formats them right away. */
-    out->symbol = info.dli_sname;
-    out->offset = pc - (uintptr_t)info.dli_saddr;
+    out->sym.lines[0] = (perf__sym_line_t){info.dli_sname, NULL, NULL, 0, 0};
+    out->sym.count = 1;
+    out->sym.offset = pc - (uintptr_t)info.dli_saddr;
   }
 }
 
@@ -148,6 +141,20 @@ static perf__module_entry_t *cache_entry(const perf__module_t *m) {
               perf_strerror(err));
   g_cache[g_cache_count++] = e;
   return e;
+}
+
+/* The symbolizer module of e's file, opened on first use. */
+static perf__sym_module_t *entry_symbols(perf__module_entry_t *e, const perf__module_t *m) {
+  pthread_mutex_lock(&g_lock);
+  if (!e->symbols_tried) {
+    e->symbols_tried = true;
+    if (perf__sym_module_open(m->path, m->image, m->image_size, m->build_id, m->build_id_len, NULL,
+                              &e->symbols) != 0)
+      perf__log(PERF__LOG_DEBUG, "no symbols for %s", m->path);
+  }
+  perf__sym_module_t *sm = e->symbols;
+  pthread_mutex_unlock(&g_lock);
+  return sm;
 }
 
 static void free_snapshot(perf__modules_t *mods) {

@@ -1,16 +1,19 @@
 /*
  * modules.h - the sampler's view of the loaded modules: a reference-counted
  * snapshot pairing the module map with each module's unwind rules (for the
- * signal handler) and symbol table (for naming frames).
+ * signal handler) and symbolizer module (sdk/symbols: names, inline chains
+ * and source lines, for naming frames).
  *
- * Rules and symbol tables are cached per module file (path + build-id) for
- * the life of the process and never freed, so a late signal handler can never
- * read freed rules and a library loaded again is not parsed again. The cache
+ * Rules and symbolizer modules are cached per module file (path + build-id)
+ * for the life of the process and never freed, so a late signal handler can
+ * never read freed rules and a library loaded again is not parsed again
+ * (the DWARF behind the names stays under sdk/symbols' cap). The cache
  * holds at most PERF__MODULE_CACHE_MAX files; past that, new modules unwind
  * by frame pointers and are named through dladdr.
  *
- * Used by capture-requesting threads only, never in the signal handler
- * (which sees just the snapshot's `unwind` map).
+ * Used by capture-requesting threads, the writer and text API callers,
+ * never in the signal handler (which sees just the snapshot's `unwind`
+ * map). Naming a frame (DWARF, demangling) never runs on the watched thread.
  */
 #ifndef PERF_MODULES_H
 #define PERF_MODULES_H
@@ -21,6 +24,7 @@
 
 #include "sdk/sampler/module_map.h"
 #include "sdk/sampler/unwind_rules.h"
+#include "sdk/symbols/symbols.h"
 
 #define PERF__MODULE_CACHE_MAX 4096
 
@@ -34,22 +38,28 @@ typedef struct perf__modules_s {
   void *dwfl_unwinder;            /* lazily made for PERF_UNWIND_STACK_COPY */
 } perf__modules_t;
 
-/* A symbolized frame. Strings are owned by the module cache and live as long
-   as the process. */
+/* A symbolized frame: one pc, and the functions it is in, innermost first
+   (sym.lines; the last is the physical function, sym.offset is pc minus its
+   start). Strings are owned by the module cache and live as long as the
+   process. */
 typedef struct perf__frame_info_s {
-  const char *module;   /* basename, "??" when the pc is in no known module */
-  const char *symbol;   /* NULL when unknown */
-  uint64_t offset;      /* pc - symbol start */
-  uintptr_t module_rel; /* pc - load bias (the ELF virtual address) */
+  const char *module;    /* basename, "??" when the pc is in no known module */
+  uintptr_t module_rel;  /* pc - load bias (the ELF virtual address) */
+  perf__sym_frame_t sym; /* sym.count 0: no name known */
 } perf__frame_info_t;
+
+/* The physical function's name, NULL when unknown. */
+static inline const char *perf__frame_symbol(const perf__frame_info_t *fi) {
+  return fi->sym.count ? fi->sym.lines[fi->sym.count - 1].function : NULL;
+}
 
 /* The current snapshot, rebuilt first when modules were loaded or unloaded.
    Returns NULL only when memory ran out. Release with perf__modules_release. */
 perf__modules_t *perf__modules_acquire(void);
 void perf__modules_release(perf__modules_t *mods);
 
-/* Name `pc`. `return_address` says pc follows a call (look up pc - 1) rather
-   than being an interrupted pc (looked up as is). */
+/* Name `pc` with its inline chain. `return_address` says pc follows a call
+   (look up pc - 1) rather than being an interrupted pc (looked up as is). */
 void perf__modules_symbolize(perf__modules_t *mods, uintptr_t pc, bool return_address,
                              perf__frame_info_t *out);
 

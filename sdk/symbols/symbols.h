@@ -16,8 +16,20 @@
  * (least recently used modules drop theirs first). Lookups are cached per
  * (module, address).
  *
+ * Names: the function the machine code belongs to (the last line of a
+ * frame) is named by the symbol table, demangled, as perf and pprof name
+ * it ("f(int) [clone .isra.0]"): the same name whether or not DWARF is at
+ * hand. Inlined functions are named by DWARF: the demangled linkage name,
+ * else DW_AT_name with its namespaces and classes ("std::mutex::lock()",
+ * "shop::wait_for_go"), as gdb shows them.
+ *
+ * Memory: the DWARF cap (counted as described in dwarf_chain.c); per
+ * module, its symbol table, interned names (at most PERF__SYM_NAMES_MAX
+ * bytes; past it new names are not demangled or read from DWARF) and the
+ * lookup cache (at most PERF__SYM_CACHE_MAX addresses; emptied when full).
+ *
  * Thread safety: a perf__sym_module_t may be used by several threads; its
- * lookups are serialized inside.
+ * lookups are serialized inside. Never in a signal handler.
  */
 #ifndef PERF_SYMBOLS_SYMBOLS_H
 #define PERF_SYMBOLS_SYMBOLS_H
@@ -26,7 +38,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PERF__SYM_MAX_LINES 16 /* inline depth kept per address (innermost first) */
+#define PERF__SYM_DEFAULT_CAP (32u << 20) /* DWARF of all modules together */
+#define PERF__SYM_NAMES_MAX (8u << 20)    /* interned names per module */
+#define PERF__SYM_CACHE_MAX 65536         /* cached addresses per module */
+
+/* Functions kept per address, the physical one included: a deeper inline
+   chain keeps its innermost PERF__SYM_MAX_LINES - 1 and the physical one
+   (gdb showed up to 14 on the C++ programs we tried, std::sort's chains). */
+#define PERF__SYM_MAX_LINES 32
 
 /* One function of an address's inline chain, and the source line in it. */
 typedef struct perf__sym_line_s {
@@ -50,12 +69,18 @@ typedef struct perf__sym_frame_s {
 typedef struct perf__sym_module_s perf__sym_module_t;
 
 /* Open the module at `path` (or the in-memory image [image, image + size)
-   when image is not NULL, e.g. the vDSO). build_id (may be NULL) finds the
-   separate debug file (/usr/lib/debug/.build-id/xx/rest.debug; and, for the
-   collector, debug_dirs: a colon-separated list of directories searched the
-   same way, may be NULL). Returns 0 or a negative perf_error_t; a module
-   without symbols is not an error (lookups find nothing). Free with
-   perf__sym_module_free. */
+   when image is not NULL, e.g. the vDSO). Its DWARF is the module's own
+   .debug_info, else that of its separate debug file, found as gdb finds
+   it (debug_file.h): by build_id (may be NULL) under
+   <dir>/.build-id/xx/rest.debug, then by .gnu_debuglink next to the file,
+   in its .debug/ folder and under <dir>/<its folder>/, <dir> being each of
+   debug_dirs (a colon-separated list, may be NULL: the collector's symbol
+   store) and /usr/lib/debug. The collector may open a debug file itself
+   as `path` (objcopy --only-keep-debug keeps .symtab and DWARF). Returns
+   0 or a negative perf_error_t (PERF_E_INVALID_ARGUMENT, PERF_E_NO_MEMORY,
+   PERF_E_SYSTEM: not a readable ELF file); a module without symbols is not
+   an error (lookups find nothing). Free with perf__sym_module_free, when
+   no other thread uses it. */
 int perf__sym_module_open(const char *path, const void *image, size_t image_size,
                           const uint8_t *build_id, size_t build_id_len, const char *debug_dirs,
                           perf__sym_module_t **out);
@@ -68,8 +93,20 @@ bool perf__sym_lookup(perf__sym_module_t *m, uint64_t vaddr, perf__sym_frame_t *
 
 /* The most bytes the DWARF data of all open modules may take together
    (default 32 MiB); past it the least recently used modules drop theirs and
-   read it again when needed. */
+   read it again when needed. A module whose DWARF alone is larger is named
+   from its symbol table only. */
 void perf__symbols_set_cap(size_t bytes);
+
+/* What the symbolizer holds now, for tests and benchmarks. */
+typedef struct perf__symbols_stats_s {
+  size_t dwarf_bytes;   /* counted DWARF of all modules (<= the cap after each lookup) */
+  size_t dwarf_modules; /* modules holding their DWARF */
+  size_t dwarf_opens;   /* DWARF handles opened so far (again after a drop counts) */
+} perf__symbols_stats_t;
+void perf__symbols_stats(perf__symbols_stats_t *out);
+
+/* Heap bytes module m holds besides its DWARF: symbol table, names, cache. */
+size_t perf__sym_module_bytes(perf__sym_module_t *m);
 
 /* Demangle a C++ (Itanium) or Rust symbol for people; NULL when `linkage`
    is not a mangled name (then show it as it is). The result is malloc'd;

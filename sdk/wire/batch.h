@@ -37,6 +37,7 @@
 #define PERF__BATCH_DEFAULT_ZSTD_LEVEL 3
 #define PERF__BATCH_ID_BYTES 16
 #define PERF__BATCH_MAX_DEPTH 1024 /* frames of one stack, the most the SDK captures */
+#define PERF__BATCH_MAX_LINES 32   /* lines of one frame (its inline chain) */
 
 /* An intern call's answer when the entry would take the batch past
    max_bytes (positive: not a perf_error_t; perf__batch_abort_event turns it
@@ -80,11 +81,32 @@ typedef struct perf__batch_module_s {
   bool only_basename;
 } perf__batch_module_t;
 
+/* A function to intern (Function): the name people read (demangled) and,
+   when it differs, the raw linkage name (system_name; NULL for none).
+   Neither need be NUL-terminated. */
+typedef struct perf__batch_function_s {
+  const char *name;
+  size_t name_len;
+  const char *system_name;
+  size_t system_name_len;
+} perf__batch_function_t;
+
+/* One line of a frame (Line): a 1-based function, the source file as a
+   string index (0: unknown), line and column (0: unknown). */
+typedef struct perf__batch_line_s {
+  uint32_t function, file, line, column;
+} perf__batch_line_t;
+
 /* A frame to intern (Frame): module and function are 1-based references
-   returned by the intern calls, 0 for none. */
+   returned by the intern calls, 0 for none. lines: the frame's inline
+   chain, innermost first, the physical function (`function`) last; at
+   most PERF__BATCH_MAX_LINES, NULL for none. Lines are part of a frame's
+   identity. */
 typedef struct perf__batch_frame_s {
   uint32_t module, function;
   uint64_t address, function_offset, runtime_address;
+  const perf__batch_line_t *lines;
+  size_t line_count;
 } perf__batch_frame_t;
 
 /* A thread of an event; name need not be NUL-terminated. */
@@ -143,16 +165,19 @@ void perf__batch_begin_event(perf__batch_builder_t *b);
 
 /* The intern calls: the 1-based index (0-based for strings, where 0 is "")
    of an equal entry, added when new. 0, PERF__BATCH_FULL, or
-   PERF_E_NO_MEMORY; after a failure the event must be aborted. */
+   PERF_E_NO_MEMORY (PERF_E_INVALID_ARGUMENT for a frame with more than
+   PERF__BATCH_MAX_LINES lines); after a failure the event must be
+   aborted. Functions are equal when name and system name are; stacks when
+   their frames and their end (Stack.end) are. */
 int perf__batch_intern_string(perf__batch_builder_t *b, const char *text, size_t len,
                               uint32_t *out);
-int perf__batch_intern_function(perf__batch_builder_t *b, const char *name, size_t len,
+int perf__batch_intern_function(perf__batch_builder_t *b, const perf__batch_function_t *f,
                                 uint32_t *out);
 int perf__batch_intern_module(perf__batch_builder_t *b, const perf__batch_module_t *m,
                               uint32_t *out);
 int perf__batch_intern_frame(perf__batch_builder_t *b, const perf__batch_frame_t *f, uint32_t *out);
 int perf__batch_intern_stack(perf__batch_builder_t *b, const uint32_t *frames, uint32_t depth,
-                             uint32_t *out);
+                             Perf__V1__StackEnd end, uint32_t *out);
 
 /*
  * Commit the open event. Returns 0, or, with the batch as it was before

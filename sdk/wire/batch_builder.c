@@ -365,12 +365,13 @@ static int random_id(uint8_t id[PERF__BATCH_ID_BYTES]) {
   return 0;
 }
 
-/* The repeated fields want arrays of pointers: one block holds them all;
-   the Stack messages are made here, pointing into the pool. */
+/* The repeated fields want arrays of pointers: one block holds them all
+   (frames' lines included); the Stack messages are made here, pointing
+   into the pool. */
 static int pack_batch(perf__batch_builder_t *b, Perf__V1__Batch *batch, uint8_t **raw,
                       size_t *size) {
-  size_t nptr =
-      b->n_strings + b->n_modules + b->n_functions + b->n_frames + b->n_stacks + b->n_events;
+  size_t nptr = b->n_strings + b->n_modules + b->n_functions + b->n_frames + b->n_lines +
+                b->n_stacks + b->n_events;
   void **ptrs = malloc((nptr ? nptr : 1) * sizeof *ptrs);
   Perf__V1__Stack *stacks = malloc((b->n_stacks ? b->n_stacks : 1) * sizeof *stacks);
   if (!ptrs || !stacks) {
@@ -391,16 +392,23 @@ static int pack_batch(perf__batch_builder_t *b, Perf__V1__Batch *batch, uint8_t 
   batch->functions = (Perf__V1__Function **)p;
   for (size_t i = 0; i < b->n_functions; i++)
     *p++ = &b->functions[i];
+  Perf__V1__Line **lines = (Perf__V1__Line **)p;
+  for (size_t i = 0; i < b->n_lines; i++)
+    *p++ = &b->line_pool[i];
   batch->n_frames = b->n_frames;
   batch->frames = (Perf__V1__Frame **)p;
-  for (size_t i = 0; i < b->n_frames; i++)
+  for (size_t i = 0; i < b->n_frames; i++) {
+    b->frames[i].n_lines = b->frame_recs[i].count;
+    b->frames[i].lines = b->frame_recs[i].count ? lines + b->frame_recs[i].first : NULL;
     *p++ = &b->frames[i];
+  }
   batch->n_stacks = b->n_stacks;
   batch->stacks = (Perf__V1__Stack **)p;
   for (size_t i = 0; i < b->n_stacks; i++) {
     perf__v1__stack__init(&stacks[i]);
     stacks[i].n_frames = b->stacks[i].depth;
     stacks[i].frames = b->pool + b->stacks[i].first;
+    stacks[i].end = b->stacks[i].end;
     *p++ = &stacks[i];
   }
   batch->n_events = b->n_events;
@@ -412,6 +420,10 @@ static int pack_batch(perf__batch_builder_t *b, Perf__V1__Batch *batch, uint8_t 
   if (*size > b->bytes) err = PERF_E_SYSTEM; /* the bound is an invariant: never expected */
   if (!err && !(*raw = malloc(*size ? *size : 1))) err = PERF_E_NO_MEMORY;
   if (!err) perf__v1__batch__pack(batch, *raw);
+  for (size_t i = 0; i < b->n_frames; i++) { /* the pointer block is freed */
+    b->frames[i].n_lines = 0;
+    b->frames[i].lines = NULL;
+  }
   free(ptrs);
   free(stacks);
   return err;

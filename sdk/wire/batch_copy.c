@@ -1,7 +1,8 @@
 /*
  * batch_copy.c - an event of a decoded batch copied into the open batch
- * (see perf__batch_copy_event in batch.h): its modules, functions, frames,
- * stacks and strings interned again, as one transaction. The SDK uses it
+ * (see perf__batch_copy_event in batch.h): its modules, functions, frames
+ * (with their lines), stacks (with how they ended) and strings interned
+ * again, as one transaction. The SDK uses it
  * for a hang marker left by a process that died hung: the marker is a
  * one-event batch, reported as a fatal hang in the next batch. Writer
  * thread.
@@ -25,6 +26,8 @@ static int copy_stack(copy_t *c, uint32_t ref, uint32_t *out);
 static int copy_frame(copy_t *c, uint32_t ref, uint32_t *out);
 static int copy_module(copy_t *c, uint32_t ref, uint32_t *out);
 static int copy_function(copy_t *c, uint32_t ref, uint32_t *out);
+static int copy_lines(copy_t *c, const Perf__V1__Frame *f, perf__batch_line_t *lines,
+                      size_t *count);
 static int describe(copy_t *c, const Perf__V1__Event *e, perf__batch_event_t *ev);
 static const char *string_at(const Perf__V1__Batch *src, uint32_t index);
 
@@ -78,7 +81,7 @@ static int copy_stack(copy_t *c, uint32_t ref, uint32_t *out) {
       int err = copy_frame(c, s->frames[i], &c->scratch[i]);
       if (err) return err;
     }
-    int err = perf__batch_intern_stack(c->b, c->scratch, depth, &c->stacks[ref]);
+    int err = perf__batch_intern_stack(c->b, c->scratch, depth, s->end, &c->stacks[ref]);
     if (err) return err;
   }
   if (out) *out = c->stacks[ref];
@@ -88,9 +91,11 @@ static int copy_stack(copy_t *c, uint32_t ref, uint32_t *out) {
 static int copy_frame(copy_t *c, uint32_t ref, uint32_t *out) {
   if (!c->frames[ref]) {
     const Perf__V1__Frame *f = c->src->frames[ref - 1];
-    perf__batch_frame_t k = {0, 0, f->address, f->function_offset, f->runtime_address};
+    perf__batch_line_t lines[PERF__BATCH_MAX_LINES];
+    perf__batch_frame_t k = {0, 0, f->address, f->function_offset, f->runtime_address, lines, 0};
     int err = copy_module(c, f->module, &k.module);
     if (!err) err = copy_function(c, f->function, &k.function);
+    if (!err) err = copy_lines(c, f, lines, &k.line_count);
     if (!err) err = perf__batch_intern_frame(c->b, &k, &c->frames[ref]);
     if (err) return err;
   }
@@ -112,11 +117,33 @@ static int copy_module(copy_t *c, uint32_t ref, uint32_t *out) {
 
 static int copy_function(copy_t *c, uint32_t ref, uint32_t *out) {
   if (ref && !c->functions[ref]) {
-    const char *name = string_at(c->src, c->src->functions[ref - 1]->name);
-    int err = perf__batch_intern_function(c->b, name, strlen(name), &c->functions[ref]);
+    const Perf__V1__Function *fn = c->src->functions[ref - 1];
+    const char *name = string_at(c->src, fn->name);
+    const char *system = fn->system_name ? string_at(c->src, fn->system_name) : NULL;
+    perf__batch_function_t k = {name, strlen(name), system, system ? strlen(system) : 0};
+    int err = perf__batch_intern_function(c->b, &k, &c->functions[ref]);
     if (err) return err;
   }
   *out = ref ? c->functions[ref] : 0;
+  return PERF_OK;
+}
+
+/* The frame's lines in the builder's references; a chain deeper than the
+   builder keeps (another SDK's) loses its innermost-but-one lines first,
+   as the SDK's own symbolizer does: the physical function stays last. */
+static int copy_lines(copy_t *c, const Perf__V1__Frame *f, perf__batch_line_t *lines,
+                      size_t *count) {
+  size_t n = f->n_lines < PERF__BATCH_MAX_LINES ? f->n_lines : PERF__BATCH_MAX_LINES;
+  for (size_t i = 0; i < n; i++) {
+    const Perf__V1__Line *l = f->lines[i + 1 == n ? f->n_lines - 1 : i];
+    const char *file = string_at(c->src, l->file);
+    perf__batch_line_t *d = &lines[i];
+    *d = (perf__batch_line_t){0, 0, l->line, l->column};
+    int err = copy_function(c, l->function, &d->function);
+    if (!err && l->file) err = perf__batch_intern_string(c->b, file, strlen(file), &d->file);
+    if (err) return err;
+  }
+  *count = n;
   return PERF_OK;
 }
 

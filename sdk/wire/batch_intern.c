@@ -1,8 +1,8 @@
 /*
  * batch_intern.c - the deduplicated tables of the open batch: strings,
- * functions, modules, frames and stacks, each entry added once and sized as
- * it is added (see batch.h, batch_internal.h). Writer thread (whoever owns
- * the builder).
+ * functions, modules, frames (with their lines) and stacks, each entry
+ * added once and sized as it is added (see batch.h, batch_internal.h).
+ * Writer thread (whoever owns the builder).
  */
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -22,7 +22,12 @@ typedef bool (*index_eq_fn)(const perf__batch_builder_t *b, uint32_t entry, cons
 typedef struct stack_key_s {
   const uint32_t *frames;
   uint32_t depth;
+  Perf__V1__StackEnd end;
 } stack_key_t;
+
+typedef struct function_key_s {
+  uint32_t name, system_name;
+} function_key_t;
 
 typedef struct string_key_s {
   const char *text;
@@ -38,6 +43,7 @@ static void index_pop(perf__intern_index_t *ix);
 static void index_clear(perf__intern_index_t *ix);
 static void index_free(perf__intern_index_t *ix);
 static bool string_eq(const perf__batch_builder_t *b, uint32_t entry, const void *key);
+static bool function_eq(const perf__batch_builder_t *b, uint32_t entry, const void *key);
 static bool frame_eq(const perf__batch_builder_t *b, uint32_t entry, const void *key);
 static bool stack_eq(const perf__batch_builder_t *b, uint32_t entry, const void *key);
 static bool module_eq(const Perf__V1__Module *m, const perf__batch_module_t *k);
@@ -62,44 +68,79 @@ int perf__batch_intern_string(perf__batch_builder_t *b, const char *text, size_t
     free(copy);
     return PERF_E_NO_MEMORY;
   }
-  b->strings[b->n_strings] = (perf__string_rec_t){copy, (uint32_t)len, 0};
+  b->strings[b->n_strings] = (perf__string_rec_t){copy, (uint32_t)len};
   *out = (uint32_t)b->n_strings++;
   return perf__batch_add_bytes(b, perf__batch_field_bytes(len));
 }
 
-int perf__batch_intern_function(perf__batch_builder_t *b, const char *name, size_t len,
+int perf__batch_intern_function(perf__batch_builder_t *b, const perf__batch_function_t *f,
                                 uint32_t *out) {
-  uint32_t s;
-  int err = perf__batch_intern_string(b, name, len, &s);
+  function_key_t key = {0, 0};
+  int err = perf__batch_intern_string(b, f->name, f->name_len, &key.name);
+  if (!err && f->system_name)
+    err = perf__batch_intern_string(b, f->system_name, f->system_name_len, &key.system_name);
   if (err) return err;
-  if (b->strings[s].function) {
-    *out = b->strings[s].function;
+  if (key.system_name == key.name) key.system_name = 0; /* only said when it differs */
+  uint64_t h = perf__mix64((uint64_t)key.name << 32 | key.system_name);
+  int64_t found = index_find(&b->function_ix, h, function_eq, b, &key);
+  if (found >= 0) {
+    *out = (uint32_t)found + 1;
     return PERF_OK;
   }
   if (perf__batch_grow((void **)&b->functions, &b->functions_cap, b->n_functions + 1,
-                       sizeof *b->functions))
+                       sizeof *b->functions) ||
+      index_add(&b->function_ix, h))
     return PERF_E_NO_MEMORY;
-  Perf__V1__Function *f = &b->functions[b->n_functions++];
-  perf__v1__function__init(f);
-  f->name = s;
-  b->strings[s].function = (uint32_t)b->n_functions;
+  Perf__V1__Function *fn = &b->functions[b->n_functions++];
+  perf__v1__function__init(fn);
+  fn->name = key.name;
+  fn->system_name = key.system_name;
   *out = (uint32_t)b->n_functions;
-  return perf__batch_add_bytes(b, perf__batch_field_bytes(perf__v1__function__get_packed_size(f)));
+  return perf__batch_add_bytes(b, perf__batch_field_bytes(perf__v1__function__get_packed_size(fn)));
+}
+
+static uint64_t frame_hash(const perf__batch_frame_t *k) {
+  uint64_t lines =
+      perf__fnv1a(PERF__FNV_OFFSET ^ k->line_count, k->lines, k->line_count * sizeof *k->lines);
+  return perf__mix64(((uint64_t)k->module << 32 | k->function) ^ perf__mix64(k->address) ^
+                     perf__mix64(k->function_offset + 0x9e3779b97f4a7c15ULL) ^
+                     perf__mix64(k->runtime_address + 0x632be59bd9b4e019ULL) ^ lines);
+}
+
+/* Room for one more frame and its lines. */
+static int frame_room(perf__batch_builder_t *b, size_t lines) {
+  if (perf__batch_grow((void **)&b->frames, &b->frames_cap, b->n_frames + 1, sizeof *b->frames) ||
+      perf__batch_grow((void **)&b->frame_recs, &b->frame_recs_cap, b->n_frames + 1,
+                       sizeof *b->frame_recs) ||
+      perf__batch_grow((void **)&b->line_pool, &b->lines_cap, b->n_lines + lines,
+                       sizeof *b->line_pool) ||
+      b->n_lines + lines > UINT32_MAX)
+    return PERF_E_NO_MEMORY;
+  return PERF_OK;
 }
 
 int perf__batch_intern_frame(perf__batch_builder_t *b, const perf__batch_frame_t *k,
                              uint32_t *out) {
-  uint64_t h = perf__mix64(((uint64_t)k->module << 32 | k->function) ^ perf__mix64(k->address) ^
-                           perf__mix64(k->function_offset + 0x9e3779b97f4a7c15ULL) ^
-                           perf__mix64(k->runtime_address + 0x632be59bd9b4e019ULL));
+  if (k->line_count > PERF__BATCH_MAX_LINES || (k->line_count && !k->lines))
+    return PERF_E_INVALID_ARGUMENT;
+  uint64_t h = frame_hash(k);
   int64_t found = index_find(&b->frame_ix, h, frame_eq, b, k);
   if (found >= 0) {
     *out = (uint32_t)found + 1;
     return PERF_OK;
   }
-  if (perf__batch_grow((void **)&b->frames, &b->frames_cap, b->n_frames + 1, sizeof *b->frames) ||
-      index_add(&b->frame_ix, h))
-    return PERF_E_NO_MEMORY;
+  if (frame_room(b, k->line_count) || index_add(&b->frame_ix, h)) return PERF_E_NO_MEMORY;
+  Perf__V1__Line *ptrs[PERF__BATCH_MAX_LINES];
+  for (size_t i = 0; i < k->line_count; i++) {
+    Perf__V1__Line *l = ptrs[i] = &b->line_pool[b->n_lines + i];
+    perf__v1__line__init(l);
+    l->function = k->lines[i].function;
+    l->file = k->lines[i].file;
+    l->line = k->lines[i].line;
+    l->column = k->lines[i].column;
+  }
+  b->frame_recs[b->n_frames] = (perf__frame_rec_t){(uint32_t)b->n_lines, (uint32_t)k->line_count};
+  b->n_lines += k->line_count;
   Perf__V1__Frame *f = &b->frames[b->n_frames++];
   perf__v1__frame__init(f);
   f->module = k->module;
@@ -108,13 +149,20 @@ int perf__batch_intern_frame(perf__batch_builder_t *b, const perf__batch_frame_t
   f->function_offset = k->function_offset;
   f->runtime_address = k->runtime_address;
   *out = (uint32_t)b->n_frames;
-  return perf__batch_add_bytes(b, perf__batch_field_bytes(perf__v1__frame__get_packed_size(f)));
+  /* Sized with its lines; pack_batch points them at the pool again. */
+  f->n_lines = k->line_count;
+  f->lines = ptrs;
+  size_t size = perf__v1__frame__get_packed_size(f);
+  f->n_lines = 0;
+  f->lines = NULL;
+  return perf__batch_add_bytes(b, perf__batch_field_bytes(size));
 }
 
 int perf__batch_intern_stack(perf__batch_builder_t *b, const uint32_t *frames, uint32_t depth,
-                             uint32_t *out) {
-  uint64_t h = perf__mix64(perf__fnv1a(PERF__FNV_OFFSET ^ depth, frames, depth * sizeof *frames));
-  stack_key_t key = {frames, depth};
+                             Perf__V1__StackEnd end, uint32_t *out) {
+  uint64_t h = perf__mix64(
+      perf__fnv1a(PERF__FNV_OFFSET ^ depth ^ (uint64_t)end << 40, frames, depth * sizeof *frames));
+  stack_key_t key = {frames, depth, end};
   int64_t found = index_find(&b->stack_ix, h, stack_eq, b, &key);
   if (found >= 0) {
     *out = (uint32_t)found + 1;
@@ -126,12 +174,13 @@ int perf__batch_intern_stack(perf__batch_builder_t *b, const uint32_t *frames, u
       index_add(&b->stack_ix, h))
     return PERF_E_NO_MEMORY;
   if (depth) memcpy(b->pool + b->pool_len, frames, depth * sizeof *frames);
-  b->stacks[b->n_stacks++] = (perf__stack_rec_t){(uint32_t)b->pool_len, depth};
+  b->stacks[b->n_stacks++] = (perf__stack_rec_t){(uint32_t)b->pool_len, depth, end};
   b->pool_len += depth;
   *out = (uint32_t)b->n_stacks;
   Perf__V1__Stack s = PERF__V1__STACK__INIT;
   s.n_frames = depth;
   s.frames = (uint32_t *)frames;
+  s.end = end;
   return perf__batch_add_bytes(b, perf__batch_field_bytes(perf__v1__stack__get_packed_size(&s)));
 }
 
@@ -196,7 +245,7 @@ int perf__batch_add_bytes(perf__batch_builder_t *b, size_t n) {
 
 perf__batch_mark_t perf__batch_take_mark(const perf__batch_builder_t *b) {
   return (perf__batch_mark_t){b->n_strings, b->n_modules, b->n_functions, b->n_frames,
-                              b->n_stacks,  b->pool_len,  b->bytes};
+                              b->n_lines,   b->n_stacks,  b->pool_len,    b->bytes};
 }
 
 void perf__batch_rollback(perf__batch_builder_t *b, const perf__batch_mark_t *m) {
@@ -209,8 +258,11 @@ void perf__batch_rollback(perf__batch_builder_t *b, const perf__batch_mark_t *m)
     index_pop(&b->frame_ix);
     b->n_frames--;
   }
-  while (b->n_functions > m->functions)
-    b->strings[b->functions[--b->n_functions].name].function = 0;
+  b->n_lines = m->lines;
+  while (b->n_functions > m->functions) {
+    index_pop(&b->function_ix);
+    b->n_functions--;
+  }
   while (b->n_modules > m->modules) {
     Perf__V1__Module *mod = &b->modules[--b->n_modules];
     free(mod->path);
@@ -225,14 +277,13 @@ void perf__batch_rollback(perf__batch_builder_t *b, const perf__batch_mark_t *m)
 }
 
 void perf__batch_clear_tables(perf__batch_builder_t *b) {
-  perf__batch_mark_t keep = {b->n_strings ? 1 : 0, 0, 0, 0, 0, 0, 0};
+  perf__batch_mark_t keep = {b->n_strings ? 1 : 0, 0, 0, 0, 0, 0, 0, 0};
   keep.bytes = b->header_bytes + (b->n_strings ? perf__batch_field_bytes(0) : 0);
   /* Popping one by one would also do; clearing the indexes is cheaper. */
   index_clear(&b->stack_ix);
   index_clear(&b->frame_ix);
-  b->n_stacks = b->n_frames = b->pool_len = 0;
-  while (b->n_functions)
-    b->strings[b->functions[--b->n_functions].name].function = 0;
+  index_clear(&b->function_ix);
+  b->n_stacks = b->n_frames = b->n_lines = b->pool_len = b->n_functions = 0;
   perf__batch_rollback(b, &keep);
 }
 
@@ -244,9 +295,12 @@ void perf__batch_free_tables(perf__batch_builder_t *b) {
   index_free(&b->string_ix);
   index_free(&b->frame_ix);
   index_free(&b->stack_ix);
+  index_free(&b->function_ix);
   free(b->modules);
   free(b->functions);
   free(b->frames);
+  free(b->frame_recs);
+  free(b->line_pool);
   free(b->stacks);
   free(b->pool);
 }
@@ -337,18 +391,35 @@ static bool string_eq(const perf__batch_builder_t *b, uint32_t entry, const void
   return s->len == k->len && memcmp(s->text, k->text, k->len) == 0;
 }
 
+static bool function_eq(const perf__batch_builder_t *b, uint32_t entry, const void *key) {
+  const function_key_t *k = key;
+  return b->functions[entry].name == k->name && b->functions[entry].system_name == k->system_name;
+}
+
 static bool frame_eq(const perf__batch_builder_t *b, uint32_t entry, const void *key) {
   const perf__batch_frame_t *k = key;
   const Perf__V1__Frame *f = &b->frames[entry];
-  return f->module == k->module && f->address == k->address && f->function == k->function &&
-         f->function_offset == k->function_offset && f->runtime_address == k->runtime_address;
+  const perf__frame_rec_t *r = &b->frame_recs[entry];
+  if (f->module != k->module || f->address != k->address || f->function != k->function ||
+      f->function_offset != k->function_offset || f->runtime_address != k->runtime_address ||
+      r->count != k->line_count)
+    return false;
+  for (size_t i = 0; i < k->line_count; i++) {
+    const Perf__V1__Line *l = &b->line_pool[r->first + i];
+    const perf__batch_line_t *kl = &k->lines[i];
+    if (l->function != kl->function || l->file != kl->file || l->line != kl->line ||
+        l->column != kl->column)
+      return false;
+  }
+  return true;
 }
 
 static bool stack_eq(const perf__batch_builder_t *b, uint32_t entry, const void *key) {
   const stack_key_t *k = key;
   const perf__stack_rec_t *s = &b->stacks[entry];
-  return s->depth == k->depth && (k->depth == 0 || memcmp(b->pool + s->first, k->frames,
-                                                          k->depth * sizeof *k->frames) == 0);
+  return s->depth == k->depth && s->end == k->end &&
+         (k->depth == 0 ||
+          memcmp(b->pool + s->first, k->frames, k->depth * sizeof *k->frames) == 0);
 }
 
 static bool module_eq(const Perf__V1__Module *m, const perf__batch_module_t *k) {

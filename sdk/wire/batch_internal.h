@@ -29,16 +29,20 @@ typedef struct perf__intern_index_s {
 typedef struct perf__string_rec_s {
   char *text;
   uint32_t len;
-  uint32_t function; /* 1-based function whose name this is, 0 = none */
 } perf__string_rec_t;
+
+typedef struct perf__frame_rec_s {
+  uint32_t first, count; /* the frame's lines in line_pool[first..first+count) */
+} perf__frame_rec_t;
 
 typedef struct perf__stack_rec_s {
   uint32_t first, depth; /* frame indices in pool[first..first+depth) */
+  Perf__V1__StackEnd end;
 } perf__stack_rec_t;
 
 /* Table sizes (and the byte estimate) at one moment. */
 typedef struct perf__batch_mark_s {
-  size_t strings, modules, functions, frames, stacks, pool, bytes;
+  size_t strings, modules, functions, frames, lines, stacks, pool, bytes;
 } perf__batch_mark_t;
 
 struct perf__batch_builder_s {
@@ -60,9 +64,13 @@ struct perf__batch_builder_s {
   size_t n_modules, modules_cap;
   Perf__V1__Function *functions;
   size_t n_functions, functions_cap;
+  perf__intern_index_t function_ix;
   Perf__V1__Frame *frames;
-  size_t n_frames, frames_cap;
+  perf__frame_rec_t *frame_recs; /* parallel to frames: where their lines are */
+  size_t n_frames, frames_cap, frame_recs_cap;
   perf__intern_index_t frame_ix;
+  Perf__V1__Line *line_pool; /* every frame's lines, back to back */
+  size_t n_lines, lines_cap;
   perf__stack_rec_t *stacks;
   size_t n_stacks, stacks_cap;
   perf__intern_index_t stack_ix;

@@ -73,7 +73,8 @@ static perf__event_t *make_event(perf__modules_t *mods, perf__event_kind_t kind,
   for (unsigned i = 0; i < samples; i++) {
     now += 10000000;
     size_t n = make_stack(i, pcs, PERF__EVENT_MAX_DEPTH);
-    if (perf__event_add_sample(ev, 4242 + (pid_t)(i % threads), now, pcs, n) != 0) {
+    if (perf__event_add_sample(ev, 4242 + (pid_t)(i % threads), now, pcs, n,
+                               PERF__STACK_END_COMPLETE) != 0) {
       perf__event_free(ev);
       return NULL;
     }

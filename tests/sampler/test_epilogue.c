@@ -78,7 +78,8 @@ static bool in_function(uintptr_t pc, const void *fn) {
   perf__frame_info_t a, b;
   perf__modules_symbolize(mods, pc, false, &a);
   perf__modules_symbolize(mods, (uintptr_t)fn, false, &b);
-  bool same = a.symbol && b.symbol && strcmp(a.symbol, b.symbol) == 0;
+  const char *sa = perf__frame_symbol(&a), *sb = perf__frame_symbol(&b);
+  bool same = sa && sb && strcmp(sa, sb) == 0;
   perf__modules_release(mods);
   return same;
 }
@@ -112,7 +113,7 @@ static void print_stack(const char *title, const uintptr_t *pcs, size_t n) {
     perf__frame_info_t fi;
     perf__modules_symbolize(mods, pcs[i], i > 0, &fi);
     fprintf(stderr, "  #%zu %#lx %s!%s\n", i, (unsigned long)pcs[i], fi.module,
-            fi.symbol ? fi.symbol : "??");
+            perf__frame_symbol(&fi) ? perf__frame_symbol(&fi) : "??");
   }
   perf__modules_release(mods);
 }

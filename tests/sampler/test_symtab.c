@@ -1,15 +1,15 @@
 /*
- * test_symtab.c - unit test of sdk/symtab.c: names functions of this test
+ * test_symtab.c - unit test of sdk/symbols/symtab.c: names functions of this test
  * binary (.symtab, static and global), of libc (.dynsym only on Debian) and
  * of the vDSO (an in-memory image); checks the error codes; and checks the
  * lookup rules (aliases, nested, zero-sized and out-of-range addresses,
- * .dynsym fallback, build-id debug file fallback) on small ELF images built
+ * .dynsym fallback, the debug file's .symtab) on small ELF images built
  * here.
  */
 #ifndef _GNU_SOURCE
 #endif
 
-#include "sdk/sampler/symtab.h"
+#include "sdk/symbols/symtab.h"
 
 #include <dirent.h>
 #include <dlfcn.h>
@@ -107,7 +107,7 @@ static void case_self(void) {
   module_query_t self = find_module(NULL);
   CHECK(self.found);
   perf__symtab_t *tab = NULL;
-  CHECK_EQ_INT(perf__symtab_load("/proc/self/exe", NULL, 0, NULL, 0, &tab), PERF_OK);
+  CHECK_EQ_INT(perf__symtab_load("/proc/self/exe", NULL, 0, NULL, &tab), PERF_OK);
   CHECK(tab != NULL);
   CHECK(perf__symtab_count(tab) > 0);
 
@@ -135,7 +135,7 @@ static void case_libc(void) {
   CHECK(fn != NULL);
 
   perf__symtab_t *tab = NULL;
-  CHECK_EQ_INT(perf__symtab_load(libc.path, NULL, 0, NULL, 0, &tab), PERF_OK);
+  CHECK_EQ_INT(perf__symtab_load(libc.path, NULL, 0, NULL, &tab), PERF_OK);
   CHECK(perf__symtab_count(tab) > 0);
   const char *name = NULL;
   uint64_t offset = 1;
@@ -178,7 +178,7 @@ static void case_vdso(void) {
   CHECK(fn != NULL);
 
   perf__symtab_t *tab = NULL;
-  CHECK_EQ_INT(perf__symtab_load(NULL, eh, vdso_size(eh), NULL, 0, &tab), PERF_OK);
+  CHECK_EQ_INT(perf__symtab_load(NULL, eh, vdso_size(eh), NULL, &tab), PERF_OK);
   CHECK(perf__symtab_count(tab) > 0);
   const char *name = NULL;
   uint64_t offset = 1;
@@ -208,22 +208,18 @@ static char *write_temp_file(const void *bytes, size_t size) {
 
 static void case_errors(void) {
   perf__symtab_t *tab = (perf__symtab_t *)&tab; /* must be reset to NULL */
-  CHECK_EQ_INT(perf__symtab_load("/nonexistent/libnothing.so", NULL, 0, NULL, 0, &tab),
-               PERF_E_SYSTEM);
+  CHECK_EQ_INT(perf__symtab_load("/nonexistent/libnothing.so", NULL, 0, NULL, &tab), PERF_E_SYSTEM);
   CHECK(tab == NULL);
-  CHECK_EQ_INT(perf__symtab_load("/", NULL, 0, NULL, 0, &tab), PERF_E_SYSTEM);
-  CHECK_EQ_INT(perf__symtab_load(NULL, NULL, 0, NULL, 0, &tab), PERF_E_INVALID_ARGUMENT);
-  CHECK_EQ_INT(perf__symtab_load("/proc/self/exe", NULL, 0, NULL, 0, NULL),
-               PERF_E_INVALID_ARGUMENT);
-  CHECK_EQ_INT(perf__symtab_load(NULL, "x", 0, NULL, 0, &tab), PERF_E_INVALID_ARGUMENT);
-  CHECK_EQ_INT(perf__symtab_load("/proc/self/exe", NULL, 0, NULL, 4, &tab),
-               PERF_E_INVALID_ARGUMENT);
+  CHECK_EQ_INT(perf__symtab_load("/", NULL, 0, NULL, &tab), PERF_E_SYSTEM);
+  CHECK_EQ_INT(perf__symtab_load(NULL, NULL, 0, NULL, &tab), PERF_E_INVALID_ARGUMENT);
+  CHECK_EQ_INT(perf__symtab_load("/proc/self/exe", NULL, 0, NULL, NULL), PERF_E_INVALID_ARGUMENT);
+  CHECK_EQ_INT(perf__symtab_load(NULL, "x", 0, NULL, &tab), PERF_E_INVALID_ARGUMENT);
 
   static const char text[] = "this is not an ELF file\n";
   char *path = write_temp_file(text, sizeof text);
-  CHECK_EQ_INT(perf__symtab_load(path, NULL, 0, NULL, 0, &tab), PERF_E_SYSTEM);
+  CHECK_EQ_INT(perf__symtab_load(path, NULL, 0, NULL, &tab), PERF_E_SYSTEM);
   unlink(path);
-  CHECK_EQ_INT(perf__symtab_load(NULL, text, sizeof text, NULL, 0, &tab), PERF_E_SYSTEM);
+  CHECK_EQ_INT(perf__symtab_load(NULL, text, sizeof text, NULL, &tab), PERF_E_SYSTEM);
   CHECK(tab == NULL);
 
   CHECK(!perf__symtab_lookup(NULL, 0x1000, NULL, NULL));
@@ -402,12 +398,12 @@ static void case_rules(void) {
   tsec_t sec = {SHT_SYMTAB, k_rules_syms, sizeof k_rules_syms / sizeof k_rules_syms[0]};
   build_image(&img, &sec, 1);
   perf__symtab_t *tab = NULL;
-  CHECK_EQ_INT(perf__symtab_load(NULL, img.bytes, img.len, NULL, 0, &tab), PERF_OK);
+  CHECK_EQ_INT(perf__symtab_load(NULL, img.bytes, img.len, NULL, &tab), PERF_OK);
   check_rules(tab);
   perf__symtab_free(tab);
 
   char *path = write_temp_file(img.bytes, img.len); /* the same through a file */
-  CHECK_EQ_INT(perf__symtab_load(path, NULL, 0, NULL, 0, &tab), PERF_OK);
+  CHECK_EQ_INT(perf__symtab_load(path, NULL, 0, NULL, &tab), PERF_OK);
   unlink(path);
   check_rules(tab);
   perf__symtab_free(tab);
@@ -420,15 +416,13 @@ static void case_fallbacks(void) {
   tsec_t secs[2] = {{SHT_SYMTAB, objects, 1}, {SHT_DYNSYM, dyn, 1}};
   build_image(&img, secs, 2); /* .symtab without functions: .dynsym is used */
   perf__symtab_t *tab = NULL;
-  CHECK_EQ_INT(perf__symtab_load(NULL, img.bytes, img.len, NULL, 0, &tab), PERF_OK);
+  CHECK_EQ_INT(perf__symtab_load(NULL, img.bytes, img.len, NULL, &tab), PERF_OK);
   CHECK_EQ_INT(perf__symtab_count(tab), 1);
   check_lookup(tab, 0x1110, "exported", 0x10);
   perf__symtab_free(tab);
 
   build_image(&img, NULL, 0); /* stripped, no debug file: an empty table */
-  static const uint8_t no_such_id[20] = {0xde, 0xad, 0xbe, 0xef};
-  CHECK_EQ_INT(perf__symtab_load(NULL, img.bytes, img.len, no_such_id, sizeof no_such_id, &tab),
-               PERF_OK);
+  CHECK_EQ_INT(perf__symtab_load(NULL, img.bytes, img.len, "/nonexistent/x.debug", &tab), PERF_OK);
   CHECK_EQ_INT(perf__symtab_count(tab), 0);
   check_no_symbol(tab, 0x1100);
   perf__symtab_free(tab);
@@ -474,9 +468,9 @@ static bool try_debug_dir(const char *dir, const image_t *img) {
     char file[800];
     snprintf(file, sizeof file, "%s/%s", path, e->d_name);
     perf__symtab_t *direct = NULL, *via_id = NULL;
-    if (perf__symtab_load(file, NULL, 0, NULL, 0, &direct) != PERF_OK) continue;
+    if (perf__symtab_load(file, NULL, 0, NULL, &direct) != PERF_OK) continue;
     if (perf__symtab_count(direct) > 0) {
-      CHECK_EQ_INT(perf__symtab_load(NULL, img->bytes, img->len, id, id_len, &via_id), PERF_OK);
+      CHECK_EQ_INT(perf__symtab_load(NULL, img->bytes, img->len, file, &via_id), PERF_OK);
       CHECK_EQ_INT(perf__symtab_count(via_id), perf__symtab_count(direct));
       perf__symtab_free(via_id);
       done = true;

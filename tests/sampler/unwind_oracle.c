@@ -462,8 +462,9 @@ static void print_disagreement(session_t *s, kind_t kind, const frames_t *ours, 
 static void describe_pc(session_t *s, uintptr_t pc, bool return_address, char *buf, size_t len) {
   perf__frame_info_t fi;
   perf__modules_symbolize(s->mods, pc, return_address, &fi);
-  snprintf(buf, len, "%s!%s+%#lx [%s+%#lx]", fi.module, fi.symbol ? fi.symbol : "??",
-           (unsigned long)fi.offset, fi.module, (unsigned long)fi.module_rel);
+  const char *symbol = perf__frame_symbol(&fi);
+  snprintf(buf, len, "%s!%s+%#lx [%s+%#lx]", fi.module, symbol ? symbol : "??",
+           (unsigned long)fi.sym.offset, fi.module, (unsigned long)fi.module_rel);
 }
 
 static void describe_row(const perf__unwind_row_t *row, char *buf, size_t len) {

@@ -28,13 +28,14 @@ cd "$root"
 RULE='
 include       -
 sdk/base      include
-sdk/sampler   include sdk/base
+sdk/symbols   include sdk/base
+sdk/sampler   include sdk/base sdk/symbols
 sdk/wire      include sdk/base proto/perf
 uploader      include sdk/base sdk/wire proto/perf
-sdk/pipeline  include sdk/base sdk/sampler sdk/wire proto/perf uploader
+sdk/pipeline  include sdk/base sdk/symbols sdk/sampler sdk/wire proto/perf uploader
 sdk/monitors  include sdk/base sdk/sampler sdk/pipeline
-sdk           include sdk/base sdk/sampler sdk/wire proto/perf uploader sdk/pipeline sdk/monitors
-collector     include sdk/base sdk/wire proto/perf proto/pprof
+sdk           include sdk/base sdk/symbols sdk/sampler sdk/wire proto/perf uploader sdk/pipeline sdk/monitors
+collector     include sdk/base sdk/wire sdk/symbols proto/perf proto/pprof
 tools         include sdk/base sdk/wire proto/perf
 '
 CHECKED_DIRS=(sdk uploader collector tools include)

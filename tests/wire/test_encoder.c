@@ -177,9 +177,9 @@ static perf__event_t *scenario_event(perf__modules_t *mods) {
   three_stacks(s);
   for (int i = 0; i < 300; i++) {
     int which = i % 6 < 3 ? 0 : i % 6 < 5 ? 1 : 2;
-    CHECK_EQ_INT(
-        perf__event_add_sample(ev, ev->tid, START_MONO + (i + 1) * 1000000LL + i, s[which], DEPTH),
-        PERF_OK);
+    CHECK_EQ_INT(perf__event_add_sample(ev, ev->tid, START_MONO + (i + 1) * 1000000LL + i, s[which],
+                                        DEPTH, PERF__STACK_END_COMPLETE),
+                 PERF_OK);
   }
   perf__event_finish(ev);
   return ev;
@@ -285,7 +285,8 @@ static void case_roundtrip(void) {
   CHECK_EQ_INT(bt->n_frames, 8);
   CHECK_EQ_INT(bt->n_functions, 7);
   CHECK_EQ_INT(bt->n_modules, 1);
-  CHECK_EQ_INT(bt->n_strings, 1 + 7 + 1); /* "", 7 function names, the thread name */
+  /* "", 7 function names, this file (the frames' source lines), the thread name */
+  CHECK_EQ_INT(bt->n_strings, 1 + 7 + 1 + 1);
   for (size_t i = 0; i < ARRAY_LEN(g_fns); i++) {
     size_t found = 0;
     for (size_t f = 1; f <= bt->n_functions; f++)
@@ -385,11 +386,17 @@ static void case_dedup_across_events(void) {
   three_stacks(s);
   /* Sampled at 10.5, 20.999, 21.000 and 31.9995 us: truncated to whole
      microseconds before the deltas are taken. */
-  CHECK_EQ_INT(perf__event_add_sample(cpu, 1001, START_MONO + 10500, s[2], DEPTH), PERF_OK);
-  CHECK_EQ_INT(perf__event_add_sample(cpu, 1002, START_MONO + 20999, s[2], DEPTH), PERF_OK);
+  CHECK_EQ_INT(
+      perf__event_add_sample(cpu, 1001, START_MONO + 10500, s[2], DEPTH, PERF__STACK_END_COMPLETE),
+      PERF_OK);
+  CHECK_EQ_INT(
+      perf__event_add_sample(cpu, 1002, START_MONO + 20999, s[2], DEPTH, PERF__STACK_END_COMPLETE),
+      PERF_OK);
   CHECK_EQ_INT(perf__event_add_failed_sample(cpu, 1002, START_MONO + 21000, PERF_E_TIMEOUT),
                PERF_OK);
-  CHECK_EQ_INT(perf__event_add_sample(cpu, 1001, START_MONO + 31999, s[0], 3), PERF_OK);
+  CHECK_EQ_INT(
+      perf__event_add_sample(cpu, 1001, START_MONO + 31999, s[0], 3, PERF__STACK_END_COMPLETE),
+      PERF_OK);
   cpu->samples_over = 17;
   perf__event_finish(cpu);
   CHECK_EQ_INT(add_event(b, cpu), PERF_OK);
@@ -416,7 +423,7 @@ static void case_dedup_across_events(void) {
   CHECK_EQ_INT(bt->n_frames, 8);
   CHECK_EQ_INT(bt->n_functions, 7);
   CHECK_EQ_INT(bt->n_modules, 1);
-  CHECK_EQ_INT(bt->n_strings, 1 + 7 + 2); /* + "enc-main", "worker-1" */
+  CHECK_EQ_INT(bt->n_strings, 1 + 7 + 1 + 2); /* + this file, "enc-main", "worker-1" */
   CHECK(bt->drops->rate_limited == 1 && bt->drops->queue_full == 2 && bt->drops->sink_failed == 3 &&
         bt->drops->spool_quota == 4 && bt->drops->oversized == 5);
 
@@ -479,7 +486,8 @@ static perf__event_t *growing_event(perf__modules_t *mods, int k, int samples) {
   for (int i = 0; i < samples; i++) {
     for (int f = 0; f < DEPTH; f++)
       pcs[f] = at(g_fns[(k + f + i % 3) % ARRAY_LEN(g_fns)].fn, 1 + (unsigned)(k + i % 3) % 24);
-    CHECK_EQ_INT(perf__event_add_sample(ev, ev->tid, START_MONO + i * 10000000LL, pcs, DEPTH),
+    CHECK_EQ_INT(perf__event_add_sample(ev, ev->tid, START_MONO + i * 10000000LL, pcs, DEPTH,
+                                        PERF__STACK_END_COMPLETE),
                  PERF_OK);
   }
   perf__event_finish(ev);
@@ -752,7 +760,8 @@ static void case_fatal_hang_copy(void) {
   CHECKF(strstr(sb.data, "event fatal_hang ") == sb.data && strstr(sb.data, "samples=300") &&
              strstr(sb.data, "failed_samples=1") && strstr(sb.data, reason) &&
              strstr(sb.data, "stack samples=150 thread=") &&
-             strstr(sb.data, " enc_leaf_spin + 4\n") && strstr(sb.data, " enc_event_loop + "),
+             strstr(sb.data, " enc_leaf_spin + 4 ") && strstr(sb.data, "test_encoder.c:") &&
+             strstr(sb.data, " enc_event_loop + "),
          "%s", sb.data);
   perf__strbuf_free(&sb);
 

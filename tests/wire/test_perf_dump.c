@@ -125,8 +125,14 @@ static void make_empty(uint8_t *data, size_t *len) {
 
 /* ---- batches from the SDK ------------------------------------------------ */
 
-static CHAIN int dump_me_capture_site(const char *reason) {
+/* The capture happens in code inlined into dump_me_capture_site: its frame
+   carries an inline chain (Frame.lines). */
+static inline __attribute__((always_inline)) int dump_me_inline_step(const char *reason) {
   return perf_sdk_capture_now(reason) + 1;
+}
+
+static CHAIN int dump_me_capture_site(const char *reason) {
+  return dump_me_inline_step(reason);
 }
 
 /* One SDK run with the file sink: one manual event, one batch. */
@@ -243,9 +249,13 @@ static void check_text(const char *id) {
   CHECK_HAS(g_stdout, "\nreason=\"dump me\"\n");
   CHECK_HAS(g_stdout, "\nthread tid=");
   CHECK_HAS(g_stdout, "\nstack samples=1 thread=");
-  /* "<index> <module> 0x<16 hex> <function> + <offset>" */
+  /* "<index> <module> 0x<16 hex> <function> + <offset> <file>:<line>", and
+     the function inlined there on a line of its own, before it. */
   CHECK_HAS(g_stdout, " test_perf_dump           0x0");
-  CHECK_HAS(g_stdout, " dump_me_capture_site + ");
+  const char *in = strstr(g_stdout, " [inline] dump_me_inline_step ");
+  const char *site = strstr(g_stdout, " dump_me_capture_site + ");
+  CHECKF(in && site && in < site && strstr(in, "test_perf_dump.c:") < site, "%s", g_stdout);
+  CHECK(strstr(site, "test_perf_dump.c:") < strchr(site, '\n'));
   CHECKF(g_stderr[0] == '\0', "stderr: %s", g_stderr);
 }
 
@@ -277,6 +287,33 @@ static bool event_has_function(json_t *event, const char *function) {
     }
   }
   return false;
+}
+
+/* The frame of dump_me_capture_site has its chain in "lines": the inlined
+   dump_me_inline_step first, then itself, in this file; the stack ended
+   "complete". */
+static void check_json_lines(json_t *event) {
+  json_t *stack, *frame;
+  size_t i, k;
+  bool found = false;
+  json_array_foreach(json_object_get(event, "stacks"), i, stack) {
+    CHECK(strcmp(jstring(stack, "end"), "complete") == 0);
+    json_array_foreach(json_object_get(stack, "frames"), k, frame) {
+      const char *f = json_string_value(json_object_get(frame, "function"));
+      if (!f || strcmp(f, "dump_me_capture_site") != 0) continue;
+      json_t *lines = json_object_get(frame, "lines");
+      CHECK_EQ_INT(json_array_size(lines), 2);
+      json_t *l0 = json_array_get(lines, 0), *l1 = json_array_get(lines, 1);
+      CHECK(strcmp(jstring(l0, "function"), "dump_me_inline_step") == 0 &&
+            json_is_true(json_object_get(l0, "inline")));
+      CHECK(strcmp(jstring(l1, "function"), "dump_me_capture_site") == 0 &&
+            json_is_false(json_object_get(l1, "inline")));
+      CHECK(strstr(jstring(l0, "file"), "test_perf_dump.c") &&
+            json_integer_value(json_object_get(l0, "line")) > 0);
+      found = true;
+    }
+  }
+  CHECK(found);
 }
 
 /* ---- cases --------------------------------------------------------------- */
@@ -321,6 +358,7 @@ static void case_json(void) {
   CHECK(jstring(e, "start")[strlen(jstring(e, "start")) - 1] == 'Z');
   CHECK(json_array_size(json_object_get(e, "threads")) >= 1);
   CHECK(event_has_function(e, "dump_me_capture_site"));
+  check_json_lines(e);
   json_t *frame =
       json_array_get(json_object_get(json_array_get(json_object_get(e, "stacks"), 0), "frames"), 0);
   CHECK(strncmp(jstring(frame, "address"), "0x", 2) == 0);

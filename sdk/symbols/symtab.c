@@ -1,7 +1,7 @@
 /*
  * symtab.c - owns the function-symbol table of one ELF module (see symtab.h):
- * reading .symtab, else the .symtab of a separate debug file found by GNU
- * build-id, else .dynsym, with libelf; copying the names into one buffer owned by the
+ * reading .symtab, else the .symtab of its separate debug file, else
+ * .dynsym, with libelf; copying the names into one buffer owned by the
  * table; sorting and deduplicating by address; and the binary-search lookup.
  *
  * Threads: any thread but the signal handler may load or free a table (it
@@ -10,8 +10,8 @@
  * or aborts.
  *
  * Errors (a negative perf_error_t, *out left NULL, nothing leaked):
- *  - PERF_E_INVALID_ARGUMENT: NULL out, neither path nor image, a zero
- *    image_size, or build_id NULL with build_id_len != 0.
+ *  - PERF_E_INVALID_ARGUMENT: NULL out, neither path nor image, or a zero
+ *    image_size.
  *  - PERF_E_SYSTEM: the path cannot be opened, is not a regular file, or is
  *    not a readable ELF file; likewise an image that is not ELF.
  *  - PERF_E_NO_MEMORY: an allocation failed.
@@ -29,7 +29,7 @@
  * is taken as a virtual address, as in executables and shared objects
  * (ET_EXEC / ET_DYN); relocatable objects are not supported.
  */
-#include "sdk/sampler/symtab.h"
+#include "sdk/symbols/symtab.h"
 
 #include <fcntl.h>
 #include <gelf.h>
@@ -41,8 +41,6 @@
 
 #include "perf_sdk.h"
 
-#define DEBUG_DIR "/usr/lib/debug/.build-id/"
-#define DEBUG_BUILD_ID_MAX 64 /* longer ids are never looked up */
 #define NO_COVER SIZE_MAX
 #define END_UNKNOWN UINT64_MAX
 
@@ -63,6 +61,7 @@ struct perf__symtab_s {
   sym_t *syms; /* sorted by addr, one per address */
   size_t count;
   char *names; /* every name, NUL-terminated, back to back */
+  size_t names_bytes;
 };
 
 /* One symbol section of an open Elf. */
@@ -79,27 +78,23 @@ static int g_libelf_ok;
 static bool libelf_ready(void);
 static int load_path(perf__symtab_t *tab, const char *path, GElf_Word type);
 static int load_image(perf__symtab_t *tab, const void *image, size_t size, GElf_Word type);
-static int load_debug_file(perf__symtab_t *tab, const uint8_t *id, size_t id_len);
+static int load_debug_file(perf__symtab_t *tab, const char *debug_path);
 static const sym_t *find_sym(const perf__symtab_t *tab, uint64_t vaddr);
 
 int perf__symtab_load(const char *path, const void *image, size_t image_size,
-                      const uint8_t *build_id, size_t build_id_len, perf__symtab_t **out) {
+                      const char *debug_path, perf__symtab_t **out) {
   if (!out) return PERF_E_INVALID_ARGUMENT;
   *out = NULL;
-  if ((!path && !image) || (image && image_size == 0) || (!build_id && build_id_len != 0)) {
-    return PERF_E_INVALID_ARGUMENT;
-  }
+  if ((!path && !image) || (image && image_size == 0)) return PERF_E_INVALID_ARGUMENT;
   if (!libelf_ready()) return PERF_E_UNSUPPORTED;
   perf__symtab_t *tab = calloc(1, sizeof *tab);
   if (!tab) return PERF_E_NO_MEMORY;
   /* .symtab names static functions; distributions strip it from
-     libraries but ship it in a debug file found by build-id (libc6-dbg puts
-     start_thread there). .dynsym is the last resort. */
+     libraries but ship it in a debug file (libc6-dbg puts start_thread
+     there). .dynsym is the last resort. */
   int rc =
       image ? load_image(tab, image, image_size, SHT_SYMTAB) : load_path(tab, path, SHT_SYMTAB);
-  if (rc == PERF_OK && tab->count == 0 && build_id_len > 0) {
-    rc = load_debug_file(tab, build_id, build_id_len);
-  }
+  if (rc == PERF_OK && tab->count == 0 && debug_path) rc = load_debug_file(tab, debug_path);
   if (rc == PERF_OK && tab->count == 0) {
     rc = image ? load_image(tab, image, image_size, SHT_DYNSYM) : load_path(tab, path, SHT_DYNSYM);
   }
@@ -122,6 +117,10 @@ bool perf__symtab_lookup(const perf__symtab_t *tab, uint64_t vaddr, const char *
 
 size_t perf__symtab_count(const perf__symtab_t *tab) {
   return tab ? tab->count : 0;
+}
+
+size_t perf__symtab_bytes(const perf__symtab_t *tab) {
+  return tab ? sizeof *tab + tab->count * sizeof *tab->syms + tab->names_bytes : 0;
 }
 
 void perf__symtab_free(perf__symtab_t *tab) {
@@ -202,30 +201,10 @@ static int load_image(perf__symtab_t *tab, const void *image, size_t size, GElf_
   return rc;
 }
 
-/* /usr/lib/debug/.build-id/<first byte hex>/<rest hex>.debug */
-static bool debug_file_path(char *buf, size_t cap, const uint8_t *id, size_t id_len) {
-  static const char hex[] = "0123456789abcdef";
-  if (id_len < 2 || id_len > DEBUG_BUILD_ID_MAX) return false;
-  size_t need = sizeof DEBUG_DIR - 1 + 2 * id_len + 1 + sizeof ".debug";
-  if (need > cap) return false;
-  char *p = buf;
-  memcpy(p, DEBUG_DIR, sizeof DEBUG_DIR - 1);
-  p += sizeof DEBUG_DIR - 1;
-  for (size_t i = 0; i < id_len; i++) {
-    *p++ = hex[id[i] >> 4];
-    *p++ = hex[id[i] & 0xf];
-    if (i == 0) *p++ = '/';
-  }
-  memcpy(p, ".debug", sizeof ".debug");
-  return true;
-}
-
 /* Only called while the table is still empty (nothing allocated in it). */
-static int load_debug_file(perf__symtab_t *tab, const uint8_t *id, size_t id_len) {
-  char path[sizeof DEBUG_DIR + 2 * DEBUG_BUILD_ID_MAX + sizeof ".debug" + 1];
-  if (!debug_file_path(path, sizeof path, id, id_len)) return PERF_OK;
-  int rc = load_path(tab, path, SHT_SYMTAB);
-  /* No (usable) debug file: the module just has no symbols. */
+static int load_debug_file(perf__symtab_t *tab, const char *debug_path) {
+  int rc = load_path(tab, debug_path, SHT_SYMTAB);
+  /* An unusable debug file: the module just has no .symtab. */
   return rc == PERF_E_SYSTEM ? PERF_OK : rc;
 }
 
@@ -331,6 +310,7 @@ static int build_table(perf__symtab_t *tab, const symsec_t *sec, size_t n, size_
   tab->syms = malloc(n * sizeof *tab->syms);
   tab->names = malloc(bytes);
   if (!tab->syms || !tab->names) return PERF_E_NO_MEMORY;
+  tab->names_bytes = bytes;
   size_t k = 0, pos = 0;
   for (size_t i = 1; i < sec->nsyms && k < n; i++) {
     GElf_Sym sym;

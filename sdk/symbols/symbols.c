@@ -1,0 +1,304 @@
+/*
+ * symbols.c - modules of the symbolizer (see symbols.h): opening one (its
+ * symbol table, where its DWARF is), naming an address (symbol table,
+ * inline chain from DWARF, demangled names, cached), and the process-wide
+ * cap on DWARF memory with its least-recently-used order.
+ *
+ * Threads: any but the signal handler. Each module has a mutex held for
+ * a whole lookup; one global mutex guards the cap's accounting and order.
+ * A lookup holds its module's mutex while it takes the global one, never
+ * the reverse: the cap is enforced after the lookup has let its module
+ * go, and only drops the DWARF of modules whose mutex it can try-lock, so
+ * two threads never wait on each other in opposite orders.
+ */
+#include "sdk/symbols/symbols.h"
+
+#include <fcntl.h>
+#include <gelf.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "perf_sdk.h"
+#include "sdk/symbols/debug_file.h"
+#include "sdk/symbols/dwarf_chain.h"
+#include "sdk/symbols/sym_store.h"
+#include "sdk/symbols/symtab.h"
+
+#define PATH_CAP 4096
+#define SCRATCH_BYTES (16u << 10) /* qualified names of one lookup */
+
+struct perf__sym_module_s {
+  pthread_mutex_t lock;
+  perf__symtab_t *symtab;
+  char *dwarf_path;                  /* the file with the module's .debug_info; NULL: none */
+  size_t dwarf_size;                 /* its sections, known before opening */
+  perf__sym_dwarf_t *dwarf;          /* open while in the LRU list */
+  size_t dwarf_bytes;                /* counted for the open handle */
+  bool dwarf_broken;                 /* opening failed: not tried again */
+  perf__sym_module_t *older, *newer; /* the LRU list (global lock) */
+  perf__sym_store_t store;
+  char scratch[SCRATCH_BYTES];
+};
+
+static pthread_once_t g_libelf_once = PTHREAD_ONCE_INIT;
+static bool g_libelf_ok;
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static size_t g_cap = PERF__SYM_DEFAULT_CAP;
+static size_t g_bytes, g_modules, g_opens;
+static perf__sym_module_t *g_oldest, *g_newest;
+
+static void init_libelf(void);
+static bool find_debug_file(const char *path, const void *image, const uint8_t *build_id,
+                            size_t build_id_len, const char *debug_dirs, char *out, size_t cap);
+static void resolve(perf__sym_module_t *m, uint64_t vaddr, perf__sym_frame_t *out);
+static perf__sym_dwarf_t *use_dwarf(perf__sym_module_t *m);
+static void account(perf__sym_module_t *m, size_t grown);
+static void lru_unlink(perf__sym_module_t *m);
+static void enforce_cap(void);
+
+int perf__sym_module_open(const char *path, const void *image, size_t image_size,
+                          const uint8_t *build_id, size_t build_id_len, const char *debug_dirs,
+                          perf__sym_module_t **out) {
+  if (!out) return PERF_E_INVALID_ARGUMENT;
+  *out = NULL;
+  if ((!path && !image) || (image && !image_size) || (!build_id && build_id_len))
+    return PERF_E_INVALID_ARGUMENT;
+  /* libelf reads nothing before its version is set, once per process. */
+  if (pthread_once(&g_libelf_once, init_libelf) != 0 || !g_libelf_ok) return PERF_E_UNSUPPORTED;
+  perf__sym_module_t *m = calloc(1, sizeof *m);
+  if (!m) return PERF_E_NO_MEMORY;
+  pthread_mutex_init(&m->lock, NULL);
+  perf__sym_store_init(&m->store);
+  /* The module's own DWARF wins (an unstripped build, or the collector
+     opening a debug file); else that of its separate debug file. */
+  const char *dwarf_file = image ? NULL : path;
+  size_t size = dwarf_file ? perf__sym_dwarf_size(dwarf_file) : 0;
+  char debug[PATH_CAP];
+  bool has_debug = !size && find_debug_file(path, image, build_id, build_id_len, debug_dirs, debug,
+                                            sizeof debug);
+  if (has_debug) size = perf__sym_dwarf_size(dwarf_file = debug);
+  int err = perf__symtab_load(path, image, image_size, has_debug ? debug : NULL, &m->symtab);
+  if (!err && size) {
+    m->dwarf_size = size;
+    if (!(m->dwarf_path = strdup(dwarf_file))) err = PERF_E_NO_MEMORY;
+  }
+  if (err) {
+    perf__sym_module_free(m);
+    return err;
+  }
+  *out = m;
+  return PERF_OK;
+}
+
+void perf__sym_module_free(perf__sym_module_t *m) {
+  if (!m) return;
+  pthread_mutex_lock(&g_lock);
+  if (m->dwarf) lru_unlink(m);
+  pthread_mutex_unlock(&g_lock);
+  perf__sym_dwarf_close(m->dwarf);
+  perf__symtab_free(m->symtab);
+  perf__sym_store_free(&m->store);
+  free(m->dwarf_path);
+  pthread_mutex_destroy(&m->lock);
+  free(m);
+}
+
+bool perf__sym_lookup(perf__sym_module_t *m, uint64_t vaddr, perf__sym_frame_t *out) {
+  out->count = 0;
+  out->offset = 0;
+  out->from_dwarf = false;
+  if (!m) return false;
+  pthread_mutex_lock(&m->lock);
+  bool cached = perf__sym_store_get(&m->store, vaddr, out);
+  if (!cached) {
+    resolve(m, vaddr, out);
+    perf__sym_store_put(&m->store, vaddr, out);
+  }
+  pthread_mutex_unlock(&m->lock);
+  if (!cached) enforce_cap();
+  return out->count > 0;
+}
+
+void perf__symbols_set_cap(size_t bytes) {
+  pthread_mutex_lock(&g_lock);
+  g_cap = bytes;
+  pthread_mutex_unlock(&g_lock);
+  enforce_cap();
+}
+
+void perf__symbols_stats(perf__symbols_stats_t *out) {
+  pthread_mutex_lock(&g_lock);
+  out->dwarf_bytes = g_bytes;
+  out->dwarf_modules = g_modules;
+  out->dwarf_opens = g_opens;
+  pthread_mutex_unlock(&g_lock);
+}
+
+size_t perf__sym_module_bytes(perf__sym_module_t *m) {
+  pthread_mutex_lock(&m->lock);
+  size_t n = sizeof *m + perf__sym_store_bytes(&m->store) + perf__symtab_bytes(m->symtab);
+  pthread_mutex_unlock(&m->lock);
+  return n;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Naming an address                                                         */
+/* ------------------------------------------------------------------------ */
+
+static void init_libelf(void) {
+  g_libelf_ok = elf_version(EV_CURRENT) != EV_NONE;
+}
+
+static bool find_debug_file(const char *path, const void *image, const uint8_t *build_id,
+                            size_t build_id_len, const char *debug_dirs, char *out, size_t cap) {
+  int fd = image ? -1 : open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  Elf *elf = fd >= 0 ? elf_begin(fd, ELF_C_READ_MMAP, NULL) : NULL;
+  bool found = perf__sym_find_debug_file(image ? NULL : path, elf, build_id, build_id_len,
+                                         debug_dirs, out, cap);
+  if (elf) elf_end(elf);
+  if (fd >= 0) close(fd);
+  return found;
+}
+
+/* One line of the answer: `raw` shown demangled, with its raw form kept
+   when that differs. False when the names are full. */
+static bool set_function(perf__sym_module_t *m, perf__sym_line_t *line, const char *raw) {
+  const char *stored_raw = NULL;
+  const char *shown = perf__sym_store_display(&m->store, raw, &stored_raw);
+  if (!shown) return false;
+  line->function = shown;
+  line->linkage = shown != stored_raw ? stored_raw : NULL;
+  return true;
+}
+
+/* A DWARF level into line: its linkage name, else its qualified name. */
+static bool set_level(perf__sym_module_t *m, perf__sym_line_t *line,
+                      const perf__sym_dwarf_level_t *lv) {
+  if (lv->linkage) {
+    if (!set_function(m, line, lv->linkage)) return false;
+  } else {
+    line->function = lv->name ? perf__sym_store_name(&m->store, lv->name, strlen(lv->name)) : NULL;
+    line->linkage = NULL;
+    if (!line->function) return false;
+  }
+  line->file = lv->file ? perf__sym_store_name(&m->store, lv->file, strlen(lv->file)) : NULL;
+  line->line = lv->line;
+  line->column = lv->column;
+  return true;
+}
+
+/* The inline chain of DWARF (the physical function named by the symbol
+   table when it has one, `sym`); 0 when DWARF has nothing for vaddr. */
+static size_t from_dwarf(perf__sym_module_t *m, uint64_t vaddr, const char *sym, uint64_t sym_off,
+                         perf__sym_frame_t *out) {
+  perf__sym_dwarf_t *d = use_dwarf(m);
+  if (!d) return 0;
+  perf__sym_dwarf_level_t levels[PERF__SYM_MAX_LINES];
+  uint64_t low_pc = vaddr;
+  size_t grown = 0;
+  size_t n = perf__sym_dwarf_chain(d, vaddr, levels, PERF__SYM_MAX_LINES, m->scratch,
+                                   sizeof m->scratch, &low_pc, &grown);
+  account(m, grown);
+  for (size_t k = 0; k < n; k++) {
+    perf__sym_line_t *line = &out->lines[k];
+    memset(line, 0, sizeof *line);
+    if (!set_level(m, line, &levels[k])) return 0;
+  }
+  if (n && sym && !set_function(m, &out->lines[n - 1], sym)) return 0;
+  out->offset = sym ? sym_off : vaddr - low_pc;
+  return n;
+}
+
+static void resolve(perf__sym_module_t *m, uint64_t vaddr, perf__sym_frame_t *out) {
+  const char *sym = NULL;
+  uint64_t sym_off = 0;
+  bool has_sym = perf__symtab_lookup(m->symtab, vaddr, &sym, &sym_off);
+  out->count = from_dwarf(m, vaddr, has_sym ? sym : NULL, sym_off, out);
+  out->from_dwarf = out->count > 0;
+  if (out->count == 0 && has_sym) {
+    memset(&out->lines[0], 0, sizeof out->lines[0]);
+    if (!set_function(m, &out->lines[0], sym)) {
+      out->lines[0].function = sym; /* the names are full: raw, from the table */
+      out->lines[0].linkage = NULL;
+    }
+    out->count = 1;
+    out->offset = sym_off;
+  }
+}
+
+/* ------------------------------------------------------------------------ */
+/* The cap                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* The module's open DWARF, opened when needed and the cap allows; made the
+   most recently used. Module lock held. */
+static perf__sym_dwarf_t *use_dwarf(perf__sym_module_t *m) {
+  if (!m->dwarf && m->dwarf_path && !m->dwarf_broken) {
+    pthread_mutex_lock(&g_lock);
+    size_t cap = g_cap;
+    pthread_mutex_unlock(&g_lock);
+    if (m->dwarf_size > cap) return NULL; /* never fits: symbol table only */
+    size_t bytes = 0;
+    m->dwarf = perf__sym_dwarf_open(m->dwarf_path, &bytes);
+    m->dwarf_broken = !m->dwarf;
+    if (!m->dwarf) return NULL;
+    pthread_mutex_lock(&g_lock);
+    m->dwarf_bytes = bytes;
+    g_bytes += bytes;
+    g_modules++;
+    g_opens++;
+    pthread_mutex_unlock(&g_lock);
+  }
+  if (m->dwarf) account(m, 0);
+  return m->dwarf;
+}
+
+/* Add what the handle grew by, and make m the most recently used. */
+static void account(perf__sym_module_t *m, size_t grown) {
+  pthread_mutex_lock(&g_lock);
+  m->dwarf_bytes += grown;
+  g_bytes += grown;
+  if (g_newest != m) {
+    if (m->older || m->newer || g_oldest == m) {
+      if (m->older) m->older->newer = m->newer;
+      if (m->newer) m->newer->older = m->older;
+      if (g_oldest == m) g_oldest = m->newer;
+    }
+    m->older = g_newest;
+    m->newer = NULL;
+    if (g_newest) g_newest->newer = m;
+    g_newest = m;
+    if (!g_oldest) g_oldest = m;
+  }
+  pthread_mutex_unlock(&g_lock);
+}
+
+/* Take m out of the list and its bytes out of the count. Global lock held. */
+static void lru_unlink(perf__sym_module_t *m) {
+  if (m->older) m->older->newer = m->newer;
+  if (m->newer) m->newer->older = m->older;
+  if (g_oldest == m) g_oldest = m->newer;
+  if (g_newest == m) g_newest = m->older;
+  m->older = m->newer = NULL;
+  g_bytes -= m->dwarf_bytes;
+  g_modules--;
+  m->dwarf_bytes = 0;
+}
+
+/* Drop the DWARF of the least recently used modules until the count is
+   under the cap. A module in the middle of a lookup is skipped (its lock
+   is busy); the lookup enforces the cap again when it ends. */
+static void enforce_cap(void) {
+  pthread_mutex_lock(&g_lock);
+  for (perf__sym_module_t *m = g_oldest, *next; m && g_bytes > g_cap; m = next) {
+    next = m->newer;
+    if (pthread_mutex_trylock(&m->lock) != 0) continue;
+    lru_unlink(m);
+    perf__sym_dwarf_close(m->dwarf);
+    m->dwarf = NULL;
+    pthread_mutex_unlock(&m->lock);
+  }
+  pthread_mutex_unlock(&g_lock);
+}
