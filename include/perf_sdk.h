@@ -7,8 +7,22 @@
  *    on failure; perf_strerror() turns a code into a static string.
  *  - Memory returned through an out-parameter belongs to the caller and is
  *    released with perf_free(), unless the function says otherwise.
- *  - Every function is safe to call from any thread at any time; none of them
- *    prints, exits or aborts.
+ *  - Every function may be called from any thread, before perf_sdk_init,
+ *    twice, or after perf_sdk_shutdown (it then returns an error code);
+ *    none of them prints, exits or aborts.
+ *  - Signal handlers: only the functions marked "async-signal-safe" may be
+ *    called from one (the loop marks, perf_strerror). The others take
+ *    locks and allocate, so they are not async-signal-safe; but when one
+ *    is called from a signal handler (or the log callback) that
+ *    interrupted another SDK call on the same thread, it returns
+ *    PERF_E_BUSY at once, changing nothing, instead of deadlocking.
+ *  - fork: the SDK holds none of its locks across fork() (it waits for a
+ *    capture or a rule build in flight to end first). A child that goes on
+ *    without exec restarts the SDK by itself at its next SDK call or loop
+ *    mark (see perf_sdk_init). exec replaces the SDK with the new program.
+ *  - exit: when the process exits (return from main, exit()), what was
+ *    recorded is written or spooled within exit_timeout_ms; _exit() and
+ *    crashes are not covered.
  */
 #ifndef PERF_SDK_H
 #define PERF_SDK_H
@@ -37,7 +51,8 @@ typedef enum perf_error_e {
   PERF_E_NO_MEMORY = -2,        /* an allocation failed; nothing was changed */
   PERF_E_NO_THREAD = -3,        /* the thread id is not a live thread of this process */
   PERF_E_TIMEOUT = -4,   /* the thread did not answer in time (signal blocked, D state, stopped) */
-  PERF_E_BUSY = -5,      /* a capture of that thread is already in flight */
+  PERF_E_BUSY = -5,      /* a capture of that thread is already in flight, or an SDK call
+                            is already in progress on this thread (signal handler) */
   PERF_E_SIGNAL = -6,    /* no usable real-time signal, or the configured one is taken */
   PERF_E_SYSTEM = -7,    /* a system call failed unexpectedly; see errno-style detail in the log */
   PERF_E_TRUNCATED = -8, /* the output buffer was too small; it holds the innermost frames */
@@ -48,7 +63,8 @@ typedef enum perf_error_e {
   PERF_E_UNSUPPORTED = -12,     /* the platform or build lacks the requested feature */
 } perf_error_t;
 
-/* A static, never-NULL English description of an error code. */
+/* A static, never-NULL English description of an error code.
+   Async-signal-safe. */
 PERF_API const char *perf_strerror(int err);
 
 /* Release memory the SDK returned to the caller (NULL is fine). */
@@ -245,6 +261,12 @@ typedef struct perf_sdk_config_s {
 
   perf_log_fn log_fn; /* default NULL: the SDK says nothing */
   void *log_user;     /* passed to log_fn */
+
+  /* Process exit (return from main, exit()): how long the SDK may delay it
+     to write, spool and (http) send what was recorded; what is not sent by
+     then stays in the spool for the next run. 0: do nothing at exit.
+     Default 300; 0..60000. */
+  unsigned exit_timeout_ms;
 } perf_sdk_config_t;
 
 /* Fill *cfg with the defaults (no environment applied yet: perf_sdk_init
@@ -253,7 +275,16 @@ PERF_API void perf_sdk_config_init(perf_sdk_config_t *cfg);
 
 /* Start the monitors and the event writer. The calling thread becomes the
    watched thread of the hang monitor. Returns PERF_E_ALREADY_INITIALIZED when
-   running, PERF_E_INVALID_CONFIG (logged, naming the field) on bad config. */
+   running, PERF_E_INVALID_CONFIG (logged, naming the field) on bad config.
+
+   After fork(), in a child that goes on without exec (daemonize, prefork
+   servers), the SDK restarts by itself at the child's next SDK call or loop
+   mark, with the same configuration: new threads, the child's pid in its
+   events, a spool of its own; the thread that forked becomes the watched
+   thread. Nothing the parent had queued is written by the child. Called
+   in such a child before that restart, perf_sdk_init starts the SDK with
+   the new cfg instead (0), and perf_sdk_shutdown cancels the restart (0).
+   The child never touches the parent's threads. */
 PERF_API int perf_sdk_init(const perf_sdk_config_t *cfg);
 
 /* Stop the monitors, write what is queued, stop the writer; returns within
@@ -267,16 +298,30 @@ PERF_API int perf_sdk_watch_current_thread(void);
 
 /* Mark the watched loop as busy (it started handling work) / idle (it is
    about to block waiting for work). Two atomic stores and a vDSO clock read;
-   callable from the watched thread only. */
+   callable from the watched thread only. Async-signal-safe, except the first
+   call in a forked child, which restarts the SDK there. */
 PERF_API int perf_sdk_loop_busy(void);
 PERF_API int perf_sdk_loop_idle(void);
 
 /* For loops without an idle point: "a new unit of work starts now". A hang
-   is then the time between two heartbeats exceeding the threshold. */
+   is then the time between two heartbeats exceeding the threshold.
+   Async-signal-safe as the marks above. */
 PERF_API int perf_sdk_heartbeat(void);
 
+/* A loop nested inside the current unit of work: redis running its event
+   loop from inside a long script to answer BUSY, a GUI toolkit's modal
+   dialog loop. Call begin before the nested loop and end after it, on the
+   watched thread; in between, busy / idle / heartbeat marks (the nested
+   loop's) change nothing, so the outer unit stays one unit of work and is
+   reported as one hang, with its stacks, however often the nested loop goes
+   idle. Pairs nest. end without begin: PERF_E_INVALID_ARGUMENT. One atomic
+   add; async-signal-safe as the marks. */
+PERF_API int perf_sdk_loop_nested_begin(void);
+PERF_API int perf_sdk_loop_nested_end(void);
+
 /* Stop / restart hang detection (nested calls do not count: one resume ends
-   any number of pauses). A hang in progress at pause is ended. */
+   any number of pauses). A hang in progress at pause is ended.
+   Async-signal-safe as the marks. */
 PERF_API int perf_sdk_pause(void);
 PERF_API int perf_sdk_resume(void);
 

@@ -2,9 +2,22 @@
  * curl_transport.c - the libcurl transport (see transport.h). One easy
  * handle, reused so the connection to the collector stays open between
  * batches. Uploader thread only.
+ *
+ * libcurl is not linked: the first transport made dlopens libcurl.so.4
+ * (libcurl-gnutls.so.4 as a fallback) and resolves the few functions used
+ * here into a table. An app with the file sink, the none sink or the SDK
+ * disabled never maps libcurl nor the ~35 libraries it needs (TLS,
+ * Kerberos, LDAP, ssh...): about 8 MiB of resident memory in a small
+ * server. libcurl stays loaded once loaded (its global state).
+ *
+ * The sockets libcurl opens for us are noted as the SDK's descriptors
+ * (sdk/base/owned_fds.h), so that a forked child closes its copies of the
+ * connection to the collector.
  */
+#define CURL_DISABLE_TYPECHECK /* calls go through the table below */
 #include <ctype.h>
 #include <curl/curl.h>
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -12,10 +25,64 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "perf_sdk.h"
 #include "sdk/base/log.h"
+#include "sdk/base/owned_fds.h"
 #include "uploader/transport.h"
+
+/* The libcurl functions this file uses, resolved at run time. */
+typedef struct {
+  CURLcode (*global_init)(long flags);
+  CURL *(*easy_init)(void);
+  void (*easy_reset)(CURL *c);
+  CURLcode (*easy_setopt)(CURL *c, CURLoption opt, ...);
+  CURLcode (*easy_getinfo)(CURL *c, CURLINFO info, ...);
+  const char *(*easy_strerror)(CURLcode rc);
+  void (*easy_cleanup)(CURL *c);
+  CURLM *(*multi_init)(void);
+  CURLMcode (*multi_add_handle)(CURLM *m, CURL *c);
+  CURLMcode (*multi_remove_handle)(CURLM *m, CURL *c);
+  CURLMcode (*multi_perform)(CURLM *m, int *running);
+  CURLMcode (*multi_poll)(CURLM *m, struct curl_waitfd extra[], unsigned n, int ms, int *ret);
+  CURLMsg *(*multi_info_read)(CURLM *m, int *left);
+  CURLMcode (*multi_wakeup)(CURLM *m);
+  CURLMcode (*multi_cleanup)(CURLM *m);
+  struct curl_slist *(*slist_append)(struct curl_slist *l, const char *s);
+  void (*slist_free_all)(struct curl_slist *l);
+} curl_api_t;
+
+/* Where each function goes in the table, by its libcurl name. */
+#define API_FN(field, name)                                                                        \
+  { name, offsetof(curl_api_t, field) }
+static const struct {
+  const char *name;
+  size_t offset;
+} k_api_fns[] = {
+    API_FN(global_init, "curl_global_init"),
+    API_FN(easy_init, "curl_easy_init"),
+    API_FN(easy_reset, "curl_easy_reset"),
+    API_FN(easy_setopt, "curl_easy_setopt"),
+    API_FN(easy_getinfo, "curl_easy_getinfo"),
+    API_FN(easy_strerror, "curl_easy_strerror"),
+    API_FN(easy_cleanup, "curl_easy_cleanup"),
+    API_FN(multi_init, "curl_multi_init"),
+    API_FN(multi_add_handle, "curl_multi_add_handle"),
+    API_FN(multi_remove_handle, "curl_multi_remove_handle"),
+    API_FN(multi_perform, "curl_multi_perform"),
+    API_FN(multi_poll, "curl_multi_poll"),
+    API_FN(multi_info_read, "curl_multi_info_read"),
+    API_FN(multi_wakeup, "curl_multi_wakeup"),
+    API_FN(multi_cleanup, "curl_multi_cleanup"),
+    API_FN(slist_append, "curl_slist_append"),
+    API_FN(slist_free_all, "curl_slist_free_all"),
+};
+#undef API_FN
+
+/* The sonames tried, in order: Debian's OpenSSL build, then its GnuTLS one. */
+static const char *const k_sonames[] = {"libcurl.so.4", "libcurl-gnutls.so.4"};
 
 typedef struct {
   perf__transport_t base;
@@ -28,9 +95,13 @@ typedef struct {
 } curl_transport_t;
 
 static pthread_once_t g_curl_once = PTHREAD_ONCE_INIT;
-static CURLcode g_curl_init;
+static curl_api_t g_api;
+static int g_api_err = PERF_E_UNSUPPORTED; /* PERF_OK once loaded and initialized */
 
-static void global_init(void);
+static void load_libcurl(void);
+static bool resolve_api(void *lib);
+static curl_socket_t open_socket(void *arg, curlsocktype purpose, struct curl_sockaddr *addr);
+static int close_socket(void *arg, curl_socket_t fd);
 static int post(perf__transport_t *t, const perf__http_request_t *req, perf__http_response_t *resp);
 static void destroy(perf__transport_t *t);
 static void interrupt(perf__transport_t *t);
@@ -39,8 +110,8 @@ static size_t on_header(char *line, size_t size, size_t n, void *arg);
 static size_t on_body(char *data, size_t size, size_t n, void *arg);
 
 int perf__curl_transport_new(const perf__curl_options_t *opts, perf__transport_t **out) {
-  pthread_once(&g_curl_once, global_init);
-  if (g_curl_init != CURLE_OK) return PERF_E_SYSTEM;
+  pthread_once(&g_curl_once, load_libcurl);
+  if (g_api_err != PERF_OK) return g_api_err;
   curl_transport_t *t = calloc(1, sizeof *t);
   if (!t) return PERF_E_NO_MEMORY;
   t->base.post = post;
@@ -51,8 +122,8 @@ int perf__curl_transport_new(const perf__curl_options_t *opts, perf__transport_t
     free(t);
     return PERF_E_NO_MEMORY;
   }
-  t->curl = curl_easy_init();
-  t->multi = curl_multi_init();
+  t->curl = g_api.easy_init();
+  t->multi = g_api.multi_init();
   if (!t->curl || !t->multi) {
     destroy(&t->base);
     return PERF_E_NO_MEMORY;
@@ -61,8 +132,37 @@ int perf__curl_transport_new(const perf__curl_options_t *opts, perf__transport_t
   return PERF_OK;
 }
 
-static void global_init(void) {
-  g_curl_init = curl_global_init(CURL_GLOBAL_DEFAULT);
+static void load_libcurl(void) {
+  void *lib = NULL;
+  for (size_t i = 0; i < sizeof k_sonames / sizeof k_sonames[0] && !lib; i++)
+    lib = dlopen(k_sonames[i], RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    perf__log(PERF__LOG_ERROR, "http sink: libcurl not found (%s); install libcurl4", dlerror());
+    return;
+  }
+  if (!resolve_api(lib)) return; /* logged; the library stays loaded, unused */
+  if (g_api.global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+    perf__log(PERF__LOG_ERROR, "http sink: curl_global_init failed");
+    g_api_err = PERF_E_SYSTEM;
+    return;
+  }
+  g_api_err = PERF_OK;
+}
+
+/* Every function of k_api_fns into g_api; false (logged) when one is
+   missing (a libcurl older than 7.68). */
+static bool resolve_api(void *lib) {
+  for (size_t i = 0; i < sizeof k_api_fns / sizeof k_api_fns[0]; i++) {
+    void *fn = dlsym(lib, k_api_fns[i].name);
+    if (!fn) {
+      perf__log(PERF__LOG_ERROR, "http sink: libcurl lacks %s (7.68 or later needed)",
+                k_api_fns[i].name);
+      return false;
+    }
+    /* POSIX makes dlsym's object pointer convertible to a function pointer. */
+    memcpy((char *)&g_api + k_api_fns[i].offset, &fn, sizeof fn);
+  }
+  return true;
 }
 
 typedef struct {
@@ -77,38 +177,40 @@ static int post(perf__transport_t *base, const perf__http_request_t *req,
   memset(resp, 0, sizeof *resp);
   char auth[600], id[64];
   struct curl_slist *headers = NULL, *h;
-  headers = curl_slist_append(headers, "Content-Type: application/x-protobuf");
-  if ((h = curl_slist_append(headers, "Content-Encoding: zstd")) != NULL) headers = h;
+  headers = g_api.slist_append(headers, "Content-Type: application/x-protobuf");
+  if ((h = g_api.slist_append(headers, "Content-Encoding: zstd")) != NULL) headers = h;
   snprintf(id, sizeof id, "X-Perf-Batch-Id: %s", req->batch_id);
-  if ((h = curl_slist_append(headers, id)) != NULL) headers = h;
+  if ((h = g_api.slist_append(headers, id)) != NULL) headers = h;
   if (req->api_key) {
     snprintf(auth, sizeof auth, "Authorization: Bearer %s", req->api_key);
-    if ((h = curl_slist_append(headers, auth)) != NULL) headers = h;
+    if ((h = g_api.slist_append(headers, auth)) != NULL) headers = h;
   }
-  if ((h = curl_slist_append(headers, "Expect:")) != NULL) headers = h; /* no 100-continue wait */
+  if ((h = g_api.slist_append(headers, "Expect:")) != NULL) headers = h; /* no 100-continue wait */
   reply_t reply = {resp, 0};
-  curl_easy_reset(c); /* keeps the connection cache: the connection is reused */
-  curl_easy_setopt(c, CURLOPT_URL, req->url);
-  curl_easy_setopt(c, CURLOPT_POST, 1L);
-  curl_easy_setopt(c, CURLOPT_POSTFIELDS, req->body);
-  curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)req->body_len);
-  curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
-  curl_easy_setopt(c, CURLOPT_USERAGENT, PERF_SDK_NAME "/" PERF_SDK_VERSION);
-  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, t->opts.connect_timeout_ms);
-  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, t->opts.timeout_ms);
-  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L); /* no SIGALRM for DNS timeouts in a library */
-  curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, t->opts.verify_tls ? 1L : 0L);
-  curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, t->opts.verify_tls ? 2L : 0L);
-  if (t->ca_bundle) curl_easy_setopt(c, CURLOPT_CAINFO, t->ca_bundle);
-  curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-  curl_easy_setopt(c, CURLOPT_ERRORBUFFER, t->error);
-  curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
-  curl_easy_setopt(c, CURLOPT_HEADERDATA, &reply);
-  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-  curl_easy_setopt(c, CURLOPT_WRITEDATA, &reply);
+  g_api.easy_reset(c); /* keeps the connection cache: the connection is reused */
+  g_api.easy_setopt(c, CURLOPT_URL, req->url);
+  g_api.easy_setopt(c, CURLOPT_POST, 1L);
+  g_api.easy_setopt(c, CURLOPT_POSTFIELDS, req->body);
+  g_api.easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)req->body_len);
+  g_api.easy_setopt(c, CURLOPT_HTTPHEADER, headers);
+  g_api.easy_setopt(c, CURLOPT_USERAGENT, PERF_SDK_NAME "/" PERF_SDK_VERSION);
+  g_api.easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, t->opts.connect_timeout_ms);
+  g_api.easy_setopt(c, CURLOPT_TIMEOUT_MS, t->opts.timeout_ms);
+  g_api.easy_setopt(c, CURLOPT_NOSIGNAL, 1L); /* no SIGALRM for DNS timeouts in a library */
+  g_api.easy_setopt(c, CURLOPT_SSL_VERIFYPEER, t->opts.verify_tls ? 1L : 0L);
+  g_api.easy_setopt(c, CURLOPT_SSL_VERIFYHOST, t->opts.verify_tls ? 2L : 0L);
+  if (t->ca_bundle) g_api.easy_setopt(c, CURLOPT_CAINFO, t->ca_bundle);
+  g_api.easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+  g_api.easy_setopt(c, CURLOPT_ERRORBUFFER, t->error);
+  g_api.easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+  g_api.easy_setopt(c, CURLOPT_HEADERDATA, &reply);
+  g_api.easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+  g_api.easy_setopt(c, CURLOPT_WRITEDATA, &reply);
+  g_api.easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, open_socket);
+  g_api.easy_setopt(c, CURLOPT_CLOSESOCKETFUNCTION, close_socket);
   t->error[0] = '\0';
   CURLcode rc = perform(t);
-  curl_slist_free_all(headers);
+  g_api.slist_free_all(headers);
   if (rc == CURLE_ABORTED_BY_CALLBACK) {
     snprintf(resp->reason, sizeof resp->reason, "interrupted (shutting down)");
     return PERF_E_BUSY;
@@ -116,10 +218,10 @@ static int post(perf__transport_t *base, const perf__http_request_t *req,
   if (rc != CURLE_OK) {
     resp->status = 0;
     snprintf(resp->reason, sizeof resp->reason, "%s",
-             t->error[0] ? t->error : curl_easy_strerror(rc));
+             t->error[0] ? t->error : g_api.easy_strerror(rc));
     return rc == CURLE_OPERATION_TIMEDOUT ? PERF_E_TIMEOUT : PERF_E_SYSTEM;
   }
-  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &resp->status);
+  g_api.easy_getinfo(c, CURLINFO_RESPONSE_CODE, &resp->status);
   return PERF_OK;
 }
 
@@ -128,11 +230,11 @@ static int post(perf__transport_t *base, const perf__http_request_t *req,
    a timeout. */
 static CURLcode perform(curl_transport_t *t) {
   if (atomic_load(&t->interrupted)) return CURLE_ABORTED_BY_CALLBACK;
-  if (curl_multi_add_handle(t->multi, t->curl) != CURLM_OK) return CURLE_FAILED_INIT;
+  if (g_api.multi_add_handle(t->multi, t->curl) != CURLM_OK) return CURLE_FAILED_INIT;
   CURLcode result = CURLE_OK;
   int running = 1;
   while (running) {
-    if (curl_multi_perform(t->multi, &running) != CURLM_OK) {
+    if (g_api.multi_perform(t->multi, &running) != CURLM_OK) {
       result = CURLE_FAILED_INIT;
       break;
     }
@@ -141,27 +243,27 @@ static CURLcode perform(curl_transport_t *t) {
       result = CURLE_ABORTED_BY_CALLBACK;
       break;
     }
-    curl_multi_poll(t->multi, NULL, 0, 1000, NULL);
+    g_api.multi_poll(t->multi, NULL, 0, 1000, NULL);
   }
   int left;
   CURLMsg *msg;
-  while ((msg = curl_multi_info_read(t->multi, &left)) != NULL)
+  while ((msg = g_api.multi_info_read(t->multi, &left)) != NULL)
     if (msg->msg == CURLMSG_DONE && result == CURLE_OK) result = msg->data.result;
-  curl_multi_remove_handle(t->multi, t->curl);
+  g_api.multi_remove_handle(t->multi, t->curl);
   return result;
 }
 
 static void interrupt(perf__transport_t *base) {
   curl_transport_t *t = (curl_transport_t *)base;
   atomic_store(&t->interrupted, true);
-  curl_multi_wakeup(t->multi);
+  g_api.multi_wakeup(t->multi);
 }
 
 static void destroy(perf__transport_t *base) {
   curl_transport_t *t = (curl_transport_t *)base;
   if (!t) return;
-  if (t->multi) curl_multi_cleanup(t->multi);
-  curl_easy_cleanup(t->curl);
+  if (t->multi) g_api.multi_cleanup(t->multi);
+  g_api.easy_cleanup(t->curl);
   free(t->ca_bundle);
   free(t);
 }
@@ -195,4 +297,19 @@ static size_t on_body(char *data, size_t size, size_t n, void *arg) {
   reply->reason_len += take;
   reply->resp->reason[reply->reason_len] = '\0';
   return len;
+}
+
+/* libcurl's sockets, made here so that they are noted as the SDK's. */
+static curl_socket_t open_socket(void *arg, curlsocktype purpose, struct curl_sockaddr *addr) {
+  (void)arg, (void)purpose;
+  int fd = socket(addr->family, addr->socktype | SOCK_CLOEXEC, addr->protocol);
+  if (fd < 0) return CURL_SOCKET_BAD;
+  perf__owned_fd_add(fd);
+  return fd;
+}
+
+static int close_socket(void *arg, curl_socket_t fd) {
+  (void)arg;
+  perf__owned_fd_remove(fd);
+  return close(fd);
 }

@@ -5,9 +5,14 @@
 #include "uploader/retry_policy.h"
 
 #include <ctype.h>
-#include <curl/curl.h>
 #include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+
+static time_t parse_http_date(const char *v);
+static int month_index(const char *name);
 
 perf__upload_action_t perf__upload_action(long status) {
   if (status >= 200 && status < 300) return PERF__UPLOAD_DONE;
@@ -48,11 +53,48 @@ int64_t perf__retry_after_ms(const char *value, time_t now) {
     if (errno == ERANGE || secs > PERF__RETRY_AFTER_CAP_MS / 1000) return PERF__RETRY_AFTER_CAP_MS;
     return (int64_t)secs * 1000;
   }
-  /* An HTTP-date ("Wed, 21 Oct 2026 07:28:00 GMT"); curl_getdate also takes
-     the obsolete RFC 850 and asctime forms the RFC says to accept. */
-  time_t at = curl_getdate(value, NULL);
+  time_t at = parse_http_date(value);
   if (at == -1) return -1;
   if (at <= now) return 0;
   int64_t ms = ((int64_t)at - (int64_t)now) * 1000;
   return ms > PERF__RETRY_AFTER_CAP_MS ? PERF__RETRY_AFTER_CAP_MS : ms;
+}
+
+/* An HTTP-date (RFC 9110 5.6.7) in its three forms: IMF-fixdate "Sun, 06
+   Nov 1994 08:49:37 GMT", the obsolete RFC 850 "Sunday, 06-Nov-94 08:49:37
+   GMT" and asctime "Sun Nov  6 08:49:37 1994". Parsed by hand, not with
+   strptime, whose day and month names follow the app's locale. -1 when
+   malformed. */
+static time_t parse_http_date(const char *v) {
+  char mon[4] = "";
+  int d = 0, y = 0, h = 0, mi = 0, s = 0, end = 0;
+  const char *comma = strchr(v, ',');
+  bool ok;
+  if (comma && strchr(comma, '-')) {
+    ok = sscanf(comma + 1, " %2d-%3[A-Za-z]-%2d %2d:%2d:%2d GMT%n", &d, mon, &y, &h, &mi, &s,
+                &end) == 6;
+    y += y < 70 ? 2000 : 1900; /* two-digit years: RFC 9110's 50-year rule, roughly */
+  } else if (comma) {
+    ok = sscanf(comma + 1, " %2d %3[A-Za-z] %4d %2d:%2d:%2d GMT%n", &d, mon, &y, &h, &mi, &s,
+                &end) == 6;
+  } else {
+    ok = sscanf(v, "%*3[A-Za-z] %3[A-Za-z] %2d %2d:%2d:%2d %4d%n", mon, &d, &h, &mi, &s, &y,
+                &end) == 6;
+  }
+  const char *rest = (comma ? comma + 1 : v) + end;
+  while (ok && isspace((unsigned char)*rest))
+    rest++;
+  int m = month_index(mon);
+  if (!ok || *rest || m < 0 || d < 1 || d > 31 || h > 23 || mi > 59 || s > 60) return -1;
+  struct tm tm = {
+      .tm_year = y - 1900, .tm_mon = m, .tm_mday = d, .tm_hour = h, .tm_min = mi, .tm_sec = s};
+  return timegm(&tm);
+}
+
+static int month_index(const char *name) {
+  static const char months[] = "JanFebMarAprMayJunJulAugSepOctNovDec";
+  if (strlen(name) != 3) return -1;
+  for (int i = 0; i < 12; i++)
+    if (strncmp(months + 3 * i, name, 3) == 0) return i;
+  return -1;
 }

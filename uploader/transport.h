@@ -45,7 +45,8 @@ typedef struct perf__curl_options_s {
 /* libcurl: one easy handle in one multi handle, reused for every request
    (keep-alive), proxy from the usual environment variables (http_proxy,
    https_proxy, no_proxy); interrupt() wakes the multi's poll.
-   Free with t->destroy(t). */
+   libcurl itself is loaded (dlopen) by the first call; PERF_E_UNSUPPORTED
+   (logged) when it cannot be. Free with t->destroy(t). */
 int perf__curl_transport_new(const perf__curl_options_t *opts, perf__transport_t **out);
 
 #endif

@@ -154,6 +154,11 @@ bool perf__worker_is_sdk_thread(pid_t tid) {
   return false;
 }
 
+void perf__worker_forget_all(void) {
+  for (size_t i = 0; i < PERF__WORKER_MAX; i++)
+    atomic_store(&g_tids[i], 0);
+}
+
 static void *worker_main(void *arg) {
   perf__worker_t *w = arg;
   pthread_setname_np(pthread_self(), w->name);

@@ -76,4 +76,11 @@ void perf__worker_sleep_until(perf__worker_t *w, int64_t deadline_ns);
    its fn starts until fn returns). Lock-free. */
 bool perf__worker_is_sdk_thread(pid_t tid);
 
+/* In a child forked from the app (single-threaded, from the fork child
+   handler): the registry names the parent's threads, which do not exist
+   here; empty it. The workers themselves are left alone: never joined,
+   signalled or freed in the child (their memory may be mid-change).
+   Async-signal-safe. */
+void perf__worker_forget_all(void);
+
 #endif

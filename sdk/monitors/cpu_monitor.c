@@ -61,10 +61,14 @@ int perf__cpu_monitor_start(const perf__config_t *cfg, perf__recorder_t *recorde
   return PERF_OK;
 }
 
-void perf__cpu_monitor_stop(perf__cpu_monitor_t *m) {
-  perf__worker_stop(m->worker, 0); /* no deadline: it never does I/O */
+int perf__cpu_monitor_stop(perf__cpu_monitor_t *m, int64_t deadline_ns) {
+  /* No I/O, but a capture may wait for its thread up to the sampler's
+     timeout: at exit the deadline wins, and a monitor still capturing is
+     left to finish with its memory. */
+  if (perf__worker_stop(m->worker, deadline_ns) != PERF_OK) return PERF_E_TIMEOUT;
   perf__thread_set_free(&m->threads);
   free(m);
+  return PERF_OK;
 }
 
 static void monitor_main(perf__worker_t *worker, void *arg) {

@@ -7,6 +7,8 @@
 #ifndef PERF_CPU_MONITOR_H
 #define PERF_CPU_MONITOR_H
 
+#include <stdint.h>
+
 #include "sdk/base/stats.h"
 #include "sdk/pipeline/config.h"
 #include "sdk/pipeline/recorder.h"
@@ -19,7 +21,10 @@ typedef struct perf__cpu_monitor_s perf__cpu_monitor_t;
 int perf__cpu_monitor_start(const perf__config_t *cfg, perf__recorder_t *recorder,
                             perf__stats_t *stats, perf__cpu_monitor_t **out);
 
-/* Stop the thread; a burst in progress is recorded with what it has. */
-void perf__cpu_monitor_stop(perf__cpu_monitor_t *m);
+/* Stop the thread; a burst in progress is recorded with what it has.
+   Waits until the monotonic deadline_ns (0: no limit); PERF_E_TIMEOUT when
+   it was still capturing then (left running: what start was given must
+   stay alive). */
+int perf__cpu_monitor_stop(perf__cpu_monitor_t *m, int64_t deadline_ns);
 
 #endif

@@ -53,6 +53,7 @@ void perf__loop_watch_current_thread(perf__loop_t *loop) {
 }
 
 void perf__loop_busy(perf__loop_t *loop) {
+  if (atomic_load_explicit(&loop->nested, memory_order_relaxed)) return;
   int64_t now = perf__now_ns();
   uint64_t w = atomic_load_explicit(&loop->word, memory_order_relaxed);
   if (w & BUSY_BIT) mark_ended(loop, w >> 1, now); /* busy again without idle: a new unit */
@@ -61,12 +62,14 @@ void perf__loop_busy(perf__loop_t *loop) {
 }
 
 void perf__loop_idle(perf__loop_t *loop) {
+  if (atomic_load_explicit(&loop->nested, memory_order_relaxed)) return;
   uint64_t w = atomic_load_explicit(&loop->word, memory_order_relaxed);
   if (w & BUSY_BIT) mark_ended(loop, w >> 1, perf__now_ns());
   atomic_store_explicit(&loop->word, w & ~(uint64_t)BUSY_BIT, memory_order_release);
 }
 
 void perf__loop_heartbeat(perf__loop_t *loop) {
+  if (atomic_load_explicit(&loop->nested, memory_order_relaxed)) return;
   int64_t now = perf__now_ns();
   uint64_t w = atomic_load_explicit(&loop->word, memory_order_relaxed);
   if (w & BUSY_BIT) mark_ended(loop, w >> 1, now);
@@ -92,9 +95,12 @@ int perf__hang_monitor_start(const perf__config_t *cfg, perf__loop_t *loop,
   return PERF_OK;
 }
 
-void perf__hang_monitor_stop(perf__hang_monitor_t *m) {
-  perf__worker_stop(m->worker, 0); /* no deadline: it never does I/O */
+int perf__hang_monitor_stop(perf__hang_monitor_t *m, int64_t deadline_ns) {
+  /* No I/O, but a capture may wait up to the sampler's timeout (see the
+     cpu monitor's stop). */
+  if (perf__worker_stop(m->worker, deadline_ns) != PERF_OK) return PERF_E_TIMEOUT;
   free(m);
+  return PERF_OK;
 }
 
 static void monitor_main(perf__worker_t *worker, void *arg) {

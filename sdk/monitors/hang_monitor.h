@@ -34,12 +34,17 @@ typedef struct perf__loop_s {
   atomic_int_fast64_t threshold_ns;   /* hang_threshold_ms, set at init */
   atomic_uint_fast64_t long_unit_end; /* (epoch:24 << 40) | end in us:40 */
   atomic_int paused;
+  /* Loops running inside the current unit of work (perf_sdk_loop_nested_
+     begin/end): their marks do not end it. The watched thread's own. */
+  atomic_int nested;
 } perf__loop_t;
 
 /* Make the calling thread the watched one (its name is read here, with
    prctl, so that the monitor never reads /proc for it). */
 void perf__loop_watch_current_thread(perf__loop_t *loop);
 
+/* The marks. Inside a nested loop (nested > 0) they change nothing: the
+   unit of work that runs the nested loop goes on (one relaxed load). */
 void perf__loop_busy(perf__loop_t *loop);
 void perf__loop_idle(perf__loop_t *loop);
 void perf__loop_heartbeat(perf__loop_t *loop);
@@ -53,7 +58,10 @@ int perf__hang_monitor_start(const perf__config_t *cfg, perf__loop_t *loop,
                              perf__hang_monitor_t **out);
 
 /* Stop the thread; a hang in progress is recorded (ended now, or when its
-   unit of work ended if that already happened). */
-void perf__hang_monitor_stop(perf__hang_monitor_t *m);
+   unit of work ended if that already happened). Waits until the monotonic
+   deadline_ns (0: no limit); PERF_E_TIMEOUT when the thread was still
+   capturing then: it is left running and everything passed to start must
+   stay alive. */
+int perf__hang_monitor_stop(perf__hang_monitor_t *m, int64_t deadline_ns);
 
 #endif

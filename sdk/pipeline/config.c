@@ -55,6 +55,7 @@ static const limit_t k_limits[] = {
     FIELD(backoff_cap_ms, 300000, 10, 86400000),
     FIELD(max_server_errors, 5, 1, 100),
     FIELD(tls_verify, 1, 0, 1),
+    FIELD(exit_timeout_ms, 300, 0, 60000),
 };
 /* clang-format on */
 #undef FIELD
@@ -300,6 +301,7 @@ static int copy_config(const perf_sdk_config_t *c, perf__config_t *out) {
   out->backoff_base_ms = c->backoff_base_ms;
   out->backoff_cap_ms = c->backoff_cap_ms;
   out->max_server_errors = c->max_server_errors;
+  out->exit_timeout_ms = c->exit_timeout_ms;
   out->tls_verify = c->tls_verify;
   out->ca_bundle = dup_or_null(c->ca_bundle, &err);
   out->log_fn = c->log_fn;

@@ -30,6 +30,7 @@ typedef struct perf__config_s {
   unsigned spool_max_bytes, spool_max_files, spool_max_age_s;
   unsigned connect_timeout_ms, request_timeout_ms, backoff_base_ms, backoff_cap_ms,
       max_server_errors, tls_verify;
+  unsigned exit_timeout_ms;
   char *ca_bundle;
   perf_log_fn log_fn;
   void *log_user;

@@ -17,6 +17,7 @@
 
 #include "sdk/base/fileio.h"
 #include "sdk/base/log.h"
+#include "sdk/base/owned_fds.h"
 #include "sdk/wire/batch_decode.h"
 
 static int encode_marker(perf__hang_marker_t *m, const perf__config_t *cfg, const perf__event_t *ev,
@@ -45,11 +46,13 @@ void perf__hang_marker_clear(perf__hang_marker_t *m, const char *data_dir) {
   char path[PATH_MAX];
   snprintf(path, sizeof path, "%s/hang-%d.marker", data_dir, (int)getpid());
   unlink(path);
+  perf__owned_fd_remove(m->fd);
   close(m->fd);
   m->fd = -1;
 }
 
 void perf__hang_marker_free(perf__hang_marker_t *m) {
+  perf__owned_fd_remove(m->fd);
   if (m->fd >= 0) close(m->fd);
   m->fd = -1;
   perf__batch_free(m->builder);
@@ -126,7 +129,13 @@ static int replace_marker(perf__hang_marker_t *m, const char *data_dir, const ui
     }
     return PERF_E_SYSTEM;
   }
-  if (m->fd >= 0) close(m->fd); /* the replaced file, already unlinked by rename */
+  if (m->fd >= 0) { /* the replaced file, already unlinked by rename */
+    perf__owned_fd_remove(m->fd);
+    close(m->fd);
+  }
+  /* A forked child closes its copy: its flock would keep a dead parent's
+     marker looking alive. */
+  perf__owned_fd_add(fd);
   m->fd = fd;
   return PERF_OK;
 }

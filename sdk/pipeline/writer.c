@@ -23,6 +23,7 @@
 #include "sdk/base/clock.h"
 #include "sdk/base/fileio.h"
 #include "sdk/base/log.h"
+#include "sdk/base/owned_fds.h"
 #include "sdk/base/worker.h"
 #include "sdk/pipeline/batch_sink.h"
 #include "sdk/pipeline/event_text.h"
@@ -32,6 +33,10 @@
 /* Shutdown: how long past its deadline the stopper waits for a writer that
    was between two events to drop the rest and close the batch sink. */
 #define STOP_GRACE_NS (20 * 1000000)
+
+/* data_dir is created when a hang marker first needs it, not at start: an
+   app that never hangs gets no state directory. */
+enum { DATA_DIR_UNTRIED, DATA_DIR_READY, DATA_DIR_FAILED };
 
 struct perf__writer_s {
   const perf__config_t *cfg;
@@ -44,7 +49,7 @@ struct perf__writer_s {
   bool held, exited;
   int sink_fd;
   perf__hang_marker_t marker;
-  bool data_dir_ready;
+  int data_dir_state; /* DATA_DIR_*: made on the first hang marker only */
   /* the wire path: batches into the spool (and, for http, to the collector) */
   perf__batch_sink_t *batches;          /* set by the writer thread under lock; NULL without */
   bool batches_tried;                   /* the open was attempted (lock) */
@@ -64,6 +69,7 @@ static void write_event(perf__writer_t *w, perf__event_t *ev);
 static void count_batched(perf__writer_t *w, int batched);
 static void write_report(perf__writer_t *w, const perf__strbuf_t *b, int err);
 static void handle_hang_post(perf__writer_t *w, perf__event_t *progress);
+static bool data_dir_ready(perf__writer_t *w);
 static void free_writer(perf__writer_t *w);
 
 int perf__writer_start(const perf__config_t *cfg, perf__stats_t *stats, perf__writer_t **out) {
@@ -167,15 +173,9 @@ static void writer_main(perf__worker_t *worker, void *arg) {
      must start watching at once. A hang caught meanwhile waits for this at
      its first capture, a few milliseconds. */
   perf__modules_release(perf__modules_acquire());
-  if (w->cfg->data_dir) {
-    w->data_dir_ready = perf__mkdir_p(w->cfg->data_dir) == 0;
-    if (!w->data_dir_ready)
-      perf__log(PERF__LOG_WARN, "data_dir %s: %s; fatal hangs are not recorded", w->cfg->data_dir,
-                strerror(errno));
-  }
   /* The batch sink first: fatal hangs go into batches like any event. */
   open_batches(w);
-  if (w->data_dir_ready) report_fatal_hangs(w);
+  if (w->cfg->data_dir) report_fatal_hangs(w);
   perf__worker_lock(w->worker);
   bool abandon = false;
   for (;;) {
@@ -333,6 +333,7 @@ static void write_report(perf__writer_t *w, const perf__strbuf_t *b, int err) {
   if (!err && w->sink_fd < 0) {
     w->sink_fd = open(w->cfg->sink_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
     if (w->sink_fd < 0) err = PERF_E_SYSTEM;
+    perf__owned_fd_add(w->sink_fd); /* a forked child closes its copy */
   }
   /* One write per event on an O_APPEND descriptor: the report lands whole,
      and nothing is buffered in the process (flushed per event). */
@@ -342,6 +343,7 @@ static void write_report(perf__writer_t *w, const perf__strbuf_t *b, int err) {
     perf__log(PERF__LOG_WARN, "file sink %s: event not written (%s)", w->cfg->sink_path,
               err == PERF_E_SYSTEM ? strerror(errno) : perf_strerror(err));
     if (w->sink_fd >= 0 && err == PERF_E_SYSTEM) { /* reopen next time (moved, rotated) */
+      perf__owned_fd_remove(w->sink_fd);
       close(w->sink_fd);
       w->sink_fd = -1;
     }
@@ -351,21 +353,31 @@ static void write_report(perf__writer_t *w, const perf__strbuf_t *b, int err) {
 }
 
 static void handle_hang_post(perf__writer_t *w, perf__event_t *progress) {
-  if (!w->data_dir_ready) {
-    perf__event_free(progress);
-    return;
-  }
-  if (progress)
+  if (progress && data_dir_ready(w))
     perf__hang_marker_write(&w->marker, w->cfg, progress);
-  else
+  else if (!progress && w->cfg->data_dir)
     perf__hang_marker_clear(&w->marker, w->cfg->data_dir);
   perf__event_free(progress);
 }
 
+/* data_dir exists (made now, at the first marker), or cannot be made. */
+static bool data_dir_ready(perf__writer_t *w) {
+  if (!w->cfg->data_dir || w->data_dir_state == DATA_DIR_FAILED) return false;
+  if (w->data_dir_state == DATA_DIR_UNTRIED) {
+    bool made = perf__mkdir_p(w->cfg->data_dir) == 0;
+    w->data_dir_state = made ? DATA_DIR_READY : DATA_DIR_FAILED;
+    if (!made)
+      perf__log(PERF__LOG_WARN, "data_dir %s: %s; fatal hangs are not recorded", w->cfg->data_dir,
+                strerror(errno));
+  }
+  return w->data_dir_state == DATA_DIR_READY;
+}
+
 static void free_writer(perf__writer_t *w) {
   if (w->hang_posted) perf__event_free(w->hang);
-  if (w->data_dir_ready) perf__hang_marker_clear(&w->marker, w->cfg->data_dir);
+  if (w->cfg->data_dir) perf__hang_marker_clear(&w->marker, w->cfg->data_dir);
   perf__hang_marker_free(&w->marker);
+  perf__owned_fd_remove(w->sink_fd);
   if (w->sink_fd >= 0) close(w->sink_fd);
   free(w->ring);
   free(w);

@@ -1,11 +1,14 @@
 /*
  * backtrace.c - the public sampler API: perf_backtrace_thread and its text
  * forms. Runs on the calling thread; the capture itself happens in the
- * target thread's signal handler (sampler.h).
+ * target thread's signal handler (sampler.h). Each public call runs inside
+ * the thread's call guard (sdk/base/call_guard.h): from a signal handler
+ * that interrupted an SDK call on the same thread it returns PERF_E_BUSY.
  */
 #include <stdlib.h>
 
 #include "perf_sdk.h"
+#include "sdk/base/call_guard.h"
 #include "sdk/base/threads.h"
 #include "sdk/sampler/backtrace_text.h"
 #include "sdk/sampler/sampler.h"
@@ -14,9 +17,33 @@
 /* Bound on one text report: deep stacks of many threads still fit. */
 #define TEXT_MAX_BYTES (64u << 20)
 
+static int thread_pcs(pid_t tid, uintptr_t *pcs, size_t max, size_t *count);
+static int thread_text(pid_t tid, char **out_text);
+static int all_threads_text(char **out_text);
 static int append_thread(perf__strbuf_t *b, perf__modules_t *mods, pid_t tid, uintptr_t *pcs);
 
 int perf_backtrace_thread(pid_t tid, uintptr_t *pcs, size_t max, size_t *count) {
+  if (!perf__call_enter()) return PERF_E_BUSY;
+  int err = thread_pcs(tid, pcs, max, count);
+  perf__call_leave();
+  return err;
+}
+
+int perf_backtrace_thread_text(pid_t tid, char **out_text) {
+  if (!perf__call_enter()) return PERF_E_BUSY;
+  int err = thread_text(tid, out_text);
+  perf__call_leave();
+  return err;
+}
+
+int perf_backtrace_all_threads_text(char **out_text) {
+  if (!perf__call_enter()) return PERF_E_BUSY;
+  int err = all_threads_text(out_text);
+  perf__call_leave();
+  return err;
+}
+
+static int thread_pcs(pid_t tid, uintptr_t *pcs, size_t max, size_t *count) {
   if (!pcs || !count || max == 0 || tid < 0) return PERF_E_INVALID_ARGUMENT;
   *count = 0;
   perf__modules_t *mods = perf__modules_acquire();
@@ -26,7 +53,7 @@ int perf_backtrace_thread(pid_t tid, uintptr_t *pcs, size_t max, size_t *count) 
   return err;
 }
 
-int perf_backtrace_thread_text(pid_t tid, char **out_text) {
+static int thread_text(pid_t tid, char **out_text) {
   if (!out_text || tid < 0) return PERF_E_INVALID_ARGUMENT;
   *out_text = NULL;
   uintptr_t *pcs = malloc(PERF__MAX_FRAMES * sizeof *pcs);
@@ -44,7 +71,7 @@ int perf_backtrace_thread_text(pid_t tid, char **out_text) {
   return err == PERF_E_TRUNCATED ? PERF_OK : err;
 }
 
-int perf_backtrace_all_threads_text(char **out_text) {
+static int all_threads_text(char **out_text) {
   if (!out_text) return PERF_E_INVALID_ARGUMENT;
   *out_text = NULL;
   pid_t *tids = NULL;

@@ -5,6 +5,12 @@
  * Runs on capture-requesting threads; one mutex guards the cache and the
  * current snapshot. Snapshots are immutable once published, except for the
  * lazily made dwfl unwinder, which is also set under the mutex.
+ *
+ * fork: the mutex is taken around fork (pthread_atfork, registered when the
+ * library loads, so before the sampler's own handlers: the sampler's lock
+ * is taken first, the order captures take them in). A fork while a thread
+ * builds rules waits for that build; the child then finds the cache whole
+ * and the mutex free.
  */
 #include "sdk/sampler/modules.h"
 
@@ -31,6 +37,8 @@ static perf__modules_t *g_current;
 static perf__module_entry_t *g_cache[PERF__MODULE_CACHE_MAX];
 static size_t g_cache_count;
 
+static void fork_lock(void);
+static void fork_unlock(void);
 static perf__modules_t *build_snapshot(void);
 static perf__sym_module_t *entry_symbols(perf__module_entry_t *e, const perf__module_t *m);
 static perf__module_entry_t *cache_entry(const perf__module_t *m);
@@ -97,6 +105,18 @@ void *perf__modules_dwfl_unwinder(perf__modules_t *mods) {
   void *u = mods->dwfl_unwinder;
   pthread_mutex_unlock(&g_lock);
   return u;
+}
+
+__attribute__((constructor)) static void register_fork_handlers(void) {
+  pthread_atfork(fork_lock, fork_unlock, fork_unlock);
+}
+
+static void fork_lock(void) {
+  pthread_mutex_lock(&g_lock);
+}
+
+static void fork_unlock(void) {
+  pthread_mutex_unlock(&g_lock);
 }
 
 static perf__modules_t *build_snapshot(void) {

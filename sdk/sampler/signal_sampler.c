@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "perf_sdk.h"
+#include "sdk/base/call_guard.h"
 #include "sdk/base/clock.h"
 #include "sdk/base/log.h"
 #include "sdk/base/threads.h"
@@ -169,6 +170,7 @@ int perf_sampler_configure(const perf_sampler_options_t *opts) {
   perf__sampler_options_apply_env(&o);
   int err = perf__sampler_options_validate(&o);
   if (err) return err;
+  if (!perf__call_enter()) return PERF_E_BUSY; /* a signal handler inside a capture */
   pthread_mutex_lock(&g_lock);
   if (g_signo && (o.signal && o.signal != g_signo)) err = PERF_E_ALREADY_INITIALIZED;
   if (g_signo && o.stack_copy_bytes != g_opts.stack_copy_bytes) err = PERF_E_ALREADY_INITIALIZED;
@@ -177,14 +179,17 @@ int perf_sampler_configure(const perf_sampler_options_t *opts) {
     g_opts = o;
   }
   pthread_mutex_unlock(&g_lock);
+  perf__call_leave();
   return err;
 }
 
 int perf_sampler_signal(void) {
+  if (!perf__call_enter()) return PERF_E_BUSY; /* a signal handler inside a capture */
   pthread_mutex_lock(&g_lock);
   int err = install_locked();
   int signo = err ? err : g_signo;
   pthread_mutex_unlock(&g_lock);
+  perf__call_leave();
   return signo;
 }
 

@@ -37,6 +37,7 @@
 #include "sdk/base/crc32c.h"
 #include "sdk/base/fileio.h"
 #include "sdk/base/log.h"
+#include "sdk/base/owned_fds.h"
 
 #define SPOOL_MAGIC "PSPL"
 #define SPOOL_VERSION 1
@@ -176,6 +177,8 @@ void perf__spool_close(perf__spool_t *sp) {
     char lock_path[PATH_MAX];
     if (join(lock_path, sp->dir, "LOCK") == 0 && unlink(lock_path) == 0) rmdir(sp->dir);
   }
+  perf__owned_fd_remove(sp->dir_fd);
+  perf__owned_fd_remove(sp->lock_fd);
   if (sp->dir_fd >= 0) close(sp->dir_fd);
   if (sp->lock_fd >= 0) close(sp->lock_fd);
   pthread_mutex_destroy(&sp->lock);
@@ -405,7 +408,11 @@ static int take_directory(perf__spool_t *sp) {
   if (r != LOCK_TAKEN)
     PERF__FAIL(PERF_E_SYSTEM, "spool: cannot lock %s: %s", path,
                r == LOCK_STALE ? "removed under us repeatedly" : strerror(errno));
+  /* A forked child closes its copies of both: it must not keep the flock
+     alive after we exit, nor write here (sdk/base/owned_fds.h). */
+  perf__owned_fd_add(sp->lock_fd);
   sp->dir_fd = open(sp->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  perf__owned_fd_add(sp->dir_fd);
   if (sp->dir_fd < 0) PERF__FAIL(PERF_E_SYSTEM, "spool: open %s: %s", sp->dir, strerror(errno));
   join(sp->quarantine, sp->root, "quarantine");
   if (mkdir(sp->quarantine, 0700) != 0 && errno != EEXIST)
