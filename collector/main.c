@@ -15,6 +15,7 @@
 #include <limits.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +51,21 @@ static const char USAGE[] =
     "  --connection-timeout SECONDS  idle or slow connections are closed (default 30)\n"
     "  --threads N                   HTTP worker threads (default 4)\n"
     "  --max-connections N           concurrent connections (default 256)\n"
+    "Limits of one batch (413 naming the limit above, unless it says cut):\n"
+    "  --max-batch-strings N         string table entries (default 65536)\n"
+    "  --max-batch-modules N         modules (default 4096)\n"
+    "  --max-batch-functions N       functions (default 65536)\n"
+    "  --max-batch-frames N          frames table entries (default 65536)\n"
+    "  --max-batch-stacks N          stacks (default 16384)\n"
+    "  --max-batch-events N          events (default 4096)\n"
+    "  --max-event-samples N         samples, stack counts, threads per event (default 20000)\n"
+    "  --max-stack-frames N          frames per stack; deeper stacks are cut, their root end\n"
+    "                                replaced by a <truncated> frame (default 512)\n"
+    "  --max-string-bytes N          longer strings are cut, ending in <truncated> (default 4096)\n"
+    "  --max-decoded-bytes N         memory of the unpacked protobuf, estimated before\n"
+    "                                unpacking (default 67108864)\n"
+    "  --max-stack-text-bytes N      the stacks as stored text, estimated before building\n"
+    "                                them (default 33554432)\n"
     "  --help                        this text\n";
 
 enum long_only {
@@ -68,9 +84,30 @@ enum long_only {
   OPT_MAX_CONNECTIONS,
   OPT_MAX_SYMBOLS,
   OPT_HELP,
+  OPT_LIMIT_FIRST, /* the batch limits: LIMIT_OPTIONS[i] is OPT_LIMIT_FIRST + i */
 };
 
-static const struct option LONGOPTS[] = {
+/* The batch limits' flags, their fields and ranges (batch_limits.h). */
+static const struct {
+  const char *name;
+  size_t offset;
+  unsigned long long min, max;
+} LIMIT_OPTIONS[] = {
+    {"max-batch-strings", offsetof(batch_limits_t, strings), 1, 1u << 24},
+    {"max-batch-modules", offsetof(batch_limits_t, modules), 1, 1u << 24},
+    {"max-batch-functions", offsetof(batch_limits_t, functions), 1, 1u << 24},
+    {"max-batch-frames", offsetof(batch_limits_t, frames), 1, 1u << 24},
+    {"max-batch-stacks", offsetof(batch_limits_t, stacks), 1, 1u << 24},
+    {"max-batch-events", offsetof(batch_limits_t, events), 1, 1u << 24},
+    {"max-event-samples", offsetof(batch_limits_t, event_samples), 1, 1u << 24},
+    {"max-stack-frames", offsetof(batch_limits_t, stack_frames), 2, 1u << 20},
+    {"max-string-bytes", offsetof(batch_limits_t, string_bytes), 64, 1u << 24},
+    {"max-decoded-bytes", offsetof(batch_limits_t, decoded_bytes), 1u << 20, 1ull << 34},
+    {"max-stack-text-bytes", offsetof(batch_limits_t, text_bytes), 1u << 20, 1ull << 34},
+};
+#define N_LIMIT_OPTIONS (sizeof LIMIT_OPTIONS / sizeof LIMIT_OPTIONS[0])
+
+static struct option LONGOPTS[N_LIMIT_OPTIONS + 32] = {
     {"listen", required_argument, NULL, OPT_LISTEN},
     {"db", required_argument, NULL, OPT_DB},
     {"api-keys-file", required_argument, NULL, OPT_KEYS},
@@ -86,8 +123,17 @@ static const struct option LONGOPTS[] = {
     {"max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS},
     {"max-symbols-bytes", required_argument, NULL, OPT_MAX_SYMBOLS},
     {"help", no_argument, NULL, OPT_HELP},
-    {NULL, 0, NULL, 0},
 };
+
+/* LONGOPTS' tail: the limits' flags after the fixed ones. */
+static void add_limit_options(void) {
+  size_t n = 0;
+  while (LONGOPTS[n].name)
+    n++;
+  for (size_t i = 0; i < N_LIMIT_OPTIONS; i++)
+    LONGOPTS[n + i] =
+        (struct option){LIMIT_OPTIONS[i].name, required_argument, NULL, OPT_LIMIT_FIRST + (int)i};
+}
 
 static int usage_error(const char *fmt, const char *what) {
   fprintf(stderr, "perf-collector: ");
@@ -137,6 +183,7 @@ static void set_defaults(collector_options_t *o) {
   o->threads = 4;
   o->max_connections = 256;
   o->max_symbols_bytes = 256u << 20;
+  batch_limits_default(&o->limits);
 }
 
 /* One numeric option into its field; false when out of range. */
@@ -156,13 +203,20 @@ static bool numeric_option(int opt, const char *arg, collector_options_t *o) {
   case OPT_MAX_CONNECTIONS: return parse_ulong(arg, 1, 65536, &v) && (o->max_connections = v, 1);
   case OPT_MAX_SYMBOLS:
     return parse_ulong(arg, 1024, 1ull << 34, &v) && (o->max_symbols_bytes = v, 1);
-  default: return false;
+  default: break;
   }
+  size_t i = (size_t)(opt - OPT_LIMIT_FIRST);
+  if (opt < OPT_LIMIT_FIRST || i >= N_LIMIT_OPTIONS ||
+      !parse_ulong(arg, LIMIT_OPTIONS[i].min, LIMIT_OPTIONS[i].max, &v))
+    return false;
+  *(size_t *)((char *)&o->limits + LIMIT_OPTIONS[i].offset) = (size_t)v;
+  return true;
 }
 
 /* 0 to run, EXIT_SUCCESS + 1 after --help, EXIT_USAGE + 1 on bad usage. */
 static int parse_args(int argc, char **argv, collector_options_t *o) {
   set_defaults(o);
+  add_limit_options();
   opterr = 0;
   int c;
   while ((c = getopt_long(argc, argv, ":h", LONGOPTS, NULL)) != -1) {

@@ -9,6 +9,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "batch_limits.h"
+
 typedef struct collector_options_s {
   struct sockaddr_in listen; /* --listen ADDR:PORT, IPv4 */
   const char *listen_text;
@@ -25,6 +27,7 @@ typedef struct collector_options_s {
   unsigned connection_timeout_s; /* idle connection / slow client timeout */
   unsigned threads;              /* MHD thread pool size */
   unsigned max_connections;
+  batch_limits_t limits; /* --max-batch-*, --max-event-samples, ... (batch_limits.h) */
 } collector_options_t;
 
 #endif

@@ -406,8 +406,11 @@ server_t *server_start(const collector_options_t *opts, const apikeys_t *keys,
                        resymbolizer_t *resym) {
   server_t *s = calloc(1, sizeof *s);
   if (!s) return NULL;
-  *s = (server_t){
-      opts, keys, {ops, store, opts->max_decompressed_bytes, symbols, resym}, NULL, NULL};
+  *s = (server_t){opts,
+                  keys,
+                  {ops, store, opts->max_decompressed_bytes, symbols, resym, &opts->limits},
+                  NULL,
+                  NULL};
   if (!(s->limits = ratelimit_new(opts->rate_limit, opts->rate_burst))) {
     free(s);
     return NULL;

@@ -34,6 +34,7 @@ double now_s(void) {
 static size_t on_body(char *data, size_t size, size_t n, void *arg) {
   reply_t *r = arg;
   size_t len = size * n, room = sizeof r->body - 1 - r->body_len;
+  r->total_len += len;
   memcpy(r->body + r->body_len, data, len < room ? len : room);
   r->body_len += len < room ? len : room;
   r->body[r->body_len] = '\0';

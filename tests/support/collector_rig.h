@@ -25,7 +25,8 @@ typedef struct collector_s {
 typedef struct reply_s {
   long status;
   char body[262144];
-  size_t body_len;
+  size_t body_len;  /* what body holds (the first 256 KiB) */
+  size_t total_len; /* the whole body's bytes */
   char retry_after[32];
 } reply_t;
 
