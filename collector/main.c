@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "apikeys.h"
 #include "options.h"
@@ -36,21 +37,29 @@ static const char USAGE[] =
     "Receives perf SDK batches (POST /v1/batches) and stores them in SQLite.\n"
     "  --listen ADDR:PORT            IPv4 address and port (default 127.0.0.1:4318)\n"
     "  --db PATH                     SQLite database (default perf-collector.db)\n"
-    "  --api-keys-file PATH          accepted keys, one per line; without it any key is\n"
-    "                                accepted, and only on a loopback address\n"
+    "  --api-keys-file PATH          accepted keys, one per line: KEY [SCOPE[,SCOPE...]],\n"
+    "                                scopes ingest, read, symbols, admin (none: all); without\n"
+    "                                it any key is accepted, only on a loopback address, and\n"
+    "                                only for this collector's Host and Origin\n"
+    "  --open-metrics                GET /metrics without a key (else: a read key)\n"
     "  --symbols-dir DIR             debug files by build-id, DIR/.build-id/xx/rest.debug\n"
     "                                (default: the db path + \".symbols\"); DEBUGINFOD_URLS\n"
     "                                set: missing ones are fetched from debuginfod\n"
     "  --max-symbols-bytes N         POST /v1/symbols body limit, 413 above (default 268435456)\n"
+    "  --max-symbols-dir-bytes N     the symbols directory's quota, 507 above (default\n"
+    "                                10737418240)\n"
     "  --retention-days N            delete data older than N days (default 30)\n"
     "  --retention-interval SECONDS  how often the retention job runs (default 3600)\n"
     "  --max-body-bytes N            compressed body limit, 413 above (default 4194304)\n"
     "  --max-decompressed-bytes N    decompressed batch limit, 413 above (default 16777216)\n"
     "  --rate-limit N                batches per second per API key, 0: off (default 10)\n"
     "  --rate-burst N                bucket size of the rate limit (default 2 x rate, >= 1)\n"
-    "  --connection-timeout SECONDS  idle or slow connections are closed (default 30)\n"
+    "  --connection-timeout SECONDS  idle connections are closed (default 30)\n"
+    "  --request-timeout SECONDS     a request's headers and body must arrive, and its answer\n"
+    "                                be sent, within this (default 60); else it is closed\n"
     "  --threads N                   HTTP worker threads (default 4)\n"
-    "  --max-connections N           concurrent connections (default 256)\n"
+    "  --max-connections N           concurrent connections (default 1024)\n"
+    "  --max-connections-per-ip N    concurrent connections from one address (default 32)\n"
     "Limits of one batch (413 naming the limit above, unless it says cut):\n"
     "  --max-batch-strings N         string table entries (default 65536)\n"
     "  --max-batch-modules N         modules (default 4096)\n"
@@ -83,6 +92,10 @@ enum long_only {
   OPT_THREADS,
   OPT_MAX_CONNECTIONS,
   OPT_MAX_SYMBOLS,
+  OPT_MAX_SYMBOLS_DIR,
+  OPT_REQUEST_TIMEOUT,
+  OPT_MAX_PER_IP,
+  OPT_OPEN_METRICS,
   OPT_HELP,
   OPT_LIMIT_FIRST, /* the batch limits: LIMIT_OPTIONS[i] is OPT_LIMIT_FIRST + i */
 };
@@ -122,6 +135,10 @@ static struct option LONGOPTS[N_LIMIT_OPTIONS + 32] = {
     {"threads", required_argument, NULL, OPT_THREADS},
     {"max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS},
     {"max-symbols-bytes", required_argument, NULL, OPT_MAX_SYMBOLS},
+    {"max-symbols-dir-bytes", required_argument, NULL, OPT_MAX_SYMBOLS_DIR},
+    {"request-timeout", required_argument, NULL, OPT_REQUEST_TIMEOUT},
+    {"max-connections-per-ip", required_argument, NULL, OPT_MAX_PER_IP},
+    {"open-metrics", no_argument, NULL, OPT_OPEN_METRICS},
     {"help", no_argument, NULL, OPT_HELP},
 };
 
@@ -180,8 +197,11 @@ static void set_defaults(collector_options_t *o) {
   o->rate_limit = 10;
   o->rate_burst = -1; /* 2 x rate */
   o->connection_timeout_s = 30;
+  o->request_timeout_s = 60;
   o->threads = 4;
-  o->max_connections = 256;
+  o->max_connections = 1024;
+  o->max_connections_per_ip = 32;
+  o->max_symbols_dir_bytes = 10ull << 30;
   o->max_symbols_bytes = 256u << 20;
   batch_limits_default(&o->limits);
 }
@@ -203,6 +223,10 @@ static bool numeric_option(int opt, const char *arg, collector_options_t *o) {
   case OPT_MAX_CONNECTIONS: return parse_ulong(arg, 1, 65536, &v) && (o->max_connections = v, 1);
   case OPT_MAX_SYMBOLS:
     return parse_ulong(arg, 1024, 1ull << 34, &v) && (o->max_symbols_bytes = v, 1);
+  case OPT_MAX_SYMBOLS_DIR:
+    return parse_ulong(arg, 0, 1ull << 50, &v) && (o->max_symbols_dir_bytes = v, 1);
+  case OPT_REQUEST_TIMEOUT: return parse_ulong(arg, 1, 86400, &v) && (o->request_timeout_s = v, 1);
+  case OPT_MAX_PER_IP: return parse_ulong(arg, 1, 65536, &v) && (o->max_connections_per_ip = v, 1);
   default: break;
   }
   size_t i = (size_t)(opt - OPT_LIMIT_FIRST);
@@ -230,6 +254,7 @@ static int parse_args(int argc, char **argv, collector_options_t *o) {
     case OPT_DB: o->db_path = optarg; break;
     case OPT_KEYS: o->api_keys_file = optarg; break;
     case OPT_SYMBOLS: o->symbols_dir = optarg; break;
+    case OPT_OPEN_METRICS: o->open_metrics = true; break;
     case ':': return usage_error("%s needs a value", argv[optind - 1]) + 1;
     case '?': return usage_error("unknown option '%s'", argv[optind - 1]) + 1;
     default:
@@ -246,6 +271,32 @@ static int parse_args(int argc, char **argv, collector_options_t *o) {
     o->symbols_dir = dir;
   }
   return 0;
+}
+
+/* Every connection is a descriptor: raise the soft limit towards what
+   --max-connections needs (plus the database, symbol files, listening
+   socket); when the hard limit is lower, fewer connections are accepted
+   and that is said. */
+#define FDS_BESIDE_CONNECTIONS 128
+
+static void fit_descriptors(collector_options_t *o) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
+  rlim_t want = (rlim_t)o->max_connections + FDS_BESIDE_CONNECTIONS;
+  if (rl.rlim_cur < want) {
+    rl.rlim_cur = want < rl.rlim_max ? want : rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+    getrlimit(RLIMIT_NOFILE, &rl);
+  }
+  if (rl.rlim_cur >= want) return;
+  unsigned fit = rl.rlim_cur > 2 * FDS_BESIDE_CONNECTIONS
+                     ? (unsigned)(rl.rlim_cur - FDS_BESIDE_CONNECTIONS)
+                     : 64;
+  fprintf(stderr,
+          "perf-collector: --max-connections %u needs %llu descriptors, the limit is %llu: "
+          "accepting %u connections\n",
+          o->max_connections, (unsigned long long)want, (unsigned long long)rl.rlim_cur, fit);
+  o->max_connections = fit;
 }
 
 static bool loopback(const collector_options_t *o) {
@@ -267,7 +318,8 @@ static int setup_keys(const collector_options_t *o, apikeys_t *keys, const apike
             o->listen_text);
     return EXIT_USAGE;
   }
-  fprintf(stderr, "perf-collector: no --api-keys-file: accepting any API key (loopback only)\n");
+  fprintf(stderr, "perf-collector: no --api-keys-file: accepting any API key (loopback only; "
+                  "only requests whose Host and Origin name this collector)\n");
   return 0;
 }
 
@@ -313,6 +365,7 @@ int main(int argc, char **argv) {
   sigaddset(&stop_set, SIGTERM);
   sigaddset(&stop_set, SIGPIPE);
   pthread_sigmask(SIG_BLOCK, &stop_set, NULL);
+  fit_descriptors(&opts);
   apikeys_t keys;
   const apikeys_t *active;
   int rc = setup_keys(&opts, &keys, &active);
