@@ -182,7 +182,7 @@ void collector_start(collector_t *c, const char *const *extra) {
   snprintf(keys, sizeof keys, "%s/keys", dir);
   FILE *f = fopen(keys, "w");
   CHECK(f != NULL);
-  fprintf(f, "# test keys\n%s\n\nsecond-key\n", GOOD_KEY);
+  fprintf(f, "# test keys\n%s\n\nsecond-key\n%s read\n", GOOD_KEY, READ_KEY);
   fclose(f);
   snprintf(c->db, sizeof c->db, "%s/collector.db", dir);
   for (int attempt = 0; attempt < 5; attempt++) {
