@@ -61,10 +61,14 @@ typedef struct builder_s {
   pprof_sample_t *samples;
   size_t n_samples, cap_samples;
   int64_t first_ns, last_ns; /* the matching events' earliest start, latest end */
+  size_t text;               /* stored frames read, capped at QUERY_MAX_STACK_TEXT */
+  uint64_t cut_samples;      /* the stacks past the cap: one QUERY_TRUNCATED sample */
+  double cut_wall_ns;
   bool failed;
 } builder_t;
 
 static int on_stack(const store_stack_row_t *row, void *user);
+static bool add_truncated_sample(builder_t *b);
 static uint8_t *profile_gzip(builder_t *b, const store_top_query_t *q, size_t *len);
 static void builder_free(builder_t *b);
 static int64_t string_index(builder_t *b, const char *text);
@@ -80,7 +84,7 @@ unsigned export_pprof(const store_ops_t *ops, store_t *store, query_arg_fn arg, 
   if (!status) {
     /* string 0 is "" in the format */
     if (string_index(&b, "") != 0 || ops->stack_rows(store, &q, on_stack, &b) != STORE_OK ||
-        b.failed) {
+        b.failed || !add_truncated_sample(&b)) {
       status = 503;
       error = query_error_json("the store failed or ran out of memory");
     } else if (!(*body = profile_gzip(&b, &q, len))) {
@@ -272,37 +276,61 @@ static uint64_t location_id(builder_t *b, const json_t *frame) {
   return i + 1;
 }
 
-/* One stored stack: its Sample (locations innermost first, as stored). */
+/* One Sample of the frames (a JSON array, innermost first). */
+static bool add_sample(builder_t *b, json_t *frames, uint64_t samples, double wall_ns);
+
+/* One stored stack: its Sample (locations innermost first, as stored); past
+   QUERY_MAX_STACK_TEXT only its values, for the QUERY_TRUNCATED sample. */
 static int on_stack(const store_stack_row_t *row, void *user) {
   builder_t *b = user;
   if (row->samples == 0) return 0;
+  if (row->first_start_ns < b->first_ns) b->first_ns = row->first_start_ns;
+  if (row->last_end_ns > b->last_ns) b->last_ns = row->last_end_ns;
+  size_t len = strlen(row->frames_json);
+  if (b->cut_samples || len > QUERY_MAX_STACK_TEXT - b->text) {
+    b->cut_samples += row->samples;
+    b->cut_wall_ns += row->wall_ns;
+    return 0;
+  }
+  b->text += len;
   json_t *frames = json_loads(row->frames_json, 0, NULL);
-  size_t depth = json_array_size(frames);
   if (!frames || !json_is_array(frames)) return json_decref(frames), b->failed = true, 1;
-  if (depth == 0) return json_decref(frames), 0; /* as the folded export: nothing to show */
+  bool ok = json_array_size(frames) == 0 || add_sample(b, frames, row->samples, row->wall_ns);
+  json_decref(frames);
+  return ok ? 0 : (b->failed = true, 1);
+}
+
+/* The stacks past the cap, as one stack of one frame named QUERY_TRUNCATED. */
+static bool add_truncated_sample(builder_t *b) {
+  if (!b->cut_samples) return true;
+  json_t *frames = json_pack("[{s:s}]", "function", QUERY_TRUNCATED);
+  bool ok = frames && add_sample(b, frames, b->cut_samples, b->cut_wall_ns);
+  json_decref(frames);
+  return ok;
+}
+
+static bool add_sample(builder_t *b, json_t *frames, uint64_t samples, double wall_ns) {
+  size_t depth = json_array_size(frames);
   uint64_t *ids = calloc(depth, sizeof *ids);
   int64_t *values = calloc(2, sizeof *values);
   bool ok = ids && values &&
             grow((void **)&b->samples, &b->cap_samples, b->n_samples, sizeof *b->samples);
   for (size_t k = 0; ok && k < depth; k++)
     ok = (ids[k] = location_id(b, json_array_get(frames, k))) != 0;
-  json_decref(frames);
   if (!ok) {
     free(ids);
     free(values);
-    return b->failed = true, 1;
+    return false;
   }
-  values[0] = (int64_t)row->samples;
-  values[1] = llround(row->wall_ns);
+  values[0] = (int64_t)samples;
+  values[1] = llround(wall_ns);
   pprof_sample_t s = PERFTOOLS__PROFILES__SAMPLE__INIT;
   s.n_location_id = depth;
   s.location_id = ids;
   s.n_value = b->hang ? 2 : 1;
   s.value = values;
   b->samples[b->n_samples++] = s;
-  if (row->first_start_ns < b->first_ns) b->first_ns = row->first_start_ns;
-  if (row->last_end_ns > b->last_ns) b->last_ns = row->last_end_ns;
-  return 0;
+  return true;
 }
 
 /* ---- the Profile ------------------------------------------------------------ */

@@ -12,12 +12,14 @@
 #include "ingest.h"
 
 #include <jansson.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "batch_limits.h"
 #include "perf_sdk.h"
 #include "sdk/base/utf8.h"
 #include "sdk/wire/batch_decode.h"
@@ -316,12 +318,39 @@ static int build_record(const ingest_target_t *t, const Perf__V1__Batch *bt, rec
 
 /* ---- decode, check, store ----------------------------------------------- */
 
+static batch_limits_t g_default_limits;
+
+static void default_limits(void) {
+  batch_limits_default(&g_default_limits);
+}
+
+static const batch_limits_t *limits_of(const ingest_target_t *t) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  if (t->limits) return t->limits;
+  pthread_once(&once, default_limits);
+  return &g_default_limits;
+}
+
+/* Decompress (capped), walk the protobuf against the limits before
+   unpacking it (batch_limits.h: what the unpack would allocate), unpack. */
 static unsigned decode_payload(const ingest_target_t *t, const uint8_t *body, size_t len,
                                Perf__V1__Batch **bt, ingest_result_t *res) {
   static const uint8_t ZSTD_MAGIC[4] = {0x28, 0xb5, 0x2f, 0xfd};
   if (len < 4 || memcmp(body, ZSTD_MAGIC, 4) != 0)
     return set_result(res, 400, REJECT_BAD_PAYLOAD, "body is not a zstd frame"), 400;
-  int rc = perf__batch_decode(body, len, t->max_decompressed, bt);
+  uint8_t *raw = NULL;
+  size_t n = 0;
+  int rc = perf__batch_decompress(body, len, t->max_decompressed, &raw, &n);
+  unsigned limit = rc == PERF_OK
+                       ? batch_limits_scan(limits_of(t), raw, n, res->message, sizeof res->message)
+                       : 0;
+  if (rc == PERF_OK && !limit) rc = perf__batch_decode_uncompressed(raw, n, bt);
+  free(raw);
+  if (limit) {
+    res->status = limit;
+    res->reason = limit == 413 ? REJECT_OVER_LIMIT : REJECT_BAD_PAYLOAD;
+    return limit;
+  }
   if (rc == PERF_OK) return 200;
   if (rc == PERF_E_TRUNCATED)
     set_result(res, 413, REJECT_DECOMPRESSED_LARGE, "decompressed size over the limit (%zu bytes)",
@@ -359,19 +388,40 @@ static int utf8_repair(char **text) {
   return 0;
 }
 
-static unsigned repair_text(Perf__V1__Batch *bt, ingest_result_t *res) {
+/* Repaired, then cut at --max-string-bytes (batch_limits_cut_string). */
+static int text_fix(char **text, size_t max) {
+  if (utf8_repair(text) != 0) return -1;
+  if (*text) batch_limits_cut_string(*text, max);
+  return 0;
+}
+
+static unsigned repair_text(const ingest_target_t *t, Perf__V1__Batch *bt, ingest_result_t *res) {
+  size_t max = limits_of(t)->string_bytes;
   int rc = 0;
   for (size_t i = 0; i < bt->n_strings; i++)
-    rc |= utf8_repair(&bt->strings[i]);
+    rc |= text_fix(&bt->strings[i], max);
   for (size_t i = 0; i < bt->n_modules; i++)
-    rc |= utf8_repair(&bt->modules[i]->path);
+    rc |= text_fix(&bt->modules[i]->path, max);
   for (size_t i = 0; i < bt->n_events; i++)
-    rc |= utf8_repair(&bt->events[i]->reason);
+    rc |= text_fix(&bt->events[i]->reason, max);
   Perf__V1__Resource *r = bt->resource;
-  rc |= utf8_repair(&r->app_name) | utf8_repair(&r->app_version) | utf8_repair(&r->environment) |
-        utf8_repair(&r->host);
+  rc |= text_fix(&r->app_name, max) | text_fix(&r->app_version, max) |
+        text_fix(&r->environment, max) | text_fix(&r->host, max);
   if (rc) return set_result(res, 503, REJECT_STORE_ERROR, "out of memory"), 503;
   return 200;
+}
+
+/* Stacks deeper than --max-stack-frames cut, then the record's size
+   checked before it is built. */
+static unsigned fit_limits(const ingest_target_t *t, Perf__V1__Batch *bt, ingest_result_t *res) {
+  const batch_limits_t *l = limits_of(t);
+  if (batch_limits_cut_stacks(bt, l->stack_frames) != 0)
+    return set_result(res, 503, REJECT_STORE_ERROR, "out of memory"), 503;
+  unsigned status = batch_limits_text(l, bt, res->message, sizeof res->message);
+  if (!status) return 200;
+  res->status = status;
+  res->reason = REJECT_OVER_LIMIT;
+  return status;
 }
 
 static unsigned store_batch(const ingest_target_t *t, const Perf__V1__Batch *bt,
@@ -398,7 +448,7 @@ unsigned ingest_batch(const ingest_target_t *t, const uint8_t *body, size_t len,
   memset(res, 0, sizeof *res);
   Perf__V1__Batch *bt = NULL;
   if (decode_payload(t, body, len, &bt, res) == 200 && check_batch(bt, header_id, res) == 200 &&
-      repair_text(bt, res) == 200)
+      repair_text(t, bt, res) == 200 && fit_limits(t, bt, res) == 200)
     store_batch(t, bt, res);
   if (bt) perf__v1__batch__free_unpacked(bt, NULL);
   return res->status;

@@ -12,13 +12,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "batch_limits.h"
 #include "metrics.h"
 #include "resymbolize.h"
 #include "store.h"
 #include "symbolize.h"
 
 typedef struct ingest_result_s {
-  unsigned status;        /* HTTP status: 200, 400, 413, 503 */
+  unsigned status;        /* HTTP status: 200, 400, 413 (a limit, named in message), 503 */
   reject_reason_t reason; /* when status is not 200 */
   char message[160];      /* the response body's reason */
   uint64_t events, samples;
@@ -28,9 +29,10 @@ typedef struct ingest_result_s {
 typedef struct ingest_target_s {
   const store_ops_t *ops;
   store_t *store;
-  size_t max_decompressed; /* cap on the zstd output */
-  symbolizer_t *symbols;   /* names unnamed frames from local debug files; may be NULL */
-  resymbolizer_t *resym;   /* told the build-ids it could not name; may be NULL */
+  size_t max_decompressed;      /* cap on the zstd output */
+  symbolizer_t *symbols;        /* names unnamed frames from local debug files; may be NULL */
+  resymbolizer_t *resym;        /* told the build-ids it could not name; may be NULL */
+  const batch_limits_t *limits; /* NULL: the defaults (batch_limits.h) */
 } ingest_target_t;
 
 /* Decode, check and store body; the batch id in the payload must equal

@@ -15,9 +15,11 @@
 #include <limits.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "apikeys.h"
 #include "options.h"
@@ -35,21 +37,44 @@ static const char USAGE[] =
     "Receives perf SDK batches (POST /v1/batches) and stores them in SQLite.\n"
     "  --listen ADDR:PORT            IPv4 address and port (default 127.0.0.1:4318)\n"
     "  --db PATH                     SQLite database (default perf-collector.db)\n"
-    "  --api-keys-file PATH          accepted keys, one per line; without it any key is\n"
-    "                                accepted, and only on a loopback address\n"
+    "  --api-keys-file PATH          accepted keys, one per line: KEY [SCOPE[,SCOPE...]],\n"
+    "                                scopes ingest, read, symbols, admin (none: all); without\n"
+    "                                it any key is accepted, only on a loopback address, and\n"
+    "                                only for this collector's Host and Origin\n"
+    "  --open-metrics                GET /metrics without a key (else: a read key)\n"
     "  --symbols-dir DIR             debug files by build-id, DIR/.build-id/xx/rest.debug\n"
     "                                (default: the db path + \".symbols\"); DEBUGINFOD_URLS\n"
     "                                set: missing ones are fetched from debuginfod\n"
     "  --max-symbols-bytes N         POST /v1/symbols body limit, 413 above (default 268435456)\n"
+    "  --max-symbols-dir-bytes N     the symbols directory's quota, 507 above (default\n"
+    "                                10737418240)\n"
     "  --retention-days N            delete data older than N days (default 30)\n"
     "  --retention-interval SECONDS  how often the retention job runs (default 3600)\n"
     "  --max-body-bytes N            compressed body limit, 413 above (default 4194304)\n"
     "  --max-decompressed-bytes N    decompressed batch limit, 413 above (default 16777216)\n"
     "  --rate-limit N                batches per second per API key, 0: off (default 10)\n"
     "  --rate-burst N                bucket size of the rate limit (default 2 x rate, >= 1)\n"
-    "  --connection-timeout SECONDS  idle or slow connections are closed (default 30)\n"
+    "  --connection-timeout SECONDS  idle connections are closed (default 30)\n"
+    "  --request-timeout SECONDS     a request's headers and body must arrive, and its answer\n"
+    "                                be sent, within this (default 60); else it is closed\n"
     "  --threads N                   HTTP worker threads (default 4)\n"
-    "  --max-connections N           concurrent connections (default 256)\n"
+    "  --max-connections N           concurrent connections (default 1024)\n"
+    "  --max-connections-per-ip N    concurrent connections from one address (default 32)\n"
+    "Limits of one batch (413 naming the limit above, unless it says cut):\n"
+    "  --max-batch-strings N         string table entries (default 65536)\n"
+    "  --max-batch-modules N         modules (default 4096)\n"
+    "  --max-batch-functions N       functions (default 65536)\n"
+    "  --max-batch-frames N          frames table entries (default 65536)\n"
+    "  --max-batch-stacks N          stacks (default 16384)\n"
+    "  --max-batch-events N          events (default 4096)\n"
+    "  --max-event-samples N         samples, stack counts, threads per event (default 20000)\n"
+    "  --max-stack-frames N          frames per stack; deeper stacks are cut, their root end\n"
+    "                                replaced by a <truncated> frame (default 512)\n"
+    "  --max-string-bytes N          longer strings are cut, ending in <truncated> (default 4096)\n"
+    "  --max-decoded-bytes N         memory of the unpacked protobuf, estimated before\n"
+    "                                unpacking (default 67108864)\n"
+    "  --max-stack-text-bytes N      the stacks as stored text, estimated before building\n"
+    "                                them (default 33554432)\n"
     "  --help                        this text\n";
 
 enum long_only {
@@ -67,10 +92,35 @@ enum long_only {
   OPT_THREADS,
   OPT_MAX_CONNECTIONS,
   OPT_MAX_SYMBOLS,
+  OPT_MAX_SYMBOLS_DIR,
+  OPT_REQUEST_TIMEOUT,
+  OPT_MAX_PER_IP,
+  OPT_OPEN_METRICS,
   OPT_HELP,
+  OPT_LIMIT_FIRST, /* the batch limits: LIMIT_OPTIONS[i] is OPT_LIMIT_FIRST + i */
 };
 
-static const struct option LONGOPTS[] = {
+/* The batch limits' flags, their fields and ranges (batch_limits.h). */
+static const struct {
+  const char *name;
+  size_t offset;
+  unsigned long long min, max;
+} LIMIT_OPTIONS[] = {
+    {"max-batch-strings", offsetof(batch_limits_t, strings), 1, 1u << 24},
+    {"max-batch-modules", offsetof(batch_limits_t, modules), 1, 1u << 24},
+    {"max-batch-functions", offsetof(batch_limits_t, functions), 1, 1u << 24},
+    {"max-batch-frames", offsetof(batch_limits_t, frames), 1, 1u << 24},
+    {"max-batch-stacks", offsetof(batch_limits_t, stacks), 1, 1u << 24},
+    {"max-batch-events", offsetof(batch_limits_t, events), 1, 1u << 24},
+    {"max-event-samples", offsetof(batch_limits_t, event_samples), 1, 1u << 24},
+    {"max-stack-frames", offsetof(batch_limits_t, stack_frames), 2, 1u << 20},
+    {"max-string-bytes", offsetof(batch_limits_t, string_bytes), 64, 1u << 24},
+    {"max-decoded-bytes", offsetof(batch_limits_t, decoded_bytes), 1u << 20, 1ull << 34},
+    {"max-stack-text-bytes", offsetof(batch_limits_t, text_bytes), 1u << 20, 1ull << 34},
+};
+#define N_LIMIT_OPTIONS (sizeof LIMIT_OPTIONS / sizeof LIMIT_OPTIONS[0])
+
+static struct option LONGOPTS[N_LIMIT_OPTIONS + 32] = {
     {"listen", required_argument, NULL, OPT_LISTEN},
     {"db", required_argument, NULL, OPT_DB},
     {"api-keys-file", required_argument, NULL, OPT_KEYS},
@@ -85,9 +135,22 @@ static const struct option LONGOPTS[] = {
     {"threads", required_argument, NULL, OPT_THREADS},
     {"max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS},
     {"max-symbols-bytes", required_argument, NULL, OPT_MAX_SYMBOLS},
+    {"max-symbols-dir-bytes", required_argument, NULL, OPT_MAX_SYMBOLS_DIR},
+    {"request-timeout", required_argument, NULL, OPT_REQUEST_TIMEOUT},
+    {"max-connections-per-ip", required_argument, NULL, OPT_MAX_PER_IP},
+    {"open-metrics", no_argument, NULL, OPT_OPEN_METRICS},
     {"help", no_argument, NULL, OPT_HELP},
-    {NULL, 0, NULL, 0},
 };
+
+/* LONGOPTS' tail: the limits' flags after the fixed ones. */
+static void add_limit_options(void) {
+  size_t n = 0;
+  while (LONGOPTS[n].name)
+    n++;
+  for (size_t i = 0; i < N_LIMIT_OPTIONS; i++)
+    LONGOPTS[n + i] =
+        (struct option){LIMIT_OPTIONS[i].name, required_argument, NULL, OPT_LIMIT_FIRST + (int)i};
+}
 
 static int usage_error(const char *fmt, const char *what) {
   fprintf(stderr, "perf-collector: ");
@@ -134,9 +197,13 @@ static void set_defaults(collector_options_t *o) {
   o->rate_limit = 10;
   o->rate_burst = -1; /* 2 x rate */
   o->connection_timeout_s = 30;
+  o->request_timeout_s = 60;
   o->threads = 4;
-  o->max_connections = 256;
+  o->max_connections = 1024;
+  o->max_connections_per_ip = 32;
+  o->max_symbols_dir_bytes = 10ull << 30;
   o->max_symbols_bytes = 256u << 20;
+  batch_limits_default(&o->limits);
 }
 
 /* One numeric option into its field; false when out of range. */
@@ -156,13 +223,24 @@ static bool numeric_option(int opt, const char *arg, collector_options_t *o) {
   case OPT_MAX_CONNECTIONS: return parse_ulong(arg, 1, 65536, &v) && (o->max_connections = v, 1);
   case OPT_MAX_SYMBOLS:
     return parse_ulong(arg, 1024, 1ull << 34, &v) && (o->max_symbols_bytes = v, 1);
-  default: return false;
+  case OPT_MAX_SYMBOLS_DIR:
+    return parse_ulong(arg, 0, 1ull << 50, &v) && (o->max_symbols_dir_bytes = v, 1);
+  case OPT_REQUEST_TIMEOUT: return parse_ulong(arg, 1, 86400, &v) && (o->request_timeout_s = v, 1);
+  case OPT_MAX_PER_IP: return parse_ulong(arg, 1, 65536, &v) && (o->max_connections_per_ip = v, 1);
+  default: break;
   }
+  size_t i = (size_t)(opt - OPT_LIMIT_FIRST);
+  if (opt < OPT_LIMIT_FIRST || i >= N_LIMIT_OPTIONS ||
+      !parse_ulong(arg, LIMIT_OPTIONS[i].min, LIMIT_OPTIONS[i].max, &v))
+    return false;
+  *(size_t *)((char *)&o->limits + LIMIT_OPTIONS[i].offset) = (size_t)v;
+  return true;
 }
 
 /* 0 to run, EXIT_SUCCESS + 1 after --help, EXIT_USAGE + 1 on bad usage. */
 static int parse_args(int argc, char **argv, collector_options_t *o) {
   set_defaults(o);
+  add_limit_options();
   opterr = 0;
   int c;
   while ((c = getopt_long(argc, argv, ":h", LONGOPTS, NULL)) != -1) {
@@ -176,6 +254,7 @@ static int parse_args(int argc, char **argv, collector_options_t *o) {
     case OPT_DB: o->db_path = optarg; break;
     case OPT_KEYS: o->api_keys_file = optarg; break;
     case OPT_SYMBOLS: o->symbols_dir = optarg; break;
+    case OPT_OPEN_METRICS: o->open_metrics = true; break;
     case ':': return usage_error("%s needs a value", argv[optind - 1]) + 1;
     case '?': return usage_error("unknown option '%s'", argv[optind - 1]) + 1;
     default:
@@ -192,6 +271,32 @@ static int parse_args(int argc, char **argv, collector_options_t *o) {
     o->symbols_dir = dir;
   }
   return 0;
+}
+
+/* Every connection is a descriptor: raise the soft limit towards what
+   --max-connections needs (plus the database, symbol files, listening
+   socket); when the hard limit is lower, fewer connections are accepted
+   and that is said. */
+#define FDS_BESIDE_CONNECTIONS 128
+
+static void fit_descriptors(collector_options_t *o) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
+  rlim_t want = (rlim_t)o->max_connections + FDS_BESIDE_CONNECTIONS;
+  if (rl.rlim_cur < want) {
+    rl.rlim_cur = want < rl.rlim_max ? want : rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+    getrlimit(RLIMIT_NOFILE, &rl);
+  }
+  if (rl.rlim_cur >= want) return;
+  unsigned fit = rl.rlim_cur > 2 * FDS_BESIDE_CONNECTIONS
+                     ? (unsigned)(rl.rlim_cur - FDS_BESIDE_CONNECTIONS)
+                     : 64;
+  fprintf(stderr,
+          "perf-collector: --max-connections %u needs %llu descriptors, the limit is %llu: "
+          "accepting %u connections\n",
+          o->max_connections, (unsigned long long)want, (unsigned long long)rl.rlim_cur, fit);
+  o->max_connections = fit;
 }
 
 static bool loopback(const collector_options_t *o) {
@@ -213,7 +318,8 @@ static int setup_keys(const collector_options_t *o, apikeys_t *keys, const apike
             o->listen_text);
     return EXIT_USAGE;
   }
-  fprintf(stderr, "perf-collector: no --api-keys-file: accepting any API key (loopback only)\n");
+  fprintf(stderr, "perf-collector: no --api-keys-file: accepting any API key (loopback only; "
+                  "only requests whose Host and Origin name this collector)\n");
   return 0;
 }
 
@@ -259,6 +365,7 @@ int main(int argc, char **argv) {
   sigaddset(&stop_set, SIGTERM);
   sigaddset(&stop_set, SIGPIPE);
   pthread_sigmask(SIG_BLOCK, &stop_set, NULL);
+  fit_descriptors(&opts);
   apikeys_t keys;
   const apikeys_t *active;
   int rc = setup_keys(&opts, &keys, &active);

@@ -21,6 +21,8 @@ static const char *const REASON_LABEL[REJECT_COUNT] = {
     [REJECT_UNSUPPORTED_MEDIA] = "unsupported_media_type",
     [REJECT_RATE_LIMITED] = "rate_limited",
     [REJECT_STORE_ERROR] = "store_error",
+    [REJECT_OVER_LIMIT] = "over_limit",
+    [REJECT_FORBIDDEN] = "forbidden",
 };
 
 static atomic_uint_fast64_t g_accepted, g_duplicates, g_events, g_samples;

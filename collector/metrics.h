@@ -23,6 +23,8 @@ typedef enum reject_reason {
   REJECT_UNSUPPORTED_MEDIA,  /* 415 */
   REJECT_RATE_LIMITED,       /* 429 */
   REJECT_STORE_ERROR,        /* 503 */
+  REJECT_OVER_LIMIT,         /* 413, a batch limit (batch_limits.h) */
+  REJECT_FORBIDDEN,          /* 403, the key lacks the ingest scope, or a cross-site request */
   REJECT_COUNT
 } reject_reason_t;
 

@@ -9,6 +9,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "batch_limits.h"
+
 typedef struct collector_options_s {
   struct sockaddr_in listen; /* --listen ADDR:PORT, IPv4 */
   const char *listen_text;
@@ -23,8 +25,14 @@ typedef struct collector_options_s {
   double rate_limit;             /* batches per second per key; 0: off */
   double rate_burst;
   unsigned connection_timeout_s; /* idle connection / slow client timeout */
+  unsigned request_timeout_s;    /* a request's absolute deadline (conn_guard.h) */
   unsigned threads;              /* MHD thread pool size */
   unsigned max_connections;
+  unsigned max_connections_per_ip;
+  unsigned long long max_symbols_dir_bytes; /* the symbols directory's quota (507) */
+  bool open_metrics;                        /* GET /metrics without a key */
+  bool no_listen;                           /* connections only from server_add_connection */
+  batch_limits_t limits; /* --max-batch-*, --max-event-samples, ... (batch_limits.h) */
 } collector_options_t;
 
 #endif

@@ -145,13 +145,16 @@ static char *error_body(const char *fmt, const char *param) {
   return body;
 }
 
-/* A non-negative decimal integer up to max; false when it is not one. */
+/* A decimal integer in 0..max (digits only: no sign, no spaces, no hex),
+   read in 64 bits with strtoll's errno; false when it is not one. */
 static bool parse_uint(const char *text, long long max, long long *out) {
-  if (!text || !*text || *text < '0' || *text > '9') return false;
+  if (!text || !*text) return false;
+  for (const char *p = text; *p; p++)
+    if (*p < '0' || *p > '9') return false;
   char *end;
   errno = 0;
   long long v = strtoll(text, &end, 10);
-  if (errno || *end || v < 0 || v > max) return false;
+  if (errno == ERANGE || *end || v < 0 || v > max) return false;
   *out = v;
   return true;
 }
@@ -161,8 +164,15 @@ static const char *filter(query_arg_fn arg, void *ctx, const char *name) {
   return v && *v ? v : NULL;
 }
 
-/* Milliseconds to nanoseconds fit int64 up to about year 2262. */
+/* from/to are unix milliseconds whose nanoseconds fit int64 (up to about
+   the year 2262). The last millisecond that fits does not fit whole: its
+   end is clamped to INT64_MAX rather than overflowing. */
 #define MAX_MS (INT64_MAX / 1000000)
+
+static int64_t end_of_ms(long long ms) {
+  int64_t start = (int64_t)ms * 1000000;
+  return start > INT64_MAX - 999999 ? INT64_MAX : start + 999999;
+}
 
 /* kind (required: hang|cpu; optional: also absent or empty), app, version,
    environment, from, to into q; 0, or 400 with *body the error. */
@@ -181,13 +191,16 @@ static unsigned parse_filters(query_arg_fn arg, void *ctx, bool kind_required, s
   const char *from = arg(ctx, "from"), *to = arg(ctx, "to");
   if (from) {
     if (!parse_uint(from, MAX_MS, &v))
-      return *body = error_body("parameter %s: must be unix milliseconds", "from"), 400;
+      return *body =
+                 error_body("parameter %s: must be unix milliseconds, 0..9223372036854", "from"),
+             400;
     q->from_ns = (int64_t)v * 1000000;
   }
   if (to) {
     if (!parse_uint(to, MAX_MS, &v))
-      return *body = error_body("parameter %s: must be unix milliseconds", "to"), 400;
-    q->to_ns = (int64_t)v * 1000000 + 999999; /* the whole millisecond */
+      return *body = error_body("parameter %s: must be unix milliseconds, 0..9223372036854", "to"),
+             400;
+    q->to_ns = end_of_ms(v); /* the whole millisecond */
   }
   if (q->from_ns > q->to_ns)
     return *body = error_body("parameter %s: must not be before from", "to"), 400;
@@ -285,15 +298,27 @@ typedef struct stack_entry_s {
   uint64_t samples;
 } stack_entry_t;
 
+/* The stacks of an export, at most QUERY_MAX_STACK_TEXT bytes of stored
+   frames: the store sends the heaviest first, and every stack past the cap
+   only adds its samples to `truncated`, shown as one stack of a single
+   QUERY_TRUNCATED frame, so totals stay exact. */
 typedef struct stack_set_s {
   stack_entry_t *v;
   size_t n, cap;
+  size_t text; /* stored frames JSON read so far */
+  uint64_t truncated;
   bool failed;
 } stack_set_t;
 
 static int on_stack_row(const store_stack_row_t *row, void *user) {
   stack_set_t *set = user;
   if (row->samples == 0) return 0;
+  size_t len = strlen(row->frames_json);
+  if (set->truncated || len > QUERY_MAX_STACK_TEXT - set->text) {
+    set->truncated += row->samples;
+    return 0;
+  }
+  set->text += len;
   json_t *names = frame_names(row->frames_json);
   if (!names) return set->failed = true, 1;
   if (json_array_size(names) == 0) {
@@ -317,6 +342,18 @@ static void stack_set_free(stack_set_t *set) {
   free(set->v);
 }
 
+/* The samples past the cap as one more stack: [QUERY_TRUNCATED]. */
+static bool add_truncated_stack(stack_set_t *set) {
+  if (!set->truncated) return true;
+  json_t *names = json_pack("[s]", QUERY_TRUNCATED);
+  stack_entry_t *grown = names ? realloc(set->v, (set->n + 1) * sizeof *grown) : NULL;
+  if (!grown) return json_decref(names), false;
+  set->v = grown;
+  set->cap = set->n + 1;
+  set->v[set->n++] = (stack_entry_t){names, set->truncated};
+  return true;
+}
+
 /* Parameters, then the stacks of q; 0 when set is filled, else the status
    with *body. */
 static unsigned collect_stacks(const store_ops_t *ops, store_t *store, query_arg_fn arg, void *ctx,
@@ -326,7 +363,8 @@ static unsigned collect_stacks(const store_ops_t *ops, store_t *store, query_arg
   store_top_query_t q;
   unsigned bad = parse_filters(arg, ctx, true, &q, body);
   if (bad) return bad;
-  if (ops->stack_rows(store, &q, on_stack_row, set) != STORE_OK || set->failed) {
+  if (ops->stack_rows(store, &q, on_stack_row, set) != STORE_OK || set->failed ||
+      !add_truncated_stack(set)) {
     stack_set_free(set);
     return *body = error_body("%s", "the store failed or ran out of memory"), 503;
   }
@@ -411,6 +449,9 @@ unsigned query_export_folded(const store_ops_t *ops, store_t *store, query_arg_f
   return 200;
 }
 
+/* The flame tree. Its depth is the deepest stored stack's (capped at
+   ingest, but never trusted here): building, writing and freeing it walk
+   with an explicit stack on the heap, never by recursion. */
 typedef struct node_s {
   char *name;
   uint64_t value;
@@ -418,11 +459,46 @@ typedef struct node_s {
   size_t n, cap;
 } node_t;
 
-static void node_free(node_t *node) {
-  for (size_t i = 0; i < node->n; i++)
-    node_free(&node->kids[i]);
-  free(node->kids);
-  free(node->name);
+typedef struct walk_s {
+  node_t *node;
+  size_t next; /* the next child to visit */
+} walk_t;
+
+typedef struct path_s {
+  walk_t *v;
+  size_t n, cap;
+} path_t;
+
+static bool path_push(path_t *p, node_t *node) {
+  if (p->n == p->cap) {
+    size_t cap = p->cap ? 2 * p->cap : 64;
+    walk_t *grown = realloc(p->v, cap * sizeof *grown);
+    if (!grown) return false;
+    p->v = grown;
+    p->cap = cap;
+  }
+  p->v[p->n++] = (walk_t){node, 0};
+  return true;
+}
+
+/* Post-order: a node's children are freed before its array of them. When
+   out of memory for the walk itself, the rest of the tree leaks rather
+   than recursing; the walk needs one entry per level, far less than the
+   tree it frees. */
+static void node_free(node_t *root) {
+  path_t p = {0};
+  if (!path_push(&p, root)) return;
+  while (p.n) {
+    walk_t *w = &p.v[p.n - 1];
+    if (w->next < w->node->n) {
+      if (!path_push(&p, &w->node->kids[w->next++])) break;
+      continue;
+    }
+    free(w->node->kids);
+    free(w->node->name);
+    p.n--;
+  }
+  free(p.v);
 }
 
 static node_t *node_child(node_t *node, const char *name) {
@@ -448,17 +524,54 @@ static int cmp_node(const void *x, const void *y) {
   return strcmp(a->name, b->name);
 }
 
-static json_t *node_json(node_t *node) {
-  json_t *kids = json_array();
-  if (!kids) return NULL;
+/* A JSON string (names are valid UTF-8: ingest repaired them). */
+static void text_add_json_string(text_t *t, const char *s) {
+  text_add(t, "\"", 1);
+  for (const char *run = s;; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c && c >= 0x20 && c != '"' && c != '\\') continue;
+    text_add(t, run, (size_t)(s - run));
+    if (!c) break;
+    char esc[8];
+    int n = c == '"' || c == '\\' ? snprintf(esc, sizeof esc, "\\%c", c)
+                                  : snprintf(esc, sizeof esc, "\\u%04x", c);
+    text_add(t, esc, (size_t)n);
+    run = s + 1;
+  }
+  text_add(t, "\"", 1);
+}
+
+static void node_open(text_t *t, node_t *node) {
   if (node->n > 1) qsort(node->kids, node->n, sizeof *node->kids, cmp_node);
-  for (size_t i = 0; i < node->n; i++)
-    if (json_array_append_new(kids, node_json(&node->kids[i])) != 0) {
-      json_decref(kids);
-      return NULL;
+  char value[48];
+  int n = snprintf(value, sizeof value, ",\"value\":%llu,\"children\":[",
+                   (unsigned long long)node->value);
+  text_add(t, "{\"name\":", 8);
+  text_add_json_string(t, node->name);
+  text_add(t, value, (size_t)n);
+}
+
+/* {"name","value","children":[...]}, depth first with an explicit path. */
+static char *tree_json(node_t *root) {
+  text_t t = {0};
+  path_t p = {0};
+  bool ok = path_push(&p, root);
+  if (ok) node_open(&t, root);
+  while (ok && p.n) {
+    walk_t *w = &p.v[p.n - 1];
+    if (w->next == w->node->n) {
+      text_add(&t, "]}", 2);
+      p.n--;
+      continue;
     }
-  return json_pack("{s:s, s:I, s:o}", "name", node->name, "value", (json_int_t)node->value,
-                   "children", kids);
+    if (w->next) text_add(&t, ",", 1);
+    node_t *kid = &w->node->kids[w->next++];
+    node_open(&t, kid);
+    ok = path_push(&p, kid);
+  }
+  free(p.v);
+  if (!ok || t.failed) return free(t.p), NULL;
+  return t.p;
 }
 
 unsigned query_flame(const store_ops_t *ops, store_t *store, query_arg_fn arg, void *ctx,
@@ -480,10 +593,8 @@ unsigned query_flame(const store_ops_t *ops, store_t *store, query_arg_fn arg, v
     }
   }
   stack_set_free(&set);
-  json_t *tree = failed ? NULL : node_json(&root);
+  *body = failed ? NULL : tree_json(&root);
   node_free(&root);
-  *body = tree ? json_dumps(tree, JSON_COMPACT) : NULL;
-  json_decref(tree);
   if (!*body) return *body = error_body("%s", "out of memory"), 503;
   return 200;
 }
@@ -499,9 +610,23 @@ static json_t *event_json(const store_event_row_t *e) {
                    e->group_sig);
 }
 
+typedef struct event_list_s {
+  json_t *events;
+  size_t json; /* the compact JSON of the events so far */
+  bool truncated;
+} event_list_t;
+
 static int on_event_row(const store_event_row_t *row, void *user) {
-  json_t *events = user;
-  return json_array_append_new(events, event_json(row)) != 0;
+  event_list_t *l = user;
+  json_t *e = event_json(row);
+  size_t len = e ? json_dumpb(e, NULL, 0, JSON_COMPACT) : 0;
+  if (l->json && len > QUERY_MAX_EVENTS_JSON - l->json) {
+    json_decref(e);
+    l->truncated = true;
+    return 1; /* stops the scan: the answer is full */
+  }
+  l->json += len + 1;
+  return json_array_append_new(l->events, e) != 0;
 }
 
 unsigned query_events(const store_ops_t *ops, store_t *store, query_arg_fn arg, void *ctx,
@@ -512,12 +637,13 @@ unsigned query_events(const store_ops_t *ops, store_t *store, query_arg_fn arg, 
   unsigned bad = parse_filters(arg, ctx, false, &q, body);
   if (!bad) bad = parse_limit(arg, ctx, &limit, body);
   if (bad) return bad;
-  json_t *events = json_array();
-  if (!events || ops->event_rows(store, &q, limit, on_event_row, events) != STORE_OK) {
-    json_decref(events);
+  event_list_t l = {json_array(), 0, false};
+  int rc = l.events ? ops->event_rows(store, &q, limit, on_event_row, &l) : STORE_ERROR;
+  if (rc != STORE_OK && !l.truncated) {
+    json_decref(l.events);
     return *body = error_body("%s", "the store failed or ran out of memory"), 503;
   }
-  json_t *o = json_pack("{s:o}", "events", events);
+  json_t *o = json_pack("{s:o, s:b}", "events", l.events, "truncated", l.truncated);
   *body = o ? json_dumps(o, JSON_COMPACT) : NULL;
   json_decref(o);
   if (!*body) return *body = error_body("%s", "out of memory"), 503;
@@ -526,6 +652,8 @@ unsigned query_events(const store_ops_t *ops, store_t *store, query_arg_fn arg, 
 
 typedef struct detail_s {
   json_t *event, *threads, *stacks;
+  size_t text; /* stored frames added so far, capped at QUERY_MAX_DETAIL_TEXT */
+  bool truncated;
 } detail_t;
 
 static int on_detail_event(const store_event_row_t *row, void *user) {
@@ -533,10 +661,20 @@ static int on_detail_event(const store_event_row_t *row, void *user) {
   return !(d->event = event_json(row));
 }
 
+/* Past the cap a stack is listed without its frames (names and frames
+   empty): the threads and samples stay whole. */
+static bool detail_room(detail_t *d, const char *frames_json) {
+  size_t len = frames_json ? strlen(frames_json) : 0;
+  if (d->truncated || len > QUERY_MAX_DETAIL_TEXT - d->text) return !(d->truncated = true);
+  d->text += len;
+  return true;
+}
+
 static int on_detail_count(const store_count_row_t *row, void *user) {
   detail_t *d = user;
-  json_t *frames = row->frames_json ? json_loads(row->frames_json, 0, NULL) : json_array();
-  json_t *names = row->frames_json ? frame_names(row->frames_json) : json_array();
+  const char *text = detail_room(d, row->frames_json) ? row->frames_json : NULL;
+  json_t *frames = text ? json_loads(text, 0, NULL) : json_array();
+  json_t *names = text ? frame_names(text) : json_array();
   if (!frames || !names) {
     json_decref(frames);
     json_decref(names);
@@ -569,7 +707,7 @@ unsigned query_event(const store_ops_t *ops, store_t *store, const char *id_text
   long long id;
   if (!parse_uint(id_text, INT64_MAX, &id) || id < 1)
     return *body = error_body("no event %s", "with that id"), 404;
-  detail_t d = {NULL, json_array(), json_array()};
+  detail_t d = {NULL, json_array(), json_array(), 0, false};
   int rc = d.threads && d.stacks
                ? ops->event_detail(store, id, on_detail_event, on_detail_count, &d)
                : STORE_ERROR;
@@ -595,6 +733,7 @@ unsigned query_event(const store_ops_t *ops, store_t *store, const char *id_text
     }
     if (json_object_set(d.event, "threads", d.threads) != 0 ||
         json_object_set(d.event, "stacks", d.stacks) != 0 ||
+        json_object_set_new(d.event, "truncated", json_boolean(d.truncated)) != 0 ||
         !(*body = json_dumps(d.event, JSON_COMPACT))) {
       status = 503;
       *body = error_body("%s", "out of memory");

@@ -18,6 +18,18 @@ typedef const char *(*query_arg_fn)(void *ctx, const char *name);
 #define QUERY_LIMIT_DEFAULT 20
 #define QUERY_LIMIT_MAX 1000
 
+/* Caps on one answer, whatever the store holds (collector/README.md):
+   the stack exports (folded, flame, pprof) read at most
+   QUERY_MAX_STACK_TEXT bytes of stored frames, heaviest stacks first; the
+   samples of the stacks past it are shown as one stack of the single frame
+   QUERY_TRUNCATED. The events list stops adding events once its JSON
+   passes QUERY_MAX_EVENTS_JSON ("truncated": true), an event's detail its
+   stacks once their stored frames pass QUERY_MAX_DETAIL_TEXT. */
+#define QUERY_MAX_STACK_TEXT (16u << 20)
+#define QUERY_MAX_EVENTS_JSON (4u << 20)
+#define QUERY_MAX_DETAIL_TEXT (4u << 20)
+#define QUERY_TRUNCATED "<truncated>"
+
 /* GET /api/v1/top-stacks: kind=hang|cpu (required), app, version,
    environment (exact match; empty = any), from, to (unix milliseconds,
    inclusive, on the event's start), limit (1..1000, default 20).

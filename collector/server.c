@@ -22,12 +22,14 @@
 #include <strings.h>
 #include <time.h>
 
+#include "conn_guard.h"
 #include "dashboard.h"
 #include "export_pprof.h"
 #include "ingest.h"
 #include "metrics.h"
 #include "query.h"
 #include "ratelimit.h"
+#include "request_checks.h"
 #include "symbols_upload.h"
 
 #define CONNECTION_MEMORY_LIMIT (64u * 1024)
@@ -38,13 +40,16 @@ struct server_s {
   const apikeys_t *keys;
   ingest_target_t ingest;
   ratelimit_t *limits;
+  conn_guard_t *guard; /* the absolute deadline of each request */
   struct MHD_Daemon *daemon;
 };
 
 typedef struct request_s {
-  bool responded;   /* answered from the headers; the body is ignored */
-  bool over_limit;  /* body beyond --max-body-bytes: discarded, then 413 */
-  size_t discarded; /* bytes dropped after over_limit */
+  bool started;               /* on_request has seen the headers */
+  const char *target_problem; /* the raw URL's (request_checks.h): 400 */
+  bool responded;             /* answered from the headers; the body is ignored */
+  bool over_limit;            /* body beyond --max-body-bytes: discarded, then 413 */
+  size_t discarded;           /* bytes dropped after over_limit */
   uint8_t batch_id[STORE_BATCH_ID_BYTES];
   uint8_t *body;
   size_t len, cap;
@@ -93,7 +98,13 @@ static enum MHD_Result reject(request_t *rq, struct MHD_Connection *conn, unsign
   return respond_text(conn, status, text);
 }
 
+static unsigned access_status(const server_t *s, struct MHD_Connection *conn, unsigned scope,
+                              const char **why);
+
 static enum MHD_Result serve_metrics(server_t *s, struct MHD_Connection *conn) {
+  const char *why;
+  unsigned denied = s->opts->open_metrics ? 0 : access_status(s, conn, SCOPE_READ, &why);
+  if (denied) return respond_text(conn, denied, why);
   store_stats_t st;
   if (s->ingest.ops->stats(s->ingest.store, &st) != STORE_OK) memset(&st, 0, sizeof st);
   char *text = metrics_render(&st);
@@ -118,9 +129,33 @@ static const char *bearer_token(struct MHD_Connection *conn) {
   return auth + 7;
 }
 
-static bool authorized(const server_t *s, const char *token) {
-  if (!s->keys) return token != NULL; /* open mode: any key, or none */
-  return token && *token && apikeys_match(s->keys, token);
+/* May the request's key do `scope`? 0 when it may; 401 (no key, not a
+   bearer token, an unknown key) or 403 (a known key without that scope)
+   with *why the reason. Open mode: any key, or none, may do anything. */
+static unsigned access_status(const server_t *s, struct MHD_Connection *conn, unsigned scope,
+                              const char **why) {
+  static _Thread_local char text[96];
+  const char *token = bearer_token(conn);
+  *why = "missing or unknown API key";
+  if (!s->keys) return token ? 0 : 401;
+  unsigned scopes = token && *token ? apikeys_scopes(s->keys, token) : 0;
+  if (!scopes) return 401;
+  if (scopes & scope) return 0;
+  snprintf(text, sizeof text, "this API key lacks the %s scope", apikeys_scope_name(scope));
+  *why = text;
+  return 403;
+}
+
+/* Open mode only (no keys file: nothing else tells our own pages and
+   tools from another site's): the Host must name this collector (DNS
+   rebinding) and the Origin must be ours (a cross-site page). NULL when
+   the request may go on, else the reason for a 403. */
+static const char *origin_problem(const server_t *s, struct MHD_Connection *conn) {
+  if (s->keys) return NULL;
+  if (!request_host_ok(header(conn, MHD_HTTP_HEADER_HOST), &s->opts->listen))
+    return "the Host header does not name this collector (open mode)";
+  return request_origin_problem(header(conn, "Origin"), header(conn, "Sec-Fetch-Site"),
+                                &s->opts->listen);
 }
 
 /* Content-Type application/x-protobuf (parameters allowed), encoding zstd. */
@@ -161,9 +196,10 @@ static bool declared_too_large(const server_t *s, struct MHD_Connection *conn) {
 /* Every check the headers allow; MHD_YES with nothing queued lets the body in. */
 static enum MHD_Result check_batch_headers(server_t *s, struct MHD_Connection *conn,
                                            request_t *rq) {
-  const char *token = bearer_token(conn);
-  if (!authorized(s, token))
-    return reject(rq, conn, 401, REJECT_UNAUTHORIZED, "missing or unknown API key");
+  const char *token = bearer_token(conn), *why;
+  unsigned denied = access_status(s, conn, SCOPE_INGEST, &why);
+  if (denied)
+    return reject(rq, conn, denied, denied == 401 ? REJECT_UNAUTHORIZED : REJECT_FORBIDDEN, why);
   if (!media_supported(conn))
     return reject(rq, conn, 415, REJECT_UNSUPPORTED_MEDIA,
                   "expected Content-Type application/x-protobuf and Content-Encoding zstd");
@@ -241,6 +277,22 @@ static const char *query_arg(void *ctx, const char *name) {
 typedef unsigned (*api_fn)(const store_ops_t *ops, store_t *store, query_arg_fn arg, void *ctx,
                            char **body);
 
+/* The API needs the read scope; its refusals are JSON. */
+static bool api_denied(const server_t *s, struct MHD_Connection *conn) {
+  const char *why;
+  return access_status(s, conn, SCOPE_READ, &why) != 0;
+}
+
+static enum MHD_Result api_refusal(const server_t *s, struct MHD_Connection *conn) {
+  const char *why;
+  unsigned status = access_status(s, conn, SCOPE_READ, &why);
+  char *body = query_error_json(why);
+  if (!body) return MHD_NO;
+  enum MHD_Result rc = respond(conn, status, body, "application/json", NULL);
+  free(body);
+  return rc;
+}
+
 /* GET /api/v1/...: the same API keys as ingest (any, or none, in open
    mode); no rate limit. fn answers from the query string, id_text (the
    path's last part) goes to query_event when fn is NULL. Errors are JSON;
@@ -248,8 +300,7 @@ typedef unsigned (*api_fn)(const store_ops_t *ops, store_t *store, query_arg_fn 
 static enum MHD_Result serve_api(server_t *s, struct MHD_Connection *conn, api_fn fn,
                                  const char *id_text, const char *success_type) {
   static const char JSON_TYPE[] = "application/json";
-  if (!authorized(s, bearer_token(conn)))
-    return respond(conn, 401, "{\"error\":\"missing or unknown API key\"}\n", JSON_TYPE, NULL);
+  if (api_denied(s, conn)) return api_refusal(s, conn);
   char *body = NULL;
   unsigned status = fn ? fn(s->ingest.ops, s->ingest.store, query_arg, conn, &body)
                        : query_event(s->ingest.ops, s->ingest.store, id_text, &body);
@@ -285,8 +336,7 @@ static const struct {
 
 static enum MHD_Result serve_export(server_t *s, struct MHD_Connection *conn, size_t route) {
   static const char JSON_TYPE[] = "application/json";
-  if (!authorized(s, bearer_token(conn)))
-    return respond(conn, 401, "{\"error\":\"missing or unknown API key\"}\n", JSON_TYPE, NULL);
+  if (api_denied(s, conn)) return api_refusal(s, conn);
   uint8_t *body = NULL;
   size_t len = 0;
   unsigned status =
@@ -315,12 +365,18 @@ static enum MHD_Result respond_upload(struct MHD_Connection *conn, const upload_
 
 static enum MHD_Result check_symbols_headers(server_t *s, struct MHD_Connection *conn,
                                              const char *id_text, request_t *rq) {
-  if (!authorized(s, bearer_token(conn)))
-    return rq->responded = true, respond_text(conn, 401, "missing or unknown API key");
+  const char *why;
+  unsigned denied = access_status(s, conn, SCOPE_SYMBOLS, &why);
+  if (denied) return rq->responded = true, respond_text(conn, denied, why);
+  if (!s->keys && !request_write_type_ok(header(conn, MHD_HTTP_HEADER_CONTENT_TYPE)))
+    return rq->responded = true,
+           respond_text(conn, 403,
+                        "a write in open mode needs Content-Type application/octet-stream (a "
+                        "cross-site page cannot send it)");
   upload_reply_t reply;
-  rq->upload = symbols_upload_begin(s->opts->symbols_dir, id_text,
-                                    header(conn, MHD_HTTP_HEADER_CONTENT_LENGTH),
-                                    s->opts->max_symbols_bytes, &reply);
+  rq->upload = symbols_upload_begin(
+      s->opts->symbols_dir, id_text, header(conn, MHD_HTTP_HEADER_CONTENT_LENGTH),
+      s->opts->max_symbols_bytes, s->opts->max_symbols_dir_bytes, &reply);
   if (rq->upload) return MHD_YES;
   rq->responded = true;
   return respond_upload(conn, &reply);
@@ -340,6 +396,17 @@ static enum MHD_Result finish_symbols(server_t *s, struct MHD_Connection *conn, 
 static enum MHD_Result on_headers(server_t *s, struct MHD_Connection *conn, const char *url,
                                   const char *method, request_t *rq) {
   bool get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
+  bool api = strncmp(url, "/api/", 5) == 0;
+  const char *problem = rq->target_problem;
+  unsigned status = problem ? 400 : (problem = origin_problem(s, conn)) ? 403 : 0;
+  if (status) {
+    rq->responded = true;
+    if (!api) return respond_text(conn, status, problem);
+    char *body = query_error_json(problem);
+    enum MHD_Result rc = body ? respond(conn, status, body, "application/json", NULL) : MHD_NO;
+    free(body);
+    return rc;
+  }
   if (strcmp(url, "/v1/batches") == 0) {
     if (strcmp(method, "POST") == 0) return check_batch_headers(s, conn, rq);
     rq->responded = true;
@@ -375,9 +442,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
   (void)version;
   server_t *s = cls;
   request_t *rq = *con_cls;
-  if (!rq) {
-    if (!(rq = calloc(1, sizeof *rq))) return MHD_NO;
-    *con_cls = rq;
+  if (!rq) return MHD_NO; /* on_uri ran out of memory */
+  if (!rq->started) {
+    rq->started = true;
     return on_headers(s, conn, url, method, rq);
   }
   if (*upload_data_size) {
@@ -390,9 +457,42 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
   return rq->responded ? MHD_YES : finish_batch(s, conn, rq);
 }
 
+/* MHD's URI log callback: the request target as sent, before MHD decodes
+   it or splits its query. Its result is the request's state (*con_cls).
+   Too many arguments: the query is cut here, in MHD's own buffer, so MHD
+   does not parse them (past its memory pool it answered nothing and
+   left the client waiting for the timeout); the request gets 400. */
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn) {
+  (void)cls, (void)conn;
+  request_t *rq = calloc(1, sizeof *rq);
+  if (!rq) return NULL;
+  size_t args = 0;
+  rq->target_problem = request_target_problem(uri, &args);
+  char *query = strchr(uri, '?');
+  if (args > REQUEST_MAX_ARGS && query) query[1] = '\0';
+  return rq;
+}
+
+/* Connections opened and closed: the per-request deadline's table. */
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code) {
+  server_t *s = cls;
+  if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+    conn_guard_closed(s->guard, *socket_context);
+    return;
+  }
+  const union MHD_ConnectionInfo *info =
+      MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+  if (info) conn_guard_opened(s->guard, info->connect_fd, socket_context);
+}
+
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode code) {
-  (void)cls, (void)conn, (void)code;
+  server_t *s = cls;
+  (void)code;
+  const union MHD_ConnectionInfo *info =
+      MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+  if (info) conn_guard_answered(s->guard, info->socket_context);
   request_t *rq = *con_cls;
   if (!rq) return;
   symbols_upload_abort(rq->upload);
@@ -406,33 +506,44 @@ server_t *server_start(const collector_options_t *opts, const apikeys_t *keys,
                        resymbolizer_t *resym) {
   server_t *s = calloc(1, sizeof *s);
   if (!s) return NULL;
-  *s = (server_t){
-      opts, keys, {ops, store, opts->max_decompressed_bytes, symbols, resym}, NULL, NULL};
-  if (!(s->limits = ratelimit_new(opts->rate_limit, opts->rate_burst))) {
-    free(s);
+  s->opts = opts;
+  s->keys = keys;
+  s->ingest =
+      (ingest_target_t){ops, store, opts->max_decompressed_bytes, symbols, resym, &opts->limits};
+  s->limits = ratelimit_new(opts->rate_limit, opts->rate_burst);
+  s->guard = s->limits ? conn_guard_start(opts->max_connections, opts->request_timeout_s) : NULL;
+  if (!s->guard) {
+    server_stop(s);
     return NULL;
   }
   unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG;
-  s->daemon =
-      MHD_start_daemon(flags, ntohs(opts->listen.sin_port), NULL, NULL, on_request, s,
-                       MHD_OPTION_SOCK_ADDR, (const struct sockaddr *)&opts->listen,
-                       MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)opts->threads,
-                       MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)opts->connection_timeout_s,
-                       MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY_LIMIT,
-                       MHD_OPTION_CONNECTION_LIMIT, (unsigned int)opts->max_connections,
-                       MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
+  if (opts->no_listen) flags |= MHD_USE_NO_LISTEN_SOCKET;
+  s->daemon = MHD_start_daemon(
+      flags, ntohs(opts->listen.sin_port), NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
+      (const struct sockaddr *)&opts->listen, MHD_OPTION_THREAD_POOL_SIZE,
+      (unsigned int)opts->threads, MHD_OPTION_CONNECTION_TIMEOUT,
+      (unsigned int)opts->connection_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+      (size_t)CONNECTION_MEMORY_LIMIT, MHD_OPTION_CONNECTION_LIMIT,
+      (unsigned int)opts->max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+      (unsigned int)opts->max_connections_per_ip, MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
+      MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+      MHD_OPTION_END);
   if (!s->daemon) {
     fprintf(stderr, "perf-collector: cannot listen on %s\n", opts->listen_text);
-    ratelimit_free(s->limits);
-    free(s);
+    server_stop(s);
     return NULL;
   }
   return s;
 }
 
+int server_add_connection(server_t *s, int fd, const struct sockaddr *addr, socklen_t len) {
+  return MHD_add_connection(s->daemon, fd, addr, len) == MHD_YES ? 0 : -1;
+}
+
 void server_stop(server_t *s) {
   if (!s) return;
-  MHD_stop_daemon(s->daemon);
+  if (s->daemon) MHD_stop_daemon(s->daemon);
+  conn_guard_stop(s->guard);
   ratelimit_free(s->limits);
   free(s);
 }

@@ -7,6 +7,8 @@
 #ifndef PERF_COLLECTOR_SERVER_H
 #define PERF_COLLECTOR_SERVER_H
 
+#include <sys/socket.h>
+
 #include "apikeys.h"
 #include "options.h"
 #include "resymbolize.h"
@@ -22,6 +24,11 @@ typedef struct server_s server_t;
 server_t *server_start(const collector_options_t *opts, const apikeys_t *keys,
                        const store_ops_t *ops, store_t *store, symbolizer_t *symbols,
                        resymbolizer_t *resym);
+
+/* A connected socket handed to the server as if it had accepted it (the
+   HTTP fuzz target, with opts->no_listen): the server owns fd from now
+   on, even on failure. 0, or -1. */
+int server_add_connection(server_t *s, int fd, const struct sockaddr *addr, socklen_t len);
 
 /* Close every connection and join MHD's threads. */
 void server_stop(server_t *s);

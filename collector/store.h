@@ -95,7 +95,8 @@ typedef int (*store_row_fn)(const store_top_row_t *row, void *user);
 
 /* One stack's samples summed over the events of q (stack_rows): kind
    "hang" takes hang and fatal_hang events, "cpu" cpu events; one row per
-   distinct stack, frames_json as stored (objects, innermost first).
+   distinct stack, heaviest first (samples, then signature: the exports'
+   caps keep the heaviest), frames_json as stored (objects, innermost first).
    wall_ns: each event's duration shared among its stacks by their samples
    (duration x samples here / the event's samples), summed; first_start_ns,
    last_end_ns: the earliest start and the latest end of those events. */

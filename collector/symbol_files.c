@@ -4,6 +4,7 @@
  */
 #include "symbol_files.h"
 
+#include <dirent.h>
 #include <elfutils/libdwelf.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -131,16 +132,58 @@ unsigned symbol_file_install(const char *dir, const char *id, int fd, const char
                              char *reason, size_t reason_size) {
   char path[4096];
   unsigned status = 500;
+  struct stat st;
   if (!symbol_file_path(dir, id, path, sizeof path))
     snprintf(reason, reason_size, "symbols path too long");
   else if (check_elf(fd, id, reason, reason_size) != 0)
     status = 400;
   else if (same_bytes(fd, path))
     status = 200;
-  else if (fsync(fd) != 0 || make_parents(path) != 0 || rename(tmp_path, path) != 0)
-    snprintf(reason, reason_size, "cannot store the file: %s", strerror(errno));
+  else if (lstat(path, &st) == 0 || errno != ENOENT)
+    status = 409, snprintf(reason, reason_size,
+                           "a different debug file is stored for build-id %s already; a build-id's "
+                           "debug file never changes once stored",
+                           id);
+  /* link(), not rename(): an upload of the same id that got here first is
+     never replaced (EEXIST), so the check above cannot race. */
+  else if (fsync(fd) != 0 || make_parents(path) != 0 || link(tmp_path, path) != 0)
+    status = errno == EEXIST ? 409 : 500,
+    snprintf(reason, reason_size,
+             errno == EEXIST ? "a debug file for this build-id was stored meanwhile"
+                             : "cannot store the file: %s",
+             strerror(errno));
   else
-    return fsync_dir_of(path), 201;
+    status = 201, fsync_dir_of(path);
   unlink(tmp_path);
   return status;
+}
+
+/* Bytes of the regular files in dir (not descending). */
+static uint64_t files_bytes(int dir_fd, DIR *d, int depth) {
+  uint64_t total = 0;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    if (e->d_name[0] == '.' && (!e->d_name[1] || (e->d_name[1] == '.' && !e->d_name[2]))) continue;
+    struct stat st;
+    if (fstatat(dir_fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    if (S_ISREG(st.st_mode)) total += (uint64_t)st.st_size;
+    if (!S_ISDIR(st.st_mode) || depth == 0) continue;
+    int sub = openat(dir_fd, e->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *sd = sub >= 0 ? fdopendir(sub) : NULL;
+    if (sd)
+      total += files_bytes(sub, sd, depth - 1), closedir(sd);
+    else if (sub >= 0)
+      close(sub);
+  }
+  return total;
+}
+
+uint64_t symbol_files_bytes(const char *dir) {
+  char path[4096];
+  if (snprintf(path, sizeof path, "%s/.build-id", dir) >= (int)sizeof path) return 0;
+  DIR *d = opendir(path);
+  if (!d) return 0;
+  uint64_t total = files_bytes(dirfd(d), d, 1); /* .build-id/xx/rest.debug: one level down */
+  closedir(d);
+  return total;
 }

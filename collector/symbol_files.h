@@ -11,6 +11,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define SYMBOL_ID_MIN_HEX 2
 #define SYMBOL_ID_MAX_HEX 80 /* 40 bytes: more than any linker writes (sha1: 20) */
@@ -29,10 +30,16 @@ bool symbol_file_path(const char *dir, const char *id, char *out, size_t size);
 int symbol_file_temp(const char *dir, char *path, size_t size);
 
 /* Check the file at tmp_path (open as fd) and move it into place for id.
-   Returns 201 (installed), 200 (the same bytes were there already; tmp
-   removed), 400 (not an ELF file, no build-id note, or a different one;
-   the reason in reason, tmp removed) or 500 (I/O error; tmp removed). */
+   Returns 201 (installed), 200 (the same bytes were there already), 400
+   (not an ELF file, no build-id note, or a different one), 409 (a
+   different file is stored for id: a build-id's file is immutable) or 500
+   (I/O error); the reason in reason; tmp is removed in every case. */
 unsigned symbol_file_install(const char *dir, const char *id, int fd, const char *tmp_path,
                              char *reason, size_t reason_size);
+
+/* Bytes of the files under <dir>/.build-id (the debug files and
+   temporary uploads), for the quota; 0 when there is no such directory.
+   The depth is the layout's (two levels), never the tree's. */
+uint64_t symbol_files_bytes(const char *dir);
 
 #endif

@@ -4,6 +4,7 @@
 #include "symbols_upload.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,35 +20,53 @@ struct symbols_upload_s {
   char tmp[4096];
   int fd;
   size_t max, written, discarded;
-  bool over_limit, io_error;
+  uint64_t room, quota; /* the quota, and what was left of it when the upload began */
+  bool over_limit, over_quota, io_error;
 };
+
+/* Bytes being written by the uploads in flight (all connections): each
+   one's own bytes count against the others' room too. */
+static atomic_uint_fast64_t g_in_flight;
 
 static void set_reply(upload_reply_t *r, unsigned status, const char *text) {
   r->status = status;
   snprintf(r->text, sizeof r->text, "%s", text);
 }
 
+static void quota_full(upload_reply_t *r, uint64_t quota) {
+  r->status = 507;
+  snprintf(r->text, sizeof r->text,
+           "the symbols directory is full (--max-symbols-dir-bytes %llu); nothing was stored",
+           (unsigned long long)quota);
+}
+
 symbols_upload_t *symbols_upload_begin(const char *dir, const char *id_text,
-                                       const char *content_length, size_t max_bytes,
+                                       const char *content_length, size_t max_bytes, uint64_t quota,
                                        upload_reply_t *reply) {
   char id[SYMBOL_ID_MAX_HEX + 1];
   if (!symbol_id_parse(id_text, strlen(id_text), id)) {
     set_reply(reply, 400, "the build-id in the URL must be 2 to 80 hexadecimal digits (even)");
     return NULL;
   }
+  uint64_t used = symbol_files_bytes(dir) + atomic_load(&g_in_flight);
+  uint64_t room = used < quota ? quota - used : 0;
   if (content_length) {
     char *end;
+    errno = 0;
     unsigned long long n = strtoull(content_length, &end, 10);
-    if (end == content_length || n > max_bytes) {
+    if (end == content_length || *end || errno || n > max_bytes) {
       snprintf(reply->text, sizeof reply->text, "body over the limit (%zu bytes)", max_bytes);
       reply->status = 413;
       return NULL;
     }
+    if (n > room) return quota_full(reply, quota), NULL;
   }
   symbols_upload_t *u = calloc(1, sizeof *u);
   if (!u) return set_reply(reply, 500, "out of memory"), NULL;
   u->dir = dir;
   u->max = max_bytes;
+  u->room = room;
+  u->quota = quota;
   memcpy(u->id, id, sizeof id);
   if ((u->fd = symbol_file_temp(dir, u->tmp, sizeof u->tmp)) < 0) {
     snprintf(reply->text, sizeof reply->text, "cannot create a file in %s: %s", dir,
@@ -59,12 +78,19 @@ symbols_upload_t *symbols_upload_begin(const char *dir, const char *id_text,
   return u;
 }
 
+/* Stop writing: the file is emptied now (its bytes no longer in flight). */
+static void discard(symbols_upload_t *u) {
+  atomic_fetch_sub(&g_in_flight, u->written);
+  u->written = 0;
+  if (ftruncate(u->fd, 0) != 0) u->io_error = true; /* give the disk space back now */
+}
+
 bool symbols_upload_write(symbols_upload_t *u, const char *data, size_t n) {
-  if (!u->over_limit && n > u->max - u->written) {
-    u->over_limit = true;
-    if (ftruncate(u->fd, 0) != 0) u->io_error = true; /* give the disk space back now */
-  }
-  if (u->over_limit) {
+  bool discarding = u->over_limit || u->over_quota;
+  if (!discarding && n > u->max - u->written) u->over_limit = true;
+  if (!discarding && !u->over_limit && n > u->room - u->written) u->over_quota = true;
+  if (!discarding && (u->over_limit || u->over_quota)) discard(u);
+  if (u->over_limit || u->over_quota) {
     u->discarded += n;
     return u->discarded <= u->max;
   }
@@ -74,28 +100,34 @@ bool symbols_upload_write(symbols_upload_t *u, const char *data, size_t n) {
     if (k <= 0)
       u->io_error = true;
     else
-      data += k, n -= (size_t)k, u->written += (size_t)k;
+      data += k, n -= (size_t)k, u->written += (size_t)k,
+          atomic_fetch_add(&g_in_flight, (uint64_t)k);
   }
   return true;
 }
 
 void symbols_upload_abort(symbols_upload_t *u) {
   if (!u) return;
+  atomic_fetch_sub(&g_in_flight, u->written);
   close(u->fd);
   unlink(u->tmp);
   free(u);
 }
 
 void symbols_upload_finish(symbols_upload_t *u, resymbolizer_t *resym, upload_reply_t *reply) {
-  if (u->over_limit || u->io_error) {
+  if (u->over_limit || u->over_quota || u->io_error) {
     if (u->over_limit)
       snprintf(reply->text, sizeof reply->text, "body over the limit (%zu bytes)", u->max);
+    else if (u->over_quota)
+      quota_full(reply, u->quota);
     else
       snprintf(reply->text, sizeof reply->text, "cannot write the file: %s", strerror(errno));
-    reply->status = u->over_limit ? 413 : 500;
+    if (!u->over_limit && !u->over_quota) reply->status = 500;
+    if (u->over_limit) reply->status = 413;
     symbols_upload_abort(u);
     return;
   }
+  atomic_fetch_sub(&g_in_flight, u->written);
   char reason[300] = "";
   reply->status = symbol_file_install(u->dir, u->id, u->fd, u->tmp, reason, sizeof reason);
   close(u->fd);

@@ -11,21 +11,26 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "resymbolize.h"
 
 typedef struct symbols_upload_s symbols_upload_t;
 
 typedef struct upload_reply_s {
-  unsigned status; /* 200, 201, 400, 413, 500 */
+  unsigned status; /* 200, 201, 400, 409, 413, 500, 507 */
   char text[400];  /* the response body's reason */
 } upload_reply_t;
 
 /* From the headers: id_text the URL's build-id, content_length the header
-   (NULL: chunked). NULL with *reply filled when refused (400 bad id, 413
-   declared too large, 500 no temporary file). */
+   (NULL: chunked), quota the symbols directory's (--max-symbols-dir-bytes:
+   the files already there and the uploads in flight count). NULL with
+   *reply filled when refused (400 bad id, 413 declared too large, 507 the
+   declared size does not fit the quota, 500 no temporary file). A body
+   that passes the quota while it arrives is discarded and answered 507;
+   nothing of it stays on disk. */
 symbols_upload_t *symbols_upload_begin(const char *dir, const char *id_text,
-                                       const char *content_length, size_t max_bytes,
+                                       const char *content_length, size_t max_bytes, uint64_t quota,
                                        upload_reply_t *reply);
 
 /* A chunk of the body; false when the connection should be closed (far

@@ -21,6 +21,19 @@ int perf__batch_decode(const uint8_t *data, size_t len, size_t max_decompressed,
                        Perf__V1__Batch **out) {
   if (!out) return PERF_E_INVALID_ARGUMENT;
   *out = NULL;
+  uint8_t *buf = NULL;
+  size_t n = 0;
+  int err = perf__batch_decompress(data, len, max_decompressed, &buf, &n);
+  if (!err) err = perf__batch_decode_uncompressed(buf, n, out);
+  free(buf);
+  return err;
+}
+
+int perf__batch_decompress(const uint8_t *data, size_t len, size_t max_decompressed, uint8_t **out,
+                           size_t *out_len) {
+  if (!out || !out_len) return PERF_E_INVALID_ARGUMENT;
+  *out = NULL;
+  *out_len = 0;
   if (!data || len == 0 || max_decompressed == 0 || max_decompressed > SIZE_MAX / 2)
     return PERF_E_INVALID_ARGUMENT;
   /* The window a frame may ask for is capped to match the output cap: a
@@ -75,9 +88,13 @@ int perf__batch_decode(const uint8_t *data, size_t len, size_t max_decompressed,
   if (!err && pos > max_decompressed) err = PERF_E_TRUNCATED;
   if (!err && in.pos != in.size) err = PERF_E_INVALID_ARGUMENT; /* bytes after the frame */
   ZSTD_freeDCtx(d);
-  if (!err) err = perf__batch_decode_uncompressed(buf, pos, out);
-  free(buf);
-  return err;
+  if (err) {
+    free(buf);
+    return err;
+  }
+  *out = buf;
+  *out_len = pos;
+  return PERF_OK;
 }
 
 int perf__batch_decode_uncompressed(const uint8_t *data, size_t len, Perf__V1__Batch **out) {

@@ -25,6 +25,13 @@
 int perf__batch_decode(const uint8_t *data, size_t len, size_t max_decompressed,
                        Perf__V1__Batch **out);
 
+/* The first step of perf__batch_decode alone: the capped streaming zstd
+   decompression, its errors as above. *out (malloc'ed, the caller frees;
+   NULL for an empty payload) holds *out_len bytes, for a reader that looks
+   at the protobuf before unpacking it (the collector's limits). */
+int perf__batch_decompress(const uint8_t *data, size_t len, size_t max_decompressed, uint8_t **out,
+                           size_t *out_len);
+
 /* The same checks on an already serialized (uncompressed) Batch. */
 int perf__batch_decode_uncompressed(const uint8_t *data, size_t len, Perf__V1__Batch **out);
 

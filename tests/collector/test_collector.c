@@ -183,7 +183,8 @@ static void db_exec(const char *db, const char *sql) {
 
 static long long metric(const collector_t *c, const char *line_prefix) {
   reply_t r;
-  CHECK_EQ_INT(get(c, "/metrics", &r), 200);
+  const char *read_key[] = {"Authorization: Bearer " GOOD_KEY, NULL}; /* /metrics needs read */
+  CHECK_EQ_INT(request(c, "GET", "/metrics", read_key, NULL, 0, false, &r), 200);
   char line[256];
   snprintf(line, sizeof line, "\n%s", line_prefix); /* a sample line, not # HELP */
   const char *p = strstr(r.body, line);

@@ -195,7 +195,8 @@ static bool has_stacks(json_t *top) {
 static long long metric(const collector_t *c, const char *name) {
   reply_t *r = malloc(sizeof *r);
   CHECK(r != NULL);
-  CHECK_EQ_INT(get(c, "/metrics", r), 200);
+  const char *read_key[] = {"Authorization: Bearer " GOOD_KEY, NULL}; /* /metrics needs read */
+  CHECK_EQ_INT(request(c, "GET", "/metrics", read_key, NULL, 0, false, r), 200);
   char key[128];
   snprintf(key, sizeof key, "\n%s ", name);
   const char *at = strstr(r->body, key);

@@ -46,7 +46,7 @@ static void case_browser(void) {
   char *argv[] = {PERF_NODE_PATH,
                   PERF_DASHBOARD_DIR "/dashboard_test.mjs",
                   c.url,
-                  GOOD_KEY,
+                  READ_KEY, /* the dashboard needs only the read scope */
                   PERF_DASHBOARD_SCREENSHOT,
                   NULL};
   int status = spawn_wait(spawn(argv, NULL), BROWSER_DEADLINE_S);

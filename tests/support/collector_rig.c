@@ -34,6 +34,7 @@ double now_s(void) {
 static size_t on_body(char *data, size_t size, size_t n, void *arg) {
   reply_t *r = arg;
   size_t len = size * n, room = sizeof r->body - 1 - r->body_len;
+  r->total_len += len;
   memcpy(r->body + r->body_len, data, len < room ? len : room);
   r->body_len += len < room ? len : room;
   r->body[r->body_len] = '\0';
@@ -181,7 +182,7 @@ void collector_start(collector_t *c, const char *const *extra) {
   snprintf(keys, sizeof keys, "%s/keys", dir);
   FILE *f = fopen(keys, "w");
   CHECK(f != NULL);
-  fprintf(f, "# test keys\n%s\n\nsecond-key\n", GOOD_KEY);
+  fprintf(f, "# test keys\n%s\n\nsecond-key\n%s read\n", GOOD_KEY, READ_KEY);
   fclose(f);
   snprintf(c->db, sizeof c->db, "%s/collector.db", dir);
   for (int attempt = 0; attempt < 5; attempt++) {

@@ -12,7 +12,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define GOOD_KEY "good-key"
+#define GOOD_KEY "good-key" /* every scope (a bare key) */
+#define READ_KEY "read-key" /* the read scope only: the dashboard's */
 #define MAX_ARGS 32
 
 typedef struct collector_s {
@@ -25,7 +26,8 @@ typedef struct collector_s {
 typedef struct reply_s {
   long status;
   char body[262144];
-  size_t body_len;
+  size_t body_len;  /* what body holds (the first 256 KiB) */
+  size_t total_len; /* the whole body's bytes */
   char retry_after[32];
 } reply_t;
 
@@ -52,7 +54,8 @@ int spawn_wait(pid_t pid, double seconds);
 bool healthy_within(const collector_t *c, double seconds);
 
 /* Start perf-collector with a temp db and keys file (GOOD_KEY and
-   "second-key") plus extra arguments (NULL-ended). */
+   "second-key" with every scope, READ_KEY with read only) plus extra
+   arguments (NULL-ended). */
 void collector_start(collector_t *c, const char *const *extra);
 
 /* Healthy after everything, then a clean stop on SIGTERM (exit 0). */
