@@ -10,7 +10,10 @@
  * library loads, so before the sampler's own handlers: the sampler's lock
  * is taken first, the order captures take them in). A fork while a thread
  * builds rules waits for that build; the child then finds the cache whole
- * and the mutex free.
+ * and the mutex free. The symbolizer's fork gate is taken next
+ * (perf__symbols_fork_prepare; lookups run outside this mutex, a module is
+ * opened inside it): a fork while the writer names frames waits for that
+ * lookup, and the child's symbolizer modules are whole and unlocked.
  */
 #include "sdk/sampler/modules.h"
 
@@ -38,7 +41,8 @@ static perf__module_entry_t *g_cache[PERF__MODULE_CACHE_MAX];
 static size_t g_cache_count;
 
 static void fork_lock(void);
-static void fork_unlock(void);
+static void fork_parent(void);
+static void fork_child(void);
 static perf__modules_t *build_snapshot(void);
 static perf__sym_module_t *entry_symbols(perf__module_entry_t *e, const perf__module_t *m);
 static perf__module_entry_t *cache_entry(const perf__module_t *m);
@@ -108,14 +112,21 @@ void *perf__modules_dwfl_unwinder(perf__modules_t *mods) {
 }
 
 __attribute__((constructor)) static void register_fork_handlers(void) {
-  pthread_atfork(fork_lock, fork_unlock, fork_unlock);
+  pthread_atfork(fork_lock, fork_parent, fork_child);
 }
 
 static void fork_lock(void) {
   pthread_mutex_lock(&g_lock);
+  perf__symbols_fork_prepare();
 }
 
-static void fork_unlock(void) {
+static void fork_parent(void) {
+  perf__symbols_fork_parent();
+  pthread_mutex_unlock(&g_lock);
+}
+
+static void fork_child(void) {
+  perf__symbols_fork_child();
   pthread_mutex_unlock(&g_lock);
 }
 

@@ -108,6 +108,14 @@ void perf__symbols_stats(perf__symbols_stats_t *out);
 /* Heap bytes module m holds besides its DWARF: symbol table, names, cache. */
 size_t perf__sym_module_bytes(perf__sym_module_t *m);
 
+/* fork: prepare waits for every call in flight and holds the rest off
+   until parent (in the parent) or child (in the child) lets them go. For
+   pthread_atfork handlers; a caller holding its own lock around symbol
+   calls takes that lock first (sdk/sampler/modules.c does). */
+void perf__symbols_fork_prepare(void);
+void perf__symbols_fork_parent(void);
+void perf__symbols_fork_child(void);
+
 /* Demangle a C++ (Itanium) or Rust symbol for people; NULL when `linkage`
    is not a mangled name (then show it as it is). The result is malloc'd;
    the caller frees it. Clone suffixes come out as " [clone .isra.0]". */
