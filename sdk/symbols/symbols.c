@@ -64,6 +64,7 @@ static perf__sym_dwarf_t *use_dwarf(perf__sym_module_t *m);
 static void account(perf__sym_module_t *m, size_t grown);
 static void lru_unlink(perf__sym_module_t *m);
 static void enforce_cap(void);
+static void drop_dwarf_over(size_t limit);
 static void module_free(perf__sym_module_t *m);
 static int module_open(const char *path, const void *image, size_t image_size,
                        const uint8_t *build_id, size_t build_id_len, const char *debug_dirs,
@@ -339,8 +340,21 @@ static void lru_unlink(perf__sym_module_t *m) {
    under the cap. A module in the middle of a lookup is skipped (its lock
    is busy); the lookup enforces the cap again when it ends. */
 static void enforce_cap(void) {
+  drop_dwarf_over(g_cap);
+}
+
+void perf__symbols_drop_dwarf(void) {
+  pthread_rwlock_rdlock(&g_fork_gate);
+  drop_dwarf_over(0);
+  pthread_rwlock_unlock(&g_fork_gate);
+}
+
+/* Drop the DWARF of the least recently used modules until at most `limit`
+   bytes are counted (modules in a lookup are skipped). */
+static void drop_dwarf_over(size_t limit) {
   pthread_mutex_lock(&g_lock);
-  for (perf__sym_module_t *m = g_oldest, *next; m && g_bytes > g_cap; m = next) {
+  if (limit > g_cap) limit = g_cap;
+  for (perf__sym_module_t *m = g_oldest, *next; m && g_bytes > limit; m = next) {
     next = m->newer;
     if (pthread_mutex_trylock(&m->lock) != 0) continue;
     lru_unlink(m);

@@ -97,6 +97,12 @@ bool perf__sym_lookup(perf__sym_module_t *m, uint64_t vaddr, perf__sym_frame_t *
    from its symbol table only. */
 void perf__symbols_set_cap(size_t bytes);
 
+/* Close every module's DWARF now (the cached answers and symbol tables
+   stay; the next new address opens it again). The SDK's writer calls it
+   when it goes idle: events are rare, and an app should not carry the
+   decompressed debug info of libc (~14 MiB) between them. */
+void perf__symbols_drop_dwarf(void);
+
 /* What the symbolizer holds now, for tests and benchmarks. */
 typedef struct perf__symbols_stats_s {
   size_t dwarf_bytes;   /* counted DWARF of all modules (<= the cap after each lookup) */
