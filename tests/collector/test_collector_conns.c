@@ -281,6 +281,32 @@ static void case_per_ip_cap(void) {
   collector_stop_healthy(&c);
 }
 
+/* A client that sends a request with a body and then shuts its side (FIN)
+   gets the answer and the connection closed at once, not after the idle
+   timeout (30 s: libmicrohttpd's epoll mode kept it; the collector polls). */
+static void case_half_close(void) {
+  collector_t c;
+  collector_start(&c, NULL);
+  char text[512], out[4096];
+  snprintf(
+      text, sizeof text,
+      "POST /v1/symbols/0a1b2c3d HTTP/1.1\r\nHost: 127.0.0.1:%u\r\nAuthorization: Bearer " GOOD_KEY
+      "\r\nContent-Type: application/octet-stream\r\nContent-Length: 8\r\n\r\n\x7f"
+      "ELF\x02\x01\x01\x01",
+      (unsigned)c.port);
+  double t0 = now_s();
+  int fd = connect_from("127.0.0.1", c.port);
+  CHECK(send_all(fd, text));
+  CHECK(shutdown(fd, SHUT_WR) == 0);
+  ssize_t n = read_until_closed(fd, out, sizeof out, t0 + ANSWER_DEADLINE_S);
+  close(fd);
+  fprintf(stderr, "half-closed POST: answered and closed in %.1f ms\n", (now_s() - t0) * 1000);
+  CHECKF(n > 0, "the connection was not closed within %.0f s", ANSWER_DEADLINE_S);
+  CHECKF(strncmp(out, "HTTP/1.1 400", 12) == 0, "%s", out);
+  CHECKF(strstr(out, "not an ELF file") != NULL, "%s", out);
+  collector_stop_healthy(&c);
+}
+
 /* ---- the request target ---------------------------------------------------- */
 
 typedef struct target_case_s {
@@ -349,6 +375,7 @@ int main(int argc, char **argv) {
       TEST_CASE_SERIAL(slow_clients, "the /healthz latency beside 300 slow clients is reported"),
       TEST_CASE(request_deadline),
       TEST_CASE(per_ip_cap),
+      TEST_CASE(half_close),
       TEST_CASE(request_targets),
   };
   return collector_test_main(argc, argv, cases, ARRAY_LEN(cases));
