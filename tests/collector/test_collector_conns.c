@@ -247,8 +247,10 @@ static void case_request_deadline(void) {
           lines);
   CHECKF(closed, "still open after %.1f s and %d header lines", took, lines);
   CHECKF(took >= 2.0, "closed after %.2f s, before the deadline", took);
-  char out[4096];
+  char out[8192];
   CHECK_EQ_INT(raw_get(&c, "127.0.0.1", "/healthz", NULL, out, sizeof out), 200);
+  CHECK_EQ_INT(raw_get(&c, "127.0.0.1", "/metrics", NULL, out, sizeof out), 200);
+  CHECKF(strstr(out, "\nperf_collector_requests_expired_total 1\n") != NULL, "%s", out);
   collector_stop_healthy(&c);
 }
 
