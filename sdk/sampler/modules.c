@@ -162,7 +162,10 @@ fail:
    library rewritten at the same path (dlclose, new file, dlopen) would
    keep the old file's names and unwind rules: the file's device, inode,
    size and mtime must match too, and the load address (a file replaced
-   with one that happens to match all of those is still a new load). */
+   with one that happens to match all of those is still a new load). Only
+   a rewrite in place to the same size within one mtime tick, loaded at the
+   same address again, still passes for the old file: a build-id (the
+   linker's default) settles it. */
 static bool same_file(const perf__module_entry_t *e, const perf__module_t *m) {
   if (e->build_id_len != m->build_id_len || strcmp(e->path, m->path) != 0 ||
       memcmp(e->build_id, m->build_id, m->build_id_len) != 0)
