@@ -370,6 +370,11 @@ static void case_key_scopes(void) {
     }
   }
   CHECK(symbols_stored && stored_bytes_are(&c, &elf));
+  /* The dashboard's own files need no key (its API calls do). */
+  CHECK_EQ_INT(get_with(&c, "", "/", NULL, r), 302);
+  CHECK_EQ_INT(get_with(&c, "", "/dashboard/", NULL, r), 200);
+  CHECK_EQ_INT(get_with(&c, "", "/dashboard/app.js", NULL, r), 200);
+  CHECK_EQ_INT(get_with(&c, "ingest-key", "/dashboard/", NULL, r), 200);
   /* The batches accepted: one per key holding ingest, plus the first. */
   json_t *events = NULL;
   CHECK_EQ_INT(get_with(&c, "read-key", "/api/v1/events?limit=1000", NULL, r), 200);
