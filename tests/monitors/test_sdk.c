@@ -550,6 +550,7 @@ static void case_marker_failure_logged_once(void) {
   find_event(text, "hang", 0, &ev);
   CHECKF(ev.samples >= 3, "samples=%ld: the marker was rewritten too few times to test",
          ev.samples);
+  event_free(&ev);
   free(text);
 }
 
