@@ -28,7 +28,8 @@ enum store_status {
 /* One distinct stack of a batch: signature and frames, innermost first. */
 typedef struct store_stack_s {
   char signature[STORE_SIG_CHARS + 1];
-  const char *frames_json; /* JSON array, innermost frame first */
+  const char *frames_json; /* JSON array, innermost frame first (frame_json.h) */
+  const char *end;         /* why the stack ended early ("depth", "no rule"...); NULL: complete */
 } store_stack_t;
 
 /* Samples of one stack on one thread within an event (stack_counts). */
