@@ -28,8 +28,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <zstd.h>
 
+#include "batch_post.h"
 #include "check.h"
 #include "collector_rig.h"
 #include "frame_names.h"
@@ -379,33 +379,6 @@ static void case_names_on(void) {
 
 /* ---- hand-made batches ------------------------------------------------------ */
 
-static void send_batch(const collector_t *c, Perf__V1__Batch *b, unsigned seed) {
-  static uint8_t id[16];
-  char hex[33];
-  for (int i = 0; i < 16; i++) {
-    id[i] = (uint8_t)(seed * 37 + (unsigned)i + (unsigned)getpid());
-    snprintf(hex + 2 * i, 3, "%02x", id[i]);
-  }
-  b->batch_id = (ProtobufCBinaryData){16, id};
-  size_t len = perf__v1__batch__get_packed_size(b);
-  uint8_t *raw = malloc(len), *z = malloc(ZSTD_compressBound(len));
-  CHECK(raw && z);
-  perf__v1__batch__pack(b, raw);
-  size_t zn = ZSTD_compress(z, ZSTD_compressBound(len), raw, len, 3);
-  CHECK(!ZSTD_isError(zn));
-  char idh[64];
-  snprintf(idh, sizeof idh, "X-Perf-Batch-Id: %s", hex);
-  const char *headers[] = {"Content-Type: application/x-protobuf", "Content-Encoding: zstd",
-                           "Authorization: Bearer " GOOD_KEY, idh, NULL};
-  reply_t *r = malloc(sizeof *r);
-  CHECK(r != NULL);
-  long status = request(c, "POST", "/v1/batches", headers, z, zn, false, r);
-  CHECKF(status == 200, "batch -> %ld %.300s", status, r->body);
-  free(r);
-  free(raw);
-  free(z);
-}
-
 /* One CPU event of two stacks of the same three named frames: one
    complete, one cut by the depth cap (end), `samples` each. */
 static void send_two_ends(const collector_t *c, unsigned seed, Perf__V1__StackEnd end) {
@@ -451,7 +424,7 @@ static void send_two_ends(const collector_t *c, unsigned seed, Perf__V1__StackEn
   b.n_frames = 3, b.frames = frs;
   b.n_stacks = 2, b.stacks = sts;
   b.n_events = 1, b.events = evs;
-  send_batch(c, &b, seed);
+  batch_post(c, &b, seed);
 }
 
 /* The stacks of the CPU top list whose innermost frame is leaf_fn. */
