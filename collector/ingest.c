@@ -1,11 +1,14 @@
 /*
- * ingest.c - decode and store one batch (see ingest.h). A stack's signature
- * is perf__signature_hash (signature.h) of its symbolized frame list,
- * innermost first: the function name, or module basename + address when the
- * frame is unnamed. A frame the device did not name is symbolized here by
- * its module's build-id from local debug files (symbolize.h); the build-ids
- * without a file are handed to the resymbolizer after the batch is stored,
- * which fetches them in the background and renames the stored stacks. Groups (the
+ * ingest.c - decode and store one batch (see ingest.h). A stack's frames
+ * are stored as frame_json.h says: the device's names, linkage names and
+ * inline chains (Frame.lines), unless a local debug file of the frame's
+ * module (by build-id, symbolize.h) names it: then the collector's answer
+ * replaces the device's. A stack that ended early (Stack.end) gets a last
+ * "<truncated: reason>" frame. Its signature is perf__signature_hash
+ * (signature.h) of its frame labels, expanded (inline frames, the end
+ * marker), innermost first. The build-ids without a file are handed to the
+ * resymbolizer after the batch is stored, which fetches them in the
+ * background and renames the stored stacks. Groups (the
  * top-stacks API): every stack is one, and a hang event's group is the root
  * part shared by all its sampled stacks (perf__hang_signature).
  */

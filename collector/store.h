@@ -141,7 +141,7 @@ typedef struct store_stats_s {
 typedef struct store_renamer_s {
   /* A stored stack's frames: return 1 and fill *stack (signature, and
      frames_json malloc'ed) and *group (the same signature, names_json
-     malloc'ed) when symbols name more of its frames now; 0 when nothing
+     malloc'ed) when symbols change its frames now; 0 when nothing
      changed; -1 on failure. The store frees the two strings with free(). */
   int (*rename_stack)(void *user, const char *frames_json, store_stack_t *stack,
                       store_group_t *group);
