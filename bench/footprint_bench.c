@@ -36,7 +36,7 @@
 #include "perf_sdk.h"
 
 #define APP_THREADS 50
-#define SETTLE_MS 1000 /* idle time before the snapshot */
+#define SETTLE_MS 2500 /* idle time before the snapshot: past the writer's 2 s DWARF drop */
 
 typedef struct {
   double rss_kb, anon_kb, file_kb, pss_kb, uss_kb, libs, arenas, arena_kb, threads, init_ms,

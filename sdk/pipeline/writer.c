@@ -28,11 +28,16 @@
 #include "sdk/pipeline/batch_sink.h"
 #include "sdk/pipeline/event_text.h"
 #include "sdk/pipeline/hang_marker.h"
+#include "sdk/symbols/symbols.h"
 
 #define REPORT_MAX_BYTES (16u << 20) /* one event's text */
 /* Shutdown: how long past its deadline the stopper waits for a writer that
    was between two events to drop the rest and close the batch sink. */
 #define STOP_GRACE_NS (20 * 1000000)
+/* How long the writer keeps the DWARF it read to name frames after the
+   last event: events come in bursts (a hang's progress, a CPU burst), and
+   an idle app should not carry the debug info of libc (~14 MiB). */
+#define DWARF_IDLE_NS (2 * 1000000000LL)
 
 /* data_dir is created when a hang marker first needs it, not at start: an
    app that never hangs gets no state directory. */
@@ -49,7 +54,8 @@ struct perf__writer_s {
   bool held, exited;
   int sink_fd;
   perf__hang_marker_t marker;
-  int data_dir_state; /* DATA_DIR_*: made on the first hang marker only */
+  int data_dir_state;    /* DATA_DIR_*: made on the first hang marker only */
+  int64_t drop_dwarf_at; /* when to close the symbolizer's DWARF; 0: nothing to drop */
   /* the wire path: batches into the spool (and, for http, to the collector) */
   perf__batch_sink_t *batches;          /* set by the writer thread under lock; NULL without */
   bool batches_tried;                   /* the open was attempted (lock) */
@@ -64,6 +70,7 @@ static void close_batches(perf__writer_t *w, int64_t deadline_ns);
 static bool batch_due(perf__writer_t *w);
 static bool past_stop_deadline(perf__writer_t *w);
 static void wait_for_work(perf__writer_t *w);
+static bool dwarf_due(perf__writer_t *w);
 static void report_fatal_hangs(perf__writer_t *w);
 static void write_event(perf__writer_t *w, perf__event_t *ev);
 static void count_batched(perf__writer_t *w, int batched);
@@ -168,10 +175,10 @@ int perf__writer_stop(perf__writer_t *w, int64_t deadline_ns, perf_sdk_stats_t *
 static void writer_main(perf__worker_t *worker, void *arg) {
   perf__writer_t *w = arg;
   (void)worker; /* the same as w->worker, set before this runs */
-  /* Compile the loaded modules' unwind rules here (it reads their ELF
-     files: I/O), not on the app's thread and not on the hang monitor, which
-     must start watching at once. A hang caught meanwhile waits for this at
-     its first capture, a few milliseconds. */
+  /* Map the loaded modules here (it reads /proc/self/maps and their build
+     ids: I/O), not on the app's thread and not on the hang monitor, which
+     must start watching at once. Their unwind rules are compiled when a
+     capture first needs them. */
   perf__modules_release(perf__modules_acquire());
   /* The batch sink first: fatal hangs go into batches like any event. */
   open_batches(w);
@@ -179,10 +186,19 @@ static void writer_main(perf__worker_t *worker, void *arg) {
   perf__worker_lock(w->worker);
   bool abandon = false;
   for (;;) {
+    if (dwarf_due(w) && w->count == 0 && !w->hang_posted) {
+      /* Idle for a while: the DWARF read to name frames goes until the
+         next event needs it. */
+      w->drop_dwarf_at = 0;
+      perf__worker_unlock(w->worker);
+      perf__symbols_drop_dwarf();
+      perf__worker_lock(w->worker);
+      continue;
+    }
     /* A flush is work once the queue is empty (a held writer with events
        queued cannot finish one: the flush times out). */
     while ((w->held || w->count == 0) && !w->hang_posted && !perf__worker_stopping(w->worker) &&
-           (w->flush_done == w->flush_requested || w->count > 0) && !batch_due(w))
+           (w->flush_done == w->flush_requested || w->count > 0) && !batch_due(w) && !dwarf_due(w))
       wait_for_work(w);
     if ((abandon = past_stop_deadline(w))) break;
     if (batch_due(w) || (w->count == 0 && w->flush_done != w->flush_requested)) {
@@ -212,6 +228,7 @@ static void writer_main(perf__worker_t *worker, void *arg) {
       perf__worker_unlock(w->worker);
       write_event(w, ev);
       perf__worker_lock(w->worker);
+      w->drop_dwarf_at = perf__now_ns() + DWARF_IDLE_NS;
       continue;
     }
     if (perf__worker_stopping(w->worker)) break;
@@ -272,7 +289,14 @@ static bool past_stop_deadline(perf__writer_t *w) {
 /* With the lock held: sleep until woken, or until the open batch is due
    (0: no batch open, no deadline). */
 static void wait_for_work(perf__writer_t *w) {
-  perf__worker_wait(w->worker, w->batches ? perf__batch_sink_deadline(w->batches) : 0);
+  int64_t deadline = w->batches ? perf__batch_sink_deadline(w->batches) : 0;
+  if (w->drop_dwarf_at && (!deadline || w->drop_dwarf_at < deadline)) deadline = w->drop_dwarf_at;
+  perf__worker_wait(w->worker, deadline);
+}
+
+/* With the lock held: events were named and none came for DWARF_IDLE_NS. */
+static bool dwarf_due(perf__writer_t *w) {
+  return w->drop_dwarf_at && perf__now_ns() >= w->drop_dwarf_at;
 }
 
 /* The hang markers of processes that died hung, each reported once as a

@@ -10,7 +10,10 @@
  * library loads, so before the sampler's own handlers: the sampler's lock
  * is taken first, the order captures take them in). A fork while a thread
  * builds rules waits for that build; the child then finds the cache whole
- * and the mutex free.
+ * and the mutex free. The symbolizer's fork gate is taken next
+ * (perf__symbols_fork_prepare; lookups run outside this mutex, a module is
+ * opened inside it): a fork while the writer names frames waits for that
+ * lookup, and the child's symbolizer modules are whole and unlocked.
  */
 #include "sdk/sampler/modules.h"
 
@@ -28,6 +31,7 @@ struct perf__module_entry_s {
   uint8_t build_id[PERF__BUILD_ID_MAX];
   size_t build_id_len;
   perf__unwind_table_t *table; /* NULL when the module has no usable CFI */
+  bool rules_tried;            /* table compiled (or found impossible) */
   perf__sym_module_t *symbols; /* opened on first symbolization */
   bool symbols_tried;
 };
@@ -38,7 +42,8 @@ static perf__module_entry_t *g_cache[PERF__MODULE_CACHE_MAX];
 static size_t g_cache_count;
 
 static void fork_lock(void);
-static void fork_unlock(void);
+static void fork_parent(void);
+static void fork_child(void);
 static perf__modules_t *build_snapshot(void);
 static perf__sym_module_t *entry_symbols(perf__module_entry_t *e, const perf__module_t *m);
 static perf__module_entry_t *cache_entry(const perf__module_t *m);
@@ -108,14 +113,21 @@ void *perf__modules_dwfl_unwinder(perf__modules_t *mods) {
 }
 
 __attribute__((constructor)) static void register_fork_handlers(void) {
-  pthread_atfork(fork_lock, fork_unlock, fork_unlock);
+  pthread_atfork(fork_lock, fork_parent, fork_child);
 }
 
 static void fork_lock(void) {
   pthread_mutex_lock(&g_lock);
+  perf__symbols_fork_prepare();
 }
 
-static void fork_unlock(void) {
+static void fork_parent(void) {
+  perf__symbols_fork_parent();
+  pthread_mutex_unlock(&g_lock);
+}
+
+static void fork_child(void) {
+  perf__symbols_fork_child();
   pthread_mutex_unlock(&g_lock);
 }
 
@@ -131,7 +143,8 @@ static perf__modules_t *build_snapshot(void) {
   mods->unwind->modules = mods->map;
   for (size_t i = 0; i < n; i++) {
     mods->entries[i] = cache_entry(&mods->map->modules[i]);
-    mods->unwind->tables[i] = mods->entries[i] ? mods->entries[i]->table : NULL;
+    perf__module_entry_t *e = mods->entries[i];
+    mods->unwind->tables[i] = !e ? NULL : e->rules_tried ? e->table : &perf__unwind_table_pending;
   }
   return mods;
 fail:
@@ -139,7 +152,7 @@ fail:
   return NULL;
 }
 
-/* The cache entry for m's file, made (and its rules compiled) when new. */
+/* The cache entry for m's file, made when new (rules still pending). */
 static perf__module_entry_t *cache_entry(const perf__module_t *m) {
   for (size_t i = 0; i < g_cache_count; i++) {
     perf__module_entry_t *e = g_cache[i];
@@ -155,12 +168,45 @@ static perf__module_entry_t *cache_entry(const perf__module_t *m) {
   }
   memcpy(e->build_id, m->build_id, m->build_id_len);
   e->build_id_len = m->build_id_len;
-  int err = perf__unwind_table_build(m, &e->table);
-  if (err)
-    perf__log(PERF__LOG_DEBUG, "%s: no unwind rules (%s), using frame pointers", m->path,
-              perf_strerror(err));
   g_cache[g_cache_count++] = e;
   return e;
+}
+
+/* Module i's rules compiled if pending and published in mods. Cache lock
+   held. True when the slot changed. */
+static bool compile_rules_locked(perf__modules_t *mods, size_t i) {
+  perf__module_entry_t *e = mods->entries[i];
+  if (!e || mods->unwind->tables[i] != &perf__unwind_table_pending) return false;
+  if (!e->rules_tried) {
+    e->rules_tried = true;
+    const perf__module_t *m = &mods->map->modules[i];
+    int err = perf__unwind_table_build(m, &e->table);
+    if (err)
+      perf__log(PERF__LOG_DEBUG, "%s: no unwind rules (%s), using frame pointers", m->path,
+                perf_strerror(err));
+  }
+  __atomic_store_n(&mods->unwind->tables[i], e->table, __ATOMIC_RELEASE);
+  return true;
+}
+
+bool perf__modules_compile_rules(perf__modules_t *mods, uintptr_t pc) {
+  if (!mods) return false;
+  bool changed = false;
+  pthread_mutex_lock(&g_lock);
+  for (int back = 0; back <= 1 && !changed; back++) {
+    const perf__module_t *m = perf__module_map_find(mods->map, pc - (uintptr_t)back);
+    if (m) changed = compile_rules_locked(mods, (size_t)(m - mods->map->modules));
+  }
+  pthread_mutex_unlock(&g_lock);
+  return changed;
+}
+
+void perf__modules_compile_all_rules(perf__modules_t *mods) {
+  if (!mods) return;
+  pthread_mutex_lock(&g_lock);
+  for (size_t i = 0; i < mods->map->count; i++)
+    compile_rules_locked(mods, i);
+  pthread_mutex_unlock(&g_lock);
 }
 
 /* The symbolizer module of e's file, opened on first use. */

@@ -4,8 +4,10 @@
  * signal handler) and symbolizer module (sdk/symbols: names, inline chains
  * and source lines, for naming frames).
  *
- * Rules and symbolizer modules are cached per module file (path + build-id)
- * for the life of the process and never freed, so a late signal handler can
+ * Rules are compiled lazily, per module, the first time a walk reaches one
+ * of its pcs (perf__modules_compile_rules; an app samples a handful of its
+ * modules, GTK maps 80). Rules and symbolizer modules are cached per module
+ * file (path + build-id) for the life of the process and never freed, so a late signal handler can
  * never read freed rules and a library loaded again is not parsed again
  * (the DWARF behind the names stays under sdk/symbols' cap). The cache
  * holds at most PERF__MODULE_CACHE_MAX files; past that, new modules unwind
@@ -62,6 +64,18 @@ void perf__modules_release(perf__modules_t *mods);
    (look up pc - 1) rather than being an interrupted pc (looked up as is). */
 void perf__modules_symbolize(perf__modules_t *mods, uintptr_t pc, bool return_address,
                              perf__frame_info_t *out);
+
+/* Compile the rules of the module holding `pc` (or pc - 1: a return
+   address at a module's end) if they are pending, and publish them in this
+   snapshot. True when a walk that stopped there with
+   PERF__WALK_RULES_PENDING can now go further (rules, or frame pointers for
+   a module without usable CFI). Takes the cache's lock; never in a signal
+   handler. */
+bool perf__modules_compile_rules(perf__modules_t *mods, uintptr_t pc);
+
+/* Compile every pending module's rules (tools and tests that walk stacks
+   themselves, such as the unwind validator). */
+void perf__modules_compile_all_rules(perf__modules_t *mods);
 
 /* The libdwfl unwinder over this snapshot's modules, made on first use;
    NULL when it cannot be made. Owned by the snapshot. */

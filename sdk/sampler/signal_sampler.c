@@ -98,6 +98,8 @@ static int pick_free_signal(void);
 static void on_sample_signal(int signo, siginfo_t *si, void *ucv);
 static void copy_stack(uint8_t *dst, uintptr_t src, size_t len)
     __attribute__((no_sanitize_address));
+static int capture_once(perf__modules_t *mods, pid_t tid, uintptr_t *pcs, size_t max, size_t *count,
+                        perf__walk_status_t *status);
 static int request(slot_t *s, pid_t tid, int mode, size_t max);
 static slot_t *claim_slot(pid_t tid, int *err);
 static int wait_for_slot(slot_t *s, uint32_t seq, unsigned timeout_ms);
@@ -118,8 +120,27 @@ int perf__sampler_capture(perf__modules_t *mods, pid_t tid, uintptr_t *pcs, size
   return perf__sampler_capture_status(mods, tid, pcs, max, count, &status);
 }
 
+/* A walk that reached a module whose rules are still to be compiled has
+   them compiled here, off the sampler's lock, and the thread is asked
+   again; each round compiles one more module, so a stack's first capture
+   takes as many rounds as it crosses new modules (bounded). */
+#define MAX_RULE_ROUNDS 24
+
 int perf__sampler_capture_status(perf__modules_t *mods, pid_t tid, uintptr_t *pcs, size_t max,
                                  size_t *count, perf__walk_status_t *status) {
+  int err = capture_once(mods, tid, pcs, max, count, status);
+  for (int round = 0; round < MAX_RULE_ROUNDS && *status == PERF__WALK_RULES_PENDING &&
+                      (err == PERF_OK || err == PERF_E_TRUNCATED) && *count > 0;
+       round++) {
+    if (!perf__modules_compile_rules(mods, pcs[*count - 1])) break;
+    err = capture_once(mods, tid, pcs, max, count, status);
+  }
+  if (*status == PERF__WALK_RULES_PENDING) *status = PERF__WALK_NO_RULE;
+  return err;
+}
+
+static int capture_once(perf__modules_t *mods, pid_t tid, uintptr_t *pcs, size_t max, size_t *count,
+                        perf__walk_status_t *status) {
   *count = 0;
   *status = PERF__WALK_NO_RULE;
   if (!mods || !pcs || max == 0 || tid < 0) return PERF_E_INVALID_ARGUMENT;

@@ -20,6 +20,7 @@ int perf__sampler_capture_with_end(perf__modules_t *mods, pid_t tid, uintptr_t *
   if (err != PERF_OK && err != PERF_E_TRUNCATED) return err;
   switch (status) {
   case PERF__WALK_COMPLETE: *end = PERF__STACK_END_COMPLETE; break;
+  case PERF__WALK_RULES_PENDING: /* rules that could not be compiled: none */
   case PERF__WALK_NO_RULE: *end = PERF__STACK_END_NO_RULE; break;
   case PERF__WALK_BAD_READ: *end = PERF__STACK_END_BAD_READ; break;
   case PERF__WALK_NOT_ASCENDING: *end = PERF__STACK_END_NOT_ASCENDING; break;

@@ -78,11 +78,17 @@ const perf__unwind_row_t *perf__unwind_table_find(const perf__unwind_table_t *ta
                                                   uint64_t vaddr);
 
 /* What the signal handler sees: the module map (immutable, and its lookup
-   is async-signal-safe) and each module's rules. */
+   is async-signal-safe) and each module's rules. A module's slot holds
+   &perf__unwind_table_pending until its rules are first needed; the
+   capturing thread then compiles them and publishes the table with a
+   release store (the walk loads slots with acquire). NULL: no rules
+   (frame pointers). */
 typedef struct perf__unwind_map_s {
   const perf__module_map_t *modules;
   const perf__unwind_table_t *tables[]; /* parallel to modules; NULL: frame pointers */
 } perf__unwind_map_t;
+
+extern const perf__unwind_table_t perf__unwind_table_pending;
 
 /* The registers a walk starts from (and, for rbx, reads when a row needs it). */
 typedef struct perf__unwind_regs_s {
@@ -117,9 +123,15 @@ typedef enum perf__walk_status_e {
   PERF__WALK_NOT_ASCENDING = 3,
   /* `max` frames written and the stack went on. */
   PERF__WALK_DEPTH = 4,
+  /* The last pc written lies in a module whose rules are not compiled yet
+     (perf__unwind_table_pending): the capturing thread compiles them
+     (perf__modules_compile_rules) and walks again. Never leaves the
+     sampler. */
+  PERF__WALK_RULES_PENDING = 5,
 } perf__walk_status_t;
 
-/* "complete", "no rule", "bad read", "not ascending", "depth". */
+/* "complete", "no rule", "bad read", "not ascending", "depth",
+   "rules pending". */
 const char *perf__walk_status_name(perf__walk_status_t status);
 
 /* Walk the stack from `regs` (regs.sp within the window). Every memory read

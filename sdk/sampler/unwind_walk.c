@@ -66,7 +66,7 @@ typedef struct {
 enum { STEP_OK = -1 };
 
 static const perf__unwind_row_t *find_row(const perf__unwind_map_t *map, uintptr_t pc,
-                                          const perf__module_t **m);
+                                          const perf__module_t **m, bool *pending);
 static bool read_word(perf__stack_window_t w, uintptr_t floor, uintptr_t addr, uintptr_t *out)
     __attribute__((no_sanitize_address));
 static int step_with_rule(const perf__unwind_row_t *row, perf__stack_window_t w, frame_t *f);
@@ -91,8 +91,13 @@ size_t perf__unwind_walk(const perf__unwind_map_t *map, int use_rules, perf__unw
   frame_t f = {.r = regs, .exact = true, .fp_known = true, .bx_known = true};
   const perf__module_t *m = NULL; /* callers are mostly in the callee's module */
   for (;;) {
+    bool pending = false;
     const perf__unwind_row_t *row =
-        use_rules && map ? find_row(map, f.exact ? f.r.pc : f.r.pc - 1, &m) : NULL;
+        use_rules && map ? find_row(map, f.exact ? f.r.pc : f.r.pc - 1, &m, &pending) : NULL;
+    if (pending) {
+      *status = PERF__WALK_RULES_PENDING;
+      break;
+    }
     uintptr_t prev_sp = f.r.sp;
     int step = row && row->cfa_kind != PERF__CFA_UNKNOWN
                    ? step_with_rule(row, stack, &f)
@@ -118,6 +123,7 @@ const char *perf__walk_status_name(perf__walk_status_t status) {
   case PERF__WALK_BAD_READ: return "bad read";
   case PERF__WALK_NOT_ASCENDING: return "not ascending";
   case PERF__WALK_DEPTH: return "depth";
+  case PERF__WALK_RULES_PENDING: return "rules pending";
   }
   return "unknown";
 }
@@ -143,14 +149,19 @@ const perf__unwind_row_t *perf__unwind_table_find(const perf__unwind_table_t *ta
   return &table->rows[lo];
 }
 
+const perf__unwind_table_t perf__unwind_table_pending = {0};
+
 /* The row for `pc` (a lookup address: exact pc, or return address - 1);
- *m caches the module of the previous lookup. */
+ *m caches the module of the previous lookup. *pending: the module's
+ rules are yet to be compiled. */
 static const perf__unwind_row_t *find_row(const perf__unwind_map_t *map, uintptr_t pc,
-                                          const perf__module_t **m) {
+                                          const perf__module_t **m, bool *pending) {
   if (!*m || pc < (*m)->start || pc >= (*m)->end) *m = perf__module_map_find(map->modules, pc);
   if (!*m) return NULL;
-  const perf__unwind_table_t *table = map->tables[*m - map->modules->modules];
-  return table ? perf__unwind_table_find(table, pc - (*m)->bias) : NULL;
+  const perf__unwind_table_t *table =
+      __atomic_load_n(&map->tables[*m - map->modules->modules], __ATOMIC_ACQUIRE);
+  *pending = table == &perf__unwind_table_pending;
+  return table && !*pending ? perf__unwind_table_find(table, pc - (*m)->bias) : NULL;
 }
 
 /* One word of the target's stack at `addr`, which must lie in [floor, hi)

@@ -10,6 +10,12 @@
  * the reverse: the cap is enforced after the lookup has let its module
  * go, and only drops the DWARF of modules whose mutex it can try-lock, so
  * two threads never wait on each other in opposite orders.
+ *
+ * fork: every entry point runs inside the fork gate (a read lock); a fork
+ * takes it for writing (perf__symbols_fork_prepare, called by the module
+ * cache's pthread_atfork handlers after their own lock), so it waits for
+ * lookups in flight and the child finds no module half-updated and no lock
+ * held by a thread it does not have.
  */
 #include "sdk/symbols/symbols.h"
 
@@ -44,6 +50,7 @@ struct perf__sym_module_s {
 
 static pthread_once_t g_libelf_once = PTHREAD_ONCE_INIT;
 static bool g_libelf_ok;
+static pthread_rwlock_t g_fork_gate = PTHREAD_RWLOCK_INITIALIZER;
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static size_t g_cap = PERF__SYM_DEFAULT_CAP;
 static size_t g_bytes, g_modules, g_opens;
@@ -57,10 +64,44 @@ static perf__sym_dwarf_t *use_dwarf(perf__sym_module_t *m);
 static void account(perf__sym_module_t *m, size_t grown);
 static void lru_unlink(perf__sym_module_t *m);
 static void enforce_cap(void);
+static void drop_dwarf_over(size_t limit);
+static void module_free(perf__sym_module_t *m);
+static int module_open(const char *path, const void *image, size_t image_size,
+                       const uint8_t *build_id, size_t build_id_len, const char *debug_dirs,
+                       perf__sym_module_t **out);
 
 int perf__sym_module_open(const char *path, const void *image, size_t image_size,
                           const uint8_t *build_id, size_t build_id_len, const char *debug_dirs,
                           perf__sym_module_t **out) {
+  pthread_rwlock_rdlock(&g_fork_gate);
+  int err = module_open(path, image, image_size, build_id, build_id_len, debug_dirs, out);
+  pthread_rwlock_unlock(&g_fork_gate);
+  return err;
+}
+
+void perf__sym_module_free(perf__sym_module_t *m) {
+  pthread_rwlock_rdlock(&g_fork_gate);
+  module_free(m);
+  pthread_rwlock_unlock(&g_fork_gate);
+}
+
+void perf__symbols_fork_prepare(void) {
+  pthread_rwlock_wrlock(&g_fork_gate);
+}
+
+void perf__symbols_fork_parent(void) {
+  pthread_rwlock_unlock(&g_fork_gate);
+}
+
+void perf__symbols_fork_child(void) {
+  /* The child's thread has a new tid, which the lock's owner record does
+     not know: a fresh lock, as no other thread exists to hold it. */
+  g_fork_gate = (pthread_rwlock_t)PTHREAD_RWLOCK_INITIALIZER;
+}
+
+static int module_open(const char *path, const void *image, size_t image_size,
+                       const uint8_t *build_id, size_t build_id_len, const char *debug_dirs,
+                       perf__sym_module_t **out) {
   if (!out) return PERF_E_INVALID_ARGUMENT;
   *out = NULL;
   if ((!path && !image) || (image && !image_size) || (!build_id && build_id_len))
@@ -85,14 +126,14 @@ int perf__sym_module_open(const char *path, const void *image, size_t image_size
     if (!(m->dwarf_path = strdup(dwarf_file))) err = PERF_E_NO_MEMORY;
   }
   if (err) {
-    perf__sym_module_free(m);
+    module_free(m);
     return err;
   }
   *out = m;
   return PERF_OK;
 }
 
-void perf__sym_module_free(perf__sym_module_t *m) {
+static void module_free(perf__sym_module_t *m) {
   if (!m) return;
   pthread_mutex_lock(&g_lock);
   if (m->dwarf) lru_unlink(m);
@@ -110,6 +151,7 @@ bool perf__sym_lookup(perf__sym_module_t *m, uint64_t vaddr, perf__sym_frame_t *
   out->offset = 0;
   out->from_dwarf = false;
   if (!m) return false;
+  pthread_rwlock_rdlock(&g_fork_gate);
   pthread_mutex_lock(&m->lock);
   bool cached = perf__sym_store_get(&m->store, vaddr, out);
   if (!cached) {
@@ -118,28 +160,35 @@ bool perf__sym_lookup(perf__sym_module_t *m, uint64_t vaddr, perf__sym_frame_t *
   }
   pthread_mutex_unlock(&m->lock);
   if (!cached) enforce_cap();
+  pthread_rwlock_unlock(&g_fork_gate);
   return out->count > 0;
 }
 
 void perf__symbols_set_cap(size_t bytes) {
+  pthread_rwlock_rdlock(&g_fork_gate);
   pthread_mutex_lock(&g_lock);
   g_cap = bytes;
   pthread_mutex_unlock(&g_lock);
   enforce_cap();
+  pthread_rwlock_unlock(&g_fork_gate);
 }
 
 void perf__symbols_stats(perf__symbols_stats_t *out) {
+  pthread_rwlock_rdlock(&g_fork_gate);
   pthread_mutex_lock(&g_lock);
   out->dwarf_bytes = g_bytes;
   out->dwarf_modules = g_modules;
   out->dwarf_opens = g_opens;
   pthread_mutex_unlock(&g_lock);
+  pthread_rwlock_unlock(&g_fork_gate);
 }
 
 size_t perf__sym_module_bytes(perf__sym_module_t *m) {
+  pthread_rwlock_rdlock(&g_fork_gate);
   pthread_mutex_lock(&m->lock);
   size_t n = sizeof *m + perf__sym_store_bytes(&m->store) + perf__symtab_bytes(m->symtab);
   pthread_mutex_unlock(&m->lock);
+  pthread_rwlock_unlock(&g_fork_gate);
   return n;
 }
 
@@ -291,8 +340,21 @@ static void lru_unlink(perf__sym_module_t *m) {
    under the cap. A module in the middle of a lookup is skipped (its lock
    is busy); the lookup enforces the cap again when it ends. */
 static void enforce_cap(void) {
+  drop_dwarf_over(g_cap);
+}
+
+void perf__symbols_drop_dwarf(void) {
+  pthread_rwlock_rdlock(&g_fork_gate);
+  drop_dwarf_over(0);
+  pthread_rwlock_unlock(&g_fork_gate);
+}
+
+/* Drop the DWARF of the least recently used modules until at most `limit`
+   bytes are counted (modules in a lookup are skipped). */
+static void drop_dwarf_over(size_t limit) {
   pthread_mutex_lock(&g_lock);
-  for (perf__sym_module_t *m = g_oldest, *next; m && g_bytes > g_cap; m = next) {
+  if (limit > g_cap) limit = g_cap;
+  for (perf__sym_module_t *m = g_oldest, *next; m && g_bytes > limit; m = next) {
     next = m->newer;
     if (pthread_mutex_trylock(&m->lock) != 0) continue;
     lru_unlink(m);

@@ -97,6 +97,12 @@ bool perf__sym_lookup(perf__sym_module_t *m, uint64_t vaddr, perf__sym_frame_t *
    from its symbol table only. */
 void perf__symbols_set_cap(size_t bytes);
 
+/* Close every module's DWARF now (the cached answers and symbol tables
+   stay; the next new address opens it again). The SDK's writer calls it
+   when it goes idle: events are rare, and an app should not carry the
+   decompressed debug info of libc (~14 MiB) between them. */
+void perf__symbols_drop_dwarf(void);
+
 /* What the symbolizer holds now, for tests and benchmarks. */
 typedef struct perf__symbols_stats_s {
   size_t dwarf_bytes;   /* counted DWARF of all modules (<= the cap after each lookup) */
@@ -107,6 +113,14 @@ void perf__symbols_stats(perf__symbols_stats_t *out);
 
 /* Heap bytes module m holds besides its DWARF: symbol table, names, cache. */
 size_t perf__sym_module_bytes(perf__sym_module_t *m);
+
+/* fork: prepare waits for every call in flight and holds the rest off
+   until parent (in the parent) or child (in the child) lets them go. For
+   pthread_atfork handlers; a caller holding its own lock around symbol
+   calls takes that lock first (sdk/sampler/modules.c does). */
+void perf__symbols_fork_prepare(void);
+void perf__symbols_fork_parent(void);
+void perf__symbols_fork_child(void);
 
 /* Demangle a C++ (Itanium) or Rust symbol for people; NULL when `linkage`
    is not a mangled name (then show it as it is). The result is malloc'd;

@@ -148,6 +148,7 @@ void oracle_print(const char *title, const oracle_tally_t *t) {
 static void session_open(session_t *s, const oracle_scenario_t *sc, oracle_tally_t *tally) {
   *s = (session_t){.sc = sc, .tally = tally};
   s->mods = perf__modules_acquire();
+  perf__modules_compile_all_rules(s->mods); /* the validator walks every module */
   s->record = malloc(sizeof *s->record);
   s->copy = malloc(STACK_COPY_MAX);
   s->xstate = malloc(XSTATE_MAX);
