@@ -15,6 +15,8 @@
  *    the device names physical frames without DWARF), the debug file
  *    uploaded after the events (the resymbolize path): the collector's
  *    answer replaces the device's, inline frames included;
+ *  - names_on_first: the same with the debug file uploaded first (the
+ *    ingest path);
  *  - truncated: stacks that ended early (the wire's Stack.end) show a
  *    final "<truncated: depth>" frame and never merge with the complete
  *    stack of the same frames;
@@ -377,6 +379,21 @@ static void case_names_on(void) {
   collector_stop_healthy(&c);
 }
 
+/* Names on, the debug file in the collector first: named at ingest, the
+   collector's answer over the device's. */
+static void case_names_on_first(void) {
+  char id[81];
+  build_id_of(NAMES_STRIPPED_PATH, id);
+  collector_t c;
+  collector_start(&c, NULL);
+  upload_debug_file(&c, id);
+  run_names_app(&c, true);
+  check_manual(&c);
+  wait_event(&c, "cpu");
+  check_pprof(&c);
+  collector_stop_healthy(&c);
+}
+
 /* ---- hand-made batches ------------------------------------------------------ */
 
 /* One CPU event of two stacks of the same three named frames: one
@@ -525,10 +542,8 @@ static void case_old_db(void) {
 
 int main(int argc, char **argv) {
   static const test_case_t cases[] = {
-      TEST_CASE(names_off),
-      TEST_CASE(names_on),
-      TEST_CASE(truncated),
-      TEST_CASE(old_db),
+      TEST_CASE(names_off), TEST_CASE(names_on), TEST_CASE(names_on_first),
+      TEST_CASE(truncated), TEST_CASE(old_db),
   };
   return collector_test_main(argc, argv, cases, ARRAY_LEN(cases));
 }
