@@ -263,15 +263,20 @@ static tally_t check_event(const collector_t *c, json_int_t id) {
 }
 
 /* The manual event: the parked threads' names, inline chains among them
-   (Queue::pop inlined into consume_orders, std::mutex::lock...). */
+   (Queue::pop inlined into consume_orders, std::mutex::lock...). Every
+   frame of names_app is checked exactly; how many there are depends on
+   the walks (a thread's walk may end early on a loaded machine, its stack
+   then closed by "<truncated: reason>"), so only the main thread's, which
+   asks for the capture, are counted on: main and _start, send_with_sdk
+   inlined into main. */
 static void check_manual(const collector_t *c) {
   tally_t t = check_event(c, wait_event(c, "manual"));
   fprintf(stderr, "manual: %zu physical frames of names_app, %zu inline, %zu lines, %zu mangled\n",
           t.physical, t.inline_frames, t.lines, t.mangled);
-  CHECK(t.physical >= 6);
-  CHECK(t.inline_frames >= 3);
+  CHECK(t.physical >= 2);
+  CHECK(t.inline_frames >= 1);
   CHECK(t.lines >= t.physical);
-  CHECK(t.mangled >= 3);
+  CHECK(t.mangled >= 1);
 }
 
 /* The pprof export of the CPU event: a Location of names_app with an
