@@ -634,7 +634,8 @@ static void case_retention(void) {
                 "INSERT INTO events(batch_id, kind) VALUES(x'00', 'hang');"
                 "INSERT INTO stack_counts(event_id, stack_sig, samples)"
                 " VALUES(last_insert_rowid(), 'oldsig', 1);"
-                "INSERT INTO stacks VALUES('oldsig', '[]', 1, 1);");
+                "INSERT INTO stacks(signature, frames, first_seen, last_seen)"
+                " VALUES('oldsig', '[]', 1, 1);");
   CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM batches"), 2);
   collector_start(&c, (const char *[]){"--retention-days", "1", "--retention-interval", "1", NULL});
   double end = now_s() + 10;
