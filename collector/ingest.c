@@ -5,9 +5,12 @@
  * frame is unnamed. A frame the device did not name is symbolized here by
  * its module's build-id from local debug files (symbolize.h); the build-ids
  * without a file are handed to the resymbolizer after the batch is stored,
- * which fetches them in the background and renames the stored stacks. Groups (the
- * top-stacks API): every stack is one, and a hang event's group is the root
- * part shared by all its sampled stacks (perf__hang_signature).
+ * which fetches them in the background and renames the stored stacks. A
+ * stack the walk cut short (Stack.end neither COMPLETE nor UNSPECIFIED)
+ * ends with a frame "<truncated: reason>", so it is never taken for a
+ * complete one. Groups (the top-stacks API): every stack is one, and a
+ * hang event gets the majority key of its samples (hang_key.h), which the
+ * store matches against its hang groups (store_hang_groups.h).
  */
 #include "ingest.h"
 
@@ -20,7 +23,9 @@
 #include <time.h>
 
 #include "batch_limits.h"
+#include "hang_key.h"
 #include "perf_sdk.h"
+#include "sdk/base/frame_text.h"
 #include "sdk/base/utf8.h"
 #include "sdk/wire/batch_decode.h"
 #include "signature.h"
@@ -119,7 +124,7 @@ static json_t *frame_json(frame_ctx_t *fc, uint32_t index, size_t depth, char la
     fc->unnamed++;
   char address[24];
   snprintf(address, sizeof address, "0x%llx", (unsigned long long)f->address);
-  perf__frame_label(label, LABEL_MAX, fn, module, address);
+  perf__group_label(label, LABEL_MAX, fn, module, address);
   json_t *o = json_pack("{s:s?, s:s, s:s, s:I}", "function", fn, "module", module, "address",
                         address, "offset", (json_int_t)offset);
   if (o && ((id[0] && json_object_set_new(o, "build_id", json_string(id)) != 0) ||
@@ -131,17 +136,18 @@ static json_t *frame_json(frame_ctx_t *fc, uint32_t index, size_t depth, char la
   return o;
 }
 
-/* A JSON array of frame names (the groups' frames). */
-static char *names_json(const char *const *names, size_t n) {
-  json_t *a = json_array();
-  for (size_t i = 0; a && i < n; i++)
-    if (json_array_append_new(a, json_string(names[i])) != 0) {
-      json_decref(a);
-      return NULL;
-    }
-  char *text = a ? json_dumps(a, JSON_COMPACT) : NULL;
-  json_decref(a);
-  return text;
+/* A stack the walk cut short: its last frame says why, unless the
+   collector's own depth cut (batch_limits.c) said so already. */
+static bool cut_short(const Perf__V1__Stack *s, const perf__named_stack_t *named) {
+  return s->end != PERF__V1__STACK_END__STACK_END_UNSPECIFIED &&
+         s->end != PERF__V1__STACK_END__STACK_END_COMPLETE && perf__stack_complete(named);
+}
+
+/* The "<truncated: reason>" frame: its label and JSON object. */
+static json_t *truncated_json(const Perf__V1__Stack *s, char label[LABEL_MAX]) {
+  perf__truncated_label(label, LABEL_MAX, perf__stack_end_text((int)s->end));
+  return json_pack("{s:s, s:s, s:s, s:I}", "function", label, "module", "??", "address", "0x0",
+                   "offset", (json_int_t)0);
 }
 
 /* The stack's row, its frame labels (*labels: depth strdup'ed names) and
@@ -151,15 +157,16 @@ static int build_stack(frame_ctx_t *fc, const Perf__V1__Stack *s, store_stack_t 
   json_t *frames = json_array();
   uint64_t h = PERF__SIGNATURE_START;
   char label[LABEL_MAX];
-  char **labels = s->n_frames ? calloc(s->n_frames, sizeof *labels) : NULL;
+  char **labels = calloc(s->n_frames + 1, sizeof *labels);
   named->frames = (const char *const *)labels;
   named->depth = 0;
-  if (s->n_frames && !labels) {
+  if (!labels) {
     json_decref(frames);
     return -1;
   }
-  for (size_t i = 0; frames && i < s->n_frames; i++) {
-    json_t *f = frame_json(fc, s->frames[i], i, label);
+  for (size_t i = 0; frames && i <= s->n_frames; i++) {
+    if (i == s->n_frames && (i == 0 || !cut_short(s, named))) break;
+    json_t *f = i < s->n_frames ? frame_json(fc, s->frames[i], i, label) : truncated_json(s, label);
     if (!f || json_array_append_new(frames, f) != 0 || !(labels[i] = strdup(label))) {
       json_decref(frames);
       return -1;
@@ -172,8 +179,7 @@ static int build_stack(frame_ctx_t *fc, const Perf__V1__Stack *s, store_stack_t 
   if (!text) return -1;
   out->frames_json = text;
   snprintf(out->signature, sizeof out->signature, "%016llx", (unsigned long long)h);
-  memcpy(group->signature, out->signature, sizeof group->signature);
-  return (group->names_json = names_json(named->frames, named->depth)) ? 0 : -1;
+  return hang_key_group(named->frames, named->depth, group); /* the same signature */
 }
 
 /* ---- the store record --------------------------------------------------- */
@@ -184,9 +190,9 @@ typedef struct record_s {
   store_event_t *events;
   store_stack_count_t **counts;            /* per event */
   perf__named_stack_t *named;              /* per stack: its frame labels */
-  store_group_t *groups;                   /* one per stack, then one per hang event */
-  char (*group_sigs)[STORE_SIG_CHARS + 1]; /* per event */
-  size_t cap_stacks, cap_groups;
+  store_group_t *groups;                   /* one per stack */
+  store_hang_t *hangs;                     /* per event: hang events' grouping input */
+  size_t cap_stacks, cap_groups, cap_events;
   uint64_t samples;
   frame_ctx_t frames;
 } record_t;
@@ -199,9 +205,14 @@ static void record_free(record_t *r) {
   }
   for (size_t i = 0; r->groups && i < r->cap_groups; i++)
     free((char *)r->groups[i].names_json);
+  for (size_t i = 0; r->hangs && i < r->cap_events; i++) {
+    hang_key_release(&r->hangs[i]);
+    free((void *)r->hangs[i].samples.stacks);
+    free((void *)r->hangs[i].samples.samples);
+  }
+  free(r->hangs);
   free(r->named);
   free(r->groups);
-  free(r->group_sigs);
   for (size_t i = 0; r->stacks && i < r->cap_stacks; i++)
     free((char *)r->stacks[i].frames_json);
   for (size_t i = 0; r->counts && i < r->batch.n_events; i++)
@@ -211,47 +222,27 @@ static void record_free(record_t *r) {
   free(r->counts);
 }
 
-/* A hang event's group: the root part all its sampled stacks share
-   (perf__hang_signature), hashed like a stack. No shared frame at all (the
-   samples' roots differ, e.g. a truncated unwind): the dominant stack, else
-   the first sampled one, is the group. */
+/* A hang event's grouping input: its sampled stacks (labels and samples)
+   and their majority key (hang_key.h); the store picks the group. */
 static int hang_group(record_t *r, const Perf__V1__Event *pe, size_t index) {
-  size_t n = 0, max_depth = 0;
+  store_hang_t *h = &r->hangs[index];
   perf__named_stack_t *stacks = calloc(pe->n_stack_counts, sizeof *stacks);
-  if (!stacks) return -1;
+  uint64_t *samples = calloc(pe->n_stack_counts, sizeof *samples);
+  h->samples = (perf__hang_samples_t){stacks, samples, 0};
+  if (!stacks || !samples) return -1;
+  size_t n = 0, fallback = 0;
   for (size_t i = 0; i < pe->n_stack_counts; i++) {
     const Perf__V1__StackCount *c = pe->stack_counts[i];
     if (c->samples == 0) continue;
+    if (c->stack == pe->dominant_stack) fallback = n;
     stacks[n] = r->named[c->stack - 1];
-    if (stacks[n].depth > max_depth) max_depth = stacks[n].depth;
-    n++;
+    samples[n++] = c->samples;
   }
-  const char **shared = max_depth ? calloc(max_depth, sizeof *shared) : NULL;
-  size_t len = 0;
-  if (n && shared) perf__hang_signature(stacks, n, shared, max_depth, &len);
-  int rc = 0;
-  if (len) {
-    store_group_t *g = &r->groups[r->batch.n_groups];
-    snprintf(g->signature, sizeof g->signature, "%016llx",
-             (unsigned long long)perf__signature_hash(shared, len));
-    if (!(g->names_json = names_json(shared, len)))
-      rc = -1;
-    else {
-      r->batch.n_groups++;
-      memcpy(r->group_sigs[index], g->signature, sizeof g->signature);
-      r->events[index].group_sig = r->group_sigs[index];
-    }
-  } else if (max_depth && !shared) {
-    rc = -1;
-  } else if (pe->dominant_stack || n) {
-    uint32_t stack = pe->dominant_stack;
-    for (size_t i = 0; !stack && i < pe->n_stack_counts; i++)
-      if (pe->stack_counts[i]->samples) stack = pe->stack_counts[i]->stack;
-    r->events[index].group_sig = r->stacks[stack - 1].signature;
-  }
-  free(shared);
-  free(stacks);
-  return rc;
+  h->samples.n = n;
+  if (n == 0) return 0; /* nothing sampled: no group */
+  if (hang_key_make(h, fallback) != 0) return -1;
+  r->events[index].hang = h;
+  return 0;
 }
 
 static int build_event(record_t *r, const Perf__V1__Event *pe, size_t index) {
@@ -297,11 +288,12 @@ static int build_record(const ingest_target_t *t, const Perf__V1__Batch *bt, rec
               !(r->named = calloc(ns, sizeof *r->named)))) ||
       (ne && (!(r->events = calloc(ne, sizeof *r->events)) ||
               !(r->counts = calloc(ne, sizeof *r->counts)) ||
-              !(r->group_sigs = calloc(ne, sizeof *r->group_sigs)))) ||
-      (ns + ne && !(r->groups = calloc(ns + ne, sizeof *r->groups))))
+              !(r->hangs = calloc(ne, sizeof *r->hangs)))) ||
+      (ns && !(r->groups = calloc(ns, sizeof *r->groups))))
     return -1;
   r->cap_stacks = ns;
-  r->cap_groups = ns + ne;
+  r->cap_groups = ns;
+  r->cap_events = ne;
   r->batch.stacks = r->stacks;
   r->batch.events = r->events;
   r->batch.groups = r->groups;

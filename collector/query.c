@@ -178,7 +178,7 @@ static int64_t end_of_ms(long long ms) {
    environment, from, to into q; 0, or 400 with *body the error. */
 static unsigned parse_filters(query_arg_fn arg, void *ctx, bool kind_required, store_top_query_t *q,
                               char **body) {
-  *q = (store_top_query_t){NULL, NULL, NULL, NULL, 0, INT64_MAX};
+  *q = (store_top_query_t){NULL, NULL, NULL, NULL, 0, INT64_MAX, NULL};
   const char *kind = arg(ctx, "kind");
   if (!kind_required && kind && !*kind) kind = NULL;
   if ((kind_required || kind) && (!kind || (strcmp(kind, "hang") != 0 && strcmp(kind, "cpu") != 0)))
@@ -187,6 +187,11 @@ static unsigned parse_filters(query_arg_fn arg, void *ctx, bool kind_required, s
   q->app = filter(arg, ctx, "app");
   q->version = filter(arg, ctx, "version");
   q->environment = filter(arg, ctx, "environment");
+  q->group = filter(arg, ctx, "group");
+  if (q->group && (strlen(q->group) > STORE_SIG_CHARS ||
+                   strspn(q->group, "0123456789abcdef") != strlen(q->group)))
+    return *body = error_body("parameter %s: must be a group's signature (lowercase hex)", "group"),
+           400;
   long long v;
   const char *from = arg(ctx, "from"), *to = arg(ctx, "to");
   if (from) {

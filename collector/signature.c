@@ -1,12 +1,16 @@
 /*
- * signature.c - stack signatures for grouping (see signature.h).
+ * signature.c - stack signatures and hang keys for grouping (see
+ * signature.h). Stacks are innermost first; the key is walked from the
+ * root, so "root index k" of a stack of depth d is frames[d - 1 - k].
  */
 #include "signature.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sdk/base/utf8.h"
+#include "sdk/symbols/symbols.h"
 
 /* A label cut short by size ends after its last whole UTF-8 character
    (names are UTF-8 once ingest repaired them; JSON needs it). */
@@ -33,30 +37,191 @@ void perf__frame_label(char *out, size_t size, const char *function, const char 
     end_on_character(out);
 }
 
-size_t perf__common_root_depth(const perf__named_stack_t *stacks, size_t n) {
-  if (n == 0) return 0;
-  size_t shared = stacks[0].depth;
-  for (size_t s = 1; s < n && shared > 0; s++) {
-    size_t k = 0;
-    /* Compare from the root: the last frame of each list. */
-    while (k < shared && k < stacks[s].depth &&
-           strcmp(stacks[0].frames[stacks[0].depth - 1 - k],
-                  stacks[s].frames[stacks[s].depth - 1 - k]) == 0)
-      k++;
-    shared = k;
+void perf__group_label(char *out, size_t size, const char *function, const char *module,
+                       const char *address) {
+  if (size == 0) return;
+  if (!function || !*function) {
+    perf__frame_label(out, size, function, module, address);
+    return;
   }
-  return shared;
+  char *demangled = perf__sym_demangle(function); /* NULL: not mangled (or no memory) */
+  const char *name = demangled ? demangled : function;
+  perf__sym_base_name(name, out, size);
+  if (!out[0]) snprintf(out, size, "%s", name); /* a name that is all suffix stays as it is */
+  if (strlen(name) >= size) end_on_character(out);
+  free(demangled);
 }
 
-void perf__hang_signature(const perf__named_stack_t *stacks, size_t n, const char **out, size_t max,
-                          size_t *len) {
-  size_t shared = perf__common_root_depth(stacks, n);
-  const perf__named_stack_t *first = &stacks[0];
-  size_t skip = n ? first->depth - shared : 0; /* the first sample's frames below the shared part */
-  if (shared > max) shared = max;              /* keep the innermost part of what is shared */
-  for (size_t i = 0; i < shared; i++)
-    out[i] = first->frames[skip + i];
-  *len = shared;
+void perf__truncated_label(char *out, size_t size, const char *reason) {
+  if (reason && *reason)
+    snprintf(out, size, "%s: %s>", PERF__TRUNCATED_PREFIX, reason);
+  else
+    snprintf(out, size, "%s>", PERF__TRUNCATED_PREFIX);
+}
+
+bool perf__stack_complete(const perf__named_stack_t *s) {
+  return s->depth > 0 && strncmp(s->frames[s->depth - 1], PERF__TRUNCATED_PREFIX,
+                                 sizeof PERF__TRUNCATED_PREFIX - 1) != 0;
+}
+
+/* Whether stack i counts for h's key (complete ones only, unless none is). */
+static bool counted(const perf__hang_samples_t *h, size_t i, bool any_complete) {
+  return h->samples[i] > 0 && (!any_complete || perf__stack_complete(&h->stacks[i]));
+}
+
+static bool any_complete(const perf__hang_samples_t *h) {
+  for (size_t i = 0; i < h->n; i++)
+    if (h->samples[i] > 0 && perf__stack_complete(&h->stacks[i])) return true;
+  return false;
+}
+
+static const char *root_frame(const perf__named_stack_t *s, size_t k) {
+  return s->frames[s->depth - 1 - k];
+}
+
+/* Whether the root path a (innermost first, alen frames) starts b's. */
+static bool path_prefix(const char *const *a, size_t alen, const char *const *b, size_t blen) {
+  if (alen > blen) return false;
+  for (size_t k = 0; k < alen; k++)
+    if (strcmp(a[alen - 1 - k], b[blen - 1 - k]) != 0) return false;
+  return true;
+}
+
+/* The frame at root index k taken by more than half of total, among the
+   stacks still on the path (alive); NULL when none. Weighted
+   Boyer-Moore vote, then a count to confirm. */
+static const char *majority_at(const perf__hang_samples_t *h, const bool *alive, size_t k,
+                               uint64_t total) {
+  const char *cand = NULL;
+  uint64_t lead = 0;
+  for (size_t i = 0; i < h->n; i++) {
+    if (!alive[i] || h->stacks[i].depth <= k) continue;
+    const char *name = root_frame(&h->stacks[i], k);
+    uint64_t w = h->samples[i];
+    if (lead == 0 || strcmp(name, cand) == 0) {
+      if (lead == 0) cand = name;
+      lead += w;
+    } else if (lead >= w) {
+      lead -= w;
+    } else {
+      cand = name;
+      lead = w - lead;
+    }
+  }
+  if (!cand) return NULL;
+  uint64_t sum = 0;
+  for (size_t i = 0; i < h->n; i++)
+    if (alive[i] && h->stacks[i].depth > k && strcmp(root_frame(&h->stacks[i], k), cand) == 0)
+      sum += h->samples[i];
+  return sum > total - sum ? cand : NULL;
+}
+
+void perf__hang_key(const perf__hang_samples_t *h, const char **out, size_t max, size_t *len) {
+  *len = 0;
+  bool *alive = h->n ? calloc(h->n, sizeof *alive) : NULL;
+  if (!alive) return;
+  bool complete = any_complete(h);
+  uint64_t total = 0;
+  for (size_t i = 0; i < h->n; i++)
+    if ((alive[i] = counted(h, i, complete))) total += h->samples[i];
+  size_t k = 0;
+  for (; k < max; k++) {
+    const char *name = majority_at(h, alive, k, total);
+    if (!name) break;
+    out[k] = name; /* root first for now */
+    for (size_t i = 0; i < h->n; i++)
+      alive[i] = alive[i] && h->stacks[i].depth > k &&
+                 (root_frame(&h->stacks[i], k) == name ||
+                  strcmp(root_frame(&h->stacks[i], k), name) == 0);
+  }
+  for (size_t a = 0, b = k; a + 1 < b; a++, b--) { /* innermost first */
+    const char *t = out[a];
+    out[a] = out[b - 1];
+    out[b - 1] = t;
+  }
+  *len = k;
+  free(alive);
+}
+
+size_t perf__hang_children(const perf__hang_samples_t *h, const char *const *key, size_t len,
+                           const char **names, uint64_t *samples, size_t cap, uint64_t *self,
+                           uint64_t *through) {
+  bool complete = any_complete(h);
+  size_t m = 0;
+  uint64_t at_end = 0, passing = 0;
+  for (size_t i = 0; i < h->n; i++) {
+    const perf__named_stack_t *s = &h->stacks[i];
+    if (!counted(h, i, complete) || !path_prefix(key, len, s->frames, s->depth)) continue;
+    passing += h->samples[i];
+    if (s->depth == len) {
+      at_end += h->samples[i];
+      continue;
+    }
+    const char *child = root_frame(s, len);
+    size_t c = 0;
+    while (c < m && strcmp(names[c], child) != 0)
+      c++;
+    if (c == m && m == cap) continue; /* no room: left out of the children, still passing */
+    if (c == m) names[m] = child, samples[m++] = 0;
+    samples[c] += h->samples[i];
+  }
+  if (self) *self = at_end;
+  if (through) *through = passing;
+  return m;
+}
+
+/* The hang's samples at the end of key going on into child, and all at
+   that end. */
+static uint64_t hang_child(const perf__hang_samples_t *h, const char *const *key, size_t len,
+                           const char *child, uint64_t *through) {
+  bool complete = any_complete(h);
+  uint64_t into = 0;
+  *through = 0;
+  for (size_t i = 0; i < h->n; i++) {
+    const perf__named_stack_t *s = &h->stacks[i];
+    if (!counted(h, i, complete) || !path_prefix(key, len, s->frames, s->depth)) continue;
+    *through += h->samples[i];
+    if (s->depth > len && strcmp(root_frame(s, len), child) == 0) into += h->samples[i];
+  }
+  return into;
+}
+
+/* Group g's samples at its key's end going on into child, and all there. */
+static uint64_t group_child(const perf__group_view_t *g, const char *child, uint64_t *through) {
+  uint64_t into = 0;
+  *through = g->self;
+  for (size_t c = 0; c < g->n_children; c++) {
+    *through += g->child_samples[c];
+    if (strcmp(g->child_names[c], child) == 0) into += g->child_samples[c];
+  }
+  return into;
+}
+
+static bool big_enough(uint64_t into, uint64_t through) {
+  return through > 0 && into >= (through + PERF__GROUP_CHILD_SHARE - 1) / PERF__GROUP_CHILD_SHARE;
+}
+
+long perf__group_pick(const perf__hang_samples_t *h, const char *const *key, size_t len,
+                      const perf__group_view_t *groups, size_t n) {
+  long deeper = -1, shallower = -1;
+  uint64_t best_into = 0;
+  for (size_t i = 0; i < n; i++) {
+    const perf__group_view_t *g = &groups[i];
+    uint64_t through, into;
+    if (g->len == len && path_prefix(g->key, g->len, key, len)) return (long)i;
+    if (g->len < len && path_prefix(g->key, g->len, key, len)) {
+      into = group_child(g, key[len - 1 - g->len], &through);
+      if (big_enough(into, through) && (deeper < 0 || g->len > groups[deeper].len))
+        deeper = (long)i;
+    } else if (g->len > len && path_prefix(key, len, g->key, g->len)) {
+      into = hang_child(h, key, len, g->key[g->len - 1 - len], &through);
+      if (!big_enough(into, through)) continue;
+      if (shallower < 0 || g->len < groups[shallower].len ||
+          (g->len == groups[shallower].len && into > best_into))
+        shallower = (long)i, best_into = into;
+    }
+  }
+  return deeper >= 0 ? deeper : shallower;
 }
 
 uint64_t perf__signature_add(uint64_t h, const char *frame) {

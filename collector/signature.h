@@ -1,15 +1,20 @@
 /*
  * signature.h - how the collector groups slow stacks the way people think
- * about them. A hang's signature is the part of its stack common to all its
- * samples: from the root down to the deepest frame every sample shares
- * (where the thread was stuck), so repeated hangs in the same function group
- * as one even when single samples landed in different leaf calls (a clock
- * read, a syscall wrapper). A CPU sample's signature is its whole stack.
- * Pure functions over symbolized frames; any thread.
+ * about them. A hang's key is the part of its stack the MAJORITY of its
+ * samples share: from the root down, as long as more than half of the
+ * hang's complete samples pass through the same frame. Stray samples (a
+ * clock read, a signal landing in another call) and stacks cut short
+ * (their outermost frame is `<truncated: ...>`) neither move nor create a
+ * key. Repeated hangs whose keys differ only in how deep the majority
+ * reached (one occurrence spent 55 % in a helper, the next 45 %) land in
+ * one group by perf__group_pick (docs/architecture.md, "Group hangs by
+ * where the thread was stuck"). A CPU sample's signature is its whole
+ * stack. Pure functions over frame labels, no recursion; any thread.
  */
 #ifndef PERF_COLLECTOR_SIGNATURE_H
 #define PERF_COLLECTOR_SIGNATURE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -20,19 +25,86 @@ typedef struct perf__named_stack_s {
   size_t depth;
 } perf__named_stack_t;
 
-/* A frame's name in a signature: its function, else "<module basename>+<address>"
+/* A hang's sampled stacks with their sample counts. */
+typedef struct perf__hang_samples_s {
+  const perf__named_stack_t *stacks;
+  const uint64_t *samples; /* per stack */
+  size_t n;
+} perf__hang_samples_t;
+
+/* The outermost frame of a stack the walk cut short ("<truncated: no
+   rule>"; the collector's own depth cut is "<truncated>"). */
+#define PERF__TRUNCATED_PREFIX "<truncated"
+
+/* A frame's name as shown: its function, else "<module basename>+<address>"
    (address as "0x..." text); module NULL is "??". Truncated to fit out. */
 void perf__frame_label(char *out, size_t size, const char *function, const char *module,
                        const char *address);
 
-/* How many frames, counted from the root (the outermost frame), all n
-   stacks share. 0 when n is 0 or the roots differ. */
-size_t perf__common_root_depth(const perf__named_stack_t *stacks, size_t n);
+/* A frame's name in a signature or a hang key: perf__frame_label's, with
+   a mangled C++/Rust name demangled and compiler clone suffixes (".isra.0",
+   " [clone .constprop.0]") dropped, so a clone never splits a function
+   into two groups. */
+void perf__group_label(char *out, size_t size, const char *function, const char *module,
+                       const char *address);
 
-/* The hang signature of n sample stacks: the shared root part, written
-   innermost first into out[0..*len) (pointers into the first stack). */
-void perf__hang_signature(const perf__named_stack_t *stacks, size_t n, const char **out, size_t max,
-                          size_t *len);
+/* The label of a stack cut short, added as its outermost frame (so it has
+   a signature of its own): "<truncated: reason>". */
+void perf__truncated_label(char *out, size_t size, const char *reason);
+
+/* Whether a stack counts for a hang's key: it is complete (its outermost
+   frame is no PERF__TRUNCATED_PREFIX label). When none of a hang's
+   stacks is complete all of them count (the key is then a best effort). */
+bool perf__stack_complete(const perf__named_stack_t *s);
+
+/* The hang key of h: the longest root path that more than half of the
+   counted samples share, written innermost first into out[0..*len)
+   (pointers into h's stacks); 0 frames when there is no majority root.
+   At most max frames (the innermost part is cut, which keeps the key's
+   root). O(depth x stacks), no recursion. */
+void perf__hang_key(const perf__hang_samples_t *h, const char **out, size_t max, size_t *len);
+
+/* The counted samples of h at the end of a root path (key innermost
+   first, len frames): self, the samples whose stack ends there, and per
+   next frame down. names[]/samples[] get one entry per distinct next
+   frame (pointers into h's stacks), at most cap (h->n is always enough);
+   returns the number of entries. *through (may be NULL): all samples
+   passing through the path. */
+size_t perf__hang_children(const perf__hang_samples_t *h, const char *const *key, size_t len,
+                           const char **names, uint64_t *samples, size_t cap, uint64_t *self,
+                           uint64_t *through);
+
+/* An existing hang group: its key (innermost first) and the samples its
+   hangs had at the key's end: self and per next frame. */
+typedef struct perf__group_view_s {
+  const char *const *key;
+  size_t len;
+  const char *const *child_names;
+  const uint64_t *child_samples;
+  size_t n_children;
+  uint64_t self;
+} perf__group_view_t;
+
+/* The share (>= 1/PERF__GROUP_CHILD_SHARE) of the samples at the shorter
+   key's end that a child must carry for a longer key through it to be the
+   same hang (see perf__group_pick). */
+#define PERF__GROUP_CHILD_SHARE 4
+
+/* Which existing group a hang with key (innermost first, len frames)
+   joins: the index into groups, or -1 for a new group of its own key.
+   The rule, deterministic for a given set of groups:
+   1. a group with exactly the key;
+   2. else the deepest group whose key is a proper prefix of the hang's
+      (from the root) and whose hangs sent at least a quarter of their
+      samples at its key's end into the child the hang's key goes through
+      (the same hang, its majority tipped one frame deeper);
+   3. else the shortest group whose key extends the hang's, through a
+      child that carries at least a quarter of the hang's own samples at
+      its key's end (the same hang, this time shallower); ties: the larger
+      share, then the lower index.
+   A child under a quarter is a different place, and a different group. */
+long perf__group_pick(const perf__hang_samples_t *h, const char *const *key, size_t len,
+                      const perf__group_view_t *groups, size_t n);
 
 /* Build the key frame by frame: h = perf__signature_add(h, frame) from
    PERF__SIGNATURE_START, innermost first; the same as perf__signature_hash. */

@@ -1,7 +1,9 @@
 /*
  * test_signature.c - the collector's stack grouping (collector/signature.c):
- * a hang's signature is the root part all its samples share.
+ * a hang's key is the root part the majority of its complete samples
+ * share; which stored group a hang joins.
  */
+#include <stdbool.h>
 #include <string.h>
 
 #include "check.h"
@@ -10,37 +12,139 @@
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
-static void case_hang_common_root(void) {
-  /* Stuck in load_profile; samples landed in different leaf calls. */
-  const char *a[] = {"clock_gettime", "spin_until", "load_profile", "handle", "main"};
-  const char *b[] = {"read", "spin_until", "load_profile", "handle", "main"};
-  const char *c[] = {"load_profile", "handle", "main"};
-  perf__named_stack_t s[] = {{a, 5}, {b, 5}, {c, 3}};
-  CHECK_EQ_INT(perf__common_root_depth(s, 3), 3);
-  const char *sig[8];
-  size_t n;
-  perf__hang_signature(s, 3, sig, 8, &n);
-  CHECK_EQ_INT(n, 3);
-  CHECK(strcmp(sig[0], "load_profile") == 0 && strcmp(sig[2], "main") == 0);
-  /* Without the short sample the leaf calls still differ: spin_until wins. */
-  perf__hang_signature(s, 2, sig, 8, &n);
-  CHECK_EQ_INT(n, 4);
-  CHECK(strcmp(sig[0], "spin_until") == 0);
-  /* One sample: its whole stack. */
-  perf__hang_signature(s, 1, sig, 8, &n);
-  CHECK_EQ_INT(n, 5);
-  /* A bound keeps the innermost shared frames. */
-  perf__hang_signature(s, 3, sig, 2, &n);
-  CHECK_EQ_INT(n, 2);
-  CHECK(strcmp(sig[0], "load_profile") == 0 && strcmp(sig[1], "handle") == 0);
+/* A hang's samples: its stacks (innermost first) and their counts. */
+static perf__hang_samples_t hang_of(const perf__named_stack_t *s, const uint64_t *w, size_t n) {
+  return (perf__hang_samples_t){s, w, n};
 }
 
-static void case_different_roots(void) {
-  const char *a[] = {"f", "main"};
-  const char *b[] = {"f", "start_thread"};
-  perf__named_stack_t s[] = {{a, 2}, {b, 2}};
-  CHECK_EQ_INT(perf__common_root_depth(s, 2), 0);
-  CHECK_EQ_INT(perf__common_root_depth(s, 0), 0);
+static bool key_is(const char **key, size_t len, const char *const *want, size_t n) {
+  if (len != n) return false;
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(key[i], want[i]) != 0) return false;
+  return true;
+}
+
+#define CHECK_KEY(key, len, ...)                                                                   \
+  do {                                                                                             \
+    const char *const want_[] = {__VA_ARGS__};                                                     \
+    CHECKF(key_is(key, len, want_, ARRAY_LEN(want_)), "key of %zu frames, innermost %s", len,     \
+           len ? key[0] : "(none)");                                                               \
+  } while (0)
+
+/* Stuck in busy_loop, which calls now_ms (itself in clock_gettime): the
+   key is the part more than half of the samples share, not all of them. */
+static const char *g_self[] = {"busy_loop", "run", "main", "_start"};
+static const char *g_now[] = {"now_ms", "busy_loop", "run", "main", "_start"};
+static const char *g_clock[] = {"clock_gettime", "now_ms", "busy_loop", "run", "main", "_start"};
+static const char *g_stray[] = {"write", "log_line", "run", "main", "_start"};
+static const char *g_cut[] = {"busy_loop", "<truncated: bad read>"};
+static const char *g_thread[] = {"poll", "start_thread", "clone"};
+
+static void case_majority_key(void) {
+  perf__named_stack_t s[] = {{g_self, 4}, {g_now, 5}, {g_clock, 6}, {g_stray, 5}};
+  const char *key[8];
+  size_t len;
+  /* 45 in busy_loop itself, 35 through now_ms, 20 stray: busy_loop. */
+  uint64_t w[] = {45, 15, 20, 20};
+  perf__hang_samples_t h = hang_of(s, w, 4);
+  perf__hang_key(&h, key, 8, &len);
+  CHECK_KEY(key, len, "busy_loop", "run", "main", "_start");
+  /* 60 % through now_ms, all of them in clock_gettime: one frame deeper
+     each (perf__group_pick keeps them in one group). */
+  uint64_t w2[] = {25, 0, 60, 15};
+  h = hang_of(s, w2, 4);
+  perf__hang_key(&h, key, 8, &len);
+  CHECK_KEY(key, len, "clock_gettime", "now_ms", "busy_loop", "run", "main", "_start");
+  /* Exactly half is no majority: the key stops above. */
+  uint64_t w3[] = {50, 0, 0, 50};
+  h = hang_of(s, w3, 4);
+  perf__hang_key(&h, key, 8, &len);
+  CHECK_KEY(key, len, "run", "main", "_start");
+  /* The bound keeps the root part. */
+  h = hang_of(s, w, 4);
+  perf__hang_key(&h, key, 2, &len);
+  CHECK_KEY(key, len, "main", "_start");
+}
+
+/* Stacks cut short never count while complete ones exist, however many
+   samples they have (all epilogue samples share one return address);
+   other threads' roots are strays too. */
+static void case_partial_ignored(void) {
+  perf__named_stack_t s[] = {{g_self, 4}, {g_now, 5}, {g_cut, 2}, {g_thread, 3}};
+  uint64_t w[] = {30, 20, 400, 10};
+  perf__hang_samples_t h = hang_of(s, w, 4);
+  const char *key[8];
+  size_t len;
+  perf__hang_key(&h, key, 8, &len);
+  CHECK_KEY(key, len, "busy_loop", "run", "main", "_start");
+  CHECK(!perf__stack_complete(&s[2]) && perf__stack_complete(&s[0]));
+  /* Only stacks cut short: they are all there is. */
+  h = hang_of(&s[2], &w[2], 1);
+  perf__hang_key(&h, key, 8, &len);
+  CHECK_KEY(key, len, "busy_loop", "<truncated: bad read>");
+  /* Where the samples went below a key: self and per child, partial ones
+     left out. */
+  h = hang_of(s, w, 4);
+  const char *names[4];
+  uint64_t counts[4], self, through;
+  const char *at[] = {"busy_loop", "run", "main", "_start"};
+  size_t m = perf__hang_children(&h, at, 4, names, counts, 4, &self, &through);
+  CHECK_EQ_INT(m, 1);
+  CHECK(strcmp(names[0], "now_ms") == 0 && counts[0] == 20);
+  CHECK(self == 30 && through == 50);
+}
+
+/* Groups: the same hang whose majority reached one frame deeper or
+   shallower joins the group already there; a child that carried under a
+   quarter of the samples is another place. */
+static void case_group_pick(void) {
+  const char *key_loop[] = {"busy_loop", "run", "main", "_start"};
+  const char *key_clock[] = {"clock_gettime", "now_ms", "busy_loop", "run", "main", "_start"};
+  const char *kids[] = {"now_ms"};
+  uint64_t near_half[] = {40}, few[] = {10};
+  perf__group_view_t loop = {key_loop, 4, kids, near_half, 1, 60};
+  perf__group_view_t loop_rare = {key_loop, 4, kids, few, 1, 90};
+  perf__named_stack_t s[] = {{g_self, 4}, {g_now, 5}, {g_clock, 6}};
+  uint64_t deep[] = {25, 0, 75}, shallow[] = {60, 10, 30}, rare[] = {90, 0, 10};
+  perf__hang_samples_t h_deep = hang_of(s, deep, 3), h_shallow = hang_of(s, shallow, 3),
+                       h_rare = hang_of(s, rare, 3);
+  /* Deeper than a group through a child with 40 %: that group. */
+  CHECK_EQ_INT(perf__group_pick(&h_deep, key_clock, 6, &loop, 1), 0);
+  /* Through a child with 10 %: a group of its own. */
+  CHECK_EQ_INT(perf__group_pick(&h_deep, key_clock, 6, &loop_rare, 1), -1);
+  /* Shallower than a group whose key goes on through a child holding 40 %
+     of this hang's samples: that group; with 10 %: its own. */
+  perf__group_view_t clock = {key_clock, 6, NULL, NULL, 0, 75};
+  CHECK_EQ_INT(perf__group_pick(&h_shallow, key_loop, 4, &clock, 1), 0);
+  CHECK_EQ_INT(perf__group_pick(&h_rare, key_loop, 4, &clock, 1), -1);
+  /* The exact key first, then the deepest prefix, then the shortest
+     extension. */
+  perf__group_view_t both[] = {clock, loop, {key_loop + 1, 3, NULL, NULL, 0, 5}};
+  CHECK_EQ_INT(perf__group_pick(&h_shallow, key_loop, 4, both, 3), 1);
+  perf__group_view_t prefixes[] = {{key_loop + 1, 3, (const char *const[]){"busy_loop"},
+                                    (const uint64_t[]){9}, 1, 1},
+                                   loop};
+  CHECK_EQ_INT(perf__group_pick(&h_deep, key_clock, 6, prefixes, 2), 1);
+  /* Unrelated keys never match. */
+  perf__group_view_t other = {(const char *const[]){"poll", "start_thread"}, 2, NULL, NULL, 0, 1};
+  CHECK_EQ_INT(perf__group_pick(&h_deep, key_clock, 6, &other, 1), -1);
+}
+
+/* Clones and mangled names: one label per function. */
+static void case_group_label(void) {
+  char out[128];
+  perf__group_label(out, sizeof out, "now_ms.constprop.0", "/app", "0x10");
+  CHECK(strcmp(out, "now_ms") == 0);
+  perf__group_label(out, sizeof out, "now_ms.isra.0.cold", "/app", "0x10");
+  CHECK(strcmp(out, "now_ms") == 0);
+  perf__group_label(out, sizeof out, "f(int) [clone .isra.0]", "/app", "0x10");
+  CHECKF(strcmp(out, "f(int)") == 0, "%s", out);
+  perf__group_label(out, sizeof out, "_ZN4shop7pricing6EngineIlE5totalEv.isra.0", "/app", "0x10");
+  CHECKF(strcmp(out, "shop::pricing::Engine<long>::total()") == 0, "%s", out);
+  perf__group_label(out, sizeof out, NULL, "/usr/lib/libx.so", "0x10");
+  CHECK(strcmp(out, "libx.so+0x10") == 0);
+  perf__truncated_label(out, sizeof out, "no rule");
+  CHECK(strcmp(out, "<truncated: no rule>") == 0);
 }
 
 static void case_hash(void) {
@@ -72,8 +176,10 @@ static void case_frame_label(void) {
 }
 
 static const test_case_t g_cases[] = {
-    TEST_CASE(hang_common_root),
-    TEST_CASE(different_roots),
+    TEST_CASE(majority_key),
+    TEST_CASE(partial_ignored),
+    TEST_CASE(group_pick),
+    TEST_CASE(group_label),
     TEST_CASE(hash),
     TEST_CASE(frame_label),
 };
