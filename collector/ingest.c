@@ -188,10 +188,10 @@ typedef struct record_s {
   store_batch_t batch;
   store_stack_t *stacks;
   store_event_t *events;
-  store_stack_count_t **counts;            /* per event */
-  perf__named_stack_t *named;              /* per stack: its frame labels */
-  store_group_t *groups;                   /* one per stack */
-  store_hang_t *hangs;                     /* per event: hang events' grouping input */
+  store_stack_count_t **counts; /* per event */
+  perf__named_stack_t *named;   /* per stack: its frame labels */
+  store_group_t *groups;        /* one per stack */
+  store_hang_t *hangs;          /* per event: hang events' grouping input */
   size_t cap_stacks, cap_groups, cap_events;
   uint64_t samples;
   frame_ctx_t frames;

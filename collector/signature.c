@@ -130,9 +130,9 @@ void perf__hang_key(const perf__hang_samples_t *h, const char **out, size_t max,
     if (!name) break;
     out[k] = name; /* root first for now */
     for (size_t i = 0; i < h->n; i++)
-      alive[i] = alive[i] && h->stacks[i].depth > k &&
-                 (root_frame(&h->stacks[i], k) == name ||
-                  strcmp(root_frame(&h->stacks[i], k), name) == 0);
+      alive[i] =
+          alive[i] && h->stacks[i].depth > k &&
+          (root_frame(&h->stacks[i], k) == name || strcmp(root_frame(&h->stacks[i], k), name) == 0);
   }
   for (size_t a = 0, b = k; a + 1 < b; a++, b--) { /* innermost first */
     const char *t = out[a];
@@ -197,31 +197,148 @@ static uint64_t group_child(const perf__group_view_t *g, const char *child, uint
   return into;
 }
 
+static bool share_of(uint64_t into, uint64_t through, unsigned share) {
+  return through > 0 && into >= (through + share - 1) / share;
+}
+
 static bool big_enough(uint64_t into, uint64_t through) {
-  return through > 0 && into >= (through + PERF__GROUP_CHILD_SHARE - 1) / PERF__GROUP_CHILD_SHARE;
+  return share_of(into, through, PERF__GROUP_CHILD_SHARE);
+}
+
+/* The children at root index k of the alive stacks (other than skip)
+   holding at least 1/PERF__GROUP_LOOK_SHARE of through: a weighted
+   Misra-Gries pass with PERF__GROUP_LOOK_SHARE counters finds every such
+   child, a count confirms it. Written as turns at depth k into out; how many. */
+static size_t heavy_children(const perf__hang_samples_t *h, const bool *alive, size_t k,
+                             const char *skip, uint64_t through, perf__hang_turn_t *out,
+                             size_t cap) {
+  enum { SLOTS = PERF__GROUP_LOOK_SHARE }; /* finds all over 1/(SLOTS + 1) */
+  const char *cand[SLOTS] = {0};
+  uint64_t lead[SLOTS] = {0};
+  for (size_t i = 0; i < h->n; i++) {
+    if (!alive[i] || h->stacks[i].depth <= k) continue;
+    const char *name = root_frame(&h->stacks[i], k);
+    uint64_t w = h->samples[i];
+    int at = -1, empty = -1;
+    for (int c = 0; c < SLOTS; c++) {
+      if (lead[c] && strcmp(cand[c], name) == 0) at = c;
+      if (!lead[c] && empty < 0) empty = c;
+    }
+    if (at >= 0) {
+      lead[at] += w;
+    } else if (empty >= 0) {
+      cand[empty] = name, lead[empty] = w;
+    } else { /* take the smallest lead off every counter and the newcomer */
+      uint64_t least = w;
+      for (int c = 0; c < SLOTS; c++)
+        if (lead[c] < least) least = lead[c];
+      for (int c = 0; c < SLOTS; c++)
+        lead[c] -= least;
+      if (w > least)
+        for (int c = 0; c < SLOTS; c++)
+          if (!lead[c]) {
+            cand[c] = name, lead[c] = w - least;
+            break;
+          }
+    }
+  }
+  size_t m = 0;
+  for (int c = 0; c < SLOTS && m < cap; c++) {
+    if (!cand[c] || (skip && strcmp(cand[c], skip) == 0)) continue;
+    bool seen = false;
+    for (int d = 0; d < c; d++)
+      seen = seen || (cand[d] && strcmp(cand[d], cand[c]) == 0);
+    uint64_t into = 0;
+    for (size_t i = 0; !seen && i < h->n; i++)
+      if (alive[i] && h->stacks[i].depth > k && strcmp(root_frame(&h->stacks[i], k), cand[c]) == 0)
+        into += h->samples[i];
+    if (!seen && share_of(into, through, PERF__GROUP_LOOK_SHARE))
+      out[m++] = (perf__hang_turn_t){k, cand[c]};
+  }
+  return m;
+}
+
+/* How many root frames two keys (innermost first) share. */
+static size_t shared_root(const char *const *a, size_t alen, const char *const *b, size_t blen) {
+  size_t k = 0;
+  while (k < alen && k < blen && strcmp(a[alen - 1 - k], b[blen - 1 - k]) == 0)
+    k++;
+  return k;
 }
 
 long perf__group_pick(const perf__hang_samples_t *h, const char *const *key, size_t len,
                       const perf__group_view_t *groups, size_t n) {
-  long deeper = -1, shallower = -1;
-  uint64_t best_into = 0;
+  long deeper = -1, turned = -1;
+  size_t turned_at = 0;
+  uint64_t turned_into = 0;
   for (size_t i = 0; i < n; i++) {
     const perf__group_view_t *g = &groups[i];
-    uint64_t through, into;
-    if (g->len == len && path_prefix(g->key, g->len, key, len)) return (long)i;
-    if (g->len < len && path_prefix(g->key, g->len, key, len)) {
-      into = group_child(g, key[len - 1 - g->len], &through);
-      if (big_enough(into, through) && (deeper < 0 || g->len > groups[deeper].len))
+    size_t p = shared_root(g->key, g->len, key, len);
+    uint64_t through, into, g_through, g_into;
+    if (p == 0) continue;
+    if (p == g->len && p == len) return (long)i;
+    if (p == g->len) { /* the group's key is a prefix of the hang's */
+      g_into = group_child(g, key[len - 1 - p], &g_through);
+      into = hang_child(h, key + len - p, p, key[len - 1 - p], &through);
+      if (big_enough(g_into + into, g_through + through) &&
+          (deeper < 0 || g->len > groups[deeper].len))
         deeper = (long)i;
-    } else if (g->len > len && path_prefix(key, len, g->key, g->len)) {
-      into = hang_child(h, key, len, g->key[g->len - 1 - len], &through);
-      if (!big_enough(into, through)) continue;
-      if (shallower < 0 || g->len < groups[shallower].len ||
-          (g->len == groups[shallower].len && into > best_into))
-        shallower = (long)i, best_into = into;
+      continue;
+    }
+    /* The group's key leaves the hang's path after p frames, into its
+       frame at root index p. */
+    into = hang_child(h, key + len - p, p, g->key[g->len - 1 - p], &through);
+    g_into = g->through ? g->through[p] : 0;
+    g_through = g->through ? g->through[p - 1] : 0;
+    if (!big_enough(g_into + into, g_through + through)) continue;
+    bool better = turned < 0 || p > turned_at ||
+                  (p == turned_at && (g->len < groups[turned].len ||
+                                      (g->len == groups[turned].len && into > turned_into)));
+    if (better) turned = (long)i, turned_at = p, turned_into = into;
+  }
+  return deeper >= 0 ? deeper : turned;
+}
+
+void perf__hang_through(const perf__hang_samples_t *h, const char *const *key, size_t len,
+                        uint64_t *through) {
+  bool *alive = h->n ? calloc(h->n, sizeof *alive) : NULL;
+  memset(through, 0, len * sizeof *through);
+  if (!alive) return;
+  bool complete = any_complete(h);
+  for (size_t i = 0; i < h->n; i++)
+    alive[i] = counted(h, i, complete);
+  for (size_t d = 0; d < len; d++) {
+    const char *frame = key[len - 1 - d];
+    for (size_t i = 0; i < h->n; i++) {
+      const perf__named_stack_t *s = &h->stacks[i];
+      alive[i] = alive[i] && s->depth > d && strcmp(root_frame(s, d), frame) == 0;
+      if (alive[i]) through[d] += h->samples[i];
     }
   }
-  return deeper >= 0 ? deeper : shallower;
+  free(alive);
+}
+
+size_t perf__hang_turns(const perf__hang_samples_t *h, const char *const *key, size_t len,
+                        perf__hang_turn_t *out, size_t cap) {
+  bool *alive = h->n ? calloc(h->n, sizeof *alive) : NULL;
+  if (!alive) return 0;
+  bool complete = any_complete(h);
+  for (size_t i = 0; i < h->n; i++)
+    alive[i] = counted(h, i, complete);
+  size_t m = 0;
+  for (size_t p = 0; p < len && m < cap; p++) {
+    const char *frame = key[len - 1 - p];
+    uint64_t through = 0;
+    for (size_t i = 0; i < h->n; i++) { /* on the key's first p + 1 frames */
+      const perf__named_stack_t *s = &h->stacks[i];
+      alive[i] = alive[i] && s->depth > p && strcmp(root_frame(s, p), frame) == 0;
+      if (alive[i]) through += h->samples[i];
+    }
+    const char *next = p + 1 < len ? key[len - 2 - p] : NULL;
+    m += heavy_children(h, alive, p + 1, next, through, out + m, cap - m);
+  }
+  free(alive);
+  return m;
 }
 
 uint64_t perf__signature_add(uint64_t h, const char *frame) {

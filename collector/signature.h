@@ -74,8 +74,16 @@ size_t perf__hang_children(const perf__hang_samples_t *h, const char *const *key
                            const char **names, uint64_t *samples, size_t cap, uint64_t *self,
                            uint64_t *through);
 
-/* An existing hang group: its key (innermost first) and the samples its
-   hangs had at the key's end: self and per next frame. */
+/* The counted samples of h through each root part of key (innermost
+   first, len frames): through[d] passed through the key's first d + 1
+   frames, d = 0..len-1. */
+void perf__hang_through(const perf__hang_samples_t *h, const char *const *key, size_t len,
+                        uint64_t *through);
+
+/* An existing hang group: its key (innermost first), the samples its
+   hangs had at the key's end (self and per next frame), and through each
+   root part of the key (perf__hang_through, summed over its hangs; NULL:
+   none recorded). */
 typedef struct perf__group_view_s {
   const char *const *key;
   size_t len;
@@ -83,28 +91,52 @@ typedef struct perf__group_view_s {
   const uint64_t *child_samples;
   size_t n_children;
   uint64_t self;
+  const uint64_t *through; /* len entries, or NULL */
 } perf__group_view_t;
 
-/* The share (>= 1/PERF__GROUP_CHILD_SHARE) of the samples at the shorter
-   key's end that a child must carry for a longer key through it to be the
-   same hang (see perf__group_pick). */
+/* The share (>= 1/PERF__GROUP_CHILD_SHARE) of the samples at the point
+   where two keys part that the longer key's child must carry, in the
+   group's and the hang's samples together, for them to be the same hang
+   (see perf__group_pick); a hang's own share of 1/PERF__GROUP_LOOK_SHARE
+   is enough to look for groups there (perf__hang_turns), so a hang with
+   few samples still finds its group. */
 #define PERF__GROUP_CHILD_SHARE 4
+#define PERF__GROUP_LOOK_SHARE 8
 
 /* Which existing group a hang with key (innermost first, len frames)
    joins: the index into groups, or -1 for a new group of its own key.
-   The rule, deterministic for a given set of groups:
+   The rule, deterministic for a given set of groups (a "child" is the
+   next frame down at some point of a key; "at least a quarter" is of the
+   samples passing through that point, the group's hangs' and this hang's
+   counted together, so one hang's few samples do not decide alone):
    1. a group with exactly the key;
-   2. else the deepest group whose key is a proper prefix of the hang's
-      (from the root) and whose hangs sent at least a quarter of their
-      samples at its key's end into the child the hang's key goes through
-      (the same hang, its majority tipped one frame deeper);
-   3. else the shortest group whose key extends the hang's, through a
-      child that carries at least a quarter of the hang's own samples at
-      its key's end (the same hang, this time shallower); ties: the larger
-      share, then the lower index.
+   2. else the deepest group whose key is a proper prefix of the hang's,
+      when at least a quarter of the samples at its key's end went into
+      the child the hang's key goes on with (the same hang, its majority
+      tipped one frame deeper);
+   3. else a group whose key leaves the hang's key after p >= 1 shared
+      root frames (it goes on where the hang's key ends, or turns into a
+      sibling) through a child that carries at least a quarter of the
+      samples at that point (the same hang, its majority shallower this
+      time, or tipped into the sibling leaf); the largest p first, then
+      the shortest key, the larger share, the lower index.
    A child under a quarter is a different place, and a different group. */
 long perf__group_pick(const perf__hang_samples_t *h, const char *const *key, size_t len,
                       const perf__group_view_t *groups, size_t n);
+
+/* Where a hang's samples turned away from its key with at least
+   1/PERF__GROUP_LOOK_SHARE of the samples there: after the key's first
+   `depth` root frames, into `child` (not the key's own next frame). The
+   groups rule 3 of perf__group_pick can take are under these. */
+typedef struct perf__hang_turn_s {
+  size_t depth;
+  const char *child; /* into h's stacks */
+} perf__hang_turn_t;
+
+/* The turns of h off key (innermost first, len frames), root first, at
+   most cap; how many. O(depth x stacks), no recursion. */
+size_t perf__hang_turns(const perf__hang_samples_t *h, const char *const *key, size_t len,
+                        perf__hang_turn_t *out, size_t cap);
 
 /* Build the key frame by frame: h = perf__signature_add(h, frame) from
    PERF__SIGNATURE_START, innermost first; the same as perf__signature_hash. */

@@ -2,7 +2,8 @@
  * store_hang_groups.c - hang groups in SQLite (see store_hang_groups.h).
  * A pick reads the candidates (the stored groups whose key is a prefix of
  * the hang's key, one lookup per prefix by its signature, and up to
- * MAX_EXTENSIONS whose key extends it, one index range), hands them to
+ * MAX_EXTENSIONS under each place the hang's own samples turned off its
+ * key with a quarter of them, one index range each), hands them to
  * perf__group_pick (signature.c: the rule lives there, not here), then
  * writes the choice.
  */
@@ -13,32 +14,44 @@
 #include <string.h>
 
 #define SEP '\x1f'
-#define MAX_EXTENSIONS 64 /* longer keys through the hang's key looked at, shortest first */
+#define MAX_EXTENSIONS 64 /* groups looked at under one turn, shortest keys first */
+#define MAX_TURNS 64      /* turns of a hang off its key looked under */
 
 static const char SCHEMA[] =
     "CREATE TABLE IF NOT EXISTS hang_groups(signature TEXT PRIMARY KEY, path TEXT NOT NULL);"
     "CREATE INDEX IF NOT EXISTS hang_groups_path ON hang_groups(path);"
     "CREATE TABLE IF NOT EXISTS hang_group_children(group_sig TEXT NOT NULL, child TEXT NOT NULL,"
-    " samples INTEGER NOT NULL, PRIMARY KEY(group_sig, child));";
+    " samples INTEGER NOT NULL, PRIMARY KEY(group_sig, child));"
+    "CREATE TABLE IF NOT EXISTS hang_group_path(group_sig TEXT NOT NULL, depth INTEGER NOT NULL,"
+    " samples INTEGER NOT NULL, PRIMARY KEY(group_sig, depth));";
 
 enum hg_stmt {
   HG_FIND,
   HG_EXTENSIONS,
   HG_CHILDREN,
+  HG_PATH,
   HG_INSERT,
   HG_ADD_CHILD,
+  HG_ADD_PATH,
   HG_UPSERT_GROUP,
   HG_PRUNE_GROUPS,
   HG_PRUNE_CHILDREN,
+  HG_PRUNE_PATH,
   HG_COUNT
 };
 
 static const char *const HG_SQL[HG_COUNT] = {
     [HG_FIND] = "SELECT path FROM hang_groups WHERE signature = ?1",
-    [HG_EXTENSIONS] = "SELECT signature, path FROM hang_groups WHERE path > ?1 AND path < ?2"
+    [HG_EXTENSIONS] = "SELECT signature, path FROM hang_groups WHERE path >= ?1 AND path < ?2"
                       " ORDER BY length(path), path LIMIT ?3",
     [HG_CHILDREN] = "SELECT child, samples FROM hang_group_children WHERE group_sig = ?1"
                     " ORDER BY child",
+    [HG_PATH] = "SELECT depth, samples FROM hang_group_path WHERE group_sig = ?1",
+    [HG_ADD_PATH] =
+        "INSERT INTO hang_group_path(group_sig, depth, samples) VALUES(?1, ?2, ?3)"
+        " ON CONFLICT(group_sig, depth) DO UPDATE SET samples = samples + excluded.samples",
+    [HG_PRUNE_PATH] = "DELETE FROM hang_group_path WHERE group_sig NOT IN"
+                      " (SELECT signature FROM hang_groups)",
     [HG_INSERT] = "INSERT OR IGNORE INTO hang_groups(signature, path) VALUES(?1, ?2)",
     [HG_ADD_CHILD] = "INSERT INTO hang_group_children(group_sig, child, samples)"
                      " VALUES(?1, ?2, ?3) ON CONFLICT(group_sig, child) DO UPDATE SET"
@@ -64,6 +77,7 @@ typedef struct cand_s {
   const char **key;   /* innermost first, into path */
   char **child_names; /* strdup'ed */
   uint64_t *child_samples;
+  uint64_t *through; /* per depth of the key */
   perf__group_view_t view;
 } cand_t;
 
@@ -122,6 +136,7 @@ static void cand_free(cand_t *c) {
     free(c->child_names[i]);
   free(c->child_names);
   free(c->child_samples);
+  free(c->through);
   free(c->key);
   free(c->path);
 }
@@ -181,6 +196,20 @@ static int read_children(hang_groups_t *hg, cand_t *c) {
   return done(s, rc);
 }
 
+static int read_path(hang_groups_t *hg, cand_t *c) {
+  if (!(c->through = calloc(c->view.len ? c->view.len : 1, sizeof *c->through)))
+    return SQLITE_NOMEM;
+  sqlite3_stmt *s = hg->stmt[HG_PATH];
+  sqlite3_bind_text(s, 1, c->sig, -1, SQLITE_STATIC);
+  int rc;
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    sqlite3_int64 d = sqlite3_column_int64(s, 0);
+    if (d >= 0 && (uint64_t)d < c->view.len) c->through[d] = (uint64_t)sqlite3_column_int64(s, 1);
+  }
+  c->view.through = c->through;
+  return done(s, rc);
+}
+
 static int add_cand(hang_groups_t *hg, cands_t *cs, const char *sig, const char *path) {
   if (cs->n == cs->cap) {
     size_t cap = cs->cap ? 2 * cs->cap : 16;
@@ -194,7 +223,8 @@ static int add_cand(hang_groups_t *hg, cands_t *cs, const char *sig, const char 
   snprintf(c->sig, sizeof c->sig, "%s", sig);
   if (!(c->path = strdup(path))) return SQLITE_NOMEM;
   int rc = split_path(c);
-  return rc == SQLITE_OK ? read_children(hg, c) : rc;
+  if (rc == SQLITE_OK) rc = read_children(hg, c);
+  return rc == SQLITE_OK ? read_path(hg, c) : rc;
 }
 
 /* The stored groups keyed by a root prefix of h's key. */
@@ -211,21 +241,22 @@ static int prefix_cands(hang_groups_t *hg, const store_hang_t *h, cands_t *cs) {
                      ? strdup((const char *)sqlite3_column_text(s, 0))
                      : NULL;
     rc = done(s, step);
-    if (rc == SQLITE_OK && step == SQLITE_ROW) rc = path ? add_cand(hg, cs, sig, path) : SQLITE_NOMEM;
+    if (rc == SQLITE_OK && step == SQLITE_ROW)
+      rc = path ? add_cand(hg, cs, sig, path) : SQLITE_NOMEM;
     free(path);
   }
   return rc;
 }
 
-/* The stored groups whose key extends h's: paths after "<path>" and
-   before "<path minus its last SEP>" followed by SEP + 1. */
-static int extension_cands(hang_groups_t *hg, const char *path, cands_t *cs) {
-  size_t n = strlen(path);
-  char *upper = strdup(path);
+/* The stored groups whose path starts with prefix (ending in SEP): from
+   prefix up to, not including, prefix with its last SEP raised by one. */
+static int range_cands(hang_groups_t *hg, const char *prefix, cands_t *cs) {
+  size_t n = strlen(prefix);
+  char *upper = strdup(prefix);
   if (!upper) return SQLITE_NOMEM;
   upper[n - 1] = SEP + 1;
   sqlite3_stmt *s = hg->stmt[HG_EXTENSIONS];
-  sqlite3_bind_text(s, 1, path, -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 1, prefix, -1, SQLITE_STATIC);
   sqlite3_bind_text(s, 2, upper, -1, SQLITE_STATIC);
   sqlite3_bind_int(s, 3, MAX_EXTENSIONS);
   typedef struct {
@@ -234,7 +265,7 @@ static int extension_cands(hang_groups_t *hg, const char *path, cands_t *cs) {
   } row_t;
   row_t rows[MAX_EXTENSIONS];
   size_t got = 0;
-  int rc;
+  int rc = SQLITE_DONE;
   while (got < MAX_EXTENSIONS && (rc = sqlite3_step(s)) == SQLITE_ROW) {
     const char *sig = (const char *)sqlite3_column_text(s, 0);
     const char *p = (const char *)sqlite3_column_text(s, 1);
@@ -252,7 +283,33 @@ static int extension_cands(hang_groups_t *hg, const char *path, cands_t *cs) {
   return rc;
 }
 
-/* The hang's samples at the end of the chosen key, added to its children. */
+/* The stored groups under the turns of h off its key (perf__hang_turns):
+   where perf__group_pick's rule 3 looks. */
+static int turn_cands(hang_groups_t *hg, const store_hang_t *h, cands_t *cs) {
+  perf__hang_turn_t turns[MAX_TURNS];
+  size_t n = perf__hang_turns(&h->samples, h->key, h->len, turns, MAX_TURNS);
+  int rc = SQLITE_OK;
+  for (size_t t = 0; rc == SQLITE_OK && t < n; t++) {
+    const char *child = turns[t].child;
+    const char *const *at = h->key + h->len - turns[t].depth; /* the shared root frames */
+    char *shared = path_of(at, turns[t].depth);
+    size_t a = shared ? strlen(shared) : 0, b = strlen(child);
+    char *prefix = shared ? malloc(a + b + 2) : NULL;
+    if (prefix) {
+      memcpy(prefix, shared, a);
+      memcpy(prefix + a, child, b);
+      prefix[a + b] = SEP;
+      prefix[a + b + 1] = '\0';
+    }
+    rc = prefix ? range_cands(hg, prefix, cs) : SQLITE_NOMEM;
+    free(prefix);
+    free(shared);
+  }
+  return rc;
+}
+
+/* The hang's samples at the end of the chosen key, added to its children,
+   and through each root part of the key, added to its path. */
 static int add_children(hang_groups_t *hg, const store_hang_t *h, const char *sig,
                         const char *const *key, size_t len) {
   size_t cap = h->samples.n;
@@ -274,6 +331,17 @@ static int add_children(hang_groups_t *hg, const store_hang_t *h, const char *si
   }
   free(names);
   free(samples);
+  uint64_t *through = rc == SQLITE_OK ? calloc(len ? len : 1, sizeof *through) : NULL;
+  if (rc == SQLITE_OK && !through) rc = SQLITE_NOMEM;
+  if (through) perf__hang_through(&h->samples, key, len, through);
+  s = hg->stmt[HG_ADD_PATH];
+  for (size_t d = 0; rc == SQLITE_OK && d < len; d++) {
+    sqlite3_bind_text(s, 1, sig, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 2, (sqlite3_int64)d);
+    sqlite3_bind_int64(s, 3, (sqlite3_int64)through[d]);
+    rc = done(s, sqlite3_step(s));
+  }
+  free(through);
   return rc;
 }
 
@@ -292,7 +360,7 @@ int hang_groups_assign(hang_groups_t *hg, const store_hang_t *h, int64_t ns,
   char *path = path_of(h->key, h->len);
   cands_t cs = {0};
   int rc = path ? prefix_cands(hg, h, &cs) : SQLITE_NOMEM;
-  if (rc == SQLITE_OK) rc = extension_cands(hg, path, &cs);
+  if (rc == SQLITE_OK) rc = turn_cands(hg, h, &cs);
   perf__group_view_t *views = rc == SQLITE_OK ? calloc(cs.n ? cs.n : 1, sizeof *views) : NULL;
   if (rc == SQLITE_OK && !views) rc = SQLITE_NOMEM;
   long pick = -1;
@@ -326,5 +394,6 @@ int hang_groups_prune(hang_groups_t *hg) {
   int rc = done(hg->stmt[HG_PRUNE_GROUPS], sqlite3_step(hg->stmt[HG_PRUNE_GROUPS]));
   if (rc == SQLITE_OK)
     rc = done(hg->stmt[HG_PRUNE_CHILDREN], sqlite3_step(hg->stmt[HG_PRUNE_CHILDREN]));
+  if (rc == SQLITE_OK) rc = done(hg->stmt[HG_PRUNE_PATH], sqlite3_step(hg->stmt[HG_PRUNE_PATH]));
   return rc;
 }

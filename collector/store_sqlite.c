@@ -126,7 +126,8 @@ static const char *const STMT_SQL[ST_COUNT] = {
         " min(e.start_ns), max(e.start_ns + e.duration_ns) FROM stack_counts c"
         " JOIN events e ON e.id = c.event_id JOIN batches b ON b.id = e.batch_id"
         " JOIN stacks s ON s.signature = c.stack_sig"
-        " WHERE " KIND_FILTER TOP_FILTERS " AND (?8 IS NULL OR e.group_sig = ?8) GROUP BY c.stack_sig ORDER BY 3 DESC, c.stack_sig",
+        " WHERE " KIND_FILTER TOP_FILTERS
+        " AND (?8 IS NULL OR e.group_sig = ?8) GROUP BY c.stack_sig ORDER BY 3 DESC, c.stack_sig",
     [ST_EVENT_ROWS] = "SELECT " EVENT_COLUMNS " FROM events e JOIN batches b ON b.id = e.batch_id"
                       " WHERE (?6 IS NULL OR " KIND_FILTER ")" TOP_FILTERS
                       " ORDER BY e.start_ns DESC, e.id DESC LIMIT ?7",

@@ -27,7 +27,7 @@ static bool key_is(const char **key, size_t len, const char *const *want, size_t
 #define CHECK_KEY(key, len, ...)                                                                   \
   do {                                                                                             \
     const char *const want_[] = {__VA_ARGS__};                                                     \
-    CHECKF(key_is(key, len, want_, ARRAY_LEN(want_)), "key of %zu frames, innermost %s", len,     \
+    CHECKF(key_is(key, len, want_, ARRAY_LEN(want_)), "key of %zu frames, innermost %s", len,      \
            len ? key[0] : "(none)");                                                               \
   } while (0)
 
@@ -96,38 +96,73 @@ static void case_partial_ignored(void) {
 
 /* Groups: the same hang whose majority reached one frame deeper or
    shallower joins the group already there; a child that carried under a
-   quarter of the samples is another place. */
+   quarter of the samples (the group's and the hang's together) is another
+   place. */
 static void case_group_pick(void) {
   const char *key_loop[] = {"busy_loop", "run", "main", "_start"};
   const char *key_clock[] = {"clock_gettime", "now_ms", "busy_loop", "run", "main", "_start"};
   const char *kids[] = {"now_ms"};
-  uint64_t near_half[] = {40}, few[] = {10};
-  perf__group_view_t loop = {key_loop, 4, kids, near_half, 1, 60};
-  perf__group_view_t loop_rare = {key_loop, 4, kids, few, 1, 90};
+  uint64_t near_half[] = {40}, few[] = {100};
+  perf__group_view_t loop = {key_loop, 4, kids, near_half, 1, 60, NULL};
+  perf__group_view_t loop_rare = {key_loop, 4, kids, few, 1, 900, NULL};
   perf__named_stack_t s[] = {{g_self, 4}, {g_now, 5}, {g_clock, 6}};
   uint64_t deep[] = {25, 0, 75}, shallow[] = {60, 10, 30}, rare[] = {90, 0, 10};
   perf__hang_samples_t h_deep = hang_of(s, deep, 3), h_shallow = hang_of(s, shallow, 3),
                        h_rare = hang_of(s, rare, 3);
-  /* Deeper than a group through a child with 40 %: that group. */
+  /* Deeper than a group through a child with 40 % there (115 of 200 with
+     this hang's): that group. */
   CHECK_EQ_INT(perf__group_pick(&h_deep, key_clock, 6, &loop, 1), 0);
-  /* Through a child with 10 %: a group of its own. */
+  /* Through a child with 10 % of a long history (175 of 1100): its own. */
   CHECK_EQ_INT(perf__group_pick(&h_deep, key_clock, 6, &loop_rare, 1), -1);
   /* Shallower than a group whose key goes on through a child holding 40 %
-     of this hang's samples: that group; with 10 %: its own. */
-  perf__group_view_t clock = {key_clock, 6, NULL, NULL, 0, 75};
+     of this hang's samples: that group; with 10 % and no history of the
+     group's there: its own; with the group's 75 of 100 there: the group. */
+  perf__group_view_t clock = {key_clock, 6, NULL, NULL, 0, 75, NULL};
   CHECK_EQ_INT(perf__group_pick(&h_shallow, key_loop, 4, &clock, 1), 0);
   CHECK_EQ_INT(perf__group_pick(&h_rare, key_loop, 4, &clock, 1), -1);
+  clock.through = (const uint64_t[]){100, 100, 100, 100, 75, 75};
+  CHECK_EQ_INT(perf__group_pick(&h_rare, key_loop, 4, &clock, 1), 0);
+  uint64_t through[6];
+  perf__hang_through(&h_shallow, key_clock, 6, through);
+  CHECK(through[0] == 100 && through[3] == 100 && through[4] == 40 && through[5] == 30);
   /* The exact key first, then the deepest prefix, then the shortest
      extension. */
-  perf__group_view_t both[] = {clock, loop, {key_loop + 1, 3, NULL, NULL, 0, 5}};
+  perf__group_view_t both[] = {clock, loop, {key_loop + 1, 3, NULL, NULL, 0, 5, NULL}};
   CHECK_EQ_INT(perf__group_pick(&h_shallow, key_loop, 4, both, 3), 1);
-  perf__group_view_t prefixes[] = {{key_loop + 1, 3, (const char *const[]){"busy_loop"},
-                                    (const uint64_t[]){9}, 1, 1},
-                                   loop};
+  perf__group_view_t prefixes[] = {
+      {key_loop + 1, 3, (const char *const[]){"busy_loop"}, (const uint64_t[]){9}, 1, 1, NULL},
+      loop};
   CHECK_EQ_INT(perf__group_pick(&h_deep, key_clock, 6, prefixes, 2), 1);
   /* Unrelated keys never match. */
-  perf__group_view_t other = {(const char *const[]){"poll", "start_thread"}, 2, NULL, NULL, 0, 1};
+  perf__group_view_t other = {
+      (const char *const[]){"poll", "start_thread"}, 2, NULL, NULL, 0, 1, NULL};
   CHECK_EQ_INT(perf__group_pick(&h_deep, key_clock, 6, &other, 1), -1);
+}
+
+/* The same loop calling two leaves in turn: one occurrence's majority went
+   into one leaf, the next one's into the other. */
+static void case_sibling_leaves(void) {
+  const char *hash[] = {"leaf_hash", "stuck", "main"};
+  const char *mix[] = {"leaf_mix", "stuck", "main"};
+  const char *log[] = {"log", "main"};
+  perf__named_stack_t s[] = {{hash, 3}, {mix, 3}, {log, 2}};
+  uint64_t w[] = {55, 40, 5};
+  perf__hang_samples_t h = hang_of(s, w, 3);
+  const char *key[4];
+  size_t len;
+  perf__hang_key(&h, key, 4, &len);
+  CHECK_KEY(key, len, "leaf_hash", "stuck", "main");
+  /* Its samples turned into leaf_mix with 40 of 95 at stuck; log (5 of
+     100 at main, under an eighth) is no turn. */
+  perf__hang_turn_t turns[4];
+  CHECK_EQ_INT(perf__hang_turns(&h, key, len, turns, 4), 1);
+  CHECK(turns[0].depth == 2 && strcmp(turns[0].child, "leaf_mix") == 0);
+  perf__group_view_t g = {mix, 3, NULL, NULL, 0, 40, NULL};
+  CHECK_EQ_INT(perf__group_pick(&h, key, len, &g, 1), 0);
+  uint64_t rare[] = {90, 5, 5};
+  h = hang_of(s, rare, 3);
+  CHECK_EQ_INT(perf__group_pick(&h, key, len, &g, 1), -1);
+  CHECK_EQ_INT(perf__hang_turns(&h, key, len, turns, 4), 0);
 }
 
 /* Clones and mangled names: one label per function. */
@@ -176,11 +211,8 @@ static void case_frame_label(void) {
 }
 
 static const test_case_t g_cases[] = {
-    TEST_CASE(majority_key),
-    TEST_CASE(partial_ignored),
-    TEST_CASE(group_pick),
-    TEST_CASE(group_label),
-    TEST_CASE(hash),
+    TEST_CASE(majority_key),   TEST_CASE(partial_ignored), TEST_CASE(group_pick),
+    TEST_CASE(sibling_leaves), TEST_CASE(group_label),     TEST_CASE(hash),
     TEST_CASE(frame_label),
 };
 
