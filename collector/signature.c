@@ -274,27 +274,30 @@ long perf__group_pick(const perf__hang_samples_t *h, const char *const *key, siz
   for (size_t i = 0; i < n; i++) {
     const perf__group_view_t *g = &groups[i];
     size_t p = shared_root(g->key, g->len, key, len);
-    uint64_t through, into, g_through, g_into;
+    uint64_t h_at, h_into, g_at, g_into;
     if (p == 0) continue;
     if (p == g->len && p == len) return (long)i;
-    if (p == g->len) { /* the group's key is a prefix of the hang's */
-      g_into = group_child(g, key[len - 1 - p], &g_through);
-      into = hang_child(h, key + len - p, p, key[len - 1 - p], &through);
-      if (big_enough(g_into + into, g_through + through) &&
+    if (p == g->len) { /* the group's key ends where the hang's goes on */
+      const char *child = key[len - 1 - p];
+      g_into = group_child(g, child, &g_at);
+      h_into = hang_child(h, key + len - p, p, child, &h_at);
+      /* The group's samples going the hang's way, the hang's the group's. */
+      if (big_enough(g_into + (h_at - h_into), g_at + h_at) &&
           (deeper < 0 || g->len > groups[deeper].len))
         deeper = (long)i;
       continue;
     }
     /* The group's key leaves the hang's path after p frames, into its
-       frame at root index p. */
-    into = hang_child(h, key + len - p, p, g->key[g->len - 1 - p], &through);
+       frame at root index p; the group's samples away from it go the
+       hang's way (its key ends there, or turns into a sibling). */
+    h_into = hang_child(h, key + len - p, p, g->key[g->len - 1 - p], &h_at);
+    g_at = g->through ? g->through[p - 1] : 0;
     g_into = g->through ? g->through[p] : 0;
-    g_through = g->through ? g->through[p - 1] : 0;
-    if (!big_enough(g_into + into, g_through + through)) continue;
+    if (!big_enough((g_at - g_into) + h_into, g_at + h_at)) continue;
     bool better = turned < 0 || p > turned_at ||
                   (p == turned_at && (g->len < groups[turned].len ||
-                                      (g->len == groups[turned].len && into > turned_into)));
-    if (better) turned = (long)i, turned_at = p, turned_into = into;
+                                      (g->len == groups[turned].len && h_into > turned_into)));
+    if (better) turned = (long)i, turned_at = p, turned_into = h_into;
   }
   return deeper >= 0 ? deeper : turned;
 }

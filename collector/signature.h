@@ -95,32 +95,33 @@ typedef struct perf__group_view_s {
 } perf__group_view_t;
 
 /* The share (>= 1/PERF__GROUP_CHILD_SHARE) of the samples at the point
-   where two keys part that the longer key's child must carry, in the
-   group's and the hang's samples together, for them to be the same hang
+   where two keys part that must have gone the other key's way, the
+   group's and the hang's counted together, for them to be the same hang
    (see perf__group_pick); a hang's own share of 1/PERF__GROUP_LOOK_SHARE
-   is enough to look for groups there (perf__hang_turns), so a hang with
-   few samples still finds its group. */
+   into a frame is enough to look for groups there (perf__hang_turns), so
+   a hang with few samples still finds its group. */
 #define PERF__GROUP_CHILD_SHARE 4
 #define PERF__GROUP_LOOK_SHARE 8
 
 /* Which existing group a hang with key (innermost first, len frames)
    joins: the index into groups, or -1 for a new group of its own key.
-   The rule, deterministic for a given set of groups (a "child" is the
-   next frame down at some point of a key; "at least a quarter" is of the
-   samples passing through that point, the group's hangs' and this hang's
-   counted together, so one hang's few samples do not decide alone):
+   Two keys that share p >= 1 root frames and then part are the same hang
+   when they "cross": at that point at least a quarter of the samples
+   there, the group's hangs' and this hang's counted together, went the
+   other one's way (the group's samples into the hang's next frame, or
+   away from the group's own next frame; the hang's into the group's next
+   frame, or away from its own). The same hang repeated splits around the
+   same ratio, so its two ways both carry close to their share; a
+   different hang seldom goes the other's way. The rule, deterministic for
+   a given set of groups:
    1. a group with exactly the key;
-   2. else the deepest group whose key is a proper prefix of the hang's,
-      when at least a quarter of the samples at its key's end went into
-      the child the hang's key goes on with (the same hang, its majority
-      tipped one frame deeper);
-   3. else a group whose key leaves the hang's key after p >= 1 shared
+   2. else the deepest crossing group whose key is a proper prefix of the
+      hang's (the same hang, its majority tipped one frame deeper);
+   3. else a crossing group whose key leaves the hang's key after p shared
       root frames (it goes on where the hang's key ends, or turns into a
-      sibling) through a child that carries at least a quarter of the
-      samples at that point (the same hang, its majority shallower this
-      time, or tipped into the sibling leaf); the largest p first, then
-      the shortest key, the larger share, the lower index.
-   A child under a quarter is a different place, and a different group. */
+      sibling: the same hang, its majority shallower this time, or tipped
+      into the sibling leaf); the largest p first, then the shortest key,
+      the more of this hang's samples its way, the lower index. */
 long perf__group_pick(const perf__hang_samples_t *h, const char *const *key, size_t len,
                       const perf__group_view_t *groups, size_t n);
 

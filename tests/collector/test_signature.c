@@ -109,19 +109,34 @@ static void case_group_pick(void) {
   uint64_t deep[] = {25, 0, 75}, shallow[] = {60, 10, 30}, rare[] = {90, 0, 10};
   perf__hang_samples_t h_deep = hang_of(s, deep, 3), h_shallow = hang_of(s, shallow, 3),
                        h_rare = hang_of(s, rare, 3);
-  /* Deeper than a group through a child with 40 % there (115 of 200 with
-     this hang's): that group. */
+  /* Deeper than a group that sent 40 of 100 into now_ms, while this hang
+     stayed out of it 25 of 100 (65 of 200 crossed): that group. */
   CHECK_EQ_INT(perf__group_pick(&h_deep, key_clock, 6, &loop, 1), 0);
-  /* Through a child with 10 % of a long history (175 of 1100): its own. */
+  /* A long history with 100 of 1000 into now_ms: 125 of 1100, its own. */
   CHECK_EQ_INT(perf__group_pick(&h_deep, key_clock, 6, &loop_rare, 1), -1);
-  /* Shallower than a group whose key goes on through a child holding 40 %
-     of this hang's samples: that group; with 10 % and no history of the
-     group's there: its own; with the group's 75 of 100 there: the group. */
+  /* Shallower than a group whose key goes on into now_ms, where 40 % of
+     this hang's samples went: that group; 10 % and no history of the
+     group's: its own; 10 % and the group's 45 of 100 staying in busy_loop:
+     55 of 200, the group; 25 of 100: its own. */
   perf__group_view_t clock = {key_clock, 6, NULL, NULL, 0, 75, NULL};
   CHECK_EQ_INT(perf__group_pick(&h_shallow, key_loop, 4, &clock, 1), 0);
   CHECK_EQ_INT(perf__group_pick(&h_rare, key_loop, 4, &clock, 1), -1);
-  clock.through = (const uint64_t[]){100, 100, 100, 100, 75, 75};
+  clock.through = (const uint64_t[]){100, 100, 100, 100, 55, 55};
   CHECK_EQ_INT(perf__group_pick(&h_rare, key_loop, 4, &clock, 1), 0);
+  clock.through = (const uint64_t[]){100, 100, 100, 100, 75, 75};
+  CHECK_EQ_INT(perf__group_pick(&h_rare, key_loop, 4, &clock, 1), -1);
+  /* Another hang that only touched the group's path: a group stuck in
+     parse_config under main is no group for the busy_loop hang, and the
+     busy_loop group none for a parse_config hang with a fifth of its
+     samples in busy_loop. */
+  const char *parse[] = {"parse_config", "main", "_start"};
+  perf__group_view_t in_parse = {parse, 3, NULL, NULL, 0, 100, (const uint64_t[]){100, 100, 100}};
+  CHECK_EQ_INT(perf__group_pick(&h_deep, key_clock, 6, &in_parse, 1), -1);
+  perf__named_stack_t ps[] = {{parse, 3}, {g_self, 4}};
+  uint64_t pw[] = {80, 20};
+  perf__hang_samples_t h_parse = hang_of(ps, pw, 2);
+  clock.through = (const uint64_t[]){100, 100, 100, 100, 55, 55};
+  CHECK_EQ_INT(perf__group_pick(&h_parse, parse, 3, &clock, 1), -1);
   uint64_t through[6];
   perf__hang_through(&h_shallow, key_clock, 6, through);
   CHECK(through[0] == 100 && through[3] == 100 && through[4] == 40 && through[5] == 30);
