@@ -22,8 +22,8 @@ static const char SCHEMA[] =
     "CREATE INDEX IF NOT EXISTS hang_groups_path ON hang_groups(path);"
     "CREATE TABLE IF NOT EXISTS hang_group_children(group_sig TEXT NOT NULL, child TEXT NOT NULL,"
     " samples INTEGER NOT NULL, PRIMARY KEY(group_sig, child));"
-    "CREATE TABLE IF NOT EXISTS hang_group_path(group_sig TEXT NOT NULL, depth INTEGER NOT NULL,"
-    " samples INTEGER NOT NULL, PRIMARY KEY(group_sig, depth));";
+    "CREATE TABLE IF NOT EXISTS hang_group_path(group_sig TEXT PRIMARY KEY, samples BLOB NOT "
+    "NULL);";
 
 enum hg_stmt {
   HG_FIND,
@@ -46,10 +46,9 @@ static const char *const HG_SQL[HG_COUNT] = {
                       " ORDER BY length(path), path LIMIT ?3",
     [HG_CHILDREN] = "SELECT child, samples FROM hang_group_children WHERE group_sig = ?1"
                     " ORDER BY child",
-    [HG_PATH] = "SELECT depth, samples FROM hang_group_path WHERE group_sig = ?1",
-    [HG_ADD_PATH] =
-        "INSERT INTO hang_group_path(group_sig, depth, samples) VALUES(?1, ?2, ?3)"
-        " ON CONFLICT(group_sig, depth) DO UPDATE SET samples = samples + excluded.samples",
+    [HG_PATH] = "SELECT samples FROM hang_group_path WHERE group_sig = ?1",
+    [HG_ADD_PATH] = "INSERT INTO hang_group_path(group_sig, samples) VALUES(?1, ?2)"
+                    " ON CONFLICT(group_sig) DO UPDATE SET samples = excluded.samples",
     [HG_PRUNE_PATH] = "DELETE FROM hang_group_path WHERE group_sig NOT IN"
                       " (SELECT signature FROM hang_groups)",
     [HG_INSERT] = "INSERT OR IGNORE INTO hang_groups(signature, path) VALUES(?1, ?2)",
@@ -196,18 +195,38 @@ static int read_children(hang_groups_t *hg, cand_t *c) {
   return done(s, rc);
 }
 
+/* A group's samples through each root part of its key: one row, a blob
+   of little-endian 64-bit counts, depth 0 first (one write per hang, not
+   one per frame). */
 static int read_path(hang_groups_t *hg, cand_t *c) {
-  if (!(c->through = calloc(c->view.len ? c->view.len : 1, sizeof *c->through)))
-    return SQLITE_NOMEM;
+  size_t len = c->view.len;
+  if (!(c->through = calloc(len ? len : 1, sizeof *c->through))) return SQLITE_NOMEM;
   sqlite3_stmt *s = hg->stmt[HG_PATH];
   sqlite3_bind_text(s, 1, c->sig, -1, SQLITE_STATIC);
-  int rc;
-  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-    sqlite3_int64 d = sqlite3_column_int64(s, 0);
-    if (d >= 0 && (uint64_t)d < c->view.len) c->through[d] = (uint64_t)sqlite3_column_int64(s, 1);
+  int rc = sqlite3_step(s);
+  if (rc == SQLITE_ROW) {
+    const unsigned char *blob = sqlite3_column_blob(s, 0);
+    size_t n = (size_t)sqlite3_column_bytes(s, 0) / 8;
+    for (size_t d = 0; blob && d < n && d < len; d++)
+      for (int b = 7; b >= 0; b--)
+        c->through[d] = c->through[d] << 8 | blob[8 * d + (size_t)b];
   }
   c->view.through = c->through;
   return done(s, rc);
+}
+
+static int write_path(hang_groups_t *hg, const char *sig, const uint64_t *through, size_t len) {
+  unsigned char *blob = malloc(len ? 8 * len : 1);
+  if (!blob) return SQLITE_NOMEM;
+  for (size_t d = 0; d < len; d++)
+    for (int b = 0; b < 8; b++)
+      blob[8 * d + (size_t)b] = (unsigned char)(through[d] >> (8 * b));
+  sqlite3_stmt *s = hg->stmt[HG_ADD_PATH];
+  sqlite3_bind_text(s, 1, sig, -1, SQLITE_STATIC);
+  sqlite3_bind_blob(s, 2, blob, (int)(8 * len), SQLITE_STATIC);
+  int rc = done(s, sqlite3_step(s));
+  free(blob);
+  return rc;
 }
 
 static int add_cand(hang_groups_t *hg, cands_t *cs, const char *sig, const char *path) {
@@ -309,9 +328,10 @@ static int turn_cands(hang_groups_t *hg, const store_hang_t *h, cands_t *cs) {
 }
 
 /* The hang's samples at the end of the chosen key, added to its children,
-   and through each root part of the key, added to its path. */
+   and through each root part of the key, added to its path (old: what the
+   group had, NULL for a new one). */
 static int add_children(hang_groups_t *hg, const store_hang_t *h, const char *sig,
-                        const char *const *key, size_t len) {
+                        const char *const *key, size_t len, const uint64_t *old) {
   size_t cap = h->samples.n;
   const char **names = calloc(cap ? cap : 1, sizeof *names);
   uint64_t *samples = calloc(cap ? cap : 1, sizeof *samples);
@@ -334,13 +354,9 @@ static int add_children(hang_groups_t *hg, const store_hang_t *h, const char *si
   uint64_t *through = rc == SQLITE_OK ? calloc(len ? len : 1, sizeof *through) : NULL;
   if (rc == SQLITE_OK && !through) rc = SQLITE_NOMEM;
   if (through) perf__hang_through(&h->samples, key, len, through);
-  s = hg->stmt[HG_ADD_PATH];
-  for (size_t d = 0; rc == SQLITE_OK && d < len; d++) {
-    sqlite3_bind_text(s, 1, sig, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 2, (sqlite3_int64)d);
-    sqlite3_bind_int64(s, 3, (sqlite3_int64)through[d]);
-    rc = done(s, sqlite3_step(s));
-  }
+  for (size_t d = 0; through && old && d < len; d++)
+    through[d] += old[d];
+  if (rc == SQLITE_OK) rc = write_path(hg, sig, through, len);
   free(through);
   return rc;
 }
@@ -370,11 +386,13 @@ int hang_groups_assign(hang_groups_t *hg, const store_hang_t *h, int64_t ns,
     pick = perf__group_pick(&h->samples, h->key, h->len, views, cs.n);
   }
   const char *const *key = h->key;
+  const uint64_t *old = NULL;
   size_t len = h->len;
   if (rc == SQLITE_OK && pick >= 0) {
     snprintf(sig, STORE_SIG_CHARS + 1, "%s", cs.v[pick].sig);
     key = cs.v[pick].view.key;
     len = cs.v[pick].view.len;
+    old = cs.v[pick].view.through;
   } else if (rc == SQLITE_OK) {
     sqlite3_stmt *s = hg->stmt[HG_INSERT];
     sqlite3_bind_text(s, 1, sig, -1, SQLITE_STATIC);
@@ -383,7 +401,7 @@ int hang_groups_assign(hang_groups_t *hg, const store_hang_t *h, int64_t ns,
   }
   /* A picked group's row exists: only its last_seen moves. */
   if (rc == SQLITE_OK) rc = upsert_group(hg, sig, h->group.names_json, ns);
-  if (rc == SQLITE_OK) rc = add_children(hg, h, sig, key, len);
+  if (rc == SQLITE_OK) rc = add_children(hg, h, sig, key, len, old);
   free(views);
   cands_free(&cs);
   free(path);

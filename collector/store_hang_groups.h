@@ -6,7 +6,7 @@
  * Tables: hang_groups(signature, path: the key's names root first, each
  * ended by 0x1f, indexed so a key's extensions are one range) and
  * hang_group_children(group_sig, child: "" for self, samples) and
- * hang_group_path(group_sig, depth, samples: through the key's first
+ * hang_group_path(group_sig, samples: a blob of counts through the key's first
  * depth + 1 frames). Used by
  * store_sqlite.c for put_batch and re-symbolization alike, inside its
  * transaction and under its lock.
