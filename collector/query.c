@@ -55,6 +55,12 @@ static group_t *new_group(agg_t *a, const store_top_row_t *row) {
   g->last_event = -1;
   g->signature = strdup(row->group_sig);
   g->frames = json_loads(row->names_json, 0, NULL);
+  /* A hang group shows the part of its key the majority of all its
+     samples share (its key is its first hang's). */
+  size_t n = json_array_size(g->frames);
+  for (size_t cut = row->majority_len && row->majority_len < n ? n - row->majority_len : 0; cut > 0;
+       cut--)
+    json_array_remove(g->frames, 0);
   g->versions = json_array();
   a->n++;
   if (!g->signature || !g->frames || !json_is_array(g->frames) || !g->versions) return NULL;

@@ -344,6 +344,14 @@ size_t perf__hang_turns(const perf__hang_samples_t *h, const char *const *key, s
   return m;
 }
 
+size_t perf__group_majority_len(const uint64_t *through, size_t len) {
+  if (len == 0 || through[0] == 0) return len;
+  size_t d = 1;
+  while (d < len && through[d] > through[0] - through[d])
+    d++;
+  return d;
+}
+
 uint64_t perf__signature_add(uint64_t h, const char *frame) {
   for (const unsigned char *p = (const unsigned char *)frame; *p; p++)
     h = (h ^ *p) * 1099511628211ULL;

@@ -139,6 +139,13 @@ typedef struct perf__hang_turn_s {
 size_t perf__hang_turns(const perf__hang_samples_t *h, const char *const *key, size_t len,
                         perf__hang_turn_t *out, size_t cap);
 
+/* How many root frames of a group's key (len frames; through: its hangs'
+   samples through the key's first 1, 2, ... frames) more than half of
+   the samples through its root frame pass: the part of the key the
+   majority of the whole group shares, shown for it. len when through[0]
+   is 0. */
+size_t perf__group_majority_len(const uint64_t *through, size_t len);
+
 /* Build the key frame by frame: h = perf__signature_add(h, frame) from
    PERF__SIGNATURE_START, innermost first; the same as perf__signature_hash. */
 #define PERF__SIGNATURE_START 1469598103934665603ULL

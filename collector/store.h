@@ -106,6 +106,8 @@ typedef struct store_top_row_s {
   const char *group_sig, *names_json, *version; /* version may be NULL */
   int64_t event_id, start_ns, duration_ns;
   uint64_t samples;
+  size_t majority_len; /* hang groups: the root frames of names_json the majority of the
+                          group's samples share (perf__group_majority_len); 0: all */
 } store_top_row_t;
 
 /* Return non-zero to stop (the scan then fails with STORE_ERROR). */

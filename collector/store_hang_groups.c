@@ -197,20 +197,31 @@ static int read_children(hang_groups_t *hg, cand_t *c) {
 
 /* A group's samples through each root part of its key: one row, a blob
    of little-endian 64-bit counts, depth 0 first (one write per hang, not
-   one per frame). */
+   one per frame). Decoded into through[0..len). */
+static void decode_path(const unsigned char *blob, size_t bytes, uint64_t *through, size_t len) {
+  for (size_t d = 0; blob && d < bytes / 8 && d < len; d++)
+    for (int b = 7; b >= 0; b--)
+      through[d] = through[d] << 8 | blob[8 * d + (size_t)b];
+}
+
+size_t hang_groups_majority_len(const void *blob, size_t bytes) {
+  size_t len = bytes / 8;
+  uint64_t *through = blob && len ? calloc(len, sizeof *through) : NULL;
+  if (!through) return 0;
+  decode_path(blob, bytes, through, len);
+  size_t shown = perf__group_majority_len(through, len);
+  free(through);
+  return shown;
+}
+
 static int read_path(hang_groups_t *hg, cand_t *c) {
   size_t len = c->view.len;
   if (!(c->through = calloc(len ? len : 1, sizeof *c->through))) return SQLITE_NOMEM;
   sqlite3_stmt *s = hg->stmt[HG_PATH];
   sqlite3_bind_text(s, 1, c->sig, -1, SQLITE_STATIC);
   int rc = sqlite3_step(s);
-  if (rc == SQLITE_ROW) {
-    const unsigned char *blob = sqlite3_column_blob(s, 0);
-    size_t n = (size_t)sqlite3_column_bytes(s, 0) / 8;
-    for (size_t d = 0; blob && d < n && d < len; d++)
-      for (int b = 7; b >= 0; b--)
-        c->through[d] = c->through[d] << 8 | blob[8 * d + (size_t)b];
-  }
+  if (rc == SQLITE_ROW)
+    decode_path(sqlite3_column_blob(s, 0), (size_t)sqlite3_column_bytes(s, 0), c->through, len);
   c->view.through = c->through;
   return done(s, rc);
 }

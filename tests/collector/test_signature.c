@@ -140,6 +140,12 @@ static void case_group_pick(void) {
   uint64_t through[6];
   perf__hang_through(&h_shallow, key_clock, 6, through);
   CHECK(through[0] == 100 && through[3] == 100 && through[4] == 40 && through[5] == 30);
+  /* A group shows the part of its key the majority of all its samples
+     share: here the key's first 4 root frames, down to busy_loop. */
+  CHECK_EQ_INT(perf__group_majority_len(through, 6), 4);
+  CHECK_EQ_INT(perf__group_majority_len((const uint64_t[]){100, 100, 51}, 3), 3);
+  CHECK_EQ_INT(perf__group_majority_len((const uint64_t[]){100, 100, 50}, 3), 2);
+  CHECK_EQ_INT(perf__group_majority_len((const uint64_t[]){0, 0}, 2), 2);
   /* The exact key first, then the deepest prefix, then the shortest
      extension. */
   perf__group_view_t both[] = {clock, loop, {key_loop + 1, 3, NULL, NULL, 0, 5, NULL}};
