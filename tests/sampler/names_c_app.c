@@ -149,7 +149,9 @@ static int capture_with_sdk(const char *dir) {
   /* A thread may not answer within the sampler's timeout on a loaded
      machine: that capture fails (counted); ask again. */
   perf_sdk_stats_t st = {0};
+  struct timespec pause = {0, 50000000};
   for (int attempt = 0; attempt < 20 && !err; attempt++) {
+    if (attempt) nanosleep(&pause, NULL);
     uint64_t failed = st.samples_failed;
     err = perf_sdk_capture_now("names");
     if (!err) err = perf_sdk_get_stats(&st);
@@ -159,11 +161,15 @@ static int capture_with_sdk(const char *dir) {
   return err ? err : stop;
 }
 
+/* Every thread's text, asked again (after a pause) while a thread did not
+   answer; the last answer is kept whatever it says. */
 static int capture_text(char **text) {
   int err = 0;
+  struct timespec pause = {0, 50000000};
   for (int attempt = 0; attempt < 20; attempt++) {
+    if (attempt) nanosleep(&pause, NULL);
     err = perf_backtrace_all_threads_text(text);
-    if (err || !strstr(*text, "\nerror: ")) break;
+    if (err || !strstr(*text, "\nerror: ") || attempt == 19) break;
     perf_free(*text);
     *text = NULL;
   }

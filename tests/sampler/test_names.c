@@ -107,6 +107,9 @@ static void app_start(app_t *a, const char *path, const char *mode) {
   int pid = 0;
   bool ready = read_line(out[0], line, sizeof line, 60000);
   close(out[0]);
+  int status = 0;
+  if (!ready && waitpid(a->pid, &status, WNOHANG) == a->pid)
+    fprintf(stderr, "%s exited: status 0x%x\n", a->path, status);
   CHECKF(ready &&
              sscanf(line, "ready %d %d %d %d", &pid, &a->tids[0], &a->tids[1], &a->tids[2]) == 4,
          "%s said: %s", a->path, ready ? line : "(nothing within 60 s)");
