@@ -42,7 +42,7 @@ typedef struct store_stack_count_s {
 
 /* A grouping key: a signature and its frames as a JSON array of names
    ("fn" or "module+0xaddr"), innermost first. Every stack of a batch is
-   one (the CPU grouping), and so is every hang event's shared root part. */
+   one (the CPU grouping), and so is every hang group's key (store_hang_t). */
 typedef struct store_group_s {
   char signature[STORE_SIG_CHARS + 1];
   const char *names_json;
