@@ -13,12 +13,24 @@
  * A late handler (after the requester gave up) finds another sequence
  * number in the slot and writes nothing.
  *
+ * A thread blocked in a system call is never signalled: a handler would end
+ * nanosleep, poll, epoll_wait and the like early with EINTR. Its user stack
+ * is frozen while it blocks, so the requester reads its sp and pc from
+ * /proc (thread_state.h), copies the stack and walks the copy with the same
+ * rules; the copy counts only if the thread is still blocked in the same
+ * call at the same place afterwards. Before any signal is sent the target
+ * must not block it (SigBlk: a pending signal would kill a program the
+ * thread execs) and the handler must still be ours. docs/architecture.md,
+ * "Threads blocked in a system call", has the measurements and the race
+ * that remains.
+ *
  * Slot state word: (sequence << 3) | state.
  */
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -38,6 +50,7 @@
 #include "sdk/sampler/dwfl_unwind.h"
 #include "sdk/sampler/sampler.h"
 #include "sdk/sampler/sampler_options.h"
+#include "sdk/sampler/thread_state.h"
 
 enum { SLOT_FREE = 0, SLOT_PENDING = 1, SLOT_WRITING = 2, SLOT_DONE = 3, SLOT_CANCELLED = 4 };
 enum { RESULT_STACK = 0, RESULT_NEED_BOUNDS = 1 };
@@ -52,6 +65,16 @@ enum { SLOT_COUNT = 8, BOUNDS_CACHE = 64 };
 /* Extra wait for a handler that already claimed the slot when the timeout
    fired: it only has a bounded walk left to do. */
 #define WRITING_GRACE_MS 50
+/* The most of a blocked thread's stack that is copied (from its sp up); a
+   deeper stack's walk ends as a bad read there. */
+#define BLOCKED_COPY_MAX (256 * 1024)
+/* Readings of a blocked thread that may disagree (it woke and blocked
+   again elsewhere) before the capture gives up with PERF_E_TIMEOUT. */
+#define BLOCKED_ATTEMPTS 4
+/* How long may_signal() spins (then sleeps) while a target blocks the signal. */
+#define MASK_SPIN_NS 200000LL
+/* capture_blocked()'s answer when the thread is running: signal it. */
+#define TRY_SIGNAL 1
 
 typedef struct slot_s {
   _Atomic uint32_t state;
@@ -92,6 +115,10 @@ static uint64_t g_last_handler_cycles;
 static stack_bounds_t g_bounds[BOUNDS_CACHE];
 static unsigned g_bounds_next;
 static perf_sampler_options_t g_opts;
+static uint8_t *g_blocked_copy;     /* BLOCKED_COPY_MAX bytes, made on first use */
+static bool g_lost_logged;          /* the handler was replaced: said once */
+static pid_t g_masked_tid;          /* the last thread found blocking the signal, */
+static long long g_masked_until_ns; /* refused at once until then */
 
 static int install_locked(void);
 static int pick_free_signal(void);
@@ -105,6 +132,10 @@ static int finish_timeout(slot_t *s, uint32_t seq, pid_t tid);
 static int copy_result(perf__modules_t *mods, slot_t *s, uintptr_t *pcs, size_t max, size_t *count,
                        perf__walk_status_t *status);
 static stack_bounds_t *bounds_for(pid_t tid);
+static stack_bounds_t *valid_bounds(pid_t tid);
+static int capture_blocked(perf__modules_t *mods, pid_t tid, uintptr_t *pcs, size_t max,
+                           size_t *count, perf__walk_status_t *status);
+static int may_signal(pid_t tid);
 static int learn_bounds(pid_t tid, uintptr_t sp);
 static void forget_bounds(pid_t tid);
 static int signal_blocked_here(void);
@@ -128,6 +159,14 @@ int perf__sampler_capture_status(perf__modules_t *mods, pid_t tid, uintptr_t *pc
   pid_t self = perf__gettid();
   if (tid == 0) tid = self;
   if (!err && tid == self && signal_blocked_here()) err = PERF_E_TIMEOUT; /* it would never come */
+  if (!err && tid != self) {
+    err = capture_blocked(mods, tid, pcs, max, count, status);
+    if (err != TRY_SIGNAL) {
+      pthread_mutex_unlock(&g_lock);
+      return err;
+    }
+    err = PERF_OK;
+  }
   slot_t *s = err ? NULL : claim_slot(tid, &err);
   int mode = g_opts.unwind_mode;
   if (!err && mode == PERF_UNWIND_STACK_COPY && !s->copy_buf) {
@@ -305,15 +344,9 @@ static void copy_stack(uint8_t *dst, uintptr_t src, size_t len) {
 /* Send one request and wait for it. Returns 0 (stack in the slot),
    REQUEST_NEED_BOUNDS (s->sp holds the thread's sp), or an error. */
 static int request(slot_t *s, pid_t tid, int mode, size_t max) {
-  stack_bounds_t *b = bounds_for(tid);
-  /* The cached mapping must still be mapped whole: a thread id can be
-     reused by a thread whose stack lies elsewhere. msync fails with ENOMEM
-     on any unmapped page of the range; the handler then reports its sp and
-     the bounds are learned again. */
-  if (b && msync((void *)b->lo, b->hi - b->lo, MS_ASYNC) != 0) {
-    forget_bounds(tid);
-    b = NULL;
-  }
+  stack_bounds_t *b = valid_bounds(tid);
+  int err = may_signal(tid);
+  if (err) return err;
   s->tid = tid;
   s->mode = mode;
   s->max = max;
@@ -340,7 +373,7 @@ static int request(slot_t *s, pid_t tid, int mode, size_t max) {
     if (e == EAGAIN) return PERF_E_BUSY; /* the real-time signal queue is full */
     PERF__FAIL(PERF_E_SYSTEM, "rt_tgsigqueueinfo(%d): %s", (int)tid, strerror(e));
   }
-  int err = wait_for_slot(s, seq, g_opts.timeout_ms);
+  err = wait_for_slot(s, seq, g_opts.timeout_ms);
   if (err) return finish_timeout(s, seq, tid);
   return s->result == RESULT_NEED_BOUNDS ? REQUEST_NEED_BOUNDS : PERF_OK;
 }
@@ -413,6 +446,95 @@ static int copy_result(perf__modules_t *mods, slot_t *s, uintptr_t *pcs, size_t 
   *count = s->count;
   *status = s->walk_status;
   return s->walk_status == PERF__WALK_DEPTH ? PERF_E_TRUNCATED : PERF_OK;
+}
+
+/* Capture a thread that is blocked (in a system call or otherwise off the
+   CPU) without signalling it; TRY_SIGNAL when it is running. */
+static int capture_blocked(perf__modules_t *mods, pid_t tid, uintptr_t *pcs, size_t max,
+                           size_t *count, perf__walk_status_t *status) {
+  for (int attempt = 0; attempt < BLOCKED_ATTEMPTS; attempt++) {
+    perf__thread_state_t before, after;
+    int err = perf__thread_state_read(tid, &before);
+    if (err == PERF_E_NO_THREAD) forget_bounds(tid);
+    if (err) return err;
+    if (before.running) return TRY_SIGNAL;
+    stack_bounds_t *b = valid_bounds(tid);
+    if (!b || before.sp < b->lo || before.sp >= b->hi) {
+      if ((err = learn_bounds(tid, before.sp)) != PERF_OK) return err;
+      b = bounds_for(tid);
+    }
+    if (!g_blocked_copy && !(g_blocked_copy = malloc(BLOCKED_COPY_MAX))) return PERF_E_NO_MEMORY;
+    uintptr_t base = before.sp & ~(uintptr_t)7;
+    size_t len = b->hi - base < BLOCKED_COPY_MAX ? b->hi - base : BLOCKED_COPY_MAX;
+    size_t got = perf__memory_copy(g_blocked_copy, base, len) & ~(size_t)7;
+    if ((err = perf__thread_state_read(tid, &after)) != PERF_OK) return err;
+    if (!perf__thread_state_same_block(&before, &after)) {
+      if (after.running) return TRY_SIGNAL;
+      continue; /* woke and blocked again: look again */
+    }
+    if (got == 0) PERF__FAIL(PERF_E_SYSTEM, "thread %d: its stack could not be read", (int)tid);
+    /* Only pc and sp are known: rbp and rbx come from the first frames
+       that saved them. Every mode walks with the rules here. */
+    perf__unwind_regs_t regs = {
+        .pc = before.pc, .sp = before.sp, .fp_unknown = true, .bx_unknown = true};
+    perf__stack_window_t stack = {base, base + got, g_blocked_copy};
+    *count = perf__unwind_walk(mods->unwind, 1, regs, stack, pcs, max, status);
+    return *status == PERF__WALK_DEPTH ? PERF_E_TRUNCATED : PERF_OK;
+  }
+  return PERF_E_TIMEOUT;
+}
+
+/* Whether a signal may be sent to tid now: not when it blocks the signal
+   (it would stay pending, and kill a program the thread execs), nor when
+   the app replaced the handler (the signal could kill the process). */
+static int may_signal(pid_t tid) {
+  struct sigaction cur;
+  if (sigaction(g_signo, NULL, &cur) != 0 || !(cur.sa_flags & SA_SIGINFO) ||
+      cur.sa_sigaction != on_sample_signal) {
+    if (!g_lost_logged)
+      perf__log(PERF__LOG_ERROR,
+                "sampler signal %d: the app replaced its handler; no more captures", g_signo);
+    g_lost_logged = true;
+    return PERF_E_SIGNAL;
+  }
+  if (tid == perf__gettid()) return PERF_OK; /* checked by the caller */
+  /* A thread still returning from the previous capture's handler blocks
+     the signal until its sigreturn: look again until the capture timeout
+     (briefly spinning, then every millisecond). A thread found blocking it
+     for that long is refused at once for a while, as a timed-out request. */
+  long long now = perf__now_ns();
+  if (tid == g_masked_tid && now < g_masked_until_ns) return PERF_E_TIMEOUT;
+  long long start = now, deadline = now + (long long)g_opts.timeout_ms * 1000000LL;
+  for (;;) {
+    int blocks = perf__thread_blocks_signal(tid, g_signo);
+    if (blocks == PERF_E_NO_THREAD) forget_bounds(tid);
+    if (blocks <= 0) return blocks;
+    now = perf__now_ns();
+    if (now >= deadline) {
+      g_masked_tid = tid;
+      g_masked_until_ns = now + CANCELLED_HOLD_NS;
+      return PERF_E_TIMEOUT;
+    }
+    if (now - start < MASK_SPIN_NS) {
+      sched_yield();
+    } else {
+      struct timespec ms = {0, 1000000};
+      nanosleep(&ms, NULL);
+    }
+  }
+}
+
+/* The cached bounds of tid, if its mapping is still mapped whole: a thread
+   id can be reused by a thread whose stack lies elsewhere. msync fails
+   with ENOMEM on any unmapped page of the range; the bounds are then
+   learned again. */
+static stack_bounds_t *valid_bounds(pid_t tid) {
+  stack_bounds_t *b = bounds_for(tid);
+  if (b && msync((void *)b->lo, b->hi - b->lo, MS_ASYNC) != 0) {
+    forget_bounds(tid);
+    b = NULL;
+  }
+  return b;
 }
 
 static stack_bounds_t *bounds_for(pid_t tid) {

@@ -59,6 +59,8 @@ typedef struct {
   bool exact;        /* r.pc was interrupted there (see the top of the file) */
   bool fp_known;     /* r.fp is the frame's rbp (false once a rule said "unknown") */
   bool bx_known;     /* r.bx (or bx_slot) is the frame's rbx */
+  bool fp_scan;      /* rbp was unknown from the start: it may be searched for */
+  const perf__unwind_map_t *map;
 } frame_t;
 
 /* What a step returns when the walk goes on; anything else is the
@@ -76,6 +78,12 @@ static int step_caller_rbp(const perf__unwind_row_t *row, perf__stack_window_t w
 static void step_caller_rbx(const perf__unwind_row_t *row, uintptr_t cfa, frame_t *f);
 static bool frame_rbx(perf__stack_window_t w, frame_t *f, uintptr_t *bx);
 static int step_frame_pointer(perf__stack_window_t w, frame_t *f, bool fallback);
+static bool scan_frame_pointer(const perf__unwind_row_t *row, perf__stack_window_t w, frame_t *f);
+static bool return_address(const perf__unwind_map_t *map, uintptr_t ra,
+                           const perf__unwind_row_t **row);
+
+/* How far above a frame's sp scan_frame_pointer() looks for its rbp. */
+#define FP_SCAN_BYTES 16384
 
 size_t perf__unwind_walk(const perf__unwind_map_t *map, int use_rules, perf__unwind_regs_t regs,
                          perf__stack_window_t stack, uintptr_t *pcs, size_t max,
@@ -88,7 +96,12 @@ size_t perf__unwind_walk(const perf__unwind_map_t *map, int use_rules, perf__unw
     *status = PERF__WALK_BAD_READ;
     return n;
   }
-  frame_t f = {.r = regs, .exact = true, .fp_known = true, .bx_known = true};
+  frame_t f = {.r = regs,
+               .exact = true,
+               .fp_known = !regs.fp_unknown,
+               .bx_known = !regs.bx_unknown,
+               .fp_scan = regs.fp_unknown && use_rules && map,
+               .map = map};
   const perf__module_t *m = NULL; /* callers are mostly in the callee's module */
   for (;;) {
     const perf__unwind_row_t *row =
@@ -170,7 +183,7 @@ static int step_with_rule(const perf__unwind_row_t *row, perf__stack_window_t w,
   switch (row->cfa_kind) {
   case PERF__CFA_RSP: cfa = f->r.sp + (intptr_t)row->cfa_off; break;
   case PERF__CFA_RBP:
-    if (!f->fp_known) return PERF__WALK_NO_RULE;
+    if (!f->fp_known && !(f->fp_scan && scan_frame_pointer(row, w, f))) return PERF__WALK_NO_RULE;
     cfa = f->r.fp + (intptr_t)row->cfa_off;
     break;
   case PERF__CFA_RBX: {
@@ -267,4 +280,48 @@ static int step_frame_pointer(perf__stack_window_t w, frame_t *f, bool fallback)
   f->r = (perf__unwind_regs_t){.pc = ra, .sp = f->r.fp + 16, .fp = next_fp};
   f->exact = false;
   return STEP_OK;
+}
+
+/* A walk that started without rbp (a thread blocked in a system call: only
+   its pc and sp are known) reached a frame whose CFA is rbp + 16 before any
+   inner frame had saved rbp: the live rbp is this frame's own frame
+   pointer, pointing at [caller's rbp][return address] somewhere above its
+   sp. Take the lowest slot from sp up where that pair looks right: a return
+   address into a known module with a rule there, and, when that caller
+   keeps a frame pointer too, a saved rbp above the slot whose own return
+   address is also in a module. A heuristic, used only then; a wrong pick
+   shows as a wrong caller or an earlier end. */
+static bool scan_frame_pointer(const perf__unwind_row_t *row, perf__stack_window_t w, frame_t *f) {
+  if (row->rbp_rule != PERF__REG_SAVED || row->rbp_off != -row->cfa_off || row->cfa_off != 16)
+    return false;
+  f->fp_scan = false; /* once: the frames above have their rbp from here on */
+  uintptr_t end = f->r.sp + FP_SCAN_BYTES < w.hi ? f->r.sp + FP_SCAN_BYTES : w.hi;
+  for (uintptr_t a = (f->r.sp + 7) & ~(uintptr_t)7; a + 16 <= end; a += 8) {
+    uintptr_t next_fp, ra, ra2;
+    const perf__unwind_row_t *caller;
+    if (!read_word(w, f->r.sp, a, &next_fp) || !read_word(w, f->r.sp, a + 8, &ra)) return false;
+    if (!return_address(f->map, ra, &caller)) continue;
+    if (caller && caller->cfa_kind == PERF__CFA_RBP) {
+      if (next_fp <= a + 8 || (next_fp & 7) || !read_word(w, a, next_fp + 8, &ra2)) continue;
+      if (ra2 != 0 && !return_address(f->map, ra2, &caller)) continue;
+    }
+    f->r.fp = a;
+    f->fp_known = true;
+    return true;
+  }
+  return false;
+}
+
+/* Whether ra can be a return address: in a known module, with a known rule
+   there when the module has rules (*row: that rule, or NULL). */
+static bool return_address(const perf__unwind_map_t *map, uintptr_t ra,
+                           const perf__unwind_row_t **row) {
+  const perf__module_t *m = NULL;
+  *row = NULL;
+  if (ra < 4096) return false;
+  *row = find_row(map, ra - 1, &m);
+  if (!m) return false;
+  if (map->tables[m - map->modules->modules] && (!*row || (*row)->cfa_kind == PERF__CFA_UNKNOWN))
+    return false;
+  return true;
 }
