@@ -73,6 +73,9 @@ enum { SLOT_COUNT = 8, BOUNDS_CACHE = 64 };
 #define BLOCKED_ATTEMPTS 4
 /* How long may_signal() spins (then sleeps) while a target blocks the signal. */
 #define MASK_SPIN_NS 200000LL
+/* CPU time a thread woken from a blocking call uses at most before it is
+   back in user space (the kernel's return path takes microseconds). */
+#define EXIT_CPU_NS 200000LL
 /* capture_blocked()'s answer when the thread is running: signal it. */
 #define TRY_SIGNAL 1
 
@@ -104,6 +107,7 @@ typedef struct slot_s {
 typedef struct {
   pid_t tid;
   uintptr_t lo, hi;
+  int64_t blocked_cpu_ns; /* > 0: its CPU time when last seen blocked */
 } stack_bounds_t;
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -136,6 +140,8 @@ static stack_bounds_t *valid_bounds(pid_t tid);
 static int capture_blocked(perf__modules_t *mods, pid_t tid, uintptr_t *pcs, size_t max,
                            size_t *count, perf__walk_status_t *status);
 static int may_signal(pid_t tid);
+static bool leaving_call(pid_t tid);
+static void pause_briefly(long long start);
 static int learn_bounds(pid_t tid, uintptr_t sp);
 static void forget_bounds(pid_t tid);
 static int signal_blocked_here(void);
@@ -452,26 +458,33 @@ static int copy_result(perf__modules_t *mods, slot_t *s, uintptr_t *pcs, size_t 
    CPU) without signalling it; TRY_SIGNAL when it is running. */
 static int capture_blocked(perf__modules_t *mods, pid_t tid, uintptr_t *pcs, size_t max,
                            size_t *count, perf__walk_status_t *status) {
-  for (int attempt = 0; attempt < BLOCKED_ATTEMPTS; attempt++) {
+  long long start = perf__now_ns();
+  long long deadline = start + (long long)g_opts.timeout_ms * 1000000LL;
+  for (int attempt = 0; attempt < BLOCKED_ATTEMPTS;) {
     perf__thread_state_t before, after;
     int err = perf__thread_state_read(tid, &before);
     if (err == PERF_E_NO_THREAD) forget_bounds(tid);
     if (err) return err;
-    if (before.running) return TRY_SIGNAL;
+    if (before.running) {
+      if (!leaving_call(tid)) return TRY_SIGNAL;
+      if (perf__now_ns() >= deadline) return PERF_E_TIMEOUT;
+      pause_briefly(start);
+      continue;
+    }
+    attempt++;
     stack_bounds_t *b = valid_bounds(tid);
     if (!b || before.sp < b->lo || before.sp >= b->hi) {
       if ((err = learn_bounds(tid, before.sp)) != PERF_OK) return err;
       b = bounds_for(tid);
     }
+    b->blocked_cpu_ns = perf__thread_cpu_ns(tid);
     if (!g_blocked_copy && !(g_blocked_copy = malloc(BLOCKED_COPY_MAX))) return PERF_E_NO_MEMORY;
     uintptr_t base = before.sp & ~(uintptr_t)7;
     size_t len = b->hi - base < BLOCKED_COPY_MAX ? b->hi - base : BLOCKED_COPY_MAX;
     size_t got = perf__memory_copy(g_blocked_copy, base, len) & ~(size_t)7;
     if ((err = perf__thread_state_read(tid, &after)) != PERF_OK) return err;
-    if (!perf__thread_state_same_block(&before, &after)) {
-      if (after.running) return TRY_SIGNAL;
-      continue; /* woke and blocked again: look again */
-    }
+    if (!perf__thread_state_same_block(&before, &after))
+      continue; /* woke (and maybe blocked again): look again */
     if (got == 0) PERF__FAIL(PERF_E_SYSTEM, "thread %d: its stack could not be read", (int)tid);
     /* Only pc and sp are known: rbp and rbx come from the first frames
        that saved them. Every mode walks with the rules here. */
@@ -482,6 +495,30 @@ static int capture_blocked(perf__modules_t *mods, pid_t tid, uintptr_t *pcs, siz
     return *status == PERF__WALK_DEPTH ? PERF_E_TRUNCATED : PERF_OK;
   }
   return PERF_E_TIMEOUT;
+}
+
+/* Whether tid, running now, may still be on its way out of the call it was
+   last seen blocked in: woken, but it has not yet used EXIT_CPU_NS of CPU
+   since. A signal then would end that call with EINTR (poll and select
+   check for signals before their timeout). */
+static bool leaving_call(pid_t tid) {
+  stack_bounds_t *b = bounds_for(tid);
+  if (!b || b->blocked_cpu_ns <= 0) return false;
+  int64_t now = perf__thread_cpu_ns(tid);
+  if (now >= 0 && now - b->blocked_cpu_ns < EXIT_CPU_NS) return true;
+  b->blocked_cpu_ns = 0;
+  return false;
+}
+
+/* Wait a moment before looking at a thread again: spin on sched_yield for
+   the first MASK_SPIN_NS since `start`, then sleep a millisecond. */
+static void pause_briefly(long long start) {
+  if (perf__now_ns() - start < MASK_SPIN_NS) {
+    sched_yield();
+  } else {
+    struct timespec ms = {0, 1000000};
+    nanosleep(&ms, NULL);
+  }
 }
 
 /* Whether a signal may be sent to tid now: not when it blocks the signal
@@ -515,12 +552,7 @@ static int may_signal(pid_t tid) {
       g_masked_until_ns = now + CANCELLED_HOLD_NS;
       return PERF_E_TIMEOUT;
     }
-    if (now - start < MASK_SPIN_NS) {
-      sched_yield();
-    } else {
-      struct timespec ms = {0, 1000000};
-      nanosleep(&ms, NULL);
-    }
+    pause_briefly(start);
   }
 }
 
