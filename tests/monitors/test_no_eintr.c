@@ -256,6 +256,10 @@ static void run(kind_t kind, clockid_t clock, int fd, const char *libc, long wan
   size_t n;
   int err = perf_backtrace_thread(0, pcs, ARRAY_LEN(pcs), &n);
   CHECKF(err == PERF_OK || err == PERF_E_TRUNCATED, "%s", perf_strerror(err));
+  /* And the names: the first text capture reads the modules' symbols. */
+  char *warm = NULL;
+  CHECK_EQ_INT(perf_backtrace_thread_text(0, &warm), PERF_OK);
+  perf_free(warm);
   start_sdk(report);
 
   pthread_t spinner, blocker, wk;
@@ -311,9 +315,9 @@ static void run(kind_t kind, clockid_t clock, int fd, const char *libc, long wan
   if (want_ret == ANY_FD) close((int)b.ret);
   if (want_err) CHECK_EQ_INT(b.err, want_err);
   CHECKF(took >= BLOCK_NS, "the call returned after %lld ns, before its %lld", took, BLOCK_NS);
-  CHECKF(captures >= 10, "only %d direct captures in a second", captures);
-  CHECKF(showing >= captures / 2, "%d of %d captures show the call under its callers; last:\n%s",
-         showing, captures, last ? last : "");
+  CHECKF(showing >= 1 && showing * 2 >= captures,
+         "%d of %d captures show the call under its callers; last:\n%s", showing, captures,
+         last ? last : "");
   perf_free(last);
 
   CHECK_EQ_INT(perf_sdk_shutdown(WAIT_MS), PERF_OK);

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -641,15 +642,104 @@ static void case_signal_taken_over(void) {
   CHECK_EQ_INT(count, 0);
 }
 
+/* ---- signals the app owns ---------------------------------------------- */
+
+/* The app resets the sampler's signal to SIG_DFL: a capture that sent it
+   would kill the process. Captures of running threads fail with
+   PERF_E_SIGNAL instead; blocked threads need no signal and still work. */
+static void case_signal_reset_default(void) {
+  int signo = perf_sampler_signal();
+  CHECK(signo > 0);
+  parked_t p[2];
+  pid_t spinner = park(&p[0], spin_body, "dfl-spin");
+  perf_free(stack_wait_for_frame0(spinner, "chain_spin_leaf", WAIT_MS));
+  CHECK(signal(signo, SIG_DFL) != SIG_ERR);
+  uintptr_t pcs[64];
+  size_t count = 99;
+  CHECK_EQ_INT(perf_backtrace_thread(spinner, pcs, 64, &count), PERF_E_SIGNAL);
+  CHECK_EQ_INT(count, 0);
+  CHECK_EQ_INT(perf_backtrace_thread(0, pcs, 64, &count), PERF_E_SIGNAL);
+  int fds[2];
+  CHECK(pipe(fds) == 0);
+  p[1].fd = fds[0];
+  pid_t reader = park(&p[1], read_body, "dfl-read");
+  char *text = stack_wait_for_frame0(reader, "read|__libc_read|__read", WAIT_MS);
+  const char *chain[] = {"read|__libc_read|__read", "chain_read_inner", "chain_read_middle"};
+  expect_chain("blocked, SIG_DFL", text, chain, ARRAY_LEN(chain));
+  perf_free(text);
+  stop_all(p, 2, fds[1]);
+}
+
+/* A thread that blocks every signal, is asked for its stack, then execs a
+   program that unblocks every signal: no sampler signal may be pending
+   then (its default action kills). */
+static atomic_int g_exec_ready, g_exec_go;
+static void *exec_body(void *arg) {
+  (void)arg;
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, NULL);
+  atomic_store(&g_exec_ready, 1);
+  while (!atomic_load(&g_exec_go)) /* running, not blocked in a call: it would be signalled */
+    g_sink++;
+  char *argv[] = {"test_sampler", "--exec-unblock", NULL};
+  execv("/proc/self/exe", argv);
+  _exit(99);
+}
+
+static void case_exec_after_blocked_signal(void) {
+  pid_t child = fork();
+  CHECK(child >= 0);
+  if (child == 0) {
+    set_capture_timeout(200);
+    parked_t p;
+    pid_t tid = park(&p, exec_body, "exec-blocker");
+    while (!atomic_load(&g_exec_ready))
+      usleep(1000);
+    uintptr_t pcs[16];
+    size_t count;
+    if (perf_backtrace_thread(tid, pcs, 16, &count) != PERF_E_TIMEOUT) _exit(3);
+    atomic_store(&g_exec_go, 1);
+    for (;;)
+      pause(); /* the exec replaces this process */
+  }
+  int status = 0;
+  long long deadline = now_ms() + WAIT_MS;
+  pid_t got;
+  while ((got = waitpid(child, &status, WNOHANG)) == 0 && now_ms() < deadline)
+    usleep(10000);
+  CHECKF(got == child, "the child did not end in %d ms", WAIT_MS);
+  CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the exec'd program %s %d",
+         WIFSIGNALED(status) ? "died of signal" : "exited with",
+         WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+}
+
+/* The program case_exec_after_blocked_signal execs: unblocks every signal,
+   lets anything pending arrive, exits 0. */
+static int exec_unblock_main(void) {
+  sigset_t all;
+  sigfillset(&all);
+  sigprocmask(SIG_UNBLOCK, &all, NULL);
+  struct timespec ts = {0, 200 * 1000 * 1000};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+  return 0;
+}
+
 static const test_case_t g_cases[] = {
-    TEST_CASE(signal_taken_over), TEST_CASE(dlopen_module), TEST_CASE(matches_eu_stack),
-    TEST_CASE(spin_leaf),         TEST_CASE(blocked_read),  TEST_CASE(nanosleep),
-    TEST_CASE(deep_recursion),    TEST_CASE(all_threads),   TEST_CASE(signal_blocked),
-    TEST_CASE(thread_exit),       TEST_CASE(rbp_garbage),   TEST_CASE(self_capture),
-    TEST_CASE(signal_frame),      TEST_CASE(modes),         TEST_CASE(bad_arguments),
+    TEST_CASE(signal_reset_default), TEST_CASE(exec_after_blocked_signal),
+    TEST_CASE(signal_taken_over),    TEST_CASE(dlopen_module),
+    TEST_CASE(matches_eu_stack),     TEST_CASE(spin_leaf),
+    TEST_CASE(blocked_read),         TEST_CASE(nanosleep),
+    TEST_CASE(deep_recursion),       TEST_CASE(all_threads),
+    TEST_CASE(signal_blocked),       TEST_CASE(thread_exit),
+    TEST_CASE(rbp_garbage),          TEST_CASE(self_capture),
+    TEST_CASE(signal_frame),         TEST_CASE(modes),
+    TEST_CASE(bad_arguments),
 };
 
 int main(int argc, char **argv) {
+  if (argc == 2 && strcmp(argv[1], "--exec-unblock") == 0) return exec_unblock_main();
   set_capture_timeout(SLOW_TIMEOUT_MS);
   return test_main(g_cases, ARRAY_LEN(g_cases), argc, argv);
 }
