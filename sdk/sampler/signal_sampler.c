@@ -50,13 +50,14 @@
 #include "sdk/sampler/dwfl_unwind.h"
 #include "sdk/sampler/sampler.h"
 #include "sdk/sampler/sampler_options.h"
+#include "sdk/sampler/stack_bounds.h"
 #include "sdk/sampler/thread_state.h"
 
 enum { SLOT_FREE = 0, SLOT_PENDING = 1, SLOT_WRITING = 2, SLOT_DONE = 3, SLOT_CANCELLED = 4 };
 enum { RESULT_STACK = 0, RESULT_NEED_BOUNDS = 1 };
 /* request()'s positive answer: the handler reported sp, not a stack. */
 enum { REQUEST_NEED_BOUNDS = 1 };
-enum { SLOT_COUNT = 8, BOUNDS_CACHE = 64 };
+enum { SLOT_COUNT = 8 };
 #define STATE(seq, st) (((seq) << 3) | (uint32_t)(st))
 #define STATE_KIND(word) ((word)&7u)
 /* How long a request that timed out still blocks new ones to the same
@@ -104,20 +105,12 @@ typedef struct slot_s {
   long long cancelled_at_ns;
 } slot_t;
 
-typedef struct {
-  pid_t tid;
-  uintptr_t lo, hi;
-  int64_t blocked_cpu_ns; /* > 0: its CPU time when last seen blocked */
-} stack_bounds_t;
-
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static slot_t *g_slots; /* SLOT_COUNT slots, allocated at install */
 static int g_signo;
 static pid_t g_pid; /* checked in the handler: only our own requests count */
 static uint32_t g_seq;
 static uint64_t g_last_handler_cycles;
-static stack_bounds_t g_bounds[BOUNDS_CACHE];
-static unsigned g_bounds_next;
 static perf_sampler_options_t g_opts;
 static uint8_t *g_blocked_copy;     /* BLOCKED_COPY_MAX bytes, made on first use */
 static bool g_lost_logged;          /* the handler was replaced: said once */
@@ -135,15 +128,11 @@ static int wait_for_slot(slot_t *s, uint32_t seq, unsigned timeout_ms);
 static int finish_timeout(slot_t *s, uint32_t seq, pid_t tid);
 static int copy_result(perf__modules_t *mods, slot_t *s, uintptr_t *pcs, size_t max, size_t *count,
                        perf__walk_status_t *status);
-static stack_bounds_t *bounds_for(pid_t tid);
-static stack_bounds_t *valid_bounds(pid_t tid);
 static int capture_blocked(perf__modules_t *mods, pid_t tid, uintptr_t *pcs, size_t max,
                            size_t *count, perf__walk_status_t *status);
 static int may_signal(pid_t tid);
 static bool leaving_call(pid_t tid);
 static void pause_briefly(long long start);
-static int learn_bounds(pid_t tid, uintptr_t sp);
-static void forget_bounds(pid_t tid);
 static int signal_blocked_here(void);
 static void atfork_prepare(void);
 static void atfork_parent(void);
@@ -191,7 +180,10 @@ int perf__sampler_capture_status(perf__modules_t *mods, pid_t tid, uintptr_t *pc
        handler's report of sp, then asks again. */
     err = request(s, tid, mode, max);
     if (err == REQUEST_NEED_BOUNDS) {
-      err = learn_bounds(tid, s->sp);
+      perf__stack_bounds_t *learned;
+      err = perf__stack_bounds_learn(tid, s->sp, &learned);
+      if (err == PERF_E_SYSTEM)
+        perf__log(PERF__LOG_ERROR, "thread %d: no readable mapping holds its sp", (int)tid);
       if (!err) err = request(s, tid, mode, max);
       if (err == REQUEST_NEED_BOUNDS) err = PERF_E_SYSTEM;
     }
@@ -350,7 +342,7 @@ static void copy_stack(uint8_t *dst, uintptr_t src, size_t len) {
 /* Send one request and wait for it. Returns 0 (stack in the slot),
    REQUEST_NEED_BOUNDS (s->sp holds the thread's sp), or an error. */
 static int request(slot_t *s, pid_t tid, int mode, size_t max) {
-  stack_bounds_t *b = valid_bounds(tid);
+  perf__stack_bounds_t *b = perf__stack_bounds_find(tid);
   int err = may_signal(tid);
   if (err) return err;
   s->tid = tid;
@@ -373,7 +365,7 @@ static int request(slot_t *s, pid_t tid, int mode, size_t max) {
     int e = errno;
     atomic_store(&s->state, STATE(seq, SLOT_FREE));
     if (e == ESRCH) {
-      forget_bounds(tid);
+      perf__stack_bounds_forget(tid);
       return PERF_E_NO_THREAD;
     }
     if (e == EAGAIN) return PERF_E_BUSY; /* the real-time signal queue is full */
@@ -430,7 +422,7 @@ static int finish_timeout(slot_t *s, uint32_t seq, pid_t tid) {
   /* Distinguish a thread that exited from one that did not answer, and
      both from a handler the app replaced with its own. */
   if (syscall(SYS_tgkill, g_pid, tid, 0) != 0 && errno == ESRCH) {
-    forget_bounds(tid);
+    perf__stack_bounds_forget(tid);
     return PERF_E_NO_THREAD;
   }
   struct sigaction cur;
@@ -463,7 +455,7 @@ static int capture_blocked(perf__modules_t *mods, pid_t tid, uintptr_t *pcs, siz
   for (int attempt = 0; attempt < BLOCKED_ATTEMPTS;) {
     perf__thread_state_t before, after;
     int err = perf__thread_state_read(tid, &before);
-    if (err == PERF_E_NO_THREAD) forget_bounds(tid);
+    if (err == PERF_E_NO_THREAD) perf__stack_bounds_forget(tid);
     if (err) return err;
     if (before.running) {
       if (!leaving_call(tid)) return TRY_SIGNAL;
@@ -472,10 +464,11 @@ static int capture_blocked(perf__modules_t *mods, pid_t tid, uintptr_t *pcs, siz
       continue;
     }
     attempt++;
-    stack_bounds_t *b = valid_bounds(tid);
+    perf__stack_bounds_t *b = perf__stack_bounds_find(tid);
     if (!b || before.sp < b->lo || before.sp >= b->hi) {
-      if ((err = learn_bounds(tid, before.sp)) != PERF_OK) return err;
-      b = bounds_for(tid);
+      if ((err = perf__stack_bounds_learn(tid, before.sp, &b)) == PERF_E_SYSTEM)
+        PERF__FAIL(err, "thread %d: no readable mapping holds its sp", (int)tid);
+      if (err) return err;
     }
     b->blocked_cpu_ns = perf__thread_cpu_ns(tid);
     if (!g_blocked_copy && !(g_blocked_copy = malloc(BLOCKED_COPY_MAX))) return PERF_E_NO_MEMORY;
@@ -502,7 +495,7 @@ static int capture_blocked(perf__modules_t *mods, pid_t tid, uintptr_t *pcs, siz
    since. A signal then would end that call with EINTR (poll and select
    check for signals before their timeout). */
 static bool leaving_call(pid_t tid) {
-  stack_bounds_t *b = bounds_for(tid);
+  perf__stack_bounds_t *b = perf__stack_bounds_find(tid);
   if (!b || b->blocked_cpu_ns <= 0) return false;
   int64_t now = perf__thread_cpu_ns(tid);
   if (now >= 0 && now - b->blocked_cpu_ns < EXIT_CPU_NS) return true;
@@ -544,7 +537,7 @@ static int may_signal(pid_t tid) {
   long long start = now, deadline = now + (long long)g_opts.timeout_ms * 1000000LL;
   for (;;) {
     int blocks = perf__thread_blocks_signal(tid, g_signo);
-    if (blocks == PERF_E_NO_THREAD) forget_bounds(tid);
+    if (blocks == PERF_E_NO_THREAD) perf__stack_bounds_forget(tid);
     if (blocks <= 0) return blocks;
     now = perf__now_ns();
     if (now >= deadline) {
@@ -554,42 +547,6 @@ static int may_signal(pid_t tid) {
     }
     pause_briefly(start);
   }
-}
-
-/* The cached bounds of tid, if its mapping is still mapped whole: a thread
-   id can be reused by a thread whose stack lies elsewhere. msync fails
-   with ENOMEM on any unmapped page of the range; the bounds are then
-   learned again. */
-static stack_bounds_t *valid_bounds(pid_t tid) {
-  stack_bounds_t *b = bounds_for(tid);
-  if (b && msync((void *)b->lo, b->hi - b->lo, MS_ASYNC) != 0) {
-    forget_bounds(tid);
-    b = NULL;
-  }
-  return b;
-}
-
-static stack_bounds_t *bounds_for(pid_t tid) {
-  for (int i = 0; i < BOUNDS_CACHE; i++)
-    if (g_bounds[i].tid == tid) return &g_bounds[i];
-  return NULL;
-}
-
-static int learn_bounds(pid_t tid, uintptr_t sp) {
-  uintptr_t lo, hi;
-  int err = perf__stack_mapping(sp, &lo, &hi);
-  if (err) PERF__FAIL(PERF_E_SYSTEM, "thread %d: no readable mapping holds its sp", (int)tid);
-  stack_bounds_t *b = bounds_for(tid);
-  if (!b) b = &g_bounds[g_bounds_next++ % BOUNDS_CACHE];
-  b->tid = tid;
-  b->lo = lo;
-  b->hi = hi;
-  return PERF_OK;
-}
-
-static void forget_bounds(pid_t tid) {
-  stack_bounds_t *b = bounds_for(tid);
-  if (b) memset(b, 0, sizeof *b);
 }
 
 static int signal_blocked_here(void) {
@@ -606,6 +563,6 @@ static void atfork_parent(void) {
 }
 static void atfork_child(void) {
   g_pid = getpid();
-  memset(g_bounds, 0, sizeof g_bounds); /* the child's only thread has a new id */
+  perf__stack_bounds_reset(); /* the child's only thread has a new id */
   pthread_mutex_unlock(&g_lock);
 }
