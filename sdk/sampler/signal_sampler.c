@@ -77,6 +77,8 @@ enum { SLOT_COUNT = 8 };
 /* CPU time a thread woken from a blocking call uses at most before it is
    back in user space (the kernel's return path takes microseconds). */
 #define EXIT_CPU_NS 200000LL
+/* How long the requester spins for the handler's answer before it sleeps. */
+#define WAIT_SPIN_NS 50000LL
 /* capture_blocked()'s answer when the thread is running: signal it. */
 #define TRY_SIGNAL 1
 
@@ -401,7 +403,11 @@ static slot_t *claim_slot(pid_t tid, int *err) {
 }
 
 static int wait_for_slot(slot_t *s, uint32_t seq, unsigned timeout_ms) {
-  long long deadline = perf__now_ns() + (long long)timeout_ms * 1000000LL;
+  long long start = perf__now_ns(), deadline = start + (long long)timeout_ms * 1000000LL;
+  /* A busy target answers within microseconds: spin that long before
+     sleeping on the futex (a futex wake-up costs more than the handler). */
+  while (atomic_load(&s->state) != STATE(seq, SLOT_DONE) && perf__now_ns() - start < WAIT_SPIN_NS)
+    perf__arch_pause();
   for (;;) {
     uint32_t st = atomic_load(&s->state);
     if (st == STATE(seq, SLOT_DONE)) return PERF_OK;
