@@ -332,11 +332,85 @@ static void usage(const char *argv0) {
           argv0, DEFAULT_ITERATIONS, ROUNDS);
 }
 
-/* ---- --all-threads: one capture of every thread of a big process ------- */
-
 static pthread_mutex_t g_idle_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_idle_cond = PTHREAD_COND_INITIALIZER;
 static int g_idle_stop;
+
+/* ---- a blocked target, and what the sampler reads about a thread ------- */
+
+static double median_of(double *v, size_t n) {
+  qsort(v, n, sizeof *v, cmp_double);
+  return pct(v, n, 50);
+}
+
+/* Median cost of reading a /proc/self/task/TID file whole (open, read,
+   close), as the sampler does before each capture. */
+static double proc_read_us(pid_t tid, const char *name) {
+  enum { N = 2000 };
+  static double t[N];
+  char path[64], buf[4096];
+  snprintf(path, sizeof path, "/proc/self/task/%d/%s", (int)tid, name);
+  for (int i = 0; i < N; i++) {
+    int64_t t0 = mono_ns();
+    FILE *f = fopen(path, "re");
+    if (f) {
+      size_t got = fread(buf, 1, sizeof buf, f);
+      (void)got;
+      fclose(f);
+    }
+    t[i] = (double)(mono_ns() - t0) / 1000.0;
+  }
+  return median_of(t, N);
+}
+
+static void *blocked_main(void *arg) {
+  (void)arg;
+  g_target_tid = (pid_t)syscall(SYS_gettid); /* not the busy one: see blocked_report */
+  pthread_mutex_lock(&g_idle_lock);
+  while (!g_idle_stop)
+    pthread_cond_wait(&g_idle_cond, &g_idle_lock);
+  pthread_mutex_unlock(&g_idle_lock);
+  return NULL;
+}
+
+/* Captures of a thread blocked in pthread_cond_wait (no signal: /proc and
+   a copy of its stack), and the /proc reads behind every capture. */
+static void blocked_report(pid_t busy_tid) {
+  enum { N = 2000 };
+  static double t[N];
+  pid_t saved = g_target_tid;
+  g_target_tid = 0;
+  pthread_t th;
+  if (pthread_create(&th, NULL, blocked_main, NULL) != 0) return;
+  while (!g_target_tid)
+    usleep(1000);
+  usleep(20000);
+  pid_t tid = g_target_tid;
+  size_t frames = 0, n = 0;
+  for (int i = 0; i < N; i++) {
+    uintptr_t pcs[MAX_PCS];
+    int64_t t0 = mono_ns();
+    int err = perf_backtrace_thread(tid, pcs, MAX_PCS, &frames);
+    if (!err) t[n++] = (double)(mono_ns() - t0) / 1000.0;
+  }
+  printf(
+      "blocked target (pthread_cond_wait, no signal): capture med %.2f us, %zu frames, %zu of %d "
+      "ok\n",
+      median_of(t, n), frames, n, N);
+  printf("/proc reads (open+read+close, med): syscall %.2f us blocked / %.2f us running; status "
+         "(SigBlk) %.2f us running\n",
+         proc_read_us(tid, "syscall"), proc_read_us(busy_tid, "syscall"),
+         proc_read_us(busy_tid, "status"));
+  pthread_mutex_lock(&g_idle_lock);
+  g_idle_stop = 1;
+  pthread_cond_broadcast(&g_idle_cond);
+  pthread_mutex_unlock(&g_idle_lock);
+  pthread_join(th, NULL);
+  g_idle_stop = 0;
+  g_target_tid = saved;
+}
+
+/* ---- --all-threads: one capture of every thread of a big process ------- */
 
 static void *idle_main(void *arg) {
   (void)arg;
@@ -510,6 +584,7 @@ int main(int argc, char **argv) {
   }
   double elapsed_s = (double)(mono_ns() - start) / 1e9;
   prepare(V_CFI);
+  blocked_report(g_target_tid);
 
   atomic_store(&g_stop, 1);
   pthread_join(th, NULL);
