@@ -462,6 +462,7 @@ static int capture_blocked(perf__modules_t *mods, pid_t tid, uintptr_t *pcs, siz
     perf__thread_state_t before, after;
     int err = perf__thread_state_read(tid, &before);
     if (err == PERF_E_NO_THREAD) perf__stack_bounds_forget(tid);
+    if (err == PERF_E_SYSTEM && attempt == 0) return TRY_SIGNAL; /* no /proc: signal, as before */
     if (err) return err;
     if (before.running) {
       if (!leaving_call(tid)) return TRY_SIGNAL;
@@ -544,6 +545,7 @@ static int may_signal(pid_t tid) {
   for (;;) {
     int blocks = perf__thread_blocks_signal(tid, g_signo);
     if (blocks == PERF_E_NO_THREAD) perf__stack_bounds_forget(tid);
+    if (blocks == PERF_E_SYSTEM) return PERF_OK; /* no /proc: the mask is not known */
     if (blocks <= 0) return blocks;
     now = perf__now_ns();
     if (now >= deadline) {
