@@ -50,8 +50,8 @@ typedef enum perf_error_e {
   PERF_E_INVALID_ARGUMENT = -1, /* a NULL pointer, a zero size, an unknown enum value */
   PERF_E_NO_MEMORY = -2,        /* an allocation failed; nothing was changed */
   PERF_E_NO_THREAD = -3,        /* the thread id is not a live thread of this process */
-  PERF_E_TIMEOUT = -4,          /* the thread did not answer in time (it blocks the signal, D state,
-                                   stopped, or was still leaving a blocking call) */
+  PERF_E_TIMEOUT = -4,          /* the thread did not answer in time (it runs with the
+                                   sampler's signal blocked, or kept waking) */
   PERF_E_BUSY = -5,             /* a capture of that thread is already in flight, or an SDK call
                                    is already in progress on this thread (signal handler) */
   PERF_E_SIGNAL = -6,           /* no usable real-time signal, the configured one is taken, or the
