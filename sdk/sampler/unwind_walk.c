@@ -81,6 +81,8 @@ static int step_frame_pointer(perf__stack_window_t w, frame_t *f, bool fallback)
 static bool scan_frame_pointer(const perf__unwind_row_t *row, perf__stack_window_t w, frame_t *f);
 static bool return_address(const perf__unwind_map_t *map, uintptr_t ra,
                            const perf__unwind_row_t **row);
+static bool frame_record_ok(const frame_t *f, perf__stack_window_t w, uintptr_t a,
+                            uintptr_t *next_fp);
 
 /* How far above a frame's sp scan_frame_pointer() looks for its rbp. */
 #define FP_SCAN_BYTES 16384
@@ -285,31 +287,65 @@ static int step_frame_pointer(perf__stack_window_t w, frame_t *f, bool fallback)
 /* A walk that started without rbp (a thread blocked in a system call: only
    its pc and sp are known) reached a frame whose CFA is rbp + 16 before any
    inner frame had saved rbp: the live rbp is this frame's own frame
-   pointer, pointing at [caller's rbp][return address] somewhere above its
-   sp. Take the lowest slot from sp up where that pair looks right: a return
-   address into a known module with a rule there, and, when that caller
-   keeps a frame pointer too, a saved rbp above the slot whose own return
-   address is also in a module. A heuristic, used only then; a wrong pick
-   shows as a wrong caller or an earlier end. */
+   pointer, pointing at its record [caller's rbp][return address] somewhere
+   above its sp. Search the frame for it (a heuristic, used only then; a
+   wrong pick shows as a wrong caller or an earlier end):
+    - a candidate's return address must lie in a module, where the caller's
+      rule lets its own return address be checked too (see
+      frame_record_ok): stale records in uninitialised locals rarely pass;
+    - a record left lower in the frame by an earlier call of the same caller
+      points at the same caller's record as the real one, which is the
+      highest of them (the real one sits at the frame's top): among
+      candidates with the same saved rbp, the highest wins. */
 static bool scan_frame_pointer(const perf__unwind_row_t *row, perf__stack_window_t w, frame_t *f) {
   if (row->rbp_rule != PERF__REG_SAVED || row->rbp_off != -row->cfa_off || row->cfa_off != 16)
     return false;
   f->fp_scan = false; /* once: the frames above have their rbp from here on */
   uintptr_t end = f->r.sp + FP_SCAN_BYTES < w.hi ? f->r.sp + FP_SCAN_BYTES : w.hi;
+  uintptr_t best = 0, best_next = 0;
   for (uintptr_t a = (f->r.sp + 7) & ~(uintptr_t)7; a + 16 <= end; a += 8) {
-    uintptr_t next_fp, ra, ra2;
-    const perf__unwind_row_t *caller;
-    if (!read_word(w, f->r.sp, a, &next_fp) || !read_word(w, f->r.sp, a + 8, &ra)) return false;
-    if (!return_address(f->map, ra, &caller)) continue;
-    if (caller && caller->cfa_kind == PERF__CFA_RBP) {
-      if (next_fp <= a + 8 || (next_fp & 7) || !read_word(w, a, next_fp + 8, &ra2)) continue;
-      if (ra2 != 0 && !return_address(f->map, ra2, &caller)) continue;
+    if (best && best_next > best && a >= best_next) break; /* the caller's record */
+    uintptr_t next_fp;
+    if (!frame_record_ok(f, w, a, &next_fp)) continue;
+    if (!best || next_fp == best_next) {
+      best = a;
+      best_next = next_fp;
     }
-    f->r.fp = a;
-    f->fp_known = true;
-    return true;
   }
-  return false;
+  if (!best) return false;
+  f->r.fp = best;
+  f->fp_known = true;
+  return true;
+}
+
+/* Whether [a] [a + 8] can be a frame record (saved rbp, return address)
+   whose caller's own return address checks out: through the caller's rbp
+   when it keeps a frame pointer, through its CFA when that is rsp-based. */
+static bool frame_record_ok(const frame_t *f, perf__stack_window_t w, uintptr_t a,
+                            uintptr_t *next_fp) {
+  uintptr_t ra, ra2;
+  const perf__unwind_row_t *caller, *unused;
+  if (!read_word(w, f->r.sp, a, next_fp) || !read_word(w, f->r.sp, a + 8, &ra)) return false;
+  if (!return_address(f->map, ra, &caller)) return false;
+  /* A call never changes its caller's CFA: a row that starts exactly at
+     ra (a function's first byte: ASan's frame headers hold one) is not
+     what follows a call. */
+  const perf__module_t *m = NULL;
+  const perf__unwind_row_t *at = find_row(f->map, ra, &m);
+  if (at && m && at->pc == (uint32_t)(ra - m->bias)) return false;
+  if (!caller) return true; /* a module without rules: nothing more to check */
+  switch (caller->cfa_kind) {
+  case PERF__CFA_OUTERMOST: return true;
+  case PERF__CFA_RBP:
+    if (*next_fp <= a + 8 || (*next_fp & 7) || !read_word(w, a, *next_fp + 8, &ra2)) return false;
+    return ra2 == 0 || return_address(f->map, ra2, &unused);
+  case PERF__CFA_RSP: {
+    uintptr_t cfa = a + 16 + (intptr_t)caller->cfa_off;
+    if (cfa <= a + 16 || !read_word(w, a, cfa - 8, &ra2)) return false;
+    return ra2 == 0 || return_address(f->map, ra2, &unused);
+  }
+  default: return false; /* rules this check cannot follow */
+  }
 }
 
 /* Whether ra can be a return address: in a known module, with a known rule
