@@ -55,8 +55,9 @@
 
 enum { SLOT_FREE = 0, SLOT_PENDING = 1, SLOT_WRITING = 2, SLOT_DONE = 3, SLOT_CANCELLED = 4 };
 enum { RESULT_STACK = 0, RESULT_NEED_BOUNDS = 1 };
-/* request()'s positive answer: the handler reported sp, not a stack. */
-enum { REQUEST_NEED_BOUNDS = 1 };
+/* request()'s positive answers: the handler reported sp, not a stack; the
+   thread was found blocked at the last look before the send (nothing sent). */
+enum { REQUEST_NEED_BOUNDS = 1, REQUEST_NOW_BLOCKED = 2 };
 enum { SLOT_COUNT = 8 };
 #define STATE(seq, st) (((seq) << 3) | (uint32_t)(st))
 #define STATE_KIND(word) ((word)&7u)
@@ -133,6 +134,9 @@ static int copy_result(perf__modules_t *mods, slot_t *s, uintptr_t *pcs, size_t 
 static int capture_blocked(perf__modules_t *mods, pid_t tid, uintptr_t *pcs, size_t max,
                            size_t *count, perf__walk_status_t *status);
 static int may_signal(pid_t tid);
+static int capture_signalled(perf__modules_t *mods, pid_t tid, uintptr_t *pcs, size_t max,
+                             size_t *count, perf__walk_status_t *status);
+static bool handler_is_ours(void);
 static bool leaving_call(pid_t tid);
 static void pause_briefly(long long start);
 static int signal_blocked_here(void);
@@ -156,42 +160,55 @@ int perf__sampler_capture_status(perf__modules_t *mods, pid_t tid, uintptr_t *pc
   pid_t self = perf__gettid();
   if (tid == 0) tid = self;
   if (!err && tid == self && signal_blocked_here()) err = PERF_E_TIMEOUT; /* it would never come */
-  if (!err && tid != self) {
-    err = capture_blocked(mods, tid, pcs, max, count, status);
-    if (err != TRY_SIGNAL) {
-      pthread_mutex_unlock(&g_lock);
-      return err;
+  for (int look = 0; !err; look++) {
+    if (tid != self) {
+      if (look == BLOCKED_ATTEMPTS) {
+        err = PERF_E_TIMEOUT; /* kept changing between running and blocked */
+        break;
+      }
+      err = capture_blocked(mods, tid, pcs, max, count, status);
+      if (err != TRY_SIGNAL) break;
+      err = PERF_OK;
     }
+    err = capture_signalled(mods, tid, pcs, max, count, status);
+    if (err != REQUEST_NOW_BLOCKED) break;
     err = PERF_OK;
   }
-  slot_t *s = err ? NULL : claim_slot(tid, &err);
+  pthread_mutex_unlock(&g_lock);
+  return err;
+}
+
+/* Capture tid through the signal; REQUEST_NOW_BLOCKED when it turned out
+   blocked at the last look (nothing was sent). */
+static int capture_signalled(perf__modules_t *mods, pid_t tid, uintptr_t *pcs, size_t max,
+                             size_t *count, perf__walk_status_t *status) {
+  int err;
+  slot_t *s = claim_slot(tid, &err);
   int mode = g_opts.unwind_mode;
   if (!err && mode == PERF_UNWIND_STACK_COPY && !s->copy_buf) {
     s->copy_cap = g_opts.stack_copy_bytes;
     s->copy_buf = malloc(s->copy_cap);
     if (!s->copy_buf) err = PERF_E_NO_MEMORY;
   }
-  if (!err) {
-    if (s->pinned != mods) {
-      atomic_fetch_add(&mods->refs, 1);
-      perf__modules_release(s->pinned);
-      s->pinned = mods;
-    }
-    s->unwind = mods->unwind;
-    /* The first capture of a thread learns where its stack is from the
-       handler's report of sp, then asks again. */
-    err = request(s, tid, mode, max);
-    if (err == REQUEST_NEED_BOUNDS) {
-      perf__stack_bounds_t *learned;
-      err = perf__stack_bounds_learn(tid, s->sp, &learned);
-      if (err == PERF_E_SYSTEM)
-        perf__log(PERF__LOG_ERROR, "thread %d: no readable mapping holds its sp", (int)tid);
-      if (!err) err = request(s, tid, mode, max);
-      if (err == REQUEST_NEED_BOUNDS) err = PERF_E_SYSTEM;
-    }
-    if (!err) err = copy_result(mods, s, pcs, max, count, status);
+  if (err) return err;
+  if (s->pinned != mods) {
+    atomic_fetch_add(&mods->refs, 1);
+    perf__modules_release(s->pinned);
+    s->pinned = mods;
   }
-  pthread_mutex_unlock(&g_lock);
+  s->unwind = mods->unwind;
+  /* The first capture of a thread learns where its stack is from the
+     handler's report of sp, then asks again. */
+  err = request(s, tid, mode, max);
+  if (err == REQUEST_NEED_BOUNDS) {
+    perf__stack_bounds_t *learned;
+    err = perf__stack_bounds_learn(tid, s->sp, &learned);
+    if (err == PERF_E_SYSTEM)
+      perf__log(PERF__LOG_ERROR, "thread %d: no readable mapping holds its sp", (int)tid);
+    if (!err) err = request(s, tid, mode, max);
+    if (err == REQUEST_NEED_BOUNDS) err = PERF_E_SYSTEM;
+  }
+  if (!err) err = copy_result(mods, s, pcs, max, count, status);
   return err;
 }
 
@@ -525,15 +542,7 @@ static void pause_briefly(long long start) {
    (it would stay pending, and kill a program the thread execs), nor when
    the app replaced the handler (the signal could kill the process). */
 static int may_signal(pid_t tid) {
-  struct sigaction cur;
-  if (sigaction(g_signo, NULL, &cur) != 0 || !(cur.sa_flags & SA_SIGINFO) ||
-      cur.sa_sigaction != on_sample_signal) {
-    if (!g_lost_logged)
-      perf__log(PERF__LOG_ERROR,
-                "sampler signal %d: the app replaced its handler; no more captures", g_signo);
-    g_lost_logged = true;
-    return PERF_E_SIGNAL;
-  }
+  if (!handler_is_ours()) return PERF_E_SIGNAL;
   if (tid == perf__gettid()) return PERF_OK; /* checked by the caller */
   /* A thread still returning from the previous capture's handler blocks
      the signal until its sigreturn: look again until the capture timeout
@@ -543,10 +552,15 @@ static int may_signal(pid_t tid) {
   if (tid == g_masked_tid && now < g_masked_until_ns) return PERF_E_TIMEOUT;
   long long start = now, deadline = now + (long long)g_opts.timeout_ms * 1000000LL;
   for (;;) {
-    int blocks = perf__thread_blocks_signal(tid, g_signo);
+    bool running = true;
+    int blocks = perf__thread_signal_state(tid, g_signo, &running);
     if (blocks == PERF_E_NO_THREAD) perf__stack_bounds_forget(tid);
     if (blocks == PERF_E_SYSTEM) return PERF_OK; /* no /proc: the mask is not known */
-    if (blocks <= 0) return blocks;
+    if (blocks < 0) return blocks;
+    /* This reading is the last look before the send: a thread that blocked
+       meanwhile goes back to the blocked path. */
+    if (!blocks)
+      return !running ? REQUEST_NOW_BLOCKED : handler_is_ours() ? PERF_OK : PERF_E_SIGNAL;
     now = perf__now_ns();
     if (now >= deadline) {
       g_masked_tid = tid;
@@ -555,6 +569,20 @@ static int may_signal(pid_t tid) {
     }
     pause_briefly(start);
   }
+}
+
+/* Whether the sampler's signal still has the sampler's handler; logs once
+   when the app replaced it. */
+static bool handler_is_ours(void) {
+  struct sigaction cur;
+  if (sigaction(g_signo, NULL, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) &&
+      cur.sa_sigaction == on_sample_signal)
+    return true;
+  if (!g_lost_logged)
+    perf__log(PERF__LOG_ERROR, "sampler signal %d: the app replaced its handler; no more captures",
+              g_signo);
+  g_lost_logged = true;
+  return false;
 }
 
 static int signal_blocked_here(void) {

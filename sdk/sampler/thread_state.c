@@ -50,10 +50,12 @@ bool perf__thread_state_same_block(const perf__thread_state_t *a, const perf__th
          memcmp(a->args, b->args, sizeof a->args) == 0;
 }
 
-int perf__thread_blocks_signal(pid_t tid, int signo) {
+int perf__thread_signal_state(pid_t tid, int signo, bool *running) {
   char buf[4096];
   ssize_t n = read_task_file(tid, "status", buf, sizeof buf);
   if (n < 0) return (int)n;
+  const char *state = strstr(buf, "\nState:");
+  *running = state && strncmp(state + 8 + strspn(state + 8, " \t"), "R", 1) == 0;
   const char *line = strstr(buf, "\nSigBlk:");
   uint64_t mask;
   if (!line || sscanf(line + 8, "%" SCNx64, &mask) != 1) return PERF_E_SYSTEM;

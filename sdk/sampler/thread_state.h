@@ -31,9 +31,10 @@ int perf__thread_state_read(pid_t tid, perf__thread_state_t *out);
    same place (same number, arguments, sp and pc). */
 bool perf__thread_state_same_block(const perf__thread_state_t *a, const perf__thread_state_t *b);
 
-/* Whether tid currently blocks signal `signo`: 1 (blocks it), 0 (does not),
-   or PERF_E_NO_THREAD / PERF_E_SYSTEM. */
-int perf__thread_blocks_signal(pid_t tid, int signo);
+/* Whether tid currently blocks signal `signo` (SigBlk): 1 (blocks it), 0
+   (does not), or PERF_E_NO_THREAD / PERF_E_SYSTEM. *running: whether the
+   same reading shows it running (State R). */
+int perf__thread_signal_state(pid_t tid, int signo, bool *running);
 
 /* Copy `len` bytes of this process's memory at `addr` into `dst`. Returns
    the bytes copied (fewer when part of the range is not mapped any more). */
