@@ -360,6 +360,15 @@ typedef struct perf_sdk_stats_s {
   uint64_t batches_write_failed;        /* could not be written to the spool (disk full, I/O) */
   uint64_t spool_files;                 /* batches on disk now */
   uint64_t spool_bytes;                 /* their bytes */
+  /* The journal of the open batch (docs/architecture.md "Journal"). */
+  uint64_t events_journaled;     /* appended to the journal: a kill -9 from now on loses
+                                    nothing of them (PERF_SINK_HTTP and FILE) */
+  uint64_t events_replayed;      /* events of earlier runs' journals put into the spool at
+                                    start (not in events_recorded/_written of this run) */
+  uint64_t journal_torn;         /* torn last records of those journals (the process died
+                                    inside the write): dropped, also in events_dropped_sink */
+  uint64_t journal_write_failed; /* events not journaled (disk full, I/O): they live only in
+                                    the open batch in memory until it is closed */
 } perf_sdk_stats_t;
 
 /* Copy the counters; PERF_E_NOT_INITIALIZED before init (counters of the

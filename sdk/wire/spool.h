@@ -30,6 +30,7 @@
 #define PERF_SPOOL_H
 
 #include <limits.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -145,6 +146,10 @@ int perf__spool_remove(perf__spool_t *sp, const perf__spool_entry_t *e);
    characters become '_'), counted in quarantined_rejected: for batches the
    collector refuses for good (4xx). PERF__E_SPOOL_GONE as above. */
 int perf__spool_quarantine(perf__spool_t *sp, const perf__spool_entry_t *e, const char *reason);
+
+/* Whether a batch of this id is in the spool now (the journal's replay
+   asks: a batch whose journal outlived it is not made twice). */
+bool perf__spool_has_batch(perf__spool_t *sp, const uint8_t batch_id[16]);
 
 /* Copy the current sizes and the counters. */
 void perf__spool_stats(perf__spool_t *sp, perf__spool_stats_t *out);
