@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "perf_sdk.h"
+#include "sdk/base/fileio.h"
 #include "sdk/base/log.h"
 
 #define FILE_NAME "drops"
@@ -54,6 +55,7 @@ int perf__unsent_drops_save(const char *dir, const perf__batch_drops_t *d) {
   snprintf(path, sizeof path, "%s/" FILE_NAME, dir);
   snprintf(tmp, sizeof tmp, "%s/" FILE_NAME ".new", dir);
   FILE *f = fopen(tmp, "we");
+  if (!f && errno == ENOENT && perf__mkdir_p(dir) == 0) f = fopen(tmp, "we"); /* deleted */
   bool ok =
       f &&
       fprintf(f,

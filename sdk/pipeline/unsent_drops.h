@@ -20,7 +20,8 @@
    malformed one is logged and ignored). */
 bool perf__unsent_drops_load(const char *dir, perf__batch_drops_t *d);
 
-/* Save *d in `dir` (temporary file, rename). 0 or PERF_E_SYSTEM (logged).
+/* Save *d in `dir` (temporary file, rename; `dir` made again when it was
+   deleted). 0 or PERF_E_SYSTEM (logged).
    All zero: the file is removed instead. */
 int perf__unsent_drops_save(const char *dir, const perf__batch_drops_t *d);
 

@@ -384,8 +384,10 @@ static void write_report(perf__writer_t *w, const perf__strbuf_t *b, int err) {
 }
 
 static void handle_hang_post(perf__writer_t *w, perf__event_t *progress) {
-  if (progress && data_dir_ready(w))
-    perf__hang_marker_write(&w->marker, w->cfg, progress);
+  /* A failed write tries the directory again next time: data_dir may have
+     been deleted at run time (made again then; a warning if it cannot be). */
+  if (progress && data_dir_ready(w) && perf__hang_marker_write(&w->marker, w->cfg, progress) != 0)
+    w->data_dir_state = DATA_DIR_UNTRIED;
   else if (!progress && w->cfg->data_dir)
     perf__hang_marker_clear(&w->marker, w->cfg->data_dir);
   perf__event_free(progress);

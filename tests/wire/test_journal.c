@@ -563,8 +563,10 @@ static void case_data_dir_deleted_recreated(void) {
 }
 
 /* The spool cannot be written (its directory replaced by a file): flush
-   says so, the batch's events are dropped and counted, not written, and
-   the count goes out with the next batch that is written. */
+   says so, the batch's events are dropped and counted, not written, its
+   drop counts (a rate-limited event) stay unreported, and all of them go
+   out with the next batch that is written: here after a restart, through
+   <spool>/drops. */
 static void case_spool_write_fails_counted(void) {
   make_dir();
   http_server_t *srv = http_server_start();
@@ -572,6 +574,7 @@ static void case_spool_write_fails_counted(void) {
   perf_sdk_config_t cfg;
   char data_dir[128], report[128], spool[160];
   journal_config(&cfg, http_server_url(srv), data_dir, report);
+  cfg.max_events_per_hour = 2;
   snprintf(spool, sizeof spool, "%s/spool", data_dir);
   CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
   CHECK_EQ_INT(perf_sdk_capture_now("seq 0"), PERF_OK);
@@ -581,22 +584,25 @@ static void case_spool_write_fails_counted(void) {
   CHECK(fd >= 0);
   close(fd);
   CHECK_EQ_INT(perf_sdk_capture_now("seq 1"), PERF_OK);
+  CHECK_EQ_INT(perf_sdk_capture_now("seq 5"), PERF_E_BUSY); /* over the rate */
   CHECK_EQ_INT(perf_sdk_flush(15000), PERF_E_SYSTEM);
   perf_sdk_stats_t st = stats();
   CHECK_EQ_INT(st.events_recorded, 2);
   CHECK_EQ_INT(st.events_written, 1);
   CHECK_EQ_INT(st.events_dropped_sink, 1);
+  CHECK_EQ_INT(st.events_dropped_rate, 1);
   CHECK_EQ_INT(st.batches_write_failed, 1);
   CHECK_EQ_INT(st.journal_write_failed, 1);
   CHECK_EQ_INT(perf_sdk_flush(15000), PERF_OK); /* nothing new failed */
-  CHECK(unlink(spool) == 0);                    /* the next batch recreates it */
+  CHECK(unlink(spool) == 0);                    /* the shutdown's save makes it again */
+  CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
+  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
   CHECK_EQ_INT(perf_sdk_capture_now("seq 2"), PERF_OK);
   CHECK_EQ_INT(perf_sdk_flush(15000), PERF_OK);
   st = stats();
   CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
-  CHECK_EQ_INT(st.events_written, 2);
-  CHECK_EQ_INT(st.batches_written, 2);
-  CHECK_EQ_INT(st.batches_sent, 2);
+  CHECK_EQ_INT(st.events_written, 1);
+  CHECK_EQ_INT(st.batches_sent, 1);
   delivered_t *d = calloc(1, sizeof *d);
   CHECK(d != NULL);
   count_server(d, srv);
@@ -604,7 +610,8 @@ static void case_spool_write_fails_counted(void) {
   CHECK_EQ_INT(d->times[0], 1);
   CHECK_EQ_INT(d->times[1], 0);
   CHECK_EQ_INT(d->times[2], 1);
-  CHECK_EQ_INT(d->sink_failed, 1); /* seq 1, reported by seq 2's batch */
+  CHECK_EQ_INT(d->sink_failed, 1);  /* seq 1, reported by seq 2's batch */
+  CHECK_EQ_INT(d->rate_limited, 1); /* seq 5, the same */
   free(d);
   http_server_stop(srv);
 }
