@@ -4,7 +4,8 @@
  * the next run in the same directory delivering every journaled event
  * exactly once (http sink against tests/support's HTTP server, and the
  * file sink's batch records); a torn last record dropped and counted; a
- * journal whose batch made it into the spool not replayed twice. And every
+ * journal whose batch made it into the spool not replayed twice; a dead
+ * process's subdirectory journal adopted and replayed. And every
  * failure visible: an unusable data_dir at init, a data_dir deleted at run
  * time, a spool write that fails (flush's error, exact counters, the drop
  * count carried by the next batch), drop counts kept across a restart.
@@ -508,6 +509,36 @@ static void case_journal_with_batch_not_twice(void) {
   free(d);
 }
 
+/* A process that found the spool's root taken wrote into <root>/<pid>/ and
+   died with a batch open: the next owner of the root adopts its journal
+   along with its batches and replays it. */
+static void case_dead_subdir_journal_adopted(void) {
+  make_dir();
+  char spool[160];
+  snprintf(spool, sizeof spool, "%s/report.txt.batches", g_dir);
+  perf__spool_options_t so = {spool, 1u << 24, 100, 0, NULL};
+  perf__spool_t *holder = NULL;
+  CHECK_EQ_INT(perf__spool_open(&so, &holder), PERF_OK); /* the root is ours */
+  record_and_kill(0, 2);
+  perf__spool_close(holder);
+  CHECK_EQ_INT(count_files(spool, ".journal"), 0); /* it is in <root>/<pid>/ */
+  perf_sdk_config_t cfg;
+  char data_dir[128], report[128];
+  journal_config(&cfg, NULL, data_dir, report);
+  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
+  CHECK_EQ_INT(perf_sdk_flush(10000), PERF_OK);
+  CHECK_EQ_INT(stats().events_replayed, 2);
+  CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
+  delivered_t *d = calloc(1, sizeof *d);
+  CHECK(d != NULL);
+  count_spool(d, spool);
+  CHECK_EQ_INT(d->batches, 1);
+  CHECK_EQ_INT(d->times[0], 1);
+  CHECK_EQ_INT(d->times[1], 1);
+  CHECK_EQ_INT(count_files(spool, ".journal"), 0);
+  free(d);
+}
+
 static void case_data_dir_unusable_at_init(void) {
   make_dir();
   char file[128], data_dir[160];
@@ -651,10 +682,15 @@ static void case_drops_kept_across_restart(void) {
 }
 
 static const test_case_t g_cases[] = {
-    TEST_CASE(kill9_rounds_http),         TEST_CASE(kill9_rounds_file),
-    TEST_CASE(torn_last_record),          TEST_CASE(journal_with_batch_not_twice),
-    TEST_CASE(data_dir_unusable_at_init), TEST_CASE(data_dir_deleted_recreated),
-    TEST_CASE(spool_write_fails_counted), TEST_CASE(drops_kept_across_restart),
+    TEST_CASE(kill9_rounds_http),
+    TEST_CASE(kill9_rounds_file),
+    TEST_CASE(torn_last_record),
+    TEST_CASE(journal_with_batch_not_twice),
+    TEST_CASE(dead_subdir_journal_adopted),
+    TEST_CASE(data_dir_unusable_at_init),
+    TEST_CASE(data_dir_deleted_recreated),
+    TEST_CASE(spool_write_fails_counted),
+    TEST_CASE(drops_kept_across_restart),
 };
 
 int main(int argc, char **argv) {
