@@ -13,7 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "frame_json.h"
 #include "sdk/base/utf8.h"
+#include "symbolize.h"
 
 #define MAX_DEPTH 8   /* the schema nests 3 deep */
 #define MAX_FIELDS 32 /* fields per message in the schema (Batch: 14) */
@@ -250,33 +252,54 @@ static size_t json_len(const char *s, size_t max) {
 
 #define LABEL_BYTES 512      /* a frame's label (signature.c), NUL included */
 #define FRAME_JSON_FIXED 160 /* keys, address, offset, line, punctuation */
-#define SYMBOLIZED_NAME 256  /* symbol_t: a name and a file from a debug file */
-#define SYMBOLIZED_FILE 512
+#define LINE_JSON_FIXED 48   /* an inline line's keys, line number, punctuation */
+#define LABEL_SUFFIX (sizeof FRAME_INLINE_SUFFIX + 4)
 
 typedef struct frame_text_s {
-  uint64_t object; /* its object in the stack's frames JSON, its label, a pointer */
-  uint64_t name;   /* its label in a group's names JSON */
+  uint64_t object; /* its object in the stack's frames JSON, its labels, pointers */
+  uint64_t name;   /* its labels in a group's names JSON */
 } frame_text_t;
 
-/* What one frame of a stack costs in the record (ingest.c build_stack). */
+static const char *string_at(const Perf__V1__Batch *bt, uint32_t i) {
+  return i && i < bt->n_strings && bt->strings[i][0] ? bt->strings[i] : NULL;
+}
+
+static const char *function_at(const Perf__V1__Batch *bt, uint32_t function, bool linkage) {
+  if (!function || function > bt->n_functions) return NULL;
+  const Perf__V1__Function *f = bt->functions[function - 1];
+  return string_at(bt, linkage ? f->system_name : f->name);
+}
+
+/* What one frame of a stack costs in the record (ingest.c build_stack):
+   the device's names and lines, or when the frame's module has a
+   build-id, what a debug file may name it with instead (a chain of at
+   most SYMBOL_TEXT_MAX bytes of text, PERF__SYM_MAX_LINES lines). */
 static frame_text_t frame_text(const Perf__V1__Batch *bt, uint32_t index) {
   const Perf__V1__Frame *f = bt->frames[index - 1];
   const Perf__V1__Module *m = f->module ? bt->modules[f->module - 1] : NULL;
-  const char *fn = NULL;
-  if (f->function) {
-    uint32_t name = bt->functions[f->function - 1]->name;
-    fn = name && name < bt->n_strings && bt->strings[name][0] ? bt->strings[name] : NULL;
-  }
+  const char *fn = function_at(bt, f->function, false);
   const char *path = m ? m->path : "??";
-  bool symbolizable = !fn && m && m->build_id.len;
+  bool symbolizable = m && m->build_id.len;
   frame_text_t t;
-  t.name = 1 + (fn             ? json_len(fn, LABEL_BYTES)
-                : symbolizable ? 6 * SYMBOLIZED_NAME
-                               : json_len(path, SIZE_MAX) + 20);
-  t.object = FRAME_JSON_FIXED + json_len(path, SIZE_MAX) + 2 * (m ? m->build_id.len : 0) +
-             (fn ? json_len(fn, SIZE_MAX) : 0) +
-             (symbolizable ? 6 * (SYMBOLIZED_NAME + SYMBOLIZED_FILE) : 0) + LABEL_BYTES +
-             MALLOC_OVERHEAD + sizeof(void *) + t.name;
+  t.name = 1 + (fn ? json_len(fn, LABEL_BYTES) : json_len(path, SIZE_MAX) + 20);
+  t.object =
+      FRAME_JSON_FIXED + json_len(path, SIZE_MAX) + 2 * (m ? m->build_id.len : 0) +
+      (fn ? json_len(fn, SIZE_MAX) + json_len(function_at(bt, f->function, true), SIZE_MAX) : 0) +
+      LABEL_BYTES + MALLOC_OVERHEAD + sizeof(void *);
+  for (size_t i = 0; fn && i < f->n_lines; i++) {
+    const Perf__V1__Line *l = f->lines[i];
+    const char *name = function_at(bt, l->function, false);
+    t.name += json_len(name, LABEL_BYTES) + LABEL_SUFFIX;
+    t.object += LINE_JSON_FIXED + json_len(name, SIZE_MAX) +
+                json_len(function_at(bt, l->function, true), SIZE_MAX) +
+                json_len(string_at(bt, l->file), SIZE_MAX) + LABEL_BYTES + MALLOC_OVERHEAD +
+                sizeof(void *);
+  }
+  if (symbolizable) {
+    t.name += SYMBOL_TEXT_MAX + PERF__SYM_MAX_LINES * LABEL_SUFFIX;
+    t.object += SYMBOL_TEXT_MAX + PERF__SYM_MAX_LINES * (LINE_JSON_FIXED + MALLOC_OVERHEAD);
+  }
+  t.object += t.name;
   return t;
 }
 

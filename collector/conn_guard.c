@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <sys/socket.h>
 
+#include "metrics.h"
 #include "perf_sdk.h"
 #include "sdk/base/clock.h"
 #include "sdk/base/worker.h"
@@ -43,6 +44,7 @@ static void sweep(conn_guard_t *g, int64_t now) {
     shutdown(s->fd, SHUT_RDWR);
     s->shut = true;
     atomic_fetch_add(&g->expired, 1);
+    metrics_request_expired();
   }
   pthread_mutex_unlock(&g->lock);
 }

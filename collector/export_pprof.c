@@ -1,10 +1,13 @@
 /*
  * export_pprof.c - GET /api/v1/export/pprof (see export_pprof.h): the store
  * streams one row per distinct stack of the matching events (stack_rows,
- * the folded export's rows); each becomes one pprof Sample. Its frames
- * (innermost first, pprof's own order) become Locations, deduplicated by
- * (mapping, address, function, line); their names Functions, deduplicated
- * by (name, file); their modules Mappings, by (path, build id); every text
+ * the folded export's rows); each becomes one pprof Sample. Its physical
+ * frames (innermost first, pprof's own order) become Locations, each with
+ * one Line per function of its inline chain (innermost first, the
+ * physical function last, as pprof specifies), deduplicated by (mapping,
+ * address, lines); their functions Functions (name demangled, system_name
+ * the raw linkage name), deduplicated by (name, system name, file); their
+ * modules Mappings, by (path, build id); every text
  * goes once into the string table. The Profile is then packed with the
  * protoc-c code of proto/pprof/profile.proto and gzipped with zlib.
  *
@@ -56,8 +59,10 @@ typedef struct builder_s {
   TABLE(pprof_function_t) functions;
   TABLE(pprof_mapping_t) mappings;
   TABLE(pprof_location_t) locations;
-  pprof_line_t *lines; /* one per location */
-  size_t cap_lines;
+  pprof_line_t *lines; /* every location's, in order: location i has n_line from line_at[i] */
+  size_t n_lines, cap_lines;
+  size_t *line_at; /* per location */
+  size_t cap_line_at;
   pprof_sample_t *samples;
   size_t n_samples, cap_samples;
   int64_t first_ns, last_ns; /* the matching events' earliest start, latest end */
@@ -191,20 +196,24 @@ static char *join_key(const char *const *parts, size_t n) {
   return key;
 }
 
-/* The id (1-based) of the Function (name, file); 0 when out of memory. */
-static uint64_t function_id(builder_t *b, const char *name, const char *file) {
-  const char *parts[] = {name, file ? file : ""};
-  char *key = join_key(parts, 2);
+/* The id (1-based) of the Function (name, system name, file); 0 when out
+   of memory. system_name NULL: the name. */
+static uint64_t function_id(builder_t *b, const char *name, const char *system_name,
+                            const char *file) {
+  const char *parts[] = {name, system_name ? system_name : "", file ? file : ""};
+  char *key = join_key(parts, 3);
   bool added = false;
   size_t i = key ? intern(&b->functions.keys, key, &added) : SIZE_MAX;
   free(key);
   if (i == SIZE_MAX) return 0;
   if (added) {
     int64_t n = string_index(b, name), f = string_index(b, file);
-    if (n < 0 || f < 0 || !TABLE_ROOM(b->functions, i)) return 0;
+    int64_t sys = system_name ? string_index(b, system_name) : n;
+    if (n < 0 || f < 0 || sys < 0 || !TABLE_ROOM(b->functions, i)) return 0;
     pprof_function_t fn = PERFTOOLS__PROFILES__FUNCTION__INIT;
     fn.id = i + 1;
-    fn.name = fn.system_name = n;
+    fn.name = n;
+    fn.system_name = sys;
     fn.filename = f;
     b->functions.v[i] = fn;
   }
@@ -234,44 +243,78 @@ static uint64_t mapping_id(builder_t *b, const char *module, const char *build_i
   return i + 1;
 }
 
-/* The id of the Location of one stored frame object; 0 when out of memory. */
+#define MAX_LINES 64 /* a location's lines kept (sdk/symbols keeps 32) */
+
+/* One Line of a location: a stored line object (frame_json.h) named name
+   (NULL: its "function"). False when out of memory. */
+static bool line_of(builder_t *b, const json_t *o, const char *name, pprof_line_t *out,
+                    uint64_t mapping) {
+  const char *file = json_string_value(json_object_get(o, "file"));
+  json_int_t line = json_integer_value(json_object_get(o, "line"));
+  if (!name) name = json_string_value(json_object_get(o, "function"));
+  uint64_t function = function_id(b, name ? name : "??",
+                                  json_string_value(json_object_get(o, "system_name")), file);
+  if (!function) return false;
+  pprof_line_t l = PERFTOOLS__PROFILES__LINE__INIT;
+  l.function_id = function;
+  l.line = line > 0 ? line : 0;
+  *out = l;
+  if (mapping && file) b->mappings.v[mapping - 1].has_filenames = true;
+  if (mapping && line > 0) b->mappings.v[mapping - 1].has_line_numbers = true;
+  return true;
+}
+
+/* The id of the Location of one stored frame object: its inlined
+   functions' Lines, innermost first, then its own (pprof's order); 0 when
+   out of memory. */
 static uint64_t location_id(builder_t *b, const json_t *frame) {
   json_t *name_json = query_frame_name(frame);
   const char *name = json_string_value(name_json);
-  const char *file = json_string_value(json_object_get(frame, "file"));
-  json_int_t line = json_integer_value(json_object_get(frame, "line"));
   const char *address_text = json_string_value(json_object_get(frame, "address"));
   uint64_t address = address_text ? strtoull(address_text, NULL, 16) : 0;
   uint64_t mapping = mapping_id(b, json_string_value(json_object_get(frame, "module")),
                                 json_string_value(json_object_get(frame, "build_id")));
-  uint64_t function = name && mapping != UINT64_MAX ? function_id(b, name, file) : 0;
+  json_t *inlined = json_object_get(frame, "inlined");
+  size_t n = json_array_size(inlined) + 1;
+  if (n > MAX_LINES) n = MAX_LINES;
+  pprof_line_t lines[MAX_LINES];
+  bool ok = name && mapping != UINT64_MAX;
+  for (size_t k = 0; ok && k + 1 < n; k++)
+    ok = line_of(b, json_array_get(inlined, k), NULL, &lines[k], mapping);
+  ok = ok && line_of(b, frame, name, &lines[n - 1], mapping);
   json_decref(name_json);
-  if (!function) return 0;
-  char mapping_text[24], address_hex[24], function_text[24], line_text[24];
-  snprintf(mapping_text, sizeof mapping_text, "%llu", (unsigned long long)mapping);
-  snprintf(address_hex, sizeof address_hex, "%llx", (unsigned long long)address);
-  snprintf(function_text, sizeof function_text, "%llu", (unsigned long long)function);
-  snprintf(line_text, sizeof line_text, "%lld", (long long)line);
-  const char *parts[] = {mapping_text, address_hex, function_text, line_text};
-  char *key = join_key(parts, 4);
+  if (!ok) return 0;
+  char head[48];
+  snprintf(head, sizeof head, "%llu:%llx", (unsigned long long)mapping,
+           (unsigned long long)address);
+  const char *parts[1 + MAX_LINES];
+  char texts[MAX_LINES][48];
+  parts[0] = head;
+  for (size_t k = 0; k < n; k++) {
+    snprintf(texts[k], sizeof texts[k], "%llu:%lld", (unsigned long long)lines[k].function_id,
+             (long long)lines[k].line);
+    parts[k + 1] = texts[k];
+  }
+  char *key = join_key(parts, n + 1);
   bool added = false;
   size_t i = key ? intern(&b->locations.keys, key, &added) : SIZE_MAX;
   free(key);
   if (i == SIZE_MAX) return 0;
   if (added) {
     if (!TABLE_ROOM(b->locations, i)) return 0;
-    if (!grow((void **)&b->lines, &b->cap_lines, i, sizeof *b->lines)) return 0;
-    pprof_line_t l = PERFTOOLS__PROFILES__LINE__INIT;
-    l.function_id = function;
-    l.line = line > 0 ? line : 0;
-    b->lines[i] = l;
+    if (!grow((void **)&b->line_at, &b->cap_line_at, i, sizeof *b->line_at)) return 0;
+    for (size_t k = 0; k < n; k++) {
+      if (!grow((void **)&b->lines, &b->cap_lines, b->n_lines + k, sizeof *b->lines)) return 0;
+      b->lines[b->n_lines + k] = lines[k];
+    }
+    b->line_at[i] = b->n_lines;
+    b->n_lines += n;
     pprof_location_t loc = PERFTOOLS__PROFILES__LOCATION__INIT;
     loc.id = i + 1;
     loc.mapping_id = mapping;
     loc.address = address;
-    b->locations.v[i] = loc; /* its line pointer is set when packing */
-    if (mapping && file) b->mappings.v[mapping - 1].has_filenames = true;
-    if (mapping && line > 0) b->mappings.v[mapping - 1].has_line_numbers = true;
+    loc.n_line = n;
+    b->locations.v[i] = loc; /* its line pointers are set when packing */
   }
   return i + 1;
 }
@@ -388,12 +431,10 @@ static uint8_t *profile_gzip(builder_t *b, const store_top_query_t *q, size_t *l
       types[1].unit < 0)
     return NULL;
   size_t n_locations = b->locations.keys.n;
-  pprof_line_t **lines = pointers_to(b->lines, n_locations, sizeof *b->lines);
-  if (n_locations && !lines) return NULL;
-  for (size_t i = 0; i < n_locations; i++) {
-    b->locations.v[i].n_line = 1;
-    b->locations.v[i].line = &lines[i];
-  }
+  pprof_line_t **lines = pointers_to(b->lines, b->n_lines, sizeof *b->lines);
+  if (b->n_lines && !lines) return NULL;
+  for (size_t i = 0; i < n_locations; i++)
+    b->locations.v[i].line = &lines[b->line_at[i]];
   pprof_value_type_t *type_ptrs[2] = {&types[0], &types[1]};
   Perftools__Profiles__Profile p = PERFTOOLS__PROFILES__PROFILE__INIT;
   p.n_sample_type = b->hang ? 2 : 1;
@@ -437,6 +478,7 @@ static void builder_free(builder_t *b) {
   }
   free(b->samples);
   free(b->lines);
+  free(b->line_at);
   free(b->functions.v);
   free(b->mappings.v);
   free(b->locations.v);

@@ -1,11 +1,14 @@
 /*
- * ingest.c - decode and store one batch (see ingest.h). A stack's signature
- * is perf__signature_hash (signature.h) of its symbolized frame list,
- * innermost first: the function name, or module basename + address when the
- * frame is unnamed. A frame the device did not name is symbolized here by
- * its module's build-id from local debug files (symbolize.h); the build-ids
- * without a file are handed to the resymbolizer after the batch is stored,
- * which fetches them in the background and renames the stored stacks. Groups (the
+ * ingest.c - decode and store one batch (see ingest.h). A stack's frames
+ * are stored as frame_json.h says: the device's names, linkage names and
+ * inline chains (Frame.lines), unless a local debug file of the frame's
+ * module (by build-id, symbolize.h) names it: then the collector's answer
+ * replaces the device's. A stack that ended early (Stack.end) gets a last
+ * "<truncated: reason>" frame. Its signature is perf__signature_hash
+ * (signature.h) of its frame labels, expanded (inline frames, the end
+ * marker), innermost first. The build-ids without a file are handed to the
+ * resymbolizer after the batch is stored, which fetches them in the
+ * background and renames the stored stacks. Groups (the
  * top-stacks API): every stack is one, and a hang event's group is the root
  * part shared by all its sampled stacks (perf__hang_signature).
  */
@@ -14,19 +17,20 @@
 #include <jansson.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "batch_limits.h"
+#include "frame_json.h"
 #include "perf_sdk.h"
+#include "sdk/base/frame_text.h"
 #include "sdk/base/utf8.h"
 #include "sdk/wire/batch_decode.h"
 #include "signature.h"
 #include "symbol_files.h"
-
-#define LABEL_MAX 512
 
 static void set_result(ingest_result_t *r, unsigned status, reject_reason_t why, const char *fmt,
                        ...) {
@@ -62,6 +66,12 @@ static const char *function_name(const Perf__V1__Batch *bt, uint32_t function) {
   return s && bt->strings[s][0] ? bt->strings[s] : NULL;
 }
 
+static const char *system_name(const Perf__V1__Batch *bt, uint32_t function) {
+  if (function == 0) return NULL;
+  uint32_t s = bt->functions[function - 1]->system_name;
+  return s && bt->strings[s][0] ? bt->strings[s] : NULL;
+}
+
 #define MAX_UNRESOLVED 16 /* build-ids per batch handed to the resymbolizer */
 
 /* What a batch's frames need beyond the batch itself. */
@@ -71,6 +81,7 @@ typedef struct frame_ctx_s {
   char unresolved[MAX_UNRESOLVED][SYMBOL_ID_MAX_HEX + 1]; /* build-ids without a debug file */
   size_t n_unresolved;
   uint64_t named, unnamed; /* frames the device did not name, named here or not */
+  symbol_t sym;            /* one lookup's answer */
 } frame_ctx_t;
 
 static void hex_of(const uint8_t *bytes, size_t n, char *out) {
@@ -89,46 +100,76 @@ static void note_unresolved(frame_ctx_t *fc, const char *id) {
     snprintf(fc->unresolved[fc->n_unresolved++], sizeof fc->unresolved[0], "%s", id);
 }
 
-/* An unnamed frame of a module with a build-id: symbolized from a local
-   debug file (return addresses, depth > 0, at address - 1). */
-static void symbolize_frame(frame_ctx_t *fc, const Perf__V1__Module *m, uint64_t address,
-                            size_t depth, const char *id, symbol_t *sym) {
-  if (!fc->symbols || !m || m->build_id.len == 0) return;
-  int rc = symbolizer_lookup(fc->symbols, id, depth && address ? address - 1 : address, sym);
+/* A frame of a module with a build-id, named by the device or not:
+   symbolized from a local debug file (return addresses, depth > 0, at
+   address - 1); the collector's answer replaces the device's. True when
+   the debug file named it. */
+static bool symbolize_frame(frame_ctx_t *fc, json_t *o, uint64_t address, size_t depth,
+                            const char *id, int *err) {
+  if (!fc->symbols || !id[0]) return false;
+  uint64_t ret = depth && address ? 1 : 0;
+  int rc = symbolizer_lookup(fc->symbols, id, address - ret, &fc->sym);
   if (rc == SYMBOLIZE_NO_FILE) note_unresolved(fc, id);
-  if (rc == SYMBOLIZE_FOUND) sym->offset += depth && address ? 1 : 0;
+  if (rc != SYMBOLIZE_FOUND) return false;
+  *err |= frame_json_set_symbol(o, &fc->sym, ret);
+  return true;
 }
 
-/* One frame at depth (0: innermost) of a stack: its label for the
-   signature and its JSON object. */
-static json_t *frame_json(frame_ctx_t *fc, uint32_t index, size_t depth, char label[LABEL_MAX]) {
+/* A line of the device's chain (Frame.lines) set on o: function, linkage
+   name, file:line. */
+static int set_device_line(const Perf__V1__Batch *bt, json_t *o, const Perf__V1__Line *l,
+                           bool name) {
+  const char *fn = function_name(bt, l->function), *sys = system_name(bt, l->function);
+  const char *file = l->file && bt->strings[l->file][0] ? bt->strings[l->file] : NULL;
+  int err = 0;
+  if (name) err |= json_object_set_new(o, "function", json_string(fn ? fn : "??"));
+  if (name && sys) err |= json_object_set_new(o, "system_name", json_string(sys));
+  if (file && l->line)
+    err |= json_object_set_new(o, "file", json_string(file)) |
+           json_object_set_new(o, "line", json_integer(l->line));
+  return err;
+}
+
+/* The device's inline chain and lines of f on o (frame_json.h's form). */
+static int set_device_lines(const Perf__V1__Batch *bt, json_t *o, const Perf__V1__Frame *f) {
+  if (!f->n_lines) return 0;
+  int err = set_device_line(bt, o, f->lines[f->n_lines - 1], false);
+  json_t *inlined = f->n_lines > 1 ? json_array() : NULL;
+  for (size_t i = 0; inlined && i + 1 < f->n_lines; i++) {
+    json_t *l = json_object();
+    err |= !l || set_device_line(bt, l, f->lines[i], true) != 0 ? -1 : 0;
+    err |= json_array_append_new(inlined, l);
+  }
+  if (f->n_lines > 1) err |= inlined ? json_object_set_new(o, "inlined", inlined) : -1;
+  return err;
+}
+
+/* One frame at depth (0: innermost) of a stack as stored (frame_json.h). */
+static json_t *frame_json(frame_ctx_t *fc, uint32_t index, size_t depth) {
   const Perf__V1__Batch *bt = fc->bt;
   const Perf__V1__Frame *f = bt->frames[index - 1];
   const Perf__V1__Module *m = f->module ? bt->modules[f->module - 1] : NULL;
   const char *module = m ? m->path : "??";
-  const char *fn = function_name(bt, f->function);
+  const char *fn = function_name(bt, f->function), *sys = system_name(bt, f->function);
   char id[SYMBOL_ID_MAX_HEX + 1] = "";
   if (m && m->build_id.len && m->build_id.len * 2 <= SYMBOL_ID_MAX_HEX)
     hex_of(m->build_id.data, m->build_id.len, id);
-  symbol_t sym = {0};
-  if (!fn && id[0]) symbolize_frame(fc, m, f->address, depth, id, &sym);
-  uint64_t offset = f->function_offset;
-  if (!fn && sym.function[0])
-    fn = sym.function, offset = sym.offset, fc->named++;
-  else if (!fn)
-    fc->unnamed++;
   char address[24];
   snprintf(address, sizeof address, "0x%llx", (unsigned long long)f->address);
-  perf__frame_label(label, LABEL_MAX, fn, module, address);
   json_t *o = json_pack("{s:s?, s:s, s:s, s:I}", "function", fn, "module", module, "address",
-                        address, "offset", (json_int_t)offset);
-  if (o && ((id[0] && json_object_set_new(o, "build_id", json_string(id)) != 0) ||
-            (sym.file[0] && (json_object_set_new(o, "file", json_string(sym.file)) != 0 ||
-                             json_object_set_new(o, "line", json_integer(sym.line)) != 0)))) {
-    json_decref(o);
-    return NULL;
-  }
-  return o;
+                        address, "offset", (json_int_t)(fn ? f->function_offset : 0));
+  if (!o) return NULL;
+  int err = 0;
+  if (id[0]) err |= json_object_set_new(o, "build_id", json_string(id));
+  if (fn && sys) err |= json_object_set_new(o, "system_name", json_string(sys));
+  if (fn) err |= set_device_lines(bt, o, f);
+  bool here = !err && symbolize_frame(fc, o, f->address, depth, id, &err);
+  if (!fn && here)
+    fc->named++;
+  else if (!fn)
+    fc->unnamed++;
+  if (err) json_decref(o);
+  return err ? NULL : o;
 }
 
 /* A JSON array of frame names (the groups' frames). */
@@ -144,36 +185,52 @@ static char *names_json(const char *const *names, size_t n) {
   return text;
 }
 
-/* The stack's row, its frame labels (*labels: depth strdup'ed names) and
-   its group (the same signature, the names as JSON). */
+/* The frames as stored: one object per frame, then the end marker of a
+   stack that ended early. */
+static json_t *stack_frames(frame_ctx_t *fc, const Perf__V1__Stack *s) {
+  json_t *frames = json_array();
+  for (size_t i = 0; frames && i < s->n_frames; i++)
+    if (json_array_append_new(frames, frame_json(fc, s->frames[i], i)) != 0) {
+      json_decref(frames);
+      return NULL;
+    }
+  json_t *end = frame_json_end((int)s->end);
+  if (frames && end && json_array_append_new(frames, end) != 0) {
+    json_decref(frames);
+    return NULL;
+  }
+  return frames;
+}
+
+/* The stack's row, its frame labels (named: strdup'ed, expanded: inline
+   frames and the end marker are frames) and its group (the same
+   signature, the labels as JSON). */
 static int build_stack(frame_ctx_t *fc, const Perf__V1__Stack *s, store_stack_t *out,
                        perf__named_stack_t *named, store_group_t *group) {
-  json_t *frames = json_array();
-  uint64_t h = PERF__SIGNATURE_START;
-  char label[LABEL_MAX];
-  char **labels = s->n_frames ? calloc(s->n_frames, sizeof *labels) : NULL;
-  named->frames = (const char *const *)labels;
+  named->frames = NULL;
   named->depth = 0;
-  if (s->n_frames && !labels) {
-    json_decref(frames);
-    return -1;
-  }
-  for (size_t i = 0; frames && i < s->n_frames; i++) {
-    json_t *f = frame_json(fc, s->frames[i], i, label);
-    if (!f || json_array_append_new(frames, f) != 0 || !(labels[i] = strdup(label))) {
-      json_decref(frames);
-      return -1;
-    }
+  json_t *frames = stack_frames(fc, s);
+  json_t *labels = frames ? frame_json_labels(frames) : NULL;
+  char *text = labels ? json_dumps(frames, JSON_COMPACT) : NULL;
+  json_decref(frames);
+  size_t n = json_array_size(labels);
+  char **names = calloc(n ? n : 1, sizeof *names);
+  named->frames = (const char *const *)names;
+  uint64_t h = PERF__SIGNATURE_START;
+  for (size_t i = 0; names && text && i < n; i++) {
+    const char *label = json_string_value(json_array_get(labels, i));
+    if (!(names[i] = strdup(label))) break;
     named->depth = i + 1;
     h = perf__signature_add(h, label);
   }
-  char *text = frames ? json_dumps(frames, JSON_COMPACT) : NULL;
-  json_decref(frames);
-  if (!text) return -1;
   out->frames_json = text;
+  out->end = s->end == 0 || s->end == 1 ? NULL : perf__stack_end_text((int)s->end);
+  group->names_json = labels && named->depth == n ? json_dumps(labels, JSON_COMPACT) : NULL;
+  json_decref(labels);
+  if (!text || !names || !group->names_json) return -1;
   snprintf(out->signature, sizeof out->signature, "%016llx", (unsigned long long)h);
   memcpy(group->signature, out->signature, sizeof group->signature);
-  return (group->names_json = names_json(named->frames, named->depth)) ? 0 : -1;
+  return 0;
 }
 
 /* ---- the store record --------------------------------------------------- */

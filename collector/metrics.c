@@ -30,6 +30,7 @@ static atomic_uint_fast64_t g_rejected[REJECT_COUNT];
 static atomic_uint_fast64_t g_bucket[N_BUCKETS + 1]; /* last: +Inf */
 static atomic_uint_fast64_t g_latency_ns_sum;
 static atomic_uint_fast64_t g_symbols_uploaded, g_frames_named, g_frames_unnamed, g_resymbolized;
+static atomic_uint_fast64_t g_expired;
 
 static void observe_latency(double seconds) {
   size_t i = 0;
@@ -117,6 +118,10 @@ void metrics_symbols_uploaded(void) {
   atomic_fetch_add(&g_symbols_uploaded, 1);
 }
 
+void metrics_request_expired(void) {
+  atomic_fetch_add(&g_expired, 1);
+}
+
 void metrics_frames_symbolized(uint64_t named, uint64_t unnamed) {
   atomic_fetch_add(&g_frames_named, named);
   atomic_fetch_add(&g_frames_unnamed, unnamed);
@@ -161,6 +166,9 @@ char *metrics_render(const store_stats_t *st) {
       "# TYPE perf_collector_db_bytes gauge\nperf_collector_db_bytes %llu\n",
       (unsigned long long)st->db_bytes);
   put_histogram(&t);
+  put_counter(&t, "perf_collector_requests_expired_total",
+              "Connections closed at their request deadline (--request-timeout).",
+              atomic_load(&g_expired));
   put_symbols(&t, st);
   if (t.failed) {
     free(t.buf);

@@ -38,6 +38,9 @@ void metrics_symbols_uploaded(void);
 void metrics_frames_symbolized(uint64_t named, uint64_t unnamed);
 void metrics_stacks_resymbolized(uint64_t stacks);
 
+/* A connection shut down at its request deadline (conn_guard.h). */
+void metrics_request_expired(void);
+
 /* The Prometheus text (malloc'd, NUL-terminated; NULL when out of memory);
    stats are the store's current numbers. */
 char *metrics_render(const store_stats_t *stats);

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "frame_json.h"
 #include "signature.h"
 
 typedef struct group_s {
@@ -255,13 +256,10 @@ unsigned query_top_stacks(const store_ops_t *ops, store_t *store, query_arg_fn a
 
 /* ---- stack counts: folded export and flame graph ----------------------------- */
 
-/* A frame object as stored ({"function","module","address",...}) to its
-   name: the function, else "module-basename+0xaddr" (as in the groups). */
+/* A shown frame (frame_json.h) to its name: its label. */
 static json_t *frame_name(const json_t *frame) {
-  char text[512];
-  perf__frame_label(text, sizeof text, json_string_value(json_object_get(frame, "function")),
-                    json_string_value(json_object_get(frame, "module")),
-                    json_string_value(json_object_get(frame, "address")));
+  char text[FRAME_LABEL_MAX];
+  frame_json_label(frame, text);
   return json_string(text);
 }
 
@@ -278,19 +276,21 @@ char *query_error_json(const char *text) {
   return error_body("%s", text);
 }
 
-/* The names of a stored frames array, innermost first; NULL on failure. */
+/* The names of a stored frames array (expanded: inline frames and the
+   end marker are frames), innermost first; NULL on failure. */
 static json_t *frame_names(const char *frames_json) {
-  json_t *frames = json_loads(frames_json, 0, NULL), *names = json_array();
-  bool ok = frames && json_is_array(frames) && names;
-  size_t i;
-  json_t *f;
-  if (ok) json_array_foreach(frames, i, f) if (json_array_append_new(names, frame_name(f)) != 0) {
-      ok = false;
-      break;
-    }
+  json_t *frames = json_loads(frames_json, 0, NULL);
+  json_t *names = frames ? frame_json_labels(frames) : NULL;
   json_decref(frames);
-  if (!ok) json_decref(names), names = NULL;
   return names;
+}
+
+/* A stored frames array as shown (frame_json_expand); NULL on failure. */
+static json_t *frames_shown(const char *frames_json) {
+  json_t *frames = json_loads(frames_json, 0, NULL);
+  json_t *shown = frames ? frame_json_expand(frames) : NULL;
+  json_decref(frames);
+  return shown;
 }
 
 typedef struct stack_entry_s {
@@ -673,7 +673,7 @@ static bool detail_room(detail_t *d, const char *frames_json) {
 static int on_detail_count(const store_count_row_t *row, void *user) {
   detail_t *d = user;
   const char *text = detail_room(d, row->frames_json) ? row->frames_json : NULL;
-  json_t *frames = text ? json_loads(text, 0, NULL) : json_array();
+  json_t *frames = text ? frames_shown(text) : json_array();
   json_t *names = text ? frame_names(text) : json_array();
   if (!frames || !names) {
     json_decref(frames);

@@ -68,8 +68,8 @@ unsigned query_event(const store_ops_t *ops, store_t *store, const char *id_text
    naming the parameter (malloc'ed, the caller frees). */
 unsigned query_stack_filters(query_arg_fn arg, void *ctx, store_top_query_t *q, char **body);
 
-/* A stored frame object ({"function","module","address",...}) to its name
-   in the exports: the function, else "module-basename+0xaddr". A new
+/* A frame object (frame_json.h) to its name in the exports: its label (the
+   function, "<function> [inline]", else "module-basename+0xaddr"). A new
    reference (the caller decrefs); NULL when out of memory. */
 json_t *query_frame_name(const json_t *frame);
 

@@ -11,7 +11,7 @@
  * fetches them with libdebuginfod into the symbols directory (a failed
  * fetch is retried later with a growing delay: 30 s doubling up to 1 h, so
  * debuginfod is not asked once per batch). Once a file is there,
- * resymbolizer_apply renames every stored stack with unnamed frames of that
+ * resymbolizer_apply renames every stored stack with frames of that
  * build-id (store_ops_t.resymbolize, one transaction).
  *
  * Threads: want and apply from any thread (MHD's workers); the

@@ -1,9 +1,9 @@
 /*
  * stack_rename.c - renaming stored stacks once symbols arrive (see
- * stack_rename.h). A stored frame is {"function"?, "module", "address",
- * "offset", "build_id"?, "file"?, "line"?} (ingest.c); one without a
- * function but with a build-id is looked up again, at address - 1 below
- * the innermost frame (a return address), as ingest does.
+ * stack_rename.h). A stored frame (frame_json.h) with a build-id is
+ * looked up again, at address - 1 below the innermost frame (a return
+ * address), as ingest does, whether the device named it or not: the
+ * debug file's answer (inline chain, lines, names) replaces what it had.
  */
 #include "stack_rename.h"
 
@@ -13,49 +13,46 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "frame_json.h"
 #include "signature.h"
 
-#define LABEL_MAX 512
-
-/* Name one frame at depth from the debug files; true when it got a name. */
-static bool name_frame(symbolizer_t *symbols, json_t *f, size_t depth) {
-  const char *fn = json_string_value(json_object_get(f, "function"));
+/* Name one frame at depth from the debug files; true when that changed it. */
+static bool name_frame(symbolizer_t *symbols, symbol_t *sym, json_t *f, size_t depth, int *err) {
   const char *id = json_string_value(json_object_get(f, "build_id"));
   const char *text = json_string_value(json_object_get(f, "address"));
-  if ((fn && *fn) || !id || !text) return false;
+  if (!id || !text) return false;
   uint64_t address = strtoull(text, NULL, 16);
-  bool ret = depth > 0 && address > 0;
-  symbol_t sym;
-  if (symbolizer_lookup(symbols, id, address - ret, &sym) != SYMBOLIZE_FOUND) return false;
-  int err = json_object_set_new(f, "function", json_string(sym.function)) ||
-            json_object_set_new(f, "offset", json_integer((json_int_t)(sym.offset + ret)));
-  if (!err && sym.file[0])
-    err = json_object_set_new(f, "file", json_string(sym.file)) ||
-          json_object_set_new(f, "line", json_integer(sym.line));
-  return !err;
-}
-
-/* The frames' labels (strdup'ed, innermost first) into *labels; the count,
-   or -1 on failure. */
-static long labels_of(json_t *frames, char ***labels) {
-  size_t n = json_array_size(frames);
-  *labels = calloc(n ? n : 1, sizeof **labels);
-  if (!*labels) return -1;
-  for (size_t i = 0; i < n; i++) {
-    json_t *f = json_array_get(frames, i);
-    char label[LABEL_MAX];
-    perf__frame_label(label, sizeof label, json_string_value(json_object_get(f, "function")),
-                      json_string_value(json_object_get(f, "module")),
-                      json_string_value(json_object_get(f, "address")));
-    if (!((*labels)[i] = strdup(label))) return (long)i; /* the caller frees what was made */
-  }
-  return (long)n;
+  uint64_t ret = depth > 0 && address > 0;
+  if (symbolizer_lookup(symbols, id, address - ret, sym) != SYMBOLIZE_FOUND) return false;
+  json_t *before = json_deep_copy(f);
+  if (!before) return *err = -1, false;
+  *err |= frame_json_set_symbol(f, sym, ret);
+  bool changed = !json_equal(before, f);
+  json_decref(before);
+  return changed;
 }
 
 static void labels_free(char **labels, size_t n) {
   for (size_t i = 0; labels && i < n; i++)
     free(labels[i]);
   free(labels);
+}
+
+/* The frames' labels (strdup'ed, expanded, innermost first) into *labels;
+   the count, or -1 on failure (nothing left to free). */
+static long labels_of(json_t *frames, char ***labels) {
+  json_t *names = frame_json_labels(frames);
+  size_t n = json_array_size(names);
+  *labels = names ? calloc(n ? n : 1, sizeof **labels) : NULL;
+  if (!*labels) return json_decref(names), -1;
+  for (size_t i = 0; i < n; i++)
+    if (!((*labels)[i] = strdup(json_string_value(json_array_get(names, i))))) {
+      json_decref(names);
+      labels_free(*labels, i);
+      return *labels = NULL, -1;
+    }
+  json_decref(names);
+  return (long)n;
 }
 
 /* The group of the names[0..n): its signature and names as JSON. */
@@ -81,16 +78,18 @@ static int rename_stack(void *user, const char *frames_json, store_stack_t *stac
     return 0; /* not ours to fix */
   }
   bool changed = false;
-  for (size_t i = 0; i < json_array_size(frames); i++)
-    changed |= name_frame(user, json_array_get(frames, i), i);
-  if (!changed) {
+  int err = 0;
+  symbol_t *sym = malloc(sizeof *sym);
+  for (size_t i = 0; sym && i < json_array_size(frames); i++)
+    changed |= name_frame(user, sym, json_array_get(frames, i), i, &err);
+  free(sym);
+  if (!sym || err || !changed) {
     json_decref(frames);
-    return 0;
+    return !sym || err ? -1 : 0;
   }
   char **labels;
   long n = labels_of(frames, &labels);
-  int rc = n == (long)json_array_size(frames) &&
-                   set_group((const char *const *)labels, (size_t)n, group) == 0 &&
+  int rc = n >= 0 && set_group((const char *const *)labels, (size_t)n, group) == 0 &&
                    (stack->frames_json = json_dumps(frames, JSON_COMPACT)) != NULL
                ? 1
                : -1;
@@ -109,7 +108,7 @@ static int hang_group(void *user, const char *const *frames_json, size_t n, stor
     json_t *frames = json_loads(frames_json[made], 0, NULL);
     char **labels = NULL;
     long depth = json_is_array(frames) ? labels_of(frames, &labels) : -1;
-    if (depth != (long)json_array_size(frames)) rc = -1;
+    if (depth < 0) rc = -1;
     stacks[made] = (perf__named_stack_t){(const char *const *)labels, depth < 0 ? 0 : depth};
     if (stacks[made].depth > max_depth) max_depth = stacks[made].depth;
     json_decref(frames);

@@ -28,7 +28,8 @@ enum store_status {
 /* One distinct stack of a batch: signature and frames, innermost first. */
 typedef struct store_stack_s {
   char signature[STORE_SIG_CHARS + 1];
-  const char *frames_json; /* JSON array, innermost frame first */
+  const char *frames_json; /* JSON array, innermost frame first (frame_json.h) */
+  const char *end;         /* why the stack ended early ("depth", "no rule"...); NULL: complete */
 } store_stack_t;
 
 /* Samples of one stack on one thread within an event (stack_counts). */
@@ -140,7 +141,7 @@ typedef struct store_stats_s {
 typedef struct store_renamer_s {
   /* A stored stack's frames: return 1 and fill *stack (signature, and
      frames_json malloc'ed) and *group (the same signature, names_json
-     malloc'ed) when symbols name more of its frames now; 0 when nothing
+     malloc'ed) when symbols change its frames now; 0 when nothing
      changed; -1 on failure. The store frees the two strings with free(). */
   int (*rename_stack)(void *user, const char *frames_json, store_stack_t *stack,
                       store_group_t *group);

@@ -43,6 +43,9 @@ static const char SCHEMA[] =
 /* Databases made before the groups: events.group_sig is added when missing
    (the error of an existing column is ignored), then its index. */
 static const char ADD_GROUP_SIG[] = "ALTER TABLE events ADD COLUMN group_sig TEXT";
+/* Databases made before stack ends: stacks.stack_end (NULL: complete, or
+   not said) is added the same way. */
+static const char ADD_STACK_END[] = "ALTER TABLE stacks ADD COLUMN stack_end TEXT";
 static const char GROUP_SIG_INDEX[] =
     "CREATE INDEX IF NOT EXISTS events_group ON events(group_sig)";
 
@@ -86,8 +89,8 @@ static const char *const STMT_SQL[ST_COUNT] = {
     [ST_ROLLBACK] = "ROLLBACK",
     [ST_INSERT_BATCH] = "INSERT INTO batches(id, received_ns, app, version, environment, host, pid)"
                         " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-    [ST_UPSERT_STACK] = "INSERT INTO stacks(signature, frames, first_seen, last_seen)"
-                        " VALUES(?1, ?2, ?3, ?3) ON CONFLICT(signature) DO UPDATE SET"
+    [ST_UPSERT_STACK] = "INSERT INTO stacks(signature, frames, first_seen, last_seen, stack_end)"
+                        " VALUES(?1, ?2, ?3, ?3, ?4) ON CONFLICT(signature) DO UPDATE SET"
                         " last_seen = max(last_seen, excluded.last_seen)",
     [ST_INSERT_EVENT] = "INSERT INTO events(batch_id, kind, start_ns, duration_ns, tid,"
                         " cpu_percent, reason, dominant_stack_sig, group_sig)"
@@ -199,6 +202,7 @@ static int sqlite_open(const char *path, store_t **out) {
     return STORE_ERROR;
   }
   sqlite3_exec(st->db, ADD_GROUP_SIG, NULL, NULL, NULL); /* fails when present: fine */
+  sqlite3_exec(st->db, ADD_STACK_END, NULL, NULL, NULL); /* the same */
   if (sqlite3_exec(st->db, GROUP_SIG_INDEX, NULL, NULL, NULL) != SQLITE_OK) {
     report(st, "schema");
     sqlite_close(st);
@@ -227,8 +231,9 @@ static int insert_batch_row(store_t *st, const store_batch_t *b) {
 /* A keyed row (a stack, or a group) seen at ns: inserted, or its
    last_seen moved (stmt ST_UPSERT_STACK or ST_UPSERT_GROUP). */
 static int upsert_keyed(store_t *st, enum stmt_id stmt, const char *signature, const char *json,
-                        int64_t ns) {
+                        int64_t ns, const char *end) {
   sqlite3_stmt *s = st->stmt[stmt];
+  if (stmt == ST_UPSERT_STACK && end) sqlite3_bind_text(s, 4, end, -1, SQLITE_STATIC);
   sqlite3_bind_text(s, 1, signature, -1, SQLITE_STATIC);
   sqlite3_bind_text(s, 2, json, -1, SQLITE_STATIC);
   sqlite3_bind_int64(s, 3, ns);
@@ -239,10 +244,10 @@ static int upsert_stacks_and_groups(store_t *st, const store_batch_t *b) {
   int rc = SQLITE_OK;
   for (size_t i = 0; rc == SQLITE_OK && i < b->n_stacks; i++)
     rc = upsert_keyed(st, ST_UPSERT_STACK, b->stacks[i].signature, b->stacks[i].frames_json,
-                      b->received_ns);
+                      b->received_ns, b->stacks[i].end);
   for (size_t i = 0; rc == SQLITE_OK && i < b->n_groups; i++)
     rc = upsert_keyed(st, ST_UPSERT_GROUP, b->groups[i].signature, b->groups[i].names_json,
-                      b->received_ns);
+                      b->received_ns, NULL);
   return rc;
 }
 
@@ -531,8 +536,9 @@ static const char RESYM_TEMP[] =
 static const char *const RESYM_SQL[RS_COUNT] = {
     [RS_MATCHING] = "SELECT signature, frames, first_seen, last_seen FROM stacks"
                     " WHERE instr(frames, ?1) > 0",
-    [RS_UPSERT_STACK] = "INSERT INTO stacks(signature, frames, first_seen, last_seen)"
-                        " VALUES(?2, ?3, ?4, ?5) ON CONFLICT(signature) DO UPDATE SET"
+    [RS_UPSERT_STACK] = "INSERT INTO stacks(signature, frames, first_seen, last_seen, stack_end)"
+                        " VALUES(?2, ?3, ?4, ?5, (SELECT stack_end FROM stacks WHERE"
+                        " signature = ?1)) ON CONFLICT(signature) DO UPDATE SET"
                         " first_seen = min(first_seen, excluded.first_seen),"
                         " last_seen = max(last_seen, excluded.last_seen)",
     [RS_SET_FRAMES] = "UPDATE stacks SET frames = ?3 WHERE signature = ?2",
@@ -610,6 +616,7 @@ static int move_stack(resym_t *x, const char *old, const store_stack_t *stack,
     sqlite3_bind_text(x->stmt[RS_SET_FRAMES], 3, stack->frames_json, -1, SQLITE_STATIC);
     rc = rs_run(x, RS_SET_FRAMES, NULL, sig);
   } else if (rc == SQLITE_OK) {
+    sqlite3_bind_text(x->stmt[RS_UPSERT_STACK], 1, old, -1, SQLITE_STATIC); /* its end */
     rc = rs_upsert(x, RS_UPSERT_STACK, sig, stack->frames_json, first, last);
     if (rc == SQLITE_OK) rc = rs_run(x, RS_MERGE_COUNTS, old, sig);
     if (rc == SQLITE_OK) rc = rs_run(x, RS_DROP_MERGED, old, sig);

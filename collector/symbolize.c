@@ -1,12 +1,11 @@
 /*
  * symbolize.c - the build-id symbolizer (see symbolize.h). A debug file is
- * reported to its own Dwfl as the module's main file (dwfl_report_elf, at
- * its own addresses); its callbacks never look anywhere else (no
- * /usr/lib/debug, no debuginfod: this runs on the ingest path).
+ * opened as the module itself (perf__sym_module_open: objcopy
+ * --only-keep-debug keeps .symtab and the DWARF); sdk/symbols reads its
+ * DWARF lazily and caches lookups per address.
  */
 #include "symbolize.h"
 
-#include <elfutils/libdwfl.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -21,9 +20,7 @@
 
 typedef struct entry_s {
   char id[SYMBOL_ID_MAX_HEX + 1]; /* "" for a free slot */
-  Dwfl *dwfl;                     /* NULL: no usable file (as of checked_at) */
-  Dwfl_Module *module;
-  GElf_Addr bias; /* Dwfl address = ELF address + bias */
+  perf__sym_module_t *module;     /* NULL: no usable file (as of checked_at) */
   double checked_at;
   uint64_t used; /* the cache's clock at the last lookup */
 } entry_t;
@@ -42,18 +39,6 @@ static double monotonic_s(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* The debug file has everything: no other file is ever searched for. */
-static int no_debuginfo(Dwfl_Module *m, void **user, const char *name, Dwarf_Addr base,
-                        const char *file, const char *debuglink, GElf_Word crc, char **path) {
-  (void)m, (void)user, (void)name, (void)base, (void)file, (void)debuglink, (void)crc, (void)path;
-  return -1;
-}
-
-static const Dwfl_Callbacks CALLBACKS = {
-    .find_debuginfo = no_debuginfo,
-    .section_address = dwfl_offline_section_address,
-};
-
 symbolizer_t *symbolizer_new(const char *dir, size_t max_files) {
   symbolizer_t *s = calloc(1, sizeof *s);
   if (!s || !(s->entries = calloc(max_files ? max_files : 1, sizeof *s->entries))) {
@@ -67,7 +52,7 @@ symbolizer_t *symbolizer_new(const char *dir, size_t max_files) {
 }
 
 static void entry_clear(entry_t *e) {
-  if (e->dwfl) dwfl_end(e->dwfl);
+  if (e->module) perf__sym_module_free(e->module);
   memset(e, 0, sizeof *e);
 }
 
@@ -91,25 +76,16 @@ static bool has_file(const symbolizer_t *s, const char *id) {
          S_ISREG(st.st_mode);
 }
 
-/* Open the debug file of e->id; e->dwfl stays NULL when there is none. */
+/* Open the debug file of e->id; e->module stays NULL when there is none. */
 static void entry_load(const symbolizer_t *s, entry_t *e) {
   char path[4096];
   e->checked_at = monotonic_s();
   if (!has_file(s, e->id) || !symbol_file_path(s->dir, e->id, path, sizeof path)) return;
-  Dwfl *dwfl = dwfl_begin(&CALLBACKS);
-  if (!dwfl) return;
-  dwfl_report_begin(dwfl);
-  Dwfl_Module *m = dwfl_report_elf(dwfl, e->id, path, -1, 0, false);
-  dwfl_report_end(dwfl, NULL, NULL);
-  GElf_Addr bias = 0;
-  if (!m || !dwfl_module_getelf(m, &bias)) {
-    fprintf(stderr, "perf-collector: symbols %s: %s\n", path, dwfl_errmsg(-1));
-    dwfl_end(dwfl);
-    return;
+  int rc = perf__sym_module_open(path, NULL, 0, NULL, 0, s->dir, &e->module);
+  if (rc != 0) {
+    fprintf(stderr, "perf-collector: symbols %s: not a readable ELF file (%d)\n", path, rc);
+    e->module = NULL;
   }
-  e->dwfl = dwfl;
-  e->module = m;
-  e->bias = bias;
 }
 
 /* id's entry, loaded or found missing; NULL only when it is missing. */
@@ -120,7 +96,7 @@ static entry_t *entry_for(symbolizer_t *s, const char *id) {
     if (strcmp(c->id, id) == 0) e = c;
     if (c->used < oldest->used) oldest = c;
   }
-  if (e && !e->dwfl && monotonic_s() - e->checked_at >= MISSING_RECHECK_S) entry_load(s, e);
+  if (e && !e->module && monotonic_s() - e->checked_at >= MISSING_RECHECK_S) entry_load(s, e);
   if (!e) {
     e = oldest; /* a free slot has used 0 */
     entry_clear(e);
@@ -128,32 +104,57 @@ static entry_t *entry_for(symbolizer_t *s, const char *id) {
     entry_load(s, e);
   }
   e->used = ++s->clock;
-  return e->dwfl ? e : NULL;
+  return e->module ? e : NULL;
 }
 
-static void name_address(entry_t *e, Dwarf_Addr addr, symbol_t *out) {
-  GElf_Off offset = 0;
-  GElf_Sym sym;
-  const char *name = dwfl_module_addrinfo(e->module, addr, &offset, &sym, NULL, NULL, NULL);
-  snprintf(out->function, sizeof out->function, "%s", name ? name : "");
-  char *version = strchr(out->function, '@'); /* "memcpy@@GLIBC_2.14": as the SDK names it */
-  if (version) *version = '\0';
-  out->offset = offset;
-  Dwfl_Line *line = dwfl_module_getsrc(e->module, addr);
-  int lineno = 0;
-  const char *file = line ? dwfl_lineinfo(line, NULL, &lineno, NULL, NULL, NULL) : NULL;
-  snprintf(out->file, sizeof out->file, "%s", file ? file : "");
-  out->line = file ? lineno : 0;
+/* A copy of text into out's arena; NULL when it does not fit. */
+static const char *keep(symbol_t *out, size_t *used, const char *text) {
+  if (!text) return NULL;
+  size_t n = strlen(text) + 1;
+  if (n > sizeof out->text - *used) return NULL;
+  char *p = memcpy(out->text + *used, text, n);
+  *used += n;
+  return p;
+}
+
+static bool keep_line(symbol_t *out, size_t *used, const perf__sym_line_t *from,
+                      symbol_line_t *to) {
+  size_t mark = *used;
+  to->function = keep(out, used, from->function);
+  to->system_name = from->linkage ? keep(out, used, from->linkage) : NULL;
+  to->file = from->file ? keep(out, used, from->file) : NULL;
+  to->line = from->file ? from->line : 0;
+  if (to->function && (!from->linkage || to->system_name) && (!from->file || to->file)) return true;
+  *used = mark;
+  return false;
+}
+
+/* The chain copied out of the module (its strings live as long as it): the
+   physical function first, then the inline ones from the innermost while
+   the arena has room. */
+static void name_address(perf__sym_module_t *m, uint64_t addr, symbol_t *out) {
+  perf__sym_frame_t f;
+  if (!perf__sym_lookup(m, addr, &f) || f.count == 0) return;
+  size_t used = 0, n = f.count;
+  symbol_line_t physical;
+  if (!keep_line(out, &used, &f.lines[n - 1], &physical)) return;
+  size_t k = 0;
+  while (k + 1 < n && keep_line(out, &used, &f.lines[k], &out->lines[k]))
+    k++;
+  out->lines[k] = physical;
+  out->count = k + 1;
+  out->offset = f.offset;
 }
 
 int symbolizer_lookup(symbolizer_t *s, const char *id, uint64_t address, symbol_t *out) {
-  memset(out, 0, sizeof *out);
+  out->count = 0;
+  out->offset = 0;
   pthread_mutex_lock(&s->lock);
   entry_t *e = entry_for(s, id);
-  if (e) name_address(e, (Dwarf_Addr)(address + e->bias), out);
+  if (e) name_address(e->module, address, out);
   pthread_mutex_unlock(&s->lock);
   if (!e) return SYMBOLIZE_NO_FILE;
-  return out->function[0] ? SYMBOLIZE_FOUND : SYMBOLIZE_NO_SYMBOL;
+  return out->count ? SYMBOLIZE_FOUND : SYMBOLIZE_NO_SYMBOL;
 }
 
 bool symbolizer_available(symbolizer_t *s, const char *id) {

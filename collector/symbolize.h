@@ -1,14 +1,18 @@
 /*
  * symbolize.h - names for module-relative addresses from debug files found
  * by GNU build-id under the symbols directory (symbol_files.h), read with
- * elfutils libdwfl: the function (the ELF symbol table, as the SDK names
- * frames on the device) and, where the file has DWARF line info, file:line.
+ * the SDK's symbolizer (sdk/symbols/symbols.h, elfutils libdw and
+ * libiberty's demangler): the inline chain at the address, innermost
+ * first, each function with its demangled name, its linkage name and its
+ * file:line, the last one the function the machine code belongs to (named
+ * from the symbol table, as the SDK names frames on the device).
  *
  * Local files only: a lookup never touches the network (ingest calls it on
  * MHD's workers); resymbolize.c fetches what is missing in the background.
- * A bounded cache keeps one libdwfl handle per build-id (least recently
- * used evicted) and remembers missing files for a few seconds. Thread-safe:
- * one mutex around the cache and libdwfl.
+ * A bounded cache keeps one open module per build-id (least recently used
+ * evicted; the DWARF of all of them under sdk/symbols' memory cap) and
+ * remembers missing files for a few seconds. Thread-safe: one mutex
+ * around the cache and the lookups.
  */
 #ifndef PERF_COLLECTOR_SYMBOLIZE_H
 #define PERF_COLLECTOR_SYMBOLIZE_H
@@ -17,13 +21,28 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sdk/symbols/symbols.h"
+
 typedef struct symbolizer_s symbolizer_t;
 
+/* The names and files of one lookup's chain share this many bytes; a
+   deeper chain keeps its innermost lines and the physical function. */
+#define SYMBOL_TEXT_MAX 4096
+
+typedef struct symbol_line_s {
+  const char *function;    /* demangled; never NULL */
+  const char *system_name; /* the raw linkage name when it differs, else NULL */
+  const char *file;        /* NULL when unknown */
+  uint32_t line;           /* 0 when unknown */
+} symbol_line_t;
+
+/* lines[0] the innermost function (inlined when count > 1), lines[count -
+   1] the physical one. The strings point into text. */
 typedef struct symbol_s {
-  char function[256];
-  uint64_t offset; /* address - the function's start */
-  char file[512];  /* "" when the debug file has no line info there */
-  int line;        /* 0: unknown */
+  symbol_line_t lines[PERF__SYM_MAX_LINES];
+  size_t count;
+  uint64_t offset; /* address - the physical function's start */
+  char text[SYMBOL_TEXT_MAX];
 } symbol_t;
 
 enum symbolize_result {

@@ -24,7 +24,9 @@ typedef struct upload_reply_s {
 
 /* From the headers: id_text the URL's build-id, content_length the header
    (NULL: chunked), quota the symbols directory's (--max-symbols-dir-bytes:
-   the files already there and the uploads in flight count). NULL with
+   the files already there and the uploads in flight count; not applied
+   when the build-id's file is stored already, as such an upload is only
+   compared with it: 200 or 409, nothing stays). NULL with
    *reply filled when refused (400 bad id, 413 declared too large, 507 the
    declared size does not fit the quota, 500 no temporary file). A body
    that passes the quota while it arrives is discarded and answered 507;

@@ -20,8 +20,12 @@ perf__upload_action_t perf__upload_action(long status) {
      collector: the batch is fine, the moment is not. */
   if (status == 0 || status == 429 || status == 502 || status == 503 || status == 504)
     return PERF__UPLOAD_RETRY;
-  /* 400 malformed, 401/403 auth, 413 too large, 415 media type, and every
-     other 4xx: sending the same bytes again cannot help. */
+  /* Auth (a rotated key: the next process may carry the new one) and the
+     answers of proxies and gateways in front of the collector. */
+  if (status == 401 || status == 403 || status == 404 || status == 408)
+    return PERF__UPLOAD_RETRY_LONG;
+  /* 400 malformed, 413 too large, 415 media type, and every other 4xx: the
+     batch itself is bad; sending the same bytes again cannot help. */
   if (status >= 400 && status < 500) return PERF__UPLOAD_REJECTED;
   if (status >= 500 && status < 600) return PERF__UPLOAD_RETRY_LIMITED;
   return PERF__UPLOAD_REJECTED; /* 1xx/3xx as a final answer: not our protocol */
@@ -36,6 +40,10 @@ int64_t perf__backoff_ms(unsigned attempt, int64_t base_ms, int64_t cap_ms, doub
   if (random01 < 0) random01 = 0;
   if (random01 >= 1) random01 = 0.999999;
   return (int64_t)(random01 * (double)(ceiling + 1));
+}
+
+int64_t perf__long_backoff_ms(unsigned attempt, int64_t cap_ms, double random01) {
+  return cap_ms + perf__backoff_ms(attempt, cap_ms, 12 * cap_ms, random01);
 }
 
 int64_t perf__retry_after_ms(const char *value, time_t now) {

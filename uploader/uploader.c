@@ -7,8 +7,10 @@
  *
  * Loop: take the oldest batch in the spool, POST it, then by the response:
  * 2xx -> remove; 429/502/503/504 or no response -> keep, wait Retry-After or
- * an exponential backoff with full jitter; 4xx -> quarantine (it can never
- * succeed); other 5xx -> retry, and drop after max_server_errors attempts.
+ * an exponential backoff with full jitter; 401/403/404/408 -> keep, wait a
+ * long backoff (a rotated key, a proxy: a later key or process may send
+ * it); other 4xx -> quarantine (the batch itself can never succeed); other
+ * 5xx -> retry, and drop after max_server_errors attempts.
  * Batches are sent strictly in order: a batch being retried holds back the
  * newer ones (the collector is down or busy for them too).
  */
@@ -193,11 +195,18 @@ static void after_failure(perf__uploader_t *u, const perf__spool_entry_t *e,
   int64_t delay = -1;
   if (resp->status == 429 || resp->status == 503)
     delay = perf__retry_after_ms(resp->retry_after[0] ? resp->retry_after : NULL, time(NULL));
+  if (delay < 0 && action == PERF__UPLOAD_RETRY_LONG) {
+    delay = perf__long_backoff_ms(attempt, u->o.backoff_cap_ms, random01());
+    if (attempt == 1) /* once per batch: a rotated key answers every batch alike */
+      perf__log(PERF__LOG_WARN,
+                "collector answered %ld (%s) for batch %llu: kept, retried in %lld s", resp->status,
+                resp->reason, (unsigned long long)e->seq, (long long)(delay / 1000));
+  }
   if (delay < 0)
     delay = perf__backoff_ms(attempt, u->o.backoff_base_ms, u->o.backoff_cap_ms, random01());
   PERF__COUNT(u->o.stats, batches_retried, 1);
   perf__log(PERF__LOG_DEBUG, "batch %llu: %s; retry in %lld ms", (unsigned long long)e->seq,
-            resp->status ? "busy collector" : resp->reason, (long long)delay);
+            resp->status ? "refused or busy" : resp->reason, (long long)delay);
   perf__worker_lock(u->worker);
   u->next_attempt_ns = perf__now_ns() + delay * 1000000;
   perf__worker_unlock(u->worker);

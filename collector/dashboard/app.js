@@ -450,11 +450,29 @@ function detailStack(stack, total) {
   const head = el('div', { class: 'stack-head' },
     el('strong', { text: `${fmtCount(stack.samples)} samples` }),
     el('span', { text: ` (${((100 * stack.samples) / total).toFixed(0)}%) · thread ${stack.tid}` }));
-  const frames = el('ol', { class: 'frames', start: '0' }, ...stack.frames.map((f, i) => el('li', {},
-    el('span', { class: 'fn-name', text: stack.names[i] || f.function || '?' }),
-    el('span', { class: 'module', text: ` ${basename(f.module)}${f.function ? ` +${f.offset}` : ` ${f.address}`}` }))));
+  const frames = el('ol', { class: 'frames', start: '0' }, ...stack.frames.map((f, i) => detailFrame(f, stack.names[i])));
   return el('div', { class: 'detail-stack', 'data-testid': 'detail-stack', 'data-signature': stack.signature },
     head, frames);
+}
+
+// One frame of an event's stack: an inline frame marked "[inline]" (the
+// pc of the physical frame it sits in), the source line as file:line, and
+// a stack that ended early closed by its "<truncated: reason>" frame.
+function detailFrame(f, name) {
+  if (f.truncated) {
+    return el('li', { class: 'truncated', 'data-testid': 'detail-truncated', text: f.function });
+  }
+  const parts = [];
+  if (f.inline) parts.push(el('span', { class: 'inline-mark', 'data-testid': 'inline-mark', text: '[inline] ' }));
+  parts.push(el('span', { class: 'fn-name', title: f.system_name || '', text: f.function || name || '?' }));
+  const where = f.inline ? ` ${basename(f.module)} ${f.address}`
+    : ` ${basename(f.module)}${f.function ? ` +${f.offset}` : ` ${f.address}`}`;
+  parts.push(el('span', { class: 'module', text: where }));
+  if (f.file && f.line) {
+    parts.push(el('span', { class: 'source', 'data-testid': 'frame-source', title: f.file,
+      text: ` ${basename(f.file)}:${f.line}` }));
+  }
+  return el('li', { class: f.inline ? 'inline' : '', 'data-testid': 'detail-frame' }, ...parts);
 }
 
 // ---- exports ------------------------------------------------------------------

@@ -33,7 +33,8 @@ int perf__hang_marker_write(perf__hang_marker_t *m, const perf__config_t *cfg,
   size_t len = 0;
   int err = encode_marker(m, cfg, ev, &data, &len);
   if (err) {
-    perf__log(PERF__LOG_WARN, "hang marker not written: %s", perf_strerror(err));
+    if (!m->warned) perf__log(PERF__LOG_WARN, "hang marker not written: %s", perf_strerror(err));
+    m->warned = true;
     return err;
   }
   err = replace_marker(m, cfg->data_dir, data, len);
@@ -42,6 +43,7 @@ int perf__hang_marker_write(perf__hang_marker_t *m, const perf__config_t *cfg,
 }
 
 void perf__hang_marker_clear(perf__hang_marker_t *m, const char *data_dir) {
+  m->warned = false; /* a new hang logs its own failure */
   if (m->fd < 0) return;
   char path[PATH_MAX];
   snprintf(path, sizeof path, "%s/hang-%d.marker", data_dir, (int)getpid());
@@ -122,7 +124,8 @@ static int replace_marker(perf__hang_marker_t *m, const char *data_dir, const ui
   int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0 || flock(fd, LOCK_EX) != 0 || perf__write_all(fd, data, len) != 0 ||
       rename(tmp, path) != 0) {
-    perf__log(PERF__LOG_WARN, "hang marker %s: %s", path, strerror(errno));
+    if (!m->warned) perf__log(PERF__LOG_WARN, "hang marker %s: %s", path, strerror(errno));
+    m->warned = true;
     if (fd >= 0) {
       unlink(tmp);
       close(fd);

@@ -27,20 +27,23 @@
 #include "sdk/pipeline/event_encode.h"
 #include "sdk/wire/batch.h"
 
+#include <stdbool.h>
+
 #define PERF__HANG_MARKER_MAX_BYTES (4u << 20) /* a marker's batch, serialized */
 
 typedef struct perf__hang_marker_s {
   int fd;                         /* the locked marker of this process, -1 when there is none */
   perf__batch_builder_t *builder; /* made at the first write */
   perf__event_encoder_t *encoder;
+  bool warned; /* a failure was logged during this hang: the next ones are not */
 } perf__hang_marker_t;
 
 #define PERF__HANG_MARKER_INIT                                                                     \
-  { -1, NULL, NULL }
+  { -1, NULL, NULL, false }
 
 /* Write (or replace) this process's marker in cfg->data_dir for the hang
    `ev` (in progress, duration so far). Returns 0 or a negative perf_error_t
-   (logged). */
+   (logged once per hang: the marker is rewritten at every sample). */
 int perf__hang_marker_write(perf__hang_marker_t *m, const perf__config_t *cfg,
                             const perf__event_t *ev);
 

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "perf_sdk.h"
@@ -26,6 +27,7 @@ typedef struct {
 static int add_module(struct dl_phdr_info *info, size_t size, void *arg);
 static int read_counters(struct dl_phdr_info *info, size_t size, void *arg);
 static void read_build_id(const struct dl_phdr_info *info, perf__module_t *m);
+static void read_file_identity(perf__module_t *m);
 static int compare_start(const void *a, const void *b);
 static char *module_path(const struct dl_phdr_info *info);
 
@@ -136,7 +138,17 @@ static int add_module(struct dl_phdr_info *info, size_t size, void *arg) {
     if (sh_end > m->image_size && sh_end <= 65536) m->image_size = sh_end;
   }
   read_build_id(info, m);
+  read_file_identity(m);
   return 0;
+}
+
+static void read_file_identity(perf__module_t *m) {
+  struct stat st;
+  if (m->image || stat(m->path, &st) != 0) return;
+  m->file_dev = (uint64_t)st.st_dev;
+  m->file_ino = (uint64_t)st.st_ino;
+  m->file_size = (uint64_t)st.st_size;
+  m->file_mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
 }
 
 static char *module_path(const struct dl_phdr_info *info) {

@@ -30,6 +30,11 @@ struct perf__module_entry_s {
   char *path;
   uint8_t build_id[PERF__BUILD_ID_MAX];
   size_t build_id_len;
+  /* Without a build-id: the file's identity and the load address (see
+     same_file). */
+  uint64_t file_dev, file_ino, file_size;
+  int64_t file_mtime_ns;
+  uintptr_t bias;
   perf__unwind_table_t *table; /* NULL when the module has no usable CFI */
   bool rules_tried;            /* table compiled (or found impossible) */
   perf__sym_module_t *symbols; /* opened on first symbolization */
@@ -152,14 +157,28 @@ fail:
   return NULL;
 }
 
+/* e was made from m's file. A build-id names the contents: the same path
+   and build-id is the same file wherever it is loaded. Without one, a
+   library rewritten at the same path (dlclose, new file, dlopen) would
+   keep the old file's names and unwind rules: the file's device, inode,
+   size and mtime must match too, and the load address (a file replaced
+   with one that happens to match all of those is still a new load). Only
+   a rewrite in place to the same size within one mtime tick, loaded at the
+   same address again, still passes for the old file: a build-id (the
+   linker's default) settles it. */
+static bool same_file(const perf__module_entry_t *e, const perf__module_t *m) {
+  if (e->build_id_len != m->build_id_len || strcmp(e->path, m->path) != 0 ||
+      memcmp(e->build_id, m->build_id, m->build_id_len) != 0)
+    return false;
+  return m->build_id_len || (e->file_dev == m->file_dev && e->file_ino == m->file_ino &&
+                             e->file_size == m->file_size && e->file_mtime_ns == m->file_mtime_ns &&
+                             e->bias == m->bias);
+}
+
 /* The cache entry for m's file, made when new (rules still pending). */
 static perf__module_entry_t *cache_entry(const perf__module_t *m) {
-  for (size_t i = 0; i < g_cache_count; i++) {
-    perf__module_entry_t *e = g_cache[i];
-    if (e->build_id_len == m->build_id_len && strcmp(e->path, m->path) == 0 &&
-        memcmp(e->build_id, m->build_id, m->build_id_len) == 0)
-      return e;
-  }
+  for (size_t i = 0; i < g_cache_count; i++)
+    if (same_file(g_cache[i], m)) return g_cache[i];
   if (g_cache_count == PERF__MODULE_CACHE_MAX) return NULL;
   perf__module_entry_t *e = calloc(1, sizeof *e);
   if (!e || !(e->path = strdup(m->path))) {
@@ -168,6 +187,8 @@ static perf__module_entry_t *cache_entry(const perf__module_t *m) {
   }
   memcpy(e->build_id, m->build_id, m->build_id_len);
   e->build_id_len = m->build_id_len;
+  e->file_dev = m->file_dev, e->file_ino = m->file_ino, e->file_size = m->file_size;
+  e->file_mtime_ns = m->file_mtime_ns, e->bias = m->bias;
   g_cache[g_cache_count++] = e;
   return e;
 }

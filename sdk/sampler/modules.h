@@ -7,8 +7,12 @@
  * Rules are compiled lazily, per module, the first time a walk reaches one
  * of its pcs (perf__modules_compile_rules; an app samples a handful of its
  * modules, GTK maps 80). Rules and symbolizer modules are cached per module
- * file (path + build-id) for the life of the process and never freed, so a late signal handler can
- * never read freed rules and a library loaded again is not parsed again
+ * file (path + build-id; for a module without a build-id, path + the
+ * file's device, inode, size and mtime + its load address, so a library
+ * rewritten at the same path and loaded again gets its own names and
+ * rules) for the life of the process and never freed, so a late signal
+ * handler can never read freed rules and a library loaded again is not
+ * parsed again
  * (the DWARF behind the names stays under sdk/symbols' cap). The cache
  * holds at most PERF__MODULE_CACHE_MAX files; past that, new modules unwind
  * by frame pointers and are named through dladdr.

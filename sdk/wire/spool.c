@@ -16,7 +16,16 @@
  *   0 magic "PSPL"          4 u16 version (1)       6 u16 header size (64)
  *   8 u64 payload length   16 u32 CRC-32C(payload) 20 u32 reserved (0)
  *  24 i64 created, ns since the Unix epoch         32 u8[16] batch id
- *  48 reserved (0)         60 u32 CRC-32C(header bytes 0..59)
+ *  48 i64 created, CLOCK_BOOTTIME ns               56 u32 boot tag
+ *  60 u32 CRC-32C(header bytes 0..59)
+ * (files of earlier versions have 0 at 48..59: their boot is unknown).
+ *
+ * Ages (max_age_s) are measured on CLOCK_BOOTTIME, which wall-clock
+ * corrections do not move: a batch written in this boot (its tag is a
+ * CRC-32C of /proc/sys/kernel/random/boot_id) is as old as the boot clock
+ * says; one from an earlier boot is dated by the wall clock once, at open,
+ * its age clamped at 0 when it claims to come from the future, and then
+ * ages on the boot clock like the others.
  */
 #include "sdk/wire/spool.h"
 
@@ -55,6 +64,8 @@ typedef struct spool_rec_s {
   uint64_t seq;
   uint64_t size; /* file bytes */
   int64_t created_ns;
+  int64_t boot_ns;   /* CLOCK_BOOTTIME at creation (in the index: always this boot's) */
+  uint32_t boot_tag; /* the boot it was written in; 0: unknown */
   uint8_t id[16];
 } spool_rec_t;
 
@@ -83,6 +94,7 @@ struct perf__spool_s {
   uint64_t busy_bytes;
   uint64_t next_seq;
   size_t quarantine_files;
+  uint32_t boot_tag; /* this boot's (see the top of the file); 0 when unknown */
   perf__spool_stats_t st;
 };
 
@@ -102,7 +114,8 @@ static void apply_bounds_at_open(perf__spool_t *sp, rec_list_t *found);
 static size_t count_quarantine(const char *path);
 static bool dir_holds_only_lock(const char *path);
 static int write_batch(perf__spool_t *sp, uint64_t seq, const uint8_t id[16], const void *payload,
-                       size_t len, int64_t created_ns);
+                       size_t len, int64_t created_ns, int64_t boot_ns);
+static uint32_t read_boot_tag(void);
 static bool over_file_size_limit(uint64_t size);
 static int write_all(perf__spool_t *sp, int fd, const void *data, size_t len);
 static int pread_all(const perf__spool_io_t *io, int fd, void *buf, size_t len, off_t off);
@@ -116,7 +129,7 @@ static int read_batch_fd(const perf__spool_io_t *io, uint64_t max_bytes, int fd,
 static const char *header_problem(const uint8_t *h, size_t have, uint64_t file_size,
                                   const uint8_t id[16], spool_rec_t *rec);
 static void header_encode(uint8_t h[HDR], uint64_t len, uint32_t crc, int64_t created_ns,
-                          const uint8_t id[16]);
+                          int64_t boot_ns, uint32_t boot_tag, const uint8_t id[16]);
 static int quarantine_rec(perf__spool_t *sp, uint64_t seq, const uint8_t id[16], const char *reason,
                           bool rejected);
 static void quarantine_file(perf__spool_t *sp, const char *path, const char *name,
@@ -157,6 +170,7 @@ int perf__spool_open(const perf__spool_options_t *opt, perf__spool_t **out) {
   sp->max_bytes = opt->max_bytes;
   sp->max_files = opt->max_files;
   sp->max_age_s = opt->max_age_s;
+  sp->boot_tag = read_boot_tag();
   sp->lock_fd = sp->dir_fd = -1;
   sp->next_seq = 1;
   snprintf(sp->root, sizeof sp->root, "%s", opt->dir);
@@ -196,7 +210,7 @@ const char *perf__spool_dir(const perf__spool_t *sp) {
 int perf__spool_put(perf__spool_t *sp, const uint8_t batch_id[16], const void *payload, size_t len,
                     uint64_t *seq_out) {
   if (!sp || !batch_id || (!payload && len > 0)) return PERF_E_INVALID_ARGUMENT;
-  int64_t now = sp->io.wall_ns(sp->io.ctx);
+  int64_t now = sp->io.wall_ns(sp->io.ctx), boot = sp->io.boot_ns(sp->io.ctx);
   pthread_mutex_lock(&sp->lock);
   if (len > sp->max_bytes - HDR) {
     sp->st.refused_too_big++;
@@ -206,7 +220,7 @@ int perf__spool_put(perf__spool_t *sp, const uint8_t batch_id[16], const void *p
     return PERF_E_NO_MEMORY;
   }
   uint64_t size = HDR + (uint64_t)len;
-  evict_expired_locked(sp, now);
+  evict_expired_locked(sp, boot);
   /* Room first, then the write: what is on disk never exceeds the bounds,
      the file being written included. */
   while (sp->count + sp->busy_files + 1 > sp->max_files ||
@@ -224,14 +238,15 @@ int perf__spool_put(perf__spool_t *sp, const uint8_t batch_id[16], const void *p
   uint64_t seq = sp->next_seq++;
   pthread_mutex_unlock(&sp->lock);
 
-  int err = write_batch(sp, seq, batch_id, payload, len, now);
+  int err = write_batch(sp, seq, batch_id, payload, len, now, boot);
 
   pthread_mutex_lock(&sp->lock);
   settle_busy_locked(sp, size);
   if (err) {
     sp->st.write_failed++;
   } else {
-    spool_rec_t r = {.seq = seq, .size = size, .created_ns = now};
+    spool_rec_t r = {
+        .seq = seq, .size = size, .created_ns = now, .boot_ns = boot, .boot_tag = sp->boot_tag};
     memcpy(r.id, batch_id, 16);
     index_insert(sp, &r);
     sp->st.written++;
@@ -243,9 +258,9 @@ int perf__spool_put(perf__spool_t *sp, const uint8_t batch_id[16], const void *p
 
 int perf__spool_peek_oldest(perf__spool_t *sp, perf__spool_entry_t *e) {
   if (!sp || !e) return PERF_E_INVALID_ARGUMENT;
-  int64_t now = sp->io.wall_ns(sp->io.ctx);
+  int64_t boot = sp->io.boot_ns(sp->io.ctx);
   pthread_mutex_lock(&sp->lock);
-  evict_expired_locked(sp, now);
+  evict_expired_locked(sp, boot);
   if (sp->count == 0) {
     pthread_mutex_unlock(&sp->lock);
     return PERF__E_SPOOL_EMPTY;
@@ -382,7 +397,7 @@ static int check_options(const perf__spool_options_t *opt) {
     PERF__FAIL(PERF_E_INVALID_ARGUMENT, "spool: max_age_s must be 0..%u", MAX_AGE_LIMIT_S);
   const perf__spool_io_t *io = opt->io;
   if (io && (!io->open || !io->close || !io->write || !io->pread || !io->fsync || !io->rename ||
-             !io->unlink || !io->wall_ns))
+             !io->unlink || !io->wall_ns || !io->boot_ns))
     PERF__FAIL(PERF_E_INVALID_ARGUMENT, "spool: an I/O table with a NULL function");
   return PERF_OK;
 }
@@ -620,11 +635,26 @@ static void apply_bounds_at_open(perf__spool_t *sp, rec_list_t *found) {
   uint64_t bytes = 0;
   for (size_t i = 0; i < found->n; i++)
     bytes += found->v[i].size;
-  int64_t cutoff = 0;
-  if (sp->max_age_s) cutoff = sp->io.wall_ns(sp->io.ctx) - (int64_t)sp->max_age_s * 1000000000;
+  int64_t wall = sp->io.wall_ns(sp->io.ctx), boot = sp->io.boot_ns(sp->io.ctx);
+  for (size_t i = 0; i < found->n; i++) {
+    /* Every record's birth on this boot's clock (see the top of the file). */
+    spool_rec_t *r = &found->v[i];
+    bool this_boot = sp->boot_tag && r->boot_tag == sp->boot_tag && r->boot_ns <= boot;
+    if (!this_boot) {
+      int64_t age = wall > r->created_ns ? wall - r->created_ns : 0; /* the future: age 0 */
+      r->boot_ns = boot - age;
+      r->boot_tag = sp->boot_tag;
+    }
+  }
+  /* Written in seq order: a batch is at least as old as any written after
+     it, whatever the clocks said (and the index evicts from its head). */
+  for (size_t i = found->n; i-- > 1;)
+    if (found->v[i - 1].boot_ns > found->v[i].boot_ns)
+      found->v[i - 1].boot_ns = found->v[i].boot_ns;
+  int64_t cutoff = boot - (int64_t)sp->max_age_s * 1000000000;
   size_t first = 0;
   while (first < found->n && (found->n - first > sp->max_files || bytes > sp->max_bytes ||
-                              (sp->max_age_s && found->v[first].created_ns < cutoff))) {
+                              (sp->max_age_s && found->v[first].boot_ns < cutoff))) {
     unlink_rec(sp, &found->v[first], "evict");
     bytes -= found->v[first].size;
     sp->st.evicted_quota++;
@@ -666,7 +696,7 @@ static bool dir_holds_only_lock(const char *path) {
    nothing is left: the temporary file, or the renamed file whose directory
    entry could not be made durable, is unlinked. */
 static int write_batch(perf__spool_t *sp, uint64_t seq, const uint8_t id[16], const void *payload,
-                       size_t len, int64_t created_ns) {
+                       size_t len, int64_t created_ns, int64_t boot_ns) {
   char name[NAME_BYTES], tmp[PATH_MAX], path[PATH_MAX];
   batch_name(name, seq, id, ".tmp");
   join(tmp, sp->dir, name);
@@ -676,7 +706,7 @@ static int write_batch(perf__spool_t *sp, uint64_t seq, const uint8_t id[16], co
      kills the process); the SDK leaves that signal's disposition alone. */
   if (over_file_size_limit(HDR + (uint64_t)len)) return io_failed("size limit", path, EFBIG);
   uint8_t h[HDR];
-  header_encode(h, len, perf__crc32c(0, payload, len), created_ns, id);
+  header_encode(h, len, perf__crc32c(0, payload, len), created_ns, boot_ns, sp->boot_tag, id);
   int fd = sp->io.open(sp->io.ctx, tmp, O_WRONLY | O_CREAT | O_EXCL, 0600);
   if (fd < 0) return io_failed("create", tmp, errno);
   const char *step = NULL;
@@ -821,12 +851,14 @@ static const char *header_problem(const uint8_t *h, size_t have, uint64_t file_s
   rec->seq = 0;
   rec->size = file_size;
   rec->created_ns = (int64_t)get_le(h + 24, 8);
+  rec->boot_ns = (int64_t)get_le(h + 48, 8);
+  rec->boot_tag = (uint32_t)get_le(h + 56, 4);
   memcpy(rec->id, h + 32, 16);
   return NULL;
 }
 
 static void header_encode(uint8_t h[HDR], uint64_t len, uint32_t crc, int64_t created_ns,
-                          const uint8_t id[16]) {
+                          int64_t boot_ns, uint32_t boot_tag, const uint8_t id[16]) {
   memset(h, 0, HDR);
   memcpy(h, SPOOL_MAGIC, 4);
   put_le(h + 4, SPOOL_VERSION, 2);
@@ -835,7 +867,23 @@ static void header_encode(uint8_t h[HDR], uint64_t len, uint32_t crc, int64_t cr
   put_le(h + 16, crc, 4);
   put_le(h + 24, (uint64_t)created_ns, 8);
   memcpy(h + 32, id, 16);
+  put_le(h + 48, (uint64_t)boot_ns, 8);
+  put_le(h + 56, boot_tag, 4);
   put_le(h + 60, perf__crc32c(0, h, 60), 4);
+}
+
+/* This boot's tag: a CRC-32C of the kernel's boot id (never 0); 0 when it
+   cannot be read (then every batch found at open is dated by the wall
+   clock). */
+static uint32_t read_boot_tag(void) {
+  char id[64];
+  int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  ssize_t n = read(fd, id, sizeof id);
+  close(fd);
+  if (n <= 0) return 0;
+  uint32_t tag = perf__crc32c(0, id, (size_t)n);
+  return tag ? tag : 1;
 }
 
 /* ---- quarantine and eviction --------------------------------------------- */
@@ -887,10 +935,10 @@ static void quarantine_file(perf__spool_t *sp, const char *path, const char *nam
     perf__log(PERF__LOG_WARN, "spool: cannot set aside or delete %s: %s", path, strerror(errno));
 }
 
-static void evict_expired_locked(perf__spool_t *sp, int64_t now_ns) {
+static void evict_expired_locked(perf__spool_t *sp, int64_t boot_ns) {
   if (!sp->max_age_s) return;
-  int64_t cutoff = now_ns - (int64_t)sp->max_age_s * 1000000000;
-  while (sp->count > 0 && rec_at(sp, 0)->created_ns < cutoff)
+  int64_t cutoff = boot_ns - (int64_t)sp->max_age_s * 1000000000;
+  while (sp->count > 0 && rec_at(sp, 0)->boot_ns < cutoff)
     evict_oldest_locked(sp);
 }
 

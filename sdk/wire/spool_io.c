@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "sdk/base/clock.h"
@@ -19,6 +20,7 @@ static int posix_fsync(void *ctx, int fd);
 static int posix_rename(void *ctx, const char *from, const char *to);
 static int posix_unlink(void *ctx, const char *path);
 static int64_t posix_wall_ns(void *ctx);
+static int64_t posix_boot_ns(void *ctx);
 
 static const perf__spool_io_t g_posix = {
     .ctx = NULL,
@@ -30,6 +32,7 @@ static const perf__spool_io_t g_posix = {
     .rename = posix_rename,
     .unlink = posix_unlink,
     .wall_ns = posix_wall_ns,
+    .boot_ns = posix_boot_ns,
 };
 
 const perf__spool_io_t *perf__spool_io_posix(void) {
@@ -90,4 +93,11 @@ static int posix_unlink(void *ctx, const char *path) {
 static int64_t posix_wall_ns(void *ctx) {
   (void)ctx;
   return perf__wall_ns();
+}
+
+static int64_t posix_boot_ns(void *ctx) {
+  (void)ctx;
+  struct timespec ts;
+  clock_gettime(CLOCK_BOOTTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }

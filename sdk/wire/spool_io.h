@@ -1,9 +1,9 @@
 /*
  * spool_io.h - the file I/O seam under the disk spool: every call that
  * writes, reads, renames or deletes a spool file, plus the wall clock that
- * dates batches, goes through a small table of function pointers, so tests
- * can fail the Nth write, fsync or rename (as SQLite's fault injection does)
- * or move the clock. The real table is POSIX.
+ * dates batches and the boot clock that ages them, goes through a small table of function pointers,
+ * so tests can fail the Nth write, fsync or rename (as SQLite's fault injection does) or move the
+ * clock. The real table is POSIX.
  *
  * Each function behaves like its POSIX namesake: the result, or -1 with
  * errno set. `ctx` is the table's own context, passed back on every call.
@@ -27,10 +27,11 @@ typedef struct perf__spool_io_s {
   int (*rename)(void *ctx, const char *from, const char *to);
   int (*unlink)(void *ctx, const char *path);
   int64_t (*wall_ns)(void *ctx); /* CLOCK_REALTIME, ns since the Unix epoch */
+  int64_t (*boot_ns)(void *ctx); /* CLOCK_BOOTTIME: batch ages (wall-clock jumps do not move it) */
 } perf__spool_io_t;
 
-/* The real one: POSIX calls (retried on EINTR where that applies) and
-   CLOCK_REALTIME. A static table, never NULL. */
+/* The real one: POSIX calls (retried on EINTR where that applies),
+   CLOCK_REALTIME and CLOCK_BOOTTIME. A static table, never NULL. */
 const perf__spool_io_t *perf__spool_io_posix(void);
 
 #endif

@@ -260,6 +260,52 @@ static CHAIN void fatal_chain_outer(void) {
   fatal_chain_inner();
 }
 
+/* Key rotation: an app still shipping a revoked key gets 401 for its
+   batches, which stay in its spool; the next process with the new key sends
+   them first. Every event arrives, once. */
+static void rotation_config(perf_sdk_config_t *cfg, const collector_t *c, const char *data_dir,
+                            const char *key) {
+  perf_sdk_config_init(cfg);
+  cfg->app_name = "rotation-test";
+  cfg->sink = PERF_SINK_HTTP;
+  cfg->endpoint = c->url;
+  cfg->api_key = key;
+  cfg->data_dir = data_dir;
+  cfg->batch_max_delay_ms = 200;
+}
+
+static void case_key_rotation(void) {
+  collector_t c;
+  collector_start(&c, NULL);
+  char data_dir[128];
+  snprintf(data_dir, sizeof data_dir, "%s/sdk", tempdir_make("perf-rotation"));
+  perf_sdk_config_t cfg;
+  rotation_config(&cfg, &c, data_dir, "revoked-key");
+  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
+  for (int i = 0; i < 3; i++)
+    CHECK_EQ_INT(collector_capture_outer("rotated"), 2);
+  CHECK(perf_sdk_flush(2000) != PERF_OK); /* written, refused: not delivered */
+  perf_sdk_stats_t st;
+  CHECK_EQ_INT(perf_sdk_get_stats(&st), PERF_OK);
+  CHECK(st.batches_written >= 1);
+  CHECK_EQ_INT(st.batches_sent, 0);
+  CHECK_EQ_INT(st.batches_rejected, 0);
+  CHECK(st.batches_retried >= 1);
+  uint64_t written = st.batches_written;
+  CHECK_EQ_INT(perf_sdk_shutdown(1000), PERF_OK);
+  CHECK(metric(&c, "perf_collector_batches_rejected_total{reason=\"unauthorized\"} ") >= 1);
+  CHECK_EQ_INT(metric(&c, "perf_collector_batches_accepted_total "), 0);
+
+  rotation_config(&cfg, &c, data_dir, GOOD_KEY); /* the next release */
+  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
+  CHECK_EQ_INT(perf_sdk_flush(15000), PERF_OK);
+  CHECK_EQ_INT(perf_sdk_get_stats(&st), PERF_OK);
+  CHECK_EQ_INT(st.batches_sent, written);
+  CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
+  collector_stop_healthy(&c);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM events WHERE reason = 'rotated'"), 3);
+}
+
 static void fatal_config(perf_sdk_config_t *cfg, const collector_t *c, const char *data_dir) {
   perf_sdk_config_init(cfg);
   cfg->app_name = "fatal-test";
@@ -588,7 +634,8 @@ static void case_retention(void) {
                 "INSERT INTO events(batch_id, kind) VALUES(x'00', 'hang');"
                 "INSERT INTO stack_counts(event_id, stack_sig, samples)"
                 " VALUES(last_insert_rowid(), 'oldsig', 1);"
-                "INSERT INTO stacks VALUES('oldsig', '[]', 1, 1);");
+                "INSERT INTO stacks(signature, frames, first_seen, last_seen)"
+                " VALUES('oldsig', '[]', 1, 1);");
   CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM batches"), 2);
   collector_start(&c, (const char *[]){"--retention-days", "1", "--retention-interval", "1", NULL});
   double end = now_s() + 10;
@@ -656,13 +703,11 @@ static void case_help(void) {
 
 int main(int argc, char **argv) {
   static const test_case_t cases[] = {
-      TEST_CASE(sdk_batch_stored),  TEST_CASE(fatal_hang_build_id),
-      TEST_CASE(no_auth),           TEST_CASE(wrong_key),
-      TEST_CASE(oversized_body),    TEST_CASE(zstd_bomb),
-      TEST_CASE(garbage_protobuf),  TEST_CASE(wrong_content_type),
-      TEST_CASE(repeated_batch_id), TEST_CASE(rate_limit),
-      TEST_CASE(slow_client),       TEST_CASE(retention),
-      TEST_CASE(bad_flags),         TEST_CASE(help),
+      TEST_CASE(sdk_batch_stored),  TEST_CASE(key_rotation),     TEST_CASE(fatal_hang_build_id),
+      TEST_CASE(no_auth),           TEST_CASE(wrong_key),        TEST_CASE(oversized_body),
+      TEST_CASE(zstd_bomb),         TEST_CASE(garbage_protobuf), TEST_CASE(wrong_content_type),
+      TEST_CASE(repeated_batch_id), TEST_CASE(rate_limit),       TEST_CASE(slow_client),
+      TEST_CASE(retention),         TEST_CASE(bad_flags),        TEST_CASE(help),
   };
   return collector_test_main(argc, argv, cases, ARRAY_LEN(cases));
 }

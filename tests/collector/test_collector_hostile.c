@@ -3,11 +3,11 @@
  * process on 127.0.0.1) against hostile and careless clients: small bodies
  * that expand (deep stacks, millions of empty messages, huge strings, many
  * tiny batches) stored or refused with the collector's peak RSS (VmHWM)
- * under the documented bound, then every GET the dashboard makes; slow
- * clients holding connections while /healthz stays fast; key scopes per
- * route; symbol files immutable and under a quota; open mode's Host and
- * cross-site checks; query parameters and URL encodings. Every case ends
- * with /healthz 200 and a clean SIGTERM exit (under ASan: no leak).
+ * under the documented bound, then every GET the dashboard makes; each
+ * batch limit refused with its flag named. Slow clients, deadlines and raw
+ * targets are test_collector_conns.c's; key scopes, open mode and symbol
+ * rules test_collector_scopes.c's. Every case ends with /healthz 200 and a
+ * clean SIGTERM exit (under ASan: no leak).
  * Each case runs in its own process: `test_collector_hostile <case>`.
  */
 #include <arpa/inet.h>

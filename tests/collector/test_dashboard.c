@@ -4,7 +4,9 @@
  * free port, a temp db, an API keys file), fills it with real batches by
  * running the real demo app (samples/demo_app, sink = http: a ~1 s hang in
  * checksum_profile_slowly, a CPU burn in convolve_kernel), waits until the
- * hang and the cpu event are stored, then runs tests/dashboard/
+ * hang and the cpu event are stored, adds one hand-made hang (reason
+ * "stack-truth": an inline frame with file:line, a stack cut by the depth
+ * cap), then runs tests/dashboard/
  * dashboard_test.mjs (node + playwright-core + Debian's chromium, headless)
  * against it and requires its exit 0 and its screenshot. A missing node,
  * chromium or playwright-core fails the test: it never skips.
@@ -14,14 +16,22 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "batch_post.h"
 #include "check.h"
 #include "collector_rig.h"
 #include "demo_rig.h"
 #include "tempdir.h"
 
 #define CHROMIUM_PATH "/usr/bin/chromium"
+static double now_wall_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
 #define BROWSER_DEADLINE_S 240 /* node + chromium start, then ~3 s of steps */
 
 /* What the browser test needs is there: a missing piece is a failure with
@@ -35,12 +45,59 @@ static void check_browser_tools(void) {
          "playwright-core missing: run `npm ci` in %s (scripts/test.sh does)", PERF_DASHBOARD_DIR);
 }
 
+/* A 1 ms hang of one sample whose stack is stack_truth_inner inlined into
+   stack_truth_outer (truth.c:11 and :22) under stack_truth_root, cut by
+   the SDK's depth cap: the browser test finds "[inline]", "truth.c:11"
+   and "<truncated: depth>" in its detail. */
+static void post_stack_truth(const collector_t *c) {
+  char *strings[] = {"", "stack_truth_inner", "stack_truth_outer", "stack_truth_root", "truth.c"};
+  Perf__V1__Function fn[3];
+  Perf__V1__Function *fns[3];
+  for (int i = 0; i < 3; i++) {
+    perf__v1__function__init(&fn[i]);
+    fn[i].name = (uint32_t)i + 1;
+    fns[i] = &fn[i];
+  }
+  Perf__V1__Line inner = PERF__V1__LINE__INIT, outer = PERF__V1__LINE__INIT;
+  inner.function = 1, inner.file = 4, inner.line = 11;
+  outer.function = 2, outer.file = 4, outer.line = 22;
+  Perf__V1__Line *lines[] = {&inner, &outer};
+  Perf__V1__Frame f0 = PERF__V1__FRAME__INIT, f1 = PERF__V1__FRAME__INIT;
+  f0.address = 0x1234, f0.function = 2, f0.function_offset = 4, f0.n_lines = 2, f0.lines = lines;
+  f1.address = 0x2000, f1.function = 3, f1.function_offset = 8;
+  Perf__V1__Frame *frs[] = {&f0, &f1};
+  uint32_t ids[] = {1, 2};
+  Perf__V1__Stack st = PERF__V1__STACK__INIT;
+  st.n_frames = 2, st.frames = ids, st.end = PERF__V1__STACK_END__STACK_END_DEPTH;
+  Perf__V1__Stack *sts[] = {&st};
+  Perf__V1__StackCount sc = PERF__V1__STACK_COUNT__INIT;
+  sc.stack = 1, sc.samples = 1, sc.tid = 4242;
+  Perf__V1__StackCount *scs[] = {&sc};
+  Perf__V1__Event ev = PERF__V1__EVENT__INIT;
+  ev.kind = PERF__V1__EVENT_KIND__EVENT_KIND_HANG;
+  ev.start_unix_nanos = (int64_t)(now_wall_s() * 1e9);
+  ev.duration_nanos = 1000000, ev.tid = 4242, ev.reason = "stack-truth";
+  ev.n_stack_counts = 1, ev.stack_counts = scs, ev.dominant_stack = 1;
+  Perf__V1__Event *evs[] = {&ev};
+  Perf__V1__Resource res = PERF__V1__RESOURCE__INIT;
+  res.app_name = "truth";
+  Perf__V1__Batch b = PERF__V1__BATCH__INIT;
+  b.resource = &res;
+  b.n_strings = 5, b.strings = strings;
+  b.n_functions = 3, b.functions = fns;
+  b.n_frames = 2, b.frames = frs;
+  b.n_stacks = 1, b.stacks = sts;
+  b.n_events = 1, b.events = evs;
+  batch_post(c, &b, 1);
+}
+
 static void case_browser(void) {
   check_browser_tools();
   collector_t c;
   collector_start(&c, NULL);
   demo_run_uploading(&c, PERF_DEMO_APP_PATH, tempdir_make("perf-dash"));
   demo_wait_stored(&c);
+  post_stack_truth(&c);
 
   unlink(PERF_DASHBOARD_SCREENSHOT);
   char *argv[] = {PERF_NODE_PATH,

@@ -508,6 +508,52 @@ static void expect_child_ok(pid_t pid) {
 
 /* ---- cases --------------------------------------------------------------- */
 
+/* A marker that cannot be written (its temporary name is taken by a
+   directory) is rewritten at every sample of a hang: the failure is logged
+   once per hang, not once per sample. */
+static size_t log_count_containing(const char *needle) {
+  size_t n = 0;
+  pthread_mutex_lock(&g_log_lock);
+  for (size_t i = 0; i < g_log_count; i++)
+    n += strstr(g_log[i], needle) != NULL;
+  pthread_mutex_unlock(&g_log_lock);
+  return n;
+}
+
+static void case_marker_failure_logged_once(void) {
+  make_dir();
+  char report[PATH_LEN], blocker[PATH_LEN + 32];
+  dir_path(report, "report.txt");
+  CHECK(mkdir(g_data, 0700) == 0 || errno == EEXIST);
+  snprintf(blocker, sizeof blocker, "%s/hang-%d.tmp", g_data, (int)getpid());
+  CHECK(mkdir(blocker, 0700) == 0);
+  perf_sdk_config_t cfg;
+  base_config(&cfg, report);
+  cfg.log_fn = collect_log;
+  compile_unwind_rules();
+  clear_log();
+  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
+  for (int hang = 1; hang <= 2; hang++) {
+    CHECK_EQ_INT(perf_sdk_loop_busy(), PERF_OK);
+    g_sink = hang_outer(600);
+    CHECK_EQ_INT(perf_sdk_loop_idle(), PERF_OK);
+    CHECK_EQ_INT(perf_sdk_flush(5000), PERF_OK);
+    size_t logged = log_count_containing("hang marker");
+    if (logged != (size_t)hang) dump_log();
+    CHECKF(logged == (size_t)hang, "after hang %d: %zu marker failures logged", hang, logged);
+  }
+  CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
+  perf_sdk_stats_t st = get_stats();
+  CHECK_EQ_INT(st.hangs_detected, 2);
+  char *text = read_text(report);
+  event_t ev;
+  find_event(text, "hang", 0, &ev);
+  CHECKF(ev.samples >= 3, "samples=%ld: the marker was rewritten too few times to test",
+         ev.samples);
+  event_free(&ev);
+  free(text);
+}
+
 static void case_hang_detected(void) {
   make_dir();
   char report[PATH_LEN];
@@ -1132,6 +1178,7 @@ static const test_case_t g_cases[] = {
     TEST_CASE(idle_not_hang),
     TEST_CASE(pause_suppresses),
     TEST_CASE(fatal_hang),
+    TEST_CASE(marker_failure_logged_once),
     /* The burst samples the hot thread while it runs (a tenth of each 10 ms
        period) and ends once it has not for 100 ms: beside a -j8 suite on 2
        cores it can end empty. */

@@ -23,6 +23,12 @@
  * all-threads text) and, unless --no-sdk, <dir>/report.txt (the file
  * sink, one manual event), prints "ready <pid> <cv tid> <mutex tid> <hot
  * tid>", waits for a line on stdin, lets the threads go and exits 0.
+ *
+ * names_app <dir> --http <url> <key> <symbolize 0|1> (the collector's
+ * tests): sink = http to the collector at url, on-device names on or off;
+ * waits for one CPU event of the hot thread (its inlined loop), records a
+ * manual event of every parked thread, flushes, and exits 0 without
+ * waiting for stdin.
  */
 #include <pthread.h>
 #include <sys/prctl.h>
@@ -234,6 +240,43 @@ static int capture_with_sdk(const std::string &dir) {
   return err ? err : stop;
 }
 
+/* The collector's tests: a CPU event of the hot thread (threshold 10% of a
+   core over 200 ms: the spinning thread gets that much on 2 busy cores),
+   then a manual one of every thread, sent. */
+static int send_with_sdk(const std::string &dir, const char *url, const char *key,
+                         unsigned symbolize) {
+  perf_sdk_config_t cfg;
+  perf_sdk_config_init(&cfg);
+  cfg.app_name = "names_app";
+  cfg.sink = PERF_SINK_HTTP;
+  cfg.endpoint = url;
+  cfg.api_key = key;
+  cfg.data_dir = dir.c_str();
+  cfg.symbolize = symbolize;
+  cfg.cpu_threshold_percent = 10;
+  cfg.cpu_window_ms = 200;
+  cfg.cpu_burst_ms = 300;
+  cfg.cpu_top_threads = 1;
+  cfg.batch_max_delay_ms = 100;
+  int err = perf_sdk_init(&cfg);
+  perf_sdk_stats_t st = {};
+  for (int waited = 0; !err && waited < 120000; waited += 10) {
+    if ((err = perf_sdk_get_stats(&st)) || st.events_recorded >= 1) break;
+    pause_ms(10);
+  }
+  if (!err && st.events_recorded == 0) err = PERF_E_TIMEOUT;
+  uint64_t failed = st.samples_failed;
+  for (int attempt = 0; attempt < 20 && !err; attempt++) {
+    failed = st.samples_failed;
+    err = perf_sdk_capture_now("names");
+    if (!err) err = perf_sdk_get_stats(&st);
+    if (!err && st.samples_failed == failed) break;
+  }
+  if (!err) err = perf_sdk_flush(60000);
+  int stop = perf_sdk_shutdown(10000);
+  return err ? err : stop;
+}
+
 /* Every thread's text, asked again while a thread did not answer. */
 static int capture_text(char **text) {
   int err = 0;
@@ -253,6 +296,7 @@ int main(int argc, char **argv) {
   }
   std::string dir = argv[1];
   bool sdk = !(argc > 2 && strcmp(argv[2], "--no-sdk") == 0);
+  bool http = argc > 5 && strcmp(argv[2], "--http") == 0;
   prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY); /* the test's gdb is not our parent */
 
   /* Run the cloned and sorted code once, so none of it is dead. */
@@ -291,10 +335,12 @@ int main(int argc, char **argv) {
          thread_cpu_s(hot_thread.native_handle()) < 0.05)
     pause_ms(2);
 
-  int err = sdk ? capture_with_sdk(dir) : 0;
+  int err = http  ? send_with_sdk(dir, argv[3], argv[4], (unsigned)atoi(argv[5]))
+            : sdk ? capture_with_sdk(dir)
+                  : 0;
   char *text = nullptr;
-  if (!err) err = capture_text(&text);
-  if (!err && !write_file(dir + "/text.txt", text)) err = PERF_E_SYSTEM;
+  if (!err && !http) err = capture_text(&text);
+  if (!err && !http && !write_file(dir + "/text.txt", text)) err = PERF_E_SYSTEM;
   perf_free(text);
   if (err) {
     fprintf(stderr, "names_app: %s\n", perf_strerror(err));
@@ -303,7 +349,7 @@ int main(int argc, char **argv) {
   printf("ready %d %d %d %d\n", (int)getpid(), (int)cv_tid, (int)mutex_tid, (int)hot_tid);
   fflush(stdout);
   char line[16];
-  if (!fgets(line, sizeof line, stdin)) { /* the test went away: finish anyway */
+  if (!http && !fgets(line, sizeof line, stdin)) { /* the test went away: finish anyway */
   }
 
   __atomic_store_n(&stop_hot, 1, __ATOMIC_RELAXED);

@@ -175,23 +175,27 @@ bool healthy_within(const collector_t *c, double seconds) {
   return false;
 }
 
-/* Start perf-collector with a temp db and keys file plus extra (NULL-ended). */
-void collector_start(collector_t *c, const char *const *extra) {
+/* Start perf-collector with a temp db, a keys file holding keys_text
+   (NULL: no keys file, open mode) and extra (NULL-ended). */
+void collector_start_keys(collector_t *c, const char *keys_text, const char *const *extra) {
   const char *dir = tempdir_make("perf-coll");
   char keys[128], listen[32];
   snprintf(keys, sizeof keys, "%s/keys", dir);
-  FILE *f = fopen(keys, "w");
-  CHECK(f != NULL);
-  fprintf(f, "# test keys\n%s\n\nsecond-key\n%s read\n", GOOD_KEY, READ_KEY);
-  fclose(f);
+  if (keys_text) {
+    FILE *f = fopen(keys, "w");
+    CHECK(f != NULL);
+    fputs(keys_text, f);
+    fclose(f);
+  }
   snprintf(c->db, sizeof c->db, "%s/collector.db", dir);
   for (int attempt = 0; attempt < 5; attempt++) {
     c->port = free_port();
     snprintf(listen, sizeof listen, "127.0.0.1:%u", (unsigned)c->port);
     snprintf(c->url, sizeof c->url, "http://%s", listen);
-    char *argv[MAX_ARGS] = {PERF_COLLECTOR_PATH, "--listen", listen,      "--db", c->db,
-                            "--api-keys-file",   keys,       "--threads", "2"};
-    size_t n = 9;
+    char *argv[MAX_ARGS] = {PERF_COLLECTOR_PATH, "--listen", listen, "--db", c->db,
+                            "--threads",         "2"};
+    size_t n = 7;
+    if (keys_text) argv[n++] = "--api-keys-file", argv[n++] = keys;
     for (size_t i = 0; extra && extra[i] && n < MAX_ARGS - 1; i++)
       argv[n++] = (char *)extra[i];
     argv[n] = NULL;
@@ -201,6 +205,10 @@ void collector_start(collector_t *c, const char *const *extra) {
     waitpid(c->pid, NULL, 0);
   }
   CHECKF(false, "perf-collector did not start");
+}
+
+void collector_start(collector_t *c, const char *const *extra) {
+  collector_start_keys(c, "# test keys\n" GOOD_KEY "\n\nsecond-key\n" READ_KEY " read\n", extra);
 }
 
 /* Healthy after everything, then a clean stop on SIGTERM (exit 0). */

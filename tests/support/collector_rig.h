@@ -58,6 +58,9 @@ bool healthy_within(const collector_t *c, double seconds);
    arguments (NULL-ended). */
 void collector_start(collector_t *c, const char *const *extra);
 
+/* The same with the keys file's text (NULL: no keys file, open mode). */
+void collector_start_keys(collector_t *c, const char *keys_text, const char *const *extra);
+
 /* Healthy after everything, then a clean stop on SIGTERM (exit 0). */
 void collector_stop_healthy(collector_t *c);
 

@@ -20,8 +20,9 @@ static void case_status_rules(void) {
       {204, PERF__UPLOAD_DONE},          {0, PERF__UPLOAD_RETRY},
       {429, PERF__UPLOAD_RETRY},         {502, PERF__UPLOAD_RETRY},
       {503, PERF__UPLOAD_RETRY},         {504, PERF__UPLOAD_RETRY},
-      {400, PERF__UPLOAD_REJECTED},      {401, PERF__UPLOAD_REJECTED},
-      {403, PERF__UPLOAD_REJECTED},      {404, PERF__UPLOAD_REJECTED},
+      {400, PERF__UPLOAD_REJECTED},      {401, PERF__UPLOAD_RETRY_LONG},
+      {403, PERF__UPLOAD_RETRY_LONG},    {404, PERF__UPLOAD_RETRY_LONG},
+      {408, PERF__UPLOAD_RETRY_LONG},    {405, PERF__UPLOAD_REJECTED},
       {413, PERF__UPLOAD_REJECTED},      {415, PERF__UPLOAD_REJECTED},
       {422, PERF__UPLOAD_REJECTED},      {500, PERF__UPLOAD_RETRY_LIMITED},
       {501, PERF__UPLOAD_RETRY_LIMITED}, {599, PERF__UPLOAD_RETRY_LIMITED},
@@ -29,6 +30,14 @@ static void case_status_rules(void) {
   };
   for (size_t i = 0; i < ARRAY_LEN(table); i++)
     CHECKF(perf__upload_action(table[i].status) == table[i].action, "status %ld", table[i].status);
+}
+
+static void case_long_backoff(void) {
+  /* At least the cap; the jitter on top doubles up to 12 caps. */
+  CHECK_EQ_INT(perf__long_backoff_ms(1, 300000, 0), 300000);
+  CHECK_EQ_INT(perf__long_backoff_ms(1, 300000, 0.5), 300000 + 150000);
+  CHECK_EQ_INT(perf__long_backoff_ms(2, 300000, 0.5), 300000 + 300000);
+  CHECK_EQ_INT(perf__long_backoff_ms(100, 300000, 0.5), 300000 + 1800000);
 }
 
 static void case_backoff(void) {
@@ -73,10 +82,8 @@ static void case_retry_after_date(void) {
 }
 
 static const test_case_t g_cases[] = {
-    TEST_CASE(status_rules),
-    TEST_CASE(backoff),
-    TEST_CASE(retry_after_seconds),
-    TEST_CASE(retry_after_date),
+    TEST_CASE(status_rules),        TEST_CASE(backoff),          TEST_CASE(long_backoff),
+    TEST_CASE(retry_after_seconds), TEST_CASE(retry_after_date),
 };
 
 int main(int argc, char **argv) {

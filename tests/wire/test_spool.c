@@ -214,8 +214,9 @@ typedef struct fault_s {
   bool short_write;     /* the failing write first writes half of its bytes */
   bool fail_next_write; /* (its second half then fails) */
   bool fake_clock;
-  int64_t clock_ns;
-  bool skip_fsync; /* fsync does nothing (a fast writer) */
+  int64_t clock_ns; /* the wall clock */
+  int64_t boot_ns;  /* the boot clock (CLOCK_BOOTTIME) */
+  bool skip_fsync;  /* fsync does nothing (a fast writer) */
 } fault_t;
 
 static fault_t g_fault;
@@ -297,6 +298,18 @@ static int64_t f_wall_ns(void *ctx) {
   return f->fake_clock ? f->clock_ns : perf__spool_io_posix()->wall_ns(NULL);
 }
 
+static int64_t f_boot_ns(void *ctx) {
+  fault_t *f = ctx;
+  return f->fake_clock ? f->boot_ns : perf__spool_io_posix()->boot_ns(NULL);
+}
+
+/* Both clocks moved by the same amount from (wall0, boot0): no jump. */
+static void clocks_at(int64_t wall0, int64_t boot0, int64_t after_ns) {
+  g_fault.fake_clock = true;
+  g_fault.clock_ns = wall0 + after_ns;
+  g_fault.boot_ns = boot0 + after_ns;
+}
+
 static const perf__spool_io_t g_test_io = {
     .ctx = &g_fault,
     .open = f_open,
@@ -307,6 +320,7 @@ static const perf__spool_io_t g_test_io = {
     .rename = f_rename,
     .unlink = f_unlink,
     .wall_ns = f_wall_ns,
+    .boot_ns = f_boot_ns,
 };
 
 /* ---- spool helpers ------------------------------------------------------- */
@@ -737,25 +751,24 @@ static void case_quota_both(void) {
 
 static void case_quota_age(void) {
   make_dir();
-  g_fault.fake_clock = true;
-  int64_t t0 = 1700000000 * SEC;
-  g_fault.clock_ns = t0;
+  int64_t t0 = 1700000000 * SEC, b0 = 1000 * SEC;
+  clocks_at(t0, b0, 0);
   perf__spool_t *sp = open_spool(BIG_BYTES, 100, 10);
   put(sp, 3, 0, 10); /* t0 */
-  g_fault.clock_ns = t0 + 3 * SEC;
+  clocks_at(t0, b0, 3 * SEC);
   put(sp, 3, 1, 10);
-  g_fault.clock_ns = t0 + 6 * SEC;
+  clocks_at(t0, b0, 6 * SEC);
   put(sp, 3, 2, 10);
-  g_fault.clock_ns = t0 + 10 * SEC; /* exactly 10 s old: kept */
+  clocks_at(t0, b0, 10 * SEC); /* exactly 10 s old: kept */
   put(sp, 3, 3, 10);
   CHECK_EQ_INT(stats(sp).evicted_quota, 0);
-  g_fault.clock_ns = t0 + 10 * SEC + 1; /* older than 10 s: evicted by the put */
+  clocks_at(t0, b0, 10 * SEC + 1); /* older than 10 s: evicted by the put */
   put(sp, 3, 4, 10);
   perf__spool_stats_t st = stats(sp);
   CHECK_EQ_INT(st.evicted_quota, 1);
   CHECK_EQ_INT(st.files, 4);
   CHECK_EQ_INT(count_dir(g_root).batches, 4);
-  g_fault.clock_ns = t0 + 13 * SEC + 1; /* ... and by a peek */
+  clocks_at(t0, b0, 13 * SEC + 1); /* ... and by a peek */
   perf__spool_entry_t e;
   CHECK_EQ_INT(perf__spool_peek_oldest(sp, &e), PERF_OK);
   CHECK_EQ_INT(id_n(e.id), 2);
@@ -765,7 +778,7 @@ static void case_quota_age(void) {
   perf__spool_close(sp);
 
   /* At open: 2 and 3 are too old by now, 4 is not. */
-  g_fault.clock_ns = t0 + 20 * SEC + 1;
+  clocks_at(t0, b0, 20 * SEC + 1);
   sp = open_spool(BIG_BYTES, 100, 10);
   st = stats(sp);
   CHECK_EQ_INT(st.adopted, 3);
@@ -775,6 +788,95 @@ static void case_quota_age(void) {
   got_t got[4];
   CHECK_EQ_INT(drain(sp, got, ARRAY_LEN(got), NULL), 1);
   CHECK_EQ_INT(got[0].n, 4);
+  perf__spool_close(sp);
+}
+
+/* A wall clock corrected by days (forward, then back) while the spool runs
+   and across a restart in the same boot: ages follow the boot clock, so
+   nothing is evicted for it. */
+static void case_age_wall_clock_jumps(void) {
+  make_dir();
+  int64_t t0 = 1700000000 * SEC, b0 = 1000 * SEC, day = 86400 * SEC;
+  clocks_at(t0, b0, 0);
+  perf__spool_t *sp = open_spool(BIG_BYTES, 100, 3600); /* max age 1 h */
+  for (uint64_t i = 0; i < 3; i++)
+    put(sp, 3, i, 10);
+  g_fault.clock_ns = t0 + 8 * day; /* the device's clock corrected by 8 days */
+  g_fault.boot_ns = b0 + SEC;
+  put(sp, 3, 3, 10);
+  perf__spool_entry_t e;
+  CHECK_EQ_INT(perf__spool_peek_oldest(sp, &e), PERF_OK);
+  CHECK_EQ_INT(id_n(e.id), 0);
+  g_fault.clock_ns = t0 - 8 * day; /* and back, past where it began */
+  g_fault.boot_ns = b0 + 2 * SEC;
+  put(sp, 3, 4, 10);
+  CHECK_EQ_INT(stats(sp).evicted_quota, 0);
+  perf__spool_close(sp);
+  g_fault.clock_ns = t0 + 30 * day; /* restart: same boot, another wall clock */
+  g_fault.boot_ns = b0 + 3 * SEC;
+  sp = open_spool(BIG_BYTES, 100, 3600);
+  CHECK_EQ_INT(stats(sp).evicted_quota, 0);
+  CHECK_EQ_INT(stats(sp).files, 5);
+  /* An hour of boot clock later, they are an hour old: evicted. */
+  g_fault.boot_ns = b0 + 3600 * SEC + 3 * SEC;
+  CHECK_EQ_INT(perf__spool_peek_oldest(sp, &e), PERF__E_SPOOL_EMPTY);
+  CHECK_EQ_INT(stats(sp).evicted_quota, 5);
+  perf__spool_close(sp);
+}
+
+/* The headers of the batches in g_root as an earlier boot (or an earlier
+   version) left them: boot tag and boot time 0, the header's CRC redone. */
+static void forget_boot_of_batches(void) {
+  DIR *d = opendir(g_root);
+  CHECK(d != NULL);
+  struct dirent *de;
+  while ((de = readdir(d)) != NULL) {
+    if (!ends_with(de->d_name, ".batch")) continue;
+    char path[PATH_LEN];
+    path_in(path, g_root, de->d_name);
+    int fd = open(path, O_RDWR);
+    CHECK(fd >= 0);
+    uint8_t h[64];
+    CHECK(pread(fd, h, 64, 0) == 64);
+    memset(h + 48, 0, 12);
+    uint32_t crc = perf__crc32c(0, h, 60);
+    for (int i = 0; i < 4; i++)
+      h[60 + i] = (uint8_t)(crc >> (8 * i));
+    CHECK(pwrite(fd, h, 64, 0) == 64);
+    close(fd);
+  }
+  closedir(d);
+}
+
+/* Batches of an earlier boot are dated by the wall clock at open, once: one
+   dated in the future counts as new (age 0) and then ages on the boot
+   clock; a batch is at least as old as one written after it. */
+static void case_age_earlier_boot(void) {
+  make_dir();
+  int64_t t0 = 1700000000 * SEC, b0 = 1000 * SEC, year = 366 * 86400 * SEC;
+  clocks_at(t0 + year, b0, 0); /* written while the clock was a year ahead */
+  perf__spool_t *sp = open_spool(BIG_BYTES, 100, 10);
+  put(sp, 3, 0, 10);
+  perf__spool_close(sp);
+  forget_boot_of_batches();
+  clocks_at(t0, 5 * SEC, 0); /* a new boot: its clock starts again */
+  sp = open_spool(BIG_BYTES, 100, 10);
+  CHECK_EQ_INT(stats(sp).evicted_quota, 0);
+  CHECK_EQ_INT(stats(sp).files, 1);
+  g_fault.clock_ns = t0 - 365 * 86400 * SEC; /* wall clock jumps: no matter */
+  g_fault.boot_ns = 5 * SEC + 10 * SEC;      /* exactly 10 s later: kept */
+  perf__spool_entry_t e;
+  CHECK_EQ_INT(perf__spool_peek_oldest(sp, &e), PERF_OK);
+  CHECK_EQ_INT(id_n(e.id), 0);
+  /* One more, dated 20 s before the next start: the first is as old. */
+  clocks_at(t0 - 30 * SEC, 5 * SEC, 10 * SEC); /* wall t0 - 20 s, boot 15 s */
+  put(sp, 3, 1, 10);
+  perf__spool_close(sp);
+  forget_boot_of_batches();
+  clocks_at(t0, 7 * SEC, 0); /* another boot */
+  sp = open_spool(BIG_BYTES, 100, 10);
+  CHECK_EQ_INT(stats(sp).evicted_quota, 2);
+  CHECK_EQ_INT(stats(sp).files, 0);
   perf__spool_close(sp);
 }
 
@@ -1450,6 +1552,8 @@ static const test_case_t g_cases[] = {
     TEST_CASE(quota_bytes),
     TEST_CASE(quota_both),
     TEST_CASE(quota_age),
+    TEST_CASE(age_wall_clock_jumps),
+    TEST_CASE(age_earlier_boot),
     TEST_CASE(quota_reopen),
     TEST_CASE(too_big),
     TEST_CASE(corrupt_files),

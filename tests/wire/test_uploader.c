@@ -245,6 +245,70 @@ static void case_rejected_set_aside(void) {
   rig_close(&r);
 }
 
+/* A rotated key (401, 403) or a proxy's 404/408: the batch stays in the
+   spool, retried after at least backoff_cap_ms (400 ms here), never set
+   aside; a later uploader (a process with the new key) sends it. */
+static void case_auth_refused_kept(void) {
+  rig_t r;
+  rig_open(&r, true);
+  http_server_push(r.server, &(http_response_t){.status = 401});
+  http_server_push(r.server, &(http_response_t){.status = 403});
+  http_server_push(r.server, &(http_response_t){.status = 404});
+  http_server_push(r.server, &(http_response_t){.status = 408});
+  rig_start(&r, http_server_port(r.server), 5000);
+  uint8_t id[16];
+  put_batch(&r, 0, id);
+  CHECK_EQ_INT(perf__uploader_flush(r.up, flush_deadline(WAIT_MS)), PERF_OK);
+  CHECK_EQ_INT(http_server_request_count(r.server), 5);
+  for (int i = 1; i < 5; i++) {
+    http_request_t a, b;
+    CHECK(http_server_request(r.server, i - 1, &a) && http_server_request(r.server, i, &b));
+    int64_t gap_ms = (int64_t)(b.arrival_ns - a.arrival_ns) / 1000000;
+    CHECKF(gap_ms >= 400, "retry %d came %lld ms after the refusal", i, (long long)gap_ms);
+    http_request_free(&a);
+    http_request_free(&b);
+  }
+  perf__spool_stats_t st;
+  perf__spool_stats(r.spool, &st);
+  CHECK_EQ_INT(st.quarantined_rejected, 0);
+  CHECK_EQ_INT(atomic_load(&r.stats.batches_rejected), 0);
+  CHECK_EQ_INT(atomic_load(&r.stats.batches_retried), 4);
+  CHECK_EQ_INT(atomic_load(&r.stats.batches_sent), 1);
+  CHECK_EQ_INT(spool_files(&r), 0);
+  rig_close(&r);
+}
+
+/* Key rotation across processes: refused with 401 until the uploader
+   stops; the next one (the new key) sends what the spool kept, once. */
+static void case_rotated_key_next_process(void) {
+  rig_t r;
+  rig_open(&r, true);
+  http_server_set_default(r.server, &(http_response_t){.status = 401});
+  rig_start(&r, http_server_port(r.server), 5000);
+  uint8_t ids[3][16];
+  for (int i = 0; i < 3; i++)
+    put_batch(&r, i, ids[i]);
+  wait_stat(&r.stats.batches_retried, 1);
+  perf__uploader_stop(r.up);
+  r.up = NULL;
+  CHECK_EQ_INT(spool_files(&r), 3);
+  http_server_set_default(r.server, &(http_response_t){.status = 200});
+  int refused = http_server_request_count(r.server);
+  rig_start(&r, http_server_port(r.server), 5000);
+  perf__uploader_wake(r.up);
+  CHECK_EQ_INT(perf__uploader_flush(r.up, flush_deadline(WAIT_MS)), PERF_OK);
+  CHECK_EQ_INT(http_server_request_count(r.server), refused + 3);
+  for (int i = 0; i < 3; i++) {
+    char want[33];
+    hex(ids[i], want);
+    /* batch 0 was refused once before; each is delivered once after */
+    CHECK_EQ_INT(http_server_count_header_value(r.server, "X-Perf-Batch-Id", want),
+                 i == 0 ? refused + 1 : 1);
+  }
+  CHECK_EQ_INT(spool_files(&r), 0);
+  rig_close(&r);
+}
+
 static void case_server_errors_dropped(void) {
   rig_t r;
   rig_open(&r, true);
@@ -288,6 +352,7 @@ static const test_case_t g_cases[] = {
     TEST_CASE(retry_after_seconds),   TEST_CASE(retry_after_date),
     TEST_CASE(unavailable_then_ok),   TEST_CASE(rejected_set_aside),
     TEST_CASE(server_errors_dropped), TEST_CASE(slow_collector),
+    TEST_CASE(auth_refused_kept),     TEST_CASE(rotated_key_next_process),
 };
 
 int main(int argc, char **argv) {

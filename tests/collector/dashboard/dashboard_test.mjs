@@ -9,7 +9,10 @@
 // with the key the hang table's first row and the flame graph show the
 // demo's hang function (as top-stacks returns it), the tooltip and the zoom
 // work; the CPU view shows convolve_kernel; a stack row filters the events;
-// an event's detail shows the hang's duration and stack; a full-page
+// an event's detail shows the hang's duration and stack; the hand-made
+// "stack-truth" hang (test_dashboard.c) shows its inline frame marked
+// "[inline]" with its file:line and the "<truncated: depth>" marker, in
+// the API and on the page; a full-page
 // screenshot is written. Any JS error (console or uncaught) fails the test.
 // Exit 0 on success, 1 with the reason on stderr otherwise.
 import { chromium } from 'playwright-core';
@@ -167,6 +170,32 @@ async function run(page) {
   check((await page.getByTestId('detail-thread').textContent()).startsWith(String(event.tid)), 'detail thread');
   const stackText = await detail.locator('[data-testid="detail-stack"]').first().textContent();
   for (const name of HANG_CHAIN) check(stackText.includes(name), `detail stack has ${name}`);
+
+  // Stack truth: the hand-made hang, in the API then on the page.
+  const truth = (await apiJson('/api/v1/events?kind=hang')).events.find((e) => e.reason === 'stack-truth');
+  check(truth, 'the stack-truth hang is stored');
+  const tf = (await apiJson(`/api/v1/events/${truth.id}`)).stacks[0].frames;
+  check(tf.length === 4, `stack-truth: 4 frames (${JSON.stringify(tf)})`);
+  check(tf[0].inline === true && tf[0].function === 'stack_truth_inner' && tf[0].file === 'truth.c' &&
+    tf[0].line === 11 && tf[0].address === '0x1234', `API inline frame ${JSON.stringify(tf[0])}`);
+  check(tf[1].inline === undefined && tf[1].function === 'stack_truth_outer' && tf[1].line === 22 &&
+    tf[1].address === '0x1234', `API physical frame ${JSON.stringify(tf[1])}`);
+  check(tf[3].function === '<truncated: depth>' && tf[3].truncated === 'depth',
+    `API end marker ${JSON.stringify(tf[3])}`);
+  await page.locator('#events-all').click();
+  const truthRow = page.locator(`[data-testid="event-row"][data-id="${truth.id}"]`);
+  await truthRow.waitFor();
+  await truthRow.click();
+  await page.waitForFunction((id) => document.getElementById('event-detail').dataset.id === String(id), truth.id);
+  const items = await detail.locator('[data-testid="detail-stack"]').first().locator('ol.frames > li').allTextContents();
+  check(items.length === 4, `stack-truth detail: 4 lines (${JSON.stringify(items)})`);
+  check(items[0].startsWith('[inline] stack_truth_inner') && items[0].endsWith('truth.c:11'),
+    `inline frame line: ${items[0]}`);
+  check(!items[1].includes('[inline]') && items[1].startsWith('stack_truth_outer') &&
+    items[1].endsWith('truth.c:22'), `physical frame line: ${items[1]}`);
+  check(items[3] === '<truncated: depth>', `truncated line: ${items[3]}`);
+  check(await detail.getByTestId('detail-truncated').isVisible(), 'the truncated marker is visible');
+  check(await detail.getByTestId('inline-mark').first().isVisible(), 'the [inline] mark is visible');
 
   await page.mouse.move(0, 0);
   await page.screenshot({ path: screenshotPath, fullPage: true });
