@@ -16,6 +16,9 @@
  * a lock on (left by a dead process, in the root or in a dead process's
  * subdirectory) become the opener's; bad files go to <root>/quarantine/.
  * A third spool in the same process on the same root gets PERF_E_BUSY.
+ * The batch sink keeps the open batch's journal (`<id>.journal`,
+ * sdk/wire/journal.h) in the same directory; adopting a dead process's
+ * subdirectory moves its journals along with its batches.
  *
  * Bounds (max_bytes, max_files, max_age_s) hold after every call: a put
  * evicts the oldest batches first (counted in evicted_quota), so the files on
