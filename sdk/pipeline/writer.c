@@ -336,18 +336,18 @@ static void report_fatal_hangs(perf__writer_t *w) {
 }
 
 static void write_event(perf__writer_t *w, perf__event_t *ev) {
-  int batched = w->batches ? perf__batch_sink_add(w->batches, ev) : PERF_E_UNSUPPORTED;
-  if (w->cfg->sink != PERF_SINK_FILE) { /* http: batches only; none: counted only */
-    count_batched(w, batched);
-    perf__event_free(ev);
-    return;
+  if (w->cfg->sink == PERF_SINK_FILE) {
+    /* The report first: it is the file sink's record (one write, durable
+       at once); the batch record and its journal follow. */
+    perf__strbuf_t b;
+    perf__strbuf_init(&b, REPORT_MAX_BYTES);
+    int err = perf__format_event(&b, ev, w->cfg);
+    write_report(w, &b, err);
+    perf__strbuf_free(&b);
   }
-  perf__strbuf_t b;
-  perf__strbuf_init(&b, REPORT_MAX_BYTES);
-  int err = perf__format_event(&b, ev, w->cfg);
+  int batched = w->batches ? perf__batch_sink_add(w->batches, ev) : PERF_E_UNSUPPORTED;
+  count_batched(w, batched); /* http: batches only; none: counted only */
   perf__event_free(ev);
-  write_report(w, &b, err);
-  perf__strbuf_free(&b);
 }
 
 /* http sink: an event is written when its batch is in the spool (the
