@@ -11,6 +11,7 @@
  *
  *   floor       our own RT signal, empty handler: atomic store + FUTEX_WAKE;
  *               the requester sends with tgkill and waits with FUTEX_WAIT.
+ *   floor (spin) the same, but the requester spins on the store.
  *   cfi         perf_backtrace_thread, PERF_UNWIND_CFI (the default)
  *   fp          perf_backtrace_thread, PERF_UNWIND_FRAME_POINTER
  *   stack_copy  perf_backtrace_thread, PERF_UNWIND_STACK_COPY (32 KiB)
@@ -49,9 +50,9 @@
 #define ROUNDS 10
 #define WARMUP 200
 
-enum { V_FLOOR, V_CFI, V_FP, V_STACK_COPY, V_LIBUNWIND, V_COUNT };
-static const char *const k_names[V_COUNT] = {"floor", "cfi (default)", "fp", "stack_copy",
-                                             "libunwind"};
+enum { V_FLOOR, V_FLOOR_SPIN, V_CFI, V_FP, V_STACK_COPY, V_LIBUNWIND, V_COUNT };
+static const char *const k_names[V_COUNT] = {"floor", "floor (spin)", "cfi (default)",
+                                             "fp",    "stack_copy",   "libunwind"};
 
 typedef struct {
   double *rt_us;      /* round trip per iteration */
@@ -177,10 +178,14 @@ static void libunwind_handler(int signo, siginfo_t *si, void *ucv) {
   errno = saved_errno;
 }
 
-/* One round trip with our own signal; returns 0 or -errno. */
-static int signal_round_trip(int signo) {
+/* One round trip with our own signal; returns 0 or -errno. `spin`: the
+   requester spins on the answer instead of sleeping on the futex. */
+static int signal_round_trip(int signo, int spin) {
   atomic_store(&g_done, 0);
   if (syscall(SYS_tgkill, getpid(), g_target_tid, signo) != 0) return -errno;
+  int64_t give_up = mono_ns() + 1000000000LL;
+  while (spin && atomic_load(&g_done) == 0)
+    if (mono_ns() > give_up) return -ETIMEDOUT;
   while (atomic_load(&g_done) == 0) {
     struct timespec to = {1, 0};
     if (syscall(SYS_futex, &g_done, FUTEX_WAIT_PRIVATE, 0, &to, NULL, 0) != 0 && errno == ETIMEDOUT)
@@ -245,8 +250,8 @@ static void run_one(int v, series_t *s, int record) {
   int64_t t0 = mono_ns(), t1;
   uint64_t ticks;
   const uintptr_t *got = pcs;
-  if (v == V_FLOOR || v == V_LIBUNWIND) {
-    err = signal_round_trip(v == V_FLOOR ? g_floor_sig : g_unw_sig);
+  if (v == V_FLOOR || v == V_FLOOR_SPIN || v == V_LIBUNWIND) {
+    err = signal_round_trip(v == V_LIBUNWIND ? g_unw_sig : g_floor_sig, v == V_FLOOR_SPIN);
     t1 = mono_ns();
     ticks = g_handler_ticks;
     if (v == V_LIBUNWIND) {
@@ -267,7 +272,7 @@ static void run_one(int v, series_t *s, int record) {
   s->rt_us[s->n] = (double)(t1 - t0) / 1000.0;
   s->handler_us[s->n] = ticks_to_us(ticks);
   s->n++;
-  if (v != V_FLOOR) {
+  if (v != V_FLOOR && v != V_FLOOR_SPIN) {
     size_t chain = chain_frames(got, n);
     if (s->n == 1 || n < s->min_depth) s->min_depth = n;
     if (n > s->max_depth) s->max_depth = n;
@@ -320,10 +325,143 @@ static const char *verdict(int ok) {
 
 static void usage(const char *argv0) {
   fprintf(stderr,
-          "usage: %s [--iterations N] [--show]\n"
-          "  --iterations N  measured captures per variant (default %d, at least %d)\n"
-          "  --show          first print one symbolized capture of the target per mode\n",
+          "usage: %s [--iterations N] [--show] | --all-threads N\n"
+          "  --iterations N   measured captures per variant (default %d, at least %d)\n"
+          "  --show           first print one symbolized capture of the target per mode\n"
+          "  --all-threads N  instead: time perf_backtrace_all_threads_text over N idle threads\n",
           argv0, DEFAULT_ITERATIONS, ROUNDS);
+}
+
+static pthread_mutex_t g_idle_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_idle_cond = PTHREAD_COND_INITIALIZER;
+static int g_idle_stop;
+
+/* ---- a blocked target, and what the sampler reads about a thread ------- */
+
+static double median_of(double *v, size_t n) {
+  qsort(v, n, sizeof *v, cmp_double);
+  return pct(v, n, 50);
+}
+
+/* Median cost of reading a /proc/self/task/TID file whole (open, read,
+   close), as the sampler does before each capture. */
+static double proc_read_us(pid_t tid, const char *name) {
+  enum { N = 2000 };
+  static double t[N];
+  char path[64], buf[4096];
+  snprintf(path, sizeof path, "/proc/self/task/%d/%s", (int)tid, name);
+  for (int i = 0; i < N; i++) {
+    int64_t t0 = mono_ns();
+    FILE *f = fopen(path, "re");
+    if (f) {
+      size_t got = fread(buf, 1, sizeof buf, f);
+      (void)got;
+      fclose(f);
+    }
+    t[i] = (double)(mono_ns() - t0) / 1000.0;
+  }
+  return median_of(t, N);
+}
+
+static void *blocked_main(void *arg) {
+  (void)arg;
+  g_target_tid = (pid_t)syscall(SYS_gettid); /* not the busy one: see blocked_report */
+  pthread_mutex_lock(&g_idle_lock);
+  while (!g_idle_stop)
+    pthread_cond_wait(&g_idle_cond, &g_idle_lock);
+  pthread_mutex_unlock(&g_idle_lock);
+  return NULL;
+}
+
+/* Captures of a thread blocked in pthread_cond_wait (no signal: /proc and
+   a copy of its stack), and the /proc reads behind every capture. */
+static void blocked_report(pid_t busy_tid) {
+  enum { N = 2000 };
+  static double t[N];
+  pid_t saved = g_target_tid;
+  g_target_tid = 0;
+  pthread_t th;
+  if (pthread_create(&th, NULL, blocked_main, NULL) != 0) return;
+  while (!g_target_tid)
+    usleep(1000);
+  usleep(20000);
+  pid_t tid = g_target_tid;
+  size_t frames = 0, n = 0;
+  for (int i = 0; i < N; i++) {
+    uintptr_t pcs[MAX_PCS];
+    int64_t t0 = mono_ns();
+    int err = perf_backtrace_thread(tid, pcs, MAX_PCS, &frames);
+    if (!err) t[n++] = (double)(mono_ns() - t0) / 1000.0;
+  }
+  printf(
+      "blocked target (pthread_cond_wait, no signal): capture med %.2f us, %zu frames, %zu of %d "
+      "ok\n",
+      median_of(t, n), frames, n, N);
+  printf("/proc reads (open+read+close, med): syscall %.2f us blocked / %.2f us running; status "
+         "(SigBlk) %.2f us running\n",
+         proc_read_us(tid, "syscall"), proc_read_us(busy_tid, "syscall"),
+         proc_read_us(busy_tid, "status"));
+  pthread_mutex_lock(&g_idle_lock);
+  g_idle_stop = 1;
+  pthread_cond_broadcast(&g_idle_cond);
+  pthread_mutex_unlock(&g_idle_lock);
+  pthread_join(th, NULL);
+  g_idle_stop = 0;
+  g_target_tid = saved;
+}
+
+/* ---- --all-threads: one capture of every thread of a big process ------- */
+
+static void *idle_main(void *arg) {
+  (void)arg;
+  pthread_mutex_lock(&g_idle_lock);
+  while (!g_idle_stop)
+    pthread_cond_wait(&g_idle_cond, &g_idle_lock);
+  pthread_mutex_unlock(&g_idle_lock);
+  return NULL;
+}
+
+/* N threads parked in pthread_cond_wait (a thread pool at rest), then
+   perf_backtrace_all_threads_text three times: the first learns every
+   thread's stack bounds, the others find them cached. */
+static int all_threads(long n) {
+  pthread_t *th = calloc((size_t)n, sizeof *th);
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, 64 * 1024);
+  long made = 0;
+  while (th && made < n && pthread_create(&th[made], &attr, idle_main, NULL) == 0)
+    made++;
+  if (made < n) {
+    fprintf(stderr, "only %ld of %ld threads could be made\n", made, n);
+    return 1;
+  }
+  usleep(200000); /* all parked */
+  char *warm = NULL;
+  perf_backtrace_thread_text(0, &warm); /* rules and names of the modules */
+  perf_free(warm);
+  printf("all_threads: %ld idle threads (+ main), perf_backtrace_all_threads_text\n", n);
+  for (int round = 0; round < 3; round++) {
+    char *text = NULL;
+    int64_t t0 = mono_ns();
+    int err = perf_backtrace_all_threads_text(&text);
+    int64_t t1 = mono_ns();
+    size_t shown = 0;
+    for (const char *p = text; p && (p = strstr(p, "idle_main")) != NULL; p++)
+      shown++;
+    printf("  round %d: %s, %.1f ms, %.1f us per thread, %zu threads shown in idle_main\n",
+           round + 1, err ? perf_strerror(err) : "ok", (double)(t1 - t0) / 1e6,
+           (double)(t1 - t0) / 1e3 / (double)(n + 1), shown);
+    perf_free(text);
+  }
+  pthread_mutex_lock(&g_idle_lock);
+  g_idle_stop = 1;
+  pthread_cond_broadcast(&g_idle_cond);
+  pthread_mutex_unlock(&g_idle_lock);
+  for (long i = 0; i < made; i++)
+    pthread_join(th[i], NULL);
+  free(th);
+  return 0;
 }
 
 /* One capture of the target per SDK mode as text, and libunwind's pcs
@@ -340,7 +478,7 @@ static void show_captures(void) {
     perf_free(text);
   }
   printf("--- libunwind ---\n");
-  if (signal_round_trip(g_unw_sig) != 0) {
+  if (signal_round_trip(g_unw_sig, 0) != 0) {
     printf("no answer\n\n");
     return;
   }
@@ -355,6 +493,13 @@ int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--show") == 0) {
       show = 1;
+    } else if (strcmp(argv[i], "--all-threads") == 0 && i + 1 < argc) {
+      long n = strtol(argv[++i], NULL, 10);
+      if (n < 1 || n > 100000) {
+        usage(argv[0]);
+        return 2;
+      }
+      return all_threads(n);
     } else if (strcmp(argv[i], "--iterations") == 0 && i + 1 < argc) {
       char *end;
       iterations = strtol(argv[++i], &end, 10);
@@ -439,6 +584,7 @@ int main(int argc, char **argv) {
   }
   double elapsed_s = (double)(mono_ns() - start) / 1e9;
   prepare(V_CFI);
+  blocked_report(g_target_tid);
 
   atomic_store(&g_stop, 1);
   pthread_join(th, NULL);
@@ -452,14 +598,14 @@ int main(int argc, char **argv) {
          BENCH_DEPTH, iterations, ROUNDS, WARMUP, elapsed_s);
   printf("signals: sampler %d, floor %d, libunwind %d; TSC %.3f ticks/ns; %ld online CPUs\n",
          sdk_sig, g_floor_sig, g_unw_sig, g_ticks_per_ns, sysconf(_SC_NPROCESSORS_ONLN));
-  printf("\n%-14s %9s %9s %8s  %10s %10s %8s  %6s %6s %6s\n", "variant", "rt med", "rt p99",
-         "rt/floor", "in-hdl med", "in-hdl p99", "unw/this", "depth", "chain", "errors");
-  printf("%-14s %9s %9s %8s  %10s %10s %8s  %6s %6s %6s\n", "", "us", "us", "x", "us", "us", "x",
-         "", "", "");
+  printf("\n%-14s %9s %9s %8s %8s  %10s %10s %8s  %6s %6s %6s\n", "variant", "rt med", "rt p99",
+         "rt/floor", "rt/spin", "in-hdl med", "in-hdl p99", "unw/this", "depth", "chain", "errors");
+  printf("%-14s %9s %9s %8s %8s  %10s %10s %8s  %6s %6s %6s\n", "", "us", "us", "x", "x", "us",
+         "us", "x", "", "", "");
   for (int v = 0; v < V_COUNT; v++) {
     series_t *s = &series[v];
     char depth[32] = "-", chain[32] = "-", unw[32] = "-";
-    if (v != V_FLOOR && s->n) {
+    if (v != V_FLOOR && v != V_FLOOR_SPIN && s->n) {
       if (s->min_depth == s->max_depth)
         snprintf(depth, sizeof depth, "%zu", s->min_depth);
       else
@@ -469,17 +615,20 @@ int main(int argc, char **argv) {
       else
         snprintf(chain, sizeof chain, "%zu-%zu", s->min_chain, s->max_chain);
     }
-    if (v != V_FLOOR && v != V_LIBUNWIND && sum[v].h_med > 0)
+    if (v >= V_CFI && v != V_LIBUNWIND && sum[v].h_med > 0)
       snprintf(unw, sizeof unw, "%.1f", sum[V_LIBUNWIND].h_med / sum[v].h_med);
-    printf("%-14s %9.2f %9.2f %8.2f  %10.3f %10.3f %8s  %6s %6s %6zu\n", k_names[v], sum[v].rt_med,
-           sum[v].rt_p99, sum[v].rt_med / sum[V_FLOOR].rt_med, sum[v].h_med, sum[v].h_p99, unw,
-           depth, chain, s->errors);
+    printf("%-14s %9.2f %9.2f %8.2f %8.2f  %10.3f %10.3f %8s  %6s %6s %6zu\n", k_names[v],
+           sum[v].rt_med, sum[v].rt_p99, sum[v].rt_med / sum[V_FLOOR].rt_med,
+           sum[v].rt_med / sum[V_FLOOR_SPIN].rt_med, sum[v].h_med, sum[v].h_p99, unw, depth, chain,
+           s->errors);
     if (s->errors)
       printf("  %s: %zu captures failed, last: %s\n", k_names[v], s->errors,
-             s->last_error < 0 && v != V_FLOOR && v != V_LIBUNWIND ? perf_strerror(s->last_error)
-                                                                   : strerror(-s->last_error));
+             s->last_error < 0 && v >= V_CFI && v != V_LIBUNWIND ? perf_strerror(s->last_error)
+                                                                 : strerror(-s->last_error));
   }
-  printf("\nrt = round trip seen by the requester; in-hdl = time the target spent in the handler "
+  printf("\nrt = round trip seen by the requester; rt/floor, rt/spin = its median over the floor's "
+         "with a sleeping (futex) and a spinning requester; in-hdl = time the target spent in the "
+         "handler "
          "(entry to just before the wake); depth = frames captured (min-max); chain = of those, "
          "frames of the target's %d-frame recursion; unw/this = libunwind in-handler median / "
          "this row's.\n\n",
@@ -494,8 +643,11 @@ int main(int argc, char **argv) {
   int correct = series[V_CFI].n && series[V_CFI].min_chain >= BENCH_DEPTH && !series[V_CFI].errors;
   printf("target: default capture stacks correct (all %d chain frames): %zu..%zu %s\n", BENCH_DEPTH,
          series[V_CFI].min_chain, series[V_CFI].max_chain, verdict(correct));
-  printf("target: default round trip <= 1.2x floor: %.2fx %s\n", rt_ratio,
+  printf("target: default round trip <= 1.2x floor (sleeping requester): %.2fx %s\n", rt_ratio,
          verdict(rt_ratio <= 1.2));
+  double spin_ratio = sum[V_CFI].rt_med / sum[V_FLOOR_SPIN].rt_med;
+  printf("target: default round trip <= 1.3x floor (spinning requester): %.2fx %s\n", spin_ratio,
+         verdict(spin_ratio <= 1.3));
   printf("target: default in-handler < 1 us (32 frames): %.3f us %s\n", sum[V_CFI].h_med,
          verdict(sum[V_CFI].h_med < 1.0));
   printf("target: stack_copy in-handler < 3 us (32 KiB copy): %.3f us %s\n",

@@ -87,11 +87,11 @@ json_t *frame_json_expand(const json_t *frames) {
 void frame_json_label(const json_t *frame, char out[FRAME_LABEL_MAX]) {
   const char *fn = json_string_value(json_object_get(frame, "function"));
   if (fn && *fn && json_is_true(json_object_get(frame, "inline"))) {
-    perf__frame_label(out, FRAME_LABEL_MAX - (sizeof FRAME_INLINE_SUFFIX - 1), fn, NULL, NULL);
+    perf__group_label(out, FRAME_LABEL_MAX - (sizeof FRAME_INLINE_SUFFIX - 1), fn, NULL, NULL);
     strcat(out, FRAME_INLINE_SUFFIX); /* fits: room was left for it */
     return;
   }
-  perf__frame_label(out, FRAME_LABEL_MAX, fn, json_string_value(json_object_get(frame, "module")),
+  perf__group_label(out, FRAME_LABEL_MAX, fn, json_string_value(json_object_get(frame, "module")),
                     json_string_value(json_object_get(frame, "address")));
 }
 

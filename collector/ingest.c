@@ -9,8 +9,9 @@
  * marker), innermost first. The build-ids without a file are handed to the
  * resymbolizer after the batch is stored, which fetches them in the
  * background and renames the stored stacks. Groups (the
- * top-stacks API): every stack is one, and a hang event's group is the root
- * part shared by all its sampled stacks (perf__hang_signature).
+ * top-stacks API): every stack is one, and a hang event gets the majority
+ * key of its samples (hang_key.h), which the store matches against its hang
+ * groups (store_hang_groups.h).
  */
 #include "ingest.h"
 
@@ -25,6 +26,7 @@
 
 #include "batch_limits.h"
 #include "frame_json.h"
+#include "hang_key.h"
 #include "perf_sdk.h"
 #include "sdk/base/frame_text.h"
 #include "sdk/base/utf8.h"
@@ -172,19 +174,6 @@ static json_t *frame_json(frame_ctx_t *fc, uint32_t index, size_t depth) {
   return err ? NULL : o;
 }
 
-/* A JSON array of frame names (the groups' frames). */
-static char *names_json(const char *const *names, size_t n) {
-  json_t *a = json_array();
-  for (size_t i = 0; a && i < n; i++)
-    if (json_array_append_new(a, json_string(names[i])) != 0) {
-      json_decref(a);
-      return NULL;
-    }
-  char *text = a ? json_dumps(a, JSON_COMPACT) : NULL;
-  json_decref(a);
-  return text;
-}
-
 /* The frames as stored: one object per frame, then the end marker of a
    stack that ended early. */
 static json_t *stack_frames(frame_ctx_t *fc, const Perf__V1__Stack *s) {
@@ -239,11 +228,11 @@ typedef struct record_s {
   store_batch_t batch;
   store_stack_t *stacks;
   store_event_t *events;
-  store_stack_count_t **counts;            /* per event */
-  perf__named_stack_t *named;              /* per stack: its frame labels */
-  store_group_t *groups;                   /* one per stack, then one per hang event */
-  char (*group_sigs)[STORE_SIG_CHARS + 1]; /* per event */
-  size_t cap_stacks, cap_groups;
+  store_stack_count_t **counts; /* per event */
+  perf__named_stack_t *named;   /* per stack: its frame labels */
+  store_group_t *groups;        /* one per stack */
+  store_hang_t *hangs;          /* per event: hang events' grouping input */
+  size_t cap_stacks, cap_groups, cap_events;
   uint64_t samples;
   frame_ctx_t frames;
 } record_t;
@@ -256,9 +245,14 @@ static void record_free(record_t *r) {
   }
   for (size_t i = 0; r->groups && i < r->cap_groups; i++)
     free((char *)r->groups[i].names_json);
+  for (size_t i = 0; r->hangs && i < r->cap_events; i++) {
+    hang_key_release(&r->hangs[i]);
+    free((void *)r->hangs[i].samples.stacks);
+    free((void *)r->hangs[i].samples.samples);
+  }
+  free(r->hangs);
   free(r->named);
   free(r->groups);
-  free(r->group_sigs);
   for (size_t i = 0; r->stacks && i < r->cap_stacks; i++)
     free((char *)r->stacks[i].frames_json);
   for (size_t i = 0; r->counts && i < r->batch.n_events; i++)
@@ -268,47 +262,27 @@ static void record_free(record_t *r) {
   free(r->counts);
 }
 
-/* A hang event's group: the root part all its sampled stacks share
-   (perf__hang_signature), hashed like a stack. No shared frame at all (the
-   samples' roots differ, e.g. a truncated unwind): the dominant stack, else
-   the first sampled one, is the group. */
+/* A hang event's grouping input: its sampled stacks (labels and samples)
+   and their majority key (hang_key.h); the store picks the group. */
 static int hang_group(record_t *r, const Perf__V1__Event *pe, size_t index) {
-  size_t n = 0, max_depth = 0;
+  store_hang_t *h = &r->hangs[index];
   perf__named_stack_t *stacks = calloc(pe->n_stack_counts, sizeof *stacks);
-  if (!stacks) return -1;
+  uint64_t *samples = calloc(pe->n_stack_counts, sizeof *samples);
+  h->samples = (perf__hang_samples_t){stacks, samples, 0};
+  if (!stacks || !samples) return -1;
+  size_t n = 0, fallback = 0;
   for (size_t i = 0; i < pe->n_stack_counts; i++) {
     const Perf__V1__StackCount *c = pe->stack_counts[i];
     if (c->samples == 0) continue;
+    if (c->stack == pe->dominant_stack) fallback = n;
     stacks[n] = r->named[c->stack - 1];
-    if (stacks[n].depth > max_depth) max_depth = stacks[n].depth;
-    n++;
+    samples[n++] = c->samples;
   }
-  const char **shared = max_depth ? calloc(max_depth, sizeof *shared) : NULL;
-  size_t len = 0;
-  if (n && shared) perf__hang_signature(stacks, n, shared, max_depth, &len);
-  int rc = 0;
-  if (len) {
-    store_group_t *g = &r->groups[r->batch.n_groups];
-    snprintf(g->signature, sizeof g->signature, "%016llx",
-             (unsigned long long)perf__signature_hash(shared, len));
-    if (!(g->names_json = names_json(shared, len)))
-      rc = -1;
-    else {
-      r->batch.n_groups++;
-      memcpy(r->group_sigs[index], g->signature, sizeof g->signature);
-      r->events[index].group_sig = r->group_sigs[index];
-    }
-  } else if (max_depth && !shared) {
-    rc = -1;
-  } else if (pe->dominant_stack || n) {
-    uint32_t stack = pe->dominant_stack;
-    for (size_t i = 0; !stack && i < pe->n_stack_counts; i++)
-      if (pe->stack_counts[i]->samples) stack = pe->stack_counts[i]->stack;
-    r->events[index].group_sig = r->stacks[stack - 1].signature;
-  }
-  free(shared);
-  free(stacks);
-  return rc;
+  h->samples.n = n;
+  if (n == 0) return 0; /* nothing sampled: no group */
+  if (hang_key_make(h, fallback) != 0) return -1;
+  r->events[index].hang = h;
+  return 0;
 }
 
 static int build_event(record_t *r, const Perf__V1__Event *pe, size_t index) {
@@ -354,11 +328,12 @@ static int build_record(const ingest_target_t *t, const Perf__V1__Batch *bt, rec
               !(r->named = calloc(ns, sizeof *r->named)))) ||
       (ne && (!(r->events = calloc(ne, sizeof *r->events)) ||
               !(r->counts = calloc(ne, sizeof *r->counts)) ||
-              !(r->group_sigs = calloc(ne, sizeof *r->group_sigs)))) ||
-      (ns + ne && !(r->groups = calloc(ns + ne, sizeof *r->groups))))
+              !(r->hangs = calloc(ne, sizeof *r->hangs)))) ||
+      (ns && !(r->groups = calloc(ns, sizeof *r->groups))))
     return -1;
   r->cap_stacks = ns;
-  r->cap_groups = ns + ne;
+  r->cap_groups = ns;
+  r->cap_events = ne;
   r->batch.stacks = r->stacks;
   r->batch.events = r->events;
   r->batch.groups = r->groups;

@@ -56,6 +56,12 @@ static group_t *new_group(agg_t *a, const store_top_row_t *row) {
   g->last_event = -1;
   g->signature = strdup(row->group_sig);
   g->frames = json_loads(row->names_json, 0, NULL);
+  /* A hang group shows the part of its key the majority of all its
+     samples share (its key is its first hang's). */
+  size_t n = json_array_size(g->frames);
+  for (size_t cut = row->majority_len && row->majority_len < n ? n - row->majority_len : 0; cut > 0;
+       cut--)
+    json_array_remove(g->frames, 0);
   g->versions = json_array();
   a->n++;
   if (!g->signature || !g->frames || !json_is_array(g->frames) || !g->versions) return NULL;
@@ -179,7 +185,7 @@ static int64_t end_of_ms(long long ms) {
    environment, from, to into q; 0, or 400 with *body the error. */
 static unsigned parse_filters(query_arg_fn arg, void *ctx, bool kind_required, store_top_query_t *q,
                               char **body) {
-  *q = (store_top_query_t){NULL, NULL, NULL, NULL, 0, INT64_MAX};
+  *q = (store_top_query_t){NULL, NULL, NULL, NULL, 0, INT64_MAX, NULL};
   const char *kind = arg(ctx, "kind");
   if (!kind_required && kind && !*kind) kind = NULL;
   if ((kind_required || kind) && (!kind || (strcmp(kind, "hang") != 0 && strcmp(kind, "cpu") != 0)))
@@ -188,6 +194,11 @@ static unsigned parse_filters(query_arg_fn arg, void *ctx, bool kind_required, s
   q->app = filter(arg, ctx, "app");
   q->version = filter(arg, ctx, "version");
   q->environment = filter(arg, ctx, "environment");
+  q->group = filter(arg, ctx, "group");
+  if (q->group && (strlen(q->group) > STORE_SIG_CHARS ||
+                   strspn(q->group, "0123456789abcdef") != strlen(q->group)))
+    return *body = error_body("parameter %s: must be a group's signature (lowercase hex)", "group"),
+           400;
   long long v;
   const char *from = arg(ctx, "from"), *to = arg(ctx, "to");
   if (from) {

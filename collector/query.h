@@ -40,7 +40,9 @@ unsigned query_top_stacks(const store_ops_t *ops, store_t *store, query_arg_fn a
                           char **body);
 
 /* GET /api/v1/export/folded: the same filters as top-stacks (kind
-   required; no limit). 200 with text (flamegraph.pl's folded input): one
+   required; no limit), and group (a top-stacks signature: only the events
+   of that group, so a hang group's flame shows where inside it the time
+   went). 200 with text (flamegraph.pl's folded input): one
    line per distinct stack of the matching events' stack_counts, frames
    root first joined by ';', a space and its samples summed; lines sorted.
    Errors as for top-stacks (JSON). */

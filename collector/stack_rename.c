@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "frame_json.h"
+#include "hang_key.h"
 #include "signature.h"
 
 /* Name one frame at depth from the debug files; true when that changed it. */
@@ -55,21 +56,6 @@ static long labels_of(json_t *frames, char ***labels) {
   return (long)n;
 }
 
-/* The group of the names[0..n): its signature and names as JSON. */
-static int set_group(const char *const *names, size_t n, store_group_t *g) {
-  snprintf(g->signature, sizeof g->signature, "%016llx",
-           (unsigned long long)perf__signature_hash(names, n));
-  json_t *a = json_array();
-  for (size_t i = 0; a && i < n; i++)
-    if (json_array_append_new(a, json_string(names[i])) != 0) {
-      json_decref(a);
-      a = NULL;
-    }
-  g->names_json = a ? json_dumps(a, JSON_COMPACT) : NULL;
-  json_decref(a);
-  return g->names_json ? 0 : -1;
-}
-
 static int rename_stack(void *user, const char *frames_json, store_stack_t *stack,
                         store_group_t *group) {
   json_t *frames = json_loads(frames_json, 0, NULL);
@@ -89,7 +75,7 @@ static int rename_stack(void *user, const char *frames_json, store_stack_t *stac
   }
   char **labels;
   long n = labels_of(frames, &labels);
-  int rc = n >= 0 && set_group((const char *const *)labels, (size_t)n, group) == 0 &&
+  int rc = n >= 0 && hang_key_group((const char *const *)labels, (size_t)n, group) == 0 &&
                    (stack->frames_json = json_dumps(frames, JSON_COMPACT)) != NULL
                ? 1
                : -1;
@@ -99,34 +85,48 @@ static int rename_stack(void *user, const char *frames_json, store_stack_t *stac
   return rc;
 }
 
-static int hang_group(void *user, const char *const *frames_json, size_t n, store_group_t *group) {
+/* The hang's stacks (their labels) and samples: hang->owned. */
+typedef struct hang_stacks_s {
+  perf__named_stack_t *stacks;
+  uint64_t *samples;
+  size_t n;
+} hang_stacks_t;
+
+static void hang_free(void *user, store_hang_t *hang) {
   (void)user;
-  perf__named_stack_t *stacks = calloc(n, sizeof *stacks);
-  size_t made = 0, max_depth = 0;
-  int rc = stacks ? 0 : -1;
-  for (; rc == 0 && made < n; made++) {
-    json_t *frames = json_loads(frames_json[made], 0, NULL);
+  hang_stacks_t *hs = hang->owned;
+  hang_key_release(hang);
+  for (size_t i = 0; hs && i < hs->n; i++)
+    labels_free((char **)hs->stacks[i].frames, hs->stacks[i].depth);
+  if (hs) free(hs->stacks), free(hs->samples);
+  free(hs);
+  *hang = (store_hang_t){0};
+}
+
+static int hang_group(void *user, const char *const *frames_json, const uint64_t *samples, size_t n,
+                      store_hang_t *hang) {
+  *hang = (store_hang_t){0};
+  hang_stacks_t *hs = calloc(1, sizeof *hs);
+  if (!hs) return -1;
+  hang->owned = hs;
+  hs->stacks = calloc(n ? n : 1, sizeof *hs->stacks);
+  hs->samples = calloc(n ? n : 1, sizeof *hs->samples);
+  int rc = hs->stacks && hs->samples ? 0 : -1;
+  for (; rc == 0 && hs->n < n; hs->n++) {
+    json_t *frames = json_loads(frames_json[hs->n], 0, NULL);
     char **labels = NULL;
     long depth = json_is_array(frames) ? labels_of(frames, &labels) : -1;
     if (depth < 0) rc = -1;
-    stacks[made] = (perf__named_stack_t){(const char *const *)labels, depth < 0 ? 0 : depth};
-    if (stacks[made].depth > max_depth) max_depth = stacks[made].depth;
+    hs->stacks[hs->n] = (perf__named_stack_t){(const char *const *)labels, depth < 0 ? 0 : depth};
+    hs->samples[hs->n] = samples[hs->n];
     json_decref(frames);
   }
-  const char **shared = rc == 0 ? calloc(max_depth ? max_depth : 1, sizeof *shared) : NULL;
-  size_t len = 0;
-  if (shared) {
-    perf__hang_signature(stacks, n, shared, max_depth, &len);
-    /* No frame shared: the first (dominant) stack is the group. */
-    rc = len ? set_group(shared, len, group) : set_group(stacks[0].frames, stacks[0].depth, group);
-  }
-  for (size_t i = 0; stacks && i < made; i++)
-    labels_free((char **)stacks[i].frames, stacks[i].depth);
-  free(shared);
-  free(stacks);
-  return shared || rc != 0 ? rc : -1;
+  hang->samples = (perf__hang_samples_t){hs->stacks, hs->samples, hs->n};
+  if (rc == 0) rc = hang_key_make(hang, 0);
+  if (rc != 0) hang_free(user, hang);
+  return rc;
 }
 
 store_renamer_t stack_renamer(symbolizer_t *symbols) {
-  return (store_renamer_t){rename_stack, hang_group, symbols};
+  return (store_renamer_t){rename_stack, hang_group, hang_free, symbols};
 }

@@ -15,6 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "signature.h"
+
 #define STORE_BATCH_ID_BYTES 16
 #define STORE_SIG_CHARS 32 /* a stack signature: 128 bits as lowercase hex */
 
@@ -41,11 +43,23 @@ typedef struct store_stack_count_s {
 
 /* A grouping key: a signature and its frames as a JSON array of names
    ("fn" or "module+0xaddr"), innermost first. Every stack of a batch is
-   one (the CPU grouping), and so is every hang event's shared root part. */
+   one (the CPU grouping), and so is every hang group's key (store_hang_t). */
 typedef struct store_group_s {
   char signature[STORE_SIG_CHARS + 1];
   const char *names_json;
 } store_group_t;
+
+/* A hang event's grouping input (signature.h): its sampled stacks' labels
+   and samples, its majority key (perf__hang_key, len >= 1) and the group
+   that key makes when no stored group takes the hang (perf__group_pick,
+   over the stored hang groups). */
+typedef struct store_hang_s {
+  perf__hang_samples_t samples;
+  const char *const *key; /* innermost first */
+  size_t len;
+  store_group_t group; /* the key's own signature and names */
+  void *owned;         /* what its maker allocated for it (store_renamer_t.hang_free) */
+} store_hang_t;
 
 typedef struct store_event_s {
   const char *kind; /* "hang", "fatal_hang", "cpu", "manual", "unspecified" */
@@ -55,8 +69,11 @@ typedef struct store_event_s {
   int32_t cpu_percent;
   const char *reason;
   const char *dominant_stack_sig; /* NULL: none */
-  const char *group_sig;          /* hang / fatal_hang: the hang signature (a groups row);
-                                     NULL for other kinds or no samples */
+  const char *group_sig;          /* hang / fatal_hang without a key: the group (a groups
+                                     row, the dominant stack's); NULL for other kinds or
+                                     no samples */
+  const store_hang_t *hang;       /* hang / fatal_hang with a majority key: the store
+                                     picks its group (then group_sig is unused) */
   const store_stack_count_t *counts;
   size_t n_counts;
 } store_event_t;
@@ -83,12 +100,15 @@ typedef struct store_top_query_s {
   const char *kind;
   const char *app, *version, *environment;
   int64_t from_ns, to_ns;
+  const char *group; /* stack_rows: NULL, or only the events of this group */
 } store_top_query_t;
 
 typedef struct store_top_row_s {
   const char *group_sig, *names_json, *version; /* version may be NULL */
   int64_t event_id, start_ns, duration_ns;
   uint64_t samples;
+  size_t majority_len; /* hang groups: the root frames of names_json the majority of the
+                          group's samples share (perf__group_majority_len); 0: all */
 } store_top_row_t;
 
 /* Return non-zero to stop (the scan then fails with STORE_ERROR). */
@@ -145,11 +165,14 @@ typedef struct store_renamer_s {
      changed; -1 on failure. The store frees the two strings with free(). */
   int (*rename_stack)(void *user, const char *frames_json, store_stack_t *stack,
                       store_group_t *group);
-  /* A hang event's group from its sampled stacks' frames (n >= 1, the
-     dominant stack first, then by samples): *group as ingest makes it
-     (the shared root part; none shared: the first stack). names_json
-     malloc'ed, freed by the store. 0, or -1 on failure. */
-  int (*hang_group)(void *user, const char *const *frames_json, size_t n, store_group_t *group);
+  /* A hang event's grouping input from its sampled stacks' frames and
+     samples (n >= 1, the dominant stack first, then by samples), made as
+     ingest makes it: *hang with its key (len 0: no majority root, then
+     hang->group is the first stack's own group). Everything in *hang is
+     malloc'ed and released with hang_free. 0, or -1 on failure. */
+  int (*hang_group)(void *user, const char *const *frames_json, const uint64_t *samples, size_t n,
+                    store_hang_t *hang);
+  void (*hang_free)(void *user, store_hang_t *hang);
   void *user;
 } store_renamer_t;
 
@@ -183,7 +206,8 @@ typedef struct store_ops_s {
      contains the text `needle`: r->rename_stack renames it; a renamed
      stack's counts, events and CPU group move to its new signature, merged
      into a stack stored with that signature already; the hang events that
-     sampled a renamed stack get their group recomputed (r->hang_group);
+     sampled a renamed stack get their group recomputed (r->hang_group,
+     then the same pick among the stored hang groups as put_batch);
      groups nothing refers to any more are deleted. *renamed (may be NULL):
      the stacks renamed. */
   int (*resymbolize)(store_t *st, const char *needle, const store_renamer_t *r, uint64_t *renamed);

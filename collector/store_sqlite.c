@@ -7,8 +7,9 @@
  * Schema: batches (id unique), events of a batch, stacks keyed by the
  * signature of their symbolized frames (first and last seen), and
  * stack_counts (samples of a stack on a thread within an event), groups
- * (the top-stacks API's keys: every stack, and every hang's shared root,
- * referenced by events.group_sig).
+ * (the top-stacks API's keys: every stack, and every hang group's majority
+ * key, referenced by events.group_sig), and the hang groups' own tables
+ * (store_hang_groups.c: which group a hang joins).
  */
 #include <pthread.h>
 #include <sqlite3.h>
@@ -18,6 +19,7 @@
 #include <sys/stat.h>
 
 #include "store.h"
+#include "store_hang_groups.h"
 
 #define BUSY_TIMEOUT_MS 5000
 
@@ -112,7 +114,8 @@ static const char *const STMT_SQL[ST_COUNT] = {
     [ST_TOP_HANG] =
         "SELECT e.group_sig, g.frames, b.version, e.id, e.start_ns, e.duration_ns,"
         " (SELECT coalesce(sum(c.samples), 0) FROM stack_counts c"
-        " WHERE c.event_id = e.id)"
+        " WHERE c.event_id = e.id),"
+        " (SELECT p.samples FROM hang_group_path p WHERE p.group_sig = e.group_sig)"
         " FROM events e JOIN batches b ON b.id = e.batch_id"
         " JOIN groups g ON g.signature = e.group_sig"
         " WHERE e.kind IN ('hang', 'fatal_hang')" TOP_FILTERS " ORDER BY e.group_sig, e.id",
@@ -127,7 +130,8 @@ static const char *const STMT_SQL[ST_COUNT] = {
         " min(e.start_ns), max(e.start_ns + e.duration_ns) FROM stack_counts c"
         " JOIN events e ON e.id = c.event_id JOIN batches b ON b.id = e.batch_id"
         " JOIN stacks s ON s.signature = c.stack_sig"
-        " WHERE " KIND_FILTER TOP_FILTERS " GROUP BY c.stack_sig ORDER BY 3 DESC, c.stack_sig",
+        " WHERE " KIND_FILTER TOP_FILTERS
+        " AND (?8 IS NULL OR e.group_sig = ?8) GROUP BY c.stack_sig ORDER BY 3 DESC, c.stack_sig",
     [ST_EVENT_ROWS] = "SELECT " EVENT_COLUMNS " FROM events e JOIN batches b ON b.id = e.batch_id"
                       " WHERE (?6 IS NULL OR " KIND_FILTER ")" TOP_FILTERS
                       " ORDER BY e.start_ns DESC, e.id DESC LIMIT ?7",
@@ -142,6 +146,7 @@ struct store_s {
   pthread_mutex_t lock;
   sqlite3 *db;
   sqlite3_stmt *stmt[ST_COUNT];
+  hang_groups_t *hang;
   char *path;
 };
 
@@ -162,6 +167,7 @@ static void sqlite_close(store_t *st) {
   if (!st) return;
   for (int i = 0; i < ST_COUNT; i++)
     sqlite3_finalize(st->stmt[i]);
+  hang_groups_close(st->hang);
   sqlite3_close(st->db);
   pthread_mutex_destroy(&st->lock);
   free(st->path);
@@ -205,6 +211,11 @@ static int sqlite_open(const char *path, store_t **out) {
   sqlite3_exec(st->db, ADD_STACK_END, NULL, NULL, NULL); /* the same */
   if (sqlite3_exec(st->db, GROUP_SIG_INDEX, NULL, NULL, NULL) != SQLITE_OK) {
     report(st, "schema");
+    sqlite_close(st);
+    return STORE_ERROR;
+  }
+  if (hang_groups_open(st->db, &st->hang) != SQLITE_OK) {
+    report(st, "hang groups");
     sqlite_close(st);
     return STORE_ERROR;
   }
@@ -268,6 +279,13 @@ static int insert_events(store_t *st, const store_batch_t *b) {
   sqlite3_stmt *s = st->stmt[ST_INSERT_EVENT];
   for (size_t i = 0; i < b->n_events; i++) {
     const store_event_t *e = &b->events[i];
+    char group[STORE_SIG_CHARS + 1];
+    const char *group_sig = e->group_sig;
+    if (e->hang) {
+      int rc = hang_groups_assign(st->hang, e->hang, b->received_ns, group);
+      if (rc != SQLITE_OK) return rc;
+      group_sig = group;
+    }
     sqlite3_bind_blob(s, 1, b->id, STORE_BATCH_ID_BYTES, SQLITE_STATIC);
     sqlite3_bind_text(s, 2, e->kind, -1, SQLITE_STATIC);
     sqlite3_bind_int64(s, 3, e->start_ns);
@@ -279,8 +297,8 @@ static int insert_events(store_t *st, const store_batch_t *b) {
       sqlite3_bind_text(s, 8, e->dominant_stack_sig, -1, SQLITE_STATIC);
     else
       sqlite3_bind_null(s, 8);
-    if (e->group_sig)
-      sqlite3_bind_text(s, 9, e->group_sig, -1, SQLITE_STATIC);
+    if (group_sig)
+      sqlite3_bind_text(s, 9, group_sig, -1, SQLITE_TRANSIENT);
     else
       sqlite3_bind_null(s, 9);
     int rc = step_done(st, ST_INSERT_EVENT);
@@ -328,6 +346,11 @@ static int delete_locked(store_t *st, int64_t cutoff_ns, uint64_t *deleted) {
       return STORE_ERROR;
     }
     if (order[i] == ST_DELETE_BATCHES && deleted) *deleted = (uint64_t)sqlite3_changes(st->db);
+  }
+  if (hang_groups_prune(st->hang) != SQLITE_OK) {
+    report(st, "retention");
+    step_done(st, ST_ROLLBACK);
+    return STORE_ERROR;
   }
   return step_done(st, ST_COMMIT) == SQLITE_OK ? STORE_OK : STORE_ERROR;
 }
@@ -388,7 +411,11 @@ static int sqlite_top_rows(store_t *st, const store_top_query_t *q, store_row_fn
                            sqlite3_column_int64(s, 3),
                            sqlite3_column_int64(s, 4),
                            sqlite3_column_int64(s, 5),
-                           (uint64_t)sqlite3_column_int64(s, 6)};
+                           (uint64_t)sqlite3_column_int64(s, 6),
+                           0};
+    if (id == ST_TOP_HANG)
+      row.majority_len =
+          hang_groups_majority_len(sqlite3_column_blob(s, 7), (size_t)sqlite3_column_bytes(s, 7));
     if (!row.group_sig || !row.names_json) continue;
     stopped = fn(&row, user);
   }
@@ -428,6 +455,7 @@ static int sqlite_stack_rows(store_t *st, const store_top_query_t *q, store_stac
   pthread_mutex_lock(&st->lock);
   sqlite3_stmt *s = st->stmt[ST_STACK_ROWS];
   bind_filters(s, q);
+  if (q->group) sqlite3_bind_text(s, 8, q->group, -1, SQLITE_STATIC);
   int rc, stopped = 0;
   while (!stopped && (rc = sqlite3_step(s)) == SQLITE_ROW) {
     store_stack_row_t row = {column_text(s, 0),
@@ -563,7 +591,7 @@ static const char *const RESYM_SQL[RS_COUNT] = {
                        " FROM resym_events r JOIN events e ON e.id = r.id"
                        " JOIN batches b ON b.id = e.batch_id"
                        " WHERE e.kind IN ('hang', 'fatal_hang')",
-    [RS_EVENT_STACKS] = "SELECT s.frames FROM stack_counts c JOIN stacks s"
+    [RS_EVENT_STACKS] = "SELECT s.frames, c.samples FROM stack_counts c JOIN stacks s"
                         " ON s.signature = c.stack_sig WHERE c.event_id = ?1 AND c.samples > 0"
                         " ORDER BY c.stack_sig IS ?2 DESC, c.samples DESC, c.rowid",
     [RS_SET_GROUP] = "UPDATE events SET group_sig = ?2 WHERE id = ?1",
@@ -683,43 +711,49 @@ static int rename_matching(resym_t *x, const char *needle) {
   return rc;
 }
 
-/* A hang event whose stacks changed: its group again from its stacks. */
+/* A hang event whose stacks changed: its group again from its stacks,
+   picked among the stored hang groups as put_batch picks. */
 static int regroup_event(resym_t *x, int64_t id, const char *dominant, const char *old_group,
                          int64_t received_ns) {
   sqlite3_stmt *s = x->stmt[RS_EVENT_STACKS];
   sqlite3_bind_int64(s, 1, id);
   if (dominant) sqlite3_bind_text(s, 2, dominant, -1, SQLITE_TRANSIENT);
   char **frames = NULL;
+  uint64_t *samples = NULL;
   size_t n = 0, cap = 0;
   int rc;
   while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
     if (n == cap) {
-      char **grown = realloc(frames, (cap = cap ? 2 * cap : 8) * sizeof *frames);
-      if (!grown) break;
-      frames = grown;
+      cap = cap ? 2 * cap : 8;
+      char **grown = realloc(frames, cap * sizeof *frames);
+      if (grown) frames = grown;
+      uint64_t *more = realloc(samples, cap * sizeof *samples);
+      if (more) samples = more;
+      if (!grown || !more) break;
     }
+    samples[n] = (uint64_t)sqlite3_column_int64(s, 1);
     if (!(frames[n++] = strdup(column_text(s, 0) ? column_text(s, 0) : "[]"))) break;
   }
   sqlite3_reset(s);
   sqlite3_clear_bindings(s);
   rc = rc == SQLITE_DONE ? SQLITE_OK : SQLITE_NOMEM;
-  store_group_t group = {0};
+  store_hang_t hang = {0};
+  char group[STORE_SIG_CHARS + 1];
   if (rc == SQLITE_OK && n) {
-    if (x->r->hang_group(x->r->user, (const char *const *)frames, n, &group) != 0)
+    if (x->r->hang_group(x->r->user, (const char *const *)frames, samples, n, &hang) != 0)
       rc = SQLITE_NOMEM;
-    if (rc == SQLITE_OK)
-      rc = rs_upsert(x, RS_UPSERT_GROUP, group.signature, group.names_json, received_ns,
-                     received_ns);
+    if (rc == SQLITE_OK) rc = hang_groups_assign(x->st->hang, &hang, received_ns, group);
     if (rc == SQLITE_OK && old_group) rc = rs_run(x, RS_NOTE_GROUP, old_group, NULL);
     if (rc == SQLITE_OK) {
       sqlite3_bind_int64(x->stmt[RS_SET_GROUP], 1, id);
-      rc = rs_run(x, RS_SET_GROUP, NULL, group.signature);
+      rc = rs_run(x, RS_SET_GROUP, NULL, group);
     }
+    x->r->hang_free(x->r->user, &hang);
   }
-  free((char *)group.names_json);
   for (size_t i = 0; i < n; i++)
     free(frames[i]);
   free(frames);
+  free(samples);
   return rc;
 }
 
@@ -770,6 +804,7 @@ static int resymbolize_locked(resym_t *x, const char *needle) {
   rc = rename_matching(x, needle);
   if (rc == SQLITE_OK && x->renamed) rc = regroup_hangs(x);
   if (rc == SQLITE_OK && x->renamed) rc = rs_done(x, RS_DROP_GROUPS);
+  if (rc == SQLITE_OK && x->renamed) rc = hang_groups_prune(st->hang);
   if (rc == SQLITE_OK) rc = step_done(st, ST_COMMIT);
   if (rc == SQLITE_OK) return STORE_OK;
   report(st, "resymbolize");

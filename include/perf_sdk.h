@@ -50,10 +50,12 @@ typedef enum perf_error_e {
   PERF_E_INVALID_ARGUMENT = -1, /* a NULL pointer, a zero size, an unknown enum value */
   PERF_E_NO_MEMORY = -2,        /* an allocation failed; nothing was changed */
   PERF_E_NO_THREAD = -3,        /* the thread id is not a live thread of this process */
-  PERF_E_TIMEOUT = -4,   /* the thread did not answer in time (signal blocked, D state, stopped) */
-  PERF_E_BUSY = -5,      /* a capture of that thread is already in flight, or an SDK call
-                            is already in progress on this thread (signal handler) */
-  PERF_E_SIGNAL = -6,    /* no usable real-time signal, or the configured one is taken */
+  PERF_E_TIMEOUT = -4,          /* the thread did not answer in time (it runs with the
+                                   sampler's signal blocked, or kept waking) */
+  PERF_E_BUSY = -5,             /* a capture of that thread is already in flight, or an SDK call
+                                   is already in progress on this thread (signal handler) */
+  PERF_E_SIGNAL = -6,           /* no usable real-time signal, the configured one is taken, or the
+                                   app replaced the sampler's handler (nothing is sent then) */
   PERF_E_SYSTEM = -7,    /* a system call failed unexpectedly; see errno-style detail in the log */
   PERF_E_TRUNCATED = -8, /* the output buffer was too small; it holds the innermost frames */
   PERF_E_INVALID_CONFIG = -9, /* a configuration field is out of range; the log names it */
@@ -78,6 +80,22 @@ PERF_API void perf_free(void *p);
  * other thread (or itself) by sending it a dedicated real-time signal whose
  * handler unwinds the interrupted context into preallocated storage. It works
  * without perf_sdk_init(): the handler is installed on first use.
+ *
+ * What the app sees of it:
+ *  - A thread blocked in a system call (nanosleep, poll, epoll_wait, select,
+ *    read, accept, futex waits, ...) is never signalled: its stack is read
+ *    through /proc while it blocks, so no call of the app returns EINTR or
+ *    early because of a capture. (A thread caught in the microsecond in
+ *    which it enters a blocking call can still be interrupted there; see
+ *    docs/operations.md, "Side effects on the app".)
+ *  - No signal is sent to a thread that blocks the sampler's signal (the
+ *    capture fails with PERF_E_TIMEOUT after timeout_ms): none is ever left
+ *    pending to kill a program the thread execs.
+ *  - No signal is sent once the app replaced the sampler's handler (set it
+ *    to SIG_DFL, SIG_IGN or its own): captures of running threads then fail
+ *    with PERF_E_SIGNAL.
+ *  - The handler needs about 0.5 KiB of the interrupted thread's stack beyond
+ *    the kernel's signal frame, and never binds a symbol lazily.
  */
 
 /* How the signal handler turns the interrupted context into a stack. */

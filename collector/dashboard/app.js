@@ -166,7 +166,10 @@ async function loadStacks(gen) {
 async function loadFlame(gen) {
   state.flame = null;
   renderFlame();
-  const tree = await apiJson('/api/v1/flame', filterParams(false));
+  // A hang group selected: its own flame graph, where inside it the time went.
+  const params = filterParams(false);
+  if (state.selected && state.kind === 'hang') params.group = state.selected.signature;
+  const tree = await apiJson('/api/v1/flame', params);
   if (gen !== state.generation) return;
   state.flame = tree;
   renderFlame();
@@ -269,6 +272,7 @@ async function selectStack(stack) {
     row.classList.toggle('selected', !same && row.dataset.signature === stack.signature);
   renderFlame();
   try {
+    if (state.kind === 'hang') await loadFlame(state.generation); // the group's own, or all again
     await loadEvents(++state.eventsGeneration);
   } catch (err) {
     reportError(err);

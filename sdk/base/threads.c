@@ -12,9 +12,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "perf_sdk.h"
+
+/* The kernel's CPU clock id encoding (include/linux/posix-timers_types.h,
+   glibc's kernel-posix-cpu-timers.h): ~pid << 3 | per-thread bit | clock. */
+#define CPUCLOCK_SCHED 2u
+#define CPUCLOCK_PERTHREAD_MASK 4u
+/* Tids above this do not survive the << 3 of the encoding (pid_max is at most
+   2^22 on 64-bit kernels). */
+#define MAX_ENCODABLE_TID 0x0fffffff
 
 static int compare_tid(const void *a, const void *b);
 
@@ -84,6 +93,16 @@ int perf__stack_mapping(uintptr_t addr, uintptr_t *lo, uintptr_t *hi) {
   }
   fclose(f);
   return found ? PERF_OK : PERF_E_NO_THREAD;
+}
+
+int64_t perf__thread_cpu_ns(pid_t tid) {
+  if (tid <= 0 || tid > MAX_ENCODABLE_TID) return -1;
+  /* Unsigned arithmetic: shifting the negative ~tid is undefined in C. */
+  clockid_t clock = (clockid_t)((~(uint32_t)tid << 3) | CPUCLOCK_PERTHREAD_MASK | CPUCLOCK_SCHED);
+  struct timespec ts;
+  /* EINVAL when no thread of this process has that id. */
+  if (clock_gettime(clock, &ts) != 0) return -1;
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 static int compare_tid(const void *a, const void *b) {

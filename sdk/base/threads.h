@@ -25,4 +25,9 @@ int perf__thread_list(pid_t **tids, size_t *count);
    PERF_E_NO_THREAD when no readable mapping holds addr. */
 int perf__stack_mapping(uintptr_t addr, uintptr_t *lo, uintptr_t *hi);
 
+/* CPU time of thread `tid` of this process in nanoseconds (its per-thread
+   CPU clock: exact, also while it runs), or -1 when the thread does not
+   exist (any more). No /proc read. */
+int64_t perf__thread_cpu_ns(pid_t tid);
+
 #endif

@@ -56,14 +56,6 @@
 #include "perf_sdk.h"
 #include "sdk/base/threads.h"
 
-/* The kernel's CPU clock id encoding (include/linux/posix-timers_types.h,
-   glibc's kernel-posix-cpu-timers.h): ~pid << 3 | per-thread bit | clock. */
-#define CPUCLOCK_SCHED 2u
-#define CPUCLOCK_PERTHREAD_MASK 4u
-/* Tids above this do not survive the << 3 of the encoding (pid_max is at most
-   2^22 on 64-bit kernels). */
-#define MAX_ENCODABLE_TID 0x0fffffff
-
 #define GAP_FLOOR_NS 2000000 /* 2 ms */
 #define GAP_PERCENT 5
 #define INITIAL_CAP 16
@@ -80,16 +72,6 @@ static void read_after_enumeration(perf__thread_set_t *set, bool first);
 int64_t perf__process_cpu_ns(void) {
   struct timespec ts;
   if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0) return -1;
-  return timespec_ns(&ts);
-}
-
-int64_t perf__thread_cpu_ns(pid_t tid) {
-  if (tid <= 0 || tid > MAX_ENCODABLE_TID) return -1;
-  /* Unsigned arithmetic: shifting the negative ~tid is undefined in C. */
-  clockid_t clock = (clockid_t)((~(uint32_t)tid << 3) | CPUCLOCK_PERTHREAD_MASK | CPUCLOCK_SCHED);
-  struct timespec ts;
-  /* EINVAL when no thread of this process has that id. */
-  if (clock_gettime(clock, &ts) != 0) return -1;
   return timespec_ns(&ts);
 }
 

@@ -19,12 +19,12 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "sdk/base/threads.h"
+
 /* Process CPU time (all threads, user + system) in nanoseconds. */
 int64_t perf__process_cpu_ns(void);
 
-/* CPU time of thread `tid` of this process in nanoseconds, or -1 when the
-   thread does not exist (any more). */
-int64_t perf__thread_cpu_ns(pid_t tid);
+/* perf__thread_cpu_ns(tid): sdk/base/threads.h. */
 
 typedef struct perf__thread_cpu_s {
   pid_t tid;

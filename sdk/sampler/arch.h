@@ -35,6 +35,9 @@ extern const perf__arch_t perf__arch;
 /* A cycle counter (TSC ticks on x86_64). Async-signal-safe. */
 uint64_t perf__arch_cycles(void);
 
+/* A spin-wait hint (x86_64: pause). */
+void perf__arch_pause(void);
+
 /* pc, sp, frame pointer and rbx of an interrupted context (a signal
    handler's ucontext_t). Async-signal-safe. */
 void perf__arch_context_regs(const void *ucontext, perf__unwind_regs_t *out);

@@ -1,7 +1,9 @@
 /*
  * sampler.h - the internal capture entry point behind perf_backtrace_* and
- * the monitors: interrupt thread `tid` with the sampler's signal and collect
- * its stack. Implemented in signal_sampler.c.
+ * the monitors: collect thread `tid`'s stack, by interrupting it with the
+ * sampler's signal when it runs, or from /proc and a copy of its stack
+ * when it is blocked (never signalled then). Implemented in
+ * signal_sampler.c.
  */
 #ifndef PERF_SAMPLER_H
 #define PERF_SAMPLER_H

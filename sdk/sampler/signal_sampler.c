@@ -13,12 +13,24 @@
  * A late handler (after the requester gave up) finds another sequence
  * number in the slot and writes nothing.
  *
+ * A thread blocked in a system call is never signalled: a handler would end
+ * nanosleep, poll, epoll_wait and the like early with EINTR. Its user stack
+ * is frozen while it blocks, so the requester reads its sp and pc from
+ * /proc (thread_state.h), copies the stack and walks the copy with the same
+ * rules; the copy counts only if the thread is still blocked in the same
+ * call at the same place afterwards. Before any signal is sent the target
+ * must not block it (SigBlk: a pending signal would kill a program the
+ * thread execs) and the handler must still be ours. docs/architecture.md,
+ * "Threads blocked in a system call", has the measurements and the race
+ * that remains.
+ *
  * Slot state word: (sequence << 3) | state.
  */
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -38,12 +50,15 @@
 #include "sdk/sampler/dwfl_unwind.h"
 #include "sdk/sampler/sampler.h"
 #include "sdk/sampler/sampler_options.h"
+#include "sdk/sampler/stack_bounds.h"
+#include "sdk/sampler/thread_state.h"
 
 enum { SLOT_FREE = 0, SLOT_PENDING = 1, SLOT_WRITING = 2, SLOT_DONE = 3, SLOT_CANCELLED = 4 };
 enum { RESULT_STACK = 0, RESULT_NEED_BOUNDS = 1 };
-/* request()'s positive answer: the handler reported sp, not a stack. */
-enum { REQUEST_NEED_BOUNDS = 1 };
-enum { SLOT_COUNT = 8, BOUNDS_CACHE = 64 };
+/* request()'s positive answers: the handler reported sp, not a stack; the
+   thread was found blocked at the last look before the send (nothing sent). */
+enum { REQUEST_NEED_BOUNDS = 1, REQUEST_NOW_BLOCKED = 2 };
+enum { SLOT_COUNT = 8 };
 #define STATE(seq, st) (((seq) << 3) | (uint32_t)(st))
 #define STATE_KIND(word) ((word)&7u)
 /* How long a request that timed out still blocks new ones to the same
@@ -52,6 +67,21 @@ enum { SLOT_COUNT = 8, BOUNDS_CACHE = 64 };
 /* Extra wait for a handler that already claimed the slot when the timeout
    fired: it only has a bounded walk left to do. */
 #define WRITING_GRACE_MS 50
+/* The most of a blocked thread's stack that is copied (from its sp up); a
+   deeper stack's walk ends as a bad read there. */
+#define BLOCKED_COPY_MAX (256 * 1024)
+/* Readings of a blocked thread that may disagree (it woke and blocked
+   again elsewhere) before the capture gives up with PERF_E_TIMEOUT. */
+#define BLOCKED_ATTEMPTS 4
+/* How long may_signal() spins (then sleeps) while a target blocks the signal. */
+#define MASK_SPIN_NS 200000LL
+/* CPU time a thread woken from a blocking call uses at most before it is
+   back in user space (the kernel's return path takes microseconds). */
+#define EXIT_CPU_NS 200000LL
+/* How long the requester spins for the handler's answer before it sleeps. */
+#define WAIT_SPIN_NS 50000LL
+/* capture_blocked()'s answer when the thread is running: signal it. */
+#define TRY_SIGNAL 1
 
 typedef struct slot_s {
   _Atomic uint32_t state;
@@ -78,20 +108,17 @@ typedef struct slot_s {
   long long cancelled_at_ns;
 } slot_t;
 
-typedef struct {
-  pid_t tid;
-  uintptr_t lo, hi;
-} stack_bounds_t;
-
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static slot_t *g_slots; /* SLOT_COUNT slots, allocated at install */
 static int g_signo;
 static pid_t g_pid; /* checked in the handler: only our own requests count */
 static uint32_t g_seq;
 static uint64_t g_last_handler_cycles;
-static stack_bounds_t g_bounds[BOUNDS_CACHE];
-static unsigned g_bounds_next;
 static perf_sampler_options_t g_opts;
+static uint8_t *g_blocked_copy;     /* BLOCKED_COPY_MAX bytes, made on first use */
+static bool g_lost_logged;          /* the handler was replaced: said once */
+static pid_t g_masked_tid;          /* the last thread found blocking the signal, */
+static long long g_masked_until_ns; /* refused at once until then */
 
 static int install_locked(void);
 static int pick_free_signal(void);
@@ -106,9 +133,14 @@ static int wait_for_slot(slot_t *s, uint32_t seq, unsigned timeout_ms);
 static int finish_timeout(slot_t *s, uint32_t seq, pid_t tid);
 static int copy_result(perf__modules_t *mods, slot_t *s, uintptr_t *pcs, size_t max, size_t *count,
                        perf__walk_status_t *status);
-static stack_bounds_t *bounds_for(pid_t tid);
-static int learn_bounds(pid_t tid, uintptr_t sp);
-static void forget_bounds(pid_t tid);
+static int capture_blocked(perf__modules_t *mods, pid_t tid, uintptr_t *pcs, size_t max,
+                           size_t *count, perf__walk_status_t *status);
+static int may_signal(pid_t tid);
+static int capture_signalled(perf__modules_t *mods, pid_t tid, uintptr_t *pcs, size_t max,
+                             size_t *count, perf__walk_status_t *status);
+static bool handler_is_ours(void);
+static bool leaving_call(pid_t tid);
+static void pause_briefly(long long start);
 static int signal_blocked_here(void);
 static void atfork_prepare(void);
 static void atfork_parent(void);
@@ -149,31 +181,55 @@ static int capture_once(perf__modules_t *mods, pid_t tid, uintptr_t *pcs, size_t
   pid_t self = perf__gettid();
   if (tid == 0) tid = self;
   if (!err && tid == self && signal_blocked_here()) err = PERF_E_TIMEOUT; /* it would never come */
-  slot_t *s = err ? NULL : claim_slot(tid, &err);
+  for (int look = 0; !err; look++) {
+    if (tid != self) {
+      if (look == BLOCKED_ATTEMPTS) {
+        err = PERF_E_TIMEOUT; /* kept changing between running and blocked */
+        break;
+      }
+      err = capture_blocked(mods, tid, pcs, max, count, status);
+      if (err != TRY_SIGNAL) break;
+      err = PERF_OK;
+    }
+    err = capture_signalled(mods, tid, pcs, max, count, status);
+    if (err != REQUEST_NOW_BLOCKED) break;
+    err = PERF_OK;
+  }
+  pthread_mutex_unlock(&g_lock);
+  return err;
+}
+
+/* Capture tid through the signal; REQUEST_NOW_BLOCKED when it turned out
+   blocked at the last look (nothing was sent). */
+static int capture_signalled(perf__modules_t *mods, pid_t tid, uintptr_t *pcs, size_t max,
+                             size_t *count, perf__walk_status_t *status) {
+  int err;
+  slot_t *s = claim_slot(tid, &err);
   int mode = g_opts.unwind_mode;
   if (!err && mode == PERF_UNWIND_STACK_COPY && !s->copy_buf) {
     s->copy_cap = g_opts.stack_copy_bytes;
     s->copy_buf = malloc(s->copy_cap);
     if (!s->copy_buf) err = PERF_E_NO_MEMORY;
   }
-  if (!err) {
-    if (s->pinned != mods) {
-      atomic_fetch_add(&mods->refs, 1);
-      perf__modules_release(s->pinned);
-      s->pinned = mods;
-    }
-    s->unwind = mods->unwind;
-    /* The first capture of a thread learns where its stack is from the
-       handler's report of sp, then asks again. */
-    err = request(s, tid, mode, max);
-    if (err == REQUEST_NEED_BOUNDS) {
-      err = learn_bounds(tid, s->sp);
-      if (!err) err = request(s, tid, mode, max);
-      if (err == REQUEST_NEED_BOUNDS) err = PERF_E_SYSTEM;
-    }
-    if (!err) err = copy_result(mods, s, pcs, max, count, status);
+  if (err) return err;
+  if (s->pinned != mods) {
+    atomic_fetch_add(&mods->refs, 1);
+    perf__modules_release(s->pinned);
+    s->pinned = mods;
   }
-  pthread_mutex_unlock(&g_lock);
+  s->unwind = mods->unwind;
+  /* The first capture of a thread learns where its stack is from the
+     handler's report of sp, then asks again. */
+  err = request(s, tid, mode, max);
+  if (err == REQUEST_NEED_BOUNDS) {
+    perf__stack_bounds_t *learned;
+    err = perf__stack_bounds_learn(tid, s->sp, &learned);
+    if (err == PERF_E_SYSTEM)
+      perf__log(PERF__LOG_ERROR, "thread %d: no readable mapping holds its sp", (int)tid);
+    if (!err) err = request(s, tid, mode, max);
+    if (err == REQUEST_NEED_BOUNDS) err = PERF_E_SYSTEM;
+  }
+  if (!err) err = copy_result(mods, s, pcs, max, count, status);
   return err;
 }
 
@@ -326,15 +382,9 @@ static void copy_stack(uint8_t *dst, uintptr_t src, size_t len) {
 /* Send one request and wait for it. Returns 0 (stack in the slot),
    REQUEST_NEED_BOUNDS (s->sp holds the thread's sp), or an error. */
 static int request(slot_t *s, pid_t tid, int mode, size_t max) {
-  stack_bounds_t *b = bounds_for(tid);
-  /* The cached mapping must still be mapped whole: a thread id can be
-     reused by a thread whose stack lies elsewhere. msync fails with ENOMEM
-     on any unmapped page of the range; the handler then reports its sp and
-     the bounds are learned again. */
-  if (b && msync((void *)b->lo, b->hi - b->lo, MS_ASYNC) != 0) {
-    forget_bounds(tid);
-    b = NULL;
-  }
+  perf__stack_bounds_t *b = perf__stack_bounds_find(tid);
+  int err = may_signal(tid);
+  if (err) return err;
   s->tid = tid;
   s->mode = mode;
   s->max = max;
@@ -355,13 +405,13 @@ static int request(slot_t *s, pid_t tid, int mode, size_t max) {
     int e = errno;
     atomic_store(&s->state, STATE(seq, SLOT_FREE));
     if (e == ESRCH) {
-      forget_bounds(tid);
+      perf__stack_bounds_forget(tid);
       return PERF_E_NO_THREAD;
     }
     if (e == EAGAIN) return PERF_E_BUSY; /* the real-time signal queue is full */
     PERF__FAIL(PERF_E_SYSTEM, "rt_tgsigqueueinfo(%d): %s", (int)tid, strerror(e));
   }
-  int err = wait_for_slot(s, seq, g_opts.timeout_ms);
+  err = wait_for_slot(s, seq, g_opts.timeout_ms);
   if (err) return finish_timeout(s, seq, tid);
   return s->result == RESULT_NEED_BOUNDS ? REQUEST_NEED_BOUNDS : PERF_OK;
 }
@@ -391,7 +441,11 @@ static slot_t *claim_slot(pid_t tid, int *err) {
 }
 
 static int wait_for_slot(slot_t *s, uint32_t seq, unsigned timeout_ms) {
-  long long deadline = perf__now_ns() + (long long)timeout_ms * 1000000LL;
+  long long start = perf__now_ns(), deadline = start + (long long)timeout_ms * 1000000LL;
+  /* A busy target answers within microseconds: spin that long before
+     sleeping on the futex (a futex wake-up costs more than the handler). */
+  while (atomic_load(&s->state) != STATE(seq, SLOT_DONE) && perf__now_ns() - start < WAIT_SPIN_NS)
+    perf__arch_pause();
   for (;;) {
     uint32_t st = atomic_load(&s->state);
     if (st == STATE(seq, SLOT_DONE)) return PERF_OK;
@@ -412,7 +466,7 @@ static int finish_timeout(slot_t *s, uint32_t seq, pid_t tid) {
   /* Distinguish a thread that exited from one that did not answer, and
      both from a handler the app replaced with its own. */
   if (syscall(SYS_tgkill, g_pid, tid, 0) != 0 && errno == ESRCH) {
-    forget_bounds(tid);
+    perf__stack_bounds_forget(tid);
     return PERF_E_NO_THREAD;
   }
   struct sigaction cur;
@@ -436,27 +490,120 @@ static int copy_result(perf__modules_t *mods, slot_t *s, uintptr_t *pcs, size_t 
   return s->walk_status == PERF__WALK_DEPTH ? PERF_E_TRUNCATED : PERF_OK;
 }
 
-static stack_bounds_t *bounds_for(pid_t tid) {
-  for (int i = 0; i < BOUNDS_CACHE; i++)
-    if (g_bounds[i].tid == tid) return &g_bounds[i];
-  return NULL;
+/* Capture a thread that is blocked (in a system call or otherwise off the
+   CPU) without signalling it; TRY_SIGNAL when it is running. */
+static int capture_blocked(perf__modules_t *mods, pid_t tid, uintptr_t *pcs, size_t max,
+                           size_t *count, perf__walk_status_t *status) {
+  long long start = perf__now_ns();
+  long long deadline = start + (long long)g_opts.timeout_ms * 1000000LL;
+  for (int attempt = 0; attempt < BLOCKED_ATTEMPTS;) {
+    perf__thread_state_t before, after;
+    int err = perf__thread_state_read(tid, &before);
+    if (err == PERF_E_NO_THREAD) perf__stack_bounds_forget(tid);
+    if (err == PERF_E_SYSTEM && attempt == 0) return TRY_SIGNAL; /* no /proc: signal, as before */
+    if (err) return err;
+    if (before.running) {
+      if (!leaving_call(tid)) return TRY_SIGNAL;
+      if (perf__now_ns() >= deadline) return PERF_E_TIMEOUT;
+      pause_briefly(start);
+      continue;
+    }
+    attempt++;
+    perf__stack_bounds_t *b = perf__stack_bounds_find(tid);
+    if (!b || before.sp < b->lo || before.sp >= b->hi) {
+      if ((err = perf__stack_bounds_learn(tid, before.sp, &b)) == PERF_E_SYSTEM)
+        PERF__FAIL(err, "thread %d: no readable mapping holds its sp", (int)tid);
+      if (err) return err;
+    }
+    b->blocked_cpu_ns = perf__thread_cpu_ns(tid);
+    if (!g_blocked_copy && !(g_blocked_copy = malloc(BLOCKED_COPY_MAX))) return PERF_E_NO_MEMORY;
+    uintptr_t base = before.sp & ~(uintptr_t)7;
+    size_t len = b->hi - base < BLOCKED_COPY_MAX ? b->hi - base : BLOCKED_COPY_MAX;
+    size_t got = perf__memory_copy(g_blocked_copy, base, len) & ~(size_t)7;
+    if ((err = perf__thread_state_read(tid, &after)) != PERF_OK) return err;
+    if (!perf__thread_state_same_block(&before, &after))
+      continue; /* woke (and maybe blocked again): look again */
+    if (got == 0) PERF__FAIL(PERF_E_SYSTEM, "thread %d: its stack could not be read", (int)tid);
+    /* Only pc and sp are known: rbp and rbx come from the first frames
+       that saved them. Every mode walks with the rules here. */
+    perf__unwind_regs_t regs = {
+        .pc = before.pc, .sp = before.sp, .fp_unknown = true, .bx_unknown = true};
+    perf__stack_window_t stack = {base, base + got, g_blocked_copy};
+    *count = perf__unwind_walk(mods->unwind, 1, regs, stack, pcs, max, status);
+    return *status == PERF__WALK_DEPTH ? PERF_E_TRUNCATED : PERF_OK;
+  }
+  return PERF_E_TIMEOUT;
 }
 
-static int learn_bounds(pid_t tid, uintptr_t sp) {
-  uintptr_t lo, hi;
-  int err = perf__stack_mapping(sp, &lo, &hi);
-  if (err) PERF__FAIL(PERF_E_SYSTEM, "thread %d: no readable mapping holds its sp", (int)tid);
-  stack_bounds_t *b = bounds_for(tid);
-  if (!b) b = &g_bounds[g_bounds_next++ % BOUNDS_CACHE];
-  b->tid = tid;
-  b->lo = lo;
-  b->hi = hi;
-  return PERF_OK;
+/* Whether tid, running now, may still be on its way out of the call it was
+   last seen blocked in: woken, but it has not yet used EXIT_CPU_NS of CPU
+   since. A signal then would end that call with EINTR (poll and select
+   check for signals before their timeout). */
+static bool leaving_call(pid_t tid) {
+  perf__stack_bounds_t *b = perf__stack_bounds_find(tid);
+  if (!b || b->blocked_cpu_ns <= 0) return false;
+  int64_t now = perf__thread_cpu_ns(tid);
+  if (now >= 0 && now - b->blocked_cpu_ns < EXIT_CPU_NS) return true;
+  b->blocked_cpu_ns = 0;
+  return false;
 }
 
-static void forget_bounds(pid_t tid) {
-  stack_bounds_t *b = bounds_for(tid);
-  if (b) memset(b, 0, sizeof *b);
+/* Wait a moment before looking at a thread again: spin on sched_yield for
+   the first MASK_SPIN_NS since `start`, then sleep a millisecond. */
+static void pause_briefly(long long start) {
+  if (perf__now_ns() - start < MASK_SPIN_NS) {
+    sched_yield();
+  } else {
+    struct timespec ms = {0, 1000000};
+    nanosleep(&ms, NULL);
+  }
+}
+
+/* Whether a signal may be sent to tid now: not when it blocks the signal
+   (it would stay pending, and kill a program the thread execs), nor when
+   the app replaced the handler (the signal could kill the process). */
+static int may_signal(pid_t tid) {
+  if (!handler_is_ours()) return PERF_E_SIGNAL;
+  if (tid == perf__gettid()) return PERF_OK; /* checked by the caller */
+  /* A thread still returning from the previous capture's handler blocks
+     the signal until its sigreturn: look again until the capture timeout
+     (briefly spinning, then every millisecond). A thread found blocking it
+     for that long is refused at once for a while, as a timed-out request. */
+  long long now = perf__now_ns();
+  if (tid == g_masked_tid && now < g_masked_until_ns) return PERF_E_TIMEOUT;
+  long long start = now, deadline = now + (long long)g_opts.timeout_ms * 1000000LL;
+  for (;;) {
+    bool running = true;
+    int blocks = perf__thread_signal_state(tid, g_signo, &running);
+    if (blocks == PERF_E_NO_THREAD) perf__stack_bounds_forget(tid);
+    if (blocks == PERF_E_SYSTEM) return PERF_OK; /* no /proc: the mask is not known */
+    if (blocks < 0) return blocks;
+    /* This reading is the last look before the send: a thread that blocked
+       meanwhile goes back to the blocked path. */
+    if (!blocks)
+      return !running ? REQUEST_NOW_BLOCKED : handler_is_ours() ? PERF_OK : PERF_E_SIGNAL;
+    now = perf__now_ns();
+    if (now >= deadline) {
+      g_masked_tid = tid;
+      g_masked_until_ns = now + CANCELLED_HOLD_NS;
+      return PERF_E_TIMEOUT;
+    }
+    pause_briefly(start);
+  }
+}
+
+/* Whether the sampler's signal still has the sampler's handler; logs once
+   when the app replaced it. */
+static bool handler_is_ours(void) {
+  struct sigaction cur;
+  if (sigaction(g_signo, NULL, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) &&
+      cur.sa_sigaction == on_sample_signal)
+    return true;
+  if (!g_lost_logged)
+    perf__log(PERF__LOG_ERROR, "sampler signal %d: the app replaced its handler; no more captures",
+              g_signo);
+  g_lost_logged = true;
+  return false;
 }
 
 static int signal_blocked_here(void) {
@@ -473,6 +620,6 @@ static void atfork_parent(void) {
 }
 static void atfork_child(void) {
   g_pid = getpid();
-  memset(g_bounds, 0, sizeof g_bounds); /* the child's only thread has a new id */
+  perf__stack_bounds_reset(); /* the child's only thread has a new id */
   pthread_mutex_unlock(&g_lock);
 }

@@ -18,6 +18,7 @@
 #ifndef PERF_UNWIND_RULES_H
 #define PERF_UNWIND_RULES_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -90,9 +91,12 @@ typedef struct perf__unwind_map_s {
 
 extern const perf__unwind_table_t perf__unwind_table_pending;
 
-/* The registers a walk starts from (and, for rbx, reads when a row needs it). */
+/* The registers a walk starts from (and, for rbx, reads when a row needs it).
+   A thread blocked in a system call shows only its pc and sp (thread_state.h):
+   its rbp and rbx are then unknown until a frame's rule finds them saved. */
 typedef struct perf__unwind_regs_s {
   uintptr_t pc, sp, fp, bx;
+  bool fp_unknown, bx_unknown;
 } perf__unwind_regs_t;
 
 /* The stack memory a walk may read: the target's addresses [lo, hi),

@@ -59,6 +59,8 @@ typedef struct {
   bool exact;        /* r.pc was interrupted there (see the top of the file) */
   bool fp_known;     /* r.fp is the frame's rbp (false once a rule said "unknown") */
   bool bx_known;     /* r.bx (or bx_slot) is the frame's rbx */
+  bool fp_scan;      /* rbp was unknown from the start: it may be searched for */
+  const perf__unwind_map_t *map;
 } frame_t;
 
 /* What a step returns when the walk goes on; anything else is the
@@ -76,6 +78,14 @@ static int step_caller_rbp(const perf__unwind_row_t *row, perf__stack_window_t w
 static void step_caller_rbx(const perf__unwind_row_t *row, uintptr_t cfa, frame_t *f);
 static bool frame_rbx(perf__stack_window_t w, frame_t *f, uintptr_t *bx);
 static int step_frame_pointer(perf__stack_window_t w, frame_t *f, bool fallback);
+static bool scan_frame_pointer(const perf__unwind_row_t *row, perf__stack_window_t w, frame_t *f);
+static bool return_address(const perf__unwind_map_t *map, uintptr_t ra,
+                           const perf__unwind_row_t **row);
+static bool frame_record_ok(const frame_t *f, perf__stack_window_t w, uintptr_t a,
+                            uintptr_t *next_fp);
+
+/* How far above a frame's sp scan_frame_pointer() looks for its rbp. */
+#define FP_SCAN_BYTES 16384
 
 size_t perf__unwind_walk(const perf__unwind_map_t *map, int use_rules, perf__unwind_regs_t regs,
                          perf__stack_window_t stack, uintptr_t *pcs, size_t max,
@@ -88,7 +98,12 @@ size_t perf__unwind_walk(const perf__unwind_map_t *map, int use_rules, perf__unw
     *status = PERF__WALK_BAD_READ;
     return n;
   }
-  frame_t f = {.r = regs, .exact = true, .fp_known = true, .bx_known = true};
+  frame_t f = {.r = regs,
+               .exact = true,
+               .fp_known = !regs.fp_unknown,
+               .bx_known = !regs.bx_unknown,
+               .fp_scan = regs.fp_unknown && use_rules && map,
+               .map = map};
   const perf__module_t *m = NULL; /* callers are mostly in the callee's module */
   for (;;) {
     bool pending = false;
@@ -181,7 +196,7 @@ static int step_with_rule(const perf__unwind_row_t *row, perf__stack_window_t w,
   switch (row->cfa_kind) {
   case PERF__CFA_RSP: cfa = f->r.sp + (intptr_t)row->cfa_off; break;
   case PERF__CFA_RBP:
-    if (!f->fp_known) return PERF__WALK_NO_RULE;
+    if (!f->fp_known && !(f->fp_scan && scan_frame_pointer(row, w, f))) return PERF__WALK_NO_RULE;
     cfa = f->r.fp + (intptr_t)row->cfa_off;
     break;
   case PERF__CFA_RBX: {
@@ -278,4 +293,85 @@ static int step_frame_pointer(perf__stack_window_t w, frame_t *f, bool fallback)
   f->r = (perf__unwind_regs_t){.pc = ra, .sp = f->r.fp + 16, .fp = next_fp};
   f->exact = false;
   return STEP_OK;
+}
+
+/* A walk that started without rbp (a thread blocked in a system call: only
+   its pc and sp are known) reached a frame whose CFA is rbp + 16 before any
+   inner frame had saved rbp: the live rbp is this frame's own frame
+   pointer, pointing at its record [caller's rbp][return address] somewhere
+   above its sp. Search the frame for it (a heuristic, used only then; a
+   wrong pick shows as a wrong caller or an earlier end):
+    - a candidate's return address must lie in a module, where the caller's
+      rule lets its own return address be checked too (see
+      frame_record_ok): stale records in uninitialised locals rarely pass;
+    - a record left lower in the frame by an earlier call of the same caller
+      points at the same caller's record as the real one, which is the
+      highest of them (the real one sits at the frame's top): among
+      candidates with the same saved rbp, the highest wins. */
+static bool scan_frame_pointer(const perf__unwind_row_t *row, perf__stack_window_t w, frame_t *f) {
+  if (row->rbp_rule != PERF__REG_SAVED || row->rbp_off != -row->cfa_off || row->cfa_off != 16)
+    return false;
+  f->fp_scan = false; /* once: the frames above have their rbp from here on */
+  uintptr_t end = f->r.sp + FP_SCAN_BYTES < w.hi ? f->r.sp + FP_SCAN_BYTES : w.hi;
+  uintptr_t best = 0, best_next = 0;
+  for (uintptr_t a = (f->r.sp + 7) & ~(uintptr_t)7; a + 16 <= end; a += 8) {
+    if (best && best_next > best && a >= best_next) break; /* the caller's record */
+    uintptr_t next_fp;
+    if (!frame_record_ok(f, w, a, &next_fp)) continue;
+    if (!best || next_fp == best_next) {
+      best = a;
+      best_next = next_fp;
+    }
+  }
+  if (!best) return false;
+  f->r.fp = best;
+  f->fp_known = true;
+  return true;
+}
+
+/* Whether [a] [a + 8] can be a frame record (saved rbp, return address)
+   whose caller's own return address checks out: through the caller's rbp
+   when it keeps a frame pointer, through its CFA when that is rsp-based. */
+static bool frame_record_ok(const frame_t *f, perf__stack_window_t w, uintptr_t a,
+                            uintptr_t *next_fp) {
+  uintptr_t ra, ra2;
+  const perf__unwind_row_t *caller, *unused;
+  if (!read_word(w, f->r.sp, a, next_fp) || !read_word(w, f->r.sp, a + 8, &ra)) return false;
+  if (!return_address(f->map, ra, &caller)) return false;
+  /* A call never changes its caller's CFA: a row that starts exactly at
+     ra (a function's first byte: ASan's frame headers hold one) is not
+     what follows a call. */
+  const perf__module_t *m = NULL;
+  bool pending = false;
+  const perf__unwind_row_t *at = find_row(f->map, ra, &m, &pending);
+  if (at && m && at->pc == (uint32_t)(ra - m->bias)) return false;
+  if (!caller) return true; /* a module without rules: nothing more to check */
+  switch (caller->cfa_kind) {
+  case PERF__CFA_OUTERMOST: return true;
+  case PERF__CFA_RBP:
+    if (*next_fp <= a + 8 || (*next_fp & 7) || !read_word(w, a, *next_fp + 8, &ra2)) return false;
+    return ra2 == 0 || return_address(f->map, ra2, &unused);
+  case PERF__CFA_RSP: {
+    uintptr_t cfa = a + 16 + (intptr_t)caller->cfa_off;
+    if (cfa <= a + 16 || !read_word(w, a, cfa - 8, &ra2)) return false;
+    return ra2 == 0 || return_address(f->map, ra2, &unused);
+  }
+  default: return false; /* rules this check cannot follow */
+  }
+}
+
+/* Whether ra can be a return address: in a known module, with a known rule
+   there when the module has rules (*row: that rule, or NULL). */
+static bool return_address(const perf__unwind_map_t *map, uintptr_t ra,
+                           const perf__unwind_row_t **row) {
+  const perf__module_t *m = NULL;
+  *row = NULL;
+  if (ra < 4096) return false;
+  bool pending = false;
+  *row = find_row(map, ra - 1, &m, &pending);
+  if (!m) return false;
+  if (pending) return true; /* rules not compiled yet: as a module without them */
+  if (map->tables[m - map->modules->modules] && (!*row || (*row)->cfa_kind == PERF__CFA_UNKNOWN))
+    return false;
+  return true;
 }

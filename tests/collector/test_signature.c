@@ -1,7 +1,9 @@
 /*
  * test_signature.c - the collector's stack grouping (collector/signature.c):
- * a hang's signature is the root part all its samples share.
+ * a hang's key is the root part the majority of its complete samples
+ * share; which stored group a hang joins.
  */
+#include <stdbool.h>
 #include <string.h>
 
 #include "check.h"
@@ -10,37 +12,195 @@
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
-static void case_hang_common_root(void) {
-  /* Stuck in load_profile; samples landed in different leaf calls. */
-  const char *a[] = {"clock_gettime", "spin_until", "load_profile", "handle", "main"};
-  const char *b[] = {"read", "spin_until", "load_profile", "handle", "main"};
-  const char *c[] = {"load_profile", "handle", "main"};
-  perf__named_stack_t s[] = {{a, 5}, {b, 5}, {c, 3}};
-  CHECK_EQ_INT(perf__common_root_depth(s, 3), 3);
-  const char *sig[8];
-  size_t n;
-  perf__hang_signature(s, 3, sig, 8, &n);
-  CHECK_EQ_INT(n, 3);
-  CHECK(strcmp(sig[0], "load_profile") == 0 && strcmp(sig[2], "main") == 0);
-  /* Without the short sample the leaf calls still differ: spin_until wins. */
-  perf__hang_signature(s, 2, sig, 8, &n);
-  CHECK_EQ_INT(n, 4);
-  CHECK(strcmp(sig[0], "spin_until") == 0);
-  /* One sample: its whole stack. */
-  perf__hang_signature(s, 1, sig, 8, &n);
-  CHECK_EQ_INT(n, 5);
-  /* A bound keeps the innermost shared frames. */
-  perf__hang_signature(s, 3, sig, 2, &n);
-  CHECK_EQ_INT(n, 2);
-  CHECK(strcmp(sig[0], "load_profile") == 0 && strcmp(sig[1], "handle") == 0);
+/* A hang's samples: its stacks (innermost first) and their counts. */
+static perf__hang_samples_t hang_of(const perf__named_stack_t *s, const uint64_t *w, size_t n) {
+  return (perf__hang_samples_t){s, w, n};
 }
 
-static void case_different_roots(void) {
-  const char *a[] = {"f", "main"};
-  const char *b[] = {"f", "start_thread"};
-  perf__named_stack_t s[] = {{a, 2}, {b, 2}};
-  CHECK_EQ_INT(perf__common_root_depth(s, 2), 0);
-  CHECK_EQ_INT(perf__common_root_depth(s, 0), 0);
+static bool key_is(const char **key, size_t len, const char *const *want, size_t n) {
+  if (len != n) return false;
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(key[i], want[i]) != 0) return false;
+  return true;
+}
+
+#define CHECK_KEY(key, len, ...)                                                                   \
+  do {                                                                                             \
+    const char *const want_[] = {__VA_ARGS__};                                                     \
+    CHECKF(key_is(key, len, want_, ARRAY_LEN(want_)), "key of %zu frames, innermost %s", len,      \
+           len ? key[0] : "(none)");                                                               \
+  } while (0)
+
+/* Stuck in busy_loop, which calls now_ms (itself in clock_gettime): the
+   key is the part more than half of the samples share, not all of them. */
+static const char *g_self[] = {"busy_loop", "run", "main", "_start"};
+static const char *g_now[] = {"now_ms", "busy_loop", "run", "main", "_start"};
+static const char *g_clock[] = {"clock_gettime", "now_ms", "busy_loop", "run", "main", "_start"};
+static const char *g_stray[] = {"write", "log_line", "run", "main", "_start"};
+static const char *g_cut[] = {"busy_loop", "<truncated: bad read>"};
+static const char *g_thread[] = {"poll", "start_thread", "clone"};
+
+static void case_majority_key(void) {
+  perf__named_stack_t s[] = {{g_self, 4}, {g_now, 5}, {g_clock, 6}, {g_stray, 5}};
+  const char *key[8];
+  size_t len;
+  /* 45 in busy_loop itself, 35 through now_ms, 20 stray: busy_loop. */
+  uint64_t w[] = {45, 15, 20, 20};
+  perf__hang_samples_t h = hang_of(s, w, 4);
+  perf__hang_key(&h, key, 8, &len);
+  CHECK_KEY(key, len, "busy_loop", "run", "main", "_start");
+  /* 60 % through now_ms, all of them in clock_gettime: one frame deeper
+     each (perf__group_pick keeps them in one group). */
+  uint64_t w2[] = {25, 0, 60, 15};
+  h = hang_of(s, w2, 4);
+  perf__hang_key(&h, key, 8, &len);
+  CHECK_KEY(key, len, "clock_gettime", "now_ms", "busy_loop", "run", "main", "_start");
+  /* Exactly half is no majority: the key stops above. */
+  uint64_t w3[] = {50, 0, 0, 50};
+  h = hang_of(s, w3, 4);
+  perf__hang_key(&h, key, 8, &len);
+  CHECK_KEY(key, len, "run", "main", "_start");
+  /* The bound keeps the root part. */
+  h = hang_of(s, w, 4);
+  perf__hang_key(&h, key, 2, &len);
+  CHECK_KEY(key, len, "main", "_start");
+}
+
+/* Stacks cut short never count while complete ones exist, however many
+   samples they have (all epilogue samples share one return address);
+   other threads' roots are strays too. */
+static void case_partial_ignored(void) {
+  perf__named_stack_t s[] = {{g_self, 4}, {g_now, 5}, {g_cut, 2}, {g_thread, 3}};
+  uint64_t w[] = {30, 20, 400, 10};
+  perf__hang_samples_t h = hang_of(s, w, 4);
+  const char *key[8];
+  size_t len;
+  perf__hang_key(&h, key, 8, &len);
+  CHECK_KEY(key, len, "busy_loop", "run", "main", "_start");
+  CHECK(!perf__stack_complete(&s[2]) && perf__stack_complete(&s[0]));
+  /* Only stacks cut short: they are all there is. */
+  h = hang_of(&s[2], &w[2], 1);
+  perf__hang_key(&h, key, 8, &len);
+  CHECK_KEY(key, len, "busy_loop", "<truncated: bad read>");
+  /* Where the samples went below a key: self and per child, partial ones
+     left out. */
+  h = hang_of(s, w, 4);
+  const char *names[4];
+  uint64_t counts[4], self, through;
+  const char *at[] = {"busy_loop", "run", "main", "_start"};
+  size_t m = perf__hang_children(&h, at, 4, names, counts, 4, &self, &through);
+  CHECK_EQ_INT(m, 1);
+  CHECK(strcmp(names[0], "now_ms") == 0 && counts[0] == 20);
+  CHECK(self == 30 && through == 50);
+}
+
+/* Groups: the same hang whose majority reached one frame deeper or
+   shallower joins the group already there; a child that carried under a
+   quarter of the samples (the group's and the hang's together) is another
+   place. */
+static void case_group_pick(void) {
+  const char *key_loop[] = {"busy_loop", "run", "main", "_start"};
+  const char *key_clock[] = {"clock_gettime", "now_ms", "busy_loop", "run", "main", "_start"};
+  const char *kids[] = {"now_ms"};
+  uint64_t near_half[] = {40}, few[] = {100};
+  perf__group_view_t loop = {key_loop, 4, kids, near_half, 1, 60, NULL};
+  perf__group_view_t loop_rare = {key_loop, 4, kids, few, 1, 900, NULL};
+  perf__named_stack_t s[] = {{g_self, 4}, {g_now, 5}, {g_clock, 6}};
+  uint64_t deep[] = {25, 0, 75}, shallow[] = {60, 10, 30}, rare[] = {90, 0, 10};
+  perf__hang_samples_t h_deep = hang_of(s, deep, 3), h_shallow = hang_of(s, shallow, 3),
+                       h_rare = hang_of(s, rare, 3);
+  /* Deeper than a group that sent 40 of 100 into now_ms, while this hang
+     stayed out of it 25 of 100 (65 of 200 crossed): that group. */
+  CHECK_EQ_INT(perf__group_pick(&h_deep, key_clock, 6, &loop, 1), 0);
+  /* A long history with 100 of 1000 into now_ms: 125 of 1100, its own. */
+  CHECK_EQ_INT(perf__group_pick(&h_deep, key_clock, 6, &loop_rare, 1), -1);
+  /* Shallower than a group whose key goes on into now_ms, where 40 % of
+     this hang's samples went: that group; 10 % and no history of the
+     group's: its own; 10 % and the group's 45 of 100 staying in busy_loop:
+     55 of 200, the group; 25 of 100: its own. */
+  perf__group_view_t clock = {key_clock, 6, NULL, NULL, 0, 75, NULL};
+  CHECK_EQ_INT(perf__group_pick(&h_shallow, key_loop, 4, &clock, 1), 0);
+  CHECK_EQ_INT(perf__group_pick(&h_rare, key_loop, 4, &clock, 1), -1);
+  clock.through = (const uint64_t[]){100, 100, 100, 100, 55, 55};
+  CHECK_EQ_INT(perf__group_pick(&h_rare, key_loop, 4, &clock, 1), 0);
+  clock.through = (const uint64_t[]){100, 100, 100, 100, 75, 75};
+  CHECK_EQ_INT(perf__group_pick(&h_rare, key_loop, 4, &clock, 1), -1);
+  /* Another hang that only touched the group's path: a group stuck in
+     parse_config under main is no group for the busy_loop hang, and the
+     busy_loop group none for a parse_config hang with a fifth of its
+     samples in busy_loop. */
+  const char *parse[] = {"parse_config", "main", "_start"};
+  perf__group_view_t in_parse = {parse, 3, NULL, NULL, 0, 100, (const uint64_t[]){100, 100, 100}};
+  CHECK_EQ_INT(perf__group_pick(&h_deep, key_clock, 6, &in_parse, 1), -1);
+  perf__named_stack_t ps[] = {{parse, 3}, {g_self, 4}};
+  uint64_t pw[] = {80, 20};
+  perf__hang_samples_t h_parse = hang_of(ps, pw, 2);
+  clock.through = (const uint64_t[]){100, 100, 100, 100, 55, 55};
+  CHECK_EQ_INT(perf__group_pick(&h_parse, parse, 3, &clock, 1), -1);
+  uint64_t through[6];
+  perf__hang_through(&h_shallow, key_clock, 6, through);
+  CHECK(through[0] == 100 && through[3] == 100 && through[4] == 40 && through[5] == 30);
+  /* A group shows the part of its key the majority of all its samples
+     share: here the key's first 4 root frames, down to busy_loop. */
+  CHECK_EQ_INT(perf__group_majority_len(through, 6), 4);
+  CHECK_EQ_INT(perf__group_majority_len((const uint64_t[]){100, 100, 51}, 3), 3);
+  CHECK_EQ_INT(perf__group_majority_len((const uint64_t[]){100, 100, 50}, 3), 2);
+  CHECK_EQ_INT(perf__group_majority_len((const uint64_t[]){0, 0}, 2), 2);
+  /* The exact key first, then the deepest prefix, then the shortest
+     extension. */
+  perf__group_view_t both[] = {clock, loop, {key_loop + 1, 3, NULL, NULL, 0, 5, NULL}};
+  CHECK_EQ_INT(perf__group_pick(&h_shallow, key_loop, 4, both, 3), 1);
+  perf__group_view_t prefixes[] = {
+      {key_loop + 1, 3, (const char *const[]){"busy_loop"}, (const uint64_t[]){9}, 1, 1, NULL},
+      loop};
+  CHECK_EQ_INT(perf__group_pick(&h_deep, key_clock, 6, prefixes, 2), 1);
+  /* Unrelated keys never match. */
+  perf__group_view_t other = {
+      (const char *const[]){"poll", "start_thread"}, 2, NULL, NULL, 0, 1, NULL};
+  CHECK_EQ_INT(perf__group_pick(&h_deep, key_clock, 6, &other, 1), -1);
+}
+
+/* The same loop calling two leaves in turn: one occurrence's majority went
+   into one leaf, the next one's into the other. */
+static void case_sibling_leaves(void) {
+  const char *hash[] = {"leaf_hash", "stuck", "main"};
+  const char *mix[] = {"leaf_mix", "stuck", "main"};
+  const char *log[] = {"log", "main"};
+  perf__named_stack_t s[] = {{hash, 3}, {mix, 3}, {log, 2}};
+  uint64_t w[] = {55, 40, 5};
+  perf__hang_samples_t h = hang_of(s, w, 3);
+  const char *key[4];
+  size_t len;
+  perf__hang_key(&h, key, 4, &len);
+  CHECK_KEY(key, len, "leaf_hash", "stuck", "main");
+  /* Its samples turned into leaf_mix with 40 of 95 at stuck; log (5 of
+     100 at main, under an eighth) is no turn. */
+  perf__hang_turn_t turns[4];
+  CHECK_EQ_INT(perf__hang_turns(&h, key, len, turns, 4), 1);
+  CHECK(turns[0].depth == 2 && strcmp(turns[0].child, "leaf_mix") == 0);
+  perf__group_view_t g = {mix, 3, NULL, NULL, 0, 40, NULL};
+  CHECK_EQ_INT(perf__group_pick(&h, key, len, &g, 1), 0);
+  uint64_t rare[] = {90, 5, 5};
+  h = hang_of(s, rare, 3);
+  CHECK_EQ_INT(perf__group_pick(&h, key, len, &g, 1), -1);
+  CHECK_EQ_INT(perf__hang_turns(&h, key, len, turns, 4), 0);
+}
+
+/* Clones and mangled names: one label per function. */
+static void case_group_label(void) {
+  char out[128];
+  perf__group_label(out, sizeof out, "now_ms.constprop.0", "/app", "0x10");
+  CHECK(strcmp(out, "now_ms") == 0);
+  perf__group_label(out, sizeof out, "now_ms.isra.0.cold", "/app", "0x10");
+  CHECK(strcmp(out, "now_ms") == 0);
+  perf__group_label(out, sizeof out, "f(int) [clone .isra.0]", "/app", "0x10");
+  CHECKF(strcmp(out, "f(int)") == 0, "%s", out);
+  perf__group_label(out, sizeof out, "_ZN4shop7pricing6EngineIlE5totalEv.isra.0", "/app", "0x10");
+  CHECKF(strcmp(out, "shop::pricing::Engine<long>::total()") == 0, "%s", out);
+  perf__group_label(out, sizeof out, NULL, "/usr/lib/libx.so", "0x10");
+  CHECK(strcmp(out, "libx.so+0x10") == 0);
+  perf__truncated_label(out, sizeof out, "no rule");
+  CHECK(strcmp(out, "<truncated: no rule>") == 0);
 }
 
 static void case_hash(void) {
@@ -72,9 +232,8 @@ static void case_frame_label(void) {
 }
 
 static const test_case_t g_cases[] = {
-    TEST_CASE(hang_common_root),
-    TEST_CASE(different_roots),
-    TEST_CASE(hash),
+    TEST_CASE(majority_key),   TEST_CASE(partial_ignored), TEST_CASE(group_pick),
+    TEST_CASE(sibling_leaves), TEST_CASE(group_label),     TEST_CASE(hash),
     TEST_CASE(frame_label),
 };
 

@@ -282,7 +282,9 @@ static int capture_text(char **text) {
   int err = 0;
   for (int attempt = 0; attempt < 20; attempt++) {
     err = perf_backtrace_all_threads_text(text);
-    if (err || !strstr(*text, "\nerror: ")) break;
+    /* The last answer is kept whatever it says (freed, it was written as
+       NULL: a crash under load). */
+    if (err || !strstr(*text, "\nerror: ") || attempt == 19) break;
     perf_free(*text);
     *text = nullptr;
   }

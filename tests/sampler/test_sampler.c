@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -641,15 +642,266 @@ static void case_signal_taken_over(void) {
   CHECK_EQ_INT(count, 0);
 }
 
+/* ---- the handler's stack budget ---------------------------------------- */
+
+/* The handler runs on the interrupted thread's stack, below the kernel's
+   signal frame (a few KiB with AVX-512 state). Its own share, measured
+   against a trivial handler's, must stay within this. */
+#define HANDLER_BUDGET 1024
+#define PAINT_BYTES 49152
+#define PAINT_SKIP 512 /* the painting frame's own stack */
+
+static atomic_int g_painted, g_paint_stop;
+static size_t g_paint_used;
+
+static CHAIN void paint_spin(void) {
+  while (!atomic_load(&g_paint_stop))
+    g_sink++;
+}
+/* Paint the stack below this frame, spin while handlers run, then find the
+   lowest byte they changed. */
+static CHAIN void paint_and_measure(void) {
+  volatile unsigned char *sp = __builtin_frame_address(0);
+  for (size_t i = PAINT_SKIP; i < PAINT_BYTES; i++)
+    sp[-(long)i] = 0xA5;
+  atomic_store(&g_painted, 1);
+  paint_spin();
+  size_t i = PAINT_BYTES - 1;
+  while (i >= PAINT_SKIP && sp[-(long)i] == 0xA5)
+    i--;
+  g_paint_used = i;
+}
+static void *paint_body(void *arg) {
+  (void)arg;
+  paint_and_measure();
+  return NULL;
+}
+
+static atomic_int g_trivial_hits;
+static void trivial_handler(int signo, siginfo_t *si, void *uc) {
+  (void)signo, (void)si, (void)uc;
+  atomic_fetch_add(&g_trivial_hits, 1);
+}
+
+/* Bytes below the interrupted frame that 20 of the sampler's captures
+   (sampler != 0) or 20 trivial handlers use. */
+static size_t handler_stack_use(int sampler, int trivial_signo) {
+  atomic_store(&g_painted, 0);
+  atomic_store(&g_paint_stop, 0);
+  pthread_attr_t attr;
+  CHECK(pthread_attr_init(&attr) == 0);
+  CHECK(pthread_attr_setstacksize(&attr, 128 * 1024) == 0);
+  parked_t p;
+  p.body = paint_body;
+  p.name = "paint";
+  atomic_store(&p.tid, 0);
+  CHECK(pthread_create(&p.thread, &attr, parked_start, &p) == 0);
+  while (!atomic_load(&g_painted))
+    usleep(1000);
+  pid_t tid = atomic_load(&p.tid);
+  for (int i = 0; i < 20; i++) {
+    if (sampler) {
+      uintptr_t pcs[64];
+      size_t count;
+      int err = perf_backtrace_thread(tid, pcs, 64, &count);
+      CHECKF(err == PERF_OK, "%s", perf_strerror(err));
+    } else {
+      int before = atomic_load(&g_trivial_hits);
+      CHECK(syscall(SYS_tgkill, getpid(), tid, trivial_signo) == 0);
+      long long deadline = now_ms() + WAIT_MS;
+      while (atomic_load(&g_trivial_hits) == before)
+        CHECK(now_ms() < deadline);
+    }
+  }
+  atomic_store(&g_paint_stop, 1);
+  pthread_join(p.thread, NULL);
+  return g_paint_used;
+}
+
+/* A thread on a 16 KiB stack, recursed until only what a trivial handler
+   needs plus the budget is left, is captured again and again: it must
+   survive, and its stack must show the recursion. */
+static size_t g_room;
+static atomic_int g_small_ready, g_small_stop, g_small_tid;
+static uintptr_t g_small_lo;
+static CHAIN unsigned long small_recurse(int depth) {
+  volatile char frame[256];
+  frame[0] = (char)depth;
+  uintptr_t sp = (uintptr_t)__builtin_frame_address(0) - sizeof frame - 64;
+  unsigned long r;
+  if (sp - g_small_lo > g_room + sizeof frame + 128) {
+    r = small_recurse(depth + 1) + 1;
+  } else {
+    atomic_store(&g_small_ready, depth);
+    while (!atomic_load(&g_small_stop))
+      g_sink++;
+    r = 0;
+  }
+  return r + (unsigned long)frame[0];
+}
+static void *small_body(void *arg) {
+  (void)arg;
+  pthread_attr_t attr;
+  void *lo;
+  size_t size;
+  CHECK(pthread_getattr_np(pthread_self(), &attr) == 0);
+  CHECK(pthread_attr_getstack(&attr, &lo, &size) == 0);
+  pthread_attr_destroy(&attr);
+  g_small_lo = (uintptr_t)lo;
+  atomic_store(&g_small_tid, gettid_now());
+  g_sink = small_recurse(1);
+  return NULL;
+}
+
+static void case_small_stack(void) {
+  int trivial_signo = SIGRTMIN + 3;
+  CHECK(trivial_signo != perf_sampler_signal());
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_sigaction = trivial_handler;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;
+  CHECK(sigaction(trivial_signo, &sa, NULL) == 0);
+  size_t trivial = handler_stack_use(0, trivial_signo);
+  size_t ours = handler_stack_use(1, 0);
+  fprintf(stderr, "stack below the interrupted frame: trivial handler %zu, sampler %zu bytes\n",
+          trivial, ours);
+  CHECKF(ours <= trivial + HANDLER_BUDGET,
+         "the sampler's handler takes %zu bytes more than a trivial one", ours - trivial);
+
+  g_room = trivial + HANDLER_BUDGET;
+  pthread_attr_t attr;
+  CHECK(pthread_attr_init(&attr) == 0);
+  CHECK(pthread_attr_setstacksize(&attr, 16 * 1024) == 0);
+  pthread_t t;
+  CHECK(pthread_create(&t, &attr, small_body, NULL) == 0);
+  long long deadline = now_ms() + WAIT_MS;
+  while (!atomic_load(&g_small_ready))
+    CHECK(now_ms() < deadline);
+  int depth = atomic_load(&g_small_ready);
+  fprintf(stderr, "16 KiB stack: recursion depth %d, %zu bytes left for the handler\n", depth,
+          g_room);
+  CHECK(depth >= 2);
+  /* Running: every capture goes through the signal handler. */
+  pid_t tid = atomic_load(&g_small_tid);
+  int shown = 0;
+  for (int i = 0; i < 200; i++) {
+    char *text = NULL;
+    CHECK_EQ_INT(perf_backtrace_thread_text(tid, &text), PERF_OK);
+    shown += strstr(text, "small_recurse") != NULL;
+    perf_free(text);
+  }
+  CHECK_EQ_INT(shown, 200);
+  atomic_store(&g_small_stop, 1);
+  pthread_join(t, NULL);
+}
+
+/* ---- signals the app owns ---------------------------------------------- */
+
+/* The app resets the sampler's signal to SIG_DFL: a capture that sent it
+   would kill the process. Captures of running threads fail with
+   PERF_E_SIGNAL instead; blocked threads need no signal and still work. */
+static void case_signal_reset_default(void) {
+  int signo = perf_sampler_signal();
+  CHECK(signo > 0);
+  parked_t p[2];
+  pid_t spinner = park(&p[0], spin_body, "dfl-spin");
+  perf_free(stack_wait_for_frame0(spinner, "chain_spin_leaf", WAIT_MS));
+  CHECK(signal(signo, SIG_DFL) != SIG_ERR);
+  uintptr_t pcs[64];
+  size_t count = 99;
+  CHECK_EQ_INT(perf_backtrace_thread(spinner, pcs, 64, &count), PERF_E_SIGNAL);
+  CHECK_EQ_INT(count, 0);
+  CHECK_EQ_INT(perf_backtrace_thread(0, pcs, 64, &count), PERF_E_SIGNAL);
+  int fds[2];
+  CHECK(pipe(fds) == 0);
+  p[1].fd = fds[0];
+  pid_t reader = park(&p[1], read_body, "dfl-read");
+  char *text = stack_wait_for_frame0(reader, "read|__libc_read|__read", WAIT_MS);
+  const char *chain[] = {"read|__libc_read|__read", "chain_read_inner", "chain_read_middle"};
+  expect_chain("blocked, SIG_DFL", text, chain, ARRAY_LEN(chain));
+  perf_free(text);
+  stop_all(p, 2, fds[1]);
+}
+
+/* A thread that blocks every signal, is asked for its stack, then execs a
+   program that unblocks every signal: no sampler signal may be pending
+   then (its default action kills). */
+static atomic_int g_exec_ready, g_exec_go;
+static void *exec_body(void *arg) {
+  (void)arg;
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, NULL);
+  atomic_store(&g_exec_ready, 1);
+  while (!atomic_load(&g_exec_go)) /* running, not blocked in a call: it would be signalled */
+    g_sink++;
+  char *argv[] = {"test_sampler", "--exec-unblock", NULL};
+  execv("/proc/self/exe", argv);
+  _exit(99);
+}
+
+static void case_exec_after_blocked_signal(void) {
+  pid_t child = fork();
+  CHECK(child >= 0);
+  if (child == 0) {
+    set_capture_timeout(200);
+    parked_t p;
+    pid_t tid = park(&p, exec_body, "exec-blocker");
+    while (!atomic_load(&g_exec_ready))
+      usleep(1000);
+    uintptr_t pcs[16];
+    size_t count;
+    if (perf_backtrace_thread(tid, pcs, 16, &count) != PERF_E_TIMEOUT) _exit(3);
+    atomic_store(&g_exec_go, 1);
+    for (;;)
+      pause(); /* the exec replaces this process */
+  }
+  int status = 0;
+  long long deadline = now_ms() + WAIT_MS;
+  pid_t got;
+  while ((got = waitpid(child, &status, WNOHANG)) == 0 && now_ms() < deadline)
+    usleep(10000);
+  CHECKF(got == child, "the child did not end in %d ms", WAIT_MS);
+  CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the exec'd program %s %d",
+         WIFSIGNALED(status) ? "died of signal" : "exited with",
+         WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+}
+
+/* The program case_exec_after_blocked_signal execs: unblocks every signal,
+   lets anything pending arrive, exits 0. */
+static int exec_unblock_main(void) {
+  sigset_t all;
+  sigfillset(&all);
+  sigprocmask(SIG_UNBLOCK, &all, NULL);
+  struct timespec ts = {0, 200 * 1000 * 1000};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+  return 0;
+}
+
 static const test_case_t g_cases[] = {
-    TEST_CASE(signal_taken_over), TEST_CASE(dlopen_module), TEST_CASE(matches_eu_stack),
-    TEST_CASE(spin_leaf),         TEST_CASE(blocked_read),  TEST_CASE(nanosleep),
-    TEST_CASE(deep_recursion),    TEST_CASE(all_threads),   TEST_CASE(signal_blocked),
-    TEST_CASE(thread_exit),       TEST_CASE(rbp_garbage),   TEST_CASE(self_capture),
-    TEST_CASE(signal_frame),      TEST_CASE(modes),         TEST_CASE(bad_arguments),
+    TEST_CASE(signal_reset_default),
+    TEST_CASE(exec_after_blocked_signal),
+    TEST_CASE(small_stack),
+    TEST_CASE(signal_taken_over),
+    TEST_CASE(dlopen_module),
+    TEST_CASE(matches_eu_stack),
+    TEST_CASE(spin_leaf),
+    TEST_CASE(blocked_read),
+    TEST_CASE(nanosleep),
+    TEST_CASE(deep_recursion),
+    TEST_CASE(all_threads),
+    TEST_CASE(signal_blocked),
+    TEST_CASE(thread_exit),
+    TEST_CASE(rbp_garbage),
+    TEST_CASE(self_capture),
+    TEST_CASE(signal_frame),
+    TEST_CASE(modes),
+    TEST_CASE(bad_arguments),
 };
 
 int main(int argc, char **argv) {
+  if (argc == 2 && strcmp(argv[1], "--exec-unblock") == 0) return exec_unblock_main();
   set_capture_timeout(SLOW_TIMEOUT_MS);
   return test_main(g_cases, ARRAY_LEN(g_cases), argc, argv);
 }

@@ -327,6 +327,40 @@ static void case_walker_rules(void) {
   free(f.unwind);
 }
 
+/* A thread blocked in a call shows only pc and sp: rbp starts unknown. A
+   frame-pointer function reached before anything saved rbp finds its
+   record by searching its frame; a stale record lower in the frame (an
+   earlier call's, pointing at the same caller's record) loses to the real
+   one at the frame's top, and a return address at a function's first byte
+   is no return address. */
+static void case_walker_fp_search(void) {
+  fake_module_t f;
+  fake_module_init(&f);
+  uintptr_t stack[16] = {0}, pcs[8];
+  perf__walk_status_t st;
+  stack[0] = FN_B + 5;             /* C (frame 0, a leaf) returns into B1 */
+  stack[1] = (uintptr_t)&stack[6]; /* stale record: B2's record, */
+  stack[2] = FN_B + 7;             /*   a return address into B */
+  stack[3] = FN_C;                 /* a function's first byte */
+  stack[4] = (uintptr_t)&stack[6]; /* B1's record: B2's rbp, */
+  stack[5] = FN_B + 5;             /*   B1's return address into B2 */
+  stack[6] = 0;                    /* B2's record: rbp 0, */
+  stack[7] = FN_OUTER + 5;         /*   B2's return address */
+  perf__unwind_regs_t regs = {
+      .pc = FN_C + 0x10, .sp = (uintptr_t)stack, .fp_unknown = true, .bx_unknown = true};
+  CHECK_EQ_INT(fake_walk(&f, regs, stack, pcs, &st), 4);
+  CHECK(pcs[1] == FN_B + 5 && pcs[2] == FN_B + 5 && pcs[3] == FN_OUTER + 5);
+  CHECK_EQ_INT(st, PERF__WALK_COMPLETE);
+
+  /* No record checks out: the walk stops with "no rule" rather than
+     guessing. */
+  stack[1] = stack[2] = stack[4] = stack[5] = stack[7] = 0;
+  CHECK_EQ_INT(fake_walk(&f, regs, stack, pcs, &st), 2);
+  CHECK_EQ_INT(st, PERF__WALK_NO_RULE);
+
+  free(f.unwind);
+}
+
 /* The libc and executable rules, the walker's bounds, and a dlopen making
    the map stale; then a walk through this test's own frames. */
 static void case_rules_and_map(void) {
@@ -356,7 +390,7 @@ static void case_rules_and_map(void) {
 }
 
 static const test_case_t g_cases[] = {TEST_CASE(rules_and_map), TEST_CASE(walker_rules),
-                                      TEST_CASE(restored_registers)};
+                                      TEST_CASE(walker_fp_search), TEST_CASE(restored_registers)};
 
 int main(int argc, char **argv) {
   return test_main(g_cases, sizeof g_cases / sizeof g_cases[0], argc, argv);

@@ -307,7 +307,8 @@ static size_t copy_stack(session_t *s) {
 
 static void walk_ours(session_t *s, frames_t *out) {
   size_t len = copy_stack(s);
-  perf__unwind_regs_t regs = {s->regs.rip, s->regs.rsp, s->regs.rbp, s->regs.rbx};
+  perf__unwind_regs_t regs = {
+      .pc = s->regs.rip, .sp = s->regs.rsp, .fp = s->regs.rbp, .bx = s->regs.rbx};
   perf__stack_window_t w = {s->regs.rsp, s->regs.rsp + len, s->copy};
   out->n = perf__unwind_walk(s->mods->unwind, 1, regs, w, out->pcs, MAX_FRAMES, &out->status);
 }

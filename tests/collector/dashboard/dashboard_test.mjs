@@ -154,6 +154,11 @@ async function run(page) {
   await waitReady(page);
   await page.locator('[data-testid="stack-row"]').first().click();
   await page.locator(`.frame.highlight[data-name="${HANG_FUNCTION}"]`).first().waitFor();
+  // The flame graph is the group's own (/api/v1/flame?group=): all its samples, no others.
+  await page.waitForFunction((n) => {
+    const root = document.querySelector('[data-testid="flame-node"][data-name="all"]');
+    return root && root.dataset.value === String(n);
+  }, hang.samples);
   await page.locator('#events-all').waitFor({ state: 'visible' });
   const rows = page.locator('[data-testid="event-row"]');
   await page.waitForFunction((n) => document.querySelectorAll('[data-testid="event-row"]').length === n,

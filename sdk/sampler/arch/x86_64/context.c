@@ -27,12 +27,17 @@ uint64_t perf__arch_cycles(void) {
   return __builtin_ia32_rdtsc();
 }
 
+void perf__arch_pause(void) {
+  __builtin_ia32_pause();
+}
+
 void perf__arch_context_regs(const void *ucontext, perf__unwind_regs_t *out) {
   const greg_t *g = ((const ucontext_t *)ucontext)->uc_mcontext.gregs;
   out->pc = (uintptr_t)g[REG_RIP];
   out->sp = (uintptr_t)g[REG_RSP];
   out->fp = (uintptr_t)g[REG_RBP];
   out->bx = (uintptr_t)g[REG_RBX];
+  out->fp_unknown = out->bx_unknown = false;
 }
 
 void perf__arch_context_dwarf_regs(const void *ucontext, uint64_t *regs) {

@@ -1,0 +1,87 @@
+/*
+ * thread_state.c - a thread's state, signal mask and stack memory read
+ * through /proc and process_vm_readv (see thread_state.h). Files are opened
+ * and closed on each call: a descriptor kept open could be closed or
+ * reused by the app (daemons close every descriptor they do not know).
+ */
+#include "sdk/sampler/thread_state.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "perf_sdk.h"
+
+static ssize_t read_task_file(pid_t tid, const char *name, char *buf, size_t cap);
+
+int perf__thread_state_read(pid_t tid, perf__thread_state_t *out) {
+  memset(out, 0, sizeof *out);
+  char buf[256];
+  ssize_t n = read_task_file(tid, "syscall", buf, sizeof buf);
+  if (n < 0) return (int)n;
+  if (strncmp(buf, "running", 7) == 0) {
+    out->running = true;
+    return PERF_OK;
+  }
+  /* "NR ARG1 .. ARG6 SP PC", or "-1 SP PC" when blocked outside a call. */
+  char *p = buf, *end;
+  out->nr = strtol(p, &end, 10);
+  if (end == p) return PERF_E_SYSTEM;
+  uintptr_t v[8];
+  size_t want = out->nr == -1 ? 2 : 8;
+  for (size_t i = 0; i < want; i++) {
+    p = end;
+    v[i] = (uintptr_t)strtoull(p, &end, 16);
+    if (end == p) return PERF_E_SYSTEM;
+  }
+  if (out->nr != -1) memcpy(out->args, v, sizeof out->args);
+  out->sp = v[want - 2];
+  out->pc = v[want - 1];
+  return PERF_OK;
+}
+
+bool perf__thread_state_same_block(const perf__thread_state_t *a, const perf__thread_state_t *b) {
+  return !a->running && !b->running && a->nr == b->nr && a->sp == b->sp && a->pc == b->pc &&
+         memcmp(a->args, b->args, sizeof a->args) == 0;
+}
+
+int perf__thread_signal_state(pid_t tid, int signo, bool *running) {
+  char buf[4096];
+  ssize_t n = read_task_file(tid, "status", buf, sizeof buf);
+  if (n < 0) return (int)n;
+  const char *state = strstr(buf, "\nState:");
+  *running = state && strncmp(state + 8 + strspn(state + 8, " \t"), "R", 1) == 0;
+  const char *line = strstr(buf, "\nSigBlk:");
+  uint64_t mask;
+  if (!line || sscanf(line + 8, "%" SCNx64, &mask) != 1) return PERF_E_SYSTEM;
+  return signo >= 1 && signo <= 64 && (mask >> (signo - 1) & 1) ? 1 : 0;
+}
+
+size_t perf__memory_copy(void *dst, uintptr_t addr, size_t len) {
+  struct iovec local = {dst, len}, remote = {(void *)addr, len};
+  ssize_t n = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+  return n > 0 ? (size_t)n : 0;
+}
+
+/* The NUL-terminated contents of /proc/self/task/TID/<name>: its length,
+   or PERF_E_NO_THREAD / PERF_E_SYSTEM. */
+static ssize_t read_task_file(pid_t tid, const char *name, char *buf, size_t cap) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/self/task/%d/%s", (int)tid, name);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return errno == ENOENT ? PERF_E_NO_THREAD : PERF_E_SYSTEM;
+  ssize_t n;
+  do
+    n = read(fd, buf, cap - 1);
+  while (n < 0 && errno == EINTR);
+  int e = errno;
+  close(fd);
+  if (n <= 0) return n < 0 && e == ESRCH ? PERF_E_NO_THREAD : PERF_E_SYSTEM;
+  buf[n] = '\0';
+  return n;
+}

@@ -1,0 +1,517 @@
+/*
+ * test_hang_grouping.c - hang groups against the real perf-collector (a
+ * child process, tests/support/collector_rig.h): a hang's key is the part
+ * of the hung thread's stack the majority of its complete samples share,
+ * and the same hang repeated lands in one group even when its majority
+ * reaches one frame deeper or shallower from one occurrence to the next
+ * (collector/signature.h, docs/architecture.md).
+ *  - repeated_hang: this process, with the real SDK (sink = http), hangs
+ *    REPEATS times in busy_loop, a busy loop that calls a small clock
+ *    helper, now_ms, half of its time (turns of PHASE_MS in itself and in
+ *    now_ms, so the majority of a hang's ~20 samples tips between
+ *    busy_loop and now_ms and below from hang to hang): one group with
+ *    every hang, and its flame (/api/v1/flame?group=) shows where inside
+ *    it the time went, with sample counts.
+ *  - stray_and_partial: batches built with the wire encoder, each hang
+ *    with a fifth of its samples stray (another leaf, another thread's
+ *    root) or partial (Stack.end BAD_READ / NO_RULE: one-frame stacks
+ *    ending at a `ret`, the heaviest single stack of the hang) and clone
+ *    names (now_ms.constprop.0): still exactly the right group, and a
+ *    second, different hang its own group.
+ * Each case runs in its own process: `test_hang_grouping <case>`.
+ */
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "collector_rig.h"
+#include "perf_sdk.h"
+#include "sdk/wire/batch.h"
+#include "signature.h"
+#include "tempdir.h"
+
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+#define REPEATS 100        /* hangs of repeated_hang */
+#define HANG_MS 150.0      /* each at least this long ... */
+#define HANG_SAMPLES 20    /* ... and until sampled this often */
+#define PHASE_MS 0.2       /* busy_loop's turns: this long in itself, then in now_ms */
+#define HANG_DEADLINE_S 20 /* a hang that cannot get its samples fails after this */
+
+/* ---- repeated_hang: the SDK's side --------------------------------------- */
+
+static volatile uint64_t g_sink;
+
+/* The small clock helper the loop calls. */
+static CHAIN double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static inline void spin(unsigned work) {
+  for (unsigned i = 0; i < work; i++)
+    g_sink = g_sink * 6364136223846793005ULL + i;
+}
+
+/* The hang: busy until ms have passed and the monitor has taken
+   HANG_SAMPLES, in turns: `work` spins in busy_loop itself (about
+   PHASE_MS), then calling now_ms for PHASE_MS. */
+static CHAIN void busy_loop(double ms, unsigned work) {
+  CHECK_EQ_INT(perf_sdk_loop_busy(), PERF_OK);
+  perf_sdk_stats_t st;
+  CHECK_EQ_INT(perf_sdk_get_stats(&st), PERF_OK);
+  const uint64_t samples0 = st.samples_taken;
+  double start = now_ms();
+  for (unsigned i = 1;; i++) {
+    spin(work);
+    double phase = now_ms() + PHASE_MS, now;
+    while ((now = now_ms()) < phase) {
+    }
+    if (now < start + ms || i % 64 != 0) continue;
+    CHECK_EQ_INT(perf_sdk_get_stats(&st), PERF_OK);
+    if (st.samples_taken - samples0 >= HANG_SAMPLES) break;
+    CHECKF(now < start + HANG_DEADLINE_S * 1000.0,
+           "%" PRIu64 " samples of the hang in %d s (%" PRIu64 " failed, %" PRIu64 " hangs)",
+           st.samples_taken - samples0, HANG_DEADLINE_S, st.samples_failed, st.hangs_detected);
+  }
+  CHECK_EQ_INT(perf_sdk_loop_idle(), PERF_OK);
+}
+
+static CHAIN void run_hangs(unsigned work) {
+  for (int i = 0; i < REPEATS; i++) {
+    busy_loop(HANG_MS, work);
+    usleep(5000);
+  }
+}
+
+/* The spins that take PHASE_MS (the fastest of five tries). */
+static unsigned calibrated_work(void) {
+  enum { PROBE = 1u << 16 };
+  double best = 1e9;
+  for (int r = 0; r < 5; r++) {
+    double t0 = now_ms();
+    spin(PROBE);
+    double t = now_ms() - t0;
+    if (t < best) best = t;
+  }
+  double work = PROBE * PHASE_MS / (best > 0 ? best : 1e-3);
+  return work < 1 ? 1 : work > 1e8 ? 100000000u : (unsigned)work;
+}
+
+static void sdk_run(const collector_t *c, unsigned work) {
+  perf_sdk_config_t cfg;
+  perf_sdk_config_init(&cfg);
+  char data_dir[128];
+  snprintf(data_dir, sizeof data_dir, "%s/sdk", tempdir_make("perf-grouping"));
+  cfg.app_name = "grouping-test";
+  cfg.app_version = "1.0";
+  cfg.sink = PERF_SINK_HTTP;
+  cfg.endpoint = c->url;
+  cfg.api_key = GOOD_KEY;
+  cfg.data_dir = data_dir;
+  cfg.batch_max_delay_ms = 200;
+  cfg.hang_threshold_ms = 20;
+  cfg.hang_sample_interval_ms = 5;
+  cfg.hang_max_samples = 200;
+  cfg.max_events_per_hour = 100000;
+  cfg.cpu_threshold_percent = 25600; /* no CPU events */
+  uintptr_t pcs[8];
+  size_t n;
+  CHECK(perf_backtrace_thread(0, pcs, 8, &n) >= PERF_E_TRUNCATED); /* rules ready */
+  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
+  run_hangs(work);
+  perf_sdk_stats_t st;
+  CHECK_EQ_INT(perf_sdk_get_stats(&st), PERF_OK);
+  CHECK_EQ_INT(st.hangs_detected, REPEATS);
+  CHECK_EQ_INT(perf_sdk_flush(30000), PERF_OK);
+  CHECK_EQ_INT(perf_sdk_get_stats(&st), PERF_OK);
+  CHECK_EQ_INT(st.batches_sent, st.batches_written);
+  CHECK_EQ_INT(st.events_dropped_rate + st.events_dropped_queue + st.events_dropped_sink, 0);
+  CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
+}
+
+/* ---- the API ------------------------------------------------------------ */
+
+static json_t *top_hangs(const collector_t *c) {
+  long status;
+  json_t *j = get_json(c, "/api/v1/top-stacks?kind=hang&limit=100", &status);
+  CHECK_EQ_INT(status, 200);
+  json_t *stacks = json_object_get(j, "stacks");
+  CHECK(json_is_array(stacks));
+  return j;
+}
+
+static void print_json(const char *what, json_t *j) {
+  char *text = json_dumps(j, JSON_INDENT(1));
+  fprintf(stderr, "%s: %.4000s\n", what, text ? text : "?");
+  free(text);
+}
+
+/* The index of name in a group's frames (innermost first), or -1. */
+static long frame_index(json_t *frames, const char *name) {
+  for (size_t i = 0; i < json_array_size(frames); i++)
+    if (strcmp(json_string_value(json_array_get(frames, i)), name) == 0) return (long)i;
+  return -1;
+}
+
+static json_t *flame_child(json_t *node, const char *name) {
+  json_t *kids = json_object_get(node, "children");
+  for (size_t i = 0; i < json_array_size(kids); i++) {
+    json_t *k = json_array_get(kids, i);
+    if (strcmp(json_string_value(json_object_get(k, "name")), name) == 0) return k;
+  }
+  return NULL;
+}
+
+/* The flame node at the end of path (root first) under node, or NULL. */
+static json_t *flame_at(json_t *node, const char *const *path, size_t n) {
+  for (size_t i = 0; node && i < n; i++)
+    node = flame_child(node, path[i]);
+  return node;
+}
+
+static json_int_t value_of(json_t *node) {
+  return node ? json_integer_value(json_object_get(node, "value")) : -1;
+}
+
+/* How many of the events of the group had a majority key of their own
+   that differs from the group's (the occurrences the stable-key rule
+   kept together), from each event's stacks. */
+static size_t keys_off_group(const collector_t *c, json_t *group_frames) {
+  long status;
+  json_t *list = get_json(c, "/api/v1/events?kind=hang&limit=1000", &status);
+  CHECK_EQ_INT(status, 200);
+  json_t *events = json_object_get(list, "events");
+  size_t off = 0;
+  for (size_t e = 0; e < json_array_size(events); e++) {
+    char path[64];
+    snprintf(path, sizeof path, "/api/v1/events/%lld",
+             (long long)json_integer_value(json_object_get(json_array_get(events, e), "id")));
+    json_t *d = get_json(c, path, &status);
+    CHECK_EQ_INT(status, 200);
+    json_t *stacks = json_object_get(d, "stacks");
+    size_t n = json_array_size(stacks), max = 0;
+    perf__named_stack_t *named = calloc(n ? n : 1, sizeof *named);
+    uint64_t *samples = calloc(n ? n : 1, sizeof *samples);
+    const char ***names = calloc(n ? n : 1, sizeof *names);
+    CHECK(named && samples && names);
+    for (size_t i = 0; i < n; i++) {
+      json_t *s = json_array_get(stacks, i), *nm = json_object_get(s, "names");
+      size_t depth = json_array_size(nm);
+      CHECK((names[i] = calloc(depth ? depth : 1, sizeof *names[i])) != NULL);
+      for (size_t k = 0; k < depth; k++)
+        names[i][k] = json_string_value(json_array_get(nm, k));
+      named[i] = (perf__named_stack_t){names[i], depth};
+      samples[i] = (uint64_t)json_integer_value(json_object_get(s, "samples"));
+      if (depth > max) max = depth;
+    }
+    const char **key = calloc(max ? max : 1, sizeof *key);
+    size_t len = 0;
+    CHECK(key != NULL);
+    perf__hang_samples_t h = {named, samples, n};
+    perf__hang_key(&h, key, max, &len);
+    bool same = len == json_array_size(group_frames);
+    for (size_t k = 0; same && k < len; k++)
+      same = strcmp(key[k], json_string_value(json_array_get(group_frames, k))) == 0;
+    off += !same;
+    for (size_t i = 0; i < n; i++)
+      free(names[i]);
+    free(names), free(named), free(samples), free(key);
+    json_decref(d);
+  }
+  json_decref(list);
+  return off;
+}
+
+/* A group's flame, when a check is about to fail. */
+static void print_group_flame(const collector_t *c, json_t *g) {
+  char path[160];
+  snprintf(path, sizeof path, "/api/v1/flame?kind=hang&group=%s",
+           json_string_value(json_object_get(g, "signature")));
+  long status;
+  json_t *flame = get_json(c, path, &status);
+  print_json(path, flame);
+  json_decref(flame);
+}
+
+static void case_repeated_hang(void) {
+  collector_t c;
+  collector_start(&c, NULL);
+  unsigned work = getenv("SPIN") ? (unsigned)atoi(getenv("SPIN")) : calibrated_work();
+  double t0 = now_s();
+  sdk_run(&c, work);
+  double took = now_s() - t0;
+  json_t *j = top_hangs(&c);
+  json_t *stacks = json_object_get(j, "stacks");
+  print_json("hang groups", j);
+  fprintf(stderr, "spin %u\n", work);
+  for (size_t i = 0; json_array_size(stacks) != 1 && i < json_array_size(stacks); i++)
+    print_group_flame(&c, json_array_get(stacks, i));
+  CHECK_EQ_INT(json_array_size(stacks), 1);
+  json_t *g = json_array_get(stacks, 0);
+  CHECK_EQ_INT(json_integer_value(json_object_get(g, "events")), REPEATS);
+  json_t *frames = json_object_get(g, "frames");
+  /* The key: busy_loop and its callers, possibly deeper (now_ms and
+     below) when the first hang's majority went there. */
+  long loop = frame_index(frames, "busy_loop");
+  CHECKF(loop >= 0 && loop <= 3, "busy_loop at %ld", loop);
+  CHECK(frame_index(frames, "run_hangs") == loop + 1);
+  CHECK(frame_index(frames, "main") > loop);
+  if (loop > 0) { /* deeper: the clock read, or the spin where it is not inlined (-O0) */
+    const char *below = json_string_value(json_array_get(frames, (size_t)loop - 1));
+    CHECKF(strcmp(below, "now_ms") == 0 || strcmp(below, "spin") == 0, "busy_loop calls %s", below);
+  }
+
+  /* Where the time went inside the group: its flame, with sample counts. */
+  char path[160];
+  snprintf(path, sizeof path, "/api/v1/flame?kind=hang&group=%s",
+           json_string_value(json_object_get(g, "signature")));
+  long status;
+  json_t *flame = get_json(&c, path, &status);
+  CHECK_EQ_INT(status, 200);
+  json_int_t samples = json_integer_value(json_object_get(g, "samples"));
+  CHECK_EQ_INT(value_of(flame), samples);
+  /* The root down to busy_loop (the group's frames, root first). */
+  size_t depth = json_array_size(frames) - (size_t)loop;
+  const char **down = calloc(depth, sizeof *down);
+  CHECK(down != NULL);
+  for (size_t i = 0; i < depth; i++)
+    down[i] = json_string_value(json_array_get(frames, json_array_size(frames) - 1 - i));
+  json_t *at_loop = flame_at(flame, down, depth);
+  CHECKF(at_loop != NULL, "no busy_loop in the group's flame");
+  json_t *at_now = flame_child(at_loop, "now_ms");
+  json_int_t in_loop = value_of(at_loop), in_now = value_of(at_now);
+  json_int_t kids = 0;
+  for (size_t i = 0; i < json_array_size(json_object_get(at_loop, "children")); i++)
+    kids += value_of(json_array_get(json_object_get(at_loop, "children"), i));
+  fprintf(stderr,
+          "%d hangs in %.1f s (spin %u): group of %lld samples, %lld in busy_loop: %lld in "
+          "busy_loop itself, %lld in now_ms\n",
+          REPEATS, took, work, (long long)samples, (long long)in_loop, (long long)(in_loop - kids),
+          (long long)in_now);
+  CHECK(in_loop * 2 > samples);                   /* the majority is in busy_loop ... */
+  CHECK(in_now > 0 && in_now < in_loop);          /* ... some of it in now_ms */
+  json_t *at_spin = flame_child(at_loop, "spin"); /* a frame of its own at -O0 */
+  CHECK(in_loop - kids + (at_spin ? value_of(at_spin) : 0) > 0); /* ... some in busy_loop itself */
+  size_t off = keys_off_group(&c, frames);
+  fprintf(stderr, "%zu of %d hangs had a majority key of their own other than the group's frames\n",
+          off, REPEATS);
+  free(down);
+  json_decref(flame);
+  json_decref(j);
+  collector_stop_healthy(&c);
+}
+
+/* ---- stray_and_partial: batches from the wire encoder ---------------------- */
+
+typedef struct app_s {
+  perf__batch_builder_t *b;
+  uint32_t module;
+} app_t;
+
+/* The frame of fn at pc in the app's one module. */
+static uint32_t frame_of(app_t *a, const char *fn, uint64_t pc) {
+  uint32_t f, frame;
+  perf__batch_function_t fun = {fn, strlen(fn), NULL, 0};
+  CHECK_EQ_INT(perf__batch_intern_function(a->b, &fun, &f), 0);
+  perf__batch_frame_t fr = {a->module, f, pc, pc & 0xff, pc, NULL, 0};
+  CHECK_EQ_INT(perf__batch_intern_frame(a->b, &fr, &frame), 0);
+  return frame;
+}
+
+/* A stack of names (innermost first) with pcs base + 0x10 * depth. */
+static uint32_t stack_of(app_t *a, const char *const *names, size_t n, uint64_t leaf_pc,
+                         Perf__V1__StackEnd end) {
+  uint32_t frames[16], out;
+  CHECK(n <= 16);
+  for (size_t i = 0; i < n; i++)
+    frames[i] = frame_of(a, names[i], i ? 0x1000 + 0x40 * (uint64_t)(n - i) : leaf_pc);
+  CHECK_EQ_INT(perf__batch_intern_stack(a->b, frames, (uint32_t)n, end, &out), 0);
+  return out;
+}
+
+#define COMPLETE PERF__V1__STACK_END__STACK_END_COMPLETE
+#define STACK(...)                                                                                 \
+  (const char *const[]){__VA_ARGS__}, ARRAY_LEN(((const char *const[]){__VA_ARGS__}))
+
+/* Hang i of the busy_loop kind, 100 samples: 80 complete ones in
+   busy_loop (itself, or through now_ms, named as a clone every third
+   hang), their share of now_ms going from 28 to 48 of them, so the
+   majority key moves between busy_loop, now_ms and clock_gettime; 8 stray
+   (another leaf, another thread's root); 12 partial: the epilogue `ret`
+   of busy_loop alone (BAD_READ: 9 samples at one pc, as heavy as the
+   heaviest complete stack of several hangs) and now_ms cut (NO_RULE).
+   Each leaf is spread over a few pcs, as samples are. */
+static void add_loop_hang(app_t *a, int at, int64_t start_ns) {
+  int i = at + 5; /* the first hang keyed at now_ms: the others join it shallower */
+  const char *now = i % 3 == 2 ? "now_ms.constprop.0" : "now_ms";
+  uint32_t in_now = 28 + (uint32_t)(i % 6) * 4, self = 80 - in_now, clock = in_now - in_now / 4;
+  perf__batch_begin_event(a->b);
+  perf__batch_count_t counts[16];
+  size_t n = 0;
+  for (uint32_t k = 0; k < 4; k++) /* busy_loop itself at four pcs */
+    counts[n++] = (perf__batch_count_t){
+        stack_of(a, STACK("busy_loop", "run_hangs", "main", "_start"), 0x1100 + 4 * k, COMPLETE), 7,
+        self / 4 + (k < self % 4)};
+  counts[n++] = (perf__batch_count_t){
+      stack_of(a, STACK(now, "busy_loop", "run_hangs", "main", "_start"), 0x1200, COMPLETE), 7,
+      in_now / 4};
+  for (uint32_t k = 0; k < 3; k++) /* the clock read at three pcs */
+    counts[n++] = (perf__batch_count_t){
+        stack_of(a, STACK("clock_gettime", now, "busy_loop", "run_hangs", "main", "_start"),
+                 0x1300 + 8 * k, COMPLETE),
+        7, clock / 3 + (k < clock % 3)};
+  counts[n++] = (perf__batch_count_t){
+      stack_of(a, STACK("write", "log_line", "run_hangs", "main", "_start"), 0x1400, COMPLETE), 7,
+      4};
+  counts[n++] = (perf__batch_count_t){
+      stack_of(a, STACK("poll", "start_thread", "clone"), 0x1500, COMPLETE), 7, 4};
+  counts[n++] = (perf__batch_count_t){
+      stack_of(a, STACK("busy_loop"), 0x11ff, PERF__V1__STACK_END__STACK_END_BAD_READ), 7, 9};
+  counts[n++] = (perf__batch_count_t){
+      stack_of(a, STACK(now), 0x12ff, PERF__V1__STACK_END__STACK_END_NO_RULE), 7, 3};
+  perf__batch_event_t ev = {.kind = PERF__V1__EVENT_KIND__EVENT_KIND_HANG,
+                            .start_unix_ns = start_ns,
+                            .start_mono_ns = 1,
+                            .duration_ns = 700000000,
+                            .tid = 7,
+                            .counts = counts,
+                            .count_count = n};
+  CHECK_EQ_INT(perf__batch_add_event(a->b, &ev), 0);
+}
+
+/* Another hang: stuck in parse_config, with busy_loop's samples as its
+   strays (a fifth). */
+static void add_parse_hang(app_t *a, int64_t start_ns) {
+  perf__batch_begin_event(a->b);
+  perf__batch_count_t counts[] = {
+      {stack_of(a, STACK("parse_config", "load", "main", "_start"), 0x2100, COMPLETE), 7, 80},
+      {stack_of(a, STACK("busy_loop", "run_hangs", "main", "_start"), 0x1100, COMPLETE), 7, 20},
+  };
+  perf__batch_event_t ev = {.kind = PERF__V1__EVENT_KIND__EVENT_KIND_HANG,
+                            .start_unix_ns = start_ns,
+                            .start_mono_ns = 1,
+                            .duration_ns = 300000000,
+                            .tid = 7,
+                            .counts = counts,
+                            .count_count = ARRAY_LEN(counts)};
+  CHECK_EQ_INT(perf__batch_add_event(a->b, &ev), 0);
+}
+
+static void post(const collector_t *c, app_t *a) {
+  uint8_t *body, id[PERF__BATCH_ID_BYTES];
+  size_t len;
+  CHECK_EQ_INT(perf__batch_finish(a->b, NULL, &body, &len, id), 0);
+  char hex[2 * PERF__BATCH_ID_BYTES + 1], id_header[80];
+  for (size_t i = 0; i < PERF__BATCH_ID_BYTES; i++)
+    snprintf(hex + 2 * i, 3, "%02x", id[i]);
+  snprintf(id_header, sizeof id_header, "X-Perf-Batch-Id: %s", hex);
+  const char *headers[] = {"Content-Type: application/x-protobuf", "Content-Encoding: zstd",
+                           id_header, "Authorization: Bearer " GOOD_KEY, NULL};
+  reply_t *r = malloc(sizeof *r);
+  CHECK(r != NULL);
+  long status = request(c, "POST", "/v1/batches", headers, body, len, false, r);
+  CHECKF(status == 200, "POST /v1/batches: %ld %s", status, r->body);
+  free(r);
+  free(body);
+}
+
+#define LOOP_HANGS 30
+#define PARSE_HANGS 10
+
+static void case_stray_and_partial(void) {
+  collector_t c;
+  collector_start(&c, NULL);
+  perf__batch_resource_t res = {.app_name = "grouping-wire", .app_version = "1.0"};
+  app_t a = {0};
+  CHECK_EQ_INT(perf__batch_builder_new(&res, NULL, &a.b), 0);
+  perf__batch_module_t m = {.path = "/usr/bin/grouping-app"};
+  int64_t t = (int64_t)time(NULL) * 1000000000;
+  int i = 0, p = 0;
+  for (int batch = 0; batch < 3; batch++) { /* interleaved, three batches */
+    perf__batch_begin_event(a.b); /* the module belongs to the first event of each batch */
+    CHECK_EQ_INT(perf__batch_intern_module(a.b, &m, &a.module), 0);
+    for (int k = 0; k < 10 && i < LOOP_HANGS; k++, i++) {
+      add_loop_hang(&a, i, t + i * 1000000);
+      if (k % 3 != 2 && p < PARSE_HANGS) {
+        add_parse_hang(&a, t + 500000000 + (p++) * 1000000);
+      }
+    }
+    post(&c, &a);
+  }
+  CHECK(i == LOOP_HANGS && p == PARSE_HANGS);
+  perf__batch_free(a.b);
+
+  json_t *j = top_hangs(&c);
+  json_t *stacks = json_object_get(j, "stacks");
+  print_json("hang groups", j);
+  CHECK_EQ_INT(json_array_size(stacks), 2);
+  json_t *loop = NULL, *parse = NULL;
+  for (size_t i = 0; i < 2; i++) {
+    json_t *g = json_array_get(stacks, i);
+    if (frame_index(json_object_get(g, "frames"), "busy_loop") >= 0) loop = g;
+    if (frame_index(json_object_get(g, "frames"), "parse_config") == 0) parse = g;
+  }
+  CHECK(loop && parse);
+  CHECK_EQ_INT(json_integer_value(json_object_get(loop, "events")), LOOP_HANGS);
+  CHECK_EQ_INT(json_integer_value(json_object_get(loop, "samples")), LOOP_HANGS * 100);
+  CHECK_EQ_INT(json_integer_value(json_object_get(parse, "events")), PARSE_HANGS);
+  json_t *frames = json_object_get(loop, "frames");
+  /* Its key is the first hang's (now_ms and below); it shows the part the
+     majority of all its samples share: busy_loop and its callers. */
+  long at = frame_index(frames, "busy_loop");
+  CHECKF(at == 0, "busy_loop at %ld", at);
+  CHECK(frame_index(frames, "run_hangs") == at + 1 && frame_index(frames, "_start") == at + 3);
+  CHECK_EQ_INT(json_array_size(frames), (size_t)at + 4);
+  for (size_t i = 0; i < json_array_size(frames); i++) /* one name for the clone */
+    CHECK(strstr(json_string_value(json_array_get(frames, i)), "constprop") == NULL);
+  CHECK_EQ_INT(json_array_size(json_object_get(parse, "frames")), 4);
+
+  /* A partial stack says so: its outermost frame is <truncated: reason>.
+     Any busy_loop hang has both kinds. */
+  long status;
+  json_t *events = get_json(&c, "/api/v1/events?kind=hang&limit=100", &status);
+  CHECK_EQ_INT(status, 200);
+  const char *loop_sig = json_string_value(json_object_get(loop, "signature"));
+  json_t *list = json_object_get(events, "events"), *one = NULL;
+  for (size_t i = 0; !one && i < json_array_size(list); i++) {
+    const char *sig = json_string_value(json_object_get(json_array_get(list, i), "group"));
+    if (sig && strcmp(sig, loop_sig) == 0) one = json_array_get(list, i);
+  }
+  CHECKF(one != NULL, "no event of group %s in the list", loop_sig);
+  char path[64];
+  snprintf(path, sizeof path, "/api/v1/events/%lld",
+           (long long)json_integer_value(json_object_get(one, "id")));
+  json_t *d = get_json(&c, path, &status);
+  CHECK_EQ_INT(status, 200);
+  bool bad_read = false, no_rule = false;
+  json_t *ds = json_object_get(d, "stacks");
+  for (size_t i = 0; i < json_array_size(ds); i++) {
+    json_t *names = json_object_get(json_array_get(ds, i), "names");
+    const char *last = json_string_value(json_array_get(names, json_array_size(names) - 1));
+    bad_read |= json_array_size(names) == 2 && strcmp(last, "<truncated: bad read>") == 0;
+    no_rule |= json_array_size(names) == 2 && strcmp(last, "<truncated: no rule>") == 0;
+  }
+  CHECK(bad_read && no_rule);
+  json_decref(d);
+  json_decref(events);
+  json_decref(j);
+  collector_stop_healthy(&c);
+}
+
+static const test_case_t g_cases[] = {
+    TEST_CASE_SERIAL(repeated_hang, "a busy loop whose split between busy_loop and now_ms is "
+                                    "calibrated at start; 100 hangs sampled every 5 ms"),
+    TEST_CASE(stray_and_partial),
+};
+
+int main(int argc, char **argv) {
+  return collector_test_main(argc, argv, g_cases, ARRAY_LEN(g_cases));
+}
