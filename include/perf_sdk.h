@@ -293,7 +293,10 @@ PERF_API void perf_sdk_config_init(perf_sdk_config_t *cfg);
 
 /* Start the monitors and the event writer. The calling thread becomes the
    watched thread of the hang monitor. Returns PERF_E_ALREADY_INITIALIZED when
-   running, PERF_E_INVALID_CONFIG (logged, naming the field) on bad config.
+   running, PERF_E_INVALID_CONFIG (logged, naming the field) on bad config,
+   PERF_E_SYSTEM (logged with the path and errno) when the spool directory
+   (<data_dir>/spool for PERF_SINK_HTTP, <sink_path>.batches for
+   PERF_SINK_FILE) cannot be created or written.
 
    After fork(), in a child that goes on without exec (daemonize, prefork
    servers), the SDK restarts by itself at the child's next SDK call or loop
@@ -352,16 +355,21 @@ PERF_API int perf_sdk_capture_now(const char *reason);
    far: the writer's queue and the open batch go to the spool, then the
    uploader sends until the spool is empty. Returns within timeout_ms
    (0..600000): PERF_E_TIMEOUT when batches remain (they stay on disk for
-   later or for the next run). PERF_E_NOT_INITIALIZED when not running. */
+   later or for the next run); PERF_E_SYSTEM when a batch could not be put
+   into the spool since the previous flush (its events are counted in
+   events_dropped_sink, the log says why), or the spool could not be opened.
+   PERF_E_NOT_INITIALIZED when not running. */
 PERF_API int perf_sdk_flush(int timeout_ms);
 
 /* Counters since init. */
 typedef struct perf_sdk_stats_s {
   uint64_t events_recorded;      /* queued for the sink */
-  uint64_t events_written;       /* written by the sink */
+  uint64_t events_written;       /* written by the sink (PERF_SINK_HTTP: its batch is in
+                                    the spool; PERF_SINK_FILE: its report is in the file) */
   uint64_t events_dropped_rate;  /* over max_events_per_hour */
   uint64_t events_dropped_queue; /* queue full, or still queued at shutdown */
-  uint64_t events_dropped_sink;  /* the sink failed to write them */
+  uint64_t events_dropped_sink;  /* the sink failed to write them (a batch not put into the
+                                    spool, a report not written, a torn journal record) */
   uint64_t hangs_detected;
   uint64_t cpu_bursts;
   uint64_t samples_taken;
@@ -378,6 +386,15 @@ typedef struct perf_sdk_stats_s {
   uint64_t batches_write_failed;        /* could not be written to the spool (disk full, I/O) */
   uint64_t spool_files;                 /* batches on disk now */
   uint64_t spool_bytes;                 /* their bytes */
+  /* The journal of the open batch (docs/architecture.md "Journal"). */
+  uint64_t events_journaled;     /* appended to the journal: a kill -9 from now on loses
+                                    nothing of them (PERF_SINK_HTTP and FILE) */
+  uint64_t events_replayed;      /* events of earlier runs' journals put into the spool at
+                                    start (not in events_recorded/_written of this run) */
+  uint64_t journal_torn;         /* torn last records of those journals (the process died
+                                    inside the write): dropped, also in events_dropped_sink */
+  uint64_t journal_write_failed; /* events not journaled (disk full, I/O): they live only in
+                                    the open batch in memory until it is closed */
 } perf_sdk_stats_t;
 
 /* Copy the counters; PERF_E_NOT_INITIALIZED before init (counters of the

@@ -239,6 +239,10 @@ int perf_sdk_get_stats(perf_sdk_stats_t *out) {
   out->cpu_bursts = atomic_load(&g_stats.cpu_bursts);
   out->samples_taken = atomic_load(&g_stats.samples_taken);
   out->samples_failed = atomic_load(&g_stats.samples_failed);
+  out->events_journaled = atomic_load(&g_stats.events_journaled);
+  out->events_replayed = atomic_load(&g_stats.events_replayed);
+  out->journal_torn = atomic_load(&g_stats.journal_torn);
+  out->journal_write_failed = atomic_load(&g_stats.journal_write_failed);
   return PERF_OK;
 }
 

@@ -12,6 +12,8 @@ typedef struct perf__stats_s {
   atomic_uint_fast64_t events_recorded, events_written;
   atomic_uint_fast64_t events_dropped_rate, events_dropped_queue, events_dropped_sink,
       events_dropped_oversized;
+  /* the journal of the open batch (sdk/wire/journal.h) */
+  atomic_uint_fast64_t events_journaled, events_replayed, journal_torn, journal_write_failed;
   atomic_uint_fast64_t hangs_detected, cpu_bursts, samples_taken, samples_failed;
   /* the uploader */
   atomic_uint_fast64_t batches_sent, batches_retried, batches_rejected, batches_dropped_server;

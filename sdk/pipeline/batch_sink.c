@@ -4,15 +4,23 @@
  */
 #include "sdk/pipeline/batch_sink.h"
 
+#include <errno.h>
 #include <limits.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "sdk/base/clock.h"
+#include "sdk/base/fileio.h"
 #include "sdk/base/log.h"
 #include "sdk/pipeline/event_encode.h"
+#include "sdk/pipeline/unsent_drops.h"
 #include "sdk/wire/batch.h"
+#include "sdk/wire/batch_decode.h"
+#include "sdk/wire/journal.h"
 #include "sdk/wire/spool.h"
 #include "uploader/transport.h"
 #include "uploader/uploader.h"
@@ -26,12 +34,36 @@ struct perf__batch_sink_s {
   perf__uploader_t *uploader;   /* NULL for the file sink */
   uint64_t oversized;           /* events too big for any batch, since open */
   perf__batch_drops_t reported; /* drop counters as of the last batch */
+  perf__batch_drops_t carried;  /* saved by an earlier run (unsent_drops.h), not yet sent */
+  bool carried_file;            /* ... in a file to remove once they are in a batch */
+  /* The journal of the open batch (sdk/wire/journal.h): each event also
+     as a one-event batch of its own builder, appended to the journal. */
+  perf__batch_builder_t *jbuilder;
+  perf__event_encoder_t *jencoder;
+  perf__journal_t journal;
+  uint8_t open_id[PERF__BATCH_ID_BYTES]; /* the open batch's id, chosen at its first event */
+  uint64_t journal_max;                  /* bytes: the open batch is closed before more */
+  atomic_bool put_failed;                /* a batch could not be written since the last flush */
 };
 
+/* A journal's records before it is replayed: several batch_max_bytes, as
+   each record is a whole one-event batch (tables not shared). */
+#define JOURNAL_MAX_FACTOR 4
+
+static void spool_root(const perf__config_t *cfg, char dir[PATH_MAX]);
 static int start_uploader(perf__batch_sink_t *s);
 static int add_to_batch(perf__batch_sink_t *s, const perf__event_t *ev,
                         const Perf__V1__Batch *marker, const char *reason);
 static void current_drops(perf__batch_sink_t *s, perf__batch_drops_t *d);
+static int journal_record(perf__batch_sink_t *s, const perf__event_t *ev,
+                          const Perf__V1__Batch *marker, const char *reason, uint8_t **rec,
+                          size_t *len);
+static void open_journal(perf__batch_sink_t *s);
+static int put_batch(perf__batch_sink_t *s, const uint8_t id[PERF__BATCH_ID_BYTES], size_t events);
+static void replay_journals(perf__batch_sink_t *s);
+static void save_drops(perf__batch_sink_t *s);
+static void replay_found(void *ctx, const char *path, const uint8_t id[16]);
+static int replay_record(void *ctx, const uint8_t *payload, size_t len);
 
 int perf__batch_sink_open(const perf__config_t *cfg, perf__stats_t *stats,
                           perf__batch_sink_t **out) {
@@ -40,10 +72,7 @@ int perf__batch_sink_open(const perf__config_t *cfg, perf__stats_t *stats,
   s->cfg = cfg;
   s->stats = stats;
   char dir[PATH_MAX];
-  if (cfg->sink == PERF_SINK_HTTP)
-    snprintf(dir, sizeof dir, "%s/spool", cfg->data_dir);
-  else
-    snprintf(dir, sizeof dir, "%s.batches", cfg->sink_path);
+  spool_root(cfg, dir);
   perf__batch_options_t bo;
   perf__batch_options_init(&bo);
   bo.zstd_level = (int)cfg->zstd_level;
@@ -53,16 +82,36 @@ int perf__batch_sink_open(const perf__config_t *cfg, perf__stats_t *stats,
                               NULL};
   perf__batch_resource_t res;
   perf__config_batch_resource(cfg, &res);
+  s->journal = (perf__journal_t)PERF__JOURNAL_INIT;
+  s->journal_max = (uint64_t)JOURNAL_MAX_FACTOR * cfg->batch_max_bytes;
   int err = perf__batch_builder_new(&res, &bo, &s->builder);
   if (!err && !(s->encoder = perf__event_encoder_new())) err = PERF_E_NO_MEMORY;
+  bo.uncompressed = true; /* journal records: no zstd on the writer's path */
+  if (!err) err = perf__batch_builder_new(&res, &bo, &s->jbuilder);
+  if (!err && !(s->jencoder = perf__event_encoder_new())) err = PERF_E_NO_MEMORY;
   if (!err) err = perf__spool_open(&so, &s->spool);
   if (err) perf__log(PERF__LOG_ERROR, "batch spool %s: %s", dir, perf_strerror(err));
+  if (!err) s->carried_file = perf__unsent_drops_load(perf__spool_dir(s->spool), &s->carried);
+  if (!err) replay_journals(s); /* before the uploader: it sends them with the rest */
   if (!err && cfg->sink == PERF_SINK_HTTP) err = start_uploader(s);
   if (err) {
     perf__batch_sink_close(s, NULL);
     return err;
   }
   *out = s;
+  return PERF_OK;
+}
+
+int perf__batch_sink_check_dir(const perf__config_t *cfg) {
+  if (cfg->sink == PERF_SINK_NONE) return PERF_OK;
+  char dir[PATH_MAX];
+  spool_root(cfg, dir);
+  if (perf__mkdir_p(dir) != 0 || access(dir, W_OK | X_OK) != 0) {
+    int e = errno;
+    PERF__FAIL(PERF_E_SYSTEM, "%s %s is unusable: %s (errno %d)",
+               cfg->sink == PERF_SINK_HTTP ? "data_dir: the spool" : "sink_path: the batch records",
+               dir, strerror(e), e);
+  }
   return PERF_OK;
 }
 
@@ -81,28 +130,28 @@ int64_t perf__batch_sink_deadline(const perf__batch_sink_t *s) {
 }
 
 void perf__batch_sink_close_batch(perf__batch_sink_t *s) {
-  if (perf__batch_event_count(s->builder) == 0) return;
-  perf__batch_drops_t drops;
-  current_drops(s, &drops);
-  uint8_t *payload = NULL, id[PERF__BATCH_ID_BYTES];
-  size_t len = 0;
-  int err = perf__batch_finish(s->builder, &drops, &payload, &len, id);
-  if (err) { /* cannot happen short of memory: the events are lost, counted */
-    PERF__COUNT(s->stats, events_dropped_sink, perf__batch_event_count(s->builder));
-    perf__batch_reset(s->builder);
-    return;
+  size_t events = perf__batch_event_count(s->builder);
+  if (events == 0) return;
+  int err = put_batch(s, s->open_id, events);
+  /* http: an event is written when its batch is in the spool; lost with
+     it, it is counted by reason, and that count goes out with the next
+     batch that is written. (The file sink counts its text reports.) */
+  bool http = s->cfg->sink == PERF_SINK_HTTP;
+  if (http) PERF__COUNT(s->stats, events_written, err ? 0 : events);
+  if (http && err) PERF__COUNT(s->stats, events_dropped_sink, events);
+  if (err) {
+    atomic_store(&s->put_failed, true);
+    save_drops(s); /* the lost batch's events among them, should we die now */
   }
-  /* The drops went out with this batch whether or not the spool takes it:
-     reporting them twice would be wrong, losing them with a lost batch is
-     counted (write_failed) and logged by the spool. */
-  s->reported.rate_limited += drops.rate_limited;
-  s->reported.queue_full += drops.queue_full;
-  s->reported.sink_failed += drops.sink_failed;
-  s->reported.spool_quota += drops.spool_quota;
-  s->reported.oversized += drops.oversized;
-  err = perf__spool_put(s->spool, id, payload, len, NULL);
-  free(payload);
+  /* The batch is durable in the spool (renamed, directory synced), or
+     dropped and counted: its journal goes, and only then the uploader is
+     woken (a journal never outlives a batch the collector has). */
+  perf__journal_end(&s->journal);
   if (!err && s->uploader) perf__uploader_wake(s->uploader);
+}
+
+int perf__batch_sink_take_failure(perf__batch_sink_t *s) {
+  return atomic_exchange(&s->put_failed, false) ? PERF_E_SYSTEM : PERF_OK;
 }
 
 int perf__batch_sink_wait_sent(perf__batch_sink_t *s, int64_t deadline_ns) {
@@ -127,12 +176,24 @@ void perf__batch_sink_stats(perf__batch_sink_t *s, perf_sdk_stats_t *out) {
 void perf__batch_sink_close(perf__batch_sink_t *s, perf_sdk_stats_t *last) {
   if (!s) return;
   if (s->builder && s->spool) perf__batch_sink_close_batch(s);
+  if (s->builder && s->spool) save_drops(s); /* what no batch carried, for the next run */
   perf__uploader_stop(s->uploader);
   if (last && s->spool) perf__batch_sink_stats(s, last);
   perf__spool_close(s->spool);
+  perf__journal_end(&s->journal); /* one whose batch never got an event */
   perf__batch_free(s->builder);
   perf__event_encoder_free(s->encoder);
+  perf__batch_free(s->jbuilder);
+  perf__event_encoder_free(s->jencoder);
   free(s);
+}
+
+/* <data_dir>/spool, or for the file sink <sink_path>.batches. */
+static void spool_root(const perf__config_t *cfg, char dir[PATH_MAX]) {
+  if (cfg->sink == PERF_SINK_HTTP)
+    snprintf(dir, PATH_MAX, "%s/spool", cfg->data_dir);
+  else
+    snprintf(dir, PATH_MAX, "%s.batches", cfg->sink_path);
 }
 
 static int start_uploader(perf__batch_sink_t *s) {
@@ -150,19 +211,33 @@ static int start_uploader(perf__batch_sink_t *s) {
 }
 
 /* An event of this process, or the fatal hang in a dead process's marker,
-   into the open batch, closing it first when it is full. */
+   into the open batch, closing it first when it is full, and into the
+   open batch's journal. */
 static int add_to_batch(perf__batch_sink_t *s, const perf__event_t *ev,
                         const Perf__V1__Batch *marker, const char *reason) {
+  uint8_t *rec = NULL;
+  size_t rec_len = 0;
+  if (journal_record(s, ev, marker, reason, &rec, &rec_len) == PERF_OK &&
+      s->journal.bytes + PERF__JOURNAL_RECORD_HEADER + rec_len > s->journal_max)
+    perf__batch_sink_close_batch(s); /* the journal is full: this event starts the next */
   int err = PERF_E_NO_MEMORY;
   for (int attempt = 0; attempt < 2 && err == PERF_E_NO_MEMORY; attempt++) {
     if (attempt == 1) {
       if (perf__batch_event_count(s->builder) == 0) break;
       perf__batch_sink_close_batch(s); /* full: this event starts the next batch */
     }
+    if (perf__batch_event_count(s->builder) == 0) open_journal(s);
     err = ev ? perf__event_encode(s->encoder, s->builder, ev)
              : perf__batch_copy_event(s->builder, marker, 0,
                                       PERF__V1__EVENT_KIND__EVENT_KIND_FATAL_HANG, reason);
   }
+  if (!err) {
+    bool journaled =
+        rec && s->journal.fd >= 0 && perf__journal_append(&s->journal, rec, rec_len) == PERF_OK;
+    PERF__COUNT(s->stats, events_journaled, journaled ? 1 : 0);
+    PERF__COUNT(s->stats, journal_write_failed, journaled ? 0 : 1);
+  }
+  free(rec);
   if (err == PERF_E_TRUNCATED) {
     s->oversized++;
     PERF__COUNT(s->stats, events_dropped_oversized, 1);
@@ -174,6 +249,148 @@ static int add_to_batch(perf__batch_sink_t *s, const perf__event_t *ev,
   return err;
 }
 
+/* The event as a one-event serialized batch (uncompressed): a journal
+   record. *rec is malloc'd. */
+static int journal_record(perf__batch_sink_t *s, const perf__event_t *ev,
+                          const Perf__V1__Batch *marker, const char *reason, uint8_t **rec,
+                          size_t *len) {
+  int err = ev ? perf__event_encode(s->jencoder, s->jbuilder, ev)
+               : perf__batch_copy_event(s->jbuilder, marker, 0,
+                                        PERF__V1__EVENT_KIND__EVENT_KIND_FATAL_HANG, reason);
+  if (!err) err = perf__batch_finish_as(s->jbuilder, NULL, s->open_id, rec, len);
+  if (err) {
+    perf__batch_reset(s->jbuilder);
+    *rec = NULL;
+  }
+  return err;
+}
+
+/* The batch opens: its id, and its journal (a failure is logged; the
+   batch then lives in memory only, as before journals). */
+static void open_journal(perf__batch_sink_t *s) {
+  perf__journal_end(&s->journal); /* one left with no event in its batch */
+  if (perf__batch_new_id(s->open_id) != PERF_OK) {
+    PERF__COUNT(s->stats, journal_write_failed, 1);
+    return;
+  }
+  perf__journal_begin(&s->journal, perf__spool_dir(s->spool), s->open_id);
+}
+
+/* The builder's batch (`events` events) with the drops not yet reported,
+   finished under `id` and put into the spool. The drops count as reported
+   only when the batch is in the spool. */
+static int put_batch(perf__batch_sink_t *s, const uint8_t id[PERF__BATCH_ID_BYTES], size_t events) {
+  perf__batch_drops_t drops;
+  current_drops(s, &drops);
+  uint8_t *payload = NULL;
+  size_t len = 0;
+  int err = perf__batch_finish_as(s->builder, &drops, id, &payload, &len);
+  if (err) { /* cannot happen short of memory */
+    perf__log(PERF__LOG_WARN, "a batch of %zu events was not made: %s", events, perf_strerror(err));
+    perf__batch_reset(s->builder);
+    return err;
+  }
+  err = perf__spool_put(s->spool, id, payload, len, NULL);
+  free(payload);
+  if (err) return err;
+  /* Reported: this run's part of them; an earlier run's part is gone. */
+  s->reported.rate_limited += drops.rate_limited - s->carried.rate_limited;
+  s->reported.queue_full += drops.queue_full - s->carried.queue_full;
+  s->reported.sink_failed += drops.sink_failed - s->carried.sink_failed;
+  s->reported.spool_quota += drops.spool_quota - s->carried.spool_quota;
+  s->reported.oversized += drops.oversized - s->carried.oversized;
+  s->carried = (perf__batch_drops_t){0};
+  if (s->carried_file) perf__unsent_drops_clear(perf__spool_dir(s->spool));
+  s->carried_file = false;
+  return PERF_OK;
+}
+
+/* The drops no written batch carried, into <spool dir>/drops. */
+static void save_drops(perf__batch_sink_t *s) {
+  perf__batch_drops_t d;
+  current_drops(s, &d);
+  if (perf__unsent_drops_save(perf__spool_dir(s->spool), &d) == PERF_OK)
+    s->carried_file =
+        d.rate_limited || d.queue_full || d.sink_failed || d.spool_quota || d.oversized;
+}
+
+/* ---- the journals of earlier runs ----------------------------------------- */
+
+typedef struct replay_s {
+  perf__batch_sink_t *s;
+  uint8_t id[PERF__BATCH_ID_BYTES];
+  size_t events, batches;
+  int err;
+} replay_t;
+
+/* Each journal left in our spool directory (by a process that died with a
+   batch open, or adopted from a dead process's subdirectory by the spool)
+   becomes a batch of the same id, unless that batch made it into the spool
+   before the journal could be removed. */
+static void replay_journals(perf__batch_sink_t *s) {
+  if (perf__journal_scan(perf__spool_dir(s->spool), PERF__SPOOL_SCAN_LIMIT, replay_found, s) != 0)
+    perf__log(PERF__LOG_WARN, "journal: cannot list %s: %s", perf__spool_dir(s->spool),
+              strerror(errno));
+}
+
+static void replay_found(void *ctx, const char *path, const uint8_t id[16]) {
+  perf__batch_sink_t *s = ctx;
+  if (perf__spool_has_batch(s->spool, id)) { /* died between the rename and the unlink */
+    unlink(path);
+    return;
+  }
+  replay_t r = {.s = s};
+  memcpy(r.id, id, sizeof r.id);
+  uint64_t torn = 0;
+  int err = perf__journal_read(path, s->journal_max + (1u << 20), replay_record, &r, &torn);
+  if (!err) err = r.err;
+  if (!err && torn) {
+    /* The process died inside that event's write: dropped, counted (and
+       reported with the batch made of the rest). */
+    PERF__COUNT(s->stats, journal_torn, torn);
+    PERF__COUNT(s->stats, events_dropped_sink, torn);
+  }
+  if (!err && perf__batch_event_count(s->builder) > 0) {
+    size_t n = perf__batch_event_count(s->builder);
+    err = put_batch(s, r.id, n);
+  }
+  if (err) {
+    /* Not written: the journal stays for the next start. */
+    perf__batch_reset(s->builder);
+    perf__log(PERF__LOG_WARN, "journal %s not replayed: %s", path, perf_strerror(err));
+    return;
+  }
+  PERF__COUNT(s->stats, events_replayed, r.events);
+  perf__log(PERF__LOG_INFO, "journal %s: %zu events replayed%s", path, r.events,
+            torn ? ", a torn last record dropped" : "");
+  unlink(path);
+}
+
+/* One journal record (a one-event batch) into the batch being rebuilt. */
+static int replay_record(void *ctx, const uint8_t *payload, size_t len) {
+  replay_t *r = ctx;
+  perf__batch_sink_t *s = r->s;
+  Perf__V1__Batch *bt = NULL;
+  if (perf__batch_decode_uncompressed(payload, len, &bt) != 0 || bt->n_events != 1) {
+    if (bt) perf__v1__batch__free_unpacked(bt, NULL);
+    PERF__COUNT(s->stats, events_dropped_sink, 1); /* CRC good, content not: counted */
+    return PERF_OK;
+  }
+  int err = perf__batch_copy_event(s->builder, bt, 0, bt->events[0]->kind, NULL);
+  if (err == PERF_E_NO_MEMORY && perf__batch_event_count(s->builder) > 0) {
+    /* Fuller than the batch it journaled (not expected): the part so far
+       under the journal's id, the rest under the next id. */
+    err = put_batch(s, r->id, perf__batch_event_count(s->builder));
+    r->id[PERF__BATCH_ID_BYTES - 1] ^= (uint8_t)(1 + r->batches++);
+    if (!err) err = perf__batch_copy_event(s->builder, bt, 0, bt->events[0]->kind, NULL);
+  }
+  perf__v1__batch__free_unpacked(bt, NULL);
+  if (err == PERF_OK) r->events++;
+  if (err == PERF_E_NO_MEMORY || err == PERF_E_SYSTEM) r->err = err;
+  if (err == PERF_E_TRUNCATED) PERF__COUNT(s->stats, events_dropped_oversized, 1);
+  return r->err;
+}
+
 /* Drops since the last batch, by reason. */
 static void current_drops(perf__batch_sink_t *s, perf__batch_drops_t *d) {
   perf__spool_stats_t st;
@@ -183,4 +400,9 @@ static void current_drops(perf__batch_sink_t *s, perf__batch_drops_t *d) {
   d->sink_failed = atomic_load(&s->stats->events_dropped_sink) - s->reported.sink_failed;
   d->spool_quota = st.evicted_quota - s->reported.spool_quota;
   d->oversized = s->oversized - s->reported.oversized;
+  d->rate_limited += s->carried.rate_limited;
+  d->queue_full += s->carried.queue_full;
+  d->sink_failed += s->carried.sink_failed;
+  d->spool_quota += s->carried.spool_quota;
+  d->oversized += s->carried.oversized;
 }

@@ -27,6 +27,11 @@ typedef struct perf__batch_sink_s perf__batch_sink_t;
 int perf__batch_sink_open(const perf__config_t *cfg, perf__stats_t *stats,
                           perf__batch_sink_t **out);
 
+/* At perf_sdk_init: the spool's directory (<data_dir>/spool, or
+   <sink_path>.batches) is made and writable. PERF_E_SYSTEM, logged with the
+   path and errno, when it cannot be; 0 for PERF_SINK_NONE. */
+int perf__batch_sink_check_dir(const perf__config_t *cfg);
+
 /* Add an event to the open batch, closing it first when it is full.
    0, or a negative perf_error_t when the event was dropped (counted here). */
 int perf__batch_sink_add(perf__batch_sink_t *s, const perf__event_t *ev);
@@ -41,6 +46,10 @@ int64_t perf__batch_sink_deadline(const perf__batch_sink_t *s);
 
 /* Close the open batch now (if it has events) and put it in the spool. */
 void perf__batch_sink_close_batch(perf__batch_sink_t *s);
+
+/* PERF_E_SYSTEM when a batch could not be put into the spool since the
+   last call (perf_sdk_flush reports it), else 0. Any thread. */
+int perf__batch_sink_take_failure(perf__batch_sink_t *s);
 
 /* Wait until the uploader has sent the whole spool or deadline_ns passes:
    0 or PERF_E_TIMEOUT. Always 0 for the file sink. */

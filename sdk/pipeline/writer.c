@@ -80,6 +80,10 @@ static bool data_dir_ready(perf__writer_t *w);
 static void free_writer(perf__writer_t *w);
 
 int perf__writer_start(const perf__config_t *cfg, perf__stats_t *stats, perf__writer_t **out) {
+  /* An unusable spool directory is the caller's error now, not a silent
+     drop of every event later. */
+  int checked = perf__batch_sink_check_dir(cfg);
+  if (checked) return checked;
   perf__writer_t *w = calloc(1, sizeof *w);
   if (!w) return PERF_E_NO_MEMORY;
   w->cfg = cfg;
@@ -140,6 +144,10 @@ int perf__writer_flush(perf__writer_t *w, int64_t deadline_ns) {
   perf__batch_sink_t *b = w->batches;
   perf__worker_unlock(w->worker);
   if (!queued_out) return PERF_E_TIMEOUT;
+  /* No spool (it could not be opened: logged at start) or a batch that
+     could not be written since the last flush: recorded events were lost. */
+  if (!b && w->cfg->sink != PERF_SINK_NONE) return PERF_E_SYSTEM;
+  if (b && perf__batch_sink_take_failure(b) != PERF_OK) return PERF_E_SYSTEM;
   /* ... then the spool to the collector, by the uploader. The sink stays
      open until perf__writer_stop, which cannot run concurrently (the SDK's
      lifecycle lock). */
@@ -328,27 +336,26 @@ static void report_fatal_hangs(perf__writer_t *w) {
 }
 
 static void write_event(perf__writer_t *w, perf__event_t *ev) {
-  int batched = w->batches ? perf__batch_sink_add(w->batches, ev) : PERF_E_UNSUPPORTED;
-  if (w->cfg->sink != PERF_SINK_FILE) { /* http: batches only; none: counted only */
-    count_batched(w, batched);
-    perf__event_free(ev);
-    return;
+  if (w->cfg->sink == PERF_SINK_FILE) {
+    /* The report first: it is the file sink's record (one write, durable
+       at once); the batch record and its journal follow. */
+    perf__strbuf_t b;
+    perf__strbuf_init(&b, REPORT_MAX_BYTES);
+    int err = perf__format_event(&b, ev, w->cfg);
+    write_report(w, &b, err);
+    perf__strbuf_free(&b);
   }
-  perf__strbuf_t b;
-  perf__strbuf_init(&b, REPORT_MAX_BYTES);
-  int err = perf__format_event(&b, ev, w->cfg);
+  int batched = w->batches ? perf__batch_sink_add(w->batches, ev) : PERF_E_UNSUPPORTED;
+  count_batched(w, batched); /* http: batches only; none: counted only */
   perf__event_free(ev);
-  write_report(w, &b, err);
-  perf__strbuf_free(&b);
 }
 
-/* http sink: written = in a batch; the batch sink counted its own drops. */
+/* http sink: an event is written when its batch is in the spool (the
+   batch sink counts it then, and its own drops); without a batch sink it
+   is dropped here. */
 static void count_batched(perf__writer_t *w, int batched) {
-  if (w->cfg->sink != PERF_SINK_HTTP) return;
-  if (batched == PERF_OK)
-    PERF__COUNT(w->stats, events_written, 1);
-  else if (!w->batches)
-    PERF__COUNT(w->stats, events_dropped_sink, 1);
+  (void)batched;
+  if (w->cfg->sink == PERF_SINK_HTTP && !w->batches) PERF__COUNT(w->stats, events_dropped_sink, 1);
 }
 
 /* File sink: one event's report (or the error `err` formatting it) into
@@ -377,8 +384,10 @@ static void write_report(perf__writer_t *w, const perf__strbuf_t *b, int err) {
 }
 
 static void handle_hang_post(perf__writer_t *w, perf__event_t *progress) {
-  if (progress && data_dir_ready(w))
-    perf__hang_marker_write(&w->marker, w->cfg, progress);
+  /* A failed write tries the directory again next time: data_dir may have
+     been deleted at run time (made again then; a warning if it cannot be). */
+  if (progress && data_dir_ready(w) && perf__hang_marker_write(&w->marker, w->cfg, progress) != 0)
+    w->data_dir_state = DATA_DIR_UNTRIED;
   else if (!progress && w->cfg->data_dir)
     perf__hang_marker_clear(&w->marker, w->cfg->data_dir);
   perf__event_free(progress);

@@ -230,6 +230,15 @@ int64_t perf__batch_opened_ns(const perf__batch_builder_t *b);
 int perf__batch_finish(perf__batch_builder_t *b, const perf__batch_drops_t *drops, uint8_t **out,
                        size_t *len, uint8_t batch_id[PERF__BATCH_ID_BYTES]);
 
+/* perf__batch_finish with a batch id chosen by the caller (the journal's:
+   the id is picked when the batch opens, so that a batch rebuilt from its
+   journal after a crash carries the same id). Same results. */
+int perf__batch_finish_as(perf__batch_builder_t *b, const perf__batch_drops_t *drops,
+                          const uint8_t batch_id[PERF__BATCH_ID_BYTES], uint8_t **out, size_t *len);
+
+/* A new random batch id (getrandom): 0 or PERF_E_SYSTEM. */
+int perf__batch_new_id(uint8_t id[PERF__BATCH_ID_BYTES]);
+
 /* Empty the builder without producing a batch (the sequence is kept). */
 void perf__batch_reset(perf__batch_builder_t *b);
 

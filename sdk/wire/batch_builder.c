@@ -151,11 +151,25 @@ int64_t perf__batch_opened_ns(const perf__batch_builder_t *b) {
 
 int perf__batch_finish(perf__batch_builder_t *b, const perf__batch_drops_t *drops, uint8_t **out,
                        size_t *len, uint8_t batch_id[PERF__BATCH_ID_BYTES]) {
-  if (!b || !out || !len) return PERF_E_INVALID_ARGUMENT;
+  uint8_t id[PERF__BATCH_ID_BYTES];
+  if (perf__batch_new_id(id) != 0) return PERF_E_SYSTEM;
+  int err = perf__batch_finish_as(b, drops, id, out, len);
+  if (!err && batch_id) memcpy(batch_id, id, sizeof id);
+  return err;
+}
+
+int perf__batch_new_id(uint8_t id[PERF__BATCH_ID_BYTES]) {
+  return random_id(id) == 0 ? PERF_OK : PERF_E_SYSTEM;
+}
+
+int perf__batch_finish_as(perf__batch_builder_t *b, const perf__batch_drops_t *drops,
+                          const uint8_t batch_id[PERF__BATCH_ID_BYTES], uint8_t **out,
+                          size_t *len) {
+  if (!b || !out || !len || !batch_id) return PERF_E_INVALID_ARGUMENT;
   *out = NULL;
   *len = 0;
   uint8_t id[PERF__BATCH_ID_BYTES];
-  if (random_id(id) != 0) return PERF_E_SYSTEM;
+  memcpy(id, batch_id, sizeof id);
   Perf__V1__DropCounters dc = PERF__V1__DROP_COUNTERS__INIT;
   if (drops) {
     dc.rate_limited = drops->rate_limited;
@@ -179,7 +193,6 @@ int perf__batch_finish(perf__batch_builder_t *b, const perf__batch_drops_t *drop
   int err = pack_batch(b, &batch, &raw, &size);
   if (!err) err = compress_payload(b, raw, size, out, len);
   if (err) return err;
-  if (batch_id) memcpy(batch_id, id, sizeof id);
   b->sequence++;
   perf__batch_reset(b);
   return PERF_OK;

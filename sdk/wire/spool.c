@@ -47,6 +47,7 @@
 #include "sdk/base/fileio.h"
 #include "sdk/base/log.h"
 #include "sdk/base/owned_fds.h"
+#include "sdk/wire/journal.h"
 
 #define SPOOL_MAGIC "PSPL"
 #define SPOOL_VERSION 1
@@ -107,6 +108,8 @@ static int scan_dir(perf__spool_t *sp, const char *dir, rec_list_t *found, uint6
                     size_t *others);
 static void adopt_subdirs(perf__spool_t *sp, rec_list_t *found);
 static void adopt_subdir(perf__spool_t *sp, const char *name, rec_list_t *found);
+static void adopt_journals(perf__spool_t *sp, const char *sub);
+static void adopt_journal(void *ctx, const char *path, const uint8_t id[16]);
 static void apply_bounds_at_open(perf__spool_t *sp, rec_list_t *found);
 static size_t count_quarantine(const char *path);
 static bool dir_holds_only_lock(const char *path);
@@ -330,6 +333,16 @@ int perf__spool_quarantine(perf__spool_t *sp, const perf__spool_entry_t *e, cons
     clean[i] = '\0';
   }
   return quarantine_rec(sp, e->seq, e->id, clean, true);
+}
+
+bool perf__spool_has_batch(perf__spool_t *sp, const uint8_t batch_id[16]) {
+  if (!sp || !batch_id) return false;
+  pthread_mutex_lock(&sp->lock);
+  bool found = false;
+  for (size_t i = 0; i < sp->count && !found; i++)
+    found = memcmp(rec_at(sp, i)->id, batch_id, 16) == 0;
+  pthread_mutex_unlock(&sp->lock);
+  return found;
 }
 
 void perf__spool_stats(perf__spool_t *sp, perf__spool_stats_t *out) {
@@ -568,6 +581,7 @@ static void adopt_subdir(perf__spool_t *sp, const char *name, rec_list_t *found)
     return;
   }
   if (r != LOCK_TAKEN) return; /* alive, or someone else is adopting it */
+  adopt_journals(sp, sub);
   rec_list_t theirs = {0};
   uint64_t max_seq = 0;
   size_t left = 0;
@@ -597,6 +611,22 @@ static void adopt_subdir(perf__spool_t *sp, const char *name, rec_list_t *found)
   perf__log(PERF__LOG_INFO, "spool: adopted %zu batches of dead process %s", moved, name);
   if (left == 0 && unlink(lock_path) == 0) rmdir(sub); /* lock file first: see take_directory */
   close(fd);
+}
+
+/* The journals of a dead process's open batch (sdk/wire/journal.h) move
+   into our directory with its batches: the batch sink replays what it
+   finds there after the open. Same name: the batch id. */
+static void adopt_journals(perf__spool_t *sp, const char *sub) {
+  perf__journal_scan(sub, PERF__SPOOL_SCAN_LIMIT, adopt_journal, sp);
+}
+
+static void adopt_journal(void *ctx, const char *path, const uint8_t id[16]) {
+  perf__spool_t *sp = ctx;
+  (void)id;
+  char to[PATH_MAX];
+  const char *name = strrchr(path, '/') + 1;
+  if (join(to, sp->dir, name) != 0 || sp->io.rename(sp->io.ctx, path, to) != 0)
+    perf__log(PERF__LOG_WARN, "spool: journal %s not adopted: %s", path, strerror(errno));
 }
 
 /* The oldest found batches beyond the bounds are evicted; the rest become

@@ -16,6 +16,9 @@
  * a lock on (left by a dead process, in the root or in a dead process's
  * subdirectory) become the opener's; bad files go to <root>/quarantine/.
  * A third spool in the same process on the same root gets PERF_E_BUSY.
+ * The batch sink keeps the open batch's journal (`<id>.journal`,
+ * sdk/wire/journal.h) in the same directory; adopting a dead process's
+ * subdirectory moves its journals along with its batches.
  *
  * Bounds (max_bytes, max_files, max_age_s) hold after every call: a put
  * evicts the oldest batches first (counted in evicted_quota), so the files on
@@ -30,6 +33,7 @@
 #define PERF_SPOOL_H
 
 #include <limits.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -145,6 +149,10 @@ int perf__spool_remove(perf__spool_t *sp, const perf__spool_entry_t *e);
    characters become '_'), counted in quarantined_rejected: for batches the
    collector refuses for good (4xx). PERF__E_SPOOL_GONE as above. */
 int perf__spool_quarantine(perf__spool_t *sp, const perf__spool_entry_t *e, const char *reason);
+
+/* Whether a batch of this id is in the spool now (the journal's replay
+   asks: a batch whose journal outlived it is not made twice). */
+bool perf__spool_has_batch(perf__spool_t *sp, const uint8_t batch_id[16]);
 
 /* Copy the current sizes and the counters. */
 void perf__spool_stats(perf__spool_t *sp, perf__spool_stats_t *out);

@@ -308,7 +308,7 @@ static void case_file_sink_batches(void) {
 /* ---- kill -9 while writing batches -------------------------------------- */
 
 /* Child: the SDK with the collector down; every event is its own batch
-   (flush); once a batch is in the spool its reason goes to stdout. */
+   (flush); once its batch is in the spool its reason goes to stdout. */
 static void child_writer(const char *dir, const char *url) {
   snprintf(g_dir, sizeof g_dir, "%s", dir);
   perf_sdk_config_t cfg;
@@ -325,9 +325,12 @@ static void child_writer(const char *dir, const char *url) {
     perf_sdk_get_stats(&before);
     if (wire_capture_outer(reason) != 2) exit(4);
     perf_sdk_flush(1); /* puts the batch in the spool; sending would time out */
+    /* events_written: its batch is in the spool (batches_written would
+       also count the batch replayed from the journal the previous child
+       left, put by this one's writer at its start). */
     do
       perf_sdk_get_stats(&after);
-    while (after.batches_written == before.batches_written);
+    while (after.events_written == before.events_written);
     printf("%s\n", reason);
     fflush(stdout);
   }

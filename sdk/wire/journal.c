@@ -1,0 +1,183 @@
+/*
+ * journal.c - the open batch's journal (see journal.h). Writer thread.
+ */
+#include "sdk/wire/journal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "perf_sdk.h"
+#include "sdk/base/crc32c.h"
+#include "sdk/base/fileio.h"
+#include "sdk/base/log.h"
+#include "sdk/base/owned_fds.h"
+
+#define RECORD_MAX (1u << 31)
+#define HEX_ID 32
+
+static int open_journal(perf__journal_t *j);
+static bool parse_name(const char *name, uint8_t id[16]);
+static void put_u32(uint8_t *p, uint32_t v);
+static uint32_t get_u32(const uint8_t *p);
+
+int perf__journal_begin(perf__journal_t *j, const char *dir, const uint8_t id[16]) {
+  static const char hex[] = "0123456789abcdef";
+  char name[HEX_ID + sizeof PERF__JOURNAL_SUFFIX];
+  for (int i = 0; i < 16; i++) {
+    name[2 * i] = hex[id[i] >> 4];
+    name[2 * i + 1] = hex[id[i] & 15];
+  }
+  memcpy(name + HEX_ID, PERF__JOURNAL_SUFFIX, sizeof PERF__JOURNAL_SUFFIX);
+  if (snprintf(j->path, sizeof j->path, "%s/%s", dir, name) >= (int)sizeof j->path)
+    PERF__FAIL(PERF_E_SYSTEM, "journal: %s/%s: path too long", dir, name);
+  memcpy(j->id, id, 16);
+  j->bytes = 0;
+  int err = open_journal(j);
+  if (err && errno == ENOENT && perf__mkdir_p(dir) == 0) { /* data_dir deleted: made again */
+    perf__log(PERF__LOG_WARN, "journal: %s was missing: created again", dir);
+    err = open_journal(j);
+  }
+  if (err) PERF__FAIL(err, "journal %s: %s", j->path, strerror(errno));
+  return PERF_OK;
+}
+
+int perf__journal_append(perf__journal_t *j, const void *payload, size_t len) {
+  if (j->fd < 0 || len == 0 || len > RECORD_MAX) return PERF_E_INVALID_ARGUMENT;
+  uint8_t *rec = malloc(PERF__JOURNAL_RECORD_HEADER + len);
+  if (!rec) return PERF_E_NO_MEMORY;
+  put_u32(rec, (uint32_t)len);
+  put_u32(rec + 4, perf__crc32c(0, payload, len));
+  memcpy(rec + PERF__JOURNAL_RECORD_HEADER, payload, len);
+  size_t total = PERF__JOURNAL_RECORD_HEADER + len;
+  ssize_t n;
+  do {
+    n = write(j->fd, rec, total);
+  } while (n < 0 && errno == EINTR);
+  int saved = errno;
+  free(rec);
+  if (n == (ssize_t)total) {
+    j->bytes += total;
+    return PERF_OK;
+  }
+  /* Short (disk full) or failed: cut the partial record off, so that the
+     records after it stay readable. */
+  if (n >= 0) saved = ENOSPC;
+  if (ftruncate(j->fd, (off_t)j->bytes) != 0) { /* keep saved */
+  }
+  perf__log(PERF__LOG_WARN, "journal %s: record not written: %s", j->path, strerror(saved));
+  errno = saved;
+  return PERF_E_SYSTEM;
+}
+
+void perf__journal_end(perf__journal_t *j) {
+  if (j->fd < 0) return;
+  perf__journal_close(j);
+  if (unlink(j->path) != 0 && errno != ENOENT)
+    perf__log(PERF__LOG_WARN, "journal %s: not removed: %s", j->path, strerror(errno));
+}
+
+void perf__journal_close(perf__journal_t *j) {
+  if (j->fd < 0) return;
+  perf__owned_fd_remove(j->fd);
+  close(j->fd);
+  j->fd = -1;
+}
+
+int perf__journal_read(const char *path, uint64_t max_bytes, perf__journal_record_fn record,
+                       void *ctx, uint64_t *torn) {
+  *torn = 0;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return PERF_E_SYSTEM;
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    close(fd);
+    return PERF_E_SYSTEM;
+  }
+  if ((uint64_t)st.st_size > max_bytes) {
+    close(fd);
+    return PERF_E_TRUNCATED;
+  }
+  size_t size = (size_t)st.st_size;
+  uint8_t *data = malloc(size ? size : 1);
+  size_t got = 0;
+  while (data && got < size) {
+    ssize_t n = pread(fd, data + got, size - got, (off_t)got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += (size_t)n;
+  }
+  close(fd);
+  if (!data) return PERF_E_NO_MEMORY;
+  int err = PERF_OK;
+  size_t pos = 0;
+  while (!err && pos < got) {
+    uint32_t len = got - pos >= PERF__JOURNAL_RECORD_HEADER ? get_u32(data + pos) : 0;
+    bool whole =
+        len > 0 && got - pos - PERF__JOURNAL_RECORD_HEADER >= len &&
+        perf__crc32c(0, data + pos + PERF__JOURNAL_RECORD_HEADER, len) == get_u32(data + pos + 4);
+    if (!whole) { /* torn: the writer died inside this record's write */
+      *torn = 1;
+      break;
+    }
+    err = record(ctx, data + pos + PERF__JOURNAL_RECORD_HEADER, len);
+    pos += PERF__JOURNAL_RECORD_HEADER + len;
+  }
+  free(data);
+  return err;
+}
+
+int perf__journal_scan(const char *dir, size_t limit, perf__journal_found_fn found, void *ctx) {
+  DIR *d = opendir(dir);
+  if (!d) return errno == ENOENT ? PERF_OK : PERF_E_SYSTEM;
+  struct dirent *de;
+  size_t n = 0;
+  while (n < limit && (de = readdir(d)) != NULL) {
+    uint8_t id[16];
+    char path[PATH_MAX];
+    if (!parse_name(de->d_name, id)) continue;
+    if (snprintf(path, sizeof path, "%s/%s", dir, de->d_name) >= (int)sizeof path) continue;
+    found(ctx, path, id);
+    n++;
+  }
+  closedir(d);
+  return PERF_OK;
+}
+
+static int open_journal(perf__journal_t *j) {
+  j->fd = open(j->path, O_WRONLY | O_CREAT | O_APPEND | O_TRUNC | O_CLOEXEC, 0600);
+  if (j->fd < 0) return PERF_E_SYSTEM;
+  perf__owned_fd_add(j->fd); /* a forked child closes its copy */
+  return PERF_OK;
+}
+
+static bool parse_name(const char *name, uint8_t id[16]) {
+  if (strlen(name) != HEX_ID + strlen(PERF__JOURNAL_SUFFIX) ||
+      strcmp(name + HEX_ID, PERF__JOURNAL_SUFFIX) != 0)
+    return false;
+  for (int i = 0; i < HEX_ID; i++) {
+    char c = name[i];
+    int x = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    if (x < 0) return false;
+    if (i % 2 == 0)
+      id[i / 2] = (uint8_t)(x << 4);
+    else
+      id[i / 2] |= (uint8_t)x;
+  }
+  return true;
+}
+
+static void put_u32(uint8_t *p, uint32_t v) {
+  for (int i = 0; i < 4; i++)
+    p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint32_t get_u32(const uint8_t *p) {
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
