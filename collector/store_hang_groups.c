@@ -3,7 +3,9 @@
  * A pick reads the candidates (the stored groups whose key is a prefix of
  * the hang's key, one lookup per prefix by its signature, and up to
  * MAX_EXTENSIONS under each place the hang's own samples turned off its
- * key with a quarter of them, one index range each), hands them to
+ * key with an eighth of them, and under each of the key's last
+ * SIBLING_DEPTH branch points whatever the hang's share there (a group's
+ * history alone can make the two cross), one index range each), hands them to
  * perf__group_pick (signature.c: the rule lives there, not here), then
  * writes the choice.
  */
@@ -16,6 +18,7 @@
 #define SEP '\x1f'
 #define MAX_EXTENSIONS 64 /* groups looked at under one turn, shortest keys first */
 #define MAX_TURNS 64      /* turns of a hang off its key looked under */
+#define SIBLING_DEPTH 3   /* branch points at the key's end looked under for any group */
 
 static const char SCHEMA[] =
     "CREATE TABLE IF NOT EXISTS hang_groups(signature TEXT PRIMARY KEY, path TEXT NOT NULL);"
@@ -241,6 +244,8 @@ static int write_path(hang_groups_t *hg, const char *sig, const uint64_t *throug
 }
 
 static int add_cand(hang_groups_t *hg, cands_t *cs, const char *sig, const char *path) {
+  for (size_t i = 0; i < cs->n; i++) /* found under two prefixes: once */
+    if (strcmp(cs->v[i].sig, sig) == 0) return SQLITE_OK;
   if (cs->n == cs->cap) {
     size_t cap = cs->cap ? 2 * cs->cap : 16;
     cand_t *grown = realloc(cs->v, cap * sizeof *grown);
@@ -333,6 +338,16 @@ static int turn_cands(hang_groups_t *hg, const store_hang_t *h, cands_t *cs) {
     }
     rc = prefix ? range_cands(hg, prefix, cs) : SQLITE_NOMEM;
     free(prefix);
+    free(shared);
+  }
+  /* The groups branching off the key's last SIBLING_DEPTH frames whatever
+     this hang's own share there: a group's history alone can cross (a
+     hang that went 90 % into now_ms meets the group keyed at the loop's
+     other callee, whose samples went 45 % into now_ms). */
+  size_t from = h->len > SIBLING_DEPTH ? h->len - SIBLING_DEPTH : 1;
+  for (size_t p = from; rc == SQLITE_OK && p < h->len; p++) {
+    char *shared = path_of(h->key + h->len - p, p);
+    rc = shared ? range_cands(hg, shared, cs) : SQLITE_NOMEM;
     free(shared);
   }
   return rc;
