@@ -194,10 +194,23 @@ static void connect_pair(int sv[2], struct sockaddr_in *peer) {
   REQUIRE(sv[0] >= 0, "socket: %s", strerror(errno));
   struct linger no_linger = {1, 0};
   setsockopt(sv[0], SOL_SOCKET, SO_LINGER, &no_linger, sizeof no_linger);
-  REQUIRE(connect(sv[0], (struct sockaddr *)&g_listen_addr, sizeof g_listen_addr) == 0,
-          "connect: %s", strerror(errno));
+  int rc = connect(sv[0], (struct sockaddr *)&g_listen_addr, sizeof g_listen_addr);
+  if (rc != 0 && errno == EINTR) {
+    /* A signal (libFuzzer's timers) interrupted the connect: it goes on
+       in the background; wait for it and read its outcome. */
+    struct pollfd pfd = {sv[0], POLLOUT, 0};
+    int err = 0;
+    socklen_t elen = sizeof err;
+    while (poll(&pfd, 1, -1) < 0 && errno == EINTR) {
+    }
+    rc = getsockopt(sv[0], SOL_SOCKET, SO_ERROR, &err, &elen) == 0 && err == 0 ? 0 : -1;
+    if (err) errno = err;
+  }
+  REQUIRE(rc == 0, "connect: %s", strerror(errno));
   socklen_t len = sizeof *peer;
-  sv[1] = accept4(g_listen, (struct sockaddr *)peer, &len, SOCK_CLOEXEC);
+  do
+    sv[1] = accept4(g_listen, (struct sockaddr *)peer, &len, SOCK_CLOEXEC);
+  while (sv[1] < 0 && errno == EINTR);
   REQUIRE(sv[1] >= 0, "accept: %s", strerror(errno));
 }
 
