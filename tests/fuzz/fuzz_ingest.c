@@ -109,11 +109,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   REQUIRE(status == 200 || status == 400 || status == 413 || status == 503);
   REQUIRE(memchr(res.message, '\0', sizeof res.message) != NULL);
   bool over_limit = status == 413 && strstr(res.message, "(--max-") != NULL;
-  /* A field tag the collector's walk (batch_limits.c) refuses as invalid
-     (number 0, or beyond 32 bits) in bytes protobuf-c's unpack still
-     takes (corpus/ingest/field_number_zero.zst: where protobuf-c reads
-     past it is not pinned down yet): a refusal of malformed bytes, not a
-     lost batch. */
+  /* A field numbered 0 (invalid protobuf; corpus/ingest/field_number_zero.zst
+     has one in an Event, the tag written as the varint 0x80 0x00), which the
+     collector's walk (batch_limits.c) refuses and protobuf-c's unpack keeps
+     as an unknown field: a refusal of malformed bytes, not a lost batch. */
   bool stricter = status == 400 && strstr(res.message, "a bad field tag") != NULL;
   if (x.decoded && x.has_resource && !over_limit && !stricter) {
     if (status != 200) fprintf(stderr, "fuzz_ingest: %u %s\n", status, res.message);
