@@ -6,6 +6,7 @@
 #include "sdk/base/threads.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -31,17 +32,27 @@ pid_t perf__gettid(void) {
   return (pid_t)syscall(SYS_gettid);
 }
 
-void perf__thread_name(pid_t tid, char *buf, size_t len) {
+ssize_t perf__task_file_read(pid_t tid, const char *name, char *buf, size_t cap) {
   char path[64];
-  snprintf(path, sizeof path, "/proc/self/task/%d/comm", (int)tid);
+  snprintf(path, sizeof path, "/proc/self/task/%d/%s", (int)tid, name);
   int fd = open(path, O_RDONLY | O_CLOEXEC);
-  ssize_t n = fd >= 0 ? read(fd, buf, len - 1) : -1;
-  if (fd >= 0) close(fd);
-  if (n <= 0) {
+  if (fd < 0) return errno == ENOENT ? PERF_E_NO_THREAD : PERF_E_SYSTEM;
+  ssize_t n;
+  do
+    n = read(fd, buf, cap - 1);
+  while (n < 0 && errno == EINTR);
+  int e = errno;
+  close(fd);
+  if (n <= 0) return n < 0 && e == ESRCH ? PERF_E_NO_THREAD : PERF_E_SYSTEM;
+  buf[n] = '\0';
+  return n;
+}
+
+void perf__thread_name(pid_t tid, char *buf, size_t len) {
+  if (perf__task_file_read(tid, "comm", buf, len) <= 0) {
     snprintf(buf, len, "?");
     return;
   }
-  buf[n] = '\0';
   buf[strcspn(buf, "\n")] = '\0';
 }
 

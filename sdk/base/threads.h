@@ -13,6 +13,11 @@
 /* The calling thread's kernel id (async-signal-safe). */
 pid_t perf__gettid(void);
 
+/* The contents of /proc/self/task/TID/<name> (at most cap - 1 bytes, then
+   a NUL): its length, or PERF_E_NO_THREAD (the thread is gone) or
+   PERF_E_SYSTEM. */
+ssize_t perf__task_file_read(pid_t tid, const char *name, char *buf, size_t cap);
+
 /* Copy the thread's name (/proc/self/task/TID/comm) into buf; "?" if gone. */
 void perf__thread_name(pid_t tid, char *buf, size_t len);
 

@@ -16,13 +16,12 @@
 #include <unistd.h>
 
 #include "perf_sdk.h"
-
-static ssize_t read_task_file(pid_t tid, const char *name, char *buf, size_t cap);
+#include "sdk/base/threads.h"
 
 int perf__thread_state_read(pid_t tid, perf__thread_state_t *out) {
   memset(out, 0, sizeof *out);
   char buf[256];
-  ssize_t n = read_task_file(tid, "syscall", buf, sizeof buf);
+  ssize_t n = perf__task_file_read(tid, "syscall", buf, sizeof buf);
   if (n < 0) return (int)n;
   if (strncmp(buf, "running", 7) == 0) {
     out->running = true;
@@ -52,7 +51,7 @@ bool perf__thread_state_same_block(const perf__thread_state_t *a, const perf__th
 
 int perf__thread_signal_state(pid_t tid, int signo, bool *running) {
   char buf[4096];
-  ssize_t n = read_task_file(tid, "status", buf, sizeof buf);
+  ssize_t n = perf__task_file_read(tid, "status", buf, sizeof buf);
   if (n < 0) return (int)n;
   const char *state = strstr(buf, "\nState:");
   *running = state && strncmp(state + 8 + strspn(state + 8, " \t"), "R", 1) == 0;
@@ -66,22 +65,4 @@ size_t perf__memory_copy(void *dst, uintptr_t addr, size_t len) {
   struct iovec local = {dst, len}, remote = {(void *)addr, len};
   ssize_t n = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
   return n > 0 ? (size_t)n : 0;
-}
-
-/* The NUL-terminated contents of /proc/self/task/TID/<name>: its length,
-   or PERF_E_NO_THREAD / PERF_E_SYSTEM. */
-static ssize_t read_task_file(pid_t tid, const char *name, char *buf, size_t cap) {
-  char path[64];
-  snprintf(path, sizeof path, "/proc/self/task/%d/%s", (int)tid, name);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return errno == ENOENT ? PERF_E_NO_THREAD : PERF_E_SYSTEM;
-  ssize_t n;
-  do
-    n = read(fd, buf, cap - 1);
-  while (n < 0 && errno == EINTR);
-  int e = errno;
-  close(fd);
-  if (n <= 0) return n < 0 && e == ESRCH ? PERF_E_NO_THREAD : PERF_E_SYSTEM;
-  buf[n] = '\0';
-  return n;
 }
