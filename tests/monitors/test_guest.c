@@ -439,6 +439,16 @@ static void forked_child(int kind) {
 }
 
 static void case_fork_while_sampling(void) {
+#if defined(__SANITIZE_ADDRESS__)
+  /* GCC 12's AddressSanitizer runtime takes no lock of its allocator
+     around fork: a child forked while a monitor thread is inside malloc
+     inherits that lock held, and its first malloc waits forever (seen: the
+     restarted writer in SizeClassAllocator64::GetFromAllocator). glibc's
+     malloc is fork-safe; the release build runs this case. */
+  fprintf(stderr, "fork_while_sampling: not run under AddressSanitizer (its allocator is not "
+                  "fork-safe while other threads allocate)\n");
+  return;
+#endif
   make_dir();
   perf_sdk_config_t cfg;
   base_config(&cfg);
