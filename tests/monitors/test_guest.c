@@ -40,6 +40,7 @@
 #include "sdk/wire/batch_decode.h"
 #include "sdk/wire/spool.h"
 #include "tempdir.h"
+#include "test_util.h"
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define WAIT_MS 45000 /* every wait for a process or a file gives up after this */
@@ -64,22 +65,6 @@ static char **g_argv;
 static char g_dir[PATH_MAX];
 
 /* ---- clocks, chains, files ----------------------------------------------- */
-
-static int64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static long long now_ms(void) {
-  return now_ns() / 1000000;
-}
-
-static void sleep_ms(int ms) {
-  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
-  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-  }
-}
 
 static unsigned long burn_until(int64_t deadline) {
   unsigned long x = 7;
@@ -107,27 +92,6 @@ static void path_in_dir(char *out, const char *name) {
 
 static void make_dir(void) {
   snprintf(g_dir, sizeof g_dir, "%s", tempdir_make("test_guest"));
-}
-
-/* The whole file, or "" when it does not exist. */
-static char *read_text(const char *path) {
-  FILE *f = fopen(path, "r");
-  char *text = NULL;
-  size_t len = 0;
-  if (f) {
-    FILE *m = open_memstream(&text, &len);
-    CHECK(m != NULL);
-    int c;
-    while ((c = fgetc(f)) != EOF)
-      fputc(c, m);
-    fclose(m);
-    fclose(f);
-  } else {
-    CHECKF(errno == ENOENT, "%s: %s", path, strerror(errno));
-    text = strdup("");
-  }
-  CHECK(text != NULL);
-  return text;
 }
 
 static bool exists(const char *path) {

@@ -35,6 +35,7 @@
 #include "perf_sdk.h"
 #include "stack_assert.h"
 #include "tempdir.h"
+#include "test_util.h"
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define BLOCK_NS 1000000000LL /* how long each call blocks */
@@ -200,25 +201,6 @@ static void start_sdk(const char *report) {
   cfg.max_events_per_hour = 100000;
   cfg.queue_capacity = 4096;
   CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
-}
-
-static char *read_text(const char *path) {
-  FILE *f = fopen(path, "r");
-  CHECKF(f != NULL, "%s: %s", path, strerror(errno));
-  size_t len = 0, cap = 1 << 16;
-  char *text = malloc(cap);
-  CHECK(text != NULL);
-  size_t n;
-  while ((n = fread(text + len, 1, cap - len - 1, f)) > 0) {
-    len += n;
-    if (cap - len - 1 == 0) {
-      text = realloc(text, cap *= 2);
-      CHECK(text != NULL);
-    }
-  }
-  fclose(f);
-  text[len] = '\0';
-  return text;
 }
 
 /* The capture shows the blocking call (`libc`: the libc functions it may be

@@ -38,6 +38,7 @@
 #include "sdk/sdk_testing.h"
 #include "sdk/wire/batch_decode.h"
 #include "stack_assert.h"
+#include "test_util.h"
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define WAIT_MS 10000 /* every wait for the SDK gives up after this */
@@ -49,24 +50,6 @@ extern char **environ;
 static volatile unsigned long g_sink;
 static int g_argc;
 static char **g_argv;
-
-/* ---- clocks -------------------------------------------------------------- */
-
-static int64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static long long now_ms(void) {
-  return now_ns() / 1000000;
-}
-
-static void sleep_ms(int ms) {
-  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
-  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-  }
-}
 
 static pid_t gettid_now(void) {
   return (pid_t)syscall(SYS_gettid);
@@ -150,32 +133,6 @@ static void make_dir(void) {
 static void dir_path(char *out, const char *name) {
   int n = snprintf(out, PATH_LEN, "%s/%s", g_dir, name);
   CHECK(n > 0 && n < PATH_LEN);
-}
-
-/* The whole file, or "" when it does not exist (no event was written). */
-static char *read_text(const char *path) {
-  FILE *f = fopen(path, "r");
-  if (!f) {
-    CHECKF(errno == ENOENT, "%s: %s", path, strerror(errno));
-    char *empty = strdup("");
-    CHECK(empty != NULL);
-    return empty;
-  }
-  size_t len = 0, cap = 1 << 16;
-  char *text = malloc(cap);
-  CHECK(text != NULL);
-  size_t n;
-  while ((n = fread(text + len, 1, cap - len - 1, f)) > 0) {
-    len += n;
-    if (cap - len - 1 == 0) {
-      cap *= 2;
-      text = realloc(text, cap);
-      CHECK(text != NULL);
-    }
-  }
-  fclose(f);
-  text[len] = '\0';
-  return text;
 }
 
 /* ---- SDK helpers --------------------------------------------------------- */

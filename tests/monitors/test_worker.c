@@ -24,23 +24,12 @@
 #include "check.h"
 #include "perf_sdk.h"
 #include "sdk/base/worker.h"
+#include "test_util.h"
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define MS 1000000LL
 #define WAIT_MS 10000 /* every wait for a thread gives up after this */
 #define SLACK_MS 3000 /* how late a deadline may be kept on a loaded machine */
-
-static int64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static void sleep_ms(int ms) {
-  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
-  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-  }
-}
 
 static pid_t gettid_now(void) {
   return (pid_t)syscall(SYS_gettid);

@@ -32,6 +32,7 @@
 #include "sdk/wire/batch_decode.h"
 #include "sdk/wire/spool.h"
 #include "tempdir.h"
+#include "test_util.h"
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define DECODE_MAX (64u << 20)
@@ -42,12 +43,6 @@
 
 static char g_dir[64];
 static char g_log[8192];
-
-static int64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static void make_dir(void) {
   snprintf(g_dir, sizeof g_dir, "%s", tempdir_make("perf-journal"));
