@@ -36,6 +36,7 @@
 #include "perf_sdk.h"
 #include "sdk/base/worker.h"
 #include "sdk/sdk_testing.h"
+#include "sdk/symbols/symbols.h"
 #include "sdk/wire/batch_decode.h"
 #include "stack_assert.h"
 #include "test_util.h"
@@ -475,6 +476,39 @@ static size_t log_count_containing(const char *needle) {
     n += strstr(g_log[i], needle) != NULL;
   pthread_mutex_unlock(&g_log_lock);
   return n;
+}
+
+/* The writer names a report's frames from DWARF (this program is built
+   with -g) and closes that DWARF after 2 s without events
+   (sdk/pipeline/writer.c): an idle app does not carry debug info. */
+static void case_dwarf_dropped_when_idle(void) {
+  make_dir();
+  char report[PATH_LEN];
+  dir_path(report, "report.txt");
+  perf_sdk_config_t cfg;
+  base_config(&cfg, report);
+  perf__symbols_set_cap(64u << 20);
+  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
+  perf__symbols_stats_t st;
+  perf__symbols_stats(&st);
+  size_t opens = st.dwarf_opens;
+  CHECK_EQ_INT(perf_sdk_capture_now("dwarf"), PERF_OK);
+  CHECK_EQ_INT(perf_sdk_flush(10000), PERF_OK);
+  perf__symbols_stats(&st);
+  CHECKF(st.dwarf_opens > opens, "the report named no frame from DWARF (%zu opens)",
+         st.dwarf_opens);
+  long long deadline = now_ms() + 20000;
+  do {
+    sleep_ms(50);
+    perf__symbols_stats(&st);
+  } while (st.dwarf_modules > 0 && now_ms() < deadline);
+  CHECKF(st.dwarf_modules == 0 && st.dwarf_bytes == 0,
+         "%zu modules still hold %zu bytes of DWARF 20 s after the last event", st.dwarf_modules,
+         st.dwarf_bytes);
+  char *text = read_text(report);
+  CHECKF(strstr(text, "case_dwarf_dropped_when_idle") != NULL, "not named in:\n%s", text);
+  free(text);
+  CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
 }
 
 static void case_marker_failure_logged_once(void) {
@@ -1136,6 +1170,7 @@ static const test_case_t g_cases[] = {
     TEST_CASE(pause_suppresses),
     TEST_CASE(fatal_hang),
     TEST_CASE(marker_failure_logged_once),
+    TEST_CASE(dwarf_dropped_when_idle),
     /* The burst samples the hot thread while it runs (a tenth of each 10 ms
        period) and ends once it has not for 100 ms: beside a -j8 suite on 2
        cores it can end empty. */
