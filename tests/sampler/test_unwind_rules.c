@@ -16,7 +16,10 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "perf_sdk.h"
 #include "sdk/sampler/module_map.h"
+#include "sdk/sampler/modules.h"
+#include "sdk/sampler/sampler.h"
 #include "sdk/sampler/unwind_rules.h"
 
 extern void _start(void);
@@ -389,8 +392,41 @@ static void case_rules_and_map(void) {
   CHECK_EQ_INT(with_frame(0), 1);
 }
 
+/* Rules are compiled per module when a walk first reaches it
+   (sdk/sampler/modules.c): a capture of this thread compiles the modules
+   on its stack and leaves the others (libdw, libzstd, ... mapped for the
+   SDK, never on this stack) pending. */
+static size_t pending_rules(const perf__modules_t *mods, size_t *total) {
+  size_t pending = 0;
+  *total = mods->map->count;
+  for (size_t i = 0; i < mods->map->count; i++)
+    pending +=
+        __atomic_load_n(&mods->unwind->tables[i], __ATOMIC_ACQUIRE) == &perf__unwind_table_pending;
+  return pending;
+}
+
+static void case_rules_compiled_lazily(void) {
+  perf__modules_t *mods = perf__modules_acquire();
+  CHECK(mods != NULL);
+  size_t total, before = pending_rules(mods, &total);
+  uintptr_t pcs[64];
+  size_t n;
+  perf__walk_status_t status;
+  CHECK_EQ_INT(perf__sampler_capture_status(mods, 0, pcs, 64, &n, &status), PERF_OK);
+  CHECKF(status == PERF__WALK_COMPLETE, "the walk ended: %s", perf__walk_status_name(status));
+  size_t after = pending_rules(mods, &total);
+  CHECKF(after < before, "no module compiled by the capture (%zu of %zu pending)", after, total);
+  CHECKF(after > 0, "every one of %zu modules compiled for one stack", total);
+  const perf__module_t *self =
+      perf__module_map_find(mods->map, (uintptr_t)case_rules_compiled_lazily);
+  CHECK(self != NULL);
+  CHECK(mods->unwind->tables[self - mods->map->modules] != &perf__unwind_table_pending);
+  perf__modules_release(mods);
+}
+
 static const test_case_t g_cases[] = {TEST_CASE(rules_and_map), TEST_CASE(walker_rules),
-                                      TEST_CASE(walker_fp_search), TEST_CASE(restored_registers)};
+                                      TEST_CASE(walker_fp_search), TEST_CASE(restored_registers),
+                                      TEST_CASE(rules_compiled_lazily)};
 
 int main(int argc, char **argv) {
   return test_main(g_cases, sizeof g_cases / sizeof g_cases[0], argc, argv);
