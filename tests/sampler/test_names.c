@@ -277,12 +277,27 @@ static void check_against_gdb(const app_t *app, const char *what, const char *te
 /* ------------------------------------------------------------------------ */
 
 /* perf_backtrace_all_threads_text against gdb. */
+/* Run the app (exe) in `mode` and read the file it wrote (malloc'd). */
+static char *app_output(app_t *app, const char *exe, const char *mode, const char *file) {
+  app_start(app, exe, mode);
+  char path[256];
+  snprintf(path, sizeof path, "%s/%s", app->dir, file);
+  return read_all(path);
+}
+
+/* The file sink's report of one manual event against gdb. */
+static void check_file_sink(const char *exe, const char *what) {
+  app_t app;
+  char *text = app_output(&app, exe, "sink", "report.txt");
+  CHECKF(strncmp(text, "event manual ", 13) == 0 && strstr(text, "reason=\"names\""), "%s", text);
+  check_against_gdb(&app, what, text, "stack samples=1 thread=%d\n");
+  free(text);
+  app_finish(&app);
+}
+
 static void case_backtrace_text(void) {
   app_t app;
-  app_start(&app, NAMES_APP_PATH, "text");
-  char path[256];
-  snprintf(path, sizeof path, "%s/text.txt", app.dir);
-  char *text = read_all(path);
+  char *text = app_output(&app, NAMES_APP_PATH, "text", "text.txt");
   check_against_gdb(&app, "perf_backtrace_all_threads_text", text, "thread %d \"");
   /* Inline frames are there, as lines of their own. */
   CHECKF(strstr(text, "[inline] shop::orders::Queue<long>::pop() ") &&
@@ -295,27 +310,15 @@ static void case_backtrace_text(void) {
   app_finish(&app);
 }
 
-/* The file sink's report of one manual event against gdb. */
 static void case_file_sink(void) {
-  app_t app;
-  app_start(&app, NAMES_APP_PATH, "sink");
-  char path[256];
-  snprintf(path, sizeof path, "%s/report.txt", app.dir);
-  char *text = read_all(path);
-  CHECKF(strncmp(text, "event manual ", 13) == 0 && strstr(text, "reason=\"names\""), "%s", text);
-  check_against_gdb(&app, "file sink", text, "stack samples=1 thread=%d\n");
-  free(text);
-  app_finish(&app);
+  check_file_sink(NAMES_APP_PATH, "file sink");
 }
 
 /* The C program (-O2 -fomit-frame-pointer): perf_backtrace_all_threads_text
    and the file sink against gdb, the same threads frame for frame. */
 static void case_c_backtrace_text(void) {
   app_t app;
-  app_start(&app, NAMES_C_APP_PATH, "text");
-  char path[256];
-  snprintf(path, sizeof path, "%s/text.txt", app.dir);
-  char *text = read_all(path);
+  char *text = app_output(&app, NAMES_C_APP_PATH, "text", "text.txt");
   check_against_gdb(&app, "perf_backtrace_all_threads_text (C)", text, "thread %d \"");
   CHECKF(strstr(text, "[inline] queue_pop ") && strstr(text, " take_order + ") &&
              strstr(text, "[inline] ledger_record ") && strstr(text, " post_price + ") &&
@@ -326,15 +329,7 @@ static void case_c_backtrace_text(void) {
 }
 
 static void case_c_file_sink(void) {
-  app_t app;
-  app_start(&app, NAMES_C_APP_PATH, "sink");
-  char path[256];
-  snprintf(path, sizeof path, "%s/report.txt", app.dir);
-  char *text = read_all(path);
-  CHECKF(strncmp(text, "event manual ", 13) == 0 && strstr(text, "reason=\"names\""), "%s", text);
-  check_against_gdb(&app, "file sink (C)", text, "stack samples=1 thread=%d\n");
-  free(text);
-  app_finish(&app);
+  check_file_sink(NAMES_C_APP_PATH, "file sink (C)");
 }
 
 static const test_case_t g_cases[] = {
