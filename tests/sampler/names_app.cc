@@ -47,6 +47,7 @@
 #include <thread>
 #include <vector>
 
+#include "names_app_threads.h"
 #include "perf_sdk.h"
 
 #define NOINLINE __attribute__((noinline))
@@ -184,25 +185,6 @@ NOINLINE void sort_prices(std::vector<long> &prices) {
 
 static pid_t gettid_() {
   return (pid_t)syscall(SYS_gettid);
-}
-
-/* Whether thread tid is blocked in futex(2): /proc/self/task/<tid>/syscall
-   starts with the number of the system call it is in. */
-static bool in_futex(pid_t tid) {
-  char path[64], buf[64] = {0};
-  snprintf(path, sizeof path, "/proc/self/task/%d/syscall", (int)tid);
-  FILE *f = fopen(path, "r");
-  if (!f) return false;
-  bool ok = fgets(buf, sizeof buf, f) && atoi(buf) == SYS_futex;
-  fclose(f);
-  return ok;
-}
-
-static double thread_cpu_s(pthread_t t) {
-  clockid_t id;
-  struct timespec ts;
-  if (pthread_getcpuclockid(t, &id) != 0 || clock_gettime(id, &ts) != 0) return 0;
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 static void pause_ms(int ms) {

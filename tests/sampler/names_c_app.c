@@ -28,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "names_app_threads.h"
 #include "perf_sdk.h"
 
 #define NOINLINE __attribute__((noinline, noipa))
@@ -106,24 +107,6 @@ static void *pricing_main(void *arg) {
   atomic_store(&g_tids[2], gettid_());
   g_sink += spin_prices(&g_stop_hot, 42);
   return NULL;
-}
-
-/* Whether thread tid is blocked in futex(2). */
-static bool in_futex(pid_t tid) {
-  char path[64], buf[64] = {0};
-  snprintf(path, sizeof path, "/proc/self/task/%d/syscall", (int)tid);
-  FILE *f = fopen(path, "r");
-  if (!f) return false;
-  bool ok = fgets(buf, sizeof buf, f) && atoi(buf) == SYS_futex;
-  fclose(f);
-  return ok;
-}
-
-static double thread_cpu_s(pthread_t t) {
-  clockid_t id;
-  struct timespec ts;
-  if (pthread_getcpuclockid(t, &id) != 0 || clock_gettime(id, &ts) != 0) return 0;
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 static bool write_file(const char *dir, const char *name, const char *text) {
