@@ -16,6 +16,7 @@
 #include "http_server.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
@@ -24,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/syscall.h>
 #include <time.h>
 
 typedef struct answer_s answer_t;
@@ -440,7 +442,68 @@ static struct MHD_Daemon *daemon_start(http_server_t *s, uint16_t port, bool reu
                           MHD_OPTION_END);
 }
 
+/* Thread ids of this process, up to cap; returns how many. */
+static size_t task_ids(long *ids, size_t cap) {
+  size_t n = 0;
+  DIR *d = opendir("/proc/self/task");
+  struct dirent *de;
+  while (d && (de = readdir(d)) != NULL)
+    if (de->d_name[0] != '.' && n < cap) ids[n++] = strtol(de->d_name, NULL, 10);
+  if (d) closedir(d);
+  return n;
+}
+
+/* The first line of /proc/self/task/TID/<file> into line; false when the
+   thread is gone. */
+static bool task_line(long tid, const char *file, char *line, int cap) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/self/task/%ld/%s", tid, file);
+  FILE *f = fopen(path, "re");
+  if (!f) return false;
+  bool got = fgets(line, cap, f) != NULL;
+  fclose(f);
+  return got;
+}
+
+/* True when thread tid sleeps in poll(2)/ppoll(2) or is gone: the first
+   line of its syscall file is the syscall number when it is blocked in one,
+   "running" otherwise. */
+static bool task_in_poll(long tid) {
+  char line[32];
+  if (!task_line(tid, "syscall", line, sizeof line)) return true;
+  long nr = strtol(line, NULL, 10);
+  return nr == SYS_poll || nr == SYS_ppoll;
+}
+
+/* Wait (at most 10 s) until the threads the daemon started (every thread
+   that appeared while it started) have reached
+   their poll. A test forks right after starting a server, and GCC 12's
+   AddressSanitizer allocator is not fork-safe: a listener still allocating
+   its start-up state at the fork leaves the child an allocator lock held
+   forever (seen: daemonize_http_sink's app stuck in its first calloc).
+   glibc's malloc takes its locks around fork; this costs a few ms. */
+static void wait_threads_idle(const long *before, size_t n_before) {
+  struct timespec t0, now;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (;;) {
+    long ids[256];
+    size_t n = task_ids(ids, 256);
+    bool idle = true;
+    for (size_t i = 0; i < n && idle; i++) {
+      bool old = false;
+      for (size_t j = 0; j < n_before && !old; j++)
+        old = ids[i] == before[j];
+      if (!old) idle = task_in_poll(ids[i]);
+    }
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (idle || now.tv_sec - t0.tv_sec >= 10) return;
+    nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+  }
+}
+
 static http_server_t *start(uint16_t port, bool reuse) {
+  long before[256];
+  size_t n_before = task_ids(before, 256);
   http_server_t *s = server_new();
   if (!s) {
     errno = ENOMEM;
@@ -452,6 +515,7 @@ static http_server_t *start(uint16_t port, bool reuse) {
     errno = err;
     return NULL;
   }
+  wait_threads_idle(before, n_before);
   const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
   s->port = info ? info->port : 0;
   snprintf(s->url, sizeof s->url, "http://127.0.0.1:%u", (unsigned)s->port);
