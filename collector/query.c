@@ -181,6 +181,7 @@ static unsigned parse_tags(query_arg_fn arg, void *ctx, store_top_query_t *q, ch
     if (!colon) return *body = error_body("parameter %s: must be key:value", "tag"), 400;
     if (colon == text)
       return *body = error_body("parameter %s: the key before the colon is empty", "tag"), 400;
+    _Static_assert(STORE_MAX_TAG_FILTERS == 4, "the message says 4");
     if (q->n_tags == STORE_MAX_TAG_FILTERS)
       return *body = error_body("parameter %s: at most 4 tags at once", "tag"), 400;
     q->tags[q->n_tags++] = (store_tag_t){text, colon + 1, (size_t)(colon - text)};

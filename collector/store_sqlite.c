@@ -78,9 +78,13 @@ static const char GROUP_SIG_INDEX[] =
   " AND (?3 IS NULL OR b.environment = ?3) AND (?10 IS NULL OR b.host = ?10)" TAG_FILTER(11, 12)   \
       TAG_FILTER(13, 14) TAG_FILTER(15, 16) TAG_FILTER(17, 18)
 #define TAG_PARAM 11 /* the first tag filter's key */
+_Static_assert(STORE_MAX_TAG_FILTERS == 4, "BATCH_FILTERS has one TAG_FILTER per tag filter");
 #define TOP_FILTERS BATCH_FILTERS " AND e.start_ns >= ?4 AND e.start_ns <= ?5"
 #define DROPS_FILTERS BATCH_FILTERS " AND b.received_ns >= ?4 AND b.received_ns <= ?5"
-#define DROPPED_SUM(reason) "coalesce(sum(b.dropped_" reason "), 0)"
+#define DROPPED_SUMS                                                                               \
+  "coalesce(sum(b.dropped_rate_limited), 0), coalesce(sum(b.dropped_queue_full), 0),"              \
+  " coalesce(sum(b.dropped_sink_failed), 0), coalesce(sum(b.dropped_spool_quota), 0),"             \
+  " coalesce(sum(b.dropped_oversized), 0)"
 
 /* ?6: "hang" (hang and fatal_hang) or another kind, exactly. */
 #define KIND_FILTER "(e.kind = ?6 OR (?6 = 'hang' AND e.kind = 'fatal_hang'))"
@@ -176,14 +180,7 @@ static const char *const STMT_SQL[ST_COUNT] = {
     [ST_EVENT_COUNTS] = "SELECT c.stack_sig, s.frames, c.tid, c.samples FROM stack_counts c"
                         " LEFT JOIN stacks s ON s.signature = c.stack_sig WHERE c.event_id = ?1"
                         " ORDER BY c.samples DESC, c.rowid",
-    [ST_DROPS] =
-        "SELECT " DROPPED_SUM("rate_limited") ", " DROPPED_SUM("queue_full") ", " DROPPED_SUM(
-            "sink_failed") ", " DROPPED_SUM("spool_quota") ", " DROPPED_SUM("oversized") ", "
-                                                                                         "count(*) "
-                                                                                         "FROM "
-                                                                                         "batches "
-                                                                                         "b WHERE "
-                                                                                         "1" DROPS_FILTERS,
+    [ST_DROPS] = "SELECT " DROPPED_SUMS ", count(*) FROM batches b WHERE 1" DROPS_FILTERS,
 };
 
 struct store_s {
