@@ -7,7 +7,8 @@
  *    (AND) and time; a batch sent twice counts once; /metrics'
  *    perf_collector_sdk_events_dropped_total has the same sums;
  *  - tag_filters: tag=key:value narrows top-stacks, events, export/folded,
- *    flame and pprof to exact counts; events show their batch's tags;
+ *    flame and pprof (decoded: its samples and functions) to exact counts;
+ *    events show their batch's tags;
  *  - bad_parameters: a tag without a colon, with an empty key, or more
  *    than 4 of them -> 400 naming "tag" on every route; kind on drops;
  *    a batch of 17 tags -> 400;
@@ -28,6 +29,7 @@
 #include "collector_rig.h"
 #include "perf/v1/perf.pb-c.h"
 #include "perf_sdk.h"
+#include "pprof_check.h"
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -324,6 +326,26 @@ static void check_event_tags(const collector_t *c, const char *query, const char
   json_decref(o);
 }
 
+/* export/pprof?kind=cpu&<query>: total samples, a function in it and one
+   not (NULL: none). */
+static void check_pprof(const collector_t *c, const char *query, int64_t samples, const char *has,
+                        const char *lacks) {
+  char path[256];
+  snprintf(path, sizeof path, "/api/v1/export/pprof?kind=cpu&%s", query);
+  reply_t *r = malloc(sizeof *r);
+  CHECK(r != NULL);
+  const char *auth[] = {"Authorization: Bearer " GOOD_KEY, NULL};
+  CHECK_EQ_INT(request(c, "GET", path, auth, NULL, 0, false, r), 200);
+  CHECK(r->body_len == r->total_len);
+  pprof_profile_t *p = pprof_decode_checked(r->body, r->body_len);
+  CHECKF(pprof_value_total(p, 0) == samples, "%s: %lld samples", path,
+         (long long)pprof_value_total(p, 0));
+  CHECKF(!has || pprof_has_function(p, has), "%s: no %s", path, has);
+  CHECKF(!pprof_has_function(p, lacks), "%s: has %s", path, lacks);
+  perftools__profiles__profile__free_unpacked(p, NULL);
+  free(r);
+}
+
 static void case_tag_filters(void) {
   collector_t c;
   collector_start(&c, NULL);
@@ -358,20 +380,9 @@ static void case_tag_filters(void) {
   flame = get_ok(&c, "/api/v1/flame?kind=cpu&tag=team:search");
   CHECK_EQ_INT(json_integer_value(json_object_get(flame, "value")), 5);
   json_decref(flame);
-  /* pprof: the same filters reach the export (an empty profile is
-     smaller than one with the pay stacks). */
-  reply_t *r = malloc(sizeof *r);
-  CHECK(r != NULL);
-  const char *auth[] = {"Authorization: Bearer " GOOD_KEY, NULL};
-  CHECK_EQ_INT(
-      request(&c, "GET", "/api/v1/export/pprof?kind=cpu&tag=team:pay", auth, NULL, 0, false, r),
-      200);
-  size_t pay = r->total_len;
-  CHECK_EQ_INT(
-      request(&c, "GET", "/api/v1/export/pprof?kind=cpu&tag=team:nobody", auth, NULL, 0, false, r),
-      200);
-  CHECKF(r->total_len < pay, "pprof: %zu bytes for no stacks, %zu for two", r->total_len, pay);
-  free(r);
+  check_pprof(&c, "tag=team:pay", 7, "pay_eu_fn", "search_fn");
+  check_pprof(&c, "tag=team:pay&tag=region:us", 4, "pay_us_fn", "pay_eu_fn");
+  check_pprof(&c, "tag=team:nobody", 0, NULL, "pay_eu_fn");
   collector_stop_healthy(&c);
 }
 
