@@ -11,6 +11,14 @@
 #include "check.h"
 
 void batch_post(const collector_t *c, Perf__V1__Batch *b, unsigned seed) {
+  reply_t *r = malloc(sizeof *r);
+  CHECK(r != NULL);
+  long status = batch_post_answer(c, b, seed, r);
+  CHECKF(status == 200, "batch -> %ld %.300s", status, r->body);
+  free(r);
+}
+
+long batch_post_answer(const collector_t *c, Perf__V1__Batch *b, unsigned seed, reply_t *r) {
   static uint8_t id[16];
   char hex[33];
   for (int i = 0; i < 16; i++) {
@@ -28,11 +36,8 @@ void batch_post(const collector_t *c, Perf__V1__Batch *b, unsigned seed) {
   snprintf(idh, sizeof idh, "X-Perf-Batch-Id: %s", hex);
   const char *headers[] = {"Content-Type: application/x-protobuf", "Content-Encoding: zstd",
                            "Authorization: Bearer " GOOD_KEY, idh, NULL};
-  reply_t *r = malloc(sizeof *r);
-  CHECK(r != NULL);
   long status = request(c, "POST", "/v1/batches", headers, z, zn, false, r);
-  CHECKF(status == 200, "batch -> %ld %.300s", status, r->body);
-  free(r);
   free(raw);
   free(z);
+  return status;
 }
