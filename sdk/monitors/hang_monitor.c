@@ -9,6 +9,12 @@
  * process's hang marker. The hang ends when the loop goes idle, starts a new
  * unit of work, or is paused; its duration comes from the loop's own
  * timestamps, so it does not depend on when the monitor wakes up.
+ *
+ * Time the process was stopped (SIGSTOP, a debugger) is not busy time:
+ * the monitor learns of a stop when it wakes late (stopped_time.h) and
+ * takes it out of the unit's time, before the threshold and from the
+ * duration. It never sleeps longer than a quarter of the threshold, so at
+ * most that much of a stop goes unseen.
  */
 #include "sdk/monitors/hang_monitor.h"
 
@@ -20,6 +26,7 @@
 #include "sdk/base/log.h"
 #include "sdk/base/threads.h"
 #include "sdk/base/worker.h"
+#include "sdk/monitors/stopped_time.h"
 #include "sdk/pipeline/capture.h"
 
 #define BUSY_BIT 1u
@@ -35,6 +42,7 @@ struct perf__hang_monitor_s {
   perf__event_t *hang;
   uint64_t hang_epoch;
   int64_t next_sample_ns;
+  perf__stopped_time_t stopped; /* stops of the process (monitor thread only) */
 };
 
 static void monitor_main(perf__worker_t *worker, void *arg);
@@ -44,6 +52,7 @@ static int64_t step(perf__hang_monitor_t *m, int64_t now);
 static void start_hang(perf__hang_monitor_t *m, uint64_t epoch, int64_t busy_since, int64_t now);
 static void sample_hang(perf__hang_monitor_t *m, int64_t now);
 static void end_hang(perf__hang_monitor_t *m, int64_t end_ns);
+static int64_t busy_ns(const perf__hang_monitor_t *m, int64_t since_ns, int64_t until_ns);
 
 void perf__loop_watch_current_thread(perf__loop_t *loop) {
   char name[16] = "";
@@ -105,9 +114,15 @@ int perf__hang_monitor_stop(perf__hang_monitor_t *m, int64_t deadline_ns) {
 
 static void monitor_main(perf__worker_t *worker, void *arg) {
   perf__hang_monitor_t *m = arg;
+  perf__stopped_time_init(&m->stopped);
+  int64_t max_sleep = (int64_t)m->cfg->hang_threshold_ms * 1000000 / 4;
   while (!perf__worker_stopping(worker)) {
-    int64_t wake_at = step(m, perf__now_ns());
+    int64_t now = perf__now_ns();
+    int64_t wake_at = step(m, now);
+    if (wake_at > now + max_sleep) wake_at = now + max_sleep;
+    perf__stopped_time_before_sleep(&m->stopped);
     perf__worker_sleep_until(worker, wake_at);
+    perf__stopped_time_after_sleep(&m->stopped, wake_at);
   }
   if (m->hang) { /* shutting down: the unit may have ended already */
     int64_t now = perf__now_ns();
@@ -145,11 +160,12 @@ static int64_t step(perf__hang_monitor_t *m, int64_t now) {
       return next < now + END_CHECK_NS ? next : now + END_CHECK_NS;
     }
   }
-  if (!paused && busy && now - busy_since >= threshold) {
+  int64_t busy_for = busy ? busy_ns(m, busy_since, now) : 0;
+  if (!paused && busy && busy_for >= threshold) {
     start_hang(m, word >> 1, busy_since, now);
     return now + END_CHECK_NS < m->next_sample_ns ? now + END_CHECK_NS : m->next_sample_ns;
   }
-  if (!paused && busy) return busy_since + threshold;
+  if (!paused && busy) return now + (threshold - busy_for);
   return now + threshold / 2;
 }
 
@@ -178,7 +194,7 @@ static bool hang_still_running(void *arg) {
 
 static void sample_hang(perf__hang_monitor_t *m, int64_t now) {
   perf__capture_sample_checked(m->hang, m->hang->tid, m->stats, hang_still_running, m);
-  m->hang->duration_ns = perf__now_ns() - m->hang->start_mono_ns;
+  m->hang->duration_ns = busy_ns(m, m->hang->start_mono_ns, perf__now_ns());
   m->next_sample_ns = now + (int64_t)m->cfg->hang_sample_interval_ms * 1000000;
   /* The marker (for a process that dies hung) is written by the writer. */
   perf__event_t *progress = perf__event_clone(m->hang);
@@ -191,9 +207,14 @@ static void sample_hang(perf__hang_monitor_t *m, int64_t now) {
 static void end_hang(perf__hang_monitor_t *m, int64_t end_ns) {
   perf__event_t *ev = m->hang;
   m->hang = NULL;
-  ev->duration_ns = end_ns - ev->start_mono_ns;
+  ev->duration_ns = busy_ns(m, ev->start_mono_ns, end_ns);
   perf__recorder_progress(m->recorder, NULL); /* delete the marker: the process survived */
   perf__recorder_record(m->recorder, ev);
+}
+
+/* A unit's time from since_ns to until_ns, less the stops of the process. */
+static int64_t busy_ns(const perf__hang_monitor_t *m, int64_t since_ns, int64_t until_ns) {
+  return until_ns - since_ns - perf__stopped_within(&m->stopped, since_ns, until_ns);
 }
 
 /* Units' end times: microseconds in 40 bits (12 days of range, read back

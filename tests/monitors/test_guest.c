@@ -945,6 +945,104 @@ static void case_http_sink_loads_libcurl(void) {
   http_server_stop(srv);
 }
 
+/* ---- a stopped process is not hung ------------------------------------- */
+
+#define STOP_MS 2000
+static int g_ask_stop[2], g_resumed[2]; /* app -> test, test -> app */
+
+/* Burn this thread's CPU for ms of CPU time (a stop or a loaded machine
+   does not count), or until a byte arrives on fd (fd >= 0). */
+static void burn_cpu(int ms, int fd) {
+  struct timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  int64_t end = (int64_t)t.tv_sec * 1000000000 + t.tv_nsec + (int64_t)ms * 1000000;
+  for (;;) {
+    g_sink += burn_until(0);
+    char byte;
+    if (fd >= 0 && read(fd, &byte, 1) == 1) return;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    if (fd < 0 && (int64_t)t.tv_sec * 1000000000 + t.tv_nsec >= end) return;
+  }
+}
+
+/* Ask the test to stop this process; keep burning until it was resumed.
+   Returns how long that took (the stop and the test's reaction times). */
+static int64_t stopped_meanwhile(void) {
+  int64_t asked = now_ns();
+  CHECK(write(g_ask_stop[1], "s", 1) == 1);
+  burn_cpu(0, g_resumed[0]);
+  return now_ns() - asked;
+}
+
+/* Two units of work, each stopped for STOP_MS in its middle: 20 ms of CPU
+   (not a hang at 800 ms, even on a loaded machine), then 1 s of CPU (a
+   hang). Tells the test the second unit's wall time and its stop's. */
+static void stopped_app(void) {
+  CHECK(fcntl(g_resumed[0], F_SETFL, O_NONBLOCK) == 0);
+  compile_unwind_rules();
+  CHECK_EQ_INT(perf_sdk_init(&g_cfg), PERF_OK);
+  CHECK_EQ_INT(perf_sdk_loop_busy(), PERF_OK);
+  burn_cpu(10, -1);
+  stopped_meanwhile();
+  burn_cpu(10, -1);
+  CHECK_EQ_INT(perf_sdk_loop_idle(), PERF_OK);
+  int64_t spans[2], began = now_ns();
+  CHECK_EQ_INT(perf_sdk_loop_busy(), PERF_OK);
+  burn_cpu(50, -1); /* stopped before it becomes a hang: no capture in flight */
+  spans[1] = stopped_meanwhile();
+  burn_cpu(950, -1);
+  CHECK_EQ_INT(perf_sdk_loop_idle(), PERF_OK);
+  spans[0] = now_ns() - began;
+  CHECK(write(g_ask_stop[1], "e", 1) == 1);
+  CHECK(write(g_ask_stop[1], spans, sizeof spans) == (ssize_t)sizeof spans);
+  CHECK_EQ_INT(perf_sdk_shutdown(10000), PERF_OK);
+}
+
+/* SIGSTOP / SIGCONT in the middle of units of work: the stopped time is
+   neither a hang nor part of one. */
+static void case_stopped_is_not_hang(void) {
+  make_dir();
+  static char report[PATH_MAX];
+  path_in_dir(report, "report.txt");
+  file_config(&g_cfg, report);
+  g_cfg.hang_threshold_ms = 800;
+  CHECK(pipe(g_ask_stop) == 0 && pipe(g_resumed) == 0);
+  pid_t app = run_app(stopped_app);
+  int64_t spans[2] = {0, 0}; /* the hang's unit, its stop (ns) */
+  for (int stops = 0;; stops++) {
+    char what = 0;
+    CHECK(read(g_ask_stop[0], &what, 1) == 1);
+    if (what == 'e') {
+      CHECK_EQ_INT(stops, 2);
+      CHECK(read(g_ask_stop[0], spans, sizeof spans) == (ssize_t)sizeof spans);
+      break;
+    }
+    CHECK(kill(app, SIGSTOP) == 0);
+    int status = 0;
+    CHECK(waitpid(app, &status, WUNTRACED) == app && WIFSTOPPED(status));
+    sleep_ms(STOP_MS);
+    CHECK(kill(app, SIGCONT) == 0);
+    CHECK(write(g_resumed[1], "c", 1) == 1);
+  }
+  expect_exit_ok(app, "the stopped app");
+  char *text = read_text(report);
+  int threads[4];
+  long durations[4];
+  size_t n = report_hangs(text, threads, durations, 4);
+  CHECKF(n == 1, "%zu hangs (expected the second unit only) in:\n%s", n, text);
+  /* The unit's wall time less its stop: less at most what the monitor
+     cannot see of a stop (a quarter of the threshold), give or take the
+     test's reaction times (within the stop span the app measured) and
+     100 ms of scheduling. Counted with the stop it would be the wall time. */
+  long wall = (long)(spans[0] / 1000000), stop = (long)(spans[1] / 1000000);
+  long most = wall - STOP_MS + 800 / 4 + 100, least = wall - stop - 100;
+  CHECKF(durations[0] >= least && durations[0] <= most,
+         "the hang lasted %ld ms: its unit took %ld ms, stopped %d ms (%ld ms from asking to "
+         "resumed); expected %ld..%ld",
+         durations[0], wall, STOP_MS, stop, least, most);
+  free(text);
+}
+
 /* ---- the front: the core is loaded only when the SDK is enabled ---------- */
 
 #define CORE_NAME "libperfsdk-core.so"
@@ -1030,6 +1128,7 @@ static void case_front_answers_as_core(void) {
 
 static const test_case_t g_cases[] = {
     TEST_CASE(front_disabled),
+    TEST_CASE(stopped_is_not_hang),
     TEST_CASE(front_bad_config),
     TEST_CASE(front_answers_as_core),
     TEST_CASE(daemonize_file_sink),
