@@ -208,12 +208,22 @@ static int set_durability(store_t *st, store_durability_t durability) {
 }
 
 /* The files as opened: the schema's statements created the database and
-   its write-ahead log. */
+   its write-ahead log. The paths are stat'ed just after; SQLite's own
+   check of its descriptor against the path (SQLITE_FCNTL_HAS_MOVED)
+   closes the gap for the database between its open and that stat. */
 static int take_identity(store_t *st) {
   char why[512];
-  if ((st->identity = db_identity_take(st->path, why, sizeof why))) return STORE_OK;
-  fprintf(stderr, "perf-collector: %s\n", why);
-  return STORE_ERROR;
+  int moved = 0;
+  if (!(st->identity = db_identity_take(st->path, why, sizeof why))) {
+    fprintf(stderr, "perf-collector: %s\n", why);
+    return STORE_ERROR;
+  }
+  if (sqlite3_file_control(st->db, "main", SQLITE_FCNTL_HAS_MOVED, &moved) == SQLITE_OK && moved) {
+    fprintf(stderr, "perf-collector: database %s was moved or replaced while it was opened\n",
+            st->path);
+    return STORE_ERROR;
+  }
+  return STORE_OK;
 }
 
 static int sqlite_open(const char *path, store_durability_t durability, store_t **out) {
