@@ -9,7 +9,9 @@
  *    answers 503 naming the path and what happened, a batch gets exactly
  *    503 with Retry-After and is stored nowhere (not even in the file the
  *    collector still has open), until a restart; the same batch sent again
- *    after it (the SDK's retry) is stored.
+ *    after it (the SDK's retry) is stored;
+ *  - the real SDK (sink = http) through such a loss: its batch gets 503,
+ *    stays in its spool, and is delivered once the collector is back.
  */
 #include <jansson.h>
 #include <pthread.h>
@@ -28,6 +30,8 @@
 #include "check.h"
 #include "collector_rig.h"
 #include "perf/v1/perf.pb-c.h"
+#include "perf_sdk.h"
+#include "tempdir.h"
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define LOAD_THREADS 2
@@ -230,6 +234,63 @@ static void case_wal_deleted(void) {
   lost_then_restart(delete_wal, "-wal", "write-ahead log", true, false);
 }
 
+/* The real SDK's batch through a lost database: refused with 503 (kept,
+   retried after Retry-After), delivered after the restart on the same
+   address, stored once. */
+static void case_sdk_keeps_batch(void) {
+  collector_t c;
+  collector_start(&c, NULL);
+  delete_db(c.db);
+  reply_t *r = malloc(sizeof *r);
+  CHECK(r != NULL);
+  CHECK_EQ_INT(get(&c, "/healthz", r), 503);
+  perf_sdk_config_t cfg;
+  perf_sdk_config_init(&cfg);
+  char data_dir[128];
+  snprintf(data_dir, sizeof data_dir, "%s/sdk", tempdir_make("perf-durable"));
+  cfg.app_name = "durable-sdk";
+  cfg.sink = PERF_SINK_HTTP;
+  cfg.endpoint = c.url;
+  cfg.api_key = GOOD_KEY;
+  cfg.data_dir = data_dir;
+  cfg.batch_max_delay_ms = 100;
+  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
+  CHECK_EQ_INT(perf_sdk_capture_now("through the loss"), PERF_OK);
+  perf_sdk_stats_t st;
+  double deadline = now_s() + 30;
+  do {
+    CHECKF(now_s() < deadline, "the SDK never got an answer to retry");
+    usleep(20000);
+    CHECK_EQ_INT(perf_sdk_get_stats(&st), PERF_OK);
+  } while (st.batches_retried < 1);
+  CHECK_EQ_INT(st.batches_sent, 0);
+  const char *auth[] = {"Authorization: Bearer " GOOD_KEY, NULL};
+  CHECK_EQ_INT(request(&c, "GET", "/metrics", auth, NULL, 0, false, r), 200);
+  CHECKF(strstr(r->body, "perf_collector_batches_rejected_total{reason=\"db_lost\"} 1\n") != NULL,
+         "%s", r->body);
+  CHECKF(strstr(r->body, "\nperf_collector_batches_accepted_total 0\n") != NULL, "%s", r->body);
+  stop_clean(&c);
+
+  uint16_t port = c.port;
+  collector_restart(&c, NULL);
+  CHECKF(c.port == port, "port %u taken meanwhile: the SDK cannot follow", (unsigned)port);
+  CHECK_EQ_INT(perf_sdk_flush(60000), PERF_OK); /* after the 503's Retry-After: 10 */
+  CHECK_EQ_INT(perf_sdk_get_stats(&st), PERF_OK);
+  CHECK(st.batches_written >= 1);
+  CHECK_EQ_INT(st.batches_sent, st.batches_written);
+  CHECK_EQ_INT(st.batches_dropped_server, 0);
+  CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
+  collector_stop_healthy(&c);
+  uint8_t none[16] = {0};
+  CHECK_EQ_INT(count_by_id(c.db,
+                           "SELECT count(*) FROM events e JOIN batches b ON b.id = e.batch_id"
+                           " WHERE b.app = 'durable-sdk' AND e.reason = 'through the loss'"
+                           " AND b.id IS NOT ?1",
+                           none),
+               1);
+  free(r);
+}
+
 /* ---- kill -9 under load --------------------------------------------------- */
 
 typedef struct poster_s {
@@ -326,8 +387,13 @@ static void case_kill9_under_load_process(void) {
 
 int main(int argc, char **argv) {
   static const test_case_t cases[] = {
-      TEST_CASE(db_deleted),  TEST_CASE(db_replaced),      TEST_CASE(db_replaced_kill9),
-      TEST_CASE(wal_deleted), TEST_CASE(kill9_under_load), TEST_CASE(kill9_under_load_process),
+      TEST_CASE(db_deleted),
+      TEST_CASE(db_replaced),
+      TEST_CASE(db_replaced_kill9),
+      TEST_CASE(wal_deleted),
+      TEST_CASE(sdk_keeps_batch),
+      TEST_CASE(kill9_under_load),
+      TEST_CASE(kill9_under_load_process),
   };
   return collector_test_main(argc, argv, cases, ARRAY_LEN(cases));
 }

@@ -175,12 +175,13 @@ bool healthy_within(const collector_t *c, double seconds) {
   return false;
 }
 
-/* perf-collector on a free port with c->db, the keys file (NULL: open
-   mode) and extra; up to 5 ports tried. */
-static void spawn_on_db(collector_t *c, const char *keys, const char *const *extra) {
+/* perf-collector on a free port (first c->port when same_port) with
+   c->db, the keys file (NULL: open mode) and extra; up to 5 ports tried. */
+static void spawn_on_db(collector_t *c, const char *keys, const char *const *extra,
+                        bool same_port) {
   char listen[32];
   for (int attempt = 0; attempt < 5; attempt++) {
-    c->port = free_port();
+    if (!same_port || attempt > 0) c->port = free_port();
     snprintf(listen, sizeof listen, "127.0.0.1:%u", (unsigned)c->port);
     snprintf(c->url, sizeof c->url, "http://%s", listen);
     char *argv[MAX_ARGS] = {PERF_COLLECTOR_PATH, "--listen", listen, "--db", c->db,
@@ -211,7 +212,7 @@ void collector_start_keys(collector_t *c, const char *keys_text, const char *con
     fclose(f);
   }
   snprintf(c->db, sizeof c->db, "%s/collector.db", dir);
-  spawn_on_db(c, keys_text ? keys : NULL, extra);
+  spawn_on_db(c, keys_text ? keys : NULL, extra, false);
 }
 
 void collector_restart(collector_t *c, const char *const *extra) {
@@ -220,7 +221,7 @@ void collector_restart(collector_t *c, const char *const *extra) {
   char *slash = strrchr(keys, '/');
   CHECK(slash != NULL);
   snprintf(slash, sizeof keys - (size_t)(slash - keys), "/keys");
-  spawn_on_db(c, access(keys, R_OK) == 0 ? keys : NULL, extra);
+  spawn_on_db(c, access(keys, R_OK) == 0 ? keys : NULL, extra, true);
 }
 
 void collector_start(collector_t *c, const char *const *extra) {
