@@ -232,6 +232,7 @@ typedef struct record_s {
   perf__named_stack_t *named;   /* per stack: its frame labels */
   store_group_t *groups;        /* one per stack */
   store_hang_t *hangs;          /* per event: hang events' grouping input */
+  store_tag_t *tags;            /* the resource's */
   size_t cap_stacks, cap_groups, cap_events;
   uint64_t samples;
   frame_ctx_t frames;
@@ -251,6 +252,7 @@ static void record_free(record_t *r) {
     free((void *)r->hangs[i].samples.samples);
   }
   free(r->hangs);
+  free(r->tags);
   free(r->named);
   free(r->groups);
   for (size_t i = 0; r->stacks && i < r->cap_stacks; i++)
@@ -311,6 +313,32 @@ static int build_event(record_t *r, const Perf__V1__Event *pe, size_t index) {
   return 0;
 }
 
+static uint64_t capped_drops(uint64_t n) {
+  return n > STORE_MAX_DROPS ? STORE_MAX_DROPS : n;
+}
+
+/* The SDK's drop counters (a batch without them: zeros) and the
+   resource's tags (check_batch counted them). */
+static int record_drops_and_tags(const Perf__V1__Batch *bt, record_t *r) {
+  const Perf__V1__DropCounters *d = bt->drops;
+  if (d) {
+    uint64_t *out = r->batch.drops;
+    out[STORE_DROP_RATE_LIMITED] = capped_drops(d->rate_limited);
+    out[STORE_DROP_QUEUE_FULL] = capped_drops(d->queue_full);
+    out[STORE_DROP_SINK_FAILED] = capped_drops(d->sink_failed);
+    out[STORE_DROP_SPOOL_QUOTA] = capped_drops(d->spool_quota);
+    out[STORE_DROP_OVERSIZED] = capped_drops(d->oversized);
+  }
+  const Perf__V1__Resource *res = bt->resource;
+  if (!res->n_tags) return 0;
+  if (!(r->tags = calloc(res->n_tags, sizeof *r->tags))) return -1;
+  for (size_t i = 0; i < res->n_tags; i++)
+    r->tags[i] = (store_tag_t){res->tags[i]->key, res->tags[i]->value, strlen(res->tags[i]->key)};
+  r->batch.tags = r->tags;
+  r->batch.n_tags = res->n_tags;
+  return 0;
+}
+
 static int build_record(const ingest_target_t *t, const Perf__V1__Batch *bt, record_t *r) {
   memset(r, 0, sizeof *r);
   r->frames.bt = bt;
@@ -323,6 +351,7 @@ static int build_record(const ingest_target_t *t, const Perf__V1__Batch *bt, rec
   r->batch.environment = res->environment;
   r->batch.host = res->host;
   r->batch.pid = res->pid;
+  if (record_drops_and_tags(bt, r) != 0) return -1;
   size_t ns = bt->n_stacks, ne = bt->n_events;
   if ((ns && (!(r->stacks = calloc(ns, sizeof *r->stacks)) ||
               !(r->named = calloc(ns, sizeof *r->named)))) ||
@@ -403,6 +432,10 @@ static unsigned check_batch(const Perf__V1__Batch *bt, const uint8_t *header_id,
                       "batch_id in the payload differs from X-Perf-Batch-Id"),
            400;
   if (!bt->resource) return set_result(res, 400, REJECT_BAD_PAYLOAD, "batch has no resource"), 400;
+  if (bt->resource->n_tags > PERF_MAX_TAGS)
+    return set_result(res, 400, REJECT_BAD_PAYLOAD, "resource has %zu tags (at most %d)",
+                      bt->resource->n_tags, PERF_MAX_TAGS),
+           400;
   for (size_t i = 0; i < bt->n_strings; i++)
     if (!bt->strings[i]) return set_result(res, 400, REJECT_BAD_PAYLOAD, "null string"), 400;
   return 200;
@@ -439,6 +472,8 @@ static unsigned repair_text(const ingest_target_t *t, Perf__V1__Batch *bt, inges
   Perf__V1__Resource *r = bt->resource;
   rc |= text_fix(&r->app_name, max) | text_fix(&r->app_version, max) |
         text_fix(&r->environment, max) | text_fix(&r->host, max);
+  for (size_t i = 0; i < r->n_tags; i++)
+    rc |= text_fix(&r->tags[i]->key, max) | text_fix(&r->tags[i]->value, max);
   if (rc) return set_result(res, 503, REJECT_STORE_ERROR, "out of memory"), 503;
   return 200;
 }
@@ -466,6 +501,7 @@ static unsigned store_batch(const ingest_target_t *t, const Perf__V1__Batch *bt,
   for (size_t i = 0; rc == STORE_OK && t->resym && i < r.frames.n_unresolved; i++)
     resymbolizer_want(t->resym, r.frames.unresolved[i]);
   if (rc == STORE_OK) metrics_frames_symbolized(r.frames.named, r.frames.unnamed);
+  if (rc == STORE_OK) metrics_sdk_drops(r.batch.drops); /* a duplicate's were counted once */
   if (rc == STORE_ERROR) return set_result(res, 503, REJECT_STORE_ERROR, "store failed"), 503;
   if (rc == STORE_LOST)
     return set_result(res, 503, REJECT_DB_LOST, "the database file was deleted or replaced"), 503;

@@ -32,6 +32,7 @@ static atomic_uint_fast64_t g_bucket[N_BUCKETS + 1]; /* last: +Inf */
 static atomic_uint_fast64_t g_latency_ns_sum;
 static atomic_uint_fast64_t g_symbols_uploaded, g_frames_named, g_frames_unnamed, g_resymbolized;
 static atomic_uint_fast64_t g_expired;
+static atomic_uint_fast64_t g_sdk_dropped[STORE_DROP_COUNT];
 
 static void observe_latency(double seconds) {
   size_t i = 0;
@@ -123,6 +124,21 @@ void metrics_request_expired(void) {
   atomic_fetch_add(&g_expired, 1);
 }
 
+void metrics_sdk_drops(const uint64_t dropped[STORE_DROP_COUNT]) {
+  for (int i = 0; i < STORE_DROP_COUNT; i++)
+    atomic_fetch_add(&g_sdk_dropped[i], dropped[i]);
+}
+
+static void put_sdk_drops(text_t *t) {
+  put(t, "# HELP perf_collector_sdk_events_dropped_total Events the SDKs dropped before sending, "
+         "by reason, summed over the batches stored.\n"
+         "# TYPE perf_collector_sdk_events_dropped_total counter\n");
+  for (int i = 0; i < STORE_DROP_COUNT; i++)
+    put(t, "perf_collector_sdk_events_dropped_total{reason=\"%s\"} %llu\n",
+        store_drop_name((enum store_drop_reason)i),
+        (unsigned long long)atomic_load(&g_sdk_dropped[i]));
+}
+
 void metrics_frames_symbolized(uint64_t named, uint64_t unnamed) {
   atomic_fetch_add(&g_frames_named, named);
   atomic_fetch_add(&g_frames_unnamed, unnamed);
@@ -162,6 +178,7 @@ char *metrics_render(const store_stats_t *st) {
   put_rejections(&t);
   put_counter(&t, "perf_collector_events_total", "Events stored.", atomic_load(&g_events));
   put_counter(&t, "perf_collector_samples_total", "Stack samples stored.", atomic_load(&g_samples));
+  put_sdk_drops(&t);
   put(&t,
       "# HELP perf_collector_db_bytes Size of the store on disk.\n"
       "# TYPE perf_collector_db_bytes gauge\nperf_collector_db_bytes %llu\n",

@@ -39,6 +39,10 @@ void metrics_symbols_uploaded(void);
 void metrics_frames_symbolized(uint64_t named, uint64_t unnamed);
 void metrics_stacks_resymbolized(uint64_t stacks);
 
+/* A stored batch's drop counters (store_batch_t.drops): events its SDK
+   dropped, by reason (perf_collector_sdk_events_dropped_total). */
+void metrics_sdk_drops(const uint64_t dropped[STORE_DROP_COUNT]);
+
 /* A connection shut down at its request deadline (conn_guard.h). */
 void metrics_request_expired(void);
 

@@ -167,8 +167,26 @@ static bool parse_uint(const char *text, long long max, long long *out) {
 }
 
 static const char *filter(query_arg_fn arg, void *ctx, const char *name) {
-  const char *v = arg(ctx, name);
+  const char *v = arg(ctx, name, 0);
   return v && *v ? v : NULL;
+}
+
+/* tag=key:value, repeatable (all required), split at the first colon:
+   the key not empty, the value may be; an empty tag= means nothing. */
+static unsigned parse_tags(query_arg_fn arg, void *ctx, store_top_query_t *q, char **body) {
+  const char *text;
+  for (size_t nth = 0; (text = arg(ctx, "tag", nth)) != NULL; nth++) {
+    if (!*text) continue;
+    const char *colon = strchr(text, ':');
+    if (!colon) return *body = error_body("parameter %s: must be key:value", "tag"), 400;
+    if (colon == text)
+      return *body = error_body("parameter %s: the key before the colon is empty", "tag"), 400;
+    _Static_assert(STORE_MAX_TAG_FILTERS == 4, "the message says 4");
+    if (q->n_tags == STORE_MAX_TAG_FILTERS)
+      return *body = error_body("parameter %s: at most 4 tags at once", "tag"), 400;
+    q->tags[q->n_tags++] = (store_tag_t){text, colon + 1, (size_t)(colon - text)};
+  }
+  return 0;
 }
 
 /* from/to are unix milliseconds whose nanoseconds fit int64 (up to about
@@ -182,11 +200,11 @@ static int64_t end_of_ms(long long ms) {
 }
 
 /* kind (required: hang|cpu; optional: also absent or empty), app, version,
-   environment, from, to into q; 0, or 400 with *body the error. */
+   environment, host, tag, from, to into q; 0, or 400 with *body the error. */
 static unsigned parse_filters(query_arg_fn arg, void *ctx, bool kind_required, store_top_query_t *q,
                               char **body) {
-  *q = (store_top_query_t){NULL, NULL, NULL, NULL, 0, INT64_MAX, NULL};
-  const char *kind = arg(ctx, "kind");
+  *q = (store_top_query_t){.from_ns = 0, .to_ns = INT64_MAX};
+  const char *kind = arg(ctx, "kind", 0);
   if (!kind_required && kind && !*kind) kind = NULL;
   if ((kind_required || kind) && (!kind || (strcmp(kind, "hang") != 0 && strcmp(kind, "cpu") != 0)))
     return *body = error_body("parameter %s: must be hang or cpu", "kind"), 400;
@@ -194,13 +212,16 @@ static unsigned parse_filters(query_arg_fn arg, void *ctx, bool kind_required, s
   q->app = filter(arg, ctx, "app");
   q->version = filter(arg, ctx, "version");
   q->environment = filter(arg, ctx, "environment");
+  q->host = filter(arg, ctx, "host");
+  unsigned bad = parse_tags(arg, ctx, q, body);
+  if (bad) return bad;
   q->group = filter(arg, ctx, "group");
   if (q->group && (strlen(q->group) > STORE_SIG_CHARS ||
                    strspn(q->group, "0123456789abcdef") != strlen(q->group)))
     return *body = error_body("parameter %s: must be a group's signature (lowercase hex)", "group"),
            400;
   long long v;
-  const char *from = arg(ctx, "from"), *to = arg(ctx, "to");
+  const char *from = arg(ctx, "from", 0), *to = arg(ctx, "to", 0);
   if (from) {
     if (!parse_uint(from, MAX_MS, &v))
       return *body =
@@ -220,7 +241,7 @@ static unsigned parse_filters(query_arg_fn arg, void *ctx, bool kind_required, s
 }
 
 static unsigned parse_limit(query_arg_fn arg, void *ctx, long long *limit, char **body) {
-  const char *limit_text = arg(ctx, "limit");
+  const char *limit_text = arg(ctx, "limit", 0);
   *limit = QUERY_LIMIT_DEFAULT;
   if (limit_text && (!parse_uint(limit_text, QUERY_LIMIT_MAX, limit) || *limit < 1))
     return *body = error_body("parameter %s: must be 1..1000", "limit"), 400;
@@ -612,13 +633,19 @@ unsigned query_flame(const store_ops_t *ops, store_t *store, query_arg_fn arg, v
 
 /* ---- events ------------------------------------------------------------------ */
 
+/* An event with its batch's tags ([{"key","value"}], as the store has them). */
 static json_t *event_json(const store_event_row_t *e) {
-  return json_pack("{s:I, s:s?, s:I, s:f, s:I, s:i, s:s?, s:s?, s:s?, s:s?, s:s?}", "id",
+  json_t *tags = e->tags_json ? json_loads(e->tags_json, 0, NULL) : json_array();
+  if (!json_is_array(tags)) {
+    json_decref(tags);
+    return NULL;
+  }
+  return json_pack("{s:I, s:s?, s:I, s:f, s:I, s:i, s:s?, s:s?, s:s?, s:s?, s:s?, s:o}", "id",
                    (json_int_t)e->id, "kind", e->kind, "start_ms",
                    (json_int_t)(e->start_ns / 1000000), "duration_ms", ms(e->duration_ns), "tid",
                    (json_int_t)e->tid, "cpu_percent", (int)e->cpu_percent, "reason", e->reason,
                    "app", e->app, "version", e->version, "environment", e->environment, "group",
-                   e->group_sig);
+                   e->group_sig, "tags", tags);
 }
 
 typedef struct event_list_s {
@@ -656,6 +683,33 @@ unsigned query_events(const store_ops_t *ops, store_t *store, query_arg_fn arg, 
   }
   json_t *o = json_pack("{s:o, s:b}", "events", l.events, "truncated", l.truncated);
   *body = o ? json_dumps(o, JSON_COMPACT) : NULL;
+  json_decref(o);
+  if (!*body) return *body = error_body("%s", "out of memory"), 503;
+  return 200;
+}
+
+/* ---- drops ------------------------------------------------------------------- */
+
+unsigned query_drops(const store_ops_t *ops, store_t *store, query_arg_fn arg, void *ctx,
+                     char **body) {
+  *body = NULL;
+  store_top_query_t q;
+  unsigned bad = parse_filters(arg, ctx, false, &q, body);
+  if (bad) return bad;
+  /* Drops are the batches', not an event kind's or a group's. */
+  if (q.kind) return *body = error_body("parameter %s: not a filter of drops", "kind"), 400;
+  if (q.group) return *body = error_body("parameter %s: not a filter of drops", "group"), 400;
+  store_drops_t d;
+  if (ops->drops(store, &q, &d) != STORE_OK)
+    return *body = error_body("%s", "the store failed or ran out of memory"), 503;
+  json_t *o = json_object();
+  for (int i = 0; o && i < STORE_DROP_COUNT; i++)
+    if (json_object_set_new(o, store_drop_name((enum store_drop_reason)i),
+                            json_integer((json_int_t)d.dropped[i])) != 0)
+      json_decref(o), o = NULL;
+  if (o && json_object_set_new(o, "batches", json_integer((json_int_t)d.batches)) != 0)
+    json_decref(o), o = NULL;
+  *body = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
   json_decref(o);
   if (!*body) return *body = error_body("%s", "out of memory"), 503;
   return 200;

@@ -1,6 +1,6 @@
 /*
  * query.h - the read-only API under /api/v1/: top-stacks, export/folded,
- * flame, events and events/<id>.
+ * flame, events, events/<id> and drops.
  * Independent of HTTP: the caller hands a lookup for the query-string
  * parameters and gets the status and a JSON body back. Runs on the MHD
  * worker that received the request; the store serializes its own access.
@@ -12,8 +12,9 @@
 
 #include "store.h"
 
-/* A query-string parameter by name; NULL when absent. */
-typedef const char *(*query_arg_fn)(void *ctx, const char *name);
+/* The nth value (0: the first) of a query-string parameter by name; NULL
+   when it has fewer. Only tag is read past its first value. */
+typedef const char *(*query_arg_fn)(void *ctx, const char *name, size_t nth);
 
 #define QUERY_LIMIT_DEFAULT 20
 #define QUERY_LIMIT_MAX 1000
@@ -31,7 +32,9 @@ typedef const char *(*query_arg_fn)(void *ctx, const char *name);
 #define QUERY_TRUNCATED "<truncated>"
 
 /* GET /api/v1/top-stacks: kind=hang|cpu (required), app, version,
-   environment (exact match; empty = any), from, to (unix milliseconds,
+   environment, host (exact match; empty = any), tag=key:value (repeatable,
+   at most STORE_MAX_TAG_FILTERS, the batch must have them all; split at
+   the first colon, the key not empty), from, to (unix milliseconds,
    inclusive, on the event's start), limit (1..1000, default 20).
    *body (malloc'ed, the caller frees; NULL only when out of memory) is
    {"stacks":[...]} with 200, {"error":"..."} naming the bad parameter with
@@ -56,16 +59,26 @@ unsigned query_flame(const store_ops_t *ops, store_t *store, query_arg_fn arg, v
                      char **body);
 
 /* GET /api/v1/events: the filters (kind optional: hang|cpu, absent = any)
-   and limit; {"events":[...]} newest first. */
+   and limit; {"events":[...]} newest first, each with its batch's "tags"
+   ([{"key","value"}]). */
 unsigned query_events(const store_ops_t *ops, store_t *store, query_arg_fn arg, void *ctx,
                       char **body);
+
+/* GET /api/v1/drops: the events the SDKs dropped before sending, summed
+   over the batches matching app, version, environment, host, tag, from
+   and to (on the batch's arrival at the collector; kind and group are
+   refused with 400): {"rate_limited":N,"queue_full":N,"sink_failed":N,
+   "spool_quota":N,"oversized":N,"batches":N}. */
+unsigned query_drops(const store_ops_t *ops, store_t *store, query_arg_fn arg, void *ctx,
+                     char **body);
 
 /* GET /api/v1/events/<id_text>: the event with "threads" and "stacks";
    404 {"error"} when there is no such event (or id_text is no id). */
 unsigned query_event(const store_ops_t *ops, store_t *store, const char *id_text, char **body);
 
 /* The filters of the stack exports, for other exporters (export_pprof.c):
-   kind (required, hang|cpu), app, version, environment, from, to into *q,
+   kind (required, hang|cpu), app, version, environment, host, tag, from,
+   to, group into *q (its tags point into the arguments' text),
    exactly as for export/folded. 0, or 400 with *body the JSON error
    naming the parameter (malloc'ed, the caller frees). */
 unsigned query_stack_filters(query_arg_fn arg, void *ctx, store_top_query_t *q, char **body);

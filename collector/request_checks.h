@@ -16,7 +16,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* At most this many query arguments (the API's routes take 8 at most). */
+/* At most this many query arguments (the API's routes take 13 at most:
+   9 filters and 4 tags). */
 #define REQUEST_MAX_ARGS 32
 
 /* The raw target (path and query, as sent): NULL when it is fine, else the

@@ -308,8 +308,27 @@ static enum MHD_Result finish_batch(server_t *s, struct MHD_Connection *conn, re
 
 /* ---- the JSON API (read-only) --------------------------------------------- */
 
-static const char *query_arg(void *ctx, const char *name) {
-  return MHD_lookup_connection_value(ctx, MHD_GET_ARGUMENT_KIND, name);
+typedef struct nth_arg_s {
+  const char *name, *value;
+  size_t skip; /* values of name still to pass over */
+} nth_arg_t;
+
+static enum MHD_Result find_nth(void *cls, enum MHD_ValueKind kind, const char *key,
+                                const char *value) {
+  (void)kind;
+  nth_arg_t *a = cls;
+  if (strcmp(key, a->name) != 0) return MHD_YES;
+  if (a->skip--) return MHD_YES;
+  a->value = value ? value : ""; /* "?tag" without "=": empty */
+  return MHD_NO;
+}
+
+/* query_arg_fn: the nth value of a query argument, in the URL's order
+   ("?name" without "=" is "", as "?name=" is). */
+static const char *query_arg(void *ctx, const char *name, size_t nth) {
+  nth_arg_t a = {name, NULL, nth};
+  MHD_get_connection_values(ctx, MHD_GET_ARGUMENT_KIND, find_nth, &a);
+  return a.value;
 }
 
 typedef unsigned (*api_fn)(const store_ops_t *ops, store_t *store, query_arg_fn arg, void *ctx,
@@ -357,6 +376,7 @@ static const struct {
     {"/api/v1/export/folded", query_export_folded, "text/plain; charset=utf-8"},
     {"/api/v1/flame", query_flame, "application/json"},
     {"/api/v1/events", query_events, "application/json"},
+    {"/api/v1/drops", query_drops, "application/json"},
 };
 
 /* Binary exports: the body has a length; errors are JSON as above. */

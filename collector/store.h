@@ -90,11 +90,45 @@ typedef struct store_event_s {
   size_t n_counts;
 } store_event_t;
 
+/* A tag of a batch's resource (perf_sdk_config_t.tags), or a tag filter:
+   the key is key_len bytes at key (a filter's is the front of its
+   "key:value" text), the value a NUL-terminated string. */
+typedef struct store_tag_s {
+  const char *key, *value;
+  size_t key_len;
+} store_tag_t;
+
+/* Why the SDK dropped events (the wire's DropCounters), in its order. */
+enum store_drop_reason {
+  STORE_DROP_RATE_LIMITED,
+  STORE_DROP_QUEUE_FULL,
+  STORE_DROP_SINK_FAILED,
+  STORE_DROP_SPOOL_QUOTA,
+  STORE_DROP_OVERSIZED,
+  STORE_DROP_COUNT
+};
+
+/* A batch's count of one reason is capped here (ingest.c), so sums over
+   2^31 batches still fit SQLite's signed 64-bit integers. */
+#define STORE_MAX_DROPS UINT32_MAX
+
+/* The reason's name: the JSON key of /api/v1/drops, the label of
+   perf_collector_sdk_events_dropped_total, the wire's field name. */
+static inline const char *store_drop_name(enum store_drop_reason r) {
+  static const char *const NAMES[STORE_DROP_COUNT] = {"rate_limited", "queue_full", "sink_failed",
+                                                      "spool_quota", "oversized"};
+  return (unsigned)r < STORE_DROP_COUNT ? NAMES[r] : "?";
+}
+
 typedef struct store_batch_s {
   uint8_t id[STORE_BATCH_ID_BYTES];
   int64_t received_ns; /* wall clock, the retention job's reference */
   const char *app, *version, *environment, *host;
   uint32_t pid;
+  uint64_t drops[STORE_DROP_COUNT]; /* events the SDK dropped since its previous batch,
+                                       each at most STORE_MAX_DROPS */
+  const store_tag_t *tags;          /* the resource's tags; exact repeats stored once */
+  size_t n_tags;
   const store_stack_t *stacks;
   size_t n_stacks;
   const store_event_t *events;
@@ -103,17 +137,29 @@ typedef struct store_batch_s {
   size_t n_groups;
 } store_batch_t;
 
+#define STORE_MAX_TAG_FILTERS 4 /* tags a query may require at once */
+
 /* The rows the top-stacks aggregation (query.c) reads. kind "hang" takes
    events of kind hang and fatal_hang, one row per event (its group_sig);
    "cpu" one row per stack_count of a cpu event (its stack signature).
-   Filters: NULL (app, version, environment) matches any; event start_ns
-   within [from_ns, to_ns]. Rows come ordered by group, then event id. */
+   Filters: NULL (app, version, environment, host) matches any; event
+   start_ns within [from_ns, to_ns] (drops: the batch's received_ns); the
+   batch has every one of tags[0..n_tags) (key and value exactly). Rows
+   come ordered by group, then event id. */
 typedef struct store_top_query_s {
   const char *kind;
-  const char *app, *version, *environment;
+  const char *app, *version, *environment, *host;
   int64_t from_ns, to_ns;
   const char *group; /* stack_rows: NULL, or only the events of this group */
+  store_tag_t tags[STORE_MAX_TAG_FILTERS];
+  size_t n_tags;
 } store_top_query_t;
+
+/* The SDK's drop counters summed over the batches of a query (drops). */
+typedef struct store_drops_s {
+  uint64_t dropped[STORE_DROP_COUNT];
+  uint64_t batches;
+} store_drops_t;
 
 typedef struct store_top_row_s {
   const char *group_sig, *names_json, *version; /* version may be NULL */
@@ -143,10 +189,11 @@ typedef struct store_stack_row_s {
 typedef int (*store_stack_row_fn)(const store_stack_row_t *row, void *user);
 
 /* An event with its batch's resource (event_rows, event_detail); the
-   strings may be NULL. */
+   strings may be NULL. tags_json: the batch's tags, a JSON array of
+   {"key","value"} objects ordered by key then value ("[]": none). */
 typedef struct store_event_row_s {
   int64_t id, start_ns, duration_ns;
-  const char *kind, *reason, *app, *version, *environment, *group_sig;
+  const char *kind, *reason, *app, *version, *environment, *group_sig, *tags_json;
   uint32_t tid;
   int32_t cpu_percent;
 } store_event_row_t;
@@ -201,7 +248,7 @@ typedef struct store_ops_s {
      STORE_DUPLICATE when its id is stored already; STORE_LOST (nothing
      acknowledged) when check fails before or after the commit. */
   int (*put_batch)(store_t *st, const store_batch_t *batch);
-  /* Delete batches received before cutoff_ns with their events and counts,
+  /* Delete batches received before cutoff_ns with their events, counts and tags,
      and stacks last seen before it; *deleted_batches may be NULL. */
   int (*delete_older_than)(store_t *st, int64_t cutoff_ns, uint64_t *deleted_batches);
   int (*stats)(store_t *st, store_stats_t *out);
@@ -218,6 +265,9 @@ typedef struct store_ops_s {
      (start, then id, descending). */
   int (*event_rows)(store_t *st, const store_top_query_t *q, int64_t limit, store_event_row_fn fn,
                     void *user);
+  /* The drop counters of the batches matching q's resource, time (the
+     batch's received_ns) and tag filters, summed (kind and group unused). */
+  int (*drops)(store_t *st, const store_top_query_t *q, store_drops_t *out);
   /* Event id to on_event, then each of its stack_counts to on_count (by
      samples, descending); STORE_NOT_FOUND when there is no such event. */
   int (*event_detail)(store_t *st, int64_t id, store_event_row_fn on_event,

@@ -13,8 +13,9 @@
  * signature of their symbolized frames (first and last seen), and
  * stack_counts (samples of a stack on a thread within an event), groups
  * (the top-stacks API's keys: every stack, and every hang group's majority
- * key, referenced by events.group_sig), and the hang groups' own tables
- * (store_hang_groups.c: which group a hang joins).
+ * key, referenced by events.group_sig), the hang groups' own tables
+ * (store_hang_groups.c: which group a hang joins), and per batch the SDK's
+ * drop counters (batches.dropped_*) and its resource's tags (batch_tags).
  */
 #include <pthread.h>
 #include <sqlite3.h>
@@ -45,37 +46,70 @@ static const char SCHEMA[] =
     "CREATE INDEX IF NOT EXISTS stack_counts_event ON stack_counts(event_id);"
     "CREATE INDEX IF NOT EXISTS stack_counts_sig ON stack_counts(stack_sig);"
     "CREATE TABLE IF NOT EXISTS groups(signature TEXT PRIMARY KEY, frames TEXT NOT NULL,"
-    " first_seen INTEGER NOT NULL, last_seen INTEGER NOT NULL);";
+    " first_seen INTEGER NOT NULL, last_seen INTEGER NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS batch_tags(batch_id BLOB NOT NULL, key TEXT NOT NULL,"
+    " value TEXT NOT NULL, PRIMARY KEY(batch_id, key, value)) WITHOUT ROWID;"
+    "CREATE INDEX IF NOT EXISTS batch_tags_pair ON batch_tags(key, value);";
 
-/* Databases made before the groups: events.group_sig is added when missing
-   (the error of an existing column is ignored), then its index. */
-static const char ADD_GROUP_SIG[] = "ALTER TABLE events ADD COLUMN group_sig TEXT";
-/* Databases made before stack ends: stacks.stack_end (NULL: complete, or
-   not said) is added the same way. */
-static const char ADD_STACK_END[] = "ALTER TABLE stacks ADD COLUMN stack_end TEXT";
+/* Columns newer than the database may be: each is added when missing (the
+   error of an existing column is ignored). events.group_sig came with the
+   groups (its index follows), stacks.stack_end (NULL: complete, or not
+   said) with stack ends, batches.dropped_* (the SDK's DropCounters, 0 in
+   batches stored before) with the drops API; batch_tags, also newer, is
+   made by SCHEMA. */
+#define ADD_DROPPED(reason)                                                                        \
+  "ALTER TABLE batches ADD COLUMN dropped_" reason " INTEGER NOT NULL DEFAULT 0"
+static const char *const ADD_COLUMNS[] = {
+    "ALTER TABLE events ADD COLUMN group_sig TEXT",
+    "ALTER TABLE stacks ADD COLUMN stack_end TEXT",
+    ADD_DROPPED("rate_limited"),
+    ADD_DROPPED("queue_full"),
+    ADD_DROPPED("sink_failed"),
+    ADD_DROPPED("spool_quota"),
+    ADD_DROPPED("oversized"),
+};
 static const char GROUP_SIG_INDEX[] =
     "CREATE INDEX IF NOT EXISTS events_group ON events(group_sig)";
 
-#define TOP_FILTERS                                                                                \
+/* The batch's resource (?1 app, ?2 version, ?3 environment, ?10 host: NULL
+   any) and tags (?11/?12 .. ?17/?18: key and value, NULL any); then the
+   events' start within ?4..?5 (TOP_FILTERS) or the batch's arrival
+   (DROPS_FILTERS). */
+#define TAG_FILTER(k, v)                                                                           \
+  " AND (?" #k " IS NULL OR EXISTS (SELECT 1 FROM batch_tags t WHERE t.batch_id = b.id"            \
+  " AND t.key = ?" #k " AND t.value = ?" #v "))"
+#define BATCH_FILTERS                                                                              \
   " AND (?1 IS NULL OR b.app = ?1) AND (?2 IS NULL OR b.version = ?2)"                             \
-  " AND (?3 IS NULL OR b.environment = ?3) AND e.start_ns >= ?4 AND e.start_ns <= ?5"
+  " AND (?3 IS NULL OR b.environment = ?3) AND (?10 IS NULL OR b.host = ?10)" TAG_FILTER(11, 12)   \
+      TAG_FILTER(13, 14) TAG_FILTER(15, 16) TAG_FILTER(17, 18)
+#define TAG_PARAM 11 /* the first tag filter's key */
+_Static_assert(STORE_MAX_TAG_FILTERS == 4, "BATCH_FILTERS has one TAG_FILTER per tag filter");
+#define TOP_FILTERS BATCH_FILTERS " AND e.start_ns >= ?4 AND e.start_ns <= ?5"
+#define DROPS_FILTERS BATCH_FILTERS " AND b.received_ns >= ?4 AND b.received_ns <= ?5"
+#define DROPPED_SUMS                                                                               \
+  "coalesce(sum(b.dropped_rate_limited), 0), coalesce(sum(b.dropped_queue_full), 0),"              \
+  " coalesce(sum(b.dropped_sink_failed), 0), coalesce(sum(b.dropped_spool_quota), 0),"             \
+  " coalesce(sum(b.dropped_oversized), 0)"
 
 /* ?6: "hang" (hang and fatal_hang) or another kind, exactly. */
 #define KIND_FILTER "(e.kind = ?6 OR (?6 = 'hang' AND e.kind = 'fatal_hang'))"
 #define EVENT_COLUMNS                                                                              \
   "e.id, e.kind, e.start_ns, e.duration_ns, e.tid, e.cpu_percent, e.reason, b.app, b.version,"     \
-  " b.environment, e.group_sig"
+  " b.environment, e.group_sig, (SELECT json_group_array(json_object('key', t.key, 'value',"       \
+  " t.value)) FROM batch_tags t WHERE t.batch_id = b.id)"
 
 enum stmt_id {
   ST_BEGIN,
   ST_COMMIT,
   ST_ROLLBACK,
   ST_INSERT_BATCH,
+  ST_INSERT_TAG,
   ST_UPSERT_STACK,
   ST_INSERT_EVENT,
   ST_INSERT_COUNT,
   ST_DELETE_COUNTS,
   ST_DELETE_EVENTS,
+  ST_DELETE_TAGS,
   ST_DELETE_BATCHES,
   ST_DELETE_STACKS,
   ST_COUNT_ROWS,
@@ -87,6 +121,7 @@ enum stmt_id {
   ST_EVENT_ROWS,
   ST_EVENT_ONE,
   ST_EVENT_COUNTS,
+  ST_DROPS,
   ST_COUNT
 };
 
@@ -94,8 +129,11 @@ static const char *const STMT_SQL[ST_COUNT] = {
     [ST_BEGIN] = "BEGIN IMMEDIATE",
     [ST_COMMIT] = "COMMIT",
     [ST_ROLLBACK] = "ROLLBACK",
-    [ST_INSERT_BATCH] = "INSERT INTO batches(id, received_ns, app, version, environment, host, pid)"
-                        " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    [ST_INSERT_BATCH] = "INSERT INTO batches(id, received_ns, app, version, environment, host, pid,"
+                        " dropped_rate_limited, dropped_queue_full, dropped_sink_failed,"
+                        " dropped_spool_quota, dropped_oversized)"
+                        " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+    [ST_INSERT_TAG] = "INSERT OR IGNORE INTO batch_tags(batch_id, key, value) VALUES(?1, ?2, ?3)",
     [ST_UPSERT_STACK] = "INSERT INTO stacks(signature, frames, first_seen, last_seen, stack_end)"
                         " VALUES(?1, ?2, ?3, ?3, ?4) ON CONFLICT(signature) DO UPDATE SET"
                         " last_seen = max(last_seen, excluded.last_seen)",
@@ -108,6 +146,8 @@ static const char *const STMT_SQL[ST_COUNT] = {
                          " JOIN batches b ON e.batch_id = b.id WHERE b.received_ns < ?1)",
     [ST_DELETE_EVENTS] = "DELETE FROM events WHERE batch_id IN"
                          " (SELECT id FROM batches WHERE received_ns < ?1)",
+    [ST_DELETE_TAGS] = "DELETE FROM batch_tags WHERE batch_id IN"
+                       " (SELECT id FROM batches WHERE received_ns < ?1)",
     [ST_DELETE_BATCHES] = "DELETE FROM batches WHERE received_ns < ?1",
     [ST_DELETE_STACKS] = "DELETE FROM stacks WHERE last_seen < ?1",
     [ST_COUNT_ROWS] = "SELECT (SELECT count(*) FROM batches), (SELECT count(*) FROM events),"
@@ -145,6 +185,7 @@ static const char *const STMT_SQL[ST_COUNT] = {
     [ST_EVENT_COUNTS] = "SELECT c.stack_sig, s.frames, c.tid, c.samples FROM stack_counts c"
                         " LEFT JOIN stacks s ON s.signature = c.stack_sig WHERE c.event_id = ?1"
                         " ORDER BY c.samples DESC, c.rowid",
+    [ST_DROPS] = "SELECT " DROPPED_SUMS ", count(*) FROM batches b WHERE 1" DROPS_FILTERS,
 };
 
 struct store_s {
@@ -248,8 +289,8 @@ static int sqlite_open(const char *path, store_durability_t durability, store_t 
     sqlite_close(st);
     return STORE_ERROR;
   }
-  sqlite3_exec(st->db, ADD_GROUP_SIG, NULL, NULL, NULL); /* fails when present: fine */
-  sqlite3_exec(st->db, ADD_STACK_END, NULL, NULL, NULL); /* the same */
+  for (size_t i = 0; i < sizeof ADD_COLUMNS / sizeof ADD_COLUMNS[0]; i++)
+    sqlite3_exec(st->db, ADD_COLUMNS[i], NULL, NULL, NULL); /* fails when present: fine */
   if (sqlite3_exec(st->db, GROUP_SIG_INDEX, NULL, NULL, NULL) != SQLITE_OK) {
     report(st, "schema");
     sqlite_close(st);
@@ -278,7 +319,17 @@ static int insert_batch_row(store_t *st, const store_batch_t *b) {
   sqlite3_bind_text(s, 5, b->environment, -1, SQLITE_STATIC);
   sqlite3_bind_text(s, 6, b->host, -1, SQLITE_STATIC);
   sqlite3_bind_int64(s, 7, b->pid);
-  return step_done(st, ST_INSERT_BATCH);
+  for (int i = 0; i < STORE_DROP_COUNT; i++)
+    sqlite3_bind_int64(s, 8 + i, (sqlite3_int64)b->drops[i]); /* <= STORE_MAX_DROPS */
+  int rc = step_done(st, ST_INSERT_BATCH);
+  s = st->stmt[ST_INSERT_TAG];
+  for (size_t i = 0; rc == SQLITE_OK && i < b->n_tags; i++) {
+    sqlite3_bind_blob(s, 1, b->id, STORE_BATCH_ID_BYTES, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, b->tags[i].key, (int)b->tags[i].key_len, SQLITE_STATIC);
+    sqlite3_bind_text(s, 3, b->tags[i].value, -1, SQLITE_STATIC);
+    rc = step_done(st, ST_INSERT_TAG);
+  }
+  return rc;
 }
 
 /* A keyed row (a stack, or a group) seen at ns: inserted, or its
@@ -405,8 +456,8 @@ static int sqlite_put_batch(store_t *st, const store_batch_t *b) {
 }
 
 static int delete_locked(store_t *st, int64_t cutoff_ns, uint64_t *deleted) {
-  static const enum stmt_id order[] = {ST_DELETE_COUNTS, ST_DELETE_EVENTS, ST_DELETE_BATCHES,
-                                       ST_DELETE_STACKS, ST_DELETE_GROUPS};
+  static const enum stmt_id order[] = {ST_DELETE_COUNTS,  ST_DELETE_EVENTS, ST_DELETE_TAGS,
+                                       ST_DELETE_BATCHES, ST_DELETE_STACKS, ST_DELETE_GROUPS};
   if (step_done(st, ST_BEGIN) != SQLITE_OK) return STORE_ERROR;
   for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
     sqlite3_bind_int64(st->stmt[order[i]], 1, cutoff_ns);
@@ -465,18 +516,39 @@ static const char *column_text(sqlite3_stmt *s, int i) {
   return (const char *)sqlite3_column_text(s, i);
 }
 
+/* Text or NULL at index i. */
+static void bind_opt(sqlite3_stmt *s, int i, const char *text) {
+  if (text)
+    sqlite3_bind_text(s, i, text, -1, SQLITE_STATIC);
+  else
+    sqlite3_bind_null(s, i);
+}
+
+/* q's filters as BATCH_FILTERS, TOP_FILTERS and KIND_FILTER number them
+   (a statement without ?6 takes the kind as an unused parameter). */
+static void bind_filters(sqlite3_stmt *s, const store_top_query_t *q) {
+  bind_opt(s, 1, q->app);
+  bind_opt(s, 2, q->version);
+  bind_opt(s, 3, q->environment);
+  bind_opt(s, 10, q->host);
+  sqlite3_bind_int64(s, 4, q->from_ns);
+  sqlite3_bind_int64(s, 5, q->to_ns);
+  bind_opt(s, 6, q->kind);
+  for (size_t i = 0; i < STORE_MAX_TAG_FILTERS; i++) {
+    int k = TAG_PARAM + 2 * (int)i;
+    if (i < q->n_tags)
+      sqlite3_bind_text(s, k, q->tags[i].key, (int)q->tags[i].key_len, SQLITE_STATIC);
+    else
+      sqlite3_bind_null(s, k);
+    bind_opt(s, k + 1, i < q->n_tags ? q->tags[i].value : NULL);
+  }
+}
+
 static int sqlite_top_rows(store_t *st, const store_top_query_t *q, store_row_fn fn, void *user) {
   enum stmt_id id = strcmp(q->kind, "cpu") == 0 ? ST_TOP_CPU : ST_TOP_HANG;
   pthread_mutex_lock(&st->lock);
   sqlite3_stmt *s = st->stmt[id];
-  const char *filters[3] = {q->app, q->version, q->environment};
-  for (int i = 0; i < 3; i++)
-    if (filters[i])
-      sqlite3_bind_text(s, i + 1, filters[i], -1, SQLITE_STATIC);
-    else
-      sqlite3_bind_null(s, i + 1);
-  sqlite3_bind_int64(s, 4, q->from_ns);
-  sqlite3_bind_int64(s, 5, q->to_ns);
+  bind_filters(s, q);
   int rc, stopped = 0;
   while (!stopped && (rc = sqlite3_step(s)) == SQLITE_ROW) {
     store_top_row_t row = {column_text(s, 0),
@@ -498,21 +570,6 @@ static int sqlite_top_rows(store_t *st, const store_top_query_t *q, store_row_fn
   sqlite3_clear_bindings(s);
   pthread_mutex_unlock(&st->lock);
   return !stopped && rc == SQLITE_DONE ? STORE_OK : STORE_ERROR;
-}
-
-static void bind_filters(sqlite3_stmt *s, const store_top_query_t *q) {
-  const char *filters[3] = {q->app, q->version, q->environment};
-  for (int i = 0; i < 3; i++)
-    if (filters[i])
-      sqlite3_bind_text(s, i + 1, filters[i], -1, SQLITE_STATIC);
-    else
-      sqlite3_bind_null(s, i + 1);
-  sqlite3_bind_int64(s, 4, q->from_ns);
-  sqlite3_bind_int64(s, 5, q->to_ns);
-  if (q->kind)
-    sqlite3_bind_text(s, 6, q->kind, -1, SQLITE_STATIC);
-  else
-    sqlite3_bind_null(s, 6);
 }
 
 /* Step s to the end (or until fn stops), then reset it; the lock is held. */
@@ -557,7 +614,8 @@ static store_event_row_t event_row(sqlite3_stmt *s) {
                            .app = column_text(s, 7),
                            .version = column_text(s, 8),
                            .environment = column_text(s, 9),
-                           .group_sig = column_text(s, 10)};
+                           .group_sig = column_text(s, 10),
+                           .tags_json = column_text(s, 11)};
   return row;
 }
 
@@ -604,6 +662,23 @@ static int sqlite_event_detail(store_t *st, int64_t id, store_event_row_fn on_ev
   }
   pthread_mutex_unlock(&st->lock);
   if (rc == STORE_OK && !found) return STORE_NOT_FOUND;
+  return rc;
+}
+
+static int sqlite_drops(store_t *st, const store_top_query_t *q, store_drops_t *out) {
+  memset(out, 0, sizeof *out);
+  pthread_mutex_lock(&st->lock);
+  sqlite3_stmt *s = st->stmt[ST_DROPS];
+  bind_filters(s, q);
+  int rc = sqlite3_step(s);
+  if (rc == SQLITE_ROW) {
+    for (int i = 0; i < STORE_DROP_COUNT; i++)
+      out->dropped[i] = (uint64_t)sqlite3_column_int64(s, i);
+    out->batches = (uint64_t)sqlite3_column_int64(s, STORE_DROP_COUNT);
+    rc = SQLITE_DONE;
+  }
+  rc = finish_scan(st, s, rc, 0, "drops");
+  pthread_mutex_unlock(&st->lock);
   return rc;
 }
 
@@ -913,5 +988,6 @@ const store_ops_t store_sqlite_ops = {
     .stack_rows = sqlite_stack_rows,
     .event_rows = sqlite_event_rows,
     .event_detail = sqlite_event_detail,
+    .drops = sqlite_drops,
     .resymbolize = sqlite_resymbolize,
 };

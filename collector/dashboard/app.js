@@ -1,6 +1,7 @@
 // app.js - the perf-collector dashboard: filters, the slowest stacks
 // (GET /api/v1/top-stacks), a flame graph (GET /api/v1/flame), the event list
-// (GET /api/v1/events) and an event's detail (GET /api/v1/events/<id>).
+// (GET /api/v1/events), an event's detail (GET /api/v1/events/<id>) and the
+// events the SDKs dropped before sending (GET /api/v1/drops).
 // Plain DOM and SVG, no framework, nothing loaded from elsewhere. The API key
 // is kept in localStorage and sent as "Authorization: Bearer <key>".
 
@@ -9,6 +10,9 @@ const SVG_NS = 'http://www.w3.org/2000/svg';
 const FLAME_ROW = 20; // px per flame-graph level
 const FLAME_MIN_WIDTH = 0.5; // px: narrower frames are not drawn
 const DETAIL_STACKS_SHOWN = 3; // an event's stacks with most samples; the rest folded
+// /api/v1/drops' reasons, in the order shown, with their words.
+const DROP_REASONS = [['rate_limited', 'rate limit'], ['queue_full', 'queue full'],
+  ['sink_failed', 'sink failed'], ['spool_quota', 'spool quota'], ['oversized', 'oversized']];
 
 const $ = (id) => document.getElementById(id);
 
@@ -39,8 +43,10 @@ function apiKey() {
 
 async function api(path, params = {}) {
   const url = new URL(path, window.location.origin);
-  for (const [name, value] of Object.entries(params))
-    if (value !== undefined && value !== null && value !== '') url.searchParams.set(name, value);
+  for (const [name, value] of Object.entries(params)) {
+    if (Array.isArray(value)) for (const v of value) url.searchParams.append(name, v);
+    else if (value !== undefined && value !== null && value !== '') url.searchParams.set(name, value);
+  }
   const headers = {};
   if (apiKey()) headers.Authorization = `Bearer ${apiKey()}`;
   let resp;
@@ -67,10 +73,11 @@ async function apiJson(path, params) {
 }
 
 // The filters of the header as API parameters (kind, app, version,
-// environment, from; limit when withLimit).
+// environment, tag (repeated), from; limit when withLimit).
 function filterParams(withLimit) {
   const params = { kind: state.kind };
   for (const name of ['app', 'version', 'environment']) params[name] = $(name).value.trim();
+  params.tag = $('tags').value.split(/\s+/).filter(Boolean);
   const range = $('range').value;
   if (range) params.from = String(Date.now() - Number(range));
   if (withLimit) {
@@ -145,7 +152,8 @@ async function refresh() {
   state.selected = null;
   state.zoom = [];
   const gen = ++state.generation;
-  const results = await Promise.allSettled([loadStacks(gen), loadFlame(gen), loadEvents(++state.eventsGeneration)]);
+  const results = await Promise.allSettled([loadStacks(gen), loadFlame(gen),
+    loadEvents(++state.eventsGeneration), loadDrops(gen)]);
   if (gen !== state.generation) return;
   const failed = results.find((r) => r.status === 'rejected');
   // For scripts and tests: "ready" once everything shown is this filter's.
@@ -191,6 +199,33 @@ async function loadEvents(gen) {
   if (gen !== state.eventsGeneration) return;
   state.events = events;
   renderEvents();
+}
+
+// What the SDKs dropped for these filters (any kind: drops are the batches').
+async function loadDrops(gen) {
+  $('drops').hidden = true;
+  $('drops').textContent = '';
+  const params = filterParams(false);
+  delete params.kind;
+  const drops = await apiJson('/api/v1/drops', params);
+  if (gen !== state.generation) return;
+  renderDrops(drops);
+}
+
+// "events dropped: rate limit 12, spool quota 3" (the reasons with any),
+// or "no events dropped".
+function dropsText(drops) {
+  const parts = DROP_REASONS.filter(([key]) => drops[key] > 0)
+    .map(([key, words]) => `${words} ${fmtCount(drops[key])}`);
+  return parts.length ? `events dropped: ${parts.join(', ')}` : 'no events dropped';
+}
+
+function renderDrops(drops) {
+  const line = $('drops');
+  line.textContent = dropsText(drops);
+  line.classList.toggle('none', !DROP_REASONS.some(([key]) => drops[key] > 0));
+  line.title = `dropped by the SDKs before sending, reported in ${fmtCount(drops.batches)} batches`;
+  line.hidden = false;
 }
 
 // App, version and environment values seen lately, offered in the filters.
@@ -436,6 +471,7 @@ function renderDetail(ev) {
   $('detail-start').textContent = fmtTime(ev.start_ms);
   $('detail-app').textContent = `${ev.app} ${ev.version} (${ev.environment})`;
   $('detail-reason').textContent = ev.reason || '—';
+  $('detail-tags').textContent = (ev.tags || []).map((t) => `${t.key}:${t.value}`).join(' ') || '—';
   const total = ev.stacks.reduce((n, s) => n + s.samples, 0) || 1;
   const shown = ev.stacks.slice(0, DETAIL_STACKS_SHOWN).map((s) => detailStack(s, total));
   const rest = ev.stacks.slice(DETAIL_STACKS_SHOWN);

@@ -236,8 +236,8 @@ static size_t flame_depth(json_t *root, const char *name, bool *found) {
   return depth;
 }
 
-/* top-stacks, flame, events (the filters' 1000 too), an event's detail and
-   both exports, for both kinds: all 200. Returns the hang flame's depth. */
+/* top-stacks, flame, events (the filters' 1000 too), an event's detail,
+   drops and both exports, for both kinds: all 200. Returns the hang flame's depth. */
 static size_t dashboard_gets(const collector_t *c) {
   size_t depth = 0;
   static const char *const kinds[] = {"hang", "cpu"};
@@ -261,6 +261,7 @@ static size_t dashboard_gets(const collector_t *c) {
   }
   json_t *all = get_json_ok(c, "/api/v1/events?limit=1000");
   json_decref(get_json_ok(c, "/api/v1/events?kind=hang&limit=20"));
+  json_decref(get_json_ok(c, "/api/v1/drops"));
   json_t *events = json_object_get(all, "events");
   for (size_t i = 0; i < json_array_size(events) && i < 3; i++) {
     char path[64];

@@ -307,6 +307,7 @@ static const char *const READ_ROUTES[] = {
     "/api/v1/events/1",
     "/api/v1/export/folded?kind=hang",
     "/api/v1/export/pprof?kind=hang",
+    "/api/v1/drops",
     "/metrics",
 };
 

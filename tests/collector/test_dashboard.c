@@ -6,7 +6,8 @@
  * checksum_profile_slowly, a CPU burn in convolve_kernel), waits until the
  * hang and the cpu event are stored, adds one hand-made hang (reason
  * "stack-truth": an inline frame with file:line, a stack cut by the depth
- * cap), then runs tests/dashboard/
+ * cap; its batch tagged team=truth and reporting 12 events dropped by the
+ * rate limit and 3 by the spool quota), then runs tests/dashboard/
  * dashboard_test.mjs (node + playwright-core + Debian's chromium, headless)
  * against it and requires its exit 0 and its screenshot. A missing node,
  * chromium or playwright-core fails the test: it never skips.
@@ -48,7 +49,9 @@ static void check_browser_tools(void) {
 /* A 1 ms hang of one sample whose stack is stack_truth_inner inlined into
    stack_truth_outer (truth.c:11 and :22) under stack_truth_root, cut by
    the SDK's depth cap: the browser test finds "[inline]", "truth.c:11"
-   and "<truncated: depth>" in its detail. */
+   and "<truncated: depth>" in its detail. Its batch has the tag
+   team=truth and drop counters (rate_limited 12, spool_quota 3): the
+   browser test's drops line and tag filter. */
 static void post_stack_truth(const collector_t *c) {
   char *strings[] = {"", "stack_truth_inner", "stack_truth_outer", "stack_truth_root", "truth.c"};
   Perf__V1__Function fn[3];
@@ -81,8 +84,15 @@ static void post_stack_truth(const collector_t *c) {
   Perf__V1__Event *evs[] = {&ev};
   Perf__V1__Resource res = PERF__V1__RESOURCE__INIT;
   res.app_name = "truth";
+  Perf__V1__KeyValue tag = PERF__V1__KEY_VALUE__INIT;
+  tag.key = "team", tag.value = "truth";
+  Perf__V1__KeyValue *tags[] = {&tag};
+  res.n_tags = 1, res.tags = tags;
+  Perf__V1__DropCounters drops = PERF__V1__DROP_COUNTERS__INIT;
+  drops.rate_limited = 12, drops.spool_quota = 3;
   Perf__V1__Batch b = PERF__V1__BATCH__INIT;
   b.resource = &res;
+  b.drops = &drops;
   b.n_strings = 5, b.strings = strings;
   b.n_functions = 3, b.functions = fns;
   b.n_frames = 2, b.frames = frs;

@@ -5,7 +5,10 @@
  * aggregation names the demo's slow code. The hang's top stack is
  * checksum_profile_slowly <- parse_profile_blob <- load_user_profile with
  * the duration the demo measured itself; the CPU burst's top stack is the
- * image worker's convolve_kernel <- apply_filter <- resize_images.
+ * image worker's convolve_kernel <- apply_filter <- resize_images. The
+ * demo's tags (region=local, build=debug) arrive with every event, the
+ * tag filter keeps them all and drops them for another value, and the
+ * drops query counts the demo's batches with and without the tags.
  * `test_demo_e2e <case>`.
  */
 #include <jansson.h>
@@ -55,6 +58,47 @@ static json_t *top_stack(const collector_t *c, const char *kind, json_t **doc) {
   return top;
 }
 
+static json_t *get_ok(const collector_t *c, const char *path) {
+  long status;
+  json_t *doc = get_json(c, path, &status);
+  CHECKF(status == 200, "%s -> %ld", path, status);
+  return doc;
+}
+
+/* The SDK's tags, sent by its own encoder, on every event of the demo and
+   in the tag filter of the events and drops queries. */
+static void check_tags(const collector_t *c) {
+  json_t *all = get_ok(c, "/api/v1/events?app=demo_app&limit=1000");
+  json_t *tagged =
+      get_ok(c, "/api/v1/events?app=demo_app&limit=1000&tag=region:local&tag=build:debug");
+  json_t *other = get_ok(c, "/api/v1/events?app=demo_app&tag=region:remote");
+  json_t *events = json_object_get(all, "events"), *e;
+  CHECK(json_array_size(events) >= 2);
+  CHECK_EQ_INT(json_array_size(json_object_get(tagged, "events")), json_array_size(events));
+  CHECK_EQ_INT(json_array_size(json_object_get(other, "events")), 0);
+  size_t i;
+  json_array_foreach(events, i, e) {
+    json_t *tags = json_object_get(e, "tags");
+    char *text = json_dumps(tags, JSON_COMPACT);
+    CHECKF(text && strcmp(text, "[{\"key\":\"build\",\"value\":\"debug\"},"
+                                "{\"key\":\"region\",\"value\":\"local\"}]") == 0,
+           "event tags %s", text ? text : "?");
+    free(text);
+  }
+  json_decref(all);
+  json_decref(tagged);
+  json_decref(other);
+  json_t *drops = get_ok(c, "/api/v1/drops?app=demo_app");
+  json_t *drops_tagged = get_ok(c, "/api/v1/drops?app=demo_app&tag=build:debug");
+  json_t *drops_other = get_ok(c, "/api/v1/drops?app=demo_app&tag=build:release");
+  CHECK(json_integer_value(json_object_get(drops, "batches")) >= 1);
+  CHECK(json_equal(drops, drops_tagged));
+  CHECK_EQ_INT(json_integer_value(json_object_get(drops_other, "batches")), 0);
+  json_decref(drops);
+  json_decref(drops_tagged);
+  json_decref(drops_other);
+}
+
 static void case_top_hang(void) {
   collector_t c;
   collector_start(&c, NULL);
@@ -97,6 +141,7 @@ static void case_top_hang(void) {
   }
   CHECK_EQ_INT(json_integer_value(json_object_get(cpu, "events")), 1);
   json_decref(doc);
+  check_tags(&c);
   collector_stop_healthy(&c);
 }
 

@@ -22,6 +22,8 @@ seed events 0 "GET /api/v1/events?limit=5&kind=hang HTTP/1.1\r\n$H\r\n$R\r\n\r\n
 seed event_detail 0 "GET /api/v1/events/1 HTTP/1.1\r\n$H\r\n$R\r\n\r\n"
 seed folded 0 "GET /api/v1/export/folded?kind=hang HTTP/1.1\r\n$H\r\n$R\r\n\r\n"
 seed pprof 0 "GET /api/v1/export/pprof?kind=cpu HTTP/1.1\r\n$H\r\n$R\r\n\r\n"
+seed drops 0 "GET /api/v1/drops?app=demo&host=h1&tag=team:pay&tag=region:eu:west&from=0 HTTP/1.1\r\n$H\r\n$R\r\n\r\n"
+seed tag_filters 0 "GET /api/v1/events?tag=team:pay&tag=&tag=nocolon HTTP/1.1\r\n$H\r\n$R\r\n\r\nGET /api/v1/top-stacks?kind=hang&tag=a:1&tag=b:2&tag=c:3&tag=d:4&tag=e:5 HTTP/1.1\r\n$H\r\n$R\r\n\r\n"
 seed dashboard 0 "GET / HTTP/1.1\r\n$H\r\n\r\nGET /dashboard/app.js HTTP/1.1\r\n$H\r\n\r\n"
 seed wrong_scope 0 "POST /v1/symbols/00ff HTTP/1.1\r\n$H\r\n$R\r\nContent-Type: application/octet-stream\r\nContent-Length: 4\r\n\r\n\x7fELF"
 seed symbols 0 "POST /v1/symbols/0a1b2c3d HTTP/1.1\r\n$H\r\n$K\r\nContent-Type: application/octet-stream\r\nContent-Length: 8\r\n\r\n\x7fELF\x02\x01\x01\x00"

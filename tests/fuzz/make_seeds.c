@@ -8,7 +8,8 @@
  *
  * Seeds: a hang, a CPU burst over 3 threads, a deep stack (200 frames), a
  * batch with unnamed frames (symbolize off, and pcs in no module), a fatal
- * hang carried as text, a manual capture, a batch without events, a zstd
+ * hang carried as text, a manual capture, a batch without events, a hang
+ * whose batch has resource tags and drop counters, a zstd
  * frame of garbage, and an empty file. Batch ids are random, so the bytes
  * differ from run to run; what they contain does not.
  */
@@ -135,11 +136,18 @@ static int write_file(const char *dir, const char *name, const void *data, size_
   return fclose(f) == 0 && ok ? 0 : -1;
 }
 
-/* One batch of the given events, written as DIR/name. */
+/* One batch of the given events, written as DIR/name; tagged: the
+   resource has two tags and the batch drop counters of every reason. */
 static int write_batch(const char *dir, const char *name, perf__event_t **evs, size_t n,
-                       int symbolize) {
+                       int symbolize, int tagged) {
   perf__batch_resource_t res = {
       .app_name = "seed-app", .app_version = "1.2.3", .environment = "fuzz"};
+  static const perf__batch_drops_t DROPS = {12, 1, 2, 3, 4};
+  if (tagged) {
+    res.tags[0].key = "team", res.tags[0].value = "fuzz";
+    res.tags[1].key = "region", res.tags[1].value = "eu:west";
+    res.tag_count = 2;
+  }
   perf__batch_options_t o;
   perf__batch_options_init(&o);
   o.symbolize = symbolize;
@@ -151,7 +159,7 @@ static int write_batch(const char *dir, const char *name, perf__event_t **evs, s
     rc = evs[i] && perf__event_encode(enc, b, evs[i]) == PERF_OK ? 0 : -1;
   uint8_t *out = NULL;
   size_t len = 0;
-  if (!rc) rc = perf__batch_finish(b, NULL, &out, &len, NULL) == PERF_OK ? 0 : -1;
+  if (!rc) rc = perf__batch_finish(b, tagged ? &DROPS : NULL, &out, &len, NULL) == PERF_OK ? 0 : -1;
   if (!rc) rc = write_file(dir, name, out, len);
   free(out);
   perf__batch_free(b);
@@ -181,18 +189,20 @@ int main(int argc, char **argv) {
   if (!mods) return 1;
   int rc = 0;
   perf__event_t *hang[] = {make_event(mods, PERF__EVENT_HANG, 40, 1, hang_stack)};
-  rc |= write_batch(dir, "hang.zst", hang, 1, 1);
+  rc |= write_batch(dir, "hang.zst", hang, 1, 1, 0);
   perf__event_t *cpu[] = {make_event(mods, PERF__EVENT_CPU, 60, 3, cpu_stack)};
-  rc |= write_batch(dir, "cpu.zst", cpu, 1, 1);
+  rc |= write_batch(dir, "cpu.zst", cpu, 1, 1, 0);
   perf__event_t *deep[] = {make_event(mods, PERF__EVENT_HANG, 5, 1, deep_stack)};
-  rc |= write_batch(dir, "many_frames.zst", deep, 1, 1);
+  rc |= write_batch(dir, "many_frames.zst", deep, 1, 1, 0);
   perf__event_t *unnamed[] = {make_event(mods, PERF__EVENT_HANG, 6, 1, unnamed_stack),
                               make_event(mods, PERF__EVENT_CPU, 6, 2, cpu_stack)};
-  rc |= write_batch(dir, "unnamed_frames.zst", unnamed, 2, 0);
+  rc |= write_batch(dir, "unnamed_frames.zst", unnamed, 2, 0, 0);
   perf__event_t *mixed[] = {fatal_hang(mods),
                             make_event(mods, PERF__EVENT_MANUAL, 2, 2, cpu_stack)};
-  rc |= write_batch(dir, "fatal_and_manual.zst", mixed, 2, 1);
-  rc |= write_batch(dir, "no_events.zst", NULL, 0, 1);
+  rc |= write_batch(dir, "fatal_and_manual.zst", mixed, 2, 1, 0);
+  rc |= write_batch(dir, "no_events.zst", NULL, 0, 1, 0);
+  perf__event_t *tagged[] = {make_event(mods, PERF__EVENT_HANG, 8, 1, hang_stack)};
+  rc |= write_batch(dir, "tags_and_drops.zst", tagged, 1, 1, 1);
   perf__modules_release(mods);
 
   /* A valid zstd frame whose content is not a Batch. */

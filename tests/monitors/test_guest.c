@@ -13,6 +13,7 @@
  * wait has a deadline; durations are measured on CLOCK_MONOTONIC.
  */
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -944,7 +945,93 @@ static void case_http_sink_loads_libcurl(void) {
   http_server_stop(srv);
 }
 
+/* ---- the front: the core is loaded only when the SDK is enabled ---------- */
+
+#define CORE_NAME "libperfsdk-core.so"
+
+/* What every call answers before any perf_sdk_init, argument checks first. */
+static void expect_never_initialized_answers(void) {
+  perf_sdk_stats_t st;
+  CHECK_EQ_INT(perf_sdk_loop_busy(), PERF_E_NOT_INITIALIZED);
+  CHECK_EQ_INT(perf_sdk_loop_idle(), PERF_E_NOT_INITIALIZED);
+  CHECK_EQ_INT(perf_sdk_heartbeat(), PERF_E_NOT_INITIALIZED);
+  CHECK_EQ_INT(perf_sdk_loop_nested_begin(), PERF_E_NOT_INITIALIZED);
+  CHECK_EQ_INT(perf_sdk_loop_nested_end(), PERF_E_NOT_INITIALIZED);
+  CHECK_EQ_INT(perf_sdk_pause(), PERF_E_NOT_INITIALIZED);
+  CHECK_EQ_INT(perf_sdk_resume(), PERF_E_NOT_INITIALIZED);
+  CHECK_EQ_INT(perf_sdk_watch_current_thread(), PERF_E_NOT_INITIALIZED);
+  CHECK_EQ_INT(perf_sdk_capture_now("x"), PERF_E_NOT_INITIALIZED);
+  CHECK_EQ_INT(perf_sdk_flush(-1), PERF_E_INVALID_ARGUMENT);
+  CHECK_EQ_INT(perf_sdk_flush(10), PERF_E_NOT_INITIALIZED);
+  CHECK_EQ_INT(perf_sdk_get_stats(NULL), PERF_E_INVALID_ARGUMENT);
+  CHECK_EQ_INT(perf_sdk_get_stats(&st), PERF_E_NOT_INITIALIZED);
+  CHECK_EQ_INT(perf_sdk_shutdown(600001), PERF_E_INVALID_ARGUMENT);
+  CHECK_EQ_INT(perf_sdk_shutdown(10), PERF_E_NOT_INITIALIZED);
+  CHECK_EQ_INT(perf_main_thread_id(), getpid());
+}
+
+static char g_log[4096];
+
+static void keep_log(perf_log_level_t level, const char *message, void *user) {
+  (void)level;
+  (void)user;
+  size_t used = strlen(g_log);
+  snprintf(g_log + used, sizeof g_log - used, "%s\n", message);
+}
+
+/* PERF_SDK_DISABLED=1: init succeeds, says so, and maps the front only. */
+static void case_front_disabled(void) {
+  CHECKF(!maps_contain(CORE_NAME), "the core is mapped before any call");
+  make_dir();
+  perf_sdk_config_t cfg;
+  base_config(&cfg);
+  cfg.log_fn = keep_log;
+  setenv("PERF_SDK_DISABLED", "1", 1);
+  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
+  CHECKF(strstr(g_log, "perf sdk disabled by PERF_SDK_DISABLED") != NULL, "log: %s", g_log);
+  expect_never_initialized_answers();
+  CHECKF(maps_contain("libperfsdk.so"), "the test does not use the shared library");
+  CHECKF(!maps_contain(CORE_NAME), "the core is mapped with the SDK disabled");
+  CHECKF(!maps_contain("libdw"), "libdw is mapped with the SDK disabled");
+}
+
+/* A configuration the SDK rejects is rejected by the front, with the same
+   error and message, and nothing more is loaded. */
+static void case_front_bad_config(void) {
+  make_dir();
+  perf_sdk_config_t cfg;
+  base_config(&cfg);
+  cfg.log_fn = keep_log;
+  cfg.hang_threshold_ms = 1;
+  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_E_INVALID_CONFIG);
+  CHECKF(strstr(g_log, "hang_threshold_ms") != NULL, "the log does not name the field: %s", g_log);
+  CHECKF(!maps_contain(CORE_NAME), "the core is mapped for a rejected configuration");
+}
+
+/* The front answers as the core does before init; a sampler call loads the
+   core, which then answers the same; no frame of the front is on a stack
+   captured through it (its forwarders are tail calls). */
+static void case_front_answers_as_core(void) {
+  expect_never_initialized_answers();
+  CHECK(!maps_contain(CORE_NAME));
+  uintptr_t pcs[64];
+  size_t n = 0;
+  CHECK_EQ_INT(perf_backtrace_thread(0, pcs, ARRAY_LEN(pcs), &n), PERF_OK);
+  CHECKF(maps_contain(CORE_NAME), "a capture did not load the core");
+  CHECK(n >= 2);
+  for (size_t i = 0; i < n; i++) {
+    Dl_info info;
+    if (!dladdr((void *)pcs[i], &info) || !info.dli_fname) continue;
+    CHECKF(!strstr(info.dli_fname, "libperfsdk.so"), "frame %zu (%#lx) is in the front (%s)", i,
+           (unsigned long)pcs[i], info.dli_fname);
+  }
+  expect_never_initialized_answers();
+}
+
 static const test_case_t g_cases[] = {
+    TEST_CASE(front_disabled),
+    TEST_CASE(front_bad_config),
+    TEST_CASE(front_answers_as_core),
     TEST_CASE(daemonize_file_sink),
     TEST_CASE(daemonize_http_sink),
     TEST_CASE(fork_while_sampling),
@@ -988,6 +1075,9 @@ int main(int argc, char **argv) {
   g_argv = argv;
   if (argc == 3 && strcmp(argv[1], "exec_probe") == 0) return exec_probe(argv[2]);
   clear_sdk_environment();
+  /* The front_ cases see what is mapped before any sampler call. */
+  if (argc >= 2 && strncmp(argv[1], "front_", 6) == 0)
+    return test_main(g_cases, ARRAY_LEN(g_cases), argc, argv);
   /* Captures on a loaded machine (ASan, ctest -j8 on 2 cores) may wait for
      their thread longer than the default 100 ms. */
   perf_sampler_options_t opts;

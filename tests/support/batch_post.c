@@ -31,13 +31,17 @@ long batch_send(const collector_t *c, Perf__V1__Batch *b, const uint8_t id[16], 
   return status;
 }
 
-void batch_post(const collector_t *c, Perf__V1__Batch *b, unsigned seed) {
+long batch_post_answer(const collector_t *c, Perf__V1__Batch *b, unsigned seed, reply_t *r) {
   static uint8_t id[16];
   for (int i = 0; i < 16; i++)
     id[i] = (uint8_t)(seed * 37 + (unsigned)i + (unsigned)getpid());
+  return batch_send(c, b, id, r);
+}
+
+void batch_post(const collector_t *c, Perf__V1__Batch *b, unsigned seed) {
   reply_t *r = malloc(sizeof *r);
   CHECK(r != NULL);
-  long status = batch_send(c, b, id, r);
+  long status = batch_post_answer(c, b, seed, r);
   CHECKF(status == 200, "batch -> %ld %.300s", status, r->body);
   free(r);
 }

@@ -17,4 +17,7 @@ long batch_send(const collector_t *c, Perf__V1__Batch *b, const uint8_t id[16], 
 /* Send b (its batch_id set from seed and the pid); the answer must be 200. */
 void batch_post(const collector_t *c, Perf__V1__Batch *b, unsigned seed);
 
+/* The same, whatever the answer: its status, the reply in *r. */
+long batch_post_answer(const collector_t *c, Perf__V1__Batch *b, unsigned seed, reply_t *r);
+
 #endif

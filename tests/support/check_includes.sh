@@ -34,6 +34,7 @@ sdk/wire      include sdk/base proto/perf
 uploader      include sdk/base sdk/wire proto/perf
 sdk/pipeline  include sdk/base sdk/symbols sdk/sampler sdk/wire proto/perf uploader
 sdk/monitors  include sdk/base sdk/sampler sdk/pipeline
+sdk/front     include sdk/base sdk/pipeline
 sdk           include sdk/base sdk/symbols sdk/sampler sdk/wire proto/perf uploader sdk/pipeline sdk/monitors
 collector     include sdk/base sdk/wire sdk/symbols proto/perf proto/pprof
 tools         include sdk/base sdk/wire proto/perf

@@ -12,7 +12,11 @@
 // an event's detail shows the hang's duration and stack; the hand-made
 // "stack-truth" hang (test_dashboard.c) shows its inline frame marked
 // "[inline]" with its file:line and the "<truncated: depth>" marker, in
-// the API and on the page; a full-page
+// the API and on the page; the drops line says what the SDKs dropped for
+// the filters (the stack-truth batch's 12 rate-limited and 3 spool-quota
+// events with app=truth or tag=team:truth, the API's sums without
+// filters, "no events dropped" for a tag no batch has), and the tag
+// filter narrows the events to the stack-truth hang; a full-page
 // screenshot is written. Any JS error (console or uncaught) fails the test.
 // Exit 0 on success, 1 with the reason on stderr otherwise.
 import { chromium } from 'playwright-core';
@@ -202,12 +206,52 @@ async function run(page) {
   check(await detail.getByTestId('detail-truncated').isVisible(), 'the truncated marker is visible');
   check(await detail.getByTestId('inline-mark').first().isVisible(), 'the [inline] mark is visible');
 
+  // Drops: the line for the filters, then the tag filter.
+  const dropsLine = page.getByTestId('drops');
+  const reasons = [['rate_limited', 'rate limit'], ['queue_full', 'queue full'],
+    ['sink_failed', 'sink failed'], ['spool_quota', 'spool quota'], ['oversized', 'oversized']];
+  const all = await apiJson('/api/v1/drops');
+  const allParts = reasons.filter(([k]) => all[k] > 0).map(([k, w]) => `${w} ${all[k].toLocaleString('en-US')}`);
+  const allText = allParts.length ? `events dropped: ${allParts.join(', ')}` : 'no events dropped';
+  await dropsLine.waitFor({ state: 'visible' });
+  check(await dropsLine.textContent() === allText, `drops line "${await dropsLine.textContent()}" = "${allText}"`);
+  const truthDrops = 'events dropped: rate limit 12, spool quota 3';
+  await page.locator('#app').fill('truth');
+  await page.getByTestId('refresh').click();
+  await page.waitForFunction((t) => document.getElementById('drops').textContent === t &&
+    document.body.dataset.state === 'ready', truthDrops);
+  check(await dropsLine.isVisible(), 'the drops line is visible');
+  await page.locator('#app').fill('');
+  const before = (await apiJson('/api/v1/events?kind=hang')).events.length;
+  check(before >= 2, `more than the stack-truth hang without a tag filter (${before})`);
+  await page.getByTestId('refresh').click();
+  await waitReady(page);
+  await page.waitForFunction((n) => document.querySelectorAll('[data-testid="event-row"]').length === n, before);
+  await page.getByTestId('tag-filter').fill('team:truth');
+  await page.getByTestId('refresh').click();
+  await page.waitForFunction((t) => document.getElementById('drops').textContent === t &&
+    document.body.dataset.state === 'ready', truthDrops);
+  const tagged = await page.locator('[data-testid="event-row"]').evaluateAll((rs) => rs.map((r) => r.dataset.id));
+  check(tagged.length === 1 && tagged[0] === String(truth.id),
+    `tag team:truth: only the stack-truth event (${JSON.stringify(tagged)}, of ${before})`);
+  await page.locator(`[data-testid="event-row"][data-id="${truth.id}"]`).click();
+  await page.waitForFunction(() => document.getElementById('detail-tags').textContent === 'team:truth');
+  await page.getByTestId('tag-filter').fill('team:nobody');
+  await page.getByTestId('refresh').click();
+  await page.waitForFunction(() => document.getElementById('drops').textContent === 'no events dropped' &&
+    document.body.dataset.state === 'ready');
+  check(await page.locator('[data-testid="event-row"]').count() === 0, 'tag team:nobody: no events');
+  await page.getByTestId('tag-filter').fill('team:truth');
+  await page.getByTestId('refresh').click();
+  await page.waitForFunction((t) => document.getElementById('drops').textContent === t &&
+    document.body.dataset.state === 'ready', truthDrops);
+
   await page.mouse.move(0, 0);
   await page.screenshot({ path: screenshotPath, fullPage: true });
   const png = readFileSync(screenshotPath);
   check(png.length > 10000 && png.subarray(1, 4).toString() === 'PNG', `a PNG screenshot (${png.length} bytes)`);
   console.log(`dashboard ok: ${HANG_FUNCTION} (${hang.samples} samples), ${CPU_FUNCTION}, ` +
-    `event ${event.id} ${duration}; screenshot ${screenshotPath} (${png.length} bytes)`);
+    `event ${event.id} ${duration}, "${allText}"; screenshot ${screenshotPath} (${png.length} bytes)`);
 }
 
 main().then(() => process.exit(0), (err) => {
