@@ -20,10 +20,20 @@
  * Query: the store filled by the ingest run (>= 1,000,000 samples by
  * default), GET /api/v1/top-stacks?kind=hang and kind=cpu, median of 7.
  *
+ * Durability: the first --durability-batches bodies (default 600) into a
+ * fresh collector with --durability process and with --durability full
+ * (the default), alternating, 5 rounds each; the median batches/s of each
+ * and their ratio. The bare commit beneath it: SQLite in WAL mode in this
+ * process, one 8 KiB row per transaction, synchronous=NORMAL against FULL
+ * (5 alternating rounds of 300 commits; the median per commit). And the
+ * cost of the database identity check the collector makes 3 times per
+ * batch (stat of the db and its -wal).
+ *
  * Not a test: prints figures and PASS/MISS lines, exits 0 (non-zero only
  * when the bench cannot run).
  *
- *   collector_bench [--batches N] [--connections K] [--keep]   (default 1700, 4)
+ *   collector_bench [--batches N] [--connections K] [--keep] [--durability-batches N]
+ *   (default 1700, 4, 600; --durability-batches 0: no durability rounds)
  *   --keep leaves the collector's database in /tmp (its path is printed).
  */
 #include <curl/curl.h>
@@ -39,6 +49,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -66,6 +77,12 @@
 #define CEILING_RUNS 5         /* the ceiling's time: the median of 5 passes */
 #define TARGET_INGEST 100000.0 /* samples/s */
 #define TARGET_QUERY_MS 200.0
+#define DURABILITY_ROUNDS 5 /* per mode, alternating */
+#define COMMITS 300         /* per round of the bare commit cost */
+#define IDENTITY_CHECKS 20000
+#define CHECKS_PER_BATCH                                                                           \
+  3 /* the headers, before and after the commit (collector/store_sqlite.c)                         \
+     */
 
 static const char *const g_leaf_names[] = {"read",   "write",     "poll",   "epoll_wait",   "recv",
                                            "send",   "malloc",    "free",   "memcpy",       "qsort",
@@ -317,14 +334,19 @@ static long http_get(const char *url, char **body) {
   return status;
 }
 
-static pid_t start_collector(const char *db, uint16_t port, char *base, size_t base_len) {
+/* perf-collector on db with --rate-limit 0 and --durability durability
+   (NULL: the default). */
+static pid_t start_collector(const char *db, uint16_t port, const char *durability, char *base,
+                             size_t base_len) {
   char listen[32];
   snprintf(listen, sizeof listen, "127.0.0.1:%u", (unsigned)port);
   snprintf(base, base_len, "http://%s", listen);
   pid_t pid = fork();
   if (pid == 0) {
-    execl(PERF_COLLECTOR_PATH, PERF_COLLECTOR_PATH, "--listen", listen, "--db", db, "--rate-limit",
-          "0", (char *)NULL);
+    char *argv[] = {PERF_COLLECTOR_PATH, "--listen", listen, "--db", (char *)db,
+                    "--rate-limit",      "0",        NULL,   NULL,   NULL};
+    if (durability) argv[7] = "--durability", argv[8] = (char *)durability;
+    execv(PERF_COLLECTOR_PATH, argv);
     _exit(127);
   }
   char url[128];
@@ -412,10 +434,130 @@ static double time_query(const char *base, const char *path, size_t *groups) {
   return ms[QUERY_RUNS / 2];
 }
 
+/* ---- durability: full against process ------------------------------------ */
+
+/* n bodies into a fresh collector with --durability mode: batches/s (wall),
+   -1 when it could not run; *failed the non-200s. */
+static double durability_round(const body_t *bodies, size_t n, int k, const char *mode,
+                               size_t *failed) {
+  char dir[] = "/tmp/collector-bench.XXXXXX", db[128], base[64], url[128];
+  if (!mkdtemp(dir)) return -1;
+  snprintf(db, sizeof db, "%s/bench.db", dir);
+  pid_t pid = start_collector(db, free_port(), mode, base, sizeof base);
+  if (pid < 0) return -1;
+  snprintf(url, sizeof url, "%s/v1/batches", base);
+  double s = post_bodies(url, bodies, n, k, failed);
+  kill(pid, SIGTERM);
+  waitpid(pid, NULL, 0);
+  remove_db(dir, db);
+  return (double)n / s;
+}
+
+static void print_rounds(const char *label, double *rates, int n) {
+  printf("  %-34s", label);
+  for (int i = 0; i < n; i++)
+    printf(" %7.0f", rates[i]);
+  qsort(rates, (size_t)n, sizeof rates[0], cmp_double);
+  printf("   median %7.0f batches/s\n", rates[n / 2]);
+}
+
+/* Rounds of process and full, alternating which goes first. */
+static void compare_durability(const body_t *bodies, size_t n, int k) {
+  double rate[2][DURABILITY_ROUNDS];
+  static const char *const mode[2] = {"process", "full"};
+  size_t failed = 0, f = 0;
+  for (int r = 0; r < DURABILITY_ROUNDS; r++)
+    for (int i = 0; i < 2; i++) {
+      int m = r % 2 ? 1 - i : i;
+      rate[m][r] = durability_round(bodies, n, k, mode[m], &f);
+      failed += f;
+    }
+  printf("durability: %zu batches into a fresh collector per round, %d connections, %d rounds "
+         "each, alternating (%zu failed):\n",
+         n, k, DURABILITY_ROUNDS, failed);
+  print_rounds("--durability process (sync NORMAL)", rate[0], DURABILITY_ROUNDS);
+  print_rounds("--durability full (sync FULL)", rate[1], DURABILITY_ROUNDS);
+  double p = rate[0][DURABILITY_ROUNDS / 2], fu = rate[1][DURABILITY_ROUNDS / 2];
+  printf("  ratio full / process: %.3f\n", fu / p);
+}
+
+/* Microseconds per commit of one 8 KiB row, WAL, PRAGMA synchronous=sync,
+   in a fresh database in dir; -1 on failure. */
+static double commit_us(const char *dir, const char *sync) {
+  char db[160], sql[64];
+  snprintf(db, sizeof db, "%s/commit-%s.db", dir, sync);
+  snprintf(sql, sizeof sql, "PRAGMA synchronous=%s", sync);
+  sqlite3 *h = NULL;
+  sqlite3_stmt *ins = NULL;
+  static uint8_t row[8192];
+  double us = -1;
+  if (sqlite3_open(db, &h) == SQLITE_OK &&
+      sqlite3_exec(h, "PRAGMA journal_mode=WAL", NULL, NULL, NULL) == SQLITE_OK &&
+      sqlite3_exec(h, sql, NULL, NULL, NULL) == SQLITE_OK &&
+      sqlite3_exec(h, "CREATE TABLE t(x BLOB)", NULL, NULL, NULL) == SQLITE_OK &&
+      sqlite3_prepare_v2(h, "INSERT INTO t VALUES(?1)", -1, &ins, NULL) == SQLITE_OK) {
+    double t0 = now_s();
+    int ok = 1;
+    for (int i = 0; ok && i < COMMITS; i++) {
+      row[0] = (uint8_t)i;
+      sqlite3_bind_blob(ins, 1, row, sizeof row, SQLITE_STATIC);
+      ok = sqlite3_step(ins) == SQLITE_DONE;
+      sqlite3_reset(ins);
+    }
+    if (ok) us = (now_s() - t0) / COMMITS * 1e6;
+  }
+  sqlite3_finalize(ins);
+  sqlite3_close(h);
+  static const char *const suffixes[] = {"", "-wal", "-shm"};
+  for (size_t i = 0; i < 3; i++) {
+    char path[176];
+    snprintf(path, sizeof path, "%s%s", db, suffixes[i]);
+    unlink(path);
+  }
+  return us;
+}
+
+/* The bare commit, NORMAL against FULL, alternating rounds. */
+static void compare_commits(void) {
+  char dir[] = "/tmp/collector-bench.XXXXXX";
+  if (!mkdtemp(dir)) return;
+  double us[2][DURABILITY_ROUNDS];
+  static const char *const sync[2] = {"NORMAL", "FULL"};
+  for (int r = 0; r < DURABILITY_ROUNDS; r++)
+    for (int i = 0; i < 2; i++) {
+      int m = r % 2 ? 1 - i : i;
+      us[m][r] = commit_us(dir, sync[m]);
+    }
+  rmdir(dir);
+  for (int m = 0; m < 2; m++)
+    qsort(us[m], DURABILITY_ROUNDS, sizeof us[m][0], cmp_double);
+  double normal = us[0][DURABILITY_ROUNDS / 2], full = us[1][DURABILITY_ROUNDS / 2];
+  printf("  bare commit (WAL, one 8 KiB row, %d commits x %d rounds, median): NORMAL %.1f us, FULL "
+         "%.1f us: %.2fx, +%.1f us per commit\n\n",
+         COMMITS, DURABILITY_ROUNDS, normal, full, full / normal, full - normal);
+}
+
+/* The collector's database identity check (collector/db_identity.c): stat
+   of db and db-wal, microseconds per check (median of 5 runs). */
+static double identity_check_us(const char *db) {
+  char wal[160];
+  snprintf(wal, sizeof wal, "%s-wal", db);
+  double runs[5];
+  struct stat sb;
+  for (int r = 0; r < 5; r++) {
+    double t0 = now_s();
+    for (int i = 0; i < IDENTITY_CHECKS; i++)
+      if (stat(db, &sb) != 0 || stat(wal, &sb) != 0) return -1;
+    runs[r] = (now_s() - t0) / IDENTITY_CHECKS * 1e6;
+  }
+  qsort(runs, 5, sizeof runs[0], cmp_double);
+  return runs[2];
+}
+
 /* ---- main ----------------------------------------------------------------- */
 
 int main(int argc, char **argv) {
-  size_t nbatches = 1700;
+  size_t nbatches = 1700, durability_batches = 600;
   int k = 4;
   bool keep_db = false, usage = false;
   for (int i = 1; i < argc; i++) {
@@ -425,11 +567,16 @@ int main(int argc, char **argv) {
       nbatches = strtoul(argv[++i], NULL, 10);
     else if (i + 1 < argc && strcmp(argv[i], "--connections") == 0)
       k = atoi(argv[++i]);
+    else if (i + 1 < argc && strcmp(argv[i], "--durability-batches") == 0)
+      durability_batches = strtoul(argv[++i], NULL, 10);
     else
       usage = true;
   }
   if (usage || nbatches < 1 || k < 1 || k > 64) {
-    fprintf(stderr, "usage: %s [--batches N] [--connections K (1..64)] [--keep]\n", argv[0]);
+    fprintf(stderr,
+            "usage: %s [--batches N] [--connections K (1..64)] [--keep] [--durability-batches "
+            "N]\n",
+            argv[0]);
     return 2;
   }
   signal(SIGPIPE, SIG_IGN);
@@ -499,7 +646,7 @@ int main(int argc, char **argv) {
   char dir[] = "/tmp/collector-bench.XXXXXX", db[128], base[64], url[128];
   if (!mkdtemp(dir)) return 1;
   snprintf(db, sizeof db, "%s/bench.db", dir);
-  pid_t pid = start_collector(db, free_port(), base, sizeof base);
+  pid_t pid = start_collector(db, free_port(), NULL, base, sizeof base);
   if (pid < 0) {
     fprintf(stderr, "collector_bench: perf-collector did not start\n");
     return 1;
@@ -511,7 +658,7 @@ int main(int argc, char **argv) {
   uint64_t stored = 0, nstacks = 0, nevents = 0;
   count_stored(db, &stored, &nstacks, &nevents);
   double ingest_rate = (double)stored / ingest_s;
-  printf("perf-collector (SQLite, default flags)     %8.3f s  %10.0f samples/s  %8.0f "
+  printf("perf-collector (default flags, full)       %8.3f s  %10.0f samples/s  %8.0f "
          "batches/s  (%zu failed)\n",
          ingest_s, ingest_rate, (double)nbatches / ingest_s, failed);
   printf("stored: %llu samples of %llu sent, %llu events, %llu distinct stacks %s\n",
@@ -519,7 +666,13 @@ int main(int argc, char **argv) {
          (unsigned long long)nstacks, stored == expected ? "(all)" : "(MISSING SOME)");
   printf("collector CPU during the run: %.2f s (%.2f cores busy), %.0f samples per CPU second\n",
          collector_cpu, collector_cpu / ingest_s, (double)stored / collector_cpu);
-  printf("ratio: collector / ceiling %.4f\n\n", ingest_rate / sink_rate);
+  printf("ratio: collector / ceiling %.4f\n", ingest_rate / sink_rate);
+  double check_us = identity_check_us(db);
+  printf("database identity check (stat of the db and its -wal): %.2f us, x%d per batch = %.3f%% "
+         "of the collector's CPU per batch (%.0f us)\n\n",
+         check_us, CHECKS_PER_BATCH,
+         CHECKS_PER_BATCH * check_us / (collector_cpu / nbatches * 1e6) * 100,
+         collector_cpu / nbatches * 1e6);
 
   /* The query over what was stored. */
   size_t hang_groups = 0, cpu_groups = 0;
@@ -534,6 +687,10 @@ int main(int argc, char **argv) {
 
   kill(pid, SIGTERM);
   waitpid(pid, NULL, 0);
+  if (durability_batches) {
+    compare_durability(bodies, durability_batches < nbatches ? durability_batches : nbatches, k);
+    compare_commits();
+  }
   if (keep_db)
     printf("database kept: %s\n\n", db);
   else

@@ -19,7 +19,8 @@
 #include "symbolize.h"
 
 typedef struct ingest_result_s {
-  unsigned status;        /* HTTP status: 200, 400, 413 (a limit, named in message), 503 */
+  unsigned status;        /* HTTP status: 200 (stored durably, as --durability says), 400,
+                             413 (a limit, named in message), 503 (store failed or lost) */
   reject_reason_t reason; /* when status is not 200 */
   char message[160];      /* the response body's reason */
   uint64_t events, samples;

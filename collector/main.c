@@ -37,6 +37,10 @@ static const char USAGE[] =
     "Receives perf SDK batches (POST /v1/batches) and stores them in SQLite.\n"
     "  --listen ADDR:PORT            IPv4 address and port (default 127.0.0.1:4318)\n"
     "  --db PATH                     SQLite database (default perf-collector.db)\n"
+    "  --durability full|process     what a stored batch (200) survives: full (default): a\n"
+    "                                power loss or OS crash too, one fsync per batch;\n"
+    "                                process: the collector's death (kill -9), not the\n"
+    "                                machine's (SQLite synchronous=FULL / NORMAL, WAL)\n"
     "  --api-keys-file PATH          accepted keys, one per line: KEY [SCOPE[,SCOPE...]],\n"
     "                                scopes ingest, read, symbols, admin (none: all); without\n"
     "                                it any key is accepted, only on a loopback address, and\n"
@@ -80,6 +84,7 @@ static const char USAGE[] =
 enum long_only {
   OPT_LISTEN = 256,
   OPT_DB,
+  OPT_DURABILITY,
   OPT_KEYS,
   OPT_SYMBOLS,
   OPT_RETENTION_DAYS,
@@ -123,6 +128,7 @@ static const struct {
 static struct option LONGOPTS[N_LIMIT_OPTIONS + 32] = {
     {"listen", required_argument, NULL, OPT_LISTEN},
     {"db", required_argument, NULL, OPT_DB},
+    {"durability", required_argument, NULL, OPT_DURABILITY},
     {"api-keys-file", required_argument, NULL, OPT_KEYS},
     {"symbols-dir", required_argument, NULL, OPT_SYMBOLS},
     {"retention-days", required_argument, NULL, OPT_RETENTION_DAYS},
@@ -190,6 +196,7 @@ static void set_defaults(collector_options_t *o) {
   memset(o, 0, sizeof *o);
   parse_listen("127.0.0.1:4318", o);
   o->db_path = "perf-collector.db";
+  o->durability = STORE_DURABLE_FULL;
   o->retention_days = 30;
   o->retention_interval_s = 3600;
   o->max_body_bytes = 4u << 20;
@@ -252,6 +259,14 @@ static int parse_args(int argc, char **argv, collector_options_t *o) {
         return usage_error("--listen: '%s' is not IPV4-ADDRESS:PORT", optarg) + 1;
       break;
     case OPT_DB: o->db_path = optarg; break;
+    case OPT_DURABILITY:
+      if (strcmp(optarg, "full") == 0)
+        o->durability = STORE_DURABLE_FULL;
+      else if (strcmp(optarg, "process") == 0)
+        o->durability = STORE_DURABLE_PROCESS;
+      else
+        return usage_error("--durability: '%s' is not full or process", optarg) + 1;
+      break;
     case OPT_KEYS: o->api_keys_file = optarg; break;
     case OPT_SYMBOLS: o->symbols_dir = optarg; break;
     case OPT_OPEN_METRICS: o->open_metrics = true; break;
@@ -334,7 +349,7 @@ static void wait_for_stop_signal(const sigset_t *set) {
 static int serve(const collector_options_t *o, const apikeys_t *keys, const sigset_t *stop_set) {
   const store_ops_t *ops = &store_sqlite_ops;
   store_t *store = NULL;
-  if (ops->open(o->db_path, &store) != STORE_OK) return EXIT_FAILURE;
+  if (ops->open(o->db_path, o->durability, &store) != STORE_OK) return EXIT_FAILURE;
   symbolizer_t *symbols = symbolizer_new(o->symbols_dir, SYMBOLS_CACHE_FILES);
   resymbolizer_t *resym = symbols ? resymbolizer_start(symbols, ops, store) : NULL;
   server_t *srv = resym ? server_start(o, keys, ops, store, symbols, resym) : NULL;
@@ -342,8 +357,9 @@ static int serve(const collector_options_t *o, const apikeys_t *keys, const sigs
       srv ? retention_start(ops, store, o->retention_days, o->retention_interval_s) : NULL;
   int rc = EXIT_FAILURE;
   if (ret) {
-    fprintf(stderr, "perf-collector: listening on %s, store %s (%s), symbols %s\n", o->listen_text,
-            o->db_path, ops->name, o->symbols_dir);
+    fprintf(stderr, "perf-collector: listening on %s, store %s (%s, durability %s), symbols %s\n",
+            o->listen_text, o->db_path, ops->name,
+            o->durability == STORE_DURABLE_FULL ? "full" : "process", o->symbols_dir);
     wait_for_stop_signal(stop_set);
     rc = EXIT_SUCCESS;
   }

@@ -23,6 +23,7 @@ static const char *const REASON_LABEL[REJECT_COUNT] = {
     [REJECT_STORE_ERROR] = "store_error",
     [REJECT_OVER_LIMIT] = "over_limit",
     [REJECT_FORBIDDEN] = "forbidden",
+    [REJECT_DB_LOST] = "db_lost",
 };
 
 static atomic_uint_fast64_t g_accepted, g_duplicates, g_events, g_samples;
@@ -182,6 +183,11 @@ char *metrics_render(const store_stats_t *st) {
       "# HELP perf_collector_db_bytes Size of the store on disk.\n"
       "# TYPE perf_collector_db_bytes gauge\nperf_collector_db_bytes %llu\n",
       (unsigned long long)st->db_bytes);
+  put(&t,
+      "# HELP perf_collector_db_lost 1 once the --db path no longer names the database open "
+      "(deleted or replaced): ingest answers 503 until a restart.\n"
+      "# TYPE perf_collector_db_lost gauge\nperf_collector_db_lost %d\n",
+      st->lost ? 1 : 0);
   put_histogram(&t);
   put_counter(&t, "perf_collector_requests_expired_total",
               "Connections closed at their request deadline (--request-timeout).",

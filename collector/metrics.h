@@ -25,6 +25,7 @@ typedef enum reject_reason {
   REJECT_STORE_ERROR,        /* 503 */
   REJECT_OVER_LIMIT,         /* 413, a batch limit (batch_limits.h) */
   REJECT_FORBIDDEN,          /* 403, the key lacks the ingest scope, or a cross-site request */
+  REJECT_DB_LOST,            /* 503, the database file was deleted or replaced (db_identity.h) */
   REJECT_COUNT
 } reject_reason_t;
 

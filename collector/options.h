@@ -10,15 +10,17 @@
 #include <stddef.h>
 
 #include "batch_limits.h"
+#include "store.h"
 
 typedef struct collector_options_s {
   struct sockaddr_in listen; /* --listen ADDR:PORT, IPv4 */
   const char *listen_text;
-  const char *db_path;       /* --db */
-  const char *api_keys_file; /* --api-keys-file; NULL: any key (loopback only) */
-  const char *symbols_dir;   /* --symbols-dir; default "<db>.symbols" (set by main) */
-  size_t max_symbols_bytes;  /* POST /v1/symbols body cap (413) */
-  unsigned retention_days;   /* --retention-days */
+  const char *db_path;           /* --db */
+  store_durability_t durability; /* --durability full|process: what a 200 survives */
+  const char *api_keys_file;     /* --api-keys-file; NULL: any key (loopback only) */
+  const char *symbols_dir;       /* --symbols-dir; default "<db>.symbols" (set by main) */
+  size_t max_symbols_bytes;      /* POST /v1/symbols body cap (413) */
+  unsigned retention_days;       /* --retention-days */
   unsigned retention_interval_s;
   size_t max_body_bytes;         /* compressed body cap (413) */
   size_t max_decompressed_bytes; /* zstd output cap (413) */

@@ -4,7 +4,8 @@
  * from its headers alone, before any byte of its body is read:
  * route (404/405), Authorization (401), Content-Type and Content-Encoding
  * (415), X-Perf-Batch-Id (400), Content-Length against --max-body-bytes
- * (413), the key's token bucket (429 + Retry-After). The body is then
+ * (413), the store's database still at its path (503 + Retry-After,
+ * db_identity.h), the key's token bucket (429 + Retry-After). The body is then
  * buffered up to --max-body-bytes (413 once more arrives) and handed to
  * ingest.c. Slow clients hit MHD's connection timeout; a connection's
  * header memory is bounded by MHD_OPTION_CONNECTION_MEMORY_LIMIT.
@@ -14,6 +15,7 @@
  */
 #include "server.h"
 
+#include <limits.h>
 #include <microhttpd.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -33,6 +35,8 @@
 #include "symbols_upload.h"
 
 #define CONNECTION_MEMORY_LIMIT (64u * 1024)
+#define STORE_RETRY_AFTER "10"        /* seconds, on a 503 of the store */
+#define LOST_WHY_MAX (PATH_MAX + 512) /* the store's reason, a path in it */
 #define BATCH_ID_HEX (2 * STORE_BATCH_ID_BYTES)
 
 struct server_s {
@@ -91,11 +95,37 @@ static enum MHD_Result respond_text(struct MHD_Connection *conn, unsigned status
   return respond(conn, status, line, "text/plain; charset=utf-8", NULL);
 }
 
+/* text and a newline, however long (a path), with Retry-After when given. */
+static enum MHD_Result respond_line(struct MHD_Connection *conn, unsigned status, const char *text,
+                                    const char *retry_after) {
+  size_t n = strlen(text);
+  char *line = malloc(n + 2);
+  if (!line) return MHD_NO;
+  memcpy(line, text, n);
+  memcpy(line + n, "\n", 2);
+  enum MHD_Result rc = respond(conn, status, line, "text/plain; charset=utf-8", retry_after);
+  free(line);
+  return rc;
+}
+
+/* A refused batch; a 503 (the store failed or was lost, out of memory)
+   says when to come back: the SDK keeps the batch and waits that long. */
 static enum MHD_Result reject(request_t *rq, struct MHD_Connection *conn, unsigned status,
                               reject_reason_t why, const char *text) {
   metrics_batch_rejected(why);
   rq->responded = true;
+  if (status == 503) return respond_line(conn, status, text, STORE_RETRY_AFTER);
   return respond_text(conn, status, text);
+}
+
+/* GET /healthz: 200 "ok" while the database path names the store opened;
+   503 naming the path and what happened once it was deleted or replaced
+   (until a restart). Lock-free: answered during a long query too. */
+static enum MHD_Result serve_health(server_t *s, struct MHD_Connection *conn) {
+  char why[LOST_WHY_MAX];
+  if (s->ingest.ops->check(s->ingest.store, why, sizeof why) == STORE_OK)
+    return respond_text(conn, 200, "ok");
+  return respond_line(conn, 503, why, NULL);
 }
 
 static unsigned access_status(const server_t *s, struct MHD_Connection *conn, unsigned scope,
@@ -208,6 +238,9 @@ static enum MHD_Result check_batch_headers(server_t *s, struct MHD_Connection *c
                   "X-Perf-Batch-Id must be 32 hexadecimal digits");
   if (declared_too_large(s, conn))
     return reject(rq, conn, 413, REJECT_BODY_TOO_LARGE, "body over the limit");
+  char lost[LOST_WHY_MAX];
+  if (s->ingest.ops->check(s->ingest.store, lost, sizeof lost) != STORE_OK)
+    return reject(rq, conn, 503, REJECT_DB_LOST, lost);
   unsigned retry_after = 1;
   if (!ratelimit_take(s->limits, token, monotonic_s(), &retry_after)) {
     char value[16];
@@ -259,6 +292,11 @@ static enum MHD_Result finish_batch(server_t *s, struct MHD_Connection *conn, re
   unsigned status = ingest_batch(&s->ingest, rq->body, rq->len, rq->batch_id, &res);
   free(rq->body);
   rq->body = NULL;
+  if (status == 503 && res.reason == REJECT_DB_LOST) {
+    char why[LOST_WHY_MAX];
+    s->ingest.ops->check(s->ingest.store, why, sizeof why);
+    return reject(rq, conn, 503, REJECT_DB_LOST, why);
+  }
   if (status != 200) return reject(rq, conn, status, res.reason, res.message);
   if (res.duplicate)
     metrics_batch_duplicate();
@@ -439,7 +477,7 @@ static enum MHD_Result on_headers(server_t *s, struct MHD_Connection *conn, cons
     return respond_text(conn, 405, "use POST");
   }
   rq->responded = true;
-  if (strcmp(url, "/healthz") == 0 && get) return respond_text(conn, 200, "ok");
+  if (strcmp(url, "/healthz") == 0 && get) return serve_health(s, conn);
   if (strcmp(url, "/metrics") == 0 && get) return serve_metrics(s, conn);
   for (size_t i = 0; i < sizeof API_ROUTES / sizeof API_ROUTES[0]; i++)
     if (strcmp(url, API_ROUTES[i].url) == 0)

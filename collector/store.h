@@ -25,7 +25,19 @@ enum store_status {
   STORE_DUPLICATE = 1, /* put_batch: that batch id is stored already; nothing changed */
   STORE_NOT_FOUND = 2, /* event_detail: no event with that id */
   STORE_ERROR = -1,    /* the backend failed; the reason went to stderr */
+  STORE_LOST = -2,     /* put_batch, check: the location no longer names the store opened
+                          (deleted or replaced, db_identity.h); the batch is not acknowledged */
 };
+
+/* What a stored batch survives once put_batch returned (--durability;
+   docs/operations.md "Durability": the policy and its measured cost). */
+typedef enum store_durability {
+  STORE_DURABLE_FULL,    /* written and fsync'ed at each commit: survives the collector's
+                            death, an OS crash and a power loss (the default) */
+  STORE_DURABLE_PROCESS, /* written at each commit, fsync'ed at checkpoints: survives the
+                            collector's death (kill -9, OOM killer); an OS crash or a power
+                            loss may take the last commits */
+} store_durability_t;
 
 /* One distinct stack of a batch: signature and frames, innermost first. */
 typedef struct store_stack_s {
@@ -200,6 +212,7 @@ typedef int (*store_count_row_fn)(const store_count_row_t *row, void *user);
 typedef struct store_stats_s {
   uint64_t batches, events, stacks, stack_counts;
   uint64_t db_bytes; /* on disk, write-ahead log included */
+  int lost;          /* check fails: the location was deleted or replaced */
 } store_stats_t;
 
 /* Re-symbolization: symbols for some frames arrived after their stacks
@@ -227,16 +240,23 @@ typedef struct store_s store_t; /* a backend's own state */
 
 typedef struct store_ops_s {
   const char *name;
-  /* Open (creating the schema when missing) the store at location. */
-  int (*open)(const char *location, store_t **out);
+  /* Open (creating the schema when missing) the store at location, its
+     commits as durable as durability says. */
+  int (*open)(const char *location, store_durability_t durability, store_t **out);
   void (*close)(store_t *st);
-  /* Everything of one batch in one transaction; STORE_DUPLICATE when its id
-     is stored already. */
+  /* Everything of one batch in one transaction, durable as opened;
+     STORE_DUPLICATE when its id is stored already; STORE_LOST (nothing
+     acknowledged) when check fails before or after the commit. */
   int (*put_batch)(store_t *st, const store_batch_t *batch);
   /* Delete batches received before cutoff_ns with their events, counts and tags,
      and stacks last seen before it; *deleted_batches may be NULL. */
   int (*delete_older_than)(store_t *st, int64_t cutoff_ns, uint64_t *deleted_batches);
   int (*stats)(store_t *st, store_stats_t *out);
+  /* STORE_OK while location still names what was opened; else STORE_LOST
+     with the reason (the path, deleted or replaced) in why, for good: only
+     a restart opens the store again. Cheap (two stat calls), lock-free:
+     any thread, at every batch and every GET /healthz. */
+  int (*check)(store_t *st, char *why, size_t why_len);
   /* Stream the top-stacks rows of q to fn (read-only). */
   int (*top_rows)(store_t *st, const store_top_query_t *q, store_row_fn fn, void *user);
   /* Stream the per-stack sample sums of q (kind required) to fn. */

@@ -4,6 +4,11 @@
  * mutex (MHD's worker threads put batches, the retention thread deletes),
  * and every statement prepared once at open.
  *
+ * Durability (store_durability_t, --durability): WAL with
+ * synchronous=FULL (the WAL fsync'ed at every commit) or NORMAL (written at
+ * every commit, fsync'ed at checkpoints). db_identity.h checks, before and
+ * after each batch's commit, that the path still names the files open.
+ *
  * Schema: batches (id unique), events of a batch, stacks keyed by the
  * signature of their symbolized frames (first and last seen), and
  * stack_counts (samples of a stack on a thread within an event), groups
@@ -19,6 +24,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "db_identity.h"
 #include "store.h"
 #include "store_hang_groups.h"
 
@@ -26,7 +32,6 @@
 
 static const char SCHEMA[] =
     "PRAGMA journal_mode=WAL;"
-    "PRAGMA synchronous=NORMAL;"
     "CREATE TABLE IF NOT EXISTS batches(id BLOB PRIMARY KEY, received_ns INTEGER NOT NULL,"
     " app TEXT, version TEXT, environment TEXT, host TEXT, pid INTEGER);"
     "CREATE INDEX IF NOT EXISTS batches_received ON batches(received_ns);"
@@ -189,6 +194,7 @@ struct store_s {
   sqlite3_stmt *stmt[ST_COUNT];
   hang_groups_t *hang;
   char *path;
+  db_identity_t *identity; /* path and path-wal as opened */
 };
 
 static void report(store_t *st, const char *what) {
@@ -204,12 +210,19 @@ static int step_done(store_t *st, enum stmt_id id) {
   return rc == SQLITE_DONE ? SQLITE_OK : rc;
 }
 
+static int sqlite_check(store_t *st, char *why, size_t why_len);
+static void empty_log(store_t *st);
+
 static void sqlite_close(store_t *st) {
   if (!st) return;
+  char why[64];
+  if (st->identity && sqlite_check(st, why, sizeof why) != STORE_OK)
+    empty_log(st); /* what retention or renames wrote since */
   for (int i = 0; i < ST_COUNT; i++)
     sqlite3_finalize(st->stmt[i]);
   hang_groups_close(st->hang);
   sqlite3_close(st->db);
+  db_identity_free(st->identity);
   pthread_mutex_destroy(&st->lock);
   free(st->path);
   free(st);
@@ -226,7 +239,35 @@ static int prepare_all(store_t *st) {
   return STORE_OK;
 }
 
-static int sqlite_open(const char *path, store_t **out) {
+/* synchronous=FULL or NORMAL (the journal is WAL either way). */
+static int set_durability(store_t *st, store_durability_t durability) {
+  const char *sql =
+      durability == STORE_DURABLE_FULL ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL";
+  if (sqlite3_exec(st->db, sql, NULL, NULL, NULL) == SQLITE_OK) return STORE_OK;
+  report(st, "synchronous");
+  return STORE_ERROR;
+}
+
+/* The files as opened: the schema's statements created the database and
+   its write-ahead log. The paths are stat'ed just after; SQLite's own
+   check of its descriptor against the path (SQLITE_FCNTL_HAS_MOVED)
+   closes the gap for the database between its open and that stat. */
+static int take_identity(store_t *st) {
+  char why[512];
+  int moved = 0;
+  if (!(st->identity = db_identity_take(st->path, why, sizeof why))) {
+    fprintf(stderr, "perf-collector: %s\n", why);
+    return STORE_ERROR;
+  }
+  if (sqlite3_file_control(st->db, "main", SQLITE_FCNTL_HAS_MOVED, &moved) == SQLITE_OK && moved) {
+    fprintf(stderr, "perf-collector: database %s was moved or replaced while it was opened\n",
+            st->path);
+    return STORE_ERROR;
+  }
+  return STORE_OK;
+}
+
+static int sqlite_open(const char *path, store_durability_t durability, store_t **out) {
   *out = NULL;
   store_t *st = calloc(1, sizeof *st);
   if (!st || !(st->path = strdup(path))) {
@@ -260,7 +301,8 @@ static int sqlite_open(const char *path, store_t **out) {
     sqlite_close(st);
     return STORE_ERROR;
   }
-  if (prepare_all(st) != STORE_OK) {
+  if (prepare_all(st) != STORE_OK || set_durability(st, durability) != STORE_OK ||
+      take_identity(st) != STORE_OK) {
     sqlite_close(st);
     return STORE_ERROR;
   }
@@ -378,10 +420,38 @@ static int put_batch_locked(store_t *st, const store_batch_t *b) {
   return STORE_ERROR;
 }
 
+/* Everything in the write-ahead log copied into the database file open
+   and the log emptied (checkpoint TRUNCATE), on the file descriptors
+   SQLite holds, not the paths: a database moved away gets all its
+   commits, and the log left at the path (SQLite keeps it at close when
+   the database moved) holds nothing that a database now at the path
+   would have replayed into it at the next start. */
+static void empty_log(store_t *st) {
+  pthread_mutex_lock(&st->lock);
+  if (sqlite3_wal_checkpoint_v2(st->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL) != SQLITE_OK)
+    report(st, "checkpoint of a lost database");
+  pthread_mutex_unlock(&st->lock);
+}
+
+/* Never called with st->lock held (the first failure takes it). */
+static int sqlite_check(store_t *st, char *why, size_t why_len) {
+  bool first = false;
+  if (db_identity_check(st->identity, why, why_len, &first)) return STORE_OK;
+  if (first) empty_log(st);
+  return STORE_LOST;
+}
+
+/* Checked before (nothing written into a file no path names) and after
+   the commit or the duplicate found (a file deleted or replaced meanwhile:
+   not acknowledged). */
 static int sqlite_put_batch(store_t *st, const store_batch_t *b) {
+  char why[64];
+  if (sqlite_check(st, why, sizeof why) != STORE_OK) return STORE_LOST;
   pthread_mutex_lock(&st->lock);
   int rc = put_batch_locked(st, b);
   pthread_mutex_unlock(&st->lock);
+  if ((rc == STORE_OK || rc == STORE_DUPLICATE) && sqlite_check(st, why, sizeof why) != STORE_OK)
+    return STORE_LOST;
   return rc;
 }
 
@@ -408,6 +478,8 @@ static int delete_locked(store_t *st, int64_t cutoff_ns, uint64_t *deleted) {
 
 static int sqlite_delete_older_than(store_t *st, int64_t cutoff_ns, uint64_t *deleted) {
   if (deleted) *deleted = 0;
+  char why[64];
+  if (sqlite_check(st, why, sizeof why) != STORE_OK) return STORE_LOST;
   pthread_mutex_lock(&st->lock);
   int rc = delete_locked(st, cutoff_ns, deleted);
   pthread_mutex_unlock(&st->lock);
@@ -435,6 +507,8 @@ static int sqlite_stats(store_t *st, store_stats_t *out) {
   sqlite3_reset(s);
   pthread_mutex_unlock(&st->lock);
   out->db_bytes = file_bytes(st->path, "") + file_bytes(st->path, "-wal");
+  char why[64];
+  out->lost = sqlite_check(st, why, sizeof why) != STORE_OK;
   return rc == SQLITE_ROW ? STORE_OK : STORE_ERROR;
 }
 
@@ -890,6 +964,9 @@ static int resymbolize_locked(resym_t *x, const char *needle) {
 static int sqlite_resymbolize(store_t *st, const char *needle, const store_renamer_t *r,
                               uint64_t *renamed) {
   resym_t x = {.st = st, .r = r};
+  char why[64];
+  if (renamed) *renamed = 0;
+  if (sqlite_check(st, why, sizeof why) != STORE_OK) return STORE_LOST;
   pthread_mutex_lock(&st->lock);
   int rc = resymbolize_locked(&x, needle);
   for (int i = 0; i < RS_COUNT; i++)
@@ -906,6 +983,7 @@ const store_ops_t store_sqlite_ops = {
     .put_batch = sqlite_put_batch,
     .delete_older_than = sqlite_delete_older_than,
     .stats = sqlite_stats,
+    .check = sqlite_check,
     .top_rows = sqlite_top_rows,
     .stack_rows = sqlite_stack_rows,
     .event_rows = sqlite_event_rows,

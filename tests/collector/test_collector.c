@@ -685,6 +685,7 @@ static void case_bad_flags(void) {
       {{"--listen", "0.0.0.0:4318", NULL}, "--api-keys-file is required"},
       {{"--api-keys-file", "/nonexistent/keys", NULL}, "--api-keys-file"},
       {{"stray", NULL}, "unexpected argument"},
+      {{"--durability", "normal", NULL}, "--durability: 'normal' is not full or process"},
   };
   char out[4096];
   for (size_t i = 0; i < ARRAY_LEN(bad); i++) {
@@ -699,6 +700,7 @@ static void case_help(void) {
   CHECK(strstr(out, "--listen ADDR:PORT") != NULL);
   CHECK(strstr(out, "--api-keys-file") != NULL);
   CHECK(strstr(out, "--max-decompressed-bytes") != NULL);
+  CHECK(strstr(out, "--durability full|process") != NULL);
 }
 
 int main(int argc, char **argv) {

@@ -10,22 +10,11 @@
 
 #include "check.h"
 
-void batch_post(const collector_t *c, Perf__V1__Batch *b, unsigned seed) {
-  reply_t *r = malloc(sizeof *r);
-  CHECK(r != NULL);
-  long status = batch_post_answer(c, b, seed, r);
-  CHECKF(status == 200, "batch -> %ld %.300s", status, r->body);
-  free(r);
-}
-
-long batch_post_answer(const collector_t *c, Perf__V1__Batch *b, unsigned seed, reply_t *r) {
-  static uint8_t id[16];
+long batch_send(const collector_t *c, Perf__V1__Batch *b, const uint8_t id[16], reply_t *r) {
   char hex[33];
-  for (int i = 0; i < 16; i++) {
-    id[i] = (uint8_t)(seed * 37 + (unsigned)i + (unsigned)getpid());
+  for (int i = 0; i < 16; i++)
     snprintf(hex + 2 * i, 3, "%02x", id[i]);
-  }
-  b->batch_id = (ProtobufCBinaryData){16, id};
+  b->batch_id = (ProtobufCBinaryData){16, (uint8_t *)id};
   size_t len = perf__v1__batch__get_packed_size(b);
   uint8_t *raw = malloc(len ? len : 1), *z = malloc(ZSTD_compressBound(len));
   CHECK(raw && z);
@@ -40,4 +29,19 @@ long batch_post_answer(const collector_t *c, Perf__V1__Batch *b, unsigned seed, 
   free(raw);
   free(z);
   return status;
+}
+
+long batch_post_answer(const collector_t *c, Perf__V1__Batch *b, unsigned seed, reply_t *r) {
+  static uint8_t id[16];
+  for (int i = 0; i < 16; i++)
+    id[i] = (uint8_t)(seed * 37 + (unsigned)i + (unsigned)getpid());
+  return batch_send(c, b, id, r);
+}
+
+void batch_post(const collector_t *c, Perf__V1__Batch *b, unsigned seed) {
+  reply_t *r = malloc(sizeof *r);
+  CHECK(r != NULL);
+  long status = batch_post_answer(c, b, seed, r);
+  CHECKF(status == 200, "batch -> %ld %.300s", status, r->body);
+  free(r);
 }

@@ -10,6 +10,10 @@
 #include "collector_rig.h"
 #include "perf/v1/perf.pb-c.h"
 
+/* Send b with batch id id (set in b; id must outlive b's use); the status
+   (0: no answer), the answer in *r. Any thread. */
+long batch_send(const collector_t *c, Perf__V1__Batch *b, const uint8_t id[16], reply_t *r);
+
 /* Send b (its batch_id set from seed and the pid); the answer must be 200. */
 void batch_post(const collector_t *c, Perf__V1__Batch *b, unsigned seed);
 

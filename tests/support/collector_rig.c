@@ -175,27 +175,19 @@ bool healthy_within(const collector_t *c, double seconds) {
   return false;
 }
 
-/* Start perf-collector with a temp db, a keys file holding keys_text
-   (NULL: no keys file, open mode) and extra (NULL-ended). */
-void collector_start_keys(collector_t *c, const char *keys_text, const char *const *extra) {
-  const char *dir = tempdir_make("perf-coll");
-  char keys[128], listen[32];
-  snprintf(keys, sizeof keys, "%s/keys", dir);
-  if (keys_text) {
-    FILE *f = fopen(keys, "w");
-    CHECK(f != NULL);
-    fputs(keys_text, f);
-    fclose(f);
-  }
-  snprintf(c->db, sizeof c->db, "%s/collector.db", dir);
+/* perf-collector on a free port (first c->port when same_port) with
+   c->db, the keys file (NULL: open mode) and extra; up to 5 ports tried. */
+static void spawn_on_db(collector_t *c, const char *keys, const char *const *extra,
+                        bool same_port) {
+  char listen[32];
   for (int attempt = 0; attempt < 5; attempt++) {
-    c->port = free_port();
+    if (!same_port || attempt > 0) c->port = free_port();
     snprintf(listen, sizeof listen, "127.0.0.1:%u", (unsigned)c->port);
     snprintf(c->url, sizeof c->url, "http://%s", listen);
     char *argv[MAX_ARGS] = {PERF_COLLECTOR_PATH, "--listen", listen, "--db", c->db,
                             "--threads",         "2"};
     size_t n = 7;
-    if (keys_text) argv[n++] = "--api-keys-file", argv[n++] = keys;
+    if (keys) argv[n++] = "--api-keys-file", argv[n++] = (char *)keys;
     for (size_t i = 0; extra && extra[i] && n < MAX_ARGS - 1; i++)
       argv[n++] = (char *)extra[i];
     argv[n] = NULL;
@@ -205,6 +197,31 @@ void collector_start_keys(collector_t *c, const char *keys_text, const char *con
     waitpid(c->pid, NULL, 0);
   }
   CHECKF(false, "perf-collector did not start");
+}
+
+/* Start perf-collector with a temp db, a keys file holding keys_text
+   (NULL: no keys file, open mode) and extra (NULL-ended). */
+void collector_start_keys(collector_t *c, const char *keys_text, const char *const *extra) {
+  const char *dir = tempdir_make("perf-coll");
+  char keys[128];
+  snprintf(keys, sizeof keys, "%s/keys", dir);
+  if (keys_text) {
+    FILE *f = fopen(keys, "w");
+    CHECK(f != NULL);
+    fputs(keys_text, f);
+    fclose(f);
+  }
+  snprintf(c->db, sizeof c->db, "%s/collector.db", dir);
+  spawn_on_db(c, keys_text ? keys : NULL, extra, false);
+}
+
+void collector_restart(collector_t *c, const char *const *extra) {
+  char keys[sizeof c->db + 8];
+  snprintf(keys, sizeof keys, "%s", c->db);
+  char *slash = strrchr(keys, '/');
+  CHECK(slash != NULL);
+  snprintf(slash, sizeof keys - (size_t)(slash - keys), "/keys");
+  spawn_on_db(c, access(keys, R_OK) == 0 ? keys : NULL, extra, true);
 }
 
 void collector_start(collector_t *c, const char *const *extra) {

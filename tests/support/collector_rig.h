@@ -61,6 +61,11 @@ void collector_start(collector_t *c, const char *const *extra);
 /* The same with the keys file's text (NULL: no keys file, open mode). */
 void collector_start_keys(collector_t *c, const char *keys_text, const char *const *extra);
 
+/* Start perf-collector again on c->db after the previous one ended, with
+   the same keys file (if any) and extra arguments, on the same port when
+   it is free (c->port says which it got). */
+void collector_restart(collector_t *c, const char *const *extra);
+
 /* Healthy after everything, then a clean stop on SIGTERM (exit 0). */
 void collector_stop_healthy(collector_t *c);
 
