@@ -243,8 +243,12 @@ typedef struct perf_sdk_config_s {
   unsigned hang_max_samples;        /* default 20; 1..200 */
 
   /* CPU-usage monitor (the process burns CPU). */
-  unsigned cpu_threshold_percent; /* of one core; default 80; 1..25600 */
-  unsigned cpu_window_ms;         /* sustained this long; default 2000; 100..600000 */
+  /* A burst is found when the process's mean CPU use over the last
+     cpu_window_ms is at least cpu_threshold_percent (of one core) and no
+     tick of that window (a tenth of it, 20..500 ms) fell under half the
+     threshold. */
+  unsigned cpu_threshold_percent; /* default 80; 1..25600 */
+  unsigned cpu_window_ms;         /* default 2000; 100..600000 */
   unsigned cpu_sample_hz;         /* burst sampling rate; default 100; 1..1000 */
   unsigned cpu_burst_ms;          /* burst length; default 1000; 10..60000 */
   unsigned cpu_top_threads;       /* hottest threads sampled; default 3; 1..64 */

@@ -2,10 +2,13 @@
  * cpu_monitor.c - the CPU-usage monitor thread (see cpu_monitor.h).
  *
  * Watching: every tick (a tenth of the window, 20..500 ms) it reads the
- * process CPU clock only, one clock read. While usage stays above the
- * threshold a streak grows; the per-thread CPU clocks are read once when a
- * streak begins and once when it reaches the window, which gives each
- * thread's share of the window without touching the threads in between.
+ * process CPU clock only, one clock read. The rule, made for shared
+ * machines where a busy process's ticks go up and down with its
+ * neighbours: the mean usage over the last window is at or above the
+ * threshold, and no tick of it fell below half the threshold (a lull, not
+ * noise, which starts the window again). The per-thread CPU clocks are read
+ * once when such a run of ticks begins and once when it fires, which ranks
+ * the threads without touching them in between.
  * Burst: the top-K threads of the window are sampled at cpu_sample_hz for
  * cpu_burst_ms; their CPU share over the burst goes into the event.
  */
@@ -22,6 +25,7 @@
 #include "sdk/pipeline/capture.h"
 
 #define MAX_TRACKED_THREADS 4096
+#define MAX_TICKS 1201         /* ticks of the longest window (600 s at 500 ms) and one */
 #define QUIET_END_NS 100000000 /* a burst whose threads all stopped running this long ends */
 
 struct perf__cpu_monitor_s {
@@ -71,6 +75,42 @@ int perf__cpu_monitor_stop(perf__cpu_monitor_t *m, int64_t deadline_ns) {
   return PERF_OK;
 }
 
+/* The ticks of the current run (no lull since its first): a ring of the
+   process CPU clock at each tick, oldest first. */
+typedef struct {
+  int64_t at_ns[MAX_TICKS], cpu_ns[MAX_TICKS];
+  size_t first, count;
+} run_t;
+
+static void run_restart(run_t *r, int64_t now, int64_t cpu) {
+  r->first = 0;
+  r->count = 1;
+  r->at_ns[0] = now;
+  r->cpu_ns[0] = cpu;
+}
+
+static void run_add(run_t *r, int64_t now, int64_t cpu) {
+  size_t i = (r->first + r->count) % MAX_TICKS;
+  if (r->count == MAX_TICKS)
+    r->first = (r->first + 1) % MAX_TICKS;
+  else
+    r->count++;
+  r->at_ns[i] = now;
+  r->cpu_ns[i] = cpu;
+}
+
+/* Mean usage over the last window of the run, or -1 while the run is
+   shorter than the window. */
+static int run_window_percent(const run_t *r, int64_t window) {
+  size_t last = (r->first + r->count - 1) % MAX_TICKS;
+  for (size_t k = r->count; k-- > 0;) { /* newest to oldest: the tick a window back */
+    size_t i = (r->first + k) % MAX_TICKS;
+    if (r->at_ns[last] - r->at_ns[i] >= window)
+      return percent(r->cpu_ns[last] - r->cpu_ns[i], r->at_ns[last] - r->at_ns[i]);
+  }
+  return -1;
+}
+
 static void monitor_main(perf__worker_t *worker, void *arg) {
   perf__cpu_monitor_t *m = arg;
   (void)worker; /* the same as m->worker, set before this runs */
@@ -79,24 +119,31 @@ static void monitor_main(perf__worker_t *worker, void *arg) {
   if (tick < 20000000) tick = 20000000;
   if (tick > 500000000) tick = 500000000;
   const int threshold = (int)m->cfg->cpu_threshold_percent;
+  run_t *run = calloc(1, sizeof *run);
+  if (!run) {
+    perf__log(PERF__LOG_ERROR, "cpu monitor: out of memory, not watching CPU use");
+    return;
+  }
   int64_t last = perf__now_ns(), last_cpu = perf__process_cpu_ns();
-  int64_t streak_start = 0; /* 0: usage is below the threshold */
+  bool running = false; /* a run of ticks at or above half the threshold */
   while (!stopping(m)) {
     perf__worker_sleep_until(m->worker, last + tick);
     if (stopping(m)) break;
     int64_t now = perf__now_ns(), cpu = perf__process_cpu_ns();
-    bool above = percent(cpu - last_cpu, now - last) >= threshold;
-    if (above && streak_start == 0) {
-      streak_start = last;
-      perf__thread_set_read(&m->threads); /* per-thread baseline for the window */
-    } else if (!above) {
-      streak_start = 0;
+    bool lull = percent(cpu - last_cpu, now - last) * 2 < threshold;
+    if (lull) {
+      running = false;
+    } else if (!running) {
+      running = true;
+      run_restart(run, last, last_cpu);
+      perf__thread_set_read(&m->threads); /* per-thread baseline for the ranking */
     }
+    if (running) run_add(run, now, cpu);
     last = now;
     last_cpu = cpu;
-    if (streak_start && now - streak_start >= window) {
-      run_burst(m, now - streak_start);
-      streak_start = 0;
+    if (running && run_window_percent(run, window) >= threshold) {
+      run_burst(m, now - run->at_ns[run->first]);
+      running = false;
       int64_t quiet_until = perf__now_ns() + (int64_t)m->cfg->cpu_cooldown_ms * 1000000;
       while (!stopping(m) && perf__now_ns() < quiet_until)
         perf__worker_sleep_until(m->worker, quiet_until);
@@ -104,6 +151,7 @@ static void monitor_main(perf__worker_t *worker, void *arg) {
       last_cpu = perf__process_cpu_ns();
     }
   }
+  free(run);
 }
 
 static void run_burst(perf__cpu_monitor_t *m, int64_t window_ns) {

@@ -874,6 +874,71 @@ static void case_cpu_burst_hot_thread(void) {
   free(text);
 }
 
+/* ---- detection on a shared machine: dips are noise, lulls are not ---------- */
+
+/* Burn this thread's CPU for ms of CPU time (however long that takes). */
+static unsigned long burn_cpu_ms(int ms) {
+  struct timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  int64_t end = (int64_t)t.tv_sec * 1000000000 + t.tv_nsec + (int64_t)ms * 1000000;
+  unsigned long x = 0;
+  do {
+    x += burn(0, NULL);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  } while ((int64_t)t.tv_sec * 1000000000 + t.tv_nsec < end);
+  return x;
+}
+
+/* cycles of: `busy` periods of 100 ms burning, then `quiet` periods of
+   100 ms that burn `quiet_cpu_ms` of CPU each and sleep the rest. */
+static void dip_pattern(int cycles, int busy, int quiet, int quiet_cpu_ms) {
+  int64_t period = now_ns();
+  for (int c = 0; c < cycles; c++) {
+    for (int i = 0; i < busy; i++)
+      g_sink += burn(period += 100000000, NULL);
+    for (int i = 0; i < quiet; i++) {
+      g_sink += burn_cpu_ms(quiet_cpu_ms);
+      period += 100000000;
+      struct timespec ts = {(time_t)(period / 1000000000), (long)(period % 1000000000)};
+      while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
+      }
+    }
+  }
+}
+
+/* Runs the pattern for 3.5 s under a 4% threshold and a 1 s window (100 ms
+   ticks); returns the CPU bursts the SDK found. A twentieth of a core is
+   what a busy period still gets on a loaded machine (cpu_burst_hot_thread);
+   the quiet periods are CPU time, the same on any machine. */
+static uint64_t bursts_with_pattern(int busy, int quiet, int quiet_cpu_ms) {
+  make_dir();
+  perf_sdk_config_t cfg;
+  base_config(&cfg, NULL);
+  cfg.cpu_threshold_percent = 4;
+  cfg.cpu_window_ms = 1000;
+  cfg.cpu_burst_ms = 100;
+  cfg.cpu_cooldown_ms = 60000;
+  compile_unwind_rules();
+  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
+  dip_pattern(35 / (busy + quiet), busy, quiet, quiet_cpu_ms);
+  perf_sdk_stats_t st = get_stats();
+  CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
+  return st.cpu_bursts;
+}
+
+/* Every fifth tick dips to 3% (under the 4% threshold, over half of it):
+   the window's mean is over the threshold, so the burst is found (a rule
+   wanting every tick over the threshold never fires here). */
+static void case_cpu_burst_through_dips(void) {
+  CHECK_EQ_INT(bursts_with_pattern(4, 1, 3), 1);
+}
+
+/* Three idle ticks in every seven: a lull (under half the threshold)
+   starts the window again, whatever the mean. */
+static void case_cpu_lull_restarts_window(void) {
+  CHECK_EQ_INT(bursts_with_pattern(4, 3, 0), 0);
+}
+
 /* An SDK thread (a registered perf__worker) burning CPU until stopped. */
 static void sdk_busy_main(perf__worker_t *w, void *arg) {
   (void)arg;
@@ -1173,6 +1238,8 @@ static const test_case_t g_cases[] = {
        monitor must get a core on time, which a -j8 suite on 2 cores denies. */
     TEST_CASE_SERIAL(hang_detected, "counts the samples of a 800 ms hang"),
     TEST_CASE(idle_not_hang),
+    TEST_CASE(cpu_burst_through_dips),
+    TEST_CASE(cpu_lull_restarts_window),
     TEST_CASE(pause_suppresses),
     TEST_CASE(fatal_hang),
     TEST_CASE(marker_failure_logged_once),
