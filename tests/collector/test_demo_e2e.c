@@ -12,10 +12,14 @@
  * `test_demo_e2e <case>`.
  */
 #include <jansson.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "collector_rig.h"
@@ -145,7 +149,38 @@ static void case_top_hang(void) {
   collector_stop_healthy(&c);
 }
 
+/* A process burning a core until killed (or its parent dies). */
+static pid_t start_cpu_hog(void) {
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    volatile unsigned long x = 0;
+    for (;;)
+      x = x * 2862933555777941757UL + 3;
+  }
+  return pid;
+}
+
+/* The demo with two CPU-bound processes beside it on this machine (two
+   compilers, as a user's build machine has): it still finds its hang and
+   its CPU burst, and the collector stores both. */
+static void case_beside_busy_processes(void) {
+  pid_t hogs[2] = {start_cpu_hog(), start_cpu_hog()};
+  collector_t c;
+  collector_start(&c, NULL);
+  demo_run_uploading(&c, PERF_DEMO_APP_PATH, tempdir_make("perf-demo-busy"));
+  for (int i = 0; i < 2; i++) {
+    CHECK(kill(hogs[i], SIGKILL) == 0);
+    CHECK(waitpid(hogs[i], NULL, 0) == hogs[i]);
+  }
+  demo_wait_stored(&c);
+  CHECK_EQ_INT(demo_events_stored(&c, "hang"), 1);
+  CHECK_EQ_INT(demo_events_stored(&c, "cpu"), 1);
+  collector_stop_healthy(&c);
+}
+
 int main(int argc, char **argv) {
-  static const test_case_t cases[] = {TEST_CASE(top_hang)};
+  static const test_case_t cases[] = {TEST_CASE(top_hang), TEST_CASE(beside_busy_processes)};
   return collector_test_main(argc, argv, cases, ARRAY_LEN(cases));
 }
