@@ -202,8 +202,9 @@ typedef enum perf_log_level_e {
    back into the SDK. */
 typedef void (*perf_log_fn)(perf_log_level_t level, const char *message, void *user);
 
-#define PERF_MAX_TAGS 16       /* free-form key/value tags per process */
-#define PERF_MAX_TAG_BYTES 128 /* longest tag key or value, NUL excluded */
+#define PERF_MAX_TAGS 16        /* free-form key/value tags per process */
+#define PERF_MAX_TAG_BYTES 128  /* longest tag key or value, NUL excluded */
+#define PERF_MAX_LABEL_BYTES 63 /* longest unit-of-work label kept, NUL excluded */
 
 typedef struct perf_tag_s {
   const char *key;
@@ -327,6 +328,14 @@ PERF_API int perf_sdk_watch_current_thread(void);
    call in a forked child, which restarts the SDK there. */
 PERF_API int perf_sdk_loop_busy(void);
 PERF_API int perf_sdk_loop_idle(void);
+
+/* perf_sdk_loop_busy, naming the unit of work ("GET /users", "render
+   frame"): a hang of this unit carries the label (events, reports, the
+   collector's label filter). The label is copied (at most
+   PERF_MAX_LABEL_BYTES bytes, cut at a UTF-8 character boundary); NULL or
+   "" is no label. A memcpy more than perf_sdk_loop_busy; watched thread
+   only; async-signal-safe as the marks. */
+PERF_API int perf_sdk_loop_busy_label(const char *label);
 
 /* For loops without an idle point: "a new unit of work starts now". A hang
    is then the time between two heartbeats exceeding the threshold.

@@ -149,6 +149,12 @@ int perf_sdk_loop_busy(void) {
   return PERF_OK;
 }
 
+int perf_sdk_loop_busy_label(const char *label) {
+  if (!RUNNING()) return PERF_E_NOT_INITIALIZED;
+  perf__loop_busy_label(&g_loop, label);
+  return PERF_OK;
+}
+
 int perf_sdk_loop_idle(void) {
   if (!RUNNING()) return PERF_E_NOT_INITIALIZED;
   perf__loop_idle(&g_loop);

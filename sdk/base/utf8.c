@@ -23,6 +23,17 @@ size_t perf__utf8_seq(const unsigned char *p, size_t n) {
   return ok ? len : 0;
 }
 
+size_t perf__utf8_prefix(const char *s, size_t max) {
+  size_t len = strnlen(s, max + 4), i = 0;
+  while (i < len && i < max) {
+    size_t seq = perf__utf8_seq((const unsigned char *)s + i, len - i);
+    if (seq == 0) seq = 1;
+    if (i + seq > max) break;
+    i += seq;
+  }
+  return i;
+}
+
 bool perf__utf8_valid(const char *s) {
   const unsigned char *p = (const unsigned char *)s;
   size_t n = strlen(s);

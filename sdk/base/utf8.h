@@ -14,6 +14,11 @@
    a surrogate, past U+10FFFF, or cut short by n). */
 size_t perf__utf8_seq(const unsigned char *p, size_t n);
 
+/* The length of the longest prefix of s (NUL-terminated) of at most max
+   bytes that does not cut a well-formed sequence in two (a byte that
+   starts none counts as one). Async-signal-safe. */
+size_t perf__utf8_prefix(const char *s, size_t max);
+
 /* s (NUL-terminated) is entirely well-formed UTF-8. */
 bool perf__utf8_valid(const char *s);
 

@@ -40,6 +40,7 @@
   X(int, perf_sdk_watch_current_thread, (void))                                                    \
   X(int, perf_sdk_loop_busy, (void))                                                               \
   X(int, perf_sdk_loop_idle, (void))                                                               \
+  X(int, perf_sdk_loop_busy_label, (const char *label))                                            \
   X(int, perf_sdk_heartbeat, (void))                                                               \
   X(int, perf_sdk_loop_nested_begin, (void))                                                       \
   X(int, perf_sdk_loop_nested_end, (void))                                                         \
@@ -160,6 +161,7 @@ RUNNING_CALL(perf_sdk_capture_now, (const char *reason), (reason), false)
 RUNNING_CALL(perf_sdk_watch_current_thread, (void), (), false)
 RUNNING_CALL(perf_sdk_loop_busy, (void), (), false)
 RUNNING_CALL(perf_sdk_loop_idle, (void), (), false)
+RUNNING_CALL(perf_sdk_loop_busy_label, (const char *label), (label), false)
 RUNNING_CALL(perf_sdk_heartbeat, (void), (), false)
 RUNNING_CALL(perf_sdk_loop_nested_begin, (void), (), false)
 RUNNING_CALL(perf_sdk_loop_nested_end, (void), (), false)

@@ -25,6 +25,7 @@
 #include "sdk/base/clock.h"
 #include "sdk/base/log.h"
 #include "sdk/base/threads.h"
+#include "sdk/base/utf8.h"
 #include "sdk/base/worker.h"
 #include "sdk/monitors/stopped_time.h"
 #include "sdk/pipeline/capture.h"
@@ -68,6 +69,46 @@ void perf__loop_busy(perf__loop_t *loop) {
   if (w & BUSY_BIT) mark_ended(loop, w >> 1, now); /* busy again without idle: a new unit */
   atomic_store_explicit(&loop->busy_since_ns, now, memory_order_relaxed);
   atomic_store_explicit(&loop->word, ((w >> 1) + 1) << 1 | BUSY_BIT, memory_order_release);
+}
+
+void perf__loop_busy_label(perf__loop_t *loop, const char *label) {
+  if (atomic_load_explicit(&loop->nested, memory_order_relaxed)) return;
+  if (label && label[0]) {
+    /* The unit about to start: the next epoch (only this thread changes it). */
+    uint64_t next = (atomic_load_explicit(&loop->word, memory_order_relaxed) >> 1) + 1;
+    size_t n = perf__utf8_prefix(label, PERF_MAX_LABEL_BYTES);
+    unsigned seq = atomic_load_explicit(&loop->label_seq, memory_order_relaxed);
+    atomic_store_explicit(&loop->label_seq, seq + 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+    for (size_t i = 0; i < n; i++) /* bytewise: the monitor may read concurrently */
+      atomic_store_explicit((_Atomic char *)&loop->label[i], label[i], memory_order_relaxed);
+    atomic_store_explicit((_Atomic char *)&loop->label[n], '\0', memory_order_relaxed);
+    atomic_store_explicit(&loop->label_epoch, next, memory_order_relaxed);
+    atomic_store_explicit(&loop->label_seq, seq + 2, memory_order_release);
+  }
+  perf__loop_busy(loop);
+}
+
+/* The label of unit `epoch` into out ("" when it has none, or when it could
+   not be read whole in a few tries). */
+static void unit_label(const perf__loop_t *loop, uint64_t epoch, char *out) {
+  out[0] = '\0';
+  for (int tries = 0; tries < 4; tries++) {
+    unsigned seq = atomic_load_explicit(&loop->label_seq, memory_order_acquire);
+    if (seq & 1) continue;
+    uint64_t named = atomic_load_explicit(&loop->label_epoch, memory_order_relaxed);
+    size_t i = 0;
+    for (; i < PERF_MAX_LABEL_BYTES; i++) {
+      out[i] = atomic_load_explicit((_Atomic char *)&loop->label[i], memory_order_relaxed);
+      if (!out[i]) break;
+    }
+    out[i] = '\0';
+    atomic_thread_fence(memory_order_acquire);
+    if (atomic_load_explicit(&loop->label_seq, memory_order_relaxed) != seq) continue;
+    if (named != epoch) out[0] = '\0';
+    return;
+  }
+  out[0] = '\0';
 }
 
 void perf__loop_idle(perf__loop_t *loop) {
@@ -180,6 +221,7 @@ static void start_hang(perf__hang_monitor_t *m, uint64_t epoch, int64_t busy_sin
   m->hang->tid = tid;
   m->hang->start_mono_ns = busy_since;
   m->hang->start_wall_ns = perf__mono_to_wall_ns(busy_since);
+  unit_label(m->loop, epoch, m->hang->label);
   perf__event_set_thread(m->hang, tid, m->loop->watched_name, -1);
   m->next_sample_ns = now;
   sample_hang(m, now);

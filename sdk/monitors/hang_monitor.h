@@ -37,6 +37,12 @@ typedef struct perf__loop_s {
   /* Loops running inside the current unit of work (perf_sdk_loop_nested_
      begin/end): their marks do not end it. The watched thread's own. */
   atomic_int nested;
+  /* The current unit's label (perf_sdk_loop_busy_label): written by the
+     watched thread only, under a sequence count (odd while it writes);
+     label_epoch is the unit it names (other units have no label). */
+  atomic_uint label_seq;
+  atomic_uint_fast64_t label_epoch;
+  char label[PERF_MAX_LABEL_BYTES + 1];
 } perf__loop_t;
 
 /* Make the calling thread the watched one (its name is read here, with
@@ -46,6 +52,8 @@ void perf__loop_watch_current_thread(perf__loop_t *loop);
 /* The marks. Inside a nested loop (nested > 0) they change nothing: the
    unit of work that runs the nested loop goes on (one relaxed load). */
 void perf__loop_busy(perf__loop_t *loop);
+/* perf__loop_busy naming the new unit (label NULL or "": none). */
+void perf__loop_busy_label(perf__loop_t *loop, const char *label);
 void perf__loop_idle(perf__loop_t *loop);
 void perf__loop_heartbeat(perf__loop_t *loop);
 

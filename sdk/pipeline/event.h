@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "perf_sdk.h"
 #include "sdk/sampler/modules.h"
 #include "sdk/sampler/stack_end.h"
 
@@ -56,9 +57,10 @@ typedef struct perf__event_s {
   int64_t start_wall_ns; /* Unix epoch */
   int64_t start_mono_ns;
   int64_t duration_ns;
-  pid_t tid;             /* the watched thread, the hottest thread or the caller */
-  int cpu_percent;       /* cpu events: the process's CPU during the burst; else -1 */
-  char reason[128];      /* manual events */
+  pid_t tid;        /* the watched thread, the hottest thread or the caller */
+  int cpu_percent;  /* cpu events: the process's CPU during the burst; else -1 */
+  char reason[128]; /* manual events */
+  char label[PERF_MAX_LABEL_BYTES + 1]; /* hang events: the unit of work's label, or "" */
   uint64_t dropped;      /* events dropped (rate limit, queue) since the previous one */
   uint64_t samples_over; /* samples beyond PERF__EVENT_MAX_SAMPLES, not kept */
   perf__thread_t *threads;

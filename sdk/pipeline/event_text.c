@@ -35,6 +35,7 @@ typedef struct header_s {
   uint64_t dropped;
   size_t failed;
   const char *reason;
+  const char *label;
 } header_t;
 
 static int format_header(perf__strbuf_t *b, const header_t *h, const perf__config_t *cfg);
@@ -85,7 +86,8 @@ int perf__format_event(perf__strbuf_t *b, const perf__event_t *ev, const perf__c
                 ev->kind == PERF__EVENT_CPU ? ev->cpu_percent : -1,
                 ev->dropped,
                 ev->sample_count - good,
-                ev->reason};
+                ev->reason,
+                ev->label};
   int err = format_header(b, &h, cfg);
   for (size_t i = 0; i < ev->thread_count && !err; i++)
     err = format_thread(b, ev->threads[i].tid, ev->threads[i].name, ev->threads[i].cpu_percent);
@@ -106,7 +108,8 @@ int perf__format_fatal_hang(perf__strbuf_t *b, const Perf__V1__Batch *marker, co
                 -1,
                 0,
                 failed,
-                reason};
+                reason,
+                e->label};
   int err = format_header(b, &h, cfg);
   for (size_t i = 0; i < e->n_threads && !err; i++)
     err = format_thread(b, (pid_t)e->threads[i]->tid, string_at(marker, e->threads[i]->name),
@@ -139,6 +142,7 @@ static int format_header(perf__strbuf_t *b, const header_t *h, const perf__confi
         perf__strbuf_appendf(b, " dropped=%" PRIu64 " failed_samples=%zu\n", h->dropped, h->failed);
   if (!err && h->reason && h->reason[0])
     err = perf__strbuf_appendf(b, "reason=\"%s\"\n", h->reason);
+  if (!err && h->label && h->label[0]) err = perf__strbuf_appendf(b, "label=\"%s\"\n", h->label);
   return err;
 }
 

@@ -139,6 +139,7 @@ typedef struct perf__batch_event_s {
   uint32_t tid;
   int32_t cpu_percent;
   const char *reason; /* NUL-terminated; NULL or "" for none */
+  const char *label;  /* the unit of work's label; NULL or "" for none */
   uint64_t samples_dropped;
   const perf__batch_thread_t *threads;
   size_t thread_count;

@@ -248,6 +248,7 @@ static int build_event(perf__batch_builder_t *b, const perf__batch_event_t *ev,
   e->cpu_percent = ev->cpu_percent;
   e->samples_dropped = ev->samples_dropped;
   if (ev->reason && ev->reason[0] && !(e->reason = strdup(ev->reason))) return PERF_E_NO_MEMORY;
+  if (ev->label && ev->label[0] && !(e->label = strdup(ev->label))) return PERF_E_NO_MEMORY;
   int err = build_threads(b, ev, e);
   if (!err) err = build_counts(b, ev, e);
   if (!err) err = build_samples(ev, e);
@@ -352,6 +353,7 @@ static int64_t us_floor(int64_t ns) {
 
 static void free_event(Perf__V1__Event *e) {
   if (e->reason != (char *)protobuf_c_empty_string) free(e->reason);
+  if (e->label != (char *)protobuf_c_empty_string) free(e->label);
   free(e->threads);
   free(e->stack_counts);
   free(e->sample_offsets_micros);

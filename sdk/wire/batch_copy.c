@@ -177,10 +177,21 @@ static int describe(copy_t *c, const Perf__V1__Event *e, perf__batch_event_t *ev
     uint32_t tid = e->n_sample_tids ? e->sample_tids[i] : e->tid;
     samples[i] = (perf__batch_sample_t){t_us * 1000, tid, stack, error};
   }
-  *ev = (perf__batch_event_t){e->kind, e->start_unix_nanos, 0,         e->duration_nanos,
-                              e->tid,  e->cpu_percent,      e->reason, e->samples_dropped,
-                              threads, e->n_threads,        counts,    e->n_stack_counts,
-                              samples, e->n_sample_stacks};
+  *ev = (perf__batch_event_t){e->kind,
+                              e->start_unix_nanos,
+                              0,
+                              e->duration_nanos,
+                              e->tid,
+                              e->cpu_percent,
+                              e->reason,
+                              e->label,
+                              e->samples_dropped,
+                              threads,
+                              e->n_threads,
+                              counts,
+                              e->n_stack_counts,
+                              samples,
+                              e->n_sample_stacks};
   return PERF_OK;
 }
 

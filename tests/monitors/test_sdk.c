@@ -634,6 +634,65 @@ static void case_idle_not_hang(void) {
   close(ep);
 }
 
+/* The label="..." line of an event, or "" when it has none. */
+static void event_label(const event_t *ev, char *out, size_t len) {
+  const char *l = strstr(ev->text, "\nlabel=\"");
+  out[0] = '\0';
+  if (!l) return;
+  l += 8;
+  const char *end = strstr(l, "\"\n");
+  CHECKF(end != NULL, "unterminated label in:\n%s", ev->text);
+  snprintf(out, len, "%.*s", (int)(end - l), l);
+}
+
+/* perf_sdk_loop_busy_label: the hang of a labelled unit carries its label,
+   the next unit's (plain busy) none; a long label is cut at 63 bytes
+   without splitting a UTF-8 character; a nested loop's label changes
+   nothing. */
+static void case_hang_label(void) {
+  make_dir();
+  char report[PATH_LEN];
+  dir_path(report, "report.txt");
+  perf_sdk_config_t cfg;
+  base_config(&cfg, report);
+  compile_unwind_rules();
+  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
+  CHECK_EQ_INT(perf_sdk_loop_busy_label("GET /users"), PERF_OK);
+  g_sink = hang_outer(THRESHOLD_MS + 150);
+  CHECK_EQ_INT(perf_sdk_loop_idle(), PERF_OK);
+  CHECK_EQ_INT(perf_sdk_loop_busy(), PERF_OK);
+  g_sink = hang_outer(THRESHOLD_MS + 150);
+  CHECK_EQ_INT(perf_sdk_loop_idle(), PERF_OK);
+  /* 61 ASCII bytes, then "é" (2 bytes) and "€" (3): 63 bytes keep the é. */
+  char long_label[80];
+  memset(long_label, 'x', 61);
+  strcpy(long_label + 61, "\xc3\xa9\xe2\x82\xac-tail");
+  CHECK_EQ_INT(perf_sdk_loop_busy_label(long_label), PERF_OK);
+  CHECK_EQ_INT(perf_sdk_loop_nested_begin(), PERF_OK);
+  CHECK_EQ_INT(perf_sdk_loop_busy_label("nested"), PERF_OK);
+  CHECK_EQ_INT(perf_sdk_loop_nested_end(), PERF_OK);
+  g_sink = hang_outer(THRESHOLD_MS + 150);
+  CHECK_EQ_INT(perf_sdk_loop_idle(), PERF_OK);
+  CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
+  CHECK_EQ_INT(get_stats().hangs_detected, 3);
+
+  char *text = read_text(report);
+  CHECK_EQ_INT(count_events(text, "hang"), 3);
+  char want3[80];
+  memset(want3, 'x', 61);
+  strcpy(want3 + 61, "\xc3\xa9");
+  const char *want[] = {"GET /users", "", want3};
+  for (size_t i = 0; i < 3; i++) {
+    event_t ev;
+    find_event(text, "hang", i, &ev);
+    char label[128];
+    event_label(&ev, label, sizeof label);
+    CHECKF(strcmp(label, want[i]) == 0, "hang %zu: label \"%s\", not \"%s\"", i, label, want[i]);
+    event_free(&ev);
+  }
+  free(text);
+}
+
 static void case_pause_suppresses(void) {
   make_dir();
   char report[PATH_LEN];
@@ -1238,6 +1297,7 @@ static const test_case_t g_cases[] = {
        monitor must get a core on time, which a -j8 suite on 2 cores denies. */
     TEST_CASE_SERIAL(hang_detected, "counts the samples of a 800 ms hang"),
     TEST_CASE(idle_not_hang),
+    TEST_CASE(hang_label),
     TEST_CASE(cpu_burst_through_dips),
     TEST_CASE(cpu_lull_restarts_window),
     TEST_CASE(pause_suppresses),

@@ -221,20 +221,14 @@ static void case_function_names(void) {
   CHECK_EQ_INT(perf__batch_intern_stack(b, frames, 2, PERF__V1__STACK_END__STACK_END_COMPLETE, &st),
                PERF_OK);
   perf__batch_count_t count = {st, 1, 1};
-  perf__batch_event_t ev = {PERF__V1__EVENT_KIND__EVENT_KIND_MANUAL,
-                            1,
-                            1,
-                            1,
-                            1,
-                            -1,
-                            NULL,
-                            0,
-                            NULL,
-                            0,
-                            &count,
-                            1,
-                            NULL,
-                            0};
+  perf__batch_event_t ev = {.kind = PERF__V1__EVENT_KIND__EVENT_KIND_MANUAL,
+                            .start_unix_ns = 1,
+                            .start_mono_ns = 1,
+                            .duration_ns = 1,
+                            .tid = 1,
+                            .cpu_percent = -1,
+                            .counts = &count,
+                            .count_count = 1};
   CHECK_EQ_INT(perf__batch_add_event(b, &ev), PERF_OK);
   Perf__V1__Batch *bt = finish_and_decode(b);
   CHECK_EQ_INT(bt->n_functions, 3);
