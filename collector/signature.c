@@ -293,7 +293,10 @@ long perf__group_pick(const perf__hang_samples_t *h, const char *const *key, siz
     h_into = hang_child(h, key + len - p, p, g->key[g->len - 1 - p], &h_at);
     g_at = g->through ? g->through[p - 1] : 0;
     g_into = g->through ? g->through[p] : 0;
-    if (!big_enough((g_at - g_into) + h_into, g_at + h_at)) continue;
+    /* Pooled, or this hang's own samples alone: a long history that never
+       went the hang's way would otherwise outvote a hang that went the
+       group's way with most of its samples there. */
+    if (!big_enough((g_at - g_into) + h_into, g_at + h_at) && !big_enough(h_into, h_at)) continue;
     bool better = turned < 0 || p > turned_at ||
                   (p == turned_at && (g->len < groups[turned].len ||
                                       (g->len == groups[turned].len && h_into > turned_into)));

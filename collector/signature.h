@@ -117,11 +117,14 @@ typedef struct perf__group_view_s {
    1. a group with exactly the key;
    2. else the deepest crossing group whose key is a proper prefix of the
       hang's (the same hang, its majority tipped one frame deeper);
-   3. else a crossing group whose key leaves the hang's key after p shared
-      root frames (it goes on where the hang's key ends, or turns into a
+   3. else a group whose key leaves the hang's key after p shared root
+      frames (it goes on where the hang's key ends, or turns into a
       sibling: the same hang, its majority shallower this time, or tipped
-      into the sibling leaf); the largest p first, then the shortest key,
-      the more of this hang's samples its way, the lower index. */
+      into the sibling leaf) and that crosses, or into whose next frame a
+      quarter of this hang's own samples there went (a group whose long
+      history never went the hang's way must not outvote that); the
+      largest p first, then the shortest key, the more of this hang's
+      samples its way, the lower index. */
 long perf__group_pick(const perf__hang_samples_t *h, const char *const *key, size_t len,
                       const perf__group_view_t *groups, size_t n);
 

@@ -160,6 +160,32 @@ static void case_group_pick(void) {
   CHECK_EQ_INT(perf__group_pick(&h_deep, key_clock, 6, &other, 1), -1);
 }
 
+/* Seen in hang_grouping under load: a group keyed down to the vDSO whose
+   135 samples in clock_gettime all went on into it, and a hang whose key
+   stopped at clock_gettime (16 of its 28 samples there, 11 into the vDSO:
+   39 % of all, under the majority). Pooled, 11 of 151 crossed; by its own
+   samples 11 of 16 went the group's way: the same hang, that group. */
+static void case_group_pick_pure_history(void) {
+  const char *vdso[] = {
+      "__vdso_clock_gettime", "clock_gettime", "now_ms", "busy_loop", "run", "main", "_start"};
+  perf__named_stack_t s[] = {{g_self, 4}, {g_now, 5}, {g_clock, 6}, {vdso, 7}};
+  uint64_t w[] = {10, 2, 5, 11};
+  perf__hang_samples_t h = hang_of(s, w, 4);
+  const char *key[8];
+  size_t len;
+  perf__hang_key(&h, key, 8, &len);
+  CHECK_KEY(key, len, "clock_gettime", "now_ms", "busy_loop", "run", "main", "_start");
+  perf__group_view_t deep = {
+      vdso, 7, NULL, NULL, 0, 135, (const uint64_t[]){382, 382, 382, 382, 199, 135, 135}};
+  CHECK_EQ_INT(perf__group_pick(&h, key, len, &deep, 1), 0);
+  /* 3 of 16 into the vDSO (under a quarter) and the same history: its own. */
+  uint64_t few[] = {10, 2, 13, 3};
+  h = hang_of(s, few, 4);
+  perf__hang_key(&h, key, 8, &len);
+  CHECK_KEY(key, len, "clock_gettime", "now_ms", "busy_loop", "run", "main", "_start");
+  CHECK_EQ_INT(perf__group_pick(&h, key, len, &deep, 1), -1);
+}
+
 /* The same loop calling two leaves in turn: one occurrence's majority went
    into one leaf, the next one's into the other. */
 static void case_sibling_leaves(void) {
@@ -232,9 +258,10 @@ static void case_frame_label(void) {
 }
 
 static const test_case_t g_cases[] = {
-    TEST_CASE(majority_key),   TEST_CASE(partial_ignored), TEST_CASE(group_pick),
-    TEST_CASE(sibling_leaves), TEST_CASE(group_label),     TEST_CASE(hash),
-    TEST_CASE(frame_label),
+    TEST_CASE(majority_key),   TEST_CASE(partial_ignored),
+    TEST_CASE(group_pick),     TEST_CASE(group_pick_pure_history),
+    TEST_CASE(sibling_leaves), TEST_CASE(group_label),
+    TEST_CASE(hash),           TEST_CASE(frame_label),
 };
 
 int main(int argc, char **argv) {
