@@ -295,6 +295,7 @@ static int build_event(record_t *r, const Perf__V1__Event *pe, size_t index) {
   e->tid = pe->tid;
   e->cpu_percent = pe->cpu_percent;
   e->reason = pe->reason;
+  e->label = pe->label;
   e->dominant_stack_sig = pe->dominant_stack ? r->stacks[pe->dominant_stack - 1].signature : NULL;
   if (pe->n_stack_counts &&
       !(r->counts[index] = calloc(pe->n_stack_counts, sizeof(store_stack_count_t))))
@@ -468,7 +469,7 @@ static unsigned repair_text(const ingest_target_t *t, Perf__V1__Batch *bt, inges
   for (size_t i = 0; i < bt->n_modules; i++)
     rc |= text_fix(&bt->modules[i]->path, max);
   for (size_t i = 0; i < bt->n_events; i++)
-    rc |= text_fix(&bt->events[i]->reason, max);
+    rc |= text_fix(&bt->events[i]->reason, max) | text_fix(&bt->events[i]->label, max);
   Perf__V1__Resource *r = bt->resource;
   rc |= text_fix(&r->app_name, max) | text_fix(&r->app_version, max) |
         text_fix(&r->environment, max) | text_fix(&r->host, max);

@@ -216,6 +216,7 @@ static unsigned parse_filters(query_arg_fn arg, void *ctx, bool kind_required, s
   unsigned bad = parse_tags(arg, ctx, q, body);
   if (bad) return bad;
   q->group = filter(arg, ctx, "group");
+  q->label = filter(arg, ctx, "label");
   if (q->group && (strlen(q->group) > STORE_SIG_CHARS ||
                    strspn(q->group, "0123456789abcdef") != strlen(q->group)))
     return *body = error_body("parameter %s: must be a group's signature (lowercase hex)", "group"),
@@ -640,12 +641,12 @@ static json_t *event_json(const store_event_row_t *e) {
     json_decref(tags);
     return NULL;
   }
-  return json_pack("{s:I, s:s?, s:I, s:f, s:I, s:i, s:s?, s:s?, s:s?, s:s?, s:s?, s:o}", "id",
+  return json_pack("{s:I, s:s?, s:I, s:f, s:I, s:i, s:s?, s:s?, s:s?, s:s?, s:s?, s:s?, s:o}", "id",
                    (json_int_t)e->id, "kind", e->kind, "start_ms",
                    (json_int_t)(e->start_ns / 1000000), "duration_ms", ms(e->duration_ns), "tid",
                    (json_int_t)e->tid, "cpu_percent", (int)e->cpu_percent, "reason", e->reason,
-                   "app", e->app, "version", e->version, "environment", e->environment, "group",
-                   e->group_sig, "tags", tags);
+                   "label", e->label, "app", e->app, "version", e->version, "environment",
+                   e->environment, "group", e->group_sig, "tags", tags);
 }
 
 typedef struct event_list_s {
@@ -699,6 +700,7 @@ unsigned query_drops(const store_ops_t *ops, store_t *store, query_arg_fn arg, v
   /* Drops are the batches', not an event kind's or a group's. */
   if (q.kind) return *body = error_body("parameter %s: not a filter of drops", "kind"), 400;
   if (q.group) return *body = error_body("parameter %s: not a filter of drops", "group"), 400;
+  if (q.label) return *body = error_body("parameter %s: not a filter of drops", "label"), 400;
   store_drops_t d;
   if (ops->drops(store, &q, &d) != STORE_OK)
     return *body = error_body("%s", "the store failed or ran out of memory"), 503;

@@ -80,6 +80,7 @@ typedef struct store_event_s {
   uint32_t tid;
   int32_t cpu_percent;
   const char *reason;
+  const char *label;              /* the unit of work's label; NULL or "": none */
   const char *dominant_stack_sig; /* NULL: none */
   const char *group_sig;          /* hang / fatal_hang without a key: the group (a groups
                                      row, the dominant stack's); NULL for other kinds or
@@ -151,6 +152,7 @@ typedef struct store_top_query_s {
   const char *app, *version, *environment, *host;
   int64_t from_ns, to_ns;
   const char *group; /* stack_rows: NULL, or only the events of this group */
+  const char *label; /* NULL, or only events with this label (not for drops) */
   store_tag_t tags[STORE_MAX_TAG_FILTERS];
   size_t n_tags;
 } store_top_query_t;
@@ -194,6 +196,7 @@ typedef int (*store_stack_row_fn)(const store_stack_row_t *row, void *user);
 typedef struct store_event_row_s {
   int64_t id, start_ns, duration_ns;
   const char *kind, *reason, *app, *version, *environment, *group_sig, *tags_json;
+  const char *label; /* NULL: none */
   uint32_t tid;
   int32_t cpu_percent;
 } store_event_row_t;

@@ -62,6 +62,7 @@ static const char SCHEMA[] =
 static const char *const ADD_COLUMNS[] = {
     "ALTER TABLE events ADD COLUMN group_sig TEXT",
     "ALTER TABLE stacks ADD COLUMN stack_end TEXT",
+    "ALTER TABLE events ADD COLUMN label TEXT",
     ADD_DROPPED("rate_limited"),
     ADD_DROPPED("queue_full"),
     ADD_DROPPED("sink_failed"),
@@ -73,8 +74,8 @@ static const char GROUP_SIG_INDEX[] =
 
 /* The batch's resource (?1 app, ?2 version, ?3 environment, ?10 host: NULL
    any) and tags (?11/?12 .. ?17/?18: key and value, NULL any); then the
-   events' start within ?4..?5 (TOP_FILTERS) or the batch's arrival
-   (DROPS_FILTERS). */
+   events' start within ?4..?5 and their label ?19 (NULL any) (TOP_FILTERS)
+   or the batch's arrival (DROPS_FILTERS). */
 #define TAG_FILTER(k, v)                                                                           \
   " AND (?" #k " IS NULL OR EXISTS (SELECT 1 FROM batch_tags t WHERE t.batch_id = b.id"            \
   " AND t.key = ?" #k " AND t.value = ?" #v "))"
@@ -84,7 +85,8 @@ static const char GROUP_SIG_INDEX[] =
       TAG_FILTER(13, 14) TAG_FILTER(15, 16) TAG_FILTER(17, 18)
 #define TAG_PARAM 11 /* the first tag filter's key */
 _Static_assert(STORE_MAX_TAG_FILTERS == 4, "BATCH_FILTERS has one TAG_FILTER per tag filter");
-#define TOP_FILTERS BATCH_FILTERS " AND e.start_ns >= ?4 AND e.start_ns <= ?5"
+#define TOP_FILTERS                                                                                \
+  BATCH_FILTERS " AND e.start_ns >= ?4 AND e.start_ns <= ?5 AND (?19 IS NULL OR e.label = ?19)"
 #define DROPS_FILTERS BATCH_FILTERS " AND b.received_ns >= ?4 AND b.received_ns <= ?5"
 #define DROPPED_SUMS                                                                               \
   "coalesce(sum(b.dropped_rate_limited), 0), coalesce(sum(b.dropped_queue_full), 0),"              \
@@ -96,7 +98,7 @@ _Static_assert(STORE_MAX_TAG_FILTERS == 4, "BATCH_FILTERS has one TAG_FILTER per
 #define EVENT_COLUMNS                                                                              \
   "e.id, e.kind, e.start_ns, e.duration_ns, e.tid, e.cpu_percent, e.reason, b.app, b.version,"     \
   " b.environment, e.group_sig, (SELECT json_group_array(json_object('key', t.key, 'value',"       \
-  " t.value)) FROM batch_tags t WHERE t.batch_id = b.id)"
+  " t.value)) FROM batch_tags t WHERE t.batch_id = b.id), e.label"
 
 enum stmt_id {
   ST_BEGIN,
@@ -138,8 +140,8 @@ static const char *const STMT_SQL[ST_COUNT] = {
                         " VALUES(?1, ?2, ?3, ?3, ?4) ON CONFLICT(signature) DO UPDATE SET"
                         " last_seen = max(last_seen, excluded.last_seen)",
     [ST_INSERT_EVENT] = "INSERT INTO events(batch_id, kind, start_ns, duration_ns, tid,"
-                        " cpu_percent, reason, dominant_stack_sig, group_sig)"
-                        " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                        " cpu_percent, reason, dominant_stack_sig, group_sig, label)"
+                        " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
     [ST_INSERT_COUNT] =
         "INSERT INTO stack_counts(event_id, stack_sig, tid, samples) VALUES(?1, ?2, ?3, ?4)",
     [ST_DELETE_COUNTS] = "DELETE FROM stack_counts WHERE event_id IN (SELECT e.id FROM events e"
@@ -394,6 +396,10 @@ static int insert_events(store_t *st, const store_batch_t *b) {
       sqlite3_bind_text(s, 9, group_sig, -1, SQLITE_TRANSIENT);
     else
       sqlite3_bind_null(s, 9);
+    if (e->label && e->label[0])
+      sqlite3_bind_text(s, 10, e->label, -1, SQLITE_STATIC);
+    else
+      sqlite3_bind_null(s, 10);
     int rc = step_done(st, ST_INSERT_EVENT);
     if (rc == SQLITE_OK) rc = insert_counts(st, sqlite3_last_insert_rowid(st->db), e);
     if (rc != SQLITE_OK) return rc;
@@ -534,6 +540,7 @@ static void bind_filters(sqlite3_stmt *s, const store_top_query_t *q) {
   sqlite3_bind_int64(s, 4, q->from_ns);
   sqlite3_bind_int64(s, 5, q->to_ns);
   bind_opt(s, 6, q->kind);
+  bind_opt(s, 19, q->label);
   for (size_t i = 0; i < STORE_MAX_TAG_FILTERS; i++) {
     int k = TAG_PARAM + 2 * (int)i;
     if (i < q->n_tags)
@@ -615,7 +622,8 @@ static store_event_row_t event_row(sqlite3_stmt *s) {
                            .version = column_text(s, 8),
                            .environment = column_text(s, 9),
                            .group_sig = column_text(s, 10),
-                           .tags_json = column_text(s, 11)};
+                           .tags_json = column_text(s, 11),
+                           .label = column_text(s, 12)};
   return row;
 }
 

@@ -79,11 +79,11 @@ static CHAIN void leaf_mix(void) {
    ~ 2e-6) and only stuck_in_here and its callers are shared. It lasts ms,
    and on a loaded machine until the monitor has taken HANG_SAMPLES (the
    hang's are the only samples of this run of the SDK; feed). */
-static CHAIN void stuck_in_here(double ms) {
+static CHAIN void stuck_in_here(double ms, const char *label) {
   /* Busy from inside too: on a loaded machine the thread can be preempted
      for longer than the threshold anywhere, and a sample taken in the
      caller would be shared by no other. */
-  CHECK_EQ_INT(perf_sdk_loop_busy(), PERF_OK);
+  CHECK_EQ_INT(label ? perf_sdk_loop_busy_label(label) : perf_sdk_loop_busy(), PERF_OK);
   perf_sdk_stats_t st;
   CHECK_EQ_INT(perf_sdk_get_stats(&st), PERF_OK);
   const uint64_t samples0 = st.samples_taken;
@@ -104,11 +104,14 @@ static CHAIN void stuck_in_here(double ms) {
   CHECK_EQ_INT(perf_sdk_loop_idle(), PERF_OK);
 }
 
-static CHAIN void handle_request(double ms) {
-  stuck_in_here(ms);
+static CHAIN void handle_request(double ms, const char *label) {
+  stuck_in_here(ms, label);
 }
 
-/* Two hangs of HANG_MS (or more) in stuck_in_here, then a CPU burst of two
+#define LABEL "GET /users"
+
+/* Two hangs of HANG_MS (or more) in stuck_in_here (the first labelled
+   LABEL), then a CPU burst of two
    busy threads, sent to c; hang_ms[i]: hang i's call of handle_request as
    timed here, which holds its busy period (loop_busy to loop_idle, the
    hang's duration). Two runs of the SDK: the monitors take turns at the
@@ -141,7 +144,8 @@ static void feed(const collector_t *c, double hang_ms[2]) {
   CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
   for (int i = 0; i < 2; i++) {
     double t0 = now_ms();
-    handle_request(HANG_MS); /* marks busy and idle inside stuck_in_here */
+    /* marks busy and idle inside stuck_in_here; the first unit labelled */
+    handle_request(HANG_MS, i == 0 ? LABEL : NULL);
     hang_ms[i] = now_ms() - t0;
     usleep(200000);
   }
@@ -563,7 +567,36 @@ static void case_events(void) {
     CHECK(json_is_integer(json_object_get(e, "tid")));
     CHECK(json_is_integer(json_object_get(e, "cpu_percent")));
     CHECK(json_object_get(e, "reason") != NULL);
+    /* newest first: the second hang has no label, the first LABEL */
+    const char *label = json_string_value(json_object_get(e, "label"));
+    if (i == 0)
+      CHECKF(label == NULL, "hang 1 has label %s", label);
+    else
+      CHECKF(label && strcmp(label, LABEL) == 0, "hang 0 has label %s", label ? label : "(none)");
   }
+  /* The label filter: events, top stacks; drops have no label. */
+  json_decref(j);
+  j = get_json(&c, "/api/v1/events?kind=hang&label=GET%20%2Fusers", &status);
+  CHECK_EQ_INT(status, 200);
+  CHECK_EQ_INT(json_array_size(json_object_get(j, "events")), 1);
+  json_decref(j);
+  j = get_json(&c, "/api/v1/events?kind=hang&label=POST%20%2Fusers", &status);
+  CHECK_EQ_INT(status, 200);
+  CHECK_EQ_INT(json_array_size(json_object_get(j, "events")), 0);
+  json_decref(j);
+  j = get_json(&c, "/api/v1/top-stacks?kind=hang&label=GET%20%2Fusers", &status);
+  CHECK_EQ_INT(status, 200);
+  json_int_t labelled = 0;
+  for (size_t i = 0; i < json_array_size(stacks_of(j)); i++)
+    labelled += json_integer_value(json_object_get(json_array_get(stacks_of(j), i), "events"));
+  CHECK_EQ_INT(labelled, 1);
+  json_decref(j);
+  j = get_json(&c, "/api/v1/drops?label=x", &status);
+  CHECK_EQ_INT(status, 400);
+  json_decref(j);
+  j = get_json(&c, "/api/v1/events?kind=hang&app=api-test&limit=50", &status);
+  CHECK_EQ_INT(status, 200);
+  events = json_object_get(j, "events");
   /* The detail of the first: its stacks, one of them in stuck_in_here. */
   char path[96];
   json_int_t id = json_integer_value(json_object_get(json_array_get(events, 0), "id"));
