@@ -228,6 +228,7 @@ static void handle_request(struct loop *loop, int req) {
   switch (req) {
   case REQ_RENDER_TICK: g_sink += render_tick(loop->scripted); break;
   case REQ_LOAD_USER_PROFILE: {
+    perf_sdk_loop_busy_label("GET /profile"); /* a unit of work of its own, named */
     uint64_t start = now_ns();
     g_sink += load_user_profile(42);
     printf("load_user_profile: %" PRIu64 " ms on the loop thread\n", ms_since(start));

@@ -437,7 +437,7 @@ function renderEvents() {
       el('td', { class: 'num', text: String(e.tid) }),
       el('td', { class: 'num', text: fmtCpu(e.cpu_percent) }),
       el('td', { text: `${e.app} ${e.version} (${e.environment})` }),
-      el('td', { class: 'reason', text: e.reason || '' }));
+      el('td', { class: 'reason', text: e.label || e.reason || '' }));
     row.classList.toggle('selected', e.id === state.detailId);
     row.addEventListener('click', () => showEvent(e.id));
     row.addEventListener('keydown', (ev) => { if (ev.key === 'Enter') showEvent(e.id); });
@@ -470,6 +470,7 @@ function renderDetail(ev) {
   $('detail-cpu').textContent = fmtCpu(ev.cpu_percent);
   $('detail-start').textContent = fmtTime(ev.start_ms);
   $('detail-app').textContent = `${ev.app} ${ev.version} (${ev.environment})`;
+  $('detail-label').textContent = ev.label || '—';
   $('detail-reason').textContent = ev.reason || '—';
   $('detail-tags').textContent = (ev.tags || []).map((t) => `${t.key}:${t.value}`).join(' ') || '—';
   const total = ev.stacks.reduce((n, s) => n + s.samples, 0) || 1;

@@ -112,6 +112,13 @@ static void case_top_hang(void) {
   demo_wait_stored(&c);
   CHECK_EQ_INT(demo_events_stored(&c, "hang"), 1);
   CHECK_EQ_INT(demo_events_stored(&c, "cpu"), 1);
+  /* The demo names the request that hangs (perf_sdk_loop_busy_label). */
+  json_t *labelled = get_ok(&c, "/api/v1/events?kind=hang&label=GET%20%2Fprofile");
+  json_t *events = json_object_get(labelled, "events");
+  CHECK_EQ_INT(json_array_size(events), 1);
+  const char *label = json_string_value(json_object_get(json_array_get(events, 0), "label"));
+  CHECK(label && strcmp(label, "GET /profile") == 0);
+  json_decref(labelled);
 
   json_t *doc;
   json_t *hang = top_stack(&c, "hang", &doc);

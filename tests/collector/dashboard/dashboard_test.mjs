@@ -179,6 +179,11 @@ async function run(page) {
   check((await page.getByTestId('detail-thread').textContent()).startsWith(String(event.tid)), 'detail thread');
   const stackText = await detail.locator('[data-testid="detail-stack"]').first().textContent();
   for (const name of HANG_CHAIN) check(stackText.includes(name), `detail stack has ${name}`);
+  // The demo names the request that hung (perf_sdk_loop_busy_label).
+  const label = await page.getByTestId('detail-label').textContent();
+  check(event.label === 'GET /profile' && label === event.label, `detail label ${label} (API ${event.label})`);
+  check((await apiJson('/api/v1/events?kind=hang&label=GET%20%2Fprofile')).events.length === 1,
+    'one hang labelled GET /profile');
 
   // Stack truth: the hand-made hang, in the API then on the page.
   const truth = (await apiJson('/api/v1/events?kind=hang')).events.find((e) => e.reason === 'stack-truth');
