@@ -18,10 +18,13 @@
 #include "frame_json.h"
 #include "signature.h"
 
+#define MAX_LABELS 16 /* distinct labels counted per group; later ones are not shown */
+
 typedef struct group_s {
   char *signature;
   json_t *frames;
   json_t *versions; /* distinct, in the order first seen */
+  json_t *labels;   /* events per unit-of-work label (at most MAX_LABELS labels) */
   uint64_t events, samples;
   int64_t total_ns, first_ns, last_ns, last_event;
   int64_t *durations; /* one per event */
@@ -38,6 +41,7 @@ static void group_free(group_t *g) {
   free(g->signature);
   json_decref(g->frames);
   json_decref(g->versions);
+  json_decref(g->labels);
   free(g->durations);
 }
 
@@ -63,8 +67,10 @@ static group_t *new_group(agg_t *a, const store_top_row_t *row) {
        cut--)
     json_array_remove(g->frames, 0);
   g->versions = json_array();
+  g->labels = json_object();
   a->n++;
-  if (!g->signature || !g->frames || !json_is_array(g->frames) || !g->versions) return NULL;
+  if (!g->signature || !g->frames || !json_is_array(g->frames) || !g->versions || !g->labels)
+    return NULL;
   return g;
 }
 
@@ -98,6 +104,14 @@ static int on_row(const store_top_row_t *row, void *user) {
   if (row->version && !has_version(g->versions, row->version) &&
       json_array_append_new(g->versions, json_string(row->version)) != 0)
     return a->failed = true, 1;
+  if (row->label && row->label[0]) {
+    json_t *n = json_object_get(g->labels, row->label);
+    if (n)
+      json_integer_set(n, json_integer_value(n) + 1);
+    else if (json_object_size(g->labels) < MAX_LABELS &&
+             json_object_set_new(g->labels, row->label, json_integer(1)) != 0)
+      return a->failed = true, 1;
+  }
   return 0;
 }
 
@@ -132,12 +146,12 @@ static int64_t p95(group_t *g) {
 }
 
 static json_t *group_json(group_t *g) {
-  json_t *o = json_pack("{s:s, s:O, s:I, s:I, s:f, s:f, s:f, s:I, s:I, s:O}", "signature",
-                        g->signature, "frames", g->frames, "events", (json_int_t)g->events,
-                        "samples", (json_int_t)g->samples, "total_ms", ms(g->total_ns), "mean_ms",
-                        ms(g->total_ns) / (double)g->events, "p95_ms", ms(p95(g)), "first_seen",
-                        (json_int_t)(g->first_ns / 1000000), "last_seen",
-                        (json_int_t)(g->last_ns / 1000000), "versions", g->versions);
+  json_t *o = json_pack(
+      "{s:s, s:O, s:I, s:I, s:f, s:f, s:f, s:I, s:I, s:O, s:O}", "signature", g->signature,
+      "frames", g->frames, "events", (json_int_t)g->events, "samples", (json_int_t)g->samples,
+      "total_ms", ms(g->total_ns), "mean_ms", ms(g->total_ns) / (double)g->events, "p95_ms",
+      ms(p95(g)), "first_seen", (json_int_t)(g->first_ns / 1000000), "last_seen",
+      (json_int_t)(g->last_ns / 1000000), "versions", g->versions, "labels", g->labels);
   return o;
 }
 

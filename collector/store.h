@@ -169,6 +169,7 @@ typedef struct store_top_row_s {
   uint64_t samples;
   size_t majority_len; /* hang groups: the root frames of names_json the majority of the
                           group's samples share (perf__group_majority_len); 0: all */
+  const char *label;   /* the event's unit-of-work label; NULL: none */
 } store_top_row_t;
 
 /* Return non-zero to stop (the scan then fails with STORE_ERROR). */

@@ -162,12 +162,12 @@ static const char *const STMT_SQL[ST_COUNT] = {
         "SELECT e.group_sig, g.frames, b.version, e.id, e.start_ns, e.duration_ns,"
         " (SELECT coalesce(sum(c.samples), 0) FROM stack_counts c"
         " WHERE c.event_id = e.id),"
-        " (SELECT p.samples FROM hang_group_path p WHERE p.group_sig = e.group_sig)"
+        " (SELECT p.samples FROM hang_group_path p WHERE p.group_sig = e.group_sig), e.label"
         " FROM events e JOIN batches b ON b.id = e.batch_id"
         " JOIN groups g ON g.signature = e.group_sig"
         " WHERE e.kind IN ('hang', 'fatal_hang')" TOP_FILTERS " ORDER BY e.group_sig, e.id",
     [ST_TOP_CPU] = "SELECT c.stack_sig, g.frames, b.version, e.id, e.start_ns, e.duration_ns,"
-                   " c.samples FROM stack_counts c JOIN events e ON e.id = c.event_id"
+                   " c.samples, e.label FROM stack_counts c JOIN events e ON e.id = c.event_id"
                    " JOIN batches b ON b.id = e.batch_id JOIN groups g ON g.signature = c.stack_sig"
                    " WHERE e.kind = 'cpu'" TOP_FILTERS " ORDER BY c.stack_sig, e.id",
     [ST_STACK_ROWS] =
@@ -565,7 +565,8 @@ static int sqlite_top_rows(store_t *st, const store_top_query_t *q, store_row_fn
                            sqlite3_column_int64(s, 4),
                            sqlite3_column_int64(s, 5),
                            (uint64_t)sqlite3_column_int64(s, 6),
-                           0};
+                           0,
+                           column_text(s, id == ST_TOP_HANG ? 8 : 7)};
     if (id == ST_TOP_HANG)
       row.majority_len =
           hang_groups_majority_len(sqlite3_column_blob(s, 7), (size_t)sqlite3_column_bytes(s, 7));

@@ -591,6 +591,18 @@ static void case_events(void) {
     labelled += json_integer_value(json_object_get(json_array_get(stacks_of(j), i), "events"));
   CHECK_EQ_INT(labelled, 1);
   json_decref(j);
+  /* Without the filter, each group counts its events per label. */
+  j = get_json(&c, "/api/v1/top-stacks?kind=hang&app=api-test", &status);
+  CHECK_EQ_INT(status, 200);
+  json_int_t per_label = 0;
+  for (size_t i = 0; i < json_array_size(stacks_of(j)); i++) {
+    json_t *labels = json_object_get(json_array_get(stacks_of(j), i), "labels");
+    CHECK(json_is_object(labels));
+    CHECK(json_object_size(labels) <= 1);
+    per_label += json_integer_value(json_object_get(labels, LABEL));
+  }
+  CHECK_EQ_INT(per_label, 1);
+  json_decref(j);
   j = get_json(&c, "/api/v1/drops?label=x", &status);
   CHECK_EQ_INT(status, 400);
   json_decref(j);
