@@ -73,11 +73,12 @@ async function apiJson(path, params) {
 }
 
 // The filters of the header as API parameters (kind, app, version,
-// environment, tag (repeated), from; limit when withLimit).
+// environment, tag (repeated), label, from; limit when withLimit).
 function filterParams(withLimit) {
   const params = { kind: state.kind };
   for (const name of ['app', 'version', 'environment']) params[name] = $(name).value.trim();
   params.tag = $('tags').value.split(/\s+/).filter(Boolean);
+  params.label = $('label').value.trim();
   const range = $('range').value;
   if (range) params.from = String(Date.now() - Number(range));
   if (withLimit) {
@@ -207,6 +208,7 @@ async function loadDrops(gen) {
   $('drops').textContent = '';
   const params = filterParams(false);
   delete params.kind;
+  delete params.label; // drops belong to batches, not to units of work
   const drops = await apiJson('/api/v1/drops', params);
   if (gen !== state.generation) return;
   renderDrops(drops);

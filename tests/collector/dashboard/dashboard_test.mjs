@@ -251,6 +251,26 @@ async function run(page) {
   await page.waitForFunction((t) => document.getElementById('drops').textContent === t &&
     document.body.dataset.state === 'ready', truthDrops);
 
+  // The label filter (the tag filter cleared): the demo's labelled hang
+  // alone, then nothing for another label.
+  await page.getByTestId('tag-filter').fill('');
+  await page.getByTestId('label-filter').fill('GET /profile');
+  await page.getByTestId('refresh').click();
+  await waitReady(page);
+  await page.waitForFunction((id) => {
+    const rows = [...document.querySelectorAll('[data-testid="event-row"]')];
+    return rows.length === 1 && rows[0].dataset.id === String(id);
+  }, event.id);
+  await page.getByTestId('label-filter').fill('GET /nothing');
+  await page.getByTestId('refresh').click();
+  await waitReady(page);
+  await page.waitForFunction(() => document.querySelectorAll('[data-testid="event-row"]').length === 0);
+  await page.getByTestId('label-filter').fill('');
+  await page.getByTestId('tag-filter').fill('team:truth');
+  await page.getByTestId('refresh').click();
+  await page.waitForFunction((t) => document.getElementById('drops').textContent === t &&
+    document.body.dataset.state === 'ready', truthDrops);
+
   await page.mouse.move(0, 0);
   await page.screenshot({ path: screenshotPath, fullPage: true });
   const png = readFileSync(screenshotPath);
