@@ -28,12 +28,22 @@
 #define MAX_TICKS 1201         /* ticks of the longest window (600 s at 500 ms) and one */
 #define QUIET_END_NS 100000000 /* a burst whose threads all stopped running this long ends */
 
+/* The ticks of the current run (no lull since its first): a ring of the
+   process CPU clock at each tick, oldest first. */
+typedef struct {
+  int64_t at_ns[MAX_TICKS], cpu_ns[MAX_TICKS];
+  size_t first, count;
+} run_t;
+
 struct perf__cpu_monitor_s {
   const perf__config_t *cfg;
   perf__recorder_t *recorder;
   perf__stats_t *stats;
   perf__worker_t *worker; /* the thread, "perf-cpu-mon" */
   perf__thread_set_t threads;
+  run_t run; /* the monitor thread's; allocated with the monitor, by the thread calling init (a
+                thread allocating as the app forks could leave a non-fork-safe allocator locked
+                in the child, as GCC 12's AddressSanitizer's is) */
 };
 
 typedef struct {
@@ -75,13 +85,6 @@ int perf__cpu_monitor_stop(perf__cpu_monitor_t *m, int64_t deadline_ns) {
   return PERF_OK;
 }
 
-/* The ticks of the current run (no lull since its first): a ring of the
-   process CPU clock at each tick, oldest first. */
-typedef struct {
-  int64_t at_ns[MAX_TICKS], cpu_ns[MAX_TICKS];
-  size_t first, count;
-} run_t;
-
 static void run_restart(run_t *r, int64_t now, int64_t cpu) {
   r->first = 0;
   r->count = 1;
@@ -119,11 +122,7 @@ static void monitor_main(perf__worker_t *worker, void *arg) {
   if (tick < 20000000) tick = 20000000;
   if (tick > 500000000) tick = 500000000;
   const int threshold = (int)m->cfg->cpu_threshold_percent;
-  run_t *run = calloc(1, sizeof *run);
-  if (!run) {
-    perf__log(PERF__LOG_ERROR, "cpu monitor: out of memory, not watching CPU use");
-    return;
-  }
+  run_t *run = &m->run;
   int64_t last = perf__now_ns(), last_cpu = perf__process_cpu_ns();
   bool running = false; /* a run of ticks at or above half the threshold */
   while (!stopping(m)) {
@@ -151,7 +150,6 @@ static void monitor_main(perf__worker_t *worker, void *arg) {
       last_cpu = perf__process_cpu_ns();
     }
   }
-  free(run);
 }
 
 static void run_burst(perf__cpu_monitor_t *m, int64_t window_ns) {
