@@ -51,6 +51,7 @@
 #include "sdk/pipeline/config.h"
 #include "sdk/pipeline/recorder.h"
 #include "sdk/pipeline/writer.h"
+#include "sdk/sampler/sampler.h"
 #include "sdk/sdk_testing.h"
 
 /* Normal shutdown gives the monitors at least this long to return from a
@@ -343,6 +344,7 @@ static int shutdown_locked(int64_t deadline_ns, int64_t monitors_deadline_ns) {
   } else {
     leave_behind(s); /* a thread still running uses it */
   }
+  perf__sampler_close_files(); /* idle now: no /proc file stays open for it */
   return err;
 }
 
