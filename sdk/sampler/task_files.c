@@ -29,6 +29,7 @@ typedef struct {
 
 static const char *const k_names[PERF__TASK_FILE_KINDS] = {"status", "syscall"};
 static entry_t g_entries[PERF__TASK_FILES_THREADS];
+static long long g_idle_ns = PERF__TASK_FILES_IDLE_NS;
 
 static entry_t *entry_for(pid_t tid, long long now);
 static void close_entry(entry_t *e);
@@ -67,6 +68,10 @@ int perf__task_files_open_count(void) {
   return n;
 }
 
+void perf__task_files_set_idle_ns(long long ns) {
+  g_idle_ns = ns;
+}
+
 /* tid's entry, else the least recently used one, emptied for tid; entries
    idle for too long are closed on the way. */
 static entry_t *entry_for(pid_t tid, long long now) {
@@ -77,7 +82,7 @@ static entry_t *entry_for(pid_t tid, long long now) {
       hit = e;
       continue;
     }
-    if (e->tid && now - e->used_ns > PERF__TASK_FILES_IDLE_NS) close_entry(e);
+    if (e->tid && now - e->used_ns > g_idle_ns) close_entry(e);
     if (e->used_ns < oldest->used_ns) oldest = e;
   }
   if (!hit) {

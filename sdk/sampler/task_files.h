@@ -38,4 +38,8 @@ void perf__task_files_close_all(void);
 /* How many descriptors are kept open now (for tests). */
 int perf__task_files_open_count(void);
 
+/* Tests: how long a descriptor may stay unused (PERF__TASK_FILES_IDLE_NS
+   unless set). */
+void perf__task_files_set_idle_ns(long long ns);
+
 #endif
