@@ -108,15 +108,16 @@ typedef struct slot_s {
   size_t count;
   perf__walk_status_t walk_status;
   uint64_t handler_cycles; /* TSC ticks the handler spent, for the benchmarks */
-  int64_t taken_ns;        /* CLOCK_MONOTONIC when the handler read the stack */
+  uint64_t entry_cycles;   /* the cycle counter when the handler began */
   uintptr_t pcs[PERF__MAX_FRAMES];
   /* requester-only bookkeeping */
   pid_t tid;
   uint32_t seq;
   perf__modules_t *pinned; /* keeps `unwind` alive while a handler may read it */
   long long sent_ns, cancelled_at_ns;
-  bool in_flight; /* sent, answer not yet collected (await_request) */
-  size_t shot;    /* a snapshot's: whose answer this is */
+  uint64_t sent_cycles; /* the cycle counter at sent_ns */
+  bool in_flight;       /* sent, answer not yet collected (await_request) */
+  size_t shot;          /* a snapshot's: whose answer this is */
 } slot_t;
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -158,6 +159,7 @@ static slot_t *claim_slot(pid_t tid, int *err);
 static int wait_for_slot(slot_t *s, uint32_t seq, long long deadline_ns, long long spin_ns);
 static int finish_timeout(slot_t *s, uint32_t seq, pid_t tid);
 static int copy_result(perf__modules_t *mods, slot_t *s, perf__sampler_shot_t *shot);
+static int64_t handler_time_ns(const slot_t *s);
 static int capture_blocked(perf__modules_t *mods, pid_t tid, perf__sampler_shot_t *shot);
 static int may_signal(pid_t tid, bool check_leaving);
 static bool handler_is_ours(void);
@@ -468,7 +470,7 @@ static void on_sample_signal(int signo, siginfo_t *si, void *ucv) {
     atomic_compare_exchange_strong(&s->state, &expect, STATE(seq, SLOT_FREE));
     goto out;
   }
-  s->taken_ns = perf__now_ns(); /* clock_gettime: async-signal-safe */
+  s->entry_cycles = t0;
   perf__unwind_regs_t regs;
   perf__arch_context_regs(ucv, &regs);
   s->sp = regs.sp;
@@ -566,6 +568,7 @@ static int send_request(slot_t *s, pid_t tid, size_t max, bool check_leaving) {
     PERF__FAIL(PERF_E_SYSTEM, "rt_tgsigqueueinfo(%d): %s", (int)tid, strerror(e));
   }
   s->sent_ns = perf__now_ns();
+  s->sent_cycles = perf__arch_cycles();
   s->in_flight = true;
   return PERF_OK;
 }
@@ -652,9 +655,21 @@ static int finish_timeout(slot_t *s, uint32_t seq, pid_t tid) {
   return PERF_E_TIMEOUT;
 }
 
+/* When the handler began, on the monotonic clock: placed between the send
+   and now by the cycle counter (read in the handler instead of the clock,
+   which costs the target more than the counter on some machines). */
+static int64_t handler_time_ns(const slot_t *s) {
+  int64_t now_ns = perf__now_ns();
+  uint64_t now_cycles = perf__arch_cycles();
+  if (now_cycles <= s->sent_cycles || s->entry_cycles < s->sent_cycles) return s->sent_ns;
+  if (s->entry_cycles >= now_cycles) return now_ns;
+  double part = (double)(s->entry_cycles - s->sent_cycles) / (double)(now_cycles - s->sent_cycles);
+  return s->sent_ns + (int64_t)(part * (double)(now_ns - s->sent_ns));
+}
+
 static int copy_result(perf__modules_t *mods, slot_t *s, perf__sampler_shot_t *shot) {
   g_last_handler_cycles = s->handler_cycles;
-  shot->taken_ns = s->taken_ns;
+  shot->taken_ns = handler_time_ns(s);
   if (s->mode == PERF_UNWIND_STACK_COPY) {
     perf__dwfl_unwinder_t *u = perf__modules_dwfl_unwinder(mods);
     if (!u) return PERF_E_UNSUPPORTED;
