@@ -58,8 +58,8 @@
 
 enum { SLOT_FREE = 0, SLOT_PENDING = 1, SLOT_WRITING = 2, SLOT_DONE = 3, SLOT_CANCELLED = 4 };
 enum { RESULT_STACK = 0, RESULT_NEED_BOUNDS = 1 };
-/* request()'s positive answers: the handler reported sp, not a stack; the
-   thread was found blocked at the last look before the send (nothing sent). */
+/* send_request()'s and await_request()'s positive answers: the handler reported sp, not a stack;
+   the thread was found blocked at the last look before the send (nothing sent). */
 enum { REQUEST_NEED_BOUNDS = 1, REQUEST_NOW_BLOCKED = 2 };
 /* Enough for a snapshot's requests in flight and a few cancelled ones
    still held. */
@@ -141,7 +141,6 @@ static void copy_stack(uint8_t *dst, uintptr_t src, size_t len)
     __attribute__((no_sanitize_address));
 static int capture_shot(perf__modules_t *mods, perf__sampler_shot_t *shot);
 static int capture_once(perf__modules_t *mods, perf__sampler_shot_t *shot);
-static int capture_locked(perf__modules_t *mods, perf__sampler_shot_t *shot);
 static int capture_signalled(perf__modules_t *mods, pid_t tid, perf__sampler_shot_t *shot,
                              bool check_leaving);
 static void snapshot_locked(perf__modules_t *mods, perf__sampler_shot_t *shots, size_t n,
@@ -151,7 +150,6 @@ static void collect_oldest(perf__modules_t *mods, perf__sampler_shot_t *shots, s
                            size_t *n_flying);
 static void finish_shot(perf__sampler_shot_t *shot, int err);
 static int prepare_slot(slot_t *s, perf__modules_t *mods);
-static int request(slot_t *s, pid_t tid, size_t max, bool check_leaving);
 static int send_request(slot_t *s, pid_t tid, size_t max, bool check_leaving);
 static int await_request(slot_t *s, long long spin_ns);
 static int learn_bounds(pid_t tid, uintptr_t sp);
@@ -173,8 +171,12 @@ static void atfork_child(void);
 
 int perf__sampler_capture(perf__modules_t *mods, pid_t tid, uintptr_t *pcs, size_t max,
                           size_t *count) {
-  perf__walk_status_t status;
-  return perf__sampler_capture_status(mods, tid, pcs, max, count, &status);
+  /* Not through perf__sampler_capture_status: a capture of the calling
+     thread shows the frames between here and the signal, few is better. */
+  perf__sampler_shot_t shot = {.tid = tid, .pcs = pcs, .max = max};
+  int err = capture_shot(mods, &shot);
+  *count = shot.count;
+  return err;
 }
 
 int perf__sampler_capture_status(perf__modules_t *mods, pid_t tid, uintptr_t *pcs, size_t max,
@@ -232,30 +234,29 @@ static int capture_once(perf__modules_t *mods, perf__sampler_shot_t *shot) {
   if (!mods || !shot->pcs || shot->max == 0 || shot->tid < 0) return PERF_E_INVALID_ARGUMENT;
   pthread_mutex_lock(&g_lock);
   int err = install_locked();
-  if (!err) err = capture_locked(mods, shot);
-  pthread_mutex_unlock(&g_lock);
-  return err;
-}
-
-static int capture_locked(perf__modules_t *mods, perf__sampler_shot_t *shot) {
   g_requester = perf__gettid();
   pid_t tid = shot->tid ? shot->tid : g_requester;
   bool self = tid == g_requester;
-  if (self && signal_blocked_here()) return PERF_E_TIMEOUT; /* it would never come */
+  if (!err && self && signal_blocked_here()) err = PERF_E_TIMEOUT; /* it would never come */
   /* One /proc read for the usual case: a thread last seen running is
      asked through the signal, whose last look before the send (may_signal,
      status: State and SigBlk) also sends a thread found blocked to the
      blocked path; a thread last seen blocked is looked at there first
      (syscall). */
-  bool blocked_first = !self && last_seen_blocked(tid);
-  for (int look = 0; look < BLOCKED_ATTEMPTS; look++) {
-    int err;
-    if (blocked_first && (err = capture_blocked(mods, tid, shot)) != TRY_SIGNAL) return err;
+  bool blocked_first = !err && !self && last_seen_blocked(tid);
+  for (int look = 0; !err; look++) {
+    if (look == BLOCKED_ATTEMPTS) {
+      err = PERF_E_TIMEOUT; /* kept changing between running and blocked */
+      break;
+    }
+    if (blocked_first && (err = capture_blocked(mods, tid, shot)) != TRY_SIGNAL) break;
     err = capture_signalled(mods, tid, shot, blocked_first);
-    if (err != REQUEST_NOW_BLOCKED) return err;
+    if (err != REQUEST_NOW_BLOCKED) break;
+    err = PERF_OK;
     blocked_first = true;
   }
-  return PERF_E_TIMEOUT; /* kept changing between running and blocked */
+  pthread_mutex_unlock(&g_lock);
+  return err;
 }
 
 /* Capture tid through the signal; REQUEST_NOW_BLOCKED when it turned out
@@ -268,11 +269,15 @@ static int capture_signalled(perf__modules_t *mods, pid_t tid, perf__sampler_sho
   if (err) return err;
   /* The first capture of a thread learns where its stack is from the
      handler's report of sp, then asks again. */
-  err = request(s, tid, shot->max, check_leaving);
-  if (err == REQUEST_NEED_BOUNDS) {
-    err = learn_bounds(tid, s->sp);
-    if (!err) err = request(s, tid, shot->max, check_leaving);
-    if (err == REQUEST_NEED_BOUNDS) err = PERF_E_SYSTEM;
+  for (int ask = 0;; ask++) {
+    err = send_request(s, tid, shot->max, check_leaving);
+    if (!err) err = await_request(s, WAIT_SPIN_NS);
+    if (err != REQUEST_NEED_BOUNDS) break;
+    if (ask == 1) {
+      err = PERF_E_SYSTEM;
+      break;
+    }
+    if ((err = learn_bounds(tid, s->sp)) != PERF_OK) break;
   }
   if (!err) err = copy_result(mods, s, shot);
   return err;
@@ -298,7 +303,7 @@ static void snapshot_locked(perf__modules_t *mods, perf__sampler_shot_t *shots, 
 
 /* Capture a blocked thread at once, or send a running one its request:
    the slot now in flight, or NULL when the shot is finished (or left for
-   capture_shot: no free slot). The looks are capture_locked's. */
+   capture_shot: no free slot). The looks are capture_once's. */
 static slot_t *start_shot(perf__modules_t *mods, perf__sampler_shot_t *shot, size_t index) {
   pid_t tid = shot->tid;
   bool blocked_first = last_seen_blocked(tid);
@@ -525,14 +530,6 @@ static int prepare_slot(slot_t *s, perf__modules_t *mods) {
   }
   s->unwind = mods->unwind;
   return PERF_OK;
-}
-
-/* Send one request and wait for it. Returns 0 (stack in the slot),
-   REQUEST_NEED_BOUNDS (s->sp holds the thread's sp), REQUEST_NOW_BLOCKED
-   (nothing sent), or an error. */
-static int request(slot_t *s, pid_t tid, size_t max, bool check_leaving) {
-  int err = send_request(s, tid, max, check_leaving);
-  return err ? err : await_request(s, WAIT_SPIN_NS);
 }
 
 /* The last look at tid (may_signal), then the signal. Returns 0 (the

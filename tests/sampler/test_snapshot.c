@@ -56,14 +56,22 @@ static void *spin_main(void *arg) {
   return NULL;
 }
 
-static CHAIN long snap_read_inner(int fd) {
+/* The blocked workers' functions keep no frame pointer, so their callers
+   are found by their CFI rules alone: under ASan + UBSan (-O0, frame
+   pointers everywhere) the blocked-thread walk's search for an rbp-based
+   frame's record took a stale one here (also on main: a limitation of that
+   search, not of snapshots, which this program tests; test_sampler covers
+   the search). read(2) goes through syscall(): ASan's read interceptor keeps
+   an rbp-based frame with 2 KiB of locals. */
+#define BLOCKED_CHAIN CHAIN __attribute__((optimize("omit-frame-pointer")))
+static BLOCKED_CHAIN long snap_read_inner(int fd) {
   char c;
   long n;
-  while ((n = read(fd, &c, 1)) < 0 && errno == EINTR)
+  while ((n = syscall(SYS_read, fd, &c, 1)) < 0 && errno == EINTR)
     atomic_fetch_add(&g_eintr, 1);
   return n + 1;
 }
-static CHAIN long snap_read_outer(int fd) {
+static BLOCKED_CHAIN long snap_read_outer(int fd) {
   return snap_read_inner(fd) + 1;
 }
 static void *read_main(void *arg) {
@@ -71,13 +79,13 @@ static void *read_main(void *arg) {
   return NULL;
 }
 
-static CHAIN int snap_sleep_inner(void) {
+static BLOCKED_CHAIN int snap_sleep_inner(void) {
   struct timespec ts = {0, 50 * 1000 * 1000};
   int r = nanosleep(&ts, NULL);
   if (r != 0 && errno == EINTR) atomic_fetch_add(&g_eintr, 1);
   return r + 1;
 }
-static CHAIN int snap_sleep_outer(void) {
+static BLOCKED_CHAIN int snap_sleep_outer(void) {
   int r = 0;
   while (!atomic_load(&g_stop))
     r += snap_sleep_inner();
@@ -104,12 +112,13 @@ typedef struct {
   int index;
 } start_t;
 
+static start_t g_starts[WORKERS];
+
 static void *start_main(void *arg) {
-  start_t st = *(start_t *)arg;
-  free(arg);
-  g_started_tids[st.index] = (pid_t)syscall(SYS_gettid);
+  const start_t *st = arg;
+  g_started_tids[st->index] = (pid_t)syscall(SYS_gettid);
   atomic_fetch_add(&g_started, 1);
-  return st.body(st.arg);
+  return st->body(st->arg);
 }
 
 /* What worker i runs and the frames its stack must show, innermost first
@@ -118,8 +127,8 @@ static void *(*body_of(int i))(void *) {
   return i < SPINNERS ? spin_main : i < SPINNERS + READERS ? read_main : sleep_main;
 }
 static const char *const k_spin_chain[] = {"snap_spin_leaf", "snap_spin_outer", "spin_main"};
-static const char *const k_read_chain[] = {"read|__libc_read|__read", "snap_read_inner",
-                                           "snap_read_outer", "read_main"};
+static const char *const k_read_chain[] = {"syscall", "snap_read_inner", "snap_read_outer",
+                                           "read_main"};
 static const char *const k_sleep_chain[] = {"clock_nanosleep|__clock_nanosleep",
                                             "nanosleep|__nanosleep", "snap_sleep_inner",
                                             "snap_sleep_outer", "sleep_main"};
@@ -137,10 +146,8 @@ static void chain_of(int i, const char *const **chain, size_t *n) {
 static void workers_start(workers_t *w) {
   CHECK(pipe(w->pipe_fds) == 0);
   for (int i = 0; i < WORKERS; i++) {
-    start_t *st = malloc(sizeof *st);
-    CHECK(st != NULL);
-    *st = (start_t){body_of(i), (void *)(intptr_t)w->pipe_fds[0], i};
-    CHECK(pthread_create(&w->threads[i], NULL, start_main, st) == 0);
+    g_starts[i] = (start_t){body_of(i), (void *)(intptr_t)w->pipe_fds[0], i};
+    CHECK(pthread_create(&w->threads[i], NULL, start_main, &g_starts[i]) == 0);
   }
   while (atomic_load(&g_started) < WORKERS)
     usleep(1000);
@@ -152,7 +159,13 @@ static void workers_start(workers_t *w) {
     size_t n;
     chain_of(i, &chain, &n);
     char *text = stack_wait_for_chain(w->tids[i], chain, n, WAIT_MS);
-    CHECKF(text != NULL, "worker %d never reached its chain", i);
+    CHECKF(text != NULL, "worker %d could not be captured", i);
+    stack_syms_t *s = malloc(sizeof *s);
+    CHECK(s != NULL);
+    stack_parse(text, s);
+    if (!stack_has_chain(s, chain, n)) stack_dump("worker", text);
+    CHECKF(stack_has_chain(s, chain, n), "worker %d never reached its chain", i);
+    free(s);
     perf_free(text);
   }
 }
