@@ -16,11 +16,8 @@
  * number in the slot and writes nothing.
  *
  * A thread blocked in a system call is never signalled: a handler would end
- * nanosleep, poll, epoll_wait and the like early with EINTR. Its user stack
- * is frozen while it blocks, so the requester reads its sp and pc from
- * /proc (thread_state.h), copies the stack and walks the copy with the same
- * rules; the copy counts only if the thread is still blocked in the same
- * call at the same place afterwards. Before any signal is sent the target
+ * nanosleep, poll, epoll_wait and the like early with EINTR; it is captured
+ * from outside (blocked_capture.h). Before any signal is sent the target
  * must not block it (SigBlk: a pending signal would kill a program the
  * thread execs) and the handler must still be ours. docs/architecture.md,
  * "Threads blocked in a system call", has the measurements and the race
@@ -32,7 +29,6 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <pthread.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -49,6 +45,7 @@
 #include "sdk/base/log.h"
 #include "sdk/base/threads.h"
 #include "sdk/sampler/arch.h"
+#include "sdk/sampler/blocked_capture.h"
 #include "sdk/sampler/dwfl_unwind.h"
 #include "sdk/sampler/sampler.h"
 #include "sdk/sampler/sampler_options.h"
@@ -74,21 +71,11 @@ enum { SLOT_COUNT = PERF__SAMPLER_IN_FLIGHT_MAX + 8 };
 /* Extra wait for a handler that already claimed the slot when the timeout
    fired: it only has a bounded walk left to do. */
 #define WRITING_GRACE_MS 50
-/* The most of a blocked thread's stack that is copied (from its sp up); a
-   deeper stack's walk ends as a bad read there. */
-#define BLOCKED_COPY_MAX (256 * 1024)
-/* Readings of a blocked thread that may disagree (it woke and blocked
-   again elsewhere) before the capture gives up with PERF_E_TIMEOUT. */
+/* Looks at a thread that may disagree (running, then blocked, then
+   running...) before the capture gives up with PERF_E_TIMEOUT. */
 #define BLOCKED_ATTEMPTS 4
-/* How long may_signal() spins (then sleeps) while a target blocks the signal. */
-#define MASK_SPIN_NS 200000LL
-/* CPU time a thread woken from a blocking call uses at most before it is
-   back in user space (the kernel's return path takes microseconds). */
-#define EXIT_CPU_NS 200000LL
 /* How long the requester spins for the handler's answer before it sleeps. */
 #define WAIT_SPIN_NS 50000LL
-/* capture_blocked()'s answer when the thread is running: signal it. */
-#define TRY_SIGNAL 1
 
 typedef struct slot_s {
   _Atomic uint32_t state;
@@ -129,7 +116,6 @@ static pid_t g_requester; /* the thread holding g_lock for a capture */
 static uint32_t g_seq;
 static uint64_t g_last_handler_cycles;
 static perf_sampler_options_t g_opts;
-static uint8_t *g_blocked_copy;     /* BLOCKED_COPY_MAX bytes, made on first use */
 static bool g_lost_logged;          /* the handler was replaced: said once */
 static pid_t g_masked_tid;          /* the last thread found blocking the signal, */
 static long long g_masked_until_ns; /* refused at once until then */
@@ -157,13 +143,10 @@ static slot_t *claim_slot(pid_t tid, int *err);
 static int wait_for_slot(slot_t *s, uint32_t seq, long long deadline_ns, long long spin_ns);
 static int finish_timeout(slot_t *s, uint32_t seq, pid_t tid);
 static int copy_result(perf__modules_t *mods, slot_t *s, perf__sampler_shot_t *shot);
-static int64_t handler_time_ns(const slot_t *s);
 static int capture_blocked(perf__modules_t *mods, pid_t tid, perf__sampler_shot_t *shot);
+static int64_t handler_time_ns(const slot_t *s);
 static int may_signal(pid_t tid, bool check_leaving);
 static bool handler_is_ours(void);
-static bool leaving_call(pid_t tid);
-static bool last_seen_blocked(pid_t tid);
-static void pause_briefly(long long start);
 static int signal_blocked_here(void);
 static void atfork_prepare(void);
 static void atfork_parent(void);
@@ -243,13 +226,13 @@ static int capture_once(perf__modules_t *mods, perf__sampler_shot_t *shot) {
      status: State and SigBlk) also sends a thread found blocked to the
      blocked path; a thread last seen blocked is looked at there first
      (syscall). */
-  bool blocked_first = !err && !self && last_seen_blocked(tid);
+  bool blocked_first = !err && !self && perf__blocked_last_seen(tid);
   for (int look = 0; !err; look++) {
     if (look == BLOCKED_ATTEMPTS) {
       err = PERF_E_TIMEOUT; /* kept changing between running and blocked */
       break;
     }
-    if (blocked_first && (err = capture_blocked(mods, tid, shot)) != TRY_SIGNAL) break;
+    if (blocked_first && (err = capture_blocked(mods, tid, shot)) != PERF__TRY_SIGNAL) break;
     err = capture_signalled(mods, tid, shot, blocked_first);
     if (err != REQUEST_NOW_BLOCKED) break;
     err = PERF_OK;
@@ -306,10 +289,10 @@ static void snapshot_locked(perf__modules_t *mods, perf__sampler_shot_t *shots, 
    capture_shot: no free slot). The looks are capture_once's. */
 static slot_t *start_shot(perf__modules_t *mods, perf__sampler_shot_t *shot, size_t index) {
   pid_t tid = shot->tid;
-  bool blocked_first = last_seen_blocked(tid);
+  bool blocked_first = perf__blocked_last_seen(tid);
   for (int look = 0; look < BLOCKED_ATTEMPTS; look++) {
     int err;
-    if (blocked_first && (err = capture_blocked(mods, tid, shot)) != TRY_SIGNAL) {
+    if (blocked_first && (err = capture_blocked(mods, tid, shot)) != PERF__TRY_SIGNAL) {
       finish_shot(shot, err);
       return NULL;
     }
@@ -679,82 +662,9 @@ static int copy_result(perf__modules_t *mods, slot_t *s, perf__sampler_shot_t *s
   return s->walk_status == PERF__WALK_DEPTH ? PERF_E_TRUNCATED : PERF_OK;
 }
 
-/* Capture a thread that is blocked (in a system call or otherwise off the
-   CPU) without signalling it; TRY_SIGNAL when it is running. */
+/* blocked_capture.c's capture with this sampler's timeout. */
 static int capture_blocked(perf__modules_t *mods, pid_t tid, perf__sampler_shot_t *shot) {
-  long long start = perf__now_ns();
-  long long deadline = start + (long long)g_opts.timeout_ms * 1000000LL;
-  for (int attempt = 0; attempt < BLOCKED_ATTEMPTS;) {
-    perf__thread_state_t before, after;
-    int err = perf__thread_state_read(tid, &before);
-    if (err == PERF_E_NO_THREAD) perf__stack_bounds_forget(tid);
-    if (err == PERF_E_SYSTEM && attempt == 0) return TRY_SIGNAL; /* no /proc: signal, as before */
-    if (err) return err;
-    if (before.running) {
-      if (!leaving_call(tid)) return TRY_SIGNAL;
-      if (perf__now_ns() >= deadline) return PERF_E_TIMEOUT;
-      pause_briefly(start);
-      continue;
-    }
-    attempt++;
-    perf__stack_bounds_t *b = perf__stack_bounds_find(tid);
-    if (!b || before.sp < b->lo || before.sp >= b->hi) {
-      if ((err = perf__stack_bounds_learn(tid, before.sp, &b)) == PERF_E_SYSTEM)
-        PERF__FAIL(err, "thread %d: no readable mapping holds its sp", (int)tid);
-      if (err) return err;
-    }
-    b->blocked_cpu_ns = perf__thread_cpu_ns(tid);
-    if (!g_blocked_copy && !(g_blocked_copy = malloc(BLOCKED_COPY_MAX))) return PERF_E_NO_MEMORY;
-    uintptr_t base = before.sp & ~(uintptr_t)7;
-    size_t len = b->hi - base < BLOCKED_COPY_MAX ? b->hi - base : BLOCKED_COPY_MAX;
-    int64_t taken = perf__now_ns();
-    size_t got = perf__memory_copy(g_blocked_copy, base, len) & ~(size_t)7;
-    if ((err = perf__thread_state_read(tid, &after)) != PERF_OK) return err;
-    if (!perf__thread_state_same_block(&before, &after))
-      continue; /* woke (and maybe blocked again): look again */
-    if (got == 0) PERF__FAIL(PERF_E_SYSTEM, "thread %d: its stack could not be read", (int)tid);
-    /* Only pc and sp are known: rbp and rbx come from the first frames
-       that saved them. Every mode walks with the rules here. */
-    perf__unwind_regs_t regs = {
-        .pc = before.pc, .sp = before.sp, .fp_unknown = true, .bx_unknown = true};
-    perf__stack_window_t stack = {base, base + got, g_blocked_copy};
-    shot->count =
-        perf__unwind_walk(mods->unwind, 1, regs, stack, shot->pcs, shot->max, &shot->status);
-    shot->taken_ns = taken;
-    return shot->status == PERF__WALK_DEPTH ? PERF_E_TRUNCATED : PERF_OK;
-  }
-  return PERF_E_TIMEOUT;
-}
-
-/* Whether the last capture of tid found it blocked (and nothing since
-   showed it running on): look at it through /proc first. */
-static bool last_seen_blocked(pid_t tid) {
-  perf__stack_bounds_t *b = perf__stack_bounds_find(tid);
-  return b && b->blocked_cpu_ns > 0;
-}
-
-/* Whether tid, running now, may still be on its way out of the call it was
-   last seen blocked in: woken, but it has not yet used EXIT_CPU_NS of CPU
-   since. A signal then would end that call with EINTR (poll and select
-   check for signals before their timeout). */
-static bool leaving_call(pid_t tid) {
-  perf__stack_bounds_t *b = perf__stack_bounds_find(tid);
-  if (!b || b->blocked_cpu_ns <= 0) return false;
-  int64_t now = perf__thread_cpu_ns(tid);
-  if (now >= 0 && now - b->blocked_cpu_ns < EXIT_CPU_NS) return true;
-  b->blocked_cpu_ns = 0;
-  return false;
-}
-
-/* Wait a moment before looking at a thread again: spin on sched_yield for
-   the first MASK_SPIN_NS since `start`, then sleep a millisecond. */
-static void pause_briefly(long long start) {
-  if (perf__now_ns() - start < MASK_SPIN_NS) {
-    sched_yield();
-  } else {
-    struct timespec ms = {0, 1000000};
-    nanosleep(&ms, NULL);
-  }
+  return perf__blocked_capture(mods, tid, shot, g_opts.timeout_ms);
 }
 
 /* Whether a signal may be sent to tid now: not when it blocks the signal
@@ -782,7 +692,7 @@ static int may_signal(pid_t tid, bool check_leaving) {
     if (blocks < 0) return blocks;
     if (!blocks && !running) return REQUEST_NOW_BLOCKED; /* needs no signal */
     if (!handler_is_ours()) return PERF_E_SIGNAL;
-    if (!blocks && !(check_leaving && leaving_call(tid))) return PERF_OK;
+    if (!blocks && !(check_leaving && perf__blocked_leaving_call(tid))) return PERF_OK;
     now = perf__now_ns();
     if (now >= deadline) {
       if (blocks) {
@@ -791,7 +701,7 @@ static int may_signal(pid_t tid, bool check_leaving) {
       }
       return PERF_E_TIMEOUT;
     }
-    pause_briefly(start);
+    perf__blocked_pause(start);
   }
 }
 
