@@ -26,6 +26,7 @@
  */
 #define UNW_LOCAL_ONLY
 #include <errno.h>
+#include <fcntl.h>
 #include <libunwind.h>
 #include <linux/futex.h>
 #include <pthread.h>
@@ -35,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <ucontext.h>
@@ -325,10 +327,12 @@ static const char *verdict(int ok) {
 
 static void usage(const char *argv0) {
   fprintf(stderr,
-          "usage: %s [--iterations N] [--show] | --all-threads N\n"
+          "usage: %s [--iterations N] [--show] | --all-threads N | --snapshot N [--yield]\n"
           "  --iterations N   measured captures per variant (default %d, at least %d)\n"
           "  --show           first print one symbolized capture of the target per mode\n"
-          "  --all-threads N  instead: time perf_backtrace_all_threads_text over N idle threads\n",
+          "  --all-threads N  instead: time perf_backtrace_all_threads_text over N idle threads\n"
+          "  --snapshot N     instead: N spinning threads captured one at a time and at once\n"
+          "                   (--yield: they call sched_yield as they spin)\n",
           argv0, DEFAULT_ITERATIONS, ROUNDS);
 }
 
@@ -343,23 +347,28 @@ static double median_of(double *v, size_t n) {
   return pct(v, n, 50);
 }
 
-/* Median cost of reading a /proc/self/task/TID file whole (open, read,
-   close), as the sampler does before each capture. */
-static double proc_read_us(pid_t tid, const char *name) {
+/* Median cost of reading a /proc/self/task/TID file whole: opened, read
+   and closed each time (`kept` 0, as the sampler did before), or pread from
+   offset 0 on a descriptor kept open (`kept` 1, as it does now; the fstat
+   check before each use included). */
+static double proc_read_us(pid_t tid, const char *name, int kept) {
   enum { N = 2000 };
   static double t[N];
   char path[64], buf[4096];
   snprintf(path, sizeof path, "/proc/self/task/%d/%s", (int)tid, name);
+  int fd = kept ? open(path, O_RDONLY | O_CLOEXEC) : -1;
   for (int i = 0; i < N; i++) {
     int64_t t0 = mono_ns();
-    FILE *f = fopen(path, "re");
-    if (f) {
-      size_t got = fread(buf, 1, sizeof buf, f);
-      (void)got;
-      fclose(f);
+    if (kept) {
+      struct stat st;
+      if (fstat(fd, &st) == 0 && pread(fd, buf, sizeof buf - 1, 0) < 0) break;
+    } else {
+      int f = open(path, O_RDONLY | O_CLOEXEC);
+      if (f >= 0 && read(f, buf, sizeof buf - 1) >= 0) close(f);
     }
     t[i] = (double)(mono_ns() - t0) / 1000.0;
   }
+  if (fd >= 0) close(fd);
   return median_of(t, N);
 }
 
@@ -397,10 +406,11 @@ static void blocked_report(pid_t busy_tid) {
       "blocked target (pthread_cond_wait, no signal): capture med %.2f us, %zu frames, %zu of %d "
       "ok\n",
       median_of(t, n), frames, n, N);
-  printf("/proc reads (open+read+close, med): syscall %.2f us blocked / %.2f us running; status "
-         "(SigBlk) %.2f us running\n",
-         proc_read_us(tid, "syscall"), proc_read_us(busy_tid, "syscall"),
-         proc_read_us(busy_tid, "status"));
+  printf("/proc reads (med), open+read+close / pread on a kept descriptor: syscall %.2f / %.2f us "
+         "blocked, %.2f / %.2f us running; status (State, SigBlk) %.2f / %.2f us running\n",
+         proc_read_us(tid, "syscall", 0), proc_read_us(tid, "syscall", 1),
+         proc_read_us(busy_tid, "syscall", 0), proc_read_us(busy_tid, "syscall", 1),
+         proc_read_us(busy_tid, "status", 0), proc_read_us(busy_tid, "status", 1));
   pthread_mutex_lock(&g_idle_lock);
   g_idle_stop = 1;
   pthread_cond_broadcast(&g_idle_cond);
@@ -464,6 +474,131 @@ static int all_threads(long n) {
   return 0;
 }
 
+/* ---- --snapshot: N running threads, captured one after another and at once */
+
+static atomic_int g_snap_stop;
+static int g_snap_yield;
+static int g_snap_last_err;
+
+static CHAIN_FN unsigned long snap_spin(void) {
+  unsigned long x = 0;
+  while (!atomic_load_explicit(&g_snap_stop, memory_order_relaxed)) {
+    x = x * 2862933555777941757UL + 3;
+    if (g_snap_yield) sched_yield(); /* lets the other threads on a CPU at once */
+  }
+  return x;
+}
+
+static void *snap_main(void *arg) {
+  *(pid_t *)arg = (pid_t)syscall(SYS_gettid);
+  unsigned long r = snap_spin();
+  __asm__ volatile("" : "+r"(r));
+  return NULL;
+}
+
+typedef struct {
+  double spread_us, total_us;
+  size_t ok, shots;
+} snap_result_t;
+
+/* One snapshot of the n threads with `in_flight` requests outstanding:
+   the spread of the stacks' read times (first to last) and the call's
+   time. */
+static snap_result_t snapshot_once(perf__modules_t *mods, const pid_t *tids, size_t n,
+                                   size_t in_flight, perf__sampler_shot_t *shots, uintptr_t *pcs) {
+  for (size_t i = 0; i < n; i++)
+    shots[i] = (perf__sampler_shot_t){.tid = tids[i], .pcs = pcs + i * MAX_PCS, .max = MAX_PCS};
+  int64_t t0 = mono_ns();
+  perf__sampler_capture_threads(mods, shots, n, in_flight);
+  int64_t t1 = mono_ns();
+  snap_result_t r = {0, (double)(t1 - t0) / 1000.0, 0, n};
+  int64_t lo = INT64_MAX, hi = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (shots[i].err != PERF_OK || chain_frames(shots[i].pcs, shots[i].count) == 0) {
+      g_snap_last_err = shots[i].err ? shots[i].err : -1;
+      continue;
+    }
+    r.ok++;
+    if (shots[i].taken_ns < lo) lo = shots[i].taken_ns;
+    if (shots[i].taken_ns > hi) hi = shots[i].taken_ns;
+  }
+  if (r.ok > 1) r.spread_us = (double)(hi - lo) / 1000.0;
+  return r;
+}
+
+/* N threads spinning in their own code (never blocking: each is signalled),
+   then `rounds` snapshots one thread at a time (in flight 1, as captures
+   were before snapshots) and at once (in flight N, at most
+   PERF__SAMPLER_IN_FLIGHT_MAX), interleaved. Prints the median spread
+   (first to last stack read) and call time of each, and their ratios. */
+static int snapshot_bench(long n, long rounds) {
+  pthread_t *th = calloc((size_t)n, sizeof *th);
+  pid_t *tids = calloc((size_t)n, sizeof *tids);
+  perf__sampler_shot_t *shots = calloc((size_t)n, sizeof *shots);
+  uintptr_t *pcs = calloc((size_t)n * MAX_PCS, sizeof *pcs);
+  double *spread[2], *total[2];
+  for (int k = 0; k < 2; k++) {
+    spread[k] = calloc((size_t)rounds, sizeof(double));
+    total[k] = calloc((size_t)rounds, sizeof(double));
+  }
+  if (!th || !tids || !shots || !pcs || !spread[1] || !total[1]) return 1;
+  for (long i = 0; i < n; i++)
+    if (pthread_create(&th[i], NULL, snap_main, &tids[i]) != 0) return 1;
+  for (long i = 0; i < n; i++)
+    while (!tids[i])
+      usleep(1000);
+  perf_sampler_options_t o;
+  perf_sampler_options_init(&o);
+  o.timeout_ms = 1000;
+  perf_sampler_configure(&o);
+  perf__modules_t *mods = perf__modules_acquire();
+  size_t in_flight[2] = {1, (size_t)n < PERF__SAMPLER_IN_FLIGHT_MAX ? (size_t)n
+                                                                    : PERF__SAMPLER_IN_FLIGHT_MAX};
+  for (int k = 0; k < 2; k++) /* warm-up: bounds and rules */
+    for (int i = 0; i < 10; i++)
+      snapshot_once(mods, tids, (size_t)n, in_flight[k], shots, pcs);
+  size_t ok[2] = {0, 0}, all[2] = {0, 0}, kept[2] = {0, 0};
+  for (long r = 0; r < rounds; r++)
+    for (int k = 0; k < 2; k++) {
+      snap_result_t res = snapshot_once(mods, tids, (size_t)n, in_flight[k], shots, pcs);
+      ok[k] += res.ok;
+      all[k] += res.shots;
+      if (res.ok > 1) {
+        spread[k][kept[k]] = res.spread_us;
+        total[k][kept[k]++] = res.total_us;
+      }
+    }
+  perf__modules_release(mods);
+  atomic_store(&g_snap_stop, 1);
+  for (long i = 0; i < n; i++)
+    pthread_join(th[i], NULL);
+  double s_med[2], t_med[2];
+  for (int k = 0; k < 2; k++) {
+    s_med[k] = median_of(spread[k], kept[k]);
+    t_med[k] = median_of(total[k], kept[k]);
+  }
+  printf("snapshot: %ld spinning threads, %ld rounds (interleaved), %ld online CPUs\n", n, rounds,
+         sysconf(_SC_NPROCESSORS_ONLN));
+  printf("%-22s %12s %12s %12s\n", "", "spread med", "call med", "stacks ok");
+  for (int k = 0; k < 2; k++)
+    printf("%-13s in flight %-2zu %9.1f us %9.1f us %6zu/%zu\n", k ? "at once," : "serial,",
+           in_flight[k], s_med[k], t_med[k], ok[k], all[k]);
+  printf("at once / serial: spread %.2fx, call %.2fx\n", s_med[0] > 0 ? s_med[1] / s_med[0] : 0.0,
+         t_med[0] > 0 ? t_med[1] / t_med[0] : 0.0);
+  if (g_snap_last_err)
+    printf("a stack was missing or not in the thread's code; last: %s\n",
+           g_snap_last_err == -1 ? "no frame of snap_spin" : perf_strerror(g_snap_last_err));
+  for (int k = 0; k < 2; k++) {
+    free(spread[k]);
+    free(total[k]);
+  }
+  free(th);
+  free(tids);
+  free(shots);
+  free(pcs);
+  return 0;
+}
+
 /* One capture of the target per SDK mode as text, and libunwind's pcs
    named through the SDK's symbolizer, to see which frames a mode loses. */
 static void show_captures(void) {
@@ -500,6 +635,14 @@ int main(int argc, char **argv) {
         return 2;
       }
       return all_threads(n);
+    } else if (strcmp(argv[i], "--snapshot") == 0 && i + 1 < argc) {
+      long n = strtol(argv[++i], NULL, 10);
+      if (n < 2 || n > 1000) {
+        usage(argv[0]);
+        return 2;
+      }
+      g_snap_yield = i + 1 < argc && strcmp(argv[i + 1], "--yield") == 0;
+      return snapshot_bench(n, 200);
     } else if (strcmp(argv[i], "--iterations") == 0 && i + 1 < argc) {
       char *end;
       iterations = strtol(argv[++i], &end, 10);

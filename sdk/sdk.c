@@ -51,6 +51,7 @@
 #include "sdk/pipeline/config.h"
 #include "sdk/pipeline/recorder.h"
 #include "sdk/pipeline/writer.h"
+#include "sdk/sampler/sampler.h"
 #include "sdk/sdk_testing.h"
 
 /* Normal shutdown gives the monitors at least this long to return from a
@@ -349,6 +350,7 @@ static int shutdown_locked(int64_t deadline_ns, int64_t monitors_deadline_ns) {
   } else {
     leave_behind(s); /* a thread still running uses it */
   }
+  perf__sampler_close_files(); /* idle now: no /proc file stays open for it */
   return err;
 }
 
@@ -402,6 +404,7 @@ static int capture_locked(sdk_t *s, const char *reason, uintptr_t caller) {
     ev->start_mono_ns = perf__now_ns();
     ev->start_wall_ns = perf__mono_to_wall_ns(ev->start_mono_ns);
     if (reason) snprintf(ev->reason, sizeof ev->reason, "%s", reason);
+    size_t others = 0; /* the app's other threads, moved to the front of tids */
     for (size_t i = 0; i < n && !err; i++) {
       /* The SDK's own threads (every perf__worker: the monitors, the
          writer, the uploader) are not the app's story. */
@@ -409,10 +412,11 @@ static int capture_locked(sdk_t *s, const char *reason, uintptr_t caller) {
       char name[16];
       perf__thread_name(tids[i], name, sizeof name);
       err = perf__event_set_thread(ev, tids[i], name, -1);
-      if (!err)
-        err = tids[i] == ev->tid ? perf__capture_self(ev, caller, &g_stats)
-                                 : perf__capture_sample(ev, tids[i], &g_stats);
+      if (!err && tids[i] == ev->tid) err = perf__capture_self(ev, caller, &g_stats);
+      if (!err && tids[i] != ev->tid) tids[others++] = tids[i];
     }
+    /* All of them at once (snapshots): their stacks are from one moment. */
+    if (!err) err = perf__capture_samples(ev, tids, others, &g_stats);
     ev->duration_ns = perf__now_ns() - ev->start_mono_ns;
   }
   free(tids);

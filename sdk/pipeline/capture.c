@@ -3,13 +3,17 @@
  */
 #include "sdk/pipeline/capture.h"
 
+#include <stdlib.h>
+
 #include "perf_sdk.h"
 #include "sdk/base/clock.h"
 #include "sdk/base/threads.h"
+#include "sdk/sampler/sampler.h"
 #include "sdk/sampler/stack_end.h"
 
 static int capture(perf__event_t *ev, pid_t tid, uintptr_t caller_ra, perf__stats_t *stats,
                    bool (*still_valid)(void *), void *arg);
+static int add_shot(perf__event_t *ev, const perf__sampler_shot_t *shot, perf__stats_t *stats);
 
 int perf__capture_sample(perf__event_t *ev, pid_t tid, perf__stats_t *stats) {
   return capture(ev, tid, 0, stats, NULL, NULL);
@@ -18,6 +22,26 @@ int perf__capture_sample(perf__event_t *ev, pid_t tid, perf__stats_t *stats) {
 int perf__capture_sample_checked(perf__event_t *ev, pid_t tid, perf__stats_t *stats,
                                  bool (*still_valid)(void *), void *arg) {
   return capture(ev, tid, 0, stats, still_valid, arg);
+}
+
+int perf__capture_samples(perf__event_t *ev, const pid_t *tids, size_t n, perf__stats_t *stats) {
+  enum { CHUNK = PERF__SAMPLER_IN_FLIGHT_MAX };
+  uintptr_t *pcs = malloc((size_t)CHUNK * PERF__EVENT_MAX_DEPTH * sizeof *pcs);
+  if (!pcs) return PERF_E_NO_MEMORY;
+  perf__sampler_shot_t shots[CHUNK];
+  int err = PERF_OK;
+  for (size_t first = 0; first < n && !err; first += CHUNK) {
+    size_t m = n - first < CHUNK ? n - first : CHUNK;
+    for (size_t j = 0; j < m; j++)
+      shots[j] = (perf__sampler_shot_t){.tid = tids[first + j],
+                                        .pcs = pcs + j * PERF__EVENT_MAX_DEPTH,
+                                        .max = PERF__EVENT_MAX_DEPTH};
+    err = perf__sampler_capture_threads(ev->mods, shots, m, CHUNK);
+    for (size_t j = 0; j < m && !err; j++)
+      err = add_shot(ev, &shots[j], stats);
+  }
+  free(pcs);
+  return err;
 }
 
 int perf__capture_self(perf__event_t *ev, uintptr_t caller_ra, perf__stats_t *stats) {
@@ -48,4 +72,15 @@ static int capture(perf__event_t *ev, pid_t tid, uintptr_t caller_ra, perf__stat
   }
   PERF__COUNT(stats, samples_failed, 1);
   return perf__event_add_failed_sample(ev, tid, now, err);
+}
+
+static int add_shot(perf__event_t *ev, const perf__sampler_shot_t *shot, perf__stats_t *stats) {
+  int64_t when = shot->taken_ns ? shot->taken_ns : perf__now_ns();
+  if (shot->err == PERF_OK || shot->err == PERF_E_TRUNCATED) {
+    PERF__COUNT(stats, samples_taken, 1);
+    return perf__event_add_sample(ev, shot->tid, when, shot->pcs, shot->count,
+                                  perf__stack_end_of(shot->err, shot->status));
+  }
+  PERF__COUNT(stats, samples_failed, 1);
+  return perf__event_add_failed_sample(ev, shot->tid, when, shot->err);
 }

@@ -24,6 +24,13 @@ int perf__capture_sample(perf__event_t *ev, pid_t tid, perf__stats_t *stats);
 int perf__capture_sample_checked(perf__event_t *ev, pid_t tid, perf__stats_t *stats,
                                  bool (*still_valid)(void *), void *arg);
 
+/* One sample of each of n threads (none of them the caller) as snapshots
+   of PERF__SAMPLER_IN_FLIGHT_MAX threads (sdk/sampler/sampler.h): every
+   running thread of a snapshot is signalled before the first answer is
+   awaited, so their samples lie about one round trip apart. Each sample
+   carries the time its stack was read. 0 or PERF_E_NO_MEMORY. */
+int perf__capture_samples(perf__event_t *ev, const pid_t *tids, size_t n, perf__stats_t *stats);
+
 /* The calling thread's own stack, starting at the frame that `caller_ra`
    (the SDK entry point's __builtin_return_address(0)) returns into: the
    SDK's own frames are left out. */

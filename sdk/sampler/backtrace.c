@@ -21,6 +21,7 @@ static int thread_pcs(pid_t tid, uintptr_t *pcs, size_t max, size_t *count);
 static int thread_text(pid_t tid, char **out_text);
 static int all_threads_text(char **out_text);
 static int append_thread(perf__strbuf_t *b, perf__modules_t *mods, pid_t tid, uintptr_t *pcs);
+static int append_shot(perf__strbuf_t *b, perf__modules_t *mods, const perf__sampler_shot_t *shot);
 
 int perf_backtrace_thread(pid_t tid, uintptr_t *pcs, size_t max, size_t *count) {
   if (!perf__call_enter()) return PERF_E_BUSY;
@@ -71,6 +72,8 @@ static int thread_text(pid_t tid, char **out_text) {
   return err == PERF_E_TRUNCATED ? PERF_OK : err;
 }
 
+/* Every thread, PERF__SAMPLER_IN_FLIGHT_MAX at a time as one snapshot each
+   (sampler.h): a chunk's stacks are taken about one round trip apart. */
 static int all_threads_text(char **out_text) {
   if (!out_text) return PERF_E_INVALID_ARGUMENT;
   *out_text = NULL;
@@ -78,21 +81,30 @@ static int all_threads_text(char **out_text) {
   size_t n = 0;
   int err = perf__thread_list(&tids, &n);
   if (err) return err;
-  uintptr_t *pcs = malloc(PERF__MAX_FRAMES * sizeof *pcs);
+  enum { CHUNK = PERF__SAMPLER_IN_FLIGHT_MAX };
+  uintptr_t *pcs = malloc((size_t)CHUNK * PERF__MAX_FRAMES * sizeof *pcs);
   perf__modules_t *mods = perf__modules_acquire();
   perf__strbuf_t b;
   perf__strbuf_init(&b, TEXT_MAX_BYTES);
   if (!pcs || !mods) err = PERF_E_NO_MEMORY;
-  for (size_t i = 0; i < n && !err; i++) {
-    if (i > 0) err = perf__strbuf_appendf(&b, "\n");
-    int cap = err ? err : append_thread(&b, mods, tids[i], pcs);
-    /* One thread that cannot answer does not spoil the report. */
-    if (cap == PERF_OK || cap == PERF_E_TRUNCATED)
-      continue;
-    else if (cap == PERF_E_NO_MEMORY)
-      err = cap;
-    else
-      err = perf__strbuf_appendf(&b, "error: %s\n", perf_strerror(cap));
+  perf__sampler_shot_t shots[CHUNK];
+  for (size_t first = 0; first < n && !err; first += CHUNK) {
+    size_t m = n - first < CHUNK ? n - first : CHUNK;
+    for (size_t j = 0; j < m; j++)
+      shots[j] = (perf__sampler_shot_t){
+          .tid = tids[first + j], .pcs = pcs + j * PERF__MAX_FRAMES, .max = PERF__MAX_FRAMES};
+    err = perf__sampler_capture_threads(mods, shots, m, CHUNK);
+    for (size_t j = 0; j < m && !err; j++) {
+      if (first + j > 0) err = perf__strbuf_appendf(&b, "\n");
+      int cap = err ? err : append_shot(&b, mods, &shots[j]);
+      /* One thread that cannot answer does not spoil the report. */
+      if (cap == PERF_OK || cap == PERF_E_TRUNCATED)
+        continue;
+      else if (cap == PERF_E_NO_MEMORY)
+        err = cap;
+      else
+        err = perf__strbuf_appendf(&b, "error: %s\n", perf_strerror(cap));
+    }
   }
   if (!err) err = perf__strbuf_take(&b, out_text);
   perf__strbuf_free(&b);
@@ -100,6 +112,17 @@ static int all_threads_text(char **out_text) {
   free(pcs);
   free(tids);
   return err;
+}
+
+/* A snapshot's shot as text: header, then the frames; on a failed capture
+   only the header, and its error returned. */
+static int append_shot(perf__strbuf_t *b, perf__modules_t *mods, const perf__sampler_shot_t *shot) {
+  int err = perf__format_thread_header(b, shot->tid);
+  if (err) return err;
+  if (shot->err != PERF_OK && shot->err != PERF_E_TRUNCATED) return shot->err;
+  err = perf__format_frames(b, mods, shot->pcs, shot->count,
+                            perf__stack_end_of(shot->err, shot->status));
+  return err ? err : shot->err;
 }
 
 /* Header, then the frames; on a capture error only the header is written

@@ -34,6 +34,40 @@ int perf__sampler_capture(perf__modules_t *mods, pid_t tid, uintptr_t *pcs, size
 int perf__sampler_capture_status(perf__modules_t *mods, pid_t tid, uintptr_t *pcs, size_t max,
                                  size_t *count, perf__walk_status_t *status);
 
+/* Most requests one snapshot keeps in flight at once (the sampler's
+   request slots). */
+#define PERF__SAMPLER_IN_FLIGHT_MAX 16
+
+/* One thread of a snapshot: the caller fills tid, pcs and max; the capture
+   fills the rest. */
+typedef struct perf__sampler_shot_s {
+  pid_t tid;      /* 0 = the caller */
+  uintptr_t *pcs; /* max entries, innermost first */
+  size_t max;
+  int err; /* PERF_OK, PERF_E_TRUNCATED, or a negative perf_error_t */
+  size_t count;
+  perf__walk_status_t status; /* as perf__sampler_capture_status */
+  int64_t taken_ns;           /* CLOCK_MONOTONIC when the stack was read: in the
+                                 handler, or when a blocked thread's stack was copied */
+} perf__sampler_shot_t;
+
+/* Capture n threads with up to `in_flight` (1..PERF__SAMPLER_IN_FLIGHT_MAX)
+   requests outstanding: signal every running thread (each after its own
+   last look), capture the blocked ones from outside meanwhile, then
+   collect the answers, so the samples of up to `in_flight` threads lie
+   about one round trip apart instead of one round trip per thread. With
+   in_flight 1 it is perf__sampler_capture_status on each thread in turn.
+   A thread's first capture, the caller's own thread and a walk that needs
+   more rules are finished one at a time afterwards. Returns 0 (each shot's
+   err says how its thread went) or PERF_E_INVALID_ARGUMENT. */
+int perf__sampler_capture_threads(perf__modules_t *mods, perf__sampler_shot_t *shots, size_t n,
+                                  size_t in_flight);
+
+/* Close the /proc files the sampler keeps open for the threads it
+   captured last (task_files.h); the next capture opens them again. For
+   an SDK going idle (perf_sdk_shutdown). */
+void perf__sampler_close_files(void);
+
 /* TSC ticks the signal handler spent on the last successful capture (for
    benchmarks: the time the target thread was kept from its own work). */
 uint64_t perf__sampler_last_handler_cycles(void);

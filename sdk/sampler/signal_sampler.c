@@ -3,10 +3,12 @@
  * dedicated real-time signal (see sampler.h).
  *
  * Two sides:
- *  - the requester (any thread calling perf__sampler_capture; one capture at
- *    a time under g_lock) fills a request slot, sends the signal with
+ *  - the requester (any thread calling perf__sampler_capture; one requester
+ *    at a time under g_lock) fills a request slot, sends the signal with
  *    rt_tgsigqueueinfo carrying (slot index, sequence number), and waits on
- *    the slot's state word with a futex and a timeout;
+ *    the slot's state word with a futex and a timeout; a snapshot
+ *    (perf__sampler_capture_threads) sends up to PERF__SAMPLER_IN_FLIGHT_MAX
+ *    requests, each in its own slot, before it waits for the first;
  *  - the signal handler, on the target thread, claims the slot only if the
  *    state still holds that exact sequence number, walks (or copies) the
  *    stack into the slot's preallocated storage, and wakes the requester.
@@ -14,11 +16,8 @@
  * number in the slot and writes nothing.
  *
  * A thread blocked in a system call is never signalled: a handler would end
- * nanosleep, poll, epoll_wait and the like early with EINTR. Its user stack
- * is frozen while it blocks, so the requester reads its sp and pc from
- * /proc (thread_state.h), copies the stack and walks the copy with the same
- * rules; the copy counts only if the thread is still blocked in the same
- * call at the same place afterwards. Before any signal is sent the target
+ * nanosleep, poll, epoll_wait and the like early with EINTR; it is captured
+ * from outside (blocked_capture.h). Before any signal is sent the target
  * must not block it (SigBlk: a pending signal would kill a program the
  * thread execs) and the handler must still be ours. docs/architecture.md,
  * "Threads blocked in a system call", has the measurements and the race
@@ -30,7 +29,6 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <pthread.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -47,18 +45,24 @@
 #include "sdk/base/log.h"
 #include "sdk/base/threads.h"
 #include "sdk/sampler/arch.h"
+#include "sdk/sampler/blocked_capture.h"
 #include "sdk/sampler/dwfl_unwind.h"
 #include "sdk/sampler/sampler.h"
 #include "sdk/sampler/sampler_options.h"
 #include "sdk/sampler/stack_bounds.h"
+#include "sdk/sampler/task_files.h"
 #include "sdk/sampler/thread_state.h"
 
 enum { SLOT_FREE = 0, SLOT_PENDING = 1, SLOT_WRITING = 2, SLOT_DONE = 3, SLOT_CANCELLED = 4 };
 enum { RESULT_STACK = 0, RESULT_NEED_BOUNDS = 1 };
-/* request()'s positive answers: the handler reported sp, not a stack; the
-   thread was found blocked at the last look before the send (nothing sent). */
+/* send_request()'s and await_request()'s positive answers: the handler reported sp, not a stack;
+   the thread was found blocked at the last look before the send (nothing sent). */
 enum { REQUEST_NEED_BOUNDS = 1, REQUEST_NOW_BLOCKED = 2 };
-enum { SLOT_COUNT = 8 };
+/* Enough for a snapshot's requests in flight and a few cancelled ones
+   still held. */
+enum { SLOT_COUNT = PERF__SAMPLER_IN_FLIGHT_MAX + 8 };
+/* A snapshot's shot still to be captured one at a time (capture_shot). */
+#define SHOT_LATER 1
 #define STATE(seq, st) (((seq) << 3) | (uint32_t)(st))
 #define STATE_KIND(word) ((word)&7u)
 /* How long a request that timed out still blocks new ones to the same
@@ -67,21 +71,11 @@ enum { SLOT_COUNT = 8 };
 /* Extra wait for a handler that already claimed the slot when the timeout
    fired: it only has a bounded walk left to do. */
 #define WRITING_GRACE_MS 50
-/* The most of a blocked thread's stack that is copied (from its sp up); a
-   deeper stack's walk ends as a bad read there. */
-#define BLOCKED_COPY_MAX (256 * 1024)
-/* Readings of a blocked thread that may disagree (it woke and blocked
-   again elsewhere) before the capture gives up with PERF_E_TIMEOUT. */
+/* Looks at a thread that may disagree (running, then blocked, then
+   running...) before the capture gives up with PERF_E_TIMEOUT. */
 #define BLOCKED_ATTEMPTS 4
-/* How long may_signal() spins (then sleeps) while a target blocks the signal. */
-#define MASK_SPIN_NS 200000LL
-/* CPU time a thread woken from a blocking call uses at most before it is
-   back in user space (the kernel's return path takes microseconds). */
-#define EXIT_CPU_NS 200000LL
 /* How long the requester spins for the handler's answer before it sleeps. */
 #define WAIT_SPIN_NS 50000LL
-/* capture_blocked()'s answer when the thread is running: signal it. */
-#define TRY_SIGNAL 1
 
 typedef struct slot_s {
   _Atomic uint32_t state;
@@ -101,21 +95,27 @@ typedef struct slot_s {
   size_t count;
   perf__walk_status_t walk_status;
   uint64_t handler_cycles; /* TSC ticks the handler spent, for the benchmarks */
+  uint64_t entry_cycles;   /* the cycle counter when the handler began */
   uintptr_t pcs[PERF__MAX_FRAMES];
   /* requester-only bookkeeping */
   pid_t tid;
+  uint32_t seq;
   perf__modules_t *pinned; /* keeps `unwind` alive while a handler may read it */
-  long long cancelled_at_ns;
+  long long sent_ns, cancelled_at_ns;
+  uint64_t sent_cycles; /* the cycle counter at sent_ns */
+  bool in_flight;       /* sent, answer not yet collected (await_request) */
+  size_t shot;          /* a snapshot's: whose answer this is */
 } slot_t;
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static slot_t *g_slots; /* SLOT_COUNT slots, allocated at install */
 static int g_signo;
 static pid_t g_pid; /* checked in the handler: only our own requests count */
+static uid_t g_uid;
+static pid_t g_requester; /* the thread holding g_lock for a capture */
 static uint32_t g_seq;
 static uint64_t g_last_handler_cycles;
 static perf_sampler_options_t g_opts;
-static uint8_t *g_blocked_copy;     /* BLOCKED_COPY_MAX bytes, made on first use */
 static bool g_lost_logged;          /* the handler was replaced: said once */
 static pid_t g_masked_tid;          /* the last thread found blocking the signal, */
 static long long g_masked_until_ns; /* refused at once until then */
@@ -125,22 +125,28 @@ static int pick_free_signal(void);
 static void on_sample_signal(int signo, siginfo_t *si, void *ucv);
 static void copy_stack(uint8_t *dst, uintptr_t src, size_t len)
     __attribute__((no_sanitize_address));
-static int capture_once(perf__modules_t *mods, pid_t tid, uintptr_t *pcs, size_t max, size_t *count,
-                        perf__walk_status_t *status);
-static int request(slot_t *s, pid_t tid, int mode, size_t max);
+static int capture_shot(perf__modules_t *mods, perf__sampler_shot_t *shot);
+static int capture_once(perf__modules_t *mods, perf__sampler_shot_t *shot);
+static int capture_signalled(perf__modules_t *mods, pid_t tid, perf__sampler_shot_t *shot,
+                             bool check_leaving);
+static void snapshot_locked(perf__modules_t *mods, perf__sampler_shot_t *shots, size_t n,
+                            size_t in_flight);
+static slot_t *start_shot(perf__modules_t *mods, perf__sampler_shot_t *shot, size_t index);
+static void collect_oldest(perf__modules_t *mods, perf__sampler_shot_t *shots, slot_t **flying,
+                           size_t *n_flying);
+static void finish_shot(perf__sampler_shot_t *shot, int err);
+static int prepare_slot(slot_t *s, perf__modules_t *mods);
+static int send_request(slot_t *s, pid_t tid, size_t max, bool check_leaving);
+static int await_request(slot_t *s, long long spin_ns);
+static int learn_bounds(pid_t tid, uintptr_t sp);
 static slot_t *claim_slot(pid_t tid, int *err);
-static int wait_for_slot(slot_t *s, uint32_t seq, unsigned timeout_ms);
+static int wait_for_slot(slot_t *s, uint32_t seq, long long deadline_ns, long long spin_ns);
 static int finish_timeout(slot_t *s, uint32_t seq, pid_t tid);
-static int copy_result(perf__modules_t *mods, slot_t *s, uintptr_t *pcs, size_t max, size_t *count,
-                       perf__walk_status_t *status);
-static int capture_blocked(perf__modules_t *mods, pid_t tid, uintptr_t *pcs, size_t max,
-                           size_t *count, perf__walk_status_t *status);
-static int may_signal(pid_t tid);
-static int capture_signalled(perf__modules_t *mods, pid_t tid, uintptr_t *pcs, size_t max,
-                             size_t *count, perf__walk_status_t *status);
+static int copy_result(perf__modules_t *mods, slot_t *s, perf__sampler_shot_t *shot);
+static int capture_blocked(perf__modules_t *mods, pid_t tid, perf__sampler_shot_t *shot);
+static int64_t handler_time_ns(const slot_t *s);
+static int may_signal(pid_t tid, bool check_leaving);
 static bool handler_is_ours(void);
-static bool leaving_call(pid_t tid);
-static void pause_briefly(long long start);
 static int signal_blocked_here(void);
 static void atfork_prepare(void);
 static void atfork_parent(void);
@@ -148,8 +154,41 @@ static void atfork_child(void);
 
 int perf__sampler_capture(perf__modules_t *mods, pid_t tid, uintptr_t *pcs, size_t max,
                           size_t *count) {
-  perf__walk_status_t status;
-  return perf__sampler_capture_status(mods, tid, pcs, max, count, &status);
+  /* Not through perf__sampler_capture_status: a capture of the calling
+     thread shows the frames between here and the signal, few is better. */
+  perf__sampler_shot_t shot = {.tid = tid, .pcs = pcs, .max = max};
+  int err = capture_shot(mods, &shot);
+  *count = shot.count;
+  return err;
+}
+
+int perf__sampler_capture_status(perf__modules_t *mods, pid_t tid, uintptr_t *pcs, size_t max,
+                                 size_t *count, perf__walk_status_t *status) {
+  perf__sampler_shot_t shot = {.tid = tid, .pcs = pcs, .max = max};
+  int err = capture_shot(mods, &shot);
+  *count = shot.count;
+  *status = shot.status;
+  return err;
+}
+
+int perf__sampler_capture_threads(perf__modules_t *mods, perf__sampler_shot_t *shots, size_t n,
+                                  size_t in_flight) {
+  if (!mods || (n && !shots) || in_flight < 1 || in_flight > PERF__SAMPLER_IN_FLIGHT_MAX)
+    return PERF_E_INVALID_ARGUMENT;
+  for (size_t i = 0; i < n; i++) {
+    shots[i].err = SHOT_LATER;
+    shots[i].count = 0;
+    shots[i].status = PERF__WALK_NO_RULE;
+    shots[i].taken_ns = 0;
+  }
+  if (in_flight > 1) {
+    pthread_mutex_lock(&g_lock);
+    if (install_locked() == PERF_OK) snapshot_locked(mods, shots, n, in_flight);
+    pthread_mutex_unlock(&g_lock);
+  }
+  for (size_t i = 0; i < n; i++)
+    if (shots[i].err == SHOT_LATER) capture_shot(mods, &shots[i]);
+  return PERF_OK;
 }
 
 /* A walk that reached a module whose rules are still to be compiled has
@@ -158,42 +197,46 @@ int perf__sampler_capture(perf__modules_t *mods, pid_t tid, uintptr_t *pcs, size
    takes as many rounds as it crosses new modules (bounded). */
 #define MAX_RULE_ROUNDS 24
 
-int perf__sampler_capture_status(perf__modules_t *mods, pid_t tid, uintptr_t *pcs, size_t max,
-                                 size_t *count, perf__walk_status_t *status) {
-  int err = capture_once(mods, tid, pcs, max, count, status);
-  for (int round = 0; round < MAX_RULE_ROUNDS && *status == PERF__WALK_RULES_PENDING &&
-                      (err == PERF_OK || err == PERF_E_TRUNCATED) && *count > 0;
+static int capture_shot(perf__modules_t *mods, perf__sampler_shot_t *shot) {
+  int err = capture_once(mods, shot);
+  for (int round = 0; round < MAX_RULE_ROUNDS && shot->status == PERF__WALK_RULES_PENDING &&
+                      (err == PERF_OK || err == PERF_E_TRUNCATED) && shot->count > 0;
        round++) {
-    if (!perf__modules_compile_rules(mods, pcs[*count - 1])) break;
-    err = capture_once(mods, tid, pcs, max, count, status);
+    if (!perf__modules_compile_rules(mods, shot->pcs[shot->count - 1])) break;
+    err = capture_once(mods, shot);
   }
-  if (*status == PERF__WALK_RULES_PENDING) *status = PERF__WALK_NO_RULE;
+  if (shot->status == PERF__WALK_RULES_PENDING) shot->status = PERF__WALK_NO_RULE;
+  shot->err = err;
   return err;
 }
 
-static int capture_once(perf__modules_t *mods, pid_t tid, uintptr_t *pcs, size_t max, size_t *count,
-                        perf__walk_status_t *status) {
-  *count = 0;
-  *status = PERF__WALK_NO_RULE;
-  if (!mods || !pcs || max == 0 || tid < 0) return PERF_E_INVALID_ARGUMENT;
+static int capture_once(perf__modules_t *mods, perf__sampler_shot_t *shot) {
+  shot->count = 0;
+  shot->status = PERF__WALK_NO_RULE;
+  shot->taken_ns = 0;
+  if (!mods || !shot->pcs || shot->max == 0 || shot->tid < 0) return PERF_E_INVALID_ARGUMENT;
   pthread_mutex_lock(&g_lock);
   int err = install_locked();
-  pid_t self = perf__gettid();
-  if (tid == 0) tid = self;
-  if (!err && tid == self && signal_blocked_here()) err = PERF_E_TIMEOUT; /* it would never come */
+  g_requester = perf__gettid();
+  pid_t tid = shot->tid ? shot->tid : g_requester;
+  bool self = tid == g_requester;
+  if (!err && self && signal_blocked_here()) err = PERF_E_TIMEOUT; /* it would never come */
+  /* One /proc read for the usual case: a thread last seen running is
+     asked through the signal, whose last look before the send (may_signal,
+     status: State and SigBlk) also sends a thread found blocked to the
+     blocked path; a thread last seen blocked is looked at there first
+     (syscall). */
+  bool blocked_first = !err && !self && perf__blocked_last_seen(tid);
   for (int look = 0; !err; look++) {
-    if (tid != self) {
-      if (look == BLOCKED_ATTEMPTS) {
-        err = PERF_E_TIMEOUT; /* kept changing between running and blocked */
-        break;
-      }
-      err = capture_blocked(mods, tid, pcs, max, count, status);
-      if (err != TRY_SIGNAL) break;
-      err = PERF_OK;
+    if (look == BLOCKED_ATTEMPTS) {
+      err = PERF_E_TIMEOUT; /* kept changing between running and blocked */
+      break;
     }
-    err = capture_signalled(mods, tid, pcs, max, count, status);
+    if (blocked_first && (err = capture_blocked(mods, tid, shot)) != PERF__TRY_SIGNAL) break;
+    err = capture_signalled(mods, tid, shot, blocked_first);
     if (err != REQUEST_NOW_BLOCKED) break;
     err = PERF_OK;
+    blocked_first = true;
   }
   pthread_mutex_unlock(&g_lock);
   return err;
@@ -201,36 +244,104 @@ static int capture_once(perf__modules_t *mods, pid_t tid, uintptr_t *pcs, size_t
 
 /* Capture tid through the signal; REQUEST_NOW_BLOCKED when it turned out
    blocked at the last look (nothing was sent). */
-static int capture_signalled(perf__modules_t *mods, pid_t tid, uintptr_t *pcs, size_t max,
-                             size_t *count, perf__walk_status_t *status) {
+static int capture_signalled(perf__modules_t *mods, pid_t tid, perf__sampler_shot_t *shot,
+                             bool check_leaving) {
   int err;
   slot_t *s = claim_slot(tid, &err);
-  int mode = g_opts.unwind_mode;
-  if (!err && mode == PERF_UNWIND_STACK_COPY && !s->copy_buf) {
-    s->copy_cap = g_opts.stack_copy_bytes;
-    s->copy_buf = malloc(s->copy_cap);
-    if (!s->copy_buf) err = PERF_E_NO_MEMORY;
-  }
+  if (!err) err = prepare_slot(s, mods);
   if (err) return err;
-  if (s->pinned != mods) {
-    atomic_fetch_add(&mods->refs, 1);
-    perf__modules_release(s->pinned);
-    s->pinned = mods;
-  }
-  s->unwind = mods->unwind;
   /* The first capture of a thread learns where its stack is from the
      handler's report of sp, then asks again. */
-  err = request(s, tid, mode, max);
-  if (err == REQUEST_NEED_BOUNDS) {
-    perf__stack_bounds_t *learned;
-    err = perf__stack_bounds_learn(tid, s->sp, &learned);
-    if (err == PERF_E_SYSTEM)
-      perf__log(PERF__LOG_ERROR, "thread %d: no readable mapping holds its sp", (int)tid);
-    if (!err) err = request(s, tid, mode, max);
-    if (err == REQUEST_NEED_BOUNDS) err = PERF_E_SYSTEM;
+  for (int ask = 0;; ask++) {
+    err = send_request(s, tid, shot->max, check_leaving);
+    if (!err) err = await_request(s, WAIT_SPIN_NS);
+    if (err != REQUEST_NEED_BOUNDS) break;
+    if (ask == 1) {
+      err = PERF_E_SYSTEM;
+      break;
+    }
+    if ((err = learn_bounds(tid, s->sp)) != PERF_OK) break;
   }
-  if (!err) err = copy_result(mods, s, pcs, max, count, status);
+  if (!err) err = copy_result(mods, s, shot);
   return err;
+}
+
+/* ---- the snapshot: every request sent, then every answer collected ---- */
+
+static void snapshot_locked(perf__modules_t *mods, perf__sampler_shot_t *shots, size_t n,
+                            size_t in_flight) {
+  slot_t *flying[PERF__SAMPLER_IN_FLIGHT_MAX];
+  size_t n_flying = 0;
+  g_requester = perf__gettid();
+  for (size_t i = 0; i < n; i++) {
+    if (shots[i].tid <= 0 || shots[i].tid == g_requester || !shots[i].pcs || !shots[i].max)
+      continue; /* left for capture_shot */
+    if (n_flying == in_flight) collect_oldest(mods, shots, flying, &n_flying);
+    slot_t *s = start_shot(mods, &shots[i], i);
+    if (s) flying[n_flying++] = s;
+  }
+  while (n_flying > 0)
+    collect_oldest(mods, shots, flying, &n_flying);
+}
+
+/* Capture a blocked thread at once, or send a running one its request:
+   the slot now in flight, or NULL when the shot is finished (or left for
+   capture_shot: no free slot). The looks are capture_once's. */
+static slot_t *start_shot(perf__modules_t *mods, perf__sampler_shot_t *shot, size_t index) {
+  pid_t tid = shot->tid;
+  bool blocked_first = perf__blocked_last_seen(tid);
+  for (int look = 0; look < BLOCKED_ATTEMPTS; look++) {
+    int err;
+    if (blocked_first && (err = capture_blocked(mods, tid, shot)) != PERF__TRY_SIGNAL) {
+      finish_shot(shot, err);
+      return NULL;
+    }
+    slot_t *s = claim_slot(tid, &err);
+    if (!err) err = prepare_slot(s, mods);
+    if (!err) err = send_request(s, tid, shot->max, blocked_first);
+    if (!err) {
+      s->shot = index;
+      return s;
+    }
+    if (err != REQUEST_NOW_BLOCKED) {
+      finish_shot(shot, err == PERF_E_BUSY ? SHOT_LATER : err);
+      return NULL;
+    }
+    blocked_first = true;
+  }
+  finish_shot(shot, PERF_E_TIMEOUT);
+  return NULL;
+}
+
+/* Wait for the oldest request in flight and file its answer. */
+static void collect_oldest(perf__modules_t *mods, perf__sampler_shot_t *shots, slot_t **flying,
+                           size_t *n_flying) {
+  slot_t *s = flying[0];
+  memmove(flying, flying + 1, (*n_flying - 1) * sizeof *flying);
+  (*n_flying)--;
+  perf__sampler_shot_t *shot = &shots[s->shot];
+  /* No spinning here: a target sharing the requester's CPU could not run
+     (and answer) while the requester spins, and with several requests in
+     flight the futex wake-up's latency overlaps the others' answers
+     (sampler_bench --snapshot: 4 threads read 13 instead of 60-100 us
+     apart). */
+  int err = await_request(s, 0);
+  if (err == REQUEST_NEED_BOUNDS) {
+    /* The thread's first capture: its bounds now known, capture_shot asks
+       it again. */
+    learn_bounds(s->tid, s->sp);
+    err = SHOT_LATER;
+  } else if (!err) {
+    err = copy_result(mods, s, shot);
+  }
+  finish_shot(shot, err);
+}
+
+/* A walk that stopped at rules still to be compiled goes to capture_shot,
+   which compiles them. */
+static void finish_shot(perf__sampler_shot_t *shot, int err) {
+  bool walked = err == PERF_OK || err == PERF_E_TRUNCATED;
+  shot->err = walked && shot->status == PERF__WALK_RULES_PENDING ? SHOT_LATER : err;
 }
 
 void perf_sampler_options_init(perf_sampler_options_t *opts) {
@@ -274,6 +385,12 @@ pid_t perf_main_thread_id(void) {
   return getpid();
 }
 
+void perf__sampler_close_files(void) {
+  pthread_mutex_lock(&g_lock);
+  perf__task_files_close_all();
+  pthread_mutex_unlock(&g_lock);
+}
+
 uint64_t perf__sampler_last_handler_cycles(void) {
   pthread_mutex_lock(&g_lock);
   uint64_t c = g_last_handler_cycles;
@@ -300,6 +417,7 @@ static int install_locked(void) {
     PERF__FAIL(PERF_E_SIGNAL, "no free real-time signal between SIGRTMIN and SIGRTMAX");
   }
   g_pid = getpid();
+  g_uid = getuid();
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_sigaction = on_sample_signal;
@@ -340,6 +458,7 @@ static void on_sample_signal(int signo, siginfo_t *si, void *ucv) {
     atomic_compare_exchange_strong(&s->state, &expect, STATE(seq, SLOT_FREE));
     goto out;
   }
+  s->entry_cycles = t0;
   perf__unwind_regs_t regs;
   perf__arch_context_regs(ucv, &regs);
   s->sp = regs.sp;
@@ -379,31 +498,48 @@ static void copy_stack(uint8_t *dst, uintptr_t src, size_t len) {
     to[i] = from[i];
 }
 
-/* Send one request and wait for it. Returns 0 (stack in the slot),
-   REQUEST_NEED_BOUNDS (s->sp holds the thread's sp), or an error. */
-static int request(slot_t *s, pid_t tid, int mode, size_t max) {
-  perf__stack_bounds_t *b = perf__stack_bounds_find(tid);
-  int err = may_signal(tid);
+/* The slot's request fields that do not depend on the thread. */
+static int prepare_slot(slot_t *s, perf__modules_t *mods) {
+  s->mode = g_opts.unwind_mode;
+  if (s->mode == PERF_UNWIND_STACK_COPY && !s->copy_buf) {
+    s->copy_cap = g_opts.stack_copy_bytes;
+    s->copy_buf = malloc(s->copy_cap);
+    if (!s->copy_buf) return PERF_E_NO_MEMORY;
+  }
+  if (s->pinned != mods) {
+    atomic_fetch_add(&mods->refs, 1);
+    perf__modules_release(s->pinned);
+    s->pinned = mods;
+  }
+  s->unwind = mods->unwind;
+  return PERF_OK;
+}
+
+/* The last look at tid (may_signal), then the signal. Returns 0 (the
+   request is in flight: await_request), REQUEST_NOW_BLOCKED (nothing
+   sent), or an error. */
+static int send_request(slot_t *s, pid_t tid, size_t max, bool check_leaving) {
+  int err = may_signal(tid, check_leaving);
   if (err) return err;
+  perf__stack_bounds_t *b = perf__stack_bounds_find(tid);
   s->tid = tid;
-  s->mode = mode;
   s->max = max;
   s->stack_lo = b ? b->lo : 0;
   s->stack_hi = b ? b->hi : 0;
   g_seq = (g_seq + 1) & (UINT32_MAX >> 3);
-  uint32_t seq = g_seq;
-  atomic_store(&s->state, STATE(seq, SLOT_PENDING));
+  s->seq = g_seq;
+  atomic_store(&s->state, STATE(s->seq, SLOT_PENDING));
 
   siginfo_t info;
   memset(&info, 0, sizeof info);
   info.si_signo = g_signo;
   info.si_code = SI_QUEUE;
   info.si_pid = g_pid;
-  info.si_uid = getuid();
-  info.si_value.sival_ptr = (void *)(((uintptr_t)seq << 8) | (uintptr_t)(s - g_slots));
+  info.si_uid = g_uid;
+  info.si_value.sival_ptr = (void *)(((uintptr_t)s->seq << 8) | (uintptr_t)(s - g_slots));
   if (syscall(SYS_rt_tgsigqueueinfo, g_pid, tid, g_signo, &info) != 0) {
     int e = errno;
-    atomic_store(&s->state, STATE(seq, SLOT_FREE));
+    atomic_store(&s->state, STATE(s->seq, SLOT_FREE));
     if (e == ESRCH) {
       perf__stack_bounds_forget(tid);
       return PERF_E_NO_THREAD;
@@ -411,14 +547,38 @@ static int request(slot_t *s, pid_t tid, int mode, size_t max) {
     if (e == EAGAIN) return PERF_E_BUSY; /* the real-time signal queue is full */
     PERF__FAIL(PERF_E_SYSTEM, "rt_tgsigqueueinfo(%d): %s", (int)tid, strerror(e));
   }
-  err = wait_for_slot(s, seq, g_opts.timeout_ms);
-  if (err) return finish_timeout(s, seq, tid);
-  return s->result == RESULT_NEED_BOUNDS ? REQUEST_NEED_BOUNDS : PERF_OK;
+  s->sent_ns = perf__now_ns();
+  s->sent_cycles = perf__arch_cycles();
+  s->in_flight = true;
+  return PERF_OK;
 }
 
-/* A slot that no handler can still write. Fails with PERF_E_TIMEOUT when a
-   recent request to the same thread is still undelivered (never two
-   requests in flight to one thread), PERF_E_BUSY when every slot is taken. */
+/* Wait for the answer to s's request until the capture timeout (from its
+   send). Returns 0 (stack in the slot), REQUEST_NEED_BOUNDS (s->sp holds
+   the thread's sp), or an error. */
+static int await_request(slot_t *s, long long spin_ns) {
+  int err =
+      wait_for_slot(s, s->seq, s->sent_ns + (long long)g_opts.timeout_ms * 1000000LL, spin_ns);
+  if (err)
+    err = finish_timeout(s, s->seq, s->tid);
+  else
+    err = s->result == RESULT_NEED_BOUNDS ? REQUEST_NEED_BOUNDS : PERF_OK;
+  s->in_flight = false;
+  return err;
+}
+
+static int learn_bounds(pid_t tid, uintptr_t sp) {
+  perf__stack_bounds_t *learned;
+  int err = perf__stack_bounds_learn(tid, sp, &learned);
+  if (err == PERF_E_SYSTEM)
+    perf__log(PERF__LOG_ERROR, "thread %d: no readable mapping holds its sp", (int)tid);
+  return err;
+}
+
+/* A slot that no handler can still write and no snapshot still has to
+   collect. Fails with PERF_E_TIMEOUT when a recent request to the same
+   thread is still undelivered, PERF_E_BUSY when one is in flight to it
+   (never two requests in flight to one thread) or every slot is taken. */
 static slot_t *claim_slot(pid_t tid, int *err) {
   slot_t *pick = NULL, *expired = NULL;
   long long now = perf__now_ns();
@@ -426,11 +586,11 @@ static slot_t *claim_slot(pid_t tid, int *err) {
     slot_t *s = &g_slots[i];
     uint32_t kind = STATE_KIND(atomic_load(&s->state));
     bool held = now - s->cancelled_at_ns < CANCELLED_HOLD_NS;
-    if (kind == SLOT_CANCELLED && held && s->tid == tid) {
-      *err = PERF_E_TIMEOUT;
+    if ((kind == SLOT_CANCELLED && held && s->tid == tid) || (s->in_flight && s->tid == tid)) {
+      *err = s->in_flight ? PERF_E_BUSY : PERF_E_TIMEOUT;
       return NULL;
     }
-    if ((kind == SLOT_FREE || kind == SLOT_DONE) && !pick) pick = s;
+    if ((kind == SLOT_FREE || kind == SLOT_DONE) && !s->in_flight && !pick) pick = s;
     if (kind == SLOT_CANCELLED && !held && !expired) expired = s;
   }
   /* An expired cancelled slot gets a new sequence number: its old signal,
@@ -440,16 +600,16 @@ static slot_t *claim_slot(pid_t tid, int *err) {
   return pick;
 }
 
-static int wait_for_slot(slot_t *s, uint32_t seq, unsigned timeout_ms) {
-  long long start = perf__now_ns(), deadline = start + (long long)timeout_ms * 1000000LL;
+static int wait_for_slot(slot_t *s, uint32_t seq, long long deadline_ns, long long spin_ns) {
+  long long start = perf__now_ns();
   /* A busy target answers within microseconds: spin that long before
      sleeping on the futex (a futex wake-up costs more than the handler). */
-  while (atomic_load(&s->state) != STATE(seq, SLOT_DONE) && perf__now_ns() - start < WAIT_SPIN_NS)
+  while (atomic_load(&s->state) != STATE(seq, SLOT_DONE) && perf__now_ns() - start < spin_ns)
     perf__arch_pause();
   for (;;) {
     uint32_t st = atomic_load(&s->state);
     if (st == STATE(seq, SLOT_DONE)) return PERF_OK;
-    long long left = deadline - perf__now_ns();
+    long long left = deadline_ns - perf__now_ns();
     if (left <= 0) return PERF_E_TIMEOUT;
     struct timespec ts = {left / 1000000000LL, left % 1000000000LL};
     syscall(SYS_futex, &s->state, FUTEX_WAIT_PRIVATE, st, &ts, NULL, 0);
@@ -460,7 +620,7 @@ static int finish_timeout(slot_t *s, uint32_t seq, pid_t tid) {
   uint32_t expect = STATE(seq, SLOT_PENDING);
   if (atomic_compare_exchange_strong(&s->state, &expect, STATE(seq, SLOT_CANCELLED))) {
     s->cancelled_at_ns = perf__now_ns();
-  } else if (wait_for_slot(s, seq, WRITING_GRACE_MS) == PERF_OK) {
+  } else if (wait_for_slot(s, seq, perf__now_ns() + WRITING_GRACE_MS * 1000000LL, 0) == PERF_OK) {
     return s->result == RESULT_NEED_BOUNDS ? REQUEST_NEED_BOUNDS : PERF_OK;
   }
   /* Distinguish a thread that exited from one that did not answer, and
@@ -475,96 +635,48 @@ static int finish_timeout(slot_t *s, uint32_t seq, pid_t tid) {
   return PERF_E_TIMEOUT;
 }
 
-static int copy_result(perf__modules_t *mods, slot_t *s, uintptr_t *pcs, size_t max, size_t *count,
-                       perf__walk_status_t *status) {
+/* When the handler began, on the monotonic clock: placed between the send
+   and now by the cycle counter (read in the handler instead of the clock,
+   which costs the target more than the counter on some machines). */
+static int64_t handler_time_ns(const slot_t *s) {
+  int64_t now_ns = perf__now_ns();
+  uint64_t now_cycles = perf__arch_cycles();
+  if (now_cycles <= s->sent_cycles || s->entry_cycles < s->sent_cycles) return s->sent_ns;
+  if (s->entry_cycles >= now_cycles) return now_ns;
+  double part = (double)(s->entry_cycles - s->sent_cycles) / (double)(now_cycles - s->sent_cycles);
+  return s->sent_ns + (int64_t)(part * (double)(now_ns - s->sent_ns));
+}
+
+static int copy_result(perf__modules_t *mods, slot_t *s, perf__sampler_shot_t *shot) {
   g_last_handler_cycles = s->handler_cycles;
+  shot->taken_ns = handler_time_ns(s);
   if (s->mode == PERF_UNWIND_STACK_COPY) {
     perf__dwfl_unwinder_t *u = perf__modules_dwfl_unwinder(mods);
     if (!u) return PERF_E_UNSUPPORTED;
-    return perf__dwfl_unwind(u, s->regs, s->copy_base, s->copy_buf, s->copy_len, pcs, max, count,
-                             status);
+    return perf__dwfl_unwind(u, s->regs, s->copy_base, s->copy_buf, s->copy_len, shot->pcs,
+                             shot->max, &shot->count, &shot->status);
   }
-  memcpy(pcs, s->pcs, s->count * sizeof *pcs);
-  *count = s->count;
-  *status = s->walk_status;
+  memcpy(shot->pcs, s->pcs, s->count * sizeof *shot->pcs);
+  shot->count = s->count;
+  shot->status = s->walk_status;
   return s->walk_status == PERF__WALK_DEPTH ? PERF_E_TRUNCATED : PERF_OK;
 }
 
-/* Capture a thread that is blocked (in a system call or otherwise off the
-   CPU) without signalling it; TRY_SIGNAL when it is running. */
-static int capture_blocked(perf__modules_t *mods, pid_t tid, uintptr_t *pcs, size_t max,
-                           size_t *count, perf__walk_status_t *status) {
-  long long start = perf__now_ns();
-  long long deadline = start + (long long)g_opts.timeout_ms * 1000000LL;
-  for (int attempt = 0; attempt < BLOCKED_ATTEMPTS;) {
-    perf__thread_state_t before, after;
-    int err = perf__thread_state_read(tid, &before);
-    if (err == PERF_E_NO_THREAD) perf__stack_bounds_forget(tid);
-    if (err == PERF_E_SYSTEM && attempt == 0) return TRY_SIGNAL; /* no /proc: signal, as before */
-    if (err) return err;
-    if (before.running) {
-      if (!leaving_call(tid)) return TRY_SIGNAL;
-      if (perf__now_ns() >= deadline) return PERF_E_TIMEOUT;
-      pause_briefly(start);
-      continue;
-    }
-    attempt++;
-    perf__stack_bounds_t *b = perf__stack_bounds_find(tid);
-    if (!b || before.sp < b->lo || before.sp >= b->hi) {
-      if ((err = perf__stack_bounds_learn(tid, before.sp, &b)) == PERF_E_SYSTEM)
-        PERF__FAIL(err, "thread %d: no readable mapping holds its sp", (int)tid);
-      if (err) return err;
-    }
-    b->blocked_cpu_ns = perf__thread_cpu_ns(tid);
-    if (!g_blocked_copy && !(g_blocked_copy = malloc(BLOCKED_COPY_MAX))) return PERF_E_NO_MEMORY;
-    uintptr_t base = before.sp & ~(uintptr_t)7;
-    size_t len = b->hi - base < BLOCKED_COPY_MAX ? b->hi - base : BLOCKED_COPY_MAX;
-    size_t got = perf__memory_copy(g_blocked_copy, base, len) & ~(size_t)7;
-    if ((err = perf__thread_state_read(tid, &after)) != PERF_OK) return err;
-    if (!perf__thread_state_same_block(&before, &after))
-      continue; /* woke (and maybe blocked again): look again */
-    if (got == 0) PERF__FAIL(PERF_E_SYSTEM, "thread %d: its stack could not be read", (int)tid);
-    /* Only pc and sp are known: rbp and rbx come from the first frames
-       that saved them. Every mode walks with the rules here. */
-    perf__unwind_regs_t regs = {
-        .pc = before.pc, .sp = before.sp, .fp_unknown = true, .bx_unknown = true};
-    perf__stack_window_t stack = {base, base + got, g_blocked_copy};
-    *count = perf__unwind_walk(mods->unwind, 1, regs, stack, pcs, max, status);
-    return *status == PERF__WALK_DEPTH ? PERF_E_TRUNCATED : PERF_OK;
-  }
-  return PERF_E_TIMEOUT;
-}
-
-/* Whether tid, running now, may still be on its way out of the call it was
-   last seen blocked in: woken, but it has not yet used EXIT_CPU_NS of CPU
-   since. A signal then would end that call with EINTR (poll and select
-   check for signals before their timeout). */
-static bool leaving_call(pid_t tid) {
-  perf__stack_bounds_t *b = perf__stack_bounds_find(tid);
-  if (!b || b->blocked_cpu_ns <= 0) return false;
-  int64_t now = perf__thread_cpu_ns(tid);
-  if (now >= 0 && now - b->blocked_cpu_ns < EXIT_CPU_NS) return true;
-  b->blocked_cpu_ns = 0;
-  return false;
-}
-
-/* Wait a moment before looking at a thread again: spin on sched_yield for
-   the first MASK_SPIN_NS since `start`, then sleep a millisecond. */
-static void pause_briefly(long long start) {
-  if (perf__now_ns() - start < MASK_SPIN_NS) {
-    sched_yield();
-  } else {
-    struct timespec ms = {0, 1000000};
-    nanosleep(&ms, NULL);
-  }
+/* blocked_capture.c's capture with this sampler's timeout. */
+static int capture_blocked(perf__modules_t *mods, pid_t tid, perf__sampler_shot_t *shot) {
+  return perf__blocked_capture(mods, tid, shot, g_opts.timeout_ms);
 }
 
 /* Whether a signal may be sent to tid now: not when it blocks the signal
    (it would stay pending, and kill a program the thread execs), nor when
-   the app replaced the handler (the signal could kill the process). */
-static int may_signal(pid_t tid) {
-  if (!handler_is_ours()) return PERF_E_SIGNAL;
-  if (tid == perf__gettid()) return PERF_OK; /* checked by the caller */
+   the app replaced the handler (the signal could kill the process), nor
+   while it is still on its way out of a call it was seen blocked in (the
+   signal would end that call with EINTR; only looked at with
+   check_leaving, when this capture or the last one found it blocked). One read of its status (State
+   and SigBlk) is the last look before the send: REQUEST_NOW_BLOCKED when
+   it shows the thread blocked. */
+static int may_signal(pid_t tid, bool check_leaving) {
+  if (tid == g_requester) return handler_is_ours() ? PERF_OK : PERF_E_SIGNAL; /* mask: caller */
   /* A thread still returning from the previous capture's handler blocks
      the signal until its sigreturn: look again until the capture timeout
      (briefly spinning, then every millisecond). A thread found blocking it
@@ -576,19 +688,20 @@ static int may_signal(pid_t tid) {
     bool running = true;
     int blocks = perf__thread_signal_state(tid, g_signo, &running);
     if (blocks == PERF_E_NO_THREAD) perf__stack_bounds_forget(tid);
-    if (blocks == PERF_E_SYSTEM) return PERF_OK; /* no /proc: the mask is not known */
+    if (blocks == PERF_E_SYSTEM) blocks = 0; /* no /proc: the mask is not known */
     if (blocks < 0) return blocks;
-    /* This reading is the last look before the send: a thread that blocked
-       meanwhile goes back to the blocked path. */
-    if (!blocks)
-      return !running ? REQUEST_NOW_BLOCKED : handler_is_ours() ? PERF_OK : PERF_E_SIGNAL;
+    if (!blocks && !running) return REQUEST_NOW_BLOCKED; /* needs no signal */
+    if (!handler_is_ours()) return PERF_E_SIGNAL;
+    if (!blocks && !(check_leaving && perf__blocked_leaving_call(tid))) return PERF_OK;
     now = perf__now_ns();
     if (now >= deadline) {
-      g_masked_tid = tid;
-      g_masked_until_ns = now + CANCELLED_HOLD_NS;
+      if (blocks) {
+        g_masked_tid = tid;
+        g_masked_until_ns = now + CANCELLED_HOLD_NS;
+      }
       return PERF_E_TIMEOUT;
     }
-    pause_briefly(start);
+    perf__blocked_pause(start);
   }
 }
 
@@ -620,6 +733,7 @@ static void atfork_parent(void) {
 }
 static void atfork_child(void) {
   g_pid = getpid();
-  perf__stack_bounds_reset(); /* the child's only thread has a new id */
+  perf__stack_bounds_reset();   /* the child's only thread has a new id */
+  perf__task_files_close_all(); /* they name the parent's threads */
   pthread_mutex_unlock(&g_lock);
 }

@@ -12,6 +12,7 @@
 #include <sys/types.h>
 
 #include "sdk/sampler/modules.h"
+#include "sdk/sampler/unwind_rules.h"
 
 /* The values of perf.v1 StackEnd (proto/perf/v1/perf.proto). */
 typedef enum perf__stack_end_e {
@@ -43,5 +44,9 @@ static inline int perf__stack_end_truncated(perf__stack_end_t end) {
  */
 int perf__sampler_capture_with_end(perf__modules_t *mods, pid_t tid, uintptr_t *pcs, size_t max,
                                    size_t *count, perf__stack_end_t *end);
+
+/* How a capture that returned `err` with walk status `status` ended (as
+   perf__sampler_capture_with_end says it): for a snapshot's shots. */
+perf__stack_end_t perf__stack_end_of(int err, perf__walk_status_t status);
 
 #endif

@@ -1,8 +1,8 @@
 /*
  * thread_state.c - a thread's state, signal mask and stack memory read
- * through /proc and process_vm_readv (see thread_state.h). Files are opened
- * and closed on each call: a descriptor kept open could be closed or
- * reused by the app (daemons close every descriptor they do not know).
+ * through /proc and process_vm_readv (see thread_state.h). The /proc files
+ * of the last threads read stay open (task_files.h: checked before each
+ * use, since the app may close descriptors it does not know).
  */
 #include "sdk/sampler/thread_state.h"
 
@@ -16,12 +16,12 @@
 #include <unistd.h>
 
 #include "perf_sdk.h"
-#include "sdk/base/threads.h"
+#include "sdk/sampler/task_files.h"
 
 int perf__thread_state_read(pid_t tid, perf__thread_state_t *out) {
   memset(out, 0, sizeof *out);
   char buf[256];
-  ssize_t n = perf__task_file_read(tid, "syscall", buf, sizeof buf);
+  ssize_t n = perf__task_files_read(tid, PERF__TASK_SYSCALL, buf, sizeof buf);
   if (n < 0) return (int)n;
   if (strncmp(buf, "running", 7) == 0) {
     out->running = true;
@@ -51,7 +51,7 @@ bool perf__thread_state_same_block(const perf__thread_state_t *a, const perf__th
 
 int perf__thread_signal_state(pid_t tid, int signo, bool *running) {
   char buf[4096];
-  ssize_t n = perf__task_file_read(tid, "status", buf, sizeof buf);
+  ssize_t n = perf__task_files_read(tid, PERF__TASK_STATUS, buf, sizeof buf);
   if (n < 0) return (int)n;
   const char *state = strstr(buf, "\nState:");
   *running = state && strncmp(state + 8 + strspn(state + 8, " \t"), "R", 1) == 0;
