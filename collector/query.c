@@ -789,7 +789,7 @@ unsigned query_timeseries(const store_ops_t *ops, store_t *store, query_arg_fn a
   }
   if (s.n > QUERY_MAX_POINTS) {
     json_decref(s.points);
-    return *body = too_many_points("the events stored"), 400;
+    return *body = too_many_points("the matching events"), 400;
   }
   json_t *o =
       json_pack("{s:I, s:o}", "bucket_ms", (json_int_t)(bucket_ns / 1000000), "points", s.points);
