@@ -731,6 +731,74 @@ unsigned query_drops(const store_ops_t *ops, store_t *store, query_arg_fn arg, v
   return 200;
 }
 
+/* ---- time series ------------------------------------------------------------- */
+
+static const struct {
+  const char *name;
+  int64_t ms;
+} BUCKETS[] = {{"minute", 60000}, {"hour", 3600000}, {"day", 86400000}};
+
+typedef struct series_s {
+  json_t *points;
+  size_t n;
+} series_t;
+
+static int on_bucket(const store_bucket_row_t *row, void *user) {
+  series_t *s = user;
+  s->n++;
+  if (s->n > QUERY_MAX_POINTS) return 0; /* only counted: the answer is a 400 */
+  return json_array_append_new(s->points, json_pack("{s:I, s:I, s:f}", "start_ms",
+                                                    (json_int_t)(row->start_ns / 1000000), "events",
+                                                    (json_int_t)row->events, "total_ms",
+                                                    row->total_ns / 1e6)) != 0;
+}
+
+static char *too_many_points(const char *why) {
+  char text[200];
+  _Static_assert(QUERY_MAX_POINTS == 1000, "the message says 1000");
+  snprintf(text, sizeof text,
+           "parameter bucket: %s would need more than 1000 points; use a larger bucket or a"
+           " shorter from..to",
+           why);
+  return error_body("%s", text);
+}
+
+unsigned query_timeseries(const store_ops_t *ops, store_t *store, query_arg_fn arg, void *ctx,
+                          char **body) {
+  *body = NULL;
+  store_top_query_t q;
+  unsigned bad = parse_filters(arg, ctx, true, &q, body);
+  if (bad) return bad;
+  if (q.group) return *body = error_body("parameter %s: not a filter of timeseries", "group"), 400;
+  const char *name = arg(ctx, "bucket", 0);
+  int64_t bucket_ns = 0;
+  for (size_t i = 0; name && i < sizeof BUCKETS / sizeof BUCKETS[0]; i++)
+    if (strcmp(name, BUCKETS[i].name) == 0) bucket_ns = BUCKETS[i].ms * 1000000;
+  if (!bucket_ns)
+    return *body = error_body("parameter %s: must be minute, hour or day", "bucket"), 400;
+  /* A range given whole is judged by its length alone, whatever it holds. */
+  if (arg(ctx, "from", 0) && arg(ctx, "to", 0) &&
+      q.to_ns / bucket_ns - q.from_ns / bucket_ns >= QUERY_MAX_POINTS)
+    return *body = too_many_points("from..to"), 400;
+  series_t s = {json_array(), 0};
+  int rc = s.points ? ops->time_buckets(store, &q, bucket_ns, QUERY_MAX_POINTS + 1, on_bucket, &s)
+                    : STORE_ERROR;
+  if (rc != STORE_OK) {
+    json_decref(s.points);
+    return *body = error_body("%s", "the store failed or ran out of memory"), 503;
+  }
+  if (s.n > QUERY_MAX_POINTS) {
+    json_decref(s.points);
+    return *body = too_many_points("the matching events"), 400;
+  }
+  json_t *o =
+      json_pack("{s:I, s:o}", "bucket_ms", (json_int_t)(bucket_ns / 1000000), "points", s.points);
+  *body = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+  json_decref(o);
+  if (!*body) return *body = error_body("%s", "out of memory"), 503;
+  return 200;
+}
+
 typedef struct detail_s {
   json_t *event, *threads, *stacks;
   size_t text; /* stored frames added so far, capped at QUERY_MAX_DETAIL_TEXT */

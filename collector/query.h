@@ -1,6 +1,6 @@
 /*
  * query.h - the read-only API under /api/v1/: top-stacks, export/folded,
- * flame, events, events/<id> and drops.
+ * flame, events, events/<id>, timeseries and drops.
  * Independent of HTTP: the caller hands a lookup for the query-string
  * parameters and gets the status and a JSON body back. Runs on the MHD
  * worker that received the request; the store serializes its own access.
@@ -71,6 +71,18 @@ unsigned query_events(const store_ops_t *ops, store_t *store, query_arg_fn arg, 
    "spool_quota":N,"oversized":N,"batches":N}. */
 unsigned query_drops(const store_ops_t *ops, store_t *store, query_arg_fn arg, void *ctx,
                      char **body);
+
+/* GET /api/v1/timeseries: the events of kind=hang|cpu (required) matching
+   the filters of events (app, version, environment, host, tag, label,
+   from, to; group is refused) counted per bucket=minute|hour|day (required;
+   buckets start at multiples of it since the epoch, UTC):
+   {"bucket_ms":N,"points":[{"start_ms","events","total_ms"}]}, buckets with
+   events only, oldest first. At most QUERY_MAX_POINTS points: 400 naming
+   bucket when from..to (both given) spans more buckets, or when more
+   buckets than that hold events. */
+#define QUERY_MAX_POINTS 1000
+unsigned query_timeseries(const store_ops_t *ops, store_t *store, query_arg_fn arg, void *ctx,
+                          char **body);
 
 /* GET /api/v1/events/<id_text>: the event with "threads" and "stacks";
    404 {"error"} when there is no such event (or id_text is no id). */

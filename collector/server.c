@@ -377,6 +377,7 @@ static const struct {
     {"/api/v1/flame", query_flame, "application/json"},
     {"/api/v1/events", query_events, "application/json"},
     {"/api/v1/drops", query_drops, "application/json"},
+    {"/api/v1/timeseries", query_timeseries, "application/json"},
 };
 
 /* Binary exports: the body has a length; errors are JSON as above. */

@@ -204,6 +204,16 @@ typedef struct store_event_row_s {
 
 typedef int (*store_event_row_fn)(const store_event_row_t *row, void *user);
 
+/* The events of one time bucket (time_buckets): those starting in
+   [start_ns, start_ns + the bucket), their count and durations summed. */
+typedef struct store_bucket_row_s {
+  int64_t start_ns;
+  uint64_t events;
+  double total_ns;
+} store_bucket_row_t;
+
+typedef int (*store_bucket_row_fn)(const store_bucket_row_t *row, void *user);
+
 /* One stack_count of an event (event_detail) with its stack's frames. */
 typedef struct store_count_row_s {
   const char *stack_sig, *frames_json; /* frames_json NULL: stack deleted */
@@ -269,6 +279,11 @@ typedef struct store_ops_s {
      (start, then id, descending). */
   int (*event_rows)(store_t *st, const store_top_query_t *q, int64_t limit, store_event_row_fn fn,
                     void *user);
+  /* Stream the events of q (kind required; group unused) counted per bucket
+     of bucket_ns (> 0; buckets start at multiples of it since the epoch),
+     buckets with events only, oldest first, at most limit of them. */
+  int (*time_buckets)(store_t *st, const store_top_query_t *q, int64_t bucket_ns, int64_t limit,
+                      store_bucket_row_fn fn, void *user);
   /* The drop counters of the batches matching q's resource, time (the
      batch's received_ns) and tag filters, summed (kind and group unused). */
   int (*drops)(store_t *st, const store_top_query_t *q, store_drops_t *out);

@@ -124,6 +124,7 @@ enum stmt_id {
   ST_EVENT_ONE,
   ST_EVENT_COUNTS,
   ST_DROPS,
+  ST_TIME_BUCKETS,
   ST_COUNT
 };
 
@@ -188,6 +189,11 @@ static const char *const STMT_SQL[ST_COUNT] = {
                         " LEFT JOIN stacks s ON s.signature = c.stack_sig WHERE c.event_id = ?1"
                         " ORDER BY c.samples DESC, c.rowid",
     [ST_DROPS] = "SELECT " DROPPED_SUMS ", count(*) FROM batches b WHERE 1" DROPS_FILTERS,
+    /* ?7 the bucket's nanoseconds, ?8 the most buckets (start_ns >= ?4 >= 0:
+       the division rounds down). total(): a REAL sum, which cannot overflow. */
+    [ST_TIME_BUCKETS] = "SELECT e.start_ns / ?7, count(*), total(e.duration_ns) FROM events e"
+                        " JOIN batches b ON b.id = e.batch_id WHERE " KIND_FILTER TOP_FILTERS
+                        " GROUP BY 1 ORDER BY 1 LIMIT ?8",
 };
 
 struct store_s {
@@ -691,6 +697,25 @@ static int sqlite_drops(store_t *st, const store_top_query_t *q, store_drops_t *
   return rc;
 }
 
+static int sqlite_time_buckets(store_t *st, const store_top_query_t *q, int64_t bucket_ns,
+                               int64_t limit, store_bucket_row_fn fn, void *user) {
+  if (!q->kind || bucket_ns <= 0) return STORE_ERROR;
+  pthread_mutex_lock(&st->lock);
+  sqlite3_stmt *s = st->stmt[ST_TIME_BUCKETS];
+  bind_filters(s, q);
+  sqlite3_bind_int64(s, 7, bucket_ns);
+  sqlite3_bind_int64(s, 8, limit);
+  int rc, stopped = 0;
+  while (!stopped && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+    store_bucket_row_t row = {sqlite3_column_int64(s, 0) * bucket_ns,
+                              (uint64_t)sqlite3_column_int64(s, 1), sqlite3_column_double(s, 2)};
+    stopped = fn(&row, user);
+  }
+  rc = finish_scan(st, s, rc, stopped, "time buckets");
+  pthread_mutex_unlock(&st->lock);
+  return rc;
+}
+
 /* ---- re-symbolization ----------------------------------------------------- */
 
 /* Rare (symbols arriving late): its statements are prepared per call. */
@@ -998,5 +1023,6 @@ const store_ops_t store_sqlite_ops = {
     .event_rows = sqlite_event_rows,
     .event_detail = sqlite_event_detail,
     .drops = sqlite_drops,
+    .time_buckets = sqlite_time_buckets,
     .resymbolize = sqlite_resymbolize,
 };

@@ -1,7 +1,10 @@
 // app.js - the perf-collector dashboard: filters, the slowest stacks
 // (GET /api/v1/top-stacks), a flame graph (GET /api/v1/flame), the event list
-// (GET /api/v1/events), an event's detail (GET /api/v1/events/<id>) and the
-// events the SDKs dropped before sending (GET /api/v1/drops).
+// (GET /api/v1/events), an event's detail (GET /api/v1/events/<id>), the
+// events the SDKs dropped before sending (GET /api/v1/drops) and a bar chart
+// of events per time bucket (GET /api/v1/timeseries). The filters and the
+// selected group live in the page's query string too, so a link reproduces
+// the view (writeUrl, readUrl).
 // Plain DOM and SVG, no framework, nothing loaded from elsewhere. The API key
 // is kept in localStorage and sent as "Authorization: Bearer <key>".
 
@@ -11,6 +14,13 @@ const FLAME_ROW = 20; // px per flame-graph level
 const FLAME_MIN_WIDTH = 0.5; // px: narrower frames are not drawn
 const DETAIL_STACKS_SHOWN = 3; // an event's stacks with most samples; the rest folded
 // /api/v1/drops' reasons, in the order shown, with their words.
+// The chart's bucket for a time range (ms; '' = all): at most a few hundred bars.
+const BUCKET_MINUTE_UP_TO = 3600000; // 15 min, 1 h
+const BUCKET_HOUR_UP_TO = 604800000; // 24 h, 7 days; longer and all: days
+const CHART_HEIGHT = 96; // px
+// The URL's values for the filters at their defaults are left out of it.
+const DEFAULT_RANGE = '86400000';
+const DEFAULT_LIMIT = '20';
 const DROP_REASONS = [['rate_limited', 'rate limit'], ['queue_full', 'queue full'],
   ['sink_failed', 'sink failed'], ['spool_quota', 'spool quota'], ['oversized', 'oversized']];
 
@@ -23,6 +33,8 @@ const state = {
   flame: null, // the /api/v1/flame tree
   zoom: [], // names from the root's child down to the zoomed frame; [] = whole tree
   events: [],
+  series: null, // the /api/v1/timeseries answer with its bucket, query and time span
+  pendingGroup: null, // a group named by the URL, selected once the stacks are loaded
   detailId: null,
   generation: 0, // bumped by each refresh: answers of an older one are dropped
   eventsGeneration: 0, // the same for the event list (also reloaded on a selection)
@@ -41,12 +53,17 @@ function apiKey() {
   return localStorage.getItem(KEY_STORAGE) || '';
 }
 
+// params (arrays repeated, empty values left out) into search.
+function setParams(search, params) {
+  for (const [name, value] of Object.entries(params)) {
+    if (Array.isArray(value)) for (const v of value) search.append(name, v);
+    else if (value !== undefined && value !== null && value !== '') search.set(name, value);
+  }
+}
+
 async function api(path, params = {}) {
   const url = new URL(path, window.location.origin);
-  for (const [name, value] of Object.entries(params)) {
-    if (Array.isArray(value)) for (const v of value) url.searchParams.append(name, v);
-    else if (value !== undefined && value !== null && value !== '') url.searchParams.set(name, value);
-  }
+  setParams(url.searchParams, params);
   const headers = {};
   if (apiKey()) headers.Authorization = `Bearer ${apiKey()}`;
   let resp;
@@ -70,6 +87,45 @@ async function api(path, params = {}) {
 
 async function apiJson(path, params) {
   return (await api(path, params)).json();
+}
+
+// ---- the filters in the URL ---------------------------------------------------
+
+// The header's filters and the selected group into the page's query string
+// (defaults left out), without a new history entry.
+function writeUrl() {
+  const q = new URLSearchParams();
+  if (state.kind !== 'hang') q.set('kind', state.kind);
+  for (const name of ['app', 'version', 'environment', 'label']) {
+    const value = $(name).value.trim();
+    if (value) q.set(name, value);
+  }
+  for (const tag of $('tags').value.split(/\s+/).filter(Boolean)) q.append('tag', tag);
+  const range = $('range').value;
+  if (range !== DEFAULT_RANGE) q.set('range', range || 'all');
+  const limit = $('limit').value.trim();
+  if (limit && limit !== DEFAULT_LIMIT) q.set('limit', limit);
+  const group = state.selected ? state.selected.signature : state.pendingGroup;
+  if (group) q.set('group', group);
+  const text = q.toString();
+  history.replaceState(null, '', `${window.location.pathname}${text ? `?${text}` : ''}`);
+}
+
+// The filters of a link (as writeUrl writes them) into the header; a range
+// the menu does not offer and a kind other than hang or cpu are ignored.
+function readUrl() {
+  const q = new URLSearchParams(window.location.search);
+  const kind = q.get('kind');
+  if (kind === 'hang' || kind === 'cpu') {
+    state.kind = kind;
+    $(`kind-${kind}`).checked = true;
+  }
+  for (const name of ['app', 'version', 'environment', 'label']) if (q.has(name)) $(name).value = q.get(name);
+  if (q.has('tag')) $('tags').value = q.getAll('tag').join(' ');
+  const range = q.get('range') === 'all' ? '' : q.get('range');
+  if (range !== null && [...$('range').options].some((o) => o.value === range)) $('range').value = range;
+  if (q.has('limit')) $('limit').value = q.get('limit');
+  state.pendingGroup = q.get('group') || null;
 }
 
 // The filters of the header as API parameters (kind, app, version,
@@ -152,11 +208,13 @@ async function refresh() {
   document.body.dataset.state = 'loading';
   state.selected = null;
   state.zoom = [];
+  writeUrl();
   const gen = ++state.generation;
   const results = await Promise.allSettled([loadStacks(gen), loadFlame(gen),
-    loadEvents(++state.eventsGeneration), loadDrops(gen)]);
+    loadEvents(++state.eventsGeneration), loadDrops(gen), loadSeries(gen)]);
   if (gen !== state.generation) return;
   const failed = results.find((r) => r.status === 'rejected');
+  if (!failed && state.pendingGroup) await selectPendingGroup();
   // For scripts and tests: "ready" once everything shown is this filter's.
   document.body.dataset.state = failed ? 'error' : 'ready';
   if (failed) reportError(failed.reason);
@@ -200,6 +258,37 @@ async function loadEvents(gen) {
   if (gen !== state.eventsGeneration) return;
   state.events = events;
   renderEvents();
+}
+
+// The group a link named, when the stacks shown have it (else it is dropped).
+async function selectPendingGroup() {
+  const stack = state.stacks.find((s) => s.signature === state.pendingGroup);
+  state.pendingGroup = null;
+  if (stack) await selectStack(stack);
+  else writeUrl();
+}
+
+// The chart's bucket for the time range chosen.
+function bucketForRange(range) {
+  if (range && Number(range) <= BUCKET_MINUTE_UP_TO) return 'minute';
+  if (range && Number(range) <= BUCKET_HOUR_UP_TO) return 'hour';
+  return 'day';
+}
+
+// Events per bucket for the filters and kind (not the selected group).
+async function loadSeries(gen) {
+  state.series = null;
+  renderChart();
+  const params = filterParams(false);
+  params.bucket = bucketForRange($('range').value);
+  const to = Date.now();
+  const search = new URLSearchParams();
+  setParams(search, params);
+  const answer = await apiJson('/api/v1/timeseries', params);
+  if (gen !== state.generation) return;
+  state.series = { ...answer, bucket: params.bucket, query: search.toString(),
+    from: params.from === undefined ? null : Number(params.from), to };
+  renderChart();
 }
 
 // What the SDKs dropped for these filters (any kind: drops are the batches').
@@ -308,12 +397,60 @@ async function selectStack(stack) {
   for (const row of $('top-stacks').querySelectorAll('.stack-row'))
     row.classList.toggle('selected', !same && row.dataset.signature === stack.signature);
   renderFlame();
+  writeUrl();
   try {
     if (state.kind === 'hang') await loadFlame(state.generation); // the group's own, or all again
     await loadEvents(++state.eventsGeneration);
   } catch (err) {
     reportError(err);
   }
+}
+
+// ---- events over time ---------------------------------------------------------
+
+// Bars of events per bucket on a time axis from the range's start (or the
+// first bucket's, for all) to now (or the last bucket's end).
+function renderChart() {
+  const box = $('chart');
+  box.replaceChildren();
+  const s = state.series;
+  $('chart-title').textContent = `${state.kind === 'hang' ? 'Hangs' : 'CPU events'} over time`;
+  $('chart-hint').textContent = '';
+  if (!s) return;
+  box.dataset.query = s.query;
+  const events = s.points.reduce((n, p) => n + p.events, 0);
+  const totalMs = s.points.reduce((n, p) => n + p.total_ms, 0);
+  $('chart-hint').textContent = `events per ${s.bucket}: ${fmtCount(events)} ${events === 1 ? 'event' : 'events'},` +
+    ` ${fmtMs(totalMs)} in all`;
+  if (!s.points.length) {
+    box.append(el('p', { class: 'empty', text: 'No events for these filters.' }));
+    return;
+  }
+  const width = Math.max(300, box.clientWidth);
+  const top = 14;
+  const base = CHART_HEIGHT - 16;
+  const last = s.points[s.points.length - 1].start_ms + s.bucket_ms;
+  const x0 = s.from === null ? s.points[0].start_ms : Math.floor(s.from / s.bucket_ms) * s.bucket_ms;
+  const x1 = s.from === null ? last : Math.max(s.to, last);
+  const span = Math.max(1, x1 - x0);
+  const slot = (s.bucket_ms / span) * width;
+  const most = Math.max(...s.points.map((p) => p.events));
+  const svg = el('svg:svg', { width: String(width), height: String(CHART_HEIGHT),
+    viewBox: `0 0 ${width} ${CHART_HEIGHT}`, role: 'img', 'aria-label': `Events per ${s.bucket}` });
+  svg.append(el('svg:line', { class: 'axis', x1: '0', x2: String(width), y1: String(base), y2: String(base) }));
+  for (const p of s.points) {
+    const h = Math.max(1, (p.events / most) * (base - top));
+    const x = ((p.start_ms - x0) / span) * width;
+    const bar = el('svg:rect', { class: `bar ${state.kind}`, 'data-testid': 'chart-bar',
+      'data-start': String(p.start_ms), 'data-events': String(p.events),
+      x: x.toFixed(2), y: (base - h).toFixed(2), width: Math.max(1, slot - 1).toFixed(2), height: h.toFixed(2) });
+    bar.append(el('svg:title', { text: `${fmtTime(p.start_ms)}: ${fmtCount(p.events)} events, ${fmtMs(p.total_ms)}` }));
+    svg.append(bar);
+  }
+  svg.append(el('svg:text', { x: '0', y: '10', text: `${fmtCount(most)} max` }),
+    el('svg:text', { x: '0', y: String(CHART_HEIGHT - 3), text: fmtTime(x0) }),
+    el('svg:text', { x: String(width), y: String(CHART_HEIGHT - 3), 'text-anchor': 'end', text: fmtTime(x1) }));
+  box.append(svg);
 }
 
 // ---- the flame graph ----------------------------------------------------------
@@ -564,6 +701,7 @@ function init() {
     state.selected = null;
     for (const row of $('top-stacks').querySelectorAll('.stack-row')) row.classList.remove('selected');
     renderFlame();
+    writeUrl();
     loadEvents(++state.eventsGeneration).catch(reportError);
   });
   for (const link of document.querySelectorAll('.exports a')) {
@@ -575,8 +713,12 @@ function init() {
   let resizeTimer = 0;
   window.addEventListener('resize', () => {
     clearTimeout(resizeTimer);
-    resizeTimer = setTimeout(renderFlame, 100);
+    resizeTimer = setTimeout(() => {
+      renderFlame();
+      renderChart();
+    }, 100);
   });
+  readUrl();
   refresh();
 }
 

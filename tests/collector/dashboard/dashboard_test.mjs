@@ -16,8 +16,12 @@
 // the filters (the stack-truth batch's 12 rate-limited and 3 spool-quota
 // events with app=truth or tag=team:truth, the API's sums without
 // filters, "no events dropped" for a tag no batch has), and the tag
-// filter narrows the events to the stack-truth hang; a full-page
-// screenshot is written. Any JS error (console or uncaught) fails the test.
+// filter narrows the events to the stack-truth hang; the chart of events
+// over time has one bar per /api/v1/timeseries point for the same query
+// (each with its point's events); the filters and the selected group are in
+// the page's URL, and a link carrying them (kind=cpu, app, range, limit;
+// group) opens with those filters in the inputs and exactly the API's rows;
+// a full-page screenshot is written. Any JS error (console or uncaught) fails the test.
 // Exit 0 on success, 1 with the reason on stderr otherwise.
 import { chromium } from 'playwright-core';
 import { readFileSync } from 'node:fs';
@@ -81,6 +85,20 @@ async function waitReady(page) {
   await page.waitForSelector('body[data-state="ready"]');
 }
 
+// The chart against the API: as many bars as points for the chart's own
+// query (data-query), each with its point's start and events. The points.
+async function checkChart(page) {
+  const query = await page.getByTestId('chart').getAttribute('data-query');
+  check(query && /(^|&)bucket=(minute|hour|day)(&|$)/.test(query), `chart query ${query}`);
+  const { points } = await apiJson(`/api/v1/timeseries?${query}`);
+  const bars = await page.locator('[data-testid="chart-bar"]')
+    .evaluateAll((rs) => rs.map((r) => `${r.dataset.start}:${r.dataset.events}`));
+  const want = points.map((p) => `${p.start_ms}:${p.events}`);
+  check(JSON.stringify(bars) === JSON.stringify(want),
+    `chart bars ${JSON.stringify(bars)} = API points ${JSON.stringify(want)} (${query})`);
+  return points;
+}
+
 async function firstStackFunction(page) {
   return page.locator('[data-testid="stack-row"]').first()
     .locator('[data-testid="stack-function"]').textContent();
@@ -113,6 +131,16 @@ async function run(page) {
   check(await message.isHidden(), 'the 401 message is gone');
   check(await page.evaluate(() => localStorage.getItem('perf-collector.api-key')) === key,
     'the key is in localStorage');
+
+  // The chart: the 24 h default by the hour, the API's points exactly.
+  const hangPoints = await checkChart(page);
+  const hangQuery = await page.getByTestId('chart').getAttribute('data-query');
+  check(/(^|&)kind=hang(&|$)/.test(hangQuery) && /(^|&)bucket=hour(&|$)/.test(hangQuery) &&
+    /(^|&)from=\d+(&|$)/.test(hangQuery), `hang chart query ${hangQuery}`);
+  const hangCount = hangPoints.reduce((n, p) => n + p.events, 0);
+  const storedHangs = (await apiJson('/api/v1/events?kind=hang&limit=1000')).events.length;
+  check(hangPoints.length >= 1 && hangCount === storedHangs,
+    `chart: ${hangCount} hangs in ${hangPoints.length} bars, ${storedHangs} stored`);
 
   // Hangs: the first row and the flame graph show the hang function.
   check(await firstStackFunction(page) === HANG_FUNCTION, `first hang row is ${HANG_FUNCTION}`);
@@ -271,12 +299,77 @@ async function run(page) {
   await page.waitForFunction((t) => document.getElementById('drops').textContent === t &&
     document.body.dataset.state === 'ready', truthDrops);
 
+  // The chart follows the filters: the stack-truth hang alone, one bar.
+  await page.waitForFunction(() => /(^|&)tag=team%3Atruth(&|$)/
+    .test(document.getElementById('chart').dataset.query || ''));
+  const truthPoints = await checkChart(page);
+  check(truthPoints.length === 1 && truthPoints[0].events === 1, `tag team:truth: one bar of one event`);
+  // ... and the URL has the filters.
+  const shown = new URL(page.url()).searchParams;
+  check(shown.getAll('tag').join(' ') === 'team:truth' && !shown.has('label') && !shown.has('kind'),
+    `the URL has the tag filter (${page.url()})`);
+
   await page.mouse.move(0, 0);
   await page.screenshot({ path: screenshotPath, fullPage: true });
   const png = readFileSync(screenshotPath);
   check(png.length > 10000 && png.subarray(1, 4).toString() === 'PNG', `a PNG screenshot (${png.length} bytes)`);
+
+  await checkLinks(page, hang, event);
   console.log(`dashboard ok: ${HANG_FUNCTION} (${hang.samples} samples), ${CPU_FUNCTION}, ` +
     `event ${event.id} ${duration}, "${allText}"; screenshot ${screenshotPath} (${png.length} bytes)`);
+}
+
+// Links: a URL's filters in the inputs and exactly the API's rows for them;
+// a group in the URL selected; the filters written back to the URL.
+async function checkLinks(page, hang, event) {
+  const app = event.app;
+  const appQ = encodeURIComponent(app);
+  await page.goto(`${url}/dashboard/?kind=cpu&app=${appQ}&range=all&limit=5`);
+  await waitReady(page);
+  check(await page.locator('#kind-cpu').isChecked(), 'link: kind cpu checked');
+  check(await page.locator('#app').inputValue() === app, `link: app ${app}`);
+  check(await page.locator('#range').inputValue() === '', 'link: range all');
+  check(await page.locator('#limit').inputValue() === '5', 'link: limit 5');
+  check(await page.getByTestId('tag-filter').inputValue() === '', 'link: no tag');
+  check((await page.locator('#stacks-title').textContent()).includes('CPU'), 'link: the CPU view');
+  const cpuStacks = (await apiJson(`/api/v1/top-stacks?kind=cpu&app=${appQ}&limit=5`)).stacks;
+  const stackSigs = await page.locator('[data-testid="stack-row"]').evaluateAll((rs) => rs.map((r) => r.dataset.signature));
+  check(cpuStacks.length >= 1 && JSON.stringify(stackSigs) === JSON.stringify(cpuStacks.map((x) => x.signature)),
+    `link: stack rows ${JSON.stringify(stackSigs)} = API's`);
+  check(await firstStackFunction(page) === CPU_FUNCTION, `link: first cpu row is ${CPU_FUNCTION}`);
+  const cpuEvents = (await apiJson(`/api/v1/events?kind=cpu&app=${appQ}&limit=5`)).events;
+  const eventIds = await page.locator('[data-testid="event-row"]').evaluateAll((rs) => rs.map((r) => r.dataset.id));
+  check(cpuEvents.length >= 1 && JSON.stringify(eventIds) === JSON.stringify(cpuEvents.map((e) => String(e.id))),
+    `link: event rows ${JSON.stringify(eventIds)} = API's`);
+  const chartQuery = await page.getByTestId('chart').getAttribute('data-query');
+  check(chartQuery === `kind=cpu&app=${appQ}&bucket=day`, `link: chart query ${chartQuery}`);
+  const cpuPoints = await checkChart(page);
+  check(cpuPoints.length >= 1, 'link: cpu events in the chart');
+
+  // A group in the link: its row selected, its events listed.
+  await page.goto(`${url}/dashboard/?app=${appQ}&range=all&group=${hang.signature}`);
+  await waitReady(page);
+  check(await page.locator('#kind-hang').isChecked(), 'group link: kind hang');
+  const selected = await page.locator('.stack-row.selected').evaluateAll((rs) => rs.map((r) => r.dataset.signature));
+  check(JSON.stringify(selected) === JSON.stringify([hang.signature]), `group link: selected ${JSON.stringify(selected)}`);
+  const groupEvents = (await apiJson(`/api/v1/events?kind=hang&app=${appQ}&limit=20`)).events
+    .filter((e) => e.group === hang.signature).map((e) => String(e.id));
+  const groupRows = await page.locator('[data-testid="event-row"]').evaluateAll((rs) => rs.map((r) => r.dataset.id));
+  check(groupEvents.length >= 1 && JSON.stringify(groupRows) === JSON.stringify(groupEvents),
+    `group link: event rows ${JSON.stringify(groupRows)} = ${JSON.stringify(groupEvents)}`);
+  check(new URL(page.url()).searchParams.get('group') === hang.signature, 'group link: the group stays in the URL');
+
+  // Filters changed on the page: written back, the selection gone with a refresh.
+  await page.getByTestId('label-filter').fill('GET /profile');
+  await page.getByTestId('refresh').click();
+  await waitReady(page);
+  const written = new URL(page.url()).searchParams;
+  check(written.get('label') === 'GET /profile' && written.get('app') === app && written.get('range') === 'all' &&
+    !written.has('group') && !written.has('limit'), `the URL after a refresh: ${page.url()}`);
+  await page.waitForFunction((id) => {
+    const rows = [...document.querySelectorAll('[data-testid="event-row"]')];
+    return rows.length === 1 && rows[0].dataset.id === String(id);
+  }, event.id);
 }
 
 main().then(() => process.exit(0), (err) => {
