@@ -13,8 +13,8 @@
  * Time the process was stopped (SIGSTOP, a debugger) is not busy time:
  * the monitor learns of a stop when it wakes late (stopped_time.h) and
  * takes it out of the unit's time, before the threshold and from the
- * duration. It never sleeps longer than a quarter of the threshold, so at
- * most that much of a stop goes unseen.
+ * duration. While a unit is in progress it never sleeps longer than a
+ * quarter of the threshold, so at most that much of a stop goes unseen.
  */
 #include "sdk/monitors/hang_monitor.h"
 
@@ -160,7 +160,10 @@ static void monitor_main(perf__worker_t *worker, void *arg) {
   while (!perf__worker_stopping(worker)) {
     int64_t now = perf__now_ns();
     int64_t wake_at = step(m, now);
-    if (wake_at > now + max_sleep) wake_at = now + max_sleep;
+    /* Stops matter inside a unit of work only (an idle loop has nothing to
+       take them out of): the short sleeps only while it is busy. */
+    bool busy = atomic_load_explicit(&m->loop->word, memory_order_relaxed) & BUSY_BIT;
+    if (busy && wake_at > now + max_sleep) wake_at = now + max_sleep;
     perf__stopped_time_before_sleep(&m->stopped);
     perf__worker_sleep_until(worker, wake_at);
     perf__stopped_time_after_sleep(&m->stopped, wake_at);
