@@ -16,6 +16,7 @@
 #include "perf_sdk.h"
 #include "sdk/base/crc32c.h"
 #include "sdk/base/fileio.h"
+#include "sdk/base/hex.h"
 #include "sdk/base/log.h"
 #include "sdk/base/owned_fds.h"
 
@@ -28,12 +29,8 @@ static void put_u32(uint8_t *p, uint32_t v);
 static uint32_t get_u32(const uint8_t *p);
 
 int perf__journal_begin(perf__journal_t *j, const char *dir, const uint8_t id[16]) {
-  static const char hex[] = "0123456789abcdef";
   char name[HEX_ID + sizeof PERF__JOURNAL_SUFFIX];
-  for (int i = 0; i < 16; i++) {
-    name[2 * i] = hex[id[i] >> 4];
-    name[2 * i + 1] = hex[id[i] & 15];
-  }
+  perf__hex_encode(id, 16, name);
   memcpy(name + HEX_ID, PERF__JOURNAL_SUFFIX, sizeof PERF__JOURNAL_SUFFIX);
   if (snprintf(j->path, sizeof j->path, "%s/%s", dir, name) >= (int)sizeof j->path)
     PERF__FAIL(PERF_E_SYSTEM, "journal: %s/%s: path too long", dir, name);
@@ -161,16 +158,7 @@ static bool parse_name(const char *name, uint8_t id[16]) {
   if (strlen(name) != HEX_ID + strlen(PERF__JOURNAL_SUFFIX) ||
       strcmp(name + HEX_ID, PERF__JOURNAL_SUFFIX) != 0)
     return false;
-  for (int i = 0; i < HEX_ID; i++) {
-    char c = name[i];
-    int x = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-    if (x < 0) return false;
-    if (i % 2 == 0)
-      id[i / 2] = (uint8_t)(x << 4);
-    else
-      id[i / 2] |= (uint8_t)x;
-  }
-  return true;
+  return perf__hex_decode(name, 16, id);
 }
 
 static void put_u32(uint8_t *p, uint32_t v) {

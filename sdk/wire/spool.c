@@ -45,6 +45,7 @@
 
 #include "sdk/base/crc32c.h"
 #include "sdk/base/fileio.h"
+#include "sdk/base/hex.h"
 #include "sdk/base/log.h"
 #include "sdk/base/owned_fds.h"
 #include "sdk/wire/journal.h"
@@ -1035,13 +1036,8 @@ static int rec_cmp(const void *a, const void *b) {
 }
 
 static void batch_name(char *out, uint64_t seq, const uint8_t id[16], const char *suffix) {
-  static const char hex[] = "0123456789abcdef";
   char idhex[33];
-  for (int i = 0; i < 16; i++) {
-    idhex[2 * i] = hex[id[i] >> 4];
-    idhex[2 * i + 1] = hex[id[i] & 15];
-  }
-  idhex[32] = '\0';
+  perf__hex_encode(id, 16, idhex);
   snprintf(out, NAME_BYTES, "%0*" PRIu64 "-%s%s", SEQ_DIGITS, seq, idhex, suffix);
 }
 
@@ -1056,15 +1052,7 @@ static bool parse_batch_name(const char *name, uint64_t *seq, uint8_t id[16]) {
     if (v > (UINT64_MAX - d) / 10) return false;
     v = v * 10 + d;
   }
-  for (int i = 0; i < 32; i++) {
-    char c = name[SEQ_DIGITS + 1 + i];
-    int x = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-    if (x < 0) return false;
-    if (i % 2 == 0)
-      id[i / 2] = (uint8_t)(x << 4);
-    else
-      id[i / 2] |= (uint8_t)x;
-  }
+  if (!perf__hex_decode(name + SEQ_DIGITS + 1, 16, id)) return false;
   *seq = v;
   return true;
 }
