@@ -953,15 +953,12 @@ static int g_ask_stop[2], g_resumed[2]; /* app -> test, test -> app */
 /* Burn this thread's CPU for ms of CPU time (a stop or a loaded machine
    does not count), or until a byte arrives on fd (fd >= 0). */
 static void burn_cpu(int ms, int fd) {
-  struct timespec t;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  int64_t end = (int64_t)t.tv_sec * 1000000000 + t.tv_nsec + (int64_t)ms * 1000000;
+  int64_t end = thread_cpu_ns() + (int64_t)ms * 1000000;
   for (;;) {
     g_sink += burn_until(0);
     char byte;
     if (fd >= 0 && read(fd, &byte, 1) == 1) return;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-    if (fd < 0 && (int64_t)t.tv_sec * 1000000000 + t.tv_nsec >= end) return;
+    if (fd < 0 && thread_cpu_ns() >= end) return;
   }
 }
 

@@ -937,14 +937,11 @@ static void case_cpu_burst_hot_thread(void) {
 
 /* Burn this thread's CPU for ms of CPU time (however long that takes). */
 static unsigned long burn_cpu_ms(int ms) {
-  struct timespec t;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  int64_t end = (int64_t)t.tv_sec * 1000000000 + t.tv_nsec + (int64_t)ms * 1000000;
+  int64_t end = thread_cpu_ns() + (int64_t)ms * 1000000;
   unsigned long x = 0;
-  do {
+  do
     x += burn(0, NULL);
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  } while ((int64_t)t.tv_sec * 1000000000 + t.tv_nsec < end);
+  while (thread_cpu_ns() < end);
   return x;
 }
 

@@ -26,6 +26,14 @@ static inline long long now_ms(void) {
   return now_ns() / 1000000;
 }
 
+/* The calling thread's CPU time in nanoseconds (a stop or a loaded
+   machine does not advance it). */
+static inline int64_t thread_cpu_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 /* Sleep ms milliseconds, going on after a signal handler ran. */
 static inline void sleep_ms(int ms) {
   struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
