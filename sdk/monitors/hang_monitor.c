@@ -81,8 +81,8 @@ void perf__loop_busy_label(perf__loop_t *loop, const char *label) {
     atomic_store_explicit(&loop->label_seq, seq + 1, memory_order_relaxed);
     atomic_thread_fence(memory_order_release);
     for (size_t i = 0; i < n; i++) /* bytewise: the monitor may read concurrently */
-      atomic_store_explicit((_Atomic char *)&loop->label[i], label[i], memory_order_relaxed);
-    atomic_store_explicit((_Atomic char *)&loop->label[n], '\0', memory_order_relaxed);
+      atomic_store_explicit(&loop->label[i], label[i], memory_order_relaxed);
+    atomic_store_explicit(&loop->label[n], '\0', memory_order_relaxed);
     atomic_store_explicit(&loop->label_epoch, next, memory_order_relaxed);
     atomic_store_explicit(&loop->label_seq, seq + 2, memory_order_release);
   }
@@ -99,7 +99,7 @@ static void unit_label(const perf__loop_t *loop, uint64_t epoch, char *out) {
     uint64_t named = atomic_load_explicit(&loop->label_epoch, memory_order_relaxed);
     size_t i = 0;
     for (; i < PERF_MAX_LABEL_BYTES; i++) {
-      out[i] = atomic_load_explicit((_Atomic char *)&loop->label[i], memory_order_relaxed);
+      out[i] = atomic_load_explicit(&loop->label[i], memory_order_relaxed);
       if (!out[i]) break;
     }
     out[i] = '\0';

@@ -42,7 +42,7 @@ typedef struct perf__loop_s {
      label_epoch is the unit it names (other units have no label). */
   atomic_uint label_seq;
   atomic_uint_fast64_t label_epoch;
-  char label[PERF_MAX_LABEL_BYTES + 1];
+  _Atomic char label[PERF_MAX_LABEL_BYTES + 1]; /* bytewise: read while written */
 } perf__loop_t;
 
 /* Make the calling thread the watched one (its name is read here, with
