@@ -137,7 +137,11 @@ int perf__batch_sink_add_loop_stats(perf__batch_sink_t *s, const perf__batch_loo
   if (rec && s->journal.bytes + PERF__JOURNAL_RECORD_HEADER + rec_len > s->journal_max)
     perf__batch_sink_close_batch(s); /* the journal is full: these start the next batch */
   if (!perf__batch_has_content(s->builder)) open_journal(s);
-  perf__batch_add_loop_stats(s->builder, stats); /* room reserved: cannot fail */
+  if (perf__batch_add_loop_stats(s->builder, stats) != PERF_OK) {
+    perf__batch_sink_close_batch(s); /* full: these start the next batch */
+    open_journal(s);
+    perf__batch_add_loop_stats(s->builder, stats); /* an empty batch has room */
+  }
   int err = add_record(s, rec, rec_len, false);
   free(rec);
   return err;
@@ -402,7 +406,14 @@ static int replay_record(void *ctx, const uint8_t *payload, size_t len) {
   bool decoded = perf__batch_decode_uncompressed(payload, len, &bt) == 0;
   if (decoded && bt->n_events == 0 && perf__batch_loop_stats_of(bt, &stats)) {
     perf__v1__batch__free_unpacked(bt, NULL);
-    return perf__batch_add_loop_stats(s->builder, &stats);
+    int err = perf__batch_add_loop_stats(s->builder, &stats);
+    if (err == PERF_E_NO_MEMORY) { /* full, as below for an event */
+      err = put_batch(s, r->id, perf__batch_event_count(s->builder));
+      r->id[PERF__BATCH_ID_BYTES - 1] ^= (uint8_t)(1 + r->batches++);
+      if (!err) err = perf__batch_add_loop_stats(s->builder, &stats);
+    }
+    if (err) r->err = err;
+    return r->err;
   }
   if (!decoded || bt->n_events != 1) {
     if (decoded) perf__v1__batch__free_unpacked(bt, NULL);

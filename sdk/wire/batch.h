@@ -225,9 +225,10 @@ int perf__batch_copy_event(perf__batch_builder_t *b, const Perf__V1__Batch *src,
 
 /* Add `stats` to the batch's LoopStats (summed with what it holds). A
    batch with loop stats and no event is a batch too (a stats-only batch):
-   perf__batch_opened_ns and perf__batch_has_content count it. Never makes
-   the batch larger than max_bytes (its room is reserved in the header):
-   0, or PERF_E_INVALID_ARGUMENT for NULL arguments. */
+   perf__batch_opened_ns and perf__batch_has_content count it. 0,
+   PERF_E_NO_MEMORY when the batch has no room left for them (finish it
+   and add them to the next: an empty batch always has), or
+   PERF_E_INVALID_ARGUMENT for NULL arguments. */
 int perf__batch_add_loop_stats(perf__batch_builder_t *b, const perf__batch_loop_stats_t *stats);
 
 /* The decoded batch's LoopStats into *out (all 0 when it has none);

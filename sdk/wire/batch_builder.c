@@ -21,9 +21,6 @@
 #endif
 
 #define DROPS_MAX_BYTES 55 /* DropCounters: 5 fields of 1 tag + 10 varint bytes */
-/* LoopStats: 2 fields of 1 tag + 10 varint bytes, the buckets packed (tag,
-   length, 9 varints of at most 10 bytes) */
-#define LOOP_STATS_MAX_BYTES (2 * 11 + 2 + PERF__LOOP_BUCKETS * 10)
 
 static int build_resource(perf__batch_builder_t *b, const perf__batch_resource_t *res);
 static char *own_string(perf__batch_builder_t *b, const char *s);
@@ -75,8 +72,7 @@ int perf__batch_builder_new(const perf__batch_resource_t *res, const perf__batch
                       10 /* created_unix_nanos */ + perf__batch_field_bytes(strlen(PERF_SDK_NAME)) +
                       perf__batch_field_bytes(strlen(PERF_SDK_VERSION)) +
                       perf__batch_field_bytes(perf__v1__resource__get_packed_size(&b->resource)) +
-                      perf__batch_field_bytes(DROPS_MAX_BYTES) + 2 /* symbolized */ +
-                      perf__batch_field_bytes(LOOP_STATS_MAX_BYTES);
+                      perf__batch_field_bytes(DROPS_MAX_BYTES) + 2 /* symbolized */;
     b->bytes = b->header_bytes;
     uint32_t empty;
     err = perf__batch_intern_string(b, "", 0, &empty); /* strings[0], for the builder's life */

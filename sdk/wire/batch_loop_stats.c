@@ -9,8 +9,17 @@
 #include "sdk/base/clock.h"
 #include "sdk/wire/batch_internal.h"
 
+/* LoopStats at its largest: 2 fields of 1 tag + 10 varint bytes, the
+   buckets packed (tag, length, varints of at most 10 bytes). */
+#define LOOP_STATS_MAX_BYTES (2 * 11 + 2 + PERF__LOOP_BUCKETS * 10)
+
 int perf__batch_add_loop_stats(perf__batch_builder_t *b, const perf__batch_loop_stats_t *stats) {
   if (!b || !stats) return PERF_E_INVALID_ARGUMENT;
+  if (!b->has_loop_stats) { /* their room, at their largest, the first time */
+    size_t add = perf__batch_field_bytes(LOOP_STATS_MAX_BYTES);
+    if (b->bytes + add > b->opts.max_bytes) return PERF_E_NO_MEMORY;
+    b->bytes += add;
+  }
   if (!perf__batch_has_content(b)) b->opened_ns = perf__now_ns(); /* a stats-only batch opens */
   b->has_loop_stats = true;
   b->loop_stats.watched_ns += stats->watched_ns;
