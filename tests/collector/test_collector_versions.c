@@ -1,0 +1,320 @@
+/*
+ * test_collector_versions.c - GET /api/v1/versions/compare in the real
+ * perf-collector, fed hand-made batches (batch_post.c) with loop stats:
+ *  - rates: version 3.1 watched 1 h with 2 hangs, 3.2 watched 2 h with 6
+ *    hangs -> exactly 2.0 and 3.0 hangs per hour, the busy fractions and
+ *    the histograms summed over their batches (a stats-only batch among
+ *    them), the hang group that grew and the one that shrank, with exact
+ *    shares; another app's batches and the environment filter change it
+ *    exactly; a version never watched has null rates;
+ *  - bad_parameters: app, a, b missing, a == b, a too long, kind,
+ *    version -> 400 naming the parameter; loop stats of 10 buckets -> the
+ *    batch refused with 400;
+ *  - retention_and_old_db: a database made before loop stats gets its
+ *    table at start; retention deletes an expired batch's loop stats.
+ */
+#include <jansson.h>
+#include <sqlite3.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "batch_post.h"
+#include "check.h"
+#include "collector_rig.h"
+#include "perf/v1/perf.pb-c.h"
+
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+#define HOUR_NS 3600000000000ULL
+#define BUCKETS 9
+
+/* One batch: app, version, environment; loop stats (watched_ns 0: none)
+   with units[] (NULL: none); `hangs` hang events, each sampled in one of
+   two stacks: slow_query <- handle_db (the first `db` hangs), else
+   render <- draw_frame. */
+typedef struct spec_s {
+  const char *app, *version, *env;
+  uint64_t watched_ns, busy_ns;
+  const uint64_t *units;
+  size_t n_units;
+  int hangs, db;
+} spec_t;
+
+static long send_spec(const collector_t *c, const spec_t *sp, unsigned seed, reply_t *r) {
+  char *strings[] = {"", "slow_query", "handle_db", "render", "draw_frame"};
+  Perf__V1__Function fn[4];
+  Perf__V1__Function *fns[4];
+  Perf__V1__Frame fr[4];
+  Perf__V1__Frame *frs[4];
+  for (size_t i = 0; i < 4; i++) {
+    perf__v1__function__init(&fn[i]);
+    fn[i].name = (uint32_t)i + 1;
+    fns[i] = &fn[i];
+    perf__v1__frame__init(&fr[i]);
+    fr[i].function = (uint32_t)i + 1;
+    fr[i].address = 0x1000 + 0x100 * (uint64_t)i;
+    frs[i] = &fr[i];
+  }
+  uint32_t db_ids[] = {1, 2}, ui_ids[] = {3, 4};
+  Perf__V1__Stack st[2] = {PERF__V1__STACK__INIT, PERF__V1__STACK__INIT};
+  st[0].n_frames = 2, st[0].frames = db_ids;
+  st[1].n_frames = 2, st[1].frames = ui_ids;
+  st[0].end = st[1].end = PERF__V1__STACK_END__STACK_END_COMPLETE;
+  Perf__V1__Stack *sts[] = {&st[0], &st[1]};
+  Perf__V1__StackCount sc[2] = {PERF__V1__STACK_COUNT__INIT, PERF__V1__STACK_COUNT__INIT};
+  sc[0].stack = 1, sc[1].stack = 2;
+  sc[0].samples = sc[1].samples = 5;
+  sc[0].tid = sc[1].tid = 7;
+  Perf__V1__StackCount *sc_db[] = {&sc[0]}, *sc_ui[] = {&sc[1]};
+  Perf__V1__Event ev[8];
+  Perf__V1__Event *evs[8];
+  CHECK(sp->hangs <= 8);
+  for (int i = 0; i < sp->hangs; i++) {
+    perf__v1__event__init(&ev[i]);
+    ev[i].kind = PERF__V1__EVENT_KIND__EVENT_KIND_HANG;
+    ev[i].start_unix_nanos = 1700000000000000000LL + (int64_t)seed * 1000 + i;
+    ev[i].duration_nanos = 700000000;
+    ev[i].tid = 7;
+    ev[i].n_stack_counts = 1;
+    ev[i].stack_counts = i < sp->db ? sc_db : sc_ui;
+    ev[i].dominant_stack = i < sp->db ? 1 : 2;
+    evs[i] = &ev[i];
+  }
+  Perf__V1__LoopStats ls = PERF__V1__LOOP_STATS__INIT;
+  ls.watched_nanos = sp->watched_ns;
+  ls.busy_nanos = sp->busy_ns;
+  ls.n_busy_units_by_bucket = sp->n_units;
+  ls.busy_units_by_bucket = (uint64_t *)sp->units;
+  Perf__V1__Resource res = PERF__V1__RESOURCE__INIT;
+  res.app_name = (char *)sp->app;
+  res.app_version = (char *)sp->version;
+  res.environment = (char *)sp->env;
+  res.host = "h1";
+  Perf__V1__Batch b = PERF__V1__BATCH__INIT;
+  b.resource = &res;
+  b.n_strings = ARRAY_LEN(strings), b.strings = strings;
+  b.n_functions = 4, b.functions = fns;
+  b.n_frames = 4, b.frames = frs;
+  b.n_stacks = 2, b.stacks = sts;
+  b.n_events = (size_t)sp->hangs, b.events = evs;
+  if (sp->watched_ns || sp->units) b.loop_stats = &ls;
+  return batch_post_answer(c, &b, seed, r);
+}
+
+static void send_ok(const collector_t *c, const spec_t *sp, unsigned seed) {
+  reply_t *r = calloc(1, sizeof *r);
+  CHECK(r);
+  long status = send_spec(c, sp, seed, r);
+  CHECKF(status == 200, "batch %u -> %ld %.*s", seed, status, (int)r->body_len, r->body);
+  free(r);
+}
+
+/* 3.1: 1 h watched in two batches (one stats-only), 2 hangs (1 db, 1 ui);
+   3.2: 2 h in one batch, 6 hangs (5 db, 1 ui); other app 3.1: 1 h, 4
+   hangs; shop 3.1 in staging: 1 h, no hang. */
+static const uint64_t U1[BUCKETS] = {100, 20, 10, 3, 2, 0, 0, 0, 0};
+static const uint64_t U2[BUCKETS] = {50, 5, 5, 1};
+static const uint64_t U3[BUCKETS] = {400, 30, 20, 8, 5, 1, 0, 0, 0};
+
+static void send_fixture(const collector_t *c) {
+  send_ok(c, &(spec_t){"shop", "3.1", "prod", HOUR_NS / 2, HOUR_NS / 8, U1, BUCKETS, 2, 1}, 1);
+  send_ok(c, &(spec_t){"shop", "3.1", "prod", HOUR_NS / 2, HOUR_NS / 8, U2, 4, 0, 0}, 2);
+  send_ok(c, &(spec_t){"shop", "3.2", "prod", 2 * HOUR_NS, HOUR_NS, U3, BUCKETS, 6, 5}, 3);
+  send_ok(c, &(spec_t){"other", "3.1", "prod", HOUR_NS, HOUR_NS / 2, U1, BUCKETS, 4, 4}, 4);
+  send_ok(c, &(spec_t){"shop", "3.1", "staging", HOUR_NS, 0, U2, 4, 0, 0}, 5);
+}
+
+static json_t *compare(const collector_t *c, const char *query) {
+  char path[1024];
+  snprintf(path, sizeof path, "/api/v1/versions/compare?%s", query);
+  long status = 0;
+  json_t *o = get_json(c, path, &status);
+  char *text = json_dumps(o, JSON_COMPACT);
+  CHECKF(status == 200, "GET %s -> %ld %s", path, status, text ? text : "");
+  free(text);
+  return o;
+}
+
+static double real_of(const json_t *o, const char *key) {
+  const json_t *v = json_object_get(o, key);
+  CHECKF(json_is_number(v), "%s is not a number", key);
+  return json_number_value(v);
+}
+
+/* A version's answer: exact hangs, watched hours, rate, busy fraction and
+   units per bucket ("u0,u1,...,u8"). */
+static void check_version(const json_t *v, const char *name, long long hangs, double hours,
+                          double rate, double busy, const char *units) {
+  CHECK(strcmp(json_string_value(json_object_get(v, "version")), name) == 0);
+  CHECKF(json_integer_value(json_object_get(v, "hangs")) == hangs, "%s: hangs", name);
+  CHECKF(real_of(v, "watched_hours") == hours, "%s: watched_hours %g, want %g", name,
+         real_of(v, "watched_hours"), hours);
+  CHECKF(real_of(v, "hangs_per_hour") == rate, "%s: hangs_per_hour %g, want %g", name,
+         real_of(v, "hangs_per_hour"), rate);
+  CHECKF(real_of(v, "busy_fraction") == busy, "%s: busy_fraction %g, want %g", name,
+         real_of(v, "busy_fraction"), busy);
+  const json_t *h = json_object_get(v, "histogram");
+  CHECK_EQ_INT(json_array_size(h), BUCKETS);
+  char got[256] = "";
+  size_t len = 0;
+  for (size_t i = 0; i < BUCKETS; i++)
+    len += (size_t)snprintf(
+        got + len, sizeof got - len, "%s%lld", i ? "," : "",
+        (long long)json_integer_value(json_object_get(json_array_get(h, i), "units")));
+  CHECKF(strcmp(got, units) == 0, "%s: units %s, want %s", name, got, units);
+}
+
+/* A moved group: its innermost frame, hangs in a and b, change. */
+static void check_moved(const json_t *list, size_t i, const char *frame, long long na, long long nb,
+                        double change) {
+  const json_t *g = json_array_get(list, i);
+  CHECKF(g, "no group %zu", i);
+  const char *top = json_string_value(json_array_get(json_object_get(g, "frames"), 0));
+  CHECKF(top && strcmp(top, frame) == 0, "group %zu: frame %s, want %s", i, top ? top : "?", frame);
+  CHECK_EQ_INT(json_integer_value(json_object_get(g, "hangs_a")), na);
+  CHECK_EQ_INT(json_integer_value(json_object_get(g, "hangs_b")), nb);
+  double got = real_of(g, "change");
+  CHECKF(got > change - 1e-9 && got < change + 1e-9, "group %s: change %g, want %g", frame, got,
+         change);
+}
+
+static void case_rates(void) {
+  collector_t c;
+  collector_start(&c, NULL);
+  send_fixture(&c);
+  json_t *o = compare(&c, "app=shop&a=3.1&b=3.2&environment=prod");
+  json_t *vs = json_object_get(o, "versions");
+  CHECK_EQ_INT(json_array_size(vs), 2);
+  check_version(json_array_get(vs, 0), "3.1", 2, 1.0, 2.0, 0.25, "150,25,15,4,2,0,0,0,0");
+  check_version(json_array_get(vs, 1), "3.2", 6, 2.0, 3.0, 0.5, "400,30,20,8,5,1,0,0,0");
+  CHECK_EQ_INT(json_integer_value(json_object_get(json_array_get(vs, 0), "stats_batches")), 2);
+  const json_t *h0 = json_array_get(json_object_get(json_array_get(vs, 0), "histogram"), 4);
+  CHECK_EQ_INT(json_integer_value(json_object_get(h0, "lower_ms")), 500);
+  CHECK_EQ_INT(json_integer_value(json_object_get(h0, "upper_ms")), 1000);
+  const json_t *h8 = json_array_get(json_object_get(json_array_get(vs, 0), "histogram"), 8);
+  CHECK(json_is_null(json_object_get(h8, "upper_ms")));
+  /* db: 1 of 2 -> 5 of 6 hangs; ui: 1 of 2 -> 1 of 6 */
+  json_t *stacks = json_object_get(o, "stacks");
+  CHECK_EQ_INT(json_array_size(json_object_get(stacks, "grew")), 1);
+  CHECK_EQ_INT(json_array_size(json_object_get(stacks, "shrank")), 1);
+  check_moved(json_object_get(stacks, "grew"), 0, "slow_query", 1, 5, 5.0 / 6 - 0.5);
+  check_moved(json_object_get(stacks, "shrank"), 0, "render", 1, 1, 1.0 / 6 - 0.5);
+  json_decref(o);
+
+  /* Every environment: 3.1 adds staging's hour without hangs. */
+  o = compare(&c, "app=shop&a=3.1&b=3.2");
+  vs = json_object_get(o, "versions");
+  check_version(json_array_get(vs, 0), "3.1", 2, 2.0, 1.0, 0.125, "200,30,20,5,2,0,0,0,0");
+  json_decref(o);
+  /* The other app's 3.1: 4 hangs over 1 h; shop's 9.9 was never watched. */
+  o = compare(&c, "app=other&a=3.1&b=9.9");
+  vs = json_object_get(o, "versions");
+  check_version(json_array_get(vs, 0), "3.1", 4, 1.0, 4.0, 0.5, "100,20,10,3,2,0,0,0,0");
+  json_t *never = json_array_get(vs, 1);
+  CHECK(json_is_null(json_object_get(never, "hangs_per_hour")));
+  CHECK(json_is_null(json_object_get(never, "busy_fraction")));
+  CHECK(real_of(never, "watched_hours") == 0.0);
+  json_decref(o);
+  collector_stop_healthy(&c);
+}
+
+/* GET /api/v1/versions/compare?query -> 400 whose error names param. */
+static void check_bad(const collector_t *c, const char *query, const char *param) {
+  char path[1024], name[64];
+  snprintf(path, sizeof path, "/api/v1/versions/compare%s%s", *query ? "?" : "", query);
+  snprintf(name, sizeof name, "parameter %s:", param);
+  long status = 0;
+  json_t *o = get_json(c, path, &status);
+  const char *error = json_string_value(json_object_get(o, "error"));
+  CHECKF(status == 400 && error && strstr(error, name) == error, "GET %s -> %ld %s", path, status,
+         error ? error : "(no error)");
+  json_decref(o);
+}
+
+static void case_bad_parameters(void) {
+  collector_t c;
+  collector_start(&c, NULL);
+  check_bad(&c, "", "app");
+  check_bad(&c, "a=1&b=2", "app");
+  check_bad(&c, "app=shop&b=2", "a");
+  check_bad(&c, "app=shop&a=&b=2", "a");
+  check_bad(&c, "app=shop&a=1", "b");
+  check_bad(&c, "app=shop&a=1&b=1", "b");
+  check_bad(&c, "app=shop&a=1&b=2&kind=hang", "kind");
+  check_bad(&c, "app=shop&a=1&b=2&version=1", "version");
+  check_bad(&c, "app=shop&a=1&b=2&from=x", "from");
+  check_bad(&c, "app=shop&a=1&b=2&from=5&to=4", "to");
+  char q[600] = "app=shop&b=2&a=";
+  size_t len = strlen(q);
+  memset(q + len, 'v', 257);
+  q[len + 257] = '\0';
+  check_bad(&c, q, "a");
+  /* A batch with more buckets than the protocol's 9 is refused whole. */
+  uint64_t ten[10] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+  reply_t *r = calloc(1, sizeof *r);
+  CHECK(r);
+  long status = send_spec(&c, &(spec_t){"shop", "1", "prod", HOUR_NS, 0, ten, 10, 0, 0}, 9, r);
+  CHECKF(status == 400 && strstr(r->body, "loop_stats.busy_units_by_bucket has 10 buckets"),
+         "-> %ld %.*s", status, (int)r->body_len, r->body);
+  free(r);
+  collector_stop_healthy(&c);
+}
+
+static void db_exec(const char *db, const char *sql) {
+  sqlite3 *h = NULL;
+  CHECK(sqlite3_open_v2(db, &h, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK);
+  sqlite3_busy_timeout(h, 5000);
+  CHECKF(sqlite3_exec(h, sql, NULL, NULL, NULL) == SQLITE_OK, "%s: %s", sql, sqlite3_errmsg(h));
+  sqlite3_close(h);
+}
+
+static long long db_count(const char *db, const char *sql) {
+  sqlite3 *h = NULL;
+  sqlite3_stmt *s = NULL;
+  CHECK(sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
+  sqlite3_busy_timeout(h, 5000);
+  CHECKF(sqlite3_prepare_v2(h, sql, -1, &s, NULL) == SQLITE_OK, "%s: %s", sql, sqlite3_errmsg(h));
+  CHECKF(sqlite3_step(s) == SQLITE_ROW, "%s: %s", sql, sqlite3_errmsg(h));
+  long long n = sqlite3_column_int64(s, 0);
+  sqlite3_finalize(s);
+  sqlite3_close(h);
+  return n;
+}
+
+static void case_retention_and_old_db(void) {
+  collector_t c;
+  collector_start(&c, NULL);
+  collector_stop_healthy(&c);
+  db_exec(c.db, "DROP TABLE loop_stats");
+  collector_restart(&c, NULL); /* a database of before: the table is made */
+  send_fixture(&c);
+  collector_stop_healthy(&c);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM loop_stats"), 5);
+  db_exec(c.db, "UPDATE batches SET received_ns = 1 WHERE app = 'other'");
+  collector_restart(&c,
+                    (const char *[]){"--retention-days", "1", "--retention-interval", "1", NULL});
+  double end = now_s() + 30;
+  while (db_count(c.db, "SELECT count(*) FROM batches") != 4 && now_s() < end)
+    usleep(50000);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM loop_stats"), 4);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM loop_stats l JOIN batches b"
+                              " ON b.id = l.batch_id WHERE b.app = 'other'"),
+               0);
+  json_t *o = compare(&c, "app=shop&a=3.1&b=3.2&environment=prod");
+  check_version(json_array_get(json_object_get(o, "versions"), 1), "3.2", 6, 2.0, 3.0, 0.5,
+                "400,30,20,8,5,1,0,0,0");
+  json_decref(o);
+  collector_stop_healthy(&c);
+}
+
+int main(int argc, char **argv) {
+  static const test_case_t cases[] = {
+      TEST_CASE(rates),
+      TEST_CASE(bad_parameters),
+      TEST_CASE(retention_and_old_db),
+  };
+  return collector_test_main(argc, argv, cases, ARRAY_LEN(cases));
+}
