@@ -31,83 +31,10 @@
 #define HOUR_NS 3600000000000ULL
 #define BUCKETS 9
 
-/* One batch: app, version, environment; loop stats (watched_ns 0: none)
-   with units[] (NULL: none); `hangs` hang events, each sampled in one of
-   two stacks: slow_query <- handle_db (the first `db` hangs), else
-   render <- draw_frame. */
-typedef struct spec_s {
-  const char *app, *version, *env;
-  uint64_t watched_ns, busy_ns;
-  const uint64_t *units;
-  size_t n_units;
-  int hangs, db;
-} spec_t;
-
-static long send_spec(const collector_t *c, const spec_t *sp, unsigned seed, reply_t *r) {
-  char *strings[] = {"", "slow_query", "handle_db", "render", "draw_frame"};
-  Perf__V1__Function fn[4];
-  Perf__V1__Function *fns[4];
-  Perf__V1__Frame fr[4];
-  Perf__V1__Frame *frs[4];
-  for (size_t i = 0; i < 4; i++) {
-    perf__v1__function__init(&fn[i]);
-    fn[i].name = (uint32_t)i + 1;
-    fns[i] = &fn[i];
-    perf__v1__frame__init(&fr[i]);
-    fr[i].function = (uint32_t)i + 1;
-    fr[i].address = 0x1000 + 0x100 * (uint64_t)i;
-    frs[i] = &fr[i];
-  }
-  uint32_t db_ids[] = {1, 2}, ui_ids[] = {3, 4};
-  Perf__V1__Stack st[2] = {PERF__V1__STACK__INIT, PERF__V1__STACK__INIT};
-  st[0].n_frames = 2, st[0].frames = db_ids;
-  st[1].n_frames = 2, st[1].frames = ui_ids;
-  st[0].end = st[1].end = PERF__V1__STACK_END__STACK_END_COMPLETE;
-  Perf__V1__Stack *sts[] = {&st[0], &st[1]};
-  Perf__V1__StackCount sc[2] = {PERF__V1__STACK_COUNT__INIT, PERF__V1__STACK_COUNT__INIT};
-  sc[0].stack = 1, sc[1].stack = 2;
-  sc[0].samples = sc[1].samples = 5;
-  sc[0].tid = sc[1].tid = 7;
-  Perf__V1__StackCount *sc_db[] = {&sc[0]}, *sc_ui[] = {&sc[1]};
-  Perf__V1__Event ev[8];
-  Perf__V1__Event *evs[8];
-  CHECK(sp->hangs <= 8);
-  for (int i = 0; i < sp->hangs; i++) {
-    perf__v1__event__init(&ev[i]);
-    ev[i].kind = PERF__V1__EVENT_KIND__EVENT_KIND_HANG;
-    ev[i].start_unix_nanos = 1700000000000000000LL + (int64_t)seed * 1000 + i;
-    ev[i].duration_nanos = 700000000;
-    ev[i].tid = 7;
-    ev[i].n_stack_counts = 1;
-    ev[i].stack_counts = i < sp->db ? sc_db : sc_ui;
-    ev[i].dominant_stack = i < sp->db ? 1 : 2;
-    evs[i] = &ev[i];
-  }
-  Perf__V1__LoopStats ls = PERF__V1__LOOP_STATS__INIT;
-  ls.watched_nanos = sp->watched_ns;
-  ls.busy_nanos = sp->busy_ns;
-  ls.n_busy_units_by_bucket = sp->n_units;
-  ls.busy_units_by_bucket = (uint64_t *)sp->units;
-  Perf__V1__Resource res = PERF__V1__RESOURCE__INIT;
-  res.app_name = (char *)sp->app;
-  res.app_version = (char *)sp->version;
-  res.environment = (char *)sp->env;
-  res.host = "h1";
-  Perf__V1__Batch b = PERF__V1__BATCH__INIT;
-  b.resource = &res;
-  b.n_strings = ARRAY_LEN(strings), b.strings = strings;
-  b.n_functions = 4, b.functions = fns;
-  b.n_frames = 4, b.frames = frs;
-  b.n_stacks = 2, b.stacks = sts;
-  b.n_events = (size_t)sp->hangs, b.events = evs;
-  if (sp->watched_ns || sp->units) b.loop_stats = &ls;
-  return batch_post_answer(c, &b, seed, r);
-}
-
-static void send_ok(const collector_t *c, const spec_t *sp, unsigned seed) {
+static void send_ok(const collector_t *c, const loop_batch_t *sp, unsigned seed) {
   reply_t *r = calloc(1, sizeof *r);
   CHECK(r);
-  long status = send_spec(c, sp, seed, r);
+  long status = batch_post_loop(c, sp, seed, r);
   CHECKF(status == 200, "batch %u -> %ld %.*s", seed, status, (int)r->body_len, r->body);
   free(r);
 }
@@ -120,11 +47,15 @@ static const uint64_t U2[BUCKETS] = {50, 5, 5, 1};
 static const uint64_t U3[BUCKETS] = {400, 30, 20, 8, 5, 1, 0, 0, 0};
 
 static void send_fixture(const collector_t *c) {
-  send_ok(c, &(spec_t){"shop", "3.1", "prod", HOUR_NS / 2, HOUR_NS / 8, U1, BUCKETS, 2, 1}, 1);
-  send_ok(c, &(spec_t){"shop", "3.1", "prod", HOUR_NS / 2, HOUR_NS / 8, U2, 4, 0, 0}, 2);
-  send_ok(c, &(spec_t){"shop", "3.2", "prod", 2 * HOUR_NS, HOUR_NS, U3, BUCKETS, 6, 5}, 3);
-  send_ok(c, &(spec_t){"other", "3.1", "prod", HOUR_NS, HOUR_NS / 2, U1, BUCKETS, 4, 4}, 4);
-  send_ok(c, &(spec_t){"shop", "3.1", "staging", HOUR_NS, 0, U2, 4, 0, 0}, 5);
+  send_ok(c,
+          &(loop_batch_t){"shop", "3.1", "prod", HOUR_NS / 2, HOUR_NS / 8, U1, BUCKETS, 2, 1, 700},
+          1);
+  send_ok(c, &(loop_batch_t){"shop", "3.1", "prod", HOUR_NS / 2, HOUR_NS / 8, U2, 4, 0, 0, 0}, 2);
+  send_ok(c, &(loop_batch_t){"shop", "3.2", "prod", 2 * HOUR_NS, HOUR_NS, U3, BUCKETS, 6, 5, 700},
+          3);
+  send_ok(c, &(loop_batch_t){"other", "3.1", "prod", HOUR_NS, HOUR_NS / 2, U1, BUCKETS, 4, 4, 700},
+          4);
+  send_ok(c, &(loop_batch_t){"shop", "3.1", "staging", HOUR_NS, 0, U2, 4, 0, 0, 0}, 5);
 }
 
 static json_t *compare(const collector_t *c, const char *query) {
@@ -256,7 +187,8 @@ static void case_bad_parameters(void) {
   uint64_t ten[10] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
   reply_t *r = calloc(1, sizeof *r);
   CHECK(r);
-  long status = send_spec(&c, &(spec_t){"shop", "1", "prod", HOUR_NS, 0, ten, 10, 0, 0}, 9, r);
+  long status =
+      batch_post_loop(&c, &(loop_batch_t){"shop", "1", "prod", HOUR_NS, 0, ten, 10, 0, 0, 0}, 9, r);
   CHECKF(status == 400 && strstr(r->body, "loop_stats.busy_units_by_bucket has 10 buckets"),
          "-> %ld %.*s", status, (int)r->body_len, r->body);
   free(r);
