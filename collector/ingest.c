@@ -526,6 +526,7 @@ static unsigned store_batch(const ingest_target_t *t, const Perf__V1__Batch *bt,
     resymbolizer_want(t->resym, r.frames.unresolved[i]);
   if (rc == STORE_OK) metrics_frames_symbolized(r.frames.named, r.frames.unnamed);
   if (rc == STORE_OK) metrics_sdk_drops(r.batch.drops); /* a duplicate's were counted once */
+  if (rc == STORE_OK && r.batch.loop_stats) metrics_loop_stats(r.batch.loop_stats);
   if (rc == STORE_ERROR) return set_result(res, 503, REJECT_STORE_ERROR, "store failed"), 503;
   if (rc == STORE_LOST)
     return set_result(res, 503, REJECT_DB_LOST, "the database file was deleted or replaced"), 503;

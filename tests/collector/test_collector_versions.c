@@ -112,10 +112,24 @@ static void check_moved(const json_t *list, size_t i, const char *frame, long lo
          change);
 }
 
+/* /metrics: the fixture's 5 batches with loop stats, 5 h watched. */
+static void check_metrics(const collector_t *c) {
+  reply_t *r = calloc(1, sizeof *r);
+  CHECK(r);
+  const char *auth[] = {"Authorization: Bearer " GOOD_KEY, NULL};
+  CHECK_EQ_INT(request(c, "GET", "/metrics", auth, NULL, 0, false, r), 200);
+  CHECKF(strstr(r->body, "\nperf_collector_loop_stats_batches_total 5\n") &&
+             strstr(r->body, "\nperf_collector_loop_watched_seconds_total 18000.000\n"),
+         "/metrics: %.*s", (int)r->body_len, r->body);
+  free(r);
+}
+
 static void case_rates(void) {
   collector_t c;
   collector_start(&c, NULL);
   send_fixture(&c);
+  send_fixture(&c); /* again: duplicates, counted once everywhere */
+  check_metrics(&c);
   json_t *o = compare(&c, "app=shop&a=3.1&b=3.2&environment=prod");
   json_t *vs = json_object_get(o, "versions");
   CHECK_EQ_INT(json_array_size(vs), 2);
