@@ -2,8 +2,9 @@
  * test_loop_stats.c - the watched loop's statistics in the SDK's real
  * batches (LoopStats, proto/perf/v1/perf.proto field 15): units of work
  * counted by duration bucket, time watched and busy, stats-only batches
- * for a loop that never hangs (at most one per batch period), and none
- * for a loop that was never marked. The file sink's batches are read from
+ * for a loop that never hangs (at most one per batch period), none for a
+ * loop that was never marked, and a killed process's stats replayed from
+ * its journal exactly once. The file sink's batches are read from
  * <sink_path>.batches as perf-dump reads them.
  *
  * Durations are measured around each mark on CLOCK_MONOTONIC (the SDK's
@@ -12,12 +13,15 @@
  * expectation and the SDK's count. Waits poll with a deadline.
  */
 #include <dirent.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "perf_sdk.h"
@@ -34,6 +38,7 @@
 typedef struct {
   size_t batches, stats_only, hangs, with_stats;
   perf__batch_loop_stats_t sum;
+  char first_name[PATH_MAX]; /* the file name of the first batch read */
 } seen_t;
 
 static void add_batch(seen_t *s, const uint8_t *payload, size_t len) {
@@ -74,6 +79,7 @@ static void read_batches(const char *dir, seen_t *s) {
       CHECKF(perf__spool_read_file(path, NULL, NULL, &payload, &plen, &reason) == PERF_OK, "%s: %s",
              path, reason ? reason : "unreadable");
       add_batch(s, payload, plen);
+      if (!s->first_name[0]) snprintf(s->first_name, sizeof s->first_name, "%s", de->d_name);
       free(payload);
     }
   }
@@ -211,10 +217,86 @@ static void case_nothing_watched(void) {
   CHECK_EQ_INT(s.batches, 0);
 }
 
+/* The first journal file with at least one record under dir
+   (recursively): its path into out. */
+static bool find_journal(const char *dir, char *out, size_t len) {
+  DIR *d = opendir(dir);
+  if (!d) return false;
+  bool found = false;
+  struct dirent *de;
+  while (!found && (de = readdir(d)) != NULL) {
+    if (de->d_name[0] == '.') continue;
+    char path[PATH_MAX + 300];
+    snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+    size_t n = strlen(de->d_name);
+    struct stat st;
+    if (stat(path, &st) != 0) continue;
+    if (S_ISDIR(st.st_mode)) {
+      found = find_journal(path, out, len);
+    } else if (n > 8 && strcmp(de->d_name + n - 8, ".journal") == 0 && st.st_size > 8) {
+      snprintf(out, len, "%s", path);
+      found = true;
+    }
+  }
+  closedir(d);
+  return found;
+}
+
+/* A process killed (SIGKILL) with a period's loop stats in its open batch:
+   the next start replays its journal into one batch of the same id with
+   those stats, exactly once, and removes the journal. */
+static void case_journal_replay(void) {
+  char report[PATH_MAX];
+  perf_sdk_config_t cfg;
+  config(&cfg, report, sizeof report, 1000);
+  cfg.batch_max_delay_ms = 3000; /* the stats come after 3 s, their batch closes 3 s later */
+  pid_t child = fork();
+  CHECK(child >= 0);
+  if (child == 0) {
+    if (perf_sdk_init(&cfg) != PERF_OK) _exit(3);
+    for (int i = 0; i < 2; i++) {
+      perf_sdk_loop_busy();
+      perf_sdk_loop_idle();
+    }
+    for (;;)
+      pause(); /* killed by the parent */
+  }
+  char dir[PATH_MAX + 16], journal[PATH_MAX + 300];
+  snprintf(dir, sizeof dir, "%s.batches", report);
+  long long deadline = now_ms() + WAIT_MS;
+  while (!find_journal(dir, journal, sizeof journal)) {
+    CHECKF(now_ms() < deadline, "no journal with a record in %d ms", WAIT_MS);
+    sleep_ms(5);
+  }
+  CHECK_EQ_INT(kill(child, SIGKILL), 0);
+  int status = 0;
+  CHECK_EQ_INT(waitpid(child, &status, 0), child);
+  CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  seen_t before = batches_of(report);
+  CHECK_EQ_INT(before.batches, 0); /* the stats were in the open batch only */
+
+  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK); /* replays the journal; no mark here */
+  CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
+  seen_t s = batches_of(report);
+  CHECK_EQ_INT(s.batches, 1);
+  CHECK_EQ_INT(s.stats_only, 1);
+  uint64_t expected[PERF__LOOP_BUCKETS] = {2}; /* two units of a few microseconds */
+  check_units(&s, expected);
+  CHECK(s.sum.watched_ns > 0);
+  char left[PATH_MAX + 300];
+  CHECK(!find_journal(dir, left, sizeof left));
+  /* The batch carries the journal's id: "<32 hex>.journal" in its file name. */
+  const char *base = strrchr(journal, '/') + 1;
+  char id[33];
+  snprintf(id, sizeof id, "%.32s", base);
+  CHECKF(s.first_name[0] && strstr(s.first_name, id), "batch %s, journal %s", s.first_name, base);
+}
+
 static const test_case_t g_cases[] = {
     TEST_CASE(units_by_bucket),
     TEST_CASE(stats_only_batch),
     TEST_CASE(nothing_watched),
+    TEST_CASE(journal_replay),
 };
 
 int main(int argc, char **argv) {
