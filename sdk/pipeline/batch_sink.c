@@ -149,7 +149,14 @@ int perf__batch_sink_add_loop_stats(perf__batch_sink_t *s, const perf__batch_loo
 
 int64_t perf__batch_sink_deadline(const perf__batch_sink_t *s) {
   int64_t opened = perf__batch_opened_ns(s->builder);
-  return opened ? opened + (int64_t)s->cfg->batch_max_delay_ms * 1000000 : 0;
+  if (!opened) return 0;
+  /* A batch of loop stats alone waits longer: an idle app sends one every
+     few minutes, not one per batch period (each is an fsync'd spool file
+     and, with http, a request). An event closes it at its usual time. */
+  int64_t delay_ms = s->cfg->batch_max_delay_ms;
+  if (perf__batch_event_count(s->builder) == 0 && delay_ms < PERF__STATS_BATCH_DELAY_MS)
+    delay_ms = PERF__STATS_BATCH_DELAY_MS;
+  return opened + delay_ms * 1000000;
 }
 
 void perf__batch_sink_close_batch(perf__batch_sink_t *s) {

@@ -637,7 +637,12 @@ static void case_exit_writes_file_sink(void) {
   make_dir();
   static char report[PATH_MAX];
   path_in_dir(report, "report.txt");
-  file_config(&g_cfg, report); /* exit_timeout_ms: the default */
+  file_config(&g_cfg, report);
+  /* Writing at exit names the hang's frames (DWARF read cold) and writes
+     the report: the 300 ms default is usually enough, not on 2 loaded
+     cores. Raised so that the test sees the writing itself; exit_bounded_*
+     test the bound. */
+  g_cfg.exit_timeout_ms = 30000;
   long took = exit_ms(hang_then_exit_app);
   char *text = read_text(report);
   int threads[4];
@@ -646,7 +651,7 @@ static void case_exit_writes_file_sink(void) {
   CHECKF(durations[0] >= 950, "duration_ms=%ld for a 1 s hang", durations[0]);
   CHECKF(strstr(text, "exit_hang") != NULL, "the hang's stack is not in:\n%s", text);
   free(text);
-  CHECKF(took < 300 + 2000, "exit took %ld ms (exit_timeout_ms 300)", took);
+  CHECKF(took < 30000 + 2000, "exit took %ld ms (exit_timeout_ms 30000)", took);
 }
 
 static void case_exit_sends_http_sink(void) {
