@@ -178,12 +178,28 @@ static void snapshot(figures_t *f) {
   count_arenas(&f->arenas, &f->arena_kb);
 }
 
+/* With FOOTPRINT_DETAIL=path: /proc/self/smaps and malloc_info into
+   path.smaps and path.malloc, to see which mappings hold the bytes. */
+static void dump_detail(void) {
+  const char *path = getenv("FOOTPRINT_DETAIL");
+  if (!path) return;
+  char name[PATH_MAX], cmd[PATH_MAX + 64];
+  snprintf(cmd, sizeof cmd, "cp /proc/%d/smaps %s.smaps", (int)getpid(), path);
+  if (system(cmd) != 0) fprintf(stderr, "footprint_bench: no smaps\n");
+  snprintf(name, sizeof name, "%s.malloc", path);
+  FILE *m = fopen(name, "w");
+  if (m) {
+    malloc_info(0, m);
+    fclose(m);
+  }
+}
+
 static int run_child(const char *app, const char *mode, const char *sdk, const char *dir,
                      const char *endpoint) {
   start_app(app);
   sleep_ms(200);
   figures_t f = {0};
-  sdk_api_t api;
+  sdk_api_t api = {0};
   bool with_sdk = strcmp(mode, "baseline") != 0;
   if (with_sdk) {
     /* rules: no perf_sdk_init, one perf_backtrace_thread: what the
@@ -218,9 +234,11 @@ static int run_child(const char *app, const char *mode, const char *sdk, const c
   }
   sleep_ms(SETTLE_MS);
   snapshot(&f);
+  dump_detail();
   printf("%f %f %f %f %f %f %f %f %f %f %f\n", f.rss_kb, f.anon_kb, f.file_kb, f.pss_kb, f.uss_kb,
          f.libs, f.arenas, f.arena_kb, f.threads, f.init_ms, f.ready_ms);
   fflush(stdout);
+  if (getenv("FP_EXIT")) exit(0);
   if (with_sdk) api.shutdown(5000);
   return 0;
 }
