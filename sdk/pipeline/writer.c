@@ -14,7 +14,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +28,7 @@
 #include "sdk/pipeline/batch_sink.h"
 #include "sdk/pipeline/event_text.h"
 #include "sdk/pipeline/hang_marker.h"
-#include "sdk/symbols/symbols.h"
+#include "sdk/pipeline/idle_memory.h"
 
 #define REPORT_MAX_BYTES (16u << 20) /* one event's text */
 /* Shutdown: how long past its deadline the stopper waits for a writer that
@@ -181,18 +180,6 @@ int perf__writer_stop(perf__writer_t *w, int64_t deadline_ns, perf_sdk_stats_t *
   return PERF_OK;
 }
 
-/* The writer goes idle: close the DWARF read to name frames, then give the
-   freed pages back to the system. libdw's many small blocks were freed into
-   this thread's glibc arena, which keeps them resident (~2.7 MiB after
-   naming libc from its debug file) until trimmed; malloc_trim releases the
-   free pages of every arena, the app's too (measured ~0.2 ms on an idle
-   app; docs/operations.md "Side effects on the app"). Once per burst of
-   events, 2 s after its last one. */
-static void release_idle_memory(void) {
-  perf__symbols_drop_dwarf();
-  malloc_trim(0);
-}
-
 static void writer_main(perf__worker_t *worker, void *arg) {
   perf__writer_t *w = arg;
   (void)worker; /* the same as w->worker, set before this runs */
@@ -209,10 +196,10 @@ static void writer_main(perf__worker_t *worker, void *arg) {
   for (;;) {
     if (dwarf_due(w) && w->count == 0 && !w->hang_posted) {
       /* Idle for a while: the DWARF read to name frames goes until the
-         next event needs it. */
+         next event needs it, and malloc's free pages go back. */
       w->drop_dwarf_at = 0;
       perf__worker_unlock(w->worker);
-      release_idle_memory();
+      perf__release_idle_memory();
       perf__worker_lock(w->worker);
       continue;
     }
