@@ -135,8 +135,12 @@ static int count_libraries(void) {
   return n;
 }
 
-/* glibc's arenas from malloc_info: how many, and the bytes the ones other
-   than the main arena hold from the system. */
+/* glibc's arenas: how many (malloc_info), and what the ones other than the
+   main arena keep resident. Their heaps are the anonymous read-write
+   mappings that start on a 64 MiB boundary (glibc reserves each heap of a
+   thread arena as 64 MiB, aligned, and makes its used start writable);
+   malloc_info's "system" size would count what they have mapped, also the
+   pages malloc_trim gave back. */
 static void count_arenas(double *arenas, double *arena_kb) {
   char *xml = NULL;
   size_t len = 0;
@@ -144,14 +148,25 @@ static void count_arenas(double *arenas, double *arena_kb) {
   malloc_info(0, m);
   fclose(m);
   *arenas = 0;
-  *arena_kb = 0;
-  for (const char *p = xml; (p = strstr(p, "<heap nr=\"")) != NULL; p++) {
+  for (const char *p = xml; (p = strstr(p, "<heap nr=\"")) != NULL; p++)
     (*arenas)++;
-    long nr = strtol(p + 10, NULL, 10);
-    const char *cur = strstr(p, "<system type=\"current\" size=\"");
-    if (nr > 0 && cur) *arena_kb += strtod(cur + 29, NULL) / 1024;
-  }
   free(xml);
+  *arena_kb = 0;
+  FILE *f = fopen("/proc/self/smaps", "r");
+  char line[PATH_MAX + 128];
+  bool in_heap = false;
+  while (f && fgets(line, sizeof line, f)) {
+    unsigned long lo, hi;
+    char perms[8];
+    int name_at = 0;
+    if (sscanf(line, "%lx-%lx %7s %*s %*s %*s %n", &lo, &hi, perms, &name_at) == 3) {
+      in_heap = lo % (64ul << 20) == 0 && strcmp(perms, "rw-p") == 0 &&
+                (line[name_at] == '\n' || line[name_at] == '\0');
+    } else if (in_heap && strncmp(line, "Rss:", 4) == 0) {
+      *arena_kb += strtod(line + 4, NULL);
+    }
+  }
+  if (f) fclose(f);
 }
 
 /* The start of a /proc file as a string. */
