@@ -8,7 +8,8 @@
 
 #include <stdbool.h>
 
-/* Close every module's DWARF (perf__symbols_drop_dwarf), then, when the
+/* Close every module's DWARF (perf__symbols_drop_dwarf), give back the
+   calling thread's stack pages below the frames in use, then, when the
    process is small enough for it to be cheap and the last one was cheap,
    malloc_trim(0). true when the trim ran. */
 bool perf__release_idle_memory(void);
