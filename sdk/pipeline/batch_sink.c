@@ -230,7 +230,7 @@ static int start_uploader(perf__batch_sink_t *s) {
   perf__curl_options_t co = {s->cfg->connect_timeout_ms, s->cfg->request_timeout_ms,
                              s->cfg->tls_verify != 0, s->cfg->ca_bundle};
   perf__transport_t *t = NULL;
-  int err = perf__curl_transport_new(&co, &t);
+  int err = perf__lazy_curl_transport_new(&co, &t); /* libcurl: at the first batch to send */
   if (err) return err;
   perf__uploader_options_t uo = {
       s->cfg->endpoint,       s->cfg->api_key,           s->spool, t, s->cfg->backoff_base_ms,

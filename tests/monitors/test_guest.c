@@ -950,6 +950,27 @@ static void case_http_sink_loads_libcurl(void) {
   http_server_stop(srv);
 }
 
+/* The http sink loads libcurl when it first has a batch to send, not when
+   it starts: an app with nothing to report never maps it (~5.6 MiB). */
+static void case_http_sink_idle_no_libcurl(void) {
+  make_dir();
+  http_server_t *srv = http_server_start();
+  CHECK(srv != NULL);
+  CHECK(!maps_contain("libcurl"));
+  perf_sdk_config_t cfg;
+  http_config(&cfg, http_server_url(srv));
+  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
+  CHECK_EQ_INT(perf_sdk_flush(10000), PERF_OK); /* the sink and its uploader started */
+  CHECKF(!maps_contain("libcurl"), "libcurl is mapped with nothing to send");
+  CHECK_EQ_INT((int)http_server_request_count(srv), 0);
+  CHECK_EQ_INT(perf_sdk_capture_now("x"), PERF_OK);
+  CHECK_EQ_INT(perf_sdk_flush(10000), PERF_OK);
+  CHECK(http_server_request_count(srv) >= 1);
+  CHECKF(maps_contain("libcurl"), "libcurl is not mapped after a batch was sent");
+  CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
+  http_server_stop(srv);
+}
+
 /* ---- a stopped process is not hung ------------------------------------- */
 
 #define STOP_MS 2000
@@ -1154,6 +1175,7 @@ static const test_case_t g_cases[] = {
     TEST_CASE(none_sink_no_libcurl),
     TEST_CASE(disabled_no_libcurl),
     TEST_CASE(http_sink_loads_libcurl),
+    TEST_CASE(http_sink_idle_no_libcurl),
 };
 
 /* The cases set what they test; nothing comes from the caller's
