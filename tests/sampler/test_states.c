@@ -1,0 +1,311 @@
+/*
+ * test_states.c - the thread state of each sample (sdk/sampler/sample_state.h)
+ * against real threads in real system calls: read() on a pipe and on a
+ * socket, a futex (pthread_mutex_lock on a mutex this thread holds),
+ * nanosleep, poll, and a spinning thread. Each thread is first seen in its
+ * call through /proc (a deadline, no sleeps), then captured: the state is
+ * exact. The same threads captured into an event go through the encoder and
+ * decoder (Event.sample_states, sample_syscalls, sample_fds) and the file
+ * sink's text ("states thread=... waiting in read() (pipe) 100%").
+ */
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "perf_sdk.h"
+#include "sdk/base/stats.h"
+#include "sdk/base/strbuf.h"
+#include "sdk/pipeline/capture.h"
+#include "sdk/pipeline/event_encode.h"
+#include "sdk/pipeline/event_text.h"
+#include "sdk/pipeline/state_text.h"
+#include "sdk/sampler/sampler.h"
+#include "sdk/sampler/thread_state.h"
+#include "sdk/wire/batch_decode.h"
+#include "test_util.h"
+
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+#define WAIT_MS 10000
+#define CHECK_EQ_STR(a, b) CHECKF(strcmp((a), (b)) == 0, "\"%s\" != \"%s\"", (a), (b))
+
+enum { W_PIPE, W_SOCKET, W_MUTEX, W_SLEEP, W_POLL, W_SPIN, W_COUNT };
+
+typedef struct worker_s {
+  int kind;
+  pthread_t thread;
+  _Atomic pid_t tid;
+  int fd;                /* read / poll: the descriptor it waits on */
+  pthread_mutex_t *lock; /* W_MUTEX */
+  atomic_int *stop;      /* W_SPIN */
+} worker_t;
+
+static void *worker_main(void *arg) {
+  worker_t *w = arg;
+  atomic_store(&w->tid, (pid_t)syscall(SYS_gettid));
+  char c;
+  switch (w->kind) {
+  case W_PIPE:
+  case W_SOCKET:
+    if (read(w->fd, &c, 1) != 1) abort();
+    break;
+  case W_MUTEX:
+    pthread_mutex_lock(w->lock);
+    pthread_mutex_unlock(w->lock);
+    break;
+  case W_SLEEP: {
+    pthread_setcanceltype(PTHREAD_CANCEL_DEFERRED, NULL);
+    struct timespec hour = {3600, 0};
+    nanosleep(&hour, NULL); /* ended by pthread_cancel */
+    break;
+  }
+  case W_POLL: {
+    struct pollfd p = {w->fd, POLLIN, 0};
+    poll(&p, 1, -1);
+    break;
+  }
+  case W_SPIN: {
+    volatile unsigned long x = 1;
+    while (!atomic_load_explicit(w->stop, memory_order_relaxed))
+      x = x * 3 + 1;
+    break;
+  }
+  }
+  return NULL;
+}
+
+typedef struct rig_s {
+  worker_t w[W_COUNT];
+  int pipe_fd[2], poll_fd[2], sock[2];
+  pthread_mutex_t lock;
+  atomic_int stop;
+} rig_t;
+
+/* The system call each worker waits in (-1: the spinner runs). */
+static long expected_nr(int kind) {
+  switch (kind) {
+  case W_PIPE:
+  case W_SOCKET: return SYS_read;
+  case W_MUTEX: return SYS_futex;
+  case W_SLEEP: return SYS_clock_nanosleep; /* glibc's nanosleep */
+  case W_POLL: return SYS_poll;
+  }
+  return -1;
+}
+
+/* Wait until /proc shows worker k in its call (the spinner: running). */
+static void wait_in_call(const worker_t *w) {
+  long long deadline = now_ms() + WAIT_MS;
+  for (;;) {
+    pid_t tid = atomic_load(&w->tid);
+    perf__thread_state_t ts;
+    if (tid && perf__thread_state_read(tid, &ts) == PERF_OK) {
+      if (w->kind == W_SPIN ? ts.running : !ts.running && ts.nr == expected_nr(w->kind)) return;
+    }
+    CHECKF(now_ms() < deadline, "worker %d never showed its call", w->kind);
+    sleep_ms(1);
+  }
+}
+
+static void rig_start(rig_t *r) {
+  memset(r, 0, sizeof *r);
+  CHECK(pipe(r->pipe_fd) == 0 && pipe(r->poll_fd) == 0);
+  CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, r->sock) == 0);
+  pthread_mutex_init(&r->lock, NULL);
+  pthread_mutex_lock(&r->lock); /* W_MUTEX waits on it */
+  int fds[W_COUNT] = {r->pipe_fd[0], r->sock[0], -1, -1, r->poll_fd[0], -1};
+  for (int k = 0; k < W_COUNT; k++) {
+    r->w[k] = (worker_t){.kind = k, .fd = fds[k], .lock = &r->lock, .stop = &r->stop};
+    CHECK(pthread_create(&r->w[k].thread, NULL, worker_main, &r->w[k]) == 0);
+  }
+  for (int k = 0; k < W_COUNT; k++)
+    wait_in_call(&r->w[k]);
+}
+
+static void rig_stop(rig_t *r) {
+  CHECK(write(r->pipe_fd[1], "x", 1) == 1 && write(r->sock[1], "x", 1) == 1 &&
+        write(r->poll_fd[1], "x", 1) == 1);
+  pthread_mutex_unlock(&r->lock);
+  atomic_store(&r->stop, 1);
+  pthread_cancel(r->w[W_SLEEP].thread);
+  for (int k = 0; k < W_COUNT; k++)
+    pthread_join(r->w[k].thread, NULL);
+  int fds[] = {r->pipe_fd[0], r->pipe_fd[1], r->poll_fd[0], r->poll_fd[1], r->sock[0], r->sock[1]};
+  for (size_t i = 0; i < ARRAY_LEN(fds); i++)
+    close(fds[i]);
+  pthread_mutex_destroy(&r->lock);
+}
+
+static const perf__sample_state_t EXPECTED[W_COUNT] = {
+    [W_PIPE] = {PERF__STATE_IO, PERF__FD_PIPE, SYS_read},
+    [W_SOCKET] = {PERF__STATE_IO, PERF__FD_SOCKET, SYS_read},
+    [W_MUTEX] = {PERF__STATE_LOCK, PERF__FD_NONE, SYS_futex},
+    [W_SLEEP] = {PERF__STATE_SLEEP, PERF__FD_NONE, SYS_clock_nanosleep},
+    [W_POLL] = {PERF__STATE_POLL, PERF__FD_NONE, SYS_poll},
+    [W_SPIN] = {PERF__STATE_RUNNING, PERF__FD_NONE, -1},
+};
+
+static void expect_state(perf__sample_state_t got, int k) {
+  perf__sample_state_t want = EXPECTED[k];
+  CHECKF(got.state == want.state && got.fd_kind == want.fd_kind && got.syscall == want.syscall,
+         "worker %d: state %d fd %d syscall %d, want %d %d %d", k, got.state, got.fd_kind,
+         got.syscall, want.state, want.fd_kind, want.syscall);
+}
+
+/* One capture of each worker, alone and as one snapshot: every state
+   exact, three rounds each. */
+static void case_shot_states(void) {
+  rig_t r;
+  rig_start(&r);
+  perf__modules_t *mods = perf__modules_acquire();
+  CHECK(mods != NULL);
+  static uintptr_t pcs[W_COUNT][256];
+  for (int round = 0; round < 3; round++) {
+    for (int k = 0; k < W_COUNT; k++) {
+      perf__sampler_shot_t shot = {.tid = atomic_load(&r.w[k].tid), .pcs = pcs[k], .max = 256};
+      int err = perf__sampler_capture_shot(mods, &shot);
+      CHECKF(err == PERF_OK || err == PERF_E_TRUNCATED, "worker %d: %s", k, perf_strerror(err));
+      expect_state(shot.state, k);
+    }
+    perf__sampler_shot_t shots[W_COUNT];
+    for (int k = 0; k < W_COUNT; k++)
+      shots[k] = (perf__sampler_shot_t){.tid = atomic_load(&r.w[k].tid), .pcs = pcs[k], .max = 256};
+    CHECK_EQ_INT(perf__sampler_capture_threads(mods, shots, W_COUNT, W_COUNT), PERF_OK);
+    for (int k = 0; k < W_COUNT; k++) {
+      CHECKF(shots[k].err == PERF_OK || shots[k].err == PERF_E_TRUNCATED, "worker %d: %s", k,
+             perf_strerror(shots[k].err));
+      expect_state(shots[k].state, k);
+    }
+  }
+  /* The caller itself runs. */
+  perf__sampler_shot_t self = {.tid = 0, .pcs = pcs[0], .max = 256};
+  CHECK_EQ_INT(perf__sampler_capture_shot(mods, &self), PERF_OK);
+  CHECK_EQ_INT(self.state.state, PERF__STATE_RUNNING);
+  perf__modules_release(mods);
+  rig_stop(&r);
+}
+
+/* Two samples of each worker in an event: the wire carries every state,
+   call name and descriptor kind; the report says them per thread and
+   per stack. */
+static void case_event_states(void) {
+  rig_t r;
+  rig_start(&r);
+  perf__modules_t *mods = perf__modules_acquire();
+  perf__event_t *ev = perf__event_new(PERF__EVENT_MANUAL, mods);
+  CHECK(ev != NULL);
+  ev->start_mono_ns = now_ns();
+  ev->start_wall_ns = 1795000000000000000LL;
+  pid_t tids[W_COUNT];
+  for (int k = 0; k < W_COUNT; k++)
+    tids[k] = atomic_load(&r.w[k].tid);
+  ev->tid = tids[W_PIPE];
+  perf__stats_t stats;
+  memset(&stats, 0, sizeof stats);
+  for (int round = 0; round < 2; round++)
+    CHECK_EQ_INT(perf__capture_samples(ev, tids, W_COUNT, &stats), PERF_OK);
+  perf__event_finish(ev);
+  CHECK_EQ_INT(ev->sample_count, 2 * W_COUNT);
+  for (size_t i = 0; i < ev->sample_count; i++) {
+    CHECKF(ev->samples[i].stack >= 0, "sample %zu failed: %s", i,
+           perf_strerror(ev->samples[i].error));
+    expect_state(ev->samples[i].state, (int)(i % W_COUNT));
+  }
+
+  /* The report. */
+  perf__strbuf_t sb;
+  perf__strbuf_init(&sb, 1u << 22);
+  CHECK_EQ_INT(perf__format_event_stacks(&sb, ev), PERF_OK);
+  const char *stack_words[W_COUNT] = {
+      "waiting in read() (pipe) 100%", "waiting in read() (socket) 100%",
+      "waiting in futex() 100%",       "waiting in clock_nanosleep() 100%",
+      "waiting in poll() 100%",        "running 100%"};
+  for (int k = 0; k < W_COUNT; k++) {
+    char line[128];
+    snprintf(line, sizeof line, " thread=%d state=\"%s\"\n", (int)tids[k], stack_words[k]);
+    CHECKF(strstr(sb.data, line), "no \"%s\" in:\n%s", line, sb.data);
+  }
+  perf__strbuf_free(&sb);
+
+  /* The wire. */
+  perf__batch_resource_t res = {0};
+  res.app_name = "test_states";
+  perf__batch_builder_t *b = NULL;
+  CHECK_EQ_INT(perf__batch_builder_new(&res, NULL, &b), PERF_OK);
+  perf__event_encoder_t *enc = perf__event_encoder_new();
+  CHECK_EQ_INT(perf__event_encode(enc, b, ev), PERF_OK);
+  uint8_t *out = NULL;
+  size_t len = 0;
+  CHECK_EQ_INT(perf__batch_finish(b, NULL, &out, &len, NULL), PERF_OK);
+  Perf__V1__Batch *bt = NULL;
+  CHECK_EQ_INT(perf__batch_decode(out, len, 64u << 20, &bt), PERF_OK);
+  const Perf__V1__Event *e = bt->events[0];
+  CHECK_EQ_INT(e->n_sample_states, 2 * W_COUNT);
+  CHECK_EQ_INT(e->n_sample_syscalls, 2 * W_COUNT);
+  CHECK_EQ_INT(e->n_sample_fds, 2 * W_COUNT);
+  const char *names[W_COUNT] = {"read", "read", "futex", "clock_nanosleep", "poll", ""};
+  for (size_t i = 0; i < e->n_sample_states; i++) {
+    int k = (int)(i % W_COUNT);
+    CHECK_EQ_INT(e->sample_states[i], EXPECTED[k].state);
+    CHECK_EQ_INT(e->sample_fds[i], EXPECTED[k].fd_kind);
+    CHECK_EQ_STR(bt->strings[e->sample_syscalls[i]], names[k]);
+  }
+  perf__v1__batch__free_unpacked(bt, NULL);
+  free(out);
+  perf__event_encoder_free(enc);
+  perf__batch_free(b);
+  perf__event_free(ev);
+  perf__modules_release(mods);
+  rig_stop(&r);
+}
+
+/* Shares in words: rounded, most samples first, ties in the order seen. */
+static void case_tally_text(void) {
+  perf__state_tally_t t = {0};
+  perf__sample_state_t read_pipe = {PERF__STATE_IO, PERF__FD_PIPE, SYS_read};
+  perf__sample_state_t futex = {PERF__STATE_LOCK, PERF__FD_NONE, SYS_futex};
+  perf__sample_state_t odd = {PERF__STATE_OTHER, PERF__FD_NONE, 100000};
+  perf__sample_state_t outside = {PERF__STATE_OTHER, PERF__FD_NONE, -1};
+  for (int i = 0; i < 5; i++)
+    perf__state_tally_add(&t, read_pipe);
+  for (int i = 0; i < 2; i++)
+    perf__state_tally_add(&t, futex);
+  for (int i = 0; i < 2; i++)
+    perf__state_tally_add(&t, PERF__SAMPLE_STATE_RUNNING);
+  perf__state_tally_add(&t, odd);
+  perf__state_tally_add(&t, outside);
+  perf__state_tally_add(&t, PERF__SAMPLE_STATE_UNKNOWN);
+  perf__strbuf_t sb;
+  perf__strbuf_init(&sb, 4096);
+  CHECK_EQ_INT(perf__format_state_tally(&sb, &t), PERF_OK);
+  CHECK_EQ_STR(sb.data, "waiting in read() (pipe) 42%, waiting in futex() 17%, running 17%, "
+                        "waiting in syscall 100000 8%, waiting outside a system call 8%, "
+                        "unknown 8%");
+  perf__strbuf_free(&sb);
+  /* Nothing known: nothing said. */
+  perf__state_tally_t none = {0};
+  perf__state_tally_add(&none, PERF__SAMPLE_STATE_UNKNOWN);
+  perf__strbuf_init(&sb, 4096);
+  CHECK_EQ_INT(perf__format_state_tally(&sb, &none), PERF_OK);
+  CHECK(sb.data == NULL || sb.data[0] == '\0');
+  perf__strbuf_free(&sb);
+}
+
+static const test_case_t g_cases[] = {
+    TEST_CASE(shot_states),
+    TEST_CASE(event_states),
+    TEST_CASE(tally_text),
+};
+
+int main(int argc, char **argv) {
+  return test_main(g_cases, ARRAY_LEN(g_cases), argc, argv);
+}
