@@ -1,0 +1,440 @@
+/*
+ * test_collector_states.c - thread states in the real perf-collector:
+ *  - sdk_hang: this process, with the real SDK (sink = http), hangs once in
+ *    three phases: blocked in read() on a pipe, then in pthread_mutex_lock
+ *    on a mutex another thread holds (a futex), then spinning; each phase
+ *    ends once the SDK has taken PHASE_SAMPLES more samples. The event's
+ *    states (GET /api/v1/events/<id>) hold exactly those three (read on a
+ *    pipe, futex, running), each with at least PHASE_SAMPLES samples and no
+ *    more than the samples taken up to its end, summing to the event's
+ *    samples; GET /api/v1/states says the same.
+ *  - exact: hand-made batches (batch_post.c): an event's states per thread
+ *    and the aggregate over events are exact, an event without states (an
+ *    older SDK) has "states":[] and adds nothing, a group filter narrows
+ *    it; a database made before the states table (dropped here) gains it
+ *    at the next start and keeps its events; retention deletes an old
+ *    batch's states with its events.
+ */
+#include <jansson.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "batch_post.h"
+#include "check.h"
+#include "collector_rig.h"
+#include "perf/v1/perf.pb-c.h"
+#include "perf_sdk.h"
+#include "tempdir.h"
+
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+#define PHASE_SAMPLES 8
+#define WAIT_S 20
+
+/* ---- sdk_hang -------------------------------------------------------------- */
+
+typedef struct phases_s {
+  int pipe_fd[2];
+  pthread_mutex_t lock;
+  atomic_int locked;
+  pid_t main_tid;   /* the hung thread */
+  uint64_t ends[3]; /* samples_taken when each phase was ended */
+} phases_t;
+
+/* Until /proc shows the hung thread blocked in the futex. */
+static void wait_in_futex(pid_t tid) {
+  char path[64], text[128];
+  snprintf(path, sizeof path, "/proc/self/task/%d/syscall", (int)tid);
+  double end = now_s() + WAIT_S;
+  for (;;) {
+    FILE *f = fopen(path, "r");
+    CHECK(f != NULL);
+    bool in = fgets(text, sizeof text, f) && atol(text) == SYS_futex && text[0] != 'r';
+    fclose(f);
+    if (in) return;
+    CHECKF(now_s() < end, "thread %d never blocked in the futex", (int)tid);
+    usleep(1000);
+  }
+}
+
+static uint64_t samples_taken(void) {
+  perf_sdk_stats_t st;
+  CHECK_EQ_INT(perf_sdk_get_stats(&st), PERF_OK);
+  return st.samples_taken;
+}
+
+/* Until the SDK has taken `more` samples since `from`; the count then. */
+static uint64_t wait_samples(uint64_t from, uint64_t more) {
+  double end = now_s() + WAIT_S;
+  uint64_t n;
+  while ((n = samples_taken()) < from + more) {
+    CHECKF(now_s() < end, "%llu samples in %d s", (unsigned long long)(n - from), WAIT_S);
+    usleep(1000);
+  }
+  return n;
+}
+
+/* The other thread: holds the lock, ends the read phase, then the lock
+   phase, each after PHASE_SAMPLES samples. */
+static void *phase_driver(void *arg) {
+  phases_t *p = arg;
+  pthread_mutex_lock(&p->lock);
+  atomic_store(&p->locked, 1);
+  uint64_t start = samples_taken();
+  p->ends[0] = wait_samples(start, PHASE_SAMPLES);
+  CHECK(write(p->pipe_fd[1], "x", 1) == 1);
+  wait_in_futex(p->main_tid); /* the wake-up's running samples do not count here */
+  p->ends[1] = wait_samples(samples_taken(), PHASE_SAMPLES);
+  pthread_mutex_unlock(&p->lock);
+  return NULL;
+}
+
+static void hang_in_phases(phases_t *p) {
+  CHECK(pipe(p->pipe_fd) == 0);
+  p->main_tid = (pid_t)syscall(SYS_gettid);
+  pthread_mutex_init(&p->lock, NULL);
+  pthread_t driver;
+  CHECK(pthread_create(&driver, NULL, phase_driver, p) == 0);
+  while (!atomic_load(&p->locked))
+    usleep(100);
+  CHECK_EQ_INT(perf_sdk_loop_busy(), PERF_OK);
+  char c;
+  CHECK(read(p->pipe_fd[0], &c, 1) == 1);
+  pthread_mutex_lock(&p->lock);
+  pthread_mutex_unlock(&p->lock);
+  /* Spin until the driver's last sample count is known and PHASE_SAMPLES
+     more came. */
+  pthread_join(driver, NULL);
+  volatile unsigned long x = 1;
+  uint64_t from = p->ends[1];
+  double end = now_s() + WAIT_S;
+  while (samples_taken() < from + PHASE_SAMPLES) {
+    for (int i = 0; i < 4096; i++)
+      x = x * 3 + 1;
+    CHECKF(now_s() < end, "the spin phase got no samples in %d s", WAIT_S);
+  }
+  p->ends[2] = samples_taken();
+  CHECK_EQ_INT(perf_sdk_loop_idle(), PERF_OK);
+  close(p->pipe_fd[0]);
+  close(p->pipe_fd[1]);
+  pthread_mutex_destroy(&p->lock);
+}
+
+static void sdk_run(const collector_t *c, phases_t *p) {
+  perf_sdk_config_t cfg;
+  perf_sdk_config_init(&cfg);
+  char data_dir[128];
+  snprintf(data_dir, sizeof data_dir, "%s/sdk", tempdir_make("perf-states"));
+  cfg.app_name = "states-test";
+  cfg.app_version = "1.0";
+  cfg.sink = PERF_SINK_HTTP;
+  cfg.endpoint = c->url;
+  cfg.api_key = GOOD_KEY;
+  cfg.data_dir = data_dir;
+  cfg.batch_max_delay_ms = 200;
+  cfg.hang_threshold_ms = 20;
+  cfg.hang_sample_interval_ms = 5;
+  cfg.hang_max_samples = 200;
+  cfg.cpu_threshold_percent = 25600; /* no CPU events */
+  uintptr_t pcs[8];
+  size_t n;
+  CHECK(perf_backtrace_thread(0, pcs, 8, &n) >= PERF_E_TRUNCATED); /* rules ready */
+  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
+  hang_in_phases(p);
+  CHECK_EQ_INT(perf_sdk_flush(30000), PERF_OK);
+  perf_sdk_stats_t st;
+  CHECK_EQ_INT(perf_sdk_get_stats(&st), PERF_OK);
+  CHECK_EQ_INT(st.hangs_detected, 1);
+  CHECK_EQ_INT(st.batches_sent, st.batches_written);
+  CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
+}
+
+static const char *str(json_t *o, const char *key) {
+  const char *s = json_string_value(json_object_get(o, key));
+  return s ? s : "(none)";
+}
+
+static long long num(json_t *o, const char *key) {
+  return (long long)json_integer_value(json_object_get(o, key));
+}
+
+static void case_sdk_hang(void) {
+  collector_t c;
+  collector_start(&c, NULL);
+  phases_t p = {0};
+  sdk_run(&c, &p);
+  long status;
+  json_t *list = get_json(&c, "/api/v1/events?kind=hang", &status);
+  CHECK_EQ_INT(status, 200);
+  json_t *events = json_object_get(list, "events");
+  CHECK_EQ_INT(json_array_size(events), 1);
+  char path[64];
+  snprintf(path, sizeof path, "/api/v1/events/%lld", num(json_array_get(events, 0), "id"));
+  json_t *d = get_json(&c, path, &status);
+  CHECK_EQ_INT(status, 200);
+  char *text = json_dumps(d, JSON_COMPACT);
+  long long stacked = 0, io = 0, lock = 0, running = 0;
+  json_t *s;
+  size_t i;
+  json_array_foreach(json_object_get(d, "stacks"), i, s) stacked += num(s, "samples");
+  json_array_foreach(json_object_get(d, "states"), i, s) {
+    const char *state = str(s, "state"), *call = str(s, "syscall"), *fd = str(s, "fd");
+    long long n = num(s, "samples");
+    if (strcmp(state, "io") == 0 && strcmp(call, "read") == 0 && strcmp(fd, "pipe") == 0) {
+      io += n;
+    } else if (strcmp(state, "lock") == 0 && strcmp(call, "futex") == 0 && !fd[0]) {
+      lock += n;
+    } else if (strcmp(state, "running") == 0 && !call[0] && !fd[0]) {
+      running += n;
+    } else {
+      CHECKF(false, "a state the hang never was in: %s/%s/%s in %s", state, call, fd, text);
+    }
+  }
+  /* Samples before a phase's end are of that phase or an earlier one; the
+     transitions' wake-ups may add a running sample each. */
+  long long total = (long long)p.ends[2];
+  CHECKF(io >= PHASE_SAMPLES && io <= (long long)p.ends[0], "read: %lld of %s", io, text);
+  CHECKF(lock >= PHASE_SAMPLES && lock <= (long long)(p.ends[1] - PHASE_SAMPLES),
+         "futex: %lld of %s", lock, text);
+  CHECKF(running >= PHASE_SAMPLES && running <= total - 2 * PHASE_SAMPLES, "running: %lld of %s",
+         running, text);
+  CHECKF(io + lock + running == stacked, "states %lld, stacks %lld: %s", io + lock + running,
+         stacked, text);
+  fprintf(stderr, "the hang's states: read (pipe) %lld, futex %lld, running %lld of %lld\n", io,
+          lock, running, stacked);
+  /* The aggregate over hangs: the same breakdown. */
+  json_t *agg = get_json(&c, "/api/v1/states?kind=hang", &status);
+  CHECK_EQ_INT(status, 200);
+  CHECK_EQ_INT(num(agg, "samples"), stacked);
+  CHECK_EQ_INT(json_array_size(json_object_get(agg, "states")), 3);
+  json_decref(agg);
+  free(text);
+  json_decref(d);
+  json_decref(list);
+  collector_stop_healthy(&c);
+}
+
+/* ---- exact ------------------------------------------------------------------ */
+
+enum { S_UNKNOWN, S_RUNNING, S_LOCK, S_IO, S_POLL, S_SLEEP, S_OTHER };
+
+/* One sample of the hand-made events: thread, state, call (a string
+   index), descriptor kind. */
+typedef struct sample_s {
+  uint32_t tid;
+  int state;
+  uint32_t call;
+  int fd;
+} sample_t;
+
+/* strings: "", "read", "futex" */
+#define READ 1
+#define FUTEX 2
+
+/* A batch of app with one hang event of samples[0..n) (states when
+   with_states), all on one stack of one frame `leaf` (its own module-less
+   address). */
+static void send_hang(const collector_t *c, const char *app, uint64_t leaf, const sample_t *smp,
+                      size_t n, bool with_states, unsigned seed) {
+  Perf__V1__Frame frame = PERF__V1__FRAME__INIT;
+  frame.address = leaf;
+  Perf__V1__Frame *frames[] = {&frame};
+  uint32_t stack_frames[] = {1};
+  Perf__V1__Stack stack = PERF__V1__STACK__INIT;
+  stack.n_frames = 1, stack.frames = stack_frames;
+  Perf__V1__Stack *stacks[] = {&stack};
+  int64_t offsets[32];
+  uint32_t tids[32], sstacks[32], calls[32];
+  Perf__V1__SampleState states[32];
+  Perf__V1__FdKind fds[32];
+  CHECK(n <= 32);
+  Perf__V1__StackCount counts[2] = {PERF__V1__STACK_COUNT__INIT, PERF__V1__STACK_COUNT__INIT};
+  Perf__V1__StackCount *countp[] = {&counts[0], &counts[1]};
+  size_t n_counts = 0;
+  for (size_t i = 0; i < n; i++) {
+    offsets[i] = 1000;
+    tids[i] = smp[i].tid;
+    sstacks[i] = 1;
+    states[i] = (Perf__V1__SampleState)smp[i].state;
+    calls[i] = smp[i].call;
+    fds[i] = (Perf__V1__FdKind)smp[i].fd;
+    size_t k = 0;
+    while (k < n_counts && counts[k].tid != smp[i].tid)
+      k++;
+    if (k == n_counts) {
+      CHECK(n_counts < 2);
+      k = n_counts++;
+      counts[k].stack = 1;
+      counts[k].tid = smp[i].tid;
+    }
+    counts[k].samples++;
+  }
+  Perf__V1__Event ev = PERF__V1__EVENT__INIT;
+  ev.kind = PERF__V1__EVENT_KIND__EVENT_KIND_HANG;
+  ev.start_unix_nanos = 1700000000000000000LL + seed;
+  ev.duration_nanos = 500000000;
+  ev.tid = smp[0].tid;
+  ev.n_stack_counts = n_counts, ev.stack_counts = countp;
+  ev.dominant_stack = 1;
+  ev.n_sample_offsets_micros = n, ev.sample_offsets_micros = offsets;
+  ev.n_sample_tids = n, ev.sample_tids = tids;
+  ev.n_sample_stacks = n, ev.sample_stacks = sstacks;
+  if (with_states) {
+    ev.n_sample_states = n, ev.sample_states = states;
+    ev.n_sample_syscalls = n, ev.sample_syscalls = calls;
+    ev.n_sample_fds = n, ev.sample_fds = fds;
+  }
+  Perf__V1__Event *evp[] = {&ev};
+  Perf__V1__Resource res = PERF__V1__RESOURCE__INIT;
+  res.app_name = (char *)app;
+  res.app_version = "1.0";
+  res.environment = "prod";
+  res.host = "h1";
+  char *strings[] = {"", "read", "futex"};
+  Perf__V1__Batch b = PERF__V1__BATCH__INIT;
+  b.resource = &res;
+  b.n_strings = 3, b.strings = strings;
+  b.n_frames = 1, b.frames = frames;
+  b.n_stacks = 1, b.stacks = stacks;
+  b.n_events = 1, b.events = evp;
+  batch_post(c, &b, seed);
+}
+
+/* GET path's JSON (200), its key member compacted. */
+static char *member_text(const collector_t *c, const char *path, const char *key) {
+  long status;
+  json_t *o = get_json(c, path, &status);
+  CHECKF(status == 200, "GET %s -> %ld", path, status);
+  char *text =
+      json_dumps(key ? json_object_get(o, key) : o,
+                 JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6) | JSON_ENCODE_ANY);
+  CHECK(text != NULL);
+  json_decref(o);
+  return text;
+}
+
+#define CHECK_TEXT(got, want)                                                                      \
+  do {                                                                                             \
+    char *got_ = (got);                                                                            \
+    CHECKF(strcmp(got_, (want)) == 0, "got  %s\nwant %s", got_, (want));                           \
+    free(got_);                                                                                    \
+  } while (0)
+
+/* The ids of the hang events, oldest first, into ids[0..2). */
+static void hang_ids(const collector_t *c, long long ids[2]) {
+  long status;
+  json_t *o = get_json(c, "/api/v1/events?kind=hang", &status);
+  CHECK_EQ_INT(status, 200);
+  json_t *events = json_object_get(o, "events");
+  CHECK_EQ_INT(json_array_size(events), 2);
+  ids[0] = num(json_array_get(events, 1), "id");
+  ids[1] = num(json_array_get(events, 0), "id");
+  json_decref(o);
+}
+
+static long long db_count(const char *db, const char *sql) {
+  sqlite3 *h = NULL;
+  sqlite3_stmt *s = NULL;
+  CHECK(sqlite3_open_v2(db, &h, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK);
+  sqlite3_busy_timeout(h, 5000);
+  CHECKF(sqlite3_prepare_v2(h, sql, -1, &s, NULL) == SQLITE_OK, "%s: %s", sql, sqlite3_errmsg(h));
+  int rc = sqlite3_step(s);
+  CHECKF(rc == SQLITE_ROW || rc == SQLITE_DONE, "%s: %s", sql, sqlite3_errmsg(h));
+  long long n = rc == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;
+  sqlite3_finalize(s);
+  sqlite3_close(h);
+  return n;
+}
+
+static const char EVENT_STATES[] =
+    "[{\"state\":\"io\",\"syscall\":\"read\",\"fd\":\"pipe\",\"samples\":5,\"tid\":7},"
+    "{\"state\":\"lock\",\"syscall\":\"futex\",\"fd\":\"\",\"samples\":2,\"tid\":7},"
+    "{\"state\":\"running\",\"syscall\":\"\",\"fd\":\"\",\"samples\":2,\"tid\":8},"
+    "{\"state\":\"running\",\"syscall\":\"\",\"fd\":\"\",\"samples\":1,\"tid\":7}]";
+
+static void case_exact(void) {
+  collector_t c;
+  collector_start(&c, NULL);
+  const sample_t smp[] = {
+      {7, S_IO, READ, 2},    {7, S_IO, READ, 2},   {8, S_RUNNING, 0, 0}, {7, S_LOCK, FUTEX, 0},
+      {7, S_IO, READ, 2},    {7, S_RUNNING, 0, 0}, {7, S_IO, READ, 2},   {8, S_RUNNING, 0, 0},
+      {7, S_LOCK, FUTEX, 0}, {7, S_IO, READ, 2},
+  };
+  send_hang(&c, "shop", 0x1000, smp, ARRAY_LEN(smp), true, 1);
+  const sample_t old[] = {{7, 0, 0, 0}, {7, 0, 0, 0}, {7, 0, 0, 0}, {7, 0, 0, 0}};
+  send_hang(&c, "shop", 0x2000, old, ARRAY_LEN(old), false, 2); /* an older SDK */
+  long long ids[2];
+  hang_ids(&c, ids);
+  char path[128];
+  snprintf(path, sizeof path, "/api/v1/events/%lld", ids[0]);
+  CHECK_TEXT(member_text(&c, path, "states"), EVENT_STATES);
+  snprintf(path, sizeof path, "/api/v1/events/%lld", ids[1]);
+  CHECK_TEXT(member_text(&c, path, "states"), "[]");
+  CHECK_TEXT(member_text(&c, "/api/v1/states?kind=hang", NULL),
+             "{\"samples\":10,\"states\":["
+             "{\"state\":\"io\",\"syscall\":\"read\",\"fd\":\"pipe\",\"samples\":5,\"share\":0.5},"
+             "{\"state\":\"running\",\"syscall\":\"\",\"fd\":\"\",\"samples\":3,\"share\":0.3},"
+             "{\"state\":\"lock\",\"syscall\":\"futex\",\"fd\":\"\",\"samples\":2,\"share\":0.2}"
+             "]}");
+  CHECK_TEXT(member_text(&c, "/api/v1/states?kind=cpu", NULL), "{\"samples\":0,\"states\":[]}");
+  CHECK_TEXT(member_text(&c, "/api/v1/states?kind=hang&app=other", NULL),
+             "{\"samples\":0,\"states\":[]}");
+  /* The group of the first hang (its own stack) has its states; the
+     second's has none. */
+  long status;
+  json_t *top = get_json(&c, "/api/v1/top-stacks?kind=hang", &status);
+  CHECK_EQ_INT(status, 200);
+  json_t *rows = json_object_get(top, "stacks");
+  CHECK_EQ_INT(json_array_size(rows), 2);
+  for (size_t i = 0; i < 2; i++) {
+    json_t *row = json_array_get(rows, i);
+    snprintf(path, sizeof path, "/api/v1/states?kind=hang&group=%s", str(row, "signature"));
+    char *text = member_text(&c, path, "samples");
+    const char *want = num(row, "samples") == 10 ? "10" : "0";
+    CHECKF(strcmp(text, want) == 0, "%s: %s samples, want %s", path, text, want);
+    free(text);
+  }
+  json_decref(top);
+  long bad = 0;
+  json_decref(get_json(&c, "/api/v1/states", &bad));
+  CHECK_EQ_INT(bad, 400); /* kind is required */
+  collector_stop_healthy(&c);
+
+  /* A database from before the table: it comes back at start, empty. */
+  db_count(c.db, "DROP TABLE event_states");
+  collector_restart(&c, NULL);
+  snprintf(path, sizeof path, "/api/v1/events/%lld", ids[0]);
+  CHECK_TEXT(member_text(&c, path, "states"), "[]");
+  send_hang(&c, "shop", 0x1000, smp, ARRAY_LEN(smp), true, 3);
+  CHECK_TEXT(member_text(&c, "/api/v1/states?kind=hang", "samples"), "10");
+  collector_stop_healthy(&c);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM event_states"), 4);
+
+  /* Retention: the newest batch made old goes with its states. */
+  db_count(c.db, "UPDATE batches SET received_ns = 1 WHERE rowid = (SELECT max(rowid) FROM"
+                 " batches)");
+  collector_restart(&c,
+                    (const char *[]){"--retention-days", "1", "--retention-interval", "1", NULL});
+  double end = now_s() + 30;
+  while (db_count(c.db, "SELECT count(*) FROM batches") != 2 && now_s() < end)
+    usleep(50000);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM batches"), 2);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM event_states"), 0);
+  collector_stop_healthy(&c);
+}
+
+static const test_case_t g_cases[] = {
+    TEST_CASE(sdk_hang),
+    TEST_CASE(exact),
+};
+
+int main(int argc, char **argv) {
+  return collector_test_main(argc, argv, g_cases, ARRAY_LEN(g_cases));
+}
