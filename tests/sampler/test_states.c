@@ -10,6 +10,7 @@
  */
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -63,9 +64,9 @@ static void *worker_main(void *arg) {
     pthread_mutex_unlock(w->lock);
     break;
   case W_SLEEP: {
-    pthread_setcanceltype(PTHREAD_CANCEL_DEFERRED, NULL);
     struct timespec hour = {3600, 0};
-    nanosleep(&hour, NULL); /* ended by pthread_cancel */
+    while (!atomic_load(w->stop))
+      nanosleep(&hour, NULL); /* ended by SIGUSR2 (EINTR) once stop is set */
     break;
   }
   case W_POLL: {
@@ -116,8 +117,15 @@ static void wait_in_call(const worker_t *w) {
   }
 }
 
+static void wake(int sig) {
+  (void)sig;
+}
+
 static void rig_start(rig_t *r) {
   memset(r, 0, sizeof *r);
+  struct sigaction sa = {.sa_handler = wake}; /* no SA_RESTART: nanosleep returns */
+  sigemptyset(&sa.sa_mask);
+  CHECK(sigaction(SIGUSR2, &sa, NULL) == 0);
   CHECK(pipe(r->pipe_fd) == 0 && pipe(r->poll_fd) == 0);
   CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, r->sock) == 0);
   pthread_mutex_init(&r->lock, NULL);
@@ -136,9 +144,18 @@ static void rig_stop(rig_t *r) {
         write(r->poll_fd[1], "x", 1) == 1);
   pthread_mutex_unlock(&r->lock);
   atomic_store(&r->stop, 1);
-  pthread_cancel(r->w[W_SLEEP].thread);
+  /* Signalled until it is gone: a signal just before its nanosleep is
+     not one inside it. */
+  for (;;) {
+    pthread_kill(r->w[W_SLEEP].thread, SIGUSR2);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += 10000000;
+    if (until.tv_nsec >= 1000000000) until.tv_sec++, until.tv_nsec -= 1000000000;
+    if (pthread_timedjoin_np(r->w[W_SLEEP].thread, NULL, &until) == 0) break;
+  }
   for (int k = 0; k < W_COUNT; k++)
-    pthread_join(r->w[k].thread, NULL);
+    if (k != W_SLEEP) pthread_join(r->w[k].thread, NULL);
   int fds[] = {r->pipe_fd[0], r->pipe_fd[1], r->poll_fd[0], r->poll_fd[1], r->sock[0], r->sock[1]};
   for (size_t i = 0; i < ARRAY_LEN(fds); i++)
     close(fds[i]);
