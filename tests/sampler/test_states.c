@@ -6,8 +6,13 @@
  * call through /proc (a deadline, no sleeps), then captured: the state is
  * exact. The same threads captured into an event go through the encoder and
  * decoder (Event.sample_states, sample_syscalls, sample_fds) and the file
- * sink's text ("states thread=... waiting in read() (pipe) 100%").
+ * sink's text ("states thread=... waiting in read() (pipe) 100%"). And a
+ * hang under the SDK (tests/support/hang_phases.h: read() on a pipe, a
+ * futex, a spin, each transition stamped): every sample's state from the
+ * file sink's batch record is the one its time says, and the report's
+ * states line is exactly those samples' shares.
  */
+#include <dirent.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -23,6 +28,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "hang_phases.h"
 #include "perf_sdk.h"
 #include "sdk/base/stats.h"
 #include "sdk/base/strbuf.h"
@@ -33,6 +39,8 @@
 #include "sdk/sampler/sampler.h"
 #include "sdk/sampler/thread_state.h"
 #include "sdk/wire/batch_decode.h"
+#include "sdk/wire/spool.h"
+#include "tempdir.h"
 #include "test_util.h"
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
@@ -317,10 +325,138 @@ static void case_tally_text(void) {
   perf__strbuf_free(&sb);
 }
 
+/* ---- a hang under the SDK: every sample's state --------------------------- */
+
+/* The decoded hang event of the file sink's batch records (the caller
+   frees *bt with perf__v1__batch__free_unpacked). */
+static const Perf__V1__Event *read_hang(const char *sink, Perf__V1__Batch **bt) {
+  char dir[300];
+  snprintf(dir, sizeof dir, "%s.batches", sink);
+  DIR *d = opendir(dir);
+  CHECKF(d != NULL, "no %s", dir);
+  const Perf__V1__Event *hang = NULL;
+  *bt = NULL;
+  for (struct dirent *de; !hang && (de = readdir(d));) {
+    if (!strstr(de->d_name, ".batch")) continue;
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+    uint8_t *payload = NULL;
+    size_t len = 0;
+    const char *reason = NULL;
+    CHECKF(perf__spool_read_file(path, NULL, NULL, &payload, &len, &reason) == PERF_OK, "%s: %s",
+           path, reason ? reason : "?");
+    CHECK_EQ_INT(perf__batch_decode(payload, len, 64u << 20, bt), PERF_OK);
+    free(payload);
+    for (size_t i = 0; i < (*bt)->n_events && !hang; i++)
+      if ((*bt)->events[i]->kind == PERF__V1__EVENT_KIND__EVENT_KIND_HANG) hang = (*bt)->events[i];
+    if (!hang) perf__v1__batch__free_unpacked(*bt, NULL);
+  }
+  closedir(d);
+  CHECKF(hang != NULL, "no hang event in %s", dir);
+  return hang;
+}
+
+/* What a sample taken at `t` (monotonic ns, within `margin`) may be: the
+   phase's state only, or at a transition either neighbour or running. */
+static void expect_sample(const hang_phases_t *p, int64_t t, int64_t margin, int state,
+                          const char *call, int fd, size_t i) {
+  bool io = state == PERF__STATE_IO && strcmp(call, "read") == 0 && fd == PERF__FD_PIPE;
+  bool lock = state == PERF__STATE_LOCK && strcmp(call, "futex") == 0 && fd == PERF__FD_NONE;
+  bool running = state == PERF__STATE_RUNNING && !call[0] && fd == PERF__FD_NONE;
+  bool ok;
+  const char *phase;
+  if (t > p->read_at + margin && t < p->write_lo - margin) {
+    ok = io, phase = "read";
+  } else if (t > p->futex_seen + margin && t < p->unlock_at - margin) {
+    ok = lock, phase = "futex";
+  } else if (t > p->spin_at + margin && t < p->idle_at - margin) {
+    ok = running, phase = "spin";
+  } else if (t <= p->read_at + margin) {
+    ok = running || io, phase = "busy -> read";
+  } else if (t <= p->futex_seen + margin) {
+    ok = io || running || lock, phase = "read -> futex";
+  } else {
+    ok = lock || running, phase = "futex -> spin";
+  }
+  CHECKF(ok, "sample %zu at +%.3f ms (%s phase): state %d \"%s\" fd %d", i,
+         (double)(t - p->busy_lo) / 1e6, phase, state, call, fd);
+}
+
+static void case_hang_samples(void) {
+  const char *dir = tempdir_make("perf-states");
+  char sink[256], data[256];
+  snprintf(sink, sizeof sink, "%s/report.txt", dir);
+  snprintf(data, sizeof data, "%s/data", dir);
+  perf_sdk_config_t cfg;
+  perf_sdk_config_init(&cfg);
+  cfg.app_name = "test_states";
+  cfg.data_dir = data;
+  cfg.sink = PERF_SINK_FILE;
+  cfg.sink_path = sink;
+  cfg.hang_threshold_ms = 20;
+  cfg.hang_sample_interval_ms = 5;
+  cfg.hang_max_samples = 200;
+  cfg.cpu_threshold_percent = 25600; /* no CPU events */
+  uintptr_t pcs[8];
+  size_t n;
+  CHECK(perf_backtrace_thread(0, pcs, 8, &n) >= PERF_E_TRUNCATED); /* rules ready */
+  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
+  hang_phases_t p;
+  hang_phases_run(&p, 8);
+  CHECK_EQ_INT(perf_sdk_shutdown(10000), PERF_OK);
+
+  Perf__V1__Batch *bt = NULL;
+  const Perf__V1__Event *e = read_hang(sink, &bt);
+  size_t count = e->n_sample_stacks;
+  CHECK_EQ_INT(e->n_sample_states, count);
+  /* The event starts at perf_sdk_loop_busy: between busy_lo and busy_hi;
+     sample times are whole microseconds after it. */
+  int64_t margin = (p.busy_hi - p.busy_lo) + 2000, t_us = 0;
+  size_t seen[3] = {0}, failed = 0; /* io, lock, running */
+  perf__state_tally_t tally = {0};
+  for (size_t i = 0; i < count; i++) {
+    t_us += e->sample_offsets_micros[i];
+    int state = e->sample_states[i], fd = e->sample_fds[i];
+    const char *call = bt->strings[e->sample_syscalls[i]];
+    perf__sample_state_t st = {(uint8_t)state, (uint8_t)fd, -1};
+    if (state == PERF__STATE_IO) st.syscall = SYS_read;
+    if (state == PERF__STATE_LOCK) st.syscall = SYS_futex;
+    perf__state_tally_add(&tally, st);
+    if (e->sample_stacks[i] == 0) {
+      CHECK_EQ_INT(state, PERF__STATE_UNKNOWN); /* a failed capture */
+      if (getenv("STATES_DEBUG"))
+        fprintf(stderr, "failed sample %zu at +%.3f ms: %s\n", i, (double)t_us / 1e3,
+                perf_strerror(e->sample_errors[failed]));
+      failed++;
+      continue;
+    }
+    expect_sample(&p, p.busy_lo + t_us * 1000, margin, state, call, fd, i);
+    seen[0] += state == PERF__STATE_IO;
+    seen[1] += state == PERF__STATE_LOCK;
+    seen[2] += state == PERF__STATE_RUNNING;
+  }
+  CHECKF(seen[0] >= 8 && seen[1] >= 8 && seen[2] >= 8, "read %zu, futex %zu, running %zu of %zu",
+         seen[0], seen[1], seen[2], count);
+  /* The report's line for the thread: exactly these samples' shares. */
+  perf__strbuf_t want;
+  perf__strbuf_init(&want, 4096);
+  CHECK_EQ_INT(perf__strbuf_appendf(&want, "\nstates thread=%d ", (int)p.tid), PERF_OK);
+  CHECK_EQ_INT(perf__format_state_tally(&want, &tally), PERF_OK);
+  CHECK_EQ_INT(perf__strbuf_appendf(&want, "\n"), PERF_OK);
+  char *report = read_text(sink);
+  CHECKF(strstr(report, want.data), "no \"%s\" in:\n%s", want.data, report);
+  fprintf(stderr, "read %zu, futex %zu, running %zu of %zu samples:%s", seen[0], seen[1], seen[2],
+          count, want.data);
+  free(report);
+  perf__strbuf_free(&want);
+  perf__v1__batch__free_unpacked(bt, NULL);
+}
+
 static const test_case_t g_cases[] = {
     TEST_CASE(shot_states),
     TEST_CASE(event_states),
     TEST_CASE(tally_text),
+    TEST_CASE(hang_samples),
 };
 
 int main(int argc, char **argv) {
