@@ -11,8 +11,9 @@
 
 #include "sdk/base/clock.h"
 #include "sdk/base/frame_text.h"
-#include "sdk/pipeline/state_text.h"
 #include "sdk/sampler/backtrace_text.h"
+#include "sdk/sampler/sample_state.h"
+#include "sdk/wire/state_text.h"
 
 /* Stacks that differ only in where inside the same functions they were
    taken (a busy loop sampled at different instructions) are shown as one,
@@ -47,6 +48,7 @@ static int format_decoded_stack(perf__strbuf_t *b, const Perf__V1__Batch *bt,
 static const char *string_at(const Perf__V1__Batch *bt, uint32_t index);
 static int stack_signature(const perf__event_t *ev, const perf__stack_t *s, char **out);
 static int compare_groups(const void *a, const void *b);
+static void tally_sample(perf__state_tally_t *t, perf__sample_state_t s);
 
 int perf__format_event_stacks(perf__strbuf_t *b, const perf__event_t *ev) {
   size_t cap = ev->stack_count ? ev->stack_count : 1;
@@ -72,7 +74,7 @@ int perf__format_event_stacks(perf__strbuf_t *b, const perf__event_t *ev) {
   for (size_t i = 0; i < ev->sample_count && !err; i++) {
     int32_t st = ev->samples[i].stack;
     if (st >= 0 && (size_t)st < ev->stack_count)
-      perf__state_tally_add(&tallies[group_of[st]], ev->samples[i].state);
+      tally_sample(&tallies[group_of[st]], ev->samples[i].state);
   }
   /* Stacks arrive sorted by their own counts; groups may reorder. */
   qsort(groups, n, sizeof *groups, compare_groups);
@@ -109,7 +111,7 @@ static int format_thread_states(perf__strbuf_t *b, const perf__event_t *ev) {
   for (size_t k = 0; k < n && !err; k++) {
     perf__state_tally_t t = {0};
     for (size_t i = 0; i < ev->sample_count; i++)
-      if (ev->samples[i].tid == tids[k]) perf__state_tally_add(&t, ev->samples[i].state);
+      if (ev->samples[i].tid == tids[k]) tally_sample(&t, ev->samples[i].state);
     if (!t.known) continue;
     err = perf__strbuf_appendf(b, "states thread=%d ", (int)tids[k]);
     if (!err) err = perf__format_state_tally(b, &t);
@@ -271,4 +273,11 @@ static int compare_groups(const void *a, const void *b) {
   const group_t *x = a, *y = b;
   if (x->samples != y->samples) return x->samples > y->samples ? -1 : 1;
   return (x->representative > y->representative) - (x->representative < y->representative);
+}
+
+/* A sample's state counted as the wire says it (the call by its name). */
+static void tally_sample(perf__state_tally_t *t, perf__sample_state_t s) {
+  char call[PERF__STATE_CALL_MAX] = "";
+  if (s.state > PERF__STATE_RUNNING) perf__syscall_label(s.syscall, call, sizeof call);
+  perf__state_tally_add(t, s.state, s.fd_kind, call);
 }

@@ -125,14 +125,12 @@ perf__fd_kind_t perf__fd_kind(long fd) {
   return PERF__FD_OTHER; /* a device, anon_inode:[eventfd], ... */
 }
 
-const char *perf__state_name(perf__state_t state) {
-  static const char *const NAMES[] = {"unknown", "running", "lock", "io", "poll", "sleep", "other"};
-  return (unsigned)state < sizeof NAMES / sizeof NAMES[0] ? NAMES[state] : "unknown";
-}
-
-const char *perf__fd_kind_name(perf__fd_kind_t kind) {
-  static const char *const NAMES[] = {"", "file", "pipe", "socket", "other"};
-  return (unsigned)kind < sizeof NAMES / sizeof NAMES[0] ? NAMES[kind] : "";
+void perf__syscall_label(long nr, char *out, size_t len) {
+  const char *name = nr >= 0 ? perf__syscall_name(nr) : "";
+  if (name)
+    snprintf(out, len, "%s", name);
+  else
+    snprintf(out, len, "syscall %ld", nr);
 }
 
 static const call_t *find_call(long nr) {

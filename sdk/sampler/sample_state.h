@@ -9,6 +9,7 @@
 #ifndef PERF_SAMPLER_SAMPLE_STATE_H
 #define PERF_SAMPLER_SAMPLE_STATE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "sdk/sampler/thread_state.h"
@@ -57,13 +58,11 @@ perf__state_t perf__syscall_class(long nr);
    say "syscall N"). */
 const char *perf__syscall_name(long nr);
 
+/* The call as the wire names it (Event.sample_syscalls): its name, "syscall
+   N" when the table has none, "" for nr < 0 (not in a call). */
+void perf__syscall_label(long nr, char *out, size_t len);
+
 /* The kind of descriptor fd of this process, from its /proc/self/fd link. */
 perf__fd_kind_t perf__fd_kind(long fd);
-
-/* "running", "lock", "io", "poll", "sleep", "other" or "unknown". */
-const char *perf__state_name(perf__state_t state);
-
-/* "file", "pipe", "socket", "other", or "" for PERF__FD_NONE. */
-const char *perf__fd_kind_name(perf__fd_kind_t kind);
 
 #endif

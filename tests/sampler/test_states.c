@@ -35,11 +35,11 @@
 #include "sdk/pipeline/capture.h"
 #include "sdk/pipeline/event_encode.h"
 #include "sdk/pipeline/event_text.h"
-#include "sdk/pipeline/state_text.h"
 #include "sdk/sampler/sampler.h"
 #include "sdk/sampler/thread_state.h"
 #include "sdk/wire/batch_decode.h"
 #include "sdk/wire/spool.h"
+#include "sdk/wire/state_text.h"
 #include "tempdir.h"
 #include "test_util.h"
 
@@ -293,22 +293,19 @@ static void case_event_states(void) {
   rig_stop(&r);
 }
 
-/* Shares in words: rounded, most samples first, ties in the order seen. */
+/* Shares in words: rounded, most samples first, ties in the order seen;
+   more distinct states than a tally keeps end as "waiting elsewhere". */
 static void case_tally_text(void) {
   perf__state_tally_t t = {0};
-  perf__sample_state_t read_pipe = {PERF__STATE_IO, PERF__FD_PIPE, SYS_read};
-  perf__sample_state_t futex = {PERF__STATE_LOCK, PERF__FD_NONE, SYS_futex};
-  perf__sample_state_t odd = {PERF__STATE_OTHER, PERF__FD_NONE, 100000};
-  perf__sample_state_t outside = {PERF__STATE_OTHER, PERF__FD_NONE, -1};
   for (int i = 0; i < 5; i++)
-    perf__state_tally_add(&t, read_pipe);
+    perf__state_tally_add(&t, PERF__STATE_IO, PERF__FD_PIPE, "read");
   for (int i = 0; i < 2; i++)
-    perf__state_tally_add(&t, futex);
+    perf__state_tally_add(&t, PERF__STATE_LOCK, PERF__FD_NONE, "futex");
   for (int i = 0; i < 2; i++)
-    perf__state_tally_add(&t, PERF__SAMPLE_STATE_RUNNING);
-  perf__state_tally_add(&t, odd);
-  perf__state_tally_add(&t, outside);
-  perf__state_tally_add(&t, PERF__SAMPLE_STATE_UNKNOWN);
+    perf__state_tally_add(&t, PERF__STATE_RUNNING, PERF__FD_NONE, NULL);
+  perf__state_tally_add(&t, PERF__STATE_OTHER, PERF__FD_NONE, "syscall 100000");
+  perf__state_tally_add(&t, PERF__STATE_OTHER, PERF__FD_NONE, "");
+  perf__state_tally_add(&t, PERF__STATE_UNKNOWN, PERF__FD_NONE, NULL);
   perf__strbuf_t sb;
   perf__strbuf_init(&sb, 4096);
   CHECK_EQ_INT(perf__format_state_tally(&sb, &t), PERF_OK);
@@ -316,12 +313,32 @@ static void case_tally_text(void) {
                         "waiting in syscall 100000 8%, waiting outside a system call 8%, "
                         "unknown 8%");
   perf__strbuf_free(&sb);
+  /* The sampler's names for the wire: a name, a number, none. */
+  char call[PERF__STATE_CALL_MAX];
+  perf__syscall_label(SYS_clock_nanosleep, call, sizeof call);
+  CHECK_EQ_STR(call, "clock_nanosleep");
+  perf__syscall_label(100000, call, sizeof call);
+  CHECK_EQ_STR(call, "syscall 100000");
+  perf__syscall_label(-1, call, sizeof call);
+  CHECK_EQ_STR(call, "");
   /* Nothing known: nothing said. */
   perf__state_tally_t none = {0};
-  perf__state_tally_add(&none, PERF__SAMPLE_STATE_UNKNOWN);
+  perf__state_tally_add(&none, PERF__STATE_UNKNOWN, PERF__FD_NONE, NULL);
   perf__strbuf_init(&sb, 4096);
   CHECK_EQ_INT(perf__format_state_tally(&sb, &none), PERF_OK);
   CHECK(sb.data == NULL || sb.data[0] == '\0');
+  perf__strbuf_free(&sb);
+  /* 30 distinct calls, one sample each: 23 shown, the rest as one. */
+  perf__state_tally_t many = {0};
+  for (int i = 0; i < 30; i++) {
+    snprintf(call, sizeof call, "syscall %d", 1000 + i);
+    perf__state_tally_add(&many, PERF__STATE_OTHER, PERF__FD_NONE, call);
+  }
+  perf__strbuf_init(&sb, 4096);
+  CHECK_EQ_INT(perf__format_state_tally(&sb, &many), PERF_OK);
+  CHECKF(strncmp(sb.data, "waiting elsewhere 23%, waiting in syscall 1000 3%", 49) == 0 &&
+             strstr(sb.data, "syscall 1022 3%") && !strstr(sb.data, "syscall 1023"),
+         "%s", sb.data);
   perf__strbuf_free(&sb);
 }
 
@@ -418,10 +435,7 @@ static void case_hang_samples(void) {
     t_us += e->sample_offsets_micros[i];
     int state = e->sample_states[i], fd = e->sample_fds[i];
     const char *call = bt->strings[e->sample_syscalls[i]];
-    perf__sample_state_t st = {(uint8_t)state, (uint8_t)fd, -1};
-    if (state == PERF__STATE_IO) st.syscall = SYS_read;
-    if (state == PERF__STATE_LOCK) st.syscall = SYS_futex;
-    perf__state_tally_add(&tally, st);
+    perf__state_tally_add(&tally, state, fd, call);
     if (e->sample_stacks[i] == 0) {
       CHECK_EQ_INT(state, PERF__STATE_UNKNOWN); /* a failed capture */
       if (getenv("STATES_DEBUG"))
