@@ -11,21 +11,6 @@
 #include "sdk/base/strbuf.h"
 #include "sdk/base/utf8.h"
 
-void dump_states_tally(const Perf__V1__Batch *b, const Perf__V1__Event *e, uint32_t tid,
-                       uint32_t stack, perf__state_tally_t *t) {
-  memset(t, 0, sizeof *t);
-  size_t n = e->n_sample_states;
-  if (n == 0 || n != e->n_sample_stacks) return; /* no states: an older SDK */
-  for (size_t i = 0; i < n; i++) {
-    uint32_t sample_tid = e->n_sample_tids ? e->sample_tids[i] : e->tid;
-    if (sample_tid != tid || (stack && e->sample_stacks[i] != stack)) continue;
-    uint32_t call = e->n_sample_syscalls ? e->sample_syscalls[i] : 0;
-    int fd = e->n_sample_fds ? (int)e->sample_fds[i] : 0;
-    perf__state_tally_add(t, (int)e->sample_states[i], fd,
-                          call < b->n_strings ? b->strings[call] : "");
-  }
-}
-
 char *dump_states_words(const perf__state_tally_t *t) {
   perf__strbuf_t sb;
   perf__strbuf_init(&sb, 4096);
@@ -34,27 +19,6 @@ char *dump_states_words(const perf__state_tally_t *t) {
     perf__strbuf_take(&sb, &out);
   perf__strbuf_free(&sb);
   return out;
-}
-
-int dump_states_threads(const Perf__V1__Event *e, uint32_t **tids, size_t *n) {
-  *tids = NULL;
-  *n = 0;
-  size_t count = e->n_sample_states;
-  if (count == 0 || count != e->n_sample_stacks) return 0;
-  uint32_t *out = malloc(count * sizeof *out);
-  if (!out) return -1;
-  size_t m = 0;
-  for (size_t i = 0; i < count; i++) {
-    uint32_t tid = e->n_sample_tids ? e->sample_tids[i] : e->tid;
-    bool seen = false;
-    for (size_t k = 0; k < m && !seen; k++)
-      seen = out[k] == tid;
-    if (!seen && e->sample_states[i] != PERF__V1__SAMPLE_STATE__SAMPLE_STATE_UNKNOWN)
-      out[m++] = tid;
-  }
-  *tids = out;
-  *n = m;
-  return 0;
 }
 
 static const char *state_name(int state) {
@@ -93,7 +57,7 @@ static json_t *count_json(const perf__state_count_t *c) {
 
 static json_t *thread_json(const Perf__V1__Batch *b, const Perf__V1__Event *e, uint32_t tid) {
   perf__state_tally_t t;
-  dump_states_tally(b, e, tid, 0, &t);
+  perf__state_tally_event(b, e, tid, 0, &t);
   char *words = dump_states_words(&t);
   json_t *counts = json_array(), *o = json_object();
   bool ok = words && counts && o;
@@ -115,7 +79,7 @@ json_t *dump_states_json(const Perf__V1__Batch *b, const Perf__V1__Event *e) {
   uint32_t *tids;
   size_t n;
   json_t *a = json_array();
-  if (!a || dump_states_threads(e, &tids, &n) != 0) {
+  if (!a || perf__state_threads(e, &tids, &n) != 0) {
     json_decref(a);
     return NULL;
   }

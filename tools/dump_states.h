@@ -13,18 +13,9 @@
 #include "perf/v1/perf.pb-c.h"
 #include "sdk/wire/state_text.h"
 
-/* The states of e's samples of thread tid (and of stack `stack`, a
-   1-based Batch.stacks index; 0: any) into *t (zeroed first). */
-void dump_states_tally(const Perf__V1__Batch *b, const Perf__V1__Event *e, uint32_t tid,
-                       uint32_t stack, perf__state_tally_t *t);
-
 /* The tally in words ("waiting in read() (pipe) 62%, running 38%"),
    malloc'd; "" when no state is known; NULL when memory ran out. */
 char *dump_states_words(const perf__state_tally_t *t);
-
-/* The threads of e (in the order first sampled) whose states are known:
- *tids (malloc'd, free with free()) and *n; 0, or -1 when memory ran out. */
-int dump_states_threads(const Perf__V1__Event *e, uint32_t **tids, size_t *n);
 
 /* e's states for --json: [{"tid","states":"<words>","counts":[{"state",
    "syscall","fd","samples"}]}] per thread with known states (state:

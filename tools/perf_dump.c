@@ -466,7 +466,7 @@ static void text_stack(const Perf__V1__Batch *b, const Perf__V1__Event *e,
                        const Perf__V1__StackCount *sc) {
   printf("stack samples=%" PRIu32 " thread=%" PRIu32, sc->samples, sc->tid);
   perf__state_tally_t t;
-  dump_states_tally(b, e, sc->tid, sc->stack, &t);
+  perf__state_tally_event(b, e, sc->tid, sc->stack, &t);
   char *words = dump_states_words(&t);
   if (words && words[0]) {
     fputs(" state=\"", stdout);
@@ -491,10 +491,10 @@ static void text_stack(const Perf__V1__Batch *b, const Perf__V1__Event *e,
 static void text_states(const Perf__V1__Batch *b, const Perf__V1__Event *e) {
   uint32_t *tids;
   size_t n;
-  if (dump_states_threads(e, &tids, &n) != 0) return;
+  if (perf__state_threads(e, &tids, &n) != 0) return;
   for (size_t i = 0; i < n; i++) {
     perf__state_tally_t t;
-    dump_states_tally(b, e, tids[i], 0, &t);
+    perf__state_tally_event(b, e, tids[i], 0, &t);
     char *words = dump_states_words(&t);
     if (words && words[0]) {
       printf("states thread=%" PRIu32 " ", tids[i]);
@@ -615,7 +615,7 @@ static json_t *json_stack(const Perf__V1__Batch *b, const Perf__V1__Event *e,
   jset(j, "samples", json_integer(sc->samples));
   jset(j, "tid", json_integer(sc->tid));
   perf__state_tally_t t;
-  dump_states_tally(b, e, sc->tid, sc->stack, &t);
+  perf__state_tally_event(b, e, sc->tid, sc->stack, &t);
   char *words = dump_states_words(&t);
   jset(j, "states", jstr(words ? words : ""));
   free(words);

@@ -48,6 +48,8 @@ static int format_decoded_stack(perf__strbuf_t *b, const Perf__V1__Batch *bt,
 static const char *string_at(const Perf__V1__Batch *bt, uint32_t index);
 static int stack_signature(const perf__event_t *ev, const perf__stack_t *s, char **out);
 static int compare_groups(const void *a, const void *b);
+static int format_decoded_states(perf__strbuf_t *b, const Perf__V1__Batch *bt,
+                                 const Perf__V1__Event *e);
 static void tally_sample(perf__state_tally_t *t, perf__sample_state_t s);
 
 int perf__format_event_stacks(perf__strbuf_t *b, const perf__event_t *ev) {
@@ -92,6 +94,24 @@ int perf__format_event_stacks(perf__strbuf_t *b, const perf__event_t *ev) {
   free(groups);
   free(group_of);
   free(tallies);
+  return err;
+}
+
+/* The states lines of a decoded event (a dead process's marker), as
+   format_thread_states says them for a live one. */
+static int format_decoded_states(perf__strbuf_t *b, const Perf__V1__Batch *bt,
+                                 const Perf__V1__Event *e) {
+  uint32_t *tids;
+  size_t n;
+  int err = perf__state_threads(e, &tids, &n);
+  for (size_t i = 0; i < n && !err; i++) {
+    perf__state_tally_t t;
+    perf__state_tally_event(bt, e, tids[i], 0, &t);
+    err = perf__strbuf_appendf(b, "states thread=%u ", tids[i]);
+    if (!err) err = perf__format_state_tally(b, &t);
+    if (!err) err = perf__strbuf_appendf(b, "\n");
+  }
+  free(tids);
   return err;
 }
 
@@ -159,9 +179,15 @@ int perf__format_fatal_hang(perf__strbuf_t *b, const Perf__V1__Batch *marker, co
   for (size_t i = 0; i < e->n_threads && !err; i++)
     err = format_thread(b, (pid_t)e->threads[i]->tid, string_at(marker, e->threads[i]->name),
                         e->threads[i]->cpu_percent);
+  if (!err) err = format_decoded_states(b, marker, e);
   for (size_t i = 0; i < e->n_stack_counts && !err; i++) {
     const Perf__V1__StackCount *c = e->stack_counts[i];
-    err = perf__strbuf_appendf(b, "stack samples=%u thread=%u\n", c->samples, c->tid);
+    perf__state_tally_t t;
+    perf__state_tally_event(marker, e, c->tid, c->stack, &t);
+    err = perf__strbuf_appendf(b, "stack samples=%u thread=%u", c->samples, c->tid);
+    if (!err && t.known) err = perf__strbuf_appendf(b, " state=\"");
+    if (!err) err = perf__format_state_tally(b, &t);
+    if (!err) err = perf__strbuf_appendf(b, t.known ? "\"\n" : "\n");
     if (!err) err = format_decoded_stack(b, marker, marker->stacks[c->stack - 1]);
   }
   if (!err) err = perf__strbuf_appendf(b, "\n");

@@ -4,6 +4,7 @@
 #include "sdk/wire/state_text.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "perf/v1/perf.pb-c.h"
@@ -67,4 +68,40 @@ int perf__format_state_tally(perf__strbuf_t *b, const perf__state_tally_t *t) {
     err = perf__strbuf_appendf(b, "%s%s %u%%", k ? ", " : "", words, pct);
   }
   return err;
+}
+
+void perf__state_tally_event(const Perf__V1__Batch *b, const Perf__V1__Event *e, uint32_t tid,
+                             uint32_t stack, perf__state_tally_t *t) {
+  memset(t, 0, sizeof *t);
+  size_t n = e->n_sample_states;
+  if (n == 0 || n != e->n_sample_stacks) return; /* no states: an older SDK */
+  for (size_t i = 0; i < n; i++) {
+    uint32_t sample_tid = e->n_sample_tids ? e->sample_tids[i] : e->tid;
+    if (sample_tid != tid || (stack && e->sample_stacks[i] != stack)) continue;
+    uint32_t call = e->n_sample_syscalls ? e->sample_syscalls[i] : 0;
+    int fd = e->n_sample_fds ? (int)e->sample_fds[i] : 0;
+    perf__state_tally_add(t, (int)e->sample_states[i], fd,
+                          call < b->n_strings ? b->strings[call] : "");
+  }
+}
+
+int perf__state_threads(const Perf__V1__Event *e, uint32_t **tids, size_t *n) {
+  *tids = NULL;
+  *n = 0;
+  size_t count = e->n_sample_states;
+  if (count == 0 || count != e->n_sample_stacks) return 0;
+  uint32_t *out = malloc(count * sizeof *out);
+  if (!out) return PERF_E_NO_MEMORY;
+  size_t m = 0;
+  for (size_t i = 0; i < count && m < PERF__STATE_THREADS_MAX; i++) {
+    uint32_t tid = e->n_sample_tids ? e->sample_tids[i] : e->tid;
+    bool seen = false;
+    for (size_t k = 0; k < m && !seen; k++)
+      seen = out[k] == tid;
+    if (!seen && e->sample_states[i] != PERF__V1__SAMPLE_STATE__SAMPLE_STATE_UNKNOWN)
+      out[m++] = tid;
+  }
+  *tids = out;
+  *n = m;
+  return 0;
 }

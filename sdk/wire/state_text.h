@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "perf/v1/perf.pb-c.h"
 #include "sdk/base/strbuf.h"
 
 /* Distinct states one tally keeps; the samples of any further ones are
@@ -49,5 +50,20 @@ void perf__state_words(int state, int fd, const char *call, char *out, size_t le
    "waiting in read() (pipe) 62%, running 38%". Nothing when no sample's
    state is known. 0 or the strbuf's error. */
 int perf__format_state_tally(perf__strbuf_t *b, const perf__state_tally_t *t);
+
+/* The states of decoded event e's samples of thread tid (and of stack
+   `stack`, a 1-based Batch.stacks index; 0: any) into *t (zeroed first);
+   nothing for an event without states (an older SDK). */
+void perf__state_tally_event(const Perf__V1__Batch *b, const Perf__V1__Event *e, uint32_t tid,
+                             uint32_t stack, perf__state_tally_t *t);
+
+/* Threads perf__state_threads lists at most (a crafted batch's further
+   ones are left out). */
+#define PERF__STATE_THREADS_MAX 1024
+
+/* The threads of decoded event e with a known state, in the order first
+   sampled (at most PERF__STATE_THREADS_MAX): *tids (malloc'd, free with
+   free(); NULL when none) and *n. 0, or PERF_E_NO_MEMORY. */
+int perf__state_threads(const Perf__V1__Event *e, uint32_t **tids, size_t *n);
 
 #endif
