@@ -5,6 +5,8 @@
  */
 #include "sample_states.h"
 
+#include "sdk/wire/state_text.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,20 +35,20 @@ int sample_states_count(const Perf__V1__Batch *bt, const Perf__V1__Event *e,
     int state = e->sample_states[i];
     keys[i] = (key_t_){e->n_sample_tids ? e->sample_tids[i] : e->tid,
                        e->n_sample_syscalls ? e->sample_syscalls[i] : 0,
-                       strcmp(sample_state_name(state), "unknown") == 0 ? 0 : state,
+                       strcmp(perf__state_name(state), "unknown") == 0 ? 0 : state,
                        e->n_sample_fds ? e->sample_fds[i] : 0};
     if (keys[i].state <= 1) keys[i].syscall = 0, keys[i].fd = 0; /* unknown, running */
     if (keys[i].syscall >= bt->n_strings) keys[i].syscall = 0;
-    if (!sample_fd_name(keys[i].fd)[0]) keys[i].fd = 0;
+    if (!perf__fd_name(keys[i].fd)[0]) keys[i].fd = 0;
   }
   qsort(keys, count, sizeof *keys, compare_keys);
   size_t rows_n = 0;
   for (size_t i = 0; i < count; i++) {
     if (i == 0 || compare_keys(&keys[i - 1], &keys[i]) != 0) {
       const key_t_ *k = &keys[i];
-      rows[rows_n++] = (store_state_count_t){k->tid, sample_state_name(k->state),
-                                             k->syscall ? bt->strings[k->syscall] : "",
-                                             sample_fd_name(k->fd), 0};
+      rows[rows_n++] =
+          (store_state_count_t){k->tid, perf__state_name(k->state),
+                                k->syscall ? bt->strings[k->syscall] : "", perf__fd_name(k->fd), 0};
     }
     rows[rows_n - 1].samples++;
   }
@@ -55,16 +57,6 @@ int sample_states_count(const Perf__V1__Batch *bt, const Perf__V1__Event *e,
   *out = rows;
   *n = rows_n;
   return 0;
-}
-
-const char *sample_state_name(int state) {
-  static const char *const NAMES[] = {"unknown", "running", "lock", "io", "poll", "sleep", "other"};
-  return state >= 0 && (size_t)state < sizeof NAMES / sizeof NAMES[0] ? NAMES[state] : "unknown";
-}
-
-const char *sample_fd_name(int fd) {
-  static const char *const NAMES[] = {"", "file", "pipe", "socket", "other"};
-  return fd >= 0 && (size_t)fd < sizeof NAMES / sizeof NAMES[0] ? NAMES[fd] : "";
 }
 
 static int compare_keys(const void *a, const void *b) {

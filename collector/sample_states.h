@@ -20,12 +20,4 @@
 int sample_states_count(const Perf__V1__Batch *bt, const Perf__V1__Event *e,
                         store_state_count_t **out, size_t *n);
 
-/* The wire's SampleState value as the store names it ("unknown" for
-   values it does not know). */
-const char *sample_state_name(int state);
-
-/* The wire's FdKind value as the store names it ("" for none or values
-   it does not know). */
-const char *sample_fd_name(int fd);
-
 #endif

@@ -21,16 +21,6 @@ char *dump_states_words(const perf__state_tally_t *t) {
   return out;
 }
 
-static const char *state_name(int state) {
-  static const char *const NAMES[] = {"unknown", "running", "lock", "io", "poll", "sleep", "other"};
-  return state >= 0 && (size_t)state < sizeof NAMES / sizeof NAMES[0] ? NAMES[state] : "unknown";
-}
-
-static const char *fd_name(int fd) {
-  static const char *const NAMES[] = {"", "file", "pipe", "socket", "other"};
-  return fd >= 0 && (size_t)fd < sizeof NAMES / sizeof NAMES[0] ? NAMES[fd] : "";
-}
-
 /* A JSON string of s, bytes that are not UTF-8 replaced (a call's name cut
    to the tally's size, or a crafted batch's). */
 static json_t *text_json(const char *s) {
@@ -45,9 +35,9 @@ static json_t *text_json(const char *s) {
 static json_t *count_json(const perf__state_count_t *c) {
   json_t *o = json_object();
   if (o && (json_object_set_new(o, "state",
-                                json_string(c->elsewhere ? "other" : state_name(c->state))) ||
+                                json_string(c->elsewhere ? "other" : perf__state_name(c->state))) ||
             json_object_set_new(o, "syscall", text_json(c->elsewhere ? "" : c->call)) ||
-            json_object_set_new(o, "fd", json_string(fd_name(c->fd))) ||
+            json_object_set_new(o, "fd", json_string(perf__fd_name(c->fd))) ||
             json_object_set_new(o, "samples", json_integer(c->samples)))) {
     json_decref(o);
     return NULL;

@@ -7,7 +7,6 @@
  */
 #include "sdk/pipeline/event_encode.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -313,6 +312,6 @@ static const char *syscall_name(perf__event_encoder_t *enc, perf__sample_state_t
   if (enc->unnamed_count == UNNAMED_MAX) return "syscall";
   size_t i = enc->unnamed_count++;
   enc->unnamed_nr[i] = state.syscall;
-  snprintf(enc->unnamed[i], sizeof enc->unnamed[i], "syscall %ld", (long)state.syscall);
+  perf__syscall_label(state.syscall, enc->unnamed[i], sizeof enc->unnamed[i]);
   return enc->unnamed[i];
 }

@@ -10,6 +10,16 @@
 #include "perf/v1/perf.pb-c.h"
 #include "perf_sdk.h"
 
+const char *perf__state_name(int state) {
+  static const char *const NAMES[] = {"unknown", "running", "lock", "io", "poll", "sleep", "other"};
+  return state >= 0 && (size_t)state < sizeof NAMES / sizeof NAMES[0] ? NAMES[state] : "unknown";
+}
+
+const char *perf__fd_name(int fd) {
+  static const char *const NAMES[] = {"", "file", "pipe", "socket", "other"};
+  return fd >= 0 && (size_t)fd < sizeof NAMES / sizeof NAMES[0] ? NAMES[fd] : "";
+}
+
 void perf__state_tally_add(perf__state_tally_t *t, int state, int fd, const char *call) {
   t->total++;
   if (state != PERF__V1__SAMPLE_STATE__SAMPLE_STATE_UNKNOWN) t->known++;
@@ -33,8 +43,7 @@ void perf__state_tally_add(perf__state_tally_t *t, int state, int fd, const char
 }
 
 void perf__state_words(int state, int fd, const char *call, char *out, size_t len) {
-  static const char *const FDS[] = {"", "file", "pipe", "socket", "other"};
-  const char *fd_name = fd > 0 && (size_t)fd < sizeof FDS / sizeof FDS[0] ? FDS[fd] : "";
+  const char *fd_name = perf__fd_name(fd);
   if (state == PERF__V1__SAMPLE_STATE__SAMPLE_STATE_RUNNING) {
     snprintf(out, len, "running");
   } else if (state <= PERF__V1__SAMPLE_STATE__SAMPLE_STATE_UNKNOWN ||

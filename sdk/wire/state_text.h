@@ -36,6 +36,14 @@ typedef struct perf__state_tally_s {
   uint32_t total, known; /* samples counted; those whose state is not unknown (0) */
 } perf__state_tally_t;
 
+/* A SampleState value's name: "unknown", "running", "lock", "io", "poll",
+   "sleep", "other" ("unknown" for a value outside the enum). */
+const char *perf__state_name(int state);
+
+/* An FdKind value's name: "file", "pipe", "socket", "other", or "" for
+   none and values outside the enum. */
+const char *perf__fd_name(int fd);
+
 /* Count one sample's state (start from a zeroed tally). call NULL or ""
    for none; a longer name than PERF__STATE_CALL_MAX - 1 is cut. */
 void perf__state_tally_add(perf__state_tally_t *t, int state, int fd, const char *call);
