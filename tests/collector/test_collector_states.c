@@ -9,6 +9,9 @@
  *    pipe, futex, running), each with at least PHASE_SAMPLES samples and no
  *    more than the samples taken up to its end, summing to the event's
  *    samples; GET /api/v1/states says the same.
+ *  - sdk_batch: the same hang written by the SDK's file sink, its batch
+ *    decoded here and posted: the event's states are exactly the batch's
+ *    per-sample states counted per thread and state.
  *  - exact: hand-made batches (batch_post.c): an event's states per thread
  *    and the aggregate over events are exact, an event without states (an
  *    older SDK) has "states":[] and adds nothing, a group filter narrows
@@ -343,9 +346,132 @@ static void case_exact(void) {
   collector_stop_healthy(&c);
 }
 
+/* ---- sdk_batch: a batch the real SDK built, exactly ---------------------- */
+
+static int compare_text(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* "tid/state/syscall/fd=samples" lines, sorted, joined by spaces (list:
+   malloc'd strings, freed here). */
+static char *joined(char **list, size_t n) {
+  qsort(list, n, sizeof *list, compare_text);
+  size_t len = 1;
+  for (size_t i = 0; i < n; i++)
+    len += strlen(list[i]) + 1;
+  char *out = calloc(1, len);
+  CHECK(out != NULL);
+  for (size_t i = 0; i < n; i++) {
+    if (i) strcat(out, " ");
+    strcat(out, list[i]);
+    free(list[i]);
+  }
+  return out;
+}
+
+/* The hang's states counted from the decoded batch itself, per thread and
+   state, as the collector must store them. */
+static char *expected_states(const Perf__V1__Batch *b, const Perf__V1__Event *e, long long *total) {
+  char **list = calloc(e->n_sample_states + 1, sizeof *list);
+  size_t n = 0;
+  CHECK(list && e->n_sample_states == e->n_sample_stacks);
+  *total = 0;
+  for (size_t i = 0; i < e->n_sample_states; i++) {
+    uint32_t tid = e->n_sample_tids ? e->sample_tids[i] : e->tid;
+    int state = e->sample_states[i], fd = e->sample_fds[i];
+    const char *call = state > 1 ? b->strings[e->sample_syscalls[i]] : "";
+    static const char *const STATES[] = {"unknown", "running", "lock", "io",
+                                         "poll",    "sleep",   "other"};
+    static const char *const FDS[] = {"", "file", "pipe", "socket", "other"};
+    char key[128];
+    snprintf(key, sizeof key, "%u/%s/%s/%s=", tid, STATES[state], call, state > 1 ? FDS[fd] : "");
+    size_t k = 0, key_len = strlen(key);
+    while (k < n && strncmp(list[k], key, key_len) != 0)
+      k++;
+    long long count = k < n ? atoll(list[k] + key_len) + 1 : 1;
+    if (k == n) n++;
+    free(list[k]);
+    CHECK(asprintf(&list[k], "%s%lld", key, count) > 0);
+    (*total)++;
+  }
+  return joined(list, n);
+}
+
+static char *stored_states(json_t *states) {
+  char **list = calloc(json_array_size(states) + 1, sizeof *list);
+  CHECK(list != NULL);
+  size_t i;
+  json_t *s;
+  json_array_foreach(states, i, s) {
+    CHECK(asprintf(&list[i], "%lld/%s/%s/%s=%lld", num(s, "tid"), str(s, "state"),
+                   str(s, "syscall"), str(s, "fd"), num(s, "samples")) > 0);
+  }
+  return joined(list, json_array_size(states));
+}
+
+static void case_sdk_batch(void) {
+  /* The SDK writes the hang's batch with the file sink... */
+  const char *dir = tempdir_make("perf-states");
+  char sink[256], data[256];
+  snprintf(sink, sizeof sink, "%s/report.txt", dir);
+  snprintf(data, sizeof data, "%s/data", dir);
+  perf_sdk_config_t cfg;
+  perf_sdk_config_init(&cfg);
+  cfg.app_name = "states-test";
+  cfg.data_dir = data;
+  cfg.sink = PERF_SINK_FILE;
+  cfg.sink_path = sink;
+  cfg.hang_threshold_ms = 20;
+  cfg.hang_sample_interval_ms = 5;
+  cfg.hang_max_samples = 200;
+  cfg.cpu_threshold_percent = 25600;
+  uintptr_t pcs[8];
+  size_t n;
+  CHECK(perf_backtrace_thread(0, pcs, 8, &n) >= PERF_E_TRUNCATED);
+  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
+  hang_phases_t p;
+  hang_phases_run(&p, PHASE_SAMPLES);
+  CHECK_EQ_INT(perf_sdk_shutdown(10000), PERF_OK);
+  Perf__V1__Batch *b = NULL;
+  const Perf__V1__Event *e = hang_phases_read_event(sink, &b);
+  long long total = 0;
+  char *want = expected_states(b, e, &total);
+
+  /* ... the collector stores exactly its per-sample states, counted. */
+  collector_t c;
+  collector_start(&c, NULL);
+  reply_t *r = malloc(sizeof *r);
+  CHECK(r && b->batch_id.len == 16);
+  CHECK_EQ_INT(batch_send(&c, b, b->batch_id.data, r), 200); /* its own id, unchanged */
+  free(r);
+  long status;
+  json_t *list = get_json(&c, "/api/v1/events?kind=hang", &status);
+  CHECK_EQ_INT(status, 200);
+  CHECK_EQ_INT(json_array_size(json_object_get(list, "events")), 1);
+  char path[64];
+  snprintf(path, sizeof path, "/api/v1/events/%lld",
+           num(json_array_get(json_object_get(list, "events"), 0), "id"));
+  json_t *d = get_json(&c, path, &status);
+  CHECK_EQ_INT(status, 200);
+  char *got = stored_states(json_object_get(d, "states"));
+  CHECKF(strcmp(got, want) == 0, "stored %s\nsent   %s", got, want);
+  fprintf(stderr, "the SDK's batch: %s\n", want);
+  json_t *agg = get_json(&c, "/api/v1/states?kind=hang&app=states-test", &status);
+  CHECK_EQ_INT(status, 200);
+  CHECK_EQ_INT(num(agg, "samples"), total);
+  json_decref(agg);
+  json_decref(d);
+  json_decref(list);
+  free(got);
+  free(want);
+  perf__v1__batch__free_unpacked(b, NULL);
+  collector_stop_healthy(&c);
+}
+
 static const test_case_t g_cases[] = {
     TEST_CASE(sdk_hang),
     TEST_CASE(exact),
+    TEST_CASE(sdk_batch),
 };
 
 int main(int argc, char **argv) {

@@ -344,35 +344,6 @@ static void case_tally_text(void) {
 
 /* ---- a hang under the SDK: every sample's state --------------------------- */
 
-/* The decoded hang event of the file sink's batch records (the caller
-   frees *bt with perf__v1__batch__free_unpacked). */
-static const Perf__V1__Event *read_hang(const char *sink, Perf__V1__Batch **bt) {
-  char dir[300];
-  snprintf(dir, sizeof dir, "%s.batches", sink);
-  DIR *d = opendir(dir);
-  CHECKF(d != NULL, "no %s", dir);
-  const Perf__V1__Event *hang = NULL;
-  *bt = NULL;
-  for (struct dirent *de; !hang && (de = readdir(d));) {
-    if (!strstr(de->d_name, ".batch")) continue;
-    char path[600];
-    snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
-    uint8_t *payload = NULL;
-    size_t len = 0;
-    const char *reason = NULL;
-    CHECKF(perf__spool_read_file(path, NULL, NULL, &payload, &len, &reason) == PERF_OK, "%s: %s",
-           path, reason ? reason : "?");
-    CHECK_EQ_INT(perf__batch_decode(payload, len, 64u << 20, bt), PERF_OK);
-    free(payload);
-    for (size_t i = 0; i < (*bt)->n_events && !hang; i++)
-      if ((*bt)->events[i]->kind == PERF__V1__EVENT_KIND__EVENT_KIND_HANG) hang = (*bt)->events[i];
-    if (!hang) perf__v1__batch__free_unpacked(*bt, NULL);
-  }
-  closedir(d);
-  CHECKF(hang != NULL, "no hang event in %s", dir);
-  return hang;
-}
-
 /* What a sample taken at `t` (monotonic ns, within `margin`) may be: the
    phase's state only, or at a transition either neighbour or running. */
 static void expect_sample(const hang_phases_t *p, int64_t t, int64_t margin, int state,
@@ -423,7 +394,7 @@ static void case_hang_samples(void) {
   CHECK_EQ_INT(perf_sdk_shutdown(10000), PERF_OK);
 
   Perf__V1__Batch *bt = NULL;
-  const Perf__V1__Event *e = read_hang(sink, &bt);
+  const Perf__V1__Event *e = hang_phases_read_event(sink, &bt);
   size_t count = e->n_sample_stacks;
   CHECK_EQ_INT(e->n_sample_states, count);
   /* The event starts at perf_sdk_loop_busy: between busy_lo and busy_hi;

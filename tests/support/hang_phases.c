@@ -3,6 +3,7 @@
  */
 #include "hang_phases.h"
 
+#include <dirent.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,8 @@
 
 #include "check.h"
 #include "perf_sdk.h"
+#include "sdk/wire/batch_decode.h"
+#include "sdk/wire/spool.h"
 #include "test_util.h"
 
 #define WAIT_MS 20000
@@ -104,4 +107,33 @@ void hang_phases_run(hang_phases_t *p, unsigned phase_samples) {
   close(p->pipe_fd[0]);
   close(p->pipe_fd[1]);
   pthread_mutex_destroy(&p->lock);
+}
+
+/* The decoded hang event of the file sink's batch records (the caller
+   frees *bt with perf__v1__batch__free_unpacked). */
+const Perf__V1__Event *hang_phases_read_event(const char *sink, Perf__V1__Batch **bt) {
+  char dir[300];
+  snprintf(dir, sizeof dir, "%s.batches", sink);
+  DIR *d = opendir(dir);
+  CHECKF(d != NULL, "no %s", dir);
+  const Perf__V1__Event *hang = NULL;
+  *bt = NULL;
+  for (struct dirent *de; !hang && (de = readdir(d));) {
+    if (!strstr(de->d_name, ".batch")) continue;
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+    uint8_t *payload = NULL;
+    size_t len = 0;
+    const char *reason = NULL;
+    CHECKF(perf__spool_read_file(path, NULL, NULL, &payload, &len, &reason) == PERF_OK, "%s: %s",
+           path, reason ? reason : "?");
+    CHECK_EQ_INT(perf__batch_decode(payload, len, 64u << 20, bt), PERF_OK);
+    free(payload);
+    for (size_t i = 0; i < (*bt)->n_events && !hang; i++)
+      if ((*bt)->events[i]->kind == PERF__V1__EVENT_KIND__EVENT_KIND_HANG) hang = (*bt)->events[i];
+    if (!hang) perf__v1__batch__free_unpacked(*bt, NULL);
+  }
+  closedir(d);
+  CHECKF(hang != NULL, "no hang event in %s", dir);
+  return hang;
 }

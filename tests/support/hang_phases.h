@@ -5,7 +5,8 @@
  * spinning. The driver ends each phase once /proc shows the thread in it
  * and the SDK has taken `phase_samples` more samples (never a sleep that
  * hopes); every transition is stamped on CLOCK_MONOTONIC, so a test can
- * say which state each sample must have. For the thread-state tests
+ * say which state each sample must have; and the hang read back from the
+ * file sink's batch records. For the thread-state tests
  * (tests/sampler/test_states.c, tests/collector/test_collector_states.c).
  */
 #ifndef PERF_TEST_HANG_PHASES_H
@@ -15,6 +16,8 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <sys/types.h>
+
+#include "perf/v1/perf.pb-c.h"
 
 typedef struct hang_phases_s {
   unsigned phase_samples;
@@ -35,5 +38,10 @@ typedef struct hang_phases_s {
    watching this thread); fails the case when a phase gets no samples
    within 20 s. */
 void hang_phases_run(hang_phases_t *p, unsigned phase_samples);
+
+/* The hang event of a file sink's batch records (<sink>.batches/, read
+   once the SDK is shut down), decoded: the event, its batch in *bt (the
+   caller frees it with perf__v1__batch__free_unpacked). */
+const Perf__V1__Event *hang_phases_read_event(const char *sink, Perf__V1__Batch **bt);
 
 #endif
