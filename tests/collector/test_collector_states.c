@@ -93,7 +93,7 @@ static void case_sdk_hang(void) {
   snprintf(path, sizeof path, "/api/v1/events/%lld", num(json_array_get(events, 0), "id"));
   json_t *d = get_json(&c, path, &status);
   CHECK_EQ_INT(status, 200);
-  char *text = json_dumps(d, JSON_COMPACT);
+  char *text = json_dumps(json_object_get(d, "states"), JSON_COMPACT);
   long long stacked = 0, io = 0, lock = 0, running = 0;
   json_t *s;
   size_t i;
@@ -113,14 +113,12 @@ static void case_sdk_hang(void) {
       CHECKF(false, "a state the hang never was in: %s/%s/%s in %s", state, call, fd, text);
     }
   }
-  /* Samples before a phase's end are of that phase or an earlier one; the
-     transitions' wake-ups may add a running sample each. */
-  long long total = (long long)p.ends[2];
+  /* Samples before a phase's end are of that phase or an earlier one (the
+     spin goes on a moment after its count was read: no upper bound). */
   CHECKF(io >= PHASE_SAMPLES && io <= (long long)p.ends[0], "read: %lld of %s", io, text);
   CHECKF(lock >= PHASE_SAMPLES && lock <= (long long)(p.ends[1] - PHASE_SAMPLES),
          "futex: %lld of %s", lock, text);
-  CHECKF(running >= PHASE_SAMPLES && running <= total - 2 * PHASE_SAMPLES, "running: %lld of %s",
-         running, text);
+  CHECKF(running >= PHASE_SAMPLES, "running: %lld of %s", running, text);
   CHECKF(io + lock + running == stacked, "states %lld, stacks %lld: %s", io + lock + running,
          stacked, text);
   fprintf(stderr, "the hang's states: read (pipe) %lld, futex %lld, running %lld of %lld\n", io,
