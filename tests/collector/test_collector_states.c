@@ -351,8 +351,8 @@ static int compare_text(const void *a, const void *b) {
   return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* "tid/state/syscall/fd=samples" lines, sorted, joined by spaces (list:
-   malloc'd strings, freed here). */
+/* "tid/state/syscall/fd=samples" lines, sorted, joined by spaces (list
+   and its strings malloc'd, freed here). */
 static char *joined(char **list, size_t n) {
   qsort(list, n, sizeof *list, compare_text);
   size_t len = 1;
@@ -365,6 +365,7 @@ static char *joined(char **list, size_t n) {
     strcat(out, list[i]);
     free(list[i]);
   }
+  free(list);
   return out;
 }
 
