@@ -57,6 +57,13 @@ void perf__arch_context_dwarf_regs(const void *ucontext, uint64_t *regs);
    signal trampoline's). The row's pc is left to the caller. */
 perf__unwind_row_t perf__arch_cfi_row(Dwarf_Frame *frame, int ra_reg, bool signal_frame);
 
+/* Where a row with rbx_rule SAVED says the second register was saved, for
+   a frame whose CFA is `cfa`: x86_64, cfa + 8 * rbx_off8; aarch64, where
+   x30 sits beside x29 in the frame record, relative to x29's slot when
+   x29 is saved too (frames over 1 KiB put the record at the bottom).
+   Async-signal-safe. */
+uintptr_t perf__arch_bx_slot(const perf__unwind_row_t *row, uintptr_t cfa);
+
 /* The CFA inside a lazy-binding PLT stub at pc (row PERF__CFA_PLT with
    argument `arg`). Async-signal-safe. */
 uintptr_t perf__arch_plt_cfa(uintptr_t pc, uintptr_t sp, int32_t arg);

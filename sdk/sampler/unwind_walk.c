@@ -232,7 +232,7 @@ static int step_with_rule(const perf__unwind_row_t *row, perf__stack_window_t w,
   int st = step_caller_rbp(row, w, cfa, f);
   if (st != STEP_OK) return st;
   if (perf__arch.ra_in_bx) { /* the caller's link register holds its return address */
-    f->same_sp = row->rbx_rule == PERF__REG_SAME || cfa + 8 * (intptr_t)row->rbx_off8 < f->r.sp;
+    f->same_sp = row->rbx_rule == PERF__REG_SAME || perf__arch_bx_slot(row, cfa) < f->r.sp;
     f->r.bx = ra;
     f->bx_slot = 0;
     f->bx_known = true;
@@ -269,7 +269,7 @@ static int step_signal_frame(perf__stack_window_t w, frame_t *f) {
    have saved it. */
 static int link_register_ra(const perf__unwind_row_t *row, perf__stack_window_t w, uintptr_t cfa,
                             frame_t *f, uintptr_t *ra) {
-  uintptr_t slot = cfa + 8 * (intptr_t)row->rbx_off8;
+  uintptr_t slot = perf__arch_bx_slot(row, cfa);
   bool live = row->rbx_rule == PERF__REG_SAME ||
               (row->rbx_rule == PERF__REG_SAVED && slot < f->r.sp); /* restored already */
   if (live) return f->exact && frame_rbx(w, f, ra) ? STEP_OK : PERF__WALK_NO_RULE;

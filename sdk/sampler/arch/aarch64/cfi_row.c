@@ -15,12 +15,12 @@
 
 enum { DWARF_REG_X29 = 29, DWARF_REG_X30 = 30, DWARF_REG_SP = 31 };
 
+static perf__unwind_row_t unknown_row(void);
 static bool cfa_rule(Dwarf_Frame *frame, perf__unwind_row_t *row);
 static int saved_reg_rule(Dwarf_Frame *frame, int reg, int64_t *off, bool *undefined);
 
 perf__unwind_row_t perf__arch_cfi_row(Dwarf_Frame *frame, int ra_reg, bool signal_frame) {
-  perf__unwind_row_t row = {
-      .cfa_kind = PERF__CFA_UNKNOWN, .rbp_rule = PERF__REG_UNKNOWN, .rbx_rule = PERF__REG_UNKNOWN};
+  perf__unwind_row_t row = unknown_row();
   if (ra_reg != DWARF_REG_X30) return row;
   if (signal_frame) {
     row.cfa_kind = PERF__CFA_SIGNAL;
@@ -34,17 +34,26 @@ perf__unwind_row_t perf__arch_cfi_row(Dwarf_Frame *frame, int ra_reg, bool signa
     row.cfa_kind = PERF__CFA_OUTERMOST;
     return row;
   }
-  if (ra_rule == PERF__REG_UNKNOWN ||
-      (ra_rule == PERF__REG_SAVED && (off % 8 != 0 || off / 8 < INT8_MIN || off / 8 > INT8_MAX)))
-    return row;
-  if (!cfa_rule(frame, &row)) return row;
+  if (ra_rule == PERF__REG_UNKNOWN || !cfa_rule(frame, &row)) return unknown_row();
+  int64_t fp_off;
+  row.rbp_rule = saved_reg_rule(frame, DWARF_REG_X29, &fp_off, &undefined);
+  if (row.rbp_rule == PERF__REG_SAVED && (fp_off < INT16_MIN || fp_off > INT16_MAX))
+    row.rbp_rule = PERF__REG_UNKNOWN;
+  row.rbp_off = row.rbp_rule == PERF__REG_SAVED ? (int16_t)fp_off : 0;
+  /* x30's slot, relative to x29's when x29 is saved (perf__arch_bx_slot):
+     frames over 1 KiB keep their record at the bottom, far from the CFA. */
+  if (ra_rule == PERF__REG_SAVED) {
+    off -= row.rbp_off;
+    if (off % 8 != 0 || off / 8 < INT8_MIN || off / 8 > INT8_MAX) return unknown_row();
+  }
   row.rbx_rule = ra_rule;
   row.rbx_off8 = ra_rule == PERF__REG_SAVED ? (int8_t)(off / 8) : 0;
-  row.rbp_rule = saved_reg_rule(frame, DWARF_REG_X29, &off, &undefined);
-  if (row.rbp_rule == PERF__REG_SAVED && (off < INT16_MIN || off > INT16_MAX))
-    row.rbp_rule = PERF__REG_UNKNOWN;
-  row.rbp_off = row.rbp_rule == PERF__REG_SAVED ? (int16_t)off : 0;
   return row;
+}
+
+uintptr_t perf__arch_bx_slot(const perf__unwind_row_t *row, uintptr_t cfa) {
+  intptr_t base = row->rbp_rule == PERF__REG_SAVED ? row->rbp_off : 0;
+  return cfa + base + 8 * (intptr_t)row->rbx_off8;
 }
 
 uintptr_t perf__arch_plt_cfa(uintptr_t pc, uintptr_t sp, int32_t arg) {
@@ -90,4 +99,10 @@ static int saved_reg_rule(Dwarf_Frame *frame, int reg, int64_t *off, bool *undef
     return PERF__REG_SAVED;
   }
   return PERF__REG_UNKNOWN;
+}
+
+/* No usable rule: the walker falls back to the frame record. */
+static perf__unwind_row_t unknown_row(void) {
+  return (perf__unwind_row_t){
+      .cfa_kind = PERF__CFA_UNKNOWN, .rbp_rule = PERF__REG_UNKNOWN, .rbx_rule = PERF__REG_UNKNOWN};
 }
