@@ -60,6 +60,8 @@ typedef struct {
   bool fp_known;     /* r.fp is the frame's rbp (false once a rule said "unknown") */
   bool bx_known;     /* r.bx (or bx_slot) is the frame's rbx */
   bool fp_scan;      /* rbp was unknown from the start: it may be searched for */
+  bool sp_guess;     /* aarch64: r.sp came from a frame-pointer step (fp + 16,
+                        a lower bound: the record is at the frame's bottom) */
   bool same_sp;      /* the last step took the return address from the link
                         register (aarch64 leaf): the caller may share the sp */
   const perf__unwind_map_t *map;
@@ -205,7 +207,14 @@ __attribute__((no_sanitize_address)) static bool read_word(perf__stack_window_t 
 static int step_with_rule(const perf__unwind_row_t *row, perf__stack_window_t w, frame_t *f) {
   uintptr_t cfa;
   switch (row->cfa_kind) {
-  case PERF__CFA_RSP: cfa = f->r.sp + (intptr_t)row->cfa_off; break;
+  case PERF__CFA_RSP:
+    /* After a frame-pointer step on aarch64 the sp is a guess, but x29
+       points at the frame record the row says x29 was saved in. */
+    if (f->sp_guess && f->fp_known && row->rbp_rule == PERF__REG_SAVED)
+      cfa = f->r.fp - (intptr_t)row->rbp_off;
+    else
+      cfa = f->r.sp + (intptr_t)row->cfa_off;
+    break;
   case PERF__CFA_RBP:
     if (!f->fp_known && !(f->fp_scan && scan_frame_pointer(row, w, f))) return PERF__WALK_NO_RULE;
     cfa = f->r.fp + (intptr_t)row->cfa_off;
@@ -243,6 +252,7 @@ static int step_with_rule(const perf__unwind_row_t *row, perf__stack_window_t w,
   f->r.pc = ra;
   f->r.sp = cfa;
   f->exact = false;
+  f->sp_guess = false;
   return STEP_OK;
 }
 
@@ -257,6 +267,7 @@ static int step_signal_frame(perf__stack_window_t w, frame_t *f) {
   f->r = (perf__unwind_regs_t){.pc = pc, .sp = sp, .fp = fp};
   f->bx_slot = bx_slot;
   f->exact = true;
+  f->sp_guess = false;
   f->fp_known = true;
   f->bx_known = true;
   return STEP_OK;
@@ -345,6 +356,7 @@ static int step_frame_pointer(perf__stack_window_t w, frame_t *f, bool fallback)
   if (ra == 0) return PERF__WALK_COMPLETE;
   f->r = (perf__unwind_regs_t){.pc = ra, .sp = f->r.fp + 16, .fp = next_fp};
   f->exact = false;
+  f->sp_guess = perf__arch.ra_in_bx;
   return STEP_OK;
 }
 

@@ -380,10 +380,9 @@ static void case_no_cfi(void) {
   sample_at(t, &walk, "nocfi_leaf", 50);
   const char *chain[] = {"nocfi_leaf", "nocfi_outer", "nocfi_body"};
   expect_names(&walk, chain, 3);
+  CHECK(walk.status == PERF__WALK_COMPLETE);
   stop(t);
-  printf("agreement: %lu chains, %lu frames compared, %lu agreed (no CFI: libdwfl's own "
-         "fallback, not compared)\n",
-         g_chains, g_frames, g_agreed);
+  report();
 }
 
 static const test_case_t g_cases[] = {
