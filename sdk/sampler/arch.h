@@ -49,7 +49,9 @@ void perf__arch_pause(void);
 void perf__arch_context_regs(const void *ucontext, perf__unwind_regs_t *out);
 
 /* The context's registers 0..perf__arch.dwarf_nregs-1 in DWARF numbering,
-   for the stack-copy unwinder. Async-signal-safe. */
+   for the stack-copy unwinder, and the pc at regs[perf__arch.dwarf_pc]
+   (aarch64: 32, past the DWARF registers; x86_64: rip is register 16).
+   At most PERF__ARCH_MAX_DWARF_REGS words. Async-signal-safe. */
 void perf__arch_context_dwarf_regs(const void *ucontext, uint64_t *regs);
 
 /* The compact row for the call-frame rule libdw found at an address

@@ -2,7 +2,8 @@
  * context.c - aarch64 registers of an interrupted context and of the
  * kernel's signal frame, the virtual counter, return-address signing and
  * the sigreturn trampoline (see sdk/sampler/arch.h). Runs in the sampler's
- * signal handler: async-signal-safe, no calls out but mincore(2).
+ * signal handler: async-signal-safe, no calls out but mincore(2) and
+ * sysconf(_SC_PAGESIZE) (glibc reads the loader's page size).
  */
 #include <stddef.h>
 #include <sys/mman.h>
