@@ -231,22 +231,32 @@ static void sample(pthread_t t, chain_t *walk) {
   }
   static chain_t ref;
   memset(&ref, 0, sizeof ref);
-  size_t walk_compared = walk->n;
+  size_t walk_compared = walk->n; /* frames of the walk compared */
   perf__dwfl_unwinder_t *u = perf__modules_dwfl_unwinder(mods);
   CHECK(u != NULL);
-  int rc = perf__dwfl_unwind(u, g_cap.dwarf, g_cap.sp, g_stack, g_cap.len, ref.pcs, MAX_FRAMES,
+  const uint8_t *ref_stack = g_stack;
+  uint64_t ref_regs[PERF__ARCH_MAX_DWARF_REGS];
+  memcpy(ref_regs, g_cap.dwarf, sizeof ref_regs);
+#ifdef ARCH_CHAINS_PAC
+  /* elfutils 0.188's libdwfl looks up a signed return address as is and
+     loses the chain there: it gets a copy of the state with every word's
+     pointer-authentication code stripped (xpaclri leaves unsigned words,
+     pointers and small or negative numbers alike, as they are), the walk
+     the original, signed state. */
+  static uint8_t stripped[STACK_COPY];
+  for (size_t off = 0; off + 8 <= g_cap.len; off += 8) {
+    uint64_t word;
+    memcpy(&word, g_stack + off, 8);
+    word = perf__arch_strip_ra(word);
+    memcpy(stripped + off, &word, 8);
+  }
+  ref_stack = stripped;
+  for (unsigned r = 0; r < perf__arch.dwarf_nregs; r++)
+    ref_regs[r] = perf__arch_strip_ra(ref_regs[r]);
+#endif
+  int rc = perf__dwfl_unwind(u, ref_regs, g_cap.sp, ref_stack, g_cap.len, ref.pcs, MAX_FRAMES,
                              &ref.n, &ref.status);
   CHECKF(rc == 0 || rc == PERF_E_TRUNCATED, "perf__dwfl_unwind: %d", rc);
-#ifdef ARCH_CHAINS_PAC
-  /* elfutils 0.188's libdwfl looks up a signed return address as is: its
-     frames beyond the first signed one are not a reference. */
-  for (size_t i = 1; i < ref.n; i++)
-    if (perf__arch_strip_ra(ref.pcs[i]) != ref.pcs[i]) {
-      ref.n = i + 1;
-      if (walk->n > ref.n) walk_compared = ref.n;
-      break;
-    }
-#endif
   /* A signal trampoline without CFI (qemu-user's page; the kernel's vDSO
      has CFI): libdwfl 0.188 does not recognise it, so the frames past it
      are compared by name only (expect_names). */
