@@ -3,9 +3,13 @@
  * host's collector to read (scripts/test_aarch64.sh): the SDK with a file
  * sink and symbolize = 0 (addresses only: every name the host finds is its
  * own), one manual capture from cross_batch_marker(). Usage:
- * cross_batch_app <report path>; the batches land in <report path>.batches.
+ *   cross_batch_app REPORT            batches in REPORT.batches
+ *   cross_batch_app --http URL DIR    uploaded to the collector at URL
+ *                                     (DIR: the SDK's data directory)
  */
+#include <stdbool.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "perf_sdk.h"
 
@@ -21,16 +25,24 @@ __attribute__((noinline)) int cross_batch_marker(void) {
 }
 
 int main(int argc, char **argv) {
-  if (argc != 2) {
-    fprintf(stderr, "usage: cross_batch_app REPORT\n");
+  bool http = argc == 4 && strcmp(argv[1], "--http") == 0;
+  if (argc != 2 && !http) {
+    fprintf(stderr, "usage: cross_batch_app REPORT | cross_batch_app --http URL DATA_DIR\n");
     return 2;
   }
   perf_sdk_config_t cfg;
   perf_sdk_config_init(&cfg);
   cfg.app_name = "cross_batch_app";
-  cfg.sink = PERF_SINK_FILE;
-  cfg.sink_path = argv[1];
-  cfg.data_dir = NULL;
+  if (http) {
+    cfg.sink = PERF_SINK_HTTP;
+    cfg.endpoint = argv[2];
+    cfg.api_key = "cross-key";
+    cfg.data_dir = argv[3];
+  } else {
+    cfg.sink = PERF_SINK_FILE;
+    cfg.sink_path = argv[1];
+    cfg.data_dir = NULL;
+  }
   cfg.symbolize = 0;
   int err = perf_sdk_init(&cfg);
   if (err != PERF_OK) return fail("perf_sdk_init", err);
