@@ -13,7 +13,11 @@
 #include "sdk/wire/batch_internal.h"
 
 #if defined(__x86_64__)
+#if defined(__aarch64__)
+#define BATCH_ARCH "aarch64"
+#else
 #define BATCH_ARCH "x86_64"
+#endif
 #elif defined(__aarch64__)
 #define BATCH_ARCH "aarch64"
 #else

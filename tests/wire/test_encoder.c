@@ -277,7 +277,11 @@ static void case_roundtrip(void) {
   gethostname(host, sizeof host - 1);
   CHECK(strcmp(r->host, host) == 0);
   CHECK_EQ_INT(r->pid, getpid());
+#if defined(__aarch64__)
+  CHECK(strcmp(r->os, "linux") == 0 && strcmp(r->arch, "aarch64") == 0);
+#else
   CHECK(strcmp(r->os, "linux") == 0 && strcmp(r->arch, "x86_64") == 0);
+#endif
   CHECK(bt->drops && bt->drops->rate_limited == 0);
 
   CHECK(bt->n_strings >= 1 && strcmp(bt->strings[0], "") == 0);
