@@ -192,7 +192,7 @@ static int insert_batch_row(store_t *st, const store_batch_t *b) {
   return rc;
 }
 
-/* The batch's stacks, then its groups (duplicates allowed): inserted, or
+/* The batch's stacks, then its groups (a signature twice: one row): inserted, or
    their last_seen moved; in signature order, so two collectors upserting
    the same rows lock them in one order. */
 static int upsert_stacks_and_groups(store_t *st, const store_batch_t *b) {
@@ -209,13 +209,13 @@ static int upsert_stacks_and_groups(store_t *st, const store_batch_t *b) {
   pg_int(&p, 4, b->received_ns);
   int rc = p.v[0] && p.v[1] && p.v[2] ? 0 : -1;
   if (rc == 0 && b->n_stacks)
-    rc =
-        pg_do(st,
-              "INSERT INTO stacks(signature, frames, first_seen, last_seen, stack_end)"
-              " SELECT s, f, $4::bigint, $4::bigint, e FROM unnest($1::text[], $2::text[],"
-              " $3::text[]) AS u(s, f, e) ORDER BY s COLLATE \"C\" ON CONFLICT(signature) DO UPDATE"
-              " SET last_seen = greatest(stacks.last_seen, excluded.last_seen)",
-              &p, "upsert stacks");
+    rc = pg_do(st,
+               "INSERT INTO stacks(signature, frames, first_seen, last_seen, stack_end)"
+               " SELECT DISTINCT ON (s COLLATE \"C\") s, f, $4::bigint, $4::bigint, e"
+               " FROM unnest($1::text[], $2::text[], $3::text[]) AS u(s, f, e)"
+               " ORDER BY s COLLATE \"C\" ON CONFLICT(signature) DO UPDATE"
+               " SET last_seen = greatest(stacks.last_seen, excluded.last_seen)",
+               &p, "upsert stacks");
   pg_params_free(&p);
   for (size_t i = 0; i < b->n_groups; i++) {
     pg_array_text(&sigs, b->groups[i].signature);
@@ -322,7 +322,9 @@ static bool has_hangs(const store_batch_t *b) {
   return false;
 }
 
-/* One attempt: STORE_OK, STORE_DUPLICATE, STORE_ERROR, or 1 to retry (a
+#define PUT_RETRY 100
+
+/* One attempt: STORE_OK, STORE_DUPLICATE, STORE_ERROR, or PUT_RETRY (a
    deadlock or a serialization failure between collectors). */
 static int put_once(store_t *st, const store_batch_t *b) {
   if (pg_do(st, "BEGIN", NULL, "begin") != 0) return STORE_ERROR;
@@ -347,16 +349,16 @@ static int put_once(store_t *st, const store_batch_t *b) {
   const char *state = pg_last_state(st);
   int retry = strcmp(state, "40P01") == 0 || strcmp(state, "40001") == 0;
   pg_do(st, "ROLLBACK", NULL, "rollback");
-  return retry ? 1 : STORE_ERROR;
+  return retry ? PUT_RETRY : STORE_ERROR;
 }
 
 static int pg_put_batch(store_t *st, const store_batch_t *b) {
   pthread_mutex_lock(&st->lock);
-  int rc = 1;
-  for (int i = 0; rc == 1 && i < PUT_ATTEMPTS; i++)
+  int rc = PUT_RETRY;
+  for (int i = 0; rc == PUT_RETRY && i < PUT_ATTEMPTS; i++)
     rc = put_once(st, b);
   pthread_mutex_unlock(&st->lock);
-  return rc == 1 ? STORE_ERROR : rc;
+  return rc == PUT_RETRY ? STORE_ERROR : rc;
 }
 
 /* ---- retention -------------------------------------------------------------- */

@@ -3,7 +3,7 @@
 # postgresql-15 binaries, never a server configured by hand): initdb into
 # DIR/data, listening on a unix socket in DIR only (listen_addresses ''),
 # as the unprivileged user nobody when run as root; stop shuts it down
-# (fast) and removes DIR. The collector tests reach it as
+# (immediate: the data is thrown away) and removes DIR. The collector tests reach it as
 # postgresql:///DB?host=DIR&user=perf (collector_rig.c, PERF_TEST_PG_DIR).
 set -eu
 cmd=$1
@@ -33,7 +33,7 @@ start)
   ;;
 stop)
   if [ -f "$dir/data/postmaster.pid" ]; then
-    as "$bin/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null || true
+    as "$bin/pg_ctl" -D "$dir/data" -m immediate -w stop >/dev/null || true
   fi
   rm -rf "$dir"
   ;;
