@@ -5,7 +5,7 @@ cmake_minimum_required(VERSION 3.18)
 # <prefix>_<case>, run as `program <case>` in its own process with a
 # timeout. Variables: PROGRAM, PREFIX, TIMEOUT, LABEL, SERIAL (1: every case
 # alone), WORKDIR, OUTPUT, EMULATOR (optional, e.g. qemu for a cross build),
-# PG, PG_SKIP, PG_DIR (the PostgreSQL variants, tests/CMakeLists.txt).
+# PG, PG_ONLY, PG_SKIP, PG_DIR (the PostgreSQL variants, tests/CMakeLists.txt).
 execute_process(COMMAND ${EMULATOR} ${PROGRAM} --list
   OUTPUT_VARIABLE listed RESULT_VARIABLE rc ERROR_VARIABLE err)
 if(NOT rc EQUAL 0)
@@ -27,8 +27,10 @@ foreach(line IN LISTS lines)
   if(SERIAL OR "serial" IN_LIST words)
     string(APPEND props " RUN_SERIAL TRUE")
   endif()
-  string(APPEND script "add_test(${name} ${EMULATOR} \"${PROGRAM}\" ${case})\n")
-  string(APPEND script "set_tests_properties(${name} PROPERTIES ${props})\n")
+  if(NOT PG_ONLY)
+    string(APPEND script "add_test(${name} ${EMULATOR} \"${PROGRAM}\" ${case})\n")
+    string(APPEND script "set_tests_properties(${name} PROPERTIES ${props})\n")
+  endif()
   # The PostgreSQL variant (perf_add_test_program PG): the same case with
   # the collector on the pg_server fixture's server.
   if(PG AND NOT case IN_LIST PG_SKIP)
