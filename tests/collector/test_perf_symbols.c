@@ -235,6 +235,10 @@ static void case_lookup(void) {
   CHECK_EQ_INT(symbols_status(&c, id, NULL), 401);
   CHECK_EQ_INT(symbols_status(&c, id, "not-a-key"), 401);
   CHECK_EQ_INT(symbols_status(&c, id, READ_KEY), 403);
+  const char *dry[] = {"--dry-run", FIXTURE_ONE, NULL}; /* says, sends nothing */
+  CHECK_EQ_INT(run_tool(dry), 0);
+  expect_output("would    ");
+  CHECK_EQ_INT(symbols_status(&c, id, SYMBOLS_KEY), 404);
   const char *args[] = {"--url", c.url, "--key", SYMBOLS_KEY, FIXTURE_ONE, NULL};
   CHECK_EQ_INT(run_tool(args), 0);
   reply_t *r = malloc(sizeof *r);
