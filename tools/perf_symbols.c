@@ -5,6 +5,8 @@
  * information to a perf-collector (POST /v1/symbols/<build-id>, a key with
  * the symbols scope), skipping the build-ids the collector has already
  * (GET /v1/symbols/<build-id>: 200) and the ones met before in this run.
+ * Only executables and shared objects count: object files (.o), archives
+ * and cores are passed over, as files that are not ELF are.
  *
  * What is uploaded is the file itself when it carries DWARF (.debug_info);
  * a stripped file is uploaded through its separate debug file when
@@ -65,8 +67,9 @@ typedef struct run_s {
   bool refused; /* 401/403 or no answer: stop */
 } run_t;
 
-/* What one ELF file is: its build-id and whether it carries DWARF. */
+/* What one ELF file is: linked or not, its build-id, whether it carries DWARF. */
 typedef struct elf_facts_s {
+  bool linked; /* an executable or shared object (not a .o, not a core) */
   uint8_t id[BUILD_ID_MAX];
   size_t id_len; /* 0: no GNU build-id */
   char id_hex[2 * BUILD_ID_MAX + 1];
@@ -98,6 +101,8 @@ static bool has_dwarf(Elf *elf) {
 
 static void read_facts(Elf *elf, elf_facts_t *f) {
   memset(f, 0, sizeof *f);
+  GElf_Ehdr eh;
+  f->linked = gelf_getehdr(elf, &eh) && (eh.e_type == ET_EXEC || eh.e_type == ET_DYN);
   const void *id;
   ssize_t n = dwelf_elf_gnu_build_id(elf, &id);
   if (n > 0 && n <= BUILD_ID_MAX) {
@@ -124,7 +129,7 @@ static bool inspect(const run_t *run, const char *path, elf_facts_t *f, char *de
     return false;
   }
   read_facts(elf, f);
-  if (!f->has_dwarf && f->id_len && run->debug_dirs &&
+  if (f->linked && !f->has_dwarf && f->id_len && run->debug_dirs &&
       perf__sym_find_debug_file(path, elf, f->id, f->id_len, run->debug_dirs, debug_path, cap)) {
     int dfd = open(debug_path, O_RDONLY | O_CLOEXEC);
     Elf *debug = dfd >= 0 ? elf_begin(dfd, ELF_C_READ, NULL) : NULL;
@@ -206,6 +211,7 @@ static void handle_file(run_t *run, const char *path) {
     run->failed++;
     return;
   }
+  if (!f.linked) return; /* object files and cores: never a running module */
   if (!f.id_len) {
     printf("skipped  %s: no GNU build-id (link with -Wl,--build-id)\n", path);
     run->skipped++;

@@ -6,6 +6,7 @@
 
 #include <curl/curl.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +34,14 @@ static size_t keep_reply(char *data, size_t size, size_t n, void *ctx) {
   r->len += take;
   r->text[r->len] = '\0';
   return bytes;
+}
+
+/* line appended to *list; false (the list kept as it was) when out of memory. */
+static bool append_header(struct curl_slist **list, const char *line) {
+  struct curl_slist *grown = curl_slist_append(*list, line);
+  if (!grown) return false;
+  *list = grown;
+  return true;
 }
 
 symbols_client_t *symbols_client_new(const char *base_url, const char *key) {
@@ -108,13 +117,14 @@ long symbols_client_upload(symbols_client_t *c, const char *id, const char *path
   }
   /* The collector answers from the headers first (401, 403, 413, 507):
      Expect: 100-continue lets it do so before the body is sent. */
-  struct curl_slist *headers = NULL, *h;
-  for (h = c->headers; h; h = h->next)
-    if (!(headers = curl_slist_append(headers, h->data))) break;
-  if (!h) headers = curl_slist_append(headers, "Content-Type: application/octet-stream");
-  if (headers) headers = curl_slist_append(headers, "Expect: 100-continue");
+  struct curl_slist *headers = NULL;
+  bool ok = true;
+  for (const struct curl_slist *h = c->headers; h && ok; h = h->next)
+    ok = append_header(&headers, h->data);
+  ok = ok && append_header(&headers, "Content-Type: application/octet-stream") &&
+       append_header(&headers, "Expect: 100-continue");
   long status = 0;
-  if (!headers) {
+  if (!ok) {
     snprintf(reply, SYMBOLS_REPLY_MAX, "out of memory");
   } else {
     curl_easy_reset(c->curl);

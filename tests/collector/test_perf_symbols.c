@@ -2,7 +2,8 @@
  * test_perf_symbols.c - tools/perf-symbols against the real perf-collector
  * (collector_rig.c) with a symbols-scoped key: a build directory of small
  * programs (symbols_fixture.c built with -g: two build-ids, a copy of one,
- * one linked without a build-id, one stripped of its DWARF, a text file)
+ * one linked without a build-id, one stripped of its DWARF, an object
+ * file, a text file)
  * uploads exactly the two build-ids once, then none; a wrong or read-only
  * key stops it with exit 3 naming the status; a stripped binary's separate
  * debug file is found with --debug-dir; GET /v1/symbols/<build-id> answers
@@ -151,7 +152,8 @@ static void case_uploads_then_skips(void) {
   expect_output("/noid: no GNU build-id");
   expect_output("/nodebug (build-id ");
   expect_output("no debug information");
-  CHECK(strstr(g_output, "notes.txt") == NULL);
+  CHECK(strstr(g_output, "notes.txt") == NULL); /* not ELF */
+  CHECK(strstr(g_output, "fixture.o") == NULL); /* not linked */
   CHECK_EQ_INT(symbols_status(&c, one, SYMBOLS_KEY), 200);
   CHECK_EQ_INT(symbols_status(&c, two, SYMBOLS_KEY), 200);
 
