@@ -14,7 +14,9 @@
 # directory): cd build && cpack -G DEB. The packages always install under
 # /usr; the files only a package has (unit, conf, copyright, changelog) are
 # EXCLUDE_FROM_ALL: a plain `cmake --install` does not write /etc or
-# /lib/systemd. Maintainer scripts and the unit: packaging/debian/.
+# /lib/systemd (`cmake --install --component collector` does: those two
+# are absolute places, whatever the prefix). Maintainer scripts and the
+# unit: packaging/debian/.
 set(PERF_DEB_DIR ${PROJECT_SOURCE_DIR}/packaging/debian)
 set(PERF_DEB_VERSION ${PROJECT_VERSION})
 set(PERF_DEB_MAINTAINER
