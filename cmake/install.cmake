@@ -4,7 +4,7 @@
 # files), collector and tools (their programs).
 #
 #   include/perf_sdk.h
-#   lib/libperfsdk.so.0 (the front apps link) and libperfsdk-core.so.0 (the
+#   lib/libperfsdk.so.0 (the front apps link; lib/ is lib/<multiarch> on Debian) and libperfsdk-core.so.0 (the
 #     SDK it loads from its own directory: both always in one directory)
 #   lib/libperfsdk.so (the link-time name), lib/libperfsdk.a
 #   lib/cmake/PerfSDK/  find_package(PerfSDK): PerfSDK::perfsdk (shared),

@@ -9,10 +9,10 @@
 #                                 /etc/perf-collector, user perf-collector
 #   tools     -> perf-tools       perf-dump, perf-symbols
 #
-# Build them from a build configured with -DCMAKE_INSTALL_PREFIX=/usr (the
-# library then goes to /usr/lib/x86_64-linux-gnu, GNUInstallDirs' multiarch
-# directory): cd build && cpack -G DEB. The packages always install under
-# /usr; the files only a package has (unit, conf, copyright, changelog) are
+# Build them from a release build: cd build && cpack -G DEB. The packages
+# install under /usr whatever the build's prefix (CPACK_INSTALL_PREFIX), the
+# libraries in lib/<multiarch> (the root CMakeLists.txt puts them there
+# under any prefix on Debian); the files only a package has (unit, conf, copyright, changelog) are
 # EXCLUDE_FROM_ALL: a plain `cmake --install` does not write /etc or
 # /lib/systemd (`cmake --install --component collector` does: those two
 # are absolute places, whatever the prefix). Maintainer scripts and the
@@ -73,6 +73,7 @@ set(CPACK_PACKAGE_VENDOR "perfsdk")
 set(CPACK_PACKAGE_CONTACT ${PERF_DEB_MAINTAINER})
 set(CPACK_PACKAGE_VERSION ${PERF_DEB_VERSION})
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
+set(CPACK_INSTALL_PREFIX /usr) # what cmake --install gets under CPACK_SET_DESTDIR
 set(CPACK_SET_DESTDIR ON)
 set(CPACK_STRIP_FILES ON) # debug info: the -dbgsym way is not done (yet)
 set(CPACK_DEB_COMPONENT_INSTALL ON)
