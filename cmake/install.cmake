@@ -4,8 +4,9 @@
 # files), collector and tools (their programs).
 #
 #   include/perf_sdk.h
-#   lib/libperfsdk.so.0 (the front apps link; lib/ is lib/<multiarch> on Debian) and libperfsdk-core.so.0 (the
-#     SDK it loads from its own directory: both always in one directory)
+#   lib/libperfsdk.so.0 (the front apps link) and libperfsdk-core.so.0 (the
+#     SDK it loads from its own directory: both always in one directory);
+#     lib/ is lib/<multiarch> on Debian (the root CMakeLists.txt)
 #   lib/libperfsdk.so (the link-time name), lib/libperfsdk.a
 #   lib/cmake/PerfSDK/  find_package(PerfSDK): PerfSDK::perfsdk (shared),
 #                       PerfSDK::perfsdk_static (static, with its dependencies)
