@@ -3,7 +3,7 @@
 # shared libraries), dev (header, static library, CMake package, pkg-config
 # files), collector and tools (their programs).
 #
-#   include/perf_sdk.h
+#   include/perf_sdk.h, perf_sdk_uv.h, perf_sdk_glib.h, perf_sdk_libevent.h
 #   lib/libperfsdk.so.0 (the front apps link) and libperfsdk-core.so.0 (the
 #     SDK it loads from its own directory: both always in one directory);
 #     lib/ is lib/<multiarch> on Debian (the root CMakeLists.txt)
@@ -14,8 +14,11 @@
 #                       Requires.private) and perfsdk-static.pc (libperfsdk.a)
 include(CMakePackageConfigHelpers)
 
-install(FILES ${PROJECT_SOURCE_DIR}/include/perf_sdk.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
-  COMPONENT dev)
+# perf_sdk.h and the header-only event-loop integrations (libuv, GLib,
+# libevent: docs/integrations.md).
+install(FILES ${PROJECT_SOURCE_DIR}/include/perf_sdk.h ${PROJECT_SOURCE_DIR}/include/perf_sdk_uv.h
+  ${PROJECT_SOURCE_DIR}/include/perf_sdk_glib.h ${PROJECT_SOURCE_DIR}/include/perf_sdk_libevent.h
+  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT dev)
 install(TARGETS perfsdk EXPORT PerfSDKTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT runtime NAMELINK_COMPONENT dev)
 # The core is never linked by name: no libperfsdk-core.so link.

@@ -116,9 +116,11 @@ set(CPACK_DEBIAN_DEV_DESCRIPTION
 libperfsdk watches a program's main or event loop and its threads' CPU
 time and samples the stacks of hangs and CPU bursts.
 
-This package holds perf_sdk.h, the link-time libperfsdk.so, the static
-library libperfsdk.a, the CMake package (find_package(PerfSDK)) and the
-pkg-config files perfsdk.pc and perfsdk-static.pc.")
+This package holds perf_sdk.h, the header-only event-loop integrations
+(perf_sdk_uv.h, perf_sdk_glib.h, perf_sdk_libevent.h), the link-time
+libperfsdk.so, the static library libperfsdk.a, the CMake package
+(find_package(PerfSDK)) and the pkg-config files perfsdk.pc and
+perfsdk-static.pc.")
 
 set(CPACK_DEBIAN_COLLECTOR_PACKAGE_SECTION net)
 set(CPACK_DEBIAN_COLLECTOR_PACKAGE_DEPENDS "adduser")

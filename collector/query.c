@@ -310,6 +310,10 @@ static json_t *frame_name(const json_t *frame) {
   return json_string(text);
 }
 
+unsigned query_filters(query_arg_fn arg, void *ctx, store_top_query_t *q, char **body) {
+  return parse_filters(arg, ctx, false, q, body);
+}
+
 unsigned query_stack_filters(query_arg_fn arg, void *ctx, store_top_query_t *q, char **body) {
   *body = NULL;
   return parse_filters(arg, ctx, true, q, body);

@@ -34,6 +34,7 @@
 #include "request_checks.h"
 #include "symbols_lookup.h"
 #include "symbols_upload.h"
+#include "versions_api.h"
 
 #define CONNECTION_MEMORY_LIMIT (64u * 1024)
 #define STORE_RETRY_AFTER "10"        /* seconds, on a 503 of the store */
@@ -379,6 +380,7 @@ static const struct {
     {"/api/v1/events", query_events, "application/json"},
     {"/api/v1/drops", query_drops, "application/json"},
     {"/api/v1/timeseries", query_timeseries, "application/json"},
+    {"/api/v1/versions/compare", versions_compare, "application/json"},
 };
 
 /* Binary exports: the body has a length; errors are JSON as above. */

@@ -374,6 +374,14 @@ static void text_batch(const dump_t *d, const char *path, const Perf__V1__Batch 
          " spool_quota=%" PRIu64 " oversized=%" PRIu64 "\n",
          dr ? dr->rate_limited : 0, dr ? dr->queue_full : 0, dr ? dr->sink_failed : 0,
          dr ? dr->spool_quota : 0, dr ? dr->oversized : 0);
+  perf__batch_loop_stats_t ls;
+  if (perf__batch_loop_stats_of(b, &ls)) {
+    printf("loop_stats watched_ms=%.3f busy_ms=%.3f units=", (double)ls.watched_ns / 1e6,
+           (double)ls.busy_ns / 1e6);
+    for (size_t i = 0; i < PERF__LOOP_BUCKETS; i++)
+      printf("%s%" PRIu64, i ? "," : "", ls.units[i]);
+    putchar('\n');
+  }
   printf("events=%zu\n\n", b->n_events);
   for (size_t i = 0; i < b->n_events; i++)
     text_event(d, b, b->events[i]);
@@ -503,6 +511,16 @@ static json_t *json_batch(const dump_t *d, const char *path, const Perf__V1__Bat
   jset(j, "symbolized", json_boolean(b->symbolized));
   jset(j, "resource", json_resource(b->resource));
   jset(j, "drops", json_drops(b->drops));
+  perf__batch_loop_stats_t ls;
+  if (perf__batch_loop_stats_of(b, &ls)) {
+    json_t *loop = json_object(), *units = json_array();
+    jset(loop, "watched_nanos", ju64(ls.watched_ns));
+    jset(loop, "busy_nanos", ju64(ls.busy_ns));
+    for (size_t i = 0; units && i < PERF__LOOP_BUCKETS; i++)
+      json_array_append_new(units, ju64(ls.units[i]));
+    jset(loop, "busy_units_by_bucket", units);
+    jset(j, "loop_stats", loop);
+  }
   for (size_t i = 0; events && i < b->n_events; i++)
     json_array_append_new(events, json_event(d, b, b->events[i]));
   jset(j, "events", events);

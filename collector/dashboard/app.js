@@ -2,11 +2,14 @@
 // (GET /api/v1/top-stacks), a flame graph (GET /api/v1/flame), the event list
 // (GET /api/v1/events), an event's detail (GET /api/v1/events/<id>), the
 // events the SDKs dropped before sending (GET /api/v1/drops) and a bar chart
-// of events per time bucket (GET /api/v1/timeseries). The filters and the
-// selected group live in the page's query string too, so a link reproduces
-// the view (writeUrl, readUrl).
+// of events per time bucket (GET /api/v1/timeseries), and two versions of an
+// app compared (GET /api/v1/versions/compare, drawn by compare.js). The
+// filters, the selected group and the compared versions live in the page's
+// query string too, so a link reproduces the view (writeUrl, readUrl).
 // Plain DOM and SVG, no framework, nothing loaded from elsewhere. The API key
 // is kept in localStorage and sent as "Authorization: Bearer <key>".
+
+import { renderComparison, renderPrompt } from './compare.js';
 
 const KEY_STORAGE = 'perf-collector.api-key';
 const SVG_NS = 'http://www.w3.org/2000/svg';
@@ -107,6 +110,10 @@ function writeUrl() {
   if (limit && limit !== DEFAULT_LIMIT) q.set('limit', limit);
   const group = state.selected ? state.selected.signature : state.pendingGroup;
   if (group) q.set('group', group);
+  for (const side of ['a', 'b']) {
+    const version = $(`compare-${side}`).value.trim();
+    if (version) q.set(side, version);
+  }
   const text = q.toString();
   history.replaceState(null, '', `${window.location.pathname}${text ? `?${text}` : ''}`);
 }
@@ -125,6 +132,7 @@ function readUrl() {
   const range = q.get('range') === 'all' ? '' : q.get('range');
   if (range !== null && [...$('range').options].some((o) => o.value === range)) $('range').value = range;
   if (q.has('limit')) $('limit').value = q.get('limit');
+  for (const side of ['a', 'b']) if (q.has(side)) $(`compare-${side}`).value = q.get(side);
   state.pendingGroup = q.get('group') || null;
 }
 
@@ -211,7 +219,7 @@ async function refresh() {
   writeUrl();
   const gen = ++state.generation;
   const results = await Promise.allSettled([loadStacks(gen), loadFlame(gen),
-    loadEvents(++state.eventsGeneration), loadDrops(gen), loadSeries(gen)]);
+    loadEvents(++state.eventsGeneration), loadDrops(gen), loadSeries(gen), loadCompare(gen)]);
   if (gen !== state.generation) return;
   const failed = results.find((r) => r.status === 'rejected');
   if (!failed && state.pendingGroup) await selectPendingGroup();
@@ -289,6 +297,30 @@ async function loadSeries(gen) {
   state.series = { ...answer, bucket: params.bucket, query: search.toString(),
     from: params.from === undefined ? null : Number(params.from), to };
   renderChart();
+}
+
+// Versions A and B of the app, with the other filters (not kind, version
+// or label: the comparison is of the hangs of two versions).
+async function loadCompare(gen) {
+  const box = $('compare-body');
+  const app = $('app').value.trim();
+  const a = $('compare-a').value.trim();
+  const b = $('compare-b').value.trim();
+  delete box.dataset.query;
+  if (!app || !a || !b) {
+    renderPrompt(el, box, app ? 'Enter versions A and B to compare.' : 'Choose an app above, then versions A and B.');
+    return;
+  }
+  box.replaceChildren();
+  const params = filterParams(false);
+  for (const name of ['kind', 'version', 'label']) delete params[name];
+  Object.assign(params, { a, b });
+  const search = new URLSearchParams();
+  setParams(search, params);
+  const answer = await apiJson('/api/v1/versions/compare', params);
+  if (gen !== state.generation) return;
+  box.dataset.query = search.toString();
+  renderComparison(el, box, answer);
 }
 
 // What the SDKs dropped for these filters (any kind: drops are the batches').
@@ -693,6 +725,10 @@ function init() {
     });
   }
   $('range').addEventListener('change', refresh);
+  $('compare-form').addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    refresh();
+  });
   $('flame-reset').addEventListener('click', () => {
     state.zoom = [];
     renderFlame();

@@ -125,7 +125,7 @@ int perf__batch_add_event(perf__batch_builder_t *b, const perf__batch_event_t *e
   }
   b->events[b->n_events++] = e;
   b->bytes += add;
-  if (b->n_events == 1) b->opened_ns = perf__now_ns();
+  if (b->n_events == 1 && !b->has_loop_stats) b->opened_ns = perf__now_ns();
   return PERF_OK;
 }
 
@@ -146,7 +146,7 @@ size_t perf__batch_encoded_size(const perf__batch_builder_t *b) {
 }
 
 int64_t perf__batch_opened_ns(const perf__batch_builder_t *b) {
-  return b && b->n_events ? b->opened_ns : 0;
+  return perf__batch_has_content(b) ? b->opened_ns : 0;
 }
 
 int perf__batch_finish(perf__batch_builder_t *b, const perf__batch_drops_t *drops, uint8_t **out,
@@ -188,6 +188,14 @@ int perf__batch_finish_as(perf__batch_builder_t *b, const perf__batch_drops_t *d
   batch.resource = &b->resource;
   batch.drops = &dc;
   batch.symbolized = b->opts.symbolize;
+  Perf__V1__LoopStats ls = PERF__V1__LOOP_STATS__INIT;
+  if (b->has_loop_stats) {
+    ls.watched_nanos = b->loop_stats.watched_ns;
+    ls.busy_nanos = b->loop_stats.busy_ns;
+    ls.n_busy_units_by_bucket = PERF__LOOP_BUCKETS;
+    ls.busy_units_by_bucket = b->loop_stats.units;
+    batch.loop_stats = &ls;
+  }
   uint8_t *raw = NULL;
   size_t size = 0;
   int err = pack_batch(b, &batch, &raw, &size);
@@ -202,6 +210,8 @@ void perf__batch_reset(perf__batch_builder_t *b) {
   if (!b) return;
   free_events(b);
   perf__batch_clear_tables(b);
+  b->has_loop_stats = false;
+  memset(&b->loop_stats, 0, sizeof b->loop_stats);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -7,9 +7,12 @@
  * hang and the cpu event are stored, adds one hand-made hang (reason
  * "stack-truth": an inline frame with file:line, a stack cut by the depth
  * cap; its batch tagged team=truth and reporting 12 events dropped by the
- * rate limit and 3 by the spool quota), then runs tests/dashboard/
+ * rate limit and 3 by the spool quota) and two versions of app "rates"
+ * with loop stats (3.1: 2 hangs in 1 h watched, 3.2: 6 in 2 h; hangs of
+ * 1 ms: the demo's stays the slowest), then runs tests/dashboard/
  * dashboard_test.mjs (node + playwright-core + Debian's chromium, headless)
- * against it and requires its exit 0 and its screenshot. A missing node,
+ * against it and requires its exit 0 and its two screenshots (the page,
+ * and the version comparison panel beside it, "-compare.png"). A missing node,
  * chromium or playwright-core fails the test: it never skips.
  */
 #include <stdbool.h>
@@ -101,6 +104,26 @@ static void post_stack_truth(const collector_t *c) {
   batch_post(c, &b, 1);
 }
 
+/* Versions 3.1 and 3.2 of app "rates" (the version comparison view):
+   3.1 watched 1 h with 2 hangs (1 in slow_query, 1 in render), 3.2
+   watched 2 h with 6 (5 and 1); units by duration per version. */
+static void post_rates(const collector_t *c) {
+  static const uint64_t u31[9] = {100, 20, 10, 3, 2, 0, 0, 0, 0};
+  static const uint64_t u32[9] = {400, 30, 20, 8, 5, 1, 0, 0, 0};
+  const uint64_t hour = 3600000000000ULL;
+  const loop_batch_t batches[] = {
+      {"rates", "3.1", "production", hour, hour / 4, u31, 9, 2, 1, 1},
+      {"rates", "3.2", "production", 2 * hour, hour, u32, 9, 6, 5, 1},
+  };
+  for (unsigned i = 0; i < 2; i++) {
+    reply_t *r = calloc(1, sizeof *r);
+    CHECK(r);
+    long status = batch_post_loop(c, &batches[i], 100 + i, r);
+    CHECKF(status == 200, "rates batch %u -> %ld", i, status);
+    free(r);
+  }
+}
+
 static void case_browser(void) {
   check_browser_tools();
   collector_t c;
@@ -108,8 +131,13 @@ static void case_browser(void) {
   demo_run_uploading(&c, PERF_DEMO_APP_PATH, tempdir_make("perf-dash"));
   demo_wait_stored(&c);
   post_stack_truth(&c);
+  post_rates(&c);
 
+  char compare_png[sizeof PERF_DASHBOARD_SCREENSHOT + 16];
+  snprintf(compare_png, sizeof compare_png, "%.*s-compare.png",
+           (int)(sizeof PERF_DASHBOARD_SCREENSHOT - 1 - 4), PERF_DASHBOARD_SCREENSHOT);
   unlink(PERF_DASHBOARD_SCREENSHOT);
+  unlink(compare_png);
   char *argv[] = {PERF_NODE_PATH,
                   PERF_DASHBOARD_DIR "/dashboard_test.mjs",
                   c.url,
@@ -121,6 +149,7 @@ static void case_browser(void) {
   struct stat st;
   CHECKF(stat(PERF_DASHBOARD_SCREENSHOT, &st) == 0 && st.st_size > 0, "no screenshot at %s",
          PERF_DASHBOARD_SCREENSHOT);
+  CHECKF(stat(compare_png, &st) == 0 && st.st_size > 0, "no screenshot at %s", compare_png);
   collector_stop_healthy(&c);
 }
 

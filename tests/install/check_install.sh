@@ -22,7 +22,9 @@ for f in libperfsdk-core.so.0 libperfsdk.so libperfsdk.a cmake/PerfSDK/PerfSDKCo
   pkgconfig/perfsdk.pc pkgconfig/perfsdk-static.pc; do
   [ -e "$libdir/$f" ] || fail "$libdir/$f not installed"
 done
-[ -e "$prefix/include/perf_sdk.h" ] || fail "include/perf_sdk.h not installed"
+for h in perf_sdk.h perf_sdk_uv.h perf_sdk_glib.h perf_sdk_libevent.h; do
+  [ -e "$prefix/include/$h" ] || fail "include/$h not installed"
+done
 [ ! -e "$libdir/libperfsdk-core.so" ] || fail "libperfsdk-core.so: the core is never linked by name"
 echo "installed: $(cd "$prefix" && find . -type f -o -type l | sort | tr '\n' ' ')"
 

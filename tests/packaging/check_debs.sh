@@ -52,7 +52,8 @@ L=usr/$libdir
 expect_files libperfsdk0 "$L/libperfsdk.so.0" "$L/libperfsdk.so.$version" \
   "$L/libperfsdk-core.so.0" "$L/libperfsdk-core.so.$version" \
   usr/share/lintian/overrides/libperfsdk0
-expect_files libperfsdk-dev usr/include/perf_sdk.h "$L/libperfsdk.so" "$L/libperfsdk.a" \
+expect_files libperfsdk-dev usr/include/perf_sdk.h usr/include/perf_sdk_uv.h \
+  usr/include/perf_sdk_glib.h usr/include/perf_sdk_libevent.h "$L/libperfsdk.so" "$L/libperfsdk.a" \
   "$L/cmake/PerfSDK/PerfSDKConfig.cmake" "$L/cmake/PerfSDK/PerfSDKConfigVersion.cmake" \
   "$L/cmake/PerfSDK/PerfSDKTargets.cmake" "$L/cmake/PerfSDK/PerfSDKTargets-relwithdebinfo.cmake" \
   "$L/pkgconfig/perfsdk.pc" "$L/pkgconfig/perfsdk-static.pc"

@@ -149,7 +149,12 @@ static void sdk_run(const char *reason) {
   snprintf(data_dir, sizeof data_dir, "%s/data", g_dir);
   cfg.data_dir = data_dir;
   CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
-  CHECK_EQ_INT(dump_me_capture_site(reason), 1);
+  if (reason) {
+    CHECK_EQ_INT(dump_me_capture_site(reason), 1);
+  } else { /* one short unit of work: the batch holds the loop stats alone */
+    CHECK_EQ_INT(perf_sdk_loop_busy(), PERF_OK);
+    CHECK_EQ_INT(perf_sdk_loop_idle(), PERF_OK);
+  }
   CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
 }
 
@@ -181,6 +186,7 @@ static void id_of(const char *path, char id[ID_HEX + 1]) {
   id[ID_HEX] = '\0';
 }
 
+/* reason NULL: no event, one unit of work (a stats-only batch). */
 static void make_batches(const char *reason) {
   make_dir();
   sdk_run(reason);
@@ -524,6 +530,26 @@ static void case_missing(void) {
   CHECK_HAS(g_stderr, "not a regular file");
 }
 
+/* A stats-only batch (the loop's one short unit, no event): its loop
+   stats as text and JSON. */
+static void case_loop_stats(void) {
+  make_batches(NULL);
+  CHECK_EQ_INT(run(g_batch, NULL), 0);
+  CHECK_HAS(g_stdout, "\nloop_stats watched_ms=");
+  CHECK_HAS(g_stdout, " units=1,0,0,0,0,0,0,0,0\nevents=0\n");
+  CHECK_EQ_INT(run("--json", g_batch, NULL), 0);
+  json_t *doc = load_json();
+  json_t *b = json_array_get(json_object_get(doc, "batches"), 0);
+  json_t *loop = json_object_get(b, "loop_stats");
+  json_t *units = json_object_get(loop, "busy_units_by_bucket");
+  CHECK_EQ_INT(json_array_size(units), 9);
+  CHECK_EQ_INT(json_integer_value(json_array_get(units, 0)), 1);
+  CHECK(json_integer_value(json_object_get(loop, "watched_nanos")) >=
+        json_integer_value(json_object_get(loop, "busy_nanos")));
+  CHECK_EQ_INT(json_array_size(json_object_get(b, "events")), 0);
+  json_decref(doc);
+}
+
 static void case_usage(void) {
   make_dir();
   CHECK_EQ_INT(run("--help", NULL), 0);
@@ -545,9 +571,9 @@ static void case_usage(void) {
 }
 
 static const test_case_t g_cases[] = {
-    TEST_CASE(text),       TEST_CASE(json),           TEST_CASE(json_escaping),
-    TEST_CASE(corrupt),    TEST_CASE(corrupt_in_dir), TEST_CASE(order),
-    TEST_CASE(max_stacks), TEST_CASE(missing),        TEST_CASE(usage),
+    TEST_CASE(text),           TEST_CASE(json),       TEST_CASE(json_escaping), TEST_CASE(corrupt),
+    TEST_CASE(corrupt_in_dir), TEST_CASE(order),      TEST_CASE(max_stacks),    TEST_CASE(missing),
+    TEST_CASE(usage),          TEST_CASE(loop_stats),
 };
 
 int main(int argc, char **argv) {
