@@ -28,6 +28,7 @@
 #include "frame_json.h"
 #include "hang_key.h"
 #include "perf_sdk.h"
+#include "sample_states.h"
 #include "sdk/base/frame_text.h"
 #include "sdk/base/utf8.h"
 #include "sdk/wire/batch_decode.h"
@@ -229,6 +230,7 @@ typedef struct record_s {
   store_stack_t *stacks;
   store_event_t *events;
   store_stack_count_t **counts; /* per event */
+  store_state_count_t **states; /* per event: its samples per thread and state */
   perf__named_stack_t *named;   /* per stack: its frame labels */
   store_group_t *groups;        /* one per stack */
   store_hang_t *hangs;          /* per event: hang events' grouping input */
@@ -260,6 +262,9 @@ static void record_free(record_t *r) {
     free((char *)r->stacks[i].frames_json);
   for (size_t i = 0; r->counts && i < r->batch.n_events; i++)
     free(r->counts[i]);
+  for (size_t i = 0; r->states && i < r->cap_events; i++)
+    free(r->states[i]);
+  free(r->states);
   free(r->stacks);
   free(r->events);
   free(r->counts);
@@ -309,6 +314,8 @@ static int build_event(record_t *r, const Perf__V1__Event *pe, size_t index) {
   }
   e->counts = r->counts[index];
   e->n_counts = pe->n_stack_counts;
+  if (sample_states_count(r->frames.bt, pe, &r->states[index], &e->n_states) != 0) return -1;
+  e->states = r->states[index];
   if (pe->kind == PERF__V1__EVENT_KIND__EVENT_KIND_HANG ||
       pe->kind == PERF__V1__EVENT_KIND__EVENT_KIND_FATAL_HANG)
     return pe->n_stack_counts ? hang_group(r, pe, index) : 0;
@@ -376,6 +383,7 @@ static int build_record(const ingest_target_t *t, const Perf__V1__Batch *bt, rec
               !(r->named = calloc(ns, sizeof *r->named)))) ||
       (ne && (!(r->events = calloc(ne, sizeof *r->events)) ||
               !(r->counts = calloc(ne, sizeof *r->counts)) ||
+              !(r->states = calloc(ne, sizeof *r->states)) ||
               !(r->hangs = calloc(ne, sizeof *r->hangs)))) ||
       (ns && !(r->groups = calloc(ns, sizeof *r->groups))))
     return -1;

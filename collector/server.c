@@ -30,6 +30,7 @@
 #include "ingest.h"
 #include "metrics.h"
 #include "query.h"
+#include "query_states.h"
 #include "ratelimit.h"
 #include "request_checks.h"
 #include "symbols_lookup.h"
@@ -380,6 +381,7 @@ static const struct {
     {"/api/v1/events", query_events, "application/json"},
     {"/api/v1/drops", query_drops, "application/json"},
     {"/api/v1/timeseries", query_timeseries, "application/json"},
+    {"/api/v1/states", query_states, "application/json"},
     {"/api/v1/versions/compare", versions_compare, "application/json"},
 };
 

@@ -73,6 +73,20 @@ typedef struct store_hang_s {
   void *owned;         /* what its maker allocated for it (store_renamer_t.hang_free) */
 } store_hang_t;
 
+/* Samples of one thread in one state within an event (event_states), or a
+   state's samples summed over events (state_rows: tid 0). state: "running",
+   "lock", "io", "poll", "sleep", "other" or "unknown" (the wire's
+   SampleState); syscall: the call waited in ("read"), "" for none; fd: an
+   I/O wait's descriptor kind ("file", "pipe", "socket", "other"), "" for
+   none. */
+typedef struct store_state_count_s {
+  uint32_t tid;
+  const char *state, *syscall, *fd;
+  uint64_t samples;
+} store_state_count_t;
+
+typedef int (*store_state_row_fn)(const store_state_count_t *row, void *user);
+
 typedef struct store_event_s {
   const char *kind; /* "hang", "fatal_hang", "cpu", "manual", "unspecified" */
   int64_t start_ns;
@@ -89,6 +103,8 @@ typedef struct store_event_s {
                                      picks its group (then group_sig is unused) */
   const store_stack_count_t *counts;
   size_t n_counts;
+  const store_state_count_t *states; /* per thread and state; none from older SDKs */
+  size_t n_states;
 } store_event_t;
 
 /* A tag of a batch's resource (perf_sdk_config_t.tags), or a tag filter:
@@ -314,6 +330,13 @@ typedef struct store_ops_s {
      samples, descending); STORE_NOT_FOUND when there is no such event. */
   int (*event_detail)(store_t *st, int64_t id, store_event_row_fn on_event,
                       store_count_row_fn on_count, void *user);
+  /* Event id's samples per thread and state (most samples first) to fn;
+     nothing for an event without states (an older SDK) or no such event. */
+  int (*event_states)(store_t *st, int64_t id, store_state_row_fn fn, void *user);
+  /* The samples per state (tid 0) summed over the events of q (kind
+     required; q->group: only the events of that group, hang or cpu: the
+     events that sampled that stack), most samples first. */
+  int (*state_rows)(store_t *st, const store_top_query_t *q, store_state_row_fn fn, void *user);
   /* Re-symbolize, in one transaction, every stack whose frames_json
      contains the text `needle`: r->rename_stack renames it; a renamed
      stack's counts, events and CPU group move to its new signature, merged

@@ -29,6 +29,7 @@
 #include "db_identity.h"
 #include "store.h"
 #include "store_hang_groups.h"
+#include "store_states.h"
 
 #define BUSY_TIMEOUT_MS 5000
 
@@ -136,6 +137,7 @@ enum stmt_id {
   ST_EVENT_COUNTS,
   ST_DROPS,
   ST_TIME_BUCKETS,
+  ST_STATE_ROWS,
   ST_INSERT_LOOP,
   ST_DELETE_LOOP,
   ST_LOOP_SUMS,
@@ -209,6 +211,14 @@ static const char *const STMT_SQL[ST_COUNT] = {
     [ST_TIME_BUCKETS] = "SELECT e.start_ns / ?7, count(*), total(e.duration_ns) FROM events e"
                         " JOIN batches b ON b.id = e.batch_id WHERE " KIND_FILTER TOP_FILTERS
                         " GROUP BY 1 ORDER BY 1 LIMIT ?8",
+    /* ?8: a group (hang) or a stack (cpu), NULL any (store_states.c holds
+       the table). */
+    [ST_STATE_ROWS] = "SELECT x.state, x.syscall, x.fd, sum(x.samples) FROM event_states x"
+                      " JOIN events e ON e.id = x.event_id JOIN batches b ON b.id = e.batch_id"
+                      " WHERE " KIND_FILTER TOP_FILTERS
+                      " AND (?8 IS NULL OR e.group_sig = ?8 OR EXISTS (SELECT 1 FROM"
+                      " stack_counts c WHERE c.event_id = e.id AND c.stack_sig = ?8))"
+                      " GROUP BY 1, 2, 3 ORDER BY 4 DESC, 1, 2, 3",
     [ST_INSERT_LOOP] = "INSERT INTO loop_stats(batch_id, watched_ns, busy_ns, u0, u1, u2, u3, u4,"
                        " u5, u6, u7, u8) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
     [ST_DELETE_LOOP] = "DELETE FROM loop_stats WHERE batch_id IN"
@@ -228,6 +238,7 @@ struct store_s {
   sqlite3 *db;
   sqlite3_stmt *stmt[ST_COUNT];
   hang_groups_t *hang;
+  store_states_t *states;
   char *path;
   db_identity_t *identity; /* path and path-wal as opened */
 };
@@ -256,6 +267,7 @@ static void sqlite_close(store_t *st) {
   for (int i = 0; i < ST_COUNT; i++)
     sqlite3_finalize(st->stmt[i]);
   hang_groups_close(st->hang);
+  store_states_close(st->states);
   sqlite3_close(st->db);
   db_identity_free(st->identity);
   pthread_mutex_destroy(&st->lock);
@@ -334,6 +346,11 @@ static int sqlite_open(const char *path, store_durability_t durability, store_t 
   }
   if (hang_groups_open(st->db, &st->hang) != SQLITE_OK) {
     report(st, "hang groups");
+    sqlite_close(st);
+    return STORE_ERROR;
+  }
+  if (store_states_open(st->db, &st->states) != SQLITE_OK) {
+    report(st, "thread states");
     sqlite_close(st);
     return STORE_ERROR;
   }
@@ -435,7 +452,9 @@ static int insert_events(store_t *st, const store_batch_t *b) {
     else
       sqlite3_bind_null(s, 10);
     int rc = step_done(st, ST_INSERT_EVENT);
-    if (rc == SQLITE_OK) rc = insert_counts(st, sqlite3_last_insert_rowid(st->db), e);
+    sqlite3_int64 id = sqlite3_last_insert_rowid(st->db);
+    if (rc == SQLITE_OK) rc = insert_counts(st, id, e);
+    if (rc == SQLITE_OK) rc = store_states_insert(st->states, id, e);
     if (rc != SQLITE_OK) return rc;
   }
   return SQLITE_OK;
@@ -512,6 +531,11 @@ static int delete_locked(store_t *st, int64_t cutoff_ns, uint64_t *deleted) {
                                        ST_DELETE_LOOP,   ST_DELETE_BATCHES, ST_DELETE_STACKS,
                                        ST_DELETE_GROUPS};
   if (step_done(st, ST_BEGIN) != SQLITE_OK) return STORE_ERROR;
+  if (store_states_delete_before(st->states, cutoff_ns) != SQLITE_OK) {
+    report(st, "retention");
+    step_done(st, ST_ROLLBACK);
+    return STORE_ERROR;
+  }
   for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
     sqlite3_bind_int64(st->stmt[order[i]], 1, cutoff_ns);
     if (step_done(st, order[i]) != SQLITE_OK) {
@@ -784,6 +808,32 @@ static int sqlite_time_buckets(store_t *st, const store_top_query_t *q, int64_t 
     stopped = fn(&row, user);
   }
   rc = finish_scan(st, s, rc, stopped, "time buckets");
+  pthread_mutex_unlock(&st->lock);
+  return rc;
+}
+
+static int sqlite_event_states(store_t *st, int64_t id, store_state_row_fn fn, void *user) {
+  pthread_mutex_lock(&st->lock);
+  int rc = store_states_of_event(st->states, id, fn, user);
+  if (rc != STORE_OK) report(st, "event states");
+  pthread_mutex_unlock(&st->lock);
+  return rc;
+}
+
+static int sqlite_state_rows(store_t *st, const store_top_query_t *q, store_state_row_fn fn,
+                             void *user) {
+  if (!q->kind) return STORE_ERROR;
+  pthread_mutex_lock(&st->lock);
+  sqlite3_stmt *s = st->stmt[ST_STATE_ROWS];
+  bind_filters(s, q);
+  if (q->group) sqlite3_bind_text(s, 8, q->group, -1, SQLITE_STATIC);
+  int rc, stopped = 0;
+  while (!stopped && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+    store_state_count_t row = {0, column_text(s, 0), column_text(s, 1), column_text(s, 2),
+                               (uint64_t)sqlite3_column_int64(s, 3)};
+    stopped = fn(&row, user);
+  }
+  rc = finish_scan(st, s, rc, stopped, "state rows");
   pthread_mutex_unlock(&st->lock);
   return rc;
 }
@@ -1096,6 +1146,8 @@ const store_ops_t store_sqlite_ops = {
     .event_detail = sqlite_event_detail,
     .drops = sqlite_drops,
     .time_buckets = sqlite_time_buckets,
+    .event_states = sqlite_event_states,
+    .state_rows = sqlite_state_rows,
     .loop_totals = sqlite_loop_totals,
     .resymbolize = sqlite_resymbolize,
 };

@@ -35,6 +35,7 @@
 #include "sdk/wire/batch.h"
 #include "sdk/wire/batch_decode.h"
 #include "sdk/wire/spool.h"
+#include "tools/dump_states.h"
 
 #define PROG "perf-dump"
 #define DECODE_MAX ((size_t)256 << 20) /* a batch is at most 64 MiB serialized */
@@ -73,13 +74,16 @@ static void bad(dump_t *d, const char *path, const char *fmt, ...)
 static const char *reason_text(const char *reason);
 static void text_batch(const dump_t *d, const char *path, const Perf__V1__Batch *b);
 static void text_event(const dump_t *d, const Perf__V1__Batch *b, const Perf__V1__Event *e);
-static void text_stack(const Perf__V1__Batch *b, const Perf__V1__StackCount *sc);
+static void text_stack(const Perf__V1__Batch *b, const Perf__V1__Event *e,
+                       const Perf__V1__StackCount *sc);
+static void text_states(const Perf__V1__Batch *b, const Perf__V1__Event *e);
 static void text_put(const char *s);
 static json_t *json_batch(const dump_t *d, const char *path, const Perf__V1__Batch *b);
 static json_t *json_resource(const Perf__V1__Resource *r);
 static json_t *json_drops(const Perf__V1__DropCounters *dr);
 static json_t *json_event(const dump_t *d, const Perf__V1__Batch *b, const Perf__V1__Event *e);
-static json_t *json_stack(const Perf__V1__Batch *b, const Perf__V1__StackCount *sc);
+static json_t *json_stack(const Perf__V1__Batch *b, const Perf__V1__Event *e,
+                          const Perf__V1__StackCount *sc);
 static json_t *json_frame(const Perf__V1__Batch *b, size_t index, uint32_t frame_ref);
 static json_t *jstr(const char *s);
 static json_t *ju64(uint64_t v);
@@ -409,9 +413,10 @@ static void text_event(const dump_t *d, const Perf__V1__Batch *b, const Perf__V1
     if (t->cpu_percent >= 0) printf(" cpu_percent=%" PRId32, t->cpu_percent);
     putchar('\n');
   }
+  text_states(b, e);
   size_t shown = stacks_shown(d, e);
   for (size_t i = 0; i < shown; i++)
-    text_stack(b, e->stack_counts[i]);
+    text_stack(b, e, e->stack_counts[i]);
   if (shown < e->n_stack_counts) printf("(%zu more stacks)\n", e->n_stack_counts - shown);
   putchar('\n');
 }
@@ -465,8 +470,19 @@ static void text_frame(const Perf__V1__Batch *b, const frame_view_t *v, size_t *
 /* The frames innermost first, as the stack text format (docs/protocol.md)
    with module-relative addresses, and `<truncated: reason>` when the
    stack did not reach its outermost frame. */
-static void text_stack(const Perf__V1__Batch *b, const Perf__V1__StackCount *sc) {
-  printf("stack samples=%" PRIu32 " thread=%" PRIu32 "\n", sc->samples, sc->tid);
+static void text_stack(const Perf__V1__Batch *b, const Perf__V1__Event *e,
+                       const Perf__V1__StackCount *sc) {
+  printf("stack samples=%" PRIu32 " thread=%" PRIu32, sc->samples, sc->tid);
+  perf__state_tally_t t;
+  perf__state_tally_event(b, e, sc->tid, sc->stack, &t);
+  char *words = dump_states_words(&t);
+  if (words && words[0]) {
+    fputs(" state=\"", stdout);
+    text_put(words);
+    putchar('"');
+  }
+  free(words);
+  putchar('\n');
   const Perf__V1__Stack *s = stack_at(b, sc->stack);
   size_t index = 0;
   for (size_t i = 0; s && i < s->n_frames; i++) {
@@ -476,6 +492,26 @@ static void text_stack(const Perf__V1__Batch *b, const Perf__V1__StackCount *sc)
   if (s && s->end != PERF__V1__STACK_END__STACK_END_UNSPECIFIED &&
       s->end != PERF__V1__STACK_END__STACK_END_COMPLETE)
     printf("%-3zu <truncated: %s>\n", index, perf__stack_end_text((int)s->end));
+}
+
+/* "states thread=<tid> waiting in read() (pipe) 62%, running 38%" per
+   thread whose states are known, as the file sink's report. */
+static void text_states(const Perf__V1__Batch *b, const Perf__V1__Event *e) {
+  uint32_t *tids;
+  size_t n;
+  if (perf__state_threads(e, &tids, &n) != 0) return;
+  for (size_t i = 0; i < n; i++) {
+    perf__state_tally_t t;
+    perf__state_tally_event(b, e, tids[i], 0, &t);
+    char *words = dump_states_words(&t);
+    if (words && words[0]) {
+      printf("states thread=%" PRIu32 " ", tids[i]);
+      text_put(words);
+      putchar('\n');
+    }
+    free(words);
+  }
+  free(tids);
 }
 
 /* A string from the batch: control characters, '"' and '\' escaped. */
@@ -582,18 +618,25 @@ static json_t *json_event(const dump_t *d, const Perf__V1__Batch *b, const Perf_
     json_array_append_new(threads, t);
   }
   jset(j, "threads", threads);
+  jset(j, "states", dump_states_json(b, e));
   size_t shown = stacks_shown(d, e);
   for (size_t i = 0; stacks && i < shown; i++)
-    json_array_append_new(stacks, json_stack(b, e->stack_counts[i]));
+    json_array_append_new(stacks, json_stack(b, e, e->stack_counts[i]));
   jset(j, "stacks", stacks);
   jset(j, "stacks_not_shown", ju64(e->n_stack_counts - shown));
   return j;
 }
 
-static json_t *json_stack(const Perf__V1__Batch *b, const Perf__V1__StackCount *sc) {
+static json_t *json_stack(const Perf__V1__Batch *b, const Perf__V1__Event *e,
+                          const Perf__V1__StackCount *sc) {
   json_t *j = json_object(), *frames = json_array();
   jset(j, "samples", json_integer(sc->samples));
   jset(j, "tid", json_integer(sc->tid));
+  perf__state_tally_t t;
+  perf__state_tally_event(b, e, sc->tid, sc->stack, &t);
+  char *words = dump_states_words(&t);
+  jset(j, "states", jstr(words ? words : ""));
+  free(words);
   const Perf__V1__Stack *s = stack_at(b, sc->stack);
   for (size_t i = 0; frames && s && i < s->n_frames; i++) {
     json_t *f = json_frame(b, i, s->frames[i]);

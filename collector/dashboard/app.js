@@ -2,10 +2,12 @@
 // (GET /api/v1/top-stacks), a flame graph (GET /api/v1/flame), the event list
 // (GET /api/v1/events), an event's detail (GET /api/v1/events/<id>), the
 // events the SDKs dropped before sending (GET /api/v1/drops) and a bar chart
-// of events per time bucket (GET /api/v1/timeseries), and two versions of an
-// app compared (GET /api/v1/versions/compare, drawn by compare.js). The
-// filters, the selected group and the compared versions live in the page's
-// query string too, so a link reproduces the view (writeUrl, readUrl).
+// of events per time bucket (GET /api/v1/timeseries), thread states in an
+// event's detail and for the selected stack (GET /api/v1/states), and two
+// versions of an app compared (GET /api/v1/versions/compare, drawn by
+// compare.js). The filters, the selected group and the compared versions
+// live in the page's query string too, so a link reproduces the view
+// (writeUrl, readUrl).
 // Plain DOM and SVG, no framework, nothing loaded from elsewhere. The API key
 // is kept in localStorage and sent as "Authorization: Bearer <key>".
 
@@ -216,6 +218,7 @@ async function refresh() {
   document.body.dataset.state = 'loading';
   state.selected = null;
   state.zoom = [];
+  $('stack-states').hidden = true; // the selection's, gone with it
   writeUrl();
   const gen = ++state.generation;
   const results = await Promise.allSettled([loadStacks(gen), loadFlame(gen),
@@ -432,7 +435,7 @@ async function selectStack(stack) {
   writeUrl();
   try {
     if (state.kind === 'hang') await loadFlame(state.generation); // the group's own, or all again
-    await loadEvents(++state.eventsGeneration);
+    await Promise.all([loadEvents(++state.eventsGeneration), loadStackStates()]);
   } catch (err) {
     reportError(err);
   }
@@ -656,6 +659,56 @@ function renderDetail(ev) {
       ...rest.map((s) => detailStack(s, total))));
   }
   if (ev.stacks.length === 0) $('detail-stacks').append(el('p', { class: 'empty', text: 'No samples.' }));
+  $('detail-states').textContent = threadStatesText(ev.states || []);
+}
+
+// ---- thread states --------------------------------------------------------------
+
+// One state in words, as the SDK's reports say it: "running",
+// "waiting in read() (pipe)", "waiting in syscall 435".
+function stateWords(s) {
+  if (s.state === 'running' || s.state === 'unknown') return s.state;
+  if (!s.syscall) return 'waiting outside a system call';
+  const call = s.syscall.startsWith('syscall ') ? s.syscall : `${s.syscall}()`;
+  return `waiting in ${call}${s.fd ? ` (${s.fd})` : ''}`;
+}
+
+// States summed as "waiting in read() (pipe) 62%, running 38%": most
+// samples first, each share rounded (rows of one state may repeat: merged).
+function statesText(rows) {
+  const merged = new Map();
+  for (const r of rows) {
+    const words = stateWords(r);
+    merged.set(words, (merged.get(words) || 0) + r.samples);
+  }
+  const total = [...merged.values()].reduce((n, v) => n + v, 0);
+  if (!total) return '';
+  return [...merged.entries()].sort((a, b) => b[1] - a[1])
+    .map(([words, n]) => `${words} ${Math.round((100 * n) / total)}%`).join(', ');
+}
+
+// An event's states per thread ("thread 7: ..."; one thread: just its text).
+function threadStatesText(states) {
+  const tids = [...new Set(states.map((s) => s.tid))];
+  if (tids.length === 0) return '—';
+  if (tids.length === 1) return statesText(states);
+  return tids.map((tid) => `thread ${tid}: ${statesText(states.filter((s) => s.tid === tid))}`)
+    .join(' · ');
+}
+
+// The selected stack's (or group's) states over the filtered events.
+async function loadStackStates() {
+  const box = $('stack-states');
+  const sel = state.selected;
+  box.hidden = true;
+  if (!sel) return;
+  const params = filterParams(false);
+  params.group = sel.signature;
+  const body = await apiJson('/api/v1/states', params);
+  if (state.selected !== sel) return;
+  const text = statesText(body.states);
+  box.textContent = text ? `Thread states of the selected stack: ${text}` : '';
+  box.hidden = !text;
 }
 
 function detailStack(stack, total) {
@@ -735,6 +788,7 @@ function init() {
   });
   $('events-all').addEventListener('click', () => {
     state.selected = null;
+    $('stack-states').hidden = true;
     for (const row of $('top-stacks').querySelectorAll('.stack-row')) row.classList.remove('selected');
     renderFlame();
     writeUrl();

@@ -149,7 +149,14 @@ int perf__batch_sink_add_loop_stats(perf__batch_sink_t *s, const perf__batch_loo
 
 int64_t perf__batch_sink_deadline(const perf__batch_sink_t *s) {
   int64_t opened = perf__batch_opened_ns(s->builder);
-  return opened ? opened + (int64_t)s->cfg->batch_max_delay_ms * 1000000 : 0;
+  if (!opened) return 0;
+  /* A batch of loop stats alone waits longer: an idle app sends one every
+     few minutes, not one per batch period (each is an fsync'd spool file
+     and, with http, a request). An event closes it at its usual time. */
+  int64_t delay_ms = s->cfg->batch_max_delay_ms;
+  if (perf__batch_event_count(s->builder) == 0 && delay_ms < PERF__STATS_BATCH_DELAY_MS)
+    delay_ms = PERF__STATS_BATCH_DELAY_MS;
+  return opened + delay_ms * 1000000;
 }
 
 void perf__batch_sink_close_batch(perf__batch_sink_t *s) {
@@ -223,7 +230,7 @@ static int start_uploader(perf__batch_sink_t *s) {
   perf__curl_options_t co = {s->cfg->connect_timeout_ms, s->cfg->request_timeout_ms,
                              s->cfg->tls_verify != 0, s->cfg->ca_bundle};
   perf__transport_t *t = NULL;
-  int err = perf__curl_transport_new(&co, &t);
+  int err = perf__lazy_curl_transport_new(&co, &t); /* libcurl: at the first batch to send */
   if (err) return err;
   perf__uploader_options_t uo = {
       s->cfg->endpoint,       s->cfg->api_key,           s->spool, t, s->cfg->backoff_base_ms,

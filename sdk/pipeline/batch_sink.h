@@ -48,7 +48,13 @@ int perf__batch_sink_add_fatal_hang(perf__batch_sink_t *s, const Perf__V1__Batch
    journal_write_failed). */
 int perf__batch_sink_add_loop_stats(perf__batch_sink_t *s, const perf__batch_loop_stats_t *stats);
 
-/* When the open batch must be closed (monotonic ns), 0 when none is open. */
+/* How long a batch holding loop stats and no event stays open (unless
+   batch_max_delay_ms is longer): 5 minutes. */
+#define PERF__STATS_BATCH_DELAY_MS 300000
+
+/* When the open batch must be closed (monotonic ns), 0 when none is open:
+   batch_max_delay_ms after it opened, PERF__STATS_BATCH_DELAY_MS while it
+   holds no event. */
 int64_t perf__batch_sink_deadline(const perf__batch_sink_t *s);
 
 /* Close the open batch now (if it has events or loop stats) and put it in

@@ -16,6 +16,7 @@
 
 #include "perf_sdk.h"
 #include "sdk/sampler/modules.h"
+#include "sdk/sampler/sample_state.h"
 #include "sdk/sampler/stack_end.h"
 
 #define PERF__EVENT_MAX_DEPTH 256     /* frames kept per sample */
@@ -42,8 +43,9 @@ typedef struct perf__stack_s {
 typedef struct perf__sample_s {
   int64_t mono_ns;
   pid_t tid;
-  int32_t stack; /* index in event->stacks, -1 when the capture failed */
-  int error;     /* the capture's perf_error_t when it failed */
+  int32_t stack;              /* index in event->stacks, -1 when the capture failed */
+  int error;                  /* the capture's perf_error_t when it failed */
+  perf__sample_state_t state; /* running, or waiting in which call (unknown when failed) */
 } perf__sample_t;
 
 typedef struct perf__thread_s {
@@ -83,6 +85,12 @@ perf__event_t *perf__event_new(perf__event_kind_t kind, perf__modules_t *mods);
    ended as `end`. Returns 0 or PERF_E_NO_MEMORY. */
 int perf__event_add_sample(perf__event_t *ev, pid_t tid, int64_t mono_ns, const uintptr_t *pcs,
                            size_t n, perf__stack_end_t end);
+
+/* perf__event_add_sample with the thread's state when its stack was read
+   (the sampler's shot.state); perf__event_add_sample records it unknown. */
+int perf__event_add_sample_state(perf__event_t *ev, pid_t tid, int64_t mono_ns,
+                                 const uintptr_t *pcs, size_t n, perf__stack_end_t end,
+                                 perf__sample_state_t state);
 
 /* Record a capture of tid that failed with `error`. */
 int perf__event_add_failed_sample(perf__event_t *ev, pid_t tid, int64_t mono_ns, int error);

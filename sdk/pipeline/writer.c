@@ -28,7 +28,7 @@
 #include "sdk/pipeline/batch_sink.h"
 #include "sdk/pipeline/event_text.h"
 #include "sdk/pipeline/hang_marker.h"
-#include "sdk/symbols/symbols.h"
+#include "sdk/pipeline/idle_memory.h"
 
 #define REPORT_MAX_BYTES (16u << 20) /* one event's text */
 /* Shutdown: how long past its deadline the stopper waits for a writer that
@@ -209,10 +209,10 @@ static void writer_main(perf__worker_t *worker, void *arg) {
   for (;;) {
     if (dwarf_due(w) && w->count == 0 && !w->hang_posted) {
       /* Idle for a while: the DWARF read to name frames goes until the
-         next event needs it. */
+         next event needs it, and malloc's free pages go back. */
       w->drop_dwarf_at = 0;
       perf__worker_unlock(w->worker);
-      perf__symbols_drop_dwarf();
+      perf__release_idle_memory();
       perf__worker_lock(w->worker);
       continue;
     }

@@ -13,6 +13,7 @@
 #include <sys/types.h>
 
 #include "sdk/sampler/modules.h"
+#include "sdk/sampler/sample_state.h"
 #include "sdk/sampler/unwind_rules.h"
 
 /* Deepest stack one capture records; deeper stacks are truncated. */
@@ -49,7 +50,19 @@ typedef struct perf__sampler_shot_s {
   perf__walk_status_t status; /* as perf__sampler_capture_status */
   int64_t taken_ns;           /* CLOCK_MONOTONIC when the stack was read: in the
                                  handler, or when a blocked thread's stack was copied */
+  /* What the thread was doing when its stack was read (sample_state.h):
+     state.state is PERF__STATE_RUNNING when it was on a CPU or runnable
+     (interrupted by the signal: the sample is on-CPU time), one of the
+     waiting classes (LOCK, IO, POLL, SLEEP, OTHER) with the system call's
+     number and an I/O call's descriptor kind when it was blocked and read
+     from outside, PERF__STATE_UNKNOWN when the capture failed. */
+  perf__sample_state_t state;
 } perf__sampler_shot_t;
+
+/* One shot's capture (tid, pcs and max filled by the caller), as
+   perf__sampler_capture_status, filling the rest of the shot (its state
+   included). Returns shot->err. */
+int perf__sampler_capture_shot(perf__modules_t *mods, perf__sampler_shot_t *shot);
 
 /* Capture n threads with up to `in_flight` (1..PERF__SAMPLER_IN_FLIGHT_MAX)
    requests outstanding: signal every running thread (each after its own

@@ -171,6 +171,10 @@ int perf__sampler_capture_status(perf__modules_t *mods, pid_t tid, uintptr_t *pc
   return err;
 }
 
+int perf__sampler_capture_shot(perf__modules_t *mods, perf__sampler_shot_t *shot) {
+  return capture_shot(mods, shot);
+}
+
 int perf__sampler_capture_threads(perf__modules_t *mods, perf__sampler_shot_t *shots, size_t n,
                                   size_t in_flight) {
   if (!mods || (n && !shots) || in_flight < 1 || in_flight > PERF__SAMPLER_IN_FLIGHT_MAX)
@@ -180,6 +184,7 @@ int perf__sampler_capture_threads(perf__modules_t *mods, perf__sampler_shot_t *s
     shots[i].count = 0;
     shots[i].status = PERF__WALK_NO_RULE;
     shots[i].taken_ns = 0;
+    shots[i].state = PERF__SAMPLE_STATE_UNKNOWN;
   }
   if (in_flight > 1) {
     pthread_mutex_lock(&g_lock);
@@ -214,6 +219,7 @@ static int capture_once(perf__modules_t *mods, perf__sampler_shot_t *shot) {
   shot->count = 0;
   shot->status = PERF__WALK_NO_RULE;
   shot->taken_ns = 0;
+  shot->state = PERF__SAMPLE_STATE_UNKNOWN;
   if (!mods || !shot->pcs || shot->max == 0 || shot->tid < 0) return PERF_E_INVALID_ARGUMENT;
   pthread_mutex_lock(&g_lock);
   int err = install_locked();
@@ -650,6 +656,7 @@ static int64_t handler_time_ns(const slot_t *s) {
 static int copy_result(perf__modules_t *mods, slot_t *s, perf__sampler_shot_t *shot) {
   g_last_handler_cycles = s->handler_cycles;
   shot->taken_ns = handler_time_ns(s);
+  shot->state = PERF__SAMPLE_STATE_RUNNING; /* the signal reached it in user code */
   if (s->mode == PERF_UNWIND_STACK_COPY) {
     perf__dwfl_unwinder_t *u = perf__modules_dwfl_unwinder(mods);
     if (!u) return PERF_E_UNSUPPORTED;

@@ -122,11 +122,16 @@ typedef struct perf__batch_count_s {
   uint32_t stack, tid, samples;
 } perf__batch_count_t;
 
-/* One sample: stack 0 when the capture failed with `error`. */
+/* One sample: stack 0 when the capture failed with `error`. state and
+   fd_kind: the wire's SampleState and FdKind values (0: unknown, none);
+   syscall: the call's name, NULL or "" for none. An event whose states
+   are all unknown sends no state columns. */
 typedef struct perf__batch_sample_s {
   int64_t mono_ns;
   uint32_t tid, stack;
   int32_t error;
+  uint8_t state, fd_kind;
+  const char *syscall;
 } perf__batch_sample_t;
 
 /* An event whose stacks are interned already (Event). The builder sorts a

@@ -30,6 +30,8 @@ static int build_threads(perf__batch_builder_t *b, const perf__batch_event_t *ev
 static int build_counts(perf__batch_builder_t *b, const perf__batch_event_t *ev,
                         Perf__V1__Event *e);
 static int build_samples(const perf__batch_event_t *ev, Perf__V1__Event *e);
+static int build_states(perf__batch_builder_t *b, const perf__batch_event_t *ev,
+                        Perf__V1__Event *e);
 static int compare_counts(const void *a, const void *b, void *counts);
 static int64_t us_floor(int64_t ns);
 static void free_event(Perf__V1__Event *e);
@@ -262,6 +264,7 @@ static int build_event(perf__batch_builder_t *b, const perf__batch_event_t *ev,
   int err = build_threads(b, ev, e);
   if (!err) err = build_counts(b, ev, e);
   if (!err) err = build_samples(ev, e);
+  if (!err) err = build_states(b, ev, e);
   return err;
 }
 
@@ -349,6 +352,33 @@ static int build_samples(const perf__batch_event_t *ev, Perf__V1__Event *e) {
   return PERF_OK;
 }
 
+/* The per-sample state columns, when any sample's state is known. */
+static int build_states(perf__batch_builder_t *b, const perf__batch_event_t *ev,
+                        Perf__V1__Event *e) {
+  size_t n = ev->sample_count;
+  bool any = false;
+  for (size_t i = 0; i < n && !any; i++)
+    any = ev->samples[i].state != 0;
+  if (!any) return PERF_OK;
+  if (!(e->sample_states = malloc(n * sizeof *e->sample_states)) ||
+      !(e->sample_syscalls = malloc(n * sizeof *e->sample_syscalls)) ||
+      !(e->sample_fds = malloc(n * sizeof *e->sample_fds)))
+    return PERF_E_NO_MEMORY;
+  e->n_sample_states = e->n_sample_syscalls = e->n_sample_fds = n;
+  for (size_t i = 0; i < n; i++) {
+    const perf__batch_sample_t *s = &ev->samples[i];
+    e->sample_states[i] = (Perf__V1__SampleState)s->state;
+    e->sample_fds[i] = (Perf__V1__FdKind)s->fd_kind;
+    e->sample_syscalls[i] = 0;
+    const char *call = s->syscall;
+    if (call && call[0]) {
+      int err = perf__batch_intern_string(b, call, strlen(call), &e->sample_syscalls[i]);
+      if (err) return err;
+    }
+  }
+  return PERF_OK;
+}
+
 static int compare_counts(const void *a, const void *b, void *counts) {
   const perf__batch_count_t *c = counts;
   size_t i = *(const size_t *)a, j = *(const size_t *)b;
@@ -370,6 +400,9 @@ static void free_event(Perf__V1__Event *e) {
   free(e->sample_tids);
   free(e->sample_stacks);
   free(e->sample_errors);
+  free(e->sample_states);
+  free(e->sample_syscalls);
+  free(e->sample_fds);
 }
 
 static void free_events(perf__batch_builder_t *b) {

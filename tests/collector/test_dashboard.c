@@ -56,7 +56,8 @@ static void check_browser_tools(void) {
    team=truth and drop counters (rate_limited 12, spool_quota 3): the
    browser test's drops line and tag filter. */
 static void post_stack_truth(const collector_t *c) {
-  char *strings[] = {"", "stack_truth_inner", "stack_truth_outer", "stack_truth_root", "truth.c"};
+  char *strings[] = {
+      "", "stack_truth_inner", "stack_truth_outer", "stack_truth_root", "truth.c", "read", "futex"};
   Perf__V1__Function fn[3];
   Perf__V1__Function *fns[3];
   for (int i = 0; i < 3; i++) {
@@ -77,13 +78,27 @@ static void post_stack_truth(const collector_t *c) {
   st.n_frames = 2, st.frames = ids, st.end = PERF__V1__STACK_END__STACK_END_DEPTH;
   Perf__V1__Stack *sts[] = {&st};
   Perf__V1__StackCount sc = PERF__V1__STACK_COUNT__INIT;
-  sc.stack = 1, sc.samples = 1, sc.tid = 4242;
+  sc.stack = 1, sc.samples = 4, sc.tid = 4242;
   Perf__V1__StackCount *scs[] = {&sc};
   Perf__V1__Event ev = PERF__V1__EVENT__INIT;
   ev.kind = PERF__V1__EVENT_KIND__EVENT_KIND_HANG;
   ev.start_unix_nanos = (int64_t)(now_wall_s() * 1e9);
   ev.duration_nanos = 1000000, ev.tid = 4242, ev.reason = "stack-truth";
   ev.n_stack_counts = 1, ev.stack_counts = scs, ev.dominant_stack = 1;
+  /* Four samples: two in read() on a pipe, one in a futex, one running
+     (the browser test reads "waiting in read() (pipe) 50%, ..."). */
+  int64_t offsets[] = {100, 100, 100, 100};
+  uint32_t stacks[] = {1, 1, 1, 1}, calls[] = {5, 5, 6, 0};
+  Perf__V1__SampleState states[] = {
+      PERF__V1__SAMPLE_STATE__SAMPLE_STATE_IO, PERF__V1__SAMPLE_STATE__SAMPLE_STATE_IO,
+      PERF__V1__SAMPLE_STATE__SAMPLE_STATE_LOCK, PERF__V1__SAMPLE_STATE__SAMPLE_STATE_RUNNING};
+  Perf__V1__FdKind fds[] = {PERF__V1__FD_KIND__FD_KIND_PIPE, PERF__V1__FD_KIND__FD_KIND_PIPE,
+                            PERF__V1__FD_KIND__FD_KIND_NONE, PERF__V1__FD_KIND__FD_KIND_NONE};
+  ev.n_sample_offsets_micros = 4, ev.sample_offsets_micros = offsets;
+  ev.n_sample_stacks = 4, ev.sample_stacks = stacks;
+  ev.n_sample_states = 4, ev.sample_states = states;
+  ev.n_sample_syscalls = 4, ev.sample_syscalls = calls;
+  ev.n_sample_fds = 4, ev.sample_fds = fds;
   Perf__V1__Event *evs[] = {&ev};
   Perf__V1__Resource res = PERF__V1__RESOURCE__INIT;
   res.app_name = "truth";
@@ -96,7 +111,7 @@ static void post_stack_truth(const collector_t *c) {
   Perf__V1__Batch b = PERF__V1__BATCH__INIT;
   b.resource = &res;
   b.drops = &drops;
-  b.n_strings = 5, b.strings = strings;
+  b.n_strings = 7, b.strings = strings;
   b.n_functions = 3, b.functions = fns;
   b.n_frames = 2, b.frames = frs;
   b.n_stacks = 1, b.stacks = sts;

@@ -841,6 +841,12 @@ static void case_fatal_hang(void) {
   char reason[96];
   snprintf(reason, sizeof reason, "process %d ended", (int)child);
   CHECKF(strstr(ev.text, reason) != NULL, "no '%s' in:\n%s", reason, ev.text);
+  /* The dead thread spun: its samples' states came through the marker
+     (unknown only for a capture that failed). */
+  char states[64];
+  snprintf(states, sizeof states, "\nstates thread=%d running ", (int)child);
+  CHECKF(strstr(ev.text, states) && strstr(ev.text, " state=\"running "), "no %s in:\n%s",
+         states + 1, ev.text);
   const char *chain[] = {"fatal_spin", "fatal_outer"};
   expect_chain(&ev, 0, chain, ARRAY_LEN(chain));
   event_free(&ev);

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -255,6 +256,12 @@ static void check_text(const char *id) {
   CHECK_HAS(g_stdout, "\nreason=\"dump me\"\n");
   CHECK_HAS(g_stdout, "\nthread tid=");
   CHECK_HAS(g_stdout, "\nstack samples=1 thread=");
+  /* The caller captured itself: running (its thread states line, and its
+     stack's). */
+  char states[64];
+  snprintf(states, sizeof states, "\nstates thread=%d running 100%%\n", (int)syscall(SYS_gettid));
+  CHECK_HAS(g_stdout, states);
+  CHECK_HAS(g_stdout, " state=\"running 100%\"\n");
   /* "<index> <module> 0x<16 hex> <function> + <offset> <file>:<line>", and
      the function inlined there on a line of its own, before it. */
   CHECK_HAS(g_stdout, " test_perf_dump           0x0");
@@ -364,6 +371,13 @@ static void case_json(void) {
   CHECK(jstring(e, "start")[strlen(jstring(e, "start")) - 1] == 'Z');
   CHECK(json_array_size(json_object_get(e, "threads")) >= 1);
   CHECK(event_has_function(e, "dump_me_capture_site"));
+  /* The caller's thread states: running, its one sample. */
+  json_t *st = json_array_get(json_object_get(e, "states"), 0);
+  CHECK_EQ_INT(json_integer_value(json_object_get(st, "tid")), syscall(SYS_gettid));
+  CHECK(strcmp(jstring(st, "states"), "running 100%") == 0);
+  json_t *count = json_array_get(json_object_get(st, "counts"), 0);
+  CHECK(strcmp(jstring(count, "state"), "running") == 0 && !jstring(count, "syscall")[0] &&
+        json_integer_value(json_object_get(count, "samples")) == 1);
   check_json_lines(e);
   json_t *frame =
       json_array_get(json_object_get(json_array_get(json_object_get(e, "stacks"), 0), "frames"), 0);

@@ -108,6 +108,24 @@ async function checkChart(page) {
   return points;
 }
 
+// Thread states in the words of the SDK's reports, from the API's rows:
+// "waiting in read() (pipe) 50%, running 25%" (the page's own statesText
+// computed independently here).
+function expectedStates(rows) {
+  const merged = new Map();
+  for (const r of rows) {
+    let words = r.state;
+    if (r.state !== 'running' && r.state !== 'unknown') {
+      words = !r.syscall ? 'waiting outside a system call'
+        : `waiting in ${r.syscall.startsWith('syscall ') ? r.syscall : `${r.syscall}()`}${r.fd ? ` (${r.fd})` : ''}`;
+    }
+    merged.set(words, (merged.get(words) || 0) + r.samples);
+  }
+  const total = [...merged.values()].reduce((n, v) => n + v, 0);
+  return [...merged.entries()].sort((a, b) => b[1] - a[1])
+    .map(([w, n]) => `${w} ${Math.round((100 * n) / total)}%`).join(', ');
+}
+
 async function firstStackFunction(page) {
   return page.locator('[data-testid="stack-row"]').first()
     .locator('[data-testid="stack-function"]').textContent();
@@ -200,6 +218,13 @@ async function run(page) {
     const root = document.querySelector('[data-testid="flame-node"][data-name="all"]');
     return root && root.dataset.value === String(n);
   }, hang.samples);
+  // The group's thread states over its events (GET /api/v1/states?group=).
+  const groupStates = await apiJson(`/api/v1/states?kind=hang&group=${hang.signature}`);
+  check(groupStates.samples >= hang.samples && groupStates.states.length >= 1,
+    `the group's states cover its samples (${JSON.stringify(groupStates)}, ${hang.samples})`);
+  const wantGroupStates = `Thread states of the selected stack: ${expectedStates(groupStates.states)}`;
+  await page.waitForFunction((t) => document.getElementById('stack-states').textContent === t, wantGroupStates);
+  check(await page.getByTestId('stack-states').isVisible(), 'the stack view shows its thread states');
   await page.locator('#events-all').waitFor({ state: 'visible' });
   const rows = page.locator('[data-testid="event-row"]');
   await page.waitForFunction((n) => document.querySelectorAll('[data-testid="event-row"]').length === n,
@@ -214,6 +239,12 @@ async function run(page) {
   const duration = await page.getByTestId('detail-duration').textContent();
   check(duration === formatMs(event.duration_ms), `detail duration ${duration} = ${formatMs(event.duration_ms)}`);
   check((await page.getByTestId('detail-thread').textContent()).startsWith(String(event.tid)), 'detail thread');
+  // Its thread states, as the SDK's reports say them (one thread: no tid).
+  const eventStates = (await apiJson(`/api/v1/events/${event.id}`)).states;
+  check(eventStates.length >= 1 && eventStates.every((r) => r.tid === event.tid),
+    `the hang's states are its thread's (${JSON.stringify(eventStates)})`);
+  await page.waitForFunction((t) => document.getElementById('detail-states').textContent === t,
+    expectedStates(eventStates));
   const stackText = await detail.locator('[data-testid="detail-stack"]').first().textContent();
   for (const name of HANG_CHAIN) check(stackText.includes(name), `detail stack has ${name}`);
   // The demo names the request that hung (perf_sdk_loop_busy_label).
@@ -247,6 +278,10 @@ async function run(page) {
   check(items[3] === '<truncated: depth>', `truncated line: ${items[3]}`);
   check(await detail.getByTestId('detail-truncated').isVisible(), 'the truncated marker is visible');
   check(await detail.getByTestId('inline-mark').first().isVisible(), 'the [inline] mark is visible');
+  // The hand-made hang's four samples: exact words and shares.
+  const truthStates = await page.getByTestId('detail-states').textContent();
+  check(truthStates === 'waiting in read() (pipe) 50%, waiting in futex() 25%, running 25%',
+    `stack-truth states: "${truthStates}"`);
 
   // Drops: the line for the filters, then the tag filter.
   const dropsLine = page.getByTestId('drops');
@@ -318,6 +353,12 @@ async function run(page) {
   check(shown.getAll('tag').join(' ') === 'team:truth' && !shown.has('label') && !shown.has('kind'),
     `the URL has the tag filter (${page.url()})`);
 
+  // The stack-truth stack selected: its states in the stack view, exactly.
+  check(await page.getByTestId('stack-states').isHidden(), 'no stack selected: no states line');
+  await page.locator('[data-testid="stack-row"]').first().click();
+  await page.waitForFunction((t) => document.getElementById('stack-states').textContent === t,
+    'Thread states of the selected stack: waiting in read() (pipe) 50%, waiting in futex() 25%, running 25%');
+  check(await page.getByTestId('stack-states').isVisible(), 'the stack-truth states are visible');
   await page.mouse.move(0, 0);
   await page.screenshot({ path: screenshotPath, fullPage: true });
   const png = readFileSync(screenshotPath);
