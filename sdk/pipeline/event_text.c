@@ -97,6 +97,34 @@ int perf__format_event_stacks(perf__strbuf_t *b, const perf__event_t *ev) {
   return err;
 }
 
+/* Why samples gave no stack: the distinct errors in the order first seen
+   and how many samples failed with each (an error enum is small). */
+typedef struct {
+  int error[16];
+  size_t count[16], n;
+} failures_t;
+
+static void count_failure(failures_t *f, int error) {
+  size_t k = 0;
+  while (k < f->n && f->error[k] != error)
+    k++;
+  if (k == f->n) {
+    if (f->n == 16) return;
+    f->error[f->n] = error;
+    f->count[f->n++] = 0;
+  }
+  f->count[k]++;
+}
+
+/* "failed samples=<n> error="<text>"", one line per distinct error. */
+static int format_failures(perf__strbuf_t *b, const failures_t *f) {
+  int err = PERF_OK;
+  for (size_t k = 0; k < f->n && !err; k++)
+    err = perf__strbuf_appendf(b, "failed samples=%zu error=\"%s\"\n", f->count[k],
+                               perf_strerror(f->error[k]));
+  return err;
+}
+
 /* The states lines of a decoded event (a dead process's marker), as
    format_thread_states says them for a live one. */
 static int format_decoded_states(perf__strbuf_t *b, const Perf__V1__Batch *bt,
@@ -153,6 +181,12 @@ int perf__format_event(perf__strbuf_t *b, const perf__event_t *ev, const perf__c
                 ev->reason,
                 ev->label};
   int err = format_header(b, &h, cfg);
+  if (!err && h.failed) {
+    failures_t f = {.n = 0};
+    for (size_t i = 0; i < ev->sample_count; i++)
+      if (ev->samples[i].stack < 0) count_failure(&f, ev->samples[i].error);
+    err = format_failures(b, &f);
+  }
   for (size_t i = 0; i < ev->thread_count && !err; i++)
     err = format_thread(b, ev->threads[i].tid, ev->threads[i].name, ev->threads[i].cpu_percent);
   if (!err) err = format_thread_states(b, ev);
@@ -176,6 +210,12 @@ int perf__format_fatal_hang(perf__strbuf_t *b, const Perf__V1__Batch *marker, co
                 reason,
                 e->label};
   int err = format_header(b, &h, cfg);
+  if (!err && failed) {
+    failures_t f = {.n = 0};
+    for (size_t i = 0; i < e->n_sample_errors; i++)
+      count_failure(&f, e->sample_errors[i]);
+    err = format_failures(b, &f);
+  }
   for (size_t i = 0; i < e->n_threads && !err; i++)
     err = format_thread(b, (pid_t)e->threads[i]->tid, string_at(marker, e->threads[i]->name),
                         e->threads[i]->cpu_percent);
