@@ -179,20 +179,33 @@ static int add_cand(store_t *st, cands_t *cs, const char *sig, const char *path)
   return rc == 0 ? read_path(st, c) : rc;
 }
 
-/* The stored groups keyed by a root prefix of h's key. */
+/* The stored groups keyed by a root prefix of h's key: one query for all
+   the prefixes' signatures, added in prefix order (shortest first) as the
+   SQLite backend adds them. */
 static int prefix_cands(store_t *st, const store_hang_t *h, cands_t *cs) {
-  int rc = 0;
-  for (size_t d = 1; rc == 0 && d <= h->len; d++) {
-    char sig[STORE_SIG_CHARS + 1];
-    snprintf(sig, sizeof sig, "%016llx",
+  char(*sigs)[STORE_SIG_CHARS + 1] = calloc(h->len ? h->len : 1, sizeof *sigs);
+  if (!sigs) return -1;
+  pg_array_t a = {0};
+  for (size_t d = 1; d <= h->len; d++) {
+    snprintf(sigs[d - 1], sizeof sigs[d - 1], "%016llx",
              (unsigned long long)perf__signature_hash(h->key + h->len - d, d));
-    pg_params_t p = {0};
-    pg_text(&p, 1, sig);
-    PGresult *r = pg_run(st, "SELECT path FROM hang_groups WHERE signature = $1", &p, "hang group");
-    if (!r) return -1;
-    if (PQntuples(r) > 0) rc = add_cand(st, cs, sig, PQgetvalue(r, 0, 0));
-    PQclear(r);
+    pg_array_text(&a, sigs[d - 1]);
   }
+  pg_params_t p = {0};
+  pg_own(&p, 1, pg_array_end(&a));
+  PGresult *r = p.v[0] ? pg_run(st,
+                                "SELECT signature, path FROM hang_groups"
+                                " WHERE signature = ANY($1::text[])",
+                                &p, "hang groups")
+                       : NULL;
+  pg_params_free(&p);
+  int rc = r ? 0 : -1;
+  for (size_t d = 0; rc == 0 && d < h->len; d++)
+    for (int i = 0; rc == 0 && i < PQntuples(r); i++)
+      if (strcmp(PQgetvalue(r, i, 0), sigs[d]) == 0)
+        rc = add_cand(st, cs, sigs[d], PQgetvalue(r, i, 1));
+  PQclear(r);
+  free(sigs);
   return rc;
 }
 
