@@ -668,6 +668,17 @@ static void compare_pg(const char *dir, const body_t *bodies, size_t nbatches, i
     kill(pid, SIGTERM);
     waitpid(pid, NULL, 0);
   }
+  char sql[256];
+  snprintf(sql, sizeof sql,
+           "SELECT pg_database_size('%s') - pg_database_size('template1'),"
+           " (SELECT coalesce(sum(samples), 0) FROM stack_counts)",
+           one);
+  PGresult *r = pg_exec(dir, one, sql);
+  if (r)
+    printf("PostgreSQL database: %.1f MB over template1's for %s samples (%.0f bytes each)\n\n",
+           strtod(PQgetvalue(r, 0, 0), NULL) / 1e6, PQgetvalue(r, 0, 1),
+           strtod(PQgetvalue(r, 0, 0), NULL) / strtod(PQgetvalue(r, 0, 1), NULL));
+  PQclear(r);
   pg_drop(dir, one);
   pg_drop(dir, two);
 }
