@@ -5,13 +5,16 @@
  * killed with SIGKILL mid-run and its batches retried on the other, as a
  * load balancer would: every acknowledged batch is stored exactly once,
  * with its events. And the background jobs' coordination: the retention
- * job waits while another instance holds its advisory lock. Runs only
+ * job waits while another instance holds its advisory lock; the versioned
+ * schema: two collectors starting on an empty database migrate it once, a
+ * database newer than the collector is refused. Runs only
  * against the pg_server fixture (PERF_TEST_DB=pg).
  */
 #include <libpq-fe.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -194,9 +197,64 @@ static void case_retention_lock(void) {
   collector_stop_healthy(&c);
 }
 
+/* perf-collector on db (port from free_port) with its stderr to log. */
+static pid_t spawn_on(const char *db, const char *log, char *listen, size_t listen_len) {
+  snprintf(listen, listen_len, "127.0.0.1:%u", (unsigned)free_port());
+  char *argv[] = {PERF_COLLECTOR_PATH, "--listen",      listen,         "--db",
+                  (char *)db,          "--symbols-dir", "/nonexistent", NULL};
+  return spawn(argv, log);
+}
+
+static bool file_has(const char *path, const char *text) {
+  char buf[8192] = "";
+  FILE *f = fopen(path, "r");
+  if (!f) return false;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  buf[n] = '\0';
+  fclose(f);
+  return strstr(buf, text) != NULL;
+}
+
+/* Two collectors started at once on an empty database: both serve, the
+   schema is at version 1 once (schema_version has one row). Then a
+   database a newer collector migrated (version 999): refused at start,
+   exit 1, the reason said. */
+static void case_schema(void) {
+  collector_t c;
+  collector_start(&c, NULL);
+  collector_stop_healthy(&c);
+  db_exec(c.db, "SET client_min_messages = warning; DROP SCHEMA public CASCADE;"
+                "CREATE SCHEMA public");
+  char logs[2][160], listens[2][32];
+  collector_t two[2];
+  for (int i = 0; i < 2; i++) {
+    snprintf(logs[i], sizeof logs[i], "%s/start%d.log", c.dir, i);
+    two[i] = c;
+    two[i].pid = spawn_on(c.db, logs[i], listens[i], sizeof listens[i]);
+    snprintf(two[i].url, sizeof two[i].url, "http://%s", listens[i]);
+  }
+  for (int i = 0; i < 2; i++) {
+    g_running = two[i].pid;
+    CHECKF(healthy_within(&two[i], 30), "collector %d did not start", i);
+  }
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM schema_version"), 1);
+  CHECK_EQ_INT(db_count(c.db, "SELECT max(version) FROM schema_version"), 1);
+  CHECK(file_has(logs[0], "migrated to version 1") + file_has(logs[1], "migrated to version 1") ==
+        1);
+  for (int i = 0; i < 2; i++)
+    collector_stop_healthy(&two[i]);
+  db_exec(c.db, "UPDATE schema_version SET version = 999");
+  char listen[32];
+  pid_t pid = spawn_on(c.db, logs[0], listen, sizeof listen);
+  CHECK_EQ_INT(spawn_wait(pid, 30), 1);
+  CHECKF(file_has(logs[0], "schema version 999 is newer than this collector's (1)"), "see %s",
+         logs[0]);
+}
+
 static const test_case_t g_cases[] = {
     TEST_CASE(two_collectors),
     TEST_CASE(retention_lock),
+    TEST_CASE(schema),
 };
 
 int main(int argc, char **argv) {
