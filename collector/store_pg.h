@@ -26,11 +26,20 @@
 #define PG_LOCK_RETENTION 0x70657266002   /* the retention job */
 #define PG_LOCK_RESYMBOLIZE 0x70657266003 /* a re-symbolization */
 
+#define PG_MAX_PREPARED 96
+
 struct store_s {
   pthread_mutex_t lock;
   PGconn *conn;
   char *conninfo;
   store_durability_t durability;
+  /* Statements with parameters are prepared on the connection at their
+     first use (named by their index here: the SQL texts are constants,
+     known by address, and their parameter count: one text may be run
+     with different counts) and reused; a reset connection starts over. */
+  const char *prepared[PG_MAX_PREPARED];
+  int prepared_n[PG_MAX_PREPARED];
+  int n_prepared;
 };
 
 /* Statement parameters as text (NULL: SQL NULL), numbers formatted into

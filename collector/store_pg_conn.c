@@ -120,6 +120,7 @@ char *pg_array_end(pg_array_t *a) {
 static void ensure_connected(store_t *st) {
   if (PQstatus(st->conn) == CONNECTION_OK) return;
   PQreset(st->conn);
+  st->n_prepared = 0; /* gone with the session */
   if (PQstatus(st->conn) == CONNECTION_OK) {
     PGresult *r =
         PQexec(st->conn, st->durability == STORE_DURABLE_FULL ? "SET synchronous_commit = on"
@@ -128,13 +129,30 @@ static void ensure_connected(store_t *st) {
   }
 }
 
+/* sql run with p as a prepared statement (prepared at its first use;
+   PQexecParams when the table is full or the prepare failed). */
+static PGresult *run_prepared(store_t *st, const char *sql, const pg_params_t *p) {
+  int i = 0;
+  while (i < st->n_prepared && (st->prepared[i] != sql || st->prepared_n[i] != p->n))
+    i++;
+  char name[16];
+  snprintf(name, sizeof name, "s%d", i);
+  if (i == st->n_prepared && i < PG_MAX_PREPARED) {
+    PGresult *r = PQprepare(st->conn, name, sql, p->n, p->type);
+    bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+    PQclear(r);
+    if (ok) st->prepared_n[i] = p->n, st->prepared[st->n_prepared++] = sql;
+  }
+  if (i < st->n_prepared) return PQexecPrepared(st->conn, name, p->n, p->v, p->len, p->fmt, 0);
+  return PQexecParams(st->conn, sql, p->n, p->type, p->v, p->len, p->fmt, 0);
+}
+
 PGresult *pg_run(store_t *st, const char *sql, const pg_params_t *p, const char *what) {
   g_state[0] = '\0';
   ensure_connected(st);
   /* Without parameters: PQexec, which also runs several statements (a
      migration). */
-  PGresult *r = p ? PQexecParams(st->conn, sql, p->n, p->type, p->v, p->len, p->fmt, 0)
-                  : PQexec(st->conn, sql);
+  PGresult *r = p ? run_prepared(st, sql, p) : PQexec(st->conn, sql);
   ExecStatusType s = PQresultStatus(r);
   if (s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK) return r;
   const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
