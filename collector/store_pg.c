@@ -69,6 +69,11 @@ static const char *const MIGRATIONS[] = {
     " tid bigint NOT NULL, state text COLLATE \"C\" NOT NULL, syscall text COLLATE \"C\" NOT NULL,"
     " fd text COLLATE \"C\" NOT NULL, samples bigint NOT NULL);"
     "CREATE INDEX event_states_event ON event_states(event_id);",
+    /* 2: a CPU event's CPU time per stack count (CPU profiles, issue 14:
+       the SDK's sample weights); NULL (rows stored before, other kinds,
+       older SDKs): the count weighs its samples. Adds a column only: a
+       collector at version 1 keeps working beside it. */
+    "ALTER TABLE stack_counts ADD COLUMN cpu_us bigint;",
 };
 #define SCHEMA_VERSION ((int)(sizeof MIGRATIONS / sizeof MIGRATIONS[0]))
 _Static_assert(STORE_LOOP_BUCKETS == 9, "loop_stats has one column per bucket");

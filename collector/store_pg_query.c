@@ -27,6 +27,9 @@ _Static_assert(STORE_MAX_TAG_FILTERS == 4, "BATCH_FILTERS has one TAG_FILTER per
                 " AND ($19::text IS NULL OR e.label = $19)"
 #define DROPS_FILTERS                                                                              \
   BATCH_FILTERS " AND b.received_ns >= $4::bigint AND b.received_ns <= $5::bigint"
+/* A stack count's weight: its CPU microseconds where the SDK sent
+   weights (stack_counts.cpu_us), else its samples. */
+#define WEIGHT(c) "coalesce(" c ".cpu_us, " c ".samples)"
 #define KIND_FILTER "(e.kind = $6 OR ($6 = 'hang' AND e.kind = 'fatal_hang'))"
 #define EVENT_COLUMNS                                                                              \
   "e.id, e.kind, e.start_ns, e.duration_ns, e.tid, e.cpu_percent, e.reason, b.app, b.version,"     \
@@ -42,19 +45,25 @@ static const char TOP_HANG[] =
     " WHERE e.kind IN ('hang', 'fatal_hang')" TOP_FILTERS
     " ORDER BY e.group_sig COLLATE \"C\", e.id";
 static const char TOP_CPU[] =
-    "SELECT c.stack_sig, g.frames, b.version, e.id, e.start_ns, e.duration_ns, c.samples, e.label"
-    " FROM stack_counts c JOIN events e ON e.id = c.event_id JOIN batches b ON b.id = e.batch_id"
-    " JOIN groups g ON g.signature = c.stack_sig WHERE e.kind = 'cpu'" TOP_FILTERS
-    " ORDER BY c.stack_sig, e.id";
-static const char STACK_ROWS[] =
-    "SELECT c.stack_sig, s.frames, sum(c.samples),"
-    " coalesce(sum(c.samples * e.duration_ns::float8 /"
-    " (SELECT sum(x.samples) FROM stack_counts x WHERE x.event_id = e.id)), 0),"
-    " min(e.start_ns), max(e.start_ns + e.duration_ns) FROM stack_counts c"
-    " JOIN events e ON e.id = c.event_id JOIN batches b ON b.id = e.batch_id"
-    " JOIN stacks s ON s.signature = c.stack_sig WHERE " KIND_FILTER TOP_FILTERS
-    " AND ($8::text IS NULL OR e.group_sig = $8) GROUP BY c.stack_sig, s.frames"
-    " ORDER BY 3 DESC, c.stack_sig";
+    "SELECT c.stack_sig, g.frames, b.version, e.id, e.start_ns, e.duration_ns, " WEIGHT(
+        "c") ","
+             " e.label"
+             " FROM stack_counts c JOIN events e ON e.id = c.event_id JOIN batches b ON b.id = "
+             "e.batch_id"
+             " JOIN groups g ON g.signature = c.stack_sig WHERE e.kind = 'cpu'" TOP_FILTERS
+             " ORDER BY c.stack_sig, e.id";
+static const char STACK_ROWS[] = "SELECT c.stack_sig, s.frames, sum(" WEIGHT(
+    "c") "),"
+         " coalesce(sum(" WEIGHT(
+             "c") " * e.duration_ns::float8 /"
+                  " (SELECT sum(" WEIGHT(
+                      "x") ") FROM stack_counts x WHERE x.event_id = e.id)), 0),"
+                           " min(e.start_ns), max(e.start_ns + e.duration_ns) FROM stack_counts c"
+                           " JOIN events e ON e.id = c.event_id JOIN batches b ON b.id = e.batch_id"
+                           " JOIN stacks s ON s.signature = c.stack_sig WHERE " KIND_FILTER
+                               TOP_FILTERS " AND ($8::text IS NULL OR e.group_sig = $8) GROUP BY "
+                                           "c.stack_sig, s.frames"
+                           " ORDER BY 3 DESC, c.stack_sig";
 static const char EVENT_ROWS[] =
     "SELECT " EVENT_COLUMNS " FROM events e JOIN batches b ON b.id = e.batch_id"
     " WHERE ($6::text IS NULL OR " KIND_FILTER ")" TOP_FILTERS
@@ -63,9 +72,9 @@ static const char EVENT_ONE[] =
     "SELECT " EVENT_COLUMNS " FROM events e JOIN batches b ON b.id = e.batch_id"
     " WHERE e.id = $1::bigint";
 static const char EVENT_COUNTS[] =
-    "SELECT c.stack_sig, s.frames, c.tid, c.samples FROM stack_counts c"
+    "SELECT c.stack_sig, s.frames, c.tid, c.samples, c.cpu_us FROM stack_counts c"
     " LEFT JOIN stacks s ON s.signature = c.stack_sig WHERE c.event_id = $1::bigint"
-    " ORDER BY c.samples DESC, c.id";
+    " ORDER BY " WEIGHT("c") " DESC, c.id";
 static const char DROPS[] =
     "SELECT coalesce(sum(b.dropped_rate_limited), 0), coalesce(sum(b.dropped_queue_full), 0),"
     " coalesce(sum(b.dropped_sink_failed), 0), coalesce(sum(b.dropped_spool_quota), 0),"

@@ -24,8 +24,10 @@ static const char *const MOVE[] = {
     " ON CONFLICT(signature) DO UPDATE SET"
     " first_seen = least(stacks.first_seen, excluded.first_seen),"
     " last_seen = greatest(stacks.last_seen, excluded.last_seen)",
-    "UPDATE stack_counts AS n SET samples = n.samples + o.samples"
-    " FROM (SELECT event_id, tid, sum(samples) AS samples FROM stack_counts"
+    "UPDATE stack_counts AS n SET samples = n.samples + o.samples,"
+    " cpu_us = CASE WHEN n.cpu_us IS NULL AND o.cpu_us IS NULL THEN NULL"
+    " ELSE coalesce(n.cpu_us, 0) + coalesce(o.cpu_us, 0) END"
+    " FROM (SELECT event_id, tid, sum(samples) AS samples, sum(cpu_us) AS cpu_us FROM stack_counts"
     " WHERE stack_sig = $1 GROUP BY event_id, tid) AS o"
     " WHERE n.stack_sig = $2 AND n.event_id = o.event_id AND n.tid IS NOT DISTINCT FROM o.tid",
     "DELETE FROM stack_counts o WHERE o.stack_sig = $1 AND EXISTS (SELECT 1 FROM"

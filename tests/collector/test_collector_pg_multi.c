@@ -7,6 +7,7 @@
  * with its events. And the background jobs' coordination: the retention
  * job waits while another instance holds its advisory lock; the versioned
  * schema: two collectors starting on an empty database migrate it once, a
+ * database at the previous version is migrated with its rows kept, a
  * database newer than the collector is refused. Runs only
  * against the pg_server fixture (PERF_TEST_DB=pg).
  */
@@ -238,16 +239,38 @@ static void case_schema(void) {
     CHECKF(healthy_within(&two[i], 30), "collector %d did not start", i);
   }
   CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM schema_version"), 1);
-  CHECK_EQ_INT(db_count(c.db, "SELECT max(version) FROM schema_version"), 1);
-  CHECK(file_has(logs[0], "migrated to version 1") + file_has(logs[1], "migrated to version 1") ==
+  CHECK_EQ_INT(db_count(c.db, "SELECT max(version) FROM schema_version"), 2);
+  CHECK(file_has(logs[0], "migrated to version 2") + file_has(logs[1], "migrated to version 2") ==
         1);
+  reply_t *r = malloc(sizeof *r);
+  CHECK(r != NULL);
+  CHECK_EQ_INT(post_to(&two[0], 1, r), 200);
   for (int i = 0; i < 2; i++)
     collector_stop_healthy(&two[i]);
+
+  /* From the previous version: a database at version 1 (stack_counts
+     without cpu_us) is migrated to 2 at start, its rows kept. */
+  db_exec(c.db, "ALTER TABLE stack_counts DROP COLUMN cpu_us;"
+                "UPDATE schema_version SET version = 1");
+  collector_restart(&c, NULL);
+  CHECK_EQ_INT(db_count(c.db, "SELECT max(version) FROM schema_version"), 2);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM stack_counts WHERE cpu_us IS NULL"),
+               db_count(c.db, "SELECT count(*) FROM stack_counts"));
+  CHECK(db_count(c.db, "SELECT count(*) FROM stack_counts") >= 2);
+  CHECK_EQ_INT(post_to(&c, 2, r), 200);
+  long status = 0;
+  json_t *top = get_json(&c, "/api/v1/top-stacks?kind=hang", &status);
+  CHECK_EQ_INT(status, 200);
+  CHECK_EQ_INT(json_array_size(json_object_get(top, "stacks")), 2); /* both batches' groups */
+  json_decref(top);
+  free(r);
+  collector_stop_healthy(&c);
+
   db_exec(c.db, "UPDATE schema_version SET version = 999");
   char listen[32];
   pid_t pid = spawn_on(c.db, logs[0], listen, sizeof listen);
   CHECK_EQ_INT(spawn_wait(pid, 30), 1);
-  CHECKF(file_has(logs[0], "schema version 999 is newer than this collector's (1)"), "see %s",
+  CHECKF(file_has(logs[0], "schema version 999 is newer than this collector's (2)"), "see %s",
          logs[0]);
 }
 
