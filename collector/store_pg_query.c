@@ -62,7 +62,7 @@ static const char STACK_ROWS[] = "SELECT c.stack_sig, s.frames, sum(" WEIGHT(
                            " JOIN events e ON e.id = c.event_id JOIN batches b ON b.id = e.batch_id"
                            " JOIN stacks s ON s.signature = c.stack_sig WHERE " KIND_FILTER
                                TOP_FILTERS " AND ($8::text IS NULL OR e.group_sig = $8) GROUP BY "
-                                           "c.stack_sig, s.frames"
+                           "c.stack_sig, s.frames"
                            " ORDER BY 3 DESC, c.stack_sig";
 static const char EVENT_ROWS[] =
     "SELECT " EVENT_COLUMNS " FROM events e JOIN batches b ON b.id = e.batch_id"
