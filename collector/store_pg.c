@@ -332,7 +332,8 @@ static bool has_hangs(const store_batch_t *b) {
 /* One attempt: STORE_OK, STORE_DUPLICATE, STORE_ERROR, or PUT_RETRY (a
    deadlock or a serialization failure between collectors). */
 static int put_once(store_t *st, const store_batch_t *b) {
-  if (pg_do(st, "BEGIN", NULL, "begin") != 0) return STORE_ERROR;
+  if (pg_do(st, "BEGIN", NULL, "begin") != 0)
+    return PQstatus(st->conn) != CONNECTION_OK ? PUT_RETRY : STORE_ERROR;
   pg_params_t p = {0};
   pg_int(&p, 1, PG_LOCK_HANG_GROUPS);
   int rc = 0;
@@ -352,8 +353,12 @@ static int put_once(store_t *st, const store_batch_t *b) {
   if (rc == 0) rc = pg_do(st, "COMMIT", NULL, "commit");
   if (rc == 0) return STORE_OK;
   const char *state = pg_last_state(st);
-  int retry = strcmp(state, "40P01") == 0 || strcmp(state, "40001") == 0;
-  pg_do(st, "ROLLBACK", NULL, "rollback");
+  /* A lost connection (the server restarted, a proxy cut it) is tried
+     again on a new one: had the COMMIT gone through before the loss, the
+     retry finds the batch (STORE_DUPLICATE, acknowledged as stored). */
+  int retry = strcmp(state, "40P01") == 0 || strcmp(state, "40001") == 0 ||
+              PQstatus(st->conn) != CONNECTION_OK;
+  if (PQstatus(st->conn) == CONNECTION_OK) pg_do(st, "ROLLBACK", NULL, "rollback");
   return retry ? PUT_RETRY : STORE_ERROR;
 }
 

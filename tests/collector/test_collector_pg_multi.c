@@ -8,7 +8,8 @@
  * job waits while another instance holds its advisory lock; the versioned
  * schema: two collectors starting on an empty database migrate it once, a
  * database at the previous version is migrated with its rows kept, a
- * database newer than the collector is refused. Runs only
+ * database newer than the collector is refused; a connection cut under a
+ * running collector. Runs only
  * against the pg_server fixture (PERF_TEST_DB=pg).
  */
 #include <libpq-fe.h>
@@ -274,10 +275,35 @@ static void case_schema(void) {
          logs[0]);
 }
 
+/* The collector's connection cut (pg_terminate_backend: a server restart
+   or a proxy as the collector sees it): the next batch is stored on a new
+   connection (200), and so is the one after; reads work too. */
+static void case_connection_lost(void) {
+  collector_t c;
+  collector_start(&c, NULL);
+  reply_t *r = malloc(sizeof *r);
+  CHECK(r != NULL);
+  CHECK_EQ_INT(post_to(&c, 1, r), 200);
+  for (unsigned seed = 2; seed <= 3; seed++) {
+    CHECK(db_count(c.db, "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM"
+                         " pg_stat_activity WHERE datname = current_database()"
+                         " AND pid <> pg_backend_pid()) AS t") >= 1);
+    CHECKF(post_to(&c, seed, r) == 200, "batch %u after the cut: %.200s", seed, r->body);
+  }
+  long status = 0;
+  json_t *top = get_json(&c, "/api/v1/top-stacks?kind=hang", &status);
+  CHECK_EQ_INT(status, 200);
+  json_decref(top);
+  free(r);
+  collector_stop_healthy(&c);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM batches"), 3);
+}
+
 static const test_case_t g_cases[] = {
     TEST_CASE(two_collectors),
     TEST_CASE(retention_lock),
     TEST_CASE(schema),
+    TEST_CASE(connection_lost),
 };
 
 int main(int argc, char **argv) {
