@@ -68,6 +68,11 @@ enum { SLOT_COUNT = PERF__SAMPLER_IN_FLIGHT_MAX + 8 };
 /* How long a request that timed out still blocks new ones to the same
    thread (its signal may still be pending there). */
 #define CANCELLED_HOLD_NS 1000000000LL
+/* How long a capture waits for a thread to unblock the signal (or leave a
+   call) before sending: a thread masking it is usually masking it on
+   purpose, so this wait is shorter than timeout_ms (which is for the
+   answer of a thread that got the signal, late when the machine is loaded). */
+#define MASK_WAIT_MS 100u
 /* Extra wait for a handler that already claimed the slot when the timeout
    fired: it only has a bounded walk left to do. */
 #define WRITING_GRACE_MS 50
@@ -354,7 +359,7 @@ void perf_sampler_options_init(perf_sampler_options_t *opts) {
   if (!opts) return;
   memset(opts, 0, sizeof *opts);
   opts->unwind_mode = PERF_UNWIND_CFI;
-  opts->timeout_ms = 100;
+  opts->timeout_ms = 1000;
   opts->stack_copy_bytes = 32768;
 }
 
@@ -690,7 +695,8 @@ static int may_signal(pid_t tid, bool check_leaving) {
      for that long is refused at once for a while, as a timed-out request. */
   long long now = perf__now_ns();
   if (tid == g_masked_tid && now < g_masked_until_ns) return PERF_E_TIMEOUT;
-  long long start = now, deadline = now + (long long)g_opts.timeout_ms * 1000000LL;
+  unsigned wait_ms = g_opts.timeout_ms < MASK_WAIT_MS ? g_opts.timeout_ms : MASK_WAIT_MS;
+  long long start = now, deadline = now + (long long)wait_ms * 1000000LL;
   for (;;) {
     bool running = true;
     int blocks = perf__thread_signal_state(tid, g_signo, &running);
