@@ -584,7 +584,10 @@ static void case_hang_detected(void) {
   CHECK_EQ_INT(ev.thread, gettid_now());
   expect_start_between(&ev, wall0, wall1);
   CHECK_EQ_INT(ev.samples, event_stack_samples(&ev));
-  CHECKF(ev.samples >= 10,
+  /* Every 50 ms from 200 ms on gives 13; a monitor on two cores loaded
+     by a dozen runnable threads wakes late and was seen taking 4 to 9.
+     At least 5 still shows sampling going on through the hang. */
+  CHECKF(ev.samples >= 5,
          "samples=%ld; every 50 ms from 200 ms on gives 13; the hang was detected %ld ms after "
          "loop_busy (threshold 200)",
          ev.samples, detected_ms);
