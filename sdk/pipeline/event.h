@@ -10,6 +10,7 @@
 #ifndef PERF_EVENT_H
 #define PERF_EVENT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -37,13 +38,15 @@ typedef struct perf__stack_s {
   uint32_t samples; /* samples that had exactly this stack */
   uint64_t hash;
   perf__stack_end_t end; /* how the walk ended (a stack cut short is another stack) */
+  uint64_t weight_ns;    /* weighted events: the CPU time of those samples */
 } perf__stack_t;
 
 typedef struct perf__sample_s {
   int64_t mono_ns;
   pid_t tid;
-  int32_t stack; /* index in event->stacks, -1 when the capture failed */
-  int error;     /* the capture's perf_error_t when it failed */
+  int32_t stack;      /* index in event->stacks, -1 when the capture failed */
+  int error;          /* the capture's perf_error_t when it failed */
+  uint64_t weight_ns; /* weighted events: the CPU time the sample stands for */
 } perf__sample_t;
 
 typedef struct perf__thread_s {
@@ -63,6 +66,8 @@ typedef struct perf__event_s {
   char label[PERF_MAX_LABEL_BYTES + 1]; /* hang events: the unit of work's label, or "" */
   uint64_t dropped;      /* events dropped (rate limit, queue) since the previous one */
   uint64_t samples_over; /* samples beyond PERF__EVENT_MAX_SAMPLES, not kept */
+  bool weighted;         /* cpu events: each sample carries the CPU time it stands for (weight_ns),
+                            and the stacks are ranked by their CPU time */
   perf__thread_t *threads;
   size_t thread_count;
   perf__sample_t *samples;
@@ -84,13 +89,20 @@ perf__event_t *perf__event_new(perf__event_kind_t kind, perf__modules_t *mods);
 int perf__event_add_sample(perf__event_t *ev, pid_t tid, int64_t mono_ns, const uintptr_t *pcs,
                            size_t n, perf__stack_end_t end);
 
+/* The same for a weighted event: the sample stands for weight_ns of its
+   thread's CPU time (added to its stack's weight_ns). */
+int perf__event_add_weighted_sample(perf__event_t *ev, pid_t tid, int64_t mono_ns,
+                                    const uintptr_t *pcs, size_t n, perf__stack_end_t end,
+                                    uint64_t weight_ns);
+
 /* Record a capture of tid that failed with `error`. */
 int perf__event_add_failed_sample(perf__event_t *ev, pid_t tid, int64_t mono_ns, int error);
 
 /* Add (or update) a thread's name and CPU share. */
 int perf__event_set_thread(perf__event_t *ev, pid_t tid, const char *name, int cpu_percent);
 
-/* Sort the stacks so the dominant one (most samples) comes first. */
+/* Sort the stacks so the dominant one (most samples; weighted events: most
+   CPU time) comes first. */
 void perf__event_finish(perf__event_t *ev);
 
 /* A deep copy (with its own module reference); NULL when memory ran out. */

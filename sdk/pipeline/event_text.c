@@ -23,6 +23,7 @@ typedef struct {
   char *signature;       /* thread, the functions innermost first, the end */
   size_t representative; /* the group's most sampled stack */
   uint32_t samples;
+  uint64_t weight_ns; /* weighted events: their CPU time (the groups' order) */
 } group_t;
 
 /* What the first lines of a report say. */
@@ -57,17 +58,23 @@ int perf__format_event_stacks(perf__strbuf_t *b, const perf__event_t *ev) {
     while (g < n && strcmp(groups[g].signature, sig) != 0)
       g++;
     if (g == n) {
-      groups[n++] = (group_t){sig, i, 0};
+      groups[n++] = (group_t){sig, i, 0, 0};
     } else {
       free(sig);
     }
     groups[g].samples += ev->stacks[i].samples;
+    groups[g].weight_ns += ev->stacks[i].weight_ns;
   }
   /* Stacks arrive sorted by their own counts; groups may reorder. */
   qsort(groups, n, sizeof *groups, compare_groups);
   for (size_t g = 0; g < n && !err; g++) {
     const perf__stack_t *s = &ev->stacks[groups[g].representative];
-    err = perf__strbuf_appendf(b, "stack samples=%u thread=%d\n", groups[g].samples, (int)s->tid);
+    err = perf__strbuf_appendf(b, "stack samples=%u thread=%d", groups[g].samples, (int)s->tid);
+    /* A CPU profile's stacks: the CPU time their samples stand for. */
+    if (!err && ev->weighted)
+      err = perf__strbuf_appendf(b, " cpu_ms=%" PRIu64 ".%03" PRIu64, groups[g].weight_ns / 1000000,
+                                 groups[g].weight_ns / 1000 % 1000);
+    if (!err) err = perf__strbuf_appendf(b, "\n");
     if (!err) err = perf__format_frames(b, ev->mods, &ev->frames[s->first], s->depth, s->end);
   }
   for (size_t g = 0; g < n; g++)
@@ -226,6 +233,7 @@ static int stack_signature(const perf__event_t *ev, const perf__stack_t *s, char
 
 static int compare_groups(const void *a, const void *b) {
   const group_t *x = a, *y = b;
+  if (x->weight_ns != y->weight_ns) return x->weight_ns > y->weight_ns ? -1 : 1;
   if (x->samples != y->samples) return x->samples > y->samples ? -1 : 1;
   return (x->representative > y->representative) - (x->representative < y->representative);
 }

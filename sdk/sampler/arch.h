@@ -28,6 +28,11 @@ typedef struct perf__arch_s {
   size_t sigframe_sp;   /* pointer and second frame register (x86_64: rbx) in a */
   size_t sigframe_fp;   /* signal frame: offsets from the sp the signal */
   size_t sigframe_bx;   /* trampoline runs with */
+  /* The system call instruction (x86_64: syscall, 0f 05): a signal sent
+     while the thread was inside a call is handled as the call returns,
+     with the interrupted pc just after it. */
+  unsigned char syscall_insn[4];
+  size_t syscall_insn_len;
 } perf__arch_t;
 
 extern const perf__arch_t perf__arch;

@@ -8,6 +8,7 @@
 #ifndef PERF_SAMPLER_H
 #define PERF_SAMPLER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -49,6 +50,10 @@ typedef struct perf__sampler_shot_s {
   perf__walk_status_t status; /* as perf__sampler_capture_status */
   int64_t taken_ns;           /* CLOCK_MONOTONIC when the stack was read: in the
                                  handler, or when a blocked thread's stack was copied */
+  bool on_cpu;                /* the thread was running: the signal handler read the stack (only a
+                                 running or runnable thread is signalled), and not as it left a system
+                                 call after waiting for a CPU (woken, found where it waited, not where
+                                 it spends CPU: signal_sampler.c, woken_in_call) */
 } perf__sampler_shot_t;
 
 /* Capture n threads with up to `in_flight` (1..PERF__SAMPLER_IN_FLIGHT_MAX)

@@ -105,6 +105,7 @@ typedef struct slot_s {
   uint64_t sent_cycles; /* the cycle counter at sent_ns */
   bool in_flight;       /* sent, answer not yet collected (await_request) */
   size_t shot;          /* a snapshot's: whose answer this is */
+  int64_t run_delay_ns; /* the thread's run delay when the signal was sent (-1: unknown) */
 } slot_t;
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -180,6 +181,7 @@ int perf__sampler_capture_threads(perf__modules_t *mods, perf__sampler_shot_t *s
     shots[i].count = 0;
     shots[i].status = PERF__WALK_NO_RULE;
     shots[i].taken_ns = 0;
+    shots[i].on_cpu = false;
   }
   if (in_flight > 1) {
     pthread_mutex_lock(&g_lock);
@@ -214,6 +216,7 @@ static int capture_once(perf__modules_t *mods, perf__sampler_shot_t *shot) {
   shot->count = 0;
   shot->status = PERF__WALK_NO_RULE;
   shot->taken_ns = 0;
+  shot->on_cpu = false;
   if (!mods || !shot->pcs || shot->max == 0 || shot->tid < 0) return PERF_E_INVALID_ARGUMENT;
   pthread_mutex_lock(&g_lock);
   int err = install_locked();
@@ -524,6 +527,7 @@ static int send_request(slot_t *s, pid_t tid, size_t max, bool check_leaving) {
   perf__stack_bounds_t *b = perf__stack_bounds_find(tid);
   s->tid = tid;
   s->max = max;
+  s->run_delay_ns = tid == g_requester ? -1 : perf__thread_run_delay_ns(tid);
   s->stack_lo = b ? b->lo : 0;
   s->stack_hi = b ? b->hi : 0;
   g_seq = (g_seq + 1) & (UINT32_MAX >> 3);
@@ -647,19 +651,39 @@ static int64_t handler_time_ns(const slot_t *s) {
   return s->sent_ns + (int64_t)(part * (double)(now_ns - s->sent_ns));
 }
 
+/* Whether the thread was found on its way out of a wait rather than
+   running: the handler ran as a system call returned (the interrupted pc
+   just after a system call instruction) and the thread had waited for a
+   CPU in between (its run delay moved since the send: woken, runnable,
+   not yet running). Only a running or runnable thread is signalled
+   (may_signal); such a thread was in the call it waited in. */
+static bool woken_in_call(const slot_t *s, uintptr_t pc) {
+  size_t n = perf__arch.syscall_insn_len;
+  unsigned char code[sizeof perf__arch.syscall_insn];
+  if (s->run_delay_ns < 0 || !n || pc < n || perf__memory_copy(code, pc - n, n) != n ||
+      memcmp(code, perf__arch.syscall_insn, n) != 0)
+    return false;
+  int64_t delay = perf__thread_run_delay_ns(s->tid);
+  return delay >= 0 && delay != s->run_delay_ns;
+}
+
 static int copy_result(perf__modules_t *mods, slot_t *s, perf__sampler_shot_t *shot) {
   g_last_handler_cycles = s->handler_cycles;
   shot->taken_ns = handler_time_ns(s);
+  int err;
   if (s->mode == PERF_UNWIND_STACK_COPY) {
     perf__dwfl_unwinder_t *u = perf__modules_dwfl_unwinder(mods);
     if (!u) return PERF_E_UNSUPPORTED;
-    return perf__dwfl_unwind(u, s->regs, s->copy_base, s->copy_buf, s->copy_len, shot->pcs,
-                             shot->max, &shot->count, &shot->status);
+    err = perf__dwfl_unwind(u, s->regs, s->copy_base, s->copy_buf, s->copy_len, shot->pcs,
+                            shot->max, &shot->count, &shot->status);
+  } else {
+    memcpy(shot->pcs, s->pcs, s->count * sizeof *shot->pcs);
+    shot->count = s->count;
+    shot->status = s->walk_status;
+    err = s->walk_status == PERF__WALK_DEPTH ? PERF_E_TRUNCATED : PERF_OK;
   }
-  memcpy(shot->pcs, s->pcs, s->count * sizeof *shot->pcs);
-  shot->count = s->count;
-  shot->status = s->walk_status;
-  return s->walk_status == PERF__WALK_DEPTH ? PERF_E_TRUNCATED : PERF_OK;
+  shot->on_cpu = shot->count > 0 && !woken_in_call(s, shot->pcs[0]);
+  return err;
 }
 
 /* blocked_capture.c's capture with this sampler's timeout. */

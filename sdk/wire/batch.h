@@ -122,11 +122,14 @@ typedef struct perf__batch_count_s {
   uint32_t stack, tid, samples;
 } perf__batch_count_t;
 
-/* One sample: stack 0 when the capture failed with `error`. */
+/* One sample: stack 0 when the capture failed with `error`. weight_ns:
+   the CPU time it stands for (events with `weighted` set; sent as whole
+   microseconds, sample_weights_micros). */
 typedef struct perf__batch_sample_s {
   int64_t mono_ns;
   uint32_t tid, stack;
   int32_t error;
+  uint64_t weight_ns;
 } perf__batch_sample_t;
 
 /* An event whose stacks are interned already (Event). The builder sorts a
@@ -147,6 +150,7 @@ typedef struct perf__batch_event_s {
   size_t count_count;
   const perf__batch_sample_t *samples;
   size_t sample_count;
+  bool weighted; /* the samples carry weights (a CPU event's CPU time per sample) */
 } perf__batch_event_t;
 
 typedef struct perf__batch_builder_s perf__batch_builder_t;

@@ -21,6 +21,8 @@ const perf__arch_t perf__arch = {
     .sigframe_sp = GREG_AT(REG_RSP),
     .sigframe_fp = GREG_AT(REG_RBP),
     .sigframe_bx = GREG_AT(REG_RBX),
+    .syscall_insn = {0x0f, 0x05},
+    .syscall_insn_len = 2,
 };
 
 uint64_t perf__arch_cycles(void) {
