@@ -28,9 +28,13 @@
 #include "sdk/base/worker.h"
 #include "sdk/monitors/thread_cpu.h"
 #include "sdk/pipeline/capture.h"
+#include "sdk/sampler/blocked_capture.h"
 
 #define MAX_TRACKED_THREADS 4096
-#define MAX_TOP_THREADS 64     /* cpu_top_threads' upper bound (config.c) */
+#define MAX_TOP_THREADS 64 /* cpu_top_threads' upper bound (config.c) */
+/* CPU a hot thread uses between two captures of a burst: a little more than
+   a thread last seen blocked must use before the sampler signals it. */
+#define MIN_CPU_BETWEEN_LOOKS_NS (PERF__BLOCKED_EXIT_CPU_NS + 50000)
 #define MAX_TICKS 1201         /* ticks of the longest window (600 s at 500 ms) and one */
 #define QUIET_END_NS 100000000 /* a burst whose threads all stopped running this long ends */
 
@@ -55,7 +59,8 @@ struct perf__cpu_monitor_s {
 typedef struct {
   pid_t tid;
   int64_t delta_ns;       /* CPU used during the streak */
-  int64_t seen_cpu_ns;    /* its CPU clock at the last tick of the burst */
+  int64_t looked_cpu_ns;  /* its CPU clock at the last tick of the burst */
+  int64_t seen_cpu_ns;    /* its CPU clock when it was last captured */
   int64_t weighed_cpu_ns; /* its CPU clock when its last on-CPU sample was taken (at first:
                              the burst's start): the next one stands for the CPU since */
 } hot_t;
@@ -187,7 +192,8 @@ static void run_burst(perf__cpu_monitor_t *m, int64_t window_ns) {
   ev->tid = hot[0].tid;
   perf__thread_set_read(&m->threads); /* baseline for the burst's per-thread shares */
   for (size_t i = 0; i < k; i++)
-    hot[i].seen_cpu_ns = hot[i].weighed_cpu_ns = perf__thread_cpu_ns(hot[i].tid);
+    hot[i].looked_cpu_ns = hot[i].seen_cpu_ns = hot[i].weighed_cpu_ns =
+        perf__thread_cpu_ns(hot[i].tid);
   size_t on_cpu = sample_burst(m, ev, hot, k, start);
   int64_t wall = perf__now_ns() - start;
   ev->duration_ns = wall;
@@ -242,9 +248,13 @@ static size_t sample_burst(perf__cpu_monitor_t *m, perf__event_t *ev, hot_t *hot
     size_t n = 0;
     for (size_t i = 0; i < k; i++) {
       int64_t cpu = perf__thread_cpu_ns(hot[i].tid);
-      if (cpu <= hot[i].seen_cpu_ns) continue; /* did not run (or is gone): nothing to see */
+      if (cpu > hot[i].looked_cpu_ns) last_ran = next;
+      hot[i].looked_cpu_ns = cpu;
+      /* Looked at again once it ran past the sampler's guard for a thread
+         last seen blocked: a thread that blocks every few microseconds of
+         work can then be caught running, not only ever found waiting. */
+      if (cpu < hot[i].seen_cpu_ns + MIN_CPU_BETWEEN_LOOKS_NS) continue;
       hot[i].seen_cpu_ns = cpu;
-      last_ran = next;
       tids[n] = hot[i].tid;
       weights[n] = (uint64_t)(cpu - hot[i].weighed_cpu_ns);
       cpu_at[n] = cpu;
@@ -282,7 +292,7 @@ static size_t pick_hottest(perf__cpu_monitor_t *m, hot_t *hot, size_t k) {
       n++;
     else if (t->delta_ns <= hot[k - 1].delta_ns)
       continue;
-    hot[n - 1] = (hot_t){t->tid, t->delta_ns, 0, 0}; /* then bubble it up to its rank */
+    hot[n - 1] = (hot_t){t->tid, t->delta_ns, 0, 0, 0}; /* then bubble it up to its rank */
     for (size_t j = n - 1; j > 0 && hot[j - 1].delta_ns < hot[j].delta_ns; j--) {
       hot_t swap = hot[j - 1];
       hot[j - 1] = hot[j];
