@@ -284,7 +284,7 @@ static bool perf_profile(const char *self, unsigned seconds, double *samples) {
   bool counted = false, any = false;
   FILE *s = open_memstream(&stack, &len);
   while (s && fgets(line, sizeof line, p)) {
-    if (line[0] != '\t' && line[0] != ' ' && line[0] != '\n') { /* "pid/tid" or "pid tid" */
+    if (line[0] != '\t' && line[0] != '\n') { /* "  pid/tid": a sample begins */
       long pid = 0, tid = 0;
       counted = sscanf(line, "%ld/%ld", &pid, &tid) == 2 && pid != tid;
       fflush(s);
@@ -308,6 +308,7 @@ static bool perf_profile(const char *self, unsigned seconds, double *samples) {
   free(stack);
   pclose(p);
   unlink(data);
+  if (!any) fprintf(stderr, "perf script gave no sample of the workload's threads\n");
   return any;
 }
 
