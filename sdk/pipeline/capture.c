@@ -55,7 +55,8 @@ static int capture_chunks(perf__event_t *ev, const pid_t *tids, const uint64_t *
     for (size_t j = 0; j < m; j++)
       shots[j] = (perf__sampler_shot_t){.tid = tids[first + j],
                                         .pcs = pcs + j * PERF__EVENT_MAX_DEPTH,
-                                        .max = PERF__EVENT_MAX_DEPTH};
+                                        .max = PERF__EVENT_MAX_DEPTH,
+                                        .want_on_cpu = weights_ns != NULL};
     err = perf__sampler_capture_threads(ev->mods, shots, m, CHUNK);
     for (size_t j = 0; j < m && !err; j++) {
       const perf__sampler_shot_t *shot = &shots[j];

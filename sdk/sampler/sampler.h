@@ -39,21 +39,24 @@ int perf__sampler_capture_status(perf__modules_t *mods, pid_t tid, uintptr_t *pc
    request slots). */
 #define PERF__SAMPLER_IN_FLIGHT_MAX 16
 
-/* One thread of a snapshot: the caller fills tid, pcs and max; the capture
-   fills the rest. */
+/* One thread of a snapshot: the caller fills tid, pcs, max and
+   want_on_cpu; the capture fills the rest. */
 typedef struct perf__sampler_shot_s {
   pid_t tid;      /* 0 = the caller */
   uintptr_t *pcs; /* max entries, innermost first */
   size_t max;
-  int err; /* PERF_OK, PERF_E_TRUNCATED, or a negative perf_error_t */
+  bool want_on_cpu; /* tell a thread just woken in a call from one running (on_cpu):
+                       one more /proc read per signalled capture */
+  int err;          /* PERF_OK, PERF_E_TRUNCATED, or a negative perf_error_t */
   size_t count;
   perf__walk_status_t status; /* as perf__sampler_capture_status */
   int64_t taken_ns;           /* CLOCK_MONOTONIC when the stack was read: in the
                                  handler, or when a blocked thread's stack was copied */
-  bool on_cpu;                /* the thread was running: the signal handler read the stack (only a
-                                 running or runnable thread is signalled), and not as it left a system
-                                 call after waiting for a CPU (woken, found where it waited, not where
-                                 it spends CPU: signal_sampler.c, woken_in_call) */
+  /* The thread was running: the signal handler read the stack (only a
+     running or runnable thread is signalled), and (want_on_cpu) not as it
+     left a system call after waiting for a CPU (woken, found where it
+     waited, not where it spends CPU: signal_sampler.c, woken_in_call). */
+  bool on_cpu;
 } perf__sampler_shot_t;
 
 /* Capture n threads with up to `in_flight` (1..PERF__SAMPLER_IN_FLIGHT_MAX)

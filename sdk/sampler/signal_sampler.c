@@ -137,7 +137,7 @@ static void collect_oldest(perf__modules_t *mods, perf__sampler_shot_t *shots, s
                            size_t *n_flying);
 static void finish_shot(perf__sampler_shot_t *shot, int err);
 static int prepare_slot(slot_t *s, perf__modules_t *mods);
-static int send_request(slot_t *s, pid_t tid, size_t max, bool check_leaving);
+static int send_request(slot_t *s, const perf__sampler_shot_t *shot, pid_t tid, bool check_leaving);
 static int await_request(slot_t *s, long long spin_ns);
 static int learn_bounds(pid_t tid, uintptr_t sp);
 static slot_t *claim_slot(pid_t tid, int *err);
@@ -256,7 +256,7 @@ static int capture_signalled(perf__modules_t *mods, pid_t tid, perf__sampler_sho
   /* The first capture of a thread learns where its stack is from the
      handler's report of sp, then asks again. */
   for (int ask = 0;; ask++) {
-    err = send_request(s, tid, shot->max, check_leaving);
+    err = send_request(s, shot, tid, check_leaving);
     if (!err) err = await_request(s, WAIT_SPIN_NS);
     if (err != REQUEST_NEED_BOUNDS) break;
     if (ask == 1) {
@@ -301,7 +301,7 @@ static slot_t *start_shot(perf__modules_t *mods, perf__sampler_shot_t *shot, siz
     }
     slot_t *s = claim_slot(tid, &err);
     if (!err) err = prepare_slot(s, mods);
-    if (!err) err = send_request(s, tid, shot->max, blocked_first);
+    if (!err) err = send_request(s, shot, tid, blocked_first);
     if (!err) {
       s->shot = index;
       return s;
@@ -521,13 +521,15 @@ static int prepare_slot(slot_t *s, perf__modules_t *mods) {
 /* The last look at tid (may_signal), then the signal. Returns 0 (the
    request is in flight: await_request), REQUEST_NOW_BLOCKED (nothing
    sent), or an error. */
-static int send_request(slot_t *s, pid_t tid, size_t max, bool check_leaving) {
+static int send_request(slot_t *s, const perf__sampler_shot_t *shot, pid_t tid,
+                        bool check_leaving) {
   int err = may_signal(tid, check_leaving);
   if (err) return err;
   perf__stack_bounds_t *b = perf__stack_bounds_find(tid);
   s->tid = tid;
-  s->max = max;
-  s->run_delay_ns = tid == g_requester ? -1 : perf__thread_run_delay_ns(tid);
+  s->max = shot->max;
+  /* Only a shot that asks whether its thread was on a CPU pays the read. */
+  s->run_delay_ns = shot->want_on_cpu && tid != g_requester ? perf__thread_run_delay_ns(tid) : -1;
   s->stack_lo = b ? b->lo : 0;
   s->stack_hi = b ? b->hi : 0;
   g_seq = (g_seq + 1) & (UINT32_MAX >> 3);
