@@ -223,13 +223,13 @@ static void run_burst(perf__cpu_monitor_t *m, int64_t window_ns) {
 /* The burst's samples, per unit of each thread's CPU time: at each tick
    (1/cpu_sample_hz apart on average, each interval drawn uniformly from
    half to one and a half periods, so work that repeats with the period
-   cannot hide from it) every hot thread whose CPU clock moved since the
-   last tick is captured. One found running is an on-CPU sample standing
-   for its CPU time since its previous on-CPU sample: a thread caught
-   running rarely (short bursts between long waits) still gets all of its
-   CPU time, on the stacks it was caught in. One found blocked is not a CPU
-   sample (counted, left out); its CPU time goes to its next on-CPU
-   sample. Returns the on-CPU samples taken. */
+   cannot hide from it) every hot thread that used MIN_CPU_BETWEEN_LOOKS_NS
+   of CPU since it was last captured is captured. One found running is an
+   on-CPU sample standing for its CPU time since its previous on-CPU
+   sample: a thread caught running rarely (short bursts between long
+   waits) still gets all of its CPU time, on the stacks it was caught in.
+   One found blocked is not a CPU sample (counted, left out); its CPU time
+   goes to its next on-CPU sample. Returns the on-CPU samples taken. */
 static size_t sample_burst(perf__cpu_monitor_t *m, perf__event_t *ev, hot_t *hot, size_t k,
                            int64_t start) {
   pid_t tids[MAX_TOP_THREADS];
