@@ -17,7 +17,8 @@
  * a test: it never fails on the figures; exit 1 only when a part could not
  * run (then it says which, e.g. perf not permitted).
  *
- *   ./build/bench/cpu_profile_bench [--hz 200] [--burst-ms 4000]
+ *   ./build/bench/cpu_profile_bench [--hz 200] [--burst-ms 4000] [--keep]
+ * (--keep: leave the SDK's report and batches and say where.)
  */
 #include <errno.h>
 #include <pthread.h>
@@ -177,7 +178,8 @@ static char *read_file(const char *path) {
 }
 
 /* CPU ms per class from the report's one cpu event. */
-static bool sdk_profile(unsigned hz, unsigned burst_ms, double *cpu_ms, double *truth_ms) {
+static bool sdk_profile(unsigned hz, unsigned burst_ms, bool keep, double *cpu_ms,
+                        double *truth_ms) {
   char dir[] = "/tmp/cpu_profile_bench_XXXXXX";
   if (!mkdtemp(dir)) return false;
   char report[128];
@@ -210,7 +212,10 @@ static bool sdk_profile(unsigned hz, unsigned burst_ms, double *cpu_ms, double *
   char *text = read_file(report);
   char cmd[200];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+  if (keep)
+    fprintf(stderr, "the SDK's report: %s (its batches: %s.batches/)\n", report, report);
+  else if (system(cmd) != 0)
+    fprintf(stderr, "could not remove %s\n", dir);
   if (!text || !st.events_recorded) {
     free(text);
     return false;
@@ -314,6 +319,7 @@ static bool perf_profile(const char *self, unsigned seconds, double *samples) {
 
 int main(int argc, char **argv) {
   unsigned hz = 200, burst_ms = 4000;
+  bool keep = false;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--workload") == 0 && i + 1 < argc) {
       workload_t w;
@@ -322,13 +328,15 @@ int main(int argc, char **argv) {
       workload_stop(&w);
       return 0;
     }
-    if (strcmp(argv[i], "--hz") == 0 && i + 1 < argc)
+    if (strcmp(argv[i], "--keep") == 0)
+      keep = true;
+    else if (strcmp(argv[i], "--hz") == 0 && i + 1 < argc)
       hz = (unsigned)atoi(argv[++i]);
     else if (strcmp(argv[i], "--burst-ms") == 0 && i + 1 < argc)
       burst_ms = (unsigned)atoi(argv[++i]);
   }
   double sdk[CLASSES] = {0}, prf[CLASSES] = {0}, truth_ms = 0;
-  bool sdk_ok = sdk_profile(hz, burst_ms, sdk, &truth_ms);
+  bool sdk_ok = sdk_profile(hz, burst_ms, keep, sdk, &truth_ms);
   if (!sdk_ok) fprintf(stderr, "the SDK recorded no CPU burst\n");
   char self[4096];
   ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);

@@ -25,13 +25,13 @@
 #include <time.h>
 
 #include "batch_limits.h"
-#include "cpu_weights.h"
 #include "frame_json.h"
 #include "hang_key.h"
 #include "perf_sdk.h"
 #include "sdk/base/frame_text.h"
 #include "sdk/base/utf8.h"
 #include "sdk/wire/batch_decode.h"
+#include "sdk/wire/event_weights.h"
 #include "signature.h"
 #include "symbol_files.h"
 
@@ -301,9 +301,9 @@ static int build_event(record_t *r, const Perf__V1__Event *pe, size_t index) {
   if (pe->n_stack_counts &&
       !(r->counts[index] = calloc(pe->n_stack_counts, sizeof(store_stack_count_t))))
     return -1;
-  /* A CPU event's weights: the CPU time per count (cpu_weights.h). */
+  /* A CPU event's weights: the CPU time per count (event_weights.h). */
   int64_t *cpu_us = pe->n_stack_counts ? malloc(pe->n_stack_counts * sizeof *cpu_us) : NULL;
-  if (pe->n_stack_counts && (!cpu_us || cpu_weights_sum(pe, cpu_us) != 0)) {
+  if (pe->n_stack_counts && (!cpu_us || perf__event_cpu_us(pe, cpu_us) != 0)) {
     free(cpu_us);
     return -1;
   }

@@ -48,7 +48,7 @@ typedef struct store_stack_s {
 
 /* Samples of one stack on one thread within an event (stack_counts).
    cpu_us: a CPU event's CPU time on that stack, the sum of its samples'
-   weights (Event.sample_weights_micros); -1 when the event has no weights
+   weights (Event.sample_weights_micros, sdk/wire/event_weights.h); -1 when the event has no weights
    (other kinds, older SDKs): then each sample counts 1. */
 typedef struct store_stack_count_s {
   const char *stack_sig;

@@ -1,8 +1,8 @@
 /*
- * cpu_weights.c - per stack count CPU time of a weighted CPU event (see
- * cpu_weights.h).
+ * event_weights.c - per stack count CPU time of a weighted CPU event (see
+ * event_weights.h).
  */
-#include "cpu_weights.h"
+#include "sdk/wire/event_weights.h"
 
 #include <stdlib.h>
 
@@ -13,7 +13,7 @@ typedef struct {
 
 static int compare_keys(const void *a, const void *b);
 
-int cpu_weights_sum(const Perf__V1__Event *pe, int64_t *out) {
+int perf__event_cpu_us(const Perf__V1__Event *pe, int64_t *out) {
   size_t nc = pe->n_stack_counts, ns = pe->n_sample_stacks;
   for (size_t i = 0; i < nc; i++)
     out[i] = pe->n_sample_weights_micros ? 0 : -1;
@@ -29,7 +29,8 @@ int cpu_weights_sum(const Perf__V1__Event *pe, int64_t *out) {
     key_t_ want = {pe->sample_stacks[i], pe->n_sample_tids ? pe->sample_tids[i] : pe->tid, 0};
     const key_t_ *k = bsearch(&want, keys, nc, sizeof *keys, compare_keys);
     uint64_t w = pe->sample_weights_micros[i];
-    if (k) out[k->count] += (int64_t)(w < CPU_WEIGHT_MAX_MICROS ? w : CPU_WEIGHT_MAX_MICROS);
+    if (k)
+      out[k->count] += (int64_t)(w < PERF__CPU_WEIGHT_MAX_MICROS ? w : PERF__CPU_WEIGHT_MAX_MICROS);
   }
   free(keys);
   return 0;
