@@ -84,7 +84,7 @@ static void start_app(const char *app) {
 
 /* The SDK's public calls, from the dlopen'd library. */
 typedef struct {
-  void (*config_init)(perf_sdk_config_t *);
+  void (*config_init)(perf_sdk_config_t *, size_t);
   int (*init)(const perf_sdk_config_t *);
   int (*shutdown)(int);
   int (*capture_now)(const char *);
@@ -98,9 +98,12 @@ static void load_sdk(const char *path, sdk_api_t *api) {
     fprintf(stderr, "footprint_bench: %s\n", dlerror());
     exit(2);
   }
-  void *fns[6] = {dlsym(lib, "perf_sdk_config_init"), dlsym(lib, "perf_sdk_init"),
-                  dlsym(lib, "perf_sdk_shutdown"),    dlsym(lib, "perf_sdk_capture_now"),
-                  dlsym(lib, "perf_sdk_flush"),       dlsym(lib, "perf_backtrace_thread")};
+  void *fns[6] = {dlsym(lib, "perf_sdk_config_init_sized"),
+                  dlsym(lib, "perf_sdk_init"),
+                  dlsym(lib, "perf_sdk_shutdown"),
+                  dlsym(lib, "perf_sdk_capture_now"),
+                  dlsym(lib, "perf_sdk_flush"),
+                  dlsym(lib, "perf_backtrace_thread")};
   for (int i = 0; i < 6; i++)
     if (!fns[i]) exit(2);
   memcpy(&api->config_init, &fns[0], sizeof fns[0]);
@@ -192,7 +195,7 @@ static int run_child(const char *app, const char *mode, const char *sdk, const c
       setenv("PERF_SDK_DISABLED", "1", 1);
     load_sdk(sdk, &api);
     perf_sdk_config_t cfg;
-    api.config_init(&cfg);
+    api.config_init(&cfg, sizeof cfg);
     char report[PATH_MAX], data[PATH_MAX];
     snprintf(report, sizeof report, "%s/report-%d.txt", dir, (int)getpid());
     snprintf(data, sizeof data, "%s/data-%d", dir, (int)getpid());

@@ -222,6 +222,14 @@ typedef struct perf_tag_s {
  * naming the field and its allowed range.
  */
 typedef struct perf_sdk_config_s {
+  /* The size of this struct as the app's copy of this header declares it,
+     set by perf_sdk_config_init (never by hand). Fields are only ever
+     added at the end, so a library newer than the app's header reads the
+     fields the app knows and gives the later ones their defaults; an app
+     newer than the library is refused (PERF_E_INVALID_CONFIG naming
+     struct_size). */
+  size_t struct_size;
+
   /* App metadata, sent with every event. */
   const char *app_name;           /* default: the executable's name; 1..128 bytes */
   const char *app_version;        /* default "unknown"; 1..128 bytes */
@@ -292,9 +300,16 @@ typedef struct perf_sdk_config_s {
   unsigned exit_timeout_ms;
 } perf_sdk_config_t;
 
-/* Fill *cfg with the defaults (no environment applied yet: perf_sdk_init
-   applies it). */
-PERF_API void perf_sdk_config_init(perf_sdk_config_t *cfg);
+/* Fill the first struct_size bytes of *cfg with the defaults (no
+   environment applied yet: perf_sdk_init applies it) and record
+   struct_size in it. Called through perf_sdk_config_init, which passes the
+   size the app was compiled with. */
+PERF_API void perf_sdk_config_init_sized(perf_sdk_config_t *cfg, size_t struct_size);
+
+/* Fill *cfg with the defaults. */
+static inline void perf_sdk_config_init(perf_sdk_config_t *cfg) {
+  perf_sdk_config_init_sized(cfg, sizeof *cfg);
+}
 
 /* Start the monitors and the event writer. The calling thread becomes the
    watched thread of the hang monitor. Returns PERF_E_ALREADY_INITIALIZED when

@@ -24,6 +24,7 @@ PERF_DEBIAN_PACKAGES=(
   g++             # tests/sampler/names_app.cc: the C++ program whose names are checked
   gdb             # test_names compares captured stacks with gdb's frames (its Python API)
   libc6-dbg       # libc's DWARF by build-id: libc frames get inline chains, as in gdb
+  libuv1-dev libglib2.0-dev libevent-dev # tests/integrations: the event-loop integrations on the real libraries
   llvm            # llvm-addr2line: test_collector_names checks the collector's inline chains with LLVM's DWARF reader
 )
 

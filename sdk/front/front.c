@@ -171,7 +171,7 @@ RUNNING_CALL(perf_sdk_resume, (void), (), false)
 /* ---- answered here -------------------------------------------------------- */
 
 /* perf_strerror and perf_free are sdk/base/error.c's, perf_sdk_config_init
-   is sdk/pipeline/config.c's: built into this library too. */
+   is sdk/pipeline/config.c's (perf_sdk_config_init_sized): built into this library too. */
 
 pid_t perf_main_thread_id(void) {
   return getpid();

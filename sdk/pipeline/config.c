@@ -88,25 +88,69 @@ static int copy_config(const perf_sdk_config_t *c, perf__config_t *out);
 static char *dup_or_null(const char *s, int *err);
 static char *default_data_dir(const char *app_name);
 
-void perf_sdk_config_init(perf_sdk_config_t *cfg) {
-  if (!cfg) return;
-  memset(cfg, 0, sizeof *cfg);
+/* The layouts of perf_sdk_config_t apps may have been built with, oldest
+   first: each one is the previous one with fields added at the end. A
+   struct_size not in this list is refused. */
+static const size_t k_layouts[] = {
+    offsetof(perf_sdk_config_t, exit_timeout_ms), /* 0.1.0: up to log_user */
+    sizeof(perf_sdk_config_t),                    /* 0.1.0 + exit_timeout_ms */
+};
+#define LAYOUT_COUNT (sizeof k_layouts / sizeof k_layouts[0])
+
+void perf_sdk_config_init_sized(perf_sdk_config_t *cfg, size_t struct_size) {
+  if (!cfg || struct_size < sizeof cfg->struct_size) return;
+  /* An app newer than this library: its later fields are left as they
+     are (perf_sdk_init refuses the config); only what both know is set. */
+  size_t known = struct_size < sizeof *cfg ? struct_size : sizeof *cfg;
+  perf_sdk_config_t c;
+  memset(&c, 0, sizeof c);
   for (size_t i = 0; i < LIMIT_COUNT; i++)
-    *uint_at(cfg, k_limits[i].offset) = k_limits[i].def;
-  cfg->app_version = "unknown";
-  cfg->environment = "production";
-  cfg->sink = PERF_SINK_NONE;
+    *uint_at(&c, k_limits[i].offset) = k_limits[i].def;
+  c.app_version = "unknown";
+  c.environment = "production";
+  c.sink = PERF_SINK_NONE;
+  c.struct_size = struct_size;
+  memcpy(cfg, &c, known);
+}
+
+/* The app's config in this library's layout: the fields its layout has,
+   the defaults for the ones added since. */
+static int read_layout(const perf_sdk_config_t *in, perf_sdk_config_t *out) {
+  size_t size = in->struct_size;
+  bool known = false;
+  for (size_t i = 0; i < LAYOUT_COUNT; i++)
+    known = known || k_layouts[i] == size;
+  if (!known) {
+    if (size > sizeof *out)
+      perf__log(PERF__LOG_ERROR,
+                "struct_size %zu is larger than this library's perf_sdk_config_t (%zu): the app "
+                "was built against a newer perf_sdk.h; link the library that came with it",
+                size, sizeof *out);
+    else
+      perf__log(PERF__LOG_ERROR,
+                "struct_size %zu is not a perf_sdk_config_t layout this library knows (%zu "
+                "now): fill the config with perf_sdk_config_init",
+                size, sizeof *out);
+    return PERF_E_INVALID_CONFIG;
+  }
+  perf_sdk_config_init_sized(out, sizeof *out);
+  memcpy(out, in, size);
+  out->struct_size = sizeof *out;
+  return PERF_OK;
 }
 
 int perf__config_resolve(const perf_sdk_config_t *in, perf__config_t *out, bool *disabled) {
   memset(out, 0, sizeof *out);
   *disabled = false;
-  perf_sdk_config_t c = *in;
   /* The log callback is the app's, whatever the environment says: install
-     it first so that configuration errors reach it. */
-  perf__log_set(c.log_fn, c.log_user);
+     it first so that configuration errors reach it (log_user and log_fn
+     are in every layout). */
+  perf__log_set(in->log_fn, in->log_user);
+  perf_sdk_config_t c;
+  int err = read_layout(in, &c);
+  if (err) return err;
   char tag_buf[PERF_MAX_TAGS * 2 * (PERF_MAX_TAG_BYTES + 1)];
-  int err = apply_env(&c, tag_buf, sizeof tag_buf, disabled);
+  err = apply_env(&c, tag_buf, sizeof tag_buf, disabled);
   if (err || *disabled) return err;
   if ((err = validate(&c)) != 0) return err;
   err = copy_config(&c, out);
