@@ -230,9 +230,8 @@ static void case_known_split(void) {
   config(&cfg);
   /* About 1000 samples of the cycle thread: a share's standard error is
      under 2 points (fewer on a loaded machine, each of more CPU time).
-     200 Hz leaves an idle thread ~300 us of CPU between two looks, past
-     the sampler's 200 us "still leaving its wait" guard
-     (blocked_capture.h), so it can be caught running. */
+     200 Hz: a 5 ms interval against the 10 ms cycle, where a fixed one
+     would put every sample in one phase. */
   cfg.cpu_burst_ms = 5000;
   cfg.cpu_sample_hz = 200;
   cfg.cpu_top_threads = 1 + IDLE_THREADS;
@@ -243,7 +242,7 @@ static void case_known_split(void) {
   start_worker(&cycle, cycle_main);
 
   /* The truth over the burst: the threads' CPU clocks when it began and
-     when its event was recorded (polled each millisecond: against a 2 s
+     when its event was recorded (polled each millisecond: against a 5 s
      burst, well under a point). */
   perf_sdk_stats_t st;
   WAIT_FOR_STATS(st, st.cpu_bursts >= 1);
