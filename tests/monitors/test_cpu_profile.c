@@ -231,7 +231,7 @@ static void case_known_split(void) {
   /* About 1000 samples of the cycle thread: a share's standard error is
      under 2 points (fewer on a loaded machine, each of more CPU time).
      200 Hz: a 5 ms interval against the 10 ms cycle, where a fixed one
-     would put every sample in one phase. */
+     would keep sampling the same two points of the cycle. */
   cfg.cpu_burst_ms = 5000;
   cfg.cpu_sample_hz = 200;
   cfg.cpu_top_threads = 1 + IDLE_THREADS;
