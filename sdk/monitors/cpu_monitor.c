@@ -18,6 +18,7 @@
  */
 #include "sdk/monitors/cpu_monitor.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,8 +36,11 @@
 /* CPU a hot thread uses between two captures of a burst: a little more than
    a thread last seen blocked must use before the sampler signals it. */
 #define MIN_CPU_BETWEEN_LOOKS_NS (PERF__BLOCKED_EXIT_CPU_NS + 50000)
-#define MAX_TICKS 1201         /* ticks of the longest window (600 s at 500 ms) and one */
-#define QUIET_END_NS 100000000 /* a burst whose threads all stopped running this long ends */
+#define MAX_TICKS 1201 /* ticks of the longest window (600 s at 500 ms) and one */
+/* A burst whose threads all stopped running this long ends. Not shorter:
+   on a loaded machine runnable threads can wait for a CPU 100 ms and more
+   (two cores, load 10: bursts of 5 s ended after 0.2 s). */
+#define QUIET_END_NS 500000000
 
 /* The ticks of the current run (no lull since its first): a ring of the
    process CPU clock at each tick, oldest first. */
@@ -63,6 +67,7 @@ typedef struct {
   int64_t seen_cpu_ns;    /* its CPU clock when it was last captured */
   int64_t weighed_cpu_ns; /* its CPU clock when its last on-CPU sample was taken (at first:
                              the burst's start): the next one stands for the CPU since */
+  size_t last_sample;     /* index of that sample in the event's samples; SIZE_MAX: none */
 } hot_t;
 
 static void monitor_main(perf__worker_t *worker, void *arg);
@@ -70,6 +75,7 @@ static void run_burst(perf__cpu_monitor_t *m, int64_t window_ns);
 static size_t sample_burst(perf__cpu_monitor_t *m, perf__event_t *ev, hot_t *hot, size_t k,
                            int64_t start);
 static int64_t jittered(int64_t period, uint64_t *rng);
+static size_t sample_of(const perf__event_t *ev, pid_t tid, size_t from);
 static size_t pick_hottest(perf__cpu_monitor_t *m, hot_t *hot, size_t k);
 static bool stopping(perf__cpu_monitor_t *m);
 static int percent(int64_t cpu_ns, int64_t wall_ns);
@@ -191,9 +197,11 @@ static void run_burst(perf__cpu_monitor_t *m, int64_t window_ns) {
   ev->start_wall_ns = perf__mono_to_wall_ns(start);
   ev->tid = hot[0].tid;
   perf__thread_set_read(&m->threads); /* baseline for the burst's per-thread shares */
-  for (size_t i = 0; i < k; i++)
+  for (size_t i = 0; i < k; i++) {
     hot[i].looked_cpu_ns = hot[i].seen_cpu_ns = hot[i].weighed_cpu_ns =
         perf__thread_cpu_ns(hot[i].tid);
+    hot[i].last_sample = SIZE_MAX;
+  }
   size_t on_cpu = sample_burst(m, ev, hot, k, start);
   int64_t wall = perf__now_ns() - start;
   ev->duration_ns = wall;
@@ -244,6 +252,11 @@ static size_t sample_burst(perf__cpu_monitor_t *m, perf__event_t *ev, hot_t *hot
   for (int64_t next = start + jittered(period, &rng); next <= end && !stopping(m);
        next += jittered(period, &rng)) {
     perf__worker_sleep_until(m->worker, next);
+    /* Woken late (this thread was not scheduled): go on from now. Ticks
+       caught up back to back would find the threads' clocks still, and
+       end the burst as if they had stopped running. */
+    int64_t now = perf__now_ns();
+    if (now - next > period) next = now;
     if (next - last_ran > QUIET_END_NS && next - last_ran > 10 * period) break;
     size_t n = 0;
     for (size_t i = 0; i < k; i++) {
@@ -260,17 +273,35 @@ static size_t sample_burst(perf__cpu_monitor_t *m, perf__event_t *ev, hot_t *hot
       cpu_at[n] = cpu;
       which[n++] = i;
     }
-    size_t off_cpu = 0;
+    size_t off_cpu = 0, before = ev->sample_count;
     if (n == 0 || perf__capture_cpu_samples(ev, tids, weights, n, on_cpu, &off_cpu, m->stats))
       continue;
     PERF__COUNT(m->stats, cpu_samples_off_cpu, off_cpu);
     for (size_t j = 0; j < n; j++)
       if (on_cpu[j]) {
-        hot[which[j]].weighed_cpu_ns = cpu_at[j];
+        hot_t *h = &hot[which[j]];
+        h->weighed_cpu_ns = cpu_at[j];
+        h->last_sample = sample_of(ev, h->tid, before);
         taken++;
       }
   }
+  /* What a thread used after its last on-CPU sample goes to that sample,
+     as what it used before its first goes to the first: its samples add
+     up to its CPU time over the burst. */
+  for (size_t i = 0; i < k; i++) {
+    int64_t cpu = perf__thread_cpu_ns(hot[i].tid);
+    if (hot[i].last_sample != SIZE_MAX && cpu > hot[i].weighed_cpu_ns)
+      perf__event_add_weight(ev, hot[i].last_sample, (uint64_t)(cpu - hot[i].weighed_cpu_ns));
+  }
   return taken;
+}
+
+/* The sample of tid the last capture added (at or after index `from`), or
+   SIZE_MAX (the event was full). */
+static size_t sample_of(const perf__event_t *ev, pid_t tid, size_t from) {
+  for (size_t i = ev->sample_count; i-- > from;)
+    if (ev->samples[i].tid == tid) return i;
+  return SIZE_MAX;
 }
 
 /* An interval drawn uniformly from [period / 2, 3 * period / 2). */
@@ -292,7 +323,7 @@ static size_t pick_hottest(perf__cpu_monitor_t *m, hot_t *hot, size_t k) {
       n++;
     else if (t->delta_ns <= hot[k - 1].delta_ns)
       continue;
-    hot[n - 1] = (hot_t){t->tid, t->delta_ns, 0, 0, 0}; /* then bubble it up to its rank */
+    hot[n - 1] = (hot_t){t->tid, t->delta_ns, 0, 0, 0, SIZE_MAX}; /* then bubble it up */
     for (size_t j = n - 1; j > 0 && hot[j - 1].delta_ns < hot[j].delta_ns; j--) {
       hot_t swap = hot[j - 1];
       hot[j - 1] = hot[j];

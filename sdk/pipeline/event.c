@@ -55,6 +55,12 @@ int perf__event_add_weighted_sample(perf__event_t *ev, pid_t tid, int64_t mono_n
   return PERF_OK;
 }
 
+void perf__event_add_weight(perf__event_t *ev, size_t i, uint64_t weight_ns) {
+  if (i >= ev->sample_count || ev->samples[i].stack < 0) return;
+  ev->samples[i].weight_ns += weight_ns;
+  ev->stacks[ev->samples[i].stack].weight_ns += weight_ns;
+}
+
 int perf__event_add_failed_sample(perf__event_t *ev, pid_t tid, int64_t mono_ns, int error) {
   if (ev->sample_count == PERF__EVENT_MAX_SAMPLES) {
     ev->samples_over++;

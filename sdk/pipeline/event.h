@@ -95,6 +95,10 @@ int perf__event_add_weighted_sample(perf__event_t *ev, pid_t tid, int64_t mono_n
                                     const uintptr_t *pcs, size_t n, perf__stack_end_t end,
                                     uint64_t weight_ns);
 
+/* Add weight_ns to sample i of a weighted event (and to its stack); a
+   failed sample or an index past the samples is left alone. */
+void perf__event_add_weight(perf__event_t *ev, size_t i, uint64_t weight_ns);
+
 /* Record a capture of tid that failed with `error`. */
 int perf__event_add_failed_sample(perf__event_t *ev, pid_t tid, int64_t mono_ns, int error);
 

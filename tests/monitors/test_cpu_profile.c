@@ -9,19 +9,23 @@
  *  - three nearly idle threads waking every millisecond to burn ~60 us in
  *    idle_work, then waiting in nanosleep: each at about its CPU share, and
  *    their waits (where they are almost always found) not counted as CPU;
+ *  - the same with two CPU-bound processes beside it;
  *  - a burst that finds no thread running records no CPU event.
  * The report is the file sink's: a weighted event's stacks say cpu_ms.
  * Each case in its own process; waits poll with deadlines.
  */
 #include <ftw.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -225,7 +229,7 @@ static double points(double part, double whole) {
   return whole > 0 ? 100.0 * part / whole : 0;
 }
 
-static void case_known_split(void) {
+static void known_split(void) {
   perf_sdk_config_t cfg;
   config(&cfg);
   /* About 1000 samples of the cycle thread: a share's standard error is
@@ -329,6 +333,35 @@ static void case_known_split(void) {
   free(report);
 }
 
+static void case_known_split(void) {
+  known_split();
+}
+
+/* A process burning a core until killed (or its parent dies). */
+static pid_t start_cpu_hog(void) {
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    volatile unsigned long x = 0;
+    for (;;)
+      x = x * 2862933555777941757UL + 3;
+  }
+  return pid;
+}
+
+/* The same with two CPU-bound processes beside it (two compilers on a
+   developer's two cores): the workload gets less CPU, the shares of what
+   it gets stay right. */
+static void case_known_split_beside_busy(void) {
+  pid_t hogs[2] = {start_cpu_hog(), start_cpu_hog()};
+  known_split();
+  for (int i = 0; i < 2; i++) {
+    kill(hogs[i], SIGKILL);
+    waitpid(hogs[i], NULL, 0);
+  }
+}
+
 /* The thread that set the burst off stops as soon as it begins (it watches
    the counter itself) and waits from then on: every sample of the burst
    finds it blocked, and no CPU event is recorded. */
@@ -369,6 +402,7 @@ static void case_nothing_running(void) {
 
 static const test_case_t g_cases[] = {
     TEST_CASE(known_split),
+    TEST_CASE_SERIAL(known_split_beside_busy, "two CPU hogs of its own take both cores"),
     TEST_CASE(nothing_running),
 };
 
