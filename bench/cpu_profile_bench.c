@@ -6,12 +6,13 @@
  * otherwise (tests/monitors/test_cpu_profile.c's workload).
  *
  *  1. In this process under the SDK (file sink): one burst of --burst-ms at
- *     --hz; the report's CPU time per function (a stack counts for each of
- *     the workload's functions it holds), and the truth from the threads'
- *     CPU clocks over the burst.
- *  2. This program again as a child (--workload S) under
- *     `perf record -e cpu-clock -F 997 --call-graph dwarf`, bounded in time;
- *     `perf script` gives each sample's stack; the same classes, by samples.
+ *     --hz; the report's CPU time per function (a stack counts for the
+ *     first of the workload's functions it holds), and the truth from the
+ *     threads' CPU clocks over the burst.
+ *  2. The same burst under `perf record -e cpu-clock -F 997 --call-graph
+ *     dwarf -p <this process> -- sleep <burst>`, started as the burst
+ *     begins and killed if it overruns; `perf script` gives each sample's
+ *     stack; the workload threads' samples, by the same classes.
  *
  * Prints the shares side by side and the largest difference in points. Not
  * a test: it never fails on the figures; exit 1 only when a part could not
@@ -45,6 +46,7 @@ static const char *const CLASS_NAMES[CLASSES] = {"phase_seventy", "phase_thirty"
 
 static volatile unsigned long g_sink;
 static atomic_int g_stop;
+static _Atomic pid_t g_tids[1 + IDLE_THREADS]; /* the workload's threads, for perf's samples */
 
 /* ---- the workload ---------------------------------------------------------- */
 
@@ -85,6 +87,7 @@ static NOINLINE void idle_wait(void) {
 }
 
 static void *cycle_main(void *arg) {
+  atomic_store(&g_tids[0], (pid_t)syscall(SYS_gettid));
   (void)arg;
   unsigned long x = 0;
   while (!atomic_load(&g_stop))
@@ -94,7 +97,7 @@ static void *cycle_main(void *arg) {
 }
 
 static void *idle_main(void *arg) {
-  (void)arg;
+  atomic_store(&g_tids[(intptr_t)arg], (pid_t)syscall(SYS_gettid));
   unsigned long x = 0;
   while (!atomic_load(&g_stop)) {
     x += idle_work();
@@ -111,7 +114,8 @@ typedef struct {
 static void workload_start(workload_t *w) {
   atomic_store(&g_stop, 0);
   for (int i = 0; i <= IDLE_THREADS; i++)
-    if (pthread_create(&w->threads[i], NULL, i ? idle_main : cycle_main, NULL) != 0) exit(1);
+    if (pthread_create(&w->threads[i], NULL, i ? idle_main : cycle_main, (void *)(intptr_t)i) != 0)
+      exit(1);
 }
 
 static void workload_stop(workload_t *w) {
@@ -177,9 +181,13 @@ static char *read_file(const char *path) {
   return text;
 }
 
-/* CPU ms per class from the report's one cpu event. */
-static bool sdk_profile(unsigned hz, unsigned burst_ms, bool keep, double *cpu_ms,
-                        double *truth_ms) {
+static pid_t perf_start(const char *data, unsigned burst_ms);
+static bool perf_finish(pid_t perf, unsigned burst_ms);
+
+/* CPU ms per class from the report's one cpu event; perf recording the
+   same burst into `data` (*perf_ok: it ran). */
+static bool sdk_profile(unsigned hz, unsigned burst_ms, bool keep, const char *data, double *cpu_ms,
+                        double *truth_ms, bool *perf_ok) {
   char dir[] = "/tmp/cpu_profile_bench_XXXXXX";
   if (!mkdtemp(dir)) return false;
   char report[128];
@@ -202,11 +210,16 @@ static bool sdk_profile(unsigned hz, unsigned burst_ms, bool keep, double *cpu_m
   workload_start(&w);
   perf_sdk_stats_t st = {0};
   int64_t deadline = now_ns() + (int64_t)(burst_ms + 30000) * 1000000, cpu0 = -1;
+  pid_t perf = -1;
   while (now_ns() < deadline && perf_sdk_get_stats(&st) == PERF_OK && st.events_recorded == 0) {
-    if (cpu0 < 0 && st.cpu_bursts > 0) cpu0 = workload_cpu_ns(&w);
+    if (cpu0 < 0 && st.cpu_bursts > 0) {
+      cpu0 = workload_cpu_ns(&w);
+      perf = perf_start(data, burst_ms);
+    }
     usleep(1000);
   }
   *truth_ms = (double)(workload_cpu_ns(&w) - cpu0) / 1e6;
+  *perf_ok = perf > 0 && perf_finish(perf, burst_ms);
   workload_stop(&w);
   perf_sdk_shutdown(5000);
   char *text = read_file(report);
@@ -235,51 +248,56 @@ static bool sdk_profile(unsigned hz, unsigned burst_ms, bool keep, double *cpu_m
 
 /* ---- 2. perf record --------------------------------------------------------------- */
 
-/* Run argv, killed after timeout_s; its exit status, or -1. */
-static int run_bounded(char *const argv[], int timeout_s, bool quiet) {
+/* perf record on this process for the burst's length, in the background. */
+static pid_t perf_start(const char *data, unsigned burst_ms) {
+  char self[16], secs[32];
+  snprintf(self, sizeof self, "%d", (int)getpid());
+  snprintf(secs, sizeof secs, "%.3f", burst_ms / 1000.0);
+  char *record[] = {"perf", "record", "-q",           "-e",    "cpu-clock", "-F",
+                    "997",  "-g",     "--call-graph", "dwarf", "-o",        (char *)data,
+                    "-p",   self,     "--",           "sleep", secs,        NULL};
   pid_t pid = fork();
-  if (pid < 0) return -1;
   if (pid == 0) {
-    if (quiet && !freopen("/dev/null", "w", stdout)) _exit(127);
-    execvp(argv[0], argv);
+    if (!freopen("/dev/null", "w", stdout)) _exit(127);
+    execvp(record[0], record);
     _exit(127);
   }
-  int64_t deadline = now_ns() + (int64_t)timeout_s * 1000000000;
+  return pid;
+}
+
+/* Wait for perf (killed after the burst and a minute): whether it succeeded. */
+static bool perf_finish(pid_t perf, unsigned burst_ms) {
+  int64_t deadline = now_ns() + ((int64_t)burst_ms + 60000) * 1000000;
   int status;
   for (;;) {
-    pid_t r = waitpid(pid, &status, WNOHANG);
-    if (r == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    if (r < 0 && errno != EINTR) return -1;
+    pid_t r = waitpid(perf, &status, WNOHANG);
+    if (r == perf) break;
+    if (r < 0 && errno != EINTR) return false;
     if (now_ns() > deadline) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      fprintf(stderr, "%s: killed after %d s\n", argv[0], timeout_s);
-      return -1;
+      kill(perf, SIGKILL);
+      waitpid(perf, &status, 0);
+      fprintf(stderr, "perf record: killed after %u ms\n", burst_ms + 60000);
+      return false;
     }
     usleep(20000);
   }
-}
-
-/* Samples per class of the workload's threads (not the main thread). */
-static bool perf_profile(const char *self, unsigned seconds, double *samples) {
-  char data[] = "/tmp/cpu_profile_bench_perf_XXXXXX";
-  int fd = mkstemp(data);
-  if (fd < 0) return false;
-  close(fd);
-  char secs[16];
-  snprintf(secs, sizeof secs, "%u", seconds);
-  char *record[] = {"perf", "record",     "-q",           "-e",    "cpu-clock", "-F",
-                    "997",  "-g",         "--call-graph", "dwarf", "-o",        data,
-                    "--",   (char *)self, "--workload",   secs,    NULL};
-  int rc = run_bounded(record, (int)seconds + 60, true);
-  if (rc != 0) {
+  int rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  if (rc != 0)
     fprintf(stderr,
             "perf record failed (exit %d): not installed, or not permitted here "
-            "(kernel.perf_event_paranoid, seccomp); no perf column\n",
+            "(kernel.perf_event_paranoid, seccomp); no perf row\n",
             rc);
-    unlink(data);
-    return false;
-  }
+  return rc == 0;
+}
+
+static bool is_workload_tid(long tid) {
+  for (int i = 0; i <= IDLE_THREADS; i++)
+    if (atomic_load(&g_tids[i]) == tid) return true;
+  return false;
+}
+
+/* Samples per class of the workload's threads in perf's recording. */
+static bool perf_profile(const char *data, double *samples) {
   char cmd[256];
   snprintf(cmd, sizeof cmd, "timeout 300 perf script -i %s -F pid,tid,ip,sym 2>/dev/null", data);
   FILE *p = popen(cmd, "r");
@@ -291,7 +309,7 @@ static bool perf_profile(const char *self, unsigned seconds, double *samples) {
   while (s && fgets(line, sizeof line, p)) {
     if (line[0] != '\t' && line[0] != '\n') { /* "  pid/tid": a sample begins */
       long pid = 0, tid = 0;
-      counted = sscanf(line, "%ld/%ld", &pid, &tid) == 2 && pid != tid;
+      counted = sscanf(line, "%ld/%ld", &pid, &tid) == 2 && is_workload_tid(tid);
       fflush(s);
       rewind(s);
       continue;
@@ -312,7 +330,6 @@ static bool perf_profile(const char *self, unsigned seconds, double *samples) {
   if (s) fclose(s);
   free(stack);
   pclose(p);
-  unlink(data);
   if (!any) fprintf(stderr, "perf script gave no sample of the workload's threads\n");
   return any;
 }
@@ -321,13 +338,6 @@ int main(int argc, char **argv) {
   unsigned hz = 200, burst_ms = 4000;
   bool keep = false;
   for (int i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--workload") == 0 && i + 1 < argc) {
-      workload_t w;
-      workload_start(&w);
-      sleep((unsigned)atoi(argv[i + 1]));
-      workload_stop(&w);
-      return 0;
-    }
     if (strcmp(argv[i], "--keep") == 0)
       keep = true;
     else if (strcmp(argv[i], "--hz") == 0 && i + 1 < argc)
@@ -336,16 +346,19 @@ int main(int argc, char **argv) {
       burst_ms = (unsigned)atoi(argv[++i]);
   }
   double sdk[CLASSES] = {0}, prf[CLASSES] = {0}, truth_ms = 0;
-  bool sdk_ok = sdk_profile(hz, burst_ms, keep, sdk, &truth_ms);
+  char data[] = "/tmp/cpu_profile_bench_perf_XXXXXX";
+  int fd = mkstemp(data);
+  if (fd < 0) return 1;
+  close(fd);
+  bool perf_ok = false;
+  bool sdk_ok = sdk_profile(hz, burst_ms, keep, data, sdk, &truth_ms, &perf_ok);
   if (!sdk_ok) fprintf(stderr, "the SDK recorded no CPU burst\n");
-  char self[4096];
-  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  self[n > 0 ? n : 0] = '\0';
-  bool perf_ok = n > 0 && perf_profile(self, (burst_ms + 999) / 1000, prf);
+  perf_ok = perf_ok && perf_profile(data, prf);
+  unlink(data);
 
-  printf("cpu_profile_bench: burst %u ms at %u Hz (randomized intervals); perf record -e "
-         "cpu-clock -F 997 --call-graph dwarf, %u s\n",
-         burst_ms, hz, (burst_ms + 999) / 1000);
+  printf("cpu_profile_bench: one burst of %u ms at %u Hz (randomized intervals), and perf "
+         "record -e cpu-clock -F 997 --call-graph dwarf on the same burst\n",
+         burst_ms, hz);
   printf("%-28s", "share of the workload's CPU");
   for (int c = 0; c < CLASSES; c++)
     printf(" %14s", CLASS_NAMES[c]);

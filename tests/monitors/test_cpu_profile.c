@@ -323,11 +323,12 @@ static void known_split(void) {
   }
   /* Where the idle threads wait is where wall-clock sampling put nearly
      all of their samples. Found there blocked, they are no CPU samples;
-     what is left is their way in and out of nanosleep while running. */
+     what is left is their way in and out of nanosleep while running
+     (perf record -g puts 5-17% of their CPU there, bench/README.md). */
   double w_idle_all = w_idle[0] + w_idle[1] + w_idle[2];
   fprintf(stderr, "idle_wait: %.1f%% of the idle threads' CPU in the profile\n",
           points(w_waiting, w_idle_all));
-  CHECKF(points(w_waiting, w_idle_all) < 30, "idle_wait: %.1f%% of the idle threads' CPU:\n%s",
+  CHECKF(points(w_waiting, w_idle_all) < 40, "idle_wait: %.1f%% of the idle threads' CPU:\n%s",
          points(w_waiting, w_idle_all), report);
   free(stacks);
   free(report);
