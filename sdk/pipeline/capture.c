@@ -11,6 +11,9 @@
 #include "sdk/sampler/sampler.h"
 #include "sdk/sampler/stack_end.h"
 
+/* How often a CPU sample's thread found just woken in a call is asked again. */
+#define WOKEN_RETRIES 2
+
 static int capture(perf__event_t *ev, pid_t tid, uintptr_t caller_ra, perf__stats_t *stats,
                    bool (*still_valid)(void *), void *arg);
 static int add_shot(perf__event_t *ev, const perf__sampler_shot_t *shot, uint64_t weight_ns,
@@ -58,6 +61,11 @@ static int capture_chunks(perf__event_t *ev, const pid_t *tids, const uint64_t *
                                         .max = PERF__EVENT_MAX_DEPTH,
                                         .want_on_cpu = weights_ns != NULL};
     err = perf__sampler_capture_threads(ev->mods, shots, m, CHUNK);
+    /* A thread just woken in a call is about to run: asked again at once,
+       it is usually caught in the work it woke up for. */
+    for (size_t j = 0; j < m && !err && weights_ns; j++)
+      for (int again = 0; again < WOKEN_RETRIES && shots[j].woken; again++)
+        perf__sampler_capture_threads(ev->mods, &shots[j], 1, 1);
     for (size_t j = 0; j < m && !err; j++) {
       const perf__sampler_shot_t *shot = &shots[j];
       if (!weights_ns) {

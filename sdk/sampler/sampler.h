@@ -57,6 +57,7 @@ typedef struct perf__sampler_shot_s {
      left a system call after waiting for a CPU (woken, found where it
      waited, not where it spends CPU: signal_sampler.c, woken_in_call). */
   bool on_cpu;
+  bool woken; /* (want_on_cpu) signalled, but caught leaving a call after waiting for a CPU */
 } perf__sampler_shot_t;
 
 /* Capture n threads with up to `in_flight` (1..PERF__SAMPLER_IN_FLIGHT_MAX)

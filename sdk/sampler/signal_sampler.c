@@ -181,7 +181,7 @@ int perf__sampler_capture_threads(perf__modules_t *mods, perf__sampler_shot_t *s
     shots[i].count = 0;
     shots[i].status = PERF__WALK_NO_RULE;
     shots[i].taken_ns = 0;
-    shots[i].on_cpu = false;
+    shots[i].on_cpu = shots[i].woken = false;
   }
   if (in_flight > 1) {
     pthread_mutex_lock(&g_lock);
@@ -216,7 +216,7 @@ static int capture_once(perf__modules_t *mods, perf__sampler_shot_t *shot) {
   shot->count = 0;
   shot->status = PERF__WALK_NO_RULE;
   shot->taken_ns = 0;
-  shot->on_cpu = false;
+  shot->on_cpu = shot->woken = false;
   if (!mods || !shot->pcs || shot->max == 0 || shot->tid < 0) return PERF_E_INVALID_ARGUMENT;
   pthread_mutex_lock(&g_lock);
   int err = install_locked();
@@ -684,7 +684,8 @@ static int copy_result(perf__modules_t *mods, slot_t *s, perf__sampler_shot_t *s
     shot->status = s->walk_status;
     err = s->walk_status == PERF__WALK_DEPTH ? PERF_E_TRUNCATED : PERF_OK;
   }
-  shot->on_cpu = shot->count > 0 && !woken_in_call(s, shot->pcs[0]);
+  shot->woken = shot->count > 0 && woken_in_call(s, shot->pcs[0]);
+  shot->on_cpu = shot->count > 0 && !shot->woken;
   return err;
 }
 
