@@ -382,6 +382,50 @@ static void *blocked_main(void *arg) {
   return NULL;
 }
 
+static _Atomic pid_t g_reader_tid;
+static double g_readlink_us[2000]; /* readlink of the reader's descriptor, each time */
+
+static void *reader_main(void *arg) {
+  char c;
+  atomic_store(&g_reader_tid, (pid_t)syscall(SYS_gettid));
+  return read(*(int *)arg, &c, 1) == 1 ? NULL : arg;
+}
+
+/* Median capture of a thread blocked in read() on a pipe: the blocked path
+   plus the thread state's descriptor kind (one readlink of /proc/self/fd/N,
+   sample_state.c). */
+static double blocked_read_us(void) {
+  enum { N = 2000 };
+  static double t[N];
+  int fds[2];
+  pthread_t th;
+  if (pipe(fds) != 0) return -1;
+  atomic_store(&g_reader_tid, 0);
+  if (pthread_create(&th, NULL, reader_main, &fds[0]) != 0) return -1;
+  while (!atomic_load(&g_reader_tid))
+    usleep(1000);
+  usleep(20000);
+  size_t n = 0, frames = 0;
+  for (int i = 0; i < N; i++) {
+    uintptr_t pcs[MAX_PCS];
+    int64_t t0 = mono_ns();
+    if (perf_backtrace_thread(atomic_load(&g_reader_tid), pcs, MAX_PCS, &frames) == PERF_OK)
+      t[n++] = (double)(mono_ns() - t0) / 1000.0;
+  }
+  for (int i = 0; i < N; i++) {
+    char path[48], target[64];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fds[0]);
+    int64_t t0 = mono_ns();
+    if (readlink(path, target, sizeof target) > 0)
+      g_readlink_us[i] = (double)(mono_ns() - t0) / 1e3;
+  }
+  if (write(fds[1], "x", 1) != 1) return -1;
+  pthread_join(th, NULL);
+  close(fds[0]);
+  close(fds[1]);
+  return n ? median_of(t, n) : -1;
+}
+
 /* Captures of a thread blocked in pthread_cond_wait (no signal: /proc and
    a copy of its stack), and the /proc reads behind every capture. */
 static void blocked_report(pid_t busy_tid) {
@@ -406,6 +450,10 @@ static void blocked_report(pid_t busy_tid) {
       "blocked target (pthread_cond_wait, no signal): capture med %.2f us, %zu frames, %zu of %d "
       "ok\n",
       median_of(t, n), frames, n, N);
+  double futex_us = pct(t, n, 50), read_us = blocked_read_us();
+  printf("blocked target in read() on a pipe (thread state io, + the descriptor's kind): capture "
+         "med %.2f us, %.2fx the futex wait's; readlink of /proc/self/fd/N alone med %.2f us\n",
+         read_us, read_us / futex_us, median_of(g_readlink_us, 2000));
   printf("/proc reads (med), open+read+close / pread on a kept descriptor: syscall %.2f / %.2f us "
          "blocked, %.2f / %.2f us running; status (State, SigBlk) %.2f / %.2f us running\n",
          proc_read_us(tid, "syscall", 0), proc_read_us(tid, "syscall", 1),

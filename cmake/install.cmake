@@ -5,7 +5,8 @@
 #
 #   include/perf_sdk.h, perf_sdk_uv.h, perf_sdk_glib.h, perf_sdk_libevent.h
 #   lib/libperfsdk.so.0 (the front apps link) and libperfsdk-core.so.0 (the
-#     SDK it loads from its own directory: both always in one directory)
+#     SDK it loads from its own directory: both always in one directory);
+#     lib/ is lib/<multiarch> on Debian (the root CMakeLists.txt)
 #   lib/libperfsdk.so (the link-time name), lib/libperfsdk.a
 #   lib/cmake/PerfSDK/  find_package(PerfSDK): PerfSDK::perfsdk (shared),
 #                       PerfSDK::perfsdk_static (static, with its dependencies)

@@ -28,6 +28,7 @@
 #include "frame_json.h"
 #include "hang_key.h"
 #include "perf_sdk.h"
+#include "sample_states.h"
 #include "sdk/base/frame_text.h"
 #include "sdk/base/utf8.h"
 #include "sdk/wire/batch_decode.h"
@@ -230,10 +231,12 @@ typedef struct record_s {
   store_stack_t *stacks;
   store_event_t *events;
   store_stack_count_t **counts; /* per event */
+  store_state_count_t **states; /* per event: its samples per thread and state */
   perf__named_stack_t *named;   /* per stack: its frame labels */
   store_group_t *groups;        /* one per stack */
   store_hang_t *hangs;          /* per event: hang events' grouping input */
   store_tag_t *tags;            /* the resource's */
+  store_loop_stats_t loop;      /* batch.loop_stats points here when the batch had them */
   size_t cap_stacks, cap_groups, cap_events;
   uint64_t samples;
   frame_ctx_t frames;
@@ -260,6 +263,9 @@ static void record_free(record_t *r) {
     free((char *)r->stacks[i].frames_json);
   for (size_t i = 0; r->counts && i < r->batch.n_events; i++)
     free(r->counts[i]);
+  for (size_t i = 0; r->states && i < r->cap_events; i++)
+    free(r->states[i]);
+  free(r->states);
   free(r->stacks);
   free(r->events);
   free(r->counts);
@@ -316,6 +322,8 @@ static int build_event(record_t *r, const Perf__V1__Event *pe, size_t index) {
   free(cpu_us);
   e->counts = r->counts[index];
   e->n_counts = pe->n_stack_counts;
+  if (sample_states_count(r->frames.bt, pe, &r->states[index], &e->n_states) != 0) return -1;
+  e->states = r->states[index];
   if (pe->kind == PERF__V1__EVENT_KIND__EVENT_KIND_HANG ||
       pe->kind == PERF__V1__EVENT_KIND__EVENT_KIND_FATAL_HANG)
     return pe->n_stack_counts ? hang_group(r, pe, index) : 0;
@@ -348,6 +356,22 @@ static int record_drops_and_tags(const Perf__V1__Batch *bt, record_t *r) {
   return 0;
 }
 
+static uint64_t capped_loop(uint64_t n) {
+  return n > STORE_MAX_LOOP_VALUE ? STORE_MAX_LOOP_VALUE : n;
+}
+
+/* The watched loop's stats (check_batch refused more buckets than
+   STORE_LOOP_BUCKETS; fewer: the rest are 0). */
+static void record_loop_stats(const Perf__V1__Batch *bt, record_t *r) {
+  const Perf__V1__LoopStats *ls = bt->loop_stats;
+  if (!ls) return;
+  r->loop.watched_ns = capped_loop(ls->watched_nanos);
+  r->loop.busy_ns = capped_loop(ls->busy_nanos);
+  for (size_t i = 0; i < ls->n_busy_units_by_bucket && i < STORE_LOOP_BUCKETS; i++)
+    r->loop.units[i] = capped_loop(ls->busy_units_by_bucket[i]);
+  r->batch.loop_stats = &r->loop;
+}
+
 static int build_record(const ingest_target_t *t, const Perf__V1__Batch *bt, record_t *r) {
   memset(r, 0, sizeof *r);
   r->frames.bt = bt;
@@ -361,11 +385,13 @@ static int build_record(const ingest_target_t *t, const Perf__V1__Batch *bt, rec
   r->batch.host = res->host;
   r->batch.pid = res->pid;
   if (record_drops_and_tags(bt, r) != 0) return -1;
+  record_loop_stats(bt, r);
   size_t ns = bt->n_stacks, ne = bt->n_events;
   if ((ns && (!(r->stacks = calloc(ns, sizeof *r->stacks)) ||
               !(r->named = calloc(ns, sizeof *r->named)))) ||
       (ne && (!(r->events = calloc(ne, sizeof *r->events)) ||
               !(r->counts = calloc(ne, sizeof *r->counts)) ||
+              !(r->states = calloc(ne, sizeof *r->states)) ||
               !(r->hangs = calloc(ne, sizeof *r->hangs)))) ||
       (ns && !(r->groups = calloc(ns, sizeof *r->groups))))
     return -1;
@@ -447,6 +473,11 @@ static unsigned check_batch(const Perf__V1__Batch *bt, const uint8_t *header_id,
            400;
   for (size_t i = 0; i < bt->n_strings; i++)
     if (!bt->strings[i]) return set_result(res, 400, REJECT_BAD_PAYLOAD, "null string"), 400;
+  if (bt->loop_stats && bt->loop_stats->n_busy_units_by_bucket > STORE_LOOP_BUCKETS)
+    return set_result(res, 400, REJECT_BAD_PAYLOAD,
+                      "loop_stats.busy_units_by_bucket has %zu buckets (at most %d)",
+                      bt->loop_stats->n_busy_units_by_bucket, STORE_LOOP_BUCKETS),
+           400;
   return 200;
 }
 
@@ -511,6 +542,7 @@ static unsigned store_batch(const ingest_target_t *t, const Perf__V1__Batch *bt,
     resymbolizer_want(t->resym, r.frames.unresolved[i]);
   if (rc == STORE_OK) metrics_frames_symbolized(r.frames.named, r.frames.unnamed);
   if (rc == STORE_OK) metrics_sdk_drops(r.batch.drops); /* a duplicate's were counted once */
+  if (rc == STORE_OK && r.batch.loop_stats) metrics_loop_stats(r.batch.loop_stats);
   if (rc == STORE_ERROR) return set_result(res, 503, REJECT_STORE_ERROR, "store failed"), 503;
   if (rc == STORE_LOST)
     return set_result(res, 503, REJECT_DB_LOST, "the database file was deleted or replaced"), 503;

@@ -33,6 +33,7 @@ static atomic_uint_fast64_t g_latency_ns_sum;
 static atomic_uint_fast64_t g_symbols_uploaded, g_frames_named, g_frames_unnamed, g_resymbolized;
 static atomic_uint_fast64_t g_expired;
 static atomic_uint_fast64_t g_sdk_dropped[STORE_DROP_COUNT];
+static atomic_uint_fast64_t g_loop_batches, g_loop_watched_ms;
 
 static void observe_latency(double seconds) {
   size_t i = 0;
@@ -129,6 +130,22 @@ void metrics_sdk_drops(const uint64_t dropped[STORE_DROP_COUNT]) {
     atomic_fetch_add(&g_sdk_dropped[i], dropped[i]);
 }
 
+void metrics_loop_stats(const store_loop_stats_t *stats) {
+  atomic_fetch_add(&g_loop_batches, 1);
+  atomic_fetch_add(&g_loop_watched_ms, stats->watched_ns / 1000000);
+}
+
+static void put_loop_stats(text_t *t) {
+  put_counter(t, "perf_collector_loop_stats_batches_total",
+              "Batches stored with the watched loop's stats.", atomic_load(&g_loop_batches));
+  put(t,
+      "# HELP perf_collector_loop_watched_seconds_total Time the SDKs watched their loops, "
+      "summed over the batches stored (the denominator of hangs per hour).\n"
+      "# TYPE perf_collector_loop_watched_seconds_total counter\n"
+      "perf_collector_loop_watched_seconds_total %.3f\n",
+      (double)atomic_load(&g_loop_watched_ms) / 1000.0);
+}
+
 static void put_sdk_drops(text_t *t) {
   put(t, "# HELP perf_collector_sdk_events_dropped_total Events the SDKs dropped before sending, "
          "by reason, summed over the batches stored.\n"
@@ -179,6 +196,7 @@ char *metrics_render(const store_stats_t *st) {
   put_counter(&t, "perf_collector_events_total", "Events stored.", atomic_load(&g_events));
   put_counter(&t, "perf_collector_samples_total", "Stack samples stored.", atomic_load(&g_samples));
   put_sdk_drops(&t);
+  put_loop_stats(&t);
   put(&t,
       "# HELP perf_collector_db_bytes Size of the store on disk.\n"
       "# TYPE perf_collector_db_bytes gauge\nperf_collector_db_bytes %llu\n",

@@ -43,6 +43,10 @@ void metrics_stacks_resymbolized(uint64_t stacks);
    dropped, by reason (perf_collector_sdk_events_dropped_total). */
 void metrics_sdk_drops(const uint64_t dropped[STORE_DROP_COUNT]);
 
+/* A stored batch's loop stats: perf_collector_loop_stats_batches_total
+   and perf_collector_loop_watched_seconds_total (ms resolution). */
+void metrics_loop_stats(const store_loop_stats_t *stats);
+
 /* A connection shut down at its request deadline (conn_guard.h). */
 void metrics_request_expired(void);
 

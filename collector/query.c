@@ -7,6 +7,8 @@
  */
 #include "query.h"
 
+#include "query_states.h"
+
 #include <errno.h>
 #include <jansson.h>
 #include <stdbool.h>
@@ -308,6 +310,10 @@ static json_t *frame_name(const json_t *frame) {
   char text[FRAME_LABEL_MAX];
   frame_json_label(frame, text);
   return json_string(text);
+}
+
+unsigned query_filters(query_arg_fn arg, void *ctx, store_top_query_t *q, char **body) {
+  return parse_filters(arg, ctx, false, q, body);
 }
 
 unsigned query_stack_filters(query_arg_fn arg, void *ctx, store_top_query_t *q, char **body) {
@@ -885,7 +891,9 @@ unsigned query_event(const store_ops_t *ops, store_t *store, const char *id_text
         json_array_append_new(d.threads, v[i]);
       free(v);
     }
-    if (json_object_set(d.event, "threads", d.threads) != 0 ||
+    json_t *states = query_event_states(ops, store, id);
+    if (!states || json_object_set_new(d.event, "states", states) != 0 ||
+        json_object_set(d.event, "threads", d.threads) != 0 ||
         json_object_set(d.event, "stacks", d.stacks) != 0 ||
         json_object_set_new(d.event, "truncated", json_boolean(d.truncated)) != 0 ||
         !(*body = json_dumps(d.event, JSON_COMPACT))) {

@@ -95,6 +95,12 @@ unsigned query_event(const store_ops_t *ops, store_t *store, const char *id_text
    naming the parameter (malloc'ed, the caller frees). */
 unsigned query_stack_filters(query_arg_fn arg, void *ctx, store_top_query_t *q, char **body);
 
+/* The common filters, for other queries (versions_api.c): kind (optional,
+   hang|cpu), app, version, environment, host, tag, group, label, from,
+   to into *q (pointing into the arguments' text), checked as for events.
+   0, or 400 with *body the JSON error naming the parameter. */
+unsigned query_filters(query_arg_fn arg, void *ctx, store_top_query_t *q, char **body);
+
 /* A frame object (frame_json.h) to its name in the exports: its label (the
    function, "<function> [inline]", else "module-basename+0xaddr"). A new
    reference (the caller decrefs); NULL when out of memory. */

@@ -30,9 +30,12 @@
 #include "ingest.h"
 #include "metrics.h"
 #include "query.h"
+#include "query_states.h"
 #include "ratelimit.h"
 #include "request_checks.h"
+#include "symbols_lookup.h"
 #include "symbols_upload.h"
+#include "versions_api.h"
 
 #define CONNECTION_MEMORY_LIMIT (64u * 1024)
 #define STORE_RETRY_AFTER "10"        /* seconds, on a 503 of the store */
@@ -378,6 +381,8 @@ static const struct {
     {"/api/v1/events", query_events, "application/json"},
     {"/api/v1/drops", query_drops, "application/json"},
     {"/api/v1/timeseries", query_timeseries, "application/json"},
+    {"/api/v1/states", query_states, "application/json"},
+    {"/api/v1/versions/compare", versions_compare, "application/json"},
 };
 
 /* Binary exports: the body has a length; errors are JSON as above. */
@@ -441,6 +446,17 @@ static enum MHD_Result check_symbols_headers(server_t *s, struct MHD_Connection 
   return respond_upload(conn, &reply);
 }
 
+/* GET (or HEAD) /v1/symbols/<build-id>: 200 stored, 404 not (symbols scope). */
+static enum MHD_Result serve_symbols_lookup(server_t *s, struct MHD_Connection *conn,
+                                            const char *id_text) {
+  const char *why;
+  unsigned denied = access_status(s, conn, SCOPE_SYMBOLS, &why);
+  if (denied) return respond_text(conn, denied, why);
+  char text[200];
+  unsigned status = symbols_lookup(s->opts->symbols_dir, id_text, text, sizeof text);
+  return respond_text(conn, status, text);
+}
+
 static enum MHD_Result finish_symbols(server_t *s, struct MHD_Connection *conn, request_t *rq) {
   upload_reply_t reply;
   symbols_upload_finish(rq->upload, s->ingest.resym, &reply);
@@ -475,7 +491,8 @@ static enum MHD_Result on_headers(server_t *s, struct MHD_Connection *conn, cons
     if (strcmp(method, "POST") == 0)
       return check_symbols_headers(s, conn, url + strlen(SYMBOLS_PREFIX), rq);
     rq->responded = true;
-    return respond_text(conn, 405, "use POST");
+    if (get) return serve_symbols_lookup(s, conn, url + strlen(SYMBOLS_PREFIX));
+    return respond_text(conn, 405, "use GET or POST");
   }
   rq->responded = true;
   if (strcmp(url, "/healthz") == 0 && get) return serve_health(s, conn);

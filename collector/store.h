@@ -77,6 +77,20 @@ typedef struct store_hang_s {
   void *owned;         /* what its maker allocated for it (store_renamer_t.hang_free) */
 } store_hang_t;
 
+/* Samples of one thread in one state within an event (event_states), or a
+   state's samples summed over events (state_rows: tid 0). state: "running",
+   "lock", "io", "poll", "sleep", "other" or "unknown" (the wire's
+   SampleState); syscall: the call waited in ("read"), "" for none; fd: an
+   I/O wait's descriptor kind ("file", "pipe", "socket", "other"), "" for
+   none. */
+typedef struct store_state_count_s {
+  uint32_t tid;
+  const char *state, *syscall, *fd;
+  uint64_t samples;
+} store_state_count_t;
+
+typedef int (*store_state_row_fn)(const store_state_count_t *row, void *user);
+
 typedef struct store_event_s {
   const char *kind; /* "hang", "fatal_hang", "cpu", "manual", "unspecified" */
   int64_t start_ns;
@@ -93,6 +107,8 @@ typedef struct store_event_s {
                                      picks its group (then group_sig is unused) */
   const store_stack_count_t *counts;
   size_t n_counts;
+  const store_state_count_t *states; /* per thread and state; none from older SDKs */
+  size_t n_states;
 } store_event_t;
 
 /* A tag of a batch's resource (perf_sdk_config_t.tags), or a tag filter:
@@ -125,6 +141,17 @@ static inline const char *store_drop_name(enum store_drop_reason r) {
   return (unsigned)r < STORE_DROP_COUNT ? NAMES[r] : "?";
 }
 
+/* The watched loop's statistics a batch carried (the wire's LoopStats):
+   time watched, time busy, units of work by duration bucket (bounds in
+   docs/protocol.md "Loop stats"). Each value of one batch is capped at
+   STORE_MAX_LOOP_VALUE (ingest.c), so sums stay exact in SQLite. */
+#define STORE_LOOP_BUCKETS 9
+#define STORE_MAX_LOOP_VALUE (UINT64_C(1) << 48) /* ns: 3.3 days; units: plenty */
+typedef struct store_loop_stats_s {
+  uint64_t watched_ns, busy_ns;
+  uint64_t units[STORE_LOOP_BUCKETS];
+} store_loop_stats_t;
+
 typedef struct store_batch_s {
   uint8_t id[STORE_BATCH_ID_BYTES];
   int64_t received_ns; /* wall clock, the retention job's reference */
@@ -140,6 +167,7 @@ typedef struct store_batch_s {
   size_t n_events;
   const store_group_t *groups; /* duplicates allowed */
   size_t n_groups;
+  const store_loop_stats_t *loop_stats; /* NULL: the batch carried none */
 } store_batch_t;
 
 #define STORE_MAX_TAG_FILTERS 4 /* tags a query may require at once */
@@ -166,6 +194,15 @@ typedef struct store_drops_s {
   uint64_t dropped[STORE_DROP_COUNT];
   uint64_t batches;
 } store_drops_t;
+
+/* One version's watch (loop_totals): the loop stats of the batches
+   matching q's resource, tag and time filters (the batch's received_ns)
+   summed, how many batches carried them, and the hang and fatal hang
+   events matching q (start_ns within from..to, as top-stacks). */
+typedef struct store_loop_totals_s {
+  store_loop_stats_t sum;
+  uint64_t batches, hangs;
+} store_loop_totals_t;
 
 typedef struct store_top_row_s {
   const char *group_sig, *names_json, *version; /* version may be NULL */
@@ -297,10 +334,19 @@ typedef struct store_ops_s {
   /* The drop counters of the batches matching q's resource, time (the
      batch's received_ns) and tag filters, summed (kind and group unused). */
   int (*drops)(store_t *st, const store_top_query_t *q, store_drops_t *out);
+  /* The loop stats and hang count of q (kind, group and label unused). */
+  int (*loop_totals)(store_t *st, const store_top_query_t *q, store_loop_totals_t *out);
   /* Event id to on_event, then each of its stack_counts to on_count (by
      samples, descending); STORE_NOT_FOUND when there is no such event. */
   int (*event_detail)(store_t *st, int64_t id, store_event_row_fn on_event,
                       store_count_row_fn on_count, void *user);
+  /* Event id's samples per thread and state (most samples first) to fn;
+     nothing for an event without states (an older SDK) or no such event. */
+  int (*event_states)(store_t *st, int64_t id, store_state_row_fn fn, void *user);
+  /* The samples per state (tid 0) summed over the events of q (kind
+     required; q->group: only the events of that group, hang or cpu: the
+     events that sampled that stack), most samples first. */
+  int (*state_rows)(store_t *st, const store_top_query_t *q, store_state_row_fn fn, void *user);
   /* Re-symbolize, in one transaction, every stack whose frames_json
      contains the text `needle`: r->rename_stack renames it; a renamed
      stack's counts, events and CPU group move to its new signature, merged

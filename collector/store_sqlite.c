@@ -15,7 +15,9 @@
  * (the top-stacks API's keys: every stack, and every hang group's majority
  * key, referenced by events.group_sig), the hang groups' own tables
  * (store_hang_groups.c: which group a hang joins), and per batch the SDK's
- * drop counters (batches.dropped_*) and its resource's tags (batch_tags).
+ * drop counters (batches.dropped_*) and its resource's tags (batch_tags),
+ * and the watched loop's stats a batch carried (loop_stats, one row per
+ * batch, LOOP_SCHEMA).
  */
 #include <pthread.h>
 #include <sqlite3.h>
@@ -27,6 +29,7 @@
 #include "db_identity.h"
 #include "store.h"
 #include "store_hang_groups.h"
+#include "store_states.h"
 
 #define BUSY_TIMEOUT_MS 5000
 
@@ -81,6 +84,15 @@ static void add_cpu_weights(sqlite3 *db) {
   sqlite3_exec(db, "ALTER TABLE stack_counts ADD COLUMN cpu_us INTEGER", NULL, NULL, NULL);
 }
 
+/* The loop stats of a batch (newer than the first databases: made when
+   missing, create_loop_stats). u0..u8 are the units by duration bucket. */
+static const char LOOP_SCHEMA[] =
+    "CREATE TABLE IF NOT EXISTS loop_stats(batch_id BLOB PRIMARY KEY,"
+    " watched_ns INTEGER NOT NULL, busy_ns INTEGER NOT NULL, u0 INTEGER NOT NULL,"
+    " u1 INTEGER NOT NULL, u2 INTEGER NOT NULL, u3 INTEGER NOT NULL, u4 INTEGER NOT NULL,"
+    " u5 INTEGER NOT NULL, u6 INTEGER NOT NULL, u7 INTEGER NOT NULL, u8 INTEGER NOT NULL)"
+    " WITHOUT ROWID";
+_Static_assert(STORE_LOOP_BUCKETS == 9, "LOOP_SCHEMA has one column per bucket");
 static const char GROUP_SIG_INDEX[] =
     "CREATE INDEX IF NOT EXISTS events_group ON events(group_sig)";
 
@@ -137,6 +149,11 @@ enum stmt_id {
   ST_EVENT_COUNTS,
   ST_DROPS,
   ST_TIME_BUCKETS,
+  ST_STATE_ROWS,
+  ST_INSERT_LOOP,
+  ST_DELETE_LOOP,
+  ST_LOOP_SUMS,
+  ST_HANG_COUNT,
   ST_COUNT
 };
 
@@ -213,6 +230,26 @@ static const char *const STMT_SQL[ST_COUNT] = {
     [ST_TIME_BUCKETS] = "SELECT e.start_ns / ?7, count(*), total(e.duration_ns) FROM events e"
                         " JOIN batches b ON b.id = e.batch_id WHERE " KIND_FILTER TOP_FILTERS
                         " GROUP BY 1 ORDER BY 1 LIMIT ?8",
+    /* ?8: a group (hang) or a stack (cpu), NULL any (store_states.c holds
+       the table). */
+    [ST_STATE_ROWS] = "SELECT x.state, x.syscall, x.fd, sum(x.samples) FROM event_states x"
+                      " JOIN events e ON e.id = x.event_id JOIN batches b ON b.id = e.batch_id"
+                      " WHERE " KIND_FILTER TOP_FILTERS
+                      " AND (?8 IS NULL OR e.group_sig = ?8 OR EXISTS (SELECT 1 FROM"
+                      " stack_counts c WHERE c.event_id = e.id AND c.stack_sig = ?8))"
+                      " GROUP BY 1, 2, 3 ORDER BY 4 DESC, 1, 2, 3",
+    [ST_INSERT_LOOP] = "INSERT INTO loop_stats(batch_id, watched_ns, busy_ns, u0, u1, u2, u3, u4,"
+                       " u5, u6, u7, u8) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+    [ST_DELETE_LOOP] = "DELETE FROM loop_stats WHERE batch_id IN"
+                       " (SELECT id FROM batches WHERE received_ns < ?1)",
+    /* Values <= 2^48 each: the integer sums fit up to 2^15 batches a
+       query; total() (REAL) is exact to 2^53 and never overflows. */
+    [ST_LOOP_SUMS] = "SELECT total(l.watched_ns), total(l.busy_ns), total(l.u0), total(l.u1),"
+                     " total(l.u2), total(l.u3), total(l.u4), total(l.u5), total(l.u6),"
+                     " total(l.u7), total(l.u8), count(*) FROM loop_stats l"
+                     " JOIN batches b ON b.id = l.batch_id WHERE 1" DROPS_FILTERS,
+    [ST_HANG_COUNT] = "SELECT count(*) FROM events e JOIN batches b ON b.id = e.batch_id"
+                      " WHERE e.kind IN ('hang', 'fatal_hang')" TOP_FILTERS,
 };
 
 struct store_s {
@@ -220,6 +257,7 @@ struct store_s {
   sqlite3 *db;
   sqlite3_stmt *stmt[ST_COUNT];
   hang_groups_t *hang;
+  store_states_t *states;
   char *path;
   db_identity_t *identity; /* path and path-wal as opened */
 };
@@ -248,6 +286,7 @@ static void sqlite_close(store_t *st) {
   for (int i = 0; i < ST_COUNT; i++)
     sqlite3_finalize(st->stmt[i]);
   hang_groups_close(st->hang);
+  store_states_close(st->states);
   sqlite3_close(st->db);
   db_identity_free(st->identity);
   pthread_mutex_destroy(&st->lock);
@@ -319,13 +358,19 @@ static int sqlite_open(const char *path, store_durability_t durability, store_t 
   for (size_t i = 0; i < sizeof ADD_COLUMNS / sizeof ADD_COLUMNS[0]; i++)
     sqlite3_exec(st->db, ADD_COLUMNS[i], NULL, NULL, NULL); /* fails when present: fine */
   add_cpu_weights(st->db);
-  if (sqlite3_exec(st->db, GROUP_SIG_INDEX, NULL, NULL, NULL) != SQLITE_OK) {
+  if (sqlite3_exec(st->db, GROUP_SIG_INDEX, NULL, NULL, NULL) != SQLITE_OK ||
+      sqlite3_exec(st->db, LOOP_SCHEMA, NULL, NULL, NULL) != SQLITE_OK) {
     report(st, "schema");
     sqlite_close(st);
     return STORE_ERROR;
   }
   if (hang_groups_open(st->db, &st->hang) != SQLITE_OK) {
     report(st, "hang groups");
+    sqlite_close(st);
+    return STORE_ERROR;
+  }
+  if (store_states_open(st->db, &st->states) != SQLITE_OK) {
+    report(st, "thread states");
     sqlite_close(st);
     return STORE_ERROR;
   }
@@ -431,10 +476,23 @@ static int insert_events(store_t *st, const store_batch_t *b) {
     else
       sqlite3_bind_null(s, 10);
     int rc = step_done(st, ST_INSERT_EVENT);
-    if (rc == SQLITE_OK) rc = insert_counts(st, sqlite3_last_insert_rowid(st->db), e);
+    sqlite3_int64 id = sqlite3_last_insert_rowid(st->db);
+    if (rc == SQLITE_OK) rc = insert_counts(st, id, e);
+    if (rc == SQLITE_OK) rc = store_states_insert(st->states, id, e);
     if (rc != SQLITE_OK) return rc;
   }
   return SQLITE_OK;
+}
+
+static int insert_loop_stats(store_t *st, const store_batch_t *b) {
+  sqlite3_stmt *s = st->stmt[ST_INSERT_LOOP];
+  const store_loop_stats_t *l = b->loop_stats;
+  sqlite3_bind_blob(s, 1, b->id, STORE_BATCH_ID_BYTES, SQLITE_STATIC);
+  sqlite3_bind_int64(s, 2, (sqlite3_int64)l->watched_ns); /* <= STORE_MAX_LOOP_VALUE */
+  sqlite3_bind_int64(s, 3, (sqlite3_int64)l->busy_ns);
+  for (int i = 0; i < STORE_LOOP_BUCKETS; i++)
+    sqlite3_bind_int64(s, 4 + i, (sqlite3_int64)l->units[i]);
+  return step_done(st, ST_INSERT_LOOP);
 }
 
 static int put_batch_locked(store_t *st, const store_batch_t *b) {
@@ -449,6 +507,7 @@ static int put_batch_locked(store_t *st, const store_batch_t *b) {
   }
   if (rc == SQLITE_OK) rc = upsert_stacks_and_groups(st, b);
   if (rc == SQLITE_OK) rc = insert_events(st, b);
+  if (rc == SQLITE_OK && b->loop_stats) rc = insert_loop_stats(st, b);
   if (rc == SQLITE_OK) rc = step_done(st, ST_COMMIT);
   if (rc == SQLITE_OK) return STORE_OK;
   report(st, "put batch");
@@ -492,9 +551,15 @@ static int sqlite_put_batch(store_t *st, const store_batch_t *b) {
 }
 
 static int delete_locked(store_t *st, int64_t cutoff_ns, uint64_t *deleted) {
-  static const enum stmt_id order[] = {ST_DELETE_COUNTS,  ST_DELETE_EVENTS, ST_DELETE_TAGS,
-                                       ST_DELETE_BATCHES, ST_DELETE_STACKS, ST_DELETE_GROUPS};
+  static const enum stmt_id order[] = {ST_DELETE_COUNTS, ST_DELETE_EVENTS,  ST_DELETE_TAGS,
+                                       ST_DELETE_LOOP,   ST_DELETE_BATCHES, ST_DELETE_STACKS,
+                                       ST_DELETE_GROUPS};
   if (step_done(st, ST_BEGIN) != SQLITE_OK) return STORE_ERROR;
+  if (store_states_delete_before(st->states, cutoff_ns) != SQLITE_OK) {
+    report(st, "retention");
+    step_done(st, ST_ROLLBACK);
+    return STORE_ERROR;
+  }
   for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
     sqlite3_bind_int64(st->stmt[order[i]], 1, cutoff_ns);
     if (step_done(st, order[i]) != SQLITE_OK) {
@@ -722,6 +787,37 @@ static int sqlite_drops(store_t *st, const store_top_query_t *q, store_drops_t *
   return rc;
 }
 
+/* Two scans under one lock: the loop stats (by the batches' arrival) and
+   the hang count (by the events' start). */
+static int sqlite_loop_totals(store_t *st, const store_top_query_t *q, store_loop_totals_t *out) {
+  memset(out, 0, sizeof *out);
+  pthread_mutex_lock(&st->lock);
+  sqlite3_stmt *s = st->stmt[ST_LOOP_SUMS];
+  bind_filters(s, q);
+  int rc = sqlite3_step(s);
+  if (rc == SQLITE_ROW) {
+    out->sum.watched_ns = (uint64_t)sqlite3_column_double(s, 0);
+    out->sum.busy_ns = (uint64_t)sqlite3_column_double(s, 1);
+    for (int i = 0; i < STORE_LOOP_BUCKETS; i++)
+      out->sum.units[i] = (uint64_t)sqlite3_column_double(s, 2 + i);
+    out->batches = (uint64_t)sqlite3_column_int64(s, 2 + STORE_LOOP_BUCKETS);
+    rc = SQLITE_DONE;
+  }
+  rc = finish_scan(st, s, rc, 0, "loop stats");
+  if (rc == STORE_OK) {
+    s = st->stmt[ST_HANG_COUNT];
+    bind_filters(s, q);
+    rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) {
+      out->hangs = (uint64_t)sqlite3_column_int64(s, 0);
+      rc = SQLITE_DONE;
+    }
+    rc = finish_scan(st, s, rc, 0, "hang count");
+  }
+  pthread_mutex_unlock(&st->lock);
+  return rc;
+}
+
 static int sqlite_time_buckets(store_t *st, const store_top_query_t *q, int64_t bucket_ns,
                                int64_t limit, store_bucket_row_fn fn, void *user) {
   if (!q->kind || bucket_ns <= 0) return STORE_ERROR;
@@ -737,6 +833,32 @@ static int sqlite_time_buckets(store_t *st, const store_top_query_t *q, int64_t 
     stopped = fn(&row, user);
   }
   rc = finish_scan(st, s, rc, stopped, "time buckets");
+  pthread_mutex_unlock(&st->lock);
+  return rc;
+}
+
+static int sqlite_event_states(store_t *st, int64_t id, store_state_row_fn fn, void *user) {
+  pthread_mutex_lock(&st->lock);
+  int rc = store_states_of_event(st->states, id, fn, user);
+  if (rc != STORE_OK) report(st, "event states");
+  pthread_mutex_unlock(&st->lock);
+  return rc;
+}
+
+static int sqlite_state_rows(store_t *st, const store_top_query_t *q, store_state_row_fn fn,
+                             void *user) {
+  if (!q->kind) return STORE_ERROR;
+  pthread_mutex_lock(&st->lock);
+  sqlite3_stmt *s = st->stmt[ST_STATE_ROWS];
+  bind_filters(s, q);
+  if (q->group) sqlite3_bind_text(s, 8, q->group, -1, SQLITE_STATIC);
+  int rc, stopped = 0;
+  while (!stopped && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+    store_state_count_t row = {0, column_text(s, 0), column_text(s, 1), column_text(s, 2),
+                               (uint64_t)sqlite3_column_int64(s, 3)};
+    stopped = fn(&row, user);
+  }
+  rc = finish_scan(st, s, rc, stopped, "state rows");
   pthread_mutex_unlock(&st->lock);
   return rc;
 }
@@ -1053,5 +1175,8 @@ const store_ops_t store_sqlite_ops = {
     .event_detail = sqlite_event_detail,
     .drops = sqlite_drops,
     .time_buckets = sqlite_time_buckets,
+    .event_states = sqlite_event_states,
+    .state_rows = sqlite_state_rows,
+    .loop_totals = sqlite_loop_totals,
     .resymbolize = sqlite_resymbolize,
 };

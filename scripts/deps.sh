@@ -24,9 +24,44 @@ PERF_DEBIAN_PACKAGES=(
   g++             # tests/sampler/names_app.cc: the C++ program whose names are checked
   gdb             # test_names compares captured stacks with gdb's frames (its Python API)
   libc6-dbg       # libc's DWARF by build-id: libc frames get inline chains, as in gdb
+  lintian dpkg-dev file # ctest debian_packages: cpack -G DEB (dpkg-shlibdeps, file), then lintian
+  python3 systemd # debian_packages: a free port; systemd-analyze security on the collector's unit
   libuv1-dev libglib2.0-dev libevent-dev # tests/integrations: the event-loop integrations on the real libraries
   llvm            # llvm-addr2line: test_collector_names checks the collector's inline chains with LLVM's DWARF reader
 )
+
+# The aarch64 stage (scripts/test_aarch64.sh): the cross compiler, qemu-user
+# and the arm64 libraries through multiarch (dpkg --add-architecture arm64;
+# the -dev packages are Multi-Arch: same and install beside the amd64 ones
+# when the versions match). protoc-c runs on the host.
+PERF_AARCH64_PACKAGES=(
+  gcc-aarch64-linux-gnu qemu-user
+  libc6:arm64 libc6-dev:arm64
+  libdw-dev:arm64 libelf-dev:arm64 libprotobuf-c-dev:arm64 libzstd-dev:arm64 zlib1g-dev:arm64
+  libiberty-dev:arm64 libcurl4-openssl-dev:arm64
+)
+
+perf_install_aarch64_deps() {
+  local missing=()
+  local pkg
+  for pkg in "${PERF_AARCH64_PACKAGES[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
+      missing+=("$pkg")
+    fi
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "missing Debian packages (aarch64 stage): ${missing[*]}" >&2
+    echo "install them with: sudo dpkg --add-architecture arm64 && sudo apt-get update &&" \
+      "sudo apt-get install ${missing[*]}" >&2
+    return 1
+  fi
+  echo "installing (aarch64 stage): ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  dpkg --print-foreign-architectures | grep -qx arm64 || dpkg --add-architecture arm64
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+}
 
 perf_install_deps() {
   local missing=()

@@ -2,9 +2,18 @@
 # scripts/test.sh - from a fresh Debian 12 machine: install what is missing,
 # build, and run the whole ctest suite twice: an optimized build and an
 # AddressSanitizer + UndefinedBehaviorSanitizer build; then the libFuzzer
-# targets (clang, tests/fuzz): their corpus and a bounded fuzz run.
+# targets (clang, tests/fuzz): their corpus and a bounded fuzz run; then the
+# aarch64 stage (scripts/test_aarch64.sh: a cross build under qemu-aarch64;
+# skip it with --no-aarch64, run it alone with --aarch64-only).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+aarch64=1
+case "${1:-}" in
+  --aarch64-only) exec scripts/test_aarch64.sh ;;
+  --no-aarch64) aarch64=0 ;;
+  "") ;;
+  *) echo "usage: scripts/test.sh [--aarch64-only | --no-aarch64]" >&2; exit 2 ;;
+esac
 source scripts/deps.sh
 perf_install_deps
 
@@ -34,3 +43,7 @@ echo "== libFuzzer build (clang, ASan + UBSan, tests/fuzz only)"
 CC=clang cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Debug -DPERF_FUZZ=ON -DPERF_BUILD_BENCH=OFF
 cmake --build build-fuzz -j "$jobs"
 (cd build-fuzz && ctest --output-on-failure)
+
+if [ "$aarch64" = 1 ]; then
+  scripts/test_aarch64.sh
+fi

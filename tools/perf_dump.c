@@ -36,6 +36,7 @@
 #include "sdk/wire/batch_decode.h"
 #include "sdk/wire/event_weights.h"
 #include "sdk/wire/spool.h"
+#include "tools/dump_states.h"
 
 #define PROG "perf-dump"
 #define DECODE_MAX ((size_t)256 << 20) /* a batch is at most 64 MiB serialized */
@@ -74,14 +75,17 @@ static void bad(dump_t *d, const char *path, const char *fmt, ...)
 static const char *reason_text(const char *reason);
 static void text_batch(const dump_t *d, const char *path, const Perf__V1__Batch *b);
 static void text_event(const dump_t *d, const Perf__V1__Batch *b, const Perf__V1__Event *e);
-static void text_stack(const Perf__V1__Batch *b, const Perf__V1__StackCount *sc, int64_t cpu_us);
+static void text_stack(const Perf__V1__Batch *b, const Perf__V1__Event *e,
+                       const Perf__V1__StackCount *sc, int64_t cpu_us);
 static int64_t *stack_cpu_us(const Perf__V1__Event *e);
+static void text_states(const Perf__V1__Batch *b, const Perf__V1__Event *e);
 static void text_put(const char *s);
 static json_t *json_batch(const dump_t *d, const char *path, const Perf__V1__Batch *b);
 static json_t *json_resource(const Perf__V1__Resource *r);
 static json_t *json_drops(const Perf__V1__DropCounters *dr);
 static json_t *json_event(const dump_t *d, const Perf__V1__Batch *b, const Perf__V1__Event *e);
-static json_t *json_stack(const Perf__V1__Batch *b, const Perf__V1__StackCount *sc, int64_t cpu_us);
+static json_t *json_stack(const Perf__V1__Batch *b, const Perf__V1__Event *e,
+                          const Perf__V1__StackCount *sc, int64_t cpu_us);
 static json_t *json_frame(const Perf__V1__Batch *b, size_t index, uint32_t frame_ref);
 static json_t *jstr(const char *s);
 static json_t *ju64(uint64_t v);
@@ -376,6 +380,14 @@ static void text_batch(const dump_t *d, const char *path, const Perf__V1__Batch 
          " spool_quota=%" PRIu64 " oversized=%" PRIu64 "\n",
          dr ? dr->rate_limited : 0, dr ? dr->queue_full : 0, dr ? dr->sink_failed : 0,
          dr ? dr->spool_quota : 0, dr ? dr->oversized : 0);
+  perf__batch_loop_stats_t ls;
+  if (perf__batch_loop_stats_of(b, &ls)) {
+    printf("loop_stats watched_ms=%.3f busy_ms=%.3f units=", (double)ls.watched_ns / 1e6,
+           (double)ls.busy_ns / 1e6);
+    for (size_t i = 0; i < PERF__LOOP_BUCKETS; i++)
+      printf("%s%" PRIu64, i ? "," : "", ls.units[i]);
+    putchar('\n');
+  }
   printf("events=%zu\n\n", b->n_events);
   for (size_t i = 0; i < b->n_events; i++)
     text_event(d, b, b->events[i]);
@@ -403,10 +415,11 @@ static void text_event(const dump_t *d, const Perf__V1__Batch *b, const Perf__V1
     if (t->cpu_percent >= 0) printf(" cpu_percent=%" PRId32, t->cpu_percent);
     putchar('\n');
   }
+  text_states(b, e);
   size_t shown = stacks_shown(d, e);
   int64_t *cpu_us = stack_cpu_us(e);
   for (size_t i = 0; i < shown; i++)
-    text_stack(b, e->stack_counts[i], cpu_us ? cpu_us[i] : -1);
+    text_stack(b, e, e->stack_counts[i], cpu_us ? cpu_us[i] : -1);
   free(cpu_us);
   if (shown < e->n_stack_counts) printf("(%zu more stacks)\n", e->n_stack_counts - shown);
   putchar('\n');
@@ -458,9 +471,6 @@ static void text_frame(const Perf__V1__Batch *b, const frame_view_t *v, size_t *
   putchar('\n');
 }
 
-/* The frames innermost first, as the stack text format (docs/protocol.md)
-   with module-relative addresses, and `<truncated: reason>` when the
-   stack did not reach its outermost frame. */
 /* A CPU event's CPU time per stack count (malloc'd, one per count), or
    NULL when it has no weights (or memory ran out). */
 static int64_t *stack_cpu_us(const Perf__V1__Event *e) {
@@ -473,9 +483,23 @@ static int64_t *stack_cpu_us(const Perf__V1__Event *e) {
   return out;
 }
 
-static void text_stack(const Perf__V1__Batch *b, const Perf__V1__StackCount *sc, int64_t cpu_us) {
+/* The frames innermost first, as the stack text format (docs/protocol.md)
+   with module-relative addresses, and `<truncated: reason>` when the
+   stack did not reach its outermost frame (cpu_ms: a CPU event's CPU time
+   in the stack; state: its samples' states). */
+static void text_stack(const Perf__V1__Batch *b, const Perf__V1__Event *e,
+                       const Perf__V1__StackCount *sc, int64_t cpu_us) {
   printf("stack samples=%" PRIu32 " thread=%" PRIu32, sc->samples, sc->tid);
   if (cpu_us >= 0) printf(" cpu_ms=%" PRId64 ".%03" PRId64, cpu_us / 1000, cpu_us % 1000);
+  perf__state_tally_t t;
+  perf__state_tally_event(b, e, sc->tid, sc->stack, &t);
+  char *words = dump_states_words(&t);
+  if (words && words[0]) {
+    fputs(" state=\"", stdout);
+    text_put(words);
+    putchar('"');
+  }
+  free(words);
   putchar('\n');
   const Perf__V1__Stack *s = stack_at(b, sc->stack);
   size_t index = 0;
@@ -486,6 +510,26 @@ static void text_stack(const Perf__V1__Batch *b, const Perf__V1__StackCount *sc,
   if (s && s->end != PERF__V1__STACK_END__STACK_END_UNSPECIFIED &&
       s->end != PERF__V1__STACK_END__STACK_END_COMPLETE)
     printf("%-3zu <truncated: %s>\n", index, perf__stack_end_text((int)s->end));
+}
+
+/* "states thread=<tid> waiting in read() (pipe) 62%, running 38%" per
+   thread whose states are known, as the file sink's report. */
+static void text_states(const Perf__V1__Batch *b, const Perf__V1__Event *e) {
+  uint32_t *tids;
+  size_t n;
+  if (perf__state_threads(e, &tids, &n) != 0) return;
+  for (size_t i = 0; i < n; i++) {
+    perf__state_tally_t t;
+    perf__state_tally_event(b, e, tids[i], 0, &t);
+    char *words = dump_states_words(&t);
+    if (words && words[0]) {
+      printf("states thread=%" PRIu32 " ", tids[i]);
+      text_put(words);
+      putchar('\n');
+    }
+    free(words);
+  }
+  free(tids);
 }
 
 /* A string from the batch: control characters, '"' and '\' escaped. */
@@ -521,6 +565,16 @@ static json_t *json_batch(const dump_t *d, const char *path, const Perf__V1__Bat
   jset(j, "symbolized", json_boolean(b->symbolized));
   jset(j, "resource", json_resource(b->resource));
   jset(j, "drops", json_drops(b->drops));
+  perf__batch_loop_stats_t ls;
+  if (perf__batch_loop_stats_of(b, &ls)) {
+    json_t *loop = json_object(), *units = json_array();
+    jset(loop, "watched_nanos", ju64(ls.watched_ns));
+    jset(loop, "busy_nanos", ju64(ls.busy_ns));
+    for (size_t i = 0; units && i < PERF__LOOP_BUCKETS; i++)
+      json_array_append_new(units, ju64(ls.units[i]));
+    jset(loop, "busy_units_by_bucket", units);
+    jset(j, "loop_stats", loop);
+  }
   for (size_t i = 0; events && i < b->n_events; i++)
     json_array_append_new(events, json_event(d, b, b->events[i]));
   jset(j, "events", events);
@@ -582,22 +636,28 @@ static json_t *json_event(const dump_t *d, const Perf__V1__Batch *b, const Perf_
     json_array_append_new(threads, t);
   }
   jset(j, "threads", threads);
+  jset(j, "states", dump_states_json(b, e));
   size_t shown = stacks_shown(d, e);
   int64_t *cpu_us = stack_cpu_us(e);
   for (size_t i = 0; stacks && i < shown; i++)
-    json_array_append_new(stacks, json_stack(b, e->stack_counts[i], cpu_us ? cpu_us[i] : -1));
+    json_array_append_new(stacks, json_stack(b, e, e->stack_counts[i], cpu_us ? cpu_us[i] : -1));
   free(cpu_us);
   jset(j, "stacks", stacks);
   jset(j, "stacks_not_shown", ju64(e->n_stack_counts - shown));
   return j;
 }
 
-static json_t *json_stack(const Perf__V1__Batch *b, const Perf__V1__StackCount *sc,
-                          int64_t cpu_us) {
+static json_t *json_stack(const Perf__V1__Batch *b, const Perf__V1__Event *e,
+                          const Perf__V1__StackCount *sc, int64_t cpu_us) {
   json_t *j = json_object(), *frames = json_array();
   jset(j, "samples", json_integer(sc->samples));
   if (cpu_us >= 0) jset(j, "cpu_us", json_integer(cpu_us));
   jset(j, "tid", json_integer(sc->tid));
+  perf__state_tally_t t;
+  perf__state_tally_event(b, e, sc->tid, sc->stack, &t);
+  char *words = dump_states_words(&t);
+  jset(j, "states", jstr(words ? words : ""));
+  free(words);
   const Perf__V1__Stack *s = stack_at(b, sc->stack);
   for (size_t i = 0; frames && s && i < s->n_frames; i++) {
     json_t *f = json_frame(b, i, s->frames[i]);

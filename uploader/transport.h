@@ -49,4 +49,11 @@ typedef struct perf__curl_options_s {
    (logged) when it cannot be. Free with t->destroy(t). */
 int perf__curl_transport_new(const perf__curl_options_t *opts, perf__transport_t **out);
 
+/* The same, made at the first post instead of now (uploader/lazy_transport.c):
+   libcurl is loaded only once there is a batch to send. When it cannot be
+   made, that post and every later one answer the error (status 0, the
+   reason says so): the uploader keeps the batches and tries again later.
+   Returns 0 or PERF_E_NO_MEMORY. */
+int perf__lazy_curl_transport_new(const perf__curl_options_t *opts, perf__transport_t **out);
+
 #endif

@@ -2,11 +2,16 @@
 // (GET /api/v1/top-stacks), a flame graph (GET /api/v1/flame), the event list
 // (GET /api/v1/events), an event's detail (GET /api/v1/events/<id>), the
 // events the SDKs dropped before sending (GET /api/v1/drops) and a bar chart
-// of events per time bucket (GET /api/v1/timeseries). The filters and the
-// selected group live in the page's query string too, so a link reproduces
-// the view (writeUrl, readUrl).
+// of events per time bucket (GET /api/v1/timeseries), thread states in an
+// event's detail and for the selected stack (GET /api/v1/states), and two
+// versions of an app compared (GET /api/v1/versions/compare, drawn by
+// compare.js). The filters, the selected group and the compared versions
+// live in the page's query string too, so a link reproduces the view
+// (writeUrl, readUrl).
 // Plain DOM and SVG, no framework, nothing loaded from elsewhere. The API key
 // is kept in localStorage and sent as "Authorization: Bearer <key>".
+
+import { renderComparison, renderPrompt } from './compare.js';
 
 const KEY_STORAGE = 'perf-collector.api-key';
 const SVG_NS = 'http://www.w3.org/2000/svg';
@@ -107,6 +112,10 @@ function writeUrl() {
   if (limit && limit !== DEFAULT_LIMIT) q.set('limit', limit);
   const group = state.selected ? state.selected.signature : state.pendingGroup;
   if (group) q.set('group', group);
+  for (const side of ['a', 'b']) {
+    const version = $(`compare-${side}`).value.trim();
+    if (version) q.set(side, version);
+  }
   const text = q.toString();
   history.replaceState(null, '', `${window.location.pathname}${text ? `?${text}` : ''}`);
 }
@@ -125,6 +134,7 @@ function readUrl() {
   const range = q.get('range') === 'all' ? '' : q.get('range');
   if (range !== null && [...$('range').options].some((o) => o.value === range)) $('range').value = range;
   if (q.has('limit')) $('limit').value = q.get('limit');
+  for (const side of ['a', 'b']) if (q.has(side)) $(`compare-${side}`).value = q.get(side);
   state.pendingGroup = q.get('group') || null;
 }
 
@@ -208,10 +218,11 @@ async function refresh() {
   document.body.dataset.state = 'loading';
   state.selected = null;
   state.zoom = [];
+  $('stack-states').hidden = true; // the selection's, gone with it
   writeUrl();
   const gen = ++state.generation;
   const results = await Promise.allSettled([loadStacks(gen), loadFlame(gen),
-    loadEvents(++state.eventsGeneration), loadDrops(gen), loadSeries(gen)]);
+    loadEvents(++state.eventsGeneration), loadDrops(gen), loadSeries(gen), loadCompare(gen)]);
   if (gen !== state.generation) return;
   const failed = results.find((r) => r.status === 'rejected');
   if (!failed && state.pendingGroup) await selectPendingGroup();
@@ -289,6 +300,30 @@ async function loadSeries(gen) {
   state.series = { ...answer, bucket: params.bucket, query: search.toString(),
     from: params.from === undefined ? null : Number(params.from), to };
   renderChart();
+}
+
+// Versions A and B of the app, with the other filters (not kind, version
+// or label: the comparison is of the hangs of two versions).
+async function loadCompare(gen) {
+  const box = $('compare-body');
+  const app = $('app').value.trim();
+  const a = $('compare-a').value.trim();
+  const b = $('compare-b').value.trim();
+  delete box.dataset.query;
+  if (!app || !a || !b) {
+    renderPrompt(el, box, app ? 'Enter versions A and B to compare.' : 'Choose an app above, then versions A and B.');
+    return;
+  }
+  box.replaceChildren();
+  const params = filterParams(false);
+  for (const name of ['kind', 'version', 'label']) delete params[name];
+  Object.assign(params, { a, b });
+  const search = new URLSearchParams();
+  setParams(search, params);
+  const answer = await apiJson('/api/v1/versions/compare', params);
+  if (gen !== state.generation) return;
+  box.dataset.query = search.toString();
+  renderComparison(el, box, answer);
 }
 
 // What the SDKs dropped for these filters (any kind: drops are the batches').
@@ -400,7 +435,7 @@ async function selectStack(stack) {
   writeUrl();
   try {
     if (state.kind === 'hang') await loadFlame(state.generation); // the group's own, or all again
-    await loadEvents(++state.eventsGeneration);
+    await Promise.all([loadEvents(++state.eventsGeneration), loadStackStates()]);
   } catch (err) {
     reportError(err);
   }
@@ -624,6 +659,56 @@ function renderDetail(ev) {
       ...rest.map((s) => detailStack(s, total))));
   }
   if (ev.stacks.length === 0) $('detail-stacks').append(el('p', { class: 'empty', text: 'No samples.' }));
+  $('detail-states').textContent = threadStatesText(ev.states || []);
+}
+
+// ---- thread states --------------------------------------------------------------
+
+// One state in words, as the SDK's reports say it: "running",
+// "waiting in read() (pipe)", "waiting in syscall 435".
+function stateWords(s) {
+  if (s.state === 'running' || s.state === 'unknown') return s.state;
+  if (!s.syscall) return 'waiting outside a system call';
+  const call = s.syscall.startsWith('syscall ') ? s.syscall : `${s.syscall}()`;
+  return `waiting in ${call}${s.fd ? ` (${s.fd})` : ''}`;
+}
+
+// States summed as "waiting in read() (pipe) 62%, running 38%": most
+// samples first, each share rounded (rows of one state may repeat: merged).
+function statesText(rows) {
+  const merged = new Map();
+  for (const r of rows) {
+    const words = stateWords(r);
+    merged.set(words, (merged.get(words) || 0) + r.samples);
+  }
+  const total = [...merged.values()].reduce((n, v) => n + v, 0);
+  if (!total) return '';
+  return [...merged.entries()].sort((a, b) => b[1] - a[1])
+    .map(([words, n]) => `${words} ${Math.round((100 * n) / total)}%`).join(', ');
+}
+
+// An event's states per thread ("thread 7: ..."; one thread: just its text).
+function threadStatesText(states) {
+  const tids = [...new Set(states.map((s) => s.tid))];
+  if (tids.length === 0) return '—';
+  if (tids.length === 1) return statesText(states);
+  return tids.map((tid) => `thread ${tid}: ${statesText(states.filter((s) => s.tid === tid))}`)
+    .join(' · ');
+}
+
+// The selected stack's (or group's) states over the filtered events.
+async function loadStackStates() {
+  const box = $('stack-states');
+  const sel = state.selected;
+  box.hidden = true;
+  if (!sel) return;
+  const params = filterParams(false);
+  params.group = sel.signature;
+  const body = await apiJson('/api/v1/states', params);
+  if (state.selected !== sel) return;
+  const text = statesText(body.states);
+  box.textContent = text ? `Thread states of the selected stack: ${text}` : '';
+  box.hidden = !text;
 }
 
 // A stack's share of its event: its CPU time in a CPU profile (cpu_us),
@@ -702,12 +787,17 @@ function init() {
     });
   }
   $('range').addEventListener('change', refresh);
+  $('compare-form').addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    refresh();
+  });
   $('flame-reset').addEventListener('click', () => {
     state.zoom = [];
     renderFlame();
   });
   $('events-all').addEventListener('click', () => {
     state.selected = null;
+    $('stack-states').hidden = true;
     for (const row of $('top-stacks').querySelectorAll('.stack-row')) row.classList.remove('selected');
     renderFlame();
     writeUrl();

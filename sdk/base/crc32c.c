@@ -1,11 +1,13 @@
 /*
  * crc32c.c - CRC-32C with the SSE4.2 instruction or slicing-by-8 tables (see
- * crc32c.h). Any thread: the tables and the CPU check are set up once under
- * pthread_once.
+ * crc32c.h; other CPUs than x86_64 use the tables). Any thread: the tables and the CPU check are
+ * set up once under pthread_once.
  */
 #include "sdk/base/crc32c.h"
 
+#if defined(__x86_64__)
 #include <cpuid.h>
+#endif
 #include <pthread.h>
 #include <string.h>
 
@@ -46,12 +48,14 @@ static void crc32c_init(void) {
   for (uint32_t i = 0; i < 256; i++)
     for (int t = 1; t < 8; t++)
       g_table[t][i] = (g_table[t - 1][i] >> 8) ^ g_table[0][g_table[t - 1][i] & 0xff];
+#if defined(__x86_64__)
   unsigned a, b, c, d;
   g_hw = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_SSE4_2);
+#endif
 }
 
-/* Slicing-by-8: eight bytes per step through eight tables (x86_64 is little
-   endian, so the low byte of the loaded word is the first byte). */
+/* Slicing-by-8: eight bytes per step through eight tables (x86_64 and
+   aarch64 Linux are little endian, so the low byte of the loaded word is the first byte). */
 static uint32_t crc32c_sw_raw(uint32_t crc, const uint8_t *p, size_t len) {
   while (len >= 8) {
     uint64_t w;
@@ -68,6 +72,7 @@ static uint32_t crc32c_sw_raw(uint32_t crc, const uint8_t *p, size_t len) {
   return crc;
 }
 
+#if defined(__x86_64__)
 __attribute__((target("sse4.2"))) static uint32_t crc32c_hw_raw(uint32_t crc, const uint8_t *p,
                                                                 size_t len) {
   uint64_t c = crc;
@@ -83,3 +88,8 @@ __attribute__((target("sse4.2"))) static uint32_t crc32c_hw_raw(uint32_t crc, co
     c32 = __builtin_ia32_crc32qi(c32, *p++);
   return c32;
 }
+#else
+static uint32_t crc32c_hw_raw(uint32_t crc, const uint8_t *p, size_t len) {
+  return crc32c_sw_raw(crc, p, len); /* never called: g_hw stays false */
+}
+#endif

@@ -15,6 +15,11 @@
  * takes it out of the unit's time, before the threshold and from the
  * duration. While a unit is in progress it never sleeps longer than a
  * quarter of the threshold, so at most that much of a stop goes unseen.
+ *
+ * Loop stats: the marking thread counts each unit of work as it ends
+ * (count_unit); the monitor adds up the time it watched between its looks
+ * and, each batch period, hands the recorder how much the counts grew
+ * (post_stats).
  */
 #include "sdk/monitors/hang_monitor.h"
 
@@ -44,6 +49,11 @@ struct perf__hang_monitor_s {
   uint64_t hang_epoch;
   int64_t next_sample_ns;
   perf__stopped_time_t stopped; /* stops of the process (monitor thread only) */
+  /* loop stats (monitor thread only) */
+  perf__loop_stats_t sent; /* the loop's counters as of the last post (watched_ns unused) */
+  uint64_t watched_ns;     /* watched since the last post */
+  int64_t last_look_ns;    /* the previous look, where watched time resumes */
+  int64_t next_stats_ns;   /* when the period's stats go */
 };
 
 static void monitor_main(perf__worker_t *worker, void *arg);
@@ -54,6 +64,10 @@ static void start_hang(perf__hang_monitor_t *m, uint64_t epoch, int64_t busy_sin
 static void sample_hang(perf__hang_monitor_t *m, int64_t now);
 static void end_hang(perf__hang_monitor_t *m, int64_t end_ns);
 static int64_t busy_ns(const perf__hang_monitor_t *m, int64_t since_ns, int64_t until_ns);
+static void count_unit(perf__loop_t *loop, int64_t now_ns);
+static void read_counts(const perf__loop_t *loop, perf__loop_stats_t *out);
+static void add_watched(perf__hang_monitor_t *m, int64_t now);
+static void post_stats(perf__hang_monitor_t *m);
 
 void perf__loop_watch_current_thread(perf__loop_t *loop) {
   char name[16] = "";
@@ -157,9 +171,19 @@ static void monitor_main(perf__worker_t *worker, void *arg) {
   perf__hang_monitor_t *m = arg;
   perf__stopped_time_init(&m->stopped);
   int64_t max_sleep = (int64_t)m->cfg->hang_threshold_ms * 1000000 / 4;
+  const int64_t period = (int64_t)m->cfg->batch_max_delay_ms * 1000000;
+  read_counts(m->loop, &m->sent); /* a forked child's loop counted for its parent */
+  m->last_look_ns = perf__now_ns();
+  m->next_stats_ns = m->last_look_ns + period;
   while (!perf__worker_stopping(worker)) {
     int64_t now = perf__now_ns();
+    add_watched(m, now);
+    if (now >= m->next_stats_ns) {
+      post_stats(m);
+      m->next_stats_ns = now + period;
+    }
     int64_t wake_at = step(m, now);
+    if (wake_at > m->next_stats_ns) wake_at = m->next_stats_ns;
     /* Stops matter inside a unit of work only (an idle loop has nothing to
        take them out of): the short sleeps only while it is busy. */
     bool busy = atomic_load_explicit(&m->loop->word, memory_order_relaxed) & BUSY_BIT;
@@ -174,6 +198,8 @@ static void monitor_main(perf__worker_t *worker, void *arg) {
     bool same_unit = (word & BUSY_BIT) && word >> 1 == m->hang_epoch;
     end_hang(m, same_unit ? now : unit_end(m->loop, m->hang_epoch, now));
   }
+  add_watched(m, perf__now_ns());
+  post_stats(m); /* the last period's: the writer stops after the monitors */
 }
 
 /* One look at the loop; returns when to look again. */
@@ -269,6 +295,7 @@ static int64_t busy_ns(const perf__hang_monitor_t *m, int64_t since_ns, int64_t 
 #define EPOCH_MASK ((UINT64_C(1) << (64 - END_US_BITS)) - 1)
 
 static void mark_ended(perf__loop_t *loop, uint64_t epoch, int64_t now_ns) {
+  count_unit(loop, now_ns);
   int64_t began = atomic_load_explicit(&loop->busy_since_ns, memory_order_relaxed);
   if (now_ns - began < atomic_load_explicit(&loop->threshold_ns, memory_order_relaxed)) return;
   uint64_t v = (epoch & EPOCH_MASK) << END_US_BITS | ((uint64_t)(now_ns / 1000) & END_US_MASK);
@@ -282,4 +309,52 @@ static int64_t unit_end(const perf__loop_t *loop, uint64_t epoch, int64_t now_ns
   uint64_t now_us = (uint64_t)(now_ns / 1000);
   uint64_t ago_us = (now_us - (v & END_US_MASK)) & END_US_MASK;
   return now_ns - (int64_t)ago_us * 1000;
+}
+
+/* ---- loop stats ------------------------------------------------------------ */
+
+/* The unit of work in progress ends at now_ns: counted in its duration's
+   bucket (marking thread; not while paused: that time is not watched). */
+static void count_unit(perf__loop_t *loop, int64_t now_ns) {
+  if (atomic_load_explicit(&loop->paused, memory_order_relaxed)) return;
+  int64_t took = now_ns - atomic_load_explicit(&loop->busy_since_ns, memory_order_relaxed);
+  if (took < 0) took = 0;
+  atomic_fetch_add_explicit(&loop->units[perf__loop_stats_bucket(took)], 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&loop->busy_total_ns, (uint64_t)took, memory_order_relaxed);
+}
+
+static void read_counts(const perf__loop_t *loop, perf__loop_stats_t *out) {
+  out->watched_ns = 0;
+  out->busy_ns = atomic_load_explicit(&loop->busy_total_ns, memory_order_relaxed);
+  for (size_t i = 0; i < PERF__LOOP_STATS_BUCKETS; i++)
+    out->units[i] = atomic_load_explicit(&loop->units[i], memory_order_relaxed);
+}
+
+/* The time since the previous look was watched when the loop has had a
+   busy mark (epoch > 0) and is not paused now, less the process's stops. */
+static void add_watched(perf__hang_monitor_t *m, int64_t now) {
+  int64_t from = m->last_look_ns;
+  m->last_look_ns = now;
+  if (now <= from || atomic_load_explicit(&m->loop->paused, memory_order_relaxed)) return;
+  if ((atomic_load_explicit(&m->loop->word, memory_order_relaxed) >> 1) == 0) return;
+  int64_t watched = now - from - perf__stopped_within(&m->stopped, from, now);
+  if (watched > 0) m->watched_ns += (uint64_t)watched;
+}
+
+/* What the counters grew by since the last post, with the time watched,
+   to the recorder; nothing when nothing was watched and no unit ended. */
+static void post_stats(perf__hang_monitor_t *m) {
+  perf__loop_stats_t now, delta = {0};
+  read_counts(m->loop, &now);
+  bool any = m->watched_ns > 0;
+  delta.watched_ns = m->watched_ns;
+  delta.busy_ns = now.busy_ns - m->sent.busy_ns;
+  for (size_t i = 0; i < PERF__LOOP_STATS_BUCKETS; i++) {
+    delta.units[i] = now.units[i] - m->sent.units[i];
+    any = any || delta.units[i] > 0;
+  }
+  if (!any) return;
+  perf__recorder_loop_stats(m->recorder, &delta);
+  m->sent = now;
+  m->watched_ns = 0;
 }

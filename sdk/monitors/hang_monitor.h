@@ -17,6 +17,7 @@
 
 #include "sdk/base/stats.h"
 #include "sdk/pipeline/config.h"
+#include "sdk/pipeline/loop_stats.h"
 #include "sdk/pipeline/recorder.h"
 
 /* What the watched loop publishes. `word` = (epoch << 1) | busy: every
@@ -43,6 +44,13 @@ typedef struct perf__loop_s {
   atomic_uint label_seq;
   atomic_uint_fast64_t label_epoch;
   _Atomic char label[PERF_MAX_LABEL_BYTES + 1]; /* bytewise: read while written */
+  /* The loop's statistics since it was set up: the units of work that
+     ended (outside a pause) by duration bucket (loop_stats.h) and their
+     time. Added to by the marking thread when a unit ends (relaxed
+     fetch-adds, no lock, no system call); the monitor sends what they
+     grew by each batch period. */
+  atomic_uint_fast64_t units[PERF__LOOP_STATS_BUCKETS];
+  atomic_uint_fast64_t busy_total_ns;
 } perf__loop_t;
 
 /* Make the calling thread the watched one (its name is read here, with
@@ -60,7 +68,12 @@ void perf__loop_heartbeat(perf__loop_t *loop);
 typedef struct perf__hang_monitor_s perf__hang_monitor_t;
 
 /* Start the monitor thread ("perf-hang-mon", a perf__worker: its tid is in
-   the SDK's registry). Everything passed must outlive the monitor. */
+   the SDK's registry). Everything passed must outlive the monitor. Every
+   batch period (batch_max_delay_ms) and when it stops, it hands the
+   recorder the loop's stats of the period (perf__recorder_loop_stats):
+   time watched (from the loop's first busy mark, not paused, stops of
+   the process taken out), time busy and units by duration; nothing when
+   the loop was not watched and no unit ended. */
 int perf__hang_monitor_start(const perf__config_t *cfg, perf__loop_t *loop,
                              perf__recorder_t *recorder, perf__stats_t *stats,
                              perf__hang_monitor_t **out);

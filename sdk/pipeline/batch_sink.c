@@ -54,6 +54,7 @@ static void spool_root(const perf__config_t *cfg, char dir[PATH_MAX]);
 static int start_uploader(perf__batch_sink_t *s);
 static int add_to_batch(perf__batch_sink_t *s, const perf__event_t *ev,
                         const Perf__V1__Batch *marker, const char *reason);
+static int add_record(perf__batch_sink_t *s, const uint8_t *rec, size_t rec_len, bool event);
 static void current_drops(perf__batch_sink_t *s, perf__batch_drops_t *d);
 static int journal_record(perf__batch_sink_t *s, const perf__event_t *ev,
                           const Perf__V1__Batch *marker, const char *reason, uint8_t **rec,
@@ -124,14 +125,43 @@ int perf__batch_sink_add_fatal_hang(perf__batch_sink_t *s, const Perf__V1__Batch
   return add_to_batch(s, NULL, marker, reason);
 }
 
+int perf__batch_sink_add_loop_stats(perf__batch_sink_t *s, const perf__batch_loop_stats_t *stats) {
+  /* Its journal record: a batch of no event with these stats alone. */
+  uint8_t *rec = NULL;
+  size_t rec_len = 0;
+  perf__batch_add_loop_stats(s->jbuilder, stats);
+  if (perf__batch_finish_as(s->jbuilder, NULL, s->open_id, &rec, &rec_len) != PERF_OK) {
+    perf__batch_reset(s->jbuilder);
+    rec = NULL;
+  }
+  if (rec && s->journal.bytes + PERF__JOURNAL_RECORD_HEADER + rec_len > s->journal_max)
+    perf__batch_sink_close_batch(s); /* the journal is full: these start the next batch */
+  if (!perf__batch_has_content(s->builder)) open_journal(s);
+  if (perf__batch_add_loop_stats(s->builder, stats) != PERF_OK) {
+    perf__batch_sink_close_batch(s); /* full: these start the next batch */
+    open_journal(s);
+    perf__batch_add_loop_stats(s->builder, stats); /* an empty batch has room */
+  }
+  int err = add_record(s, rec, rec_len, false);
+  free(rec);
+  return err;
+}
+
 int64_t perf__batch_sink_deadline(const perf__batch_sink_t *s) {
   int64_t opened = perf__batch_opened_ns(s->builder);
-  return opened ? opened + (int64_t)s->cfg->batch_max_delay_ms * 1000000 : 0;
+  if (!opened) return 0;
+  /* A batch of loop stats alone waits longer: an idle app sends one every
+     few minutes, not one per batch period (each is an fsync'd spool file
+     and, with http, a request). An event closes it at its usual time. */
+  int64_t delay_ms = s->cfg->batch_max_delay_ms;
+  if (perf__batch_event_count(s->builder) == 0 && delay_ms < PERF__STATS_BATCH_DELAY_MS)
+    delay_ms = PERF__STATS_BATCH_DELAY_MS;
+  return opened + delay_ms * 1000000;
 }
 
 void perf__batch_sink_close_batch(perf__batch_sink_t *s) {
   size_t events = perf__batch_event_count(s->builder);
-  if (events == 0) return;
+  if (!perf__batch_has_content(s->builder)) return; /* a stats-only batch goes too */
   int err = put_batch(s, s->open_id, events);
   /* http: an event is written when its batch is in the spool; lost with
      it, it is counted by reason, and that count goes out with the next
@@ -200,7 +230,7 @@ static int start_uploader(perf__batch_sink_t *s) {
   perf__curl_options_t co = {s->cfg->connect_timeout_ms, s->cfg->request_timeout_ms,
                              s->cfg->tls_verify != 0, s->cfg->ca_bundle};
   perf__transport_t *t = NULL;
-  int err = perf__curl_transport_new(&co, &t);
+  int err = perf__lazy_curl_transport_new(&co, &t); /* libcurl: at the first batch to send */
   if (err) return err;
   perf__uploader_options_t uo = {
       s->cfg->endpoint,       s->cfg->api_key,           s->spool, t, s->cfg->backoff_base_ms,
@@ -231,12 +261,7 @@ static int add_to_batch(perf__batch_sink_t *s, const perf__event_t *ev,
              : perf__batch_copy_event(s->builder, marker, 0,
                                       PERF__V1__EVENT_KIND__EVENT_KIND_FATAL_HANG, reason);
   }
-  if (!err) {
-    bool journaled =
-        rec && s->journal.fd >= 0 && perf__journal_append(&s->journal, rec, rec_len) == PERF_OK;
-    PERF__COUNT(s->stats, events_journaled, journaled ? 1 : 0);
-    PERF__COUNT(s->stats, journal_write_failed, journaled ? 0 : 1);
-  }
+  if (!err) add_record(s, rec, rec_len, true);
   free(rec);
   if (err == PERF_E_TRUNCATED) {
     s->oversized++;
@@ -247,6 +272,18 @@ static int add_to_batch(perf__batch_sink_t *s, const perf__event_t *ev,
     PERF__COUNT(s->stats, events_dropped_sink, 1);
   }
   return err;
+}
+
+/* What was just added to the open batch, as its journal record `rec`
+   (NULL: it could not be made), appended to the open batch's journal.
+   0, or PERF_E_SYSTEM when it is in memory only (counted; an event
+   journaled is counted too, loop stats are not events). */
+static int add_record(perf__batch_sink_t *s, const uint8_t *rec, size_t rec_len, bool event) {
+  bool journaled =
+      rec && s->journal.fd >= 0 && perf__journal_append(&s->journal, rec, rec_len) == PERF_OK;
+  PERF__COUNT(s->stats, events_journaled, journaled && event ? 1 : 0);
+  PERF__COUNT(s->stats, journal_write_failed, journaled ? 0 : 1);
+  return journaled ? PERF_OK : PERF_E_SYSTEM;
 }
 
 /* The event as a one-event serialized batch (uncompressed): a journal
@@ -350,7 +387,7 @@ static void replay_found(void *ctx, const char *path, const uint8_t id[16]) {
     PERF__COUNT(s->stats, journal_torn, torn);
     PERF__COUNT(s->stats, events_dropped_sink, torn);
   }
-  if (!err && perf__batch_event_count(s->builder) > 0) {
+  if (!err && perf__batch_has_content(s->builder)) {
     size_t n = perf__batch_event_count(s->builder);
     err = put_batch(s, r.id, n);
   }
@@ -366,13 +403,27 @@ static void replay_found(void *ctx, const char *path, const uint8_t id[16]) {
   unlink(path);
 }
 
-/* One journal record (a one-event batch) into the batch being rebuilt. */
+/* One journal record (a one-event batch, or a batch of loop stats alone)
+   into the batch being rebuilt. */
 static int replay_record(void *ctx, const uint8_t *payload, size_t len) {
   replay_t *r = ctx;
   perf__batch_sink_t *s = r->s;
   Perf__V1__Batch *bt = NULL;
-  if (perf__batch_decode_uncompressed(payload, len, &bt) != 0 || bt->n_events != 1) {
-    if (bt) perf__v1__batch__free_unpacked(bt, NULL);
+  perf__batch_loop_stats_t stats;
+  bool decoded = perf__batch_decode_uncompressed(payload, len, &bt) == 0;
+  if (decoded && bt->n_events == 0 && perf__batch_loop_stats_of(bt, &stats)) {
+    perf__v1__batch__free_unpacked(bt, NULL);
+    int err = perf__batch_add_loop_stats(s->builder, &stats);
+    if (err == PERF_E_NO_MEMORY) { /* full, as below for an event */
+      err = put_batch(s, r->id, perf__batch_event_count(s->builder));
+      r->id[PERF__BATCH_ID_BYTES - 1] ^= (uint8_t)(1 + r->batches++);
+      if (!err) err = perf__batch_add_loop_stats(s->builder, &stats);
+    }
+    if (err) r->err = err;
+    return r->err;
+  }
+  if (!decoded || bt->n_events != 1) {
+    if (decoded) perf__v1__batch__free_unpacked(bt, NULL);
     PERF__COUNT(s->stats, events_dropped_sink, 1); /* CRC good, content not: counted */
     return PERF_OK;
   }

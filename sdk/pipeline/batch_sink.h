@@ -41,10 +41,24 @@ int perf__batch_sink_add(perf__batch_sink_t *s, const perf__event_t *ev);
 int perf__batch_sink_add_fatal_hang(perf__batch_sink_t *s, const Perf__V1__Batch *marker,
                                     const char *reason);
 
-/* When the open batch must be closed (monotonic ns), 0 when none is open. */
+/* Add the watched loop's stats of one period to the open batch (summed
+   with what it holds; an empty batch opens with them: a stats-only batch)
+   and to its journal. The stats are in the batch whatever the result: 0,
+   or PERF_E_SYSTEM when they could not be journaled (counted as
+   journal_write_failed). */
+int perf__batch_sink_add_loop_stats(perf__batch_sink_t *s, const perf__batch_loop_stats_t *stats);
+
+/* How long a batch holding loop stats and no event stays open (unless
+   batch_max_delay_ms is longer): 5 minutes. */
+#define PERF__STATS_BATCH_DELAY_MS 300000
+
+/* When the open batch must be closed (monotonic ns), 0 when none is open:
+   batch_max_delay_ms after it opened, PERF__STATS_BATCH_DELAY_MS while it
+   holds no event. */
 int64_t perf__batch_sink_deadline(const perf__batch_sink_t *s);
 
-/* Close the open batch now (if it has events) and put it in the spool. */
+/* Close the open batch now (if it has events or loop stats) and put it in
+   the spool. */
 void perf__batch_sink_close_batch(perf__batch_sink_t *s);
 
 /* PERF_E_SYSTEM when a batch could not be put into the spool since the

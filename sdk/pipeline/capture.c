@@ -89,9 +89,10 @@ static int capture_chunks(perf__event_t *ev, const pid_t *tids, const uint64_t *
 static int capture(perf__event_t *ev, pid_t tid, uintptr_t caller_ra, perf__stats_t *stats,
                    bool (*still_valid)(void *), void *arg) {
   uintptr_t pcs[PERF__EVENT_MAX_DEPTH];
-  size_t n = 0;
-  perf__stack_end_t end;
-  int err = perf__sampler_capture_with_end(ev->mods, tid, pcs, PERF__EVENT_MAX_DEPTH, &n, &end);
+  perf__sampler_shot_t shot = {.tid = tid, .pcs = pcs, .max = PERF__EVENT_MAX_DEPTH};
+  int err = perf__sampler_capture_shot(ev->mods, &shot);
+  size_t n = shot.count;
+  perf__stack_end_t end = perf__stack_end_of(err, shot.status);
   int64_t now = perf__now_ns();
   if (still_valid && !still_valid(arg)) return PERF_OK; /* taken too late: not this event's */
   if (tid == 0) tid = perf__gettid();
@@ -106,7 +107,7 @@ static int capture(perf__event_t *ev, pid_t tid, uintptr_t caller_ra, perf__stat
        instruction, so it names the call site, inline chain included,
        rather than whatever follows the call. */
     if (skip) pcs[skip] -= 1;
-    return perf__event_add_sample(ev, tid, now, pcs + skip, n - skip, end);
+    return perf__event_add_sample_state(ev, tid, now, pcs + skip, n - skip, end, shot.state);
   }
   PERF__COUNT(stats, samples_failed, 1);
   return perf__event_add_failed_sample(ev, tid, now, err);
@@ -118,7 +119,8 @@ static int add_shot(perf__event_t *ev, const perf__sampler_shot_t *shot, uint64_
   if (shot->err == PERF_OK || shot->err == PERF_E_TRUNCATED) {
     PERF__COUNT(stats, samples_taken, 1);
     return perf__event_add_weighted_sample(ev, shot->tid, when, shot->pcs, shot->count,
-                                           perf__stack_end_of(shot->err, shot->status), weight_ns);
+                                           perf__stack_end_of(shot->err, shot->status), shot->state,
+                                           weight_ns);
   }
   PERF__COUNT(stats, samples_failed, 1);
   return perf__event_add_failed_sample(ev, shot->tid, when, shot->err);

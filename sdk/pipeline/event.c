@@ -30,12 +30,18 @@ perf__event_t *perf__event_new(perf__event_kind_t kind, perf__modules_t *mods) {
 
 int perf__event_add_sample(perf__event_t *ev, pid_t tid, int64_t mono_ns, const uintptr_t *pcs,
                            size_t n, perf__stack_end_t end) {
-  return perf__event_add_weighted_sample(ev, tid, mono_ns, pcs, n, end, 0);
+  return perf__event_add_sample_state(ev, tid, mono_ns, pcs, n, end, PERF__SAMPLE_STATE_UNKNOWN);
+}
+
+int perf__event_add_sample_state(perf__event_t *ev, pid_t tid, int64_t mono_ns,
+                                 const uintptr_t *pcs, size_t n, perf__stack_end_t end,
+                                 perf__sample_state_t state) {
+  return perf__event_add_weighted_sample(ev, tid, mono_ns, pcs, n, end, state, 0);
 }
 
 int perf__event_add_weighted_sample(perf__event_t *ev, pid_t tid, int64_t mono_ns,
                                     const uintptr_t *pcs, size_t n, perf__stack_end_t end,
-                                    uint64_t weight_ns) {
+                                    perf__sample_state_t state, uint64_t weight_ns) {
   if (ev->sample_count == PERF__EVENT_MAX_SAMPLES) {
     ev->samples_over++;
     return PERF_OK;
@@ -49,7 +55,7 @@ int perf__event_add_weighted_sample(perf__event_t *ev, pid_t tid, int64_t mono_n
   int err = grow((void **)&ev->samples, &ev->sample_cap, ev->sample_count + 1, sizeof *ev->samples,
                  PERF__EVENT_MAX_SAMPLES);
   if (err) return err;
-  ev->samples[ev->sample_count++] = (perf__sample_t){mono_ns, tid, stack, 0, weight_ns};
+  ev->samples[ev->sample_count++] = (perf__sample_t){mono_ns, tid, stack, 0, state, weight_ns};
   ev->stacks[stack].samples++;
   ev->stacks[stack].weight_ns += weight_ns;
   return PERF_OK;
@@ -69,7 +75,8 @@ int perf__event_add_failed_sample(perf__event_t *ev, pid_t tid, int64_t mono_ns,
   int err = grow((void **)&ev->samples, &ev->sample_cap, ev->sample_count + 1, sizeof *ev->samples,
                  PERF__EVENT_MAX_SAMPLES);
   if (err) return err;
-  ev->samples[ev->sample_count++] = (perf__sample_t){mono_ns, tid, -1, error, 0};
+  ev->samples[ev->sample_count++] =
+      (perf__sample_t){mono_ns, tid, -1, error, PERF__SAMPLE_STATE_UNKNOWN, 0};
   return PERF_OK;
 }
 

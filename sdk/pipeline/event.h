@@ -17,6 +17,7 @@
 
 #include "perf_sdk.h"
 #include "sdk/sampler/modules.h"
+#include "sdk/sampler/sample_state.h"
 #include "sdk/sampler/stack_end.h"
 
 #define PERF__EVENT_MAX_DEPTH 256     /* frames kept per sample */
@@ -44,9 +45,10 @@ typedef struct perf__stack_s {
 typedef struct perf__sample_s {
   int64_t mono_ns;
   pid_t tid;
-  int32_t stack;      /* index in event->stacks, -1 when the capture failed */
-  int error;          /* the capture's perf_error_t when it failed */
-  uint64_t weight_ns; /* weighted events: the CPU time the sample stands for */
+  int32_t stack;              /* index in event->stacks, -1 when the capture failed */
+  int error;                  /* the capture's perf_error_t when it failed */
+  perf__sample_state_t state; /* running, or waiting in which call (unknown when failed) */
+  uint64_t weight_ns;         /* weighted events: the CPU time the sample stands for */
 } perf__sample_t;
 
 typedef struct perf__thread_s {
@@ -89,11 +91,17 @@ perf__event_t *perf__event_new(perf__event_kind_t kind, perf__modules_t *mods);
 int perf__event_add_sample(perf__event_t *ev, pid_t tid, int64_t mono_ns, const uintptr_t *pcs,
                            size_t n, perf__stack_end_t end);
 
+/* perf__event_add_sample with the thread's state when its stack was read
+   (the sampler's shot.state); perf__event_add_sample records it unknown. */
+int perf__event_add_sample_state(perf__event_t *ev, pid_t tid, int64_t mono_ns,
+                                 const uintptr_t *pcs, size_t n, perf__stack_end_t end,
+                                 perf__sample_state_t state);
+
 /* The same for a weighted event: the sample stands for weight_ns of its
    thread's CPU time (added to its stack's weight_ns). */
 int perf__event_add_weighted_sample(perf__event_t *ev, pid_t tid, int64_t mono_ns,
                                     const uintptr_t *pcs, size_t n, perf__stack_end_t end,
-                                    uint64_t weight_ns);
+                                    perf__sample_state_t state, uint64_t weight_ns);
 
 /* Add weight_ns to sample i of a weighted event (and to its stack); a
    failed sample or an index past the samples is left alone. */

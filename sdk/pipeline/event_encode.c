@@ -17,6 +17,12 @@ _Static_assert((int)PERF__STACK_END_NOT_ASCENDING ==
                    (int)PERF__V1__STACK_END__STACK_END_NOT_ASCENDING,
                "stack ends are the wire's values");
 
+#define UNNAMED_MAX 16
+
+_Static_assert((int)PERF__STATE_OTHER == (int)PERF__V1__SAMPLE_STATE__SAMPLE_STATE_OTHER &&
+                   (int)PERF__FD_OTHER == (int)PERF__V1__FD_KIND__FD_KIND_OTHER,
+               "sample states are the wire's values");
+
 typedef struct pc_slot_s {
   uint64_t key;   /* pc * 2 + return_address */
   uint32_t frame; /* 1-based */
@@ -35,6 +41,11 @@ struct perf__event_encoder_s {
   uint32_t scratch[PERF__EVENT_MAX_DEPTH];
   uint32_t *stack_map; /* event stack -> 1-based batch stack */
   size_t stack_map_cap;
+  /* "syscall N" for the calls of one event sample_state.c has no name for
+     (the first UNNAMED_MAX numbers; later ones are just "syscall"). */
+  char unnamed[UNNAMED_MAX][24];
+  long unnamed_nr[UNNAMED_MAX];
+  size_t unnamed_count;
 };
 
 static int use_caches(perf__event_encoder_t *enc, const perf__batch_builder_t *b,
@@ -49,6 +60,7 @@ static int name_frame(perf__batch_builder_t *b, const perf__frame_info_t *fi,
 static pc_slot_t *pc_slot(perf__event_encoder_t *enc, uint64_t key);
 static int grow_pc_cache(perf__event_encoder_t *enc);
 static int describe(perf__event_encoder_t *enc, const perf__event_t *ev, perf__batch_event_t *out);
+static const char *syscall_name(perf__event_encoder_t *enc, perf__sample_state_t state);
 
 perf__event_encoder_t *perf__event_encoder_new(void) {
   perf__event_encoder_t *enc = calloc(1, sizeof *enc);
@@ -259,6 +271,7 @@ static int describe(perf__event_encoder_t *enc, const perf__event_t *ev, perf__b
   perf__batch_thread_t *threads = calloc(ev->thread_count + 1, sizeof *threads);
   perf__batch_count_t *counts = calloc(ev->stack_count + 1, sizeof *counts);
   perf__batch_sample_t *samples = calloc(ev->sample_count + 1, sizeof *samples);
+  enc->unnamed_count = 0;
   if (!threads || !counts || !samples) {
     free(threads);
     free(counts);
@@ -276,8 +289,9 @@ static int describe(perf__event_encoder_t *enc, const perf__event_t *ev, perf__b
   for (size_t i = 0; i < ev->sample_count; i++) {
     const perf__sample_t *s = &ev->samples[i];
     bool ok = s->stack >= 0 && (size_t)s->stack < ev->stack_count;
-    samples[i] = (perf__batch_sample_t){s->mono_ns, (uint32_t)s->tid,
-                                        ok ? enc->stack_map[s->stack] : 0, s->error, s->weight_ns};
+    samples[i] = (perf__batch_sample_t){
+        s->mono_ns,     (uint32_t)s->tid, ok ? enc->stack_map[s->stack] : 0, s->error,
+        s->state.state, s->state.fd_kind, syscall_name(enc, s->state),       s->weight_ns};
   }
   *out = (perf__batch_event_t){
       wire_kind(ev->kind), ev->start_wall_ns, ev->start_mono_ns, ev->duration_ns,
@@ -285,4 +299,19 @@ static int describe(perf__event_encoder_t *enc, const perf__event_t *ev, perf__b
       ev->samples_over,    threads,           ev->thread_count,  counts,
       ev->stack_count,     samples,           ev->sample_count,  ev->weighted};
   return PERF_OK;
+}
+
+/* The name a sample's system call goes out with: NULL when running or
+   unknown, the table's name, or "syscall N". */
+static const char *syscall_name(perf__event_encoder_t *enc, perf__sample_state_t state) {
+  if (state.state <= PERF__STATE_RUNNING || state.syscall < 0) return NULL;
+  const char *name = perf__syscall_name(state.syscall);
+  if (name) return name;
+  for (size_t i = 0; i < enc->unnamed_count; i++)
+    if (enc->unnamed_nr[i] == state.syscall) return enc->unnamed[i];
+  if (enc->unnamed_count == UNNAMED_MAX) return "syscall";
+  size_t i = enc->unnamed_count++;
+  enc->unnamed_nr[i] = state.syscall;
+  perf__syscall_label(state.syscall, enc->unnamed[i], sizeof enc->unnamed[i]);
+  return enc->unnamed[i];
 }

@@ -12,6 +12,8 @@
 #include "sdk/base/clock.h"
 #include "sdk/base/frame_text.h"
 #include "sdk/sampler/backtrace_text.h"
+#include "sdk/sampler/sample_state.h"
+#include "sdk/wire/state_text.h"
 
 /* Stacks that differ only in where inside the same functions they were
    taken (a busy loop sampled at different instructions) are shown as one,
@@ -24,6 +26,7 @@ typedef struct {
   size_t representative; /* the group's most sampled stack */
   uint32_t samples;
   uint64_t weight_ns; /* weighted events: their CPU time (the groups' order) */
+  size_t tally;       /* its samples' states: tallies[tally] (the order before sorting) */
 } group_t;
 
 /* What the first lines of a report say. */
@@ -46,11 +49,17 @@ static int format_decoded_stack(perf__strbuf_t *b, const Perf__V1__Batch *bt,
 static const char *string_at(const Perf__V1__Batch *bt, uint32_t index);
 static int stack_signature(const perf__event_t *ev, const perf__stack_t *s, char **out);
 static int compare_groups(const void *a, const void *b);
+static int format_decoded_states(perf__strbuf_t *b, const Perf__V1__Batch *bt,
+                                 const Perf__V1__Event *e);
+static void tally_sample(perf__state_tally_t *t, perf__sample_state_t s);
 
 int perf__format_event_stacks(perf__strbuf_t *b, const perf__event_t *ev) {
-  group_t *groups = calloc(ev->stack_count ? ev->stack_count : 1, sizeof *groups);
+  size_t cap = ev->stack_count ? ev->stack_count : 1;
+  group_t *groups = calloc(cap, sizeof *groups);
+  size_t *group_of = calloc(cap, sizeof *group_of);
+  perf__state_tally_t *tallies = calloc(cap, sizeof *tallies);
   size_t n = 0;
-  int err = groups ? 0 : PERF_E_NO_MEMORY;
+  int err = groups && group_of && tallies ? 0 : PERF_E_NO_MEMORY;
   for (size_t i = 0; i < ev->stack_count && !err; i++) {
     char *sig = NULL;
     if ((err = stack_signature(ev, &ev->stacks[i], &sig)) != 0) break;
@@ -58,28 +67,110 @@ int perf__format_event_stacks(perf__strbuf_t *b, const perf__event_t *ev) {
     while (g < n && strcmp(groups[g].signature, sig) != 0)
       g++;
     if (g == n) {
-      groups[n++] = (group_t){sig, i, 0, 0};
+      groups[n++] = (group_t){sig, i, 0, 0, g};
     } else {
       free(sig);
     }
     groups[g].samples += ev->stacks[i].samples;
     groups[g].weight_ns += ev->stacks[i].weight_ns;
+    group_of[i] = g;
+  }
+  for (size_t i = 0; i < ev->sample_count && !err; i++) {
+    int32_t st = ev->samples[i].stack;
+    if (st >= 0 && (size_t)st < ev->stack_count)
+      tally_sample(&tallies[group_of[st]], ev->samples[i].state);
   }
   /* Stacks arrive sorted by their own counts; groups may reorder. */
   qsort(groups, n, sizeof *groups, compare_groups);
   for (size_t g = 0; g < n && !err; g++) {
     const perf__stack_t *s = &ev->stacks[groups[g].representative];
+    const perf__state_tally_t *t = &tallies[groups[g].tally];
     err = perf__strbuf_appendf(b, "stack samples=%u thread=%d", groups[g].samples, (int)s->tid);
     /* A CPU profile's stacks: the CPU time their samples stand for. */
     if (!err && ev->weighted)
       err = perf__strbuf_appendf(b, " cpu_ms=%" PRIu64 ".%03" PRIu64, groups[g].weight_ns / 1000000,
                                  groups[g].weight_ns / 1000 % 1000);
-    if (!err) err = perf__strbuf_appendf(b, "\n");
+    if (!err && t->known) err = perf__strbuf_appendf(b, " state=\"");
+    if (!err) err = perf__format_state_tally(b, t);
+    if (!err) err = perf__strbuf_appendf(b, t->known ? "\"\n" : "\n");
     if (!err) err = perf__format_frames(b, ev->mods, &ev->frames[s->first], s->depth, s->end);
   }
   for (size_t g = 0; g < n; g++)
     free(groups[g].signature);
   free(groups);
+  free(group_of);
+  free(tallies);
+  return err;
+}
+
+/* Why samples gave no stack: the distinct errors in the order first seen
+   and how many samples failed with each (an error enum is small). */
+typedef struct {
+  int error[16];
+  size_t count[16], n;
+} failures_t;
+
+static void count_failure(failures_t *f, int error) {
+  size_t k = 0;
+  while (k < f->n && f->error[k] != error)
+    k++;
+  if (k == f->n) {
+    if (f->n == 16) return;
+    f->error[f->n] = error;
+    f->count[f->n++] = 0;
+  }
+  f->count[k]++;
+}
+
+/* "failed samples=<n> error="<text>"", one line per distinct error. */
+static int format_failures(perf__strbuf_t *b, const failures_t *f) {
+  int err = PERF_OK;
+  for (size_t k = 0; k < f->n && !err; k++)
+    err = perf__strbuf_appendf(b, "failed samples=%zu error=\"%s\"\n", f->count[k],
+                               perf_strerror(f->error[k]));
+  return err;
+}
+
+/* The states lines of a decoded event (a dead process's marker), as
+   format_thread_states says them for a live one. */
+static int format_decoded_states(perf__strbuf_t *b, const Perf__V1__Batch *bt,
+                                 const Perf__V1__Event *e) {
+  uint32_t *tids;
+  size_t n;
+  int err = perf__state_threads(e, &tids, &n);
+  for (size_t i = 0; i < n && !err; i++) {
+    perf__state_tally_t t;
+    perf__state_tally_event(bt, e, tids[i], 0, &t);
+    err = perf__strbuf_appendf(b, "states thread=%u ", tids[i]);
+    if (!err) err = perf__format_state_tally(b, &t);
+    if (!err) err = perf__strbuf_appendf(b, "\n");
+  }
+  free(tids);
+  return err;
+}
+
+/* "states thread=<tid> waiting in read() (pipe) 62%, running 38%", one
+   line per sampled thread (in the order first sampled) whose states are
+   known. */
+static int format_thread_states(perf__strbuf_t *b, const perf__event_t *ev) {
+  pid_t tids[PERF__EVENT_MAX_THREADS];
+  size_t n = 0;
+  for (size_t i = 0; i < ev->sample_count; i++) {
+    size_t k = 0;
+    while (k < n && tids[k] != ev->samples[i].tid)
+      k++;
+    if (k == n && n < PERF__EVENT_MAX_THREADS) tids[n++] = ev->samples[i].tid;
+  }
+  int err = PERF_OK;
+  for (size_t k = 0; k < n && !err; k++) {
+    perf__state_tally_t t = {0};
+    for (size_t i = 0; i < ev->sample_count; i++)
+      if (ev->samples[i].tid == tids[k]) tally_sample(&t, ev->samples[i].state);
+    if (!t.known) continue;
+    err = perf__strbuf_appendf(b, "states thread=%d ", (int)tids[k]);
+    if (!err) err = perf__format_state_tally(b, &t);
+    if (!err) err = perf__strbuf_appendf(b, "\n");
+  }
   return err;
 }
 
@@ -96,8 +187,15 @@ int perf__format_event(perf__strbuf_t *b, const perf__event_t *ev, const perf__c
                 ev->reason,
                 ev->label};
   int err = format_header(b, &h, cfg);
+  if (!err && h.failed) {
+    failures_t f = {.n = 0};
+    for (size_t i = 0; i < ev->sample_count; i++)
+      if (ev->samples[i].stack < 0) count_failure(&f, ev->samples[i].error);
+    err = format_failures(b, &f);
+  }
   for (size_t i = 0; i < ev->thread_count && !err; i++)
     err = format_thread(b, ev->threads[i].tid, ev->threads[i].name, ev->threads[i].cpu_percent);
+  if (!err) err = format_thread_states(b, ev);
   if (!err) err = perf__format_event_stacks(b, ev);
   if (!err) err = perf__strbuf_appendf(b, "\n");
   return err;
@@ -118,12 +216,24 @@ int perf__format_fatal_hang(perf__strbuf_t *b, const Perf__V1__Batch *marker, co
                 reason,
                 e->label};
   int err = format_header(b, &h, cfg);
+  if (!err && failed) {
+    failures_t f = {.n = 0};
+    for (size_t i = 0; i < e->n_sample_errors; i++)
+      count_failure(&f, e->sample_errors[i]);
+    err = format_failures(b, &f);
+  }
   for (size_t i = 0; i < e->n_threads && !err; i++)
     err = format_thread(b, (pid_t)e->threads[i]->tid, string_at(marker, e->threads[i]->name),
                         e->threads[i]->cpu_percent);
+  if (!err) err = format_decoded_states(b, marker, e);
   for (size_t i = 0; i < e->n_stack_counts && !err; i++) {
     const Perf__V1__StackCount *c = e->stack_counts[i];
-    err = perf__strbuf_appendf(b, "stack samples=%u thread=%u\n", c->samples, c->tid);
+    perf__state_tally_t t;
+    perf__state_tally_event(marker, e, c->tid, c->stack, &t);
+    err = perf__strbuf_appendf(b, "stack samples=%u thread=%u", c->samples, c->tid);
+    if (!err && t.known) err = perf__strbuf_appendf(b, " state=\"");
+    if (!err) err = perf__format_state_tally(b, &t);
+    if (!err) err = perf__strbuf_appendf(b, t.known ? "\"\n" : "\n");
     if (!err) err = format_decoded_stack(b, marker, marker->stacks[c->stack - 1]);
   }
   if (!err) err = perf__strbuf_appendf(b, "\n");
@@ -236,4 +346,11 @@ static int compare_groups(const void *a, const void *b) {
   if (x->weight_ns != y->weight_ns) return x->weight_ns > y->weight_ns ? -1 : 1;
   if (x->samples != y->samples) return x->samples > y->samples ? -1 : 1;
   return (x->representative > y->representative) - (x->representative < y->representative);
+}
+
+/* A sample's state counted as the wire says it (the call by its name). */
+static void tally_sample(perf__state_tally_t *t, perf__sample_state_t s) {
+  char call[PERF__STATE_CALL_MAX] = "";
+  if (s.state > PERF__STATE_RUNNING) perf__syscall_label(s.syscall, call, sizeof call);
+  perf__state_tally_add(t, s.state, s.fd_kind, call);
 }

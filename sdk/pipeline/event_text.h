@@ -6,7 +6,8 @@
  *   app name=<..> version=<..> environment=<..> [tags=k=v,...] dropped=<n> failed_samples=<n>
  *   [reason="<..>"]
  *   [thread tid=<tid> name="<..>" cpu_percent=<n>]...
- *   stack samples=<n> thread=<tid>
+ *   [states thread=<tid> waiting in read() (pipe) 62%, running 38%]...
+ *   stack samples=<n> thread=<tid> [state="<the states of its samples, as above>"]
  *   <index> <module> 0x<pc> <symbol> + <offset>      (sdk/base/frame_text.h)
  *   ...
  *   <blank line>
@@ -23,8 +24,8 @@
 #include "sdk/pipeline/config.h"
 #include "sdk/pipeline/event.h"
 
-/* Every distinct stack, dominant first: "stack samples=.. thread=.." and
-   its frames. */
+/* Every distinct stack, dominant first: "stack samples=.. thread=.." with
+   its samples' states (state_text.h) when known, and its frames. */
 int perf__format_event_stacks(perf__strbuf_t *b, const perf__event_t *ev);
 
 /* The whole report of one event, ending with a blank line. */

@@ -53,6 +53,10 @@ void perf__recorder_progress(perf__recorder_t *r, perf__event_t *progress) {
   perf__writer_post_hang(r->writer, progress);
 }
 
+void perf__recorder_loop_stats(perf__recorder_t *r, const perf__loop_stats_t *stats) {
+  perf__writer_add_loop_stats(r->writer, stats);
+}
+
 void perf__recorder_destroy(perf__recorder_t *r) {
   pthread_mutex_destroy(&r->lock);
 }

@@ -28,7 +28,7 @@
 #include "sdk/pipeline/batch_sink.h"
 #include "sdk/pipeline/event_text.h"
 #include "sdk/pipeline/hang_marker.h"
-#include "sdk/symbols/symbols.h"
+#include "sdk/pipeline/idle_memory.h"
 
 #define REPORT_MAX_BYTES (16u << 20) /* one event's text */
 /* Shutdown: how long past its deadline the stopper waits for a writer that
@@ -51,6 +51,8 @@ struct perf__writer_s {
   size_t head, count, capacity;
   bool hang_posted;    /* the mailbox holds a post */
   perf__event_t *hang; /* ... which is this progress copy, or NULL = clear */
+  bool stats_posted;   /* loop_stats holds stats not yet in a batch */
+  perf__loop_stats_t loop_stats;
   bool held, exited;
   int sink_fd;
   perf__hang_marker_t marker;
@@ -125,6 +127,17 @@ void perf__writer_post_hang(perf__writer_t *w, perf__event_t *progress) {
   perf__event_free(older);
 }
 
+void perf__writer_add_loop_stats(perf__writer_t *w, const perf__loop_stats_t *stats) {
+  perf__worker_lock(w->worker);
+  w->loop_stats.watched_ns += stats->watched_ns;
+  w->loop_stats.busy_ns += stats->busy_ns;
+  for (size_t i = 0; i < PERF__LOOP_STATS_BUCKETS; i++)
+    w->loop_stats.units[i] += stats->units[i];
+  w->stats_posted = true;
+  perf__worker_notify_locked(w->worker);
+  perf__worker_unlock(w->worker);
+}
+
 void perf__writer_hold(perf__writer_t *w, bool hold) {
   perf__worker_lock(w->worker);
   w->held = hold;
@@ -196,16 +209,17 @@ static void writer_main(perf__worker_t *worker, void *arg) {
   for (;;) {
     if (dwarf_due(w) && w->count == 0 && !w->hang_posted) {
       /* Idle for a while: the DWARF read to name frames goes until the
-         next event needs it. */
+         next event needs it, and malloc's free pages go back. */
       w->drop_dwarf_at = 0;
       perf__worker_unlock(w->worker);
-      perf__symbols_drop_dwarf();
+      perf__release_idle_memory();
       perf__worker_lock(w->worker);
       continue;
     }
     /* A flush is work once the queue is empty (a held writer with events
        queued cannot finish one: the flush times out). */
-    while ((w->held || w->count == 0) && !w->hang_posted && !perf__worker_stopping(w->worker) &&
+    while ((w->held || w->count == 0) && !w->hang_posted && (w->held || !w->stats_posted) &&
+           !perf__worker_stopping(w->worker) &&
            (w->flush_done == w->flush_requested || w->count > 0) && !batch_due(w) && !dwarf_due(w))
       wait_for_work(w);
     if ((abandon = past_stop_deadline(w))) break;
@@ -226,6 +240,15 @@ static void writer_main(perf__worker_t *worker, void *arg) {
       w->hang_posted = false;
       perf__worker_unlock(w->worker);
       handle_hang_post(w, progress);
+      perf__worker_lock(w->worker);
+      continue;
+    }
+    if (w->stats_posted && !w->held) {
+      perf__loop_stats_t stats = w->loop_stats;
+      w->loop_stats = (perf__loop_stats_t){0};
+      w->stats_posted = false;
+      perf__worker_unlock(w->worker);
+      if (w->batches) perf__batch_sink_add_loop_stats(w->batches, &stats);
       perf__worker_lock(w->worker);
       continue;
     }

@@ -15,6 +15,7 @@
 #include "sdk/base/stats.h"
 #include "sdk/pipeline/config.h"
 #include "sdk/pipeline/event.h"
+#include "sdk/pipeline/loop_stats.h"
 
 typedef struct perf__writer_s perf__writer_t;
 
@@ -31,6 +32,12 @@ int perf__writer_submit(perf__writer_t *w, perf__event_t *ev);
    this process's hang marker, or NULL when the hang ended (delete the
    marker). The writer owns `progress`; only the latest post matters. */
 void perf__writer_post_hang(perf__writer_t *w, perf__event_t *progress);
+
+/* The watched loop's stats of a period: summed into a one-slot mailbox
+   (never refused, never blocks on I/O), which the writer empties into the
+   open batch (sdk/pipeline/batch_sink.h). Not rate limited, not queued
+   behind events. */
+void perf__writer_add_loop_stats(perf__writer_t *w, const perf__loop_stats_t *stats);
 
 /* Write everything queued so far and put the open batch into the spool,
    then (http) wait for the uploader to empty the spool, until deadline_ns.

@@ -15,6 +15,7 @@
 #include "sdk/base/clock.h"
 #include "sdk/base/log.h"
 #include "sdk/base/threads.h"
+#include "sdk/sampler/sample_state.h"
 #include "sdk/sampler/stack_bounds.h"
 #include "sdk/sampler/thread_state.h"
 
@@ -71,6 +72,7 @@ int perf__blocked_capture(perf__modules_t *mods, pid_t tid, perf__sampler_shot_t
     shot->count =
         perf__unwind_walk(mods->unwind, 1, regs, stack, shot->pcs, shot->max, &shot->status);
     shot->taken_ns = taken;
+    shot->state = perf__sample_state_blocked(&before);
     return shot->status == PERF__WALK_DEPTH ? PERF_E_TRUNCATED : PERF_OK;
   }
   return PERF_E_TIMEOUT;

@@ -348,9 +348,13 @@ static bool memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *d
 static bool set_initial_registers(Dwfl_Thread *thread, void *thread_arg) {
   const perf__dwfl_unwinder_t *u = thread_arg;
   if (!u->regs) return false;
-  /* The architecture's DWARF registers (sdk/sampler/arch.h), the pc among
-     them: libdwfl takes the initial pc from it. */
-  return dwfl_thread_state_registers(thread, 0, perf__arch.dwarf_nregs, u->regs);
+  /* The architecture's DWARF registers (sdk/sampler/arch.h). x86_64's pc
+     is among them (libdwfl takes the initial pc from it); aarch64's is
+     not a DWARF register and is set apart. */
+  if (!dwfl_thread_state_registers(thread, 0, perf__arch.dwarf_nregs, u->regs)) return false;
+  if (perf__arch.dwarf_pc >= perf__arch.dwarf_nregs)
+    dwfl_thread_state_register_pc(thread, u->regs[perf__arch.dwarf_pc]);
+  return true;
 }
 
 /* Record one frame. pcs[0] is the interrupted pc as is; the others are the raw return addresses

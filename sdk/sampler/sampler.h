@@ -14,6 +14,7 @@
 #include <sys/types.h>
 
 #include "sdk/sampler/modules.h"
+#include "sdk/sampler/sample_state.h"
 #include "sdk/sampler/unwind_rules.h"
 
 /* Deepest stack one capture records; deeper stacks are truncated. */
@@ -52,13 +53,28 @@ typedef struct perf__sampler_shot_s {
   perf__walk_status_t status; /* as perf__sampler_capture_status */
   int64_t taken_ns;           /* CLOCK_MONOTONIC when the stack was read: in the
                                  handler, or when a blocked thread's stack was copied */
-  /* The thread was running: the signal handler read the stack (only a
-     running or runnable thread is signalled), and (want_on_cpu) not as it
-     left a system call after waiting for a CPU (woken, found where it
-     waited, not where it spends CPU: signal_sampler.c, woken_in_call). */
+  /* What the thread was doing when its stack was read (sample_state.h):
+     state.state is PERF__STATE_RUNNING when it was on a CPU or runnable
+     (interrupted by the signal: the sample is on-CPU time), one of the
+     waiting classes (LOCK, IO, POLL, SLEEP, OTHER) with the system call's
+     number and an I/O call's descriptor kind when it was blocked and read
+     from outside, PERF__STATE_UNKNOWN when the capture failed. */
+  perf__sample_state_t state;
+  /* CPU time (cpu_burst.c): the signal interrupted the thread in user code
+     (state.state PERF__STATE_RUNNING), and (want_on_cpu) not as it left a
+     system call after waiting for a CPU (woken: found where it waited, not
+     where it spends CPU; signal_sampler.c, woken_in_call). So on_cpu
+     implies state RUNNING; a woken shot keeps state RUNNING (the signal
+     reached it) but is not on_cpu. Without want_on_cpu, on_cpu is exactly
+     state RUNNING with at least one frame. */
   bool on_cpu;
   bool woken; /* (want_on_cpu) signalled, but caught leaving a call after waiting for a CPU */
 } perf__sampler_shot_t;
+
+/* One shot's capture (tid, pcs, max and want_on_cpu filled by the caller), as
+   perf__sampler_capture_status, filling the rest of the shot (its state
+   included). Returns shot->err. */
+int perf__sampler_capture_shot(perf__modules_t *mods, perf__sampler_shot_t *shot);
 
 /* Capture n threads with up to `in_flight` (1..PERF__SAMPLER_IN_FLIGHT_MAX)
    requests outstanding: signal every running thread (each after its own

@@ -68,6 +68,11 @@ enum { SLOT_COUNT = PERF__SAMPLER_IN_FLIGHT_MAX + 8 };
 /* How long a request that timed out still blocks new ones to the same
    thread (its signal may still be pending there). */
 #define CANCELLED_HOLD_NS 1000000000LL
+/* How long a capture waits for a thread to unblock the signal (or leave a
+   call) before sending: a thread masking it is usually masking it on
+   purpose, so this wait is shorter than timeout_ms (which is for the
+   answer of a thread that got the signal, late when the machine is loaded). */
+#define MASK_WAIT_MS 100u
 /* Extra wait for a handler that already claimed the slot when the timeout
    fired: it only has a bounded walk left to do. */
 #define WRITING_GRACE_MS 50
@@ -172,6 +177,10 @@ int perf__sampler_capture_status(perf__modules_t *mods, pid_t tid, uintptr_t *pc
   return err;
 }
 
+int perf__sampler_capture_shot(perf__modules_t *mods, perf__sampler_shot_t *shot) {
+  return capture_shot(mods, shot);
+}
+
 int perf__sampler_capture_threads(perf__modules_t *mods, perf__sampler_shot_t *shots, size_t n,
                                   size_t in_flight) {
   if (!mods || (n && !shots) || in_flight < 1 || in_flight > PERF__SAMPLER_IN_FLIGHT_MAX)
@@ -182,6 +191,7 @@ int perf__sampler_capture_threads(perf__modules_t *mods, perf__sampler_shot_t *s
     shots[i].status = PERF__WALK_NO_RULE;
     shots[i].taken_ns = 0;
     shots[i].on_cpu = shots[i].woken = false;
+    shots[i].state = PERF__SAMPLE_STATE_UNKNOWN;
   }
   if (in_flight > 1) {
     pthread_mutex_lock(&g_lock);
@@ -217,6 +227,7 @@ static int capture_once(perf__modules_t *mods, perf__sampler_shot_t *shot) {
   shot->status = PERF__WALK_NO_RULE;
   shot->taken_ns = 0;
   shot->on_cpu = shot->woken = false;
+  shot->state = PERF__SAMPLE_STATE_UNKNOWN;
   if (!mods || !shot->pcs || shot->max == 0 || shot->tid < 0) return PERF_E_INVALID_ARGUMENT;
   pthread_mutex_lock(&g_lock);
   int err = install_locked();
@@ -351,7 +362,7 @@ void perf_sampler_options_init(perf_sampler_options_t *opts) {
   if (!opts) return;
   memset(opts, 0, sizeof *opts);
   opts->unwind_mode = PERF_UNWIND_CFI;
-  opts->timeout_ms = 100;
+  opts->timeout_ms = 1000;
   opts->stack_copy_bytes = 32768;
 }
 
@@ -673,6 +684,7 @@ static int copy_result(perf__modules_t *mods, slot_t *s, perf__sampler_shot_t *s
   g_last_handler_cycles = s->handler_cycles;
   shot->taken_ns = handler_time_ns(s);
   int err;
+  shot->state = PERF__SAMPLE_STATE_RUNNING; /* the signal reached it in user code */
   if (s->mode == PERF_UNWIND_STACK_COPY) {
     perf__dwfl_unwinder_t *u = perf__modules_dwfl_unwinder(mods);
     if (!u) return PERF_E_UNSUPPORTED;
@@ -710,7 +722,8 @@ static int may_signal(pid_t tid, bool check_leaving) {
      for that long is refused at once for a while, as a timed-out request. */
   long long now = perf__now_ns();
   if (tid == g_masked_tid && now < g_masked_until_ns) return PERF_E_TIMEOUT;
-  long long start = now, deadline = now + (long long)g_opts.timeout_ms * 1000000LL;
+  unsigned wait_ms = g_opts.timeout_ms < MASK_WAIT_MS ? g_opts.timeout_ms : MASK_WAIT_MS;
+  long long start = now, deadline = now + (long long)wait_ms * 1000000LL;
   for (;;) {
     bool running = true;
     int blocks = perf__thread_signal_state(tid, g_signo, &running);

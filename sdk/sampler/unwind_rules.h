@@ -14,6 +14,9 @@
  *   _dl_fixup. What the rows cannot express (a CFA in another register or a
  *   DWARF expression, a return address elsewhere than CFA - 8) is UNKNOWN:
  *   the walker falls back to frame pointers there (unwind_walk.c).
+ * On aarch64 the same rows name sp, x29 and x30 where they say rsp, rbp
+ * and rbx, and the return address is x30's value in the caller rather
+ * than the word at CFA - 8 (perf__arch.ra_in_bx, arch/aarch64/cfi_row.c).
  */
 #ifndef PERF_UNWIND_RULES_H
 #define PERF_UNWIND_RULES_H

@@ -60,6 +60,10 @@ typedef struct {
   bool fp_known;     /* r.fp is the frame's rbp (false once a rule said "unknown") */
   bool bx_known;     /* r.bx (or bx_slot) is the frame's rbx */
   bool fp_scan;      /* rbp was unknown from the start: it may be searched for */
+  bool sp_guess;     /* aarch64: r.sp came from a frame-pointer step (fp + 16,
+                        a lower bound: the record is at the frame's bottom) */
+  bool same_sp;      /* the last step took the return address from the link
+                        register (aarch64 leaf): the caller may share the sp */
   const perf__unwind_map_t *map;
 } frame_t;
 
@@ -73,6 +77,8 @@ static bool read_word(perf__stack_window_t w, uintptr_t floor, uintptr_t addr, u
     __attribute__((no_sanitize_address));
 static int step_with_rule(const perf__unwind_row_t *row, perf__stack_window_t w, frame_t *f);
 static int step_signal_frame(perf__stack_window_t w, frame_t *f);
+static int link_register_ra(const perf__unwind_row_t *row, perf__stack_window_t w, uintptr_t cfa,
+                            frame_t *f, uintptr_t *ra);
 static int step_caller_rbp(const perf__unwind_row_t *row, perf__stack_window_t w, uintptr_t cfa,
                            frame_t *f);
 static void step_caller_rbx(const perf__unwind_row_t *row, uintptr_t cfa, frame_t *f);
@@ -114,14 +120,21 @@ size_t perf__unwind_walk(const perf__unwind_map_t *map, int use_rules, perf__unw
       break;
     }
     uintptr_t prev_sp = f.r.sp;
-    int step = row && row->cfa_kind != PERF__CFA_UNKNOWN
-                   ? step_with_rule(row, stack, &f)
-                   : step_frame_pointer(stack, &f, use_rules && map);
+    f.same_sp = false;
+    int step;
+    if (row && row->cfa_kind != PERF__CFA_UNKNOWN)
+      step = step_with_rule(row, stack, &f);
+    else if (!row && use_rules && map && perf__arch_sigreturn_at(f.r.pc))
+      step = step_signal_frame(stack, &f); /* a trampoline without CFI */
+    else
+      step = step_frame_pointer(stack, &f, use_rules && map);
     if (step != STEP_OK) {
       *status = (perf__walk_status_t)step;
       break;
     }
-    if (f.r.sp <= prev_sp) { /* the stack only grows towards lower addresses */
+    /* The stack only grows towards lower addresses; an aarch64 leaf
+       without a frame of its own shares its caller's sp. */
+    if (f.r.sp < prev_sp || (f.r.sp == prev_sp && !f.same_sp)) {
       *status = PERF__WALK_NOT_ASCENDING;
       break;
     }
@@ -194,7 +207,14 @@ __attribute__((no_sanitize_address)) static bool read_word(perf__stack_window_t 
 static int step_with_rule(const perf__unwind_row_t *row, perf__stack_window_t w, frame_t *f) {
   uintptr_t cfa;
   switch (row->cfa_kind) {
-  case PERF__CFA_RSP: cfa = f->r.sp + (intptr_t)row->cfa_off; break;
+  case PERF__CFA_RSP:
+    /* After a frame-pointer step on aarch64 the sp is a guess, but x29
+       points at the frame record the row says x29 was saved in. */
+    if (f->sp_guess && f->fp_known && row->rbp_rule == PERF__REG_SAVED)
+      cfa = f->r.fp - (intptr_t)row->rbp_off;
+    else
+      cfa = f->r.sp + (intptr_t)row->cfa_off;
+    break;
   case PERF__CFA_RBP:
     if (!f->fp_known && !(f->fp_scan && scan_frame_pointer(row, w, f))) return PERF__WALK_NO_RULE;
     cfa = f->r.fp + (intptr_t)row->cfa_off;
@@ -211,14 +231,28 @@ static int step_with_rule(const perf__unwind_row_t *row, perf__stack_window_t w,
   default: return PERF__WALK_NO_RULE;
   }
   uintptr_t ra;
-  if (!read_word(w, f->r.sp, cfa - 8, &ra)) return PERF__WALK_BAD_READ;
+  if (perf__arch.ra_in_bx) {
+    int st = link_register_ra(row, w, cfa, f, &ra);
+    if (st != STEP_OK) return st;
+  } else if (!read_word(w, f->r.sp, cfa - 8, &ra)) {
+    return PERF__WALK_BAD_READ;
+  }
+  ra = perf__arch_strip_ra(ra);
   int st = step_caller_rbp(row, w, cfa, f);
   if (st != STEP_OK) return st;
-  step_caller_rbx(row, cfa, f);
+  if (perf__arch.ra_in_bx) { /* the caller's link register holds its return address */
+    f->same_sp = row->rbx_rule == PERF__REG_SAME || perf__arch_bx_slot(row, cfa) < f->r.sp;
+    f->r.bx = ra;
+    f->bx_slot = 0;
+    f->bx_known = true;
+  } else {
+    step_caller_rbx(row, cfa, f);
+  }
   if (ra == 0) return PERF__WALK_COMPLETE;
   f->r.pc = ra;
   f->r.sp = cfa;
   f->exact = false;
+  f->sp_guess = false;
   return STEP_OK;
 }
 
@@ -233,9 +267,25 @@ static int step_signal_frame(perf__stack_window_t w, frame_t *f) {
   f->r = (perf__unwind_regs_t){.pc = pc, .sp = sp, .fp = fp};
   f->bx_slot = bx_slot;
   f->exact = true;
+  f->sp_guess = false;
   f->fp_known = true;
   f->bx_known = true;
   return STEP_OK;
+}
+
+/* aarch64: the return address is the caller's value of the link register
+   (x30), by the row's rule for it ("bx"). Still live in x30 in an exact
+   frame (a leaf, a prologue before the save, an epilogue after the
+   restore); a caller is stopped at a call, which overwrote x30: it must
+   have saved it. */
+static int link_register_ra(const perf__unwind_row_t *row, perf__stack_window_t w, uintptr_t cfa,
+                            frame_t *f, uintptr_t *ra) {
+  uintptr_t slot = perf__arch_bx_slot(row, cfa);
+  bool live = row->rbx_rule == PERF__REG_SAME ||
+              (row->rbx_rule == PERF__REG_SAVED && slot < f->r.sp); /* restored already */
+  if (live) return f->exact && frame_rbx(w, f, ra) ? STEP_OK : PERF__WALK_NO_RULE;
+  if (row->rbx_rule != PERF__REG_SAVED) return PERF__WALK_NO_RULE;
+  return read_word(w, f->r.sp, slot, ra) ? STEP_OK : PERF__WALK_BAD_READ;
 }
 
 /* The caller's rbp by the row's rule (the CFA is computed already). */
@@ -289,9 +339,24 @@ static int step_frame_pointer(perf__stack_window_t w, frame_t *f, bool fallback)
   uintptr_t next_fp, ra;
   if (!read_word(w, f->r.sp, f->r.fp, &next_fp) || !read_word(w, f->r.sp, f->r.fp + 8, &ra))
     return fallback ? PERF__WALK_NO_RULE : PERF__WALK_BAD_READ;
+  ra = perf__arch_strip_ra(ra);
+  /* aarch64: a leaf (GCC builds leaves without a frame record) still has
+     its return address in x30; the record at fp is its caller's. Step to
+     x30 first when it is a return address other than the record's (as
+     libdwfl's aarch64 fallback does). */
+  uintptr_t lr;
+  if (perf__arch.ra_in_bx && f->exact && frame_rbx(w, f, &lr) &&
+      (lr = perf__arch_strip_ra(lr)) != ra && lr >= 4096 && f->map &&
+      perf__module_map_find(f->map->modules, lr - 1)) {
+    f->r.pc = lr;
+    f->exact = false;
+    f->same_sp = true;
+    return STEP_OK;
+  }
   if (ra == 0) return PERF__WALK_COMPLETE;
   f->r = (perf__unwind_regs_t){.pc = ra, .sp = f->r.fp + 16, .fp = next_fp};
   f->exact = false;
+  f->sp_guess = perf__arch.ra_in_bx;
   return STEP_OK;
 }
 

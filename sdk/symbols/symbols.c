@@ -37,7 +37,9 @@
 
 struct perf__sym_module_s {
   pthread_mutex_t lock;
-  perf__symtab_t *symtab;
+  perf__symtab_t *symtab;            /* NULL after an idle drop: read again when needed */
+  char *symtab_path, *symtab_debug;  /* where it is read again from; NULL path: kept for good */
+  bool symtab_pinned;                /* an answer points into it (names full): kept for good */
   char *dwarf_path;                  /* the file with the module's .debug_info; NULL: none */
   size_t dwarf_size;                 /* its sections, known before opening */
   perf__sym_dwarf_t *dwarf;          /* open while in the LRU list */
@@ -53,18 +55,19 @@ static bool g_libelf_ok;
 static pthread_rwlock_t g_fork_gate = PTHREAD_RWLOCK_INITIALIZER;
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static size_t g_cap = PERF__SYM_DEFAULT_CAP;
-static size_t g_bytes, g_modules, g_opens;
+static size_t g_bytes, g_modules, g_opens, g_table_loads;
 static perf__sym_module_t *g_oldest, *g_newest;
 
 static void init_libelf(void);
 static bool find_debug_file(const char *path, const void *image, const uint8_t *build_id,
                             size_t build_id_len, const char *debug_dirs, char *out, size_t cap);
+static void reload_symtab(perf__sym_module_t *m);
 static void resolve(perf__sym_module_t *m, uint64_t vaddr, perf__sym_frame_t *out);
 static perf__sym_dwarf_t *use_dwarf(perf__sym_module_t *m);
 static void account(perf__sym_module_t *m, size_t grown);
 static void lru_unlink(perf__sym_module_t *m);
 static void enforce_cap(void);
-static void drop_dwarf_over(size_t limit);
+static void drop_dwarf_over(size_t limit, bool tables);
 static void module_free(perf__sym_module_t *m);
 static int module_open(const char *path, const void *image, size_t image_size,
                        const uint8_t *build_id, size_t build_id_len, const char *debug_dirs,
@@ -121,6 +124,11 @@ static int module_open(const char *path, const void *image, size_t image_size,
                                             sizeof debug);
   if (has_debug) size = perf__sym_dwarf_size(dwarf_file = debug);
   int err = perf__symtab_load(path, image, image_size, has_debug ? debug : NULL, &m->symtab);
+  /* A file's table can be dropped when idle and read again; an image's
+     (the vdso) is small and kept. */
+  if (!err && !image &&
+      (!(m->symtab_path = strdup(path)) || (has_debug && !(m->symtab_debug = strdup(debug)))))
+    err = PERF_E_NO_MEMORY;
   if (!err && size) {
     m->dwarf_size = size;
     if (!(m->dwarf_path = strdup(dwarf_file))) err = PERF_E_NO_MEMORY;
@@ -141,6 +149,8 @@ static void module_free(perf__sym_module_t *m) {
   perf__sym_dwarf_close(m->dwarf);
   perf__symtab_free(m->symtab);
   perf__sym_store_free(&m->store);
+  free(m->symtab_path);
+  free(m->symtab_debug);
   free(m->dwarf_path);
   pthread_mutex_destroy(&m->lock);
   free(m);
@@ -179,6 +189,7 @@ void perf__symbols_stats(perf__symbols_stats_t *out) {
   out->dwarf_bytes = g_bytes;
   out->dwarf_modules = g_modules;
   out->dwarf_opens = g_opens;
+  out->table_loads = g_table_loads;
   pthread_mutex_unlock(&g_lock);
   pthread_rwlock_unlock(&g_fork_gate);
 }
@@ -260,9 +271,21 @@ static size_t from_dwarf(perf__sym_module_t *m, uint64_t vaddr, const char *sym,
   return n;
 }
 
+/* Read the module's symbol table again when an idle drop took it (module
+   lock held); it stays NULL when it cannot be read now. */
+static void reload_symtab(perf__sym_module_t *m) {
+  if (!m->symtab && m->symtab_path &&
+      perf__symtab_load(m->symtab_path, NULL, 0, m->symtab_debug, &m->symtab) == PERF_OK) {
+    pthread_mutex_lock(&g_lock);
+    g_table_loads++;
+    pthread_mutex_unlock(&g_lock);
+  }
+}
+
 static void resolve(perf__sym_module_t *m, uint64_t vaddr, perf__sym_frame_t *out) {
   const char *sym = NULL;
   uint64_t sym_off = 0;
+  reload_symtab(m);
   bool has_sym = perf__symtab_lookup(m->symtab, vaddr, &sym, &sym_off);
   out->count = from_dwarf(m, vaddr, has_sym ? sym : NULL, sym_off, out);
   out->from_dwarf = out->count > 0;
@@ -271,6 +294,7 @@ static void resolve(perf__sym_module_t *m, uint64_t vaddr, perf__sym_frame_t *ou
     if (!set_function(m, &out->lines[0], sym)) {
       out->lines[0].function = sym; /* the names are full: raw, from the table */
       out->lines[0].linkage = NULL;
+      m->symtab_pinned = true; /* the cached answer points into the table */
     }
     out->count = 1;
     out->offset = sym_off;
@@ -340,18 +364,19 @@ static void lru_unlink(perf__sym_module_t *m) {
    under the cap. A module in the middle of a lookup is skipped (its lock
    is busy); the lookup enforces the cap again when it ends. */
 static void enforce_cap(void) {
-  drop_dwarf_over(g_cap);
+  drop_dwarf_over(g_cap, false);
 }
 
 void perf__symbols_drop_dwarf(void) {
   pthread_rwlock_rdlock(&g_fork_gate);
-  drop_dwarf_over(0);
+  drop_dwarf_over(0, true);
   pthread_rwlock_unlock(&g_fork_gate);
 }
 
 /* Drop the DWARF of the least recently used modules until at most `limit`
-   bytes are counted (modules in a lookup are skipped). */
-static void drop_dwarf_over(size_t limit) {
+   bytes are counted (modules in a lookup are skipped); with `tables`, their
+   symbol tables too, where they can be read again. */
+static void drop_dwarf_over(size_t limit, bool tables) {
   pthread_mutex_lock(&g_lock);
   if (limit > g_cap) limit = g_cap;
   for (perf__sym_module_t *m = g_oldest, *next; m && g_bytes > limit; m = next) {
@@ -360,6 +385,10 @@ static void drop_dwarf_over(size_t limit) {
     lru_unlink(m);
     perf__sym_dwarf_close(m->dwarf);
     m->dwarf = NULL;
+    if (tables && m->symtab_path && !m->symtab_pinned) {
+      perf__symtab_free(m->symtab);
+      m->symtab = NULL;
+    }
     pthread_mutex_unlock(&m->lock);
   }
   pthread_mutex_unlock(&g_lock);

@@ -122,13 +122,18 @@ typedef struct perf__batch_count_s {
   uint32_t stack, tid, samples;
 } perf__batch_count_t;
 
-/* One sample: stack 0 when the capture failed with `error`. weight_ns:
-   the CPU time it stands for (events with `weighted` set; sent as whole
-   microseconds, sample_weights_micros). */
+/* One sample: stack 0 when the capture failed with `error`. state and
+   fd_kind: the wire's SampleState and FdKind values (0: unknown, none);
+   syscall: the call's name, NULL or "" for none. An event whose states
+   are all unknown sends no state columns. weight_ns: the CPU time it
+   stands for (events with `weighted` set; sent as whole microseconds,
+   sample_weights_micros). */
 typedef struct perf__batch_sample_s {
   int64_t mono_ns;
   uint32_t tid, stack;
   int32_t error;
+  uint8_t state, fd_kind;
+  const char *syscall;
   uint64_t weight_ns;
 } perf__batch_sample_t;
 
@@ -152,6 +157,27 @@ typedef struct perf__batch_event_s {
   size_t sample_count;
   bool weighted; /* the samples carry weights (a CPU event's CPU time per sample) */
 } perf__batch_event_t;
+
+/* The watched loop's statistics (LoopStats): time watched, time busy,
+   and the units of work that ended by duration bucket. Bucket i holds
+   units of [PERF__LOOP_BUCKET_UPPER_MS[i - 1], PERF__LOOP_BUCKET_UPPER_MS[i])
+   milliseconds; the last bucket has no upper bound. */
+#define PERF__LOOP_BUCKETS 9
+#define PERF__LOOP_BUCKET_UPPER_MS                                                                 \
+  { 50, 100, 250, 500, 1000, 2000, 5000, 10000 }
+typedef struct perf__batch_loop_stats_s {
+  uint64_t watched_ns, busy_ns;
+  uint64_t units[PERF__LOOP_BUCKETS];
+} perf__batch_loop_stats_t;
+
+/* The bucket of a unit of work that lasted duration_ns (< 0 counts as 0). */
+static inline unsigned perf__batch_loop_bucket(int64_t duration_ns) {
+  static const int64_t upper_ms[PERF__LOOP_BUCKETS - 1] = PERF__LOOP_BUCKET_UPPER_MS;
+  unsigned i = 0;
+  while (i < PERF__LOOP_BUCKETS - 1 && duration_ns >= upper_ms[i] * 1000000)
+    i++;
+  return i;
+}
 
 typedef struct perf__batch_builder_s perf__batch_builder_t;
 
@@ -206,6 +232,22 @@ int perf__batch_abort_event(perf__batch_builder_t *b, int err);
 int perf__batch_copy_event(perf__batch_builder_t *b, const Perf__V1__Batch *src, size_t index,
                            Perf__V1__EventKind kind, const char *reason);
 
+/* Add `stats` to the batch's LoopStats (summed with what it holds). A
+   batch with loop stats and no event is a batch too (a stats-only batch):
+   perf__batch_opened_ns and perf__batch_has_content count it. 0,
+   PERF_E_NO_MEMORY when the batch has no room left for them (finish it
+   and add them to the next: an empty batch always has), or
+   PERF_E_INVALID_ARGUMENT for NULL arguments. */
+int perf__batch_add_loop_stats(perf__batch_builder_t *b, const perf__batch_loop_stats_t *stats);
+
+/* The decoded batch's LoopStats into *out (all 0 when it has none);
+   whether it had some. More than PERF__LOOP_BUCKETS buckets: the rest are
+   added to the last. */
+bool perf__batch_loop_stats_of(const Perf__V1__Batch *src, perf__batch_loop_stats_t *out);
+
+/* The batch holds an event or loop stats. */
+bool perf__batch_has_content(const perf__batch_builder_t *b);
+
 /* Counts a caller may key caches of interned entries on: it changes whenever
    entries may have been removed (an aborted event, a finished or reset
    batch). */
@@ -220,8 +262,9 @@ size_t perf__batch_event_count(const perf__batch_builder_t *b);
 /* Upper bound of the current batch's serialized size (<= max_bytes). */
 size_t perf__batch_encoded_size(const perf__batch_builder_t *b);
 
-/* Monotonic time (perf__now_ns) the current batch's first event was added;
-   0 when empty. The writer finishes a batch batch_max_delay_ms after it. */
+/* Monotonic time (perf__now_ns) the current batch's first event (or its
+   first loop stats) was added; 0 when empty. The writer finishes a batch batch_max_delay_ms after
+   it. */
 int64_t perf__batch_opened_ns(const perf__batch_builder_t *b);
 
 /*

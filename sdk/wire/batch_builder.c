@@ -13,7 +13,11 @@
 #include "sdk/wire/batch_internal.h"
 
 #if defined(__x86_64__)
+#if defined(__aarch64__)
+#define BATCH_ARCH "aarch64"
+#else
 #define BATCH_ARCH "x86_64"
+#endif
 #elif defined(__aarch64__)
 #define BATCH_ARCH "aarch64"
 #else
@@ -30,6 +34,8 @@ static int build_threads(perf__batch_builder_t *b, const perf__batch_event_t *ev
 static int build_counts(perf__batch_builder_t *b, const perf__batch_event_t *ev,
                         Perf__V1__Event *e);
 static int build_samples(const perf__batch_event_t *ev, Perf__V1__Event *e);
+static int build_states(perf__batch_builder_t *b, const perf__batch_event_t *ev,
+                        Perf__V1__Event *e);
 static int compare_counts(const void *a, const void *b, void *counts);
 static int64_t us_floor(int64_t ns);
 static void free_event(Perf__V1__Event *e);
@@ -125,7 +131,7 @@ int perf__batch_add_event(perf__batch_builder_t *b, const perf__batch_event_t *e
   }
   b->events[b->n_events++] = e;
   b->bytes += add;
-  if (b->n_events == 1) b->opened_ns = perf__now_ns();
+  if (b->n_events == 1 && !b->has_loop_stats) b->opened_ns = perf__now_ns();
   return PERF_OK;
 }
 
@@ -146,7 +152,7 @@ size_t perf__batch_encoded_size(const perf__batch_builder_t *b) {
 }
 
 int64_t perf__batch_opened_ns(const perf__batch_builder_t *b) {
-  return b && b->n_events ? b->opened_ns : 0;
+  return perf__batch_has_content(b) ? b->opened_ns : 0;
 }
 
 int perf__batch_finish(perf__batch_builder_t *b, const perf__batch_drops_t *drops, uint8_t **out,
@@ -188,6 +194,14 @@ int perf__batch_finish_as(perf__batch_builder_t *b, const perf__batch_drops_t *d
   batch.resource = &b->resource;
   batch.drops = &dc;
   batch.symbolized = b->opts.symbolize;
+  Perf__V1__LoopStats ls = PERF__V1__LOOP_STATS__INIT;
+  if (b->has_loop_stats) {
+    ls.watched_nanos = b->loop_stats.watched_ns;
+    ls.busy_nanos = b->loop_stats.busy_ns;
+    ls.n_busy_units_by_bucket = PERF__LOOP_BUCKETS;
+    ls.busy_units_by_bucket = b->loop_stats.units;
+    batch.loop_stats = &ls;
+  }
   uint8_t *raw = NULL;
   size_t size = 0;
   int err = pack_batch(b, &batch, &raw, &size);
@@ -202,6 +216,8 @@ void perf__batch_reset(perf__batch_builder_t *b) {
   if (!b) return;
   free_events(b);
   perf__batch_clear_tables(b);
+  b->has_loop_stats = false;
+  memset(&b->loop_stats, 0, sizeof b->loop_stats);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -252,6 +268,7 @@ static int build_event(perf__batch_builder_t *b, const perf__batch_event_t *ev,
   int err = build_threads(b, ev, e);
   if (!err) err = build_counts(b, ev, e);
   if (!err) err = build_samples(ev, e);
+  if (!err) err = build_states(b, ev, e);
   return err;
 }
 
@@ -342,6 +359,33 @@ static int build_samples(const perf__batch_event_t *ev, Perf__V1__Event *e) {
   return PERF_OK;
 }
 
+/* The per-sample state columns, when any sample's state is known. */
+static int build_states(perf__batch_builder_t *b, const perf__batch_event_t *ev,
+                        Perf__V1__Event *e) {
+  size_t n = ev->sample_count;
+  bool any = false;
+  for (size_t i = 0; i < n && !any; i++)
+    any = ev->samples[i].state != 0;
+  if (!any) return PERF_OK;
+  if (!(e->sample_states = malloc(n * sizeof *e->sample_states)) ||
+      !(e->sample_syscalls = malloc(n * sizeof *e->sample_syscalls)) ||
+      !(e->sample_fds = malloc(n * sizeof *e->sample_fds)))
+    return PERF_E_NO_MEMORY;
+  e->n_sample_states = e->n_sample_syscalls = e->n_sample_fds = n;
+  for (size_t i = 0; i < n; i++) {
+    const perf__batch_sample_t *s = &ev->samples[i];
+    e->sample_states[i] = (Perf__V1__SampleState)s->state;
+    e->sample_fds[i] = (Perf__V1__FdKind)s->fd_kind;
+    e->sample_syscalls[i] = 0;
+    const char *call = s->syscall;
+    if (call && call[0]) {
+      int err = perf__batch_intern_string(b, call, strlen(call), &e->sample_syscalls[i]);
+      if (err) return err;
+    }
+  }
+  return PERF_OK;
+}
+
 static int compare_counts(const void *a, const void *b, void *counts) {
   const perf__batch_count_t *c = counts;
   size_t i = *(const size_t *)a, j = *(const size_t *)b;
@@ -364,6 +408,9 @@ static void free_event(Perf__V1__Event *e) {
   free(e->sample_stacks);
   free(e->sample_errors);
   free(e->sample_weights_micros);
+  free(e->sample_states);
+  free(e->sample_syscalls);
+  free(e->sample_fds);
 }
 
 static void free_events(perf__batch_builder_t *b) {

@@ -176,7 +176,11 @@ static int describe(copy_t *c, const Perf__V1__Event *e, perf__batch_event_t *ev
     int32_t error = stack ? 0 : e->sample_errors[failed++];
     uint32_t tid = e->n_sample_tids ? e->sample_tids[i] : e->tid;
     uint64_t weight_ns = e->n_sample_weights_micros ? e->sample_weights_micros[i] * 1000 : 0;
-    samples[i] = (perf__batch_sample_t){t_us * 1000, tid, stack, error, weight_ns};
+    samples[i] = (perf__batch_sample_t){t_us * 1000, tid, stack, error, 0, 0, NULL, weight_ns};
+    if (e->n_sample_states) samples[i].state = (uint8_t)e->sample_states[i];
+    if (e->n_sample_fds) samples[i].fd_kind = (uint8_t)e->sample_fds[i];
+    if (e->n_sample_syscalls && e->sample_syscalls[i])
+      samples[i].syscall = string_at(c->src, e->sample_syscalls[i]);
   }
   *ev = (perf__batch_event_t){e->kind,
                               e->start_unix_nanos,

@@ -146,6 +146,12 @@ static int validate_batch(const Perf__V1__Batch *bt) {
       failed += e->sample_stacks[j] == 0;
     }
     if (e->n_sample_errors != failed) return -1;
+    if ((e->n_sample_states != 0 && e->n_sample_states != n) ||
+        (e->n_sample_syscalls != 0 && e->n_sample_syscalls != n) ||
+        (e->n_sample_fds != 0 && e->n_sample_fds != n))
+      return -1;
+    for (size_t j = 0; j < e->n_sample_syscalls; j++)
+      if (!STRING_OK(e->sample_syscalls[j])) return -1;
   }
 #undef STRING_OK
   return 0;

@@ -4,11 +4,12 @@
  * by a stripped build of samples/demo_app.c (demo_app_stripped: no .symtab,
  * its hang chain load_user_profile -> parse_profile_blob ->
  * checksum_profile_slowly is static) running with sink = http. Its debug
- * file (objcopy --only-keep-debug) reaches the collector in three ways:
- * in --symbols-dir at start, uploaded after the events (POST /v1/symbols),
- * or fetched from a debuginfod server (tests/http_server.c) in the
- * background; and the upload's bad inputs get their statuses. Each case
- * runs in its own process: `test_collector_symbols <case>`.
+ * file (objcopy --only-keep-debug) reaches the collector in four ways:
+ * in --symbols-dir at start, uploaded after the events (POST /v1/symbols,
+ * by hand or with tools/perf-symbols), or fetched from a debuginfod server
+ * (tests/http_server.c) in the background; and the upload's bad inputs get
+ * their statuses. Each case runs in its own process:
+ * `test_collector_symbols <case>`.
  */
 #include <dirent.h>
 #include <elfutils/libdwelf.h>
@@ -339,6 +340,54 @@ static void case_upload_after_events(void) {
   collector_stop_healthy(&c);
 }
 
+/* The way a build pipeline sends them: events first (unnamed), then
+   tools/perf-symbols run over a directory holding the stripped demo, with
+   --debug-dir pointing at its debug file in the .build-id layout: one
+   upload, and the stored stacks are named with the demo's chain. */
+static void case_perf_symbols_after_events(void) {
+  char id[81], build[256], debug_dir[256], dest[512], copy[512];
+  build_id_of(DEMO_STRIPPED_PATH, id);
+  const char *tmp = tempdir_make("perf-sym");
+  snprintf(build, sizeof build, "%s/build", tmp);
+  snprintf(copy, sizeof copy, "%s/demo_app", build);
+  make_parents(copy);
+  size_t len;
+  char *bytes = read_file(DEMO_STRIPPED_PATH, &len);
+  FILE *f = fopen(copy, "wb");
+  CHECK(f && fwrite(bytes, 1, len, f) == len && fclose(f) == 0);
+  free(bytes);
+  snprintf(debug_dir, sizeof debug_dir, "%s/debug", tmp);
+  debug_path(debug_dir, id, dest, sizeof dest);
+  make_parents(dest);
+  bytes = read_file(DEMO_DEBUG_PATH, &len);
+  f = fopen(dest, "wb");
+  CHECK(f && fwrite(bytes, 1, len, f) == len && fclose(f) == 0);
+  free(bytes);
+
+  collector_t c;
+  collector_start(&c, NULL);
+  run_demo(&c);
+  json_t *before = top_hang_until(&c, has_stacks);
+  CHECK(unnamed_demo_frames(before) > 0);
+  char *argv[] = {PERF_SYMBOLS_PATH, "--url",   c.url, "--key", GOOD_KEY,
+                  "--debug-dir",     debug_dir, build, NULL};
+  char out[512];
+  snprintf(out, sizeof out, "%s/perf-symbols.txt", tmp);
+  int status = spawn_wait(spawn(argv, out), 60.0);
+  char *text = read_file(out, &len);
+  fprintf(stderr, "perf-symbols -> %d: %.*s", status, (int)len, text);
+  CHECK_EQ_INT(status, 0);
+  CHECKF(strstr(text, "perf-symbols: 1 uploaded, 0 already on the collector") != NULL, "%s", text);
+  free(text);
+  json_t *after = get_ok(&c, "/api/v1/top-stacks?kind=hang");
+  print_json("after perf-symbols", after);
+  CHECK(chain_named(after));
+  CHECK_EQ_INT(unnamed_demo_frames(after), 0);
+  json_decref(before);
+  json_decref(after);
+  collector_stop_healthy(&c);
+}
+
 /* Bad uploads get their status and reason, store nothing, leave no
    temporary file, and the server stays healthy. */
 static void case_upload_errors(void) {
@@ -373,7 +422,7 @@ static void case_upload_errors(void) {
   CHECK_EQ_INT(post_symbols(&c, id, GOOD_KEY, big, big_len, false, r), 413);
   /* Chunked: 413 once past the cap (past twice the cap: connection closed). */
   CHECK_EQ_INT(post_symbols(&c, id, GOOD_KEY, big, big_len * 3 / 4, true, r), 413);
-  CHECK_EQ_INT(request(&c, "GET", "/v1/symbols/00ff", NULL, NULL, 0, false, r), 405);
+  CHECK_EQ_INT(request(&c, "GET", "/v1/symbols/00ff", NULL, NULL, 0, false, r), 401); /* no key */
   CHECK(healthy_within(&c, 5));
 
   char symbols_dir[256], path[512], build_id_dir[300];
@@ -446,6 +495,7 @@ int main(int argc, char **argv) {
   static const test_case_t cases[] = {
       TEST_CASE(symbols_dir),
       TEST_CASE(upload_after_events),
+      TEST_CASE(perf_symbols_after_events),
       TEST_CASE(upload_errors),
       TEST_CASE(debuginfod),
   };

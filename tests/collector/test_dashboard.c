@@ -7,9 +7,12 @@
  * hang and the cpu event are stored, adds one hand-made hang (reason
  * "stack-truth": an inline frame with file:line, a stack cut by the depth
  * cap; its batch tagged team=truth and reporting 12 events dropped by the
- * rate limit and 3 by the spool quota), then runs tests/dashboard/
+ * rate limit and 3 by the spool quota) and two versions of app "rates"
+ * with loop stats (3.1: 2 hangs in 1 h watched, 3.2: 6 in 2 h; hangs of
+ * 1 ms: the demo's stays the slowest), then runs tests/dashboard/
  * dashboard_test.mjs (node + playwright-core + Debian's chromium, headless)
- * against it and requires its exit 0 and its screenshot. A missing node,
+ * against it and requires its exit 0 and its two screenshots (the page,
+ * and the version comparison panel beside it, "-compare.png"). A missing node,
  * chromium or playwright-core fails the test: it never skips.
  */
 #include <stdbool.h>
@@ -53,7 +56,8 @@ static void check_browser_tools(void) {
    team=truth and drop counters (rate_limited 12, spool_quota 3): the
    browser test's drops line and tag filter. */
 static void post_stack_truth(const collector_t *c) {
-  char *strings[] = {"", "stack_truth_inner", "stack_truth_outer", "stack_truth_root", "truth.c"};
+  char *strings[] = {
+      "", "stack_truth_inner", "stack_truth_outer", "stack_truth_root", "truth.c", "read", "futex"};
   Perf__V1__Function fn[3];
   Perf__V1__Function *fns[3];
   for (int i = 0; i < 3; i++) {
@@ -74,13 +78,27 @@ static void post_stack_truth(const collector_t *c) {
   st.n_frames = 2, st.frames = ids, st.end = PERF__V1__STACK_END__STACK_END_DEPTH;
   Perf__V1__Stack *sts[] = {&st};
   Perf__V1__StackCount sc = PERF__V1__STACK_COUNT__INIT;
-  sc.stack = 1, sc.samples = 1, sc.tid = 4242;
+  sc.stack = 1, sc.samples = 4, sc.tid = 4242;
   Perf__V1__StackCount *scs[] = {&sc};
   Perf__V1__Event ev = PERF__V1__EVENT__INIT;
   ev.kind = PERF__V1__EVENT_KIND__EVENT_KIND_HANG;
   ev.start_unix_nanos = (int64_t)(now_wall_s() * 1e9);
   ev.duration_nanos = 1000000, ev.tid = 4242, ev.reason = "stack-truth";
   ev.n_stack_counts = 1, ev.stack_counts = scs, ev.dominant_stack = 1;
+  /* Four samples: two in read() on a pipe, one in a futex, one running
+     (the browser test reads "waiting in read() (pipe) 50%, ..."). */
+  int64_t offsets[] = {100, 100, 100, 100};
+  uint32_t stacks[] = {1, 1, 1, 1}, calls[] = {5, 5, 6, 0};
+  Perf__V1__SampleState states[] = {
+      PERF__V1__SAMPLE_STATE__SAMPLE_STATE_IO, PERF__V1__SAMPLE_STATE__SAMPLE_STATE_IO,
+      PERF__V1__SAMPLE_STATE__SAMPLE_STATE_LOCK, PERF__V1__SAMPLE_STATE__SAMPLE_STATE_RUNNING};
+  Perf__V1__FdKind fds[] = {PERF__V1__FD_KIND__FD_KIND_PIPE, PERF__V1__FD_KIND__FD_KIND_PIPE,
+                            PERF__V1__FD_KIND__FD_KIND_NONE, PERF__V1__FD_KIND__FD_KIND_NONE};
+  ev.n_sample_offsets_micros = 4, ev.sample_offsets_micros = offsets;
+  ev.n_sample_stacks = 4, ev.sample_stacks = stacks;
+  ev.n_sample_states = 4, ev.sample_states = states;
+  ev.n_sample_syscalls = 4, ev.sample_syscalls = calls;
+  ev.n_sample_fds = 4, ev.sample_fds = fds;
   Perf__V1__Event *evs[] = {&ev};
   Perf__V1__Resource res = PERF__V1__RESOURCE__INIT;
   res.app_name = "truth";
@@ -93,12 +111,32 @@ static void post_stack_truth(const collector_t *c) {
   Perf__V1__Batch b = PERF__V1__BATCH__INIT;
   b.resource = &res;
   b.drops = &drops;
-  b.n_strings = 5, b.strings = strings;
+  b.n_strings = 7, b.strings = strings;
   b.n_functions = 3, b.functions = fns;
   b.n_frames = 2, b.frames = frs;
   b.n_stacks = 1, b.stacks = sts;
   b.n_events = 1, b.events = evs;
   batch_post(c, &b, 1);
+}
+
+/* Versions 3.1 and 3.2 of app "rates" (the version comparison view):
+   3.1 watched 1 h with 2 hangs (1 in slow_query, 1 in render), 3.2
+   watched 2 h with 6 (5 and 1); units by duration per version. */
+static void post_rates(const collector_t *c) {
+  static const uint64_t u31[9] = {100, 20, 10, 3, 2, 0, 0, 0, 0};
+  static const uint64_t u32[9] = {400, 30, 20, 8, 5, 1, 0, 0, 0};
+  const uint64_t hour = 3600000000000ULL;
+  const loop_batch_t batches[] = {
+      {"rates", "3.1", "production", hour, hour / 4, u31, 9, 2, 1, 1},
+      {"rates", "3.2", "production", 2 * hour, hour, u32, 9, 6, 5, 1},
+  };
+  for (unsigned i = 0; i < 2; i++) {
+    reply_t *r = calloc(1, sizeof *r);
+    CHECK(r);
+    long status = batch_post_loop(c, &batches[i], 100 + i, r);
+    CHECKF(status == 200, "rates batch %u -> %ld", i, status);
+    free(r);
+  }
 }
 
 static void case_browser(void) {
@@ -108,8 +146,13 @@ static void case_browser(void) {
   demo_run_uploading(&c, PERF_DEMO_APP_PATH, tempdir_make("perf-dash"));
   demo_wait_stored(&c);
   post_stack_truth(&c);
+  post_rates(&c);
 
+  char compare_png[sizeof PERF_DASHBOARD_SCREENSHOT + 16];
+  snprintf(compare_png, sizeof compare_png, "%.*s-compare.png",
+           (int)(sizeof PERF_DASHBOARD_SCREENSHOT - 1 - 4), PERF_DASHBOARD_SCREENSHOT);
   unlink(PERF_DASHBOARD_SCREENSHOT);
+  unlink(compare_png);
   char *argv[] = {PERF_NODE_PATH,
                   PERF_DASHBOARD_DIR "/dashboard_test.mjs",
                   c.url,
@@ -121,6 +164,7 @@ static void case_browser(void) {
   struct stat st;
   CHECKF(stat(PERF_DASHBOARD_SCREENSHOT, &st) == 0 && st.st_size > 0, "no screenshot at %s",
          PERF_DASHBOARD_SCREENSHOT);
+  CHECKF(stat(compare_png, &st) == 0 && st.st_size > 0, "no screenshot at %s", compare_png);
   collector_stop_healthy(&c);
 }
 

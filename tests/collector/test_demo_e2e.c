@@ -8,7 +8,8 @@
  * image worker's convolve_kernel <- apply_filter <- resize_images. The
  * demo's tags (region=local, build=debug) arrive with every event, the
  * tag filter keeps them all and drops them for another value, and the
- * drops query counts the demo's batches with and without the tags.
+ * drops query counts the demo's batches with and without the tags; its
+ * loop stats rate its one hang per hour of watched time.
  * `test_demo_e2e <case>`.
  */
 #include <jansson.h>
@@ -103,10 +104,39 @@ static void check_tags(const collector_t *c) {
   json_decref(drops_other);
 }
 
+/* The demo's loop stats reached the collector with its batches: version
+   1.0.0 was watched for a while (less than the run took), with its one
+   hang; its units of work by duration hold exactly one of 250 ms or more
+   (the hang, 500 ms-2 s: the demo measured hang_ms of it inside); a
+   version never run has no rate. */
+static void check_rates(const collector_t *c, long hang_ms, double run_s) {
+  json_t *doc = get_ok(c, "/api/v1/versions/compare?app=demo_app&a=1.0.0&b=0.0.0");
+  json_t *v = json_array_get(json_object_get(doc, "versions"), 0);
+  double hours = json_number_value(json_object_get(v, "watched_hours"));
+  CHECKF(hours > 0 && hours * 3600 <= run_s, "watched %.6f h in a run of %.1f s", hours, run_s);
+  CHECK_EQ_INT(json_integer_value(json_object_get(v, "hangs")), 1);
+  CHECK(json_integer_value(json_object_get(v, "stats_batches")) >= 1);
+  double rate = json_number_value(json_object_get(v, "hangs_per_hour"));
+  CHECKF(rate > 1 / hours - 1e-6 && rate < 1 / hours + 1e-6, "%f hangs per hour", rate);
+  json_t *h = json_object_get(v, "histogram");
+  long long long_units = 0, hang_bucket = 0;
+  for (size_t i = 3; i < json_array_size(h); i++)
+    long_units += json_integer_value(json_object_get(json_array_get(h, i), "units"));
+  for (size_t i = 4; i <= 5; i++)
+    hang_bucket += json_integer_value(json_object_get(json_array_get(h, i), "units"));
+  CHECKF(long_units == 1 && hang_bucket == 1, "%lld units >= 250 ms, %lld of 500 ms-2 s (%ld ms)",
+         long_units, hang_bucket, hang_ms);
+  CHECK(json_is_null(
+      json_object_get(json_array_get(json_object_get(doc, "versions"), 1), "hangs_per_hour")));
+  json_decref(doc);
+}
+
 static void case_top_hang(void) {
   collector_t c;
   collector_start(&c, NULL);
+  double run_start = now_s();
   long hang_ms = demo_run_uploading(&c, PERF_DEMO_APP_PATH, tempdir_make("perf-demo-e2e"));
+  double run_s = now_s() - run_start;
   /* demo_app's shutdown sent its batches: they are stored when
      acknowledged; allow for the last response still on its way. */
   demo_wait_stored(&c);
@@ -153,6 +183,7 @@ static void case_top_hang(void) {
   CHECK_EQ_INT(json_integer_value(json_object_get(cpu, "events")), 1);
   json_decref(doc);
   check_tags(&c);
+  check_rates(&c, hang_ms, run_s);
   collector_stop_healthy(&c);
 }
 

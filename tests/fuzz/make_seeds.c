@@ -9,7 +9,8 @@
  * Seeds: a hang, a CPU burst over 3 threads, a deep stack (200 frames), a
  * batch with unnamed frames (symbolize off, and pcs in no module), a fatal
  * hang carried as text, a manual capture, a batch without events, a hang
- * whose batch has resource tags and drop counters, a zstd
+ * whose batch has resource tags and drop counters, a hang with the
+ * watched loop's stats, a stats-only batch (loop stats, no event), a zstd
  * frame of garbage, and an empty file. Batch ids are random, so the bytes
  * differ from run to run; what they contain does not.
  */
@@ -138,8 +139,12 @@ static int write_file(const char *dir, const char *name, const void *data, size_
 
 /* One batch of the given events, written as DIR/name; tagged: the
    resource has two tags and the batch drop counters of every reason. */
+static const perf__batch_loop_stats_t LOOP = {
+    3600000000000ULL, 900000000000ULL, {5000, 400, 30, 6, 2, 1, 1, 0, 1}};
+
+/* loop: the batch's loop stats (NULL: none). */
 static int write_batch(const char *dir, const char *name, perf__event_t **evs, size_t n,
-                       int symbolize, int tagged) {
+                       int symbolize, int tagged, const perf__batch_loop_stats_t *loop) {
   perf__batch_resource_t res = {
       .app_name = "seed-app", .app_version = "1.2.3", .environment = "fuzz"};
   static const perf__batch_drops_t DROPS = {12, 1, 2, 3, 4};
@@ -157,6 +162,7 @@ static int write_batch(const char *dir, const char *name, perf__event_t **evs, s
   int rc = 0;
   for (size_t i = 0; !rc && i < n; i++)
     rc = evs[i] && perf__event_encode(enc, b, evs[i]) == PERF_OK ? 0 : -1;
+  if (!rc && loop) rc = perf__batch_add_loop_stats(b, loop) == PERF_OK ? 0 : -1;
   uint8_t *out = NULL;
   size_t len = 0;
   if (!rc) rc = perf__batch_finish(b, tagged ? &DROPS : NULL, &out, &len, NULL) == PERF_OK ? 0 : -1;
@@ -189,20 +195,23 @@ int main(int argc, char **argv) {
   if (!mods) return 1;
   int rc = 0;
   perf__event_t *hang[] = {make_event(mods, PERF__EVENT_HANG, 40, 1, hang_stack)};
-  rc |= write_batch(dir, "hang.zst", hang, 1, 1, 0);
+  rc |= write_batch(dir, "hang.zst", hang, 1, 1, 0, NULL);
   perf__event_t *cpu[] = {make_event(mods, PERF__EVENT_CPU, 60, 3, cpu_stack)};
-  rc |= write_batch(dir, "cpu.zst", cpu, 1, 1, 0);
+  rc |= write_batch(dir, "cpu.zst", cpu, 1, 1, 0, NULL);
   perf__event_t *deep[] = {make_event(mods, PERF__EVENT_HANG, 5, 1, deep_stack)};
-  rc |= write_batch(dir, "many_frames.zst", deep, 1, 1, 0);
+  rc |= write_batch(dir, "many_frames.zst", deep, 1, 1, 0, NULL);
   perf__event_t *unnamed[] = {make_event(mods, PERF__EVENT_HANG, 6, 1, unnamed_stack),
                               make_event(mods, PERF__EVENT_CPU, 6, 2, cpu_stack)};
-  rc |= write_batch(dir, "unnamed_frames.zst", unnamed, 2, 0, 0);
+  rc |= write_batch(dir, "unnamed_frames.zst", unnamed, 2, 0, 0, NULL);
   perf__event_t *mixed[] = {fatal_hang(mods),
                             make_event(mods, PERF__EVENT_MANUAL, 2, 2, cpu_stack)};
-  rc |= write_batch(dir, "fatal_and_manual.zst", mixed, 2, 1, 0);
-  rc |= write_batch(dir, "no_events.zst", NULL, 0, 1, 0);
+  rc |= write_batch(dir, "fatal_and_manual.zst", mixed, 2, 1, 0, NULL);
+  rc |= write_batch(dir, "no_events.zst", NULL, 0, 1, 0, NULL);
+  rc |= write_batch(dir, "stats_only.zst", NULL, 0, 1, 0, &LOOP);
+  perf__event_t *watched[] = {make_event(mods, PERF__EVENT_HANG, 8, 1, hang_stack)};
+  rc |= write_batch(dir, "hang_and_loop_stats.zst", watched, 1, 1, 1, &LOOP);
   perf__event_t *tagged[] = {make_event(mods, PERF__EVENT_HANG, 8, 1, hang_stack)};
-  rc |= write_batch(dir, "tags_and_drops.zst", tagged, 1, 1, 1);
+  rc |= write_batch(dir, "tags_and_drops.zst", tagged, 1, 1, 1, NULL);
   perf__modules_release(mods);
 
   /* A valid zstd frame whose content is not a Batch. */

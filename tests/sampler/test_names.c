@@ -290,7 +290,7 @@ static void check_file_sink(const char *exe, const char *what) {
   app_t app;
   char *text = app_output(&app, exe, "sink", "report.txt");
   CHECKF(strncmp(text, "event manual ", 13) == 0 && strstr(text, "reason=\"names\""), "%s", text);
-  check_against_gdb(&app, what, text, "stack samples=1 thread=%d\n");
+  check_against_gdb(&app, what, text, "stack samples=1 thread=%d state=");
   free(text);
   app_finish(&app);
 }

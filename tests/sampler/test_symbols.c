@@ -621,6 +621,48 @@ static void case_memory_cap(void) {
   CHECK(st.dwarf_bytes == 0 && st.dwarf_modules == 0);
 }
 
+/* The writer's idle drop (perf__symbols_drop_dwarf): a module's DWARF and
+   symbol table go, its cached answers stay, and its next new address reads
+   both again, once, with the same names as before. */
+static void case_idle_drop(void) {
+  static sym_t syms[MAX_SYMS];
+  size_t ns = nm_functions(NAMES_APP_PATH, syms, MAX_SYMS);
+  const sym_t *s = find_sym(syms, ns, "_ZN4shop6orders14consume_ordersERNS0_5QueueIlEE");
+  CHECK(s && s->size > 40);
+  const char *name = "shop::orders::consume_orders(shop::orders::Queue<long>&)";
+  perf__sym_module_t *m = open_module(NAMES_APP_PATH, NULL, 0, NULL);
+  perf__sym_frame_t f;
+  CHECK(perf__sym_lookup(m, s->addr + 1, &f) && f.from_dwarf);
+  CHECK(strcmp(f.lines[f.count - 1].function, name) == 0);
+  size_t held = perf__sym_module_bytes(m);
+  perf__symbols_stats_t st;
+  perf__symbols_stats(&st);
+  size_t loads = st.table_loads, opens = st.dwarf_opens;
+  perf__symbols_drop_dwarf();
+  perf__symbols_stats(&st);
+  CHECK(st.dwarf_modules == 0 && st.dwarf_bytes == 0);
+  size_t dropped = perf__sym_module_bytes(m);
+  /* the table held at least an address and a name per function */
+  CHECKF(dropped + ns * sizeof(uint64_t) <= held,
+         "%zu bytes before the drop, %zu after, %zu functions", held, dropped, ns);
+  /* A cached address: nothing read. */
+  CHECK(perf__sym_lookup(m, s->addr + 1, &f) && f.from_dwarf);
+  CHECK(strcmp(f.lines[f.count - 1].function, name) == 0);
+  perf__symbols_stats(&st);
+  CHECKF(st.table_loads == loads && st.dwarf_opens == opens, "%zu table loads, %zu opens",
+         st.table_loads - loads, st.dwarf_opens - opens);
+  /* A new one: the table and the DWARF read again, once. */
+  for (uint64_t off = 2; off < 8; off++) {
+    CHECK(perf__sym_lookup(m, s->addr + off, &f) && f.from_dwarf);
+    CHECK(strcmp(f.lines[f.count - 1].function, name) == 0);
+  }
+  perf__symbols_stats(&st);
+  CHECKF(st.table_loads == loads + 1 && st.dwarf_opens == opens + 1, "%zu table loads, %zu opens",
+         st.table_loads - loads, st.dwarf_opens - opens);
+  CHECK(perf__sym_module_bytes(m) >= dropped + ns * sizeof(uint64_t));
+  perf__sym_module_free(m);
+}
+
 /* ------------------------------------------------------------------------ */
 /* libc, errors                                                              */
 /* ------------------------------------------------------------------------ */
@@ -692,6 +734,7 @@ static const test_case_t g_cases[] = {
     TEST_CASE(debug_file_build_id),
     TEST_CASE(debug_file_mismatch),
     TEST_CASE(memory_cap),
+    TEST_CASE(idle_drop),
     TEST_CASE(libc),
     TEST_CASE(errors),
 };

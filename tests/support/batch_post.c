@@ -5,6 +5,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 #include <zstd.h>
 
@@ -44,4 +45,68 @@ void batch_post(const collector_t *c, Perf__V1__Batch *b, unsigned seed) {
   long status = batch_post_answer(c, b, seed, r);
   CHECKF(status == 200, "batch -> %ld %.300s", status, r->body);
   free(r);
+}
+
+long batch_post_loop(const collector_t *c, const loop_batch_t *sp, unsigned seed, reply_t *r) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  int64_t now_ns = (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+  char *strings[] = {"", "slow_query", "handle_db", "render", "draw_frame"};
+  Perf__V1__Function fn[4];
+  Perf__V1__Function *fns[4];
+  Perf__V1__Frame fr[4];
+  Perf__V1__Frame *frs[4];
+  for (size_t i = 0; i < 4; i++) {
+    perf__v1__function__init(&fn[i]);
+    fn[i].name = (uint32_t)i + 1;
+    fns[i] = &fn[i];
+    perf__v1__frame__init(&fr[i]);
+    fr[i].function = (uint32_t)i + 1;
+    fr[i].address = 0x1000 + 0x100 * (uint64_t)i;
+    frs[i] = &fr[i];
+  }
+  uint32_t db_ids[] = {1, 2}, ui_ids[] = {3, 4};
+  Perf__V1__Stack st[2] = {PERF__V1__STACK__INIT, PERF__V1__STACK__INIT};
+  st[0].n_frames = 2, st[0].frames = db_ids;
+  st[1].n_frames = 2, st[1].frames = ui_ids;
+  st[0].end = st[1].end = PERF__V1__STACK_END__STACK_END_COMPLETE;
+  Perf__V1__Stack *sts[] = {&st[0], &st[1]};
+  Perf__V1__StackCount sc[2] = {PERF__V1__STACK_COUNT__INIT, PERF__V1__STACK_COUNT__INIT};
+  sc[0].stack = 1, sc[1].stack = 2;
+  sc[0].samples = sc[1].samples = 5;
+  sc[0].tid = sc[1].tid = 7;
+  Perf__V1__StackCount *sc_db[] = {&sc[0]}, *sc_ui[] = {&sc[1]};
+  Perf__V1__Event ev[8];
+  Perf__V1__Event *evs[8];
+  CHECK(sp->hangs <= 8);
+  for (int i = 0; i < sp->hangs; i++) {
+    perf__v1__event__init(&ev[i]);
+    ev[i].kind = PERF__V1__EVENT_KIND__EVENT_KIND_HANG;
+    ev[i].start_unix_nanos = now_ns - 1000000000LL + (int64_t)seed * 1000 + i; /* a second ago */
+    ev[i].duration_nanos = sp->hang_ms * 1000000;
+    ev[i].tid = 7;
+    ev[i].n_stack_counts = 1;
+    ev[i].stack_counts = i < sp->db ? sc_db : sc_ui;
+    ev[i].dominant_stack = i < sp->db ? 1 : 2;
+    evs[i] = &ev[i];
+  }
+  Perf__V1__LoopStats ls = PERF__V1__LOOP_STATS__INIT;
+  ls.watched_nanos = sp->watched_ns;
+  ls.busy_nanos = sp->busy_ns;
+  ls.n_busy_units_by_bucket = sp->n_units;
+  ls.busy_units_by_bucket = (uint64_t *)sp->units;
+  Perf__V1__Resource res = PERF__V1__RESOURCE__INIT;
+  res.app_name = (char *)sp->app;
+  res.app_version = (char *)sp->version;
+  res.environment = (char *)sp->env;
+  res.host = "h1";
+  Perf__V1__Batch b = PERF__V1__BATCH__INIT;
+  b.resource = &res;
+  b.n_strings = sizeof strings / sizeof strings[0], b.strings = strings;
+  b.n_functions = 4, b.functions = fns;
+  b.n_frames = 4, b.frames = frs;
+  b.n_stacks = 2, b.stacks = sts;
+  b.n_events = (size_t)sp->hangs, b.events = evs;
+  if (sp->watched_ns || sp->units) b.loop_stats = &ls;
+  return batch_post_answer(c, &b, seed, r);
 }

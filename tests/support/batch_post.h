@@ -20,4 +20,19 @@ void batch_post(const collector_t *c, Perf__V1__Batch *b, unsigned seed);
 /* The same, whatever the answer: its status, the reply in *r. */
 long batch_post_answer(const collector_t *c, Perf__V1__Batch *b, unsigned seed, reply_t *r);
 
+/* A batch of app/version/environment with loop stats (watched_ns 0 and
+   units NULL: none) and `hangs` (at most 8) hang events of hang_ms each,
+   started a second ago, each sampled in one of two stacks: slow_query <-
+   handle_db (the first `db` hangs), else render <- draw_frame. Sent with
+   its batch_id made from seed; the status, the answer in *r. */
+typedef struct loop_batch_s {
+  const char *app, *version, *env;
+  uint64_t watched_ns, busy_ns;
+  const uint64_t *units;
+  size_t n_units;
+  int hangs, db;
+  int64_t hang_ms;
+} loop_batch_t;
+long batch_post_loop(const collector_t *c, const loop_batch_t *sp, unsigned seed, reply_t *r);
+
 #endif

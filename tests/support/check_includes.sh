@@ -37,7 +37,7 @@ sdk/monitors  include sdk/base sdk/sampler sdk/pipeline
 sdk/front     include sdk/base sdk/pipeline
 sdk           include sdk/base sdk/symbols sdk/sampler sdk/wire proto/perf uploader sdk/pipeline sdk/monitors
 collector     include sdk/base sdk/wire sdk/symbols proto/perf proto/pprof
-tools         include sdk/base sdk/wire proto/perf
+tools         include sdk/base sdk/wire sdk/symbols proto/perf
 '
 CHECKED_DIRS=(sdk uploader collector tools include)
 

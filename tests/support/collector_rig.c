@@ -67,8 +67,9 @@ static size_t on_read(char *buf, size_t size, size_t n, void *arg) {
 long request(const collector_t *c, const char *method, const char *path, const char *const *headers,
              const void *body, size_t len, bool chunked, reply_t *r) {
   memset(r, 0, sizeof *r);
-  char url[128];
-  snprintf(url, sizeof url, "%s%s", c->url, path);
+  char url[4096];
+  int url_len = snprintf(url, sizeof url, "%s%s", c->url, path);
+  CHECKF(url_len > 0 && url_len < (int)sizeof url, "URL too long: %s", path); /* never cut */
   CURL *h = curl_easy_init();
   CHECK(h != NULL);
   struct curl_slist *list = NULL;

@@ -277,7 +277,11 @@ static void case_roundtrip(void) {
   gethostname(host, sizeof host - 1);
   CHECK(strcmp(r->host, host) == 0);
   CHECK_EQ_INT(r->pid, getpid());
+#if defined(__aarch64__)
+  CHECK(strcmp(r->os, "linux") == 0 && strcmp(r->arch, "aarch64") == 0);
+#else
   CHECK(strcmp(r->os, "linux") == 0 && strcmp(r->arch, "x86_64") == 0);
+#endif
   CHECK(bt->drops && bt->drops->rate_limited == 0);
 
   CHECK(bt->n_strings >= 1 && strcmp(bt->strings[0], "") == 0);
@@ -510,15 +514,18 @@ static void case_cpu_weights(void) {
   uintptr_t s[3][DEPTH];
   three_stacks(s);
   CHECK_EQ_INT(perf__event_add_weighted_sample(cpu, 1001, START_MONO + 1000, s[0], DEPTH,
-                                               PERF__STACK_END_COMPLETE, 1500),
+                                               PERF__STACK_END_COMPLETE, PERF__SAMPLE_STATE_UNKNOWN,
+                                               1500),
                PERF_OK);
   CHECK_EQ_INT(perf__event_add_failed_sample(cpu, 1001, START_MONO + 2000, PERF_E_TIMEOUT),
                PERF_OK);
   CHECK_EQ_INT(perf__event_add_weighted_sample(cpu, 1001, START_MONO + 3000, s[1], DEPTH,
-                                               PERF__STACK_END_COMPLETE, 10000499),
+                                               PERF__STACK_END_COMPLETE, PERF__SAMPLE_STATE_UNKNOWN,
+                                               10000499),
                PERF_OK);
   CHECK_EQ_INT(perf__event_add_weighted_sample(cpu, 1001, START_MONO + 4000, s[0], DEPTH,
-                                               PERF__STACK_END_COMPLETE, 2400000),
+                                               PERF__STACK_END_COMPLETE, PERF__SAMPLE_STATE_UNKNOWN,
+                                               2400000),
                PERF_OK);
   perf__event_finish(cpu);
   /* The stack with most CPU time first, though it has fewer samples. */
@@ -812,6 +819,7 @@ static void case_fatal_hang_copy(void) {
   CHECK_EQ_INT(perf__format_fatal_hang(&sb, marker, reason, &cfg), PERF_OK);
   CHECKF(strstr(sb.data, "event fatal_hang ") == sb.data && strstr(sb.data, "samples=300") &&
              strstr(sb.data, "failed_samples=1") && strstr(sb.data, reason) &&
+             strstr(sb.data, "\nfailed samples=1 error=\"the thread did not answer in time") &&
              strstr(sb.data, "stack samples=150 thread=") &&
              strstr(sb.data, " enc_leaf_spin + 4 ") && strstr(sb.data, "test_encoder.c:") &&
              strstr(sb.data, " enc_event_loop + "),
@@ -1114,11 +1122,71 @@ static void case_protoc_decode(void) {
   perf__modules_release(mods);
 }
 
+/* Loop stats: summed into the batch; a batch of stats alone opens and is
+   a batch; their room, taken at their largest, keeps the size bound; a
+   batch without that room refuses them unchanged, an empty one takes
+   them. */
+static void case_loop_stats(void) {
+  perf__batch_builder_t *b = new_builder(PERF__BATCH_MIN_MAX_BYTES, true, false);
+  CHECK(!perf__batch_has_content(b) && perf__batch_opened_ns(b) == 0);
+  const perf__batch_loop_stats_t s = {1000, 400, {1, 2, 3, 4, 5, 6, 7, 8, 9}};
+  CHECK_EQ_INT(perf__batch_add_loop_stats(b, &s), PERF_OK);
+  CHECK_EQ_INT(perf__batch_add_loop_stats(b, &s), PERF_OK);
+  CHECK(perf__batch_has_content(b) && perf__batch_opened_ns(b) > 0);
+  CHECK_EQ_INT(perf__batch_event_count(b), 0);
+  uint8_t *out = NULL, id[PERF__BATCH_ID_BYTES];
+  size_t len = 0;
+  CHECK_EQ_INT(perf__batch_finish(b, NULL, &out, &len, id), PERF_OK);
+  CHECK(!perf__batch_has_content(b) && perf__batch_opened_ns(b) == 0);
+  Perf__V1__Batch *bt = NULL;
+  CHECK_EQ_INT(perf__batch_decode(out, len, DECODE_CAP, &bt), PERF_OK);
+  free(out);
+  perf__batch_loop_stats_t got;
+  CHECK(perf__batch_loop_stats_of(bt, &got));
+  CHECK(got.watched_ns == 2000 && got.busy_ns == 800 && bt->n_events == 0);
+  for (size_t i = 0; i < PERF__LOOP_BUCKETS; i++)
+    CHECK_EQ_INT(got.units[i], 2 * (i + 1));
+  perf__v1__batch__free_unpacked(bt, NULL);
+
+  /* The largest values: the estimate still bounds the serialized batch. */
+  perf__batch_loop_stats_t max = {UINT64_MAX, UINT64_MAX, {0}};
+  for (size_t i = 0; i < PERF__LOOP_BUCKETS; i++)
+    max.units[i] = UINT64_MAX;
+  CHECK_EQ_INT(perf__batch_add_loop_stats(b, &max), PERF_OK);
+  size_t estimate = perf__batch_encoded_size(b);
+  CHECK_EQ_INT(perf__batch_finish(b, NULL, &out, &len, id), PERF_OK);
+  CHECK_EQ_INT(perf__batch_decode(out, len, DECODE_CAP, &bt), PERF_OK);
+  size_t raw = perf__v1__batch__get_packed_size(bt);
+  CHECKF(raw <= estimate, "serialized %zu, estimate %zu", raw, estimate);
+  free(out);
+  perf__v1__batch__free_unpacked(bt, NULL);
+
+  /* A batch filled to its bound: no room for the stats, nothing changed. */
+  perf__batch_begin_event(b);
+  char text[64];
+  uint32_t index;
+  int err = PERF_OK;
+  for (unsigned i = 0; err == PERF_OK; i++) {
+    snprintf(text, sizeof text, "filler string %u of fifty bytes or so ..........", i);
+    err = perf__batch_intern_string(b, text, strlen(text), &index);
+  }
+  CHECK_EQ_INT(err, PERF__BATCH_FULL);
+  size_t full = perf__batch_encoded_size(b);
+  CHECK_EQ_INT(perf__batch_add_loop_stats(b, &s), PERF_E_NO_MEMORY);
+  CHECK_EQ_INT(perf__batch_encoded_size(b), full);
+  CHECK(!perf__batch_has_content(b));
+  perf__batch_abort_event(b, err); /* empty again */
+  CHECK_EQ_INT(perf__batch_add_loop_stats(b, &s), PERF_OK);
+  CHECK_EQ_INT(perf__batch_add_loop_stats(NULL, &s), PERF_E_INVALID_ARGUMENT);
+  perf__batch_free(b);
+}
+
 static const test_case_t g_cases[] = {
     TEST_CASE(roundtrip),       TEST_CASE(dedup_across_events), TEST_CASE(max_bytes),
     TEST_CASE(oversized_event), TEST_CASE(symbolize_off),       TEST_CASE(fatal_hang_copy),
     TEST_CASE(reuse),           TEST_CASE(zstd_bomb),           TEST_CASE(garbage),
     TEST_CASE(protoc_decode),   TEST_CASE(alloc_failures),      TEST_CASE(cpu_weights),
+    TEST_CASE(loop_stats),
 };
 
 int main(int argc, char **argv) {

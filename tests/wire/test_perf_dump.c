@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -149,7 +150,12 @@ static void sdk_run(const char *reason) {
   snprintf(data_dir, sizeof data_dir, "%s/data", g_dir);
   cfg.data_dir = data_dir;
   CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
-  CHECK_EQ_INT(dump_me_capture_site(reason), 1);
+  if (reason) {
+    CHECK_EQ_INT(dump_me_capture_site(reason), 1);
+  } else { /* one short unit of work: the batch holds the loop stats alone */
+    CHECK_EQ_INT(perf_sdk_loop_busy(), PERF_OK);
+    CHECK_EQ_INT(perf_sdk_loop_idle(), PERF_OK);
+  }
   CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
 }
 
@@ -181,6 +187,7 @@ static void id_of(const char *path, char id[ID_HEX + 1]) {
   id[ID_HEX] = '\0';
 }
 
+/* reason NULL: no event, one unit of work (a stats-only batch). */
 static void make_batches(const char *reason) {
   make_dir();
   sdk_run(reason);
@@ -249,6 +256,12 @@ static void check_text(const char *id) {
   CHECK_HAS(g_stdout, "\nreason=\"dump me\"\n");
   CHECK_HAS(g_stdout, "\nthread tid=");
   CHECK_HAS(g_stdout, "\nstack samples=1 thread=");
+  /* The caller captured itself: running (its thread states line, and its
+     stack's). */
+  char states[64];
+  snprintf(states, sizeof states, "\nstates thread=%d running 100%%\n", (int)syscall(SYS_gettid));
+  CHECK_HAS(g_stdout, states);
+  CHECK_HAS(g_stdout, " state=\"running 100%\"\n");
   /* "<index> <module> 0x<16 hex> <function> + <offset> <file>:<line>", and
      the function inlined there on a line of its own, before it. */
   CHECK_HAS(g_stdout, " test_perf_dump           0x0");
@@ -358,6 +371,13 @@ static void case_json(void) {
   CHECK(jstring(e, "start")[strlen(jstring(e, "start")) - 1] == 'Z');
   CHECK(json_array_size(json_object_get(e, "threads")) >= 1);
   CHECK(event_has_function(e, "dump_me_capture_site"));
+  /* The caller's thread states: running, its one sample. */
+  json_t *st = json_array_get(json_object_get(e, "states"), 0);
+  CHECK_EQ_INT(json_integer_value(json_object_get(st, "tid")), syscall(SYS_gettid));
+  CHECK(strcmp(jstring(st, "states"), "running 100%") == 0);
+  json_t *count = json_array_get(json_object_get(st, "counts"), 0);
+  CHECK(strcmp(jstring(count, "state"), "running") == 0 && !jstring(count, "syscall")[0] &&
+        json_integer_value(json_object_get(count, "samples")) == 1);
   check_json_lines(e);
   json_t *frame =
       json_array_get(json_object_get(json_array_get(json_object_get(e, "stacks"), 0), "frames"), 0);
@@ -524,6 +544,26 @@ static void case_missing(void) {
   CHECK_HAS(g_stderr, "not a regular file");
 }
 
+/* A stats-only batch (the loop's one short unit, no event): its loop
+   stats as text and JSON. */
+static void case_loop_stats(void) {
+  make_batches(NULL);
+  CHECK_EQ_INT(run(g_batch, NULL), 0);
+  CHECK_HAS(g_stdout, "\nloop_stats watched_ms=");
+  CHECK_HAS(g_stdout, " units=1,0,0,0,0,0,0,0,0\nevents=0\n");
+  CHECK_EQ_INT(run("--json", g_batch, NULL), 0);
+  json_t *doc = load_json();
+  json_t *b = json_array_get(json_object_get(doc, "batches"), 0);
+  json_t *loop = json_object_get(b, "loop_stats");
+  json_t *units = json_object_get(loop, "busy_units_by_bucket");
+  CHECK_EQ_INT(json_array_size(units), 9);
+  CHECK_EQ_INT(json_integer_value(json_array_get(units, 0)), 1);
+  CHECK(json_integer_value(json_object_get(loop, "watched_nanos")) >=
+        json_integer_value(json_object_get(loop, "busy_nanos")));
+  CHECK_EQ_INT(json_array_size(json_object_get(b, "events")), 0);
+  json_decref(doc);
+}
+
 static void case_usage(void) {
   make_dir();
   CHECK_EQ_INT(run("--help", NULL), 0);
@@ -545,9 +585,9 @@ static void case_usage(void) {
 }
 
 static const test_case_t g_cases[] = {
-    TEST_CASE(text),       TEST_CASE(json),           TEST_CASE(json_escaping),
-    TEST_CASE(corrupt),    TEST_CASE(corrupt_in_dir), TEST_CASE(order),
-    TEST_CASE(max_stacks), TEST_CASE(missing),        TEST_CASE(usage),
+    TEST_CASE(text),           TEST_CASE(json),       TEST_CASE(json_escaping), TEST_CASE(corrupt),
+    TEST_CASE(corrupt_in_dir), TEST_CASE(order),      TEST_CASE(max_stacks),    TEST_CASE(missing),
+    TEST_CASE(usage),          TEST_CASE(loop_stats),
 };
 
 int main(int argc, char **argv) {

@@ -21,7 +21,14 @@
 // (each with its point's events); the filters and the selected group are in
 // the page's URL, and a link carrying them (kind=cpu, app, range, limit;
 // group) opens with those filters in the inputs and exactly the API's rows;
-// a full-page screenshot is written. Any JS error (console or uncaught) fails the test.
+// a full-page screenshot is written. The version comparison (test_dashboard.c's
+// app "rates": 3.1 with 2 hangs in 1 h watched, 3.2 with 6 in 2 h): a link
+// with app, a and b shows exactly 2.00 and 3.00 hangs per hour, the hours,
+// hangs, busy shares and both histograms as the API answers them, slow_query
+// grown from 50.0% to 83.3% of the hangs and render shrunk to 16.7%; the
+// form swaps the versions (written to the URL), a == b shows the API's 400;
+// the panel's screenshot is written beside the page's ("-compare.png").
+// Any JS error (console or uncaught) fails the test.
 // Exit 0 on success, 1 with the reason on stderr otherwise.
 import { chromium } from 'playwright-core';
 import { readFileSync } from 'node:fs';
@@ -56,6 +63,7 @@ function formatMs(ms) {
 
 const consoleErrors = [];
 let expecting401 = false; // the 401 step: the browser logs the refused fetches
+let expecting400 = false; // the comparison's a == b step: the same for its 400
 
 async function main() {
   const browser = await chromium.launch({
@@ -72,6 +80,7 @@ async function main() {
     page.on('console', (msg) => {
       if (msg.type() !== 'error') return;
       if (expecting401 && /status of 401/.test(msg.text())) return;
+      if (expecting400 && /status of 400/.test(msg.text())) return;
       consoleErrors.push(`console: ${msg.text()} (${msg.location().url})`);
     });
     await run(page);
@@ -97,6 +106,24 @@ async function checkChart(page) {
   check(JSON.stringify(bars) === JSON.stringify(want),
     `chart bars ${JSON.stringify(bars)} = API points ${JSON.stringify(want)} (${query})`);
   return points;
+}
+
+// Thread states in the words of the SDK's reports, from the API's rows:
+// "waiting in read() (pipe) 50%, running 25%" (the page's own statesText
+// computed independently here).
+function expectedStates(rows) {
+  const merged = new Map();
+  for (const r of rows) {
+    let words = r.state;
+    if (r.state !== 'running' && r.state !== 'unknown') {
+      words = !r.syscall ? 'waiting outside a system call'
+        : `waiting in ${r.syscall.startsWith('syscall ') ? r.syscall : `${r.syscall}()`}${r.fd ? ` (${r.fd})` : ''}`;
+    }
+    merged.set(words, (merged.get(words) || 0) + r.samples);
+  }
+  const total = [...merged.values()].reduce((n, v) => n + v, 0);
+  return [...merged.entries()].sort((a, b) => b[1] - a[1])
+    .map(([w, n]) => `${w} ${Math.round((100 * n) / total)}%`).join(', ');
 }
 
 async function firstStackFunction(page) {
@@ -191,6 +218,13 @@ async function run(page) {
     const root = document.querySelector('[data-testid="flame-node"][data-name="all"]');
     return root && root.dataset.value === String(n);
   }, hang.samples);
+  // The group's thread states over its events (GET /api/v1/states?group=).
+  const groupStates = await apiJson(`/api/v1/states?kind=hang&group=${hang.signature}`);
+  check(groupStates.samples >= hang.samples && groupStates.states.length >= 1,
+    `the group's states cover its samples (${JSON.stringify(groupStates)}, ${hang.samples})`);
+  const wantGroupStates = `Thread states of the selected stack: ${expectedStates(groupStates.states)}`;
+  await page.waitForFunction((t) => document.getElementById('stack-states').textContent === t, wantGroupStates);
+  check(await page.getByTestId('stack-states').isVisible(), 'the stack view shows its thread states');
   await page.locator('#events-all').waitFor({ state: 'visible' });
   const rows = page.locator('[data-testid="event-row"]');
   await page.waitForFunction((n) => document.querySelectorAll('[data-testid="event-row"]').length === n,
@@ -205,6 +239,12 @@ async function run(page) {
   const duration = await page.getByTestId('detail-duration').textContent();
   check(duration === formatMs(event.duration_ms), `detail duration ${duration} = ${formatMs(event.duration_ms)}`);
   check((await page.getByTestId('detail-thread').textContent()).startsWith(String(event.tid)), 'detail thread');
+  // Its thread states, as the SDK's reports say them (one thread: no tid).
+  const eventStates = (await apiJson(`/api/v1/events/${event.id}`)).states;
+  check(eventStates.length >= 1 && eventStates.every((r) => r.tid === event.tid),
+    `the hang's states are its thread's (${JSON.stringify(eventStates)})`);
+  await page.waitForFunction((t) => document.getElementById('detail-states').textContent === t,
+    expectedStates(eventStates));
   const stackText = await detail.locator('[data-testid="detail-stack"]').first().textContent();
   for (const name of HANG_CHAIN) check(stackText.includes(name), `detail stack has ${name}`);
   // The demo names the request that hung (perf_sdk_loop_busy_label).
@@ -238,6 +278,10 @@ async function run(page) {
   check(items[3] === '<truncated: depth>', `truncated line: ${items[3]}`);
   check(await detail.getByTestId('detail-truncated').isVisible(), 'the truncated marker is visible');
   check(await detail.getByTestId('inline-mark').first().isVisible(), 'the [inline] mark is visible');
+  // The hand-made hang's four samples: exact words and shares.
+  const truthStates = await page.getByTestId('detail-states').textContent();
+  check(truthStates === 'waiting in read() (pipe) 50%, waiting in futex() 25%, running 25%',
+    `stack-truth states: "${truthStates}"`);
 
   // Drops: the line for the filters, then the tag filter.
   const dropsLine = page.getByTestId('drops');
@@ -309,14 +353,22 @@ async function run(page) {
   check(shown.getAll('tag').join(' ') === 'team:truth' && !shown.has('label') && !shown.has('kind'),
     `the URL has the tag filter (${page.url()})`);
 
+  // The stack-truth stack selected: its states in the stack view, exactly.
+  check(await page.getByTestId('stack-states').isHidden(), 'no stack selected: no states line');
+  await page.locator('[data-testid="stack-row"]').first().click();
+  await page.waitForFunction((t) => document.getElementById('stack-states').textContent === t,
+    'Thread states of the selected stack: waiting in read() (pipe) 50%, waiting in futex() 25%, running 25%');
+  check(await page.getByTestId('stack-states').isVisible(), 'the stack-truth states are visible');
   await page.mouse.move(0, 0);
   await page.screenshot({ path: screenshotPath, fullPage: true });
   const png = readFileSync(screenshotPath);
   check(png.length > 10000 && png.subarray(1, 4).toString() === 'PNG', `a PNG screenshot (${png.length} bytes)`);
 
   await checkLinks(page, hang, event);
+  const comparePng = await checkCompare(page);
   console.log(`dashboard ok: ${HANG_FUNCTION} (${hang.samples} samples), ${CPU_FUNCTION}, ` +
-    `event ${event.id} ${duration}, "${allText}"; screenshot ${screenshotPath} (${png.length} bytes)`);
+    `event ${event.id} ${duration}, "${allText}"; screenshots ${screenshotPath} (${png.length} bytes), ` +
+    `${comparePng}`);
 }
 
 // Links: a URL's filters in the inputs and exactly the API's rows for them;
@@ -370,6 +422,75 @@ async function checkLinks(page, hang, event) {
     const rows = [...document.querySelectorAll('[data-testid="event-row"]')];
     return rows.length === 1 && rows[0].dataset.id === String(id);
   }, event.id);
+}
+
+// The texts of one locator's matches.
+async function texts(page, selector) {
+  return page.locator(selector).evaluateAll((nodes) => nodes.map((n) => n.textContent));
+}
+
+// The version comparison panel against the API and the exact values of
+// test_dashboard.c's "rates" batches. Returns the panel's screenshot path.
+async function checkCompare(page) {
+  await page.goto(`${url}/dashboard/?range=all`);
+  await waitReady(page);
+  check(await page.getByTestId('compare-prompt').textContent() === 'Choose an app above, then versions A and B.',
+    'compare: the prompt without an app');
+
+  const answer = await apiJson('/api/v1/versions/compare?app=rates&a=3.1&b=3.2');
+  check(answer.versions[0].hangs_per_hour === 2 && answer.versions[1].hangs_per_hour === 3,
+    `compare API: 2 and 3 hangs per hour (${JSON.stringify(answer.versions.map((v) => v.hangs_per_hour))})`);
+  await page.goto(`${url}/dashboard/?app=rates&range=all&a=3.1&b=3.2`);
+  await waitReady(page);
+  check(await page.getByTestId('compare-a').inputValue() === '3.1' &&
+    await page.getByTestId('compare-b').inputValue() === '3.2', 'compare link: versions in the inputs');
+  check(await page.getByTestId('compare-body').getAttribute('data-query') === 'app=rates&a=3.1&b=3.2',
+    'compare link: the panel\'s query');
+  const rows = await page.locator('[data-testid="compare-version"]').evaluateAll((rs) => rs.map((r) =>
+    [...r.cells].map((c) => c.textContent).join('|')));
+  check(JSON.stringify(rows) === JSON.stringify(['3.1|1.00 h|2|2.00|25.0%', '3.2|2.00 h|6|3.00|50.0%']),
+    `compare rows ${JSON.stringify(rows)}`);
+  check(await page.locator('[data-testid="compare-version"] >> nth=1 >> [data-testid="compare-rate"]')
+    .getAttribute('class') === 'num strong worse', '3.2 is marked worse');
+  const buckets = await page.locator('[data-testid="compare-bucket"]').evaluateAll((rs) => rs.map((r) =>
+    [...r.cells].map((c) => c.textContent.trim()).join('|')));
+  const wantBuckets = answer.versions[0].histogram.map((h, i) =>
+    `${['< 50 ms', '50–100 ms', '100–250 ms', '250–500 ms', '500 ms–1 s', '1–2 s', '2–5 s', '5–10 s', '≥ 10 s'][i]}|` +
+    `${h.units}|${answer.versions[1].histogram[i].units}`);
+  check(JSON.stringify(buckets) === JSON.stringify(wantBuckets) && buckets[0] === '< 50 ms|100|400' &&
+    buckets[4] === '500 ms–1 s|2|5', `compare histogram ${JSON.stringify(buckets)}`);
+  const grew = await texts(page, '[data-testid="compare-grew-row"] [data-testid="compare-function"]');
+  const grewShare = await texts(page, '[data-testid="compare-grew-row"] [data-testid="compare-share"]');
+  const shrank = await texts(page, '[data-testid="compare-shrank-row"] [data-testid="compare-function"]');
+  const shrankShare = await texts(page, '[data-testid="compare-shrank-row"] [data-testid="compare-share"]');
+  check(JSON.stringify([grew, grewShare, shrank, shrankShare]) ===
+    JSON.stringify([['slow_query'], ['50.0% → 83.3%'], ['render'], ['50.0% → 16.7%']]),
+    `compare stacks ${JSON.stringify([grew, grewShare, shrank, shrankShare])}`);
+  const png = screenshotPath.replace(/\.png$/, '-compare.png');
+  await page.getByTestId('compare').screenshot({ path: png });
+  const bytes = readFileSync(png);
+  check(bytes.length > 5000 && bytes.subarray(1, 4).toString() === 'PNG', `a PNG of the panel (${bytes.length} bytes)`);
+
+  // The form: B against A, in the URL; 3.1 now the better one.
+  await page.getByTestId('compare-a').fill('3.2');
+  await page.getByTestId('compare-b').fill('3.1');
+  await page.getByTestId('compare-go').click();
+  await waitReady(page);
+  const q = new URL(page.url()).searchParams;
+  check(q.get('a') === '3.2' && q.get('b') === '3.1' && q.get('app') === 'rates', `compare form: the URL ${page.url()}`);
+  const swapped = await texts(page, '[data-testid="compare-rate"]');
+  check(JSON.stringify(swapped) === JSON.stringify(['3.00', '2.00']), `swapped rates ${JSON.stringify(swapped)}`);
+  check(await page.locator('[data-testid="compare-version"] >> nth=1 >> [data-testid="compare-rate"]')
+    .getAttribute('class') === 'num strong better', '3.1 is marked better');
+  // The same version twice: the API's 400, said on the page.
+  expecting400 = true;
+  await page.getByTestId('compare-b').fill('3.2');
+  await page.getByTestId('compare-go').click();
+  await page.waitForSelector('body[data-state="error"]');
+  expecting400 = false;
+  const message = await page.getByTestId('message').textContent();
+  check(message === '/api/v1/versions/compare: 400 parameter b: must differ from a', `compare 400: "${message}"`);
+  return `${png} (${bytes.length} bytes)`;
 }
 
 main().then(() => process.exit(0), (err) => {

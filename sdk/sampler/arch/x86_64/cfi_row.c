@@ -41,6 +41,10 @@ perf__unwind_row_t perf__arch_cfi_row(Dwarf_Frame *frame, int ra_reg, bool signa
   return row;
 }
 
+uintptr_t perf__arch_bx_slot(const perf__unwind_row_t *row, uintptr_t cfa) {
+  return cfa + 8 * (intptr_t)row->rbx_off8;
+}
+
 uintptr_t perf__arch_plt_cfa(uintptr_t pc, uintptr_t sp, int32_t arg) {
   /* CFA = rsp + 8, + 8 more once the stub has pushed its relocation index
      (from byte `arg` of its 16-byte slot on). */

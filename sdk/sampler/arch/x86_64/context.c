@@ -21,6 +21,7 @@ const perf__arch_t perf__arch = {
     .sigframe_sp = GREG_AT(REG_RSP),
     .sigframe_fp = GREG_AT(REG_RBP),
     .sigframe_bx = GREG_AT(REG_RBX),
+    .ra_in_bx = false,
     .syscall_insn = {0x0f, 0x05},
     .syscall_insn_len = 2,
 };
@@ -49,4 +50,13 @@ void perf__arch_context_dwarf_regs(const void *ucontext, uint64_t *regs) {
   const greg_t *g = ((const ucontext_t *)ucontext)->uc_mcontext.gregs;
   for (int i = 0; i < 17; i++)
     regs[i] = (uint64_t)g[dwarf_to_greg[i]];
+}
+
+uintptr_t perf__arch_strip_ra(uintptr_t ra) {
+  return ra;
+}
+
+bool perf__arch_sigreturn_at(uintptr_t pc) {
+  (void)pc;
+  return false;
 }

@@ -1,0 +1,266 @@
+/*
+ * test_collector_versions.c - GET /api/v1/versions/compare in the real
+ * perf-collector, fed hand-made batches (batch_post.c) with loop stats:
+ *  - rates: version 3.1 watched 1 h with 2 hangs, 3.2 watched 2 h with 6
+ *    hangs -> exactly 2.0 and 3.0 hangs per hour, the busy fractions and
+ *    the histograms summed over their batches (a stats-only batch among
+ *    them), the hang group that grew and the one that shrank, with exact
+ *    shares; another app's batches and the environment filter change it
+ *    exactly; a version never watched has null rates;
+ *  - bad_parameters: app, a, b missing, a == b, a too long, kind,
+ *    version -> 400 naming the parameter; loop stats of 10 buckets -> the
+ *    batch refused with 400;
+ *  - retention_and_old_db: a database made before loop stats gets its
+ *    table at start; retention deletes an expired batch's loop stats.
+ */
+#include <jansson.h>
+#include <sqlite3.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "batch_post.h"
+#include "check.h"
+#include "collector_rig.h"
+#include "perf/v1/perf.pb-c.h"
+
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+#define HOUR_NS 3600000000000ULL
+#define BUCKETS 9
+
+static void send_ok(const collector_t *c, const loop_batch_t *sp, unsigned seed) {
+  reply_t *r = calloc(1, sizeof *r);
+  CHECK(r);
+  long status = batch_post_loop(c, sp, seed, r);
+  CHECKF(status == 200, "batch %u -> %ld %.*s", seed, status, (int)r->body_len, r->body);
+  free(r);
+}
+
+/* 3.1: 1 h watched in two batches (one stats-only), 2 hangs (1 db, 1 ui);
+   3.2: 2 h in one batch, 6 hangs (5 db, 1 ui); other app 3.1: 1 h, 4
+   hangs; shop 3.1 in staging: 1 h, no hang. */
+static const uint64_t U1[BUCKETS] = {100, 20, 10, 3, 2, 0, 0, 0, 0};
+static const uint64_t U2[BUCKETS] = {50, 5, 5, 1};
+static const uint64_t U3[BUCKETS] = {400, 30, 20, 8, 5, 1, 0, 0, 0};
+
+static void send_fixture(const collector_t *c) {
+  send_ok(c,
+          &(loop_batch_t){"shop", "3.1", "prod", HOUR_NS / 2, HOUR_NS / 8, U1, BUCKETS, 2, 1, 700},
+          1);
+  send_ok(c, &(loop_batch_t){"shop", "3.1", "prod", HOUR_NS / 2, HOUR_NS / 8, U2, 4, 0, 0, 0}, 2);
+  send_ok(c, &(loop_batch_t){"shop", "3.2", "prod", 2 * HOUR_NS, HOUR_NS, U3, BUCKETS, 6, 5, 700},
+          3);
+  send_ok(c, &(loop_batch_t){"other", "3.1", "prod", HOUR_NS, HOUR_NS / 2, U1, BUCKETS, 4, 4, 700},
+          4);
+  send_ok(c, &(loop_batch_t){"shop", "3.1", "staging", HOUR_NS, 0, U2, 4, 0, 0, 0}, 5);
+}
+
+static json_t *compare(const collector_t *c, const char *query) {
+  char path[1024];
+  snprintf(path, sizeof path, "/api/v1/versions/compare?%s", query);
+  long status = 0;
+  json_t *o = get_json(c, path, &status);
+  char *text = json_dumps(o, JSON_COMPACT);
+  CHECKF(status == 200, "GET %s -> %ld %s", path, status, text ? text : "");
+  free(text);
+  return o;
+}
+
+static double real_of(const json_t *o, const char *key) {
+  const json_t *v = json_object_get(o, key);
+  CHECKF(json_is_number(v), "%s is not a number", key);
+  return json_number_value(v);
+}
+
+/* A version's answer: exact hangs, watched hours, rate, busy fraction and
+   units per bucket ("u0,u1,...,u8"). */
+static void check_version(const json_t *v, const char *name, long long hangs, double hours,
+                          double rate, double busy, const char *units) {
+  CHECK(strcmp(json_string_value(json_object_get(v, "version")), name) == 0);
+  CHECKF(json_integer_value(json_object_get(v, "hangs")) == hangs, "%s: hangs", name);
+  CHECKF(real_of(v, "watched_hours") == hours, "%s: watched_hours %g, want %g", name,
+         real_of(v, "watched_hours"), hours);
+  CHECKF(real_of(v, "hangs_per_hour") == rate, "%s: hangs_per_hour %g, want %g", name,
+         real_of(v, "hangs_per_hour"), rate);
+  CHECKF(real_of(v, "busy_fraction") == busy, "%s: busy_fraction %g, want %g", name,
+         real_of(v, "busy_fraction"), busy);
+  const json_t *h = json_object_get(v, "histogram");
+  CHECK_EQ_INT(json_array_size(h), BUCKETS);
+  char got[256] = "";
+  size_t len = 0;
+  for (size_t i = 0; i < BUCKETS; i++)
+    len += (size_t)snprintf(
+        got + len, sizeof got - len, "%s%lld", i ? "," : "",
+        (long long)json_integer_value(json_object_get(json_array_get(h, i), "units")));
+  CHECKF(strcmp(got, units) == 0, "%s: units %s, want %s", name, got, units);
+}
+
+/* A moved group: its innermost frame, hangs in a and b, change. */
+static void check_moved(const json_t *list, size_t i, const char *frame, long long na, long long nb,
+                        double change) {
+  const json_t *g = json_array_get(list, i);
+  CHECKF(g, "no group %zu", i);
+  const char *top = json_string_value(json_array_get(json_object_get(g, "frames"), 0));
+  CHECKF(top && strcmp(top, frame) == 0, "group %zu: frame %s, want %s", i, top ? top : "?", frame);
+  CHECK_EQ_INT(json_integer_value(json_object_get(g, "hangs_a")), na);
+  CHECK_EQ_INT(json_integer_value(json_object_get(g, "hangs_b")), nb);
+  double got = real_of(g, "change");
+  CHECKF(got > change - 1e-9 && got < change + 1e-9, "group %s: change %g, want %g", frame, got,
+         change);
+}
+
+/* /metrics: the fixture's 5 batches with loop stats, 5 h watched. */
+static void check_metrics(const collector_t *c) {
+  reply_t *r = calloc(1, sizeof *r);
+  CHECK(r);
+  const char *auth[] = {"Authorization: Bearer " GOOD_KEY, NULL};
+  CHECK_EQ_INT(request(c, "GET", "/metrics", auth, NULL, 0, false, r), 200);
+  CHECKF(strstr(r->body, "\nperf_collector_loop_stats_batches_total 5\n") &&
+             strstr(r->body, "\nperf_collector_loop_watched_seconds_total 18000.000\n"),
+         "/metrics: %.*s", (int)r->body_len, r->body);
+  free(r);
+}
+
+static void case_rates(void) {
+  collector_t c;
+  collector_start(&c, NULL);
+  send_fixture(&c);
+  send_fixture(&c); /* again: duplicates, counted once everywhere */
+  check_metrics(&c);
+  json_t *o = compare(&c, "app=shop&a=3.1&b=3.2&environment=prod");
+  json_t *vs = json_object_get(o, "versions");
+  CHECK_EQ_INT(json_array_size(vs), 2);
+  check_version(json_array_get(vs, 0), "3.1", 2, 1.0, 2.0, 0.25, "150,25,15,4,2,0,0,0,0");
+  check_version(json_array_get(vs, 1), "3.2", 6, 2.0, 3.0, 0.5, "400,30,20,8,5,1,0,0,0");
+  CHECK_EQ_INT(json_integer_value(json_object_get(json_array_get(vs, 0), "stats_batches")), 2);
+  const json_t *h0 = json_array_get(json_object_get(json_array_get(vs, 0), "histogram"), 4);
+  CHECK_EQ_INT(json_integer_value(json_object_get(h0, "lower_ms")), 500);
+  CHECK_EQ_INT(json_integer_value(json_object_get(h0, "upper_ms")), 1000);
+  const json_t *h8 = json_array_get(json_object_get(json_array_get(vs, 0), "histogram"), 8);
+  CHECK(json_is_null(json_object_get(h8, "upper_ms")));
+  /* db: 1 of 2 -> 5 of 6 hangs; ui: 1 of 2 -> 1 of 6 */
+  json_t *stacks = json_object_get(o, "stacks");
+  CHECK_EQ_INT(json_array_size(json_object_get(stacks, "grew")), 1);
+  CHECK_EQ_INT(json_array_size(json_object_get(stacks, "shrank")), 1);
+  check_moved(json_object_get(stacks, "grew"), 0, "slow_query", 1, 5, 5.0 / 6 - 0.5);
+  check_moved(json_object_get(stacks, "shrank"), 0, "render", 1, 1, 1.0 / 6 - 0.5);
+  json_decref(o);
+
+  /* Every environment: 3.1 adds staging's hour without hangs. */
+  o = compare(&c, "app=shop&a=3.1&b=3.2");
+  vs = json_object_get(o, "versions");
+  check_version(json_array_get(vs, 0), "3.1", 2, 2.0, 1.0, 0.125, "200,30,20,5,2,0,0,0,0");
+  json_decref(o);
+  /* The other app's 3.1: 4 hangs over 1 h; shop's 9.9 was never watched. */
+  o = compare(&c, "app=other&a=3.1&b=9.9");
+  vs = json_object_get(o, "versions");
+  check_version(json_array_get(vs, 0), "3.1", 4, 1.0, 4.0, 0.5, "100,20,10,3,2,0,0,0,0");
+  json_t *never = json_array_get(vs, 1);
+  CHECK(json_is_null(json_object_get(never, "hangs_per_hour")));
+  CHECK(json_is_null(json_object_get(never, "busy_fraction")));
+  CHECK(real_of(never, "watched_hours") == 0.0);
+  json_decref(o);
+  collector_stop_healthy(&c);
+}
+
+/* GET /api/v1/versions/compare?query -> 400 whose error names param. */
+static void check_bad(const collector_t *c, const char *query, const char *param) {
+  char path[1024], name[64];
+  snprintf(path, sizeof path, "/api/v1/versions/compare%s%s", *query ? "?" : "", query);
+  snprintf(name, sizeof name, "parameter %s:", param);
+  long status = 0;
+  json_t *o = get_json(c, path, &status);
+  const char *error = json_string_value(json_object_get(o, "error"));
+  CHECKF(status == 400 && error && strstr(error, name) == error, "GET %s -> %ld %s", path, status,
+         error ? error : "(no error)");
+  json_decref(o);
+}
+
+static void case_bad_parameters(void) {
+  collector_t c;
+  collector_start(&c, NULL);
+  check_bad(&c, "", "app");
+  check_bad(&c, "a=1&b=2", "app");
+  check_bad(&c, "app=shop&b=2", "a");
+  check_bad(&c, "app=shop&a=&b=2", "a");
+  check_bad(&c, "app=shop&a=1", "b");
+  check_bad(&c, "app=shop&a=1&b=1", "b");
+  check_bad(&c, "app=shop&a=1&b=2&kind=hang", "kind");
+  check_bad(&c, "app=shop&a=1&b=2&version=1", "version");
+  check_bad(&c, "app=shop&a=1&b=2&from=x", "from");
+  check_bad(&c, "app=shop&a=1&b=2&from=5&to=4", "to");
+  char q[600] = "app=shop&b=2&a=";
+  size_t len = strlen(q);
+  memset(q + len, 'v', 257);
+  q[len + 257] = '\0';
+  check_bad(&c, q, "a");
+  /* A batch with more buckets than the protocol's 9 is refused whole. */
+  uint64_t ten[10] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+  reply_t *r = calloc(1, sizeof *r);
+  CHECK(r);
+  long status =
+      batch_post_loop(&c, &(loop_batch_t){"shop", "1", "prod", HOUR_NS, 0, ten, 10, 0, 0, 0}, 9, r);
+  CHECKF(status == 400 && strstr(r->body, "loop_stats.busy_units_by_bucket has 10 buckets"),
+         "-> %ld %.*s", status, (int)r->body_len, r->body);
+  free(r);
+  collector_stop_healthy(&c);
+}
+
+static void db_exec(const char *db, const char *sql) {
+  sqlite3 *h = NULL;
+  CHECK(sqlite3_open_v2(db, &h, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK);
+  sqlite3_busy_timeout(h, 5000);
+  CHECKF(sqlite3_exec(h, sql, NULL, NULL, NULL) == SQLITE_OK, "%s: %s", sql, sqlite3_errmsg(h));
+  sqlite3_close(h);
+}
+
+static long long db_count(const char *db, const char *sql) {
+  sqlite3 *h = NULL;
+  sqlite3_stmt *s = NULL;
+  CHECK(sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
+  sqlite3_busy_timeout(h, 5000);
+  CHECKF(sqlite3_prepare_v2(h, sql, -1, &s, NULL) == SQLITE_OK, "%s: %s", sql, sqlite3_errmsg(h));
+  CHECKF(sqlite3_step(s) == SQLITE_ROW, "%s: %s", sql, sqlite3_errmsg(h));
+  long long n = sqlite3_column_int64(s, 0);
+  sqlite3_finalize(s);
+  sqlite3_close(h);
+  return n;
+}
+
+static void case_retention_and_old_db(void) {
+  collector_t c;
+  collector_start(&c, NULL);
+  collector_stop_healthy(&c);
+  db_exec(c.db, "DROP TABLE loop_stats");
+  collector_restart(&c, NULL); /* a database of before: the table is made */
+  send_fixture(&c);
+  collector_stop_healthy(&c);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM loop_stats"), 5);
+  db_exec(c.db, "UPDATE batches SET received_ns = 1 WHERE app = 'other'");
+  collector_restart(&c,
+                    (const char *[]){"--retention-days", "1", "--retention-interval", "1", NULL});
+  double end = now_s() + 30;
+  while (db_count(c.db, "SELECT count(*) FROM batches") != 4 && now_s() < end)
+    usleep(50000);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM loop_stats"), 4);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM loop_stats l JOIN batches b"
+                              " ON b.id = l.batch_id WHERE b.app = 'other'"),
+               0);
+  json_t *o = compare(&c, "app=shop&a=3.1&b=3.2&environment=prod");
+  check_version(json_array_get(json_object_get(o, "versions"), 1), "3.2", 6, 2.0, 3.0, 0.5,
+                "400,30,20,8,5,1,0,0,0");
+  json_decref(o);
+  collector_stop_healthy(&c);
+}
+
+int main(int argc, char **argv) {
+  static const test_case_t cases[] = {
+      TEST_CASE(rates),
+      TEST_CASE(bad_parameters),
+      TEST_CASE(retention_and_old_db),
+  };
+  return collector_test_main(argc, argv, cases, ARRAY_LEN(cases));
+}
