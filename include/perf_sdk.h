@@ -426,6 +426,11 @@ typedef struct perf_sdk_stats_s {
                                     inside the write): dropped, also in events_dropped_sink */
   uint64_t journal_write_failed; /* events not journaled (disk full, I/O): they live only in
                                     the open batch in memory until it is closed */
+  /* The CPU monitor's bursts (README "CPU profiles"). */
+  uint64_t cpu_bursts_empty;    /* bursts (in cpu_bursts) that caught no thread running: no
+                                   CPU event was recorded for them */
+  uint64_t cpu_samples_off_cpu; /* burst samples of threads found blocked (in samples_taken):
+                                   not CPU samples, left out of the events */
 } perf_sdk_stats_t;
 
 /* Copy the counters; PERF_E_NOT_INITIALIZED before init (counters of the
