@@ -421,10 +421,12 @@ static uint8_t *profile_gzip(builder_t *b, const store_top_query_t *q, size_t *l
                                  PERFTOOLS__PROFILES__VALUE_TYPE__INIT};
   char note[160];
   snprintf(note, sizeof note, "perf-collector export, kind=%s%s", q->kind,
-           b->hang ? "; wall: each hang's duration shared among its stacks by samples" : "");
+           b->hang ? "; wall: each hang's duration shared among its stacks by samples"
+                   : "; cpu: CPU time per stack (events without weights: 1 per sample)");
   int64_t comment = string_index(b, note);
-  types[0].type = string_index(b, "samples");
-  types[0].unit = string_index(b, "count");
+  /* A CPU profile's values are CPU time (store.h, the stack weight). */
+  types[0].type = string_index(b, b->hang ? "samples" : "cpu");
+  types[0].unit = string_index(b, b->hang ? "count" : "microseconds");
   types[1].type = string_index(b, "wall");
   types[1].unit = string_index(b, "nanoseconds");
   if (comment < 0 || types[0].type < 0 || types[0].unit < 0 || types[1].type < 0 ||

@@ -32,6 +32,7 @@
 #include "sdk/base/frame_text.h"
 #include "sdk/base/utf8.h"
 #include "sdk/wire/batch_decode.h"
+#include "sdk/wire/event_weights.h"
 #include "signature.h"
 #include "symbol_files.h"
 
@@ -306,12 +307,19 @@ static int build_event(record_t *r, const Perf__V1__Event *pe, size_t index) {
   if (pe->n_stack_counts &&
       !(r->counts[index] = calloc(pe->n_stack_counts, sizeof(store_stack_count_t))))
     return -1;
+  /* A CPU event's weights: the CPU time per count (event_weights.h). */
+  int64_t *cpu_us = pe->n_stack_counts ? malloc(pe->n_stack_counts * sizeof *cpu_us) : NULL;
+  if (pe->n_stack_counts && (!cpu_us || perf__event_cpu_us(pe, cpu_us) != 0)) {
+    free(cpu_us);
+    return -1;
+  }
   for (size_t i = 0; i < pe->n_stack_counts; i++) {
     const Perf__V1__StackCount *c = pe->stack_counts[i];
     r->counts[index][i] =
-        (store_stack_count_t){r->stacks[c->stack - 1].signature, c->tid, c->samples};
+        (store_stack_count_t){r->stacks[c->stack - 1].signature, c->tid, c->samples, cpu_us[i]};
     r->samples += c->samples;
   }
+  free(cpu_us);
   e->counts = r->counts[index];
   e->n_counts = pe->n_stack_counts;
   if (sample_states_count(r->frames.bt, pe, &r->states[index], &e->n_states) != 0) return -1;

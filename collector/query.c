@@ -835,11 +835,16 @@ static int on_detail_count(const store_count_row_t *row, void *user) {
     json_decref(names);
     return 1;
   }
-  if (json_array_append_new(d->stacks, json_pack("{s:s, s:I, s:I, s:o, s:o}", "signature",
-                                                 row->stack_sig, "tid", (json_int_t)row->tid,
-                                                 "samples", (json_int_t)row->samples, "names",
-                                                 names, "frames", frames)) != 0)
+  json_t *stack = json_pack("{s:s, s:I, s:I, s:o, s:o}", "signature", row->stack_sig, "tid",
+                            (json_int_t)row->tid, "samples", (json_int_t)row->samples, "names",
+                            names, "frames", frames);
+  /* A CPU profile's stack: the CPU time its samples stand for. */
+  if (stack && row->cpu_us >= 0 &&
+      json_object_set_new(stack, "cpu_us", json_integer((json_int_t)row->cpu_us)) != 0) {
+    json_decref(stack);
     return 1;
+  }
+  if (json_array_append_new(d->stacks, stack) != 0) return 1;
   size_t i;
   json_t *t;
   json_array_foreach(d->threads, i,

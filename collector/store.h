@@ -47,11 +47,15 @@ typedef struct store_stack_s {
   const char *end;         /* why the stack ended early ("depth", "no rule"...); NULL: complete */
 } store_stack_t;
 
-/* Samples of one stack on one thread within an event (stack_counts). */
+/* Samples of one stack on one thread within an event (stack_counts).
+   cpu_us: a CPU event's CPU time on that stack, the sum of its samples'
+   weights (Event.sample_weights_micros, sdk/wire/event_weights.h); -1 when the event has no weights
+   (other kinds, older SDKs): then each sample counts 1. */
 typedef struct store_stack_count_s {
   const char *stack_sig;
   uint32_t tid;
   uint32_t samples;
+  int64_t cpu_us;
 } store_stack_count_t;
 
 /* A grouping key: a signature and its frames as a JSON array of names
@@ -213,6 +217,11 @@ typedef struct store_top_row_s {
 /* Return non-zero to stop (the scan then fails with STORE_ERROR). */
 typedef int (*store_row_fn)(const store_top_row_t *row, void *user);
 
+/* The weight of a stack in the aggregates (top, stack_rows, exports,
+   flame): for kind "cpu", its CPU time in microseconds where the SDK sent
+   weights and 1 per sample where it did not (store_stack_count_t.cpu_us);
+   for the hang kinds, its samples. Rows keep the name `samples`. */
+
 /* One stack's samples summed over the events of q (stack_rows): kind
    "hang" takes hang and fatal_hang events, "cpu" cpu events; one row per
    distinct stack, heaviest first (samples, then signature: the exports'
@@ -257,6 +266,7 @@ typedef struct store_count_row_s {
   const char *stack_sig, *frames_json; /* frames_json NULL: stack deleted */
   uint32_t tid;
   uint64_t samples;
+  int64_t cpu_us; /* the CPU time of those samples; -1: the event has no weights */
 } store_count_row_t;
 
 typedef int (*store_count_row_fn)(const store_count_row_t *row, void *user);

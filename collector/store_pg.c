@@ -247,9 +247,9 @@ static const char INSERT_EVENT[] =
     "WITH e AS (INSERT INTO events(batch_id, kind, start_ns, duration_ns, tid, cpu_percent,"
     " reason, dominant_stack_sig, group_sig, label) VALUES($1, $2, $3::bigint, $4::bigint,"
     " $5::bigint, $6::bigint, $7, $8, $9, $10) RETURNING id),"
-    " c AS (INSERT INTO stack_counts(event_id, stack_sig, tid, samples)"
-    " SELECT e.id, s, t, n FROM e, unnest($11::text[], $12::bigint[], $13::bigint[])"
-    " WITH ORDINALITY AS u(s, t, n, o) ORDER BY o),"
+    " c AS (INSERT INTO stack_counts(event_id, stack_sig, tid, samples, cpu_us)"
+    " SELECT e.id, s, t, n, w FROM e, unnest($11::text[], $12::bigint[], $13::bigint[],"
+    " $19::bigint[]) WITH ORDINALITY AS u(s, t, n, w, o) ORDER BY o),"
     " x AS (INSERT INTO event_states(event_id, tid, state, syscall, fd, samples)"
     " SELECT e.id, t, s, c, f, n FROM e, unnest($14::bigint[], $15::text[], $16::text[],"
     " $17::text[], $18::bigint[]) WITH ORDINALITY AS u(t, s, c, f, n, o) ORDER BY o)"
@@ -268,11 +268,15 @@ static int insert_event(store_t *st, const store_batch_t *b, const store_event_t
   pg_text(&p, 8, e->dominant_stack_sig);
   pg_text(&p, 9, group_sig);
   pg_text(&p, 10, e->label && e->label[0] ? e->label : NULL);
-  pg_array_t a[8] = {{0}};
+  pg_array_t a[9] = {{0}};
   for (size_t i = 0; i < e->n_counts; i++) {
     pg_array_text(&a[0], e->counts[i].stack_sig);
     pg_array_int(&a[1], e->counts[i].tid);
     pg_array_int(&a[2], e->counts[i].samples);
+    if (e->counts[i].cpu_us >= 0) /* CPU time on the stack (weights); NULL: none */
+      pg_array_int(&a[8], e->counts[i].cpu_us);
+    else
+      pg_array_text(&a[8], NULL);
   }
   for (size_t i = 0; i < e->n_states; i++) {
     const store_state_count_t *c = &e->states[i];
@@ -283,7 +287,7 @@ static int insert_event(store_t *st, const store_batch_t *b, const store_event_t
     pg_array_int(&a[7], (int64_t)c->samples);
   }
   int rc = 0;
-  for (int i = 0; i < 8; i++) {
+  for (int i = 0; i < 9; i++) {
     pg_own(&p, 11 + i, pg_array_end(&a[i]));
     if (!p.v[10 + i]) rc = -1;
   }

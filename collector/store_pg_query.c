@@ -233,7 +233,7 @@ int pg_event_rows(store_t *st, const store_top_query_t *q, int64_t limit, store_
 static int count_each(const PGresult *r, int i, void *ctx) {
   cb_t *cb = ctx;
   store_count_row_t row = {pg_str(r, i, 0), pg_str(r, i, 1), (uint32_t)pg_i64(r, i, 2),
-                           (uint64_t)pg_i64(r, i, 3)};
+                           (uint64_t)pg_i64(r, i, 3), PQgetisnull(r, i, 4) ? -1 : pg_i64(r, i, 4)};
   if (!row.stack_sig) return 0;
   return ((store_count_row_fn)cb->fn)(&row, cb->user);
 }

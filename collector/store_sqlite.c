@@ -72,6 +72,18 @@ static const char *const ADD_COLUMNS[] = {
     ADD_DROPPED("spool_quota"),
     ADD_DROPPED("oversized"),
 };
+/* A stack count's weight (store.h): its CPU microseconds when the SDK
+   sent weights, else its samples. */
+#define WEIGHT(c) "coalesce(" c ".cpu_us, " c ".samples)"
+
+/* stack_counts.cpu_us (a CPU event's CPU time per stack, store.h) came
+   with CPU profiles; rows stored before have NULL there and count by
+   samples. Idempotent: adding a column that exists fails, and that is
+   fine. */
+static void add_cpu_weights(sqlite3 *db) {
+  sqlite3_exec(db, "ALTER TABLE stack_counts ADD COLUMN cpu_us INTEGER", NULL, NULL, NULL);
+}
+
 /* The loop stats of a batch (newer than the first databases: made when
    missing, create_loop_stats). u0..u8 are the units by duration bucket. */
 static const char LOOP_SCHEMA[] =
@@ -160,8 +172,8 @@ static const char *const STMT_SQL[ST_COUNT] = {
     [ST_INSERT_EVENT] = "INSERT INTO events(batch_id, kind, start_ns, duration_ns, tid,"
                         " cpu_percent, reason, dominant_stack_sig, group_sig, label)"
                         " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-    [ST_INSERT_COUNT] =
-        "INSERT INTO stack_counts(event_id, stack_sig, tid, samples) VALUES(?1, ?2, ?3, ?4)",
+    [ST_INSERT_COUNT] = "INSERT INTO stack_counts(event_id, stack_sig, tid, samples, cpu_us)"
+                        " VALUES(?1, ?2, ?3, ?4, ?5)",
     [ST_DELETE_COUNTS] = "DELETE FROM stack_counts WHERE event_id IN (SELECT e.id FROM events e"
                          " JOIN batches b ON e.batch_id = b.id WHERE b.received_ns < ?1)",
     [ST_DELETE_EVENTS] = "DELETE FROM events WHERE batch_id IN"
@@ -184,27 +196,34 @@ static const char *const STMT_SQL[ST_COUNT] = {
         " FROM events e JOIN batches b ON b.id = e.batch_id"
         " JOIN groups g ON g.signature = e.group_sig"
         " WHERE e.kind IN ('hang', 'fatal_hang')" TOP_FILTERS " ORDER BY e.group_sig, e.id",
-    [ST_TOP_CPU] = "SELECT c.stack_sig, g.frames, b.version, e.id, e.start_ns, e.duration_ns,"
-                   " c.samples, e.label FROM stack_counts c JOIN events e ON e.id = c.event_id"
-                   " JOIN batches b ON b.id = e.batch_id JOIN groups g ON g.signature = c.stack_sig"
-                   " WHERE e.kind = 'cpu'" TOP_FILTERS " ORDER BY c.stack_sig, e.id",
-    [ST_STACK_ROWS] =
-        "SELECT c.stack_sig, s.frames, sum(c.samples),"
-        " coalesce(sum(c.samples * CAST(e.duration_ns AS REAL) /"
-        " (SELECT sum(x.samples) FROM stack_counts x WHERE x.event_id = e.id)), 0),"
-        " min(e.start_ns), max(e.start_ns + e.duration_ns) FROM stack_counts c"
-        " JOIN events e ON e.id = c.event_id JOIN batches b ON b.id = e.batch_id"
-        " JOIN stacks s ON s.signature = c.stack_sig"
-        " WHERE " KIND_FILTER TOP_FILTERS
-        " AND (?8 IS NULL OR e.group_sig = ?8) GROUP BY c.stack_sig ORDER BY 3 DESC, c.stack_sig",
+    [ST_TOP_CPU] =
+        "SELECT c.stack_sig, g.frames, b.version, e.id, e.start_ns, e.duration_ns,"
+        " " WEIGHT(
+            "c") ", e.label FROM stack_counts c JOIN events e ON e.id = c.event_id"
+                 " JOIN batches b ON b.id = e.batch_id JOIN groups g ON g.signature = c.stack_sig"
+                 " WHERE e.kind = 'cpu'" TOP_FILTERS " ORDER BY c.stack_sig, e.id",
+    [ST_STACK_ROWS] = "SELECT c.stack_sig, s.frames, sum(" WEIGHT(
+        "c") "),"
+             " coalesce(sum(" WEIGHT(
+                 "c") " * CAST(e.duration_ns AS REAL) /"
+                      " (SELECT sum(" WEIGHT(
+                          "x") ") FROM stack_counts x WHERE x.event_id = e.id)), 0),"
+                               " min(e.start_ns), max(e.start_ns + e.duration_ns) FROM "
+                               "stack_counts c"
+                               " JOIN events e ON e.id = c.event_id JOIN batches b ON b.id = "
+                               "e.batch_id"
+                               " JOIN stacks s ON s.signature = c.stack_sig"
+                               " WHERE " KIND_FILTER TOP_FILTERS
+                               " AND (?8 IS NULL OR e.group_sig = ?8) GROUP BY c.stack_sig ORDER "
+                               "BY 3 DESC, c.stack_sig",
     [ST_EVENT_ROWS] = "SELECT " EVENT_COLUMNS " FROM events e JOIN batches b ON b.id = e.batch_id"
                       " WHERE (?6 IS NULL OR " KIND_FILTER ")" TOP_FILTERS
                       " ORDER BY e.start_ns DESC, e.id DESC LIMIT ?7",
     [ST_EVENT_ONE] = "SELECT " EVENT_COLUMNS " FROM events e JOIN batches b ON b.id = e.batch_id"
                      " WHERE e.id = ?1",
-    [ST_EVENT_COUNTS] = "SELECT c.stack_sig, s.frames, c.tid, c.samples FROM stack_counts c"
-                        " LEFT JOIN stacks s ON s.signature = c.stack_sig WHERE c.event_id = ?1"
-                        " ORDER BY c.samples DESC, c.rowid",
+    [ST_EVENT_COUNTS] = "SELECT c.stack_sig, s.frames, c.tid, c.samples, c.cpu_us"
+                        " FROM stack_counts c LEFT JOIN stacks s ON s.signature = c.stack_sig"
+                        " WHERE c.event_id = ?1 ORDER BY " WEIGHT("c") " DESC, c.rowid",
     [ST_DROPS] = "SELECT " DROPPED_SUMS ", count(*) FROM batches b WHERE 1" DROPS_FILTERS,
     /* ?7 the bucket's nanoseconds, ?8 the most buckets (start_ns >= ?4 >= 0:
        the division rounds down). total(): a REAL sum, which cannot overflow. */
@@ -338,6 +357,7 @@ static int sqlite_open(const char *path, store_durability_t durability, store_t 
   }
   for (size_t i = 0; i < sizeof ADD_COLUMNS / sizeof ADD_COLUMNS[0]; i++)
     sqlite3_exec(st->db, ADD_COLUMNS[i], NULL, NULL, NULL); /* fails when present: fine */
+  add_cpu_weights(st->db);
   if (sqlite3_exec(st->db, GROUP_SIG_INDEX, NULL, NULL, NULL) != SQLITE_OK ||
       sqlite3_exec(st->db, LOOP_SCHEMA, NULL, NULL, NULL) != SQLITE_OK) {
     report(st, "schema");
@@ -415,6 +435,10 @@ static int insert_counts(store_t *st, sqlite3_int64 event_id, const store_event_
     sqlite3_bind_text(s, 2, e->counts[i].stack_sig, -1, SQLITE_STATIC);
     sqlite3_bind_int64(s, 3, e->counts[i].tid);
     sqlite3_bind_int64(s, 4, e->counts[i].samples);
+    if (e->counts[i].cpu_us >= 0)
+      sqlite3_bind_int64(s, 5, e->counts[i].cpu_us);
+    else
+      sqlite3_bind_null(s, 5);
     int rc = step_done(st, ST_INSERT_COUNT);
     if (rc != SQLITE_OK) return rc;
   }
@@ -732,9 +756,10 @@ static int sqlite_event_detail(store_t *st, int64_t id, store_event_row_fn on_ev
     sqlite3_bind_int64(s, 1, id);
     int step = SQLITE_DONE;
     while (!stopped && (step = sqlite3_step(s)) == SQLITE_ROW) {
-      store_count_row_t row = {column_text(s, 0), column_text(s, 1),
-                               (uint32_t)sqlite3_column_int64(s, 2),
-                               (uint64_t)sqlite3_column_int64(s, 3)};
+      store_count_row_t row = {
+          column_text(s, 0), column_text(s, 1), (uint32_t)sqlite3_column_int64(s, 2),
+          (uint64_t)sqlite3_column_int64(s, 3),
+          sqlite3_column_type(s, 4) == SQLITE_NULL ? -1 : sqlite3_column_int64(s, 4)};
       if (!row.stack_sig) continue;
       stopped = on_count(&row, user);
     }
@@ -877,10 +902,14 @@ static const char *const RESYM_SQL[RS_COUNT] = {
     [RS_SET_FRAMES] = "UPDATE stacks SET frames = ?3 WHERE signature = ?2",
     [RS_NOTE_EVENTS] = "INSERT OR IGNORE INTO resym_events(id)"
                        " SELECT event_id FROM stack_counts WHERE stack_sig = ?1",
-    [RS_MERGE_COUNTS] = "UPDATE stack_counts AS n SET samples = n.samples + o.samples"
-                        " FROM (SELECT event_id, tid, sum(samples) AS samples FROM stack_counts"
-                        " WHERE stack_sig = ?1 GROUP BY event_id, tid) AS o"
-                        " WHERE n.stack_sig = ?2 AND n.event_id = o.event_id AND n.tid IS o.tid",
+    [RS_MERGE_COUNTS] =
+        "UPDATE stack_counts AS n SET samples = n.samples + o.samples,"
+        " cpu_us = CASE WHEN n.cpu_us IS NULL AND o.cpu_us IS NULL THEN NULL"
+        " ELSE coalesce(n.cpu_us, 0) + coalesce(o.cpu_us, 0) END"
+        " FROM (SELECT event_id, tid, sum(samples) AS samples, sum(cpu_us) AS cpu_us"
+        " FROM stack_counts"
+        " WHERE stack_sig = ?1 GROUP BY event_id, tid) AS o"
+        " WHERE n.stack_sig = ?2 AND n.event_id = o.event_id AND n.tid IS o.tid",
     [RS_DROP_MERGED] = "DELETE FROM stack_counts WHERE stack_sig = ?1 AND EXISTS (SELECT 1 FROM"
                        " stack_counts n WHERE n.stack_sig = ?2 AND"
                        " n.event_id = stack_counts.event_id AND n.tid IS stack_counts.tid)",

@@ -89,7 +89,8 @@ PERF_API void perf_free(void *p);
  *    which it enters a blocking call can still be interrupted there; see
  *    docs/operations.md, "Side effects on the app".)
  *  - No signal is sent to a thread that blocks the sampler's signal (the
- *    capture fails with PERF_E_TIMEOUT after timeout_ms): none is ever left
+ *    capture fails with PERF_E_TIMEOUT after min(timeout_ms, 100 ms) of
+ *    looking): none is ever left
  *    pending to kill a program the thread execs.
  *  - No signal is sent once the app replaced the sampler's handler (set it
  *    to SIG_DFL, SIG_IGN or its own): captures of running threads then fail
@@ -119,8 +120,10 @@ typedef struct perf_sampler_options_s {
   int signal;
   /* Default PERF_UNWIND_CFI; env PERF_SDK_UNWIND_MODE=cfi|fp|stack_copy. */
   perf_unwind_mode_t unwind_mode;
-  /* How long a capture waits for the target thread, 1..10000 ms.
-     Default 100; env PERF_SDK_SAMPLE_TIMEOUT_MS. */
+  /* How long a capture waits for the target thread's answer, 1..10000 ms:
+     a thread starved of CPU on a loaded machine answers late, with the
+     stack it was preempted in. Default 1000; env PERF_SDK_SAMPLE_TIMEOUT_MS.
+     A thread that blocks the signal is waited for min(timeout_ms, 100). */
   unsigned timeout_ms;
   /* Bytes of stack copied per capture in PERF_UNWIND_STACK_COPY mode,
      1024..1048576, default 32768; env PERF_SDK_STACK_COPY_BYTES.
@@ -423,6 +426,11 @@ typedef struct perf_sdk_stats_s {
                                     inside the write): dropped, also in events_dropped_sink */
   uint64_t journal_write_failed; /* events not journaled (disk full, I/O): they live only in
                                     the open batch in memory until it is closed */
+  /* The CPU monitor's bursts (README "CPU profiles"). */
+  uint64_t cpu_bursts_empty;    /* bursts (in cpu_bursts) that caught no thread running: no
+                                   CPU event was recorded for them */
+  uint64_t cpu_samples_off_cpu; /* burst samples of threads found blocked (in samples_taken):
+                                   not CPU samples, left out of the events */
 } perf_sdk_stats_t;
 
 /* Copy the counters; PERF_E_NOT_INITIALIZED before init (counters of the

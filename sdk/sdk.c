@@ -250,6 +250,8 @@ int perf_sdk_get_stats(perf_sdk_stats_t *out) {
   out->events_replayed = atomic_load(&g_stats.events_replayed);
   out->journal_torn = atomic_load(&g_stats.journal_torn);
   out->journal_write_failed = atomic_load(&g_stats.journal_write_failed);
+  out->cpu_bursts_empty = atomic_load(&g_stats.cpu_bursts_empty);
+  out->cpu_samples_off_cpu = atomic_load(&g_stats.cpu_samples_off_cpu);
   return PERF_OK;
 }
 

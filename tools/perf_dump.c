@@ -34,6 +34,7 @@
 #include "sdk/base/utf8.h"
 #include "sdk/wire/batch.h"
 #include "sdk/wire/batch_decode.h"
+#include "sdk/wire/event_weights.h"
 #include "sdk/wire/spool.h"
 #include "tools/dump_states.h"
 
@@ -75,7 +76,8 @@ static const char *reason_text(const char *reason);
 static void text_batch(const dump_t *d, const char *path, const Perf__V1__Batch *b);
 static void text_event(const dump_t *d, const Perf__V1__Batch *b, const Perf__V1__Event *e);
 static void text_stack(const Perf__V1__Batch *b, const Perf__V1__Event *e,
-                       const Perf__V1__StackCount *sc);
+                       const Perf__V1__StackCount *sc, int64_t cpu_us);
+static int64_t *stack_cpu_us(const Perf__V1__Event *e);
 static void text_states(const Perf__V1__Batch *b, const Perf__V1__Event *e);
 static void text_put(const char *s);
 static json_t *json_batch(const dump_t *d, const char *path, const Perf__V1__Batch *b);
@@ -83,7 +85,7 @@ static json_t *json_resource(const Perf__V1__Resource *r);
 static json_t *json_drops(const Perf__V1__DropCounters *dr);
 static json_t *json_event(const dump_t *d, const Perf__V1__Batch *b, const Perf__V1__Event *e);
 static json_t *json_stack(const Perf__V1__Batch *b, const Perf__V1__Event *e,
-                          const Perf__V1__StackCount *sc);
+                          const Perf__V1__StackCount *sc, int64_t cpu_us);
 static json_t *json_frame(const Perf__V1__Batch *b, size_t index, uint32_t frame_ref);
 static json_t *jstr(const char *s);
 static json_t *ju64(uint64_t v);
@@ -415,8 +417,10 @@ static void text_event(const dump_t *d, const Perf__V1__Batch *b, const Perf__V1
   }
   text_states(b, e);
   size_t shown = stacks_shown(d, e);
+  int64_t *cpu_us = stack_cpu_us(e);
   for (size_t i = 0; i < shown; i++)
-    text_stack(b, e, e->stack_counts[i]);
+    text_stack(b, e, e->stack_counts[i], cpu_us ? cpu_us[i] : -1);
+  free(cpu_us);
   if (shown < e->n_stack_counts) printf("(%zu more stacks)\n", e->n_stack_counts - shown);
   putchar('\n');
 }
@@ -467,12 +471,26 @@ static void text_frame(const Perf__V1__Batch *b, const frame_view_t *v, size_t *
   putchar('\n');
 }
 
+/* A CPU event's CPU time per stack count (malloc'd, one per count), or
+   NULL when it has no weights (or memory ran out). */
+static int64_t *stack_cpu_us(const Perf__V1__Event *e) {
+  if (!e->n_sample_weights_micros || !e->n_stack_counts) return NULL;
+  int64_t *out = malloc(e->n_stack_counts * sizeof *out);
+  if (out && perf__event_cpu_us(e, out) != 0) {
+    free(out);
+    out = NULL;
+  }
+  return out;
+}
+
 /* The frames innermost first, as the stack text format (docs/protocol.md)
    with module-relative addresses, and `<truncated: reason>` when the
-   stack did not reach its outermost frame. */
+   stack did not reach its outermost frame (cpu_ms: a CPU event's CPU time
+   in the stack; state: its samples' states). */
 static void text_stack(const Perf__V1__Batch *b, const Perf__V1__Event *e,
-                       const Perf__V1__StackCount *sc) {
+                       const Perf__V1__StackCount *sc, int64_t cpu_us) {
   printf("stack samples=%" PRIu32 " thread=%" PRIu32, sc->samples, sc->tid);
+  if (cpu_us >= 0) printf(" cpu_ms=%" PRId64 ".%03" PRId64, cpu_us / 1000, cpu_us % 1000);
   perf__state_tally_t t;
   perf__state_tally_event(b, e, sc->tid, sc->stack, &t);
   char *words = dump_states_words(&t);
@@ -620,17 +638,20 @@ static json_t *json_event(const dump_t *d, const Perf__V1__Batch *b, const Perf_
   jset(j, "threads", threads);
   jset(j, "states", dump_states_json(b, e));
   size_t shown = stacks_shown(d, e);
+  int64_t *cpu_us = stack_cpu_us(e);
   for (size_t i = 0; stacks && i < shown; i++)
-    json_array_append_new(stacks, json_stack(b, e, e->stack_counts[i]));
+    json_array_append_new(stacks, json_stack(b, e, e->stack_counts[i], cpu_us ? cpu_us[i] : -1));
+  free(cpu_us);
   jset(j, "stacks", stacks);
   jset(j, "stacks_not_shown", ju64(e->n_stack_counts - shown));
   return j;
 }
 
 static json_t *json_stack(const Perf__V1__Batch *b, const Perf__V1__Event *e,
-                          const Perf__V1__StackCount *sc) {
+                          const Perf__V1__StackCount *sc, int64_t cpu_us) {
   json_t *j = json_object(), *frames = json_array();
   jset(j, "samples", json_integer(sc->samples));
+  if (cpu_us >= 0) jset(j, "cpu_us", json_integer(cpu_us));
   jset(j, "tid", json_integer(sc->tid));
   perf__state_tally_t t;
   perf__state_tally_event(b, e, sc->tid, sc->stack, &t);

@@ -376,7 +376,7 @@ function renderStacks() {
   $('fn-header').textContent = state.kind === 'hang' ? 'Function (innermost shared frame)' : 'Function (innermost frame)';
   $('stacks-hint').textContent = state.kind === 'hang'
     ? 'sorted by total hang time; click a row to see its events'
-    : 'sorted by samples; click a row to see its events';
+    : 'sorted by CPU time (µs; SDKs without CPU weights: samples); click a row to see its events';
   $('stacks-empty').hidden = state.stacks.length > 0;
   const maxImpact = Math.max(1e-9, ...state.stacks.map(impactOf));
   state.stacks.forEach((stack, index) => {
@@ -647,7 +647,7 @@ function renderDetail(ev) {
   $('detail-label').textContent = ev.label || '—';
   $('detail-reason').textContent = ev.reason || '—';
   $('detail-tags').textContent = (ev.tags || []).map((t) => `${t.key}:${t.value}`).join(' ') || '—';
-  const total = ev.stacks.reduce((n, s) => n + s.samples, 0) || 1;
+  const total = ev.stacks.reduce((n, s) => n + weightOf(s), 0) || 1;
   const shown = ev.stacks.slice(0, DETAIL_STACKS_SHOWN).map((s) => detailStack(s, total));
   const rest = ev.stacks.slice(DETAIL_STACKS_SHOWN);
   $('detail-stacks').replaceChildren(...shown);
@@ -711,10 +711,19 @@ async function loadStackStates() {
   box.hidden = !text;
 }
 
+// A stack's share of its event: its CPU time in a CPU profile (cpu_us),
+// else its samples.
+function weightOf(stack) {
+  return stack.cpu_us !== undefined ? stack.cpu_us : stack.samples;
+}
+
 function detailStack(stack, total) {
+  const what = stack.cpu_us !== undefined
+    ? `${fmtMs(stack.cpu_us / 1000)} CPU · ${fmtCount(stack.samples)} samples`
+    : `${fmtCount(stack.samples)} samples`;
   const head = el('div', { class: 'stack-head' },
-    el('strong', { text: `${fmtCount(stack.samples)} samples` }),
-    el('span', { text: ` (${((100 * stack.samples) / total).toFixed(0)}%) · thread ${stack.tid}` }));
+    el('strong', { text: what }),
+    el('span', { text: ` (${((100 * weightOf(stack)) / total).toFixed(0)}%) · thread ${stack.tid}` }));
   const frames = el('ol', { class: 'frames', start: '0' }, ...stack.frames.map((f, i) => detailFrame(f, stack.names[i])));
   return el('div', { class: 'detail-stack', 'data-testid': 'detail-stack', 'data-signature': stack.signature },
     head, frames);

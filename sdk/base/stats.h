@@ -15,6 +15,8 @@ typedef struct perf__stats_s {
   /* the journal of the open batch (sdk/wire/journal.h) */
   atomic_uint_fast64_t events_journaled, events_replayed, journal_torn, journal_write_failed;
   atomic_uint_fast64_t hangs_detected, cpu_bursts, samples_taken, samples_failed;
+  /* the CPU monitor's bursts (sdk/monitors/cpu_monitor.c) */
+  atomic_uint_fast64_t cpu_bursts_empty, cpu_samples_off_cpu;
   /* the uploader */
   atomic_uint_fast64_t batches_sent, batches_retried, batches_rejected, batches_dropped_server;
 } perf__stats_t;

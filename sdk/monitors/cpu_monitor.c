@@ -9,24 +9,38 @@
  * noise, which starts the window again). The per-thread CPU clocks are read
  * once when such a run of ticks begins and once when it fires, which ranks
  * the threads without touching them in between.
- * Burst: the top-K threads of the window are sampled at cpu_sample_hz for
- * cpu_burst_ms; their CPU share over the burst goes into the event.
+ * Burst: the top-K threads of the window are sampled for cpu_burst_ms, on
+ * average cpu_sample_hz times a second at randomized intervals, per unit of
+ * their CPU time (sample_burst): only a thread caught running makes a
+ * sample, weighted with its CPU time since its previous one. Their CPU
+ * share over the burst goes into the event; a burst that caught no thread
+ * running records nothing.
  */
 #include "sdk/monitors/cpu_monitor.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "sdk/base/clock.h"
+#include "sdk/base/hash.h"
 #include "sdk/base/log.h"
 #include "sdk/base/threads.h"
 #include "sdk/base/worker.h"
 #include "sdk/monitors/thread_cpu.h"
 #include "sdk/pipeline/capture.h"
+#include "sdk/sampler/blocked_capture.h"
 
 #define MAX_TRACKED_THREADS 4096
-#define MAX_TICKS 1201         /* ticks of the longest window (600 s at 500 ms) and one */
-#define QUIET_END_NS 100000000 /* a burst whose threads all stopped running this long ends */
+#define MAX_TOP_THREADS 64 /* cpu_top_threads' upper bound (config.c) */
+/* CPU a hot thread uses between two captures of a burst: a little more than
+   a thread last seen blocked must use before the sampler signals it. */
+#define MIN_CPU_BETWEEN_LOOKS_NS (PERF__BLOCKED_EXIT_CPU_NS + 50000)
+#define MAX_TICKS 1201 /* ticks of the longest window (600 s at 500 ms) and one */
+/* A burst whose threads all stopped running this long ends. Not shorter:
+   on a loaded machine runnable threads can wait for a CPU 100 ms and more
+   (two cores, load 10: bursts of 5 s ended after 0.2 s). */
+#define QUIET_END_NS 500000000
 
 /* The ticks of the current run (no lull since its first): a ring of the
    process CPU clock at each tick, oldest first. */
@@ -48,12 +62,20 @@ struct perf__cpu_monitor_s {
 
 typedef struct {
   pid_t tid;
-  int64_t delta_ns;    /* CPU used during the streak */
-  int64_t last_cpu_ns; /* CPU clock at its last sample in the burst */
+  int64_t delta_ns;       /* CPU used during the streak */
+  int64_t looked_cpu_ns;  /* its CPU clock at the last tick of the burst */
+  int64_t seen_cpu_ns;    /* its CPU clock when it was last captured */
+  int64_t weighed_cpu_ns; /* its CPU clock when its last on-CPU sample was taken (at first:
+                             the burst's start): the next one stands for the CPU since */
+  size_t last_sample;     /* index of that sample in the event's samples; SIZE_MAX: none */
 } hot_t;
 
 static void monitor_main(perf__worker_t *worker, void *arg);
 static void run_burst(perf__cpu_monitor_t *m, int64_t window_ns);
+static size_t sample_burst(perf__cpu_monitor_t *m, perf__event_t *ev, hot_t *hot, size_t k,
+                           int64_t start);
+static int64_t jittered(int64_t period, uint64_t *rng);
+static size_t sample_of(const perf__event_t *ev, pid_t tid, size_t from);
 static size_t pick_hottest(perf__cpu_monitor_t *m, hot_t *hot, size_t k);
 static bool stopping(perf__cpu_monitor_t *m);
 static int percent(int64_t cpu_ns, int64_t wall_ns);
@@ -158,6 +180,7 @@ static void run_burst(perf__cpu_monitor_t *m, int64_t window_ns) {
      /proc) there is no burst: stale deltas would rank the wrong threads. */
   if (perf__thread_set_read(&m->threads) != 0) return;
   size_t k = m->cfg->cpu_top_threads;
+  if (k > MAX_TOP_THREADS) k = MAX_TOP_THREADS;
   hot_t *hot = calloc(k, sizeof *hot);
   perf__modules_t *mods = perf__modules_acquire();
   perf__event_t *ev = hot && mods ? perf__event_new(PERF__EVENT_CPU, mods) : NULL;
@@ -168,33 +191,27 @@ static void run_burst(perf__cpu_monitor_t *m, int64_t window_ns) {
     return;
   }
   PERF__COUNT(m->stats, cpu_bursts, 1);
+  ev->weighted = true;
   int64_t start = perf__now_ns(), start_cpu = perf__process_cpu_ns();
   ev->start_mono_ns = start;
   ev->start_wall_ns = perf__mono_to_wall_ns(start);
   ev->tid = hot[0].tid;
   perf__thread_set_read(&m->threads); /* baseline for the burst's per-thread shares */
-  for (size_t i = 0; i < k; i++)
-    hot[i].last_cpu_ns = perf__thread_cpu_ns(hot[i].tid);
-  const int64_t period = 1000000000LL / m->cfg->cpu_sample_hz;
-  const int64_t end = start + (int64_t)m->cfg->cpu_burst_ms * 1000000;
-  int64_t last_ran = start; /* the burst ends early once its threads stop running */
-  for (int64_t next = start + period; next <= end && !stopping(m); next += period) {
-    perf__worker_sleep_until(m->worker, next);
-    if (next - last_ran > QUIET_END_NS && next - last_ran > 10 * period) break;
-    for (size_t i = 0; i < k; i++) {
-      /* Only a thread that ran since its last sample is interrupted: an idle
-         one's stack says nothing about CPU use (and the signal would cut its
-         sleep short). */
-      int64_t cpu = perf__thread_cpu_ns(hot[i].tid);
-      if (cpu < 0 || cpu - hot[i].last_cpu_ns < period / 10) continue;
-      hot[i].last_cpu_ns = cpu;
-      last_ran = next;
-      perf__capture_sample(ev, hot[i].tid, m->stats);
-    }
+  for (size_t i = 0; i < k; i++) {
+    hot[i].looked_cpu_ns = hot[i].seen_cpu_ns = hot[i].weighed_cpu_ns =
+        perf__thread_cpu_ns(hot[i].tid);
+    hot[i].last_sample = SIZE_MAX;
   }
+  size_t on_cpu = sample_burst(m, ev, hot, k, start);
   int64_t wall = perf__now_ns() - start;
   ev->duration_ns = wall;
   ev->cpu_percent = percent(perf__process_cpu_ns() - start_cpu, wall);
+  if (on_cpu == 0) { /* no thread was caught running: nothing says where CPU went */
+    PERF__COUNT(m->stats, cpu_bursts_empty, 1);
+    free(hot);
+    perf__event_free(ev);
+    return;
+  }
   bool shares = perf__thread_set_read(&m->threads) == 0; /* else the shares are unknown */
   int64_t hottest = -1;
   for (size_t i = 0; i < k; i++) {
@@ -211,6 +228,89 @@ static void run_burst(perf__cpu_monitor_t *m, int64_t window_ns) {
   perf__recorder_record(m->recorder, ev);
 }
 
+/* The burst's samples, per unit of each thread's CPU time: at each tick
+   (1/cpu_sample_hz apart on average, each interval drawn uniformly from
+   half to one and a half periods, so work that repeats with the period
+   cannot hide from it) every hot thread that used MIN_CPU_BETWEEN_LOOKS_NS
+   of CPU since it was last captured is captured. One found running is an
+   on-CPU sample standing for its CPU time since its previous on-CPU
+   sample: a thread caught running rarely (short bursts between long
+   waits) still gets all of its CPU time, on the stacks it was caught in.
+   One found blocked is not a CPU sample (counted, left out); its CPU time
+   goes to its next on-CPU sample. Returns the on-CPU samples taken. */
+static size_t sample_burst(perf__cpu_monitor_t *m, perf__event_t *ev, hot_t *hot, size_t k,
+                           int64_t start) {
+  pid_t tids[MAX_TOP_THREADS];
+  uint64_t weights[MAX_TOP_THREADS];
+  bool on_cpu[MAX_TOP_THREADS];
+  size_t which[MAX_TOP_THREADS], taken = 0;
+  int64_t cpu_at[MAX_TOP_THREADS];
+  const int64_t period = 1000000000LL / m->cfg->cpu_sample_hz;
+  const int64_t end = start + (int64_t)m->cfg->cpu_burst_ms * 1000000;
+  uint64_t rng = perf__mix64((uint64_t)start ^ ((uint64_t)perf__gettid() << 32));
+  int64_t last_ran = start; /* the burst ends early once its threads stop running */
+  for (int64_t next = start + jittered(period, &rng); next <= end && !stopping(m);
+       next += jittered(period, &rng)) {
+    perf__worker_sleep_until(m->worker, next);
+    /* Woken late (this thread was not scheduled): go on from now. Ticks
+       caught up back to back would find the threads' clocks still, and
+       end the burst as if they had stopped running. */
+    int64_t now = perf__now_ns();
+    if (now - next > period) next = now;
+    if (next - last_ran > QUIET_END_NS && next - last_ran > 10 * period) break;
+    size_t n = 0;
+    for (size_t i = 0; i < k; i++) {
+      int64_t cpu = perf__thread_cpu_ns(hot[i].tid);
+      if (cpu > hot[i].looked_cpu_ns) last_ran = next;
+      hot[i].looked_cpu_ns = cpu;
+      /* Looked at again once it ran past the sampler's guard for a thread
+         last seen blocked: a thread that blocks every few microseconds of
+         work can then be caught running, not only ever found waiting. */
+      if (cpu < hot[i].seen_cpu_ns + MIN_CPU_BETWEEN_LOOKS_NS) continue;
+      hot[i].seen_cpu_ns = cpu;
+      tids[n] = hot[i].tid;
+      weights[n] = (uint64_t)(cpu - hot[i].weighed_cpu_ns);
+      cpu_at[n] = cpu;
+      which[n++] = i;
+    }
+    size_t off_cpu = 0, before = ev->sample_count;
+    if (n == 0 || perf__capture_cpu_samples(ev, tids, weights, n, on_cpu, &off_cpu, m->stats))
+      continue;
+    PERF__COUNT(m->stats, cpu_samples_off_cpu, off_cpu);
+    for (size_t j = 0; j < n; j++)
+      if (on_cpu[j]) {
+        hot_t *h = &hot[which[j]];
+        h->weighed_cpu_ns = cpu_at[j];
+        h->last_sample = sample_of(ev, h->tid, before);
+        taken++;
+      }
+  }
+  /* What a thread used after its last on-CPU sample goes to that sample,
+     as what it used before its first goes to the first: its samples add
+     up to its CPU time over the burst. */
+  for (size_t i = 0; i < k; i++) {
+    int64_t cpu = perf__thread_cpu_ns(hot[i].tid);
+    if (hot[i].last_sample != SIZE_MAX && cpu > hot[i].weighed_cpu_ns)
+      perf__event_add_weight(ev, hot[i].last_sample, (uint64_t)(cpu - hot[i].weighed_cpu_ns));
+  }
+  return taken;
+}
+
+/* The sample of tid the last capture added (at or after index `from`), or
+   SIZE_MAX (the event was full). */
+static size_t sample_of(const perf__event_t *ev, pid_t tid, size_t from) {
+  for (size_t i = ev->sample_count; i-- > from;)
+    if (ev->samples[i].tid == tid) return i;
+  return SIZE_MAX;
+}
+
+/* An interval drawn uniformly from [period / 2, 3 * period / 2). */
+static int64_t jittered(int64_t period, uint64_t *rng) {
+  *rng += 0x9e3779b97f4a7c15ULL; /* splitmix64 */
+  uint64_t r = perf__mix64(*rng);
+  return period / 2 + (int64_t)(r % (uint64_t)(period > 0 ? period : 1));
+}
+
 /* The k threads that used the most CPU between the last two reads, hottest
    first, leaving out the SDK's own threads (every perf__worker: the
    monitors, the writer, the uploader). */
@@ -223,7 +323,7 @@ static size_t pick_hottest(perf__cpu_monitor_t *m, hot_t *hot, size_t k) {
       n++;
     else if (t->delta_ns <= hot[k - 1].delta_ns)
       continue;
-    hot[n - 1] = (hot_t){t->tid, t->delta_ns, 0}; /* then bubble it up to its rank */
+    hot[n - 1] = (hot_t){t->tid, t->delta_ns, 0, 0, 0, SIZE_MAX}; /* then bubble it up */
     for (size_t j = n - 1; j > 0 && hot[j - 1].delta_ns < hot[j].delta_ns; j--) {
       hot_t swap = hot[j - 1];
       hot[j - 1] = hot[j];

@@ -11,9 +11,15 @@
 #include "sdk/sampler/sampler.h"
 #include "sdk/sampler/stack_end.h"
 
+/* How often a CPU sample's thread found just woken in a call is asked again. */
+#define WOKEN_RETRIES 2
+
 static int capture(perf__event_t *ev, pid_t tid, uintptr_t caller_ra, perf__stats_t *stats,
                    bool (*still_valid)(void *), void *arg);
-static int add_shot(perf__event_t *ev, const perf__sampler_shot_t *shot, perf__stats_t *stats);
+static int add_shot(perf__event_t *ev, const perf__sampler_shot_t *shot, uint64_t weight_ns,
+                    perf__stats_t *stats);
+static int capture_chunks(perf__event_t *ev, const pid_t *tids, const uint64_t *weights_ns,
+                          size_t n, bool *on_cpu, size_t *off_cpu, perf__stats_t *stats);
 
 int perf__capture_sample(perf__event_t *ev, pid_t tid, perf__stats_t *stats) {
   return capture(ev, tid, 0, stats, NULL, NULL);
@@ -25,6 +31,23 @@ int perf__capture_sample_checked(perf__event_t *ev, pid_t tid, perf__stats_t *st
 }
 
 int perf__capture_samples(perf__event_t *ev, const pid_t *tids, size_t n, perf__stats_t *stats) {
+  return capture_chunks(ev, tids, NULL, n, NULL, NULL, stats);
+}
+
+int perf__capture_cpu_samples(perf__event_t *ev, const pid_t *tids, const uint64_t *weights_ns,
+                              size_t n, bool *on_cpu, size_t *off_cpu, perf__stats_t *stats) {
+  *off_cpu = 0;
+  return capture_chunks(ev, tids, weights_ns, n, on_cpu, off_cpu, stats);
+}
+
+int perf__capture_self(perf__event_t *ev, uintptr_t caller_ra, perf__stats_t *stats) {
+  return capture(ev, 0, caller_ra, stats, NULL, NULL);
+}
+
+/* Snapshots of up to CHUNK threads. With weights_ns (CPU samples): only
+   the shots of threads found running are recorded, with their weights. */
+static int capture_chunks(perf__event_t *ev, const pid_t *tids, const uint64_t *weights_ns,
+                          size_t n, bool *on_cpu, size_t *off_cpu, perf__stats_t *stats) {
   enum { CHUNK = PERF__SAMPLER_IN_FLIGHT_MAX };
   uintptr_t *pcs = malloc((size_t)CHUNK * PERF__EVENT_MAX_DEPTH * sizeof *pcs);
   if (!pcs) return PERF_E_NO_MEMORY;
@@ -35,17 +58,32 @@ int perf__capture_samples(perf__event_t *ev, const pid_t *tids, size_t n, perf__
     for (size_t j = 0; j < m; j++)
       shots[j] = (perf__sampler_shot_t){.tid = tids[first + j],
                                         .pcs = pcs + j * PERF__EVENT_MAX_DEPTH,
-                                        .max = PERF__EVENT_MAX_DEPTH};
+                                        .max = PERF__EVENT_MAX_DEPTH,
+                                        .want_on_cpu = weights_ns != NULL};
     err = perf__sampler_capture_threads(ev->mods, shots, m, CHUNK);
-    for (size_t j = 0; j < m && !err; j++)
-      err = add_shot(ev, &shots[j], stats);
+    /* A thread just woken in a call is about to run: asked again at once,
+       it is usually caught in the work it woke up for. */
+    for (size_t j = 0; j < m && !err && weights_ns; j++)
+      for (int again = 0; again < WOKEN_RETRIES && shots[j].woken; again++)
+        perf__sampler_capture_threads(ev->mods, &shots[j], 1, 1);
+    for (size_t j = 0; j < m && !err; j++) {
+      const perf__sampler_shot_t *shot = &shots[j];
+      if (!weights_ns) {
+        err = add_shot(ev, shot, 0, stats);
+        continue;
+      }
+      bool walked = shot->err == PERF_OK || shot->err == PERF_E_TRUNCATED;
+      on_cpu[first + j] = walked && shot->on_cpu;
+      if (walked && !shot->on_cpu) {
+        (*off_cpu)++; /* blocked: not a CPU sample */
+        PERF__COUNT(stats, samples_taken, 1);
+        continue;
+      }
+      err = add_shot(ev, shot, on_cpu[first + j] ? weights_ns[first + j] : 0, stats);
+    }
   }
   free(pcs);
   return err;
-}
-
-int perf__capture_self(perf__event_t *ev, uintptr_t caller_ra, perf__stats_t *stats) {
-  return capture(ev, 0, caller_ra, stats, NULL, NULL);
 }
 
 static int capture(perf__event_t *ev, pid_t tid, uintptr_t caller_ra, perf__stats_t *stats,
@@ -75,12 +113,14 @@ static int capture(perf__event_t *ev, pid_t tid, uintptr_t caller_ra, perf__stat
   return perf__event_add_failed_sample(ev, tid, now, err);
 }
 
-static int add_shot(perf__event_t *ev, const perf__sampler_shot_t *shot, perf__stats_t *stats) {
+static int add_shot(perf__event_t *ev, const perf__sampler_shot_t *shot, uint64_t weight_ns,
+                    perf__stats_t *stats) {
   int64_t when = shot->taken_ns ? shot->taken_ns : perf__now_ns();
   if (shot->err == PERF_OK || shot->err == PERF_E_TRUNCATED) {
     PERF__COUNT(stats, samples_taken, 1);
-    return perf__event_add_sample_state(ev, shot->tid, when, shot->pcs, shot->count,
-                                        perf__stack_end_of(shot->err, shot->status), shot->state);
+    return perf__event_add_weighted_sample(ev, shot->tid, when, shot->pcs, shot->count,
+                                           perf__stack_end_of(shot->err, shot->status), shot->state,
+                                           weight_ns);
   }
   PERF__COUNT(stats, samples_failed, 1);
   return perf__event_add_failed_sample(ev, shot->tid, when, shot->err);

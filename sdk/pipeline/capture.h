@@ -31,6 +31,17 @@ int perf__capture_sample_checked(perf__event_t *ev, pid_t tid, perf__stats_t *st
    carries the time its stack was read. 0 or PERF_E_NO_MEMORY. */
 int perf__capture_samples(perf__event_t *ev, const pid_t *tids, size_t n, perf__stats_t *stats);
 
+/* CPU samples of a weighted event: one capture of each of n threads, as
+   perf__capture_samples. A thread found running (the sampler signalled it:
+   on a CPU or runnable) is recorded as a sample standing for weights_ns[i]
+   of its CPU time, and on_cpu[i] is set; a thread found blocked (read from
+   /proc, never signalled) is not recorded at all: where a thread waits is
+   not where it spends CPU. A failed capture is recorded as failed (no
+   weight). *off_cpu counts the threads found blocked. 0 or
+   PERF_E_NO_MEMORY. */
+int perf__capture_cpu_samples(perf__event_t *ev, const pid_t *tids, const uint64_t *weights_ns,
+                              size_t n, bool *on_cpu, size_t *off_cpu, perf__stats_t *stats);
+
 /* The calling thread's own stack, starting at the frame that `caller_ra`
    (the SDK entry point's __builtin_return_address(0)) returns into: the
    SDK's own frames are left out. */

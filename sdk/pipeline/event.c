@@ -14,6 +14,7 @@ static uint64_t hash_stack(pid_t tid, const uintptr_t *pcs, size_t n, perf__stac
 static int find_or_add_stack(perf__event_t *ev, pid_t tid, const uintptr_t *pcs, size_t n,
                              perf__stack_end_t end);
 static int compare_stacks(const void *a, const void *b, void *stacks);
+static int compare_weights(const void *a, const void *b, void *stacks);
 
 perf__event_t *perf__event_new(perf__event_kind_t kind, perf__modules_t *mods) {
   perf__event_t *ev = calloc(1, sizeof *ev);
@@ -35,6 +36,12 @@ int perf__event_add_sample(perf__event_t *ev, pid_t tid, int64_t mono_ns, const 
 int perf__event_add_sample_state(perf__event_t *ev, pid_t tid, int64_t mono_ns,
                                  const uintptr_t *pcs, size_t n, perf__stack_end_t end,
                                  perf__sample_state_t state) {
+  return perf__event_add_weighted_sample(ev, tid, mono_ns, pcs, n, end, state, 0);
+}
+
+int perf__event_add_weighted_sample(perf__event_t *ev, pid_t tid, int64_t mono_ns,
+                                    const uintptr_t *pcs, size_t n, perf__stack_end_t end,
+                                    perf__sample_state_t state, uint64_t weight_ns) {
   if (ev->sample_count == PERF__EVENT_MAX_SAMPLES) {
     ev->samples_over++;
     return PERF_OK;
@@ -48,9 +55,16 @@ int perf__event_add_sample_state(perf__event_t *ev, pid_t tid, int64_t mono_ns,
   int err = grow((void **)&ev->samples, &ev->sample_cap, ev->sample_count + 1, sizeof *ev->samples,
                  PERF__EVENT_MAX_SAMPLES);
   if (err) return err;
-  ev->samples[ev->sample_count++] = (perf__sample_t){mono_ns, tid, stack, 0, state};
+  ev->samples[ev->sample_count++] = (perf__sample_t){mono_ns, tid, stack, 0, state, weight_ns};
   ev->stacks[stack].samples++;
+  ev->stacks[stack].weight_ns += weight_ns;
   return PERF_OK;
+}
+
+void perf__event_add_weight(perf__event_t *ev, size_t i, uint64_t weight_ns) {
+  if (i >= ev->sample_count || ev->samples[i].stack < 0) return;
+  ev->samples[i].weight_ns += weight_ns;
+  ev->stacks[ev->samples[i].stack].weight_ns += weight_ns;
 }
 
 int perf__event_add_failed_sample(perf__event_t *ev, pid_t tid, int64_t mono_ns, int error) {
@@ -62,7 +76,7 @@ int perf__event_add_failed_sample(perf__event_t *ev, pid_t tid, int64_t mono_ns,
                  PERF__EVENT_MAX_SAMPLES);
   if (err) return err;
   ev->samples[ev->sample_count++] =
-      (perf__sample_t){mono_ns, tid, -1, error, PERF__SAMPLE_STATE_UNKNOWN};
+      (perf__sample_t){mono_ns, tid, -1, error, PERF__SAMPLE_STATE_UNKNOWN, 0};
   return PERF_OK;
 }
 
@@ -96,7 +110,8 @@ void perf__event_finish(perf__event_t *ev) {
   if (by_rank && rank_of && sorted) {
     for (size_t i = 0; i < n; i++)
       by_rank[i] = (uint32_t)i;
-    qsort_r(by_rank, n, sizeof *by_rank, compare_stacks, ev->stacks);
+    qsort_r(by_rank, n, sizeof *by_rank, ev->weighted ? compare_weights : compare_stacks,
+            ev->stacks);
     for (size_t r = 0; r < n; r++) {
       sorted[r] = ev->stacks[by_rank[r]];
       rank_of[by_rank[r]] = (uint32_t)r;
@@ -203,7 +218,7 @@ static int find_or_add_stack(perf__event_t *ev, pid_t tid, const uintptr_t *pcs,
   if (err) return err;
   memcpy(&ev->frames[ev->frame_count], pcs, n * sizeof *pcs);
   ev->stacks[ev->stack_count] =
-      (perf__stack_t){tid, (uint32_t)ev->frame_count, (uint32_t)n, 0, h, end};
+      (perf__stack_t){tid, (uint32_t)ev->frame_count, (uint32_t)n, 0, h, end, 0};
   ev->frame_count += n;
   return (int)ev->stack_count++;
 }
@@ -215,4 +230,13 @@ static int compare_stacks(const void *a, const void *b, void *stacks) {
                       *y = (const perf__stack_t *)stacks + j;
   if (x->samples != y->samples) return x->samples > y->samples ? -1 : 1;
   return (i > j) - (i < j);
+}
+
+/* Weighted events: most CPU time first, then as compare_stacks. */
+static int compare_weights(const void *a, const void *b, void *stacks) {
+  uint32_t i = *(const uint32_t *)a, j = *(const uint32_t *)b;
+  const perf__stack_t *x = (const perf__stack_t *)stacks + i,
+                      *y = (const perf__stack_t *)stacks + j;
+  if (x->weight_ns != y->weight_ns) return x->weight_ns > y->weight_ns ? -1 : 1;
+  return compare_stacks(a, b, stacks);
 }

@@ -10,6 +10,7 @@
 #ifndef PERF_EVENT_H
 #define PERF_EVENT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -38,6 +39,7 @@ typedef struct perf__stack_s {
   uint32_t samples; /* samples that had exactly this stack */
   uint64_t hash;
   perf__stack_end_t end; /* how the walk ended (a stack cut short is another stack) */
+  uint64_t weight_ns;    /* weighted events: the CPU time of those samples */
 } perf__stack_t;
 
 typedef struct perf__sample_s {
@@ -46,6 +48,7 @@ typedef struct perf__sample_s {
   int32_t stack;              /* index in event->stacks, -1 when the capture failed */
   int error;                  /* the capture's perf_error_t when it failed */
   perf__sample_state_t state; /* running, or waiting in which call (unknown when failed) */
+  uint64_t weight_ns;         /* weighted events: the CPU time the sample stands for */
 } perf__sample_t;
 
 typedef struct perf__thread_s {
@@ -65,6 +68,8 @@ typedef struct perf__event_s {
   char label[PERF_MAX_LABEL_BYTES + 1]; /* hang events: the unit of work's label, or "" */
   uint64_t dropped;      /* events dropped (rate limit, queue) since the previous one */
   uint64_t samples_over; /* samples beyond PERF__EVENT_MAX_SAMPLES, not kept */
+  bool weighted;         /* cpu events: each sample carries the CPU time it stands for (weight_ns),
+                            and the stacks are ranked by their CPU time */
   perf__thread_t *threads;
   size_t thread_count;
   perf__sample_t *samples;
@@ -92,13 +97,24 @@ int perf__event_add_sample_state(perf__event_t *ev, pid_t tid, int64_t mono_ns,
                                  const uintptr_t *pcs, size_t n, perf__stack_end_t end,
                                  perf__sample_state_t state);
 
+/* The same for a weighted event: the sample stands for weight_ns of its
+   thread's CPU time (added to its stack's weight_ns). */
+int perf__event_add_weighted_sample(perf__event_t *ev, pid_t tid, int64_t mono_ns,
+                                    const uintptr_t *pcs, size_t n, perf__stack_end_t end,
+                                    perf__sample_state_t state, uint64_t weight_ns);
+
+/* Add weight_ns to sample i of a weighted event (and to its stack); a
+   failed sample or an index past the samples is left alone. */
+void perf__event_add_weight(perf__event_t *ev, size_t i, uint64_t weight_ns);
+
 /* Record a capture of tid that failed with `error`. */
 int perf__event_add_failed_sample(perf__event_t *ev, pid_t tid, int64_t mono_ns, int error);
 
 /* Add (or update) a thread's name and CPU share. */
 int perf__event_set_thread(perf__event_t *ev, pid_t tid, const char *name, int cpu_percent);
 
-/* Sort the stacks so the dominant one (most samples) comes first. */
+/* Sort the stacks so the dominant one (most samples; weighted events: most
+   CPU time) comes first. */
 void perf__event_finish(perf__event_t *ev);
 
 /* A deep copy (with its own module reference); NULL when memory ran out. */

@@ -291,13 +291,13 @@ static int describe(perf__event_encoder_t *enc, const perf__event_t *ev, perf__b
     bool ok = s->stack >= 0 && (size_t)s->stack < ev->stack_count;
     samples[i] = (perf__batch_sample_t){
         s->mono_ns,     (uint32_t)s->tid, ok ? enc->stack_map[s->stack] : 0, s->error,
-        s->state.state, s->state.fd_kind, syscall_name(enc, s->state)};
+        s->state.state, s->state.fd_kind, syscall_name(enc, s->state),       s->weight_ns};
   }
   *out = (perf__batch_event_t){
       wire_kind(ev->kind), ev->start_wall_ns, ev->start_mono_ns, ev->duration_ns,
       (uint32_t)ev->tid,   ev->cpu_percent,   ev->reason,        ev->label,
       ev->samples_over,    threads,           ev->thread_count,  counts,
-      ev->stack_count,     samples,           ev->sample_count};
+      ev->stack_count,     samples,           ev->sample_count,  ev->weighted};
   return PERF_OK;
 }
 

@@ -25,7 +25,8 @@ typedef struct {
   char *signature;       /* thread, the functions innermost first, the end */
   size_t representative; /* the group's most sampled stack */
   uint32_t samples;
-  size_t tally; /* its samples' states: tallies[tally] (the order before sorting) */
+  uint64_t weight_ns; /* weighted events: their CPU time (the groups' order) */
+  size_t tally;       /* its samples' states: tallies[tally] (the order before sorting) */
 } group_t;
 
 /* What the first lines of a report say. */
@@ -66,11 +67,12 @@ int perf__format_event_stacks(perf__strbuf_t *b, const perf__event_t *ev) {
     while (g < n && strcmp(groups[g].signature, sig) != 0)
       g++;
     if (g == n) {
-      groups[n++] = (group_t){sig, i, 0, g};
+      groups[n++] = (group_t){sig, i, 0, 0, g};
     } else {
       free(sig);
     }
     groups[g].samples += ev->stacks[i].samples;
+    groups[g].weight_ns += ev->stacks[i].weight_ns;
     group_of[i] = g;
   }
   for (size_t i = 0; i < ev->sample_count && !err; i++) {
@@ -84,6 +86,10 @@ int perf__format_event_stacks(perf__strbuf_t *b, const perf__event_t *ev) {
     const perf__stack_t *s = &ev->stacks[groups[g].representative];
     const perf__state_tally_t *t = &tallies[groups[g].tally];
     err = perf__strbuf_appendf(b, "stack samples=%u thread=%d", groups[g].samples, (int)s->tid);
+    /* A CPU profile's stacks: the CPU time their samples stand for. */
+    if (!err && ev->weighted)
+      err = perf__strbuf_appendf(b, " cpu_ms=%" PRIu64 ".%03" PRIu64, groups[g].weight_ns / 1000000,
+                                 groups[g].weight_ns / 1000 % 1000);
     if (!err && t->known) err = perf__strbuf_appendf(b, " state=\"");
     if (!err) err = perf__format_state_tally(b, t);
     if (!err) err = perf__strbuf_appendf(b, t->known ? "\"\n" : "\n");
@@ -337,6 +343,7 @@ static int stack_signature(const perf__event_t *ev, const perf__stack_t *s, char
 
 static int compare_groups(const void *a, const void *b) {
   const group_t *x = a, *y = b;
+  if (x->weight_ns != y->weight_ns) return x->weight_ns > y->weight_ns ? -1 : 1;
   if (x->samples != y->samples) return x->samples > y->samples ? -1 : 1;
   return (x->representative > y->representative) - (x->representative < y->representative);
 }

@@ -33,6 +33,11 @@ typedef struct perf__arch_s {
      register (x30) and the return address is its value in the caller: in
      x30 itself in a leaf, else where the row says x30 was saved. */
   bool ra_in_bx;
+  /* The system call instruction (x86_64: syscall, 0f 05; aarch64: svc #0,
+     01 00 00 d4): a signal sent while the thread was inside a call is
+     handled as the call returns, with the interrupted pc just after it. */
+  unsigned char syscall_insn[4];
+  size_t syscall_insn_len;
 } perf__arch_t;
 
 extern const perf__arch_t perf__arch;

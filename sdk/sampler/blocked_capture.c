@@ -27,9 +27,6 @@
 #define BLOCKED_ATTEMPTS 4
 /* How long perf__blocked_pause spins (then sleeps). */
 #define SPIN_NS 200000LL
-/* CPU time a thread woken from a blocking call uses at most before it is
-   back in user space (the kernel's return path takes microseconds). */
-#define EXIT_CPU_NS 200000LL
 
 static uint8_t *g_blocked_copy; /* BLOCKED_COPY_MAX bytes, made on first use */
 
@@ -90,7 +87,7 @@ bool perf__blocked_leaving_call(pid_t tid) {
   perf__stack_bounds_t *b = perf__stack_bounds_find(tid);
   if (!b || b->blocked_cpu_ns <= 0) return false;
   int64_t now = perf__thread_cpu_ns(tid);
-  if (now >= 0 && now - b->blocked_cpu_ns < EXIT_CPU_NS) return true;
+  if (now >= 0 && now - b->blocked_cpu_ns < PERF__BLOCKED_EXIT_CPU_NS) return true;
   b->blocked_cpu_ns = 0;
   return false;
 }

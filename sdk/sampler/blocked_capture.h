@@ -31,8 +31,15 @@ int perf__blocked_capture(perf__modules_t *mods, pid_t tid, perf__sampler_shot_t
    showed it running on): look at it through /proc first. */
 bool perf__blocked_last_seen(pid_t tid);
 
+/* CPU time a thread woken from a blocking call uses at most before it is
+   back in user space (the kernel's return path takes microseconds): a
+   thread last seen blocked is signalled only once it has used this much
+   since. */
+#define PERF__BLOCKED_EXIT_CPU_NS 200000LL
+
 /* Whether tid, running now, may still be on its way out of the call it was
-   last seen blocked in: woken, but it has not yet used 200 us of CPU since.
+   last seen blocked in: woken, but it has not yet used
+   PERF__BLOCKED_EXIT_CPU_NS (200 us) of CPU since.
    A signal then would end that call with EINTR (poll and select check for
    signals before their timeout). */
 bool perf__blocked_leaving_call(pid_t tid);

@@ -8,6 +8,7 @@
 #ifndef PERF_SAMPLER_H
 #define PERF_SAMPLER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -39,13 +40,15 @@ int perf__sampler_capture_status(perf__modules_t *mods, pid_t tid, uintptr_t *pc
    request slots). */
 #define PERF__SAMPLER_IN_FLIGHT_MAX 16
 
-/* One thread of a snapshot: the caller fills tid, pcs and max; the capture
-   fills the rest. */
+/* One thread of a snapshot: the caller fills tid, pcs, max and
+   want_on_cpu; the capture fills the rest. */
 typedef struct perf__sampler_shot_s {
   pid_t tid;      /* 0 = the caller */
   uintptr_t *pcs; /* max entries, innermost first */
   size_t max;
-  int err; /* PERF_OK, PERF_E_TRUNCATED, or a negative perf_error_t */
+  bool want_on_cpu; /* tell a thread just woken in a call from one running (on_cpu):
+                       one more /proc read per signalled capture */
+  int err;          /* PERF_OK, PERF_E_TRUNCATED, or a negative perf_error_t */
   size_t count;
   perf__walk_status_t status; /* as perf__sampler_capture_status */
   int64_t taken_ns;           /* CLOCK_MONOTONIC when the stack was read: in the
@@ -57,9 +60,18 @@ typedef struct perf__sampler_shot_s {
      number and an I/O call's descriptor kind when it was blocked and read
      from outside, PERF__STATE_UNKNOWN when the capture failed. */
   perf__sample_state_t state;
+  /* CPU time (cpu_burst.c): the signal interrupted the thread in user code
+     (state.state PERF__STATE_RUNNING), and (want_on_cpu) not as it left a
+     system call after waiting for a CPU (woken: found where it waited, not
+     where it spends CPU; signal_sampler.c, woken_in_call). So on_cpu
+     implies state RUNNING; a woken shot keeps state RUNNING (the signal
+     reached it) but is not on_cpu. Without want_on_cpu, on_cpu is exactly
+     state RUNNING with at least one frame. */
+  bool on_cpu;
+  bool woken; /* (want_on_cpu) signalled, but caught leaving a call after waiting for a CPU */
 } perf__sampler_shot_t;
 
-/* One shot's capture (tid, pcs and max filled by the caller), as
+/* One shot's capture (tid, pcs, max and want_on_cpu filled by the caller), as
    perf__sampler_capture_status, filling the rest of the shot (its state
    included). Returns shot->err. */
 int perf__sampler_capture_shot(perf__modules_t *mods, perf__sampler_shot_t *shot);

@@ -68,6 +68,11 @@ enum { SLOT_COUNT = PERF__SAMPLER_IN_FLIGHT_MAX + 8 };
 /* How long a request that timed out still blocks new ones to the same
    thread (its signal may still be pending there). */
 #define CANCELLED_HOLD_NS 1000000000LL
+/* How long a capture waits for a thread to unblock the signal (or leave a
+   call) before sending: a thread masking it is usually masking it on
+   purpose, so this wait is shorter than timeout_ms (which is for the
+   answer of a thread that got the signal, late when the machine is loaded). */
+#define MASK_WAIT_MS 100u
 /* Extra wait for a handler that already claimed the slot when the timeout
    fired: it only has a bounded walk left to do. */
 #define WRITING_GRACE_MS 50
@@ -105,6 +110,7 @@ typedef struct slot_s {
   uint64_t sent_cycles; /* the cycle counter at sent_ns */
   bool in_flight;       /* sent, answer not yet collected (await_request) */
   size_t shot;          /* a snapshot's: whose answer this is */
+  int64_t run_delay_ns; /* the thread's run delay when the signal was sent (-1: unknown) */
 } slot_t;
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -136,7 +142,7 @@ static void collect_oldest(perf__modules_t *mods, perf__sampler_shot_t *shots, s
                            size_t *n_flying);
 static void finish_shot(perf__sampler_shot_t *shot, int err);
 static int prepare_slot(slot_t *s, perf__modules_t *mods);
-static int send_request(slot_t *s, pid_t tid, size_t max, bool check_leaving);
+static int send_request(slot_t *s, const perf__sampler_shot_t *shot, pid_t tid, bool check_leaving);
 static int await_request(slot_t *s, long long spin_ns);
 static int learn_bounds(pid_t tid, uintptr_t sp);
 static slot_t *claim_slot(pid_t tid, int *err);
@@ -184,6 +190,7 @@ int perf__sampler_capture_threads(perf__modules_t *mods, perf__sampler_shot_t *s
     shots[i].count = 0;
     shots[i].status = PERF__WALK_NO_RULE;
     shots[i].taken_ns = 0;
+    shots[i].on_cpu = shots[i].woken = false;
     shots[i].state = PERF__SAMPLE_STATE_UNKNOWN;
   }
   if (in_flight > 1) {
@@ -219,6 +226,7 @@ static int capture_once(perf__modules_t *mods, perf__sampler_shot_t *shot) {
   shot->count = 0;
   shot->status = PERF__WALK_NO_RULE;
   shot->taken_ns = 0;
+  shot->on_cpu = shot->woken = false;
   shot->state = PERF__SAMPLE_STATE_UNKNOWN;
   if (!mods || !shot->pcs || shot->max == 0 || shot->tid < 0) return PERF_E_INVALID_ARGUMENT;
   pthread_mutex_lock(&g_lock);
@@ -259,7 +267,7 @@ static int capture_signalled(perf__modules_t *mods, pid_t tid, perf__sampler_sho
   /* The first capture of a thread learns where its stack is from the
      handler's report of sp, then asks again. */
   for (int ask = 0;; ask++) {
-    err = send_request(s, tid, shot->max, check_leaving);
+    err = send_request(s, shot, tid, check_leaving);
     if (!err) err = await_request(s, WAIT_SPIN_NS);
     if (err != REQUEST_NEED_BOUNDS) break;
     if (ask == 1) {
@@ -304,7 +312,7 @@ static slot_t *start_shot(perf__modules_t *mods, perf__sampler_shot_t *shot, siz
     }
     slot_t *s = claim_slot(tid, &err);
     if (!err) err = prepare_slot(s, mods);
-    if (!err) err = send_request(s, tid, shot->max, blocked_first);
+    if (!err) err = send_request(s, shot, tid, blocked_first);
     if (!err) {
       s->shot = index;
       return s;
@@ -354,7 +362,7 @@ void perf_sampler_options_init(perf_sampler_options_t *opts) {
   if (!opts) return;
   memset(opts, 0, sizeof *opts);
   opts->unwind_mode = PERF_UNWIND_CFI;
-  opts->timeout_ms = 100;
+  opts->timeout_ms = 1000;
   opts->stack_copy_bytes = 32768;
 }
 
@@ -524,12 +532,15 @@ static int prepare_slot(slot_t *s, perf__modules_t *mods) {
 /* The last look at tid (may_signal), then the signal. Returns 0 (the
    request is in flight: await_request), REQUEST_NOW_BLOCKED (nothing
    sent), or an error. */
-static int send_request(slot_t *s, pid_t tid, size_t max, bool check_leaving) {
+static int send_request(slot_t *s, const perf__sampler_shot_t *shot, pid_t tid,
+                        bool check_leaving) {
   int err = may_signal(tid, check_leaving);
   if (err) return err;
   perf__stack_bounds_t *b = perf__stack_bounds_find(tid);
   s->tid = tid;
-  s->max = max;
+  s->max = shot->max;
+  /* Only a shot that asks whether its thread was on a CPU pays the read. */
+  s->run_delay_ns = shot->want_on_cpu && tid != g_requester ? perf__thread_run_delay_ns(tid) : -1;
   s->stack_lo = b ? b->lo : 0;
   s->stack_hi = b ? b->hi : 0;
   g_seq = (g_seq + 1) & (UINT32_MAX >> 3);
@@ -653,20 +664,41 @@ static int64_t handler_time_ns(const slot_t *s) {
   return s->sent_ns + (int64_t)(part * (double)(now_ns - s->sent_ns));
 }
 
+/* Whether the thread was found on its way out of a wait rather than
+   running: the handler ran as a system call returned (the interrupted pc
+   just after a system call instruction) and the thread had waited for a
+   CPU in between (its run delay moved since the send: woken, runnable,
+   not yet running). Only a running or runnable thread is signalled
+   (may_signal); such a thread was in the call it waited in. */
+static bool woken_in_call(const slot_t *s, uintptr_t pc) {
+  size_t n = perf__arch.syscall_insn_len;
+  unsigned char code[sizeof perf__arch.syscall_insn];
+  if (s->run_delay_ns < 0 || !n || pc < n || perf__memory_copy(code, pc - n, n) != n ||
+      memcmp(code, perf__arch.syscall_insn, n) != 0)
+    return false;
+  int64_t delay = perf__thread_run_delay_ns(s->tid);
+  return delay >= 0 && delay != s->run_delay_ns;
+}
+
 static int copy_result(perf__modules_t *mods, slot_t *s, perf__sampler_shot_t *shot) {
   g_last_handler_cycles = s->handler_cycles;
   shot->taken_ns = handler_time_ns(s);
+  int err;
   shot->state = PERF__SAMPLE_STATE_RUNNING; /* the signal reached it in user code */
   if (s->mode == PERF_UNWIND_STACK_COPY) {
     perf__dwfl_unwinder_t *u = perf__modules_dwfl_unwinder(mods);
     if (!u) return PERF_E_UNSUPPORTED;
-    return perf__dwfl_unwind(u, s->regs, s->copy_base, s->copy_buf, s->copy_len, shot->pcs,
-                             shot->max, &shot->count, &shot->status);
+    err = perf__dwfl_unwind(u, s->regs, s->copy_base, s->copy_buf, s->copy_len, shot->pcs,
+                            shot->max, &shot->count, &shot->status);
+  } else {
+    memcpy(shot->pcs, s->pcs, s->count * sizeof *shot->pcs);
+    shot->count = s->count;
+    shot->status = s->walk_status;
+    err = s->walk_status == PERF__WALK_DEPTH ? PERF_E_TRUNCATED : PERF_OK;
   }
-  memcpy(shot->pcs, s->pcs, s->count * sizeof *shot->pcs);
-  shot->count = s->count;
-  shot->status = s->walk_status;
-  return s->walk_status == PERF__WALK_DEPTH ? PERF_E_TRUNCATED : PERF_OK;
+  shot->woken = shot->count > 0 && woken_in_call(s, shot->pcs[0]);
+  shot->on_cpu = shot->count > 0 && !shot->woken;
+  return err;
 }
 
 /* blocked_capture.c's capture with this sampler's timeout. */
@@ -690,7 +722,8 @@ static int may_signal(pid_t tid, bool check_leaving) {
      for that long is refused at once for a while, as a timed-out request. */
   long long now = perf__now_ns();
   if (tid == g_masked_tid && now < g_masked_until_ns) return PERF_E_TIMEOUT;
-  long long start = now, deadline = now + (long long)g_opts.timeout_ms * 1000000LL;
+  unsigned wait_ms = g_opts.timeout_ms < MASK_WAIT_MS ? g_opts.timeout_ms : MASK_WAIT_MS;
+  long long start = now, deadline = now + (long long)wait_ms * 1000000LL;
   for (;;) {
     bool running = true;
     int blocks = perf__thread_signal_state(tid, g_signo, &running);

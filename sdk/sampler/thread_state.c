@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "perf_sdk.h"
+#include "sdk/base/threads.h"
 #include "sdk/sampler/task_files.h"
 
 int perf__thread_state_read(pid_t tid, perf__thread_state_t *out) {
@@ -59,6 +60,15 @@ int perf__thread_signal_state(pid_t tid, int signo, bool *running) {
   uint64_t mask;
   if (!line || sscanf(line + 8, "%" SCNx64, &mask) != 1) return PERF_E_SYSTEM;
   return signo >= 1 && signo <= 64 && (mask >> (signo - 1) & 1) ? 1 : 0;
+}
+
+int64_t perf__thread_run_delay_ns(pid_t tid) {
+  char buf[128];
+  unsigned long long run_ns, delay_ns;
+  if (perf__task_file_read(tid, "schedstat", buf, sizeof buf) <= 0 ||
+      sscanf(buf, "%llu %llu", &run_ns, &delay_ns) != 2)
+    return -1;
+  return (int64_t)delay_ns;
 }
 
 size_t perf__memory_copy(void *dst, uintptr_t addr, size_t len) {

@@ -36,6 +36,12 @@ bool perf__thread_state_same_block(const perf__thread_state_t *a, const perf__th
    same reading shows it running (State R). */
 int perf__thread_signal_state(pid_t tid, int signo, bool *running);
 
+/* How long tid has waited for a CPU while runnable, in nanoseconds, as of
+   its last arrival on a CPU (/proc/self/task/TID/schedstat, second field:
+   it moves only when a thread that waited is scheduled), or -1 when not
+   known (no such file: a kernel without CONFIG_SCHED_INFO). */
+int64_t perf__thread_run_delay_ns(pid_t tid);
+
 /* Copy `len` bytes of this process's memory at `addr` into `dst`. Returns
    the bytes copied (fewer when part of the range is not mapped any more). */
 size_t perf__memory_copy(void *dst, uintptr_t addr, size_t len);

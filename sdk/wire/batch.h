@@ -125,13 +125,16 @@ typedef struct perf__batch_count_s {
 /* One sample: stack 0 when the capture failed with `error`. state and
    fd_kind: the wire's SampleState and FdKind values (0: unknown, none);
    syscall: the call's name, NULL or "" for none. An event whose states
-   are all unknown sends no state columns. */
+   are all unknown sends no state columns. weight_ns: the CPU time it
+   stands for (events with `weighted` set; sent as whole microseconds,
+   sample_weights_micros). */
 typedef struct perf__batch_sample_s {
   int64_t mono_ns;
   uint32_t tid, stack;
   int32_t error;
   uint8_t state, fd_kind;
   const char *syscall;
+  uint64_t weight_ns;
 } perf__batch_sample_t;
 
 /* An event whose stacks are interned already (Event). The builder sorts a
@@ -152,6 +155,7 @@ typedef struct perf__batch_event_s {
   size_t count_count;
   const perf__batch_sample_t *samples;
   size_t sample_count;
+  bool weighted; /* the samples carry weights (a CPU event's CPU time per sample) */
 } perf__batch_event_t;
 
 /* The watched loop's statistics (LoopStats): time watched, time busy,

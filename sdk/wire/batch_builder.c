@@ -337,8 +337,10 @@ static int build_samples(const perf__batch_event_t *ev, Perf__V1__Event *e) {
   if (!(e->sample_offsets_micros = malloc(n * sizeof *e->sample_offsets_micros)) ||
       !(e->sample_stacks = malloc(n * sizeof *e->sample_stacks)) ||
       (other_tid && !(e->sample_tids = malloc(n * sizeof *e->sample_tids))) ||
-      (failed && !(e->sample_errors = malloc(failed * sizeof *e->sample_errors))))
+      (failed && !(e->sample_errors = malloc(failed * sizeof *e->sample_errors))) ||
+      (ev->weighted && !(e->sample_weights_micros = malloc(n * sizeof *e->sample_weights_micros))))
     return PERF_E_NO_MEMORY;
+  e->n_sample_weights_micros = ev->weighted ? n : 0;
   e->n_sample_offsets_micros = e->n_sample_stacks = n;
   e->n_sample_tids = other_tid ? n : 0;
   /* Whole microseconds, each time truncated first: the running sum has no
@@ -352,6 +354,7 @@ static int build_samples(const perf__batch_event_t *ev, Perf__V1__Event *e) {
     e->sample_stacks[i] = s->stack;
     if (other_tid) e->sample_tids[i] = s->tid;
     if (!s->stack) e->sample_errors[e->n_sample_errors++] = s->error ? s->error : PERF_E_SYSTEM;
+    if (ev->weighted) e->sample_weights_micros[i] = (s->weight_ns + 500) / 1000; /* nearest */
   }
   return PERF_OK;
 }
@@ -404,6 +407,7 @@ static void free_event(Perf__V1__Event *e) {
   free(e->sample_tids);
   free(e->sample_stacks);
   free(e->sample_errors);
+  free(e->sample_weights_micros);
   free(e->sample_states);
   free(e->sample_syscalls);
   free(e->sample_fds);

@@ -175,7 +175,8 @@ static int describe(copy_t *c, const Perf__V1__Event *e, perf__batch_event_t *ev
     uint32_t stack = e->sample_stacks[i] ? c->stacks[e->sample_stacks[i]] : 0;
     int32_t error = stack ? 0 : e->sample_errors[failed++];
     uint32_t tid = e->n_sample_tids ? e->sample_tids[i] : e->tid;
-    samples[i] = (perf__batch_sample_t){t_us * 1000, tid, stack, error, 0, 0, NULL};
+    uint64_t weight_ns = e->n_sample_weights_micros ? e->sample_weights_micros[i] * 1000 : 0;
+    samples[i] = (perf__batch_sample_t){t_us * 1000, tid, stack, error, 0, 0, NULL, weight_ns};
     if (e->n_sample_states) samples[i].state = (uint8_t)e->sample_states[i];
     if (e->n_sample_fds) samples[i].fd_kind = (uint8_t)e->sample_fds[i];
     if (e->n_sample_syscalls && e->sample_syscalls[i])
@@ -195,7 +196,8 @@ static int describe(copy_t *c, const Perf__V1__Event *e, perf__batch_event_t *ev
                               counts,
                               e->n_stack_counts,
                               samples,
-                              e->n_sample_stacks};
+                              e->n_sample_stacks,
+                              e->n_sample_weights_micros != 0};
   return PERF_OK;
 }
 

@@ -138,7 +138,8 @@ static int validate_batch(const Perf__V1__Batch *bt) {
       if (e->stack_counts[j]->stack == 0 || e->stack_counts[j]->stack > nst) return -1;
     if (e->dominant_stack > nst) return -1;
     size_t n = e->n_sample_stacks, failed = 0;
-    if (e->n_sample_offsets_micros != n || (e->n_sample_tids != 0 && e->n_sample_tids != n))
+    if (e->n_sample_offsets_micros != n || (e->n_sample_tids != 0 && e->n_sample_tids != n) ||
+        (e->n_sample_weights_micros != 0 && e->n_sample_weights_micros != n))
       return -1;
     for (size_t j = 0; j < n; j++) {
       if (e->sample_stacks[j] > nst) return -1;

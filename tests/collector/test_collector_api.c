@@ -703,14 +703,17 @@ static void check_value_type(const pprof_profile_t *p, size_t i, const char *typ
   CHECKF(strcmp(t, type) == 0 && strcmp(u, unit) == 0, "sample_type[%zu] = %s/%s", i, t, u);
 }
 
-/* `go tool pprof -top` of file: it lists name, and its total is samples. */
+/* `go tool pprof -top` of file: it lists name, and its total is samples
+   (a CPU profile, "Type: cpu": its total is in time units, checked on the
+   decoded profile instead: samples -1). */
 static void pprof_top_check(const char *file, const char *name, long long samples) {
   static const char *const top[] = {"-top", "-nodecount=1000", NULL};
   char *out = pprof_tool(tempdir_make("perf-api"), top, file);
   fprintf(stderr, "go tool pprof -top %s:\n%.3000s\n", file, out);
-  CHECKF(strstr(out, "Type: samples") != NULL, "not the samples view");
-  CHECKF(pprof_top_total(out) == samples, "pprof total %lld, folded %lld", pprof_top_total(out),
-         samples);
+  CHECKF(strstr(out, samples < 0 ? "Type: cpu" : "Type: samples") != NULL, "not the %s view",
+         samples < 0 ? "cpu" : "samples");
+  CHECKF(samples < 0 || pprof_top_total(out) == samples, "pprof total %lld, folded %lld",
+         pprof_top_total(out), samples);
   CHECKF(!name || pprof_top_lists(out, name), "pprof does not list %s", name);
   free(out);
 }
@@ -752,15 +755,15 @@ static void case_export_pprof(void) {
   char *out = pprof_tool(tempdir_make("perf-api"), wall, file);
   CHECKF(strstr(out, "Type: wall") && pprof_top_lists(out, "stuck_in_here"), "%s", out);
   free(out);
-  /* cpu: samples only; the burner thread's function is there */
+  /* cpu: CPU time only (the SDK's weights); the burner thread's function is there */
   folded = folded_total(&c, "kind=cpu", r);
   CHECK(folded > 0);
   p = pprof_fetched(&c, "kind=cpu", r, "cpu.pb.gz", file);
   CHECK_EQ_INT(p->n_sample_type, 1);
-  check_value_type(p, 0, "samples", "count");
+  check_value_type(p, 0, "cpu", "microseconds");
   CHECK_EQ_INT(pprof_value_total(p, 0), folded);
   perftools__profiles__profile__free_unpacked(p, NULL);
-  pprof_top_check(file, "cpu_burner", folded);
+  pprof_top_check(file, "cpu_burner", -1);
   /* from/to: the window is the filter's */
   long long from_ms = ((long long)time(NULL) - 300) * 1000, to_ms = from_ms + 360000;
   char query[128];
@@ -792,7 +795,7 @@ static void case_export_pprof_empty(void) {
   CHECK(p->n_sample == 0 && p->n_sample_type == 1);
   CHECK(p->time_nanos == 1000000000 && p->duration_nanos == 1001000000);
   perftools__profiles__profile__free_unpacked(p, NULL);
-  pprof_top_check(file, NULL, 0);
+  pprof_top_check(file, NULL, -1);
   static const bad_param_t bad[] = {
       {"", "kind"},
       {"kind=wall", "kind"},

@@ -213,7 +213,11 @@ static void case_beside_busy_processes(void) {
     CHECK(waitpid(hogs[i], NULL, 0) == hogs[i]);
   }
   demo_wait_stored(&c);
-  CHECK_EQ_INT(demo_events_stored(&c, "hang"), 1);
+  /* The 1 s hang at least: starved by the hogs (and a loaded test run),
+     one of the loop's short requests may run past the 250 ms threshold
+     too, and is then a hang as truly as the planned one. */
+  size_t hangs = demo_events_stored(&c, "hang");
+  CHECKF(hangs >= 1 && hangs <= 3, "%zu hangs stored", hangs);
   CHECK_EQ_INT(demo_events_stored(&c, "cpu"), 1);
   collector_stop_healthy(&c);
 }

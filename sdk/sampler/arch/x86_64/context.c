@@ -22,6 +22,8 @@ const perf__arch_t perf__arch = {
     .sigframe_fp = GREG_AT(REG_RBP),
     .sigframe_bx = GREG_AT(REG_RBX),
     .ra_in_bx = false,
+    .syscall_insn = {0x0f, 0x05},
+    .syscall_insn_len = 2,
 };
 
 uint64_t perf__arch_cycles(void) {
