@@ -433,9 +433,17 @@ typedef struct perf_sdk_stats_s {
                                    not CPU samples, left out of the events */
 } perf_sdk_stats_t;
 
-/* Copy the counters; PERF_E_NOT_INITIALIZED before init (counters of the
-   last run remain readable after shutdown). */
-PERF_API int perf_sdk_get_stats(perf_sdk_stats_t *stats);
+/* Copy the first struct_size bytes of the counters (fields are only ever
+   added at the end: an app built against an older, shorter
+   perf_sdk_stats_t gets the fields it knows, nothing is written past them;
+   struct_size a multiple of 8, at least 8, else PERF_E_INVALID_ARGUMENT).
+   Called through perf_sdk_get_stats. PERF_E_NOT_INITIALIZED before init
+   (counters of the last run remain readable after shutdown). */
+PERF_API int perf_sdk_get_stats_sized(perf_sdk_stats_t *stats, size_t struct_size);
+
+static inline int perf_sdk_get_stats(perf_sdk_stats_t *stats) {
+  return perf_sdk_get_stats_sized(stats, sizeof *stats);
+}
 
 #ifdef __cplusplus
 }

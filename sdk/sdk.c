@@ -220,8 +220,18 @@ int perf_sdk_flush(int timeout_ms) {
   return err;
 }
 
-int perf_sdk_get_stats(perf_sdk_stats_t *out) {
-  if (!out) return PERF_E_INVALID_ARGUMENT;
+static int read_stats(perf_sdk_stats_t *out);
+
+int perf_sdk_get_stats_sized(perf_sdk_stats_t *stats, size_t struct_size) {
+  if (!stats || struct_size < sizeof(uint64_t) || struct_size % sizeof(uint64_t))
+    return PERF_E_INVALID_ARGUMENT;
+  perf_sdk_stats_t all;
+  int err = read_stats(&all);
+  if (err == PERF_OK) memcpy(stats, &all, struct_size < sizeof all ? struct_size : sizeof all);
+  return err;
+}
+
+static int read_stats(perf_sdk_stats_t *out) {
   if (!perf__call_enter()) return PERF_E_BUSY;
   restart_if_forked();
   if (!atomic_load(&g_ever_started)) {

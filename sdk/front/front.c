@@ -48,7 +48,7 @@
   X(int, perf_sdk_resume, (void))                                                                  \
   X(int, perf_sdk_capture_now, (const char *reason))                                               \
   X(int, perf_sdk_flush, (int timeout_ms))                                                         \
-  X(int, perf_sdk_get_stats, (perf_sdk_stats_t * stats))                                           \
+  X(int, perf_sdk_get_stats_sized, (perf_sdk_stats_t * stats, size_t struct_size))                 \
   X(void, perf_sampler_options_init, (perf_sampler_options_t * opts))                              \
   X(int, perf_sampler_configure, (const perf_sampler_options_t *opts))                             \
   X(int, perf_sampler_signal, (void))                                                              \
@@ -156,7 +156,8 @@ LOADING_CALL(perf_backtrace_all_threads_text, (char **out_text), (out_text))
   }
 RUNNING_CALL(perf_sdk_shutdown, (int timeout_ms), (timeout_ms), timeout_ms<0 || timeout_ms> 600000)
 RUNNING_CALL(perf_sdk_flush, (int timeout_ms), (timeout_ms), timeout_ms<0 || timeout_ms> 600000)
-RUNNING_CALL(perf_sdk_get_stats, (perf_sdk_stats_t * stats), (stats), !stats)
+RUNNING_CALL(perf_sdk_get_stats_sized, (perf_sdk_stats_t * stats, size_t struct_size),
+             (stats, struct_size), !stats || struct_size < 8 || struct_size % 8)
 RUNNING_CALL(perf_sdk_capture_now, (const char *reason), (reason), false)
 RUNNING_CALL(perf_sdk_watch_current_thread, (void), (), false)
 RUNNING_CALL(perf_sdk_loop_busy, (void), (), false)

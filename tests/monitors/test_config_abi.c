@@ -5,7 +5,8 @@
  * exit_timeout_ms was added: old_config_t below is that layout), through
  * libperfsdk.so as apps link it. Also: a layout newer than the library, and
  * a config never filled by perf_sdk_config_init, are refused with a log
- * line naming struct_size.
+ * line naming struct_size. perf_sdk_stats_t likewise: an app with the
+ * previous, shorter layout gets the fields it knows.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -107,7 +108,39 @@ static void case_unfilled_config_refused(void) {
   CHECK_EQ_INT(perf_sdk_shutdown(1000), PERF_E_NOT_INITIALIZED);
 }
 
+/* perf_sdk_get_stats from an app whose perf_sdk_stats_t ends before the
+   CPU burst counters (the previous layout): the fields it knows are
+   filled, nothing past them is written; a size that is no layout is
+   refused. */
+static void case_old_stats_layout(void) {
+  enum { OLD_FIELDS = offsetof(perf_sdk_stats_t, cpu_bursts_empty) / sizeof(uint64_t) };
+  struct {
+    uint64_t field[OLD_FIELDS];
+    unsigned char guard[64];
+  } old;
+  memset(&old, 0xa5, sizeof old);
+  char report[256];
+  snprintf(report, sizeof report, "%s/stats.txt", tempdir_make("abi"));
+  setenv("XDG_STATE_HOME", tempdir_make("abi"), 1);
+  perf_sdk_config_t cfg;
+  perf_sdk_config_init(&cfg);
+  cfg.sink = PERF_SINK_FILE;
+  cfg.sink_path = report;
+  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
+  CHECK_EQ_INT(perf_sdk_capture_now("stats"), PERF_OK);
+  CHECK_EQ_INT(perf_sdk_flush(10000), PERF_OK);
+  perf_sdk_stats_t *as_new = (perf_sdk_stats_t *)(void *)&old;
+  CHECK_EQ_INT(perf_sdk_get_stats_sized(as_new, sizeof old.field), PERF_OK);
+  CHECK_EQ_INT(old.field[offsetof(perf_sdk_stats_t, events_recorded) / sizeof(uint64_t)], 1);
+  for (size_t i = 0; i < sizeof old.guard; i++)
+    CHECKF(old.guard[i] == 0xa5, "perf_sdk_get_stats wrote past the old layout at byte %zu", i);
+  CHECK_EQ_INT(perf_sdk_get_stats_sized(as_new, 12), PERF_E_INVALID_ARGUMENT);
+  CHECK_EQ_INT(perf_sdk_get_stats_sized(as_new, 0), PERF_E_INVALID_ARGUMENT);
+  CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
+}
+
 static const test_case_t g_cases[] = {
+    TEST_CASE(old_stats_layout),
     TEST_CASE(old_layout_runs),
     TEST_CASE(newer_layout_refused),
     TEST_CASE(unfilled_config_refused),
