@@ -32,13 +32,22 @@
  * Not a test: prints figures and PASS/MISS lines, exits 0 (non-zero only
  * when the bench cannot run).
  *
+ * PostgreSQL (--pg-socket DIR: a server on that unix socket directory
+ * whose user perf may create databases, as tests/support/pg_server.sh
+ * starts): the same bodies over the same K connections into one collector
+ * on a fresh database, then split over two collectors on another fresh
+ * database (K connections each); stored samples/s of each against the
+ * SQLite run's, and top-stacks on the first database.
+ *
  *   collector_bench [--batches N] [--connections K] [--keep] [--durability-batches N]
+ *                   [--pg-socket DIR]
  *   (default 1700, 4, 600; --durability-batches 0: no durability rounds)
  *   --keep leaves the collector's database in /tmp (its path is printed).
  */
 #include <curl/curl.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <libpq-fe.h>
 #include <microhttpd.h>
 #include <pthread.h>
 #include <signal.h>
@@ -554,15 +563,138 @@ static double identity_check_us(const char *db) {
   return runs[2];
 }
 
+/* ---- PostgreSQL ------------------------------------------------------------ */
+
+/* A statement on the server at socket directory dir, database db. */
+static PGresult *pg_exec(const char *dir, const char *db, const char *sql) {
+  char uri[256];
+  snprintf(uri, sizeof uri, "postgresql:///%s?host=%s&user=perf", db, dir);
+  PGconn *c = PQconnectdb(uri);
+  PGresult *r = PQstatus(c) == CONNECTION_OK ? PQexec(c, sql) : NULL;
+  if (!r || (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK)) {
+    fprintf(stderr, "collector_bench: %s: %s", sql, PQerrorMessage(c));
+    PQclear(r);
+    r = NULL;
+  }
+  PQfinish(c);
+  return r;
+}
+
+typedef struct half_s {
+  const char *url;
+  const body_t *bodies;
+  size_t n, failed;
+  int k;
+} half_t;
+
+static void *post_half(void *arg) {
+  half_t *h = arg;
+  post_bodies(h->url, h->bodies, h->n, h->k, &h->failed);
+  return NULL;
+}
+
+/* The bodies into n_collectors (1 or 2) collectors on a fresh database
+   name: stored samples/s (0: failed); the first collector's base URL
+   stays up in base (its pid in *kept) when kept is not NULL. */
+static double pg_ingest(const char *dir, const char *name, int n_collectors, const body_t *bodies,
+                        size_t nbatches, int k, char *base, pid_t *kept) {
+  char sql[128], uri[256], bases[2][64], urls[2][128];
+  snprintf(sql, sizeof sql, "CREATE DATABASE %s", name);
+  PGresult *r = pg_exec(dir, "postgres", sql);
+  if (!r) return 0;
+  PQclear(r);
+  snprintf(uri, sizeof uri, "postgresql:///%s?host=%s&user=perf", name, dir);
+  pid_t pids[2] = {-1, -1};
+  for (int i = 0; i < n_collectors; i++) {
+    pids[i] = start_collector(uri, free_port(), NULL, bases[i], sizeof bases[i]);
+    if (pids[i] < 0) return 0;
+    snprintf(urls[i], sizeof urls[i], "%s/v1/batches", bases[i]);
+  }
+  half_t h[2];
+  pthread_t th[2];
+  double t0 = now_s();
+  for (int i = 0; i < n_collectors; i++) {
+    size_t lo = nbatches * (size_t)i / (size_t)n_collectors;
+    size_t hi = nbatches * (size_t)(i + 1) / (size_t)n_collectors;
+    h[i] = (half_t){urls[i], bodies + lo, hi - lo, 0, k};
+    pthread_create(&th[i], NULL, post_half, &h[i]);
+  }
+  size_t failed = 0;
+  for (int i = 0; i < n_collectors; i++)
+    pthread_join(th[i], NULL), failed += h[i].failed;
+  double s = now_s() - t0;
+  r = pg_exec(dir, name, "SELECT coalesce(sum(samples), 0) FROM stack_counts");
+  uint64_t stored = r ? strtoull(PQgetvalue(r, 0, 0), NULL, 10) : 0;
+  PQclear(r);
+  printf("perf-collector x%d on PostgreSQL (full)     %8.3f s  %10.0f samples/s  %8.0f "
+         "batches/s  (%zu failed, %llu samples stored)\n",
+         n_collectors, s, (double)stored / s, (double)nbatches / s, failed,
+         (unsigned long long)stored);
+  for (int i = 0; i < n_collectors; i++) {
+    if (kept && i == 0) {
+      snprintf(base, 64, "%s", bases[0]);
+      *kept = pids[0];
+      continue;
+    }
+    kill(pids[i], SIGTERM);
+    waitpid(pids[i], NULL, 0);
+  }
+  return (double)stored / s;
+}
+
+static void pg_drop(const char *dir, const char *name) {
+  char sql[128];
+  snprintf(sql, sizeof sql, "DROP DATABASE IF EXISTS %s", name);
+  PQclear(pg_exec(dir, "postgres", sql));
+}
+
+/* The PostgreSQL rounds against the SQLite run's rate. */
+static void compare_pg(const char *dir, const body_t *bodies, size_t nbatches, int k,
+                       double sqlite_rate) {
+  char one[32], two[32], base[64];
+  snprintf(one, sizeof one, "bench_%d_1", (int)getpid());
+  snprintf(two, sizeof two, "bench_%d_2", (int)getpid());
+  pid_t pid = -1;
+  double r1 = pg_ingest(dir, one, 1, bodies, nbatches, k, base, &pid);
+  double r2 = pg_ingest(dir, two, 2, bodies, nbatches, k, NULL, NULL);
+  printf("ratio: PostgreSQL x1 / SQLite %.3f, PostgreSQL x2 / SQLite %.3f, x2 / x1 %.3f\n",
+         r1 / sqlite_rate, r2 / sqlite_rate, r1 > 0 ? r2 / r1 : 0);
+  if (pid > 0) {
+    size_t groups = 0;
+    double hang_ms = time_query(base, "/api/v1/top-stacks?kind=hang", &groups);
+    double cpu_ms = time_query(base, "/api/v1/top-stacks?kind=cpu", &groups);
+    printf("top-stacks on PostgreSQL, median of %d: kind=hang %.1f ms, kind=cpu %.1f ms\n\n",
+           QUERY_RUNS, hang_ms, cpu_ms);
+    kill(pid, SIGTERM);
+    waitpid(pid, NULL, 0);
+  }
+  char sql[256];
+  snprintf(sql, sizeof sql,
+           "SELECT pg_database_size('%s') - pg_database_size('template1'),"
+           " (SELECT coalesce(sum(samples), 0) FROM stack_counts)",
+           one);
+  PGresult *r = pg_exec(dir, one, sql);
+  if (r)
+    printf("PostgreSQL database: %.1f MB over template1's for %s samples (%.0f bytes each)\n\n",
+           strtod(PQgetvalue(r, 0, 0), NULL) / 1e6, PQgetvalue(r, 0, 1),
+           strtod(PQgetvalue(r, 0, 0), NULL) / strtod(PQgetvalue(r, 0, 1), NULL));
+  PQclear(r);
+  pg_drop(dir, one);
+  pg_drop(dir, two);
+}
+
 /* ---- main ----------------------------------------------------------------- */
 
 int main(int argc, char **argv) {
   size_t nbatches = 1700, durability_batches = 600;
   int k = 4;
   bool keep_db = false, usage = false;
+  const char *pg_socket = NULL;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--keep") == 0)
       keep_db = true;
+    else if (i + 1 < argc && strcmp(argv[i], "--pg-socket") == 0)
+      pg_socket = argv[++i];
     else if (i + 1 < argc && strcmp(argv[i], "--batches") == 0)
       nbatches = strtoul(argv[++i], NULL, 10);
     else if (i + 1 < argc && strcmp(argv[i], "--connections") == 0)
@@ -575,7 +707,7 @@ int main(int argc, char **argv) {
   if (usage || nbatches < 1 || k < 1 || k > 64) {
     fprintf(stderr,
             "usage: %s [--batches N] [--connections K (1..64)] [--keep] [--durability-batches "
-            "N]\n",
+            "N] [--pg-socket DIR]\n",
             argv[0]);
     return 2;
   }
@@ -687,6 +819,7 @@ int main(int argc, char **argv) {
 
   kill(pid, SIGTERM);
   waitpid(pid, NULL, 0);
+  if (pg_socket) compare_pg(pg_socket, bodies, nbatches, k, ingest_rate);
   if (durability_batches) {
     compare_durability(bodies, durability_batches < nbatches ? durability_batches : nbatches, k);
     compare_commits();

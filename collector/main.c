@@ -34,9 +34,10 @@
 
 static const char USAGE[] =
     "usage: perf-collector [options]\n"
-    "Receives perf SDK batches (POST /v1/batches) and stores them in SQLite.\n"
+    "Receives perf SDK batches (POST /v1/batches) and stores them in SQLite or PostgreSQL.\n"
     "  --listen ADDR:PORT            IPv4 address and port (default 127.0.0.1:4318)\n"
-    "  --db PATH                     SQLite database (default perf-collector.db)\n"
+    "  --db PATH|URI                 SQLite database (default perf-collector.db), or a\n"
+    "                                postgresql://user@host/dbname URI: PostgreSQL\n"
     "  --durability full|process     what a stored batch (200) survives: full (default): a\n"
     "                                power loss or OS crash too, one fsync per batch;\n"
     "                                process: the collector's death (kill -9), not the\n"
@@ -279,7 +280,9 @@ static int parse_args(int argc, char **argv, collector_options_t *o) {
   }
   if (optind < argc) return usage_error("unexpected argument '%s'", argv[optind]) + 1;
   if (o->rate_burst < 0) o->rate_burst = o->rate_limit * 2 < 1 ? 1 : o->rate_limit * 2;
-  if (!o->symbols_dir) {
+  if (!o->symbols_dir && store_ops_for(o->db_path) != &store_sqlite_ops) {
+    o->symbols_dir = "perf-collector.symbols"; /* collectors on one database: share one */
+  } else if (!o->symbols_dir) {
     static char dir[4096];
     if (snprintf(dir, sizeof dir, "%s.symbols", o->db_path) >= (int)sizeof dir)
       return usage_error("--db: '%s' is too long", o->db_path) + 1;
@@ -347,7 +350,7 @@ static void wait_for_stop_signal(const sigset_t *set) {
 
 /* Store, symbolizer, server and retention job until SIGINT/SIGTERM. */
 static int serve(const collector_options_t *o, const apikeys_t *keys, const sigset_t *stop_set) {
-  const store_ops_t *ops = &store_sqlite_ops;
+  const store_ops_t *ops = store_ops_for(o->db_path);
   store_t *store = NULL;
   if (ops->open(o->db_path, o->durability, &store) != STORE_OK) return EXIT_FAILURE;
   symbolizer_t *symbols = symbolizer_new(o->symbols_dir, SYMBOLS_CACHE_FILES);
@@ -358,7 +361,7 @@ static int serve(const collector_options_t *o, const apikeys_t *keys, const sigs
   int rc = EXIT_FAILURE;
   if (ret) {
     fprintf(stderr, "perf-collector: listening on %s, store %s (%s, durability %s), symbols %s\n",
-            o->listen_text, o->db_path, ops->name,
+            o->listen_text, ops == &store_sqlite_ops ? o->db_path : "(URI)", ops->name,
             o->durability == STORE_DURABLE_FULL ? "full" : "process", o->symbols_dir);
     wait_for_stop_signal(stop_set);
     rc = EXIT_SUCCESS;

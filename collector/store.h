@@ -14,6 +14,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "signature.h"
 
@@ -360,5 +361,17 @@ typedef struct store_ops_s {
 
 /* The embedded default backend (store_sqlite.c). */
 extern const store_ops_t store_sqlite_ops;
+
+/* PostgreSQL through libpq (store_pg.c): several collectors on one
+   database (docs/operations.md "Running on PostgreSQL"). */
+extern const store_ops_t store_pg_ops;
+
+/* The backend a --db location selects: a postgresql:// or postgres:// URI
+   PostgreSQL, anything else a SQLite path. */
+static inline const store_ops_t *store_ops_for(const char *location) {
+  if (strncmp(location, "postgresql://", 13) == 0 || strncmp(location, "postgres://", 11) == 0)
+    return &store_pg_ops;
+  return &store_sqlite_ops;
+}
 
 #endif

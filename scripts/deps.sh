@@ -13,6 +13,8 @@ PERF_DEBIAN_PACKAGES=(
   libjansson-dev  # perf-dump --json, and encode_bench's JSON side
   zlib1g-dev      # encode_bench: the same events as JSON + gzip, for comparison
   libsqlite3-dev  # perf-collector's embedded store
+  libpq-dev       # perf-collector's PostgreSQL backend (--db postgresql://...)
+  postgresql-15   # the tests' own throwaway server (tests/support/pg_server.sh: initdb, pg_ctl)
   curl jq         # scripts/demo.sh talks to the collector's JSON API
   golang-go       # go tool pprof: the independent reader of the collector's pprof export (tests)
   chromium        # the dashboard's browser test (headless, driven by playwright-core)

@@ -162,25 +162,6 @@ static void make_bomb(payload_t *p, size_t expanded) {
 
 /* ---- database ------------------------------------------------------------- */
 
-static long long db_count(const char *db, const char *sql) {
-  sqlite3 *h = NULL;
-  CHECK(sqlite3_open_v2(db, &h, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK);
-  sqlite3_stmt *s = NULL;
-  CHECKF(sqlite3_prepare_v2(h, sql, -1, &s, NULL) == SQLITE_OK, "%s", sqlite3_errmsg(h));
-  CHECK(sqlite3_step(s) == SQLITE_ROW);
-  long long n = sqlite3_column_int64(s, 0);
-  sqlite3_finalize(s);
-  sqlite3_close(h);
-  return n;
-}
-
-static void db_exec(const char *db, const char *sql) {
-  sqlite3 *h = NULL;
-  CHECK(sqlite3_open_v2(db, &h, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK);
-  CHECKF(sqlite3_exec(h, sql, NULL, NULL, NULL) == SQLITE_OK, "%s", sqlite3_errmsg(h));
-  sqlite3_close(h);
-}
-
 static long long metric(const collector_t *c, const char *line_prefix) {
   reply_t r;
   const char *read_key[] = {"Authorization: Bearer " GOOD_KEY, NULL}; /* /metrics needs read */
@@ -632,12 +613,18 @@ static void case_retention(void) {
   CHECK_EQ_INT(post_batch(&c, GOOD_KEY, p.id_hex, p.data, p.len, &r), 200);
   collector_stop_healthy(&c);
   /* An old batch (received in 1970) with an event, a count and a stack. */
-  db_exec(c.db, "INSERT INTO batches(id, received_ns, app) VALUES(x'00', 1, 'old');"
-                "INSERT INTO events(batch_id, kind) VALUES(x'00', 'hang');"
-                "INSERT INTO stack_counts(event_id, stack_sig, samples)"
-                " VALUES(last_insert_rowid(), 'oldsig', 1);"
-                "INSERT INTO stacks(signature, frames, first_seen, last_seen)"
-                " VALUES('oldsig', '[]', 1, 1);");
+  db_exec(c.db, rig_pg() ? "INSERT INTO batches(id, received_ns, app) VALUES('\\x00', 1, 'old');"
+                           "INSERT INTO events(batch_id, kind) VALUES('\\x00', 'hang');"
+                           "INSERT INTO stack_counts(event_id, stack_sig, samples)"
+                           " VALUES(currval('events_id_seq'), 'oldsig', 1);"
+                           "INSERT INTO stacks(signature, frames, first_seen, last_seen)"
+                           " VALUES('oldsig', '[]', 1, 1);"
+                         : "INSERT INTO batches(id, received_ns, app) VALUES(x'00', 1, 'old');"
+                           "INSERT INTO events(batch_id, kind) VALUES(x'00', 'hang');"
+                           "INSERT INTO stack_counts(event_id, stack_sig, samples)"
+                           " VALUES(last_insert_rowid(), 'oldsig', 1);"
+                           "INSERT INTO stacks(signature, frames, first_seen, last_seen)"
+                           " VALUES('oldsig', '[]', 1, 1);");
   CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM batches"), 2);
   collector_start(&c, (const char *[]){"--retention-days", "1", "--retention-interval", "1", NULL});
   double end = now_s() + 10;

@@ -442,43 +442,10 @@ static void case_bad_parameters(void) {
 
 /* ---- retention and an old database ---------------------------------------- */
 
-static void db_exec(const char *db, const char *sql) {
-  sqlite3 *h = NULL;
-  CHECK(sqlite3_open_v2(db, &h, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK);
-  sqlite3_busy_timeout(h, 5000);
-  CHECKF(sqlite3_exec(h, sql, NULL, NULL, NULL) == SQLITE_OK, "%s: %s", sql, sqlite3_errmsg(h));
-  sqlite3_close(h);
-}
-
-static long long db_count(const char *db, const char *sql) {
-  sqlite3 *h = NULL;
-  sqlite3_stmt *s = NULL;
-  CHECK(sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
-  sqlite3_busy_timeout(h, 5000);
-  CHECKF(sqlite3_prepare_v2(h, sql, -1, &s, NULL) == SQLITE_OK, "%s: %s", sql, sqlite3_errmsg(h));
-  CHECKF(sqlite3_step(s) == SQLITE_ROW, "%s: %s", sql, sqlite3_errmsg(h));
-  long long n = sqlite3_column_int64(s, 0);
-  sqlite3_finalize(s);
-  sqlite3_close(h);
-  return n;
-}
-
 /* The same database again (collector_start makes a new one), with extra
    flags (NULL-ended, at most 4). */
 static void restart(collector_t *c, const char *const *extra) {
-  char keys[160], listen[32];
-  snprintf(keys, sizeof keys, "%.*s/keys", (int)(strrchr(c->db, '/') - c->db), c->db);
-  c->port = free_port();
-  snprintf(listen, sizeof listen, "127.0.0.1:%u", (unsigned)c->port);
-  snprintf(c->url, sizeof c->url, "http://%s", listen);
-  char *argv[16] = {PERF_COLLECTOR_PATH, "--listen", listen,      "--db", c->db,
-                    "--api-keys-file",   keys,       "--threads", "2"};
-  size_t n = 9;
-  for (size_t i = 0; extra && extra[i] && n < ARRAY_LEN(argv) - 1; i++)
-    argv[n++] = (char *)extra[i];
-  argv[n] = NULL;
-  c->pid = g_running = spawn(argv, NULL);
-  CHECK(healthy_within(c, 20));
+  collector_restart(c, extra);
 }
 
 /* Batch C received in 1970: the retention job deletes it with its tag

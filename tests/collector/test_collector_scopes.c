@@ -224,7 +224,7 @@ static void loaded_elf(int index, elf_file_t *out) {
 }
 
 static void stored_path(const collector_t *c, const char *id, char *out, size_t size) {
-  snprintf(out, size, "%s.symbols/.build-id/%.2s/%s.debug", c->db, id, id + 2);
+  snprintf(out, size, "%s/collector.db.symbols/.build-id/%.2s/%s.debug", c->dir, id, id + 2);
 }
 
 static bool stored_bytes_are(const collector_t *c, const elf_file_t *e) {
@@ -468,7 +468,7 @@ static void case_open_mode(void) {
                403);
   CHECK(!stored(&c, elf.id));
   char dir[300];
-  snprintf(dir, sizeof dir, "%s.symbols", c.db);
+  snprintf(dir, sizeof dir, "%s/collector.db.symbols", c.dir);
   int incoming = 0;
   CHECK_EQ_INT(count_files(dir, &incoming), 0);
   /* Our own tool's upload (octet-stream, no Origin) is stored. */
@@ -523,7 +523,7 @@ static void case_symbols_immutable(void) {
                409);
   CHECK(stored_bytes_are(&c, &elf));
   char dir[300];
-  snprintf(dir, sizeof dir, "%s.symbols", c.db);
+  snprintf(dir, sizeof dir, "%s/collector.db.symbols", c.dir);
   int incoming = 0;
   CHECK_EQ_INT(count_files(dir, &incoming), 1);
   CHECK_EQ_INT(incoming, 0);
@@ -558,7 +558,7 @@ static void case_symbols_quota(void) {
   CHECK(!stored(&c, second.id));
   CHECK(stored_bytes_are(&c, &first));
   char dir[300];
-  snprintf(dir, sizeof dir, "%s.symbols", c.db);
+  snprintf(dir, sizeof dir, "%s/collector.db.symbols", c.dir);
   int incoming = 0;
   CHECK_EQ_INT(count_files(dir, &incoming), 1);
   CHECK_EQ_INT(incoming, 0);

@@ -330,7 +330,7 @@ static void case_upload_after_events(void) {
   CHECKF(post_symbols(&c, id, GOOD_KEY, debug, len, false, r) == 200, "%ld %s", r->status, r->body);
   CHECK_EQ_INT(metric(&c, "perf_collector_stacks"), stacks_after);
   char installed[512], symbols_dir[256];
-  snprintf(symbols_dir, sizeof symbols_dir, "%s.symbols", c.db);
+  snprintf(symbols_dir, sizeof symbols_dir, "%s/collector.db.symbols", c.dir);
   debug_path(symbols_dir, id, installed, sizeof installed);
   CHECK(file_exists(installed));
   free(r);
@@ -426,7 +426,7 @@ static void case_upload_errors(void) {
   CHECK(healthy_within(&c, 5));
 
   char symbols_dir[256], path[512], build_id_dir[300];
-  snprintf(symbols_dir, sizeof symbols_dir, "%s.symbols", c.db);
+  snprintf(symbols_dir, sizeof symbols_dir, "%s/collector.db.symbols", c.dir);
   debug_path(symbols_dir, id, path, sizeof path);
   CHECK(!file_exists(path));
   debug_path(symbols_dir, other, path, sizeof path);
@@ -482,7 +482,7 @@ static void case_debuginfod(void) {
   }
   CHECKF(asked >= 1, "debuginfod was not asked for %s (%zu requests)", url_path, n);
   char symbols_dir[256], path[512];
-  snprintf(symbols_dir, sizeof symbols_dir, "%s.symbols", c.db);
+  snprintf(symbols_dir, sizeof symbols_dir, "%s/collector.db.symbols", c.dir);
   debug_path(symbols_dir, id, path, sizeof path);
   CHECK(file_exists(path));
   json_decref(top);

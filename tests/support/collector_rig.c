@@ -9,8 +9,10 @@
 #include <arpa/inet.h>
 #include <curl/curl.h>
 #include <fcntl.h>
+#include <libpq-fe.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -176,6 +178,10 @@ bool healthy_within(const collector_t *c, double seconds) {
   return false;
 }
 
+static bool is_pg(const char *db) {
+  return strncmp(db, "postgresql://", 13) == 0;
+}
+
 /* perf-collector on a free port (first c->port when same_port) with
    c->db, the keys file (NULL: open mode) and extra; up to 5 ports tried. */
 static void spawn_on_db(collector_t *c, const char *keys, const char *const *extra,
@@ -189,6 +195,13 @@ static void spawn_on_db(collector_t *c, const char *keys, const char *const *ext
                             "--threads",         "2"};
     size_t n = 7;
     if (keys) argv[n++] = "--api-keys-file", argv[n++] = (char *)keys;
+    /* PostgreSQL: the SQLite default's place for the debug files. */
+    char symbols[sizeof c->dir + 32];
+    snprintf(symbols, sizeof symbols, "%s/collector.db.symbols", c->dir);
+    bool has_symbols = false;
+    for (size_t i = 0; extra && extra[i]; i++)
+      has_symbols |= strcmp(extra[i], "--symbols-dir") == 0;
+    if (is_pg(c->db) && !has_symbols) argv[n++] = "--symbols-dir", argv[n++] = symbols;
     for (size_t i = 0; extra && extra[i] && n < MAX_ARGS - 1; i++)
       argv[n++] = (char *)extra[i];
     argv[n] = NULL;
@@ -202,8 +215,79 @@ static void spawn_on_db(collector_t *c, const char *keys, const char *const *ext
 
 /* Start perf-collector with a temp db, a keys file holding keys_text
    (NULL: no keys file, open mode) and extra (NULL-ended). */
+bool rig_pg(void) {
+  const char *v = getenv("PERF_TEST_DB");
+  return v && strcmp(v, "pg") == 0;
+}
+
+/* A fresh database on the tests' PostgreSQL, one per process as the
+   SQLite file: its URI in c->db. */
+static void pg_database(collector_t *c) {
+  static char made[256]; /* one per process, as the SQLite file in its temp directory */
+  if (made[0]) {
+    snprintf(c->db, sizeof c->db, "%s", made);
+    return;
+  }
+  const char *dir = getenv("PERF_TEST_PG_DIR");
+  CHECKF(dir && *dir, "PERF_TEST_DB=pg needs PERF_TEST_PG_DIR (the pg_server fixture)");
+  char name[64], admin[256], sql[128];
+  snprintf(name, sizeof name, "t%ld", (long)getpid());
+  snprintf(admin, sizeof admin, "postgresql:///postgres?host=%s&user=perf", dir);
+  PGconn *conn = PQconnectdb(admin);
+  CHECKF(PQstatus(conn) == CONNECTION_OK, "%s", PQerrorMessage(conn));
+  snprintf(sql, sizeof sql, "CREATE DATABASE %s", name);
+  PGresult *r = PQexec(conn, sql);
+  CHECKF(PQresultStatus(r) == PGRES_COMMAND_OK, "%s", PQerrorMessage(conn));
+  PQclear(r);
+  PQfinish(conn);
+  snprintf(c->db, sizeof c->db, "postgresql:///%s?host=%s&user=perf", name, dir);
+  snprintf(made, sizeof made, "%s", c->db);
+}
+
+static PGresult *pg_query(const char *db, const char *sql, ExecStatusType want) {
+  PGconn *conn = PQconnectdb(db);
+  CHECKF(PQstatus(conn) == CONNECTION_OK, "%s", PQerrorMessage(conn));
+  PGresult *r = PQexec(conn, sql);
+  CHECKF(PQresultStatus(r) == want, "%s: %s", sql, PQerrorMessage(conn));
+  PQfinish(conn);
+  return r;
+}
+
+long long db_count(const char *db, const char *sql) {
+  if (is_pg(db)) {
+    PGresult *r = pg_query(db, sql, PGRES_TUPLES_OK);
+    CHECK(PQntuples(r) == 1);
+    long long n = PQgetisnull(r, 0, 0) ? 0 : strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+    PQclear(r);
+    return n;
+  }
+  sqlite3 *h = NULL;
+  sqlite3_stmt *s = NULL;
+  CHECK(sqlite3_open_v2(db, &h, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK);
+  sqlite3_busy_timeout(h, 5000);
+  CHECKF(sqlite3_prepare_v2(h, sql, -1, &s, NULL) == SQLITE_OK, "%s: %s", sql, sqlite3_errmsg(h));
+  CHECKF(sqlite3_step(s) == SQLITE_ROW, "%s: %s", sql, sqlite3_errmsg(h));
+  long long n = sqlite3_column_int64(s, 0);
+  sqlite3_finalize(s);
+  sqlite3_close(h);
+  return n;
+}
+
+void db_exec(const char *db, const char *sql) {
+  if (is_pg(db)) {
+    PQclear(pg_query(db, sql, PGRES_COMMAND_OK));
+    return;
+  }
+  sqlite3 *h = NULL;
+  CHECK(sqlite3_open_v2(db, &h, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK);
+  sqlite3_busy_timeout(h, 5000);
+  CHECKF(sqlite3_exec(h, sql, NULL, NULL, NULL) == SQLITE_OK, "%s: %s", sql, sqlite3_errmsg(h));
+  sqlite3_close(h);
+}
+
 void collector_start_keys(collector_t *c, const char *keys_text, const char *const *extra) {
   const char *dir = tempdir_make("perf-coll");
+  snprintf(c->dir, sizeof c->dir, "%s", dir);
   char keys[128];
   snprintf(keys, sizeof keys, "%s/keys", dir);
   if (keys_text) {
@@ -213,15 +297,13 @@ void collector_start_keys(collector_t *c, const char *keys_text, const char *con
     fclose(f);
   }
   snprintf(c->db, sizeof c->db, "%s/collector.db", dir);
+  if (rig_pg()) pg_database(c);
   spawn_on_db(c, keys_text ? keys : NULL, extra, false);
 }
 
 void collector_restart(collector_t *c, const char *const *extra) {
-  char keys[sizeof c->db + 8];
-  snprintf(keys, sizeof keys, "%s", c->db);
-  char *slash = strrchr(keys, '/');
-  CHECK(slash != NULL);
-  snprintf(slash, sizeof keys - (size_t)(slash - keys), "/keys");
+  char keys[sizeof c->dir + 8];
+  snprintf(keys, sizeof keys, "%s/keys", c->dir);
   spawn_on_db(c, access(keys, R_OK) == 0 ? keys : NULL, extra, true);
 }
 

@@ -20,7 +20,8 @@ typedef struct collector_s {
   pid_t pid;
   uint16_t port;
   char url[64];
-  char db[128];
+  char db[256];  /* a SQLite path, or under PERF_TEST_DB=pg a postgresql:// URI */
+  char dir[128]; /* the temp directory: keys file, SQLite database */
 } collector_t;
 
 typedef struct reply_s {
@@ -68,6 +69,18 @@ void collector_restart(collector_t *c, const char *const *extra);
 
 /* Healthy after everything, then a clean stop on SIGTERM (exit 0). */
 void collector_stop_healthy(collector_t *c);
+
+/* PERF_TEST_DB=pg (the pg_ variants of the collector tests, ctest
+   fixture pg_server): collector_start points the collector at a fresh
+   database on the tests' own PostgreSQL (tests/support/pg_server.sh, its
+   socket directory in PERF_TEST_PG_DIR) instead of a SQLite file. */
+bool rig_pg(void);
+
+/* A count (the first column of sql's one row) and a statement without
+   rows on db, SQLite or PostgreSQL as db says (both speak the SQL the
+   tests use: count, sum, UPDATE, DELETE). */
+long long db_count(const char *db, const char *sql);
+void db_exec(const char *db, const char *sql);
 
 /* main() of a collector test program: run the case named in argv[1] with
    curl initialized, SIGPIPE ignored and a leftover collector killed at

@@ -1,0 +1,479 @@
+/*
+ * store_pg.c - the PostgreSQL backend (--db postgresql://...): open and
+ * the versioned schema, ingest, retention, stats and the ops table. The
+ * reads are store_pg_query.c's, hang groups store_pg_hang_groups.c's,
+ * re-symbolization store_pg_resym.c's (store_pg.h).
+ *
+ * Schema: the SQLite backend's tables with PostgreSQL types (bytea batch
+ * ids, bigint nanoseconds, bigserial event ids); schema_version holds the
+ * version the database is at, and open applies each newer MIGRATIONS
+ * entry in its own transaction under an advisory lock (two collectors
+ * starting at once migrate once). A migration is appended, never edited.
+ *
+ * Durability: a batch is acknowledged after its COMMIT returned, with
+ * synchronous_commit on (--durability full: the server's WAL flushed) or
+ * off (process: the server has it; a crash of the server may take the
+ * last commits). Ingest is idempotent by batch id across collectors:
+ * batches.id is the primary key and the insert is ON CONFLICT DO NOTHING,
+ * so the second of two concurrent posts of one batch waits for the first
+ * one's commit and then finds it (STORE_DUPLICATE). Deadlocks between
+ * collectors upserting the same stacks are retried.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store_pg.h"
+
+#define PG_LOCK_MIGRATE 0x70657266000
+#define PUT_ATTEMPTS 5
+
+/* MIGRATIONS[i] takes a database from version i to i + 1. */
+static const char *const MIGRATIONS[] = {
+    /* 1: the tables of the SQLite schema as of issue 16. */
+    "CREATE TABLE batches(id bytea PRIMARY KEY, received_ns bigint NOT NULL, app text,"
+    " version text, environment text, host text, pid bigint,"
+    " dropped_rate_limited bigint NOT NULL DEFAULT 0, dropped_queue_full bigint NOT NULL DEFAULT 0,"
+    " dropped_sink_failed bigint NOT NULL DEFAULT 0, dropped_spool_quota bigint NOT NULL DEFAULT 0,"
+    " dropped_oversized bigint NOT NULL DEFAULT 0);"
+    "CREATE INDEX batches_received ON batches(received_ns);"
+    "CREATE TABLE events(id bigserial PRIMARY KEY, batch_id bytea NOT NULL, kind text NOT NULL,"
+    " start_ns bigint, duration_ns bigint, tid bigint, cpu_percent bigint, reason text,"
+    " dominant_stack_sig text, group_sig text, label text);"
+    "CREATE INDEX events_batch ON events(batch_id);"
+    "CREATE INDEX events_group ON events(group_sig);"
+    "CREATE INDEX events_start ON events(start_ns);"
+    "CREATE TABLE stacks(signature text COLLATE \"C\" PRIMARY KEY, frames text NOT NULL,"
+    " first_seen bigint NOT NULL, last_seen bigint NOT NULL, stack_end text);"
+    "CREATE TABLE stack_counts(id bigserial PRIMARY KEY, event_id bigint NOT NULL,"
+    " stack_sig text COLLATE \"C\" NOT NULL, tid bigint, samples bigint NOT NULL);"
+    "CREATE INDEX stack_counts_event ON stack_counts(event_id);"
+    "CREATE INDEX stack_counts_sig ON stack_counts(stack_sig);"
+    "CREATE TABLE groups(signature text COLLATE \"C\" PRIMARY KEY, frames text NOT NULL,"
+    " first_seen bigint NOT NULL, last_seen bigint NOT NULL);"
+    "CREATE TABLE batch_tags(batch_id bytea NOT NULL, key text COLLATE \"C\" NOT NULL,"
+    " value text COLLATE \"C\" NOT NULL, PRIMARY KEY(batch_id, key, value));"
+    "CREATE INDEX batch_tags_pair ON batch_tags(key, value);"
+    "CREATE TABLE loop_stats(batch_id bytea PRIMARY KEY, watched_ns bigint NOT NULL,"
+    " busy_ns bigint NOT NULL, u0 bigint NOT NULL, u1 bigint NOT NULL, u2 bigint NOT NULL,"
+    " u3 bigint NOT NULL, u4 bigint NOT NULL, u5 bigint NOT NULL, u6 bigint NOT NULL,"
+    " u7 bigint NOT NULL, u8 bigint NOT NULL);"
+    "CREATE TABLE hang_groups(signature text COLLATE \"C\" PRIMARY KEY,"
+    " path text COLLATE \"C\" NOT NULL);"
+    "CREATE INDEX hang_groups_path ON hang_groups(path);"
+    "CREATE TABLE hang_group_children(group_sig text COLLATE \"C\" NOT NULL,"
+    " child text COLLATE \"C\" NOT NULL, samples bigint NOT NULL, PRIMARY KEY(group_sig, child));"
+    "CREATE TABLE hang_group_path(group_sig text COLLATE \"C\" PRIMARY KEY, samples bytea NOT "
+    "NULL);"
+    "CREATE TABLE event_states(id bigserial PRIMARY KEY, event_id bigint NOT NULL,"
+    " tid bigint NOT NULL, state text COLLATE \"C\" NOT NULL, syscall text COLLATE \"C\" NOT NULL,"
+    " fd text COLLATE \"C\" NOT NULL, samples bigint NOT NULL);"
+    "CREATE INDEX event_states_event ON event_states(event_id);",
+    /* 2: a CPU event's CPU time per stack count (CPU profiles, issue 14:
+       the SDK's sample weights); NULL (rows stored before, other kinds,
+       older SDKs): the count weighs its samples. Adds a column only: a
+       collector at version 1 keeps working beside it. */
+    "ALTER TABLE stack_counts ADD COLUMN cpu_us bigint;",
+};
+#define SCHEMA_VERSION ((int)(sizeof MIGRATIONS / sizeof MIGRATIONS[0]))
+_Static_assert(STORE_LOOP_BUCKETS == 9, "loop_stats has one column per bucket");
+
+static void pg_close(store_t *st) {
+  if (!st) return;
+  PQfinish(st->conn);
+  pthread_mutex_destroy(&st->lock);
+  free(st->conninfo);
+  free(st);
+}
+
+/* The database at SCHEMA_VERSION: each missing migration in its own
+   transaction, under an advisory lock so collectors starting together
+   migrate once; a database newer than this collector is refused. */
+static int migrate(store_t *st) {
+  pg_params_t p = {0};
+  for (;;) {
+    if (pg_do(st, "BEGIN", NULL, "begin") != 0) return -1;
+    pg_int(&p, 1, PG_LOCK_MIGRATE);
+    PGresult *r = NULL;
+    if (pg_do(st, "SELECT pg_advisory_xact_lock($1::bigint)", &p, "migration lock") == 0 &&
+        pg_do(st, "CREATE TABLE IF NOT EXISTS schema_version(version integer NOT NULL)", NULL,
+              "schema_version") == 0)
+      r = pg_run(st, "SELECT coalesce(max(version), 0) FROM schema_version", NULL,
+                 "schema version");
+    if (!r) break;
+    int at = (int)pg_i64(r, 0, 0);
+    PQclear(r);
+    if (at > SCHEMA_VERSION) {
+      fprintf(stderr,
+              "perf-collector: postgresql schema version %d is newer than this collector's (%d):"
+              " run a newer perf-collector\n",
+              at, SCHEMA_VERSION);
+      break;
+    }
+    if (at == SCHEMA_VERSION) return pg_do(st, "COMMIT", NULL, "commit");
+    pg_int(&p, 1, at + 1);
+    if (pg_do(st, MIGRATIONS[at], NULL, "migration") != 0 ||
+        pg_do(st, "DELETE FROM schema_version", NULL, "schema version") != 0 ||
+        pg_do(st, "INSERT INTO schema_version(version) VALUES($1::integer)", &p,
+              "schema version") != 0 ||
+        pg_do(st, "COMMIT", NULL, "commit") != 0)
+      break;
+    fprintf(stderr, "perf-collector: postgresql schema migrated to version %d\n", at + 1);
+  }
+  pg_do(st, "ROLLBACK", NULL, "rollback");
+  return -1;
+}
+
+static int pg_open(const char *location, store_durability_t durability, store_t **out) {
+  *out = NULL;
+  store_t *st = calloc(1, sizeof *st);
+  if (!st || !(st->conninfo = strdup(location))) {
+    free(st);
+    return STORE_ERROR;
+  }
+  pthread_mutex_init(&st->lock, NULL);
+  st->durability = durability;
+  st->conn = PQconnectdb(location);
+  if (PQstatus(st->conn) != CONNECTION_OK) {
+    fprintf(stderr, "perf-collector: postgresql connect: %s", PQerrorMessage(st->conn));
+    pg_close(st);
+    return STORE_ERROR;
+  }
+  const char *sync = durability == STORE_DURABLE_FULL ? "SET synchronous_commit = on"
+                                                      : "SET synchronous_commit = off";
+  if (pg_do(st, "SET client_min_messages = warning", NULL, "session") != 0 ||
+      pg_do(st, sync, NULL, "synchronous_commit") != 0 || migrate(st) != 0) {
+    pg_close(st);
+    return STORE_ERROR;
+  }
+  *out = st;
+  return STORE_OK;
+}
+
+/* ---- ingest ---------------------------------------------------------------- */
+
+/* The batch row: 0 inserted, 1 a duplicate, -1 failed. */
+static int insert_batch_row(store_t *st, const store_batch_t *b) {
+  pg_params_t p = {0};
+  pg_bytes(&p, 1, b->id, STORE_BATCH_ID_BYTES);
+  pg_int(&p, 2, b->received_ns);
+  pg_text(&p, 3, b->app);
+  pg_text(&p, 4, b->version);
+  pg_text(&p, 5, b->environment);
+  pg_text(&p, 6, b->host);
+  pg_int(&p, 7, b->pid);
+  for (int i = 0; i < STORE_DROP_COUNT; i++)
+    pg_int(&p, 8 + i, (int64_t)b->drops[i]); /* <= STORE_MAX_DROPS */
+  PGresult *r = pg_run(st,
+                       "INSERT INTO batches(id, received_ns, app, version, environment, host, pid,"
+                       " dropped_rate_limited, dropped_queue_full, dropped_sink_failed,"
+                       " dropped_spool_quota, dropped_oversized) VALUES($1, $2::bigint, $3, $4,"
+                       " $5, $6, $7::bigint, $8::bigint, $9::bigint, $10::bigint, $11::bigint,"
+                       " $12::bigint) ON CONFLICT (id) DO NOTHING",
+                       &p, "insert batch");
+  if (!r) return -1;
+  int dup = strcmp(PQcmdTuples(r), "0") == 0;
+  PQclear(r);
+  if (dup || b->n_tags == 0) return dup;
+  pg_array_t keys = {0}, values = {0};
+  for (size_t i = 0; i < b->n_tags; i++) {
+    char *key = strndup(b->tags[i].key, b->tags[i].key_len);
+    if (!key) keys.failed = true;
+    pg_array_text(&keys, key ? key : "");
+    pg_array_text(&values, b->tags[i].value);
+    free(key);
+  }
+  pg_params_t t = {0};
+  pg_bytes(&t, 1, b->id, STORE_BATCH_ID_BYTES);
+  pg_own(&t, 2, pg_array_end(&keys));
+  pg_own(&t, 3, pg_array_end(&values));
+  int rc = t.v[1] && t.v[2] ? pg_do(st,
+                                    "INSERT INTO batch_tags(batch_id, key, value) SELECT $1, k, v"
+                                    " FROM unnest($2::text[], $3::text[]) AS u(k, v)"
+                                    " ON CONFLICT DO NOTHING",
+                                    &t, "insert tags")
+                            : -1;
+  pg_params_free(&t);
+  return rc;
+}
+
+/* The batch's stacks, then its groups (a signature twice: one row): inserted, or
+   their last_seen moved; in signature order, so two collectors upserting
+   the same rows lock them in one order. */
+static int upsert_stacks_and_groups(store_t *st, const store_batch_t *b) {
+  pg_array_t sigs = {0}, frames = {0}, ends = {0};
+  for (size_t i = 0; i < b->n_stacks; i++) {
+    pg_array_text(&sigs, b->stacks[i].signature);
+    pg_array_text(&frames, b->stacks[i].frames_json);
+    pg_array_text(&ends, b->stacks[i].end);
+  }
+  pg_params_t p = {0};
+  pg_own(&p, 1, pg_array_end(&sigs));
+  pg_own(&p, 2, pg_array_end(&frames));
+  pg_own(&p, 3, pg_array_end(&ends));
+  pg_int(&p, 4, b->received_ns);
+  int rc = p.v[0] && p.v[1] && p.v[2] ? 0 : -1;
+  if (rc == 0 && b->n_stacks)
+    rc = pg_do(st,
+               "INSERT INTO stacks(signature, frames, first_seen, last_seen, stack_end)"
+               " SELECT DISTINCT ON (s COLLATE \"C\") s, f, $4::bigint, $4::bigint, e"
+               " FROM unnest($1::text[], $2::text[], $3::text[]) AS u(s, f, e)"
+               " ORDER BY s COLLATE \"C\" ON CONFLICT(signature) DO UPDATE"
+               " SET last_seen = greatest(stacks.last_seen, excluded.last_seen)",
+               &p, "upsert stacks");
+  pg_params_free(&p);
+  for (size_t i = 0; i < b->n_groups; i++) {
+    pg_array_text(&sigs, b->groups[i].signature);
+    pg_array_text(&frames, b->groups[i].names_json);
+  }
+  pg_own(&p, 1, pg_array_end(&sigs));
+  pg_own(&p, 2, pg_array_end(&frames));
+  pg_text(&p, 3, NULL);
+  if (rc == 0 && (!p.v[0] || !p.v[1])) rc = -1;
+  if (rc == 0 && b->n_groups)
+    rc = pg_do(st,
+               "INSERT INTO groups(signature, frames, first_seen, last_seen)"
+               " SELECT DISTINCT ON (s COLLATE \"C\") s, f, $4::bigint, $4::bigint"
+               " FROM unnest($1::text[], $2::text[]) AS u(s, f) ORDER BY s COLLATE \"C\""
+               " ON CONFLICT(signature) DO UPDATE"
+               " SET last_seen = greatest(groups.last_seen, excluded.last_seen)",
+               &p, "upsert groups");
+  pg_params_free(&p);
+  return rc;
+}
+
+/* One event with its stack counts and thread states: one statement. */
+static const char INSERT_EVENT[] =
+    "WITH e AS (INSERT INTO events(batch_id, kind, start_ns, duration_ns, tid, cpu_percent,"
+    " reason, dominant_stack_sig, group_sig, label) VALUES($1, $2, $3::bigint, $4::bigint,"
+    " $5::bigint, $6::bigint, $7, $8, $9, $10) RETURNING id),"
+    " c AS (INSERT INTO stack_counts(event_id, stack_sig, tid, samples, cpu_us)"
+    " SELECT e.id, s, t, n, w FROM e, unnest($11::text[], $12::bigint[], $13::bigint[],"
+    " $19::bigint[]) WITH ORDINALITY AS u(s, t, n, w, o) ORDER BY o),"
+    " x AS (INSERT INTO event_states(event_id, tid, state, syscall, fd, samples)"
+    " SELECT e.id, t, s, c, f, n FROM e, unnest($14::bigint[], $15::text[], $16::text[],"
+    " $17::text[], $18::bigint[]) WITH ORDINALITY AS u(t, s, c, f, n, o) ORDER BY o)"
+    " SELECT id FROM e";
+
+static int insert_event(store_t *st, const store_batch_t *b, const store_event_t *e,
+                        const char *group_sig) {
+  pg_params_t p = {0};
+  pg_bytes(&p, 1, b->id, STORE_BATCH_ID_BYTES);
+  pg_text(&p, 2, e->kind);
+  pg_int(&p, 3, e->start_ns);
+  pg_int(&p, 4, e->duration_ns);
+  pg_int(&p, 5, e->tid);
+  pg_int(&p, 6, e->cpu_percent);
+  pg_text(&p, 7, e->reason);
+  pg_text(&p, 8, e->dominant_stack_sig);
+  pg_text(&p, 9, group_sig);
+  pg_text(&p, 10, e->label && e->label[0] ? e->label : NULL);
+  pg_array_t a[9] = {{0}};
+  for (size_t i = 0; i < e->n_counts; i++) {
+    pg_array_text(&a[0], e->counts[i].stack_sig);
+    pg_array_int(&a[1], e->counts[i].tid);
+    pg_array_int(&a[2], e->counts[i].samples);
+    if (e->counts[i].cpu_us >= 0) /* CPU time on the stack (weights); NULL: none */
+      pg_array_int(&a[8], e->counts[i].cpu_us);
+    else
+      pg_array_text(&a[8], NULL);
+  }
+  for (size_t i = 0; i < e->n_states; i++) {
+    const store_state_count_t *c = &e->states[i];
+    pg_array_int(&a[3], c->tid);
+    pg_array_text(&a[4], c->state);
+    pg_array_text(&a[5], c->syscall);
+    pg_array_text(&a[6], c->fd);
+    pg_array_int(&a[7], (int64_t)c->samples);
+  }
+  int rc = 0;
+  for (int i = 0; i < 9; i++) {
+    pg_own(&p, 11 + i, pg_array_end(&a[i]));
+    if (!p.v[10 + i]) rc = -1;
+  }
+  if (rc == 0) rc = pg_do(st, INSERT_EVENT, &p, "insert event");
+  pg_params_free(&p);
+  return rc;
+}
+
+static int insert_events(store_t *st, const store_batch_t *b) {
+  for (size_t i = 0; i < b->n_events; i++) {
+    const store_event_t *e = &b->events[i];
+    char group[STORE_SIG_CHARS + 1];
+    const char *group_sig = e->group_sig;
+    if (e->hang) {
+      if (pg_hang_groups_assign(st, e->hang, b->received_ns, group) != 0) return -1;
+      group_sig = group;
+    }
+    if (insert_event(st, b, e, group_sig) != 0) return -1;
+  }
+  return 0;
+}
+
+static int insert_loop_stats(store_t *st, const store_batch_t *b) {
+  const store_loop_stats_t *l = b->loop_stats;
+  pg_params_t p = {0};
+  pg_bytes(&p, 1, b->id, STORE_BATCH_ID_BYTES);
+  pg_int(&p, 2, (int64_t)l->watched_ns); /* <= STORE_MAX_LOOP_VALUE */
+  pg_int(&p, 3, (int64_t)l->busy_ns);
+  for (int i = 0; i < STORE_LOOP_BUCKETS; i++)
+    pg_int(&p, 4 + i, (int64_t)l->units[i]);
+  return pg_do(st,
+               "INSERT INTO loop_stats(batch_id, watched_ns, busy_ns, u0, u1, u2, u3, u4, u5, u6,"
+               " u7, u8) VALUES($1, $2::bigint, $3::bigint, $4::bigint, $5::bigint, $6::bigint,"
+               " $7::bigint, $8::bigint, $9::bigint, $10::bigint, $11::bigint, $12::bigint)",
+               &p, "insert loop stats");
+}
+
+static bool has_hangs(const store_batch_t *b) {
+  for (size_t i = 0; i < b->n_events; i++)
+    if (b->events[i].hang) return true;
+  return false;
+}
+
+#define PUT_RETRY 100
+
+/* One attempt: STORE_OK, STORE_DUPLICATE, STORE_ERROR, or PUT_RETRY (a
+   deadlock or a serialization failure between collectors). */
+static int put_once(store_t *st, const store_batch_t *b) {
+  if (pg_do(st, "BEGIN", NULL, "begin") != 0)
+    return PQstatus(st->conn) != CONNECTION_OK ? PUT_RETRY : STORE_ERROR;
+  pg_params_t p = {0};
+  pg_int(&p, 1, PG_LOCK_HANG_GROUPS);
+  int rc = 0;
+  /* Hang grouping reads the stored groups, then writes: one collector at
+     a time, taken before any row lock. */
+  if (has_hangs(b))
+    rc = pg_do(st, "SELECT pg_advisory_xact_lock($1::bigint)", &p, "hang groups lock");
+  int dup = rc == 0 ? insert_batch_row(st, b) : -1;
+  if (dup == 1) {
+    pg_do(st, "ROLLBACK", NULL, "rollback");
+    return STORE_DUPLICATE;
+  }
+  rc = dup;
+  if (rc == 0) rc = upsert_stacks_and_groups(st, b);
+  if (rc == 0) rc = insert_events(st, b);
+  if (rc == 0 && b->loop_stats) rc = insert_loop_stats(st, b);
+  if (rc == 0) rc = pg_do(st, "COMMIT", NULL, "commit");
+  if (rc == 0) return STORE_OK;
+  const char *state = pg_last_state(st);
+  /* A lost connection (the server restarted, a proxy cut it) is tried
+     again on a new one: had the COMMIT gone through before the loss, the
+     retry finds the batch (STORE_DUPLICATE, acknowledged as stored). */
+  int retry = strcmp(state, "40P01") == 0 || strcmp(state, "40001") == 0 ||
+              PQstatus(st->conn) != CONNECTION_OK;
+  if (PQstatus(st->conn) == CONNECTION_OK) pg_do(st, "ROLLBACK", NULL, "rollback");
+  return retry ? PUT_RETRY : STORE_ERROR;
+}
+
+static int pg_put_batch(store_t *st, const store_batch_t *b) {
+  pthread_mutex_lock(&st->lock);
+  int rc = PUT_RETRY;
+  for (int i = 0; rc == PUT_RETRY && i < PUT_ATTEMPTS; i++)
+    rc = put_once(st, b);
+  pthread_mutex_unlock(&st->lock);
+  return rc == PUT_RETRY ? STORE_ERROR : rc;
+}
+
+/* ---- retention -------------------------------------------------------------- */
+
+#define OLD_EVENTS                                                                                 \
+  "(SELECT e.id FROM events e JOIN batches b ON e.batch_id = b.id WHERE b.received_ns < "          \
+  "$1::bigint)"
+#define OLD_BATCHES "(SELECT id FROM batches WHERE received_ns < $1::bigint)"
+
+static const char *const DELETES[] = {
+    "DELETE FROM event_states WHERE event_id IN " OLD_EVENTS,
+    "DELETE FROM stack_counts WHERE event_id IN " OLD_EVENTS,
+    "DELETE FROM events WHERE batch_id IN " OLD_BATCHES,
+    "DELETE FROM batch_tags WHERE batch_id IN " OLD_BATCHES,
+    "DELETE FROM loop_stats WHERE batch_id IN " OLD_BATCHES,
+    "DELETE FROM batches WHERE received_ns < $1::bigint",
+    "DELETE FROM stacks WHERE last_seen < $1::bigint",
+    "DELETE FROM groups WHERE last_seen < $1::bigint",
+};
+#define BATCHES_STEP 5
+
+/* One collector at a time (pg_try_advisory_xact_lock): another one
+   running the job now makes this run a no-op. */
+static int delete_locked(store_t *st, int64_t cutoff_ns, uint64_t *deleted) {
+  if (pg_do(st, "BEGIN", NULL, "begin") != 0) return STORE_ERROR;
+  pg_params_t p = {0};
+  pg_int(&p, 1, PG_LOCK_RETENTION);
+  PGresult *r = pg_run(st, "SELECT pg_try_advisory_xact_lock($1::bigint)", &p, "retention lock");
+  int got = r && strcmp(PQgetvalue(r, 0, 0), "t") == 0;
+  PQclear(r);
+  if (!r || !got) {
+    pg_do(st, "ROLLBACK", NULL, "rollback");
+    return r ? STORE_OK : STORE_ERROR;
+  }
+  pg_int(&p, 1, cutoff_ns);
+  for (size_t i = 0; i < sizeof DELETES / sizeof DELETES[0]; i++) {
+    if (!(r = pg_run(st, DELETES[i], &p, "retention"))) break;
+    if (i == BATCHES_STEP && deleted) *deleted = (uint64_t)strtoull(PQcmdTuples(r), NULL, 10);
+    PQclear(r);
+  }
+  if (r && pg_hang_groups_prune(st) == 0 && pg_do(st, "COMMIT", NULL, "commit") == 0)
+    return STORE_OK;
+  pg_do(st, "ROLLBACK", NULL, "rollback");
+  if (deleted) *deleted = 0;
+  return STORE_ERROR;
+}
+
+static int pg_delete_older_than(store_t *st, int64_t cutoff_ns, uint64_t *deleted) {
+  if (deleted) *deleted = 0;
+  pthread_mutex_lock(&st->lock);
+  int rc = delete_locked(st, cutoff_ns, deleted);
+  pthread_mutex_unlock(&st->lock);
+  return rc;
+}
+
+/* ---- stats, check ------------------------------------------------------------ */
+
+static int pg_stats(store_t *st, store_stats_t *out) {
+  memset(out, 0, sizeof *out);
+  pthread_mutex_lock(&st->lock);
+  PGresult *r = pg_run(st,
+                       "SELECT (SELECT count(*) FROM batches), (SELECT count(*) FROM events),"
+                       " (SELECT count(*) FROM stacks), (SELECT count(*) FROM stack_counts),"
+                       " pg_database_size(current_database())",
+                       NULL, "stats");
+  if (r) {
+    out->batches = (uint64_t)pg_i64(r, 0, 0);
+    out->events = (uint64_t)pg_i64(r, 0, 1);
+    out->stacks = (uint64_t)pg_i64(r, 0, 2);
+    out->stack_counts = (uint64_t)pg_i64(r, 0, 3);
+    out->db_bytes = (uint64_t)pg_i64(r, 0, 4);
+  }
+  PQclear(r);
+  pthread_mutex_unlock(&st->lock);
+  return r ? STORE_OK : STORE_ERROR;
+}
+
+/* A server is not a file a path can stop naming: never lost (a server
+   down fails the statements instead, and the batches get a 500). */
+static int pg_check(store_t *st, char *why, size_t why_len) {
+  (void)st;
+  if (why_len) why[0] = '\0';
+  return STORE_OK;
+}
+
+const store_ops_t store_pg_ops = {
+    .name = "postgresql",
+    .open = pg_open,
+    .close = pg_close,
+    .put_batch = pg_put_batch,
+    .delete_older_than = pg_delete_older_than,
+    .stats = pg_stats,
+    .check = pg_check,
+    .top_rows = pg_top_rows,
+    .stack_rows = pg_stack_rows,
+    .event_rows = pg_event_rows,
+    .event_detail = pg_event_detail,
+    .drops = pg_drops,
+    .time_buckets = pg_time_buckets,
+    .event_states = pg_event_states,
+    .state_rows = pg_state_rows,
+    .loop_totals = pg_loop_totals,
+    .resymbolize = pg_resymbolize,
+};

@@ -1,0 +1,115 @@
+/*
+ * store_pg.h - the PostgreSQL backend's shared state and helpers (libpq),
+ * split by responsibility: store_pg.c (open, schema migrations, ingest,
+ * retention, stats, the ops table), store_pg_query.c (the read queries),
+ * store_pg_hang_groups.c (which stored hang group a hang joins),
+ * store_pg_resym.c (re-symbolization). One connection behind a mutex, as
+ * the SQLite backend (docs/operations.md "Running on PostgreSQL" says why
+ * and what it measured); every parameter is sent as text and cast in the
+ * SQL ($1::bigint), so one helper runs every statement.
+ */
+#ifndef PERF_COLLECTOR_STORE_PG_H
+#define PERF_COLLECTOR_STORE_PG_H
+
+#include <libpq-fe.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "store.h"
+
+#define PG_MAX_PARAMS 24
+
+/* Advisory lock keys (pg_advisory_xact_lock / pg_try_advisory_xact_lock):
+   one per job two collectors on one database must not run at once. */
+#define PG_LOCK_HANG_GROUPS 0x70657266001 /* picking and writing hang groups */
+#define PG_LOCK_RETENTION 0x70657266002   /* the retention job */
+#define PG_LOCK_RESYMBOLIZE 0x70657266003 /* a re-symbolization */
+
+#define PG_MAX_PREPARED 96
+
+struct store_s {
+  pthread_mutex_t lock;
+  PGconn *conn;
+  char *conninfo;
+  store_durability_t durability;
+  /* Statements with parameters are prepared on the connection at their
+     first use (named by their index here: the SQL texts are constants,
+     known by address, and their parameter count: one text may be run
+     with different counts) and reused; a reset connection starts over. */
+  const char *prepared[PG_MAX_PREPARED];
+  int prepared_n[PG_MAX_PREPARED];
+  int n_prepared;
+};
+
+/* Statement parameters as text (NULL: SQL NULL), numbers formatted into
+   their own buffers. */
+typedef struct pg_params_s {
+  const char *v[PG_MAX_PARAMS];
+  Oid type[PG_MAX_PARAMS]; /* text unless a bytea */
+  int len[PG_MAX_PARAMS];
+  int fmt[PG_MAX_PARAMS]; /* 1: binary (a bytea's bytes, a text of a given length) */
+  char num[PG_MAX_PARAMS][24];
+  char *owned[PG_MAX_PARAMS]; /* pg_own's */
+  int n;
+} pg_params_t;
+
+/* $i (1-based) of p: */
+void pg_text(pg_params_t *p, int i, const char *text);              /* NULL: SQL NULL */
+void pg_textn(pg_params_t *p, int i, const char *text, size_t len); /* len bytes */
+void pg_int(pg_params_t *p, int i, int64_t value);
+void pg_bytes(pg_params_t *p, int i, const void *bytes, size_t len);
+void pg_own(pg_params_t *p, int i, char *text); /* malloc'ed text, freed by pg_params_free */
+void pg_params_free(pg_params_t *p);
+
+/* A PostgreSQL array literal built element by element ("{...}", every
+   element quoted): a statement inserts many rows with unnest($n::T[]). */
+typedef struct pg_array_s {
+  char *buf;
+  size_t len, cap;
+  bool failed;
+} pg_array_t;
+
+void pg_array_text(pg_array_t *a, const char *text); /* NULL: a NULL element */
+void pg_array_int(pg_array_t *a, int64_t value);
+/* The literal (malloc'ed, "{}" for none; NULL when out of memory), for pg_own. */
+char *pg_array_end(pg_array_t *a);
+
+/* Run sql with p (NULL: none) on st's connection (the lock is held): the
+   result when its status is ok (the caller PQclear's it), else NULL with
+   the error on stderr naming what. */
+PGresult *pg_run(store_t *st, const char *sql, const pg_params_t *p, const char *what);
+/* The same for a statement without rows: 0, or -1. */
+int pg_do(store_t *st, const char *sql, const pg_params_t *p, const char *what);
+/* The SQLSTATE of the last failed pg_run ("" none): deadlocks and
+   serialization failures are retried, unique violations are duplicates. */
+const char *pg_last_state(store_t *st);
+
+int64_t pg_i64(const PGresult *r, int row, int col);
+const char *pg_str(const PGresult *r, int row, int col); /* NULL for SQL NULL */
+
+/* store_pg_resym.c: store_ops_t.resymbolize. */
+int pg_resymbolize(store_t *st, const char *needle, const store_renamer_t *r, uint64_t *renamed);
+
+/* store_pg_hang_groups.c: the group of hang h seen at ns, as
+   hang_groups_assign (store_hang_groups.h), inside the caller's transaction
+   and under PG_LOCK_HANG_GROUPS. 0, or -1. */
+int pg_hang_groups_assign(store_t *st, const store_hang_t *h, int64_t ns,
+                          char sig[STORE_SIG_CHARS + 1]);
+int pg_hang_groups_prune(store_t *st);
+
+/* store_pg_query.c */
+int pg_top_rows(store_t *st, const store_top_query_t *q, store_row_fn fn, void *user);
+int pg_stack_rows(store_t *st, const store_top_query_t *q, store_stack_row_fn fn, void *user);
+int pg_event_rows(store_t *st, const store_top_query_t *q, int64_t limit, store_event_row_fn fn,
+                  void *user);
+int pg_time_buckets(store_t *st, const store_top_query_t *q, int64_t bucket_ns, int64_t limit,
+                    store_bucket_row_fn fn, void *user);
+int pg_drops(store_t *st, const store_top_query_t *q, store_drops_t *out);
+int pg_loop_totals(store_t *st, const store_top_query_t *q, store_loop_totals_t *out);
+int pg_event_detail(store_t *st, int64_t id, store_event_row_fn on_event,
+                    store_count_row_fn on_count, void *user);
+int pg_event_states(store_t *st, int64_t id, store_state_row_fn fn, void *user);
+int pg_state_rows(store_t *st, const store_top_query_t *q, store_state_row_fn fn, void *user);
+
+#endif

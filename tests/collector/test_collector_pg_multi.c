@@ -1,0 +1,315 @@
+/*
+ * test_collector_pg_multi.c - several collectors on one PostgreSQL (issue
+ * 16): hand-made batches spread over two collectors on one database, some
+ * posted to both at once (a retry racing its original), one collector
+ * killed with SIGKILL mid-run and its batches retried on the other, as a
+ * load balancer would: every acknowledged batch is stored exactly once,
+ * with its events. And the background jobs' coordination: the retention
+ * job waits while another instance holds its advisory lock; the versioned
+ * schema: two collectors starting on an empty database migrate it once, a
+ * database at the previous version is migrated with its rows kept, a
+ * database newer than the collector is refused; a connection cut under a
+ * running collector. Runs only
+ * against the pg_server fixture (PERF_TEST_DB=pg).
+ */
+#include <libpq-fe.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "batch_post.h"
+#include "check.h"
+#include "collector_rig.h"
+
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+#define BATCHES 200   /* seeds 1..BATCHES: distinct batch ids (batch_post.c) */
+#define BOTH_EVERY 10 /* every tenth batch is posted to both collectors at once */
+#define KILL_AT 60    /* A is killed once this many batches are acknowledged */
+
+typedef struct poster_s {
+  collector_t *a, *b;
+  unsigned first; /* seeds first, first + 2, ... */
+  atomic_int *acked_total;
+  int acked[BATCHES + 1]; /* per seed: 200s */
+  int both;               /* batches posted to both at once */
+} poster_t;
+
+static const uint64_t UNITS[9] = {1, 2, 3, 0, 0, 0, 0, 0, 0};
+
+static long post_to(const collector_t *c, unsigned seed, reply_t *r) {
+  loop_batch_t sp = {"multi", "1.0", "prod", 1000000000, 500000000, UNITS, 9, 2, 1, 300};
+  return batch_post_loop(c, &sp, seed, r);
+}
+
+typedef struct racer_s {
+  const collector_t *c;
+  unsigned seed;
+  long status;
+  reply_t *r;
+} racer_t;
+
+static void *race(void *arg) {
+  racer_t *x = arg;
+  x->status = post_to(x->c, x->seed, x->r);
+  return NULL;
+}
+
+/* Post seed as a load balancer would: to its collector, or on any failure
+   (A killed: no answer, a 5xx) to the other one, until one says 200. */
+static void *post_all(void *arg) {
+  poster_t *p = arg;
+  reply_t *r = malloc(sizeof *r), *r2 = malloc(sizeof *r2);
+  CHECK(r && r2);
+  for (unsigned seed = p->first; seed <= BATCHES; seed += 2) {
+    const collector_t *to = seed % 4 < 2 ? p->a : p->b;
+    if (seed % BOTH_EVERY == 0) { /* the same batch to both at once */
+      racer_t x = {p->a, seed, 0, r}, y = {p->b, seed, 0, r2};
+      pthread_t t;
+      CHECK(pthread_create(&t, NULL, race, &x) == 0);
+      race(&y);
+      CHECK(pthread_join(t, NULL) == 0);
+      p->acked[seed] += (x.status == 200) + (y.status == 200);
+      if (x.status == 200 && y.status == 200) /* stored by one, found by the other */
+        CHECKF((strncmp(r->body, "stored", 6) == 0) + (strncmp(r2->body, "stored", 6) == 0) == 1 &&
+                   (strncmp(r->body, "duplicate", 9) == 0) +
+                           (strncmp(r2->body, "duplicate", 9) == 0) ==
+                       1,
+               "batch %u: %.20s / %.20s", seed, r->body, r2->body);
+      if (x.status == 200 || y.status == 200) {
+        atomic_fetch_add(p->acked_total, 1);
+        p->both++;
+        continue;
+      }
+    }
+    for (int tries = 0; tries < 20; tries++) {
+      long status = post_to(to, seed, r);
+      if (status == 200) {
+        p->acked[seed]++;
+        atomic_fetch_add(p->acked_total, 1);
+        break;
+      }
+      to = to == p->a ? p->b : p->a;
+    }
+    CHECKF(p->acked[seed] > 0, "batch %u: never acknowledged", seed);
+  }
+  free(r);
+  free(r2);
+  return NULL;
+}
+
+static long long count_seed(const char *db, const char *what, unsigned seed) {
+  char hex[33], sql[256];
+  for (int i = 0; i < 16; i++) /* the id batch_post_answer makes */
+    snprintf(hex + 2 * i, 3, "%02x", (uint8_t)(seed * 37 + (unsigned)i + (unsigned)getpid()));
+  snprintf(sql, sizeof sql, what, hex);
+  return db_count(db, sql);
+}
+
+static void case_two_collectors(void) {
+  collector_t a, b;
+  collector_start(&a, (const char *[]){"--rate-limit", "0", NULL});
+  collector_start(&b, (const char *[]){"--rate-limit", "0", NULL}); /* the same database */
+  CHECK(strcmp(a.db, b.db) == 0);
+  pid_t a_pid = a.pid;
+  atomic_int acked_total = 0;
+  poster_t *p = calloc(2, sizeof *p);
+  CHECK(p != NULL);
+  pthread_t threads[2];
+  for (unsigned i = 0; i < 2; i++) {
+    p[i] = (poster_t){.a = &a, .b = &b, .first = 1 + i, .acked_total = &acked_total};
+    CHECK(pthread_create(&threads[i], NULL, post_all, &p[i]) == 0);
+  }
+  double end = now_s() + 60;
+  while (atomic_load(&acked_total) < KILL_AT && now_s() < end)
+    usleep(1000);
+  CHECK(atomic_load(&acked_total) >= KILL_AT);
+  CHECK(kill(a_pid, SIGKILL) == 0);
+  CHECK_EQ_INT(spawn_wait(a_pid, 30), 128 + SIGKILL);
+  for (unsigned i = 0; i < 2; i++)
+    CHECK(pthread_join(threads[i], NULL) == 0);
+  CHECKF(atomic_load(&acked_total) < BATCHES + 1, "every batch counted once");
+  g_running = b.pid;
+  collector_stop_healthy(&b);
+  int both = p[0].both + p[1].both, twice = 0;
+  for (unsigned seed = 1; seed <= BATCHES; seed++) {
+    const poster_t *q = &p[(seed - 1) % 2];
+    CHECKF(q->acked[seed] >= 1, "batch %u not acknowledged", seed);
+    twice += q->acked[seed] == 2;
+    CHECKF(count_seed(a.db, "SELECT count(*) FROM batches WHERE id = '\\x%s'", seed) == 1,
+           "batch %u: acknowledged, not stored once", seed);
+    CHECKF(count_seed(a.db,
+                      "SELECT count(*) FROM events e WHERE e.batch_id = '\\x%s'"
+                      " AND e.kind = 'hang'",
+                      seed) == 2,
+           "batch %u: its 2 hangs not stored once", seed);
+  }
+  CHECK_EQ_INT(db_count(a.db, "SELECT count(*) FROM batches WHERE app = 'multi'"), BATCHES);
+  CHECK_EQ_INT(db_count(a.db, "SELECT count(*) FROM loop_stats"), BATCHES);
+  CHECK(both >= 1);
+  fprintf(stderr,
+          "%d batches over 2 collectors, %d posted to both at once (%d got two 200s),"
+          " A killed after %d\n",
+          BATCHES, both, twice, KILL_AT);
+  free(p);
+}
+
+/* The retention job takes its advisory lock with pg_try_advisory_xact_lock
+   (collector/store_pg.h PG_LOCK_RETENTION): while another instance (here
+   the test) holds it, nothing is deleted; once released, the old batch
+   goes. */
+static void case_retention_lock(void) {
+  collector_t c;
+  collector_start(&c, NULL);
+  reply_t *r = malloc(sizeof *r);
+  CHECK(r != NULL);
+  CHECK_EQ_INT(post_to(&c, 1, r), 200);
+  CHECK_EQ_INT(post_to(&c, 2, r), 200);
+  collector_stop_healthy(&c);
+  free(r);
+  db_exec(
+      c.db,
+      "UPDATE batches SET received_ns = 1 WHERE id = (SELECT id FROM batches ORDER BY id LIMIT 1)");
+  PGconn *holder = PQconnectdb(c.db);
+  CHECK(PQstatus(holder) == CONNECTION_OK);
+  PGresult *res = PQexec(holder, "SELECT pg_advisory_lock(x'70657266002'::bigint)");
+  CHECK(PQresultStatus(res) == PGRES_TUPLES_OK);
+  PQclear(res);
+  collector_restart(&c,
+                    (const char *[]){"--retention-days", "1", "--retention-interval", "1", NULL});
+  /* Three runs of the job (one a second) while the lock is held. */
+  double until = now_s() + 3.5;
+  while (now_s() < until) {
+    CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM batches"), 2);
+    usleep(200000);
+  }
+  res = PQexec(holder, "SELECT pg_advisory_unlock(x'70657266002'::bigint)");
+  CHECK(PQresultStatus(res) == PGRES_TUPLES_OK);
+  PQclear(res);
+  PQfinish(holder);
+  double end = now_s() + 30;
+  while (db_count(c.db, "SELECT count(*) FROM batches") != 1 && now_s() < end)
+    usleep(50000);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM batches"), 1);
+  collector_stop_healthy(&c);
+}
+
+/* perf-collector on db (port from free_port) with its stderr to log. */
+static pid_t spawn_on(const char *db, const char *log, char *listen, size_t listen_len) {
+  snprintf(listen, listen_len, "127.0.0.1:%u", (unsigned)free_port());
+  char *argv[] = {PERF_COLLECTOR_PATH, "--listen",      listen,         "--db",
+                  (char *)db,          "--symbols-dir", "/nonexistent", NULL};
+  return spawn(argv, log);
+}
+
+static bool file_has(const char *path, const char *text) {
+  char buf[8192] = "";
+  FILE *f = fopen(path, "r");
+  if (!f) return false;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  buf[n] = '\0';
+  fclose(f);
+  return strstr(buf, text) != NULL;
+}
+
+/* Two collectors started at once on an empty database: both serve, the
+   schema is at version 1 once (schema_version has one row). Then a
+   database a newer collector migrated (version 999): refused at start,
+   exit 1, the reason said. */
+static void case_schema(void) {
+  collector_t c;
+  collector_start(&c, NULL);
+  collector_stop_healthy(&c);
+  db_exec(c.db, "SET client_min_messages = warning; DROP SCHEMA public CASCADE;"
+                "CREATE SCHEMA public");
+  char logs[2][160], listens[2][32];
+  collector_t two[2];
+  for (int i = 0; i < 2; i++) {
+    snprintf(logs[i], sizeof logs[i], "%s/start%d.log", c.dir, i);
+    two[i] = c;
+    two[i].pid = spawn_on(c.db, logs[i], listens[i], sizeof listens[i]);
+    snprintf(two[i].url, sizeof two[i].url, "http://%s", listens[i]);
+  }
+  for (int i = 0; i < 2; i++) {
+    g_running = two[i].pid;
+    CHECKF(healthy_within(&two[i], 30), "collector %d did not start", i);
+  }
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM schema_version"), 1);
+  CHECK_EQ_INT(db_count(c.db, "SELECT max(version) FROM schema_version"), 2);
+  CHECK(file_has(logs[0], "migrated to version 2") + file_has(logs[1], "migrated to version 2") ==
+        1);
+  reply_t *r = malloc(sizeof *r);
+  CHECK(r != NULL);
+  CHECK_EQ_INT(post_to(&two[0], 1, r), 200);
+  for (int i = 0; i < 2; i++)
+    collector_stop_healthy(&two[i]);
+
+  /* From the previous version: a database at version 1 (stack_counts
+     without cpu_us) is migrated to 2 at start, its rows kept. */
+  db_exec(c.db, "ALTER TABLE stack_counts DROP COLUMN cpu_us;"
+                "UPDATE schema_version SET version = 1");
+  collector_restart(&c, NULL);
+  CHECK_EQ_INT(db_count(c.db, "SELECT max(version) FROM schema_version"), 2);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM stack_counts WHERE cpu_us IS NULL"),
+               db_count(c.db, "SELECT count(*) FROM stack_counts"));
+  CHECK(db_count(c.db, "SELECT count(*) FROM stack_counts") >= 2);
+  CHECK_EQ_INT(post_to(&c, 2, r), 200);
+  long status = 0;
+  json_t *top = get_json(&c, "/api/v1/top-stacks?kind=hang", &status);
+  CHECK_EQ_INT(status, 200);
+  CHECK_EQ_INT(json_array_size(json_object_get(top, "stacks")), 2); /* both batches' groups */
+  json_decref(top);
+  free(r);
+  collector_stop_healthy(&c);
+
+  db_exec(c.db, "UPDATE schema_version SET version = 999");
+  char listen[32];
+  pid_t pid = spawn_on(c.db, logs[0], listen, sizeof listen);
+  CHECK_EQ_INT(spawn_wait(pid, 30), 1);
+  CHECKF(file_has(logs[0], "schema version 999 is newer than this collector's (2)"), "see %s",
+         logs[0]);
+}
+
+/* The collector's connection cut (pg_terminate_backend: a server restart
+   or a proxy as the collector sees it): the next batch is stored on a new
+   connection (200), and so is the one after; reads work too. */
+static void case_connection_lost(void) {
+  collector_t c;
+  collector_start(&c, NULL);
+  reply_t *r = malloc(sizeof *r);
+  CHECK(r != NULL);
+  CHECK_EQ_INT(post_to(&c, 1, r), 200);
+  for (unsigned seed = 2; seed <= 3; seed++) {
+    CHECK(db_count(c.db, "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM"
+                         " pg_stat_activity WHERE datname = current_database()"
+                         " AND pid <> pg_backend_pid()) AS t") >= 1);
+    CHECKF(post_to(&c, seed, r) == 200, "batch %u after the cut: %.200s", seed, r->body);
+  }
+  long status = 0;
+  json_t *top = get_json(&c, "/api/v1/top-stacks?kind=hang", &status);
+  CHECK_EQ_INT(status, 200);
+  json_decref(top);
+  free(r);
+  collector_stop_healthy(&c);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM batches"), 3);
+}
+
+static const test_case_t g_cases[] = {
+    TEST_CASE(two_collectors),
+    TEST_CASE(retention_lock),
+    TEST_CASE(schema),
+    TEST_CASE(connection_lost),
+};
+
+int main(int argc, char **argv) {
+  if (argc == 2 && strcmp(argv[1], "--list") != 0 && !rig_pg()) {
+    fprintf(stderr, "%s: PostgreSQL only: run with PERF_TEST_DB=pg (ctest pg_...)\n", argv[0]);
+    return 1;
+  }
+  return collector_test_main(argc, argv, g_cases, ARRAY_LEN(g_cases));
+}
