@@ -386,10 +386,10 @@ PERF_API int perf_sdk_capture_now(const char *reason);
    far: the writer's queue and the open batch go to the spool, then the
    uploader sends until the spool is empty. Returns within timeout_ms
    (0..600000): PERF_E_TIMEOUT when batches remain (they stay on disk for
-   later or for the next run); PERF_E_SYSTEM when a batch could not be put
-   into the spool since the previous flush (its events are counted in
-   events_dropped_sink, the log says why), or the spool could not be opened.
-   PERF_E_NOT_INITIALIZED when not running. */
+   later or for the next run), at once when the uploader's next try (a
+   backoff after a refusal or an error) comes after timeout_ms; PERF_E_SYSTEM when a batch could not
+   be put into the spool since the previous flush (its events are counted in events_dropped_sink,
+   the log says why), or the spool could not be opened. PERF_E_NOT_INITIALIZED when not running. */
 PERF_API int perf_sdk_flush(int timeout_ms);
 
 /* Counters since init. */

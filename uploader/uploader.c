@@ -86,8 +86,12 @@ void perf__uploader_wake(perf__uploader_t *u) {
 int perf__uploader_flush(perf__uploader_t *u, int64_t deadline_ns) {
   perf__uploader_wake(u);
   perf__worker_lock(u->worker);
-  /* "idle" is only set when the thread found the spool empty. */
-  while (!u->idle && !perf__worker_stopping(u->worker) && perf__now_ns() < deadline_ns)
+  /* "idle" is only set when the thread found the spool empty. A backoff
+     that ends past the deadline settles it at once: nothing is sent
+     before then (a shutdown behind a refused key does not spend its whole
+     timeout waiting). */
+  while (!u->idle && !perf__worker_stopping(u->worker) && perf__now_ns() < deadline_ns &&
+         u->next_attempt_ns <= deadline_ns)
     perf__worker_wait(u->worker, deadline_ns);
   int err = u->idle ? PERF_OK : PERF_E_TIMEOUT;
   perf__worker_unlock(u->worker);
@@ -209,6 +213,7 @@ static void after_failure(perf__uploader_t *u, const perf__spool_entry_t *e,
             resp->status ? "refused or busy" : resp->reason, (long long)delay);
   perf__worker_lock(u->worker);
   u->next_attempt_ns = perf__now_ns() + delay * 1000000;
+  perf__worker_notify_locked(u->worker); /* a flusher: past its deadline? */
   perf__worker_unlock(u->worker);
 }
 
