@@ -150,6 +150,12 @@ int perf__hang_monitor_start(const perf__config_t *cfg, perf__loop_t *loop,
   m->loop = loop;
   m->recorder = recorder;
   m->stats = stats;
+  /* The counts so far are not this run's (a forked child's loop counted
+     for its parent): read here, before init returns, so a unit that ends
+     before the monitor thread first runs is still this run's. */
+  read_counts(m->loop, &m->sent);
+  m->last_look_ns = perf__now_ns();
+  m->next_stats_ns = m->last_look_ns + (int64_t)cfg->batch_max_delay_ms * 1000000;
   int err = perf__worker_start("perf-hang-mon", monitor_main, m, &m->worker);
   if (err) {
     free(m);
@@ -172,9 +178,6 @@ static void monitor_main(perf__worker_t *worker, void *arg) {
   perf__stopped_time_init(&m->stopped);
   int64_t max_sleep = (int64_t)m->cfg->hang_threshold_ms * 1000000 / 4;
   const int64_t period = (int64_t)m->cfg->batch_max_delay_ms * 1000000;
-  read_counts(m->loop, &m->sent); /* a forked child's loop counted for its parent */
-  m->last_look_ns = perf__now_ns();
-  m->next_stats_ns = m->last_look_ns + period;
   while (!perf__worker_stopping(worker)) {
     int64_t now = perf__now_ns();
     add_watched(m, now);
