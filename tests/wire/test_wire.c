@@ -316,14 +316,19 @@ static void child_writer(const char *dir, const char *url) {
   http_config(&cfg, url, data_dir);
   cfg.backoff_base_ms = 5000; /* the collector is down: no point trying often */
   cfg.backoff_cap_ms = 5000;
-  cfg.spool_max_files = 65536; /* 50 rounds write over a thousand batches: keep them all */
+  cfg.spool_max_files = 65536;      /* 50 rounds write over a thousand batches: keep them all */
+  cfg.max_events_per_hour = 100000; /* a round writes up to a hundred: never rate limited */
   if (perf_sdk_init(&cfg) != PERF_OK) exit(3);
   char reason[64];
   for (unsigned n = 0;; n++) {
     snprintf(reason, sizeof reason, "pid %d event %u", (int)getpid(), n);
     perf_sdk_stats_t before, after;
     perf_sdk_get_stats(&before);
-    if (wire_capture_outer(reason) != 2) exit(4);
+    int got = wire_capture_outer(reason);
+    if (got != 2) {
+      fprintf(stderr, "child_writer: perf_sdk_capture_now: %s\n", perf_strerror(got - 2));
+      exit(4);
+    }
     perf_sdk_flush(1); /* puts the batch in the spool; sending would time out */
     /* events_written: its batch is in the spool (batches_written would
        also count the batch replayed from the journal the previous child
@@ -333,6 +338,7 @@ static void child_writer(const char *dir, const char *url) {
     while (after.events_written == before.events_written);
     printf("%s\n", reason);
     fflush(stdout);
+    usleep(1000); /* about a thousand batches over the 50 rounds */
   }
 }
 
