@@ -23,6 +23,10 @@
  * prepare, I/O or check callback. A uv_stop() from a close callback is seen
  * when the next iteration ends (libuv clears the flag before returning from
  * UV_RUN_NOWAIT). A negative libuv error when the run could not start.
+ * The run's own check handle is closed before it returns; when the loop
+ * ended because nothing was left, that close takes one more UV_RUN_NOWAIT
+ * iteration, in which an unreferenced handle that is due (a uv_unref'd
+ * timer) may still run once.
  */
 #ifndef PERF_SDK_UV_H
 #define PERF_SDK_UV_H
