@@ -26,6 +26,11 @@ char *hgc_path_of(const char *const *key, size_t len) {
   return p;
 }
 
+void hgc_prefix_sig(const store_hang_t *h, size_t d, char sig[STORE_SIG_CHARS + 1]) {
+  snprintf(sig, STORE_SIG_CHARS + 1, "%016llx",
+           (unsigned long long)perf__signature_hash(h->key + h->len - d, d));
+}
+
 static void cand_free(hgc_cand_t *c) {
   for (size_t i = 0; i < c->view.n_children; i++)
     free(c->child_names[i]);

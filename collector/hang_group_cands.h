@@ -43,6 +43,10 @@ void hgc_cands_free(hgc_cands_t *cs);
    prefixes: once). 0 or -1 (out of memory). */
 int hgc_cands_add(hgc_cands_t *cs, const char *sig, const char *path, hgc_cand_t **out);
 
+/* The signature of the stored group keyed by the first d root frames of
+   h's key (1 <= d <= h->len), as text: a prefix's lookup key. */
+void hgc_prefix_sig(const store_hang_t *h, size_t d, char sig[STORE_SIG_CHARS + 1]);
+
 /* key (innermost first, len names) as a stored path: root first, each name
    ended by HGC_SEP. malloc'ed; NULL when out of memory. */
 char *hgc_path_of(const char *const *key, size_t len);

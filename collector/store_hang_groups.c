@@ -165,8 +165,7 @@ static int prefix_cands(hang_groups_t *hg, const store_hang_t *h, hgc_cands_t *c
   int rc = SQLITE_OK;
   for (size_t d = 1; rc == SQLITE_OK && d <= h->len; d++) {
     char sig[STORE_SIG_CHARS + 1];
-    snprintf(sig, sizeof sig, "%016llx",
-             (unsigned long long)perf__signature_hash(h->key + h->len - d, d));
+    hgc_prefix_sig(h, d, sig);
     sqlite3_bind_text(s, 1, sig, -1, SQLITE_TRANSIENT);
     int step = sqlite3_step(s);
     char *path = step == SQLITE_ROW && sqlite3_column_text(s, 0)

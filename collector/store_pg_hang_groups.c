@@ -92,8 +92,7 @@ static int prefix_cands(store_t *st, const store_hang_t *h, hgc_cands_t *cs) {
   if (!sigs) return -1;
   pg_array_t a = {0};
   for (size_t d = 1; d <= h->len; d++) {
-    snprintf(sigs[d - 1], sizeof sigs[d - 1], "%016llx",
-             (unsigned long long)perf__signature_hash(h->key + h->len - d, d));
+    hgc_prefix_sig(h, d, sigs[d - 1]);
     pg_array_text(&a, sigs[d - 1]);
   }
   pg_params_t p = {0};
