@@ -84,7 +84,19 @@ int hgc_cands_add(hgc_cands_t *cs, const char *sig, const char *path, hgc_cand_t
   return 0;
 }
 
-int hgc_look_ranges(const store_hang_t *h, int (*range)(void *ctx, const char *prefix), void *ctx,
+/* range over the paths starting with prefix (ending in HGC_SEP). */
+static int look_range(int (*range)(void *ctx, const char *prefix, const char *upper), void *ctx,
+                      const char *prefix, int nomem) {
+  char *upper = strdup(prefix);
+  if (!upper) return nomem;
+  upper[strlen(upper) - 1] = HGC_SEP + 1;
+  int rc = range(ctx, prefix, upper);
+  free(upper);
+  return rc;
+}
+
+int hgc_look_ranges(const store_hang_t *h,
+                    int (*range)(void *ctx, const char *prefix, const char *upper), void *ctx,
                     int nomem) {
   perf__hang_turn_t turns[MAX_TURNS];
   size_t n = perf__hang_turns(&h->samples, h->key, h->len, turns, MAX_TURNS);
@@ -101,14 +113,14 @@ int hgc_look_ranges(const store_hang_t *h, int (*range)(void *ctx, const char *p
       prefix[a + b] = HGC_SEP;
       prefix[a + b + 1] = '\0';
     }
-    rc = prefix ? range(ctx, prefix) : nomem;
+    rc = prefix ? look_range(range, ctx, prefix, nomem) : nomem;
     free(prefix);
     free(shared);
   }
   size_t from = h->len > SIBLING_DEPTH ? h->len - SIBLING_DEPTH : 1;
   for (size_t p = from; rc == 0 && p < h->len; p++) {
     char *shared = hgc_path_of(h->key + h->len - p, p);
-    rc = shared ? range(ctx, shared) : nomem;
+    rc = shared ? look_range(range, ctx, shared, nomem) : nomem;
     free(shared);
   }
   return rc;

@@ -56,10 +56,13 @@ char *hgc_path_of(const char *const *key, size_t len);
    rule 3 looks) and each of the key's last branch points whatever the
    hang's share there (a group's history alone can make the two cross: a
    hang that went 90 % into now_ms meets the group keyed at the loop's
-   other callee, whose samples went 45 % into now_ms). range(ctx, prefix)
-   is called per range (prefix ends in HGC_SEP) until one returns nonzero;
-   returns that, 0, or nomem when out of memory. */
-int hgc_look_ranges(const store_hang_t *h, int (*range)(void *ctx, const char *prefix), void *ctx,
+   other callee, whose samples went 45 % into now_ms). range(ctx, prefix,
+   upper) is called per range until one returns nonzero: the stored paths
+   that start with prefix (it ends in HGC_SEP) are those from prefix up to,
+   not including, upper (prefix with its last HGC_SEP raised by one).
+   Returns that, 0, or nomem when out of memory. */
+int hgc_look_ranges(const store_hang_t *h,
+                    int (*range)(void *ctx, const char *prefix, const char *upper), void *ctx,
                     int nomem);
 
 /* perf__group_pick of h over cs: the candidate's index, -1 for none (h

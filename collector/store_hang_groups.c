@@ -179,21 +179,16 @@ static int prefix_cands(hang_groups_t *hg, const store_hang_t *h, hgc_cands_t *c
   return rc;
 }
 
-/* The stored groups whose path starts with prefix (ending in SEP): from
-   prefix up to, not including, prefix with its last SEP raised by one. */
 typedef struct range_ctx_s {
   hang_groups_t *hg;
   hgc_cands_t *cs;
 } range_ctx_t;
 
-/* hgc_look_ranges' range: ctx a range_ctx_t. */
-static int range_cands(void *ctx, const char *prefix) {
+/* The stored groups whose path lies in [prefix, upper) (hgc_look_ranges'
+   range; ctx a range_ctx_t). */
+static int range_cands(void *ctx, const char *prefix, const char *upper) {
   hang_groups_t *hg = ((range_ctx_t *)ctx)->hg;
   hgc_cands_t *cs = ((range_ctx_t *)ctx)->cs;
-  size_t n = strlen(prefix);
-  char *upper = strdup(prefix);
-  if (!upper) return SQLITE_NOMEM;
-  upper[n - 1] = HGC_SEP + 1;
   sqlite3_stmt *s = hg->stmt[HG_EXTENSIONS];
   sqlite3_bind_text(s, 1, prefix, -1, SQLITE_STATIC);
   sqlite3_bind_text(s, 2, upper, -1, SQLITE_STATIC);
@@ -214,7 +209,6 @@ static int range_cands(void *ctx, const char *prefix) {
     got++;
   }
   rc = done(s, got < HGC_MAX_EXTENSIONS && rc != SQLITE_DONE ? SQLITE_NOMEM : SQLITE_DONE);
-  free(upper);
   for (size_t i = 0; i < got; i++) { /* HG_CHILDREN runs after HG_EXTENSIONS is reset */
     if (rc == SQLITE_OK) rc = add_cand(hg, cs, rows[i].sig, rows[i].path);
     free(rows[i].path);

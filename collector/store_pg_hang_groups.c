@@ -113,20 +113,16 @@ static int prefix_cands(store_t *st, const store_hang_t *h, hgc_cands_t *cs) {
   return rc;
 }
 
-/* The stored groups whose path starts with prefix (ending in SEP). */
 typedef struct range_ctx_s {
   store_t *st;
   hgc_cands_t *cs;
 } range_ctx_t;
 
-/* hgc_look_ranges' range: ctx a range_ctx_t. */
-static int range_cands(void *ctx, const char *prefix) {
+/* The stored groups whose path lies in [prefix, upper) (hgc_look_ranges'
+   range; ctx a range_ctx_t). */
+static int range_cands(void *ctx, const char *prefix, const char *upper) {
   store_t *st = ((range_ctx_t *)ctx)->st;
   hgc_cands_t *cs = ((range_ctx_t *)ctx)->cs;
-  size_t n = strlen(prefix);
-  char *upper = strdup(prefix);
-  if (!upper) return -1;
-  upper[n - 1] = HGC_SEP + 1;
   pg_params_t p = {0};
   pg_text(&p, 1, prefix);
   pg_text(&p, 2, upper);
@@ -136,7 +132,6 @@ static int range_cands(void *ctx, const char *prefix) {
                        " AND path < $2 COLLATE \"C\" ORDER BY length(path), path COLLATE \"C\""
                        " LIMIT $3::bigint",
                        &p, "hang group extensions");
-  free(upper);
   if (!r) return -1;
   int rc = 0;
   for (int i = 0; rc == 0 && i < PQntuples(r); i++)
