@@ -2,12 +2,13 @@
  * store_hang_groups.c - hang groups in SQLite (see store_hang_groups.h).
  * A pick reads the candidates (the stored groups whose key is a prefix of
  * the hang's key, one lookup per prefix by its signature, and up to
- * MAX_EXTENSIONS under each place the hang's own samples turned off its
- * key with an eighth of them, and under each of the key's last
- * SIBLING_DEPTH branch points whatever the hang's share there (a group's
- * history alone can make the two cross), one index range each), hands them to
- * perf__group_pick (signature.c: the rule lives there, not here), then
- * writes the choice.
+ * HGC_MAX_EXTENSIONS under each range hgc_look_ranges names: each place
+ * the hang's own samples turned off its key with an eighth of them, and
+ * each of the key's last branch points whatever the hang's share there,
+ * one index range each), hands them to perf__group_pick (hgc_pick;
+ * signature.c: the rule lives there, not here), then writes the choice.
+ * What does not depend on SQLite is in hang_group_cands.c, shared with
+ * store_pg_hang_groups.c.
  */
 #include "store_hang_groups.h"
 
@@ -15,10 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SEP '\x1f'
-#define MAX_EXTENSIONS 64 /* groups looked at under one turn, shortest keys first */
-#define MAX_TURNS 64      /* turns of a hang off its key looked under */
-#define SIBLING_DEPTH 3   /* branch points at the key's end looked under for any group */
+#include "hang_group_cands.h"
 
 static const char SCHEMA[] =
     "CREATE TABLE IF NOT EXISTS hang_groups(signature TEXT PRIMARY KEY, path TEXT NOT NULL);"
@@ -72,22 +70,6 @@ struct hang_groups_s {
   sqlite3_stmt *stmt[HG_COUNT];
 };
 
-/* A stored group read for a pick: its key split out of its path. */
-typedef struct cand_s {
-  char sig[STORE_SIG_CHARS + 1];
-  char *path;         /* its names, 0x1f-separated, split in place */
-  const char **key;   /* innermost first, into path */
-  char **child_names; /* strdup'ed */
-  uint64_t *child_samples;
-  uint64_t *through; /* per depth of the key */
-  perf__group_view_t view;
-} cand_t;
-
-typedef struct cands_s {
-  cand_t *v;
-  size_t n, cap;
-} cands_t;
-
 int hang_groups_open(sqlite3 *db, hang_groups_t **out) {
   *out = NULL;
   int rc = sqlite3_exec(db, SCHEMA, NULL, NULL, NULL);
@@ -116,58 +98,7 @@ static int done(sqlite3_stmt *s, int rc) {
   return rc == SQLITE_DONE || rc == SQLITE_ROW ? SQLITE_OK : rc;
 }
 
-/* key (innermost first, len names) as a path: root first, each name ended
-   by SEP. malloc'ed. */
-static char *path_of(const char *const *key, size_t len) {
-  size_t n = 1;
-  for (size_t i = 0; i < len; i++)
-    n += strlen(key[i]) + 1;
-  char *p = malloc(n), *at = p;
-  for (size_t k = len; p && k-- > 0;) {
-    size_t l = strlen(key[k]);
-    memcpy(at, key[k], l);
-    at += l;
-    *at++ = SEP;
-  }
-  if (p) *at = '\0';
-  return p;
-}
-
-static void cand_free(cand_t *c) {
-  for (size_t i = 0; i < c->view.n_children; i++)
-    free(c->child_names[i]);
-  free(c->child_names);
-  free(c->child_samples);
-  free(c->through);
-  free(c->key);
-  free(c->path);
-}
-
-static void cands_free(cands_t *cs) {
-  for (size_t i = 0; i < cs->n; i++)
-    cand_free(&cs->v[i]);
-  free(cs->v);
-}
-
-/* The key of a stored path, split in place. */
-static int split_path(cand_t *c) {
-  size_t len = 0;
-  for (const char *p = c->path; *p; p++)
-    len += *p == SEP;
-  if (!(c->key = calloc(len ? len : 1, sizeof *c->key))) return SQLITE_NOMEM;
-  char *p = c->path;
-  for (size_t k = 0; k < len; k++) { /* root first in the path, innermost first in key */
-    char *end = strchr(p, SEP);
-    *end = '\0';
-    c->key[len - 1 - k] = p;
-    p = end + 1;
-  }
-  c->view.key = c->key;
-  c->view.len = len;
-  return SQLITE_OK;
-}
-
-static int read_children(hang_groups_t *hg, cand_t *c) {
+static int read_children(hang_groups_t *hg, hgc_cand_t *c) {
   sqlite3_stmt *s = hg->stmt[HG_CHILDREN];
   sqlite3_bind_text(s, 1, c->sig, -1, SQLITE_STATIC);
   size_t cap = 0;
@@ -198,43 +129,21 @@ static int read_children(hang_groups_t *hg, cand_t *c) {
   return done(s, rc);
 }
 
-/* A group's samples through each root part of its key: one row, a blob
-   of little-endian 64-bit counts, depth 0 first (one write per hang, not
-   one per frame). Decoded into through[0..len). */
-static void decode_path(const unsigned char *blob, size_t bytes, uint64_t *through, size_t len) {
-  for (size_t d = 0; blob && d < bytes / 8 && d < len; d++)
-    for (int b = 7; b >= 0; b--)
-      through[d] = through[d] << 8 | blob[8 * d + (size_t)b];
-}
-
-size_t hang_groups_majority_len(const void *blob, size_t bytes) {
-  size_t len = bytes / 8;
-  uint64_t *through = blob && len ? calloc(len, sizeof *through) : NULL;
-  if (!through) return 0;
-  decode_path(blob, bytes, through, len);
-  size_t shown = perf__group_majority_len(through, len);
-  free(through);
-  return shown;
-}
-
-static int read_path(hang_groups_t *hg, cand_t *c) {
+static int read_path(hang_groups_t *hg, hgc_cand_t *c) {
   size_t len = c->view.len;
   if (!(c->through = calloc(len ? len : 1, sizeof *c->through))) return SQLITE_NOMEM;
   sqlite3_stmt *s = hg->stmt[HG_PATH];
   sqlite3_bind_text(s, 1, c->sig, -1, SQLITE_STATIC);
   int rc = sqlite3_step(s);
   if (rc == SQLITE_ROW)
-    decode_path(sqlite3_column_blob(s, 0), (size_t)sqlite3_column_bytes(s, 0), c->through, len);
+    hgc_decode_path(sqlite3_column_blob(s, 0), (size_t)sqlite3_column_bytes(s, 0), c->through, len);
   c->view.through = c->through;
   return done(s, rc);
 }
 
 static int write_path(hang_groups_t *hg, const char *sig, const uint64_t *through, size_t len) {
-  unsigned char *blob = malloc(len ? 8 * len : 1);
+  unsigned char *blob = hgc_encode_path(through, len);
   if (!blob) return SQLITE_NOMEM;
-  for (size_t d = 0; d < len; d++)
-    for (int b = 0; b < 8; b++)
-      blob[8 * d + (size_t)b] = (unsigned char)(through[d] >> (8 * b));
   sqlite3_stmt *s = hg->stmt[HG_ADD_PATH];
   sqlite3_bind_text(s, 1, sig, -1, SQLITE_STATIC);
   sqlite3_bind_blob(s, 2, blob, (int)(8 * len), SQLITE_STATIC);
@@ -243,33 +152,20 @@ static int write_path(hang_groups_t *hg, const char *sig, const uint64_t *throug
   return rc;
 }
 
-static int add_cand(hang_groups_t *hg, cands_t *cs, const char *sig, const char *path) {
-  for (size_t i = 0; i < cs->n; i++) /* found under two prefixes: once */
-    if (strcmp(cs->v[i].sig, sig) == 0) return SQLITE_OK;
-  if (cs->n == cs->cap) {
-    size_t cap = cs->cap ? 2 * cs->cap : 16;
-    cand_t *grown = realloc(cs->v, cap * sizeof *grown);
-    if (!grown) return SQLITE_NOMEM;
-    cs->v = grown;
-    cs->cap = cap;
-  }
-  cand_t *c = &cs->v[cs->n++];
-  memset(c, 0, sizeof *c);
-  snprintf(c->sig, sizeof c->sig, "%s", sig);
-  if (!(c->path = strdup(path))) return SQLITE_NOMEM;
-  int rc = split_path(c);
-  if (rc == SQLITE_OK) rc = read_children(hg, c);
-  return rc == SQLITE_OK ? read_path(hg, c) : rc;
+static int add_cand(hang_groups_t *hg, hgc_cands_t *cs, const char *sig, const char *path) {
+  hgc_cand_t *c;
+  if (hgc_cands_add(cs, sig, path, &c) != 0) return SQLITE_NOMEM;
+  int rc = c ? read_children(hg, c) : SQLITE_OK;
+  return rc == SQLITE_OK && c ? read_path(hg, c) : rc;
 }
 
 /* The stored groups keyed by a root prefix of h's key. */
-static int prefix_cands(hang_groups_t *hg, const store_hang_t *h, cands_t *cs) {
+static int prefix_cands(hang_groups_t *hg, const store_hang_t *h, hgc_cands_t *cs) {
   sqlite3_stmt *s = hg->stmt[HG_FIND];
   int rc = SQLITE_OK;
   for (size_t d = 1; rc == SQLITE_OK && d <= h->len; d++) {
     char sig[STORE_SIG_CHARS + 1];
-    snprintf(sig, sizeof sig, "%016llx",
-             (unsigned long long)perf__signature_hash(h->key + h->len - d, d));
+    hgc_prefix_sig(h, d, sig);
     sqlite3_bind_text(s, 1, sig, -1, SQLITE_TRANSIENT);
     int step = sqlite3_step(s);
     char *path = step == SQLITE_ROW && sqlite3_column_text(s, 0)
@@ -283,25 +179,28 @@ static int prefix_cands(hang_groups_t *hg, const store_hang_t *h, cands_t *cs) {
   return rc;
 }
 
-/* The stored groups whose path starts with prefix (ending in SEP): from
-   prefix up to, not including, prefix with its last SEP raised by one. */
-static int range_cands(hang_groups_t *hg, const char *prefix, cands_t *cs) {
-  size_t n = strlen(prefix);
-  char *upper = strdup(prefix);
-  if (!upper) return SQLITE_NOMEM;
-  upper[n - 1] = SEP + 1;
+typedef struct range_ctx_s {
+  hang_groups_t *hg;
+  hgc_cands_t *cs;
+} range_ctx_t;
+
+/* The stored groups whose path lies in [prefix, upper) (hgc_look_ranges'
+   range; ctx a range_ctx_t). */
+static int range_cands(void *ctx, const char *prefix, const char *upper) {
+  hang_groups_t *hg = ((range_ctx_t *)ctx)->hg;
+  hgc_cands_t *cs = ((range_ctx_t *)ctx)->cs;
   sqlite3_stmt *s = hg->stmt[HG_EXTENSIONS];
   sqlite3_bind_text(s, 1, prefix, -1, SQLITE_STATIC);
   sqlite3_bind_text(s, 2, upper, -1, SQLITE_STATIC);
-  sqlite3_bind_int(s, 3, MAX_EXTENSIONS);
+  sqlite3_bind_int(s, 3, HGC_MAX_EXTENSIONS);
   typedef struct {
     char sig[STORE_SIG_CHARS + 1];
     char *path;
   } row_t;
-  row_t rows[MAX_EXTENSIONS];
+  row_t rows[HGC_MAX_EXTENSIONS];
   size_t got = 0;
   int rc = SQLITE_DONE;
-  while (got < MAX_EXTENSIONS && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+  while (got < HGC_MAX_EXTENSIONS && (rc = sqlite3_step(s)) == SQLITE_ROW) {
     const char *sig = (const char *)sqlite3_column_text(s, 0);
     const char *p = (const char *)sqlite3_column_text(s, 1);
     if (!sig || !p) continue;
@@ -309,46 +208,10 @@ static int range_cands(hang_groups_t *hg, const char *prefix, cands_t *cs) {
     if (!(rows[got].path = strdup(p))) break;
     got++;
   }
-  rc = done(s, got < MAX_EXTENSIONS && rc != SQLITE_DONE ? SQLITE_NOMEM : SQLITE_DONE);
-  free(upper);
+  rc = done(s, got < HGC_MAX_EXTENSIONS && rc != SQLITE_DONE ? SQLITE_NOMEM : SQLITE_DONE);
   for (size_t i = 0; i < got; i++) { /* HG_CHILDREN runs after HG_EXTENSIONS is reset */
     if (rc == SQLITE_OK) rc = add_cand(hg, cs, rows[i].sig, rows[i].path);
     free(rows[i].path);
-  }
-  return rc;
-}
-
-/* The stored groups under the turns of h off its key (perf__hang_turns):
-   where perf__group_pick's rule 3 looks. */
-static int turn_cands(hang_groups_t *hg, const store_hang_t *h, cands_t *cs) {
-  perf__hang_turn_t turns[MAX_TURNS];
-  size_t n = perf__hang_turns(&h->samples, h->key, h->len, turns, MAX_TURNS);
-  int rc = SQLITE_OK;
-  for (size_t t = 0; rc == SQLITE_OK && t < n; t++) {
-    const char *child = turns[t].child;
-    const char *const *at = h->key + h->len - turns[t].depth; /* the shared root frames */
-    char *shared = path_of(at, turns[t].depth);
-    size_t a = shared ? strlen(shared) : 0, b = strlen(child);
-    char *prefix = shared ? malloc(a + b + 2) : NULL;
-    if (prefix) {
-      memcpy(prefix, shared, a);
-      memcpy(prefix + a, child, b);
-      prefix[a + b] = SEP;
-      prefix[a + b + 1] = '\0';
-    }
-    rc = prefix ? range_cands(hg, prefix, cs) : SQLITE_NOMEM;
-    free(prefix);
-    free(shared);
-  }
-  /* The groups branching off the key's last SIBLING_DEPTH frames whatever
-     this hang's own share there: a group's history alone can cross (a
-     hang that went 90 % into now_ms meets the group keyed at the loop's
-     other callee, whose samples went 45 % into now_ms). */
-  size_t from = h->len > SIBLING_DEPTH ? h->len - SIBLING_DEPTH : 1;
-  for (size_t p = from; rc == SQLITE_OK && p < h->len; p++) {
-    char *shared = path_of(h->key + h->len - p, p);
-    rc = shared ? range_cands(hg, shared, cs) : SQLITE_NOMEM;
-    free(shared);
   }
   return rc;
 }
@@ -358,30 +221,20 @@ static int turn_cands(hang_groups_t *hg, const store_hang_t *h, cands_t *cs) {
    group had, NULL for a new one). */
 static int add_children(hang_groups_t *hg, const store_hang_t *h, const char *sig,
                         const char *const *key, size_t len, const uint64_t *old) {
-  size_t cap = h->samples.n;
-  const char **names = calloc(cap ? cap : 1, sizeof *names);
-  uint64_t *samples = calloc(cap ? cap : 1, sizeof *samples);
-  uint64_t self = 0;
-  int rc = names && samples ? SQLITE_OK : SQLITE_NOMEM;
-  size_t m = rc == SQLITE_OK
-                 ? perf__hang_children(&h->samples, key, len, names, samples, cap, &self, NULL)
-                 : 0;
+  hgc_children_t ch;
+  int rc = hgc_children(h, key, len, &ch) == 0 ? SQLITE_OK : SQLITE_NOMEM;
   sqlite3_stmt *s = hg->stmt[HG_ADD_CHILD];
-  for (size_t i = 0; rc == SQLITE_OK && i <= m; i++) {
-    uint64_t count = i < m ? samples[i] : self;
+  for (size_t i = 0; rc == SQLITE_OK && i <= ch.n; i++) {
+    uint64_t count = i < ch.n ? ch.samples[i] : ch.self;
     if (count == 0) continue;
     sqlite3_bind_text(s, 1, sig, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 2, i < m ? names[i] : "", -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, i < ch.n ? ch.names[i] : "", -1, SQLITE_STATIC);
     sqlite3_bind_int64(s, 3, (sqlite3_int64)count);
     rc = done(s, sqlite3_step(s));
   }
-  free(names);
-  free(samples);
-  uint64_t *through = rc == SQLITE_OK ? calloc(len ? len : 1, sizeof *through) : NULL;
+  hgc_children_free(&ch);
+  uint64_t *through = rc == SQLITE_OK ? hgc_through(h, key, len, old) : NULL;
   if (rc == SQLITE_OK && !through) rc = SQLITE_NOMEM;
-  if (through) perf__hang_through(&h->samples, key, len, through);
-  for (size_t d = 0; through && old && d < len; d++)
-    through[d] += old[d];
   if (rc == SQLITE_OK) rc = write_path(hg, sig, through, len);
   free(through);
   return rc;
@@ -399,18 +252,13 @@ int hang_groups_assign(hang_groups_t *hg, const store_hang_t *h, int64_t ns,
                        char sig[STORE_SIG_CHARS + 1]) {
   snprintf(sig, STORE_SIG_CHARS + 1, "%s", h->group.signature);
   if (h->len == 0) return upsert_group(hg, sig, h->group.names_json, ns);
-  char *path = path_of(h->key, h->len);
-  cands_t cs = {0};
+  char *path = hgc_path_of(h->key, h->len);
+  hgc_cands_t cs = {0};
+  range_ctx_t ctx = {hg, &cs};
   int rc = path ? prefix_cands(hg, h, &cs) : SQLITE_NOMEM;
-  if (rc == SQLITE_OK) rc = turn_cands(hg, h, &cs);
-  perf__group_view_t *views = rc == SQLITE_OK ? calloc(cs.n ? cs.n : 1, sizeof *views) : NULL;
-  if (rc == SQLITE_OK && !views) rc = SQLITE_NOMEM;
-  long pick = -1;
-  if (rc == SQLITE_OK) {
-    for (size_t i = 0; i < cs.n; i++)
-      views[i] = cs.v[i].view;
-    pick = perf__group_pick(&h->samples, h->key, h->len, views, cs.n);
-  }
+  if (rc == SQLITE_OK) rc = hgc_look_ranges(h, range_cands, &ctx, SQLITE_NOMEM);
+  long pick = rc == SQLITE_OK ? hgc_pick(h, &cs) : -1;
+  if (pick == -2) rc = SQLITE_NOMEM;
   const char *const *key = h->key;
   const uint64_t *old = NULL;
   size_t len = h->len;
@@ -428,8 +276,7 @@ int hang_groups_assign(hang_groups_t *hg, const store_hang_t *h, int64_t ns,
   /* A picked group's row exists: only its last_seen moves. */
   if (rc == SQLITE_OK) rc = upsert_group(hg, sig, h->group.names_json, ns);
   if (rc == SQLITE_OK) rc = add_children(hg, h, sig, key, len, old);
-  free(views);
-  cands_free(&cs);
+  hgc_cands_free(&cs);
   free(path);
   return rc;
 }

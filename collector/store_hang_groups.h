@@ -33,11 +33,6 @@ void hang_groups_close(hang_groups_t *hg);
 int hang_groups_assign(hang_groups_t *hg, const store_hang_t *h, int64_t ns,
                        char sig[STORE_SIG_CHARS + 1]);
 
-/* perf__group_majority_len of a group's hang_group_path blob (bytes
-   long): how many root frames of its key the majority of its samples
-   share; 0 when there is no blob (not a hang group). */
-size_t hang_groups_majority_len(const void *blob, size_t bytes);
-
 /* Forget the hang groups whose groups row is gone (retention, renames). */
 int hang_groups_prune(hang_groups_t *hg);
 

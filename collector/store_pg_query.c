@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "store_hang_groups.h"
+#include "hang_group_cands.h"
 #include "store_pg.h"
 
 #define TAG_FILTER(k, v)                                                                           \

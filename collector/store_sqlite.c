@@ -27,6 +27,7 @@
 #include <sys/stat.h>
 
 #include "db_identity.h"
+#include "hang_group_cands.h"
 #include "store.h"
 #include "store_hang_groups.h"
 #include "store_states.h"

@@ -21,6 +21,9 @@
    otherwise. */
 bool symbol_id_parse(const char *text, size_t len, char out[SYMBOL_ID_MAX_HEX + 1]);
 
+/* The answer (400) to a URL's build-id symbol_id_parse refuses. */
+#define SYMBOL_ID_BAD_TEXT "the build-id in the URL must be 2 to 80 hexadecimal digits (even)"
+
 /* <dir>/.build-id/xx/rest.debug into out; false when it does not fit. */
 bool symbol_file_path(const char *dir, const char *id, char *out, size_t size);
 

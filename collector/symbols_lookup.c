@@ -14,7 +14,7 @@ unsigned symbols_lookup(const char *dir, const char *id_text, char *text, size_t
   char id[SYMBOL_ID_MAX_HEX + 1], path[PATH_MAX];
   struct stat st;
   if (!symbol_id_parse(id_text, strlen(id_text), id)) {
-    snprintf(text, size, "the build-id in the URL must be 2 to 80 hexadecimal digits (even)");
+    snprintf(text, size, "%s", SYMBOL_ID_BAD_TEXT);
     return 400;
   }
   if (!symbol_file_path(dir, id, path, sizeof path) || stat(path, &st) != 0 ||

@@ -46,7 +46,7 @@ symbols_upload_t *symbols_upload_begin(const char *dir, const char *id_text,
                                        upload_reply_t *reply) {
   char id[SYMBOL_ID_MAX_HEX + 1];
   if (!symbol_id_parse(id_text, strlen(id_text), id)) {
-    set_reply(reply, 400, "the build-id in the URL must be 2 to 80 hexadecimal digits (even)");
+    set_reply(reply, 400, SYMBOL_ID_BAD_TEXT);
     return NULL;
   }
   uint64_t used = symbol_files_bytes(dir) + atomic_load(&g_in_flight);

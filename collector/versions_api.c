@@ -15,6 +15,9 @@
 
 #define NS_PER_HOUR 3.6e12
 #define MAX_VERSION_BYTES 256 /* a and b: longer is no version an SDK sends */
+#define STR_(x) #x
+#define STR(x) STR_(x)
+#define TOO_LONG "parameter %s: at most " STR(MAX_VERSION_BYTES) " bytes"
 
 /* The buckets' upper bounds, ms (docs/protocol.md "Loop stats"); the last
    has none. */
@@ -31,8 +34,7 @@ static char *error_json(const char *fmt, const char *param) {
 static unsigned check_version(const char *name, const char *v, char **body) {
   if (!v || !*v)
     return *body = error_json("parameter %s: required (a version of the app)", name), 400;
-  if (strlen(v) > MAX_VERSION_BYTES)
-    return *body = error_json("parameter %s: at most 256 bytes", name), 400;
+  if (strlen(v) > MAX_VERSION_BYTES) return *body = error_json(TOO_LONG, name), 400;
   return 0;
 }
 
@@ -48,8 +50,7 @@ static unsigned parse_compare(query_arg_fn arg, void *ctx, store_top_query_t *q,
   }
   q->kind = NULL;
   if (!q->app) return *body = error_json("parameter %s: required (the app's name)", "app"), 400;
-  if (strlen(q->app) > MAX_VERSION_BYTES)
-    return *body = error_json("parameter %s: at most 256 bytes", "app"), 400;
+  if (strlen(q->app) > MAX_VERSION_BYTES) return *body = error_json(TOO_LONG, "app"), 400;
   *a = arg(ctx, "a", 0);
   *b = arg(ctx, "b", 0);
   if ((bad = check_version("a", *a, body)) || (bad = check_version("b", *b, body))) return bad;

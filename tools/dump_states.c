@@ -15,8 +15,7 @@ char *dump_states_words(const perf__state_tally_t *t) {
   perf__strbuf_t sb;
   perf__strbuf_init(&sb, 4096);
   char *out = NULL;
-  if (perf__format_state_tally(&sb, t) == 0 && perf__strbuf_appendf(&sb, "%s", "") == 0)
-    perf__strbuf_take(&sb, &out);
+  if (perf__format_state_tally(&sb, t) == 0) perf__strbuf_take(&sb, &out); /* "" when empty */
   perf__strbuf_free(&sb);
   return out;
 }
