@@ -35,6 +35,7 @@
 
 #include "sdk/base/hex.h"
 #include "sdk/symbols/debug_file.h"
+#include "sdk/symbols/dwarf_chain.h"
 #include "tools/symbols_http.h"
 
 #define EXIT_FAILED 1
@@ -85,20 +86,6 @@ static bool is_elf_file(const char *path) {
   return elf;
 }
 
-/* .debug_info (or the old compressed .zdebug_info) with bytes in the file. */
-static bool has_dwarf(Elf *elf) {
-  size_t shstrndx;
-  if (elf_getshdrstrndx(elf, &shstrndx) != 0) return false;
-  for (Elf_Scn *scn = elf_nextscn(elf, NULL); scn; scn = elf_nextscn(elf, scn)) {
-    GElf_Shdr sh;
-    if (!gelf_getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS || sh.sh_size == 0) continue;
-    const char *name = elf_strptr(elf, shstrndx, sh.sh_name);
-    if (name && (strcmp(name, ".debug_info") == 0 || strcmp(name, ".zdebug_info") == 0))
-      return true;
-  }
-  return false;
-}
-
 static void read_facts(Elf *elf, elf_facts_t *f) {
   memset(f, 0, sizeof *f);
   GElf_Ehdr eh;
@@ -110,7 +97,7 @@ static void read_facts(Elf *elf, elf_facts_t *f) {
     f->id_len = (size_t)n;
     perf__hex_encode(f->id, f->id_len, f->id_hex);
   }
-  f->has_dwarf = has_dwarf(elf);
+  f->has_dwarf = perf__sym_elf_has_dwarf(elf);
 }
 
 /* The file at path's build-id and DWARF; for a stripped one, its separate
@@ -133,7 +120,7 @@ static bool inspect(const run_t *run, const char *path, elf_facts_t *f, char *de
       perf__sym_find_debug_file(path, elf, f->id, f->id_len, run->debug_dirs, debug_path, cap)) {
     int dfd = open(debug_path, O_RDONLY | O_CLOEXEC);
     Elf *debug = dfd >= 0 ? elf_begin(dfd, ELF_C_READ, NULL) : NULL;
-    if (!debug || !has_dwarf(debug)) debug_path[0] = '\0';
+    if (!debug || !perf__sym_elf_has_dwarf(debug)) debug_path[0] = '\0';
     if (debug) elf_end(debug);
     if (dfd >= 0) close(dfd);
   }

@@ -269,6 +269,12 @@ static size_t sections_size(Elf *elf, bool *has_info) {
   return total;
 }
 
+bool perf__sym_elf_has_dwarf(Elf *elf) {
+  bool has_info = false;
+  sections_size(elf, &has_info);
+  return has_info;
+}
+
 /* What reading the unit's lines adds, the first time it is seen. */
 static size_t count_unit(perf__sym_dwarf_t *d, Dwarf_Die *cu) {
   size_t add = 0;

@@ -14,6 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <libelf.h>
+
 typedef struct perf__sym_dwarf_s perf__sym_dwarf_t;
 
 /* One function of a chain as DWARF tells it. Strings point into the DWARF
@@ -28,6 +30,10 @@ typedef struct perf__sym_dwarf_level_s {
 /* Bytes the DWARF of `path` would take once opened (its .debug_*
    sections, uncompressed), 0 when the file has no .debug_info. */
 size_t perf__sym_dwarf_size(const char *path);
+
+/* Whether an open ELF file has DWARF: a .debug_info (or the old
+   compressed .zdebug_info) section with bytes in the file. */
+bool perf__sym_elf_has_dwarf(Elf *elf);
 
 /* Open the DWARF of the ELF file at `path`. NULL when it has none or it
    cannot be read. *bytes gets what the open handle takes (the sections,
