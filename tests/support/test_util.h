@@ -1,17 +1,23 @@
 /*
  * test_util.h - small helpers the test programs share: the monotonic clock,
- * a sleep that is not cut short by signals, and a whole file as text.
+ * a sleep that is not cut short by signals, a whole file as text, and a
+ * process burning a core.
  * Static inline: a program uses what it needs.
  */
 #ifndef PERF_TEST_UTIL_H
 #define PERF_TEST_UTIL_H
 
 #include <errno.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/types.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "check.h"
 
@@ -65,6 +71,25 @@ static inline char *read_text(const char *path) {
   fclose(f);
   text[len] = '\0';
   return text;
+}
+
+/* A process burning a core until cpu_hog_stop (or its parent dies): a
+   compiler beside the program under test. */
+static inline pid_t cpu_hog_start(void) {
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    volatile unsigned long x = 0;
+    for (;;)
+      x = x * 2862933555777941757UL + 3;
+  }
+  return pid;
+}
+
+static inline void cpu_hog_stop(pid_t pid) {
+  CHECK(kill(pid, SIGKILL) == 0);
+  CHECK(waitpid(pid, NULL, 0) == pid);
 }
 
 #endif
