@@ -109,6 +109,33 @@ void hang_phases_run(hang_phases_t *p, unsigned phase_samples) {
   pthread_mutex_destroy(&p->lock);
 }
 
+void hang_phases_config(perf_sdk_config_t *cfg) {
+  perf_sdk_config_init(cfg);
+  cfg->hang_threshold_ms = 20;
+  cfg->hang_sample_interval_ms = 5;
+  cfg->hang_max_samples = 200;
+  cfg->cpu_threshold_percent = 25600; /* no CPU events */
+  uintptr_t pcs[8];
+  size_t n;
+  CHECK(perf_backtrace_thread(0, pcs, 8, &n) >= PERF_E_TRUNCATED); /* rules ready */
+}
+
+void hang_phases_run_to_file(hang_phases_t *p, unsigned phase_samples, const char *app,
+                             const char *dir, char *sink, size_t sink_size) {
+  char data[256];
+  snprintf(sink, sink_size, "%s/report.txt", dir);
+  snprintf(data, sizeof data, "%s/data", dir);
+  perf_sdk_config_t cfg;
+  hang_phases_config(&cfg);
+  cfg.app_name = app;
+  cfg.data_dir = data;
+  cfg.sink = PERF_SINK_FILE;
+  cfg.sink_path = sink;
+  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
+  hang_phases_run(p, phase_samples);
+  CHECK_EQ_INT(perf_sdk_shutdown(10000), PERF_OK);
+}
+
 /* The decoded hang event of the file sink's batch records (the caller
    frees *bt with perf__v1__batch__free_unpacked). */
 const Perf__V1__Event *hang_phases_read_event(const char *sink, Perf__V1__Batch **bt) {

@@ -18,6 +18,7 @@
 #include <sys/types.h>
 
 #include "perf/v1/perf.pb-c.h"
+#include "perf_sdk.h"
 
 typedef struct hang_phases_s {
   unsigned phase_samples;
@@ -38,6 +39,18 @@ typedef struct hang_phases_s {
    watching this thread); fails the case when a phase gets no samples
    within 20 s. */
 void hang_phases_run(hang_phases_t *p, unsigned phase_samples);
+
+/* The SDK settings the phases are made for: perf_sdk_config_init, then
+   hangs from 20 ms sampled every 5 ms (at most 200), no CPU events; and the
+   unwind rules compiled now (the hang monitor watches nothing while it
+   compiles them at start). The caller sets the rest and starts the SDK. */
+void hang_phases_config(perf_sdk_config_t *cfg);
+
+/* The hang under an SDK of app (hang_phases_config) writing to a file sink
+   in dir (which exists): started, run, shut down. The sink's path in
+   sink (read its event with hang_phases_read_event). */
+void hang_phases_run_to_file(hang_phases_t *p, unsigned phase_samples, const char *app,
+                             const char *dir, char *sink, size_t sink_size);
 
 /* The hang event of a file sink's batch records (<sink>.batches/, read
    once the SDK is shut down), decoded: the event, its batch in *bt (the
