@@ -34,6 +34,7 @@
 #include "collector_rig.h"
 #include "perf_sdk.h"
 #include "sdk/wire/batch.h"
+#include "sdk_util.h"
 #include "signature.h"
 #include "tempdir.h"
 
@@ -122,9 +123,7 @@ static void sdk_run(const collector_t *c, unsigned work) {
   cfg.hang_max_samples = 200;
   cfg.max_events_per_hour = 100000;
   cfg.cpu_threshold_percent = 25600; /* no CPU events */
-  uintptr_t pcs[8];
-  size_t n;
-  CHECK(perf_backtrace_thread(0, pcs, 8, &n) >= PERF_E_TRUNCATED); /* rules ready */
+  sdk_compile_unwind_rules();
   CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
   run_hangs(work);
   perf_sdk_stats_t st;

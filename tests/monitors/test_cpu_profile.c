@@ -32,6 +32,7 @@
 #include "check.h"
 #include "cpu_workload.h"
 #include "perf_sdk.h"
+#include "sdk_util.h"
 #include "stack_assert.h"
 #include "test_util.h"
 
@@ -74,29 +75,10 @@ static void config(perf_sdk_config_t *cfg) {
   cfg->cpu_window_ms = 300;
   cfg->cpu_cooldown_ms = 60000;
   /* Compile every module's unwind rules now, not inside the burst. */
-  uintptr_t pcs[8];
-  size_t n;
-  int err = perf_backtrace_thread(0, pcs, ARRAY_LEN(pcs), &n);
-  CHECKF(err == PERF_OK || err == PERF_E_TRUNCATED, "%s", perf_strerror(err));
+  sdk_compile_unwind_rules();
 }
 
-static perf_sdk_stats_t get_stats(void) {
-  perf_sdk_stats_t st;
-  CHECK_EQ_INT(perf_sdk_get_stats(&st), PERF_OK);
-  return st;
-}
-
-/* Poll the counters every millisecond until `cond` holds (fails after WAIT_MS). */
-#define WAIT_FOR_STATS(st, cond)                                                                   \
-  do {                                                                                             \
-    long long wait_deadline_ = now_ms() + WAIT_MS;                                                 \
-    for (;;) {                                                                                     \
-      (st) = get_stats();                                                                          \
-      if (cond) break;                                                                             \
-      CHECKF(now_ms() < wait_deadline_, "waited %d ms for %s", WAIT_MS, #cond);                    \
-      sleep_ms(1);                                                                                 \
-    }                                                                                              \
-  } while (0)
+#define WAIT_FOR_STATS(st, cond) SDK_WAIT_FOR_STATS(st, cond, WAIT_MS, 1)
 
 /* One stack of the report's event: its thread, CPU time and functions. */
 typedef struct {
@@ -176,7 +158,7 @@ static void known_split(void) {
     all_true += idle_true[i] = (double)(cpu_worker_cpu_ns(&idle[i]) - idle0[i]);
   cpu_workload_stop(&work);
   CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
-  st = get_stats();
+  st = sdk_stats();
   CHECK_EQ_INT(st.cpu_bursts, 1);
   CHECK_EQ_INT(st.cpu_bursts_empty, 0);
   CHECK_EQ_INT(st.events_written, 1);
@@ -289,7 +271,7 @@ static void case_nothing_running(void) {
   atomic_store(&cpu_workload_stop_flag, 1);
   pthread_join(w.thread, NULL);
   CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
-  st = get_stats();
+  st = sdk_stats();
   CHECK_EQ_INT(st.cpu_bursts, 1);
   CHECK_EQ_INT(st.cpu_bursts_empty, 1);
   CHECK_EQ_INT(st.events_recorded, 0);

@@ -40,6 +40,7 @@
 #include "perf_sdk.h"
 #include "sdk/wire/batch_decode.h"
 #include "sdk/wire/spool.h"
+#include "sdk_util.h"
 #include "tempdir.h"
 #include "test_util.h"
 
@@ -274,16 +275,6 @@ static void thread_names(char *out, size_t len) {
   closedir(d);
 }
 
-/* The SDK's writer compiles the unwind rules at init and a hang's first
-   capture waits for them (hundreds of ms under ASan): have them ready, so
-   the hang's samples do not depend on how long that takes. */
-static void compile_unwind_rules(void) {
-  uintptr_t pcs[8];
-  size_t n;
-  int err = perf_backtrace_thread(0, pcs, ARRAY_LEN(pcs), &n);
-  CHECKF(err == PERF_OK || err == PERF_E_TRUNCATED, "%s", perf_strerror(err));
-}
-
 /* ---- fork: the daemonize pattern ----------------------------------------- */
 
 /* The daemon's pid reaches the test through this pipe. */
@@ -304,7 +295,7 @@ static void daemon_main(void) {
 
 /* The app: init, 300 ms later fork the daemon, and exit. */
 static void daemonizing_app(void) {
-  compile_unwind_rules();
+  sdk_compile_unwind_rules();
   CHECK_EQ_INT(perf_sdk_init(&g_cfg), PERF_OK);
   sleep_ms(300);
   pid_t pid = fork();
@@ -613,7 +604,7 @@ static void note_exit_time(void) {
 /* Records a 1 s hang (samples from 200 ms on: room for a loaded machine
    to schedule the monitor), then returns from "main" without shutdown. */
 static void hang_then_exit_app(void) {
-  compile_unwind_rules();
+  sdk_compile_unwind_rules();
   CHECK_EQ_INT(perf_sdk_init(&g_cfg), PERF_OK);
   CHECK_EQ_INT(perf_sdk_loop_busy(), PERF_OK);
   g_sink = exit_hang(1000);
@@ -1002,7 +993,7 @@ static int64_t stopped_meanwhile(void) {
    hang). Tells the test the second unit's wall time and its stop's. */
 static void stopped_app(void) {
   CHECK(fcntl(g_resumed[0], F_SETFL, O_NONBLOCK) == 0);
-  compile_unwind_rules();
+  sdk_compile_unwind_rules();
   CHECK_EQ_INT(perf_sdk_init(&g_cfg), PERF_OK);
   CHECK_EQ_INT(perf_sdk_loop_busy(), PERF_OK);
   burn_cpu(10, -1);

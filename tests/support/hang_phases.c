@@ -15,6 +15,7 @@
 #include "perf_sdk.h"
 #include "sdk/wire/batch_decode.h"
 #include "sdk/wire/spool.h"
+#include "sdk_util.h"
 #include "test_util.h"
 
 #define WAIT_MS 20000
@@ -115,9 +116,7 @@ void hang_phases_config(perf_sdk_config_t *cfg) {
   cfg->hang_sample_interval_ms = 5;
   cfg->hang_max_samples = 200;
   cfg->cpu_threshold_percent = 25600; /* no CPU events */
-  uintptr_t pcs[8];
-  size_t n;
-  CHECK(perf_backtrace_thread(0, pcs, 8, &n) >= PERF_E_TRUNCATED); /* rules ready */
+  sdk_compile_unwind_rules();
 }
 
 void hang_phases_run_to_file(hang_phases_t *p, unsigned phase_samples, const char *app,
