@@ -925,7 +925,8 @@ static void case_disabled_no_libcurl(void) {
   expect_no_libcurl_with(PERF_SINK_HTTP, true);
 }
 
-static void case_http_sink_loads_libcurl(void) {
+/* An http-sink SDK started on a fresh test server (libcurl not mapped yet). */
+static http_server_t *start_http_sdk(void) {
   make_dir();
   http_server_t *srv = http_server_start();
   CHECK(srv != NULL);
@@ -933,33 +934,31 @@ static void case_http_sink_loads_libcurl(void) {
   perf_sdk_config_t cfg;
   http_config(&cfg, http_server_url(srv));
   CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
-  CHECK_EQ_INT(perf_sdk_capture_now("x"), PERF_OK);
-  CHECK_EQ_INT(perf_sdk_flush(10000), PERF_OK);
-  CHECK(http_server_request_count(srv) >= 1);
-  CHECKF(maps_contain("libcurl"), "libcurl is not mapped with the http sink");
-  CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
-  http_server_stop(srv);
+  return srv;
 }
 
-/* The http sink loads libcurl when it first has a batch to send, not when
-   it starts: an app with nothing to report never maps it (~5.6 MiB). */
-static void case_http_sink_idle_no_libcurl(void) {
-  make_dir();
-  http_server_t *srv = http_server_start();
-  CHECK(srv != NULL);
-  CHECK(!maps_contain("libcurl"));
-  perf_sdk_config_t cfg;
-  http_config(&cfg, http_server_url(srv));
-  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
-  CHECK_EQ_INT(perf_sdk_flush(10000), PERF_OK); /* the sink and its uploader started */
-  CHECKF(!maps_contain("libcurl"), "libcurl is mapped with nothing to send");
-  CHECK_EQ_INT((int)http_server_request_count(srv), 0);
+/* One batch sent: libcurl is mapped now. Then the SDK and srv stopped. */
+static void send_one_with_libcurl(http_server_t *srv) {
   CHECK_EQ_INT(perf_sdk_capture_now("x"), PERF_OK);
   CHECK_EQ_INT(perf_sdk_flush(10000), PERF_OK);
   CHECK(http_server_request_count(srv) >= 1);
   CHECKF(maps_contain("libcurl"), "libcurl is not mapped after a batch was sent");
   CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
   http_server_stop(srv);
+}
+
+static void case_http_sink_loads_libcurl(void) {
+  send_one_with_libcurl(start_http_sdk());
+}
+
+/* The http sink loads libcurl when it first has a batch to send, not when
+   it starts: an app with nothing to report never maps it (~5.6 MiB). */
+static void case_http_sink_idle_no_libcurl(void) {
+  http_server_t *srv = start_http_sdk();
+  CHECK_EQ_INT(perf_sdk_flush(10000), PERF_OK); /* the sink and its uploader started */
+  CHECKF(!maps_contain("libcurl"), "libcurl is mapped with nothing to send");
+  CHECK_EQ_INT((int)http_server_request_count(srv), 0);
+  send_one_with_libcurl(srv);
 }
 
 /* ---- a stopped process is not hung ------------------------------------- */
