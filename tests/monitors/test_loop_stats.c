@@ -196,7 +196,20 @@ static void case_stats_only_batch(void) {
   unit(20, expected, &busy_lo, &busy_hi);
   char journal[PATH_MAX + 300];
   wait_journal(report, journal, sizeof journal);
-  sleep_ms(5 * PERIOD_MS); /* idle, watched: five more periods, no batch for them */
+  /* Idle, watched: the next periods' stats journaled (the open batch's
+     journal grows), and still no batch of stats alone after five periods. */
+  struct stat j0, j1;
+  CHECK(stat(journal, &j0) == 0);
+  long long t_journal = now_ms(), deadline = t_journal + WAIT_MS;
+  for (;;) {
+    CHECK(stat(journal, &j1) == 0);
+    if (j1.st_size > j0.st_size) break;
+    CHECKF(now_ms() < deadline, "%s: still %lld bytes after %d ms", journal, (long long)j0.st_size,
+           WAIT_MS);
+    sleep_ms(5);
+  }
+  long long left = t_journal + 5 * PERIOD_MS - now_ms();
+  if (left > 0) sleep_ms((int)left);
   seen_t s = batches_of(report);
   CHECKF(s.batches == 0, "%zu batches of stats alone within 5 periods", s.batches);
   CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
