@@ -203,6 +203,10 @@ static void case_beside_busy_processes(void) {
      too, and is then a hang as truly as the planned one. */
   size_t hangs = demo_events_stored(&c, "hang");
   CHECKF(hangs >= 1 && hangs <= 3, "%zu hangs stored", hangs);
+  /* Whatever else ran long, the planned hang is stored, once. */
+  json_t *planned = get_ok(&c, "/api/v1/events?kind=hang&app=demo_app&label=GET%20%2Fprofile");
+  CHECK_EQ_INT(json_array_size(json_object_get(planned, "events")), 1);
+  json_decref(planned);
   CHECK_EQ_INT(demo_events_stored(&c, "cpu"), 1);
   collector_stop_healthy(&c);
 }
