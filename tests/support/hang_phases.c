@@ -37,33 +37,17 @@ static uint64_t wait_samples(uint64_t more) {
   return n;
 }
 
-/* Until /proc shows thread tid blocked in system call nr. */
-static void wait_in_call(pid_t tid, long nr) {
-  char path[64], text[128];
-  snprintf(path, sizeof path, "/proc/self/task/%d/syscall", (int)tid);
-  long long end = now_ms() + WAIT_MS;
-  for (;;) {
-    FILE *f = fopen(path, "r");
-    CHECK(f != NULL);
-    bool in = fgets(text, sizeof text, f) && text[0] != 'r' && atol(text) == nr;
-    fclose(f);
-    if (in) return;
-    CHECKF(now_ms() < end, "thread %d never blocked in system call %ld", (int)tid, nr);
-    sleep_ms(1);
-  }
-}
-
 /* The driver: holds the mutex; ends each phase after its samples. */
 static void *drive(void *arg) {
   hang_phases_t *p = arg;
   pthread_mutex_lock(&p->lock);
   atomic_store(&p->locked, 1);
-  wait_in_call(p->tid, SYS_read); /* samples from here on are of the read */
+  wait_in_syscall(p->tid, SYS_read, WAIT_MS); /* samples from here on are of the read */
   p->ends[0] = wait_samples(p->phase_samples);
   p->write_lo = now_ns();
   CHECK(write(p->pipe_fd[1], "x", 1) == 1);
   p->write_hi = now_ns();
-  wait_in_call(p->tid, SYS_futex); /* the wake-up's samples do not count here */
+  wait_in_syscall(p->tid, SYS_futex, WAIT_MS); /* the wake-up's samples do not count here */
   p->futex_seen = now_ns();
   p->ends[1] = wait_samples(p->phase_samples);
   p->unlock_at = now_ns();

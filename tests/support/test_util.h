@@ -1,7 +1,7 @@
 /*
  * test_util.h - small helpers the test programs share: the monotonic clock,
- * a sleep that is not cut short by signals, a whole file as text, and a
- * process burning a core.
+ * a sleep that is not cut short by signals, a whole file as text, a thread
+ * seen blocked in a system call, and a process burning a core.
  * Static inline: a program uses what it needs.
  */
 #ifndef PERF_TEST_UTIL_H
@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,6 +72,30 @@ static inline char *read_text(const char *path) {
   fclose(f);
   text[len] = '\0';
   return text;
+}
+
+/* Whether /proc shows thread tid of this process blocked in system call
+   nr (/proc/self/task/<tid>/syscall starts with its number; "running"
+   when it is not in one). */
+static inline bool thread_in_syscall(pid_t tid, long nr) {
+  char path[64], text[128];
+  snprintf(path, sizeof path, "/proc/self/task/%d/syscall", (int)tid);
+  FILE *f = fopen(path, "r");
+  CHECKF(f != NULL, "%s: %s", path, strerror(errno));
+  bool in = fgets(text, sizeof text, f) && text[0] != 'r' && atol(text) == nr;
+  fclose(f);
+  return in;
+}
+
+/* Until thread tid is blocked in system call nr, polled every millisecond;
+   fails after wait_ms. */
+static inline void wait_in_syscall(pid_t tid, long nr, int wait_ms) {
+  long long end = now_ms() + wait_ms;
+  while (!thread_in_syscall(tid, nr)) {
+    CHECKF(now_ms() < end, "thread %d not blocked in system call %ld after %d ms", (int)tid, nr,
+           wait_ms);
+    sleep_ms(1);
+  }
 }
 
 /* A process burning a core until cpu_hog_stop (or its parent dies): a
