@@ -34,6 +34,7 @@
 #include "hang_phases.h"
 #include "perf/v1/perf.pb-c.h"
 #include "perf_sdk.h"
+#include "sdk_util.h"
 #include "tempdir.h"
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
@@ -43,16 +44,10 @@
 
 static void sdk_run(const collector_t *c, hang_phases_t *p) {
   perf_sdk_config_t cfg;
-  hang_phases_config(&cfg);
+  sdk_config_short_hangs(&cfg);
   char data_dir[128];
   snprintf(data_dir, sizeof data_dir, "%s/sdk", tempdir_make("perf-states"));
-  cfg.app_name = "states-test";
-  cfg.app_version = "1.0";
-  cfg.sink = PERF_SINK_HTTP;
-  cfg.endpoint = c->url;
-  cfg.api_key = GOOD_KEY;
-  cfg.data_dir = data_dir;
-  cfg.batch_max_delay_ms = 200;
+  sdk_config_upload(&cfg, "states-test", c->url, GOOD_KEY, data_dir);
   CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
   hang_phases_run(p, PHASE_SAMPLES);
   CHECK_EQ_INT(perf_sdk_flush(30000), PERF_OK);

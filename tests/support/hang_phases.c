@@ -94,22 +94,13 @@ void hang_phases_run(hang_phases_t *p, unsigned phase_samples) {
   pthread_mutex_destroy(&p->lock);
 }
 
-void hang_phases_config(perf_sdk_config_t *cfg) {
-  perf_sdk_config_init(cfg);
-  cfg->hang_threshold_ms = 20;
-  cfg->hang_sample_interval_ms = 5;
-  cfg->hang_max_samples = 200;
-  cfg->cpu_threshold_percent = 25600; /* no CPU events */
-  sdk_compile_unwind_rules();
-}
-
 void hang_phases_run_to_file(hang_phases_t *p, unsigned phase_samples, const char *app,
                              const char *dir, char *sink, size_t sink_size) {
   char data[256];
   snprintf(sink, sink_size, "%s/report.txt", dir);
   snprintf(data, sizeof data, "%s/data", dir);
   perf_sdk_config_t cfg;
-  hang_phases_config(&cfg);
+  sdk_config_short_hangs(&cfg);
   cfg.app_name = app;
   cfg.data_dir = data;
   cfg.sink = PERF_SINK_FILE;

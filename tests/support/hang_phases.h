@@ -40,13 +40,8 @@ typedef struct hang_phases_s {
    within 20 s. */
 void hang_phases_run(hang_phases_t *p, unsigned phase_samples);
 
-/* The SDK settings the phases are made for: perf_sdk_config_init, then
-   hangs from 20 ms sampled every 5 ms (at most 200), no CPU events; and the
-   unwind rules compiled now (the hang monitor watches nothing while it
-   compiles them at start). The caller sets the rest and starts the SDK. */
-void hang_phases_config(perf_sdk_config_t *cfg);
-
-/* The hang under an SDK of app (hang_phases_config) writing to a file sink
+/* The hang under an SDK of app (sdk_config_short_hangs: the settings the
+   phases are made for) writing to a file sink
    in dir (which exists): started, run, shut down. The sink's path in
    sink (read its event with hang_phases_read_event). */
 void hang_phases_run_to_file(hang_phases_t *p, unsigned phase_samples, const char *app,
