@@ -3,7 +3,8 @@
  * same workload: one thread spending 7 ms of CPU in phase_seventy and 3 ms
  * in phase_thirty over and over, and three nearly idle threads waking every
  * millisecond to burn ~60 us in idle_work, waiting in idle_wait (nanosleep)
- * otherwise (tests/monitors/test_cpu_profile.c's workload).
+ * otherwise (tests/support/cpu_workload.c: tests/monitors/test_cpu_profile.c's
+ * workload, linked in).
  *
  *  1. In this process under the SDK (file sink): one burst of --burst-ms at
  *     --hz; the report's CPU time per function (a stack counts for the
@@ -35,26 +36,18 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cpu_workload.h"
 #include "perf_sdk.h"
 
-#define IDLE_THREADS 3
-#define NOINLINE __attribute__((noinline, used))
+#define IDLE_THREADS CPU_WORKLOAD_IDLE
 
 enum { SEVENTY, THIRTY, IDLE_WORK, IDLE_WAIT, OTHER, CLASSES };
 static const char *const CLASS_NAMES[CLASSES] = {"phase_seventy", "phase_thirty", "idle_work",
                                                  "idle_wait", "other"};
 
-static volatile unsigned long g_sink;
-static atomic_int g_stop;
-static _Atomic pid_t g_tids[1 + IDLE_THREADS]; /* the workload's threads, for perf's samples */
+static cpu_workload_t g_work; /* its tids, for perf's samples, stay after it stopped */
 
 /* ---- the workload ---------------------------------------------------------- */
-
-static int64_t thread_cpu_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static int64_t now_ns(void) {
   struct timespec ts;
@@ -62,76 +55,10 @@ static int64_t now_ns(void) {
   return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static inline __attribute__((always_inline)) unsigned long burn_cpu(int64_t cpu_ns) {
-  int64_t end = thread_cpu_ns() + cpu_ns;
-  unsigned long x = 7;
-  do {
-    for (int i = 0; i < 8192; i++)
-      x = x * 2862933555777941757UL + 3;
-  } while (thread_cpu_ns() < end);
-  return x;
-}
-
-static NOINLINE unsigned long phase_seventy(void) {
-  return burn_cpu(7000000) + 1;
-}
-static NOINLINE unsigned long phase_thirty(void) {
-  return burn_cpu(3000000) + 1;
-}
-static NOINLINE unsigned long idle_work(void) {
-  return burn_cpu(60000) + 1;
-}
-static NOINLINE void idle_wait(void) {
-  struct timespec ms = {0, 1000000};
-  nanosleep(&ms, NULL);
-}
-
-static void *cycle_main(void *arg) {
-  atomic_store(&g_tids[0], (pid_t)syscall(SYS_gettid));
-  (void)arg;
-  unsigned long x = 0;
-  while (!atomic_load(&g_stop))
-    x += phase_seventy() + phase_thirty();
-  g_sink = x;
-  return NULL;
-}
-
-static void *idle_main(void *arg) {
-  atomic_store(&g_tids[(intptr_t)arg], (pid_t)syscall(SYS_gettid));
-  unsigned long x = 0;
-  while (!atomic_load(&g_stop)) {
-    x += idle_work();
-    idle_wait();
-  }
-  g_sink = x;
-  return NULL;
-}
-
-typedef struct {
-  pthread_t threads[1 + IDLE_THREADS];
-} workload_t;
-
-static void workload_start(workload_t *w) {
-  atomic_store(&g_stop, 0);
-  for (int i = 0; i <= IDLE_THREADS; i++)
-    if (pthread_create(&w->threads[i], NULL, i ? idle_main : cycle_main, (void *)(intptr_t)i) != 0)
-      exit(1);
-}
-
-static void workload_stop(workload_t *w) {
-  atomic_store(&g_stop, 1);
-  for (int i = 0; i <= IDLE_THREADS; i++)
-    pthread_join(w->threads[i], NULL);
-}
-
-static int64_t workload_cpu_ns(const workload_t *w) {
-  int64_t sum = 0;
-  for (int i = 0; i <= IDLE_THREADS; i++) {
-    clockid_t clock;
-    struct timespec ts;
-    if (pthread_getcpuclockid(w->threads[i], &clock) == 0 && clock_gettime(clock, &ts) == 0)
-      sum += (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-  }
+static int64_t workload_cpu_ns(const cpu_workload_t *w) {
+  int64_t sum = cpu_worker_cpu_ns(&w->cycle);
+  for (int i = 0; i < IDLE_THREADS; i++)
+    sum += cpu_worker_cpu_ns(&w->idle[i]);
   return sum;
 }
 
@@ -206,21 +133,21 @@ static bool sdk_profile(unsigned hz, unsigned burst_ms, bool keep, const char *d
   cfg.cpu_burst_ms = burst_ms;
   cfg.cpu_top_threads = 1 + IDLE_THREADS;
   if (perf_sdk_init(&cfg) != PERF_OK) return false;
-  workload_t w;
-  workload_start(&w);
+  cpu_workload_t *w = &g_work;
+  cpu_workload_start(w);
   perf_sdk_stats_t st = {0};
   int64_t deadline = now_ns() + (int64_t)(burst_ms + 30000) * 1000000, cpu0 = -1;
   pid_t perf = -1;
   while (now_ns() < deadline && perf_sdk_get_stats(&st) == PERF_OK && st.events_recorded == 0) {
     if (cpu0 < 0 && st.cpu_bursts > 0) {
-      cpu0 = workload_cpu_ns(&w);
+      cpu0 = workload_cpu_ns(w);
       perf = perf_start(data, burst_ms);
     }
     usleep(1000);
   }
-  *truth_ms = (double)(workload_cpu_ns(&w) - cpu0) / 1e6;
+  *truth_ms = (double)(workload_cpu_ns(w) - cpu0) / 1e6;
   *perf_ok = perf > 0 && perf_finish(perf, burst_ms);
-  workload_stop(&w);
+  cpu_workload_stop(w);
   perf_sdk_shutdown(5000);
   char *text = read_file(report);
   char cmd[200];
@@ -291,8 +218,9 @@ static bool perf_finish(pid_t perf, unsigned burst_ms) {
 }
 
 static bool is_workload_tid(long tid) {
-  for (int i = 0; i <= IDLE_THREADS; i++)
-    if (atomic_load(&g_tids[i]) == tid) return true;
+  if (atomic_load(&g_work.cycle.tid) == tid) return true;
+  for (int i = 0; i < IDLE_THREADS; i++)
+    if (atomic_load(&g_work.idle[i].tid) == tid) return true;
   return false;
 }
 

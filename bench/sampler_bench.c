@@ -44,6 +44,7 @@
 
 #include "perf_sdk.h"
 #include "sdk/sampler/sampler.h"
+#include "test_util.h" /* tests/support: wait_in_syscall */
 
 /* Frames of the target's chain: BENCH_DEPTH - 1 recursion frames + the leaf. */
 #define BENCH_DEPTH 32
@@ -404,7 +405,7 @@ static double blocked_read_us(void) {
   if (pthread_create(&th, NULL, reader_main, &fds[0]) != 0) return -1;
   while (!atomic_load(&g_reader_tid))
     usleep(1000);
-  usleep(20000);
+  wait_in_syscall(atomic_load(&g_reader_tid), SYS_read, 10000); /* blocked, not on its way */
   size_t n = 0, frames = 0;
   for (int i = 0; i < N; i++) {
     uintptr_t pcs[MAX_PCS];
@@ -437,7 +438,7 @@ static void blocked_report(pid_t busy_tid) {
   if (pthread_create(&th, NULL, blocked_main, NULL) != 0) return;
   while (!g_target_tid)
     usleep(1000);
-  usleep(20000);
+  wait_in_syscall(g_target_tid, SYS_futex, 10000); /* in pthread_cond_wait, not on its way */
   pid_t tid = g_target_tid;
   size_t frames = 0, n = 0;
   for (int i = 0; i < N; i++) {

@@ -32,6 +32,7 @@
 #include "collector_rig.h"
 #include "perf_sdk.h"
 #include "pprof_check.h"
+#include "sdk_util.h"
 #include "tempdir.h"
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
@@ -138,9 +139,7 @@ static void feed(const collector_t *c, double hang_ms[2]) {
   /* The SDK compiles the modules' unwind rules at start and a hang's first
      capture waits for them (hundreds of ms under ASan): have them ready so
      both hangs get their samples. */
-  uintptr_t pcs[8];
-  size_t n;
-  CHECK(perf_backtrace_thread(0, pcs, 8, &n) >= PERF_E_TRUNCATED);
+  sdk_compile_unwind_rules();
   CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
   for (int i = 0; i < 2; i++) {
     double t0 = now_ms();

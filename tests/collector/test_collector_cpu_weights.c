@@ -30,19 +30,6 @@
 static long send_cpu_event(const collector_t *c, const char *app, const uint64_t *weights,
                            size_t n_weights, unsigned seed, reply_t *r) {
   char *strings[] = {"", "cpu_often", "cpu_rare", "cpu_main"};
-  Perf__V1__Function fn[3];
-  Perf__V1__Function *fns[3];
-  Perf__V1__Frame fr[3];
-  Perf__V1__Frame *frs[3];
-  for (int i = 0; i < 3; i++) {
-    perf__v1__function__init(&fn[i]);
-    fn[i].name = (uint32_t)i + 1;
-    fns[i] = &fn[i];
-    perf__v1__frame__init(&fr[i]);
-    fr[i].function = (uint32_t)i + 1;
-    fr[i].address = 0x1000 + 0x100 * (uint64_t)i;
-    frs[i] = &fr[i];
-  }
   uint32_t often[] = {1, 3}, rare[] = {2, 3};
   Perf__V1__Stack st[2] = {PERF__V1__STACK__INIT, PERF__V1__STACK__INIT};
   st[0].n_frames = 2, st[0].frames = often;
@@ -73,9 +60,8 @@ static long send_cpu_event(const collector_t *c, const char *app, const uint64_t
   res.environment = "prod";
   Perf__V1__Batch b = PERF__V1__BATCH__INIT;
   b.resource = &res;
-  b.n_strings = ARRAY_LEN(strings), b.strings = strings;
-  b.n_functions = 3, b.functions = fns;
-  b.n_frames = 3, b.frames = frs;
+  batch_frames_t frames;
+  batch_set_frames(&b, &frames, strings, ARRAY_LEN(strings));
   b.n_stacks = 2, b.stacks = sts;
   b.n_events = 1, b.events = evs;
   return batch_post_answer(c, &b, seed, r);

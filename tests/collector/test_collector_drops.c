@@ -104,19 +104,6 @@ static long send_spec(const collector_t *c, const spec_t *s, unsigned seed, repl
   char root[64];
   snprintf(root, sizeof root, "%s_root", s->leaf);
   char *strings[] = {"", (char *)s->leaf, root};
-  Perf__V1__Function fn[2];
-  Perf__V1__Function *fns[2];
-  Perf__V1__Frame fr[2];
-  Perf__V1__Frame *frs[2];
-  for (int i = 0; i < 2; i++) {
-    perf__v1__function__init(&fn[i]);
-    fn[i].name = (uint32_t)i + 1;
-    fns[i] = &fn[i];
-    perf__v1__frame__init(&fr[i]);
-    fr[i].function = (uint32_t)i + 1;
-    fr[i].address = 0x1000 + 0x100 * (uint64_t)i;
-    frs[i] = &fr[i];
-  }
   uint32_t ids[] = {1, 2};
   Perf__V1__Stack st = PERF__V1__STACK__INIT;
   st.n_frames = 2, st.frames = ids;
@@ -152,9 +139,8 @@ static long send_spec(const collector_t *c, const spec_t *s, unsigned seed, repl
   Perf__V1__Batch b = PERF__V1__BATCH__INIT;
   b.resource = &res;
   b.drops = s->has_drops ? &d : NULL;
-  b.n_strings = 3, b.strings = strings;
-  b.n_functions = 2, b.functions = fns;
-  b.n_frames = 2, b.frames = frs;
+  batch_frames_t frames;
+  batch_set_frames(&b, &frames, strings, ARRAY_LEN(strings));
   b.n_stacks = 1, b.stacks = sts;
   b.n_events = 1, b.events = evs;
   return batch_post_answer(c, &b, seed, r);

@@ -55,17 +55,6 @@ static long send_small(const collector_t *c, const char *app, const uint8_t id[1
   Perf__V1__Batch b = PERF__V1__BATCH__INIT;
   Perf__V1__Resource res = PERF__V1__RESOURCE__INIT;
   char *strings[] = {"", "durable_leaf", "durable_root"};
-  Perf__V1__Function fn[2], *fns[2];
-  Perf__V1__Frame fr[2], *frs[2];
-  for (int i = 0; i < 2; i++) {
-    perf__v1__function__init(&fn[i]);
-    fn[i].name = (uint32_t)i + 1;
-    fns[i] = &fn[i];
-    perf__v1__frame__init(&fr[i]);
-    fr[i].function = (uint32_t)i + 1;
-    fr[i].address = 0x1000 + (uint64_t)i;
-    frs[i] = &fr[i];
-  }
   uint32_t frame_ids[] = {1, 2};
   Perf__V1__Stack st = PERF__V1__STACK__INIT, *sts[] = {&st};
   st.n_frames = 2, st.frames = frame_ids;
@@ -80,9 +69,8 @@ static long send_small(const collector_t *c, const char *app, const uint8_t id[1
   ev.n_stack_counts = 1, ev.stack_counts = scs;
   res.app_name = (char *)app;
   b.resource = &res;
-  b.n_strings = 3, b.strings = strings;
-  b.n_functions = 2, b.functions = fns;
-  b.n_frames = 2, b.frames = frs;
+  batch_frames_t frames;
+  batch_set_frames(&b, &frames, strings, ARRAY_LEN(strings));
   b.n_stacks = 1, b.stacks = sts;
   b.n_events = 1, b.events = evs;
   return batch_send(c, &b, id, r);

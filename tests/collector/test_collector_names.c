@@ -407,19 +407,6 @@ static void send_two_ends(const collector_t *c, unsigned seed, Perf__V1__StackEn
   Perf__V1__Batch b = PERF__V1__BATCH__INIT;
   Perf__V1__Resource res = PERF__V1__RESOURCE__INIT;
   char *strings[] = {"", "leaf_fn", "mid_fn", "root_fn"};
-  Perf__V1__Function fn[3];
-  Perf__V1__Function *fns[3];
-  Perf__V1__Frame fr[3];
-  Perf__V1__Frame *frs[3];
-  for (int i = 0; i < 3; i++) {
-    perf__v1__function__init(&fn[i]);
-    fn[i].name = (uint32_t)i + 1;
-    fns[i] = &fn[i];
-    perf__v1__frame__init(&fr[i]);
-    fr[i].function = (uint32_t)i + 1;
-    fr[i].address = 0x1000 + (uint64_t)i;
-    frs[i] = &fr[i];
-  }
   uint32_t ids[] = {1, 2, 3};
   Perf__V1__Stack complete = PERF__V1__STACK__INIT, cut = PERF__V1__STACK__INIT;
   complete.n_frames = cut.n_frames = 3;
@@ -441,9 +428,8 @@ static void send_two_ends(const collector_t *c, unsigned seed, Perf__V1__StackEn
   Perf__V1__Event *evs[] = {&ev};
   res.app_name = "ends";
   b.resource = &res;
-  b.n_strings = 4, b.strings = strings;
-  b.n_functions = 3, b.functions = fns;
-  b.n_frames = 3, b.frames = frs;
+  batch_frames_t frames;
+  batch_set_frames(&b, &frames, strings, ARRAY_LEN(strings));
   b.n_stacks = 2, b.stacks = sts;
   b.n_events = 1, b.events = evs;
   batch_post(c, &b, seed);

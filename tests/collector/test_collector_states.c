@@ -34,6 +34,7 @@
 #include "hang_phases.h"
 #include "perf/v1/perf.pb-c.h"
 #include "perf_sdk.h"
+#include "sdk_util.h"
 #include "tempdir.h"
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
@@ -43,23 +44,10 @@
 
 static void sdk_run(const collector_t *c, hang_phases_t *p) {
   perf_sdk_config_t cfg;
-  perf_sdk_config_init(&cfg);
+  sdk_config_short_hangs(&cfg);
   char data_dir[128];
   snprintf(data_dir, sizeof data_dir, "%s/sdk", tempdir_make("perf-states"));
-  cfg.app_name = "states-test";
-  cfg.app_version = "1.0";
-  cfg.sink = PERF_SINK_HTTP;
-  cfg.endpoint = c->url;
-  cfg.api_key = GOOD_KEY;
-  cfg.data_dir = data_dir;
-  cfg.batch_max_delay_ms = 200;
-  cfg.hang_threshold_ms = 20;
-  cfg.hang_sample_interval_ms = 5;
-  cfg.hang_max_samples = 200;
-  cfg.cpu_threshold_percent = 25600; /* no CPU events */
-  uintptr_t pcs[8];
-  size_t n;
-  CHECK(perf_backtrace_thread(0, pcs, 8, &n) >= PERF_E_TRUNCATED); /* rules ready */
+  sdk_config_upload(&cfg, "states-test", c->url, GOOD_KEY, data_dir);
   CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
   hang_phases_run(p, PHASE_SAMPLES);
   CHECK_EQ_INT(perf_sdk_flush(30000), PERF_OK);
@@ -405,27 +393,10 @@ static char *stored_states(json_t *states) {
 
 static void case_sdk_batch(void) {
   /* The SDK writes the hang's batch with the file sink... */
-  const char *dir = tempdir_make("perf-states");
-  char sink[256], data[256];
-  snprintf(sink, sizeof sink, "%s/report.txt", dir);
-  snprintf(data, sizeof data, "%s/data", dir);
-  perf_sdk_config_t cfg;
-  perf_sdk_config_init(&cfg);
-  cfg.app_name = "states-test";
-  cfg.data_dir = data;
-  cfg.sink = PERF_SINK_FILE;
-  cfg.sink_path = sink;
-  cfg.hang_threshold_ms = 20;
-  cfg.hang_sample_interval_ms = 5;
-  cfg.hang_max_samples = 200;
-  cfg.cpu_threshold_percent = 25600;
-  uintptr_t pcs[8];
-  size_t n;
-  CHECK(perf_backtrace_thread(0, pcs, 8, &n) >= PERF_E_TRUNCATED);
-  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
+  char sink[256];
   hang_phases_t p;
-  hang_phases_run(&p, PHASE_SAMPLES);
-  CHECK_EQ_INT(perf_sdk_shutdown(10000), PERF_OK);
+  hang_phases_run_to_file(&p, PHASE_SAMPLES, "states-test", tempdir_make("perf-states"), sink,
+                          sizeof sink);
   Perf__V1__Batch *b = NULL;
   const Perf__V1__Event *e = hang_phases_read_event(sink, &b);
   long long total = 0;

@@ -27,6 +27,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "build_id.h"
 #include "check.h"
 #include "collector_rig.h"
 #include "demo_rig.h"
@@ -40,22 +41,6 @@ static const char *const HANG_CHAIN[] = {"checksum_profile_slowly", "parse_profi
                                          "load_user_profile"};
 
 /* ---- files ---------------------------------------------------------------- */
-
-/* The GNU build-id of the ELF file at path, as lowercase hex. */
-static void build_id_of(const char *path, char hex[81]) {
-  elf_version(EV_CURRENT);
-  int fd = open(path, O_RDONLY);
-  CHECK(fd >= 0);
-  Elf *elf = elf_begin(fd, ELF_C_READ, NULL);
-  CHECK(elf != NULL);
-  const void *id;
-  ssize_t n = dwelf_elf_gnu_build_id(elf, &id);
-  CHECKF(n > 0 && n <= 40, "%s: no build-id", path);
-  for (ssize_t i = 0; i < n; i++)
-    sprintf(hex + 2 * i, "%02x", ((const unsigned char *)id)[i]);
-  elf_end(elf);
-  close(fd);
-}
 
 static char *read_file(const char *path, size_t *len) {
   FILE *f = fopen(path, "rb");

@@ -129,15 +129,7 @@ static void check_series(const collector_t *c, const char *query, long long buck
 
 /* GET /api/v1/timeseries?query -> 400 whose error names param. */
 static void check_bad(const collector_t *c, const char *query, const char *param) {
-  char path[512], name[64];
-  snprintf(path, sizeof path, "/api/v1/timeseries%s%s", *query ? "?" : "", query);
-  snprintf(name, sizeof name, "parameter %s:", param);
-  long status = 0;
-  json_t *o = get_json(c, path, &status);
-  const char *error = json_string_value(json_object_get(o, "error"));
-  CHECKF(status == 400 && error && strstr(error, name) == error, "GET %s -> %ld %s", path, status,
-         error ? error : "(no error)");
-  json_decref(o);
+  check_bad_parameter(c, "/api/v1/timeseries", query, param);
 }
 
 static void case_buckets(void) {

@@ -168,15 +168,7 @@ static void case_rates(void) {
 
 /* GET /api/v1/versions/compare?query -> 400 whose error names param. */
 static void check_bad(const collector_t *c, const char *query, const char *param) {
-  char path[1024], name[64];
-  snprintf(path, sizeof path, "/api/v1/versions/compare%s%s", *query ? "?" : "", query);
-  snprintf(name, sizeof name, "parameter %s:", param);
-  long status = 0;
-  json_t *o = get_json(c, path, &status);
-  const char *error = json_string_value(json_object_get(o, "error"));
-  CHECKF(status == 400 && error && strstr(error, name) == error, "GET %s -> %ld %s", path, status,
-         error ? error : "(no error)");
-  json_decref(o);
+  check_bad_parameter(c, "/api/v1/versions/compare", query, param);
 }
 
 static void case_bad_parameters(void) {

@@ -34,6 +34,7 @@
 #include "collector_rig.h"
 #include "perf_sdk.h"
 #include "sdk/wire/batch.h"
+#include "sdk_util.h"
 #include "signature.h"
 #include "tempdir.h"
 
@@ -107,24 +108,11 @@ static unsigned calibrated_work(void) {
 
 static void sdk_run(const collector_t *c, unsigned work) {
   perf_sdk_config_t cfg;
-  perf_sdk_config_init(&cfg);
+  sdk_config_short_hangs(&cfg);
   char data_dir[128];
   snprintf(data_dir, sizeof data_dir, "%s/sdk", tempdir_make("perf-grouping"));
-  cfg.app_name = "grouping-test";
-  cfg.app_version = "1.0";
-  cfg.sink = PERF_SINK_HTTP;
-  cfg.endpoint = c->url;
-  cfg.api_key = GOOD_KEY;
-  cfg.data_dir = data_dir;
-  cfg.batch_max_delay_ms = 200;
-  cfg.hang_threshold_ms = 20;
-  cfg.hang_sample_interval_ms = 5;
-  cfg.hang_max_samples = 200;
+  sdk_config_upload(&cfg, "grouping-test", c->url, GOOD_KEY, data_dir);
   cfg.max_events_per_hour = 100000;
-  cfg.cpu_threshold_percent = 25600; /* no CPU events */
-  uintptr_t pcs[8];
-  size_t n;
-  CHECK(perf_backtrace_thread(0, pcs, 8, &n) >= PERF_E_TRUNCATED); /* rules ready */
   CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
   run_hangs(work);
   perf_sdk_stats_t st;

@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "build_id.h"
 #include "check.h"
 #include "collector_rig.h"
 #include "tempdir.h"
@@ -30,21 +31,6 @@
 #define KEYS_TEXT SYMBOLS_KEY " symbols\n" READ_KEY " read\n"
 
 /* ---- files ---------------------------------------------------------------- */
-
-static void build_id_of(const char *path, char hex[81]) {
-  elf_version(EV_CURRENT);
-  int fd = open(path, O_RDONLY);
-  CHECK(fd >= 0);
-  Elf *elf = elf_begin(fd, ELF_C_READ, NULL);
-  CHECK(elf != NULL);
-  const void *id;
-  ssize_t n = dwelf_elf_gnu_build_id(elf, &id);
-  CHECKF(n > 0 && n <= 40, "%s: no build-id", path);
-  for (ssize_t i = 0; i < n; i++)
-    sprintf(hex + 2 * i, "%02x", ((const unsigned char *)id)[i]);
-  elf_end(elf);
-  close(fd);
-}
 
 static void copy_file(const char *from, const char *to) {
   FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");

@@ -16,6 +16,7 @@
 #include "perf_sdk_glib.h"
 #include "perf_sdk_libevent.h"
 #include "perf_sdk_uv.h"
+#include "sdk_util.h"
 #include "tempdir.h"
 #include "test_util.h"
 
@@ -31,10 +32,7 @@ static void start_sdk(void) {
   setenv("XDG_STATE_HOME", dir, 1);
   /* The hang monitor watches nothing while it compiles the unwind rules
      at start; the sampler's cache compiled first makes that instant. */
-  uintptr_t pcs[8];
-  size_t n;
-  int err = perf_backtrace_thread(0, pcs, 8, &n);
-  CHECKF(err == PERF_OK || err == PERF_E_TRUNCATED, "%s", perf_strerror(err));
+  sdk_compile_unwind_rules();
   perf_sdk_config_t cfg;
   perf_sdk_config_init(&cfg);
   cfg.app_name = "test_loops";

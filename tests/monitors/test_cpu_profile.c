@@ -12,7 +12,9 @@
  *  - the same with two CPU-bound processes beside it;
  *  - a burst that finds no thread running records no CPU event.
  * The report is the file sink's: a weighted event's stacks say cpu_ms.
- * Each case in its own process; waits poll with deadlines.
+ * The workload is support/cpu_workload.c (bench/cpu_profile_bench.c runs
+ * the same against perf record). Each case in its own process; waits poll
+ * with deadlines.
  */
 #include <ftw.h>
 #include <pthread.h>
@@ -23,109 +25,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "check.h"
+#include "cpu_workload.h"
 #include "perf_sdk.h"
+#include "sdk_util.h"
 #include "stack_assert.h"
 #include "test_util.h"
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define WAIT_MS 20000 /* every wait for the SDK gives up after this */
-#define IDLE_THREADS 3
+#define IDLE_THREADS CPU_WORKLOAD_IDLE
 
 static volatile unsigned long g_sink;
-static atomic_int g_stop;
-static atomic_llong g_cpu_seventy, g_cpu_thirty; /* the cycle thread's CPU per phase, ns */
-
-/* ---- the workload ---------------------------------------------------------- */
-
-/* Burn until this thread used cpu_ns more CPU time (however long that
-   takes), reading its CPU clock (a system call) every ~10 us. */
-static inline __attribute__((always_inline)) unsigned long burn_cpu(int64_t cpu_ns) {
-  int64_t end = thread_cpu_ns() + cpu_ns;
-  unsigned long x = 7;
-  do {
-    for (int i = 0; i < 8192; i++)
-      x = x * 2862933555777941757UL + 3;
-  } while (thread_cpu_ns() < end);
-  return x;
-}
-
-static CHAIN unsigned long phase_seventy(void) {
-  int64_t t0 = thread_cpu_ns();
-  unsigned long x = burn_cpu(7000000);
-  atomic_fetch_add(&g_cpu_seventy, thread_cpu_ns() - t0);
-  return x + 1;
-}
-
-static CHAIN unsigned long phase_thirty(void) {
-  int64_t t0 = thread_cpu_ns();
-  unsigned long x = burn_cpu(3000000);
-  atomic_fetch_add(&g_cpu_thirty, thread_cpu_ns() - t0);
-  return x + 1;
-}
-
-static void *cycle_main(void *arg) {
-  (void)arg;
-  unsigned long x = 0;
-  while (!atomic_load(&g_stop))
-    x += phase_seventy() + phase_thirty();
-  g_sink = x;
-  return NULL;
-}
-
-static CHAIN unsigned long idle_work(void) {
-  return burn_cpu(60000) + 1;
-}
-
-static CHAIN void idle_wait(void) {
-  struct timespec ms = {0, 1000000};
-  nanosleep(&ms, NULL);
-}
-
-static void *idle_main(void *arg) {
-  (void)arg;
-  unsigned long x = 0;
-  while (!atomic_load(&g_stop)) {
-    x += idle_work();
-    idle_wait();
-  }
-  g_sink = x;
-  return NULL;
-}
-
-typedef struct {
-  pthread_t thread;
-  _Atomic pid_t tid;
-  void *(*body)(void *);
-} worker_t;
-
-static void *worker_start(void *arg) {
-  worker_t *w = arg;
-  atomic_store(&w->tid, (pid_t)syscall(SYS_gettid));
-  return w->body(NULL);
-}
-
-static void start_worker(worker_t *w, void *(*body)(void *)) {
-  atomic_store(&w->tid, 0);
-  w->body = body;
-  CHECK_EQ_INT(pthread_create(&w->thread, NULL, worker_start, w), 0);
-  while (atomic_load(&w->tid) == 0)
-    sleep_ms(1);
-}
-
-static int64_t worker_cpu_ns(const worker_t *w) {
-  clockid_t clock;
-  struct timespec ts;
-  CHECK_EQ_INT(pthread_getcpuclockid(w->thread, &clock), 0);
-  CHECK_EQ_INT(clock_gettime(clock, &ts), 0);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 /* ---- the SDK and its report -------------------------------------------------- */
 
@@ -160,29 +75,10 @@ static void config(perf_sdk_config_t *cfg) {
   cfg->cpu_window_ms = 300;
   cfg->cpu_cooldown_ms = 60000;
   /* Compile every module's unwind rules now, not inside the burst. */
-  uintptr_t pcs[8];
-  size_t n;
-  int err = perf_backtrace_thread(0, pcs, ARRAY_LEN(pcs), &n);
-  CHECKF(err == PERF_OK || err == PERF_E_TRUNCATED, "%s", perf_strerror(err));
+  sdk_compile_unwind_rules();
 }
 
-static perf_sdk_stats_t get_stats(void) {
-  perf_sdk_stats_t st;
-  CHECK_EQ_INT(perf_sdk_get_stats(&st), PERF_OK);
-  return st;
-}
-
-/* Poll the counters every millisecond until `cond` holds (fails after WAIT_MS). */
-#define WAIT_FOR_STATS(st, cond)                                                                   \
-  do {                                                                                             \
-    long long wait_deadline_ = now_ms() + WAIT_MS;                                                 \
-    for (;;) {                                                                                     \
-      (st) = get_stats();                                                                          \
-      if (cond) break;                                                                             \
-      CHECKF(now_ms() < wait_deadline_, "waited %d ms for %s", WAIT_MS, #cond);                    \
-      sleep_ms(1);                                                                                 \
-    }                                                                                              \
-  } while (0)
+#define WAIT_FOR_STATS(st, cond) SDK_WAIT_FOR_STATS(st, cond, WAIT_MS, 1)
 
 /* One stack of the report's event: its thread, CPU time and functions. */
 typedef struct {
@@ -240,32 +136,29 @@ static void known_split(void) {
   cfg.cpu_sample_hz = 200;
   cfg.cpu_top_threads = 1 + IDLE_THREADS;
   CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
-  worker_t cycle, idle[IDLE_THREADS];
-  for (int i = 0; i < IDLE_THREADS; i++)
-    start_worker(&idle[i], idle_main);
-  start_worker(&cycle, cycle_main);
+  cpu_workload_t work;
+  cpu_workload_start(&work);
+  const cpu_worker_t *cycle = &work.cycle, *idle = work.idle;
 
   /* The truth over the burst: the threads' CPU clocks when it began and
      when its event was recorded (polled each millisecond: against a 5 s
      burst, well under a point). */
   perf_sdk_stats_t st;
   WAIT_FOR_STATS(st, st.cpu_bursts >= 1);
-  int64_t seventy0 = atomic_load(&g_cpu_seventy), thirty0 = atomic_load(&g_cpu_thirty);
-  int64_t idle0[IDLE_THREADS], cycle0 = worker_cpu_ns(&cycle);
+  int64_t seventy0 = atomic_load(&cpu_workload_seventy_ns);
+  int64_t thirty0 = atomic_load(&cpu_workload_thirty_ns);
+  int64_t idle0[IDLE_THREADS], cycle0 = cpu_worker_cpu_ns(cycle);
   for (int i = 0; i < IDLE_THREADS; i++)
-    idle0[i] = worker_cpu_ns(&idle[i]);
+    idle0[i] = cpu_worker_cpu_ns(&idle[i]);
   WAIT_FOR_STATS(st, st.events_recorded + st.cpu_bursts_empty >= 1);
-  double seventy = (double)(atomic_load(&g_cpu_seventy) - seventy0);
-  double thirty = (double)(atomic_load(&g_cpu_thirty) - thirty0);
-  double idle_true[IDLE_THREADS], all_true = (double)(worker_cpu_ns(&cycle) - cycle0);
+  double seventy = (double)(atomic_load(&cpu_workload_seventy_ns) - seventy0);
+  double thirty = (double)(atomic_load(&cpu_workload_thirty_ns) - thirty0);
+  double idle_true[IDLE_THREADS], all_true = (double)(cpu_worker_cpu_ns(cycle) - cycle0);
   for (int i = 0; i < IDLE_THREADS; i++)
-    all_true += idle_true[i] = (double)(worker_cpu_ns(&idle[i]) - idle0[i]);
-  atomic_store(&g_stop, 1);
-  pthread_join(cycle.thread, NULL);
-  for (int i = 0; i < IDLE_THREADS; i++)
-    pthread_join(idle[i].thread, NULL);
+    all_true += idle_true[i] = (double)(cpu_worker_cpu_ns(&idle[i]) - idle0[i]);
+  cpu_workload_stop(&work);
   CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
-  st = get_stats();
+  st = sdk_stats();
   CHECK_EQ_INT(st.cpu_bursts, 1);
   CHECK_EQ_INT(st.cpu_bursts_empty, 0);
   CHECK_EQ_INT(st.events_written, 1);
@@ -281,7 +174,7 @@ static void known_split(void) {
   for (size_t i = 0; i < n; i++) {
     const stack_t_ *s = &stacks[i];
     w_all += s->cpu_ms;
-    if (s->thread == cycle.tid) {
+    if (s->thread == cycle->tid) {
       w_cycle += s->cpu_ms;
       CHECKF(!(has_function(s, "phase_seventy") && has_function(s, "phase_thirty")),
              "stack %zu has both phases:\n%s", i, report);
@@ -338,29 +231,14 @@ static void case_known_split(void) {
   known_split();
 }
 
-/* A process burning a core until killed (or its parent dies). */
-static pid_t start_cpu_hog(void) {
-  pid_t pid = fork();
-  CHECK(pid >= 0);
-  if (pid == 0) {
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    volatile unsigned long x = 0;
-    for (;;)
-      x = x * 2862933555777941757UL + 3;
-  }
-  return pid;
-}
-
 /* The same with two CPU-bound processes beside it (two compilers on a
    developer's two cores): the workload gets less CPU, the shares of what
    it gets stay right. */
 static void case_known_split_beside_busy(void) {
-  pid_t hogs[2] = {start_cpu_hog(), start_cpu_hog()};
+  pid_t hogs[2] = {cpu_hog_start(), cpu_hog_start()};
   known_split();
-  for (int i = 0; i < 2; i++) {
-    kill(hogs[i], SIGKILL);
-    waitpid(hogs[i], NULL, 0);
-  }
+  for (int i = 0; i < 2; i++)
+    cpu_hog_stop(hogs[i]);
 }
 
 /* The thread that set the burst off stops as soon as it begins (it watches
@@ -370,10 +248,11 @@ static void *stop_at_burst_main(void *arg) {
   (void)arg;
   perf_sdk_stats_t st;
   unsigned long x = 0;
-  while (perf_sdk_get_stats(&st) == PERF_OK && st.cpu_bursts == 0 && !atomic_load(&g_stop))
+  while (perf_sdk_get_stats(&st) == PERF_OK && st.cpu_bursts == 0 &&
+         !atomic_load(&cpu_workload_stop_flag))
     x += idle_work();
   g_sink = x;
-  while (!atomic_load(&g_stop))
+  while (!atomic_load(&cpu_workload_stop_flag))
     idle_wait();
   return NULL;
 }
@@ -385,14 +264,14 @@ static void case_nothing_running(void) {
   cfg.cpu_sample_hz = 1; /* the first tick 0.5 to 1.5 s into the burst */
   cfg.cpu_top_threads = 1;
   CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
-  worker_t w;
-  start_worker(&w, stop_at_burst_main);
+  cpu_worker_t w;
+  cpu_worker_start(&w, stop_at_burst_main);
   perf_sdk_stats_t st;
   WAIT_FOR_STATS(st, st.cpu_bursts_empty + st.events_recorded >= 1);
-  atomic_store(&g_stop, 1);
+  atomic_store(&cpu_workload_stop_flag, 1);
   pthread_join(w.thread, NULL);
   CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
-  st = get_stats();
+  st = sdk_stats();
   CHECK_EQ_INT(st.cpu_bursts, 1);
   CHECK_EQ_INT(st.cpu_bursts_empty, 1);
   CHECK_EQ_INT(st.events_recorded, 0);

@@ -40,6 +40,7 @@
 #include "perf_sdk.h"
 #include "sdk/wire/batch_decode.h"
 #include "sdk/wire/spool.h"
+#include "sdk_util.h"
 #include "tempdir.h"
 #include "test_util.h"
 
@@ -274,16 +275,6 @@ static void thread_names(char *out, size_t len) {
   closedir(d);
 }
 
-/* The SDK's writer compiles the unwind rules at init and a hang's first
-   capture waits for them (hundreds of ms under ASan): have them ready, so
-   the hang's samples do not depend on how long that takes. */
-static void compile_unwind_rules(void) {
-  uintptr_t pcs[8];
-  size_t n;
-  int err = perf_backtrace_thread(0, pcs, ARRAY_LEN(pcs), &n);
-  CHECKF(err == PERF_OK || err == PERF_E_TRUNCATED, "%s", perf_strerror(err));
-}
-
 /* ---- fork: the daemonize pattern ----------------------------------------- */
 
 /* The daemon's pid reaches the test through this pipe. */
@@ -304,7 +295,7 @@ static void daemon_main(void) {
 
 /* The app: init, 300 ms later fork the daemon, and exit. */
 static void daemonizing_app(void) {
-  compile_unwind_rules();
+  sdk_compile_unwind_rules();
   CHECK_EQ_INT(perf_sdk_init(&g_cfg), PERF_OK);
   sleep_ms(300);
   pid_t pid = fork();
@@ -613,7 +604,7 @@ static void note_exit_time(void) {
 /* Records a 1 s hang (samples from 200 ms on: room for a loaded machine
    to schedule the monitor), then returns from "main" without shutdown. */
 static void hang_then_exit_app(void) {
-  compile_unwind_rules();
+  sdk_compile_unwind_rules();
   CHECK_EQ_INT(perf_sdk_init(&g_cfg), PERF_OK);
   CHECK_EQ_INT(perf_sdk_loop_busy(), PERF_OK);
   g_sink = exit_hang(1000);
@@ -934,7 +925,8 @@ static void case_disabled_no_libcurl(void) {
   expect_no_libcurl_with(PERF_SINK_HTTP, true);
 }
 
-static void case_http_sink_loads_libcurl(void) {
+/* An http-sink SDK started on a fresh test server (libcurl not mapped yet). */
+static http_server_t *start_http_sdk(void) {
   make_dir();
   http_server_t *srv = http_server_start();
   CHECK(srv != NULL);
@@ -942,33 +934,31 @@ static void case_http_sink_loads_libcurl(void) {
   perf_sdk_config_t cfg;
   http_config(&cfg, http_server_url(srv));
   CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
-  CHECK_EQ_INT(perf_sdk_capture_now("x"), PERF_OK);
-  CHECK_EQ_INT(perf_sdk_flush(10000), PERF_OK);
-  CHECK(http_server_request_count(srv) >= 1);
-  CHECKF(maps_contain("libcurl"), "libcurl is not mapped with the http sink");
-  CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
-  http_server_stop(srv);
+  return srv;
 }
 
-/* The http sink loads libcurl when it first has a batch to send, not when
-   it starts: an app with nothing to report never maps it (~5.6 MiB). */
-static void case_http_sink_idle_no_libcurl(void) {
-  make_dir();
-  http_server_t *srv = http_server_start();
-  CHECK(srv != NULL);
-  CHECK(!maps_contain("libcurl"));
-  perf_sdk_config_t cfg;
-  http_config(&cfg, http_server_url(srv));
-  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
-  CHECK_EQ_INT(perf_sdk_flush(10000), PERF_OK); /* the sink and its uploader started */
-  CHECKF(!maps_contain("libcurl"), "libcurl is mapped with nothing to send");
-  CHECK_EQ_INT((int)http_server_request_count(srv), 0);
+/* One batch sent: libcurl is mapped now. Then the SDK and srv stopped. */
+static void send_one_with_libcurl(http_server_t *srv) {
   CHECK_EQ_INT(perf_sdk_capture_now("x"), PERF_OK);
   CHECK_EQ_INT(perf_sdk_flush(10000), PERF_OK);
   CHECK(http_server_request_count(srv) >= 1);
   CHECKF(maps_contain("libcurl"), "libcurl is not mapped after a batch was sent");
   CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
   http_server_stop(srv);
+}
+
+static void case_http_sink_loads_libcurl(void) {
+  send_one_with_libcurl(start_http_sdk());
+}
+
+/* The http sink loads libcurl when it first has a batch to send, not when
+   it starts: an app with nothing to report never maps it (~5.6 MiB). */
+static void case_http_sink_idle_no_libcurl(void) {
+  http_server_t *srv = start_http_sdk();
+  CHECK_EQ_INT(perf_sdk_flush(10000), PERF_OK); /* the sink and its uploader started */
+  CHECKF(!maps_contain("libcurl"), "libcurl is mapped with nothing to send");
+  CHECK_EQ_INT((int)http_server_request_count(srv), 0);
+  send_one_with_libcurl(srv);
 }
 
 /* ---- a stopped process is not hung ------------------------------------- */
@@ -1002,7 +992,7 @@ static int64_t stopped_meanwhile(void) {
    hang). Tells the test the second unit's wall time and its stop's. */
 static void stopped_app(void) {
   CHECK(fcntl(g_resumed[0], F_SETFL, O_NONBLOCK) == 0);
-  compile_unwind_rules();
+  sdk_compile_unwind_rules();
   CHECK_EQ_INT(perf_sdk_init(&g_cfg), PERF_OK);
   CHECK_EQ_INT(perf_sdk_loop_busy(), PERF_OK);
   burn_cpu(10, -1);

@@ -168,6 +168,18 @@ static void case_units_by_bucket(void) {
 
 static bool find_journal(const char *dir, char *out, size_t len);
 
+/* Wait (deadline WAIT_MS, polling every 5 ms) for a journal with a record
+   under the file sink's <report>.batches/: its path into journal. */
+static void wait_journal(const char *report, char *journal, size_t len) {
+  char dir[PATH_MAX + 16];
+  snprintf(dir, sizeof dir, "%s.batches", report);
+  long long deadline = now_ms() + WAIT_MS;
+  while (!find_journal(dir, journal, len)) {
+    CHECKF(now_ms() < deadline, "no journal with a record in %s within %d ms", dir, WAIT_MS);
+    sleep_ms(5);
+  }
+}
+
 /* A loop that never hangs: its stats go into the open batch (journaled)
    every period, but a batch of stats alone is not closed per period
    (PERF__STATS_BATCH_DELAY_MS, 5 min): shutdown writes one stats-only
@@ -182,14 +194,22 @@ static void case_stats_only_batch(void) {
   int64_t busy_lo = 0, busy_hi = 0;
   int64_t t_first = now_ns();
   unit(20, expected, &busy_lo, &busy_hi);
-  char dir[PATH_MAX + 16], journal[PATH_MAX + 300];
-  snprintf(dir, sizeof dir, "%s.batches", report);
-  long long deadline = now_ms() + WAIT_MS;
-  while (!find_journal(dir, journal, sizeof journal)) {
-    CHECKF(now_ms() < deadline, "no stats in the open batch's journal in %d ms", WAIT_MS);
-    sleep_ms(10);
+  char journal[PATH_MAX + 300];
+  wait_journal(report, journal, sizeof journal);
+  /* Idle, watched: the next periods' stats journaled (the open batch's
+     journal grows), and still no batch of stats alone after five periods. */
+  struct stat j0, j1;
+  CHECK(stat(journal, &j0) == 0);
+  long long t_journal = now_ms(), deadline = t_journal + WAIT_MS;
+  for (;;) {
+    CHECK(stat(journal, &j1) == 0);
+    if (j1.st_size > j0.st_size) break;
+    CHECKF(now_ms() < deadline, "%s: still %lld bytes after %d ms", journal, (long long)j0.st_size,
+           WAIT_MS);
+    sleep_ms(5);
   }
-  sleep_ms(5 * PERIOD_MS); /* idle, watched: five more periods, no batch for them */
+  long long left = t_journal + 5 * PERIOD_MS - now_ms();
+  if (left > 0) sleep_ms((int)left);
   seen_t s = batches_of(report);
   CHECKF(s.batches == 0, "%zu batches of stats alone within 5 periods", s.batches);
   CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
@@ -263,13 +283,8 @@ static void case_journal_replay(void) {
     for (;;)
       pause(); /* killed by the parent */
   }
-  char dir[PATH_MAX + 16], journal[PATH_MAX + 300];
-  snprintf(dir, sizeof dir, "%s.batches", report);
-  long long deadline = now_ms() + WAIT_MS;
-  while (!find_journal(dir, journal, sizeof journal)) {
-    CHECKF(now_ms() < deadline, "no journal with a record in %d ms", WAIT_MS);
-    sleep_ms(5);
-  }
+  char journal[PATH_MAX + 300];
+  wait_journal(report, journal, sizeof journal);
   CHECK_EQ_INT(kill(child, SIGKILL), 0);
   int status = 0;
   CHECK_EQ_INT(waitpid(child, &status, 0), child);
@@ -285,7 +300,8 @@ static void case_journal_replay(void) {
   uint64_t expected[PERF__LOOP_BUCKETS] = {2}; /* two units of a few microseconds */
   check_units(&s, expected);
   CHECK(s.sum.watched_ns > 0);
-  char left[PATH_MAX + 300];
+  char dir[PATH_MAX + 16], left[PATH_MAX + 300];
+  snprintf(dir, sizeof dir, "%s.batches", report);
   CHECK(!find_journal(dir, left, sizeof left));
   /* The batch carries the journal's id: "<32 hex>.journal" in its file name. */
   const char *base = strrchr(journal, '/') + 1;

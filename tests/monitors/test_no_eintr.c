@@ -33,6 +33,7 @@
 
 #include "check.h"
 #include "perf_sdk.h"
+#include "sdk_util.h"
 #include "stack_assert.h"
 #include "tempdir.h"
 #include "test_util.h"
@@ -234,10 +235,7 @@ static void run(kind_t kind, clockid_t clock, int fd, const char *libc, long wan
   char report[512];
   snprintf(report, sizeof report, "%s/report.txt", dir);
   /* The unwind rules first: the hang's samples must not wait for them. */
-  uintptr_t pcs[8];
-  size_t n;
-  int err = perf_backtrace_thread(0, pcs, ARRAY_LEN(pcs), &n);
-  CHECKF(err == PERF_OK || err == PERF_E_TRUNCATED, "%s", perf_strerror(err));
+  sdk_compile_unwind_rules();
   /* And the names: the first text capture reads the modules' symbols. */
   char *warm = NULL;
   CHECK_EQ_INT(perf_backtrace_thread_text(0, &warm), PERF_OK);
@@ -256,7 +254,7 @@ static void run(kind_t kind, clockid_t clock, int fd, const char *libc, long wan
   pid_t tid = atomic_load(&b.tid);
 
   /* Capture it while it blocks: directly, and all threads now and then. */
-  int captures = 0, showing = 0, nows = 0;
+  int captures = 0, showing = 0, nows = 0, err;
   long long next_now = 0;
   char *last = NULL;
   while (!atomic_load(&b.done)) {

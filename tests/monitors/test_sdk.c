@@ -38,6 +38,7 @@
 #include "sdk/sdk_testing.h"
 #include "sdk/symbols/symbols.h"
 #include "sdk/wire/batch_decode.h"
+#include "sdk_util.h"
 #include "stack_assert.h"
 #include "test_util.h"
 
@@ -154,34 +155,7 @@ static void base_config(perf_sdk_config_t *cfg, const char *report) {
   cfg->cpu_threshold_percent = 25600;
 }
 
-/* The hang monitor compiles every module's unwind rules when it starts and
-   watches nothing meanwhile (up to ~0.8 s under ASan: hang_detected has a
-   hang right after init). Cases about something else compile them before
-   init through the sampler, whose per-process cache the monitor shares. */
-static void compile_unwind_rules(void) {
-  uintptr_t pcs[8];
-  size_t n;
-  int err = perf_backtrace_thread(0, pcs, ARRAY_LEN(pcs), &n);
-  CHECKF(err == PERF_OK || err == PERF_E_TRUNCATED, "%s", perf_strerror(err));
-}
-
-static perf_sdk_stats_t get_stats(void) {
-  perf_sdk_stats_t st;
-  CHECK_EQ_INT(perf_sdk_get_stats(&st), PERF_OK);
-  return st;
-}
-
-/* Poll the counters (into `st`) until `cond` holds, failing after WAIT_MS. */
-#define WAIT_FOR_STATS(st, cond)                                                                   \
-  do {                                                                                             \
-    long long wait_deadline_ = now_ms() + WAIT_MS;                                                 \
-    for (;;) {                                                                                     \
-      (st) = get_stats();                                                                          \
-      if (cond) break;                                                                             \
-      CHECKF(now_ms() < wait_deadline_, "waited %d ms for %s", WAIT_MS, #cond);                    \
-      sleep_ms(5);                                                                                 \
-    }                                                                                              \
-  } while (0)
+#define WAIT_FOR_STATS(st, cond) SDK_WAIT_FOR_STATS(st, cond, WAIT_MS, 5)
 
 /* When a loop call happened: between lo and hi (monotonic ns). */
 typedef struct {
@@ -521,7 +495,7 @@ static void case_marker_failure_logged_once(void) {
   perf_sdk_config_t cfg;
   base_config(&cfg, report);
   cfg.log_fn = collect_log;
-  compile_unwind_rules();
+  sdk_compile_unwind_rules();
   clear_log();
   CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
   for (int hang = 1; hang <= 2; hang++) {
@@ -534,7 +508,7 @@ static void case_marker_failure_logged_once(void) {
     CHECKF(logged == (size_t)hang, "after hang %d: %zu marker failures logged", hang, logged);
   }
   CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
-  perf_sdk_stats_t st = get_stats();
+  perf_sdk_stats_t st = sdk_stats();
   CHECK_EQ_INT(st.hangs_detected, 2);
   char *text = read_text(report);
   event_t ev;
@@ -555,7 +529,7 @@ static void case_hang_detected(void) {
      start, and a hang's first capture waits for them: a few ms normally,
      hundreds under ASan. Have them ready, so the sample count measures the
      monitor, not the build. */
-  compile_unwind_rules();
+  sdk_compile_unwind_rules();
   time_t wall0 = time(NULL);
   CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
   hang_watch_t watch;
@@ -569,7 +543,7 @@ static void case_hang_detected(void) {
   long lo, hi;
   unit_ms(busy, idle, &lo, &hi);
 
-  perf_sdk_stats_t st = get_stats();
+  perf_sdk_stats_t st = sdk_stats();
   CHECK_EQ_INT(st.hangs_detected, 1);
   CHECK_EQ_INT(st.events_recorded, 1);
   CHECK_EQ_INT(st.events_written, 1);
@@ -613,7 +587,7 @@ static void case_idle_not_hang(void) {
   dir_path(report, "report.txt");
   perf_sdk_config_t cfg;
   base_config(&cfg, report);
-  compile_unwind_rules();
+  sdk_compile_unwind_rules();
   CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
   int ep = epoll_create1(EPOLL_CLOEXEC), efd = eventfd(0, EFD_CLOEXEC);
   CHECK(ep >= 0 && efd >= 0);
@@ -625,9 +599,9 @@ static void case_idle_not_hang(void) {
     CHECK_EQ_INT(perf_sdk_loop_idle(), PERF_OK);
     idle_wait(ep, 2 * THRESHOLD_MS + 50);
   }
-  CHECK_EQ_INT(get_stats().hangs_detected, 0);
+  CHECK_EQ_INT(sdk_stats().hangs_detected, 0);
   CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
-  perf_sdk_stats_t st = get_stats();
+  perf_sdk_stats_t st = sdk_stats();
   CHECK_EQ_INT(st.hangs_detected, 0);
   CHECK_EQ_INT(st.events_recorded, 0);
   char *text = read_text(report);
@@ -658,7 +632,7 @@ static void case_hang_label(void) {
   dir_path(report, "report.txt");
   perf_sdk_config_t cfg;
   base_config(&cfg, report);
-  compile_unwind_rules();
+  sdk_compile_unwind_rules();
   CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
   /* Each unit runs 400 ms past the threshold: a monitor starved on a
      loaded machine still wakes inside it. */
@@ -679,7 +653,7 @@ static void case_hang_label(void) {
   g_sink = hang_outer(THRESHOLD_MS + 400);
   CHECK_EQ_INT(perf_sdk_loop_idle(), PERF_OK);
   CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
-  CHECK_EQ_INT(get_stats().hangs_detected, 3);
+  CHECK_EQ_INT(sdk_stats().hangs_detected, 3);
 
   char *text = read_text(report);
   CHECK_EQ_INT(count_events(text, "hang"), 3);
@@ -704,20 +678,20 @@ static void case_pause_suppresses(void) {
   dir_path(report, "report.txt");
   perf_sdk_config_t cfg;
   base_config(&cfg, report);
-  compile_unwind_rules();
+  sdk_compile_unwind_rules();
   CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
   /* Paused: 3 x threshold of work is no hang, nor is the rest of that unit
      after resume (it does not count from its start). */
   CHECK_EQ_INT(perf_sdk_pause(), PERF_OK);
   CHECK_EQ_INT(perf_sdk_loop_busy(), PERF_OK);
   g_sink = hang_outer(3 * THRESHOLD_MS);
-  CHECK_EQ_INT(get_stats().hangs_detected, 0);
+  CHECK_EQ_INT(sdk_stats().hangs_detected, 0);
   instant_t resume = call_at(perf_sdk_resume);
   g_sink += work_ms(5);
   instant_t idle = call_at(perf_sdk_loop_idle);
   long lo, hi;
   unit_ms(resume, idle, &lo, &hi);
-  CHECKF(get_stats().hangs_detected == 0, "a hang after resume; resume to idle took %ld..%ld ms",
+  CHECKF(sdk_stats().hangs_detected == 0, "a hang after resume; resume to idle took %ld..%ld ms",
          lo, hi);
   /* Resumed: a real hang is detected. */
   instant_t busy = call_at(perf_sdk_loop_busy);
@@ -727,7 +701,7 @@ static void case_pause_suppresses(void) {
   perf_sdk_stats_t st;
   WAIT_FOR_STATS(st, st.events_written >= 1);
   CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
-  st = get_stats();
+  st = sdk_stats();
   CHECK_EQ_INT(st.hangs_detected, 1);
   CHECK_EQ_INT(st.events_written, 1);
   char *text = read_text(report);
@@ -762,7 +736,7 @@ static void child_report(void) {
   base_config(&cfg, report);
   CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
   CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
-  perf_sdk_stats_t st = get_stats();
+  perf_sdk_stats_t st = sdk_stats();
   CHECK_EQ_INT(st.events_written, st.events_recorded);
   CHECK_EQ_INT(st.events_dropped_queue + st.events_dropped_sink + st.events_dropped_rate, 0);
 }
@@ -884,7 +858,7 @@ static void case_cpu_burst_hot_thread(void) {
   cfg.cpu_sample_hz = 100;
   cfg.cpu_top_threads = 1;
   cfg.cpu_cooldown_ms = 60000;
-  compile_unwind_rules(); /* not on the writer thread inside the window */
+  sdk_compile_unwind_rules(); /* not on the writer thread inside the window */
   CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
   worker_t idle[3], hot;
   pid_t idle_tids[3];
@@ -902,7 +876,7 @@ static void case_cpu_burst_hot_thread(void) {
   for (int i = 0; i < 3; i++)
     pthread_join(idle[i].thread, NULL);
   CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
-  st = get_stats();
+  st = sdk_stats();
   CHECK_EQ_INT(st.cpu_bursts, 1);
   CHECK_EQ_INT(st.events_written, 1);
 
@@ -985,10 +959,10 @@ static uint64_t bursts_with_pattern(int busy, int quiet, int quiet_cpu_ms) {
   cfg.cpu_window_ms = 1000;
   cfg.cpu_burst_ms = 100;
   cfg.cpu_cooldown_ms = 60000;
-  compile_unwind_rules();
+  sdk_compile_unwind_rules();
   CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
   dip_pattern(35 / (busy + quiet), busy, quiet, quiet_cpu_ms);
-  perf_sdk_stats_t st = get_stats();
+  perf_sdk_stats_t st = sdk_stats();
   CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
   return st.cpu_bursts;
 }
@@ -1076,7 +1050,7 @@ static void case_rate_limit_exact(void) {
   for (int i = 0; i < 5; i++)
     CHECK_EQ_INT(perf_sdk_capture_now(reasons[i]), i < 3 ? PERF_OK : PERF_E_BUSY);
   CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
-  perf_sdk_stats_t st = get_stats();
+  perf_sdk_stats_t st = sdk_stats();
   CHECK_EQ_INT(st.events_recorded, 3);
   CHECK_EQ_INT(st.events_dropped_rate, 2);
   CHECK_EQ_INT(st.events_dropped_queue, 0);
@@ -1104,7 +1078,7 @@ static void case_rate_limit_exact(void) {
   CHECK_EQ_INT(perf__sdk_hold_writer(true), PERF_OK);
   for (int i = 0; i < 5; i++)
     CHECK_EQ_INT(perf_sdk_capture_now(reasons[i]), i < 2 ? PERF_OK : PERF_E_BUSY);
-  st = get_stats();
+  st = sdk_stats();
   CHECK_EQ_INT(st.events_recorded, 2);
   CHECK_EQ_INT(st.events_dropped_queue, 3);
   CHECK_EQ_INT(st.events_dropped_rate, 0);
@@ -1114,7 +1088,7 @@ static void case_rate_limit_exact(void) {
   CHECK_EQ_INT(perf_sdk_capture_now("after"), PERF_OK);
   WAIT_FOR_STATS(st, st.events_written == 3);
   CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
-  st = get_stats();
+  st = sdk_stats();
   CHECK_EQ_INT(st.events_recorded, 3);
   CHECK_EQ_INT(st.events_written, 3);
   CHECK_EQ_INT(st.events_dropped_queue, 3);
@@ -1155,9 +1129,9 @@ static uint64_t hangs_for_500ms_unit(perf_sdk_config_t *cfg) {
   CHECK_EQ_INT(perf_sdk_loop_busy(), PERF_OK);
   g_sink = hang_outer(500);
   CHECK_EQ_INT(perf_sdk_loop_idle(), PERF_OK);
-  uint64_t hangs = get_stats().hangs_detected;
+  uint64_t hangs = sdk_stats().hangs_detected;
   CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
-  CHECK_EQ_INT(get_stats().hangs_detected, hangs);
+  CHECK_EQ_INT(sdk_stats().hangs_detected, hangs);
   return hangs;
 }
 
@@ -1191,7 +1165,7 @@ static void case_config_errors_name_field(void) {
 
   /* The environment wins over the code: 1000 ms makes a 500 ms unit no
      hang; without it the code's 100 ms does. */
-  compile_unwind_rules();
+  sdk_compile_unwind_rules();
   setenv("PERF_SDK_HANG_THRESHOLD_MS", "1000", 1);
   CHECK_EQ_INT(hangs_for_500ms_unit(&cfg), 0);
   CHECK_EQ_INT(hangs_for_500ms_unit(&cfg), 1);
@@ -1250,7 +1224,7 @@ static void case_heartbeat_hang(void) {
   dir_path(report, "report.txt");
   perf_sdk_config_t cfg;
   base_config(&cfg, report);
-  compile_unwind_rules();
+  sdk_compile_unwind_rules();
   CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
   /* Warm-up units, paused: right after init the SDK's threads start beside
      this one, and on a loaded machine (ctest -j8 and two busy loops on 2
@@ -1273,11 +1247,11 @@ static void case_heartbeat_hang(void) {
   do {
     g_sink += work_ms(1);
     CHECK_EQ_INT(perf_sdk_heartbeat(), PERF_OK);
-    st = get_stats();
+    st = sdk_stats();
   } while (st.events_recorded < 1 && now_ms() < deadline);
   CHECK_EQ_INT(st.events_recorded, 1);
   CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
-  st = get_stats();
+  st = sdk_stats();
   CHECK_EQ_INT(st.hangs_detected, 1);
   CHECK_EQ_INT(st.events_written, 1);
 
@@ -1371,7 +1345,7 @@ int main(int argc, char **argv) {
      machine. Built here once per process (the SDK shares them), no case
      depends on how long that takes. */
   bool listing = argc == 2 && strcmp(argv[1], "--list") == 0;
-  if (!listing) compile_unwind_rules();
+  if (!listing) sdk_compile_unwind_rules();
   if (argc >= 3) { /* a child process of a case, re-executed with its directory */
     use_dir(argv[2]);
     if (test_run_case(g_children, ARRAY_LEN(g_children), argv[1])) return 0;

@@ -371,27 +371,9 @@ static void expect_sample(const hang_phases_t *p, int64_t t, int64_t margin, int
 }
 
 static void case_hang_samples(void) {
-  const char *dir = tempdir_make("perf-states");
-  char sink[256], data[256];
-  snprintf(sink, sizeof sink, "%s/report.txt", dir);
-  snprintf(data, sizeof data, "%s/data", dir);
-  perf_sdk_config_t cfg;
-  perf_sdk_config_init(&cfg);
-  cfg.app_name = "test_states";
-  cfg.data_dir = data;
-  cfg.sink = PERF_SINK_FILE;
-  cfg.sink_path = sink;
-  cfg.hang_threshold_ms = 20;
-  cfg.hang_sample_interval_ms = 5;
-  cfg.hang_max_samples = 200;
-  cfg.cpu_threshold_percent = 25600; /* no CPU events */
-  uintptr_t pcs[8];
-  size_t n;
-  CHECK(perf_backtrace_thread(0, pcs, 8, &n) >= PERF_E_TRUNCATED); /* rules ready */
-  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
+  char sink[256];
   hang_phases_t p;
-  hang_phases_run(&p, 8);
-  CHECK_EQ_INT(perf_sdk_shutdown(10000), PERF_OK);
+  hang_phases_run_to_file(&p, 8, "test_states", tempdir_make("perf-states"), sink, sizeof sink);
 
   Perf__V1__Batch *bt = NULL;
   const Perf__V1__Event *e = hang_phases_read_event(sink, &bt);

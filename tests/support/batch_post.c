@@ -47,24 +47,28 @@ void batch_post(const collector_t *c, Perf__V1__Batch *b, unsigned seed) {
   free(r);
 }
 
+void batch_set_frames(Perf__V1__Batch *b, batch_frames_t *f, char **strings, size_t n_strings) {
+  CHECK(n_strings >= 1 && n_strings - 1 <= BATCH_MAX_FRAMES);
+  size_t n = n_strings - 1;
+  for (size_t i = 0; i < n; i++) {
+    perf__v1__function__init(&f->fn[i]);
+    f->fn[i].name = (uint32_t)i + 1;
+    f->fns[i] = &f->fn[i];
+    perf__v1__frame__init(&f->fr[i]);
+    f->fr[i].function = (uint32_t)i + 1;
+    f->fr[i].address = 0x1000 + 0x100 * (uint64_t)i;
+    f->frs[i] = &f->fr[i];
+  }
+  b->n_strings = n_strings, b->strings = strings;
+  b->n_functions = n, b->functions = f->fns;
+  b->n_frames = n, b->frames = f->frs;
+}
+
 long batch_post_loop(const collector_t *c, const loop_batch_t *sp, unsigned seed, reply_t *r) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   int64_t now_ns = (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
   char *strings[] = {"", "slow_query", "handle_db", "render", "draw_frame"};
-  Perf__V1__Function fn[4];
-  Perf__V1__Function *fns[4];
-  Perf__V1__Frame fr[4];
-  Perf__V1__Frame *frs[4];
-  for (size_t i = 0; i < 4; i++) {
-    perf__v1__function__init(&fn[i]);
-    fn[i].name = (uint32_t)i + 1;
-    fns[i] = &fn[i];
-    perf__v1__frame__init(&fr[i]);
-    fr[i].function = (uint32_t)i + 1;
-    fr[i].address = 0x1000 + 0x100 * (uint64_t)i;
-    frs[i] = &fr[i];
-  }
   uint32_t db_ids[] = {1, 2}, ui_ids[] = {3, 4};
   Perf__V1__Stack st[2] = {PERF__V1__STACK__INIT, PERF__V1__STACK__INIT};
   st[0].n_frames = 2, st[0].frames = db_ids;
@@ -102,9 +106,8 @@ long batch_post_loop(const collector_t *c, const loop_batch_t *sp, unsigned seed
   res.host = "h1";
   Perf__V1__Batch b = PERF__V1__BATCH__INIT;
   b.resource = &res;
-  b.n_strings = sizeof strings / sizeof strings[0], b.strings = strings;
-  b.n_functions = 4, b.functions = fns;
-  b.n_frames = 4, b.frames = frs;
+  batch_frames_t frames;
+  batch_set_frames(&b, &frames, strings, sizeof strings / sizeof strings[0]);
   b.n_stacks = 2, b.stacks = sts;
   b.n_events = (size_t)sp->hangs, b.events = evs;
   if (sp->watched_ns || sp->units) b.loop_stats = &ls;

@@ -20,6 +20,18 @@ void batch_post(const collector_t *c, Perf__V1__Batch *b, unsigned seed);
 /* The same, whatever the answer: its status, the reply in *r. */
 long batch_post_answer(const collector_t *c, Perf__V1__Batch *b, unsigned seed, reply_t *r);
 
+/* The functions and frames of a hand-made batch: one of each per name of
+   strings[1..n_strings-1] (at most BATCH_MAX_FRAMES), function i naming
+   strings[i] and frame i calling function i at 0x1000 + 0x100 * (i - 1).
+   batch_set_frames sets b's strings, functions and frames to them (f and
+   strings must outlive b's use). */
+#define BATCH_MAX_FRAMES 8
+typedef struct batch_frames_s {
+  Perf__V1__Function fn[BATCH_MAX_FRAMES], *fns[BATCH_MAX_FRAMES];
+  Perf__V1__Frame fr[BATCH_MAX_FRAMES], *frs[BATCH_MAX_FRAMES];
+} batch_frames_t;
+void batch_set_frames(Perf__V1__Batch *b, batch_frames_t *f, char **strings, size_t n_strings);
+
 /* A batch of app/version/environment with loop stats (watched_ns 0 and
    units NULL: none) and `hangs` (at most 8) hang events of hang_ms each,
    started a second ago, each sampled in one of two stacks: slow_query <-

@@ -117,6 +117,19 @@ json_t *get_json(const collector_t *c, const char *path, long *status) {
   return j;
 }
 
+void check_bad_parameter(const collector_t *c, const char *endpoint, const char *query,
+                         const char *param) {
+  char path[1024], name[64];
+  snprintf(path, sizeof path, "%s%s%s", endpoint, *query ? "?" : "", query);
+  snprintf(name, sizeof name, "parameter %s:", param);
+  long status = 0;
+  json_t *o = get_json(c, path, &status);
+  const char *error = json_string_value(json_object_get(o, "error"));
+  CHECKF(status == 400 && error && strstr(error, name) == error, "GET %s -> %ld %s", path, status,
+         error ? error : "(no error)");
+  json_decref(o);
+}
+
 /* ---- the collector as a child process ------------------------------------ */
 
 uint16_t free_port(void) {

@@ -46,6 +46,11 @@ long get(const collector_t *c, const char *path, reply_t *r);
    body that is not JSON fails the check). */
 json_t *get_json(const collector_t *c, const char *path, long *status);
 
+/* GET endpoint?query (just endpoint when query is "") must be a 400 whose
+   error begins "parameter <param>:". */
+void check_bad_parameter(const collector_t *c, const char *endpoint, const char *query,
+                         const char *param);
+
 uint16_t free_port(void);
 void kill_running(void); /* atexit: a failed check leaves no collector behind */
 pid_t spawn(char *const argv[], const char *stderr_path);

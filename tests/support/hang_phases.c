@@ -15,6 +15,7 @@
 #include "perf_sdk.h"
 #include "sdk/wire/batch_decode.h"
 #include "sdk/wire/spool.h"
+#include "sdk_util.h"
 #include "test_util.h"
 
 #define WAIT_MS 20000
@@ -36,33 +37,17 @@ static uint64_t wait_samples(uint64_t more) {
   return n;
 }
 
-/* Until /proc shows thread tid blocked in system call nr. */
-static void wait_in_call(pid_t tid, long nr) {
-  char path[64], text[128];
-  snprintf(path, sizeof path, "/proc/self/task/%d/syscall", (int)tid);
-  long long end = now_ms() + WAIT_MS;
-  for (;;) {
-    FILE *f = fopen(path, "r");
-    CHECK(f != NULL);
-    bool in = fgets(text, sizeof text, f) && text[0] != 'r' && atol(text) == nr;
-    fclose(f);
-    if (in) return;
-    CHECKF(now_ms() < end, "thread %d never blocked in system call %ld", (int)tid, nr);
-    sleep_ms(1);
-  }
-}
-
 /* The driver: holds the mutex; ends each phase after its samples. */
 static void *drive(void *arg) {
   hang_phases_t *p = arg;
   pthread_mutex_lock(&p->lock);
   atomic_store(&p->locked, 1);
-  wait_in_call(p->tid, SYS_read); /* samples from here on are of the read */
+  wait_in_syscall(p->tid, SYS_read, WAIT_MS); /* samples from here on are of the read */
   p->ends[0] = wait_samples(p->phase_samples);
   p->write_lo = now_ns();
   CHECK(write(p->pipe_fd[1], "x", 1) == 1);
   p->write_hi = now_ns();
-  wait_in_call(p->tid, SYS_futex); /* the wake-up's samples do not count here */
+  wait_in_syscall(p->tid, SYS_futex, WAIT_MS); /* the wake-up's samples do not count here */
   p->futex_seen = now_ns();
   p->ends[1] = wait_samples(p->phase_samples);
   p->unlock_at = now_ns();
@@ -107,6 +92,22 @@ void hang_phases_run(hang_phases_t *p, unsigned phase_samples) {
   close(p->pipe_fd[0]);
   close(p->pipe_fd[1]);
   pthread_mutex_destroy(&p->lock);
+}
+
+void hang_phases_run_to_file(hang_phases_t *p, unsigned phase_samples, const char *app,
+                             const char *dir, char *sink, size_t sink_size) {
+  char data[256];
+  snprintf(sink, sink_size, "%s/report.txt", dir);
+  snprintf(data, sizeof data, "%s/data", dir);
+  perf_sdk_config_t cfg;
+  sdk_config_short_hangs(&cfg);
+  cfg.app_name = app;
+  cfg.data_dir = data;
+  cfg.sink = PERF_SINK_FILE;
+  cfg.sink_path = sink;
+  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
+  hang_phases_run(p, phase_samples);
+  CHECK_EQ_INT(perf_sdk_shutdown(10000), PERF_OK);
 }
 
 /* The decoded hang event of the file sink's batch records (the caller

@@ -18,6 +18,7 @@
 #include <sys/types.h>
 
 #include "perf/v1/perf.pb-c.h"
+#include "perf_sdk.h"
 
 typedef struct hang_phases_s {
   unsigned phase_samples;
@@ -38,6 +39,13 @@ typedef struct hang_phases_s {
    watching this thread); fails the case when a phase gets no samples
    within 20 s. */
 void hang_phases_run(hang_phases_t *p, unsigned phase_samples);
+
+/* The hang under an SDK of app (sdk_config_short_hangs: the settings the
+   phases are made for) writing to a file sink
+   in dir (which exists): started, run, shut down. The sink's path in
+   sink (read its event with hang_phases_read_event). */
+void hang_phases_run_to_file(hang_phases_t *p, unsigned phase_samples, const char *app,
+                             const char *dir, char *sink, size_t sink_size);
 
 /* The hang event of a file sink's batch records (<sink>.batches/, read
    once the SDK is shut down), decoded: the event, its batch in *bt (the

@@ -1,17 +1,24 @@
 /*
  * test_util.h - small helpers the test programs share: the monotonic clock,
- * a sleep that is not cut short by signals, and a whole file as text.
+ * a sleep that is not cut short by signals, a whole file as text, a thread
+ * seen blocked in a system call, and a process burning a core.
  * Static inline: a program uses what it needs.
  */
 #ifndef PERF_TEST_UTIL_H
 #define PERF_TEST_UTIL_H
 
 #include <errno.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/types.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "check.h"
 
@@ -65,6 +72,49 @@ static inline char *read_text(const char *path) {
   fclose(f);
   text[len] = '\0';
   return text;
+}
+
+/* Whether /proc shows thread tid of this process blocked in system call
+   nr (/proc/self/task/<tid>/syscall starts with its number; "running"
+   when it is not in one). */
+static inline bool thread_in_syscall(pid_t tid, long nr) {
+  char path[64], text[128];
+  snprintf(path, sizeof path, "/proc/self/task/%d/syscall", (int)tid);
+  FILE *f = fopen(path, "r");
+  CHECKF(f != NULL, "%s: %s", path, strerror(errno));
+  bool in = fgets(text, sizeof text, f) && text[0] != 'r' && atol(text) == nr;
+  fclose(f);
+  return in;
+}
+
+/* Until thread tid is blocked in system call nr, polled every millisecond;
+   fails after wait_ms. */
+static inline void wait_in_syscall(pid_t tid, long nr, int wait_ms) {
+  long long end = now_ms() + wait_ms;
+  while (!thread_in_syscall(tid, nr)) {
+    CHECKF(now_ms() < end, "thread %d not blocked in system call %ld after %d ms", (int)tid, nr,
+           wait_ms);
+    sleep_ms(1);
+  }
+}
+
+/* A process burning a core until cpu_hog_stop (or its parent dies): a
+   compiler beside the program under test. */
+static inline pid_t cpu_hog_start(void) {
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    volatile unsigned long x = 0;
+    for (;;)
+      x = x * 2862933555777941757UL + 3;
+  }
+  return pid;
+}
+
+static inline void cpu_hog_stop(pid_t pid) {
+  CHECK(kill(pid, SIGKILL) == 0);
+  CHECK(waitpid(pid, NULL, 0) == pid);
 }
 
 #endif
