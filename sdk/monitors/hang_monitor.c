@@ -33,6 +33,7 @@
 #include "sdk/base/utf8.h"
 #include "sdk/base/worker.h"
 #include "sdk/monitors/stopped_time.h"
+#include "sdk/monitors/unit_end.h"
 #include "sdk/pipeline/capture.h"
 
 #define BUSY_BIT 1u
@@ -291,27 +292,21 @@ static int64_t busy_ns(const perf__hang_monitor_t *m, int64_t since_ns, int64_t 
   return until_ns - since_ns - perf__stopped_within(&m->stopped, since_ns, until_ns);
 }
 
-/* Units' end times: microseconds in 40 bits (12 days of range, read back
-   relative to now), the epoch's low 24 bits beside them. */
-#define END_US_BITS 40
-#define END_US_MASK ((UINT64_C(1) << END_US_BITS) - 1)
-#define EPOCH_MASK ((UINT64_C(1) << (64 - END_US_BITS)) - 1)
-
 static void mark_ended(perf__loop_t *loop, uint64_t epoch, int64_t now_ns) {
   count_unit(loop, now_ns);
   int64_t began = atomic_load_explicit(&loop->busy_since_ns, memory_order_relaxed);
   if (now_ns - began < atomic_load_explicit(&loop->threshold_ns, memory_order_relaxed)) return;
-  uint64_t v = (epoch & EPOCH_MASK) << END_US_BITS | ((uint64_t)(now_ns / 1000) & END_US_MASK);
-  atomic_store_explicit(&loop->long_unit_end, v, memory_order_relaxed);
+  atomic_store_explicit(&loop->long_unit_end, perf__unit_end_pack(epoch, now_ns),
+                        memory_order_relaxed);
 }
 
-/* When unit `epoch` ended, or now_ns if that is not known. */
+/* When unit `epoch` ended, or now_ns if that is not known. The loop's
+   thread may mark the end after the monitor read now_ns: such an end is
+   returned as it is, a little after now_ns (unit_end.h). */
 static int64_t unit_end(const perf__loop_t *loop, uint64_t epoch, int64_t now_ns) {
   uint64_t v = atomic_load_explicit(&loop->long_unit_end, memory_order_relaxed);
-  if (v >> END_US_BITS != (epoch & EPOCH_MASK)) return now_ns;
-  uint64_t now_us = (uint64_t)(now_ns / 1000);
-  uint64_t ago_us = (now_us - (v & END_US_MASK)) & END_US_MASK;
-  return now_ns - (int64_t)ago_us * 1000;
+  int64_t end_ns;
+  return perf__unit_end_read(v, epoch, now_ns, &end_ns) ? end_ns : now_ns;
 }
 
 /* ---- loop stats ------------------------------------------------------------ */

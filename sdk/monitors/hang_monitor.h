@@ -33,7 +33,7 @@ typedef struct perf__loop_s {
   atomic_uint_fast64_t word;
   atomic_int_fast64_t busy_since_ns;  /* monotonic start of the current unit of work */
   atomic_int_fast64_t threshold_ns;   /* hang_threshold_ms, set at init */
-  atomic_uint_fast64_t long_unit_end; /* (epoch:24 << 40) | end in us:40 */
+  atomic_uint_fast64_t long_unit_end; /* unit_end.h: (epoch:24 << 40) | end in us:40 */
   atomic_int paused;
   /* Loops running inside the current unit of work (perf_sdk_loop_nested_
      begin/end): their marks do not end it. The watched thread's own. */

@@ -35,6 +35,7 @@
 #include "check.h"
 #include "perf_sdk.h"
 #include "sdk/base/worker.h"
+#include "sdk/monitors/unit_end.h"
 #include "sdk/sdk_testing.h"
 #include "sdk/symbols/symbols.h"
 #include "sdk/wire/batch_decode.h"
@@ -1274,6 +1275,28 @@ static void case_heartbeat_hang(void) {
   free(text);
 }
 
+/* The end of a long unit read back by the monitor (unit_end.h): before,
+   at and after the monitor's own clock reading, across the wrap of the
+   40-bit microsecond field, and another unit's end not taken. An end
+   marked just after the monitor read its clock once gave a hang of minus
+   12 days (the daemonize case on a busy machine). */
+static void case_unit_end_read_back(void) {
+  const int64_t wrap_ns = (INT64_C(1) << 40) * 1000;
+  const int64_t nows[] = {INT64_C(5000000000), wrap_ns - 2000, wrap_ns + 3000, 7 * wrap_ns + 1};
+  const int64_t offsets[] = {-600000000, -1000, 0, 1000, 2000000, 60000000000};
+  for (size_t i = 0; i < ARRAY_LEN(nows); i++)
+    for (size_t j = 0; j < ARRAY_LEN(offsets); j++) {
+      int64_t end = (nows[i] + offsets[j]) / 1000 * 1000, got = -1;
+      uint64_t v = perf__unit_end_pack(77, end);
+      CHECK(perf__unit_end_read(v, 77, nows[i], &got));
+      CHECKF(got == end, "end %lld read at %lld as %lld", (long long)end, (long long)nows[i],
+             (long long)got);
+      CHECK(!perf__unit_end_read(v, 78, nows[i], &got));
+      /* Epochs compare on their low 24 bits, as stored. */
+      CHECK(perf__unit_end_read(v, 77 + (UINT64_C(1) << 24), nows[i], &got));
+    }
+}
+
 static const test_case_t g_cases[] = {
     /* 10 of the 13 samples a 50 ms interval gives: the hung thread and the
        monitor must get a core on time, which a -j8 suite on 2 cores denies. */
@@ -1283,6 +1306,7 @@ static const test_case_t g_cases[] = {
     TEST_CASE(cpu_burst_through_dips),
     TEST_CASE(cpu_lull_restarts_window),
     TEST_CASE(pause_suppresses),
+    TEST_CASE(unit_end_read_back),
     TEST_CASE(fatal_hang),
     TEST_CASE(marker_failure_logged_once),
     TEST_CASE(dwarf_dropped_when_idle),
