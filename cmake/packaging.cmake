@@ -104,6 +104,12 @@ set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS_POLICY ">=")
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_CONTROL_EXTRA ${PERF_DEB_DIR}/libperfsdk0/triggers
   ${PERF_DEB_DIR}/libperfsdk0/postinst ${PERF_DEB_DIR}/libperfsdk0/postrm)
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_CONTROL_STRICT_PERMISSION ON)
+# The core loads libdw, libelf, zlib and zstd at their first call (sdk/lazy/),
+# libcurl for the http sink's first batch: dpkg-shlibdeps sees none of them
+# in the NEEDED entries, so they are named here (shlibdeps adds the rest).
+set(CPACK_DEBIAN_RUNTIME_PACKAGE_DEPENDS "libdw1 (>= ${LIBDW_VERSION}), libelf1 (>= ${LIBELF_VERSION}), \
+libzstd1 (>= ${ZSTD_VERSION}), zlib1g (>= 1:${ZLIB_VERSION})")
+set(CPACK_DEBIAN_RUNTIME_PACKAGE_RECOMMENDS "libcurl4 | libcurl3-gnutls")
 
 set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
 set(CPACK_DEBIAN_DEV_PACKAGE_ARCHITECTURE amd64)

@@ -40,6 +40,7 @@
 #include "perf_sdk.h"
 #include "sdk/base/call_guard.h"
 #include "sdk/base/clock.h"
+#include "sdk/base/lazy_lib.h"
 #include "sdk/base/log.h"
 #include "sdk/base/owned_fds.h"
 #include "sdk/base/stats.h"
@@ -489,6 +490,7 @@ static void fork_prepare(void) {
 static void fork_child(void) {
   perf__worker_forget_all();
   perf__owned_fds_close_all();
+  perf__lazy_libs_fork_child();
   /* The parent's other threads may have held the lock; they are gone. If
      this thread held it (fork from the log callback), it still does. */
   pthread_rwlock_t fresh = PTHREAD_RWLOCK_INITIALIZER;

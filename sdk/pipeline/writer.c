@@ -22,6 +22,7 @@
 
 #include "sdk/base/clock.h"
 #include "sdk/base/fileio.h"
+#include "sdk/base/lazy_lib.h"
 #include "sdk/base/log.h"
 #include "sdk/base/owned_fds.h"
 #include "sdk/base/worker.h"
@@ -73,6 +74,7 @@ static bool batch_due(perf__writer_t *w);
 static bool past_stop_deadline(perf__writer_t *w);
 static void wait_for_work(perf__writer_t *w);
 static bool dwarf_due(perf__writer_t *w);
+static void lazy_lib_loaded(void *arg);
 static void report_fatal_hangs(perf__writer_t *w);
 static void write_event(perf__writer_t *w, perf__event_t *ev);
 static void count_batched(perf__writer_t *w, int batched);
@@ -200,6 +202,7 @@ static void writer_main(perf__worker_t *worker, void *arg) {
      ids: I/O), not on the app's thread and not on the hang monitor, which
      must start watching at once. Their unwind rules are compiled when a
      capture first needs them. */
+  perf__lazy_libs_set_load_hook(lazy_lib_loaded, w);
   perf__modules_release(perf__modules_acquire());
   /* The batch sink first: fatal hangs go into batches like any event. */
   open_batches(w);
@@ -273,8 +276,19 @@ static void writer_main(perf__worker_t *worker, void *arg) {
   w->exited = true;
   int64_t deadline = w->stop_deadline_ns;
   perf__worker_unlock(w->worker);
+  perf__lazy_libs_set_load_hook(NULL, NULL);
   /* Leave the stopper a moment to join after the uploader's last try. */
   close_batches(w, abandon ? 0 : deadline - 30 * 1000000);
+}
+
+/* A library was loaded (to compile unwind rules on a capturing thread, to
+   name frames or compress here): the idle release unloads it again. */
+static void lazy_lib_loaded(void *arg) {
+  perf__writer_t *w = arg;
+  perf__worker_lock(w->worker);
+  if (!w->drop_dwarf_at) w->drop_dwarf_at = perf__now_ns() + DWARF_IDLE_NS;
+  perf__worker_notify_locked(w->worker);
+  perf__worker_unlock(w->worker);
 }
 
 /* The wire path's spool and uploader, opened here because it reads and

@@ -68,11 +68,6 @@ int perf__batch_builder_new(const perf__batch_resource_t *res, const perf__batch
   b->opts = o;
   b->generation = perf__batch_new_generation();
   int err = build_resource(b, res);
-  if (!err && !(b->cctx = ZSTD_createCCtx())) err = PERF_E_NO_MEMORY;
-  if (!err &&
-      (ZSTD_isError(ZSTD_CCtx_setParameter(b->cctx, ZSTD_c_compressionLevel, o.zstd_level)) ||
-       ZSTD_isError(ZSTD_CCtx_setParameter(b->cctx, ZSTD_c_checksumFlag, 1))))
-    err = PERF_E_SYSTEM;
   if (!err) {
     b->header_bytes = perf__batch_field_bytes(PERF__BATCH_ID_BYTES) + 1 + 10 /* sequence */ + 1 +
                       10 /* created_unix_nanos */ + perf__batch_field_bytes(strlen(PERF_SDK_NAME)) +
@@ -100,7 +95,6 @@ void perf__batch_free(perf__batch_builder_t *b) {
   free(b->counts);
   for (size_t i = 0; i < b->owned_count; i++)
     free(b->owned[i]);
-  ZSTD_freeCCtx(b->cctx);
   free(b);
 }
 
@@ -508,11 +502,20 @@ static int compress_payload(perf__batch_builder_t *b, uint8_t *raw, size_t size,
   uint8_t *z = malloc(cap);
   int err = z ? PERF_OK : PERF_E_NO_MEMORY;
   size_t zlen = 0;
+  /* A context per batch: its tables (sized to the batch) go back when it is
+     made, and no zstd object lives between batches (an idle SDK unloads
+     libzstd: sdk/base/lazy_lib.h). */
+  ZSTD_CCtx *cctx = err ? NULL : ZSTD_createCCtx();
+  if (!err && !cctx) err = PERF_E_NO_MEMORY;
+  if (!err &&
+      (ZSTD_isError(ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, b->opts.zstd_level)) ||
+       ZSTD_isError(ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1))))
+    err = PERF_E_SYSTEM;
   if (!err) {
-    ZSTD_CCtx_reset(b->cctx, ZSTD_reset_session_only);
-    zlen = ZSTD_compress2(b->cctx, z, cap, raw, size);
+    zlen = ZSTD_compress2(cctx, z, cap, raw, size);
     if (ZSTD_isError(zlen)) err = PERF_E_SYSTEM;
   }
+  ZSTD_freeCCtx(cctx);
   free(raw);
   if (err) {
     free(z);

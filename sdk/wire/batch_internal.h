@@ -55,7 +55,6 @@ struct perf__batch_builder_s {
   size_t header_bytes; /* batch fields outside the tables, upper bound */
   uint64_t sequence;   /* of the last finished batch */
   uint64_t generation; /* perf__batch_generation */
-  ZSTD_CCtx *cctx;
 
   perf__string_rec_t *strings;
   size_t n_strings, strings_cap;

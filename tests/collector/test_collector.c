@@ -33,8 +33,6 @@
 #include "sdk/wire/batch_decode.h"
 #include "tempdir.h"
 
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
-
 /* POST /v1/batches with the SDK's headers; key NULL: no Authorization. */
 static long post_batch(const collector_t *c, const char *key, const char *batch_id_hex,
                        const void *body, size_t len, reply_t *r) {

@@ -35,7 +35,6 @@
 #include "sdk_util.h"
 #include "tempdir.h"
 
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define HANG_MS 400.0      /* each of the two hangs: busy this long in stuck_in_here */
 #define FEED_DEADLINE_S 60 /* feed gives up waiting for the CPU monitor after this */
 #define HANG_SAMPLES 20    /* ... and until the monitor has sampled it this often */

@@ -27,8 +27,6 @@
 #include "check.h"
 #include "collector_rig.h"
 
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
-
 /* A request's answer must come within this (the failure it guards against
    is no answer at all: 30 s and more); the measured time is printed. */
 #define ANSWER_DEADLINE_S 10.0

@@ -22,8 +22,6 @@
 #include "collector_rig.h"
 #include "perf/v1/perf.pb-c.h"
 
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
-
 /* One CPU event of app: stack 1 (cpu_often <- cpu_main) sampled three
    times, stack 2 (cpu_rare <- cpu_main) once, one failed sample; weights
    (us, one per sample, n_weights of them) or none. */

@@ -31,8 +31,6 @@
 #include "perf_sdk.h"
 #include "pprof_check.h"
 
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
-
 enum { RATE_LIMITED, QUEUE_FULL, SINK_FAILED, SPOOL_QUOTA, OVERSIZED, N_REASONS };
 static const char *const REASONS[N_REASONS] = {"rate_limited", "queue_full", "sink_failed",
                                                "spool_quota", "oversized"};

@@ -33,7 +33,6 @@
 #include "perf_sdk.h"
 #include "tempdir.h"
 
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define LOAD_THREADS 2
 #define LOAD_BATCHES 400 /* per thread, at most */
 #define KILL_AFTER 100   /* batches acknowledged (all threads) before the kill -9 */

@@ -34,8 +34,6 @@
 #include "perf/v1/perf.pb-c.h"
 #include "tempdir.h"
 
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
-
 #if defined(__SANITIZE_ADDRESS__)
 #define UNDER_ASAN 1
 #elif defined(__has_feature)

@@ -39,8 +39,6 @@
 #include "pprof_check.h"
 #include "tempdir.h"
 
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
-
 /* ---- files and the app ----------------------------------------------------- */
 
 static char *read_file(const char *path, size_t *len) {

@@ -27,7 +27,6 @@
 #include "check.h"
 #include "collector_rig.h"
 
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define BATCHES 200   /* seeds 1..BATCHES: distinct batch ids (batch_post.c) */
 #define BOTH_EVERY 10 /* every tenth batch is posted to both collectors at once */
 #define KILL_AT 60    /* A is killed once this many batches are acknowledged */

@@ -27,8 +27,6 @@
 #include "collector_rig.h"
 #include "perf/v1/perf.pb-c.h"
 
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
-
 /* One key per scope, a combination, and a bare key (every scope). */
 static const char KEYS_TEXT[] = "# scopes\n"
                                 "bare-key\n"

@@ -37,7 +37,6 @@
 #include "sdk_util.h"
 #include "tempdir.h"
 
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define PHASE_SAMPLES 8
 
 /* ---- sdk_hang -------------------------------------------------------------- */

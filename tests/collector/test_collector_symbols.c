@@ -34,7 +34,6 @@
 #include "http_server.h"
 #include "tempdir.h"
 
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define POLL_DEADLINE_S 60.0
 
 static const char *const HANG_CHAIN[] = {"checksum_profile_slowly", "parse_profile_blob",

@@ -23,8 +23,6 @@
 #include "collector_rig.h"
 #include "perf/v1/perf.pb-c.h"
 
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
-
 #define MINUTE_MS 60000LL
 #define HOUR_MS 3600000LL
 #define DAY_MS 86400000LL

@@ -27,7 +27,6 @@
 #include "collector_rig.h"
 #include "perf/v1/perf.pb-c.h"
 
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define HOUR_NS 3600000000000ULL
 #define BUCKETS 9
 

@@ -27,8 +27,6 @@
 #include "tempdir.h"
 #include "test_util.h"
 
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
-
 static const char *frame(json_t *stack, size_t i) {
   return json_string_value(json_array_get(json_object_get(stack, "frames"), i));
 }

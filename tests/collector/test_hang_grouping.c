@@ -38,7 +38,6 @@
 #include "signature.h"
 #include "tempdir.h"
 
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define REPEATS 100        /* hangs of repeated_hang */
 #define HANG_MS 150.0      /* each at least this long ... */
 #define HANG_SAMPLES 20    /* ... and until sampled this often */

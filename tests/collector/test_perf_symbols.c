@@ -25,7 +25,6 @@
 #include "collector_rig.h"
 #include "tempdir.h"
 
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define TOOL_DEADLINE_S 60.0
 #define SYMBOLS_KEY "symbols-key"
 #define KEYS_TEXT SYMBOLS_KEY " symbols\n" READ_KEY " read\n"

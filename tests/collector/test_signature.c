@@ -10,8 +10,6 @@
 #include "sdk/base/utf8.h"
 #include "signature.h"
 
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
-
 /* A hang's samples: its stacks (innermost first) and their counts. */
 static perf__hang_samples_t hang_of(const perf__named_stack_t *s, const uint64_t *w, size_t n) {
   return (perf__hang_samples_t){s, w, n};

@@ -36,7 +36,6 @@
 #include "stack_assert.h"
 #include "test_util.h"
 
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define WAIT_MS 20000 /* every wait for the SDK gives up after this */
 #define IDLE_THREADS CPU_WORKLOAD_IDLE
 

@@ -44,7 +44,6 @@
 #include "tempdir.h"
 #include "test_util.h"
 
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define WAIT_MS 45000 /* every wait for a process or a file gives up after this */
 #define THRESHOLD_MS 200
 

@@ -38,7 +38,6 @@
 #include "tempdir.h"
 #include "test_util.h"
 
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define BLOCK_NS 1000000000LL /* how long each call blocks */
 #define WAIT_MS 20000         /* waits for a thread to get somewhere give up after this */
 #define ANY_FD (-1000)        /* run()'s want_ret for accept: a new descriptor */

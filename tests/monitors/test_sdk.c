@@ -43,7 +43,6 @@
 #include "stack_assert.h"
 #include "test_util.h"
 
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define WAIT_MS 10000 /* every wait for the SDK gives up after this */
 #define PATH_LEN 512
 #define THRESHOLD_MS 200

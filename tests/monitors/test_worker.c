@@ -26,7 +26,6 @@
 #include "sdk/base/worker.h"
 #include "test_util.h"
 
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define MS 1000000LL
 #define WAIT_MS 10000 /* every wait for a thread gives up after this */
 #define SLACK_MS 3000 /* how late a deadline may be kept on a loaded machine */

@@ -68,7 +68,10 @@ ctrl_file() { dpkg-deb --ctrl-tarfile "$(deb_of "$1")" | tar -xO "./$2"; }
 expect() { # what text pattern
   grep -Eq -- "$3" <<<"$2" || fail "$1: '$2' does not match '$3'"
 }
-expect "libperfsdk0 Depends" "$(control libperfsdk0 Depends)" 'libdw1 \(>= [^)]+\)'
+for dep in libdw1 libelf1 libzstd1 zlib1g libprotobuf-c1 libc6; do # dlopen'd ones too
+  expect "libperfsdk0 Depends" "$(control libperfsdk0 Depends)" "$dep \\(>= [^)]+\\)"
+done
+expect "libperfsdk0 Recommends" "$(control libperfsdk0 Recommends)" '^libcurl4 \| libcurl3-gnutls$'
 expect "libperfsdk0 shlibs" "$(ctrl_file libperfsdk0 shlibs)" "^libperfsdk 0 libperfsdk0 \(>= $version\)"
 expect "libperfsdk0 shlibs" "$(ctrl_file libperfsdk0 shlibs)" "libperfsdk-core 0 libperfsdk0"
 expect "libperfsdk0 triggers" "$(ctrl_file libperfsdk0 triggers)" '^activate-noawait ldconfig$'

@@ -25,7 +25,6 @@
 #include "perf_sdk.h"
 #include "stack_assert.h"
 
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define WAIT_MS 20000 /* polls for a thread to reach its chain give up after this */
 /* The capture timeout of every case (main sets it) but those about
    timeouts: a running thread on a loaded machine can wait longer than the

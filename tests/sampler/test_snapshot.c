@@ -29,7 +29,6 @@
 #include "sdk/sampler/task_files.h"
 #include "stack_assert.h"
 
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define WAIT_MS 20000 /* polls for a thread to reach its chain give up after this */
 /* As test_sampler: the cases are about stacks, not about late threads on a
    loaded machine. */

@@ -47,6 +47,9 @@
    `program <case>`, and learns the list from `program --list`
    (tests/support/discover_tests.cmake). A case that needs the machine to
    itself says why in `serial`; --list marks it and ctest runs it alone. */
+/* The number of elements of an array. */
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
 typedef struct test_case_s {
   const char *name;
   void (*run)(void);

@@ -28,6 +28,7 @@ cd "$root"
 RULE='
 include       -
 sdk/base      include
+sdk/lazy      include sdk/base
 sdk/symbols   include sdk/base
 sdk/sampler   include sdk/base sdk/symbols
 sdk/wire      include sdk/base proto/perf

@@ -28,7 +28,6 @@
 #include "sdk/base/strbuf.h"
 #include "sdk/pipeline/event_text.h"
 
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define DECODE_CAP (64u << 20)
 
 /* ------------------------------------------------------------------------ */

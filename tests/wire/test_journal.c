@@ -34,7 +34,6 @@
 #include "tempdir.h"
 #include "test_util.h"
 
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define DECODE_MAX (64u << 20)
 #define ROUNDS_HTTP 50
 #define ROUNDS_FILE 15

@@ -30,7 +30,6 @@
 #include "sdk/wire/spool.h"
 #include "tempdir.h"
 
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define MAX_ARGS 16
 #define ID_HEX 32
 

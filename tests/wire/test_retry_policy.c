@@ -9,8 +9,6 @@
 #include "check.h"
 #include "uploader/retry_policy.h"
 
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
-
 static void case_status_rules(void) {
   const struct {
     long status;

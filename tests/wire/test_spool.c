@@ -48,7 +48,6 @@
 #include "sdk/wire/spool.h"
 #include "sdk/wire/spool_io.h"
 
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define PATH_LEN 1024
 #define WAIT_MS 15000 /* every wait for a child gives up after this */
 #define BIG_BYTES (64ull << 20)

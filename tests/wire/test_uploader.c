@@ -23,7 +23,6 @@
 #include "uploader/transport.h"
 #include "uploader/uploader.h"
 
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define WAIT_MS 15000
 
 typedef struct {

@@ -31,7 +31,6 @@
 #include "sdk/wire/spool.h"
 #include "tempdir.h"
 
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define DECODE_MAX (64u << 20)
 
 static char g_dir[64];

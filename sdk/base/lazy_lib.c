@@ -1,0 +1,141 @@
+/*
+ * lazy_lib.c - shared libraries loaded at their first call, unloaded when
+ * idle (see lazy_lib.h).
+ */
+#include "sdk/base/lazy_lib.h"
+
+#include <dlfcn.h>
+#include <string.h>
+
+#include "sdk/base/log.h"
+
+#define MAX_LIBS 4
+
+static pthread_mutex_t g_registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static perf__lazy_lib_t *g_libs[MAX_LIBS];
+static atomic_size_t g_nlibs;
+
+static pthread_rwlock_t g_hook_lock = PTHREAD_RWLOCK_INITIALIZER;
+static perf__lazy_load_hook_fn g_hook;
+static void *g_hook_arg;
+
+static void register_lib(perf__lazy_lib_t *lib) {
+  pthread_mutex_lock(&g_registry_lock);
+  size_t n = atomic_load(&g_nlibs);
+  if (n < MAX_LIBS) {
+    g_libs[n] = lib;
+    atomic_store(&g_nlibs, n + 1);
+    lib->registered = true;
+  }
+  pthread_mutex_unlock(&g_registry_lock);
+}
+
+/* Under lib->lock: dlopen and resolve every function, or mark it failed. */
+static void load(perf__lazy_lib_t *lib) {
+  if (!lib->registered) register_lib(lib);
+  void *h = dlopen(lib->soname, RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    const char *why = dlerror();
+    perf__log(PERF__LOG_ERROR, "%s could not be loaded: %s", lib->soname, why ? why : "?");
+    lib->failed = true;
+    return;
+  }
+  for (size_t i = 0; i < lib->n; i++) {
+    if (!(lib->fns[i] = dlsym(h, lib->names[i]))) {
+      perf__log(PERF__LOG_ERROR, "%s has no %s", lib->soname, lib->names[i]);
+      lib->failed = true;
+      dlclose(h);
+      return;
+    }
+  }
+  lib->handle = h;
+  lib->loads++;
+}
+
+void *perf__lazy_enter(perf__lazy_lib_t *lib, size_t idx) {
+  atomic_fetch_add(&lib->inside, 1);
+  if (atomic_load(&lib->loaded)) return lib->fns[idx];
+  atomic_fetch_sub(&lib->inside, 1);
+  pthread_mutex_lock(&lib->lock);
+  bool loaded_here = false;
+  if (!lib->handle && !lib->failed) {
+    load(lib);
+    loaded_here = lib->handle != NULL;
+  }
+  bool ok = lib->handle != NULL;
+  if (ok) {
+    atomic_fetch_add(&lib->inside, 1);
+    atomic_store(&lib->loaded, true);
+  }
+  pthread_mutex_unlock(&lib->lock);
+  if (loaded_here) {
+    pthread_rwlock_rdlock(&g_hook_lock);
+    if (g_hook) g_hook(g_hook_arg);
+    pthread_rwlock_unlock(&g_hook_lock);
+  }
+  return ok ? lib->fns[idx] : NULL;
+}
+
+void perf__lazy_leave(perf__lazy_lib_t *lib) {
+  atomic_fetch_sub(&lib->inside, 1);
+}
+
+void perf__lazy_object_made(perf__lazy_lib_t *lib) {
+  atomic_fetch_add(&lib->objects, 1);
+}
+
+void perf__lazy_object_ended(perf__lazy_lib_t *lib) {
+  atomic_fetch_sub(&lib->objects, 1);
+}
+
+/* Unload lib if no caller is inside and no object is alive. */
+static bool unload_if_idle(perf__lazy_lib_t *lib) {
+  bool done = false;
+  pthread_mutex_lock(&lib->lock);
+  if (lib->handle && atomic_load(&lib->objects) == 0) {
+    atomic_store(&lib->loaded, false);
+    if (atomic_load(&lib->inside) == 0) {
+      dlclose(lib->handle);
+      lib->handle = NULL;
+      memset(lib->fns, 0, lib->n * sizeof lib->fns[0]);
+      done = true;
+    } else {
+      atomic_store(&lib->loaded, true); /* a caller is inside: next time */
+    }
+  }
+  pthread_mutex_unlock(&lib->lock);
+  return done;
+}
+
+int perf__lazy_libs_unload_idle(void) {
+  int n = 0;
+  size_t libs = atomic_load(&g_nlibs);
+  for (size_t i = 0; i < libs; i++)
+    n += unload_if_idle(g_libs[i]);
+  return n;
+}
+
+void perf__lazy_libs_set_load_hook(perf__lazy_load_hook_fn fn, void *arg) {
+  pthread_rwlock_wrlock(&g_hook_lock);
+  g_hook = fn;
+  g_hook_arg = arg;
+  pthread_rwlock_unlock(&g_hook_lock);
+}
+
+bool perf__lazy_lib_is_loaded(const char *soname) {
+  size_t libs = atomic_load(&g_nlibs);
+  for (size_t i = 0; i < libs; i++)
+    if (strcmp(g_libs[i]->soname, soname) == 0) return atomic_load(&g_libs[i]->loaded);
+  return false;
+}
+
+void perf__lazy_libs_fork_child(void) {
+  g_registry_lock = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
+  g_hook_lock = (pthread_rwlock_t)PTHREAD_RWLOCK_INITIALIZER;
+  g_hook = NULL; /* the parent's writer: the child starts its own */
+  size_t libs = atomic_load(&g_nlibs);
+  for (size_t i = 0; i < libs; i++) {
+    g_libs[i]->lock = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
+    atomic_store(&g_libs[i]->inside, 0);
+  }
+}

@@ -1,0 +1,120 @@
+/*
+ * test_lazy_libs.c - libdw, libelf, zlib and zstd are not in an idle app
+ * (sdk/base/lazy_lib.h): libperfsdk-core.so loads them at their first call
+ * (unwind rules, naming frames, compressing a batch) and the writer
+ * unloads them once idle for its 2 s, with the file sink and the none
+ * sink; an event after that loads them again and names its frames.
+ *
+ * Linked with the front only (no perfwire: zstd and protobuf-c would be
+ * mapped by the test itself). What is mapped is read from /proc/self/maps;
+ * unloading is waited for with a deadline.
+ */
+#include <limits.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "perf_sdk.h"
+#include "tempdir.h"
+#include "test_util.h"
+
+#define UNLOAD_WAIT_MS 30000 /* the writer's 2 s idle, on a loaded machine */
+
+/* The libraries loaded at their first call. */
+static const char *const k_lazy[] = {"/libdw",   "/libelf",  "/libz.so",
+                                     "/libzstd", "/liblzma", "/libbz2"};
+
+/* The first lazy library /proc/self/maps shows, or NULL. */
+static const char *lazy_mapped(void) {
+  char *maps = read_text("/proc/self/maps");
+  const char *found = NULL;
+  for (size_t i = 0; i < ARRAY_LEN(k_lazy) && !found; i++)
+    if (strstr(maps, k_lazy[i])) found = k_lazy[i];
+  free(maps);
+  return found;
+}
+
+static void wait_unloaded(const char *when) {
+  long long deadline = now_ms() + UNLOAD_WAIT_MS;
+  const char *lib;
+  while ((lib = lazy_mapped()) != NULL && now_ms() < deadline)
+    sleep_ms(20);
+  CHECKF(lib == NULL, "%s still mapped %d ms %s", lib, UNLOAD_WAIT_MS, when);
+}
+
+/* Frames of this file, kept apart so the stack shows them. */
+__attribute__((noinline)) static void lazy_marker_capture(void) {
+  CHECK_EQ_INT(perf_sdk_capture_now("lazy libs"), PERF_OK);
+  __asm__ volatile("" ::: "memory");
+}
+
+__attribute__((noinline)) static char *lazy_marker_backtrace(void) {
+  char *text = NULL;
+  CHECK_EQ_INT(perf_backtrace_thread_text(0, &text), PERF_OK);
+  __asm__ volatile("" ::: "memory");
+  return text;
+}
+
+static void config(perf_sdk_config_t *cfg, perf_sink_t sink, const char *report) {
+  perf_sdk_config_init(cfg);
+  cfg->app_name = "test_lazy_libs";
+  cfg->cpu_threshold_percent = 25600;
+  cfg->sink = sink;
+  cfg->sink_path = report;
+}
+
+/* One event with the file sink; its report names the capturing function. */
+static void capture_and_check(const char *report, int nth) {
+  lazy_marker_capture();
+  CHECK_EQ_INT(perf_sdk_flush(10000), PERF_OK);
+  char *text = read_text(report);
+  size_t seen = 0;
+  for (const char *p = text; (p = strstr(p, "lazy_marker_capture")) != NULL; p++)
+    seen++;
+  CHECKF(seen >= (size_t)nth, "event %d: lazy_marker_capture named %zu times in the report", nth,
+         seen);
+  free(text);
+}
+
+static void case_file_sink(void) {
+  CHECKF(lazy_mapped() == NULL, "%s mapped before perf_sdk_init", lazy_mapped());
+  char report[PATH_MAX];
+  snprintf(report, sizeof report, "%s/report.txt", tempdir_make("lazy"));
+  perf_sdk_config_t cfg;
+  config(&cfg, PERF_SINK_FILE, report);
+  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
+  wait_unloaded("after perf_sdk_init");
+  capture_and_check(report, 1); /* rules, names and the batch: all loaded */
+  wait_unloaded("after the first event");
+  capture_and_check(report, 2); /* loaded again, frames named again */
+  wait_unloaded("after the second event");
+  CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
+}
+
+static void case_none_sink(void) {
+  perf_sdk_config_t cfg;
+  config(&cfg, PERF_SINK_NONE, NULL);
+  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
+  char *text = lazy_marker_backtrace(); /* rules and names on this thread */
+  CHECKF(strstr(text, "lazy_marker_backtrace") != NULL, "backtrace:\n%s", text);
+  perf_free(text);
+  wait_unloaded("after a backtrace");
+  text = lazy_marker_backtrace();
+  CHECKF(strstr(text, "lazy_marker_backtrace") != NULL, "backtrace after the unload:\n%s", text);
+  perf_free(text);
+  wait_unloaded("after the second backtrace");
+  CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
+}
+
+static const test_case_t g_cases[] = {
+    TEST_CASE(file_sink),
+    TEST_CASE(none_sink),
+};
+
+int main(int argc, char **argv) {
+  unsetenv("PERF_SDK_DISABLED");
+  return test_main(g_cases, ARRAY_LEN(g_cases), argc, argv);
+}
