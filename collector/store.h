@@ -319,6 +319,11 @@ typedef struct store_ops_s {
      a restart opens the store again. Cheap (two stat calls), lock-free:
      any thread, at every batch and every GET /healthz. */
   int (*check)(store_t *st, char *why, size_t why_len);
+  /* GET /healthz beyond check: whether the database answers now (a
+     PostgreSQL server may be down, refuse the database, or not answer);
+     STORE_ERROR with the reason in why. Bounded in time, never waits for
+     a query in progress. NULL: check says it. */
+  int (*health)(store_t *st, char *why, size_t why_len);
   /* Stream the top-stacks rows of q to fn (read-only). */
   int (*top_rows)(store_t *st, const store_top_query_t *q, store_row_fn fn, void *user);
   /* Stream the per-stack sample sums of q (kind required) to fn. */

@@ -81,7 +81,9 @@ _Static_assert(STORE_LOOP_BUCKETS == 9, "loop_stats has one column per bucket");
 static void pg_close(store_t *st) {
   if (!st) return;
   PQfinish(st->conn);
+  PQfinish(st->health);
   pthread_mutex_destroy(&st->lock);
+  pthread_mutex_destroy(&st->health_lock);
   free(st->conninfo);
   free(st);
 }
@@ -132,6 +134,7 @@ static int pg_open(const char *location, store_durability_t durability, store_t 
     return STORE_ERROR;
   }
   pthread_mutex_init(&st->lock, NULL);
+  pthread_mutex_init(&st->health_lock, NULL);
   st->durability = durability;
   st->conn = PQconnectdb(location);
   if (PQstatus(st->conn) != CONNECTION_OK) {
@@ -466,6 +469,7 @@ const store_ops_t store_pg_ops = {
     .delete_older_than = pg_delete_older_than,
     .stats = pg_stats,
     .check = pg_check,
+    .health = pg_health,
     .top_rows = pg_top_rows,
     .stack_rows = pg_stack_rows,
     .event_rows = pg_event_rows,

@@ -32,6 +32,8 @@ struct store_s {
   pthread_mutex_t lock;
   PGconn *conn;
   char *conninfo;
+  pthread_mutex_t health_lock; /* pg_health's own connection (store_pg_health.c) */
+  PGconn *health;
   store_durability_t durability;
   /* Statements with parameters are prepared on the connection at their
      first use (named by their index here: the SQL texts are constants,
@@ -111,5 +113,10 @@ int pg_event_detail(store_t *st, int64_t id, store_event_row_fn on_event,
                     store_count_row_fn on_count, void *user);
 int pg_event_states(store_t *st, int64_t id, store_state_row_fn fn, void *user);
 int pg_state_rows(store_t *st, const store_top_query_t *q, store_state_row_fn fn, void *user);
+
+/* GET /healthz (store_ops_t.check): a SELECT 1 on a connection of the
+   check's own within 2 s; STORE_ERROR with why ("database: ...") when the
+   server cannot be reached, refuses, or does not answer. */
+int pg_health(store_t *st, char *why, size_t why_len);
 
 #endif

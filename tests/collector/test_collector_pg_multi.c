@@ -9,7 +9,7 @@
  * schema: two collectors starting on an empty database migrate it once, a
  * database at the previous version is migrated with its rows kept, a
  * database newer than the collector is refused; a connection cut under a
- * running collector. Runs only
+ * running collector; /healthz while the database refuses connections. Runs only
  * against the pg_server fixture (PERF_TEST_DB=pg).
  */
 #include <libpq-fe.h>
@@ -298,11 +298,50 @@ static void case_connection_lost(void) {
   CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM batches"), 3);
 }
 
+/* GET /healthz asks the database: with the collector's database refusing
+   connections (ALLOW_CONNECTIONS false) and its sessions ended, 503 naming
+   what the server said, within the check's 2 s; a batch is refused with
+   503 too (the SDK keeps it); once the database accepts again, 200 and the
+   next batch is stored. */
+static void case_health_database(void) {
+  collector_t c;
+  collector_start(&c, NULL);
+  reply_t *r = malloc(sizeof *r);
+  CHECK(r != NULL);
+  CHECK_EQ_INT(get(&c, "/healthz", r), 200);
+  char admin[256], sql[256];
+  snprintf(admin, sizeof admin, "postgresql:///postgres?host=%s&user=perf",
+           getenv("PERF_TEST_PG_DIR"));
+  const char *name = c.db + strlen("postgresql:///"); /* collector_rig.c: the database name */
+  int name_len = (int)strcspn(name, "?");
+  snprintf(sql, sizeof sql, "ALTER DATABASE %.*s ALLOW_CONNECTIONS false", name_len, name);
+  db_exec(admin, sql);
+  snprintf(sql, sizeof sql,
+           "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+           " WHERE datname = '%.*s') AS t",
+           name_len, name);
+  CHECK(db_count(admin, sql) >= 1);
+  /* The sessions end when their backends see the signal: poll. */
+  double deadline = now_s() + 20;
+  long status;
+  while ((status = get(&c, "/healthz", r)) == 200 && now_s() < deadline)
+    usleep(20000);
+  CHECK_EQ_INT(status, 503);
+  CHECKF(strstr(r->body, "database: connect:") && strstr(r->body, "not currently accepting"),
+         "healthz: %.300s", r->body);
+  CHECKF(post_to(&c, 1, r) == 503, "a batch while the database refuses: %.200s", r->body);
+  snprintf(sql, sizeof sql, "ALTER DATABASE %.*s ALLOW_CONNECTIONS true", name_len, name);
+  db_exec(admin, sql);
+  CHECK_EQ_INT(get(&c, "/healthz", r), 200);
+  CHECKF(post_to(&c, 2, r) == 200, "a batch once the database is back: %.200s", r->body);
+  free(r);
+  collector_stop_healthy(&c);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM batches"), 1);
+}
+
 static const test_case_t g_cases[] = {
-    TEST_CASE(two_collectors),
-    TEST_CASE(retention_lock),
-    TEST_CASE(schema),
-    TEST_CASE(connection_lost),
+    TEST_CASE(two_collectors),  TEST_CASE(retention_lock),  TEST_CASE(schema),
+    TEST_CASE(connection_lost), TEST_CASE(health_database),
 };
 
 int main(int argc, char **argv) {
