@@ -120,11 +120,4 @@
   X(FN, uLong, crc32, (uLong a, const Bytef *b, uInt c), (a, b, c), 0)
 /* clang-format on */
 
-enum { DWARF_FNS(PERF__LAZY_INDEX) N_FNS };
-static const char *const k_names[] = {DWARF_FNS(PERF__LAZY_NAME)};
-static void *g_fns[N_FNS];
-static perf__lazy_lib_t g_dw = PERF__LAZY_LIB_INIT("libdw.so.1", k_names, g_fns);
-
-#define DEFINE(kind, ret, name, params, args, fail)                                                \
-  PERF__LAZY_DEF_##kind(g_dw, ret, name, params, args, fail)
-DWARF_FNS(DEFINE)
+PERF__LAZY_LIBRARY("libdw.so.1", DWARF_FNS)

@@ -29,11 +29,4 @@
   X(FN, unsigned, ZSTD_isError, (size_t a), (a), 1)
 /* clang-format on */
 
-enum { ZSTD_FNS(PERF__LAZY_INDEX) N_FNS };
-static const char *const k_names[] = {ZSTD_FNS(PERF__LAZY_NAME)};
-static void *g_fns[N_FNS];
-static perf__lazy_lib_t g_zstd = PERF__LAZY_LIB_INIT("libzstd.so.1", k_names, g_fns);
-
-#define DEFINE(kind, ret, name, params, args, fail)                                                \
-  PERF__LAZY_DEF_##kind(g_zstd, ret, name, params, args, fail)
-ZSTD_FNS(DEFINE)
+PERF__LAZY_LIBRARY("libzstd.so.1", ZSTD_FNS)
