@@ -30,7 +30,8 @@ static atomic_uint_fast64_t g_accepted, g_duplicates, g_events, g_samples;
 static atomic_uint_fast64_t g_rejected[REJECT_COUNT];
 static atomic_uint_fast64_t g_bucket[N_BUCKETS + 1]; /* last: +Inf */
 static atomic_uint_fast64_t g_latency_ns_sum;
-static atomic_uint_fast64_t g_symbols_uploaded, g_frames_named, g_frames_unnamed, g_resymbolized;
+static atomic_uint_fast64_t g_symbols_uploaded, g_frames_named, g_frames_unnamed, g_resymbolized,
+    g_debuginfod_deferred;
 static atomic_uint_fast64_t g_expired;
 static atomic_uint_fast64_t g_sdk_dropped[STORE_DROP_COUNT];
 static atomic_uint_fast64_t g_loop_batches, g_loop_watched_ms;
@@ -165,6 +166,10 @@ void metrics_stacks_resymbolized(uint64_t stacks) {
   atomic_fetch_add(&g_resymbolized, stacks);
 }
 
+void metrics_debuginfod_deferred(void) {
+  atomic_fetch_add(&g_debuginfod_deferred, 1);
+}
+
 static void put_symbols(text_t *t, const store_stats_t *st) {
   put_counter(t, "perf_collector_symbols_uploaded_total",
               "Debug files stored by POST /v1/symbols (new ones).",
@@ -179,6 +184,10 @@ static void put_symbols(text_t *t, const store_stats_t *st) {
   put_counter(t, "perf_collector_stacks_resymbolized_total",
               "Stored stacks renamed when their symbols arrived later.",
               atomic_load(&g_resymbolized));
+  put_counter(t, "perf_collector_debuginfod_deferred_total",
+              "debuginfod fetches left to another collector on the database fetching the same "
+              "build-id.",
+              atomic_load(&g_debuginfod_deferred));
   put(t,
       "# HELP perf_collector_stacks Distinct stacks stored.\n"
       "# TYPE perf_collector_stacks gauge\nperf_collector_stacks %llu\n",

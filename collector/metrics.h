@@ -38,6 +38,8 @@ void metrics_batch_rejected(reject_reason_t why);
 void metrics_symbols_uploaded(void);
 void metrics_frames_symbolized(uint64_t named, uint64_t unnamed);
 void metrics_stacks_resymbolized(uint64_t stacks);
+/* A debuginfod fetch left to another collector holding its claim. */
+void metrics_debuginfod_deferred(void);
 
 /* A stored batch's drop counters (store_batch_t.drops): events its SDK
    dropped, by reason (perf_collector_sdk_events_dropped_total). */

@@ -114,17 +114,37 @@ static bool install_copy(resymbolizer_t *r, const char *id, int in) {
   return status < 400;
 }
 
+/* Fetch id from debuginfod into the symbols directory. Collectors sharing
+   a database and a symbols directory fetch a build-id once: the fetch is a
+   claimed job (store_ops_t.claim_job); one that finds it claimed leaves it
+   to the other and finds the file at its next local look; one that claims
+   it looks again first (another may have just installed it). A database
+   that cannot say fetches anyway. */
 static bool fetch(resymbolizer_t *r, const char *id) {
-  char *path = NULL;
-  int fd = r->api->find_debuginfo(r->debuginfod, (const unsigned char *)id, 0, &path);
-  if (fd < 0) {
-    fprintf(stderr, "perf-collector: debuginfod %s: %s\n", id, strerror(-fd));
+  char job[16 + SYMBOL_ID_MAX_HEX];
+  snprintf(job, sizeof job, "debuginfod:%s", id);
+  int claimed = r->ops->claim_job ? r->ops->claim_job(r->store, job) : 1;
+  if (claimed == 0) {
+    metrics_debuginfod_deferred();
     return false;
   }
-  bool ok = install_copy(r, id, fd);
-  close(fd);
-  free(path);
-  if (ok) symbolizer_forget(r->symbols, id); /* it may remember the file missing */
+  symbolizer_forget(r->symbols, id);
+  if (symbolizer_available(r->symbols, id)) {
+    if (claimed > 0 && r->ops->release_job) r->ops->release_job(r->store, job);
+    return true;
+  }
+  char *path = NULL;
+  int fd = r->api->find_debuginfo(r->debuginfod, (const unsigned char *)id, 0, &path);
+  bool ok = false;
+  if (fd < 0) {
+    fprintf(stderr, "perf-collector: debuginfod %s: %s\n", id, strerror(-fd));
+  } else {
+    ok = install_copy(r, id, fd);
+    close(fd);
+    free(path);
+    if (ok) symbolizer_forget(r->symbols, id); /* it may remember the file missing */
+  }
+  if (claimed > 0 && r->ops->release_job) r->ops->release_job(r->store, job);
   return ok;
 }
 

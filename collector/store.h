@@ -324,6 +324,12 @@ typedef struct store_ops_s {
      STORE_ERROR with the reason in why. Bounded in time, never waits for
      a query in progress. NULL: check says it. */
   int (*health)(store_t *st, char *why, size_t why_len);
+  /* A job that collectors on one database must not run twice at once (a
+     debuginfod fetch of one build-id: "debuginfod:<id>"): 1 claimed, until
+     release_job; 0 another collector holds it now; -1 the database failed.
+     NULL: a database has one collector (SQLite), every claim succeeds. */
+  int (*claim_job)(store_t *st, const char *job);
+  void (*release_job)(store_t *st, const char *job);
   /* Stream the top-stacks rows of q to fn (read-only). */
   int (*top_rows)(store_t *st, const store_top_query_t *q, store_row_fn fn, void *user);
   /* Stream the per-stack sample sums of q (kind required) to fn. */

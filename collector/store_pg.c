@@ -455,6 +455,31 @@ static int pg_stats(store_t *st, store_stats_t *out) {
 
 /* A server is not a file a path can stop naming: never lost (a server
    down fails the statements instead, and the batches get a 500). */
+/* Named jobs (claim_job): a session-level advisory lock on the store's
+   connection, keyed by PG_LOCK_CLASS_JOB and the name's hash (a collision
+   only makes one job wait for the other's next round). A lost connection
+   drops it with the session. */
+static int pg_claim_job(store_t *st, const char *job) {
+  pg_params_t p = {0};
+  pg_text(&p, 1, job);
+  pthread_mutex_lock(&st->lock);
+  PGresult *r = pg_run(st, "SELECT pg_try_advisory_lock(" PG_LOCK_CLASS_JOB ", hashtext($1))", &p,
+                       "claim job");
+  int got = !r ? -1 : strcmp(PQgetvalue(r, 0, 0), "t") == 0;
+  PQclear(r);
+  pthread_mutex_unlock(&st->lock);
+  return got;
+}
+
+static void pg_release_job(store_t *st, const char *job) {
+  pg_params_t p = {0};
+  pg_text(&p, 1, job);
+  pthread_mutex_lock(&st->lock);
+  PQclear(pg_run(st, "SELECT pg_advisory_unlock(" PG_LOCK_CLASS_JOB ", hashtext($1))", &p,
+                 "release job"));
+  pthread_mutex_unlock(&st->lock);
+}
+
 static int pg_check(store_t *st, char *why, size_t why_len) {
   (void)st;
   if (why_len) why[0] = '\0';
@@ -470,6 +495,8 @@ const store_ops_t store_pg_ops = {
     .stats = pg_stats,
     .check = pg_check,
     .health = pg_health,
+    .claim_job = pg_claim_job,
+    .release_job = pg_release_job,
     .top_rows = pg_top_rows,
     .stack_rows = pg_stack_rows,
     .event_rows = pg_event_rows,

@@ -25,6 +25,9 @@
 #define PG_LOCK_HANG_GROUPS 0x70657266001 /* picking and writing hang groups */
 #define PG_LOCK_RETENTION 0x70657266002   /* the retention job */
 #define PG_LOCK_RESYMBOLIZE 0x70657266003 /* a re-symbolization */
+/* The first key of the two-key advisory locks of named jobs (claim_job:
+   debuginfod fetches), 'perf' as an int4; the second is the name's hash. */
+#define PG_LOCK_CLASS_JOB "1885696614"
 
 #define PG_MAX_PREPARED 96
 

@@ -475,6 +475,80 @@ static void case_debuginfod(void) {
   free(debug);
 }
 
+/* Requests for path that the debuginfod server received. */
+static size_t requests_for(http_server_t *srv, const char *path) {
+  size_t n = 0, count = http_server_request_count(srv);
+  for (size_t i = 0; i < count; i++) {
+    http_request_t rq;
+    if (!http_server_request(srv, i, &rq)) continue;
+    n += strcmp(rq.path, path) == 0;
+    http_request_free(&rq);
+  }
+  return n;
+}
+
+/* Two collectors on one PostgreSQL database with one symbols directory
+   (PostgreSQL only): both meet the demo's unknown build-id while A's
+   fetch is in flight (the debuginfod answers after DELAY_MS); B finds the
+   fetch claimed (perf_collector_debuginfod_deferred_total), leaves it to
+   A, and names the frames from the file A installs. debuginfod is asked
+   once in all, though each collector has a debuginfod cache of its own. */
+static void case_debuginfod_two_collectors(void) {
+  enum { DELAY_MS = 30000 }; /* longer than B's demo run, on a busy machine too */
+  char id[81], url_path[160], shared[256], cache_a[300], cache_b[300];
+  build_id_of(DEMO_STRIPPED_PATH, id);
+  size_t len;
+  char *debug = read_file(DEMO_DEBUG_PATH, &len);
+  http_server_t *dbg = http_server_start();
+  CHECK(dbg != NULL);
+  CHECK(http_server_set_default(dbg, &(http_response_t){.status = 404, .body = "not found"}));
+  snprintf(url_path, sizeof url_path, "/buildid/%s/debuginfo", id);
+  for (int i = 0; i < 2; i++) /* a second fetch would find one too: asked twice would show */
+    CHECK(http_server_push(
+        dbg, &(http_response_t){
+                 .body = debug, .body_len = len, .delay_ms = DELAY_MS, .path = url_path}));
+  const char *dir = tempdir_make("perf-sym");
+  snprintf(shared, sizeof shared, "%s/shared-symbols", dir);
+  snprintf(cache_a, sizeof cache_a, "%s/debuginfod-cache-a", dir);
+  snprintf(cache_b, sizeof cache_b, "%s/debuginfod-cache-b", dir);
+  const char *extra[] = {"--symbols-dir", shared, NULL};
+  setenv("DEBUGINFOD_URLS", http_server_url(dbg), 1);
+  collector_t a, b;
+  setenv("DEBUGINFOD_CACHE_PATH", cache_a, 1);
+  collector_start(&a, extra);
+  setenv("DEBUGINFOD_CACHE_PATH", cache_b, 1);
+  collector_start(&b, extra);
+  unsetenv("DEBUGINFOD_URLS");
+  unsetenv("DEBUGINFOD_CACHE_PATH");
+
+  run_demo(&a); /* A wants the build-id and starts its fetch */
+  double deadline = now_s() + 30;
+  while (requests_for(dbg, url_path) == 0 && now_s() < deadline)
+    usleep(20000);
+  CHECKF(requests_for(dbg, url_path) == 1, "A never asked debuginfod for %s", url_path);
+  run_demo(&b); /* B wants it while A's answer is still delayed */
+  deadline = now_s() + 30;
+  while (metric(&b, "perf_collector_debuginfod_deferred_total") == 0 && now_s() < deadline)
+    usleep(20000);
+  CHECKF(metric(&b, "perf_collector_debuginfod_deferred_total") >= 1,
+         "B never found the fetch claimed");
+  CHECK_EQ_INT(requests_for(dbg, url_path), 1);
+
+  json_t *top = top_hang_until(&b, all_named); /* from A's file, once it is in */
+  CHECK(chain_named(top));
+  CHECK_EQ_INT(unnamed_demo_frames(top), 0);
+  json_decref(top);
+  CHECK_EQ_INT(requests_for(dbg, url_path), 1);
+  CHECK_EQ_INT(metric(&a, "perf_collector_debuginfod_deferred_total"), 0);
+  char path[512];
+  debug_path(shared, id, path, sizeof path);
+  CHECK(file_exists(path));
+  collector_stop_healthy(&b);
+  collector_stop_healthy(&a);
+  http_server_stop(dbg);
+  free(debug);
+}
+
 int main(int argc, char **argv) {
   static const test_case_t cases[] = {
       TEST_CASE(symbols_dir),
@@ -482,6 +556,7 @@ int main(int argc, char **argv) {
       TEST_CASE(perf_symbols_after_events),
       TEST_CASE(upload_errors),
       TEST_CASE(debuginfod),
+      TEST_CASE(debuginfod_two_collectors),
   };
   return collector_test_main(argc, argv, cases, ARRAY_LEN(cases));
 }

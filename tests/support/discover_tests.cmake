@@ -5,7 +5,8 @@ cmake_minimum_required(VERSION 3.18)
 # <prefix>_<case>, run as `program <case>` in its own process with a
 # timeout. Variables: PROGRAM, PREFIX, TIMEOUT, LABEL, SERIAL (1: every case
 # alone), WORKDIR, OUTPUT, EMULATOR (optional, e.g. qemu for a cross build),
-# PG, PG_ONLY, PG_SKIP, PG_DIR (the PostgreSQL variants, tests/CMakeLists.txt).
+# PG, PG_ONLY, PG_SKIP, PG_ONLY_CASES, PG_DIR (the PostgreSQL variants,
+# tests/CMakeLists.txt).
 execute_process(COMMAND ${EMULATOR} ${PROGRAM} --list
   OUTPUT_VARIABLE listed RESULT_VARIABLE rc ERROR_VARIABLE err)
 if(NOT rc EQUAL 0)
@@ -13,6 +14,7 @@ if(NOT rc EQUAL 0)
 endif()
 string(REPLACE "\n" ";" lines "${listed}")
 string(REPLACE "," ";" PG_SKIP "${PG_SKIP}")
+string(REPLACE "," ";" PG_ONLY_CASES "${PG_ONLY_CASES}")
 set(script "# generated from `${PROGRAM} --list`\n")
 set(count 0)
 foreach(line IN LISTS lines)
@@ -27,7 +29,7 @@ foreach(line IN LISTS lines)
   if(SERIAL OR "serial" IN_LIST words)
     string(APPEND props " RUN_SERIAL TRUE")
   endif()
-  if(NOT PG_ONLY)
+  if(NOT PG_ONLY AND NOT case IN_LIST PG_ONLY_CASES)
     string(APPEND script "add_test(${name} ${EMULATOR} \"${PROGRAM}\" ${case})\n")
     string(APPEND script "set_tests_properties(${name} PROPERTIES ${props})\n")
   endif()
