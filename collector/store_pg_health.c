@@ -9,18 +9,12 @@
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
+#include "sdk/base/clock.h"
 #include "store_pg.h"
 
 #define PG_HEALTH_TIMEOUT_MS 2000
 #define PG_HEALTH_CONNECT_TIMEOUT "2" /* seconds (libpq's connect_timeout) */
-
-static long long now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* libpq's message, its first line only (the rest repeats it or is a hint). */
 static void say(char *why, size_t why_len, const char *what, const char *msg) {
@@ -57,7 +51,7 @@ static int select_one(PGconn *c, long long deadline, char *why, size_t why_len) 
       }
       PQclear(r);
     }
-    long long left = deadline - now_ms();
+    long long left = deadline - perf__now_ns() / 1000000;
     struct pollfd pfd = {PQsocket(c), POLLIN, 0};
     int n = left > 0 ? poll(&pfd, 1, (int)left) : 0;
     if (n == 0) {
@@ -74,7 +68,7 @@ static int select_one(PGconn *c, long long deadline, char *why, size_t why_len) 
 int pg_health(store_t *st, char *why, size_t why_len) {
   if (why_len) why[0] = '\0';
   pthread_mutex_lock(&st->health_lock);
-  long long deadline = now_ms() + PG_HEALTH_TIMEOUT_MS;
+  long long deadline = perf__now_ns() / 1000000 + PG_HEALTH_TIMEOUT_MS;
   int rc = -1;
   for (int attempt = 0; attempt < 2 && rc != 0; attempt++) {
     if (!st->health || PQstatus(st->health) != CONNECTION_OK) {

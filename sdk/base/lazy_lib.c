@@ -49,7 +49,6 @@ static void load(perf__lazy_lib_t *lib) {
     }
   }
   lib->handle = h;
-  lib->loads++;
 }
 
 void *perf__lazy_enter(perf__lazy_lib_t *lib, size_t idx) {
@@ -120,13 +119,6 @@ void perf__lazy_libs_set_load_hook(perf__lazy_load_hook_fn fn, void *arg) {
   g_hook = fn;
   g_hook_arg = arg;
   pthread_rwlock_unlock(&g_hook_lock);
-}
-
-bool perf__lazy_lib_is_loaded(const char *soname) {
-  size_t libs = atomic_load(&g_nlibs);
-  for (size_t i = 0; i < libs; i++)
-    if (strcmp(g_libs[i]->soname, soname) == 0) return atomic_load(&g_libs[i]->loaded);
-  return false;
 }
 
 void perf__lazy_libs_fork_child(void) {

@@ -68,9 +68,6 @@ int perf__lazy_libs_unload_idle(void);
 typedef void (*perf__lazy_load_hook_fn)(void *arg);
 void perf__lazy_libs_set_load_hook(perf__lazy_load_hook_fn fn, void *arg);
 
-/* Is a library with this soname loaded now (tests)? */
-bool perf__lazy_lib_is_loaded(const char *soname);
-
 /* In a forked child (its only thread): the parent's other threads, which
    may have held a lock or been inside a call, are gone. */
 void perf__lazy_libs_fork_child(void);

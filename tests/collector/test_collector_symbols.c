@@ -429,20 +429,44 @@ static void case_upload_errors(void) {
   collector_stop_healthy(&c);
 }
 
-/* DEBUGINFOD_URLS points at a debuginfod on 127.0.0.1 that has the debug
-   file: the collector fetches it in the background and the names appear. */
-static void case_debuginfod(void) {
-  char id[81], url_path[160], cache[256];
+/* Requests for path that the debuginfod server received. */
+static size_t requests_for(http_server_t *srv, const char *path) {
+  size_t n = 0, count = http_server_request_count(srv);
+  for (size_t i = 0; i < count; i++) {
+    http_request_t rq;
+    if (!http_server_request(srv, i, &rq)) continue;
+    n += strcmp(rq.path, path) == 0;
+    http_request_free(&rq);
+  }
+  return n;
+}
+
+/* A debuginfod on 127.0.0.1 with the demo's debug file: the build-id in
+   id, its path in url_path (/buildid/<id>/debuginfo), the file answered
+   `answers` times after delay_ms each (404 otherwise). *debug is the
+   file's text, freed by the caller. */
+static http_server_t *debuginfod_start(char id[81], char url_path[160], int answers,
+                                       unsigned delay_ms, char **debug) {
   build_id_of(DEMO_STRIPPED_PATH, id);
   size_t len;
-  char *debug = read_file(DEMO_DEBUG_PATH, &len);
+  *debug = read_file(DEMO_DEBUG_PATH, &len);
   http_server_t *dbg = http_server_start();
   CHECK(dbg != NULL);
   CHECK(http_server_set_default(dbg, &(http_response_t){.status = 404, .body = "not found"}));
-  snprintf(url_path, sizeof url_path, "/buildid/%s/debuginfo", id);
-  for (int i = 0; i < 3; i++) /* one is enough; a retry finds it too */
-    CHECK(http_server_push(dbg,
-                           &(http_response_t){.body = debug, .body_len = len, .path = url_path}));
+  snprintf(url_path, 160, "/buildid/%s/debuginfo", id);
+  for (int i = 0; i < answers; i++)
+    CHECK(http_server_push(
+        dbg, &(http_response_t){
+                 .body = *debug, .body_len = len, .delay_ms = delay_ms, .path = url_path}));
+  return dbg;
+}
+
+/* DEBUGINFOD_URLS points at a debuginfod on 127.0.0.1 that has the debug
+   file: the collector fetches it in the background and the names appear. */
+static void case_debuginfod(void) {
+  char id[81], url_path[160], cache[256], *debug;
+  /* One answer is enough; a retry finds the file too. */
+  http_server_t *dbg = debuginfod_start(id, url_path, 3, 0, &debug);
   snprintf(cache, sizeof cache, "%s/debuginfod-cache", tempdir_make("perf-sym"));
   setenv("DEBUGINFOD_URLS", http_server_url(dbg), 1);
   setenv("DEBUGINFOD_CACHE_PATH", cache, 1);
@@ -457,14 +481,8 @@ static void case_debuginfod(void) {
   CHECK(chain_named(top));
   CHECK_EQ_INT(unnamed_demo_frames(top), 0);
   check_detail_file_line(&c, top, id);
-  size_t asked = 0, n = http_server_request_count(dbg);
-  for (size_t i = 0; i < n; i++) {
-    http_request_t rq;
-    if (!http_server_request(dbg, i, &rq)) continue;
-    asked += strcmp(rq.path, url_path) == 0;
-    http_request_free(&rq);
-  }
-  CHECKF(asked >= 1, "debuginfod was not asked for %s (%zu requests)", url_path, n);
+  CHECKF(requests_for(dbg, url_path) >= 1, "debuginfod was not asked for %s (%zu requests)",
+         url_path, http_server_request_count(dbg));
   char symbols_dir[256], path[512];
   snprintf(symbols_dir, sizeof symbols_dir, "%s/collector.db.symbols", c.dir);
   debug_path(symbols_dir, id, path, sizeof path);
@@ -475,18 +493,6 @@ static void case_debuginfod(void) {
   free(debug);
 }
 
-/* Requests for path that the debuginfod server received. */
-static size_t requests_for(http_server_t *srv, const char *path) {
-  size_t n = 0, count = http_server_request_count(srv);
-  for (size_t i = 0; i < count; i++) {
-    http_request_t rq;
-    if (!http_server_request(srv, i, &rq)) continue;
-    n += strcmp(rq.path, path) == 0;
-    http_request_free(&rq);
-  }
-  return n;
-}
-
 /* Two collectors on one PostgreSQL database with one symbols directory
    (PostgreSQL only): both meet the demo's unknown build-id while A's
    fetch is in flight (the debuginfod answers after DELAY_MS); B finds the
@@ -495,18 +501,9 @@ static size_t requests_for(http_server_t *srv, const char *path) {
    once in all, though each collector has a debuginfod cache of its own. */
 static void case_debuginfod_two_collectors(void) {
   enum { DELAY_MS = 30000 }; /* longer than B's demo run, on a busy machine too */
-  char id[81], url_path[160], shared[256], cache_a[300], cache_b[300];
-  build_id_of(DEMO_STRIPPED_PATH, id);
-  size_t len;
-  char *debug = read_file(DEMO_DEBUG_PATH, &len);
-  http_server_t *dbg = http_server_start();
-  CHECK(dbg != NULL);
-  CHECK(http_server_set_default(dbg, &(http_response_t){.status = 404, .body = "not found"}));
-  snprintf(url_path, sizeof url_path, "/buildid/%s/debuginfo", id);
-  for (int i = 0; i < 2; i++) /* a second fetch would find one too: asked twice would show */
-    CHECK(http_server_push(
-        dbg, &(http_response_t){
-                 .body = debug, .body_len = len, .delay_ms = DELAY_MS, .path = url_path}));
+  char id[81], url_path[160], shared[256], cache_a[300], cache_b[300], *debug;
+  /* A second fetch would find the file too: asked twice would show. */
+  http_server_t *dbg = debuginfod_start(id, url_path, 2, DELAY_MS, &debug);
   const char *dir = tempdir_make("perf-sym");
   snprintf(shared, sizeof shared, "%s/shared-symbols", dir);
   snprintf(cache_a, sizeof cache_a, "%s/debuginfod-cache-a", dir);
