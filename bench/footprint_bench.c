@@ -197,12 +197,13 @@ static void snapshot(figures_t *f) {
   count_arenas(&f->arenas, &f->arena_kb);
 }
 
-/* With FOOTPRINT_DETAIL=path: /proc/self/smaps and malloc_info into
-   path.smaps and path.malloc, to see which mappings hold the bytes. */
-static void dump_detail(void) {
-  const char *path = getenv("FOOTPRINT_DETAIL");
-  if (!path) return;
-  char name[PATH_MAX], cmd[PATH_MAX + 64];
+/* With FOOTPRINT_DETAIL=prefix: /proc/self/smaps and malloc_info into
+   prefix-APP-MODE.smaps and .malloc, to see which mappings hold the bytes. */
+static void dump_detail(const char *app, const char *mode) {
+  const char *dir = getenv("FOOTPRINT_DETAIL");
+  if (!dir) return;
+  char path[PATH_MAX], name[PATH_MAX + 16], cmd[2 * PATH_MAX];
+  snprintf(path, sizeof path, "%s-%s-%s", dir, app, mode);
   snprintf(cmd, sizeof cmd, "cp /proc/%d/smaps %s.smaps", (int)getpid(), path);
   if (system(cmd) != 0) fprintf(stderr, "footprint_bench: no smaps\n");
   snprintf(name, sizeof name, "%s.malloc", path);
@@ -253,7 +254,7 @@ static int run_child(const char *app, const char *mode, const char *sdk, const c
   }
   sleep_ms(SETTLE_MS);
   snapshot(&f);
-  dump_detail();
+  dump_detail(app, mode);
   printf("%f %f %f %f %f %f %f %f %f %f %f\n", f.rss_kb, f.anon_kb, f.file_kb, f.pss_kb, f.uss_kb,
          f.libs, f.arenas, f.arena_kb, f.threads, f.init_ms, f.ready_ms);
   fflush(stdout);

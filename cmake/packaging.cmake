@@ -2,7 +2,7 @@
 # CMakeLists.txt after every target exists). One package per install
 # component (cmake/install.cmake):
 #
-#   runtime   -> libperfsdk0      libperfsdk.so.0*, libperfsdk-core.so.0*
+#   runtime   -> libperfsdk0      libperfsdk.so.0*, libperfsdk-core.so.0*, perfsdk/perf-upload
 #   dev       -> libperfsdk-dev   header, libperfsdk.so, libperfsdk.a, CMake
 #                                 package, .pc files
 #   collector -> perf-collector   the binary, its systemd unit, config in
@@ -94,7 +94,8 @@ with a signal-based CFI unwinder and sends them, compressed, to a
 perf-collector (or writes them to a local file).
 
 This package holds the shared libraries: libperfsdk.so.0, which programs
-link, and libperfsdk-core.so.0, which it loads when the SDK is enabled.")
+link, and libperfsdk-core.so.0, which it loads when the SDK is enabled;
+and perf-upload, the process of its own that sends the batches.")
 # shlibs (programs built against it depend on libperfsdk0 (>= version));
 # ldconfig from a triggers file, not from maintainer scripts.
 set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON) # packages with shared libraries only
@@ -105,7 +106,8 @@ set(CPACK_DEBIAN_RUNTIME_PACKAGE_CONTROL_EXTRA ${PERF_DEB_DIR}/libperfsdk0/trigg
   ${PERF_DEB_DIR}/libperfsdk0/postinst ${PERF_DEB_DIR}/libperfsdk0/postrm)
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 # The core loads libdw, libelf, zlib and zstd at their first call (sdk/lazy/),
-# libcurl for the http sink's first batch: dpkg-shlibdeps sees none of them
+# libcurl for the http sink's first batch (in perf-upload, the upload
+# helper, or in the app without it): dpkg-shlibdeps sees none of them
 # in the NEEDED entries, so they are named here (shlibdeps adds the rest).
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_DEPENDS "libdw1 (>= ${LIBDW_VERSION}), libelf1 (>= ${LIBELF_VERSION}), \
 libzstd1 (>= ${ZSTD_VERSION}), zlib1g (>= 1:${ZLIB_VERSION})")

@@ -301,6 +301,18 @@ typedef struct perf_sdk_config_s {
      then stays in the spool for the next run. 0: do nothing at exit.
      Default 300; 0..60000. */
   unsigned exit_timeout_ms;
+
+  /* PERF_SINK_HTTP: the program that sends the batches, a process of its
+     own started while there is something to send, so that libcurl, its TLS
+     library and the ~35 libraries they need never load into the app (see
+     docs/operations.md, "Side effects on the app"). NULL (default): the
+     perfsdk/perf-upload installed beside the library; when there is none,
+     libcurl is loaded in this process. "off": libcurl in this process. A
+     path: that program (perf_sdk_init fails with PERF_E_INVALID_CONFIG when
+     it is not executable). Where no helper can run (no process may be
+     started, the file does not execute, three helpers in a row end before
+     answering), the log says so and libcurl is loaded in this process. */
+  const char *upload_helper;
 } perf_sdk_config_t;
 
 /* Fill the first struct_size bytes of *cfg with the defaults (no

@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct perf__http_request_s {
   const char *url;      /* {endpoint}/v1/batches */
@@ -32,6 +33,9 @@ struct perf__transport_s {
   /* From any thread: make the post in progress (and every later one) give
      up at once. Shutdown uses it to keep its deadline. */
   void (*interrupt)(perf__transport_t *t);
+  /* Optional (NULL: nothing to do): the uploader found nothing to send for
+     a while; release what only a post needs (the helper's process). */
+  void (*idle)(perf__transport_t *t);
   void (*destroy)(perf__transport_t *t);
 };
 
@@ -55,5 +59,25 @@ int perf__curl_transport_new(const perf__curl_options_t *opts, perf__transport_t
    reason says so): the uploader keeps the batches and tries again later.
    Returns 0 or PERF_E_NO_MEMORY. */
 int perf__lazy_curl_transport_new(const perf__curl_options_t *opts, perf__transport_t **out);
+
+/* libcurl in the upload helper, a process of its own (uploader/
+   helper_transport.c, the program at helper_path): started at the first
+   post, ended by idle() and on any failure of the exchange, started again
+   by the next post; where no helper can run, the lazy libcurl transport
+   (logged once). Returns 0, PERF_E_NO_MEMORY or PERF_E_SYSTEM. */
+int perf__helper_transport_new(const perf__curl_options_t *opts, const char *helper_path,
+                               perf__transport_t **out);
+
+/* How many helper processes this transport has started (tests). */
+uint64_t perf__helper_transport_started(perf__transport_t *t);
+
+/* The upload helper to use (uploader/helper_path.c): `configured` (the
+   config's upload_helper) when set; "off" or "": none; NULL: perfsdk/
+   perf-upload beside the library holding this code, else the one in the
+   installed library directory. Returns 0 with the path in out,
+   PERF_E_UNSUPPORTED when there is none to use (libcurl then loads in
+   this process), PERF_E_INVALID_CONFIG (logged) when `configured` names
+   no executable file. */
+int perf__upload_helper_find(const char *configured, char *out, size_t out_len);
 
 #endif

@@ -28,6 +28,10 @@
 #include "sdk/base/worker.h"
 #include "uploader/retry_policy.h"
 
+/* How long the transport stays ready (the helper's process alive) after
+   the spool empties: a batch within it is sent at once. */
+#define TRANSPORT_LINGER_MS 3000
+
 struct perf__uploader_s {
   perf__uploader_options_t o;
   char *url, *api_key;
@@ -44,6 +48,7 @@ static void send_one(perf__uploader_t *u, const perf__spool_entry_t *e);
 static void after_failure(perf__uploader_t *u, const perf__spool_entry_t *e,
                           const perf__http_response_t *resp, perf__upload_action_t action);
 static void wait_until(perf__uploader_t *u, int64_t deadline_ns);
+static void wait_for_batch(perf__uploader_t *u);
 static double random01(void);
 
 int perf__uploader_start(const perf__uploader_options_t *opts, perf__uploader_t **out) {
@@ -114,6 +119,12 @@ static void uploader_main(perf__worker_t *worker, void *arg) {
   perf__worker_lock(worker);
   while (!perf__worker_stopping(worker)) {
     if (u->next_attempt_ns && perf__now_ns() < u->next_attempt_ns) {
+      perf__transport_t *t = u->o.transport;
+      if (t->idle && u->next_attempt_ns - perf__now_ns() > (int64_t)TRANSPORT_LINGER_MS * 1000000) {
+        perf__worker_unlock(worker); /* a long backoff: the helper's process ends meanwhile */
+        t->idle(t);
+        perf__worker_lock(worker);
+      }
       wait_until(u, u->next_attempt_ns); /* backoff: new batches do not cut it short */
       continue;
     }
@@ -125,8 +136,7 @@ static void uploader_main(perf__worker_t *worker, void *arg) {
     if (rc == PERF__E_SPOOL_EMPTY) {
       u->idle = true;
       perf__worker_notify_locked(worker); /* flushers */
-      while (!perf__worker_stopping(worker) && !u->kicked)
-        perf__worker_wait(worker, 0);
+      wait_for_batch(u);
       u->idle = false;
       continue;
     }
@@ -215,6 +225,23 @@ static void after_failure(perf__uploader_t *u, const perf__spool_entry_t *e,
   u->next_attempt_ns = perf__now_ns() + delay * 1000000;
   perf__worker_notify_locked(u->worker); /* a flusher: past its deadline? */
   perf__worker_unlock(u->worker);
+}
+
+/* With the lock held, the spool empty: sleep until a batch comes or stop.
+   The transport is told it is idle after TRANSPORT_LINGER_MS without one
+   (the helper's process ends; a batch within the linger reuses it). */
+static void wait_for_batch(perf__uploader_t *u) {
+  perf__transport_t *t = u->o.transport;
+  int64_t linger_end = perf__now_ns() + (int64_t)TRANSPORT_LINGER_MS * 1000000;
+  while (!perf__worker_stopping(u->worker) && !u->kicked && t->idle && perf__now_ns() < linger_end)
+    perf__worker_wait(u->worker, linger_end);
+  if (!perf__worker_stopping(u->worker) && !u->kicked && t->idle) {
+    perf__worker_unlock(u->worker);
+    t->idle(t);
+    perf__worker_lock(u->worker);
+  }
+  while (!perf__worker_stopping(u->worker) && !u->kicked)
+    perf__worker_wait(u->worker, 0);
 }
 
 /* With the lock held: sleep until deadline_ns or stop. */

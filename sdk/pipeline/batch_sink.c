@@ -113,6 +113,10 @@ int perf__batch_sink_check_dir(const perf__config_t *cfg) {
                cfg->sink == PERF_SINK_HTTP ? "data_dir: the spool" : "sink_path: the batch records",
                dir, strerror(e), e);
   }
+  char helper[PATH_MAX];
+  if (cfg->sink == PERF_SINK_HTTP &&
+      perf__upload_helper_find(cfg->upload_helper, helper, sizeof helper) == PERF_E_INVALID_CONFIG)
+    return PERF_E_INVALID_CONFIG;
   return PERF_OK;
 }
 
@@ -230,7 +234,14 @@ static int start_uploader(perf__batch_sink_t *s) {
   perf__curl_options_t co = {s->cfg->connect_timeout_ms, s->cfg->request_timeout_ms,
                              s->cfg->tls_verify != 0, s->cfg->ca_bundle};
   perf__transport_t *t = NULL;
-  int err = perf__lazy_curl_transport_new(&co, &t); /* libcurl: at the first batch to send */
+  /* libcurl in the upload helper's process, else in this one; either way
+     only once there is a batch to send. */
+  char helper[PATH_MAX];
+  int err = perf__upload_helper_find(s->cfg->upload_helper, helper, sizeof helper);
+  if (err == PERF_OK)
+    err = perf__helper_transport_new(&co, helper, &t);
+  else if (err == PERF_E_UNSUPPORTED)
+    err = perf__lazy_curl_transport_new(&co, &t);
   if (err) return err;
   perf__uploader_options_t uo = {
       s->cfg->endpoint,       s->cfg->api_key,           s->spool, t, s->cfg->backoff_base_ms,

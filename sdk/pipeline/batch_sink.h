@@ -29,7 +29,9 @@ int perf__batch_sink_open(const perf__config_t *cfg, perf__stats_t *stats,
 
 /* At perf_sdk_init: the spool's directory (<data_dir>/spool, or
    <sink_path>.batches) is made and writable. PERF_E_SYSTEM, logged with the
-   path and errno, when it cannot be; 0 for PERF_SINK_NONE. */
+   path and errno, when it cannot be; 0 for PERF_SINK_NONE. For the http
+   sink also the configured upload_helper: PERF_E_INVALID_CONFIG (logged)
+   when it names no executable file. */
 int perf__batch_sink_check_dir(const perf__config_t *cfg);
 
 /* Add an event to the open batch, closing it first when it is full.

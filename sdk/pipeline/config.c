@@ -70,10 +70,11 @@ typedef struct {
 #define TEXT(name, max)                                                                            \
   { #name, offsetof(perf_sdk_config_t, name), max }
 static const text_field_t k_texts[] = {
-    TEXT(app_name, MAX_TEXT_BYTES),    TEXT(app_version, MAX_TEXT_BYTES),
-    TEXT(environment, MAX_TEXT_BYTES), TEXT(sink_path, MAX_PATH_BYTES),
-    TEXT(data_dir, MAX_PATH_BYTES),    TEXT(endpoint, MAX_PATH_BYTES),
-    TEXT(api_key, MAX_PATH_BYTES),     TEXT(ca_bundle, MAX_PATH_BYTES),
+    TEXT(app_name, MAX_TEXT_BYTES),      TEXT(app_version, MAX_TEXT_BYTES),
+    TEXT(environment, MAX_TEXT_BYTES),   TEXT(sink_path, MAX_PATH_BYTES),
+    TEXT(data_dir, MAX_PATH_BYTES),      TEXT(endpoint, MAX_PATH_BYTES),
+    TEXT(api_key, MAX_PATH_BYTES),       TEXT(ca_bundle, MAX_PATH_BYTES),
+    TEXT(upload_helper, MAX_PATH_BYTES),
 };
 #undef TEXT
 #define TEXT_COUNT (sizeof k_texts / sizeof k_texts[0])
@@ -93,7 +94,8 @@ static char *default_data_dir(const char *app_name);
    struct_size not in this list is refused. */
 static const size_t k_layouts[] = {
     offsetof(perf_sdk_config_t, exit_timeout_ms), /* 0.1.0: up to log_user */
-    sizeof(perf_sdk_config_t),                    /* 0.1.0 + exit_timeout_ms */
+    offsetof(perf_sdk_config_t, upload_helper),   /* 0.1.0 + exit_timeout_ms */
+    sizeof(perf_sdk_config_t),                    /* ... + upload_helper */
 };
 #define LAYOUT_COUNT (sizeof k_layouts / sizeof k_layouts[0])
 
@@ -176,6 +178,7 @@ void perf__config_free(perf__config_t *cfg) {
   free(cfg->endpoint);
   free(cfg->api_key);
   free(cfg->ca_bundle);
+  free(cfg->upload_helper);
   memset(cfg, 0, sizeof *cfg);
 }
 
@@ -348,6 +351,7 @@ static int copy_config(const perf_sdk_config_t *c, perf__config_t *out) {
   out->exit_timeout_ms = c->exit_timeout_ms;
   out->tls_verify = c->tls_verify;
   out->ca_bundle = dup_or_null(c->ca_bundle, &err);
+  out->upload_helper = dup_or_null(c->upload_helper, &err);
   out->log_fn = c->log_fn;
   out->log_user = c->log_user;
   return err;

@@ -32,6 +32,7 @@ typedef struct perf__config_s {
       max_server_errors, tls_verify;
   unsigned exit_timeout_ms;
   char *ca_bundle;
+  char *upload_helper; /* NULL: the installed one */
   perf_log_fn log_fn;
   void *log_user;
 } perf__config_t;

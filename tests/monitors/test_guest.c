@@ -924,14 +924,37 @@ static void case_disabled_no_libcurl(void) {
   expect_no_libcurl_with(PERF_SINK_HTTP, true);
 }
 
-/* An http-sink SDK started on a fresh test server (libcurl not mapped yet). */
-static http_server_t *start_http_sdk(void) {
+/* The SDK's log, kept (from any of its threads). */
+static char g_log[4096];
+static pthread_mutex_t g_log_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void keep_log(perf_log_level_t level, const char *message, void *user) {
+  (void)level;
+  (void)user;
+  pthread_mutex_lock(&g_log_lock);
+  size_t used = strlen(g_log);
+  snprintf(g_log + used, sizeof g_log - used, "%s\n", message);
+  pthread_mutex_unlock(&g_log_lock);
+}
+
+/* Whether the kept log has a line holding `what`. */
+static bool log_has(const char *what) {
+  pthread_mutex_lock(&g_log_lock);
+  bool has = strstr(g_log, what) != NULL;
+  pthread_mutex_unlock(&g_log_lock);
+  return has;
+}
+
+/* An http-sink SDK started on a fresh test server (libcurl not mapped yet),
+   with libcurl in this process ("off") or in the upload helper (NULL). */
+static http_server_t *start_http_sdk(const char *upload_helper) {
   make_dir();
   http_server_t *srv = http_server_start();
   CHECK(srv != NULL);
   CHECK(!maps_contain("libcurl"));
   perf_sdk_config_t cfg;
   http_config(&cfg, http_server_url(srv));
+  cfg.upload_helper = upload_helper;
   CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
   return srv;
 }
@@ -946,18 +969,278 @@ static void send_one_with_libcurl(http_server_t *srv) {
   http_server_stop(srv);
 }
 
-static void case_http_sink_loads_libcurl(void) {
-  send_one_with_libcurl(start_http_sdk());
+static void case_http_sink_in_process_loads_libcurl(void) {
+  send_one_with_libcurl(start_http_sdk("off"));
 }
 
-/* The http sink loads libcurl when it first has a batch to send, not when
-   it starts: an app with nothing to report never maps it (~5.6 MiB). */
+/* In process, the http sink loads libcurl when it first has a batch to
+   send, not when it starts: an app with nothing to report never maps it. */
 static void case_http_sink_idle_no_libcurl(void) {
-  http_server_t *srv = start_http_sdk();
+  http_server_t *srv = start_http_sdk("off");
   CHECK_EQ_INT(perf_sdk_flush(10000), PERF_OK); /* the sink and its uploader started */
   CHECKF(!maps_contain("libcurl"), "libcurl is mapped with nothing to send");
   CHECK_EQ_INT((int)http_server_request_count(srv), 0);
   send_one_with_libcurl(srv);
+}
+
+/* ---- the upload helper's process ----------------------------------------- */
+
+static atomic_int g_sigchld;
+static void on_sigchld(int sig) {
+  (void)sig;
+  atomic_fetch_add(&g_sigchld, 1);
+}
+
+/* The pid of a live upload helper started by process `app` (perf-upload,
+   its argv[1] the app's pid), or 0. */
+static pid_t helper_of(pid_t app) {
+  DIR *d = opendir("/proc");
+  pid_t found = 0;
+  struct dirent *e;
+  char want[32];
+  snprintf(want, sizeof want, "%d", (int)app);
+  while (d && !found && (e = readdir(d)) != NULL) {
+    char path[300], state = 0, cmd[512];
+    if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+    snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+    FILE *f = fopen(path, "r");
+    if (!f) continue;
+    bool named = fscanf(f, "%*d (perf-upload) %c", &state) == 1 && state != 'Z';
+    fclose(f);
+    if (!named) continue;
+    snprintf(path, sizeof path, "/proc/%s/cmdline", e->d_name);
+    int fd = open(path, O_RDONLY);
+    ssize_t n = fd >= 0 ? read(fd, cmd, sizeof cmd - 1) : -1;
+    if (fd >= 0) close(fd);
+    if (n <= 0) continue;
+    cmd[n] = '\0';
+    const char *arg1 = cmd + strlen(cmd) + 1;
+    if (arg1 < cmd + n && strcmp(arg1, want) == 0) found = (pid_t)atoi(e->d_name);
+  }
+  if (d) closedir(d);
+  return found;
+}
+
+/* Whether process pid has ended: gone, or a zombie waiting for its reaper
+   (init, or a subreaper, adopts the helper). */
+static bool proc_ended(pid_t pid) {
+  char path[64], state = 0;
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return true;
+  if (fscanf(f, "%*d %*s %c", &state) != 1) state = 'Z';
+  fclose(f);
+  return state == 'Z' || state == 'X';
+}
+
+/* What descriptor fd of process pid is (readlink of /proc/PID/fd/FD). */
+static void fd_target(pid_t pid, int fd, char *out, size_t len) {
+  char path[96];
+  snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)pid, fd);
+  ssize_t k = readlink(path, out, len - 1);
+  out[k > 0 ? k : 0] = '\0';
+}
+
+/* Whether process pid holds a descriptor that is `target`. */
+static bool proc_holds(pid_t pid, const char *target) {
+  char dir[64];
+  snprintf(dir, sizeof dir, "/proc/%d/fd", (int)pid);
+  bool found = false;
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  while (d && !found && (e = readdir(d)) != NULL) {
+    char t[PATH_MAX];
+    fd_target(pid, atoi(e->d_name), t, sizeof t);
+    found = e->d_name[0] != '.' && strcmp(t, target) == 0;
+  }
+  if (d) closedir(d);
+  return found;
+}
+
+/* Wait (polling, deadline) until the helper `pid` has ended. */
+static bool helper_gone(pid_t pid, unsigned ms) {
+  long long deadline = now_ms() + ms;
+  while (!proc_ended(pid) && now_ms() < deadline)
+    sleep_ms(20);
+  return proc_ended(pid);
+}
+
+/* The default http sink: libcurl runs in the upload helper, a process the
+   app never notices (not its child: no SIGCHLD, nothing for waitpid(-1);
+   none of its descriptors), which ends when the spool stays empty and
+   comes back for the next batch. */
+static void case_http_sink_helper(void) {
+  struct sigaction sa, old;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_sigchld;
+  sigaction(SIGCHLD, &sa, &old);
+  /* An app descriptor without FD_CLOEXEC, as old code opens them. */
+  int app_fd = socket(AF_INET, SOCK_STREAM, 0);
+  CHECK(app_fd >= 0);
+  http_server_t *srv = start_http_sdk(NULL);
+  CHECK_EQ_INT(perf_sdk_capture_now("helper-1"), PERF_OK);
+  CHECK_EQ_INT(perf_sdk_flush(10000), PERF_OK);
+  CHECK_EQ_INT((int)http_server_request_count(srv), 1);
+  CHECKF(!maps_contain("libcurl"), "libcurl is mapped in the app with the upload helper");
+  pid_t helper = helper_of(getpid());
+  CHECKF(helper > 0, "no upload helper after a batch was sent");
+  char target[PATH_MAX];
+  for (int fd = 0; fd < 3; fd++) {
+    fd_target(helper, fd, target, sizeof target);
+    CHECKF(strcmp(target, "/dev/null") == 0, "the helper's descriptor %d is %s", fd, target);
+  }
+  fd_target(helper, 3, target, sizeof target);
+  CHECKF(strncmp(target, "socket:", 7) == 0, "the helper's descriptor 3 is %s", target);
+  /* None of the app's: its socket, its standard error, its test server. */
+  int app_fds[] = {app_fd, 2, 0};
+  for (size_t i = 0; i < ARRAY_LEN(app_fds); i++) {
+    fd_target(getpid(), app_fds[i], target, sizeof target);
+    CHECKF(!target[0] || strcmp(target, "/dev/null") == 0 || !proc_holds(helper, target),
+           "the helper holds the app's descriptor %d (%s)", app_fds[i], target);
+  }
+  /* Idle: it ends, unseen by the app. */
+  CHECKF(helper_gone(helper, 20000), "the helper %d outlived the idle spool", (int)helper);
+  CHECK_EQ_INT(waitpid(-1, NULL, WNOHANG), -1);
+  CHECK_EQ_INT(errno, ECHILD);
+  /* The next batch: a new helper sends it. */
+  CHECK_EQ_INT(perf_sdk_capture_now("helper-2"), PERF_OK);
+  CHECK_EQ_INT(perf_sdk_flush(10000), PERF_OK);
+  CHECK_EQ_INT((int)http_server_request_count(srv), 2);
+  pid_t second = helper_of(getpid());
+  CHECKF(second > 0 && second != helper, "no new helper for the second batch");
+  CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
+  CHECKF(helper_gone(second, 10000), "the helper %d outlived shutdown", (int)second);
+  CHECK_EQ_INT(atomic_load(&g_sigchld), 0);
+  CHECK(!maps_contain("libcurl"));
+  close(app_fd);
+  sigaction(SIGCHLD, &old, NULL);
+  http_server_stop(srv);
+}
+
+/* A helper killed between batches, and one killed while the collector
+   holds its request: every batch still arrives (the same batch id sent
+   again), and the spool ends empty. */
+static void case_http_sink_helper_killed(void) {
+  http_server_t *srv = start_http_sdk(NULL);
+  CHECK_EQ_INT(perf_sdk_capture_now("killed-1"), PERF_OK);
+  CHECK_EQ_INT(perf_sdk_flush(10000), PERF_OK);
+  pid_t helper = helper_of(getpid());
+  CHECK(helper > 0);
+  CHECK_EQ_INT(kill(helper, SIGKILL), 0);
+  CHECK_EQ_INT(perf_sdk_capture_now("killed-2"), PERF_OK);
+  CHECK_EQ_INT(perf_sdk_flush(10000), PERF_OK);
+  CHECK_EQ_INT((int)http_server_request_count(srv), 2);
+  /* The collector holds the third batch's answer 3 s; the helper dies meanwhile. */
+  http_response_t slow = {.delay_ms = 3000};
+  CHECK(http_server_push(srv, &slow));
+  CHECK_EQ_INT(perf_sdk_capture_now("killed-3"), PERF_OK);
+  CHECK(http_server_wait_requests(srv, 3, 10000));
+  helper = helper_of(getpid());
+  CHECK(helper > 0);
+  CHECK_EQ_INT(kill(helper, SIGKILL), 0);
+  CHECK_EQ_INT(perf_sdk_flush(20000), PERF_OK);
+  size_t n = http_server_request_count(srv);
+  CHECKF(n == 4, "%zu requests: want 4 (the third batch again)", n);
+  http_request_t third, fourth;
+  CHECK(http_server_request(srv, 2, &third) && http_server_request(srv, 3, &fourth));
+  const char *id3 = http_request_header(&third, "X-Perf-Batch-Id"),
+             *id4 = http_request_header(&fourth, "X-Perf-Batch-Id");
+  CHECK(id3 && id4);
+  CHECKF(strcmp(id3, id4) == 0, "the batch sent again has id %s, first %s", id4, id3);
+  http_request_free(&third);
+  http_request_free(&fourth);
+  CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
+  http_server_stop(srv);
+}
+
+/* The app killed with SIGKILL: its helper ends too. */
+static void case_http_sink_helper_ends_with_app(void) {
+  make_dir();
+  http_server_t *srv = http_server_start();
+  CHECK(srv != NULL);
+  int report[2];
+  CHECK_EQ_INT(pipe(report), 0);
+  pid_t app = fork();
+  CHECK(app >= 0);
+  if (app == 0) {
+    perf_sdk_config_t cfg;
+    http_config(&cfg, http_server_url(srv));
+    if (perf_sdk_init(&cfg) != PERF_OK || perf_sdk_capture_now("app") != PERF_OK ||
+        perf_sdk_flush(10000) != PERF_OK)
+      _exit(3);
+    pid_t h = helper_of(getpid());
+    if (write(report[1], &h, sizeof h) != (ssize_t)sizeof h) _exit(4);
+    pause();
+    _exit(0);
+  }
+  close(report[1]);
+  pid_t helper = 0;
+  ssize_t got = read(report[0], &helper, sizeof helper);
+  CHECK_EQ_INT(kill(app, SIGKILL), 0);
+  CHECK_EQ_INT(waitpid(app, NULL, 0), app);
+  CHECK_EQ_INT((int)got, (int)sizeof helper);
+  CHECKF(helper > 0, "the app saw no helper");
+  CHECKF(helper_gone(helper, 10000), "the helper %d still runs after the app died", (int)helper);
+  close(report[0]);
+  http_server_stop(srv);
+}
+
+static void case_upload_helper_not_executable(void) {
+  make_dir();
+  perf_sdk_config_t cfg;
+  http_config(&cfg, "http://127.0.0.1:9");
+  cfg.upload_helper = "/nonexistent/perf-upload";
+  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_E_INVALID_CONFIG);
+  CHECK_EQ_INT(perf_sdk_shutdown(1000), PERF_E_NOT_INITIALIZED);
+}
+
+/* An http-sink SDK whose upload helper is a file `name` holding `text`
+   (mode 0755), its log kept; one batch captured and flushed. */
+static http_server_t *send_one_with_helper_file(const char *name, const char *text) {
+  make_dir();
+  char path[PATH_MAX];
+  path_in_dir(path, name);
+  FILE *f = fopen(path, "w");
+  CHECK(f != NULL);
+  fputs(text, f);
+  fclose(f);
+  CHECK_EQ_INT(chmod(path, 0755), 0);
+  http_server_t *srv = http_server_start();
+  CHECK(srv != NULL);
+  perf_sdk_config_t cfg;
+  http_config(&cfg, http_server_url(srv));
+  cfg.upload_helper = path;
+  cfg.log_fn = keep_log;
+  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
+  CHECK_EQ_INT(perf_sdk_capture_now(name), PERF_OK);
+  CHECK_EQ_INT(perf_sdk_flush(20000), PERF_OK);
+  CHECK_EQ_INT((int)http_server_request_count(srv), 1);
+  return srv;
+}
+
+/* The batch went with libcurl in this process, the log saying why. */
+static void expect_sent_in_process(http_server_t *srv, const char *why) {
+  CHECKF(log_has(why), "log: %s", g_log);
+  CHECKF(maps_contain("libcurl"), "libcurl is not mapped after the in-process fallback");
+  CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
+  http_server_stop(srv);
+}
+
+/* A helper that cannot start for good (here, a file execve does not run:
+   ENOEXEC; also a seccomp filter, a sandbox, an emulator): the SDK says so
+   once and sends with libcurl in the app. */
+static void case_upload_helper_cannot_start(void) {
+  http_server_t *srv = send_one_with_helper_file("not-a-program", "\x7f"
+                                                                  "ELF but not really\n");
+  expect_sent_in_process(
+      srv, "could not start: Exec format error; libcurl loads in this process instead");
+}
+
+/* A helper that starts but ends at once, every time (its own libraries
+   missing, say): after three in a row the SDK sends in the app. */
+static void case_upload_helper_ends_at_start(void) {
+  http_server_t *srv = send_one_with_helper_file("quits", "#!/bin/sh\nexit 1\n");
+  expect_sent_in_process(srv, "3 in a row ended before their first answer");
 }
 
 /* ---- a stopped process is not hung ------------------------------------- */
@@ -1080,15 +1363,6 @@ static void expect_never_initialized_answers(void) {
   CHECK_EQ_INT(perf_main_thread_id(), getpid());
 }
 
-static char g_log[4096];
-
-static void keep_log(perf_log_level_t level, const char *message, void *user) {
-  (void)level;
-  (void)user;
-  size_t used = strlen(g_log);
-  snprintf(g_log + used, sizeof g_log - used, "%s\n", message);
-}
-
 /* PERF_SDK_DISABLED=1: init succeeds, says so, and maps the front only. */
 static void case_front_disabled(void) {
   CHECKF(!maps_contain(CORE_NAME), "the core is mapped before any call");
@@ -1163,8 +1437,14 @@ static const test_case_t g_cases[] = {
     TEST_CASE(file_sink_no_libcurl),
     TEST_CASE(none_sink_no_libcurl),
     TEST_CASE(disabled_no_libcurl),
-    TEST_CASE(http_sink_loads_libcurl),
+    TEST_CASE(http_sink_in_process_loads_libcurl),
     TEST_CASE(http_sink_idle_no_libcurl),
+    TEST_CASE(http_sink_helper),
+    TEST_CASE(http_sink_helper_killed),
+    TEST_CASE(http_sink_helper_ends_with_app),
+    TEST_CASE(upload_helper_not_executable),
+    TEST_CASE(upload_helper_cannot_start),
+    TEST_CASE(upload_helper_ends_at_start),
 };
 
 /* The cases set what they test; nothing comes from the caller's

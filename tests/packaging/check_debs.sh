@@ -50,7 +50,7 @@ $(diff <(echo "$want") <(echo "$got") | grep '^[<>]' | sed 's/^</-/; s/^>/+/')"
 }
 L=usr/$libdir
 expect_files libperfsdk0 "$L/libperfsdk.so.0" "$L/libperfsdk.so.$version" \
-  "$L/libperfsdk-core.so.0" "$L/libperfsdk-core.so.$version" \
+  "$L/libperfsdk-core.so.0" "$L/libperfsdk-core.so.$version" "$L/perfsdk/perf-upload" \
   usr/share/lintian/overrides/libperfsdk0
 expect_files libperfsdk-dev usr/include/perf_sdk.h usr/include/perf_sdk_uv.h \
   usr/include/perf_sdk_glib.h usr/include/perf_sdk_libevent.h "$L/libperfsdk.so" "$L/libperfsdk.a" \

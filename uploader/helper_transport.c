@@ -1,0 +1,302 @@
+/*
+ * helper_transport.c - the http sink's transport through the upload helper
+ * (see transport.h): libcurl, its TLS library and the ~35 libraries they
+ * need are loaded in a process of their own (perf-upload,
+ * uploader/upload_helper_main.c), not in the app (unless no helper can
+ * run here: below).
+ *
+ * The helper is started at the first post (helper_spawn.h: no SIGCHLD, no
+ * descriptor of the app) and ended when the uploader goes idle (the spool
+ * empty for TRANSPORT_LINGER_MS, uploader.c: transport->idle) or on any failure of the
+ * exchange; the next post starts another. A request the helper did not
+ * answer is answered here as a network error (status 0): the uploader
+ * keeps the batch and retries it with the same batch id.
+ *
+ * Where no process can be started for good (a seccomp filter or a
+ * sandbox denies clone or execve, the helper is not a program this
+ * machine runs, an emulator runs the app), or SILENT_STARTS_MAX helpers in
+ * a row ended before their first answer, the transport says so once in
+ * the log and goes on with libcurl in this process (the lazy libcurl
+ * transport): uploads go on, at the footprint of the in-process mode. A
+ * shortage that passes (EAGAIN, ENOMEM: too many processes, no memory)
+ * only fails that post; the uploader retries later.
+ *
+ * post and idle run on the uploader thread; interrupt from any thread (an
+ * eventfd the exchange polls beside the socket); destroy from the thread
+ * stopping the uploader. A forked child never ends its parent's helper.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "perf_sdk.h"
+#include "sdk/base/clock.h"
+#include "sdk/base/log.h"
+#include "sdk/base/owned_fds.h"
+#include "uploader/helper_frame.h"
+#include "uploader/helper_spawn.h"
+#include "uploader/transport.h"
+
+/* Beyond the request's own timeout, how long the helper may take to answer. */
+#define ANSWER_MARGIN_MS 5000
+/* Helpers in a row that may end before their first answer before this
+   process gives up on them. */
+#define SILENT_STARTS_MAX 3
+
+typedef struct {
+  perf__transport_t base;
+  perf__curl_options_t opts;
+  char *ca_bundle; /* opts.ca_bundle points here */
+  char *path;
+  pid_t owner; /* the process that may end the helper */
+  perf__helper_proc_t proc;
+  int sock;    /* -1: no helper */
+  int wake_fd; /* eventfd: interrupt */
+  pthread_mutex_t lock;
+  bool interrupted;
+  bool in_process;             /* no helper can start: posts go to fallback */
+  perf__transport_t *fallback; /* libcurl in this process, loaded at its first post */
+  int silent_starts;           /* helpers in a row that ended before their first answer */
+  uint64_t started;            /* helpers started (tests, logs) */
+} helper_t;
+
+static int post(perf__transport_t *t, const perf__http_request_t *req, perf__http_response_t *resp);
+static void interrupt(perf__transport_t *t);
+static void idle(perf__transport_t *t);
+static void destroy(perf__transport_t *t);
+static int start_helper(helper_t *h, char *why, size_t why_len);
+static void end_helper(helper_t *h);
+static int exchange(helper_t *h, const perf__http_request_t *req, perf__http_response_t *resp,
+                    int *rc);
+static void copy_text(char *dst, size_t cap, const perf__helper_field_t *f);
+static bool spawn_failure_lasts(int e);
+
+int perf__helper_transport_new(const perf__curl_options_t *opts, const char *helper_path,
+                               perf__transport_t **out) {
+  *out = NULL;
+  helper_t *h = calloc(1, sizeof *h);
+  if (!h) return PERF_E_NO_MEMORY;
+  h->opts = *opts;
+  h->sock = -1;
+  h->proc.pid = h->proc.pidfd = -1;
+  h->owner = getpid();
+  h->path = strdup(helper_path);
+  h->ca_bundle = opts->ca_bundle ? strdup(opts->ca_bundle) : NULL;
+  h->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (perf__lazy_curl_transport_new(opts, &h->fallback) != PERF_OK) h->fallback = NULL;
+  if (!h->path || (opts->ca_bundle && !h->ca_bundle) || h->wake_fd < 0 || !h->fallback) {
+    int err = h->wake_fd < 0 ? PERF_E_SYSTEM : PERF_E_NO_MEMORY;
+    if (h->fallback) h->fallback->destroy(h->fallback);
+    if (h->wake_fd >= 0) close(h->wake_fd);
+    free(h->path);
+    free(h->ca_bundle);
+    free(h);
+    return err;
+  }
+  perf__owned_fd_add(h->wake_fd);
+  h->opts.ca_bundle = h->ca_bundle;
+  pthread_mutex_init(&h->lock, NULL);
+  h->base.post = post;
+  h->base.interrupt = interrupt;
+  h->base.idle = idle;
+  h->base.destroy = destroy;
+  *out = &h->base;
+  return PERF_OK;
+}
+
+static int post(perf__transport_t *t, const perf__http_request_t *req,
+                perf__http_response_t *resp) {
+  helper_t *h = (helper_t *)t;
+  memset(resp, 0, sizeof *resp);
+  pthread_mutex_lock(&h->lock);
+  bool stop = h->interrupted;
+  pthread_mutex_unlock(&h->lock);
+  if (stop) {
+    snprintf(resp->reason, sizeof resp->reason, "interrupted");
+    return PERF_E_BUSY;
+  }
+  if (h->in_process) return h->fallback->post(h->fallback, req, resp);
+  /* A helper that ended by itself since the last post (killed, crashed)
+     shows up as a failed send: start a new one and send once more. */
+  for (int attempt = 0; attempt < 2; attempt++) {
+    bool fresh = h->sock < 0;
+    if (fresh) {
+      int err = start_helper(h, resp->reason, sizeof resp->reason);
+      if (err && h->in_process) return h->fallback->post(h->fallback, req, resp);
+      if (err) return err;
+    }
+    int rc = PERF_OK;
+    int err = exchange(h, req, resp, &rc);
+    if (err == PERF_OK) {
+      h->silent_starts = 0;
+      return rc; /* the helper's answer: a response or its network error */
+    }
+    int e = errno;
+    if (err == PERF_E_BUSY) {
+      end_helper(h); /* it may be in the middle of the request */
+      snprintf(resp->reason, sizeof resp->reason, "interrupted");
+      return err;
+    }
+    end_helper(h);
+    if (fresh && err == PERF_E_SYSTEM && ++h->silent_starts >= SILENT_STARTS_MAX) {
+      /* It runs but cannot work here (its libraries missing, say). */
+      h->in_process = true;
+      perf__log(PERF__LOG_ERROR,
+                "upload helper %s: %d in a row ended before their first answer (%s); libcurl "
+                "loads in this process instead",
+                h->path, SILENT_STARTS_MAX, strerror(e));
+      return h->fallback->post(h->fallback, req, resp);
+    }
+    if (fresh || err != PERF_E_SYSTEM) { /* a new helper failed too, or it took too long */
+      snprintf(resp->reason, sizeof resp->reason, "upload helper %s: %s", h->path,
+               err == PERF_E_TIMEOUT ? "no answer in time" : strerror(e));
+      memset(resp->retry_after, 0, sizeof resp->retry_after);
+      resp->status = 0;
+      return err;
+    }
+  }
+  return PERF_E_SYSTEM;
+}
+
+static void interrupt(perf__transport_t *t) {
+  helper_t *h = (helper_t *)t;
+  pthread_mutex_lock(&h->lock);
+  h->interrupted = true;
+  pthread_mutex_unlock(&h->lock);
+  h->fallback->interrupt(h->fallback);
+  uint64_t one = 1;
+  if (write(h->wake_fd, &one, sizeof one) < 0) { /* already signalled: the counter is full */
+  }
+}
+
+static void idle(perf__transport_t *t) {
+  end_helper((helper_t *)t);
+}
+
+static void destroy(perf__transport_t *t) {
+  helper_t *h = (helper_t *)t;
+  end_helper(h);
+  h->fallback->destroy(h->fallback);
+  perf__owned_fd_remove(h->wake_fd);
+  close(h->wake_fd);
+  pthread_mutex_destroy(&h->lock);
+  free(h->path);
+  free(h->ca_bundle);
+  free(h);
+}
+
+uint64_t perf__helper_transport_started(perf__transport_t *t) {
+  return ((helper_t *)t)->started;
+}
+
+/* A socket pair, the helper on one end, the options sent. */
+static int start_helper(helper_t *h, char *why, size_t why_len) {
+  if (getpid() != h->owner) { /* a forked child: never the parent's helper */
+    h->owner = getpid();
+    h->sock = -1;
+    h->proc.pid = h->proc.pidfd = -1;
+  }
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+    snprintf(why, why_len, "upload helper: socketpair: %s", strerror(errno));
+    return PERF_E_SYSTEM;
+  }
+  int err = perf__helper_spawn(h->path, sv[1], &h->proc);
+  int e = errno;
+  close(sv[1]);
+  if (err) {
+    close(sv[0]);
+    h->in_process = spawn_failure_lasts(e);
+    snprintf(why, why_len, "upload helper %s could not start: %s%s", h->path, strerror(e),
+             h->in_process ? "; libcurl loads in this process instead" : "");
+    perf__log(PERF__LOG_ERROR, "%s", why);
+    return err;
+  }
+  perf__owned_fd_add(sv[0]);
+  perf__owned_fd_add(h->proc.pidfd);
+  h->sock = sv[0];
+  h->started++;
+  uint8_t nums[3][8];
+  perf__helper_u64_put((uint64_t)h->opts.connect_timeout_ms, nums[0]);
+  perf__helper_u64_put((uint64_t)h->opts.timeout_ms, nums[1]);
+  perf__helper_u64_put(h->opts.verify_tls ? 1 : 0, nums[2]);
+  const char *ca = h->opts.ca_bundle ? h->opts.ca_bundle : "";
+  perf__helper_field_t hello[] = {{nums[0], 8}, {nums[1], 8}, {nums[2], 8}, {ca, strlen(ca)}};
+  err = perf__helper_send(h->sock, PERF__HELPER_HELLO, hello, 4, h->wake_fd,
+                          perf__now_ns() + (int64_t)ANSWER_MARGIN_MS * 1000000);
+  if (err) {
+    e = errno;
+    end_helper(h);
+    snprintf(why, why_len, "upload helper %s: %s", h->path,
+             err == PERF_E_BUSY ? "interrupted" : strerror(e));
+    return err;
+  }
+  return PERF_OK;
+}
+
+static void end_helper(helper_t *h) {
+  if (h->sock < 0) return;
+  perf__owned_fd_remove(h->sock);
+  close(h->sock);
+  h->sock = -1;
+  if (getpid() == h->owner) {
+    int pidfd = h->proc.pidfd;
+    perf__owned_fd_remove(pidfd);
+    perf__helper_end(&h->proc);
+  }
+  h->proc.pid = h->proc.pidfd = -1;
+}
+
+/* One request and the helper's answer: 0 with *rc the post's result, or
+   the error that broke the exchange (errno says why). */
+static int exchange(helper_t *h, const perf__http_request_t *req, perf__http_response_t *resp,
+                    int *rc) {
+  int64_t deadline = perf__now_ns() + ((int64_t)h->opts.timeout_ms + ANSWER_MARGIN_MS) * 1000000;
+  const char *key = req->api_key ? req->api_key : "";
+  uint8_t has_key = req->api_key != NULL;
+  perf__helper_field_t fields[] = {{req->url, strlen(req->url)},
+                                   {&has_key, 1},
+                                   {key, strlen(key)},
+                                   {req->batch_id, strlen(req->batch_id)},
+                                   {req->body, req->body_len}};
+  int err = perf__helper_send(h->sock, PERF__HELPER_REQUEST, fields, 5, h->wake_fd, deadline);
+  if (err) return err;
+  uint32_t type = 0;
+  uint8_t *payload = NULL;
+  perf__helper_field_t got[PERF__HELPER_FIELDS_MAX];
+  size_t n = 0;
+  err = perf__helper_recv(h->sock, &type, &payload, got, &n, h->wake_fd, deadline);
+  if (!err && (type != PERF__HELPER_RESPONSE || n != 4)) {
+    errno = EPROTO;
+    err = PERF_E_SYSTEM;
+  }
+  if (!err) {
+    *rc = (int)(int64_t)perf__helper_u64_get(&got[0]);
+    resp->status = (long)perf__helper_u64_get(&got[1]);
+    copy_text(resp->retry_after, sizeof resp->retry_after, &got[2]);
+    copy_text(resp->reason, sizeof resp->reason, &got[3]);
+  }
+  int e = errno;
+  free(payload);
+  errno = e;
+  return err;
+}
+
+/* Whether a helper that could not start (errno e) never will in this
+   process: anything but a passing shortage of processes or memory. */
+static bool spawn_failure_lasts(int e) {
+  return e != EAGAIN && e != ENOMEM && e != EINTR;
+}
+
+static void copy_text(char *dst, size_t cap, const perf__helper_field_t *f) {
+  size_t n = f->len < cap - 1 ? f->len : cap - 1;
+  memcpy(dst, f->data, n);
+  dst[n] = '\0';
+}
