@@ -88,10 +88,11 @@ PERF_API void perf_free(void *p);
  *    early because of a capture. (A thread caught in the microsecond in
  *    which it enters a blocking call can still be interrupted there; see
  *    docs/operations.md, "Side effects on the app".)
- *  - No signal is sent to a thread that blocks the sampler's signal (the
+ *  - A thread that blocks the sampler's signal keeps none: its mask is read
+ *    as the signal flies and a signal it blocks is taken back at once (the
  *    capture fails with PERF_E_TIMEOUT after min(timeout_ms, 100 ms) of
- *    looking): none is ever left
- *    pending to kill a program the thread execs.
+ *    looking), so none stays pending to kill a program the thread execs
+ *    (short of a race of a few microseconds: docs/operations.md).
  *  - No signal is sent once the app replaced the sampler's handler (set it
  *    to SIG_DFL, SIG_IGN or its own): captures of running threads then fail
  *    with PERF_E_SIGNAL.

@@ -88,4 +88,14 @@ uintptr_t perf__arch_strip_ra(uintptr_t ra);
    __restore_rt has CFI). Async-signal-safe. */
 bool perf__arch_sigreturn_at(uintptr_t pc);
 
+/* Whether ra can be where a call returns to, from the code around it:
+   `code` holds the PERF__ARCH_RETURN_SITE_BYTES bytes from ra - 8 (ra is
+   code[8]). True when the code before ra ends with a call instruction
+   (x86_64: call rel32 or call r/m64 of the length its ModRM byte gives;
+   aarch64: bl, blr and the signed blr forms) or ra is a signal trampoline
+   (a handler's return address follows no call). A frame-pointer search
+   checks its candidates with it (unwind_walk.c); requesting threads only. */
+#define PERF__ARCH_RETURN_SITE_BYTES 24
+bool perf__arch_return_site(const uint8_t *code);
+
 #endif

@@ -17,11 +17,13 @@
  *
  * A thread blocked in a system call is never signalled: a handler would end
  * nanosleep, poll, epoll_wait and the like early with EINTR; it is captured
- * from outside (blocked_capture.h). Before any signal is sent the target
- * must not block it (SigBlk: a pending signal would kill a program the
- * thread execs) and the handler must still be ours. docs/architecture.md,
- * "Threads blocked in a system call", has the measurements and the race
- * that remains.
+ * from outside (blocked_capture.h). The handler must still be ours before
+ * any signal is sent, and no signal may stay pending in a thread that
+ * blocks it (SigBlk: a program the thread execs would die of it): a
+ * snapshot reads the mask before each send, a single capture while the
+ * signal flies, and takes it back from a thread found blocking it.
+ * docs/architecture.md, "Threads blocked in a system call" and "Before
+ * each signal", has the measurements and the races that remain.
  *
  * Slot state word: (sequence << 3) | state.
  */
@@ -56,8 +58,14 @@
 enum { SLOT_FREE = 0, SLOT_PENDING = 1, SLOT_WRITING = 2, SLOT_DONE = 3, SLOT_CANCELLED = 4 };
 enum { RESULT_STACK = 0, RESULT_NEED_BOUNDS = 1 };
 /* send_request()'s and await_request()'s positive answers: the handler reported sp, not a stack;
-   the thread was found blocked at the last look before the send (nothing sent). */
-enum { REQUEST_NEED_BOUNDS = 1, REQUEST_NOW_BLOCKED = 2 };
+   the thread was found blocked at the last look before the send (nothing sent); the thread
+   turned out to block the signal, which was taken back (ask again, mask first). */
+enum { REQUEST_NEED_BOUNDS = 1, REQUEST_NOW_BLOCKED = 2, REQUEST_RETRACTED = 3 };
+/* Where send_request looks at the thread's mask: before the send (snapshots, other requests
+   in flight), or while the signal flies (a single capture: see may_signal). */
+enum { MASK_BEFORE = 0, MASK_WHILE_FLYING = 1 };
+/* may_signal's quick look cannot decide: do the full one. */
+#define LOOK_FULL 1
 /* Enough for a snapshot's requests in flight and a few cancelled ones
    still held. */
 enum { SLOT_COUNT = PERF__SAMPLER_IN_FLIGHT_MAX + 8 };
@@ -142,7 +150,8 @@ static void collect_oldest(perf__modules_t *mods, perf__sampler_shot_t *shots, s
                            size_t *n_flying);
 static void finish_shot(perf__sampler_shot_t *shot, int err);
 static int prepare_slot(slot_t *s, perf__modules_t *mods);
-static int send_request(slot_t *s, const perf__sampler_shot_t *shot, pid_t tid, bool check_leaving);
+static int send_request(slot_t *s, const perf__sampler_shot_t *shot, pid_t tid, bool check_leaving,
+                        int mask_look);
 static int await_request(slot_t *s, long long spin_ns);
 static int learn_bounds(pid_t tid, uintptr_t sp);
 static slot_t *claim_slot(pid_t tid, int *err);
@@ -151,7 +160,10 @@ static int finish_timeout(slot_t *s, uint32_t seq, pid_t tid);
 static int copy_result(perf__modules_t *mods, slot_t *s, perf__sampler_shot_t *shot);
 static int capture_blocked(perf__modules_t *mods, pid_t tid, perf__sampler_shot_t *shot);
 static int64_t handler_time_ns(const slot_t *s);
-static int may_signal(pid_t tid, bool check_leaving);
+static int may_signal(pid_t tid, bool check_leaving, int *mask_look);
+static int quick_look(pid_t tid, bool check_leaving);
+static int confirm_unmasked(slot_t *s);
+static int retract_pending(void);
 static bool handler_is_ours(void);
 static int signal_blocked_here(void);
 static void atfork_prepare(void);
@@ -265,10 +277,17 @@ static int capture_signalled(perf__modules_t *mods, pid_t tid, perf__sampler_sho
   if (!err) err = prepare_slot(s, mods);
   if (err) return err;
   /* The first capture of a thread learns where its stack is from the
-     handler's report of sp, then asks again. */
+     handler's report of sp, then asks again. A thread found blocking the
+     signal after the send is asked again with its mask read first. */
+  int mask_look = MASK_WHILE_FLYING;
   for (int ask = 0;; ask++) {
-    err = send_request(s, shot, tid, check_leaving);
+    err = send_request(s, shot, tid, check_leaving, mask_look);
     if (!err) err = await_request(s, WAIT_SPIN_NS);
+    if (err == REQUEST_RETRACTED && mask_look == MASK_WHILE_FLYING) {
+      mask_look = MASK_BEFORE;
+      ask--;
+      continue;
+    }
     if (err != REQUEST_NEED_BOUNDS) break;
     if (ask == 1) {
       err = PERF_E_SYSTEM;
@@ -312,7 +331,7 @@ static slot_t *start_shot(perf__modules_t *mods, perf__sampler_shot_t *shot, siz
     }
     slot_t *s = claim_slot(tid, &err);
     if (!err) err = prepare_slot(s, mods);
-    if (!err) err = send_request(s, shot, tid, blocked_first);
+    if (!err) err = send_request(s, shot, tid, blocked_first, MASK_BEFORE);
     if (!err) {
       s->shot = index;
       return s;
@@ -529,12 +548,14 @@ static int prepare_slot(slot_t *s, perf__modules_t *mods) {
   return PERF_OK;
 }
 
-/* The last look at tid (may_signal), then the signal. Returns 0 (the
-   request is in flight: await_request), REQUEST_NOW_BLOCKED (nothing
-   sent), or an error. */
-static int send_request(slot_t *s, const perf__sampler_shot_t *shot, pid_t tid,
-                        bool check_leaving) {
-  int err = may_signal(tid, check_leaving);
+/* The last look at tid (may_signal), then the signal, and with
+   MASK_WHILE_FLYING the look at its mask. Returns 0 (the request is in
+   flight: await_request), REQUEST_NOW_BLOCKED (nothing sent),
+   REQUEST_RETRACTED (sent to a thread blocking it, and taken back), or an
+   error. */
+static int send_request(slot_t *s, const perf__sampler_shot_t *shot, pid_t tid, bool check_leaving,
+                        int mask_look) {
+  int err = may_signal(tid, check_leaving, &mask_look);
   if (err) return err;
   perf__stack_bounds_t *b = perf__stack_bounds_find(tid);
   s->tid = tid;
@@ -567,7 +588,7 @@ static int send_request(slot_t *s, const perf__sampler_shot_t *shot, pid_t tid,
   s->sent_ns = perf__now_ns();
   s->sent_cycles = perf__arch_cycles();
   s->in_flight = true;
-  return PERF_OK;
+  return mask_look == MASK_WHILE_FLYING ? confirm_unmasked(s) : PERF_OK;
 }
 
 /* Wait for the answer to s's request until the capture timeout (from its
@@ -711,17 +732,31 @@ static int capture_blocked(perf__modules_t *mods, pid_t tid, perf__sampler_shot_
    the app replaced the handler (the signal could kill the process), nor
    while it is still on its way out of a call it was seen blocked in (the
    signal would end that call with EINTR; only looked at with
-   check_leaving, when this capture or the last one found it blocked). One read of its status (State
-   and SigBlk) is the last look before the send: REQUEST_NOW_BLOCKED when
-   it shows the thread blocked. */
-static int may_signal(pid_t tid, bool check_leaving) {
-  if (tid == g_requester) return handler_is_ours() ? PERF_OK : PERF_E_SIGNAL; /* mask: caller */
+   check_leaving, when this capture or the last one found it blocked).
+   REQUEST_NOW_BLOCKED when the last look shows the thread blocked.
+
+   The full look reads its status (State and SigBlk, ~3 us). With
+   *mask_look MASK_WHILE_FLYING (a single capture) the last look is the
+   quick one (syscall: running or blocked, ~0.7 us) and the mask is read
+   after the send, while the signal flies (confirm_unmasked); a thread
+   that blocked the signal last time, or that the quick look cannot
+   decide, gets the full look (*mask_look becomes MASK_BEFORE). */
+static int may_signal(pid_t tid, bool check_leaving, int *mask_look) {
+  if (tid == g_requester) { /* its mask: the caller's (signal_blocked_here) */
+    *mask_look = MASK_BEFORE;
+    return handler_is_ours() ? PERF_OK : PERF_E_SIGNAL;
+  }
+  long long now = perf__now_ns();
+  if (tid == g_masked_tid && now < g_masked_until_ns) return PERF_E_TIMEOUT;
+  if (*mask_look == MASK_WHILE_FLYING && tid != g_masked_tid) {
+    int err = quick_look(tid, check_leaving);
+    if (err != LOOK_FULL) return err;
+  }
+  *mask_look = MASK_BEFORE;
   /* A thread still returning from the previous capture's handler blocks
      the signal until its sigreturn: look again until the capture timeout
      (briefly spinning, then every millisecond). A thread found blocking it
      for that long is refused at once for a while, as a timed-out request. */
-  long long now = perf__now_ns();
-  if (tid == g_masked_tid && now < g_masked_until_ns) return PERF_E_TIMEOUT;
   unsigned wait_ms = g_opts.timeout_ms < MASK_WAIT_MS ? g_opts.timeout_ms : MASK_WAIT_MS;
   long long start = now, deadline = now + (long long)wait_ms * 1000000LL;
   for (;;) {
@@ -743,6 +778,62 @@ static int may_signal(pid_t tid, bool check_leaving) {
     }
     perf__blocked_pause(start);
   }
+}
+
+/* may_signal's quick last look (syscall): PERF_OK (running: send),
+   REQUEST_NOW_BLOCKED, PERF_E_SIGNAL, PERF_E_NO_THREAD, or LOOK_FULL. */
+static int quick_look(pid_t tid, bool check_leaving) {
+  perf__thread_state_t st;
+  int err = perf__thread_state_read(tid, &st);
+  if (err == PERF_E_NO_THREAD) {
+    perf__stack_bounds_forget(tid);
+    return err;
+  }
+  if (err) return LOOK_FULL;
+  if (!st.running) return REQUEST_NOW_BLOCKED; /* needs no signal */
+  if (!handler_is_ours()) return PERF_E_SIGNAL;
+  return check_leaving && perf__blocked_leaving_call(tid) ? LOOK_FULL : PERF_OK;
+}
+
+/* The look at the mask of a thread just signalled, while the signal flies
+   (its ~17 us round trip hides the ~3 us read). A thread that blocks the
+   signal would keep it pending (and an exec would die of it): unless its
+   handler already took the request, the request is cancelled and the
+   signal taken back (retract_pending). PERF_OK (await the answer),
+   REQUEST_RETRACTED, or PERF_E_TIMEOUT when it could not be taken back
+   (the slot is then held like a timed-out request's). */
+static int confirm_unmasked(slot_t *s) {
+  bool running;
+  if (perf__thread_signal_state(s->tid, g_signo, &running) != 1) return PERF_OK;
+  uint32_t expect = STATE(s->seq, SLOT_PENDING);
+  if (!atomic_compare_exchange_strong(&s->state, &expect, STATE(s->seq, SLOT_CANCELLED)))
+    return PERF_OK; /* delivered: the handler has it */
+  s->in_flight = false;
+  if (retract_pending() != PERF_OK) {
+    s->cancelled_at_ns = perf__now_ns();
+    return PERF_E_TIMEOUT;
+  }
+  /* Nothing of it is pending any more; a handler already entered finds
+     another state and writes nothing. */
+  atomic_store(&s->state, STATE(s->seq, SLOT_FREE));
+  return REQUEST_RETRACTED;
+}
+
+/* Discard every pending instance of the sampler's signal, in every thread
+   of the process: setting a signal's action to SIG_IGN does (POSIX), and
+   the action goes back at once. Only single captures call it, under
+   g_lock: no other request of ours is in flight then (a cancelled one's
+   late signal is dropped too, as its handler would). An action the app
+   set in between is put back. */
+static int retract_pending(void) {
+  struct sigaction ign, before, between;
+  memset(&ign, 0, sizeof ign);
+  ign.sa_handler = SIG_IGN;
+  sigemptyset(&ign.sa_mask);
+  if (sigaction(g_signo, &ign, &before) != 0) return PERF_E_SYSTEM;
+  if (sigaction(g_signo, &before, &between) != 0) return PERF_E_SYSTEM;
+  if (between.sa_handler != SIG_IGN) sigaction(g_signo, &between, NULL);
+  return PERF_OK;
 }
 
 /* Whether the sampler's signal still has the sampler's handler; logs once

@@ -49,27 +49,32 @@
 #include <stdbool.h>
 
 #include "sdk/sampler/arch.h"
+#include "sdk/sampler/thread_state.h"
 #include "sdk/sampler/unwind_rules.h"
 
 /* A frame being unwound. rbx is read lazily: only glibc's lazy-binding
    trampoline needs it, while most frames save it. */
 typedef struct {
   perf__unwind_regs_t r;
-  uintptr_t bx_slot; /* not 0: r.bx is still to be read from this stack slot */
-  bool exact;        /* r.pc was interrupted there (see the top of the file) */
-  bool fp_known;     /* r.fp is the frame's rbp (false once a rule said "unknown") */
-  bool bx_known;     /* r.bx (or bx_slot) is the frame's rbx */
-  bool fp_scan;      /* rbp was unknown from the start: it may be searched for */
-  bool sp_guess;     /* aarch64: r.sp came from a frame-pointer step (fp + 16,
-                        a lower bound: the record is at the frame's bottom) */
-  bool same_sp;      /* the last step took the return address from the link
-                        register (aarch64 leaf): the caller may share the sp */
+  uintptr_t bx_slot;    /* not 0: r.bx is still to be read from this stack slot */
+  bool exact;           /* r.pc was interrupted there (see the top of the file) */
+  bool fp_known;        /* r.fp is the frame's rbp (false once a rule said "unknown") */
+  bool bx_known;        /* r.bx (or bx_slot) is the frame's rbx */
+  bool fp_scan;         /* rbp was unknown from the start: it may be searched for */
+  bool sp_guess;        /* aarch64: r.sp came from a frame-pointer step (fp + 16,
+                           a lower bound: the record is at the frame's bottom) */
+  bool same_sp;         /* the last step took the return address from the link
+                           register (aarch64 leaf): the caller may share the sp */
+  uintptr_t pending_pc; /* scan_frame_pointer: a candidate in a module whose
+                           rules are still to be compiled */
   const perf__unwind_map_t *map;
 } frame_t;
 
 /* What a step returns when the walk goes on; anything else is the
    perf__walk_status_t that ends it. */
 enum { STEP_OK = -1 };
+/* frame_record_ok's answers. */
+enum { RECORD_NO, RECORD_OK, RECORD_PENDING };
 
 static const perf__unwind_row_t *find_row(const perf__unwind_map_t *map, uintptr_t pc,
                                           const perf__module_t **m, bool *pending);
@@ -84,11 +89,11 @@ static int step_caller_rbp(const perf__unwind_row_t *row, perf__stack_window_t w
 static void step_caller_rbx(const perf__unwind_row_t *row, uintptr_t cfa, frame_t *f);
 static bool frame_rbx(perf__stack_window_t w, frame_t *f, uintptr_t *bx);
 static int step_frame_pointer(perf__stack_window_t w, frame_t *f, bool fallback);
-static bool scan_frame_pointer(const perf__unwind_row_t *row, perf__stack_window_t w, frame_t *f);
+static int scan_frame_pointer(const perf__unwind_row_t *row, perf__stack_window_t w, frame_t *f);
 static bool return_address(const perf__unwind_map_t *map, uintptr_t ra,
                            const perf__unwind_row_t **row);
-static bool frame_record_ok(const frame_t *f, perf__stack_window_t w, uintptr_t a,
-                            uintptr_t *next_fp);
+static int frame_record_ok(const frame_t *f, perf__stack_window_t w, uintptr_t a,
+                           uintptr_t *next_fp, uintptr_t *ra);
 
 /* How far above a frame's sp scan_frame_pointer() looks for its rbp. */
 #define FP_SCAN_BYTES 16384
@@ -129,6 +134,10 @@ size_t perf__unwind_walk(const perf__unwind_map_t *map, int use_rules, perf__unw
     else
       step = step_frame_pointer(stack, &f, use_rules && map);
     if (step != STEP_OK) {
+      /* A frame-pointer search met a candidate it could not check yet:
+         its return address ends the stack, so that the capture compiles
+         its module's rules and walks again (see scan_frame_pointer). */
+      if (step == PERF__WALK_RULES_PENDING && n < max) pcs[n++] = f.pending_pc;
       *status = (perf__walk_status_t)step;
       break;
     }
@@ -216,7 +225,10 @@ static int step_with_rule(const perf__unwind_row_t *row, perf__stack_window_t w,
       cfa = f->r.sp + (intptr_t)row->cfa_off;
     break;
   case PERF__CFA_RBP:
-    if (!f->fp_known && !(f->fp_scan && scan_frame_pointer(row, w, f))) return PERF__WALK_NO_RULE;
+    if (!f->fp_known) {
+      int st = f->fp_scan ? scan_frame_pointer(row, w, f) : PERF__WALK_NO_RULE;
+      if (st != STEP_OK) return st;
+    }
     cfa = f->r.fp + (intptr_t)row->cfa_off;
     break;
   case PERF__CFA_RBX: {
@@ -369,59 +381,82 @@ static int step_frame_pointer(perf__stack_window_t w, frame_t *f, bool fallback)
     - a candidate's return address must lie in a module, where the caller's
       rule lets its own return address be checked too (see
       frame_record_ok): stale records in uninitialised locals rarely pass;
-    - a record left lower in the frame by an earlier call of the same caller
-      points at the same caller's record as the real one, which is the
-      highest of them (the real one sits at the frame's top): among
-      candidates with the same saved rbp, the highest wins. */
-static bool scan_frame_pointer(const perf__unwind_row_t *row, perf__stack_window_t w, frame_t *f) {
+    - a candidate in a module whose rules are still to be compiled cannot
+      be checked: the walk ends there (PERF__WALK_RULES_PENDING, the
+      candidate's return address last) and the capture compiles that
+      module and walks again (a stale record of the dynamic linker's, left
+      by a lazy binding, was taken for the real one before);
+    - a record left lower in the frame by an earlier call of the same
+      caller points at the same caller's record as the real one, which is
+      the highest of them (the real one sits at the frame's top): among
+      candidates with the same saved rbp, the highest wins. Not for a saved
+      rbp of 0 (a caller without a frame pointer): every outer record whose
+      caller has none shares it, and the highest would skip to the thread's
+      start. Returns STEP_OK, PERF__WALK_NO_RULE or
+      PERF__WALK_RULES_PENDING (f->pending_pc). */
+static int scan_frame_pointer(const perf__unwind_row_t *row, perf__stack_window_t w, frame_t *f) {
   if (row->rbp_rule != PERF__REG_SAVED || row->rbp_off != -row->cfa_off || row->cfa_off != 16)
-    return false;
+    return PERF__WALK_NO_RULE;
   f->fp_scan = false; /* once: the frames above have their rbp from here on */
   uintptr_t end = f->r.sp + FP_SCAN_BYTES < w.hi ? f->r.sp + FP_SCAN_BYTES : w.hi;
   uintptr_t best = 0, best_next = 0;
   for (uintptr_t a = (f->r.sp + 7) & ~(uintptr_t)7; a + 16 <= end; a += 8) {
     if (best && best_next > best && a >= best_next) break; /* the caller's record */
-    uintptr_t next_fp;
-    if (!frame_record_ok(f, w, a, &next_fp)) continue;
-    if (!best || next_fp == best_next) {
+    uintptr_t next_fp, ra;
+    int ok = frame_record_ok(f, w, a, &next_fp, &ra);
+    if (ok == RECORD_PENDING) {
+      f->pending_pc = ra;
+      return PERF__WALK_RULES_PENDING;
+    }
+    if (ok != RECORD_OK) continue;
+    if (!best || (next_fp != 0 && next_fp == best_next)) {
       best = a;
       best_next = next_fp;
     }
   }
-  if (!best) return false;
+  if (!best) return PERF__WALK_NO_RULE;
   f->r.fp = best;
   f->fp_known = true;
-  return true;
+  return STEP_OK;
 }
 
 /* Whether [a] [a + 8] can be a frame record (saved rbp, return address)
    whose caller's own return address checks out: through the caller's rbp
-   when it keeps a frame pointer, through its CFA when that is rsp-based. */
-static bool frame_record_ok(const frame_t *f, perf__stack_window_t w, uintptr_t a,
-                            uintptr_t *next_fp) {
-  uintptr_t ra, ra2;
+   when it keeps a frame pointer, through its CFA when that is rsp-based.
+   RECORD_PENDING when the return address (*ra) lies in a module whose
+   rules are still to be compiled. */
+static int frame_record_ok(const frame_t *f, perf__stack_window_t w, uintptr_t a,
+                           uintptr_t *next_fp, uintptr_t *ra) {
+  uintptr_t ra2;
   const perf__unwind_row_t *caller, *unused;
-  if (!read_word(w, f->r.sp, a, next_fp) || !read_word(w, f->r.sp, a + 8, &ra)) return false;
-  if (!return_address(f->map, ra, &caller)) return false;
+  if (!read_word(w, f->r.sp, a, next_fp) || !read_word(w, f->r.sp, a + 8, ra)) return RECORD_NO;
+  if (!return_address(f->map, *ra, &caller)) return RECORD_NO;
+  /* The code before a return address is a call (code that cannot be read,
+     as in the walker's tests, is not checked). */
+  uint8_t code[PERF__ARCH_RETURN_SITE_BYTES];
+  if (perf__memory_copy(code, *ra - 8, sizeof code) == sizeof code && !perf__arch_return_site(code))
+    return RECORD_NO;
   /* A call never changes its caller's CFA: a row that starts exactly at
      ra (a function's first byte: ASan's frame headers hold one) is not
      what follows a call. */
   const perf__module_t *m = NULL;
   bool pending = false;
-  const perf__unwind_row_t *at = find_row(f->map, ra, &m, &pending);
-  if (at && m && at->pc == (uint32_t)(ra - m->bias)) return false;
-  if (!caller) return true; /* a module without rules: nothing more to check */
+  const perf__unwind_row_t *at = find_row(f->map, *ra, &m, &pending);
+  if (pending) return RECORD_PENDING;
+  if (at && m && at->pc == (uint32_t)(*ra - m->bias)) return RECORD_NO;
+  if (!caller) return RECORD_OK; /* a module without rules: nothing more to check */
   switch (caller->cfa_kind) {
-  case PERF__CFA_OUTERMOST: return true;
+  case PERF__CFA_OUTERMOST: return RECORD_OK;
   case PERF__CFA_RBP:
-    if (*next_fp <= a + 8 || (*next_fp & 7) || !read_word(w, a, *next_fp + 8, &ra2)) return false;
-    return ra2 == 0 || return_address(f->map, ra2, &unused);
+    if (*next_fp <= a + 8 || (*next_fp & 7) || !read_word(w, a, *next_fp + 8, &ra2))
+      return RECORD_NO;
+    return ra2 == 0 || return_address(f->map, ra2, &unused) ? RECORD_OK : RECORD_NO;
   case PERF__CFA_RSP: {
     uintptr_t cfa = a + 16 + (intptr_t)caller->cfa_off;
-    if (cfa <= a + 16 || !read_word(w, a, cfa - 8, &ra2)) return false;
-    return ra2 == 0 || return_address(f->map, ra2, &unused);
+    if (cfa <= a + 16 || !read_word(w, a, cfa - 8, &ra2)) return RECORD_NO;
+    return ra2 == 0 || return_address(f->map, ra2, &unused) ? RECORD_OK : RECORD_NO;
   }
-  default: return false; /* rules this check cannot follow */
+  default: return RECORD_NO; /* rules this check cannot follow */
   }
 }
 

@@ -359,9 +359,10 @@ static const char *file_name(char *buf, size_t len, pid_t tid, const char *name)
 }
 
 /* The files of the last two threads captured stay open: a running
-   thread's status, a blocked one's syscall (its last capture found it
-   blocked: looked at there first); a third thread takes the place of the
-   least recent; all closed on perf__sampler_close_files. */
+   thread's syscall (the last look before the send) and status (its mask,
+   read while the signal flies), a blocked one's syscall (its last capture
+   found it blocked: looked at there first); a third thread takes the place
+   of the least recent; all closed on perf__sampler_close_files. */
 static void case_kept_files(void) {
   workers_t w;
   workers_start(&w);
@@ -374,15 +375,19 @@ static void case_kept_files(void) {
     CHECK_EQ_INT(capture_ok(spin0), PERF_OK);
     CHECK_EQ_INT(capture_ok(reader), PERF_OK);
   }
-  const char *two[2] = {file_name(a, sizeof a, spin0, "status"),
-                        file_name(b, sizeof b, reader, "syscall")};
-  expect_kept("spinner and reader", two, 2);
+  char c[32], d[32];
+  const char *files[4] = {file_name(a, sizeof a, spin0, "status"),
+                          file_name(b, sizeof b, spin0, "syscall"),
+                          file_name(c, sizeof c, reader, "syscall")};
+  expect_kept("spinner and reader", files, 3);
   CHECK_EQ_INT(capture_ok(spin1), PERF_OK); /* takes the first spinner's place */
-  two[0] = file_name(a, sizeof a, spin1, "status");
-  expect_kept("second spinner and reader", two, 2);
+  files[0] = file_name(a, sizeof a, spin1, "status");
+  files[1] = file_name(b, sizeof b, spin1, "syscall");
+  expect_kept("second spinner and reader", files, 3);
   CHECK_EQ_INT(capture_ok(spin2), PERF_OK); /* takes the reader's */
-  two[1] = file_name(b, sizeof b, spin2, "status");
-  expect_kept("second and third spinner", two, 2);
+  files[2] = file_name(c, sizeof c, spin2, "status");
+  files[3] = file_name(d, sizeof d, spin2, "syscall");
+  expect_kept("second and third spinner", files, 4);
   perf__sampler_close_files();
   expect_kept("closed again", NULL, 0);
   workers_stop(&w);
@@ -393,14 +398,15 @@ static void case_idle_files_closed(void) {
   workers_t w;
   workers_start(&w);
   perf__task_files_set_idle_ns(0);
-  char a[32];
-  const char *one[1];
+  char a[32], b[32];
+  const char *files[2];
   CHECK_EQ_INT(capture_ok(w.tids[0]), PERF_OK);
-  one[0] = file_name(a, sizeof a, w.tids[0], "status");
-  expect_kept("spinner", one, 1);
-  CHECK_EQ_INT(capture_ok(w.tids[SPINNERS]), PERF_OK); /* the spinner's file closed */
-  one[0] = file_name(a, sizeof a, w.tids[SPINNERS], "syscall");
-  expect_kept("reader", one, 1);
+  files[0] = file_name(a, sizeof a, w.tids[0], "status");
+  files[1] = file_name(b, sizeof b, w.tids[0], "syscall");
+  expect_kept("spinner", files, 2);
+  CHECK_EQ_INT(capture_ok(w.tids[SPINNERS]), PERF_OK); /* the spinner's files closed */
+  files[0] = file_name(a, sizeof a, w.tids[SPINNERS], "syscall");
+  expect_kept("reader", files, 1);
   workers_stop(&w);
 }
 
@@ -414,7 +420,7 @@ static void case_app_closes_descriptors(void) {
   CHECK_EQ_INT(capture_ok(w.tids[SPINNERS]), PERF_OK);
   int fds[8];
   int n = kept_descriptors(fds, 8);
-  CHECK_EQ_INT(n, 2);
+  CHECK_EQ_INT(n, 3); /* the spinner's status and syscall, the reader's syscall */
   int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
   CHECK(devnull >= 0);
   for (int i = 0; i < n; i++) /* closes the sampler's file, the number is the app's */
@@ -423,7 +429,7 @@ static void case_app_closes_descriptors(void) {
     CHECK_EQ_INT(capture_ok(w.tids[0]), PERF_OK);
     CHECK_EQ_INT(capture_ok(w.tids[SPINNERS]), PERF_OK);
   }
-  CHECK_EQ_INT(perf__task_files_open_count(), 2); /* opened again, elsewhere */
+  CHECK_EQ_INT(perf__task_files_open_count(), 3); /* opened again, elsewhere */
   perf__sampler_close_files();
   CHECK_EQ_INT(perf__task_files_open_count(), 0);
   CHECK_EQ_INT(kept_descriptors(fds, 8), 0);

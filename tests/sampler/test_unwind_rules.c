@@ -17,6 +17,7 @@
 
 #include "check.h"
 #include "perf_sdk.h"
+#include "sdk/sampler/arch.h"
 #include "sdk/sampler/module_map.h"
 #include "sdk/sampler/modules.h"
 #include "sdk/sampler/sampler.h"
@@ -361,7 +362,117 @@ static void case_walker_fp_search(void) {
   CHECK_EQ_INT(fake_walk(&f, regs, stack, pcs, &st), 2);
   CHECK_EQ_INT(st, PERF__WALK_NO_RULE);
 
+  /* B's record saves an rbp of 0 (its caller E keeps none); a record
+     higher up saves 0 too (the thread's start). A shared saved rbp of 0
+     says nothing about the caller: the first record that checks out is
+     B's, not the highest (which would skip E). */
+  memset(stack, 0, sizeof stack);
+  stack[0] = FN_B + 5;     /* C returns into B */
+  stack[1] = 0;            /* B's record: rbp 0, */
+  stack[2] = FN_E + 5;     /*   its return address into E */
+  stack[4] = FN_OUTER + 5; /* E's return address (E: CFA = sp + 16) */
+  stack[5] = 0;            /* an outer record: rbp 0, */
+  stack[6] = FN_OUTER + 5; /*   a return address into the outermost frame */
+  CHECK_EQ_INT(fake_walk(&f, regs, stack, pcs, &st), 4);
+  CHECKF(pcs[1] == FN_B + 5 && pcs[2] == FN_E + 5 && pcs[3] == FN_OUTER + 5,
+         "walked C, %#lx, %#lx, %#lx", (unsigned long)pcs[1], (unsigned long)pcs[2],
+         (unsigned long)pcs[3]);
+  CHECK_EQ_INT(st, PERF__WALK_COMPLETE);
   free(f.unwind);
+}
+
+/* A candidate record whose return address lies in a module with rules
+   still to be compiled cannot be checked: the walk ends there, the
+   candidate's return address last, as "rules pending", so that the
+   capture compiles that module and walks again. */
+static void case_walker_fp_search_pending(void) {
+  fake_module_t f;
+  fake_module_init(&f);
+  enum { PENDING_START = 0x20000 };
+  perf__module_t mods[2] = {
+      f.module, {.path = "later", .basename = "later", .start = PENDING_START, .end = 0x21000}};
+  f.map = (perf__module_map_t){.modules = mods, .count = 2};
+  perf__unwind_map_t *unwind = malloc(sizeof *unwind + 2 * sizeof unwind->tables[0]);
+  CHECK(unwind != NULL);
+  unwind->modules = &f.map;
+  unwind->tables[0] = &f.table;
+  unwind->tables[1] = &perf__unwind_table_pending;
+  free(f.unwind);
+  f.unwind = unwind;
+  uintptr_t stack[16] = {0}, pcs[8];
+  perf__walk_status_t st;
+  stack[0] = FN_B + 5;             /* C returns into B */
+  stack[1] = (uintptr_t)&stack[6]; /* a candidate record: */
+  stack[2] = PENDING_START + 5;    /*   returning into the module not compiled yet */
+  stack[4] = (uintptr_t)&stack[6]; /* B's record */
+  stack[5] = FN_OUTER + 5;
+  perf__unwind_regs_t regs = {
+      .pc = FN_C + 0x10, .sp = (uintptr_t)stack, .fp_unknown = true, .bx_unknown = true};
+  CHECK_EQ_INT(fake_walk(&f, regs, stack, pcs, &st), 3);
+  CHECK(pcs[1] == FN_B + 5 && pcs[2] == PENDING_START + 5);
+  CHECK_EQ_INT(st, PERF__WALK_RULES_PENDING);
+  free(f.unwind);
+}
+
+/* A frame-pointer search's candidates must return to where a call
+   returns (perf__arch_return_site): the code before them a call. */
+static void case_return_site(void) {
+  uint8_t code[PERF__ARCH_RETURN_SITE_BYTES];
+#if defined(__x86_64__)
+  static const struct {
+    uint8_t before[8]; /* the 8 bytes before the return address */
+    bool call;
+    const char *what;
+  } k_sites[] = {
+      {{0x90, 0x90, 0x90, 0xe8, 0x10, 0x20, 0x30, 0x40}, true, "call rel32"},
+      {{0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0xff, 0xd0}, true, "call *%rax"},
+      {{0x90, 0x90, 0x90, 0x90, 0x90, 0x41, 0xff, 0xd3}, true, "call *%r11"},
+      {{0x90, 0x90, 0xff, 0x15, 0x10, 0x20, 0x30, 0x40}, true, "call *disp32(%rip)"},
+      {{0x90, 0x90, 0x90, 0x90, 0xff, 0x54, 0x24, 0x08}, true, "call *8(%rsp)"},
+      {{0x90, 0x90, 0x90, 0x90, 0x90, 0xff, 0x50, 0x18}, true, "call *0x18(%rax)"},
+      {{0x90, 0xff, 0x94, 0xc8, 0x10, 0x20, 0x30, 0x40}, true, "call *disp32(%rax,%rcx,8)"},
+      {{0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90}, false, "nops"},
+      {{0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0xff, 0xe0}, false, "jmp *%rax"},
+      {{0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0xc3}, false, "ret"},
+      {{0x90, 0x90, 0x90, 0x90, 0x90, 0xff, 0x15, 0x10}, false, "a cut call *disp32(%rip)"},
+  };
+  for (size_t i = 0; i < ARRAY_LEN(k_sites); i++) {
+    memset(code, 0xcc, sizeof code);
+    memcpy(code, k_sites[i].before, 8);
+    CHECKF(perf__arch_return_site(code) == k_sites[i].call, "%s: %s", k_sites[i].what,
+           k_sites[i].call ? "not taken for a call" : "taken for a call");
+  }
+  /* glibc's __restore_rt, where a signal handler returns: no call before */
+  static const uint8_t restore_rt[] = {0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05};
+  memset(code, 0x90, sizeof code);
+  memcpy(code + 8, restore_rt, sizeof restore_rt);
+  CHECK(perf__arch_return_site(code));
+#elif defined(__aarch64__)
+  static const struct {
+    uint32_t insn;
+    bool call;
+  } k_sites[] = {{0x94000010u, true},   /* bl */
+                 {0xd63f0020u, true},   /* blr x1 */
+                 {0xd63f083fu, true},   /* blraaz x1 */
+                 {0x14000010u, false},  /* b */
+                 {0xd61f0020u, false},  /* br x1 */
+                 {0xd65f03c0u, false},  /* ret */
+                 {0xd503201fu, false}}; /* nop */
+  for (size_t i = 0; i < ARRAY_LEN(k_sites); i++) {
+    memset(code, 0, sizeof code);
+    memcpy(code + 4, &k_sites[i].insn, 4);
+    CHECKF(perf__arch_return_site(code) == k_sites[i].call, "insn %#x", k_sites[i].insn);
+  }
+  static const uint32_t trampoline[2] = {0xd2801168u, 0xd4000001u};
+  memset(code, 0, sizeof code);
+  memcpy(code + 8, trampoline, sizeof trampoline);
+  CHECK(perf__arch_return_site(code));
+#endif
+  /* And on a live stack: this function's own return address follows a
+     call. */
+  uintptr_t ra = (uintptr_t)__builtin_return_address(0);
+  memcpy(code, (const void *)(ra - 8), sizeof code);
+  CHECK(perf__arch_return_site(code));
 }
 
 /* The libc and executable rules, the walker's bounds, and a dlopen making
@@ -424,9 +535,11 @@ static void case_rules_compiled_lazily(void) {
   perf__modules_release(mods);
 }
 
-static const test_case_t g_cases[] = {TEST_CASE(rules_and_map), TEST_CASE(walker_rules),
-                                      TEST_CASE(walker_fp_search), TEST_CASE(restored_registers),
-                                      TEST_CASE(rules_compiled_lazily)};
+static const test_case_t g_cases[] = {
+    TEST_CASE(rules_and_map),        TEST_CASE(walker_rules),
+    TEST_CASE(walker_fp_search),     TEST_CASE(walker_fp_search_pending),
+    TEST_CASE(return_site),          TEST_CASE(restored_registers),
+    TEST_CASE(rules_compiled_lazily)};
 
 int main(int argc, char **argv) {
   return test_main(g_cases, sizeof g_cases / sizeof g_cases[0], argc, argv);

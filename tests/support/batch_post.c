@@ -33,10 +33,14 @@ long batch_send(const collector_t *c, Perf__V1__Batch *b, const uint8_t id[16], 
 }
 
 long batch_post_answer(const collector_t *c, Perf__V1__Batch *b, unsigned seed, reply_t *r) {
-  static uint8_t id[16];
+  /* On the caller's stack: posters on several threads (test_collector_pg_multi)
+     once shared one static id, and a batch went out under another's id. */
+  uint8_t id[16];
   for (int i = 0; i < 16; i++)
     id[i] = (uint8_t)(seed * 37 + (unsigned)i + (unsigned)getpid());
-  return batch_send(c, b, id, r);
+  long status = batch_send(c, b, id, r);
+  b->batch_id = (ProtobufCBinaryData){0, NULL}; /* id ends here */
+  return status;
 }
 
 void batch_post(const collector_t *c, Perf__V1__Batch *b, unsigned seed) {

@@ -47,7 +47,8 @@ void stack_parse(const char *text, stack_syms_t *out) {
     /* Sanitizer interceptors (an ASan build's read wrapper) are real frames
        but not part of any chain a test expects. */
     if (sscanf(line, "%u %255s %63s %95s", &idx, module, pc, sym) == 4 &&
-        strncmp(module, "libasan", 7) != 0 && strncmp(module, "libubsan", 8) != 0) {
+        strcmp(sym, "[inline]") != 0 && strncmp(module, "libasan", 7) != 0 &&
+        strncmp(module, "libubsan", 8) != 0) {
       sym[strcspn(sym, ".")] = '\0';
       snprintf(out->symbols[out->count++], sizeof out->symbols[0], "%s", sym);
     }

@@ -17,7 +17,10 @@ typedef struct {
 } stack_syms_t;
 
 /* Parse the frame lines of the first thread section of `text` (stops at a
-   blank line), leaving out sanitizer runtime frames. */
+   blank line), leaving out sanitizer runtime frames and inline frames
+   (`[inline] name`: whether a libc or test function shows one depends on
+   the build and on installed debug info; the chains the tests expect are
+   of real frames). */
 void stack_parse(const char *text, stack_syms_t *out);
 
 /* True when the chain appears as consecutive frames, innermost first. Each
