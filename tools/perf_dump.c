@@ -6,8 +6,9 @@
  * quarantine/, <pid>/ subdirectories and *.tmp files are skipped), one
  * .batch file, or the file sink's report path (its batches are in
  * <path>.batches/). Every file is verified before it is printed: the spool
- * header and CRC-32C (perf__spool_read_file), then the bounded zstd +
- * protobuf decode with its reference checks (perf__batch_decode, at most
+ * header and CRC-32C (perf__spool_read_file), then the bounded decode
+ * (zstd when the payload is a zstd frame, the file sink's are not) of the
+ * protobuf with its reference checks (perf__batch_decode_stored, at most
  * DECODE_MAX bytes decompressed). A bad or unreadable file is named on
  * stderr as "perf-dump: <path>: <reason>" and skipped; the others are still
  * printed.
@@ -286,7 +287,7 @@ static void dump_file(dump_t *d, const char *path, bool listed) {
     return;
   }
   Perf__V1__Batch *b = NULL;
-  err = perf__batch_decode(payload, len, DECODE_MAX, &b);
+  err = perf__batch_decode_stored(payload, len, DECODE_MAX, &b);
   free(payload);
   if (err == PERF_E_TRUNCATED) {
     bad(d, path, "not a valid perf.v1 Batch (decompresses to more than %zu MiB)", DECODE_MAX >> 20);
@@ -748,7 +749,7 @@ static void jset(json_t *obj, const char *key, json_t *value) {
 
 /* ---- the batch's tables -------------------------------------------------- */
 
-/* perf__batch_decode has checked every reference; the bounds are checked
+/* perf__batch_decode_stored has checked every reference; the bounds are checked
    again here so that nothing is read out of range whatever the batch. */
 static bool frame_view(const Perf__V1__Batch *b, uint32_t frame_ref, frame_view_t *v) {
   if (frame_ref == 0 || frame_ref > b->n_frames) return false;

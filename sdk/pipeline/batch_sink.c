@@ -79,6 +79,11 @@ int perf__batch_sink_open(const perf__config_t *cfg, perf__stats_t *stats,
   bo.zstd_level = (int)cfg->zstd_level;
   bo.symbolize = cfg->symbolize != 0;
   bo.max_bytes = cfg->batch_max_bytes;
+  /* The file sink's batch records stay on this machine (perf-dump reads
+     them): not compressed, so the app never runs zstd's compressor for
+     them (its code would stay resident where the app maps libzstd itself:
+     docs/operations.md, "Side effects on the app"). */
+  bo.uncompressed = cfg->sink == PERF_SINK_FILE;
   perf__spool_options_t so = {dir, cfg->spool_max_bytes, cfg->spool_max_files, cfg->spool_max_age_s,
                               NULL};
   perf__batch_resource_t res;

@@ -94,7 +94,9 @@ int perf__hang_marker_collect(const char *data_dir, Perf__V1__Batch ***out, size
   return err;
 }
 
-/* The hang as a one-event batch (zstd), made with the marker's own builder. */
+/* The hang as a one-event batch, made with the marker's own builder; not
+   compressed (a marker is rewritten as the hang goes on, and read back on
+   this machine only: zstd's compressor never runs for it). */
 static int encode_marker(perf__hang_marker_t *m, const perf__config_t *cfg, const perf__event_t *ev,
                          uint8_t **out, size_t *len) {
   if (!m->builder) {
@@ -104,6 +106,7 @@ static int encode_marker(perf__hang_marker_t *m, const perf__config_t *cfg, cons
     perf__batch_options_init(&o);
     o.symbolize = cfg->symbolize != 0;
     o.max_bytes = PERF__HANG_MARKER_MAX_BYTES;
+    o.uncompressed = true;
     int err = perf__batch_builder_new(&res, &o, &m->builder);
     if (err) return err;
   }
@@ -157,7 +160,8 @@ static Perf__V1__Batch *claim_marker(const char *path, bool marker) {
   size_t len = 0;
   Perf__V1__Batch *bt = NULL;
   if (marker && read_locked(fd, &data, &len) == 0 &&
-      (perf__batch_decode(data, len, PERF__HANG_MARKER_MAX_BYTES, &bt) != 0 || bt->n_events != 1)) {
+      (perf__batch_decode_stored(data, len, PERF__HANG_MARKER_MAX_BYTES, &bt) != 0 ||
+       bt->n_events != 1)) {
     if (bt) perf__v1__batch__free_unpacked(bt, NULL);
     bt = NULL;
   }

@@ -49,8 +49,10 @@ typedef struct perf__batch_options_s {
   bool symbolize;    /* frames carry function names (Batch.symbolized); default true */
   size_t max_bytes;  /* serialized batch bound, PERF__BATCH_MIN_MAX_BYTES..
                         PERF__BATCH_MAX_MAX_BYTES; default 1 MiB */
-  bool uncompressed; /* debug and tools: finish emits the serialized protobuf
-                        without zstd (protoc --decode reads it); default false */
+  bool uncompressed; /* finish emits the serialized protobuf without zstd
+                        (protoc --decode reads it): journal records, the file
+                        sink's batch records, hang markers, tools; default
+                        false (what is uploaded is zstd) */
 } perf__batch_options_t;
 
 /* Events dropped since the previous batch, by reason (DropCounters). */

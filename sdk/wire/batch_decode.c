@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 #include <zstd.h>
 #include <zstd_errors.h>
 
@@ -95,6 +96,17 @@ int perf__batch_decompress(const uint8_t *data, size_t len, size_t max_decompres
   *out = buf;
   *out_len = pos;
   return PERF_OK;
+}
+
+int perf__batch_decode_stored(const uint8_t *data, size_t len, size_t max_decompressed,
+                              Perf__V1__Batch **out) {
+  static const uint8_t zstd_magic[4] = {0x28, 0xb5, 0x2f, 0xfd};
+  if (!out) return PERF_E_INVALID_ARGUMENT;
+  *out = NULL;
+  if (data && len >= sizeof zstd_magic && memcmp(data, zstd_magic, sizeof zstd_magic) == 0)
+    return perf__batch_decode(data, len, max_decompressed, out);
+  if (len > max_decompressed) return PERF_E_TRUNCATED;
+  return perf__batch_decode_uncompressed(data, len, out);
 }
 
 int perf__batch_decode_uncompressed(const uint8_t *data, size_t len, Perf__V1__Batch **out) {

@@ -35,4 +35,14 @@ int perf__batch_decompress(const uint8_t *data, size_t len, size_t max_decompres
 /* The same checks on an already serialized (uncompressed) Batch. */
 int perf__batch_decode_uncompressed(const uint8_t *data, size_t len, Perf__V1__Batch **out);
 
+/* A batch as the SDK keeps it on disk: one zstd frame (the http sink's
+   spool), or the serialized Batch itself (the file sink's batch records and
+   hang markers, never compressed: docs/protocol.md, "Batches at rest"),
+   told apart by zstd's frame magic (28 b5 2f fd; a serialized Batch starts
+   with a field tag, never 0x28). An uncompressed payload over
+   max_decompressed is PERF_E_TRUNCATED. The collector accepts zstd only
+   (perf__batch_decompress). */
+int perf__batch_decode_stored(const uint8_t *data, size_t len, size_t max_decompressed,
+                              Perf__V1__Batch **out);
+
 #endif

@@ -116,7 +116,7 @@ int main(int argc, char **argv) {
     EXPECT(err == PERF_OK, "%s: %s (%s)", path, perf_strerror(err), reason ? reason : "");
     if (err != PERF_OK) continue;
     Perf__V1__Batch *bt = NULL;
-    err = perf__batch_decode(payload, len, MAX_BATCH, &bt);
+    err = perf__batch_decode_stored(payload, len, MAX_BATCH, &bt);
     EXPECT(err == PERF_OK, "%s: not a batch: %s", path, perf_strerror(err));
     if (err == PERF_OK) {
       batches++;

@@ -315,7 +315,8 @@ static long marker_samples(const char *path) {
   size_t len = fread(data, 1, sizeof data, f);
   fclose(f);
   Perf__V1__Batch *bt = NULL;
-  CHECKF(perf__batch_decode(data, len, sizeof data, &bt) == PERF_OK, "%s: not a batch", path);
+  CHECKF(perf__batch_decode_stored(data, len, sizeof data, &bt) == PERF_OK, "%s: not a batch",
+         path);
   long good = 0;
   for (size_t i = 0; i < bt->events[0]->n_sample_stacks; i++)
     good += bt->events[0]->sample_stacks[i] != 0;

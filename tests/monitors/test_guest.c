@@ -194,7 +194,7 @@ typedef struct {
 /* The hang events of one batch payload (zstd protobuf). */
 static size_t batch_hangs(const uint8_t *payload, size_t len, batch_hang_t *out, size_t max) {
   Perf__V1__Batch *b = NULL;
-  CHECK_EQ_INT(perf__batch_decode(payload, len, 64u << 20, &b), PERF_OK);
+  CHECK_EQ_INT(perf__batch_decode_stored(payload, len, 64u << 20, &b), PERF_OK);
   size_t n = 0;
   for (size_t i = 0; i < b->n_events; i++) {
     if (b->events[i]->kind != PERF__V1__EVENT_KIND__EVENT_KIND_HANG || n >= max) continue;

@@ -9,6 +9,8 @@
  * mapped by the test itself). What is mapped is read from /proc/self/maps;
  * unloading is waited for with a deadline.
  */
+#include <dirent.h>
+#include <errno.h>
 #include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -87,6 +89,35 @@ static void capture_and_check(const char *report, int nth) {
          before);
 }
 
+/* The file sink's batch records in <report>.batches/ (after shutdown: every
+   batch closed): how many, and how many of them are zstd frames (none
+   should be: the file sink never compresses, so zstd's compressor never
+   runs in the app). The payload starts after the 64-byte spool header. */
+static int batches_compressed(const char *report, int *total) {
+  char dir[PATH_MAX + 16];
+  snprintf(dir, sizeof dir, "%s.batches", report);
+  DIR *d = opendir(dir);
+  CHECKF(d != NULL, "%s: %s", dir, strerror(errno));
+  int compressed = 0;
+  *total = 0;
+  for (struct dirent *de; (de = readdir(d)) != NULL;) {
+    size_t n = strlen(de->d_name);
+    if (n < 6 || strcmp(de->d_name + n - 6, ".batch") != 0) continue;
+    char path[PATH_MAX * 2];
+    snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+    FILE *f = fopen(path, "rb");
+    CHECK(f != NULL);
+    unsigned char head[68];
+    CHECK(fread(head, 1, sizeof head, f) == sizeof head);
+    fclose(f);
+    static const unsigned char zstd_magic[4] = {0x28, 0xb5, 0x2f, 0xfd};
+    compressed += memcmp(head + 64, zstd_magic, 4) == 0;
+    (*total)++;
+  }
+  closedir(d);
+  return compressed;
+}
+
 static void case_file_sink(void) {
   CHECKF(lazy_mapped() == NULL, "%s mapped before perf_sdk_init", lazy_mapped());
   char report[PATH_MAX];
@@ -100,6 +131,10 @@ static void case_file_sink(void) {
   capture_and_check(report, 2); /* loaded again, frames named again */
   wait_unloaded("after the second event");
   CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
+  int total = 0, compressed = batches_compressed(report, &total);
+  CHECK(total >= 1);
+  CHECKF(compressed == 0, "%d of the file sink's %d batch records are zstd frames", compressed,
+         total);
 }
 
 static void case_none_sink(void) {

@@ -43,7 +43,7 @@ typedef struct {
 
 static void add_batch(seen_t *s, const uint8_t *payload, size_t len) {
   Perf__V1__Batch *b = NULL;
-  CHECK_EQ_INT(perf__batch_decode(payload, len, 64u << 20, &b), PERF_OK);
+  CHECK_EQ_INT(perf__batch_decode_stored(payload, len, 64u << 20, &b), PERF_OK);
   s->batches++;
   for (size_t i = 0; i < b->n_events; i++)
     if (b->events[i]->kind == PERF__V1__EVENT_KIND__EVENT_KIND_HANG) s->hangs++;

@@ -751,7 +751,8 @@ static long marker_samples(const char *path) {
   size_t len = fread(data, 1, sizeof data, f);
   fclose(f);
   Perf__V1__Batch *bt = NULL;
-  CHECKF(perf__batch_decode(data, len, sizeof data, &bt) == PERF_OK, "%s: not a batch", path);
+  CHECKF(perf__batch_decode_stored(data, len, sizeof data, &bt) == PERF_OK, "%s: not a batch",
+         path);
   CHECK_EQ_INT(bt->n_events, 1);
   const Perf__V1__Event *e = bt->events[0];
   long good = 0;

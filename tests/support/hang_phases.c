@@ -128,7 +128,7 @@ const Perf__V1__Event *hang_phases_read_event(const char *sink, Perf__V1__Batch 
     const char *reason = NULL;
     CHECKF(perf__spool_read_file(path, NULL, NULL, &payload, &len, &reason) == PERF_OK, "%s: %s",
            path, reason ? reason : "?");
-    CHECK_EQ_INT(perf__batch_decode(payload, len, 64u << 20, bt), PERF_OK);
+    CHECK_EQ_INT(perf__batch_decode_stored(payload, len, 64u << 20, bt), PERF_OK);
     free(payload);
     for (size_t i = 0; i < (*bt)->n_events && !hang; i++)
       if ((*bt)->events[i]->kind == PERF__V1__EVENT_KIND__EVENT_KIND_HANG) hang = (*bt)->events[i];

@@ -1180,12 +1180,54 @@ static void case_loop_stats(void) {
   perf__batch_free(b);
 }
 
+/* A batch at rest (perf__batch_decode_stored): a zstd frame and the same
+   batch uncompressed (the file sink's records, hang markers) both decode
+   to the same batch; an uncompressed one over the cap is refused as
+   truncated, random bytes as invalid; perf__batch_decode (the collector's
+   zstd-only path) refuses the uncompressed one. */
+static void case_decode_stored(void) {
+  perf__modules_t *mods = perf__modules_acquire();
+  uint8_t *payload[2] = {NULL, NULL};
+  size_t len[2] = {0, 0};
+  for (int raw = 0; raw < 2; raw++) {
+    perf__event_t *ev = scenario_event(mods);
+    perf__batch_builder_t *b = new_builder(0, true, raw == 1);
+    CHECK_EQ_INT(add_event(b, ev), PERF_OK);
+    CHECK_EQ_INT(perf__batch_finish(b, NULL, &payload[raw], &len[raw], NULL), PERF_OK);
+    perf__batch_free(b);
+    perf__event_free(ev);
+  }
+  static const uint8_t zstd_magic[4] = {0x28, 0xb5, 0x2f, 0xfd};
+  CHECK(memcmp(payload[0], zstd_magic, 4) == 0 && memcmp(payload[1], zstd_magic, 4) != 0);
+  Perf__V1__Batch *bt[2] = {NULL, NULL};
+  for (int raw = 0; raw < 2; raw++) {
+    CHECK_EQ_INT(perf__batch_decode_stored(payload[raw], len[raw], DECODE_CAP, &bt[raw]), PERF_OK);
+    CHECK_EQ_INT(bt[raw]->n_events, 1);
+    CHECK_EQ_INT(bt[raw]->events[0]->n_sample_stacks, 300);
+  }
+  CHECK_EQ_INT(bt[0]->sequence, bt[1]->sequence);
+  for (int raw = 0; raw < 2; raw++)
+    perf__v1__batch__free_unpacked(bt[raw], NULL);
+  Perf__V1__Batch *none = NULL;
+  CHECK_EQ_INT(perf__batch_decode_stored(payload[1], len[1], len[1] - 1, &none), PERF_E_TRUNCATED);
+  CHECK_EQ_INT(perf__batch_decode(payload[1], len[1], DECODE_CAP, &none), PERF_E_INVALID_ARGUMENT);
+  uint8_t junk[64];
+  for (size_t i = 0; i < sizeof junk; i++)
+    junk[i] = (uint8_t)(0xff - i);
+  CHECK_EQ_INT(perf__batch_decode_stored(junk, sizeof junk, DECODE_CAP, &none),
+               PERF_E_INVALID_ARGUMENT);
+  CHECK(none == NULL);
+  free(payload[0]);
+  free(payload[1]);
+  perf__modules_release(mods);
+}
+
 static const test_case_t g_cases[] = {
     TEST_CASE(roundtrip),       TEST_CASE(dedup_across_events), TEST_CASE(max_bytes),
     TEST_CASE(oversized_event), TEST_CASE(symbolize_off),       TEST_CASE(fatal_hang_copy),
     TEST_CASE(reuse),           TEST_CASE(zstd_bomb),           TEST_CASE(garbage),
     TEST_CASE(protoc_decode),   TEST_CASE(alloc_failures),      TEST_CASE(cpu_weights),
-    TEST_CASE(loop_stats),
+    TEST_CASE(loop_stats),      TEST_CASE(decode_stored),
 };
 
 int main(int argc, char **argv) {

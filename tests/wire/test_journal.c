@@ -100,7 +100,7 @@ typedef struct delivered_s {
 
 static void count_batch(delivered_t *d, const uint8_t *payload, size_t len) {
   Perf__V1__Batch *b = NULL;
-  CHECK_EQ_INT(perf__batch_decode(payload, len, DECODE_MAX, &b), PERF_OK);
+  CHECK_EQ_INT(perf__batch_decode_stored(payload, len, DECODE_MAX, &b), PERF_OK);
   CHECK_EQ_INT(b->batch_id.len, 16);
   for (size_t i = 0; i < d->batches; i++)
     if (memcmp(d->ids[i], b->batch_id.data, 16) == 0) {
