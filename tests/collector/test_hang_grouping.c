@@ -179,8 +179,10 @@ static json_int_t value_of(json_t *node) {
 
 /* How many of the events of the group had a majority key of their own
    that differs from the group's (the occurrences the stable-key rule
-   kept together), from each event's stacks. */
-static size_t keys_off_group(const collector_t *c, json_t *group_frames) {
+   kept together), from each event's stacks. With `print`, each event's
+   id, key (innermost frame, length) and samples go to stderr (to diagnose
+   a split). */
+static size_t keys_off_group(const collector_t *c, json_t *group_frames, bool print) {
   long status;
   json_t *list = get_json(c, "/api/v1/events?kind=hang&limit=1000", &status);
   CHECK_EQ_INT(status, 200);
@@ -213,6 +215,14 @@ static size_t keys_off_group(const collector_t *c, json_t *group_frames) {
     CHECK(key != NULL);
     perf__hang_samples_t h = {named, samples, n};
     perf__hang_key(&h, key, max, &len);
+    if (print) {
+      uint64_t total = 0;
+      for (size_t i = 0; i < n; i++)
+        total += samples[i];
+      fprintf(stderr, "event %lld: key %s (%zu frames), %llu samples in %zu stacks\n",
+              (long long)json_integer_value(json_object_get(json_array_get(events, e), "id")),
+              len ? key[0] : "-", len, (unsigned long long)total, n);
+    }
     bool same = len == json_array_size(group_frames);
     for (size_t k = 0; same && k < len; k++)
       same = strcmp(key[k], json_string_value(json_array_get(group_frames, k))) == 0;
@@ -250,6 +260,8 @@ static void case_repeated_hang(void) {
   fprintf(stderr, "spin %u\n", work);
   for (size_t i = 0; json_array_size(stacks) != 1 && i < json_array_size(stacks); i++)
     print_group_flame(&c, json_array_get(stacks, i));
+  if (json_array_size(stacks) != 1) /* which hang opened the second group, and with what */
+    keys_off_group(&c, json_object_get(json_array_get(stacks, 0), "frames"), true);
   CHECK_EQ_INT(json_array_size(stacks), 1);
   json_t *g = json_array_get(stacks, 0);
   CHECK_EQ_INT(json_integer_value(json_object_get(g, "events")), REPEATS);
@@ -296,7 +308,7 @@ static void case_repeated_hang(void) {
   CHECK(in_now > 0 && in_now < in_loop);          /* ... some of it in now_ms */
   json_t *at_spin = flame_child(at_loop, "spin"); /* a frame of its own at -O0 */
   CHECK(in_loop - kids + (at_spin ? value_of(at_spin) : 0) > 0); /* ... some in busy_loop itself */
-  size_t off = keys_off_group(&c, frames);
+  size_t off = keys_off_group(&c, frames, false);
   fprintf(stderr, "%zu of %d hangs had a majority key of their own other than the group's frames\n",
           off, REPEATS);
   free(down);
