@@ -219,9 +219,15 @@ static size_t keys_off_group(const collector_t *c, json_t *group_frames, bool pr
       uint64_t total = 0;
       for (size_t i = 0; i < n; i++)
         total += samples[i];
-      fprintf(stderr, "event %lld: key %s (%zu frames), %llu samples in %zu stacks\n",
-              (long long)json_integer_value(json_object_get(json_array_get(events, e), "id")),
-              len ? key[0] : "-", len, (unsigned long long)total, n);
+      json_t *ev = json_array_get(events, e);
+      fprintf(stderr, "event %lld: group %s, key %s (%zu frames), %llu samples in %zu stacks\n",
+              (long long)json_integer_value(json_object_get(ev, "id")),
+              json_string_value(json_object_get(ev, "group")), len ? key[0] : "-", len,
+              (unsigned long long)total, n);
+      for (size_t i = 0; i < n; i++) /* innermost three frames of each stack */
+        fprintf(stderr, "  %llu x %s < %s < %s\n", (unsigned long long)samples[i],
+                named[i].depth > 0 ? names[i][0] : "-", named[i].depth > 1 ? names[i][1] : "-",
+                named[i].depth > 2 ? names[i][2] : "-");
     }
     bool same = len == json_array_size(group_frames);
     for (size_t k = 0; same && k < len; k++)
