@@ -13,6 +13,7 @@
 
 #include "perf_sdk.h"
 #include "sdk/base/clock.h"
+#include "sdk/base/le.h"
 
 #define MAGIC 0x31505550u /* "PUP1" */
 #define HEADER_BYTES 16
@@ -20,8 +21,6 @@
 static int wait_ready(int fd, short events, int wake_fd, int64_t deadline_ns);
 static int send_all(int fd, const void *data, size_t len, int wake_fd, int64_t deadline_ns);
 static int recv_all(int fd, void *data, size_t len, int wake_fd, int64_t deadline_ns);
-static void put32(uint32_t v, uint8_t *out);
-static uint32_t get32(const uint8_t *in);
 
 int perf__helper_send(int fd, uint32_t type, const perf__helper_field_t *fields, size_t n,
                       int wake_fd, int64_t deadline_ns) {
@@ -33,13 +32,13 @@ int perf__helper_send(int fd, uint32_t type, const perf__helper_field_t *fields,
     return PERF_E_SYSTEM;
   }
   uint8_t header[HEADER_BYTES];
-  put32(MAGIC, header);
-  put32(type, header + 4);
-  perf__helper_u64_put(payload, header + 8);
+  perf__le_put(header, MAGIC, 4);
+  perf__le_put(header + 4, type, 4);
+  perf__le_put(header + 8, payload, 8);
   int err = send_all(fd, header, sizeof header, wake_fd, deadline_ns);
   for (size_t i = 0; !err && i < n; i++) {
     uint8_t len[4];
-    put32((uint32_t)fields[i].len, len);
+    perf__le_put(len, (uint32_t)fields[i].len, 4);
     err = send_all(fd, len, sizeof len, wake_fd, deadline_ns);
     if (!err) err = send_all(fd, fields[i].data, fields[i].len, wake_fd, deadline_ns);
   }
@@ -53,12 +52,12 @@ int perf__helper_recv(int fd, uint32_t *type, uint8_t **payload, perf__helper_fi
   uint8_t header[HEADER_BYTES];
   int err = recv_all(fd, header, sizeof header, wake_fd, deadline_ns);
   if (err) return err;
-  uint64_t len = perf__helper_u64_get(&(perf__helper_field_t){header + 8, 8});
-  if (get32(header) != MAGIC || len > PERF__HELPER_FRAME_MAX) {
+  uint64_t len = perf__le_get(header + 8, 8);
+  if ((uint32_t)perf__le_get(header, 4) != MAGIC || len > PERF__HELPER_FRAME_MAX) {
     errno = EPROTO;
     return PERF_E_SYSTEM;
   }
-  *type = get32(header + 4);
+  *type = (uint32_t)perf__le_get(header + 4, 4);
   if (len == 0) return PERF_OK;
   uint8_t *buf = malloc((size_t)len);
   if (!buf) return PERF_E_NO_MEMORY;
@@ -66,7 +65,7 @@ int perf__helper_recv(int fd, uint32_t *type, uint8_t **payload, perf__helper_fi
   /* The fields must fill the payload exactly. */
   size_t at = 0;
   while (!err && at < len) {
-    uint32_t flen = len - at >= 4 ? get32(buf + at) : UINT32_MAX;
+    uint32_t flen = len - at >= 4 ? (uint32_t)perf__le_get(buf + at, 4) : UINT32_MAX;
     if (*n == PERF__HELPER_FIELDS_MAX || flen > len - at - 4) {
       errno = EPROTO;
       err = PERF_E_SYSTEM;
@@ -84,18 +83,14 @@ int perf__helper_recv(int fd, uint32_t *type, uint8_t **payload, perf__helper_fi
   return PERF_OK;
 }
 
-void perf__helper_u64_put(uint64_t v, uint8_t out[8]) {
-  for (int i = 0; i < 8; i++)
-    out[i] = (uint8_t)(v >> (8 * i));
+uint64_t perf__helper_u64_get(const perf__helper_field_t *f) {
+  return f->len == 8 ? perf__le_get(f->data, 8) : 0;
 }
 
-uint64_t perf__helper_u64_get(const perf__helper_field_t *f) {
-  if (f->len != 8) return 0;
-  const uint8_t *in = f->data;
-  uint64_t v = 0;
-  for (int i = 0; i < 8; i++)
-    v |= (uint64_t)in[i] << (8 * i);
-  return v;
+void perf__helper_text(const perf__helper_field_t *f, char *buf, size_t cap) {
+  size_t n = f->len < cap - 1 ? f->len : cap - 1;
+  memcpy(buf, f->data, n);
+  buf[n] = '\0';
 }
 
 /* Until fd is ready for `events`: 0, PERF_E_TIMEOUT, PERF_E_BUSY (woken)
@@ -147,13 +142,4 @@ static int recv_all(int fd, void *data, size_t len, int wake_fd, int64_t deadlin
     len -= (size_t)r;
   }
   return PERF_OK;
-}
-
-static void put32(uint32_t v, uint8_t *out) {
-  for (int i = 0; i < 4; i++)
-    out[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t get32(const uint8_t *in) {
-  return (uint32_t)in[0] | (uint32_t)in[1] << 8 | (uint32_t)in[2] << 16 | (uint32_t)in[3] << 24;
 }

@@ -46,8 +46,11 @@ int perf__helper_send(int fd, uint32_t type, const perf__helper_field_t *fields,
 int perf__helper_recv(int fd, uint32_t *type, uint8_t **payload, perf__helper_field_t *fields,
                       size_t *n, int wake_fd, int64_t deadline_ns);
 
-/* A number as a field's 8 bytes, and back (0 for a field of another size). */
-void perf__helper_u64_put(uint64_t v, uint8_t out[8]);
+/* A number field's value (its 8 bytes written with perf__le_put, sdk/base/le.h),
+   0 for a field of another size. */
 uint64_t perf__helper_u64_get(const perf__helper_field_t *f);
+
+/* A text field into buf as a C string, cut to cap - 1 bytes. */
+void perf__helper_text(const perf__helper_field_t *f, char *buf, size_t cap);
 
 #endif

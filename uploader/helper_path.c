@@ -25,8 +25,9 @@ static bool executable(const char *path) {
 int perf__upload_helper_find(const char *configured, char *out, size_t out_len) {
   if (configured) {
     if (!*configured || strcmp(configured, "off") == 0) return PERF_E_UNSUPPORTED;
-    if ((size_t)snprintf(out, out_len, "%s", configured) >= out_len || !executable(out)) {
-      int e = errno;
+    bool fits = (size_t)snprintf(out, out_len, "%s", configured) < out_len;
+    if (!fits || !executable(out)) {
+      int e = fits ? errno : ENAMETOOLONG;
       PERF__FAIL(PERF_E_INVALID_CONFIG, "upload_helper: %s is not an executable file: %s",
                  configured, strerror(e));
     }

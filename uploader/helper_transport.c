@@ -38,6 +38,7 @@
 
 #include "perf_sdk.h"
 #include "sdk/base/clock.h"
+#include "sdk/base/le.h"
 #include "sdk/base/log.h"
 #include "sdk/base/owned_fds.h"
 #include "uploader/helper_frame.h"
@@ -75,7 +76,6 @@ static int start_helper(helper_t *h, char *why, size_t why_len);
 static void end_helper(helper_t *h);
 static int exchange(helper_t *h, const perf__http_request_t *req, perf__http_response_t *resp,
                     int *rc);
-static void copy_text(char *dst, size_t cap, const perf__helper_field_t *f);
 static bool spawn_failure_lasts(int e);
 
 int perf__helper_transport_new(const perf__curl_options_t *opts, const char *helper_path,
@@ -224,9 +224,9 @@ static int start_helper(helper_t *h, char *why, size_t why_len) {
   h->sock = sv[0];
   h->started++;
   uint8_t nums[3][8];
-  perf__helper_u64_put((uint64_t)h->opts.connect_timeout_ms, nums[0]);
-  perf__helper_u64_put((uint64_t)h->opts.timeout_ms, nums[1]);
-  perf__helper_u64_put(h->opts.verify_tls ? 1 : 0, nums[2]);
+  perf__le_put(nums[0], (uint64_t)h->opts.connect_timeout_ms, 8);
+  perf__le_put(nums[1], (uint64_t)h->opts.timeout_ms, 8);
+  perf__le_put(nums[2], h->opts.verify_tls ? 1 : 0, 8);
   const char *ca = h->opts.ca_bundle ? h->opts.ca_bundle : "";
   perf__helper_field_t hello[] = {{nums[0], 8}, {nums[1], 8}, {nums[2], 8}, {ca, strlen(ca)}};
   err = perf__helper_send(h->sock, PERF__HELPER_HELLO, hello, 4, h->wake_fd,
@@ -280,8 +280,8 @@ static int exchange(helper_t *h, const perf__http_request_t *req, perf__http_res
   if (!err) {
     *rc = (int)(int64_t)perf__helper_u64_get(&got[0]);
     resp->status = (long)perf__helper_u64_get(&got[1]);
-    copy_text(resp->retry_after, sizeof resp->retry_after, &got[2]);
-    copy_text(resp->reason, sizeof resp->reason, &got[3]);
+    perf__helper_text(&got[2], resp->retry_after, sizeof resp->retry_after);
+    perf__helper_text(&got[3], resp->reason, sizeof resp->reason);
   }
   int e = errno;
   free(payload);
@@ -293,10 +293,4 @@ static int exchange(helper_t *h, const perf__http_request_t *req, perf__http_res
    process: anything but a passing shortage of processes or memory. */
 static bool spawn_failure_lasts(int e) {
   return e != EAGAIN && e != ENOMEM && e != EINTR;
-}
-
-static void copy_text(char *dst, size_t cap, const perf__helper_field_t *f) {
-  size_t n = f->len < cap - 1 ? f->len : cap - 1;
-  memcpy(dst, f->data, n);
-  dst[n] = '\0';
 }

@@ -24,6 +24,7 @@
 
 #include "perf_sdk.h"
 #include "sdk/base/clock.h"
+#include "sdk/base/le.h"
 #include "uploader/helper_frame.h"
 #include "uploader/transport.h"
 
@@ -32,7 +33,6 @@
 
 static int answer(int rc, const perf__http_response_t *resp);
 static void *watch_hangup(void *arg);
-static void text_field(const perf__helper_field_t *f, char *buf, size_t cap);
 
 int main(int argc, char **argv) {
   sigset_t none;
@@ -53,7 +53,7 @@ int main(int argc, char **argv) {
       type != PERF__HELPER_HELLO || n != 4)
     return 3;
   char ca[4096];
-  text_field(&f[3], ca, sizeof ca);
+  perf__helper_text(&f[3], ca, sizeof ca);
   perf__curl_options_t opts = {(long)perf__helper_u64_get(&f[0]), (long)perf__helper_u64_get(&f[1]),
                                perf__helper_u64_get(&f[2]) != 0, ca[0] ? ca : NULL};
   free(hello);
@@ -68,9 +68,9 @@ int main(int argc, char **argv) {
       break;
     }
     char url[4096], key[4096], id[64];
-    text_field(&f[0], url, sizeof url);
-    text_field(&f[2], key, sizeof key);
-    text_field(&f[3], id, sizeof id);
+    perf__helper_text(&f[0], url, sizeof url);
+    perf__helper_text(&f[2], key, sizeof key);
+    perf__helper_text(&f[3], id, sizeof id);
     bool has_key = *(const uint8_t *)f[1].data != 0;
     perf__http_request_t req = {url, has_key ? key : NULL, id, f[4].data, f[4].len};
     perf__http_response_t resp;
@@ -99,17 +99,11 @@ static void *watch_hangup(void *arg) {
 
 static int answer(int rc, const perf__http_response_t *resp) {
   uint8_t code[8], status[8];
-  perf__helper_u64_put((uint64_t)(int64_t)rc, code);
-  perf__helper_u64_put((uint64_t)resp->status, status);
+  perf__le_put(code, (uint64_t)(int64_t)rc, 8);
+  perf__le_put(status, (uint64_t)resp->status, 8);
   perf__helper_field_t f[] = {{code, 8},
                               {status, 8},
                               {resp->retry_after, strlen(resp->retry_after)},
                               {resp->reason, strlen(resp->reason)}};
   return perf__helper_send(SOCK, PERF__HELPER_RESPONSE, f, 4, -1, -1);
-}
-
-static void text_field(const perf__helper_field_t *f, char *buf, size_t cap) {
-  size_t n = f->len < cap - 1 ? f->len : cap - 1;
-  memcpy(buf, f->data, n);
-  buf[n] = '\0';
 }

@@ -229,7 +229,10 @@ static int capture_shot(perf__modules_t *mods, perf__sampler_shot_t *shot) {
     if (!perf__modules_compile_rules(mods, shot->pcs[shot->count - 1])) break;
     err = capture_once(mods, shot);
   }
-  if (shot->status == PERF__WALK_RULES_PENDING) shot->status = PERF__WALK_NO_RULE;
+  if (shot->status == PERF__WALK_RULES_PENDING) { /* out of rounds, or not compiled */
+    shot->status = PERF__WALK_NO_RULE;
+    if (shot->count > 1) shot->count--; /* maybe an unchecked candidate (unwind_rules.h) */
+  }
   shot->err = err;
   return err;
 }

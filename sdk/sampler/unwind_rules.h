@@ -132,7 +132,9 @@ typedef enum perf__walk_status_e {
   PERF__WALK_DEPTH = 4,
   /* The last pc written lies in a module whose rules are not compiled yet
      (perf__unwind_table_pending): the capturing thread compiles them
-     (perf__modules_compile_rules) and walks again. Never leaves the
+     (perf__modules_compile_rules) and walks again. That pc may be a
+     frame-pointer search's candidate not yet checked, not a frame: a
+     capture that runs out of rounds leaves it out. Never leaves the
      sampler. */
   PERF__WALK_RULES_PENDING = 5,
 } perf__walk_status_t;

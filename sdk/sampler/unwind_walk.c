@@ -3,7 +3,11 @@
  *
  * Runs inside the sampler's signal handler on the target thread, so it is
  * async-signal-safe: it only reads the immutable rule tables and the stack
- * window, every read checked against [current frame's sp, stack top). The
+ * window, every read checked against [current frame's sp, stack top). (The
+ * frame-pointer search of a walk that starts without rbp, a blocked
+ * thread's on the requesting thread and never in the handler, also reads
+ * the code around candidate return addresses, through process_vm_readv: a
+ * system call that fails where memory is gone.) The
  * unwind validator (tests/sampler/test_unwind_validate.c) runs the same
  * code over a copy of a ptrace-stopped process's stack.
  *

@@ -17,6 +17,7 @@
 #include "sdk/base/crc32c.h"
 #include "sdk/base/fileio.h"
 #include "sdk/base/hex.h"
+#include "sdk/base/le.h"
 #include "sdk/base/log.h"
 #include "sdk/base/owned_fds.h"
 
@@ -25,8 +26,6 @@
 
 static int open_journal(perf__journal_t *j);
 static bool parse_name(const char *name, uint8_t id[16]);
-static void put_u32(uint8_t *p, uint32_t v);
-static uint32_t get_u32(const uint8_t *p);
 
 int perf__journal_begin(perf__journal_t *j, const char *dir, const uint8_t id[16]) {
   char name[HEX_ID + sizeof PERF__JOURNAL_SUFFIX];
@@ -49,8 +48,8 @@ int perf__journal_append(perf__journal_t *j, const void *payload, size_t len) {
   if (j->fd < 0 || len == 0 || len > RECORD_MAX) return PERF_E_INVALID_ARGUMENT;
   uint8_t *rec = malloc(PERF__JOURNAL_RECORD_HEADER + len);
   if (!rec) return PERF_E_NO_MEMORY;
-  put_u32(rec, (uint32_t)len);
-  put_u32(rec + 4, perf__crc32c(0, payload, len));
+  perf__le_put(rec, (uint32_t)len, 4);
+  perf__le_put(rec + 4, perf__crc32c(0, payload, len), 4);
   memcpy(rec + PERF__JOURNAL_RECORD_HEADER, payload, len);
   size_t total = PERF__JOURNAL_RECORD_HEADER + len;
   ssize_t n;
@@ -115,10 +114,11 @@ int perf__journal_read(const char *path, uint64_t max_bytes, perf__journal_recor
   int err = PERF_OK;
   size_t pos = 0;
   while (!err && pos < got) {
-    uint32_t len = got - pos >= PERF__JOURNAL_RECORD_HEADER ? get_u32(data + pos) : 0;
-    bool whole =
-        len > 0 && got - pos - PERF__JOURNAL_RECORD_HEADER >= len &&
-        perf__crc32c(0, data + pos + PERF__JOURNAL_RECORD_HEADER, len) == get_u32(data + pos + 4);
+    uint32_t len =
+        got - pos >= PERF__JOURNAL_RECORD_HEADER ? (uint32_t)perf__le_get(data + pos, 4) : 0;
+    bool whole = len > 0 && got - pos - PERF__JOURNAL_RECORD_HEADER >= len &&
+                 perf__crc32c(0, data + pos + PERF__JOURNAL_RECORD_HEADER, len) ==
+                     (uint32_t)perf__le_get(data + pos + 4, 4);
     if (!whole) { /* torn: the writer died inside this record's write */
       *torn = 1;
       break;
@@ -159,13 +159,4 @@ static bool parse_name(const char *name, uint8_t id[16]) {
       strcmp(name + HEX_ID, PERF__JOURNAL_SUFFIX) != 0)
     return false;
   return perf__hex_decode(name, 16, id);
-}
-
-static void put_u32(uint8_t *p, uint32_t v) {
-  for (int i = 0; i < 4; i++)
-    p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t get_u32(const uint8_t *p) {
-  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }

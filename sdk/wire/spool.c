@@ -46,6 +46,7 @@
 #include "sdk/base/crc32c.h"
 #include "sdk/base/fileio.h"
 #include "sdk/base/hex.h"
+#include "sdk/base/le.h"
 #include "sdk/base/log.h"
 #include "sdk/base/owned_fds.h"
 #include "sdk/wire/journal.h"
@@ -151,8 +152,6 @@ static bool is_tmp_name(const char *name);
 static bool is_pid_name(const char *name);
 static int join(char *out, const char *dir, const char *name);
 static bool is_regular(const char *dir, const char *name);
-static void put_le(uint8_t *p, uint64_t v, int bytes);
-static uint64_t get_le(const uint8_t *p, int bytes);
 
 int perf__spool_open(const perf__spool_options_t *opt, perf__spool_t **out) {
   if (!out) return PERF_E_INVALID_ARGUMENT;
@@ -830,7 +829,7 @@ static int read_batch_fd(const perf__spool_io_t *io, uint64_t max_bytes, int fd,
   }
   if (r > 0)
     *bad = "torn";
-  else if (perf__crc32c(0, buf, len) != (uint32_t)get_le(h + 16, 4))
+  else if (perf__crc32c(0, buf, len) != (uint32_t)perf__le_get(h + 16, 4))
     *bad = "bad_crc";
   if (*bad)
     free(buf);
@@ -844,16 +843,16 @@ static const char *header_problem(const uint8_t *h, size_t have, uint64_t file_s
   if (file_size == 0) return "empty";
   if (memcmp(h, SPOOL_MAGIC, have < 4 ? have : 4) != 0) return "bad_magic";
   if (file_size < HDR) return "torn";
-  if (get_le(h + 4, 2) != SPOOL_VERSION) return "bad_version";
-  if (get_le(h + 6, 2) != HDR || (uint32_t)get_le(h + 60, 4) != perf__crc32c(0, h, 60))
+  if (perf__le_get(h + 4, 2) != SPOOL_VERSION) return "bad_version";
+  if (perf__le_get(h + 6, 2) != HDR || (uint32_t)perf__le_get(h + 60, 4) != perf__crc32c(0, h, 60))
     return "bad_header";
-  if (get_le(h + 8, 8) != file_size - HDR) return "bad_length";
+  if (perf__le_get(h + 8, 8) != file_size - HDR) return "bad_length";
   if (id && memcmp(h + 32, id, 16) != 0) return "bad_id";
   rec->seq = 0;
   rec->size = file_size;
-  rec->created_ns = (int64_t)get_le(h + 24, 8);
-  rec->boot_ns = (int64_t)get_le(h + 48, 8);
-  rec->boot_tag = (uint32_t)get_le(h + 56, 4);
+  rec->created_ns = (int64_t)perf__le_get(h + 24, 8);
+  rec->boot_ns = (int64_t)perf__le_get(h + 48, 8);
+  rec->boot_tag = (uint32_t)perf__le_get(h + 56, 4);
   memcpy(rec->id, h + 32, 16);
   return NULL;
 }
@@ -862,15 +861,15 @@ static void header_encode(uint8_t h[HDR], uint64_t len, uint32_t crc, int64_t cr
                           int64_t boot_ns, uint32_t boot_tag, const uint8_t id[16]) {
   memset(h, 0, HDR);
   memcpy(h, SPOOL_MAGIC, 4);
-  put_le(h + 4, SPOOL_VERSION, 2);
-  put_le(h + 6, HDR, 2);
-  put_le(h + 8, len, 8);
-  put_le(h + 16, crc, 4);
-  put_le(h + 24, (uint64_t)created_ns, 8);
+  perf__le_put(h + 4, SPOOL_VERSION, 2);
+  perf__le_put(h + 6, HDR, 2);
+  perf__le_put(h + 8, len, 8);
+  perf__le_put(h + 16, crc, 4);
+  perf__le_put(h + 24, (uint64_t)created_ns, 8);
   memcpy(h + 32, id, 16);
-  put_le(h + 48, (uint64_t)boot_ns, 8);
-  put_le(h + 56, boot_tag, 4);
-  put_le(h + 60, perf__crc32c(0, h, 60), 4);
+  perf__le_put(h + 48, (uint64_t)boot_ns, 8);
+  perf__le_put(h + 56, boot_tag, 4);
+  perf__le_put(h + 60, perf__crc32c(0, h, 60), 4);
 }
 
 /* This boot's tag: a CRC-32C of the kernel's boot id (never 0); 0 when it
@@ -1089,16 +1088,4 @@ static bool is_regular(const char *dir, const char *name) {
   char path[PATH_MAX];
   struct stat st;
   return join(path, dir, name) == 0 && lstat(path, &st) == 0 && S_ISREG(st.st_mode);
-}
-
-static void put_le(uint8_t *p, uint64_t v, int bytes) {
-  for (int i = 0; i < bytes; i++)
-    p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t get_le(const uint8_t *p, int bytes) {
-  uint64_t v = 0;
-  for (int i = 0; i < bytes; i++)
-    v |= (uint64_t)p[i] << (8 * i);
-  return v;
 }
