@@ -187,12 +187,15 @@ static void known_split(void) {
     CHECKF(k < IDLE_THREADS, "stack %zu of thread %d, not a worker:\n%s", i, s->thread, report);
     w_idle[k] += s->cpu_ms;
     /* A thread found waiting is not a CPU sample: what is left of the wait
-       is its way in and out of nanosleep while it runs. */
+       is its way in and out of nanosleep while it runs. Its loop's own few
+       instructions between the two calls (idle_main as frame 0) are CPU
+       too, and caught now and then. */
+    bool in_loop = s->syms.count > 0 && strcmp(s->syms.symbols[0], "idle_main") == 0;
     if (has_function(s, "idle_wait"))
       w_waiting += s->cpu_ms;
     else
-      CHECKF(has_function(s, "idle_work"), "idle stack %zu neither works nor waits:\n%s", i,
-             report);
+      CHECKF(has_function(s, "idle_work") || in_loop, "idle stack %zu neither works nor waits:\n%s",
+             i, report);
   }
   double truth = points(seventy, seventy + thirty), got = points(w_seventy, w_cycle);
   fprintf(stderr,
