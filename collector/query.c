@@ -1,8 +1,9 @@
 /*
  * query.c - GET /api/v1/top-stacks (see query.h): the store streams one row
- * per (group, event) - or per stack_count for cpu - ordered by group; the
- * groups are aggregated here (events, samples, durations for the mean and
- * the 95th percentile, first/last seen, distinct versions), sorted by
+ * per (group, version, label, duration bin), from the rollups or raw events
+ * (rollup.h), ordered by group; the groups are aggregated here (events,
+ * samples, durations for the mean, the bins for the 95th percentile,
+ * first/last seen, distinct versions, labels), sorted by
  * impact (hang: total_ms; cpu: samples) and written with jansson.
  */
 #include "query.h"
@@ -18,19 +19,25 @@
 #include <string.h>
 
 #include "frame_json.h"
+#include "rollup.h"
 #include "signature.h"
 
-#define MAX_LABELS 16 /* distinct labels counted per group; later ones are not shown */
+#define MAX_LABELS 16 /* labels shown per group: those with the most events */
+
+typedef struct seen_version_s {
+  char *name;
+  int64_t first_ns;
+} seen_version_t;
 
 typedef struct group_s {
   char *signature;
   json_t *frames;
-  json_t *versions; /* distinct, in the order first seen */
-  json_t *labels;   /* events per unit-of-work label (at most MAX_LABELS labels) */
+  seen_version_t *versions; /* distinct, with their earliest start */
+  size_t n_versions, cap_versions;
+  json_t *labels; /* events per unit-of-work label */
   uint64_t events, samples;
-  int64_t total_ns, first_ns, last_ns, last_event;
-  int64_t *durations; /* one per event */
-  size_t n_durations, cap_durations;
+  int64_t total_ns, first_ns, last_ns, max_ns;
+  rollup_hist_t hist; /* events per duration bin */
 } group_t;
 
 typedef struct agg_s {
@@ -42,9 +49,11 @@ typedef struct agg_s {
 static void group_free(group_t *g) {
   free(g->signature);
   json_decref(g->frames);
-  json_decref(g->versions);
+  for (size_t i = 0; i < g->n_versions; i++)
+    free(g->versions[i].name);
+  free(g->versions);
   json_decref(g->labels);
-  free(g->durations);
+  rollup_hist_free(&g->hist);
 }
 
 static group_t *new_group(agg_t *a, const store_top_row_t *row) {
@@ -59,7 +68,7 @@ static group_t *new_group(agg_t *a, const store_top_row_t *row) {
   memset(g, 0, sizeof *g);
   g->first_ns = INT64_MAX;
   g->last_ns = INT64_MIN;
-  g->last_event = -1;
+  g->max_ns = INT64_MIN;
   g->signature = strdup(row->group_sig);
   g->frames = json_loads(row->names_json, 0, NULL);
   /* A hang group shows the part of its key the majority of all its
@@ -68,19 +77,36 @@ static group_t *new_group(agg_t *a, const store_top_row_t *row) {
   for (size_t cut = row->majority_len && row->majority_len < n ? n - row->majority_len : 0; cut > 0;
        cut--)
     json_array_remove(g->frames, 0);
-  g->versions = json_array();
   g->labels = json_object();
   a->n++;
-  if (!g->signature || !g->frames || !json_is_array(g->frames) || !g->versions || !g->labels)
-    return NULL;
+  if (!g->signature || !g->frames || !json_is_array(g->frames) || !g->labels) return NULL;
   return g;
 }
 
-static bool has_version(const json_t *versions, const char *v) {
-  size_t i;
-  json_t *x;
-  json_array_foreach(versions, i, x) if (strcmp(json_string_value(x), v) == 0) return true;
-  return false;
+/* v seen from first_ns: a new version, or an earlier start of one. */
+static bool add_version(group_t *g, const char *v, int64_t first_ns) {
+  for (size_t i = 0; i < g->n_versions; i++)
+    if (strcmp(g->versions[i].name, v) == 0) {
+      if (first_ns < g->versions[i].first_ns) g->versions[i].first_ns = first_ns;
+      return true;
+    }
+  if (g->n_versions == g->cap_versions) {
+    size_t cap = g->cap_versions ? 2 * g->cap_versions : 4;
+    seen_version_t *grown = realloc(g->versions, cap * sizeof *grown);
+    if (!grown) return false;
+    g->versions = grown;
+    g->cap_versions = cap;
+  }
+  char *name = strdup(v);
+  if (!name) return false;
+  g->versions[g->n_versions++] = (seen_version_t){name, first_ns};
+  return true;
+}
+
+static bool add_label(group_t *g, const char *label, uint64_t events) {
+  json_t *n = json_object_get(g->labels, label);
+  if (n) return json_integer_set(n, json_integer_value(n) + (json_int_t)events) == 0;
+  return json_object_set_new(g->labels, label, json_integer((json_int_t)events)) == 0;
 }
 
 static int on_row(const store_top_row_t *row, void *user) {
@@ -89,37 +115,17 @@ static int on_row(const store_top_row_t *row, void *user) {
   if (!g || strcmp(g->signature, row->group_sig) != 0) g = new_group(a, row);
   if (!g) return a->failed = true, 1;
   g->samples += row->samples;
-  if (row->event_id == g->last_event) return 0; /* cpu: another stack_count of that event */
-  g->last_event = row->event_id;
-  g->events++;
-  g->total_ns += row->duration_ns;
-  if (row->start_ns < g->first_ns) g->first_ns = row->start_ns;
-  if (row->start_ns > g->last_ns) g->last_ns = row->start_ns;
-  if (g->n_durations == g->cap_durations) {
-    size_t cap = g->cap_durations ? 2 * g->cap_durations : 8;
-    int64_t *grown = realloc(g->durations, cap * sizeof *grown);
-    if (!grown) return a->failed = true, 1;
-    g->durations = grown;
-    g->cap_durations = cap;
-  }
-  g->durations[g->n_durations++] = row->duration_ns;
-  if (row->version && !has_version(g->versions, row->version) &&
-      json_array_append_new(g->versions, json_string(row->version)) != 0)
+  g->events += row->events;
+  g->total_ns += row->total_ns;
+  if (row->first_ns < g->first_ns) g->first_ns = row->first_ns;
+  if (row->last_ns > g->last_ns) g->last_ns = row->last_ns;
+  if (row->max_ns > g->max_ns) g->max_ns = row->max_ns;
+  if (rollup_hist_add(&g->hist, row->dbin, row->events) != 0) return a->failed = true, 1;
+  if (row->version && row->version[0] && !add_version(g, row->version, row->first_ns))
     return a->failed = true, 1;
-  if (row->label && row->label[0]) {
-    json_t *n = json_object_get(g->labels, row->label);
-    if (n)
-      json_integer_set(n, json_integer_value(n) + 1);
-    else if (json_object_size(g->labels) < MAX_LABELS &&
-             json_object_set_new(g->labels, row->label, json_integer(1)) != 0)
-      return a->failed = true, 1;
-  }
+  if (row->label && row->label[0] && !add_label(g, row->label, row->events))
+    return a->failed = true, 1;
   return 0;
-}
-
-static int cmp_i64(const void *x, const void *y) {
-  int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
-  return (a > b) - (a < b);
 }
 
 static int cmp_impact_samples(const void *x, const void *y) {
@@ -140,20 +146,58 @@ static double ms(int64_t ns) {
   return (double)ns / 1e6;
 }
 
-/* Nearest rank: the smallest duration at or above 95 % of the events. */
-static int64_t p95(group_t *g) {
-  qsort(g->durations, g->n_durations, sizeof *g->durations, cmp_i64);
-  size_t rank = (95 * g->n_durations + 99) / 100;
-  return g->durations[rank ? rank - 1 : 0];
+/* Versions in the order first seen (earliest start), ties by name. */
+static int cmp_version(const void *x, const void *y) {
+  const seen_version_t *a = x, *b = y;
+  if (a->first_ns != b->first_ns) return a->first_ns < b->first_ns ? -1 : 1;
+  return strcmp(a->name, b->name);
+}
+
+static json_t *versions_json(group_t *g) {
+  if (g->n_versions > 1) qsort(g->versions, g->n_versions, sizeof *g->versions, cmp_version);
+  json_t *v = json_array();
+  for (size_t i = 0; v && i < g->n_versions; i++)
+    if (json_array_append_new(v, json_string(g->versions[i].name)) != 0) json_decref(v), v = NULL;
+  return v;
+}
+
+typedef struct label_count_s {
+  const char *name;
+  json_int_t events;
+} label_count_t;
+
+static int cmp_label(const void *x, const void *y) {
+  const label_count_t *a = x, *b = y;
+  if (a->events != b->events) return a->events > b->events ? -1 : 1;
+  return strcmp(a->name, b->name);
+}
+
+/* The MAX_LABELS labels with the most events, ties by name. */
+static json_t *labels_json(const group_t *g) {
+  size_t n = json_object_size(g->labels), i = 0;
+  if (n <= MAX_LABELS) return json_incref(g->labels);
+  label_count_t *all = malloc(n * sizeof *all);
+  json_t *out = all ? json_object() : NULL;
+  const char *key;
+  json_t *value;
+  json_object_foreach(g->labels, key, value) all[i++] =
+      (label_count_t){key, json_integer_value(value)};
+  if (out) qsort(all, n, sizeof *all, cmp_label);
+  for (i = 0; out && i < MAX_LABELS; i++)
+    if (json_object_set_new(out, all[i].name, json_integer(all[i].events)) != 0)
+      json_decref(out), out = NULL;
+  free(all);
+  return out;
 }
 
 static json_t *group_json(group_t *g) {
   json_t *o = json_pack(
-      "{s:s, s:O, s:I, s:I, s:f, s:f, s:f, s:I, s:I, s:O, s:O}", "signature", g->signature,
+      "{s:s, s:O, s:I, s:I, s:f, s:f, s:f, s:I, s:I, s:o, s:o}", "signature", g->signature,
       "frames", g->frames, "events", (json_int_t)g->events, "samples", (json_int_t)g->samples,
       "total_ms", ms(g->total_ns), "mean_ms", ms(g->total_ns) / (double)g->events, "p95_ms",
-      ms(p95(g)), "first_seen", (json_int_t)(g->first_ns / 1000000), "last_seen",
-      (json_int_t)(g->last_ns / 1000000), "versions", g->versions, "labels", g->labels);
+      ms(rollup_hist_p95(&g->hist, g->max_ns)), "first_seen", (json_int_t)(g->first_ns / 1000000),
+      "last_seen", (json_int_t)(g->last_ns / 1000000), "versions", versions_json(g), "labels",
+      labels_json(g));
   return o;
 }
 

@@ -174,12 +174,13 @@ typedef struct store_batch_s {
 #define STORE_MAX_TAG_FILTERS 4 /* tags a query may require at once */
 
 /* The rows the top-stacks aggregation (query.c) reads. kind "hang" takes
-   events of kind hang and fatal_hang, one row per event (its group_sig);
-   "cpu" one row per stack_count of a cpu event (its stack signature).
+   events of kind hang and fatal_hang, grouped by their group_sig; "cpu"
+   the stacks of cpu events, each its own group (an event counts once per
+   stack it sampled).
    Filters: NULL (app, version, environment, host) matches any; event
    start_ns within [from_ns, to_ns] (drops: the batch's received_ns); the
-   batch has every one of tags[0..n_tags) (key and value exactly). Rows
-   come ordered by group, then event id. */
+   batch has every one of tags[0..n_tags) (key and value exactly). Both
+   backends answer from their rollups (rollup.h) where q allows it. */
 typedef struct store_top_query_s {
   const char *kind;
   const char *app, *version, *environment, *host;
@@ -205,13 +206,19 @@ typedef struct store_loop_totals_s {
   uint64_t batches, hangs;
 } store_loop_totals_t;
 
+/* A part of a group's aggregate (top_rows): the events of one version and
+   one label whose durations fall in one bin (rollup.h), from the rollups
+   or from raw events. Rows come ordered by group. */
 typedef struct store_top_row_s {
-  const char *group_sig, *names_json, *version; /* version may be NULL */
-  int64_t event_id, start_ns, duration_ns;
-  uint64_t samples;
-  size_t majority_len; /* hang groups: the root frames of names_json the majority of the
-                          group's samples share (perf__group_majority_len); 0: all */
-  const char *label;   /* the event's unit-of-work label; NULL: none */
+  const char *group_sig, *names_json;
+  const char *version, *label; /* NULL or "": none */
+  size_t majority_len;         /* hang groups: the root frames of names_json the majority of
+                                  the group's samples share (perf__group_majority_len); 0: all */
+  uint64_t events, samples;
+  int64_t total_ns;          /* the events' durations summed */
+  int64_t first_ns, last_ns; /* the earliest and the latest start */
+  int64_t max_ns;            /* the longest duration */
+  int dbin;                  /* the durations' bin (rollup_dbin) */
 } store_top_row_t;
 
 /* Return non-zero to stop (the scan then fails with STORE_ERROR). */

@@ -22,7 +22,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
+#include "rollup_sql.h"
 #include "store_pg.h"
 
 #define PG_LOCK_MIGRATE 0x70657266000
@@ -74,6 +77,29 @@ static const char *const MIGRATIONS[] = {
        older SDKs): the count weighs its samples. Adds a column only: a
        collector at version 1 keeps working beside it. */
     "ALTER TABLE stack_counts ADD COLUMN cpu_us bigint;",
+    /* 3: rollups (rollup.h, rollup_sql.h), built from the rows stored so
+       far; the events' start index serves the rollups' edges. */
+    "CREATE FUNCTION perf_dbin(d bigint) RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE"
+    " AS $$ SELECT CASE WHEN d < 8 THEN greatest(d, 0)::integer"
+    " ELSE (8 * (length(ltrim(d::bit(64)::text, '0')) - 3)"
+    " + ((d >> (length(ltrim(d::bit(64)::text, '0')) - 4)) & 7))::integer END $$;"
+    "CREATE TABLE rollup_groups(bucket_ns bigint NOT NULL, app text COLLATE \"C\" NOT NULL,"
+    " version text COLLATE \"C\" NOT NULL, environment text COLLATE \"C\" NOT NULL,"
+    " kind text COLLATE \"C\" NOT NULL, group_sig text COLLATE \"C\" NOT NULL,"
+    " label text COLLATE \"C\" NOT NULL, dbin integer NOT NULL, shard integer NOT NULL,"
+    " events bigint NOT NULL, samples bigint NOT NULL, total_ns bigint NOT NULL,"
+    " first_ns bigint NOT NULL, last_ns bigint NOT NULL, max_ns bigint NOT NULL,"
+    " PRIMARY KEY(" ROLLUP_GROUP_COLS ", shard));"
+    "CREATE TABLE rollup_stacks(bucket_ns bigint NOT NULL, app text COLLATE \"C\" NOT NULL,"
+    " version text COLLATE \"C\" NOT NULL, environment text COLLATE \"C\" NOT NULL,"
+    " kind text COLLATE \"C\" NOT NULL, group_sig text COLLATE \"C\" NOT NULL,"
+    " stack_sig text COLLATE \"C\" NOT NULL, label text COLLATE \"C\" NOT NULL,"
+    " shard integer NOT NULL, samples bigint NOT NULL, wall_ns double precision NOT NULL,"
+    " first_ns bigint NOT NULL, last_end_ns bigint NOT NULL,"
+    " PRIMARY KEY(" ROLLUP_STACK_COLS
+    ", shard));" ROLLUP_GROUPS_HANG(", shard", ", 0", "events e", "true") ";" ROLLUP_GROUPS_CPU(
+        ", shard", ", 0", "events e", "true") ";" ROLLUP_STACKS(", shard", ", 0", "events e",
+                                                                "true") ";",
 };
 #define SCHEMA_VERSION ((int)(sizeof MIGRATIONS / sizeof MIGRATIONS[0]))
 _Static_assert(STORE_LOOP_BUCKETS == 9, "loop_stats has one column per bucket");
@@ -136,6 +162,7 @@ static int pg_open(const char *location, store_durability_t durability, store_t 
   pthread_mutex_init(&st->lock, NULL);
   pthread_mutex_init(&st->health_lock, NULL);
   st->durability = durability;
+  st->shard = (int)(((unsigned)getpid() ^ (unsigned)time(NULL)) % 64);
   st->conn = PQconnectdb(location);
   if (PQstatus(st->conn) != CONNECTION_OK) {
     fprintf(stderr, "perf-collector: postgresql connect: %s", PQerrorMessage(st->conn));
@@ -356,6 +383,7 @@ static int put_once(store_t *st, const store_batch_t *b) {
   rc = dup;
   if (rc == 0) rc = upsert_stacks_and_groups(st, b);
   if (rc == 0) rc = insert_events(st, b);
+  if (rc == 0) rc = pg_rollups_add_batch(st, b);
   if (rc == 0 && b->loop_stats) rc = insert_loop_stats(st, b);
   if (rc == 0) rc = pg_do(st, "COMMIT", NULL, "commit");
   if (rc == 0) return STORE_OK;
@@ -396,6 +424,12 @@ static const char *const DELETES[] = {
     "DELETE FROM groups WHERE last_seen < $1::bigint",
 };
 #define BATCHES_STEP 5
+/* The rollup buckets those deletes touch (rebuilt after them). */
+static const char MARK_OLD[] =
+    "INSERT INTO rollup_dirty(bucket_ns) SELECT DISTINCT " ROLLUP_BUCKET_OF(
+        "e.start_ns") " FROM events e JOIN batches b ON e.batch_id = b.id"
+                      " WHERE b.received_ns < $1::bigint AND e.start_ns IS NOT NULL ON CONFLICT DO "
+                      "NOTHING";
 
 /* One collector at a time (pg_try_advisory_xact_lock): another one
    running the job now makes this run a no-op. */
@@ -411,12 +445,17 @@ static int delete_locked(store_t *st, int64_t cutoff_ns, uint64_t *deleted) {
     return r ? STORE_OK : STORE_ERROR;
   }
   pg_int(&p, 1, cutoff_ns);
+  if (pg_rollups_mark(st, MARK_OLD, &p) != 0) {
+    pg_do(st, "ROLLBACK", NULL, "rollback");
+    return STORE_ERROR;
+  }
   for (size_t i = 0; i < sizeof DELETES / sizeof DELETES[0]; i++) {
     if (!(r = pg_run(st, DELETES[i], &p, "retention"))) break;
     if (i == BATCHES_STEP && deleted) *deleted = (uint64_t)strtoull(PQcmdTuples(r), NULL, 10);
     PQclear(r);
   }
-  if (r && pg_hang_groups_prune(st) == 0 && pg_do(st, "COMMIT", NULL, "commit") == 0)
+  if (r && pg_hang_groups_prune(st) == 0 && pg_rollups_rebuild(st) == 0 &&
+      pg_do(st, "COMMIT", NULL, "commit") == 0)
     return STORE_OK;
   pg_do(st, "ROLLBACK", NULL, "rollback");
   if (deleted) *deleted = 0;

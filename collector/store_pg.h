@@ -18,7 +18,7 @@
 
 #include "store.h"
 
-#define PG_MAX_PARAMS 24
+#define PG_MAX_PARAMS 28
 
 /* Advisory lock keys (pg_advisory_xact_lock / pg_try_advisory_xact_lock):
    one per job two collectors on one database must not run at once. */
@@ -45,6 +45,7 @@ struct store_s {
   const char *prepared[PG_MAX_PREPARED];
   int prepared_n[PG_MAX_PREPARED];
   int n_prepared;
+  int shard; /* this collector's rows of the rollups (store_pg_rollups.c) */
 };
 
 /* Statement parameters as text (NULL: SQL NULL), numbers formatted into
@@ -102,6 +103,14 @@ int pg_resymbolize(store_t *st, const char *needle, const store_renamer_t *r, ui
 int pg_hang_groups_assign(store_t *st, const store_hang_t *h, int64_t ns,
                           char sig[STORE_SIG_CHARS + 1]);
 int pg_hang_groups_prune(store_t *st);
+
+/* store_pg_rollups.c, inside the caller's transaction: batch b's events
+   rolled up (after they are inserted); the buckets of the events
+   events_sql (with p) inserts into the temporary table rollup_dirty
+   marked; the marked buckets made again from the raw rows. 0, or -1. */
+int pg_rollups_add_batch(store_t *st, const store_batch_t *b);
+int pg_rollups_mark(store_t *st, const char *events_sql, const pg_params_t *p);
+int pg_rollups_rebuild(store_t *st);
 
 /* store_pg_query.c */
 int pg_top_rows(store_t *st, const store_top_query_t *q, store_row_fn fn, void *user);

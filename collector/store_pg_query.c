@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "hang_group_cands.h"
+#include "rollup.h"
 #include "store_pg.h"
 
 #define TAG_FILTER(k, v)                                                                           \
@@ -37,33 +38,64 @@ _Static_assert(STORE_MAX_TAG_FILTERS == 4, "BATCH_FILTERS has one TAG_FILTER per
   " 'value', t.value) ORDER BY t.key, t.value), '[]'::jsonb) FROM batch_tags t"                    \
   " WHERE t.batch_id = b.id), e.label"
 
+/* Top-stacks and stack rows read the rollup buckets $20..$21 (rollup_plan)
+   and the raw events starting in $22..$23 and $24..$25: the same columns
+   either way, summed per group, version, label and duration bin. */
+#define ROLLUP_FILTERS                                                                             \
+  " AND r.bucket_ns >= $20::bigint AND r.bucket_ns <= $21::bigint"                                 \
+  " AND ($1::text IS NULL OR r.app = $1) AND ($2::text IS NULL OR r.version = $2)"                 \
+  " AND ($3::text IS NULL OR r.environment = $3) AND ($19::text IS NULL OR r.label = $19)"
+#define RAW_RANGE(lo, hi) " AND e.start_ns >= $" #lo "::bigint AND e.start_ns <= $" #hi "::bigint"
+#define TOP_SQL(kinds, raw, majority)                                                              \
+  "SELECT x.g, gr.frames, x.version, x.label, sum(x.events), sum(x.samples), sum(x.total_ns),"     \
+  " min(x.first_ns), max(x.last_ns), max(x.max_ns), x.dbin, " majority                             \
+  " FROM (SELECT r.group_sig AS g, r.version AS version, r.label AS label, r.dbin AS dbin,"        \
+  " r.events AS events, r.samples::numeric AS samples, r.total_ns AS total_ns,"                    \
+  " r.first_ns AS first_ns, r.last_ns AS last_ns, r.max_ns AS max_ns FROM rollup_groups r"         \
+  " WHERE " kinds ROLLUP_FILTERS " UNION ALL " raw ") x JOIN groups gr ON gr.signature = x.g"      \
+  " GROUP BY x.g, gr.frames, x.version, x.label, x.dbin ORDER BY x.g COLLATE \"C\""
+#define RAW_HANG(lo, hi)                                                                           \
+  "SELECT e.group_sig COLLATE \"C\", coalesce(b.version, '') COLLATE \"C\","                       \
+  " coalesce(e.label, '') COLLATE \"C\", perf_dbin(e.duration_ns),"                                \
+  " 1, (SELECT coalesce(sum(c.samples), 0) FROM stack_counts c WHERE c.event_id = e.id),"          \
+  " e.duration_ns, e.start_ns, e.start_ns, e.duration_ns FROM events e"                            \
+  " JOIN batches b ON b.id = e.batch_id WHERE e.kind IN ('hang', 'fatal_hang')"                    \
+  " AND e.group_sig IS NOT NULL" RAW_RANGE(lo, hi) TOP_FILTERS
+#define RAW_CPU(lo, hi)                                                                            \
+  "SELECT c.stack_sig, coalesce(b.version, '') COLLATE \"C\", coalesce(e.label, '') COLLATE "      \
+  "\"C\","                                                                                         \
+  " perf_dbin(e.duration_ns),"                                                                     \
+  " 1, sum(" WEIGHT(                                                                               \
+      "c") "), e.duration_ns, e.start_ns, e.start_ns, e.duration_ns FROM events e"                 \
+           " JOIN batches b ON b.id = e.batch_id JOIN stack_counts c ON c.event_id = e.id"         \
+           " WHERE e.kind = 'cpu'" RAW_RANGE(lo, hi) TOP_FILTERS                                   \
+      " GROUP BY e.id, c.stack_sig, b.version"
+#define RAW_STACK(lo, hi)                                                                          \
+  "SELECT c.stack_sig, " WEIGHT("c") ", " WEIGHT(                                                  \
+      "c") " * e.duration_ns::float8 /"                                                            \
+           " (SELECT sum(" WEIGHT(                                                                 \
+               "y") ") FROM stack_counts y WHERE y.event_id = e.id), e.start_ns,"                  \
+                    " e.start_ns + e.duration_ns FROM events e JOIN batches b ON b.id = "          \
+                    "e.batch_id"                                                                   \
+                    " JOIN stack_counts c ON c.event_id = e.id WHERE " KIND_FILTER                 \
+                    RAW_RANGE(lo, hi) TOP_FILTERS " AND ($8::text IS NULL OR e.group_sig = $8)"
+
 static const char TOP_HANG[] =
-    "SELECT e.group_sig, g.frames, b.version, e.id, e.start_ns, e.duration_ns,"
-    " (SELECT coalesce(sum(c.samples), 0) FROM stack_counts c WHERE c.event_id = e.id),"
-    " (SELECT p.samples FROM hang_group_path p WHERE p.group_sig = e.group_sig), e.label"
-    " FROM events e JOIN batches b ON b.id = e.batch_id JOIN groups g ON g.signature = e.group_sig"
-    " WHERE e.kind IN ('hang', 'fatal_hang')" TOP_FILTERS
-    " ORDER BY e.group_sig COLLATE \"C\", e.id";
+    TOP_SQL("r.kind IN ('hang', 'fatal_hang')", RAW_HANG(22, 23) " UNION ALL " RAW_HANG(24, 25),
+            "(SELECT p.samples FROM hang_group_path p WHERE p.group_sig = x.g)");
 static const char TOP_CPU[] =
-    "SELECT c.stack_sig, g.frames, b.version, e.id, e.start_ns, e.duration_ns, " WEIGHT(
-        "c") ","
-             " e.label"
-             " FROM stack_counts c JOIN events e ON e.id = c.event_id JOIN batches b ON b.id = "
-             "e.batch_id"
-             " JOIN groups g ON g.signature = c.stack_sig WHERE e.kind = 'cpu'" TOP_FILTERS
-             " ORDER BY c.stack_sig, e.id";
-static const char STACK_ROWS[] = "SELECT c.stack_sig, s.frames, sum(" WEIGHT(
-    "c") "),"
-         " coalesce(sum(" WEIGHT(
-             "c") " * e.duration_ns::float8 /"
-                  " (SELECT sum(" WEIGHT(
-                      "x") ") FROM stack_counts x WHERE x.event_id = e.id)), 0),"
-                           " min(e.start_ns), max(e.start_ns + e.duration_ns) FROM stack_counts c"
-                           " JOIN events e ON e.id = c.event_id JOIN batches b ON b.id = e.batch_id"
-                           " JOIN stacks s ON s.signature = c.stack_sig WHERE " KIND_FILTER
-                               TOP_FILTERS " AND ($8::text IS NULL OR e.group_sig = $8) GROUP BY "
-                           "c.stack_sig, s.frames"
-                           " ORDER BY 3 DESC, c.stack_sig";
+    TOP_SQL("r.kind = 'cpu'", RAW_CPU(22, 23) " UNION ALL " RAW_CPU(24, 25), "NULL::bytea");
+static const char STACK_ROWS[] =
+    "SELECT x.s, st.frames, sum(x.w), coalesce(sum(x.wall), 0), min(x.first), max(x.last_end)"
+    " FROM (SELECT r.stack_sig AS s, r.samples AS w, r.wall_ns AS wall, r.first_ns AS first,"
+    " r.last_end_ns AS last_end FROM rollup_stacks r"
+    " WHERE (r.kind = $6 OR ($6 = 'hang' AND r.kind = 'fatal_hang'))" ROLLUP_FILTERS
+    " AND ($8::text IS NULL OR r.group_sig = $8) UNION ALL " RAW_STACK(
+        22, 23) " UNION ALL " RAW_STACK(24, 25) ") x JOIN stacks st ON st.signature = x.s GROUP BY "
+                                                "x.s, st.frames"
+                                                " ORDER BY 3 DESC, x.s COLLATE \"C\"";
+static const char ANY_EVENT[] = "SELECT EXISTS (SELECT 1 FROM events WHERE start_ns >= $1::bigint"
+                                " AND start_ns <= $2::bigint)";
 static const char EVENT_ROWS[] =
     "SELECT " EVENT_COLUMNS " FROM events e JOIN batches b ON b.id = e.batch_id"
     " WHERE ($6::text IS NULL OR " KIND_FILTER ")" TOP_FILTERS
@@ -154,18 +186,20 @@ typedef struct cb_s {
 
 static int top_each(const PGresult *r, int i, void *ctx) {
   cb_t *cb = ctx;
-  store_top_row_t row = {pg_str(r, i, 0),
-                         pg_str(r, i, 1),
-                         pg_str(r, i, 2),
-                         pg_i64(r, i, 3),
-                         pg_i64(r, i, 4),
-                         pg_i64(r, i, 5),
-                         (uint64_t)pg_i64(r, i, 6),
-                         0,
-                         pg_str(r, i, cb->hang ? 8 : 7)};
-  if (cb->hang && !PQgetisnull(r, i, 7)) {
+  store_top_row_t row = {.group_sig = pg_str(r, i, 0),
+                         .names_json = pg_str(r, i, 1),
+                         .version = pg_str(r, i, 2),
+                         .label = pg_str(r, i, 3),
+                         .events = (uint64_t)pg_i64(r, i, 4),
+                         .samples = (uint64_t)pg_i64(r, i, 5),
+                         .total_ns = pg_i64(r, i, 6),
+                         .first_ns = pg_i64(r, i, 7),
+                         .last_ns = pg_i64(r, i, 8),
+                         .max_ns = pg_i64(r, i, 9),
+                         .dbin = (int)pg_i64(r, i, 10)};
+  if (cb->hang && !PQgetisnull(r, i, 11)) {
     size_t len = 0;
-    unsigned char *blob = PQunescapeBytea((const unsigned char *)PQgetvalue(r, i, 7), &len);
+    unsigned char *blob = PQunescapeBytea((const unsigned char *)PQgetvalue(r, i, 11), &len);
     row.majority_len = hang_groups_majority_len(blob, len);
     PQfreemem(blob);
   }
@@ -173,12 +207,44 @@ static int top_each(const PGresult *r, int i, void *ctx) {
   return ((store_row_fn)cb->fn)(&row, cb->user);
 }
 
+/* rollup_plan's probe: does an event start in [lo, hi]? The lock is held. */
+static int any_event(void *ctx, int64_t lo, int64_t hi) {
+  pg_params_t p = {0};
+  pg_int(&p, 1, lo);
+  pg_int(&p, 2, hi);
+  PGresult *r = pg_run(ctx, ANY_EVENT, &p, "rollup plan");
+  int any = r ? strcmp(PQgetvalue(r, 0, 0), "t") == 0 : -1;
+  PQclear(r);
+  return any;
+}
+
+/* Run sql (top-stacks or stack rows) with q's plan in $20..$25. */
+static int scan_planned(store_t *st, const char *sql, pg_params_t *p, const store_top_query_t *q,
+                        const char *what, row_each_fn each, void *ctx) {
+  pthread_mutex_lock(&st->lock);
+  rollup_plan_t plan;
+  rollup_plan(q, any_event, st, &plan);
+  pg_int(p, 20, plan.whole_lo);
+  pg_int(p, 21, plan.whole_hi);
+  for (int i = 0; i < 2; i++) {
+    pg_int(p, 22 + 2 * i, plan.raw[i][0]);
+    pg_int(p, 23 + 2 * i, plan.raw[i][1]);
+  }
+  PGresult *r = pg_run(st, sql, p, what);
+  int stopped = 0, n = r ? PQntuples(r) : 0;
+  for (int i = 0; !stopped && i < n; i++)
+    stopped = each(r, i, ctx);
+  PQclear(r);
+  pthread_mutex_unlock(&st->lock);
+  return r && !stopped ? STORE_OK : STORE_ERROR;
+}
+
 int pg_top_rows(store_t *st, const store_top_query_t *q, store_row_fn fn, void *user) {
   int hang = strcmp(q->kind, "cpu") != 0;
   pg_params_t p = {0};
   bind_filters(&p, q);
   cb_t cb = {(void *)fn, user, hang};
-  return scan(st, hang ? TOP_HANG : TOP_CPU, &p, "top rows", top_each, &cb);
+  return scan_planned(st, hang ? TOP_HANG : TOP_CPU, &p, q, "top rows", top_each, &cb);
 }
 
 static int stack_each(const PGresult *r, int i, void *ctx) {
@@ -195,7 +261,7 @@ int pg_stack_rows(store_t *st, const store_top_query_t *q, store_stack_row_fn fn
   bind_filters(&p, q);
   pg_text(&p, 8, q->group);
   cb_t cb = {(void *)fn, user, 0};
-  return scan(st, STACK_ROWS, &p, "stack rows", stack_each, &cb);
+  return scan_planned(st, STACK_ROWS, &p, q, "stack rows", stack_each, &cb);
 }
 
 static store_event_row_t event_row(const PGresult *r, int i) {

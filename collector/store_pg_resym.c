@@ -10,7 +10,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rollup_sql.h"
 #include "store_pg.h"
+
+/* The rollup buckets of the events a rename touched (rebuilt after it). */
+static const char MARK_RESYM[] =
+    "INSERT INTO rollup_dirty(bucket_ns) SELECT DISTINCT " ROLLUP_BUCKET_OF(
+        "e.start_ns") " FROM resym_events r JOIN events e ON e.id = r.id WHERE e.start_ns IS NOT "
+                      "NULL"
+                      " ON CONFLICT DO NOTHING";
 
 static const char *const TEMP[] = {
     "CREATE TEMP TABLE resym_events(id bigint PRIMARY KEY) ON COMMIT DROP",
@@ -181,6 +189,8 @@ static int resym_locked(store_t *st, const char *needle, const store_renamer_t *
                " AND NOT EXISTS (SELECT 1 FROM events e WHERE e.group_sig = g.signature)",
                NULL, "resymbolize");
   if (rc == 0 && *renamed) rc = pg_hang_groups_prune(st);
+  if (rc == 0 && *renamed) rc = pg_rollups_mark(st, MARK_RESYM, NULL);
+  if (rc == 0 && *renamed) rc = pg_rollups_rebuild(st);
   if (rc == 0) rc = pg_do(st, "COMMIT", NULL, "commit");
   if (rc == 0) return STORE_OK;
   pg_do(st, "ROLLBACK", NULL, "rollback");

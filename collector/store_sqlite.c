@@ -28,8 +28,10 @@
 
 #include "db_identity.h"
 #include "hang_group_cands.h"
+#include "rollup.h"
 #include "store.h"
 #include "store_hang_groups.h"
+#include "store_rollups.h"
 #include "store_states.h"
 
 #define BUSY_TIMEOUT_MS 5000
@@ -125,6 +127,44 @@ _Static_assert(STORE_MAX_TAG_FILTERS == 4, "BATCH_FILTERS has one TAG_FILTER per
   " b.environment, e.group_sig, (SELECT json_group_array(json_object('key', t.key, 'value',"       \
   " t.value)) FROM batch_tags t WHERE t.batch_id = b.id), e.label"
 
+/* Top-stacks and stack rows read the rollup buckets ?20..?21 (rollup_plan)
+   and the raw events starting in ?22..?23 and ?24..?25: the same columns
+   either way, summed per group, version, label and duration bin. */
+#define ROLLUP_FILTERS                                                                             \
+  " AND r.bucket_ns >= ?20 AND r.bucket_ns <= ?21 AND (?1 IS NULL OR r.app = ?1)"                  \
+  " AND (?2 IS NULL OR r.version = ?2) AND (?3 IS NULL OR r.environment = ?3)"                     \
+  " AND (?19 IS NULL OR r.label = ?19)"
+#define RAW_RANGE(lo, hi) " AND e.start_ns >= ?" #lo " AND e.start_ns <= ?" #hi
+#define TOP_SQL(kinds, raw, majority)                                                              \
+  "SELECT x.g, gr.frames, x.version, x.label, sum(x.events), sum(x.samples), sum(x.total_ns),"     \
+  " min(x.first_ns), max(x.last_ns), max(x.max_ns), x.dbin, " majority                             \
+  " FROM (SELECT r.group_sig AS g, r.version AS version, r.label AS label, r.dbin AS dbin,"        \
+  " r.events AS events, r.samples AS samples, r.total_ns AS total_ns, r.first_ns AS first_ns,"     \
+  " r.last_ns AS last_ns, r.max_ns AS max_ns FROM rollup_groups r WHERE " kinds ROLLUP_FILTERS     \
+  " UNION ALL " raw ") x JOIN groups gr ON gr.signature = x.g"                                     \
+  " GROUP BY x.g, x.version, x.label, x.dbin ORDER BY x.g"
+#define RAW_HANG(lo, hi)                                                                           \
+  "SELECT e.group_sig, coalesce(b.version, ''), coalesce(e.label, ''), perf_dbin(e.duration_ns),"  \
+  " 1, (SELECT coalesce(sum(c.samples), 0) FROM stack_counts c WHERE c.event_id = e.id),"          \
+  " e.duration_ns, e.start_ns, e.start_ns, e.duration_ns FROM events e"                            \
+  " JOIN batches b ON b.id = e.batch_id WHERE e.kind IN ('hang', 'fatal_hang')"                    \
+  " AND e.group_sig IS NOT NULL" RAW_RANGE(lo, hi) TOP_FILTERS
+#define RAW_CPU(lo, hi)                                                                            \
+  "SELECT c.stack_sig, coalesce(b.version, ''), coalesce(e.label, ''), perf_dbin(e.duration_ns),"  \
+  " 1, sum(" WEIGHT(                                                                               \
+      "c") "), e.duration_ns, e.start_ns, e.start_ns, e.duration_ns FROM events e"                 \
+           " JOIN batches b ON b.id = e.batch_id JOIN stack_counts c ON c.event_id = e.id"         \
+           " WHERE e.kind = 'cpu'" RAW_RANGE(lo, hi) TOP_FILTERS " GROUP BY e.id, c.stack_sig"
+#define RAW_STACK(lo, hi)                                                                          \
+  "SELECT c.stack_sig, " WEIGHT("c") ", " WEIGHT(                                                  \
+      "c") " * CAST(e.duration_ns AS REAL) /"                                                      \
+           " (SELECT sum(" WEIGHT(                                                                 \
+               "y") ") FROM stack_counts y WHERE y.event_id = e.id), e.start_ns,"                  \
+                    " e.start_ns + e.duration_ns FROM events e JOIN batches b ON b.id = "          \
+                    "e.batch_id"                                                                   \
+                    " JOIN stack_counts c ON c.event_id = e.id WHERE " KIND_FILTER                 \
+                    RAW_RANGE(lo, hi) TOP_FILTERS " AND (?8 IS NULL OR e.group_sig = ?8)"
+
 enum stmt_id {
   ST_BEGIN,
   ST_COMMIT,
@@ -155,6 +195,7 @@ enum stmt_id {
   ST_DELETE_LOOP,
   ST_LOOP_SUMS,
   ST_HANG_COUNT,
+  ST_ANY_EVENT,
   ST_COUNT
 };
 
@@ -190,33 +231,18 @@ static const char *const STMT_SQL[ST_COUNT] = {
                         " last_seen = max(last_seen, excluded.last_seen)",
     [ST_DELETE_GROUPS] = "DELETE FROM groups WHERE last_seen < ?1",
     [ST_TOP_HANG] =
-        "SELECT e.group_sig, g.frames, b.version, e.id, e.start_ns, e.duration_ns,"
-        " (SELECT coalesce(sum(c.samples), 0) FROM stack_counts c"
-        " WHERE c.event_id = e.id),"
-        " (SELECT p.samples FROM hang_group_path p WHERE p.group_sig = e.group_sig), e.label"
-        " FROM events e JOIN batches b ON b.id = e.batch_id"
-        " JOIN groups g ON g.signature = e.group_sig"
-        " WHERE e.kind IN ('hang', 'fatal_hang')" TOP_FILTERS " ORDER BY e.group_sig, e.id",
-    [ST_TOP_CPU] =
-        "SELECT c.stack_sig, g.frames, b.version, e.id, e.start_ns, e.duration_ns,"
-        " " WEIGHT(
-            "c") ", e.label FROM stack_counts c JOIN events e ON e.id = c.event_id"
-                 " JOIN batches b ON b.id = e.batch_id JOIN groups g ON g.signature = c.stack_sig"
-                 " WHERE e.kind = 'cpu'" TOP_FILTERS " ORDER BY c.stack_sig, e.id",
-    [ST_STACK_ROWS] = "SELECT c.stack_sig, s.frames, sum(" WEIGHT(
-        "c") "),"
-             " coalesce(sum(" WEIGHT(
-                 "c") " * CAST(e.duration_ns AS REAL) /"
-                      " (SELECT sum(" WEIGHT(
-                          "x") ") FROM stack_counts x WHERE x.event_id = e.id)), 0),"
-                               " min(e.start_ns), max(e.start_ns + e.duration_ns) FROM "
-                               "stack_counts c"
-                               " JOIN events e ON e.id = c.event_id JOIN batches b ON b.id = "
-                               "e.batch_id"
-                               " JOIN stacks s ON s.signature = c.stack_sig"
-                               " WHERE " KIND_FILTER TOP_FILTERS
-                               " AND (?8 IS NULL OR e.group_sig = ?8) GROUP BY c.stack_sig ORDER "
-                               "BY 3 DESC, c.stack_sig",
+        TOP_SQL("r.kind IN ('hang', 'fatal_hang')", RAW_HANG(22, 23) " UNION ALL " RAW_HANG(24, 25),
+                "(SELECT p.samples FROM hang_group_path p WHERE p.group_sig = x.g)"),
+    [ST_TOP_CPU] = TOP_SQL("r.kind = 'cpu'", RAW_CPU(22, 23) " UNION ALL " RAW_CPU(24, 25), "NULL"),
+    [ST_STACK_ROWS] =
+        "SELECT x.s, st.frames, sum(x.w), coalesce(sum(x.wall), 0), min(x.first), max(x.last_end)"
+        " FROM (SELECT r.stack_sig AS s, r.samples AS w, r.wall_ns AS wall, r.first_ns AS first,"
+        " r.last_end_ns AS last_end FROM rollup_stacks r"
+        " WHERE (r.kind = ?6 OR (?6 = 'hang' AND r.kind = 'fatal_hang'))" ROLLUP_FILTERS
+        " AND (?8 IS NULL OR r.group_sig = ?8) UNION ALL " RAW_STACK(
+            22, 23) " UNION ALL " RAW_STACK(24, 25) ") x JOIN stacks st ON st.signature = x.s "
+                                                    "GROUP BY x.s ORDER BY 3 DESC, x.s",
+    [ST_ANY_EVENT] = "SELECT EXISTS (SELECT 1 FROM events WHERE start_ns >= ?1 AND start_ns <= ?2)",
     [ST_EVENT_ROWS] = "SELECT " EVENT_COLUMNS " FROM events e JOIN batches b ON b.id = e.batch_id"
                       " WHERE (?6 IS NULL OR " KIND_FILTER ")" TOP_FILTERS
                       " ORDER BY e.start_ns DESC, e.id DESC LIMIT ?7",
@@ -259,6 +285,7 @@ struct store_s {
   sqlite3_stmt *stmt[ST_COUNT];
   hang_groups_t *hang;
   store_states_t *states;
+  store_rollups_t *rollups;
   char *path;
   db_identity_t *identity; /* path and path-wal as opened */
 };
@@ -288,6 +315,7 @@ static void sqlite_close(store_t *st) {
     sqlite3_finalize(st->stmt[i]);
   hang_groups_close(st->hang);
   store_states_close(st->states);
+  store_rollups_close(st->rollups);
   sqlite3_close(st->db);
   db_identity_free(st->identity);
   pthread_mutex_destroy(&st->lock);
@@ -372,6 +400,11 @@ static int sqlite_open(const char *path, store_durability_t durability, store_t 
   }
   if (store_states_open(st->db, &st->states) != SQLITE_OK) {
     report(st, "thread states");
+    sqlite_close(st);
+    return STORE_ERROR;
+  }
+  if (store_rollups_open(st->db, &st->rollups) != SQLITE_OK) {
+    report(st, "rollups");
     sqlite_close(st);
     return STORE_ERROR;
   }
@@ -508,6 +541,7 @@ static int put_batch_locked(store_t *st, const store_batch_t *b) {
   }
   if (rc == SQLITE_OK) rc = upsert_stacks_and_groups(st, b);
   if (rc == SQLITE_OK) rc = insert_events(st, b);
+  if (rc == SQLITE_OK) rc = store_rollups_add_batch(st->rollups, b->id);
   if (rc == SQLITE_OK && b->loop_stats) rc = insert_loop_stats(st, b);
   if (rc == SQLITE_OK) rc = step_done(st, ST_COMMIT);
   if (rc == SQLITE_OK) return STORE_OK;
@@ -556,7 +590,8 @@ static int delete_locked(store_t *st, int64_t cutoff_ns, uint64_t *deleted) {
                                        ST_DELETE_LOOP,   ST_DELETE_BATCHES, ST_DELETE_STACKS,
                                        ST_DELETE_GROUPS};
   if (step_done(st, ST_BEGIN) != SQLITE_OK) return STORE_ERROR;
-  if (store_states_delete_before(st->states, cutoff_ns) != SQLITE_OK) {
+  if (store_rollups_mark_before(st->rollups, cutoff_ns) != SQLITE_OK ||
+      store_states_delete_before(st->states, cutoff_ns) != SQLITE_OK) {
     report(st, "retention");
     step_done(st, ST_ROLLBACK);
     return STORE_ERROR;
@@ -570,7 +605,7 @@ static int delete_locked(store_t *st, int64_t cutoff_ns, uint64_t *deleted) {
     }
     if (order[i] == ST_DELETE_BATCHES && deleted) *deleted = (uint64_t)sqlite3_changes(st->db);
   }
-  if (hang_groups_prune(st->hang) != SQLITE_OK) {
+  if (hang_groups_prune(st->hang) != SQLITE_OK || store_rollups_rebuild(st->rollups) != SQLITE_OK) {
     report(st, "retention");
     step_done(st, ST_ROLLBACK);
     return STORE_ERROR;
@@ -647,25 +682,51 @@ static void bind_filters(sqlite3_stmt *s, const store_top_query_t *q) {
   }
 }
 
+/* rollup_plan's probe: does an event start in [lo, hi]? The lock is held. */
+static int any_event(void *ctx, int64_t lo, int64_t hi) {
+  store_t *st = ctx;
+  sqlite3_stmt *s = st->stmt[ST_ANY_EVENT];
+  sqlite3_bind_int64(s, 1, lo);
+  sqlite3_bind_int64(s, 2, hi);
+  int rc = sqlite3_step(s), any = rc == SQLITE_ROW ? sqlite3_column_int(s, 0) : -1;
+  sqlite3_reset(s);
+  return any;
+}
+
+/* q's plan (rollup.h) into ?20..?25 of s; the lock is held. */
+static void bind_plan(store_t *st, sqlite3_stmt *s, const store_top_query_t *q) {
+  rollup_plan_t plan;
+  rollup_plan(q, any_event, st, &plan);
+  sqlite3_bind_int64(s, 20, plan.whole_lo);
+  sqlite3_bind_int64(s, 21, plan.whole_hi);
+  for (int i = 0; i < 2; i++) {
+    sqlite3_bind_int64(s, 22 + 2 * i, plan.raw[i][0]);
+    sqlite3_bind_int64(s, 23 + 2 * i, plan.raw[i][1]);
+  }
+}
+
 static int sqlite_top_rows(store_t *st, const store_top_query_t *q, store_row_fn fn, void *user) {
   enum stmt_id id = strcmp(q->kind, "cpu") == 0 ? ST_TOP_CPU : ST_TOP_HANG;
   pthread_mutex_lock(&st->lock);
   sqlite3_stmt *s = st->stmt[id];
   bind_filters(s, q);
+  bind_plan(st, s, q);
   int rc, stopped = 0;
   while (!stopped && (rc = sqlite3_step(s)) == SQLITE_ROW) {
-    store_top_row_t row = {column_text(s, 0),
-                           column_text(s, 1),
-                           column_text(s, 2),
-                           sqlite3_column_int64(s, 3),
-                           sqlite3_column_int64(s, 4),
-                           sqlite3_column_int64(s, 5),
-                           (uint64_t)sqlite3_column_int64(s, 6),
-                           0,
-                           column_text(s, id == ST_TOP_HANG ? 8 : 7)};
+    store_top_row_t row = {.group_sig = column_text(s, 0),
+                           .names_json = column_text(s, 1),
+                           .version = column_text(s, 2),
+                           .label = column_text(s, 3),
+                           .events = (uint64_t)sqlite3_column_int64(s, 4),
+                           .samples = (uint64_t)sqlite3_column_int64(s, 5),
+                           .total_ns = sqlite3_column_int64(s, 6),
+                           .first_ns = sqlite3_column_int64(s, 7),
+                           .last_ns = sqlite3_column_int64(s, 8),
+                           .max_ns = sqlite3_column_int64(s, 9),
+                           .dbin = sqlite3_column_int(s, 10)};
     if (id == ST_TOP_HANG)
       row.majority_len =
-          hang_groups_majority_len(sqlite3_column_blob(s, 7), (size_t)sqlite3_column_bytes(s, 7));
+          hang_groups_majority_len(sqlite3_column_blob(s, 11), (size_t)sqlite3_column_bytes(s, 11));
     if (!row.group_sig || !row.names_json) continue;
     stopped = fn(&row, user);
   }
@@ -690,6 +751,7 @@ static int sqlite_stack_rows(store_t *st, const store_top_query_t *q, store_stac
   pthread_mutex_lock(&st->lock);
   sqlite3_stmt *s = st->stmt[ST_STACK_ROWS];
   bind_filters(s, q);
+  bind_plan(st, s, q);
   if (q->group) sqlite3_bind_text(s, 8, q->group, -1, SQLITE_STATIC);
   int rc, stopped = 0;
   while (!stopped && (rc = sqlite3_step(s)) == SQLITE_ROW) {
@@ -1140,6 +1202,8 @@ static int resymbolize_locked(resym_t *x, const char *needle) {
   if (rc == SQLITE_OK && x->renamed) rc = regroup_hangs(x);
   if (rc == SQLITE_OK && x->renamed) rc = rs_done(x, RS_DROP_GROUPS);
   if (rc == SQLITE_OK && x->renamed) rc = hang_groups_prune(st->hang);
+  if (rc == SQLITE_OK && x->renamed) rc = store_rollups_mark_resym(st->rollups);
+  if (rc == SQLITE_OK && x->renamed) rc = store_rollups_rebuild(st->rollups);
   if (rc == SQLITE_OK) rc = step_done(st, ST_COMMIT);
   if (rc == SQLITE_OK) return STORE_OK;
   report(st, "resymbolize");

@@ -60,7 +60,7 @@ static unsigned parse_compare(query_arg_fn arg, void *ctx, store_top_query_t *q,
 
 /* ---- one version ------------------------------------------------------------ */
 
-/* Hangs per hang group of one version (top_rows: one row per event). */
+/* Hangs per hang group of one version (top_rows: events per row). */
 typedef struct groups_s {
   json_t *by_sig; /* signature -> {"frames": [...], "hangs": [a, b]} */
   size_t side;    /* 0: version a, 1: b */
@@ -78,8 +78,8 @@ static int on_hang(const store_top_row_t *row, void *user) {
       return g->failed = true, 1;
   }
   json_t *n = json_array_get(json_object_get(entry, "hangs"), g->side);
-  json_integer_set(n, json_integer_value(n) + 1);
-  g->total[g->side]++;
+  json_integer_set(n, json_integer_value(n) + (json_int_t)row->events);
+  g->total[g->side] += row->events;
   return 0;
 }
 

@@ -239,8 +239,8 @@ static void case_schema(void) {
     CHECKF(healthy_within(&two[i], 30), "collector %d did not start", i);
   }
   CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM schema_version"), 1);
-  CHECK_EQ_INT(db_count(c.db, "SELECT max(version) FROM schema_version"), 2);
-  CHECK(file_has(logs[0], "migrated to version 2") + file_has(logs[1], "migrated to version 2") ==
+  CHECK_EQ_INT(db_count(c.db, "SELECT max(version) FROM schema_version"), 3);
+  CHECK(file_has(logs[0], "migrated to version 3") + file_has(logs[1], "migrated to version 3") ==
         1);
   reply_t *r = malloc(sizeof *r);
   CHECK(r != NULL);
@@ -248,12 +248,20 @@ static void case_schema(void) {
   for (int i = 0; i < 2; i++)
     collector_stop_healthy(&two[i]);
 
-  /* From the previous version: a database at version 1 (stack_counts
-     without cpu_us) is migrated to 2 at start, its rows kept. */
-  db_exec(c.db, "ALTER TABLE stack_counts DROP COLUMN cpu_us;"
+  /* From the previous versions: a database at version 1 (stack_counts
+     without cpu_us, no rollups) is migrated to 3 at start, its rows kept
+     and rolled up. */
+  db_exec(c.db, "ALTER TABLE stack_counts DROP COLUMN cpu_us; DROP TABLE rollup_groups;"
+                "DROP TABLE rollup_stacks; DROP FUNCTION perf_dbin;"
                 "UPDATE schema_version SET version = 1");
   collector_restart(&c, NULL);
-  CHECK_EQ_INT(db_count(c.db, "SELECT max(version) FROM schema_version"), 2);
+  CHECK_EQ_INT(db_count(c.db, "SELECT max(version) FROM schema_version"), 3);
+  CHECK(db_count(c.db, "SELECT count(*) FROM events WHERE kind = 'hang'") >= 1);
+  CHECK_EQ_INT(db_count(c.db, "SELECT sum(events) FROM rollup_groups WHERE kind = 'hang'"),
+               db_count(c.db, "SELECT count(*) FROM events WHERE kind = 'hang'"
+                              " AND group_sig IS NOT NULL"));
+  CHECK_EQ_INT(db_count(c.db, "SELECT sum(samples) FROM rollup_stacks"),
+               db_count(c.db, "SELECT sum(samples) FROM stack_counts"));
   CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM stack_counts WHERE cpu_us IS NULL"),
                db_count(c.db, "SELECT count(*) FROM stack_counts"));
   CHECK(db_count(c.db, "SELECT count(*) FROM stack_counts") >= 2);
@@ -270,7 +278,7 @@ static void case_schema(void) {
   char listen[32];
   pid_t pid = spawn_on(c.db, logs[0], listen, sizeof listen);
   CHECK_EQ_INT(spawn_wait(pid, 30), 1);
-  CHECKF(file_has(logs[0], "schema version 999 is newer than this collector's (2)"), "see %s",
+  CHECKF(file_has(logs[0], "schema version 999 is newer than this collector's (3)"), "see %s",
          logs[0]);
 }
 

@@ -1,0 +1,76 @@
+/*
+ * rollup.h - what both stores' rollups share (docs/architecture.md
+ * "Rollups"): the time bucket, the duration bins that make percentiles
+ * mergeable, and the plan that splits a query's time range into whole
+ * buckets (read from the rollups) and the edges around them (read from
+ * the raw rows), so an answer is the same whichever way it was read.
+ *
+ * The rollup tables (rollup_groups, rollup_stacks) are maintained at
+ * ingest in the batch's transaction, rebuilt from the raw rows for the
+ * buckets retention or re-symbolization touched, and built whole when an
+ * older database is opened (store_rollups.c, store_pg_rollups.c).
+ */
+#ifndef PERF_COLLECTOR_ROLLUP_H
+#define PERF_COLLECTOR_ROLLUP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "store.h"
+
+/* A rollup bucket: ten minutes of event starts, from the epoch. */
+#define ROLLUP_BUCKET_NS INT64_C(600000000000)
+#define ROLLUP_BUCKET_SQL "600000000000"
+/* The bucket of an event starting at x, in SQL (both backends: % is the
+   truncating remainder there too). */
+#define ROLLUP_BUCKET_OF(x)                                                                        \
+  "(" x " - ((" x " % " ROLLUP_BUCKET_SQL ") + " ROLLUP_BUCKET_SQL ") % " ROLLUP_BUCKET_SQL ")"
+
+int64_t rollup_bucket(int64_t ns);
+
+/* Duration bins: exact below 8 ns, then 8 bins per power of two (each at
+   most 1/8 of its lower bound wide). perf_dbin() in SQL computes the same
+   (a C function registered on SQLite, a SQL function on PostgreSQL). */
+#define ROLLUP_DBINS 488
+int rollup_dbin(int64_t duration_ns);
+int64_t rollup_dbin_low(int bin);
+int64_t rollup_dbin_high(int bin);
+
+/* Events counted per duration bin, for one group. */
+typedef struct rollup_hist_s {
+  struct rollup_hist_bin_s {
+    int bin;
+    uint64_t events;
+  } * v;
+  unsigned n, cap;
+} rollup_hist_t;
+
+/* 0, or -1 when out of memory. */
+int rollup_hist_add(rollup_hist_t *h, int bin, uint64_t events);
+void rollup_hist_free(rollup_hist_t *h);
+
+/* The nearest-rank 95th percentile of the durations h counts: the middle
+   of its bin (within 1/16 of every duration in it), or max_ns, the
+   longest duration, when the rank falls in the longest's bin. */
+int64_t rollup_hist_p95(rollup_hist_t *h, int64_t max_ns);
+
+/* Where a query's rows come from. Rollup buckets starting in
+   [whole_lo, whole_hi] (none when lo > hi) and raw events starting in
+   raw[0] or raw[1] (closed ranges; empty when [0] > [1]). */
+typedef struct rollup_plan_s {
+  int64_t whole_lo, whole_hi;
+  int64_t raw[2][2];
+} rollup_plan_t;
+
+/* Whether the rollups can answer q: they keep the resource's app, version
+   and environment and the event's label, not its host or its tags. */
+bool rollup_answers(const store_top_query_t *q);
+
+/* The plan of q: a bucket the range cuts is whole anyway when no event
+   (whatever its filters) starts in the part left out; any_event(ctx, lo,
+   hi) says whether one starts in [lo, hi]: 1 yes, 0 no, -1 failed (then
+   the bucket is read raw). Without rollup_answers(q), everything raw. */
+void rollup_plan(const store_top_query_t *q, int (*any_event)(void *ctx, int64_t lo, int64_t hi),
+                 void *ctx, rollup_plan_t *out);
+
+#endif

@@ -1,0 +1,122 @@
+/*
+ * rollup_sql.h - the SQL that rolls raw rows up (rollup.h), written once
+ * for both backends: SQLite (store_rollups.c) and PostgreSQL
+ * (store_pg_rollups.c) differ only in what the macros are given: where
+ * the events come from (src: "events e", or the dirty buckets joined to
+ * them), which ones (scope: one batch's, or 1), and PostgreSQL's shard
+ * column (each collector writes its own rows, so two collectors never wait
+ * on one row; the reads sum the shards).
+ *
+ * Tables: rollup_groups holds per (bucket, app, version, environment,
+ * kind, group, label, duration bin) the events, their samples (cpu: the
+ * stack's weight), durations summed, earliest and latest start, longest
+ * duration: what top-stacks shows. A hang's group is its event's; a cpu
+ * event counts once in the group of each stack it sampled.
+ * rollup_stacks holds per (bucket, app, version, environment, kind, group
+ * ("" for none), stack, label) the stack's weight, its share of the
+ * events' wall time, earliest start, latest end: what the flame graph and
+ * the exports show. NULL app, version, environment and label are "".
+ */
+#ifndef PERF_COLLECTOR_ROLLUP_SQL_H
+#define PERF_COLLECTOR_ROLLUP_SQL_H
+
+#include "rollup.h"
+
+#define ROLLUP_DIMS "coalesce(b.app, ''), coalesce(b.version, ''), coalesce(b.environment, '')"
+#define ROLLUP_WEIGHT(c) "coalesce(" c ".cpu_us, " c ".samples)"
+#define ROLLUP_LEAST(a, b) "CASE WHEN " a " < " b " THEN " a " ELSE " b " END"
+#define ROLLUP_GREATEST(a, b) "CASE WHEN " a " > " b " THEN " a " ELSE " b " END"
+#define ROLLUP_KEY_ORDER " GROUP BY 1, 2, 3, 4, 5, 6, 7, 8 ORDER BY 1, 2, 3, 4, 5, 6, 7, 8"
+
+#define ROLLUP_GROUP_COLS "bucket_ns, app, version, environment, kind, group_sig, label, dbin"
+#define ROLLUP_GROUP_INTO(shard_col)                                                               \
+  "INSERT INTO rollup_groups(" ROLLUP_GROUP_COLS shard_col                                         \
+  ", events, samples, total_ns, first_ns, last_ns, max_ns)"
+#define ROLLUP_GROUP_MERGE(shard_col)                                                              \
+  " ON CONFLICT(" ROLLUP_GROUP_COLS shard_col ") DO UPDATE SET"                                    \
+  " events = rollup_groups.events + excluded.events,"                                              \
+  " samples = rollup_groups.samples + excluded.samples,"                                           \
+  " total_ns = rollup_groups.total_ns + excluded.total_ns,"                                        \
+  " first_ns = " ROLLUP_LEAST(                                                                     \
+      "rollup_groups.first_ns",                                                                    \
+      "excluded.first_ns") ","                                                                     \
+                           " last_ns = " ROLLUP_GREATEST(                                          \
+                               "rollup_groups.last_ns",                                            \
+                               "excluded.last_ns") ","                                             \
+                                                   " max_ns = " ROLLUP_GREATEST(                   \
+                                                       "rollup_groups.max_ns", "excluded.max_ns")
+
+/* Hang events, by their group. */
+#define ROLLUP_GROUPS_HANG(shard_col, shard_val, src, scope)                                       \
+  ROLLUP_GROUP_INTO(shard_col)                                                                     \
+  " SELECT " ROLLUP_BUCKET_OF(                                                                     \
+      "e.start_ns") ", " ROLLUP_DIMS ", e.kind, e.group_sig, coalesce(e.label, ''), "              \
+                    "perf_dbin(e.duration_ns)" shard_val ", count(*),"                             \
+                    " sum((SELECT coalesce(sum(c.samples), 0) FROM stack_counts c WHERE "          \
+                    "c.event_id = e.id)),"                                                         \
+                    " sum(e.duration_ns), min(e.start_ns), max(e.start_ns), max(e.duration_ns)"    \
+                    " FROM " src " JOIN batches b ON b.id = e.batch_id"                            \
+                    " WHERE e.kind IN ('hang', 'fatal_hang') AND e.group_sig IS NOT NULL "         \
+                    "AND " scope ROLLUP_KEY_ORDER                                                  \
+                    ROLLUP_GROUP_MERGE(shard_col)
+
+/* Cpu events, once per stack they sampled (its weight in the event). */
+#define ROLLUP_GROUPS_CPU(shard_col, shard_val, src, scope)                                        \
+  ROLLUP_GROUP_INTO(shard_col)                                                                     \
+  " SELECT " ROLLUP_BUCKET_OF(                                                                     \
+      "x.start_ns") ", x.app, x.version, x.environment, 'cpu', x.stack_sig, x.label, "             \
+                    "perf_dbin(x.duration_ns)" shard_val                                           \
+                    ", count(*), sum(x.w), sum(x.duration_ns), min(x.start_ns), max(x.start_ns),"  \
+                    " max(x.duration_ns) FROM (SELECT e.start_ns AS start_ns, e.duration_ns AS "   \
+                    "duration_ns,"                                                                 \
+                    " coalesce(b.app, '') AS app, coalesce(b.version, '') AS version,"             \
+                    " coalesce(b.environment, '') AS environment, coalesce(e.label, '') AS label," \
+                    " c.stack_sig AS stack_sig, sum(" ROLLUP_WEIGHT(                               \
+                        "c") ") AS w"                                                              \
+                             " FROM " src " JOIN batches b ON b.id = e.batch_id JOIN "             \
+                             "stack_counts c ON c.event_id = e.id"                                 \
+                             " WHERE e.kind = 'cpu' AND e.start_ns IS NOT NULL AND e.duration_ns " \
+                             "IS NOT NULL AND " scope                                              \
+                             " GROUP BY e.id, c.stack_sig, b.app, b.version, b.environment) x "    \
+                             "WHERE true" ROLLUP_KEY_ORDER                                         \
+                             ROLLUP_GROUP_MERGE(shard_col)
+
+#define ROLLUP_STACK_COLS "bucket_ns, app, version, environment, kind, group_sig, stack_sig, label"
+/* Every event's stacks. */
+#define ROLLUP_STACKS(shard_col, shard_val, src, scope)                                            \
+  "INSERT INTO rollup_stacks(" ROLLUP_STACK_COLS shard_col                                         \
+  ", samples, wall_ns, first_ns, last_end_ns) SELECT " ROLLUP_BUCKET_OF(                           \
+      "e.start_ns") ", " ROLLUP_DIMS ", e.kind, coalesce(e.group_sig, ''), c.stack_sig, "          \
+                    "coalesce(e.label, '')" shard_val                                              \
+                    ", sum(" ROLLUP_WEIGHT("c") "), coalesce(sum(" ROLLUP_WEIGHT(                  \
+                        "c") " * CAST(e.duration_ns AS DOUBLE PRECISION) / (SELECT "               \
+                             "sum(" ROLLUP_WEIGHT(                                                 \
+                                 "y") ") FROM stack_counts y WHERE y.event_id = "                  \
+                                      "e.id)), 0), min(e.start_ns),"                               \
+                                      " max(e.start_ns + e.duration_ns) "                          \
+                                      "FROM " src " JOIN batches b ON b.id = e.batch_id"           \
+                                      " JOIN stack_counts c ON c.event_id = "                      \
+                                      "e.id WHERE " scope ROLLUP_KEY_ORDER                         \
+                                      " ON CONFLICT(" ROLLUP_STACK_COLS shard_col                  \
+                                      ") DO UPDATE SET"                                            \
+                                      " samples = rollup_stacks.samples + "                        \
+                                      "excluded.samples,"                                          \
+                                      " wall_ns = rollup_stacks.wall_ns + "                        \
+                                      "excluded.wall_ns,"                                          \
+                                      " first_ns = " ROLLUP_LEAST(                                 \
+                                          "rollup_stacks.first_ns",                                \
+                                          "excluded.first_ns") ","                                 \
+                                                               " last_end_ns "                     \
+                                                               "="                                 \
+                                                               " " ROLLUP_GREATEST("rollup_"       \
+                                                                                   "stacks.last_"  \
+                                                                                   "end_ns",       \
+                                                                                   "excluded."     \
+                                                                                   "last_end_ns")
+
+/* The events of the dirty buckets (a temporary table rollup_dirty). */
+#define ROLLUP_SRC_DIRTY                                                                           \
+  "rollup_dirty d JOIN events e ON e.start_ns >= d.bucket_ns"                                      \
+  " AND e.start_ns < d.bucket_ns + " ROLLUP_BUCKET_SQL
+
+#endif

@@ -1,0 +1,55 @@
+/*
+ * store_pg_rollups.c - the PostgreSQL backend's rollups (rollup.h,
+ * rollup_sql.h): a batch rolled up at ingest in one statement, the
+ * buckets retention or re-symbolization touched rebuilt. Each collector
+ * writes its own shard of the rows (store_s.shard), so two collectors
+ * rolling up the same bucket never wait on one row; a rebuild replaces
+ * every shard of its buckets with rows of its own.
+ */
+#include "store_pg.h"
+
+#include "rollup_sql.h"
+
+#define SHARD_COL ", shard"
+#define SHARD_VAL ", $2::integer"
+
+static const char ADD_BATCH[] = "WITH h AS (" ROLLUP_GROUPS_HANG(
+    SHARD_COL, SHARD_VAL, "events e",
+    "e.batch_id = $1") "), c AS (" ROLLUP_GROUPS_CPU(SHARD_COL, SHARD_VAL, "events e",
+                                                     "e.batch_id ="
+                                                     " $1") ") " ROLLUP_STACKS(SHARD_COL, SHARD_VAL,
+                                                                               "events e",
+                                                                               "e.batch_id = $1");
+
+int pg_rollups_add_batch(store_t *st, const store_batch_t *b) {
+  pg_params_t p = {0};
+  pg_bytes(&p, 1, b->id, STORE_BATCH_ID_BYTES);
+  pg_int(&p, 2, st->shard);
+  return pg_do(st, ADD_BATCH, &p, "rollups");
+}
+
+static const char DIRTY[] =
+    "CREATE TEMP TABLE IF NOT EXISTS rollup_dirty(bucket_ns bigint PRIMARY KEY)"
+    " ON COMMIT DELETE ROWS";
+
+int pg_rollups_mark(store_t *st, const char *events_sql, const pg_params_t *p) {
+  if (pg_do(st, DIRTY, NULL, "rollups") != 0) return -1;
+  return pg_do(st, events_sql, p, "rollups");
+}
+
+static const char *const REBUILD[] = {
+    "DELETE FROM rollup_groups WHERE bucket_ns IN (SELECT bucket_ns FROM rollup_dirty)",
+    "DELETE FROM rollup_stacks WHERE bucket_ns IN (SELECT bucket_ns FROM rollup_dirty)",
+    ROLLUP_GROUPS_HANG(SHARD_COL, ", $1::integer", ROLLUP_SRC_DIRTY, "true"),
+    ROLLUP_GROUPS_CPU(SHARD_COL, ", $1::integer", ROLLUP_SRC_DIRTY, "true"),
+    ROLLUP_STACKS(SHARD_COL, ", $1::integer", ROLLUP_SRC_DIRTY, "true"),
+    "DELETE FROM rollup_dirty",
+};
+
+int pg_rollups_rebuild(store_t *st) {
+  pg_params_t p = {0};
+  pg_int(&p, 1, st->shard);
+  for (size_t i = 0; i < sizeof REBUILD / sizeof REBUILD[0]; i++)
+    if (pg_do(st, REBUILD[i], i >= 2 && i <= 4 ? &p : NULL, "rollups rebuild") != 0) return -1;
+  return 0;
+}

@@ -1,0 +1,174 @@
+/*
+ * store_rollups.c - rollups in SQLite (see store_rollups.h).
+ */
+#include "store_rollups.h"
+
+#include <stdlib.h>
+
+#include "rollup_sql.h"
+
+static const char SCHEMA[] =
+    "CREATE TABLE IF NOT EXISTS rollup_groups(bucket_ns INTEGER NOT NULL, app TEXT NOT NULL,"
+    " version TEXT NOT NULL, environment TEXT NOT NULL, kind TEXT NOT NULL,"
+    " group_sig TEXT NOT NULL, label TEXT NOT NULL, dbin INTEGER NOT NULL,"
+    " events INTEGER NOT NULL, samples INTEGER NOT NULL, total_ns INTEGER NOT NULL,"
+    " first_ns INTEGER NOT NULL, last_ns INTEGER NOT NULL, max_ns INTEGER NOT NULL,"
+    " PRIMARY KEY(" ROLLUP_GROUP_COLS ")) WITHOUT ROWID;"
+    "CREATE TABLE IF NOT EXISTS rollup_stacks(bucket_ns INTEGER NOT NULL, app TEXT NOT NULL,"
+    " version TEXT NOT NULL, environment TEXT NOT NULL, kind TEXT NOT NULL,"
+    " group_sig TEXT NOT NULL, stack_sig TEXT NOT NULL, label TEXT NOT NULL,"
+    " samples INTEGER NOT NULL, wall_ns REAL NOT NULL, first_ns INTEGER NOT NULL,"
+    " last_end_ns INTEGER NOT NULL, PRIMARY KEY(" ROLLUP_STACK_COLS ")) WITHOUT ROWID;"
+    "CREATE INDEX IF NOT EXISTS events_start ON events(start_ns);"
+    "CREATE TEMP TABLE IF NOT EXISTS rollup_dirty(bucket_ns INTEGER PRIMARY KEY);"
+    /* re-symbolization's (store_sqlite.c), read by RS_MARK_RESYM */
+    "CREATE TEMP TABLE IF NOT EXISTS resym_events(id INTEGER PRIMARY KEY);";
+
+#define BATCH_SCOPE "e.batch_id = ?1"
+
+enum rs_stmt {
+  RS_BATCH_HANG,
+  RS_BATCH_CPU,
+  RS_BATCH_STACKS,
+  RS_MARK_BEFORE,
+  RS_MARK_RESYM,
+  RS_MARK_ALL,
+  RS_CLEAR_GROUPS,
+  RS_CLEAR_STACKS,
+  RS_DIRTY_HANG,
+  RS_DIRTY_CPU,
+  RS_DIRTY_STACKS,
+  RS_DIRTY_EMPTY,
+  RS_COUNT
+};
+
+static const char *const RS_SQL[RS_COUNT] = {
+    [RS_BATCH_HANG] = ROLLUP_GROUPS_HANG("", "", "events e", BATCH_SCOPE),
+    [RS_BATCH_CPU] = ROLLUP_GROUPS_CPU("", "", "events e", BATCH_SCOPE),
+    [RS_BATCH_STACKS] = ROLLUP_STACKS("", "", "events e", BATCH_SCOPE),
+    [RS_MARK_BEFORE] =
+        "INSERT OR IGNORE INTO rollup_dirty(bucket_ns) SELECT DISTINCT " ROLLUP_BUCKET_OF(
+            "e.start_ns") " FROM events e JOIN batches b ON b.id = e.batch_id"
+                          " WHERE b.received_ns < ?1 AND e.start_ns IS NOT NULL",
+    [RS_MARK_RESYM] =
+        "INSERT OR IGNORE INTO rollup_dirty(bucket_ns) SELECT DISTINCT " ROLLUP_BUCKET_OF(
+            "e.start_ns") " FROM resym_events r JOIN events e ON e.id = r.id WHERE e.start_ns IS "
+                          "NOT NULL",
+    [RS_MARK_ALL] =
+        "INSERT OR IGNORE INTO rollup_dirty(bucket_ns) SELECT DISTINCT " ROLLUP_BUCKET_OF(
+            "start_ns") " FROM events WHERE start_ns IS NOT NULL",
+    [RS_CLEAR_GROUPS] =
+        "DELETE FROM rollup_groups WHERE bucket_ns IN (SELECT bucket_ns FROM rollup_dirty)",
+    [RS_CLEAR_STACKS] =
+        "DELETE FROM rollup_stacks WHERE bucket_ns IN (SELECT bucket_ns FROM rollup_dirty)",
+    [RS_DIRTY_HANG] = ROLLUP_GROUPS_HANG("", "", ROLLUP_SRC_DIRTY, "1"),
+    [RS_DIRTY_CPU] = ROLLUP_GROUPS_CPU("", "", ROLLUP_SRC_DIRTY, "1"),
+    [RS_DIRTY_STACKS] = ROLLUP_STACKS("", "", ROLLUP_SRC_DIRTY, "1"),
+    [RS_DIRTY_EMPTY] = "DELETE FROM rollup_dirty",
+};
+
+struct store_rollups_s {
+  sqlite3 *db;
+  sqlite3_stmt *stmt[RS_COUNT];
+};
+
+/* perf_dbin(duration_ns): rollup_dbin; NULL for NULL. */
+static void sql_dbin(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  (void)argc;
+  if (sqlite3_value_type(argv[0]) == SQLITE_NULL) {
+    sqlite3_result_null(ctx);
+    return;
+  }
+  sqlite3_result_int(ctx, rollup_dbin(sqlite3_value_int64(argv[0])));
+}
+
+static int run(store_rollups_t *rs, enum rs_stmt id) {
+  int rc = sqlite3_step(rs->stmt[id]);
+  sqlite3_reset(rs->stmt[id]);
+  return rc == SQLITE_DONE || rc == SQLITE_ROW ? SQLITE_OK : rc;
+}
+
+/* Whether the tables are there already. */
+static int tables_exist(sqlite3 *db, int *exist) {
+  sqlite3_stmt *s;
+  int rc = sqlite3_prepare_v2(db, "SELECT count(*) FROM sqlite_master WHERE name = 'rollup_stacks'",
+                              -1, &s, NULL);
+  if (rc != SQLITE_OK) return rc;
+  rc = sqlite3_step(s);
+  *exist = rc == SQLITE_ROW && sqlite3_column_int(s, 0) > 0;
+  sqlite3_finalize(s);
+  return rc == SQLITE_ROW ? SQLITE_OK : rc;
+}
+
+/* Every stored event rolled up (an older database's first open). */
+static int build_all(store_rollups_t *rs) {
+  int rc = sqlite3_exec(rs->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+  if (rc != SQLITE_OK) return rc;
+  rc = run(rs, RS_MARK_ALL);
+  if (rc == SQLITE_OK) rc = store_rollups_rebuild(rs);
+  if (rc == SQLITE_OK) rc = sqlite3_exec(rs->db, "COMMIT", NULL, NULL, NULL);
+  if (rc != SQLITE_OK) sqlite3_exec(rs->db, "ROLLBACK", NULL, NULL, NULL);
+  return rc;
+}
+
+int store_rollups_open(sqlite3 *db, store_rollups_t **out) {
+  *out = NULL;
+  int existed = 0;
+  int rc = sqlite3_create_function(db, "perf_dbin", 1, SQLITE_UTF8 | SQLITE_DETERMINISTIC, NULL,
+                                   sql_dbin, NULL, NULL);
+  if (rc == SQLITE_OK) rc = tables_exist(db, &existed);
+  if (rc == SQLITE_OK) rc = sqlite3_exec(db, SCHEMA, NULL, NULL, NULL);
+  if (rc != SQLITE_OK) return rc;
+  store_rollups_t *rs = calloc(1, sizeof *rs);
+  if (!rs) return SQLITE_NOMEM;
+  rs->db = db;
+  for (int i = 0; i < RS_COUNT; i++) {
+    if ((rc = sqlite3_prepare_v3(db, RS_SQL[i], -1, SQLITE_PREPARE_PERSISTENT, &rs->stmt[i],
+                                 NULL)) != SQLITE_OK) {
+      store_rollups_close(rs);
+      return rc;
+    }
+  }
+  if (!existed && (rc = build_all(rs)) != SQLITE_OK) {
+    store_rollups_close(rs);
+    return rc;
+  }
+  *out = rs;
+  return SQLITE_OK;
+}
+
+void store_rollups_close(store_rollups_t *rs) {
+  if (!rs) return;
+  for (int i = 0; i < RS_COUNT; i++)
+    sqlite3_finalize(rs->stmt[i]);
+  free(rs);
+}
+
+int store_rollups_add_batch(store_rollups_t *rs, const uint8_t id[STORE_BATCH_ID_BYTES]) {
+  static const enum rs_stmt order[] = {RS_BATCH_HANG, RS_BATCH_CPU, RS_BATCH_STACKS};
+  for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
+    sqlite3_bind_blob(rs->stmt[order[i]], 1, id, STORE_BATCH_ID_BYTES, SQLITE_STATIC);
+    int rc = run(rs, order[i]);
+    if (rc != SQLITE_OK) return rc;
+  }
+  return SQLITE_OK;
+}
+
+int store_rollups_mark_before(store_rollups_t *rs, int64_t cutoff_ns) {
+  sqlite3_bind_int64(rs->stmt[RS_MARK_BEFORE], 1, cutoff_ns);
+  return run(rs, RS_MARK_BEFORE);
+}
+
+int store_rollups_mark_resym(store_rollups_t *rs) {
+  return run(rs, RS_MARK_RESYM);
+}
+
+int store_rollups_rebuild(store_rollups_t *rs) {
+  static const enum rs_stmt order[] = {RS_CLEAR_GROUPS, RS_CLEAR_STACKS, RS_DIRTY_HANG,
+                                       RS_DIRTY_CPU,    RS_DIRTY_STACKS, RS_DIRTY_EMPTY};
+  for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
+    int rc = run(rs, order[i]);
+    if (rc != SQLITE_OK) return rc;
+  }
+  return SQLITE_OK;
+}

@@ -1,0 +1,290 @@
+/*
+ * test_collector_rollups.c - the rollups (collector/rollup.h) in the real
+ * perf-collector, fed hand-made batches (batch_post.c) of hang and cpu
+ * events over two apps, three versions, three labels and three hours,
+ * every batch from host h1:
+ *  - same_answers: top-stacks (hang, cpu), the flame graph and the folded
+ *    export answer exactly the same from the rollups (no host filter) and
+ *    from the raw rows (host=h1: the rollups do not keep hosts), whole and
+ *    filtered by app, version, label and time ranges that cut buckets;
+ *    the rollups are what answers (a row changed in them shows, and only
+ *    without the host filter); percentiles within a bin of the exact one;
+ *  - retention: batches made old and deleted by retention leave rollups
+ *    that still give the raw rows' answers;
+ *  - reopen: a database whose rollups are gone (an older collector's) gets
+ *    them built at start, with the same answers.
+ */
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "batch_post.h"
+#include "check.h"
+#include "collector_rig.h"
+#include "perf/v1/perf.pb-c.h"
+
+#define BATCHES 36
+#define HANGS 3
+#define CPUS 2
+#define STACKS 6
+#define T0_NS 1700000100000000000LL /* not on a bucket's edge */
+#define SPAN_NS (3LL * 3600 * 1000000000)
+#define NO_LIMIT ((const char *[]){"--rate-limit", "0", NULL})
+
+static uint64_t g_rng = 0x9e3779b97f4a7c15ULL;
+
+static uint32_t rnd(uint32_t n) {
+  g_rng ^= g_rng << 13, g_rng ^= g_rng >> 7, g_rng ^= g_rng << 17;
+  return (uint32_t)(g_rng % n);
+}
+
+/* Batch b: HANGS hangs and CPUS cpu events starting somewhere in the
+   three hours, each sampled in 1-3 of STACKS stacks (leaf_k <- work_j <-
+   main_loop). */
+static void send_batch(const collector_t *c, unsigned b) {
+  static const char *const APPS[] = {"app1", "app2"}, *const VERSIONS[] = {"v1", "v2", "v3"},
+                           *const LABELS[] = {"", "tick", "io"};
+  char *strings[] = {"", "leaf_a", "leaf_b", "leaf_c", "work_x", "work_y", "main_loop"};
+  uint32_t frames[STACKS][3];
+  Perf__V1__Stack st[STACKS], *sts[STACKS];
+  for (int s = 0; s < STACKS; s++) {
+    frames[s][0] = 1 + (uint32_t)(s % 3), frames[s][1] = 4 + (uint32_t)(s / 3), frames[s][2] = 6;
+    perf__v1__stack__init(&st[s]);
+    st[s].n_frames = 3, st[s].frames = frames[s];
+    sts[s] = &st[s];
+  }
+  Perf__V1__Event ev[HANGS + CPUS], *evs[HANGS + CPUS];
+  Perf__V1__StackCount sc[HANGS + CPUS][3], *scs[HANGS + CPUS][3];
+  for (int i = 0; i < HANGS + CPUS; i++) {
+    perf__v1__event__init(&ev[i]);
+    ev[i].kind =
+        i < HANGS ? PERF__V1__EVENT_KIND__EVENT_KIND_HANG : PERF__V1__EVENT_KIND__EVENT_KIND_CPU;
+    ev[i].start_unix_nanos = T0_NS + (int64_t)rnd(10800) * 1000000000LL + rnd(1000000);
+    ev[i].duration_nanos = (50 + (int64_t)rnd(5000)) * 1000000LL + rnd(1000);
+    ev[i].tid = 7;
+    ev[i].cpu_percent = 80;
+    ev[i].label = (char *)LABELS[rnd(3)];
+    uint32_t n = 1 + rnd(3), first = rnd(STACKS);
+    for (uint32_t k = 0; k < n; k++) {
+      perf__v1__stack_count__init(&sc[i][k]);
+      sc[i][k].stack = 1 + (first + k) % STACKS;
+      sc[i][k].samples = 1 + rnd(20);
+      sc[i][k].tid = 7 + k % 2;
+      scs[i][k] = &sc[i][k];
+    }
+    ev[i].n_stack_counts = n, ev[i].stack_counts = scs[i], ev[i].dominant_stack = first + 1;
+    evs[i] = &ev[i];
+  }
+  Perf__V1__Resource res = PERF__V1__RESOURCE__INIT;
+  res.app_name = (char *)APPS[rnd(2)];
+  res.app_version = (char *)VERSIONS[rnd(3)];
+  res.environment = "prod";
+  res.host = "h1";
+  Perf__V1__Batch batch = PERF__V1__BATCH__INIT;
+  batch.resource = &res;
+  batch_frames_t f;
+  batch_set_frames(&batch, &f, strings, ARRAY_LEN(strings));
+  batch.n_stacks = STACKS, batch.stacks = sts;
+  batch.n_events = HANGS + CPUS, batch.events = evs;
+  batch_post(c, &batch, b);
+}
+
+static char *get_text(const collector_t *c, const char *path) {
+  reply_t *r = malloc(sizeof *r);
+  CHECK(r != NULL);
+  const char *auth[] = {"Authorization: Bearer " GOOD_KEY, NULL};
+  long status = request(c, "GET", path, auth, NULL, 0, false, r);
+  CHECKF(status == 200, "GET %s -> %ld: %.300s", path, status, r->body);
+  CHECK(r->total_len == r->body_len);
+  char *text = strdup(r->body);
+  CHECK(text != NULL);
+  free(r);
+  return text;
+}
+
+/* endpoint?query from the rollups and, with host=h1, from the raw rows:
+   the same bytes. The rollups' answer (malloc'ed). */
+static char *same_both_ways(const collector_t *c, const char *endpoint, const char *query) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s?%s&limit=1000", endpoint, query);
+  char *rolled = get_text(c, path);
+  snprintf(path, sizeof path, "%s?%s&limit=1000&host=h1", endpoint, query);
+  char *raw = get_text(c, path);
+  CHECKF(strcmp(rolled, raw) == 0, "%s?%s:\nrollups: %.1500s\nraw:     %.1500s", endpoint, query,
+         rolled, raw);
+  free(raw);
+  return rolled;
+}
+
+/* Every query of the comparison: whole, filtered, ranges cutting buckets
+   (a minute past T0, mid-way, and a range inside one bucket). */
+static void check_all_queries(const collector_t *c, bool expect_rows) {
+  char ranges[4][96];
+  long long t0_ms = T0_NS / 1000000, span_ms = SPAN_NS / 1000000;
+  ranges[0][0] = '\0';
+  snprintf(ranges[1], sizeof ranges[1], "&from=%lld", t0_ms + 61000);
+  snprintf(ranges[2], sizeof ranges[2], "&from=%lld&to=%lld", t0_ms + 1234567,
+           t0_ms + span_ms / 2 + 7);
+  snprintf(ranges[3], sizeof ranges[3], "&from=%lld&to=%lld", t0_ms + 3 * 60000, t0_ms + 7 * 60000);
+  static const char *const FILTERS[] = {"", "&app=app1", "&version=v2", "&label=tick",
+                                        "&app=app2&version=v3&label=io"};
+  static const char *const KINDS[] = {"kind=hang", "kind=cpu"};
+  size_t groups = 0;
+  for (size_t k = 0; k < ARRAY_LEN(KINDS); k++)
+    for (size_t f = 0; f < ARRAY_LEN(FILTERS); f++)
+      for (size_t r = 0; r < ARRAY_LEN(ranges); r++) {
+        char query[512];
+        snprintf(query, sizeof query, "%s%s%s", KINDS[k], FILTERS[f], ranges[r]);
+        char *top = same_both_ways(c, "/api/v1/top-stacks", query);
+        json_t *o = json_loads(top, 0, NULL);
+        CHECK(o != NULL);
+        groups += json_array_size(json_object_get(o, "stacks"));
+        json_decref(o);
+        free(top);
+        free(same_both_ways(c, "/api/v1/flame", query));
+        free(same_both_ways(c, "/api/v1/export/folded", query));
+      }
+  CHECK(expect_rows ? groups > 0 : groups == 0);
+}
+
+/* The exact nearest-rank p95 of group sig's hang durations (ms), from the
+   raw rows. */
+static double exact_p95_ms(const collector_t *c, const char *sig) {
+  char sql[256];
+  snprintf(sql, sizeof sql, "SELECT count(*) FROM events WHERE group_sig = '%s'", sig);
+  long long n = db_count(c->db, sql);
+  CHECK(n > 0);
+  long long rank = (95 * n + 99) / 100;
+  snprintf(sql, sizeof sql,
+           "SELECT duration_ns FROM events WHERE group_sig = '%s' ORDER BY duration_ns"
+           " LIMIT 1 OFFSET %lld",
+           sig, rank - 1);
+  return (double)db_count(c->db, sql) / 1e6;
+}
+
+static void case_same_answers(void) {
+  collector_t c;
+  collector_start(&c, NO_LIMIT);
+  for (unsigned b = 1; b <= BATCHES; b++)
+    send_batch(&c, b);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM events"), BATCHES * (HANGS + CPUS));
+  /* Rolled up: fewer rows than events, every event and sample counted. */
+  CHECK_EQ_INT(db_count(c.db, "SELECT sum(events) FROM rollup_groups WHERE kind = 'hang'"),
+               BATCHES * HANGS);
+  CHECK_EQ_INT(db_count(c.db, "SELECT sum(samples) FROM rollup_stacks"),
+               db_count(c.db, "SELECT sum(samples) FROM stack_counts"));
+  check_all_queries(&c, true);
+
+  /* The rollups answer: a change there shows without the host filter only. */
+  long status = 0;
+  json_t *before = get_json(&c, "/api/v1/top-stacks?kind=hang&limit=1000", &status);
+  CHECK_EQ_INT(status, 200);
+  long long events = 0;
+  size_t i;
+  json_t *g;
+  json_array_foreach(json_object_get(before, "stacks"), i, g) {
+    events += json_integer_value(json_object_get(g, "events"));
+    /* p95 within a bin (1/16) of the exact one, exact at the top bin */
+    const char *sig = json_string_value(json_object_get(g, "signature"));
+    double p95 = json_real_value(json_object_get(g, "p95_ms")), exact = exact_p95_ms(&c, sig);
+    CHECKF(p95 >= exact * (1 - 1.0 / 16) && p95 <= exact * (1 + 1.0 / 16),
+           "group %s: p95 %.3f ms, exact %.3f", sig, p95, exact);
+  }
+  CHECK_EQ_INT(events, BATCHES * HANGS);
+  json_decref(before);
+  db_exec(c.db, "UPDATE rollup_groups SET events = events + 1000 WHERE kind = 'hang'");
+  long long rows = db_count(c.db, "SELECT count(*) FROM rollup_groups WHERE kind = 'hang'");
+  long long got[2] = {0, 0};
+  for (int raw = 0; raw < 2; raw++) {
+    json_t *o = get_json(&c,
+                         raw ? "/api/v1/top-stacks?kind=hang&limit=1000&host=h1"
+                             : "/api/v1/top-stacks?kind=hang&limit=1000",
+                         &status);
+    CHECK_EQ_INT(status, 200);
+    json_array_foreach(json_object_get(o, "stacks"), i, g) got[raw] +=
+        json_integer_value(json_object_get(g, "events"));
+    json_decref(o);
+  }
+  CHECK_EQ_INT(got[0], BATCHES * HANGS + 1000 * rows);
+  CHECK_EQ_INT(got[1], BATCHES * HANGS);
+  db_exec(c.db, "UPDATE rollup_groups SET events = events - 1000 WHERE kind = 'hang'");
+  check_all_queries(&c, true);
+  collector_stop_healthy(&c);
+}
+
+static void case_retention(void) {
+  collector_t c;
+  collector_start(&c, NO_LIMIT);
+  for (unsigned b = 1; b <= BATCHES; b++)
+    send_batch(&c, b);
+  collector_stop_healthy(&c);
+  /* A third of the batches received in 1970: retention deletes them. */
+  long long all = db_count(c.db, "SELECT count(*) FROM batches");
+  CHECK_EQ_INT(all, BATCHES);
+  db_exec(c.db, rig_pg() ? "UPDATE batches SET received_ns = 1 WHERE get_byte(id, 0) % 3 = 0"
+                         : "UPDATE batches SET received_ns = 1 WHERE rowid % 3 = 0");
+  long long old = db_count(c.db, "SELECT count(*) FROM batches WHERE received_ns = 1");
+  CHECK(old > 0 && old < all);
+  collector_start(&c, (const char *[]){"--retention-days", "1", "--retention-interval", "1",
+                                       "--rate-limit", "0", NULL});
+  double end = now_s() + 30;
+  while (db_count(c.db, "SELECT count(*) FROM batches") != all - old && now_s() < end)
+    usleep(100000);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM batches"), all - old);
+  CHECK_EQ_INT(db_count(c.db, "SELECT sum(events) FROM rollup_groups WHERE kind = 'hang'"),
+               db_count(c.db, "SELECT count(*) FROM events WHERE kind = 'hang'"));
+  CHECK_EQ_INT(db_count(c.db, "SELECT sum(samples) FROM rollup_stacks"),
+               db_count(c.db, "SELECT sum(samples) FROM stack_counts"));
+  check_all_queries(&c, true);
+  /* Everything old: the rollups empty. */
+  collector_stop_healthy(&c);
+  db_exec(c.db, "UPDATE batches SET received_ns = 1");
+  collector_start(&c, (const char *[]){"--retention-days", "1", "--retention-interval", "1",
+                                       "--rate-limit", "0", NULL});
+  end = now_s() + 30;
+  while (db_count(c.db, "SELECT count(*) FROM batches") != 0 && now_s() < end)
+    usleep(100000);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM batches"), 0);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM rollup_groups"), 0);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM rollup_stacks"), 0);
+  check_all_queries(&c, false);
+  collector_stop_healthy(&c);
+}
+
+static void case_reopen(void) {
+  collector_t c;
+  collector_start(&c, NO_LIMIT);
+  for (unsigned b = 1; b <= BATCHES / 2; b++)
+    send_batch(&c, b);
+  collector_stop_healthy(&c);
+  long long groups = db_count(c.db, "SELECT count(*) FROM rollup_groups");
+  long long stacks = db_count(c.db, "SELECT count(*) FROM rollup_stacks");
+  CHECK(groups > 0 && stacks > 0);
+  if (rig_pg()) /* the previous schema version (the migration test has the rest) */
+    db_exec(c.db, "DROP TABLE rollup_groups; DROP TABLE rollup_stacks; DROP FUNCTION perf_dbin;"
+                  "UPDATE schema_version SET version = 2");
+  else
+    db_exec(c.db, "DROP TABLE rollup_groups; DROP TABLE rollup_stacks");
+  collector_restart(&c, NO_LIMIT);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM rollup_groups"), groups);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM rollup_stacks"), stacks);
+  check_all_queries(&c, true);
+  for (unsigned b = BATCHES / 2 + 1; b <= BATCHES; b++)
+    send_batch(&c, b);
+  check_all_queries(&c, true);
+  collector_stop_healthy(&c);
+}
+
+static const test_case_t g_cases[] = {
+    TEST_CASE(same_answers),
+    TEST_CASE(retention),
+    TEST_CASE(reopen),
+};
+
+int main(int argc, char **argv) {
+  return collector_test_main(argc, argv, g_cases, ARRAY_LEN(g_cases));
+}
