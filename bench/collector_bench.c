@@ -40,7 +40,10 @@
  * SQLite run's, and top-stacks on the first database.
  *
  *   collector_bench [--batches N] [--connections K] [--keep] [--durability-batches N]
- *                   [--pg-socket DIR]
+ *                   [--pg-socket DIR] [--scale SAMPLES[,SAMPLES...]]
+ *   --scale: after each store's query, its rows copied up to each count of
+ *   samples and top-stacks / flame timed from the rollups against the raw
+ *   rows (query_scale.h).
  *   (default 1700, 4, 600; --durability-batches 0: no durability rounds)
  *   --keep leaves the collector's database in /tmp (its path is printed).
  */
@@ -74,6 +77,7 @@
 
 #define BENCH_RNG_SEED 0x9e3779b97f4a7c15ULL
 #include "bench_app.h"
+#include "query_scale.h"
 
 #define STACKS 400
 #define MAX_DEPTH 32
@@ -365,6 +369,15 @@ static pid_t start_collector(const char *db, uint16_t port, const char *durabili
   if (pid > 0) kill(pid, SIGKILL), waitpid(pid, NULL, 0);
   return -1;
 }
+
+/* query_scale's collector: default flags, a free port. */
+static pid_t scale_start(const char *db, char *base, size_t base_len) {
+  return start_collector(db, free_port(), NULL, base, base_len);
+}
+
+#define MAX_SCALES 4
+static uint64_t g_scales[MAX_SCALES];
+static size_t g_n_scales;
 
 /* Sum of stack_counts.samples and the number of stacks in the db. */
 static int count_stored(const char *db, uint64_t *samples, uint64_t *stacks, uint64_t *events) {
@@ -667,6 +680,10 @@ static void compare_pg(const char *dir, const body_t *bodies, size_t nbatches, i
            QUERY_RUNS, hang_ms, cpu_ms);
     kill(pid, SIGTERM);
     waitpid(pid, NULL, 0);
+    if (g_n_scales) {
+      scale_env_t env = {scale_start, http_get, NULL, dir, one};
+      query_scale(&env, g_scales, g_n_scales);
+    }
   }
   char sql[256];
   snprintf(sql, sizeof sql,
@@ -695,7 +712,10 @@ int main(int argc, char **argv) {
       keep_db = true;
     else if (i + 1 < argc && strcmp(argv[i], "--pg-socket") == 0)
       pg_socket = argv[++i];
-    else if (i + 1 < argc && strcmp(argv[i], "--batches") == 0)
+    else if (i + 1 < argc && strcmp(argv[i], "--scale") == 0) {
+      for (char *t = strtok(argv[++i], ","); t && g_n_scales < MAX_SCALES; t = strtok(NULL, ","))
+        g_scales[g_n_scales++] = strtoull(t, NULL, 10);
+    } else if (i + 1 < argc && strcmp(argv[i], "--batches") == 0)
       nbatches = strtoul(argv[++i], NULL, 10);
     else if (i + 1 < argc && strcmp(argv[i], "--connections") == 0)
       k = atoi(argv[++i]);
@@ -707,7 +727,7 @@ int main(int argc, char **argv) {
   if (usage || nbatches < 1 || k < 1 || k > 64) {
     fprintf(stderr,
             "usage: %s [--batches N] [--connections K (1..64)] [--keep] [--durability-batches "
-            "N] [--pg-socket DIR]\n",
+            "N] [--pg-socket DIR] [--scale SAMPLES[,SAMPLES...]]\n",
             argv[0]);
     return 2;
   }
@@ -819,6 +839,10 @@ int main(int argc, char **argv) {
 
   kill(pid, SIGTERM);
   waitpid(pid, NULL, 0);
+  if (g_n_scales) {
+    scale_env_t env = {scale_start, http_get, db, NULL, NULL};
+    query_scale(&env, g_scales, g_n_scales);
+  }
   if (pg_socket) compare_pg(pg_socket, bodies, nbatches, k, ingest_rate);
   if (durability_batches) {
     compare_durability(bodies, durability_batches < nbatches ? durability_batches : nbatches, k);
