@@ -65,20 +65,21 @@ static int copy_once(db_t *d, int k, long long off, long long last_bucket) {
   char sql[4096];
   bool pg = d->pg != NULL;
   const char *shift_fmt = "(%d * " HOUR_NS ")";
-  char shift[64];
+  char shift[64], rcv[96];
   snprintf(shift, sizeof shift, shift_fmt, k);
+  snprintf(rcv, sizeof rcv, ", received_ns + %s", shift); /* PostgreSQL's day partitions' key */
   snprintf(sql, sizeof sql,
            "%s"
            "INSERT INTO batches(id, received_ns, app, version, environment, host, pid)"
            " SELECT m.new, b.received_ns + %s, b.app, b.version, b.environment, b.host, b.pid"
            " FROM batches b JOIN map m ON m.old = b.id;"
            "INSERT INTO events(id, batch_id, kind, start_ns, duration_ns, tid, cpu_percent,"
-           " reason, dominant_stack_sig, group_sig, label) SELECT e.id + %d * %lld, m.new,"
+           " reason, dominant_stack_sig, group_sig, label%s) SELECT e.id + %d * %lld, m.new,"
            " e.kind, e.start_ns + %s, e.duration_ns, e.tid, e.cpu_percent, e.reason,"
-           " e.dominant_stack_sig, e.group_sig, e.label FROM events e JOIN map m"
+           " e.dominant_stack_sig, e.group_sig, e.label%s FROM events e JOIN map m"
            " ON m.old = e.batch_id WHERE e.id <= %lld;"
-           "INSERT INTO stack_counts(event_id, stack_sig, tid, samples, cpu_us)"
-           " SELECT event_id + %d * %lld, stack_sig, tid, samples, cpu_us FROM stack_counts"
+           "INSERT INTO stack_counts(event_id, stack_sig, tid, samples, cpu_us%s)"
+           " SELECT event_id + %d * %lld, stack_sig, tid, samples, cpu_us%s FROM stack_counts"
            " WHERE event_id <= %lld;"
            "INSERT INTO rollup_groups SELECT bucket_ns + %s, app, version, environment, kind,"
            " group_sig, label, dbin,%s events, samples, total_ns, first_ns + %s, last_ns + %s,"
@@ -89,14 +90,17 @@ static int copy_once(db_t *d, int k, long long off, long long last_bucket) {
            pg ? ""
               : "DROP TABLE IF EXISTS temp.map; CREATE TEMP TABLE map AS SELECT id AS old,"
                 " randomblob(16) AS new FROM src_batches;",
-           shift, k, off, shift, off, k, off, off, shift, pg ? " shard," : "", shift, shift,
-           last_bucket, shift, pg ? " shard," : "", shift, shift, last_bucket);
+           shift, pg ? ", received_ns" : "", k, off, shift, pg ? rcv : "", off,
+           pg ? ", received_ns" : "", k, off, pg ? rcv : "", off, shift, pg ? " shard," : "", shift,
+           shift, last_bucket, shift, pg ? " shard," : "", shift, shift, last_bucket);
   if (pg) {
-    char map[256];
+    char map[512];
     snprintf(map, sizeof map,
              "DROP TABLE IF EXISTS map; CREATE TEMP TABLE map AS SELECT id AS old,"
-             " decode(md5(id::text || '%d'), 'hex') AS new FROM src_batches;",
-             k);
+             " decode(md5(id::text || '%d'), 'hex') AS new FROM src_batches;"
+             "SELECT perf_day_partitions(d) FROM (SELECT DISTINCT (received_ns + %s)"
+             " / 86400000000000 AS d FROM batches JOIN map ON map.old = batches.id) AS days;",
+             k, shift);
     if (db_run(d, map, NULL) != 0) return -1;
   }
   return db_run(d, sql, NULL);

@@ -77,7 +77,8 @@
                              "stack_counts c ON c.event_id = e.id"                                 \
                              " WHERE e.kind = 'cpu' AND e.start_ns IS NOT NULL AND e.duration_ns " \
                              "IS NOT NULL AND " scope                                              \
-                             " GROUP BY e.id, c.stack_sig, b.app, b.version, b.environment) x "    \
+                             " GROUP BY e.id, c.stack_sig, b.app, b.version, b.environment,"       \
+                             " e.start_ns, e.duration_ns, e.label) x "                             \
                              "WHERE true" ROLLUP_KEY_ORDER                                         \
                              ROLLUP_GROUP_MERGE(shard_col)
 

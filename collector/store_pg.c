@@ -29,6 +29,7 @@
 #include "store_pg.h"
 
 #define PG_LOCK_MIGRATE 0x70657266000
+#define PG_DAY_NS "86400000000000"
 #define PUT_ATTEMPTS 5
 
 /* MIGRATIONS[i] takes a database from version i to i + 1. */
@@ -77,7 +78,75 @@ static const char *const MIGRATIONS[] = {
        older SDKs): the count weighs its samples. Adds a column only: a
        collector at version 1 keeps working beside it. */
     "ALTER TABLE stack_counts ADD COLUMN cpu_us bigint;",
-    /* 3: rollups (rollup.h, rollup_sql.h), built from the rows stored so
+    /* 3: events, stack counts and thread states partitioned by the day
+       their batch was received (received_ns, copied from the batch), so
+       retention drops whole days (store_pg_partitions.c); a default
+       partition takes rows of days without one. The rows stored are
+       moved into their days. */
+    "ALTER SEQUENCE events_id_seq OWNED BY NONE;"
+    "ALTER SEQUENCE stack_counts_id_seq OWNED BY NONE;"
+    "ALTER SEQUENCE event_states_id_seq OWNED BY NONE;"
+    "ALTER TABLE events RENAME TO events_v2; ALTER INDEX events_pkey RENAME TO events_v2_pkey;"
+    "ALTER INDEX events_batch RENAME TO events_v2_batch;"
+    "ALTER INDEX events_group RENAME TO events_v2_group;"
+    "ALTER INDEX events_start RENAME TO events_v2_start;"
+    "ALTER TABLE stack_counts RENAME TO stack_counts_v2;"
+    "ALTER INDEX stack_counts_pkey RENAME TO stack_counts_v2_pkey;"
+    "ALTER INDEX stack_counts_event RENAME TO stack_counts_v2_event;"
+    "ALTER INDEX stack_counts_sig RENAME TO stack_counts_v2_sig;"
+    "ALTER TABLE event_states RENAME TO event_states_v2;"
+    "ALTER INDEX event_states_pkey RENAME TO event_states_v2_pkey;"
+    "ALTER INDEX event_states_event RENAME TO event_states_v2_event;"
+    "CREATE TABLE events(id bigint NOT NULL DEFAULT nextval('events_id_seq'),"
+    " batch_id bytea NOT NULL, kind text NOT NULL, start_ns bigint, duration_ns bigint,"
+    " tid bigint, cpu_percent bigint, reason text, dominant_stack_sig text, group_sig text,"
+    " label text, received_ns bigint NOT NULL DEFAULT 0, PRIMARY KEY(id, received_ns))"
+    " PARTITION BY RANGE (received_ns);"
+    "CREATE TABLE stack_counts(id bigint NOT NULL DEFAULT nextval('stack_counts_id_seq'),"
+    " event_id bigint NOT NULL, stack_sig text COLLATE \"C\" NOT NULL, tid bigint,"
+    " samples bigint NOT NULL, cpu_us bigint, received_ns bigint NOT NULL DEFAULT 0,"
+    " PRIMARY KEY(id, received_ns)) PARTITION BY RANGE (received_ns);"
+    "CREATE TABLE event_states(id bigint NOT NULL DEFAULT nextval('event_states_id_seq'),"
+    " event_id bigint NOT NULL, tid bigint NOT NULL, state text COLLATE \"C\" NOT NULL,"
+    " syscall text COLLATE \"C\" NOT NULL, fd text COLLATE \"C\" NOT NULL,"
+    " samples bigint NOT NULL, received_ns bigint NOT NULL DEFAULT 0,"
+    " PRIMARY KEY(id, received_ns)) PARTITION BY RANGE (received_ns);"
+    "ALTER SEQUENCE events_id_seq OWNED BY events.id;"
+    "ALTER SEQUENCE stack_counts_id_seq OWNED BY stack_counts.id;"
+    "ALTER SEQUENCE event_states_id_seq OWNED BY event_states.id;"
+    "CREATE TABLE events_default PARTITION OF events DEFAULT;"
+    "CREATE TABLE stack_counts_default PARTITION OF stack_counts DEFAULT;"
+    "CREATE TABLE event_states_default PARTITION OF event_states DEFAULT;"
+    /* perf_day_partitions(day): the day's partition of each table (day:
+       received_ns / 86400 s), made when missing. */
+    "CREATE FUNCTION perf_day_partitions(day bigint) RETURNS void LANGUAGE plpgsql AS $$"
+    " DECLARE t text; BEGIN FOREACH t IN ARRAY ARRAY['events', 'stack_counts', 'event_states']"
+    " LOOP EXECUTE format('CREATE TABLE IF NOT EXISTS %I PARTITION OF %I"
+    " FOR VALUES FROM (%s) TO (%s)', t || '_d' || day, t, day * " PG_DAY_NS ","
+    " (day + 1) * " PG_DAY_NS "); END LOOP; END $$;"
+    "SELECT perf_day_partitions(d) FROM (SELECT DISTINCT received_ns / " PG_DAY_NS " AS d"
+    " FROM batches WHERE received_ns > 0) AS days;"
+    "INSERT INTO events(id, batch_id, kind, start_ns, duration_ns, tid, cpu_percent, reason,"
+    " dominant_stack_sig, group_sig, label, received_ns) SELECT o.id, o.batch_id, o.kind,"
+    " o.start_ns, o.duration_ns, o.tid, o.cpu_percent, o.reason, o.dominant_stack_sig,"
+    " o.group_sig, o.label, coalesce(b.received_ns, 0) FROM events_v2 o"
+    " LEFT JOIN batches b ON b.id = o.batch_id;"
+    "INSERT INTO stack_counts(id, event_id, stack_sig, tid, samples, cpu_us, received_ns)"
+    " SELECT c.id, c.event_id, c.stack_sig, c.tid, c.samples, c.cpu_us,"
+    " coalesce((SELECT b.received_ns FROM events_v2 e JOIN batches b ON b.id = e.batch_id"
+    " WHERE e.id = c.event_id), 0) FROM stack_counts_v2 c;"
+    "INSERT INTO event_states(id, event_id, tid, state, syscall, fd, samples, received_ns)"
+    " SELECT x.id, x.event_id, x.tid, x.state, x.syscall, x.fd, x.samples,"
+    " coalesce((SELECT b.received_ns FROM events_v2 e JOIN batches b ON b.id = e.batch_id"
+    " WHERE e.id = x.event_id), 0) FROM event_states_v2 x;"
+    "DROP TABLE events_v2; DROP TABLE stack_counts_v2; DROP TABLE event_states_v2;"
+    "CREATE INDEX events_batch ON events(batch_id);"
+    "CREATE INDEX events_group ON events(group_sig);"
+    "CREATE INDEX events_start ON events(start_ns);"
+    "CREATE INDEX stack_counts_event ON stack_counts(event_id);"
+    "CREATE INDEX stack_counts_sig ON stack_counts(stack_sig);"
+    "CREATE INDEX event_states_event ON event_states(event_id);",
+    /* 4: rollups (rollup.h, rollup_sql.h), built from the rows stored so
        far; the events' start index serves the rollups' edges. */
     "CREATE FUNCTION perf_dbin(d bigint) RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE"
     " AS $$ SELECT CASE WHEN d < 8 THEN greatest(d, 0)::integer"
@@ -275,13 +344,14 @@ static int upsert_stacks_and_groups(store_t *st, const store_batch_t *b) {
 /* One event with its stack counts and thread states: one statement. */
 static const char INSERT_EVENT[] =
     "WITH e AS (INSERT INTO events(batch_id, kind, start_ns, duration_ns, tid, cpu_percent,"
-    " reason, dominant_stack_sig, group_sig, label) VALUES($1, $2, $3::bigint, $4::bigint,"
-    " $5::bigint, $6::bigint, $7, $8, $9, $10) RETURNING id),"
-    " c AS (INSERT INTO stack_counts(event_id, stack_sig, tid, samples, cpu_us)"
-    " SELECT e.id, s, t, n, w FROM e, unnest($11::text[], $12::bigint[], $13::bigint[],"
-    " $19::bigint[]) WITH ORDINALITY AS u(s, t, n, w, o) ORDER BY o),"
-    " x AS (INSERT INTO event_states(event_id, tid, state, syscall, fd, samples)"
-    " SELECT e.id, t, s, c, f, n FROM e, unnest($14::bigint[], $15::text[], $16::text[],"
+    " reason, dominant_stack_sig, group_sig, label, received_ns) VALUES($1, $2, $3::bigint,"
+    " $4::bigint, $5::bigint, $6::bigint, $7, $8, $9, $10, $20::bigint) RETURNING id),"
+    " c AS (INSERT INTO stack_counts(event_id, stack_sig, tid, samples, cpu_us, received_ns)"
+    " SELECT e.id, s, t, n, w, $20::bigint FROM e, unnest($11::text[], $12::bigint[],"
+    " $13::bigint[], $19::bigint[]) WITH ORDINALITY AS u(s, t, n, w, o) ORDER BY o),"
+    " x AS (INSERT INTO event_states(event_id, tid, state, syscall, fd, samples, received_ns)"
+    " SELECT e.id, t, s, c, f, n, $20::bigint FROM e, unnest($14::bigint[], $15::text[],"
+    " $16::text[],"
     " $17::text[], $18::bigint[]) WITH ORDINALITY AS u(t, s, c, f, n, o) ORDER BY o)"
     " SELECT id FROM e";
 
@@ -321,6 +391,7 @@ static int insert_event(store_t *st, const store_batch_t *b, const store_event_t
     pg_own(&p, 11 + i, pg_array_end(&a[i]));
     if (!p.v[10 + i]) rc = -1;
   }
+  pg_int(&p, 20, b->received_ns);
   if (rc == 0) rc = pg_do(st, INSERT_EVENT, &p, "insert event");
   pg_params_free(&p);
   return rc;
@@ -399,6 +470,7 @@ static int put_once(store_t *st, const store_batch_t *b) {
 
 static int pg_put_batch(store_t *st, const store_batch_t *b) {
   pthread_mutex_lock(&st->lock);
+  pg_partitions_ensure(st, b->received_ns);
   int rc = PUT_RETRY;
   for (int i = 0; rc == PUT_RETRY && i < PUT_ATTEMPTS; i++)
     rc = put_once(st, b);
@@ -445,7 +517,7 @@ static int delete_locked(store_t *st, int64_t cutoff_ns, uint64_t *deleted) {
     return r ? STORE_OK : STORE_ERROR;
   }
   pg_int(&p, 1, cutoff_ns);
-  if (pg_rollups_mark(st, MARK_OLD, &p) != 0) {
+  if (pg_rollups_mark(st, MARK_OLD, &p) != 0 || pg_partitions_drop_before(st, cutoff_ns) != 0) {
     pg_do(st, "ROLLBACK", NULL, "rollback");
     return STORE_ERROR;
   }

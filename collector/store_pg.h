@@ -45,7 +45,8 @@ struct store_s {
   const char *prepared[PG_MAX_PREPARED];
   int prepared_n[PG_MAX_PREPARED];
   int n_prepared;
-  int shard; /* this collector's rows of the rollups (store_pg_rollups.c) */
+  int shard;             /* this collector's rows of the rollups (store_pg_rollups.c) */
+  int64_t partition_day; /* the day whose partitions this collector made last */
 };
 
 /* Statement parameters as text (NULL: SQL NULL), numbers formatted into
@@ -111,6 +112,14 @@ int pg_hang_groups_prune(store_t *st);
 int pg_rollups_add_batch(store_t *st, const store_batch_t *b);
 int pg_rollups_mark(store_t *st, const char *events_sql, const pg_params_t *p);
 int pg_rollups_rebuild(store_t *st);
+
+/* store_pg_partitions.c: the day partitions of received_ns's day and the
+   next made when this collector has not yet (outside any transaction; a
+   failure leaves the batch to the default partition); inside retention's
+   transaction, the partitions of days wholly before cutoff_ns dropped
+   (0, or -1). */
+void pg_partitions_ensure(store_t *st, int64_t received_ns);
+int pg_partitions_drop_before(store_t *st, int64_t cutoff_ns);
 
 /* store_pg_query.c */
 int pg_top_rows(store_t *st, const store_top_query_t *q, store_row_fn fn, void *user);

@@ -69,7 +69,7 @@ _Static_assert(STORE_MAX_TAG_FILTERS == 4, "BATCH_FILTERS has one TAG_FILTER per
       "c") "), e.duration_ns, e.start_ns, e.start_ns, e.duration_ns FROM events e"                 \
            " JOIN batches b ON b.id = e.batch_id JOIN stack_counts c ON c.event_id = e.id"         \
            " WHERE e.kind = 'cpu'" RAW_RANGE(lo, hi) TOP_FILTERS                                   \
-      " GROUP BY e.id, c.stack_sig, b.version"
+      " GROUP BY e.id, c.stack_sig, b.version, e.start_ns, e.duration_ns, e.label"
 #define RAW_STACK(lo, hi)                                                                          \
   "SELECT c.stack_sig, " WEIGHT("c") ", " WEIGHT(                                                  \
       "c") " * e.duration_ns::float8 /"                                                            \

@@ -9,7 +9,8 @@
  * schema: two collectors starting on an empty database migrate it once, a
  * database at the previous version is migrated with its rows kept, a
  * database newer than the collector is refused; a connection cut under a
- * running collector; /healthz while the database refuses connections. Runs only
+ * running collector; /healthz while the database refuses connections; day
+ * partitions made ahead and dropped whole by retention. Runs only
  * against the pg_server fixture (PERF_TEST_DB=pg).
  */
 #include <libpq-fe.h>
@@ -220,6 +221,32 @@ static bool file_has(const char *path, const char *text) {
    schema is at version 1 once (schema_version has one row). Then a
    database a newer collector migrated (version 999): refused at start,
    exit 1, the reason said. */
+/* A database at schema version 1 made from one at the current version:
+   the rollups and partitions taken away, the raw tables plain again
+   (with their indexes' names of version 1) and stack_counts without
+   cpu_us. */
+#define PLAIN(t, cols, seq)                                                                        \
+  "CREATE TABLE " t "_v1 AS SELECT " cols " FROM " t ";"                                           \
+  "ALTER SEQUENCE " seq " OWNED BY NONE; DROP TABLE " t "; ALTER TABLE " t "_v1 RENAME TO " t ";"  \
+  "ALTER TABLE " t " ADD PRIMARY KEY (id); ALTER TABLE " t " ALTER COLUMN id SET DEFAULT"          \
+  " nextval('" seq "'); ALTER SEQUENCE " seq " OWNED BY " t ".id;"
+static const char VERSION_1[] =
+    "DROP TABLE rollup_groups; DROP TABLE rollup_stacks; DROP FUNCTION perf_dbin;" PLAIN(
+        "events",
+        "id, batch_id, kind, start_ns, duration_ns, tid, cpu_percent, reason,"
+        " dominant_stack_sig, group_sig, label",
+        "events_id_seq") PLAIN("stack_counts", "id, event_id, stack_sig, tid, samples",
+                               "stack_counts_id_seq")
+        PLAIN("event_states", "id, event_id, tid, state, syscall, fd, samples",
+              "event_states_id_seq") "DROP FUNCTION perf_day_partitions;"
+                                     "CREATE INDEX events_batch ON events(batch_id);"
+                                     "CREATE INDEX events_group ON events(group_sig);"
+                                     "CREATE INDEX events_start ON events(start_ns);"
+                                     "CREATE INDEX stack_counts_event ON stack_counts(event_id);"
+                                     "CREATE INDEX stack_counts_sig ON stack_counts(stack_sig);"
+                                     "CREATE INDEX event_states_event ON event_states(event_id);"
+                                     "UPDATE schema_version SET version = 1";
+
 static void case_schema(void) {
   collector_t c;
   collector_start(&c, NULL);
@@ -239,8 +266,8 @@ static void case_schema(void) {
     CHECKF(healthy_within(&two[i], 30), "collector %d did not start", i);
   }
   CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM schema_version"), 1);
-  CHECK_EQ_INT(db_count(c.db, "SELECT max(version) FROM schema_version"), 3);
-  CHECK(file_has(logs[0], "migrated to version 3") + file_has(logs[1], "migrated to version 3") ==
+  CHECK_EQ_INT(db_count(c.db, "SELECT max(version) FROM schema_version"), 4);
+  CHECK(file_has(logs[0], "migrated to version 4") + file_has(logs[1], "migrated to version 4") ==
         1);
   reply_t *r = malloc(sizeof *r);
   CHECK(r != NULL);
@@ -248,14 +275,22 @@ static void case_schema(void) {
   for (int i = 0; i < 2; i++)
     collector_stop_healthy(&two[i]);
 
-  /* From the previous versions: a database at version 1 (stack_counts
-     without cpu_us, no rollups) is migrated to 3 at start, its rows kept
-     and rolled up. */
-  db_exec(c.db, "ALTER TABLE stack_counts DROP COLUMN cpu_us; DROP TABLE rollup_groups;"
-                "DROP TABLE rollup_stacks; DROP FUNCTION perf_dbin;"
-                "UPDATE schema_version SET version = 1");
+  /* From the previous versions: a database at version 1 (plain tables,
+     stack_counts without cpu_us, no rollups), made from this one, is
+     migrated to 4 at start: its rows kept, moved into their days'
+     partitions and rolled up. */
+  long long events = db_count(c.db, "SELECT count(*) FROM events");
+  long long counts = db_count(c.db, "SELECT count(*) FROM stack_counts");
+  db_exec(c.db, VERSION_1);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM pg_class WHERE relname = 'events_default'"), 0);
   collector_restart(&c, NULL);
-  CHECK_EQ_INT(db_count(c.db, "SELECT max(version) FROM schema_version"), 3);
+  CHECK_EQ_INT(db_count(c.db, "SELECT max(version) FROM schema_version"), 4);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM events"), events);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM stack_counts"), counts);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM events_default"), 0);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM stack_counts_default"), 0);
+  CHECK(db_count(c.db, "SELECT count(*) FROM events e JOIN batches b ON b.id = e.batch_id"
+                       " WHERE e.received_ns = b.received_ns") == events);
   CHECK(db_count(c.db, "SELECT count(*) FROM events WHERE kind = 'hang'") >= 1);
   CHECK_EQ_INT(db_count(c.db, "SELECT sum(events) FROM rollup_groups WHERE kind = 'hang'"),
                db_count(c.db, "SELECT count(*) FROM events WHERE kind = 'hang'"
@@ -278,7 +313,7 @@ static void case_schema(void) {
   char listen[32];
   pid_t pid = spawn_on(c.db, logs[0], listen, sizeof listen);
   CHECK_EQ_INT(spawn_wait(pid, 30), 1);
-  CHECKF(file_has(logs[0], "schema version 999 is newer than this collector's (3)"), "see %s",
+  CHECKF(file_has(logs[0], "schema version 999 is newer than this collector's (4)"), "see %s",
          logs[0]);
 }
 
@@ -347,9 +382,72 @@ static void case_health_database(void) {
   CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM batches"), 1);
 }
 
+/* Day partitions: a batch's day (and the next) gets its partitions before
+   it is stored, nothing lands in the default ones; retention drops a
+   whole day's partitions (here a day of 1970 the rows were moved into)
+   and leaves the rollups equal to the rows that remain. */
+#define OLD_DAY "100"
+#define OLD_NS "(100 * 86400000000000 + 5)"
+static void case_partitions(void) {
+  collector_t c;
+  collector_start(&c, (const char *[]){"--rate-limit", "0", NULL});
+  reply_t *r = malloc(sizeof *r);
+  CHECK(r != NULL);
+  for (unsigned seed = 1; seed <= 12; seed++)
+    CHECK_EQ_INT(post_to(&c, seed, r), 200);
+  collector_stop_healthy(&c);
+  long long events = db_count(c.db, "SELECT count(*) FROM events");
+  CHECK(events > 0);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM events_default"), 0);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM stack_counts_default"), 0);
+  /* the batches' day's partitions and the next day's, made ahead */
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM pg_class WHERE relname IN (SELECT t || '_d' ||"
+                              " (max(received_ns) / 86400000000000 + 1)::text FROM batches,"
+                              " unnest(ARRAY['events', 'stack_counts', 'event_states']) AS t"
+                              " GROUP BY t)"),
+               3);
+  /* A third of the batches moved into a day of 1970, rows and all. */
+  db_exec(c.db,
+          "SELECT perf_day_partitions(" OLD_DAY ");"
+          "CREATE TEMP TABLE IF NOT EXISTS old AS SELECT id FROM batches"
+          " WHERE get_byte(id, 0) % 3 = 0;"
+          "UPDATE batches SET received_ns = " OLD_NS " WHERE id IN (SELECT id FROM old);"
+          "UPDATE stack_counts SET received_ns = " OLD_NS " WHERE event_id IN"
+          " (SELECT e.id FROM events e WHERE e.batch_id IN (SELECT id FROM old));"
+          "UPDATE event_states SET received_ns = " OLD_NS " WHERE event_id IN"
+          " (SELECT e.id FROM events e WHERE e.batch_id IN (SELECT id FROM old));"
+          "UPDATE events SET received_ns = " OLD_NS " WHERE batch_id IN (SELECT id FROM old);");
+  long long old_events = db_count(c.db, "SELECT count(*) FROM events_d" OLD_DAY);
+  long long old_batches =
+      db_count(c.db, "SELECT count(*) FROM batches WHERE received_ns = " OLD_NS);
+  CHECK(old_events > 0 && old_events < events && old_batches > 0);
+  CHECK(db_count(c.db, "SELECT count(*) FROM stack_counts_d" OLD_DAY) > 0);
+  collector_start(&c, (const char *[]){"--retention-days", "1", "--retention-interval", "1", NULL});
+  double end = now_s() + 30;
+  while (db_count(c.db, "SELECT count(*) FROM pg_class WHERE relname = 'events_d" OLD_DAY "'") &&
+         now_s() < end)
+    usleep(100000);
+  collector_stop_healthy(&c);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM pg_class WHERE relname IN ('events_d" OLD_DAY
+                              "', 'stack_counts_d" OLD_DAY "', 'event_states_d" OLD_DAY "')"),
+               0);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM events"), events - old_events);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM batches WHERE received_ns = " OLD_NS), 0);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM stack_counts c WHERE NOT EXISTS"
+                              " (SELECT 1 FROM events e WHERE e.id = c.event_id)"),
+               0);
+  CHECK_EQ_INT(db_count(c.db, "SELECT coalesce(sum(events), 0) FROM rollup_groups"
+                              " WHERE kind = 'hang'"),
+               db_count(c.db, "SELECT count(*) FROM events WHERE kind = 'hang'"
+                              " AND group_sig IS NOT NULL"));
+  CHECK_EQ_INT(db_count(c.db, "SELECT coalesce(sum(samples), 0) FROM rollup_stacks"),
+               db_count(c.db, "SELECT coalesce(sum(samples), 0) FROM stack_counts"));
+  free(r);
+}
+
 static const test_case_t g_cases[] = {
     TEST_CASE(two_collectors),  TEST_CASE(retention_lock),  TEST_CASE(schema),
-    TEST_CASE(connection_lost), TEST_CASE(health_database),
+    TEST_CASE(connection_lost), TEST_CASE(health_database), TEST_CASE(partitions),
 };
 
 int main(int argc, char **argv) {

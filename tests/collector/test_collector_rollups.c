@@ -266,7 +266,7 @@ static void case_reopen(void) {
   CHECK(groups > 0 && stacks > 0);
   if (rig_pg()) /* the previous schema version (the migration test has the rest) */
     db_exec(c.db, "DROP TABLE rollup_groups; DROP TABLE rollup_stacks; DROP FUNCTION perf_dbin;"
-                  "UPDATE schema_version SET version = 2");
+                  "UPDATE schema_version SET version = 3");
   else
     db_exec(c.db, "DROP TABLE rollup_groups; DROP TABLE rollup_stacks");
   collector_restart(&c, NO_LIMIT);
