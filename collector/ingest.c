@@ -34,6 +34,7 @@
 #include "sdk/wire/batch_decode.h"
 #include "sdk/wire/event_weights.h"
 #include "signature.h"
+#include "stack_cache.h"
 #include "symbol_files.h"
 
 static void set_result(ingest_result_t *r, unsigned status, reject_reason_t why, const char *fmt,
@@ -85,6 +86,9 @@ typedef struct frame_ctx_s {
   char unresolved[MAX_UNRESOLVED][SYMBOL_ID_MAX_HEX + 1]; /* build-ids without a debug file */
   size_t n_unresolved;
   uint64_t named, unnamed; /* frames the device did not name, named here or not */
+  stack_built_t *building; /* the stack being built: its build-ids without a debug file */
+  bool overflow;           /* more of them than it keeps */
+  stack_cache_t *cache;    /* built stacks by input (may be NULL) */
   symbol_t sym;            /* one lookup's answer */
 } frame_ctx_t;
 
@@ -104,6 +108,18 @@ static void note_unresolved(frame_ctx_t *fc, const char *id) {
     snprintf(fc->unresolved[fc->n_unresolved++], sizeof fc->unresolved[0], "%s", id);
 }
 
+static void note_stack_unresolved(frame_ctx_t *fc, const char *id) {
+  stack_built_t *b = fc->building;
+  if (!b) return;
+  for (size_t i = 0; i < b->n_unresolved; i++)
+    if (strcmp(b->unresolved[i], id) == 0) return;
+  if (b->n_unresolved == STACK_CACHE_UNRESOLVED || strlen(id) >= sizeof b->unresolved[0]) {
+    fc->overflow = true;
+    return;
+  }
+  snprintf(b->unresolved[b->n_unresolved++], sizeof b->unresolved[0], "%s", id);
+}
+
 /* A frame of a module with a build-id, named by the device or not:
    symbolized from a local debug file (return addresses, depth > 0, at
    address - 1); the collector's answer replaces the device's. True when
@@ -113,7 +129,10 @@ static bool symbolize_frame(frame_ctx_t *fc, json_t *o, uint64_t address, size_t
   if (!fc->symbols || !id[0]) return false;
   uint64_t ret = depth && address ? 1 : 0;
   int rc = symbolizer_lookup(fc->symbols, id, address - ret, &fc->sym);
-  if (rc == SYMBOLIZE_NO_FILE) note_unresolved(fc, id);
+  if (rc == SYMBOLIZE_NO_FILE) {
+    note_unresolved(fc, id);
+    note_stack_unresolved(fc, id);
+  }
   if (rc != SYMBOLIZE_FOUND) return false;
   *err |= frame_json_set_symbol(o, &fc->sym, ret);
   return true;
@@ -193,34 +212,120 @@ static json_t *stack_frames(frame_ctx_t *fc, const Perf__V1__Stack *s) {
   return frames;
 }
 
-/* The stack's row, its frame labels (named: strdup'ed, expanded: inline
-   frames and the end marker are frames) and its group (the same
-   signature, the labels as JSON). */
+/* The stack's row built: frames as JSON, labels (inline frames and the end
+   marker are frames), signature, group names; fc's counts moved by its
+   frames. */
+static int build_fresh(frame_ctx_t *fc, const Perf__V1__Stack *s, stack_built_t *out) {
+  json_t *frames = stack_frames(fc, s);
+  json_t *labels = frames ? frame_json_labels(frames) : NULL;
+  out->frames_json = labels ? json_dumps(frames, JSON_COMPACT) : NULL;
+  json_decref(frames);
+  size_t n = json_array_size(labels);
+  out->labels = calloc(n ? n : 1, sizeof *out->labels);
+  uint64_t h = PERF__SIGNATURE_START;
+  for (size_t i = 0; out->labels && out->frames_json && i < n; i++) {
+    const char *label = json_string_value(json_array_get(labels, i));
+    if (!(out->labels[i] = strdup(label))) break;
+    out->depth = i + 1;
+    h = perf__signature_add(h, label);
+  }
+  out->names_json = labels && out->depth == n ? json_dumps(labels, JSON_COMPACT) : NULL;
+  json_decref(labels);
+  snprintf(out->signature, sizeof out->signature, "%016llx", (unsigned long long)h);
+  return out->frames_json && out->labels && out->names_json ? 0 : -1;
+}
+
+/* The stack cache's key: 128 bits over everything build_fresh reads. */
+typedef struct key_hash_s {
+  uint64_t a, b;
+} key_hash_t;
+
+static void key_bytes(key_hash_t *k, const void *p, size_t n) {
+  const unsigned char *c = p;
+  for (size_t i = 0; i < n; i++) {
+    k->a = (k->a ^ c[i]) * UINT64_C(0x100000001b3);
+    k->b = (k->b ^ c[i]) * UINT64_C(0x9e3779b97f4a7c15);
+    k->b = k->b << 31 | k->b >> 33;
+  }
+}
+
+static void key_u64(key_hash_t *k, uint64_t v) {
+  key_bytes(k, &v, sizeof v);
+}
+
+static void key_text(key_hash_t *k, const char *t) {
+  size_t n = t ? strlen(t) : SIZE_MAX;
+  key_u64(k, n);
+  if (t) key_bytes(k, t, n);
+}
+
+static void stack_key(const Perf__V1__Batch *bt, const Perf__V1__Stack *s, uint64_t key[2]) {
+  key_hash_t k = {UINT64_C(0xcbf29ce484222325), UINT64_C(0x84222325cbf29ce4)};
+  key_u64(&k, s->n_frames);
+  key_u64(&k, (uint64_t)s->end);
+  for (size_t i = 0; i < s->n_frames; i++) {
+    const Perf__V1__Frame *f = bt->frames[s->frames[i] - 1];
+    const Perf__V1__Module *m = f->module ? bt->modules[f->module - 1] : NULL;
+    key_text(&k, m ? m->path : NULL);
+    key_u64(&k, m ? m->build_id.len : 0);
+    if (m) key_bytes(&k, m->build_id.data, m->build_id.len);
+    key_u64(&k, f->address);
+    key_u64(&k, f->function_offset);
+    key_text(&k, function_name(bt, f->function));
+    key_text(&k, system_name(bt, f->function));
+    key_u64(&k, f->n_lines);
+    for (size_t l = 0; l < f->n_lines; l++) {
+      key_text(&k, function_name(bt, f->lines[l]->function));
+      key_text(&k, system_name(bt, f->lines[l]->function));
+      key_text(&k, f->lines[l]->file ? bt->strings[f->lines[l]->file] : NULL);
+      key_u64(&k, f->lines[l]->line);
+    }
+  }
+  key[0] = k.a;
+  key[1] = k.b;
+}
+
+/* The stack's row (from the cache when it holds it), its frame labels and
+   its group (the same signature, the labels as JSON). */
 static int build_stack(frame_ctx_t *fc, const Perf__V1__Stack *s, store_stack_t *out,
                        perf__named_stack_t *named, store_group_t *group) {
   named->frames = NULL;
   named->depth = 0;
-  json_t *frames = stack_frames(fc, s);
-  json_t *labels = frames ? frame_json_labels(frames) : NULL;
-  char *text = labels ? json_dumps(frames, JSON_COMPACT) : NULL;
-  json_decref(frames);
-  size_t n = json_array_size(labels);
-  char **names = calloc(n ? n : 1, sizeof *names);
-  named->frames = (const char *const *)names;
-  uint64_t h = PERF__SIGNATURE_START;
-  for (size_t i = 0; names && text && i < n; i++) {
-    const char *label = json_string_value(json_array_get(labels, i));
-    if (!(names[i] = strdup(label))) break;
-    named->depth = i + 1;
-    h = perf__signature_add(h, label);
+  uint64_t key[2], generation = fc->symbols ? symbolizer_generation(fc->symbols) : 0;
+  double now = symbolizer_now_s();
+  stack_built_t b;
+  stack_key(fc->bt, s, key);
+  if (stack_cache_get(fc->cache, key, generation, now, &b)) {
+    fc->named += b.named;
+    fc->unnamed += b.unnamed;
+    for (size_t i = 0; i < b.n_unresolved; i++)
+      note_unresolved(fc, b.unresolved[i]);
+  } else {
+    uint64_t named0 = fc->named, unnamed0 = fc->unnamed;
+    memset(&b, 0, sizeof b);
+    fc->building = &b;
+    fc->overflow = false;
+    int rc = build_fresh(fc, s, &b);
+    fc->building = NULL;
+    b.named = (uint32_t)(fc->named - named0);
+    b.unnamed = (uint32_t)(fc->unnamed - unnamed0);
+    /* A stack with a module without a debug file: good as long as the
+       symbolizer keeps that file missing. */
+    if (rc == 0 && !fc->overflow)
+      stack_cache_put(fc->cache, key, generation,
+                      b.n_unresolved ? now + SYMBOLIZER_MISSING_RECHECK_S : 0, &b);
+    if (rc != 0) {
+      stack_built_release(&b);
+      return -1;
+    }
   }
-  out->frames_json = text;
+  named->frames = (const char *const *)b.labels;
+  named->depth = b.depth;
+  out->frames_json = b.frames_json;
   out->end = s->end == 0 || s->end == 1 ? NULL : perf__stack_end_text((int)s->end);
-  group->names_json = labels && named->depth == n ? json_dumps(labels, JSON_COMPACT) : NULL;
-  json_decref(labels);
-  if (!text || !names || !group->names_json) return -1;
-  snprintf(out->signature, sizeof out->signature, "%016llx", (unsigned long long)h);
-  memcpy(group->signature, out->signature, sizeof group->signature);
+  group->names_json = b.names_json;
+  memcpy(out->signature, b.signature, sizeof out->signature);
+  memcpy(group->signature, b.signature, sizeof group->signature);
   return 0;
 }
 
@@ -376,6 +481,7 @@ static int build_record(const ingest_target_t *t, const Perf__V1__Batch *bt, rec
   memset(r, 0, sizeof *r);
   r->frames.bt = bt;
   r->frames.symbols = t->symbols;
+  r->frames.cache = t->stack_cache;
   const Perf__V1__Resource *res = bt->resource;
   memcpy(r->batch.id, bt->batch_id.data, STORE_BATCH_ID_BYTES);
   r->batch.received_ns = wall_ns();

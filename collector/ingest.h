@@ -15,6 +15,7 @@
 #include "batch_limits.h"
 #include "metrics.h"
 #include "resymbolize.h"
+#include "stack_cache.h"
 #include "store.h"
 #include "symbolize.h"
 
@@ -34,6 +35,7 @@ typedef struct ingest_target_s {
   symbolizer_t *symbols;        /* names unnamed frames from local debug files; may be NULL */
   resymbolizer_t *resym;        /* told the build-ids it could not name; may be NULL */
   const batch_limits_t *limits; /* NULL: the defaults (batch_limits.h) */
+  stack_cache_t *stack_cache;   /* built stacks kept between batches; may be NULL */
 } ingest_target_t;
 
 /* Decode, check and store body; the batch id in the payload must equal

@@ -580,6 +580,11 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
   *con_cls = NULL;
 }
 
+/* Built stacks kept between batches (stack_cache.h): a fleet's distinct
+   stacks of the last minutes, at most 32 MiB. */
+#define STACK_CACHE_ENTRIES 8192
+#define STACK_CACHE_BYTES (32u << 20)
+
 server_t *server_start(const collector_options_t *opts, const apikeys_t *keys,
                        const store_ops_t *ops, store_t *store, symbolizer_t *symbols,
                        resymbolizer_t *resym) {
@@ -587,8 +592,13 @@ server_t *server_start(const collector_options_t *opts, const apikeys_t *keys,
   if (!s) return NULL;
   s->opts = opts;
   s->keys = keys;
-  s->ingest =
-      (ingest_target_t){ops, store, opts->max_decompressed_bytes, symbols, resym, &opts->limits};
+  s->ingest = (ingest_target_t){ops,
+                                store,
+                                opts->max_decompressed_bytes,
+                                symbols,
+                                resym,
+                                &opts->limits,
+                                stack_cache_new(STACK_CACHE_ENTRIES, STACK_CACHE_BYTES)};
   s->limits = ratelimit_new(opts->rate_limit, opts->rate_burst);
   s->guard = s->limits ? conn_guard_start(opts->max_connections, opts->request_timeout_s) : NULL;
   if (!s->guard) {
@@ -628,5 +638,6 @@ void server_stop(server_t *s) {
   if (s->daemon) MHD_stop_daemon(s->daemon);
   conn_guard_stop(s->guard);
   ratelimit_free(s->limits);
+  stack_cache_free(s->ingest.stack_cache);
   free(s);
 }

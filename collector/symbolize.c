@@ -7,6 +7,7 @@
 #include "symbolize.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +17,7 @@
 
 #include "symbol_files.h"
 
-#define MISSING_RECHECK_S 2.0 /* a missing file is looked for again after this */
+#define MISSING_RECHECK_S SYMBOLIZER_MISSING_RECHECK_S
 
 typedef struct entry_s {
   char id[SYMBOL_ID_MAX_HEX + 1]; /* "" for a free slot */
@@ -31,6 +32,7 @@ struct symbolizer_s {
   entry_t *entries;
   size_t max;
   uint64_t clock;
+  _Atomic uint64_t generation; /* symbolizer_forget's count */
 };
 
 static double monotonic_s(void) {
@@ -168,5 +170,14 @@ void symbolizer_forget(symbolizer_t *s, const char *id) {
   pthread_mutex_lock(&s->lock);
   for (size_t i = 0; i < s->max; i++)
     if (strcmp(s->entries[i].id, id) == 0) entry_clear(&s->entries[i]);
+  atomic_fetch_add(&s->generation, 1);
   pthread_mutex_unlock(&s->lock);
+}
+
+uint64_t symbolizer_generation(symbolizer_t *s) {
+  return atomic_load(&s->generation);
+}
+
+double symbolizer_now_s(void) {
+  return monotonic_s();
 }

@@ -63,6 +63,15 @@ int symbolizer_lookup(symbolizer_t *s, const char *id, uint64_t address, symbol_
 /* Forget what the cache knows of id (a debug file arrived for it). */
 void symbolizer_forget(symbolizer_t *s, const char *id);
 
+/* How many times symbolizer_forget ran: what was named before another
+   count may be named differently now (stack_cache.h). */
+uint64_t symbolizer_generation(symbolizer_t *s);
+
+/* A debug file found missing is looked for again after this long, on the
+   clock symbolizer_now_s reads (CLOCK_MONOTONIC, seconds). */
+#define SYMBOLIZER_MISSING_RECHECK_S 2.0
+double symbolizer_now_s(void);
+
 /* True when a usable debug file for id is in the symbols directory (it is
    opened and cached, as by a lookup). */
 bool symbolizer_available(symbolizer_t *s, const char *id);
