@@ -13,6 +13,8 @@
 #include <sys/wait.h>
 #include <time.h>
 
+#include "collector/rollup_sql.h"
+
 #define HOUR_NS "3600000000000" /* a copy's shift: whole rollup buckets */
 #define ROLLUP_RUNS 7
 #define RAW_RUNS_SMALL 3 /* up to 20 M samples; beyond, one run */
@@ -57,6 +59,29 @@ static int db_run(db_t *d, const char *sql, long long *count) {
 static long long db_count(db_t *d, const char *sql) {
   long long n = -1;
   return db_run(d, sql, &n) == 0 ? n : -1;
+}
+
+/* The day rollups made again from the 10-minute ones (the copies moved
+   rows by whole hours, so their day rows are not the originals' moved). */
+static int rebuild_days(db_t *d) {
+  bool pg = d->pg != NULL;
+  const char *mark = pg ? "CREATE TEMP TABLE IF NOT EXISTS rollup_dirty_days(day_ns bigint"
+                          " PRIMARY KEY); DELETE FROM rollup_dirty_days;"
+                          "INSERT INTO rollup_dirty_days SELECT DISTINCT " ROLLUP_BUCKET_AT(
+                              "bucket_ns", ROLLUP_DAY_SQL) " FROM rollup_groups;"
+                                                           "DELETE FROM rollup_groups_day;"
+                                                           " DELETE FROM rollup_stacks_day;"
+                        : "CREATE TEMP TABLE IF NOT EXISTS rollup_dirty_days(day_ns INTEGER"
+                          " PRIMARY KEY); DELETE FROM rollup_dirty_days;"
+                          "INSERT INTO rollup_dirty_days SELECT DISTINCT " ROLLUP_BUCKET_AT(
+                              "bucket_ns", ROLLUP_DAY_SQL) " FROM rollup_groups;"
+                                                           "DELETE FROM rollup_groups_day;"
+                                                           " DELETE FROM rollup_stacks_day;";
+  if (db_run(d, mark, NULL) != 0) return -1;
+  if (pg)
+    return db_run(d, ROLLUP_GROUPS_DAYS(", shard", ", 0") ";" ROLLUP_STACKS_DAYS(", shard", ", 0"),
+                  NULL);
+  return db_run(d, ROLLUP_GROUPS_DAYS("", "") ";" ROLLUP_STACKS_DAYS("", ""), NULL);
 }
 
 /* Copy k of the original rows (event ids <= off, rollup buckets <=
@@ -208,6 +233,7 @@ static void scale_one(const scale_env_t *env, db_t *d, const char *db_name, cons
       samples += per_copy;
       k++;
     }
+    if (rebuild_days(d) != 0) return;
     if (d->pg) {
       char sql[128];
       snprintf(sql, sizeof sql, "SELECT setval('events_id_seq', %lld); ANALYZE", off * k);
@@ -216,7 +242,9 @@ static void scale_one(const scale_env_t *env, db_t *d, const char *db_name, cons
       db_run(d, "ANALYZE", NULL);
     }
     long long rows = db_count(d, "SELECT (SELECT count(*) FROM rollup_groups) +"
-                                 " (SELECT count(*) FROM rollup_stacks)");
+                                 " (SELECT count(*) FROM rollup_stacks) +"
+                                 " (SELECT count(*) FROM rollup_groups_day) +"
+                                 " (SELECT count(*) FROM rollup_stacks_day)");
     printf("(filled by %d copies in %.1f s)\n", k - 1, now_s() - t0);
     time_round(env, db_name, where, samples, rows, host);
   }

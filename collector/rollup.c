@@ -79,10 +79,18 @@ static int64_t bucket_end(int64_t b) {
   return b > INT64_MAX - ROLLUP_BUCKET_NS ? INT64_MAX : b + ROLLUP_BUCKET_NS - 1;
 }
 
+/* The first multiple of step at or after x (x >= 0 or not). */
+static int64_t ceil_to(int64_t x, int64_t step) {
+  int64_t r = x % step;
+  if (r < 0) r += step;
+  if (!r) return x;
+  return x > INT64_MAX - (step - r) ? INT64_MAX : x + (step - r);
+}
+
 void rollup_plan(const store_top_query_t *q, int (*any_event)(void *ctx, int64_t lo, int64_t hi),
                  void *ctx, rollup_plan_t *out) {
   int64_t from = q->from_ns, to = q->to_ns;
-  *out = (rollup_plan_t){.whole_lo = 1, .whole_hi = 0, .raw = {{from, to}, {1, 0}}};
+  *out = (rollup_plan_t){.day = {1, 0}, .bucket = {{1, 0}, {1, 0}}, .raw = {{from, to}, {1, 0}}};
   if (!rollup_answers(q) || from > to) return;
   int64_t first = rollup_bucket(from), last = rollup_bucket(to);
   if (first < from && any_event(ctx, first, from - 1) != 0) {
@@ -94,8 +102,6 @@ void rollup_plan(const store_top_query_t *q, int (*any_event)(void *ctx, int64_t
     last -= ROLLUP_BUCKET_NS;
   }
   if (first > last) return; /* no whole bucket: all raw */
-  out->whole_lo = first;
-  out->whole_hi = last;
   out->raw[0][0] = from;
   out->raw[0][1] = first - 1; /* empty when first <= from */
   if (bucket_end(last) == INT64_MAX) {
@@ -104,4 +110,22 @@ void rollup_plan(const store_top_query_t *q, int (*any_event)(void *ctx, int64_t
     out->raw[1][0] = bucket_end(last) + 1;
     out->raw[1][1] = to; /* empty when the last bucket ends at or after to */
   }
+  /* The whole days among the whole buckets [first, last]: a day is whole
+     when its first bucket is at or after first and its last at or before
+     last. */
+  int64_t day_lo = ceil_to(first, ROLLUP_DAY_NS);
+  if (last < INT64_MIN + ROLLUP_DAY_NS || day_lo == INT64_MAX) {
+    out->bucket[0][0] = first, out->bucket[0][1] = last;
+    return;
+  }
+  int64_t day_hi = last - (ROLLUP_DAY_NS - ROLLUP_BUCKET_NS); /* its last bucket is last */
+  day_hi -= ((day_hi % ROLLUP_DAY_NS) + ROLLUP_DAY_NS) % ROLLUP_DAY_NS;
+  if (day_lo > day_hi) {
+    out->bucket[0][0] = first, out->bucket[0][1] = last;
+    return;
+  }
+  out->day[0] = day_lo, out->day[1] = day_hi;
+  out->bucket[0][0] = first, out->bucket[0][1] = day_lo - ROLLUP_BUCKET_NS;
+  if (day_hi <= INT64_MAX - ROLLUP_DAY_NS) /* else no bucket after the last day */
+    out->bucket[1][0] = day_hi + ROLLUP_DAY_NS, out->bucket[1][1] = last;
 }

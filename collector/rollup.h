@@ -21,10 +21,13 @@
 /* A rollup bucket: ten minutes of event starts, from the epoch. */
 #define ROLLUP_BUCKET_NS INT64_C(600000000000)
 #define ROLLUP_BUCKET_SQL "600000000000"
-/* The bucket of an event starting at x, in SQL (both backends: % is the
-   truncating remainder there too). */
-#define ROLLUP_BUCKET_OF(x)                                                                        \
-  "(" x " - ((" x " % " ROLLUP_BUCKET_SQL ") + " ROLLUP_BUCKET_SQL ") % " ROLLUP_BUCKET_SQL ")"
+/* The coarser level: a day. */
+#define ROLLUP_DAY_NS INT64_C(86400000000000)
+#define ROLLUP_DAY_SQL "86400000000000"
+/* The start of the bucket of size (SQL text) holding x, in SQL (both
+   backends: % is the truncating remainder there too). */
+#define ROLLUP_BUCKET_AT(x, size) "(" x " - ((" x " % " size ") + " size ") % " size ")"
+#define ROLLUP_BUCKET_OF(x) ROLLUP_BUCKET_AT(x, ROLLUP_BUCKET_SQL)
 
 int64_t rollup_bucket(int64_t ns);
 
@@ -54,11 +57,14 @@ void rollup_hist_free(rollup_hist_t *h);
    longest duration, when the rank falls in the longest's bin. */
 int64_t rollup_hist_p95(rollup_hist_t *h, int64_t max_ns);
 
-/* Where a query's rows come from. Rollup buckets starting in
-   [whole_lo, whole_hi] (none when lo > hi) and raw events starting in
-   raw[0] or raw[1] (closed ranges; empty when [0] > [1]). */
+/* Where a query's rows come from. Day rows of the days starting in day
+   (whole days of the range), 10-minute rows of the buckets starting in
+   bucket[0] or bucket[1] (the whole buckets around those days) and raw
+   events starting in raw[0] or raw[1] (the edges). Closed ranges, empty
+   when [0] > [1]. */
 typedef struct rollup_plan_s {
-  int64_t whole_lo, whole_hi;
+  int64_t day[2];
+  int64_t bucket[2][2];
   int64_t raw[2][2];
 } rollup_plan_t;
 

@@ -32,6 +32,29 @@
 #define PG_DAY_NS "86400000000000"
 #define PUT_ATTEMPTS 5
 
+/* The rollup tables of a level ("" 10 minutes, "_day"), with a shard per
+   collector (store_pg_rollups.c), and their rows built from the raw rows. */
+#define PG_GROUPS_TABLE(lvl)                                                                       \
+  "CREATE TABLE rollup_groups" lvl "(bucket_ns bigint NOT NULL, app text COLLATE \"C\" NOT NULL,"  \
+  " version text COLLATE \"C\" NOT NULL, environment text COLLATE \"C\" NOT NULL,"                 \
+  " kind text COLLATE \"C\" NOT NULL, group_sig text COLLATE \"C\" NOT NULL,"                      \
+  " label text COLLATE \"C\" NOT NULL, dbin integer NOT NULL, shard integer NOT NULL,"             \
+  " events bigint NOT NULL, samples bigint NOT NULL, total_ns bigint NOT NULL,"                    \
+  " first_ns bigint NOT NULL, last_ns bigint NOT NULL, max_ns bigint NOT NULL,"                    \
+  " PRIMARY KEY(" ROLLUP_GROUP_COLS ", shard));"
+#define PG_STACKS_TABLE(lvl)                                                                       \
+  "CREATE TABLE rollup_stacks" lvl "(bucket_ns bigint NOT NULL, app text COLLATE \"C\" NOT NULL,"  \
+  " version text COLLATE \"C\" NOT NULL, environment text COLLATE \"C\" NOT NULL,"                 \
+  " kind text COLLATE \"C\" NOT NULL, group_sig text COLLATE \"C\" NOT NULL,"                      \
+  " stack_sig text COLLATE \"C\" NOT NULL, label text COLLATE \"C\" NOT NULL,"                     \
+  " shard integer NOT NULL, samples bigint NOT NULL, wall_ns double precision NOT NULL,"           \
+  " first_ns bigint NOT NULL, last_end_ns bigint NOT NULL,"                                        \
+  " PRIMARY KEY(" ROLLUP_STACK_COLS ", shard));"
+#define PG_BUILD(lvl, size)                                                                        \
+  ROLLUP_GROUPS_HANG(lvl, size, ", shard", ", 0", "events e", "true")                              \
+  ";" ROLLUP_GROUPS_CPU(lvl, size, ", shard", ", 0", "events e", "true") ";" ROLLUP_STACKS(        \
+      lvl, size, ", shard", ", 0", "events e", "true") ";"
+
 /* MIGRATIONS[i] takes a database from version i to i + 1. */
 static const char *const MIGRATIONS[] = {
     /* 1: the tables of the SQLite schema as of issue 16. */
@@ -151,24 +174,9 @@ static const char *const MIGRATIONS[] = {
     "CREATE FUNCTION perf_dbin(d bigint) RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE"
     " AS $$ SELECT CASE WHEN d < 8 THEN greatest(d, 0)::integer"
     " ELSE (8 * (length(ltrim(d::bit(64)::text, '0')) - 3)"
-    " + ((d >> (length(ltrim(d::bit(64)::text, '0')) - 4)) & 7))::integer END $$;"
-    "CREATE TABLE rollup_groups(bucket_ns bigint NOT NULL, app text COLLATE \"C\" NOT NULL,"
-    " version text COLLATE \"C\" NOT NULL, environment text COLLATE \"C\" NOT NULL,"
-    " kind text COLLATE \"C\" NOT NULL, group_sig text COLLATE \"C\" NOT NULL,"
-    " label text COLLATE \"C\" NOT NULL, dbin integer NOT NULL, shard integer NOT NULL,"
-    " events bigint NOT NULL, samples bigint NOT NULL, total_ns bigint NOT NULL,"
-    " first_ns bigint NOT NULL, last_ns bigint NOT NULL, max_ns bigint NOT NULL,"
-    " PRIMARY KEY(" ROLLUP_GROUP_COLS ", shard));"
-    "CREATE TABLE rollup_stacks(bucket_ns bigint NOT NULL, app text COLLATE \"C\" NOT NULL,"
-    " version text COLLATE \"C\" NOT NULL, environment text COLLATE \"C\" NOT NULL,"
-    " kind text COLLATE \"C\" NOT NULL, group_sig text COLLATE \"C\" NOT NULL,"
-    " stack_sig text COLLATE \"C\" NOT NULL, label text COLLATE \"C\" NOT NULL,"
-    " shard integer NOT NULL, samples bigint NOT NULL, wall_ns double precision NOT NULL,"
-    " first_ns bigint NOT NULL, last_end_ns bigint NOT NULL,"
-    " PRIMARY KEY(" ROLLUP_STACK_COLS
-    ", shard));" ROLLUP_GROUPS_HANG(", shard", ", 0", "events e", "true") ";" ROLLUP_GROUPS_CPU(
-        ", shard", ", 0", "events e", "true") ";" ROLLUP_STACKS(", shard", ", 0", "events e",
-                                                                "true") ";",
+    " + ((d >> (length(ltrim(d::bit(64)::text, '0')) - 4)) & 7))::integer END $$;" PG_GROUPS_TABLE(
+        "") PG_STACKS_TABLE("") PG_GROUPS_TABLE("_day") PG_STACKS_TABLE("_day")
+        PG_BUILD("", ROLLUP_BUCKET_SQL) PG_BUILD("_day", ROLLUP_DAY_SQL),
 };
 #define SCHEMA_VERSION ((int)(sizeof MIGRATIONS / sizeof MIGRATIONS[0]))
 _Static_assert(STORE_LOOP_BUCKETS == 9, "loop_stats has one column per bucket");

@@ -18,7 +18,7 @@
 
 #include "store.h"
 
-#define PG_MAX_PARAMS 28
+#define PG_MAX_PARAMS 32
 
 /* Advisory lock keys (pg_advisory_xact_lock / pg_try_advisory_xact_lock):
    one per job two collectors on one database must not run at once. */

@@ -38,22 +38,36 @@ _Static_assert(STORE_MAX_TAG_FILTERS == 4, "BATCH_FILTERS has one TAG_FILTER per
   " 'value', t.value) ORDER BY t.key, t.value), '[]'::jsonb) FROM batch_tags t"                    \
   " WHERE t.batch_id = b.id), e.label"
 
-/* Top-stacks and stack rows read the rollup buckets $20..$21 (rollup_plan)
-   and the raw events starting in $22..$23 and $24..$25: the same columns
-   either way, summed per group, version, label and duration bin. */
+/* Top-stacks and stack rows read the day rows of $20..$21, the 10-minute
+   rows of $26..$27 and $28..$29 (rollup_plan) and the raw events starting
+   in $22..$23 and $24..$25: the same columns either way, summed per group,
+   version, label and duration bin. */
 #define ROLLUP_FILTERS                                                                             \
-  " AND r.bucket_ns >= $20::bigint AND r.bucket_ns <= $21::bigint"                                 \
   " AND ($1::text IS NULL OR r.app = $1) AND ($2::text IS NULL OR r.version = $2)"                 \
   " AND ($3::text IS NULL OR r.environment = $3) AND ($19::text IS NULL OR r.label = $19)"
+#define RANGE(lo, hi) " AND r.bucket_ns >= $" #lo "::bigint AND r.bucket_ns <= $" #hi "::bigint"
 #define RAW_RANGE(lo, hi) " AND e.start_ns >= $" #lo "::bigint AND e.start_ns <= $" #hi "::bigint"
+#define GROUP_PART(table, kinds, lo, hi)                                                           \
+  "SELECT r.group_sig AS g, r.version AS version, r.label AS label, r.dbin AS dbin,"               \
+  " r.events AS events, r.samples::numeric AS samples, r.total_ns AS total_ns,"                    \
+  " r.first_ns AS first_ns, r.last_ns AS last_ns, r.max_ns AS max_ns FROM " table " r"             \
+  " WHERE " kinds                                                                                  \
+  RANGE(lo, hi) ROLLUP_FILTERS
 #define TOP_SQL(kinds, raw, majority)                                                              \
   "SELECT x.g, gr.frames, x.version, x.label, sum(x.events), sum(x.samples), sum(x.total_ns),"     \
   " min(x.first_ns), max(x.last_ns), max(x.max_ns), x.dbin, " majority                             \
-  " FROM (SELECT r.group_sig AS g, r.version AS version, r.label AS label, r.dbin AS dbin,"        \
-  " r.events AS events, r.samples::numeric AS samples, r.total_ns AS total_ns,"                    \
-  " r.first_ns AS first_ns, r.last_ns AS last_ns, r.max_ns AS max_ns FROM rollup_groups r"         \
-  " WHERE " kinds ROLLUP_FILTERS " UNION ALL " raw ") x JOIN groups gr ON gr.signature = x.g"      \
-  " GROUP BY x.g, gr.frames, x.version, x.label, x.dbin ORDER BY x.g COLLATE \"C\""
+  " FROM (" GROUP_PART("rollup_groups_day", kinds, 20, 21) " UNION ALL " GROUP_PART(               \
+      "rollup_groups", kinds, 26,                                                                  \
+      27) " UNION ALL " GROUP_PART("rollup_groups", kinds, 28,                                     \
+                                   29) " UNION ALL " raw                                           \
+                                       ") x JOIN groups gr ON gr.signature = x.g"                  \
+                                       " GROUP BY x.g, gr.frames, x.version, x.label, x.dbin "     \
+                                       "ORDER BY x.g COLLATE \"C\""
+#define STACK_PART(table, lo, hi)                                                                  \
+  "SELECT r.stack_sig AS s, r.samples AS w, r.wall_ns AS wall, r.first_ns AS first,"               \
+  " r.last_end_ns AS last_end FROM " table " r"                                                    \
+  " WHERE (r.kind = $6 OR ($6 = 'hang' AND r.kind = 'fatal_hang'))" RANGE(lo, hi) ROLLUP_FILTERS   \
+      " AND ($8::text IS NULL OR r.group_sig = $8)"
 #define RAW_HANG(lo, hi)                                                                           \
   "SELECT e.group_sig COLLATE \"C\", coalesce(b.version, '') COLLATE \"C\","                       \
   " coalesce(e.label, '') COLLATE \"C\", perf_dbin(e.duration_ns),"                                \
@@ -87,13 +101,106 @@ static const char TOP_CPU[] =
     TOP_SQL("r.kind = 'cpu'", RAW_CPU(22, 23) " UNION ALL " RAW_CPU(24, 25), "NULL::bytea");
 static const char STACK_ROWS[] =
     "SELECT x.s, st.frames, sum(x.w), coalesce(sum(x.wall), 0), min(x.first), max(x.last_end)"
-    " FROM (SELECT r.stack_sig AS s, r.samples AS w, r.wall_ns AS wall, r.first_ns AS first,"
-    " r.last_end_ns AS last_end FROM rollup_stacks r"
-    " WHERE (r.kind = $6 OR ($6 = 'hang' AND r.kind = 'fatal_hang'))" ROLLUP_FILTERS
-    " AND ($8::text IS NULL OR r.group_sig = $8) UNION ALL " RAW_STACK(
-        22, 23) " UNION ALL " RAW_STACK(24, 25) ") x JOIN stacks st ON st.signature = x.s GROUP BY "
-                                                "x.s, st.frames"
-                                                " ORDER BY 3 DESC, x.s COLLATE \"C\"";
+    " FROM (" STACK_PART("rollup_stacks_day", 20, 21) " UNION ALL " STACK_PART(
+        "rollup_stacks", 26,
+        27) " UNION ALL " STACK_PART("rollup_stacks", 28,
+                                     29) " UNION ALL " RAW_STACK(22,
+                                                                 23) " UNION ALL " RAW_STACK(24,
+                                                                                             25) ")"
+                                                                                                 " "
+                                                                                                 "x"
+                                                                                                 " "
+                                                                                                 "J"
+                                                                                                 "O"
+                                                                                                 "I"
+                                                                                                 "N"
+                                                                                                 " "
+                                                                                                 "s"
+                                                                                                 "t"
+                                                                                                 "a"
+                                                                                                 "c"
+                                                                                                 "k"
+                                                                                                 "s"
+                                                                                                 " "
+                                                                                                 "s"
+                                                                                                 "t"
+                                                                                                 " "
+                                                                                                 "O"
+                                                                                                 "N"
+                                                                                                 " "
+                                                                                                 "s"
+                                                                                                 "t"
+                                                                                                 "."
+                                                                                                 "s"
+                                                                                                 "i"
+                                                                                                 "g"
+                                                                                                 "n"
+                                                                                                 "a"
+                                                                                                 "t"
+                                                                                                 "u"
+                                                                                                 "r"
+                                                                                                 "e"
+                                                                                                 " "
+                                                                                                 "="
+                                                                                                 " "
+                                                                                                 "x"
+                                                                                                 "."
+                                                                                                 "s"
+                                                                                                 " "
+                                                                                                 "G"
+                                                                                                 "R"
+                                                                                                 "O"
+                                                                                                 "U"
+                                                                                                 "P"
+                                                                                                 " "
+                                                                                                 "B"
+                                                                                                 "Y"
+                                                                                                 " "
+                                                                                                 "x"
+                                                                                                 "."
+                                                                                                 "s"
+                                                                                                 ","
+                                                                                                 " "
+                                                                                                 "s"
+                                                                                                 "t"
+                                                                                                 "."
+                                                                                                 "f"
+                                                                                                 "r"
+                                                                                                 "a"
+                                                                                                 "m"
+                                                                                                 "e"
+                                                                                                 "s"
+                                                                                                 " "
+                                                                                                 "O"
+                                                                                                 "R"
+                                                                                                 "D"
+                                                                                                 "E"
+                                                                                                 "R"
+                                                                                                 " "
+                                                                                                 "B"
+                                                                                                 "Y"
+                                                                                                 " "
+                                                                                                 "3"
+                                                                                                 " "
+                                                                                                 "D"
+                                                                                                 "E"
+                                                                                                 "S"
+                                                                                                 "C"
+                                                                                                 ","
+                                                                                                 " "
+                                                                                                 "x"
+                                                                                                 "."
+                                                                                                 "s"
+                                                                                                 " "
+                                                                                                 "C"
+                                                                                                 "O"
+                                                                                                 "L"
+                                                                                                 "L"
+                                                                                                 "A"
+                                                                                                 "T"
+                                                                                                 "E"
+                                                                                                 " "
+                                                                                                 "\"C\"";
 static const char ANY_EVENT[] = "SELECT EXISTS (SELECT 1 FROM events WHERE start_ns >= $1::bigint"
                                 " AND start_ns <= $2::bigint)";
 static const char EVENT_ROWS[] =
@@ -224,11 +331,13 @@ static int scan_planned(store_t *st, const char *sql, pg_params_t *p, const stor
   pthread_mutex_lock(&st->lock);
   rollup_plan_t plan;
   rollup_plan(q, any_event, st, &plan);
-  pg_int(p, 20, plan.whole_lo);
-  pg_int(p, 21, plan.whole_hi);
+  pg_int(p, 20, plan.day[0]);
+  pg_int(p, 21, plan.day[1]);
   for (int i = 0; i < 2; i++) {
     pg_int(p, 22 + 2 * i, plan.raw[i][0]);
     pg_int(p, 23 + 2 * i, plan.raw[i][1]);
+    pg_int(p, 26 + 2 * i, plan.bucket[i][0]);
+    pg_int(p, 27 + 2 * i, plan.bucket[i][1]);
   }
   PGresult *r = pg_run(st, sql, p, what);
   int stopped = 0, n = r ? PQntuples(r) : 0;

@@ -6,6 +6,9 @@
  * rolling up the same bucket never wait on one row; a rebuild replaces
  * every shard of its buckets with rows of its own.
  */
+#include <stdbool.h>
+#include <string.h>
+
 #include "store_pg.h"
 
 #include "rollup_sql.h"
@@ -13,13 +16,31 @@
 #define SHARD_COL ", shard"
 #define SHARD_VAL ", $2::integer"
 
+#define BATCH_SCOPE "e.batch_id = $1"
 static const char ADD_BATCH[] = "WITH h AS (" ROLLUP_GROUPS_HANG(
-    SHARD_COL, SHARD_VAL, "events e",
-    "e.batch_id = $1") "), c AS (" ROLLUP_GROUPS_CPU(SHARD_COL, SHARD_VAL, "events e",
-                                                     "e.batch_id ="
-                                                     " $1") ") " ROLLUP_STACKS(SHARD_COL, SHARD_VAL,
-                                                                               "events e",
-                                                                               "e.batch_id = $1");
+    "", ROLLUP_BUCKET_SQL, SHARD_COL, SHARD_VAL, "events e",
+    BATCH_SCOPE) "),"
+                 " c AS (" ROLLUP_GROUPS_CPU(
+                     "", ROLLUP_BUCKET_SQL, SHARD_COL, SHARD_VAL, "events e",
+                     BATCH_SCOPE) "),"
+                                  " s AS (" ROLLUP_STACKS(
+                                      "", ROLLUP_BUCKET_SQL, SHARD_COL, SHARD_VAL, "events e",
+                                      BATCH_SCOPE) "),"
+                                                   " hd AS (" ROLLUP_GROUPS_HANG(
+                                                       "_day", ROLLUP_DAY_SQL, SHARD_COL, SHARD_VAL,
+                                                       "events e",
+                                                       BATCH_SCOPE) "),"
+                                                                    " cd AS (" ROLLUP_GROUPS_CPU(
+                                                                        "_day", ROLLUP_DAY_SQL,
+                                                                        SHARD_COL, SHARD_VAL,
+                                                                        "events e",
+                                                                        BATCH_SCOPE) ")"
+                                                                                     " " ROLLUP_STACKS("_day",
+                                                                                                       ROLLUP_DAY_SQL,
+                                                                                                       SHARD_COL,
+                                                                                                       SHARD_VAL,
+                                                                                                       "events e",
+                                                                                                       BATCH_SCOPE);
 
 int pg_rollups_add_batch(store_t *st, const store_batch_t *b) {
   pg_params_t p = {0};
@@ -30,6 +51,8 @@ int pg_rollups_add_batch(store_t *st, const store_batch_t *b) {
 
 static const char DIRTY[] =
     "CREATE TEMP TABLE IF NOT EXISTS rollup_dirty(bucket_ns bigint PRIMARY KEY)"
+    " ON COMMIT DELETE ROWS;"
+    "CREATE TEMP TABLE IF NOT EXISTS rollup_dirty_days(day_ns bigint PRIMARY KEY)"
     " ON COMMIT DELETE ROWS";
 
 int pg_rollups_mark(store_t *st, const char *events_sql, const pg_params_t *p) {
@@ -37,19 +60,31 @@ int pg_rollups_mark(store_t *st, const char *events_sql, const pg_params_t *p) {
   return pg_do(st, events_sql, p, "rollups");
 }
 
+#define OWN ", $1::integer"
 static const char *const REBUILD[] = {
     "DELETE FROM rollup_groups WHERE bucket_ns IN (SELECT bucket_ns FROM rollup_dirty)",
     "DELETE FROM rollup_stacks WHERE bucket_ns IN (SELECT bucket_ns FROM rollup_dirty)",
-    ROLLUP_GROUPS_HANG(SHARD_COL, ", $1::integer", ROLLUP_SRC_DIRTY, "true"),
-    ROLLUP_GROUPS_CPU(SHARD_COL, ", $1::integer", ROLLUP_SRC_DIRTY, "true"),
-    ROLLUP_STACKS(SHARD_COL, ", $1::integer", ROLLUP_SRC_DIRTY, "true"),
+    ROLLUP_GROUPS_HANG("", ROLLUP_BUCKET_SQL, SHARD_COL, OWN, ROLLUP_SRC_DIRTY, "true"),
+    ROLLUP_GROUPS_CPU("", ROLLUP_BUCKET_SQL, SHARD_COL, OWN, ROLLUP_SRC_DIRTY, "true"),
+    ROLLUP_STACKS("", ROLLUP_BUCKET_SQL, SHARD_COL, OWN, ROLLUP_SRC_DIRTY, "true"),
+    ROLLUP_MARK_DAYS,
+    "DELETE FROM rollup_groups_day WHERE bucket_ns IN (SELECT day_ns FROM rollup_dirty_days)",
+    "DELETE FROM rollup_stacks_day WHERE bucket_ns IN (SELECT day_ns FROM rollup_dirty_days)",
+    ROLLUP_GROUPS_DAYS(SHARD_COL, OWN),
+    ROLLUP_STACKS_DAYS(SHARD_COL, OWN),
     "DELETE FROM rollup_dirty",
+    "DELETE FROM rollup_dirty_days",
 };
+
+/* Whether REBUILD[i] takes the shard as $1. */
+static bool own_shard(size_t i) {
+  return strstr(REBUILD[i], "$1::integer") != NULL;
+}
 
 int pg_rollups_rebuild(store_t *st) {
   pg_params_t p = {0};
   pg_int(&p, 1, st->shard);
   for (size_t i = 0; i < sizeof REBUILD / sizeof REBUILD[0]; i++)
-    if (pg_do(st, REBUILD[i], i >= 2 && i <= 4 ? &p : NULL, "rollups rebuild") != 0) return -1;
+    if (pg_do(st, REBUILD[i], own_shard(i) ? &p : NULL, "rollups rebuild") != 0) return -1;
   return 0;
 }

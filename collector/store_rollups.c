@@ -7,29 +7,35 @@
 
 #include "rollup_sql.h"
 
-static const char SCHEMA[] =
-    "CREATE TABLE IF NOT EXISTS rollup_groups(bucket_ns INTEGER NOT NULL, app TEXT NOT NULL,"
-    " version TEXT NOT NULL, environment TEXT NOT NULL, kind TEXT NOT NULL,"
-    " group_sig TEXT NOT NULL, label TEXT NOT NULL, dbin INTEGER NOT NULL,"
-    " events INTEGER NOT NULL, samples INTEGER NOT NULL, total_ns INTEGER NOT NULL,"
-    " first_ns INTEGER NOT NULL, last_ns INTEGER NOT NULL, max_ns INTEGER NOT NULL,"
-    " PRIMARY KEY(" ROLLUP_GROUP_COLS ")) WITHOUT ROWID;"
-    "CREATE TABLE IF NOT EXISTS rollup_stacks(bucket_ns INTEGER NOT NULL, app TEXT NOT NULL,"
-    " version TEXT NOT NULL, environment TEXT NOT NULL, kind TEXT NOT NULL,"
-    " group_sig TEXT NOT NULL, stack_sig TEXT NOT NULL, label TEXT NOT NULL,"
-    " samples INTEGER NOT NULL, wall_ns REAL NOT NULL, first_ns INTEGER NOT NULL,"
-    " last_end_ns INTEGER NOT NULL, PRIMARY KEY(" ROLLUP_STACK_COLS ")) WITHOUT ROWID;"
-    "CREATE INDEX IF NOT EXISTS events_start ON events(start_ns);"
-    "CREATE TEMP TABLE IF NOT EXISTS rollup_dirty(bucket_ns INTEGER PRIMARY KEY);"
-    /* re-symbolization's (store_sqlite.c), read by RS_MARK_RESYM */
-    "CREATE TEMP TABLE IF NOT EXISTS resym_events(id INTEGER PRIMARY KEY);";
+#define GROUPS_TABLE(lvl)                                                                          \
+  "CREATE TABLE IF NOT EXISTS rollup_groups" lvl "(bucket_ns INTEGER NOT NULL,"                    \
+  " app TEXT NOT NULL, version TEXT NOT NULL, environment TEXT NOT NULL, kind TEXT NOT NULL,"      \
+  " group_sig TEXT NOT NULL, label TEXT NOT NULL, dbin INTEGER NOT NULL,"                          \
+  " events INTEGER NOT NULL, samples INTEGER NOT NULL, total_ns INTEGER NOT NULL,"                 \
+  " first_ns INTEGER NOT NULL, last_ns INTEGER NOT NULL, max_ns INTEGER NOT NULL,"                 \
+  " PRIMARY KEY(" ROLLUP_GROUP_COLS ")) WITHOUT ROWID;"
+#define STACKS_TABLE(lvl)                                                                          \
+  "CREATE TABLE IF NOT EXISTS rollup_stacks" lvl "(bucket_ns INTEGER NOT NULL,"                    \
+  " app TEXT NOT NULL, version TEXT NOT NULL, environment TEXT NOT NULL, kind TEXT NOT NULL,"      \
+  " group_sig TEXT NOT NULL, stack_sig TEXT NOT NULL, label TEXT NOT NULL,"                        \
+  " samples INTEGER NOT NULL, wall_ns REAL NOT NULL, first_ns INTEGER NOT NULL,"                   \
+  " last_end_ns INTEGER NOT NULL, PRIMARY KEY(" ROLLUP_STACK_COLS ")) WITHOUT ROWID;"
+
+static const char SCHEMA[] = GROUPS_TABLE("") STACKS_TABLE("") GROUPS_TABLE("_day") STACKS_TABLE(
+    "_day") "CREATE INDEX IF NOT EXISTS events_start ON events(start_ns);"
+            "CREATE TEMP TABLE IF NOT EXISTS rollup_dirty(bucket_ns INTEGER PRIMARY KEY);"
+            "CREATE TEMP TABLE IF NOT EXISTS rollup_dirty_days(day_ns INTEGER PRIMARY KEY);"
+            /* re-symbolization's (store_sqlite.c), read by RS_MARK_RESYM */
+            "CREATE TEMP TABLE IF NOT EXISTS resym_events(id INTEGER PRIMARY KEY);";
 
 #define BATCH_SCOPE "e.batch_id = ?1"
-
 enum rs_stmt {
   RS_BATCH_HANG,
   RS_BATCH_CPU,
   RS_BATCH_STACKS,
+  RS_BATCH_HANG_DAY,
+  RS_BATCH_CPU_DAY,
+  RS_BATCH_STACKS_DAY,
   RS_MARK_BEFORE,
   RS_MARK_RESYM,
   RS_MARK_ALL,
@@ -38,14 +44,24 @@ enum rs_stmt {
   RS_DIRTY_HANG,
   RS_DIRTY_CPU,
   RS_DIRTY_STACKS,
+  RS_MARK_DAYS,
+  RS_CLEAR_GROUPS_DAY,
+  RS_CLEAR_STACKS_DAY,
+  RS_DAYS_GROUPS,
+  RS_DAYS_STACKS,
   RS_DIRTY_EMPTY,
+  RS_DIRTY_DAYS_EMPTY,
   RS_COUNT
 };
 
 static const char *const RS_SQL[RS_COUNT] = {
-    [RS_BATCH_HANG] = ROLLUP_GROUPS_HANG("", "", "events e", BATCH_SCOPE),
-    [RS_BATCH_CPU] = ROLLUP_GROUPS_CPU("", "", "events e", BATCH_SCOPE),
-    [RS_BATCH_STACKS] = ROLLUP_STACKS("", "", "events e", BATCH_SCOPE),
+    [RS_BATCH_HANG] = ROLLUP_GROUPS_HANG("", ROLLUP_BUCKET_SQL, "", "", "events e", BATCH_SCOPE),
+    [RS_BATCH_CPU] = ROLLUP_GROUPS_CPU("", ROLLUP_BUCKET_SQL, "", "", "events e", BATCH_SCOPE),
+    [RS_BATCH_STACKS] = ROLLUP_STACKS("", ROLLUP_BUCKET_SQL, "", "", "events e", BATCH_SCOPE),
+    [RS_BATCH_HANG_DAY] =
+        ROLLUP_GROUPS_HANG("_day", ROLLUP_DAY_SQL, "", "", "events e", BATCH_SCOPE),
+    [RS_BATCH_CPU_DAY] = ROLLUP_GROUPS_CPU("_day", ROLLUP_DAY_SQL, "", "", "events e", BATCH_SCOPE),
+    [RS_BATCH_STACKS_DAY] = ROLLUP_STACKS("_day", ROLLUP_DAY_SQL, "", "", "events e", BATCH_SCOPE),
     [RS_MARK_BEFORE] =
         "INSERT OR IGNORE INTO rollup_dirty(bucket_ns) SELECT DISTINCT " ROLLUP_BUCKET_OF(
             "e.start_ns") " FROM events e JOIN batches b ON b.id = e.batch_id"
@@ -61,10 +77,18 @@ static const char *const RS_SQL[RS_COUNT] = {
         "DELETE FROM rollup_groups WHERE bucket_ns IN (SELECT bucket_ns FROM rollup_dirty)",
     [RS_CLEAR_STACKS] =
         "DELETE FROM rollup_stacks WHERE bucket_ns IN (SELECT bucket_ns FROM rollup_dirty)",
-    [RS_DIRTY_HANG] = ROLLUP_GROUPS_HANG("", "", ROLLUP_SRC_DIRTY, "1"),
-    [RS_DIRTY_CPU] = ROLLUP_GROUPS_CPU("", "", ROLLUP_SRC_DIRTY, "1"),
-    [RS_DIRTY_STACKS] = ROLLUP_STACKS("", "", ROLLUP_SRC_DIRTY, "1"),
+    [RS_DIRTY_HANG] = ROLLUP_GROUPS_HANG("", ROLLUP_BUCKET_SQL, "", "", ROLLUP_SRC_DIRTY, "1"),
+    [RS_DIRTY_CPU] = ROLLUP_GROUPS_CPU("", ROLLUP_BUCKET_SQL, "", "", ROLLUP_SRC_DIRTY, "1"),
+    [RS_DIRTY_STACKS] = ROLLUP_STACKS("", ROLLUP_BUCKET_SQL, "", "", ROLLUP_SRC_DIRTY, "1"),
+    [RS_MARK_DAYS] = ROLLUP_MARK_DAYS,
+    [RS_CLEAR_GROUPS_DAY] =
+        "DELETE FROM rollup_groups_day WHERE bucket_ns IN (SELECT day_ns FROM rollup_dirty_days)",
+    [RS_CLEAR_STACKS_DAY] =
+        "DELETE FROM rollup_stacks_day WHERE bucket_ns IN (SELECT day_ns FROM rollup_dirty_days)",
+    [RS_DAYS_GROUPS] = ROLLUP_GROUPS_DAYS("", ""),
+    [RS_DAYS_STACKS] = ROLLUP_STACKS_DAYS("", ""),
     [RS_DIRTY_EMPTY] = "DELETE FROM rollup_dirty",
+    [RS_DIRTY_DAYS_EMPTY] = "DELETE FROM rollup_dirty_days",
 };
 
 struct store_rollups_s {
@@ -91,8 +115,8 @@ static int run(store_rollups_t *rs, enum rs_stmt id) {
 /* Whether the tables are there already. */
 static int tables_exist(sqlite3 *db, int *exist) {
   sqlite3_stmt *s;
-  int rc = sqlite3_prepare_v2(db, "SELECT count(*) FROM sqlite_master WHERE name = 'rollup_stacks'",
-                              -1, &s, NULL);
+  int rc = sqlite3_prepare_v2(
+      db, "SELECT count(*) FROM sqlite_master WHERE name = 'rollup_stacks_day'", -1, &s, NULL);
   if (rc != SQLITE_OK) return rc;
   rc = sqlite3_step(s);
   *exist = rc == SQLITE_ROW && sqlite3_column_int(s, 0) > 0;
@@ -100,7 +124,8 @@ static int tables_exist(sqlite3 *db, int *exist) {
   return rc == SQLITE_ROW ? SQLITE_OK : rc;
 }
 
-/* Every stored event rolled up (an older database's first open). */
+/* Every stored event rolled up (an older database's first open: its
+   rows of either level, if any, made again). */
 static int build_all(store_rollups_t *rs) {
   int rc = sqlite3_exec(rs->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
   if (rc != SQLITE_OK) return rc;
@@ -145,7 +170,8 @@ void store_rollups_close(store_rollups_t *rs) {
 }
 
 int store_rollups_add_batch(store_rollups_t *rs, const uint8_t id[STORE_BATCH_ID_BYTES]) {
-  static const enum rs_stmt order[] = {RS_BATCH_HANG, RS_BATCH_CPU, RS_BATCH_STACKS};
+  static const enum rs_stmt order[] = {RS_BATCH_HANG,     RS_BATCH_CPU,     RS_BATCH_STACKS,
+                                       RS_BATCH_HANG_DAY, RS_BATCH_CPU_DAY, RS_BATCH_STACKS_DAY};
   for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
     sqlite3_bind_blob(rs->stmt[order[i]], 1, id, STORE_BATCH_ID_BYTES, SQLITE_STATIC);
     int rc = run(rs, order[i]);
@@ -164,8 +190,10 @@ int store_rollups_mark_resym(store_rollups_t *rs) {
 }
 
 int store_rollups_rebuild(store_rollups_t *rs) {
-  static const enum rs_stmt order[] = {RS_CLEAR_GROUPS, RS_CLEAR_STACKS, RS_DIRTY_HANG,
-                                       RS_DIRTY_CPU,    RS_DIRTY_STACKS, RS_DIRTY_EMPTY};
+  static const enum rs_stmt order[] = {
+      RS_CLEAR_GROUPS, RS_CLEAR_STACKS, RS_DIRTY_HANG,       RS_DIRTY_CPU,
+      RS_DIRTY_STACKS, RS_MARK_DAYS,    RS_CLEAR_GROUPS_DAY, RS_CLEAR_STACKS_DAY,
+      RS_DAYS_GROUPS,  RS_DAYS_STACKS,  RS_DIRTY_EMPTY,      RS_DIRTY_DAYS_EMPTY};
   for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
     int rc = run(rs, order[i]);
     if (rc != SQLITE_OK) return rc;

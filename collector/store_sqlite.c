@@ -127,22 +127,34 @@ _Static_assert(STORE_MAX_TAG_FILTERS == 4, "BATCH_FILTERS has one TAG_FILTER per
   " b.environment, e.group_sig, (SELECT json_group_array(json_object('key', t.key, 'value',"       \
   " t.value)) FROM batch_tags t WHERE t.batch_id = b.id), e.label"
 
-/* Top-stacks and stack rows read the rollup buckets ?20..?21 (rollup_plan)
-   and the raw events starting in ?22..?23 and ?24..?25: the same columns
-   either way, summed per group, version, label and duration bin. */
+/* Top-stacks and stack rows read the day rows of ?20..?21, the 10-minute
+   rows of ?26..?27 and ?28..?29 (rollup_plan) and the raw events starting
+   in ?22..?23 and ?24..?25: the same columns either way, summed per group,
+   version, label and duration bin. */
 #define ROLLUP_FILTERS                                                                             \
-  " AND r.bucket_ns >= ?20 AND r.bucket_ns <= ?21 AND (?1 IS NULL OR r.app = ?1)"                  \
-  " AND (?2 IS NULL OR r.version = ?2) AND (?3 IS NULL OR r.environment = ?3)"                     \
-  " AND (?19 IS NULL OR r.label = ?19)"
+  " AND (?1 IS NULL OR r.app = ?1) AND (?2 IS NULL OR r.version = ?2)"                             \
+  " AND (?3 IS NULL OR r.environment = ?3) AND (?19 IS NULL OR r.label = ?19)"
+#define RANGE(lo, hi) " AND r.bucket_ns >= ?" #lo " AND r.bucket_ns <= ?" #hi
 #define RAW_RANGE(lo, hi) " AND e.start_ns >= ?" #lo " AND e.start_ns <= ?" #hi
+#define GROUP_PART(table, kinds, lo, hi)                                                           \
+  "SELECT r.group_sig AS g, r.version AS version, r.label AS label, r.dbin AS dbin,"               \
+  " r.events AS events, r.samples AS samples, r.total_ns AS total_ns, r.first_ns AS first_ns,"     \
+  " r.last_ns AS last_ns, r.max_ns AS max_ns FROM " table " r WHERE " kinds                        \
+  RANGE(lo, hi) ROLLUP_FILTERS
 #define TOP_SQL(kinds, raw, majority)                                                              \
   "SELECT x.g, gr.frames, x.version, x.label, sum(x.events), sum(x.samples), sum(x.total_ns),"     \
   " min(x.first_ns), max(x.last_ns), max(x.max_ns), x.dbin, " majority                             \
-  " FROM (SELECT r.group_sig AS g, r.version AS version, r.label AS label, r.dbin AS dbin,"        \
-  " r.events AS events, r.samples AS samples, r.total_ns AS total_ns, r.first_ns AS first_ns,"     \
-  " r.last_ns AS last_ns, r.max_ns AS max_ns FROM rollup_groups r WHERE " kinds ROLLUP_FILTERS     \
-  " UNION ALL " raw ") x JOIN groups gr ON gr.signature = x.g"                                     \
-  " GROUP BY x.g, x.version, x.label, x.dbin ORDER BY x.g"
+  " FROM (" GROUP_PART("rollup_groups_day", kinds, 20, 21) " UNION ALL " GROUP_PART(               \
+      "rollup_groups", kinds, 26,                                                                  \
+      27) " UNION ALL " GROUP_PART("rollup_groups", kinds, 28,                                     \
+                                   29) " UNION ALL " raw                                           \
+                                       ") x JOIN groups gr ON gr.signature = x.g"                  \
+                                       " GROUP BY x.g, x.version, x.label, x.dbin ORDER BY x.g"
+#define STACK_PART(table, lo, hi)                                                                  \
+  "SELECT r.stack_sig AS s, r.samples AS w, r.wall_ns AS wall, r.first_ns AS first,"               \
+  " r.last_end_ns AS last_end FROM " table " r"                                                    \
+  " WHERE (r.kind = ?6 OR (?6 = 'hang' AND r.kind = 'fatal_hang'))" RANGE(lo, hi) ROLLUP_FILTERS   \
+      " AND (?8 IS NULL OR r.group_sig = ?8)"
 #define RAW_HANG(lo, hi)                                                                           \
   "SELECT e.group_sig, coalesce(b.version, ''), coalesce(e.label, ''), perf_dbin(e.duration_ns),"  \
   " 1, (SELECT coalesce(sum(c.samples), 0) FROM stack_counts c WHERE c.event_id = e.id),"          \
@@ -236,12 +248,15 @@ static const char *const STMT_SQL[ST_COUNT] = {
     [ST_TOP_CPU] = TOP_SQL("r.kind = 'cpu'", RAW_CPU(22, 23) " UNION ALL " RAW_CPU(24, 25), "NULL"),
     [ST_STACK_ROWS] =
         "SELECT x.s, st.frames, sum(x.w), coalesce(sum(x.wall), 0), min(x.first), max(x.last_end)"
-        " FROM (SELECT r.stack_sig AS s, r.samples AS w, r.wall_ns AS wall, r.first_ns AS first,"
-        " r.last_end_ns AS last_end FROM rollup_stacks r"
-        " WHERE (r.kind = ?6 OR (?6 = 'hang' AND r.kind = 'fatal_hang'))" ROLLUP_FILTERS
-        " AND (?8 IS NULL OR r.group_sig = ?8) UNION ALL " RAW_STACK(
-            22, 23) " UNION ALL " RAW_STACK(24, 25) ") x JOIN stacks st ON st.signature = x.s "
-                                                    "GROUP BY x.s ORDER BY 3 DESC, x.s",
+        " FROM (" STACK_PART("rollup_stacks_day", 20, 21) " UNION ALL " STACK_PART(
+            "rollup_stacks", 26,
+            27) " UNION ALL " STACK_PART("rollup_stacks", 28,
+                                         29) " UNION ALL " RAW_STACK(22, 23) " UNION "
+                                                                             "ALL " RAW_STACK(24,
+                                                                                              25) ") x JOIN stacks st ON "
+                                                                                                  "st.signature = x.s "
+                                                                                                  "GROUP BY x.s ORDER BY "
+                                                                                                  "3 DESC, x.s",
     [ST_ANY_EVENT] = "SELECT EXISTS (SELECT 1 FROM events WHERE start_ns >= ?1 AND start_ns <= ?2)",
     [ST_EVENT_ROWS] = "SELECT " EVENT_COLUMNS " FROM events e JOIN batches b ON b.id = e.batch_id"
                       " WHERE (?6 IS NULL OR " KIND_FILTER ")" TOP_FILTERS
@@ -693,15 +708,17 @@ static int any_event(void *ctx, int64_t lo, int64_t hi) {
   return any;
 }
 
-/* q's plan (rollup.h) into ?20..?25 of s; the lock is held. */
+/* q's plan (rollup.h) into ?20..?29 of s; the lock is held. */
 static void bind_plan(store_t *st, sqlite3_stmt *s, const store_top_query_t *q) {
   rollup_plan_t plan;
   rollup_plan(q, any_event, st, &plan);
-  sqlite3_bind_int64(s, 20, plan.whole_lo);
-  sqlite3_bind_int64(s, 21, plan.whole_hi);
+  sqlite3_bind_int64(s, 20, plan.day[0]);
+  sqlite3_bind_int64(s, 21, plan.day[1]);
   for (int i = 0; i < 2; i++) {
     sqlite3_bind_int64(s, 22 + 2 * i, plan.raw[i][0]);
     sqlite3_bind_int64(s, 23 + 2 * i, plan.raw[i][1]);
+    sqlite3_bind_int64(s, 26 + 2 * i, plan.bucket[i][0]);
+    sqlite3_bind_int64(s, 27 + 2 * i, plan.bucket[i][1]);
   }
 }
 

@@ -231,7 +231,8 @@ static bool file_has(const char *path, const char *text) {
   "ALTER TABLE " t " ADD PRIMARY KEY (id); ALTER TABLE " t " ALTER COLUMN id SET DEFAULT"          \
   " nextval('" seq "'); ALTER SEQUENCE " seq " OWNED BY " t ".id;"
 static const char VERSION_1[] =
-    "DROP TABLE rollup_groups; DROP TABLE rollup_stacks; DROP FUNCTION perf_dbin;" PLAIN(
+    "DROP TABLE rollup_groups; DROP TABLE rollup_stacks; DROP TABLE rollup_groups_day;"
+    "DROP TABLE rollup_stacks_day; DROP FUNCTION perf_dbin;" PLAIN(
         "events",
         "id, batch_id, kind, start_ns, duration_ns, tid, cpu_percent, reason,"
         " dominant_stack_sig, group_sig, label",

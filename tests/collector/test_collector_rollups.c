@@ -109,7 +109,7 @@ static char *get_text(const collector_t *c, const char *path) {
 /* endpoint?query from the rollups and, with host=h1, from the raw rows:
    the same bytes. The rollups' answer (malloc'ed). */
 static char *same_both_ways(const collector_t *c, const char *endpoint, const char *query) {
-  char path[1024];
+  char path[2048];
   snprintf(path, sizeof path, "%s?%s&limit=1000", endpoint, query);
   char *rolled = get_text(c, path);
   snprintf(path, sizeof path, "%s?%s&limit=1000&host=h1", endpoint, query);
@@ -123,13 +123,17 @@ static char *same_both_ways(const collector_t *c, const char *endpoint, const ch
 /* Every query of the comparison: whole, filtered, ranges cutting buckets
    (a minute past T0, mid-way, and a range inside one bucket). */
 static void check_all_queries(const collector_t *c, bool expect_rows) {
-  char ranges[4][96];
+  char ranges[6][96];
   long long t0_ms = T0_NS / 1000000, span_ms = SPAN_NS / 1000000;
   ranges[0][0] = '\0';
   snprintf(ranges[1], sizeof ranges[1], "&from=%lld", t0_ms + 61000);
   snprintf(ranges[2], sizeof ranges[2], "&from=%lld&to=%lld", t0_ms + 1234567,
            t0_ms + span_ms / 2 + 7);
   snprintf(ranges[3], sizeof ranges[3], "&from=%lld&to=%lld", t0_ms + 3 * 60000, t0_ms + 7 * 60000);
+  /* the midnight inside the three hours: whole days before and after it */
+  long long midnight_ms = (t0_ms / 86400000 + 1) * 86400000;
+  snprintf(ranges[4], sizeof ranges[4], "&to=%lld", midnight_ms - 1);
+  snprintf(ranges[5], sizeof ranges[5], "&from=%lld", midnight_ms);
   static const char *const FILTERS[] = {"", "&app=app1", "&version=v2", "&label=tick",
                                         "&app=app2&version=v3&label=io"};
   static const char *const KINDS[] = {"kind=hang", "kind=cpu"};
@@ -137,7 +141,7 @@ static void check_all_queries(const collector_t *c, bool expect_rows) {
   for (size_t k = 0; k < ARRAY_LEN(KINDS); k++)
     for (size_t f = 0; f < ARRAY_LEN(FILTERS); f++)
       for (size_t r = 0; r < ARRAY_LEN(ranges); r++) {
-        char query[512];
+        char query[1024];
         snprintf(query, sizeof query, "%s%s%s", KINDS[k], FILTERS[f], ranges[r]);
         char *top = same_both_ways(c, "/api/v1/top-stacks", query);
         json_t *o = json_loads(top, 0, NULL);
@@ -177,9 +181,16 @@ static void case_same_answers(void) {
                BATCHES * HANGS);
   CHECK_EQ_INT(db_count(c.db, "SELECT sum(samples) FROM rollup_stacks"),
                db_count(c.db, "SELECT sum(samples) FROM stack_counts"));
+  CHECK_EQ_INT(db_count(c.db, "SELECT sum(events) FROM rollup_groups_day WHERE kind = 'hang'"),
+               BATCHES * HANGS);
+  CHECK_EQ_INT(db_count(c.db, "SELECT sum(samples) FROM rollup_stacks_day"),
+               db_count(c.db, "SELECT sum(samples) FROM stack_counts"));
+  CHECK(db_count(c.db, "SELECT count(*) FROM rollup_stacks_day") <
+        db_count(c.db, "SELECT count(*) FROM rollup_stacks"));
   check_all_queries(&c, true);
 
-  /* The rollups answer: a change there shows without the host filter only. */
+  /* The rollups answer (without a range: whole days, the day rows): a
+     change there shows without the host filter only. */
   long status = 0;
   json_t *before = get_json(&c, "/api/v1/top-stacks?kind=hang&limit=1000", &status);
   CHECK_EQ_INT(status, 200);
@@ -196,8 +207,8 @@ static void case_same_answers(void) {
   }
   CHECK_EQ_INT(events, BATCHES * HANGS);
   json_decref(before);
-  db_exec(c.db, "UPDATE rollup_groups SET events = events + 1000 WHERE kind = 'hang'");
-  long long rows = db_count(c.db, "SELECT count(*) FROM rollup_groups WHERE kind = 'hang'");
+  db_exec(c.db, "UPDATE rollup_groups_day SET events = events + 1000 WHERE kind = 'hang'");
+  long long rows = db_count(c.db, "SELECT count(*) FROM rollup_groups_day WHERE kind = 'hang'");
   long long got[2] = {0, 0};
   for (int raw = 0; raw < 2; raw++) {
     json_t *o = get_json(&c,
@@ -211,7 +222,7 @@ static void case_same_answers(void) {
   }
   CHECK_EQ_INT(got[0], BATCHES * HANGS + 1000 * rows);
   CHECK_EQ_INT(got[1], BATCHES * HANGS);
-  db_exec(c.db, "UPDATE rollup_groups SET events = events - 1000 WHERE kind = 'hang'");
+  db_exec(c.db, "UPDATE rollup_groups_day SET events = events - 1000 WHERE kind = 'hang'");
   check_all_queries(&c, true);
   collector_stop_healthy(&c);
 }
@@ -239,6 +250,8 @@ static void case_retention(void) {
                db_count(c.db, "SELECT count(*) FROM events WHERE kind = 'hang'"));
   CHECK_EQ_INT(db_count(c.db, "SELECT sum(samples) FROM rollup_stacks"),
                db_count(c.db, "SELECT sum(samples) FROM stack_counts"));
+  CHECK_EQ_INT(db_count(c.db, "SELECT sum(samples) FROM rollup_stacks_day"),
+               db_count(c.db, "SELECT sum(samples) FROM stack_counts"));
   check_all_queries(&c, true);
   /* Everything old: the rollups empty. */
   collector_stop_healthy(&c);
@@ -251,6 +264,8 @@ static void case_retention(void) {
   CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM batches"), 0);
   CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM rollup_groups"), 0);
   CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM rollup_stacks"), 0);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM rollup_groups_day"), 0);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM rollup_stacks_day"), 0);
   check_all_queries(&c, false);
   collector_stop_healthy(&c);
 }
@@ -263,15 +278,20 @@ static void case_reopen(void) {
   collector_stop_healthy(&c);
   long long groups = db_count(c.db, "SELECT count(*) FROM rollup_groups");
   long long stacks = db_count(c.db, "SELECT count(*) FROM rollup_stacks");
-  CHECK(groups > 0 && stacks > 0);
-  if (rig_pg()) /* the previous schema version (the migration test has the rest) */
-    db_exec(c.db, "DROP TABLE rollup_groups; DROP TABLE rollup_stacks; DROP FUNCTION perf_dbin;"
-                  "UPDATE schema_version SET version = 3");
-  else
-    db_exec(c.db, "DROP TABLE rollup_groups; DROP TABLE rollup_stacks");
+  long long days = db_count(c.db, "SELECT count(*) FROM rollup_stacks_day");
+  CHECK(groups > 0 && stacks > 0 && days > 0);
+  static const char DROP[] = "DROP TABLE rollup_groups; DROP TABLE rollup_stacks;"
+                             "DROP TABLE rollup_groups_day; DROP TABLE rollup_stacks_day;";
+  if (rig_pg()) { /* the previous schema version (the migration test has the rest) */
+    db_exec(c.db, DROP);
+    db_exec(c.db, "DROP FUNCTION perf_dbin; UPDATE schema_version SET version = 3");
+  } else {
+    db_exec(c.db, DROP);
+  }
   collector_restart(&c, NO_LIMIT);
   CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM rollup_groups"), groups);
   CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM rollup_stacks"), stacks);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM rollup_stacks_day"), days);
   check_all_queries(&c, true);
   for (unsigned b = BATCHES / 2 + 1; b <= BATCHES; b++)
     send_batch(&c, b);
