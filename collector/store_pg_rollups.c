@@ -17,30 +17,16 @@
 #define SHARD_VAL ", $2::integer"
 
 #define BATCH_SCOPE "e.batch_id = $1"
-static const char ADD_BATCH[] = "WITH h AS (" ROLLUP_GROUPS_HANG(
-    "", ROLLUP_BUCKET_SQL, SHARD_COL, SHARD_VAL, "events e",
-    BATCH_SCOPE) "),"
-                 " c AS (" ROLLUP_GROUPS_CPU(
-                     "", ROLLUP_BUCKET_SQL, SHARD_COL, SHARD_VAL, "events e",
-                     BATCH_SCOPE) "),"
-                                  " s AS (" ROLLUP_STACKS(
-                                      "", ROLLUP_BUCKET_SQL, SHARD_COL, SHARD_VAL, "events e",
-                                      BATCH_SCOPE) "),"
-                                                   " hd AS (" ROLLUP_GROUPS_HANG(
-                                                       "_day", ROLLUP_DAY_SQL, SHARD_COL, SHARD_VAL,
-                                                       "events e",
-                                                       BATCH_SCOPE) "),"
-                                                                    " cd AS (" ROLLUP_GROUPS_CPU(
-                                                                        "_day", ROLLUP_DAY_SQL,
-                                                                        SHARD_COL, SHARD_VAL,
-                                                                        "events e",
-                                                                        BATCH_SCOPE) ")"
-                                                                                     " " ROLLUP_STACKS("_day",
-                                                                                                       ROLLUP_DAY_SQL,
-                                                                                                       SHARD_COL,
-                                                                                                       SHARD_VAL,
-                                                                                                       "events e",
-                                                                                                       BATCH_SCOPE);
+#define ON_BATCH(M, lvl, size) M(lvl, size, SHARD_COL, SHARD_VAL, "events e", BATCH_SCOPE)
+#define H_TEN ON_BATCH(ROLLUP_GROUPS_HANG, "", ROLLUP_BUCKET_SQL)
+#define C_TEN ON_BATCH(ROLLUP_GROUPS_CPU, "", ROLLUP_BUCKET_SQL)
+#define S_TEN ON_BATCH(ROLLUP_STACKS, "", ROLLUP_BUCKET_SQL)
+#define H_DAY ON_BATCH(ROLLUP_GROUPS_HANG, "_day", ROLLUP_DAY_SQL)
+#define C_DAY ON_BATCH(ROLLUP_GROUPS_CPU, "_day", ROLLUP_DAY_SQL)
+#define S_DAY ON_BATCH(ROLLUP_STACKS, "_day", ROLLUP_DAY_SQL)
+/* Both levels of the batch's rows: one statement, one round trip. */
+static const char ADD_BATCH[] = "WITH h AS (" H_TEN "), c AS (" C_TEN "), s AS (" S_TEN
+                                "), hd AS (" H_DAY "), cd AS (" C_DAY ") " S_DAY;
 
 int pg_rollups_add_batch(store_t *st, const store_batch_t *b) {
   pg_params_t p = {0};

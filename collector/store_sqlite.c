@@ -252,11 +252,15 @@ static const char *const STMT_SQL[ST_COUNT] = {
             "rollup_stacks", 26,
             27) " UNION ALL " STACK_PART("rollup_stacks", 28,
                                          29) " UNION ALL " RAW_STACK(22, 23) " UNION "
-                                                                             "ALL " RAW_STACK(24,
-                                                                                              25) ") x JOIN stacks st ON "
-                                                                                                  "st.signature = x.s "
-                                                                                                  "GROUP BY x.s ORDER BY "
-                                                                                                  "3 DESC, x.s",
+                                                                             "ALL " RAW_STACK(
+                                                                                 24,
+                                                                                 25) ") x JOIN "
+                                                                                     "stacks st ON "
+                                                                                     "st.signature "
+                                                                                     "= x.s "
+                                                                                     "GROUP BY x.s "
+                                                                                     "ORDER BY "
+                                                                                     "3 DESC, x.s",
     [ST_ANY_EVENT] = "SELECT EXISTS (SELECT 1 FROM events WHERE start_ns >= ?1 AND start_ns <= ?2)",
     [ST_EVENT_ROWS] = "SELECT " EVENT_COLUMNS " FROM events e JOIN batches b ON b.id = e.batch_id"
                       " WHERE (?6 IS NULL OR " KIND_FILTER ")" TOP_FILTERS
