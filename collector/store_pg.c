@@ -246,10 +246,7 @@ static int pg_open(const char *location, store_durability_t durability, store_t 
     pg_close(st);
     return STORE_ERROR;
   }
-  const char *sync = durability == STORE_DURABLE_FULL ? "SET synchronous_commit = on"
-                                                      : "SET synchronous_commit = off";
-  if (pg_do(st, "SET client_min_messages = warning", NULL, "session") != 0 ||
-      pg_do(st, sync, NULL, "synchronous_commit") != 0 || migrate(st) != 0) {
+  if (pg_session_setup(st) != 0 || migrate(st) != 0) {
     pg_close(st);
     return STORE_ERROR;
   }

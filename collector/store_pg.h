@@ -88,6 +88,10 @@ char *pg_array_end(pg_array_t *a);
 PGresult *pg_run(store_t *st, const char *sql, const pg_params_t *p, const char *what);
 /* The same for a statement without rows: 0, or -1. */
 int pg_do(store_t *st, const char *sql, const pg_params_t *p, const char *what);
+/* The session's settings (run at open and after a lost connection is
+   made again): client_min_messages, jit off, synchronous_commit as the
+   durability says. 0, or -1. */
+int pg_session_setup(store_t *st);
 /* The SQLSTATE of the last failed pg_run ("" none): deadlocks and
    serialization failures are retried, unique violations are duplicates. */
 const char *pg_last_state(store_t *st);

@@ -121,12 +121,23 @@ static void ensure_connected(store_t *st) {
   if (PQstatus(st->conn) == CONNECTION_OK) return;
   PQreset(st->conn);
   st->n_prepared = 0; /* gone with the session */
-  if (PQstatus(st->conn) == CONNECTION_OK) {
-    PGresult *r =
-        PQexec(st->conn, st->durability == STORE_DURABLE_FULL ? "SET synchronous_commit = on"
-                                                              : "SET synchronous_commit = off");
-    PQclear(r);
-  }
+  if (PQstatus(st->conn) == CONNECTION_OK) pg_session_setup(st);
+}
+
+/* jit off: the collector's statements are short; a generic plan's cost
+   estimate made PostgreSQL 15 JIT-compile the batch's rollup statement
+   (about 200 ms for 5 ms of work) at every batch. */
+int pg_session_setup(store_t *st) {
+  const char *sql = st->durability == STORE_DURABLE_FULL
+                        ? "SET client_min_messages = warning; SET jit = off;"
+                          " SET synchronous_commit = on"
+                        : "SET client_min_messages = warning; SET jit = off;"
+                          " SET synchronous_commit = off";
+  PGresult *r = PQexec(st->conn, sql);
+  int ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+  if (!ok) fprintf(stderr, "perf-collector: postgresql session: %s", PQerrorMessage(st->conn));
+  PQclear(r);
+  return ok ? 0 : -1;
 }
 
 /* sql run with p as a prepared statement (prepared at its first use;
