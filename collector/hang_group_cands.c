@@ -4,12 +4,12 @@
  */
 #include "hang_group_cands.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_TURNS 64    /* turns of a hang off its key looked under */
-#define SIBLING_DEPTH 3 /* branch points at the key's end looked under for any group */
+#define MAX_TURNS 64 /* turns of a hang off its key looked under */
 
 char *hgc_path_of(const char *const *key, size_t len) {
   size_t n = 1;
@@ -65,10 +65,15 @@ static int split_path(hgc_cand_t *c) {
   return 0;
 }
 
+static bool has_cand(const hgc_cands_t *cs, const char *sig) {
+  for (size_t i = 0; i < cs->n; i++)
+    if (strcmp(cs->v[i].sig, sig) == 0) return true;
+  return false;
+}
+
 int hgc_cands_add(hgc_cands_t *cs, const char *sig, const char *path, hgc_cand_t **out) {
   *out = NULL;
-  for (size_t i = 0; i < cs->n; i++)
-    if (strcmp(cs->v[i].sig, sig) == 0) return 0;
+  if (has_cand(cs, sig)) return 0;
   if (cs->n == cs->cap) {
     size_t cap = cs->cap ? 2 * cs->cap : 16;
     hgc_cand_t *grown = realloc(cs->v, cap * sizeof *grown);
@@ -79,51 +84,203 @@ int hgc_cands_add(hgc_cands_t *cs, const char *sig, const char *path, hgc_cand_t
   hgc_cand_t *c = &cs->v[cs->n++]; /* counted now: hgc_cands_free frees what it got */
   memset(c, 0, sizeof *c);
   snprintf(c->sig, sizeof c->sig, "%s", sig);
+  c->path_bytes = strlen(path);
   if (!(c->path = strdup(path)) || split_path(c) != 0) return -1;
   *out = c;
   return 0;
 }
 
-/* range over the paths starting with prefix (ending in HGC_SEP). */
-static int look_range(int (*range)(void *ctx, const char *prefix, const char *upper), void *ctx,
-                      const char *prefix, int nomem) {
-  char *upper = strdup(prefix);
-  if (!upper) return nomem;
-  upper[strlen(upper) - 1] = HGC_SEP + 1;
-  int rc = range(ctx, prefix, upper);
-  free(upper);
+/* through[d] of a hang_group_path blob (bytes long; 0 past its end). */
+static uint64_t through_at(const unsigned char *blob, size_t bytes, size_t d) {
+  uint64_t v = 0;
+  for (int b = 7; blob && 8 * d + 8 <= bytes && b >= 0; b--)
+    v = v << 8 | blob[8 * d + (size_t)b];
+  return v;
+}
+
+/* How many root frames of h's key a stored path (NULL: none) starts with. */
+static size_t shared_frames(const store_hang_t *h, const char *path) {
+  size_t p = 0;
+  for (const char *at = path, *end; at && p < h->len && (end = strchr(at, HGC_SEP));
+       p++, at = end + 1) {
+    const char *name = h->key[h->len - 1 - p];
+    size_t n = (size_t)(end - at);
+    if (strncmp(at, name, n) != 0 || name[n] != '\0') break;
+  }
+  return p;
+}
+
+/* Whether h's pick could take the stored group of path (blob: its path's
+   samples): 1 (*parted: the root frames it shares with h's key when it
+   parts from it there and crosses it, 0 when its key is a prefix of h's),
+   0, or -1 (out of memory). */
+static int may_join(const store_hang_t *h, const char *path, const unsigned char *blob,
+                    size_t bytes, size_t *parted) {
+  size_t p = shared_frames(h, path);
+  const char *at = path;
+  for (size_t k = 0; k < p; k++) /* past the shared frames */
+    at = strchr(at, HGC_SEP) + 1;
+  *parted = 0;
+  if (p == 0) return 0;
+  if (!*at) return 1; /* its key ends there: a prefix of h's key */
+  const char *end = strchr(at, HGC_SEP);
+  char *next = strndup(at, end ? (size_t)(end - at) : strlen(at));
+  if (!next) return -1;
+  uint64_t h_into;
+  bool crosses =
+      perf__group_crosses(&h->samples, h->key, h->len, p, next, through_at(blob, bytes, p - 1),
+                          through_at(blob, bytes, p), &h_into);
+  free(next);
+  if (crosses) *parted = p;
+  return crosses;
+}
+
+int hgc_cands_add_row(hgc_cands_t *cs, const store_hang_t *h, const char *sig, const char *path,
+                      const void *blob, size_t bytes, hgc_cand_t **out) {
+  *out = NULL;
+  cs->read++;
+  if (has_cand(cs, sig)) return 0;
+  size_t parted;
+  int may = may_join(h, path, blob, bytes, &parted);
+  if (may <= 0) return may;
+  if (hgc_cands_add(cs, sig, path, out) != 0) return -1;
+  if (parted > cs->parted) cs->parted = parted;
+  return *out ? hgc_cand_path(*out, blob, bytes) : 0;
+}
+
+bool hgc_cand_is_prefix(const store_hang_t *h, const hgc_cand_t *c) {
+  size_t len = c->view.len;
+  if (len > h->len) return false;
+  for (size_t k = 0; k < len; k++) /* root first */
+    if (strcmp(c->view.key[len - 1 - k], h->key[h->len - 1 - k]) != 0) return false;
+  return true;
+}
+
+int hgc_cand_path(hgc_cand_t *c, const void *blob, size_t bytes) {
+  size_t len = c->view.len;
+  if (!(c->through = calloc(len ? len : 1, sizeof *c->through))) return -1;
+  hgc_decode_path(blob, bytes, c->through, len);
+  c->view.through = c->through;
+  return 0;
+}
+
+typedef int (*range_fn)(void *ctx, const hgc_range_t *r, hgc_next_t *next);
+
+/* Candidates shortest path first, then by path (root first). */
+static int by_path(const void *a, const void *b) {
+  const hgc_cand_t *x = a, *y = b;
+  if (x->path_bytes != y->path_bytes) return x->path_bytes < y->path_bytes ? -1 : 1;
+  for (size_t k = 0; k < x->view.len && k < y->view.len; k++) {
+    int d = strcmp(x->view.key[x->view.len - 1 - k], y->view.key[y->view.len - 1 - k]);
+    if (d) return d;
+  }
+  return x->view.len < y->view.len ? -1 : x->view.len > y->view.len;
+}
+
+/* r read, its limit what HGC_MAX_READ leaves (nothing once it is met);
+   the candidates it added shortest path first (the ranges are read by
+   path, which bounds a read; a pick's ties go to the shorter path). */
+static int read_range(hgc_cands_t *cs, range_fn range, void *ctx, hgc_range_t *r,
+                      hgc_next_t *next) {
+  if (cs->read >= HGC_MAX_READ) return 0;
+  size_t left = HGC_MAX_READ - cs->read, before = cs->n;
+  r->limit = left < HGC_MAX_EXTENSIONS ? left : HGC_MAX_EXTENSIONS;
+  int rc = range(ctx, r, next);
+  if (rc == 0 && cs->n > before + 1) qsort(cs->v + before, cs->n - before, sizeof *cs->v, by_path);
   return rc;
 }
 
-int hgc_look_ranges(const store_hang_t *h,
-                    int (*range)(void *ctx, const char *prefix, const char *upper), void *ctx,
-                    int nomem) {
+/* prefix: the first n bytes of path (they end in HGC_SEP); upper: the
+   same with that HGC_SEP raised by one. The paths starting with prefix
+   are those from it up to, not including, upper. */
+static void prefix_bounds(const char *path, size_t n, char *prefix, char *upper) {
+  memcpy(prefix, path, n);
+  prefix[n] = '\0';
+  memcpy(upper, path, n);
+  upper[n - 1] = HGC_SEP + 1;
+  upper[n] = '\0';
+}
+
+/* The groups under each turn of h's samples off its key. */
+static int look_turns(const store_hang_t *h, hgc_cands_t *cs, range_fn range, void *ctx,
+                      int nomem) {
   perf__hang_turn_t turns[MAX_TURNS];
   size_t n = perf__hang_turns(&h->samples, h->key, h->len, turns, MAX_TURNS);
   int rc = 0;
   for (size_t t = 0; rc == 0 && t < n; t++) {
-    const char *child = turns[t].child;
     const char *const *at = h->key + h->len - turns[t].depth; /* the shared root frames */
     char *shared = hgc_path_of(at, turns[t].depth);
-    size_t a = shared ? strlen(shared) : 0, b = strlen(child);
-    char *prefix = shared ? malloc(a + b + 2) : NULL;
-    if (prefix) {
-      memcpy(prefix, shared, a);
-      memcpy(prefix + a, child, b);
-      prefix[a + b] = HGC_SEP;
-      prefix[a + b + 1] = '\0';
+    size_t a = shared ? strlen(shared) : 0, b = strlen(turns[t].child), len = a + b + 1;
+    char *buf = shared ? malloc(3 * (len + 1)) : NULL;
+    if (buf) { /* the shared frames, then the child; its bounds */
+      char *path = buf, *prefix = buf + len + 1, *upper = prefix + len + 1;
+      memcpy(path, shared, a);
+      memcpy(path + a, turns[t].child, b);
+      path[len - 1] = HGC_SEP;
+      prefix_bounds(path, len, prefix, upper);
+      hgc_range_t r = {prefix, upper, prefix, prefix, 0, NULL, NULL};
+      hgc_next_t next = {0};
+      rc = read_range(cs, range, ctx, &r, &next);
+    } else {
+      rc = nomem;
     }
-    rc = prefix ? look_range(range, ctx, prefix, nomem) : nomem;
-    free(prefix);
-    free(shared);
-  }
-  size_t from = h->len > SIBLING_DEPTH ? h->len - SIBLING_DEPTH : 1;
-  for (size_t p = from; rc == 0 && p < h->len; p++) {
-    char *shared = hgc_path_of(h->key + h->len - p, p);
-    rc = shared ? look_range(range, ctx, shared, nomem) : nomem;
+    free(buf);
     free(shared);
   }
   return rc;
+}
+
+/* The groups sharing exactly q root frames with h's key, for each q from
+   its length down to 1 that holds any: under the key's first q frames,
+   not under its first q + 1 (read already, or holding none). */
+static int look_branch_points(const store_hang_t *h, hgc_cands_t *cs, range_fn range, void *ctx,
+                              int nomem) {
+  const size_t len = h->len;
+  if (len == 0) return 0; /* no key: no branch point */
+  char *path = hgc_path_of(h->key, len);
+  size_t n = path ? strlen(path) : 0;
+  size_t *ends = malloc((len + 1) * sizeof *ends); /* bytes of the key's first p frames */
+  char *buf = malloc(6 * (n + 1));
+  if (!path || !ends || !buf) {
+    free(buf);
+    free(ends);
+    free(path);
+    return nomem;
+  }
+  char *from = buf, *to = from + n + 1, *skip_from = to + n + 1, *skip_to = skip_from + n + 1;
+  char *floor = skip_to + n + 1, *ceiling = floor + n + 1;
+  ends[0] = 0;
+  for (size_t p = 1; p <= len; p++)
+    ends[p] = ends[p - 1] + strlen(h->key[len - p]) + 1;
+  prefix_bounds(path, ends[1], floor, ceiling); /* every group sharing a root frame */
+  int rc = 0;
+  /* Rule 3 takes the deepest parting: none above a crossing group's. */
+  for (size_t q = len; rc == 0 && q > 0 && q >= cs->parted && cs->read < HGC_MAX_READ;) {
+    bool end = q == len; /* the key's end: nothing deeper to skip */
+    prefix_bounds(path, ends[q], from, to);
+    if (!end) prefix_bounds(path, ends[q + 1], skip_from, skip_to);
+    hgc_range_t r = {from, to, end ? from : skip_from, end ? from : skip_to, 0, floor, ceiling};
+    hgc_next_t next = {0};
+    rc = read_range(cs, range, ctx, &r, &next);
+    /* Outside [from, to) the next paths share fewer than q frames: the
+       deeper of the two is the next branch point holding groups. */
+    size_t below = shared_frames(h, next.below), above = shared_frames(h, next.above);
+    size_t d = below > above ? below : above;
+    q = d < q ? d : 0;
+    free(next.below);
+    free(next.above);
+  }
+  free(buf);
+  free(ends);
+  free(path);
+  return rc;
+}
+
+int hgc_look_ranges(const store_hang_t *h, hgc_cands_t *cs, range_fn range, void *ctx, int nomem) {
+  long pick = hgc_pick(h, cs); /* the key's prefixes' groups alone */
+  if (pick != -1) return pick == -2 ? nomem : 0;
+  int rc = look_turns(h, cs, range, ctx, nomem);
+  return rc == 0 ? look_branch_points(h, cs, range, ctx, nomem) : rc;
 }
 
 long hgc_pick(const store_hang_t *h, const hgc_cands_t *cs) {

@@ -204,7 +204,7 @@ static json_t *group_json(group_t *g) {
 /* ---- parameters ------------------------------------------------------------ */
 
 static char *error_body(const char *fmt, const char *param) {
-  char text[160];
+  char text[200]; /* as long as too_many_points' text: -O3 checks the bound */
   snprintf(text, sizeof text, fmt, param);
   json_t *o = json_pack("{s:s}", "error", text);
   char *body = o ? json_dumps(o, JSON_COMPACT) : NULL;

@@ -266,6 +266,20 @@ static size_t shared_root(const char *const *a, size_t alen, const char *const *
   return k;
 }
 
+bool perf__group_crosses(const perf__hang_samples_t *h, const char *const *key, size_t len,
+                         size_t p, const char *g_next, uint64_t g_at, uint64_t g_into,
+                         uint64_t *h_into) {
+  /* The group's key leaves the hang's path after p frames, into g_next;
+     the group's samples away from it go the hang's way (its key ends
+     there, or turns into a sibling). */
+  uint64_t h_at;
+  *h_into = hang_child(h, key + len - p, p, g_next, &h_at);
+  /* Pooled, or this hang's own samples alone: a long history that never
+     went the hang's way would otherwise outvote a hang that went the
+     group's way with most of its samples there. */
+  return big_enough((g_at - g_into) + *h_into, g_at + h_at) || big_enough(*h_into, h_at);
+}
+
 long perf__group_pick(const perf__hang_samples_t *h, const char *const *key, size_t len,
                       const perf__group_view_t *groups, size_t n) {
   long deeper = -1, turned = -1;
@@ -287,16 +301,10 @@ long perf__group_pick(const perf__hang_samples_t *h, const char *const *key, siz
         deeper = (long)i;
       continue;
     }
-    /* The group's key leaves the hang's path after p frames, into its
-       frame at root index p; the group's samples away from it go the
-       hang's way (its key ends there, or turns into a sibling). */
-    h_into = hang_child(h, key + len - p, p, g->key[g->len - 1 - p], &h_at);
     g_at = g->through ? g->through[p - 1] : 0;
     g_into = g->through ? g->through[p] : 0;
-    /* Pooled, or this hang's own samples alone: a long history that never
-       went the hang's way would otherwise outvote a hang that went the
-       group's way with most of its samples there. */
-    if (!big_enough((g_at - g_into) + h_into, g_at + h_at) && !big_enough(h_into, h_at)) continue;
+    if (!perf__group_crosses(h, key, len, p, g->key[g->len - 1 - p], g_at, g_into, &h_into))
+      continue;
     bool better = turned < 0 || p > turned_at ||
                   (p == turned_at && (g->len < groups[turned].len ||
                                       (g->len == groups[turned].len && h_into > turned_into)));

@@ -128,6 +128,15 @@ typedef struct perf__group_view_s {
 long perf__group_pick(const perf__hang_samples_t *h, const char *const *key, size_t len,
                       const perf__group_view_t *groups, size_t n);
 
+/* Rule 3's test of perf__group_pick for one group: a group whose key
+   leaves the hang's key (innermost first, len frames) after p shared root
+   frames (1 <= p <= len) into g_next, g_at of its samples through those p
+   frames and g_into of them on into g_next (its hang_group_path), crosses
+   the hang there. *h_into: the hang's samples there into g_next. */
+bool perf__group_crosses(const perf__hang_samples_t *h, const char *const *key, size_t len,
+                         size_t p, const char *g_next, uint64_t g_at, uint64_t g_into,
+                         uint64_t *h_into);
+
 /* Where a hang's samples turned away from its key with at least
    1/PERF__GROUP_LOOK_SHARE of the samples there: after the key's first
    `depth` root frames, into `child` (not the key's own next frame). The

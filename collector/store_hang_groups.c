@@ -1,17 +1,21 @@
 /*
  * store_hang_groups.c - hang groups in SQLite (see store_hang_groups.h).
  * A pick reads the candidates (the stored groups whose key is a prefix of
- * the hang's key, one lookup per prefix by its signature, and up to
- * HGC_MAX_EXTENSIONS under each range hgc_look_ranges names: each place
- * the hang's own samples turned off its key with an eighth of them, and
- * each of the key's last branch points whatever the hang's share there,
- * one index range each), hands them to perf__group_pick (hgc_pick;
- * signature.c: the rule lives there, not here), then writes the choice.
+ * the hang's key, one lookup per prefix by its signature; unless those
+ * decide the pick, the ranges hgc_look_ranges names: each place the
+ * hang's own samples turned off its key with an eighth of them, and each
+ * branch point of the key that holds stored groups whatever the hang's
+ * share there, two index ranges each read by path, up to
+ * HGC_MAX_EXTENSIONS per index range and HGC_MAX_READ in all, each group
+ * with its path's samples, kept when the pick could take it), hands them
+ * to perf__group_pick (hgc_pick; signature.c: the rule lives there, not
+ * here), then writes the choice.
  * What does not depend on SQLite is in hang_group_cands.c, shared with
  * store_pg_hang_groups.c.
  */
 #include "store_hang_groups.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +33,7 @@ static const char SCHEMA[] =
 enum hg_stmt {
   HG_FIND,
   HG_EXTENSIONS,
+  HG_NEXT,
   HG_CHILDREN,
   HG_PATH,
   HG_INSERT,
@@ -43,8 +48,14 @@ enum hg_stmt {
 
 static const char *const HG_SQL[HG_COUNT] = {
     [HG_FIND] = "SELECT path FROM hang_groups WHERE signature = ?1",
-    [HG_EXTENSIONS] = "SELECT signature, path FROM hang_groups WHERE path >= ?1 AND path < ?2"
-                      " ORDER BY length(path), path LIMIT ?3",
+    /* One index range of a range (hgc_range_t) by path, with each
+       group's path samples; the paths next to the range. */
+    [HG_EXTENSIONS] = "SELECT signature, path, (SELECT samples FROM hang_group_path"
+                      " WHERE group_sig = signature) FROM hang_groups"
+                      " WHERE path >= ?1 AND path < ?2 ORDER BY path LIMIT ?3",
+    [HG_NEXT] = "SELECT (SELECT path FROM hang_groups WHERE path >= ?1 AND path < ?2"
+                " ORDER BY path DESC LIMIT 1), (SELECT path FROM hang_groups"
+                " WHERE path >= ?3 AND path < ?4 ORDER BY path LIMIT 1)",
     [HG_CHILDREN] = "SELECT child, samples FROM hang_group_children WHERE group_sig = ?1"
                     " ORDER BY child",
     [HG_PATH] = "SELECT samples FROM hang_group_path WHERE group_sig = ?1",
@@ -130,14 +141,12 @@ static int read_children(hang_groups_t *hg, hgc_cand_t *c) {
 }
 
 static int read_path(hang_groups_t *hg, hgc_cand_t *c) {
-  size_t len = c->view.len;
-  if (!(c->through = calloc(len ? len : 1, sizeof *c->through))) return SQLITE_NOMEM;
   sqlite3_stmt *s = hg->stmt[HG_PATH];
   sqlite3_bind_text(s, 1, c->sig, -1, SQLITE_STATIC);
   int rc = sqlite3_step(s);
-  if (rc == SQLITE_ROW)
-    hgc_decode_path(sqlite3_column_blob(s, 0), (size_t)sqlite3_column_bytes(s, 0), c->through, len);
-  c->view.through = c->through;
+  const void *blob = rc == SQLITE_ROW ? sqlite3_column_blob(s, 0) : NULL;
+  size_t bytes = blob ? (size_t)sqlite3_column_bytes(s, 0) : 0;
+  if (hgc_cand_path(c, blob, bytes) != 0) rc = SQLITE_NOMEM;
   return done(s, rc);
 }
 
@@ -182,37 +191,63 @@ static int prefix_cands(hang_groups_t *hg, const store_hang_t *h, hgc_cands_t *c
 typedef struct range_ctx_s {
   hang_groups_t *hg;
   hgc_cands_t *cs;
+  const store_hang_t *h;
 } range_ctx_t;
 
-/* The stored groups whose path lies in [prefix, upper) (hgc_look_ranges'
-   range; ctx a range_ctx_t). */
-static int range_cands(void *ctx, const char *prefix, const char *upper) {
-  hang_groups_t *hg = ((range_ctx_t *)ctx)->hg;
-  hgc_cands_t *cs = ((range_ctx_t *)ctx)->cs;
-  sqlite3_stmt *s = hg->stmt[HG_EXTENSIONS];
-  sqlite3_bind_text(s, 1, prefix, -1, SQLITE_STATIC);
-  sqlite3_bind_text(s, 2, upper, -1, SQLITE_STATIC);
-  sqlite3_bind_int(s, 3, HGC_MAX_EXTENSIONS);
-  typedef struct {
-    char sig[STORE_SIG_CHARS + 1];
-    char *path;
-  } row_t;
-  row_t rows[HGC_MAX_EXTENSIONS];
-  size_t got = 0;
-  int rc = SQLITE_DONE;
-  while (got < HGC_MAX_EXTENSIONS && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+/* The stored groups in [from, to), at most limit, by path, offered to the
+   pick (hgc_cands_add_row); the index in rx->cs of each one whose key is a
+   prefix of the hang's into prefixes (rows are at most limit). */
+static int index_range(const range_ctx_t *rx, const char *from, const char *to, size_t limit,
+                       size_t *prefixes, size_t *n_prefixes) {
+  sqlite3_stmt *s = rx->hg->stmt[HG_EXTENSIONS];
+  sqlite3_bind_text(s, 1, from, -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 2, to, -1, SQLITE_STATIC);
+  sqlite3_bind_int(s, 3, (int)limit);
+  int rc, err = SQLITE_OK;
+  while (err == SQLITE_OK && (rc = sqlite3_step(s)) == SQLITE_ROW) {
     const char *sig = (const char *)sqlite3_column_text(s, 0);
-    const char *p = (const char *)sqlite3_column_text(s, 1);
-    if (!sig || !p) continue;
-    snprintf(rows[got].sig, sizeof rows[got].sig, "%s", sig);
-    if (!(rows[got].path = strdup(p))) break;
-    got++;
+    const char *path = (const char *)sqlite3_column_text(s, 1);
+    const void *blob = sqlite3_column_blob(s, 2);
+    size_t bytes = blob ? (size_t)sqlite3_column_bytes(s, 2) : 0;
+    hgc_cand_t *c = NULL;
+    if (sig && path && hgc_cands_add_row(rx->cs, rx->h, sig, path, blob, bytes, &c) != 0)
+      err = SQLITE_NOMEM;
+    if (c && hgc_cand_is_prefix(rx->h, c)) prefixes[(*n_prefixes)++] = (size_t)(c - rx->cs->v);
   }
-  rc = done(s, got < HGC_MAX_EXTENSIONS && rc != SQLITE_DONE ? SQLITE_NOMEM : SQLITE_DONE);
-  for (size_t i = 0; i < got; i++) { /* HG_CHILDREN runs after HG_EXTENSIONS is reset */
-    if (rc == SQLITE_OK) rc = add_cand(hg, cs, rows[i].sig, rows[i].path);
-    free(rows[i].path);
+  return done(s, err != SQLITE_OK ? err : rc);
+}
+
+/* The paths next to range r (hgc_next_t). */
+static int next_paths(hang_groups_t *hg, const hgc_range_t *r, hgc_next_t *next) {
+  sqlite3_stmt *s = hg->stmt[HG_NEXT];
+  sqlite3_bind_text(s, 1, r->floor, -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 2, r->from, -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 3, r->to, -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 4, r->ceiling, -1, SQLITE_STATIC);
+  int rc = sqlite3_step(s);
+  for (int i = 0; rc == SQLITE_ROW && i < 2; i++) {
+    const char *path = (const char *)sqlite3_column_text(s, i);
+    char **to = i == 0 ? &next->below : &next->above;
+    if (path && !(*to = strdup(path))) rc = SQLITE_NOMEM;
   }
+  return done(s, rc);
+}
+
+/* The stored groups of range r the pick could take (hgc_cands_add_row;
+   hgc_look_ranges' range, ctx a range_ctx_t): its two index ranges, then
+   the paths next to it when asked; the children of a group whose key is a
+   prefix of the hang's (a prefix lookup found it already, as a rule) read
+   after. */
+static int range_cands(void *ctx, const hgc_range_t *r, hgc_next_t *next) {
+  const range_ctx_t *rx = ctx;
+  size_t prefixes[HGC_MAX_EXTENSIONS * 2], n_prefixes = 0; /* into rx->cs */
+  int rc = strcmp(r->from, r->skip_from) < 0               /* empty: nothing skipped */
+               ? index_range(rx, r->from, r->skip_from, r->limit, prefixes, &n_prefixes)
+               : SQLITE_OK;
+  if (rc == SQLITE_OK) rc = index_range(rx, r->skip_to, r->to, r->limit, prefixes, &n_prefixes);
+  if (rc == SQLITE_OK && r->floor) rc = next_paths(rx->hg, r, next);
+  for (size_t i = 0; rc == SQLITE_OK && i < n_prefixes; i++)
+    rc = read_children(rx->hg, &rx->cs->v[prefixes[i]]);
   return rc;
 }
 
@@ -254,9 +289,9 @@ int hang_groups_assign(hang_groups_t *hg, const store_hang_t *h, int64_t ns,
   if (h->len == 0) return upsert_group(hg, sig, h->group.names_json, ns);
   char *path = hgc_path_of(h->key, h->len);
   hgc_cands_t cs = {0};
-  range_ctx_t ctx = {hg, &cs};
+  range_ctx_t ctx = {hg, &cs, h};
   int rc = path ? prefix_cands(hg, h, &cs) : SQLITE_NOMEM;
-  if (rc == SQLITE_OK) rc = hgc_look_ranges(h, range_cands, &ctx, SQLITE_NOMEM);
+  if (rc == SQLITE_OK) rc = hgc_look_ranges(h, &cs, range_cands, &ctx, SQLITE_NOMEM);
   long pick = rc == SQLITE_OK ? hgc_pick(h, &cs) : -1;
   if (pick == -2) rc = SQLITE_NOMEM;
   const char *const *key = h->key;

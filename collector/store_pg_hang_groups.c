@@ -7,6 +7,7 @@
  * resymbolize's transactions, which hold PG_LOCK_HANG_GROUPS: a pick reads
  * the groups, then writes, and two collectors must not interleave.
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,22 +46,18 @@ static int read_children(store_t *st, hgc_cand_t *c) {
 }
 
 static int read_path(store_t *st, hgc_cand_t *c) {
-  size_t len = c->view.len;
-  if (!(c->through = calloc(len ? len : 1, sizeof *c->through))) return -1;
-  c->view.through = c->through;
   pg_params_t p = {0};
   pg_text(&p, 1, c->sig);
   PGresult *r =
       pg_run(st, "SELECT samples FROM hang_group_path WHERE group_sig = $1", &p, "hang group path");
   if (!r) return -1;
-  if (PQntuples(r) > 0) {
-    size_t bytes = 0;
-    unsigned char *blob = PQunescapeBytea((const unsigned char *)PQgetvalue(r, 0, 0), &bytes);
-    hgc_decode_path(blob, bytes, c->through, len);
-    PQfreemem(blob);
-  }
+  size_t bytes = 0;
+  unsigned char *blob =
+      PQntuples(r) > 0 ? PQunescapeBytea((const unsigned char *)PQgetvalue(r, 0, 0), &bytes) : NULL;
+  int rc = hgc_cand_path(c, blob, blob ? bytes : 0);
+  PQfreemem(blob);
   PQclear(r);
-  return 0;
+  return rc;
 }
 
 static int write_path(store_t *st, const char *sig, const uint64_t *through, size_t len) {
@@ -116,27 +113,67 @@ static int prefix_cands(store_t *st, const store_hang_t *h, hgc_cands_t *cs) {
 typedef struct range_ctx_s {
   store_t *st;
   hgc_cands_t *cs;
+  const store_hang_t *h;
 } range_ctx_t;
 
-/* The stored groups whose path lies in [prefix, upper) (hgc_look_ranges'
-   range; ctx a range_ctx_t). */
-static int range_cands(void *ctx, const char *prefix, const char *upper) {
-  store_t *st = ((range_ctx_t *)ctx)->st;
-  hgc_cands_t *cs = ((range_ctx_t *)ctx)->cs;
+/* A group row of range_cands' answer offered to the pick, its children
+   read when its key is a prefix of the hang's (a prefix lookup found it
+   already, as a rule). */
+static int range_group(const range_ctx_t *rx, const PGresult *res, int i) {
+  bool none = PQgetisnull(res, i, 3);
+  size_t bytes = 0;
+  unsigned char *blob =
+      none ? NULL : PQunescapeBytea((const unsigned char *)PQgetvalue(res, i, 3), &bytes);
+  hgc_cand_t *c = NULL;
+  int rc = none || blob ? hgc_cands_add_row(rx->cs, rx->h, PQgetvalue(res, i, 1),
+                                            PQgetvalue(res, i, 2), blob, blob ? bytes : 0, &c)
+                        : -1;
+  PQfreemem(blob);
+  return rc == 0 && c && hgc_cand_is_prefix(rx->h, c) ? read_children(rx->st, c) : rc;
+}
+
+/* The stored groups of range r the pick could take (hgc_cands_add_row;
+   hgc_look_ranges' range, ctx a range_ctx_t) and the paths next to it:
+   one statement, as the SQLite backend's HG_EXTENSIONS. */
+static int range_cands(void *ctx, const hgc_range_t *r, hgc_next_t *next) {
+  const range_ctx_t *rx = ctx;
   pg_params_t p = {0};
-  pg_text(&p, 1, prefix);
-  pg_text(&p, 2, upper);
-  pg_int(&p, 3, HGC_MAX_EXTENSIONS);
-  PGresult *r = pg_run(st,
-                       "SELECT signature, path FROM hang_groups WHERE path >= $1 COLLATE \"C\""
-                       " AND path < $2 COLLATE \"C\" ORDER BY length(path), path COLLATE \"C\""
-                       " LIMIT $3::bigint",
-                       &p, "hang group extensions");
-  if (!r) return -1;
+  pg_text(&p, 1, r->from);
+  pg_text(&p, 2, r->to);
+  pg_text(&p, 3, r->skip_from);
+  pg_text(&p, 4, r->skip_to);
+  pg_int(&p, 5, (int64_t)r->limit);
+  pg_text(&p, 6, r->floor); /* NULL: no next paths */
+  pg_text(&p, 7, r->ceiling);
+  PGresult *res = pg_run(
+      rx->st,
+      "SELECT * FROM (SELECT 0 AS kind, g.signature, g.path, (SELECT samples FROM hang_group_path"
+      " WHERE group_sig = g.signature) FROM (SELECT signature, path FROM hang_groups"
+      " WHERE path >= $1 COLLATE \"C\" AND path < $3 COLLATE \"C\""
+      " ORDER BY path COLLATE \"C\" LIMIT $5::bigint) g"
+      " UNION ALL SELECT 0, g.signature, g.path, (SELECT samples FROM hang_group_path"
+      " WHERE group_sig = g.signature) FROM (SELECT signature, path FROM hang_groups"
+      " WHERE path >= $4 COLLATE \"C\" AND path < $2 COLLATE \"C\""
+      " ORDER BY path COLLATE \"C\" LIMIT $5::bigint) g"
+      " UNION ALL SELECT 1, NULL, (SELECT path FROM hang_groups WHERE path >= $6 COLLATE \"C\""
+      " AND path < $1 COLLATE \"C\" ORDER BY path COLLATE \"C\" DESC LIMIT 1), NULL"
+      " UNION ALL SELECT 2, NULL, (SELECT path FROM hang_groups WHERE path >= $2 COLLATE \"C\""
+      " AND path < $7 COLLATE \"C\" ORDER BY path COLLATE \"C\" LIMIT 1), NULL"
+      ") u ORDER BY kind, path COLLATE \"C\"",
+      &p, "hang group extensions");
+  if (!res) return -1;
   int rc = 0;
-  for (int i = 0; rc == 0 && i < PQntuples(r); i++)
-    rc = add_cand(st, cs, PQgetvalue(r, i, 0), PQgetvalue(r, i, 1));
-  PQclear(r);
+  for (int i = 0; rc == 0 && i < PQntuples(res); i++) {
+    if (PQgetisnull(res, i, 2)) continue;
+    const char *kind = PQgetvalue(res, i, 0);
+    if (strcmp(kind, "0") == 0) {
+      rc = range_group(rx, res, i);
+    } else {
+      char **to = strcmp(kind, "1") == 0 ? &next->below : &next->above;
+      if (!(*to = strdup(PQgetvalue(res, i, 2)))) rc = -1;
+    }
+  }
+  PQclear(res);
   return rc;
 }
 
@@ -187,9 +224,9 @@ int pg_hang_groups_assign(store_t *st, const store_hang_t *h, int64_t ns,
   if (h->len == 0) return upsert_group(st, sig, h->group.names_json, ns);
   char *path = hgc_path_of(h->key, h->len);
   hgc_cands_t cs = {0};
-  range_ctx_t ctx = {st, &cs};
+  range_ctx_t ctx = {st, &cs, h};
   int rc = path ? prefix_cands(st, h, &cs) : -1;
-  if (rc == 0) rc = hgc_look_ranges(h, range_cands, &ctx, -1);
+  if (rc == 0) rc = hgc_look_ranges(h, &cs, range_cands, &ctx, -1);
   long pick = rc == 0 ? hgc_pick(h, &cs) : -1;
   if (pick == -2) rc = -1;
   const char *const *key = h->key;

@@ -18,6 +18,14 @@
  *    ending at a `ret`, the heaviest single stack of the hang) and clone
  *    names (now_ms.constprop.0): still exactly the right group, and a
  *    second, different hang its own group.
+ *  - parts_deep_above_key: the repeated_hang split seen under ASan, built
+ *    with the wire encoder: a group keyed busy_loop -> spin whose later
+ *    hangs went 60 % of their way into the clock read, then a hang keyed
+ *    4 frames below busy_loop (now_ms -> __interceptor_clock_gettime ->
+ *    clock_gettime -> __vdso_clock_gettime) with 2 of its 21 samples in
+ *    spin: it joins the group (the store looks under every branch point
+ *    of the hang's key, not only the last three); a hang parting from the
+ *    group's path as deep but never crossing it stays a group of its own.
  * Each case runs in its own process: `test_hang_grouping <case>`.
  */
 #include <inttypes.h>
@@ -520,10 +528,164 @@ static void case_stray_and_partial(void) {
   collector_stop_healthy(&c);
 }
 
+/* ---- parts_deep_above_key: a hang keyed 4 frames below the parting ------- */
+
+/* The root frames of repeated_hang's stacks, innermost first: the
+   collector test's own, then busy_loop's callers down to the root. */
+#define LOOP_ROOT                                                                                  \
+  "busy_loop", "run_hangs", "sdk_run", "case_repeated_hang", "run_case", "collector_test_main",    \
+      "main", "__libc_start_call_main", "__libc_start_main", "_start"
+#define LOOP_ROOT_LEN 10 /* busy_loop and its callers */
+#define ASAN_CLOCK "__vdso_clock_gettime", "clock_gettime", "__interceptor_clock_gettime", "now_ms"
+#define LOG_WRITE "__write_nocancel", "write", "fwrite", "log_line"
+
+/* One hang of tid 7: spin, clock and self samples (the clock read as
+   ASan's build makes it, 4 frames below busy_loop) plus log (in
+   run_hangs' other callee, 4 frames below run_hangs). */
+static void add_split_hang(app_t *a, int64_t start_ns, uint32_t spin, uint32_t clock, uint32_t self,
+                           uint32_t log) {
+  perf__batch_begin_event(a->b);
+  perf__batch_count_t counts[4];
+  size_t n = 0;
+  if (spin)
+    counts[n++] =
+        (perf__batch_count_t){stack_of(a, STACK("spin", LOOP_ROOT), 0x1100, COMPLETE), 7, spin};
+  if (clock)
+    counts[n++] = (perf__batch_count_t){stack_of(a, STACK(ASAN_CLOCK, LOOP_ROOT), 0x1300, COMPLETE),
+                                        7, clock};
+  if (self)
+    counts[n++] = (perf__batch_count_t){stack_of(a, STACK(LOOP_ROOT), 0x1200, COMPLETE), 7, self};
+  if (log)
+    counts[n++] = (perf__batch_count_t){
+        stack_of(a,
+                 STACK(LOG_WRITE, "run_hangs", "sdk_run", "case_repeated_hang", "run_case",
+                       "collector_test_main", "main", "__libc_start_call_main", "__libc_start_main",
+                       "_start"),
+                 0x1400, COMPLETE),
+        7, log};
+  perf__batch_event_t ev = {.kind = PERF__V1__EVENT_KIND__EVENT_KIND_HANG,
+                            .start_unix_ns = start_ns,
+                            .start_mono_ns = 1,
+                            .duration_ns = 200000000,
+                            .tid = 7,
+                            .counts = counts,
+                            .count_count = n};
+  CHECK_EQ_INT(perf__batch_add_event(a->b, &ev), 0);
+}
+
+/* A new batch's first event interns the module (as stray_and_partial). */
+static void begin_batch(app_t *a, const perf__batch_module_t *m) {
+  perf__batch_begin_event(a->b);
+  CHECK_EQ_INT(perf__batch_intern_module(a->b, m, &a->module), 0);
+}
+
+/* The top hang groups (printed), checked to be exactly n. */
+static json_t *hang_groups(const collector_t *c, size_t n) {
+  json_t *j = top_hangs(c);
+  print_json("hang groups", j);
+  CHECK_EQ_INT(json_array_size(json_object_get(j, "stacks")), n);
+  return j;
+}
+
+/* The group of stacks whose signature is sig, or NULL. */
+static json_t *group_of(json_t *j, const char *sig) {
+  json_t *stacks = json_object_get(j, "stacks");
+  for (size_t i = 0; i < json_array_size(stacks); i++) {
+    const char *s = json_string_value(json_object_get(json_array_get(stacks, i), "signature"));
+    if (s && strcmp(s, sig) == 0) return json_array_get(stacks, i);
+  }
+  return NULL;
+}
+
+static void case_parts_deep_above_key(void) {
+  collector_t c;
+  collector_start(&c, NULL);
+  perf__batch_resource_t res = {.app_name = "grouping-deep", .app_version = "1.0"};
+  app_t a = {0};
+  CHECK_EQ_INT(perf__batch_builder_new(&res, NULL, &a.b), 0);
+  perf__batch_module_t m = {.path = "/usr/bin/grouping-app"};
+  int64_t t = (int64_t)time(NULL) * 1000000000;
+
+  /* The group's history: the first hang keyed busy_loop -> spin (16 of 20
+     in spin), then 4 keyed busy_loop (6 in spin, 9 in the clock read, 5
+     in itself: no majority below busy_loop), which join it (rule 3: a
+     quarter of their own samples went into spin). 60 of its 100 samples
+     through busy_loop went the clock read's way or stayed in busy_loop. */
+  begin_batch(&a, &m);
+  add_split_hang(&a, t, 16, 4, 0, 0);
+  for (int i = 1; i <= 4; i++)
+    add_split_hang(&a, t + i * 1000000, 6, 9, 5, 0);
+  post(&c, &a);
+  const char *group_key[] = {"spin", LOOP_ROOT};
+  char sig[17];
+  snprintf(sig, sizeof sig, "%016llx",
+           (unsigned long long)perf__signature_hash(group_key, ARRAY_LEN(group_key)));
+  json_t *j = hang_groups(&c, 1);
+  json_t *g = group_of(j, sig);
+  CHECKF(g != NULL, "no group %s (busy_loop -> spin)", sig);
+  CHECK_EQ_INT(json_integer_value(json_object_get(g, "events")), 5);
+  CHECK_EQ_INT(json_integer_value(json_object_get(g, "samples")), 100);
+  json_decref(j);
+
+  /* The hang of the flaky run: keyed at __vdso_clock_gettime (19 of 21),
+     14 frames, busy_loop 4 above its end, 2 samples in spin (under an
+     eighth: no turn of its own there). The group leaves its key at
+     busy_loop and crosses: 60 + 2 of 121 samples there went the other's
+     way. It joins the group. */
+  begin_batch(&a, &m);
+  add_split_hang(&a, t + 10000000, 2, 19, 0, 0);
+  post(&c, &a);
+  j = hang_groups(&c, 1);
+  g = group_of(j, sig);
+  CHECKF(g != NULL, "no group %s (busy_loop -> spin)", sig);
+  CHECK_EQ_INT(json_integer_value(json_object_get(g, "events")), 6);
+  CHECK_EQ_INT(json_integer_value(json_object_get(g, "samples")), 121);
+  /* Shown: what the majority of its samples share (42 of 121 in spin). */
+  json_t *frames = json_object_get(g, "frames");
+  CHECK_EQ_INT(json_array_size(frames), LOOP_ROOT_LEN);
+  CHECK(strcmp(json_string_value(json_array_get(frames, 0)), "busy_loop") == 0);
+  json_decref(j);
+
+  /* A hang parting from the group's path as deep (4 frames below
+     run_hangs, where the group never went: all its samples went on into
+     busy_loop), 2 of its 21 samples in spin: no crossing, a group of its
+     own; the same hang again joins that one. */
+  begin_batch(&a, &m);
+  add_split_hang(&a, t + 20000000, 2, 0, 0, 19);
+  add_split_hang(&a, t + 21000000, 2, 0, 0, 19);
+  post(&c, &a);
+  perf__batch_free(a.b);
+  const char *log_key[] = {LOG_WRITE,
+                           "run_hangs",
+                           "sdk_run",
+                           "case_repeated_hang",
+                           "run_case",
+                           "collector_test_main",
+                           "main",
+                           "__libc_start_call_main",
+                           "__libc_start_main",
+                           "_start"};
+  char log_sig[17];
+  snprintf(log_sig, sizeof log_sig, "%016llx",
+           (unsigned long long)perf__signature_hash(log_key, ARRAY_LEN(log_key)));
+  j = hang_groups(&c, 2);
+  g = group_of(j, sig);
+  json_t *lg = group_of(j, log_sig);
+  CHECKF(g != NULL && lg != NULL, "groups %s and %s", sig, log_sig);
+  CHECK_EQ_INT(json_integer_value(json_object_get(g, "events")), 6);
+  CHECK_EQ_INT(json_integer_value(json_object_get(g, "samples")), 121);
+  CHECK_EQ_INT(json_integer_value(json_object_get(lg, "events")), 2);
+  CHECK_EQ_INT(json_integer_value(json_object_get(lg, "samples")), 42);
+  CHECK_EQ_INT(json_array_size(json_object_get(lg, "frames")), ARRAY_LEN(log_key));
+  json_decref(j);
+  collector_stop_healthy(&c);
+}
+
 static const test_case_t g_cases[] = {
     TEST_CASE_SERIAL(repeated_hang, "a busy loop whose split between busy_loop and now_ms is "
                                     "calibrated at start; 100 hangs sampled every 5 ms"),
     TEST_CASE(stray_and_partial),
+    TEST_CASE(parts_deep_above_key),
 };
 
 int main(int argc, char **argv) {
