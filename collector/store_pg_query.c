@@ -274,16 +274,23 @@ static double pg_f64(const PGresult *r, int row, int col) {
    (non-zero): STORE_OK, or STORE_ERROR (failed, or stopped). */
 typedef int (*row_each_fn)(const PGresult *r, int i, void *ctx);
 
-static int scan(store_t *st, const char *sql, const pg_params_t *p, const char *what,
-                row_each_fn each, void *ctx) {
-  pthread_mutex_lock(&st->lock);
+/* scan's work, the lock held. */
+static int scan_locked(store_t *st, const char *sql, const pg_params_t *p, const char *what,
+                       row_each_fn each, void *ctx) {
   PGresult *r = pg_run(st, sql, p, what);
   int stopped = 0, n = r ? PQntuples(r) : 0;
   for (int i = 0; !stopped && i < n; i++)
     stopped = each(r, i, ctx);
   PQclear(r);
-  pthread_mutex_unlock(&st->lock);
   return r && !stopped ? STORE_OK : STORE_ERROR;
+}
+
+static int scan(store_t *st, const char *sql, const pg_params_t *p, const char *what,
+                row_each_fn each, void *ctx) {
+  pthread_mutex_lock(&st->lock);
+  int rc = scan_locked(st, sql, p, what, each, ctx);
+  pthread_mutex_unlock(&st->lock);
+  return rc;
 }
 
 typedef struct cb_s {
@@ -325,7 +332,8 @@ static int any_event(void *ctx, int64_t lo, int64_t hi) {
   return any;
 }
 
-/* Run sql (top-stacks or stack rows) with q's plan in $20..$25. */
+/* Run sql (top-stacks or stack rows) with q's plan in $20..$29: the plan's
+   probes and the query under one hold of the lock. */
 static int scan_planned(store_t *st, const char *sql, pg_params_t *p, const store_top_query_t *q,
                         const char *what, row_each_fn each, void *ctx) {
   pthread_mutex_lock(&st->lock);
@@ -339,13 +347,9 @@ static int scan_planned(store_t *st, const char *sql, pg_params_t *p, const stor
     pg_int(p, 26 + 2 * i, plan.bucket[i][0]);
     pg_int(p, 27 + 2 * i, plan.bucket[i][1]);
   }
-  PGresult *r = pg_run(st, sql, p, what);
-  int stopped = 0, n = r ? PQntuples(r) : 0;
-  for (int i = 0; !stopped && i < n; i++)
-    stopped = each(r, i, ctx);
-  PQclear(r);
+  int rc = scan_locked(st, sql, p, what, each, ctx);
   pthread_mutex_unlock(&st->lock);
-  return r && !stopped ? STORE_OK : STORE_ERROR;
+  return rc;
 }
 
 int pg_top_rows(store_t *st, const store_top_query_t *q, store_row_fn fn, void *user) {
