@@ -104,10 +104,13 @@
                                                    " last_end_ns = " ROLLUP_GREATEST(              \
                                                        "rollup_stacks" lvl ".last_end_ns",         \
                                                        "excluded.last_end_ns")
+#define ROLLUP_STACK_INTO(lvl, shard_col)                                                          \
+  "INSERT INTO rollup_stacks" lvl "(" ROLLUP_STACK_COLS shard_col                                  \
+  ", samples, wall_ns, first_ns, last_end_ns)"
 /* Every event's stacks. */
 #define ROLLUP_STACKS(lvl, size, shard_col, shard_val, src, scope)                                 \
-  "INSERT INTO rollup_stacks" lvl "(" ROLLUP_STACK_COLS shard_col                                  \
-  ", samples, wall_ns, first_ns, last_end_ns) SELECT " ROLLUP_BUCKET_AT(                           \
+  ROLLUP_STACK_INTO(lvl, shard_col)                                                                \
+  " SELECT " ROLLUP_BUCKET_AT(                                                                     \
       "e.start_ns",                                                                                \
       size) ", " ROLLUP_DIMS ", e.kind, coalesce(e.group_sig, ''), c.stack_sig, "                  \
             "coalesce(e.label, '')" shard_val                                                      \
@@ -137,8 +140,8 @@
                       " AND r.bucket_ns < d.day_ns + " ROLLUP_DAY_SQL                              \
                       " WHERE true" ROLLUP_KEY_ORDER ROLLUP_GROUP_MERGE("_day", shard_col)
 #define ROLLUP_STACKS_DAYS(shard_col, shard_val)                                                   \
-  "INSERT INTO rollup_stacks_day(" ROLLUP_STACK_COLS shard_col                                     \
-  ", samples, wall_ns, first_ns, last_end_ns) SELECT " ROLLUP_BUCKET_AT(                           \
+  ROLLUP_STACK_INTO("_day", shard_col)                                                             \
+  " SELECT " ROLLUP_BUCKET_AT(                                                                     \
       "r.bucket_ns",                                                                               \
       ROLLUP_DAY_SQL) ", r.app, r.version, r.environment, r.kind, r.group_sig, r.stack_sig, "      \
                       "r.label" shard_val                                                          \

@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "rollup_batch.h"
 #include "rollup_sql.h"
 #include "store_pg.h"
 
@@ -402,14 +403,15 @@ static int insert_event(store_t *st, const store_batch_t *b, const store_event_t
   return rc;
 }
 
-static int insert_events(store_t *st, const store_batch_t *b) {
+/* The events, each hang with a key in the group picked for it
+   (picked[i]). */
+static int insert_events(store_t *st, const store_batch_t *b, char (*picked)[STORE_SIG_CHARS + 1]) {
   for (size_t i = 0; i < b->n_events; i++) {
     const store_event_t *e = &b->events[i];
-    char group[STORE_SIG_CHARS + 1];
     const char *group_sig = e->group_sig;
     if (e->hang) {
-      if (pg_hang_groups_assign(st, e->hang, b->received_ns, group) != 0) return -1;
-      group_sig = group;
+      if (pg_hang_groups_assign(st, e->hang, b->received_ns, picked[i]) != 0) return -1;
+      group_sig = picked[i];
     }
     if (insert_event(st, b, e, group_sig) != 0) return -1;
   }
@@ -458,8 +460,13 @@ static int put_once(store_t *st, const store_batch_t *b) {
   }
   rc = dup;
   if (rc == 0) rc = upsert_stacks_and_groups(st, b);
-  if (rc == 0) rc = insert_events(st, b);
-  if (rc == 0) rc = pg_rollups_add_batch(st, b);
+  rollup_picks_t picks;
+  if (rc == 0 && rollup_picks_init(&picks, b) != 0) rc = -1;
+  if (rc == 0) {
+    rc = insert_events(st, b, picks.picked);
+    if (rc == 0) rc = pg_rollups_add_batch(st, b, picks.group);
+    rollup_picks_free(&picks);
+  }
   if (rc == 0 && b->loop_stats) rc = insert_loop_stats(st, b);
   if (rc == 0) rc = pg_do(st, "COMMIT", NULL, "commit");
   if (rc == 0) return STORE_OK;

@@ -109,11 +109,12 @@ int pg_hang_groups_assign(store_t *st, const store_hang_t *h, int64_t ns,
                           char sig[STORE_SIG_CHARS + 1]);
 int pg_hang_groups_prune(store_t *st);
 
-/* store_pg_rollups.c, inside the caller's transaction: batch b's events
-   rolled up (after they are inserted); the buckets of the events
+/* store_pg_rollups.c, inside the caller's transaction: batch b rolled up
+   (rollup_batch.h; group[i]: the group stored with its event i); the
+   buckets of the events
    events_sql (with p) inserts into the temporary table rollup_dirty
    marked; the marked buckets made again from the raw rows. 0, or -1. */
-int pg_rollups_add_batch(store_t *st, const store_batch_t *b);
+int pg_rollups_add_batch(store_t *st, const store_batch_t *b, const char *const *group);
 int pg_rollups_mark(store_t *st, const char *events_sql, const pg_params_t *p);
 int pg_rollups_rebuild(store_t *st);
 

@@ -7,32 +7,105 @@
  * every shard of its buckets with rows of its own.
  */
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "store_pg.h"
 
+#include "rollup_batch.h"
 #include "rollup_sql.h"
 
 #define SHARD_COL ", shard"
 #define SHARD_VAL ", $2::integer"
 
-#define BATCH_SCOPE "e.batch_id = $1"
-#define ON_BATCH(M, lvl, size) M(lvl, size, SHARD_COL, SHARD_VAL, "events e", BATCH_SCOPE)
-#define H_TEN ON_BATCH(ROLLUP_GROUPS_HANG, "", ROLLUP_BUCKET_SQL)
-#define C_TEN ON_BATCH(ROLLUP_GROUPS_CPU, "", ROLLUP_BUCKET_SQL)
-#define S_TEN ON_BATCH(ROLLUP_STACKS, "", ROLLUP_BUCKET_SQL)
-#define H_DAY ON_BATCH(ROLLUP_GROUPS_HANG, "_day", ROLLUP_DAY_SQL)
-#define C_DAY ON_BATCH(ROLLUP_GROUPS_CPU, "_day", ROLLUP_DAY_SQL)
-#define S_DAY ON_BATCH(ROLLUP_STACKS, "_day", ROLLUP_DAY_SQL)
-/* Both levels of the batch's rows: one statement, one round trip. */
-static const char ADD_BATCH[] = "WITH h AS (" H_TEN "), c AS (" C_TEN "), s AS (" S_TEN
-                                "), hd AS (" H_DAY "), cd AS (" C_DAY ") " S_DAY;
+/* A batch's rows of both levels (rollup_batch.h) as arrays, each row
+   with its level (0: 10 minutes, 1: days): one statement merges them into
+   the four tables. $1 shard, $2-$4 the resource. */
+#define GROUP_ARRAYS                                                                               \
+  " FROM unnest($5::integer[], $6::bigint[], $7::text[], $8::text[], $9::text[], $10::integer[],"  \
+  " $11::bigint[], $12::bigint[], $13::bigint[], $14::bigint[], $15::bigint[], $16::bigint[])"     \
+  " AS u(lv, b, k, g, l, d, n, s, t, f, la, m)"
+#define PUT_GROUPS(lvl, level)                                                                     \
+  ROLLUP_GROUP_INTO(lvl, SHARD_COL)                                                                \
+  " SELECT b, $2, $3, $4, k, g, l, d, $1::integer, n, s, t, f, la, m" GROUP_ARRAYS                 \
+  " WHERE lv = " level                                                                             \
+  ROLLUP_GROUP_MERGE(lvl, SHARD_COL)
+#define STACK_ARRAYS                                                                               \
+  " FROM unnest($17::integer[], $18::bigint[], $19::text[], $20::text[], $21::text[], "            \
+  "$22::text[],"                                                                                   \
+  " $23::bigint[], $24::double precision[], $25::bigint[], $26::bigint[])"                         \
+  " AS u(lv, b, k, g, st, l, s, w, f, le)"
+#define PUT_STACKS(lvl, level)                                                                     \
+  ROLLUP_STACK_INTO(lvl, SHARD_COL)                                                                \
+  " SELECT b, $2, $3, $4, k, g, st, l, $1::integer, s, w, f, le" STACK_ARRAYS " WHERE lv = " level \
+  ROLLUP_STACK_MERGE(lvl, SHARD_COL)
+static const char ADD_BATCH[] = "WITH g AS (" PUT_GROUPS("", "0") "), gd AS (" PUT_GROUPS(
+    "_day", "1") "), s AS (" PUT_STACKS("", "0") ") " PUT_STACKS("_day", "1");
 
-int pg_rollups_add_batch(store_t *st, const store_batch_t *b) {
+enum { GROUP_COLS = 12, STACK_COLS = 10 };
+
+static void add_groups(pg_array_t *a, int level, const rollup_batch_t *rb) {
+  for (size_t i = 0; i < rb->n_groups; i++) {
+    const rollup_group_row_t *r = &rb->groups[i];
+    pg_array_int(&a[0], level);
+    pg_array_int(&a[1], r->bucket_ns);
+    pg_array_text(&a[2], r->kind);
+    pg_array_text(&a[3], r->group_sig);
+    pg_array_text(&a[4], r->label);
+    pg_array_int(&a[5], r->dbin);
+    pg_array_int(&a[6], r->events);
+    pg_array_int(&a[7], r->samples);
+    pg_array_int(&a[8], r->total_ns);
+    pg_array_int(&a[9], r->first_ns);
+    pg_array_int(&a[10], r->last_ns);
+    pg_array_int(&a[11], r->max_ns);
+  }
+}
+
+static void add_stacks(pg_array_t *a, int level, const rollup_batch_t *rb) {
+  for (size_t i = 0; i < rb->n_stacks; i++) {
+    const rollup_stack_row_t *r = &rb->stacks[i];
+    char wall[32];
+    snprintf(wall, sizeof wall, "%.17g", r->wall_ns); /* read back exactly */
+    pg_array_int(&a[0], level);
+    pg_array_int(&a[1], r->bucket_ns);
+    pg_array_text(&a[2], r->kind);
+    pg_array_text(&a[3], r->group_sig);
+    pg_array_text(&a[4], r->stack_sig);
+    pg_array_text(&a[5], r->label);
+    pg_array_int(&a[6], r->samples);
+    pg_array_text(&a[7], wall);
+    pg_array_int(&a[8], r->first_ns);
+    pg_array_int(&a[9], r->last_end_ns);
+  }
+}
+
+int pg_rollups_add_batch(store_t *st, const store_batch_t *b, const char *const *group) {
+  static const int64_t size_ns[] = {ROLLUP_BUCKET_NS, ROLLUP_DAY_NS};
+  pg_array_t a[GROUP_COLS + STACK_COLS] = {{0}};
+  int rc = 0;
+  for (int level = 0; rc == 0 && level < 2; level++) {
+    rollup_batch_t rb;
+    if (rollup_batch_build(&rb, b, group, size_ns[level]) != 0) {
+      rc = -1;
+      break;
+    }
+    add_groups(a, level, &rb);
+    add_stacks(a + GROUP_COLS, level, &rb);
+    rollup_batch_free(&rb);
+  }
   pg_params_t p = {0};
-  pg_bytes(&p, 1, b->id, STORE_BATCH_ID_BYTES);
-  pg_int(&p, 2, st->shard);
-  return pg_do(st, ADD_BATCH, &p, "rollups");
+  pg_int(&p, 1, st->shard);
+  pg_text(&p, 2, b->app ? b->app : "");
+  pg_text(&p, 3, b->version ? b->version : "");
+  pg_text(&p, 4, b->environment ? b->environment : "");
+  for (int i = 0; i < GROUP_COLS + STACK_COLS; i++) {
+    pg_own(&p, 5 + i, pg_array_end(&a[i]));
+    if (!p.v[4 + i]) rc = -1;
+  }
+  if (rc == 0) rc = pg_do(st, ADD_BATCH, &p, "rollups");
+  pg_params_free(&p);
+  return rc;
 }
 
 static const char DIRTY[] =

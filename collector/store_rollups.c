@@ -5,6 +5,7 @@
 
 #include <stdlib.h>
 
+#include "rollup_batch.h"
 #include "rollup_sql.h"
 
 #define GROUPS_TABLE(lvl)                                                                          \
@@ -28,14 +29,18 @@ static const char SCHEMA[] = GROUPS_TABLE("") STACKS_TABLE("") GROUPS_TABLE("_da
             /* re-symbolization's (store_sqlite.c), read by RS_MARK_RESYM */
             "CREATE TEMP TABLE IF NOT EXISTS resym_events(id INTEGER PRIMARY KEY);";
 
-#define BATCH_SCOPE "e.batch_id = ?1"
+/* A batch's rows (rollup_batch.h) merged into a level's tables. */
+#define PUT_GROUP(lvl)                                                                             \
+  ROLLUP_GROUP_INTO(lvl, "")                                                                       \
+  " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)" ROLLUP_GROUP_MERGE(lvl, "")
+#define PUT_STACK(lvl)                                                                             \
+  ROLLUP_STACK_INTO(lvl, "")                                                                       \
+  " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)" ROLLUP_STACK_MERGE(lvl, "")
 enum rs_stmt {
-  RS_BATCH_HANG,
-  RS_BATCH_CPU,
-  RS_BATCH_STACKS,
-  RS_BATCH_HANG_DAY,
-  RS_BATCH_CPU_DAY,
-  RS_BATCH_STACKS_DAY,
+  RS_PUT_GROUP,
+  RS_PUT_STACK,
+  RS_PUT_GROUP_DAY,
+  RS_PUT_STACK_DAY,
   RS_MARK_BEFORE,
   RS_MARK_RESYM,
   RS_MARK_ALL,
@@ -55,13 +60,10 @@ enum rs_stmt {
 };
 
 static const char *const RS_SQL[RS_COUNT] = {
-    [RS_BATCH_HANG] = ROLLUP_GROUPS_HANG("", ROLLUP_BUCKET_SQL, "", "", "events e", BATCH_SCOPE),
-    [RS_BATCH_CPU] = ROLLUP_GROUPS_CPU("", ROLLUP_BUCKET_SQL, "", "", "events e", BATCH_SCOPE),
-    [RS_BATCH_STACKS] = ROLLUP_STACKS("", ROLLUP_BUCKET_SQL, "", "", "events e", BATCH_SCOPE),
-    [RS_BATCH_HANG_DAY] =
-        ROLLUP_GROUPS_HANG("_day", ROLLUP_DAY_SQL, "", "", "events e", BATCH_SCOPE),
-    [RS_BATCH_CPU_DAY] = ROLLUP_GROUPS_CPU("_day", ROLLUP_DAY_SQL, "", "", "events e", BATCH_SCOPE),
-    [RS_BATCH_STACKS_DAY] = ROLLUP_STACKS("_day", ROLLUP_DAY_SQL, "", "", "events e", BATCH_SCOPE),
+    [RS_PUT_GROUP] = PUT_GROUP(""),
+    [RS_PUT_STACK] = PUT_STACK(""),
+    [RS_PUT_GROUP_DAY] = PUT_GROUP("_day"),
+    [RS_PUT_STACK_DAY] = PUT_STACK("_day"),
     [RS_MARK_BEFORE] =
         "INSERT OR IGNORE INTO rollup_dirty(bucket_ns) SELECT DISTINCT " ROLLUP_BUCKET_OF(
             "e.start_ns") " FROM events e JOIN batches b ON b.id = e.batch_id"
@@ -169,15 +171,72 @@ void store_rollups_close(store_rollups_t *rs) {
   free(rs);
 }
 
-int store_rollups_add_batch(store_rollups_t *rs, const uint8_t id[STORE_BATCH_ID_BYTES]) {
-  static const enum rs_stmt order[] = {RS_BATCH_HANG,     RS_BATCH_CPU,     RS_BATCH_STACKS,
-                                       RS_BATCH_HANG_DAY, RS_BATCH_CPU_DAY, RS_BATCH_STACKS_DAY};
-  for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
-    sqlite3_bind_blob(rs->stmt[order[i]], 1, id, STORE_BATCH_ID_BYTES, SQLITE_STATIC);
-    int rc = run(rs, order[i]);
+/* The batch's resource as the rollups keep it. */
+static void bind_resource(sqlite3_stmt *s, const store_batch_t *b) {
+  sqlite3_bind_text(s, 2, b->app ? b->app : "", -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 3, b->version ? b->version : "", -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 4, b->environment ? b->environment : "", -1, SQLITE_STATIC);
+}
+
+static int put_groups(store_rollups_t *rs, enum rs_stmt id, const store_batch_t *b,
+                      const rollup_batch_t *rb) {
+  sqlite3_stmt *s = rs->stmt[id];
+  for (size_t i = 0; i < rb->n_groups; i++) {
+    const rollup_group_row_t *r = &rb->groups[i];
+    sqlite3_bind_int64(s, 1, r->bucket_ns);
+    bind_resource(s, b);
+    sqlite3_bind_text(s, 5, r->kind, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 6, r->group_sig, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 7, r->label, -1, SQLITE_STATIC);
+    sqlite3_bind_int(s, 8, r->dbin);
+    sqlite3_bind_int64(s, 9, r->events);
+    sqlite3_bind_int64(s, 10, r->samples);
+    sqlite3_bind_int64(s, 11, r->total_ns);
+    sqlite3_bind_int64(s, 12, r->first_ns);
+    sqlite3_bind_int64(s, 13, r->last_ns);
+    sqlite3_bind_int64(s, 14, r->max_ns);
+    int rc = run(rs, id);
     if (rc != SQLITE_OK) return rc;
   }
   return SQLITE_OK;
+}
+
+static int put_stacks(store_rollups_t *rs, enum rs_stmt id, const store_batch_t *b,
+                      const rollup_batch_t *rb) {
+  sqlite3_stmt *s = rs->stmt[id];
+  for (size_t i = 0; i < rb->n_stacks; i++) {
+    const rollup_stack_row_t *r = &rb->stacks[i];
+    sqlite3_bind_int64(s, 1, r->bucket_ns);
+    bind_resource(s, b);
+    sqlite3_bind_text(s, 5, r->kind, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 6, r->group_sig, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 7, r->stack_sig, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 8, r->label, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 9, r->samples);
+    sqlite3_bind_double(s, 10, r->wall_ns);
+    sqlite3_bind_int64(s, 11, r->first_ns);
+    sqlite3_bind_int64(s, 12, r->last_end_ns);
+    int rc = run(rs, id);
+    if (rc != SQLITE_OK) return rc;
+  }
+  return SQLITE_OK;
+}
+
+int store_rollups_add_batch(store_rollups_t *rs, const store_batch_t *b, const char *const *group) {
+  static const struct {
+    int64_t size_ns;
+    enum rs_stmt groups, stacks;
+  } levels[] = {{ROLLUP_BUCKET_NS, RS_PUT_GROUP, RS_PUT_STACK},
+                {ROLLUP_DAY_NS, RS_PUT_GROUP_DAY, RS_PUT_STACK_DAY}};
+  int rc = SQLITE_OK;
+  for (size_t i = 0; rc == SQLITE_OK && i < sizeof levels / sizeof levels[0]; i++) {
+    rollup_batch_t rb;
+    if (rollup_batch_build(&rb, b, group, levels[i].size_ns) != 0) return SQLITE_NOMEM;
+    rc = put_groups(rs, levels[i].groups, b, &rb);
+    if (rc == SQLITE_OK) rc = put_stacks(rs, levels[i].stacks, b, &rb);
+    rollup_batch_free(&rb);
+  }
+  return rc;
 }
 
 int store_rollups_mark_before(store_rollups_t *rs, int64_t cutoff_ns) {

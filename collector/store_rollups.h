@@ -22,8 +22,9 @@ typedef struct store_rollups_s store_rollups_t;
 int store_rollups_open(sqlite3 *db, store_rollups_t **out);
 void store_rollups_close(store_rollups_t *rs);
 
-/* The events of batch id rolled up (after they are inserted). */
-int store_rollups_add_batch(store_rollups_t *rs, const uint8_t id[STORE_BATCH_ID_BYTES]);
+/* Batch b rolled up (rollup_batch.h; group[i]: the group stored with
+   its event i). */
+int store_rollups_add_batch(store_rollups_t *rs, const store_batch_t *b, const char *const *group);
 
 /* Mark dirty the buckets of the events of batches received before
    cutoff_ns (before retention deletes them), or of the events in the

@@ -29,6 +29,7 @@
 #include "db_identity.h"
 #include "hang_group_cands.h"
 #include "rollup.h"
+#include "rollup_batch.h"
 #include "store.h"
 #include "store_hang_groups.h"
 #include "store_rollups.h"
@@ -498,16 +499,17 @@ static int insert_counts(store_t *st, sqlite3_int64 event_id, const store_event_
   return SQLITE_OK;
 }
 
-static int insert_events(store_t *st, const store_batch_t *b) {
+/* The events, each hang with a key in the group picked for it
+   (picked[i]). */
+static int insert_events(store_t *st, const store_batch_t *b, char (*picked)[STORE_SIG_CHARS + 1]) {
   sqlite3_stmt *s = st->stmt[ST_INSERT_EVENT];
   for (size_t i = 0; i < b->n_events; i++) {
     const store_event_t *e = &b->events[i];
-    char group[STORE_SIG_CHARS + 1];
     const char *group_sig = e->group_sig;
     if (e->hang) {
-      int rc = hang_groups_assign(st->hang, e->hang, b->received_ns, group);
+      int rc = hang_groups_assign(st->hang, e->hang, b->received_ns, picked[i]);
       if (rc != SQLITE_OK) return rc;
-      group_sig = group;
+      group_sig = picked[i];
     }
     sqlite3_bind_blob(s, 1, b->id, STORE_BATCH_ID_BYTES, SQLITE_STATIC);
     sqlite3_bind_text(s, 2, e->kind, -1, SQLITE_STATIC);
@@ -559,8 +561,13 @@ static int put_batch_locked(store_t *st, const store_batch_t *b) {
     return STORE_DUPLICATE;
   }
   if (rc == SQLITE_OK) rc = upsert_stacks_and_groups(st, b);
-  if (rc == SQLITE_OK) rc = insert_events(st, b);
-  if (rc == SQLITE_OK) rc = store_rollups_add_batch(st->rollups, b->id);
+  rollup_picks_t picks;
+  if (rc == SQLITE_OK && rollup_picks_init(&picks, b) != 0) rc = SQLITE_NOMEM;
+  if (rc == SQLITE_OK) {
+    rc = insert_events(st, b, picks.picked);
+    if (rc == SQLITE_OK) rc = store_rollups_add_batch(st->rollups, b, picks.group);
+    rollup_picks_free(&picks);
+  }
   if (rc == SQLITE_OK && b->loop_stats) rc = insert_loop_stats(st, b);
   if (rc == SQLITE_OK) rc = step_done(st, ST_COMMIT);
   if (rc == SQLITE_OK) return STORE_OK;
