@@ -442,19 +442,22 @@ static bool has_hangs(const store_batch_t *b) {
 #define PUT_RETRY 100
 
 /* One attempt: STORE_OK, STORE_DUPLICATE, STORE_ERROR, or PUT_RETRY (a
-   deadlock or a serialization failure between collectors). */
+   deadlock or a serialization failure between collectors). The
+   statements are pipelined: those without rows to read go out without
+   waiting, and are read back with the next that has (the batch row, a
+   hang pick's reads) or with the COMMIT. */
 static int put_once(store_t *st, const store_batch_t *b) {
-  if (pg_do(st, "BEGIN", NULL, "begin") != 0)
-    return PQstatus(st->conn) != CONNECTION_OK ? PUT_RETRY : STORE_ERROR;
+  pg_pipeline_begin(st);
+  int rc = pg_do(st, "BEGIN", NULL, "begin");
   pg_params_t p = {0};
   pg_int(&p, 1, PG_LOCK_HANG_GROUPS);
-  int rc = 0;
   /* Hang grouping reads the stored groups, then writes: one collector at
      a time, taken before any row lock. */
-  if (has_hangs(b))
+  if (rc == 0 && has_hangs(b))
     rc = pg_do(st, "SELECT pg_advisory_xact_lock($1::bigint)", &p, "hang groups lock");
   int dup = rc == 0 ? insert_batch_row(st, b) : -1;
   if (dup == 1) {
+    pg_pipeline_end(st);
     pg_do(st, "ROLLBACK", NULL, "rollback");
     return STORE_DUPLICATE;
   }
@@ -469,6 +472,7 @@ static int put_once(store_t *st, const store_batch_t *b) {
   }
   if (rc == 0 && b->loop_stats) rc = insert_loop_stats(st, b);
   if (rc == 0) rc = pg_do(st, "COMMIT", NULL, "commit");
+  if (pg_pipeline_end(st) != 0) rc = -1;
   if (rc == 0) return STORE_OK;
   const char *state = pg_last_state(st);
   /* A lost connection (the server restarted, a proxy cut it) is tried

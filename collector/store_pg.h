@@ -30,6 +30,15 @@
 #define PG_LOCK_CLASS_JOB "1885696614"
 
 #define PG_MAX_PREPARED 96
+/* Statements queued in one pipeline before its results are read. */
+#define PG_MAX_PENDING 64
+
+/* A queued statement (store_pg_conn.c): what it does, for its error, and
+   the prepared statement it makes (its index) or -1. */
+typedef struct pg_pending_s {
+  const char *what;
+  int prepare;
+} pg_pending_t;
 
 struct store_s {
   pthread_mutex_t lock;
@@ -45,6 +54,11 @@ struct store_s {
   const char *prepared[PG_MAX_PREPARED];
   int prepared_n[PG_MAX_PREPARED];
   int n_prepared;
+  /* Between pg_pipeline_begin and _end: statements are queued (libpq
+     pipeline mode), and read back when one needs its rows or at the end. */
+  bool pipelined;
+  pg_pending_t pending[PG_MAX_PENDING];
+  int n_pending;
   int shard;             /* this collector's rows of the rollups (store_pg_rollups.c) */
   int64_t partition_day; /* the day whose partitions this collector made last */
 };
@@ -88,6 +102,14 @@ char *pg_array_end(pg_array_t *a);
 PGresult *pg_run(store_t *st, const char *sql, const pg_params_t *p, const char *what);
 /* The same for a statement without rows: 0, or -1. */
 int pg_do(store_t *st, const char *sql, const pg_params_t *p, const char *what);
+/* A pipeline (a batch's transaction): between the two, pg_do queues its
+   statement and returns 0 unless it could not be sent, its failure
+   showing at the next pg_run or at pg_pipeline_end; pg_run sends its
+   statement after those queued and reads them all in one round trip,
+   NULL when any failed (the first failure is reported and is
+   pg_last_state's). pg_pipeline_end reads what is left: 0, or -1. */
+void pg_pipeline_begin(store_t *st);
+int pg_pipeline_end(store_t *st);
 /* The session's settings (run at open and after a lost connection is
    made again): client_min_messages, jit off, synchronous_commit as the
    durability says. 0, or -1. */

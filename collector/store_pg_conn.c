@@ -5,6 +5,7 @@
  * between statements opened again.
  */
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,9 +91,14 @@ void pg_array_text(pg_array_t *a, const char *text) {
     return;
   }
   array_put(a, "\"", 1);
-  for (const char *c = text; *c; c++) {
-    if (*c == '"' || *c == '\\') array_put(a, "\\", 1);
-    array_put(a, c, 1);
+  for (const char *c = text; *c;) {
+    size_t run = strcspn(c, "\"\\"); /* copied as it is, up to a quote or a backslash */
+    array_put(a, c, run);
+    c += run;
+    if (*c) {
+      array_put(a, "\\", 1);
+      array_put(a, c++, 1);
+    }
   }
   array_put(a, "\"", 1);
 }
@@ -120,6 +126,8 @@ char *pg_array_end(pg_array_t *a) {
 static void ensure_connected(store_t *st) {
   if (PQstatus(st->conn) == CONNECTION_OK) return;
   PQreset(st->conn);
+  if (PQpipelineStatus(st->conn) != PQ_PIPELINE_OFF) PQexitPipelineMode(st->conn);
+  st->n_pending = 0;
   st->n_prepared = 0; /* gone with the session */
   if (PQstatus(st->conn) == CONNECTION_OK) pg_session_setup(st);
 }
@@ -140,15 +148,25 @@ int pg_session_setup(store_t *st) {
   return ok ? 0 : -1;
 }
 
-/* sql run with p as a prepared statement (prepared at its first use;
-   PQexecParams when the table is full or the prepare failed). */
-static PGresult *run_prepared(store_t *st, const char *sql, const pg_params_t *p) {
+/* The name of sql's prepared statement with p's parameter count: its
+   index in st->prepared, or n_prepared when it has none (*is_new: it is
+   to be prepared under that name now, the table having room). */
+static int prepared_index(store_t *st, const char *sql, const pg_params_t *p, bool *is_new) {
   int i = 0;
   while (i < st->n_prepared && (st->prepared[i] != sql || st->prepared_n[i] != p->n))
     i++;
+  *is_new = i == st->n_prepared && i < PG_MAX_PREPARED;
+  return i;
+}
+
+/* sql run with p as a prepared statement (prepared at its first use;
+   PQexecParams when the table is full or the prepare failed). */
+static PGresult *run_prepared(store_t *st, const char *sql, const pg_params_t *p) {
+  bool is_new;
+  int i = prepared_index(st, sql, p, &is_new);
   char name[16];
   snprintf(name, sizeof name, "s%d", i);
-  if (i == st->n_prepared && i < PG_MAX_PREPARED) {
+  if (is_new) {
     PGresult *r = PQprepare(st->conn, name, sql, p->n, p->type);
     bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
     PQclear(r);
@@ -158,27 +176,133 @@ static PGresult *run_prepared(store_t *st, const char *sql, const pg_params_t *p
   return PQexecParams(st->conn, sql, p->n, p->type, p->v, p->len, p->fmt, 0);
 }
 
+/* A failed result's SQLSTATE kept (pg_last_state) and, unless it is a
+   deadlock or a serialization failure (retried) or quiet, reported. */
+static void failed(store_t *st, const PGresult *r, const char *what, bool quiet) {
+  const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+  snprintf(g_state, sizeof g_state, "%s", state ? state : "");
+  if (!quiet && strcmp(g_state, "40P01") != 0 && strcmp(g_state, "40001") != 0) {
+    const char *msg = PQresultErrorMessage(r);
+    fprintf(stderr, "perf-collector: postgresql %s: %s", what,
+            msg && *msg ? msg : PQerrorMessage(st->conn));
+  }
+}
+
+static const pg_params_t NO_PARAMS;
+
+/* sql queued in the pipeline (prepared in it at its first use). 0, or -1
+   when libpq could not queue it (the connection is gone). */
+static int pipe_send(store_t *st, const char *sql, const pg_params_t *p, const char *what) {
+  if (!p) p = &NO_PARAMS;
+  bool is_new;
+  int i = prepared_index(st, sql, p, &is_new);
+  char name[16];
+  snprintf(name, sizeof name, "s%d", i);
+  int ok = 1;
+  if (is_new) {
+    ok = PQsendPrepare(st->conn, name, sql, p->n, p->type);
+    if (ok) {
+      st->prepared_n[i] = p->n, st->prepared[st->n_prepared++] = sql;
+      st->pending[st->n_pending++] = (pg_pending_t){what, i};
+    }
+  }
+  if (ok && i < st->n_prepared)
+    ok = PQsendQueryPrepared(st->conn, name, p->n, p->v, p->len, p->fmt, 0);
+  else if (ok)
+    ok = PQsendQueryParams(st->conn, sql, p->n, p->type, p->v, p->len, p->fmt, 0);
+  if (ok) st->pending[st->n_pending++] = (pg_pending_t){what, -1};
+  return ok ? 0 : -1;
+}
+
+/* The pipeline's results read up to its sync point: 0 when every queued
+   statement succeeded, else -1 with the first failure reported (those
+   after it were not run). keep: the last statement's result, left to the
+   caller when all succeeded. The connection leaves pipeline mode. */
+static int pipe_sync(store_t *st, PGresult **keep) {
+  bool lost = !PQpipelineSync(st->conn), any_failed = false;
+  for (int k = 0; !lost && k < st->n_pending; k++) {
+    const pg_pending_t *q = &st->pending[k];
+    PGresult *r = PQgetResult(st->conn);
+    ExecStatusType s = PQresultStatus(r);
+    if (!r) {
+      lost = true; /* no result at all: the connection is gone */
+    } else if (s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK) {
+      if (keep && k == st->n_pending - 1) *keep = r, r = NULL;
+    } else {
+      if (q->prepare >= 0) st->prepared[q->prepare] = NULL; /* never matches again */
+      if (!any_failed) failed(st, r, q->what, false);       /* the rest were aborted by it */
+      any_failed = true;
+    }
+    PQclear(r);
+    if (!lost && PQgetResult(st->conn) != NULL) lost = true; /* each ends with a NULL */
+  }
+  if (!lost) {
+    PGresult *r = PQgetResult(st->conn);
+    lost = PQresultStatus(r) != PGRES_PIPELINE_SYNC;
+    PQclear(r);
+  }
+  if (lost && !any_failed)
+    fprintf(stderr, "perf-collector: postgresql: %s", PQerrorMessage(st->conn));
+  st->n_pending = 0;
+  if (!PQexitPipelineMode(st->conn)) lost = true;
+  if ((lost || any_failed) && keep && *keep) {
+    PQclear(*keep);
+    *keep = NULL;
+  }
+  return lost || any_failed ? -1 : 0;
+}
+
 PGresult *pg_run(store_t *st, const char *sql, const pg_params_t *p, const char *what) {
   g_state[0] = '\0';
+  if (st->pipelined) {
+    /* Queued behind the writes before it: one round trip for them all. */
+    if (PQpipelineStatus(st->conn) == PQ_PIPELINE_OFF) {
+      ensure_connected(st);
+      if (!PQenterPipelineMode(st->conn)) return NULL;
+    }
+    PGresult *r = NULL;
+    if (pipe_send(st, sql, p, what) != 0) {
+      pipe_sync(st, NULL);
+      return NULL;
+    }
+    return pipe_sync(st, &r) == 0 ? r : NULL;
+  }
   ensure_connected(st);
   /* Without parameters: PQexec, which also runs several statements (a
      migration). */
   PGresult *r = p ? run_prepared(st, sql, p) : PQexec(st->conn, sql);
   ExecStatusType s = PQresultStatus(r);
   if (s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK) return r;
-  const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
-  snprintf(g_state, sizeof g_state, "%s", state ? state : "");
-  /* A duplicate or a retried deadlock is not worth a line on stderr. */
-  if (strcmp(g_state, "40P01") != 0 && strcmp(g_state, "40001") != 0)
-    fprintf(stderr, "perf-collector: postgresql %s: %s", what, PQerrorMessage(st->conn));
+  failed(st, r, what, false);
   PQclear(r);
   return NULL;
 }
 
 int pg_do(store_t *st, const char *sql, const pg_params_t *p, const char *what) {
+  if (st->pipelined) {
+    if (PQpipelineStatus(st->conn) == PQ_PIPELINE_OFF) {
+      ensure_connected(st);
+      if (!PQenterPipelineMode(st->conn)) return -1;
+    }
+    if (st->n_pending + 2 > PG_MAX_PENDING && pipe_sync(st, NULL) != 0) return -1;
+    if (PQpipelineStatus(st->conn) == PQ_PIPELINE_OFF && !PQenterPipelineMode(st->conn)) return -1;
+    if (pipe_send(st, sql, p, what) == 0) return 0;
+    pipe_sync(st, NULL);
+    return -1;
+  }
   PGresult *r = pg_run(st, sql, p, what);
   PQclear(r);
   return r ? 0 : -1;
+}
+
+void pg_pipeline_begin(store_t *st) {
+  st->pipelined = true;
+}
+
+int pg_pipeline_end(store_t *st) {
+  st->pipelined = false;
+  if (PQpipelineStatus(st->conn) == PQ_PIPELINE_OFF) return 0;
+  return pipe_sync(st, NULL);
 }
 
 const char *pg_last_state(store_t *st) {

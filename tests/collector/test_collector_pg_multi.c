@@ -342,6 +342,40 @@ static void case_connection_lost(void) {
   CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM batches"), 3);
 }
 
+/* A statement failing in the middle of a batch's pipelined transaction
+   (its rollup table renamed away): the batch is refused with 503 and none
+   of it stays (the statements queued before the failure rolled back), the
+   log names the failing statement and what the server said; with the table
+   back the next batch and the refused one are stored on the same session. */
+static void case_pipeline_failure(void) {
+  char log[160], listen[32];
+  collector_t c;
+  collector_start(&c, NULL);
+  collector_stop_healthy(&c);
+  snprintf(log, sizeof log, "%s/pipeline.log", c.dir);
+  c.pid = spawn_on(c.db, log, listen, sizeof listen);
+  snprintf(c.url, sizeof c.url, "http://%s", listen);
+  g_running = c.pid;
+  CHECK(healthy_within(&c, 30));
+  reply_t *r = malloc(sizeof *r);
+  CHECK(r != NULL);
+  CHECK_EQ_INT(post_to(&c, 1, r), 200);
+  db_exec(c.db, "ALTER TABLE rollup_stacks_day RENAME TO rollup_stacks_day_away");
+  CHECKF(post_to(&c, 2, r) == 503, "a batch whose rollups cannot be written: %.200s", r->body);
+  CHECK_EQ_INT(count_seed(c.db, "SELECT count(*) FROM batches WHERE id = '\\x%s'", 2), 0);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM batches"), 1);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM events e JOIN batches b ON b.id = e.batch_id"),
+               db_count(c.db, "SELECT count(*) FROM events"));
+  CHECKF(file_has(log, "postgresql rollups: ERROR:") && file_has(log, "rollup_stacks_day"),
+         "see %s", log);
+  db_exec(c.db, "ALTER TABLE rollup_stacks_day_away RENAME TO rollup_stacks_day");
+  CHECK_EQ_INT(post_to(&c, 3, r), 200);
+  CHECK_EQ_INT(post_to(&c, 2, r), 200);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM batches"), 3);
+  free(r);
+  collector_stop_healthy(&c);
+}
+
 /* GET /healthz asks the database: with the collector's database refusing
    connections (ALLOW_CONNECTIONS false) and its sessions ended, 503 naming
    what the server said, within the check's 2 s; a batch is refused with
@@ -447,8 +481,9 @@ static void case_partitions(void) {
 }
 
 static const test_case_t g_cases[] = {
-    TEST_CASE(two_collectors),  TEST_CASE(retention_lock),  TEST_CASE(schema),
-    TEST_CASE(connection_lost), TEST_CASE(health_database), TEST_CASE(partitions),
+    TEST_CASE(two_collectors),   TEST_CASE(retention_lock),  TEST_CASE(schema),
+    TEST_CASE(connection_lost),  TEST_CASE(health_database), TEST_CASE(partitions),
+    TEST_CASE(pipeline_failure),
 };
 
 int main(int argc, char **argv) {
