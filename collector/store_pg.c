@@ -257,6 +257,10 @@ static int pg_open(const char *location, store_durability_t durability, store_t 
 
 /* ---- ingest ---------------------------------------------------------------- */
 
+/* How far a stored stack's or group's last_seen may trail the latest
+   batch with it: one hour. */
+#define PG_LAST_SEEN_STEP "3600000000000"
+
 /* The batch row: 0 inserted, 1 a duplicate, -1 failed. */
 static int insert_batch_row(store_t *st, const store_batch_t *b) {
   pg_params_t p = {0};
@@ -302,9 +306,12 @@ static int insert_batch_row(store_t *st, const store_batch_t *b) {
   return rc;
 }
 
-/* The batch's stacks, then its groups (a signature twice: one row): inserted, or
-   their last_seen moved; in signature order, so two collectors upserting
-   the same rows lock them in one order. */
+/* The batch's stacks, then its groups (a signature twice: one row):
+   inserted when new, in signature order (two collectors inserting the
+   same new rows wait in one order); a stored row is not locked, only its
+   last_seen moved when it is PG_LAST_SEEN_STEP old (rarely: a row's lock
+   lasts to its transaction's end, so every batch writing its stacks'
+   rows made the batches of two collectors sharing stacks take turns). */
 static int upsert_stacks_and_groups(store_t *st, const store_batch_t *b) {
   pg_array_t sigs = {0}, frames = {0}, ends = {0};
   for (size_t i = 0; i < b->n_stacks; i++) {
@@ -320,11 +327,12 @@ static int upsert_stacks_and_groups(store_t *st, const store_batch_t *b) {
   int rc = p.v[0] && p.v[1] && p.v[2] ? 0 : -1;
   if (rc == 0 && b->n_stacks)
     rc = pg_do(st,
-               "INSERT INTO stacks(signature, frames, first_seen, last_seen, stack_end)"
+               "WITH i AS (INSERT INTO stacks(signature, frames, first_seen, last_seen, stack_end)"
                " SELECT DISTINCT ON (s COLLATE \"C\") s, f, $4::bigint, $4::bigint, e"
                " FROM unnest($1::text[], $2::text[], $3::text[]) AS u(s, f, e)"
-               " ORDER BY s COLLATE \"C\" ON CONFLICT(signature) DO UPDATE"
-               " SET last_seen = greatest(stacks.last_seen, excluded.last_seen)",
+               " ORDER BY s COLLATE \"C\" ON CONFLICT(signature) DO NOTHING)"
+               " UPDATE stacks SET last_seen = $4::bigint WHERE signature = ANY($1::text[])"
+               " AND last_seen < $4::bigint - " PG_LAST_SEEN_STEP,
                &p, "upsert stacks");
   pg_params_free(&p);
   for (size_t i = 0; i < b->n_groups; i++) {
@@ -337,11 +345,12 @@ static int upsert_stacks_and_groups(store_t *st, const store_batch_t *b) {
   if (rc == 0 && (!p.v[0] || !p.v[1])) rc = -1;
   if (rc == 0 && b->n_groups)
     rc = pg_do(st,
-               "INSERT INTO groups(signature, frames, first_seen, last_seen)"
+               "WITH i AS (INSERT INTO groups(signature, frames, first_seen, last_seen)"
                " SELECT DISTINCT ON (s COLLATE \"C\") s, f, $4::bigint, $4::bigint"
                " FROM unnest($1::text[], $2::text[]) AS u(s, f) ORDER BY s COLLATE \"C\""
-               " ON CONFLICT(signature) DO UPDATE"
-               " SET last_seen = greatest(groups.last_seen, excluded.last_seen)",
+               " ON CONFLICT(signature) DO NOTHING)"
+               " UPDATE groups SET last_seen = $4::bigint WHERE signature = ANY($1::text[])"
+               " AND last_seen < $4::bigint - " PG_LAST_SEEN_STEP,
                &p, "upsert groups");
   pg_params_free(&p);
   return rc;
@@ -406,10 +415,21 @@ static int insert_event(store_t *st, const store_batch_t *b, const store_event_t
 /* The events, each hang with a key in the group picked for it
    (picked[i]). */
 static int insert_events(store_t *st, const store_batch_t *b, char (*picked)[STORE_SIG_CHARS + 1]) {
+  bool locked = false;
   for (size_t i = 0; i < b->n_events; i++) {
     const store_event_t *e = &b->events[i];
     const char *group_sig = e->group_sig;
     if (e->hang) {
+      /* Hang grouping reads the stored groups, then writes: one collector
+         at a time, from the first pick to the COMMIT. Taken this late, the
+         rows written before (the batch, its new stacks and groups) are not
+         waited for by the other collectors: they lock none already stored. */
+      pg_params_t p = {0};
+      pg_int(&p, 1, PG_LOCK_HANG_GROUPS);
+      if (!locked &&
+          pg_do(st, "SELECT pg_advisory_xact_lock($1::bigint)", &p, "hang groups lock") != 0)
+        return -1;
+      locked = true;
       if (pg_hang_groups_assign(st, e->hang, b->received_ns, picked[i]) != 0) return -1;
       group_sig = picked[i];
     }
@@ -433,12 +453,6 @@ static int insert_loop_stats(store_t *st, const store_batch_t *b) {
                &p, "insert loop stats");
 }
 
-static bool has_hangs(const store_batch_t *b) {
-  for (size_t i = 0; i < b->n_events; i++)
-    if (b->events[i].hang) return true;
-  return false;
-}
-
 #define PUT_RETRY 100
 
 /* One attempt: STORE_OK, STORE_DUPLICATE, STORE_ERROR, or PUT_RETRY (a
@@ -449,12 +463,6 @@ static bool has_hangs(const store_batch_t *b) {
 static int put_once(store_t *st, const store_batch_t *b) {
   pg_pipeline_begin(st);
   int rc = pg_do(st, "BEGIN", NULL, "begin");
-  pg_params_t p = {0};
-  pg_int(&p, 1, PG_LOCK_HANG_GROUPS);
-  /* Hang grouping reads the stored groups, then writes: one collector at
-     a time, taken before any row lock. */
-  if (rc == 0 && has_hangs(b))
-    rc = pg_do(st, "SELECT pg_advisory_xact_lock($1::bigint)", &p, "hang groups lock");
   int dup = rc == 0 ? insert_batch_row(st, b) : -1;
   if (dup == 1) {
     pg_pipeline_end(st);
@@ -508,8 +516,9 @@ static const char *const DELETES[] = {
     "DELETE FROM batch_tags WHERE batch_id IN " OLD_BATCHES,
     "DELETE FROM loop_stats WHERE batch_id IN " OLD_BATCHES,
     "DELETE FROM batches WHERE received_ns < $1::bigint",
-    "DELETE FROM stacks WHERE last_seen < $1::bigint",
-    "DELETE FROM groups WHERE last_seen < $1::bigint",
+    /* last_seen trails the latest batch by up to PG_LAST_SEEN_STEP */
+    "DELETE FROM stacks WHERE last_seen < $1::bigint - " PG_LAST_SEEN_STEP,
+    "DELETE FROM groups WHERE last_seen < $1::bigint - " PG_LAST_SEEN_STEP,
 };
 #define BATCHES_STEP 5
 /* The rollup buckets those deletes touch (rebuilt after them). */

@@ -342,6 +342,74 @@ static void case_connection_lost(void) {
   CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM batches"), 3);
 }
 
+#define NOW_NS "(extract(epoch FROM clock_timestamp()) * 1e9)::bigint"
+#define HOUR_NS "3600000000000"
+#define DAY_NS "86400000000000"
+
+/* A stored stack's or group's last_seen moves only once a new batch with
+   it is an hour later (store_pg.c PG_LAST_SEEN_STEP: a batch locks no
+   stored row); retention deletes a stack or group only when its last_seen
+   is more than that hour before the cutoff, so one a kept batch still
+   uses stays. */
+static void case_last_seen_step(void) {
+  collector_t c;
+  collector_start(&c, NULL);
+  reply_t *r = malloc(sizeof *r);
+  CHECK(r != NULL);
+  CHECK_EQ_INT(post_to(&c, 1, r), 200);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM stacks"), 2);
+  long long groups = db_count(c.db, "SELECT count(*) FROM groups");
+  CHECK(groups >= 2);
+  /* 30 minutes behind: the next batch leaves them. */
+  db_exec(c.db, "UPDATE stacks SET last_seen = last_seen - 1800000000000;"
+                "UPDATE groups SET last_seen = last_seen - 1800000000000");
+  long long trailing = db_count(c.db, "SELECT max(last_seen) FROM stacks");
+  CHECK_EQ_INT(post_to(&c, 2, r), 200);
+  CHECK_EQ_INT(db_count(c.db, "SELECT max(last_seen) FROM stacks"), trailing);
+  /* 90 minutes behind: the next batch moves them to its arrival. */
+  db_exec(c.db, "UPDATE stacks SET last_seen = last_seen - " HOUR_NS ";"
+                "UPDATE groups SET last_seen = last_seen - " HOUR_NS);
+  CHECK_EQ_INT(post_to(&c, 3, r), 200);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM stacks"
+                              " WHERE last_seen = (SELECT max(received_ns) FROM batches)"),
+               2);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM groups"
+                              " WHERE last_seen = (SELECT max(received_ns) FROM batches)"),
+               groups);
+  collector_stop_healthy(&c);
+  /* Retention a day back: batches 1 and 2 long gone, batch 3 ten minutes
+     inside the day, its stacks and groups last seen 30 minutes before the
+     cutoff (40 behind batch 3: within the step), and a stack nothing uses
+     last seen 2 hours before the cutoff. */
+  db_exec(c.db, "UPDATE batches SET received_ns = 1 WHERE received_ns < (SELECT max(received_ns)"
+                " FROM batches);"
+                "UPDATE batches SET received_ns = " NOW_NS " - " DAY_NS " + 600000000000"
+                " WHERE received_ns > 1;"
+                "UPDATE stacks SET last_seen = " NOW_NS " - " DAY_NS " - 1800000000000;"
+                "UPDATE groups SET last_seen = " NOW_NS " - " DAY_NS " - 1800000000000;"
+                "INSERT INTO stacks(signature, frames, first_seen, last_seen)"
+                " VALUES('unused', '[]', 1, " NOW_NS " - " DAY_NS " - 2 * " HOUR_NS ")");
+  collector_restart(&c,
+                    (const char *[]){"--retention-days", "1", "--retention-interval", "1", NULL});
+  double end = now_s() + 30;
+  while (db_count(c.db, "SELECT count(*) FROM batches") != 1 && now_s() < end)
+    usleep(50000);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM batches"), 1);
+  end = now_s() + 30;
+  while (db_count(c.db, "SELECT count(*) FROM stacks WHERE signature = 'unused'") != 0 &&
+         now_s() < end)
+    usleep(50000);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM stacks WHERE signature = 'unused'"), 0);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM stacks"), 2);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM groups"), groups);
+  CHECK_EQ_INT(
+      db_count(c.db, "SELECT count(*) FROM stack_counts c"
+                     " WHERE NOT EXISTS (SELECT 1 FROM stacks s WHERE s.signature = c.stack_sig)"),
+      0);
+  free(r);
+  collector_stop_healthy(&c);
+}
+
 /* A statement failing in the middle of a batch's pipelined transaction
    (its rollup table renamed away): the batch is refused with 503 and none
    of it stays (the statements queued before the failure rolled back), the
@@ -483,7 +551,7 @@ static void case_partitions(void) {
 static const test_case_t g_cases[] = {
     TEST_CASE(two_collectors),   TEST_CASE(retention_lock),  TEST_CASE(schema),
     TEST_CASE(connection_lost),  TEST_CASE(health_database), TEST_CASE(partitions),
-    TEST_CASE(pipeline_failure),
+    TEST_CASE(pipeline_failure), TEST_CASE(last_seen_step),
 };
 
 int main(int argc, char **argv) {
