@@ -306,13 +306,13 @@ static int insert_batch_row(store_t *st, const store_batch_t *b) {
   return rc;
 }
 
-/* The batch's stacks, then its groups (a signature twice: one row):
+/* The batch's stacks, and apart its groups (a signature twice: one row):
    inserted when new, in signature order (two collectors inserting the
    same new rows wait in one order); a stored row is not locked, only its
    last_seen moved when it is PG_LAST_SEEN_STEP old (rarely: a row's lock
    lasts to its transaction's end, so every batch writing its stacks'
    rows made the batches of two collectors sharing stacks take turns). */
-static int upsert_stacks_and_groups(store_t *st, const store_batch_t *b) {
+static int upsert_stacks(store_t *st, const store_batch_t *b) {
   pg_array_t sigs = {0}, frames = {0}, ends = {0};
   for (size_t i = 0; i < b->n_stacks; i++) {
     pg_array_text(&sigs, b->stacks[i].signature);
@@ -335,6 +335,16 @@ static int upsert_stacks_and_groups(store_t *st, const store_batch_t *b) {
                " AND last_seen < $4::bigint - " PG_LAST_SEEN_STEP,
                &p, "upsert stacks");
   pg_params_free(&p);
+  return rc;
+}
+
+/* After the hang picks (under their lock when the batch has hangs): a
+   pick writes its group's row too, and a collector holding the lock must
+   not wait for a new row another inserted before queueing for it. */
+static int upsert_groups(store_t *st, const store_batch_t *b) {
+  pg_array_t sigs = {0}, frames = {0};
+  pg_params_t p = {0};
+  int rc = 0;
   for (size_t i = 0; i < b->n_groups; i++) {
     pg_array_text(&sigs, b->groups[i].signature);
     pg_array_text(&frames, b->groups[i].names_json);
@@ -342,7 +352,8 @@ static int upsert_stacks_and_groups(store_t *st, const store_batch_t *b) {
   pg_own(&p, 1, pg_array_end(&sigs));
   pg_own(&p, 2, pg_array_end(&frames));
   pg_text(&p, 3, NULL);
-  if (rc == 0 && (!p.v[0] || !p.v[1])) rc = -1;
+  pg_int(&p, 4, b->received_ns);
+  if (!p.v[0] || !p.v[1]) rc = -1;
   if (rc == 0 && b->n_groups)
     rc = pg_do(st,
                "WITH i AS (INSERT INTO groups(signature, frames, first_seen, last_seen)"
@@ -470,11 +481,12 @@ static int put_once(store_t *st, const store_batch_t *b) {
     return STORE_DUPLICATE;
   }
   rc = dup;
-  if (rc == 0) rc = upsert_stacks_and_groups(st, b);
+  if (rc == 0) rc = upsert_stacks(st, b);
   rollup_picks_t picks;
   if (rc == 0 && rollup_picks_init(&picks, b) != 0) rc = -1;
   if (rc == 0) {
     rc = insert_events(st, b, picks.picked);
+    if (rc == 0) rc = upsert_groups(st, b);
     if (rc == 0) rc = pg_rollups_add_batch(st, b, picks.group);
     rollup_picks_free(&picks);
   }
