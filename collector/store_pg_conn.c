@@ -190,9 +190,26 @@ static void failed(store_t *st, const PGresult *r, const char *what, bool quiet)
 
 static const pg_params_t NO_PARAMS;
 
+static int pipe_sync(store_t *st, PGresult **keep);
+
+/* The connection in pipeline mode with room in the queue for a statement
+   and its prepare (what is queued read first when it is full). 0, or -1
+   (the queue's failure reported). */
+static int pipe_ready(store_t *st) {
+  if (PQpipelineStatus(st->conn) != PQ_PIPELINE_OFF && st->n_pending + 2 > PG_MAX_PENDING &&
+      pipe_sync(st, NULL) != 0)
+    return -1;
+  if (PQpipelineStatus(st->conn) == PQ_PIPELINE_OFF) {
+    ensure_connected(st);
+    if (!PQenterPipelineMode(st->conn)) return -1;
+  }
+  return 0;
+}
+
 /* sql queued in the pipeline (prepared in it at its first use). 0, or -1
-   when libpq could not queue it (the connection is gone). */
+   when it could not be: the queue read and the pipeline left. */
 static int pipe_send(store_t *st, const char *sql, const pg_params_t *p, const char *what) {
+  if (pipe_ready(st) != 0) return -1;
   if (!p) p = &NO_PARAMS;
   bool is_new;
   int i = prepared_index(st, sql, p, &is_new);
@@ -211,6 +228,7 @@ static int pipe_send(store_t *st, const char *sql, const pg_params_t *p, const c
   else if (ok)
     ok = PQsendQueryParams(st->conn, sql, p->n, p->type, p->v, p->len, p->fmt, 0);
   if (ok) st->pending[st->n_pending++] = (pg_pending_t){what, -1};
+  if (!ok) pipe_sync(st, NULL);
   return ok ? 0 : -1;
 }
 
@@ -256,16 +274,8 @@ PGresult *pg_run(store_t *st, const char *sql, const pg_params_t *p, const char 
   g_state[0] = '\0';
   if (st->pipelined) {
     /* Queued behind the writes before it: one round trip for them all. */
-    if (PQpipelineStatus(st->conn) == PQ_PIPELINE_OFF) {
-      ensure_connected(st);
-      if (!PQenterPipelineMode(st->conn)) return NULL;
-    }
     PGresult *r = NULL;
-    if (pipe_send(st, sql, p, what) != 0) {
-      pipe_sync(st, NULL);
-      return NULL;
-    }
-    return pipe_sync(st, &r) == 0 ? r : NULL;
+    return pipe_send(st, sql, p, what) == 0 && pipe_sync(st, &r) == 0 ? r : NULL;
   }
   ensure_connected(st);
   /* Without parameters: PQexec, which also runs several statements (a
@@ -279,17 +289,7 @@ PGresult *pg_run(store_t *st, const char *sql, const pg_params_t *p, const char 
 }
 
 int pg_do(store_t *st, const char *sql, const pg_params_t *p, const char *what) {
-  if (st->pipelined) {
-    if (PQpipelineStatus(st->conn) == PQ_PIPELINE_OFF) {
-      ensure_connected(st);
-      if (!PQenterPipelineMode(st->conn)) return -1;
-    }
-    if (st->n_pending + 2 > PG_MAX_PENDING && pipe_sync(st, NULL) != 0) return -1;
-    if (PQpipelineStatus(st->conn) == PQ_PIPELINE_OFF && !PQenterPipelineMode(st->conn)) return -1;
-    if (pipe_send(st, sql, p, what) == 0) return 0;
-    pipe_sync(st, NULL);
-    return -1;
-  }
+  if (st->pipelined) return pipe_send(st, sql, p, what);
   PGresult *r = pg_run(st, sql, p, what);
   PQclear(r);
   return r ? 0 : -1;
