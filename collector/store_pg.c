@@ -433,14 +433,15 @@ static int insert_events(store_t *st, const store_batch_t *b, char (*picked)[STO
     if (e->hang) {
       /* Hang grouping reads the stored groups, then writes: one collector
          at a time, from the first pick to the COMMIT. Taken this late, the
-         rows written before (the batch, its new stacks and groups) are not
-         waited for by the other collectors: they lock none already stored. */
-      pg_params_t p = {0};
-      pg_int(&p, 1, PG_LOCK_HANG_GROUPS);
-      if (!locked &&
-          pg_do(st, "SELECT pg_advisory_xact_lock($1::bigint)", &p, "hang groups lock") != 0)
-        return -1;
-      locked = true;
+         rows written before (the batch, its new stacks) are not waited for
+         by the other collectors: they lock none already stored. */
+      if (!locked) {
+        pg_params_t p = {0};
+        pg_int(&p, 1, PG_LOCK_HANG_GROUPS);
+        if (pg_do(st, "SELECT pg_advisory_xact_lock($1::bigint)", &p, "hang groups lock") != 0)
+          return -1;
+        locked = true;
+      }
       if (pg_hang_groups_assign(st, e->hang, b->received_ns, picked[i]) != 0) return -1;
       group_sig = picked[i];
     }
