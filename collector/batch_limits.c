@@ -311,17 +311,22 @@ static frame_text_t frame_text(const Perf__V1__Batch *bt, uint32_t index) {
 unsigned batch_limits_text(const batch_limits_t *l, const Perf__V1__Batch *bt, char *why,
                            size_t why_size) {
   uint64_t total = 0, widest = 0;
+  /* Each frame's cost once: stacks share most of their frames. */
+  frame_text_t *memo = calloc(bt->n_frames + 1, sizeof *memo);
   for (size_t i = 0; i < bt->n_stacks; i++) {
     const Perf__V1__Stack *st = bt->stacks[i];
     size_t n = st->n_frames < l->stack_frames ? st->n_frames : l->stack_frames;
     uint64_t names = 0;
     for (size_t k = 0; k < n; k++) {
-      frame_text_t t = frame_text(bt, st->frames[k]);
+      uint32_t index = st->frames[k];
+      frame_text_t t = memo && memo[index - 1].object ? memo[index - 1] : frame_text(bt, index);
+      if (memo) memo[index - 1] = t;
       total += t.object;
       names += t.name;
     }
     if (names > widest) widest = names;
   }
+  free(memo);
   /* A hang event's group: the shared part of its stacks, at most one
      stack's names. */
   for (size_t i = 0; i < bt->n_events; i++)
