@@ -178,6 +178,11 @@ static const char *const MIGRATIONS[] = {
     " + ((d >> (length(ltrim(d::bit(64)::text, '0')) - 4)) & 7))::integer END $$;" PG_GROUPS_TABLE(
         "") PG_STACKS_TABLE("") PG_GROUPS_TABLE("_day") PG_STACKS_TABLE("_day")
         PG_BUILD("", ROLLUP_BUCKET_SQL) PG_BUILD("_day", ROLLUP_DAY_SQL),
+    /* 5: stack_epoch, bumped by whatever deletes stored stacks or groups
+       (re-symbolization, retention): a collector that read another value
+       forgets which rows it knew stored (store_pg_known.c). */
+    "CREATE TABLE stack_epoch(epoch bigint NOT NULL);"
+    "INSERT INTO stack_epoch(epoch) VALUES(0);",
 };
 #define SCHEMA_VERSION ((int)(sizeof MIGRATIONS / sizeof MIGRATIONS[0]))
 _Static_assert(STORE_LOOP_BUCKETS == 9, "loop_stats has one column per bucket");
@@ -186,6 +191,8 @@ static void pg_close(store_t *st) {
   if (!st) return;
   PQfinish(st->conn);
   PQfinish(st->health);
+  pg_known_free(st->known_stacks);
+  pg_known_free(st->known_groups);
   pthread_mutex_destroy(&st->lock);
   pthread_mutex_destroy(&st->health_lock);
   free(st->conninfo);
@@ -241,6 +248,11 @@ static int pg_open(const char *location, store_durability_t durability, store_t 
   pthread_mutex_init(&st->health_lock, NULL);
   st->durability = durability;
   st->shard = (int)(((unsigned)getpid() ^ (unsigned)time(NULL)) % 64);
+  st->known_epoch = -1;
+  if (!(st->known_stacks = pg_known_new()) || !(st->known_groups = pg_known_new())) {
+    pg_close(st);
+    return STORE_ERROR;
+  }
   st->conn = PQconnectdb(location);
   if (PQstatus(st->conn) != CONNECTION_OK) {
     fprintf(stderr, "perf-collector: postgresql connect: %s", PQerrorMessage(st->conn));
@@ -257,13 +269,14 @@ static int pg_open(const char *location, store_durability_t durability, store_t 
 
 /* ---- ingest ---------------------------------------------------------------- */
 
-/* How far a stored stack's or group's last_seen may trail the latest
-   batch with it: one hour. */
-#define PG_LAST_SEEN_STEP "3600000000000"
-
-/* The batch row: 0 inserted, 1 a duplicate, -1 failed. */
+/* The batch row: 0 inserted, 1 a duplicate, -1 failed. Its statement
+   reads stack_epoch after the batch took PG_LOCK_STACKS (shared): the
+   rows known stored are forgotten when it changed. */
 static int insert_batch_row(store_t *st, const store_batch_t *b) {
   pg_params_t p = {0};
+  pg_int(&p, 1, PG_LOCK_STACKS);
+  if (pg_do(st, "SELECT pg_advisory_xact_lock_shared($1::bigint)", &p, "stacks lock") != 0)
+    return -1;
   pg_bytes(&p, 1, b->id, STORE_BATCH_ID_BYTES);
   pg_int(&p, 2, b->received_ns);
   pg_text(&p, 3, b->app);
@@ -278,10 +291,16 @@ static int insert_batch_row(store_t *st, const store_batch_t *b) {
                        " dropped_rate_limited, dropped_queue_full, dropped_sink_failed,"
                        " dropped_spool_quota, dropped_oversized) VALUES($1, $2::bigint, $3, $4,"
                        " $5, $6, $7::bigint, $8::bigint, $9::bigint, $10::bigint, $11::bigint,"
-                       " $12::bigint) ON CONFLICT (id) DO NOTHING",
+                       " $12::bigint) ON CONFLICT (id) DO NOTHING"
+                       " RETURNING (SELECT epoch FROM stack_epoch)",
                        &p, "insert batch");
   if (!r) return -1;
-  int dup = strcmp(PQcmdTuples(r), "0") == 0;
+  int dup = PQntuples(r) == 0;
+  if (!dup && pg_i64(r, 0, 0) != st->known_epoch) {
+    pg_known_clear(st->known_stacks);
+    pg_known_clear(st->known_groups);
+    st->known_epoch = pg_i64(r, 0, 0);
+  }
   PQclear(r);
   if (dup || b->n_tags == 0) return dup;
   pg_array_t keys = {0}, values = {0};
@@ -306,18 +325,22 @@ static int insert_batch_row(store_t *st, const store_batch_t *b) {
   return rc;
 }
 
-/* The batch's stacks, and apart its groups (a signature twice: one row):
-   inserted when new, in signature order (two collectors inserting the
-   same new rows wait in one order); a stored row is not locked, only its
-   last_seen moved when it is PG_LAST_SEEN_STEP old (rarely: a row's lock
-   lasts to its transaction's end, so every batch writing its stacks'
-   rows made the batches of two collectors sharing stacks take turns). */
+/* The batch's stacks, and apart its groups (a signature twice: one row),
+   but those known stored (pg_known_fresh): inserted when new, in
+   signature order (two collectors inserting the same new rows wait in one
+   order); a stored row is not locked, only its last_seen moved when it is
+   PG_LAST_SEEN_MOVE old (rarely: a row's lock lasts to its transaction's
+   end, so every batch writing its stacks' rows made the batches of two
+   collectors sharing stacks take turns). */
 static int upsert_stacks(store_t *st, const store_batch_t *b) {
   pg_array_t sigs = {0}, frames = {0}, ends = {0};
+  size_t n = 0;
   for (size_t i = 0; i < b->n_stacks; i++) {
+    if (pg_known_fresh(st->known_stacks, b->stacks[i].signature, b->received_ns)) continue;
     pg_array_text(&sigs, b->stacks[i].signature);
     pg_array_text(&frames, b->stacks[i].frames_json);
     pg_array_text(&ends, b->stacks[i].end);
+    n++;
   }
   pg_params_t p = {0};
   pg_own(&p, 1, pg_array_end(&sigs));
@@ -325,14 +348,14 @@ static int upsert_stacks(store_t *st, const store_batch_t *b) {
   pg_own(&p, 3, pg_array_end(&ends));
   pg_int(&p, 4, b->received_ns);
   int rc = p.v[0] && p.v[1] && p.v[2] ? 0 : -1;
-  if (rc == 0 && b->n_stacks)
+  if (rc == 0 && n)
     rc = pg_do(st,
                "WITH i AS (INSERT INTO stacks(signature, frames, first_seen, last_seen, stack_end)"
                " SELECT DISTINCT ON (s COLLATE \"C\") s, f, $4::bigint, $4::bigint, e"
                " FROM unnest($1::text[], $2::text[], $3::text[]) AS u(s, f, e)"
                " ORDER BY s COLLATE \"C\" ON CONFLICT(signature) DO NOTHING)"
                " UPDATE stacks SET last_seen = $4::bigint WHERE signature = ANY($1::text[])"
-               " AND last_seen < $4::bigint - " PG_LAST_SEEN_STEP,
+               " AND last_seen < $4::bigint - " PG_XSTR(PG_LAST_SEEN_MOVE),
                &p, "upsert stacks");
   pg_params_free(&p);
   return rc;
@@ -345,109 +368,141 @@ static int upsert_groups(store_t *st, const store_batch_t *b) {
   pg_array_t sigs = {0}, frames = {0};
   pg_params_t p = {0};
   int rc = 0;
+  size_t n = 0;
   for (size_t i = 0; i < b->n_groups; i++) {
+    if (pg_known_fresh(st->known_groups, b->groups[i].signature, b->received_ns)) continue;
     pg_array_text(&sigs, b->groups[i].signature);
     pg_array_text(&frames, b->groups[i].names_json);
+    n++;
   }
   pg_own(&p, 1, pg_array_end(&sigs));
   pg_own(&p, 2, pg_array_end(&frames));
   pg_text(&p, 3, NULL);
   pg_int(&p, 4, b->received_ns);
   if (!p.v[0] || !p.v[1]) rc = -1;
-  if (rc == 0 && b->n_groups)
+  if (rc == 0 && n)
     rc = pg_do(st,
                "WITH i AS (INSERT INTO groups(signature, frames, first_seen, last_seen)"
                " SELECT DISTINCT ON (s COLLATE \"C\") s, f, $4::bigint, $4::bigint"
                " FROM unnest($1::text[], $2::text[]) AS u(s, f) ORDER BY s COLLATE \"C\""
                " ON CONFLICT(signature) DO NOTHING)"
                " UPDATE groups SET last_seen = $4::bigint WHERE signature = ANY($1::text[])"
-               " AND last_seen < $4::bigint - " PG_LAST_SEEN_STEP,
+               " AND last_seen < $4::bigint - " PG_XSTR(PG_LAST_SEEN_MOVE),
                &p, "upsert groups");
   pg_params_free(&p);
   return rc;
 }
 
-/* One event with its stack counts and thread states: one statement. */
-static const char INSERT_EVENT[] =
-    "WITH e AS (INSERT INTO events(batch_id, kind, start_ns, duration_ns, tid, cpu_percent,"
-    " reason, dominant_stack_sig, group_sig, label, received_ns) VALUES($1, $2, $3::bigint,"
-    " $4::bigint, $5::bigint, $6::bigint, $7, $8, $9, $10, $20::bigint) RETURNING id),"
+/* Events with their stack counts and thread states: one statement. The
+   events' ids are drawn in their order first, each count and state names
+   its event by its place in the arrays ($11, $16). */
+static const char INSERT_EVENTS[] =
+    "WITH ids AS MATERIALIZED (SELECT o, nextval('events_id_seq') AS id"
+    " FROM generate_series(1, $23::bigint) AS o),"
+    " e AS (INSERT INTO events(id, batch_id, kind, start_ns, duration_ns, tid, cpu_percent,"
+    " reason, dominant_stack_sig, group_sig, label, received_ns)"
+    " SELECT ids.id, $1, k, s, d, t, c, r, ds, g, l, $22::bigint FROM unnest($2::text[],"
+    " $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[], $7::text[], $8::text[], $9::text[],"
+    " $10::text[]) WITH ORDINALITY AS u(k, s, d, t, c, r, ds, g, l, o) JOIN ids USING (o)"
+    " ORDER BY o),"
     " c AS (INSERT INTO stack_counts(event_id, stack_sig, tid, samples, cpu_us, received_ns)"
-    " SELECT e.id, s, t, n, w, $20::bigint FROM e, unnest($11::text[], $12::bigint[],"
-    " $13::bigint[], $19::bigint[]) WITH ORDINALITY AS u(s, t, n, w, o) ORDER BY o),"
-    " x AS (INSERT INTO event_states(event_id, tid, state, syscall, fd, samples, received_ns)"
-    " SELECT e.id, t, s, c, f, n, $20::bigint FROM e, unnest($14::bigint[], $15::text[],"
-    " $16::text[],"
-    " $17::text[], $18::bigint[]) WITH ORDINALITY AS u(t, s, c, f, n, o) ORDER BY o)"
-    " SELECT id FROM e";
+    " SELECT ids.id, s, t, n, w, $22::bigint FROM unnest($11::bigint[], $12::text[],"
+    " $13::bigint[], $14::bigint[], $15::bigint[]) WITH ORDINALITY AS u(ev, s, t, n, w, o)"
+    " JOIN ids ON ids.o = u.ev ORDER BY u.o)"
+    " INSERT INTO event_states(event_id, tid, state, syscall, fd, samples, received_ns)"
+    " SELECT ids.id, t, s, c, f, n, $22::bigint FROM unnest($16::bigint[], $17::bigint[],"
+    " $18::text[], $19::text[], $20::text[], $21::bigint[]) WITH ORDINALITY"
+    " AS u(ev, t, s, c, f, n, o) JOIN ids ON ids.o = u.ev ORDER BY u.o";
 
-static int insert_event(store_t *st, const store_batch_t *b, const store_event_t *e,
-                        const char *group_sig) {
-  pg_params_t p = {0};
-  pg_bytes(&p, 1, b->id, STORE_BATCH_ID_BYTES);
-  pg_text(&p, 2, e->kind);
-  pg_int(&p, 3, e->start_ns);
-  pg_int(&p, 4, e->duration_ns);
-  pg_int(&p, 5, e->tid);
-  pg_int(&p, 6, e->cpu_percent);
-  pg_text(&p, 7, e->reason);
-  pg_text(&p, 8, e->dominant_stack_sig);
-  pg_text(&p, 9, group_sig);
-  pg_text(&p, 10, e->label && e->label[0] ? e->label : NULL);
-  pg_array_t a[9] = {{0}};
+enum { EVENT_ARRAYS = 20 }; /* $2 to $21 */
+
+/* Event e (its group group_sig), the n-th of the statement, into a. */
+static void add_event(pg_array_t *a, int64_t n, const store_event_t *e, const char *group_sig) {
+  pg_array_text(&a[0], e->kind);
+  pg_array_int(&a[1], e->start_ns);
+  pg_array_int(&a[2], e->duration_ns);
+  pg_array_int(&a[3], e->tid);
+  pg_array_int(&a[4], e->cpu_percent);
+  pg_array_text(&a[5], e->reason);
+  pg_array_text(&a[6], e->dominant_stack_sig);
+  pg_array_text(&a[7], group_sig);
+  pg_array_text(&a[8], e->label && e->label[0] ? e->label : NULL);
   for (size_t i = 0; i < e->n_counts; i++) {
-    pg_array_text(&a[0], e->counts[i].stack_sig);
-    pg_array_int(&a[1], e->counts[i].tid);
-    pg_array_int(&a[2], e->counts[i].samples);
+    pg_array_int(&a[9], n);
+    pg_array_text(&a[10], e->counts[i].stack_sig);
+    pg_array_int(&a[11], e->counts[i].tid);
+    pg_array_int(&a[12], e->counts[i].samples);
     if (e->counts[i].cpu_us >= 0) /* CPU time on the stack (weights); NULL: none */
-      pg_array_int(&a[8], e->counts[i].cpu_us);
+      pg_array_int(&a[13], e->counts[i].cpu_us);
     else
-      pg_array_text(&a[8], NULL);
+      pg_array_text(&a[13], NULL);
   }
   for (size_t i = 0; i < e->n_states; i++) {
     const store_state_count_t *c = &e->states[i];
-    pg_array_int(&a[3], c->tid);
-    pg_array_text(&a[4], c->state);
-    pg_array_text(&a[5], c->syscall);
-    pg_array_text(&a[6], c->fd);
-    pg_array_int(&a[7], (int64_t)c->samples);
+    pg_array_int(&a[14], n);
+    pg_array_int(&a[15], c->tid);
+    pg_array_text(&a[16], c->state);
+    pg_array_text(&a[17], c->syscall);
+    pg_array_text(&a[18], c->fd);
+    pg_array_int(&a[19], (int64_t)c->samples);
   }
-  int rc = 0;
-  for (int i = 0; i < 9; i++) {
-    pg_own(&p, 11 + i, pg_array_end(&a[i]));
-    if (!p.v[10 + i]) rc = -1;
-  }
-  pg_int(&p, 20, b->received_ns);
-  if (rc == 0) rc = pg_do(st, INSERT_EVENT, &p, "insert event");
-  pg_params_free(&p);
-  return rc;
 }
 
-/* The events, each hang with a key in the group picked for it
-   (picked[i]). */
-static int insert_events(store_t *st, const store_batch_t *b, char (*picked)[STORE_SIG_CHARS + 1]) {
-  bool locked = false;
-  for (size_t i = 0; i < b->n_events; i++) {
+/* The events with a hang pick (picks: each hang with a key, in the group
+   picked for it, picked[i]) or those without, in their order. */
+static int insert_events(store_t *st, const store_batch_t *b, char (*picked)[STORE_SIG_CHARS + 1],
+                         bool picks) {
+  pg_array_t a[EVENT_ARRAYS] = {{0}};
+  int64_t n = 0;
+  int rc = 0;
+  for (size_t i = 0; rc == 0 && i < b->n_events; i++) {
     const store_event_t *e = &b->events[i];
-    const char *group_sig = e->group_sig;
+    if ((e->hang != NULL) != picks) continue;
     if (e->hang) {
       /* Hang grouping reads the stored groups, then writes: one collector
          at a time, from the first pick to the COMMIT. Taken this late, the
          rows written before (the batch, its new stacks) are not waited for
          by the other collectors: they lock none already stored. */
-      if (!locked) {
+      if (n == 0) {
         pg_params_t p = {0};
         pg_int(&p, 1, PG_LOCK_HANG_GROUPS);
-        if (pg_do(st, "SELECT pg_advisory_xact_lock($1::bigint)", &p, "hang groups lock") != 0)
-          return -1;
-        locked = true;
+        rc = pg_do(st, "SELECT pg_advisory_xact_lock($1::bigint)", &p, "hang groups lock");
       }
-      if (pg_hang_groups_assign(st, e->hang, b->received_ns, picked[i]) != 0) return -1;
-      group_sig = picked[i];
+      if (rc == 0) rc = pg_hang_groups_assign(st, e->hang, b->received_ns, picked[i]);
     }
-    if (insert_event(st, b, e, group_sig) != 0) return -1;
+    add_event(a, ++n, e, e->hang ? picked[i] : e->group_sig);
   }
-  return 0;
+  pg_params_t p = {0};
+  pg_bytes(&p, 1, b->id, STORE_BATCH_ID_BYTES);
+  for (int i = 0; i < EVENT_ARRAYS; i++) {
+    pg_own(&p, 2 + i, pg_array_end(&a[i]));
+    if (!p.v[1 + i]) rc = -1;
+  }
+  pg_int(&p, 22, b->received_ns);
+  pg_int(&p, 23, n);
+  if (rc == 0 && n) rc = pg_do(st, INSERT_EVENTS, &p, "insert events");
+  pg_params_free(&p);
+  return rc;
+}
+
+/* The rollups of the events with a hang pick, or of those without
+   (group: rollup_picks_t's). Their rows' keys differ, or merge as one. */
+static int add_rollups(store_t *st, const store_batch_t *b, const char *const *group, bool picks) {
+  store_batch_t sub = *b;
+  store_event_t *events = malloc((b->n_events + 1) * sizeof *events);
+  const char **groups = malloc((b->n_events + 1) * sizeof *groups);
+  int rc = events && groups ? 0 : -1;
+  sub.events = events;
+  sub.n_events = 0;
+  for (size_t i = 0; rc == 0 && i < b->n_events; i++)
+    if ((b->events[i].hang != NULL) == picks) {
+      groups[sub.n_events] = group[i];
+      events[sub.n_events++] = b->events[i];
+    }
+  if (rc == 0 && sub.n_events) rc = pg_rollups_add_batch(st, &sub, groups);
+  free(events);
+  free(groups);
+  return rc;
 }
 
 static int insert_loop_stats(store_t *st, const store_batch_t *b) {
@@ -466,6 +521,17 @@ static int insert_loop_stats(store_t *st, const store_batch_t *b) {
 }
 
 #define PUT_RETRY 100
+
+/* After the COMMIT: the rows the batch sent known stored (those it left
+   out keep the arrival of the batch that sent them). */
+static void note_sent(store_t *st, const store_batch_t *b) {
+  for (size_t i = 0; i < b->n_stacks; i++)
+    if (!pg_known_fresh(st->known_stacks, b->stacks[i].signature, b->received_ns))
+      pg_known_note(st->known_stacks, b->stacks[i].signature, b->received_ns);
+  for (size_t i = 0; i < b->n_groups; i++)
+    if (!pg_known_fresh(st->known_groups, b->groups[i].signature, b->received_ns))
+      pg_known_note(st->known_groups, b->groups[i].signature, b->received_ns);
+}
 
 /* One attempt: STORE_OK, STORE_DUPLICATE, STORE_ERROR, or PUT_RETRY (a
    deadlock or a serialization failure between collectors). The
@@ -486,15 +552,24 @@ static int put_once(store_t *st, const store_batch_t *b) {
   rollup_picks_t picks;
   if (rc == 0 && rollup_picks_init(&picks, b) != 0) rc = -1;
   if (rc == 0) {
-    rc = insert_events(st, b, picks.picked);
+    /* What needs no hang pick before the first pick: the hang lock is
+       held from there to the COMMIT, and two collectors' batches with
+       hangs wait for each other's span. The groups after the picks
+       (upsert_groups). */
+    rc = insert_events(st, b, picks.picked, false);
+    if (rc == 0) rc = add_rollups(st, b, picks.group, false);
+    if (rc == 0 && b->loop_stats) rc = insert_loop_stats(st, b);
+    if (rc == 0) rc = insert_events(st, b, picks.picked, true);
     if (rc == 0) rc = upsert_groups(st, b);
-    if (rc == 0) rc = pg_rollups_add_batch(st, b, picks.group);
+    if (rc == 0) rc = add_rollups(st, b, picks.group, true);
     rollup_picks_free(&picks);
   }
-  if (rc == 0 && b->loop_stats) rc = insert_loop_stats(st, b);
   if (rc == 0) rc = pg_do(st, "COMMIT", NULL, "commit");
   if (pg_pipeline_end(st) != 0) rc = -1;
-  if (rc == 0) return STORE_OK;
+  if (rc == 0) {
+    note_sent(st, b);
+    return STORE_OK;
+  }
   const char *state = pg_last_state(st);
   /* A lost connection (the server restarted, a proxy cut it) is tried
      again on a new one: had the COMMIT gone through before the loss, the
@@ -530,10 +605,11 @@ static const char *const DELETES[] = {
     "DELETE FROM loop_stats WHERE batch_id IN " OLD_BATCHES,
     "DELETE FROM batches WHERE received_ns < $1::bigint",
     /* last_seen trails the latest batch by up to PG_LAST_SEEN_STEP */
-    "DELETE FROM stacks WHERE last_seen < $1::bigint - " PG_LAST_SEEN_STEP,
-    "DELETE FROM groups WHERE last_seen < $1::bigint - " PG_LAST_SEEN_STEP,
+    "DELETE FROM stacks WHERE last_seen < $1::bigint - " PG_XSTR(PG_LAST_SEEN_STEP),
+    "DELETE FROM groups WHERE last_seen < $1::bigint - " PG_XSTR(PG_LAST_SEEN_STEP),
 };
 #define BATCHES_STEP 5
+#define STACKS_STEP 6 /* this one and the next delete stacks and groups */
 /* The rollup buckets those deletes touch (rebuilt after them). */
 static const char MARK_OLD[] =
     "INSERT INTO rollup_dirty(bucket_ns) SELECT DISTINCT " ROLLUP_BUCKET_OF(
@@ -559,11 +635,17 @@ static int delete_locked(store_t *st, int64_t cutoff_ns, uint64_t *deleted) {
     pg_do(st, "ROLLBACK", NULL, "rollback");
     return STORE_ERROR;
   }
+  bool rows_gone = false;
   for (size_t i = 0; i < sizeof DELETES / sizeof DELETES[0]; i++) {
     if (!(r = pg_run(st, DELETES[i], &p, "retention"))) break;
     if (i == BATCHES_STEP && deleted) *deleted = (uint64_t)strtoull(PQcmdTuples(r), NULL, 10);
+    if (i >= STACKS_STEP && strcmp(PQcmdTuples(r), "0") != 0) rows_gone = true;
     PQclear(r);
   }
+  /* The rows deleted were last seen over a step before the cutoff: no
+     batch kept now can have left them out. The epoch makes every
+     collector forget them anyway (a clock far off, a database edited). */
+  if (r && rows_gone && pg_do(st, PG_BUMP_STACK_EPOCH, NULL, "retention") != 0) r = NULL;
   if (r && pg_hang_groups_prune(st) == 0 && pg_rollups_rebuild(st) == 0 &&
       pg_do(st, "COMMIT", NULL, "commit") == 0)
     return STORE_OK;

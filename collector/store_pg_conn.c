@@ -128,7 +128,8 @@ static void ensure_connected(store_t *st) {
   PQreset(st->conn);
   if (PQpipelineStatus(st->conn) != PQ_PIPELINE_OFF) PQexitPipelineMode(st->conn);
   st->n_pending = 0;
-  st->n_prepared = 0; /* gone with the session */
+  st->n_prepared = 0;   /* gone with the session */
+  st->known_epoch = -1; /* the server may have come back from a backup */
   if (PQstatus(st->conn) == CONNECTION_OK) pg_session_setup(st);
 }
 

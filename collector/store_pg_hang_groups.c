@@ -15,21 +15,18 @@
 #include "hang_group_cands.h"
 #include "store_pg.h"
 
-static int read_children(store_t *st, hgc_cand_t *c) {
-  pg_params_t p = {0};
-  pg_text(&p, 1, c->sig);
-  PGresult *r = pg_run(st,
-                       "SELECT child, samples FROM hang_group_children WHERE group_sig = $1"
-                       " ORDER BY child COLLATE \"C\"",
-                       &p, "hang group children");
-  if (!r) return -1;
-  int n = PQntuples(r), rc = 0;
-  c->child_names = calloc(n ? (size_t)n : 1, sizeof *c->child_names);
-  c->child_samples = calloc(n ? (size_t)n : 1, sizeof *c->child_samples);
-  if (!c->child_names || !c->child_samples) rc = -1;
-  for (int i = 0; rc == 0 && i < n; i++) {
-    const char *name = PQgetvalue(r, i, 0);
-    uint64_t samples = (uint64_t)pg_i64(r, i, 1);
+/* c's children from rows [from, to) of r, a child's name in column col
+   and its samples in col + 1 (a NULL name: none; "": the group's own
+   samples). 0, or -1 when out of memory. */
+static int take_children(hgc_cand_t *c, const PGresult *r, int from, int to, int col) {
+  size_t n = to > from ? (size_t)(to - from) : 0;
+  c->child_names = calloc(n ? n : 1, sizeof *c->child_names);
+  c->child_samples = calloc(n ? n : 1, sizeof *c->child_samples);
+  int rc = c->child_names && c->child_samples ? 0 : -1;
+  for (int i = from; rc == 0 && i < to; i++) {
+    if (PQgetisnull(r, i, col)) continue;
+    const char *name = PQgetvalue(r, i, col);
+    uint64_t samples = (uint64_t)pg_i64(r, i, col + 1);
     if (!*name) {
       c->view.self += samples;
       continue;
@@ -39,24 +36,33 @@ static int read_children(store_t *st, hgc_cand_t *c) {
     c->child_samples[k] = samples;
     if (rc == 0) c->view.n_children = k + 1;
   }
-  PQclear(r);
   c->view.child_names = (const char *const *)c->child_names;
   c->view.child_samples = c->child_samples;
   return rc;
 }
 
-static int read_path(store_t *st, hgc_cand_t *c) {
+static int read_children(store_t *st, hgc_cand_t *c) {
   pg_params_t p = {0};
   pg_text(&p, 1, c->sig);
-  PGresult *r =
-      pg_run(st, "SELECT samples FROM hang_group_path WHERE group_sig = $1", &p, "hang group path");
+  PGresult *r = pg_run(st,
+                       "SELECT child, samples FROM hang_group_children WHERE group_sig = $1"
+                       " ORDER BY child COLLATE \"C\"",
+                       &p, "hang group children");
   if (!r) return -1;
+  int rc = take_children(c, r, 0, PQntuples(r), 0);
+  PQclear(r);
+  return rc;
+}
+
+/* c's path samples from r's value at (row, col): a bytea, NULL for none. */
+static int take_path(hgc_cand_t *c, const PGresult *r, int row, int col) {
   size_t bytes = 0;
   unsigned char *blob =
-      PQntuples(r) > 0 ? PQunescapeBytea((const unsigned char *)PQgetvalue(r, 0, 0), &bytes) : NULL;
+      PQgetisnull(r, row, col)
+          ? NULL
+          : PQunescapeBytea((const unsigned char *)PQgetvalue(r, row, col), &bytes);
   int rc = hgc_cand_path(c, blob, blob ? bytes : 0);
   PQfreemem(blob);
-  PQclear(r);
   return rc;
 }
 
@@ -74,16 +80,10 @@ static int write_path(store_t *st, const char *sig, const uint64_t *through, siz
   return rc;
 }
 
-static int add_cand(store_t *st, hgc_cands_t *cs, const char *sig, const char *path) {
-  hgc_cand_t *c;
-  if (hgc_cands_add(cs, sig, path, &c) != 0) return -1;
-  int rc = c ? read_children(st, c) : 0;
-  return rc == 0 && c ? read_path(st, c) : rc;
-}
-
-/* The stored groups keyed by a root prefix of h's key: one query for all
-   the prefixes' signatures, added in prefix order (shortest first) as the
-   SQLite backend adds them. */
+/* The stored groups keyed by a root prefix of h's key, with their paths'
+   samples and children: one query for all the prefixes (one row per
+   child), added in prefix order (shortest first) as the SQLite backend
+   adds them. */
 static int prefix_cands(store_t *st, const store_hang_t *h, hgc_cands_t *cs) {
   char(*sigs)[STORE_SIG_CHARS + 1] = calloc(h->len ? h->len : 1, sizeof *sigs);
   if (!sigs) return -1;
@@ -94,17 +94,28 @@ static int prefix_cands(store_t *st, const store_hang_t *h, hgc_cands_t *cs) {
   }
   pg_params_t p = {0};
   pg_own(&p, 1, pg_array_end(&a));
-  PGresult *r = p.v[0] ? pg_run(st,
-                                "SELECT signature, path FROM hang_groups"
-                                " WHERE signature = ANY($1::text[])",
-                                &p, "hang groups")
-                       : NULL;
+  PGresult *r =
+      p.v[0] ? pg_run(st,
+                      "SELECT g.signature, g.path, (SELECT samples FROM hang_group_path"
+                      " WHERE group_sig = g.signature), c.child, c.samples FROM hang_groups g"
+                      " LEFT JOIN LATERAL (SELECT child, samples FROM hang_group_children"
+                      " WHERE group_sig = g.signature ORDER BY child COLLATE \"C\") c ON true"
+                      " WHERE g.signature = ANY($1::text[]) ORDER BY g.signature",
+                      &p, "hang groups")
+             : NULL;
   pg_params_free(&p);
-  int rc = r ? 0 : -1;
-  for (size_t d = 0; rc == 0 && d < h->len; d++)
-    for (int i = 0; rc == 0 && i < PQntuples(r); i++)
-      if (strcmp(PQgetvalue(r, i, 0), sigs[d]) == 0)
-        rc = add_cand(st, cs, sigs[d], PQgetvalue(r, i, 1));
+  int rc = r ? 0 : -1, n = r ? PQntuples(r) : 0;
+  for (size_t d = 0; rc == 0 && d < h->len; d++) {
+    int from = 0, to;
+    while (from < n && strcmp(PQgetvalue(r, from, 0), sigs[d]) != 0)
+      from++;
+    for (to = from; to < n && strcmp(PQgetvalue(r, to, 0), sigs[d]) == 0;)
+      to++;
+    hgc_cand_t *c = NULL;
+    if (from < n) rc = hgc_cands_add(cs, sigs[d], PQgetvalue(r, from, 1), &c);
+    if (rc == 0 && c) rc = take_children(c, r, from, to, 3);
+    if (rc == 0 && c) rc = take_path(c, r, from, 2);
+  }
   PQclear(r);
   free(sigs);
   return rc;
@@ -214,7 +225,9 @@ static int upsert_group(store_t *st, const char *sig, const char *names_json, in
                "INSERT INTO groups(signature, frames, first_seen, last_seen)"
                " VALUES($1, $2, $3::bigint, $3::bigint) ON CONFLICT(signature) DO UPDATE SET"
                " first_seen = least(groups.first_seen, excluded.first_seen),"
-               " last_seen = greatest(groups.last_seen, excluded.last_seen)",
+               " last_seen = greatest(groups.last_seen, excluded.last_seen)"
+               " WHERE groups.first_seen > excluded.first_seen"
+               " OR groups.last_seen < excluded.last_seen - " PG_XSTR(PG_LAST_SEEN_MOVE),
                &p, "hang group row");
 }
 

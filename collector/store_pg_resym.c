@@ -1,10 +1,11 @@
 /*
  * store_pg_resym.c - re-symbolization in PostgreSQL (store_ops_t
  * .resymbolize): the SQLite backend's steps (store_sqlite.c) in one
- * transaction holding PG_LOCK_RESYMBOLIZE and PG_LOCK_HANG_GROUPS, so two
- * collectors given the same symbols rename once and never interleave with
- * a hang pick. The events and groups a rename touched are noted in
- * temporary tables dropped at commit.
+ * transaction holding PG_LOCK_RESYMBOLIZE, PG_LOCK_STACKS and
+ * PG_LOCK_HANG_GROUPS, so two collectors given the same symbols rename
+ * once, never interleave with a hang pick, and never delete a row a batch
+ * left out as stored (stack_epoch bumped: every collector forgets them). The events and groups a
+ * rename touched are noted in temporary tables dropped at commit.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -175,8 +176,12 @@ static int resym_locked(store_t *st, const char *needle, const store_renamer_t *
   if (pg_do(st, "BEGIN", NULL, "begin") != 0) return STORE_ERROR;
   pg_params_t p = {0};
   pg_int(&p, 1, PG_LOCK_RESYMBOLIZE);
-  pg_int(&p, 2, PG_LOCK_HANG_GROUPS);
-  int rc = pg_do(st, "SELECT pg_advisory_xact_lock($1::bigint), pg_advisory_xact_lock($2::bigint)",
+  pg_int(&p, 2, PG_LOCK_STACKS);
+  pg_int(&p, 3, PG_LOCK_HANG_GROUPS);
+  /* In the batches' order: PG_LOCK_STACKS before PG_LOCK_HANG_GROUPS. */
+  int rc = pg_do(st,
+                 "SELECT pg_advisory_xact_lock($1::bigint), pg_advisory_xact_lock($2::bigint),"
+                 " pg_advisory_xact_lock($3::bigint)",
                  &p, "resymbolize lock");
   for (size_t i = 0; rc == 0 && i < sizeof TEMP / sizeof TEMP[0]; i++)
     rc = pg_do(st, TEMP[i], NULL, "resymbolize");
@@ -188,6 +193,7 @@ static int resym_locked(store_t *st, const char *needle, const store_renamer_t *
                " AND NOT EXISTS (SELECT 1 FROM stacks s WHERE s.signature = g.signature)"
                " AND NOT EXISTS (SELECT 1 FROM events e WHERE e.group_sig = g.signature)",
                NULL, "resymbolize");
+  if (rc == 0 && *renamed) rc = pg_do(st, PG_BUMP_STACK_EPOCH, NULL, "resymbolize");
   if (rc == 0 && *renamed) rc = pg_hang_groups_prune(st);
   if (rc == 0 && *renamed) rc = pg_rollups_mark(st, MARK_RESYM, NULL);
   if (rc == 0 && *renamed) rc = pg_rollups_rebuild(st);

@@ -231,7 +231,8 @@ static bool file_has(const char *path, const char *text) {
   "ALTER TABLE " t " ADD PRIMARY KEY (id); ALTER TABLE " t " ALTER COLUMN id SET DEFAULT"          \
   " nextval('" seq "'); ALTER SEQUENCE " seq " OWNED BY " t ".id;"
 static const char VERSION_1[] =
-    "DROP TABLE rollup_groups; DROP TABLE rollup_stacks; DROP TABLE rollup_groups_day;"
+    "DROP TABLE stack_epoch; DROP TABLE rollup_groups; DROP TABLE rollup_stacks; DROP TABLE "
+    "rollup_groups_day;"
     "DROP TABLE rollup_stacks_day; DROP FUNCTION perf_dbin;" PLAIN(
         "events",
         "id, batch_id, kind, start_ns, duration_ns, tid, cpu_percent, reason,"
@@ -267,8 +268,8 @@ static void case_schema(void) {
     CHECKF(healthy_within(&two[i], 30), "collector %d did not start", i);
   }
   CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM schema_version"), 1);
-  CHECK_EQ_INT(db_count(c.db, "SELECT max(version) FROM schema_version"), 4);
-  CHECK(file_has(logs[0], "migrated to version 4") + file_has(logs[1], "migrated to version 4") ==
+  CHECK_EQ_INT(db_count(c.db, "SELECT max(version) FROM schema_version"), 5);
+  CHECK(file_has(logs[0], "migrated to version 5") + file_has(logs[1], "migrated to version 5") ==
         1);
   reply_t *r = malloc(sizeof *r);
   CHECK(r != NULL);
@@ -278,14 +279,15 @@ static void case_schema(void) {
 
   /* From the previous versions: a database at version 1 (plain tables,
      stack_counts without cpu_us, no rollups), made from this one, is
-     migrated to 4 at start: its rows kept, moved into their days'
+     migrated to 5 at start: its rows kept, moved into their days'
      partitions and rolled up. */
   long long events = db_count(c.db, "SELECT count(*) FROM events");
   long long counts = db_count(c.db, "SELECT count(*) FROM stack_counts");
   db_exec(c.db, VERSION_1);
   CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM pg_class WHERE relname = 'events_default'"), 0);
   collector_restart(&c, NULL);
-  CHECK_EQ_INT(db_count(c.db, "SELECT max(version) FROM schema_version"), 4);
+  CHECK_EQ_INT(db_count(c.db, "SELECT max(version) FROM schema_version"), 5);
+  CHECK_EQ_INT(db_count(c.db, "SELECT epoch FROM stack_epoch"), 0);
   CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM events"), events);
   CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM stack_counts"), counts);
   CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM events_default"), 0);
@@ -314,7 +316,7 @@ static void case_schema(void) {
   char listen[32];
   pid_t pid = spawn_on(c.db, logs[0], listen, sizeof listen);
   CHECK_EQ_INT(spawn_wait(pid, 30), 1);
-  CHECKF(file_has(logs[0], "schema version 999 is newer than this collector's (4)"), "see %s",
+  CHECKF(file_has(logs[0], "schema version 999 is newer than this collector's (5)"), "see %s",
          logs[0]);
 }
 
@@ -346,11 +348,22 @@ static void case_connection_lost(void) {
 #define HOUR_NS "3600000000000"
 #define DAY_NS "86400000000000"
 
-/* A stored stack's or group's last_seen moves only once a new batch with
-   it is an hour later (store_pg.c PG_LAST_SEEN_STEP: a batch locks no
-   stored row); retention deletes a stack or group only when its last_seen
-   is more than that hour before the cutoff, so one a kept batch still
-   uses stays. */
+/* A stored stack's or group's last_seen moves only when a batch that
+   sends its row is over 30 minutes later (store_pg.h PG_LAST_SEEN_MOVE: a
+   batch locks no stored row), and a collector does not send the rows it
+   saw stored for 30 minutes after it sent them (PG_KNOWN_FOR), unless
+   stack_epoch changed (what a re-symbolization does when it deletes
+   rows); retention deletes a stack or group only when its last_seen is
+   more than an hour before the cutoff, so one a kept batch still uses
+   stays. */
+#define BACK(minutes)                                                                              \
+  "UPDATE stacks SET last_seen = last_seen - " #minutes " * 60000000000;"                          \
+  "UPDATE groups SET last_seen = last_seen - " #minutes " * 60000000000"
+#define AT_LAST_BATCH(table)                                                                       \
+  "SELECT count(*) FROM " table " WHERE last_seen = (SELECT max(received_ns) FROM batches)"
+#define WITHIN_MOVE(table)                                                                         \
+  "SELECT count(*) FROM " table " WHERE last_seen >= (SELECT max(received_ns) FROM batches)"       \
+  " - 1800000000000"
 static void case_last_seen_step(void) {
   collector_t c;
   collector_start(&c, NULL);
@@ -360,26 +373,39 @@ static void case_last_seen_step(void) {
   CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM stacks"), 2);
   long long groups = db_count(c.db, "SELECT count(*) FROM groups");
   CHECK(groups >= 2);
-  /* 30 minutes behind: the next batch leaves them. */
-  db_exec(c.db, "UPDATE stacks SET last_seen = last_seen - 1800000000000;"
-                "UPDATE groups SET last_seen = last_seen - 1800000000000");
+  /* 40 minutes behind, but this collector sent them 30 minutes ago at
+     most: the next batch leaves them out, last_seen stays. */
+  db_exec(c.db, BACK(40));
   long long trailing = db_count(c.db, "SELECT max(last_seen) FROM stacks");
   CHECK_EQ_INT(post_to(&c, 2, r), 200);
   CHECK_EQ_INT(db_count(c.db, "SELECT max(last_seen) FROM stacks"), trailing);
-  /* 90 minutes behind: the next batch moves them to its arrival. */
-  db_exec(c.db, "UPDATE stacks SET last_seen = last_seen - " HOUR_NS ";"
-                "UPDATE groups SET last_seen = last_seen - " HOUR_NS);
-  CHECK_EQ_INT(post_to(&c, 3, r), 200);
-  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM stacks"
-                              " WHERE last_seen = (SELECT max(received_ns) FROM batches)"),
-               2);
-  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM groups"
-                              " WHERE last_seen = (SELECT max(received_ns) FROM batches)"),
-               groups);
+  /* A collector that knows none of them sends them: 40 minutes behind,
+     moved to its batch's arrival (the groups of its hangs were moved by
+     their picks at batch 2 already: each pick writes its group). */
   collector_stop_healthy(&c);
-  /* Retention a day back: batches 1 and 2 long gone, batch 3 ten minutes
+  collector_restart(&c, NULL);
+  CHECK_EQ_INT(post_to(&c, 3, r), 200);
+  CHECK_EQ_INT(db_count(c.db, AT_LAST_BATCH("stacks")), 2);
+  CHECK_EQ_INT(db_count(c.db, WITHIN_MOVE("groups")), groups);
+  /* 20 minutes behind: sent by a new collector again, but not moved. */
+  db_exec(c.db, BACK(20));
+  collector_stop_healthy(&c);
+  collector_restart(&c, NULL);
+  trailing = db_count(c.db, "SELECT max(last_seen) FROM stacks");
+  CHECK_EQ_INT(post_to(&c, 4, r), 200);
+  CHECK_EQ_INT(db_count(c.db, "SELECT max(last_seen) FROM stacks"), trailing);
+  /* The rows deleted and stack_epoch bumped, as a re-symbolization does:
+     the same collector sends them again. */
+  db_exec(c.db, "DELETE FROM stacks; DELETE FROM groups;"
+                "UPDATE stack_epoch SET epoch = epoch + 1");
+  CHECK_EQ_INT(post_to(&c, 5, r), 200);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM stacks"), 2);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM groups"), groups);
+  CHECK_EQ_INT(db_count(c.db, AT_LAST_BATCH("stacks")), 2);
+  collector_stop_healthy(&c);
+  /* Retention a day back: batches 1 to 4 long gone, batch 5 ten minutes
      inside the day, its stacks and groups last seen 30 minutes before the
-     cutoff (40 behind batch 3: within the step), and a stack nothing uses
+     cutoff (40 behind batch 5: within the step), and a stack nothing uses
      last seen 2 hours before the cutoff. */
   db_exec(c.db, "UPDATE batches SET received_ns = 1 WHERE received_ns < (SELECT max(received_ns)"
                 " FROM batches);"

@@ -321,7 +321,8 @@ static void case_reopen(void) {
                              "DROP TABLE rollup_groups_day; DROP TABLE rollup_stacks_day;";
   if (rig_pg()) { /* the previous schema version (the migration test has the rest) */
     db_exec(c.db, DROP);
-    db_exec(c.db, "DROP FUNCTION perf_dbin; UPDATE schema_version SET version = 3");
+    db_exec(c.db, "DROP TABLE stack_epoch; DROP FUNCTION perf_dbin;"
+                  "UPDATE schema_version SET version = 3");
   } else {
     db_exec(c.db, DROP);
   }
