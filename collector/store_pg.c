@@ -541,6 +541,11 @@ static void note_sent(store_t *st, const store_batch_t *b) {
 static int put_once(store_t *st, const store_batch_t *b) {
   pg_pipeline_begin(st);
   int rc = pg_do(st, "BEGIN", NULL, "begin");
+  /* The batch's statements take arrays whose sizes a custom plan would
+     see; their plans do not depend on them, and PostgreSQL kept planning
+     them again at every batch (GetCachedPlan: 12% of the backends' CPU,
+     1.6% after). */
+  if (rc == 0) rc = pg_do(st, "SET LOCAL plan_cache_mode = force_generic_plan", NULL, "begin");
   int dup = rc == 0 ? insert_batch_row(st, b) : -1;
   if (dup == 1) {
     pg_pipeline_end(st);
