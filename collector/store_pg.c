@@ -181,8 +181,7 @@ static const char *const MIGRATIONS[] = {
     /* 5: stack_epoch, bumped by whatever deletes stored stacks or groups
        (re-symbolization, retention): a collector that read another value
        forgets which rows it knew stored (store_pg_known.c). */
-    "CREATE TABLE stack_epoch(epoch bigint NOT NULL);"
-    "INSERT INTO stack_epoch(epoch) VALUES(0);",
+    "CREATE TABLE stack_epoch(epoch bigint NOT NULL); INSERT INTO stack_epoch VALUES(0);",
 };
 #define SCHEMA_VERSION ((int)(sizeof MIGRATIONS / sizeof MIGRATIONS[0]))
 _Static_assert(STORE_LOOP_BUCKETS == 9, "loop_stats has one column per bucket");
