@@ -99,8 +99,8 @@ static int prefix_cands(store_t *st, const store_hang_t *h, hgc_cands_t *cs) {
                       "SELECT g.signature, g.path, (SELECT samples FROM hang_group_path"
                       " WHERE group_sig = g.signature), c.child, c.samples FROM hang_groups g"
                       " LEFT JOIN LATERAL (SELECT child, samples FROM hang_group_children"
-                      " WHERE group_sig = g.signature ORDER BY child COLLATE \"C\") c ON true"
-                      " WHERE g.signature = ANY($1::text[]) ORDER BY g.signature",
+                      " WHERE group_sig = g.signature) c ON true WHERE g.signature ="
+                      " ANY($1::text[]) ORDER BY g.signature, c.child COLLATE \"C\"",
                       &p, "hang groups")
              : NULL;
   pg_params_free(&p);
