@@ -376,17 +376,16 @@ static int upsert_groups(store_t *st, const store_batch_t *b) {
   }
   pg_own(&p, 1, pg_array_end(&sigs));
   pg_own(&p, 2, pg_array_end(&frames));
-  pg_text(&p, 3, NULL);
-  pg_int(&p, 4, b->received_ns);
+  pg_int(&p, 3, b->received_ns);
   if (!p.v[0] || !p.v[1]) rc = -1;
   if (rc == 0 && n)
     rc = pg_do(st,
                "WITH i AS (INSERT INTO groups(signature, frames, first_seen, last_seen)"
-               " SELECT DISTINCT ON (s COLLATE \"C\") s, f, $4::bigint, $4::bigint"
+               " SELECT DISTINCT ON (s COLLATE \"C\") s, f, $3::bigint, $3::bigint"
                " FROM unnest($1::text[], $2::text[]) AS u(s, f) ORDER BY s COLLATE \"C\""
                " ON CONFLICT(signature) DO NOTHING)"
-               " UPDATE groups SET last_seen = $4::bigint WHERE signature = ANY($1::text[])"
-               " AND last_seen < $4::bigint - " PG_XSTR(PG_LAST_SEEN_MOVE),
+               " UPDATE groups SET last_seen = $3::bigint WHERE signature = ANY($1::text[])"
+               " AND last_seen < $3::bigint - " PG_XSTR(PG_LAST_SEEN_MOVE),
                &p, "upsert groups");
   pg_params_free(&p);
   return rc;

@@ -178,11 +178,11 @@ static PGresult *run_prepared(store_t *st, const char *sql, const pg_params_t *p
 }
 
 /* A failed result's SQLSTATE kept (pg_last_state) and, unless it is a
-   deadlock or a serialization failure (retried) or quiet, reported. */
-static void failed(store_t *st, const PGresult *r, const char *what, bool quiet) {
+   deadlock or a serialization failure (retried), reported. */
+static void failed(store_t *st, const PGresult *r, const char *what) {
   const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
   snprintf(g_state, sizeof g_state, "%s", state ? state : "");
-  if (!quiet && strcmp(g_state, "40P01") != 0 && strcmp(g_state, "40001") != 0) {
+  if (strcmp(g_state, "40P01") != 0 && strcmp(g_state, "40001") != 0) {
     const char *msg = PQresultErrorMessage(r);
     fprintf(stderr, "perf-collector: postgresql %s: %s", what,
             msg && *msg ? msg : PQerrorMessage(st->conn));
@@ -249,7 +249,7 @@ static int pipe_sync(store_t *st, PGresult **keep) {
       if (keep && k == st->n_pending - 1) *keep = r, r = NULL;
     } else {
       if (q->prepare >= 0) st->prepared[q->prepare] = NULL; /* never matches again */
-      if (!any_failed) failed(st, r, q->what, false);       /* the rest were aborted by it */
+      if (!any_failed) failed(st, r, q->what);              /* the rest were aborted by it */
       any_failed = true;
     }
     PQclear(r);
@@ -284,7 +284,7 @@ PGresult *pg_run(store_t *st, const char *sql, const pg_params_t *p, const char 
   PGresult *r = p ? run_prepared(st, sql, p) : PQexec(st->conn, sql);
   ExecStatusType s = PQresultStatus(r);
   if (s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK) return r;
-  failed(st, r, what, false);
+  failed(st, r, what);
   PQclear(r);
   return NULL;
 }

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sdk/base/hash.h"
 #include "store_pg.h"
 
 #define KNOWN_SETS 4096 /* of KNOWN_WAYS entries: 16384 signatures, 768 KiB */
@@ -44,10 +45,7 @@ void pg_known_clear(pg_known_t *k) {
 }
 
 static known_entry_t *set_of(pg_known_t *k, const char *sig) {
-  uint64_t h = UINT64_C(0xcbf29ce484222325);
-  for (const unsigned char *c = (const unsigned char *)sig; *c; c++)
-    h = (h ^ *c) * UINT64_C(0x100000001b3);
-  return k->set[h % KNOWN_SETS];
+  return k->set[perf__mix64(perf__fnv1a(PERF__FNV_OFFSET, sig, strlen(sig))) % KNOWN_SETS];
 }
 
 bool pg_known_fresh(pg_known_t *k, const char *sig, int64_t received_ns) {

@@ -4,8 +4,9 @@
  * transaction holding PG_LOCK_RESYMBOLIZE, PG_LOCK_STACKS and
  * PG_LOCK_HANG_GROUPS, so two collectors given the same symbols rename
  * once, never interleave with a hang pick, and never delete a row a batch
- * left out as stored (stack_epoch bumped: every collector forgets them). The events and groups a
- * rename touched are noted in temporary tables dropped at commit.
+ * left out as stored (stack_epoch bumped: every collector forgets them).
+ * The events and groups a rename touched are noted in temporary tables
+ * dropped at commit.
  */
 #include <stdio.h>
 #include <stdlib.h>
