@@ -610,6 +610,34 @@ static void *post_half(void *arg) {
   return NULL;
 }
 
+/* The first column of sql's one row on database db, -1 when it failed. */
+static long long pg_number(const char *dir, const char *db, const char *sql) {
+  PGresult *r = pg_exec(dir, db, sql);
+  long long n = r && PQntuples(r) == 1 ? strtoll(PQgetvalue(r, 0, 0), NULL, 10) : -1;
+  PQclear(r);
+  return n;
+}
+
+/* After the last batch: how long until the collectors' folds left no
+   rollup row to fold (store_pg_fold.c, one a second), and whether the
+   rollups then hold every stored sample's weight. */
+static void pg_folded(const char *dir, const char *db) {
+  double t0 = now_s();
+  long long left = -1;
+  while ((left = pg_number(dir, db,
+                           "SELECT (SELECT count(*) FROM rollup_groups_delta)"
+                           " + (SELECT count(*) FROM rollup_stacks_delta)")) != 0 &&
+         now_s() - t0 < 30)
+    usleep(20000);
+  double s = now_s() - t0;
+  long long same = pg_number(dir, db,
+                             "SELECT ((SELECT sum(samples) FROM rollup_stacks) ="
+                             " (SELECT sum(coalesce(cpu_us, samples)) FROM stack_counts))::int");
+  printf("  rollups folded %.0f ms after the last batch (%lld rows left), every stored sample in"
+         " them: %s\n",
+         s * 1000, left, same == 1 ? "yes" : "NO");
+}
+
 /* The bodies into n_collectors (1 or 2) collectors on a fresh database
    name: stored samples/s (0: failed); the first collector's base URL
    stays up in base (its pid in *kept) when kept is not NULL. */
@@ -647,6 +675,7 @@ static double pg_ingest(const char *dir, const char *name, int n_collectors, con
          "batches/s  (%zu failed, %llu samples stored)\n",
          n_collectors, s, (double)stored / s, (double)nbatches / s, failed,
          (unsigned long long)stored);
+  pg_folded(dir, name);
   for (int i = 0; i < n_collectors; i++) {
     if (kept && i == 0) {
       snprintf(base, 64, "%s", bases[0]);

@@ -55,6 +55,9 @@ static const char USAGE[] =
     "                                10737418240)\n"
     "  --retention-days N            delete data older than N days (default 30)\n"
     "  --retention-interval SECONDS  how often the retention job runs (default 3600)\n"
+    "  --rollup-fold-interval SECONDS\n"
+    "                                PostgreSQL: how often this collector folds the rollup\n"
+    "                                rows batches appended into the rollups (default 1)\n"
     "  --max-body-bytes N            compressed body limit, 413 above (default 4194304)\n"
     "  --max-decompressed-bytes N    decompressed batch limit, 413 above (default 16777216)\n"
     "  --rate-limit N                batches per second per API key, 0: off (default 10)\n"
@@ -90,6 +93,7 @@ enum long_only {
   OPT_SYMBOLS,
   OPT_RETENTION_DAYS,
   OPT_RETENTION_INTERVAL,
+  OPT_FOLD_INTERVAL,
   OPT_MAX_BODY,
   OPT_MAX_DECOMPRESSED,
   OPT_RATE_LIMIT,
@@ -134,6 +138,7 @@ static struct option LONGOPTS[N_LIMIT_OPTIONS + 32] = {
     {"symbols-dir", required_argument, NULL, OPT_SYMBOLS},
     {"retention-days", required_argument, NULL, OPT_RETENTION_DAYS},
     {"retention-interval", required_argument, NULL, OPT_RETENTION_INTERVAL},
+    {"rollup-fold-interval", required_argument, NULL, OPT_FOLD_INTERVAL},
     {"max-body-bytes", required_argument, NULL, OPT_MAX_BODY},
     {"max-decompressed-bytes", required_argument, NULL, OPT_MAX_DECOMPRESSED},
     {"rate-limit", required_argument, NULL, OPT_RATE_LIMIT},
@@ -200,6 +205,7 @@ static void set_defaults(collector_options_t *o) {
   o->durability = STORE_DURABLE_FULL;
   o->retention_days = 30;
   o->retention_interval_s = 3600;
+  o->fold_interval_s = STORE_FOLD_INTERVAL_S;
   o->max_body_bytes = 4u << 20;
   o->max_decompressed_bytes = 16u << 20;
   o->rate_limit = 10;
@@ -221,6 +227,7 @@ static bool numeric_option(int opt, const char *arg, collector_options_t *o) {
   case OPT_RETENTION_DAYS: return parse_ulong(arg, 1, 36500, &v) && (o->retention_days = v, 1);
   case OPT_RETENTION_INTERVAL:
     return parse_ulong(arg, 1, 86400 * 7, &v) && (o->retention_interval_s = v, 1);
+  case OPT_FOLD_INTERVAL: return parse_ulong(arg, 1, 86400, &v) && (o->fold_interval_s = v, 1);
   case OPT_MAX_BODY: return parse_ulong(arg, 1024, 1ull << 30, &v) && (o->max_body_bytes = v, 1);
   case OPT_MAX_DECOMPRESSED:
     return parse_ulong(arg, 1024, 1ull << 30, &v) && (o->max_decompressed_bytes = v, 1);
@@ -352,7 +359,8 @@ static void wait_for_stop_signal(const sigset_t *set) {
 static int serve(const collector_options_t *o, const apikeys_t *keys, const sigset_t *stop_set) {
   const store_ops_t *ops = store_ops_for(o->db_path);
   store_t *store = NULL;
-  if (ops->open(o->db_path, o->durability, &store) != STORE_OK) return EXIT_FAILURE;
+  store_config_t config = {o->durability, o->fold_interval_s};
+  if (ops->open(o->db_path, &config, &store) != STORE_OK) return EXIT_FAILURE;
   symbolizer_t *symbols = symbolizer_new(o->symbols_dir, SYMBOLS_CACHE_FILES);
   resymbolizer_t *resym = symbols ? resymbolizer_start(symbols, ops, store) : NULL;
   server_t *srv = resym ? server_start(o, keys, ops, store, symbols, resym) : NULL;

@@ -22,6 +22,7 @@ typedef struct collector_options_s {
   size_t max_symbols_bytes;      /* POST /v1/symbols body cap (413) */
   unsigned retention_days;       /* --retention-days */
   unsigned retention_interval_s;
+  unsigned fold_interval_s;      /* --rollup-fold-interval */
   size_t max_body_bytes;         /* compressed body cap (413) */
   size_t max_decompressed_bytes; /* zstd output cap (413) */
   double rate_limit;             /* batches per second per key; 0: off */

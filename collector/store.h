@@ -40,6 +40,19 @@ typedef enum store_durability {
                             loss may take the last commits */
 } store_durability_t;
 
+/* How a store is opened (the collector's --durability and
+   --rollup-fold-interval). */
+typedef struct store_config_s {
+  store_durability_t durability;
+  /* PostgreSQL: how often this collector folds the rollup rows batches
+     appended into the rollup tables (store_pg_fold.c); 0: the default,
+     STORE_FOLD_INTERVAL_S. SQLite rolls up in each batch's transaction and
+     has nothing to fold. */
+  unsigned fold_interval_s;
+} store_config_t;
+
+#define STORE_FOLD_INTERVAL_S 1
+
 /* One distinct stack of a batch: signature and frames, innermost first. */
 typedef struct store_stack_s {
   char signature[STORE_SIG_CHARS + 1];
@@ -310,8 +323,8 @@ typedef struct store_s store_t; /* a backend's own state */
 typedef struct store_ops_s {
   const char *name;
   /* Open (creating the schema when missing) the store at location, its
-     commits as durable as durability says. */
-  int (*open)(const char *location, store_durability_t durability, store_t **out);
+     commits as durable as config->durability says. */
+  int (*open)(const char *location, const store_config_t *config, store_t **out);
   void (*close)(store_t *st);
   /* Everything of one batch in one transaction, durable as opened;
      STORE_DUPLICATE when its id is stored already; STORE_LOST (nothing

@@ -51,6 +51,21 @@
   " shard integer NOT NULL, samples bigint NOT NULL, wall_ns double precision NOT NULL,"           \
   " first_ns bigint NOT NULL, last_end_ns bigint NOT NULL,"                                        \
   " PRIMARY KEY(" ROLLUP_STACK_COLS ", shard));"
+/* The 10-minute rollup rows of the batches not folded yet: the rollup
+   tables' columns less the shard, without an index (appends only). */
+#define PG_DELTA_TABLES                                                                            \
+  "CREATE TABLE rollup_groups_delta(bucket_ns bigint NOT NULL, app text COLLATE \"C\" NOT NULL,"   \
+  " version text COLLATE \"C\" NOT NULL, environment text COLLATE \"C\" NOT NULL,"                 \
+  " kind text COLLATE \"C\" NOT NULL, group_sig text COLLATE \"C\" NOT NULL,"                      \
+  " label text COLLATE \"C\" NOT NULL, dbin integer NOT NULL, events bigint NOT NULL,"             \
+  " samples bigint NOT NULL, total_ns bigint NOT NULL, first_ns bigint NOT NULL,"                  \
+  " last_ns bigint NOT NULL, max_ns bigint NOT NULL);"                                             \
+  "CREATE TABLE rollup_stacks_delta(bucket_ns bigint NOT NULL, app text COLLATE \"C\" NOT NULL,"   \
+  " version text COLLATE \"C\" NOT NULL, environment text COLLATE \"C\" NOT NULL,"                 \
+  " kind text COLLATE \"C\" NOT NULL, group_sig text COLLATE \"C\" NOT NULL,"                      \
+  " stack_sig text COLLATE \"C\" NOT NULL, label text COLLATE \"C\" NOT NULL,"                     \
+  " samples bigint NOT NULL, wall_ns double precision NOT NULL, first_ns bigint NOT NULL,"         \
+  " last_end_ns bigint NOT NULL);"
 #define PG_BUILD(lvl, size)                                                                        \
   ROLLUP_GROUPS_HANG(lvl, size, ", shard", ", 0", "events e", "true")                              \
   ";" ROLLUP_GROUPS_CPU(lvl, size, ", shard", ", 0", "events e", "true") ";" ROLLUP_STACKS(        \
@@ -182,11 +197,16 @@ static const char *const MIGRATIONS[] = {
        (re-symbolization, retention): a collector that read another value
        forgets which rows it knew stored (store_pg_known.c). */
     "CREATE TABLE stack_epoch(epoch bigint NOT NULL); INSERT INTO stack_epoch VALUES(0);",
+    /* 6: the rollup rows of the batches, appended (store_pg_rollups.c),
+       until a collector folds them into the rollup tables
+       (store_pg_fold.c); the reads add them. A collector at version 5
+       beside it keeps upserting the rollup tables: the same sums. */
+    PG_DELTA_TABLES,
 };
 #define SCHEMA_VERSION ((int)(sizeof MIGRATIONS / sizeof MIGRATIONS[0]))
 _Static_assert(STORE_LOOP_BUCKETS == 9, "loop_stats has one column per bucket");
 
-static void pg_close(store_t *st) {
+void pg_disconnect(store_t *st) {
   if (!st) return;
   PQfinish(st->conn);
   PQfinish(st->health);
@@ -196,6 +216,35 @@ static void pg_close(store_t *st) {
   pthread_mutex_destroy(&st->health_lock);
   free(st->conninfo);
   free(st);
+}
+
+static void pg_close(store_t *st) {
+  if (!st) return;
+  pg_fold_stop(st); /* its last fold first */
+  pg_disconnect(st);
+}
+
+store_t *pg_connect(const char *conninfo, store_durability_t durability) {
+  store_t *st = calloc(1, sizeof *st);
+  if (!st || !(st->conninfo = strdup(conninfo))) {
+    free(st);
+    return NULL;
+  }
+  pthread_mutex_init(&st->lock, NULL);
+  pthread_mutex_init(&st->health_lock, NULL);
+  st->durability = durability;
+  st->known_epoch = -1;
+  st->conn = PQconnectdb(conninfo);
+  if (PQstatus(st->conn) != CONNECTION_OK) {
+    fprintf(stderr, "perf-collector: postgresql connect: %s", PQerrorMessage(st->conn));
+    pg_disconnect(st);
+    return NULL;
+  }
+  if (pg_session_setup(st) != 0) {
+    pg_disconnect(st);
+    return NULL;
+  }
+  return st;
 }
 
 /* The database at SCHEMA_VERSION: each missing migration in its own
@@ -236,29 +285,14 @@ static int migrate(store_t *st) {
   return -1;
 }
 
-static int pg_open(const char *location, store_durability_t durability, store_t **out) {
+static int pg_open(const char *location, const store_config_t *config, store_t **out) {
   *out = NULL;
-  store_t *st = calloc(1, sizeof *st);
-  if (!st || !(st->conninfo = strdup(location))) {
-    free(st);
-    return STORE_ERROR;
-  }
-  pthread_mutex_init(&st->lock, NULL);
-  pthread_mutex_init(&st->health_lock, NULL);
-  st->durability = durability;
+  store_t *st = pg_connect(location, config->durability);
+  if (!st) return STORE_ERROR;
   st->shard = (int)(((unsigned)getpid() ^ (unsigned)time(NULL)) % 64);
-  st->known_epoch = -1;
-  if (!(st->known_stacks = pg_known_new()) || !(st->known_groups = pg_known_new())) {
-    pg_close(st);
-    return STORE_ERROR;
-  }
-  st->conn = PQconnectdb(location);
-  if (PQstatus(st->conn) != CONNECTION_OK) {
-    fprintf(stderr, "perf-collector: postgresql connect: %s", PQerrorMessage(st->conn));
-    pg_close(st);
-    return STORE_ERROR;
-  }
-  if (pg_session_setup(st) != 0 || migrate(st) != 0) {
+  st->fold_interval_s = config->fold_interval_s ? config->fold_interval_s : STORE_FOLD_INTERVAL_S;
+  if (!(st->known_stacks = pg_known_new()) || !(st->known_groups = pg_known_new()) ||
+      migrate(st) != 0 || pg_fold_start(st) != 0) {
     pg_close(st);
     return STORE_ERROR;
   }

@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "sdk/base/worker.h"
 #include "store.h"
 
 #define PG_MAX_PARAMS 32
@@ -29,6 +30,9 @@
    groups a batch leaves out as stored (pg_known_fresh) are not deleted
    before its COMMIT. */
 #define PG_LOCK_STACKS 0x70657266004
+/* Folding the rollup rows batches appended (store_pg_fold.c): the fold
+   thread tries it, a rebuild waits for it (before it touches a rollup). */
+#define PG_LOCK_FOLD 0x70657266005
 /* The first key of the two-key advisory locks of named jobs (claim_job:
    debuginfod fetches), 'perf' as an int4; the second is the name's hash. */
 #define PG_LOCK_CLASS_JOB "1885696614"
@@ -96,6 +100,11 @@ struct store_s {
      -1: not read on this connection yet. */
   pg_known_t *known_stacks, *known_groups;
   int64_t known_epoch;
+  /* The fold thread (store_pg_fold.c) and its own connection, a store of
+     its own (folder: NULL in the folder itself). */
+  store_t *folder;
+  perf__worker_t *fold_worker;
+  unsigned fold_interval_s;
 };
 
 /* Statement parameters as text (NULL: SQL NULL), numbers formatted into
@@ -166,14 +175,29 @@ int pg_hang_groups_assign(store_t *st, const store_hang_t *h, int64_t ns,
                           char sig[STORE_SIG_CHARS + 1]);
 int pg_hang_groups_prune(store_t *st);
 
-/* store_pg_rollups.c, inside the caller's transaction: batch b rolled up
-   (rollup_batch.h; group[i]: the group stored with its event i); the
-   buckets of the events
+/* store_pg_rollups.c, inside the caller's transaction: batch b's rollup
+   rows (rollup_batch.h; group[i]: the group stored with its event i)
+   appended to the delta tables; the delta rows folded into the rollup
+   tables, in this collector's shard (wait: for PG_LOCK_FOLD, else nothing
+   done when another collector holds it); the buckets of the events
    events_sql (with p) inserts into the temporary table rollup_dirty
-   marked; the marked buckets made again from the raw rows. 0, or -1. */
+   marked; the marked buckets made again from the raw rows (after a fold).
+   0, or -1. */
 int pg_rollups_add_batch(store_t *st, const store_batch_t *b, const char *const *group);
+int pg_rollups_fold(store_t *st, bool wait);
 int pg_rollups_mark(store_t *st, const char *events_sql, const pg_params_t *p);
 int pg_rollups_rebuild(store_t *st);
+
+/* store_pg.c: a connection to conninfo as a store of its own (no schema
+   work, no fold thread), and its end. NULL when it failed (said). */
+store_t *pg_connect(const char *conninfo, store_durability_t durability);
+void pg_disconnect(store_t *st);
+
+/* store_pg_fold.c: the fold thread of st (a connection of its own),
+   folding every st->fold_interval_s seconds and once more when stopped.
+   0, or -1 (said). */
+int pg_fold_start(store_t *st);
+void pg_fold_stop(store_t *st);
 
 /* store_pg_partitions.c: the day partitions of received_ns's day and the
    next made when this collector has not yet (outside any transaction; a

@@ -12,6 +12,7 @@
 
 #include "hang_group_cands.h"
 #include "rollup.h"
+#include "rollup_sql.h"
 #include "store_pg.h"
 
 #define TAG_FILTER(k, v)                                                                           \
@@ -47,6 +48,25 @@ _Static_assert(STORE_MAX_TAG_FILTERS == 4, "BATCH_FILTERS has one TAG_FILTER per
   " AND ($3::text IS NULL OR r.environment = $3) AND ($19::text IS NULL OR r.label = $19)"
 #define RANGE(lo, hi) " AND r.bucket_ns >= $" #lo "::bigint AND r.bucket_ns <= $" #hi "::bigint"
 #define RAW_RANGE(lo, hi) " AND e.start_ns >= $" #lo "::bigint AND e.start_ns <= $" #hi "::bigint"
+/* A level's rollup rows with the delta rows not folded yet
+   (store_pg_rollups.c), each delta row in its 10-minute bucket or its day. */
+#define GROUP_VALS "events, samples, total_ns, first_ns, last_ns, max_ns"
+#define GROUP_ROWS_OF(lvl, bucket)                                                                 \
+  "(SELECT " ROLLUP_GROUP_COLS ", " GROUP_VALS " FROM rollup_groups" lvl                           \
+  " UNION ALL SELECT " bucket                                                                      \
+  ", app, version, environment, kind, group_sig, label, dbin, " GROUP_VALS                         \
+  " FROM rollup_groups_delta)"
+#define STACK_VALS "samples, wall_ns, first_ns, last_end_ns"
+#define STACK_ROWS_OF(lvl, bucket)                                                                 \
+  "(SELECT " ROLLUP_STACK_COLS ", " STACK_VALS " FROM rollup_stacks" lvl                           \
+  " UNION ALL SELECT " bucket                                                                      \
+  ", app, version, environment, kind, group_sig, stack_sig, label, " STACK_VALS                    \
+  " FROM rollup_stacks_delta)"
+#define DAY_OF_BUCKET ROLLUP_BUCKET_AT("bucket_ns", ROLLUP_DAY_SQL)
+#define GROUPS_10M GROUP_ROWS_OF("", "bucket_ns")
+#define GROUPS_DAY GROUP_ROWS_OF("_day", DAY_OF_BUCKET)
+#define STACKS_10M STACK_ROWS_OF("", "bucket_ns")
+#define STACKS_DAY STACK_ROWS_OF("_day", DAY_OF_BUCKET)
 #define GROUP_PART(table, kinds, lo, hi)                                                           \
   "SELECT r.group_sig AS g, r.version AS version, r.label AS label, r.dbin AS dbin,"               \
   " r.events AS events, r.samples::numeric AS samples, r.total_ns AS total_ns,"                    \
@@ -56,9 +76,9 @@ _Static_assert(STORE_MAX_TAG_FILTERS == 4, "BATCH_FILTERS has one TAG_FILTER per
 #define TOP_SQL(kinds, raw, majority)                                                              \
   "SELECT x.g, gr.frames, x.version, x.label, sum(x.events), sum(x.samples), sum(x.total_ns),"     \
   " min(x.first_ns), max(x.last_ns), max(x.max_ns), x.dbin, " majority                             \
-  " FROM (" GROUP_PART("rollup_groups_day", kinds, 20, 21) " UNION ALL " GROUP_PART(               \
-      "rollup_groups", kinds, 26,                                                                  \
-      27) " UNION ALL " GROUP_PART("rollup_groups", kinds, 28,                                     \
+  " FROM (" GROUP_PART(GROUPS_DAY, kinds, 20, 21) " UNION ALL " GROUP_PART(                        \
+      GROUPS_10M, kinds, 26,                                                                       \
+      27) " UNION ALL " GROUP_PART(GROUPS_10M, kinds, 28,                                          \
                                    29) " UNION ALL " raw                                           \
                                        ") x JOIN groups gr ON gr.signature = x.g"                  \
                                        " GROUP BY x.g, gr.frames, x.version, x.label, x.dbin "     \
@@ -99,108 +119,15 @@ static const char TOP_HANG[] =
             "(SELECT p.samples FROM hang_group_path p WHERE p.group_sig = x.g)");
 static const char TOP_CPU[] =
     TOP_SQL("r.kind = 'cpu'", RAW_CPU(22, 23) " UNION ALL " RAW_CPU(24, 25), "NULL::bytea");
-static const char STACK_ROWS[] =
-    "SELECT x.s, st.frames, sum(x.w), coalesce(sum(x.wall), 0), min(x.first), max(x.last_end)"
-    " FROM (" STACK_PART("rollup_stacks_day", 20, 21) " UNION ALL " STACK_PART(
-        "rollup_stacks", 26,
-        27) " UNION ALL " STACK_PART("rollup_stacks", 28,
-                                     29) " UNION ALL " RAW_STACK(22,
-                                                                 23) " UNION ALL " RAW_STACK(24,
-                                                                                             25) ")"
-                                                                                                 " "
-                                                                                                 "x"
-                                                                                                 " "
-                                                                                                 "J"
-                                                                                                 "O"
-                                                                                                 "I"
-                                                                                                 "N"
-                                                                                                 " "
-                                                                                                 "s"
-                                                                                                 "t"
-                                                                                                 "a"
-                                                                                                 "c"
-                                                                                                 "k"
-                                                                                                 "s"
-                                                                                                 " "
-                                                                                                 "s"
-                                                                                                 "t"
-                                                                                                 " "
-                                                                                                 "O"
-                                                                                                 "N"
-                                                                                                 " "
-                                                                                                 "s"
-                                                                                                 "t"
-                                                                                                 "."
-                                                                                                 "s"
-                                                                                                 "i"
-                                                                                                 "g"
-                                                                                                 "n"
-                                                                                                 "a"
-                                                                                                 "t"
-                                                                                                 "u"
-                                                                                                 "r"
-                                                                                                 "e"
-                                                                                                 " "
-                                                                                                 "="
-                                                                                                 " "
-                                                                                                 "x"
-                                                                                                 "."
-                                                                                                 "s"
-                                                                                                 " "
-                                                                                                 "G"
-                                                                                                 "R"
-                                                                                                 "O"
-                                                                                                 "U"
-                                                                                                 "P"
-                                                                                                 " "
-                                                                                                 "B"
-                                                                                                 "Y"
-                                                                                                 " "
-                                                                                                 "x"
-                                                                                                 "."
-                                                                                                 "s"
-                                                                                                 ","
-                                                                                                 " "
-                                                                                                 "s"
-                                                                                                 "t"
-                                                                                                 "."
-                                                                                                 "f"
-                                                                                                 "r"
-                                                                                                 "a"
-                                                                                                 "m"
-                                                                                                 "e"
-                                                                                                 "s"
-                                                                                                 " "
-                                                                                                 "O"
-                                                                                                 "R"
-                                                                                                 "D"
-                                                                                                 "E"
-                                                                                                 "R"
-                                                                                                 " "
-                                                                                                 "B"
-                                                                                                 "Y"
-                                                                                                 " "
-                                                                                                 "3"
-                                                                                                 " "
-                                                                                                 "D"
-                                                                                                 "E"
-                                                                                                 "S"
-                                                                                                 "C"
-                                                                                                 ","
-                                                                                                 " "
-                                                                                                 "x"
-                                                                                                 "."
-                                                                                                 "s"
-                                                                                                 " "
-                                                                                                 "C"
-                                                                                                 "O"
-                                                                                                 "L"
-                                                                                                 "L"
-                                                                                                 "A"
-                                                                                                 "T"
-                                                                                                 "E"
-                                                                                                 " "
-                                                                                                 "\"C\"";
+#define STACK_SQL(raw)                                                                             \
+  "SELECT x.s, st.frames, sum(x.w), coalesce(sum(x.wall), 0), min(x.first), max(x.last_end)"       \
+  " FROM (" STACK_PART(STACKS_DAY, 20, 21) " UNION ALL " STACK_PART(                               \
+      STACKS_10M, 26, 27) " UNION ALL " STACK_PART(STACKS_10M, 28,                                 \
+                                                   29) " UNION ALL " raw                           \
+                                                       ") x JOIN stacks st ON st.signature = x.s " \
+                                                       "GROUP BY x.s, st.frames ORDER BY 3 DESC,"  \
+                                                       " x.s COLLATE \"C\""
+static const char STACK_ROWS[] = STACK_SQL(RAW_STACK(22, 23) " UNION ALL " RAW_STACK(24, 25));
 static const char ANY_EVENT[] = "SELECT EXISTS (SELECT 1 FROM events WHERE start_ns >= $1::bigint"
                                 " AND start_ns <= $2::bigint)";
 static const char EVENT_ROWS[] =

@@ -1,10 +1,19 @@
 /*
  * store_pg_rollups.c - the PostgreSQL backend's rollups (rollup.h,
- * rollup_sql.h): a batch rolled up at ingest in one statement, the
- * buckets retention or re-symbolization touched rebuilt. Each collector
- * writes its own shard of the rows (store_s.shard), so two collectors
- * rolling up the same bucket never wait on one row; a rebuild replaces
- * every shard of its buckets with rows of its own.
+ * rollup_sql.h). A batch appends its 10-minute rows (rollup_batch.h) to
+ * the delta tables, rollup_groups_delta and rollup_stacks_delta, in one
+ * statement: an append to a table without an index costs a quarter of an
+ * upsert into the rollup tables' nine-column keys, and the same hot rows
+ * (this bucket's stacks) are not updated again at every batch. A fold
+ * (store_pg_fold.c's thread, every --rollup-fold-interval) moves the
+ * delta rows into the rollup tables of both levels, each key once; the
+ * reads add the delta rows not folded yet (store_pg_query.c), so an
+ * answer does not wait for a fold.
+ *
+ * Each collector folds into its own shard of the rollup rows
+ * (store_s.shard), so two collectors never wait on one row; a rebuild
+ * folds first, then replaces every shard of its buckets with rows of its
+ * own.
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -16,96 +25,114 @@
 #include "rollup_sql.h"
 
 #define SHARD_COL ", shard"
-#define SHARD_VAL ", $2::integer"
 
-/* A batch's rows of both levels (rollup_batch.h) as arrays, each row
-   with its level (0: 10 minutes, 1: days): one statement merges them into
-   the four tables. $1 shard, $2-$4 the resource. */
-#define GROUP_ARRAYS                                                                               \
-  " FROM unnest($5::integer[], $6::bigint[], $7::text[], $8::text[], $9::text[], $10::integer[],"  \
-  " $11::bigint[], $12::bigint[], $13::bigint[], $14::bigint[], $15::bigint[], $16::bigint[])"     \
-  " AS u(lv, b, k, g, l, d, n, s, t, f, la, m)"
-#define PUT_GROUPS(lvl, level)                                                                     \
-  ROLLUP_GROUP_INTO(lvl, SHARD_COL)                                                                \
-  " SELECT b, $2, $3, $4, k, g, l, d, $1::integer, n, s, t, f, la, m" GROUP_ARRAYS                 \
-  " WHERE lv = " level                                                                             \
-  ROLLUP_GROUP_MERGE(lvl, SHARD_COL)
-#define STACK_ARRAYS                                                                               \
-  " FROM unnest($17::integer[], $18::bigint[], $19::text[], $20::text[], $21::text[], "            \
-  "$22::text[],"                                                                                   \
-  " $23::bigint[], $24::double precision[], $25::bigint[], $26::bigint[])"                         \
-  " AS u(lv, b, k, g, st, l, s, w, f, le)"
-#define PUT_STACKS(lvl, level)                                                                     \
-  ROLLUP_STACK_INTO(lvl, SHARD_COL)                                                                \
-  " SELECT b, $2, $3, $4, k, g, st, l, $1::integer, s, w, f, le" STACK_ARRAYS " WHERE lv = " level \
-  ROLLUP_STACK_MERGE(lvl, SHARD_COL)
-static const char ADD_BATCH[] = "WITH g AS (" PUT_GROUPS("", "0") "), gd AS (" PUT_GROUPS(
-    "_day", "1") "), s AS (" PUT_STACKS("", "0") ") " PUT_STACKS("_day", "1");
+/* A batch's 10-minute rows as arrays, $1-$3 the resource. */
+static const char ADD_BATCH[] =
+    "WITH g AS (INSERT INTO rollup_groups_delta(" ROLLUP_GROUP_COLS
+    ", events, samples, total_ns, first_ns, last_ns, max_ns)"
+    " SELECT b, $1, $2, $3, k, g, l, d, n, s, t, f, la, m FROM unnest($4::bigint[], $5::text[],"
+    " $6::text[], $7::text[], $8::integer[], $9::bigint[], $10::bigint[], $11::bigint[],"
+    " $12::bigint[], $13::bigint[], $14::bigint[]) AS u(b, k, g, l, d, n, s, t, f, la, m))"
+    " INSERT INTO rollup_stacks_delta(" ROLLUP_STACK_COLS ", samples, wall_ns, first_ns,"
+    " last_end_ns) SELECT b, $1, $2, $3, k, g, st, l, s, w, f, le FROM unnest($15::bigint[],"
+    " $16::text[], $17::text[], $18::text[], $19::text[], $20::bigint[],"
+    " $21::double precision[], $22::bigint[], $23::bigint[]) AS u(b, k, g, st, l, s, w, f, le)";
 
-enum { GROUP_COLS = 12, STACK_COLS = 10 };
+enum { GROUP_COLS = 11, STACK_COLS = 9 };
 
-static void add_groups(pg_array_t *a, int level, const rollup_batch_t *rb) {
+static void add_groups(pg_array_t *a, const rollup_batch_t *rb) {
   for (size_t i = 0; i < rb->n_groups; i++) {
     const rollup_group_row_t *r = &rb->groups[i];
-    pg_array_int(&a[0], level);
-    pg_array_int(&a[1], r->bucket_ns);
-    pg_array_text(&a[2], r->kind);
-    pg_array_text(&a[3], r->group_sig);
-    pg_array_text(&a[4], r->label);
-    pg_array_int(&a[5], r->dbin);
-    pg_array_int(&a[6], r->events);
-    pg_array_int(&a[7], r->samples);
-    pg_array_int(&a[8], r->total_ns);
-    pg_array_int(&a[9], r->first_ns);
-    pg_array_int(&a[10], r->last_ns);
-    pg_array_int(&a[11], r->max_ns);
+    pg_array_int(&a[0], r->bucket_ns);
+    pg_array_text(&a[1], r->kind);
+    pg_array_text(&a[2], r->group_sig);
+    pg_array_text(&a[3], r->label);
+    pg_array_int(&a[4], r->dbin);
+    pg_array_int(&a[5], r->events);
+    pg_array_int(&a[6], r->samples);
+    pg_array_int(&a[7], r->total_ns);
+    pg_array_int(&a[8], r->first_ns);
+    pg_array_int(&a[9], r->last_ns);
+    pg_array_int(&a[10], r->max_ns);
   }
 }
 
-static void add_stacks(pg_array_t *a, int level, const rollup_batch_t *rb) {
+static void add_stacks(pg_array_t *a, const rollup_batch_t *rb) {
   for (size_t i = 0; i < rb->n_stacks; i++) {
     const rollup_stack_row_t *r = &rb->stacks[i];
     char wall[32];
     snprintf(wall, sizeof wall, "%.17g", r->wall_ns); /* read back exactly */
-    pg_array_int(&a[0], level);
-    pg_array_int(&a[1], r->bucket_ns);
-    pg_array_text(&a[2], r->kind);
-    pg_array_text(&a[3], r->group_sig);
-    pg_array_text(&a[4], r->stack_sig);
-    pg_array_text(&a[5], r->label);
-    pg_array_int(&a[6], r->samples);
-    pg_array_text(&a[7], wall);
-    pg_array_int(&a[8], r->first_ns);
-    pg_array_int(&a[9], r->last_end_ns);
+    pg_array_int(&a[0], r->bucket_ns);
+    pg_array_text(&a[1], r->kind);
+    pg_array_text(&a[2], r->group_sig);
+    pg_array_text(&a[3], r->stack_sig);
+    pg_array_text(&a[4], r->label);
+    pg_array_int(&a[5], r->samples);
+    pg_array_text(&a[6], wall);
+    pg_array_int(&a[7], r->first_ns);
+    pg_array_int(&a[8], r->last_end_ns);
   }
 }
 
 int pg_rollups_add_batch(store_t *st, const store_batch_t *b, const char *const *group) {
-  static const int64_t size_ns[] = {ROLLUP_BUCKET_NS, ROLLUP_DAY_NS};
+  rollup_batch_t rb;
+  if (rollup_batch_build(&rb, b, group, ROLLUP_BUCKET_NS) != 0) return -1;
   pg_array_t a[GROUP_COLS + STACK_COLS] = {{0}};
-  int rc = 0;
-  for (int level = 0; rc == 0 && level < 2; level++) {
-    rollup_batch_t rb;
-    if (rollup_batch_build(&rb, b, group, size_ns[level]) != 0) {
-      rc = -1;
-      break;
-    }
-    add_groups(a, level, &rb);
-    add_stacks(a + GROUP_COLS, level, &rb);
-    rollup_batch_free(&rb);
-  }
+  add_groups(a, &rb);
+  add_stacks(a + GROUP_COLS, &rb);
+  rollup_batch_free(&rb);
   pg_params_t p = {0};
-  pg_int(&p, 1, st->shard);
-  pg_text(&p, 2, b->app ? b->app : "");
-  pg_text(&p, 3, b->version ? b->version : "");
-  pg_text(&p, 4, b->environment ? b->environment : "");
+  pg_text(&p, 1, b->app ? b->app : "");
+  pg_text(&p, 2, b->version ? b->version : "");
+  pg_text(&p, 3, b->environment ? b->environment : "");
+  int rc = 0;
   for (int i = 0; i < GROUP_COLS + STACK_COLS; i++) {
-    pg_own(&p, 5 + i, pg_array_end(&a[i]));
-    if (!p.v[4 + i]) rc = -1;
+    pg_own(&p, 4 + i, pg_array_end(&a[i]));
+    if (!p.v[3 + i]) rc = -1;
   }
   if (rc == 0) rc = pg_do(st, ADD_BATCH, &p, "rollups");
   pg_params_free(&p);
   return rc;
+}
+
+/* The delta rows taken (each collector's: whoever folds takes them all)
+   and summed per key into this collector's shard ($1) of both levels: the
+   10-minute rows by their bucket, the day rows by its day. A delta row
+   appended after the statement began stays for the next fold. */
+#define FOLD_GROUPS(lvl, bucket)                                                                   \
+  ROLLUP_GROUP_INTO(lvl, SHARD_COL)                                                                \
+  " SELECT " bucket ", app, version, environment, kind, group_sig, label, dbin, $1::integer,"      \
+  " sum(events), sum(samples), sum(total_ns), min(first_ns), max(last_ns), max(max_ns)"            \
+  " FROM dg WHERE true" ROLLUP_KEY_ORDER                                                           \
+  ROLLUP_GROUP_MERGE(lvl, SHARD_COL)
+#define FOLD_STACKS(lvl, bucket)                                                                   \
+  ROLLUP_STACK_INTO(lvl, SHARD_COL)                                                                \
+  " SELECT " bucket ", app, version, environment, kind, group_sig, stack_sig, label, $1::integer," \
+  " sum(samples), sum(wall_ns), min(first_ns), max(last_end_ns)"                                   \
+  " FROM ds WHERE true" ROLLUP_KEY_ORDER                                                           \
+  ROLLUP_STACK_MERGE(lvl, SHARD_COL)
+#define DAY_OF_BUCKET ROLLUP_BUCKET_AT("bucket_ns", ROLLUP_DAY_SQL)
+static const char FOLD[] =
+    "WITH dg AS (DELETE FROM rollup_groups_delta RETURNING *),"
+    " ds AS (DELETE FROM rollup_stacks_delta RETURNING *),"
+    " g AS (" FOLD_GROUPS("", "bucket_ns") "), gd AS (" FOLD_GROUPS(
+        "_day", DAY_OF_BUCKET) "), s AS (" FOLD_STACKS("",
+                                                       "bucket_ns") ") " FOLD_STACKS("_day",
+                                                                                     DAY_OF_BUCKET);
+
+int pg_rollups_fold(store_t *st, bool wait) {
+  pg_params_t p = {0};
+  pg_int(&p, 1, PG_LOCK_FOLD);
+  PGresult *r = pg_run(st,
+                       wait ? "SELECT pg_advisory_xact_lock($1::bigint), true"
+                            : "SELECT pg_try_advisory_xact_lock($1::bigint)",
+                       &p, "fold lock");
+  if (!r) return -1;
+  bool got = strcmp(PQgetvalue(r, 0, wait ? 1 : 0), "t") == 0;
+  PQclear(r);
+  if (!got) return 0; /* another collector is folding */
+  pg_int(&p, 1, st->shard);
+  return pg_do(st, FOLD, &p, "rollups fold");
 }
 
 static const char DIRTY[] =
@@ -141,6 +168,14 @@ static bool own_shard(size_t i) {
 }
 
 int pg_rollups_rebuild(store_t *st) {
+  PGresult *r = pg_run(st, "SELECT EXISTS (SELECT 1 FROM rollup_dirty)", NULL, "rollups rebuild");
+  if (!r) return -1;
+  bool dirty = strcmp(PQgetvalue(r, 0, 0), "t") == 0;
+  PQclear(r);
+  /* The delta rows folded first (the rebuilt buckets' would count twice):
+     this waits for a fold of another collector's to end. */
+  if (!dirty) return 0;
+  if (pg_rollups_fold(st, true) != 0) return -1;
   pg_params_t p = {0};
   pg_int(&p, 1, st->shard);
   for (size_t i = 0; i < sizeof REBUILD / sizeof REBUILD[0]; i++)

@@ -382,7 +382,8 @@ static int take_identity(store_t *st) {
   return STORE_OK;
 }
 
-static int sqlite_open(const char *path, store_durability_t durability, store_t **out) {
+static int sqlite_open(const char *path, const store_config_t *config, store_t **out) {
+  store_durability_t durability = config->durability;
   *out = NULL;
   store_t *st = calloc(1, sizeof *st);
   if (!st || !(st->path = strdup(path))) {

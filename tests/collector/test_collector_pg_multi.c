@@ -111,6 +111,22 @@ static long long count_seed(const char *db, const char *what, unsigned seed) {
   return db_count(db, sql);
 }
 
+/* Nothing left to fold, every event and sample counted once in both
+   levels of the rollups. */
+static void check_folded(const char *db) {
+  CHECK_EQ_INT(db_count(db, "SELECT count(*) FROM rollup_groups_delta"), 0);
+  CHECK_EQ_INT(db_count(db, "SELECT count(*) FROM rollup_stacks_delta"), 0);
+  long long hangs = db_count(db, "SELECT count(*) FROM events WHERE kind = 'hang'"
+                                 " AND group_sig IS NOT NULL"),
+            samples = db_count(db, "SELECT sum(samples) FROM stack_counts");
+  CHECK(hangs > 0 && samples > 0);
+  CHECK_EQ_INT(db_count(db, "SELECT sum(events) FROM rollup_groups WHERE kind = 'hang'"), hangs);
+  CHECK_EQ_INT(db_count(db, "SELECT sum(events) FROM rollup_groups_day WHERE kind = 'hang'"),
+               hangs);
+  CHECK_EQ_INT(db_count(db, "SELECT sum(samples) FROM rollup_stacks"), samples);
+  CHECK_EQ_INT(db_count(db, "SELECT sum(samples) FROM rollup_stacks_day"), samples);
+}
+
 static void case_two_collectors(void) {
   collector_t a, b;
   collector_start(&a, (const char *[]){"--rate-limit", "0", NULL});
@@ -152,6 +168,9 @@ static void case_two_collectors(void) {
   CHECK_EQ_INT(db_count(a.db, "SELECT count(*) FROM batches WHERE app = 'multi'"), BATCHES);
   CHECK_EQ_INT(db_count(a.db, "SELECT count(*) FROM loop_stats"), BATCHES);
   CHECK(both >= 1);
+  /* Both folded every second while taking batches, A's last rows folded
+     by B (its last fold when stopped): every sample counted once. */
+  check_folded(a.db);
   fprintf(stderr,
           "%d batches over 2 collectors, %d posted to both at once (%d got two 200s),"
           " A killed after %d\n",
@@ -199,11 +218,12 @@ static void case_retention_lock(void) {
   collector_stop_healthy(&c);
 }
 
-/* perf-collector on db (port from free_port) with its stderr to log. */
+/* perf-collector on db (port from free_port, no rate limit) with its
+   stderr to log. */
 static pid_t spawn_on(const char *db, const char *log, char *listen, size_t listen_len) {
   snprintf(listen, listen_len, "127.0.0.1:%u", (unsigned)free_port());
-  char *argv[] = {PERF_COLLECTOR_PATH, "--listen",      listen,         "--db",
-                  (char *)db,          "--symbols-dir", "/nonexistent", NULL};
+  char *argv[] = {PERF_COLLECTOR_PATH, "--listen",     listen,         "--db", (char *)db,
+                  "--symbols-dir",     "/nonexistent", "--rate-limit", "0",    NULL};
   return spawn(argv, log);
 }
 
@@ -231,6 +251,7 @@ static bool file_has(const char *path, const char *text) {
   "ALTER TABLE " t " ADD PRIMARY KEY (id); ALTER TABLE " t " ALTER COLUMN id SET DEFAULT"          \
   " nextval('" seq "'); ALTER SEQUENCE " seq " OWNED BY " t ".id;"
 static const char VERSION_1[] =
+    "DROP TABLE rollup_groups_delta; DROP TABLE rollup_stacks_delta;"
     "DROP TABLE stack_epoch; DROP TABLE rollup_groups; DROP TABLE rollup_stacks; DROP TABLE "
     "rollup_groups_day;"
     "DROP TABLE rollup_stacks_day; DROP FUNCTION perf_dbin;" PLAIN(
@@ -268,8 +289,8 @@ static void case_schema(void) {
     CHECKF(healthy_within(&two[i], 30), "collector %d did not start", i);
   }
   CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM schema_version"), 1);
-  CHECK_EQ_INT(db_count(c.db, "SELECT max(version) FROM schema_version"), 5);
-  CHECK(file_has(logs[0], "migrated to version 5") + file_has(logs[1], "migrated to version 5") ==
+  CHECK_EQ_INT(db_count(c.db, "SELECT max(version) FROM schema_version"), 6);
+  CHECK(file_has(logs[0], "migrated to version 6") + file_has(logs[1], "migrated to version 6") ==
         1);
   reply_t *r = malloc(sizeof *r);
   CHECK(r != NULL);
@@ -279,14 +300,14 @@ static void case_schema(void) {
 
   /* From the previous versions: a database at version 1 (plain tables,
      stack_counts without cpu_us, no rollups), made from this one, is
-     migrated to 5 at start: its rows kept, moved into their days'
+     migrated to 6 at start: its rows kept, moved into their days'
      partitions and rolled up. */
   long long events = db_count(c.db, "SELECT count(*) FROM events");
   long long counts = db_count(c.db, "SELECT count(*) FROM stack_counts");
   db_exec(c.db, VERSION_1);
   CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM pg_class WHERE relname = 'events_default'"), 0);
   collector_restart(&c, NULL);
-  CHECK_EQ_INT(db_count(c.db, "SELECT max(version) FROM schema_version"), 5);
+  CHECK_EQ_INT(db_count(c.db, "SELECT max(version) FROM schema_version"), 6);
   CHECK_EQ_INT(db_count(c.db, "SELECT epoch FROM stack_epoch"), 0);
   CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM events"), events);
   CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM stack_counts"), counts);
@@ -309,6 +330,26 @@ static void case_schema(void) {
   CHECK_EQ_INT(status, 200);
   CHECK_EQ_INT(json_array_size(json_object_get(top, "stacks")), 2); /* both batches' groups */
   json_decref(top);
+  collector_stop_healthy(&c);
+
+  /* From version 5 (no delta tables: its collectors upserted the rollup
+     tables at each batch): migrated to 6, the rollups kept; a batch then
+     rolls up into the delta rows, which the reads add. */
+  db_exec(c.db, "DROP TABLE rollup_groups_delta; DROP TABLE rollup_stacks_delta;"
+                "UPDATE schema_version SET version = 5");
+  collector_restart(&c, (const char *[]){"--rollup-fold-interval", "3600", NULL});
+  CHECK_EQ_INT(db_count(c.db, "SELECT max(version) FROM schema_version"), 6);
+  CHECK_EQ_INT(rolled_sum(c.db, "rollup_stacks", "samples", "true"),
+               db_count(c.db, "SELECT sum(samples) FROM stack_counts"));
+  CHECK_EQ_INT(post_to(&c, 3, r), 200);
+  CHECK(db_count(c.db, "SELECT count(*) FROM rollup_stacks_delta") > 0);
+  CHECK_EQ_INT(rolled_sum(c.db, "rollup_stacks_day", "samples", "true"),
+               db_count(c.db, "SELECT sum(samples) FROM stack_counts"));
+  top = get_json(&c, "/api/v1/top-stacks?kind=hang", &status);
+  CHECK_EQ_INT(status, 200);
+  CHECK_EQ_INT(json_array_size(json_object_get(top, "stacks")),
+               db_count(c.db, "SELECT count(DISTINCT group_sig) FROM events WHERE kind = 'hang'"));
+  json_decref(top);
   free(r);
   collector_stop_healthy(&c);
 
@@ -316,7 +357,7 @@ static void case_schema(void) {
   char listen[32];
   pid_t pid = spawn_on(c.db, logs[0], listen, sizeof listen);
   CHECK_EQ_INT(spawn_wait(pid, 30), 1);
-  CHECKF(file_has(logs[0], "schema version 999 is newer than this collector's (5)"), "see %s",
+  CHECKF(file_has(logs[0], "schema version 999 is newer than this collector's (6)"), "see %s",
          logs[0]);
 }
 
@@ -493,8 +534,8 @@ static void post_long(int cpus) {
   snprintf(sql, sizeof sql,
            "SELECT sum(c.samples)" OF_BATCH " JOIN stack_counts c ON c.event_id = e.id", app);
   CHECK_EQ_INT(db_count(c.db, sql), 3 * n);
-  snprintf(sql, sizeof sql, "SELECT sum(samples) FROM rollup_stacks WHERE app = '%s'", app);
-  CHECK_EQ_INT(db_count(c.db, sql), 3 * n);
+  snprintf(sql, sizeof sql, "app = '%s'", app);
+  CHECK_EQ_INT(rolled_sum(c.db, "rollup_stacks", "samples", sql), 3 * n);
   collector_stop_healthy(&c);
 }
 
@@ -522,14 +563,14 @@ static void case_pipeline_failure(void) {
   CHECK(healthy_within(&c, 30));
   reply_t *r = malloc(sizeof *r);
   CHECK(r != NULL);
-  db_exec(c.db, "ALTER TABLE rollup_stacks_day RENAME TO rollup_stacks_day_away");
+  db_exec(c.db, "ALTER TABLE rollup_stacks_delta RENAME TO rollup_stacks_delta_away");
   CHECKF(post_to(&c, 2, r) == 503, "a batch whose rollups cannot be written: %.200s", r->body);
   CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM batches"), 0);
   CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM events"), 0);
   CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM stacks"), 0);
-  CHECKF(file_has(log, "postgresql rollups: ERROR:") && file_has(log, "rollup_stacks_day"),
+  CHECKF(file_has(log, "postgresql rollups: ERROR:") && file_has(log, "rollup_stacks_delta"),
          "see %s", log);
-  db_exec(c.db, "ALTER TABLE rollup_stacks_day_away RENAME TO rollup_stacks_day");
+  db_exec(c.db, "ALTER TABLE rollup_stacks_delta_away RENAME TO rollup_stacks_delta");
   CHECK_EQ_INT(post_to(&c, 3, r), 200);
   CHECK_EQ_INT(post_to(&c, 2, r), 200);
   CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM batches"), 2);
@@ -643,10 +684,197 @@ static void case_partitions(void) {
   free(r);
 }
 
+/* The fold (collector/store_pg_fold.c): a collector killed (SIGKILL)
+   before folding its batches' rollup rows leaves them in the delta
+   tables, and the reads count them; another collector folds them, but not
+   while PG_LOCK_FOLD is held elsewhere (here by the test: it tries the
+   lock and skips the round); once the lock is free, within its next
+   rounds, into its own shard. */
+static void case_fold(void) {
+  collector_t a, b;
+  collector_start(&a, (const char *[]){"--rollup-fold-interval", "3600", NULL});
+  reply_t *r = malloc(sizeof *r);
+  CHECK(r != NULL);
+  for (unsigned seed = 1; seed <= 6; seed++)
+    CHECK_EQ_INT(post_to(&a, seed, r), 200);
+  CHECK(kill(a.pid, SIGKILL) == 0);
+  CHECK_EQ_INT(spawn_wait(a.pid, 30), 128 + SIGKILL);
+  long long samples = db_count(a.db, "SELECT sum(samples) FROM stack_counts");
+  CHECK_EQ_INT(db_count(a.db, "SELECT count(*) FROM rollup_stacks"), 0);
+  CHECK_EQ_INT(rolled_sum(a.db, "rollup_stacks", "samples", "true"), samples);
+  PGconn *holder = PQconnectdb(a.db);
+  CHECK(PQstatus(holder) == CONNECTION_OK);
+  PGresult *res = PQexec(holder, "SELECT pg_advisory_lock(x'70657266005'::bigint)");
+  CHECK(PQresultStatus(res) == PGRES_TUPLES_OK);
+  PQclear(res);
+  collector_start(&b, (const char *[]){"--rollup-fold-interval", "1", NULL});
+  CHECK(strcmp(a.db, b.db) == 0);
+  double until = now_s() + 2.5; /* two rounds of b's */
+  while (now_s() < until) {
+    CHECK_EQ_INT(db_count(b.db, "SELECT count(*) FROM rollup_stacks"), 0);
+    usleep(200000);
+  }
+  long status = 0;
+  json_t *flame = get_json(&b, "/api/v1/flame?kind=hang", &status);
+  CHECK_EQ_INT(status, 200);
+  json_t *root_value = json_object_get(flame, "value");
+  CHECK(root_value != NULL);
+  long long flame_hang = json_integer_value(root_value);
+  json_decref(flame);
+  CHECK_EQ_INT(flame_hang, rolled_sum(b.db, "rollup_stacks", "samples", "kind = 'hang'"));
+  res = PQexec(holder, "SELECT pg_advisory_unlock(x'70657266005'::bigint)");
+  CHECK(PQresultStatus(res) == PGRES_TUPLES_OK);
+  PQclear(res);
+  PQfinish(holder);
+  double end = now_s() + 30;
+  while (db_count(b.db, "SELECT count(*) FROM rollup_stacks_delta") && now_s() < end)
+    usleep(50000);
+  check_folded(b.db);
+  CHECK_EQ_INT(db_count(b.db, "SELECT count(DISTINCT shard) FROM rollup_stacks"), 1);
+  flame = get_json(&b, "/api/v1/flame?kind=hang", &status);
+  CHECK_EQ_INT(status, 200);
+  CHECK_EQ_INT(json_integer_value(json_object_get(flame, "value")), flame_hang);
+  json_decref(flame);
+  free(r);
+  collector_stop_healthy(&b);
+}
+
+/* ---- picks_like_sqlite: the same hangs, the same groups ------------------ */
+
+#define PICK_BATCHES 40
+#define PICK_HANGS 4
+#define PICK_STACKS 16
+#define PICK_DEPTH 7
+
+static uint64_t g_pick_rng = 0x2545f4914f6cdd1dULL;
+
+static uint32_t pick_rnd(uint32_t n) {
+  g_pick_rng ^= g_pick_rng << 13, g_pick_rng ^= g_pick_rng >> 7, g_pick_rng ^= g_pick_rng << 17;
+  return (uint32_t)(g_pick_rng % n);
+}
+
+/* Batch b of PICK_HANGS hangs over 7 functions: each hang sampled in 2-4
+   stacks rooted at f7, 2-7 frames deep, sharing a random part of a random
+   first stack's root frames and parting from it into random others, with
+   1-20 samples each: keys of every depth, turns off them, groups keyed by
+   each other's prefixes. The same bytes to both collectors. */
+static void post_pick_batch(const collector_t *to[2], unsigned b, int64_t t0_ns) {
+  char *strings[] = {"", "f1", "f2", "f3", "f4", "f5", "f6", "f7"};
+  uint32_t frames[PICK_STACKS][PICK_DEPTH];
+  Perf__V1__Stack st[PICK_STACKS], *sts[PICK_STACKS];
+  Perf__V1__Event ev[PICK_HANGS], *evs[PICK_HANGS];
+  Perf__V1__StackCount sc[PICK_HANGS][4], *scs[PICK_HANGS][4];
+  size_t n_stacks = 0;
+  for (int i = 0; i < PICK_HANGS; i++) {
+    uint32_t root[PICK_DEPTH], depth = 2 + pick_rnd(PICK_DEPTH - 1), n = 2 + pick_rnd(3);
+    root[0] = 7;
+    for (uint32_t d = 1; d < depth; d++)
+      root[d] = 1 + pick_rnd(6);
+    perf__v1__event__init(&ev[i]);
+    ev[i].kind = PERF__V1__EVENT_KIND__EVENT_KIND_HANG;
+    ev[i].start_unix_nanos = t0_ns + ((int64_t)b * PICK_HANGS + i) * 1000000;
+    ev[i].duration_nanos = 400000000;
+    ev[i].tid = 7;
+    for (uint32_t k = 0; k < n; k++) {
+      uint32_t shared = k == 0 ? depth : 1 + pick_rnd(depth), len = shared + pick_rnd(3);
+      if (len > PICK_DEPTH) len = PICK_DEPTH;
+      uint32_t *f = frames[n_stacks]; /* innermost first */
+      for (uint32_t d = 0; d < len; d++)
+        f[len - 1 - d] = d < shared ? root[d] : 1 + pick_rnd(6);
+      perf__v1__stack__init(&st[n_stacks]);
+      st[n_stacks].n_frames = len, st[n_stacks].frames = f;
+      sts[n_stacks] = &st[n_stacks];
+      perf__v1__stack_count__init(&sc[i][k]);
+      sc[i][k].stack = (uint32_t)++n_stacks;
+      sc[i][k].samples = 1 + pick_rnd(20);
+      sc[i][k].tid = 7;
+      scs[i][k] = &sc[i][k];
+    }
+    ev[i].n_stack_counts = n, ev[i].stack_counts = scs[i], ev[i].dominant_stack = sc[i][0].stack;
+    evs[i] = &ev[i];
+  }
+  Perf__V1__Resource res = PERF__V1__RESOURCE__INIT;
+  res.app_name = "picks";
+  Perf__V1__Batch batch = PERF__V1__BATCH__INIT;
+  batch.resource = &res;
+  batch_frames_t fr;
+  batch_set_frames(&batch, &fr, strings, ARRAY_LEN(strings));
+  batch.n_stacks = n_stacks, batch.stacks = sts;
+  batch.n_events = PICK_HANGS, batch.events = evs;
+  for (int i = 0; i < 2; i++)
+    batch_post(to[i], &batch, b);
+}
+
+/* The hangs' groups by start (ms), from the events API. */
+static json_t *groups_by_start(const collector_t *c) {
+  long status = 0;
+  json_t *j = get_json(c, "/api/v1/events?kind=hang&app=picks&limit=1000", &status);
+  CHECK_EQ_INT(status, 200);
+  json_t *by = json_object(), *e;
+  size_t i;
+  json_array_foreach(json_object_get(j, "events"), i, e) {
+    char key[32];
+    snprintf(key, sizeof key, "%lld",
+             (long long)json_integer_value(json_object_get(e, "start_ms")));
+    json_object_set(by, key, json_object_get(e, "group"));
+  }
+  json_decref(j);
+  return by;
+}
+
+/* The hang grouping of the PostgreSQL store (its candidate reads, the
+   turns' ranges read ahead with the key's prefixes, one statement for a
+   pick's writes) against the SQLite store's on the same batches: every
+   hang in the same group, and groups of several hangs among them. */
+static void case_picks_like_sqlite(void) {
+  collector_t pg, lite;
+  collector_start(&pg, (const char *[]){"--rate-limit", "0", NULL});
+  char log[160], listen[32];
+  lite = pg;
+  snprintf(log, sizeof log, "%s/sqlite.log", pg.dir);
+  snprintf(lite.db, sizeof lite.db, "%s/picks.db", pg.dir);
+  lite.pid = spawn_on(lite.db, log, listen, sizeof listen);
+  snprintf(lite.url, sizeof lite.url, "http://%s", listen);
+  g_running = lite.pid;
+  CHECKF(healthy_within(&lite, 30), "the SQLite collector did not start: see %s", log);
+  const collector_t *to[2] = {&pg, &lite};
+  int64_t t0_ns = (int64_t)(now_s() * 1e9) - 60 * 1000000000LL;
+  for (unsigned b = 1; b <= PICK_BATCHES; b++)
+    post_pick_batch(to, b, t0_ns);
+  json_t *want = groups_by_start(&lite), *got = groups_by_start(&pg);
+  CHECK_EQ_INT(json_object_size(want), PICK_BATCHES * PICK_HANGS);
+  CHECK_EQ_INT(json_object_size(got), PICK_BATCHES * PICK_HANGS);
+  const char *start;
+  json_t *g;
+  size_t differ = 0;
+  json_object_foreach(want, start, g) {
+    const char *pg_group = json_string_value(json_object_get(got, start));
+    if (!pg_group || strcmp(pg_group, json_string_value(g)) != 0) differ++;
+  }
+  CHECKF(differ == 0, "%zu of %d hangs in another group on PostgreSQL", differ,
+         PICK_BATCHES * PICK_HANGS);
+  long long groups = db_count(pg.db, "SELECT count(DISTINCT group_sig) FROM events"
+                                     " WHERE kind = 'hang'");
+  fprintf(stderr, "%d hangs in %lld groups on both stores\n", PICK_BATCHES * PICK_HANGS, groups);
+  CHECK(groups > 1 && groups < PICK_BATCHES * PICK_HANGS);
+  json_decref(want);
+  json_decref(got);
+  collector_stop_healthy(&lite);
+  collector_stop_healthy(&pg);
+}
+
 static const test_case_t g_cases[] = {
-    TEST_CASE(two_collectors),   TEST_CASE(retention_lock),  TEST_CASE(schema),
-    TEST_CASE(connection_lost),  TEST_CASE(health_database), TEST_CASE(partitions),
-    TEST_CASE(pipeline_failure), TEST_CASE(last_seen_step),  TEST_CASE(long_pipeline),
+    TEST_CASE(two_collectors),
+    TEST_CASE(retention_lock),
+    TEST_CASE(schema),
+    TEST_CASE(connection_lost),
+    TEST_CASE(health_database),
+    TEST_CASE(partitions),
+    TEST_CASE(pipeline_failure),
+    TEST_CASE(last_seen_step),
+    TEST_CASE(long_pipeline),
+    TEST_CASE(fold),
+    TEST_CASE(picks_like_sqlite),
 };
 
 int main(int argc, char **argv) {

@@ -9,8 +9,12 @@
  *    filtered by app, version, label and time ranges that cut buckets;
  *    the rollups are what answers (a row changed in them shows, and only
  *    without the host filter); percentiles within a bin of the exact one;
+ *    on PostgreSQL, first with every rollup row still in the delta tables
+ *    (--rollup-fold-interval an hour: the reads add them), then folded
+ *    when the collector stopped;
  *  - retention: batches made old and deleted by retention leave rollups
- *    that still give the raw rows' answers;
+ *    that still give the raw rows' answers (on PostgreSQL, rows left to
+ *    fold by a collector killed before its fold folded first);
  *  - reopen: a database whose rollups are gone (an older collector's) gets
  *    them built at start from the raw rows (rollup_sql.h): the same rows
  *    ingest had made from the batches (rollup_batch.c), the same answers.
@@ -35,6 +39,18 @@
 #define T0_NS 1700000100000000000LL /* not on a bucket's edge */
 #define SPAN_NS (3LL * 3600 * 1000000000)
 #define NO_LIMIT ((const char *[]){"--rate-limit", "0", NULL})
+/* No fold before the collector stops (PostgreSQL; SQLite has none). */
+#define NO_FOLD ((const char *[]){"--rate-limit", "0", "--rollup-fold-interval", "3600", NULL})
+#define RETAIN                                                                                     \
+  ((const char *[]){"--retention-days", "1", "--retention-interval", "1", "--rate-limit", "0",     \
+                    "--rollup-fold-interval", "3600", NULL})
+
+/* The delta rows (PostgreSQL): n of each table. */
+static void check_deltas(const collector_t *c, bool some) {
+  if (!rig_pg()) return;
+  CHECK(some == (db_count(c->db, "SELECT count(*) FROM rollup_groups_delta") > 0));
+  CHECK(some == (db_count(c->db, "SELECT count(*) FROM rollup_stacks_delta") > 0));
+}
 
 static uint64_t g_rng = 0x9e3779b97f4a7c15ULL;
 
@@ -172,23 +188,38 @@ static double exact_p95_ms(const collector_t *c, const char *sig) {
   return (double)db_count(c->db, sql) / 1e6;
 }
 
+/* Every event and sample counted in both levels, as the reads see them. */
+static void check_sums(const collector_t *c) {
+  long long hangs = db_count(c->db, "SELECT count(*) FROM events WHERE kind = 'hang'");
+  long long samples = db_count(c->db, "SELECT sum(samples) FROM stack_counts");
+  CHECK(hangs > 0 && samples > 0);
+  CHECK_EQ_INT(rolled_sum(c->db, "rollup_groups", "events", "kind = 'hang'"), hangs);
+  CHECK_EQ_INT(rolled_sum(c->db, "rollup_groups_day", "events", "kind = 'hang'"), hangs);
+  CHECK_EQ_INT(rolled_sum(c->db, "rollup_stacks", "samples", "true"), samples);
+  CHECK_EQ_INT(rolled_sum(c->db, "rollup_stacks_day", "samples", "true"), samples);
+}
+
 static void case_same_answers(void) {
   collector_t c;
-  collector_start(&c, NO_LIMIT);
+  collector_start(&c, NO_FOLD);
   for (unsigned b = 1; b <= BATCHES; b++)
     send_batch(&c, b);
   CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM events"), BATCHES * (HANGS + CPUS));
-  /* Rolled up: fewer rows than events, every event and sample counted. */
-  CHECK_EQ_INT(db_count(c.db, "SELECT sum(events) FROM rollup_groups WHERE kind = 'hang'"),
-               BATCHES * HANGS);
-  CHECK_EQ_INT(db_count(c.db, "SELECT sum(samples) FROM rollup_stacks"),
-               db_count(c.db, "SELECT sum(samples) FROM stack_counts"));
-  CHECK_EQ_INT(db_count(c.db, "SELECT sum(events) FROM rollup_groups_day WHERE kind = 'hang'"),
-               BATCHES * HANGS);
-  CHECK_EQ_INT(db_count(c.db, "SELECT sum(samples) FROM rollup_stacks_day"),
-               db_count(c.db, "SELECT sum(samples) FROM stack_counts"));
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM events WHERE kind = 'hang'"), BATCHES * HANGS);
+  check_sums(&c);
+  if (rig_pg()) { /* nothing folded yet: the reads answer from the delta rows */
+    check_deltas(&c, true);
+    CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM rollup_groups"), 0);
+    CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM rollup_stacks_day"), 0);
+  }
+  check_all_queries(&c, true);
+  /* Stopped: PostgreSQL's last fold. Rolled up: fewer rows than events. */
+  collector_stop_healthy(&c);
+  check_deltas(&c, false);
+  check_sums(&c);
   CHECK(db_count(c.db, "SELECT count(*) FROM rollup_stacks_day") <
         db_count(c.db, "SELECT count(*) FROM rollup_stacks"));
+  collector_restart(&c, NO_FOLD);
   check_all_queries(&c, true);
 
   /* The rollups answer (without a range: whole days, the day rows): a
@@ -229,12 +260,30 @@ static void case_same_answers(void) {
   collector_stop_healthy(&c);
 }
 
+/* PostgreSQL: the rollup rows back in the delta tables, as a collector
+   killed before its fold leaves them. */
+static void unfold(const collector_t *c) {
+  if (!rig_pg()) return;
+  db_exec(c->db, "INSERT INTO rollup_groups_delta SELECT bucket_ns, app, version, environment,"
+                 " kind, group_sig, label, dbin, events, samples, total_ns, first_ns, last_ns,"
+                 " max_ns FROM rollup_groups;"
+                 "INSERT INTO rollup_stacks_delta SELECT bucket_ns, app, version, environment,"
+                 " kind, group_sig, stack_sig, label, samples, wall_ns, first_ns, last_end_ns"
+                 " FROM rollup_stacks;"
+                 "DELETE FROM rollup_groups; DELETE FROM rollup_stacks;"
+                 "DELETE FROM rollup_groups_day; DELETE FROM rollup_stacks_day");
+  check_deltas(c, true);
+}
+
 static void case_retention(void) {
   collector_t c;
   collector_start(&c, NO_LIMIT);
   for (unsigned b = 1; b <= BATCHES; b++)
     send_batch(&c, b);
   collector_stop_healthy(&c);
+  check_sums(&c);
+  unfold(&c);
+  check_sums(&c);
   /* A third of the batches received in 1970: retention deletes them. */
   long long all = db_count(c.db, "SELECT count(*) FROM batches");
   CHECK_EQ_INT(all, BATCHES);
@@ -242,24 +291,20 @@ static void case_retention(void) {
                          : "UPDATE batches SET received_ns = 1 WHERE rowid % 3 = 0");
   long long old = db_count(c.db, "SELECT count(*) FROM batches WHERE received_ns = 1");
   CHECK(old > 0 && old < all);
-  collector_start(&c, (const char *[]){"--retention-days", "1", "--retention-interval", "1",
-                                       "--rate-limit", "0", NULL});
+  /* Retention's first run, at start, before any fold of the thread: the
+     rebuild folds the delta rows first (else they would count twice). */
+  collector_start(&c, RETAIN);
   double end = now_s() + 30;
   while (db_count(c.db, "SELECT count(*) FROM batches") != all - old && now_s() < end)
     usleep(100000);
   CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM batches"), all - old);
-  CHECK_EQ_INT(db_count(c.db, "SELECT sum(events) FROM rollup_groups WHERE kind = 'hang'"),
-               db_count(c.db, "SELECT count(*) FROM events WHERE kind = 'hang'"));
-  CHECK_EQ_INT(db_count(c.db, "SELECT sum(samples) FROM rollup_stacks"),
-               db_count(c.db, "SELECT sum(samples) FROM stack_counts"));
-  CHECK_EQ_INT(db_count(c.db, "SELECT sum(samples) FROM rollup_stacks_day"),
-               db_count(c.db, "SELECT sum(samples) FROM stack_counts"));
+  check_deltas(&c, false);
+  check_sums(&c);
   check_all_queries(&c, true);
   /* Everything old: the rollups empty. */
   collector_stop_healthy(&c);
   db_exec(c.db, "UPDATE batches SET received_ns = 1");
-  collector_start(&c, (const char *[]){"--retention-days", "1", "--retention-interval", "1",
-                                       "--rate-limit", "0", NULL});
+  collector_start(&c, RETAIN);
   end = now_s() + 30;
   while (db_count(c.db, "SELECT count(*) FROM batches") != 0 && now_s() < end)
     usleep(100000);
@@ -322,6 +367,7 @@ static void case_reopen(void) {
   if (rig_pg()) { /* the previous schema version (the migration test has the rest) */
     db_exec(c.db, DROP);
     db_exec(c.db, "DROP TABLE stack_epoch; DROP FUNCTION perf_dbin;"
+                  "DROP TABLE rollup_groups_delta; DROP TABLE rollup_stacks_delta;"
                   "UPDATE schema_version SET version = 3");
   } else {
     db_exec(c.db, DROP);

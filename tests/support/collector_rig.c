@@ -286,6 +286,21 @@ long long db_count(const char *db, const char *sql) {
   return n;
 }
 
+long long rolled_sum(const char *db, const char *table, const char *col, const char *where) {
+  char sql[1024], delta[64];
+  size_t base = strlen(table);
+  if (base > 4 && strcmp(table + base - 4, "_day") == 0) base -= 4;
+  snprintf(delta, sizeof delta, "%.*s_delta", (int)base, table);
+  if (is_pg(db))
+    snprintf(sql, sizeof sql,
+             "SELECT (SELECT coalesce(sum(%s), 0) FROM %s WHERE %s)"
+             " + (SELECT coalesce(sum(%s), 0) FROM %s WHERE %s)",
+             col, table, where, col, delta, where);
+  else
+    snprintf(sql, sizeof sql, "SELECT coalesce(sum(%s), 0) FROM %s WHERE %s", col, table, where);
+  return db_count(db, sql);
+}
+
 void db_exec(const char *db, const char *sql) {
   if (is_pg(db)) {
     PQclear(pg_query(db, sql, PGRES_COMMAND_OK));

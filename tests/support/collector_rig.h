@@ -87,6 +87,12 @@ bool rig_pg(void);
 long long db_count(const char *db, const char *sql);
 void db_exec(const char *db, const char *sql);
 
+/* sum(col) of a rollup table ("rollup_groups", "rollup_stacks_day", ...)
+   over the rows where says (SQL), as the reads see it: on PostgreSQL the
+   delta rows not folded yet added (store_pg_rollups.c), read in the same
+   statement (a fold moves them in one transaction). 0 for none. */
+long long rolled_sum(const char *db, const char *table, const char *col, const char *where);
+
 /* main() of a collector test program: run the case named in argv[1] with
    curl initialized, SIGPIPE ignored and a leftover collector killed at
    exit. 2 on a usage error. */
