@@ -9,8 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_TURNS 64 /* turns of a hang off its key looked under */
-
 char *hgc_path_of(const char *const *key, size_t len) {
   size_t n = 1;
   for (size_t i = 0; i < len; i++)
@@ -201,32 +199,53 @@ static void prefix_bounds(const char *path, size_t n, char *prefix, char *upper)
   upper[n] = '\0';
 }
 
-/* The groups under each turn of h's samples off its key. */
-static int look_turns(const store_hang_t *h, hgc_cands_t *cs, range_fn range, void *ctx,
-                      int nomem) {
-  perf__hang_turn_t turns[MAX_TURNS];
-  size_t n = perf__hang_turns(&h->samples, h->key, h->len, turns, MAX_TURNS);
-  int rc = 0;
-  for (size_t t = 0; rc == 0 && t < n; t++) {
+long hgc_turns(const store_hang_t *h, hgc_turn_t *out, size_t cap) {
+  perf__hang_turn_t turns[HGC_MAX_TURNS];
+  size_t n = perf__hang_turns(&h->samples, h->key, h->len, turns,
+                              cap < HGC_MAX_TURNS ? cap : HGC_MAX_TURNS);
+  for (size_t t = 0; t < n; t++) {
     const char *const *at = h->key + h->len - turns[t].depth; /* the shared root frames */
     char *shared = hgc_path_of(at, turns[t].depth);
     size_t a = shared ? strlen(shared) : 0, b = strlen(turns[t].child), len = a + b + 1;
-    char *buf = shared ? malloc(3 * (len + 1)) : NULL;
-    if (buf) { /* the shared frames, then the child; its bounds */
-      char *path = buf, *prefix = buf + len + 1, *upper = prefix + len + 1;
-      memcpy(path, shared, a);
-      memcpy(path + a, turns[t].child, b);
-      path[len - 1] = HGC_SEP;
-      prefix_bounds(path, len, prefix, upper);
-      hgc_range_t r = {prefix, upper, prefix, prefix, 0, NULL, NULL};
-      hgc_next_t next = {0};
-      rc = read_range(cs, range, ctx, &r, &next);
-    } else {
-      rc = nomem;
+    char *path = shared ? malloc(len + 1) : NULL;
+    out[t].from = malloc(len + 1);
+    out[t].to = malloc(len + 1);
+    if (!path || !out[t].from || !out[t].to) {
+      free(path);
+      free(shared);
+      hgc_turns_free(out, (long)t + 1);
+      return -1;
     }
-    free(buf);
+    memcpy(path, shared, a); /* the shared frames, then the child; its bounds */
+    memcpy(path + a, turns[t].child, b);
+    path[len - 1] = HGC_SEP;
+    prefix_bounds(path, len, out[t].from, out[t].to);
+    free(path);
     free(shared);
   }
+  return (long)n;
+}
+
+void hgc_turns_free(hgc_turn_t *turns, long n) {
+  for (long t = 0; t < n; t++) {
+    free(turns[t].from);
+    free(turns[t].to);
+  }
+}
+
+/* The groups under each turn of h's samples off its key. */
+static int look_turns(const store_hang_t *h, hgc_cands_t *cs, range_fn range, void *ctx,
+                      int nomem) {
+  hgc_turn_t turns[HGC_MAX_TURNS];
+  long n = hgc_turns(h, turns, HGC_MAX_TURNS);
+  if (n < 0) return nomem;
+  int rc = 0;
+  for (long t = 0; rc == 0 && t < n; t++) {
+    hgc_range_t r = {turns[t].from, turns[t].to, turns[t].from, turns[t].from, 0, NULL, NULL};
+    hgc_next_t next = {0};
+    rc = read_range(cs, range, ctx, &r, &next);
+  }
+  hgc_turns_free(turns, n);
   return rc;
 }
 

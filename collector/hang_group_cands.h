@@ -95,6 +95,19 @@ typedef struct hgc_range_s {
   const char *floor, *ceiling;
 } hgc_range_t;
 
+/* The ranges a pick reads first when the key's prefixes do not decide it
+   (hgc_look_ranges): under each turn of h's samples off its key, in the
+   order read, at most cap; each one range [from, to) (skip_from ==
+   skip_to == from, floor NULL), both malloc'ed. A backend may read them
+   ahead with the prefixes (store_pg_hang_groups.c). The count, or -1 when
+   out of memory (nothing left to free). */
+#define HGC_MAX_TURNS 64
+typedef struct hgc_turn_s {
+  char *from, *to;
+} hgc_turn_t;
+long hgc_turns(const store_hang_t *h, hgc_turn_t *turns, size_t cap);
+void hgc_turns_free(hgc_turn_t *turns, long n);
+
 /* The paths next to a range (hgc_range_t's floor and ceiling): malloc'ed
    by the backend, NULL for none. */
 typedef struct hgc_next_s {

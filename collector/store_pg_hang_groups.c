@@ -66,66 +66,82 @@ static int take_path(hgc_cand_t *c, const PGresult *r, int row, int col) {
   return rc;
 }
 
-static int write_path(store_t *st, const char *sig, const uint64_t *through, size_t len) {
-  unsigned char *blob = hgc_encode_path(through, len);
-  if (!blob) return -1;
-  pg_params_t p = {0};
-  pg_text(&p, 1, sig);
-  pg_bytes(&p, 2, blob, 8 * len);
-  int rc = pg_do(st,
-                 "INSERT INTO hang_group_path(group_sig, samples) VALUES($1, $2)"
-                 " ON CONFLICT(group_sig) DO UPDATE SET samples = excluded.samples",
-                 &p, "hang group path");
-  free(blob);
-  return rc;
-}
-
-/* The stored groups keyed by a root prefix of h's key, with their paths'
-   samples and children: one query for all the prefixes (one row per
-   child), added in prefix order (shortest first) as the SQLite backend
-   adds them. */
-static int prefix_cands(store_t *st, const store_hang_t *h, hgc_cands_t *cs) {
-  char(*sigs)[STORE_SIG_CHARS + 1] = calloc(h->len ? h->len : 1, sizeof *sigs);
-  if (!sigs) return -1;
-  pg_array_t a = {0};
-  for (size_t d = 1; d <= h->len; d++) {
-    hgc_prefix_sig(h, d, sigs[d - 1]);
-    pg_array_text(&a, sigs[d - 1]);
-  }
-  pg_params_t p = {0};
-  pg_own(&p, 1, pg_array_end(&a));
-  PGresult *r =
-      p.v[0] ? pg_run(st,
-                      "SELECT g.signature, g.path, (SELECT samples FROM hang_group_path"
-                      " WHERE group_sig = g.signature), c.child, c.samples FROM hang_groups g"
-                      " LEFT JOIN LATERAL (SELECT child, samples FROM hang_group_children"
-                      " WHERE group_sig = g.signature) c ON true WHERE g.signature ="
-                      " ANY($1::text[]) ORDER BY g.signature, c.child COLLATE \"C\"",
-                      &p, "hang groups")
-             : NULL;
-  pg_params_free(&p);
-  int rc = r ? 0 : -1, n = r ? PQntuples(r) : 0;
-  for (size_t d = 0; rc == 0 && d < h->len; d++) {
-    int from = 0, to;
-    while (from < n && strcmp(PQgetvalue(r, from, 0), sigs[d]) != 0)
-      from++;
-    for (to = from; to < n && strcmp(PQgetvalue(r, to, 0), sigs[d]) == 0;)
-      to++;
-    hgc_cand_t *c = NULL;
-    if (from < n) rc = hgc_cands_add(cs, sigs[d], PQgetvalue(r, from, 1), &c);
-    if (rc == 0 && c) rc = take_children(c, r, from, to, 3);
-    if (rc == 0 && c) rc = take_path(c, r, from, 2);
-  }
-  PQclear(r);
-  free(sigs);
-  return rc;
-}
+/* A pick's first statement: the stored groups keyed by a root prefix of
+   the hang's key ($1) with their paths' samples and children (part 0,
+   one row per child), and ahead of need the groups of the ranges under
+   the hang's turns off its key (hgc_turns; part k for the k-th range
+   [$2[k], $3[k]), the first HGC_MAX_EXTENSIONS by path): when the
+   prefixes do not decide the pick, the turns are what it reads next
+   (hgc_look_ranges), and a round trip less is one less inside the hang
+   groups lock. Both parts read at once, as the pick would read them
+   later in the same transaction: nothing is written between. */
+static const char PREFIXES_AND_TURNS[] =
+    "SELECT * FROM (SELECT 0 AS part, g.signature AS sig, g.path AS path, (SELECT samples"
+    " FROM hang_group_path WHERE group_sig = g.signature), c.child AS child, c.samples"
+    " FROM hang_groups g"
+    " LEFT JOIN LATERAL (SELECT child, samples FROM hang_group_children"
+    " WHERE group_sig = g.signature) c ON true WHERE g.signature = ANY($1::text[])"
+    " UNION ALL SELECT t.o, x.signature, x.path, (SELECT samples FROM hang_group_path"
+    " WHERE group_sig = x.signature), NULL, NULL"
+    " FROM unnest($2::text[], $3::text[]) WITH ORDINALITY AS t(lo, hi, o)"
+    " CROSS JOIN LATERAL (SELECT signature, path FROM hang_groups WHERE path >= t.lo COLLATE \"C\""
+    " AND path < t.hi COLLATE \"C\" ORDER BY path COLLATE \"C\" LIMIT " PG_XSTR(
+        HGC_MAX_EXTENSIONS) ") x) u ORDER BY part, CASE WHEN part = 0 THEN sig END, path, child";
 
 typedef struct range_ctx_s {
   store_t *st;
   hgc_cands_t *cs;
   const store_hang_t *h;
+  /* PREFIXES_AND_TURNS' answer and the turns' ranges it read ahead */
+  PGresult *ahead;
+  hgc_turn_t turns[HGC_MAX_TURNS];
+  long n_turns;
 } range_ctx_t;
+
+/* The prefixes' groups (part 0 of rx->ahead), added in prefix order
+   (shortest first) as the SQLite backend adds them. */
+static int prefix_cands(range_ctx_t *rx) {
+  const store_hang_t *h = rx->h;
+  char(*sigs)[STORE_SIG_CHARS + 1] = calloc(h->len ? h->len : 1, sizeof *sigs);
+  rx->n_turns = sigs ? hgc_turns(h, rx->turns, HGC_MAX_TURNS) : -1;
+  if (rx->n_turns < 0) {
+    free(sigs);
+    return -1;
+  }
+  pg_array_t a = {0}, lo = {0}, hi = {0};
+  for (size_t d = 1; d <= h->len; d++) {
+    hgc_prefix_sig(h, d, sigs[d - 1]);
+    pg_array_text(&a, sigs[d - 1]);
+  }
+  for (long t = 0; t < rx->n_turns; t++) {
+    pg_array_text(&lo, rx->turns[t].from);
+    pg_array_text(&hi, rx->turns[t].to);
+  }
+  pg_params_t p = {0};
+  pg_own(&p, 1, pg_array_end(&a));
+  pg_own(&p, 2, pg_array_end(&lo));
+  pg_own(&p, 3, pg_array_end(&hi));
+  PGresult *r =
+      p.v[0] && p.v[1] && p.v[2] ? pg_run(rx->st, PREFIXES_AND_TURNS, &p, "hang groups") : NULL;
+  pg_params_free(&p);
+  rx->ahead = r;
+  int rc = r ? 0 : -1, n = 0;
+  while (r && n < PQntuples(r) && strcmp(PQgetvalue(r, n, 0), "0") == 0)
+    n++;
+  for (size_t d = 0; rc == 0 && d < h->len; d++) {
+    int from = 0, to;
+    while (from < n && strcmp(PQgetvalue(r, from, 1), sigs[d]) != 0)
+      from++;
+    for (to = from; to < n && strcmp(PQgetvalue(r, to, 1), sigs[d]) == 0;)
+      to++;
+    hgc_cand_t *c = NULL;
+    if (from < n) rc = hgc_cands_add(rx->cs, sigs[d], PQgetvalue(r, from, 2), &c);
+    if (rc == 0 && c) rc = take_children(c, r, from, to, 4);
+    if (rc == 0 && c) rc = take_path(c, r, from, 3);
+  }
+  free(sigs);
+  return rc;
+}
 
 /* A group row of range_cands' answer offered to the pick, its children
    read when its key is a prefix of the hang's (a prefix lookup found it
@@ -146,8 +162,33 @@ static int range_group(const range_ctx_t *rx, const PGresult *res, int i) {
 /* The stored groups of range r the pick could take (hgc_cands_add_row;
    hgc_look_ranges' range, ctx a range_ctx_t) and the paths next to it:
    one statement, as the SQLite backend's HG_EXTENSIONS. */
+/* r, when it is one of the turns' ranges read ahead: its first r->limit
+   groups offered as range_cands would (*rc its answer). */
+static bool from_ahead(const range_ctx_t *rx, const hgc_range_t *r, int *rc) {
+  if (!rx->ahead || r->floor || strcmp(r->skip_from, r->from) != 0 ||
+      strcmp(r->skip_to, r->from) != 0)
+    return false;
+  long k = 0;
+  while (k < rx->n_turns &&
+         (strcmp(rx->turns[k].from, r->from) != 0 || strcmp(rx->turns[k].to, r->to) != 0))
+    k++;
+  if (k == rx->n_turns) return false;
+  char part[24];
+  snprintf(part, sizeof part, "%ld", k + 1);
+  size_t taken = 0;
+  *rc = 0;
+  for (int i = 0; *rc == 0 && taken < r->limit && i < PQntuples(rx->ahead); i++)
+    if (strcmp(PQgetvalue(rx->ahead, i, 0), part) == 0) {
+      taken++;
+      *rc = range_group(rx, rx->ahead, i);
+    }
+  return true;
+}
+
 static int range_cands(void *ctx, const hgc_range_t *r, hgc_next_t *next) {
   const range_ctx_t *rx = ctx;
+  int rc = 0;
+  if (from_ahead(rx, r, &rc)) return rc;
   pg_params_t p = {0};
   pg_text(&p, 1, r->from);
   pg_text(&p, 2, r->to);
@@ -173,7 +214,6 @@ static int range_cands(void *ctx, const hgc_range_t *r, hgc_next_t *next) {
       ") u ORDER BY kind, path COLLATE \"C\"",
       &p, "hang group extensions");
   if (!res) return -1;
-  int rc = 0;
   for (int i = 0; rc == 0 && i < PQntuples(res); i++) {
     if (PQgetisnull(res, i, 2)) continue;
     const char *kind = PQgetvalue(res, i, 0);
@@ -188,77 +228,87 @@ static int range_cands(void *ctx, const hgc_range_t *r, hgc_next_t *next) {
   return rc;
 }
 
-/* The hang's samples at the end of the chosen key, added to its children,
-   and through each root part of the key, added to its path (old: what the
-   group had, NULL for a new one). */
-static int add_children(store_t *st, const store_hang_t *h, const char *sig, const char *const *key,
-                        size_t len, const uint64_t *old) {
+#define UPSERT_GROUP                                                                               \
+  "INSERT INTO groups(signature, frames, first_seen, last_seen)"                                   \
+  " VALUES($1, $2, $3::bigint, $3::bigint) ON CONFLICT(signature) DO UPDATE SET"                   \
+  " first_seen = least(groups.first_seen, excluded.first_seen),"                                   \
+  " last_seen = greatest(groups.last_seen, excluded.last_seen)"                                    \
+  " WHERE groups.first_seen > excluded.first_seen"                                                 \
+  " OR groups.last_seen < excluded.last_seen - " PG_XSTR(PG_LAST_SEEN_MOVE)
+
+/* What a pick writes, in one statement: the group's hang_groups row when
+   it is new ($4, its path; NULL: not new), its groups row ($1-$3), the
+   hang's samples at the end of the chosen key added to its children
+   ($5, $6: the child, "" for the key's end itself), and its path's
+   samples through each root part of the key ($7). */
+static const char PICK_WRITES[] =
+    "WITH hg AS (INSERT INTO hang_groups(signature, path) SELECT $1, $4 WHERE $4 IS NOT NULL"
+    " ON CONFLICT DO NOTHING), gr AS (" UPSERT_GROUP "),"
+    " ch AS (INSERT INTO hang_group_children(group_sig, child, samples) SELECT $1, c, n"
+    " FROM unnest($5::text[], $6::bigint[]) AS u(c, n) ON CONFLICT(group_sig, child) DO UPDATE"
+    " SET samples = hang_group_children.samples + excluded.samples)"
+    " INSERT INTO hang_group_path(group_sig, samples) VALUES($1, $7)"
+    " ON CONFLICT(group_sig) DO UPDATE SET samples = excluded.samples";
+
+/* The pick's writes (new_path: the new group's path, NULL when it joins a
+   stored one; key, len: the chosen key; old: what the group's path had,
+   NULL for a new one). */
+static int write_pick(store_t *st, const store_hang_t *h, const char *sig, const char *new_path,
+                      int64_t ns, const char *const *key, size_t len, const uint64_t *old) {
   hgc_children_t ch;
   int rc = hgc_children(h, key, len, &ch);
+  pg_array_t names = {0}, counts = {0};
   for (size_t i = 0; rc == 0 && i <= ch.n; i++) {
     uint64_t count = i < ch.n ? ch.samples[i] : ch.self;
     if (count == 0) continue;
-    pg_params_t p = {0};
-    pg_text(&p, 1, sig);
-    pg_text(&p, 2, i < ch.n ? ch.names[i] : "");
-    pg_int(&p, 3, (int64_t)count);
-    rc = pg_do(st,
-               "INSERT INTO hang_group_children(group_sig, child, samples)"
-               " VALUES($1, $2, $3::bigint) ON CONFLICT(group_sig, child) DO UPDATE SET"
-               " samples = hang_group_children.samples + excluded.samples",
-               &p, "hang group child");
+    pg_array_text(&names, i < ch.n ? ch.names[i] : "");
+    pg_array_int(&counts, (int64_t)count);
   }
-  hgc_children_free(&ch);
   uint64_t *through = rc == 0 ? hgc_through(h, key, len, old) : NULL;
-  if (rc == 0 && !through) rc = -1;
-  if (rc == 0) rc = write_path(st, sig, through, len);
-  free(through);
-  return rc;
-}
-
-static int upsert_group(store_t *st, const char *sig, const char *names_json, int64_t ns) {
+  unsigned char *blob = through ? hgc_encode_path(through, len) : NULL;
   pg_params_t p = {0};
   pg_text(&p, 1, sig);
-  pg_text(&p, 2, names_json ? names_json : "[]");
+  pg_text(&p, 2, h->group.names_json ? h->group.names_json : "[]");
   pg_int(&p, 3, ns);
-  return pg_do(st,
-               "INSERT INTO groups(signature, frames, first_seen, last_seen)"
-               " VALUES($1, $2, $3::bigint, $3::bigint) ON CONFLICT(signature) DO UPDATE SET"
-               " first_seen = least(groups.first_seen, excluded.first_seen),"
-               " last_seen = greatest(groups.last_seen, excluded.last_seen)"
-               " WHERE groups.first_seen > excluded.first_seen"
-               " OR groups.last_seen < excluded.last_seen - " PG_XSTR(PG_LAST_SEEN_MOVE),
-               &p, "hang group row");
+  pg_text(&p, 4, new_path);
+  pg_own(&p, 5, pg_array_end(&names));
+  pg_own(&p, 6, pg_array_end(&counts));
+  if (blob) pg_bytes(&p, 7, blob, 8 * len);
+  if (rc == 0 && (!blob || !p.v[4] || !p.v[5])) rc = -1;
+  if (rc == 0) rc = pg_do(st, PICK_WRITES, &p, "hang group");
+  pg_params_free(&p);
+  free(blob);
+  free(through);
+  hgc_children_free(&ch);
+  return rc;
 }
 
 int pg_hang_groups_assign(store_t *st, const store_hang_t *h, int64_t ns,
                           char sig[STORE_SIG_CHARS + 1]) {
   snprintf(sig, STORE_SIG_CHARS + 1, "%s", h->group.signature);
-  if (h->len == 0) return upsert_group(st, sig, h->group.names_json, ns);
-  char *path = hgc_path_of(h->key, h->len);
-  hgc_cands_t cs = {0};
-  range_ctx_t ctx = {st, &cs, h};
-  int rc = path ? prefix_cands(st, h, &cs) : -1;
-  if (rc == 0) rc = hgc_look_ranges(h, &cs, range_cands, &ctx, -1);
-  long pick = rc == 0 ? hgc_pick(h, &cs) : -1;
-  if (pick == -2) rc = -1;
-  const char *const *key = h->key;
-  const uint64_t *old = NULL;
-  size_t len = h->len;
-  if (rc == 0 && pick >= 0) {
-    snprintf(sig, STORE_SIG_CHARS + 1, "%s", cs.v[pick].sig);
-    key = cs.v[pick].view.key;
-    len = cs.v[pick].view.len;
-    old = cs.v[pick].view.through;
-  } else if (rc == 0) {
+  if (h->len == 0) {
     pg_params_t p = {0};
     pg_text(&p, 1, sig);
-    pg_text(&p, 2, path);
-    rc = pg_do(st, "INSERT INTO hang_groups(signature, path) VALUES($1, $2) ON CONFLICT DO NOTHING",
-               &p, "hang group");
+    pg_text(&p, 2, h->group.names_json ? h->group.names_json : "[]");
+    pg_int(&p, 3, ns);
+    return pg_do(st, UPSERT_GROUP, &p, "hang group row");
   }
-  if (rc == 0) rc = upsert_group(st, sig, h->group.names_json, ns);
-  if (rc == 0) rc = add_children(st, h, sig, key, len, old);
+  char *path = hgc_path_of(h->key, h->len);
+  hgc_cands_t cs = {0};
+  range_ctx_t ctx = {st, &cs, h, NULL, {{0}}, 0};
+  int rc = path ? prefix_cands(&ctx) : -1;
+  if (rc == 0) rc = hgc_look_ranges(h, &cs, range_cands, &ctx, -1);
+  PQclear(ctx.ahead);
+  hgc_turns_free(ctx.turns, ctx.n_turns);
+  long pick = rc == 0 ? hgc_pick(h, &cs) : -1;
+  if (pick == -2) rc = -1;
+  if (rc == 0 && pick >= 0) {
+    const hgc_cand_t *c = &cs.v[pick];
+    snprintf(sig, STORE_SIG_CHARS + 1, "%s", c->sig);
+    rc = write_pick(st, h, sig, NULL, ns, c->view.key, c->view.len, c->view.through);
+  } else if (rc == 0) {
+    rc = write_pick(st, h, sig, path, ns, h->key, h->len, NULL);
+  }
   hgc_cands_free(&cs);
   free(path);
   return rc;

@@ -21,6 +21,11 @@
  *  - read_cap: 50 groups that do not cross at each branch point: the reads
  *    stop at HGC_MAX_READ, deepest first, no index range asked for more
  *    than HGC_MAX_EXTENSIONS.
+ *  - turns: 6 of the hang's 21 samples in spin (a turn off its key at
+ *    busy_loop): hgc_turns gives the one range under it, the subtree of
+ *    busy_loop -> spin, and the pick's first read is that range (what the
+ *    PostgreSQL store reads ahead with the prefixes), which finds the spin
+ *    group.
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -72,6 +77,8 @@ typedef struct mem_store_s {
   size_t rows;              /* rows they returned */
   size_t max_limit;         /* the largest limit asked for */
   size_t hits[KEY_LEN + 1]; /* rows per range call, by call */
+  hgc_range_t first;        /* the first range read (its texts copied below) */
+  char first_from[512], first_to[512], first_skip_from[512], first_skip_to[512];
 } mem_store_t;
 
 /* A group keyed by key (innermost first, len frames) whose 100 samples
@@ -168,6 +175,13 @@ static int range(void *ctx, const hgc_range_t *r, hgc_next_t *next) {
   if (next->below) CHECK((next->below = strdup(next->below)) != NULL);
   if (next->above) CHECK((next->above = strdup(next->above)) != NULL);
   if (s->ranges < ARRAY_LEN(s->hits)) s->hits[s->ranges] = m;
+  if (s->ranges == 0) {
+    s->first = *r;
+    snprintf(s->first_from, sizeof s->first_from, "%s", r->from);
+    snprintf(s->first_to, sizeof s->first_to, "%s", r->to);
+    snprintf(s->first_skip_from, sizeof s->first_skip_from, "%s", r->skip_from);
+    snprintf(s->first_skip_to, sizeof s->first_skip_to, "%s", r->skip_to);
+  }
   s->ranges++;
   s->rows += m;
   free(in);
@@ -330,11 +344,46 @@ static void case_read_cap(void) {
   store_free(&s);
 }
 
+static void case_turns(void) {
+  perf__named_stack_t stacks[2] = {{g_clock, KEY_LEN}, {g_spin, ARRAY_LEN(g_spin)}};
+  uint64_t samples[2] = {15, 6};
+  store_hang_t h;
+  memset(&h, 0, sizeof h);
+  h.samples = (perf__hang_samples_t){stacks, samples, 2};
+  const char *key[KEY_LEN];
+  size_t len = 0;
+  perf__hang_key(&h.samples, key, KEY_LEN, &len);
+  CHECK_EQ_INT(len, KEY_LEN); /* still the clock read */
+  h.key = key, h.len = len;
+  hgc_turn_t turns[HGC_MAX_TURNS];
+  long n = hgc_turns(&h, turns, HGC_MAX_TURNS);
+  CHECK_EQ_INT(n, 1);
+  char *spin = hgc_path_of(g_spin, ARRAY_LEN(g_spin)); /* root first, ends in HGC_SEP */
+  CHECK(spin != NULL);
+  CHECKF(strcmp(turns[0].from, spin) == 0, "from %s", turns[0].from);
+  size_t k = strlen(spin);
+  CHECK(strncmp(turns[0].to, spin, k - 1) == 0 && turns[0].to[k - 1] == HGC_SEP + 1 &&
+        turns[0].to[k] == '\0');
+  STORE(s, &h);
+  store_add(&s, g_spin, ARRAY_LEN(g_spin), 10);
+  store_add_parting(&s, 10, 1, false, false); /* parts at busy_loop too, not under spin */
+  CHECK_EQ_INT(hgc_look_ranges(&h, &s.cs, range, &s, -1), 0);
+  CHECK(s.ranges >= 1);
+  CHECK(strcmp(s.first_from, turns[0].from) == 0 && strcmp(s.first_to, turns[0].to) == 0);
+  CHECK(strcmp(s.first_skip_from, turns[0].from) == 0 &&
+        strcmp(s.first_skip_to, turns[0].from) == 0 && s.first.floor == NULL);
+  CHECK_EQ_INT(s.hits[0], 1);
+  CHECK_EQ_INT(cand_of(&s, 0), 0);
+  store_free(&s);
+  free(spin);
+  hgc_turns_free(turns, n);
+  /* No room for any: none made. */
+  CHECK_EQ_INT(hgc_turns(&h, turns, 0), 0);
+}
+
 static const test_case_t g_cases[] = {
-    TEST_CASE(every_branch_point),
-    TEST_CASE(rules_first),
-    TEST_CASE(deepest_crossing),
-    TEST_CASE(read_cap),
+    TEST_CASE(every_branch_point), TEST_CASE(rules_first), TEST_CASE(deepest_crossing),
+    TEST_CASE(read_cap),           TEST_CASE(turns),
 };
 
 int main(int argc, char **argv) {
