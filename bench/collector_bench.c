@@ -688,6 +688,44 @@ static double pg_ingest(const char *dir, const char *name, int n_collectors, con
   return (double)stored / s;
 }
 
+/* Top-stacks with every rollup row of database db back in the delta
+   tables (as if no fold had run since the first batch), the fold lock
+   held on a connection of the bench's so the collector's fold thread
+   leaves them (store_pg_fold.c): what a read costs when folds lag; the
+   rows go back to the rollup tables with the lock released (the
+   collector folds them). */
+static void pg_unfolded_queries(const char *dir, const char *db, const char *base) {
+  char uri[256];
+  snprintf(uri, sizeof uri, "postgresql:///%s?host=%s&user=perf", db, dir);
+  PGconn *c = PQconnectdb(uri);
+  PGresult *r = PQstatus(c) == CONNECTION_OK
+                    ? PQexec(c, "SELECT pg_advisory_lock(x'70657266005'::bigint);"
+                                "INSERT INTO rollup_groups_delta SELECT bucket_ns, app, version,"
+                                " environment, kind, group_sig, label, dbin, events, samples,"
+                                " total_ns, first_ns, last_ns, max_ns FROM rollup_groups;"
+                                "INSERT INTO rollup_stacks_delta SELECT bucket_ns, app, version,"
+                                " environment, kind, group_sig, stack_sig, label, samples, wall_ns,"
+                                " first_ns, last_end_ns FROM rollup_stacks;"
+                                "DELETE FROM rollup_groups; DELETE FROM rollup_stacks;"
+                                "DELETE FROM rollup_groups_day; DELETE FROM rollup_stacks_day;"
+                                "SELECT (SELECT count(*) FROM rollup_groups_delta)"
+                                " + (SELECT count(*) FROM rollup_stacks_delta)")
+                    : NULL;
+  if (PQresultStatus(r) == PGRES_TUPLES_OK) {
+    size_t groups = 0;
+    double hang_ms = time_query(base, "/api/v1/top-stacks?kind=hang", &groups);
+    double cpu_ms = time_query(base, "/api/v1/top-stacks?kind=cpu", &groups);
+    printf("top-stacks on PostgreSQL with nothing folded (%s delta rows), median of %d:"
+           " kind=hang %.1f ms, kind=cpu %.1f ms\n",
+           PQgetvalue(r, 0, 0), QUERY_RUNS, hang_ms, cpu_ms);
+  } else {
+    printf("top-stacks with nothing folded: not measured (%s)\n", PQerrorMessage(c));
+  }
+  PQclear(r);
+  PQfinish(c); /* the lock goes with the session */
+  pg_folded(dir, db);
+}
+
 static void pg_drop(const char *dir, const char *name) {
   char sql[128];
   snprintf(sql, sizeof sql, "DROP DATABASE IF EXISTS %s", name);
@@ -728,8 +766,10 @@ static void compare_pg(const char *dir, const body_t *bodies, size_t nbatches, i
     size_t groups = 0;
     double hang_ms = time_query(base, "/api/v1/top-stacks?kind=hang", &groups);
     double cpu_ms = time_query(base, "/api/v1/top-stacks?kind=cpu", &groups);
-    printf("top-stacks on PostgreSQL, median of %d: kind=hang %.1f ms, kind=cpu %.1f ms\n\n",
+    printf("top-stacks on PostgreSQL, median of %d: kind=hang %.1f ms, kind=cpu %.1f ms\n",
            QUERY_RUNS, hang_ms, cpu_ms);
+    pg_unfolded_queries(dir, one, base);
+    printf("\n");
     kill(pid, SIGTERM);
     waitpid(pid, NULL, 0);
     if (g_n_scales) {

@@ -249,6 +249,24 @@ static int look_turns(const store_hang_t *h, hgc_cands_t *cs, range_fn range, vo
   return rc;
 }
 
+int hgc_end_range(const store_hang_t *h, hgc_end_t *out) {
+  memset(out, 0, sizeof *out);
+  if (h->len == 0) return 0;
+  char *path = hgc_path_of(h->key, h->len);
+  size_t n = path ? strlen(path) : 0, root = strlen(h->key[h->len - 1]) + 1;
+  char *buf = path ? malloc(4 * (n + 1)) : NULL;
+  if (!buf) {
+    free(path);
+    return -1;
+  }
+  out->from = buf, out->to = buf + n + 1, out->floor = out->to + n + 1;
+  out->ceiling = out->floor + n + 1;
+  prefix_bounds(path, n, out->from, out->to);
+  prefix_bounds(path, root, out->floor, out->ceiling);
+  free(path);
+  return 0;
+}
+
 /* The groups sharing exactly q root frames with h's key, for each q from
    its length down to 1 that holds any: under the key's first q frames,
    not under its first q + 1 (read already, or holding none). */

@@ -108,6 +108,17 @@ typedef struct hgc_turn_s {
 long hgc_turns(const store_hang_t *h, hgc_turn_t *turns, size_t cap);
 void hgc_turns_free(hgc_turn_t *turns, long n);
 
+/* The first range of the walk over branch points (hgc_look_ranges): at
+   the key's end, the groups under h's whole key (nothing skipped) and the
+   stored paths next to it that share its root frame. It depends on h
+   alone, as the turns do. The four texts are malloc'ed in one block at
+   from (free(from) frees them); all NULL for a hang without a key. 0, or
+   -1 when out of memory. */
+typedef struct hgc_end_s {
+  char *from, *to, *floor, *ceiling;
+} hgc_end_t;
+int hgc_end_range(const store_hang_t *h, hgc_end_t *out);
+
 /* The paths next to a range (hgc_range_t's floor and ceiling): malloc'ed
    by the backend, NULL for none. */
 typedef struct hgc_next_s {

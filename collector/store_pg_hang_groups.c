@@ -66,14 +66,39 @@ static int take_path(hgc_cand_t *c, const PGresult *r, int row, int col) {
   return rc;
 }
 
+/* The rows of a range (hgc_range_t: from, to, skip_from, skip_to, limit,
+   floor, ceiling as SQL): kind 0 a group of [from, skip_from) or
+   [skip_to, to), each part by path up to the limit, with its path's
+   samples; kind 1 and 2 the greatest path in [floor, from) and the least
+   in [to, ceiling) (NULL for none), one row each. */
+#define RANGE_ROWS(from, to, skip_from, skip_to, limit, floor, ceiling)                            \
+  "SELECT 0 AS kind, g.signature, g.path, (SELECT samples FROM hang_group_path"                    \
+  " WHERE group_sig = g.signature) FROM (SELECT signature, path FROM hang_groups"                  \
+  " WHERE path >= " from " COLLATE \"C\" AND path < " skip_from " COLLATE \"C\""                   \
+  " ORDER BY path COLLATE \"C\" LIMIT " limit ") g"                                                \
+  " UNION ALL SELECT 0, g.signature, g.path, (SELECT samples FROM hang_group_path"                 \
+  " WHERE group_sig = g.signature) FROM (SELECT signature, path FROM hang_groups"                  \
+  " WHERE path >= " skip_to " COLLATE \"C\" AND path < " to " COLLATE \"C\""                       \
+  " ORDER BY path COLLATE \"C\" LIMIT " limit ") g"                                                \
+  " UNION ALL SELECT 1, NULL, (SELECT path FROM hang_groups WHERE path >= " floor                  \
+  " COLLATE \"C\" AND path < " from                                                                \
+  " COLLATE \"C\" ORDER BY path COLLATE \"C\" DESC LIMIT 1), NULL"                                 \
+  " UNION ALL SELECT 2, NULL, (SELECT path FROM hang_groups WHERE path >= " to                     \
+  " COLLATE \"C\" AND path < " ceiling " COLLATE \"C\" ORDER BY path COLLATE \"C\" LIMIT 1), NULL"
+/* The parts of PREFIXES_AND_TURNS: the prefixes' groups, each turn's
+   range (1 + its index), the key's end's range (kind 0, 1, 2: END_PART +
+   kind). */
+#define END_PART 1000
+
 /* A pick's first statement: the stored groups keyed by a root prefix of
    the hang's key ($1) with their paths' samples and children (part 0,
-   one row per child), and ahead of need the groups of the ranges under
-   the hang's turns off its key (hgc_turns; part k for the k-th range
-   [$2[k], $3[k]), the first HGC_MAX_EXTENSIONS by path): when the
-   prefixes do not decide the pick, the turns are what it reads next
-   (hgc_look_ranges), and a round trip less is one less inside the hang
-   groups lock. Both parts read at once, as the pick would read them
+   one row per child), and ahead of need the rows of the ranges the pick
+   reads first when the prefixes do not decide it (hgc_look_ranges), which
+   depend on the hang alone: under each of its turns off its key
+   (hgc_turns; part k for the k-th range [$2[k], $3[k])) and at its key's
+   end (hgc_end_range, $4-$7; parts END_PART..), each the first
+   HGC_MAX_EXTENSIONS by path. Each round trip saved is one less inside
+   the hang groups lock. All read at once, as the pick would read them
    later in the same transaction: nothing is written between. */
 static const char PREFIXES_AND_TURNS[] =
     "SELECT * FROM (SELECT 0 AS part, g.signature AS sig, g.path AS path, (SELECT samples"
@@ -86,16 +111,30 @@ static const char PREFIXES_AND_TURNS[] =
     " FROM unnest($2::text[], $3::text[]) WITH ORDINALITY AS t(lo, hi, o)"
     " CROSS JOIN LATERAL (SELECT signature, path FROM hang_groups WHERE path >= t.lo COLLATE \"C\""
     " AND path < t.hi COLLATE \"C\" ORDER BY path COLLATE \"C\" LIMIT " PG_XSTR(
-        HGC_MAX_EXTENSIONS) ") x) u ORDER BY part, CASE WHEN part = 0 THEN sig END, path, child";
+        HGC_MAX_EXTENSIONS) ") x UNION ALL SELECT " PG_XSTR(END_PART) " + e.kind, e.signature,"
+                                                                      " e.path, e.samples, NULL, "
+                                                                      "NULL FROM (" RANGE_ROWS(
+                                                                          "$4", "$5", "$4", "$4",
+                                                                          PG_XSTR(
+                                                                              HGC_MAX_EXTENSIONS),
+                                                                          "$6",
+                                                                          "$7") ") e(kind, "
+                                                                                "signature, path, "
+                                                                                "samples))"
+                                                                                " u ORDER BY part, "
+                                                                                "CASE WHEN part = "
+                                                                                "0 THEN sig END, "
+                                                                                "path, child";
 
 typedef struct range_ctx_s {
   store_t *st;
   hgc_cands_t *cs;
   const store_hang_t *h;
-  /* PREFIXES_AND_TURNS' answer and the turns' ranges it read ahead */
+  /* PREFIXES_AND_TURNS' answer and the ranges it read ahead */
   PGresult *ahead;
   hgc_turn_t turns[HGC_MAX_TURNS];
   long n_turns;
+  hgc_end_t end;
 } range_ctx_t;
 
 /* The prefixes' groups (part 0 of rx->ahead), added in prefix order
@@ -104,7 +143,7 @@ static int prefix_cands(range_ctx_t *rx) {
   const store_hang_t *h = rx->h;
   char(*sigs)[STORE_SIG_CHARS + 1] = calloc(h->len ? h->len : 1, sizeof *sigs);
   rx->n_turns = sigs ? hgc_turns(h, rx->turns, HGC_MAX_TURNS) : -1;
-  if (rx->n_turns < 0) {
+  if (rx->n_turns < 0 || hgc_end_range(h, &rx->end) != 0) {
     free(sigs);
     return -1;
   }
@@ -121,6 +160,10 @@ static int prefix_cands(range_ctx_t *rx) {
   pg_own(&p, 1, pg_array_end(&a));
   pg_own(&p, 2, pg_array_end(&lo));
   pg_own(&p, 3, pg_array_end(&hi));
+  pg_text(&p, 4, rx->end.from);
+  pg_text(&p, 5, rx->end.to);
+  pg_text(&p, 6, rx->end.floor);
+  pg_text(&p, 7, rx->end.ceiling);
   PGresult *r =
       p.v[0] && p.v[1] && p.v[2] ? pg_run(rx->st, PREFIXES_AND_TURNS, &p, "hang groups") : NULL;
   pg_params_free(&p);
@@ -162,33 +205,49 @@ static int range_group(const range_ctx_t *rx, const PGresult *res, int i) {
 /* The stored groups of range r the pick could take (hgc_cands_add_row;
    hgc_look_ranges' range, ctx a range_ctx_t) and the paths next to it:
    one statement, as the SQLite backend's HG_EXTENSIONS. */
-/* r, when it is one of the turns' ranges read ahead: its first r->limit
-   groups offered as range_cands would (*rc its answer). */
-static bool from_ahead(const range_ctx_t *rx, const hgc_range_t *r, int *rc) {
-  if (!rx->ahead || r->floor || strcmp(r->skip_from, r->from) != 0 ||
-      strcmp(r->skip_to, r->from) != 0)
-    return false;
-  long k = 0;
-  while (k < rx->n_turns &&
-         (strcmp(rx->turns[k].from, r->from) != 0 || strcmp(rx->turns[k].to, r->to) != 0))
-    k++;
-  if (k == rx->n_turns) return false;
-  char part[24];
-  snprintf(part, sizeof part, "%ld", k + 1);
+static bool same(const char *a, const char *b) {
+  return a && b ? strcmp(a, b) == 0 : a == b;
+}
+
+/* The part of rx->ahead that read r (nothing skipped in it), or -1. */
+static long ahead_part(const range_ctx_t *rx, const hgc_range_t *r) {
+  if (!rx->ahead || !same(r->skip_from, r->from) || !same(r->skip_to, r->from)) return -1;
+  if (r->floor)
+    return same(r->from, rx->end.from) && same(r->to, rx->end.to) &&
+                   same(r->floor, rx->end.floor) && same(r->ceiling, rx->end.ceiling)
+               ? END_PART
+               : -1;
+  for (long k = 0; k < rx->n_turns; k++)
+    if (same(rx->turns[k].from, r->from) && same(rx->turns[k].to, r->to)) return k + 1;
+  return -1;
+}
+
+/* r, when PREFIXES_AND_TURNS read it ahead: its first r->limit groups
+   offered and the paths next to it given as range_cands would (*rc its
+   answer). */
+static bool from_ahead(const range_ctx_t *rx, const hgc_range_t *r, hgc_next_t *next, int *rc) {
+  long part = ahead_part(rx, r);
+  if (part < 0) return false;
   size_t taken = 0;
   *rc = 0;
-  for (int i = 0; *rc == 0 && taken < r->limit && i < PQntuples(rx->ahead); i++)
-    if (strcmp(PQgetvalue(rx->ahead, i, 0), part) == 0) {
+  for (int i = 0; *rc == 0 && i < PQntuples(rx->ahead); i++) {
+    long at = strtol(PQgetvalue(rx->ahead, i, 0), NULL, 10);
+    if (at == part && taken < r->limit) {
       taken++;
       *rc = range_group(rx, rx->ahead, i);
+    } else if (part == END_PART && (at == END_PART + 1 || at == END_PART + 2) &&
+               !PQgetisnull(rx->ahead, i, 2)) {
+      char **to = at == END_PART + 1 ? &next->below : &next->above;
+      if (!(*to = strdup(PQgetvalue(rx->ahead, i, 2)))) *rc = -1;
     }
+  }
   return true;
 }
 
 static int range_cands(void *ctx, const hgc_range_t *r, hgc_next_t *next) {
   const range_ctx_t *rx = ctx;
   int rc = 0;
-  if (from_ahead(rx, r, &rc)) return rc;
+  if (from_ahead(rx, r, next, &rc)) return rc;
   pg_params_t p = {0};
   pg_text(&p, 1, r->from);
   pg_text(&p, 2, r->to);
@@ -197,22 +256,10 @@ static int range_cands(void *ctx, const hgc_range_t *r, hgc_next_t *next) {
   pg_int(&p, 5, (int64_t)r->limit);
   pg_text(&p, 6, r->floor); /* NULL: no next paths */
   pg_text(&p, 7, r->ceiling);
-  PGresult *res = pg_run(
-      rx->st,
-      "SELECT * FROM (SELECT 0 AS kind, g.signature, g.path, (SELECT samples FROM hang_group_path"
-      " WHERE group_sig = g.signature) FROM (SELECT signature, path FROM hang_groups"
-      " WHERE path >= $1 COLLATE \"C\" AND path < $3 COLLATE \"C\""
-      " ORDER BY path COLLATE \"C\" LIMIT $5::bigint) g"
-      " UNION ALL SELECT 0, g.signature, g.path, (SELECT samples FROM hang_group_path"
-      " WHERE group_sig = g.signature) FROM (SELECT signature, path FROM hang_groups"
-      " WHERE path >= $4 COLLATE \"C\" AND path < $2 COLLATE \"C\""
-      " ORDER BY path COLLATE \"C\" LIMIT $5::bigint) g"
-      " UNION ALL SELECT 1, NULL, (SELECT path FROM hang_groups WHERE path >= $6 COLLATE \"C\""
-      " AND path < $1 COLLATE \"C\" ORDER BY path COLLATE \"C\" DESC LIMIT 1), NULL"
-      " UNION ALL SELECT 2, NULL, (SELECT path FROM hang_groups WHERE path >= $2 COLLATE \"C\""
-      " AND path < $7 COLLATE \"C\" ORDER BY path COLLATE \"C\" LIMIT 1), NULL"
-      ") u ORDER BY kind, path COLLATE \"C\"",
-      &p, "hang group extensions");
+  PGresult *res = pg_run(rx->st,
+                         "SELECT * FROM (" RANGE_ROWS("$1", "$2", "$3", "$4", "$5::bigint", "$6",
+                                                      "$7") ") u ORDER BY kind, path COLLATE \"C\"",
+                         &p, "hang group extensions");
   if (!res) return -1;
   for (int i = 0; rc == 0 && i < PQntuples(res); i++) {
     if (PQgetisnull(res, i, 2)) continue;
@@ -295,11 +342,12 @@ int pg_hang_groups_assign(store_t *st, const store_hang_t *h, int64_t ns,
   }
   char *path = hgc_path_of(h->key, h->len);
   hgc_cands_t cs = {0};
-  range_ctx_t ctx = {st, &cs, h, NULL, {{0}}, 0};
+  range_ctx_t ctx = {st, &cs, h, NULL, {{0}}, 0, {0}};
   int rc = path ? prefix_cands(&ctx) : -1;
   if (rc == 0) rc = hgc_look_ranges(h, &cs, range_cands, &ctx, -1);
   PQclear(ctx.ahead);
   hgc_turns_free(ctx.turns, ctx.n_turns);
+  free(ctx.end.from);
   long pick = rc == 0 ? hgc_pick(h, &cs) : -1;
   if (pick == -2) rc = -1;
   if (rc == 0 && pick >= 0) {

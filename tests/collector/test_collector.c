@@ -680,6 +680,8 @@ static void case_bad_flags(void) {
       {{"--api-keys-file", "/nonexistent/keys", NULL}, "--api-keys-file"},
       {{"stray", NULL}, "unexpected argument"},
       {{"--durability", "normal", NULL}, "--durability: 'normal' is not full or process"},
+      {{"--rollup-fold-interval", "0", NULL}, "--rollup-fold-interval: value out of range"},
+      {{"--rollup-fold-interval", "86401", NULL}, "--rollup-fold-interval: value out of range"},
   };
   char out[4096];
   for (size_t i = 0; i < ARRAY_LEN(bad); i++) {
@@ -695,6 +697,7 @@ static void case_help(void) {
   CHECK(strstr(out, "--api-keys-file") != NULL);
   CHECK(strstr(out, "--max-decompressed-bytes") != NULL);
   CHECK(strstr(out, "--durability full|process") != NULL);
+  CHECK(strstr(out, "--rollup-fold-interval SECONDS") != NULL);
 }
 
 int main(int argc, char **argv) {

@@ -7,13 +7,12 @@
  * samples (hgc_cands_add_row), and the nearest paths outside. The hang is
  * the flaky run's: keyed 14 frames deep at the clock read (4 frames below
  * busy_loop under ASan), 2 of its 21 samples in spin (no turn).
- *  - every_branch_point: a group crossing the hang found wherever it parts
- *    from the key (after 1 .. 13 frames, or past its end) when every
- *    deeper branch point holds a group that does not cross: one range per
- *    branch point from the key's end down to it, each group read once;
- *    the pick takes it. The flaky run's store: the group keyed
- *    busy_loop -> spin found in 2 ranges (the 12 empty branch points
- *    between read by none).
+ *  - every_branch_point: the first range read is hgc_end_range's (the
+ *    PostgreSQL store reads it ahead with the prefixes); a group crossing the hang found wherever
+ * it parts from the key (after 1 .. 13 frames, or past its end) when every deeper branch point
+ * holds a group that does not cross: one range per branch point from the key's end down to it, each
+ * group read once; the pick takes it. The flaky run's store: the group keyed busy_loop -> spin
+ * found in 2 ranges (the 12 empty branch points between read by none).
  *  - rules_first: the key's own group among the prefixes' candidates: no
  *    range read; a prefix group that does not cross: the ranges read.
  *  - deepest_crossing: crossing groups parting after 12 and 10 frames: the
@@ -79,6 +78,7 @@ typedef struct mem_store_s {
   size_t hits[KEY_LEN + 1]; /* rows per range call, by call */
   hgc_range_t first;        /* the first range read (its texts copied below) */
   char first_from[512], first_to[512], first_skip_from[512], first_skip_to[512];
+  char first_floor[512], first_ceiling[512];
 } mem_store_t;
 
 /* A group keyed by key (innermost first, len frames) whose 100 samples
@@ -181,6 +181,8 @@ static int range(void *ctx, const hgc_range_t *r, hgc_next_t *next) {
     snprintf(s->first_to, sizeof s->first_to, "%s", r->to);
     snprintf(s->first_skip_from, sizeof s->first_skip_from, "%s", r->skip_from);
     snprintf(s->first_skip_to, sizeof s->first_skip_to, "%s", r->skip_to);
+    snprintf(s->first_floor, sizeof s->first_floor, "%s", r->floor ? r->floor : "(null)");
+    snprintf(s->first_ceiling, sizeof s->first_ceiling, "%s", r->ceiling ? r->ceiling : "(null)");
   }
   s->ranges++;
   s->rows += m;
@@ -234,6 +236,16 @@ static void case_every_branch_point(void) {
     store_add(&s, elsewhere, ARRAY_LEN(elsewhere), 0);
     CHECK_EQ_INT(hgc_look_ranges(&h, &s.cs, range, &s, -1), 0);
     CHECKF(s.ranges == KEY_LEN + 1 - p, "parting after %zu frames: %zu ranges", p, s.ranges);
+    hgc_end_t end;
+    CHECK_EQ_INT(hgc_end_range(&h, &end), 0);
+    CHECK(strcmp(s.first_from, end.from) == 0 && strcmp(s.first_to, end.to) == 0);
+    CHECK(strcmp(s.first_skip_from, end.from) == 0 && strcmp(s.first_skip_to, end.from) == 0);
+    CHECK(strcmp(s.first_floor, end.floor) == 0 && strcmp(s.first_ceiling, end.ceiling) == 0);
+    char *whole = hgc_path_of(h.key, h.len); /* the key's path, its root frame "_start" */
+    CHECK(whole != NULL && strcmp(end.from, whole) == 0 && strncmp(end.floor, "_start", 6) == 0 &&
+          strlen(end.floor) == 7 && strlen(end.ceiling) == 7);
+    free(whole);
+    free(end.from);
     CHECK_EQ_INT(s.rows, KEY_LEN + 2 - p); /* each group at p or deeper once */
     CHECK_EQ_INT(s.cs.read, s.rows);
     CHECK_EQ_INT(s.cs.n, 1);
