@@ -145,8 +145,19 @@ uint16_t free_port(void) {
 
 pid_t g_running; /* the collector a failed check leaves behind */
 
+/* Every child spawn made: a failed check may leave any of them running
+   (a second collector of a test), holding ctest's output pipe open. */
+#define MAX_SPAWNED 256
+static pid_t g_spawned[MAX_SPAWNED];
+static size_t g_n_spawned;
+
 void kill_running(void) {
   if (g_running > 0) kill(g_running, SIGKILL), waitpid(g_running, NULL, 0);
+  /* Only children still ours and running: a reaped one's pid may be
+     another process's now, and waitpid says ECHILD for it. */
+  for (size_t i = 0; i < g_n_spawned; i++)
+    if (waitpid(g_spawned[i], NULL, WNOHANG) == 0)
+      kill(g_spawned[i], SIGKILL), waitpid(g_spawned[i], NULL, 0);
 }
 
 pid_t spawn(char *const argv[], const char *stderr_path) {
@@ -160,6 +171,7 @@ pid_t spawn(char *const argv[], const char *stderr_path) {
     execv(argv[0], argv);
     _exit(127);
   }
+  if (g_n_spawned < MAX_SPAWNED) g_spawned[g_n_spawned++] = pid;
   return pid;
 }
 

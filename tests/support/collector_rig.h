@@ -52,7 +52,9 @@ void check_bad_parameter(const collector_t *c, const char *endpoint, const char 
                          const char *param);
 
 uint16_t free_port(void);
-void kill_running(void); /* atexit: a failed check leaves no collector behind */
+/* atexit: a failed check leaves no collector behind (g_running, and every
+   child of spawn's still running) */
+void kill_running(void);
 pid_t spawn(char *const argv[], const char *stderr_path);
 /* Wait up to seconds for pid to exit: its exit status (128 + signal when
    killed by one), or -1 when it had to be killed at the deadline. */
