@@ -336,24 +336,23 @@ static int insert_batch_row(store_t *st, const store_batch_t *b) {
   }
   PQclear(r);
   if (dup || b->n_tags == 0) return dup;
-  pg_array_t keys = {0}, values = {0};
+  pg_array_t kv[2] = {{0}}; /* keys, values */
   for (size_t i = 0; i < b->n_tags; i++) {
     char *key = strndup(b->tags[i].key, b->tags[i].key_len);
-    if (!key) keys.failed = true;
-    pg_array_text(&keys, key ? key : "");
-    pg_array_text(&values, b->tags[i].value);
+    if (!key) kv[0].failed = true;
+    pg_array_text(&kv[0], key ? key : "");
+    pg_array_text(&kv[1], b->tags[i].value);
     free(key);
   }
   pg_params_t t = {0};
   pg_bytes(&t, 1, b->id, STORE_BATCH_ID_BYTES);
-  pg_own(&t, 2, pg_array_end(&keys));
-  pg_own(&t, 3, pg_array_end(&values));
-  int rc = t.v[1] && t.v[2] ? pg_do(st,
-                                    "INSERT INTO batch_tags(batch_id, key, value) SELECT $1, k, v"
-                                    " FROM unnest($2::text[], $3::text[]) AS u(k, v)"
-                                    " ON CONFLICT DO NOTHING",
-                                    &t, "insert tags")
-                            : -1;
+  int rc = pg_own_arrays(&t, 2, kv, 2) == 0
+               ? pg_do(st,
+                       "INSERT INTO batch_tags(batch_id, key, value) SELECT $1, k, v"
+                       " FROM unnest($2::text[], $3::text[]) AS u(k, v)"
+                       " ON CONFLICT DO NOTHING",
+                       &t, "insert tags")
+               : -1;
   pg_params_free(&t);
   return rc;
 }
@@ -366,21 +365,18 @@ static int insert_batch_row(store_t *st, const store_batch_t *b) {
    end, so every batch writing its stacks' rows made the batches of two
    collectors sharing stacks take turns). */
 static int upsert_stacks(store_t *st, const store_batch_t *b) {
-  pg_array_t sigs = {0}, frames = {0}, ends = {0};
+  pg_array_t a[3] = {{0}}; /* signatures, frames, ends */
   size_t n = 0;
   for (size_t i = 0; i < b->n_stacks; i++) {
     if (pg_known_fresh(st->known_stacks, b->stacks[i].signature, b->received_ns)) continue;
-    pg_array_text(&sigs, b->stacks[i].signature);
-    pg_array_text(&frames, b->stacks[i].frames_json);
-    pg_array_text(&ends, b->stacks[i].end);
+    pg_array_text(&a[0], b->stacks[i].signature);
+    pg_array_text(&a[1], b->stacks[i].frames_json);
+    pg_array_text(&a[2], b->stacks[i].end);
     n++;
   }
   pg_params_t p = {0};
-  pg_own(&p, 1, pg_array_end(&sigs));
-  pg_own(&p, 2, pg_array_end(&frames));
-  pg_own(&p, 3, pg_array_end(&ends));
+  int rc = pg_own_arrays(&p, 1, a, 3);
   pg_int(&p, 4, b->received_ns);
-  int rc = p.v[0] && p.v[1] && p.v[2] ? 0 : -1;
   if (rc == 0 && n)
     rc = pg_do(st,
                "WITH i AS (INSERT INTO stacks(signature, frames, first_seen, last_seen, stack_end)"
@@ -398,20 +394,17 @@ static int upsert_stacks(store_t *st, const store_batch_t *b) {
    pick writes its group's row too, and a collector holding the lock must
    not wait for a new row another inserted before queueing for it. */
 static int upsert_groups(store_t *st, const store_batch_t *b) {
-  pg_array_t sigs = {0}, frames = {0};
-  pg_params_t p = {0};
-  int rc = 0;
+  pg_array_t a[2] = {{0}}; /* signatures, frames */
   size_t n = 0;
   for (size_t i = 0; i < b->n_groups; i++) {
     if (pg_known_fresh(st->known_groups, b->groups[i].signature, b->received_ns)) continue;
-    pg_array_text(&sigs, b->groups[i].signature);
-    pg_array_text(&frames, b->groups[i].names_json);
+    pg_array_text(&a[0], b->groups[i].signature);
+    pg_array_text(&a[1], b->groups[i].names_json);
     n++;
   }
-  pg_own(&p, 1, pg_array_end(&sigs));
-  pg_own(&p, 2, pg_array_end(&frames));
+  pg_params_t p = {0};
+  int rc = pg_own_arrays(&p, 1, a, 2);
   pg_int(&p, 3, b->received_ns);
-  if (!p.v[0] || !p.v[1]) rc = -1;
   if (rc == 0 && n)
     rc = pg_do(st,
                "WITH i AS (INSERT INTO groups(signature, frames, first_seen, last_seen)"
@@ -506,10 +499,7 @@ static int insert_events(store_t *st, const store_batch_t *b, char (*picked)[STO
   }
   pg_params_t p = {0};
   pg_bytes(&p, 1, b->id, STORE_BATCH_ID_BYTES);
-  for (int i = 0; i < EVENT_ARRAYS; i++) {
-    pg_own(&p, 2 + i, pg_array_end(&a[i]));
-    if (!p.v[1 + i]) rc = -1;
-  }
+  if (pg_own_arrays(&p, 2, a, EVENT_ARRAYS) != 0) rc = -1;
   pg_int(&p, 22, b->received_ns);
   pg_int(&p, 23, n);
   if (rc == 0 && n) rc = pg_do(st, INSERT_EVENTS, &p, "insert events");

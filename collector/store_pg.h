@@ -139,6 +139,9 @@ void pg_array_text(pg_array_t *a, const char *text); /* NULL: a NULL element */
 void pg_array_int(pg_array_t *a, int64_t value);
 /* The literal (malloc'ed, "{}" for none; NULL when out of memory), for pg_own. */
 char *pg_array_end(pg_array_t *a);
+/* $first .. $first + n - 1 of p: the literals of a[0 .. n - 1]
+   (pg_array_end, pg_own). 0, or -1 when one was out of memory. */
+int pg_own_arrays(pg_params_t *p, int first, pg_array_t *a, int n);
 
 /* Run sql with p (NULL: none) on st's connection (the lock is held): the
    result when its status is ok (the caller PQclear's it), else NULL with

@@ -121,6 +121,15 @@ char *pg_array_end(pg_array_t *a) {
   return s;
 }
 
+int pg_own_arrays(pg_params_t *p, int first, pg_array_t *a, int n) {
+  int rc = 0;
+  for (int i = 0; i < n; i++) {
+    pg_own(p, first + i, pg_array_end(&a[i]));
+    if (!p->v[first + i - 1]) rc = -1;
+  }
+  return rc;
+}
+
 /* The connection open again after it was lost (the server restarted, a
    proxy cut it): the next statement gets a fresh session. */
 static void ensure_connected(store_t *st) {

@@ -85,52 +85,44 @@ static int take_path(hgc_cand_t *c, const PGresult *r, int row, int col) {
   " COLLATE \"C\" ORDER BY path COLLATE \"C\" DESC LIMIT 1), NULL"                                 \
   " UNION ALL SELECT 2, NULL, (SELECT path FROM hang_groups WHERE path >= " to                     \
   " COLLATE \"C\" AND path < " ceiling " COLLATE \"C\" ORDER BY path COLLATE \"C\" LIMIT 1), NULL"
-/* The parts of PREFIXES_AND_TURNS: the prefixes' groups, each turn's
-   range (1 + its index), the key's end's range (kind 0, 1, 2: END_PART +
-   kind). */
-#define END_PART 1000
 
-/* A pick's first statement: the stored groups keyed by a root prefix of
-   the hang's key ($1) with their paths' samples and children (part 0,
-   one row per child), and ahead of need the rows of the ranges the pick
-   reads first when the prefixes do not decide it (hgc_look_ranges), which
-   depend on the hang alone: under each of its turns off its key
-   (hgc_turns; part k for the k-th range [$2[k], $3[k])) and at its key's
-   end (hgc_end_range, $4-$7; parts END_PART..), each the first
-   HGC_MAX_EXTENSIONS by path. Each round trip saved is one less inside
-   the hang groups lock. All read at once, as the pick would read them
-   later in the same transaction: nothing is written between. */
-static const char PREFIXES_AND_TURNS[] =
-    "SELECT * FROM (SELECT 0 AS part, g.signature AS sig, g.path AS path, (SELECT samples"
-    " FROM hang_group_path WHERE group_sig = g.signature), c.child AS child, c.samples"
-    " FROM hang_groups g"
-    " LEFT JOIN LATERAL (SELECT child, samples FROM hang_group_children"
-    " WHERE group_sig = g.signature) c ON true WHERE g.signature = ANY($1::text[])"
-    " UNION ALL SELECT t.o, x.signature, x.path, (SELECT samples FROM hang_group_path"
-    " WHERE group_sig = x.signature), NULL, NULL"
-    " FROM unnest($2::text[], $3::text[]) WITH ORDINALITY AS t(lo, hi, o)"
-    " CROSS JOIN LATERAL (SELECT signature, path FROM hang_groups WHERE path >= t.lo COLLATE \"C\""
-    " AND path < t.hi COLLATE \"C\" ORDER BY path COLLATE \"C\" LIMIT " PG_XSTR(
-        HGC_MAX_EXTENSIONS) ") x UNION ALL SELECT " PG_XSTR(END_PART) " + e.kind, e.signature,"
-                                                                      " e.path, e.samples, NULL, "
-                                                                      "NULL FROM (" RANGE_ROWS(
-                                                                          "$4", "$5", "$4", "$4",
-                                                                          PG_XSTR(
-                                                                              HGC_MAX_EXTENSIONS),
-                                                                          "$6",
-                                                                          "$7") ") e(kind, "
-                                                                                "signature, path, "
-                                                                                "samples))"
-                                                                                " u ORDER BY part, "
-                                                                                "CASE WHEN part = "
-                                                                                "0 THEN sig END, "
-                                                                                "path, child";
+/* A pick's first statement (PICK_FIRST_READ): the stored groups keyed by
+   a root prefix of the hang's key ($1) with their paths' samples and
+   children (part 0, one row per child), and ahead of need the rows of
+   the ranges the pick reads first when the prefixes do not decide it
+   (hgc_look_ranges), which depend on the hang alone: under each of its
+   turns off its key (hgc_turns; part k for the k-th range [$2[k],
+   $3[k])) and at its key's end (hgc_end_range, $4-$7; part END_PART + a
+   RANGE_ROWS kind), each the first HGC_MAX_EXTENSIONS by path. Each round
+   trip saved is one less inside the hang groups lock. All read at once,
+   as the pick would read them later in the same transaction: nothing is
+   written between. */
+#define END_PART 1000
+#define EXTENSIONS PG_XSTR(HGC_MAX_EXTENSIONS)
+#define PREFIX_ROWS                                                                                \
+  "SELECT 0 AS part, g.signature AS sig, g.path AS path, (SELECT samples FROM hang_group_path"     \
+  " WHERE group_sig = g.signature), c.child AS child, c.samples FROM hang_groups g"                \
+  " LEFT JOIN LATERAL (SELECT child, samples FROM hang_group_children"                             \
+  " WHERE group_sig = g.signature) c ON true WHERE g.signature = ANY($1::text[])"
+#define TURN_ROWS                                                                                  \
+  "SELECT t.o, x.signature, x.path, (SELECT samples FROM hang_group_path"                          \
+  " WHERE group_sig = x.signature), NULL, NULL"                                                    \
+  " FROM unnest($2::text[], $3::text[]) WITH ORDINALITY AS t(lo, hi, o)"                           \
+  " CROSS JOIN LATERAL (SELECT signature, path FROM hang_groups WHERE path >= t.lo COLLATE \"C\""  \
+  " AND path < t.hi COLLATE \"C\" ORDER BY path COLLATE \"C\" LIMIT " EXTENSIONS ") x"
+#define END_RANGE RANGE_ROWS("$4", "$5", "$4", "$4", EXTENSIONS, "$6", "$7")
+#define END_ROWS                                                                                   \
+  "SELECT " PG_XSTR(END_PART) " + e.kind, e.signature, e.path, e.samples, NULL, NULL"              \
+                              " FROM (" END_RANGE ") e(kind, signature, path, samples)"
+static const char PICK_FIRST_READ[] =
+    "SELECT * FROM (" PREFIX_ROWS " UNION ALL " TURN_ROWS " UNION ALL " END_ROWS ")"
+    " u ORDER BY part, CASE WHEN part = 0 THEN sig END, path, child";
 
 typedef struct range_ctx_s {
   store_t *st;
   hgc_cands_t *cs;
   const store_hang_t *h;
-  /* PREFIXES_AND_TURNS' answer and the ranges it read ahead */
+  /* PICK_FIRST_READ's answer and the ranges it read ahead */
   PGresult *ahead;
   hgc_turn_t turns[HGC_MAX_TURNS];
   long n_turns;
@@ -147,25 +139,22 @@ static int prefix_cands(range_ctx_t *rx) {
     free(sigs);
     return -1;
   }
-  pg_array_t a = {0}, lo = {0}, hi = {0};
+  pg_array_t a[3] = {{0}}; /* the prefixes' signatures, the turns' froms and tos */
   for (size_t d = 1; d <= h->len; d++) {
     hgc_prefix_sig(h, d, sigs[d - 1]);
-    pg_array_text(&a, sigs[d - 1]);
+    pg_array_text(&a[0], sigs[d - 1]);
   }
   for (long t = 0; t < rx->n_turns; t++) {
-    pg_array_text(&lo, rx->turns[t].from);
-    pg_array_text(&hi, rx->turns[t].to);
+    pg_array_text(&a[1], rx->turns[t].from);
+    pg_array_text(&a[2], rx->turns[t].to);
   }
   pg_params_t p = {0};
-  pg_own(&p, 1, pg_array_end(&a));
-  pg_own(&p, 2, pg_array_end(&lo));
-  pg_own(&p, 3, pg_array_end(&hi));
+  int arrays = pg_own_arrays(&p, 1, a, 3);
   pg_text(&p, 4, rx->end.from);
   pg_text(&p, 5, rx->end.to);
   pg_text(&p, 6, rx->end.floor);
   pg_text(&p, 7, rx->end.ceiling);
-  PGresult *r =
-      p.v[0] && p.v[1] && p.v[2] ? pg_run(rx->st, PREFIXES_AND_TURNS, &p, "hang groups") : NULL;
+  PGresult *r = arrays == 0 ? pg_run(rx->st, PICK_FIRST_READ, &p, "hang groups") : NULL;
   pg_params_free(&p);
   rx->ahead = r;
   int rc = r ? 0 : -1, n = 0;
@@ -202,9 +191,6 @@ static int range_group(const range_ctx_t *rx, const PGresult *res, int i) {
   return rc == 0 && c && hgc_cand_is_prefix(rx->h, c) ? read_children(rx->st, c) : rc;
 }
 
-/* The stored groups of range r the pick could take (hgc_cands_add_row;
-   hgc_look_ranges' range, ctx a range_ctx_t) and the paths next to it:
-   one statement, as the SQLite backend's HG_EXTENSIONS. */
 static bool same(const char *a, const char *b) {
   return a && b ? strcmp(a, b) == 0 : a == b;
 }
@@ -222,7 +208,7 @@ static long ahead_part(const range_ctx_t *rx, const hgc_range_t *r) {
   return -1;
 }
 
-/* r, when PREFIXES_AND_TURNS read it ahead: its first r->limit groups
+/* r, when PICK_FIRST_READ read it ahead: its first r->limit groups
    offered and the paths next to it given as range_cands would (*rc its
    answer). */
 static bool from_ahead(const range_ctx_t *rx, const hgc_range_t *r, hgc_next_t *next, int *rc) {
@@ -244,6 +230,9 @@ static bool from_ahead(const range_ctx_t *rx, const hgc_range_t *r, hgc_next_t *
   return true;
 }
 
+/* The stored groups of range r the pick could take (hgc_cands_add_row;
+   hgc_look_ranges' range, ctx a range_ctx_t) and the paths next to it:
+   one statement (or the rows read ahead), as the SQLite backend's HG_EXTENSIONS. */
 static int range_cands(void *ctx, const hgc_range_t *r, hgc_next_t *next) {
   const range_ctx_t *rx = ctx;
   int rc = 0;
@@ -304,12 +293,12 @@ static int write_pick(store_t *st, const store_hang_t *h, const char *sig, const
                       int64_t ns, const char *const *key, size_t len, const uint64_t *old) {
   hgc_children_t ch;
   int rc = hgc_children(h, key, len, &ch);
-  pg_array_t names = {0}, counts = {0};
+  pg_array_t a[2] = {{0}}; /* the children's names, their samples */
   for (size_t i = 0; rc == 0 && i <= ch.n; i++) {
     uint64_t count = i < ch.n ? ch.samples[i] : ch.self;
     if (count == 0) continue;
-    pg_array_text(&names, i < ch.n ? ch.names[i] : "");
-    pg_array_int(&counts, (int64_t)count);
+    pg_array_text(&a[0], i < ch.n ? ch.names[i] : "");
+    pg_array_int(&a[1], (int64_t)count);
   }
   uint64_t *through = rc == 0 ? hgc_through(h, key, len, old) : NULL;
   unsigned char *blob = through ? hgc_encode_path(through, len) : NULL;
@@ -318,10 +307,8 @@ static int write_pick(store_t *st, const store_hang_t *h, const char *sig, const
   pg_text(&p, 2, h->group.names_json ? h->group.names_json : "[]");
   pg_int(&p, 3, ns);
   pg_text(&p, 4, new_path);
-  pg_own(&p, 5, pg_array_end(&names));
-  pg_own(&p, 6, pg_array_end(&counts));
+  if (pg_own_arrays(&p, 5, a, 2) != 0 || !blob) rc = -1;
   if (blob) pg_bytes(&p, 7, blob, 8 * len);
-  if (rc == 0 && (!blob || !p.v[4] || !p.v[5])) rc = -1;
   if (rc == 0) rc = pg_do(st, PICK_WRITES, &p, "hang group");
   pg_params_free(&p);
   free(blob);

@@ -85,11 +85,7 @@ int pg_rollups_add_batch(store_t *st, const store_batch_t *b, const char *const 
   pg_text(&p, 1, b->app ? b->app : "");
   pg_text(&p, 2, b->version ? b->version : "");
   pg_text(&p, 3, b->environment ? b->environment : "");
-  int rc = 0;
-  for (int i = 0; i < GROUP_COLS + STACK_COLS; i++) {
-    pg_own(&p, 4 + i, pg_array_end(&a[i]));
-    if (!p.v[3 + i]) rc = -1;
-  }
+  int rc = pg_own_arrays(&p, 4, a, GROUP_COLS + STACK_COLS);
   if (rc == 0) rc = pg_do(st, ADD_BATCH, &p, "rollups");
   pg_params_free(&p);
   return rc;
@@ -112,13 +108,14 @@ int pg_rollups_add_batch(store_t *st, const store_batch_t *b, const char *const 
   " FROM ds WHERE true" ROLLUP_KEY_ORDER                                                           \
   ROLLUP_STACK_MERGE(lvl, SHARD_COL)
 #define DAY_OF_BUCKET ROLLUP_BUCKET_AT("bucket_ns", ROLLUP_DAY_SQL)
-static const char FOLD[] =
-    "WITH dg AS (DELETE FROM rollup_groups_delta RETURNING *),"
-    " ds AS (DELETE FROM rollup_stacks_delta RETURNING *),"
-    " g AS (" FOLD_GROUPS("", "bucket_ns") "), gd AS (" FOLD_GROUPS(
-        "_day", DAY_OF_BUCKET) "), s AS (" FOLD_STACKS("",
-                                                       "bucket_ns") ") " FOLD_STACKS("_day",
-                                                                                     DAY_OF_BUCKET);
+#define FOLD_GROUPS_10M FOLD_GROUPS("", "bucket_ns")
+#define FOLD_GROUPS_DAY FOLD_GROUPS("_day", DAY_OF_BUCKET)
+#define FOLD_STACKS_10M FOLD_STACKS("", "bucket_ns")
+#define FOLD_STACKS_DAY FOLD_STACKS("_day", DAY_OF_BUCKET)
+static const char FOLD[] = "WITH dg AS (DELETE FROM rollup_groups_delta RETURNING *),"
+                           " ds AS (DELETE FROM rollup_stacks_delta RETURNING *),"
+                           " g AS (" FOLD_GROUPS_10M "), gd AS (" FOLD_GROUPS_DAY "),"
+                           " s AS (" FOLD_STACKS_10M ") " FOLD_STACKS_DAY;
 
 int pg_rollups_fold(store_t *st, bool wait) {
   pg_params_t p = {0};

@@ -823,9 +823,13 @@ static json_t *groups_by_start(const collector_t *c) {
 }
 
 /* The hang grouping of the PostgreSQL store (its candidate reads, the
-   turns' ranges read ahead with the key's prefixes, one statement for a
-   pick's writes) against the SQLite store's on the same batches: every
-   hang in the same group, and groups of several hangs among them. */
+   ranges read ahead with the key's prefixes, one statement for a pick's
+   writes) against the SQLite store's on the same batches: every hang in
+   the same group, and groups of several hangs among them. It checks the
+   outcome only: a read ahead that served another range's rows went
+   unnoticed here (tried), the walk over branch points finding the same
+   groups later; hang_group_cands_turns and _every_branch_point check
+   that the ranges read ahead are the walk's first ones. */
 static void case_picks_like_sqlite(void) {
   collector_t pg, lite;
   collector_start(&pg, (const char *[]){"--rate-limit", "0", NULL});

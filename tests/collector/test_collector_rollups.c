@@ -45,7 +45,7 @@
   ((const char *[]){"--retention-days", "1", "--retention-interval", "1", "--rate-limit", "0",     \
                     "--rollup-fold-interval", "3600", NULL})
 
-/* The delta rows (PostgreSQL): n of each table. */
+/* PostgreSQL: both delta tables hold rows (some), or neither does. */
 static void check_deltas(const collector_t *c, bool some) {
   if (!rig_pg()) return;
   CHECK(some == (db_count(c->db, "SELECT count(*) FROM rollup_groups_delta") > 0));
