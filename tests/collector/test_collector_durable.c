@@ -11,8 +11,14 @@
  *    collector still has open), until a restart; the same batch sent again
  *    after it (the SDK's retry) is stored;
  *  - the real SDK (sink = http) through such a loss: its batch gets 503,
- *    stays in its spool, and is delivered once the collector is back.
+ *    stays in its spool, and is delivered once the collector is back;
+ *  - PostgreSQL (server_crash): the server's processes killed with
+ *    SIGKILL while the processes that write its WAL in the background were
+ *    stopped: every batch acknowledged with 200 is there once the server
+ *    recovered (the collector's own flush made it durable), and the
+ *    collector stores the next one on a new connection.
  */
+#include <dirent.h>
 #include <jansson.h>
 #include <pthread.h>
 #include <signal.h>
@@ -23,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -372,6 +379,147 @@ static void case_kill9_under_load_process(void) {
   kill9_under_load((const char *[]){"--rate-limit", "0", "--durability", "process", NULL});
 }
 
+/* ---- PostgreSQL: the server crashes --------------------------------------- */
+
+#define CRASH_BATCHES 20
+#define MAX_SERVER_PROCS 64
+
+static char g_server_dir[64]; /* this case's own server (pg_server.sh) */
+
+static void server_stop(void) {
+  char cmd[256];
+  snprintf(cmd, sizeof cmd, "sh %s stop %s", PG_SERVER_SH, g_server_dir);
+  if (g_server_dir[0] && system(cmd) != 0) fprintf(stderr, "%s failed\n", cmd);
+  g_server_dir[0] = '\0';
+}
+
+static void server_run(const char *what) {
+  char cmd[256];
+  snprintf(cmd, sizeof cmd, "sh %s %s %s >/dev/null", PG_SERVER_SH, what, g_server_dir);
+  CHECKF(system(cmd) == 0, "%s", cmd);
+}
+
+/* Process pid's parent and state (/proc/pid/stat; 0 and 0 when gone). */
+static pid_t proc_parent(pid_t pid, char *state) {
+  char path[64], line[512];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  FILE *f = fopen(path, "r");
+  bool got = f && fgets(line, sizeof line, f);
+  if (f) fclose(f);
+  const char *end = got ? strrchr(line, ')') : NULL; /* the name may hold anything */
+  int ppid = 0;
+  *state = 0;
+  if (!end || sscanf(end + 1, " %c %d", state, &ppid) != 2) return 0;
+  return (pid_t)ppid;
+}
+
+/* The live children of ppid, into pids: their count. */
+static size_t children_of(pid_t ppid, pid_t *pids) {
+  DIR *d = opendir("/proc");
+  CHECK(d != NULL);
+  size_t n = 0;
+  for (struct dirent *e; n < MAX_SERVER_PROCS && (e = readdir(d)) != NULL;) {
+    char state;
+    pid_t pid = (pid_t)atoi(e->d_name);
+    if (pid > 0 && proc_parent(pid, &state) == ppid && state != 'Z') pids[n++] = pid;
+  }
+  closedir(d);
+  return n;
+}
+
+/* Whether pid's title (PostgreSQL sets "postgres: walwriter" and such in
+   its argv) holds what. */
+static bool title_has(pid_t pid, const char *what) {
+  char path[64], title[256] = "";
+  snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
+  FILE *f = fopen(path, "r");
+  size_t n = f ? fread(title, 1, sizeof title - 1, f) : 0;
+  if (f) fclose(f);
+  title[n] = '\0';
+  return strstr(title, what) != NULL;
+}
+
+static pid_t postmaster_pid(void) {
+  char path[128];
+  snprintf(path, sizeof path, "%s/data/postmaster.pid", g_server_dir);
+  FILE *f = fopen(path, "r");
+  int pid = 0;
+  CHECKF(f && fscanf(f, "%d", &pid) == 1 && pid > 0, "%s", path);
+  fclose(f);
+  return (pid_t)pid;
+}
+
+/* The server crashes: SIGKILL to the postmaster and every process of it,
+   back when all are gone. This process is their subreaper (case_server_crash)
+   and reaps them: a zombie postmaster would still own its lock file. */
+static void crash_server(void) {
+  pid_t postmaster = postmaster_pid(), kids[MAX_SERVER_PROCS + 1];
+  size_t n = children_of(postmaster, kids);
+  kids[n++] = postmaster;
+  for (size_t i = 0; i < n; i++)
+    kill(kids[i], SIGKILL);
+  for (double end = now_s() + 30;; usleep(10000)) {
+    size_t alive = 0;
+    char state;
+    for (size_t i = 0; i < n; i++) {
+      waitpid(kids[i], NULL, WNOHANG); /* ours once the postmaster is gone */
+      if (proc_parent(kids[i], &state)) alive++;
+    }
+    if (alive == 0) break;
+    CHECKF(now_s() < end, "%zu server processes not gone 30 s after SIGKILL", alive);
+  }
+}
+
+/* --durability full on PostgreSQL: a batch commits asynchronously (its
+   hang lock freed sooner) and is flushed before its 200 (store_pg.c,
+   durable_mark). With the WAL writer, the background writer and the
+   checkpointer stopped, nothing but that flush puts a commit on disk
+   before the crash: without it the batches are lost (tried). Folds
+   (synchronous commits of their own) are held off by the interval. */
+static void case_server_crash(void) {
+  snprintf(g_server_dir, sizeof g_server_dir, "/tmp/perf-pgcrash.%ld", (long)getpid());
+  atexit(server_stop);
+  /* The server's processes adopted by this one when pg_ctl exits. */
+  CHECK(prctl(PR_SET_CHILD_SUBREAPER, 1) == 0);
+  server_run("start");
+  CHECK(setenv("PERF_TEST_PG_DIR", g_server_dir, 1) == 0); /* collector_start's server */
+  collector_t c;
+  collector_start(&c,
+                  (const char *[]){"--rate-limit", "0", "--rollup-fold-interval", "3600", NULL});
+  reply_t *r = malloc(sizeof *r);
+  CHECK(r != NULL);
+  uint8_t id[16];
+  make_id(id, 1, 0);
+  CHECK_EQ_INT(send_small(&c, "crash", id, r), 200); /* the day's partitions made */
+
+  pid_t kids[MAX_SERVER_PROCS];
+  size_t n = children_of(postmaster_pid(), kids), stopped = 0;
+  for (size_t i = 0; i < n; i++)
+    if (title_has(kids[i], "walwriter") || title_has(kids[i], "background writer") ||
+        title_has(kids[i], "checkpointer"))
+      stopped += kill(kids[i], SIGSTOP) == 0;
+  CHECK_EQ_INT(stopped, 3);
+  for (unsigned i = 1; i <= CRASH_BATCHES; i++) {
+    make_id(id, 1, i);
+    CHECK_EQ_INT(send_small(&c, "crash", id, r), 200);
+  }
+  crash_server();
+  server_run("resume");
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM batches WHERE app = 'crash'"),
+               CRASH_BATCHES + 1);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM events e JOIN batches b"
+                              " ON b.id = e.batch_id WHERE b.app = 'crash'"),
+               CRASH_BATCHES + 1);
+
+  make_id(id, 2, 0);
+  CHECK_EQ_INT(send_small(&c, "crash", id, r), 200); /* on a new connection */
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM batches WHERE app = 'crash'"),
+               CRASH_BATCHES + 2);
+  collector_stop_healthy(&c);
+  free(r);
+  server_stop();
+}
+
 int main(int argc, char **argv) {
   static const test_case_t cases[] = {
       TEST_CASE(db_deleted),
@@ -381,6 +529,7 @@ int main(int argc, char **argv) {
       TEST_CASE(sdk_keeps_batch),
       TEST_CASE(kill9_under_load),
       TEST_CASE(kill9_under_load_process),
+      TEST_CASE(server_crash),
   };
   return collector_test_main(argc, argv, cases, ARRAY_LEN(cases));
 }

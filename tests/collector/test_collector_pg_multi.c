@@ -252,8 +252,8 @@ static bool file_has(const char *path, const char *text) {
   " nextval('" seq "'); ALTER SEQUENCE " seq " OWNED BY " t ".id;"
 static const char VERSION_1[] =
     "DROP TABLE rollup_groups_delta; DROP TABLE rollup_stacks_delta;"
-    "DROP TABLE stack_epoch; DROP TABLE rollup_groups; DROP TABLE rollup_stacks; DROP TABLE "
-    "rollup_groups_day;"
+    "DROP SEQUENCE wal_flush_mark; DROP TABLE stack_epoch; DROP TABLE rollup_groups;"
+    "DROP TABLE rollup_stacks; DROP TABLE rollup_groups_day;"
     "DROP TABLE rollup_stacks_day; DROP FUNCTION perf_dbin;" PLAIN(
         "events",
         "id, batch_id, kind, start_ns, duration_ns, tid, cpu_percent, reason,"
@@ -289,8 +289,8 @@ static void case_schema(void) {
     CHECKF(healthy_within(&two[i], 30), "collector %d did not start", i);
   }
   CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM schema_version"), 1);
-  CHECK_EQ_INT(db_count(c.db, "SELECT max(version) FROM schema_version"), 6);
-  CHECK(file_has(logs[0], "migrated to version 6") + file_has(logs[1], "migrated to version 6") ==
+  CHECK_EQ_INT(db_count(c.db, "SELECT max(version) FROM schema_version"), 7);
+  CHECK(file_has(logs[0], "migrated to version 7") + file_has(logs[1], "migrated to version 7") ==
         1);
   reply_t *r = malloc(sizeof *r);
   CHECK(r != NULL);
@@ -300,14 +300,14 @@ static void case_schema(void) {
 
   /* From the previous versions: a database at version 1 (plain tables,
      stack_counts without cpu_us, no rollups), made from this one, is
-     migrated to 6 at start: its rows kept, moved into their days'
+     migrated to 7 at start: its rows kept, moved into their days'
      partitions and rolled up. */
   long long events = db_count(c.db, "SELECT count(*) FROM events");
   long long counts = db_count(c.db, "SELECT count(*) FROM stack_counts");
   db_exec(c.db, VERSION_1);
   CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM pg_class WHERE relname = 'events_default'"), 0);
   collector_restart(&c, NULL);
-  CHECK_EQ_INT(db_count(c.db, "SELECT max(version) FROM schema_version"), 6);
+  CHECK_EQ_INT(db_count(c.db, "SELECT max(version) FROM schema_version"), 7);
   CHECK_EQ_INT(db_count(c.db, "SELECT epoch FROM stack_epoch"), 0);
   CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM events"), events);
   CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM stack_counts"), counts);
@@ -333,12 +333,12 @@ static void case_schema(void) {
   collector_stop_healthy(&c);
 
   /* From version 5 (no delta tables: its collectors upserted the rollup
-     tables at each batch): migrated to 6, the rollups kept; a batch then
+     tables at each batch): migrated to 7, the rollups kept; a batch then
      rolls up into the delta rows, which the reads add. */
   db_exec(c.db, "DROP TABLE rollup_groups_delta; DROP TABLE rollup_stacks_delta;"
-                "UPDATE schema_version SET version = 5");
+                "DROP SEQUENCE wal_flush_mark; UPDATE schema_version SET version = 5");
   collector_restart(&c, (const char *[]){"--rollup-fold-interval", "3600", NULL});
-  CHECK_EQ_INT(db_count(c.db, "SELECT max(version) FROM schema_version"), 6);
+  CHECK_EQ_INT(db_count(c.db, "SELECT max(version) FROM schema_version"), 7);
   CHECK_EQ_INT(rolled_sum(c.db, "rollup_stacks", "samples", "true"),
                db_count(c.db, "SELECT sum(samples) FROM stack_counts"));
   CHECK_EQ_INT(post_to(&c, 3, r), 200);
@@ -350,6 +350,20 @@ static void case_schema(void) {
   CHECK_EQ_INT(json_array_size(json_object_get(top, "stacks")),
                db_count(c.db, "SELECT count(DISTINCT group_sig) FROM events WHERE kind = 'hang'"));
   json_decref(top);
+  collector_stop_healthy(&c);
+
+  /* From version 6 (no wal_flush_mark, whose setval makes a batch durable
+     under --durability full): migrated to 7; a batch is stored and a
+     duplicate of it acknowledged, each marked. */
+  db_exec(c.db, "DROP SEQUENCE wal_flush_mark; UPDATE schema_version SET version = 6");
+  long long batches = db_count(c.db, "SELECT count(*) FROM batches");
+  collector_restart(&c, NULL);
+  CHECK_EQ_INT(db_count(c.db, "SELECT max(version) FROM schema_version"), 7);
+  CHECK_EQ_INT(post_to(&c, 4, r), 200);
+  CHECK_EQ_INT(post_to(&c, 4, r), 200);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM batches"), batches + 1);
+  CHECK_EQ_INT(db_count(c.db, "SELECT last_value FROM wal_flush_mark"), 1);
+  CHECK(db_count(c.db, "SELECT count(*) FROM wal_flush_mark WHERE is_called") == 1);
   free(r);
   collector_stop_healthy(&c);
 
@@ -357,7 +371,7 @@ static void case_schema(void) {
   char listen[32];
   pid_t pid = spawn_on(c.db, logs[0], listen, sizeof listen);
   CHECK_EQ_INT(spawn_wait(pid, 30), 1);
-  CHECKF(file_has(logs[0], "schema version 999 is newer than this collector's (6)"), "see %s",
+  CHECKF(file_has(logs[0], "schema version 999 is newer than this collector's (7)"), "see %s",
          logs[0]);
 }
 
