@@ -476,28 +476,43 @@ static void add_event(pg_array_t *a, int64_t n, const store_event_t *e, const ch
   }
 }
 
+/* The group of each hang of b, in its order (picked[i] event i's).
+   Hang grouping reads the stored groups, then writes: one collector at a
+   time, from the lock to the COMMIT. Taken this late, the rows written
+   before (the batch, its new stacks) are not waited for by the other
+   collectors: they lock none already stored. The lock and every hang's
+   first read go in one round trip (pg_hang_groups_pick_all). */
+static int pick_hangs(store_t *st, const store_batch_t *b, char (*picked)[STORE_SIG_CHARS + 1]) {
+  const store_hang_t **hangs = malloc((b->n_events + 1) * sizeof *hangs);
+  char **sigs = malloc((b->n_events + 1) * sizeof *sigs);
+  int rc = hangs && sigs ? 0 : -1;
+  size_t n = 0;
+  for (size_t i = 0; rc == 0 && i < b->n_events; i++)
+    if (b->events[i].hang) {
+      hangs[n] = b->events[i].hang;
+      sigs[n++] = picked[i];
+    }
+  if (rc == 0 && n) {
+    pg_params_t p = {0};
+    pg_int(&p, 1, PG_LOCK_HANG_GROUPS);
+    rc = pg_do(st, "SELECT pg_advisory_xact_lock($1::bigint)", &p, "hang groups lock");
+  }
+  if (rc == 0 && n) rc = pg_hang_groups_pick_all(st, hangs, n, b->received_ns, sigs);
+  free(hangs);
+  free(sigs);
+  return rc;
+}
+
 /* The events with a hang pick (picks: each hang with a key, in the group
    picked for it, picked[i]) or those without, in their order. */
 static int insert_events(store_t *st, const store_batch_t *b, char (*picked)[STORE_SIG_CHARS + 1],
                          bool picks) {
   pg_array_t a[EVENT_ARRAYS] = {{0}};
   int64_t n = 0;
-  int rc = 0;
+  int rc = picks ? pick_hangs(st, b, picked) : 0;
   for (size_t i = 0; rc == 0 && i < b->n_events; i++) {
     const store_event_t *e = &b->events[i];
     if ((e->hang != NULL) != picks) continue;
-    if (e->hang) {
-      /* Hang grouping reads the stored groups, then writes: one collector
-         at a time, from the first pick to the COMMIT. Taken this late, the
-         rows written before (the batch, its new stacks) are not waited for
-         by the other collectors: they lock none already stored. */
-      if (n == 0) {
-        pg_params_t p = {0};
-        pg_int(&p, 1, PG_LOCK_HANG_GROUPS);
-        rc = pg_do(st, "SELECT pg_advisory_xact_lock($1::bigint)", &p, "hang groups lock");
-      }
-      if (rc == 0) rc = pg_hang_groups_assign(st, e->hang, b->received_ns, picked[i]);
-    }
     add_event(a, ++n, e, e->hang ? picked[i] : e->group_sig);
   }
   pg_params_t p = {0};

@@ -72,6 +72,7 @@ void pg_known_note(pg_known_t *k, const char *sig, int64_t received_ns);
 typedef struct pg_pending_s {
   const char *what;
   int prepare;
+  PGresult **into; /* where its rows go (pg_queue_read); NULL: none kept */
 } pg_pending_t;
 
 struct store_s {
@@ -157,6 +158,14 @@ int pg_do(store_t *st, const char *sql, const pg_params_t *p, const char *what);
    pg_last_state's). pg_pipeline_end reads what is left: 0, or -1. */
 void pg_pipeline_begin(store_t *st);
 int pg_pipeline_end(store_t *st);
+/* In a pipeline: sql queued as pg_do queues it, its rows left in *into
+   by the next pg_run or pg_pipeline_sync (the caller clears them; *into
+   stays NULL when it or a statement before it failed). pg_pipeline_sync
+   reads every statement queued, in one round trip, and stays in the
+   pipeline: 0, or -1 (the first failure reported). */
+int pg_queue_read(store_t *st, const char *sql, const pg_params_t *p, const char *what,
+                  PGresult **into);
+int pg_pipeline_sync(store_t *st);
 /* The session's settings (run at open and after a lost connection is
    made again): client_min_messages, jit off, synchronous_commit as the
    durability says. 0, or -1. */
@@ -173,9 +182,16 @@ int pg_resymbolize(store_t *st, const char *needle, const store_renamer_t *r, ui
 
 /* store_pg_hang_groups.c: the group of hang h seen at ns, as
    hang_groups_assign (store_hang_groups.h), inside the caller's transaction
-   and under PG_LOCK_HANG_GROUPS. 0, or -1. */
+   and under PG_LOCK_HANG_GROUPS. 0, or -1. pick_all: the groups of hangs
+   hangs[0..n) picked in their order, sigs[i] (STORE_SIG_CHARS + 1 bytes)
+   hangs[i]'s, the same as n calls of assign; in a pipeline, each hang's
+   first read queued with what the caller queued before (the lock), one
+   round trip for all, and read again when an earlier pick of them wrote
+   what it read. */
 int pg_hang_groups_assign(store_t *st, const store_hang_t *h, int64_t ns,
                           char sig[STORE_SIG_CHARS + 1]);
+int pg_hang_groups_pick_all(store_t *st, const store_hang_t *const *hangs, size_t n, int64_t ns,
+                            char *const *sigs);
 int pg_hang_groups_prune(store_t *st);
 
 /* store_pg_rollups.c, inside the caller's transaction: batch b's rollup

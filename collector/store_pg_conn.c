@@ -200,14 +200,14 @@ static void failed(store_t *st, const PGresult *r, const char *what) {
 
 static const pg_params_t NO_PARAMS;
 
-static int pipe_sync(store_t *st, PGresult **keep);
+static int pipe_sync(store_t *st);
 
 /* The connection in pipeline mode with room in the queue for a statement
    and its prepare (what is queued read first when it is full). 0, or -1
    (the queue's failure reported). */
 static int pipe_ready(store_t *st) {
   if (PQpipelineStatus(st->conn) != PQ_PIPELINE_OFF && st->n_pending + 2 > PG_MAX_PENDING &&
-      pipe_sync(st, NULL) != 0)
+      pipe_sync(st) != 0)
     return -1;
   if (PQpipelineStatus(st->conn) == PQ_PIPELINE_OFF) {
     ensure_connected(st);
@@ -216,9 +216,11 @@ static int pipe_ready(store_t *st) {
   return 0;
 }
 
-/* sql queued in the pipeline (prepared in it at its first use). 0, or -1
-   when it could not be: the queue read and the pipeline left. */
-static int pipe_send(store_t *st, const char *sql, const pg_params_t *p, const char *what) {
+/* sql queued in the pipeline (prepared in it at its first use), its rows
+   for *into (NULL: none kept). 0, or -1 when it could not be: the queue
+   read and the pipeline left. */
+static int pipe_send(store_t *st, const char *sql, const pg_params_t *p, const char *what,
+                     PGresult **into) {
   if (pipe_ready(st) != 0) return -1;
   if (!p) p = &NO_PARAMS;
   bool is_new;
@@ -230,23 +232,25 @@ static int pipe_send(store_t *st, const char *sql, const pg_params_t *p, const c
     ok = PQsendPrepare(st->conn, name, sql, p->n, p->type);
     if (ok) {
       st->prepared_n[i] = p->n, st->prepared[st->n_prepared++] = sql;
-      st->pending[st->n_pending++] = (pg_pending_t){what, i};
+      st->pending[st->n_pending++] = (pg_pending_t){what, i, NULL};
     }
   }
   if (ok && i < st->n_prepared)
     ok = PQsendQueryPrepared(st->conn, name, p->n, p->v, p->len, p->fmt, 0);
   else if (ok)
     ok = PQsendQueryParams(st->conn, sql, p->n, p->type, p->v, p->len, p->fmt, 0);
-  if (ok) st->pending[st->n_pending++] = (pg_pending_t){what, -1};
-  if (!ok) pipe_sync(st, NULL);
+  if (into) *into = NULL;
+  if (ok) st->pending[st->n_pending++] = (pg_pending_t){what, -1, into};
+  if (!ok) pipe_sync(st);
   return ok ? 0 : -1;
 }
 
 /* The pipeline's results read up to its sync point: 0 when every queued
    statement succeeded, else -1 with the first failure reported (those
-   after it were not run). keep: the last statement's result, left to the
-   caller when all succeeded. The connection leaves pipeline mode. */
-static int pipe_sync(store_t *st, PGresult **keep) {
+   after it were not run). The rows of those queued with a place for
+   them left there when all succeeded. The connection leaves pipeline
+   mode. */
+static int pipe_sync(store_t *st) {
   bool lost = !PQpipelineSync(st->conn), any_failed = false;
   for (int k = 0; !lost && k < st->n_pending; k++) {
     const pg_pending_t *q = &st->pending[k];
@@ -255,7 +259,7 @@ static int pipe_sync(store_t *st, PGresult **keep) {
     if (!r) {
       lost = true; /* no result at all: the connection is gone */
     } else if (s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK) {
-      if (keep && k == st->n_pending - 1) *keep = r, r = NULL;
+      if (q->into) *q->into = r, r = NULL;
     } else {
       if (q->prepare >= 0) st->prepared[q->prepare] = NULL; /* never matches again */
       if (!any_failed) failed(st, r, q->what);              /* the rest were aborted by it */
@@ -271,12 +275,13 @@ static int pipe_sync(store_t *st, PGresult **keep) {
   }
   if (lost && !any_failed)
     fprintf(stderr, "perf-collector: postgresql: %s", PQerrorMessage(st->conn));
-  st->n_pending = 0;
   if (!PQexitPipelineMode(st->conn)) lost = true;
-  if ((lost || any_failed) && keep && *keep) {
-    PQclear(*keep);
-    *keep = NULL;
-  }
+  for (int k = 0; (lost || any_failed) && k < st->n_pending; k++)
+    if (st->pending[k].into) {
+      PQclear(*st->pending[k].into);
+      *st->pending[k].into = NULL;
+    }
+  st->n_pending = 0;
   return lost || any_failed ? -1 : 0;
 }
 
@@ -285,7 +290,7 @@ PGresult *pg_run(store_t *st, const char *sql, const pg_params_t *p, const char 
   if (st->pipelined) {
     /* Queued behind the writes before it: one round trip for them all. */
     PGresult *r = NULL;
-    return pipe_send(st, sql, p, what) == 0 && pipe_sync(st, &r) == 0 ? r : NULL;
+    return pipe_send(st, sql, p, what, &r) == 0 && pipe_sync(st) == 0 ? r : NULL;
   }
   ensure_connected(st);
   /* Without parameters: PQexec, which also runs several statements (a
@@ -299,7 +304,7 @@ PGresult *pg_run(store_t *st, const char *sql, const pg_params_t *p, const char 
 }
 
 int pg_do(store_t *st, const char *sql, const pg_params_t *p, const char *what) {
-  if (st->pipelined) return pipe_send(st, sql, p, what);
+  if (st->pipelined) return pipe_send(st, sql, p, what, NULL);
   PGresult *r = pg_run(st, sql, p, what);
   PQclear(r);
   return r ? 0 : -1;
@@ -312,7 +317,17 @@ void pg_pipeline_begin(store_t *st) {
 int pg_pipeline_end(store_t *st) {
   st->pipelined = false;
   if (PQpipelineStatus(st->conn) == PQ_PIPELINE_OFF) return 0;
-  return pipe_sync(st, NULL);
+  return pipe_sync(st);
+}
+
+int pg_queue_read(store_t *st, const char *sql, const pg_params_t *p, const char *what,
+                  PGresult **into) {
+  g_state[0] = '\0';
+  return st->pipelined ? pipe_send(st, sql, p, what, into) : -1;
+}
+
+int pg_pipeline_sync(store_t *st) {
+  return PQpipelineStatus(st->conn) == PQ_PIPELINE_OFF ? 0 : pipe_sync(st);
 }
 
 const char *pg_last_state(store_t *st) {

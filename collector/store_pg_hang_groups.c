@@ -118,60 +118,116 @@ static const char PICK_FIRST_READ[] =
     "SELECT * FROM (" PREFIX_ROWS " UNION ALL " TURN_ROWS " UNION ALL " END_ROWS ")"
     " u ORDER BY part, CASE WHEN part = 0 THEN sig END, path, child";
 
+/* A hang's first read: what PICK_FIRST_READ asks (its key's prefixes'
+   signatures, its turns' ranges, its key end's range) and its answer. */
+typedef struct first_read_s {
+  char (*sigs)[STORE_SIG_CHARS + 1]; /* one per root prefix, shortest first */
+  size_t n_sigs;
+  hgc_turn_t turns[HGC_MAX_TURNS];
+  long n_turns;
+  hgc_end_t end;
+  PGresult *r;
+} first_read_t;
+
+static void first_read_free(first_read_t *fr) {
+  PQclear(fr->r);
+  hgc_turns_free(fr->turns, fr->n_turns);
+  free(fr->end.from);
+  free(fr->sigs);
+  *fr = (first_read_t){0};
+}
+
+/* h's first read made (fr zeroed before) and run, or queued in the
+   caller's pipeline (pg_queue_read: fr->r filled by its next sync). 0, or
+   -1 (fr to be freed all the same). */
+static int first_read_send(store_t *st, const store_hang_t *h, first_read_t *fr, bool queue) {
+  fr->sigs = calloc(h->len ? h->len : 1, sizeof *fr->sigs);
+  fr->n_sigs = h->len;
+  fr->n_turns = fr->sigs ? hgc_turns(h, fr->turns, HGC_MAX_TURNS) : -1;
+  if (fr->n_turns < 0) {
+    fr->n_turns = 0;
+    return -1;
+  }
+  if (hgc_end_range(h, &fr->end) != 0) return -1;
+  pg_array_t a[3] = {{0}}; /* the prefixes' signatures, the turns' froms and tos */
+  for (size_t d = 1; d <= h->len; d++) {
+    hgc_prefix_sig(h, d, fr->sigs[d - 1]);
+    pg_array_text(&a[0], fr->sigs[d - 1]);
+  }
+  for (long t = 0; t < fr->n_turns; t++) {
+    pg_array_text(&a[1], fr->turns[t].from);
+    pg_array_text(&a[2], fr->turns[t].to);
+  }
+  pg_params_t p = {0};
+  int rc = pg_own_arrays(&p, 1, a, 3);
+  pg_text(&p, 4, fr->end.from);
+  pg_text(&p, 5, fr->end.to);
+  pg_text(&p, 6, fr->end.floor);
+  pg_text(&p, 7, fr->end.ceiling);
+  if (rc == 0 && queue)
+    rc = pg_queue_read(st, PICK_FIRST_READ, &p, "hang groups", &fr->r);
+  else if (rc == 0 && !(fr->r = pg_run(st, PICK_FIRST_READ, &p, "hang groups")))
+    rc = -1;
+  pg_params_free(&p);
+  return rc;
+}
+
+static bool in_range(const char *path, const char *from, const char *to) {
+  return from && to && strcmp(path, from) >= 0 && strcmp(path, to) < 0;
+}
+
+/* The path fr's answer gave next to its end's range (kind: 1 below, 2
+   above), NULL for none. */
+static const char *end_next(const first_read_t *fr, int kind) {
+  for (int i = PQntuples(fr->r) - 1; i >= 0; i--)
+    if (strtol(PQgetvalue(fr->r, i, 0), NULL, 10) == END_PART + kind)
+      return PQgetisnull(fr->r, i, 2) ? NULL : PQgetvalue(fr->r, i, 2);
+  return NULL;
+}
+
+/* Whether fr's answer may no longer be what it would read now that a pick
+   wrote group sig (its hang_groups row, when new, children and path's
+   samples) at path path: sig is one of its prefixes', path lies in one of
+   the ranges whose groups it read, or path is nearer the end's range than
+   the path it gave next to it (a new group's: a stored one's was read). */
+static bool first_read_touched(const first_read_t *fr, const char *sig, const char *path) {
+  for (size_t d = 0; d < fr->n_sigs; d++)
+    if (strcmp(fr->sigs[d], sig) == 0) return true;
+  for (long t = 0; t < fr->n_turns; t++)
+    if (in_range(path, fr->turns[t].from, fr->turns[t].to)) return true;
+  if (in_range(path, fr->end.from, fr->end.to)) return true;
+  const char *below = end_next(fr, 1), *above = end_next(fr, 2);
+  return (in_range(path, fr->end.floor, fr->end.from) && (!below || strcmp(path, below) > 0)) ||
+         (in_range(path, fr->end.to, fr->end.ceiling) && (!above || strcmp(path, above) < 0));
+}
+
 typedef struct range_ctx_s {
   store_t *st;
   hgc_cands_t *cs;
   const store_hang_t *h;
-  /* PICK_FIRST_READ's answer and the ranges it read ahead */
-  PGresult *ahead;
-  hgc_turn_t turns[HGC_MAX_TURNS];
-  long n_turns;
-  hgc_end_t end;
+  const first_read_t *fr; /* the ranges it read ahead */
 } range_ctx_t;
 
-/* The prefixes' groups (part 0 of rx->ahead), added in prefix order
+/* The prefixes' groups (part 0 of rx->fr's answer), added in prefix order
    (shortest first) as the SQLite backend adds them. */
 static int prefix_cands(range_ctx_t *rx) {
   const store_hang_t *h = rx->h;
-  char(*sigs)[STORE_SIG_CHARS + 1] = calloc(h->len ? h->len : 1, sizeof *sigs);
-  rx->n_turns = sigs ? hgc_turns(h, rx->turns, HGC_MAX_TURNS) : -1;
-  if (rx->n_turns < 0 || hgc_end_range(h, &rx->end) != 0) {
-    free(sigs);
-    return -1;
-  }
-  pg_array_t a[3] = {{0}}; /* the prefixes' signatures, the turns' froms and tos */
-  for (size_t d = 1; d <= h->len; d++) {
-    hgc_prefix_sig(h, d, sigs[d - 1]);
-    pg_array_text(&a[0], sigs[d - 1]);
-  }
-  for (long t = 0; t < rx->n_turns; t++) {
-    pg_array_text(&a[1], rx->turns[t].from);
-    pg_array_text(&a[2], rx->turns[t].to);
-  }
-  pg_params_t p = {0};
-  int arrays = pg_own_arrays(&p, 1, a, 3);
-  pg_text(&p, 4, rx->end.from);
-  pg_text(&p, 5, rx->end.to);
-  pg_text(&p, 6, rx->end.floor);
-  pg_text(&p, 7, rx->end.ceiling);
-  PGresult *r = arrays == 0 ? pg_run(rx->st, PICK_FIRST_READ, &p, "hang groups") : NULL;
-  pg_params_free(&p);
-  rx->ahead = r;
-  int rc = r ? 0 : -1, n = 0;
-  while (r && n < PQntuples(r) && strcmp(PQgetvalue(r, n, 0), "0") == 0)
+  const PGresult *r = rx->fr->r;
+  int rc = 0, n = 0;
+  while (n < PQntuples(r) && strcmp(PQgetvalue(r, n, 0), "0") == 0)
     n++;
   for (size_t d = 0; rc == 0 && d < h->len; d++) {
+    const char *sig = rx->fr->sigs[d];
     int from = 0, to;
-    while (from < n && strcmp(PQgetvalue(r, from, 1), sigs[d]) != 0)
+    while (from < n && strcmp(PQgetvalue(r, from, 1), sig) != 0)
       from++;
-    for (to = from; to < n && strcmp(PQgetvalue(r, to, 1), sigs[d]) == 0;)
+    for (to = from; to < n && strcmp(PQgetvalue(r, to, 1), sig) == 0;)
       to++;
     hgc_cand_t *c = NULL;
-    if (from < n) rc = hgc_cands_add(rx->cs, sigs[d], PQgetvalue(r, from, 2), &c);
+    if (from < n) rc = hgc_cands_add(rx->cs, sig, PQgetvalue(r, from, 2), &c);
     if (rc == 0 && c) rc = take_children(c, r, from, to, 4);
     if (rc == 0 && c) rc = take_path(c, r, from, 3);
   }
-  free(sigs);
   return rc;
 }
 
@@ -195,16 +251,17 @@ static bool same(const char *a, const char *b) {
   return a && b ? strcmp(a, b) == 0 : a == b;
 }
 
-/* The part of rx->ahead that read r (nothing skipped in it), or -1. */
+/* The part of rx->fr's answer that read r (nothing skipped in it), or -1. */
 static long ahead_part(const range_ctx_t *rx, const hgc_range_t *r) {
-  if (!rx->ahead || !same(r->skip_from, r->from) || !same(r->skip_to, r->from)) return -1;
+  const first_read_t *fr = rx->fr;
+  if (!same(r->skip_from, r->from) || !same(r->skip_to, r->from)) return -1;
   if (r->floor)
-    return same(r->from, rx->end.from) && same(r->to, rx->end.to) &&
-                   same(r->floor, rx->end.floor) && same(r->ceiling, rx->end.ceiling)
+    return same(r->from, fr->end.from) && same(r->to, fr->end.to) &&
+                   same(r->floor, fr->end.floor) && same(r->ceiling, fr->end.ceiling)
                ? END_PART
                : -1;
-  for (long k = 0; k < rx->n_turns; k++)
-    if (same(rx->turns[k].from, r->from) && same(rx->turns[k].to, r->to)) return k + 1;
+  for (long k = 0; k < fr->n_turns; k++)
+    if (same(fr->turns[k].from, r->from) && same(fr->turns[k].to, r->to)) return k + 1;
   return -1;
 }
 
@@ -214,17 +271,18 @@ static long ahead_part(const range_ctx_t *rx, const hgc_range_t *r) {
 static bool from_ahead(const range_ctx_t *rx, const hgc_range_t *r, hgc_next_t *next, int *rc) {
   long part = ahead_part(rx, r);
   if (part < 0) return false;
+  const PGresult *ahead = rx->fr->r;
   size_t taken = 0;
   *rc = 0;
-  for (int i = 0; *rc == 0 && i < PQntuples(rx->ahead); i++) {
-    long at = strtol(PQgetvalue(rx->ahead, i, 0), NULL, 10);
+  for (int i = 0; *rc == 0 && i < PQntuples(ahead); i++) {
+    long at = strtol(PQgetvalue(ahead, i, 0), NULL, 10);
     if (at == part && taken < r->limit) {
       taken++;
-      *rc = range_group(rx, rx->ahead, i);
+      *rc = range_group(rx, ahead, i);
     } else if (part == END_PART && (at == END_PART + 1 || at == END_PART + 2) &&
-               !PQgetisnull(rx->ahead, i, 2)) {
+               !PQgetisnull(ahead, i, 2)) {
       char **to = at == END_PART + 1 ? &next->below : &next->above;
-      if (!(*to = strdup(PQgetvalue(rx->ahead, i, 2)))) *rc = -1;
+      if (!(*to = strdup(PQgetvalue(ahead, i, 2)))) *rc = -1;
     }
   }
   return true;
@@ -317,9 +375,13 @@ static int write_pick(store_t *st, const store_hang_t *h, const char *sig, const
   return rc;
 }
 
-int pg_hang_groups_assign(store_t *st, const store_hang_t *h, int64_t ns,
-                          char sig[STORE_SIG_CHARS + 1]) {
+/* Hang h's pick from its first read fr: its group's signature in sig,
+   and where that group is stored in *path (malloc'ed; NULL for a hang
+   without a key). 0, or -1. */
+static int pick(store_t *st, const store_hang_t *h, const first_read_t *fr, int64_t ns,
+                char sig[STORE_SIG_CHARS + 1], char **path) {
   snprintf(sig, STORE_SIG_CHARS + 1, "%s", h->group.signature);
+  *path = NULL;
   if (h->len == 0) {
     pg_params_t p = {0};
     pg_text(&p, 1, sig);
@@ -327,25 +389,60 @@ int pg_hang_groups_assign(store_t *st, const store_hang_t *h, int64_t ns,
     pg_int(&p, 3, ns);
     return pg_do(st, UPSERT_GROUP, &p, "hang group row");
   }
-  char *path = hgc_path_of(h->key, h->len);
+  char *own = hgc_path_of(h->key, h->len);
   hgc_cands_t cs = {0};
-  range_ctx_t ctx = {st, &cs, h, NULL, {{0}}, 0, {0}};
-  int rc = path ? prefix_cands(&ctx) : -1;
+  range_ctx_t ctx = {st, &cs, h, fr};
+  int rc = own && fr->r ? prefix_cands(&ctx) : -1;
   if (rc == 0) rc = hgc_look_ranges(h, &cs, range_cands, &ctx, -1);
-  PQclear(ctx.ahead);
-  hgc_turns_free(ctx.turns, ctx.n_turns);
-  free(ctx.end.from);
-  long pick = rc == 0 ? hgc_pick(h, &cs) : -1;
-  if (pick == -2) rc = -1;
-  if (rc == 0 && pick >= 0) {
-    const hgc_cand_t *c = &cs.v[pick];
+  long chosen = rc == 0 ? hgc_pick(h, &cs) : -1;
+  if (chosen == -2) rc = -1;
+  if (rc == 0 && chosen >= 0) {
+    const hgc_cand_t *c = &cs.v[chosen];
     snprintf(sig, STORE_SIG_CHARS + 1, "%s", c->sig);
     rc = write_pick(st, h, sig, NULL, ns, c->view.key, c->view.len, c->view.through);
+    *path = hgc_path_of(c->view.key, c->view.len);
+    if (!*path) rc = -1;
   } else if (rc == 0) {
-    rc = write_pick(st, h, sig, path, ns, h->key, h->len, NULL);
+    rc = write_pick(st, h, sig, own, ns, h->key, h->len, NULL);
+    *path = own, own = NULL;
   }
   hgc_cands_free(&cs);
-  free(path);
+  free(own);
+  return rc;
+}
+
+int pg_hang_groups_assign(store_t *st, const store_hang_t *h, int64_t ns,
+                          char sig[STORE_SIG_CHARS + 1]) {
+  char *one[1] = {sig};
+  return pg_hang_groups_pick_all(st, &h, 1, ns, one);
+}
+
+int pg_hang_groups_pick_all(store_t *st, const store_hang_t *const *hangs, size_t n, int64_t ns,
+                            char *const *sigs) {
+  first_read_t *reads = calloc(n ? n : 1, sizeof *reads);
+  int rc = reads ? 0 : -1;
+  bool queue = n > 1 && st->pipelined;
+  for (size_t i = 0; rc == 0 && i < n; i++)
+    if (hangs[i]->len) rc = first_read_send(st, hangs[i], &reads[i], queue);
+  if (rc == 0 && queue) rc = pg_pipeline_sync(st);
+  for (size_t i = 0; rc == 0 && i < n; i++) {
+    first_read_t *fr = &reads[i];
+    if (hangs[i]->len && !fr->r) { /* read again: an earlier pick wrote what it read */
+      first_read_free(fr);
+      rc = first_read_send(st, hangs[i], fr, false);
+    }
+    char *path = NULL;
+    if (rc == 0) rc = pick(st, hangs[i], fr, ns, sigs[i], &path);
+    for (size_t k = i + 1; rc == 0 && path && k < n; k++)
+      if (reads[k].r && first_read_touched(&reads[k], sigs[i], path)) {
+        PQclear(reads[k].r);
+        reads[k].r = NULL;
+      }
+    free(path);
+  }
+  for (size_t i = 0; reads && i < n; i++)
+    first_read_free(&reads[i]);
+  free(reads);
   return rc;
 }
 

@@ -843,7 +843,11 @@ static json_t *groups_by_start(const collector_t *c) {
    outcome only: a read ahead that served another range's rows went
    unnoticed here (tried), the walk over branch points finding the same
    groups later; hang_group_cands_turns and _every_branch_point check
-   that the ranges read ahead are the walk's first ones. */
+   that the ranges read ahead are the walk's first ones. A batch's hangs
+   share root frames, so a later hang's first read, made with the lock
+   before any pick of the batch, often covers a group an earlier pick
+   wrote: without reading it again, hangs land in other groups here
+   (tried). */
 static void case_picks_like_sqlite(void) {
   collector_t pg, lite;
   collector_start(&pg, (const char *[]){"--rate-limit", "0", NULL});

@@ -367,7 +367,8 @@ static void case_reopen(void) {
   if (rig_pg()) { /* the previous schema version (the migration test has the rest) */
     db_exec(c.db, DROP);
     db_exec(c.db, "DROP TABLE stack_epoch; DROP FUNCTION perf_dbin;"
-                  "DROP TABLE rollup_groups_delta; DROP TABLE rollup_stacks_delta;"
+                  "DROP TABLE rollup_groups_delta; DROP TABLE rollup_stacks_delta; DROP SEQUENCE "
+                  "wal_flush_mark;"
                   "UPDATE schema_version SET version = 3");
   } else {
     db_exec(c.db, DROP);
