@@ -96,14 +96,18 @@ static int take_path(hgc_cand_t *c, const PGresult *r, int row, int col) {
    RANGE_ROWS kind), each the first HGC_MAX_EXTENSIONS by path. Each round
    trip saved is one less inside the hang groups lock. All read at once,
    as the pick would read them later in the same transaction: nothing is
-   written between. */
+   written between. The children's subquery keeps its OFFSET 0 so it is
+   not flattened: flattened, the generic plan made while the tables are
+   small hashes a scan of every stored child at each pick (until an
+   ANALYZE plans it again); kept, it probes the children's key once per
+   prefix group found. */
 #define END_PART 1000
 #define EXTENSIONS PG_XSTR(HGC_MAX_EXTENSIONS)
 #define PREFIX_ROWS                                                                                \
   "SELECT 0 AS part, g.signature AS sig, g.path AS path, (SELECT samples FROM hang_group_path"     \
   " WHERE group_sig = g.signature), c.child AS child, c.samples FROM hang_groups g"                \
   " LEFT JOIN LATERAL (SELECT child, samples FROM hang_group_children"                             \
-  " WHERE group_sig = g.signature) c ON true WHERE g.signature = ANY($1::text[])"
+  " WHERE group_sig = g.signature OFFSET 0) c ON true WHERE g.signature = ANY($1::text[])"
 #define TURN_ROWS                                                                                  \
   "SELECT t.o, x.signature, x.path, (SELECT samples FROM hang_group_path"                          \
   " WHERE group_sig = x.signature), NULL, NULL"                                                    \
