@@ -86,65 +86,74 @@ static int take_path(hgc_cand_t *c, const PGresult *r, int row, int col) {
   " UNION ALL SELECT 2, NULL, (SELECT path FROM hang_groups WHERE path >= " to                     \
   " COLLATE \"C\" AND path < " ceiling " COLLATE \"C\" ORDER BY path COLLATE \"C\" LIMIT 1), NULL"
 
-/* A pick's first statement (PICK_FIRST_READ): the stored groups keyed by
-   a root prefix of the hang's key ($1) with their paths' samples and
-   children (part 0, one row per child), and ahead of need the rows of
-   the ranges the pick reads first when the prefixes do not decide it
-   (hgc_look_ranges), which depend on the hang alone: under each of its
-   turns off its key (hgc_turns; part k for the k-th range [$2[k],
-   $3[k])) and at its key's end (hgc_end_range, $4-$7; part END_PART + a
-   RANGE_ROWS kind), each the first HGC_MAX_EXTENSIONS by path. Each round
-   trip saved is one less inside the hang groups lock. All read at once,
-   as the pick would read them later in the same transaction: nothing is
-   written between. The children's subquery keeps its OFFSET 0 so it is
-   not flattened: flattened, the generic plan made while the tables are
-   small hashes a scan of every stored child at each pick (until an
-   ANALYZE plans it again); kept, it probes the children's key once per
-   prefix group found. */
+/* The first statement of a batch's picks (PICK_FIRST_READ), for each
+   hang with a key (column 6, the hang's place in the statement's list,
+   from 1): the stored groups keyed by a root prefix of its key ($1, the
+   hangs $2) with their paths' samples and children (part 0, one row per
+   child), and ahead of need the rows of the ranges its pick reads first
+   when the prefixes do not decide it (hgc_look_ranges), which depend on
+   the hang alone: under each of its turns off its key (hgc_turns; part k
+   for its k-th range [$3, $4), the hangs $5, k in $6) and at its key's
+   end (hgc_end_range, $7-$10, the hangs $11; part END_PART + a RANGE_ROWS
+   kind), each the first HGC_MAX_EXTENSIONS by path. Each round trip saved
+   is one less inside the hang groups lock, and one statement for all of
+   a batch's hangs starts one plan, not one per hang. All read at once,
+   as the picks would read them later in the same transaction; what an
+   earlier pick writes makes a later hang's rows stale
+   (first_read_touched), and that hang reads again alone. The children's
+   subquery keeps its OFFSET 0 so it is not flattened: flattened, the
+   generic plan made while the tables are small hashes a scan of every
+   stored child (until an ANALYZE plans it again); kept, it probes the
+   children's key once per prefix group found. */
 #define END_PART 1000
 #define EXTENSIONS PG_XSTR(HGC_MAX_EXTENSIONS)
 #define PREFIX_ROWS                                                                                \
   "SELECT 0 AS part, g.signature AS sig, g.path AS path, (SELECT samples FROM hang_group_path"     \
-  " WHERE group_sig = g.signature), c.child AS child, c.samples FROM hang_groups g"                \
+  " WHERE group_sig = g.signature), c.child AS child, c.samples, q.h AS hang"                      \
+  " FROM unnest($1::text[], $2::integer[]) AS q(s, h) JOIN hang_groups g ON g.signature = q.s"     \
   " LEFT JOIN LATERAL (SELECT child, samples FROM hang_group_children"                             \
-  " WHERE group_sig = g.signature OFFSET 0) c ON true WHERE g.signature = ANY($1::text[])"
+  " WHERE group_sig = g.signature OFFSET 0) c ON true"
 #define TURN_ROWS                                                                                  \
   "SELECT t.o, x.signature, x.path, (SELECT samples FROM hang_group_path"                          \
-  " WHERE group_sig = x.signature), NULL, NULL"                                                    \
-  " FROM unnest($2::text[], $3::text[]) WITH ORDINALITY AS t(lo, hi, o)"                           \
+  " WHERE group_sig = x.signature), NULL, NULL, t.h"                                               \
+  " FROM unnest($3::text[], $4::text[], $5::integer[], $6::integer[]) AS t(lo, hi, h, o)"          \
   " CROSS JOIN LATERAL (SELECT signature, path FROM hang_groups WHERE path >= t.lo COLLATE \"C\""  \
   " AND path < t.hi COLLATE \"C\" ORDER BY path COLLATE \"C\" LIMIT " EXTENSIONS ") x"
-#define END_RANGE RANGE_ROWS("$4", "$5", "$4", "$4", EXTENSIONS, "$6", "$7")
+#define END_RANGE RANGE_ROWS("q.f", "q.t", "q.f", "q.f", EXTENSIONS, "q.fl", "q.ce")
 #define END_ROWS                                                                                   \
-  "SELECT " PG_XSTR(END_PART) " + e.kind, e.signature, e.path, e.samples, NULL, NULL"              \
-                              " FROM (" END_RANGE ") e(kind, signature, path, samples)"
+  "SELECT " PG_XSTR(END_PART) " + e.kind, e.signature, e.path, e.samples, NULL, NULL, q.h"         \
+                              " FROM unnest($7::text[], $8::text[], $9::text[], $10::text[],"      \
+                              " $11::integer[]) AS q(f, t, fl, ce, h)"                             \
+                              " CROSS JOIN LATERAL (" END_RANGE                                    \
+                              ") e(kind, signature, path, samples)"
 static const char PICK_FIRST_READ[] =
     "SELECT * FROM (" PREFIX_ROWS " UNION ALL " TURN_ROWS " UNION ALL " END_ROWS ")"
-    " u ORDER BY part, CASE WHEN part = 0 THEN sig END, path, child";
+    " u ORDER BY hang, part, CASE WHEN part = 0 THEN sig END, path, child";
+enum { HANG_COL = 6 };
 
-/* A hang's first read: what PICK_FIRST_READ asks (its key's prefixes'
-   signatures, its turns' ranges, its key end's range) and its answer. */
+/* A hang's first read: what PICK_FIRST_READ asks for it (its key's
+   prefixes' signatures, its turns' ranges, its key end's range) and where
+   its answer is. */
 typedef struct first_read_s {
   char (*sigs)[STORE_SIG_CHARS + 1]; /* one per root prefix, shortest first */
   size_t n_sigs;
   hgc_turn_t turns[HGC_MAX_TURNS];
   long n_turns;
   hgc_end_t end;
-  PGresult *r;
+  const PGresult *r; /* the answer with its rows (not owned); NULL: to be read */
+  int row0, row1;    /* its rows in r: [row0, row1) */
 } first_read_t;
 
 static void first_read_free(first_read_t *fr) {
-  PQclear(fr->r);
   hgc_turns_free(fr->turns, fr->n_turns);
   free(fr->end.from);
   free(fr->sigs);
   *fr = (first_read_t){0};
 }
 
-/* h's first read made (fr zeroed before) and run, or queued in the
-   caller's pipeline (pg_queue_read: fr->r filled by its next sync). 0, or
-   -1 (fr to be freed all the same). */
-static int first_read_send(store_t *st, const store_hang_t *h, first_read_t *fr, bool queue) {
+/* What h's first read asks (fr zeroed before). 0, or -1 (fr to be freed
+   all the same). */
+static int first_read_make(const store_hang_t *h, first_read_t *fr) {
   fr->sigs = calloc(h->len ? h->len : 1, sizeof *fr->sigs);
   fr->n_sigs = h->len;
   fr->n_turns = fr->sigs ? hgc_turns(h, fr->turns, HGC_MAX_TURNS) : -1;
@@ -152,28 +161,61 @@ static int first_read_send(store_t *st, const store_hang_t *h, first_read_t *fr,
     fr->n_turns = 0;
     return -1;
   }
-  if (hgc_end_range(h, &fr->end) != 0) return -1;
-  pg_array_t a[3] = {{0}}; /* the prefixes' signatures, the turns' froms and tos */
-  for (size_t d = 1; d <= h->len; d++) {
+  for (size_t d = 1; d <= h->len; d++)
     hgc_prefix_sig(h, d, fr->sigs[d - 1]);
-    pg_array_text(&a[0], fr->sigs[d - 1]);
-  }
-  for (long t = 0; t < fr->n_turns; t++) {
-    pg_array_text(&a[1], fr->turns[t].from);
-    pg_array_text(&a[2], fr->turns[t].to);
+  return hgc_end_range(h, &fr->end);
+}
+
+enum { FR_SIGS, FR_SIG_HANGS, FR_LOS, FR_HIS, FR_TURN_HANGS, FR_TURN_AT, FR_ENDS };
+
+/* PICK_FIRST_READ for reads[which[0..m)] (hangs 1..m of the statement),
+   run (*out its answer) or queued in the caller's pipeline (pg_queue_read:
+   *out filled by its next sync). 0, or -1. */
+static int first_reads_send(store_t *st, const first_read_t *reads, const size_t *which, size_t m,
+                            bool queue, PGresult **out) {
+  pg_array_t a[FR_ENDS + 5] = {{0}}; /* the ends: from, to, floor, ceiling, hang */
+  for (size_t j = 0; j < m; j++) {
+    const first_read_t *fr = &reads[which[j]];
+    int64_t hang = (int64_t)j + 1;
+    for (size_t d = 0; d < fr->n_sigs; d++) {
+      pg_array_text(&a[FR_SIGS], fr->sigs[d]);
+      pg_array_int(&a[FR_SIG_HANGS], hang);
+    }
+    for (long t = 0; t < fr->n_turns; t++) {
+      pg_array_text(&a[FR_LOS], fr->turns[t].from);
+      pg_array_text(&a[FR_HIS], fr->turns[t].to);
+      pg_array_int(&a[FR_TURN_HANGS], hang);
+      pg_array_int(&a[FR_TURN_AT], t + 1);
+    }
+    pg_array_text(&a[FR_ENDS], fr->end.from);
+    pg_array_text(&a[FR_ENDS + 1], fr->end.to);
+    pg_array_text(&a[FR_ENDS + 2], fr->end.floor);
+    pg_array_text(&a[FR_ENDS + 3], fr->end.ceiling);
+    pg_array_int(&a[FR_ENDS + 4], hang);
   }
   pg_params_t p = {0};
-  int rc = pg_own_arrays(&p, 1, a, 3);
-  pg_text(&p, 4, fr->end.from);
-  pg_text(&p, 5, fr->end.to);
-  pg_text(&p, 6, fr->end.floor);
-  pg_text(&p, 7, fr->end.ceiling);
+  int rc = pg_own_arrays(&p, 1, a, FR_ENDS + 5);
   if (rc == 0 && queue)
-    rc = pg_queue_read(st, PICK_FIRST_READ, &p, "hang groups", &fr->r);
-  else if (rc == 0 && !(fr->r = pg_run(st, PICK_FIRST_READ, &p, "hang groups")))
+    rc = pg_queue_read(st, PICK_FIRST_READ, &p, "hang groups", out);
+  else if (rc == 0 && !(*out = pg_run(st, PICK_FIRST_READ, &p, "hang groups")))
     rc = -1;
   pg_params_free(&p);
   return rc;
+}
+
+/* Each of reads[which[0..m)] given its rows of r, PICK_FIRST_READ's
+   answer for them (sorted by hang). 0, or -1 for an answer out of order. */
+static int first_reads_take(const PGresult *r, first_read_t *reads, const size_t *which, size_t m) {
+  int row = 0, rows = PQntuples(r);
+  for (size_t j = 0; j < m; j++) {
+    first_read_t *fr = &reads[which[j]];
+    fr->r = r;
+    fr->row0 = row;
+    while (row < rows && strtol(PQgetvalue(r, row, HANG_COL), NULL, 10) == (long)j + 1)
+      row++;
+    fr->row1 = row;
+  }
+  return row == rows ? 0 : -1;
 }
 
 static bool in_range(const char *path, const char *from, const char *to) {
@@ -183,7 +225,7 @@ static bool in_range(const char *path, const char *from, const char *to) {
 /* The path fr's answer gave next to its end's range (kind: 1 below, 2
    above), NULL for none. */
 static const char *end_next(const first_read_t *fr, int kind) {
-  for (int i = PQntuples(fr->r) - 1; i >= 0; i--)
+  for (int i = fr->row1 - 1; i >= fr->row0; i--)
     if (strtol(PQgetvalue(fr->r, i, 0), NULL, 10) == END_PART + kind)
       return PQgetisnull(fr->r, i, 2) ? NULL : PQgetvalue(fr->r, i, 2);
   return NULL;
@@ -217,12 +259,12 @@ typedef struct range_ctx_s {
 static int prefix_cands(range_ctx_t *rx) {
   const store_hang_t *h = rx->h;
   const PGresult *r = rx->fr->r;
-  int rc = 0, n = 0;
-  while (n < PQntuples(r) && strcmp(PQgetvalue(r, n, 0), "0") == 0)
+  int rc = 0, n = rx->fr->row0;
+  while (n < rx->fr->row1 && strcmp(PQgetvalue(r, n, 0), "0") == 0)
     n++;
   for (size_t d = 0; rc == 0 && d < h->len; d++) {
     const char *sig = rx->fr->sigs[d];
-    int from = 0, to;
+    int from = rx->fr->row0, to;
     while (from < n && strcmp(PQgetvalue(r, from, 1), sig) != 0)
       from++;
     for (to = from; to < n && strcmp(PQgetvalue(r, to, 1), sig) == 0;)
@@ -278,7 +320,7 @@ static bool from_ahead(const range_ctx_t *rx, const hgc_range_t *r, hgc_next_t *
   const PGresult *ahead = rx->fr->r;
   size_t taken = 0;
   *rc = 0;
-  for (int i = 0; *rc == 0 && i < PQntuples(ahead); i++) {
+  for (int i = rx->fr->row0; *rc == 0 && i < rx->fr->row1; i++) {
     long at = strtol(PQgetvalue(ahead, i, 0), NULL, 10);
     if (at == part && taken < r->limit) {
       taken++;
@@ -424,29 +466,33 @@ int pg_hang_groups_assign(store_t *st, const store_hang_t *h, int64_t ns,
 int pg_hang_groups_pick_all(store_t *st, const store_hang_t *const *hangs, size_t n, int64_t ns,
                             char *const *sigs) {
   first_read_t *reads = calloc(n ? n : 1, sizeof *reads);
-  int rc = reads ? 0 : -1;
-  bool queue = n > 1 && st->pipelined;
+  size_t *keyed = calloc(n ? n : 1, sizeof *keyed), m = 0; /* the hangs with a key */
+  PGresult *first = NULL;
+  int rc = reads && keyed ? 0 : -1;
   for (size_t i = 0; rc == 0 && i < n; i++)
-    if (hangs[i]->len) rc = first_read_send(st, hangs[i], &reads[i], queue);
-  if (rc == 0 && queue) rc = pg_pipeline_sync(st);
+    if (hangs[i]->len) rc = first_read_make(hangs[i], &reads[keyed[m++] = i]);
+  if (rc == 0 && m) rc = first_reads_send(st, reads, keyed, m, st->pipelined, &first);
+  if (rc == 0 && m && st->pipelined) rc = pg_pipeline_sync(st);
+  if (rc == 0 && m) rc = first_reads_take(first, reads, keyed, m);
   for (size_t i = 0; rc == 0 && i < n; i++) {
-    first_read_t *fr = &reads[i];
-    if (hangs[i]->len && !fr->r) { /* read again: an earlier pick wrote what it read */
-      first_read_free(fr);
-      rc = first_read_send(st, hangs[i], fr, false);
+    PGresult *again = NULL;
+    if (hangs[i]->len && !reads[i].r) { /* read again: an earlier pick wrote what it read */
+      rc = first_reads_send(st, reads, &i, 1, false, &again);
+      if (rc == 0) rc = first_reads_take(again, reads, &i, 1);
     }
     char *path = NULL;
-    if (rc == 0) rc = pick(st, hangs[i], fr, ns, sigs[i], &path);
+    if (rc == 0) rc = pick(st, hangs[i], &reads[i], ns, sigs[i], &path);
+    PQclear(again);
+    reads[i].r = NULL;
     for (size_t k = i + 1; rc == 0 && path && k < n; k++)
-      if (reads[k].r && first_read_touched(&reads[k], sigs[i], path)) {
-        PQclear(reads[k].r);
-        reads[k].r = NULL;
-      }
+      if (reads[k].r && first_read_touched(&reads[k], sigs[i], path)) reads[k].r = NULL;
     free(path);
   }
   for (size_t i = 0; reads && i < n; i++)
     first_read_free(&reads[i]);
+  PQclear(first);
   free(reads);
+  free(keyed);
   return rc;
 }
 

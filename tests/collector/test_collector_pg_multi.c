@@ -771,7 +771,10 @@ static uint32_t pick_rnd(uint32_t n) {
    stacks rooted at f7, 2-7 frames deep, sharing a random part of a random
    first stack's root frames and parting from it into random others, with
    1-20 samples each: keys of every depth, turns off them, groups keyed by
-   each other's prefixes. The same bytes to both collectors. */
+   each other's prefixes. In every third batch the second hang is the
+   first again: its group is one the batch's first pick wrote after the
+   batch's first reads (PostgreSQL reads it again). The same bytes to both
+   collectors. */
 static void post_pick_batch(const collector_t *to[2], unsigned b, int64_t t0_ns) {
   char *strings[] = {"", "f1", "f2", "f3", "f4", "f5", "f6", "f7"};
   uint32_t frames[PICK_STACKS][PICK_DEPTH];
@@ -780,6 +783,12 @@ static void post_pick_batch(const collector_t *to[2], unsigned b, int64_t t0_ns)
   Perf__V1__StackCount sc[PICK_HANGS][4], *scs[PICK_HANGS][4];
   size_t n_stacks = 0;
   for (int i = 0; i < PICK_HANGS; i++) {
+    if (i == 1 && b % 3 == 0) {
+      ev[1] = ev[0];
+      ev[1].start_unix_nanos += 1000000;
+      evs[1] = &ev[1];
+      continue;
+    }
     uint32_t root[PICK_DEPTH], depth = 2 + pick_rnd(PICK_DEPTH - 1), n = 2 + pick_rnd(3);
     root[0] = 7;
     for (uint32_t d = 1; d < depth; d++)
@@ -817,6 +826,33 @@ static void post_pick_batch(const collector_t *to[2], unsigned b, int64_t t0_ns)
   batch.n_events = PICK_HANGS, batch.events = evs;
   for (int i = 0; i < 2; i++)
     batch_post(to[i], &batch, b);
+}
+
+/* What the hang groups tables hold (groups with their paths, children
+   with their samples, paths' samples), one line of text, in the SQL of
+   db's store. */
+static char *hang_group_tables(const char *db) {
+  static const char *const pg[] = {
+      "SELECT string_agg(signature || ' ' || path, ',' ORDER BY signature) FROM hang_groups",
+      "SELECT string_agg(group_sig || ' ' || child || ' ' || samples, ','"
+      " ORDER BY group_sig, child) FROM hang_group_children",
+      "SELECT string_agg(group_sig || ' ' || upper(encode(samples, 'hex')), ','"
+      " ORDER BY group_sig) FROM hang_group_path"};
+  static const char *const lite[] = {
+      "SELECT group_concat(signature || ' ' || path, ',') FROM"
+      " (SELECT * FROM hang_groups ORDER BY signature)",
+      "SELECT group_concat(group_sig || ' ' || child || ' ' || samples, ',') FROM"
+      " (SELECT * FROM hang_group_children ORDER BY group_sig, child)",
+      "SELECT group_concat(group_sig || ' ' || hex(samples), ',') FROM"
+      " (SELECT * FROM hang_group_path ORDER BY group_sig)"};
+  const char *const *sql = strncmp(db, "postgres", 8) == 0 ? pg : lite;
+  char *parts[3], *all = NULL;
+  for (int i = 0; i < 3; i++)
+    CHECK((parts[i] = db_text(db, sql[i])) != NULL);
+  CHECK(asprintf(&all, "groups %s | children %s | paths %s", parts[0], parts[1], parts[2]) > 0);
+  for (int i = 0; i < 3; i++)
+    free(parts[i]);
+  return all;
 }
 
 /* The hangs' groups by start (ms), from the events API. */
@@ -879,6 +915,14 @@ static void case_picks_like_sqlite(void) {
                                      " WHERE kind = 'hang'");
   fprintf(stderr, "%d hangs in %lld groups on both stores\n", PICK_BATCHES * PICK_HANGS, groups);
   CHECK(groups > 1 && groups < PICK_BATCHES * PICK_HANGS);
+  /* Not only the same groups: the same children and paths' samples
+     (a pick made from a stale first read can give the right group and
+     write its path's samples without those an earlier pick added). */
+  char *lite_tables = hang_group_tables(lite.db), *pg_tables = hang_group_tables(pg.db);
+  CHECKF(strcmp(lite_tables, pg_tables) == 0,
+         "hang group tables differ:\nSQLite     %s\nPostgreSQL %s", lite_tables, pg_tables);
+  free(lite_tables);
+  free(pg_tables);
   json_decref(want);
   json_decref(got);
   collector_stop_healthy(&lite);

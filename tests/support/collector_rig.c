@@ -278,24 +278,58 @@ static PGresult *pg_query(const char *db, const char *sql, ExecStatusType want) 
   return r;
 }
 
+/* sql's one row on SQLite database db, stepped to (*h and the statement
+   to be closed with sqlite_done). */
+static sqlite3_stmt *sqlite_row(const char *db, const char *sql, sqlite3 **h) {
+  sqlite3_stmt *s = NULL;
+  CHECK(sqlite3_open_v2(db, h, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK);
+  sqlite3_busy_timeout(*h, 5000);
+  CHECKF(sqlite3_prepare_v2(*h, sql, -1, &s, NULL) == SQLITE_OK, "%s: %s", sql, sqlite3_errmsg(*h));
+  CHECKF(sqlite3_step(s) == SQLITE_ROW, "%s: %s", sql, sqlite3_errmsg(*h));
+  return s;
+}
+
+static void sqlite_done(sqlite3 *h, sqlite3_stmt *s) {
+  sqlite3_finalize(s);
+  sqlite3_close(h);
+}
+
+/* sql's one row on PostgreSQL database db (the caller clears it). */
+static PGresult *pg_row(const char *db, const char *sql) {
+  PGresult *r = pg_query(db, sql, PGRES_TUPLES_OK);
+  CHECK(PQntuples(r) == 1);
+  return r;
+}
+
 long long db_count(const char *db, const char *sql) {
+  long long n = 0;
   if (is_pg(db)) {
-    PGresult *r = pg_query(db, sql, PGRES_TUPLES_OK);
-    CHECK(PQntuples(r) == 1);
-    long long n = PQgetisnull(r, 0, 0) ? 0 : strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+    PGresult *r = pg_row(db, sql);
+    n = PQgetisnull(r, 0, 0) ? 0 : strtoll(PQgetvalue(r, 0, 0), NULL, 10);
     PQclear(r);
     return n;
   }
   sqlite3 *h = NULL;
-  sqlite3_stmt *s = NULL;
-  CHECK(sqlite3_open_v2(db, &h, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK);
-  sqlite3_busy_timeout(h, 5000);
-  CHECKF(sqlite3_prepare_v2(h, sql, -1, &s, NULL) == SQLITE_OK, "%s: %s", sql, sqlite3_errmsg(h));
-  CHECKF(sqlite3_step(s) == SQLITE_ROW, "%s: %s", sql, sqlite3_errmsg(h));
-  long long n = sqlite3_column_int64(s, 0);
-  sqlite3_finalize(s);
-  sqlite3_close(h);
+  sqlite3_stmt *s = sqlite_row(db, sql, &h);
+  n = sqlite3_column_int64(s, 0);
+  sqlite_done(h, s);
   return n;
+}
+
+char *db_text(const char *db, const char *sql) {
+  char *text = NULL;
+  if (is_pg(db)) {
+    PGresult *r = pg_row(db, sql);
+    if (!PQgetisnull(r, 0, 0)) CHECK((text = strdup(PQgetvalue(r, 0, 0))) != NULL);
+    PQclear(r);
+    return text;
+  }
+  sqlite3 *h = NULL;
+  sqlite3_stmt *s = sqlite_row(db, sql, &h);
+  const unsigned char *v = sqlite3_column_text(s, 0);
+  if (v) CHECK((text = strdup((const char *)v)) != NULL);
+  sqlite_done(h, s);
+  return text;
 }
 
 long long rolled_sum(const char *db, const char *table, const char *col, const char *where) {

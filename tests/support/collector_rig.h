@@ -88,6 +88,9 @@ bool rig_pg(void);
    tests use: count, sum, UPDATE, DELETE). */
 long long db_count(const char *db, const char *sql);
 void db_exec(const char *db, const char *sql);
+/* The first column of sql's one row on db as text (malloc'ed, the
+   caller frees it; NULL for SQL NULL). */
+char *db_text(const char *db, const char *sql);
 
 /* sum(col) of a rollup table ("rollup_groups", "rollup_stacks_day", ...)
    over the rows where says (SQL), as the reads see it: on PostgreSQL the
