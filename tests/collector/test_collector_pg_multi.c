@@ -845,7 +845,7 @@ static char *hang_group_tables(const char *db) {
       " (SELECT * FROM hang_group_children ORDER BY group_sig, child)",
       "SELECT group_concat(group_sig || ' ' || hex(samples), ',') FROM"
       " (SELECT * FROM hang_group_path ORDER BY group_sig)"};
-  const char *const *sql = strncmp(db, "postgres", 8) == 0 ? pg : lite;
+  const char *const *sql = db_is_pg(db) ? pg : lite;
   char *parts[3], *all = NULL;
   for (int i = 0; i < 3; i++)
     CHECK((parts[i] = db_text(db, sql[i])) != NULL);

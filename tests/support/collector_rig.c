@@ -203,7 +203,7 @@ bool healthy_within(const collector_t *c, double seconds) {
   return false;
 }
 
-static bool is_pg(const char *db) {
+bool db_is_pg(const char *db) {
   return strncmp(db, "postgresql://", 13) == 0;
 }
 
@@ -226,7 +226,7 @@ static void spawn_on_db(collector_t *c, const char *keys, const char *const *ext
     bool has_symbols = false;
     for (size_t i = 0; extra && extra[i]; i++)
       has_symbols |= strcmp(extra[i], "--symbols-dir") == 0;
-    if (is_pg(c->db) && !has_symbols) argv[n++] = "--symbols-dir", argv[n++] = symbols;
+    if (db_is_pg(c->db) && !has_symbols) argv[n++] = "--symbols-dir", argv[n++] = symbols;
     for (size_t i = 0; extra && extra[i] && n < MAX_ARGS - 1; i++)
       argv[n++] = (char *)extra[i];
     argv[n] = NULL;
@@ -303,7 +303,7 @@ static PGresult *pg_row(const char *db, const char *sql) {
 
 long long db_count(const char *db, const char *sql) {
   long long n = 0;
-  if (is_pg(db)) {
+  if (db_is_pg(db)) {
     PGresult *r = pg_row(db, sql);
     n = PQgetisnull(r, 0, 0) ? 0 : strtoll(PQgetvalue(r, 0, 0), NULL, 10);
     PQclear(r);
@@ -318,7 +318,7 @@ long long db_count(const char *db, const char *sql) {
 
 char *db_text(const char *db, const char *sql) {
   char *text = NULL;
-  if (is_pg(db)) {
+  if (db_is_pg(db)) {
     PGresult *r = pg_row(db, sql);
     if (!PQgetisnull(r, 0, 0)) CHECK((text = strdup(PQgetvalue(r, 0, 0))) != NULL);
     PQclear(r);
@@ -337,7 +337,7 @@ long long rolled_sum(const char *db, const char *table, const char *col, const c
   size_t base = strlen(table);
   if (base > 4 && strcmp(table + base - 4, "_day") == 0) base -= 4;
   snprintf(delta, sizeof delta, "%.*s_delta", (int)base, table);
-  if (is_pg(db))
+  if (db_is_pg(db))
     snprintf(sql, sizeof sql,
              "SELECT (SELECT coalesce(sum(%s), 0) FROM %s WHERE %s)"
              " + (SELECT coalesce(sum(%s), 0) FROM %s WHERE %s)",
@@ -348,7 +348,7 @@ long long rolled_sum(const char *db, const char *table, const char *col, const c
 }
 
 void db_exec(const char *db, const char *sql) {
-  if (is_pg(db)) {
+  if (db_is_pg(db)) {
     PQclear(pg_query(db, sql, PGRES_COMMAND_OK));
     return;
   }

@@ -88,6 +88,9 @@ bool rig_pg(void);
    tests use: count, sum, UPDATE, DELETE). */
 long long db_count(const char *db, const char *sql);
 void db_exec(const char *db, const char *sql);
+/* Whether db (a collector_t's db) names a PostgreSQL database, not a
+   SQLite file. */
+bool db_is_pg(const char *db);
 /* The first column of sql's one row on db as text (malloc'ed, the
    caller frees it; NULL for SQL NULL). */
 char *db_text(const char *db, const char *sql);
