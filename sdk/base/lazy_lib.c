@@ -49,6 +49,7 @@ static void load(perf__lazy_lib_t *lib) {
     }
   }
   lib->handle = h;
+  if (lib->after_load) lib->after_load(lib->fns);
 }
 
 void *perf__lazy_enter(perf__lazy_lib_t *lib, size_t idx) {

@@ -32,6 +32,11 @@ typedef struct perf__lazy_lib_s {
   const char *const *names; /* the functions, in the wrappers' order */
   void **fns;               /* their addresses while loaded */
   size_t n;
+  /* Called under the lock right after each load, with fns resolved: a
+     library's global state starts afresh in every copy loaded (libelf's
+     version), so what the SDK set in the previous copy is set again here.
+     NULL: nothing to set. */
+  void (*after_load)(void *const *fns);
   pthread_mutex_t lock; /* loading and unloading */
   void *handle;
   atomic_bool loaded;  /* fns may be called */
@@ -42,10 +47,11 @@ typedef struct perf__lazy_lib_s {
   unsigned long loads; /* times loaded (tests, logs) */
 } perf__lazy_lib_t;
 
-#define PERF__LAZY_LIB_INIT(so, fn_names, fn_table)                                                \
+#define PERF__LAZY_LIB_INIT(so, fn_names, fn_table, after)                                         \
   {                                                                                                \
     .soname = (so), .names = (fn_names), .fns = (fn_table),                                        \
-    .n = sizeof(fn_table) / sizeof(fn_table)[0], .lock = PTHREAD_MUTEX_INITIALIZER                 \
+    .n = sizeof(fn_table) / sizeof(fn_table)[0], .after_load = (after),                            \
+    .lock = PTHREAD_MUTEX_INITIALIZER                                                              \
   }
 
 /* Function `idx` of the library, loaded if need be, with the caller counted

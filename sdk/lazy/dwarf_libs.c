@@ -6,7 +6,8 @@
  * elf_end), Dwarf (dwarf_begin_elf / dwarf_end), Dwarf_CFI (dwarf_getcfi_elf
  * / dwarf_cfi_end) and Dwfl (dwfl_begin / dwfl_end). An Elf handed to
  * libdwfl by a find_elf callback is ended inside libdwfl, not here: the
- * stack-copy unwinder keeps the library loaded once used.
+ * stack-copy unwinder keeps the library loaded once used. Each load sets
+ * libelf's version (set_elf_version), as the first one did.
  */
 #include <elfutils/libdw.h>
 #include <elfutils/libdwelf.h>
@@ -120,4 +121,17 @@
   X(FN, uLong, crc32, (uLong a, const Bytef *b, uInt c), (a, b, c), 0)
 /* clang-format on */
 
-PERF__LAZY_LIBRARY("libdw.so.1", DWARF_FNS)
+/* libelf refuses every handle (elf_begin, elf_memory: ELF_E_NO_VERSION)
+   until elf_version has been called in this copy of the library, and the
+   version lives in a global that each load starts at EV_NONE: once the
+   idle release has unloaded the library, the next copy must be told again,
+   or no module read after that is named. */
+static void set_elf_version(void *const *fns);
+
+PERF__LAZY_LIBRARY("libdw.so.1", DWARF_FNS, set_elf_version)
+
+static void set_elf_version(void *const *fns) {
+  unsigned int (*version)(unsigned int) =
+      (unsigned int (*)(unsigned int))fns[PERF__LAZY_IDX_elf_version];
+  version(EV_CURRENT);
+}

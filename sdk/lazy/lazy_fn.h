@@ -9,7 +9,9 @@
  * made); END a destructor of its first argument `a` (a non-NULL one is an
  * object ended); VFN, VEND the same for functions returning void (the
  * failure value is empty). The first parameter is always named `a`.
- * PERF__LAZY_LIBRARY(soname, list) makes the library and its functions.
+ * PERF__LAZY_LIBRARY(soname, list, after_load) makes the library and its
+ * functions; after_load (or NULL) runs after each load (lazy_lib.h), and
+ * finds a function's address at fns[PERF__LAZY_IDX_<name>].
  */
 #ifndef PERF_LAZY_LAZY_FN_H
 #define PERF_LAZY_LAZY_FN_H
@@ -53,11 +55,12 @@
 
 /* The library `soname` with the functions of the X-macro list FNS: its
    table (g_lazy_lib, one per file) and a definition of each function. */
-#define PERF__LAZY_LIBRARY(soname, FNS)                                                            \
+#define PERF__LAZY_LIBRARY(soname, FNS, after_load)                                                \
   enum { FNS(PERF__LAZY_INDEX) PERF__LAZY_N_FNS };                                                 \
   static const char *const k_lazy_names[] = {FNS(PERF__LAZY_NAME)};                                \
   static void *g_lazy_fns[PERF__LAZY_N_FNS];                                                       \
-  static perf__lazy_lib_t g_lazy_lib = PERF__LAZY_LIB_INIT(soname, k_lazy_names, g_lazy_fns);      \
+  static perf__lazy_lib_t g_lazy_lib =                                                             \
+      PERF__LAZY_LIB_INIT(soname, k_lazy_names, g_lazy_fns, after_load);                           \
   FNS(PERF__LAZY_DEFINE)
 
 #endif

@@ -29,4 +29,4 @@
   X(FN, unsigned, ZSTD_isError, (size_t a), (a), 1)
 /* clang-format on */
 
-PERF__LAZY_LIBRARY("libzstd.so.1", ZSTD_FNS)
+PERF__LAZY_LIBRARY("libzstd.so.1", ZSTD_FNS, NULL)
