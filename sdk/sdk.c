@@ -142,6 +142,14 @@ int perf_sdk_shutdown(int timeout_ms) {
 int perf_sdk_watch_current_thread(void) {
   if (!RUNNING()) return PERF_E_NOT_INITIALIZED;
   perf__loop_watch_current_thread(&g_loop);
+  /* Its first capture paid now, by the writer (perf__writer_prepare_capture);
+     skipped when called from a signal handler inside another SDK call. */
+  if (perf__call_enter()) {
+    lock_read();
+    if (g_sdk) perf__writer_prepare_capture(g_sdk->writer, perf__gettid());
+    unlock();
+    perf__call_leave();
+  }
   return PERF_OK;
 }
 
@@ -368,7 +376,7 @@ static int shutdown_locked(int64_t deadline_ns, int64_t monitors_deadline_ns) {
 }
 
 static int start_threads(sdk_t *s) {
-  int err = perf__writer_start(&s->cfg, &g_stats, &s->writer);
+  int err = perf__writer_start(&s->cfg, &g_stats, atomic_load(&g_loop.watched_tid), &s->writer);
   if (err) return err;
   perf__recorder_init(&s->recorder, s->cfg.max_events_per_hour, s->writer, &g_stats);
   err = perf__hang_monitor_start(&s->cfg, &g_loop, &s->recorder, &g_stats, &s->hang);

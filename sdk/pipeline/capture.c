@@ -86,6 +86,15 @@ static int capture_chunks(perf__event_t *ev, const pid_t *tids, const uint64_t *
   return err;
 }
 
+void perf__capture_prepare(pid_t tid) {
+  perf__modules_t *mods = perf__modules_acquire();
+  if (!mods) return;
+  uintptr_t pcs[PERF__EVENT_MAX_DEPTH];
+  size_t n = 0;
+  perf__sampler_capture(mods, tid, pcs, PERF__EVENT_MAX_DEPTH, &n);
+  perf__modules_release(mods);
+}
+
 static int capture(perf__event_t *ev, pid_t tid, uintptr_t caller_ra, perf__stats_t *stats,
                    bool (*still_valid)(void *), void *arg) {
   uintptr_t pcs[PERF__EVENT_MAX_DEPTH];

@@ -47,4 +47,12 @@ int perf__capture_cpu_samples(perf__event_t *ev, const pid_t *tids, const uint64
    SDK's own frames are left out. */
 int perf__capture_self(perf__event_t *ev, uintptr_t caller_ra, perf__stats_t *stats);
 
+/* Capture thread tid once and keep nothing (no event, no counter): what a
+   thread's first capture pays once (the sampler learning its stack bounds
+   and opening its /proc files, libdw loaded, the unwind rules of every
+   module its stack crosses compiled: tens of milliseconds, more under a
+   sanitizer) is paid now, on the calling thread, so that the samples that
+   matter later cost what every capture costs. */
+void perf__capture_prepare(pid_t tid);
+
 #endif

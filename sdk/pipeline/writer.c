@@ -27,6 +27,7 @@
 #include "sdk/base/owned_fds.h"
 #include "sdk/base/worker.h"
 #include "sdk/pipeline/batch_sink.h"
+#include "sdk/pipeline/capture.h"
 #include "sdk/pipeline/event_text.h"
 #include "sdk/pipeline/hang_marker.h"
 #include "sdk/pipeline/idle_memory.h"
@@ -65,6 +66,7 @@ struct perf__writer_s {
   perf_sdk_stats_t batch_stats;         /* the batch sink's last counters, once it is closed */
   uint64_t flush_requested, flush_done; /* perf__writer_flush handshake (lock) */
   int64_t stop_deadline_ns;             /* shutdown: write and send until then (lock) */
+  pid_t prepare_tid;                    /* a thread to capture once; 0: none (lock) */
 };
 
 static void writer_main(perf__worker_t *worker, void *arg);
@@ -75,6 +77,7 @@ static bool past_stop_deadline(perf__writer_t *w);
 static void wait_for_work(perf__writer_t *w);
 static bool dwarf_due(perf__writer_t *w);
 static void lazy_lib_loaded(void *arg);
+static void prepare_capture(perf__writer_t *w);
 static void report_fatal_hangs(perf__writer_t *w);
 static void write_event(perf__writer_t *w, perf__event_t *ev);
 static void count_batched(perf__writer_t *w, int batched);
@@ -83,7 +86,8 @@ static void handle_hang_post(perf__writer_t *w, perf__event_t *progress);
 static bool data_dir_ready(perf__writer_t *w);
 static void free_writer(perf__writer_t *w);
 
-int perf__writer_start(const perf__config_t *cfg, perf__stats_t *stats, perf__writer_t **out) {
+int perf__writer_start(const perf__config_t *cfg, perf__stats_t *stats, pid_t watched,
+                       perf__writer_t **out) {
   /* An unusable spool directory is the caller's error now, not a silent
      drop of every event later. */
   int checked = perf__batch_sink_check_dir(cfg);
@@ -95,6 +99,7 @@ int perf__writer_start(const perf__config_t *cfg, perf__stats_t *stats, perf__wr
   w->capacity = cfg->queue_capacity;
   w->sink_fd = -1;
   w->marker = (perf__hang_marker_t)PERF__HANG_MARKER_INIT;
+  w->prepare_tid = watched;
   w->ring = calloc(w->capacity, sizeof *w->ring);
   int err =
       w->ring ? perf__worker_start("perf-writer", writer_main, w, &w->worker) : PERF_E_NO_MEMORY;
@@ -136,6 +141,13 @@ void perf__writer_add_loop_stats(perf__writer_t *w, const perf__loop_stats_t *st
   for (size_t i = 0; i < PERF__LOOP_STATS_BUCKETS; i++)
     w->loop_stats.units[i] += stats->units[i];
   w->stats_posted = true;
+  perf__worker_notify_locked(w->worker);
+  perf__worker_unlock(w->worker);
+}
+
+void perf__writer_prepare_capture(perf__writer_t *w, pid_t tid) {
+  perf__worker_lock(w->worker);
+  w->prepare_tid = tid;
   perf__worker_notify_locked(w->worker);
   perf__worker_unlock(w->worker);
 }
@@ -204,12 +216,19 @@ static void writer_main(perf__worker_t *worker, void *arg) {
      capture first needs them. */
   perf__lazy_libs_set_load_hook(lazy_lib_loaded, w);
   perf__modules_release(perf__modules_acquire());
+  prepare_capture(w); /* the watched thread's, before the spool's I/O */
   /* The batch sink first: fatal hangs go into batches like any event. */
   open_batches(w);
   if (w->cfg->data_dir) report_fatal_hangs(w);
   perf__worker_lock(w->worker);
   bool abandon = false;
   for (;;) {
+    if (w->prepare_tid) {
+      perf__worker_unlock(w->worker);
+      prepare_capture(w);
+      perf__worker_lock(w->worker);
+      continue;
+    }
     if (dwarf_due(w) && w->count == 0 && !w->hang_posted) {
       /* Idle for a while: the DWARF read to name frames goes until the
          next event needs it, and malloc's free pages go back. */
@@ -222,7 +241,7 @@ static void writer_main(perf__worker_t *worker, void *arg) {
     /* A flush is work once the queue is empty (a held writer with events
        queued cannot finish one: the flush times out). */
     while ((w->held || w->count == 0) && !w->hang_posted && (w->held || !w->stats_posted) &&
-           !perf__worker_stopping(w->worker) &&
+           !w->prepare_tid && !perf__worker_stopping(w->worker) &&
            (w->flush_done == w->flush_requested || w->count > 0) && !batch_due(w) && !dwarf_due(w))
       wait_for_work(w);
     if ((abandon = past_stop_deadline(w))) break;
@@ -279,6 +298,16 @@ static void writer_main(perf__worker_t *worker, void *arg) {
   perf__lazy_libs_set_load_hook(NULL, NULL);
   /* Leave the stopper a moment to join after the uploader's last try. */
   close_batches(w, abandon ? 0 : deadline - 30 * 1000000);
+}
+
+/* The thread posted to be prepared (perf__writer_prepare_capture), captured
+   once, outside the lock. */
+static void prepare_capture(perf__writer_t *w) {
+  perf__worker_lock(w->worker);
+  pid_t tid = w->prepare_tid;
+  w->prepare_tid = 0;
+  perf__worker_unlock(w->worker);
+  if (tid) perf__capture_prepare(tid);
 }
 
 /* A library was loaded (to compile unwind rules on a capturing thread, to

@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "perf_sdk.h"
 #include "sdk/base/stats.h"
@@ -20,8 +21,20 @@
 typedef struct perf__writer_s perf__writer_t;
 
 /* Start the thread ("perf-writer", a perf__worker). cfg and stats must
-   outlive the writer. */
-int perf__writer_start(const perf__config_t *cfg, perf__stats_t *stats, perf__writer_t **out);
+   outlive the writer. The writer maps the loaded modules first, then pays
+   the first capture of thread `watched` (the hang monitor's thread;
+   perf__writer_prepare_capture). */
+int perf__writer_start(const perf__config_t *cfg, perf__stats_t *stats, pid_t watched,
+                       perf__writer_t **out);
+
+/* Thread tid is watched from now on: the writer captures it once and keeps
+   nothing (perf__capture_prepare), before anything else it has to do, so
+   that what a thread's first capture costs (tens of milliseconds: libdw,
+   the unwind rules of the modules on its stack) is paid neither by the
+   first sample of its first hang, nor on the hang monitor, whose sleeps
+   must go on telling stops of the process (stopped_time.h), nor on an app
+   thread. Never blocks on I/O; only the latest tid matters. */
+void perf__writer_prepare_capture(perf__writer_t *w, pid_t tid);
 
 /* Hand over `ev` (the writer owns it from now on, whatever the result).
    Never blocks on I/O. PERF_E_BUSY when the queue is full: the event is

@@ -37,11 +37,14 @@ struct perf__module_entry_s {
   uintptr_t bias;
   perf__unwind_table_t *table; /* NULL when the module has no usable CFI */
   bool rules_tried;            /* table compiled (or found impossible) */
+  bool compiling;              /* a thread compiles it, outside the lock */
   perf__sym_module_t *symbols; /* opened on first symbolization */
   bool symbols_tried;
 };
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_compiled = PTHREAD_COND_INITIALIZER; /* a compile ended (g_lock) */
+static unsigned g_compiling;                                 /* compiles in flight (g_lock) */
 static perf__modules_t *g_current;
 static perf__module_entry_t *g_cache[PERF__MODULE_CACHE_MAX];
 static size_t g_cache_count;
@@ -123,6 +126,10 @@ __attribute__((constructor)) static void register_fork_handlers(void) {
 
 static void fork_lock(void) {
   pthread_mutex_lock(&g_lock);
+  /* A compile in flight runs outside the lock: the child would find its
+     module marked compiling by a thread it does not have. */
+  while (g_compiling)
+    pthread_cond_wait(&g_compiled, &g_lock);
   perf__symbols_fork_prepare();
 }
 
@@ -133,6 +140,7 @@ static void fork_parent(void) {
 
 static void fork_child(void) {
   perf__symbols_fork_child();
+  g_compiled = (pthread_cond_t)PTHREAD_COND_INITIALIZER;
   pthread_mutex_unlock(&g_lock);
 }
 
@@ -194,17 +202,31 @@ static perf__module_entry_t *cache_entry(const perf__module_t *m) {
 }
 
 /* Module i's rules compiled if pending and published in mods. Cache lock
-   held. True when the slot changed. */
+   held; it is let go while the rules are compiled (tens of milliseconds
+   for libc), so that a snapshot can be had and other modules compiled
+   meanwhile; a second thread wanting the same module waits for the first.
+   True when the slot changed. */
 static bool compile_rules_locked(perf__modules_t *mods, size_t i) {
   perf__module_entry_t *e = mods->entries[i];
   if (!e || mods->unwind->tables[i] != &perf__unwind_table_pending) return false;
+  while (e->compiling)
+    pthread_cond_wait(&g_compiled, &g_lock);
   if (!e->rules_tried) {
-    e->rules_tried = true;
-    const perf__module_t *m = &mods->map->modules[i];
-    int err = perf__unwind_table_build(m, &e->table);
+    e->compiling = true;
+    g_compiling++;
+    pthread_mutex_unlock(&g_lock);
+    const perf__module_t *m = &mods->map->modules[i]; /* the snapshot is held by the caller */
+    perf__unwind_table_t *table = NULL;
+    int err = perf__unwind_table_build(m, &table);
     if (err)
       perf__log(PERF__LOG_DEBUG, "%s: no unwind rules (%s), using frame pointers", m->path,
                 perf_strerror(err));
+    pthread_mutex_lock(&g_lock);
+    e->table = table;
+    e->rules_tried = true;
+    e->compiling = false;
+    g_compiling--;
+    pthread_cond_broadcast(&g_compiled);
   }
   __atomic_store_n(&mods->unwind->tables[i], e->table, __ATOMIC_RELEASE);
   return true;
@@ -212,14 +234,18 @@ static bool compile_rules_locked(perf__modules_t *mods, size_t i) {
 
 bool perf__modules_compile_rules(perf__modules_t *mods, uintptr_t pc) {
   if (!mods) return false;
-  bool changed = false;
+  bool changed = false, found = false;
   pthread_mutex_lock(&g_lock);
   for (int back = 0; back <= 1 && !changed; back++) {
     const perf__module_t *m = perf__module_map_find(mods->map, pc - (uintptr_t)back);
+    found = found || m;
     if (m) changed = compile_rules_locked(mods, (size_t)(m - mods->map->modules));
   }
   pthread_mutex_unlock(&g_lock);
-  return changed;
+  /* Neither is pending any more, while the walk found one pending: another
+     capture of this snapshot compiled it meanwhile (the monitors and the
+     app's own captures compile side by side). Walk again all the same. */
+  return changed || found;
 }
 
 void perf__modules_compile_all_rules(perf__modules_t *mods) {

@@ -73,7 +73,8 @@ void perf__modules_symbolize(perf__modules_t *mods, uintptr_t pc, bool return_ad
    address at a module's end) if they are pending, and publish them in this
    snapshot. True when a walk that stopped there with
    PERF__WALK_RULES_PENDING can now go further (rules, or frame pointers for
-   a module without usable CFI). Takes the cache's lock; never in a signal
+   a module without usable CFI), whether this call compiled them or another
+   thread did since that walk. Takes the cache's lock; never in a signal
    handler. */
 bool perf__modules_compile_rules(perf__modules_t *mods, uintptr_t pc);
 

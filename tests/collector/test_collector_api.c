@@ -135,10 +135,6 @@ static void feed(const collector_t *c, double hang_ms[2]) {
   cfg.hang_sample_interval_ms = 10;
   cfg.hang_max_samples = 100;
   cfg.cpu_threshold_percent = 25600; /* 256 cores: no burst in this run */
-  /* The SDK compiles the modules' unwind rules at start and a hang's first
-     capture waits for them (hundreds of ms under ASan): have them ready so
-     both hangs get their samples. */
-  sdk_compile_unwind_rules();
   CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
   for (int i = 0; i < 2; i++) {
     double t0 = now_ms();

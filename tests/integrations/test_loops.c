@@ -30,9 +30,6 @@ static void start_sdk(void) {
   const char *dir = tempdir_make("loops");
   snprintf(g_report, sizeof g_report, "%s/report.txt", dir);
   setenv("XDG_STATE_HOME", dir, 1);
-  /* The hang monitor watches nothing while it compiles the unwind rules
-     at start; the sampler's cache compiled first makes that instant. */
-  sdk_compile_unwind_rules();
   perf_sdk_config_t cfg;
   perf_sdk_config_init(&cfg);
   cfg.app_name = "test_loops";

@@ -73,8 +73,6 @@ static void config(perf_sdk_config_t *cfg) {
   cfg->cpu_threshold_percent = 5;
   cfg->cpu_window_ms = 300;
   cfg->cpu_cooldown_ms = 60000;
-  /* Compile every module's unwind rules now, not inside the burst. */
-  sdk_compile_unwind_rules();
 }
 
 #define WAIT_FOR_STATS(st, cond) SDK_WAIT_FOR_STATS(st, cond, WAIT_MS, 1)

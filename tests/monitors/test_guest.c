@@ -294,7 +294,6 @@ static void daemon_main(void) {
 
 /* The app: init, 300 ms later fork the daemon, and exit. */
 static void daemonizing_app(void) {
-  sdk_compile_unwind_rules();
   CHECK_EQ_INT(perf_sdk_init(&g_cfg), PERF_OK);
   sleep_ms(300);
   pid_t pid = fork();
@@ -603,7 +602,6 @@ static void note_exit_time(void) {
 /* Records a 1 s hang (samples from 200 ms on: room for a loaded machine
    to schedule the monitor), then returns from "main" without shutdown. */
 static void hang_then_exit_app(void) {
-  sdk_compile_unwind_rules();
   CHECK_EQ_INT(perf_sdk_init(&g_cfg), PERF_OK);
   CHECK_EQ_INT(perf_sdk_loop_busy(), PERF_OK);
   g_sink = exit_hang(1000);
@@ -1274,7 +1272,6 @@ static int64_t stopped_meanwhile(void) {
    hang). Tells the test the second unit's wall time and its stop's. */
 static void stopped_app(void) {
   CHECK(fcntl(g_resumed[0], F_SETFL, O_NONBLOCK) == 0);
-  sdk_compile_unwind_rules();
   CHECK_EQ_INT(perf_sdk_init(&g_cfg), PERF_OK);
   CHECK_EQ_INT(perf_sdk_loop_busy(), PERF_OK);
   burn_cpu(10, -1);

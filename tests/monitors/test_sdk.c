@@ -39,6 +39,7 @@
 #include "sdk/sdk_testing.h"
 #include "sdk/symbols/symbols.h"
 #include "sdk/wire/batch_decode.h"
+#include "sdk_report.h"
 #include "sdk_util.h"
 #include "stack_assert.h"
 #include "test_util.h"
@@ -250,133 +251,6 @@ static void dump_log(void) {
   pthread_mutex_unlock(&g_log_lock);
 }
 
-/* ---- the report (sdk/event_text.h) --------------------------------------- */
-
-typedef struct {
-  char kind[16];
-  char start[40];
-  long duration_ms;
-  int thread;
-  long samples;
-  long cpu_percent; /* -1 when the header has none */
-  long dropped;
-  char *text; /* the section, "event ..." up to its blank line */
-} event_t;
-
-typedef struct {
-  long samples;
-  int thread;
-  char *text; /* "stack ..." and its frame lines */
-} ev_stack_t;
-
-static bool is_event_line(const char *line, const char *kind) {
-  if (strncmp(line, "event ", 6) != 0) return false;
-  size_t n = kind ? strlen(kind) : 0;
-  return !kind || (strncmp(line + 6, kind, n) == 0 && line[6 + n] == ' ');
-}
-
-/* The line after `line`, or NULL after the last. */
-static const char *next_line(const char *line) {
-  const char *eol = strchr(line, '\n');
-  return eol && eol[1] ? eol + 1 : NULL;
-}
-
-/* Events of `kind` (NULL: any) in the report. */
-static size_t count_events(const char *report, const char *kind) {
-  size_t n = 0;
-  for (const char *line = *report ? report : NULL; line; line = next_line(line))
-    n += is_event_line(line, kind);
-  return n;
-}
-
-/* The nth event of `kind`, parsed; free with event_free. */
-static void find_event(const char *report, const char *kind, size_t nth, event_t *ev) {
-  const char *line = *report ? report : NULL;
-  for (size_t seen = 0; line; line = next_line(line))
-    if (is_event_line(line, kind) && seen++ == nth) break;
-  CHECKF(line != NULL, "no event %s #%zu in the report:\n%s", kind, nth, report);
-  const char *end = strstr(line, "\n\n");
-  size_t len = end ? (size_t)(end - line) + 1 : strlen(line);
-  memset(ev, 0, sizeof *ev);
-  ev->text = strndup(line, len);
-  CHECK(ev->text != NULL);
-  CHECKF(sscanf(line, "event %15s start=%39s duration_ms=%ld thread=%d samples=%ld", ev->kind,
-                ev->start, &ev->duration_ms, &ev->thread, &ev->samples) == 5,
-         "bad event header in:\n%s", ev->text);
-  const char *eol = strchr(ev->text, '\n');
-  const char *cpu = strstr(ev->text, " cpu_percent=");
-  ev->cpu_percent = cpu && (!eol || cpu < eol) ? strtol(cpu + 13, NULL, 10) : -1;
-  const char *dropped = strstr(ev->text, " dropped=");
-  CHECKF(dropped != NULL, "no dropped= in:\n%s", ev->text);
-  ev->dropped = strtol(dropped + 9, NULL, 10);
-}
-
-static void event_free(event_t *ev) {
-  free(ev->text);
-  ev->text = NULL;
-}
-
-/* The nth stack of the event (0: the dominant one); false past the last. */
-static bool event_stack(const event_t *ev, size_t nth, ev_stack_t *out) {
-  const char *s = ev->text;
-  for (size_t seen = 0;; s++) {
-    s = strstr(s, "\nstack samples=");
-    if (!s) return false;
-    if (seen++ == nth) break;
-  }
-  s++;
-  const char *end = strstr(s + 1, "\nstack samples=");
-  size_t len = end ? (size_t)(end - s) + 1 : strlen(s);
-  CHECK(sscanf(s, "stack samples=%ld thread=%d", &out->samples, &out->thread) == 2);
-  out->text = strndup(s, len);
-  CHECK(out->text != NULL);
-  return true;
-}
-
-static long event_stack_samples(const event_t *ev) {
-  long sum = 0;
-  ev_stack_t st;
-  for (size_t i = 0; event_stack(ev, i, &st); i++) {
-    sum += st.samples;
-    free(st.text);
-  }
-  return sum;
-}
-
-/* The event's stack `nth` has the chain as consecutive frames. */
-static void expect_chain(const event_t *ev, size_t nth, const char *const *chain, size_t n) {
-  ev_stack_t st;
-  CHECKF(event_stack(ev, nth, &st), "no stack #%zu in:\n%s", nth, ev->text);
-  stack_syms_t *s = malloc(sizeof *s);
-  CHECK(s != NULL);
-  stack_parse(st.text, s); /* skips the "stack ..." header line */
-  if (!stack_has_chain(s, chain, n)) {
-    fprintf(stderr, "stack #%zu lacks the consecutive frames:", nth);
-    for (size_t i = 0; i < n; i++)
-      fprintf(stderr, " %s", chain[i]);
-    stack_dump("event", ev->text);
-    exit(1);
-  }
-  free(s);
-  free(st.text);
-}
-
-/* start= is ISO 8601 UTC with milliseconds, between the two wall times. */
-static void expect_start_between(const event_t *ev, time_t from, time_t to) {
-  struct tm tm;
-  memset(&tm, 0, sizeof tm);
-  int ms = -1, end = 0;
-  CHECKF(sscanf(ev->start, "%4d-%2d-%2dT%2d:%2d:%2d.%3dZ%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
-                &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &ms, &end) == 7 &&
-             end == (int)strlen(ev->start) && end == 24,
-         "start=%s is not YYYY-MM-DDTHH:MM:SS.mmmZ", ev->start);
-  tm.tm_year -= 1900;
-  tm.tm_mon -= 1;
-  time_t t = timegm(&tm);
-  CHECKF(t >= from - 2 && t <= to + 2, "start=%s is not within [%lld, %lld] (epoch s)", ev->start,
-         (long long)from, (long long)to);
-}
-
 /* ---- threads ------------------------------------------------------------- */
 
 typedef struct {
@@ -495,7 +369,6 @@ static void case_marker_failure_logged_once(void) {
   perf_sdk_config_t cfg;
   base_config(&cfg, report);
   cfg.log_fn = collect_log;
-  sdk_compile_unwind_rules();
   clear_log();
   CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
   for (int hang = 1; hang <= 2; hang++) {
@@ -525,11 +398,6 @@ static void case_hang_detected(void) {
   dir_path(report, "report.txt");
   perf_sdk_config_t cfg;
   base_config(&cfg, report);
-  /* The SDK compiles the modules' unwind rules on its writer thread at
-     start, and a hang's first capture waits for them: a few ms normally,
-     hundreds under ASan. Have them ready, so the sample count measures the
-     monitor, not the build. */
-  sdk_compile_unwind_rules();
   time_t wall0 = time(NULL);
   CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
   hang_watch_t watch;
@@ -587,7 +455,6 @@ static void case_idle_not_hang(void) {
   dir_path(report, "report.txt");
   perf_sdk_config_t cfg;
   base_config(&cfg, report);
-  sdk_compile_unwind_rules();
   CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
   int ep = epoll_create1(EPOLL_CLOEXEC), efd = eventfd(0, EFD_CLOEXEC);
   CHECK(ep >= 0 && efd >= 0);
@@ -632,7 +499,6 @@ static void case_hang_label(void) {
   dir_path(report, "report.txt");
   perf_sdk_config_t cfg;
   base_config(&cfg, report);
-  sdk_compile_unwind_rules();
   CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
   /* Each unit runs 400 ms past the threshold: a monitor starved on a
      loaded machine still wakes inside it. */
@@ -678,7 +544,6 @@ static void case_pause_suppresses(void) {
   dir_path(report, "report.txt");
   perf_sdk_config_t cfg;
   base_config(&cfg, report);
-  sdk_compile_unwind_rules();
   CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
   /* Paused: 3 x threshold of work is no hang, nor is the rest of that unit
      after resume (it does not count from its start). */
@@ -859,7 +724,6 @@ static void case_cpu_burst_hot_thread(void) {
   cfg.cpu_sample_hz = 100;
   cfg.cpu_top_threads = 1;
   cfg.cpu_cooldown_ms = 60000;
-  sdk_compile_unwind_rules(); /* not on the writer thread inside the window */
   CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
   worker_t idle[3], hot;
   pid_t idle_tids[3];
@@ -960,7 +824,6 @@ static uint64_t bursts_with_pattern(int busy, int quiet, int quiet_cpu_ms) {
   cfg.cpu_window_ms = 1000;
   cfg.cpu_burst_ms = 100;
   cfg.cpu_cooldown_ms = 60000;
-  sdk_compile_unwind_rules();
   CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
   dip_pattern(35 / (busy + quiet), busy, quiet, quiet_cpu_ms);
   perf_sdk_stats_t st = sdk_stats();
@@ -1166,7 +1029,6 @@ static void case_config_errors_name_field(void) {
 
   /* The environment wins over the code: 1000 ms makes a 500 ms unit no
      hang; without it the code's 100 ms does. */
-  sdk_compile_unwind_rules();
   setenv("PERF_SDK_HANG_THRESHOLD_MS", "1000", 1);
   CHECK_EQ_INT(hangs_for_500ms_unit(&cfg), 0);
   CHECK_EQ_INT(hangs_for_500ms_unit(&cfg), 1);
@@ -1225,7 +1087,6 @@ static void case_heartbeat_hang(void) {
   dir_path(report, "report.txt");
   perf_sdk_config_t cfg;
   base_config(&cfg, report);
-  sdk_compile_unwind_rules();
   CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
   /* Warm-up units, paused: right after init the SDK's threads start beside
      this one, and on a loaded machine (ctest -j8 and two busy loops on 2
@@ -1364,12 +1225,6 @@ int main(int argc, char **argv) {
     CHECK(signal(s, SIG_IGN) != SIG_ERR);
 #endif
   use_patient_sampler();
-  /* The SDK's writer builds the unwind rules at init, and shutdown and the
-     monitors' captures wait for them: seconds under ASan on a loaded
-     machine. Built here once per process (the SDK shares them), no case
-     depends on how long that takes. */
-  bool listing = argc == 2 && strcmp(argv[1], "--list") == 0;
-  if (!listing) sdk_compile_unwind_rules();
   if (argc >= 3) { /* a child process of a case, re-executed with its directory */
     use_dir(argv[2]);
     if (test_run_case(g_children, ARRAY_LEN(g_children), argv[1])) return 0;

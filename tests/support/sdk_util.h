@@ -1,9 +1,9 @@
 /*
- * sdk_util.h - what the test programs that run the SDK share: the unwind
- * rules compiled before perf_sdk_init, the settings of short hangs and of
- * an upload to a test collector, the SDK's counters, and a wait on them
- * with a deadline (never a sleep that hopes). Static inline: a program
- * uses what it needs.
+ * sdk_util.h - what the test programs that run the SDK share: the settings
+ * of short hangs and of an upload to a test collector, the SDK's counters,
+ * and a wait on them with a deadline (never a sleep that hopes). Nothing
+ * here warms the SDK up: the tests meet it as apps do. Static inline: a
+ * program uses what it needs.
  */
 #ifndef PERF_TEST_SDK_UTIL_H
 #define PERF_TEST_SDK_UTIL_H
@@ -13,27 +13,14 @@
 #include "check.h"
 #include "perf_sdk.h"
 
-/* The hang monitor compiles every module's unwind rules when it starts and
-   watches nothing meanwhile (up to ~0.8 s under ASan), and a hang's first
-   capture waits for them: compile them now through the sampler, whose
-   per-process cache the monitor shares. */
-static inline void sdk_compile_unwind_rules(void) {
-  uintptr_t pcs[8];
-  size_t n;
-  int err = perf_backtrace_thread(0, pcs, sizeof pcs / sizeof pcs[0], &n);
-  CHECKF(err == PERF_OK || err == PERF_E_TRUNCATED, "%s", perf_strerror(err));
-}
-
 /* perf_sdk_config_init, then short hangs: from 20 ms, sampled every 5 ms
-   (at most 200), no CPU events; and the unwind rules compiled now. The
-   caller sets the rest. */
+   (at most 200), no CPU events. The caller sets the rest. */
 static inline void sdk_config_short_hangs(perf_sdk_config_t *cfg) {
   perf_sdk_config_init(cfg);
   cfg->hang_threshold_ms = 20;
   cfg->hang_sample_interval_ms = 5;
   cfg->hang_max_samples = 200;
   cfg->cpu_threshold_percent = 25600; /* no CPU events */
-  sdk_compile_unwind_rules();
 }
 
 /* app version 1.0 uploading to the test collector at url with api_key
