@@ -14,8 +14,8 @@
 // p95), with tooltips naming the unit, and the first row's cells are the
 // API's figures (hang time, samples; CPU time from cpu_us, samples, the
 // events' wall time); the CPU view shows convolve_kernel first, its flame
-// graph as wide as CPU time with a tooltip of CPU time and samples; a stack
-// row filters the events;
+// graph as wide as CPU time with a tooltip of CPU time and samples, its
+// folded export asked with value=cpu_us; a stack row filters the events;
 // an event's detail shows the hang's duration and stack; the hand-made
 // "stack-truth" hang (test_dashboard.c) shows its inline frame marked
 // "[inline]" with its file:line and the "<truncated: depth>" marker, in
@@ -269,6 +269,13 @@ async function run(page) {
   check(nodeCpu > 0 && cpuTip.includes(`${formatMs(nodeCpu / 1000)} CPU · ${nodeSamples.toLocaleString('en-US')} samples`),
     `cpu tooltip: ${cpuTip}`);
   await page.mouse.move(0, 0);
+  // The CPU view's folded export counts CPU microseconds, as its flame graph.
+  const [folded] = await Promise.all([
+    page.waitForRequest((r) => r.url().includes('/api/v1/export/folded')),
+    page.locator('#export-folded').click()]);
+  const foldedQuery = new URL(folded.url()).searchParams;
+  check(foldedQuery.get('kind') === 'cpu' && foldedQuery.get('value') === 'cpu_us',
+    `cpu folded export: ${folded.url()}`);
 
   // Back to hangs: the row filters the events and highlights the flame graph.
   await page.locator('label:has(#kind-hang)').click();
