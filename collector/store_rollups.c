@@ -141,10 +141,13 @@ static int tables_exist(sqlite3 *db, int *exist) {
                   &current);
   if (rc == SQLITE_OK && *exist && !current) {
     *exist = 0;
+    /* All four or none: a crash in between leaves them to drop again. */
     rc = sqlite3_exec(db,
-                      "DROP TABLE rollup_groups; DROP TABLE rollup_stacks;"
-                      " DROP TABLE rollup_groups_day; DROP TABLE rollup_stacks_day;",
+                      "BEGIN IMMEDIATE; DROP TABLE IF EXISTS rollup_groups;"
+                      " DROP TABLE IF EXISTS rollup_stacks; DROP TABLE IF EXISTS rollup_groups_day;"
+                      " DROP TABLE rollup_stacks_day; COMMIT",
                       NULL, NULL, NULL);
+    if (rc != SQLITE_OK) sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
   }
   return rc;
 }
