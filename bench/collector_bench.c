@@ -620,7 +620,7 @@ static long long pg_number(const char *dir, const char *db, const char *sql) {
 
 /* After the last batch: how long until the collectors' folds left no
    rollup row to fold (store_pg_fold.c, one a second), and whether the
-   rollups then hold every stored sample's weight. */
+   rollups then hold every stored sample and its CPU time. */
 static void pg_folded(const char *dir, const char *db) {
   double t0 = now_s();
   long long left = -1;
@@ -632,7 +632,9 @@ static void pg_folded(const char *dir, const char *db) {
   double s = now_s() - t0;
   long long same = pg_number(dir, db,
                              "SELECT ((SELECT sum(samples) FROM rollup_stacks) ="
-                             " (SELECT sum(coalesce(cpu_us, samples)) FROM stack_counts))::int");
+                             " (SELECT sum(samples) FROM stack_counts) AND"
+                             " (SELECT sum(cpu_us) FROM rollup_stacks) ="
+                             " (SELECT coalesce(sum(cpu_us), 0) FROM stack_counts))::int");
   printf("  rollups folded %.0f ms after the last batch (%lld rows left), every stored sample in"
          " them: %s\n",
          s * 1000, left, same == 1 ? "yes" : "NO");

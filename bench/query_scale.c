@@ -108,10 +108,10 @@ static int copy_once(db_t *d, int k, long long off, long long last_bucket) {
            " WHERE event_id <= %lld;"
            "INSERT INTO rollup_groups SELECT bucket_ns + %s, app, version, environment, kind,"
            " group_sig, label, dbin,%s events, samples, total_ns, first_ns + %s, last_ns + %s,"
-           " max_ns FROM rollup_groups WHERE bucket_ns <= %lld;"
+           " max_ns, cpu_us FROM rollup_groups WHERE bucket_ns <= %lld;"
            "INSERT INTO rollup_stacks SELECT bucket_ns + %s, app, version, environment, kind,"
-           " group_sig, stack_sig, label,%s samples, wall_ns, first_ns + %s, last_end_ns + %s"
-           " FROM rollup_stacks WHERE bucket_ns <= %lld;",
+           " group_sig, stack_sig, label,%s samples, wall_ns, first_ns + %s, last_end_ns + %s,"
+           " cpu_us FROM rollup_stacks WHERE bucket_ns <= %lld;",
            pg ? ""
               : "DROP TABLE IF EXISTS temp.map; CREATE TEMP TABLE map AS SELECT id AS old,"
                 " randomblob(16) AS new FROM src_batches;",

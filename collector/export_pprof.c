@@ -20,7 +20,6 @@
 #include "export_pprof.h"
 
 #include <jansson.h>
-#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,7 +53,7 @@ typedef struct intern_s {
   }
 
 typedef struct builder_s {
-  bool hang; /* a wall/nanoseconds column besides samples/count */
+  bool hang; /* the second value: wall/nanoseconds (hang), else cpu/microseconds */
   intern_t strings;
   TABLE(pprof_function_t) functions;
   TABLE(pprof_mapping_t) mappings;
@@ -68,7 +67,7 @@ typedef struct builder_s {
   int64_t first_ns, last_ns; /* the matching events' earliest start, latest end */
   size_t text;               /* stored frames read, capped at QUERY_MAX_STACK_TEXT */
   uint64_t cut_samples;      /* the stacks past the cap: one QUERY_TRUNCATED sample */
-  double cut_wall_ns;
+  int64_t cut_time;          /* their wall or CPU time */
   bool failed;
 } builder_t;
 
@@ -319,8 +318,9 @@ static uint64_t location_id(builder_t *b, const json_t *frame) {
   return i + 1;
 }
 
-/* One Sample of the frames (a JSON array, innermost first). */
-static bool add_sample(builder_t *b, json_t *frames, uint64_t samples, double wall_ns);
+/* One Sample of the frames (a JSON array, innermost first): its samples
+   and its time (hang: wall nanoseconds; cpu: CPU microseconds). */
+static bool add_sample(builder_t *b, json_t *frames, uint64_t samples, int64_t time);
 
 /* One stored stack: its Sample (locations innermost first, as stored); past
    QUERY_MAX_STACK_TEXT only its values, for the QUERY_TRUNCATED sample. */
@@ -329,16 +329,17 @@ static int on_stack(const store_stack_row_t *row, void *user) {
   if (row->samples == 0) return 0;
   if (row->first_start_ns < b->first_ns) b->first_ns = row->first_start_ns;
   if (row->last_end_ns > b->last_ns) b->last_ns = row->last_end_ns;
+  int64_t time = b->hang ? row->wall_ns : (int64_t)row->cpu_us;
   size_t len = strlen(row->frames_json);
   if (b->cut_samples || len > QUERY_MAX_STACK_TEXT - b->text) {
     b->cut_samples += row->samples;
-    b->cut_wall_ns += row->wall_ns;
+    b->cut_time += time;
     return 0;
   }
   b->text += len;
   json_t *frames = json_loads(row->frames_json, 0, NULL);
   if (!frames || !json_is_array(frames)) return json_decref(frames), b->failed = true, 1;
-  bool ok = json_array_size(frames) == 0 || add_sample(b, frames, row->samples, row->wall_ns);
+  bool ok = json_array_size(frames) == 0 || add_sample(b, frames, row->samples, time);
   json_decref(frames);
   return ok ? 0 : (b->failed = true, 1);
 }
@@ -347,12 +348,12 @@ static int on_stack(const store_stack_row_t *row, void *user) {
 static bool add_truncated_sample(builder_t *b) {
   if (!b->cut_samples) return true;
   json_t *frames = json_pack("[{s:s}]", "function", QUERY_TRUNCATED);
-  bool ok = frames && add_sample(b, frames, b->cut_samples, b->cut_wall_ns);
+  bool ok = frames && add_sample(b, frames, b->cut_samples, b->cut_time);
   json_decref(frames);
   return ok;
 }
 
-static bool add_sample(builder_t *b, json_t *frames, uint64_t samples, double wall_ns) {
+static bool add_sample(builder_t *b, json_t *frames, uint64_t samples, int64_t time) {
   size_t depth = json_array_size(frames);
   uint64_t *ids = calloc(depth, sizeof *ids);
   int64_t *values = calloc(2, sizeof *values);
@@ -366,11 +367,11 @@ static bool add_sample(builder_t *b, json_t *frames, uint64_t samples, double wa
     return false;
   }
   values[0] = (int64_t)samples;
-  values[1] = llround(wall_ns);
+  values[1] = time;
   pprof_sample_t s = PERFTOOLS__PROFILES__SAMPLE__INIT;
   s.n_location_id = depth;
   s.location_id = ids;
-  s.n_value = b->hang ? 2 : 1;
+  s.n_value = 2;
   s.value = values;
   b->samples[b->n_samples++] = s;
   return true;
@@ -422,13 +423,12 @@ static uint8_t *profile_gzip(builder_t *b, const store_top_query_t *q, size_t *l
   char note[160];
   snprintf(note, sizeof note, "perf-collector export, kind=%s%s", q->kind,
            b->hang ? "; wall: each hang's duration shared among its stacks by samples"
-                   : "; cpu: CPU time per stack (events without weights: 1 per sample)");
+                   : "; cpu: the CPU time of the stacks' samples (events without weights: none)");
   int64_t comment = string_index(b, note);
-  /* A CPU profile's values are CPU time (store.h, the stack weight). */
-  types[0].type = string_index(b, b->hang ? "samples" : "cpu");
-  types[0].unit = string_index(b, b->hang ? "count" : "microseconds");
-  types[1].type = string_index(b, "wall");
-  types[1].unit = string_index(b, "nanoseconds");
+  types[0].type = string_index(b, "samples");
+  types[0].unit = string_index(b, "count");
+  types[1].type = string_index(b, b->hang ? "wall" : "cpu");
+  types[1].unit = string_index(b, b->hang ? "nanoseconds" : "microseconds");
   if (comment < 0 || types[0].type < 0 || types[0].unit < 0 || types[1].type < 0 ||
       types[1].unit < 0)
     return NULL;
@@ -439,9 +439,11 @@ static uint8_t *profile_gzip(builder_t *b, const store_top_query_t *q, size_t *l
     b->locations.v[i].line = &lines[b->line_at[i]];
   pprof_value_type_t *type_ptrs[2] = {&types[0], &types[1]};
   Perftools__Profiles__Profile p = PERFTOOLS__PROFILES__PROFILE__INIT;
-  p.n_sample_type = b->hang ? 2 : 1;
+  p.n_sample_type = 2;
   p.sample_type = type_ptrs;
-  p.default_sample_type = types[0].type; /* samples, as the folded export */
+  /* What pprof shows first: a hang profile's samples (the folded export's
+     default), a CPU profile's CPU time. */
+  p.default_sample_type = b->hang ? types[0].type : types[1].type;
   p.n_comment = 1;
   p.comment = &comment;
   p.n_string_table = b->strings.n;

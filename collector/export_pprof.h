@@ -15,8 +15,9 @@
 
 /* The same filters as export/folded (kind=hang|cpu required; app, version,
    environment, from, to) and the same stacks: one Sample per distinct
-   stack with its samples summed, plus for kind hang its wall time (each
-   event's duration shared among its stacks by their samples). 200 with
+   stack with its samples summed, then its time: for kind hang its wall
+   time (each event's duration shared among its stacks by their samples),
+   for kind cpu its CPU time. 200 with
    *body the gzipped Profile (*len bytes); otherwise the status (400, 503)
    with *body a JSON {"error"} (*len its length, no NUL counted). *body is
    malloc'ed, the caller frees it; NULL only when out of memory. */

@@ -2,9 +2,10 @@
  * query.c - GET /api/v1/top-stacks (see query.h): the store streams one row
  * per (group, version, label, duration bin), from the rollups or raw events
  * (rollup.h), ordered by group; the groups are aggregated here (events,
- * samples, durations for the mean, the bins for the 95th percentile,
- * first/last seen, distinct versions, labels), sorted by
- * impact (hang: total_ms; cpu: samples) and written with jansson.
+ * samples, CPU time, the events' durations for the mean, the bins for the
+ * 95th percentile, first/last seen, distinct versions, labels), sorted by
+ * impact (hang: hang_ms; cpu: cpu_us) and written with jansson. The stack
+ * exports (folded, flame) and an event's detail follow.
  */
 #include "query.h"
 
@@ -35,7 +36,7 @@ typedef struct group_s {
   seen_version_t *versions; /* distinct, with their earliest start */
   size_t n_versions, cap_versions;
   json_t *labels; /* events per unit-of-work label */
-  uint64_t events, samples;
+  uint64_t events, samples, cpu_us;
   int64_t total_ns, first_ns, last_ns, max_ns;
   rollup_hist_t hist; /* events per duration bin */
 } group_t;
@@ -115,6 +116,7 @@ static int on_row(const store_top_row_t *row, void *user) {
   if (!g || strcmp(g->signature, row->group_sig) != 0) g = new_group(a, row);
   if (!g) return a->failed = true, 1;
   g->samples += row->samples;
+  g->cpu_us += row->cpu_us;
   g->events += row->events;
   g->total_ns += row->total_ns;
   if (row->first_ns < g->first_ns) g->first_ns = row->first_ns;
@@ -128,8 +130,10 @@ static int on_row(const store_top_row_t *row, void *user) {
   return 0;
 }
 
-static int cmp_impact_samples(const void *x, const void *y) {
+/* cpu: CPU time, then samples, then the events' durations. */
+static int cmp_impact_cpu(const void *x, const void *y) {
   const group_t *a = x, *b = y;
+  if (a->cpu_us != b->cpu_us) return a->cpu_us > b->cpu_us ? -1 : 1;
   if (a->samples != b->samples) return a->samples > b->samples ? -1 : 1;
   if (a->total_ns != b->total_ns) return a->total_ns > b->total_ns ? -1 : 1;
   return strcmp(a->signature, b->signature);
@@ -190,11 +194,16 @@ static json_t *labels_json(const group_t *g) {
   return out;
 }
 
-static json_t *group_json(group_t *g) {
+/* A group's own time: a cpu stack's CPU time (cpu_us), a hang group's
+   hang time (hang_ms: every sample of a hang is in its group, so all of
+   its duration); then the durations of the events it is in. */
+static json_t *group_json(group_t *g, bool cpu) {
   json_t *o = json_pack(
-      "{s:s, s:O, s:I, s:I, s:f, s:f, s:f, s:I, s:I, s:o, s:o}", "signature", g->signature,
+      "{s:s, s:O, s:I, s:I, s:o, s:f, s:f, s:f, s:I, s:I, s:o, s:o}", "signature", g->signature,
       "frames", g->frames, "events", (json_int_t)g->events, "samples", (json_int_t)g->samples,
-      "total_ms", ms(g->total_ns), "mean_ms", ms(g->total_ns) / (double)g->events, "p95_ms",
+      cpu ? "cpu_us" : "hang_ms",
+      cpu ? json_integer((json_int_t)g->cpu_us) : json_real(ms(g->total_ns)), "event_total_ms",
+      ms(g->total_ns), "event_mean_ms", ms(g->total_ns) / (double)g->events, "event_p95_ms",
       ms(rollup_hist_p95(&g->hist, g->max_ns)), "first_seen", (json_int_t)(g->first_ns / 1000000),
       "last_seen", (json_int_t)(g->last_ns / 1000000), "versions", versions_json(g), "labels",
       labels_json(g));
@@ -315,7 +324,7 @@ unsigned query_top_stacks(const store_ops_t *ops, store_t *store, query_arg_fn a
   store_top_query_t q;
   unsigned bad = parse_filters(arg, ctx, true, &q, body);
   if (bad) return bad;
-  const char *kind = q.kind;
+  bool cpu = strcmp(q.kind, "cpu") == 0;
   long long limit;
   if ((bad = parse_limit(arg, ctx, &limit, body))) return bad;
 
@@ -327,10 +336,9 @@ unsigned query_top_stacks(const store_ops_t *ops, store_t *store, query_arg_fn a
     status = 503;
   } else {
     if (a.n > 1) /* qsort's base must not be NULL, even for no rows */
-      qsort(a.groups, a.n, sizeof *a.groups,
-            strcmp(kind, "cpu") == 0 ? cmp_impact_samples : cmp_impact_total);
+      qsort(a.groups, a.n, sizeof *a.groups, cpu ? cmp_impact_cpu : cmp_impact_total);
     for (size_t i = 0; i < a.n && i < (size_t)limit; i++)
-      if (json_array_append_new(stacks, group_json(&a.groups[i])) != 0) status = 503;
+      if (json_array_append_new(stacks, group_json(&a.groups[i], cpu)) != 0) status = 503;
   }
   for (size_t i = 0; i < a.n; i++)
     group_free(&a.groups[i]);
@@ -390,29 +398,44 @@ static json_t *frames_shown(const char *frames_json) {
   return shown;
 }
 
+/* What an export shows of a stack: its samples, CPU time (cpu) and wall
+   time (hang: the stack's share of its hangs' durations). */
+typedef struct stack_value_s {
+  uint64_t samples, cpu_us;
+  int64_t wall_ns;
+} stack_value_t;
+
+static void value_add(stack_value_t *to, const stack_value_t *v) {
+  to->samples += v->samples;
+  to->cpu_us += v->cpu_us;
+  to->wall_ns += v->wall_ns;
+}
+
 typedef struct stack_entry_s {
   json_t *names; /* innermost first */
-  uint64_t samples;
+  stack_value_t value;
 } stack_entry_t;
 
 /* The stacks of an export, at most QUERY_MAX_STACK_TEXT bytes of stored
    frames: the store sends the heaviest first, and every stack past the cap
-   only adds its samples to `truncated`, shown as one stack of a single
+   only adds its values to `truncated`, shown as one stack of a single
    QUERY_TRUNCATED frame, so totals stay exact. */
 typedef struct stack_set_s {
+  bool cpu; /* kind=cpu (else hang) */
   stack_entry_t *v;
   size_t n, cap;
   size_t text; /* stored frames JSON read so far */
-  uint64_t truncated;
+  stack_value_t truncated;
   bool failed;
 } stack_set_t;
 
 static int on_stack_row(const store_stack_row_t *row, void *user) {
   stack_set_t *set = user;
   if (row->samples == 0) return 0;
+  stack_value_t value = {row->samples, row->cpu_us, row->wall_ns};
   size_t len = strlen(row->frames_json);
-  if (set->truncated || len > QUERY_MAX_STACK_TEXT - set->text) {
-    set->truncated += row->samples;
+  if (set->truncated.samples || len > QUERY_MAX_STACK_TEXT - set->text) {
+    value_add(&set->truncated, &value);
     return 0;
   }
   set->text += len;
@@ -429,7 +452,7 @@ static int on_stack_row(const store_stack_row_t *row, void *user) {
     set->v = grown;
     set->cap = cap;
   }
-  set->v[set->n++] = (stack_entry_t){names, row->samples};
+  set->v[set->n++] = (stack_entry_t){names, value};
   return 0;
 }
 
@@ -441,7 +464,7 @@ static void stack_set_free(stack_set_t *set) {
 
 /* The samples past the cap as one more stack: [QUERY_TRUNCATED]. */
 static bool add_truncated_stack(stack_set_t *set) {
-  if (!set->truncated) return true;
+  if (!set->truncated.samples) return true;
   json_t *names = json_pack("[s]", QUERY_TRUNCATED);
   stack_entry_t *grown = names ? realloc(set->v, (set->n + 1) * sizeof *grown) : NULL;
   if (!grown) return json_decref(names), false;
@@ -460,6 +483,7 @@ static unsigned collect_stacks(const store_ops_t *ops, store_t *store, query_arg
   store_top_query_t q;
   unsigned bad = parse_filters(arg, ctx, true, &q, body);
   if (bad) return bad;
+  set->cpu = strcmp(q.kind, "cpu") == 0;
   if (ops->stack_rows(store, &q, on_stack_row, set) != STORE_OK || set->failed ||
       !add_truncated_stack(set)) {
     stack_set_free(set);
@@ -507,11 +531,29 @@ static int cmp_str(const void *x, const void *y) {
   return strcmp(*(char *const *)x, *(char *const *)y);
 }
 
+/* The folded export's count: value=samples (the default) or cpu_us
+   (kind=cpu only); 0, or 400 with *body. */
+static unsigned parse_value(query_arg_fn arg, void *ctx, bool *cpu_us, char **body) {
+  store_top_query_t q;
+  unsigned bad = parse_filters(arg, ctx, true, &q, body);
+  if (bad) return bad;
+  const char *v = arg(ctx, "value", 0);
+  *cpu_us = v && strcmp(v, "cpu_us") == 0;
+  if (v && *v && !*cpu_us && strcmp(v, "samples") != 0)
+    return *body = error_body("parameter %s: must be samples or cpu_us", "value"), 400;
+  if (*cpu_us && strcmp(q.kind, "cpu") != 0)
+    return *body = error_body("parameter %s: cpu_us (CPU time) is for kind=cpu only", "value"), 400;
+  return 0;
+}
+
 unsigned query_export_folded(const store_ops_t *ops, store_t *store, query_arg_fn arg, void *ctx,
                              char **body) {
-  stack_set_t set;
-  unsigned status = collect_stacks(ops, store, arg, ctx, &set, body);
+  *body = NULL;
+  bool cpu_us;
+  unsigned status = parse_value(arg, ctx, &cpu_us, body);
   if (status) return status;
+  stack_set_t set;
+  if ((status = collect_stacks(ops, store, arg, ctx, &set, body))) return status;
   char **lines = set.n ? calloc(set.n, sizeof *lines) : NULL;
   bool failed = set.n && !lines;
   for (size_t i = 0; !failed && i < set.n; i++) {
@@ -522,7 +564,8 @@ unsigned query_export_folded(const store_ops_t *ops, store_t *store, query_arg_f
       if (k) text_add(&line, ";", 1);
     }
     char count[32];
-    int n = snprintf(count, sizeof count, " %llu\n", (unsigned long long)set.v[i].samples);
+    uint64_t v = cpu_us ? set.v[i].value.cpu_us : set.v[i].value.samples;
+    int n = snprintf(count, sizeof count, " %llu\n", (unsigned long long)v);
     text_add(&line, count, (size_t)n);
     if (line.failed) free(line.p), failed = true;
     lines[i] = line.failed ? NULL : line.p;
@@ -551,7 +594,7 @@ unsigned query_export_folded(const store_ops_t *ops, store_t *store, query_arg_f
    with an explicit stack on the heap, never by recursion. */
 typedef struct node_s {
   char *name;
-  uint64_t value;
+  stack_value_t value;
   struct node_s *kids;
   size_t n, cap;
 } node_t;
@@ -615,9 +658,11 @@ static node_t *node_child(node_t *node, const char *name) {
   return kid;
 }
 
+/* Children by CPU time (0 for hangs), then samples, then name. */
 static int cmp_node(const void *x, const void *y) {
   const node_t *a = x, *b = y;
-  if (a->value != b->value) return a->value > b->value ? -1 : 1;
+  if (a->value.cpu_us != b->value.cpu_us) return a->value.cpu_us > b->value.cpu_us ? -1 : 1;
+  if (a->value.samples != b->value.samples) return a->value.samples > b->value.samples ? -1 : 1;
   return strcmp(a->name, b->name);
 }
 
@@ -638,22 +683,31 @@ static void text_add_json_string(text_t *t, const char *s) {
   text_add(t, "\"", 1);
 }
 
-static void node_open(text_t *t, node_t *node) {
+/* ,"samples":N then "cpu_us":N (cpu) or "hang_ms":ms with its
+   nanoseconds as decimals (hang), then the children's opening. */
+static void node_open(text_t *t, node_t *node, bool cpu) {
   if (node->n > 1) qsort(node->kids, node->n, sizeof *node->kids, cmp_node);
-  char value[48];
-  int n = snprintf(value, sizeof value, ",\"value\":%llu,\"children\":[",
-                   (unsigned long long)node->value);
+  char value[96];
+  const stack_value_t *v = &node->value;
+  int64_t wall = v->wall_ns < 0 ? 0 : v->wall_ns;
+  int n = cpu ? snprintf(value, sizeof value, ",\"samples\":%llu,\"cpu_us\":%llu,\"children\":[",
+                         (unsigned long long)v->samples, (unsigned long long)v->cpu_us)
+              : snprintf(value, sizeof value,
+                         ",\"samples\":%llu,\"hang_ms\":%lld.%06lld,\"children\":[",
+                         (unsigned long long)v->samples, (long long)(wall / 1000000),
+                         (long long)(wall % 1000000));
   text_add(t, "{\"name\":", 8);
   text_add_json_string(t, node->name);
   text_add(t, value, (size_t)n);
 }
 
-/* {"name","value","children":[...]}, depth first with an explicit path. */
-static char *tree_json(node_t *root) {
+/* {"name","samples","cpu_us"|"hang_ms","children":[...]}, depth first
+   with an explicit path. */
+static char *tree_json(node_t *root, bool cpu) {
   text_t t = {0};
   path_t p = {0};
   bool ok = path_push(&p, root);
-  if (ok) node_open(&t, root);
+  if (ok) node_open(&t, root, cpu);
   while (ok && p.n) {
     walk_t *w = &p.v[p.n - 1];
     if (w->next == w->node->n) {
@@ -663,7 +717,7 @@ static char *tree_json(node_t *root) {
     }
     if (w->next) text_add(&t, ",", 1);
     node_t *kid = &w->node->kids[w->next++];
-    node_open(&t, kid);
+    node_open(&t, kid, cpu);
     ok = path_push(&p, kid);
   }
   free(p.v);
@@ -680,17 +734,17 @@ unsigned query_flame(const store_ops_t *ops, store_t *store, query_arg_fn arg, v
   bool failed = !(root.name = strdup("all"));
   for (size_t i = 0; !failed && i < set.n; i++) {
     node_t *node = &root;
-    node->value += set.v[i].samples;
+    value_add(&node->value, &set.v[i].value);
     for (size_t k = json_array_size(set.v[i].names); !failed && k-- > 0;) {
       node = node_child(node, json_string_value(json_array_get(set.v[i].names, k)));
       if (!node)
         failed = true;
       else
-        node->value += set.v[i].samples;
+        value_add(&node->value, &set.v[i].value);
     }
   }
   stack_set_free(&set);
-  *body = failed ? NULL : tree_json(&root);
+  *body = failed ? NULL : tree_json(&root, set.cpu);
   node_free(&root);
   if (!*body) return *body = error_body("%s", "out of memory"), 503;
   return 200;
@@ -799,7 +853,7 @@ static int on_bucket(const store_bucket_row_t *row, void *user) {
   if (s->n > QUERY_MAX_POINTS) return 0; /* only counted: the answer is a 400 */
   return json_array_append_new(s->points, json_pack("{s:I, s:I, s:f}", "start_ms",
                                                     (json_int_t)(row->start_ns / 1000000), "events",
-                                                    (json_int_t)row->events, "total_ms",
+                                                    (json_int_t)row->events, "event_total_ms",
                                                     row->total_ns / 1e6)) != 0;
 }
 
@@ -853,11 +907,29 @@ typedef struct detail_s {
   json_t *event, *threads, *stacks;
   size_t text; /* stored frames added so far, capped at QUERY_MAX_DETAIL_TEXT */
   bool truncated;
+  bool hang;           /* a hang or fatal hang: its stacks get their hang time */
+  int64_t duration_ns; /* the event's */
+  uint64_t samples;    /* its stacks' samples summed */
 } detail_t;
 
 static int on_detail_event(const store_event_row_t *row, void *user) {
   detail_t *d = user;
+  d->hang = row->kind && (!strcmp(row->kind, "hang") || !strcmp(row->kind, "fatal_hang"));
+  d->duration_ns = row->duration_ns;
   return !(d->event = event_json(row));
+}
+
+/* A hang's stacks: each its share of the hang's duration by samples
+   (hang_ms, as the flame graph adds them up). */
+static bool add_hang_times(detail_t *d) {
+  size_t i;
+  json_t *stack;
+  json_array_foreach(d->stacks, i, stack) {
+    uint64_t n = (uint64_t)json_integer_value(json_object_get(stack, "samples"));
+    int64_t ns = rollup_wall_share(d->duration_ns, n, d->samples);
+    if (json_object_set_new(stack, "hang_ms", json_real(ms(ns))) != 0) return false;
+  }
+  return true;
 }
 
 /* Past the cap a stack is listed without its frames (names and frames
@@ -871,6 +943,7 @@ static bool detail_room(detail_t *d, const char *frames_json) {
 
 static int on_detail_count(const store_count_row_t *row, void *user) {
   detail_t *d = user;
+  d->samples += row->samples;
   const char *text = detail_room(d, row->frames_json) ? row->frames_json : NULL;
   json_t *frames = text ? frames_shown(text) : json_array();
   json_t *names = text ? frame_names(text) : json_array();
@@ -911,7 +984,7 @@ unsigned query_event(const store_ops_t *ops, store_t *store, const char *id_text
   long long id;
   if (!parse_uint(id_text, INT64_MAX, &id) || id < 1)
     return *body = error_body("no event %s", "with that id"), 404;
-  detail_t d = {NULL, json_array(), json_array(), 0, false};
+  detail_t d = {.threads = json_array(), .stacks = json_array()};
   int rc = d.threads && d.stacks
                ? ops->event_detail(store, id, on_detail_event, on_detail_count, &d)
                : STORE_ERROR;
@@ -935,7 +1008,7 @@ unsigned query_event(const store_ops_t *ops, store_t *store, const char *id_text
         json_array_append_new(d.threads, v[i]);
       free(v);
     }
-    json_t *states = query_event_states(ops, store, id);
+    json_t *states = d.hang && !add_hang_times(&d) ? NULL : query_event_states(ops, store, id);
     if (!states || json_object_set_new(d.event, "states", states) != 0 ||
         json_object_set(d.event, "threads", d.threads) != 0 ||
         json_object_set(d.event, "stacks", d.stacks) != 0 ||

@@ -3,6 +3,7 @@
  */
 #include "rollup.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 int64_t rollup_bucket(int64_t ns) {
@@ -26,6 +27,14 @@ int64_t rollup_dbin_high(int bin) {
   if (bin < 8) return rollup_dbin_low(bin);
   if (bin >= ROLLUP_DBINS - 1) return INT64_MAX;
   return rollup_dbin_low(bin + 1) - 1;
+}
+
+int64_t rollup_wall_share(int64_t duration_ns, uint64_t samples, uint64_t event_samples) {
+  if (event_samples == 0) return 0;
+  int64_t d = duration_ns < 0                    ? 0
+              : duration_ns > ROLLUP_WALL_MAX_NS ? ROLLUP_WALL_MAX_NS
+                                                 : duration_ns;
+  return (int64_t)floor((double)samples * (double)d / (double)event_samples);
 }
 
 int rollup_hist_add(rollup_hist_t *h, int bin, uint64_t events) {

@@ -39,6 +39,19 @@ int rollup_dbin(int64_t duration_ns);
 int64_t rollup_dbin_low(int bin);
 int64_t rollup_dbin_high(int bin);
 
+/* A stack count's wall time: its share of its event's duration by
+   samples, duration x samples / event_samples (all of the event's counts'
+   samples), rounded down to the nanosecond; 0 when the event has no
+   samples. A hang stack's own time (the API's hang_ms) is the sum of its
+   counts' shares. Worked in doubles, in this order, and the duration taken
+   within 0..ROLLUP_WALL_MAX_NS, exactly as ROLLUP_WALL_SHARE in
+   rollup_sql.h does in SQL: the rollups made at ingest and the raw rows
+   read back give the same integers, and integer sums do not depend on the
+   order they are added in. */
+#define ROLLUP_WALL_MAX_NS INT64_C(9007199254740992) /* 2^53: 104 days, exact in a double */
+#define ROLLUP_WALL_MAX_SQL "9007199254740992"
+int64_t rollup_wall_share(int64_t duration_ns, uint64_t samples, uint64_t event_samples);
+
 /* Events counted per duration bin, for one group. */
 typedef struct rollup_hist_s {
   struct rollup_hist_bin_s {

@@ -34,10 +34,9 @@ void rollup_picks_free(rollup_picks_t *p) {
   *p = (rollup_picks_t){0};
 }
 
-/* A count's weight: its CPU time where the event has weights, else its
-   samples (ROLLUP_WEIGHT). */
-static int64_t weight(const store_stack_count_t *c) {
-  return c->cpu_us >= 0 ? c->cpu_us : (int64_t)c->samples;
+/* A count's CPU time: its samples' weights, 0 without (ROLLUP_CPU). */
+static int64_t cpu_of(const store_stack_count_t *c) {
+  return c->cpu_us >= 0 ? c->cpu_us : 0;
 }
 
 static const char *or_empty(const char *s) {
@@ -99,6 +98,7 @@ static size_t merge_groups(group_pre_t *pre, size_t n, rollup_group_row_t *out) 
     }
     rollup_group_row_t *o = &out[m - 1];
     o->samples += r->samples;
+    o->cpu_us += r->cpu_us;
     if (pre[i - 1].event == pre[i].event) continue; /* the same event's other thread */
     o->events += r->events;
     o->total_ns += r->total_ns;
@@ -115,6 +115,7 @@ static size_t merge_stacks(rollup_stack_row_t *pre, size_t n) {
     if (m && cmp_stack(&pre[m - 1], &pre[i]) == 0) {
       rollup_stack_row_t *o = &pre[m - 1];
       o->samples += pre[i].samples;
+      o->cpu_us += pre[i].cpu_us;
       o->wall_ns += pre[i].wall_ns;
       o->first_ns = min64(o->first_ns, pre[i].first_ns);
       o->last_end_ns = max64(o->last_end_ns, pre[i].last_end_ns);
@@ -163,11 +164,9 @@ int rollup_batch_build(rollup_batch_t *out, const store_batch_t *b, const char *
                                .first_ns = e->start_ns,
                                .last_ns = e->start_ns,
                                .max_ns = d};
-    int64_t total_weight = 0, samples = 0;
-    for (size_t j = 0; j < e->n_counts; j++) {
-      total_weight += weight(&e->counts[j]);
+    int64_t samples = 0;
+    for (size_t j = 0; j < e->n_counts; j++)
       samples += e->counts[j].samples;
-    }
     if (is_hang(e->kind) && group[i]) {
       pre[np].row = base;
       pre[np].row.group_sig = group[i];
@@ -177,12 +176,12 @@ int rollup_batch_build(rollup_batch_t *out, const store_batch_t *b, const char *
     bool cpu = !strcmp(e->kind, "cpu");
     for (size_t j = 0; j < e->n_counts; j++) {
       const store_stack_count_t *c = &e->counts[j];
-      int64_t w = weight(c);
       if (cpu) {
         pre[np].row = base;
         pre[np].row.kind = "cpu";
         pre[np].row.group_sig = c->stack_sig;
-        pre[np].row.samples = w;
+        pre[np].row.samples = c->samples;
+        pre[np].row.cpu_us = cpu_of(c);
         pre[np++].event = i;
       }
       stacks[ns++] = (rollup_stack_row_t){
@@ -191,8 +190,9 @@ int rollup_batch_build(rollup_batch_t *out, const store_batch_t *b, const char *
           .group_sig = or_empty(group[i]),
           .stack_sig = c->stack_sig,
           .label = label,
-          .samples = w,
-          .wall_ns = total_weight ? (double)w * (double)d / (double)total_weight : 0,
+          .samples = c->samples,
+          .cpu_us = cpu_of(c),
+          .wall_ns = rollup_wall_share(d, c->samples, (uint64_t)samples),
           .first_ns = e->start_ns,
           .last_end_ns = end_of(e),
       };

@@ -18,22 +18,22 @@
 
 /* A rollup_groups row of one level, less the resource (the batch's app,
    version and environment, NULL stored as ""): a hang event counted in
-   its group; a cpu event once per stack it sampled, that stack its group
-   (kind "cpu") and the stack's weight its samples. */
+   its group with all its samples (cpu_us 0); a cpu event once per stack it
+   sampled, that stack its group (kind "cpu") with the stack's samples and
+   CPU time. */
 typedef struct rollup_group_row_s {
   int64_t bucket_ns;
   const char *kind, *group_sig, *label; /* label "" for none */
   int dbin;
-  int64_t events, samples, total_ns, first_ns, last_ns, max_ns;
+  int64_t events, samples, total_ns, first_ns, last_ns, max_ns, cpu_us;
 } rollup_group_row_t;
 
 /* A rollup_stacks row: every event's stacks (group "" for none), their
-   weight and share of the events' wall time. */
+   samples, CPU time and wall time (rollup_wall_share). */
 typedef struct rollup_stack_row_s {
   int64_t bucket_ns;
   const char *kind, *group_sig, *stack_sig, *label;
-  int64_t samples;
-  double wall_ns;
+  int64_t samples, cpu_us, wall_ns;
   int64_t first_ns, last_end_ns;
 } rollup_stack_row_t;
 

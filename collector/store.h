@@ -227,32 +227,31 @@ typedef struct store_top_row_s {
   const char *version, *label; /* NULL or "": none */
   size_t majority_len;         /* hang groups: the root frames of names_json the majority of
                                   the group's samples share (perf__group_majority_len); 0: all */
-  uint64_t events, samples;
-  int64_t total_ns;          /* the events' durations summed */
-  int64_t first_ns, last_ns; /* the earliest and the latest start */
-  int64_t max_ns;            /* the longest duration */
-  int dbin;                  /* the durations' bin (rollup_dbin) */
+  uint64_t events, samples;    /* samples: hang, all the events' samples; cpu, the stack's */
+  uint64_t cpu_us;             /* cpu: the stack's CPU time (its counts' cpu_us); hang: 0 */
+  int64_t total_ns;            /* the events' durations summed */
+  int64_t first_ns, last_ns;   /* the earliest and the latest start */
+  int64_t max_ns;              /* the longest duration */
+  int dbin;                    /* the durations' bin (rollup_dbin) */
 } store_top_row_t;
 
 /* Return non-zero to stop (the scan then fails with STORE_ERROR). */
 typedef int (*store_row_fn)(const store_top_row_t *row, void *user);
 
-/* The weight of a stack in the aggregates (top, stack_rows, exports,
-   flame): for kind "cpu", its CPU time in microseconds where the SDK sent
-   weights and 1 per sample where it did not (store_stack_count_t.cpu_us);
-   for the hang kinds, its samples. Rows keep the name `samples`. */
-
 /* One stack's samples summed over the events of q (stack_rows): kind
    "hang" takes hang and fatal_hang events, "cpu" cpu events; one row per
-   distinct stack, heaviest first (samples, then signature: the exports'
-   caps keep the heaviest), frames_json as stored (objects, innermost first).
+   distinct stack, heaviest first (CPU time, then samples, then signature:
+   the exports' caps keep the heaviest), frames_json as stored (objects,
+   innermost first). samples: a count; cpu_us: the CPU time of those
+   samples (their counts' cpu_us; none for events without weights);
    wall_ns: each event's duration shared among its stacks by their samples
-   (duration x samples here / the event's samples), summed; first_start_ns,
-   last_end_ns: the earliest start and the latest end of those events. */
+   (rollup_wall_share, rollup.h), summed: a hang stack's own time;
+   first_start_ns, last_end_ns: the earliest start and the latest end of
+   those events. */
 typedef struct store_stack_row_s {
   const char *stack_sig, *frames_json;
-  uint64_t samples;
-  double wall_ns;
+  uint64_t samples, cpu_us;
+  int64_t wall_ns;
   int64_t first_start_ns, last_end_ns;
 } store_stack_row_t;
 
@@ -369,7 +368,8 @@ typedef struct store_ops_s {
   /* The loop stats and hang count of q (kind, group and label unused). */
   int (*loop_totals)(store_t *st, const store_top_query_t *q, store_loop_totals_t *out);
   /* Event id to on_event, then each of its stack_counts to on_count (by
-     samples, descending); STORE_NOT_FOUND when there is no such event. */
+     CPU time, then samples, descending); STORE_NOT_FOUND when there is no
+     such event. */
   int (*event_detail)(store_t *st, int64_t id, store_event_row_fn on_event,
                       store_count_row_fn on_count, void *user);
   /* Event id's samples per thread and state (most samples first) to fn;

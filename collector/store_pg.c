@@ -42,14 +42,14 @@
   " label text COLLATE \"C\" NOT NULL, dbin integer NOT NULL, shard integer NOT NULL,"             \
   " events bigint NOT NULL, samples bigint NOT NULL, total_ns bigint NOT NULL,"                    \
   " first_ns bigint NOT NULL, last_ns bigint NOT NULL, max_ns bigint NOT NULL,"                    \
-  " PRIMARY KEY(" ROLLUP_GROUP_COLS ", shard));"
+  " cpu_us bigint NOT NULL DEFAULT 0, PRIMARY KEY(" ROLLUP_GROUP_COLS ", shard));"
 #define PG_STACKS_TABLE(lvl)                                                                       \
   "CREATE TABLE rollup_stacks" lvl "(bucket_ns bigint NOT NULL, app text COLLATE \"C\" NOT NULL,"  \
   " version text COLLATE \"C\" NOT NULL, environment text COLLATE \"C\" NOT NULL,"                 \
   " kind text COLLATE \"C\" NOT NULL, group_sig text COLLATE \"C\" NOT NULL,"                      \
   " stack_sig text COLLATE \"C\" NOT NULL, label text COLLATE \"C\" NOT NULL,"                     \
-  " shard integer NOT NULL, samples bigint NOT NULL, wall_ns double precision NOT NULL,"           \
-  " first_ns bigint NOT NULL, last_end_ns bigint NOT NULL,"                                        \
+  " shard integer NOT NULL, samples bigint NOT NULL, wall_ns bigint NOT NULL,"                     \
+  " first_ns bigint NOT NULL, last_end_ns bigint NOT NULL, cpu_us bigint NOT NULL DEFAULT 0,"      \
   " PRIMARY KEY(" ROLLUP_STACK_COLS ", shard));"
 /* The 10-minute rollup rows of the batches not folded yet: the rollup
    tables' columns less the shard, without an index (appends only). */
@@ -59,17 +59,26 @@
   " kind text COLLATE \"C\" NOT NULL, group_sig text COLLATE \"C\" NOT NULL,"                      \
   " label text COLLATE \"C\" NOT NULL, dbin integer NOT NULL, events bigint NOT NULL,"             \
   " samples bigint NOT NULL, total_ns bigint NOT NULL, first_ns bigint NOT NULL,"                  \
-  " last_ns bigint NOT NULL, max_ns bigint NOT NULL);"                                             \
+  " last_ns bigint NOT NULL, max_ns bigint NOT NULL, cpu_us bigint NOT NULL DEFAULT 0);"           \
   "CREATE TABLE rollup_stacks_delta(bucket_ns bigint NOT NULL, app text COLLATE \"C\" NOT NULL,"   \
   " version text COLLATE \"C\" NOT NULL, environment text COLLATE \"C\" NOT NULL,"                 \
   " kind text COLLATE \"C\" NOT NULL, group_sig text COLLATE \"C\" NOT NULL,"                      \
   " stack_sig text COLLATE \"C\" NOT NULL, label text COLLATE \"C\" NOT NULL,"                     \
-  " samples bigint NOT NULL, wall_ns double precision NOT NULL, first_ns bigint NOT NULL,"         \
-  " last_end_ns bigint NOT NULL);"
+  " samples bigint NOT NULL, wall_ns bigint NOT NULL, first_ns bigint NOT NULL,"                   \
+  " last_end_ns bigint NOT NULL, cpu_us bigint NOT NULL DEFAULT 0);"
 #define PG_BUILD(lvl, size)                                                                        \
   ROLLUP_GROUPS_HANG(lvl, size, ", shard", ", 0", "events e", "true")                              \
   ";" ROLLUP_GROUPS_CPU(lvl, size, ", shard", ", 0", "events e", "true") ";" ROLLUP_STACKS(        \
       lvl, size, ", shard", ", 0", "events e", "true") ";"
+
+/* Version 8's change to a level's rollup tables (or the delta tables):
+   CPU time (cpu_us, the last column) and an integer wall time. Tables
+   migration 4 or 6 made with this collector's definitions have both: then
+   nothing changes. */
+#define PG_CPU_TIME(groups, stacks)                                                                \
+  "ALTER TABLE " groups " ADD COLUMN IF NOT EXISTS cpu_us bigint NOT NULL DEFAULT 0;"              \
+  "ALTER TABLE " stacks " ADD COLUMN IF NOT EXISTS cpu_us bigint NOT NULL DEFAULT 0;"              \
+  "ALTER TABLE " stacks " ALTER COLUMN wall_ns TYPE bigint;"
 
 /* MIGRATIONS[i] takes a database from version i to i + 1. */
 static const char *const MIGRATIONS[] = {
@@ -205,6 +214,19 @@ static const char *const MIGRATIONS[] = {
     /* 7: the mark whose setval makes a batch's asynchronous commit
        durable (put_once, durable_mark). */
     "CREATE SEQUENCE wal_flush_mark;",
+    /* 8: CPU time and hang time per stack, apart from samples: the rollup
+       rows keep samples (a count, for cpu stacks too), CPU time (cpu_us)
+       and each stack's wall time as an integer (rollup_wall_share); every
+       row is built again from the raw rows (the delta rows too: they are
+       of the raw rows stored). A collector at version 7 beside it adds CPU
+       time to samples: replace every collector. */
+    PG_CPU_TIME("rollup_groups", "rollup_stacks")
+        PG_CPU_TIME("rollup_groups_day", "rollup_stacks_day") PG_CPU_TIME(
+            "rollup_groups_delta",
+            "rollup_stacks_delta") "TRUNCATE rollup_groups, rollup_stacks, rollup_groups_day, "
+                                   "rollup_stacks_day,"
+                                   " rollup_groups_delta, rollup_stacks_delta;" PG_BUILD(
+                                       "", ROLLUP_BUCKET_SQL) PG_BUILD("_day", ROLLUP_DAY_SQL),
 };
 #define SCHEMA_VERSION ((int)(sizeof MIGRATIONS / sizeof MIGRATIONS[0]))
 _Static_assert(STORE_LOOP_BUCKETS == 9, "loop_stats has one column per bucket");

@@ -29,9 +29,6 @@ _Static_assert(STORE_MAX_TAG_FILTERS == 4, "BATCH_FILTERS has one TAG_FILTER per
                 " AND ($19::text IS NULL OR e.label = $19)"
 #define DROPS_FILTERS                                                                              \
   BATCH_FILTERS " AND b.received_ns >= $4::bigint AND b.received_ns <= $5::bigint"
-/* A stack count's weight: its CPU microseconds where the SDK sent
-   weights (stack_counts.cpu_us), else its samples. */
-#define WEIGHT(c) "coalesce(" c ".cpu_us, " c ".samples)"
 #define KIND_FILTER "(e.kind = $6 OR ($6 = 'hang' AND e.kind = 'fatal_hang'))"
 #define EVENT_COLUMNS                                                                              \
   "e.id, e.kind, e.start_ns, e.duration_ns, e.tid, e.cpu_percent, e.reason, b.app, b.version,"     \
@@ -50,13 +47,13 @@ _Static_assert(STORE_MAX_TAG_FILTERS == 4, "BATCH_FILTERS has one TAG_FILTER per
 #define RAW_RANGE(lo, hi) " AND e.start_ns >= $" #lo "::bigint AND e.start_ns <= $" #hi "::bigint"
 /* A level's rollup rows with the delta rows not folded yet
    (store_pg_rollups.c), each delta row in its 10-minute bucket or its day. */
-#define GROUP_VALS "events, samples, total_ns, first_ns, last_ns, max_ns"
+#define GROUP_VALS "events, samples, total_ns, first_ns, last_ns, max_ns, cpu_us"
 #define GROUP_ROWS_OF(lvl, bucket)                                                                 \
   "(SELECT " ROLLUP_GROUP_COLS ", " GROUP_VALS " FROM rollup_groups" lvl                           \
   " UNION ALL SELECT " bucket                                                                      \
   ", app, version, environment, kind, group_sig, label, dbin, " GROUP_VALS                         \
   " FROM rollup_groups_delta)"
-#define STACK_VALS "samples, wall_ns, first_ns, last_end_ns"
+#define STACK_VALS "samples, wall_ns, first_ns, last_end_ns, cpu_us"
 #define STACK_ROWS_OF(lvl, bucket)                                                                 \
   "(SELECT " ROLLUP_STACK_COLS ", " STACK_VALS " FROM rollup_stacks" lvl                           \
   " UNION ALL SELECT " bucket                                                                      \
@@ -70,12 +67,13 @@ _Static_assert(STORE_MAX_TAG_FILTERS == 4, "BATCH_FILTERS has one TAG_FILTER per
 #define GROUP_PART(table, kinds, lo, hi)                                                           \
   "SELECT r.group_sig AS g, r.version AS version, r.label AS label, r.dbin AS dbin,"               \
   " r.events AS events, r.samples::numeric AS samples, r.total_ns AS total_ns,"                    \
-  " r.first_ns AS first_ns, r.last_ns AS last_ns, r.max_ns AS max_ns FROM " table " r"             \
+  " r.first_ns AS first_ns, r.last_ns AS last_ns, r.max_ns AS max_ns,"                             \
+  " r.cpu_us::numeric AS cpu_us FROM " table " r"                                                  \
   " WHERE " kinds                                                                                  \
   RANGE(lo, hi) ROLLUP_FILTERS
 #define TOP_SQL(kinds, raw, majority)                                                              \
   "SELECT x.g, gr.frames, x.version, x.label, sum(x.events), sum(x.samples), sum(x.total_ns),"     \
-  " min(x.first_ns), max(x.last_ns), max(x.max_ns), x.dbin, " majority                             \
+  " min(x.first_ns), max(x.last_ns), max(x.max_ns), x.dbin, " majority ", sum(x.cpu_us)"           \
   " FROM (" GROUP_PART(GROUPS_DAY, kinds, 20, 21) " UNION ALL " GROUP_PART(                        \
       GROUPS_10M, kinds, 26,                                                                       \
       27) " UNION ALL " GROUP_PART(GROUPS_10M, kinds, 28,                                          \
@@ -84,35 +82,33 @@ _Static_assert(STORE_MAX_TAG_FILTERS == 4, "BATCH_FILTERS has one TAG_FILTER per
                                        " GROUP BY x.g, gr.frames, x.version, x.label, x.dbin "     \
                                        "ORDER BY x.g COLLATE \"C\""
 #define STACK_PART(table, lo, hi)                                                                  \
-  "SELECT r.stack_sig AS s, r.samples AS w, r.wall_ns AS wall, r.first_ns AS first,"               \
-  " r.last_end_ns AS last_end FROM " table " r"                                                    \
+  "SELECT r.stack_sig AS s, r.samples AS n, r.cpu_us AS cpu, r.wall_ns AS wall,"                   \
+  " r.first_ns AS first, r.last_end_ns AS last_end FROM " table " r"                               \
   " WHERE (r.kind = $6 OR ($6 = 'hang' AND r.kind = 'fatal_hang'))" RANGE(lo, hi) ROLLUP_FILTERS   \
       " AND ($8::text IS NULL OR r.group_sig = $8)"
 #define RAW_HANG(lo, hi)                                                                           \
   "SELECT e.group_sig COLLATE \"C\", coalesce(b.version, '') COLLATE \"C\","                       \
   " coalesce(e.label, '') COLLATE \"C\", perf_dbin(e.duration_ns),"                                \
   " 1, (SELECT coalesce(sum(c.samples), 0) FROM stack_counts c WHERE c.event_id = e.id),"          \
-  " e.duration_ns, e.start_ns, e.start_ns, e.duration_ns FROM events e"                            \
+  " e.duration_ns, e.start_ns, e.start_ns, e.duration_ns, 0 FROM events e"                         \
   " JOIN batches b ON b.id = e.batch_id WHERE e.kind IN ('hang', 'fatal_hang')"                    \
   " AND e.group_sig IS NOT NULL" RAW_RANGE(lo, hi) TOP_FILTERS
 #define RAW_CPU(lo, hi)                                                                            \
   "SELECT c.stack_sig, coalesce(b.version, '') COLLATE \"C\", coalesce(e.label, '') COLLATE "      \
   "\"C\","                                                                                         \
   " perf_dbin(e.duration_ns),"                                                                     \
-  " 1, sum(" WEIGHT(                                                                               \
-      "c") "), e.duration_ns, e.start_ns, e.start_ns, e.duration_ns FROM events e"                 \
+  " 1, sum(c.samples), e.duration_ns, e.start_ns, e.start_ns, e.duration_ns,"                      \
+  " sum(" ROLLUP_CPU(                                                                              \
+      "c") ") FROM events e"                                                                       \
            " JOIN batches b ON b.id = e.batch_id JOIN stack_counts c ON c.event_id = e.id"         \
            " WHERE e.kind = 'cpu'" RAW_RANGE(lo, hi) TOP_FILTERS                                   \
       " GROUP BY e.id, c.stack_sig, b.version, e.start_ns, e.duration_ns, e.label"
 #define RAW_STACK(lo, hi)                                                                          \
-  "SELECT c.stack_sig, " WEIGHT("c") ", " WEIGHT(                                                  \
-      "c") " * e.duration_ns::float8 /"                                                            \
-           " (SELECT sum(" WEIGHT(                                                                 \
-               "y") ") FROM stack_counts y WHERE y.event_id = e.id), e.start_ns,"                  \
-                    " e.start_ns + e.duration_ns FROM events e JOIN batches b ON b.id = "          \
-                    "e.batch_id"                                                                   \
-                    " JOIN stack_counts c ON c.event_id = e.id WHERE " KIND_FILTER                 \
-                    RAW_RANGE(lo, hi) TOP_FILTERS " AND ($8::text IS NULL OR e.group_sig = $8)"
+  "SELECT c.stack_sig, c.samples, " ROLLUP_CPU("c") ", " ROLLUP_WALL_SHARE(                        \
+      "c", "e") ", e.start_ns, e.start_ns + e.duration_ns FROM events e JOIN batches b ON b.id = " \
+                "e.batch_id"                                                                       \
+                " JOIN stack_counts c ON c.event_id = e.id WHERE " KIND_FILTER                     \
+                RAW_RANGE(lo, hi) TOP_FILTERS " AND ($8::text IS NULL OR e.group_sig = $8)"
 
 static const char TOP_HANG[] =
     TOP_SQL("r.kind IN ('hang', 'fatal_hang')", RAW_HANG(22, 23) " UNION ALL " RAW_HANG(24, 25),
@@ -120,12 +116,14 @@ static const char TOP_HANG[] =
 static const char TOP_CPU[] =
     TOP_SQL("r.kind = 'cpu'", RAW_CPU(22, 23) " UNION ALL " RAW_CPU(24, 25), "NULL::bytea");
 #define STACK_SQL(raw)                                                                             \
-  "SELECT x.s, st.frames, sum(x.w), coalesce(sum(x.wall), 0), min(x.first), max(x.last_end)"       \
+  "SELECT x.s, st.frames, sum(x.n), sum(x.cpu), coalesce(sum(x.wall), 0), min(x.first),"           \
+  " max(x.last_end)"                                                                               \
   " FROM (" STACK_PART(STACKS_DAY, 20, 21) " UNION ALL " STACK_PART(                               \
       STACKS_10M, 26, 27) " UNION ALL " STACK_PART(STACKS_10M, 28,                                 \
                                                    29) " UNION ALL " raw                           \
                                                        ") x JOIN stacks st ON st.signature = x.s " \
-                                                       "GROUP BY x.s, st.frames ORDER BY 3 DESC,"  \
+                                                       "GROUP BY x.s, st.frames ORDER BY 4 DESC,"  \
+                                                       " 3 DESC,"                                  \
                                                        " x.s COLLATE \"C\""
 static const char STACK_ROWS[] = STACK_SQL(RAW_STACK(22, 23) " UNION ALL " RAW_STACK(24, 25));
 static const char ANY_EVENT[] = "SELECT EXISTS (SELECT 1 FROM events WHERE start_ns >= $1::bigint"
@@ -140,7 +138,7 @@ static const char EVENT_ONE[] =
 static const char EVENT_COUNTS[] =
     "SELECT c.stack_sig, s.frames, c.tid, c.samples, c.cpu_us FROM stack_counts c"
     " LEFT JOIN stacks s ON s.signature = c.stack_sig WHERE c.event_id = $1::bigint"
-    " ORDER BY " WEIGHT("c") " DESC, c.id";
+    " ORDER BY " ROLLUP_CPU("c") " DESC, c.samples DESC, c.id";
 static const char DROPS[] =
     "SELECT coalesce(sum(b.dropped_rate_limited), 0), coalesce(sum(b.dropped_queue_full), 0),"
     " coalesce(sum(b.dropped_sink_failed), 0), coalesce(sum(b.dropped_spool_quota), 0),"
@@ -237,7 +235,8 @@ static int top_each(const PGresult *r, int i, void *ctx) {
                          .first_ns = pg_i64(r, i, 7),
                          .last_ns = pg_i64(r, i, 8),
                          .max_ns = pg_i64(r, i, 9),
-                         .dbin = (int)pg_i64(r, i, 10)};
+                         .dbin = (int)pg_i64(r, i, 10),
+                         .cpu_us = (uint64_t)pg_i64(r, i, 12)};
   if (cb->hang && !PQgetisnull(r, i, 11)) {
     size_t len = 0;
     unsigned char *blob = PQunescapeBytea((const unsigned char *)PQgetvalue(r, i, 11), &len);
@@ -289,8 +288,13 @@ int pg_top_rows(store_t *st, const store_top_query_t *q, store_row_fn fn, void *
 
 static int stack_each(const PGresult *r, int i, void *ctx) {
   cb_t *cb = ctx;
-  store_stack_row_t row = {pg_str(r, i, 0), pg_str(r, i, 1), (uint64_t)pg_i64(r, i, 2),
-                           pg_f64(r, i, 3), pg_i64(r, i, 4), pg_i64(r, i, 5)};
+  store_stack_row_t row = {pg_str(r, i, 0),
+                           pg_str(r, i, 1),
+                           (uint64_t)pg_i64(r, i, 2),
+                           (uint64_t)pg_i64(r, i, 3),
+                           pg_i64(r, i, 4),
+                           pg_i64(r, i, 5),
+                           pg_i64(r, i, 6)};
   if (!row.stack_sig || !row.frames_json) return 0;
   return ((store_stack_row_fn)cb->fn)(&row, cb->user);
 }

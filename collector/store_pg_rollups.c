@@ -16,7 +16,6 @@
  * own.
  */
 #include <stdbool.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "store_pg.h"
@@ -29,16 +28,18 @@
 /* A batch's 10-minute rows as arrays, $1-$3 the resource. */
 static const char ADD_BATCH[] =
     "WITH g AS (INSERT INTO rollup_groups_delta(" ROLLUP_GROUP_COLS
-    ", events, samples, total_ns, first_ns, last_ns, max_ns)"
-    " SELECT b, $1, $2, $3, k, g, l, d, n, s, t, f, la, m FROM unnest($4::bigint[], $5::text[],"
+    ", events, samples, total_ns, first_ns, last_ns, max_ns, cpu_us)"
+    " SELECT b, $1, $2, $3, k, g, l, d, n, s, t, f, la, m, c FROM unnest($4::bigint[], $5::text[],"
     " $6::text[], $7::text[], $8::integer[], $9::bigint[], $10::bigint[], $11::bigint[],"
-    " $12::bigint[], $13::bigint[], $14::bigint[]) AS u(b, k, g, l, d, n, s, t, f, la, m))"
+    " $12::bigint[], $13::bigint[], $14::bigint[], $15::bigint[])"
+    " AS u(b, k, g, l, d, n, s, t, f, la, m, c))"
     " INSERT INTO rollup_stacks_delta(" ROLLUP_STACK_COLS ", samples, wall_ns, first_ns,"
-    " last_end_ns) SELECT b, $1, $2, $3, k, g, st, l, s, w, f, le FROM unnest($15::bigint[],"
-    " $16::text[], $17::text[], $18::text[], $19::text[], $20::bigint[],"
-    " $21::double precision[], $22::bigint[], $23::bigint[]) AS u(b, k, g, st, l, s, w, f, le)";
+    " last_end_ns, cpu_us) SELECT b, $1, $2, $3, k, g, st, l, s, w, f, le, c"
+    " FROM unnest($16::bigint[], $17::text[], $18::text[], $19::text[], $20::text[],"
+    " $21::bigint[], $22::bigint[], $23::bigint[], $24::bigint[], $25::bigint[])"
+    " AS u(b, k, g, st, l, s, w, f, le, c)";
 
-enum { GROUP_COLS = 11, STACK_COLS = 9 };
+enum { GROUP_COLS = 12, STACK_COLS = 10 };
 
 static void add_groups(pg_array_t *a, const rollup_batch_t *rb) {
   for (size_t i = 0; i < rb->n_groups; i++) {
@@ -54,23 +55,23 @@ static void add_groups(pg_array_t *a, const rollup_batch_t *rb) {
     pg_array_int(&a[8], r->first_ns);
     pg_array_int(&a[9], r->last_ns);
     pg_array_int(&a[10], r->max_ns);
+    pg_array_int(&a[11], r->cpu_us);
   }
 }
 
 static void add_stacks(pg_array_t *a, const rollup_batch_t *rb) {
   for (size_t i = 0; i < rb->n_stacks; i++) {
     const rollup_stack_row_t *r = &rb->stacks[i];
-    char wall[32];
-    snprintf(wall, sizeof wall, "%.17g", r->wall_ns); /* read back exactly */
     pg_array_int(&a[0], r->bucket_ns);
     pg_array_text(&a[1], r->kind);
     pg_array_text(&a[2], r->group_sig);
     pg_array_text(&a[3], r->stack_sig);
     pg_array_text(&a[4], r->label);
     pg_array_int(&a[5], r->samples);
-    pg_array_text(&a[6], wall);
+    pg_array_int(&a[6], r->wall_ns);
     pg_array_int(&a[7], r->first_ns);
     pg_array_int(&a[8], r->last_end_ns);
+    pg_array_int(&a[9], r->cpu_us);
   }
 }
 
@@ -98,13 +99,14 @@ int pg_rollups_add_batch(store_t *st, const store_batch_t *b, const char *const 
 #define FOLD_GROUPS(lvl, bucket)                                                                   \
   ROLLUP_GROUP_INTO(lvl, SHARD_COL)                                                                \
   " SELECT " bucket ", app, version, environment, kind, group_sig, label, dbin, $1::integer,"      \
-  " sum(events), sum(samples), sum(total_ns), min(first_ns), max(last_ns), max(max_ns)"            \
+  " sum(events), sum(samples), sum(total_ns), min(first_ns), max(last_ns), max(max_ns),"           \
+  " sum(cpu_us)"                                                                                   \
   " FROM dg WHERE true" ROLLUP_KEY_ORDER                                                           \
   ROLLUP_GROUP_MERGE(lvl, SHARD_COL)
 #define FOLD_STACKS(lvl, bucket)                                                                   \
   ROLLUP_STACK_INTO(lvl, SHARD_COL)                                                                \
   " SELECT " bucket ", app, version, environment, kind, group_sig, stack_sig, label, $1::integer," \
-  " sum(samples), sum(wall_ns), min(first_ns), max(last_end_ns)"                                   \
+  " sum(samples), sum(wall_ns), min(first_ns), max(last_end_ns), sum(cpu_us)"                      \
   " FROM ds WHERE true" ROLLUP_KEY_ORDER                                                           \
   ROLLUP_STACK_MERGE(lvl, SHARD_COL)
 #define DAY_OF_BUCKET ROLLUP_BUCKET_AT("bucket_ns", ROLLUP_DAY_SQL)

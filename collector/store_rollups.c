@@ -14,13 +14,14 @@
   " group_sig TEXT NOT NULL, label TEXT NOT NULL, dbin INTEGER NOT NULL,"                          \
   " events INTEGER NOT NULL, samples INTEGER NOT NULL, total_ns INTEGER NOT NULL,"                 \
   " first_ns INTEGER NOT NULL, last_ns INTEGER NOT NULL, max_ns INTEGER NOT NULL,"                 \
-  " PRIMARY KEY(" ROLLUP_GROUP_COLS ")) WITHOUT ROWID;"
+  " cpu_us INTEGER NOT NULL, PRIMARY KEY(" ROLLUP_GROUP_COLS ")) WITHOUT ROWID;"
 #define STACKS_TABLE(lvl)                                                                          \
   "CREATE TABLE IF NOT EXISTS rollup_stacks" lvl "(bucket_ns INTEGER NOT NULL,"                    \
   " app TEXT NOT NULL, version TEXT NOT NULL, environment TEXT NOT NULL, kind TEXT NOT NULL,"      \
   " group_sig TEXT NOT NULL, stack_sig TEXT NOT NULL, label TEXT NOT NULL,"                        \
-  " samples INTEGER NOT NULL, wall_ns REAL NOT NULL, first_ns INTEGER NOT NULL,"                   \
-  " last_end_ns INTEGER NOT NULL, PRIMARY KEY(" ROLLUP_STACK_COLS ")) WITHOUT ROWID;"
+  " samples INTEGER NOT NULL, wall_ns INTEGER NOT NULL, first_ns INTEGER NOT NULL,"                \
+  " last_end_ns INTEGER NOT NULL, cpu_us INTEGER NOT NULL,"                                        \
+  " PRIMARY KEY(" ROLLUP_STACK_COLS ")) WITHOUT ROWID;"
 
 static const char SCHEMA[] = GROUPS_TABLE("") STACKS_TABLE("") GROUPS_TABLE("_day") STACKS_TABLE(
     "_day") "CREATE INDEX IF NOT EXISTS events_start ON events(start_ns);"
@@ -32,10 +33,11 @@ static const char SCHEMA[] = GROUPS_TABLE("") STACKS_TABLE("") GROUPS_TABLE("_da
 /* A batch's rows (rollup_batch.h) merged into a level's tables. */
 #define PUT_GROUP(lvl)                                                                             \
   ROLLUP_GROUP_INTO(lvl, "")                                                                       \
-  " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)" ROLLUP_GROUP_MERGE(lvl, "")
+  " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)" ROLLUP_GROUP_MERGE(  \
+      lvl, "")
 #define PUT_STACK(lvl)                                                                             \
   ROLLUP_STACK_INTO(lvl, "")                                                                       \
-  " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)" ROLLUP_STACK_MERGE(lvl, "")
+  " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)" ROLLUP_STACK_MERGE(lvl, "")
 enum rs_stmt {
   RS_PUT_GROUP,
   RS_PUT_STACK,
@@ -114,16 +116,40 @@ static int run(store_rollups_t *rs, enum rs_stmt id) {
   return rc == SQLITE_DONE || rc == SQLITE_ROW ? SQLITE_OK : rc;
 }
 
-/* Whether the tables are there already. */
-static int tables_exist(sqlite3 *db, int *exist) {
+/* The count sql answers. */
+static int count_of(sqlite3 *db, const char *sql, int *n) {
   sqlite3_stmt *s;
-  int rc = sqlite3_prepare_v2(
-      db, "SELECT count(*) FROM sqlite_master WHERE name = 'rollup_stacks_day'", -1, &s, NULL);
+  int rc = sqlite3_prepare_v2(db, sql, -1, &s, NULL);
   if (rc != SQLITE_OK) return rc;
   rc = sqlite3_step(s);
-  *exist = rc == SQLITE_ROW && sqlite3_column_int(s, 0) > 0;
+  *n = rc == SQLITE_ROW ? sqlite3_column_int(s, 0) : 0;
   sqlite3_finalize(s);
   return rc == SQLITE_ROW ? SQLITE_OK : rc;
+}
+
+/* Whether the tables are there already, as this collector makes them:
+   tables of a collector before CPU time (cpu_us, an integer wall_ns) are
+   dropped, to be made and built again from the raw rows. */
+static int tables_exist(sqlite3 *db, int *exist) {
+  int rc =
+      count_of(db, "SELECT count(*) FROM sqlite_master WHERE name = 'rollup_stacks_day'", exist);
+  int current = 0;
+  if (rc == SQLITE_OK && *exist)
+    rc = count_of(db,
+                  "SELECT count(*) FROM pragma_table_info('rollup_stacks_day')"
+                  " WHERE name = 'cpu_us'",
+                  &current);
+  if (rc == SQLITE_OK && *exist && !current) {
+    *exist = 0;
+    /* All four or none: a crash in between leaves them to drop again. */
+    rc = sqlite3_exec(db,
+                      "BEGIN IMMEDIATE; DROP TABLE IF EXISTS rollup_groups;"
+                      " DROP TABLE IF EXISTS rollup_stacks; DROP TABLE IF EXISTS rollup_groups_day;"
+                      " DROP TABLE rollup_stacks_day; COMMIT",
+                      NULL, NULL, NULL);
+    if (rc != SQLITE_OK) sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+  }
+  return rc;
 }
 
 /* Every stored event rolled up (an older database's first open: its
@@ -195,6 +221,7 @@ static int put_groups(store_rollups_t *rs, enum rs_stmt id, const store_batch_t 
     sqlite3_bind_int64(s, 12, r->first_ns);
     sqlite3_bind_int64(s, 13, r->last_ns);
     sqlite3_bind_int64(s, 14, r->max_ns);
+    sqlite3_bind_int64(s, 15, r->cpu_us);
     int rc = run(rs, id);
     if (rc != SQLITE_OK) return rc;
   }
@@ -213,9 +240,10 @@ static int put_stacks(store_rollups_t *rs, enum rs_stmt id, const store_batch_t 
     sqlite3_bind_text(s, 7, r->stack_sig, -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 8, r->label, -1, SQLITE_STATIC);
     sqlite3_bind_int64(s, 9, r->samples);
-    sqlite3_bind_double(s, 10, r->wall_ns);
+    sqlite3_bind_int64(s, 10, r->wall_ns);
     sqlite3_bind_int64(s, 11, r->first_ns);
     sqlite3_bind_int64(s, 12, r->last_end_ns);
+    sqlite3_bind_int64(s, 13, r->cpu_us);
     int rc = run(rs, id);
     if (rc != SQLITE_OK) return rc;
   }

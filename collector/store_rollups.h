@@ -1,7 +1,8 @@
 /*
  * store_rollups.h - the SQLite store's rollups (rollup.h, rollup_sql.h):
- * the tables made when missing (and then built from the raw rows already
- * stored, so an older database gains them at open), the perf_dbin() SQL
+ * the tables made when missing or made by a collector before CPU time
+ * (then built from the raw rows already stored, so an older database gains
+ * them at open), the perf_dbin() SQL
  * function registered on the connection, a batch rolled up at ingest, and
  * the buckets retention or re-symbolization touched rebuilt. Used by
  * store_sqlite.c inside its transactions and under its lock; its queries

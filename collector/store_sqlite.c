@@ -30,6 +30,7 @@
 #include "hang_group_cands.h"
 #include "rollup.h"
 #include "rollup_batch.h"
+#include "rollup_sql.h"
 #include "store.h"
 #include "store_hang_groups.h"
 #include "store_rollups.h"
@@ -76,10 +77,6 @@ static const char *const ADD_COLUMNS[] = {
     ADD_DROPPED("spool_quota"),
     ADD_DROPPED("oversized"),
 };
-/* A stack count's weight (store.h): its CPU microseconds when the SDK
-   sent weights, else its samples. */
-#define WEIGHT(c) "coalesce(" c ".cpu_us, " c ".samples)"
-
 /* stack_counts.cpu_us (a CPU event's CPU time per stack, store.h) came
    with CPU profiles; rows stored before have NULL there and count by
    samples. Idempotent: adding a column that exists fails, and that is
@@ -140,11 +137,11 @@ _Static_assert(STORE_MAX_TAG_FILTERS == 4, "BATCH_FILTERS has one TAG_FILTER per
 #define GROUP_PART(table, kinds, lo, hi)                                                           \
   "SELECT r.group_sig AS g, r.version AS version, r.label AS label, r.dbin AS dbin,"               \
   " r.events AS events, r.samples AS samples, r.total_ns AS total_ns, r.first_ns AS first_ns,"     \
-  " r.last_ns AS last_ns, r.max_ns AS max_ns FROM " table " r WHERE " kinds                        \
+  " r.last_ns AS last_ns, r.max_ns AS max_ns, r.cpu_us AS cpu_us FROM " table " r WHERE " kinds    \
   RANGE(lo, hi) ROLLUP_FILTERS
 #define TOP_SQL(kinds, raw, majority)                                                              \
   "SELECT x.g, gr.frames, x.version, x.label, sum(x.events), sum(x.samples), sum(x.total_ns),"     \
-  " min(x.first_ns), max(x.last_ns), max(x.max_ns), x.dbin, " majority                             \
+  " min(x.first_ns), max(x.last_ns), max(x.max_ns), x.dbin, " majority ", sum(x.cpu_us)"           \
   " FROM (" GROUP_PART("rollup_groups_day", kinds, 20, 21) " UNION ALL " GROUP_PART(               \
       "rollup_groups", kinds, 26,                                                                  \
       27) " UNION ALL " GROUP_PART("rollup_groups", kinds, 28,                                     \
@@ -152,31 +149,29 @@ _Static_assert(STORE_MAX_TAG_FILTERS == 4, "BATCH_FILTERS has one TAG_FILTER per
                                        ") x JOIN groups gr ON gr.signature = x.g"                  \
                                        " GROUP BY x.g, x.version, x.label, x.dbin ORDER BY x.g"
 #define STACK_PART(table, lo, hi)                                                                  \
-  "SELECT r.stack_sig AS s, r.samples AS w, r.wall_ns AS wall, r.first_ns AS first,"               \
-  " r.last_end_ns AS last_end FROM " table " r"                                                    \
+  "SELECT r.stack_sig AS s, r.samples AS n, r.cpu_us AS cpu, r.wall_ns AS wall,"                   \
+  " r.first_ns AS first, r.last_end_ns AS last_end FROM " table " r"                               \
   " WHERE (r.kind = ?6 OR (?6 = 'hang' AND r.kind = 'fatal_hang'))" RANGE(lo, hi) ROLLUP_FILTERS   \
       " AND (?8 IS NULL OR r.group_sig = ?8)"
 #define RAW_HANG(lo, hi)                                                                           \
   "SELECT e.group_sig, coalesce(b.version, ''), coalesce(e.label, ''), perf_dbin(e.duration_ns),"  \
   " 1, (SELECT coalesce(sum(c.samples), 0) FROM stack_counts c WHERE c.event_id = e.id),"          \
-  " e.duration_ns, e.start_ns, e.start_ns, e.duration_ns FROM events e"                            \
+  " e.duration_ns, e.start_ns, e.start_ns, e.duration_ns, 0 FROM events e"                         \
   " JOIN batches b ON b.id = e.batch_id WHERE e.kind IN ('hang', 'fatal_hang')"                    \
   " AND e.group_sig IS NOT NULL" RAW_RANGE(lo, hi) TOP_FILTERS
 #define RAW_CPU(lo, hi)                                                                            \
   "SELECT c.stack_sig, coalesce(b.version, ''), coalesce(e.label, ''), perf_dbin(e.duration_ns),"  \
-  " 1, sum(" WEIGHT(                                                                               \
-      "c") "), e.duration_ns, e.start_ns, e.start_ns, e.duration_ns FROM events e"                 \
+  " 1, sum(c.samples), e.duration_ns, e.start_ns, e.start_ns, e.duration_ns,"                      \
+  " sum(" ROLLUP_CPU(                                                                              \
+      "c") ") FROM events e"                                                                       \
            " JOIN batches b ON b.id = e.batch_id JOIN stack_counts c ON c.event_id = e.id"         \
            " WHERE e.kind = 'cpu'" RAW_RANGE(lo, hi) TOP_FILTERS " GROUP BY e.id, c.stack_sig"
 #define RAW_STACK(lo, hi)                                                                          \
-  "SELECT c.stack_sig, " WEIGHT("c") ", " WEIGHT(                                                  \
-      "c") " * CAST(e.duration_ns AS REAL) /"                                                      \
-           " (SELECT sum(" WEIGHT(                                                                 \
-               "y") ") FROM stack_counts y WHERE y.event_id = e.id), e.start_ns,"                  \
-                    " e.start_ns + e.duration_ns FROM events e JOIN batches b ON b.id = "          \
-                    "e.batch_id"                                                                   \
-                    " JOIN stack_counts c ON c.event_id = e.id WHERE " KIND_FILTER                 \
-                    RAW_RANGE(lo, hi) TOP_FILTERS " AND (?8 IS NULL OR e.group_sig = ?8)"
+  "SELECT c.stack_sig, c.samples, " ROLLUP_CPU("c") ", " ROLLUP_WALL_SHARE(                        \
+      "c", "e") ", e.start_ns, e.start_ns + e.duration_ns FROM events e JOIN batches b ON b.id = " \
+                "e.batch_id"                                                                       \
+                " JOIN stack_counts c ON c.event_id = e.id WHERE " KIND_FILTER                     \
+                RAW_RANGE(lo, hi) TOP_FILTERS " AND (?8 IS NULL OR e.group_sig = ?8)"
 
 enum stmt_id {
   ST_BEGIN,
@@ -248,7 +243,8 @@ static const char *const STMT_SQL[ST_COUNT] = {
                 "(SELECT p.samples FROM hang_group_path p WHERE p.group_sig = x.g)"),
     [ST_TOP_CPU] = TOP_SQL("r.kind = 'cpu'", RAW_CPU(22, 23) " UNION ALL " RAW_CPU(24, 25), "NULL"),
     [ST_STACK_ROWS] =
-        "SELECT x.s, st.frames, sum(x.w), coalesce(sum(x.wall), 0), min(x.first), max(x.last_end)"
+        "SELECT x.s, st.frames, sum(x.n), sum(x.cpu), coalesce(sum(x.wall), 0), min(x.first),"
+        " max(x.last_end)"
         " FROM (" STACK_PART("rollup_stacks_day", 20, 21) " UNION ALL " STACK_PART(
             "rollup_stacks", 26,
             27) " UNION ALL " STACK_PART("rollup_stacks", 28,
@@ -261,16 +257,19 @@ static const char *const STMT_SQL[ST_COUNT] = {
                                                                                      "= x.s "
                                                                                      "GROUP BY x.s "
                                                                                      "ORDER BY "
-                                                                                     "3 DESC, x.s",
+                                                                                     "4 DESC, 3 "
+                                                                                     "DESC, x.s",
     [ST_ANY_EVENT] = "SELECT EXISTS (SELECT 1 FROM events WHERE start_ns >= ?1 AND start_ns <= ?2)",
     [ST_EVENT_ROWS] = "SELECT " EVENT_COLUMNS " FROM events e JOIN batches b ON b.id = e.batch_id"
                       " WHERE (?6 IS NULL OR " KIND_FILTER ")" TOP_FILTERS
                       " ORDER BY e.start_ns DESC, e.id DESC LIMIT ?7",
     [ST_EVENT_ONE] = "SELECT " EVENT_COLUMNS " FROM events e JOIN batches b ON b.id = e.batch_id"
                      " WHERE e.id = ?1",
-    [ST_EVENT_COUNTS] = "SELECT c.stack_sig, s.frames, c.tid, c.samples, c.cpu_us"
-                        " FROM stack_counts c LEFT JOIN stacks s ON s.signature = c.stack_sig"
-                        " WHERE c.event_id = ?1 ORDER BY " WEIGHT("c") " DESC, c.rowid",
+    [ST_EVENT_COUNTS] =
+        "SELECT c.stack_sig, s.frames, c.tid, c.samples, c.cpu_us"
+        " FROM stack_counts c LEFT JOIN stacks s ON s.signature = c.stack_sig"
+        " WHERE c.event_id = ?1 ORDER BY " ROLLUP_CPU("c") " DESC,"
+                                                           " c.samples DESC, c.rowid",
     [ST_DROPS] = "SELECT " DROPPED_SUMS ", count(*) FROM batches b WHERE 1" DROPS_FILTERS,
     /* ?7 the bucket's nanoseconds, ?8 the most buckets (start_ns >= ?4 >= 0:
        the division rounds down). total(): a REAL sum, which cannot overflow. */
@@ -752,7 +751,8 @@ static int sqlite_top_rows(store_t *st, const store_top_query_t *q, store_row_fn
                            .first_ns = sqlite3_column_int64(s, 7),
                            .last_ns = sqlite3_column_int64(s, 8),
                            .max_ns = sqlite3_column_int64(s, 9),
-                           .dbin = sqlite3_column_int(s, 10)};
+                           .dbin = sqlite3_column_int(s, 10),
+                           .cpu_us = (uint64_t)sqlite3_column_int64(s, 12)};
     if (id == ST_TOP_HANG)
       row.majority_len =
           hang_groups_majority_len(sqlite3_column_blob(s, 11), (size_t)sqlite3_column_bytes(s, 11));
@@ -787,9 +787,10 @@ static int sqlite_stack_rows(store_t *st, const store_top_query_t *q, store_stac
     store_stack_row_t row = {column_text(s, 0),
                              column_text(s, 1),
                              (uint64_t)sqlite3_column_int64(s, 2),
-                             sqlite3_column_double(s, 3),
+                             (uint64_t)sqlite3_column_int64(s, 3),
                              sqlite3_column_int64(s, 4),
-                             sqlite3_column_int64(s, 5)};
+                             sqlite3_column_int64(s, 5),
+                             sqlite3_column_int64(s, 6)};
     if (!row.stack_sig || !row.frames_json) continue;
     stopped = fn(&row, user);
   }

@@ -119,15 +119,23 @@ if [ "$(stored hang)" -lt 1 ] || [ "$(stored cpu)" -lt 1 ]; then
   exit 1
 fi
 
-# One stack per entry: the figures, then its frames innermost first.
+# One stack per entry: its samples and own time (a hang group's hang time,
+# a CPU stack's CPU time), the events it was in and their durations, then
+# its frames innermost first.
 print_top() {
   api "top-stacks?kind=$1&app=demo_app&limit=3" | jq -r '
-    .stacks | to_entries[] |
-    "#\(.key + 1)  \(.value.events) event(s), \(.value.samples) samples, " +
-    "total \(.value.total_ms | round) ms, mean \(.value.mean_ms | round) ms, " +
-    "p95 \(.value.p95_ms | round) ms, versions \(.value.versions | join(","))\n" +
-    (.value.frames | map("      " + .) | join("\n"))'
+    .stacks | to_entries[] | .value as $s |
+    "#\(.key + 1)  \($s.samples) samples, " +
+    (if $s.cpu_us != null then
+      "\($s.cpu_us / 1000 | round) ms CPU; sampled in \($s.events) CPU event(s) lasting " +
+      "\($s.event_total_ms | round) ms in all (mean \($s.event_mean_ms | round) ms, "
+    else
+      "\($s.hang_ms | round) ms hang time; \($s.events) hang(s) (mean \($s.event_mean_ms | round) ms, "
+    end) +
+    "p95 \($s.event_p95_ms | round) ms), versions \($s.versions | join(","))\n" +
+    ($s.frames | map("      " + .) | join("\n"))'
 }
+
 heading "collector: top hang stacks (where the loop thread was stuck)"
 print_top hang
 heading "collector: top CPU stacks"

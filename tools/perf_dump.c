@@ -79,6 +79,7 @@ static void text_event(const dump_t *d, const Perf__V1__Batch *b, const Perf__V1
 static void text_stack(const Perf__V1__Batch *b, const Perf__V1__Event *e,
                        const Perf__V1__StackCount *sc, int64_t cpu_us);
 static int64_t *stack_cpu_us(const Perf__V1__Event *e);
+static size_t *stack_order(const Perf__V1__Event *e, const int64_t *cpu_us);
 static void text_states(const Perf__V1__Batch *b, const Perf__V1__Event *e);
 static void text_put(const char *s);
 static json_t *json_batch(const dump_t *d, const char *path, const Perf__V1__Batch *b);
@@ -419,8 +420,12 @@ static void text_event(const dump_t *d, const Perf__V1__Batch *b, const Perf__V1
   text_states(b, e);
   size_t shown = stacks_shown(d, e);
   int64_t *cpu_us = stack_cpu_us(e);
-  for (size_t i = 0; i < shown; i++)
-    text_stack(b, e, e->stack_counts[i], cpu_us ? cpu_us[i] : -1);
+  size_t *order = stack_order(e, cpu_us);
+  for (size_t i = 0; i < shown; i++) {
+    size_t k = order ? order[i] : i;
+    text_stack(b, e, e->stack_counts[k], cpu_us ? cpu_us[k] : -1);
+  }
+  free(order);
   free(cpu_us);
   if (shown < e->n_stack_counts) printf("(%zu more stacks)\n", e->n_stack_counts - shown);
   putchar('\n');
@@ -482,6 +487,40 @@ static int64_t *stack_cpu_us(const Perf__V1__Event *e) {
     out = NULL;
   }
   return out;
+}
+
+typedef struct {
+  size_t index;
+  int64_t cpu_us;
+} ranked_t;
+
+static int cmp_ranked(const void *x, const void *y) {
+  const ranked_t *a = x, *b = y;
+  if (a->cpu_us != b->cpu_us) return a->cpu_us > b->cpu_us ? -1 : 1;
+  return (a->index > b->index) - (a->index < b->index);
+}
+
+/* The order an event's stacks are shown in (malloc'd indices of its
+   stack counts): a CPU profile's (cpu_us, from stack_cpu_us) most CPU time
+   first, as the SDK's report and the collector show them, ties as the
+   batch has them; NULL without weights (the batch's order: most samples
+   first) or when memory ran out. */
+static size_t *stack_order(const Perf__V1__Event *e, const int64_t *cpu_us) {
+  if (!cpu_us) return NULL;
+  ranked_t *r = malloc(e->n_stack_counts * sizeof *r);
+  size_t *order = malloc(e->n_stack_counts * sizeof *order);
+  if (r && order) {
+    for (size_t i = 0; i < e->n_stack_counts; i++)
+      r[i] = (ranked_t){i, cpu_us[i]};
+    qsort(r, e->n_stack_counts, sizeof *r, cmp_ranked);
+    for (size_t i = 0; i < e->n_stack_counts; i++)
+      order[i] = r[i].index;
+  } else {
+    free(order);
+    order = NULL;
+  }
+  free(r);
+  return order;
 }
 
 /* The frames innermost first, as the stack text format (docs/protocol.md)
@@ -640,8 +679,12 @@ static json_t *json_event(const dump_t *d, const Perf__V1__Batch *b, const Perf_
   jset(j, "states", dump_states_json(b, e));
   size_t shown = stacks_shown(d, e);
   int64_t *cpu_us = stack_cpu_us(e);
-  for (size_t i = 0; stacks && i < shown; i++)
-    json_array_append_new(stacks, json_stack(b, e, e->stack_counts[i], cpu_us ? cpu_us[i] : -1));
+  size_t *order = stack_order(e, cpu_us);
+  for (size_t i = 0; stacks && i < shown; i++) {
+    size_t k = order ? order[i] : i;
+    json_array_append_new(stacks, json_stack(b, e, e->stack_counts[k], cpu_us ? cpu_us[k] : -1));
+  }
+  free(order);
   free(cpu_us);
   jset(j, "stacks", stacks);
   jset(j, "stacks_not_shown", ju64(e->n_stack_counts - shown));

@@ -23,6 +23,31 @@ const DETAIL_STACKS_SHOWN = 3; // an event's stacks with most samples; the rest 
 const BUCKET_MINUTE_UP_TO = 3600000; // 15 min, 1 h
 const BUCKET_HOUR_UP_TO = 604800000; // 24 h, 7 days; longer and all: days
 const CHART_HEIGHT = 96; // px
+// The slowest stacks' figures per kind, after the function and impact columns:
+// [testid, header, tooltip (what it counts, in which unit), cell text, strong].
+// A stack's own time (hang time, CPU time) is apart from the durations of the
+// events it was sampled in.
+const STACK_COLUMNS = {
+  hang: [
+    ['events', 'Hangs', 'hangs in this group (a count)', (s) => fmtCount(s.events)],
+    ['samples', 'Samples', 'samples of those hangs (a count)', (s) => fmtCount(s.samples)],
+    ['hang-time', 'Hang time', "the group's own time: its hangs' durations summed " +
+      "(every sample of a hang is in its group; API: hang_ms)", (s) => fmtMs(s.hang_ms), true],
+    ['event-mean', 'Mean hang', "the hangs' mean duration (event_mean_ms)", (s) => fmtMs(s.event_mean_ms)],
+    ['event-p95', 'p95 hang', "the hangs' 95th percentile duration (event_p95_ms)", (s) => fmtMs(s.event_p95_ms)],
+  ],
+  cpu: [
+    ['events', 'Events', 'CPU events (bursts) that sampled this stack (a count)', (s) => fmtCount(s.events)],
+    ['samples', 'Samples', "this stack's samples (a count)", (s) => fmtCount(s.samples)],
+    ['cpu-time', 'CPU time', "this stack's own CPU time: the CPU time its samples stand for " +
+      '(ms, from cpu_us)', (s) => fmtMs(s.cpu_us / 1000), true],
+    ['event-total', 'Events\u2019 wall time', 'the durations of the CPU events this stack was ' +
+      "sampled in, summed: wall-clock time, not this stack's (event_total_ms)", (s) => fmtMs(s.event_total_ms)],
+    ['event-mean', 'Mean event', 'the mean duration of those CPU events (event_mean_ms)', (s) => fmtMs(s.event_mean_ms)],
+    ['event-p95', 'p95 event', '95th percentile duration of those CPU events (event_p95_ms)',
+      (s) => fmtMs(s.event_p95_ms)],
+  ],
+};
 // The URL's values for the filters at their defaults are left out of it.
 const DEFAULT_RANGE = '86400000';
 const DEFAULT_LIMIT = '20';
@@ -36,6 +61,7 @@ const state = {
   stacks: [],
   selected: null, // the top-stacks entry clicked: filters events, highlights the flame graph
   flame: null, // the /api/v1/flame tree
+  flameBy: 'samples', // what a frame's width is: 'cpu_us' (CPU time) or 'samples'
   zoom: [], // names from the root's child down to the zoomed frame; [] = whole tree
   events: [],
   series: null, // the /api/v1/timeseries answer with its bucket, query and time span
@@ -250,6 +276,9 @@ async function loadFlame(gen) {
   const tree = await apiJson('/api/v1/flame', params);
   if (gen !== state.generation) return;
   state.flame = tree;
+  // A CPU profile is as wide as its CPU time (samples only for SDKs that
+  // sent no CPU time); hangs by samples.
+  state.flameBy = params.kind === 'cpu' && tree.cpu_us > 0 ? 'cpu_us' : 'samples';
   renderFlame();
 }
 
@@ -365,18 +394,35 @@ async function loadSuggestions() {
 
 // ---- the slowest stacks -------------------------------------------------------
 
+// What the impact bar and the order show: a stack's own time.
 function impactOf(stack) {
-  return state.kind === 'hang' ? stack.total_ms : stack.samples;
+  return state.kind === 'hang' ? stack.hang_ms : stack.cpu_us;
+}
+
+// The header row of the kind shown.
+function renderStackHead() {
+  const fn = state.kind === 'hang' ? 'Function (innermost shared frame)' : 'Function (innermost frame)';
+  $('top-stacks-head').replaceChildren(
+    el('th', { class: 'fn', id: 'fn-header', 'data-testid': 'col-function', text: fn }),
+    el('th', { class: 'impact', 'data-testid': 'col-impact', text: 'Impact',
+      title: state.kind === 'hang' ? 'hang time' : 'CPU time' }),
+    ...STACK_COLUMNS[state.kind].map(([id, header, tip]) =>
+      el('th', { class: 'num', 'data-testid': `col-${id}`, title: tip, text: header })),
+    el('th', { 'data-testid': 'col-first-seen', text: 'First seen' }),
+    el('th', { 'data-testid': 'col-last-seen', text: 'Last seen' }),
+    el('th', { 'data-testid': 'col-versions', text: 'Versions' }));
 }
 
 function renderStacks() {
   const body = $('top-stacks').tBodies[0];
   body.replaceChildren();
+  renderStackHead();
   $('stacks-title').textContent = state.kind === 'hang' ? 'Slowest hang stacks' : 'Hottest CPU stacks';
-  $('fn-header').textContent = state.kind === 'hang' ? 'Function (innermost shared frame)' : 'Function (innermost frame)';
+  $('export-folded').title = state.kind === 'hang' ? 'folded stacks, samples per stack'
+    : 'folded stacks, CPU microseconds per stack (flamegraph.pl --countname=us)';
   $('stacks-hint').textContent = state.kind === 'hang'
-    ? 'sorted by total hang time; click a row to see its events'
-    : 'sorted by CPU time (µs; SDKs without CPU weights: samples); click a row to see its events';
+    ? 'sorted by hang time; click a row to see its events'
+    : 'sorted by CPU time (the stack\u2019s own, not its events\u2019 durations); click a row to see its events';
   $('stacks-empty').hidden = state.stacks.length > 0;
   const maxImpact = Math.max(1e-9, ...state.stacks.map(impactOf));
   state.stacks.forEach((stack, index) => {
@@ -397,11 +443,8 @@ function stackRow(stack, index, share) {
   el('td', { class: 'fn' }, toggle,
     el('span', { class: 'fn-name', 'data-testid': 'stack-function', text: stack.frames[0] || '?' }), caller),
   el('td', { class: 'impact' }, el('span', { class: 'bar-track' }, bar)),
-  el('td', { class: 'num', text: fmtCount(stack.events) }),
-  el('td', { class: 'num', text: fmtCount(stack.samples) }),
-  el('td', { class: 'num strong', text: fmtMs(stack.total_ms) }),
-  el('td', { class: 'num', text: fmtMs(stack.mean_ms) }),
-  el('td', { class: 'num', text: fmtMs(stack.p95_ms) }),
+  ...STACK_COLUMNS[state.kind].map(([id, , , cell, strong]) =>
+    el('td', { class: strong ? 'num strong' : 'num', 'data-testid': `cell-${id}`, text: cell(stack) })),
   el('td', { class: 'time', text: fmtTime(stack.first_seen) }),
   el('td', { class: 'time', text: fmtTime(stack.last_seen) }),
   el('td', { text: stack.versions.join(', ') }));
@@ -421,7 +464,7 @@ function stackFramesRow(stack) {
   const list = el('ol', { class: 'frames', start: '0' },
     ...stack.frames.map((name) => el('li', { text: name })));
   const row = el('tr', { class: 'frames-row', 'data-testid': 'stack-frames' },
-    el('td', { colspan: '10' }, list));
+    el('td', { colspan: String(5 + STACK_COLUMNS[state.kind].length) }, list));
   row.hidden = true;
   return row;
 }
@@ -454,9 +497,9 @@ function renderChart() {
   if (!s) return;
   box.dataset.query = s.query;
   const events = s.points.reduce((n, p) => n + p.events, 0);
-  const totalMs = s.points.reduce((n, p) => n + p.total_ms, 0);
-  $('chart-hint').textContent = `events per ${s.bucket}: ${fmtCount(events)} ${events === 1 ? 'event' : 'events'},` +
-    ` ${fmtMs(totalMs)} in all`;
+  const totalMs = s.points.reduce((n, p) => n + p.event_total_ms, 0);
+  $('chart-hint').textContent = `events per ${s.bucket}: ${fmtCount(events)} ${events === 1 ? 'event' : 'events'}` +
+    ` lasting ${fmtMs(totalMs)} in all`;
   if (!s.points.length) {
     box.append(el('p', { class: 'empty', text: 'No events for these filters.' }));
     return;
@@ -479,7 +522,7 @@ function renderChart() {
     const bar = el('svg:rect', { class: `bar ${state.kind}`, 'data-testid': 'chart-bar',
       'data-start': String(p.start_ms), 'data-events': String(p.events),
       x: x.toFixed(2), y: (base - h).toFixed(2), width: Math.max(1, slot - 1).toFixed(2), height: h.toFixed(2) });
-    bar.append(el('svg:title', { text: `${fmtTime(p.start_ms)}: ${fmtCount(p.events)} events, ${fmtMs(p.total_ms)}` }));
+    bar.append(el('svg:title', { text: `${fmtTime(p.start_ms)}: ${fmtCount(p.events)} events lasting ${fmtMs(p.event_total_ms)}` }));
     svg.append(bar);
   }
   svg.append(el('svg:text', { x: '0', y: '10', text: `${fmtCount(most)} max` }),
@@ -508,13 +551,25 @@ function frameColor(name) {
   return `hsl(${hue}, 85%, ${light}%)`;
 }
 
+// A flame-graph node's width, and its figures in words.
+function flameValue(node) {
+  return node[state.flameBy];
+}
+
+function flameWords(node) {
+  if (node.cpu_us !== undefined) return `${fmtMs(node.cpu_us / 1000)} CPU · ${fmtCount(node.samples)} samples`;
+  return `${fmtCount(node.samples)} samples · ${fmtMs(node.hang_ms)} hang time`;
+}
+
 function renderFlame() {
   const box = $('flame');
   box.replaceChildren();
   $('flame-reset').hidden = state.zoom.length === 0;
+  $('flame-hint').textContent = `root at the top; width = ${state.flameBy === 'cpu_us' ? 'CPU time' : 'samples'};` +
+    ' click a frame to zoom';
   const root = state.flame;
   if (!root) return;
-  if (!root.value) {
+  if (!flameValue(root)) {
     box.append(el('p', { class: 'empty', text: 'No samples for these filters.' }));
     return;
   }
@@ -533,14 +588,14 @@ function renderFlame() {
   const depth = Math.max(...rects.map((r) => r.depth)) + 1;
   const svg = el('svg:svg', { width: String(width), height: String(depth * FLAME_ROW),
     viewBox: `0 0 ${width} ${depth * FLAME_ROW}`, role: 'img', 'aria-label': 'Flame graph' });
-  for (const r of rects) svg.append(flameNode(r, root.value, focus.value));
+  for (const r of rects) svg.append(flameNode(r, flameValue(root), flameValue(focus)));
   box.append(svg);
 }
 
 function layoutChildren(node, depth, x, width, path, rects) {
   let offset = x;
   for (const child of node.children || []) {
-    const w = (child.value / node.value) * width;
+    const w = (flameValue(child) / flameValue(node)) * width;
     if (w >= FLAME_MIN_WIDTH) {
       const childPath = [...path, child.name];
       rects.push({ node: child, depth: depth + 1, x: offset, w, path: childPath, ancestor: false });
@@ -559,17 +614,19 @@ function flameNode(r, total, focusTotal) {
   if (highlighted) classes.push('highlight');
   else if (state.selected && !isRoot) classes.push('dim');
   const g = el('svg:g', { class: classes.join(' '), 'data-testid': 'flame-node', 'data-name': name,
-    'data-value': String(r.node.value), transform: `translate(${r.x.toFixed(2)},${r.depth * FLAME_ROW})` });
+    'data-samples': String(r.node.samples), 'data-cpu-us': r.node.cpu_us === undefined ? null : String(r.node.cpu_us),
+    'data-hang-ms': r.node.hang_ms === undefined ? null : String(r.node.hang_ms),
+    transform: `translate(${r.x.toFixed(2)},${r.depth * FLAME_ROW})` });
   const rect = el('svg:rect', { width: Math.max(0, r.w - 1).toFixed(2), height: String(FLAME_ROW - 2), rx: '2' });
   rect.style.fill = isRoot ? '#adb5bd' : frameColor(name);
   g.append(rect);
   const chars = Math.floor((r.w - 8) / 7);
   if (chars >= 3) {
-    const label = isRoot ? `all (${fmtCount(total)} samples)` : name;
+    const label = isRoot ? `all (${flameWords(r.node)})` : name;
     g.append(el('svg:text', { x: '4', y: String(FLAME_ROW - 7),
       text: label.length > chars ? `${label.slice(0, chars - 1)}…` : label }));
   }
-  g.addEventListener('mousemove', (ev) => showTooltip(ev, name, r.node.value, total, focusTotal));
+  g.addEventListener('mousemove', (ev) => showTooltip(ev, r.node, total, focusTotal));
   g.addEventListener('mouseleave', () => { $('flame-tooltip').hidden = true; });
   g.addEventListener('click', () => {
     state.zoom = r.path;
@@ -579,10 +636,13 @@ function flameNode(r, total, focusTotal) {
   return g;
 }
 
-function showTooltip(ev, name, value, total, focusTotal) {
+// A frame's name, its CPU time and samples (CPU) or samples and hang time
+// (hangs), and its share of the whole (of the zoomed frame) by width.
+function showTooltip(ev, node, total, focusTotal) {
   const tip = $('flame-tooltip');
   const pct = (v, of) => `${((100 * v) / of).toFixed(1)}%`;
-  let text = `${name}\n${fmtCount(value)} samples, ${pct(value, total)} of all`;
+  const value = flameValue(node);
+  let text = `${node.name}\n${flameWords(node)}, ${pct(value, total)} of all`;
   if (focusTotal !== total) text += `, ${pct(value, focusTotal)} of the zoomed frame`;
   tip.textContent = text;
   tip.hidden = false;
@@ -647,6 +707,8 @@ function renderDetail(ev) {
   $('detail-label').textContent = ev.label || '—';
   $('detail-reason').textContent = ev.reason || '—';
   $('detail-tags').textContent = (ev.tags || []).map((t) => `${t.key}:${t.value}`).join(' ') || '—';
+  $('detail-stacks-title').textContent = ev.kind === 'cpu' ? 'Stacks: CPU time and samples'
+    : ev.kind === 'hang' || ev.kind === 'fatal_hang' ? 'Stacks: samples and their share of the hang' : 'Stacks: samples';
   const total = ev.stacks.reduce((n, s) => n + weightOf(s), 0) || 1;
   const shown = ev.stacks.slice(0, DETAIL_STACKS_SHOWN).map((s) => detailStack(s, total));
   const rest = ev.stacks.slice(DETAIL_STACKS_SHOWN);
@@ -718,9 +780,9 @@ function weightOf(stack) {
 }
 
 function detailStack(stack, total) {
-  const what = stack.cpu_us !== undefined
-    ? `${fmtMs(stack.cpu_us / 1000)} CPU · ${fmtCount(stack.samples)} samples`
-    : `${fmtCount(stack.samples)} samples`;
+  let what = `${fmtCount(stack.samples)} samples`;
+  if (stack.cpu_us !== undefined) what = `${fmtMs(stack.cpu_us / 1000)} CPU · ${what}`;
+  else if (stack.hang_ms !== undefined) what = `${what} · ${fmtMs(stack.hang_ms)}`;
   const head = el('div', { class: 'stack-head' },
     el('strong', { text: what }),
     el('span', { text: ` (${((100 * weightOf(stack)) / total).toFixed(0)}%) · thread ${stack.tid}` }));
@@ -751,10 +813,14 @@ function detailFrame(f, name) {
 
 // ---- exports ------------------------------------------------------------------
 
+// The folded export of the CPU view counts CPU microseconds (the flame
+// graph's width; flamegraph.pl --countname=us), the hang view's samples.
 async function download(format) {
   const path = `/api/v1/export/${format}`;
+  const params = filterParams(false);
+  if (format === 'folded' && state.kind === 'cpu') params.value = 'cpu_us';
   try {
-    const blob = await (await api(path, filterParams(false))).blob();
+    const blob = await (await api(path, params)).blob();
     const link = el('a', { href: URL.createObjectURL(blob),
       download: `perf-${state.kind}.${format === 'pprof' ? 'pb.gz' : 'folded'}` });
     document.body.append(link);

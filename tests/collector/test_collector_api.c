@@ -261,13 +261,16 @@ static void case_hang_grouped(void) {
   CHECK_EQ_INT(json_array_size(stacks), 1);
   CHECK_EQ_INT(json_integer_value(json_object_get(g, "events")), 2);
   CHECK(json_integer_value(json_object_get(g, "samples")) >= 2);
-  double total = json_real_value(json_object_get(g, "total_ms"));
+  double total = json_real_value(json_object_get(g, "event_total_ms"));
   /* Each hang lasted from loop_busy to loop_idle: at least HANG_MS, within
      the call timed around it (1 ms for rounding). */
   CHECKF(total > 2 * HANG_MS - 1 && total < hang_ms[0] + hang_ms[1] + 1,
-         "total_ms %.1f, the two calls took %.1f and %.1f ms", total, hang_ms[0], hang_ms[1]);
-  double mean = json_real_value(json_object_get(g, "mean_ms"));
-  double p95 = json_real_value(json_object_get(g, "p95_ms"));
+         "event_total_ms %.1f, the two calls took %.1f and %.1f ms", total, hang_ms[0], hang_ms[1]);
+  /* A hang group's own time: all of its hangs' (each sample is in it). */
+  CHECK(json_real_value(json_object_get(g, "hang_ms")) == total);
+  CHECK(json_object_get(g, "cpu_us") == NULL);
+  double mean = json_real_value(json_object_get(g, "event_mean_ms"));
+  double p95 = json_real_value(json_object_get(g, "event_p95_ms"));
   CHECK(mean > total / 2 - 1 && mean < total / 2 + 1);
   CHECK(p95 >= mean - 1 && p95 <= total);
   CHECK(strlen(json_string_value(json_object_get(g, "signature"))) == 16);
@@ -295,8 +298,12 @@ static void case_cpu_stacks(void) {
   for (size_t i = 0; i < json_array_size(stacks); i++) {
     json_t *g = json_array_get(stacks, i);
     json_int_t samples = json_integer_value(json_object_get(g, "samples"));
-    CHECK(samples > 0 && samples <= prev); /* sorted by samples */
-    prev = samples;
+    json_int_t cpu_us = json_integer_value(json_object_get(g, "cpu_us"));
+    CHECK(json_object_get(g, "hang_ms") == NULL);
+    /* The SDK weighs its samples: CPU time, most first. */
+    CHECKF(samples > 0 && cpu_us > 0 && cpu_us <= prev, "stack %zu: %lld samples, %lld us", i,
+           (long long)samples, (long long)cpu_us);
+    prev = cpu_us;
     CHECK(json_integer_value(json_object_get(g, "events")) >= 1);
     CHECK(json_array_size(json_object_get(g, "frames")) >= 1);
   }
@@ -475,20 +482,25 @@ static bool flame_path(json_t *node, const char *outer, const char *inner) {
   return false;
 }
 
-/* Every node: value >= its children's sum, children sorted by value. */
+/* Every node of a hang flame graph: samples and hang time >= its
+   children's sums, children sorted by samples. */
 static void flame_check(json_t *node) {
-  json_int_t value = json_integer_value(json_object_get(node, "value"));
+  json_int_t value = json_integer_value(json_object_get(node, "samples"));
+  double ms = json_real_value(json_object_get(node, "hang_ms"));
   json_t *kids = json_object_get(node, "children");
   CHECK(json_is_string(json_object_get(node, "name")) && json_is_array(kids) && value > 0);
+  CHECK(ms > 0 && json_object_get(node, "cpu_us") == NULL);
   json_int_t sum = 0, prev = INT64_MAX;
+  double ms_sum = 0;
   for (size_t i = 0; i < json_array_size(kids); i++) {
-    json_int_t v = json_integer_value(json_object_get(json_array_get(kids, i), "value"));
+    json_int_t v = json_integer_value(json_object_get(json_array_get(kids, i), "samples"));
     CHECK(v <= prev);
     prev = v;
     sum += v;
+    ms_sum += json_real_value(json_object_get(json_array_get(kids, i), "hang_ms"));
     flame_check(json_array_get(kids, i));
   }
-  CHECK(sum <= value);
+  CHECK(sum <= value && ms_sum <= ms + 1e-6);
 }
 
 static void case_flame(void) {
@@ -504,18 +516,29 @@ static void case_flame(void) {
   CHECK(json_array_size(kids) >= 1);
   json_int_t sum = 0;
   for (size_t i = 0; i < json_array_size(kids); i++)
-    sum += json_integer_value(json_object_get(json_array_get(kids, i), "value"));
+    sum += json_integer_value(json_object_get(json_array_get(kids, i), "samples"));
   /* root first: (_start ->) main -> ... -> handle_request -> stuck_in_here */
   bool main_to_stuck =
       flame_path(j, "main", "stuck_in_here") && flame_path(j, "handle_request", "stuck_in_here");
-  json_int_t root = json_integer_value(json_object_get(j, "value"));
+  json_int_t root = json_integer_value(json_object_get(j, "samples"));
   CHECKF(root == sum && root > 0, "root %lld, children %lld", (long long)root, (long long)sum);
   CHECKF(main_to_stuck, "no path main -> ... -> stuck_in_here");
   flame_check(j);
+  /* The hangs' time: the groups' hang_ms, less a nanosecond per stack at
+     most (each stack's share is rounded down). */
+  double root_ms = json_real_value(json_object_get(j, "hang_ms"));
   json_decref(j);
+  j = get_json(&c, "/api/v1/top-stacks?kind=hang&environment=ci", &status);
+  double groups_ms = 0;
+  for (size_t i = 0; i < json_array_size(stacks_of(j)); i++)
+    groups_ms += json_real_value(json_object_get(json_array_get(stacks_of(j), i), "hang_ms"));
+  json_decref(j);
+  CHECKF(root_ms <= groups_ms + 1e-6 && root_ms > groups_ms - 0.001, "flame %.6f ms, groups %.6f",
+         root_ms, groups_ms);
   j = get_json(&c, "/api/v1/flame?kind=hang&version=9.9", &status);
   CHECK_EQ_INT(status, 200);
-  CHECK(json_integer_value(json_object_get(j, "value")) == 0);
+  CHECK(json_integer_value(json_object_get(j, "samples")) == 0);
+  CHECK(json_real_value(json_object_get(j, "hang_ms")) == 0);
   CHECK(json_array_size(json_object_get(j, "children")) == 0);
   json_decref(j);
   j = get_json(&c, "/api/v1/flame?kind=cpu&from=2000&to=1000", &status);
@@ -618,14 +641,20 @@ static void case_events(void) {
   json_t *stacks = json_object_get(d, "stacks");
   CHECK(json_array_size(stacks) >= 1);
   bool stuck = false;
+  double stacks_ms = 0, duration = json_real_value(json_object_get(d, "duration_ms"));
   for (size_t i = 0; i < json_array_size(stacks); i++) {
     json_t *st = json_array_get(stacks, i);
     CHECK(json_integer_value(json_object_get(st, "samples")) > 0);
     CHECK(json_is_integer(json_object_get(st, "tid")));
     CHECK(json_array_size(json_object_get(st, "frames")) >= 1);
+    CHECK(json_object_get(st, "cpu_us") == NULL);
+    stacks_ms += json_real_value(json_object_get(st, "hang_ms"));
     if (stack_has(st, "stuck_in_here")) stuck = true;
   }
   CHECKF(stuck, "no stack of event %lld in stuck_in_here", (long long)id);
+  /* The hang's stacks share its duration (each share rounded down to the ns). */
+  CHECKF(stacks_ms <= duration + 1e-9 && stacks_ms > duration - 0.001,
+         "stacks' hang_ms %.6f, the hang's %.6f", stacks_ms, duration);
   CHECK(json_array_size(json_object_get(d, "threads")) >= 1);
   json_decref(d);
   json_decref(j);
@@ -737,11 +766,11 @@ static void case_export_pprof(void) {
   json_t *j = get_json(&c, "/api/v1/top-stacks?kind=hang&app=api-test", &status);
   double groups_ms = 0;
   for (size_t i = 0; i < json_array_size(stacks_of(j)); i++)
-    groups_ms += json_real_value(json_object_get(json_array_get(stacks_of(j), i), "total_ms"));
+    groups_ms += json_real_value(json_object_get(json_array_get(stacks_of(j), i), "hang_ms"));
   json_decref(j);
   double wall_ms = (double)pprof_value_total(p, 1) / 1e6;
-  CHECKF(wall_ms > groups_ms - 0.01 && wall_ms < groups_ms + 0.01, "wall %.3f ms, hangs %.3f ms",
-         wall_ms, groups_ms);
+  CHECKF(wall_ms > groups_ms - 0.01 && wall_ms <= groups_ms, "wall %.6f ms, hangs %.6f ms", wall_ms,
+         groups_ms);
   /* unbounded: the window is the events' own, from the first start to the last end */
   int64_t wall_now = (int64_t)time(NULL) * 1000000000;
   CHECK(p->time_nanos > wall_now - 300 * (int64_t)1000000000 && p->time_nanos <= wall_now);
@@ -753,13 +782,18 @@ static void case_export_pprof(void) {
   char *out = pprof_tool(tempdir_make("perf-api"), wall, file);
   CHECKF(strstr(out, "Type: wall") && pprof_top_lists(out, "stuck_in_here"), "%s", out);
   free(out);
-  /* cpu: CPU time only (the SDK's weights); the burner thread's function is there */
+  /* cpu: samples and CPU time (the SDK's weights), the CPU time shown
+     first; the burner thread's function is there */
   folded = folded_total(&c, "kind=cpu", r);
-  CHECK(folded > 0);
+  long long folded_cpu = folded_total(&c, "kind=cpu&value=cpu_us", r);
+  CHECK(folded > 0 && folded_cpu > folded);
   p = pprof_fetched(&c, "kind=cpu", r, "cpu.pb.gz", file);
-  CHECK_EQ_INT(p->n_sample_type, 1);
-  check_value_type(p, 0, "cpu", "microseconds");
+  CHECK_EQ_INT(p->n_sample_type, 2);
+  check_value_type(p, 0, "samples", "count");
+  check_value_type(p, 1, "cpu", "microseconds");
+  CHECK(strcmp(pprof_string(p, p->default_sample_type), "cpu") == 0);
   CHECK_EQ_INT(pprof_value_total(p, 0), folded);
+  CHECK_EQ_INT(pprof_value_total(p, 1), folded_cpu);
   perftools__profiles__profile__free_unpacked(p, NULL);
   pprof_top_check(file, "cpu_burner", -1);
   /* from/to: the window is the filter's */
@@ -790,7 +824,7 @@ static void case_export_pprof_empty(void) {
   perftools__profiles__profile__free_unpacked(p, NULL);
   pprof_top_check(file, NULL, 0);
   p = pprof_fetched(&c, "kind=cpu&from=1000&to=2000", r, "empty-cpu.pb.gz", file);
-  CHECK(p->n_sample == 0 && p->n_sample_type == 1);
+  CHECK(p->n_sample == 0 && p->n_sample_type == 2);
   CHECK(p->time_nanos == 1000000000 && p->duration_nanos == 1001000000);
   perftools__profiles__profile__free_unpacked(p, NULL);
   pprof_top_check(file, NULL, -1);

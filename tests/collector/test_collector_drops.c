@@ -359,10 +359,10 @@ static void case_tag_filters(void) {
              "pay_us_fn_root;pay_us_fn 4\n");
   check_text(&c, "/api/v1/export/folded?kind=cpu&tag=region:asia", 200, "");
   json_t *flame = get_ok(&c, "/api/v1/flame?kind=cpu&tag=team:pay");
-  CHECK_EQ_INT(json_integer_value(json_object_get(flame, "value")), 7);
+  CHECK_EQ_INT(json_integer_value(json_object_get(flame, "samples")), 7);
   json_decref(flame);
   flame = get_ok(&c, "/api/v1/flame?kind=cpu&tag=team:search");
-  CHECK_EQ_INT(json_integer_value(json_object_get(flame, "value")), 5);
+  CHECK_EQ_INT(json_integer_value(json_object_get(flame, "samples")), 5);
   json_decref(flame);
   check_pprof(&c, "tag=team:pay", 7, "pay_eu_fn", "search_fn");
   check_pprof(&c, "tag=team:pay&tag=region:us", 4, "pay_us_fn", "pay_eu_fn");

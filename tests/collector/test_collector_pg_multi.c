@@ -289,8 +289,8 @@ static void case_schema(void) {
     CHECKF(healthy_within(&two[i], 30), "collector %d did not start", i);
   }
   CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM schema_version"), 1);
-  CHECK_EQ_INT(db_count(c.db, "SELECT max(version) FROM schema_version"), 7);
-  CHECK(file_has(logs[0], "migrated to version 7") + file_has(logs[1], "migrated to version 7") ==
+  CHECK_EQ_INT(db_count(c.db, "SELECT max(version) FROM schema_version"), 8);
+  CHECK(file_has(logs[0], "migrated to version 8") + file_has(logs[1], "migrated to version 8") ==
         1);
   reply_t *r = malloc(sizeof *r);
   CHECK(r != NULL);
@@ -300,14 +300,14 @@ static void case_schema(void) {
 
   /* From the previous versions: a database at version 1 (plain tables,
      stack_counts without cpu_us, no rollups), made from this one, is
-     migrated to 7 at start: its rows kept, moved into their days'
+     migrated to 8 at start: its rows kept, moved into their days'
      partitions and rolled up. */
   long long events = db_count(c.db, "SELECT count(*) FROM events");
   long long counts = db_count(c.db, "SELECT count(*) FROM stack_counts");
   db_exec(c.db, VERSION_1);
   CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM pg_class WHERE relname = 'events_default'"), 0);
   collector_restart(&c, NULL);
-  CHECK_EQ_INT(db_count(c.db, "SELECT max(version) FROM schema_version"), 7);
+  CHECK_EQ_INT(db_count(c.db, "SELECT max(version) FROM schema_version"), 8);
   CHECK_EQ_INT(db_count(c.db, "SELECT epoch FROM stack_epoch"), 0);
   CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM events"), events);
   CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM stack_counts"), counts);
@@ -333,12 +333,13 @@ static void case_schema(void) {
   collector_stop_healthy(&c);
 
   /* From version 5 (no delta tables: its collectors upserted the rollup
-     tables at each batch): migrated to 7, the rollups kept; a batch then
-     rolls up into the delta rows, which the reads add. */
+     tables at each batch): migrated to 8, the rollups' sums kept (version
+     8 builds them again); a batch then rolls up into the delta rows, which
+     the reads add. */
   db_exec(c.db, "DROP TABLE rollup_groups_delta; DROP TABLE rollup_stacks_delta;"
                 "DROP SEQUENCE wal_flush_mark; UPDATE schema_version SET version = 5");
   collector_restart(&c, (const char *[]){"--rollup-fold-interval", "3600", NULL});
-  CHECK_EQ_INT(db_count(c.db, "SELECT max(version) FROM schema_version"), 7);
+  CHECK_EQ_INT(db_count(c.db, "SELECT max(version) FROM schema_version"), 8);
   CHECK_EQ_INT(rolled_sum(c.db, "rollup_stacks", "samples", "true"),
                db_count(c.db, "SELECT sum(samples) FROM stack_counts"));
   CHECK_EQ_INT(post_to(&c, 3, r), 200);
@@ -353,12 +354,12 @@ static void case_schema(void) {
   collector_stop_healthy(&c);
 
   /* From version 6 (no wal_flush_mark, whose setval makes a batch durable
-     under --durability full): migrated to 7; a batch is stored and a
+     under --durability full): migrated to 8; a batch is stored and a
      duplicate of it acknowledged, each marked. */
   db_exec(c.db, "DROP SEQUENCE wal_flush_mark; UPDATE schema_version SET version = 6");
   long long batches = db_count(c.db, "SELECT count(*) FROM batches");
   collector_restart(&c, NULL);
-  CHECK_EQ_INT(db_count(c.db, "SELECT max(version) FROM schema_version"), 7);
+  CHECK_EQ_INT(db_count(c.db, "SELECT max(version) FROM schema_version"), 8);
   CHECK_EQ_INT(post_to(&c, 4, r), 200);
   CHECK_EQ_INT(post_to(&c, 4, r), 200);
   CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM batches"), batches + 1);
@@ -371,7 +372,7 @@ static void case_schema(void) {
   char listen[32];
   pid_t pid = spawn_on(c.db, logs[0], listen, sizeof listen);
   CHECK_EQ_INT(spawn_wait(pid, 30), 1);
-  CHECKF(file_has(logs[0], "schema version 999 is newer than this collector's (7)"), "see %s",
+  CHECKF(file_has(logs[0], "schema version 999 is newer than this collector's (8)"), "see %s",
          logs[0]);
 }
 
@@ -731,7 +732,7 @@ static void case_fold(void) {
   long status = 0;
   json_t *flame = get_json(&b, "/api/v1/flame?kind=hang", &status);
   CHECK_EQ_INT(status, 200);
-  json_t *root_value = json_object_get(flame, "value");
+  json_t *root_value = json_object_get(flame, "samples");
   CHECK(root_value != NULL);
   long long flame_hang = json_integer_value(root_value);
   json_decref(flame);
@@ -747,7 +748,7 @@ static void case_fold(void) {
   CHECK_EQ_INT(db_count(b.db, "SELECT count(DISTINCT shard) FROM rollup_stacks"), 1);
   flame = get_json(&b, "/api/v1/flame?kind=hang", &status);
   CHECK_EQ_INT(status, 200);
-  CHECK_EQ_INT(json_integer_value(json_object_get(flame, "value")), flame_hang);
+  CHECK_EQ_INT(json_integer_value(json_object_get(flame, "samples")), flame_hang);
   json_decref(flame);
   free(r);
   collector_stop_healthy(&b);

@@ -4,9 +4,12 @@
  * events over two apps, three versions, three labels and three hours,
  * every batch from host h1:
  *  - same_answers: top-stacks (hang, cpu), the flame graph and the folded
- *    export answer exactly the same from the rollups (no host filter) and
- *    from the raw rows (host=h1: the rollups do not keep hosts), whole and
- *    filtered by app, version, label and time ranges that cut buckets;
+ *    export (samples, and CPU time for cpu) answer exactly the same from
+ *    the rollups (no host filter) and from the raw rows (host=h1: the
+ *    rollups do not keep hosts), whole and filtered by app, version, label
+ *    and time ranges that cut buckets: samples, CPU time (cpu events with
+ *    weights beside one without) and the hang stacks' wall time to the
+ *    nanosecond;
  *    the rollups are what answers (a row changed in them shows, and only
  *    without the host filter); percentiles within a bin of the exact one;
  *    on PostgreSQL, first with every rollup row still in the delta tables
@@ -15,9 +18,11 @@
  *  - retention: batches made old and deleted by retention leave rollups
  *    that still give the raw rows' answers (on PostgreSQL, rows left to
  *    fold by a collector killed before its fold folded first);
- *  - reopen: a database whose rollups are gone (an older collector's) gets
- *    them built at start from the raw rows (rollup_sql.h): the same rows
- *    ingest had made from the batches (rollup_batch.c), the same answers.
+ *  - reopen: a database whose rollups are gone (an older collector's), or
+ *    of the shape before CPU time (no cpu_us, wall time not an integer:
+ *    SQLite's tables, PostgreSQL's schema version 7), gets them built at
+ *    start from the raw rows (rollup_sql.h): the same rows ingest had made
+ *    from the batches (rollup_batch.c), the same answers.
  */
 #include <jansson.h>
 #include <stdbool.h>
@@ -61,7 +66,8 @@ static uint32_t rnd(uint32_t n) {
 
 /* Batch b: HANGS hangs and CPUS cpu events starting somewhere in the
    three hours, each sampled in 1-3 of STACKS stacks (leaf_k <- work_j <-
-   main_loop). */
+   main_loop); the first cpu event's samples weigh 1..999 us each
+   (Event.sample_weights_micros), the second's nothing (an older SDK's). */
 static void send_batch(const collector_t *c, unsigned b) {
   static const char *const APPS[] = {"app1", "app2"}, *const VERSIONS[] = {"v1", "v2", "v3"},
                            *const LABELS[] = {"", "tick", "io"};
@@ -76,6 +82,10 @@ static void send_batch(const collector_t *c, unsigned b) {
   }
   Perf__V1__Event ev[HANGS + CPUS], *evs[HANGS + CPUS];
   Perf__V1__StackCount sc[HANGS + CPUS][3], *scs[HANGS + CPUS][3];
+  enum { MAX_SAMPLES = 3 * 20 };
+  int64_t offsets[MAX_SAMPLES];
+  uint32_t sample_stacks[MAX_SAMPLES], sample_tids[MAX_SAMPLES];
+  uint64_t weights[MAX_SAMPLES];
   for (int i = 0; i < HANGS + CPUS; i++) {
     perf__v1__event__init(&ev[i]);
     ev[i].kind =
@@ -96,6 +106,18 @@ static void send_batch(const collector_t *c, unsigned b) {
     }
     ev[i].n_stack_counts = n, ev[i].stack_counts = scs[i], ev[i].dominant_stack = first + 1;
     evs[i] = &ev[i];
+    if (i != HANGS) continue;
+    /* The weighted cpu event's samples, one per sample of its counts. */
+    size_t m = 0;
+    for (uint32_t k = 0; k < n; k++)
+      for (uint32_t j = 0; j < sc[i][k].samples; j++, m++) {
+        offsets[m] = 1000, sample_stacks[m] = sc[i][k].stack, sample_tids[m] = sc[i][k].tid;
+        weights[m] = 1 + rnd(999);
+      }
+    ev[i].n_sample_offsets_micros = m, ev[i].sample_offsets_micros = offsets;
+    ev[i].n_sample_stacks = m, ev[i].sample_stacks = sample_stacks;
+    ev[i].n_sample_tids = m, ev[i].sample_tids = sample_tids;
+    ev[i].n_sample_weights_micros = m, ev[i].sample_weights_micros = weights;
   }
   Perf__V1__Resource res = PERF__V1__RESOURCE__INIT;
   res.app_name = (char *)APPS[rnd(2)];
@@ -169,6 +191,11 @@ static void check_all_queries(const collector_t *c, bool expect_rows) {
         free(top);
         free(same_both_ways(c, "/api/v1/flame", query));
         free(same_both_ways(c, "/api/v1/export/folded", query));
+        if (k == 1) {
+          char cpu[1100];
+          snprintf(cpu, sizeof cpu, "%s&value=cpu_us", query);
+          free(same_both_ways(c, "/api/v1/export/folded", cpu));
+        }
       }
   CHECK(expect_rows ? groups > 0 : groups == 0);
 }
@@ -188,15 +215,24 @@ static double exact_p95_ms(const collector_t *c, const char *sig) {
   return (double)db_count(c->db, sql) / 1e6;
 }
 
-/* Every event and sample counted in both levels, as the reads see them. */
+/* Every event, sample and CPU microsecond counted in both levels, as the
+   reads see them. */
 static void check_sums(const collector_t *c) {
   long long hangs = db_count(c->db, "SELECT count(*) FROM events WHERE kind = 'hang'");
   long long samples = db_count(c->db, "SELECT sum(samples) FROM stack_counts");
-  CHECK(hangs > 0 && samples > 0);
+  long long cpu_us = db_count(c->db, "SELECT sum(cpu_us) FROM stack_counts");
+  long long cpu_samples =
+      db_count(c->db, "SELECT sum(c.samples) FROM stack_counts c"
+                      " JOIN events e ON e.id = c.event_id WHERE e.kind = 'cpu'");
+  CHECK(hangs > 0 && samples > 0 && cpu_us > 0 && cpu_samples > 0);
   CHECK_EQ_INT(rolled_sum(c->db, "rollup_groups", "events", "kind = 'hang'"), hangs);
   CHECK_EQ_INT(rolled_sum(c->db, "rollup_groups_day", "events", "kind = 'hang'"), hangs);
   CHECK_EQ_INT(rolled_sum(c->db, "rollup_stacks", "samples", "true"), samples);
   CHECK_EQ_INT(rolled_sum(c->db, "rollup_stacks_day", "samples", "true"), samples);
+  CHECK_EQ_INT(rolled_sum(c->db, "rollup_stacks", "cpu_us", "true"), cpu_us);
+  CHECK_EQ_INT(rolled_sum(c->db, "rollup_stacks_day", "cpu_us", "true"), cpu_us);
+  CHECK_EQ_INT(rolled_sum(c->db, "rollup_groups", "cpu_us", "kind = 'cpu'"), cpu_us);
+  CHECK_EQ_INT(rolled_sum(c->db, "rollup_groups_day", "samples", "kind = 'cpu'"), cpu_samples);
 }
 
 static void case_same_answers(void) {
@@ -234,7 +270,7 @@ static void case_same_answers(void) {
     events += json_integer_value(json_object_get(g, "events"));
     /* p95 within a bin (1/16) of the exact one, exact at the top bin */
     const char *sig = json_string_value(json_object_get(g, "signature"));
-    double p95 = json_real_value(json_object_get(g, "p95_ms")), exact = exact_p95_ms(&c, sig);
+    double p95 = json_real_value(json_object_get(g, "event_p95_ms")), exact = exact_p95_ms(&c, sig);
     CHECKF(p95 >= exact * (1 - 1.0 / 16) && p95 <= exact * (1 + 1.0 / 16),
            "group %s: p95 %.3f ms, exact %.3f", sig, p95, exact);
   }
@@ -266,10 +302,10 @@ static void unfold(const collector_t *c) {
   if (!rig_pg()) return;
   db_exec(c->db, "INSERT INTO rollup_groups_delta SELECT bucket_ns, app, version, environment,"
                  " kind, group_sig, label, dbin, events, samples, total_ns, first_ns, last_ns,"
-                 " max_ns FROM rollup_groups;"
+                 " max_ns, cpu_us FROM rollup_groups;"
                  "INSERT INTO rollup_stacks_delta SELECT bucket_ns, app, version, environment,"
-                 " kind, group_sig, stack_sig, label, samples, wall_ns, first_ns, last_end_ns"
-                 " FROM rollup_stacks;"
+                 " kind, group_sig, stack_sig, label, samples, wall_ns, first_ns, last_end_ns,"
+                 " cpu_us FROM rollup_stacks;"
                  "DELETE FROM rollup_groups; DELETE FROM rollup_stacks;"
                  "DELETE FROM rollup_groups_day; DELETE FROM rollup_stacks_day");
   check_deltas(c, true);
@@ -319,7 +355,7 @@ static void case_retention(void) {
 
 #define GROUP_ROW                                                                                  \
   "bucket_ns, app, version, environment, kind, group_sig, label, dbin, events, samples,"           \
-  " total_ns, first_ns, last_ns, max_ns"
+  " total_ns, first_ns, last_ns, max_ns, cpu_us"
 #define STACK_KEY(a, b)                                                                            \
   " ON " a ".bucket_ns = " b ".bucket_ns AND " a ".app = " b ".app AND " a ".version = " b         \
   ".version AND " a ".environment = " b ".environment AND " a ".kind = " b ".kind AND " a          \
@@ -327,8 +363,8 @@ static void case_retention(void) {
   ".label"
 
 /* Rows of the level lvl's tables (made at ingest, kept in snap_groups<lvl>
-   and snap_stacks<lvl>) missing from or unlike the rebuilt ones: wall time
-   alike within rounding (summed in another order). */
+   and snap_stacks<lvl>) missing from or unlike the rebuilt ones, wall time
+   to the nanosecond. */
 static long long unlike(const char *db, const char *lvl) {
   char sql[2048];
   snprintf(sql, sizeof sql,
@@ -341,11 +377,29 @@ static long long unlike(const char *db, const char *lvl) {
       "SELECT count(*) FROM snap_stacks%s a LEFT JOIN rollup_stacks%s b" STACK_KEY(
           "a",
           "b") " WHERE b.bucket_ns IS NULL OR a.samples <> b.samples OR a.first_ns <> b.first_ns"
-               " OR a.last_end_ns <> b.last_end_ns"
-               " OR abs(a.wall_ns - b.wall_ns) > 0.000001 * (abs(b.wall_ns) + 1)",
+               " OR a.last_end_ns <> b.last_end_ns OR a.wall_ns <> b.wall_ns"
+               " OR a.cpu_us <> b.cpu_us",
       lvl, lvl);
   return n + db_count(db, sql);
 }
+
+/* The rollups as ingest made them (snap_*) against the ones a start built
+   from the raw rows: the same rows, the same answers. */
+static void check_rebuilt(const collector_t *c, long long groups, long long stacks,
+                          long long days) {
+  CHECK_EQ_INT(db_count(c->db, "SELECT count(*) FROM rollup_groups"), groups);
+  CHECK_EQ_INT(db_count(c->db, "SELECT count(*) FROM rollup_stacks"), stacks);
+  CHECK_EQ_INT(db_count(c->db, "SELECT count(*) FROM rollup_stacks_day"), days);
+  CHECK_EQ_INT(unlike(c->db, ""), 0);
+  CHECK_EQ_INT(unlike(c->db, "_day"), 0);
+  check_all_queries(c, true);
+}
+
+/* A level's tables (or the delta tables) back to their shape before CPU
+   time (PostgreSQL): no cpu_us, wall time a double. */
+#define PG_BEFORE_CPU_TIME(groups, stacks)                                                         \
+  "ALTER TABLE " groups " DROP COLUMN cpu_us; ALTER TABLE " stacks " DROP COLUMN cpu_us;"          \
+  "ALTER TABLE " stacks " ALTER COLUMN wall_ns TYPE double precision;"
 
 static void case_reopen(void) {
   collector_t c;
@@ -362,6 +416,33 @@ static void case_reopen(void) {
                 "CREATE TABLE snap_stacks AS SELECT * FROM rollup_stacks;"
                 "CREATE TABLE snap_groups_day AS SELECT * FROM rollup_groups_day;"
                 "CREATE TABLE snap_stacks_day AS SELECT * FROM rollup_stacks_day");
+
+  /* Rollups of the shape before CPU time, their sums wrong: made again. */
+  if (rig_pg()) {
+    db_exec(c.db,
+            PG_BEFORE_CPU_TIME("rollup_groups", "rollup_stacks")
+                PG_BEFORE_CPU_TIME("rollup_groups_day", "rollup_stacks_day") PG_BEFORE_CPU_TIME(
+                    "rollup_groups_delta",
+                    "rollup_stacks_delta") "UPDATE rollup_groups SET events = events + 7;"
+                                           "UPDATE schema_version SET version = 7");
+  } else {
+    db_exec(c.db, "UPDATE rollup_groups SET events = events + 7;"
+                  "DROP TABLE rollup_stacks_day; CREATE TABLE rollup_stacks_day("
+                  "bucket_ns INTEGER NOT NULL, app TEXT NOT NULL, version TEXT NOT NULL,"
+                  " environment TEXT NOT NULL, kind TEXT NOT NULL, group_sig TEXT NOT NULL,"
+                  " stack_sig TEXT NOT NULL, label TEXT NOT NULL, samples INTEGER NOT NULL,"
+                  " wall_ns REAL NOT NULL, first_ns INTEGER NOT NULL, last_end_ns INTEGER NOT NULL,"
+                  " PRIMARY KEY(bucket_ns, app, version, environment, kind, group_sig, stack_sig,"
+                  " label)) WITHOUT ROWID");
+  }
+  CHECK_EQ_INT(db_count(c.db, "SELECT sum(events) FROM rollup_groups"),
+               db_count(c.db, "SELECT sum(events) FROM snap_groups") + 7 * groups);
+  collector_restart(&c, NO_LIMIT);
+  if (rig_pg()) CHECK_EQ_INT(db_count(c.db, "SELECT max(version) FROM schema_version"), 8);
+  check_rebuilt(&c, groups, stacks, days);
+  collector_stop_healthy(&c);
+
+  /* No rollups at all (a collector before them): built. */
   static const char DROP[] = "DROP TABLE rollup_groups; DROP TABLE rollup_stacks;"
                              "DROP TABLE rollup_groups_day; DROP TABLE rollup_stacks_day;";
   if (rig_pg()) { /* the previous schema version (the migration test has the rest) */
@@ -374,12 +455,7 @@ static void case_reopen(void) {
     db_exec(c.db, DROP);
   }
   collector_restart(&c, NO_LIMIT);
-  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM rollup_groups"), groups);
-  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM rollup_stacks"), stacks);
-  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM rollup_stacks_day"), days);
-  CHECK_EQ_INT(unlike(c.db, ""), 0);
-  CHECK_EQ_INT(unlike(c.db, "_day"), 0);
-  check_all_queries(&c, true);
+  check_rebuilt(&c, groups, stacks, days);
   for (unsigned b = BATCHES / 2 + 1; b <= BATCHES; b++)
     send_batch(&c, b);
   check_all_queries(&c, true);

@@ -2,7 +2,7 @@
  * test_collector_timeseries.c - GET /api/v1/timeseries in the real
  * perf-collector, fed hand-made batches (batch_post.c) whose events start
  * at known instants around minute, hour and day boundaries:
- *  - buckets: exact events and total_ms per bucket (minute, hour, day),
+ *  - buckets: exact events and event_total_ms per bucket (minute, hour, day),
  *    oldest first, an event in the last nanosecond of a bucket and one at
  *    the first of the next; hang takes fatal hangs, cpu only cpu events;
  *    app, label, tag, from and to narrow it exactly as for events;
@@ -97,7 +97,7 @@ static void send_fixture(const collector_t *c) {
 }
 
 /* GET /api/v1/timeseries?query -> 200 with bucket_ms and exactly the points
-   want ("start_ms_offset_from_day0:events:total_ms,...", "" none). */
+   want ("start_ms_offset_from_day0:events:event_total_ms,...", "" none). */
 static void check_series(const collector_t *c, const char *query, long long bucket_ms,
                          const char *want) {
   char path[512];
@@ -117,7 +117,7 @@ static void check_series(const collector_t *c, const char *query, long long buck
     len += (size_t)snprintf(got + len, sizeof got - len, "%s%lld:%lld:%g", i ? "," : "",
                             (long long)json_integer_value(json_object_get(p, "start_ms")) - DAY0_MS,
                             (long long)json_integer_value(json_object_get(p, "events")),
-                            json_real_value(json_object_get(p, "total_ms")));
+                            json_real_value(json_object_get(p, "event_total_ms")));
     CHECK(len < sizeof got);
   }
   CHECKF(strcmp(got, want) == 0, "%s: points %s, want %s (%s)", path, got, want, text);

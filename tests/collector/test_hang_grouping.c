@@ -182,7 +182,7 @@ static json_t *flame_at(json_t *node, const char *const *path, size_t n) {
 }
 
 static json_int_t value_of(json_t *node) {
-  return node ? json_integer_value(json_object_get(node, "value")) : -1;
+  return node ? json_integer_value(json_object_get(node, "samples")) : -1;
 }
 
 /* How many of the events of the group had a majority key of their own

@@ -2,10 +2,12 @@
  * test_rollup_batch.c - a batch's rollup rows (collector/rollup_batch.c)
  * against values worked out by hand: a hang counted once in its group
  * with all its samples; a cpu event once per stack however many threads
- * sampled it, with the stack's CPU weight; wall time shared by weight;
- * a hang without a group only in the stack rows; keys merged across
- * events, split by bucket at the 10-minute level and merged at the day
- * level; rows in key order.
+ * sampled it, with the stack's samples and CPU time; each count's wall
+ * time its share of its event's duration by samples, rounded down to the
+ * nanosecond (rollup_wall_share, the SQL's ROLLUP_WALL_SHARE); a hang
+ * without a group only in the stack rows; keys merged across events, split
+ * by bucket at the 10-minute level and merged at the day level; rows in
+ * key order.
  */
 #include <string.h>
 
@@ -68,13 +70,14 @@ static void pick(rollup_picks_t *p, const store_batch_t *b) {
 
 static void check_group(const rollup_group_row_t *r, int64_t bucket, const char *kind,
                         const char *group, const char *label, int64_t events, int64_t samples,
-                        int64_t total, int64_t first, int64_t last, int64_t max) {
+                        int64_t cpu_us, int64_t total, int64_t first, int64_t last, int64_t max) {
   CHECKF(r->bucket_ns == bucket && !strcmp(r->kind, kind) && !strcmp(r->group_sig, group) &&
              !strcmp(r->label, label),
          "group row %lld %s %s %s", (long long)r->bucket_ns, r->kind, r->group_sig, r->label);
   CHECK_EQ_INT(r->dbin, rollup_dbin(max));
   CHECK_EQ_INT(r->events, events);
   CHECK_EQ_INT(r->samples, samples);
+  CHECK_EQ_INT(r->cpu_us, cpu_us);
   CHECK_EQ_INT(r->total_ns, total);
   CHECK_EQ_INT(r->first_ns, first);
   CHECK_EQ_INT(r->last_ns, last);
@@ -83,13 +86,14 @@ static void check_group(const rollup_group_row_t *r, int64_t bucket, const char 
 
 static void check_stack(const rollup_stack_row_t *r, int64_t bucket, const char *kind,
                         const char *group, const char *stack, const char *label, int64_t samples,
-                        double wall, int64_t first, int64_t last_end) {
+                        int64_t cpu_us, int64_t wall, int64_t first, int64_t last_end) {
   CHECKF(r->bucket_ns == bucket && !strcmp(r->kind, kind) && !strcmp(r->group_sig, group) &&
              !strcmp(r->stack_sig, stack) && !strcmp(r->label, label),
          "stack row %lld %s %s %s %s", (long long)r->bucket_ns, r->kind, r->group_sig, r->stack_sig,
          r->label);
   CHECK_EQ_INT(r->samples, samples);
-  CHECKF(r->wall_ns == wall, "%s wall %.17g, expected %.17g", stack, r->wall_ns, wall);
+  CHECK_EQ_INT(r->cpu_us, cpu_us);
+  CHECK_EQ_INT(r->wall_ns, wall);
   CHECK_EQ_INT(r->first_ns, first);
   CHECK_EQ_INT(r->last_end_ns, last_end);
 }
@@ -101,21 +105,25 @@ static void case_ten_minutes(void) {
   rollup_batch_t rb;
   CHECK(rollup_batch_build(&rb, &b, p.group, ROLLUP_BUCKET_NS) == 0);
   CHECK_EQ_INT(rb.n_groups, 4);
-  check_group(&rb.groups[0], T, "cpu", "S1", "", 1, 400, 900, T + 10, T + 10, 900);
-  check_group(&rb.groups[1], T, "cpu", "S2", "", 1, 200, 900, T + 10, T + 10, 900);
+  /* The cpu event's S1: 3 samples on two threads, 300 + 100 us. */
+  check_group(&rb.groups[0], T, "cpu", "S1", "", 1, 3, 400, 900, T + 10, T + 10, 900);
+  check_group(&rb.groups[1], T, "cpu", "S2", "", 1, 1, 200, 900, T + 10, T + 10, 900);
   /* Two hangs of one bin (1000 and 1001 ns); the groupless hang is not here. */
   CHECK_EQ_INT(rollup_dbin(1000), rollup_dbin(1001));
-  check_group(&rb.groups[2], T, "hang", "G1", "tick", 2, 9, 2001, T + 1000, T + 5000, 1001);
-  check_group(&rb.groups[3], T + TEN_MIN, "cpu", "S1", "", 1, 500, 900, T + TEN_MIN + 7,
+  check_group(&rb.groups[2], T, "hang", "G1", "tick", 2, 9, 0, 2001, T + 1000, T + 5000, 1001);
+  check_group(&rb.groups[3], T + TEN_MIN, "cpu", "S1", "", 1, 5, 500, 900, T + TEN_MIN + 7,
               T + TEN_MIN + 7, 900);
   CHECK_EQ_INT(rb.n_stacks, 7);
-  check_stack(&rb.stacks[0], T, "cpu", "", "S1", "", 400, 600.0, T + 10, T + 910);
-  check_stack(&rb.stacks[1], T, "cpu", "", "S2", "", 200, 300.0, T + 10, T + 910);
-  check_stack(&rb.stacks[2], T, "hang", "", "S3", "", 1, 500.0, T + 2000, T + 2500);
-  check_stack(&rb.stacks[3], T, "hang", "G1", "S1", "tick", 7, 600.0 + 1001.0, T + 1000, T + 6001);
-  check_stack(&rb.stacks[4], T, "hang", "G1", "S2", "tick", 2, 400.0, T + 1000, T + 2000);
-  check_stack(&rb.stacks[5], T, "manual", "", "S2", "", 1, 100.0, T + 20, T + 120);
-  check_stack(&rb.stacks[6], T + TEN_MIN, "cpu", "", "S1", "", 500, 900.0, T + TEN_MIN + 7,
+  /* Wall time by samples, each count's share rounded down: the cpu
+     event's 900 ns over 4 samples, 2 + 1 of them S1's (450 + 225). */
+  check_stack(&rb.stacks[0], T, "cpu", "", "S1", "", 3, 400, 675, T + 10, T + 910);
+  check_stack(&rb.stacks[1], T, "cpu", "", "S2", "", 1, 200, 225, T + 10, T + 910);
+  check_stack(&rb.stacks[2], T, "hang", "", "S3", "", 1, 0, 500, T + 2000, T + 2500);
+  /* 3 of the first hang's 5 samples (600 of 1000 ns), all of the second's. */
+  check_stack(&rb.stacks[3], T, "hang", "G1", "S1", "tick", 7, 0, 600 + 1001, T + 1000, T + 6001);
+  check_stack(&rb.stacks[4], T, "hang", "G1", "S2", "tick", 2, 0, 400, T + 1000, T + 2000);
+  check_stack(&rb.stacks[5], T, "manual", "", "S2", "", 1, 0, 100, T + 20, T + 120);
+  check_stack(&rb.stacks[6], T + TEN_MIN, "cpu", "", "S1", "", 5, 500, 900, T + TEN_MIN + 7,
               T + TEN_MIN + 907);
   rollup_batch_free(&rb);
   CHECK(rb.groups == NULL && rb.n_groups == 0);
@@ -129,12 +137,12 @@ static void case_day(void) {
   rollup_batch_t rb;
   CHECK(rollup_batch_build(&rb, &b, p.group, ROLLUP_DAY_NS) == 0);
   CHECK_EQ_INT(rb.n_groups, 3);
-  check_group(&rb.groups[0], T, "cpu", "S1", "", 2, 900, 1800, T + 10, T + TEN_MIN + 7, 900);
-  check_group(&rb.groups[1], T, "cpu", "S2", "", 1, 200, 900, T + 10, T + 10, 900);
-  check_group(&rb.groups[2], T, "hang", "G1", "tick", 2, 9, 2001, T + 1000, T + 5000, 1001);
+  check_group(&rb.groups[0], T, "cpu", "S1", "", 2, 8, 900, 1800, T + 10, T + TEN_MIN + 7, 900);
+  check_group(&rb.groups[1], T, "cpu", "S2", "", 1, 1, 200, 900, T + 10, T + 10, 900);
+  check_group(&rb.groups[2], T, "hang", "G1", "tick", 2, 9, 0, 2001, T + 1000, T + 5000, 1001);
   CHECK_EQ_INT(rb.n_stacks, 6);
-  check_stack(&rb.stacks[0], T, "cpu", "", "S1", "", 900, 1500.0, T + 10, T + TEN_MIN + 907);
-  check_stack(&rb.stacks[5], T, "manual", "", "S2", "", 1, 100.0, T + 20, T + 120);
+  check_stack(&rb.stacks[0], T, "cpu", "", "S1", "", 8, 900, 675 + 900, T + 10, T + TEN_MIN + 907);
+  check_stack(&rb.stacks[5], T, "manual", "", "S2", "", 1, 0, 100, T + 20, T + 120);
   rollup_batch_free(&rb);
   rollup_picks_free(&p);
 }
@@ -152,8 +160,8 @@ static void case_edges(void) {
   CHECK(rb.n_groups == 0 && rb.n_stacks == 0);
   rollup_batch_free(&rb);
   rollup_picks_free(&p);
-  /* A cpu event whose counts weigh nothing shares no wall time (no
-     division by zero) and the end saturates. */
+  /* A cpu event of no samples shares no wall time (no division by zero)
+     and the end saturates. */
   static const store_stack_count_t zero[] = {{"S9", 1, 0, 0}};
   store_event_t e = {
       .kind = "cpu", .start_ns = INT64_MAX - 10, .duration_ns = 100, .counts = zero, .n_counts = 1};
@@ -161,16 +169,33 @@ static void case_edges(void) {
   CHECK(rollup_picks_init(&p, &one) == 0);
   CHECK(rollup_batch_build(&rb, &one, p.group, ROLLUP_BUCKET_NS) == 0);
   CHECK_EQ_INT(rb.n_stacks, 1);
-  CHECK(rb.stacks[0].wall_ns == 0.0);
+  CHECK_EQ_INT(rb.stacks[0].wall_ns, 0);
   CHECK_EQ_INT(rb.stacks[0].last_end_ns, INT64_MAX);
   rollup_batch_free(&rb);
   rollup_picks_free(&p);
+}
+
+/* A count's share of its event's duration: rounded down to the
+   nanosecond (a third of 100 ms is 33333333 ns, two thirds 66666666), the
+   duration taken within 0..2^53 ns, nothing from an event of no samples. */
+static void case_wall_share(void) {
+  CHECK_EQ_INT(rollup_wall_share(100000000, 1, 3), 33333333);
+  CHECK_EQ_INT(rollup_wall_share(100000000, 2, 3), 66666666);
+  CHECK_EQ_INT(rollup_wall_share(100000000, 3, 3), 100000000);
+  CHECK_EQ_INT(rollup_wall_share(1001, 4, 4), 1001);
+  CHECK_EQ_INT(rollup_wall_share(7, 0, 3), 0);
+  CHECK_EQ_INT(rollup_wall_share(7, 1, 0), 0);
+  CHECK_EQ_INT(rollup_wall_share(-5, 1, 1), 0);
+  CHECK_EQ_INT(rollup_wall_share(INT64_MAX, 1, 1), ROLLUP_WALL_MAX_NS);
+  CHECK_EQ_INT(rollup_wall_share(INT64_MAX, UINT32_MAX, UINT64_C(1) << 40),
+               (int64_t)((double)UINT32_MAX * (double)ROLLUP_WALL_MAX_NS / 1099511627776.0));
 }
 
 static const test_case_t g_cases[] = {
     TEST_CASE(ten_minutes),
     TEST_CASE(day),
     TEST_CASE(edges),
+    TEST_CASE(wall_share),
 };
 
 int main(int argc, char **argv) {

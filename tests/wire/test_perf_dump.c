@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "perf/v1/perf.pb-c.h"
 #include "perf_sdk.h"
 #include "sdk/wire/spool.h"
 #include "tempdir.h"
@@ -563,6 +564,87 @@ static void case_loop_stats(void) {
   json_decref(doc);
 }
 
+/* A CPU profile, hand-made (its most sampled stack the lighter one) and put
+   in a spool directory: its stacks most CPU time first, as the SDK's report
+   and the collector show them, each with its samples and CPU time
+   (cpu_ms=; --json: samples, cpu_us), the heaviest alone under
+   --max-stacks 1. */
+static void case_cpu_order(void) {
+  make_dir();
+  char *strings[] = {"", "often_fn", "rare_fn"};
+  Perf__V1__Function fn[2] = {PERF__V1__FUNCTION__INIT, PERF__V1__FUNCTION__INIT};
+  Perf__V1__Function *fns[] = {&fn[0], &fn[1]};
+  Perf__V1__Frame fr[2] = {PERF__V1__FRAME__INIT, PERF__V1__FRAME__INIT};
+  Perf__V1__Frame *frs[] = {&fr[0], &fr[1]};
+  uint32_t often[] = {1}, rare[] = {2};
+  Perf__V1__Stack st[2] = {PERF__V1__STACK__INIT, PERF__V1__STACK__INIT};
+  Perf__V1__Stack *sts[] = {&st[0], &st[1]};
+  for (int i = 0; i < 2; i++)
+    fn[i].name = (uint32_t)i + 1, fr[i].function = (uint32_t)i + 1, fr[i].address = 0x1000;
+  st[0].n_frames = 1, st[0].frames = often;
+  st[1].n_frames = 1, st[1].frames = rare;
+  Perf__V1__StackCount sc[2] = {PERF__V1__STACK_COUNT__INIT, PERF__V1__STACK_COUNT__INIT};
+  Perf__V1__StackCount *scs[] = {&sc[0], &sc[1]};
+  sc[0].stack = 1, sc[0].samples = 3, sc[0].tid = 7;
+  sc[1].stack = 2, sc[1].samples = 1, sc[1].tid = 7;
+  int64_t offsets[] = {1000, 1000, 1000, 1000};
+  uint32_t stacks[] = {1, 2, 1, 1};
+  uint64_t weights[] = {1000, 9000, 1000, 1000}; /* often_fn 3 ms, rare_fn 9 ms */
+  Perf__V1__Event ev = PERF__V1__EVENT__INIT;
+  Perf__V1__Event *evs[] = {&ev};
+  ev.kind = PERF__V1__EVENT_KIND__EVENT_KIND_CPU;
+  ev.start_unix_nanos = 1700000000000000000LL, ev.duration_nanos = 50000000;
+  ev.tid = 7, ev.cpu_percent = 90;
+  ev.n_stack_counts = 2, ev.stack_counts = scs, ev.dominant_stack = 1;
+  ev.n_sample_offsets_micros = 4, ev.sample_offsets_micros = offsets;
+  ev.n_sample_stacks = 4, ev.sample_stacks = stacks;
+  ev.n_sample_weights_micros = 4, ev.sample_weights_micros = weights;
+  uint8_t id[16] = {0xc0, 0xde};
+  Perf__V1__Resource res = PERF__V1__RESOURCE__INIT;
+  res.app_name = "cpu-order";
+  Perf__V1__Batch b = PERF__V1__BATCH__INIT;
+  b.batch_id = (ProtobufCBinaryData){16, id};
+  b.resource = &res;
+  b.n_strings = 3, b.strings = strings;
+  b.n_functions = 2, b.functions = fns;
+  b.n_frames = 2, b.frames = frs;
+  b.n_stacks = 2, b.stacks = sts;
+  b.n_events = 1, b.events = evs;
+  size_t len = perf__v1__batch__get_packed_size(&b);
+  uint8_t *raw = malloc(len);
+  CHECK(raw != NULL);
+  perf__v1__batch__pack(&b, raw);
+  char dir[160];
+  snprintf(dir, sizeof dir, "%s/spool", g_dir);
+  perf__spool_options_t opt = {.dir = dir, .max_bytes = 1 << 20, .max_files = 16};
+  perf__spool_t *sp = NULL;
+  CHECK_EQ_INT(perf__spool_open(&opt, &sp), PERF_OK);
+  CHECK_EQ_INT(perf__spool_put(sp, id, raw, len, NULL), PERF_OK);
+  perf__spool_close(sp);
+  free(raw);
+
+  CHECK_EQ_INT(run(dir, NULL), 0);
+  const char *heavy = strstr(g_stdout, "stack samples=1 thread=7 cpu_ms=9.000\n");
+  const char *light = strstr(g_stdout, "stack samples=3 thread=7 cpu_ms=3.000\n");
+  CHECKF(heavy && light && heavy < light, "%s", g_stdout);
+  CHECK_EQ_INT(run("--max-stacks", "1", dir, NULL), 0);
+  CHECK_HAS(g_stdout, "stack samples=1 thread=7 cpu_ms=9.000\n");
+  CHECK(strstr(g_stdout, "cpu_ms=3.000") == NULL);
+  CHECK_HAS(g_stdout, "(1 more stacks)\n");
+  CHECK_EQ_INT(run("--json", dir, NULL), 0);
+  json_t *doc = load_json();
+  json_t *js = json_object_get(
+      json_array_get(json_object_get(json_array_get(json_object_get(doc, "batches"), 0), "events"),
+                     0),
+      "stacks");
+  CHECK_EQ_INT(json_array_size(js), 2);
+  CHECK_EQ_INT(json_integer_value(json_object_get(json_array_get(js, 0), "samples")), 1);
+  CHECK_EQ_INT(json_integer_value(json_object_get(json_array_get(js, 0), "cpu_us")), 9000);
+  CHECK_EQ_INT(json_integer_value(json_object_get(json_array_get(js, 1), "samples")), 3);
+  CHECK_EQ_INT(json_integer_value(json_object_get(json_array_get(js, 1), "cpu_us")), 3000);
+  json_decref(doc);
+}
+
 static void case_usage(void) {
   make_dir();
   CHECK_EQ_INT(run("--help", NULL), 0);
@@ -586,7 +668,7 @@ static void case_usage(void) {
 static const test_case_t g_cases[] = {
     TEST_CASE(text),           TEST_CASE(json),       TEST_CASE(json_escaping), TEST_CASE(corrupt),
     TEST_CASE(corrupt_in_dir), TEST_CASE(order),      TEST_CASE(max_stacks),    TEST_CASE(missing),
-    TEST_CASE(usage),          TEST_CASE(loop_stats),
+    TEST_CASE(usage),          TEST_CASE(loop_stats), TEST_CASE(cpu_order),
 };
 
 int main(int argc, char **argv) {

@@ -7,8 +7,15 @@
 //
 // Checks: / redirects to the dashboard; without a key the page says 401;
 // with the key the hang table's first row and the flame graph show the
-// demo's hang function (as top-stacks returns it), the tooltip and the zoom
-// work; the CPU view shows convolve_kernel; a stack row filters the events;
+// demo's hang function (as top-stacks returns it), the tooltip (samples and
+// hang time) and the zoom work; the stack tables' column headers say what
+// each figure is per kind (hangs: Hangs, Samples, Hang time, Mean hang, p95
+// hang; CPU: Events, Samples, CPU time, the events' wall time, mean and
+// p95), with tooltips naming the unit, and the first row's cells are the
+// API's figures (hang time, samples; CPU time from cpu_us, samples, the
+// events' wall time); the CPU view shows convolve_kernel first, its flame
+// graph as wide as CPU time with a tooltip of CPU time and samples, its
+// folded export asked with value=cpu_us; a stack row filters the events;
 // an event's detail shows the hang's duration and stack; the hand-made
 // "stack-truth" hang (test_dashboard.c) shows its inline frame marked
 // "[inline]" with its file:line and the "<truncated: depth>" marker, in
@@ -56,9 +63,31 @@ async function apiJson(path) {
   return resp.json();
 }
 
-// The dashboard's duration format (app.js fmtMs) for a value >= 100 ms.
+// The dashboard's duration format (app.js fmtMs).
 function formatMs(ms) {
-  return `${Math.round(ms).toLocaleString('en-US')} ms`;
+  return ms >= 100 ? `${Math.round(ms).toLocaleString('en-US')} ms` : `${ms.toFixed(1)} ms`;
+}
+
+// The stack table's header cells and the first row's cells by column.
+async function stackTable(page) {
+  const headers = await page.locator('#top-stacks-head th').evaluateAll((hs) =>
+    hs.map((h) => ({ id: h.dataset.testid, text: h.textContent, title: h.title })));
+  const cells = await page.locator('[data-testid="stack-row"]').first().locator('td').evaluateAll((ts) =>
+    Object.fromEntries(ts.filter((t) => t.dataset.testid).map((t) => [t.dataset.testid, t.textContent])));
+  return { headers, cells };
+}
+
+// The headers, their tooltips' words, and the first row's cells against want.
+function checkTable(kind, table, wantHeaders, wantTips, wantCells) {
+  const texts = table.headers.map((h) => h.text);
+  check(JSON.stringify(texts) === JSON.stringify(wantHeaders),
+    `${kind} headers ${JSON.stringify(texts)} = ${JSON.stringify(wantHeaders)}`);
+  for (const [id, words] of Object.entries(wantTips)) {
+    const h = table.headers.find((x) => x.id === `col-${id}`);
+    check(h && words.every((w) => h.title.includes(w)), `${kind} ${id} tooltip "${h && h.title}" says ${words}`);
+  }
+  for (const [id, text] of Object.entries(wantCells))
+    check(table.cells[`cell-${id}`] === text, `${kind} first row ${id}: "${table.cells[`cell-${id}`]}" = "${text}"`);
 }
 
 const consoleErrors = [];
@@ -173,8 +202,17 @@ async function run(page) {
   check(await firstStackFunction(page) === HANG_FUNCTION, `first hang row is ${HANG_FUNCTION}`);
   const hangNode = page.locator(`[data-testid="flame-node"][data-name="${HANG_FUNCTION}"]`);
   await hangNode.first().waitFor();
-  check(await hangNode.first().getAttribute('data-value') === String(hang.samples),
+  check(await hangNode.first().getAttribute('data-samples') === String(hang.samples),
     `the flame node has the group's ${hang.samples} samples`);
+
+  // The hang table's columns: what each figure is, and the API's figures.
+  checkTable('hang', await stackTable(page),
+    ['Function (innermost shared frame)', 'Impact', 'Hangs', 'Samples', 'Hang time', 'Mean hang', 'p95 hang',
+      'First seen', 'Last seen', 'Versions'],
+    { samples: ['count'], 'hang-time': ['hang_ms', 'durations'], 'event-mean': ['event_mean_ms'] },
+    { events: hang.events.toLocaleString('en-US'), samples: hang.samples.toLocaleString('en-US'),
+      'hang-time': formatMs(hang.hang_ms), 'event-mean': formatMs(hang.event_mean_ms),
+      'event-p95': formatMs(hang.event_p95_ms) });
 
   // The stack expands to all its frames.
   await page.locator('[data-testid="stack-toggle"]').first().click();
@@ -188,7 +226,9 @@ async function run(page) {
   const tip = page.getByTestId('flame-tooltip');
   await tip.waitFor({ state: 'visible' });
   const tipText = await tip.textContent();
-  check(tipText.includes(HANG_FUNCTION) && tipText.includes('%'), `tooltip: ${tipText}`);
+  check(tipText.includes(HANG_FUNCTION) && tipText.includes('%') &&
+    tipText.includes(`${hang.samples.toLocaleString('en-US')} samples`) && tipText.includes('ms hang time'),
+  `tooltip: ${tipText}`);
 
   // Click: zoom into parse_profile_blob, then back.
   await page.locator('[data-testid="flame-node"][data-name="parse_profile_blob"]').first().click();
@@ -205,7 +245,37 @@ async function run(page) {
   await page.waitForFunction(() => document.getElementById('stacks-title').textContent.includes('CPU'));
   await waitReady(page);
   check(await firstStackFunction(page) === CPU_FUNCTION, `first cpu row is ${CPU_FUNCTION}`);
-  await page.locator(`[data-testid="flame-node"][data-name="${CPU_FUNCTION}"]`).first().waitFor();
+  checkTable('cpu', await stackTable(page),
+    ['Function (innermost frame)', 'Impact', 'Events', 'Samples', 'CPU time', 'Events\u2019 wall time',
+      'Mean event', 'p95 event', 'First seen', 'Last seen', 'Versions'],
+    { samples: ['count'], 'cpu-time': ['CPU time', 'cpu_us', 'ms'], 'event-total': ['not this stack', 'event_total_ms'] },
+    { events: cpu.events.toLocaleString('en-US'), samples: cpu.samples.toLocaleString('en-US'),
+      'cpu-time': formatMs(cpu.cpu_us / 1000), 'event-total': formatMs(cpu.event_total_ms),
+      'event-mean': formatMs(cpu.event_mean_ms), 'event-p95': formatMs(cpu.event_p95_ms) });
+  // The flame graph: as wide as CPU time, the API's figures on its nodes.
+  const cpuFlame = await apiJson('/api/v1/flame?kind=cpu&from=0');
+  const cpuNode = page.locator(`[data-testid="flame-node"][data-name="${CPU_FUNCTION}"]`).first();
+  await cpuNode.waitFor();
+  await page.waitForFunction((n) => {
+    const root = document.querySelector('[data-testid="flame-node"][data-name="all"]');
+    return root && root.dataset.cpuUs === String(n);
+  }, cpuFlame.cpu_us);
+  check(/width = CPU time/.test(await page.locator('#flame-hint').textContent()), 'cpu flame: width = CPU time');
+  await cpuNode.hover();
+  await tip.waitFor({ state: 'visible' });
+  const cpuTip = await tip.textContent();
+  const nodeCpu = Number(await cpuNode.getAttribute('data-cpu-us'));
+  const nodeSamples = Number(await cpuNode.getAttribute('data-samples'));
+  check(nodeCpu > 0 && cpuTip.includes(`${formatMs(nodeCpu / 1000)} CPU · ${nodeSamples.toLocaleString('en-US')} samples`),
+    `cpu tooltip: ${cpuTip}`);
+  await page.mouse.move(0, 0);
+  // The CPU view's folded export counts CPU microseconds, as its flame graph.
+  const [folded] = await Promise.all([
+    page.waitForRequest((r) => r.url().includes('/api/v1/export/folded')),
+    page.locator('#export-folded').click()]);
+  const foldedQuery = new URL(folded.url()).searchParams;
+  check(foldedQuery.get('kind') === 'cpu' && foldedQuery.get('value') === 'cpu_us',
+    `cpu folded export: ${folded.url()}`);
 
   // Back to hangs: the row filters the events and highlights the flame graph.
   await page.locator('label:has(#kind-hang)').click();
@@ -216,7 +286,7 @@ async function run(page) {
   // The flame graph is the group's own (/api/v1/flame?group=): all its samples, no others.
   await page.waitForFunction((n) => {
     const root = document.querySelector('[data-testid="flame-node"][data-name="all"]');
-    return root && root.dataset.value === String(n);
+    return root && root.dataset.samples === String(n);
   }, hang.samples);
   // The group's thread states over its events (GET /api/v1/states?group=).
   const groupStates = await apiJson(`/api/v1/states?kind=hang&group=${hang.signature}`);
