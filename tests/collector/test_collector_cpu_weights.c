@@ -509,7 +509,6 @@ static void config(perf_sdk_config_t *cfg, const char *dir, char *report, size_t
   cfg->cpu_burst_ms = 1000;
   cfg->cpu_sample_hz = 200;
   cfg->cpu_top_threads = 1 + CPU_WORKLOAD_IDLE;
-  sdk_compile_unwind_rules();
 }
 
 static void case_sdk_profile(void) {
