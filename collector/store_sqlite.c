@@ -209,6 +209,7 @@ enum stmt_id {
   ST_LOOP_SUMS,
   ST_HANG_COUNT,
   ST_ANY_EVENT,
+  ST_GROUP_STACKS,
   ST_COUNT
 };
 
@@ -297,6 +298,19 @@ static const char *const STMT_SQL[ST_COUNT] = {
                      " JOIN batches b ON b.id = l.batch_id WHERE 1" DROPS_FILTERS,
     [ST_HANG_COUNT] = "SELECT count(*) FROM events e JOIN batches b ON b.id = e.batch_id"
                       " WHERE e.kind IN ('hang', 'fatal_hang')" TOP_FILTERS,
+    /* The stack of signature ?1, then the heaviest stacks of a few events
+       of group ?1 (store.h group_stacks): sorted by signature first, the
+       frames joined to the few rows kept. */
+    [ST_GROUP_STACKS] =
+        "SELECT s.frames FROM (SELECT 0 AS o, 0 AS w, ?1 AS sig UNION ALL SELECT * FROM"
+        " (SELECT 1, c.samples, c.stack_sig FROM (SELECT id FROM events WHERE group_sig = ?1"
+        " LIMIT " STORE_STR(
+            STORE_GROUP_STACKS_EVENTS) ") e JOIN stack_counts c"
+                                       " ON c.event_id = e.id ORDER BY c.samples DESC "
+                                       "LIMIT " STORE_STR(
+                                           STORE_GROUP_STACKS_ROWS) ")) x JOIN stacks s ON "
+                                                                    "s.signature = x.sig"
+                                                                    " ORDER BY x.o, x.w DESC",
 };
 
 struct store_s {
@@ -1255,6 +1269,24 @@ static int sqlite_resymbolize(store_t *st, const char *needle, const store_renam
   return rc;
 }
 
+static int sqlite_group_stacks(store_t *st, const char *const *sigs, size_t n,
+                               store_group_stack_fn fn, void *user) {
+  pthread_mutex_lock(&st->lock);
+  sqlite3_stmt *s = st->stmt[ST_GROUP_STACKS];
+  int rc = STORE_OK;
+  for (size_t i = 0; rc == STORE_OK && i < n; i++) {
+    sqlite3_bind_text(s, 1, sigs[i], -1, SQLITE_STATIC);
+    int step, enough = 0;
+    while (!enough && (step = sqlite3_step(s)) == SQLITE_ROW) {
+      const char *frames = column_text(s, 0);
+      if (frames) enough = fn(i, frames, user);
+    }
+    rc = finish_scan(st, s, enough ? SQLITE_DONE : step, 0, "group stacks");
+  }
+  pthread_mutex_unlock(&st->lock);
+  return rc;
+}
+
 const store_ops_t store_sqlite_ops = {
     .name = "sqlite",
     .open = sqlite_open,
@@ -1273,4 +1305,5 @@ const store_ops_t store_sqlite_ops = {
     .state_rows = sqlite_state_rows,
     .loop_totals = sqlite_loop_totals,
     .resymbolize = sqlite_resymbolize,
+    .group_stacks = sqlite_group_stacks,
 };
