@@ -119,14 +119,20 @@ if [ "$(stored hang)" -lt 1 ] || [ "$(stored cpu)" -lt 1 ]; then
   exit 1
 fi
 
-# One stack per entry: the figures, then its frames innermost first.
+# One stack per entry: its headline (the innermost frame of the app's own
+# code, "in <innermost> <- " before it when that is deeper), the figures,
+# then its frames innermost first, the app's own marked "*".
 print_top() {
   api "top-stacks?kind=$1&app=demo_app&limit=3" | jq -r '
-    .stacks | to_entries[] |
-    "#\(.key + 1)  \(.value.events) event(s), \(.value.samples) samples, " +
-    "total \(.value.total_ms | round) ms, mean \(.value.mean_ms | round) ms, " +
-    "p95 \(.value.p95_ms | round) ms, versions \(.value.versions | join(","))\n" +
-    (.value.frames | map("      " + .) | join("\n"))'
+    .stacks | to_entries[] | .value as $s |
+    "#\(.key + 1)  " +
+    (if ($s.headline.in_app_index // 0) > 0 then "in \($s.headline.innermost.function) <- " else "" end) +
+    "\($s.headline.function)\n" +
+    "    \($s.events) event(s), \($s.samples) samples, " +
+    "total \($s.total_ms | round) ms, mean \($s.mean_ms | round) ms, " +
+    "p95 \($s.p95_ms | round) ms, versions \($s.versions | join(","))\n" +
+    ([$s.frames, $s.in_app] | transpose | map((if .[1] then "    * " else "      " end) + .[0])
+      | join("\n"))'
 }
 heading "collector: top hang stacks (where the loop thread was stuck)"
 print_top hang

@@ -29,8 +29,9 @@
  *    vDSO, libc, a GIO module deep under /usr/lib, the SDK's own library,
  *    /usr/local/lib, /opt, a program under /usr/lib unmarked, a module
  *    known by name only, a frame without module), the executable mark on
- *    that program, then the rules of two restarts (prefixes, basename
- *    globs, '*').
+ *    that program, the headlines of versions/compare's groups (the two
+ *    stacks as versions 1.0 and 2.0), then the rules of two restarts
+ *    (prefixes, basename globs, '*').
  *  - bad_flags: an empty, relative or too long rule, a 65th rule: exit 2,
  *    the message naming the flag and the value.
  */
@@ -514,9 +515,10 @@ typedef struct hand_frame_s {
 
 #define MAX_HAND 12
 
-/* A batch of one hang whose one stack is frames[0..n) (innermost first),
-   each its own function and module. */
-static void post_hang(const collector_t *c, const hand_frame_t *frames, size_t n, unsigned seed) {
+/* A batch of app "shop" at version with one hang whose one stack is
+   frames[0..n) (innermost first), each its own function and module. */
+static void post_hang(const collector_t *c, const char *version, const hand_frame_t *frames,
+                      size_t n, unsigned seed) {
   CHECK(n <= MAX_HAND);
   char *strings[MAX_HAND + 1] = {""};
   Perf__V1__Function fn[MAX_HAND], *fns[MAX_HAND];
@@ -557,7 +559,7 @@ static void post_hang(const collector_t *c, const hand_frame_t *frames, size_t n
   ev.dominant_stack = 1;
   Perf__V1__Resource res = PERF__V1__RESOURCE__INIT;
   res.app_name = "shop";
-  res.app_version = "1.0";
+  res.app_version = (char *)version;
   res.environment = "prod";
   res.host = "h1";
   Perf__V1__Batch b = PERF__V1__BATCH__INIT;
@@ -610,10 +612,22 @@ static void check_marks(const collector_t *c, const char *fn, const char *want,
 static void case_path_rules(void) {
   collector_t c;
   collector_start(&c, NULL);
-  post_hang(&c, OLD_STACK, ARRAY_LEN(OLD_STACK), 1);
-  post_hang(&c, NEW_STACK, ARRAY_LEN(NEW_STACK), 2);
+  post_hang(&c, "1.0", OLD_STACK, ARRAY_LEN(OLD_STACK), 1);
+  post_hang(&c, "2.0", NEW_STACK, ARRAY_LEN(NEW_STACK), 2);
   check_marks(&c, "foo_wait", "000011000", "foo_wait");
   check_marks(&c, "shop_run", "011", "shop_run");
+  /* versions/compare: 2.0's group grew, 1.0's shrank, each headed alike. */
+  long status;
+  json_t *cmp = get_json(&c, "/api/v1/versions/compare?app=shop&a=1.0&b=2.0", &status);
+  CHECK_EQ_INT(status, 200);
+  json_t *grew = json_array_get(json_object_get(json_object_get(cmp, "stacks"), "grew"), 0);
+  json_t *shrank = json_array_get(json_object_get(json_object_get(cmp, "stacks"), "shrank"), 0);
+  char *text = json_dumps(cmp, JSON_COMPACT);
+  CHECKF(grew && shrank, "%s", text);
+  check_headline(grew, "shop_run", "/usr/lib/shop/shop");
+  check_headline(shrank, "foo_wait", "/usr/local/lib/libfoo.so.1");
+  free(text);
+  json_decref(cmp);
   /* Prefixes and basename globs; an exclude of /usr/local/lib. */
   const char *prefixes[] = {
       "--in-app-include", "/usr/lib/shop/",   "--in-app-include", "shop", "--in-app-exclude",
