@@ -170,19 +170,18 @@ static const char STATES_OF_EVENT[] =
     "SELECT tid, state, syscall, fd, samples FROM event_states WHERE event_id = $1::bigint"
     " ORDER BY samples DESC, id";
 
+#define GROUP_EVENTS STORE_STR(STORE_GROUP_STACKS_EVENTS)
+#define GROUP_ROWS STORE_STR(STORE_GROUP_STACKS_ROWS)
+
 /* The stack of each signature of $1, then the heaviest stacks of a few
    events of that group (store.h group_stacks), by the signature's place. */
 static const char GROUP_STACKS[] =
     "SELECT q.i, s.frames FROM unnest($1::text[]) WITH ORDINALITY AS q(sig, i)"
     " CROSS JOIN LATERAL (SELECT 0 AS o, 0::bigint AS w, q.sig AS stack UNION ALL"
     " (SELECT 1, c.samples, c.stack_sig FROM (SELECT id FROM events WHERE group_sig = q.sig"
-    " LIMIT " STORE_STR(
-        STORE_GROUP_STACKS_EVENTS) ") e JOIN stack_counts c ON c.event_id = e.id"
-                                   " ORDER BY c.samples DESC LIMIT " STORE_STR(
-                                       STORE_GROUP_STACKS_ROWS) ")) x"
-                                                                " JOIN stacks s ON s.signature = "
-                                                                "x.stack ORDER BY q.i, x.o, x.w "
-                                                                "DESC";
+    " LIMIT " GROUP_EVENTS ") e JOIN stack_counts c ON c.event_id = e.id"
+    " ORDER BY c.samples DESC LIMIT " GROUP_ROWS ")) x"
+    " JOIN stacks s ON s.signature = x.stack ORDER BY q.i, x.o, x.w DESC";
 
 /* q's filters as the statements above number them. */
 static void bind_filters(pg_params_t *p, const store_top_query_t *q) {
