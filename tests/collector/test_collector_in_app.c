@@ -687,6 +687,7 @@ static void case_bad_flags(void) {
     many[2 * i] = "--in-app-exclude", many[2 * i + 1] = "libx*.so";
   many[128] = "--help";
   CHECKF(run_collector(many, 129, out, sizeof out) == 0, "64 rules: %s", out);
+  CHECKF(strstr(out, "--in-app-include RULE") && strstr(out, "--in-app-exclude RULE"), "%s", out);
   many[128] = "--in-app-exclude", many[129] = "liby*.so";
   CHECKF(run_collector(many, 130, out, sizeof out) == 2, "65 rules: %s", out);
   CHECKF(strstr(out, "--in-app-exclude: 'liby*.so': more than 64 rules"), "%s", out);
