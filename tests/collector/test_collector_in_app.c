@@ -92,9 +92,14 @@ static void sdk_start(const collector_t *c, bool cpu) {
   CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
 }
 
+/* Once the monitor has recorded the event(s) (a hang is recorded when
+   the monitor sees its unit end, after perf_sdk_loop_idle returned),
+   everything sent and acknowledged, then shut down. */
 static void sdk_stop(void) {
+  perf_sdk_stats_t st;
+  SDK_WAIT_FOR_STATS(st, st.events_recorded >= 1, WAIT_MS, 1);
   CHECK_EQ_INT(perf_sdk_flush(30000), PERF_OK);
-  perf_sdk_stats_t st = sdk_stats();
+  st = sdk_stats();
   CHECK(st.batches_written >= 1);
   CHECK_EQ_INT(st.batches_sent, st.batches_written);
   CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
