@@ -256,7 +256,7 @@ static size_t json_len(const char *s, size_t max) {
 }
 
 #define LABEL_BYTES 512      /* a frame's label (signature.c), NUL included */
-#define FRAME_JSON_FIXED 160 /* keys, address, offset, line, punctuation */
+#define FRAME_JSON_FIXED 180 /* keys, address, offset, line, executable, punctuation */
 #define LINE_JSON_FIXED 48   /* an inline line's keys, line number, punctuation */
 #define LABEL_SUFFIX (sizeof FRAME_INLINE_SUFFIX + 4)
 

@@ -50,7 +50,7 @@ json_t *frame_json_end(int end) {
 /* An inline frame: line l of the physical frame f. */
 static json_t *inline_frame(const json_t *f, const json_t *l) {
   json_t *o = json_deep_copy(l);
-  static const char *const KEEP[] = {"module", "address", "build_id"};
+  static const char *const KEEP[] = {"module", "address", "build_id", "executable"};
   int err = o ? json_object_set_new(o, "inline", json_true()) : -1;
   for (size_t i = 0; o && i < sizeof KEEP / sizeof KEEP[0]; i++) {
     json_t *v = json_object_get(f, KEEP[i]);

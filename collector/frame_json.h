@@ -4,18 +4,21 @@
  * Stored (stacks.frames, a JSON array innermost first), one object per
  * physical frame:
  *   {"function"?, "system_name"?, "module", "address", "offset",
- *    "build_id"?, "file"?, "line"?, "inlined"?: [line, ...]}
+ *    "build_id"?, "executable"?, "file"?, "line"?, "inlined"?: [line, ...]}
  * "function" is the demangled name of the function the machine code
  * belongs to, "system_name" its raw linkage name when it differs; "file"
  * and "line" the source line in it; "inlined" the functions inlined at the
  * address, innermost first, each {"function", "system_name"?, "file"?,
- * "line"?} (pprof's Location.line, the wire's Frame.lines). A stack that
- * ended early (the wire's Stack.end) has one more object last:
+ * "line"?} (pprof's Location.line, the wire's Frame.lines); "executable":
+ * true when the module is the process's executable (the wire's
+ * Module.executable; absent otherwise, and in batches of SDKs that do not
+ * say). A stack that ended early (the wire's Stack.end) has one more object last:
  *   {"function": "<truncated: depth>", "truncated": "depth"}.
  *
  * Shown (the API, flame graph, hang groups, signatures): expanded, each
  * inlined function a frame of its own before its physical frame, with
- * "inline": true and the physical frame's module, address and build-id.
+ * "inline": true and the physical frame's module, address, build-id and
+ * executable mark.
  * A frame's label (its name in signatures, groups and the flame graph) is
  * its function, "<function> [inline]" for an inline frame, else
  * "<module basename>+<address>". Pure functions; any thread.

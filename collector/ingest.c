@@ -185,6 +185,7 @@ static json_t *frame_json(frame_ctx_t *fc, uint32_t index, size_t depth) {
   if (!o) return NULL;
   int err = 0;
   if (id[0]) err |= json_object_set_new(o, "build_id", json_string(id));
+  if (m && m->executable) err |= json_object_set_new(o, "executable", json_true());
   if (fn && sys) err |= json_object_set_new(o, "system_name", json_string(sys));
   if (fn) err |= set_device_lines(bt, o, f);
   bool here = !err && symbolize_frame(fc, o, f->address, depth, id, &err);
@@ -274,6 +275,7 @@ static key_hash_t frame_key(const Perf__V1__Batch *bt, uint32_t index) {
   const Perf__V1__Module *m = f->module ? bt->modules[f->module - 1] : NULL;
   key_text(&k, m ? m->path : NULL);
   key_u64(&k, m ? m->build_id.len : 0);
+  key_u64(&k, m && m->executable);
   if (m) key_bytes(&k, m->build_id.data, m->build_id.len);
   key_u64(&k, f->address);
   key_u64(&k, f->function_offset);

@@ -68,6 +68,14 @@ static const char USAGE[] =
     "  --threads N                   HTTP worker threads (default 4)\n"
     "  --max-connections N           concurrent connections (default 1024)\n"
     "  --max-connections-per-ip N    concurrent connections from one address (default 32)\n"
+    "In-app frames (the app's own, which head a stack in the API and dashboard; repeatable):\n"
+    "  --in-app-include RULE         frames of these modules are in-app: a path prefix\n"
+    "                                (/opt/shop) or a file name glob (libshop*.so*); wins\n"
+    "                                over every other rule\n"
+    "  --in-app-exclude RULE         frames of these modules are not in-app (the same forms)\n"
+    "                                Default: the executable and libraries outside /lib,\n"
+    "                                /lib32, /lib64, /libx32, /usr/lib, /usr/lib32,\n"
+    "                                /usr/lib64, /usr/libx32, except libperfsdk* and [vdso]\n"
     "Limits of one batch (413 naming the limit above, unless it says cut):\n"
     "  --max-batch-strings N         string table entries (default 65536)\n"
     "  --max-batch-modules N         modules (default 4096)\n"
@@ -106,6 +114,8 @@ enum long_only {
   OPT_REQUEST_TIMEOUT,
   OPT_MAX_PER_IP,
   OPT_OPEN_METRICS,
+  OPT_IN_APP_INCLUDE,
+  OPT_IN_APP_EXCLUDE,
   OPT_HELP,
   OPT_LIMIT_FIRST, /* the batch limits: LIMIT_OPTIONS[i] is OPT_LIMIT_FIRST + i */
 };
@@ -151,6 +161,8 @@ static struct option LONGOPTS[N_LIMIT_OPTIONS + 32] = {
     {"request-timeout", required_argument, NULL, OPT_REQUEST_TIMEOUT},
     {"max-connections-per-ip", required_argument, NULL, OPT_MAX_PER_IP},
     {"open-metrics", no_argument, NULL, OPT_OPEN_METRICS},
+    {"in-app-include", required_argument, NULL, OPT_IN_APP_INCLUDE},
+    {"in-app-exclude", required_argument, NULL, OPT_IN_APP_EXCLUDE},
     {"help", no_argument, NULL, OPT_HELP},
 };
 
@@ -278,6 +290,14 @@ static int parse_args(int argc, char **argv, collector_options_t *o) {
     case OPT_KEYS: o->api_keys_file = optarg; break;
     case OPT_SYMBOLS: o->symbols_dir = optarg; break;
     case OPT_OPEN_METRICS: o->open_metrics = true; break;
+    case OPT_IN_APP_INCLUDE:
+    case OPT_IN_APP_EXCLUDE: {
+      char why[200];
+      bool include = c == OPT_IN_APP_INCLUDE;
+      if (in_app_rule_add(&o->in_app, include, optarg, why, sizeof why) != 0)
+        return usage_error(include ? "--in-app-include: %s" : "--in-app-exclude: %s", why) + 1;
+      break;
+    }
     case ':': return usage_error("%s needs a value", argv[optind - 1]) + 1;
     case '?': return usage_error("unknown option '%s'", argv[optind - 1]) + 1;
     default:
@@ -361,6 +381,7 @@ static int serve(const collector_options_t *o, const apikeys_t *keys, const sigs
   store_t *store = NULL;
   store_config_t config = {o->durability, o->fold_interval_s};
   if (ops->open(o->db_path, &config, &store) != STORE_OK) return EXIT_FAILURE;
+  in_app_configure(&o->in_app); /* before any thread answers a request */
   symbolizer_t *symbols = symbolizer_new(o->symbols_dir, SYMBOLS_CACHE_FILES);
   resymbolizer_t *resym = symbols ? resymbolizer_start(symbols, ops, store) : NULL;
   server_t *srv = resym ? server_start(o, keys, ops, store, symbols, resym) : NULL;

@@ -10,6 +10,7 @@
 #include <stddef.h>
 
 #include "batch_limits.h"
+#include "in_app.h"
 #include "store.h"
 
 typedef struct collector_options_s {
@@ -36,6 +37,7 @@ typedef struct collector_options_s {
   bool open_metrics;                        /* GET /metrics without a key */
   bool no_listen;                           /* connections only from server_add_connection */
   batch_limits_t limits; /* --max-batch-*, --max-event-samples, ... (batch_limits.h) */
+  in_app_rules_t in_app; /* --in-app-include, --in-app-exclude (in_app.h) */
 } collector_options_t;
 
 #endif

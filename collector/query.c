@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "frame_json.h"
+#include "headline.h"
 #include "rollup.h"
 #include "signature.h"
 
@@ -339,6 +340,7 @@ unsigned query_top_stacks(const store_ops_t *ops, store_t *store, query_arg_fn a
       qsort(a.groups, a.n, sizeof *a.groups, cpu ? cmp_impact_cpu : cmp_impact_total);
     for (size_t i = 0; i < a.n && i < (size_t)limit; i++)
       if (json_array_append_new(stacks, group_json(&a.groups[i], cpu)) != 0) status = 503;
+    if (status == 200 && headline_objects(ops, store, stacks, "signature") != 0) status = 503;
   }
   for (size_t i = 0; i < a.n; i++)
     group_free(&a.groups[i]);
@@ -395,6 +397,7 @@ static json_t *frames_shown(const char *frames_json) {
   json_t *frames = json_loads(frames_json, 0, NULL);
   json_t *shown = frames ? frame_json_expand(frames) : NULL;
   json_decref(frames);
+  if (shown && headline_mark_frames(shown) != 0) json_decref(shown), shown = NULL;
   return shown;
 }
 

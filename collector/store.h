@@ -290,6 +290,19 @@ typedef struct store_count_row_s {
 
 typedef int (*store_count_row_fn)(const store_count_row_t *row, void *user);
 
+/* A stored stack's frames that may show a group's (group_stacks): index
+   is the group's place in the signatures asked for. Return non-zero when
+   that group needs no more of its rows. */
+typedef int (*store_group_stack_fn)(size_t index, const char *frames_json, void *user);
+
+/* group_stacks: at most this many signatures per call, and per signature
+   the stacks of at most this many of its events, this many in all. */
+#define STORE_GROUP_STACKS_SIGS 32
+#define STORE_GROUP_STACKS_EVENTS 4
+#define STORE_GROUP_STACKS_ROWS 16
+#define STORE_STR_(x) #x
+#define STORE_STR(x) STORE_STR_(x) /* a number in SQL text */
+
 typedef struct store_stats_s {
   uint64_t batches, events, stacks, stack_counts;
   uint64_t db_bytes; /* on disk, write-ahead log included */
@@ -379,6 +392,15 @@ typedef struct store_ops_s {
      required; q->group: only the events of that group, hang or cpu: the
      events that sampled that stack), most samples first. */
   int (*state_rows)(store_t *st, const store_top_query_t *q, store_state_row_fn fn, void *user);
+  /* The stored stacks that may show the frames of groups sigs[0..n) (n at
+     most STORE_GROUP_STACKS_SIGS), to fn in the order of sigs: for each,
+     the stack stored with that signature (a CPU group is a stack), then
+     the stacks sampled by STORE_GROUP_STACKS_EVENTS of the events of that
+     group (events.group_sig: a hang group), most samples first, at most
+     STORE_GROUP_STACKS_ROWS of them (headline.c picks the one through the
+     group's frames). */
+  int (*group_stacks)(store_t *st, const char *const *sigs, size_t n, store_group_stack_fn fn,
+                      void *user);
   /* Re-symbolize, in one transaction, every stack whose frames_json
      contains the text `needle`: r->rename_stack renames it; a renamed
      stack's counts, events and CPU group move to its new signature, merged

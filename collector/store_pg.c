@@ -826,4 +826,5 @@ const store_ops_t store_pg_ops = {
     .state_rows = pg_state_rows,
     .loop_totals = pg_loop_totals,
     .resymbolize = pg_resymbolize,
+    .group_stacks = pg_group_stacks,
 };

@@ -168,6 +168,19 @@ static const char STATES_OF_EVENT[] =
     "SELECT tid, state, syscall, fd, samples FROM event_states WHERE event_id = $1::bigint"
     " ORDER BY samples DESC, id";
 
+#define GROUP_EVENTS STORE_STR(STORE_GROUP_STACKS_EVENTS)
+#define GROUP_ROWS STORE_STR(STORE_GROUP_STACKS_ROWS)
+
+/* The stack of each signature of $1, then the heaviest stacks of a few
+   events of that group (store.h group_stacks), by the signature's place. */
+static const char GROUP_STACKS[] =
+    "SELECT q.i, s.frames FROM unnest($1::text[]) WITH ORDINALITY AS q(sig, i)"
+    " CROSS JOIN LATERAL (SELECT 0 AS o, 0::bigint AS w, q.sig AS stack UNION ALL"
+    " (SELECT 1, c.samples, c.stack_sig FROM (SELECT id FROM events WHERE group_sig = q.sig"
+    " LIMIT " GROUP_EVENTS ") e JOIN stack_counts c ON c.event_id = e.id"
+    " ORDER BY c.samples DESC LIMIT " GROUP_ROWS ")) x"
+    " JOIN stacks s ON s.signature = x.stack ORDER BY q.i, x.o, x.w DESC";
+
 /* q's filters as the statements above number them. */
 static void bind_filters(pg_params_t *p, const store_top_query_t *q) {
   pg_text(p, 1, q->app);
@@ -458,4 +471,34 @@ int pg_state_rows(store_t *st, const store_top_query_t *q, store_state_row_fn fn
   pg_text(&p, 8, q->group);
   cb_t cb = {(void *)fn, user, 0};
   return scan(st, STATE_ROWS, &p, "state rows", state_each, &cb);
+}
+
+typedef struct group_stacks_s {
+  store_group_stack_fn fn;
+  void *user;
+  size_t n;
+  bool enough[STORE_GROUP_STACKS_SIGS];
+} group_stacks_t;
+
+static int group_stack_each(const PGresult *r, int i, void *ctx) {
+  group_stacks_t *g = ctx;
+  int64_t at = pg_i64(r, i, 0) - 1;
+  const char *frames = pg_str(r, i, 1);
+  if (at < 0 || (size_t)at >= g->n || g->enough[at] || !frames) return 0;
+  g->enough[at] = g->fn((size_t)at, frames, g->user) != 0;
+  return 0;
+}
+
+int pg_group_stacks(store_t *st, const char *const *sigs, size_t n, store_group_stack_fn fn,
+                    void *user) {
+  if (n > STORE_GROUP_STACKS_SIGS) return STORE_ERROR;
+  pg_array_t a = {0};
+  for (size_t i = 0; i < n; i++)
+    pg_array_text(&a, sigs[i]);
+  pg_params_t p = {0};
+  if (pg_own_arrays(&p, 1, &a, 1) != 0) return pg_params_free(&p), STORE_ERROR;
+  group_stacks_t g = {fn, user, n, {false}};
+  int rc = scan(st, GROUP_STACKS, &p, "group stacks", group_stack_each, &g);
+  pg_params_free(&p);
+  return rc;
 }

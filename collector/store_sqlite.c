@@ -173,6 +173,9 @@ _Static_assert(STORE_MAX_TAG_FILTERS == 4, "BATCH_FILTERS has one TAG_FILTER per
                 " JOIN stack_counts c ON c.event_id = e.id WHERE " KIND_FILTER                     \
                 RAW_RANGE(lo, hi) TOP_FILTERS " AND (?8 IS NULL OR e.group_sig = ?8)"
 
+#define GROUP_EVENTS STORE_STR(STORE_GROUP_STACKS_EVENTS)
+#define GROUP_ROWS STORE_STR(STORE_GROUP_STACKS_ROWS)
+
 enum stmt_id {
   ST_BEGIN,
   ST_COMMIT,
@@ -204,6 +207,8 @@ enum stmt_id {
   ST_LOOP_SUMS,
   ST_HANG_COUNT,
   ST_ANY_EVENT,
+  ST_STACK_FRAMES,
+  ST_GROUP_STACKS,
   ST_COUNT
 };
 
@@ -296,6 +301,15 @@ static const char *const STMT_SQL[ST_COUNT] = {
                      " JOIN batches b ON b.id = l.batch_id WHERE 1" DROPS_FILTERS,
     [ST_HANG_COUNT] = "SELECT count(*) FROM events e JOIN batches b ON b.id = e.batch_id"
                       " WHERE e.kind IN ('hang', 'fatal_hang')" TOP_FILTERS,
+    /* The stack of signature ?1; then the heaviest stacks of a few events
+       of group ?1 (store.h group_stacks), the frames joined to the few
+       rows kept. */
+    [ST_STACK_FRAMES] = "SELECT frames FROM stacks WHERE signature = ?1",
+    [ST_GROUP_STACKS] = "SELECT s.frames FROM (SELECT c.samples AS w, c.stack_sig AS sig"
+                        " FROM (SELECT id FROM events WHERE group_sig = ?1 LIMIT " GROUP_EVENTS
+                        ") e JOIN stack_counts c ON c.event_id = e.id"
+                        " ORDER BY c.samples DESC LIMIT " GROUP_ROWS ") x"
+                        " JOIN stacks s ON s.signature = x.sig ORDER BY x.w DESC",
 };
 
 struct store_s {
@@ -1256,6 +1270,33 @@ static int sqlite_resymbolize(store_t *st, const char *needle, const store_renam
   return rc;
 }
 
+/* The rows of statement id for sig to fn(i, ...) until it has enough;
+   1 when it had, 0 when not, -1 on failure. The lock is held. */
+static int group_rows(store_t *st, enum stmt_id id, const char *sig, size_t i,
+                      store_group_stack_fn fn, void *user) {
+  sqlite3_stmt *s = st->stmt[id];
+  sqlite3_bind_text(s, 1, sig, -1, SQLITE_STATIC);
+  int step, enough = 0;
+  while (!enough && (step = sqlite3_step(s)) == SQLITE_ROW) {
+    const char *frames = column_text(s, 0);
+    if (frames) enough = fn(i, frames, user) != 0;
+  }
+  int rc = finish_scan(st, s, enough ? SQLITE_DONE : step, 0, "group stacks");
+  return rc != STORE_OK ? -1 : enough;
+}
+
+static int sqlite_group_stacks(store_t *st, const char *const *sigs, size_t n,
+                               store_group_stack_fn fn, void *user) {
+  pthread_mutex_lock(&st->lock);
+  int rc = 0;
+  for (size_t i = 0; rc >= 0 && i < n; i++) {
+    rc = group_rows(st, ST_STACK_FRAMES, sigs[i], i, fn, user);
+    if (rc == 0) rc = group_rows(st, ST_GROUP_STACKS, sigs[i], i, fn, user);
+  }
+  pthread_mutex_unlock(&st->lock);
+  return rc < 0 ? STORE_ERROR : STORE_OK;
+}
+
 const store_ops_t store_sqlite_ops = {
     .name = "sqlite",
     .open = sqlite_open,
@@ -1274,4 +1315,5 @@ const store_ops_t store_sqlite_ops = {
     .state_rows = sqlite_state_rows,
     .loop_totals = sqlite_loop_totals,
     .resymbolize = sqlite_resymbolize,
+    .group_stacks = sqlite_group_stacks,
 };

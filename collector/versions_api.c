@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "headline.h"
+
 #define NS_PER_HOUR 3.6e12
 #define MAX_VERSION_BYTES 256 /* a and b: longer is no version an SDK sends */
 #define STR_(x) #x
@@ -191,6 +193,10 @@ unsigned versions_compare(const store_ops_t *ops, store_t *store, query_arg_fn a
                   version_json(a, &totals[0]), version_json(b, &totals[1]), "stacks",
                   stacks_json(&g));
   json_decref(g.by_sig);
+  json_t *moved = json_object_get(o, "stacks");
+  if (o && (headline_objects(ops, store, json_object_get(moved, "grew"), "group") != 0 ||
+            headline_objects(ops, store, json_object_get(moved, "shrank"), "group") != 0))
+    json_decref(o), o = NULL;
   if (!o) return *body = query_error_json("the store failed or ran out of memory"), 503;
   *body = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
   json_decref(o);

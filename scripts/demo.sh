@@ -119,13 +119,18 @@ if [ "$(stored hang)" -lt 1 ] || [ "$(stored cpu)" -lt 1 ]; then
   exit 1
 fi
 
-# One stack per entry: its samples and own time (a hang group's hang time,
-# a CPU stack's CPU time), the events it was in and their durations, then
-# its frames innermost first.
+# One stack per entry: its headline (the innermost frame of the app's own
+# code, "in <innermost> <- " before it when that is deeper), its samples and
+# own time (a hang group's hang time, a CPU stack's CPU time), the events it
+# was in and their durations, then its frames innermost first, the app's own
+# marked "*".
 print_top() {
   api "top-stacks?kind=$1&app=demo_app&limit=3" | jq -r '
     .stacks | to_entries[] | .value as $s |
-    "#\(.key + 1)  \($s.samples) samples, " +
+    "#\(.key + 1)  " +
+    (if ($s.headline.in_app_index // 0) > 0 then "in \($s.headline.innermost.function) <- " else "" end) +
+    "\($s.headline.function)\n" +
+    "    \($s.samples) samples, " +
     (if $s.cpu_us != null then
       "\($s.cpu_us / 1000 | round) ms CPU; sampled in \($s.events) CPU event(s) lasting " +
       "\($s.event_total_ms | round) ms in all (mean \($s.event_mean_ms | round) ms, "
@@ -133,7 +138,8 @@ print_top() {
       "\($s.hang_ms | round) ms hang time; \($s.events) hang(s) (mean \($s.event_mean_ms | round) ms, "
     end) +
     "p95 \($s.event_p95_ms | round) ms), versions \($s.versions | join(","))\n" +
-    ($s.frames | map("      " + .) | join("\n"))'
+    ([$s.frames, $s.in_app] | transpose | map((if .[1] then "    * " else "      " end) + .[0])
+      | join("\n"))'
 }
 
 heading "collector: top hang stacks (where the loop thread was stuck)"

@@ -401,9 +401,12 @@ function impactOf(stack) {
 
 // The header row of the kind shown.
 function renderStackHead() {
-  const fn = state.kind === 'hang' ? 'Function (innermost shared frame)' : 'Function (innermost frame)';
+  const fnTip = state.kind === 'hang'
+    ? 'the innermost frame of the app\'s own code on the part of the stack the hangs share'
+    : 'the innermost frame of the app\'s own code on the stack';
   $('top-stacks-head').replaceChildren(
-    el('th', { class: 'fn', id: 'fn-header', 'data-testid': 'col-function', text: fn }),
+    el('th', { class: 'fn', id: 'fn-header', 'data-testid': 'col-function',
+      text: 'Function (innermost in-app frame)', title: fnTip }),
     el('th', { class: 'impact', 'data-testid': 'col-impact', text: 'Impact',
       title: state.kind === 'hang' ? 'hang time' : 'CPU time' }),
     ...STACK_COLUMNS[state.kind].map(([id, header, tip]) =>
@@ -432,16 +435,36 @@ function renderStacks() {
   });
 }
 
+// What a row leads with: the API's headline, the innermost in-app frame
+// (or the innermost frame when no frame is in-app).
+function headlineOf(stack) {
+  const h = stack.headline;
+  return h ? { fn: h.function, module: h.module, at: h.in_app_index } : { fn: stack.frames[0], module: null, at: 0 };
+}
+
+// Beside the headline: before it, where the thread was when the headline
+// is deeper than the innermost frame ("in read ←": read, called from the
+// headline); else, under it, its caller.
+function headlineContext(stack) {
+  if (headlineOf(stack).at > 0) {
+    return el('span', { class: 'inner', 'data-testid': 'stack-innermost', title: 'the innermost frame',
+      text: `in ${stack.frames[0]} ←` });
+  }
+  return stack.frames.length > 1 ? el('span', { class: 'caller', text: `called from ${stack.frames[1]}` }) : null;
+}
+
 function stackRow(stack, index, share) {
   const toggle = el('button', { type: 'button', class: 'toggle', 'aria-expanded': 'false',
     title: 'Show the whole stack', 'data-testid': 'stack-toggle', text: '▸' });
-  const caller = stack.frames.length > 1 ? el('span', { class: 'caller', text: `called from ${stack.frames[1]}` }) : null;
+  const head = headlineOf(stack);
+  const context = headlineContext(stack);
+  const name = el('span', { class: 'fn-name', 'data-testid': 'stack-function', title: head.module || '',
+    text: head.fn || '?' });
   const bar = el('span', { class: 'impact-bar' });
   bar.style.width = `${Math.max(2, share * 100).toFixed(1)}%`;
   const row = el('tr', { class: 'stack-row', tabindex: '0', 'data-testid': 'stack-row',
     'data-signature': stack.signature, 'data-index': String(index) },
-  el('td', { class: 'fn' }, toggle,
-    el('span', { class: 'fn-name', 'data-testid': 'stack-function', text: stack.frames[0] || '?' }), caller),
+  el('td', { class: 'fn' }, toggle, ...(head.at > 0 ? [context, name] : [name, context])),
   el('td', { class: 'impact' }, el('span', { class: 'bar-track' }, bar)),
   ...STACK_COLUMNS[state.kind].map(([id, , , cell, strong]) =>
     el('td', { class: strong ? 'num strong' : 'num', 'data-testid': `cell-${id}`, text: cell(stack) })),
@@ -461,8 +484,11 @@ function stackRow(stack, index, share) {
 }
 
 function stackFramesRow(stack) {
+  // Frames outside the app (in_app false) muted when the app has any, as
+  // in an event's detail.
+  const marks = stack.in_app && stack.in_app.some(Boolean) ? stack.in_app : null;
   const list = el('ol', { class: 'frames', start: '0' },
-    ...stack.frames.map((name) => el('li', { text: name })));
+    ...stack.frames.map((name, i) => el('li', { class: marks && !marks[i] ? 'system' : 'in-app', text: name })));
   const row = el('tr', { class: 'frames-row', 'data-testid': 'stack-frames' },
     el('td', { colspan: String(5 + STACK_COLUMNS[state.kind].length) }, list));
   row.hidden = true;
@@ -660,7 +686,7 @@ function renderEvents() {
   const body = $('events').tBodies[0];
   body.replaceChildren();
   const sel = state.selected;
-  $('events-hint').textContent = sel ? `of the stack in ${sel.frames[0]}` : `${state.kind} events, newest first`;
+  $('events-hint').textContent = sel ? `of the stack in ${headlineOf(sel).fn}` : `${state.kind} events, newest first`;
   $('events-all').hidden = !sel;
   $('events-empty').hidden = state.events.length > 0;
   for (const e of state.events) {
@@ -786,15 +812,18 @@ function detailStack(stack, total) {
   const head = el('div', { class: 'stack-head' },
     el('strong', { text: what }),
     el('span', { text: ` (${((100 * weightOf(stack)) / total).toFixed(0)}%) · thread ${stack.tid}` }));
-  const frames = el('ol', { class: 'frames', start: '0' }, ...stack.frames.map((f, i) => detailFrame(f, stack.names[i])));
+  const app = stack.frames.some((f) => f.in_app);
+  const frames = el('ol', { class: 'frames', start: '0' },
+    ...stack.frames.map((f, i) => detailFrame(f, stack.names[i], app)));
   return el('div', { class: 'detail-stack', 'data-testid': 'detail-stack', 'data-signature': stack.signature },
     head, frames);
 }
 
 // One frame of an event's stack: an inline frame marked "[inline]" (the
 // pc of the physical frame it sits in), the source line as file:line, and
-// a stack that ended early closed by its "<truncated: reason>" frame.
-function detailFrame(f, name) {
+// a stack that ended early closed by its "<truncated: reason>" frame;
+// when the stack has frames of the app's own (app), the others muted.
+function detailFrame(f, name, app) {
   if (f.truncated) {
     return el('li', { class: 'truncated', 'data-testid': 'detail-truncated', text: f.function });
   }
@@ -808,7 +837,8 @@ function detailFrame(f, name) {
     parts.push(el('span', { class: 'source', 'data-testid': 'frame-source', title: f.file,
       text: ` ${basename(f.file)}:${f.line}` }));
   }
-  return el('li', { class: f.inline ? 'inline' : '', 'data-testid': 'detail-frame' }, ...parts);
+  const classes = [f.inline ? 'inline' : '', app && !f.in_app ? 'system' : 'in-app'].filter(Boolean);
+  return el('li', { class: classes.join(' '), 'data-testid': 'detail-frame' }, ...parts);
 }
 
 // ---- exports ------------------------------------------------------------------

@@ -73,15 +73,26 @@ function histogramTable(el, a, b) {
       el('tbody', {}, ...rows)));
 }
 
-// The hang stacks that grew (or shrank): innermost frame, share in A -> B.
+// A group's headline (the API's: its innermost in-app frame, else its
+// innermost), with "in <innermost> ←" before it when they differ.
+function headlineCell(el, g) {
+  const h = g.headline || { function: g.frames[0], in_app_index: 0 };
+  const name = el('span', { class: 'fn-name', 'data-testid': 'compare-function', title: h.module || '',
+    text: h.function || '?' });
+  if (!(h.in_app_index > 0)) return el('td', { class: 'fn' }, name);
+  return el('td', { class: 'fn' }, el('span', { class: 'inner', 'data-testid': 'compare-innermost',
+    text: `in ${g.frames[0]} ←` }), name);
+}
+
+// The hang stacks that grew (or shrank): headline, share in A -> B.
 function movedTable(el, title, testid, groups) {
   const rows = groups.map((g) => el('tr', { class: 'moved', 'data-testid': `${testid}-row`, 'data-group': g.group },
-    el('td', { class: 'fn' }, el('span', { class: 'fn-name', 'data-testid': 'compare-function', text: g.frames[0] || '?' })),
+    headlineCell(el, g),
     el('td', { class: 'num', 'data-testid': 'compare-share', text: `${fmtShare(g.share_a)} → ${fmtShare(g.share_b)}` }),
     el('td', { class: 'num', text: `${fmtCount(g.hangs_a)} → ${fmtCount(g.hangs_b)}` }),
     el('td', { class: 'num strong', text: `${g.change > 0 ? '+' : ''}${(100 * g.change).toFixed(1)} pts` })));
   const body = rows.length ? el('table', { class: 'grid', 'data-testid': testid },
-    el('thead', {}, el('tr', {}, el('th', { text: 'Function (innermost frame)' }),
+    el('thead', {}, el('tr', {}, el('th', { text: 'Function (innermost in-app frame)' }),
       el('th', { class: 'num', text: 'Share of hangs' }), el('th', { class: 'num', text: 'Hangs' }),
       el('th', { class: 'num', text: 'Change' }))),
     el('tbody', {}, ...rows)) : el('p', { class: 'empty', 'data-testid': testid, text: 'None.' });

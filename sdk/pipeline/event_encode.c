@@ -181,7 +181,7 @@ static int live_frame(perf__event_encoder_t *enc, perf__batch_builder_t *b, uint
     if (!enc->module_cache[mi]) {
       perf__batch_module_t bm = {m->path, m->build_id,        m->build_id_len,
                                  m->bias, m->start - m->bias, m->end - m->bias,
-                                 false};
+                                 false,   m->executable};
       if ((err = perf__batch_intern_module(b, &bm, &enc->module_cache[mi])) != 0) return err;
     }
     k.module = enc->module_cache[mi];

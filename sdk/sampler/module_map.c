@@ -122,6 +122,9 @@ static int add_module(struct dl_phdr_info *info, size_t size, void *arg) {
   const char *slash = strrchr(m->path, '/');
   m->basename = slash ? slash + 1 : m->path;
   m->bias = info->dlpi_addr;
+  /* The program's own headers are where the kernel said (AT_PHDR), also
+     when it was started through an explicit ld.so. */
+  m->executable = (uintptr_t)info->dlpi_phdr == (uintptr_t)getauxval(AT_PHDR);
   m->start = lo;
   m->end = hi;
   if (strcmp(m->path, "[vdso]") == 0) {

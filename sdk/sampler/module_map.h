@@ -25,6 +25,7 @@ typedef struct perf__module_s {
   size_t image_size;
   uint8_t build_id[PERF__BUILD_ID_MAX];
   size_t build_id_len; /* 0 when the module has no GNU build-id note */
+  bool executable;     /* the process's executable (its program headers at AT_PHDR) */
   /* The file at path when the map was built (all 0 when stat failed, and
      for the vDSO): what tells a library without a build-id rewritten at
      the same path from the one loaded before (modules.c's cache key). */

@@ -81,6 +81,7 @@ typedef struct perf__batch_module_s {
   size_t build_id_len;
   uint64_t load_bias, start, end; /* start and end module-relative */
   bool only_basename;
+  bool executable; /* the process's executable (Module.executable) */
 } perf__batch_module_t;
 
 /* A function to intern (Function): the name people read (demangled) and,

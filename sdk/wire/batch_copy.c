@@ -106,8 +106,8 @@ static int copy_frame(copy_t *c, uint32_t ref, uint32_t *out) {
 static int copy_module(copy_t *c, uint32_t ref, uint32_t *out) {
   if (ref && !c->modules[ref]) {
     const Perf__V1__Module *m = c->src->modules[ref - 1];
-    perf__batch_module_t k = {m->path,  m->build_id.data, m->build_id.len, m->load_bias,
-                              m->start, m->end,           m->only_basename};
+    perf__batch_module_t k = {m->path,  m->build_id.data, m->build_id.len,  m->load_bias,
+                              m->start, m->end,           m->only_basename, m->executable};
     int err = perf__batch_intern_module(c->b, &k, &c->modules[ref]);
     if (err) return err;
   }

@@ -209,6 +209,7 @@ int perf__batch_intern_module(perf__batch_builder_t *b, const perf__batch_module
   m->build_id.data = id;
   m->build_id.len = k->build_id_len;
   m->only_basename = k->only_basename;
+  m->executable = k->executable;
   m->load_bias = k->load_bias;
   m->start = k->start;
   m->end = k->end;
@@ -423,7 +424,7 @@ static bool stack_eq(const perf__batch_builder_t *b, uint32_t entry, const void 
 }
 
 static bool module_eq(const Perf__V1__Module *m, const perf__batch_module_t *k) {
-  return (bool)m->only_basename == k->only_basename && m->build_id.len == k->build_id_len &&
-         strcmp(m->path, k->path ? k->path : "") == 0 &&
+  return (bool)m->only_basename == k->only_basename && (bool)m->executable == k->executable &&
+         m->build_id.len == k->build_id_len && strcmp(m->path, k->path ? k->path : "") == 0 &&
          (k->build_id_len == 0 || memcmp(m->build_id.data, k->build_id, k->build_id_len) == 0);
 }

@@ -9,7 +9,9 @@
  * cap; its batch tagged team=truth and reporting 12 events dropped by the
  * rate limit and 3 by the spool quota) and two versions of app "rates"
  * with loop stats (3.1: 2 hangs in 1 h watched, 3.2: 6 in 2 h; hangs of
- * 1 ms: the demo's stays the slowest), then runs tests/dashboard/
+ * 1 ms: the demo's stays the slowest) and app "inapp" (a hang and a CPU
+ * stack innermost in libc, called from the app: post_in_app), then runs
+ * tests/dashboard/
  * dashboard_test.mjs (node + playwright-core + Debian's chromium, headless)
  * against it and requires its exit 0 and its two screenshots (the page,
  * and the version comparison panel beside it, "-compare.png"). A missing node,
@@ -139,6 +141,63 @@ static void post_rates(const collector_t *c) {
   }
 }
 
+/* App "inapp": a 1 ms hang in libc's read() called by reload_config and a
+   CPU event in libc's memset called by fill_buffers, both in /usr/bin/shopd
+   (marked the executable): the browser test finds each headed by the app's
+   function, with "in <libc's function> ←" before it, and libc's frames
+   muted in the expanded stack and the event's detail. */
+static void post_in_app(const collector_t *c) {
+  char *strings[] = {
+      "",      "read", "reload_config", "main", "__memset_avx2_unaligned_erms", "fill_buffers",
+      "worker"};
+  Perf__V1__Module libc = PERF__V1__MODULE__INIT, exe = PERF__V1__MODULE__INIT;
+  libc.path = "/lib/x86_64-linux-gnu/libc.so.6";
+  exe.path = "/usr/bin/shopd", exe.executable = true;
+  Perf__V1__Module *mods[] = {&libc, &exe};
+  Perf__V1__Function fn[6], *fns[6];
+  Perf__V1__Frame fr[6], *frs[6];
+  for (uint32_t i = 0; i < 6; i++) {
+    perf__v1__function__init(&fn[i]);
+    fn[i].name = i + 1;
+    fns[i] = &fn[i];
+    perf__v1__frame__init(&fr[i]);
+    fr[i].function = i + 1, fr[i].address = 0x100 * (i + 1);
+    fr[i].module = i == 0 || i == 3 ? 1 : 2; /* read and memset: libc's */
+    frs[i] = &fr[i];
+  }
+  uint32_t hang_ids[] = {1, 2, 3}, cpu_ids[] = {4, 5, 6};
+  Perf__V1__Stack st[2] = {PERF__V1__STACK__INIT, PERF__V1__STACK__INIT};
+  st[0].n_frames = 3, st[0].frames = hang_ids, st[0].end = PERF__V1__STACK_END__STACK_END_COMPLETE;
+  st[1].n_frames = 3, st[1].frames = cpu_ids, st[1].end = PERF__V1__STACK_END__STACK_END_COMPLETE;
+  Perf__V1__Stack *sts[] = {&st[0], &st[1]};
+  Perf__V1__StackCount sc[2] = {PERF__V1__STACK_COUNT__INIT, PERF__V1__STACK_COUNT__INIT};
+  sc[0].stack = 1, sc[0].samples = 5, sc[0].tid = 77;
+  sc[1].stack = 2, sc[1].samples = 3, sc[1].tid = 78;
+  Perf__V1__StackCount *hang_sc[] = {&sc[0]}, *cpu_sc[] = {&sc[1]};
+  Perf__V1__Event ev[2] = {PERF__V1__EVENT__INIT, PERF__V1__EVENT__INIT};
+  int64_t now = (int64_t)(now_wall_s() * 1e9);
+  ev[0].kind = PERF__V1__EVENT_KIND__EVENT_KIND_HANG;
+  ev[0].start_unix_nanos = now, ev[0].duration_nanos = 1000000, ev[0].tid = 77;
+  ev[0].cpu_percent = -1;
+  ev[0].n_stack_counts = 1, ev[0].stack_counts = hang_sc, ev[0].dominant_stack = 1;
+  ev[1].kind = PERF__V1__EVENT_KIND__EVENT_KIND_CPU;
+  ev[1].start_unix_nanos = now, ev[1].duration_nanos = 300000000, ev[1].tid = 78;
+  ev[1].cpu_percent = 90;
+  ev[1].n_stack_counts = 1, ev[1].stack_counts = cpu_sc, ev[1].dominant_stack = 2;
+  Perf__V1__Event *evs[] = {&ev[0], &ev[1]};
+  Perf__V1__Resource res = PERF__V1__RESOURCE__INIT;
+  res.app_name = "inapp";
+  Perf__V1__Batch b = PERF__V1__BATCH__INIT;
+  b.resource = &res;
+  b.n_strings = 7, b.strings = strings;
+  b.n_modules = 2, b.modules = mods;
+  b.n_functions = 6, b.functions = fns;
+  b.n_frames = 6, b.frames = frs;
+  b.n_stacks = 2, b.stacks = sts;
+  b.n_events = 2, b.events = evs;
+  batch_post(c, &b, 2);
+}
+
 static void case_browser(void) {
   check_browser_tools();
   collector_t c;
@@ -147,6 +206,7 @@ static void case_browser(void) {
   demo_wait_stored(&c);
   post_stack_truth(&c);
   post_rates(&c);
+  post_in_app(&c);
 
   char compare_png[sizeof PERF_DASHBOARD_SCREENSHOT + 16];
   snprintf(compare_png, sizeof compare_png, "%.*s-compare.png",

@@ -308,6 +308,15 @@ static void case_roundtrip(void) {
         memcmp(mod->build_id.data, m->build_id, m->build_id_len) == 0);
   CHECK(mod->load_bias == m->bias && mod->start == m->start - m->bias &&
         mod->end == m->end - m->bias && !mod->only_basename);
+  /* Marked the executable: the one module of the map at AT_PHDR, not libc. */
+  CHECK(mod->executable && m->executable);
+  size_t executables = 0;
+  for (size_t i = 0; i < mods->map->count; i++) {
+    const perf__module_t *x = &mods->map->modules[i];
+    executables += x->executable;
+    if (strstr(x->basename, "libc.so")) CHECKF(!x->executable, "%s marked", x->path);
+  }
+  CHECK_EQ_INT(executables, 1);
 
   /* The event. */
   CHECK_EQ_INT(bt->n_events, 1);

@@ -35,6 +35,11 @@
 // grown from 50.0% to 83.3% of the hangs and render shrunk to 16.7%; the
 // form swaps the versions (written to the URL), a == b shows the API's 400;
 // the panel's screenshot is written beside the page's ("-compare.png").
+// In-app headlines (test_dashboard.c's app "inapp"): its hang and CPU rows
+// read "in read ←" reload_config and "in __memset_avx2_unaligned_erms ←"
+// fill_buffers as the API's headline says, libc's frames muted when the
+// stack expands and in the event's detail; the demo's rows, innermost in
+// the app already, are headed by checksum_profile_slowly and convolve_kernel.
 // Any JS error (console or uncaught) fails the test.
 // Exit 0 on success, 1 with the reason on stderr otherwise.
 import { chromium } from 'playwright-core';
@@ -435,6 +440,7 @@ async function run(page) {
   check(png.length > 10000 && png.subarray(1, 4).toString() === 'PNG', `a PNG screenshot (${png.length} bytes)`);
 
   await checkLinks(page, hang, event);
+  await checkInApp(page);
   const comparePng = await checkCompare(page);
   console.log(`dashboard ok: ${HANG_FUNCTION} (${hang.samples} samples), ${CPU_FUNCTION}, ` +
     `event ${event.id} ${duration}, "${allText}"; screenshots ${screenshotPath} (${png.length} bytes), ` +
@@ -492,6 +498,53 @@ async function checkLinks(page, hang, event) {
     const rows = [...document.querySelectorAll('[data-testid="event-row"]')];
     return rows.length === 1 && rows[0].dataset.id === String(id);
   }, event.id);
+}
+
+// Headlines that point at the app (test_dashboard.c's app "inapp"): its
+// hang and its CPU stack are innermost in libc, called from the app. Each
+// row reads "in <libc's function> ←" then the app's function (the API's
+// headline); the expanded stack and the event's detail mute libc's frames.
+// The demo's rows, innermost in the app already, are headed by that frame.
+async function checkInApp(page) {
+  const views = [['hang', 'read', 'reload_config'], ['cpu', '__memset_avx2_unaligned_erms', 'fill_buffers']];
+  for (const [kind, inner, fn] of views) {
+    const top = (await apiJson(`/api/v1/top-stacks?kind=${kind}&app=inapp`)).stacks;
+    check(top.length === 1, `inapp ${kind}: one stack (${JSON.stringify(top)})`);
+    const g = top[0];
+    check(g.headline.function === fn && g.headline.module === '/usr/bin/shopd' &&
+      g.headline.in_app_index === 1 && g.headline.innermost.function === inner &&
+      g.headline.innermost.module === '/lib/x86_64-linux-gnu/libc.so.6' &&
+      JSON.stringify(g.in_app) === '[false,true,true]', `inapp ${kind} headline: ${JSON.stringify(g)}`);
+    await page.goto(`${url}/dashboard/?kind=${kind}&app=inapp&range=all`);
+    await waitReady(page);
+    const row = page.locator(`[data-testid="stack-row"][data-signature="${g.signature}"]`);
+    check(await row.locator('[data-testid="stack-function"]').textContent() === fn, `inapp ${kind}: the row is ${fn}`);
+    check(await row.locator('[data-testid="stack-innermost"]').textContent() === `in ${inner} ←`,
+      `inapp ${kind}: in ${inner} ← beside it`);
+    check((await row.locator('td.fn').textContent()).replace(/\s+/g, ' ').trim() === `▸in ${inner} ←${fn}`,
+      `inapp ${kind}: the cell reads "in ${inner} ← ${fn}": ${await row.locator('td.fn').textContent()}`);
+    await row.locator('[data-testid="stack-toggle"]').click();
+    const classes = await page.locator('[data-testid="stack-frames"]:visible li')
+      .evaluateAll((lis) => lis.map((li) => li.className));
+    check(JSON.stringify(classes) === '["system","in-app","in-app"]', `inapp ${kind}: frames ${JSON.stringify(classes)}`);
+    if (kind === 'hang') {
+      await page.locator('[data-testid="event-row"]').first().click();
+      await page.waitForFunction(() => document.getElementById('event-detail').dataset.id);
+      const detail = await page.locator('[data-testid="detail-frame"]')
+        .evaluateAll((lis) => lis.map((li) => li.className));
+      check(JSON.stringify(detail) === '["system","in-app","in-app"]', `inapp detail frames ${JSON.stringify(detail)}`);
+    }
+  }
+  // The demo's hang and CPU rows: their innermost frame is the app's own.
+  for (const [kind, fn] of [['hang', HANG_FUNCTION], ['cpu', CPU_FUNCTION]]) {
+    const g = (await apiJson(`/api/v1/top-stacks?kind=${kind}&app=demo_app`)).stacks[0];
+    check(g.headline.function === fn && g.headline.in_app_index === 0, `demo ${kind} headline ${JSON.stringify(g.headline)}`);
+    await page.goto(`${url}/dashboard/?kind=${kind}&app=demo_app&range=all`);
+    await waitReady(page);
+    check(await firstStackFunction(page) === fn, `demo ${kind}: the first row is ${fn}`);
+    check(await page.locator('[data-testid="stack-row"]').first().locator('[data-testid="stack-innermost"]').count() === 0,
+      `demo ${kind}: nothing before ${fn}`);
+  }
 }
 
 // The texts of one locator's matches.
