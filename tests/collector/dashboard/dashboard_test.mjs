@@ -212,7 +212,7 @@ async function run(page) {
 
   // The hang table's columns: what each figure is, and the API's figures.
   checkTable('hang', await stackTable(page),
-    ['Function (innermost shared frame)', 'Impact', 'Hangs', 'Samples', 'Hang time', 'Mean hang', 'p95 hang',
+    ['Function (innermost in-app frame)', 'Impact', 'Hangs', 'Samples', 'Hang time', 'Mean hang', 'p95 hang',
       'First seen', 'Last seen', 'Versions'],
     { samples: ['count'], 'hang-time': ['hang_ms', 'durations'], 'event-mean': ['event_mean_ms'] },
     { events: hang.events.toLocaleString('en-US'), samples: hang.samples.toLocaleString('en-US'),
@@ -251,7 +251,7 @@ async function run(page) {
   await waitReady(page);
   check(await firstStackFunction(page) === CPU_FUNCTION, `first cpu row is ${CPU_FUNCTION}`);
   checkTable('cpu', await stackTable(page),
-    ['Function (innermost frame)', 'Impact', 'Events', 'Samples', 'CPU time', 'Events\u2019 wall time',
+    ['Function (innermost in-app frame)', 'Impact', 'Events', 'Samples', 'CPU time', 'Events\u2019 wall time',
       'Mean event', 'p95 event', 'First seen', 'Last seen', 'Versions'],
     { samples: ['count'], 'cpu-time': ['CPU time', 'cpu_us', 'ms'], 'event-total': ['not this stack', 'event_total_ms'] },
     { events: cpu.events.toLocaleString('en-US'), samples: cpu.samples.toLocaleString('en-US'),
