@@ -396,7 +396,9 @@ PERF_API int perf_sdk_resume(void);
 PERF_API int perf_sdk_capture_now(const char *reason);
 
 /* Send (PERF_SINK_HTTP) or write (PERF_SINK_FILE) everything recorded so
-   far: the writer's queue and the open batch go to the spool, then the
+   far, a hang whose unit of work ended before the call included (the hang
+   monitor looks at the loop first): the writer's queue and the open batch
+   go to the spool, then the
    uploader sends until the spool is empty. Returns within timeout_ms
    (0..600000): PERF_E_TIMEOUT when batches remain (they stay on disk for
    later or for the next run), at once when the uploader's next try (a

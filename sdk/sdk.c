@@ -223,7 +223,12 @@ int perf_sdk_flush(int timeout_ms) {
   int64_t deadline = perf__now_ns() + (int64_t)timeout_ms * 1000000;
   restart_if_forked();
   lock_read();
-  int err = g_sdk ? perf__writer_flush(g_sdk->writer, deadline) : PERF_E_NOT_INITIALIZED;
+  int err = PERF_E_NOT_INITIALIZED;
+  if (g_sdk) {
+    /* A hang whose unit of work has just ended is recorded first. */
+    perf__hang_monitor_look(g_sdk->hang, deadline);
+    err = perf__writer_flush(g_sdk->writer, deadline);
+  }
   unlock();
   perf__call_leave();
   return err;

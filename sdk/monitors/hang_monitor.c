@@ -55,9 +55,13 @@ struct perf__hang_monitor_s {
   uint64_t watched_ns;     /* watched since the last post */
   int64_t last_look_ns;    /* the previous look, where watched time resumes */
   int64_t next_stats_ns;   /* when the period's stats go */
+  /* perf__hang_monitor_look: looks asked for and done (worker lock) */
+  uint64_t looks_asked, looks_done;
 };
 
 static void monitor_main(perf__worker_t *worker, void *arg);
+static uint64_t looks_asked(perf__hang_monitor_t *m);
+static void sleep_unless_asked(perf__hang_monitor_t *m, uint64_t asked, int64_t wake_at);
 static void mark_ended(perf__loop_t *loop, uint64_t epoch, int64_t now_ns);
 static int64_t unit_end(const perf__loop_t *loop, uint64_t epoch, int64_t now_ns);
 static int64_t step(perf__hang_monitor_t *m, int64_t now);
@@ -180,6 +184,7 @@ static void monitor_main(perf__worker_t *worker, void *arg) {
   int64_t max_sleep = (int64_t)m->cfg->hang_threshold_ms * 1000000 / 4;
   const int64_t period = (int64_t)m->cfg->batch_max_delay_ms * 1000000;
   while (!perf__worker_stopping(worker)) {
+    uint64_t asked = looks_asked(m);
     int64_t now = perf__now_ns();
     add_watched(m, now);
     if (now >= m->next_stats_ns) {
@@ -193,7 +198,7 @@ static void monitor_main(perf__worker_t *worker, void *arg) {
     bool busy = atomic_load_explicit(&m->loop->word, memory_order_relaxed) & BUSY_BIT;
     if (busy && wake_at > now + max_sleep) wake_at = now + max_sleep;
     perf__stopped_time_before_sleep(&m->stopped);
-    perf__worker_sleep_until(worker, wake_at);
+    sleep_unless_asked(m, asked, wake_at);
     perf__stopped_time_after_sleep(&m->stopped, wake_at);
   }
   if (m->hang) { /* shutting down: the unit may have ended already */
@@ -204,6 +209,35 @@ static void monitor_main(perf__worker_t *worker, void *arg) {
   }
   add_watched(m, perf__now_ns());
   post_stats(m); /* the last period's: the writer stops after the monitors */
+}
+
+void perf__hang_monitor_look(perf__hang_monitor_t *m, int64_t deadline_ns) {
+  perf__worker_lock(m->worker);
+  uint64_t ticket = ++m->looks_asked;
+  perf__worker_notify_locked(m->worker);
+  while (m->looks_done < ticket && !perf__worker_stopping(m->worker) &&
+         perf__now_ns() < deadline_ns)
+    perf__worker_wait(m->worker, deadline_ns);
+  perf__worker_unlock(m->worker);
+}
+
+/* The looks asked for so far; the look about to be taken answers them. */
+static uint64_t looks_asked(perf__hang_monitor_t *m) {
+  perf__worker_lock(m->worker);
+  uint64_t asked = m->looks_asked;
+  perf__worker_unlock(m->worker);
+  return asked;
+}
+
+/* The look that read `asked` is done: answer it, then sleep until wake_at,
+   or until another look is asked for, or stop. */
+static void sleep_unless_asked(perf__hang_monitor_t *m, uint64_t asked, int64_t wake_at) {
+  perf__worker_lock(m->worker);
+  m->looks_done = asked;
+  perf__worker_notify_locked(m->worker);
+  while (m->looks_asked == asked && !perf__worker_stopping(m->worker) && perf__now_ns() < wake_at)
+    perf__worker_wait(m->worker, wake_at);
+  perf__worker_unlock(m->worker);
 }
 
 /* One look at the loop; returns when to look again. */

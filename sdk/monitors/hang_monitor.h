@@ -78,6 +78,12 @@ int perf__hang_monitor_start(const perf__config_t *cfg, perf__loop_t *loop,
                              perf__recorder_t *recorder, perf__stats_t *stats,
                              perf__hang_monitor_t **out);
 
+/* Wait until the monitor has looked at the loop once after this call (a
+   hang whose unit of work ended before the call is recorded by then:
+   perf_sdk_flush writes it), or until the monotonic deadline_ns, or until
+   the monitor stops. The look may wait for a capture in flight. */
+void perf__hang_monitor_look(perf__hang_monitor_t *m, int64_t deadline_ns);
+
 /* Stop the thread; a hang in progress is recorded (ended now, or when its
    unit of work ended if that already happened). Waits until the monotonic
    deadline_ns (0: no limit); PERF_E_TIMEOUT when the thread was still

@@ -439,6 +439,30 @@ static void case_hang_detected(void) {
   free(text);
 }
 
+/* perf_sdk_flush right after the idle mark that ends a hang writes that
+   hang: the flush has the monitor look at the loop first (it would
+   otherwise notice the end up to 10 ms later, after the flush). Three
+   times, each flushed at once. */
+static void case_flush_right_after_hang(void) {
+  make_dir();
+  char report[PATH_LEN];
+  dir_path(report, "report.txt");
+  perf_sdk_config_t cfg;
+  base_config(&cfg, report);
+  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
+  for (int hang = 1; hang <= 3; hang++) {
+    CHECK_EQ_INT(perf_sdk_loop_busy(), PERF_OK);
+    g_sink = hang_outer(THRESHOLD_MS + 150);
+    CHECK_EQ_INT(perf_sdk_loop_idle(), PERF_OK);
+    CHECK_EQ_INT(perf_sdk_flush(WAIT_MS), PERF_OK);
+    char *text = read_text(report);
+    CHECKF(count_events(text, "hang") == (size_t)hang, "after hang %d and a flush:\n%s", hang,
+           text);
+    free(text);
+  }
+  CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
+}
+
 /* Idle for `ms` in epoll_wait on an eventfd nobody writes. */
 static void idle_wait(int ep, int ms) {
   long long until = now_ms() + ms;
@@ -1163,6 +1187,7 @@ static const test_case_t g_cases[] = {
        monitor must get a core on time, which a -j8 suite on 2 cores denies. */
     TEST_CASE_SERIAL(hang_detected, "counts the samples of a 800 ms hang"),
     TEST_CASE(idle_not_hang),
+    TEST_CASE(flush_right_after_hang),
     TEST_CASE(hang_label),
     TEST_CASE(cpu_burst_through_dips),
     TEST_CASE(cpu_lull_restarts_window),
