@@ -127,7 +127,9 @@ void perf__symbols_fork_child(void);
 
 /* Demangle a C++ (Itanium) or Rust symbol for people; NULL when `linkage`
    is not a mangled name (then show it as it is). The result is malloc'd;
-   the caller frees it. Clone suffixes come out as " [clone .isra.0]". */
+   the caller frees it. Clone suffixes come out as " [clone .isra.0]", a
+   PLT stub's name as gdb shows it ("_ZSt9terminatev@plt" reads
+   "std::terminate()@plt"). */
 char *perf__sym_demangle(const char *linkage);
 
 /* The function's name without its clone suffixes (" [clone .isra.0]",

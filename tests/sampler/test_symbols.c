@@ -158,6 +158,12 @@ static void case_demangle(void) {
   /* Rust: legacy (Itanium-shaped, its hash dropped) and v0. */
   check_demangle("_ZN4core3fmt9Formatter3pad17h0123456789abcdefE", "core::fmt::Formatter::pad");
   check_demangle("_RNvNtCs1234_7mycrate3foo3bar", "mycrate::foo::bar");
+  /* PLT stubs (sdk/symbols/plt.h) as gdb shows them. */
+  check_demangle("_ZSt9terminatev@plt", "std::terminate()@plt");
+  check_demangle("_ZNSt18condition_variable4waitERSt11unique_lockISt5mutexE@plt",
+                 "std::condition_variable::wait(std::unique_lock<std::mutex>&)@plt");
+  check_demangle("clock_gettime@plt", NULL);
+  check_demangle("_Zgarbage!@plt", NULL);
   /* C names and garbage: shown as they are. */
   check_demangle("main", NULL);
   check_demangle("__GI___libc_read", NULL);
