@@ -22,8 +22,9 @@ typedef struct frame_text_s {
   uint64_t pc;
   bool is_inline;
   bool truncated;            /* `<index> <truncated: reason>`: reason in name */
-  char name[FRAME_NAME_MAX]; /* "??" when unnamed */
-  uint64_t offset;           /* physical lines: `+ offset` */
+  char name[FRAME_NAME_MAX]; /* unnamed: "<module>+0x<offset>", as written */
+  bool unnamed;              /* a physical line `<module>+0x<offset>` */
+  uint64_t offset;           /* physical lines: `+ offset`; unnamed: the module-relative offset */
   char file[FRAME_FILE_MAX]; /* "" when not printed */
   unsigned line;             /* 0 when not printed */
 } frame_text_t;
@@ -49,7 +50,14 @@ bool frame_text_parse(const char *line, frame_text_t *out);
  *    underscores): glibc exports one function under several names (read,
  *    __read, __libc_read, __GI___libc_read); the SDK shows the symbol
  *    table's global one, gdb the DWARF one;
- *  - spaces dropped ("> >" against ">>").
+ *  - spaces dropped ("> >" against ">>");
+ *  - the vDSO's "__vdso_" prefix dropped: the vDSO exports each function
+ *    twice (__vdso_clock_gettime, clock_gettime), the SDK shows the
+ *    global one, gdb either;
+ *  - a symbol version dropped ("pthread_cond_timedwait@@GLIBC_2.3.2"):
+ *    gdb may name a function of .dynsym with its version, the SDK never;
+ *  - an unnamed frame, "<module>+0x<offset>" in the SDK's text, reads "??"
+ *    as in gdb (the offset is the test's to check).
  */
 void frame_name_norm(const char *name, char *out, size_t cap);
 
