@@ -58,6 +58,12 @@ bool frame_text_parse(const char *line, frame_text_t *out);
  *    gdb may name a function of .dynsym with its version, the SDK never;
  *  - an unnamed frame, "<module>+0x<offset>" in the SDK's text, reads "??"
  *    as in gdb (the offset is the test's to check).
+ * One more is no rule on the text: the function the machine code belongs
+ * to may be named by another of its aliases (__libc_start_main where gdb
+ * reads DWARF's __libc_start_main_impl, pthread_cond_timedwait for
+ * ___pthread_cond_timedwait64): the SDK shows the symbol table's global
+ * name. A test that knows where gdb's function starts (test_names' glib
+ * cases) takes gdb's name for the SDK's when the two start at one address.
  */
 void frame_name_norm(const char *name, char *out, size_t cap);
 
