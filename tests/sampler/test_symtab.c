@@ -7,7 +7,8 @@
  * here. Against gdb (`info symbol`, raw names), address for address: every
  * PLT stub of this binary, of libc, of names_app (C++) and of plt_ibt (the
  * IBT layout: .plt.sec), and every function of libelf and libz (stripped,
- * no debug file: .dynsym only) at its start, middle and end.
+ * no debug file: .dynsym only) at its start, middle and end. aarch64's PLT
+ * stubs (plain and with BTI) on an image built here.
  */
 #ifndef _GNU_SOURCE
 #endif
@@ -436,6 +437,117 @@ static void case_fallbacks(void) {
 }
 
 /* ------------------------------------------------------------------------ */
+/* aarch64 PLT stubs (an image built here)                                   */
+/* ------------------------------------------------------------------------ */
+
+#define A64_PLT_ADDR 0x1000u
+#define A64_GOT_ADDR 0x21000u /* the stubs' slots, one page over */
+#define A64_NOP 0xd503201fu
+#define A64_BTI_C_INSN 0xd503245fu
+
+/* The words of an aarch64 stub jumping through `slot` from pc (as the GNU
+   linker writes them: adrp x16; ldr x17, [x16, #lo]; add x16, x16, #lo;
+   br x17). */
+static size_t a64_stub(uint32_t *w, uint64_t pc, uint64_t slot) {
+  uint64_t pages = (slot >> 12) - (pc >> 12), lo = slot & 0xfff;
+  w[0] = 0x90000010u | (uint32_t)(pages & 3) << 29 | (uint32_t)((pages >> 2) & 0x7ffff) << 5;
+  w[1] = 0xf9400211u | (uint32_t)(lo / 8) << 10;
+  w[2] = 0x91000210u | (uint32_t)lo << 10;
+  w[3] = 0xd61f0220u;
+  return 4;
+}
+
+typedef struct a64_reloc_s {
+  const char *symbol; /* NULL: none (IRELATIVE) */
+  uint64_t addend;
+} a64_reloc_t;
+
+/* An aarch64 ET_DYN image: .plt (PLT0 and one stub per reloc, each after
+   `bti c` when bti), .rela.plt, .dynsym, .dynstr, .shstrtab. */
+static void build_a64_image(image_t *img, const a64_reloc_t *relocs, size_t n, bool bti) {
+  static const char shstr[] = "\0.plt\0.rela.plt\0.dynsym\0.dynstr\0.shstrtab";
+  enum { N_PLT = 1, N_RELA = 6, N_DYNSYM = 16, N_DYNSTR = 24, N_SHSTRTAB = 32 };
+  memset(img, 0, sizeof *img);
+  img->len = sizeof(Elf64_Ehdr);
+  uint32_t plt[256];
+  size_t k = 0;
+  plt[k++] = 0xa9bf7bf0u; /* stp x16, x30, [sp, #-16]! */
+  k += a64_stub(plt + k, A64_PLT_ADDR + 4 * k, A64_GOT_ADDR - 8);
+  plt[k - 1] = 0xd61f0220u;
+  while (k < 8)
+    plt[k++] = A64_NOP;
+  Elf64_Sym syms[16];
+  Elf64_Rela rela[16];
+  char dynstr[256] = "";
+  size_t slen = 1;
+  memset(syms, 0, sizeof syms);
+  CHECK(n < 16);
+  for (size_t i = 0; i < n; i++) {
+    if (bti) plt[k++] = A64_BTI_C_INSN;
+    uint64_t slot = A64_GOT_ADDR + 8 * i;
+    k += a64_stub(plt + k, A64_PLT_ADDR + 4 * k, slot);
+    if (bti) plt[k++] = A64_NOP;
+    uint32_t sym = 0;
+    if (relocs[i].symbol) {
+      sym = (uint32_t)i + 1;
+      syms[sym].st_name = (Elf64_Word)slen;
+      syms[sym].st_info = ELF64_ST_INFO(STB_GLOBAL, STT_FUNC);
+      slen += (size_t)snprintf(dynstr + slen, sizeof dynstr - slen, "%s", relocs[i].symbol) + 1;
+    }
+    rela[i].r_offset = slot;
+    rela[i].r_info =
+        ELF64_R_INFO(sym, relocs[i].symbol ? R_AARCH64_JUMP_SLOT : R_AARCH64_IRELATIVE);
+    rela[i].r_addend = (Elf64_Sxword)relocs[i].addend;
+  }
+  Elf64_Shdr sh[6];
+  memset(sh, 0, sizeof sh);
+  sh[1] = make_shdr(N_PLT, SHT_PROGBITS, put(img, plt, 4 * k, 16), 4 * k);
+  sh[1].sh_flags = SHF_ALLOC | SHF_EXECINSTR;
+  sh[1].sh_addr = A64_PLT_ADDR;
+  sh[2] = make_shdr(N_RELA, SHT_RELA, put(img, rela, n * sizeof rela[0], 8), n * sizeof rela[0]);
+  sh[2].sh_entsize = sizeof rela[0];
+  sh[2].sh_link = 3;
+  sh[3] = make_shdr(N_DYNSYM, SHT_DYNSYM, put(img, syms, (n + 1) * sizeof syms[0], 8),
+                    (n + 1) * sizeof syms[0]);
+  sh[3].sh_link = 4;
+  sh[4] = make_shdr(N_DYNSTR, SHT_STRTAB, put(img, dynstr, slen, 1), slen);
+  sh[5] = make_shdr(N_SHSTRTAB, SHT_STRTAB, put(img, shstr, sizeof shstr, 1), sizeof shstr);
+  put_ehdr(img, put(img, sh, sizeof sh, 8), 6);
+  ((Elf64_Ehdr *)img->bytes)->e_machine = EM_AARCH64;
+}
+
+/* Each stub named "<function>@plt" from its first word to the next stub
+   (objdump's and gdb's names; checked against them on the cross
+   toolchain's binaries), PLT0 and what lies past the last stub unnamed. */
+static void check_a64_plt(bool bti) {
+  static const a64_reloc_t relocs[] = {
+      {"pause", 0}, {"clock_gettime", 0}, {NULL, 0x9f550}, {"_ZSt9terminatev", 0}};
+  static image_t img;
+  build_a64_image(&img, relocs, ARRAY_LEN(relocs), bti);
+  perf__symtab_t *tab = NULL;
+  CHECK_EQ_INT(perf__symtab_load(NULL, img.bytes, img.len, NULL, &tab), PERF_OK);
+  CHECK_EQ_INT(perf__symtab_count(tab), ARRAY_LEN(relocs));
+  check_no_symbol(tab, A64_PLT_ADDR);
+  check_no_symbol(tab, A64_PLT_ADDR + 28);
+  const char *names[] = {"pause@plt", "clock_gettime@plt", "*ABS*+0x9f550@plt",
+                         "_ZSt9terminatev@plt"};
+  uint64_t stub = bti ? 24 : 16, first = A64_PLT_ADDR + 32;
+  for (size_t i = 0; i < ARRAY_LEN(relocs); i++) {
+    uint64_t at = first + i * stub;
+    check_lookup(tab, at, names[i], 0);
+    check_lookup(tab, at + 4, names[i], 4);
+    check_lookup(tab, at + stub - 4, names[i], stub - 4);
+  }
+  check_no_symbol(tab, first + ARRAY_LEN(relocs) * stub);
+  perf__symtab_free(tab);
+}
+
+static void case_plt_aarch64(void) {
+  check_a64_plt(false);
+  check_a64_plt(true); /* -mbranch-protection: bti c first, 24-byte stubs */
+}
+
+/* ------------------------------------------------------------------------ */
 /* Separate debug file by build-id (when the system has any installed)       */
 /* ------------------------------------------------------------------------ */
 
@@ -732,6 +844,7 @@ static const test_case_t g_cases[] = {
     TEST_CASE(debug_file),
     TEST_CASE(plt_against_gdb),
     TEST_CASE(dynsym_against_gdb),
+    TEST_CASE(plt_aarch64),
 };
 
 int main(int argc, char **argv) {
