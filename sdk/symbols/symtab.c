@@ -388,11 +388,17 @@ static int cmp_sym(const void *a, const void *b);
 static size_t dedupe(sym_t *s, size_t n);
 static void finish(sym_t *s, size_t n);
 
-/* Sorted, one symbol per address, every zero-sized one's reach set. */
+/* Sorted, one symbol per address, every zero-sized one's reach set; the
+   array cut to what is kept (aliases go). */
 static void finish_table(perf__symtab_t *tab) {
   qsort(tab->syms, tab->count, sizeof *tab->syms, cmp_sym);
   tab->count = dedupe(tab->syms, tab->count);
   finish(tab->syms, tab->count);
+  sym_t *fit = tab->count ? realloc(tab->syms, tab->count * sizeof *fit) : NULL;
+  if (fit) {
+    tab->syms = fit;
+    tab->cap = tab->count;
+  }
 }
 
 /* By address; at equal addresses the preferred symbol first. */
