@@ -418,7 +418,7 @@ static bool text_has(const char *text, const char *needle) {
   return strstr(text, needle) != NULL;
 }
 
-/* Read the report's events, stacks and frame lines. */
+/* Read the events, stacks and frame lines of a report (or of perf-dump's text). */
 static void report_parse(const char *text, report_t *r) {
   memset(r, 0, sizeof *r);
   size_t cap = 1;
@@ -550,7 +550,7 @@ static void glib_start(glib_app_t *a, const char *tag) {
   char line[256];
   int pid = 0;
   size_t hangs = 0;
-  /* 5 hangs of 400 ms and 15.5 s of gaps, then the flush: 120 s is plenty. */
+  /* 5 hangs of 800 ms and 15.5 s of gaps, then the flush: 120 s is plenty. */
   while (read_line(out[0], line, sizeof line, 120000) && sscanf(line, "ready %d", &pid) != 1) {
     CHECKF(hangs < GLIB_HANGS && strncmp(line, "hang ", 5) == 0, "names_glib_app said: %s", line);
     snprintf(a->hangs[hangs++], sizeof a->hangs[0], "%.*s", (int)strcspn(line, "\n"), line);
