@@ -391,10 +391,11 @@ static void finish(sym_t *s, size_t n);
 /* Sorted, one symbol per address, every zero-sized one's reach set; the
    array cut to what is kept (aliases go). */
 static void finish_table(perf__symtab_t *tab) {
+  if (tab->count == 0) return;
   qsort(tab->syms, tab->count, sizeof *tab->syms, cmp_sym);
   tab->count = dedupe(tab->syms, tab->count);
   finish(tab->syms, tab->count);
-  sym_t *fit = tab->count ? realloc(tab->syms, tab->count * sizeof *fit) : NULL;
+  sym_t *fit = realloc(tab->syms, tab->count * sizeof *fit);
   if (fit) {
     tab->syms = fit;
     tab->cap = tab->count;
