@@ -62,8 +62,8 @@ bool frame_text_parse(const char *line, frame_text_t *out);
  * to may be named by another of its aliases (__libc_start_main where gdb
  * reads DWARF's __libc_start_main_impl, pthread_cond_timedwait for
  * ___pthread_cond_timedwait64): the SDK shows the symbol table's global
- * name. A test that knows where gdb's function starts (test_names' glib
- * cases) takes gdb's name for the SDK's when the two start at one address.
+ * name. A test that knows where gdb's function starts (test_names_gaps)
+ * takes gdb's name for the SDK's when the two start at one address.
  */
 void frame_name_norm(const char *name, char *out, size_t cap);
 
