@@ -162,12 +162,17 @@ PERF_API int perf_backtrace_thread(pid_t tid, uintptr_t *pcs, size_t max, size_t
  * innermost first:
  *   <index> <module basename> 0x<pc> [inline] <function> <file>:<line>
  *   <index> <module basename> 0x<pc> <function> + <offset> <file>:<line>
+ *   <index> <module basename> 0x<pc> <module basename>+0x<module-relative address>
  * A frame whose code the compiler inlined is several lines sharing its pc:
  * each inlined function on a line marked `[inline]`, then the function the
  * machine code belongs to with its offset. `<file>:<line>` ends a line when
  * the module's DWARF is found (in it, or in its debug file by build-id or
- * debuglink, as gdb finds it); names are demangled (C++, Rust); `??` and the
- * module-relative address when no symbol is known. A stack that did not
+ * debuglink, as gdb finds it); names are demangled (C++, Rust). Functions
+ * are named from every symbol table of the module (.symtab or its debug
+ * file's, .dynsym, the PLT stubs as `<function>@plt`), wherever gdb names
+ * them; a frame no symbol names is written `<module basename>+0x<address
+ * from the module's load base, in hex>` (`??+0x<pc>` when the pc is in no
+ * module), as in perf-dump and the collector. A stack that did not
  * reach its outermost frame ends with `<index> <truncated: reason>`
  * (depth, ...). Names are read on the calling thread (symbol tables and
  * DWARF, cached). *out_text is NUL-terminated, allocated by the SDK, and

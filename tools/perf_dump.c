@@ -455,7 +455,8 @@ static void text_frame_start(size_t index, const frame_view_t *v) {
 }
 
 /* One frame's lines: its inline functions ("[inline] <function>"), then
-   "<function> + <offset>", each with "<file>:<line>" when known. */
+   "<function> + <offset>" (unnamed: "<module>+0x<address>"), each with
+   "<file>:<line>" when known. */
 static void text_frame(const Perf__V1__Batch *b, const frame_view_t *v, size_t *index) {
   const Perf__V1__Frame *f = v->frame;
   for (size_t k = 0; k + 1 < f->n_lines; k++) {
@@ -469,8 +470,9 @@ static void text_frame(const Perf__V1__Batch *b, const frame_view_t *v, size_t *
   if (v->function) {
     text_put(v->function);
     printf(" + %" PRIu64, v->offset);
-  } else {
-    fputs("??", stdout);
+  } else { /* unnamed: the notation of the SDK's reports and the collector's labels */
+    text_put(v->module);
+    printf("+0x%" PRIx64, v->address);
   }
   text_position(b, f->n_lines ? f->lines[f->n_lines - 1] : NULL);
   if (v->runtime_address) printf(" [pc 0x%016" PRIx64 "]", v->runtime_address);

@@ -117,7 +117,8 @@ static bool inspect(const run_t *run, const char *path, elf_facts_t *f, char *de
   }
   read_facts(elf, f);
   if (f->linked && !f->has_dwarf && f->id_len && run->debug_dirs &&
-      perf__sym_find_debug_file(path, elf, f->id, f->id_len, run->debug_dirs, debug_path, cap)) {
+      perf__sym_find_debug_file(path, elf, f->id, f->id_len, run->debug_dirs, debug_path, cap,
+                                NULL)) {
     int dfd = open(debug_path, O_RDONLY | O_CLOEXEC);
     Elf *debug = dfd >= 0 ? elf_begin(dfd, ELF_C_READ, NULL) : NULL;
     if (!debug || !perf__sym_elf_has_dwarf(debug)) debug_path[0] = '\0';

@@ -10,8 +10,10 @@ int perf__format_frame_line(perf__strbuf_t *b, size_t index, const perf__frame_l
   int err = perf__strbuf_appendf(b, "%-3zu %-24s 0x%016" PRIx64 " ", index, f->module, f->pc);
   if (!err && f->is_inline)
     err = perf__strbuf_appendf(b, "[inline] %s", f->function ? f->function : "??");
-  else if (!err)
-    err = perf__strbuf_appendf(b, "%s + %" PRIu64, f->function ? f->function : "??", f->offset);
+  else if (!err && f->function)
+    err = perf__strbuf_appendf(b, "%s + %" PRIu64, f->function, f->offset);
+  else if (!err) /* unnamed: the notation of every report, perf-dump and the collector */
+    err = perf__strbuf_appendf(b, "%s+0x%" PRIx64, f->module, f->offset);
   if (!err && f->file && f->line) err = perf__strbuf_appendf(b, " %s:%" PRIu32, f->file, f->line);
   return err ? err : perf__strbuf_appendf(b, "\n");
 }

@@ -7,7 +7,7 @@
  * carries the frame's pc, and its source position when known:
  *   <index> <module basename> 0x<pc> [inline] <function> [<file>:<line>]
  *   <index> <module basename> 0x<pc> <function> + <offset> [<file>:<line>]
- *   <index> <module basename> 0x<pc> ?? + <module-relative address>
+ *   <index> <module basename> 0x<pc> <module basename>+0x<module-relative address>
  * A stack whose walk stopped before its outermost frame ends with
  *   <index> <truncated: <reason>>
  * Any thread but the signal handler.
@@ -25,9 +25,10 @@
 typedef struct perf__frame_line_s {
   const char *module;   /* basename, "??" when in no known module */
   uint64_t pc;          /* the frame's pc (an inline line: the pc of the frame it is in) */
-  const char *function; /* NULL: unknown, printed `??` */
+  const char *function; /* NULL: unknown, printed `<module>+0x<offset in hex>` */
   uint64_t offset;      /* physical line: from the function's start; unknown function:
-                           the module-relative address; inline line: not printed */
+                           the module-relative address (in no module: the pc);
+                           inline line: not printed */
   bool is_inline;
   const char *file; /* NULL, or line 0: no source position printed */
   uint32_t line;

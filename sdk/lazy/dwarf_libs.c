@@ -117,6 +117,7 @@
   X(FN, GElf_Ehdr *, gelf_getehdr, (Elf *a, GElf_Ehdr *b), (a, b), NULL)                           \
   X(FN, GElf_Phdr *, gelf_getphdr, (Elf *a, int b, GElf_Phdr *c), (a, b, c), NULL)                 \
   X(FN, GElf_Shdr *, gelf_getshdr, (Elf_Scn *a, GElf_Shdr *b), (a, b), NULL)                       \
+  X(FN, GElf_Rela *, gelf_getrela, (Elf_Data *a, int b, GElf_Rela *c), (a, b, c), NULL)            \
   X(FN, GElf_Sym *, gelf_getsym, (Elf_Data *a, int b, GElf_Sym *c), (a, b, c), NULL)               \
   X(FN, uLong, crc32, (uLong a, const Bytef *b, uInt c), (a, b, c), 0)
 /* clang-format on */

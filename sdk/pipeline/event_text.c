@@ -272,7 +272,7 @@ static int format_thread(perf__strbuf_t *b, pid_t tid, const char *name, int cpu
 
 /* The lines of a decoded frame, as the live frames print: its Frame.lines
    (inline functions, then the physical one) when it has them, else the
-   function it names, else `??`. */
+   function it names, else `<module>+0x<address>` (frame_text.h). */
 static int format_decoded_frame(perf__strbuf_t *b, const Perf__V1__Batch *bt,
                                 const Perf__V1__Frame *f, size_t *index) {
   const Perf__V1__Module *m = f->module ? bt->modules[f->module - 1] : NULL;

@@ -23,8 +23,8 @@ int perf__format_thread_header(perf__strbuf_t *b, pid_t tid);
 
 /* Append the lines of frames pcs[0..count) (pcs[0] the interrupted pc, the
    rest return addresses), numbered from 0, then the `<truncated: ..>` line
-   when `end` says frames are missing. Unknown symbols print as `??` with
-   the offset from the module's load base. */
+   when `end` says frames are missing. A frame without a name prints as
+   `<module basename>+0x<offset from the module's load base>`. */
 int perf__format_frames(perf__strbuf_t *b, perf__modules_t *mods, const uintptr_t *pcs,
                         size_t count, perf__stack_end_t end);
 

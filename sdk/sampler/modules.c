@@ -40,6 +40,7 @@ struct perf__module_entry_s {
   bool compiling;              /* a thread compiles it, outside the lock */
   perf__sym_module_t *symbols; /* opened on first symbolization */
   bool symbols_tried;
+  size_t symbols_tried_at; /* perf__symbols_drops() then: a failed open waits for the next */
 };
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -256,11 +257,14 @@ void perf__modules_compile_all_rules(perf__modules_t *mods) {
   pthread_mutex_unlock(&g_lock);
 }
 
-/* The symbolizer module of e's file, opened on first use. */
+/* The symbolizer module of e's file, opened on first use; an open that
+   failed is tried again after the symbolizer's next idle drop (symbols.h). */
 static perf__sym_module_t *entry_symbols(perf__module_entry_t *e, const perf__module_t *m) {
   pthread_mutex_lock(&g_lock);
-  if (!e->symbols_tried) {
+  size_t drops = e->symbols ? 0 : perf__symbols_drops();
+  if (!e->symbols && (!e->symbols_tried || e->symbols_tried_at != drops)) {
     e->symbols_tried = true;
+    e->symbols_tried_at = drops;
     if (perf__sym_module_open(m->path, m->image, m->image_size, m->build_id, m->build_id_len, NULL,
                               &e->symbols) != 0)
       perf__log(PERF__LOG_DEBUG, "no symbols for %s", m->path);

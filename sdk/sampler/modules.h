@@ -13,7 +13,9 @@
  * rules) for the life of the process and never freed, so a late signal
  * handler can never read freed rules and a library loaded again is not
  * parsed again
- * (the DWARF behind the names stays under sdk/symbols' cap). The cache
+ * (the DWARF behind the names stays under sdk/symbols' cap). A symbolizer
+ * module that could not be opened (its file unreadable for a while) is
+ * tried again after the symbolizer's next idle drop (symbols.h). The cache
  * holds at most PERF__MODULE_CACHE_MAX files; past that, new modules unwind
  * by frame pointers and are named through dladdr.
  *

@@ -9,6 +9,7 @@
 #include "sdk/symbols/debug_file.h"
 
 #include <elfutils/libdwelf.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
@@ -33,12 +34,13 @@ typedef struct want_s {
 
 /* One search: the name to find under each root, and where the answer goes. */
 typedef struct search_s {
-  const want_t *want;
+  want_t *want;
   const char *hex_id; /* build-id search: "xx/rest" */
   const char *dir;    /* debuglink search: the module's folder */
   const char *link;   /* debuglink search: the link's file name */
   char *out;
   size_t cap;
+  bool unsure; /* a candidate was there but could not be read */
 } search_t;
 
 typedef bool (*root_fn)(const char *root, search_t *s);
@@ -47,16 +49,28 @@ static bool each_root(const char *debug_dirs, root_fn fn, search_t *s);
 static bool by_build_id(const char *root, search_t *s);
 static bool by_debuglink(const char *root, search_t *s);
 static bool next_to_module(search_t *s);
-static bool candidate_ok(const char *file, const want_t *w);
+static bool candidate_ok(search_t *s);
+static bool search(const char *path, Elf *elf, const char *debug_dirs, search_t *s);
 
 bool perf__sym_find_debug_file(const char *path, Elf *elf, const uint8_t *build_id,
-                               size_t build_id_len, const char *debug_dirs, char *out, size_t cap) {
+                               size_t build_id_len, const char *debug_dirs, char *out, size_t cap,
+                               bool *unsure) {
   want_t want = {build_id, build_id_len, false, 0, 0, 0};
-  search_t s = {&want, NULL, NULL, NULL, out, cap};
+  search_t s = {&want, NULL, NULL, NULL, out, cap, false};
+  bool found = search(path, elf, debug_dirs, &s);
+  if (unsure) *unsure = !found && s.unsure;
+  return found;
+}
+
+/* By build-id, then by debuglink (what to find is s->want). */
+static bool search(const char *path, Elf *elf, const char *debug_dirs, search_t *s) {
+  want_t *w = s->want;
+  const uint8_t *build_id = w->build_id;
+  size_t build_id_len = w->build_id_len;
   struct stat st;
   if (path && stat(path, &st) == 0) {
-    want.module_dev = st.st_dev;
-    want.module_ino = st.st_ino;
+    w->module_dev = st.st_dev;
+    w->module_ino = st.st_ino;
   }
   char hex[2 * BUILD_ID_MAX + 2];
   if (build_id && build_id_len >= 2 && build_id_len <= BUILD_ID_MAX) {
@@ -68,8 +82,8 @@ bool perf__sym_find_debug_file(const char *path, Elf *elf, const uint8_t *build_
       if (i == 0) *p++ = '/';
     }
     *p = '\0';
-    s.hex_id = hex;
-    if (each_root(debug_dirs, by_build_id, &s)) return true;
+    s->hex_id = hex;
+    if (each_root(debug_dirs, by_build_id, s)) return true;
   }
   GElf_Word crc = 0;
   const char *link = elf && path ? dwelf_elf_gnu_debuglink(elf, &crc) : NULL;
@@ -80,11 +94,11 @@ bool perf__sym_find_debug_file(const char *path, Elf *elf, const uint8_t *build_
   if (dir_len >= sizeof dir) return false;
   memcpy(dir, path, dir_len);
   dir[dir_len] = '\0';
-  want.check_crc = true;
-  want.crc = crc;
-  s.dir = dir;
-  s.link = link;
-  return next_to_module(&s) || each_root(debug_dirs, by_debuglink, &s);
+  w->check_crc = true;
+  w->crc = crc;
+  s->dir = dir;
+  s->link = link;
+  return next_to_module(s) || each_root(debug_dirs, by_debuglink, s);
 }
 
 /* fn for each directory of debug_dirs, then for /usr/lib/debug; true at
@@ -107,7 +121,7 @@ static bool each_root(const char *debug_dirs, root_fn fn, search_t *s) {
 /* Write the formatted path into s->out and check it. */
 static bool try_path(search_t *s, const char *fmt, const char *a, const char *b, const char *c) {
   int n = snprintf(s->out, s->cap, fmt, a, b, c);
-  return n > 0 && (size_t)n < s->cap && candidate_ok(s->out, s->want);
+  return n > 0 && (size_t)n < s->cap && candidate_ok(s);
 }
 
 static bool by_build_id(const char *root, search_t *s) {
@@ -140,14 +154,19 @@ static bool crc_matches(int fd, uint32_t want) {
 
 /* A regular ELF file, not the module itself, whose build-id is the
    module's; or, when the ids cannot tell (one of them has none), a
-   debuglink candidate whose CRC-32 is the link's. */
-static bool candidate_ok(const char *file, const want_t *w) {
-  int fd = open(file, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return false;
+   debuglink candidate whose CRC-32 is the link's (s->out). */
+static bool candidate_ok(search_t *s) {
+  const want_t *w = s->want;
+  int fd = open(s->out, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    s->unsure |= errno != ENOENT && errno != ENOTDIR && errno != ENAMETOOLONG;
+    return false;
+  }
   struct stat st;
   bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
             !(st.st_dev == w->module_dev && st.st_ino == w->module_ino);
   Elf *elf = ok ? elf_begin(fd, ELF_C_READ_MMAP, NULL) : NULL;
+  s->unsure |= ok && !elf;
   ok = elf && elf_kind(elf) == ELF_K_ELF;
   if (ok) {
     const void *id = NULL;

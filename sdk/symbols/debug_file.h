@@ -23,8 +23,12 @@
    colon-separated list of directories searched before /usr/lib/debug, or
    NULL. A candidate is used only when it is a regular ELF file whose
    build-id is the module's; a debuglink candidate of a module without
-   build-id must match the link's CRC-32 instead. */
+   build-id must match the link's CRC-32 instead. *unsure (may be NULL) is
+   set when a candidate was there but could not be read (an open failing
+   otherwise than for its absence: no descriptor left, no memory; libelf
+   refusing it): the answer may be another one later. */
 bool perf__sym_find_debug_file(const char *path, Elf *elf, const uint8_t *build_id,
-                               size_t build_id_len, const char *debug_dirs, char *out, size_t cap);
+                               size_t build_id_len, const char *debug_dirs, char *out, size_t cap,
+                               bool *unsure);
 
 #endif

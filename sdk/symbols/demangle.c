@@ -1,8 +1,9 @@
 /*
  * demangle.c - names as people read them (see symbols.h): C++ (Itanium)
  * and Rust (legacy and v0) demangled by libiberty's cplus_demangle, the
- * demangler of gdb, binutils and c++filt, so names read as they do there;
- * and a function's base name without its compiler clone suffixes.
+ * demangler of gdb, binutils and c++filt, so names read as they do there
+ * (a PLT stub's too: "std::terminate()@plt"); and a function's base name
+ * without its compiler clone suffixes.
  *
  * Any thread but the signal handler. libiberty's demangler keeps no state
  * between calls; it does put arrays sized by the name's length on the
@@ -24,10 +25,15 @@
 #define DEMANGLE_STACK_BASE (64u << 10) /* what the rest of the call needs */
 #define DEMANGLE_SHORT 256              /* this short always fits a thread's stack */
 
+/* A PLT stub's name (sdk/symbols/plt.h): the function's, then "@plt". */
+#define PLT_SUFFIX "@plt"
+#define PLT_SUFFIX_LEN (sizeof PLT_SUFFIX - 1)
+
 static const char *const CLONE_KINDS[] = {"isra", "constprop",  "part",        "cold", "lto_priv",
                                           "llvm", "localalias", "specialized", "clone"};
 
 static bool demangle_fits(size_t len);
+static char *demangle_plt_stub(const char *linkage, size_t len);
 static size_t raw_clone_suffix(const char *name, size_t len);
 static size_t demangled_clone_suffix(const char *name, size_t len);
 
@@ -38,7 +44,9 @@ char *perf__sym_demangle(const char *linkage) {
   if (linkage[0] != '_' || (linkage[1] != 'Z' && linkage[1] != 'R')) return NULL;
   size_t len = strlen(linkage);
   if (len > DEMANGLE_MAX_LEN || !demangle_fits(len)) return NULL;
-  return cplus_demangle(linkage, DMGL_PARAMS | DMGL_ANSI);
+  bool plt = len > PLT_SUFFIX_LEN && strcmp(linkage + len - PLT_SUFFIX_LEN, PLT_SUFFIX) == 0;
+  if (!plt) return cplus_demangle(linkage, DMGL_PARAMS | DMGL_ANSI);
+  return demangle_plt_stub(linkage, len - PLT_SUFFIX_LEN);
 }
 
 char *perf__sym_base_name(const char *name, char *out, size_t size) {
@@ -52,6 +60,22 @@ char *perf__sym_base_name(const char *name, char *out, size_t size) {
   if (len >= size) len = size - 1;
   if (len) memcpy(out, name, len);
   out[len] = '\0';
+  return out;
+}
+
+/* "_ZSt9terminatev@plt" reads "std::terminate()@plt", as in gdb: the
+   function's name (its first len characters) demangled, then the suffix. */
+static char *demangle_plt_stub(const char *linkage, size_t len) {
+  char *name = strndup(linkage, len);
+  char *shown = name ? cplus_demangle(name, DMGL_PARAMS | DMGL_ANSI) : NULL;
+  free(name);
+  size_t n = shown ? strlen(shown) : 0;
+  char *out = shown ? realloc(shown, n + PLT_SUFFIX_LEN + 1) : NULL;
+  if (!out) {
+    free(shown);
+    return NULL;
+  }
+  memcpy(out + n, PLT_SUFFIX, PLT_SUFFIX_LEN + 1);
   return out;
 }
 

@@ -34,17 +34,26 @@
 
 #define PATH_CAP 4096
 #define SCRATCH_BYTES (16u << 10) /* qualified names of one lookup */
+#define BUILD_ID_CAP 64           /* longer ids are never looked up (debug_file.c) */
 
 struct perf__sym_module_s {
   pthread_mutex_t lock;
-  perf__symtab_t *symtab;            /* NULL after an idle drop: read again when needed */
-  char *symtab_path, *symtab_debug;  /* where it is read again from; NULL path: kept for good */
-  bool symtab_pinned;                /* an answer points into it (names full): kept for good */
-  char *dwarf_path;                  /* the file with the module's .debug_info; NULL: none */
-  size_t dwarf_size;                 /* its sections, known before opening */
-  perf__sym_dwarf_t *dwarf;          /* open while in the LRU list */
-  size_t dwarf_bytes;                /* counted for the open handle */
-  bool dwarf_broken;                 /* opening failed: not tried again */
+  perf__symtab_t *symtab;           /* NULL after an idle drop: read again when needed */
+  char *symtab_path, *symtab_debug; /* where it is read again from; NULL path: kept for good */
+  bool symtab_pinned;               /* an answer points into it (names full): kept for good */
+  char *dwarf_path;                 /* the file with the module's .debug_info; NULL: none */
+  size_t dwarf_size;                /* its sections, known before opening */
+  perf__sym_dwarf_t *dwarf;         /* open while in the LRU list */
+  size_t dwarf_bytes;               /* counted for the open handle */
+  bool dwarf_broken;                /* opening failed: not tried again before the next drop */
+  size_t dwarf_broken_at;           /* g_drops when it failed */
+  /* The debug file search, done again after a drop when it could not read
+     a candidate (debug_file.h's unsure). */
+  bool debug_unsure;
+  size_t debug_searched_at; /* g_drops then */
+  uint8_t build_id[BUILD_ID_CAP];
+  size_t build_id_len;
+  char *debug_dirs;
   perf__sym_module_t *older, *newer; /* the LRU list (global lock) */
   perf__sym_store_t store;
   char scratch[SCRATCH_BYTES];
@@ -56,11 +65,17 @@ static pthread_rwlock_t g_fork_gate = PTHREAD_RWLOCK_INITIALIZER;
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static size_t g_cap = PERF__SYM_DEFAULT_CAP;
 static size_t g_bytes, g_modules, g_opens, g_table_loads;
+static size_t g_drops; /* idle drops so far */
 static perf__sym_module_t *g_oldest, *g_newest;
 
 static void init_libelf(void);
 static bool find_debug_file(const char *path, const void *image, const uint8_t *build_id,
-                            size_t build_id_len, const char *debug_dirs, char *out, size_t cap);
+                            size_t build_id_len, const char *debug_dirs, char *out, size_t cap,
+                            bool *unsure);
+static size_t drops_now(void);
+static int remember_search(perf__sym_module_t *m, const uint8_t *build_id, size_t build_id_len,
+                           const char *debug_dirs, bool unsure);
+static void search_again(perf__sym_module_t *m);
 static void reload_symtab(perf__sym_module_t *m);
 static void resolve(perf__sym_module_t *m, uint64_t vaddr, perf__sym_frame_t *out);
 static perf__sym_dwarf_t *use_dwarf(perf__sym_module_t *m);
@@ -120,10 +135,12 @@ static int module_open(const char *path, const void *image, size_t image_size,
   const char *dwarf_file = image ? NULL : path;
   size_t size = dwarf_file ? perf__sym_dwarf_size(dwarf_file) : 0;
   char debug[PATH_CAP];
+  bool unsure = false;
   bool has_debug = !size && find_debug_file(path, image, build_id, build_id_len, debug_dirs, debug,
-                                            sizeof debug);
+                                            sizeof debug, &unsure);
   if (has_debug) size = perf__sym_dwarf_size(dwarf_file = debug);
   int err = perf__symtab_load(path, image, image_size, has_debug ? debug : NULL, &m->symtab);
+  if (!err && unsure && !image) err = remember_search(m, build_id, build_id_len, debug_dirs, true);
   /* A file's table can be dropped when idle and read again; an image's
      (the vdso) is small and kept. */
   if (!err && !image &&
@@ -152,6 +169,7 @@ static void module_free(perf__sym_module_t *m) {
   free(m->symtab_path);
   free(m->symtab_debug);
   free(m->dwarf_path);
+  free(m->debug_dirs);
   pthread_mutex_destroy(&m->lock);
   free(m);
 }
@@ -212,11 +230,13 @@ static void init_libelf(void) {
 }
 
 static bool find_debug_file(const char *path, const void *image, const uint8_t *build_id,
-                            size_t build_id_len, const char *debug_dirs, char *out, size_t cap) {
+                            size_t build_id_len, const char *debug_dirs, char *out, size_t cap,
+                            bool *unsure) {
   int fd = image ? -1 : open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   Elf *elf = fd >= 0 ? elf_begin(fd, ELF_C_READ_MMAP, NULL) : NULL;
   bool found = perf__sym_find_debug_file(image ? NULL : path, elf, build_id, build_id_len,
-                                         debug_dirs, out, cap);
+                                         debug_dirs, out, cap, unsure);
+  if (!found && !image && !elf) *unsure = true; /* its .gnu_debuglink could not be read */
   if (elf) elf_end(elf);
   if (fd >= 0) close(fd);
   return found;
@@ -271,6 +291,60 @@ static size_t from_dwarf(perf__sym_module_t *m, uint64_t vaddr, const char *sym,
   return n;
 }
 
+static size_t drops_now(void) {
+  pthread_mutex_lock(&g_lock);
+  size_t n = g_drops;
+  pthread_mutex_unlock(&g_lock);
+  return n;
+}
+
+/* Keep what the debug file search needs to run again. */
+static int remember_search(perf__sym_module_t *m, const uint8_t *build_id, size_t build_id_len,
+                           const char *debug_dirs, bool unsure) {
+  m->debug_unsure = unsure;
+  m->debug_searched_at = drops_now();
+  m->build_id_len = build_id && build_id_len <= BUILD_ID_CAP ? build_id_len : 0;
+  if (m->build_id_len) memcpy(m->build_id, build_id, m->build_id_len);
+  if (debug_dirs && !(m->debug_dirs = strdup(debug_dirs))) return PERF_E_NO_MEMORY;
+  return PERF_OK;
+}
+
+/* The debug file search again, once per drop, while it could not read a
+   candidate: one found now brings its symbol table and DWARF (the
+   module's own DWARF still wins). Module lock held. */
+static void search_again(perf__sym_module_t *m) {
+  size_t drops = m->debug_unsure ? drops_now() : m->debug_searched_at;
+  if (drops == m->debug_searched_at) return;
+  m->debug_searched_at = drops;
+  char debug[PATH_CAP];
+  bool unsure = false;
+  if (!find_debug_file(m->symtab_path, NULL, m->build_id, m->build_id_len, m->debug_dirs, debug,
+                       sizeof debug, &unsure)) {
+    m->debug_unsure = unsure;
+    return;
+  }
+  char *copy = strdup(debug);
+  size_t size = m->dwarf_path ? 0 : perf__sym_dwarf_size(debug);
+  char *dwarf = size ? strdup(debug) : NULL;
+  if (!copy || (size && !dwarf)) {
+    free(copy);
+    free(dwarf);
+    return; /* no memory: tried again after the next drop */
+  }
+  m->debug_unsure = false;
+  free(m->symtab_debug);
+  m->symtab_debug = copy;
+  if (dwarf) {
+    m->dwarf_path = dwarf;
+    m->dwarf_size = size;
+    m->dwarf_broken = false;
+  }
+  if (!m->symtab_pinned) { /* read again, with the debug file's .symtab */
+    perf__symtab_free(m->symtab);
+    m->symtab = NULL;
+  }
+}
+
 /* Read the module's symbol table again when an idle drop took it (module
    lock held); it stays NULL when it cannot be read now. */
 static void reload_symtab(perf__sym_module_t *m) {
@@ -285,6 +359,7 @@ static void reload_symtab(perf__sym_module_t *m) {
 static void resolve(perf__sym_module_t *m, uint64_t vaddr, perf__sym_frame_t *out) {
   const char *sym = NULL;
   uint64_t sym_off = 0;
+  search_again(m);
   reload_symtab(m);
   bool has_sym = perf__symtab_lookup(m->symtab, vaddr, &sym, &sym_off);
   out->count = from_dwarf(m, vaddr, has_sym ? sym : NULL, sym_off, out);
@@ -306,16 +381,21 @@ static void resolve(perf__sym_module_t *m, uint64_t vaddr, perf__sym_frame_t *ou
 /* ------------------------------------------------------------------------ */
 
 /* The module's open DWARF, opened when needed and the cap allows; made the
-   most recently used. Module lock held. */
+   most recently used. An open that failed is tried again after the next
+   idle drop, not before: a file can be unreadable for a while (no file
+   descriptor left, no memory, libdw not loadable) and every lookup until
+   then is named from the symbol table alone. Module lock held. */
 static perf__sym_dwarf_t *use_dwarf(perf__sym_module_t *m) {
-  if (!m->dwarf && m->dwarf_path && !m->dwarf_broken) {
+  if (!m->dwarf && m->dwarf_path) {
     pthread_mutex_lock(&g_lock);
-    size_t cap = g_cap;
+    size_t cap = g_cap, drops = g_drops;
     pthread_mutex_unlock(&g_lock);
     if (m->dwarf_size > cap) return NULL; /* never fits: symbol table only */
+    if (m->dwarf_broken && m->dwarf_broken_at == drops) return NULL;
     size_t bytes = 0;
     m->dwarf = perf__sym_dwarf_open(m->dwarf_path, &bytes);
     m->dwarf_broken = !m->dwarf;
+    m->dwarf_broken_at = drops;
     if (!m->dwarf) return NULL;
     pthread_mutex_lock(&g_lock);
     m->dwarf_bytes = bytes;
@@ -369,8 +449,20 @@ static void enforce_cap(void) {
 
 void perf__symbols_drop_dwarf(void) {
   pthread_rwlock_rdlock(&g_fork_gate);
+  pthread_mutex_lock(&g_lock);
+  g_drops++;
+  pthread_mutex_unlock(&g_lock);
   drop_dwarf_over(0, true);
   pthread_rwlock_unlock(&g_fork_gate);
+}
+
+size_t perf__symbols_drops(void) {
+  pthread_rwlock_rdlock(&g_fork_gate);
+  pthread_mutex_lock(&g_lock);
+  size_t n = g_drops;
+  pthread_mutex_unlock(&g_lock);
+  pthread_rwlock_unlock(&g_fork_gate);
+  return n;
 }
 
 /* Drop the DWARF of the least recently used modules until at most `limit`

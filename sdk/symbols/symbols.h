@@ -1,7 +1,8 @@
 /*
  * symbols.h - names for the code addresses of ELF modules, as a person
  * reads them and as gdb shows them: the function (ELF symbol tables of the
- * file, of its separate debug file found by GNU build-id or debuglink),
+ * file or of its separate debug file found by GNU build-id or debuglink,
+ * its dynamic symbols, its PLT stubs as `clock_gettime@plt`),
  * the chain of functions inlined at the address with their source lines
  * (DWARF, elfutils libdw), C++ and Rust names demangled (libiberty), a
  * compiler clone shown as "f(int) [clone .isra.0]".
@@ -14,7 +15,9 @@
  * read lazily, at the first lookup that needs it, and the DWARF of all open
  * modules together stays under the cap given to perf__symbols_set_cap
  * (least recently used modules drop theirs first). Lookups are cached per
- * (module, address).
+ * (module, address). A read that failed (the DWARF, a debug file that was
+ * there but could not be read) is tried again after the next idle drop
+ * (perf__symbols_drop_dwarf).
  *
  * Names: the function the machine code belongs to (the last line of a
  * frame) is named by the symbol table, demangled, as perf and pprof name
@@ -105,6 +108,12 @@ void perf__symbols_set_cap(size_t bytes);
    debug file (~0.45 MiB). */
 void perf__symbols_drop_dwarf(void);
 
+/* How many times perf__symbols_drop_dwarf ran. What failed to open (a
+   module's DWARF here, a module in the sampler's cache) is tried again
+   after the next drop, not before: the failure may have been for a while
+   only (no file descriptor left, no memory, libdw not loadable). */
+size_t perf__symbols_drops(void);
+
 /* What the symbolizer holds now, for tests and benchmarks. */
 typedef struct perf__symbols_stats_s {
   size_t dwarf_bytes;   /* counted DWARF of all modules (<= the cap after each lookup) */
@@ -127,7 +136,9 @@ void perf__symbols_fork_child(void);
 
 /* Demangle a C++ (Itanium) or Rust symbol for people; NULL when `linkage`
    is not a mangled name (then show it as it is). The result is malloc'd;
-   the caller frees it. Clone suffixes come out as " [clone .isra.0]". */
+   the caller frees it. Clone suffixes come out as " [clone .isra.0]", a
+   PLT stub's name as gdb shows it ("_ZSt9terminatev@plt" reads
+   "std::terminate()@plt"). */
 char *perf__sym_demangle(const char *linkage);
 
 /* The function's name without its clone suffixes (" [clone .isra.0]",

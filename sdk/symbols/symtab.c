@@ -1,8 +1,9 @@
 /*
  * symtab.c - owns the function-symbol table of one ELF module (see symtab.h):
- * reading .symtab, else the .symtab of its separate debug file, else
- * .dynsym, with libelf; copying the names into one buffer owned by the
- * table; sorting and deduplicating by address; and the binary-search lookup.
+ * reading its symbol tables with libelf (.symtab, else the .symtab of its
+ * separate debug file; then .dynsym; then the PLT stubs, plt.c), copying
+ * the names into one buffer owned by the table, sorting and deduplicating
+ * by address, and the binary-search lookup.
  *
  * Threads: any thread but the signal handler may load or free a table (it
  * allocates, opens files and calls libelf). A loaded table is immutable, so
@@ -18,7 +19,17 @@
  *  - PERF_E_UNSUPPORTED: the installed libelf rejects EV_CURRENT.
  * A valid ELF without function symbols is NOT an error: it yields an empty
  * table (count 0, every lookup false). A debug file that is missing or
- * unreadable is not an error either: the table simply stays empty.
+ * unreadable is not an error either: the module's own tables are used.
+ *
+ * Which tables: gdb reads every symbol table a module has (its minimal
+ * symbols) and names an address from any of them; so does this table, so
+ * that a frame gdb names is never unnamed here. .symtab names static
+ * functions (distributions strip it from libraries but ship it in a debug
+ * file: libc6-dbg puts start_thread there); .dynsym names the exported
+ * functions of a module with neither (libglib without its -dbgsym
+ * package); the PLT stubs are named `<function>@plt` as gdb and objdump
+ * name them. At one address the preferred symbol wins: global over weak
+ * over local, then the earlier table (.symtab before .dynsym).
  *
  * Lookup rules: a sized symbol covers [st_value, st_value + st_size). A
  * symbol with st_size == 0 reaches to the next symbol's start (bounded by
@@ -34,12 +45,14 @@
 #include <fcntl.h>
 #include <gelf.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "perf_sdk.h"
+#include "sdk/symbols/plt.h"
 
 #define NO_COVER SIZE_MAX
 #define END_UNKNOWN UINT64_MAX
@@ -48,21 +61,28 @@
 enum { RANK_LOCAL = 0, RANK_WEAK = 1, RANK_GLOBAL = 2 };
 
 typedef struct {
-  uint64_t addr;    /* st_value */
-  uint64_t end;     /* exclusive; for zero-sized symbols, how far they reach */
-  const char *name; /* points into the table's names buffer */
-  size_t order;     /* index in the symbol section: stable tie-break */
-  size_t cover;     /* sized symbol with the farthest end among [0, self] */
-  uint8_t rank;     /* RANK_* */
-  uint8_t sized;    /* st_size != 0 */
+  uint64_t addr;  /* st_value */
+  uint64_t end;   /* exclusive; for zero-sized symbols, how far they reach */
+  size_t name_at; /* offset of its name in the table's names buffer */
+  size_t order;   /* the order it was read in: stable tie-break */
+  size_t cover;   /* sized symbol with the farthest end among [0, self] */
+  uint8_t rank;   /* RANK_* */
+  uint8_t sized;  /* st_size != 0 */
 } sym_t;
 
 struct perf__symtab_s {
   sym_t *syms; /* sorted by addr, one per address */
-  size_t count;
+  size_t count, cap;
   char *names; /* every name, NUL-terminated, back to back */
-  size_t names_bytes;
+  size_t names_bytes, names_cap;
 };
+
+/* An ELF file or image open for reading. */
+typedef struct {
+  int fd;     /* -1 for an image */
+  char *copy; /* an image's private copy, else NULL */
+  Elf *elf;
+} elf_src_t;
 
 /* One symbol section of an open Elf. */
 typedef struct {
@@ -76,9 +96,14 @@ static pthread_once_t g_libelf_once = PTHREAD_ONCE_INIT;
 static int g_libelf_ok;
 
 static bool libelf_ready(void);
-static int load_path(perf__symtab_t *tab, const char *path, GElf_Word type);
-static int load_image(perf__symtab_t *tab, const void *image, size_t size, GElf_Word type);
+static int src_open_path(elf_src_t *src, const char *path);
+static int src_open_image(elf_src_t *src, const void *image, size_t size);
+static void src_close(elf_src_t *src);
+static int load_symsec(perf__symtab_t *tab, Elf *elf, GElf_Word type);
 static int load_debug_file(perf__symtab_t *tab, const char *debug_path);
+static int add_plt_stub(void *ctx, uint64_t addr, uint64_t size, const char *symbol,
+                        uint64_t addend);
+static void finish_table(perf__symtab_t *tab);
 static const sym_t *find_sym(const perf__symtab_t *tab, uint64_t vaddr);
 
 int perf__symtab_load(const char *path, const void *image, size_t image_size,
@@ -87,21 +112,21 @@ int perf__symtab_load(const char *path, const void *image, size_t image_size,
   *out = NULL;
   if ((!path && !image) || (image && image_size == 0)) return PERF_E_INVALID_ARGUMENT;
   if (!libelf_ready()) return PERF_E_UNSUPPORTED;
+  elf_src_t src;
+  int rc = image ? src_open_image(&src, image, image_size) : src_open_path(&src, path);
+  if (rc != PERF_OK) return rc;
   perf__symtab_t *tab = calloc(1, sizeof *tab);
-  if (!tab) return PERF_E_NO_MEMORY;
-  /* .symtab names static functions; distributions strip it from
-     libraries but ship it in a debug file (libc6-dbg puts start_thread
-     there). .dynsym is the last resort. */
-  int rc =
-      image ? load_image(tab, image, image_size, SHT_SYMTAB) : load_path(tab, path, SHT_SYMTAB);
+  if (!tab) rc = PERF_E_NO_MEMORY;
+  if (rc == PERF_OK) rc = load_symsec(tab, src.elf, SHT_SYMTAB);
   if (rc == PERF_OK && tab->count == 0 && debug_path) rc = load_debug_file(tab, debug_path);
-  if (rc == PERF_OK && tab->count == 0) {
-    rc = image ? load_image(tab, image, image_size, SHT_DYNSYM) : load_path(tab, path, SHT_DYNSYM);
-  }
+  if (rc == PERF_OK) rc = load_symsec(tab, src.elf, SHT_DYNSYM);
+  if (rc == PERF_OK) rc = perf__plt_each(src.elf, add_plt_stub, tab);
+  src_close(&src);
   if (rc != PERF_OK) {
     perf__symtab_free(tab);
     return rc;
   }
+  finish_table(tab);
   *out = tab;
   return PERF_OK;
 }
@@ -110,7 +135,7 @@ bool perf__symtab_lookup(const perf__symtab_t *tab, uint64_t vaddr, const char *
                          uint64_t *offset) {
   const sym_t *hit = find_sym(tab, vaddr);
   if (!hit) return false;
-  if (name) *name = hit->name;
+  if (name) *name = tab->names + hit->name_at;
   if (offset) *offset = vaddr - hit->addr;
   return true;
 }
@@ -120,7 +145,7 @@ size_t perf__symtab_count(const perf__symtab_t *tab) {
 }
 
 size_t perf__symtab_bytes(const perf__symtab_t *tab) {
-  return tab ? sizeof *tab + tab->count * sizeof *tab->syms + tab->names_bytes : 0;
+  return tab ? sizeof *tab + tab->cap * sizeof *tab->syms + tab->names_cap : 0;
 }
 
 void perf__symtab_free(perf__symtab_t *tab) {
@@ -166,66 +191,94 @@ static bool libelf_ready(void) {
   return pthread_once(&g_libelf_once, init_libelf) == 0 && g_libelf_ok;
 }
 
-static int load_elf(perf__symtab_t *tab, Elf *elf, GElf_Word type);
+static bool src_is_elf(elf_src_t *src) {
+  GElf_Ehdr eh;
+  if (src->elf && elf_kind(src->elf) == ELF_K_ELF && gelf_getehdr(src->elf, &eh)) return true;
+  src_close(src);
+  return false;
+}
 
-static int load_path(perf__symtab_t *tab, const char *path, GElf_Word type) {
+static int src_open_path(elf_src_t *src, const char *path) {
+  *src = (elf_src_t){-1, NULL, NULL};
   /* O_NONBLOCK: never hang on a FIFO; it does not affect regular files. */
-  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return PERF_E_SYSTEM;
+  src->fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   struct stat st;
-  int rc = PERF_E_SYSTEM;
-  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
-    Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-    if (elf) {
-      rc = load_elf(tab, elf, type);
-      elf_end(elf);
-    }
-  }
-  close(fd);
-  return rc;
+  if (src->fd >= 0 && fstat(src->fd, &st) == 0 && S_ISREG(st.st_mode))
+    src->elf = elf_begin(src->fd, ELF_C_READ_MMAP, NULL);
+  return src_is_elf(src) ? PERF_OK : PERF_E_SYSTEM;
 }
 
 /* elf_memory() takes a writable char * and may convert data in place, while
    the vDSO is mapped read-only: hand it a private heap copy instead. */
-static int load_image(perf__symtab_t *tab, const void *image, size_t size, GElf_Word type) {
-  char *copy = malloc(size);
-  if (!copy) return PERF_E_NO_MEMORY;
-  memcpy(copy, image, size);
-  int rc = PERF_E_SYSTEM;
-  Elf *elf = elf_memory(copy, size);
-  if (elf) {
-    rc = load_elf(tab, elf, type);
-    elf_end(elf);
-  }
-  free(copy);
-  return rc;
+static int src_open_image(elf_src_t *src, const void *image, size_t size) {
+  *src = (elf_src_t){-1, malloc(size), NULL};
+  if (!src->copy) return PERF_E_NO_MEMORY;
+  memcpy(src->copy, image, size);
+  src->elf = elf_memory(src->copy, size);
+  return src_is_elf(src) ? PERF_OK : PERF_E_SYSTEM;
 }
 
-/* Only called while the table is still empty (nothing allocated in it). */
+static void src_close(elf_src_t *src) {
+  if (src->elf) elf_end(src->elf);
+  if (src->fd >= 0) close(src->fd);
+  free(src->copy);
+  *src = (elf_src_t){-1, NULL, NULL};
+}
+
+/* Only called while the table is still empty: the debug file's .symtab
+   stands for the module's own. */
 static int load_debug_file(perf__symtab_t *tab, const char *debug_path) {
-  int rc = load_path(tab, debug_path, SHT_SYMTAB);
-  /* An unusable debug file: the module just has no .symtab. */
-  return rc == PERF_E_SYSTEM ? PERF_OK : rc;
+  elf_src_t src;
+  if (src_open_path(&src, debug_path) != PERF_OK) return PERF_OK; /* unusable: none */
+  int rc = load_symsec(tab, src.elf, SHT_SYMTAB);
+  src_close(&src);
+  return rc;
 }
 
 /* ------------------------------------------------------------------------ */
 /* Reading the symbols                                                       */
 /* ------------------------------------------------------------------------ */
 
-static bool find_symsec(Elf *elf, GElf_Word type, symsec_t *out);
-static bool count_funcs(const symsec_t *sec, size_t *n, size_t *bytes);
-static int build_table(perf__symtab_t *tab, const symsec_t *sec, size_t n, size_t bytes);
+/* Room for n more symbols and bytes more name bytes. */
+static int reserve(perf__symtab_t *tab, size_t n, size_t bytes) {
+  if (n > SIZE_MAX / sizeof *tab->syms - tab->count || bytes > SIZE_MAX - tab->names_bytes)
+    return PERF_E_NO_MEMORY;
+  if (tab->count + n > tab->cap) {
+    sym_t *s = realloc(tab->syms, (tab->count + n) * sizeof *s);
+    if (!s) return PERF_E_NO_MEMORY;
+    tab->syms = s;
+    tab->cap = tab->count + n;
+  }
+  if (tab->names_bytes + bytes > tab->names_cap) {
+    char *p = realloc(tab->names, tab->names_bytes + bytes);
+    if (!p) return PERF_E_NO_MEMORY;
+    tab->names = p;
+    tab->names_cap = tab->names_bytes + bytes;
+  }
+  return PERF_OK;
+}
 
-/* The functions of the symbol section of `type` (SHT_SYMTAB or SHT_DYNSYM);
-   an empty table without. */
-static int load_elf(perf__symtab_t *tab, Elf *elf, GElf_Word type) {
-  GElf_Ehdr eh;
-  if (elf_kind(elf) != ELF_K_ELF || !gelf_getehdr(elf, &eh)) return PERF_E_SYSTEM;
-  symsec_t sec;
-  size_t n = 0, bytes = 0;
-  if (find_symsec(elf, type, &sec) && !count_funcs(&sec, &n, &bytes)) return PERF_E_NO_MEMORY;
-  if (n == 0) return PERF_OK;
-  return build_table(tab, &sec, n, bytes);
+/* Add a symbol (room reserved) whose name of len bytes is already at the
+   end of the names. */
+static void push_sym(perf__symtab_t *tab, size_t len, uint64_t addr, uint64_t end, bool sized,
+                     uint8_t rank) {
+  sym_t *d = &tab->syms[tab->count];
+  d->addr = addr;
+  d->end = end;
+  d->sized = sized;
+  d->rank = rank;
+  d->order = tab->count++;
+  d->cover = NO_COVER;
+  d->name_at = tab->names_bytes;
+  tab->names[tab->names_bytes + len] = '\0';
+  tab->names_bytes += len + 1;
+}
+
+/* Add a symbol (room reserved) named by name's first len bytes. */
+static void add_sym(perf__symtab_t *tab, const char *name, size_t len, uint64_t addr, uint64_t end,
+                    bool sized, uint8_t rank) {
+  memcpy(tab->names + tab->names_bytes, name, len);
+  push_sym(tab, len, addr, end, sized, rank);
 }
 
 /* The first section of `type` that has symbol data. */
@@ -246,31 +299,18 @@ static bool find_symsec(Elf *elf, GElf_Word type, symsec_t *out) {
   return false;
 }
 
-/* Symbol `i` when it is a defined function with a name, else false. */
-static bool read_func(const symsec_t *sec, size_t i, GElf_Sym *sym, const char **name) {
+/* Symbol `i` when it is a defined function with a name, else false; *len
+   is its name's length without a symbol version ("memcpy@@GLIBC_2.14"). */
+static bool read_func(const symsec_t *sec, size_t i, GElf_Sym *sym, const char **name,
+                      size_t *len) {
   if (i > INT32_MAX || !gelf_getsym(sec->data, (int)i, sym)) return false;
   int type = GELF_ST_TYPE(sym->st_info);
   if (type != STT_FUNC && type != STT_GNU_IFUNC) return false;
   if (sym->st_value == 0 || sym->st_shndx == SHN_UNDEF) return false;
   *name = elf_strptr(sec->elf, sec->strndx, sym->st_name);
-  return *name && **name;
-}
-
-/* How many functions, and how many name bytes (with NULs) they need. False
-   on size overflow. */
-static bool count_funcs(const symsec_t *sec, size_t *n, size_t *bytes) {
-  size_t count = 0, total = 0;
-  for (size_t i = 1; i < sec->nsyms; i++) {
-    GElf_Sym sym;
-    const char *name;
-    if (!read_func(sec, i, &sym, &name)) continue;
-    size_t len = strlen(name) + 1;
-    if (len > SIZE_MAX - total) return false;
-    total += len;
-    count++;
-  }
-  *n = count;
-  *bytes = total;
+  if (!*name || !**name) return false;
+  const char *at = strchr(*name + 1, '@');
+  *len = at ? (size_t)(at - *name) : strlen(*name);
   return true;
 }
 
@@ -288,49 +328,78 @@ static uint64_t section_end(Elf *elf, GElf_Half shndx, uint64_t addr) {
   return sh.sh_addr + sh.sh_size;
 }
 
-static void fill_sym(sym_t *d, const symsec_t *sec, const GElf_Sym *sym, size_t i) {
-  int bind = GELF_ST_BIND(sym->st_info);
-  d->addr = sym->st_value;
-  d->sized = sym->st_size != 0;
-  d->end = d->sized ? sat_add(sym->st_value, sym->st_size)
-                    : section_end(sec->elf, sym->st_shndx, sym->st_value);
-  d->order = i;
-  d->cover = NO_COVER;
-  d->rank = bind == STB_GLOBAL ? RANK_GLOBAL : bind == STB_WEAK ? RANK_WEAK : RANK_LOCAL;
+/* The functions of elf's symbol section of `type` (SHT_SYMTAB or
+   SHT_DYNSYM), added to the table: counted first, then copied. */
+static int load_symsec(perf__symtab_t *tab, Elf *elf, GElf_Word type) {
+  symsec_t sec;
+  if (!find_symsec(elf, type, &sec)) return PERF_OK;
+  size_t n = 0, bytes = 0;
+  for (size_t i = 1; i < sec.nsyms; i++) {
+    GElf_Sym sym;
+    const char *name;
+    size_t len;
+    if (!read_func(&sec, i, &sym, &name, &len)) continue;
+    if (len + 1 > SIZE_MAX - bytes) return PERF_E_NO_MEMORY;
+    bytes += len + 1;
+    n++;
+  }
+  int rc = n ? reserve(tab, n, bytes) : PERF_OK;
+  for (size_t i = 1; rc == PERF_OK && i < sec.nsyms && n > 0; i++) {
+    GElf_Sym sym;
+    const char *name;
+    size_t len;
+    if (!read_func(&sec, i, &sym, &name, &len)) continue;
+    int bind = GELF_ST_BIND(sym.st_info);
+    bool sized = sym.st_size != 0;
+    add_sym(tab, name, len, sym.st_value,
+            sized ? sat_add(sym.st_value, sym.st_size)
+                  : section_end(elf, sym.st_shndx, sym.st_value),
+            sized,
+            bind == STB_GLOBAL ? RANK_GLOBAL
+            : bind == STB_WEAK ? RANK_WEAK
+                               : RANK_LOCAL);
+    n--;
+  }
+  return rc;
+}
+
+/* A PLT stub as gdb names it: "<symbol>[+0x<addend>]@plt", "*ABS*" for a
+   relocation without a symbol. */
+static int add_plt_stub(void *ctx, uint64_t addr, uint64_t size, const char *symbol,
+                        uint64_t addend) {
+  perf__symtab_t *tab = ctx;
+  char suffix[32];
+  int n = addend ? snprintf(suffix, sizeof suffix, "+0x%llx@plt", (unsigned long long)addend)
+                 : snprintf(suffix, sizeof suffix, "@plt");
+  const char *base = symbol ? symbol : "*ABS*";
+  const char *at = strchr(base + 1, '@');
+  size_t len = at ? (size_t)(at - base) : strlen(base);
+  if (n <= 0 || len > SIZE_MAX / 2) return PERF_E_NO_MEMORY;
+  int rc = reserve(tab, 1, len + (size_t)n + 1);
+  if (rc != PERF_OK) return rc;
+  char *name = tab->names + tab->names_bytes;
+  memcpy(name, base, len);
+  memcpy(name + len, suffix, (size_t)n);
+  push_sym(tab, len + (size_t)n, addr, sat_add(addr, size), true, RANK_LOCAL);
+  return PERF_OK;
 }
 
 static int cmp_sym(const void *a, const void *b);
 static size_t dedupe(sym_t *s, size_t n);
 static void finish(sym_t *s, size_t n);
 
-/* Second pass: copy the n functions counted by count_funcs. On failure the
-   caller frees the partial table. */
-static int build_table(perf__symtab_t *tab, const symsec_t *sec, size_t n, size_t bytes) {
-  if (n > SIZE_MAX / sizeof *tab->syms) return PERF_E_NO_MEMORY;
-  tab->syms = malloc(n * sizeof *tab->syms);
-  tab->names = malloc(bytes);
-  if (!tab->syms || !tab->names) return PERF_E_NO_MEMORY;
-  tab->names_bytes = bytes;
-  size_t k = 0, pos = 0;
-  for (size_t i = 1; i < sec->nsyms && k < n; i++) {
-    GElf_Sym sym;
-    const char *name;
-    if (!read_func(sec, i, &sym, &name)) continue;
-    size_t len = strlen(name) + 1;
-    if (len > bytes - pos) break; /* cannot happen: same data as the count */
-    memcpy(tab->names + pos, name, len);
-    /* "memcpy@@GLIBC_2.14": the version is not part of the function's name. */
-    char *at = strchr(tab->names + pos, '@');
-    if (at && at != tab->names + pos) *at = '\0';
-    tab->syms[k].name = tab->names + pos;
-    fill_sym(&tab->syms[k], sec, &sym, i);
-    pos += len;
-    k++;
-  }
-  qsort(tab->syms, k, sizeof *tab->syms, cmp_sym);
-  tab->count = dedupe(tab->syms, k);
+/* Sorted, one symbol per address, every zero-sized one's reach set; the
+   array cut to what is kept (aliases go). */
+static void finish_table(perf__symtab_t *tab) {
+  if (tab->count == 0) return;
+  qsort(tab->syms, tab->count, sizeof *tab->syms, cmp_sym);
+  tab->count = dedupe(tab->syms, tab->count);
   finish(tab->syms, tab->count);
-  return PERF_OK;
+  sym_t *fit = realloc(tab->syms, tab->count * sizeof *fit);
+  if (fit) {
+    tab->syms = fit;
+    tab->cap = tab->count;
+  }
 }
 
 /* By address; at equal addresses the preferred symbol first. */

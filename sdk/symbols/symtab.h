@@ -2,10 +2,12 @@
  * symtab.h - function symbols of one ELF module, for naming frames (the
  * physical function of a frame; symbols.c adds the inline chain).
  *
- * Reads .symtab (so static functions are named); when the file has none,
- * the .symtab of its separate debug file (found by debug_file.c: build-id,
- * debuglink; e.g. libc6-dbg); else .dynsym. The table is sorted once and
- * looked up by binary search. Built and used off the signal handler only.
+ * Reads every table the module has, as gdb's minimal symbols: .symtab (so
+ * static functions are named), or when the file has none the .symtab of
+ * its separate debug file (found by debug_file.c: build-id, debuglink;
+ * e.g. libc6-dbg); .dynsym; and its PLT stubs (plt.h: clock_gettime@plt).
+ * The table is sorted once and looked up by binary search. Built and used
+ * off the signal handler only.
  */
 #ifndef PERF_SYMBOLS_SYMTAB_H
 #define PERF_SYMBOLS_SYMTAB_H
@@ -19,7 +21,8 @@ typedef struct perf__symtab_s perf__symtab_t;
 /* Load the function symbols of the ELF file at `path`, or of the in-memory
    image [image, image + image_size) when image is non-NULL (the vDSO).
    debug_path (may be NULL) is the module's separate debug file, read when
-   the module itself has no .symtab. *out is freed with perf__symtab_free().
+   the module itself has no .symtab (its .dynsym and PLT are read from the
+   module). *out is freed with perf__symtab_free().
    Returns 0 or a negative perf_error_t (a file without symbols is not an
    error: it yields an empty table). */
 int perf__symtab_load(const char *path, const void *image, size_t image_size,

@@ -9,6 +9,12 @@
  * from B (reload_beta_frame, never A's reload_alpha_frame) and B's unwind
  * rules find the callers through B's 4 KiB frame (A's rules would not).
  * Then A again through a rename (a new inode): A's names.
+ *
+ * A library whose file cannot be read when its frames are first named (it
+ * is moved away for a while, as by a package upgrade): unnamed then, and
+ * named once the symbolizer's next idle drop has passed (the SDK's writer
+ * calls it 2 s after an event; sdk/sampler/modules.c tries a failed open
+ * again after it), not before.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -21,6 +27,7 @@
 
 #include "check.h"
 #include "perf_sdk.h"
+#include "sdk/symbols/symbols.h"
 #include "tempdir.h"
 
 typedef void (*reload_cb)(void);
@@ -110,7 +117,34 @@ static void case_rewritten_library(void) {
   perf_free(g_text);
 }
 
+/* reload_entry's capture inside A at path: whether A's frame is named. */
+static bool alpha_named(entry_fn entry) {
+  reload_caller(entry);
+  return frame_line("reload_alpha_frame") != NULL;
+}
+
+static void case_unreadable_for_a_while(void) {
+  char path[256], away[300];
+  snprintf(path, sizeof path, "%s/libreload.so", tempdir_make("perf-reload"));
+  snprintf(away, sizeof away, "%s.away", path);
+  copy_file(RELOAD_A_PATH, path, O_EXCL);
+  void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  CHECKF(h != NULL, "dlopen: %s", dlerror());
+  entry_fn entry = (entry_fn)(uintptr_t)dlsym(h, "reload_entry");
+  CHECK(entry != NULL);
+  CHECK(rename(path, away) == 0);
+  CHECKF(!alpha_named(entry) && strstr(g_text, " libreload.so+0x"),
+         "a frame of the missing file, unnamed:\n%s", g_text);
+  CHECK(rename(away, path) == 0);
+  CHECKF(!alpha_named(entry), "the open was tried again before the next drop:\n%s", g_text);
+  perf__symbols_drop_dwarf(); /* the writer's idle release */
+  CHECKF(alpha_named(entry), "still unnamed after the drop:\n%s", g_text);
+  CHECK(dlclose(h) == 0);
+  perf_free(g_text);
+}
+
 int main(int argc, char **argv) {
-  static const test_case_t cases[] = {TEST_CASE(rewritten_library)};
+  static const test_case_t cases[] = {TEST_CASE(rewritten_library),
+                                      TEST_CASE(unreadable_for_a_while)};
   return test_main(cases, sizeof cases / sizeof cases[0], argc, argv);
 }

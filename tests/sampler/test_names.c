@@ -20,11 +20,11 @@
  * removed from the stack (its "tailcall" frames, from DWARF call sites,
  * e.g. __futex_abstimed_wait_cancelable64 jumping into
  * __futex_abstimed_wait_common); the SDK shows the stack as it is in
- * memory, so those gdb frames are not expected.
+ * memory, so those gdb frames are not expected. gdb_names.c runs gdb and
+ * compares (test_names_gaps.c does the same for frames of past events).
  */
 #include <errno.h>
 #include <inttypes.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,23 +35,10 @@
 
 #include "check.h"
 #include "frame_names.h"
+#include "gdb_names.h"
 #include "tempdir.h"
 
-#define MAX_FRAMES 128
 #define THREADS 3 /* the app's parked threads: orders, ledger, pricing */
-
-typedef struct frame_s {
-  char name[FRAME_NAME_MAX];
-  char file[FRAME_FILE_MAX];
-  unsigned line;
-  bool is_inline;
-} frame_t;
-
-typedef struct stack_s {
-  int tid;
-  size_t n;
-  frame_t frames[MAX_FRAMES];
-} thread_stack_t;
 
 typedef struct app_s {
   const char *path;  /* names_app or names_c_app */
@@ -65,20 +52,6 @@ typedef struct app_s {
 /* ------------------------------------------------------------------------ */
 /* The app                                                                   */
 /* ------------------------------------------------------------------------ */
-
-/* Read a line from fd within timeout_ms (the app's "ready"). */
-static bool read_line(int fd, char *buf, size_t cap, int timeout_ms) {
-  size_t n = 0;
-  while (n + 1 < cap) {
-    struct pollfd p = {fd, POLLIN, 0};
-    if (poll(&p, 1, timeout_ms) <= 0) return false;
-    ssize_t r = read(fd, buf + n, 1);
-    if (r <= 0) return false;
-    if (buf[n++] == '\n') break;
-  }
-  buf[n] = '\0';
-  return true;
-}
 
 /* path (names_app's protocol) started in mode "text" (no SDK, the
    all-threads text only) or "sink" (the file sink too). */
@@ -125,62 +98,8 @@ static void app_finish(app_t *a) {
 }
 
 /* ------------------------------------------------------------------------ */
-/* gdb's frames                                                              */
+/* The SDK's frames against gdb's                                            */
 /* ------------------------------------------------------------------------ */
-
-/* gdb's frames of every thread of pid, its tail-call frames left out. */
-static size_t gdb_stacks(pid_t pid, thread_stack_t *stacks, size_t max, char **log) {
-  char cmd[1024];
-  snprintf(cmd, sizeof cmd,
-           "timeout 120 " PERF_GDB " -q -batch -nx -iex 'set debuginfod enabled off' -p %d "
-           "-x " GDB_FRAMES_PY " 2>&1",
-           (int)pid);
-  FILE *p = popen(cmd, "r");
-  CHECK(p != NULL);
-  size_t n = 0, log_len = 0;
-  *log = calloc(1, 1 << 20);
-  char line[FRAME_NAME_MAX + 256];
-  while (fgets(line, sizeof line, p)) {
-    log_len +=
-        (size_t)snprintf(*log + log_len, log_len < (1 << 20) ? (1 << 20) - log_len : 0, "%s", line);
-    int tid, level, pos = 0;
-    char kind[16], file[FRAME_FILE_MAX];
-    unsigned lineno;
-    uint64_t pc;
-    if (sscanf(line, "@thread %d", &tid) == 1 && n < max) {
-      stacks[n].tid = tid;
-      stacks[n++].n = 0;
-    } else if (n &&
-               sscanf(line, "@frame %d %15s %" SCNx64 " %511s %u %n", &level, kind, &pc, file,
-                      &lineno, &pos) == 5 &&
-               pos > 0 && strcmp(kind, "tailcall") != 0) {
-      thread_stack_t *s = &stacks[n - 1];
-      CHECK(s->n < MAX_FRAMES);
-      frame_t *f = &s->frames[s->n++];
-      snprintf(f->name, sizeof f->name, "%.*s", (int)strcspn(line + pos, "\n"), line + pos);
-      snprintf(f->file, sizeof f->file, "%s", strcmp(file, "-") ? file : "");
-      f->line = lineno;
-      f->is_inline = strcmp(kind, "inline") == 0;
-    }
-  }
-  int status = pclose(p);
-  CHECKF(status == 0 && n > 0, "gdb failed (status %d):\n%s", status, *log);
-  return n;
-}
-
-/* ------------------------------------------------------------------------ */
-/* The SDK's frames                                                          */
-/* ------------------------------------------------------------------------ */
-
-static char *read_all(const char *path) {
-  FILE *f = fopen(path, "r");
-  CHECKF(f != NULL, "cannot open %s", path);
-  char *buf = calloc(1, 4 << 20);
-  size_t n = fread(buf, 1, (4 << 20) - 1, f);
-  fclose(f);
-  buf[n] = '\0';
-  return buf;
-}
 
 /* The frame lines that follow `header` (a line of text), up to a line that
    is not a frame. */
@@ -202,48 +121,14 @@ static bool sdk_stack(const char *text, const char *header, thread_stack_t *s) {
   return true;
 }
 
-/* ------------------------------------------------------------------------ */
-/* Comparing                                                                 */
-/* ------------------------------------------------------------------------ */
-
-static void dump(const char *title, const thread_stack_t *s) {
-  fprintf(stderr, "%s (thread %d, %zu frames):\n", title, s->tid, s->n);
-  for (size_t i = 0; i < s->n; i++)
-    fprintf(stderr, "  %2zu %s%s  %s:%u\n", i, s->frames[i].is_inline ? "[inline] " : "",
-            s->frames[i].name, frame_basename(s->frames[i].file), s->frames[i].line);
-}
-
-/* Why frame i differs, or NULL. */
-static const char *frame_differs(const frame_t *sdk, const frame_t *gdb) {
-  static char why[FRAME_NAME_MAX * 2 + 64];
-  char a[FRAME_NAME_MAX], b[FRAME_NAME_MAX];
-  frame_name_norm(sdk->name, a, sizeof a);
-  frame_name_norm(gdb->name, b, sizeof b);
-  if (strcmp(a, b) != 0) {
-    snprintf(why, sizeof why, "names differ: %s against %s", a, b);
-    return why;
-  }
-  if (sdk->is_inline != gdb->is_inline) return "one is inline, the other not";
-  if (sdk->line && gdb->line &&
-      (sdk->line != gdb->line || strcmp(frame_basename(sdk->file), frame_basename(gdb->file)))) {
-    snprintf(why, sizeof why, "positions differ: %s:%u against %s:%u", sdk->file, sdk->line,
-             gdb->file, gdb->line);
-    return why;
-  }
-  if (!sdk->line != !gdb->line) return "one has a source line, the other not";
-  return NULL;
-}
-
 static void compare(const char *what, const thread_stack_t *sdk, const thread_stack_t *gdb,
                     const char *log) {
-  const char *why = sdk->n == gdb->n ? NULL : "frame counts differ";
-  size_t at = 0;
-  for (; !why && at < sdk->n; at++)
-    why = frame_differs(&sdk->frames[at], &gdb->frames[at]);
+  size_t at;
+  const char *why = stack_differs(sdk, gdb, &at);
   if (why) {
-    fprintf(stderr, "%s: thread %d, frame %zu: %s\n", what, sdk->tid, at ? at - 1 : 0, why);
-    dump("SDK", sdk);
-    dump("gdb", gdb);
+    fprintf(stderr, "%s: thread %d, frame %zu: %s\n", what, sdk->tid, at, why);
+    stack_print("SDK", sdk);
+    stack_print("gdb", gdb);
     fprintf(stderr, "gdb's output:\n%s\n", log);
     exit(1);
   }
@@ -255,7 +140,7 @@ static void check_against_gdb(const app_t *app, const char *what, const char *te
                               const char *header_fmt) {
   static thread_stack_t gdb[16], sdk;
   char *log = NULL;
-  size_t n = gdb_stacks(app->pid, gdb, 16, &log);
+  size_t n = gdb_stacks(app->pid, NULL, gdb, 16, &log);
   for (int t = 0; t < THREADS; t++) {
     char header[64];
     snprintf(header, sizeof header, header_fmt, app->tids[t]);

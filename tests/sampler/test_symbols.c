@@ -158,6 +158,12 @@ static void case_demangle(void) {
   /* Rust: legacy (Itanium-shaped, its hash dropped) and v0. */
   check_demangle("_ZN4core3fmt9Formatter3pad17h0123456789abcdefE", "core::fmt::Formatter::pad");
   check_demangle("_RNvNtCs1234_7mycrate3foo3bar", "mycrate::foo::bar");
+  /* PLT stubs (sdk/symbols/plt.h) as gdb shows them. */
+  check_demangle("_ZSt9terminatev@plt", "std::terminate()@plt");
+  check_demangle("_ZNSt18condition_variable4waitERSt11unique_lockISt5mutexE@plt",
+                 "std::condition_variable::wait(std::unique_lock<std::mutex>&)@plt");
+  check_demangle("clock_gettime@plt", NULL);
+  check_demangle("_Zgarbage!@plt", NULL);
   /* C names and garbage: shown as they are. */
   check_demangle("main", NULL);
   check_demangle("__GI___libc_read", NULL);
@@ -663,6 +669,69 @@ static void case_idle_drop(void) {
   perf__sym_module_free(m);
 }
 
+/* A module's DWARF that cannot be read for a while (its debug file moved
+   away, as by a package upgrade, or no descriptor left): the lookups meanwhile
+   are named from the symbol table, the open is not tried again before the
+   next idle drop, and after it the DWARF is read. */
+static void case_dwarf_after_failed_open(void) {
+  static sym_t syms[MAX_SYMS];
+  size_t ns = nm_functions(NAMES_APP_PATH, syms, MAX_SYMS);
+  const sym_t *s = find_sym(syms, ns, "_ZN4shop6orders14consume_ordersERNS0_5QueueIlEE");
+  CHECK(s && s->size > 40);
+  const char *name = "shop::orders::consume_orders(shop::orders::Queue<long>&)";
+  const char *dir = stripped_app("away");
+  char path[512], cmd[1024];
+  snprintf(path, sizeof path, "%s/app", dir);
+  perf__sym_module_t *m = open_module(path, NULL, 0, NULL); /* its table from app.debug */
+  snprintf(cmd, sizeof cmd, "cd %s && mv app.debug app.away", dir);
+  run(cmd);
+  perf__sym_frame_t f;
+  CHECK(perf__sym_lookup(m, s->addr + 1, &f) && !f.from_dwarf);
+  CHECK(strcmp(f.lines[f.count - 1].function, name) == 0);
+  snprintf(cmd, sizeof cmd, "cd %s && mv app.away app.debug", dir);
+  run(cmd);
+  CHECK(perf__sym_lookup(m, s->addr + 2, &f) && !f.from_dwarf); /* not before the drop */
+  perf__symbols_drop_dwarf();
+  CHECK(perf__sym_lookup(m, s->addr + 3, &f) && f.from_dwarf);
+  CHECK(strcmp(f.lines[f.count - 1].function, name) == 0 && f.lines[0].line > 0);
+  perf__sym_module_free(m);
+}
+
+/* A debug file that is there but cannot be opened when the module is (here
+   a symlink loop, ELOOP, standing for EMFILE and the like): the module is
+   named from its own tables meanwhile, the search runs again after the
+   next idle drop (not before) and finds the file put in its place. */
+static void case_debug_file_after_failed_search(void) {
+  static sym_t syms[MAX_SYMS];
+  size_t ns = nm_functions(NAMES_APP_PATH, syms, MAX_SYMS);
+  const sym_t *s = find_sym(syms, ns, "_ZN4shop6orders14consume_ordersERNS0_5QueueIlEE");
+  CHECK(s && s->size > 40);
+  const char *dir = stripped_app("loop");
+  uint8_t id[64];
+  size_t id_len = build_id_of(NAMES_APP_PATH, id, sizeof id);
+  char hex[140] = "", cmd[1024], path[512], store[512];
+  for (size_t i = 0; i < id_len; i++)
+    sprintf(hex + strlen(hex), "%s%02x", i == 1 ? "/" : "", id[i]);
+  snprintf(cmd, sizeof cmd,
+           "cd %s && mkdir -p store/.build-id/%.2s && mv app.debug store/app.debug && "
+           "ln -s %s.debug store/.build-id/%s.debug",
+           dir, hex, hex + 3, hex);
+  run(cmd);
+  snprintf(path, sizeof path, "%s/app", dir);
+  snprintf(store, sizeof store, "%s/store", dir);
+  perf__sym_module_t *m = open_module(path, id, id_len, store);
+  perf__sym_frame_t f;
+  CHECK(!perf__sym_lookup(m, s->addr + 1, &f)); /* static: in no table of the stripped file */
+  snprintf(cmd, sizeof cmd, "cd %s/store && mv -f app.debug .build-id/%s.debug", dir, hex);
+  run(cmd);
+  CHECK(!perf__sym_lookup(m, s->addr + 2, &f)); /* not before the drop */
+  perf__symbols_drop_dwarf();
+  CHECK(perf__sym_lookup(m, s->addr + 3, &f) && f.from_dwarf);
+  CHECK(strcmp(f.lines[f.count - 1].function,
+               "shop::orders::consume_orders(shop::orders::Queue<long>&)") == 0);
+  perf__sym_module_free(m);
+}
+
 /* ------------------------------------------------------------------------ */
 /* libc, errors                                                              */
 /* ------------------------------------------------------------------------ */
@@ -735,6 +804,8 @@ static const test_case_t g_cases[] = {
     TEST_CASE(debug_file_mismatch),
     TEST_CASE(memory_cap),
     TEST_CASE(idle_drop),
+    TEST_CASE(dwarf_after_failed_open),
+    TEST_CASE(debug_file_after_failed_search),
     TEST_CASE(libc),
     TEST_CASE(errors),
 };

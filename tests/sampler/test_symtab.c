@@ -4,7 +4,11 @@
  * of the vDSO (an in-memory image); checks the error codes; and checks the
  * lookup rules (aliases, nested, zero-sized and out-of-range addresses,
  * .dynsym fallback, the debug file's .symtab) on small ELF images built
- * here.
+ * here. Against gdb (`info symbol`, raw names), address for address: every
+ * PLT stub of this binary, of libc, of names_app (C++) and of plt_ibt (the
+ * IBT layout: .plt.sec), and every function of libelf and libz (stripped,
+ * no debug file: .dynsym only) at its start, middle and end. aarch64's PLT
+ * stubs (plain and with BTI) on an image built here.
  */
 #ifndef _GNU_SOURCE
 #endif
@@ -14,6 +18,9 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <elf.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <inttypes.h>
 #include <link.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -23,6 +30,7 @@
 
 #include "check.h"
 #include "perf_sdk.h"
+#include "tempdir.h"
 
 /* ------------------------------------------------------------------------ */
 /* Helpers                                                                   */
@@ -429,6 +437,117 @@ static void case_fallbacks(void) {
 }
 
 /* ------------------------------------------------------------------------ */
+/* aarch64 PLT stubs (an image built here)                                   */
+/* ------------------------------------------------------------------------ */
+
+#define A64_PLT_ADDR 0x1000u
+#define A64_GOT_ADDR 0x21000u /* the stubs' slots, one page over */
+#define A64_NOP 0xd503201fu
+#define A64_BTI_C_INSN 0xd503245fu
+
+/* The words of an aarch64 stub jumping through `slot` from pc (as the GNU
+   linker writes them: adrp x16; ldr x17, [x16, #lo]; add x16, x16, #lo;
+   br x17). */
+static size_t a64_stub(uint32_t *w, uint64_t pc, uint64_t slot) {
+  uint64_t pages = (slot >> 12) - (pc >> 12), lo = slot & 0xfff;
+  w[0] = 0x90000010u | (uint32_t)(pages & 3) << 29 | (uint32_t)((pages >> 2) & 0x7ffff) << 5;
+  w[1] = 0xf9400211u | (uint32_t)(lo / 8) << 10;
+  w[2] = 0x91000210u | (uint32_t)lo << 10;
+  w[3] = 0xd61f0220u;
+  return 4;
+}
+
+typedef struct a64_reloc_s {
+  const char *symbol; /* NULL: none (IRELATIVE) */
+  uint64_t addend;
+} a64_reloc_t;
+
+/* An aarch64 ET_DYN image: .plt (PLT0 and one stub per reloc, each after
+   `bti c` when bti), .rela.plt, .dynsym, .dynstr, .shstrtab. */
+static void build_a64_image(image_t *img, const a64_reloc_t *relocs, size_t n, bool bti) {
+  static const char shstr[] = "\0.plt\0.rela.plt\0.dynsym\0.dynstr\0.shstrtab";
+  enum { N_PLT = 1, N_RELA = 6, N_DYNSYM = 16, N_DYNSTR = 24, N_SHSTRTAB = 32 };
+  memset(img, 0, sizeof *img);
+  img->len = sizeof(Elf64_Ehdr);
+  uint32_t plt[256];
+  size_t k = 0;
+  plt[k++] = 0xa9bf7bf0u; /* stp x16, x30, [sp, #-16]! */
+  k += a64_stub(plt + k, A64_PLT_ADDR + 4 * k, A64_GOT_ADDR - 8);
+  plt[k - 1] = 0xd61f0220u;
+  while (k < 8)
+    plt[k++] = A64_NOP;
+  Elf64_Sym syms[16];
+  Elf64_Rela rela[16];
+  char dynstr[256] = "";
+  size_t slen = 1;
+  memset(syms, 0, sizeof syms);
+  CHECK(n < 16);
+  for (size_t i = 0; i < n; i++) {
+    if (bti) plt[k++] = A64_BTI_C_INSN;
+    uint64_t slot = A64_GOT_ADDR + 8 * i;
+    k += a64_stub(plt + k, A64_PLT_ADDR + 4 * k, slot);
+    if (bti) plt[k++] = A64_NOP;
+    uint32_t sym = 0;
+    if (relocs[i].symbol) {
+      sym = (uint32_t)i + 1;
+      syms[sym].st_name = (Elf64_Word)slen;
+      syms[sym].st_info = ELF64_ST_INFO(STB_GLOBAL, STT_FUNC);
+      slen += (size_t)snprintf(dynstr + slen, sizeof dynstr - slen, "%s", relocs[i].symbol) + 1;
+    }
+    rela[i].r_offset = slot;
+    rela[i].r_info =
+        ELF64_R_INFO(sym, relocs[i].symbol ? R_AARCH64_JUMP_SLOT : R_AARCH64_IRELATIVE);
+    rela[i].r_addend = (Elf64_Sxword)relocs[i].addend;
+  }
+  Elf64_Shdr sh[6];
+  memset(sh, 0, sizeof sh);
+  sh[1] = make_shdr(N_PLT, SHT_PROGBITS, put(img, plt, 4 * k, 16), 4 * k);
+  sh[1].sh_flags = SHF_ALLOC | SHF_EXECINSTR;
+  sh[1].sh_addr = A64_PLT_ADDR;
+  sh[2] = make_shdr(N_RELA, SHT_RELA, put(img, rela, n * sizeof rela[0], 8), n * sizeof rela[0]);
+  sh[2].sh_entsize = sizeof rela[0];
+  sh[2].sh_link = 3;
+  sh[3] = make_shdr(N_DYNSYM, SHT_DYNSYM, put(img, syms, (n + 1) * sizeof syms[0], 8),
+                    (n + 1) * sizeof syms[0]);
+  sh[3].sh_link = 4;
+  sh[4] = make_shdr(N_DYNSTR, SHT_STRTAB, put(img, dynstr, slen, 1), slen);
+  sh[5] = make_shdr(N_SHSTRTAB, SHT_STRTAB, put(img, shstr, sizeof shstr, 1), sizeof shstr);
+  put_ehdr(img, put(img, sh, sizeof sh, 8), 6);
+  ((Elf64_Ehdr *)img->bytes)->e_machine = EM_AARCH64;
+}
+
+/* Each stub named "<function>@plt" from its first word to the next stub
+   (objdump's and gdb's names; checked against them on the cross
+   toolchain's binaries), PLT0 and what lies past the last stub unnamed. */
+static void check_a64_plt(bool bti) {
+  static const a64_reloc_t relocs[] = {
+      {"pause", 0}, {"clock_gettime", 0}, {NULL, 0x9f550}, {"_ZSt9terminatev", 0}};
+  static image_t img;
+  build_a64_image(&img, relocs, ARRAY_LEN(relocs), bti);
+  perf__symtab_t *tab = NULL;
+  CHECK_EQ_INT(perf__symtab_load(NULL, img.bytes, img.len, NULL, &tab), PERF_OK);
+  CHECK_EQ_INT(perf__symtab_count(tab), ARRAY_LEN(relocs));
+  check_no_symbol(tab, A64_PLT_ADDR);
+  check_no_symbol(tab, A64_PLT_ADDR + 28);
+  const char *names[] = {"pause@plt", "clock_gettime@plt", "*ABS*+0x9f550@plt",
+                         "_ZSt9terminatev@plt"};
+  uint64_t stub = bti ? 24 : 16, first = A64_PLT_ADDR + 32;
+  for (size_t i = 0; i < ARRAY_LEN(relocs); i++) {
+    uint64_t at = first + i * stub;
+    check_lookup(tab, at, names[i], 0);
+    check_lookup(tab, at + 4, names[i], 4);
+    check_lookup(tab, at + stub - 4, names[i], stub - 4);
+  }
+  check_no_symbol(tab, first + ARRAY_LEN(relocs) * stub);
+  perf__symtab_free(tab);
+}
+
+static void case_plt_aarch64(void) {
+  check_a64_plt(false);
+  check_a64_plt(true); /* -mbranch-protection: bti c first, 24-byte stubs */
+}
+
+/* ------------------------------------------------------------------------ */
 /* Separate debug file by build-id (when the system has any installed)       */
 /* ------------------------------------------------------------------------ */
 
@@ -493,9 +612,239 @@ static void case_debug_file(void) {
   if (!done) fprintf(stderr, "test_symtab: no debug files installed, debug file check skipped\n");
 }
 
+/* ------------------------------------------------------------------------ */
+/* Against gdb                                                               */
+/* ------------------------------------------------------------------------ */
+
+#define GDB_NAME_MAX 1024
+
+/* One address of a module: what gdb and the table call it. */
+typedef struct named_s {
+  uint64_t addr;
+  char gdb[GDB_NAME_MAX]; /* "<name> + <offset>", or "??" */
+  char sdk[GDB_NAME_MAX];
+} named_t;
+
+typedef struct addrs_s {
+  named_t *v;
+  size_t n, cap;
+} addrs_t;
+
+static void addrs_add(addrs_t *a, uint64_t addr) {
+  if (a->n == a->cap) {
+    a->cap = a->cap ? 2 * a->cap : 1024;
+    a->v = realloc(a->v, a->cap * sizeof *a->v);
+    CHECK(a->v != NULL);
+  }
+  memset(&a->v[a->n], 0, sizeof a->v[0]);
+  a->v[a->n++].addr = addr;
+}
+
+/* The module's Elf (libelf, as the table reads it), for the test's own
+   choice of addresses. */
+static Elf *open_elf(const char *path, int *fd) {
+  CHECK(elf_version(EV_CURRENT) != EV_NONE);
+  *fd = open(path, O_RDONLY | O_CLOEXEC);
+  CHECKF(*fd >= 0, "cannot open %s", path);
+  Elf *elf = elf_begin(*fd, ELF_C_READ_MMAP, NULL);
+  CHECKF(elf != NULL, "%s: %s", path, elf_errmsg(-1));
+  return elf;
+}
+
+/* Every stub of .plt, .plt.sec and .plt.got (x86_64: one per entry), at
+   its start and 4 bytes in; the number of PLT sections found. */
+static size_t plt_addresses(const char *path, addrs_t *a) {
+  int fd;
+  Elf *elf = open_elf(path, &fd);
+  size_t shstrndx, sections = 0;
+  CHECK(elf_getshdrstrndx(elf, &shstrndx) == 0);
+  for (Elf_Scn *scn = NULL; (scn = elf_nextscn(elf, scn)) != NULL;) {
+    GElf_Shdr sh;
+    CHECK(gelf_getshdr(scn, &sh) != NULL);
+    const char *name = elf_strptr(elf, shstrndx, sh.sh_name);
+    if (!name || (strcmp(name, ".plt") && strcmp(name, ".plt.sec") && strcmp(name, ".plt.got")))
+      continue;
+    sections++;
+    uint64_t step = sh.sh_entsize ? sh.sh_entsize : 16;
+    for (uint64_t at = sh.sh_addr; at < sh.sh_addr + sh.sh_size; at += step) {
+      addrs_add(a, at);
+      addrs_add(a, at + 4);
+    }
+  }
+  elf_end(elf);
+  close(fd);
+  return sections;
+}
+
+/* Every function of .dynsym at its start, middle and end. */
+static void dynsym_addresses(const char *path, addrs_t *a) {
+  int fd;
+  Elf *elf = open_elf(path, &fd);
+  for (Elf_Scn *scn = NULL; (scn = elf_nextscn(elf, scn)) != NULL;) {
+    GElf_Shdr sh;
+    CHECK(gelf_getshdr(scn, &sh) != NULL);
+    if (sh.sh_type == SHT_SYMTAB) CHECKF(false, "%s has a .symtab: not a stripped module", path);
+    if (sh.sh_type != SHT_DYNSYM) continue;
+    Elf_Data *data = elf_getdata(scn, NULL);
+    for (int i = 1; data && (size_t)i < sh.sh_size / sizeof(Elf64_Sym); i++) {
+      GElf_Sym sym;
+      CHECK(gelf_getsym(data, i, &sym) != NULL);
+      int type = GELF_ST_TYPE(sym.st_info);
+      if ((type != STT_FUNC && type != STT_GNU_IFUNC) || sym.st_shndx == SHN_UNDEF) continue;
+      addrs_add(a, sym.st_value);
+      addrs_add(a, sym.st_value + sym.st_size / 2);
+      addrs_add(a, sym.st_value + sym.st_size);
+    }
+  }
+  elf_end(elf);
+  close(fd);
+}
+
+/* Whether `a` and `b` are both functions of the module's .dynsym starting at
+   `start` (aliases: gdb shows either one). */
+static bool dynsym_aliases(const char *path, uint64_t start, const char *a, const char *b) {
+  int fd;
+  Elf *elf = open_elf(path, &fd);
+  int found = 0;
+  for (Elf_Scn *scn = NULL; (scn = elf_nextscn(elf, scn)) != NULL;) {
+    GElf_Shdr sh;
+    CHECK(gelf_getshdr(scn, &sh) != NULL);
+    Elf_Data *data = sh.sh_type == SHT_DYNSYM ? elf_getdata(scn, NULL) : NULL;
+    for (int i = 1; data && (size_t)i < sh.sh_size / sizeof(Elf64_Sym); i++) {
+      GElf_Sym sym;
+      CHECK(gelf_getsym(data, i, &sym) != NULL);
+      const char *name = elf_strptr(elf, sh.sh_link, sym.st_name);
+      if (sym.st_value == start && name && (strcmp(name, a) == 0 || strcmp(name, b) == 0))
+        found |= strcmp(name, a) == 0 ? 1 : 2;
+    }
+  }
+  elf_end(elf);
+  close(fd);
+  return found == 3;
+}
+
+/* gdb's `info symbol` of each address, reading the module's file (and its
+   debug file, as gdb finds it), names not demangled. */
+static void gdb_names(const char *path, addrs_t *a) {
+  char cmds[256];
+  snprintf(cmds, sizeof cmds, "%s/info_symbol.gdb", tempdir_make("perf-symtab"));
+  FILE *f = fopen(cmds, "w");
+  CHECK(f != NULL);
+  for (size_t i = 0; i < a->n; i++)
+    fprintf(f, "info symbol 0x%" PRIx64 "\n", a->v[i].addr);
+  CHECK(fclose(f) == 0);
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd,
+           "timeout 120 " PERF_GDB " -q -batch -nx -iex 'set debuginfod enabled off' "
+           "-ex 'set print demangle off' -ex 'set print asm-demangle off' '%s' -x '%s' 2>&1",
+           path, cmds);
+  FILE *p = popen(cmd, "r");
+  CHECK(p != NULL);
+  size_t k = 0;
+  static char line[GDB_NAME_MAX + 512];
+  while (fgets(line, sizeof line, p)) {
+    char *in = strstr(line, " in section ");
+    if (strncmp(line, "No symbol matches", 17) != 0 && !in) continue; /* a warning */
+    CHECKF(k < a->n, "gdb answered more than %zu addresses", a->n);
+    if (!in) {
+      snprintf(a->v[k++].gdb, GDB_NAME_MAX, "??");
+      continue;
+    }
+    *in = '\0';
+    snprintf(a->v[k++].gdb, GDB_NAME_MAX, strstr(line, " + ") ? "%s" : "%s + 0", line);
+  }
+  CHECKF(pclose(p) == 0 && k == a->n, "gdb answered %zu of %zu addresses", k, a->n);
+}
+
+/* The table's name of each address, as gdb's are written. */
+static void sdk_names(const char *path, const char *debug, addrs_t *a) {
+  perf__symtab_t *tab = NULL;
+  CHECK_EQ_INT(perf__symtab_load(path, NULL, 0, debug, &tab), PERF_OK);
+  for (size_t i = 0; i < a->n; i++) {
+    const char *name;
+    uint64_t off;
+    if (perf__symtab_lookup(tab, a->v[i].addr, &name, &off))
+      snprintf(a->v[i].sdk, GDB_NAME_MAX, "%s + %" PRIu64, name, off);
+    else
+      snprintf(a->v[i].sdk, GDB_NAME_MAX, "??");
+  }
+  perf__symtab_free(tab);
+}
+
+/* Every address named the same by gdb and the table (aliases of one
+   .dynsym address aside); prints the figures. */
+static void check_against_gdb(const char *what, const char *path, addrs_t *a) {
+  gdb_names(path, a);
+  size_t differ = 0, named = 0;
+  for (size_t i = 0; i < a->n; i++) {
+    named_t *x = &a->v[i];
+    named += strcmp(x->gdb, "??") != 0;
+    if (strcmp(x->gdb, x->sdk) == 0) continue;
+    const char *gp = strstr(x->gdb, " + "), *sp = strstr(x->sdk, " + ");
+    if (gp && sp && strcmp(gp, sp) == 0) {
+      char g[GDB_NAME_MAX], t[GDB_NAME_MAX];
+      snprintf(g, sizeof g, "%.*s", (int)(gp - x->gdb), x->gdb);
+      snprintf(t, sizeof t, "%.*s", (int)(sp - x->sdk), x->sdk);
+      if (dynsym_aliases(path, x->addr - strtoull(gp + 3, NULL, 10), g, t)) continue;
+    }
+    if (differ++ < 20)
+      fprintf(stderr, "%s 0x%" PRIx64 ": gdb %s, symtab %s\n", what, x->addr, x->gdb, x->sdk);
+  }
+  fprintf(stderr, "%s (%s): %zu addresses, %zu named by gdb, %zu differ\n", what, path, a->n, named,
+          differ);
+  CHECKF(differ == 0, "%s: %zu of %zu addresses named otherwise than by gdb", what, differ, a->n);
+  CHECKF(named > 0, "%s: gdb named none of the %zu addresses", what, a->n);
+}
+
+/* The PLT stubs of a module, named `<function>@plt` as gdb names them. */
+static void check_plt(const char *what, const char *path, const char *debug) {
+  addrs_t a = {NULL, 0, 0};
+  CHECKF(plt_addresses(path, &a) > 0 && a.n > 0, "%s: no PLT", path);
+  sdk_names(path, debug, &a);
+  check_against_gdb(what, path, &a);
+  free(a.v);
+}
+
+static void case_plt_against_gdb(void) {
+  char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  CHECK(n > 0);
+  self[n] = '\0';
+  check_plt("this binary", self, NULL);
+  module_query_t libc = find_module("libc.so");
+  CHECK(libc.found);
+  check_plt("libc", libc.path, NULL);
+  check_plt("names_app (C++)", NAMES_APP_PATH, NULL);
+  check_plt("plt_ibt (.plt.sec)", PLT_IBT_PATH, NULL);
+}
+
+/* A stripped module without a debug file: named from .dynsym (and its PLT)
+   wherever gdb names it. */
+static void case_dynsym_against_gdb(void) {
+  static const char *const libs[] = {"libelf.so", "libz.so"};
+  for (size_t i = 0; i < ARRAY_LEN(libs); i++) {
+    module_query_t m = find_module(libs[i]);
+    CHECKF(m.found, "%s is not loaded", libs[i]);
+    addrs_t a = {NULL, 0, 0};
+    dynsym_addresses(m.path, &a);
+    plt_addresses(m.path, &a);
+    sdk_names(m.path, NULL, &a);
+    check_against_gdb(libs[i], m.path, &a);
+    free(a.v);
+  }
+}
+
 static const test_case_t g_cases[] = {
-    TEST_CASE(self),  TEST_CASE(libc),      TEST_CASE(vdso),       TEST_CASE(errors),
-    TEST_CASE(rules), TEST_CASE(fallbacks), TEST_CASE(debug_file),
+    TEST_CASE(self),
+    TEST_CASE(libc),
+    TEST_CASE(vdso),
+    TEST_CASE(errors),
+    TEST_CASE(rules),
+    TEST_CASE(fallbacks),
+    TEST_CASE(debug_file),
+    TEST_CASE(plt_against_gdb),
+    TEST_CASE(dynsym_against_gdb),
+    TEST_CASE(plt_aarch64),
 };
 
 int main(int argc, char **argv) {

@@ -49,13 +49,21 @@ bool frame_text_parse(const char *line, frame_text_t *out) {
   if (sp &&
       is_position(sp + 1, n - (size_t)(sp + 1 - rest), out->file, sizeof out->file, &out->line))
     n = (size_t)(sp - rest);
-  if (!out->is_inline) { /* "<name> + <offset>" */
+  if (!out->is_inline) { /* "<name> + <offset>", or unnamed "<module>+0x<offset>" */
     const char *plus = NULL;
     for (const char *p = rest; p + 3 <= rest + n; p++)
       if (strncmp(p, " + ", 3) == 0) plus = p;
-    if (!plus) return false;
-    out->offset = strtoull(plus + 3, NULL, 10);
-    n = (size_t)(plus - rest);
+    size_t mod = strlen(out->module);
+    if (!plus && n > mod + 3 && strncmp(rest, out->module, mod) == 0 &&
+        strncmp(rest + mod, "+0x", 3) == 0) {
+      out->unnamed = true;
+      out->offset = strtoull(rest + mod + 3, NULL, 16);
+    } else if (plus) {
+      out->offset = strtoull(plus + 3, NULL, 10);
+      n = (size_t)(plus - rest);
+    } else {
+      return false;
+    }
   }
   if (n >= sizeof out->name) n = sizeof out->name - 1;
   memcpy(out->name, rest, n);
@@ -186,10 +194,25 @@ static const char *no_return_type(const char *s) {
   return start;
 }
 
+/* "<module>+0x<hex>": the SDK's unnamed frame. */
+static bool is_unnamed(const char *name) {
+  const char *p = strstr(name, "+0x");
+  return p && p > name && p[3] && strspn(p + 3, "0123456789abcdef") == strlen(p + 3) &&
+         !memchr(name, ' ', (size_t)(p - name));
+}
+
+/* "name@VERSION" or "name@@VERSION" (not "name@plt"): the version cut. */
+static void cut_version(char *s) {
+  char *at = strchr(s, '@');
+  if (at && at > s && strcmp(at, "@plt") != 0 && !strchr(at, ' ') && !strchr(at, '(')) *at = '\0';
+}
+
 void frame_name_norm(const char *name, char *out, size_t cap) {
+  if (is_unnamed(name)) name = "??";
   char *a = malloc(FRAME_NAME_MAX), *b = malloc(FRAME_NAME_MAX);
   if (!a || !b) abort();
   snprintf(a, FRAME_NAME_MAX, "%s", name);
+  cut_version(a);
   cut_clones(a);
   lambdas(a, b, FRAME_NAME_MAX);
   no_parens(b, a, FRAME_NAME_MAX);
@@ -197,6 +220,7 @@ void frame_name_norm(const char *name, char *out, size_t cap) {
   snprintf(a, FRAME_NAME_MAX, "%s", b);
   cut_qualifiers(a);
   const char *s = no_return_type(a);
+  if (strncmp(s, "__vdso_", 7) == 0) s += 7;
   if (strncmp(s, "__GI_", 5) == 0) s += 5;
   if (strncmp(s, "__libc_", 7) == 0) s += 7;
   while (*s == '_')

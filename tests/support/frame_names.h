@@ -22,8 +22,9 @@ typedef struct frame_text_s {
   uint64_t pc;
   bool is_inline;
   bool truncated;            /* `<index> <truncated: reason>`: reason in name */
-  char name[FRAME_NAME_MAX]; /* "??" when unnamed */
-  uint64_t offset;           /* physical lines: `+ offset` */
+  char name[FRAME_NAME_MAX]; /* unnamed: "<module>+0x<offset>", as written */
+  bool unnamed;              /* a physical line `<module>+0x<offset>` */
+  uint64_t offset;           /* physical lines: `+ offset`; unnamed: the module-relative offset */
   char file[FRAME_FILE_MAX]; /* "" when not printed */
   unsigned line;             /* 0 when not printed */
 } frame_text_t;
@@ -49,7 +50,20 @@ bool frame_text_parse(const char *line, frame_text_t *out);
  *    underscores): glibc exports one function under several names (read,
  *    __read, __libc_read, __GI___libc_read); the SDK shows the symbol
  *    table's global one, gdb the DWARF one;
- *  - spaces dropped ("> >" against ">>").
+ *  - spaces dropped ("> >" against ">>");
+ *  - the vDSO's "__vdso_" prefix dropped: the vDSO exports each function
+ *    twice (__vdso_clock_gettime, clock_gettime), the SDK shows the
+ *    global one, gdb either;
+ *  - a symbol version dropped ("pthread_cond_timedwait@@GLIBC_2.3.2"):
+ *    gdb may name a function of .dynsym with its version, the SDK never;
+ *  - an unnamed frame, "<module>+0x<offset>" in the SDK's text, reads "??"
+ *    as in gdb (the offset is the test's to check).
+ * One more is no rule on the text: the function the machine code belongs
+ * to may be named by another of its aliases (__libc_start_main where gdb
+ * reads DWARF's __libc_start_main_impl, pthread_cond_timedwait for
+ * ___pthread_cond_timedwait64): the SDK shows the symbol table's global
+ * name. A test that knows where gdb's function starts (test_names_gaps)
+ * takes gdb's name for the SDK's when the two start at one address.
  */
 void frame_name_norm(const char *name, char *out, size_t cap);
 

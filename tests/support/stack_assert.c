@@ -49,7 +49,7 @@ void stack_parse(const char *text, stack_syms_t *out) {
     if (sscanf(line, "%u %255s %63s %95s", &idx, module, pc, sym) == 4 &&
         strcmp(sym, "[inline]") != 0 && strncmp(module, "libasan", 7) != 0 &&
         strncmp(module, "libubsan", 8) != 0) {
-      sym[strcspn(sym, ".")] = '\0';
+      if (!strstr(sym, "+0x")) sym[strcspn(sym, ".")] = '\0'; /* unnamed: <module>+0x<offset> */
       snprintf(out->symbols[out->count++], sizeof out->symbols[0], "%s", sym);
     }
     line = strchr(line, '\n');

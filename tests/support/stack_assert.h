@@ -13,7 +13,8 @@
 
 typedef struct {
   size_t count;
-  char symbols[STACK_MAX_FRAMES][96]; /* "??" when unnamed, clone suffixes (.constprop.0) cut */
+  /* names, clone suffixes (.constprop.0) cut; unnamed: "<module>+0x<offset>" */
+  char symbols[STACK_MAX_FRAMES][96];
 } stack_syms_t;
 
 /* Parse the frame lines of the first thread section of `text` (stops at a

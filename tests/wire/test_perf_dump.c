@@ -40,6 +40,7 @@ static char g_batches[160];    /* its <report>.batches/ */
 static char g_batch[PATH_MAX]; /* the first batch file in it */
 static char g_out[128], g_err[128];
 static char *g_stdout, *g_stderr; /* of the last run */
+static unsigned g_symbolize = 1;  /* the SDK's symbolize for the batches made */
 
 /* ---- files --------------------------------------------------------------- */
 
@@ -149,6 +150,7 @@ static void sdk_run(const char *reason) {
   char data_dir[128];
   snprintf(data_dir, sizeof data_dir, "%s/data", g_dir);
   cfg.data_dir = data_dir;
+  cfg.symbolize = g_symbolize;
   CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
   if (reason) {
     CHECK_EQ_INT(dump_me_capture_site(reason), 1);
@@ -645,6 +647,33 @@ static void case_cpu_order(void) {
   json_decref(doc);
 }
 
+/* Frames not named on the device (symbolize off): each physical line reads
+   "<module>+0x<address>", the module's basename and the address of the
+   line's own address column, the notation of the SDK's reports and the
+   collector's labels. */
+static void case_unnamed(void) {
+  g_symbolize = 0;
+  make_batches("dump me");
+  CHECK_EQ_INT(run(g_batch, NULL), 0);
+  size_t frames = 0;
+  const char *stack = strstr(g_stdout, "\nstack samples=");
+  CHECKF(stack != NULL, "%s", g_stdout);
+  for (const char *p = strchr(stack + 1, '\n'); p && p[1] && p[1] != '\n'; p = strchr(p, '\n')) {
+    p++;
+    unsigned index;
+    char module[256], name[512];
+    unsigned long long address;
+    if (sscanf(p, "%u %255s 0x%llx %511s", &index, module, &address, name) != 4) break;
+    char want[300];
+    snprintf(want, sizeof want, "%s+0x%llx", module, address);
+    CHECKF(strcmp(name, want) == 0, "frame %u reads %s, not %s:\n%s", index, name, want, g_stdout);
+    CHECKF(!strstr(p, " + ") || strstr(p, " + ") > strchr(p, '\n'), "%s", g_stdout);
+    frames++;
+  }
+  CHECKF(frames >= 3, "%zu unnamed frames in:\n%s", frames, g_stdout);
+  CHECK_HAS(g_stdout, " test_perf_dump+0x");
+}
+
 static void case_usage(void) {
   make_dir();
   CHECK_EQ_INT(run("--help", NULL), 0);
@@ -668,7 +697,7 @@ static void case_usage(void) {
 static const test_case_t g_cases[] = {
     TEST_CASE(text),           TEST_CASE(json),       TEST_CASE(json_escaping), TEST_CASE(corrupt),
     TEST_CASE(corrupt_in_dir), TEST_CASE(order),      TEST_CASE(max_stacks),    TEST_CASE(missing),
-    TEST_CASE(usage),          TEST_CASE(loop_stats), TEST_CASE(cpu_order),
+    TEST_CASE(usage),          TEST_CASE(loop_stats), TEST_CASE(cpu_order),     TEST_CASE(unnamed),
 };
 
 int main(int argc, char **argv) {
