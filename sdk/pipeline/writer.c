@@ -65,8 +65,12 @@ struct perf__writer_s {
   bool batches_tried;                   /* the open was attempted (lock) */
   perf_sdk_stats_t batch_stats;         /* the batch sink's last counters, once it is closed */
   uint64_t flush_requested, flush_done; /* perf__writer_flush handshake (lock) */
-  int64_t stop_deadline_ns;             /* shutdown: write and send until then (lock) */
-  pid_t prepare_tid;                    /* a thread to capture once; 0: none (lock) */
+  /* Events queued and written so far, and how many of them the latest flush
+     wants in the spool (lock): a flush closes the open batch once those are
+     written, whatever was queued after it. */
+  uint64_t submitted, written, flush_upto;
+  int64_t stop_deadline_ns; /* shutdown: write and send until then (lock) */
+  pid_t prepare_tid;        /* a thread to capture once; 0: none (lock) */
 };
 
 static void writer_main(perf__worker_t *worker, void *arg);
@@ -78,6 +82,7 @@ static void wait_for_work(perf__writer_t *w);
 static bool dwarf_due(perf__writer_t *w);
 static void lazy_lib_loaded(void *arg);
 static void prepare_capture(perf__writer_t *w);
+static bool flush_ready(const perf__writer_t *w);
 static void report_fatal_hangs(perf__writer_t *w);
 static void write_event(perf__writer_t *w, perf__event_t *ev);
 static void count_batched(perf__writer_t *w, int batched);
@@ -117,6 +122,7 @@ int perf__writer_submit(perf__writer_t *w, perf__event_t *ev) {
   if (!full) {
     w->ring[(w->head + w->count) % w->capacity] = ev;
     w->count++;
+    w->submitted++;
     perf__worker_notify_locked(w->worker);
   }
   perf__worker_unlock(w->worker);
@@ -162,6 +168,7 @@ void perf__writer_hold(perf__writer_t *w, bool hold) {
 int perf__writer_flush(perf__writer_t *w, int64_t deadline_ns) {
   perf__worker_lock(w->worker);
   uint64_t ticket = ++w->flush_requested;
+  w->flush_upto = w->submitted;
   perf__worker_notify_locked(w->worker);
   /* First everything queued into the spool, by the writer thread... */
   while ((w->flush_done < ticket || !w->batches_tried) && !w->exited &&
@@ -216,9 +223,11 @@ static void writer_main(perf__worker_t *worker, void *arg) {
      capture first needs them. */
   perf__lazy_libs_set_load_hook(lazy_lib_loaded, w);
   perf__modules_release(perf__modules_acquire());
-  prepare_capture(w); /* the watched thread's, before the spool's I/O */
   /* The batch sink first: fatal hangs go into batches like any event. */
   open_batches(w);
+  /* The watched thread's first capture before the fatal hangs, whose
+     reports name frames (DWARF: slow). */
+  prepare_capture(w);
   if (w->cfg->data_dir) report_fatal_hangs(w);
   perf__worker_lock(w->worker);
   bool abandon = false;
@@ -238,21 +247,24 @@ static void writer_main(perf__worker_t *worker, void *arg) {
       perf__worker_lock(w->worker);
       continue;
     }
-    /* A flush is work once the queue is empty (a held writer with events
-       queued cannot finish one: the flush times out). */
+    /* A flush is work once the events queued before it are written (a
+       held writer with such events queued cannot finish one: the flush
+       times out). */
     while ((w->held || w->count == 0) && !w->hang_posted && (w->held || !w->stats_posted) &&
-           !w->prepare_tid && !perf__worker_stopping(w->worker) &&
-           (w->flush_done == w->flush_requested || w->count > 0) && !batch_due(w) && !dwarf_due(w))
+           !w->prepare_tid && !perf__worker_stopping(w->worker) && !flush_ready(w) &&
+           !batch_due(w) && !dwarf_due(w))
       wait_for_work(w);
     if ((abandon = past_stop_deadline(w))) break;
-    if (batch_due(w) || (w->count == 0 && w->flush_done != w->flush_requested)) {
-      /* The open batch is old enough, or a flush wants everything queued
-         so far in the spool. */
+    bool flush = flush_ready(w);
+    if (batch_due(w) || flush) {
+      /* The open batch is old enough, or a flush wants the events queued
+         before it in the spool (not those queued since: a flush that timed
+         out would otherwise close a batch at an event of later). */
       uint64_t requested = w->flush_requested;
       perf__worker_unlock(w->worker);
       if (w->batches) perf__batch_sink_close_batch(w->batches);
       perf__worker_lock(w->worker);
-      if (w->count == 0) w->flush_done = requested;
+      if (flush) w->flush_done = requested;
       perf__worker_notify_locked(w->worker);
       continue;
     }
@@ -281,6 +293,7 @@ static void writer_main(perf__worker_t *worker, void *arg) {
       perf__worker_unlock(w->worker);
       write_event(w, ev);
       perf__worker_lock(w->worker);
+      w->written++;
       w->drop_dwarf_at = perf__now_ns() + DWARF_IDLE_NS;
       continue;
     }
@@ -298,6 +311,11 @@ static void writer_main(perf__worker_t *worker, void *arg) {
   perf__lazy_libs_set_load_hook(NULL, NULL);
   /* Leave the stopper a moment to join after the uploader's last try. */
   close_batches(w, abandon ? 0 : deadline - 30 * 1000000);
+}
+
+/* A flush is waiting and every event queued before it is written (lock). */
+static bool flush_ready(const perf__writer_t *w) {
+  return w->flush_done != w->flush_requested && w->written >= w->flush_upto;
 }
 
 /* The thread posted to be prepared (perf__writer_prepare_capture), captured

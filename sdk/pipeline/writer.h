@@ -21,9 +21,9 @@
 typedef struct perf__writer_s perf__writer_t;
 
 /* Start the thread ("perf-writer", a perf__worker). cfg and stats must
-   outlive the writer. The writer maps the loaded modules first, then pays
-   the first capture of thread `watched` (the hang monitor's thread;
-   perf__writer_prepare_capture). */
+   outlive the writer. The writer maps the loaded modules and opens the
+   spool first, then pays the first capture of thread `watched` (the hang
+   monitor's thread; perf__writer_prepare_capture). */
 int perf__writer_start(const perf__config_t *cfg, perf__stats_t *stats, pid_t watched,
                        perf__writer_t **out);
 
