@@ -63,7 +63,9 @@ typedef struct {
   long long t0, t1; /* before and after the call, on that clock (ns) */
   int fd;           /* pipe read end / listening socket / epoll fd */
   atomic_int tid;
+  atomic_int started; /* t0 is set, the call comes next */
   atomic_int done;
+  sem_t go; /* posted once the test's instrument knows the thread's frames */
 } block_t;
 
 static sem_t g_sem;
@@ -134,10 +136,13 @@ static CHAIN long blocking_call_outer(block_t *b) {
 
 static CHAIN void *blocker_main(void *arg) {
   block_t *b = arg;
+  atomic_store(&b->tid, (int)syscall(SYS_gettid));
+  while (sem_wait(&b->go) != 0)
+    CHECK(errno == EINTR);
   CHECK_EQ_INT(perf_sdk_watch_current_thread(), PERF_OK);
   CHECK_EQ_INT(perf_sdk_loop_busy(), PERF_OK);
   b->t0 = clock_ns(b->clock);
-  atomic_store(&b->tid, (int)syscall(SYS_gettid));
+  atomic_store(&b->started, 1);
   b->ret = blocking_call_outer(b);
   b->t1 = clock_ns(b->clock);
   CHECK_EQ_INT(perf_sdk_loop_idle(), PERF_OK);
@@ -166,7 +171,7 @@ typedef struct {
 
 static void *waker_main(void *arg) {
   waker_t *w = arg;
-  while (atomic_load(&w->b->tid) == 0)
+  while (atomic_load(&w->b->started) == 0)
     usleep(1000);
   struct timespec at = ts_of(w->b->t0 + BLOCK_NS);
   while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &at, NULL) == EINTR) {
@@ -234,25 +239,28 @@ static void run(kind_t kind, clockid_t clock, int fd, const char *libc, long wan
   char report[512];
   snprintf(report, sizeof report, "%s/report.txt", dir);
   start_sdk(report);
-  /* The test's own instrument, the text captures below, names frames on
-     this thread: its first one reads libc's DWARF (over a second under
-     ASan on a loaded machine, longer than the blocked call). Paid here,
-     after init (the SDK meets its first moments as an app's would), before
-     the call it must watch. */
-  char *first = NULL;
-  CHECK_EQ_INT(perf_backtrace_thread_text(0, &first), PERF_OK);
-  perf_free(first);
 
   pthread_t spinner, blocker, wk;
   CHECK(pthread_create(&spinner, NULL, spinner_main, NULL) == 0);
   block_t b = {.kind = kind, .clock = clock, .fd = fd};
+  CHECK(sem_init(&b.go, 0, 0) == 0);
   if (waker) waker->b = &b;
   CHECK(pthread_create(&blocker, NULL, blocker_main, &b) == 0);
-  if (waker) CHECK(pthread_create(&wk, NULL, waker_main, waker) == 0);
   long long give_up = clock_ns(CLOCK_MONOTONIC) + WAIT_MS * 1000000LL;
   while (atomic_load(&b.tid) == 0)
     usleep(1000);
   pid_t tid = atomic_load(&b.tid);
+  /* The test's own instrument, the text captures below, names the blocked
+     thread's frames on this thread: its first capture reads the DWARF of
+     each module on that stack (libc's, libasan's: over a second under ASan
+     on a loaded machine, longer than the blocked call). Paid on the thread
+     before it blocks (it waits for `go`); the SDK's own first moments stay
+     as an app meets them. */
+  char *first = NULL;
+  CHECK_EQ_INT(perf_backtrace_thread_text(tid, &first), PERF_OK);
+  perf_free(first);
+  CHECK(sem_post(&b.go) == 0);
+  if (waker) CHECK(pthread_create(&wk, NULL, waker_main, waker) == 0);
 
   /* Capture it while it blocks: directly, and all threads now and then. */
   int captures = 0, showing = 0, nows = 0, err;
