@@ -348,17 +348,6 @@ static void case_tally_text(void) {
 
 /* ---- one blocked thread: its state through the event, wire and report --- */
 
-/* Wait until /proc shows tid blocked in call nr. */
-static void wait_blocked_in(pid_t tid, long nr) {
-  long long deadline = now_ms() + WAIT_MS;
-  for (;;) {
-    perf__thread_state_t ts;
-    if (perf__thread_state_read(tid, &ts) == PERF_OK && !ts.running && ts.nr == nr) return;
-    CHECKF(now_ms() < deadline, "thread %d never showed call %ld", (int)tid, nr);
-    sleep_ms(1);
-  }
-}
-
 /* Thread tid, blocked as want says, captured twice into an event: each
    sample's state is want; the report's line for its stack says
    `words 100%`; the wire carries the state, `name` and the kind. */
@@ -446,7 +435,7 @@ static void case_fifo_read(void) {
   CHECK(pthread_create(&t, NULL, read_one, &w) == 0);
   while (!atomic_load(&w.tid))
     sleep_ms(1);
-  wait_blocked_in(atomic_load(&w.tid), SYS_read);
+  wait_in_syscall(atomic_load(&w.tid), SYS_read, WAIT_MS);
   expect_thread_state(atomic_load(&w.tid),
                       (perf__sample_state_t){PERF__STATE_IO, PERF__FD_PIPE, SYS_read},
                       "waiting in read() (pipe)", "read");
@@ -512,7 +501,7 @@ static void case_restart_syscall(void) {
   while (!atomic_load(&w.tid))
     sleep_ms(1);
   pid_t tid = atomic_load(&w.tid);
-  wait_blocked_in(tid, SYS_clock_nanosleep);
+  wait_in_syscall(tid, SYS_clock_nanosleep, WAIT_MS);
   pid_t self = getpid(), child = fork();
   CHECK(child >= 0);
   if (child == 0) { /* async-signal-safe calls only */
@@ -534,7 +523,7 @@ static void case_restart_syscall(void) {
   CHECK(kill(self, SIGSTOP) == 0); /* returns once the child continued us */
   int status;
   CHECK(waitpid(child, &status, 0) == child && WIFEXITED(status));
-  wait_blocked_in(tid, SYS_restart_syscall);
+  wait_in_syscall(tid, SYS_restart_syscall, WAIT_MS);
   expect_thread_state(tid,
                       (perf__sample_state_t){PERF__STATE_OTHER, PERF__FD_NONE, SYS_restart_syscall},
                       "waiting in restart_syscall()", "restart_syscall");
