@@ -66,7 +66,8 @@ void perf__syscall_label(long nr, char *out, size_t len);
 /* The kind of descriptor fd of this process: the type of the file its
    /proc/self/fd link names (statx asking the type only, AT_STATX_DONT_SYNC:
    the file is never opened, and a network filesystem answers from its
-   cache); PERF__FD_NONE when it cannot be read (closed meanwhile). */
+   cache); PERF__FD_NONE when it cannot be read (closed meanwhile, or
+   statx refused: a kernel before 4.11, a seccomp filter). */
 perf__fd_kind_t perf__fd_kind(long fd);
 
 #endif
