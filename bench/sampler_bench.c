@@ -384,7 +384,7 @@ static void *blocked_main(void *arg) {
 }
 
 static _Atomic pid_t g_reader_tid;
-static double g_readlink_us[2000]; /* readlink of the reader's descriptor, each time */
+static double g_fd_kind_us[2000]; /* statx of the reader's descriptor, each time */
 
 static void *reader_main(void *arg) {
   char c;
@@ -393,8 +393,8 @@ static void *reader_main(void *arg) {
 }
 
 /* Median capture of a thread blocked in read() on a pipe: the blocked path
-   plus the thread state's descriptor kind (one readlink of /proc/self/fd/N,
-   sample_state.c). */
+   plus the thread state's descriptor kind (one statx of /proc/self/fd/N
+   asking the type, sample_state.c). */
 static double blocked_read_us(void) {
   enum { N = 2000 };
   static double t[N];
@@ -414,11 +414,12 @@ static double blocked_read_us(void) {
       t[n++] = (double)(mono_ns() - t0) / 1000.0;
   }
   for (int i = 0; i < N; i++) {
-    char path[48], target[64];
+    char path[48];
+    struct statx sx;
     snprintf(path, sizeof path, "/proc/self/fd/%d", fds[0]);
     int64_t t0 = mono_ns();
-    if (readlink(path, target, sizeof target) > 0)
-      g_readlink_us[i] = (double)(mono_ns() - t0) / 1e3;
+    if (statx(AT_FDCWD, path, AT_STATX_DONT_SYNC, STATX_TYPE, &sx) == 0)
+      g_fd_kind_us[i] = (double)(mono_ns() - t0) / 1e3;
   }
   if (write(fds[1], "x", 1) != 1) return -1;
   pthread_join(th, NULL);
@@ -453,8 +454,8 @@ static void blocked_report(pid_t busy_tid) {
       median_of(t, n), frames, n, N);
   double futex_us = pct(t, n, 50), read_us = blocked_read_us();
   printf("blocked target in read() on a pipe (thread state io, + the descriptor's kind): capture "
-         "med %.2f us, %.2fx the futex wait's; readlink of /proc/self/fd/N alone med %.2f us\n",
-         read_us, read_us / futex_us, median_of(g_readlink_us, 2000));
+         "med %.2f us, %.2fx the futex wait's; statx of /proc/self/fd/N alone med %.2f us\n",
+         read_us, read_us / futex_us, median_of(g_fd_kind_us, 2000));
   printf("/proc reads (med), open+read+close / pread on a kept descriptor: syscall %.2f / %.2f us "
          "blocked, %.2f / %.2f us running; status (State, SigBlk) %.2f / %.2f us running\n",
          proc_read_us(tid, "syscall", 0), proc_read_us(tid, "syscall", 1),

@@ -19,6 +19,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -423,6 +424,46 @@ static int hang_group(record_t *r, const Perf__V1__Event *pe, size_t index) {
   return 0;
 }
 
+static int cmp_count(const void *x, const void *y) {
+  const store_stack_count_t *a = *(const store_stack_count_t *const *)x;
+  const store_stack_count_t *b = *(const store_stack_count_t *const *)y;
+  int c = strcmp(a->stack_sig, b->stack_sig);
+  if (c) return c;
+  if (a->tid != b->tid) return a->tid < b->tid ? -1 : 1;
+  return (a > b) - (a < b); /* the first of equals first */
+}
+
+/* An event's counts made one per signature and thread, in place, in their
+   order: the SDK's stacks are its distinct pcs, and stacks whose frames
+   differ only in addresses inside the same functions share a signature
+   (signature.h: frames are labelled by function), so the first count of a
+   signature on a thread takes the samples and CPU time of the others.
+   Returns the counts left; SIZE_MAX when memory ran out. */
+static size_t merge_counts(store_stack_count_t *c, size_t n) {
+  if (n < 2) return n;
+  store_stack_count_t **by_key = malloc(n * sizeof *by_key);
+  if (!by_key) return SIZE_MAX;
+  for (size_t i = 0; i < n; i++)
+    by_key[i] = &c[i];
+  qsort(by_key, n, sizeof *by_key, cmp_count);
+  for (size_t i = 1, first = 0; i < n; i++) {
+    store_stack_count_t *keep = by_key[first], *dup = by_key[i];
+    if (strcmp(keep->stack_sig, dup->stack_sig) != 0 || keep->tid != dup->tid) {
+      first = i;
+      continue;
+    }
+    keep->samples =
+        dup->samples > UINT32_MAX - keep->samples ? UINT32_MAX : keep->samples + dup->samples;
+    if (keep->cpu_us >= 0 && dup->cpu_us >= 0) keep->cpu_us += dup->cpu_us;
+    dup->stack_sig = NULL;
+  }
+  free(by_key);
+  size_t kept = 0;
+  for (size_t i = 0; i < n; i++)
+    if (c[i].stack_sig) c[kept++] = c[i];
+  return kept;
+}
+
 static int build_event(record_t *r, const Perf__V1__Event *pe, size_t index) {
   store_event_t *e = &r->events[index];
   e->kind = event_kind(pe->kind);
@@ -450,7 +491,8 @@ static int build_event(record_t *r, const Perf__V1__Event *pe, size_t index) {
   }
   free(cpu_us);
   e->counts = r->counts[index];
-  e->n_counts = pe->n_stack_counts;
+  e->n_counts = merge_counts(r->counts[index], pe->n_stack_counts);
+  if (e->n_counts == SIZE_MAX) return -1;
   if (sample_states_count(r->frames.bt, pe, &r->states[index], &e->n_states) != 0) return -1;
   e->states = r->states[index];
   if (pe->kind == PERF__V1__EVENT_KIND__EVENT_KIND_HANG ||

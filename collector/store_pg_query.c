@@ -135,10 +135,13 @@ static const char EVENT_ROWS[] =
 static const char EVENT_ONE[] =
     "SELECT " EVENT_COLUMNS " FROM events e JOIN batches b ON b.id = e.batch_id"
     " WHERE e.id = $1::bigint";
+/* One row per signature and thread: a database of a collector that stored
+   a row per device stack may hold several. */
 static const char EVENT_COUNTS[] =
-    "SELECT c.stack_sig, s.frames, c.tid, c.samples, c.cpu_us FROM stack_counts c"
-    " LEFT JOIN stacks s ON s.signature = c.stack_sig WHERE c.event_id = $1::bigint"
-    " ORDER BY " ROLLUP_CPU("c") " DESC, c.samples DESC, c.id";
+    "SELECT c.stack_sig, s.frames, c.tid, sum(c.samples)::bigint, sum(c.cpu_us)::bigint"
+    " FROM stack_counts c LEFT JOIN stacks s ON s.signature = c.stack_sig"
+    " WHERE c.event_id = $1::bigint GROUP BY c.stack_sig, c.tid, s.frames"
+    " ORDER BY coalesce(sum(c.cpu_us), 0) DESC, sum(c.samples) DESC, min(c.id)";
 static const char DROPS[] =
     "SELECT coalesce(sum(b.dropped_rate_limited), 0), coalesce(sum(b.dropped_queue_full), 0),"
     " coalesce(sum(b.dropped_sink_failed), 0), coalesce(sum(b.dropped_spool_quota), 0),"

@@ -270,11 +270,13 @@ static const char *const STMT_SQL[ST_COUNT] = {
                       " ORDER BY e.start_ns DESC, e.id DESC LIMIT ?7",
     [ST_EVENT_ONE] = "SELECT " EVENT_COLUMNS " FROM events e JOIN batches b ON b.id = e.batch_id"
                      " WHERE e.id = ?1",
-    [ST_EVENT_COUNTS] =
-        "SELECT c.stack_sig, s.frames, c.tid, c.samples, c.cpu_us"
-        " FROM stack_counts c LEFT JOIN stacks s ON s.signature = c.stack_sig"
-        " WHERE c.event_id = ?1 ORDER BY " ROLLUP_CPU("c") " DESC,"
-                                                           " c.samples DESC, c.rowid",
+    /* One row per signature and thread: a database of a collector that
+       stored a row per device stack may hold several. */
+    [ST_EVENT_COUNTS] = "SELECT c.stack_sig, s.frames, c.tid, sum(c.samples), sum(c.cpu_us)"
+                        " FROM stack_counts c LEFT JOIN stacks s ON s.signature = c.stack_sig"
+                        " WHERE c.event_id = ?1 GROUP BY c.stack_sig, c.tid"
+                        " ORDER BY coalesce(sum(c.cpu_us), 0) DESC, sum(c.samples) DESC,"
+                        " min(c.rowid)",
     [ST_DROPS] = "SELECT " DROPPED_SUMS ", count(*) FROM batches b WHERE 1" DROPS_FILTERS,
     /* ?7 the bucket's nanoseconds, ?8 the most buckets (start_ns >= ?4 >= 0:
        the division rounds down). total(): a REAL sum, which cannot overflow. */

@@ -44,25 +44,63 @@ extern "C" {
 #define PERF_SDK_NAME "perf-sdk-c"
 #define PERF_SDK_VERSION "0.1.0"
 
-/* The one error enum: 0 is success, every failure is negative. */
+/* The one error enum: 0 is success, every failure is negative. Values are
+   never renumbered; new ones are added at the end. Each function below
+   says which codes it returns and why; docs/operations.md ("Errors") has
+   the same per code. */
 typedef enum perf_error_e {
   PERF_OK = 0,
-  PERF_E_INVALID_ARGUMENT = -1, /* a NULL pointer, a zero size, an unknown enum value */
-  PERF_E_NO_MEMORY = -2,        /* an allocation failed; nothing was changed */
-  PERF_E_NO_THREAD = -3,        /* the thread id is not a live thread of this process */
-  PERF_E_TIMEOUT = -4,          /* the thread did not answer in time (it runs with the
-                                   sampler's signal blocked, or kept waking) */
-  PERF_E_BUSY = -5,             /* a capture of that thread is already in flight, or an SDK call
-                                   is already in progress on this thread (signal handler) */
-  PERF_E_SIGNAL = -6,           /* no usable real-time signal, the configured one is taken, or the
-                                   app replaced the sampler's handler (nothing is sent then) */
-  PERF_E_SYSTEM = -7,    /* a system call failed unexpectedly; see errno-style detail in the log */
-  PERF_E_TRUNCATED = -8, /* the output buffer was too small; it holds the innermost frames */
-  PERF_E_INVALID_CONFIG = -9, /* a configuration field is out of range; the log names it */
-  PERF_E_ALREADY_INITIALIZED =
-      -10, /* init called twice, or a setting that only applies before first use */
-  PERF_E_NOT_INITIALIZED = -11, /* the call needs perf_sdk_init() first, or came after shutdown */
-  PERF_E_UNSUPPORTED = -12,     /* the platform or build lacks the requested feature */
+  /* A NULL pointer, a size or timeout out of range; also
+     perf_sdk_loop_nested_end without a begin. */
+  PERF_E_INVALID_ARGUMENT = -1,
+  /* An allocation failed, or a bound was reached (a text report's 64 MiB,
+     the SDK's threads); nothing was changed. */
+  PERF_E_NO_MEMORY = -2,
+  /* The thread id is not a live thread of this process. */
+  PERF_E_NO_THREAD = -3,
+  /* A capture: the thread did not answer the sampler in time (it blocks
+     the sampler's signal, got no CPU within timeout_ms, or kept waking and
+     blocking). */
+  PERF_E_TIMEOUT = -4,
+  /* The sampler is already capturing that thread, or cannot send another
+     request now (every request slot in use, the signal queue full); or an
+     SDK call is already in progress on this thread (a signal handler or the
+     log callback called back into the SDK). */
+  PERF_E_BUSY = -5,
+  /* No usable real-time signal: none free, the configured one is taken, or
+     the app replaced the sampler's handler (nothing is sent then). */
+  PERF_E_SIGNAL = -6,
+  /* A system call (or libdwfl) failed or answered unexpectedly. */
+  PERF_E_SYSTEM = -7,
+  /* The stack was deeper than the output buffer; it holds the innermost
+     frames. */
+  PERF_E_TRUNCATED = -8,
+  /* A configuration field or sampler option is out of range; the log names
+     it. */
+  PERF_E_INVALID_CONFIG = -9,
+  /* perf_sdk_init while running, or a sampler setting (signal, stack copy
+     size) that only applies before the sampler's first use. */
+  PERF_E_ALREADY_INITIALIZED = -10,
+  /* The call needs perf_sdk_init() first, or came after perf_sdk_shutdown. */
+  PERF_E_NOT_INITIALIZED = -11,
+  /* The SDK's core library, or what a feature needs (libdwfl for
+     PERF_UNWIND_STACK_COPY), could not be loaded or set up; the log says
+     which. */
+  PERF_E_UNSUPPORTED = -12,
+  /* perf_sdk_capture_now over max_events_per_hour: the event was dropped
+     (counted in events_dropped_rate). */
+  PERF_E_RATE_LIMITED = -13,
+  /* perf_sdk_capture_now with queue_capacity events already waiting for
+     the writer: the event was dropped (counted in events_dropped_queue). */
+  PERF_E_QUEUE_FULL = -14,
+  /* timeout_ms ran out first: what perf_sdk_flush had not written or sent
+     yet is written and sent later; perf_sdk_shutdown leaves a still busy
+     SDK thread running. */
+  PERF_E_DEADLINE = -15,
+  /* Recorded events were lost: a batch could not be put into the spool
+     (disk full, I/O error, over spool_max_bytes), or the spool could not be
+     opened; the log says why. */
+  PERF_E_SINK_FAILED = -16,
 } perf_error_t;
 
 /* A static, never-NULL English description of an error code.
@@ -137,11 +175,17 @@ PERF_API void perf_sampler_options_init(perf_sampler_options_t *opts);
 
 /* Apply sampler options. Call before the first capture to choose the signal
    or the stack copy size (later calls that change them get
-   PERF_E_ALREADY_INITIALIZED); mode and timeout may change at any time. */
+   PERF_E_ALREADY_INITIALIZED); mode and timeout may change at any time.
+   Returns PERF_E_INVALID_ARGUMENT (opts NULL), PERF_E_INVALID_CONFIG (an
+   option out of range, logged), PERF_E_ALREADY_INITIALIZED, PERF_E_BUSY
+   (called from a signal handler inside another SDK call), PERF_E_UNSUPPORTED
+   (libperfsdk.so: the core library could not be loaded). */
 PERF_API int perf_sampler_configure(const perf_sampler_options_t *opts);
 
 /* The signal number the sampler uses (installing the handler if needed), or
-   a negative perf_error_t. */
+   a negative perf_error_t: PERF_E_SIGNAL (no usable signal), PERF_E_NO_MEMORY,
+   PERF_E_BUSY (inside another SDK call on this thread), PERF_E_UNSUPPORTED
+   (the core library could not be loaded). */
 PERF_API int perf_sampler_signal(void);
 
 /* Kernel thread id of the process's main thread. */
@@ -153,6 +197,17 @@ PERF_API pid_t perf_main_thread_id(void);
  * interrupted program counter; the others are return addresses. *count gets
  * the number of frames written. Returns PERF_E_TRUNCATED (with max frames
  * written) when the stack is deeper than max. pcs is owned by the caller.
+ * Other returns: PERF_E_INVALID_ARGUMENT (pcs or count NULL, max 0, tid < 0),
+ * PERF_E_NO_THREAD (tid is not a live thread of this process),
+ * PERF_E_TIMEOUT (the thread did not answer: it blocks the sampler's
+ * signal, got no CPU within timeout_ms, or kept waking and blocking; also
+ * tid 0 from a thread that blocks the signal), PERF_E_BUSY (a capture of
+ * that thread is in flight from another thread, no request slot or signal
+ * queue room, or called from a signal handler inside another SDK call),
+ * PERF_E_SIGNAL (no usable signal, or the app replaced the handler),
+ * PERF_E_SYSTEM (/proc or a system call failed), PERF_E_NO_MEMORY,
+ * PERF_E_UNSUPPORTED (PERF_UNWIND_STACK_COPY without libdwfl, or the core
+ * library could not be loaded).
  */
 PERF_API int perf_backtrace_thread(pid_t tid, uintptr_t *pcs, size_t max, size_t *count);
 
@@ -176,7 +231,10 @@ PERF_API int perf_backtrace_thread(pid_t tid, uintptr_t *pcs, size_t max, size_t
  * reach its outermost frame ends with `<index> <truncated: reason>`
  * (depth, ...). Names are read on the calling thread (symbol tables and
  * DWARF, cached). *out_text is NUL-terminated, allocated by the SDK, and
- * freed by the caller with perf_free().
+ * freed by the caller with perf_free(). Returns the codes of
+ * perf_backtrace_thread but PERF_E_TRUNCATED (a stack deeper than 1024
+ * frames is 0, its text ends with `<truncated: depth>`); PERF_E_NO_MEMORY
+ * also for a text over 64 MiB; PERF_E_INVALID_ARGUMENT for out_text NULL.
  */
 PERF_API int perf_backtrace_thread_text(pid_t tid, char **out_text);
 
@@ -184,6 +242,10 @@ PERF_API int perf_backtrace_thread_text(pid_t tid, char **out_text);
  * The same report for every thread of the process, separated by blank lines.
  * A thread that cannot be captured (exited, signal blocked) keeps its header
  * and gets a line `error: <perf_strerror text>`. Free with perf_free().
+ * Returns PERF_E_INVALID_ARGUMENT (out_text NULL), PERF_E_NO_MEMORY,
+ * PERF_E_SYSTEM (/proc/self/task unreadable), PERF_E_BUSY (inside another
+ * SDK call on this thread), PERF_E_UNSUPPORTED (the core library could not
+ * be loaded).
  */
 PERF_API int perf_backtrace_all_threads_text(char **out_text);
 
@@ -337,7 +399,10 @@ static inline void perf_sdk_config_init(perf_sdk_config_t *cfg) {
    running, PERF_E_INVALID_CONFIG (logged, naming the field) on bad config,
    PERF_E_SYSTEM (logged with the path and errno) when the spool directory
    (<data_dir>/spool for PERF_SINK_HTTP, <sink_path>.batches for
-   PERF_SINK_FILE) cannot be created or written.
+   PERF_SINK_FILE) cannot be created or written, or a thread cannot be
+   started; PERF_E_INVALID_ARGUMENT (cfg NULL), PERF_E_NO_MEMORY, PERF_E_BUSY
+   (called from a signal handler inside another SDK call),
+   PERF_E_UNSUPPORTED (libperfsdk.so: the core library could not be loaded).
 
    After fork(), in a child that goes on without exec (daemonize, prefork
    servers), the SDK restarts by itself at the child's next SDK call or loop
@@ -351,17 +416,24 @@ PERF_API int perf_sdk_init(const perf_sdk_config_t *cfg);
 
 /* Stop the monitors, write what is queued, stop the writer; returns within
    timeout_ms (0..600000; events still queued then are dropped and counted).
-   PERF_E_NOT_INITIALIZED when not running. perf_sdk_init may be called
-   again afterwards. */
+   PERF_E_DEADLINE when an SDK thread was still busy then (the writer in a
+   write that does not return, a monitor in a capture; at least 1 s is given
+   to the monitors): it is left running, the rest is stopped.
+   PERF_E_NOT_INITIALIZED when not running, PERF_E_INVALID_ARGUMENT for a
+   timeout out of range, PERF_E_BUSY inside another SDK call on this thread.
+   perf_sdk_init may be called again afterwards. */
 PERF_API int perf_sdk_shutdown(int timeout_ms);
 
-/* Make the calling thread the one the hang monitor watches. */
+/* Make the calling thread the one the hang monitor watches.
+   PERF_E_NOT_INITIALIZED when not running. */
 PERF_API int perf_sdk_watch_current_thread(void);
 
 /* Mark the watched loop as busy (it started handling work) / idle (it is
    about to block waiting for work). Two atomic stores and a vDSO clock read;
    callable from the watched thread only. Async-signal-safe, except the first
-   call in a forked child, which restarts the SDK there. */
+   call in a forked child, which restarts the SDK there. These marks, the
+   heartbeat, nested_begin, pause and resume below return 0, or
+   PERF_E_NOT_INITIALIZED when not running. */
 PERF_API int perf_sdk_loop_busy(void);
 PERF_API int perf_sdk_loop_idle(void);
 
@@ -385,7 +457,8 @@ PERF_API int perf_sdk_heartbeat(void);
    loop's) change nothing, so the outer unit stays one unit of work and is
    reported as one hang, with its stacks, however often the nested loop goes
    idle. Pairs nest. end without begin: PERF_E_INVALID_ARGUMENT. One atomic
-   add; async-signal-safe as the marks. */
+   add; async-signal-safe as the marks; PERF_E_NOT_INITIALIZED when not
+   running. */
 PERF_API int perf_sdk_loop_nested_begin(void);
 PERF_API int perf_sdk_loop_nested_end(void);
 
@@ -397,7 +470,14 @@ PERF_API int perf_sdk_resume(void);
 
 /* Record a manual event with every thread's stack, captured now on the
    calling thread (a few tens of microseconds per thread); the event is then
-   queued for the writer. `reason` (may be NULL) travels with the event. */
+   queued for the writer. `reason` (may be NULL) travels with the event. A
+   thread that cannot be captured is a failed sample of the event, not an
+   error. Returns PERF_E_RATE_LIMITED over max_events_per_hour (the event is
+   dropped, counted in events_dropped_rate), PERF_E_QUEUE_FULL when
+   queue_capacity events already wait for the writer (dropped, counted in
+   events_dropped_queue), PERF_E_NOT_INITIALIZED when not running,
+   PERF_E_NO_MEMORY, PERF_E_SYSTEM (/proc/self/task unreadable),
+   PERF_E_BUSY (called from a signal handler inside another SDK call). */
 PERF_API int perf_sdk_capture_now(const char *reason);
 
 /* Send (PERF_SINK_HTTP) or write (PERF_SINK_FILE) everything recorded so
@@ -405,11 +485,16 @@ PERF_API int perf_sdk_capture_now(const char *reason);
    monitor looks at the loop first): the writer's queue and the open batch
    go to the spool, then the
    uploader sends until the spool is empty. Returns within timeout_ms
-   (0..600000): PERF_E_TIMEOUT when batches remain (they stay on disk for
-   later or for the next run), at once when the uploader's next try (a
-   backoff after a refusal or an error) comes after timeout_ms; PERF_E_SYSTEM when a batch could not
-   be put into the spool since the previous flush (its events are counted in events_dropped_sink,
-   the log says why), or the spool could not be opened. PERF_E_NOT_INITIALIZED when not running. */
+   (0..600000): PERF_E_DEADLINE when events or batches remain (nothing is
+   dropped for it: the writer and the uploader go on, and what is in the
+   spool is sent by the next run if need be), at once when the uploader's
+   next try (a backoff after a refusal or an error) comes after timeout_ms;
+   PERF_E_SINK_FAILED when a batch could not be put into the spool since the
+   previous flush (PERF_SINK_HTTP: its events are counted in
+   events_dropped_sink; the log says why), or the spool could not be opened.
+   PERF_E_NOT_INITIALIZED when not running, PERF_E_INVALID_ARGUMENT for a
+   timeout out of range, PERF_E_BUSY inside another SDK call on this
+   thread. */
 PERF_API int perf_sdk_flush(int timeout_ms);
 
 /* Counters since init. */
@@ -458,7 +543,8 @@ typedef struct perf_sdk_stats_s {
    perf_sdk_stats_t gets the fields it knows, nothing is written past them;
    struct_size a multiple of 8, at least 8, else PERF_E_INVALID_ARGUMENT).
    Called through perf_sdk_get_stats. PERF_E_NOT_INITIALIZED before init
-   (counters of the last run remain readable after shutdown). */
+   (counters of the last run remain readable after shutdown), PERF_E_BUSY
+   inside another SDK call on this thread. */
 PERF_API int perf_sdk_get_stats_sized(perf_sdk_stats_t *stats, size_t struct_size);
 
 static inline int perf_sdk_get_stats(perf_sdk_stats_t *stats) {

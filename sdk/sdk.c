@@ -395,7 +395,7 @@ static int start_threads(sdk_t *s) {
 }
 
 /* Stop every thread of s by the deadlines; true when all of them were
-   joined (false: *err is PERF_E_TIMEOUT and s must stay alive). */
+   joined (false: *err is PERF_E_DEADLINE and s must stay alive). */
 static bool stop_threads(sdk_t *s, int64_t deadline_ns, int64_t monitors_deadline_ns, int *err) {
   bool joined = true;
   if (s->cpu && perf__cpu_monitor_stop(s->cpu, monitors_deadline_ns) != PERF_OK) joined = false;
@@ -406,7 +406,7 @@ static bool stop_threads(sdk_t *s, int64_t deadline_ns, int64_t monitors_deadlin
   if (s->writer && perf__writer_stop(s->writer, deadline_ns, &g_last_batch_stats) != PERF_OK)
     joined = false;
   s->writer = NULL;
-  if (!joined) *err = PERF_E_TIMEOUT;
+  if (!joined) *err = PERF_E_DEADLINE;
   return joined;
 }
 
@@ -538,9 +538,11 @@ static void at_exit(void) {
   if (lock_write_by(deadline)) {
     int err = shutdown_locked(deadline, deadline);
     unlock();
-    if (err && err != PERF_E_NOT_INITIALIZED)
-      perf__log(PERF__LOG_WARN, "at exit: %s after exit_timeout_ms (%u); the rest is left",
-                perf_strerror(err), ms);
+    if (err == PERF_E_DEADLINE)
+      perf__log(PERF__LOG_WARN,
+                "at exit: an SDK thread still busy after exit_timeout_ms (%u) is "
+                "left running",
+                ms);
   }
   perf__call_leave();
 }

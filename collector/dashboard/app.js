@@ -753,7 +753,7 @@ function renderDetail(ev) {
 // ---- thread states --------------------------------------------------------------
 
 // One state in words, as the SDK's reports say it: "running",
-// "waiting in read() (pipe)", "waiting in syscall 435".
+// "waiting in read() (pipe)", "waiting in syscall 100000".
 function stateWords(s) {
   if (s.state === 'running' || s.state === 'unknown') return s.state;
   if (!s.syscall) return 'waiting outside a system call';

@@ -31,7 +31,7 @@ int perf__recorder_record(perf__recorder_t *r, perf__event_t *ev) {
     pthread_mutex_unlock(&r->lock);
     PERF__COUNT(r->stats, events_dropped_rate, 1);
     perf__event_free(ev);
-    return PERF_E_BUSY;
+    return PERF_E_RATE_LIMITED;
   }
   r->tokens -= 1.0;
   uint64_t dropped = r->pending_drops;

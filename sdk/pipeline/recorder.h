@@ -30,8 +30,9 @@ void perf__recorder_init(perf__recorder_t *r, unsigned per_hour, perf__writer_t 
                          perf__stats_t *stats);
 
 /* Record `ev` (ownership passes): finish it, apply the rate limit, attach
-   the drop count, queue it. 0 when queued; PERF_E_BUSY when dropped (rate
-   limit or full queue, counted). Never blocks on I/O. */
+   the drop count, queue it. 0 when queued; when dropped (counted):
+   PERF_E_RATE_LIMITED over the rate, PERF_E_QUEUE_FULL when the writer's
+   queue is full. Never blocks on I/O. */
 int perf__recorder_record(perf__recorder_t *r, perf__event_t *ev);
 
 /* The hang in progress changed: `progress` is a copy of it to keep as this

@@ -127,7 +127,7 @@ int perf__writer_submit(perf__writer_t *w, perf__event_t *ev) {
   }
   perf__worker_unlock(w->worker);
   if (full) perf__event_free(ev);
-  return full ? PERF_E_BUSY : PERF_OK;
+  return full ? PERF_E_QUEUE_FULL : PERF_OK;
 }
 
 void perf__writer_post_hang(perf__writer_t *w, perf__event_t *progress) {
@@ -177,15 +177,16 @@ int perf__writer_flush(perf__writer_t *w, int64_t deadline_ns) {
   bool queued_out = w->flush_done >= ticket;
   perf__batch_sink_t *b = w->batches;
   perf__worker_unlock(w->worker);
-  if (!queued_out) return PERF_E_TIMEOUT;
+  if (!queued_out) return PERF_E_DEADLINE;
   /* No spool (it could not be opened: logged at start) or a batch that
      could not be written since the last flush: recorded events were lost. */
-  if (!b && w->cfg->sink != PERF_SINK_NONE) return PERF_E_SYSTEM;
-  if (b && perf__batch_sink_take_failure(b) != PERF_OK) return PERF_E_SYSTEM;
+  if (!b && w->cfg->sink != PERF_SINK_NONE) return PERF_E_SINK_FAILED;
+  if (b && perf__batch_sink_take_failure(b) != PERF_OK) return PERF_E_SINK_FAILED;
   /* ... then the spool to the collector, by the uploader. The sink stays
      open until perf__writer_stop, which cannot run concurrently (the SDK's
      lifecycle lock). */
-  return b ? perf__batch_sink_wait_sent(b, deadline_ns) : PERF_OK;
+  int err = b ? perf__batch_sink_wait_sent(b, deadline_ns) : PERF_OK;
+  return err == PERF_E_TIMEOUT ? PERF_E_DEADLINE : err;
 }
 
 void perf__writer_batch_stats(perf__writer_t *w, perf_sdk_stats_t *out) {
@@ -207,7 +208,7 @@ int perf__writer_stop(perf__writer_t *w, int64_t deadline_ns, perf_sdk_stats_t *
   if (perf__worker_stop(w->worker, deadline_ns + STOP_GRACE_NS) != PERF_OK) {
     /* Stuck in I/O: it keeps its memory (and the caller the config). */
     perf__log(PERF__LOG_WARN, "event writer still busy at the shutdown deadline; left running");
-    return PERF_E_TIMEOUT;
+    return PERF_E_DEADLINE;
   }
   if (last) *last = w->batch_stats;
   free_writer(w);

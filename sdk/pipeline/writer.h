@@ -37,8 +37,9 @@ int perf__writer_start(const perf__config_t *cfg, perf__stats_t *stats, pid_t wa
 void perf__writer_prepare_capture(perf__writer_t *w, pid_t tid);
 
 /* Hand over `ev` (the writer owns it from now on, whatever the result).
-   Never blocks on I/O. PERF_E_BUSY when the queue is full: the event is
-   freed, not counted here (the caller counts the drop). */
+   Never blocks on I/O. PERF_E_QUEUE_FULL when the queue is full (or the
+   writer is stopping): the event is freed, not counted here (the caller
+   counts the drop). */
 int perf__writer_submit(perf__writer_t *w, perf__event_t *ev);
 
 /* The hang in progress changed: `progress` is a copy of it to persist as
@@ -54,7 +55,10 @@ void perf__writer_add_loop_stats(perf__writer_t *w, const perf__loop_stats_t *st
 
 /* Write everything queued so far and put the open batch into the spool,
    then (http) wait for the uploader to empty the spool, until deadline_ns.
-   0, or PERF_E_TIMEOUT. Not concurrent with perf__writer_stop. */
+   0; PERF_E_DEADLINE when batches remain at deadline_ns (or the uploader's
+   next try comes after it); PERF_E_SINK_FAILED when a batch could not be
+   put into the spool since the last flush, or there is no spool. Not
+   concurrent with perf__writer_stop. */
 int perf__writer_flush(perf__writer_t *w, int64_t deadline_ns);
 
 /* The wire path's counters (batches, spool) into the batch fields of *out;
@@ -66,7 +70,7 @@ void perf__writer_hold(perf__writer_t *w, bool hold);
 
 /* Write what is queued until `deadline_ns` (monotonic), then stop the
    thread; events still queued then are dropped and counted. Returns 0, or
-   PERF_E_TIMEOUT when the thread was stuck in I/O past the deadline (it is
+   PERF_E_DEADLINE when the thread was stuck in I/O past the deadline (it is
    then left to finish on its own and its memory is not freed). `last` (may
    be NULL) gets the wire path's final counters (batch fields only). */
 int perf__writer_stop(perf__writer_t *w, int64_t deadline_ns, perf_sdk_stats_t *last);

@@ -1,29 +1,34 @@
 /*
  * sample_state.c - a blocked thread's system call classified and named,
  * and an I/O call's descriptor kind (see sample_state.h). Requesting
- * threads only. The numbers are the target's (<sys/syscall.h>): calls an
- * architecture lacks (poll, select, epoll_wait on aarch64) drop out of the
- * table there.
+ * threads only (names: any thread). The numbers are the target's
+ * (<sys/syscall.h>): calls an architecture lacks (poll, select, epoll_wait
+ * on aarch64) drop out of the classes there; every call's name comes from
+ * the table built from that header (syscall_names.h).
  */
 #include "sdk/sampler/sample_state.h"
 
+#include <fcntl.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "sdk/sampler/syscall_names.h"
+
+/* The calls with a class of their own (the others are PERF__STATE_OTHER). */
 typedef struct call_s {
   long nr;
-  const char *name;
   uint8_t state;
   bool fd_arg; /* its first argument is the descriptor it waits on */
 } call_t;
 
 #define IO(n)                                                                                      \
-  { SYS_##n, #n, PERF__STATE_IO, true }
+  { SYS_##n, PERF__STATE_IO, true }
 #define CALL(n, s)                                                                                 \
-  { SYS_##n, #n, s, false }
+  { SYS_##n, s, false }
 
 static const call_t CALLS[] = {
     CALL(futex, PERF__STATE_LOCK),
@@ -68,25 +73,6 @@ static const call_t CALLS[] = {
     CALL(epoll_pwait, PERF__STATE_POLL),
     CALL(nanosleep, PERF__STATE_SLEEP),
     CALL(clock_nanosleep, PERF__STATE_SLEEP),
-    /* Named only: waits of other kinds. */
-    CALL(wait4, PERF__STATE_OTHER),
-    CALL(waitid, PERF__STATE_OTHER),
-    CALL(rt_sigtimedwait, PERF__STATE_OTHER),
-    CALL(rt_sigsuspend, PERF__STATE_OTHER),
-    CALL(ioctl, PERF__STATE_OTHER),
-    CALL(openat, PERF__STATE_OTHER),
-    CALL(fsync, PERF__STATE_OTHER),
-    CALL(fdatasync, PERF__STATE_OTHER),
-    CALL(flock, PERF__STATE_OTHER),
-    CALL(fcntl, PERF__STATE_OTHER),
-    CALL(msgrcv, PERF__STATE_OTHER),
-    CALL(semtimedop, PERF__STATE_OTHER),
-    CALL(io_getevents, PERF__STATE_OTHER),
-    CALL(io_uring_enter, PERF__STATE_OTHER),
-    CALL(sched_yield, PERF__STATE_OTHER),
-#ifdef SYS_pause
-    CALL(pause, PERF__STATE_OTHER),
-#endif
 };
 
 static const call_t *find_call(long nr);
@@ -108,21 +94,27 @@ perf__state_t perf__syscall_class(long nr) {
 }
 
 const char *perf__syscall_name(long nr) {
-  const call_t *c = find_call(nr);
-  return c ? c->name : NULL;
+  for (size_t i = 0; i < perf__syscall_table_len; i++)
+    if (perf__syscall_table[i].nr == nr) return perf__syscall_table[i].name;
+  return NULL;
 }
 
 perf__fd_kind_t perf__fd_kind(long fd) {
   if (fd < 0 || fd > INT32_MAX) return PERF__FD_NONE;
-  char path[48], target[64];
+  char path[48];
   snprintf(path, sizeof path, "/proc/self/fd/%ld", fd);
-  ssize_t n = readlink(path, target, sizeof target - 1);
-  if (n <= 0) return PERF__FD_NONE; /* closed meanwhile, or no /proc */
-  target[n] = '\0';
-  if (strncmp(target, "pipe:", 5) == 0) return PERF__FD_PIPE;
-  if (strncmp(target, "socket:", 7) == 0) return PERF__FD_SOCKET;
-  if (target[0] == '/' && strncmp(target, "/dev/", 5) != 0) return PERF__FD_FILE;
-  return PERF__FD_OTHER; /* a device, anon_inode:[eventfd], ... */
+  /* The type of the file the descriptor is open on, without opening it:
+     the type only, from what the kernel has cached (a network
+     filesystem is not asked). */
+  struct statx sx;
+  if (statx(AT_FDCWD, path, AT_STATX_DONT_SYNC, STATX_TYPE, &sx) != 0 ||
+      !(sx.stx_mask & STATX_TYPE))
+    return PERF__FD_NONE; /* closed meanwhile, or no /proc */
+  mode_t type = sx.stx_mode & S_IFMT;
+  if (S_ISFIFO(type)) return PERF__FD_PIPE; /* a pipe, or a named FIFO */
+  if (S_ISSOCK(type)) return PERF__FD_SOCKET;
+  if (S_ISREG(type) || S_ISDIR(type)) return PERF__FD_FILE;
+  return PERF__FD_OTHER; /* a device, an eventfd or epoll (no type), ... */
 }
 
 void perf__syscall_label(long nr, char *out, size_t len) {

@@ -26,12 +26,12 @@ typedef enum perf__state_e {
   PERF__STATE_OTHER = 6,   /* another call, or blocked outside one (syscall -1) */
 } perf__state_t;
 
-/* What an I/O call's descriptor is (perf.v1 FdKind): read from
-   /proc/self/fd/N while the thread blocks. */
+/* What an I/O call's descriptor is (perf.v1 FdKind): the type of the
+   file /proc/self/fd/N names while the thread blocks. */
 typedef enum perf__fd_kind_e {
   PERF__FD_NONE = 0,   /* not an I/O call, or not known */
-  PERF__FD_FILE = 1,   /* a path (a regular file or directory) */
-  PERF__FD_PIPE = 2,   /* a pipe or FIFO */
+  PERF__FD_FILE = 1,   /* a regular file or directory */
+  PERF__FD_PIPE = 2,   /* a pipe or a named FIFO */
   PERF__FD_SOCKET = 3, /* a socket */
   PERF__FD_OTHER = 4,  /* a device, an eventfd, a timerfd... */
 } perf__fd_kind_t;
@@ -46,23 +46,28 @@ typedef struct perf__sample_state_s {
 #define PERF__SAMPLE_STATE_RUNNING ((perf__sample_state_t){PERF__STATE_RUNNING, PERF__FD_NONE, -1})
 
 /* The state of a thread seen blocked as `ts` shows it: its call
-   classified, and for an I/O call its descriptor's kind (one readlink of
-   /proc/self/fd/N, bounded). */
+   classified, and for an I/O call its descriptor's kind (perf__fd_kind:
+   one statx of /proc/self/fd/N). */
 perf__sample_state_t perf__sample_state_blocked(const perf__thread_state_t *ts);
 
 /* The call's class (PERF__STATE_OTHER for calls outside the classes, and
    for -1). */
 perf__state_t perf__syscall_class(long nr);
 
-/* The call's name ("read", "futex"), or NULL when the table has none (then
-   say "syscall N"). */
+/* The call's name ("read", "futex", "restart_syscall": every call of the
+   target's <sys/syscall.h>, syscall_names.h), or NULL for a number it does
+   not name (then say "syscall N"). Any thread. */
 const char *perf__syscall_name(long nr);
 
 /* The call as the wire names it (Event.sample_syscalls): its name, "syscall
    N" when the table has none, "" for nr < 0 (not in a call). */
 void perf__syscall_label(long nr, char *out, size_t len);
 
-/* The kind of descriptor fd of this process, from its /proc/self/fd link. */
+/* The kind of descriptor fd of this process: the type of the file its
+   /proc/self/fd link names (statx asking the type only, AT_STATX_DONT_SYNC:
+   the file is never opened, and a network filesystem answers from its
+   cache); PERF__FD_NONE when it cannot be read (closed meanwhile, or
+   statx refused: a kernel before 4.11, a seccomp filter). */
 perf__fd_kind_t perf__fd_kind(long fd);
 
 #endif

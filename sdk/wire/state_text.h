@@ -20,7 +20,7 @@
 /* Distinct states one tally keeps; the samples of any further ones are
    counted together as "waiting elsewhere" (the last slot). */
 #define PERF__STATE_TALLY_MAX 24
-/* A call's name as a tally keeps it ("clock_nanosleep", "syscall 435"). */
+/* A call's name as a tally keeps it ("clock_nanosleep", "syscall 100000"). */
 #define PERF__STATE_CALL_MAX 24
 
 typedef struct perf__state_count_s {
@@ -49,7 +49,7 @@ const char *perf__fd_name(int fd);
 void perf__state_tally_add(perf__state_tally_t *t, int state, int fd, const char *call);
 
 /* One state in words: "running", "waiting in read() (pipe)", "waiting in
-   syscall 435", "waiting outside a system call" (waiting, no call),
+   syscall 100000", "waiting outside a system call" (waiting, no call),
    "unknown". */
 void perf__state_words(int state, int fd, const char *call, char *out, size_t len);
 

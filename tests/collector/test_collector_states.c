@@ -31,10 +31,13 @@
 #include "batch_post.h"
 #include "check.h"
 #include "collector_rig.h"
+#include "frame_json.h"
 #include "hang_phases.h"
 #include "perf/v1/perf.pb-c.h"
 #include "perf_sdk.h"
+#include "sdk/base/frame_text.h"
 #include "sdk_util.h"
+#include "signature.h"
 #include "tempdir.h"
 
 #define PHASE_SAMPLES 8
@@ -432,10 +435,214 @@ static void case_sdk_batch(void) {
   collector_stop_healthy(&c);
 }
 
+/* ---- sdk_batch_stacks: one stack per signature and thread ---------------- */
+
+/* *text with a line added: head, tail and a newline. */
+static void add_line(char **text, const char *head, const char *tail) {
+  char *more;
+  CHECK(asprintf(&more, "%s%s%s\n", *text, head, tail) > 0);
+  free(*text);
+  *text = more;
+}
+
+/* A stack of the batch as the collector names it (collector/README.md,
+   "Stored and shown frames"): per frame its inline functions ("f [inline]")
+   and then its function (or module+address), then the end marker of a
+   stack cut short; one name a line. */
+static char *batch_stack_names(const Perf__V1__Batch *b, const Perf__V1__Stack *s) {
+  char *out = strdup(""), label[FRAME_LABEL_MAX];
+  CHECK(out != NULL);
+  for (size_t i = 0; i <= s->n_frames; i++) {
+    if (i == s->n_frames) {
+      if (s->end <= 1) break; /* complete or unspecified: no marker */
+      snprintf(label, sizeof label, "<truncated: %s>", perf__stack_end_text((int)s->end));
+      add_line(&out, label, "");
+      break;
+    }
+    const Perf__V1__Frame *f = b->frames[s->frames[i] - 1];
+    for (size_t l = 0; l + 1 < f->n_lines; l++) {
+      uint32_t fn = f->lines[l]->function;
+      perf__group_label(label, sizeof label, fn ? b->strings[b->functions[fn - 1]->name] : "??",
+                        NULL, NULL);
+      add_line(&out, label, FRAME_INLINE_SUFFIX);
+    }
+    const char *fn = f->function ? b->strings[b->functions[f->function - 1]->name] : NULL;
+    char address[24];
+    snprintf(address, sizeof address, "0x%llx", (unsigned long long)f->address);
+    perf__group_label(label, sizeof label, fn && *fn ? fn : NULL,
+                      f->module ? b->modules[f->module - 1]->path : NULL, address);
+    add_line(&out, label, "");
+  }
+  return out;
+}
+
+/* The detail's stack's names, one a line. */
+static char *detail_stack_names(json_t *stack) {
+  char *out = strdup("");
+  size_t i;
+  json_t *name;
+  json_array_foreach(json_object_get(stack, "names"), i, name) {
+    add_line(&out, json_string_value(name), "");
+  }
+  return out;
+}
+
+typedef struct named_count_s {
+  uint32_t tid;
+  char *names;
+  long long samples;              /* the batch's, summed */
+  long long shown, shown_samples; /* the detail's entries of these names, their samples */
+} named_count_t;
+
+/* The event's detail (GET /api/v1/events/<id>) against the batch's stack
+   counts: one stack per thread and distinct names, its samples the sum of
+   the batch's stacks that have those names; returns how many stacks of the
+   batch share their names with another. */
+static size_t check_detail_stacks(const collector_t *c, long long id, const Perf__V1__Batch *b,
+                                  const Perf__V1__Event *e) {
+  named_count_t *want = calloc(e->n_stack_counts + 1, sizeof *want);
+  CHECK(want != NULL);
+  size_t n = 0, shared = 0;
+  for (size_t i = 0; i < e->n_stack_counts; i++) {
+    const Perf__V1__StackCount *sc = e->stack_counts[i];
+    char *names = batch_stack_names(b, b->stacks[sc->stack - 1]);
+    size_t k = 0;
+    while (k < n && !(want[k].tid == sc->tid && strcmp(want[k].names, names) == 0))
+      k++;
+    if (k == n) {
+      want[n++] = (named_count_t){sc->tid, names, 0, 0, 0};
+    } else {
+      shared++;
+      free(names);
+    }
+    want[k].samples += sc->samples;
+  }
+  char path[64];
+  snprintf(path, sizeof path, "/api/v1/events/%lld", id);
+  long status;
+  json_t *d = get_json(c, path, &status);
+  CHECK_EQ_INT(status, 200);
+  json_t *stacks = json_object_get(d, "stacks"), *st;
+  size_t i;
+  json_array_foreach(stacks, i, st) {
+    char *names = detail_stack_names(st);
+    size_t k = 0;
+    while (k < n && !(want[k].tid == (uint32_t)num(st, "tid") && strcmp(want[k].names, names) == 0))
+      k++;
+    CHECKF(k < n, "the detail's stack %zu (thread %lld) is none of the batch's:\n%s", i,
+           num(st, "tid"), names);
+    want[k].shown++;
+    want[k].shown_samples += num(st, "samples");
+    free(names);
+  }
+  for (size_t k = 0; k < n; k++) {
+    CHECKF(want[k].shown == 1, "thread %u's stack is listed %lld times (%lld samples):\n%s",
+           want[k].tid, want[k].shown, want[k].shown_samples, want[k].names);
+    CHECKF(want[k].shown_samples == want[k].samples, "%lld samples, the batch's %lld:\n%s",
+           want[k].shown_samples, want[k].samples, want[k].names);
+  }
+  CHECK_EQ_INT(json_array_size(stacks), n);
+  for (size_t k = 0; k < n; k++)
+    free(want[k].names);
+  free(want);
+  json_decref(d);
+  return shared;
+}
+
+#define SITE_SAMPLES 30 /* samples of the two call sites' hang */
+
+static volatile unsigned long g_spin_sink;
+
+static CHAIN void spin_a_while(void) {
+  for (unsigned i = 0; i < 20000; i++)
+    g_spin_sink = g_spin_sink * 31 + i;
+}
+
+/* The hang: one function calling the same leaf from two places, so its
+   samples have two return addresses in it (two stacks to the SDK, one to
+   the collector), until the SDK has taken SITE_SAMPLES samples. */
+static CHAIN void two_call_sites(void) {
+  uint64_t from = sdk_stats().samples_taken;
+  double end = now_s() + 20;
+  while (sdk_stats().samples_taken < from + SITE_SAMPLES) {
+    spin_a_while();
+    g_spin_sink ^= 1;
+    spin_a_while();
+    CHECKF(now_s() < end, "%d samples in 20 s", SITE_SAMPLES);
+  }
+}
+
+/* The SDK's own batch: samples at different addresses in the same
+   functions are different stacks to the SDK (their pcs) and one to the
+   collector (the same names, one signature); the event's detail lists
+   each once with their samples added, on both stores, and a database
+   where such stacks were stored a row each shows them added too. */
+static void case_sdk_batch_stacks(void) {
+  char sink[256], data[256];
+  const char *dir = tempdir_make("perf-states");
+  snprintf(sink, sizeof sink, "%s/report.txt", dir);
+  snprintf(data, sizeof data, "%s/data", dir);
+  perf_sdk_config_t cfg;
+  sdk_config_short_hangs(&cfg);
+  cfg.app_name = "stacks-test";
+  cfg.data_dir = data;
+  cfg.sink = PERF_SINK_FILE;
+  cfg.sink_path = sink;
+  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
+  CHECK_EQ_INT(perf_sdk_loop_busy(), PERF_OK);
+  two_call_sites();
+  CHECK_EQ_INT(perf_sdk_loop_idle(), PERF_OK);
+  CHECK_EQ_INT(perf_sdk_shutdown(10000), PERF_OK);
+  Perf__V1__Batch *b = NULL;
+  const Perf__V1__Event *e = hang_phases_read_event(sink, &b);
+
+  collector_t c;
+  collector_start(&c, NULL);
+  reply_t *r = malloc(sizeof *r);
+  CHECK(r != NULL);
+  CHECK_EQ_INT(batch_send(&c, b, b->batch_id.data, r), 200);
+  free(r);
+  long status;
+  json_t *list = get_json(&c, "/api/v1/events?kind=hang", &status);
+  CHECK_EQ_INT(status, 200);
+  CHECK_EQ_INT(json_array_size(json_object_get(list, "events")), 1);
+  long long id = num(json_array_get(json_object_get(list, "events"), 0), "id");
+  json_decref(list);
+  size_t shared = check_detail_stacks(&c, id, b, e);
+  fprintf(stderr, "the SDK's batch: %zu stacks, %zu of them named as another\n", e->n_stack_counts,
+          shared);
+  CHECKF(shared >= 1, "no two of the batch's %zu stacks have the same names: nothing was shown",
+         e->n_stack_counts);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM (SELECT DISTINCT stack_sig, tid FROM"
+                              " stack_counts) x"),
+               db_count(c.db, "SELECT count(*) FROM stack_counts"));
+  collector_stop_healthy(&c);
+
+  /* A row per device stack, as an older collector stored them: added up. */
+  db_exec(c.db, "INSERT INTO stack_counts(event_id, stack_sig, tid, samples)"
+                " SELECT event_id, stack_sig, tid, 1000 FROM stack_counts");
+  collector_restart(&c, NULL);
+  char path[64];
+  snprintf(path, sizeof path, "/api/v1/events/%lld", id);
+  json_t *d = get_json(&c, path, &status);
+  CHECK_EQ_INT(status, 200);
+  CHECK_EQ_INT(json_array_size(json_object_get(d, "stacks")),
+               db_count(c.db, "SELECT count(*) FROM stack_counts") / 2);
+  json_t *st;
+  size_t i;
+  json_array_foreach(json_object_get(d, "stacks"), i, st)
+      CHECKF(num(st, "samples") > 1000, "stack %zu: %lld samples, not its rows' sum", i,
+             num(st, "samples"));
+  json_decref(d);
+  perf__v1__batch__free_unpacked(b, NULL);
+  collector_stop_healthy(&c);
+}
+
 static const test_case_t g_cases[] = {
     TEST_CASE(sdk_hang),
     TEST_CASE(exact),
     TEST_CASE(sdk_batch),
+    TEST_CASE(sdk_batch_stacks),
 };
 
 int main(int argc, char **argv) {

@@ -6,16 +6,16 @@
  * checksum_profile_slowly, a CPU burn in convolve_kernel), waits until the
  * hang and the cpu event are stored, adds one hand-made hang (reason
  * "stack-truth": an inline frame with file:line, a stack cut by the depth
- * cap; its batch tagged team=truth and reporting 12 events dropped by the
- * rate limit and 3 by the spool quota) and two versions of app "rates"
- * with loop stats (3.1: 2 hangs in 1 h watched, 3.2: 6 in 2 h; hangs of
- * 1 ms: the demo's stays the slowest) and app "inapp" (a hang and a CPU
- * stack innermost in libc, called from the app: post_in_app), then runs
- * tests/dashboard/
+ * cap, sent as two device stacks of the same names; its batch tagged
+ * team=truth and reporting 12 events dropped by the rate limit and 3 by
+ * the spool quota) and two versions of app "rates" with loop stats (3.1:
+ * 2 hangs in 1 h watched, 3.2: 6 in 2 h; hangs of 1 ms: the demo's stays
+ * the slowest) and app "inapp" (a hang and a CPU stack innermost in libc,
+ * called from the app: post_in_app), then runs tests/dashboard/
  * dashboard_test.mjs (node + playwright-core + Debian's chromium, headless)
  * against it and requires its exit 0 and its two screenshots (the page,
- * and the version comparison panel beside it, "-compare.png"). A missing node,
- * chromium or playwright-core fails the test: it never skips.
+ * and the version comparison panel beside it, "-compare.png"). A missing
+ * node, chromium or playwright-core fails the test: it never skips.
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -51,10 +51,12 @@ static void check_browser_tools(void) {
          "playwright-core missing: run `npm ci` in %s (scripts/test.sh does)", PERF_DASHBOARD_DIR);
 }
 
-/* A 1 ms hang of one sample whose stack is stack_truth_inner inlined into
+/* A 1 ms hang of four samples whose stack is stack_truth_inner inlined into
    stack_truth_outer (truth.c:11 and :22) under stack_truth_root, cut by
    the SDK's depth cap: the browser test finds "[inline]", "truth.c:11"
-   and "<truncated: depth>" in its detail. Its batch has the tag
+   and "<truncated: depth>" in its detail. Its last sample was taken at
+   another address in stack_truth_root: another stack to the SDK, the
+   same to the collector (the detail lists it once, with 4 samples). Its batch has the tag
    team=truth and drop counters (rate_limited 12, spool_quota 3): the
    browser test's drops line and tag filter. */
 static void post_stack_truth(const collector_t *c) {
@@ -72,25 +74,29 @@ static void post_stack_truth(const collector_t *c) {
   outer.function = 2, outer.file = 4, outer.line = 22;
   Perf__V1__Line *lines[] = {&inner, &outer};
   Perf__V1__Frame f0 = PERF__V1__FRAME__INIT, f1 = PERF__V1__FRAME__INIT;
+  Perf__V1__Frame f2 = PERF__V1__FRAME__INIT;
   f0.address = 0x1234, f0.function = 2, f0.function_offset = 4, f0.n_lines = 2, f0.lines = lines;
   f1.address = 0x2000, f1.function = 3, f1.function_offset = 8;
-  Perf__V1__Frame *frs[] = {&f0, &f1};
-  uint32_t ids[] = {1, 2};
-  Perf__V1__Stack st = PERF__V1__STACK__INIT;
+  f2.address = 0x2010, f2.function = 3, f2.function_offset = 24;
+  Perf__V1__Frame *frs[] = {&f0, &f1, &f2};
+  uint32_t ids[] = {1, 2}, ids2[] = {1, 3};
+  Perf__V1__Stack st = PERF__V1__STACK__INIT, st2 = PERF__V1__STACK__INIT;
   st.n_frames = 2, st.frames = ids, st.end = PERF__V1__STACK_END__STACK_END_DEPTH;
-  Perf__V1__Stack *sts[] = {&st};
-  Perf__V1__StackCount sc = PERF__V1__STACK_COUNT__INIT;
-  sc.stack = 1, sc.samples = 4, sc.tid = 4242;
-  Perf__V1__StackCount *scs[] = {&sc};
+  st2.n_frames = 2, st2.frames = ids2, st2.end = PERF__V1__STACK_END__STACK_END_DEPTH;
+  Perf__V1__Stack *sts[] = {&st, &st2};
+  Perf__V1__StackCount sc = PERF__V1__STACK_COUNT__INIT, sc2 = PERF__V1__STACK_COUNT__INIT;
+  sc.stack = 1, sc.samples = 3, sc.tid = 4242;
+  sc2.stack = 2, sc2.samples = 1, sc2.tid = 4242;
+  Perf__V1__StackCount *scs[] = {&sc, &sc2};
   Perf__V1__Event ev = PERF__V1__EVENT__INIT;
   ev.kind = PERF__V1__EVENT_KIND__EVENT_KIND_HANG;
   ev.start_unix_nanos = (int64_t)(now_wall_s() * 1e9);
   ev.duration_nanos = 1000000, ev.tid = 4242, ev.reason = "stack-truth";
-  ev.n_stack_counts = 1, ev.stack_counts = scs, ev.dominant_stack = 1;
+  ev.n_stack_counts = 2, ev.stack_counts = scs, ev.dominant_stack = 1;
   /* Four samples: two in read() on a pipe, one in a futex, one running
      (the browser test reads "waiting in read() (pipe) 50%, ..."). */
   int64_t offsets[] = {100, 100, 100, 100};
-  uint32_t stacks[] = {1, 1, 1, 1}, calls[] = {5, 5, 6, 0};
+  uint32_t stacks[] = {1, 1, 1, 2}, calls[] = {5, 5, 6, 0};
   Perf__V1__SampleState states[] = {
       PERF__V1__SAMPLE_STATE__SAMPLE_STATE_IO, PERF__V1__SAMPLE_STATE__SAMPLE_STATE_IO,
       PERF__V1__SAMPLE_STATE__SAMPLE_STATE_LOCK, PERF__V1__SAMPLE_STATE__SAMPLE_STATE_RUNNING};
@@ -115,8 +121,8 @@ static void post_stack_truth(const collector_t *c) {
   b.drops = &drops;
   b.n_strings = 7, b.strings = strings;
   b.n_functions = 3, b.functions = fns;
-  b.n_frames = 2, b.frames = frs;
-  b.n_stacks = 1, b.stacks = sts;
+  b.n_frames = 3, b.frames = frs;
+  b.n_stacks = 2, b.stacks = sts;
   b.n_events = 1, b.events = evs;
   batch_post(c, &b, 1);
 }

@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "error_texts.h"
 #include "http_server.h"
 #include "perf_sdk.h"
 #include "sdk/wire/batch_decode.h"
@@ -1409,7 +1410,56 @@ static void case_front_answers_as_core(void) {
   expect_never_initialized_answers();
 }
 
+/* The front's own perf_strerror (error.c is built into it) gives every
+   code's text; a running SDK's codes reach the app through the front: the
+   rate limit, the queue, a flush's deadline. */
+static void case_front_error_codes(void) {
+  Dl_info info;
+  CHECK(dladdr((void *)perf_strerror, &info) && info.dli_fname);
+  CHECKF(strstr(info.dli_fname, "libperfsdk.so") != NULL, "perf_strerror is %s's", info.dli_fname);
+  check_error_texts();
+  CHECK_ERROR(perf_sdk_capture_now("x"), PERF_E_NOT_INITIALIZED);
+  make_dir();
+  char report[PATH_MAX];
+  path_in_dir(report, "report.txt");
+  perf_sdk_config_t cfg;
+  file_config(&cfg, report);
+  cfg.max_events_per_hour = 1;
+  CHECK_ERROR(perf_sdk_init(&cfg), PERF_OK);
+  CHECKF(maps_contain(CORE_NAME), "init did not load the core");
+  CHECK_ERROR(perf_sdk_init(&cfg), PERF_E_ALREADY_INITIALIZED);
+  CHECK_ERROR(perf_sdk_capture_now("first"), PERF_OK);
+  CHECK_ERROR(perf_sdk_capture_now("second"), PERF_E_RATE_LIMITED);
+  CHECK_ERROR(perf_sdk_loop_nested_end(), PERF_E_INVALID_ARGUMENT);
+  CHECK_ERROR(perf_sdk_flush(10000), PERF_OK);
+  CHECK_ERROR(perf_sdk_shutdown(5000), PERF_OK);
+  CHECK_ERROR(perf_sdk_shutdown(5000), PERF_E_NOT_INITIALIZED);
+  /* The queue: the report file is a FIFO nobody reads yet, so the writer
+     waits in its open() with the first event; the second fills the queue
+     (one place), the third finds it full. */
+  char fifo[PATH_MAX];
+  path_in_dir(fifo, "report.fifo");
+  CHECK(mkfifo(fifo, 0600) == 0);
+  file_config(&cfg, fifo);
+  cfg.queue_capacity = 1;
+  CHECK_ERROR(perf_sdk_init(&cfg), PERF_OK);
+  CHECK_ERROR(perf_sdk_capture_now("taken"), PERF_OK);
+  pid_t writer = thread_named("perf-writer");
+  CHECK(writer != 0);
+  wait_in_syscall(writer, SYS_openat, WAIT_MS); /* the writer holds it: the queue is empty */
+  perf_sdk_stats_t st;
+  CHECK_ERROR(perf_sdk_capture_now("queued"), PERF_OK);
+  CHECK_ERROR(perf_sdk_capture_now("dropped"), PERF_E_QUEUE_FULL);
+  CHECK_ERROR(perf_sdk_get_stats(&st), PERF_OK);
+  CHECK_EQ_INT(st.events_dropped_queue, 1);
+  int rd = open(fifo, O_RDONLY | O_NONBLOCK); /* the writer goes on */
+  CHECK(rd >= 0);
+  CHECK_ERROR(perf_sdk_shutdown(5000), PERF_OK);
+  close(rd);
+}
+
 static const test_case_t g_cases[] = {
+    TEST_CASE(front_error_codes),
     TEST_CASE(front_disabled),
     TEST_CASE(stopped_is_not_hang),
     TEST_CASE(front_bad_config),

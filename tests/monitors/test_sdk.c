@@ -14,7 +14,9 @@
  * file with a deadline, and durations are measured on CLOCK_MONOTONIC, the
  * SDK's own clock.
  */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <pthread.h>
 #include <signal.h>
@@ -27,12 +29,14 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "check.h"
+#include "error_texts.h"
 #include "perf_sdk.h"
 #include "sdk/base/worker.h"
 #include "sdk/monitors/unit_end.h"
@@ -936,7 +940,7 @@ static void case_rate_limit_exact(void) {
   CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
   const char *reasons[] = {"n1", "n2", "n3", "n4", "n5"};
   for (int i = 0; i < 5; i++)
-    CHECK_EQ_INT(perf_sdk_capture_now(reasons[i]), i < 3 ? PERF_OK : PERF_E_BUSY);
+    CHECK_ERROR(perf_sdk_capture_now(reasons[i]), i < 3 ? PERF_OK : PERF_E_RATE_LIMITED);
   CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
   perf_sdk_stats_t st = sdk_stats();
   CHECK_EQ_INT(st.events_recorded, 3);
@@ -965,7 +969,7 @@ static void case_rate_limit_exact(void) {
   CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
   CHECK_EQ_INT(perf__sdk_hold_writer(true), PERF_OK);
   for (int i = 0; i < 5; i++)
-    CHECK_EQ_INT(perf_sdk_capture_now(reasons[i]), i < 2 ? PERF_OK : PERF_E_BUSY);
+    CHECK_ERROR(perf_sdk_capture_now(reasons[i]), i < 2 ? PERF_OK : PERF_E_QUEUE_FULL);
   st = sdk_stats();
   CHECK_EQ_INT(st.events_recorded, 2);
   CHECK_EQ_INT(st.events_dropped_queue, 3);
@@ -1066,29 +1070,37 @@ static void case_config_errors_name_field(void) {
 
 /* Every call that needs a running SDK answers PERF_E_NOT_INITIALIZED. */
 static void expect_not_running(void) {
-  CHECK_EQ_INT(perf_sdk_loop_busy(), PERF_E_NOT_INITIALIZED);
-  CHECK_EQ_INT(perf_sdk_loop_idle(), PERF_E_NOT_INITIALIZED);
-  CHECK_EQ_INT(perf_sdk_heartbeat(), PERF_E_NOT_INITIALIZED);
-  CHECK_EQ_INT(perf_sdk_pause(), PERF_E_NOT_INITIALIZED);
-  CHECK_EQ_INT(perf_sdk_resume(), PERF_E_NOT_INITIALIZED);
-  CHECK_EQ_INT(perf_sdk_watch_current_thread(), PERF_E_NOT_INITIALIZED);
-  CHECK_EQ_INT(perf_sdk_capture_now("x"), PERF_E_NOT_INITIALIZED);
-  CHECK_EQ_INT(perf_sdk_shutdown(1000), PERF_E_NOT_INITIALIZED);
+  CHECK_ERROR(perf_sdk_loop_busy(), PERF_E_NOT_INITIALIZED);
+  CHECK_ERROR(perf_sdk_loop_idle(), PERF_E_NOT_INITIALIZED);
+  CHECK_ERROR(perf_sdk_heartbeat(), PERF_E_NOT_INITIALIZED);
+  CHECK_ERROR(perf_sdk_pause(), PERF_E_NOT_INITIALIZED);
+  CHECK_ERROR(perf_sdk_resume(), PERF_E_NOT_INITIALIZED);
+  CHECK_ERROR(perf_sdk_watch_current_thread(), PERF_E_NOT_INITIALIZED);
+  CHECK_ERROR(perf_sdk_capture_now("x"), PERF_E_NOT_INITIALIZED);
+  CHECK_ERROR(perf_sdk_loop_nested_begin(), PERF_E_NOT_INITIALIZED);
+  CHECK_ERROR(perf_sdk_loop_nested_end(), PERF_E_NOT_INITIALIZED);
+  CHECK_ERROR(perf_sdk_loop_busy_label("x"), PERF_E_NOT_INITIALIZED);
+  CHECK_ERROR(perf_sdk_flush(1000), PERF_E_NOT_INITIALIZED);
+  CHECK_ERROR(perf_sdk_shutdown(1000), PERF_E_NOT_INITIALIZED);
 }
 
 static void case_lifecycle_errors(void) {
   make_dir();
   perf_sdk_stats_t st;
-  CHECK_EQ_INT(perf_sdk_get_stats(&st), PERF_E_NOT_INITIALIZED);
+  CHECK_ERROR(perf_sdk_get_stats(&st), PERF_E_NOT_INITIALIZED);
   expect_not_running();
-  CHECK_EQ_INT(perf_sdk_init(NULL), PERF_E_INVALID_ARGUMENT);
-  CHECK_EQ_INT(perf_sdk_get_stats(NULL), PERF_E_INVALID_ARGUMENT);
+  CHECK_ERROR(perf_sdk_init(NULL), PERF_E_INVALID_ARGUMENT);
+  CHECK_ERROR(perf_sdk_get_stats(NULL), PERF_E_INVALID_ARGUMENT);
   perf_sdk_config_t cfg;
   base_config(&cfg, NULL);
   CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
-  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_E_ALREADY_INITIALIZED);
-  CHECK_EQ_INT(perf_sdk_shutdown(-1), PERF_E_INVALID_ARGUMENT);
-  CHECK_EQ_INT(perf_sdk_shutdown(600001), PERF_E_INVALID_ARGUMENT);
+  CHECK_ERROR(perf_sdk_init(&cfg), PERF_E_ALREADY_INITIALIZED);
+  CHECK_ERROR(perf_sdk_shutdown(-1), PERF_E_INVALID_ARGUMENT);
+  CHECK_ERROR(perf_sdk_shutdown(600001), PERF_E_INVALID_ARGUMENT);
+  CHECK_ERROR(perf_sdk_flush(-1), PERF_E_INVALID_ARGUMENT);
+  CHECK_ERROR(perf_sdk_flush(600001), PERF_E_INVALID_ARGUMENT);
+  CHECK_ERROR(perf_sdk_loop_nested_end(), PERF_E_INVALID_ARGUMENT); /* no begin */
+  CHECK_ERROR(perf_sdk_get_stats_sized(&st, 12), PERF_E_INVALID_ARGUMENT);
   CHECK_EQ_INT(perf_sdk_watch_current_thread(), PERF_OK);
   CHECK_EQ_INT(perf_sdk_heartbeat(), PERF_OK);
   CHECK_EQ_INT(perf_sdk_loop_idle(), PERF_OK);
@@ -1103,6 +1115,76 @@ static void case_lifecycle_errors(void) {
   CHECK_EQ_INT(perf_sdk_shutdown(2000), PERF_OK);
   expect_not_running();
   CHECK_EQ_INT(perf_sdk_get_stats(&st), PERF_OK);
+}
+
+/* Every code's text (error_texts.h): exact, none "unknown error". */
+static void case_error_texts(void) {
+  check_error_texts();
+}
+
+/* A flush that cannot finish by its deadline (the writer held with an event
+   queued) says so, and leaves nothing behind: released, the next flush
+   writes it. */
+static void case_flush_deadline(void) {
+  make_dir();
+  char report[PATH_LEN];
+  dir_path(report, "report.txt");
+  perf_sdk_config_t cfg;
+  base_config(&cfg, report);
+  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
+  CHECK_EQ_INT(perf__sdk_hold_writer(true), PERF_OK);
+  CHECK_ERROR(perf_sdk_capture_now("held"), PERF_OK);
+  long long t0 = now_ms();
+  CHECK_ERROR(perf_sdk_flush(300), PERF_E_DEADLINE);
+  long long took = now_ms() - t0;
+  CHECKF(took >= 299 && took < 3000, "flush(300) took %lld ms", took);
+  perf_sdk_stats_t st = sdk_stats();
+  CHECK_EQ_INT(st.events_written, 0);
+  CHECK_EQ_INT(perf__sdk_hold_writer(false), PERF_OK);
+  CHECK_ERROR(perf_sdk_flush(WAIT_MS), PERF_OK);
+  st = sdk_stats();
+  CHECK_EQ_INT(st.events_written, 1);
+  CHECK_ERROR(perf_sdk_shutdown(5000), PERF_OK);
+}
+
+/* A shutdown whose writer is stuck in I/O past the deadline (the file sink
+   is a FIFO nobody reads: its open() waits for a reader) returns
+   PERF_E_DEADLINE in time and leaves that thread running; once a reader
+   comes, the writer writes the report into it. */
+static void case_shutdown_deadline(void) {
+  make_dir();
+  char fifo[PATH_LEN];
+  dir_path(fifo, "report.fifo");
+  CHECK(mkfifo(fifo, 0600) == 0);
+  perf_sdk_config_t cfg;
+  base_config(&cfg, fifo);
+  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
+  CHECK_ERROR(perf_sdk_capture_now("into a fifo"), PERF_OK);
+  pid_t writer = thread_named("perf-writer");
+  CHECK(writer != 0);
+  wait_in_syscall(writer, SYS_openat, WAIT_MS);
+  long long t0 = now_ms();
+  CHECK_ERROR(perf_sdk_shutdown(200), PERF_E_DEADLINE);
+  long long took = now_ms() - t0;
+  /* The monitors get at least 1 s; they return at once here. */
+  CHECKF(took >= 199 && took < 3000, "shutdown(200) took %lld ms", took);
+  CHECK_ERROR(perf_sdk_capture_now("after"), PERF_E_NOT_INITIALIZED);
+  CHECK(thread_in_syscall(writer, SYS_openat)); /* left running */
+  /* The report is one write; the writer keeps its descriptor (no EOF). */
+  int rd = open(fifo, O_RDONLY | O_NONBLOCK);
+  CHECK(rd >= 0);
+  static char text[1 << 16];
+  size_t len = 0;
+  long long deadline = now_ms() + WAIT_MS;
+  while (!strstr(text, "\nreason=\"into a fifo\"\n")) {
+    CHECKF(now_ms() < deadline, "the FIFO got:\n%s", text);
+    ssize_t n = read(rd, text + len, sizeof text - 1 - len);
+    if (n > 0)
+      text[len += (size_t)n] = '\0';
+    else
+      sleep_ms(1);
+  }
+  close(rd);
 }
 
 static void case_heartbeat_hang(void) {
@@ -1204,6 +1286,9 @@ static const test_case_t g_cases[] = {
     TEST_CASE(rate_limit_exact),
     TEST_CASE(config_errors_name_field),
     TEST_CASE(lifecycle_errors),
+    TEST_CASE(error_texts),
+    TEST_CASE(flush_deadline),
+    TEST_CASE(shutdown_deadline),
     TEST_CASE(heartbeat_hang),
 };
 

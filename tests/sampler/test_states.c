@@ -13,6 +13,7 @@
  * states line is exactly those samples' shares.
  */
 #include <dirent.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -22,8 +23,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -341,6 +346,198 @@ static void case_tally_text(void) {
   perf__strbuf_free(&sb);
 }
 
+/* ---- one blocked thread: its state through the event, wire and report --- */
+
+/* Thread tid, blocked as want says, captured twice into an event: each
+   sample's state is want; the report's line for its stack says
+   `words 100%`; the wire carries the state, `name` and the kind. */
+static void expect_thread_state(pid_t tid, perf__sample_state_t want, const char *words,
+                                const char *name) {
+  perf__modules_t *mods = perf__modules_acquire();
+  perf__event_t *ev = perf__event_new(PERF__EVENT_MANUAL, mods);
+  CHECK(ev != NULL);
+  ev->start_mono_ns = now_ns();
+  ev->start_wall_ns = 1795000000000000000LL;
+  ev->tid = tid;
+  perf__stats_t stats;
+  memset(&stats, 0, sizeof stats);
+  for (int round = 0; round < 2; round++)
+    CHECK_EQ_INT(perf__capture_samples(ev, &tid, 1, &stats), PERF_OK);
+  perf__event_finish(ev);
+  CHECK_EQ_INT(ev->sample_count, 2);
+  for (size_t i = 0; i < ev->sample_count; i++) {
+    perf__sample_state_t got = ev->samples[i].state;
+    CHECKF(got.state == want.state && got.fd_kind == want.fd_kind && got.syscall == want.syscall,
+           "sample %zu: state %d fd %d syscall %d, want %d %d %d", i, got.state, got.fd_kind,
+           got.syscall, want.state, want.fd_kind, want.syscall);
+  }
+  perf__strbuf_t sb;
+  perf__strbuf_init(&sb, 1u << 22);
+  CHECK_EQ_INT(perf__format_event_stacks(&sb, ev), PERF_OK);
+  char line[160];
+  snprintf(line, sizeof line, " thread=%d state=\"%s 100%%\"\n", (int)tid, words);
+  CHECKF(strstr(sb.data, line), "no \"%s\" in:\n%s", line, sb.data);
+  perf__strbuf_free(&sb);
+
+  perf__batch_resource_t res = {0};
+  res.app_name = "test_states";
+  perf__batch_builder_t *b = NULL;
+  CHECK_EQ_INT(perf__batch_builder_new(&res, NULL, &b), PERF_OK);
+  perf__event_encoder_t *enc = perf__event_encoder_new();
+  CHECK_EQ_INT(perf__event_encode(enc, b, ev), PERF_OK);
+  uint8_t *out = NULL;
+  size_t len = 0;
+  CHECK_EQ_INT(perf__batch_finish(b, NULL, &out, &len, NULL), PERF_OK);
+  Perf__V1__Batch *bt = NULL;
+  CHECK_EQ_INT(perf__batch_decode(out, len, 64u << 20, &bt), PERF_OK);
+  const Perf__V1__Event *e = bt->events[0];
+  CHECK_EQ_INT(e->n_sample_states, 2);
+  for (size_t i = 0; i < 2; i++) {
+    CHECK_EQ_INT(e->sample_states[i], want.state);
+    CHECK_EQ_INT(e->sample_fds[i], want.fd_kind);
+    CHECK_EQ_STR(bt->strings[e->sample_syscalls[i]], name);
+  }
+  perf__v1__batch__free_unpacked(bt, NULL);
+  free(out);
+  perf__event_encoder_free(enc);
+  perf__batch_free(b);
+  perf__event_free(ev);
+  perf__modules_release(mods);
+}
+
+typedef struct blocked_s {
+  int fd; /* read: the descriptor */
+  atomic_int stop;
+  _Atomic pid_t tid;
+} blocked_t;
+
+static void *read_one(void *arg) {
+  blocked_t *w = arg;
+  atomic_store(&w->tid, (pid_t)syscall(SYS_gettid));
+  char c;
+  if (read(w->fd, &c, 1) != 1) abort();
+  return NULL;
+}
+
+/* A named FIFO (mkfifo) is a pipe: a thread blocked in read() on one is
+   waiting in read() (pipe). */
+static void case_fifo_read(void) {
+  char path[256];
+  snprintf(path, sizeof path, "%s/fifo", tempdir_make("perf-states"));
+  CHECK(mkfifo(path, 0600) == 0);
+  int rd = open(path, O_RDONLY | O_NONBLOCK);
+  CHECK(rd >= 0);
+  int wr = open(path, O_WRONLY);
+  CHECK(wr >= 0);
+  CHECK(fcntl(rd, F_SETFL, 0) == 0); /* blocking reads from here on */
+  blocked_t w = {.fd = rd};
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, read_one, &w) == 0);
+  while (!atomic_load(&w.tid))
+    sleep_ms(1);
+  wait_in_syscall(atomic_load(&w.tid), SYS_read, WAIT_MS);
+  expect_thread_state(atomic_load(&w.tid),
+                      (perf__sample_state_t){PERF__STATE_IO, PERF__FD_PIPE, SYS_read},
+                      "waiting in read() (pipe)", "read");
+  CHECK(write(wr, "x", 1) == 1);
+  pthread_join(t, NULL);
+  close(rd);
+  close(wr);
+}
+
+/* Each kind of descriptor as its file's type says it. */
+static void case_fd_kinds(void) {
+  int p[2], sv[2];
+  CHECK(pipe(p) == 0 && socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+  const char *dir = tempdir_make("perf-states");
+  char path[256];
+  snprintf(path, sizeof path, "%s/fifo", dir);
+  CHECK(mkfifo(path, 0600) == 0);
+  int fifo = open(path, O_RDWR); /* Linux: a FIFO opened for both ends does not block */
+  snprintf(path, sizeof path, "%s/file", dir);
+  int file = open(path, O_CREAT | O_RDWR, 0600);
+  int d = open(dir, O_RDONLY | O_DIRECTORY);
+  int null = open("/dev/null", O_RDONLY);
+  int ev = eventfd(0, 0), ep = epoll_create1(0);
+  CHECK(fifo >= 0 && file >= 0 && d >= 0 && null >= 0 && ev >= 0 && ep >= 0);
+  struct {
+    int fd;
+    perf__fd_kind_t kind;
+    const char *what;
+  } want[] = {
+      {p[0], PERF__FD_PIPE, "a pipe"},          {fifo, PERF__FD_PIPE, "a named FIFO"},
+      {sv[0], PERF__FD_SOCKET, "a socket"},     {file, PERF__FD_FILE, "a regular file"},
+      {d, PERF__FD_FILE, "a directory"},        {null, PERF__FD_OTHER, "/dev/null"},
+      {ev, PERF__FD_OTHER, "an eventfd"},       {ep, PERF__FD_OTHER, "an epoll"},
+      {100000, PERF__FD_NONE, "no descriptor"}, {-1, PERF__FD_NONE, "-1"},
+  };
+  for (size_t i = 0; i < ARRAY_LEN(want); i++)
+    CHECKF(perf__fd_kind(want[i].fd) == want[i].kind, "%s: kind %d, want %d", want[i].what,
+           (int)perf__fd_kind(want[i].fd), (int)want[i].kind);
+  int fds[] = {p[0], p[1], sv[0], sv[1], fifo, file, d, null, ev, ep};
+  for (size_t i = 0; i < ARRAY_LEN(fds); i++)
+    close(fds[i]);
+}
+
+static void *sleep_until_stopped(void *arg) {
+  blocked_t *w = arg;
+  atomic_store(&w->tid, (pid_t)syscall(SYS_gettid));
+  struct timespec hour = {3600, 0};
+  while (!atomic_load(&w->stop))
+    nanosleep(&hour, NULL); /* ended by SIGUSR2 (EINTR) once stop is set */
+  return NULL;
+}
+
+/* This process stopped (SIGSTOP) and continued (SIGCONT, from a child that
+   waits to see it stopped): its thread that slept in clock_nanosleep
+   sleeps on in restart_syscall, which is named. */
+static void case_restart_syscall(void) {
+  struct sigaction sa = {.sa_handler = wake};
+  sigemptyset(&sa.sa_mask);
+  CHECK(sigaction(SIGUSR2, &sa, NULL) == 0);
+  blocked_t w = {.fd = -1};
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, sleep_until_stopped, &w) == 0);
+  while (!atomic_load(&w.tid))
+    sleep_ms(1);
+  pid_t tid = atomic_load(&w.tid);
+  wait_in_syscall(tid, SYS_clock_nanosleep, WAIT_MS);
+  pid_t self = getpid(), child = fork();
+  CHECK(child >= 0);
+  if (child == 0) { /* async-signal-safe calls only */
+    char path[64], stat[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)self);
+    for (int i = 0; i < WAIT_MS; i++) {
+      int fd = open(path, O_RDONLY);
+      ssize_t n = fd >= 0 ? read(fd, stat, sizeof stat - 1) : -1;
+      if (fd >= 0) close(fd);
+      stat[n > 0 ? n : 0] = '\0';
+      const char *end = strrchr(stat, ')');
+      if (end && end[1] == ' ' && end[2] == 'T') break;
+      struct timespec ms = {0, 1000000};
+      nanosleep(&ms, NULL);
+    }
+    kill(self, SIGCONT);
+    _exit(0);
+  }
+  CHECK(kill(self, SIGSTOP) == 0); /* returns once the child continued us */
+  int status;
+  CHECK(waitpid(child, &status, 0) == child && WIFEXITED(status));
+  wait_in_syscall(tid, SYS_restart_syscall, WAIT_MS);
+  expect_thread_state(tid,
+                      (perf__sample_state_t){PERF__STATE_OTHER, PERF__FD_NONE, SYS_restart_syscall},
+                      "waiting in restart_syscall()", "restart_syscall");
+  atomic_store(&w.stop, 1);
+  for (;;) {
+    pthread_kill(t, SIGUSR2);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += 10000000;
+    if (until.tv_nsec >= 1000000000) until.tv_sec++, until.tv_nsec -= 1000000000;
+    if (pthread_timedjoin_np(t, NULL, &until) == 0) break;
+  }
+}
+
 /* ---- a hang under the SDK: every sample's state --------------------------- */
 
 /* What a sample taken at `t` (monotonic ns, within `margin`) may be: the
@@ -419,10 +616,9 @@ static void case_hang_samples(void) {
 }
 
 static const test_case_t g_cases[] = {
-    TEST_CASE(shot_states),
-    TEST_CASE(event_states),
-    TEST_CASE(tally_text),
-    TEST_CASE(hang_samples),
+    TEST_CASE(shot_states),     TEST_CASE(event_states), TEST_CASE(tally_text),
+    TEST_CASE(hang_samples),    TEST_CASE(fifo_read),    TEST_CASE(fd_kinds),
+    TEST_CASE(restart_syscall),
 };
 
 int main(int argc, char **argv) {

@@ -1,12 +1,14 @@
 /*
  * test_util.h - small helpers the test programs share: the monotonic clock,
  * a sleep that is not cut short by signals, a whole file as text, a thread
- * seen blocked in a system call, and a process burning a core.
+ * found by name, a thread seen blocked in a system call, and a process
+ * burning a core.
  * Static inline: a program uses what it needs.
  */
 #ifndef PERF_TEST_UTIL_H
 #define PERF_TEST_UTIL_H
 
+#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -85,6 +87,25 @@ static inline bool thread_in_syscall(pid_t tid, long nr) {
   bool in = fgets(text, sizeof text, f) && text[0] != 'r' && atol(text) == nr;
   fclose(f);
   return in;
+}
+
+/* The id of this process's first thread named `name` (its comm), 0 when
+   none is. */
+static inline pid_t thread_named(const char *name) {
+  DIR *d = opendir("/proc/self/task");
+  CHECK(d != NULL);
+  pid_t found = 0;
+  for (struct dirent *de; !found && (de = readdir(d));) {
+    char path[300], comm[32] = "";
+    snprintf(path, sizeof path, "/proc/self/task/%s/comm", de->d_name);
+    FILE *f = de->d_name[0] != '.' ? fopen(path, "r") : NULL;
+    if (!f) continue;
+    if (fgets(comm, sizeof comm, f) && strcmp(strtok(comm, "\n"), name) == 0)
+      found = (pid_t)atol(de->d_name);
+    fclose(f);
+  }
+  closedir(d);
+  return found;
 }
 
 /* Until thread tid is blocked in system call nr, polled every millisecond;

@@ -827,7 +827,8 @@ static void case_fatal_hang_copy(void) {
   CHECK_EQ_INT(perf__format_fatal_hang(&sb, marker, reason, &cfg), PERF_OK);
   CHECKF(strstr(sb.data, "event fatal_hang ") == sb.data && strstr(sb.data, "samples=300") &&
              strstr(sb.data, "failed_samples=1") && strstr(sb.data, reason) &&
-             strstr(sb.data, "\nfailed samples=1 error=\"the thread did not answer in time") &&
+             strstr(sb.data,
+                    "\nfailed samples=1 error=\"the thread did not answer the sampler in time") &&
              strstr(sb.data, "stack samples=150 thread=") &&
              strstr(sb.data, " enc_leaf_spin + 4 ") && strstr(sb.data, "test_encoder.c:") &&
              strstr(sb.data, " enc_event_loop + "),

@@ -609,8 +609,8 @@ static void case_spool_write_fails_counted(void) {
   CHECK(fd >= 0);
   close(fd);
   CHECK_EQ_INT(perf_sdk_capture_now("seq 1"), PERF_OK);
-  CHECK_EQ_INT(perf_sdk_capture_now("seq 5"), PERF_E_BUSY); /* over the rate */
-  CHECK_EQ_INT(perf_sdk_flush(15000), PERF_E_SYSTEM);
+  CHECK_EQ_INT(perf_sdk_capture_now("seq 5"), PERF_E_RATE_LIMITED);
+  CHECK_EQ_INT(perf_sdk_flush(15000), PERF_E_SINK_FAILED);
   perf_sdk_stats_t st = stats();
   CHECK_EQ_INT(st.events_recorded, 2);
   CHECK_EQ_INT(st.events_written, 1);
@@ -655,8 +655,8 @@ static void case_drops_kept_across_restart(void) {
   CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
   CHECK_EQ_INT(perf_sdk_capture_now("seq 0"), PERF_OK);
   CHECK_EQ_INT(perf_sdk_flush(15000), PERF_OK);
-  CHECK_EQ_INT(perf_sdk_capture_now("seq 1"), PERF_E_BUSY); /* over the rate */
-  CHECK_EQ_INT(perf_sdk_capture_now("seq 2"), PERF_E_BUSY);
+  CHECK_EQ_INT(perf_sdk_capture_now("seq 1"), PERF_E_RATE_LIMITED);
+  CHECK_EQ_INT(perf_sdk_capture_now("seq 2"), PERF_E_RATE_LIMITED);
   CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
   CHECK(access(drops, F_OK) == 0);
   CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);

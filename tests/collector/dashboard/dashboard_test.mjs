@@ -19,7 +19,8 @@
 // an event's detail shows the hang's duration and stack; the hand-made
 // "stack-truth" hang (test_dashboard.c) shows its inline frame marked
 // "[inline]" with its file:line and the "<truncated: depth>" marker, in
-// the API and on the page; the drops line says what the SDKs dropped for
+// the API and on the page, and its two device stacks of the same names as
+// one stack of 4 samples; the drops line says what the SDKs dropped for
 // the filters (the stack-truth batch's 12 rate-limited and 3 spool-quota
 // events with app=truth or tag=team:truth, the API's sums without
 // filters, "no events dropped" for a tag no batch has), and the tag
@@ -331,7 +332,10 @@ async function run(page) {
   // Stack truth: the hand-made hang, in the API then on the page.
   const truth = (await apiJson('/api/v1/events?kind=hang')).events.find((e) => e.reason === 'stack-truth');
   check(truth, 'the stack-truth hang is stored');
-  const tf = (await apiJson(`/api/v1/events/${truth.id}`)).stacks[0].frames;
+  const truthStacks = (await apiJson(`/api/v1/events/${truth.id}`)).stacks;
+  check(truthStacks.length === 1 && truthStacks[0].samples === 4,
+    `stack-truth: its two device stacks of the same names are one of 4 samples (${JSON.stringify(truthStacks)})`);
+  const tf = truthStacks[0].frames;
   check(tf.length === 4, `stack-truth: 4 frames (${JSON.stringify(tf)})`);
   check(tf[0].inline === true && tf[0].function === 'stack_truth_inner' && tf[0].file === 'truth.c' &&
     tf[0].line === 11 && tf[0].address === '0x1234', `API inline frame ${JSON.stringify(tf[0])}`);
@@ -344,7 +348,11 @@ async function run(page) {
   await truthRow.waitFor();
   await truthRow.click();
   await page.waitForFunction((id) => document.getElementById('event-detail').dataset.id === String(id), truth.id);
-  const items = await detail.locator('[data-testid="detail-stack"]').first().locator('ol.frames > li').allTextContents();
+  const truthShown = detail.locator('[data-testid="detail-stack"]');
+  check(await truthShown.count() === 1, `stack-truth detail: one stack (${await truthShown.count()})`);
+  const truthHead = await truthShown.first().locator('.stack-head').textContent();
+  check(truthHead.startsWith('4 samples (100%)'), `stack-truth detail head: ${truthHead}`);
+  const items = await truthShown.first().locator('ol.frames > li').allTextContents();
   check(items.length === 4, `stack-truth detail: 4 lines (${JSON.stringify(items)})`);
   check(items[0].startsWith('[inline] stack_truth_inner') && items[0].endsWith('truth.c:11'),
     `inline frame line: ${items[0]}`);
