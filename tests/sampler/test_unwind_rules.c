@@ -4,7 +4,10 @@
  * frame, a frame-pointer function) and the walker's bounds checks on a
  * hand-made stack; the walker's rules (restored registers at exact frames,
  * rbx-based CFAs, why a walk ended) on a made-up module, and the premise of
- * the restored-register rule on every loaded module.
+ * the restored-register rule on every loaded module; the function starts
+ * kept beside the rows, and a blocked thread's frame-pointer search telling
+ * its frame's record from stale ones by the calls before their return
+ * addresses (a made-up module whose code holds real call instructions).
  */
 #include <dlfcn.h>
 #include <link.h>
@@ -401,8 +404,8 @@ static void case_walker_fp_search(void) {
 /* A module whose code is real bytes (calls written where return addresses
    point), at vaddr 0x20000 + offset, one function per 0x100. */
 enum {
-  K_LEAF = 0x20000,   /* frame 0: CFA = rsp + 8, rbp untouched (a libc wrapper) */
-  K_BLOCK = 0x20100,  /* the frame searched: CFA = rbp + 16 */
+  K_LEAF = 0x20000,   /* CFA = rsp + 8 (a libc wrapper) */
+  K_BLOCK = 0x20100,  /* frame 0, blocked in a call; the frame searched: CFA = rbp + 16 */
   K_OUTER = 0x20200,  /* calls K_BLOCK */
   K_OTHER = 0x20300,  /* calls K_HELPER, and K_BLOCK */
   K_HELPER = 0x20400, /* CFA = rsp + 8 */
@@ -410,11 +413,21 @@ enum {
   K_START = 0x20600,  /* the outermost frame, calls K_MAIN */
   K_CODE_SIZE = 0x800,
 };
+/* A frame-pointer function's row: CFA = rbp + 16, rbp saved at CFA - 16
+   (aarch64: x29, and x30, the return address, at CFA - 8). */
+#if defined(__aarch64__)
+#define FP_ROW(at)                                                                                 \
+  {                                                                                                \
+    .pc = (at), .cfa_kind = PERF__CFA_RBP, .cfa_off = 16, .rbp_rule = PERF__REG_SAVED,             \
+    .rbp_off = -16, .rbx_rule = PERF__REG_SAVED, .rbx_off8 = 1                                     \
+  }
+#else
 #define FP_ROW(at)                                                                                 \
   {                                                                                                \
     .pc = (at), .cfa_kind = PERF__CFA_RBP, .cfa_off = 16, .rbp_rule = PERF__REG_SAVED,             \
     .rbp_off = -16                                                                                 \
   }
+#endif
 static const perf__unwind_row_t k_code_rows[] = {
     {.pc = K_LEAF, .cfa_kind = PERF__CFA_RSP, .cfa_off = 8},
     FP_ROW(K_BLOCK),
@@ -485,13 +498,13 @@ static void code_module_init(code_module_t *c) {
   c->unwind->tables[0] = &c->table;
 }
 
-/* The walk from K_LEAF (blocked: pc and sp only) over stack[], which must
-   give `want` (n frames after frame 0) and end complete. */
+/* The walk from inside K_BLOCK (blocked: pc and sp only) over stack[],
+   which must give `want` (n frames after frame 0) and end complete. */
 static void expect_code_walk(code_module_t *c, const char *what, uintptr_t *stack,
                              const uintptr_t *want, size_t n) {
   uintptr_t pcs[8];
   perf__walk_status_t st;
-  perf__unwind_regs_t regs = {.pc = code_addr(c, K_LEAF + 0x10),
+  perf__unwind_regs_t regs = {.pc = code_addr(c, K_BLOCK + 0x10),
                               .sp = (uintptr_t)stack,
                               .fp_unknown = true,
                               .bx_unknown = true};
@@ -523,7 +536,6 @@ static void case_walker_fp_search_calls(void) {
   code_module_t *c = malloc(sizeof *c);
   CHECK(c != NULL);
   code_module_init(c);
-  uintptr_t leaf_ra = put_call(c, K_BLOCK + 0x20, K_LEAF, true);
   uintptr_t block_ra = put_call(c, K_OUTER + 0x20, K_BLOCK, true);
   uintptr_t block_ra_indirect = put_call(c, K_OUTER + 0x40, 0, false);
   uintptr_t tail_ra = put_call(c, K_OUTER + 0x60, K_HELPER, true); /* K_HELPER tail-calls */
@@ -535,52 +547,51 @@ static void case_walker_fp_search_calls(void) {
   uintptr_t main_ra = put_call(c, K_START + 0x20, K_MAIN, true);
   uintptr_t start_indirect_ra = put_call(c, K_START + 0x40, 0, false);
   uintptr_t stack[16];
-  const uintptr_t want[] = {leaf_ra, block_ra, outer_ra, main_ra};
+  const uintptr_t want[] = {block_ra, outer_ra, main_ra};
 
   /* The real chain: K_BLOCK's record at stack[4], K_OUTER's at [6],
      K_MAIN's at [8] (saved rbp 0: K_START keeps none). */
   memset(stack, 0, sizeof stack);
-  stack[0] = leaf_ra;
   stack[4] = (uintptr_t)&stack[6], stack[5] = block_ra;
   stack[6] = (uintptr_t)&stack[8], stack[7] = outer_ra;
   stack[8] = 0, stack[9] = main_ra;
-  expect_code_walk(c, "no stale record", stack, want, 4);
+  expect_code_walk(c, "no stale record", stack, want, 3);
 
   /* K_OTHER's call of K_HELPER left a record at [2], its saved rbp
      K_MAIN's record: it went to K_HELPER, not K_BLOCK. */
   stack[2] = (uintptr_t)&stack[8], stack[3] = helper_ra;
-  expect_code_walk(c, "a stale record of a call elsewhere", stack, want, 4);
+  expect_code_walk(c, "a stale record of a call elsewhere", stack, want, 3);
 
   /* An earlier call of K_BLOCK itself, from K_OTHER: its call entered
      K_BLOCK, but its caller's return address (K_MAIN's into K_START)
      follows a call of K_MAIN, not K_OTHER. */
   stack[2] = (uintptr_t)&stack[8], stack[3] = other_block_ra;
-  expect_code_walk(c, "a stale record of K_BLOCK's, from another caller", stack, want, 4);
+  expect_code_walk(c, "a stale record of K_BLOCK's, from another caller", stack, want, 3);
 
   /* The real call cannot be told (indirect): the stale record seen going
      elsewhere still loses. */
-  const uintptr_t want_indirect[] = {leaf_ra, block_ra_indirect, outer_ra, main_ra};
+  const uintptr_t want_indirect[] = {block_ra_indirect, outer_ra, main_ra};
   stack[2] = (uintptr_t)&stack[8], stack[3] = helper_ra;
   stack[5] = block_ra_indirect;
-  expect_code_walk(c, "an indirect call", stack, want_indirect, 4);
+  expect_code_walk(c, "an indirect call", stack, want_indirect, 3);
 
   /* K_OUTER called K_HELPER, which tail-called K_BLOCK: the only record
      names another function, and is taken. */
-  const uintptr_t want_tail[] = {leaf_ra, tail_ra, outer_ra, main_ra};
+  const uintptr_t want_tail[] = {tail_ra, outer_ra, main_ra};
   stack[2] = stack[3] = 0;
   stack[5] = tail_ra;
-  expect_code_walk(c, "a tail call", stack, want_tail, 4);
+  expect_code_walk(c, "a tail call", stack, want_tail, 3);
 
   /* K_OUTER was entered by a tail call (K_MAIN called K_HELPER): the real
      record's call entered K_BLOCK, its caller's went elsewhere; a stale
      record below it tells nothing (indirect calls, its saved rbp at a
      record returning into K_START): the record that entered K_BLOCK wins. */
-  const uintptr_t want_tail_caller[] = {leaf_ra, block_ra, main_helper_ra, main_ra};
+  const uintptr_t want_tail_caller[] = {block_ra, main_helper_ra, main_ra};
   stack[2] = (uintptr_t)&stack[10], stack[3] = other_indirect_ra;
   stack[5] = block_ra;
   stack[7] = main_helper_ra;
   stack[10] = 0, stack[11] = start_indirect_ra;
-  expect_code_walk(c, "a caller entered by a tail call", stack, want_tail_caller, 4);
+  expect_code_walk(c, "a caller entered by a tail call", stack, want_tail_caller, 3);
   free(c->unwind);
   free(c);
 }
