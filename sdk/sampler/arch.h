@@ -98,4 +98,15 @@ bool perf__arch_sigreturn_at(uintptr_t pc);
 #define PERF__ARCH_RETURN_SITE_BYTES 24
 bool perf__arch_return_site(const uint8_t *code);
 
+/* Where the call that returns to ra went, when it was a direct call whose
+   target the code names: `code` as for perf__arch_return_site (ra is
+   code[8]). x86_64: call rel32 (e8) ending at ra, *target = ra + rel32;
+   aarch64: bl, *target = ra - 4 + imm26 * 4. False for any other code
+   (indirect calls). x86_64 code is not decoded backwards: an e8 byte 5
+   bytes before ra that belongs to another instruction gives a target
+   made of whatever bytes follow it. A frame-pointer search checks with it
+   that a candidate's call entered the frame's function (unwind_walk.c);
+   requesting threads only. */
+bool perf__arch_call_target(const uint8_t *code, uintptr_t ra, uintptr_t *target);
+
 #endif

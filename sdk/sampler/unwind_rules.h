@@ -61,7 +61,11 @@ typedef struct perf__unwind_row_s {
    binary-searches the few rows of that one block. Blocks are sized per
    module to hold about one row each (gcc -O2 code has a row every ~50
    bytes: every push and pop of a prologue or epilogue moves the CFA), so
-   the index costs about 4 bytes per row and a lookup a couple of reads. */
+   the index costs about 4 bytes per row and a lookup a couple of reads.
+   Beside the rows, where each function starts (its FDE's first byte, 4
+   bytes per FDE; rows of equal rules merge across functions, so the rows
+   cannot say it): a frame-pointer search checks that a call entered the
+   frame's function (unwind_walk.c). */
 typedef struct perf__unwind_table_s {
   perf__unwind_row_t *rows;
   size_t count;
@@ -69,6 +73,11 @@ typedef struct perf__unwind_table_s {
   uint32_t first_block; /* rows[0].pc >> block_shift */
   size_t nblocks;
   uint32_t *block_row; /* per block: index of the row covering its first byte */
+  /* Sorted ELF virtual addresses of the FDEs' first bytes, one per FDE of
+     .eh_frame_hdr, without those in PLT sections (.plt, .plt.sec,
+     .plt.got, .iplt: one FDE covers many stubs there). */
+  uint32_t *fn_start;
+  size_t fn_count;
 } perf__unwind_table_t;
 
 /* Compile the rules of `module` from its .eh_frame (through .eh_frame_hdr).
@@ -80,6 +89,13 @@ void perf__unwind_table_free(perf__unwind_table_t *table);
 /* The row covering ELF virtual address `vaddr`, or NULL. Async-signal-safe. */
 const perf__unwind_row_t *perf__unwind_table_find(const perf__unwind_table_t *table,
                                                   uint64_t vaddr);
+
+/* The first byte of the function holding ELF virtual address `vaddr`: the
+   greatest fn_start at or below it (a gap after a function's FDE, where
+   rows say UNKNOWN, still answers that function). False when no function
+   starts at or below vaddr. Async-signal-safe. */
+bool perf__unwind_table_function(const perf__unwind_table_t *table, uint64_t vaddr,
+                                 uint32_t *start);
 
 /* What the signal handler sees: the module map (immutable, and its lookup
    is async-signal-safe) and each module's rules. A module's slot holds

@@ -7,6 +7,7 @@
  * table (PT_GNU_EH_FRAME), which every GNU-linked module carries; for each
  * FDE, libdw's dwarf_cfi_addrframe gives the rule at an address and the
  * address range where that rule holds, so walking the ranges yields the rows.
+ * The FDEs' starts are kept too, as where functions start.
  */
 #include <dwarf.h>
 #include <elfutils/libdw.h>
@@ -26,6 +27,13 @@ typedef struct {
   size_t count, cap;
 } row_vec_t;
 
+/* The most PLT sections one module has whose FDE starts are left out. */
+#define PLT_SECTIONS_MAX 8
+
+typedef struct {
+  uint64_t lo, hi;
+} addr_range_t;
+
 typedef struct {
   const uint8_t *data; /* .eh_frame_hdr contents */
   size_t size;
@@ -39,6 +47,9 @@ static int compile_fde(Dwarf_CFI *cfi, uint64_t start, uint64_t limit, row_vec_t
 static int push_row(row_vec_t *v, perf__unwind_row_t row);
 static bool rows_same_rule(const perf__unwind_row_t *a, const perf__unwind_row_t *b);
 static int build_block_index(perf__unwind_table_t *t);
+static int keep_function_starts(Elf *elf, const uint64_t *starts, size_t n,
+                                perf__unwind_table_t *t);
+static size_t plt_sections(Elf *elf, addr_range_t *out, size_t max);
 
 int perf__unwind_table_build(const perf__module_t *module, perf__unwind_table_t **out) {
   *out = NULL;
@@ -70,7 +81,8 @@ int perf__unwind_table_build(const perf__module_t *module, perf__unwind_table_t 
       t->rows = v.rows;
       t->count = v.count;
       v.rows = NULL;
-      if ((err = build_block_index(t)) != 0)
+      if ((err = build_block_index(t)) != 0 ||
+          (err = keep_function_starts(elf, starts, nstarts, t)) != 0)
         perf__unwind_table_free(t);
       else
         *out = t;
@@ -88,6 +100,7 @@ done:
 
 void perf__unwind_table_free(perf__unwind_table_t *table) {
   if (!table) return;
+  free(table->fn_start);
   free(table->block_row);
   free(table->rows);
   free(table);
@@ -225,4 +238,40 @@ static int build_block_index(perf__unwind_table_t *t) {
     t->block_row[b] = (uint32_t)r;
   }
   return PERF_OK;
+}
+
+/* The FDE starts (sorted, as .eh_frame_hdr's table is) as the table's
+   function starts, without those in PLT sections: there one FDE covers
+   every stub, and its start is a stub, not a function. */
+static int keep_function_starts(Elf *elf, const uint64_t *starts, size_t n,
+                                perf__unwind_table_t *t) {
+  addr_range_t plt[PLT_SECTIONS_MAX];
+  size_t nplt = plt_sections(elf, plt, PLT_SECTIONS_MAX);
+  t->fn_start = malloc(n * sizeof *t->fn_start);
+  if (!t->fn_start) return PERF_E_NO_MEMORY;
+  size_t k = 0;
+  for (size_t i = 0; i < n && starts[i] <= UINT32_MAX; i++) {
+    bool in_plt = false;
+    for (size_t j = 0; j < nplt && !in_plt; j++)
+      in_plt = starts[i] >= plt[j].lo && starts[i] < plt[j].hi;
+    if (!in_plt && (k == 0 || t->fn_start[k - 1] < starts[i]))
+      t->fn_start[k++] = (uint32_t)starts[i];
+  }
+  t->fn_count = k;
+  return PERF_OK;
+}
+
+/* The address ranges of the module's PLT sections (.plt, .plt.sec,
+   .plt.got, .iplt), from its section headers (none without them). */
+static size_t plt_sections(Elf *elf, addr_range_t *out, size_t max) {
+  size_t shstrndx, n = 0;
+  if (elf_getshdrstrndx(elf, &shstrndx) != 0) return 0;
+  for (Elf_Scn *scn = NULL; n < max && (scn = elf_nextscn(elf, scn)) != NULL;) {
+    GElf_Shdr sh;
+    if (!gelf_getshdr(scn, &sh) || !(sh.sh_flags & SHF_EXECINSTR)) continue;
+    const char *name = elf_strptr(elf, shstrndx, sh.sh_name);
+    if (name && (strncmp(name, ".plt", 4) == 0 || strcmp(name, ".iplt") == 0))
+      out[n++] = (addr_range_t){sh.sh_addr, sh.sh_addr + sh.sh_size};
+  }
+  return n;
 }

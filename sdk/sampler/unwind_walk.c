@@ -79,6 +79,24 @@ typedef struct {
 enum { STEP_OK = -1 };
 /* frame_record_ok's answers. */
 enum { RECORD_NO, RECORD_OK, RECORD_PENDING };
+/* call_enters' answers. */
+enum { CALL_UNKNOWN, CALL_MATCH, CALL_MISMATCH };
+
+/* A candidate frame record of scan_frame_pointer, as frame_record_ok read
+   it. */
+typedef struct {
+  uintptr_t next_fp, ra; /* [a] the caller's rbp, [a + 8] the return address */
+  uintptr_t caller_ra;   /* the caller's own return address (0: none, outermost) */
+  uint8_t code[PERF__ARCH_RETURN_SITE_BYTES]; /* from ra - 8 */
+  bool code_read;                             /* false: code could not be read */
+} record_t;
+
+/* The positional pick among candidates (see scan_frame_pointer): the
+   lowest, or a higher one sharing its saved rbp; closed once the scan
+   passes that saved rbp. */
+typedef struct {
+  uintptr_t at, next_fp;
+} pick_t;
 
 static const perf__unwind_row_t *find_row(const perf__unwind_map_t *map, uintptr_t pc,
                                           const perf__module_t **m, bool *pending);
@@ -96,8 +114,11 @@ static int step_frame_pointer(perf__stack_window_t w, frame_t *f, bool fallback)
 static int scan_frame_pointer(const perf__unwind_row_t *row, perf__stack_window_t w, frame_t *f);
 static bool return_address(const perf__unwind_map_t *map, uintptr_t ra,
                            const perf__unwind_row_t **row);
-static int frame_record_ok(const frame_t *f, perf__stack_window_t w, uintptr_t a,
-                           uintptr_t *next_fp, uintptr_t *ra);
+static int frame_record_ok(const frame_t *f, perf__stack_window_t w, uintptr_t a, record_t *rec);
+static int call_enters(const perf__unwind_map_t *map, uintptr_t ra, const uint8_t *code,
+                       uintptr_t fn_pc);
+static bool function_start(const perf__unwind_map_t *map, uintptr_t pc, uintptr_t *start);
+static void pick_offer(pick_t *p, uintptr_t a, uintptr_t next_fp);
 
 /* How far above a frame's sp scan_frame_pointer() looks for its rbp. */
 #define FP_SCAN_BYTES 16384
@@ -188,6 +209,22 @@ const perf__unwind_row_t *perf__unwind_table_find(const perf__unwind_table_t *ta
       hi = mid;
   }
   return &table->rows[lo];
+}
+
+bool perf__unwind_table_function(const perf__unwind_table_t *table, uint64_t vaddr,
+                                 uint32_t *start) {
+  if (!table || table->fn_count == 0 || vaddr < table->fn_start[0]) return false;
+  uint32_t pc = vaddr > UINT32_MAX ? UINT32_MAX : (uint32_t)vaddr;
+  size_t lo = 0, hi = table->fn_count; /* invariant: fn_start[lo] <= pc < fn_start[hi] */
+  while (hi - lo > 1) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (table->fn_start[mid] <= pc)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  *start = table->fn_start[lo];
+  return true;
 }
 
 const perf__unwind_table_t perf__unwind_table_pending = {0};
@@ -380,88 +417,202 @@ static int step_frame_pointer(perf__stack_window_t w, frame_t *f, bool fallback)
    its pc and sp are known) reached a frame whose CFA is rbp + 16 before any
    inner frame had saved rbp: the live rbp is this frame's own frame
    pointer, pointing at its record [caller's rbp][return address] somewhere
-   above its sp. Search the frame for it (a heuristic, used only then; a
-   wrong pick shows as a wrong caller or an earlier end):
+   above its sp. Search the frame for it. The frame's uninitialised locals
+   may hold stale records, left by earlier calls deeper than this frame's
+   caller, that pass every check a record alone allows (a real saved rbp, a
+   real return site); which record is real is a heuristic, used only here,
+   and a wrong pick shows as a wrong caller or an earlier end:
     - a candidate's return address must lie in a module, where the caller's
       rule lets its own return address be checked too (see
-      frame_record_ok): stale records in uninitialised locals rarely pass;
+      frame_record_ok): garbage rarely passes;
     - a candidate in a module whose rules are still to be compiled cannot
       be checked: the walk ends there (PERF__WALK_RULES_PENDING, the
       candidate's return address last) and the capture compiles that
       module and walks again (a stale record of the dynamic linker's, left
       by a lazy binding, was taken for the real one before);
-    - a record left lower in the frame by an earlier call of the same
-      caller points at the same caller's record as the real one, which is
-      the highest of them (the real one sits at the frame's top): among
-      candidates with the same saved rbp, the highest wins. Not for a saved
-      rbp of 0 (a caller without a frame pointer): every outer record whose
-      caller has none shares it, and the highest would skip to the thread's
-      start. Returns STEP_OK, PERF__WALK_NO_RULE or
-      PERF__WALK_RULES_PENDING (f->pending_pc). */
+    - the real record's return address follows the call that entered this
+      frame's function, and its caller's return address the call that
+      entered the caller (call_enters: a direct call names its target,
+      compared with the function starts the FDEs give); a stale record's
+      call went into whatever function ran there before. Candidates rank:
+      (1) the call seen entering this function, the caller's call not seen
+      entering another: the lowest such is taken at once; (2) the call
+      seen entering this function, the caller's entering another (the
+      caller was entered by a tail call; or the record is an earlier
+      call's of this function, its caller's record overwritten since);
+      (3) neither call seen going elsewhere (an indirect call, a call
+      through a PLT stub from another module, code that cannot be read);
+      (4) the rest (this function entered by a tail call, or a cold part
+      with its own FDE, or through a thunk: the real record's call names
+      another function too). While no candidate of rank 1 is found the
+      search goes on, past the caller's record of the best pick so far (a
+      stale record lower in the frame can claim a caller whose record lies
+      below the real one), up to FP_SCAN_BYTES; it skips the records on
+      the chain of saved rbps of the rank-3 pick: if that pick is this
+      frame's record, they are its callers' (an outer activation of this
+      same function must not be taken for this one);
+    - within ranks 2 to 4 the lowest candidate wins, but a record left
+      lower in the frame by an earlier call of the same caller points at
+      the same caller's record as the real one, which is the highest of
+      them (the real one sits at the frame's top): among candidates with
+      the same saved rbp, the highest below it wins. Not for a saved rbp
+      of 0 (a caller without a frame pointer): every outer record whose
+      caller has none shares it, and the highest would skip to the
+      thread's start.
+   Limits: a stale record of an earlier call of this same function, from a
+   caller whose record is intact, is taken when it lies lower than the real
+   one or when the real call cannot be told; where neither the real call
+   nor a stale one can be told, the lowest wins (the stale one); and where
+   the real record ranks 2 or 4, an outer activation of this function
+   entered by a direct call within FP_SCAN_BYTES ranks 1 and is taken, the
+   frames between lost. Cost: the code before each candidate's return
+   address, and before its caller's, is read by a system call (~2 us), up
+   to the first candidate of rank 1: a few on a stack of frame-pointer
+   code; otherwise about one per frame without a frame pointer within
+   FP_SCAN_BYTES. Returns STEP_OK, PERF__WALK_NO_RULE or
+   PERF__WALK_RULES_PENDING (f->pending_pc). */
 static int scan_frame_pointer(const perf__unwind_row_t *row, perf__stack_window_t w, frame_t *f) {
   if (row->rbp_rule != PERF__REG_SAVED || row->rbp_off != -row->cfa_off || row->cfa_off != 16)
     return PERF__WALK_NO_RULE;
   f->fp_scan = false; /* once: the frames above have their rbp from here on */
   uintptr_t end = f->r.sp + FP_SCAN_BYTES < w.hi ? f->r.sp + FP_SCAN_BYTES : w.hi;
-  uintptr_t best = 0, best_next = 0;
-  for (uintptr_t a = (f->r.sp + 7) & ~(uintptr_t)7; a + 16 <= end; a += 8) {
-    if (best && best_next > best && a >= best_next) break; /* the caller's record */
-    uintptr_t next_fp, ra;
-    int ok = frame_record_ok(f, w, a, &next_fp, &ra);
+  uintptr_t fn_pc = f->exact ? f->r.pc : f->r.pc - 1;
+  uintptr_t entered = 0;     /* the first candidate of rank 1 (see above) */
+  pick_t entered_only = {0}; /* rank 2: its call entered this function, the caller's not */
+  pick_t untold = {0};       /* rank 3: neither call seen going elsewhere */
+  pick_t any = {0};          /* rank 4 */
+  uintptr_t chain = 0;       /* the next record up the rank-3 pick's chain of saved rbps */
+  for (uintptr_t a = (f->r.sp + 7) & ~(uintptr_t)7; a + 16 <= end && !entered; a += 8) {
+    if (a == chain) { /* an outer frame's record, if the rank-3 pick is this frame's */
+      uintptr_t next;
+      chain = read_word(w, a, a, &next) && next > a ? next : 0;
+      continue;
+    }
+    record_t rec;
+    int ok = frame_record_ok(f, w, a, &rec);
     if (ok == RECORD_PENDING) {
-      f->pending_pc = ra;
+      f->pending_pc = rec.ra;
       return PERF__WALK_RULES_PENDING;
     }
     if (ok != RECORD_OK) continue;
-    if (!best || (next_fp != 0 && next_fp == best_next)) {
-      best = a;
-      best_next = next_fp;
+    pick_offer(&any, a, rec.next_fp);
+    int call = call_enters(f->map, rec.ra, rec.code_read ? rec.code : NULL, fn_pc);
+    if (call == CALL_MISMATCH) continue;
+    int caller_call =
+        rec.caller_ra ? call_enters(f->map, rec.caller_ra, NULL, rec.ra - 1) : CALL_UNKNOWN;
+    if (call == CALL_MATCH && caller_call != CALL_MISMATCH) {
+      entered = a;
+    } else if (call == CALL_MATCH) {
+      pick_offer(&entered_only, a, rec.next_fp);
+    } else if (caller_call != CALL_MISMATCH) {
+      pick_offer(&untold, a, rec.next_fp);
+      if (untold.at == a) chain = untold.next_fp > a ? untold.next_fp : 0;
     }
   }
+  uintptr_t best = entered           ? entered
+                   : entered_only.at ? entered_only.at
+                   : untold.at       ? untold.at
+                                     : any.at;
   if (!best) return PERF__WALK_NO_RULE;
   f->r.fp = best;
   f->fp_known = true;
   return STEP_OK;
 }
 
+/* Offer the candidate record at a (saved rbp next_fp) to a positional pick:
+   taken when it is the first, or when it shares the pick's saved rbp (not
+   0) and lies below it; never once the scan passed the pick's saved rbp
+   (the pick's caller's record: above it lie outer frames). */
+static void pick_offer(pick_t *p, uintptr_t a, uintptr_t next_fp) {
+  if (p->at && p->next_fp > p->at && a >= p->next_fp) return;
+  if (!p->at || (next_fp != 0 && next_fp == p->next_fp)) {
+    p->at = a;
+    p->next_fp = next_fp;
+  }
+}
+
 /* Whether [a] [a + 8] can be a frame record (saved rbp, return address)
    whose caller's own return address checks out: through the caller's rbp
    when it keeps a frame pointer, through its CFA when that is rsp-based.
-   RECORD_PENDING when the return address (*ra) lies in a module whose
-   rules are still to be compiled. */
-static int frame_record_ok(const frame_t *f, perf__stack_window_t w, uintptr_t a,
-                           uintptr_t *next_fp, uintptr_t *ra) {
-  uintptr_t ra2;
+   RECORD_PENDING when the return address (rec->ra) lies in a module whose
+   rules are still to be compiled. Fills *rec (the code before the return
+   address, and the caller's return address) for the call checks. */
+static int frame_record_ok(const frame_t *f, perf__stack_window_t w, uintptr_t a, record_t *rec) {
   const perf__unwind_row_t *caller, *unused;
-  if (!read_word(w, f->r.sp, a, next_fp) || !read_word(w, f->r.sp, a + 8, ra)) return RECORD_NO;
-  if (!return_address(f->map, *ra, &caller)) return RECORD_NO;
+  rec->caller_ra = 0;
+  rec->code_read = false;
+  if (!read_word(w, f->r.sp, a, &rec->next_fp) || !read_word(w, f->r.sp, a + 8, &rec->ra))
+    return RECORD_NO;
+  rec->ra = perf__arch_strip_ra(rec->ra);
+  if (!return_address(f->map, rec->ra, &caller)) return RECORD_NO;
   /* The code before a return address is a call (code that cannot be read,
      as in the walker's tests, is not checked). */
-  uint8_t code[PERF__ARCH_RETURN_SITE_BYTES];
-  if (perf__memory_copy(code, *ra - 8, sizeof code) == sizeof code && !perf__arch_return_site(code))
-    return RECORD_NO;
+  rec->code_read = perf__memory_copy(rec->code, rec->ra - 8, sizeof rec->code) == sizeof rec->code;
+  if (rec->code_read && !perf__arch_return_site(rec->code)) return RECORD_NO;
   /* A call never changes its caller's CFA: a row that starts exactly at
      ra (a function's first byte: ASan's frame headers hold one) is not
      what follows a call. */
   const perf__module_t *m = NULL;
   bool pending = false;
-  const perf__unwind_row_t *at = find_row(f->map, *ra, &m, &pending);
+  const perf__unwind_row_t *at = find_row(f->map, rec->ra, &m, &pending);
   if (pending) return RECORD_PENDING;
-  if (at && m && at->pc == (uint32_t)(*ra - m->bias)) return RECORD_NO;
+  if (at && m && at->pc == (uint32_t)(rec->ra - m->bias)) return RECORD_NO;
   if (!caller) return RECORD_OK; /* a module without rules: nothing more to check */
+  uintptr_t ra2;
   switch (caller->cfa_kind) {
   case PERF__CFA_OUTERMOST: return RECORD_OK;
   case PERF__CFA_RBP:
-    if (*next_fp <= a + 8 || (*next_fp & 7) || !read_word(w, a, *next_fp + 8, &ra2))
+    if (rec->next_fp <= a + 8 || (rec->next_fp & 7) || !read_word(w, a, rec->next_fp + 8, &ra2))
       return RECORD_NO;
-    return ra2 == 0 || return_address(f->map, ra2, &unused) ? RECORD_OK : RECORD_NO;
+    break;
   case PERF__CFA_RSP: {
     uintptr_t cfa = a + 16 + (intptr_t)caller->cfa_off;
     if (cfa <= a + 16 || !read_word(w, a, cfa - 8, &ra2)) return RECORD_NO;
-    return ra2 == 0 || return_address(f->map, ra2, &unused) ? RECORD_OK : RECORD_NO;
+    break;
   }
   default: return RECORD_NO; /* rules this check cannot follow */
   }
+  ra2 = perf__arch_strip_ra(ra2);
+  if (ra2 != 0 && !return_address(f->map, ra2, &unused)) return RECORD_NO;
+  rec->caller_ra = ra2;
+  return RECORD_OK;
+}
+
+/* Whether the call before return address ra (code: the bytes from ra - 8,
+   or NULL to read them here) entered the function holding fn_pc (a lookup
+   address: an exact pc, or a return address - 1). CALL_MATCH: a direct
+   call to that function's first byte; CALL_MISMATCH: a direct call to
+   another function's first byte; CALL_UNKNOWN: it cannot be told (an
+   indirect call; a target that starts no function: a PLT stub, the call
+   crossing modules, or code without CFI; code that cannot be read; a
+   module without compiled rules). */
+static int call_enters(const perf__unwind_map_t *map, uintptr_t ra, const uint8_t *code,
+                       uintptr_t fn_pc) {
+  uint8_t buf[PERF__ARCH_RETURN_SITE_BYTES];
+  if (!code) {
+    if (perf__memory_copy(buf, ra - 8, sizeof buf) != sizeof buf) return CALL_UNKNOWN;
+    code = buf;
+  }
+  uintptr_t target, target_fn, fn;
+  if (!perf__arch_call_target(code, ra, &target)) return CALL_UNKNOWN;
+  if (!function_start(map, target, &target_fn) || target_fn != target) return CALL_UNKNOWN;
+  if (!function_start(map, fn_pc, &fn)) return CALL_UNKNOWN;
+  return fn == target ? CALL_MATCH : CALL_MISMATCH;
+}
+
+/* The address of the first byte of the function holding pc, from the
+   function starts of its module's rules (false: no module, or rules not
+   compiled, or none starts at or below pc). */
+static bool function_start(const perf__unwind_map_t *map, uintptr_t pc, uintptr_t *start) {
+  const perf__module_t *m = perf__module_map_find(map->modules, pc);
+  if (!m) return false;
+  const perf__unwind_table_t *t =
+      __atomic_load_n(&map->tables[m - map->modules->modules], __ATOMIC_ACQUIRE);
+  uint32_t s;
+  if (!t || t == &perf__unwind_table_pending || !perf__unwind_table_function(t, pc - m->bias, &s))
+    return false;
+  *start = m->bias + s;
+  return true;
 }
 
 /* Whether ra can be a return address: in a known module, with a known rule

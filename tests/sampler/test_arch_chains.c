@@ -17,6 +17,10 @@
  * Each case prints "agreement: <chains> chains, <frames> frames compared,
  * <agreed> agreed". Built at -O0 and -O2 (tests/cross, tests/sampler),
  * on aarch64 with -mbranch-protection=standard (signed return addresses).
+ * Along the walk, where a frame of this program returns into another, the
+ * call before its return address must name the callee's first byte
+ * (perf__arch_call_target against the rules' function starts: what a
+ * blocked thread's frame-pointer search checks its candidates with).
  */
 #include <fcntl.h>
 #include <pthread.h>
@@ -59,7 +63,7 @@ static atomic_int g_stop;
 static atomic_int g_ready;
 static uintptr_t g_stack_hi; /* the target thread's stack top */
 
-static unsigned long g_chains, g_frames, g_agreed;
+static unsigned long g_chains, g_frames, g_agreed, g_calls;
 
 static void sample_handler(int sig, siginfo_t *si, void *uc) {
   (void)sig;
@@ -219,6 +223,46 @@ static bool has_name(const chain_t *walk, const char *name) {
   return false;
 }
 
+/* Whether pc (a lookup address) lies in this program, where a rule holds,
+   and the first byte of its function (the rules' function starts). */
+static bool program_function(const perf__modules_t *mods, uintptr_t pc, uintptr_t *start) {
+  const perf__module_t *m = perf__module_map_find(mods->map, pc);
+  if (!m || !m->executable) return false;
+  const perf__unwind_table_t *t = mods->unwind->tables[m - mods->map->modules];
+  CHECK(t != NULL && t != &perf__unwind_table_pending);
+  const perf__unwind_row_t *row = perf__unwind_table_find(t, pc - m->bias);
+  uint32_t s;
+  if (!row || row->cfa_kind == PERF__CFA_UNKNOWN ||
+      !perf__unwind_table_function(t, pc - m->bias, &s))
+    return false; /* code without CFI (arch_chains_nocfi.c) */
+  *start = m->bias + s;
+  return true;
+}
+
+/* Where a frame of this program returns into another of its functions
+   (the chains' calls are direct: -fno-optimize-sibling-calls, noinline),
+   the call before the return address names the callee's first byte.
+   Returns how many such calls were checked. */
+static unsigned long check_direct_calls(const perf__modules_t *mods, const chain_t *walk) {
+  unsigned long checked = 0;
+  for (size_t k = 1; k < walk->n; k++) {
+    uintptr_t callee, caller, target;
+    if (!program_function(mods, k == 1 ? walk->pcs[0] : walk->pcs[k - 1] - 1, &callee) ||
+        !program_function(mods, walk->pcs[k] - 1, &caller))
+      continue;
+    uint8_t code[PERF__ARCH_RETURN_SITE_BYTES];
+    memcpy(code, (const void *)(walk->pcs[k] - 8), sizeof code);
+    CHECKF(perf__arch_return_site(code), "frame %zu (%s): no call before %#lx", k,
+           walk->names[k] ? walk->names[k] : "?", (unsigned long)walk->pcs[k]);
+    CHECKF(perf__arch_call_target(code, walk->pcs[k], &target) && target == callee,
+           "frame %zu (%s): the call before %#lx is not a direct call of %s at %#lx", k,
+           walk->names[k] ? walk->names[k] : "?", (unsigned long)walk->pcs[k],
+           walk->names[k - 1] ? walk->names[k - 1] : "?", (unsigned long)callee);
+    checked++;
+  }
+  return checked;
+}
+
 /* One sample of thread t: the walk (*walk, with names) and libdwfl's
    frames compared, the agreement tallied. With `at`: only when the walk
    names it (the thread is where the case wants it; on its way there it
@@ -242,6 +286,7 @@ static bool sample(pthread_t t, chain_t *walk, const char *at) {
     perf__modules_release(mods);
     return false;
   }
+  g_calls += check_direct_calls(mods, walk);
   static chain_t ref;
   memset(&ref, 0, sizeof ref);
   size_t walk_compared = walk->n; /* frames of the walk compared */
@@ -318,7 +363,8 @@ static void expect_names(const chain_t *walk, const char *const *chain, size_t n
 }
 
 static void report(void) {
-  printf("agreement: %lu chains, %lu frames compared, %lu agreed\n", g_chains, g_frames, g_agreed);
+  printf("agreement: %lu chains, %lu frames compared, %lu agreed; %lu direct calls checked\n",
+         g_chains, g_frames, g_agreed, g_calls);
   CHECKF(g_agreed == g_frames, "%lu of %lu frames differ from libdwfl", g_frames - g_agreed,
          g_frames);
 }
@@ -340,6 +386,7 @@ static void case_busy_leaf(void) {
   const char *chain[] = {"chain_spin_leaf", "chain_spin_middle", "spin_body"};
   expect_names(&walk, chain, 3);
   CHECK(walk.status == PERF__WALK_COMPLETE);
+  CHECK_EQ_INT(g_calls, 2); /* spin_body -> chain_spin_middle -> chain_spin_leaf */
   stop(t);
   report();
 }
@@ -365,6 +412,7 @@ static void case_deep_recursion(void) {
     recursions += walk.names[i] && strcmp(walk.names[i], "chain_recurse") == 0;
   CHECKF(recursions == DEEP + 1, "%zu chain_recurse frames, %d expected", recursions, DEEP + 1);
   CHECK(walk.status == PERF__WALK_COMPLETE);
+  CHECK_EQ_INT(g_calls, DEEP + 2); /* the leaf's call, the recursion's, deep_body's */
   stop(t);
   report();
 }

@@ -24,6 +24,7 @@
 #include "eu_stack.h"
 #include "perf_sdk.h"
 #include "stack_assert.h"
+#include "stale_record.h"
 #include "test_util.h"
 
 #define WAIT_MS 20000 /* polls for a thread to reach its chain give up after this */
@@ -614,6 +615,110 @@ static void case_matches_eu_stack(void) {
   stop_all(p, 3, fds[1]);
 }
 
+/* ---- stale frame records under frame-pointer code --------------------- */
+
+/* A thread blocked in a call is captured without a signal: only its pc and
+   sp are known. Its first frame-pointer frame (stale_block_inner, straight
+   above the libc wrapper) has its rbp searched for, in a frame that also
+   holds the records an earlier call left there (stale_record.c). Every
+   capture must be eu-stack's stack (ptrace: the real rbp), frame for frame. */
+#define STALE_ROUNDS 3     /* blocking calls per case, each entered afresh */
+#define STALE_CAPTURES 100 /* captures compared per blocking call */
+
+static stale_thread_t g_stale;
+static void *stale_body(void *arg) {
+  (void)arg;
+  stale_record_loop(&g_stale);
+  return NULL;
+}
+static void stale_wake_handler(int sig) {
+  (void)sig;
+}
+
+/* One word of the blocked thread's stack, which may lie in what an
+   instrumented frame marks as a redzone. */
+__attribute__((no_sanitize_address)) static uintptr_t stack_word(uintptr_t addr) {
+  return *(const volatile uintptr_t *)addr;
+}
+
+static void stale_record_case(stale_call_t call, const char *frame0) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = stale_wake_handler; /* no SA_RESTART: ends the nanosleep */
+  CHECK(sigaction(SIGUSR2, &sa, NULL) == 0);
+  int fds[2];
+  CHECK(pipe(fds) == 0);
+  g_stale.call = call;
+  g_stale.fd = fds[0];
+  parked_t p;
+  pid_t tid = park(&p, stale_body, "stale-record");
+  const char *chain[] = {"stale_block_inner", "stale_block_outer", "stale_record_loop",
+                         "stale_body"};
+  for (int round = 1; round <= STALE_ROUNDS; round++) {
+    long long deadline = now_ms() + WAIT_MS;
+    while (atomic_load(&g_stale.calls) < round)
+      CHECKF(now_ms() < deadline, "round %d: the thread did not reach its call", round);
+    perf_free(stack_wait_for_frame0(tid, frame0, WAIT_MS));
+    /* What the case is about: the old records lie in the blocked frame,
+       below its own record, intact. */
+    CHECKF(g_stale.stale_at > g_stale.scratch_at && g_stale.stale_at < g_stale.record_at,
+           "the stale record (0x%lx) is not in stale_block_inner's frame (0x%lx..0x%lx)",
+           (unsigned long)g_stale.stale_at, (unsigned long)g_stale.scratch_at,
+           (unsigned long)g_stale.record_at);
+    CHECK(stack_word(g_stale.stale_at) == g_stale.stale_words[0] &&
+          stack_word(g_stale.stale_at + 8) == g_stale.stale_words[1]);
+    uintptr_t theirs[256];
+    const char *report = eu_stack_report();
+    size_t n_theirs = eu_stack_pcs(report, tid, theirs, 256);
+    CHECKF(n_theirs > 4, "eu-stack has no stack of thread %d:\n%s", (int)tid, report);
+    for (int i = 0; i < STALE_CAPTURES; i++) {
+      uintptr_t ours[256];
+      size_t n_ours = 0;
+      CHECK_EQ_INT(perf_backtrace_thread(tid, ours, 256, &n_ours), PERF_OK);
+      /* Frame 0: ptrace sees a thread stopped in a restartable call at
+         the syscall instruction or just after it. */
+      bool same = n_ours == n_theirs && ours[0] >= theirs[0] && ours[0] - theirs[0] <= 2;
+      for (size_t k = 1; same && k < n_ours; k++)
+        same = ours[k] == theirs[k];
+      if (!same) {
+        fprintf(stderr, "round %d capture %d: ours %zu frames, eu-stack %zu\n", round, i, n_ours,
+                n_theirs);
+        for (size_t k = 0; k < n_ours || k < n_theirs; k++)
+          fprintf(stderr, "  #%zu ours 0x%lx eu-stack 0x%lx\n", k,
+                  k < n_ours ? (unsigned long)ours[k] : 0UL,
+                  k < n_theirs ? (unsigned long)theirs[k] : 0UL);
+        char *text = NULL;
+        if (perf_backtrace_thread_text(tid, &text) == PERF_OK) stack_dump("ours", text);
+        perf_free(text);
+        fprintf(stderr, "%s", report);
+        exit(1);
+      }
+    }
+    char *text = NULL;
+    CHECK_EQ_INT(perf_backtrace_thread_text(tid, &text), PERF_OK);
+    expect_chain("stale record", text, chain, ARRAY_LEN(chain));
+    perf_free(text);
+    if (round == STALE_ROUNDS) atomic_store(&g_stale.stop, 1);
+    if (call == STALE_NANOSLEEP)
+      CHECK(pthread_kill(p.thread, SIGUSR2) == 0);
+    else
+      CHECK(write(fds[1], "x", 1) == 1);
+  }
+  pthread_join(p.thread, NULL);
+  fprintf(stderr, "%d blocking calls, %d captures each, every one eu-stack's\n", STALE_ROUNDS,
+          STALE_CAPTURES);
+}
+
+static void case_stale_record_nanosleep(void) {
+  stale_record_case(STALE_NANOSLEEP, "clock_nanosleep|__clock_nanosleep");
+}
+static void case_stale_record_read(void) {
+  stale_record_case(STALE_READ, "read|__libc_read|__read");
+}
+static void case_stale_record_poll(void) {
+  stale_record_case(STALE_POLL, "poll|__poll");
+}
+
 /* ---- modules loaded after the sampler started -------------------------- */
 
 static unsigned long (*g_dl_outer)(atomic_int *, unsigned long);
@@ -904,6 +1009,9 @@ static const test_case_t g_cases[] = {
     TEST_CASE(signal_taken_over),
     TEST_CASE(dlopen_module),
     TEST_CASE(matches_eu_stack),
+    TEST_CASE(stale_record_nanosleep),
+    TEST_CASE(stale_record_read),
+    TEST_CASE(stale_record_poll),
     TEST_CASE(spin_leaf),
     TEST_CASE(blocked_read),
     TEST_CASE(nanosleep),

@@ -4,7 +4,10 @@
  * frame, a frame-pointer function) and the walker's bounds checks on a
  * hand-made stack; the walker's rules (restored registers at exact frames,
  * rbx-based CFAs, why a walk ended) on a made-up module, and the premise of
- * the restored-register rule on every loaded module.
+ * the restored-register rule on every loaded module; the function starts
+ * kept beside the rows, and a blocked thread's frame-pointer search telling
+ * its frame's record from stale ones by the calls before their return
+ * addresses (a made-up module whose code holds real call instructions).
  */
 #include <dlfcn.h>
 #include <link.h>
@@ -59,6 +62,13 @@ static void check_libc(const perf__module_map_t *map) {
   CHECK_EQ_INT(r->cfa_kind, PERF__CFA_RSP);
   CHECK_EQ_INT(r->cfa_off, 8);
   CHECK_EQ_INT(r->rbp_rule, PERF__REG_SAME);
+  /* read's FDE starts at read: the function holding any of its bytes. */
+  uint32_t start = 0;
+  uintptr_t read_vaddr = (uintptr_t)read_fn - m->bias;
+  CHECKF(t->fn_count > 1000, "libc has only %zu functions", t->fn_count);
+  CHECK(perf__unwind_table_function(t, read_vaddr, &start) && start == read_vaddr);
+  CHECK(perf__unwind_table_function(t, read_vaddr + 4, &start) && start == read_vaddr);
+  CHECK(!perf__unwind_table_function(t, t->fn_start[0] - 1, &start));
   dlclose(libc);
   perf__unwind_table_free(t);
 }
@@ -83,6 +93,14 @@ static void check_executable(const perf__module_map_t *map) {
   for (size_t i = 0; i < t->count; i++)
     plt += t->rows[i].cfa_kind == PERF__CFA_PLT;
   CHECK(plt >= 1);
+  /* ... and the PLT's FDE start is no function's: a call to a stub says
+     nothing about the function it reaches. with_frame's FDE is one. */
+  uint32_t start = 0;
+  for (size_t i = 0; i < t->count; i++)
+    if (t->rows[i].cfa_kind == PERF__CFA_PLT)
+      CHECK(!perf__unwind_table_function(t, t->rows[i].pc, &start) || start != t->rows[i].pc);
+  uintptr_t fn = (uintptr_t)&with_frame - m->bias;
+  CHECK(perf__unwind_table_function(t, fn + 8, &start) && start == fn);
   perf__unwind_table_free(t);
 }
 
@@ -381,6 +399,203 @@ static void case_walker_fp_search(void) {
   free(f.unwind);
 }
 
+/* ---- the search's call checks, on a made-up module with code ----------- */
+
+/* A module whose code is real bytes (calls written where return addresses
+   point), at vaddr 0x20000 + offset, one function per 0x100. */
+enum {
+  K_LEAF = 0x20000,   /* CFA = rsp + 8 (a libc wrapper) */
+  K_BLOCK = 0x20100,  /* frame 0, blocked in a call; the frame searched: CFA = rbp + 16 */
+  K_OUTER = 0x20200,  /* calls K_BLOCK */
+  K_OTHER = 0x20300,  /* calls K_HELPER, and K_BLOCK */
+  K_HELPER = 0x20400, /* CFA = rsp + 8 */
+  K_MAIN = 0x20500,   /* calls K_OUTER */
+  K_START = 0x20600,  /* the outermost frame, calls K_MAIN */
+  K_CODE_SIZE = 0x800,
+};
+/* A frame-pointer function's row: CFA = rbp + 16, rbp saved at CFA - 16
+   (aarch64: x29, and x30, the return address, at CFA - 8). */
+#if defined(__aarch64__)
+#define FP_ROW(at)                                                                                 \
+  {                                                                                                \
+    .pc = (at), .cfa_kind = PERF__CFA_RBP, .cfa_off = 16, .rbp_rule = PERF__REG_SAVED,             \
+    .rbp_off = -16, .rbx_rule = PERF__REG_SAVED, .rbx_off8 = 1                                     \
+  }
+#else
+#define FP_ROW(at)                                                                                 \
+  {                                                                                                \
+    .pc = (at), .cfa_kind = PERF__CFA_RBP, .cfa_off = 16, .rbp_rule = PERF__REG_SAVED,             \
+    .rbp_off = -16                                                                                 \
+  }
+#endif
+static const perf__unwind_row_t k_code_rows[] = {
+    {.pc = K_LEAF, .cfa_kind = PERF__CFA_RSP, .cfa_off = 8},
+    FP_ROW(K_BLOCK),
+    FP_ROW(K_OUTER),
+    FP_ROW(K_OTHER),
+    {.pc = K_HELPER, .cfa_kind = PERF__CFA_RSP, .cfa_off = 8},
+    FP_ROW(K_MAIN),
+    {.pc = K_START, .cfa_kind = PERF__CFA_OUTERMOST},
+    {.pc = K_START + 0x100, .cfa_kind = PERF__CFA_UNKNOWN},
+};
+static uint32_t k_code_fns[] = {K_LEAF, K_BLOCK, K_OUTER, K_OTHER, K_HELPER, K_MAIN, K_START};
+
+typedef struct {
+  uint8_t code[K_CODE_SIZE] __attribute__((aligned(16)));
+  perf__module_t module;
+  perf__module_map_t map;
+  perf__unwind_table_t table;
+  uint32_t block_row[1];
+  perf__unwind_map_t *unwind;
+} code_module_t;
+
+static uintptr_t code_addr(const code_module_t *c, uint32_t vaddr) {
+  return c->module.bias + vaddr;
+}
+
+/* A direct call to `callee` (a vaddr) ending at at + 8 (returning there),
+   or an indirect one; returns the return address. */
+static uintptr_t put_call(code_module_t *c, uint32_t at, uint32_t callee, bool direct) {
+  uintptr_t ra = code_addr(c, at + 8);
+  uint8_t *end = c->code + (at + 8 - K_LEAF);
+#if defined(__x86_64__)
+  if (direct) {
+    int32_t rel = (int32_t)(code_addr(c, callee) - ra);
+    end[-5] = 0xe8;
+    memcpy(end - 4, &rel, 4);
+  } else {
+    end[-2] = 0xff, end[-1] = 0xd0; /* call *%rax */
+  }
+#elif defined(__aarch64__)
+  uint32_t insn = 0xd63f0000u; /* blr x0 */
+  if (direct)
+    insn = 0x94000000u | (((uint32_t)((code_addr(c, callee) - (ra - 4)) / 4)) & 0x03ffffffu);
+  memcpy(end - 4, &insn, 4);
+#endif
+  return ra;
+}
+
+static void code_module_init(code_module_t *c) {
+  memset(c, 0, sizeof *c);
+  uintptr_t base = (uintptr_t)c->code;
+  c->module = (perf__module_t){.path = "code",
+                               .basename = "code",
+                               .bias = base - K_LEAF,
+                               .start = base,
+                               .end = base + K_CODE_SIZE};
+  c->map = (perf__module_map_t){.modules = &c->module, .count = 1};
+  c->table = (perf__unwind_table_t){.rows = (perf__unwind_row_t *)k_code_rows,
+                                    .count = ARRAY_LEN(k_code_rows),
+                                    .block_shift = 12,
+                                    .first_block = K_LEAF >> 12,
+                                    .nblocks = 1,
+                                    .block_row = c->block_row,
+                                    .fn_start = k_code_fns,
+                                    .fn_count = ARRAY_LEN(k_code_fns)};
+  c->unwind = malloc(sizeof *c->unwind + sizeof c->unwind->tables[0]);
+  CHECK(c->unwind != NULL);
+  c->unwind->modules = &c->map;
+  c->unwind->tables[0] = &c->table;
+}
+
+/* The walk from inside K_BLOCK (blocked: pc and sp only) over stack[],
+   which must give `want` (n frames after frame 0) and end complete. */
+static void expect_code_walk(code_module_t *c, const char *what, uintptr_t *stack,
+                             const uintptr_t *want, size_t n) {
+  uintptr_t pcs[8];
+  perf__walk_status_t st;
+  perf__unwind_regs_t regs = {.pc = code_addr(c, K_BLOCK + 0x10),
+                              .sp = (uintptr_t)stack,
+                              .fp_unknown = true,
+                              .bx_unknown = true};
+  perf__stack_window_t w = {(uintptr_t)stack, (uintptr_t)(stack + 16), (const uint8_t *)stack};
+  size_t got = perf__unwind_walk(c->unwind, 1, regs, w, pcs, 8, &st);
+  bool same = got == n + 1 && st == PERF__WALK_COMPLETE;
+  for (size_t i = 0; same && i < n; i++)
+    same = pcs[i + 1] == want[i];
+  if (!same) {
+    fprintf(stderr, "%s: %zu frames, %s:\n", what, got, perf__walk_status_name(st));
+    for (size_t i = 1; i < got || i <= n; i++)
+      fprintf(stderr, "  #%zu walked %#lx want %#lx\n", i,
+              i < got ? (unsigned long)(pcs[i] - c->module.bias) : 0UL,
+              i <= n ? (unsigned long)(want[i - 1] - c->module.bias) : 0UL);
+    exit(1);
+  }
+}
+
+/* Stale records below the real one in K_BLOCK's frame, each with a
+   different saved rbp (so the positional rule alone picks them): the
+   call before the real record's return address entered K_BLOCK, theirs
+   went elsewhere, or entered K_BLOCK from a caller whose own return
+   address says it was entered by another call. When the real call cannot
+   be told, a stale record seen going elsewhere still loses; when the real
+   record's call names another function too (a tail call) and it is the
+   only record, it is taken; when its caller was entered by a tail call,
+   it still beats a record that tells nothing. */
+static void case_walker_fp_search_calls(void) {
+  code_module_t *c = malloc(sizeof *c);
+  CHECK(c != NULL);
+  code_module_init(c);
+  uintptr_t block_ra = put_call(c, K_OUTER + 0x20, K_BLOCK, true);
+  uintptr_t block_ra_indirect = put_call(c, K_OUTER + 0x40, 0, false);
+  uintptr_t tail_ra = put_call(c, K_OUTER + 0x60, K_HELPER, true); /* K_HELPER tail-calls */
+  uintptr_t helper_ra = put_call(c, K_OTHER + 0x20, K_HELPER, true);
+  uintptr_t other_block_ra = put_call(c, K_OTHER + 0x40, K_BLOCK, true);
+  uintptr_t other_indirect_ra = put_call(c, K_OTHER + 0x60, 0, false);
+  uintptr_t outer_ra = put_call(c, K_MAIN + 0x20, K_OUTER, true);
+  uintptr_t main_helper_ra = put_call(c, K_MAIN + 0x40, K_HELPER, true); /* tail-calls */
+  uintptr_t main_ra = put_call(c, K_START + 0x20, K_MAIN, true);
+  uintptr_t start_indirect_ra = put_call(c, K_START + 0x40, 0, false);
+  uintptr_t stack[16];
+  const uintptr_t want[] = {block_ra, outer_ra, main_ra};
+
+  /* The real chain: K_BLOCK's record at stack[4], K_OUTER's at [6],
+     K_MAIN's at [8] (saved rbp 0: K_START keeps none). */
+  memset(stack, 0, sizeof stack);
+  stack[4] = (uintptr_t)&stack[6], stack[5] = block_ra;
+  stack[6] = (uintptr_t)&stack[8], stack[7] = outer_ra;
+  stack[8] = 0, stack[9] = main_ra;
+  expect_code_walk(c, "no stale record", stack, want, 3);
+
+  /* K_OTHER's call of K_HELPER left a record at [2], its saved rbp
+     K_MAIN's record: it went to K_HELPER, not K_BLOCK. */
+  stack[2] = (uintptr_t)&stack[8], stack[3] = helper_ra;
+  expect_code_walk(c, "a stale record of a call elsewhere", stack, want, 3);
+
+  /* An earlier call of K_BLOCK itself, from K_OTHER: its call entered
+     K_BLOCK, but its caller's return address (K_MAIN's into K_START)
+     follows a call of K_MAIN, not K_OTHER. */
+  stack[2] = (uintptr_t)&stack[8], stack[3] = other_block_ra;
+  expect_code_walk(c, "a stale record of K_BLOCK's, from another caller", stack, want, 3);
+
+  /* The real call cannot be told (indirect): the stale record seen going
+     elsewhere still loses. */
+  const uintptr_t want_indirect[] = {block_ra_indirect, outer_ra, main_ra};
+  stack[2] = (uintptr_t)&stack[8], stack[3] = helper_ra;
+  stack[5] = block_ra_indirect;
+  expect_code_walk(c, "an indirect call", stack, want_indirect, 3);
+
+  /* K_OUTER called K_HELPER, which tail-called K_BLOCK: the only record
+     names another function, and is taken. */
+  const uintptr_t want_tail[] = {tail_ra, outer_ra, main_ra};
+  stack[2] = stack[3] = 0;
+  stack[5] = tail_ra;
+  expect_code_walk(c, "a tail call", stack, want_tail, 3);
+
+  /* K_OUTER was entered by a tail call (K_MAIN called K_HELPER): the real
+     record's call entered K_BLOCK, its caller's went elsewhere; a stale
+     record below it tells nothing (indirect calls, its saved rbp at a
+     record returning into K_START): the record that entered K_BLOCK wins. */
+  const uintptr_t want_tail_caller[] = {block_ra, main_helper_ra, main_ra};
+  stack[2] = (uintptr_t)&stack[10], stack[3] = other_indirect_ra;
+  stack[5] = block_ra;
+  stack[7] = main_helper_ra;
+  stack[10] = 0, stack[11] = start_indirect_ra;
+  expect_code_walk(c, "a caller entered by a tail call", stack, want_tail_caller, 3);
+  free(c->unwind);
+  free(c);
+}
+
 /* A candidate record whose return address lies in a module with rules
    still to be compiled cannot be checked: the walk ends there, the
    candidate's return address last, as "rules pending", so that the
@@ -447,6 +662,18 @@ static void case_return_site(void) {
   memset(code, 0x90, sizeof code);
   memcpy(code + 8, restore_rt, sizeof restore_rt);
   CHECK(perf__arch_return_site(code));
+  /* Where a direct call went: ra + rel32, forwards and backwards; an
+     indirect call names no target. */
+  uintptr_t target = 0;
+  static const uint8_t fwd[8] = {0x90, 0x90, 0x90, 0xe8, 0x10, 0x20, 0x00, 0x00};
+  static const uint8_t back[8] = {0x90, 0x90, 0x90, 0xe8, 0xf0, 0xff, 0xff, 0xff};
+  static const uint8_t ind[8] = {0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0xff, 0xd0};
+  memcpy(code, fwd, 8);
+  CHECK(perf__arch_call_target(code, 0x400000, &target) && target == 0x400000 + 0x2010);
+  memcpy(code, back, 8);
+  CHECK(perf__arch_call_target(code, 0x400000, &target) && target == 0x400000 - 16);
+  memcpy(code, ind, 8);
+  CHECK(!perf__arch_call_target(code, 0x400000, &target));
 #elif defined(__aarch64__)
   static const struct {
     uint32_t insn;
@@ -467,6 +694,18 @@ static void case_return_site(void) {
   memset(code, 0, sizeof code);
   memcpy(code + 8, trampoline, sizeof trampoline);
   CHECK(perf__arch_return_site(code));
+  /* Where a bl went: ra - 4 + imm26 * 4, forwards and backwards; blr
+     names no target. */
+  uintptr_t target = 0;
+  static const uint32_t k_targets[][2] = {{0x94000010u, 0x400000 - 4 + 0x40},
+                                          {0x97fffffcu, 0x400000 - 4 - 16}};
+  for (size_t i = 0; i < ARRAY_LEN(k_targets); i++) {
+    memcpy(code + 4, &k_targets[i][0], 4);
+    CHECK(perf__arch_call_target(code, 0x400000, &target) && target == k_targets[i][1]);
+  }
+  static const uint32_t blr = 0xd63f0020u;
+  memcpy(code + 4, &blr, 4);
+  CHECK(!perf__arch_call_target(code, 0x400000, &target));
 #endif
   /* And on a live stack: this function's own return address follows a
      call. */
@@ -535,11 +774,14 @@ static void case_rules_compiled_lazily(void) {
   perf__modules_release(mods);
 }
 
-static const test_case_t g_cases[] = {
-    TEST_CASE(rules_and_map),        TEST_CASE(walker_rules),
-    TEST_CASE(walker_fp_search),     TEST_CASE(walker_fp_search_pending),
-    TEST_CASE(return_site),          TEST_CASE(restored_registers),
-    TEST_CASE(rules_compiled_lazily)};
+static const test_case_t g_cases[] = {TEST_CASE(rules_and_map),
+                                      TEST_CASE(walker_rules),
+                                      TEST_CASE(walker_fp_search),
+                                      TEST_CASE(walker_fp_search_calls),
+                                      TEST_CASE(walker_fp_search_pending),
+                                      TEST_CASE(return_site),
+                                      TEST_CASE(restored_registers),
+                                      TEST_CASE(rules_compiled_lazily)};
 
 int main(int argc, char **argv) {
   return test_main(g_cases, sizeof g_cases / sizeof g_cases[0], argc, argv);

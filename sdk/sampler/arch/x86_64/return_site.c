@@ -1,8 +1,8 @@
 /*
- * return_site.c - whether an address can follow an x86_64 call (see
- * perf__arch_return_site in sdk/sampler/arch.h): decodes the call forms
- * compilers emit before a return address. Pure decoding of bytes the
- * caller read.
+ * return_site.c - whether an address can follow an x86_64 call, and where
+ * a direct call went (see perf__arch_return_site and perf__arch_call_target
+ * in sdk/sampler/arch.h): decodes the call forms compilers emit before a
+ * return address. Pure decoding of bytes the caller read.
  */
 #include <string.h>
 
@@ -37,4 +37,12 @@ bool perf__arch_return_site(const uint8_t *code) {
   for (size_t len = 2; len <= 7; len++)
     if (indirect_call_len(ra - len, len) == len) return true;
   return false;
+}
+
+bool perf__arch_call_target(const uint8_t *code, uintptr_t ra, uintptr_t *target) {
+  if (code[3] != 0xe8) return false; /* call rel32: e8, then 4 bytes to ra */
+  int32_t rel;
+  memcpy(&rel, code + 4, sizeof rel);
+  *target = ra + (uintptr_t)(intptr_t)rel;
+  return true;
 }
