@@ -82,7 +82,7 @@
 
 /* MIGRATIONS[i] takes a database from version i to i + 1. */
 static const char *const MIGRATIONS[] = {
-    /* 1: the tables of the SQLite schema as of issue 16. */
+    /* 1: the tables of the SQLite schema when PostgreSQL was added. */
     "CREATE TABLE batches(id bytea PRIMARY KEY, received_ns bigint NOT NULL, app text,"
     " version text, environment text, host text, pid bigint,"
     " dropped_rate_limited bigint NOT NULL DEFAULT 0, dropped_queue_full bigint NOT NULL DEFAULT 0,"
@@ -121,8 +121,8 @@ static const char *const MIGRATIONS[] = {
     " tid bigint NOT NULL, state text COLLATE \"C\" NOT NULL, syscall text COLLATE \"C\" NOT NULL,"
     " fd text COLLATE \"C\" NOT NULL, samples bigint NOT NULL);"
     "CREATE INDEX event_states_event ON event_states(event_id);",
-    /* 2: a CPU event's CPU time per stack count (CPU profiles, issue 14:
-       the SDK's sample weights); NULL (rows stored before, other kinds,
+    /* 2: a CPU event's CPU time per stack count (CPU profiles: the SDK's
+       sample weights); NULL (rows stored before, other kinds,
        older SDKs): the count weighs its samples. Adds a column only: a
        collector at version 1 keeps working beside it. */
     "ALTER TABLE stack_counts ADD COLUMN cpu_us bigint;",

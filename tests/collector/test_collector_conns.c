@@ -221,7 +221,7 @@ static void case_slow_clients(void) {
   collector_stop_healthy(&c);
 }
 
-/* The issue's scenario from one address: 300 slow clients from 127.0.2.1
+/* A slow-client flood from one address: 300 slow clients from 127.0.2.1
    (header lines every 2 s) get --max-connections-per-ip (32) connections;
    the other 268 are closed at once, unanswered; /healthz from another
    address is answered 200 while the 32 are held. */

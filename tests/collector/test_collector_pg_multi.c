@@ -1,6 +1,6 @@
 /*
- * test_collector_pg_multi.c - several collectors on one PostgreSQL (issue
- * 16): hand-made batches spread over two collectors on one database, some
+ * test_collector_pg_multi.c - several collectors on one PostgreSQL:
+ * hand-made batches spread over two collectors on one database, some
  * posted to both at once (a retry racing its original), one collector
  * killed with SIGKILL mid-run and its batches retried on the other, as a
  * load balancer would: every acknowledged batch is stored exactly once,
