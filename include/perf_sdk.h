@@ -482,9 +482,9 @@ PERF_API int perf_sdk_capture_now(const char *reason);
 
 /* Send (PERF_SINK_HTTP) or write (PERF_SINK_FILE) everything recorded so
    far, a hang whose unit of work ended before the call included (the hang
-   monitor looks at the loop first): the writer's queue and the open batch
-   go to the spool, then the
-   uploader sends until the spool is empty. Returns within timeout_ms
+   monitor looks at the loop first): the events queued before the call and
+   the open batch go to the spool, then the uploader sends until the spool
+   is empty. Returns within timeout_ms
    (0..600000): PERF_E_DEADLINE when events or batches remain (nothing is
    dropped for it: the writer and the uploader go on, and what is in the
    spool is sent by the next run if need be), at once when the uploader's
