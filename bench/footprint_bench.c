@@ -121,10 +121,14 @@ static double status_value(const char *status, const char *key) {
   return p ? strtod(p + strlen(key), NULL) : -1;
 }
 
-/* Distinct shared objects in /proc/self/maps. */
+/* Distinct shared objects in /proc/self/maps. The list is static: on the
+   stack (128 KiB, in main's frame once inlined) it would make the app's
+   main thread that deep, and the SDK's copy of that stack (the watched
+   thread's first capture, blocked) that big. */
 static int count_libraries(void) {
   FILE *f = fopen("/proc/self/maps", "r");
-  char line[PATH_MAX + 128], seen[512][256];
+  char line[PATH_MAX + 128];
+  static char seen[512][256];
   int n = 0;
   while (f && fgets(line, sizeof line, f)) {
     char *path = strchr(line, '/');

@@ -16,10 +16,11 @@
  * bytes the symbolizer counted against its cap.
  *
  * The events: 20 hangs of 200 samples over 40 distinct stacks of 24
- * frames; 20 frames of each stack are pcs in the code of
+ * frames; 20 frames of each stack are pcs spread over the code of
  * names_bench_lib.so (C++ -O2 -g: templates, the standard containers and
- * algorithms inlined, lambdas), the outer 4 in libc (its DWARF from
- * libc6-dbg when installed). About 1600 distinct pcs.
+ * algorithms inlined, lambdas), the outer 4 return addresses in 6 libc
+ * functions (its DWARF from libc6-dbg when installed): 960 frames, about
+ * 800 distinct pcs.
  *
  * Not a test: it prints figures and ratios against the baseline measured
  * in the same run, and exits 0 (non-zero only when it cannot run).

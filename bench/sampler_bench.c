@@ -349,9 +349,9 @@ static double median_of(double *v, size_t n) {
 }
 
 /* Median cost of reading a /proc/self/task/TID file whole: opened, read
-   and closed each time (`kept` 0, as the sampler did before), or pread from
-   offset 0 on a descriptor kept open (`kept` 1, as it does now; the fstat
-   check before each use included). */
+   and closed each time (`kept` 0), or pread from offset 0 on a descriptor
+   kept open (`kept` 1, as the sampler reads them; the fstat check before
+   each use included). */
 static double proc_read_us(pid_t tid, const char *name, int kept) {
   enum { N = 2000 };
   static double t[N];
@@ -577,8 +577,8 @@ static snap_result_t snapshot_once(perf__modules_t *mods, const pid_t *tids, siz
 }
 
 /* N threads spinning in their own code (never blocking: each is signalled),
-   then `rounds` snapshots one thread at a time (in flight 1, as captures
-   were before snapshots) and at once (in flight N, at most
+   then `rounds` snapshots one thread at a time (in flight 1: one capture
+   after another) and at once (in flight N, at most
    PERF__SAMPLER_IN_FLIGHT_MAX), interleaved. Prints the median spread
    (first to last stack read) and call time of each, and their ratios. */
 static int snapshot_bench(long n, long rounds) {
