@@ -18,6 +18,9 @@
  * zlib, zstd: ~1.2 MiB of their pages resident after one event) are
  * unloaded once none of their objects is alive (sdk/base/lazy_lib.h).
  *
+ * The sampler keeps the buffer a blocked thread's stack is copied into
+ * (256 KiB): the pages the last copies touched are given back too.
+ *
  * The writer's own stack keeps the pages its deepest call touched (naming
  * with libdw: ~124 KiB); those below the frames still in use are given
  * back too (madvise MADV_DONTNEED: they read as zeros when touched again,
@@ -37,6 +40,7 @@
 #include "sdk/base/clock.h"
 #include "sdk/base/lazy_lib.h"
 #include "sdk/base/log.h"
+#include "sdk/sampler/sampler.h"
 #include "sdk/symbols/symbols.h"
 
 #define TRIM_MAX_RSS_BYTES (64ull << 20)
@@ -84,6 +88,7 @@ bool perf__release_idle_memory(void) {
   perf__symbols_drop_dwarf();
   /* libdw, libelf, zlib and zstd leave the address space when no object of
      theirs is alive (shared core only: sdk/base/lazy_lib.h). */
+  perf__sampler_release_idle(); /* the pages of the last blocked stack copied */
   int unloaded = perf__lazy_libs_unload_idle();
   if (unloaded) perf__log(PERF__LOG_DEBUG, "idle: %d libraries unloaded", unloaded);
   release_stack_below();

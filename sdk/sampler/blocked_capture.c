@@ -9,6 +9,7 @@
 
 #include <sched.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "perf_sdk.h"
@@ -28,7 +29,15 @@
 /* How long perf__blocked_pause spins (then sleeps). */
 #define SPIN_NS 200000LL
 
-static uint8_t *g_blocked_copy; /* BLOCKED_COPY_MAX bytes, made on first use */
+/* BLOCKED_COPY_MAX bytes of anonymous memory, mapped on first use; the
+   pages a copy touched are given back when the SDK goes idle
+   (perf__blocked_release_idle): a deep stack copied once would otherwise
+   stay resident for the process's life. */
+static uint8_t *g_blocked_copy;
+
+void perf__blocked_release_idle(void) {
+  if (g_blocked_copy) madvise(g_blocked_copy, BLOCKED_COPY_MAX, MADV_DONTNEED);
+}
 
 int perf__blocked_capture(perf__modules_t *mods, pid_t tid, perf__sampler_shot_t *shot,
                           unsigned timeout_ms) {
@@ -55,7 +64,12 @@ int perf__blocked_capture(perf__modules_t *mods, pid_t tid, perf__sampler_shot_t
       if (err) return err;
     }
     b->blocked_cpu_ns = perf__thread_cpu_ns(tid);
-    if (!g_blocked_copy && !(g_blocked_copy = malloc(BLOCKED_COPY_MAX))) return PERF_E_NO_MEMORY;
+    if (!g_blocked_copy) {
+      void *m =
+          mmap(NULL, BLOCKED_COPY_MAX, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (m == MAP_FAILED) return PERF_E_NO_MEMORY;
+      g_blocked_copy = m;
+    }
     uintptr_t base = before.sp & ~(uintptr_t)7;
     size_t len = b->hi - base < BLOCKED_COPY_MAX ? b->hi - base : BLOCKED_COPY_MAX;
     int64_t taken = perf__now_ns();

@@ -31,6 +31,10 @@ int perf__blocked_capture(perf__modules_t *mods, pid_t tid, perf__sampler_shot_t
    showed it running on): look at it through /proc first. */
 bool perf__blocked_last_seen(pid_t tid);
 
+/* Give back the pages of the stack copy buffer (it reads as zeros after).
+   Under the sampler's lock, as the captures that use it. */
+void perf__blocked_release_idle(void);
+
 /* CPU time a thread woken from a blocking call uses at most before it is
    back in user space (the kernel's return path takes microseconds): a
    thread last seen blocked is signalled only once it has used this much

@@ -93,6 +93,12 @@ int perf__sampler_capture_threads(perf__modules_t *mods, perf__sampler_shot_t *s
    an SDK going idle (perf_sdk_shutdown). */
 void perf__sampler_close_files(void);
 
+/* Give back the memory the sampler keeps for its captures' next use (the
+   pages of the buffer a blocked thread's stack is copied into). For an SDK
+   going idle (the writer's idle release): the next capture touches them
+   again. */
+void perf__sampler_release_idle(void);
+
 /* TSC ticks the signal handler spent on the last successful capture (for
    benchmarks: the time the target thread was kept from its own work). */
 uint64_t perf__sampler_last_handler_cycles(void);

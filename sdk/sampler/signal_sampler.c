@@ -427,6 +427,12 @@ void perf__sampler_close_files(void) {
   pthread_mutex_unlock(&g_lock);
 }
 
+void perf__sampler_release_idle(void) {
+  pthread_mutex_lock(&g_lock);
+  perf__blocked_release_idle();
+  pthread_mutex_unlock(&g_lock);
+}
+
 uint64_t perf__sampler_last_handler_cycles(void) {
   pthread_mutex_lock(&g_lock);
   uint64_t c = g_last_handler_cycles;
