@@ -455,10 +455,75 @@ static void case_fork_drops_files(void) {
   workers_stop(&w);
 }
 
+/* ---- the blocked-stack copy buffer -------------------------------------- */
+
+#define DEEP_FRAMES 48 /* 4 KiB of locals each: a stack about 200 KiB deep */
+
+typedef struct {
+  int pipe[2];
+  atomic_int tid;
+} deep_t;
+
+static CHAIN long deep_block(deep_t *d, int depth) {
+  volatile char locals[4096];
+  locals[0] = (char)depth;
+  locals[sizeof locals - 1] = (char)depth;
+  if (depth > 0) return deep_block(d, depth - 1) + locals[0];
+  atomic_store(&d->tid, (int)syscall(SYS_gettid));
+  char c;
+  return read(d->pipe[0], &c, 1) + locals[sizeof locals - 1];
+}
+
+static void *deep_main(void *arg) {
+  deep_block(arg, DEEP_FRAMES);
+  return NULL;
+}
+
+/* The process's resident KiB (VmRSS). */
+static long resident_kib(void) {
+  char *status = read_text("/proc/self/status");
+  const char *p = strstr(status, "\nVmRSS:");
+  CHECK(p != NULL);
+  long kib = strtol(p + 8, NULL, 10);
+  free(status);
+  return kib;
+}
+
+/* A thread blocked 200 KiB deep is copied into the sampler's buffer
+   (perf__blocked_capture); perf__sampler_release_idle, what the writer's
+   idle release calls, gives those pages back, and the next capture of it
+   is whole again. */
+static void case_blocked_copy_released(void) {
+  deep_t d = {.tid = 0};
+  CHECK(pipe(d.pipe) == 0);
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, deep_main, &d) == 0);
+  while (atomic_load(&d.tid) == 0)
+    sleep_ms(1);
+  pid_t tid = atomic_load(&d.tid);
+  wait_in_syscall(tid, SYS_read, 10000);
+  uintptr_t pcs[128];
+  size_t count = 0;
+  CHECK_EQ_INT(perf_backtrace_thread(tid, pcs, 128, &count), PERF_OK);
+  CHECKF(count > DEEP_FRAMES, "%zu frames of a %d-deep stack", count, DEEP_FRAMES);
+  long before = resident_kib();
+  perf__sampler_release_idle();
+  long after = resident_kib();
+  CHECKF(before - after >= 150, "VmRSS %ld KiB before the release, %ld after", before, after);
+  size_t again = 0;
+  CHECK_EQ_INT(perf_backtrace_thread(tid, pcs, 128, &again), PERF_OK);
+  CHECK_EQ_INT(again, count);
+  CHECK(write(d.pipe[1], "x", 1) == 1);
+  pthread_join(t, NULL);
+  close(d.pipe[0]);
+  close(d.pipe[1]);
+}
+
 static const test_case_t g_cases[] = {
-    TEST_CASE(parallel_names),   TEST_CASE(all_threads_text),  TEST_CASE(bad_arguments),
-    TEST_CASE(kept_files),       TEST_CASE(idle_files_closed), TEST_CASE(app_closes_descriptors),
-    TEST_CASE(fork_drops_files),
+    TEST_CASE(parallel_names),    TEST_CASE(all_threads_text),
+    TEST_CASE(bad_arguments),     TEST_CASE(kept_files),
+    TEST_CASE(idle_files_closed), TEST_CASE(app_closes_descriptors),
+    TEST_CASE(fork_drops_files),  TEST_CASE(blocked_copy_released),
 };
 
 int main(int argc, char **argv) {
