@@ -4,8 +4,8 @@
  * was deleted or had another file renamed over it: every commit would then
  * "succeed" into an inode no path names, lost at the next restart. This
  * records the device and inode of PATH and PATH-wal right after the store
- * opened them, and each check stat()s both paths (two system calls,
- * 0.8-1.4 us: bench/README.md "collector_bench") and compares.
+ * opened them, and each check stat()s both paths (two system calls, a few
+ * microseconds: bench/README.md "collector_bench") and compares.
  *
  * Once a check finds a difference the state is latched: every later check
  * fails with the same reason until the collector is restarted, the one

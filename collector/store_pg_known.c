@@ -4,7 +4,7 @@
  * batch after batch; each is about 5 KB of frames as JSON, and sending
  * them all again with every batch, for PostgreSQL to parse and find
  * already stored, was the largest part of both sides' work per batch
- * (bench/README.md "Ingest on PostgreSQL").
+ * (bench/README.md "collector_bench", PostgreSQL).
  *
  * An entry is a signature and the arrival time of the last batch that
  * sent its row and committed: the row's last_seen is then at most

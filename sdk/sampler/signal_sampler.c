@@ -359,8 +359,8 @@ static void collect_oldest(perf__modules_t *mods, perf__sampler_shot_t *shots, s
   /* No spinning here: a target sharing the requester's CPU could not run
      (and answer) while the requester spins, and with several requests in
      flight the futex wake-up's latency overlaps the others' answers
-     (sampler_bench --snapshot: 4 threads read 13 instead of 60-100 us
-     apart). */
+     (sampler_bench --snapshot: 4 threads are read several times closer
+     together than with a spin per request). */
   int err = await_request(s, 0);
   if (err == REQUEST_NEED_BOUNDS) {
     /* The thread's first capture: its bounds now known, capture_shot asks
@@ -744,9 +744,9 @@ static int capture_blocked(perf__modules_t *mods, pid_t tid, perf__sampler_shot_
    check_leaving, when this capture or the last one found it blocked).
    REQUEST_NOW_BLOCKED when the last look shows the thread blocked.
 
-   The full look reads its status (State and SigBlk, ~3 us). With
+   The full look reads its status (State and SigBlk: the slower read). With
    *mask_look MASK_WHILE_FLYING (a single capture) the last look is the
-   quick one (syscall: running or blocked, ~0.7 us) and the mask is read
+   quick one (syscall: running or blocked) and the mask is read
    after the send, while the signal flies (confirm_unmasked); a thread
    that blocked the signal last time, or that the quick look cannot
    decide, gets the full look (*mask_look becomes MASK_BEFORE). */
@@ -805,7 +805,7 @@ static int quick_look(pid_t tid, bool check_leaving) {
 }
 
 /* The look at the mask of a thread just signalled, while the signal flies
-   (its ~17 us round trip hides the ~3 us read). A thread that blocks the
+   (its round trip hides most of the read). A thread that blocks the
    signal would keep it pending (and an exec would die of it): unless its
    handler already took the request, the request is cancelled and the
    signal taken back (retract_pending). PERF_OK (await the answer),

@@ -3,8 +3,9 @@
  * threads captured, kept open and read again from offset 0 (pread: the
  * kernel regenerates the text on each read from the start), so that a
  * thread captured again and again (the hang monitor's watched thread, a
- * hot thread) costs no open and close (bench/README.md: 3.0 instead of
- * 4.6 us for status, 0.5 instead of 2.1 us for syscall).
+ * hot thread) costs no open and close: a read on a kept descriptor is
+ * about a third of an open, read and close of the same file
+ * (bench/README.md "sampler_bench").
  *
  * Bounded: PERF__TASK_FILES_THREADS threads, one descriptor per file,
  * O_CLOEXEC (an exec'd program inherits none). A descriptor unused for
