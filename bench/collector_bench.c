@@ -95,7 +95,7 @@
 #define COMMITS 300         /* per round of the bare commit cost */
 #define IDENTITY_CHECKS 20000
 #define CHECKS_PER_BATCH                                                                           \
-  3 /* the headers, before and after the commit (collector/store_sqlite.c)                         \
+  3 /* the headers, before and after the commit (collector/store/sqlite/sqlite_store.c)            \
      */
 
 static const char *const g_leaf_names[] = {"read",   "write",     "poll",   "epoll_wait",   "recv",
@@ -560,7 +560,7 @@ static void compare_commits(void) {
          COMMITS, DURABILITY_ROUNDS, normal, full, full / normal, full - normal);
 }
 
-/* The collector's database identity check (collector/db_identity.c): stat
+/* The collector's database identity check (collector/store/sqlite/db_identity.c): stat
    of db and db-wal, microseconds per check (median of 5 runs). */
 static double identity_check_us(const char *db) {
   char wal[160];

@@ -13,7 +13,7 @@
 #include <sys/wait.h>
 #include <time.h>
 
-#include "collector/rollup_sql.h"
+#include "collector/store/rollup_sql.h"
 
 #define HOUR_NS "3600000000000" /* a copy's shift: whole rollup buckets */
 #define ROLLUP_RUNS 7

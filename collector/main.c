@@ -21,13 +21,13 @@
 #include <string.h>
 #include <sys/resource.h>
 
-#include "apikeys.h"
-#include "options.h"
-#include "resymbolize.h"
-#include "retention.h"
-#include "server.h"
-#include "store.h"
-#include "symbolize.h"
+#include "collector/http/apikeys.h"
+#include "collector/http/options.h"
+#include "collector/http/server.h"
+#include "collector/store/retention.h"
+#include "collector/store/store.h"
+#include "collector/symbols/resymbolize.h"
+#include "collector/symbols/symbolize.h"
 
 #define EXIT_USAGE 2
 #define SYMBOLS_CACHE_FILES 64 /* debug files kept open by the symbolizer */
@@ -307,7 +307,10 @@ static int parse_args(int argc, char **argv, collector_options_t *o) {
   }
   if (optind < argc) return usage_error("unexpected argument '%s'", argv[optind]) + 1;
   if (o->rate_burst < 0) o->rate_burst = o->rate_limit * 2 < 1 ? 1 : o->rate_limit * 2;
-  if (!o->symbols_dir && store_ops_for(o->db_path) != &store_sqlite_ops) {
+  const char *why = NULL;
+  const store_backend_t *backend = store_backend_for(o->db_path, &why);
+  if (!backend) return usage_error("--db: %s", why) + 1;
+  if (!o->symbols_dir && backend->schemes) {
     o->symbols_dir = "perf-collector.symbols"; /* collectors on one database: share one */
   } else if (!o->symbols_dir) {
     static char dir[4096];
@@ -377,7 +380,10 @@ static void wait_for_stop_signal(const sigset_t *set) {
 
 /* Store, symbolizer, server and retention job until SIGINT/SIGTERM. */
 static int serve(const collector_options_t *o, const apikeys_t *keys, const sigset_t *stop_set) {
-  const store_ops_t *ops = store_ops_for(o->db_path);
+  const char *why = NULL;
+  const store_backend_t *backend = store_backend_for(o->db_path, &why);
+  if (!backend) return EXIT_FAILURE; /* parse_options said why */
+  const store_ops_t *ops = backend->ops;
   store_t *store = NULL;
   store_config_t config = {o->durability, o->fold_interval_s};
   if (ops->open(o->db_path, &config, &store) != STORE_OK) return EXIT_FAILURE;
@@ -390,7 +396,7 @@ static int serve(const collector_options_t *o, const apikeys_t *keys, const sigs
   int rc = EXIT_FAILURE;
   if (ret) {
     fprintf(stderr, "perf-collector: listening on %s, store %s (%s, durability %s), symbols %s\n",
-            o->listen_text, ops == &store_sqlite_ops ? o->db_path : "(URI)", ops->name,
+            o->listen_text, backend->schemes ? "(URI)" : o->db_path, ops->name,
             o->durability == STORE_DURABLE_FULL ? "full" : "process", o->symbols_dir);
     wait_for_stop_signal(stop_set);
     rc = EXIT_SUCCESS;

@@ -3,7 +3,7 @@
  * check (scripts/test_aarch64.sh): reads the batches another
  * architecture's build wrote (tests/cross/cross_batch_app.c, run under
  * qemu-user), decodes them with the wire library and names their frames
- * with the collector's symbolizer (collector/symbolize.c, what ingest
+ * with the collector's symbolizer (collector/symbols/symbolize.c, what ingest
  * uses) from the target's own ELF file, installed under a symbols
  * directory by its build-id as a CI upload would. Checks: Resource.arch is
  * the expected one, and a frame of the program gets the name
@@ -17,11 +17,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "collector/symbols/symbol_files.h"
+#include "collector/symbols/symbolize.h"
 #include "perf_sdk.h"
 #include "sdk/wire/batch_decode.h"
 #include "sdk/wire/spool.h"
-#include "symbol_files.h"
-#include "symbolize.h"
 
 #define MAX_BATCH (64u << 20)
 

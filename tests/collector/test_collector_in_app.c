@@ -1,6 +1,6 @@
 /*
  * test_collector_in_app.c - in-app frames and the headlines that point at
- * the app (collector/in_app.h, collector/headline.h) in the real
+ * the app (collector/model/in_app.h, collector/api/headline.h) in the real
  * perf-collector, fed by this process with the real SDK (sink = http):
  *  - read_hang: the watched thread blocks in libc's read() on a pipe,
  *    called by inapp_lib_read_config (libinapp_lib.so, a library of this

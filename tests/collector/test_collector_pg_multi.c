@@ -179,7 +179,7 @@ static void case_two_collectors(void) {
 }
 
 /* The retention job takes its advisory lock with pg_try_advisory_xact_lock
-   (collector/store_pg.h PG_LOCK_RETENTION): while another instance (here
+   (collector/store/pg/pg_store.h PG_LOCK_RETENTION): while another instance (here
    the test) holds it, nothing is deleted; once released, the old batch
    goes. */
 static void case_retention_lock(void) {
@@ -699,7 +699,7 @@ static void case_partitions(void) {
   free(r);
 }
 
-/* The fold (collector/store_pg_fold.c): a collector killed (SIGKILL)
+/* The fold (collector/store/pg/pg_fold.c): a collector killed (SIGKILL)
    before folding its batches' rollup rows leaves them in the delta
    tables, and the reads count them; another collector folds them, but not
    while PG_LOCK_FOLD is held elsewhere (here by the test: it tries the

@@ -1,5 +1,5 @@
 /*
- * test_collector_rollups.c - the rollups (collector/rollup.h) in the real
+ * test_collector_rollups.c - the rollups (collector/model/rollup.h) in the real
  * perf-collector, fed hand-made batches (batch_post.c) of hang and cpu
  * events over two apps, three versions, three labels and three hours,
  * every batch from host h1:

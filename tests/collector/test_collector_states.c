@@ -30,14 +30,14 @@
 
 #include "batch_post.h"
 #include "check.h"
+#include "collector/model/frame_json.h"
+#include "collector/model/signature.h"
 #include "collector_rig.h"
-#include "frame_json.h"
 #include "hang_phases.h"
 #include "perf/v1/perf.pb-c.h"
 #include "perf_sdk.h"
 #include "sdk/base/frame_text.h"
 #include "sdk_util.h"
-#include "signature.h"
 #include "tempdir.h"
 
 #define PHASE_SAMPLES 8

@@ -1,6 +1,6 @@
 /*
  * test_hang_group_cands.c - the stored hang groups a pick reads
- * (collector/hang_group_cands.c, shared by the SQLite and PostgreSQL
+ * (collector/model/hang_group_cands.c, shared by the SQLite and PostgreSQL
  * stores), against groups held in memory and read the way both backends'
  * range query reads them: [from, skip_from) and [skip_to, to), each by
  * path, at most limit each, each row offered to the pick with its path's
@@ -32,7 +32,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "hang_group_cands.h"
+#include "collector/model/hang_group_cands.h"
 
 /* The hang of the flaky run, innermost first: 19 of its 21 samples in the
    clock read, 2 in spin (under an eighth: no turn of its own). */

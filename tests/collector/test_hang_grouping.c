@@ -4,7 +4,7 @@
  * of the hung thread's stack the majority of its complete samples share,
  * and the same hang repeated lands in one group even when its majority
  * reaches one frame deeper or shallower from one occurrence to the next
- * (collector/signature.h, docs/architecture.md).
+ * (collector/model/signature.h, docs/architecture.md).
  *  - repeated_hang: this process, with the real SDK (sink = http), hangs
  *    REPEATS times in busy_loop, a busy loop that calls a small clock
  *    helper, now_ms, half of its time (turns of PHASE_MS in itself and in
@@ -39,11 +39,11 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "collector/model/signature.h"
 #include "collector_rig.h"
 #include "perf_sdk.h"
 #include "sdk/wire/batch.h"
 #include "sdk_util.h"
-#include "signature.h"
 #include "tempdir.h"
 
 #define REPEATS 100        /* hangs of repeated_hang */

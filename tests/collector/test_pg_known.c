@@ -1,6 +1,6 @@
 /*
  * test_pg_known.c - the stacks and groups a PostgreSQL collector saw
- * stored (collector/store_pg_known.c): a signature is fresh for
+ * stored (collector/store/pg/pg_known.c): a signature is fresh for
  * PG_KNOWN_FOR after the batch that sent it and not a nanosecond more
  * (what keeps last_seen within the hour retention keeps), a later note
  * moves that, clear forgets all, a signature longer than the table keeps
@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "store_pg.h"
+#include "collector/store/pg/pg_store.h"
 
 #define T0 1795247520000000000LL
 

@@ -1,5 +1,5 @@
 /*
- * test_rollup_batch.c - a batch's rollup rows (collector/rollup_batch.c)
+ * test_rollup_batch.c - a batch's rollup rows (collector/model/rollup_batch.c)
  * against values worked out by hand: a hang counted once in its group
  * with all its samples; a cpu event once per stack however many threads
  * sampled it, with the stack's samples and CPU time; each count's wall
@@ -12,8 +12,8 @@
 #include <string.h>
 
 #include "check.h"
-#include "rollup.h"
-#include "rollup_batch.h"
+#include "collector/model/rollup.h"
+#include "collector/model/rollup_batch.h"
 
 /* A day's first nanosecond (day 20833 from the epoch). */
 #define T INT64_C(1799971200000000000)

@@ -1,5 +1,5 @@
 /*
- * test_signature.c - the collector's stack grouping (collector/signature.c):
+ * test_signature.c - the collector's stack grouping (collector/model/signature.c):
  * a hang's key is the root part the majority of its complete samples
  * share; which stored group a hang joins.
  */
@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "check.h"
+#include "collector/model/signature.h"
 #include "sdk/base/utf8.h"
-#include "signature.h"
 
 /* A hang's samples: its stacks (innermost first) and their counts. */
 static perf__hang_samples_t hang_of(const perf__named_stack_t *s, const uint64_t *w, size_t n) {

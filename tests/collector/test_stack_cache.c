@@ -1,6 +1,6 @@
 /*
  * test_stack_cache.c - built stack rows kept between batches
- * (collector/stack_cache.c): a hit is a deep copy of what was put; another
+ * (collector/ingest/stack_cache.c): a hit is a deep copy of what was put; another
  * symbolizer generation or a passed deadline is a miss (and the entry is
  * gone); the byte budget holds with least recently used entries evicted;
  * keys differing in either word are different entries.
@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "stack_cache.h"
+#include "collector/ingest/stack_cache.h"
 
 /* A built row of depth labels "fn<seed>_<i>", frames of about pad bytes. */
 static stack_built_t built(unsigned seed, size_t depth, size_t pad) {

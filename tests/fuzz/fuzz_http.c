@@ -2,7 +2,7 @@
  * fuzz_http.c - libFuzzer target for the collector's HTTP side: each input
  * is the bytes a client sends on one connection (method, target, headers,
  * body; several requests when it keeps the connection alive), handed to
- * the collector's real server (collector/server.c on libmicrohttpd, with
+ * the collector's real server (collector/http/server.c on libmicrohttpd, with
  * request_checks.c, key scopes, open mode's checks, the API routes, the
  * dashboard, ingest and symbol uploads) in this process: one end of a
  * loopback TCP connection (accepted here) is given to the server with
@@ -39,12 +39,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "apikeys.h"
-#include "options.h"
-#include "request_checks.h"
-#include "server.h"
-#include "store.h"
-#include "symbolize.h"
+#include "collector/http/apikeys.h"
+#include "collector/http/options.h"
+#include "collector/http/request_checks.h"
+#include "collector/http/server.h"
+#include "collector/store/store.h"
+#include "collector/symbols/symbolize.h"
 
 #define ANSWER_DEADLINE_MS 10000 /* far above any answer; a hang is a bug */
 #define MAX_ANSWER (1u << 20)

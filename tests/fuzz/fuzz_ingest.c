@@ -34,11 +34,11 @@
 
 #include <zstd.h>
 
-#include "ingest.h"
+#include "collector/ingest/ingest.h"
+#include "collector/store/store.h"
+#include "collector/symbols/symbolize.h"
 #include "perf_sdk.h"
 #include "sdk/wire/batch_decode.h"
-#include "store.h"
-#include "symbolize.h"
 
 /* The collector's default --max-decompressed-bytes (main.c). */
 #define MAX_DECOMPRESSED (16u << 20)

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # check_includes.sh [SOURCE_DIR] - the dependency rule between folders of
-# sdk/README.md, checked on every `#include "..."` of sdk/, uploader/,
+# sdk/README.md and collector/README.md, checked on every `#include "..."` of sdk/, uploader/,
 # collector/, tools/ and include/ (ctest `include_rule`).
 #
 # An include resolves like the compiler's search here: relative to the
 # including file's folder first ("clock.h", "../base/clock.h"), then to the
 # repository root ("sdk/base/clock.h"), then to include/ ("perf_sdk.h").
 # A subfolder counts as the folder of the rule above it (sdk/sampler/arch/
-# x86_64 is sdk/sampler), except under sdk/ itself.
+# x86_64 is sdk/sampler), except under sdk/ and collector/ themselves.
 # The code protoc-c generates at build time is named by its path:
 # "perf/v1/perf.pb-c.h" (the perf.v1 schema, with sdk/wire) and
 # "pprof/profile.pb-c.h" (the collector's pprof export).
@@ -21,8 +21,8 @@ set -euo pipefail
 root=$(cd "${1:-$(dirname "$0")/../..}" && pwd -P)
 cd "$root"
 
-# What each folder may include besides its own files: the table of
-# sdk/README.md. "include" is the public header, "proto/perf" the generated
+# What each folder may include besides its own files: the tables of
+# sdk/README.md and collector/README.md. "include" is the public header, "proto/perf" the generated
 # perf.v1 schema (wherever sdk/wire is allowed), "proto/pprof" the
 # generated pprof schema.
 RULE='
@@ -37,7 +37,15 @@ sdk/pipeline  include sdk/base sdk/symbols sdk/sampler sdk/wire proto/perf uploa
 sdk/monitors  include sdk/base sdk/sampler sdk/pipeline
 sdk/front     include sdk/base sdk/pipeline
 sdk           include sdk/base sdk/symbols sdk/sampler sdk/wire proto/perf uploader sdk/pipeline sdk/monitors
-collector     include sdk/base sdk/wire sdk/symbols proto/perf proto/pprof
+collector/model        include sdk/base sdk/symbols
+collector/store        include sdk/base collector/model
+collector/store/sqlite include sdk/base collector/model collector/store
+collector/store/pg     include sdk/base collector/model collector/store
+collector/symbols      include sdk/base sdk/symbols collector/model collector/store
+collector/ingest       include sdk/base sdk/wire proto/perf collector/model collector/store collector/symbols
+collector/api          include sdk/base collector/model collector/store proto/pprof
+collector/http         include sdk/base collector/model collector/store collector/symbols collector/ingest collector/api
+collector              include sdk/base collector/model collector/store collector/symbols collector/ingest collector/api collector/http
 tools         include sdk/base sdk/wire sdk/symbols proto/perf
 '
 CHECKED_DIRS=(sdk uploader collector tools include)
@@ -86,13 +94,13 @@ function resolve(from_dir, inc,   p) {
   return ""
 }
 # The folder of the rule a directory belongs to: itself, or the nearest one
-# above it (sdk/sampler/arch/x86_64 is sdk/sampler), but not sdk/, which
-# is its own files only: a new folder under sdk/ needs its row.
+# above it (sdk/sampler/arch/x86_64 is sdk/sampler), but not sdk/ or
+# collector/, each its own files only: a new folder under them needs its row.
 function stage_of(dir,   d) {
   if (dir in ruled) return dir
   for (d = dir; d ~ /\//;) {
     d = dirname(d)
-    if ((d in ruled) && d != "sdk") return d
+    if ((d in ruled) && d != "sdk" && d != "collector") return d
   }
   return dir
 }
@@ -171,6 +179,6 @@ FNR == 1 { files++ }
 END {
   for (i = 1; i <= nnodes; i++) if (color[nodes[i]] == 0) dfs(nodes[i])
   if (bad) exit 1
-  printf "%d includes in %d files follow the rule of sdk/README.md\n", includes, files
+  printf "%d includes in %d files follow the rules of sdk/README.md and collector/README.md\n", includes, files
 }
 ' "${source_list[@]}" < <(printf '%s\n' "$all_files")

@@ -1,0 +1,136 @@
+/*
+ * params.c - the read-only API's parameters and errors (see params.h).
+ */
+#include "collector/api/params.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+char *query_error_param(const char *fmt, const char *param) {
+  char text[200]; /* as long as too_many_points' text: -O3 checks the bound */
+  snprintf(text, sizeof text, fmt, param);
+  json_t *o = json_pack("{s:s}", "error", text);
+  char *body = o ? json_dumps(o, JSON_COMPACT) : NULL;
+  json_decref(o);
+  return body;
+}
+
+char *query_error_json(const char *text) {
+  return query_error_param("%s", text);
+}
+
+double query_ms(int64_t ns) {
+  return (double)ns / 1e6;
+}
+
+/* A decimal integer in 0..max (digits only: no sign, no spaces, no hex),
+   read in 64 bits with strtoll's errno; false when it is not one. */
+bool query_parse_uint(const char *text, long long max, long long *out) {
+  if (!text || !*text) return false;
+  for (const char *p = text; *p; p++)
+    if (*p < '0' || *p > '9') return false;
+  char *end;
+  errno = 0;
+  long long v = strtoll(text, &end, 10);
+  if (errno == ERANGE || *end || v < 0 || v > max) return false;
+  *out = v;
+  return true;
+}
+
+static const char *filter(query_arg_fn arg, void *ctx, const char *name) {
+  const char *v = arg(ctx, name, 0);
+  return v && *v ? v : NULL;
+}
+
+/* tag=key:value, repeatable (all required), split at the first colon:
+   the key not empty, the value may be; an empty tag= means nothing. */
+static unsigned parse_tags(query_arg_fn arg, void *ctx, store_top_query_t *q, char **body) {
+  const char *text;
+  for (size_t nth = 0; (text = arg(ctx, "tag", nth)) != NULL; nth++) {
+    if (!*text) continue;
+    const char *colon = strchr(text, ':');
+    if (!colon) return *body = query_error_param("parameter %s: must be key:value", "tag"), 400;
+    if (colon == text)
+      return *body = query_error_param("parameter %s: the key before the colon is empty", "tag"),
+             400;
+    _Static_assert(STORE_MAX_TAG_FILTERS == 4, "the message says 4");
+    if (q->n_tags == STORE_MAX_TAG_FILTERS)
+      return *body = query_error_param("parameter %s: at most 4 tags at once", "tag"), 400;
+    q->tags[q->n_tags++] = (store_tag_t){text, colon + 1, (size_t)(colon - text)};
+  }
+  return 0;
+}
+
+/* from/to are unix milliseconds whose nanoseconds fit int64 (up to about
+   the year 2262). The last millisecond that fits does not fit whole: its
+   end is clamped to INT64_MAX rather than overflowing. */
+#define MAX_MS (INT64_MAX / 1000000)
+
+static int64_t end_of_ms(long long ms) {
+  int64_t start = (int64_t)ms * 1000000;
+  return start > INT64_MAX - 999999 ? INT64_MAX : start + 999999;
+}
+
+/* kind (required: hang|cpu; optional: also absent or empty), app, version,
+   environment, host, tag, from, to into q; 0, or 400 with *body the error. */
+static unsigned parse_filters(query_arg_fn arg, void *ctx, bool kind_required, store_top_query_t *q,
+                              char **body) {
+  *q = (store_top_query_t){.from_ns = 0, .to_ns = INT64_MAX};
+  const char *kind = arg(ctx, "kind", 0);
+  if (!kind_required && kind && !*kind) kind = NULL;
+  if ((kind_required || kind) && (!kind || (strcmp(kind, "hang") != 0 && strcmp(kind, "cpu") != 0)))
+    return *body = query_error_param("parameter %s: must be hang or cpu", "kind"), 400;
+  q->kind = kind;
+  q->app = filter(arg, ctx, "app");
+  q->version = filter(arg, ctx, "version");
+  q->environment = filter(arg, ctx, "environment");
+  q->host = filter(arg, ctx, "host");
+  unsigned bad = parse_tags(arg, ctx, q, body);
+  if (bad) return bad;
+  q->group = filter(arg, ctx, "group");
+  q->label = filter(arg, ctx, "label");
+  if (q->group && (strlen(q->group) > STORE_SIG_CHARS ||
+                   strspn(q->group, "0123456789abcdef") != strlen(q->group)))
+    return *body = query_error_param("parameter %s: must be a group's signature (lowercase hex)",
+                                     "group"),
+           400;
+  long long v;
+  const char *from = arg(ctx, "from", 0), *to = arg(ctx, "to", 0);
+  if (from) {
+    if (!query_parse_uint(from, MAX_MS, &v))
+      return *body = query_error_param("parameter %s: must be unix milliseconds, 0..9223372036854",
+                                       "from"),
+             400;
+    q->from_ns = (int64_t)v * 1000000;
+  }
+  if (to) {
+    if (!query_parse_uint(to, MAX_MS, &v))
+      return *body = query_error_param("parameter %s: must be unix milliseconds, 0..9223372036854",
+                                       "to"),
+             400;
+    q->to_ns = end_of_ms(v); /* the whole millisecond */
+  }
+  if (q->from_ns > q->to_ns)
+    return *body = query_error_param("parameter %s: must not be before from", "to"), 400;
+  return 0;
+}
+
+unsigned query_limit(query_arg_fn arg, void *ctx, long long *limit, char **body) {
+  const char *limit_text = arg(ctx, "limit", 0);
+  *limit = QUERY_LIMIT_DEFAULT;
+  if (limit_text && (!query_parse_uint(limit_text, QUERY_LIMIT_MAX, limit) || *limit < 1))
+    return *body = query_error_param("parameter %s: must be 1..1000", "limit"), 400;
+  return 0;
+}
+
+unsigned query_filters(query_arg_fn arg, void *ctx, store_top_query_t *q, char **body) {
+  return parse_filters(arg, ctx, false, q, body);
+}
+
+unsigned query_stack_filters(query_arg_fn arg, void *ctx, store_top_query_t *q, char **body) {
+  *body = NULL;
+  return parse_filters(arg, ctx, true, q, body);
+}

@@ -1,0 +1,51 @@
+/*
+ * params.h - the query-string parameters of the read-only API, checked
+ * once for every endpoint: the common filters into a store_top_query_t,
+ * limit, and the JSON errors naming the bad parameter. Independent of HTTP:
+ * the caller hands a lookup for the parameters (query_arg_fn).
+ */
+#ifndef PERF_COLLECTOR_API_PARAMS_H
+#define PERF_COLLECTOR_API_PARAMS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "collector/store/store.h"
+
+/* The nth value (0: the first) of a query-string parameter by name; NULL
+   when it has fewer. Only tag is read past its first value. */
+typedef const char *(*query_arg_fn)(void *ctx, const char *name, size_t nth);
+
+#define QUERY_LIMIT_DEFAULT 20
+#define QUERY_LIMIT_MAX 1000
+
+/* The filters of the stack exports (export/folded, flame, pprof, states):
+   kind (required, hang|cpu), app, version, environment, host, tag
+   (key:value, repeatable, at most STORE_MAX_TAG_FILTERS, split at the first
+   colon, the key not empty), from, to (unix milliseconds, inclusive),
+   group, label into *q (pointing into the arguments' text). 0, or 400 with
+   *body the JSON error naming the parameter (malloc'ed, the caller frees). */
+unsigned query_stack_filters(query_arg_fn arg, void *ctx, store_top_query_t *q, char **body);
+
+/* The same with kind optional (hang|cpu, absent or empty: any), as events
+   and versions/compare take them. */
+unsigned query_filters(query_arg_fn arg, void *ctx, store_top_query_t *q, char **body);
+
+/* limit: 1..QUERY_LIMIT_MAX, QUERY_LIMIT_DEFAULT when absent; 0, or 400
+   with *body. */
+unsigned query_limit(query_arg_fn arg, void *ctx, long long *limit, char **body);
+
+/* A decimal integer in 0..max (digits only: no sign, no spaces, no hex);
+   false when text is not one. */
+bool query_parse_uint(const char *text, long long max, long long *out);
+
+/* {"error":"<text>"} (malloc'ed, the caller frees; NULL when out of memory). */
+char *query_error_json(const char *text);
+
+/* {"error":"<fmt with param>"}, fmt holding one %s (at most 200 bytes). */
+char *query_error_param(const char *fmt, const char *param);
+
+/* Nanoseconds as milliseconds, the API's unit of durations. */
+double query_ms(int64_t ns);
+
+#endif

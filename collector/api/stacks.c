@@ -1,0 +1,369 @@
+/*
+ * stacks.c - the folded export and the flame graph (see stacks.h): the
+ * store streams each distinct stack's sums, heaviest first; the stacks are
+ * named by their frames' labels and written as folded lines or a tree.
+ */
+#include "collector/api/stacks.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "collector/api/frames.h"
+
+/* What an export shows of a stack: its samples, CPU time (cpu) and wall
+   time (hang: the stack's share of its hangs' durations). */
+typedef struct stack_value_s {
+  uint64_t samples, cpu_us;
+  int64_t wall_ns;
+} stack_value_t;
+
+static void value_add(stack_value_t *to, const stack_value_t *v) {
+  to->samples += v->samples;
+  to->cpu_us += v->cpu_us;
+  to->wall_ns += v->wall_ns;
+}
+
+typedef struct stack_entry_s {
+  json_t *names; /* innermost first */
+  stack_value_t value;
+} stack_entry_t;
+
+/* The stacks of an export, at most QUERY_MAX_STACK_TEXT bytes of stored
+   frames: the store sends the heaviest first, and every stack past the cap
+   only adds its values to `truncated`, shown as one stack of a single
+   QUERY_TRUNCATED frame, so totals stay exact. */
+typedef struct stack_set_s {
+  bool cpu; /* kind=cpu (else hang) */
+  stack_entry_t *v;
+  size_t n, cap;
+  size_t text; /* stored frames JSON read so far */
+  stack_value_t truncated;
+  bool failed;
+} stack_set_t;
+
+static int on_stack_row(const store_stack_row_t *row, void *user) {
+  stack_set_t *set = user;
+  if (row->samples == 0) return 0;
+  stack_value_t value = {row->samples, row->cpu_us, row->wall_ns};
+  size_t len = strlen(row->frames_json);
+  if (set->truncated.samples || len > QUERY_MAX_STACK_TEXT - set->text) {
+    value_add(&set->truncated, &value);
+    return 0;
+  }
+  set->text += len;
+  json_t *names = query_frame_names(row->frames_json);
+  if (!names) return set->failed = true, 1;
+  if (json_array_size(names) == 0) {
+    json_decref(names);
+    return 0;
+  }
+  if (set->n == set->cap) {
+    size_t cap = set->cap ? 2 * set->cap : 64;
+    stack_entry_t *grown = realloc(set->v, cap * sizeof *grown);
+    if (!grown) return json_decref(names), set->failed = true, 1;
+    set->v = grown;
+    set->cap = cap;
+  }
+  set->v[set->n++] = (stack_entry_t){names, value};
+  return 0;
+}
+
+static void stack_set_free(stack_set_t *set) {
+  for (size_t i = 0; i < set->n; i++)
+    json_decref(set->v[i].names);
+  free(set->v);
+}
+
+/* The samples past the cap as one more stack: [QUERY_TRUNCATED]. */
+static bool add_truncated_stack(stack_set_t *set) {
+  if (!set->truncated.samples) return true;
+  json_t *names = json_pack("[s]", QUERY_TRUNCATED);
+  stack_entry_t *grown = names ? realloc(set->v, (set->n + 1) * sizeof *grown) : NULL;
+  if (!grown) return json_decref(names), false;
+  set->v = grown;
+  set->cap = set->n + 1;
+  set->v[set->n++] = (stack_entry_t){names, set->truncated};
+  return true;
+}
+
+/* Parameters, then the stacks of q; 0 when set is filled, else the status
+   with *body. */
+static unsigned collect_stacks(const store_ops_t *ops, store_t *store, query_arg_fn arg, void *ctx,
+                               stack_set_t *set, char **body) {
+  *body = NULL;
+  memset(set, 0, sizeof *set);
+  store_top_query_t q;
+  unsigned bad = query_stack_filters(arg, ctx, &q, body);
+  if (bad) return bad;
+  set->cpu = strcmp(q.kind, "cpu") == 0;
+  if (ops->stack_rows(store, &q, on_stack_row, set) != STORE_OK || set->failed ||
+      !add_truncated_stack(set)) {
+    stack_set_free(set);
+    return *body = query_error_param("%s", "the store failed or ran out of memory"), 503;
+  }
+  return 0;
+}
+
+typedef struct text_s {
+  char *p;
+  size_t len, cap;
+  bool failed;
+} text_t;
+
+static void text_add(text_t *t, const char *s, size_t n) {
+  if (t->failed) return;
+  if (t->len + n + 1 > t->cap) {
+    size_t cap = t->cap ? t->cap : 4096;
+    while (cap < t->len + n + 1)
+      cap *= 2;
+    char *grown = realloc(t->p, cap);
+    if (!grown) {
+      t->failed = true;
+      return;
+    }
+    t->p = grown;
+    t->cap = cap;
+  }
+  memcpy(t->p + t->len, s, n);
+  t->len += n;
+  t->p[t->len] = '\0';
+}
+
+/* A frame name in a folded line: ';' separates frames and a line ends at
+   a newline, so both become '_'. */
+static void text_add_name(text_t *t, const char *name) {
+  size_t start = t->len;
+  text_add(t, name, strlen(name));
+  if (t->failed) return;
+  for (size_t i = start; i < t->len; i++)
+    if (t->p[i] == ';' || t->p[i] == '\n' || t->p[i] == '\r') t->p[i] = '_';
+}
+
+static int cmp_str(const void *x, const void *y) {
+  return strcmp(*(char *const *)x, *(char *const *)y);
+}
+
+/* The folded export's count: value=samples (the default) or cpu_us
+   (kind=cpu only); 0, or 400 with *body. */
+static unsigned parse_value(query_arg_fn arg, void *ctx, bool *cpu_us, char **body) {
+  store_top_query_t q;
+  unsigned bad = query_stack_filters(arg, ctx, &q, body);
+  if (bad) return bad;
+  const char *v = arg(ctx, "value", 0);
+  *cpu_us = v && strcmp(v, "cpu_us") == 0;
+  if (v && *v && !*cpu_us && strcmp(v, "samples") != 0)
+    return *body = query_error_param("parameter %s: must be samples or cpu_us", "value"), 400;
+  if (*cpu_us && strcmp(q.kind, "cpu") != 0)
+    return *body =
+               query_error_param("parameter %s: cpu_us (CPU time) is for kind=cpu only", "value"),
+           400;
+  return 0;
+}
+
+unsigned query_export_folded(const store_ops_t *ops, store_t *store, query_arg_fn arg, void *ctx,
+                             char **body) {
+  *body = NULL;
+  bool cpu_us;
+  unsigned status = parse_value(arg, ctx, &cpu_us, body);
+  if (status) return status;
+  stack_set_t set;
+  if ((status = collect_stacks(ops, store, arg, ctx, &set, body))) return status;
+  char **lines = set.n ? calloc(set.n, sizeof *lines) : NULL;
+  bool failed = set.n && !lines;
+  for (size_t i = 0; !failed && i < set.n; i++) {
+    text_t line = {0};
+    size_t depth = json_array_size(set.v[i].names);
+    for (size_t k = depth; k-- > 0;) {
+      text_add_name(&line, json_string_value(json_array_get(set.v[i].names, k)));
+      if (k) text_add(&line, ";", 1);
+    }
+    char count[32];
+    uint64_t v = cpu_us ? set.v[i].value.cpu_us : set.v[i].value.samples;
+    int n = snprintf(count, sizeof count, " %llu\n", (unsigned long long)v);
+    text_add(&line, count, (size_t)n);
+    if (line.failed) free(line.p), failed = true;
+    lines[i] = line.failed ? NULL : line.p;
+  }
+  stack_set_free(&set);
+  text_t out = {0};
+  text_add(&out, "", 0); /* an empty export is "" */
+  if (!failed) {
+    if (set.n > 1) qsort(lines, set.n, sizeof *lines, cmp_str);
+    for (size_t i = 0; i < set.n; i++)
+      text_add(&out, lines[i], strlen(lines[i]));
+  }
+  for (size_t i = 0; lines && i < set.n; i++)
+    free(lines[i]);
+  free(lines);
+  if (failed || out.failed) {
+    free(out.p);
+    return *body = query_error_param("%s", "out of memory"), 503;
+  }
+  *body = out.p;
+  return 200;
+}
+
+/* The flame tree. Its depth is the deepest stored stack's (capped at
+   ingest, but never trusted here): building, writing and freeing it walk
+   with an explicit stack on the heap, never by recursion. */
+typedef struct node_s {
+  char *name;
+  stack_value_t value;
+  struct node_s *kids;
+  size_t n, cap;
+} node_t;
+
+typedef struct walk_s {
+  node_t *node;
+  size_t next; /* the next child to visit */
+} walk_t;
+
+typedef struct path_s {
+  walk_t *v;
+  size_t n, cap;
+} path_t;
+
+static bool path_push(path_t *p, node_t *node) {
+  if (p->n == p->cap) {
+    size_t cap = p->cap ? 2 * p->cap : 64;
+    walk_t *grown = realloc(p->v, cap * sizeof *grown);
+    if (!grown) return false;
+    p->v = grown;
+    p->cap = cap;
+  }
+  p->v[p->n++] = (walk_t){node, 0};
+  return true;
+}
+
+/* Post-order: a node's children are freed before its array of them. When
+   out of memory for the walk itself, the rest of the tree leaks rather
+   than recursing; the walk needs one entry per level, far less than the
+   tree it frees. */
+static void node_free(node_t *root) {
+  path_t p = {0};
+  if (!path_push(&p, root)) return;
+  while (p.n) {
+    walk_t *w = &p.v[p.n - 1];
+    if (w->next < w->node->n) {
+      if (!path_push(&p, &w->node->kids[w->next++])) break;
+      continue;
+    }
+    free(w->node->kids);
+    free(w->node->name);
+    p.n--;
+  }
+  free(p.v);
+}
+
+static node_t *node_child(node_t *node, const char *name) {
+  for (size_t i = 0; i < node->n; i++)
+    if (strcmp(node->kids[i].name, name) == 0) return &node->kids[i];
+  if (node->n == node->cap) {
+    size_t cap = node->cap ? 2 * node->cap : 4;
+    node_t *grown = realloc(node->kids, cap * sizeof *grown);
+    if (!grown) return NULL;
+    node->kids = grown;
+    node->cap = cap;
+  }
+  node_t *kid = &node->kids[node->n];
+  memset(kid, 0, sizeof *kid);
+  if (!(kid->name = strdup(name))) return NULL;
+  node->n++;
+  return kid;
+}
+
+/* Children by CPU time (0 for hangs), then samples, then name. */
+static int cmp_node(const void *x, const void *y) {
+  const node_t *a = x, *b = y;
+  if (a->value.cpu_us != b->value.cpu_us) return a->value.cpu_us > b->value.cpu_us ? -1 : 1;
+  if (a->value.samples != b->value.samples) return a->value.samples > b->value.samples ? -1 : 1;
+  return strcmp(a->name, b->name);
+}
+
+/* A JSON string (names are valid UTF-8: ingest repaired them). */
+static void text_add_json_string(text_t *t, const char *s) {
+  text_add(t, "\"", 1);
+  for (const char *run = s;; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c && c >= 0x20 && c != '"' && c != '\\') continue;
+    text_add(t, run, (size_t)(s - run));
+    if (!c) break;
+    char esc[8];
+    int n = c == '"' || c == '\\' ? snprintf(esc, sizeof esc, "\\%c", c)
+                                  : snprintf(esc, sizeof esc, "\\u%04x", c);
+    text_add(t, esc, (size_t)n);
+    run = s + 1;
+  }
+  text_add(t, "\"", 1);
+}
+
+/* ,"samples":N then "cpu_us":N (cpu) or "hang_ms":ms with its
+   nanoseconds as decimals (hang), then the children's opening. */
+static void node_open(text_t *t, node_t *node, bool cpu) {
+  if (node->n > 1) qsort(node->kids, node->n, sizeof *node->kids, cmp_node);
+  char value[96];
+  const stack_value_t *v = &node->value;
+  int64_t wall = v->wall_ns < 0 ? 0 : v->wall_ns;
+  int n = cpu ? snprintf(value, sizeof value, ",\"samples\":%llu,\"cpu_us\":%llu,\"children\":[",
+                         (unsigned long long)v->samples, (unsigned long long)v->cpu_us)
+              : snprintf(value, sizeof value,
+                         ",\"samples\":%llu,\"hang_ms\":%lld.%06lld,\"children\":[",
+                         (unsigned long long)v->samples, (long long)(wall / 1000000),
+                         (long long)(wall % 1000000));
+  text_add(t, "{\"name\":", 8);
+  text_add_json_string(t, node->name);
+  text_add(t, value, (size_t)n);
+}
+
+/* {"name","samples","cpu_us"|"hang_ms","children":[...]}, depth first
+   with an explicit path. */
+static char *tree_json(node_t *root, bool cpu) {
+  text_t t = {0};
+  path_t p = {0};
+  bool ok = path_push(&p, root);
+  if (ok) node_open(&t, root, cpu);
+  while (ok && p.n) {
+    walk_t *w = &p.v[p.n - 1];
+    if (w->next == w->node->n) {
+      text_add(&t, "]}", 2);
+      p.n--;
+      continue;
+    }
+    if (w->next) text_add(&t, ",", 1);
+    node_t *kid = &w->node->kids[w->next++];
+    node_open(&t, kid, cpu);
+    ok = path_push(&p, kid);
+  }
+  free(p.v);
+  if (!ok || t.failed) return free(t.p), NULL;
+  return t.p;
+}
+
+unsigned query_flame(const store_ops_t *ops, store_t *store, query_arg_fn arg, void *ctx,
+                     char **body) {
+  stack_set_t set;
+  unsigned status = collect_stacks(ops, store, arg, ctx, &set, body);
+  if (status) return status;
+  node_t root = {0};
+  bool failed = !(root.name = strdup("all"));
+  for (size_t i = 0; !failed && i < set.n; i++) {
+    node_t *node = &root;
+    value_add(&node->value, &set.v[i].value);
+    for (size_t k = json_array_size(set.v[i].names); !failed && k-- > 0;) {
+      node = node_child(node, json_string_value(json_array_get(set.v[i].names, k)));
+      if (!node)
+        failed = true;
+      else
+        value_add(&node->value, &set.v[i].value);
+    }
+  }
+  stack_set_free(&set);
+  *body = failed ? NULL : tree_json(&root, set.cpu);
+  node_free(&root);
+  if (!*body) return *body = query_error_param("%s", "out of memory"), 503;
+  return 200;
+}

@@ -1,0 +1,205 @@
+/*
+ * versions_api.c - GET /api/v1/versions/compare (see versions_api.h): two
+ * versions of one app side by side, each with how long its loops were
+ * watched (the batches' loop stats), its hangs, hangs per hour of watched
+ * time, busy fraction and the units of work by duration bucket; then the
+ * hang groups whose share of the hangs grew or shrank the most from a to
+ * b. Runs on the MHD worker of the request; the store serializes itself.
+ */
+#include "collector/api/versions_api.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "collector/api/headline.h"
+
+#define NS_PER_HOUR 3.6e12
+#define MAX_VERSION_BYTES 256 /* a and b: longer is no version an SDK sends */
+#define STR_(x) #x
+#define STR(x) STR_(x)
+#define TOO_LONG "parameter %s: at most " STR(MAX_VERSION_BYTES) " bytes"
+
+/* The buckets' upper bounds, ms (docs/protocol.md "Loop stats"); the last
+   has none. */
+static const int UPPER_MS[STORE_LOOP_BUCKETS - 1] = {50, 100, 250, 500, 1000, 2000, 5000, 10000};
+
+static char *error_json(const char *fmt, const char *param) {
+  char text[200];
+  snprintf(text, sizeof text, fmt, param);
+  return query_error_json(text);
+}
+
+/* ---- parameters ------------------------------------------------------------ */
+
+static unsigned check_version(const char *name, const char *v, char **body) {
+  if (!v || !*v)
+    return *body = error_json("parameter %s: required (a version of the app)", name), 400;
+  if (strlen(v) > MAX_VERSION_BYTES) return *body = error_json(TOO_LONG, name), 400;
+  return 0;
+}
+
+static unsigned parse_compare(query_arg_fn arg, void *ctx, store_top_query_t *q, const char **a,
+                              const char **b, char **body) {
+  unsigned bad = query_filters(arg, ctx, q, body);
+  if (bad) return bad;
+  static const char *const REFUSED[] = {"kind", "version", "group", "label"};
+  for (size_t i = 0; i < sizeof REFUSED / sizeof REFUSED[0]; i++) {
+    const char *v = arg(ctx, REFUSED[i], 0);
+    if (v && *v)
+      return *body = error_json("parameter %s: not a filter of versions/compare", REFUSED[i]), 400;
+  }
+  q->kind = NULL;
+  if (!q->app) return *body = error_json("parameter %s: required (the app's name)", "app"), 400;
+  if (strlen(q->app) > MAX_VERSION_BYTES) return *body = error_json(TOO_LONG, "app"), 400;
+  *a = arg(ctx, "a", 0);
+  *b = arg(ctx, "b", 0);
+  if ((bad = check_version("a", *a, body)) || (bad = check_version("b", *b, body))) return bad;
+  if (strcmp(*a, *b) == 0) return *body = error_json("parameter %s: must differ from a", "b"), 400;
+  return 0;
+}
+
+/* ---- one version ------------------------------------------------------------ */
+
+/* Hangs per hang group of one version (top_rows: events per row). */
+typedef struct groups_s {
+  json_t *by_sig; /* signature -> {"frames": [...], "hangs": [a, b]} */
+  size_t side;    /* 0: version a, 1: b */
+  uint64_t total[2];
+  bool failed;
+} groups_t;
+
+static int on_hang(const store_top_row_t *row, void *user) {
+  groups_t *g = user;
+  json_t *entry = json_object_get(g->by_sig, row->group_sig);
+  if (!entry) {
+    json_t *frames = json_loads(row->names_json, 0, NULL);
+    entry = json_pack("{s:o,s:[ii]}", "frames", frames ? frames : json_array(), "hangs", 0, 0);
+    if (!entry || json_object_set_new(g->by_sig, row->group_sig, entry) != 0)
+      return g->failed = true, 1;
+  }
+  json_t *n = json_array_get(json_object_get(entry, "hangs"), g->side);
+  json_integer_set(n, json_integer_value(n) + (json_int_t)row->events);
+  g->total[g->side] += row->events;
+  return 0;
+}
+
+static json_t *ratio_or_null(double num, double den) {
+  return den > 0 ? json_real(num / den) : json_null();
+}
+
+static json_t *histogram_json(const store_loop_stats_t *s) {
+  json_t *h = json_array();
+  for (int i = 0; h && i < STORE_LOOP_BUCKETS; i++) {
+    json_t *upper = i < STORE_LOOP_BUCKETS - 1 ? json_integer(UPPER_MS[i]) : json_null();
+    json_t *o = json_pack("{s:i,s:o,s:I}", "lower_ms", i ? UPPER_MS[i - 1] : 0, "upper_ms", upper,
+                          "units", (json_int_t)s->units[i]);
+    if (!o || json_array_append_new(h, o) != 0) json_decref(h), h = NULL;
+  }
+  return h;
+}
+
+static json_t *version_json(const char *version, const store_loop_totals_t *t) {
+  double hours = (double)t->sum.watched_ns / NS_PER_HOUR;
+  return json_pack("{s:s,s:f,s:I,s:o,s:o,s:I,s:o}", "version", version, "watched_hours", hours,
+                   "hangs", (json_int_t)t->hangs, "hangs_per_hour",
+                   ratio_or_null((double)t->hangs, hours), "busy_fraction",
+                   ratio_or_null((double)t->sum.busy_ns, (double)t->sum.watched_ns),
+                   "stats_batches", (json_int_t)t->batches, "histogram", histogram_json(&t->sum));
+}
+
+/* ---- the groups that moved --------------------------------------------------- */
+
+typedef struct moved_s {
+  const char *sig;
+  json_t *entry;
+  double change; /* share in b minus share in a */
+} moved_t;
+
+static int cmp_grew(const void *x, const void *y) {
+  const moved_t *a = x, *b = y;
+  if (a->change != b->change) return a->change < b->change ? 1 : -1;
+  return strcmp(a->sig, b->sig);
+}
+
+static json_t *moved_json(const moved_t *m, const groups_t *g) {
+  json_t *hangs = json_object_get(m->entry, "hangs");
+  json_int_t na = json_integer_value(json_array_get(hangs, 0));
+  json_int_t nb = json_integer_value(json_array_get(hangs, 1));
+  return json_pack("{s:s,s:O,s:I,s:I,s:f,s:f,s:f}", "group", m->sig, "frames",
+                   json_object_get(m->entry, "frames"), "hangs_a", na, "hangs_b", nb, "share_a",
+                   g->total[0] ? (double)na / (double)g->total[0] : 0.0, "share_b",
+                   g->total[1] ? (double)nb / (double)g->total[1] : 0.0, "change", m->change);
+}
+
+/* {"grew": [...], "shrank": [...]}: the groups whose share rose (fell) the
+   most, at most VERSIONS_MAX_MOVED each, largest change first (ties: by
+   signature). */
+static json_t *stacks_json(const groups_t *g) {
+  size_t n = json_object_size(g->by_sig), k = 0;
+  moved_t *m = calloc(n ? n : 1, sizeof *m);
+  json_t *grew = json_array(), *shrank = json_array();
+  const char *sig;
+  json_t *entry;
+  json_object_foreach(g->by_sig, sig, entry) {
+    if (!m) break;
+    json_t *hangs = json_object_get(entry, "hangs");
+    double sa = g->total[0]
+                    ? (double)json_integer_value(json_array_get(hangs, 0)) / (double)g->total[0]
+                    : 0;
+    double sb = g->total[1]
+                    ? (double)json_integer_value(json_array_get(hangs, 1)) / (double)g->total[1]
+                    : 0;
+    m[k++] = (moved_t){sig, entry, sb - sa};
+  }
+  json_t *out = NULL;
+  if (m && grew && shrank) {
+    qsort(m, k, sizeof *m, cmp_grew);
+    for (size_t i = 0; i < k && json_array_size(grew) < VERSIONS_MAX_MOVED && m[i].change > 0; i++)
+      json_array_append_new(grew, moved_json(&m[i], g));
+    for (size_t i = k; i-- > 0 && json_array_size(shrank) < VERSIONS_MAX_MOVED && m[i].change < 0;)
+      json_array_append_new(shrank, moved_json(&m[i], g));
+    out = json_pack("{s:O,s:O}", "grew", grew, "shrank", shrank);
+  }
+  json_decref(grew);
+  json_decref(shrank);
+  free(m);
+  return out;
+}
+
+unsigned versions_compare(const store_ops_t *ops, store_t *store, query_arg_fn arg, void *ctx,
+                          char **body) {
+  *body = NULL;
+  store_top_query_t q;
+  const char *a = NULL, *b = NULL;
+  unsigned bad = parse_compare(arg, ctx, &q, &a, &b, body);
+  if (bad) return bad;
+  const char *versions[2] = {a, b};
+  store_loop_totals_t totals[2];
+  groups_t g = {.by_sig = json_object()};
+  int rc = g.by_sig ? STORE_OK : STORE_ERROR;
+  for (size_t i = 0; rc == STORE_OK && i < 2; i++) {
+    q.version = versions[i];
+    rc = ops->loop_totals(store, &q, &totals[i]);
+    q.kind = "hang";
+    g.side = i;
+    if (rc == STORE_OK) rc = ops->top_rows(store, &q, on_hang, &g);
+    q.kind = NULL;
+  }
+  json_t *o = NULL;
+  if (rc == STORE_OK && !g.failed)
+    o = json_pack("{s:s,s:s?,s:[oo],s:o}", "app", q.app, "environment", q.environment, "versions",
+                  version_json(a, &totals[0]), version_json(b, &totals[1]), "stacks",
+                  stacks_json(&g));
+  json_decref(g.by_sig);
+  json_t *moved = json_object_get(o, "stacks");
+  if (o && (headline_objects(ops, store, json_object_get(moved, "grew"), "group") != 0 ||
+            headline_objects(ops, store, json_object_get(moved, "shrank"), "group") != 0))
+    json_decref(o), o = NULL;
+  if (!o) return *body = query_error_json("the store failed or ran out of memory"), 503;
+  *body = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+  json_decref(o);
+  if (!*body) return *body = query_error_json("out of memory"), 503;
+  return 200;
+}

@@ -1,0 +1,595 @@
+/*
+ * server.c - the collector's MHD daemon (internal polling thread + thread
+ * pool) and its request handling. Each request is checked in this order,
+ * from its headers alone, before any byte of its body is read:
+ * route (404/405), Authorization (401), Content-Type and Content-Encoding
+ * (415), X-Perf-Batch-Id (400), Content-Length against --max-body-bytes
+ * (413), the store's database still at its path (503 + Retry-After,
+ * db_identity.h), the key's token bucket (429 + Retry-After). The body is then
+ * buffered up to --max-body-bytes (413 once more arrives) and handed to
+ * ingest.c. Slow clients hit MHD's connection timeout; a connection's
+ * header memory is bounded by MHD_OPTION_CONNECTION_MEMORY_LIMIT.
+ *
+ * Threads: MHD's workers call on_request and on_completed; a request's
+ * state (request_t) belongs to the connection's worker.
+ */
+#include "collector/http/server.h"
+
+#include <limits.h>
+#include <microhttpd.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "collector/api/routes.h"
+#include "collector/http/conn_guard.h"
+#include "collector/http/dashboard.h"
+#include "collector/http/ratelimit.h"
+#include "collector/http/request_checks.h"
+#include "collector/ingest/ingest.h"
+#include "collector/model/metrics.h"
+#include "collector/symbols/symbols_lookup.h"
+#include "collector/symbols/symbols_upload.h"
+
+#define CONNECTION_MEMORY_LIMIT (64u * 1024)
+#define STORE_RETRY_AFTER "10"        /* seconds, on a 503 of the store */
+#define LOST_WHY_MAX (PATH_MAX + 512) /* the store's reason, a path in it */
+#define BATCH_ID_HEX (2 * STORE_BATCH_ID_BYTES)
+
+struct server_s {
+  const collector_options_t *opts;
+  const apikeys_t *keys;
+  ingest_target_t ingest;
+  ratelimit_t *limits;
+  conn_guard_t *guard; /* the absolute deadline of each request */
+  struct MHD_Daemon *daemon;
+};
+
+typedef struct request_s {
+  bool started;               /* on_request has seen the headers */
+  const char *target_problem; /* the raw URL's (request_checks.h): 400 */
+  bool responded;             /* answered from the headers; the body is ignored */
+  bool over_limit;            /* body beyond --max-body-bytes: discarded, then 413 */
+  size_t discarded;           /* bytes dropped after over_limit */
+  uint8_t batch_id[STORE_BATCH_ID_BYTES];
+  uint8_t *body;
+  size_t len, cap;
+  symbols_upload_t *upload; /* POST /v1/symbols/<build-id>: the body goes there */
+} request_t;
+
+static double monotonic_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* ---- responses ------------------------------------------------------------ */
+
+/* len bytes of data with its type and one more header (name NULL: none). */
+static enum MHD_Result respond_bytes(struct MHD_Connection *conn, unsigned status, const void *data,
+                                     size_t len, const char *content_type, const char *name,
+                                     const char *value) {
+  struct MHD_Response *resp =
+      MHD_create_response_from_buffer(len, (void *)data, MHD_RESPMEM_MUST_COPY);
+  if (!resp) return MHD_NO;
+  enum MHD_Result ok = MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+  if (ok == MHD_YES && name) ok = MHD_add_response_header(resp, name, value);
+  if (ok == MHD_YES) ok = MHD_queue_response(conn, status, resp);
+  MHD_destroy_response(resp);
+  return ok;
+}
+
+static enum MHD_Result respond(struct MHD_Connection *conn, unsigned status, const char *text,
+                               const char *content_type, const char *retry_after) {
+  return respond_bytes(conn, status, text, strlen(text), content_type,
+                       retry_after ? MHD_HTTP_HEADER_RETRY_AFTER : NULL, retry_after);
+}
+
+static enum MHD_Result respond_text(struct MHD_Connection *conn, unsigned status,
+                                    const char *text) {
+  char line[256];
+  snprintf(line, sizeof line, "%s\n", text);
+  return respond(conn, status, line, "text/plain; charset=utf-8", NULL);
+}
+
+/* text and a newline, however long (a path), with Retry-After when given. */
+static enum MHD_Result respond_line(struct MHD_Connection *conn, unsigned status, const char *text,
+                                    const char *retry_after) {
+  size_t n = strlen(text);
+  char *line = malloc(n + 2);
+  if (!line) return MHD_NO;
+  memcpy(line, text, n);
+  memcpy(line + n, "\n", 2);
+  enum MHD_Result rc = respond(conn, status, line, "text/plain; charset=utf-8", retry_after);
+  free(line);
+  return rc;
+}
+
+/* A refused batch; a 503 (the store failed or was lost, out of memory)
+   says when to come back: the SDK keeps the batch and waits that long. */
+static enum MHD_Result reject(request_t *rq, struct MHD_Connection *conn, unsigned status,
+                              reject_reason_t why, const char *text) {
+  metrics_batch_rejected(why);
+  rq->responded = true;
+  if (status == 503) return respond_line(conn, status, text, STORE_RETRY_AFTER);
+  return respond_text(conn, status, text);
+}
+
+/* GET /healthz: 200 "ok" while the database path names the store opened
+   and, on PostgreSQL, the server answers a SELECT 1 within 2 s on the
+   check's own connection; 503 naming the path and what happened once it
+   was deleted or replaced (until a restart), or what the server said.
+   Never waits for the store's lock: answered during a long query too. */
+static enum MHD_Result serve_health(server_t *s, struct MHD_Connection *conn) {
+  char why[LOST_WHY_MAX];
+  int (*health)(store_t *, char *, size_t) =
+      s->ingest.ops->health ? s->ingest.ops->health : s->ingest.ops->check;
+  if (health(s->ingest.store, why, sizeof why) == STORE_OK) return respond_text(conn, 200, "ok");
+  return respond_line(conn, 503, why, NULL);
+}
+
+static unsigned access_status(const server_t *s, struct MHD_Connection *conn, unsigned scope,
+                              const char **why);
+
+static enum MHD_Result serve_metrics(server_t *s, struct MHD_Connection *conn) {
+  const char *why;
+  unsigned denied = s->opts->open_metrics ? 0 : access_status(s, conn, SCOPE_READ, &why);
+  if (denied) return respond_text(conn, denied, why);
+  store_stats_t st;
+  if (s->ingest.ops->stats(s->ingest.store, &st) != STORE_OK) memset(&st, 0, sizeof st);
+  char *text = metrics_render(&st);
+  if (!text) return respond_text(conn, 503, "out of memory");
+  enum MHD_Result rc = respond(conn, 200, text, "text/plain; version=0.0.4; charset=utf-8", NULL);
+  free(text);
+  return rc;
+}
+
+/* ---- header checks -------------------------------------------------------- */
+
+static const char *header(struct MHD_Connection *conn, const char *name) {
+  return MHD_lookup_connection_value(conn, MHD_HEADER_KIND, name);
+}
+
+/* The bearer token, "" when there is none (open mode), NULL when the
+   header is present but not a bearer token. */
+static const char *bearer_token(struct MHD_Connection *conn) {
+  const char *auth = header(conn, MHD_HTTP_HEADER_AUTHORIZATION);
+  if (!auth) return "";
+  if (strncasecmp(auth, "Bearer ", 7) != 0) return NULL;
+  return auth + 7;
+}
+
+/* May the request's key do `scope`? 0 when it may; 401 (no key, not a
+   bearer token, an unknown key) or 403 (a known key without that scope)
+   with *why the reason. Open mode: any key, or none, may do anything. */
+static unsigned access_status(const server_t *s, struct MHD_Connection *conn, unsigned scope,
+                              const char **why) {
+  static _Thread_local char text[96];
+  const char *token = bearer_token(conn);
+  *why = "missing or unknown API key";
+  if (!s->keys) return token ? 0 : 401;
+  unsigned scopes = token && *token ? apikeys_scopes(s->keys, token) : 0;
+  if (!scopes) return 401;
+  if (scopes & scope) return 0;
+  snprintf(text, sizeof text, "this API key lacks the %s scope", apikeys_scope_name(scope));
+  *why = text;
+  return 403;
+}
+
+/* Open mode only (no keys file: nothing else tells our own pages and
+   tools from another site's): the Host must name this collector (DNS
+   rebinding) and the Origin must be ours (a cross-site page). NULL when
+   the request may go on, else the reason for a 403. */
+static const char *origin_problem(const server_t *s, struct MHD_Connection *conn) {
+  if (s->keys) return NULL;
+  if (!request_host_ok(header(conn, MHD_HTTP_HEADER_HOST), &s->opts->listen))
+    return "the Host header does not name this collector (open mode)";
+  return request_origin_problem(header(conn, "Origin"), header(conn, "Sec-Fetch-Site"),
+                                &s->opts->listen);
+}
+
+/* Content-Type application/x-protobuf (parameters allowed), encoding zstd. */
+static bool media_supported(struct MHD_Connection *conn) {
+  static const char TYPE[] = "application/x-protobuf";
+  const char *type = header(conn, MHD_HTTP_HEADER_CONTENT_TYPE);
+  const char *enc = header(conn, MHD_HTTP_HEADER_CONTENT_ENCODING);
+  if (!type || !enc || strcasecmp(enc, "zstd") != 0) return false;
+  size_t n = strlen(TYPE);
+  return strncasecmp(type, TYPE, n) == 0 && (type[n] == '\0' || type[n] == ';' || type[n] == ' ');
+}
+
+static int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+static bool parse_batch_id(const char *text, uint8_t id[STORE_BATCH_ID_BYTES]) {
+  if (!text || strlen(text) != BATCH_ID_HEX) return false;
+  for (size_t i = 0; i < STORE_BATCH_ID_BYTES; i++) {
+    int hi = hex_value(text[2 * i]), lo = hex_value(text[2 * i + 1]);
+    if (hi < 0 || lo < 0) return false;
+    id[i] = (uint8_t)(hi << 4 | lo);
+  }
+  return true;
+}
+
+static bool declared_too_large(const server_t *s, struct MHD_Connection *conn) {
+  const char *cl = header(conn, MHD_HTTP_HEADER_CONTENT_LENGTH);
+  if (!cl) return false; /* chunked: checked as the bytes arrive */
+  char *end;
+  unsigned long long n = strtoull(cl, &end, 10);
+  return end == cl || n > s->opts->max_body_bytes;
+}
+
+/* Every check the headers allow; MHD_YES with nothing queued lets the body in. */
+static enum MHD_Result check_batch_headers(server_t *s, struct MHD_Connection *conn,
+                                           request_t *rq) {
+  const char *token = bearer_token(conn), *why;
+  unsigned denied = access_status(s, conn, SCOPE_INGEST, &why);
+  if (denied)
+    return reject(rq, conn, denied, denied == 401 ? REJECT_UNAUTHORIZED : REJECT_FORBIDDEN, why);
+  if (!media_supported(conn))
+    return reject(rq, conn, 415, REJECT_UNSUPPORTED_MEDIA,
+                  "expected Content-Type application/x-protobuf and Content-Encoding zstd");
+  if (!parse_batch_id(header(conn, "X-Perf-Batch-Id"), rq->batch_id))
+    return reject(rq, conn, 400, REJECT_BAD_BATCH_ID,
+                  "X-Perf-Batch-Id must be 32 hexadecimal digits");
+  if (declared_too_large(s, conn))
+    return reject(rq, conn, 413, REJECT_BODY_TOO_LARGE, "body over the limit");
+  char lost[LOST_WHY_MAX];
+  if (s->ingest.ops->check(s->ingest.store, lost, sizeof lost) != STORE_OK)
+    return reject(rq, conn, 503, REJECT_DB_LOST, lost);
+  unsigned retry_after = 1;
+  if (!ratelimit_take(s->limits, token, monotonic_s(), &retry_after)) {
+    char value[16];
+    snprintf(value, sizeof value, "%u", retry_after);
+    metrics_batch_rejected(REJECT_RATE_LIMITED);
+    rq->responded = true;
+    return respond(conn, 429, "rate limit exceeded for this API key\n", "text/plain; charset=utf-8",
+                   value);
+  }
+  return MHD_YES;
+}
+
+/* ---- the body ------------------------------------------------------------- */
+
+/* Buffer a chunk, never past --max-body-bytes; MHD_NO (connection closed)
+   once a client keeps sending far beyond it. */
+static enum MHD_Result take_body(const server_t *s, request_t *rq, const char *data, size_t n) {
+  size_t max = s->opts->max_body_bytes;
+  if (!rq->over_limit && n > max - rq->len) {
+    rq->over_limit = true;
+    free(rq->body);
+    rq->body = NULL;
+    rq->len = rq->cap = 0;
+  }
+  if (rq->over_limit) {
+    rq->discarded += n;
+    return rq->discarded > max ? MHD_NO : MHD_YES;
+  }
+  if (rq->len + n > rq->cap) {
+    size_t cap = rq->cap ? rq->cap : 16384;
+    while (cap < rq->len + n)
+      cap *= 2;
+    if (cap > max) cap = max;
+    uint8_t *grown = realloc(rq->body, cap);
+    if (!grown) return MHD_NO;
+    rq->body = grown;
+    rq->cap = cap;
+  }
+  memcpy(rq->body + rq->len, data, n);
+  rq->len += n;
+  return MHD_YES;
+}
+
+static enum MHD_Result finish_batch(server_t *s, struct MHD_Connection *conn, request_t *rq) {
+  if (rq->over_limit) return reject(rq, conn, 413, REJECT_BODY_TOO_LARGE, "body over the limit");
+  if (rq->len == 0) return reject(rq, conn, 400, REJECT_BAD_PAYLOAD, "empty body");
+  double t0 = monotonic_s();
+  ingest_result_t res;
+  unsigned status = ingest_batch(&s->ingest, rq->body, rq->len, rq->batch_id, &res);
+  free(rq->body);
+  rq->body = NULL;
+  if (status == 503 && res.reason == REJECT_DB_LOST) {
+    char why[LOST_WHY_MAX];
+    s->ingest.ops->check(s->ingest.store, why, sizeof why);
+    return reject(rq, conn, 503, REJECT_DB_LOST, why);
+  }
+  if (status != 200) return reject(rq, conn, status, res.reason, res.message);
+  if (res.duplicate)
+    metrics_batch_duplicate();
+  else
+    metrics_batch_accepted(res.events, res.samples, monotonic_s() - t0);
+  rq->responded = true;
+  return respond_text(conn, 200, res.message);
+}
+
+/* ---- the JSON API (read-only) --------------------------------------------- */
+
+typedef struct nth_arg_s {
+  const char *name, *value;
+  size_t skip; /* values of name still to pass over */
+} nth_arg_t;
+
+static enum MHD_Result find_nth(void *cls, enum MHD_ValueKind kind, const char *key,
+                                const char *value) {
+  (void)kind;
+  nth_arg_t *a = cls;
+  if (strcmp(key, a->name) != 0) return MHD_YES;
+  if (a->skip--) return MHD_YES;
+  a->value = value ? value : ""; /* "?tag" without "=": empty */
+  return MHD_NO;
+}
+
+/* query_arg_fn: the nth value of a query argument, in the URL's order
+   ("?name" without "=" is "", as "?name=" is). */
+static const char *query_arg(void *ctx, const char *name, size_t nth) {
+  nth_arg_t a = {name, NULL, nth};
+  MHD_get_connection_values(ctx, MHD_GET_ARGUMENT_KIND, find_nth, &a);
+  return a.value;
+}
+
+/* The API needs the read scope; its refusals are JSON. */
+static bool api_denied(const server_t *s, struct MHD_Connection *conn) {
+  const char *why;
+  return access_status(s, conn, SCOPE_READ, &why) != 0;
+}
+
+static enum MHD_Result api_refusal(const server_t *s, struct MHD_Connection *conn) {
+  const char *why;
+  unsigned status = access_status(s, conn, SCOPE_READ, &why);
+  char *body = query_error_json(why);
+  if (!body) return MHD_NO;
+  enum MHD_Result rc = respond(conn, status, body, "application/json", NULL);
+  free(body);
+  return rc;
+}
+
+/* GET /api/v1/...: the same API keys as ingest (any, or none, in open
+   mode); no rate limit. The route's handler answers from the query string
+   or the path's item; errors are JSON. */
+static enum MHD_Result serve_api(server_t *s, struct MHD_Connection *conn, const api_route_t *r,
+                                 const char *item) {
+  static const char JSON_TYPE[] = "application/json";
+  if (api_denied(s, conn)) return api_refusal(s, conn);
+  uint8_t *bytes = NULL;
+  char *text = NULL;
+  size_t len = 0;
+  unsigned status;
+  if (r->bytes) {
+    status = r->bytes(s->ingest.ops, s->ingest.store, query_arg, conn, &bytes, &len);
+  } else {
+    status = r->text ? r->text(s->ingest.ops, s->ingest.store, query_arg, conn, &text)
+                     : r->item(s->ingest.ops, s->ingest.store, item, &text);
+    bytes = (uint8_t *)text;
+    len = text ? strlen(text) : 0;
+  }
+  if (!bytes) return respond(conn, 503, "{\"error\":\"out of memory\"}\n", JSON_TYPE, NULL);
+  enum MHD_Result rc =
+      status == 200 ? respond_bytes(conn, 200, bytes, len, r->type,
+                                    r->disposition ? MHD_HTTP_HEADER_CONTENT_DISPOSITION : NULL,
+                                    r->disposition)
+                    : respond_bytes(conn, status, bytes, len, JSON_TYPE, NULL, NULL);
+  free(bytes);
+  return rc;
+}
+
+/* ---- POST /v1/symbols/<build-id> ----------------------------------------- */
+
+#define SYMBOLS_PREFIX "/v1/symbols/"
+
+static enum MHD_Result respond_upload(struct MHD_Connection *conn, const upload_reply_t *reply) {
+  char line[sizeof reply->text + 2];
+  snprintf(line, sizeof line, "%s\n", reply->text);
+  return respond(conn, reply->status, line, "text/plain; charset=utf-8", NULL);
+}
+
+static enum MHD_Result check_symbols_headers(server_t *s, struct MHD_Connection *conn,
+                                             const char *id_text, request_t *rq) {
+  const char *why;
+  unsigned denied = access_status(s, conn, SCOPE_SYMBOLS, &why);
+  if (denied) return rq->responded = true, respond_text(conn, denied, why);
+  if (!s->keys && !request_write_type_ok(header(conn, MHD_HTTP_HEADER_CONTENT_TYPE)))
+    return rq->responded = true,
+           respond_text(conn, 403,
+                        "a write in open mode needs Content-Type application/octet-stream (a "
+                        "cross-site page cannot send it)");
+  upload_reply_t reply;
+  rq->upload = symbols_upload_begin(
+      s->opts->symbols_dir, id_text, header(conn, MHD_HTTP_HEADER_CONTENT_LENGTH),
+      s->opts->max_symbols_bytes, s->opts->max_symbols_dir_bytes, &reply);
+  if (rq->upload) return MHD_YES;
+  rq->responded = true;
+  return respond_upload(conn, &reply);
+}
+
+/* GET (or HEAD) /v1/symbols/<build-id>: 200 stored, 404 not (symbols scope). */
+static enum MHD_Result serve_symbols_lookup(server_t *s, struct MHD_Connection *conn,
+                                            const char *id_text) {
+  const char *why;
+  unsigned denied = access_status(s, conn, SCOPE_SYMBOLS, &why);
+  if (denied) return respond_text(conn, denied, why);
+  char text[200];
+  unsigned status = symbols_lookup(s->opts->symbols_dir, id_text, text, sizeof text);
+  return respond_text(conn, status, text);
+}
+
+static enum MHD_Result finish_symbols(server_t *s, struct MHD_Connection *conn, request_t *rq) {
+  upload_reply_t reply;
+  symbols_upload_finish(rq->upload, s->ingest.resym, &reply);
+  rq->upload = NULL;
+  rq->responded = true;
+  return respond_upload(conn, &reply);
+}
+
+/* ---- MHD callbacks -------------------------------------------------------- */
+
+/* First call of a request: route it and check what the headers allow. */
+static enum MHD_Result on_headers(server_t *s, struct MHD_Connection *conn, const char *url,
+                                  const char *method, request_t *rq) {
+  bool get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
+  bool api = strncmp(url, "/api/", 5) == 0;
+  const char *problem = rq->target_problem;
+  unsigned status = problem ? 400 : (problem = origin_problem(s, conn)) ? 403 : 0;
+  if (status) {
+    rq->responded = true;
+    if (!api) return respond_text(conn, status, problem);
+    char *body = query_error_json(problem);
+    enum MHD_Result rc = body ? respond(conn, status, body, "application/json", NULL) : MHD_NO;
+    free(body);
+    return rc;
+  }
+  if (strcmp(url, "/v1/batches") == 0) {
+    if (strcmp(method, "POST") == 0) return check_batch_headers(s, conn, rq);
+    rq->responded = true;
+    return respond_text(conn, 405, "use POST");
+  }
+  if (strncmp(url, SYMBOLS_PREFIX, strlen(SYMBOLS_PREFIX)) == 0) {
+    if (strcmp(method, "POST") == 0)
+      return check_symbols_headers(s, conn, url + strlen(SYMBOLS_PREFIX), rq);
+    rq->responded = true;
+    if (get) return serve_symbols_lookup(s, conn, url + strlen(SYMBOLS_PREFIX));
+    return respond_text(conn, 405, "use GET or POST");
+  }
+  rq->responded = true;
+  if (strcmp(url, "/healthz") == 0 && get) return serve_health(s, conn);
+  if (strcmp(url, "/metrics") == 0 && get) return serve_metrics(s, conn);
+  const char *item = NULL;
+  const api_route_t *route = api_route_find(url, &item);
+  if (route) return get ? serve_api(s, conn, route, item) : respond_text(conn, 405, "use GET");
+  if (dashboard_owns(url))
+    return get ? dashboard_serve(conn, url) : respond_text(conn, 405, "use GET");
+  return respond_text(conn, 404, "not found");
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls) {
+  (void)version;
+  server_t *s = cls;
+  request_t *rq = *con_cls;
+  if (!rq) return MHD_NO; /* on_uri ran out of memory */
+  if (!rq->started) {
+    rq->started = true;
+    return on_headers(s, conn, url, method, rq);
+  }
+  if (*upload_data_size) {
+    size_t n = *upload_data_size;
+    *upload_data_size = 0;
+    if (rq->upload) return symbols_upload_write(rq->upload, upload_data, n) ? MHD_YES : MHD_NO;
+    return rq->responded ? MHD_YES : take_body(s, rq, upload_data, n);
+  }
+  if (rq->upload) return finish_symbols(s, conn, rq);
+  return rq->responded ? MHD_YES : finish_batch(s, conn, rq);
+}
+
+/* MHD's URI log callback: the request target as sent, before MHD decodes
+   it or splits its query. Its result is the request's state (*con_cls).
+   Too many arguments: the query is cut here, in MHD's own buffer, so MHD
+   does not parse them (past its memory pool it answered nothing and
+   left the client waiting for the timeout); the request gets 400. */
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn) {
+  (void)cls, (void)conn;
+  request_t *rq = calloc(1, sizeof *rq);
+  if (!rq) return NULL;
+  size_t args = 0;
+  rq->target_problem = request_target_problem(uri, &args);
+  char *query = strchr(uri, '?');
+  if (args > REQUEST_MAX_ARGS && query) query[1] = '\0';
+  return rq;
+}
+
+/* Connections opened and closed: the per-request deadline's table. */
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code) {
+  server_t *s = cls;
+  if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+    conn_guard_closed(s->guard, *socket_context);
+    return;
+  }
+  const union MHD_ConnectionInfo *info =
+      MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+  if (info) conn_guard_opened(s->guard, info->connect_fd, socket_context);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode code) {
+  server_t *s = cls;
+  (void)code;
+  const union MHD_ConnectionInfo *info =
+      MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+  if (info) conn_guard_answered(s->guard, info->socket_context);
+  request_t *rq = *con_cls;
+  if (!rq) return;
+  symbols_upload_abort(rq->upload);
+  free(rq->body);
+  free(rq);
+  *con_cls = NULL;
+}
+
+/* Built stacks kept between batches (stack_cache.h): a fleet's distinct
+   stacks of the last minutes, at most 32 MiB. */
+#define STACK_CACHE_ENTRIES 8192
+#define STACK_CACHE_BYTES (32u << 20)
+
+server_t *server_start(const collector_options_t *opts, const apikeys_t *keys,
+                       const store_ops_t *ops, store_t *store, symbolizer_t *symbols,
+                       resymbolizer_t *resym) {
+  server_t *s = calloc(1, sizeof *s);
+  if (!s) return NULL;
+  s->opts = opts;
+  s->keys = keys;
+  s->ingest = (ingest_target_t){ops,
+                                store,
+                                opts->max_decompressed_bytes,
+                                symbols,
+                                resym,
+                                &opts->limits,
+                                stack_cache_new(STACK_CACHE_ENTRIES, STACK_CACHE_BYTES)};
+  s->limits = ratelimit_new(opts->rate_limit, opts->rate_burst);
+  s->guard = s->limits ? conn_guard_start(opts->max_connections, opts->request_timeout_s) : NULL;
+  if (!s->guard) {
+    server_stop(s);
+    return NULL;
+  }
+  /* poll(), not MHD_USE_AUTO's epoll: with libmicrohttpd 0.9.75's edge-
+     triggered epoll, a client that sent a request with a body and then
+     shut its side (FIN) was never seen to close: its connection stayed
+     until the idle timeout after the answer (fuzz_http found it). */
+  unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ERROR_LOG;
+  if (opts->no_listen) flags |= MHD_USE_NO_LISTEN_SOCKET;
+  s->daemon = MHD_start_daemon(
+      flags, ntohs(opts->listen.sin_port), NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
+      (const struct sockaddr *)&opts->listen, MHD_OPTION_THREAD_POOL_SIZE,
+      (unsigned int)opts->threads, MHD_OPTION_CONNECTION_TIMEOUT,
+      (unsigned int)opts->connection_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+      (size_t)CONNECTION_MEMORY_LIMIT, MHD_OPTION_CONNECTION_LIMIT,
+      (unsigned int)opts->max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+      (unsigned int)opts->max_connections_per_ip, MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
+      MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+      MHD_OPTION_END);
+  if (!s->daemon) {
+    fprintf(stderr, "perf-collector: cannot listen on %s\n", opts->listen_text);
+    server_stop(s);
+    return NULL;
+  }
+  return s;
+}
+
+int server_add_connection(server_t *s, int fd, const struct sockaddr *addr, socklen_t len) {
+  return MHD_add_connection(s->daemon, fd, addr, len) == MHD_YES ? 0 : -1;
+}
+
+void server_stop(server_t *s) {
+  if (!s) return;
+  if (s->daemon) MHD_stop_daemon(s->daemon);
+  conn_guard_stop(s->guard);
+  ratelimit_free(s->limits);
+  stack_cache_free(s->ingest.stack_cache);
+  free(s);
+}

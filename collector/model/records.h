@@ -1,0 +1,265 @@
+/*
+ * records.h - the plain records the collector's stages exchange: a decoded
+ * batch as ingest hands it to the store (store_batch_t and what it holds),
+ * a query's filters (store_top_query_t) and the rows a store answers with.
+ * Data only: no I/O, nothing of protobuf, SQL or HTTP. The interface that
+ * takes and gives them is collector/store/store.h.
+ */
+#ifndef PERF_COLLECTOR_RECORDS_H
+#define PERF_COLLECTOR_RECORDS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "collector/model/signature.h"
+
+#define STORE_BATCH_ID_BYTES 16
+/* Room for a stack or group signature in lowercase hex: the collector makes
+   16 digits (64 bits, perf__sig_hash in signature.h); a query's group
+   filter accepts up to this many. */
+#define STORE_SIG_CHARS 32
+
+/* One distinct stack of a batch: signature and frames, innermost first. */
+typedef struct store_stack_s {
+  char signature[STORE_SIG_CHARS + 1];
+  const char *frames_json; /* JSON array, innermost frame first (frame_json.h) */
+  const char *end;         /* why the stack ended early ("depth", "no rule"...); NULL: complete */
+} store_stack_t;
+
+/* Samples of one stack on one thread within an event (stack_counts).
+   cpu_us: a CPU event's CPU time on that stack, the sum of its samples'
+   weights (Event.sample_weights_micros, sdk/wire/event_weights.h); -1 when the event has no weights
+   (other kinds, older SDKs): then each sample counts 1. */
+typedef struct store_stack_count_s {
+  const char *stack_sig;
+  uint32_t tid;
+  uint32_t samples;
+  int64_t cpu_us;
+} store_stack_count_t;
+
+/* A grouping key: a signature and its frames as a JSON array of names
+   ("fn" or "module+0xaddr"), innermost first. Every stack of a batch is
+   one (the CPU grouping), and so is every hang group's key (store_hang_t). */
+typedef struct store_group_s {
+  char signature[STORE_SIG_CHARS + 1];
+  const char *names_json;
+} store_group_t;
+
+/* A hang event's grouping input (signature.h): its sampled stacks' labels
+   and samples, its majority key (perf__hang_key, len >= 1) and the group
+   that key makes when no stored group takes the hang (perf__group_pick,
+   over the stored hang groups). */
+typedef struct store_hang_s {
+  perf__hang_samples_t samples;
+  const char *const *key; /* innermost first */
+  size_t len;
+  store_group_t group; /* the key's own signature and names */
+  void *owned;         /* what its maker allocated for it (store_renamer_t.hang_free) */
+} store_hang_t;
+
+/* Samples of one thread in one state within an event (event_states), or a
+   state's samples summed over events (state_rows: tid 0). state: "running",
+   "lock", "io", "poll", "sleep", "other" or "unknown" (the wire's
+   SampleState); syscall: the call waited in ("read"), "" for none; fd: an
+   I/O wait's descriptor kind ("file", "pipe", "socket", "other"), "" for
+   none. */
+typedef struct store_state_count_s {
+  uint32_t tid;
+  const char *state, *syscall, *fd;
+  uint64_t samples;
+} store_state_count_t;
+
+typedef int (*store_state_row_fn)(const store_state_count_t *row, void *user);
+
+typedef struct store_event_s {
+  const char *kind; /* "hang", "fatal_hang", "cpu", "manual", "unspecified" */
+  int64_t start_ns;
+  int64_t duration_ns;
+  uint32_t tid;
+  int32_t cpu_percent;
+  const char *reason;
+  const char *label;              /* the unit of work's label; NULL or "": none */
+  const char *dominant_stack_sig; /* NULL: none */
+  const char *group_sig;          /* hang / fatal_hang without a key: the group (a groups
+                                     row, the dominant stack's); NULL for other kinds or
+                                     no samples */
+  const store_hang_t *hang;       /* hang / fatal_hang with a majority key: the store
+                                     picks its group (then group_sig is unused) */
+  const store_stack_count_t *counts;
+  size_t n_counts;
+  const store_state_count_t *states; /* per thread and state; none from older SDKs */
+  size_t n_states;
+} store_event_t;
+
+/* A tag of a batch's resource (perf_sdk_config_t.tags), or a tag filter:
+   the key is key_len bytes at key (a filter's is the front of its
+   "key:value" text), the value a NUL-terminated string. */
+typedef struct store_tag_s {
+  const char *key, *value;
+  size_t key_len;
+} store_tag_t;
+
+/* Why the SDK dropped events (the wire's DropCounters), in its order. */
+enum store_drop_reason {
+  STORE_DROP_RATE_LIMITED,
+  STORE_DROP_QUEUE_FULL,
+  STORE_DROP_SINK_FAILED,
+  STORE_DROP_SPOOL_QUOTA,
+  STORE_DROP_OVERSIZED,
+  STORE_DROP_COUNT
+};
+
+/* A batch's count of one reason is capped here (ingest.c), so sums over
+   2^31 batches still fit SQLite's signed 64-bit integers. */
+#define STORE_MAX_DROPS UINT32_MAX
+
+/* The reason's name: the JSON key of /api/v1/drops, the label of
+   perf_collector_sdk_events_dropped_total, the wire's field name. */
+static inline const char *store_drop_name(enum store_drop_reason r) {
+  static const char *const NAMES[STORE_DROP_COUNT] = {"rate_limited", "queue_full", "sink_failed",
+                                                      "spool_quota", "oversized"};
+  return (unsigned)r < STORE_DROP_COUNT ? NAMES[r] : "?";
+}
+
+/* The watched loop's statistics a batch carried (the wire's LoopStats):
+   time watched, time busy, units of work by duration bucket (bounds in
+   docs/protocol.md "Loop stats"). Each value of one batch is capped at
+   STORE_MAX_LOOP_VALUE (ingest.c), so sums stay exact in SQLite. */
+#define STORE_LOOP_BUCKETS 9
+#define STORE_MAX_LOOP_VALUE (UINT64_C(1) << 48) /* ns: 3.3 days; units: plenty */
+typedef struct store_loop_stats_s {
+  uint64_t watched_ns, busy_ns;
+  uint64_t units[STORE_LOOP_BUCKETS];
+} store_loop_stats_t;
+
+typedef struct store_batch_s {
+  uint8_t id[STORE_BATCH_ID_BYTES];
+  int64_t received_ns; /* wall clock, the retention job's reference */
+  const char *app, *version, *environment, *host;
+  uint32_t pid;
+  uint64_t drops[STORE_DROP_COUNT]; /* events the SDK dropped since its previous batch,
+                                       each at most STORE_MAX_DROPS */
+  const store_tag_t *tags;          /* the resource's tags; exact repeats stored once */
+  size_t n_tags;
+  const store_stack_t *stacks;
+  size_t n_stacks;
+  const store_event_t *events;
+  size_t n_events;
+  const store_group_t *groups; /* duplicates allowed */
+  size_t n_groups;
+  const store_loop_stats_t *loop_stats; /* NULL: the batch carried none */
+} store_batch_t;
+
+#define STORE_MAX_TAG_FILTERS 4 /* tags a query may require at once */
+
+/* The rows the top-stacks aggregation (query.c) reads. kind "hang" takes
+   events of kind hang and fatal_hang, grouped by their group_sig; "cpu"
+   the stacks of cpu events, each its own group (an event counts once per
+   stack it sampled).
+   Filters: NULL (app, version, environment, host) matches any; event
+   start_ns within [from_ns, to_ns] (drops: the batch's received_ns); the
+   batch has every one of tags[0..n_tags) (key and value exactly). Both
+   backends answer from their rollups (rollup.h) where q allows it. */
+typedef struct store_top_query_s {
+  const char *kind;
+  const char *app, *version, *environment, *host;
+  int64_t from_ns, to_ns;
+  const char *group; /* stack_rows: NULL, or only the events of this group */
+  const char *label; /* NULL, or only events with this label (not for drops) */
+  store_tag_t tags[STORE_MAX_TAG_FILTERS];
+  size_t n_tags;
+} store_top_query_t;
+
+/* The SDK's drop counters summed over the batches of a query (drops). */
+typedef struct store_drops_s {
+  uint64_t dropped[STORE_DROP_COUNT];
+  uint64_t batches;
+} store_drops_t;
+
+/* One version's watch (loop_totals): the loop stats of the batches
+   matching q's resource, tag and time filters (the batch's received_ns)
+   summed, how many batches carried them, and the hang and fatal hang
+   events matching q (start_ns within from..to, as top-stacks). */
+typedef struct store_loop_totals_s {
+  store_loop_stats_t sum;
+  uint64_t batches, hangs;
+} store_loop_totals_t;
+
+/* A part of a group's aggregate (top_rows): the events of one version and
+   one label whose durations fall in one bin (rollup.h), from the rollups
+   or from raw events. Rows come ordered by group. */
+typedef struct store_top_row_s {
+  const char *group_sig, *names_json;
+  const char *version, *label; /* NULL or "": none */
+  size_t majority_len;         /* hang groups: the root frames of names_json the majority of
+                                  the group's samples share (perf__group_majority_len); 0: all */
+  uint64_t events, samples;    /* samples: hang, all the events' samples; cpu, the stack's */
+  uint64_t cpu_us;             /* cpu: the stack's CPU time (its counts' cpu_us); hang: 0 */
+  int64_t total_ns;            /* the events' durations summed */
+  int64_t first_ns, last_ns;   /* the earliest and the latest start */
+  int64_t max_ns;              /* the longest duration */
+  int dbin;                    /* the durations' bin (rollup_dbin) */
+} store_top_row_t;
+
+/* Return non-zero to stop (the scan then fails with STORE_ERROR). */
+typedef int (*store_row_fn)(const store_top_row_t *row, void *user);
+
+/* One stack's samples summed over the events of q (stack_rows): kind
+   "hang" takes hang and fatal_hang events, "cpu" cpu events; one row per
+   distinct stack, heaviest first (CPU time, then samples, then signature:
+   the exports' caps keep the heaviest), frames_json as stored (objects,
+   innermost first). samples: a count; cpu_us: the CPU time of those
+   samples (their counts' cpu_us; none for events without weights);
+   wall_ns: each event's duration shared among its stacks by their samples
+   (rollup_wall_share, rollup.h), summed: a hang stack's own time;
+   first_start_ns, last_end_ns: the earliest start and the latest end of
+   those events. */
+typedef struct store_stack_row_s {
+  const char *stack_sig, *frames_json;
+  uint64_t samples, cpu_us;
+  int64_t wall_ns;
+  int64_t first_start_ns, last_end_ns;
+} store_stack_row_t;
+
+typedef int (*store_stack_row_fn)(const store_stack_row_t *row, void *user);
+
+/* An event with its batch's resource (event_rows, event_detail); the
+   strings may be NULL. tags_json: the batch's tags, a JSON array of
+   {"key","value"} objects ordered by key then value ("[]": none). */
+typedef struct store_event_row_s {
+  int64_t id, start_ns, duration_ns;
+  const char *kind, *reason, *app, *version, *environment, *group_sig, *tags_json;
+  const char *label; /* NULL: none */
+  uint32_t tid;
+  int32_t cpu_percent;
+} store_event_row_t;
+
+typedef int (*store_event_row_fn)(const store_event_row_t *row, void *user);
+
+/* The events of one time bucket (time_buckets): those starting in
+   [start_ns, start_ns + the bucket), their count and durations summed. */
+typedef struct store_bucket_row_s {
+  int64_t start_ns;
+  uint64_t events;
+  double total_ns;
+} store_bucket_row_t;
+
+typedef int (*store_bucket_row_fn)(const store_bucket_row_t *row, void *user);
+
+/* One stack_count of an event (event_detail) with its stack's frames. */
+typedef struct store_count_row_s {
+  const char *stack_sig, *frames_json; /* frames_json NULL: stack deleted */
+  uint32_t tid;
+  uint64_t samples;
+  int64_t cpu_us; /* the CPU time of those samples; -1: the event has no weights */
+} store_count_row_t;
+
+typedef int (*store_count_row_fn)(const store_count_row_t *row, void *user);
+
+typedef struct store_stats_s {
+  uint64_t batches, events, stacks, stack_counts;
+  uint64_t db_bytes; /* on disk, write-ahead log included */
+  int lost;          /* check fails: the location was deleted or replaced */
+} store_stats_t;
+
+#endif

@@ -1,0 +1,507 @@
+/*
+ * pg_query.c - the PostgreSQL backend's reads (store_ops_t's query
+ * functions): the SQLite backend's statements (sqlite_store.c) with
+ * PostgreSQL's types and functions, the same filters numbered the same
+ * way: $1 app, $2 version, $3 environment, $10 host, $4..$5 the time
+ * range, $6 the kind, $19 the label, $11/$12 .. $17/$18 the tag filters.
+ * Each runs under the store's lock on its one connection.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "collector/model/hang_group_cands.h"
+#include "collector/model/rollup.h"
+#include "collector/store/pg/pg_store.h"
+#include "collector/store/rollup_sql.h"
+
+#define TAG_FILTER(k, v)                                                                           \
+  " AND ($" #k "::text IS NULL OR EXISTS (SELECT 1 FROM batch_tags t WHERE t.batch_id = b.id"      \
+  " AND t.key = $" #k " AND t.value = $" #v "))"
+#define BATCH_FILTERS                                                                              \
+  " AND ($1::text IS NULL OR b.app = $1) AND ($2::text IS NULL OR b.version = $2)"                 \
+  " AND ($3::text IS NULL OR b.environment = $3) AND ($10::text IS NULL OR b.host = "              \
+  "$10)" TAG_FILTER(11, 12) TAG_FILTER(13, 14) TAG_FILTER(15, 16) TAG_FILTER(17, 18)
+#define TAG_PARAM 11
+_Static_assert(STORE_MAX_TAG_FILTERS == 4, "BATCH_FILTERS has one TAG_FILTER per tag filter");
+#define TOP_FILTERS                                                                                \
+  BATCH_FILTERS " AND e.start_ns >= $4::bigint AND e.start_ns <= $5::bigint"                       \
+                " AND ($19::text IS NULL OR e.label = $19)"
+#define DROPS_FILTERS                                                                              \
+  BATCH_FILTERS " AND b.received_ns >= $4::bigint AND b.received_ns <= $5::bigint"
+#define KIND_FILTER "(e.kind = $6 OR ($6 = 'hang' AND e.kind = 'fatal_hang'))"
+#define EVENT_COLUMNS                                                                              \
+  "e.id, e.kind, e.start_ns, e.duration_ns, e.tid, e.cpu_percent, e.reason, b.app, b.version,"     \
+  " b.environment, e.group_sig, (SELECT coalesce(jsonb_agg(jsonb_build_object('key', t.key,"       \
+  " 'value', t.value) ORDER BY t.key, t.value), '[]'::jsonb) FROM batch_tags t"                    \
+  " WHERE t.batch_id = b.id), e.label"
+
+/* Top-stacks and stack rows read the day rows of $20..$21, the 10-minute
+   rows of $26..$27 and $28..$29 (rollup_plan) and the raw events starting
+   in $22..$23 and $24..$25: the same columns either way, summed per group,
+   version, label and duration bin. */
+#define ROLLUP_FILTERS                                                                             \
+  " AND ($1::text IS NULL OR r.app = $1) AND ($2::text IS NULL OR r.version = $2)"                 \
+  " AND ($3::text IS NULL OR r.environment = $3) AND ($19::text IS NULL OR r.label = $19)"
+#define RANGE(lo, hi) " AND r.bucket_ns >= $" #lo "::bigint AND r.bucket_ns <= $" #hi "::bigint"
+#define RAW_RANGE(lo, hi) " AND e.start_ns >= $" #lo "::bigint AND e.start_ns <= $" #hi "::bigint"
+/* A level's rollup rows with the delta rows not folded yet
+   (pg_rollups.c), each delta row in its 10-minute bucket or its day. */
+#define GROUP_VALS "events, samples, total_ns, first_ns, last_ns, max_ns, cpu_us"
+#define GROUP_ROWS_OF(lvl, bucket)                                                                 \
+  "(SELECT " ROLLUP_GROUP_COLS ", " GROUP_VALS " FROM rollup_groups" lvl                           \
+  " UNION ALL SELECT " bucket                                                                      \
+  ", app, version, environment, kind, group_sig, label, dbin, " GROUP_VALS                         \
+  " FROM rollup_groups_delta)"
+#define STACK_VALS "samples, wall_ns, first_ns, last_end_ns, cpu_us"
+#define STACK_ROWS_OF(lvl, bucket)                                                                 \
+  "(SELECT " ROLLUP_STACK_COLS ", " STACK_VALS " FROM rollup_stacks" lvl                           \
+  " UNION ALL SELECT " bucket                                                                      \
+  ", app, version, environment, kind, group_sig, stack_sig, label, " STACK_VALS                    \
+  " FROM rollup_stacks_delta)"
+#define DAY_OF_BUCKET ROLLUP_BUCKET_AT("bucket_ns", ROLLUP_DAY_SQL)
+#define GROUPS_10M GROUP_ROWS_OF("", "bucket_ns")
+#define GROUPS_DAY GROUP_ROWS_OF("_day", DAY_OF_BUCKET)
+#define STACKS_10M STACK_ROWS_OF("", "bucket_ns")
+#define STACKS_DAY STACK_ROWS_OF("_day", DAY_OF_BUCKET)
+#define GROUP_PART(table, kinds, lo, hi)                                                           \
+  "SELECT r.group_sig AS g, r.version AS version, r.label AS label, r.dbin AS dbin,"               \
+  " r.events AS events, r.samples::numeric AS samples, r.total_ns AS total_ns,"                    \
+  " r.first_ns AS first_ns, r.last_ns AS last_ns, r.max_ns AS max_ns,"                             \
+  " r.cpu_us::numeric AS cpu_us FROM " table " r"                                                  \
+  " WHERE " kinds                                                                                  \
+  RANGE(lo, hi) ROLLUP_FILTERS
+#define TOP_SQL(kinds, raw, majority)                                                              \
+  "SELECT x.g, gr.frames, x.version, x.label, sum(x.events), sum(x.samples), sum(x.total_ns),"     \
+  " min(x.first_ns), max(x.last_ns), max(x.max_ns), x.dbin, " majority ", sum(x.cpu_us)"           \
+  " FROM (" GROUP_PART(GROUPS_DAY, kinds, 20, 21) " UNION ALL " GROUP_PART(                        \
+      GROUPS_10M, kinds, 26,                                                                       \
+      27) " UNION ALL " GROUP_PART(GROUPS_10M, kinds, 28,                                          \
+                                   29) " UNION ALL " raw                                           \
+                                       ") x JOIN groups gr ON gr.signature = x.g"                  \
+                                       " GROUP BY x.g, gr.frames, x.version, x.label, x.dbin "     \
+                                       "ORDER BY x.g COLLATE \"C\""
+#define STACK_PART(table, lo, hi)                                                                  \
+  "SELECT r.stack_sig AS s, r.samples AS n, r.cpu_us AS cpu, r.wall_ns AS wall,"                   \
+  " r.first_ns AS first, r.last_end_ns AS last_end FROM " table " r"                               \
+  " WHERE (r.kind = $6 OR ($6 = 'hang' AND r.kind = 'fatal_hang'))" RANGE(lo, hi) ROLLUP_FILTERS   \
+      " AND ($8::text IS NULL OR r.group_sig = $8)"
+#define RAW_HANG(lo, hi)                                                                           \
+  "SELECT e.group_sig COLLATE \"C\", coalesce(b.version, '') COLLATE \"C\","                       \
+  " coalesce(e.label, '') COLLATE \"C\", perf_dbin(e.duration_ns),"                                \
+  " 1, (SELECT coalesce(sum(c.samples), 0) FROM stack_counts c WHERE c.event_id = e.id),"          \
+  " e.duration_ns, e.start_ns, e.start_ns, e.duration_ns, 0 FROM events e"                         \
+  " JOIN batches b ON b.id = e.batch_id WHERE e.kind IN ('hang', 'fatal_hang')"                    \
+  " AND e.group_sig IS NOT NULL" RAW_RANGE(lo, hi) TOP_FILTERS
+#define RAW_CPU(lo, hi)                                                                            \
+  "SELECT c.stack_sig, coalesce(b.version, '') COLLATE \"C\", coalesce(e.label, '') COLLATE "      \
+  "\"C\","                                                                                         \
+  " perf_dbin(e.duration_ns),"                                                                     \
+  " 1, sum(c.samples), e.duration_ns, e.start_ns, e.start_ns, e.duration_ns,"                      \
+  " sum(" ROLLUP_CPU(                                                                              \
+      "c") ") FROM events e"                                                                       \
+           " JOIN batches b ON b.id = e.batch_id JOIN stack_counts c ON c.event_id = e.id"         \
+           " WHERE e.kind = 'cpu'" RAW_RANGE(lo, hi) TOP_FILTERS                                   \
+      " GROUP BY e.id, c.stack_sig, b.version, e.start_ns, e.duration_ns, e.label"
+#define RAW_STACK(lo, hi)                                                                          \
+  "SELECT c.stack_sig, c.samples, " ROLLUP_CPU("c") ", " ROLLUP_WALL_SHARE(                        \
+      "c", "e") ", e.start_ns, e.start_ns + e.duration_ns FROM events e JOIN batches b ON b.id = " \
+                "e.batch_id"                                                                       \
+                " JOIN stack_counts c ON c.event_id = e.id WHERE " KIND_FILTER                     \
+                RAW_RANGE(lo, hi) TOP_FILTERS " AND ($8::text IS NULL OR e.group_sig = $8)"
+
+static const char TOP_HANG[] =
+    TOP_SQL("r.kind IN ('hang', 'fatal_hang')", RAW_HANG(22, 23) " UNION ALL " RAW_HANG(24, 25),
+            "(SELECT p.samples FROM hang_group_path p WHERE p.group_sig = x.g)");
+static const char TOP_CPU[] =
+    TOP_SQL("r.kind = 'cpu'", RAW_CPU(22, 23) " UNION ALL " RAW_CPU(24, 25), "NULL::bytea");
+#define STACK_SQL(raw)                                                                             \
+  "SELECT x.s, st.frames, sum(x.n), sum(x.cpu), coalesce(sum(x.wall), 0), min(x.first),"           \
+  " max(x.last_end)"                                                                               \
+  " FROM (" STACK_PART(STACKS_DAY, 20, 21) " UNION ALL " STACK_PART(                               \
+      STACKS_10M, 26, 27) " UNION ALL " STACK_PART(STACKS_10M, 28,                                 \
+                                                   29) " UNION ALL " raw                           \
+                                                       ") x JOIN stacks st ON st.signature = x.s " \
+                                                       "GROUP BY x.s, st.frames ORDER BY 4 DESC,"  \
+                                                       " 3 DESC,"                                  \
+                                                       " x.s COLLATE \"C\""
+static const char STACK_ROWS[] = STACK_SQL(RAW_STACK(22, 23) " UNION ALL " RAW_STACK(24, 25));
+static const char ANY_EVENT[] = "SELECT EXISTS (SELECT 1 FROM events WHERE start_ns >= $1::bigint"
+                                " AND start_ns <= $2::bigint)";
+static const char EVENT_ROWS[] =
+    "SELECT " EVENT_COLUMNS " FROM events e JOIN batches b ON b.id = e.batch_id"
+    " WHERE ($6::text IS NULL OR " KIND_FILTER ")" TOP_FILTERS
+    " ORDER BY e.start_ns DESC, e.id DESC LIMIT $7::bigint";
+static const char EVENT_ONE[] =
+    "SELECT " EVENT_COLUMNS " FROM events e JOIN batches b ON b.id = e.batch_id"
+    " WHERE e.id = $1::bigint";
+/* One row per signature and thread: a database of a collector that stored
+   a row per device stack may hold several. */
+static const char EVENT_COUNTS[] =
+    "SELECT c.stack_sig, s.frames, c.tid, sum(c.samples)::bigint, sum(c.cpu_us)::bigint"
+    " FROM stack_counts c LEFT JOIN stacks s ON s.signature = c.stack_sig"
+    " WHERE c.event_id = $1::bigint GROUP BY c.stack_sig, c.tid, s.frames"
+    " ORDER BY coalesce(sum(c.cpu_us), 0) DESC, sum(c.samples) DESC, min(c.id)";
+static const char DROPS[] =
+    "SELECT coalesce(sum(b.dropped_rate_limited), 0), coalesce(sum(b.dropped_queue_full), 0),"
+    " coalesce(sum(b.dropped_sink_failed), 0), coalesce(sum(b.dropped_spool_quota), 0),"
+    " coalesce(sum(b.dropped_oversized), 0), count(*) FROM batches b WHERE true" DROPS_FILTERS;
+static const char TIME_BUCKETS[] =
+    "SELECT e.start_ns / $7::bigint, count(*), coalesce(sum(e.duration_ns::float8), 0)"
+    " FROM events e JOIN batches b ON b.id = e.batch_id WHERE " KIND_FILTER TOP_FILTERS
+    " GROUP BY 1 ORDER BY 1 LIMIT $8::bigint";
+static const char STATE_ROWS[] =
+    "SELECT x.state, x.syscall, x.fd, sum(x.samples) FROM event_states x"
+    " JOIN events e ON e.id = x.event_id JOIN batches b ON b.id = e.batch_id"
+    " WHERE " KIND_FILTER TOP_FILTERS
+    " AND ($8::text IS NULL OR e.group_sig = $8 OR EXISTS (SELECT 1 FROM"
+    " stack_counts c WHERE c.event_id = e.id AND c.stack_sig = $8))"
+    " GROUP BY 1, 2, 3 ORDER BY 4 DESC, 1, 2, 3";
+static const char LOOP_SUMS[] =
+    "SELECT coalesce(sum(l.watched_ns::float8), 0), coalesce(sum(l.busy_ns::float8), 0),"
+    " coalesce(sum(l.u0::float8), 0), coalesce(sum(l.u1::float8), 0),"
+    " coalesce(sum(l.u2::float8), 0), coalesce(sum(l.u3::float8), 0),"
+    " coalesce(sum(l.u4::float8), 0), coalesce(sum(l.u5::float8), 0),"
+    " coalesce(sum(l.u6::float8), 0), coalesce(sum(l.u7::float8), 0),"
+    " coalesce(sum(l.u8::float8), 0), count(*) FROM loop_stats l"
+    " JOIN batches b ON b.id = l.batch_id WHERE true" DROPS_FILTERS;
+static const char HANG_COUNT[] = "SELECT count(*) FROM events e JOIN batches b ON b.id = e.batch_id"
+                                 " WHERE e.kind IN ('hang', 'fatal_hang')" TOP_FILTERS;
+static const char STATES_OF_EVENT[] =
+    "SELECT tid, state, syscall, fd, samples FROM event_states WHERE event_id = $1::bigint"
+    " ORDER BY samples DESC, id";
+
+#define GROUP_EVENTS STORE_STR(STORE_GROUP_STACKS_EVENTS)
+#define GROUP_ROWS STORE_STR(STORE_GROUP_STACKS_ROWS)
+
+/* The stack of each signature of $1, then the heaviest stacks of a few
+   events of that group (store.h group_stacks), by the signature's place. */
+static const char GROUP_STACKS[] =
+    "SELECT q.i, s.frames FROM unnest($1::text[]) WITH ORDINALITY AS q(sig, i)"
+    " CROSS JOIN LATERAL (SELECT 0 AS o, 0::bigint AS w, q.sig AS stack UNION ALL"
+    " (SELECT 1, c.samples, c.stack_sig FROM (SELECT id FROM events WHERE group_sig = q.sig"
+    " LIMIT " GROUP_EVENTS ") e JOIN stack_counts c ON c.event_id = e.id"
+    " ORDER BY c.samples DESC LIMIT " GROUP_ROWS ")) x"
+    " JOIN stacks s ON s.signature = x.stack ORDER BY q.i, x.o, x.w DESC";
+
+/* q's filters as the statements above number them. */
+static void bind_filters(pg_params_t *p, const store_top_query_t *q) {
+  pg_text(p, 1, q->app);
+  pg_text(p, 2, q->version);
+  pg_text(p, 3, q->environment);
+  pg_text(p, 10, q->host);
+  pg_int(p, 4, q->from_ns);
+  pg_int(p, 5, q->to_ns);
+  pg_text(p, 6, q->kind);
+  pg_text(p, 7, NULL);
+  pg_text(p, 8, NULL);
+  pg_text(p, 9, NULL);
+  pg_text(p, 19, q->label);
+  for (size_t i = 0; i < STORE_MAX_TAG_FILTERS; i++) {
+    int k = TAG_PARAM + 2 * (int)i;
+    if (i < q->n_tags)
+      pg_textn(p, k, q->tags[i].key, q->tags[i].key_len);
+    else
+      pg_text(p, k, NULL);
+    pg_text(p, k + 1, i < q->n_tags ? q->tags[i].value : NULL);
+  }
+}
+
+static double pg_f64(const PGresult *r, int row, int col) {
+  return PQgetisnull(r, row, col) ? 0 : strtod(PQgetvalue(r, row, col), NULL);
+}
+
+/* Run sql with p under the lock; rows to each(r, i, user) until it stops
+   (non-zero): STORE_OK, or STORE_ERROR (failed, or stopped). */
+typedef int (*row_each_fn)(const PGresult *r, int i, void *ctx);
+
+/* scan's work, the lock held. */
+static int scan_locked(store_t *st, const char *sql, const pg_params_t *p, const char *what,
+                       row_each_fn each, void *ctx) {
+  PGresult *r = pg_run(st, sql, p, what);
+  int stopped = 0, n = r ? PQntuples(r) : 0;
+  for (int i = 0; !stopped && i < n; i++)
+    stopped = each(r, i, ctx);
+  PQclear(r);
+  return r && !stopped ? STORE_OK : STORE_ERROR;
+}
+
+static int scan(store_t *st, const char *sql, const pg_params_t *p, const char *what,
+                row_each_fn each, void *ctx) {
+  pthread_mutex_lock(&st->lock);
+  int rc = scan_locked(st, sql, p, what, each, ctx);
+  pthread_mutex_unlock(&st->lock);
+  return rc;
+}
+
+typedef struct cb_s {
+  void *fn, *user;
+  int hang;
+} cb_t;
+
+static int top_each(const PGresult *r, int i, void *ctx) {
+  cb_t *cb = ctx;
+  store_top_row_t row = {.group_sig = pg_str(r, i, 0),
+                         .names_json = pg_str(r, i, 1),
+                         .version = pg_str(r, i, 2),
+                         .label = pg_str(r, i, 3),
+                         .events = (uint64_t)pg_i64(r, i, 4),
+                         .samples = (uint64_t)pg_i64(r, i, 5),
+                         .total_ns = pg_i64(r, i, 6),
+                         .first_ns = pg_i64(r, i, 7),
+                         .last_ns = pg_i64(r, i, 8),
+                         .max_ns = pg_i64(r, i, 9),
+                         .dbin = (int)pg_i64(r, i, 10),
+                         .cpu_us = (uint64_t)pg_i64(r, i, 12)};
+  if (cb->hang && !PQgetisnull(r, i, 11)) {
+    size_t len = 0;
+    unsigned char *blob = PQunescapeBytea((const unsigned char *)PQgetvalue(r, i, 11), &len);
+    row.majority_len = hang_groups_majority_len(blob, len);
+    PQfreemem(blob);
+  }
+  if (!row.group_sig || !row.names_json) return 0;
+  return ((store_row_fn)cb->fn)(&row, cb->user);
+}
+
+/* rollup_plan's probe: does an event start in [lo, hi]? The lock is held. */
+static int any_event(void *ctx, int64_t lo, int64_t hi) {
+  pg_params_t p = {0};
+  pg_int(&p, 1, lo);
+  pg_int(&p, 2, hi);
+  PGresult *r = pg_run(ctx, ANY_EVENT, &p, "rollup plan");
+  int any = r ? strcmp(PQgetvalue(r, 0, 0), "t") == 0 : -1;
+  PQclear(r);
+  return any;
+}
+
+/* Run sql (top-stacks or stack rows) with q's plan in $20..$29: the plan's
+   probes and the query under one hold of the lock. */
+static int scan_planned(store_t *st, const char *sql, pg_params_t *p, const store_top_query_t *q,
+                        const char *what, row_each_fn each, void *ctx) {
+  pthread_mutex_lock(&st->lock);
+  rollup_plan_t plan;
+  rollup_plan(q, any_event, st, &plan);
+  pg_int(p, 20, plan.day[0]);
+  pg_int(p, 21, plan.day[1]);
+  for (int i = 0; i < 2; i++) {
+    pg_int(p, 22 + 2 * i, plan.raw[i][0]);
+    pg_int(p, 23 + 2 * i, plan.raw[i][1]);
+    pg_int(p, 26 + 2 * i, plan.bucket[i][0]);
+    pg_int(p, 27 + 2 * i, plan.bucket[i][1]);
+  }
+  int rc = scan_locked(st, sql, p, what, each, ctx);
+  pthread_mutex_unlock(&st->lock);
+  return rc;
+}
+
+int pg_top_rows(store_t *st, const store_top_query_t *q, store_row_fn fn, void *user) {
+  int hang = strcmp(q->kind, "cpu") != 0;
+  pg_params_t p = {0};
+  bind_filters(&p, q);
+  cb_t cb = {(void *)fn, user, hang};
+  return scan_planned(st, hang ? TOP_HANG : TOP_CPU, &p, q, "top rows", top_each, &cb);
+}
+
+static int stack_each(const PGresult *r, int i, void *ctx) {
+  cb_t *cb = ctx;
+  store_stack_row_t row = {pg_str(r, i, 0),
+                           pg_str(r, i, 1),
+                           (uint64_t)pg_i64(r, i, 2),
+                           (uint64_t)pg_i64(r, i, 3),
+                           pg_i64(r, i, 4),
+                           pg_i64(r, i, 5),
+                           pg_i64(r, i, 6)};
+  if (!row.stack_sig || !row.frames_json) return 0;
+  return ((store_stack_row_fn)cb->fn)(&row, cb->user);
+}
+
+int pg_stack_rows(store_t *st, const store_top_query_t *q, store_stack_row_fn fn, void *user) {
+  if (!q->kind) return STORE_ERROR;
+  pg_params_t p = {0};
+  bind_filters(&p, q);
+  pg_text(&p, 8, q->group);
+  cb_t cb = {(void *)fn, user, 0};
+  return scan_planned(st, STACK_ROWS, &p, q, "stack rows", stack_each, &cb);
+}
+
+static store_event_row_t event_row(const PGresult *r, int i) {
+  store_event_row_t row = {.id = pg_i64(r, i, 0),
+                           .kind = pg_str(r, i, 1),
+                           .start_ns = pg_i64(r, i, 2),
+                           .duration_ns = pg_i64(r, i, 3),
+                           .tid = (uint32_t)pg_i64(r, i, 4),
+                           .cpu_percent = (int32_t)pg_i64(r, i, 5),
+                           .reason = pg_str(r, i, 6),
+                           .app = pg_str(r, i, 7),
+                           .version = pg_str(r, i, 8),
+                           .environment = pg_str(r, i, 9),
+                           .group_sig = pg_str(r, i, 10),
+                           .tags_json = pg_str(r, i, 11),
+                           .label = pg_str(r, i, 12)};
+  return row;
+}
+
+static int event_each(const PGresult *r, int i, void *ctx) {
+  cb_t *cb = ctx;
+  store_event_row_t row = event_row(r, i);
+  return ((store_event_row_fn)cb->fn)(&row, cb->user);
+}
+
+int pg_event_rows(store_t *st, const store_top_query_t *q, int64_t limit, store_event_row_fn fn,
+                  void *user) {
+  pg_params_t p = {0};
+  bind_filters(&p, q);
+  pg_int(&p, 7, limit);
+  cb_t cb = {(void *)fn, user, 0};
+  return scan(st, EVENT_ROWS, &p, "event rows", event_each, &cb);
+}
+
+static int count_each(const PGresult *r, int i, void *ctx) {
+  cb_t *cb = ctx;
+  store_count_row_t row = {pg_str(r, i, 0), pg_str(r, i, 1), (uint32_t)pg_i64(r, i, 2),
+                           (uint64_t)pg_i64(r, i, 3), PQgetisnull(r, i, 4) ? -1 : pg_i64(r, i, 4)};
+  if (!row.stack_sig) return 0;
+  return ((store_count_row_fn)cb->fn)(&row, cb->user);
+}
+
+int pg_event_detail(store_t *st, int64_t id, store_event_row_fn on_event,
+                    store_count_row_fn on_count, void *user) {
+  pg_params_t p = {0};
+  pg_int(&p, 1, id);
+  pthread_mutex_lock(&st->lock);
+  PGresult *r = pg_run(st, EVENT_ONE, &p, "event");
+  int found = r && PQntuples(r) > 0, stopped = 0;
+  if (found) {
+    store_event_row_t row = event_row(r, 0);
+    stopped = on_event(&row, user);
+  }
+  int ok = r != NULL;
+  PQclear(r);
+  if (ok && found && !stopped) {
+    r = pg_run(st, EVENT_COUNTS, &p, "event counts");
+    cb_t cb = {(void *)on_count, user, 0};
+    for (int i = 0; r && !stopped && i < PQntuples(r); i++)
+      stopped = count_each(r, i, &cb);
+    ok = r != NULL;
+    PQclear(r);
+  }
+  pthread_mutex_unlock(&st->lock);
+  if (!ok || stopped) return STORE_ERROR;
+  return found ? STORE_OK : STORE_NOT_FOUND;
+}
+
+static int drops_each(const PGresult *r, int i, void *ctx) {
+  store_drops_t *out = ctx;
+  for (int k = 0; k < STORE_DROP_COUNT; k++)
+    out->dropped[k] = (uint64_t)pg_i64(r, i, k);
+  out->batches = (uint64_t)pg_i64(r, i, STORE_DROP_COUNT);
+  return 0;
+}
+
+int pg_drops(store_t *st, const store_top_query_t *q, store_drops_t *out) {
+  memset(out, 0, sizeof *out);
+  pg_params_t p = {0};
+  bind_filters(&p, q);
+  return scan(st, DROPS, &p, "drops", drops_each, out);
+}
+
+static int loop_each(const PGresult *r, int i, void *ctx) {
+  store_loop_totals_t *out = ctx;
+  out->sum.watched_ns = (uint64_t)pg_f64(r, i, 0);
+  out->sum.busy_ns = (uint64_t)pg_f64(r, i, 1);
+  for (int k = 0; k < STORE_LOOP_BUCKETS; k++)
+    out->sum.units[k] = (uint64_t)pg_f64(r, i, 2 + k);
+  out->batches = (uint64_t)pg_i64(r, i, 2 + STORE_LOOP_BUCKETS);
+  return 0;
+}
+
+static int hangs_each(const PGresult *r, int i, void *ctx) {
+  ((store_loop_totals_t *)ctx)->hangs = (uint64_t)pg_i64(r, i, 0);
+  return 0;
+}
+
+int pg_loop_totals(store_t *st, const store_top_query_t *q, store_loop_totals_t *out) {
+  memset(out, 0, sizeof *out);
+  pg_params_t p = {0};
+  bind_filters(&p, q);
+  int rc = scan(st, LOOP_SUMS, &p, "loop stats", loop_each, out);
+  return rc == STORE_OK ? scan(st, HANG_COUNT, &p, "hang count", hangs_each, out) : rc;
+}
+
+typedef struct bucket_ctx_s {
+  int64_t bucket_ns;
+  store_bucket_row_fn fn;
+  void *user;
+} bucket_ctx_t;
+
+static int bucket_each(const PGresult *r, int i, void *ctx) {
+  bucket_ctx_t *b = ctx;
+  store_bucket_row_t row = {pg_i64(r, i, 0) * b->bucket_ns, (uint64_t)pg_i64(r, i, 1),
+                            pg_f64(r, i, 2)};
+  return b->fn(&row, b->user);
+}
+
+int pg_time_buckets(store_t *st, const store_top_query_t *q, int64_t bucket_ns, int64_t limit,
+                    store_bucket_row_fn fn, void *user) {
+  if (!q->kind || bucket_ns <= 0) return STORE_ERROR;
+  pg_params_t p = {0};
+  bind_filters(&p, q);
+  pg_int(&p, 7, bucket_ns);
+  pg_int(&p, 8, limit);
+  bucket_ctx_t ctx = {bucket_ns, fn, user};
+  return scan(st, TIME_BUCKETS, &p, "time buckets", bucket_each, &ctx);
+}
+
+static int state_each(const PGresult *r, int i, void *ctx) {
+  cb_t *cb = ctx;
+  store_state_count_t row = {cb->hang ? (uint32_t)pg_i64(r, i, 0) : 0, pg_str(r, i, cb->hang),
+                             pg_str(r, i, cb->hang + 1), pg_str(r, i, cb->hang + 2),
+                             (uint64_t)pg_i64(r, i, cb->hang + 3)};
+  return ((store_state_row_fn)cb->fn)(&row, cb->user);
+}
+
+int pg_event_states(store_t *st, int64_t id, store_state_row_fn fn, void *user) {
+  pg_params_t p = {0};
+  pg_int(&p, 1, id);
+  cb_t cb = {(void *)fn, user, 1}; /* hang: the rows start with the tid */
+  return scan(st, STATES_OF_EVENT, &p, "event states", state_each, &cb);
+}
+
+int pg_state_rows(store_t *st, const store_top_query_t *q, store_state_row_fn fn, void *user) {
+  if (!q->kind) return STORE_ERROR;
+  pg_params_t p = {0};
+  bind_filters(&p, q);
+  pg_text(&p, 8, q->group);
+  cb_t cb = {(void *)fn, user, 0};
+  return scan(st, STATE_ROWS, &p, "state rows", state_each, &cb);
+}
+
+typedef struct group_stacks_s {
+  store_group_stack_fn fn;
+  void *user;
+  size_t n;
+  bool enough[STORE_GROUP_STACKS_SIGS];
+} group_stacks_t;
+
+static int group_stack_each(const PGresult *r, int i, void *ctx) {
+  group_stacks_t *g = ctx;
+  int64_t at = pg_i64(r, i, 0) - 1;
+  const char *frames = pg_str(r, i, 1);
+  if (at < 0 || (size_t)at >= g->n || g->enough[at] || !frames) return 0;
+  g->enough[at] = g->fn((size_t)at, frames, g->user) != 0;
+  return 0;
+}
+
+int pg_group_stacks(store_t *st, const char *const *sigs, size_t n, store_group_stack_fn fn,
+                    void *user) {
+  if (n > STORE_GROUP_STACKS_SIGS) return STORE_ERROR;
+  pg_array_t a = {0};
+  for (size_t i = 0; i < n; i++)
+    pg_array_text(&a, sigs[i]);
+  pg_params_t p = {0};
+  if (pg_own_arrays(&p, 1, &a, 1) != 0) return pg_params_free(&p), STORE_ERROR;
+  group_stacks_t g = {fn, user, n, {false}};
+  int rc = scan(st, GROUP_STACKS, &p, "group stacks", group_stack_each, &g);
+  pg_params_free(&p);
+  return rc;
+}

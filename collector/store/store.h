@@ -1,0 +1,204 @@
+/*
+ * store.h - the collector's storage interface: one table of function
+ * pointers a backend fills in (store/sqlite/, store/pg/), taking and giving
+ * the records of collector/model/records.h, and the registry that picks a
+ * backend for a --db location.
+ *
+ * The contract every backend keeps (tests/collector/store/test_store_contract.c
+ * drives each registered backend through it):
+ * - put_batch is atomic: every row of a batch is stored, or none is; a
+ *   failure leaves the store as it was.
+ * - Batch ids are idempotent: a batch whose id is stored already changes
+ *   nothing and answers STORE_DUPLICATE, on every collector of a database.
+ * - Hang groups are picked one hang at a time, in the batch's order, each
+ *   pick seeing the groups the earlier hangs made (on a shared database,
+ *   across collectors too).
+ * - Reads see committed batches only and stream rows in the order each op
+ *   states.
+ * - health, claim_job and release_job may be NULL (a database with one
+ *   collector, a store whose check says enough); every other op is required.
+ *
+ * Threads: a backend is called from MHD's worker threads (put_batch, reads,
+ * stats), the retention thread (delete_older_than) and the re-symbolization
+ * thread at the same time; it serializes what it must itself.
+ */
+#ifndef PERF_COLLECTOR_STORE_H
+#define PERF_COLLECTOR_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "collector/model/records.h"
+
+enum store_status {
+  STORE_OK = 0,
+  STORE_DUPLICATE = 1, /* put_batch: that batch id is stored already; nothing changed */
+  STORE_NOT_FOUND = 2, /* event_detail: no event with that id */
+  STORE_ERROR = -1,    /* the backend failed; the reason went to stderr */
+  STORE_LOST = -2,     /* put_batch, check: the location no longer names the store opened
+                          (deleted or replaced, db_identity.h); the batch is not acknowledged */
+};
+
+/* What a stored batch survives once put_batch returned (--durability;
+   docs/operations.md "Durability": the policy and its measured cost). */
+typedef enum store_durability {
+  STORE_DURABLE_FULL,    /* written and fsync'ed at each commit: survives the collector's
+                            death, an OS crash and a power loss (the default) */
+  STORE_DURABLE_PROCESS, /* written at each commit, fsync'ed at checkpoints: survives the
+                            collector's death (kill -9, OOM killer); an OS crash or a power
+                            loss may take the last commits */
+} store_durability_t;
+
+/* How a store is opened (the collector's --durability and
+   --rollup-fold-interval). */
+typedef struct store_config_s {
+  store_durability_t durability;
+  /* PostgreSQL: how often this collector folds the rollup rows batches
+     appended into the rollup tables (pg_fold.c); 0: the default,
+     STORE_FOLD_INTERVAL_S. SQLite rolls up in each batch's transaction and
+     has nothing to fold. */
+  unsigned fold_interval_s;
+} store_config_t;
+
+#define STORE_FOLD_INTERVAL_S 1
+
+/* A stored stack's frames that may show a group's (group_stacks): index
+   is the group's place in the signatures asked for. Return non-zero when
+   that group needs no more of its rows. */
+typedef int (*store_group_stack_fn)(size_t index, const char *frames_json, void *user);
+
+/* group_stacks: at most this many signatures per call, and per signature
+   the stacks of at most this many of its events, this many in all. */
+#define STORE_GROUP_STACKS_SIGS 32
+#define STORE_GROUP_STACKS_EVENTS 4
+#define STORE_GROUP_STACKS_ROWS 16
+#define STORE_STR_(x) #x
+#define STORE_STR(x) STORE_STR_(x) /* a number in SQL text */
+
+/* Re-symbolization: symbols for some frames arrived after their stacks
+   were stored (resymbolize.c fills this in; the store calls it inside its
+   transaction). */
+typedef struct store_renamer_s {
+  /* A stored stack's frames: return 1 and fill *stack (signature, and
+     frames_json malloc'ed) and *group (the same signature, names_json
+     malloc'ed) when symbols change its frames now; 0 when nothing
+     changed; -1 on failure. The store frees the two strings with free(). */
+  int (*rename_stack)(void *user, const char *frames_json, store_stack_t *stack,
+                      store_group_t *group);
+  /* A hang event's grouping input from its sampled stacks' frames and
+     samples (n >= 1, the dominant stack first, then by samples), made as
+     ingest makes it: *hang with its key (len 0: no majority root, then
+     hang->group is the first stack's own group). Everything in *hang is
+     malloc'ed and released with hang_free. 0, or -1 on failure. */
+  int (*hang_group)(void *user, const char *const *frames_json, const uint64_t *samples, size_t n,
+                    store_hang_t *hang);
+  void (*hang_free)(void *user, store_hang_t *hang);
+  void *user;
+} store_renamer_t;
+
+typedef struct store_s store_t; /* a backend's own state */
+
+typedef struct store_ops_s {
+  const char *name;
+  /* Open (creating the schema when missing) the store at location, its
+     commits as durable as config->durability says. */
+  int (*open)(const char *location, const store_config_t *config, store_t **out);
+  void (*close)(store_t *st);
+  /* Everything of one batch in one transaction, durable as opened;
+     STORE_DUPLICATE when its id is stored already; STORE_LOST (nothing
+     acknowledged) when check fails before or after the commit. */
+  int (*put_batch)(store_t *st, const store_batch_t *batch);
+  /* Delete batches received before cutoff_ns with their events, counts and tags,
+     and stacks last seen before it; *deleted_batches may be NULL. */
+  int (*delete_older_than)(store_t *st, int64_t cutoff_ns, uint64_t *deleted_batches);
+  int (*stats)(store_t *st, store_stats_t *out);
+  /* STORE_OK while location still names what was opened; else STORE_LOST
+     with the reason (the path, deleted or replaced) in why, for good: only
+     a restart opens the store again. Cheap (two stat calls), lock-free:
+     any thread, at every batch and every GET /healthz. */
+  int (*check)(store_t *st, char *why, size_t why_len);
+  /* GET /healthz beyond check: whether the database answers now (a
+     PostgreSQL server may be down, refuse the database, or not answer);
+     STORE_ERROR with the reason in why. Bounded in time, never waits for
+     a query in progress. NULL: check says it. */
+  int (*health)(store_t *st, char *why, size_t why_len);
+  /* A job that collectors on one database must not run twice at once (a
+     debuginfod fetch of one build-id: "debuginfod:<id>"): 1 claimed, until
+     release_job; 0 another collector holds it now; -1 the database failed.
+     NULL: a database has one collector (SQLite), every claim succeeds. */
+  int (*claim_job)(store_t *st, const char *job);
+  void (*release_job)(store_t *st, const char *job);
+  /* Stream the top-stacks rows of q to fn (read-only). */
+  int (*top_rows)(store_t *st, const store_top_query_t *q, store_row_fn fn, void *user);
+  /* Stream the per-stack sample sums of q (kind required) to fn. */
+  int (*stack_rows)(store_t *st, const store_top_query_t *q, store_stack_row_fn fn, void *user);
+  /* Stream up to limit events of q (kind NULL: any kind), newest first
+     (start, then id, descending). */
+  int (*event_rows)(store_t *st, const store_top_query_t *q, int64_t limit, store_event_row_fn fn,
+                    void *user);
+  /* Stream the events of q (kind required; group unused) counted per bucket
+     of bucket_ns (> 0; buckets start at multiples of it since the epoch),
+     buckets with events only, oldest first, at most limit of them. */
+  int (*time_buckets)(store_t *st, const store_top_query_t *q, int64_t bucket_ns, int64_t limit,
+                      store_bucket_row_fn fn, void *user);
+  /* The drop counters of the batches matching q's resource, time (the
+     batch's received_ns) and tag filters, summed (kind and group unused). */
+  int (*drops)(store_t *st, const store_top_query_t *q, store_drops_t *out);
+  /* The loop stats and hang count of q (kind, group and label unused). */
+  int (*loop_totals)(store_t *st, const store_top_query_t *q, store_loop_totals_t *out);
+  /* Event id to on_event, then each of its stack_counts to on_count (by
+     CPU time, then samples, descending); STORE_NOT_FOUND when there is no
+     such event. */
+  int (*event_detail)(store_t *st, int64_t id, store_event_row_fn on_event,
+                      store_count_row_fn on_count, void *user);
+  /* Event id's samples per thread and state (most samples first) to fn;
+     nothing for an event without states (an older SDK) or no such event. */
+  int (*event_states)(store_t *st, int64_t id, store_state_row_fn fn, void *user);
+  /* The samples per state (tid 0) summed over the events of q (kind
+     required; q->group: only the events of that group, hang or cpu: the
+     events that sampled that stack), most samples first. */
+  int (*state_rows)(store_t *st, const store_top_query_t *q, store_state_row_fn fn, void *user);
+  /* The stored stacks that may show the frames of groups sigs[0..n) (n at
+     most STORE_GROUP_STACKS_SIGS), to fn in the order of sigs: for each,
+     the stack stored with that signature (a CPU group is a stack), then
+     the stacks sampled by STORE_GROUP_STACKS_EVENTS of the events of that
+     group (events.group_sig: a hang group), most samples first, at most
+     STORE_GROUP_STACKS_ROWS of them (headline.c picks the one through the
+     group's frames). */
+  int (*group_stacks)(store_t *st, const char *const *sigs, size_t n, store_group_stack_fn fn,
+                      void *user);
+  /* Re-symbolize, in one transaction, every stack whose frames_json
+     contains the text `needle`: r->rename_stack renames it; a renamed
+     stack's counts, events and CPU group move to its new signature, merged
+     into a stack stored with that signature already; the hang events that
+     sampled a renamed stack get their group recomputed (r->hang_group,
+     then the same pick among the stored hang groups as put_batch);
+     groups nothing refers to any more are deleted. *renamed (may be NULL):
+     the stacks renamed. */
+  int (*resymbolize)(store_t *st, const char *needle, const store_renamer_t *r, uint64_t *renamed);
+} store_ops_t;
+
+/* The backends built in (CMake options PERF_STORE_SQLITE, PERF_STORE_PG),
+   one registry row each (store/registry.c). */
+extern const store_ops_t store_sqlite_ops; /* embedded, a file path */
+extern const store_ops_t store_pg_ops;     /* PostgreSQL through libpq: several collectors on one
+                                              database (docs/operations.md "Running on PostgreSQL") */
+
+/* A registry row: the backend of the --db locations that start with one of
+   its schemes ("postgresql://"); the row with no scheme takes every other
+   location (a path). */
+typedef struct store_backend_s {
+  const char *const *schemes; /* NULL-terminated; NULL: the default for paths */
+  const store_ops_t *ops;
+} store_backend_t;
+
+/* The rows built in, n_out of them. */
+const store_backend_t *store_backends(size_t *n_out);
+
+/* The row a --db location selects: the first whose scheme starts it, else
+   the row for paths. NULL when the location's scheme is one of a backend
+   this build left out, or it is a path and no backend takes paths: *why
+   then says so (static text). */
+const store_backend_t *store_backend_for(const char *location, const char **why);
+
+#endif
