@@ -19,7 +19,7 @@ typedef const char *(*query_arg_fn)(void *ctx, const char *name, size_t nth);
 #define QUERY_LIMIT_DEFAULT 20
 #define QUERY_LIMIT_MAX 1000
 
-/* Caps on one answer, whatever the store holds (collector/README.md):
+/* Caps on one answer, whatever the store holds (docs/api.md "Limits"):
    the stack exports (folded, flame, pprof) read at most
    QUERY_MAX_STACK_TEXT bytes of stored frames, heaviest stacks first; the
    samples of the stacks past it are shown as one stack of the single frame
