@@ -19,7 +19,7 @@
 #include "signature.h"
 
 #define STORE_BATCH_ID_BYTES 16
-#define STORE_SIG_CHARS 32 /* a stack signature: 128 bits as lowercase hex */
+#define STORE_SIG_CHARS 32 /* room for a signature in lowercase hex (64 bits: 16 digits) */
 
 enum store_status {
   STORE_OK = 0,
