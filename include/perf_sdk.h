@@ -522,7 +522,7 @@ typedef struct perf_sdk_stats_s {
   uint64_t batches_write_failed;        /* could not be written to the spool (disk full, I/O) */
   uint64_t spool_files;                 /* batches on disk now */
   uint64_t spool_bytes;                 /* their bytes */
-  /* The journal of the open batch (docs/architecture.md "Journal"). */
+  /* The journal of the open batch (docs/internals/spool.md "Journal of the open batch"). */
   uint64_t events_journaled;     /* appended to the journal: a kill -9 from now on loses
                                     nothing of them (PERF_SINK_HTTP and FILE) */
   uint64_t events_replayed;      /* events of earlier runs' journals put into the spool at

@@ -8,7 +8,7 @@
 # scripts/test.sh calls it after the native builds; alone:
 #   scripts/test_aarch64.sh            (installs what is missing, as root)
 # It needs the native build dir `build` for cross_batch_check (built here
-# if missing). What the stage proves and does not: tests/README.md.
+# if missing). What the stage proves and does not: tests/cross/README.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/deps.sh
@@ -23,7 +23,7 @@ cmake -S . -B build-aarch64 -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_TOOLCHAIN_FILE=cmake/toolchain-aarch64.cmake -DPERF_CROSS_TESTS_ONLY=ON
 cmake --build build-aarch64 -j "$jobs"
 
-# Skipped under qemu-user, each for a documented reason (tests/README.md,
+# Skipped under qemu-user, each for a documented reason (tests/cross/README.md,
 # "The aarch64 stage"):
 #  - sdk_fatal_hang, spool_two_processes, spool_kill9 re-execute the test
 #    program (/proc/self/exe) in a child process, which qemu-user cannot do

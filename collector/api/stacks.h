@@ -9,7 +9,7 @@
 #include "collector/api/params.h"
 #include "collector/store/store.h"
 
-/* Caps on one answer, whatever the store holds (collector/README.md):
+/* Caps on one answer, whatever the store holds (docs/api.md "Limits"):
    the stack exports (folded, flame, pprof) read at most
    QUERY_MAX_STACK_TEXT bytes of stored frames, heaviest stacks first; the
    samples of the stacks past it are shown as one stack of the single frame

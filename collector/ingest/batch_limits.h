@@ -28,7 +28,7 @@ typedef struct batch_limits_s {
   size_t text_bytes;    /* the stacks as ingest stores them (JSON, labels); 413 */
 } batch_limits_t;
 
-/* The defaults (collector/README.md, "Limits"). */
+/* The defaults (docs/api.md, "Limits"). */
 #define BATCH_LIMIT_STRINGS 65536
 #define BATCH_LIMIT_MODULES 4096
 #define BATCH_LIMIT_FUNCTIONS 65536

@@ -1,5 +1,5 @@
 /*
- * rollup.h - what both stores' rollups share (docs/architecture.md
+ * rollup.h - what both stores' rollups share (docs/internals/collector.md
  * "Rollups"): the time bucket, the duration bins that make percentiles
  * mergeable, and the plan that splits a query's time range into whole
  * buckets (read from the rollups) and the edges around them (read from

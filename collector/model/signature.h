@@ -7,8 +7,8 @@
  * (their outermost frame is `<truncated: ...>`) neither move nor create a
  * key. Repeated hangs whose keys differ only in how deep the majority
  * reached (one occurrence spent 55 % in a helper, the next 45 %) land in
- * one group by perf__group_pick (docs/architecture.md, "Group hangs by
- * where the thread was stuck"). A CPU sample's signature is its whole
+ * one group by perf__group_pick (docs/internals/collector.md,
+ * "Grouping hangs"). A CPU sample's signature is its whole
  * stack. Pure functions over frame labels, no recursion; any thread.
  */
 #ifndef PERF_COLLECTOR_SIGNATURE_H

@@ -2,8 +2,8 @@
  * blocked_capture.c - threads blocked in a system call (or otherwise off
  * the CPU) captured without a signal: their sp and pc from /proc, a copy
  * of their frozen stack, the handler's walk over the copy (see
- * blocked_capture.h; docs/architecture.md, "Threads blocked in a system
- * call"). Requesting threads, under the sampler's lock.
+ * blocked_capture.h; docs/internals/sampler.md, "Threads blocked in a
+ * system call"). Requesting threads, under the sampler's lock.
  */
 #include "sdk/sampler/blocked_capture.h"
 

@@ -22,8 +22,8 @@
  * blocks it (SigBlk: a program the thread execs would die of it): a
  * snapshot reads the mask before each send, a single capture while the
  * signal flies, and takes it back from a thread found blocking it.
- * docs/architecture.md, "Threads blocked in a system call" and "Before
- * each signal", has the measurements and the races that remain.
+ * docs/internals/sampler.md, "Threads blocked in a system call" and
+ * "Before each signal", has the costs and the races that remain.
  *
  * Slot state word: (sequence << 3) | state.
  */

@@ -14,7 +14,7 @@
  * Frame 0, and the frame just above a signal frame, are "exact": their pc
  * is where the code was interrupted, not a return address. Everything that
  * depends on where in a function an instruction is applies to them only
- * (docs/architecture.md has the same list as a table):
+ * (docs/internals/unwinding.md has the same list as a table):
  *  - their row is looked up at pc itself (callers: at pc - 1, their call);
  *  - prologues and epilogues: GCC's CFI moves the CFA at every push and
  *    pop, so the row is right at every instruction; but after `pop %rbp`

@@ -12,7 +12,7 @@
  * (the event as a one-event serialized perf.v1.Batch). One write() per
  * record on an O_APPEND descriptor; no fsync per record: a kill -9 keeps
  * what the kernel holds in its page cache, only a power loss or kernel
- * crash can lose the last records (docs/architecture.md "Journal").
+ * crash can lose the last records (docs/internals/spool.md "Journal of the open batch").
  * A torn tail (short or bad CRC: the process died inside the write, or the
  * disk filled) is dropped and counted by the reader.
  *

@@ -8,7 +8,7 @@
  * written as temporary file -> fsync -> rename -> fsync(directory), so a
  * batch is whole under its final name or absent. Each file starts with a
  * 64-byte header (magic "PSPL", version, lengths, CRC-32C of the payload,
- * creation time, batch id; docs/architecture.md "## Spool").
+ * creation time, batch id; docs/internals/spool.md).
  *
  * Ownership: one process at a time holds an exclusive flock on <root>/LOCK.
  * A second live process on the same root gets its own subdirectory

@@ -30,7 +30,7 @@ typedef ssize_t (*read_fn_t)(int fd, void *buf, size_t size);
    definition after this library), so the stack is the release build's.
    Through the interceptor, the SDK's walk of the blocked thread (only its
    sp and pc known) can take a stale frame record in this -O0 function's
-   frame for the real one and name a wrong caller (docs/architecture.md,
+   frame for the real one and name a wrong caller (docs/internals/sampler.md,
    "Threads blocked in a system call"); this test is about the collector,
    not that walk. */
 CHAIN ssize_t inapp_lib_read_config(int fd, char *buf, size_t size) {

@@ -46,7 +46,7 @@
 #endif
 
 /* The collector's documented bound on one in-flight ingest request with
-   the default limits (collector/README.md, "Memory per request"), on top
+   the default limits (docs/internals/collector.md, "Memory per request"), on top
    of its idle RSS. Under ASan every allocation costs more (redzones,
    shadow, the quarantine of freed blocks): twice the bound plus ASan's
    256 MiB quarantine. */

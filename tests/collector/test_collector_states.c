@@ -445,7 +445,7 @@ static void add_line(char **text, const char *head, const char *tail) {
   *text = more;
 }
 
-/* A stack of the batch as the collector names it (collector/README.md,
+/* A stack of the batch as the collector names it (docs/internals/collector.md,
    "Stored and shown frames"): per frame its inline functions ("f [inline]")
    and then its function (or module+address), then the end marker of a
    stack cut short; one name a line. */

@@ -4,7 +4,7 @@
  * of the hung thread's stack the majority of its complete samples share,
  * and the same hang repeated lands in one group even when its majority
  * reaches one frame deeper or shallower from one occurrence to the next
- * (collector/model/signature.h, docs/architecture.md).
+ * (collector/model/signature.h, docs/internals/collector.md).
  *  - repeated_hang: this process, with the real SDK (sink = http), hangs
  *    REPEATS times in busy_loop, a busy loop that calls a small clock
  *    helper, now_ms, half of its time (turns of PHASE_MS in itself and in
