@@ -15,7 +15,7 @@
 
 #define STORE_BATCH_ID_BYTES 16
 /* Room for a stack or group signature in lowercase hex: the collector makes
-   16 digits (64 bits, perf__sig_hash in signature.h); a query's group
+   16 digits (64 bits, perf__signature_hash in signature.h); a query's group
    filter accepts up to this many. */
 #define STORE_SIG_CHARS 32
 

@@ -98,6 +98,10 @@ typedef struct store_renamer_s {
 
 typedef struct store_s store_t; /* a backend's own state */
 
+/* How long past a retention cutoff a stack or group nobody named since
+   may stay stored (delete_older_than). */
+#define STORE_RETENTION_SLACK_NS INT64_C(3600000000000)
+
 typedef struct store_ops_s {
   const char *name;
   /* Open (creating the schema when missing) the store at location, its
@@ -108,8 +112,11 @@ typedef struct store_ops_s {
      STORE_DUPLICATE when its id is stored already; STORE_LOST (nothing
      acknowledged) when check fails before or after the commit. */
   int (*put_batch)(store_t *st, const store_batch_t *batch);
-  /* Delete batches received before cutoff_ns with their events, counts and tags,
-     and stacks last seen before it; *deleted_batches may be NULL. */
+  /* Delete batches received before cutoff_ns with their events, counts, tags
+     and loop stats, and the stacks and groups no batch has named since: a
+     backend may keep those up to STORE_RETENTION_SLACK_NS longer (the
+     PostgreSQL backend moves last_seen in steps). *deleted_batches (may be
+     NULL): the batches deleted. */
   int (*delete_older_than)(store_t *st, int64_t cutoff_ns, uint64_t *deleted_batches);
   int (*stats)(store_t *st, store_stats_t *out);
   /* STORE_OK while location still names what was opened; else STORE_LOST

@@ -269,6 +269,13 @@ static void pg_database(collector_t *c) {
   snprintf(made, sizeof made, "%s", c->db);
 }
 
+void rig_db_location(char *out, size_t size, const char *dir) {
+  collector_t c = {0};
+  snprintf(c.db, sizeof c.db, "%s/collector.db", dir);
+  if (rig_pg()) pg_database(&c);
+  snprintf(out, size, "%s", c.db);
+}
+
 static PGresult *pg_query(const char *db, const char *sql, ExecStatusType want) {
   PGconn *conn = PQconnectdb(db);
   CHECKF(PQstatus(conn) == CONNECTION_OK, "%s", PQerrorMessage(conn));

@@ -83,6 +83,11 @@ void collector_stop_healthy(collector_t *c);
    socket directory in PERF_TEST_PG_DIR) instead of a SQLite file. */
 bool rig_pg(void);
 
+/* The location of a fresh store for this process, as collector_start
+   picks it: a SQLite file in dir, or under PERF_TEST_DB=pg the URI of a
+   fresh database on the tests' PostgreSQL. */
+void rig_db_location(char *out, size_t size, const char *dir);
+
 /* A count (the first column of sql's one row) and a statement without
    rows on db, SQLite or PostgreSQL as db says (both speak the SQL the
    tests use: count, sum, UPDATE, DELETE). */

@@ -43,6 +43,7 @@
    (only then: moving it locks the row to the batch's COMMIT). Retention
    deletes a row only when last_seen is over a step before its cutoff. */
 #define PG_LAST_SEEN_STEP 3600000000000
+_Static_assert(PG_LAST_SEEN_STEP <= STORE_RETENTION_SLACK_NS, "store.h: retention slack");
 #define PG_LAST_SEEN_MOVE 1800000000000
 #define PG_KNOWN_FOR (PG_LAST_SEEN_STEP - PG_LAST_SEEN_MOVE)
 /* Run by a transaction deleting stored stacks or groups. */
