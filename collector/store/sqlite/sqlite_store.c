@@ -2,7 +2,9 @@
  * sqlite_store.c - the embedded default storage backend: one SQLite
  * database in WAL mode with a busy timeout, one connection guarded by a
  * mutex (MHD's worker threads put batches, the retention thread deletes),
- * and every statement prepared once at open.
+ * and every statement prepared once at open. This file: the schema, the
+ * statements, open, ingest, retention, stats and the ops table; the reads
+ * are sqlite_query.c's, re-symbolization sqlite_resym.c's (sqlite_store.h).
  *
  * Durability (store_durability_t, --durability): WAL with
  * synchronous=FULL (the WAL fsync'ed at every commit) or NORMAL (written at
@@ -30,11 +32,7 @@
 #include "collector/model/rollup.h"
 #include "collector/model/rollup_batch.h"
 #include "collector/store/rollup_sql.h"
-#include "collector/store/sqlite/db_identity.h"
-#include "collector/store/sqlite/sqlite_hang_groups.h"
-#include "collector/store/sqlite/sqlite_rollups.h"
-#include "collector/store/sqlite/sqlite_states.h"
-#include "collector/store/store.h"
+#include "collector/store/sqlite/sqlite_store.h"
 
 #define BUSY_TIMEOUT_MS 5000
 
@@ -108,7 +106,7 @@ static const char GROUP_SIG_INDEX[] =
   " AND (?1 IS NULL OR b.app = ?1) AND (?2 IS NULL OR b.version = ?2)"                             \
   " AND (?3 IS NULL OR b.environment = ?3) AND (?10 IS NULL OR b.host = ?10)" TAG_FILTER(11, 12)   \
       TAG_FILTER(13, 14) TAG_FILTER(15, 16) TAG_FILTER(17, 18)
-#define TAG_PARAM 11 /* the first tag filter's key */
+_Static_assert(TAG_PARAM == 11, "sqlite_store.h: the first tag filter's key is ?11");
 _Static_assert(STORE_MAX_TAG_FILTERS == 4, "BATCH_FILTERS has one TAG_FILTER per tag filter");
 #define TOP_FILTERS                                                                                \
   BATCH_FILTERS " AND e.start_ns >= ?4 AND e.start_ns <= ?5 AND (?19 IS NULL OR e.label = ?19)"
@@ -175,42 +173,6 @@ _Static_assert(STORE_MAX_TAG_FILTERS == 4, "BATCH_FILTERS has one TAG_FILTER per
 
 #define GROUP_EVENTS STORE_STR(STORE_GROUP_STACKS_EVENTS)
 #define GROUP_ROWS STORE_STR(STORE_GROUP_STACKS_ROWS)
-
-enum stmt_id {
-  ST_BEGIN,
-  ST_COMMIT,
-  ST_ROLLBACK,
-  ST_INSERT_BATCH,
-  ST_INSERT_TAG,
-  ST_UPSERT_STACK,
-  ST_INSERT_EVENT,
-  ST_INSERT_COUNT,
-  ST_DELETE_COUNTS,
-  ST_DELETE_EVENTS,
-  ST_DELETE_TAGS,
-  ST_DELETE_BATCHES,
-  ST_DELETE_STACKS,
-  ST_COUNT_ROWS,
-  ST_UPSERT_GROUP,
-  ST_DELETE_GROUPS,
-  ST_TOP_HANG,
-  ST_TOP_CPU,
-  ST_STACK_ROWS,
-  ST_EVENT_ROWS,
-  ST_EVENT_ONE,
-  ST_EVENT_COUNTS,
-  ST_DROPS,
-  ST_TIME_BUCKETS,
-  ST_STATE_ROWS,
-  ST_INSERT_LOOP,
-  ST_DELETE_LOOP,
-  ST_LOOP_SUMS,
-  ST_HANG_COUNT,
-  ST_ANY_EVENT,
-  ST_STACK_FRAMES,
-  ST_GROUP_STACKS,
-  ST_COUNT
-};
 
 static const char *const STMT_SQL[ST_COUNT] = {
     [ST_BEGIN] = "BEGIN IMMEDIATE",
@@ -314,23 +276,12 @@ static const char *const STMT_SQL[ST_COUNT] = {
                         " JOIN stacks s ON s.signature = x.sig ORDER BY x.w DESC",
 };
 
-struct store_s {
-  pthread_mutex_t lock;
-  sqlite3 *db;
-  sqlite3_stmt *stmt[ST_COUNT];
-  hang_groups_t *hang;
-  store_states_t *states;
-  store_rollups_t *rollups;
-  char *path;
-  db_identity_t *identity; /* path and path-wal as opened */
-};
-
-static void report(store_t *st, const char *what) {
+void sqlite_report(store_t *st, const char *what) {
   fprintf(stderr, "perf-collector: sqlite %s: %s\n", what, sqlite3_errmsg(st->db));
 }
 
 /* Run a prepared statement that returns no rows, then reset it. */
-static int step_done(store_t *st, enum stmt_id id) {
+int sqlite_step_done(store_t *st, enum stmt_id id) {
   sqlite3_stmt *s = st->stmt[id];
   int rc = sqlite3_step(s);
   sqlite3_reset(s);
@@ -338,7 +289,6 @@ static int step_done(store_t *st, enum stmt_id id) {
   return rc == SQLITE_DONE ? SQLITE_OK : rc;
 }
 
-static int sqlite_check(store_t *st, char *why, size_t why_len);
 static void empty_log(store_t *st);
 
 static void sqlite_close(store_t *st) {
@@ -362,7 +312,7 @@ static int prepare_all(store_t *st) {
   for (int i = 0; i < ST_COUNT; i++) {
     if (sqlite3_prepare_v3(st->db, STMT_SQL[i], -1, SQLITE_PREPARE_PERSISTENT, &st->stmt[i],
                            NULL) != SQLITE_OK) {
-      report(st, "prepare");
+      sqlite_report(st, "prepare");
       return STORE_ERROR;
     }
   }
@@ -374,7 +324,7 @@ static int set_durability(store_t *st, store_durability_t durability) {
   const char *sql =
       durability == STORE_DURABLE_FULL ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL";
   if (sqlite3_exec(st->db, sql, NULL, NULL, NULL) == SQLITE_OK) return STORE_OK;
-  report(st, "synchronous");
+  sqlite_report(st, "synchronous");
   return STORE_ERROR;
 }
 
@@ -408,7 +358,7 @@ static int sqlite_open(const char *path, const store_config_t *config, store_t *
   pthread_mutex_init(&st->lock, NULL);
   int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
   if (sqlite3_open_v2(path, &st->db, flags, NULL) != SQLITE_OK) {
-    report(st, "open");
+    sqlite_report(st, "open");
     sqlite_close(st);
     return STORE_ERROR;
   }
@@ -425,22 +375,22 @@ static int sqlite_open(const char *path, const store_config_t *config, store_t *
   add_cpu_weights(st->db);
   if (sqlite3_exec(st->db, GROUP_SIG_INDEX, NULL, NULL, NULL) != SQLITE_OK ||
       sqlite3_exec(st->db, LOOP_SCHEMA, NULL, NULL, NULL) != SQLITE_OK) {
-    report(st, "schema");
+    sqlite_report(st, "schema");
     sqlite_close(st);
     return STORE_ERROR;
   }
   if (hang_groups_open(st->db, &st->hang) != SQLITE_OK) {
-    report(st, "hang groups");
+    sqlite_report(st, "hang groups");
     sqlite_close(st);
     return STORE_ERROR;
   }
   if (store_states_open(st->db, &st->states) != SQLITE_OK) {
-    report(st, "thread states");
+    sqlite_report(st, "thread states");
     sqlite_close(st);
     return STORE_ERROR;
   }
   if (store_rollups_open(st->db, &st->rollups) != SQLITE_OK) {
-    report(st, "rollups");
+    sqlite_report(st, "rollups");
     sqlite_close(st);
     return STORE_ERROR;
   }
@@ -464,13 +414,13 @@ static int insert_batch_row(store_t *st, const store_batch_t *b) {
   sqlite3_bind_int64(s, 7, b->pid);
   for (int i = 0; i < STORE_DROP_COUNT; i++)
     sqlite3_bind_int64(s, 8 + i, (sqlite3_int64)b->drops[i]); /* <= STORE_MAX_DROPS */
-  int rc = step_done(st, ST_INSERT_BATCH);
+  int rc = sqlite_step_done(st, ST_INSERT_BATCH);
   s = st->stmt[ST_INSERT_TAG];
   for (size_t i = 0; rc == SQLITE_OK && i < b->n_tags; i++) {
     sqlite3_bind_blob(s, 1, b->id, STORE_BATCH_ID_BYTES, SQLITE_STATIC);
     sqlite3_bind_text(s, 2, b->tags[i].key, (int)b->tags[i].key_len, SQLITE_STATIC);
     sqlite3_bind_text(s, 3, b->tags[i].value, -1, SQLITE_STATIC);
-    rc = step_done(st, ST_INSERT_TAG);
+    rc = sqlite_step_done(st, ST_INSERT_TAG);
   }
   return rc;
 }
@@ -484,7 +434,7 @@ static int upsert_keyed(store_t *st, enum stmt_id stmt, const char *signature, c
   sqlite3_bind_text(s, 1, signature, -1, SQLITE_STATIC);
   sqlite3_bind_text(s, 2, json, -1, SQLITE_STATIC);
   sqlite3_bind_int64(s, 3, ns);
-  return step_done(st, stmt);
+  return sqlite_step_done(st, stmt);
 }
 
 static int upsert_stacks_and_groups(store_t *st, const store_batch_t *b) {
@@ -509,7 +459,7 @@ static int insert_counts(store_t *st, sqlite3_int64 event_id, const store_event_
       sqlite3_bind_int64(s, 5, e->counts[i].cpu_us);
     else
       sqlite3_bind_null(s, 5);
-    int rc = step_done(st, ST_INSERT_COUNT);
+    int rc = sqlite_step_done(st, ST_INSERT_COUNT);
     if (rc != SQLITE_OK) return rc;
   }
   return SQLITE_OK;
@@ -546,7 +496,7 @@ static int insert_events(store_t *st, const store_batch_t *b, char (*picked)[STO
       sqlite3_bind_text(s, 10, e->label, -1, SQLITE_STATIC);
     else
       sqlite3_bind_null(s, 10);
-    int rc = step_done(st, ST_INSERT_EVENT);
+    int rc = sqlite_step_done(st, ST_INSERT_EVENT);
     sqlite3_int64 id = sqlite3_last_insert_rowid(st->db);
     if (rc == SQLITE_OK) rc = insert_counts(st, id, e);
     if (rc == SQLITE_OK) rc = store_states_insert(st->states, id, e);
@@ -563,17 +513,17 @@ static int insert_loop_stats(store_t *st, const store_batch_t *b) {
   sqlite3_bind_int64(s, 3, (sqlite3_int64)l->busy_ns);
   for (int i = 0; i < STORE_LOOP_BUCKETS; i++)
     sqlite3_bind_int64(s, 4 + i, (sqlite3_int64)l->units[i]);
-  return step_done(st, ST_INSERT_LOOP);
+  return sqlite_step_done(st, ST_INSERT_LOOP);
 }
 
 static int put_batch_locked(store_t *st, const store_batch_t *b) {
-  if (step_done(st, ST_BEGIN) != SQLITE_OK) {
-    report(st, "begin");
+  if (sqlite_step_done(st, ST_BEGIN) != SQLITE_OK) {
+    sqlite_report(st, "begin");
     return STORE_ERROR;
   }
   int rc = insert_batch_row(st, b);
   if (rc == SQLITE_CONSTRAINT) {
-    step_done(st, ST_ROLLBACK);
+    sqlite_step_done(st, ST_ROLLBACK);
     return STORE_DUPLICATE;
   }
   if (rc == SQLITE_OK) rc = upsert_stacks_and_groups(st, b);
@@ -585,10 +535,10 @@ static int put_batch_locked(store_t *st, const store_batch_t *b) {
     rollup_picks_free(&picks);
   }
   if (rc == SQLITE_OK && b->loop_stats) rc = insert_loop_stats(st, b);
-  if (rc == SQLITE_OK) rc = step_done(st, ST_COMMIT);
+  if (rc == SQLITE_OK) rc = sqlite_step_done(st, ST_COMMIT);
   if (rc == SQLITE_OK) return STORE_OK;
-  report(st, "put batch");
-  step_done(st, ST_ROLLBACK);
+  sqlite_report(st, "put batch");
+  sqlite_step_done(st, ST_ROLLBACK);
   return STORE_ERROR;
 }
 
@@ -601,12 +551,12 @@ static int put_batch_locked(store_t *st, const store_batch_t *b) {
 static void empty_log(store_t *st) {
   pthread_mutex_lock(&st->lock);
   if (sqlite3_wal_checkpoint_v2(st->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL) != SQLITE_OK)
-    report(st, "checkpoint of a lost database");
+    sqlite_report(st, "checkpoint of a lost database");
   pthread_mutex_unlock(&st->lock);
 }
 
 /* Never called with st->lock held (the first failure takes it). */
-static int sqlite_check(store_t *st, char *why, size_t why_len) {
+int sqlite_check(store_t *st, char *why, size_t why_len) {
   bool first = false;
   if (db_identity_check(st->identity, why, why_len, &first)) return STORE_OK;
   if (first) empty_log(st);
@@ -631,28 +581,28 @@ static int delete_locked(store_t *st, int64_t cutoff_ns, uint64_t *deleted) {
   static const enum stmt_id order[] = {ST_DELETE_COUNTS, ST_DELETE_EVENTS,  ST_DELETE_TAGS,
                                        ST_DELETE_LOOP,   ST_DELETE_BATCHES, ST_DELETE_STACKS,
                                        ST_DELETE_GROUPS};
-  if (step_done(st, ST_BEGIN) != SQLITE_OK) return STORE_ERROR;
+  if (sqlite_step_done(st, ST_BEGIN) != SQLITE_OK) return STORE_ERROR;
   if (store_rollups_mark_before(st->rollups, cutoff_ns) != SQLITE_OK ||
       store_states_delete_before(st->states, cutoff_ns) != SQLITE_OK) {
-    report(st, "retention");
-    step_done(st, ST_ROLLBACK);
+    sqlite_report(st, "retention");
+    sqlite_step_done(st, ST_ROLLBACK);
     return STORE_ERROR;
   }
   for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
     sqlite3_bind_int64(st->stmt[order[i]], 1, cutoff_ns);
-    if (step_done(st, order[i]) != SQLITE_OK) {
-      report(st, "retention");
-      step_done(st, ST_ROLLBACK);
+    if (sqlite_step_done(st, order[i]) != SQLITE_OK) {
+      sqlite_report(st, "retention");
+      sqlite_step_done(st, ST_ROLLBACK);
       return STORE_ERROR;
     }
     if (order[i] == ST_DELETE_BATCHES && deleted) *deleted = (uint64_t)sqlite3_changes(st->db);
   }
   if (hang_groups_prune(st->hang) != SQLITE_OK || store_rollups_rebuild(st->rollups) != SQLITE_OK) {
-    report(st, "retention");
-    step_done(st, ST_ROLLBACK);
+    sqlite_report(st, "retention");
+    sqlite_step_done(st, ST_ROLLBACK);
     return STORE_ERROR;
   }
-  return step_done(st, ST_COMMIT) == SQLITE_OK ? STORE_OK : STORE_ERROR;
+  return sqlite_step_done(st, ST_COMMIT) == SQLITE_OK ? STORE_OK : STORE_ERROR;
 }
 
 static int sqlite_delete_older_than(store_t *st, int64_t cutoff_ns, uint64_t *deleted) {
@@ -689,614 +639,6 @@ static int sqlite_stats(store_t *st, store_stats_t *out) {
   char why[64];
   out->lost = sqlite_check(st, why, sizeof why) != STORE_OK;
   return rc == SQLITE_ROW ? STORE_OK : STORE_ERROR;
-}
-
-static const char *column_text(sqlite3_stmt *s, int i) {
-  return (const char *)sqlite3_column_text(s, i);
-}
-
-/* Text or NULL at index i. */
-static void bind_opt(sqlite3_stmt *s, int i, const char *text) {
-  if (text)
-    sqlite3_bind_text(s, i, text, -1, SQLITE_STATIC);
-  else
-    sqlite3_bind_null(s, i);
-}
-
-/* q's filters as BATCH_FILTERS, TOP_FILTERS and KIND_FILTER number them
-   (a statement without ?6 takes the kind as an unused parameter). */
-static void bind_filters(sqlite3_stmt *s, const store_top_query_t *q) {
-  bind_opt(s, 1, q->app);
-  bind_opt(s, 2, q->version);
-  bind_opt(s, 3, q->environment);
-  bind_opt(s, 10, q->host);
-  sqlite3_bind_int64(s, 4, q->from_ns);
-  sqlite3_bind_int64(s, 5, q->to_ns);
-  bind_opt(s, 6, q->kind);
-  bind_opt(s, 19, q->label);
-  for (size_t i = 0; i < STORE_MAX_TAG_FILTERS; i++) {
-    int k = TAG_PARAM + 2 * (int)i;
-    if (i < q->n_tags)
-      sqlite3_bind_text(s, k, q->tags[i].key, (int)q->tags[i].key_len, SQLITE_STATIC);
-    else
-      sqlite3_bind_null(s, k);
-    bind_opt(s, k + 1, i < q->n_tags ? q->tags[i].value : NULL);
-  }
-}
-
-/* rollup_plan's probe: does an event start in [lo, hi]? The lock is held. */
-static int any_event(void *ctx, int64_t lo, int64_t hi) {
-  store_t *st = ctx;
-  sqlite3_stmt *s = st->stmt[ST_ANY_EVENT];
-  sqlite3_bind_int64(s, 1, lo);
-  sqlite3_bind_int64(s, 2, hi);
-  int rc = sqlite3_step(s), any = rc == SQLITE_ROW ? sqlite3_column_int(s, 0) : -1;
-  sqlite3_reset(s);
-  return any;
-}
-
-/* q's plan (rollup.h) into ?20..?29 of s; the lock is held. */
-static void bind_plan(store_t *st, sqlite3_stmt *s, const store_top_query_t *q) {
-  rollup_plan_t plan;
-  rollup_plan(q, any_event, st, &plan);
-  sqlite3_bind_int64(s, 20, plan.day[0]);
-  sqlite3_bind_int64(s, 21, plan.day[1]);
-  for (int i = 0; i < 2; i++) {
-    sqlite3_bind_int64(s, 22 + 2 * i, plan.raw[i][0]);
-    sqlite3_bind_int64(s, 23 + 2 * i, plan.raw[i][1]);
-    sqlite3_bind_int64(s, 26 + 2 * i, plan.bucket[i][0]);
-    sqlite3_bind_int64(s, 27 + 2 * i, plan.bucket[i][1]);
-  }
-}
-
-static int sqlite_top_rows(store_t *st, const store_top_query_t *q, store_row_fn fn, void *user) {
-  enum stmt_id id = strcmp(q->kind, "cpu") == 0 ? ST_TOP_CPU : ST_TOP_HANG;
-  pthread_mutex_lock(&st->lock);
-  sqlite3_stmt *s = st->stmt[id];
-  bind_filters(s, q);
-  bind_plan(st, s, q);
-  int rc, stopped = 0;
-  while (!stopped && (rc = sqlite3_step(s)) == SQLITE_ROW) {
-    store_top_row_t row = {.group_sig = column_text(s, 0),
-                           .names_json = column_text(s, 1),
-                           .version = column_text(s, 2),
-                           .label = column_text(s, 3),
-                           .events = (uint64_t)sqlite3_column_int64(s, 4),
-                           .samples = (uint64_t)sqlite3_column_int64(s, 5),
-                           .total_ns = sqlite3_column_int64(s, 6),
-                           .first_ns = sqlite3_column_int64(s, 7),
-                           .last_ns = sqlite3_column_int64(s, 8),
-                           .max_ns = sqlite3_column_int64(s, 9),
-                           .dbin = sqlite3_column_int(s, 10),
-                           .cpu_us = (uint64_t)sqlite3_column_int64(s, 12)};
-    if (id == ST_TOP_HANG)
-      row.majority_len =
-          hang_groups_majority_len(sqlite3_column_blob(s, 11), (size_t)sqlite3_column_bytes(s, 11));
-    if (!row.group_sig || !row.names_json) continue;
-    stopped = fn(&row, user);
-  }
-  if (!stopped && rc != SQLITE_DONE) report(st, "top rows");
-  sqlite3_reset(s);
-  sqlite3_clear_bindings(s);
-  pthread_mutex_unlock(&st->lock);
-  return !stopped && rc == SQLITE_DONE ? STORE_OK : STORE_ERROR;
-}
-
-/* Step s to the end (or until fn stops), then reset it; the lock is held. */
-static int finish_scan(store_t *st, sqlite3_stmt *s, int rc, int stopped, const char *what) {
-  if (!stopped && rc != SQLITE_DONE) report(st, what);
-  sqlite3_reset(s);
-  sqlite3_clear_bindings(s);
-  return !stopped && rc == SQLITE_DONE ? STORE_OK : STORE_ERROR;
-}
-
-static int sqlite_stack_rows(store_t *st, const store_top_query_t *q, store_stack_row_fn fn,
-                             void *user) {
-  if (!q->kind) return STORE_ERROR;
-  pthread_mutex_lock(&st->lock);
-  sqlite3_stmt *s = st->stmt[ST_STACK_ROWS];
-  bind_filters(s, q);
-  bind_plan(st, s, q);
-  if (q->group) sqlite3_bind_text(s, 8, q->group, -1, SQLITE_STATIC);
-  int rc, stopped = 0;
-  while (!stopped && (rc = sqlite3_step(s)) == SQLITE_ROW) {
-    store_stack_row_t row = {column_text(s, 0),
-                             column_text(s, 1),
-                             (uint64_t)sqlite3_column_int64(s, 2),
-                             (uint64_t)sqlite3_column_int64(s, 3),
-                             sqlite3_column_int64(s, 4),
-                             sqlite3_column_int64(s, 5),
-                             sqlite3_column_int64(s, 6)};
-    if (!row.stack_sig || !row.frames_json) continue;
-    stopped = fn(&row, user);
-  }
-  rc = finish_scan(st, s, rc, stopped, "stack rows");
-  pthread_mutex_unlock(&st->lock);
-  return rc;
-}
-
-static store_event_row_t event_row(sqlite3_stmt *s) {
-  store_event_row_t row = {.id = sqlite3_column_int64(s, 0),
-                           .kind = column_text(s, 1),
-                           .start_ns = sqlite3_column_int64(s, 2),
-                           .duration_ns = sqlite3_column_int64(s, 3),
-                           .tid = (uint32_t)sqlite3_column_int64(s, 4),
-                           .cpu_percent = (int32_t)sqlite3_column_int64(s, 5),
-                           .reason = column_text(s, 6),
-                           .app = column_text(s, 7),
-                           .version = column_text(s, 8),
-                           .environment = column_text(s, 9),
-                           .group_sig = column_text(s, 10),
-                           .tags_json = column_text(s, 11),
-                           .label = column_text(s, 12)};
-  return row;
-}
-
-static int sqlite_event_rows(store_t *st, const store_top_query_t *q, int64_t limit,
-                             store_event_row_fn fn, void *user) {
-  pthread_mutex_lock(&st->lock);
-  sqlite3_stmt *s = st->stmt[ST_EVENT_ROWS];
-  bind_filters(s, q);
-  sqlite3_bind_int64(s, 7, limit);
-  int rc, stopped = 0;
-  while (!stopped && (rc = sqlite3_step(s)) == SQLITE_ROW) {
-    store_event_row_t row = event_row(s);
-    stopped = fn(&row, user);
-  }
-  rc = finish_scan(st, s, rc, stopped, "event rows");
-  pthread_mutex_unlock(&st->lock);
-  return rc;
-}
-
-static int sqlite_event_detail(store_t *st, int64_t id, store_event_row_fn on_event,
-                               store_count_row_fn on_count, void *user) {
-  pthread_mutex_lock(&st->lock);
-  sqlite3_stmt *s = st->stmt[ST_EVENT_ONE];
-  sqlite3_bind_int64(s, 1, id);
-  int rc = sqlite3_step(s), stopped = 0, found = rc == SQLITE_ROW;
-  if (found) {
-    store_event_row_t row = event_row(s);
-    stopped = on_event(&row, user);
-    rc = SQLITE_DONE;
-  }
-  rc = finish_scan(st, s, rc, stopped, "event");
-  if (rc == STORE_OK && found) {
-    s = st->stmt[ST_EVENT_COUNTS];
-    sqlite3_bind_int64(s, 1, id);
-    int step = SQLITE_DONE;
-    while (!stopped && (step = sqlite3_step(s)) == SQLITE_ROW) {
-      store_count_row_t row = {
-          column_text(s, 0), column_text(s, 1), (uint32_t)sqlite3_column_int64(s, 2),
-          (uint64_t)sqlite3_column_int64(s, 3),
-          sqlite3_column_type(s, 4) == SQLITE_NULL ? -1 : sqlite3_column_int64(s, 4)};
-      if (!row.stack_sig) continue;
-      stopped = on_count(&row, user);
-    }
-    rc = finish_scan(st, s, step, stopped, "event counts");
-  }
-  pthread_mutex_unlock(&st->lock);
-  if (rc == STORE_OK && !found) return STORE_NOT_FOUND;
-  return rc;
-}
-
-static int sqlite_drops(store_t *st, const store_top_query_t *q, store_drops_t *out) {
-  memset(out, 0, sizeof *out);
-  pthread_mutex_lock(&st->lock);
-  sqlite3_stmt *s = st->stmt[ST_DROPS];
-  bind_filters(s, q);
-  int rc = sqlite3_step(s);
-  if (rc == SQLITE_ROW) {
-    for (int i = 0; i < STORE_DROP_COUNT; i++)
-      out->dropped[i] = (uint64_t)sqlite3_column_int64(s, i);
-    out->batches = (uint64_t)sqlite3_column_int64(s, STORE_DROP_COUNT);
-    rc = SQLITE_DONE;
-  }
-  rc = finish_scan(st, s, rc, 0, "drops");
-  pthread_mutex_unlock(&st->lock);
-  return rc;
-}
-
-/* Two scans under one lock: the loop stats (by the batches' arrival) and
-   the hang count (by the events' start). */
-static int sqlite_loop_totals(store_t *st, const store_top_query_t *q, store_loop_totals_t *out) {
-  memset(out, 0, sizeof *out);
-  pthread_mutex_lock(&st->lock);
-  sqlite3_stmt *s = st->stmt[ST_LOOP_SUMS];
-  bind_filters(s, q);
-  int rc = sqlite3_step(s);
-  if (rc == SQLITE_ROW) {
-    out->sum.watched_ns = (uint64_t)sqlite3_column_double(s, 0);
-    out->sum.busy_ns = (uint64_t)sqlite3_column_double(s, 1);
-    for (int i = 0; i < STORE_LOOP_BUCKETS; i++)
-      out->sum.units[i] = (uint64_t)sqlite3_column_double(s, 2 + i);
-    out->batches = (uint64_t)sqlite3_column_int64(s, 2 + STORE_LOOP_BUCKETS);
-    rc = SQLITE_DONE;
-  }
-  rc = finish_scan(st, s, rc, 0, "loop stats");
-  if (rc == STORE_OK) {
-    s = st->stmt[ST_HANG_COUNT];
-    bind_filters(s, q);
-    rc = sqlite3_step(s);
-    if (rc == SQLITE_ROW) {
-      out->hangs = (uint64_t)sqlite3_column_int64(s, 0);
-      rc = SQLITE_DONE;
-    }
-    rc = finish_scan(st, s, rc, 0, "hang count");
-  }
-  pthread_mutex_unlock(&st->lock);
-  return rc;
-}
-
-static int sqlite_time_buckets(store_t *st, const store_top_query_t *q, int64_t bucket_ns,
-                               int64_t limit, store_bucket_row_fn fn, void *user) {
-  if (!q->kind || bucket_ns <= 0) return STORE_ERROR;
-  pthread_mutex_lock(&st->lock);
-  sqlite3_stmt *s = st->stmt[ST_TIME_BUCKETS];
-  bind_filters(s, q);
-  sqlite3_bind_int64(s, 7, bucket_ns);
-  sqlite3_bind_int64(s, 8, limit);
-  int rc, stopped = 0;
-  while (!stopped && (rc = sqlite3_step(s)) == SQLITE_ROW) {
-    store_bucket_row_t row = {sqlite3_column_int64(s, 0) * bucket_ns,
-                              (uint64_t)sqlite3_column_int64(s, 1), sqlite3_column_double(s, 2)};
-    stopped = fn(&row, user);
-  }
-  rc = finish_scan(st, s, rc, stopped, "time buckets");
-  pthread_mutex_unlock(&st->lock);
-  return rc;
-}
-
-static int sqlite_event_states(store_t *st, int64_t id, store_state_row_fn fn, void *user) {
-  pthread_mutex_lock(&st->lock);
-  int rc = store_states_of_event(st->states, id, fn, user);
-  if (rc != STORE_OK) report(st, "event states");
-  pthread_mutex_unlock(&st->lock);
-  return rc;
-}
-
-static int sqlite_state_rows(store_t *st, const store_top_query_t *q, store_state_row_fn fn,
-                             void *user) {
-  if (!q->kind) return STORE_ERROR;
-  pthread_mutex_lock(&st->lock);
-  sqlite3_stmt *s = st->stmt[ST_STATE_ROWS];
-  bind_filters(s, q);
-  if (q->group) sqlite3_bind_text(s, 8, q->group, -1, SQLITE_STATIC);
-  int rc, stopped = 0;
-  while (!stopped && (rc = sqlite3_step(s)) == SQLITE_ROW) {
-    store_state_count_t row = {0, column_text(s, 0), column_text(s, 1), column_text(s, 2),
-                               (uint64_t)sqlite3_column_int64(s, 3)};
-    stopped = fn(&row, user);
-  }
-  rc = finish_scan(st, s, rc, stopped, "state rows");
-  pthread_mutex_unlock(&st->lock);
-  return rc;
-}
-
-/* ---- re-symbolization ----------------------------------------------------- */
-
-/* Rare (symbols arriving late): its statements are prepared per call. */
-enum resym_stmt {
-  RS_MATCHING,
-  RS_UPSERT_STACK,
-  RS_SET_FRAMES,
-  RS_NOTE_EVENTS,
-  RS_MERGE_COUNTS,
-  RS_DROP_MERGED,
-  RS_MOVE_COUNTS,
-  RS_MOVE_DOMINANT,
-  RS_DELETE_STACK,
-  RS_UPSERT_GROUP,
-  RS_NOTE_GROUP,
-  RS_HANG_EVENTS,
-  RS_EVENT_STACKS,
-  RS_SET_GROUP,
-  RS_DROP_GROUPS,
-  RS_COUNT
-};
-
-static const char RESYM_TEMP[] =
-    "CREATE TEMP TABLE IF NOT EXISTS resym_events(id INTEGER PRIMARY KEY);"
-    "CREATE TEMP TABLE IF NOT EXISTS resym_groups(signature TEXT PRIMARY KEY);"
-    "DELETE FROM resym_events; DELETE FROM resym_groups;";
-
-/* ?1 the old signature, ?2 the new one. */
-static const char *const RESYM_SQL[RS_COUNT] = {
-    [RS_MATCHING] = "SELECT signature, frames, first_seen, last_seen FROM stacks"
-                    " WHERE instr(frames, ?1) > 0",
-    [RS_UPSERT_STACK] = "INSERT INTO stacks(signature, frames, first_seen, last_seen, stack_end)"
-                        " VALUES(?2, ?3, ?4, ?5, (SELECT stack_end FROM stacks WHERE"
-                        " signature = ?1)) ON CONFLICT(signature) DO UPDATE SET"
-                        " first_seen = min(first_seen, excluded.first_seen),"
-                        " last_seen = max(last_seen, excluded.last_seen)",
-    [RS_SET_FRAMES] = "UPDATE stacks SET frames = ?3 WHERE signature = ?2",
-    [RS_NOTE_EVENTS] = "INSERT OR IGNORE INTO resym_events(id)"
-                       " SELECT event_id FROM stack_counts WHERE stack_sig = ?1",
-    [RS_MERGE_COUNTS] =
-        "UPDATE stack_counts AS n SET samples = n.samples + o.samples,"
-        " cpu_us = CASE WHEN n.cpu_us IS NULL AND o.cpu_us IS NULL THEN NULL"
-        " ELSE coalesce(n.cpu_us, 0) + coalesce(o.cpu_us, 0) END"
-        " FROM (SELECT event_id, tid, sum(samples) AS samples, sum(cpu_us) AS cpu_us"
-        " FROM stack_counts"
-        " WHERE stack_sig = ?1 GROUP BY event_id, tid) AS o"
-        " WHERE n.stack_sig = ?2 AND n.event_id = o.event_id AND n.tid IS o.tid",
-    [RS_DROP_MERGED] = "DELETE FROM stack_counts WHERE stack_sig = ?1 AND EXISTS (SELECT 1 FROM"
-                       " stack_counts n WHERE n.stack_sig = ?2 AND"
-                       " n.event_id = stack_counts.event_id AND n.tid IS stack_counts.tid)",
-    [RS_MOVE_COUNTS] = "UPDATE stack_counts SET stack_sig = ?2 WHERE stack_sig = ?1",
-    [RS_MOVE_DOMINANT] = "UPDATE events SET dominant_stack_sig = ?2 WHERE dominant_stack_sig = ?1",
-    [RS_DELETE_STACK] = "DELETE FROM stacks WHERE signature = ?1",
-    [RS_UPSERT_GROUP] = "INSERT INTO groups(signature, frames, first_seen, last_seen)"
-                        " VALUES(?2, ?3, ?4, ?5) ON CONFLICT(signature) DO UPDATE SET"
-                        " first_seen = min(first_seen, excluded.first_seen),"
-                        " last_seen = max(last_seen, excluded.last_seen)",
-    [RS_NOTE_GROUP] = "INSERT OR IGNORE INTO resym_groups(signature) VALUES(?1)",
-    [RS_HANG_EVENTS] = "SELECT e.id, e.dominant_stack_sig, e.group_sig, b.received_ns"
-                       " FROM resym_events r JOIN events e ON e.id = r.id"
-                       " JOIN batches b ON b.id = e.batch_id"
-                       " WHERE e.kind IN ('hang', 'fatal_hang')",
-    [RS_EVENT_STACKS] = "SELECT s.frames, c.samples FROM stack_counts c JOIN stacks s"
-                        " ON s.signature = c.stack_sig WHERE c.event_id = ?1 AND c.samples > 0"
-                        " ORDER BY c.stack_sig IS ?2 DESC, c.samples DESC, c.rowid",
-    [RS_SET_GROUP] = "UPDATE events SET group_sig = ?2 WHERE id = ?1",
-    [RS_DROP_GROUPS] =
-        "DELETE FROM groups WHERE signature IN (SELECT signature FROM resym_groups)"
-        " AND NOT EXISTS (SELECT 1 FROM stacks s WHERE s.signature = groups.signature)"
-        " AND NOT EXISTS (SELECT 1 FROM events e WHERE e.group_sig = groups.signature)",
-};
-
-typedef struct resym_s {
-  store_t *st;
-  sqlite3_stmt *stmt[RS_COUNT];
-  const store_renamer_t *r;
-  uint64_t renamed;
-} resym_t;
-
-static int rs_done(resym_t *x, enum resym_stmt id) {
-  sqlite3_stmt *s = x->stmt[id];
-  int rc = sqlite3_step(s);
-  sqlite3_reset(s);
-  sqlite3_clear_bindings(s);
-  return rc == SQLITE_DONE ? SQLITE_OK : rc;
-}
-
-/* Run statement id with ?1 = a, ?2 = b (either may be NULL: unbound). */
-static int rs_run(resym_t *x, enum resym_stmt id, const char *a, const char *b) {
-  if (a) sqlite3_bind_text(x->stmt[id], 1, a, -1, SQLITE_STATIC);
-  if (b) sqlite3_bind_text(x->stmt[id], 2, b, -1, SQLITE_STATIC);
-  return rs_done(x, id);
-}
-
-/* ?2 signature, ?3 frames, ?4 first seen, ?5 last seen. */
-static int rs_upsert(resym_t *x, enum resym_stmt id, const char *sig, const char *frames,
-                     int64_t first, int64_t last) {
-  sqlite3_stmt *s = x->stmt[id];
-  sqlite3_bind_text(s, 2, sig, -1, SQLITE_STATIC);
-  sqlite3_bind_text(s, 3, frames, -1, SQLITE_STATIC);
-  sqlite3_bind_int64(s, 4, first);
-  sqlite3_bind_int64(s, 5, last);
-  return rs_done(x, id);
-}
-
-/* One stack renamed old -> stack: its rows follow it (merged into the
-   stack with that signature when there is one already). */
-static int move_stack(resym_t *x, const char *old, const store_stack_t *stack,
-                      const store_group_t *group, int64_t first, int64_t last) {
-  const char *sig = stack->signature;
-  int rc = rs_run(x, RS_NOTE_EVENTS, old, NULL);
-  if (rc == SQLITE_OK && strcmp(old, sig) == 0) {
-    sqlite3_bind_text(x->stmt[RS_SET_FRAMES], 3, stack->frames_json, -1, SQLITE_STATIC);
-    rc = rs_run(x, RS_SET_FRAMES, NULL, sig);
-  } else if (rc == SQLITE_OK) {
-    sqlite3_bind_text(x->stmt[RS_UPSERT_STACK], 1, old, -1, SQLITE_STATIC); /* its end */
-    rc = rs_upsert(x, RS_UPSERT_STACK, sig, stack->frames_json, first, last);
-    if (rc == SQLITE_OK) rc = rs_run(x, RS_MERGE_COUNTS, old, sig);
-    if (rc == SQLITE_OK) rc = rs_run(x, RS_DROP_MERGED, old, sig);
-    if (rc == SQLITE_OK) rc = rs_run(x, RS_MOVE_COUNTS, old, sig);
-    if (rc == SQLITE_OK) rc = rs_run(x, RS_MOVE_DOMINANT, old, sig);
-    if (rc == SQLITE_OK) rc = rs_run(x, RS_DELETE_STACK, old, NULL);
-    if (rc == SQLITE_OK) rc = rs_run(x, RS_NOTE_GROUP, old, NULL);
-  }
-  if (rc == SQLITE_OK) rc = rs_upsert(x, RS_UPSERT_GROUP, sig, group->names_json, first, last);
-  return rc;
-}
-
-typedef struct matched_s {
-  char *sig, *frames;
-  int64_t first, last;
-} matched_t;
-
-/* The stacks containing needle, read before any is changed. */
-static int matching_stacks(resym_t *x, const char *needle, matched_t **out, size_t *n) {
-  sqlite3_stmt *s = x->stmt[RS_MATCHING];
-  sqlite3_bind_text(s, 1, needle, -1, SQLITE_STATIC);
-  size_t cap = 0;
-  int rc;
-  *out = NULL;
-  *n = 0;
-  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-    if (*n == cap) {
-      matched_t *grown = realloc(*out, (cap = cap ? 2 * cap : 16) * sizeof **out);
-      if (!grown) break;
-      *out = grown;
-    }
-    matched_t *m = &(*out)[*n];
-    m->sig = strdup(column_text(s, 0) ? column_text(s, 0) : "");
-    m->frames = strdup(column_text(s, 1) ? column_text(s, 1) : "[]");
-    m->first = sqlite3_column_int64(s, 2);
-    m->last = sqlite3_column_int64(s, 3);
-    (*n)++;
-    if (!m->sig || !m->frames) break;
-  }
-  sqlite3_reset(s);
-  sqlite3_clear_bindings(s);
-  return rc == SQLITE_DONE ? SQLITE_OK : SQLITE_NOMEM;
-}
-
-static int rename_matching(resym_t *x, const char *needle) {
-  matched_t *m;
-  size_t n;
-  int rc = matching_stacks(x, needle, &m, &n);
-  for (size_t i = 0; rc == SQLITE_OK && i < n; i++) {
-    store_stack_t stack = {0};
-    store_group_t group = {0};
-    int changed = x->r->rename_stack(x->r->user, m[i].frames, &stack, &group);
-    if (changed < 0) rc = SQLITE_NOMEM;
-    if (changed > 0) {
-      rc = move_stack(x, m[i].sig, &stack, &group, m[i].first, m[i].last);
-      x->renamed++;
-    }
-    free((char *)stack.frames_json);
-    free((char *)group.names_json);
-  }
-  for (size_t i = 0; i < n; i++)
-    free(m[i].sig), free(m[i].frames);
-  free(m);
-  return rc;
-}
-
-/* A hang event whose stacks changed: its group again from its stacks,
-   picked among the stored hang groups as put_batch picks. */
-static int regroup_event(resym_t *x, int64_t id, const char *dominant, const char *old_group,
-                         int64_t received_ns) {
-  sqlite3_stmt *s = x->stmt[RS_EVENT_STACKS];
-  sqlite3_bind_int64(s, 1, id);
-  if (dominant) sqlite3_bind_text(s, 2, dominant, -1, SQLITE_TRANSIENT);
-  char **frames = NULL;
-  uint64_t *samples = NULL;
-  size_t n = 0, cap = 0;
-  int rc;
-  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-    if (n == cap) {
-      cap = cap ? 2 * cap : 8;
-      char **grown = realloc(frames, cap * sizeof *frames);
-      if (grown) frames = grown;
-      uint64_t *more = realloc(samples, cap * sizeof *samples);
-      if (more) samples = more;
-      if (!grown || !more) break;
-    }
-    samples[n] = (uint64_t)sqlite3_column_int64(s, 1);
-    if (!(frames[n++] = strdup(column_text(s, 0) ? column_text(s, 0) : "[]"))) break;
-  }
-  sqlite3_reset(s);
-  sqlite3_clear_bindings(s);
-  rc = rc == SQLITE_DONE ? SQLITE_OK : SQLITE_NOMEM;
-  store_hang_t hang = {0};
-  char group[STORE_SIG_CHARS + 1];
-  if (rc == SQLITE_OK && n) {
-    if (x->r->hang_group(x->r->user, (const char *const *)frames, samples, n, &hang) != 0)
-      rc = SQLITE_NOMEM;
-    if (rc == SQLITE_OK) rc = hang_groups_assign(x->st->hang, &hang, received_ns, group);
-    if (rc == SQLITE_OK && old_group) rc = rs_run(x, RS_NOTE_GROUP, old_group, NULL);
-    if (rc == SQLITE_OK) {
-      sqlite3_bind_int64(x->stmt[RS_SET_GROUP], 1, id);
-      rc = rs_run(x, RS_SET_GROUP, NULL, group);
-    }
-    x->r->hang_free(x->r->user, &hang);
-  }
-  for (size_t i = 0; i < n; i++)
-    free(frames[i]);
-  free(frames);
-  free(samples);
-  return rc;
-}
-
-typedef struct hang_row_s {
-  int64_t id, received_ns;
-  char *dominant, *group;
-} hang_row_t;
-
-static int regroup_hangs(resym_t *x) {
-  sqlite3_stmt *s = x->stmt[RS_HANG_EVENTS];
-  hang_row_t *rows = NULL;
-  size_t n = 0, cap = 0;
-  int rc;
-  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-    if (n == cap) {
-      hang_row_t *grown = realloc(rows, (cap = cap ? 2 * cap : 16) * sizeof *rows);
-      if (!grown) break;
-      rows = grown;
-    }
-    const char *d = column_text(s, 1), *g = column_text(s, 2);
-    rows[n] = (hang_row_t){sqlite3_column_int64(s, 0), sqlite3_column_int64(s, 3),
-                           d ? strdup(d) : NULL, g ? strdup(g) : NULL};
-    n++;
-  }
-  sqlite3_reset(s);
-  rc = rc == SQLITE_DONE ? SQLITE_OK : SQLITE_NOMEM;
-  for (size_t i = 0; rc == SQLITE_OK && i < n; i++)
-    rc = regroup_event(x, rows[i].id, rows[i].dominant, rows[i].group, rows[i].received_ns);
-  for (size_t i = 0; i < n; i++)
-    free(rows[i].dominant), free(rows[i].group);
-  free(rows);
-  return rc;
-}
-
-static int resymbolize_locked(resym_t *x, const char *needle) {
-  store_t *st = x->st;
-  int rc = sqlite3_exec(st->db, RESYM_TEMP, NULL, NULL, NULL);
-  for (int i = 0; rc == SQLITE_OK && i < RS_COUNT; i++)
-    rc = sqlite3_prepare_v2(st->db, RESYM_SQL[i], -1, &x->stmt[i], NULL);
-  if (rc != SQLITE_OK) {
-    report(st, "resymbolize prepare");
-    return STORE_ERROR;
-  }
-  if (step_done(st, ST_BEGIN) != SQLITE_OK) {
-    report(st, "begin");
-    return STORE_ERROR;
-  }
-  rc = rename_matching(x, needle);
-  if (rc == SQLITE_OK && x->renamed) rc = regroup_hangs(x);
-  if (rc == SQLITE_OK && x->renamed) rc = rs_done(x, RS_DROP_GROUPS);
-  if (rc == SQLITE_OK && x->renamed) rc = hang_groups_prune(st->hang);
-  if (rc == SQLITE_OK && x->renamed) rc = store_rollups_mark_resym(st->rollups);
-  if (rc == SQLITE_OK && x->renamed) rc = store_rollups_rebuild(st->rollups);
-  if (rc == SQLITE_OK) rc = step_done(st, ST_COMMIT);
-  if (rc == SQLITE_OK) return STORE_OK;
-  report(st, "resymbolize");
-  step_done(st, ST_ROLLBACK);
-  return STORE_ERROR;
-}
-
-static int sqlite_resymbolize(store_t *st, const char *needle, const store_renamer_t *r,
-                              uint64_t *renamed) {
-  resym_t x = {.st = st, .r = r};
-  char why[64];
-  if (renamed) *renamed = 0;
-  if (sqlite_check(st, why, sizeof why) != STORE_OK) return STORE_LOST;
-  pthread_mutex_lock(&st->lock);
-  int rc = resymbolize_locked(&x, needle);
-  for (int i = 0; i < RS_COUNT; i++)
-    sqlite3_finalize(x.stmt[i]);
-  pthread_mutex_unlock(&st->lock);
-  if (renamed) *renamed = rc == STORE_OK ? x.renamed : 0;
-  return rc;
-}
-
-/* The rows of statement id for sig to fn(i, ...) until it has enough;
-   1 when it had, 0 when not, -1 on failure. The lock is held. */
-static int group_rows(store_t *st, enum stmt_id id, const char *sig, size_t i,
-                      store_group_stack_fn fn, void *user) {
-  sqlite3_stmt *s = st->stmt[id];
-  sqlite3_bind_text(s, 1, sig, -1, SQLITE_STATIC);
-  int step, enough = 0;
-  while (!enough && (step = sqlite3_step(s)) == SQLITE_ROW) {
-    const char *frames = column_text(s, 0);
-    if (frames) enough = fn(i, frames, user) != 0;
-  }
-  int rc = finish_scan(st, s, enough ? SQLITE_DONE : step, 0, "group stacks");
-  return rc != STORE_OK ? -1 : enough;
-}
-
-static int sqlite_group_stacks(store_t *st, const char *const *sigs, size_t n,
-                               store_group_stack_fn fn, void *user) {
-  pthread_mutex_lock(&st->lock);
-  int rc = 0;
-  for (size_t i = 0; rc >= 0 && i < n; i++) {
-    rc = group_rows(st, ST_STACK_FRAMES, sigs[i], i, fn, user);
-    if (rc == 0) rc = group_rows(st, ST_GROUP_STACKS, sigs[i], i, fn, user);
-  }
-  pthread_mutex_unlock(&st->lock);
-  return rc < 0 ? STORE_ERROR : STORE_OK;
 }
 
 const store_ops_t store_sqlite_ops = {

@@ -1,0 +1,319 @@
+/*
+ * sqlite_query.c - the SQLite backend's reads (store_ops_t's top_rows ...
+ * group_stacks): the query's filters bound to the prepared statements of
+ * sqlite_store.c, from the rollups where they answer (rollup.h), rows
+ * decoded and streamed to the caller under the connection's lock.
+ */
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "collector/model/hang_group_cands.h"
+#include "collector/model/rollup.h"
+#include "collector/model/rollup_batch.h"
+#include "collector/store/rollup_sql.h"
+#include "collector/store/sqlite/sqlite_store.h"
+
+/* Text or NULL at index i. */
+static void bind_opt(sqlite3_stmt *s, int i, const char *text) {
+  if (text)
+    sqlite3_bind_text(s, i, text, -1, SQLITE_STATIC);
+  else
+    sqlite3_bind_null(s, i);
+}
+
+/* q's filters as BATCH_FILTERS, TOP_FILTERS and KIND_FILTER number them
+   (a statement without ?6 takes the kind as an unused parameter). */
+static void bind_filters(sqlite3_stmt *s, const store_top_query_t *q) {
+  bind_opt(s, 1, q->app);
+  bind_opt(s, 2, q->version);
+  bind_opt(s, 3, q->environment);
+  bind_opt(s, 10, q->host);
+  sqlite3_bind_int64(s, 4, q->from_ns);
+  sqlite3_bind_int64(s, 5, q->to_ns);
+  bind_opt(s, 6, q->kind);
+  bind_opt(s, 19, q->label);
+  for (size_t i = 0; i < STORE_MAX_TAG_FILTERS; i++) {
+    int k = TAG_PARAM + 2 * (int)i;
+    if (i < q->n_tags)
+      sqlite3_bind_text(s, k, q->tags[i].key, (int)q->tags[i].key_len, SQLITE_STATIC);
+    else
+      sqlite3_bind_null(s, k);
+    bind_opt(s, k + 1, i < q->n_tags ? q->tags[i].value : NULL);
+  }
+}
+
+/* rollup_plan's probe: does an event start in [lo, hi]? The lock is held. */
+static int any_event(void *ctx, int64_t lo, int64_t hi) {
+  store_t *st = ctx;
+  sqlite3_stmt *s = st->stmt[ST_ANY_EVENT];
+  sqlite3_bind_int64(s, 1, lo);
+  sqlite3_bind_int64(s, 2, hi);
+  int rc = sqlite3_step(s), any = rc == SQLITE_ROW ? sqlite3_column_int(s, 0) : -1;
+  sqlite3_reset(s);
+  return any;
+}
+
+/* q's plan (rollup.h) into ?20..?29 of s; the lock is held. */
+static void bind_plan(store_t *st, sqlite3_stmt *s, const store_top_query_t *q) {
+  rollup_plan_t plan;
+  rollup_plan(q, any_event, st, &plan);
+  sqlite3_bind_int64(s, 20, plan.day[0]);
+  sqlite3_bind_int64(s, 21, plan.day[1]);
+  for (int i = 0; i < 2; i++) {
+    sqlite3_bind_int64(s, 22 + 2 * i, plan.raw[i][0]);
+    sqlite3_bind_int64(s, 23 + 2 * i, plan.raw[i][1]);
+    sqlite3_bind_int64(s, 26 + 2 * i, plan.bucket[i][0]);
+    sqlite3_bind_int64(s, 27 + 2 * i, plan.bucket[i][1]);
+  }
+}
+
+int sqlite_top_rows(store_t *st, const store_top_query_t *q, store_row_fn fn, void *user) {
+  enum stmt_id id = strcmp(q->kind, "cpu") == 0 ? ST_TOP_CPU : ST_TOP_HANG;
+  pthread_mutex_lock(&st->lock);
+  sqlite3_stmt *s = st->stmt[id];
+  bind_filters(s, q);
+  bind_plan(st, s, q);
+  int rc, stopped = 0;
+  while (!stopped && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+    store_top_row_t row = {.group_sig = column_text(s, 0),
+                           .names_json = column_text(s, 1),
+                           .version = column_text(s, 2),
+                           .label = column_text(s, 3),
+                           .events = (uint64_t)sqlite3_column_int64(s, 4),
+                           .samples = (uint64_t)sqlite3_column_int64(s, 5),
+                           .total_ns = sqlite3_column_int64(s, 6),
+                           .first_ns = sqlite3_column_int64(s, 7),
+                           .last_ns = sqlite3_column_int64(s, 8),
+                           .max_ns = sqlite3_column_int64(s, 9),
+                           .dbin = sqlite3_column_int(s, 10),
+                           .cpu_us = (uint64_t)sqlite3_column_int64(s, 12)};
+    if (id == ST_TOP_HANG)
+      row.majority_len =
+          hang_groups_majority_len(sqlite3_column_blob(s, 11), (size_t)sqlite3_column_bytes(s, 11));
+    if (!row.group_sig || !row.names_json) continue;
+    stopped = fn(&row, user);
+  }
+  if (!stopped && rc != SQLITE_DONE) sqlite_report(st, "top rows");
+  sqlite3_reset(s);
+  sqlite3_clear_bindings(s);
+  pthread_mutex_unlock(&st->lock);
+  return !stopped && rc == SQLITE_DONE ? STORE_OK : STORE_ERROR;
+}
+
+/* Step s to the end (or until fn stops), then reset it; the lock is held. */
+static int finish_scan(store_t *st, sqlite3_stmt *s, int rc, int stopped, const char *what) {
+  if (!stopped && rc != SQLITE_DONE) sqlite_report(st, what);
+  sqlite3_reset(s);
+  sqlite3_clear_bindings(s);
+  return !stopped && rc == SQLITE_DONE ? STORE_OK : STORE_ERROR;
+}
+
+int sqlite_stack_rows(store_t *st, const store_top_query_t *q, store_stack_row_fn fn, void *user) {
+  if (!q->kind) return STORE_ERROR;
+  pthread_mutex_lock(&st->lock);
+  sqlite3_stmt *s = st->stmt[ST_STACK_ROWS];
+  bind_filters(s, q);
+  bind_plan(st, s, q);
+  if (q->group) sqlite3_bind_text(s, 8, q->group, -1, SQLITE_STATIC);
+  int rc, stopped = 0;
+  while (!stopped && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+    store_stack_row_t row = {column_text(s, 0),
+                             column_text(s, 1),
+                             (uint64_t)sqlite3_column_int64(s, 2),
+                             (uint64_t)sqlite3_column_int64(s, 3),
+                             sqlite3_column_int64(s, 4),
+                             sqlite3_column_int64(s, 5),
+                             sqlite3_column_int64(s, 6)};
+    if (!row.stack_sig || !row.frames_json) continue;
+    stopped = fn(&row, user);
+  }
+  rc = finish_scan(st, s, rc, stopped, "stack rows");
+  pthread_mutex_unlock(&st->lock);
+  return rc;
+}
+
+static store_event_row_t event_row(sqlite3_stmt *s) {
+  store_event_row_t row = {.id = sqlite3_column_int64(s, 0),
+                           .kind = column_text(s, 1),
+                           .start_ns = sqlite3_column_int64(s, 2),
+                           .duration_ns = sqlite3_column_int64(s, 3),
+                           .tid = (uint32_t)sqlite3_column_int64(s, 4),
+                           .cpu_percent = (int32_t)sqlite3_column_int64(s, 5),
+                           .reason = column_text(s, 6),
+                           .app = column_text(s, 7),
+                           .version = column_text(s, 8),
+                           .environment = column_text(s, 9),
+                           .group_sig = column_text(s, 10),
+                           .tags_json = column_text(s, 11),
+                           .label = column_text(s, 12)};
+  return row;
+}
+
+int sqlite_event_rows(store_t *st, const store_top_query_t *q, int64_t limit, store_event_row_fn fn,
+                      void *user) {
+  pthread_mutex_lock(&st->lock);
+  sqlite3_stmt *s = st->stmt[ST_EVENT_ROWS];
+  bind_filters(s, q);
+  sqlite3_bind_int64(s, 7, limit);
+  int rc, stopped = 0;
+  while (!stopped && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+    store_event_row_t row = event_row(s);
+    stopped = fn(&row, user);
+  }
+  rc = finish_scan(st, s, rc, stopped, "event rows");
+  pthread_mutex_unlock(&st->lock);
+  return rc;
+}
+
+int sqlite_event_detail(store_t *st, int64_t id, store_event_row_fn on_event,
+                        store_count_row_fn on_count, void *user) {
+  pthread_mutex_lock(&st->lock);
+  sqlite3_stmt *s = st->stmt[ST_EVENT_ONE];
+  sqlite3_bind_int64(s, 1, id);
+  int rc = sqlite3_step(s), stopped = 0, found = rc == SQLITE_ROW;
+  if (found) {
+    store_event_row_t row = event_row(s);
+    stopped = on_event(&row, user);
+    rc = SQLITE_DONE;
+  }
+  rc = finish_scan(st, s, rc, stopped, "event");
+  if (rc == STORE_OK && found) {
+    s = st->stmt[ST_EVENT_COUNTS];
+    sqlite3_bind_int64(s, 1, id);
+    int step = SQLITE_DONE;
+    while (!stopped && (step = sqlite3_step(s)) == SQLITE_ROW) {
+      store_count_row_t row = {
+          column_text(s, 0), column_text(s, 1), (uint32_t)sqlite3_column_int64(s, 2),
+          (uint64_t)sqlite3_column_int64(s, 3),
+          sqlite3_column_type(s, 4) == SQLITE_NULL ? -1 : sqlite3_column_int64(s, 4)};
+      if (!row.stack_sig) continue;
+      stopped = on_count(&row, user);
+    }
+    rc = finish_scan(st, s, step, stopped, "event counts");
+  }
+  pthread_mutex_unlock(&st->lock);
+  if (rc == STORE_OK && !found) return STORE_NOT_FOUND;
+  return rc;
+}
+
+int sqlite_drops(store_t *st, const store_top_query_t *q, store_drops_t *out) {
+  memset(out, 0, sizeof *out);
+  pthread_mutex_lock(&st->lock);
+  sqlite3_stmt *s = st->stmt[ST_DROPS];
+  bind_filters(s, q);
+  int rc = sqlite3_step(s);
+  if (rc == SQLITE_ROW) {
+    for (int i = 0; i < STORE_DROP_COUNT; i++)
+      out->dropped[i] = (uint64_t)sqlite3_column_int64(s, i);
+    out->batches = (uint64_t)sqlite3_column_int64(s, STORE_DROP_COUNT);
+    rc = SQLITE_DONE;
+  }
+  rc = finish_scan(st, s, rc, 0, "drops");
+  pthread_mutex_unlock(&st->lock);
+  return rc;
+}
+
+/* Two scans under one lock: the loop stats (by the batches' arrival) and
+   the hang count (by the events' start). */
+int sqlite_loop_totals(store_t *st, const store_top_query_t *q, store_loop_totals_t *out) {
+  memset(out, 0, sizeof *out);
+  pthread_mutex_lock(&st->lock);
+  sqlite3_stmt *s = st->stmt[ST_LOOP_SUMS];
+  bind_filters(s, q);
+  int rc = sqlite3_step(s);
+  if (rc == SQLITE_ROW) {
+    out->sum.watched_ns = (uint64_t)sqlite3_column_double(s, 0);
+    out->sum.busy_ns = (uint64_t)sqlite3_column_double(s, 1);
+    for (int i = 0; i < STORE_LOOP_BUCKETS; i++)
+      out->sum.units[i] = (uint64_t)sqlite3_column_double(s, 2 + i);
+    out->batches = (uint64_t)sqlite3_column_int64(s, 2 + STORE_LOOP_BUCKETS);
+    rc = SQLITE_DONE;
+  }
+  rc = finish_scan(st, s, rc, 0, "loop stats");
+  if (rc == STORE_OK) {
+    s = st->stmt[ST_HANG_COUNT];
+    bind_filters(s, q);
+    rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) {
+      out->hangs = (uint64_t)sqlite3_column_int64(s, 0);
+      rc = SQLITE_DONE;
+    }
+    rc = finish_scan(st, s, rc, 0, "hang count");
+  }
+  pthread_mutex_unlock(&st->lock);
+  return rc;
+}
+
+int sqlite_time_buckets(store_t *st, const store_top_query_t *q, int64_t bucket_ns, int64_t limit,
+                        store_bucket_row_fn fn, void *user) {
+  if (!q->kind || bucket_ns <= 0) return STORE_ERROR;
+  pthread_mutex_lock(&st->lock);
+  sqlite3_stmt *s = st->stmt[ST_TIME_BUCKETS];
+  bind_filters(s, q);
+  sqlite3_bind_int64(s, 7, bucket_ns);
+  sqlite3_bind_int64(s, 8, limit);
+  int rc, stopped = 0;
+  while (!stopped && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+    store_bucket_row_t row = {sqlite3_column_int64(s, 0) * bucket_ns,
+                              (uint64_t)sqlite3_column_int64(s, 1), sqlite3_column_double(s, 2)};
+    stopped = fn(&row, user);
+  }
+  rc = finish_scan(st, s, rc, stopped, "time buckets");
+  pthread_mutex_unlock(&st->lock);
+  return rc;
+}
+
+int sqlite_event_states(store_t *st, int64_t id, store_state_row_fn fn, void *user) {
+  pthread_mutex_lock(&st->lock);
+  int rc = store_states_of_event(st->states, id, fn, user);
+  if (rc != STORE_OK) sqlite_report(st, "event states");
+  pthread_mutex_unlock(&st->lock);
+  return rc;
+}
+
+int sqlite_state_rows(store_t *st, const store_top_query_t *q, store_state_row_fn fn, void *user) {
+  if (!q->kind) return STORE_ERROR;
+  pthread_mutex_lock(&st->lock);
+  sqlite3_stmt *s = st->stmt[ST_STATE_ROWS];
+  bind_filters(s, q);
+  if (q->group) sqlite3_bind_text(s, 8, q->group, -1, SQLITE_STATIC);
+  int rc, stopped = 0;
+  while (!stopped && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+    store_state_count_t row = {0, column_text(s, 0), column_text(s, 1), column_text(s, 2),
+                               (uint64_t)sqlite3_column_int64(s, 3)};
+    stopped = fn(&row, user);
+  }
+  rc = finish_scan(st, s, rc, stopped, "state rows");
+  pthread_mutex_unlock(&st->lock);
+  return rc;
+}
+
+/* The rows of statement id for sig to fn(i, ...) until it has enough;
+   1 when it had, 0 when not, -1 on failure. The lock is held. */
+static int group_rows(store_t *st, enum stmt_id id, const char *sig, size_t i,
+                      store_group_stack_fn fn, void *user) {
+  sqlite3_stmt *s = st->stmt[id];
+  sqlite3_bind_text(s, 1, sig, -1, SQLITE_STATIC);
+  int step, enough = 0;
+  while (!enough && (step = sqlite3_step(s)) == SQLITE_ROW) {
+    const char *frames = column_text(s, 0);
+    if (frames) enough = fn(i, frames, user) != 0;
+  }
+  int rc = finish_scan(st, s, enough ? SQLITE_DONE : step, 0, "group stacks");
+  return rc != STORE_OK ? -1 : enough;
+}
+
+int sqlite_group_stacks(store_t *st, const char *const *sigs, size_t n, store_group_stack_fn fn,
+                        void *user) {
+  pthread_mutex_lock(&st->lock);
+  int rc = 0;
+  for (size_t i = 0; rc >= 0 && i < n; i++) {
+    rc = group_rows(st, ST_STACK_FRAMES, sigs[i], i, fn, user);
+    if (rc == 0) rc = group_rows(st, ST_GROUP_STACKS, sigs[i], i, fn, user);
+  }
+  pthread_mutex_unlock(&st->lock);
+  return rc < 0 ? STORE_ERROR : STORE_OK;
+}

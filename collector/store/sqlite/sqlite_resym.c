@@ -1,0 +1,318 @@
+/*
+ * sqlite_resym.c - the SQLite backend's re-symbolization (store_ops_t
+ * resymbolize): in one transaction, the stored stacks whose frames hold the
+ * needle renamed, their counts, events and groups moved to the new
+ * signatures, the hangs that sampled them grouped again, and the rollups
+ * they touched rebuilt.
+ */
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "collector/model/hang_group_cands.h"
+#include "collector/model/rollup.h"
+#include "collector/model/rollup_batch.h"
+#include "collector/store/rollup_sql.h"
+#include "collector/store/sqlite/sqlite_store.h"
+
+/* ---- re-symbolization ----------------------------------------------------- */
+
+/* Rare (symbols arriving late): its statements are prepared per call. */
+enum resym_stmt {
+  RS_MATCHING,
+  RS_UPSERT_STACK,
+  RS_SET_FRAMES,
+  RS_NOTE_EVENTS,
+  RS_MERGE_COUNTS,
+  RS_DROP_MERGED,
+  RS_MOVE_COUNTS,
+  RS_MOVE_DOMINANT,
+  RS_DELETE_STACK,
+  RS_UPSERT_GROUP,
+  RS_NOTE_GROUP,
+  RS_HANG_EVENTS,
+  RS_EVENT_STACKS,
+  RS_SET_GROUP,
+  RS_DROP_GROUPS,
+  RS_COUNT
+};
+
+static const char RESYM_TEMP[] =
+    "CREATE TEMP TABLE IF NOT EXISTS resym_events(id INTEGER PRIMARY KEY);"
+    "CREATE TEMP TABLE IF NOT EXISTS resym_groups(signature TEXT PRIMARY KEY);"
+    "DELETE FROM resym_events; DELETE FROM resym_groups;";
+
+/* ?1 the old signature, ?2 the new one. */
+static const char *const RESYM_SQL[RS_COUNT] = {
+    [RS_MATCHING] = "SELECT signature, frames, first_seen, last_seen FROM stacks"
+                    " WHERE instr(frames, ?1) > 0",
+    [RS_UPSERT_STACK] = "INSERT INTO stacks(signature, frames, first_seen, last_seen, stack_end)"
+                        " VALUES(?2, ?3, ?4, ?5, (SELECT stack_end FROM stacks WHERE"
+                        " signature = ?1)) ON CONFLICT(signature) DO UPDATE SET"
+                        " first_seen = min(first_seen, excluded.first_seen),"
+                        " last_seen = max(last_seen, excluded.last_seen)",
+    [RS_SET_FRAMES] = "UPDATE stacks SET frames = ?3 WHERE signature = ?2",
+    [RS_NOTE_EVENTS] = "INSERT OR IGNORE INTO resym_events(id)"
+                       " SELECT event_id FROM stack_counts WHERE stack_sig = ?1",
+    [RS_MERGE_COUNTS] =
+        "UPDATE stack_counts AS n SET samples = n.samples + o.samples,"
+        " cpu_us = CASE WHEN n.cpu_us IS NULL AND o.cpu_us IS NULL THEN NULL"
+        " ELSE coalesce(n.cpu_us, 0) + coalesce(o.cpu_us, 0) END"
+        " FROM (SELECT event_id, tid, sum(samples) AS samples, sum(cpu_us) AS cpu_us"
+        " FROM stack_counts"
+        " WHERE stack_sig = ?1 GROUP BY event_id, tid) AS o"
+        " WHERE n.stack_sig = ?2 AND n.event_id = o.event_id AND n.tid IS o.tid",
+    [RS_DROP_MERGED] = "DELETE FROM stack_counts WHERE stack_sig = ?1 AND EXISTS (SELECT 1 FROM"
+                       " stack_counts n WHERE n.stack_sig = ?2 AND"
+                       " n.event_id = stack_counts.event_id AND n.tid IS stack_counts.tid)",
+    [RS_MOVE_COUNTS] = "UPDATE stack_counts SET stack_sig = ?2 WHERE stack_sig = ?1",
+    [RS_MOVE_DOMINANT] = "UPDATE events SET dominant_stack_sig = ?2 WHERE dominant_stack_sig = ?1",
+    [RS_DELETE_STACK] = "DELETE FROM stacks WHERE signature = ?1",
+    [RS_UPSERT_GROUP] = "INSERT INTO groups(signature, frames, first_seen, last_seen)"
+                        " VALUES(?2, ?3, ?4, ?5) ON CONFLICT(signature) DO UPDATE SET"
+                        " first_seen = min(first_seen, excluded.first_seen),"
+                        " last_seen = max(last_seen, excluded.last_seen)",
+    [RS_NOTE_GROUP] = "INSERT OR IGNORE INTO resym_groups(signature) VALUES(?1)",
+    [RS_HANG_EVENTS] = "SELECT e.id, e.dominant_stack_sig, e.group_sig, b.received_ns"
+                       " FROM resym_events r JOIN events e ON e.id = r.id"
+                       " JOIN batches b ON b.id = e.batch_id"
+                       " WHERE e.kind IN ('hang', 'fatal_hang')",
+    [RS_EVENT_STACKS] = "SELECT s.frames, c.samples FROM stack_counts c JOIN stacks s"
+                        " ON s.signature = c.stack_sig WHERE c.event_id = ?1 AND c.samples > 0"
+                        " ORDER BY c.stack_sig IS ?2 DESC, c.samples DESC, c.rowid",
+    [RS_SET_GROUP] = "UPDATE events SET group_sig = ?2 WHERE id = ?1",
+    [RS_DROP_GROUPS] =
+        "DELETE FROM groups WHERE signature IN (SELECT signature FROM resym_groups)"
+        " AND NOT EXISTS (SELECT 1 FROM stacks s WHERE s.signature = groups.signature)"
+        " AND NOT EXISTS (SELECT 1 FROM events e WHERE e.group_sig = groups.signature)",
+};
+
+typedef struct resym_s {
+  store_t *st;
+  sqlite3_stmt *stmt[RS_COUNT];
+  const store_renamer_t *r;
+  uint64_t renamed;
+} resym_t;
+
+static int rs_done(resym_t *x, enum resym_stmt id) {
+  sqlite3_stmt *s = x->stmt[id];
+  int rc = sqlite3_step(s);
+  sqlite3_reset(s);
+  sqlite3_clear_bindings(s);
+  return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+/* Run statement id with ?1 = a, ?2 = b (either may be NULL: unbound). */
+static int rs_run(resym_t *x, enum resym_stmt id, const char *a, const char *b) {
+  if (a) sqlite3_bind_text(x->stmt[id], 1, a, -1, SQLITE_STATIC);
+  if (b) sqlite3_bind_text(x->stmt[id], 2, b, -1, SQLITE_STATIC);
+  return rs_done(x, id);
+}
+
+/* ?2 signature, ?3 frames, ?4 first seen, ?5 last seen. */
+static int rs_upsert(resym_t *x, enum resym_stmt id, const char *sig, const char *frames,
+                     int64_t first, int64_t last) {
+  sqlite3_stmt *s = x->stmt[id];
+  sqlite3_bind_text(s, 2, sig, -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 3, frames, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(s, 4, first);
+  sqlite3_bind_int64(s, 5, last);
+  return rs_done(x, id);
+}
+
+/* One stack renamed old -> stack: its rows follow it (merged into the
+   stack with that signature when there is one already). */
+static int move_stack(resym_t *x, const char *old, const store_stack_t *stack,
+                      const store_group_t *group, int64_t first, int64_t last) {
+  const char *sig = stack->signature;
+  int rc = rs_run(x, RS_NOTE_EVENTS, old, NULL);
+  if (rc == SQLITE_OK && strcmp(old, sig) == 0) {
+    sqlite3_bind_text(x->stmt[RS_SET_FRAMES], 3, stack->frames_json, -1, SQLITE_STATIC);
+    rc = rs_run(x, RS_SET_FRAMES, NULL, sig);
+  } else if (rc == SQLITE_OK) {
+    sqlite3_bind_text(x->stmt[RS_UPSERT_STACK], 1, old, -1, SQLITE_STATIC); /* its end */
+    rc = rs_upsert(x, RS_UPSERT_STACK, sig, stack->frames_json, first, last);
+    if (rc == SQLITE_OK) rc = rs_run(x, RS_MERGE_COUNTS, old, sig);
+    if (rc == SQLITE_OK) rc = rs_run(x, RS_DROP_MERGED, old, sig);
+    if (rc == SQLITE_OK) rc = rs_run(x, RS_MOVE_COUNTS, old, sig);
+    if (rc == SQLITE_OK) rc = rs_run(x, RS_MOVE_DOMINANT, old, sig);
+    if (rc == SQLITE_OK) rc = rs_run(x, RS_DELETE_STACK, old, NULL);
+    if (rc == SQLITE_OK) rc = rs_run(x, RS_NOTE_GROUP, old, NULL);
+  }
+  if (rc == SQLITE_OK) rc = rs_upsert(x, RS_UPSERT_GROUP, sig, group->names_json, first, last);
+  return rc;
+}
+
+typedef struct matched_s {
+  char *sig, *frames;
+  int64_t first, last;
+} matched_t;
+
+/* The stacks containing needle, read before any is changed. */
+static int matching_stacks(resym_t *x, const char *needle, matched_t **out, size_t *n) {
+  sqlite3_stmt *s = x->stmt[RS_MATCHING];
+  sqlite3_bind_text(s, 1, needle, -1, SQLITE_STATIC);
+  size_t cap = 0;
+  int rc;
+  *out = NULL;
+  *n = 0;
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    if (*n == cap) {
+      matched_t *grown = realloc(*out, (cap = cap ? 2 * cap : 16) * sizeof **out);
+      if (!grown) break;
+      *out = grown;
+    }
+    matched_t *m = &(*out)[*n];
+    m->sig = strdup(column_text(s, 0) ? column_text(s, 0) : "");
+    m->frames = strdup(column_text(s, 1) ? column_text(s, 1) : "[]");
+    m->first = sqlite3_column_int64(s, 2);
+    m->last = sqlite3_column_int64(s, 3);
+    (*n)++;
+    if (!m->sig || !m->frames) break;
+  }
+  sqlite3_reset(s);
+  sqlite3_clear_bindings(s);
+  return rc == SQLITE_DONE ? SQLITE_OK : SQLITE_NOMEM;
+}
+
+static int rename_matching(resym_t *x, const char *needle) {
+  matched_t *m;
+  size_t n;
+  int rc = matching_stacks(x, needle, &m, &n);
+  for (size_t i = 0; rc == SQLITE_OK && i < n; i++) {
+    store_stack_t stack = {0};
+    store_group_t group = {0};
+    int changed = x->r->rename_stack(x->r->user, m[i].frames, &stack, &group);
+    if (changed < 0) rc = SQLITE_NOMEM;
+    if (changed > 0) {
+      rc = move_stack(x, m[i].sig, &stack, &group, m[i].first, m[i].last);
+      x->renamed++;
+    }
+    free((char *)stack.frames_json);
+    free((char *)group.names_json);
+  }
+  for (size_t i = 0; i < n; i++)
+    free(m[i].sig), free(m[i].frames);
+  free(m);
+  return rc;
+}
+
+/* A hang event whose stacks changed: its group again from its stacks,
+   picked among the stored hang groups as put_batch picks. */
+static int regroup_event(resym_t *x, int64_t id, const char *dominant, const char *old_group,
+                         int64_t received_ns) {
+  sqlite3_stmt *s = x->stmt[RS_EVENT_STACKS];
+  sqlite3_bind_int64(s, 1, id);
+  if (dominant) sqlite3_bind_text(s, 2, dominant, -1, SQLITE_TRANSIENT);
+  char **frames = NULL;
+  uint64_t *samples = NULL;
+  size_t n = 0, cap = 0;
+  int rc;
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    if (n == cap) {
+      cap = cap ? 2 * cap : 8;
+      char **grown = realloc(frames, cap * sizeof *frames);
+      if (grown) frames = grown;
+      uint64_t *more = realloc(samples, cap * sizeof *samples);
+      if (more) samples = more;
+      if (!grown || !more) break;
+    }
+    samples[n] = (uint64_t)sqlite3_column_int64(s, 1);
+    if (!(frames[n++] = strdup(column_text(s, 0) ? column_text(s, 0) : "[]"))) break;
+  }
+  sqlite3_reset(s);
+  sqlite3_clear_bindings(s);
+  rc = rc == SQLITE_DONE ? SQLITE_OK : SQLITE_NOMEM;
+  store_hang_t hang = {0};
+  char group[STORE_SIG_CHARS + 1];
+  if (rc == SQLITE_OK && n) {
+    if (x->r->hang_group(x->r->user, (const char *const *)frames, samples, n, &hang) != 0)
+      rc = SQLITE_NOMEM;
+    if (rc == SQLITE_OK) rc = hang_groups_assign(x->st->hang, &hang, received_ns, group);
+    if (rc == SQLITE_OK && old_group) rc = rs_run(x, RS_NOTE_GROUP, old_group, NULL);
+    if (rc == SQLITE_OK) {
+      sqlite3_bind_int64(x->stmt[RS_SET_GROUP], 1, id);
+      rc = rs_run(x, RS_SET_GROUP, NULL, group);
+    }
+    x->r->hang_free(x->r->user, &hang);
+  }
+  for (size_t i = 0; i < n; i++)
+    free(frames[i]);
+  free(frames);
+  free(samples);
+  return rc;
+}
+
+typedef struct hang_row_s {
+  int64_t id, received_ns;
+  char *dominant, *group;
+} hang_row_t;
+
+static int regroup_hangs(resym_t *x) {
+  sqlite3_stmt *s = x->stmt[RS_HANG_EVENTS];
+  hang_row_t *rows = NULL;
+  size_t n = 0, cap = 0;
+  int rc;
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    if (n == cap) {
+      hang_row_t *grown = realloc(rows, (cap = cap ? 2 * cap : 16) * sizeof *rows);
+      if (!grown) break;
+      rows = grown;
+    }
+    const char *d = column_text(s, 1), *g = column_text(s, 2);
+    rows[n] = (hang_row_t){sqlite3_column_int64(s, 0), sqlite3_column_int64(s, 3),
+                           d ? strdup(d) : NULL, g ? strdup(g) : NULL};
+    n++;
+  }
+  sqlite3_reset(s);
+  rc = rc == SQLITE_DONE ? SQLITE_OK : SQLITE_NOMEM;
+  for (size_t i = 0; rc == SQLITE_OK && i < n; i++)
+    rc = regroup_event(x, rows[i].id, rows[i].dominant, rows[i].group, rows[i].received_ns);
+  for (size_t i = 0; i < n; i++)
+    free(rows[i].dominant), free(rows[i].group);
+  free(rows);
+  return rc;
+}
+
+static int resymbolize_locked(resym_t *x, const char *needle) {
+  store_t *st = x->st;
+  int rc = sqlite3_exec(st->db, RESYM_TEMP, NULL, NULL, NULL);
+  for (int i = 0; rc == SQLITE_OK && i < RS_COUNT; i++)
+    rc = sqlite3_prepare_v2(st->db, RESYM_SQL[i], -1, &x->stmt[i], NULL);
+  if (rc != SQLITE_OK) {
+    sqlite_report(st, "resymbolize prepare");
+    return STORE_ERROR;
+  }
+  if (sqlite_step_done(st, ST_BEGIN) != SQLITE_OK) {
+    sqlite_report(st, "begin");
+    return STORE_ERROR;
+  }
+  rc = rename_matching(x, needle);
+  if (rc == SQLITE_OK && x->renamed) rc = regroup_hangs(x);
+  if (rc == SQLITE_OK && x->renamed) rc = rs_done(x, RS_DROP_GROUPS);
+  if (rc == SQLITE_OK && x->renamed) rc = hang_groups_prune(st->hang);
+  if (rc == SQLITE_OK && x->renamed) rc = store_rollups_mark_resym(st->rollups);
+  if (rc == SQLITE_OK && x->renamed) rc = store_rollups_rebuild(st->rollups);
+  if (rc == SQLITE_OK) rc = sqlite_step_done(st, ST_COMMIT);
+  if (rc == SQLITE_OK) return STORE_OK;
+  sqlite_report(st, "resymbolize");
+  sqlite_step_done(st, ST_ROLLBACK);
+  return STORE_ERROR;
+}
+
+int sqlite_resymbolize(store_t *st, const char *needle, const store_renamer_t *r,
+                       uint64_t *renamed) {
+  resym_t x = {.st = st, .r = r};
+  char why[64];
+  if (renamed) *renamed = 0;
+  if (sqlite_check(st, why, sizeof why) != STORE_OK) return STORE_LOST;
+  pthread_mutex_lock(&st->lock);
+  int rc = resymbolize_locked(&x, needle);
+  for (int i = 0; i < RS_COUNT; i++)
+    sqlite3_finalize(x.stmt[i]);
+  pthread_mutex_unlock(&st->lock);
+  if (renamed) *renamed = rc == STORE_OK ? x.renamed : 0;
+  return rc;
+}

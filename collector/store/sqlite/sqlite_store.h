@@ -1,0 +1,105 @@
+/*
+ * sqlite_store.h - what the SQLite backend's files share: the connection
+ * and its prepared statements (struct store_s, enum stmt_id: the SQL is
+ * sqlite_store.c's), the error report, and the ops each file implements:
+ * sqlite_store.c opens, ingests, deletes and reports stats, sqlite_query.c
+ * reads, sqlite_resym.c renames stored stacks. Every op takes st->lock.
+ */
+#ifndef PERF_COLLECTOR_SQLITE_STORE_H
+#define PERF_COLLECTOR_SQLITE_STORE_H
+
+#include <pthread.h>
+#include <sqlite3.h>
+
+#include "collector/store/sqlite/db_identity.h"
+#include "collector/store/sqlite/sqlite_hang_groups.h"
+#include "collector/store/sqlite/sqlite_rollups.h"
+#include "collector/store/sqlite/sqlite_states.h"
+#include "collector/store/store.h"
+
+enum stmt_id {
+  ST_BEGIN,
+  ST_COMMIT,
+  ST_ROLLBACK,
+  ST_INSERT_BATCH,
+  ST_INSERT_TAG,
+  ST_UPSERT_STACK,
+  ST_INSERT_EVENT,
+  ST_INSERT_COUNT,
+  ST_DELETE_COUNTS,
+  ST_DELETE_EVENTS,
+  ST_DELETE_TAGS,
+  ST_DELETE_BATCHES,
+  ST_DELETE_STACKS,
+  ST_COUNT_ROWS,
+  ST_UPSERT_GROUP,
+  ST_DELETE_GROUPS,
+  ST_TOP_HANG,
+  ST_TOP_CPU,
+  ST_STACK_ROWS,
+  ST_EVENT_ROWS,
+  ST_EVENT_ONE,
+  ST_EVENT_COUNTS,
+  ST_DROPS,
+  ST_TIME_BUCKETS,
+  ST_STATE_ROWS,
+  ST_INSERT_LOOP,
+  ST_DELETE_LOOP,
+  ST_LOOP_SUMS,
+  ST_HANG_COUNT,
+  ST_ANY_EVENT,
+  ST_STACK_FRAMES,
+  ST_GROUP_STACKS,
+  ST_COUNT
+};
+
+struct store_s {
+  pthread_mutex_t lock;
+  sqlite3 *db;
+  sqlite3_stmt *stmt[ST_COUNT];
+  hang_groups_t *hang;
+  store_states_t *states;
+  store_rollups_t *rollups;
+  char *path;
+  db_identity_t *identity; /* path and path-wal as opened */
+};
+
+/* The statements' slot of the first tag filter's key (BATCH_FILTERS in
+   sqlite_store.c: key ?11, value ?12, then two slots per tag). */
+#define TAG_PARAM 11
+
+/* A text column, NULL for SQL NULL. */
+static inline const char *column_text(sqlite3_stmt *s, int i) {
+  return (const char *)sqlite3_column_text(s, i);
+}
+
+/* STORE_OK while the path names the database opened (db_identity.h). */
+int sqlite_check(store_t *st, char *why, size_t why_len);
+
+/* The failed call and SQLite's message, on stderr. */
+void sqlite_report(store_t *st, const char *what);
+
+/* Run a prepared statement that returns no rows, then reset it. */
+int sqlite_step_done(store_t *st, enum stmt_id id);
+
+/* sqlite_query.c: store_ops_t's reads. */
+int sqlite_top_rows(store_t *st, const store_top_query_t *q, store_row_fn fn, void *user);
+int sqlite_stack_rows(store_t *st, const store_top_query_t *q, store_stack_row_fn fn, void *user);
+int sqlite_event_rows(store_t *st, const store_top_query_t *q, int64_t limit, store_event_row_fn fn,
+                      void *user);
+int sqlite_event_detail(store_t *st, int64_t id, store_event_row_fn on_event,
+                        store_count_row_fn on_count, void *user);
+int sqlite_drops(store_t *st, const store_top_query_t *q, store_drops_t *out);
+int sqlite_loop_totals(store_t *st, const store_top_query_t *q, store_loop_totals_t *out);
+int sqlite_time_buckets(store_t *st, const store_top_query_t *q, int64_t bucket_ns, int64_t limit,
+                        store_bucket_row_fn fn, void *user);
+int sqlite_event_states(store_t *st, int64_t id, store_state_row_fn fn, void *user);
+int sqlite_state_rows(store_t *st, const store_top_query_t *q, store_state_row_fn fn, void *user);
+int sqlite_group_stacks(store_t *st, const char *const *sigs, size_t n, store_group_stack_fn fn,
+                        void *user);
+
+/* sqlite_resym.c: store_ops_t's resymbolize. */
+int sqlite_resymbolize(store_t *st, const char *needle, const store_renamer_t *r,
+                       uint64_t *renamed);
+
+#endif
