@@ -1,10 +1,9 @@
 /*
  * pg_query.c - the PostgreSQL backend's reads (store_ops_t's query
  * functions): the SQLite backend's statements (sqlite_store.c) with
- * PostgreSQL's types and functions, the same filters numbered the same
- * way: $1 app, $2 version, $3 environment, $10 host, $4..$5 the time
- * range, $6 the kind, $19 the label, $11/$12 .. $17/$18 the tag filters.
- * Each runs under the store's lock on its one connection.
+ * PostgreSQL's types and functions, the same filters (query_sql.h) in the
+ * same slots (query_params.h). Each runs under the store's lock on its one
+ * connection.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,38 +12,22 @@
 #include "collector/model/hang_group_cands.h"
 #include "collector/model/rollup.h"
 #include "collector/store/pg/pg_store.h"
+#include "collector/store/query_sql.h"
 #include "collector/store/rollup_sql.h"
+#include "collector/store/rows.h"
 
-#define TAG_FILTER(k, v)                                                                           \
-  " AND ($" #k "::text IS NULL OR EXISTS (SELECT 1 FROM batch_tags t WHERE t.batch_id = b.id"      \
-  " AND t.key = $" #k " AND t.value = $" #v "))"
-#define BATCH_FILTERS                                                                              \
-  " AND ($1::text IS NULL OR b.app = $1) AND ($2::text IS NULL OR b.version = $2)"                 \
-  " AND ($3::text IS NULL OR b.environment = $3) AND ($10::text IS NULL OR b.host = "              \
-  "$10)" TAG_FILTER(11, 12) TAG_FILTER(13, 14) TAG_FILTER(15, 16) TAG_FILTER(17, 18)
-#define TAG_PARAM 11
-_Static_assert(STORE_MAX_TAG_FILTERS == 4, "BATCH_FILTERS has one TAG_FILTER per tag filter");
-#define TOP_FILTERS                                                                                \
-  BATCH_FILTERS " AND e.start_ns >= $4::bigint AND e.start_ns <= $5::bigint"                       \
-                " AND ($19::text IS NULL OR e.label = $19)"
-#define DROPS_FILTERS                                                                              \
-  BATCH_FILTERS " AND b.received_ns >= $4::bigint AND b.received_ns <= $5::bigint"
-#define KIND_FILTER "(e.kind = $6 OR ($6 = 'hang' AND e.kind = 'fatal_hang'))"
-#define EVENT_COLUMNS                                                                              \
-  "e.id, e.kind, e.start_ns, e.duration_ns, e.tid, e.cpu_percent, e.reason, b.app, b.version,"     \
-  " b.environment, e.group_sig, (SELECT coalesce(jsonb_agg(jsonb_build_object('key', t.key,"       \
-  " 'value', t.value) ORDER BY t.key, t.value), '[]'::jsonb) FROM batch_tags t"                    \
-  " WHERE t.batch_id = b.id), e.label"
+/* The read statements' filters: query_sql.h, in PostgreSQL's slots. */
+#define SQL_SLOT(n) "$" n
+#define SQL_TEXT(n) "$" n "::text"
+#define SQL_INT(n) "$" n "::bigint"
+#define PG_TAGS_JSON                                                                               \
+  "(SELECT coalesce(jsonb_agg(jsonb_build_object('key', t.key, 'value', t.value)"                  \
+  " ORDER BY t.key, t.value), '[]'::jsonb) FROM batch_tags t WHERE t.batch_id = b.id)"
 
 /* Top-stacks and stack rows read the day rows of $20..$21, the 10-minute
    rows of $26..$27 and $28..$29 (rollup_plan) and the raw events starting
    in $22..$23 and $24..$25: the same columns either way, summed per group,
    version, label and duration bin. */
-#define ROLLUP_FILTERS                                                                             \
-  " AND ($1::text IS NULL OR r.app = $1) AND ($2::text IS NULL OR r.version = $2)"                 \
-  " AND ($3::text IS NULL OR r.environment = $3) AND ($19::text IS NULL OR r.label = $19)"
-#define RANGE(lo, hi) " AND r.bucket_ns >= $" #lo "::bigint AND r.bucket_ns <= $" #hi "::bigint"
-#define RAW_RANGE(lo, hi) " AND e.start_ns >= $" #lo "::bigint AND e.start_ns <= $" #hi "::bigint"
 /* A level's rollup rows with the delta rows not folded yet
    (pg_rollups.c), each delta row in its 10-minute bucket or its day. */
 #define GROUP_VALS "events, samples, total_ns, first_ns, last_ns, max_ns, cpu_us"
@@ -70,7 +53,7 @@ _Static_assert(STORE_MAX_TAG_FILTERS == 4, "BATCH_FILTERS has one TAG_FILTER per
   " r.first_ns AS first_ns, r.last_ns AS last_ns, r.max_ns AS max_ns,"                             \
   " r.cpu_us::numeric AS cpu_us FROM " table " r"                                                  \
   " WHERE " kinds                                                                                  \
-  RANGE(lo, hi) ROLLUP_FILTERS
+  QSQL_RANGE(lo, hi) QSQL_ROLLUP_FILTERS
 #define TOP_SQL(kinds, raw, majority)                                                              \
   "SELECT x.g, gr.frames, x.version, x.label, sum(x.events), sum(x.samples), sum(x.total_ns),"     \
   " min(x.first_ns), max(x.last_ns), max(x.max_ns), x.dbin, " majority ", sum(x.cpu_us)"           \
@@ -84,15 +67,14 @@ _Static_assert(STORE_MAX_TAG_FILTERS == 4, "BATCH_FILTERS has one TAG_FILTER per
 #define STACK_PART(table, lo, hi)                                                                  \
   "SELECT r.stack_sig AS s, r.samples AS n, r.cpu_us AS cpu, r.wall_ns AS wall,"                   \
   " r.first_ns AS first, r.last_end_ns AS last_end FROM " table " r"                               \
-  " WHERE (r.kind = $6 OR ($6 = 'hang' AND r.kind = 'fatal_hang'))" RANGE(lo, hi) ROLLUP_FILTERS   \
-      " AND ($8::text IS NULL OR r.group_sig = $8)"
+  " WHERE " QSQL_KIND_FILTER("r") QSQL_RANGE(lo, hi) QSQL_ROLLUP_FILTERS QSQL_GROUP_FILTER("r")
 #define RAW_HANG(lo, hi)                                                                           \
   "SELECT e.group_sig COLLATE \"C\", coalesce(b.version, '') COLLATE \"C\","                       \
   " coalesce(e.label, '') COLLATE \"C\", perf_dbin(e.duration_ns),"                                \
   " 1, (SELECT coalesce(sum(c.samples), 0) FROM stack_counts c WHERE c.event_id = e.id),"          \
   " e.duration_ns, e.start_ns, e.start_ns, e.duration_ns, 0 FROM events e"                         \
   " JOIN batches b ON b.id = e.batch_id WHERE e.kind IN ('hang', 'fatal_hang')"                    \
-  " AND e.group_sig IS NOT NULL" RAW_RANGE(lo, hi) TOP_FILTERS
+  " AND e.group_sig IS NOT NULL" QSQL_RAW_RANGE(lo, hi) QSQL_TOP_FILTERS
 #define RAW_CPU(lo, hi)                                                                            \
   "SELECT c.stack_sig, coalesce(b.version, '') COLLATE \"C\", coalesce(e.label, '') COLLATE "      \
   "\"C\","                                                                                         \
@@ -101,14 +83,14 @@ _Static_assert(STORE_MAX_TAG_FILTERS == 4, "BATCH_FILTERS has one TAG_FILTER per
   " sum(" ROLLUP_CPU(                                                                              \
       "c") ") FROM events e"                                                                       \
            " JOIN batches b ON b.id = e.batch_id JOIN stack_counts c ON c.event_id = e.id"         \
-           " WHERE e.kind = 'cpu'" RAW_RANGE(lo, hi) TOP_FILTERS                                   \
+           " WHERE e.kind = 'cpu'" QSQL_RAW_RANGE(lo, hi) QSQL_TOP_FILTERS                         \
       " GROUP BY e.id, c.stack_sig, b.version, e.start_ns, e.duration_ns, e.label"
 #define RAW_STACK(lo, hi)                                                                          \
   "SELECT c.stack_sig, c.samples, " ROLLUP_CPU("c") ", " ROLLUP_WALL_SHARE(                        \
       "c", "e") ", e.start_ns, e.start_ns + e.duration_ns FROM events e JOIN batches b ON b.id = " \
                 "e.batch_id"                                                                       \
-                " JOIN stack_counts c ON c.event_id = e.id WHERE " KIND_FILTER                     \
-                RAW_RANGE(lo, hi) TOP_FILTERS " AND ($8::text IS NULL OR e.group_sig = $8)"
+                " JOIN stack_counts c ON c.event_id = e.id WHERE " QSQL_KIND_FILTER("e")           \
+                    QSQL_RAW_RANGE(lo, hi) QSQL_TOP_FILTERS QSQL_GROUP_FILTER("e")
 
 static const char TOP_HANG[] =
     TOP_SQL("r.kind IN ('hang', 'fatal_hang')", RAW_HANG(22, 23) " UNION ALL " RAW_HANG(24, 25),
@@ -128,13 +110,14 @@ static const char TOP_CPU[] =
 static const char STACK_ROWS[] = STACK_SQL(RAW_STACK(22, 23) " UNION ALL " RAW_STACK(24, 25));
 static const char ANY_EVENT[] = "SELECT EXISTS (SELECT 1 FROM events WHERE start_ns >= $1::bigint"
                                 " AND start_ns <= $2::bigint)";
-static const char EVENT_ROWS[] =
-    "SELECT " EVENT_COLUMNS " FROM events e JOIN batches b ON b.id = e.batch_id"
-    " WHERE ($6::text IS NULL OR " KIND_FILTER ")" TOP_FILTERS
-    " ORDER BY e.start_ns DESC, e.id DESC LIMIT $7::bigint";
+static const char EVENT_ROWS[] = "SELECT " QSQL_EVENT_COLUMNS(
+    PG_TAGS_JSON) " FROM events e JOIN batches b ON b.id = e.batch_id"
+                  " WHERE ($6::text IS NULL OR " QSQL_KIND_FILTER(
+                      "e") ")" QSQL_TOP_FILTERS
+                           " ORDER BY e.start_ns DESC, e.id DESC LIMIT $7::bigint";
 static const char EVENT_ONE[] =
-    "SELECT " EVENT_COLUMNS " FROM events e JOIN batches b ON b.id = e.batch_id"
-    " WHERE e.id = $1::bigint";
+    "SELECT " QSQL_EVENT_COLUMNS(PG_TAGS_JSON) " FROM events e JOIN batches b ON b.id = e.batch_id"
+                                               " WHERE e.id = $1::bigint";
 /* One row per signature and thread: a database of a collector that stored
    a row per device stack may hold several. */
 static const char EVENT_COUNTS[] =
@@ -145,15 +128,15 @@ static const char EVENT_COUNTS[] =
 static const char DROPS[] =
     "SELECT coalesce(sum(b.dropped_rate_limited), 0), coalesce(sum(b.dropped_queue_full), 0),"
     " coalesce(sum(b.dropped_sink_failed), 0), coalesce(sum(b.dropped_spool_quota), 0),"
-    " coalesce(sum(b.dropped_oversized), 0), count(*) FROM batches b WHERE true" DROPS_FILTERS;
+    " coalesce(sum(b.dropped_oversized), 0), count(*) FROM batches b WHERE true" QSQL_DROPS_FILTERS;
 static const char TIME_BUCKETS[] =
     "SELECT e.start_ns / $7::bigint, count(*), coalesce(sum(e.duration_ns::float8), 0)"
-    " FROM events e JOIN batches b ON b.id = e.batch_id WHERE " KIND_FILTER TOP_FILTERS
-    " GROUP BY 1 ORDER BY 1 LIMIT $8::bigint";
+    " FROM events e JOIN batches b ON b.id = e.batch_id WHERE " QSQL_KIND_FILTER("e")
+        QSQL_TOP_FILTERS " GROUP BY 1 ORDER BY 1 LIMIT $8::bigint";
 static const char STATE_ROWS[] =
     "SELECT x.state, x.syscall, x.fd, sum(x.samples) FROM event_states x"
     " JOIN events e ON e.id = x.event_id JOIN batches b ON b.id = e.batch_id"
-    " WHERE " KIND_FILTER TOP_FILTERS
+    " WHERE " QSQL_KIND_FILTER("e") QSQL_TOP_FILTERS
     " AND ($8::text IS NULL OR e.group_sig = $8 OR EXISTS (SELECT 1 FROM"
     " stack_counts c WHERE c.event_id = e.id AND c.stack_sig = $8))"
     " GROUP BY 1, 2, 3 ORDER BY 4 DESC, 1, 2, 3";
@@ -164,9 +147,9 @@ static const char LOOP_SUMS[] =
     " coalesce(sum(l.u4::float8), 0), coalesce(sum(l.u5::float8), 0),"
     " coalesce(sum(l.u6::float8), 0), coalesce(sum(l.u7::float8), 0),"
     " coalesce(sum(l.u8::float8), 0), count(*) FROM loop_stats l"
-    " JOIN batches b ON b.id = l.batch_id WHERE true" DROPS_FILTERS;
+    " JOIN batches b ON b.id = l.batch_id WHERE true" QSQL_DROPS_FILTERS;
 static const char HANG_COUNT[] = "SELECT count(*) FROM events e JOIN batches b ON b.id = e.batch_id"
-                                 " WHERE e.kind IN ('hang', 'fatal_hang')" TOP_FILTERS;
+                                 " WHERE e.kind IN ('hang', 'fatal_hang')" QSQL_TOP_FILTERS;
 static const char STATES_OF_EVENT[] =
     "SELECT tid, state, syscall, fd, samples FROM event_states WHERE event_id = $1::bigint"
     " ORDER BY samples DESC, id";
@@ -184,27 +167,48 @@ static const char GROUP_STACKS[] =
     " ORDER BY c.samples DESC LIMIT " GROUP_ROWS ")) x"
     " JOIN stacks s ON s.signature = x.stack ORDER BY q.i, x.o, x.w DESC";
 
-/* q's filters as the statements above number them. */
+/* Row i of a result (rows.h). */
+typedef struct pg_row_s {
+  const PGresult *r;
+  int i;
+} pg_row_t;
+
+static const char *col_text(const void *row, int col) {
+  const pg_row_t *p = row;
+  return pg_str(p->r, p->i, col);
+}
+
+static int64_t col_i64(const void *row, int col) {
+  const pg_row_t *p = row;
+  return pg_i64(p->r, p->i, col);
+}
+
+static bool col_null(const void *row, int col) {
+  const pg_row_t *p = row;
+  return PQgetisnull(p->r, p->i, col);
+}
+
+#define PG_COLUMNS(result, index)                                                                  \
+  ((store_columns_t){&(pg_row_t){result, index}, col_text, col_i64, col_null})
+
+static void bind_text(void *stmt, int slot, const char *text, size_t len) {
+  if (text)
+    pg_textn(stmt, slot, text, len);
+  else
+    pg_text(stmt, slot, NULL);
+}
+
+static void bind_i64(void *stmt, int slot, int64_t value) {
+  pg_int(stmt, slot, value);
+}
+
+/* q's filters into their slots (query_params.h); the statement's own slots
+   NULL, typed as text, until the caller binds them. */
 static void bind_filters(pg_params_t *p, const store_top_query_t *q) {
-  pg_text(p, 1, q->app);
-  pg_text(p, 2, q->version);
-  pg_text(p, 3, q->environment);
-  pg_text(p, 10, q->host);
-  pg_int(p, 4, q->from_ns);
-  pg_int(p, 5, q->to_ns);
-  pg_text(p, 6, q->kind);
-  pg_text(p, 7, NULL);
-  pg_text(p, 8, NULL);
-  pg_text(p, 9, NULL);
-  pg_text(p, 19, q->label);
-  for (size_t i = 0; i < STORE_MAX_TAG_FILTERS; i++) {
-    int k = TAG_PARAM + 2 * (int)i;
-    if (i < q->n_tags)
-      pg_textn(p, k, q->tags[i].key, q->tags[i].key_len);
-    else
-      pg_text(p, k, NULL);
-    pg_text(p, k + 1, i < q->n_tags ? q->tags[i].value : NULL);
-  }
+  store_binder_t b = {p, bind_text, bind_i64};
+  store_bind_filters(&b, q);
+  for (int slot = STORE_SLOT_OWN; slot < STORE_SLOT_HOST; slot++)
+    pg_text(p, slot, NULL);
 }
 
 static double pg_f64(const PGresult *r, int row, int col) {
@@ -241,21 +245,11 @@ typedef struct cb_s {
 
 static int top_each(const PGresult *r, int i, void *ctx) {
   cb_t *cb = ctx;
-  store_top_row_t row = {.group_sig = pg_str(r, i, 0),
-                         .names_json = pg_str(r, i, 1),
-                         .version = pg_str(r, i, 2),
-                         .label = pg_str(r, i, 3),
-                         .events = (uint64_t)pg_i64(r, i, 4),
-                         .samples = (uint64_t)pg_i64(r, i, 5),
-                         .total_ns = pg_i64(r, i, 6),
-                         .first_ns = pg_i64(r, i, 7),
-                         .last_ns = pg_i64(r, i, 8),
-                         .max_ns = pg_i64(r, i, 9),
-                         .dbin = (int)pg_i64(r, i, 10),
-                         .cpu_us = (uint64_t)pg_i64(r, i, 12)};
-  if (cb->hang && !PQgetisnull(r, i, 11)) {
+  store_top_row_t row = store_top_row(&PG_COLUMNS(r, i));
+  if (cb->hang && !PQgetisnull(r, i, STORE_TOP_PATH_COLUMN)) {
     size_t len = 0;
-    unsigned char *blob = PQunescapeBytea((const unsigned char *)PQgetvalue(r, i, 11), &len);
+    unsigned char *blob =
+        PQunescapeBytea((const unsigned char *)PQgetvalue(r, i, STORE_TOP_PATH_COLUMN), &len);
     row.majority_len = hang_groups_majority_len(blob, len);
     PQfreemem(blob);
   }
@@ -281,14 +275,8 @@ static int scan_planned(store_t *st, const char *sql, pg_params_t *p, const stor
   pthread_mutex_lock(&st->lock);
   rollup_plan_t plan;
   rollup_plan(q, any_event, st, &plan);
-  pg_int(p, 20, plan.day[0]);
-  pg_int(p, 21, plan.day[1]);
-  for (int i = 0; i < 2; i++) {
-    pg_int(p, 22 + 2 * i, plan.raw[i][0]);
-    pg_int(p, 23 + 2 * i, plan.raw[i][1]);
-    pg_int(p, 26 + 2 * i, plan.bucket[i][0]);
-    pg_int(p, 27 + 2 * i, plan.bucket[i][1]);
-  }
+  store_binder_t b = {p, bind_text, bind_i64};
+  store_bind_plan(&b, &plan);
   int rc = scan_locked(st, sql, p, what, each, ctx);
   pthread_mutex_unlock(&st->lock);
   return rc;
@@ -304,13 +292,7 @@ int pg_top_rows(store_t *st, const store_top_query_t *q, store_row_fn fn, void *
 
 static int stack_each(const PGresult *r, int i, void *ctx) {
   cb_t *cb = ctx;
-  store_stack_row_t row = {pg_str(r, i, 0),
-                           pg_str(r, i, 1),
-                           (uint64_t)pg_i64(r, i, 2),
-                           (uint64_t)pg_i64(r, i, 3),
-                           pg_i64(r, i, 4),
-                           pg_i64(r, i, 5),
-                           pg_i64(r, i, 6)};
+  store_stack_row_t row = store_stack_row(&PG_COLUMNS(r, i));
   if (!row.stack_sig || !row.frames_json) return 0;
   return ((store_stack_row_fn)cb->fn)(&row, cb->user);
 }
@@ -325,20 +307,7 @@ int pg_stack_rows(store_t *st, const store_top_query_t *q, store_stack_row_fn fn
 }
 
 static store_event_row_t event_row(const PGresult *r, int i) {
-  store_event_row_t row = {.id = pg_i64(r, i, 0),
-                           .kind = pg_str(r, i, 1),
-                           .start_ns = pg_i64(r, i, 2),
-                           .duration_ns = pg_i64(r, i, 3),
-                           .tid = (uint32_t)pg_i64(r, i, 4),
-                           .cpu_percent = (int32_t)pg_i64(r, i, 5),
-                           .reason = pg_str(r, i, 6),
-                           .app = pg_str(r, i, 7),
-                           .version = pg_str(r, i, 8),
-                           .environment = pg_str(r, i, 9),
-                           .group_sig = pg_str(r, i, 10),
-                           .tags_json = pg_str(r, i, 11),
-                           .label = pg_str(r, i, 12)};
-  return row;
+  return store_event_row(&PG_COLUMNS(r, i), 0);
 }
 
 static int event_each(const PGresult *r, int i, void *ctx) {
@@ -358,8 +327,7 @@ int pg_event_rows(store_t *st, const store_top_query_t *q, int64_t limit, store_
 
 static int count_each(const PGresult *r, int i, void *ctx) {
   cb_t *cb = ctx;
-  store_count_row_t row = {pg_str(r, i, 0), pg_str(r, i, 1), (uint32_t)pg_i64(r, i, 2),
-                           (uint64_t)pg_i64(r, i, 3), PQgetisnull(r, i, 4) ? -1 : pg_i64(r, i, 4)};
+  store_count_row_t row = store_count_row(&PG_COLUMNS(r, i));
   if (!row.stack_sig) return 0;
   return ((store_count_row_fn)cb->fn)(&row, cb->user);
 }

@@ -13,36 +13,43 @@
 #include "collector/model/hang_group_cands.h"
 #include "collector/model/rollup.h"
 #include "collector/model/rollup_batch.h"
+#include "collector/store/query_params.h"
 #include "collector/store/rollup_sql.h"
+#include "collector/store/rows.h"
 #include "collector/store/sqlite/sqlite_store.h"
 
-/* Text or NULL at index i. */
-static void bind_opt(sqlite3_stmt *s, int i, const char *text) {
-  if (text)
-    sqlite3_bind_text(s, i, text, -1, SQLITE_STATIC);
-  else
-    sqlite3_bind_null(s, i);
+/* The columns of the row a statement stepped to (rows.h). */
+static const char *col_text(const void *row, int col) {
+  return column_text((sqlite3_stmt *)row, col);
 }
 
-/* q's filters as BATCH_FILTERS, TOP_FILTERS and KIND_FILTER number them
-   (a statement without ?6 takes the kind as an unused parameter). */
+static int64_t col_i64(const void *row, int col) {
+  return sqlite3_column_int64((sqlite3_stmt *)row, col);
+}
+
+static bool col_null(const void *row, int col) {
+  return sqlite3_column_type((sqlite3_stmt *)row, col) == SQLITE_NULL;
+}
+
+static store_columns_t columns(sqlite3_stmt *s) {
+  return (store_columns_t){s, col_text, col_i64, col_null};
+}
+
+static void bind_text(void *stmt, int slot, const char *text, size_t len) {
+  if (text)
+    sqlite3_bind_text(stmt, slot, text, (int)len, SQLITE_STATIC);
+  else
+    sqlite3_bind_null(stmt, slot);
+}
+
+static void bind_i64(void *stmt, int slot, int64_t value) {
+  sqlite3_bind_int64(stmt, slot, value);
+}
+
+/* q's filters into their slots (query_params.h). */
 static void bind_filters(sqlite3_stmt *s, const store_top_query_t *q) {
-  bind_opt(s, 1, q->app);
-  bind_opt(s, 2, q->version);
-  bind_opt(s, 3, q->environment);
-  bind_opt(s, 10, q->host);
-  sqlite3_bind_int64(s, 4, q->from_ns);
-  sqlite3_bind_int64(s, 5, q->to_ns);
-  bind_opt(s, 6, q->kind);
-  bind_opt(s, 19, q->label);
-  for (size_t i = 0; i < STORE_MAX_TAG_FILTERS; i++) {
-    int k = TAG_PARAM + 2 * (int)i;
-    if (i < q->n_tags)
-      sqlite3_bind_text(s, k, q->tags[i].key, (int)q->tags[i].key_len, SQLITE_STATIC);
-    else
-      sqlite3_bind_null(s, k);
-    bind_opt(s, k + 1, i < q->n_tags ? q->tags[i].value : NULL);
-  }
+  store_binder_t b = {s, bind_text, bind_i64};
+  store_bind_filters(&b, q);
 }
 
 /* rollup_plan's probe: does an event start in [lo, hi]? The lock is held. */
@@ -60,14 +67,8 @@ static int any_event(void *ctx, int64_t lo, int64_t hi) {
 static void bind_plan(store_t *st, sqlite3_stmt *s, const store_top_query_t *q) {
   rollup_plan_t plan;
   rollup_plan(q, any_event, st, &plan);
-  sqlite3_bind_int64(s, 20, plan.day[0]);
-  sqlite3_bind_int64(s, 21, plan.day[1]);
-  for (int i = 0; i < 2; i++) {
-    sqlite3_bind_int64(s, 22 + 2 * i, plan.raw[i][0]);
-    sqlite3_bind_int64(s, 23 + 2 * i, plan.raw[i][1]);
-    sqlite3_bind_int64(s, 26 + 2 * i, plan.bucket[i][0]);
-    sqlite3_bind_int64(s, 27 + 2 * i, plan.bucket[i][1]);
-  }
+  store_binder_t b = {s, bind_text, bind_i64};
+  store_bind_plan(&b, &plan);
 }
 
 int sqlite_top_rows(store_t *st, const store_top_query_t *q, store_row_fn fn, void *user) {
@@ -77,22 +78,13 @@ int sqlite_top_rows(store_t *st, const store_top_query_t *q, store_row_fn fn, vo
   bind_filters(s, q);
   bind_plan(st, s, q);
   int rc, stopped = 0;
+  store_columns_t cols = columns(s);
   while (!stopped && (rc = sqlite3_step(s)) == SQLITE_ROW) {
-    store_top_row_t row = {.group_sig = column_text(s, 0),
-                           .names_json = column_text(s, 1),
-                           .version = column_text(s, 2),
-                           .label = column_text(s, 3),
-                           .events = (uint64_t)sqlite3_column_int64(s, 4),
-                           .samples = (uint64_t)sqlite3_column_int64(s, 5),
-                           .total_ns = sqlite3_column_int64(s, 6),
-                           .first_ns = sqlite3_column_int64(s, 7),
-                           .last_ns = sqlite3_column_int64(s, 8),
-                           .max_ns = sqlite3_column_int64(s, 9),
-                           .dbin = sqlite3_column_int(s, 10),
-                           .cpu_us = (uint64_t)sqlite3_column_int64(s, 12)};
+    store_top_row_t row = store_top_row(&cols);
     if (id == ST_TOP_HANG)
       row.majority_len =
-          hang_groups_majority_len(sqlite3_column_blob(s, 11), (size_t)sqlite3_column_bytes(s, 11));
+          hang_groups_majority_len(sqlite3_column_blob(s, STORE_TOP_PATH_COLUMN),
+                                   (size_t)sqlite3_column_bytes(s, STORE_TOP_PATH_COLUMN));
     if (!row.group_sig || !row.names_json) continue;
     stopped = fn(&row, user);
   }
@@ -119,14 +111,9 @@ int sqlite_stack_rows(store_t *st, const store_top_query_t *q, store_stack_row_f
   bind_plan(st, s, q);
   if (q->group) sqlite3_bind_text(s, 8, q->group, -1, SQLITE_STATIC);
   int rc, stopped = 0;
+  store_columns_t cols = columns(s);
   while (!stopped && (rc = sqlite3_step(s)) == SQLITE_ROW) {
-    store_stack_row_t row = {column_text(s, 0),
-                             column_text(s, 1),
-                             (uint64_t)sqlite3_column_int64(s, 2),
-                             (uint64_t)sqlite3_column_int64(s, 3),
-                             sqlite3_column_int64(s, 4),
-                             sqlite3_column_int64(s, 5),
-                             sqlite3_column_int64(s, 6)};
+    store_stack_row_t row = store_stack_row(&cols);
     if (!row.stack_sig || !row.frames_json) continue;
     stopped = fn(&row, user);
   }
@@ -136,20 +123,7 @@ int sqlite_stack_rows(store_t *st, const store_top_query_t *q, store_stack_row_f
 }
 
 static store_event_row_t event_row(sqlite3_stmt *s) {
-  store_event_row_t row = {.id = sqlite3_column_int64(s, 0),
-                           .kind = column_text(s, 1),
-                           .start_ns = sqlite3_column_int64(s, 2),
-                           .duration_ns = sqlite3_column_int64(s, 3),
-                           .tid = (uint32_t)sqlite3_column_int64(s, 4),
-                           .cpu_percent = (int32_t)sqlite3_column_int64(s, 5),
-                           .reason = column_text(s, 6),
-                           .app = column_text(s, 7),
-                           .version = column_text(s, 8),
-                           .environment = column_text(s, 9),
-                           .group_sig = column_text(s, 10),
-                           .tags_json = column_text(s, 11),
-                           .label = column_text(s, 12)};
-  return row;
+  return store_event_row(&(store_columns_t){s, col_text, col_i64, col_null}, 0);
 }
 
 int sqlite_event_rows(store_t *st, const store_top_query_t *q, int64_t limit, store_event_row_fn fn,
@@ -185,10 +159,7 @@ int sqlite_event_detail(store_t *st, int64_t id, store_event_row_fn on_event,
     sqlite3_bind_int64(s, 1, id);
     int step = SQLITE_DONE;
     while (!stopped && (step = sqlite3_step(s)) == SQLITE_ROW) {
-      store_count_row_t row = {
-          column_text(s, 0), column_text(s, 1), (uint32_t)sqlite3_column_int64(s, 2),
-          (uint64_t)sqlite3_column_int64(s, 3),
-          sqlite3_column_type(s, 4) == SQLITE_NULL ? -1 : sqlite3_column_int64(s, 4)};
+      store_count_row_t row = store_count_row(&(store_columns_t){s, col_text, col_i64, col_null});
       if (!row.stack_sig) continue;
       stopped = on_count(&row, user);
     }

@@ -31,6 +31,7 @@
 #include "collector/model/hang_group_cands.h"
 #include "collector/model/rollup.h"
 #include "collector/model/rollup_batch.h"
+#include "collector/store/query_sql.h"
 #include "collector/store/rollup_sql.h"
 #include "collector/store/sqlite/sqlite_store.h"
 
@@ -95,48 +96,28 @@ _Static_assert(STORE_LOOP_BUCKETS == 9, "LOOP_SCHEMA has one column per bucket")
 static const char GROUP_SIG_INDEX[] =
     "CREATE INDEX IF NOT EXISTS events_group ON events(group_sig)";
 
-/* The batch's resource (?1 app, ?2 version, ?3 environment, ?10 host: NULL
-   any) and tags (?11/?12 .. ?17/?18: key and value, NULL any); then the
-   events' start within ?4..?5 and their label ?19 (NULL any) (TOP_FILTERS)
-   or the batch's arrival (DROPS_FILTERS). */
-#define TAG_FILTER(k, v)                                                                           \
-  " AND (?" #k " IS NULL OR EXISTS (SELECT 1 FROM batch_tags t WHERE t.batch_id = b.id"            \
-  " AND t.key = ?" #k " AND t.value = ?" #v "))"
-#define BATCH_FILTERS                                                                              \
-  " AND (?1 IS NULL OR b.app = ?1) AND (?2 IS NULL OR b.version = ?2)"                             \
-  " AND (?3 IS NULL OR b.environment = ?3) AND (?10 IS NULL OR b.host = ?10)" TAG_FILTER(11, 12)   \
-      TAG_FILTER(13, 14) TAG_FILTER(15, 16) TAG_FILTER(17, 18)
-_Static_assert(TAG_PARAM == 11, "sqlite_store.h: the first tag filter's key is ?11");
-_Static_assert(STORE_MAX_TAG_FILTERS == 4, "BATCH_FILTERS has one TAG_FILTER per tag filter");
-#define TOP_FILTERS                                                                                \
-  BATCH_FILTERS " AND e.start_ns >= ?4 AND e.start_ns <= ?5 AND (?19 IS NULL OR e.label = ?19)"
-#define DROPS_FILTERS BATCH_FILTERS " AND b.received_ns >= ?4 AND b.received_ns <= ?5"
+/* The read statements' filters: query_sql.h, in SQLite's slots. */
+#define SQL_SLOT(n) "?" n
+#define SQL_TEXT(n) "?" n
+#define SQL_INT(n) "?" n
+#define SQLITE_TAGS_JSON                                                                           \
+  "(SELECT json_group_array(json_object('key', t.key, 'value', t.value))"                          \
+  " FROM batch_tags t WHERE t.batch_id = b.id)"
+
 #define DROPPED_SUMS                                                                               \
   "coalesce(sum(b.dropped_rate_limited), 0), coalesce(sum(b.dropped_queue_full), 0),"              \
   " coalesce(sum(b.dropped_sink_failed), 0), coalesce(sum(b.dropped_spool_quota), 0),"             \
   " coalesce(sum(b.dropped_oversized), 0)"
 
-/* ?6: "hang" (hang and fatal_hang) or another kind, exactly. */
-#define KIND_FILTER "(e.kind = ?6 OR (?6 = 'hang' AND e.kind = 'fatal_hang'))"
-#define EVENT_COLUMNS                                                                              \
-  "e.id, e.kind, e.start_ns, e.duration_ns, e.tid, e.cpu_percent, e.reason, b.app, b.version,"     \
-  " b.environment, e.group_sig, (SELECT json_group_array(json_object('key', t.key, 'value',"       \
-  " t.value)) FROM batch_tags t WHERE t.batch_id = b.id), e.label"
-
 /* Top-stacks and stack rows read the day rows of ?20..?21, the 10-minute
    rows of ?26..?27 and ?28..?29 (rollup_plan) and the raw events starting
    in ?22..?23 and ?24..?25: the same columns either way, summed per group,
    version, label and duration bin. */
-#define ROLLUP_FILTERS                                                                             \
-  " AND (?1 IS NULL OR r.app = ?1) AND (?2 IS NULL OR r.version = ?2)"                             \
-  " AND (?3 IS NULL OR r.environment = ?3) AND (?19 IS NULL OR r.label = ?19)"
-#define RANGE(lo, hi) " AND r.bucket_ns >= ?" #lo " AND r.bucket_ns <= ?" #hi
-#define RAW_RANGE(lo, hi) " AND e.start_ns >= ?" #lo " AND e.start_ns <= ?" #hi
 #define GROUP_PART(table, kinds, lo, hi)                                                           \
   "SELECT r.group_sig AS g, r.version AS version, r.label AS label, r.dbin AS dbin,"               \
   " r.events AS events, r.samples AS samples, r.total_ns AS total_ns, r.first_ns AS first_ns,"     \
   " r.last_ns AS last_ns, r.max_ns AS max_ns, r.cpu_us AS cpu_us FROM " table " r WHERE " kinds    \
-  RANGE(lo, hi) ROLLUP_FILTERS
+  QSQL_RANGE(lo, hi) QSQL_ROLLUP_FILTERS
 #define TOP_SQL(kinds, raw, majority)                                                              \
   "SELECT x.g, gr.frames, x.version, x.label, sum(x.events), sum(x.samples), sum(x.total_ns),"     \
   " min(x.first_ns), max(x.last_ns), max(x.max_ns), x.dbin, " majority ", sum(x.cpu_us)"           \
@@ -149,27 +130,27 @@ _Static_assert(STORE_MAX_TAG_FILTERS == 4, "BATCH_FILTERS has one TAG_FILTER per
 #define STACK_PART(table, lo, hi)                                                                  \
   "SELECT r.stack_sig AS s, r.samples AS n, r.cpu_us AS cpu, r.wall_ns AS wall,"                   \
   " r.first_ns AS first, r.last_end_ns AS last_end FROM " table " r"                               \
-  " WHERE (r.kind = ?6 OR (?6 = 'hang' AND r.kind = 'fatal_hang'))" RANGE(lo, hi) ROLLUP_FILTERS   \
-      " AND (?8 IS NULL OR r.group_sig = ?8)"
+  " WHERE " QSQL_KIND_FILTER("r") QSQL_RANGE(lo, hi) QSQL_ROLLUP_FILTERS QSQL_GROUP_FILTER("r")
 #define RAW_HANG(lo, hi)                                                                           \
   "SELECT e.group_sig, coalesce(b.version, ''), coalesce(e.label, ''), perf_dbin(e.duration_ns),"  \
   " 1, (SELECT coalesce(sum(c.samples), 0) FROM stack_counts c WHERE c.event_id = e.id),"          \
   " e.duration_ns, e.start_ns, e.start_ns, e.duration_ns, 0 FROM events e"                         \
   " JOIN batches b ON b.id = e.batch_id WHERE e.kind IN ('hang', 'fatal_hang')"                    \
-  " AND e.group_sig IS NOT NULL" RAW_RANGE(lo, hi) TOP_FILTERS
+  " AND e.group_sig IS NOT NULL" QSQL_RAW_RANGE(lo, hi) QSQL_TOP_FILTERS
 #define RAW_CPU(lo, hi)                                                                            \
   "SELECT c.stack_sig, coalesce(b.version, ''), coalesce(e.label, ''), perf_dbin(e.duration_ns),"  \
   " 1, sum(c.samples), e.duration_ns, e.start_ns, e.start_ns, e.duration_ns,"                      \
   " sum(" ROLLUP_CPU(                                                                              \
       "c") ") FROM events e"                                                                       \
            " JOIN batches b ON b.id = e.batch_id JOIN stack_counts c ON c.event_id = e.id"         \
-           " WHERE e.kind = 'cpu'" RAW_RANGE(lo, hi) TOP_FILTERS " GROUP BY e.id, c.stack_sig"
+           " WHERE e.kind = 'cpu'" QSQL_RAW_RANGE(lo, hi) QSQL_TOP_FILTERS                         \
+      " GROUP BY e.id, c.stack_sig"
 #define RAW_STACK(lo, hi)                                                                          \
   "SELECT c.stack_sig, c.samples, " ROLLUP_CPU("c") ", " ROLLUP_WALL_SHARE(                        \
       "c", "e") ", e.start_ns, e.start_ns + e.duration_ns FROM events e JOIN batches b ON b.id = " \
                 "e.batch_id"                                                                       \
-                " JOIN stack_counts c ON c.event_id = e.id WHERE " KIND_FILTER                     \
-                RAW_RANGE(lo, hi) TOP_FILTERS " AND (?8 IS NULL OR e.group_sig = ?8)"
+                " JOIN stack_counts c ON c.event_id = e.id WHERE " QSQL_KIND_FILTER("e")           \
+                    QSQL_RAW_RANGE(lo, hi) QSQL_TOP_FILTERS QSQL_GROUP_FILTER("e")
 
 #define GROUP_EVENTS STORE_STR(STORE_GROUP_STACKS_EVENTS)
 #define GROUP_ROWS STORE_STR(STORE_GROUP_STACKS_ROWS)
@@ -227,11 +208,14 @@ static const char *const STMT_SQL[ST_COUNT] = {
                                                                                      "4 DESC, 3 "
                                                                                      "DESC, x.s",
     [ST_ANY_EVENT] = "SELECT EXISTS (SELECT 1 FROM events WHERE start_ns >= ?1 AND start_ns <= ?2)",
-    [ST_EVENT_ROWS] = "SELECT " EVENT_COLUMNS " FROM events e JOIN batches b ON b.id = e.batch_id"
-                      " WHERE (?6 IS NULL OR " KIND_FILTER ")" TOP_FILTERS
-                      " ORDER BY e.start_ns DESC, e.id DESC LIMIT ?7",
-    [ST_EVENT_ONE] = "SELECT " EVENT_COLUMNS " FROM events e JOIN batches b ON b.id = e.batch_id"
-                     " WHERE e.id = ?1",
+    [ST_EVENT_ROWS] = "SELECT " QSQL_EVENT_COLUMNS(
+        SQLITE_TAGS_JSON) " FROM events e JOIN batches b ON b.id = e.batch_id"
+                          " WHERE (?6 IS NULL OR " QSQL_KIND_FILTER(
+                              "e") ")" QSQL_TOP_FILTERS
+                                   " ORDER BY e.start_ns DESC, e.id DESC LIMIT ?7",
+    [ST_EVENT_ONE] = "SELECT " QSQL_EVENT_COLUMNS(
+        SQLITE_TAGS_JSON) " FROM events e JOIN batches b ON b.id = e.batch_id"
+                          " WHERE e.id = ?1",
     /* One row per signature and thread: a database of a collector that
        stored a row per device stack may hold several. */
     [ST_EVENT_COUNTS] = "SELECT c.stack_sig, s.frames, c.tid, sum(c.samples), sum(c.cpu_us)"
@@ -239,20 +223,20 @@ static const char *const STMT_SQL[ST_COUNT] = {
                         " WHERE c.event_id = ?1 GROUP BY c.stack_sig, c.tid"
                         " ORDER BY coalesce(sum(c.cpu_us), 0) DESC, sum(c.samples) DESC,"
                         " min(c.rowid)",
-    [ST_DROPS] = "SELECT " DROPPED_SUMS ", count(*) FROM batches b WHERE 1" DROPS_FILTERS,
+    [ST_DROPS] = "SELECT " DROPPED_SUMS ", count(*) FROM batches b WHERE 1" QSQL_DROPS_FILTERS,
     /* ?7 the bucket's nanoseconds, ?8 the most buckets (start_ns >= ?4 >= 0:
        the division rounds down). total(): a REAL sum, which cannot overflow. */
     [ST_TIME_BUCKETS] = "SELECT e.start_ns / ?7, count(*), total(e.duration_ns) FROM events e"
-                        " JOIN batches b ON b.id = e.batch_id WHERE " KIND_FILTER TOP_FILTERS
-                        " GROUP BY 1 ORDER BY 1 LIMIT ?8",
+                        " JOIN batches b ON b.id = e.batch_id WHERE " QSQL_KIND_FILTER("e")
+                            QSQL_TOP_FILTERS " GROUP BY 1 ORDER BY 1 LIMIT ?8",
     /* ?8: a group (hang) or a stack (cpu), NULL any (sqlite_states.c holds
        the table). */
     [ST_STATE_ROWS] = "SELECT x.state, x.syscall, x.fd, sum(x.samples) FROM event_states x"
                       " JOIN events e ON e.id = x.event_id JOIN batches b ON b.id = e.batch_id"
-                      " WHERE " KIND_FILTER TOP_FILTERS
-                      " AND (?8 IS NULL OR e.group_sig = ?8 OR EXISTS (SELECT 1 FROM"
-                      " stack_counts c WHERE c.event_id = e.id AND c.stack_sig = ?8))"
-                      " GROUP BY 1, 2, 3 ORDER BY 4 DESC, 1, 2, 3",
+                      " WHERE " QSQL_KIND_FILTER("e") QSQL_TOP_FILTERS
+    " AND (?8 IS NULL OR e.group_sig = ?8 OR EXISTS (SELECT 1 FROM"
+    " stack_counts c WHERE c.event_id = e.id AND c.stack_sig = ?8))"
+    " GROUP BY 1, 2, 3 ORDER BY 4 DESC, 1, 2, 3",
     [ST_INSERT_LOOP] = "INSERT INTO loop_stats(batch_id, watched_ns, busy_ns, u0, u1, u2, u3, u4,"
                        " u5, u6, u7, u8) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
     [ST_DELETE_LOOP] = "DELETE FROM loop_stats WHERE batch_id IN"
@@ -262,9 +246,9 @@ static const char *const STMT_SQL[ST_COUNT] = {
     [ST_LOOP_SUMS] = "SELECT total(l.watched_ns), total(l.busy_ns), total(l.u0), total(l.u1),"
                      " total(l.u2), total(l.u3), total(l.u4), total(l.u5), total(l.u6),"
                      " total(l.u7), total(l.u8), count(*) FROM loop_stats l"
-                     " JOIN batches b ON b.id = l.batch_id WHERE 1" DROPS_FILTERS,
+                     " JOIN batches b ON b.id = l.batch_id WHERE 1" QSQL_DROPS_FILTERS,
     [ST_HANG_COUNT] = "SELECT count(*) FROM events e JOIN batches b ON b.id = e.batch_id"
-                      " WHERE e.kind IN ('hang', 'fatal_hang')" TOP_FILTERS,
+                      " WHERE e.kind IN ('hang', 'fatal_hang')" QSQL_TOP_FILTERS,
     /* The stack of signature ?1; then the heaviest stacks of a few events
        of group ?1 (store.h group_stacks), the frames joined to the few
        rows kept. */

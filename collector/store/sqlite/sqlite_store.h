@@ -64,10 +64,6 @@ struct store_s {
   db_identity_t *identity; /* path and path-wal as opened */
 };
 
-/* The statements' slot of the first tag filter's key (BATCH_FILTERS in
-   sqlite_store.c: key ?11, value ?12, then two slots per tag). */
-#define TAG_PARAM 11
-
 /* A text column, NULL for SQL NULL. */
 static inline const char *column_text(sqlite3_stmt *s, int i) {
   return (const char *)sqlite3_column_text(s, i);
