@@ -25,6 +25,11 @@
  * docs/internals/sampler.md, "Threads blocked in a system call" and
  * "Before each signal", has the costs and the races that remain.
  *
+ * This file keeps the requests (slots, sequence numbers, the handler's
+ * walk, snapshots). Which signal and its action are signal_action.c's;
+ * the looks at the target around each send (its mask, blocked or leaving
+ * a call) are send_checks.c's.
+ *
  * Slot state word: (sequence << 3) | state.
  */
 #include <errno.h>
@@ -51,6 +56,8 @@
 #include "sdk/sampler/dwfl_unwind.h"
 #include "sdk/sampler/sampler.h"
 #include "sdk/sampler/sampler_options.h"
+#include "sdk/sampler/send_checks.h"
+#include "sdk/sampler/signal_action.h"
 #include "sdk/sampler/stack_bounds.h"
 #include "sdk/sampler/task_files.h"
 #include "sdk/sampler/thread_state.h"
@@ -60,12 +67,11 @@ enum { RESULT_STACK = 0, RESULT_NEED_BOUNDS = 1 };
 /* send_request()'s and await_request()'s positive answers: the handler reported sp, not a stack;
    the thread was found blocked at the last look before the send (nothing sent); the thread
    turned out to block the signal, which was taken back (ask again, mask first). */
-enum { REQUEST_NEED_BOUNDS = 1, REQUEST_NOW_BLOCKED = 2, REQUEST_RETRACTED = 3 };
-/* Where send_request looks at the thread's mask: before the send (snapshots, other requests
-   in flight), or while the signal flies (a single capture: see may_signal). */
-enum { MASK_BEFORE = 0, MASK_WHILE_FLYING = 1 };
-/* may_signal's quick look cannot decide: do the full one. */
-#define LOOK_FULL 1
+enum {
+  REQUEST_NEED_BOUNDS = 1,
+  REQUEST_NOW_BLOCKED = PERF__SEND_NOW_BLOCKED,
+  REQUEST_RETRACTED = 3
+};
 /* Enough for a snapshot's requests in flight and a few cancelled ones
    still held. */
 enum { SLOT_COUNT = PERF__SAMPLER_IN_FLIGHT_MAX + 8 };
@@ -75,12 +81,7 @@ enum { SLOT_COUNT = PERF__SAMPLER_IN_FLIGHT_MAX + 8 };
 #define STATE_KIND(word) ((word)&7u)
 /* How long a request that timed out still blocks new ones to the same
    thread (its signal may still be pending there). */
-#define CANCELLED_HOLD_NS 1000000000LL
-/* How long a capture waits for a thread to unblock the signal (or leave a
-   call) before sending: a thread masking it is usually masking it on
-   purpose, so this wait is shorter than timeout_ms (which is for the
-   answer of a thread that got the signal, late when the machine is loaded). */
-#define MASK_WAIT_MS 100u
+#define CANCELLED_HOLD_NS PERF__SEND_HOLD_NS
 /* Extra wait for a handler that already claimed the slot when the timeout
    fired: it only has a bounded walk left to do. */
 #define WRITING_GRACE_MS 50
@@ -130,12 +131,8 @@ static pid_t g_requester; /* the thread holding g_lock for a capture */
 static uint32_t g_seq;
 static uint64_t g_last_handler_cycles;
 static perf_sampler_options_t g_opts;
-static bool g_lost_logged;          /* the handler was replaced: said once */
-static pid_t g_masked_tid;          /* the last thread found blocking the signal, */
-static long long g_masked_until_ns; /* refused at once until then */
 
 static int install_locked(void);
-static int pick_free_signal(void);
 static void on_sample_signal(int signo, siginfo_t *si, void *ucv);
 static void copy_stack(uint8_t *dst, uintptr_t src, size_t len)
     __attribute__((no_sanitize_address));
@@ -151,7 +148,7 @@ static void collect_oldest(perf__modules_t *mods, perf__sampler_shot_t *shots, s
 static void finish_shot(perf__sampler_shot_t *shot, int err);
 static int prepare_slot(slot_t *s, perf__modules_t *mods);
 static int send_request(slot_t *s, const perf__sampler_shot_t *shot, pid_t tid, bool check_leaving,
-                        int mask_look);
+                        perf__mask_look_t mask_look);
 static int await_request(slot_t *s, long long spin_ns);
 static int learn_bounds(pid_t tid, uintptr_t sp);
 static slot_t *claim_slot(pid_t tid, int *err);
@@ -160,12 +157,8 @@ static int finish_timeout(slot_t *s, uint32_t seq, pid_t tid);
 static int copy_result(perf__modules_t *mods, slot_t *s, perf__sampler_shot_t *shot);
 static int capture_blocked(perf__modules_t *mods, pid_t tid, perf__sampler_shot_t *shot);
 static int64_t handler_time_ns(const slot_t *s);
-static int may_signal(pid_t tid, bool check_leaving, int *mask_look);
-static int quick_look(pid_t tid, bool check_leaving);
+static int may_signal(pid_t tid, bool check_leaving, perf__mask_look_t *mask_look);
 static int confirm_unmasked(slot_t *s);
-static int retract_pending(void);
-static bool handler_is_ours(void);
-static int signal_blocked_here(void);
 static void atfork_prepare(void);
 static void atfork_parent(void);
 static void atfork_child(void);
@@ -249,7 +242,8 @@ static int capture_once(perf__modules_t *mods, perf__sampler_shot_t *shot) {
   g_requester = perf__gettid();
   pid_t tid = shot->tid ? shot->tid : g_requester;
   bool self = tid == g_requester;
-  if (!err && self && signal_blocked_here()) err = PERF_E_TIMEOUT; /* it would never come */
+  if (!err && self && perf__send_check_masked_here(g_signo))
+    err = PERF_E_TIMEOUT; /* it would never come */
   /* One /proc read for the usual case: a thread last seen running is
      asked through the signal, whose last look before the send (may_signal,
      status: State and SigBlk) also sends a thread found blocked to the
@@ -282,12 +276,12 @@ static int capture_signalled(perf__modules_t *mods, pid_t tid, perf__sampler_sho
   /* The first capture of a thread learns where its stack is from the
      handler's report of sp, then asks again. A thread found blocking the
      signal after the send is asked again with its mask read first. */
-  int mask_look = MASK_WHILE_FLYING;
+  perf__mask_look_t mask_look = PERF__MASK_WHILE_FLYING;
   for (int ask = 0;; ask++) {
     err = send_request(s, shot, tid, check_leaving, mask_look);
     if (!err) err = await_request(s, WAIT_SPIN_NS);
-    if (err == REQUEST_RETRACTED && mask_look == MASK_WHILE_FLYING) {
-      mask_look = MASK_BEFORE;
+    if (err == REQUEST_RETRACTED && mask_look == PERF__MASK_WHILE_FLYING) {
+      mask_look = PERF__MASK_BEFORE;
       ask--;
       continue;
     }
@@ -334,7 +328,7 @@ static slot_t *start_shot(perf__modules_t *mods, perf__sampler_shot_t *shot, siz
     }
     slot_t *s = claim_slot(tid, &err);
     if (!err) err = prepare_slot(s, mods);
-    if (!err) err = send_request(s, shot, tid, blocked_first, MASK_BEFORE);
+    if (!err) err = send_request(s, shot, tid, blocked_first, PERF__MASK_BEFORE);
     if (!err) {
       s->shot = index;
       return s;
@@ -450,38 +444,16 @@ static int install_locked(void) {
   /* Allocated once and never freed: a late handler may touch a slot at any
      time in the life of the process. */
   if (!g_slots && !(g_slots = calloc(SLOT_COUNT, sizeof *g_slots))) return PERF_E_NO_MEMORY;
-  int signo = g_opts.signal;
-  if (signo) {
-    struct sigaction old;
-    if (sigaction(signo, NULL, &old) != 0 || old.sa_handler != SIG_DFL)
-      PERF__FAIL(PERF_E_SIGNAL, "sampler signal %d is invalid or already handled", signo);
-  } else if ((signo = pick_free_signal()) == 0) {
-    PERF__FAIL(PERF_E_SIGNAL, "no free real-time signal between SIGRTMIN and SIGRTMAX");
-  }
+  int signo = perf__signal_action_choose(g_opts.signal);
+  if (signo < 0) return signo;
   g_pid = getpid();
   g_uid = getuid();
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_sigaction = on_sample_signal;
-  sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
-  sigemptyset(&sa.sa_mask);
-  if (sigaction(signo, &sa, NULL) != 0)
-    PERF__FAIL(PERF_E_SIGNAL, "sigaction(%d) failed: %s", signo, strerror(errno));
+  int err = perf__signal_action_install(signo, on_sample_signal);
+  if (err) return err;
   g_opts.signal = signo;
   pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
   g_signo = signo; /* last: the install is complete */
   return PERF_OK;
-}
-
-/* The highest real-time signal nobody handles: apps and libraries that use
-   real-time signals usually count up from SIGRTMIN. */
-static int pick_free_signal(void) {
-  for (int s = SIGRTMAX; s >= SIGRTMIN; s--) {
-    struct sigaction old;
-    if (sigaction(s, NULL, &old) == 0 && !(old.sa_flags & SA_SIGINFO) && old.sa_handler == SIG_DFL)
-      return s;
-  }
-  return 0;
 }
 
 static void on_sample_signal(int signo, siginfo_t *si, void *ucv) {
@@ -558,12 +530,12 @@ static int prepare_slot(slot_t *s, perf__modules_t *mods) {
 }
 
 /* The last look at tid (may_signal), then the signal, and with
-   MASK_WHILE_FLYING the look at its mask. Returns 0 (the request is in
+   PERF__MASK_WHILE_FLYING the look at its mask. Returns 0 (the request is in
    flight: await_request), REQUEST_NOW_BLOCKED (nothing sent),
    REQUEST_RETRACTED (sent to a thread blocking it, and taken back), or an
    error. */
 static int send_request(slot_t *s, const perf__sampler_shot_t *shot, pid_t tid, bool check_leaving,
-                        int mask_look) {
+                        perf__mask_look_t mask_look) {
   int err = may_signal(tid, check_leaving, &mask_look);
   if (err) return err;
   perf__stack_bounds_t *b = perf__stack_bounds_find(tid);
@@ -597,7 +569,7 @@ static int send_request(slot_t *s, const perf__sampler_shot_t *shot, pid_t tid, 
   s->sent_ns = perf__now_ns();
   s->sent_cycles = perf__arch_cycles();
   s->in_flight = true;
-  return mask_look == MASK_WHILE_FLYING ? confirm_unmasked(s) : PERF_OK;
+  return mask_look == PERF__MASK_WHILE_FLYING ? confirm_unmasked(s) : PERF_OK;
 }
 
 /* Wait for the answer to s's request until the capture timeout (from its
@@ -676,8 +648,7 @@ static int finish_timeout(slot_t *s, uint32_t seq, pid_t tid) {
     perf__stack_bounds_forget(tid);
     return PERF_E_NO_THREAD;
   }
-  struct sigaction cur;
-  if (sigaction(g_signo, NULL, &cur) == 0 && cur.sa_sigaction != on_sample_signal)
+  if (perf__signal_action_replaced())
     PERF__FAIL(PERF_E_SIGNAL, "sampler signal %d has been taken over by another handler", g_signo);
   return PERF_E_TIMEOUT;
 }
@@ -736,89 +707,34 @@ static int capture_blocked(perf__modules_t *mods, pid_t tid, perf__sampler_shot_
   return perf__blocked_capture(mods, tid, shot, g_opts.timeout_ms);
 }
 
-/* Whether a signal may be sent to tid now: not when it blocks the signal
-   (it would stay pending, and kill a program the thread execs), nor when
-   the app replaced the handler (the signal could kill the process), nor
-   while it is still on its way out of a call it was seen blocked in (the
-   signal would end that call with EINTR; only looked at with
-   check_leaving, when this capture or the last one found it blocked).
-   REQUEST_NOW_BLOCKED when the last look shows the thread blocked.
-
-   The full look reads its status (State and SigBlk: the slower read). With
-   *mask_look MASK_WHILE_FLYING (a single capture) the last look is the
-   quick one (syscall: running or blocked) and the mask is read
-   after the send, while the signal flies (confirm_unmasked); a thread
-   that blocked the signal last time, or that the quick look cannot
-   decide, gets the full look (*mask_look becomes MASK_BEFORE). */
-static int may_signal(pid_t tid, bool check_leaving, int *mask_look) {
-  if (tid == g_requester) { /* its mask: the caller's (signal_blocked_here) */
-    *mask_look = MASK_BEFORE;
-    return handler_is_ours() ? PERF_OK : PERF_E_SIGNAL;
+/* Whether a signal may be sent to tid now (perf__send_check). The
+   requester's own mask is the caller's (perf__send_check_masked_here): for
+   it only the handler is looked at. */
+static int may_signal(pid_t tid, bool check_leaving, perf__mask_look_t *mask_look) {
+  if (tid == g_requester) {
+    *mask_look = PERF__MASK_BEFORE;
+    return perf__signal_action_is_ours() ? PERF_OK : PERF_E_SIGNAL;
   }
-  long long now = perf__now_ns();
-  if (tid == g_masked_tid && now < g_masked_until_ns) return PERF_E_TIMEOUT;
-  if (*mask_look == MASK_WHILE_FLYING && tid != g_masked_tid) {
-    int err = quick_look(tid, check_leaving);
-    if (err != LOOK_FULL) return err;
-  }
-  *mask_look = MASK_BEFORE;
-  /* A thread still returning from the previous capture's handler blocks
-     the signal until its sigreturn: look again until the capture timeout
-     (briefly spinning, then every millisecond). A thread found blocking it
-     for that long is refused at once for a while, as a timed-out request. */
-  unsigned wait_ms = g_opts.timeout_ms < MASK_WAIT_MS ? g_opts.timeout_ms : MASK_WAIT_MS;
-  long long start = now, deadline = now + (long long)wait_ms * 1000000LL;
-  for (;;) {
-    bool running = true;
-    int blocks = perf__thread_signal_state(tid, g_signo, &running);
-    if (blocks == PERF_E_NO_THREAD) perf__stack_bounds_forget(tid);
-    if (blocks == PERF_E_SYSTEM) blocks = 0; /* no /proc: the mask is not known */
-    if (blocks < 0) return blocks;
-    if (!blocks && !running) return REQUEST_NOW_BLOCKED; /* needs no signal */
-    if (!handler_is_ours()) return PERF_E_SIGNAL;
-    if (!blocks && !(check_leaving && perf__blocked_leaving_call(tid))) return PERF_OK;
-    now = perf__now_ns();
-    if (now >= deadline) {
-      if (blocks) {
-        g_masked_tid = tid;
-        g_masked_until_ns = now + CANCELLED_HOLD_NS;
-      }
-      return PERF_E_TIMEOUT;
-    }
-    perf__blocked_pause(start);
-  }
-}
-
-/* may_signal's quick last look (syscall): PERF_OK (running: send),
-   REQUEST_NOW_BLOCKED, PERF_E_SIGNAL, PERF_E_NO_THREAD, or LOOK_FULL. */
-static int quick_look(pid_t tid, bool check_leaving) {
-  perf__thread_state_t st;
-  int err = perf__thread_state_read(tid, &st);
-  if (err == PERF_E_NO_THREAD) {
-    perf__stack_bounds_forget(tid);
-    return err;
-  }
-  if (err) return LOOK_FULL;
-  if (!st.running) return REQUEST_NOW_BLOCKED; /* needs no signal */
-  if (!handler_is_ours()) return PERF_E_SIGNAL;
-  return check_leaving && perf__blocked_leaving_call(tid) ? LOOK_FULL : PERF_OK;
+  return perf__send_check(tid, g_signo, g_opts.timeout_ms, check_leaving, mask_look);
 }
 
 /* The look at the mask of a thread just signalled, while the signal flies
    (its round trip hides most of the read). A thread that blocks the
    signal would keep it pending (and an exec would die of it): unless its
    handler already took the request, the request is cancelled and the
-   signal taken back (retract_pending). PERF_OK (await the answer),
+   signal taken back (perf__signal_action_retract_pending: only single
+   captures come here, under g_lock, so no other request of ours is in
+   flight; a cancelled one's late signal is dropped too, as its handler
+   would). PERF_OK (await the answer),
    REQUEST_RETRACTED, or PERF_E_TIMEOUT when it could not be taken back
    (the slot is then held like a timed-out request's). */
 static int confirm_unmasked(slot_t *s) {
-  bool running;
-  if (perf__thread_signal_state(s->tid, g_signo, &running) != 1) return PERF_OK;
+  if (!perf__send_check_masked(s->tid, g_signo)) return PERF_OK;
   uint32_t expect = STATE(s->seq, SLOT_PENDING);
   if (!atomic_compare_exchange_strong(&s->state, &expect, STATE(s->seq, SLOT_CANCELLED)))
     return PERF_OK; /* delivered: the handler has it */
   s->in_flight = false;
-  if (retract_pending() != PERF_OK) {
+  if (perf__signal_action_retract_pending() != PERF_OK) {
     s->cancelled_at_ns = perf__now_ns();
     return PERF_E_TIMEOUT;
   }
@@ -826,42 +742,6 @@ static int confirm_unmasked(slot_t *s) {
      another state and writes nothing. */
   atomic_store(&s->state, STATE(s->seq, SLOT_FREE));
   return REQUEST_RETRACTED;
-}
-
-/* Discard every pending instance of the sampler's signal, in every thread
-   of the process: setting a signal's action to SIG_IGN does (POSIX), and
-   the action goes back at once. Only single captures call it, under
-   g_lock: no other request of ours is in flight then (a cancelled one's
-   late signal is dropped too, as its handler would). An action the app
-   set in between is put back. */
-static int retract_pending(void) {
-  struct sigaction ign, before, between;
-  memset(&ign, 0, sizeof ign);
-  ign.sa_handler = SIG_IGN;
-  sigemptyset(&ign.sa_mask);
-  if (sigaction(g_signo, &ign, &before) != 0) return PERF_E_SYSTEM;
-  if (sigaction(g_signo, &before, &between) != 0) return PERF_E_SYSTEM;
-  if (between.sa_handler != SIG_IGN) sigaction(g_signo, &between, NULL);
-  return PERF_OK;
-}
-
-/* Whether the sampler's signal still has the sampler's handler; logs once
-   when the app replaced it. */
-static bool handler_is_ours(void) {
-  struct sigaction cur;
-  if (sigaction(g_signo, NULL, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) &&
-      cur.sa_sigaction == on_sample_signal)
-    return true;
-  if (!g_lost_logged)
-    perf__log(PERF__LOG_ERROR, "sampler signal %d: the app replaced its handler; no more captures",
-              g_signo);
-  g_lost_logged = true;
-  return false;
-}
-
-static int signal_blocked_here(void) {
-  sigset_t cur;
-  return pthread_sigmask(SIG_BLOCK, NULL, &cur) == 0 && sigismember(&cur, g_signo) == 1;
 }
 
 /* A fork while a capture is in flight would leave the child's lock held. */

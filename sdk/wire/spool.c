@@ -26,6 +26,10 @@
  * says; one from an earlier boot is dated by the wall clock once, at open,
  * its age clamped at 0 when it claims to come from the future, and then
  * ages on the boot clock like the others.
+ *
+ * This file is the running spool and the file format. What an open finds
+ * in its own directory is spool_recover.c's, what it takes over from dead
+ * processes spool_adopt.c's; the state they share is spool_internal.h.
  */
 #include "sdk/wire/spool.h"
 
@@ -49,71 +53,19 @@
 #include "sdk/base/le.h"
 #include "sdk/base/log.h"
 #include "sdk/base/owned_fds.h"
-#include "sdk/wire/journal.h"
+#include "sdk/wire/spool_internal.h"
 
 #define SPOOL_MAGIC "PSPL"
 #define SPOOL_VERSION 1
 #define HDR PERF__SPOOL_HEADER_SIZE
 #define SEQ_DIGITS 20
-#define NAME_BYTES 64 /* "<20 digits>-<32 hex>.batch" is 59 */
 #define MAX_BYTES_LIMIT (1ull << 48)
 #define MAX_AGE_LIMIT_S (10u * 366 * 24 * 3600)
 #define ROOT_MAX (PATH_MAX - 160) /* room for "/<pid>/LOCK" and quarantine names */
 #define LOCK_TRIES 8
 
-/* One batch of ours: the index's record. */
-typedef struct spool_rec_s {
-  uint64_t seq;
-  uint64_t size; /* file bytes */
-  int64_t created_ns;
-  int64_t boot_ns;   /* CLOCK_BOOTTIME at creation (in the index: always this boot's) */
-  uint32_t boot_tag; /* the boot it was written in; 0: unknown */
-  uint8_t id[16];
-} spool_rec_t;
-
-/* Batches found at open, before they become the index (at most
-   PERF__SPOOL_SCAN_LIMIT records). */
-typedef struct rec_list_s {
-  spool_rec_t *v;
-  size_t n, cap;
-} rec_list_t;
-
-struct perf__spool_s {
-  pthread_mutex_t lock;
-  perf__spool_io_t io;
-  uint64_t max_bytes;
-  uint32_t max_files, max_age_s;
-  char root[PATH_MAX];
-  char dir[PATH_MAX]; /* ours: the root or <root>/<pid> */
-  char quarantine[PATH_MAX];
-  bool subdir;
-  int lock_fd; /* our directory's LOCK, flocked */
-  int dir_fd;  /* our directory, for fsync */
-  spool_rec_t *ring;
-  size_t head, count; /* the ring holds max_files records */
-  uint64_t bytes;
-  size_t busy_files;
-  uint64_t busy_bytes;
-  uint64_t next_seq;
-  size_t quarantine_files;
-  uint32_t boot_tag; /* this boot's (see the top of the file); 0 when unknown */
-  perf__spool_stats_t st;
-};
-
-enum { LOCK_TAKEN, LOCK_HELD, LOCK_STALE, LOCK_ERROR };
-
 static int check_options(const perf__spool_options_t *opt);
 static int take_directory(perf__spool_t *sp);
-static int lock_file(const char *path, bool create, int *fd_out);
-static int recover(perf__spool_t *sp);
-static int scan_dir(perf__spool_t *sp, const char *dir, rec_list_t *found, uint64_t *max_seq,
-                    size_t *others);
-static void adopt_subdirs(perf__spool_t *sp, rec_list_t *found);
-static void adopt_subdir(perf__spool_t *sp, const char *name, rec_list_t *found);
-static void adopt_journals(perf__spool_t *sp, const char *sub);
-static void adopt_journal(void *ctx, const char *path, const uint8_t id[16]);
-static void apply_bounds_at_open(perf__spool_t *sp, rec_list_t *found);
-static size_t count_quarantine(const char *path);
 static bool dir_holds_only_lock(const char *path);
 static int write_batch(perf__spool_t *sp, uint64_t seq, const uint8_t id[16], const void *payload,
                        size_t len, int64_t created_ns, int64_t boot_ns);
@@ -123,35 +75,19 @@ static int write_all(perf__spool_t *sp, int fd, const void *data, size_t len);
 static int pread_all(const perf__spool_io_t *io, int fd, void *buf, size_t len, off_t off);
 static int io_failed(const char *step, const char *path, int err);
 static void discard(perf__spool_t *sp, const char *path);
-static const char *check_file(perf__spool_t *sp, const char *path, const uint8_t id[16],
-                              spool_rec_t *rec, int *io_errno);
-static int read_batch_fd(const perf__spool_io_t *io, uint64_t max_bytes, int fd, const char *path,
-                         const uint8_t id[16], spool_rec_t *rec, uint8_t **payload,
-                         const char **bad);
 static const char *header_problem(const uint8_t *h, size_t have, uint64_t file_size,
-                                  const uint8_t id[16], spool_rec_t *rec);
+                                  const uint8_t id[16], perf__spool_rec_t *rec);
 static void header_encode(uint8_t h[HDR], uint64_t len, uint32_t crc, int64_t created_ns,
                           int64_t boot_ns, uint32_t boot_tag, const uint8_t id[16]);
 static int quarantine_rec(perf__spool_t *sp, uint64_t seq, const uint8_t id[16], const char *reason,
                           bool rejected);
-static void quarantine_file(perf__spool_t *sp, const char *path, const char *name,
-                            const char *reason, uint64_t size);
 static void evict_expired_locked(perf__spool_t *sp, int64_t now_ns);
 static void evict_oldest_locked(perf__spool_t *sp);
-static void unlink_rec(perf__spool_t *sp, const spool_rec_t *r, const char *why);
-static spool_rec_t *rec_at(perf__spool_t *sp, size_t i);
+static perf__spool_rec_t *rec_at(perf__spool_t *sp, size_t i);
 static bool index_find(perf__spool_t *sp, uint64_t seq, const uint8_t id[16], size_t *pos);
-static void index_insert(perf__spool_t *sp, const spool_rec_t *r);
-static spool_rec_t index_take(perf__spool_t *sp, size_t pos);
+static void index_insert(perf__spool_t *sp, const perf__spool_rec_t *r);
+static perf__spool_rec_t index_take(perf__spool_t *sp, size_t pos);
 static void settle_busy_locked(perf__spool_t *sp, uint64_t size);
-static int list_push(rec_list_t *l, const spool_rec_t *r);
-static int rec_cmp(const void *a, const void *b);
-static void batch_name(char *out, uint64_t seq, const uint8_t id[16], const char *suffix);
-static bool parse_batch_name(const char *name, uint64_t *seq, uint8_t id[16]);
-static bool is_tmp_name(const char *name);
-static bool is_pid_name(const char *name);
-static int join(char *out, const char *dir, const char *name);
-static bool is_regular(const char *dir, const char *name);
 
 int perf__spool_open(const perf__spool_options_t *opt, perf__spool_t **out) {
   if (!out) return PERF_E_INVALID_ARGUMENT;
@@ -175,7 +111,7 @@ int perf__spool_open(const perf__spool_options_t *opt, perf__spool_t **out) {
   sp->next_seq = 1;
   snprintf(sp->root, sizeof sp->root, "%s", opt->dir);
   err = take_directory(sp);
-  if (!err) err = recover(sp);
+  if (!err) err = perf__spool_recover(sp);
   if (err) {
     perf__spool_close(sp);
     return err;
@@ -192,7 +128,7 @@ void perf__spool_close(perf__spool_t *sp) {
      for the next opener to adopt. We still hold its lock here. */
   if (sp->subdir && sp->lock_fd >= 0 && sp->count == 0 && dir_holds_only_lock(sp->dir)) {
     char lock_path[PATH_MAX];
-    if (join(lock_path, sp->dir, "LOCK") == 0 && unlink(lock_path) == 0) rmdir(sp->dir);
+    if (perf__spool_join(lock_path, sp->dir, "LOCK") == 0 && unlink(lock_path) == 0) rmdir(sp->dir);
   }
   perf__owned_fd_remove(sp->dir_fd);
   perf__owned_fd_remove(sp->lock_fd);
@@ -245,7 +181,7 @@ int perf__spool_put(perf__spool_t *sp, const uint8_t batch_id[16], const void *p
   if (err) {
     sp->st.write_failed++;
   } else {
-    spool_rec_t r = {
+    perf__spool_rec_t r = {
         .seq = seq, .size = size, .created_ns = now, .boot_ns = boot, .boot_tag = sp->boot_tag};
     memcpy(r.id, batch_id, 16);
     index_insert(sp, &r);
@@ -265,7 +201,7 @@ int perf__spool_peek_oldest(perf__spool_t *sp, perf__spool_entry_t *e) {
     pthread_mutex_unlock(&sp->lock);
     return PERF__E_SPOOL_EMPTY;
   }
-  spool_rec_t r = *rec_at(sp, 0);
+  perf__spool_rec_t r = *rec_at(sp, 0);
   pthread_mutex_unlock(&sp->lock);
   memset(e, 0, sizeof *e);
   e->seq = r.seq;
@@ -273,9 +209,9 @@ int perf__spool_peek_oldest(perf__spool_t *sp, perf__spool_entry_t *e) {
   e->size = r.size;
   e->payload_len = r.size - HDR;
   e->created_unix_ns = r.created_ns;
-  char name[NAME_BYTES];
-  batch_name(name, r.seq, r.id, ".batch");
-  join(e->path, sp->dir, name);
+  char name[PERF__SPOOL_NAME_BYTES];
+  perf__spool_batch_name(name, r.seq, r.id, ".batch");
+  perf__spool_join(e->path, sp->dir, name);
   return PERF_OK;
 }
 
@@ -289,9 +225,10 @@ int perf__spool_read(perf__spool_t *sp, const perf__spool_entry_t *e, uint8_t **
     if (errno == ENOENT) return PERF__E_SPOOL_GONE;
     return io_failed("open", e->path, errno);
   }
-  spool_rec_t rec;
+  perf__spool_rec_t rec;
   const char *bad = NULL;
-  int err = read_batch_fd(&sp->io, sp->max_bytes, fd, e->path, e->id, &rec, payload, &bad);
+  int err =
+      perf__spool_read_batch_fd(&sp->io, sp->max_bytes, fd, e->path, e->id, &rec, payload, &bad);
   sp->io.close(sp->io.ctx, fd);
   if (err) return err;
   if (bad) {
@@ -311,9 +248,9 @@ int perf__spool_remove(perf__spool_t *sp, const perf__spool_entry_t *e) {
     pthread_mutex_unlock(&sp->lock);
     return PERF__E_SPOOL_GONE;
   }
-  spool_rec_t r = index_take(sp, pos);
+  perf__spool_rec_t r = index_take(sp, pos);
   pthread_mutex_unlock(&sp->lock);
-  unlink_rec(sp, &r, "remove");
+  perf__spool_unlink_rec(sp, &r, "remove");
   pthread_mutex_lock(&sp->lock);
   settle_busy_locked(sp, r.size);
   pthread_mutex_unlock(&sp->lock);
@@ -363,13 +300,13 @@ int perf__spool_read_file(const char *path, uint8_t id[16], int64_t *created_uni
   const char *slash = strrchr(path, '/');
   uint64_t seq;
   uint8_t named[16];
-  bool has_name = parse_batch_name(slash ? slash + 1 : path, &seq, named);
+  bool has_name = perf__spool_parse_batch_name(slash ? slash + 1 : path, &seq, named);
   const perf__spool_io_t *io = perf__spool_io_posix();
   int fd = io->open(io->ctx, path, O_RDONLY, 0);
   if (fd < 0) return PERF_E_SYSTEM; /* errno kept */
-  spool_rec_t rec;
-  int err =
-      read_batch_fd(io, MAX_BYTES_LIMIT, fd, path, has_name ? named : NULL, &rec, payload, reason);
+  perf__spool_rec_t rec;
+  int err = perf__spool_read_batch_fd(io, MAX_BYTES_LIMIT, fd, path, has_name ? named : NULL, &rec,
+                                      payload, reason);
   int saved = errno;
   io->close(io->ctx, fd);
   errno = saved;
@@ -409,9 +346,9 @@ static int take_directory(perf__spool_t *sp) {
   if (perf__mkdir_p(sp->root) != 0)
     PERF__FAIL(PERF_E_SYSTEM, "spool: cannot create %s: %s", sp->root, strerror(errno));
   snprintf(sp->dir, sizeof sp->dir, "%s", sp->root);
-  join(path, sp->root, "LOCK");
-  int r = lock_file(path, true, &sp->lock_fd);
-  if (r == LOCK_HELD) {
+  perf__spool_join(path, sp->root, "LOCK");
+  int r = perf__spool_lock_file(path, true, &sp->lock_fd);
+  if (r == PERF__SPOOL_LOCK_HELD) {
     /* Another live process owns the root: we take <root>/<pid>. An adopter
        may remove a dead subdirectory of that name (lock file first) between
        our mkdir and our lock; the lock we got is then on an unlinked file
@@ -419,42 +356,43 @@ static int take_directory(perf__spool_t *sp) {
     sp->subdir = true;
     char pid[16];
     snprintf(pid, sizeof pid, "%d", (int)getpid());
-    join(sp->dir, sp->root, pid);
-    join(path, sp->dir, "LOCK");
-    r = LOCK_STALE;
-    for (int tries = 0; r == LOCK_STALE && tries < LOCK_TRIES; tries++) {
+    perf__spool_join(sp->dir, sp->root, pid);
+    perf__spool_join(path, sp->dir, "LOCK");
+    r = PERF__SPOOL_LOCK_STALE;
+    for (int tries = 0; r == PERF__SPOOL_LOCK_STALE && tries < LOCK_TRIES; tries++) {
       if (mkdir(sp->dir, 0700) != 0 && errno != EEXIST) {
-        r = LOCK_ERROR;
+        r = PERF__SPOOL_LOCK_ERROR;
         break;
       }
-      r = lock_file(path, true, &sp->lock_fd);
-      if (r == LOCK_ERROR && errno == ENOENT) r = LOCK_STALE;
+      r = perf__spool_lock_file(path, true, &sp->lock_fd);
+      if (r == PERF__SPOOL_LOCK_ERROR && errno == ENOENT) r = PERF__SPOOL_LOCK_STALE;
     }
     /* Held: this process already has two spools on this root. */
-    if (r == LOCK_HELD) PERF__FAIL(PERF_E_BUSY, "spool: %s is in use by this process", sp->dir);
+    if (r == PERF__SPOOL_LOCK_HELD)
+      PERF__FAIL(PERF_E_BUSY, "spool: %s is in use by this process", sp->dir);
   }
-  if (r != LOCK_TAKEN)
+  if (r != PERF__SPOOL_LOCK_TAKEN)
     PERF__FAIL(PERF_E_SYSTEM, "spool: cannot lock %s: %s", path,
-               r == LOCK_STALE ? "removed under us repeatedly" : strerror(errno));
+               r == PERF__SPOOL_LOCK_STALE ? "removed under us repeatedly" : strerror(errno));
   /* A forked child closes its copies of both: it must not keep the flock
      alive after we exit, nor write here (sdk/base/owned_fds.h). */
   perf__owned_fd_add(sp->lock_fd);
   sp->dir_fd = open(sp->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   perf__owned_fd_add(sp->dir_fd);
   if (sp->dir_fd < 0) PERF__FAIL(PERF_E_SYSTEM, "spool: open %s: %s", sp->dir, strerror(errno));
-  join(sp->quarantine, sp->root, "quarantine");
+  perf__spool_join(sp->quarantine, sp->root, "quarantine");
   if (mkdir(sp->quarantine, 0700) != 0 && errno != EEXIST)
     PERF__FAIL(PERF_E_SYSTEM, "spool: cannot create %s: %s", sp->quarantine, strerror(errno));
   return PERF_OK;
 }
 
-/* flock(LOCK_EX | LOCK_NB) on path. LOCK_STALE: we got the lock, but the file
+/* flock(LOCK_EX | LOCK_NB) on path. PERF__SPOOL_LOCK_STALE: we got the lock, but the file
    was unlinked (or replaced) meanwhile, so it guards nothing. */
-static int lock_file(const char *path, bool create, int *fd_out) {
+int perf__spool_lock_file(const char *path, bool create, int *fd_out) {
   int fd = open(path, O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0600);
-  if (fd < 0) return LOCK_ERROR;
+  if (fd < 0) return PERF__SPOOL_LOCK_ERROR;
   if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    int r = errno == EWOULDBLOCK ? LOCK_HELD : LOCK_ERROR;
+    int r = errno == EWOULDBLOCK ? PERF__SPOOL_LOCK_HELD : PERF__SPOOL_LOCK_ERROR;
     int saved = errno;
     close(fd);
     errno = saved;
@@ -464,218 +402,10 @@ static int lock_file(const char *path, bool create, int *fd_out) {
   if (fstat(fd, &held) != 0 || stat(path, &named) != 0 || held.st_ino != named.st_ino ||
       held.st_dev != named.st_dev) {
     close(fd);
-    return LOCK_STALE;
+    return PERF__SPOOL_LOCK_STALE;
   }
   *fd_out = fd;
-  return LOCK_TAKEN;
-}
-
-/* ---- open: recovery and adoption ---------------------------------------- */
-
-/* Runs inside perf__spool_open before the spool is shared: no locking. */
-static int recover(perf__spool_t *sp) {
-  sp->quarantine_files = count_quarantine(sp->quarantine);
-  rec_list_t found = {0};
-  uint64_t max_seq = 0;
-  size_t others = 0;
-  int err = scan_dir(sp, sp->dir, &found, &max_seq, &others);
-  if (err) {
-    free(found.v);
-    return err;
-  }
-  sp->next_seq = max_seq + 1;
-  if (found.n > 1) qsort(found.v, found.n, sizeof *found.v, rec_cmp);
-  adopt_subdirs(sp, &found); /* appended with fresh seqs: already in order */
-  sp->st.adopted = found.n;
-  apply_bounds_at_open(sp, &found);
-  free(found.v);
-  return PERF_OK;
-}
-
-/* Every batch file of `dir` checked (header only: the CRC of the payload is
-   checked when the batch is read) into *found; torn, empty and bad files go
-   to quarantine. *max_seq: the highest seq named by a batch or temporary
-   file; *others: entries that are neither (a subdirectory with such entries
-   is not removed). At most PERF__SPOOL_SCAN_LIMIT entries. */
-static int scan_dir(perf__spool_t *sp, const char *dir, rec_list_t *found, uint64_t *max_seq,
-                    size_t *others) {
-  DIR *d = opendir(dir);
-  if (!d) PERF__FAIL(PERF_E_SYSTEM, "spool: cannot list %s: %s", dir, strerror(errno));
-  struct dirent *de;
-  int err = PERF_OK;
-  for (size_t seen = 0; !err && (de = readdir(d)) != NULL; seen++) {
-    if (seen >= PERF__SPOOL_SCAN_LIMIT) {
-      perf__log(PERF__LOG_WARN, "spool: over %d entries in %s: the rest wait for a later open",
-                PERF__SPOOL_SCAN_LIMIT, dir);
-      break;
-    }
-    const char *name = de->d_name;
-    if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0 || strcmp(name, "LOCK") == 0) continue;
-    uint64_t seq;
-    uint8_t id[16];
-    bool batch = parse_batch_name(name, &seq, id);
-    bool tmp = !batch && is_tmp_name(name);
-    if ((!batch && !tmp) || !is_regular(dir, name)) {
-      if (strcmp(name, "quarantine") != 0 && !is_pid_name(name)) (*others)++;
-      continue;
-    }
-    if (tmp) {
-      uint8_t tmp_id[16];
-      char stem[NAME_BYTES];
-      size_t stem_len = strlen(name) - 4;
-      if (stem_len + sizeof ".batch" <= sizeof stem) {
-        memcpy(stem, name, stem_len);
-        memcpy(stem + stem_len, ".batch", 7);
-        if (parse_batch_name(stem, &seq, tmp_id) && seq > *max_seq) *max_seq = seq;
-      }
-    } else if (seq > *max_seq) {
-      *max_seq = seq;
-    }
-    char path[PATH_MAX];
-    join(path, dir, name);
-    spool_rec_t rec;
-    int io_errno = 0;
-    const char *bad = tmp ? "torn" : check_file(sp, path, id, &rec, &io_errno);
-    if (io_errno) { /* cannot tell: leave it */
-      perf__log(PERF__LOG_WARN, "spool: %s: %s", path, strerror(io_errno));
-      (*others)++;
-    } else if (bad) {
-      struct stat st;
-      perf__log(PERF__LOG_WARN, "spool: %s is %s: quarantined", path, bad);
-      quarantine_file(sp, path, name, bad, stat(path, &st) == 0 ? (uint64_t)st.st_size : 0);
-      sp->st.quarantined_corrupt++;
-    } else {
-      rec.seq = seq;
-      err = list_push(found, &rec);
-    }
-  }
-  closedir(d);
-  return err;
-}
-
-/* The subdirectories <root>/<pid> of dead processes (their lock is free):
-   their batches move into our directory, after ours. */
-static void adopt_subdirs(perf__spool_t *sp, rec_list_t *found) {
-  DIR *d = opendir(sp->root);
-  if (!d) return;
-  struct dirent *de;
-  size_t seen = 0, adopted = 0;
-  const char *own = sp->subdir ? strrchr(sp->dir, '/') + 1 : NULL;
-  while ((de = readdir(d)) != NULL && seen++ < PERF__SPOOL_SCAN_LIMIT &&
-         adopted < PERF__SPOOL_SUBDIR_LIMIT) {
-    if (!is_pid_name(de->d_name) || (own && strcmp(de->d_name, own) == 0)) continue;
-    adopt_subdir(sp, de->d_name, found);
-    adopted++;
-  }
-  closedir(d);
-}
-
-static void adopt_subdir(perf__spool_t *sp, const char *name, rec_list_t *found) {
-  char sub[PATH_MAX], lock_path[PATH_MAX];
-  join(sub, sp->root, name);
-  join(lock_path, sub, "LOCK");
-  int fd = -1;
-  int r = lock_file(lock_path, false, &fd);
-  if (r == LOCK_ERROR && errno == ENOENT) {
-    rmdir(sub); /* left empty by an adopter or a closer that died; fails if not empty */
-    return;
-  }
-  if (r != LOCK_TAKEN) return; /* alive, or someone else is adopting it */
-  adopt_journals(sp, sub);
-  rec_list_t theirs = {0};
-  uint64_t max_seq = 0;
-  size_t left = 0;
-  if (scan_dir(sp, sub, &theirs, &max_seq, &left) != PERF_OK) left++;
-  if (theirs.n > 1) qsort(theirs.v, theirs.n, sizeof *theirs.v, rec_cmp);
-  size_t moved = 0;
-  for (size_t i = 0; i < theirs.n; i++) {
-    spool_rec_t rec = theirs.v[i];
-    char from_name[NAME_BYTES], to_name[NAME_BYTES], from[PATH_MAX], to[PATH_MAX];
-    batch_name(from_name, rec.seq, rec.id, ".batch");
-    rec.seq = sp->next_seq;
-    batch_name(to_name, rec.seq, rec.id, ".batch");
-    join(from, sub, from_name);
-    join(to, sp->dir, to_name);
-    if (found->n >= PERF__SPOOL_SCAN_LIMIT || sp->io.rename(sp->io.ctx, from, to) != 0) {
-      left++; /* stays there for a later open */
-      continue;
-    }
-    sp->next_seq++;
-    moved++;
-    /* Out of memory: the batch is in our directory but not in the index; the
-       next open finds it. */
-    if (list_push(found, &rec) != PERF_OK) continue;
-  }
-  free(theirs.v);
-  if (moved) sp->io.fsync(sp->io.ctx, sp->dir_fd);
-  perf__log(PERF__LOG_INFO, "spool: adopted %zu batches of dead process %s", moved, name);
-  if (left == 0 && unlink(lock_path) == 0) rmdir(sub); /* lock file first: see take_directory */
-  close(fd);
-}
-
-/* The journals of a dead process's open batch (sdk/wire/journal.h) move
-   into our directory with its batches: the batch sink replays what it
-   finds there after the open. Same name: the batch id. */
-static void adopt_journals(perf__spool_t *sp, const char *sub) {
-  perf__journal_scan(sub, PERF__SPOOL_SCAN_LIMIT, adopt_journal, sp);
-}
-
-static void adopt_journal(void *ctx, const char *path, const uint8_t id[16]) {
-  perf__spool_t *sp = ctx;
-  (void)id;
-  char to[PATH_MAX];
-  const char *name = strrchr(path, '/') + 1;
-  if (join(to, sp->dir, name) != 0 || sp->io.rename(sp->io.ctx, path, to) != 0)
-    perf__log(PERF__LOG_WARN, "spool: journal %s not adopted: %s", path, strerror(errno));
-}
-
-/* The oldest found batches beyond the bounds are evicted; the rest become
-   the index. */
-static void apply_bounds_at_open(perf__spool_t *sp, rec_list_t *found) {
-  uint64_t bytes = 0;
-  for (size_t i = 0; i < found->n; i++)
-    bytes += found->v[i].size;
-  int64_t wall = sp->io.wall_ns(sp->io.ctx), boot = sp->io.boot_ns(sp->io.ctx);
-  for (size_t i = 0; i < found->n; i++) {
-    /* Every record's birth on this boot's clock (see the top of the file). */
-    spool_rec_t *r = &found->v[i];
-    bool this_boot = sp->boot_tag && r->boot_tag == sp->boot_tag && r->boot_ns <= boot;
-    if (!this_boot) {
-      int64_t age = wall > r->created_ns ? wall - r->created_ns : 0; /* the future: age 0 */
-      r->boot_ns = boot - age;
-      r->boot_tag = sp->boot_tag;
-    }
-  }
-  /* Written in seq order: a batch is at least as old as any written after
-     it, whatever the clocks said (and the index evicts from its head). */
-  for (size_t i = found->n; i-- > 1;)
-    if (found->v[i - 1].boot_ns > found->v[i].boot_ns)
-      found->v[i - 1].boot_ns = found->v[i].boot_ns;
-  int64_t cutoff = boot - (int64_t)sp->max_age_s * 1000000000;
-  size_t first = 0;
-  while (first < found->n && (found->n - first > sp->max_files || bytes > sp->max_bytes ||
-                              (sp->max_age_s && found->v[first].boot_ns < cutoff))) {
-    unlink_rec(sp, &found->v[first], "evict");
-    bytes -= found->v[first].size;
-    sp->st.evicted_quota++;
-    first++;
-  }
-  for (size_t i = first; i < found->n; i++)
-    sp->ring[i - first] = found->v[i];
-  sp->head = 0;
-  sp->count = found->n - first;
-  sp->bytes = bytes;
-}
-
-static size_t count_quarantine(const char *path) {
-  DIR *d = opendir(path);
-  if (!d) return 0;
-  size_t n = 0;
-  struct dirent *de;
-  while (n < PERF__SPOOL_QUARANTINE_LIMIT && (de = readdir(d)) != NULL)
-    if (de->d_name[0] != '.') n++;
-  closedir(d);
-  return n;
+  return PERF__SPOOL_LOCK_TAKEN;
 }
 
 static bool dir_holds_only_lock(const char *path) {
@@ -697,11 +427,11 @@ static bool dir_holds_only_lock(const char *path) {
    entry could not be made durable, is unlinked. */
 static int write_batch(perf__spool_t *sp, uint64_t seq, const uint8_t id[16], const void *payload,
                        size_t len, int64_t created_ns, int64_t boot_ns) {
-  char name[NAME_BYTES], tmp[PATH_MAX], path[PATH_MAX];
-  batch_name(name, seq, id, ".tmp");
-  join(tmp, sp->dir, name);
-  batch_name(name, seq, id, ".batch");
-  join(path, sp->dir, name);
+  char name[PERF__SPOOL_NAME_BYTES], tmp[PATH_MAX], path[PATH_MAX];
+  perf__spool_batch_name(name, seq, id, ".tmp");
+  perf__spool_join(tmp, sp->dir, name);
+  perf__spool_batch_name(name, seq, id, ".batch");
+  perf__spool_join(path, sp->dir, name);
   /* Checked here so that the kernel never raises SIGXFSZ (its default action
      kills the process); the SDK leaves that signal's disposition alone. */
   if (over_file_size_limit(HDR + (uint64_t)len)) return io_failed("size limit", path, EFBIG);
@@ -780,32 +510,14 @@ static int pread_all(const perf__spool_io_t *io, int fd, void *buf, size_t len, 
   return 0;
 }
 
-/* Open-time check of the batch file at path, header only (the payload's CRC
-   is checked when the batch is read): NULL and *rec filled (but for seq)
-   when it looks whole, else what is wrong; *io_errno set when it could not
-   be read at all. */
-static const char *check_file(perf__spool_t *sp, const char *path, const uint8_t id[16],
-                              spool_rec_t *rec, int *io_errno) {
-  int fd = sp->io.open(sp->io.ctx, path, O_RDONLY, 0);
-  if (fd < 0) {
-    *io_errno = errno;
-    return NULL;
-  }
-  const char *bad = NULL;
-  if (read_batch_fd(&sp->io, sp->max_bytes, fd, path, id, rec, NULL, &bad) != PERF_OK)
-    *io_errno = errno ? errno : EIO;
-  sp->io.close(sp->io.ctx, fd);
-  return bad;
-}
-
 /* Read the batch file open at fd (through io) and verify it: header, length
    (payload at most max_bytes), id (id NULL: whatever the header says), and,
    with payload != NULL, the payload's CRC into a malloc'd *payload. Returns
    0 with *bad NULL (good) or naming the problem, or PERF_E_SYSTEM /
    PERF_E_NO_MEMORY (logged; errno kept). */
-static int read_batch_fd(const perf__spool_io_t *io, uint64_t max_bytes, int fd, const char *path,
-                         const uint8_t id[16], spool_rec_t *rec, uint8_t **payload,
-                         const char **bad) {
+int perf__spool_read_batch_fd(const perf__spool_io_t *io, uint64_t max_bytes, int fd,
+                              const char *path, const uint8_t id[16], perf__spool_rec_t *rec,
+                              uint8_t **payload, const char **bad) {
   struct stat st;
   uint8_t h[HDR];
   *bad = NULL;
@@ -839,7 +551,7 @@ static int read_batch_fd(const perf__spool_io_t *io, uint64_t max_bytes, int fd,
 }
 
 static const char *header_problem(const uint8_t *h, size_t have, uint64_t file_size,
-                                  const uint8_t id[16], spool_rec_t *rec) {
+                                  const uint8_t id[16], perf__spool_rec_t *rec) {
   if (file_size == 0) return "empty";
   if (memcmp(h, SPOOL_MAGIC, have < 4 ? have : 4) != 0) return "bad_magic";
   if (file_size < HDR) return "torn";
@@ -896,12 +608,12 @@ static int quarantine_rec(perf__spool_t *sp, uint64_t seq, const uint8_t id[16],
     pthread_mutex_unlock(&sp->lock);
     return PERF__E_SPOOL_GONE;
   }
-  spool_rec_t r = index_take(sp, pos);
+  perf__spool_rec_t r = index_take(sp, pos);
   pthread_mutex_unlock(&sp->lock);
-  char name[NAME_BYTES], path[PATH_MAX];
-  batch_name(name, r.seq, r.id, ".batch");
-  join(path, sp->dir, name);
-  quarantine_file(sp, path, name, reason, r.size);
+  char name[PERF__SPOOL_NAME_BYTES], path[PATH_MAX];
+  perf__spool_batch_name(name, r.seq, r.id, ".batch");
+  perf__spool_join(path, sp->dir, name);
+  perf__spool_quarantine_file(sp, path, name, reason, r.size);
   pthread_mutex_lock(&sp->lock);
   settle_busy_locked(sp, r.size);
   if (rejected)
@@ -915,15 +627,15 @@ static int quarantine_rec(perf__spool_t *sp, uint64_t seq, const uint8_t id[16],
 /* Move path into quarantine/ as <name>.<reason>; delete it instead when
    quarantine/ is full or the file is larger than max_bytes, so the
    quarantine stays bounded. */
-static void quarantine_file(perf__spool_t *sp, const char *path, const char *name,
-                            const char *reason, uint64_t size) {
+void perf__spool_quarantine_file(perf__spool_t *sp, const char *path, const char *name,
+                                 const char *reason, uint64_t size) {
   pthread_mutex_lock(&sp->lock);
   bool keep = sp->quarantine_files < PERF__SPOOL_QUARANTINE_LIMIT && size <= sp->max_bytes;
   if (keep) sp->quarantine_files++;
   pthread_mutex_unlock(&sp->lock);
   char qname[NAME_MAX + PERF__SPOOL_REASON_MAX + 2], target[PATH_MAX];
   int n = snprintf(qname, sizeof qname, "%s.%s", name, reason);
-  if (keep && n > 0 && n <= NAME_MAX && join(target, sp->quarantine, qname) == 0 &&
+  if (keep && n > 0 && n <= NAME_MAX && perf__spool_join(target, sp->quarantine, qname) == 0 &&
       sp->io.rename(sp->io.ctx, path, target) == 0)
     return;
   if (keep) {
@@ -945,25 +657,25 @@ static void evict_expired_locked(perf__spool_t *sp, int64_t boot_ns) {
 /* Drops the mutex around the unlink: the record is already out of the index,
    so no other thread touches the file. */
 static void evict_oldest_locked(perf__spool_t *sp) {
-  spool_rec_t r = index_take(sp, 0);
+  perf__spool_rec_t r = index_take(sp, 0);
   sp->st.evicted_quota++;
   pthread_mutex_unlock(&sp->lock);
-  unlink_rec(sp, &r, "evict");
+  perf__spool_unlink_rec(sp, &r, "evict");
   pthread_mutex_lock(&sp->lock);
   settle_busy_locked(sp, r.size);
 }
 
-static void unlink_rec(perf__spool_t *sp, const spool_rec_t *r, const char *why) {
-  char name[NAME_BYTES], path[PATH_MAX];
-  batch_name(name, r->seq, r->id, ".batch");
-  join(path, sp->dir, name);
+void perf__spool_unlink_rec(perf__spool_t *sp, const perf__spool_rec_t *r, const char *why) {
+  char name[PERF__SPOOL_NAME_BYTES], path[PATH_MAX];
+  perf__spool_batch_name(name, r->seq, r->id, ".batch");
+  perf__spool_join(path, sp->dir, name);
   if (sp->io.unlink(sp->io.ctx, path) != 0 && errno != ENOENT)
     perf__log(PERF__LOG_WARN, "spool: %s %s: %s", why, path, strerror(errno));
 }
 
 /* ---- the index (mutex held) ---------------------------------------------- */
 
-static spool_rec_t *rec_at(perf__spool_t *sp, size_t i) {
+static perf__spool_rec_t *rec_at(perf__spool_t *sp, size_t i) {
   return &sp->ring[(sp->head + i) % sp->max_files];
 }
 
@@ -982,7 +694,7 @@ static bool index_find(perf__spool_t *sp, uint64_t seq, const uint8_t id[16], si
 
 /* Sorted by seq; a put's seq is nearly always the highest (an append). The
    caller made sure there is room (count < max_files). */
-static void index_insert(perf__spool_t *sp, const spool_rec_t *r) {
+static void index_insert(perf__spool_t *sp, const perf__spool_rec_t *r) {
   size_t pos;
   index_find(sp, r->seq, r->id, &pos);
   for (size_t i = sp->count; i > pos; i--)
@@ -993,8 +705,8 @@ static void index_insert(perf__spool_t *sp, const spool_rec_t *r) {
 }
 
 /* Out of the index; its file counts as busy until settle_busy_locked. */
-static spool_rec_t index_take(perf__spool_t *sp, size_t pos) {
-  spool_rec_t r = *rec_at(sp, pos);
+static perf__spool_rec_t index_take(perf__spool_t *sp, size_t pos) {
+  perf__spool_rec_t r = *rec_at(sp, pos);
   if (pos == 0) {
     sp->head = (sp->head + 1) % sp->max_files;
   } else {
@@ -1013,34 +725,15 @@ static void settle_busy_locked(perf__spool_t *sp, uint64_t size) {
   sp->busy_bytes -= size;
 }
 
-/* ---- small helpers ------------------------------------------------------- */
+/* ---- names and paths ----------------------------------------------------- */
 
-static int list_push(rec_list_t *l, const spool_rec_t *r) {
-  if (l->n == l->cap) {
-    if (l->cap >= PERF__SPOOL_SCAN_LIMIT) return PERF_E_NO_MEMORY;
-    size_t cap = l->cap ? l->cap * 2 : 64;
-    if (cap > PERF__SPOOL_SCAN_LIMIT) cap = PERF__SPOOL_SCAN_LIMIT;
-    spool_rec_t *v = realloc(l->v, cap * sizeof *v);
-    if (!v) return PERF_E_NO_MEMORY;
-    l->v = v;
-    l->cap = cap;
-  }
-  l->v[l->n++] = *r;
-  return PERF_OK;
-}
-
-static int rec_cmp(const void *a, const void *b) {
-  uint64_t x = ((const spool_rec_t *)a)->seq, y = ((const spool_rec_t *)b)->seq;
-  return x < y ? -1 : x > y;
-}
-
-static void batch_name(char *out, uint64_t seq, const uint8_t id[16], const char *suffix) {
+void perf__spool_batch_name(char *out, uint64_t seq, const uint8_t id[16], const char *suffix) {
   char idhex[33];
   perf__hex_encode(id, 16, idhex);
-  snprintf(out, NAME_BYTES, "%0*" PRIu64 "-%s%s", SEQ_DIGITS, seq, idhex, suffix);
+  snprintf(out, PERF__SPOOL_NAME_BYTES, "%0*" PRIu64 "-%s%s", SEQ_DIGITS, seq, idhex, suffix);
 }
 
-static bool parse_batch_name(const char *name, uint64_t *seq, uint8_t id[16]) {
+bool perf__spool_parse_batch_name(const char *name, uint64_t *seq, uint8_t id[16]) {
   if (strlen(name) != SEQ_DIGITS + 1 + 32 + 6 || name[SEQ_DIGITS] != '-' ||
       strcmp(name + SEQ_DIGITS + 33, ".batch") != 0)
     return false;
@@ -1056,12 +749,12 @@ static bool parse_batch_name(const char *name, uint64_t *seq, uint8_t id[16]) {
   return true;
 }
 
-static bool is_tmp_name(const char *name) {
+bool perf__spool_is_tmp_name(const char *name) {
   size_t n = strlen(name);
   return n > 4 && strcmp(name + n - 4, ".tmp") == 0;
 }
 
-static bool is_pid_name(const char *name) {
+bool perf__spool_is_pid_name(const char *name) {
   size_t n = strlen(name);
   if (n == 0 || n > 10) return false;
   for (size_t i = 0; i < n; i++)
@@ -1071,7 +764,7 @@ static bool is_pid_name(const char *name) {
 
 /* dir/name into out (PATH_MAX bytes); -1 when it does not fit (never for
    the names the spool makes: the root is at most ROOT_MAX bytes). */
-static int join(char *out, const char *dir, const char *name) {
+int perf__spool_join(char *out, const char *dir, const char *name) {
   size_t a = strlen(dir), b = strlen(name);
   if (a + 1 + b >= PATH_MAX) {
     out[0] = '\0';
@@ -1084,8 +777,8 @@ static int join(char *out, const char *dir, const char *name) {
   return 0;
 }
 
-static bool is_regular(const char *dir, const char *name) {
+bool perf__spool_is_regular(const char *dir, const char *name) {
   char path[PATH_MAX];
   struct stat st;
-  return join(path, dir, name) == 0 && lstat(path, &st) == 0 && S_ISREG(st.st_mode);
+  return perf__spool_join(path, dir, name) == 0 && lstat(path, &st) == 0 && S_ISREG(st.st_mode);
 }

@@ -336,6 +336,14 @@ static void case_daemonize_file_sink(void) {
   path_in_dir(report, "report.txt");
   snprintf(batches, sizeof batches, "%s.batches", report);
   file_config(&g_cfg, report);
+  /* The daemon's hang reaches the report while its exit waits for the
+     writer: naming the hang's frames (DWARF read cold in a freshly
+     restarted SDK) and writing take longer than the 300 ms default on 2
+     loaded cores, and an exit past its bound leaves the hang unwritten. The
+     bound is raised so that the exit waits for the writing itself (as
+     exit_writes_file_sink): once the daemon has exited, the report is
+     whole. */
+  g_cfg.exit_timeout_ms = 30000;
   pid_t daemon = run_daemonize();
   char *text = read_text(report);
   int threads[8];
@@ -355,7 +363,7 @@ static void case_daemonize_http_sink(void) {
   http_server_t *srv = http_server_start();
   CHECK(srv != NULL);
   http_config(&g_cfg, http_server_url(srv));
-  g_cfg.exit_timeout_ms = 10000; /* as exit_sends_http_sink */
+  g_cfg.exit_timeout_ms = 30000; /* as exit_sends_http_sink */
   pid_t daemon = run_daemonize();
   batch_hang_t h[8];
   check_daemon_hang(h, server_hangs(srv, h, ARRAY_LEN(h)), daemon);
