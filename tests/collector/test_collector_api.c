@@ -34,6 +34,7 @@
 #include "pprof_check.h"
 #include "sdk_util.h"
 #include "tempdir.h"
+#include "test_util.h"
 
 #define HANG_MS 400.0      /* each of the two hangs: busy this long in stuck_in_here */
 #define FEED_DEADLINE_S 60 /* feed gives up waiting for the CPU monitor after this */
@@ -56,10 +57,6 @@ static CHAIN void *cpu_burner(void *arg) {
 }
 
 static void sdk_flush_and_stop(void);
-
-static double now_ms(void) {
-  return now_s() * 1000.0;
-}
 
 /* Two leaf calls of the same cost, all in user space (a system call such
    as sched_yield would collect the samples: signals are delivered on the
@@ -87,13 +84,13 @@ static CHAIN void stuck_in_here(double ms, const char *label) {
   perf_sdk_stats_t st;
   CHECK_EQ_INT(perf_sdk_get_stats(&st), PERF_OK);
   const uint64_t samples0 = st.samples_taken;
-  double start = now_ms();
+  double start = (double)now_ns() / 1e6;
   for (unsigned i = 0;; i++) {
     if (i & 1)
       leaf_hash();
     else
       leaf_mix();
-    double now = now_ms();
+    double now = (double)now_ns() / 1e6;
     if (now < start + ms || i % 64 != 0) continue;
     CHECK_EQ_INT(perf_sdk_get_stats(&st), PERF_OK);
     if (st.samples_taken - samples0 >= HANG_SAMPLES) break;
@@ -137,10 +134,10 @@ static void feed(const collector_t *c, double hang_ms[2]) {
   cfg.cpu_threshold_percent = 25600; /* 256 cores: no burst in this run */
   CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
   for (int i = 0; i < 2; i++) {
-    double t0 = now_ms();
+    double t0 = (double)now_ns() / 1e6;
     /* marks busy and idle inside stuck_in_here; the first unit labelled */
     handle_request(HANG_MS, i == 0 ? LABEL : NULL);
-    hang_ms[i] = now_ms() - t0;
+    hang_ms[i] = (double)now_ns() / 1e6 - t0;
     usleep(200000);
   }
   perf_sdk_stats_t st;
