@@ -375,12 +375,6 @@ static void case_bad_parameters(void) {
   collector_stop_healthy(&c);
 }
 
-/* GET path with the good key into *r (the caller's, it is large). */
-static long get_keyed(const collector_t *c, const char *path, reply_t *r) {
-  const char *headers[] = {"Authorization: Bearer " GOOD_KEY, NULL};
-  return request(c, "GET", path, headers, NULL, 0, false, r);
-}
-
 /* Feed c, then wait for the hang group to show (batches are stored as the
    SDK sends them; poll anyway, like the other cases). hang_ms: as
    feed's. */
@@ -411,7 +405,7 @@ static void case_export_folded(void) {
   fed(&c, hang_ms);
   reply_t *r = malloc(sizeof *r);
   CHECK(r != NULL);
-  CHECK_EQ_INT(get_keyed(&c, "/api/v1/export/folded?kind=hang&app=api-test", r), 200);
+  CHECK_EQ_INT(get_key(&c, GOOD_KEY, "/api/v1/export/folded?kind=hang&app=api-test", r), 200);
   fprintf(stderr, "folded hang:\n%.4000s\n", r->body);
   CHECK(r->body_len > 0 && r->body[r->body_len - 1] == '\n');
   size_t lines = 0, stuck = 0;
@@ -447,9 +441,9 @@ static void case_export_folded(void) {
   CHECKF(total == top_samples, "folded %lld samples, top-stacks %lld", total,
          (long long)top_samples);
   /* cpu too; filters and errors like top-stacks. */
-  CHECK_EQ_INT(get_keyed(&c, "/api/v1/export/folded?kind=cpu", r), 200);
+  CHECK_EQ_INT(get_key(&c, GOOD_KEY, "/api/v1/export/folded?kind=cpu", r), 200);
   CHECK(r->body_len > 0);
-  CHECK_EQ_INT(get_keyed(&c, "/api/v1/export/folded?kind=hang&app=other", r), 200);
+  CHECK_EQ_INT(get_key(&c, GOOD_KEY, "/api/v1/export/folded?kind=hang&app=other", r), 200);
   CHECK(r->body_len == 0);
   j = get_json(&c, "/api/v1/export/folded?kind=wall", &status);
   CHECK_EQ_INT(status, 400);
@@ -689,7 +683,7 @@ static void case_events(void) {
 static long long folded_total(const collector_t *c, const char *query, reply_t *r) {
   char path[256];
   snprintf(path, sizeof path, "/api/v1/export/folded?%s", query);
-  CHECK_EQ_INT(get_keyed(c, path, r), 200);
+  CHECK_EQ_INT(get_key(c, GOOD_KEY, path, r), 200);
   long long total = 0;
   for (char *line = r->body; *line;) {
     char *nl = strchr(line, '\n');
@@ -709,7 +703,7 @@ static pprof_profile_t *pprof_fetched(const collector_t *c, const char *query, r
                                       const char *name, char file[256]) {
   char path[256];
   snprintf(path, sizeof path, "/api/v1/export/pprof?%s", query);
-  CHECK_EQ_INT(get_keyed(c, path, r), 200);
+  CHECK_EQ_INT(get_key(c, GOOD_KEY, path, r), 200);
   CHECK(r->body_len > 0 && r->body_len < sizeof r->body - 1);
   snprintf(file, 256, "%s/%s", tempdir_make("perf-api"), name);
   FILE *f = fopen(file, "wb");

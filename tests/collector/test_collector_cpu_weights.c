@@ -94,13 +94,6 @@ static long send_cpu_event(const collector_t *c, const char *app, const uint64_t
 /* 1 ms on each sample of cpu_often, 9 ms on cpu_rare's, 0 on the failed one. */
 static const uint64_t WEIGHTS[] = {1000, 9000, 0, 1000, 1000};
 
-static json_t *get_ok(const collector_t *c, const char *path) {
-  long status = 0;
-  json_t *o = get_json(c, path, &status);
-  CHECKF(status == 200 && o, "GET %s -> %ld", path, status);
-  return o;
-}
-
 static long long int_of(const json_t *o, const char *key) {
   json_t *v = json_object_get(o, key);
   CHECKF(json_is_integer(v), "%s is not an integer", key);
@@ -124,20 +117,6 @@ static void check_top(const collector_t *c, const char *query, const char *want)
   }
   json_decref(o);
   CHECKF(strcmp(got, want) == 0, "top-stacks?%s: %s, want %s", query, got, want);
-}
-
-/* The text of GET path (status 200), malloc'ed. */
-static char *get_text(const collector_t *c, const char *path) {
-  reply_t *r = malloc(sizeof *r);
-  CHECK(r != NULL);
-  const char *auth[] = {"Authorization: Bearer " GOOD_KEY, NULL};
-  long status = request(c, "GET", path, auth, NULL, 0, false, r);
-  CHECKF(status == 200 && r->total_len == r->body_len, "GET %s -> %ld: %.300s", path, status,
-         r->body);
-  char *text = strdup(r->body);
-  CHECK(text != NULL);
-  free(r);
-  return text;
 }
 
 /* The folded export of query, exactly (its lines sorted by stack). */
@@ -296,9 +275,7 @@ static void send_hang(const collector_t *c, int64_t duration_ms, uint32_t a, uin
 static void check_pprof_wall(const collector_t *c, const char *want) {
   reply_t *r = malloc(sizeof *r);
   CHECK(r != NULL);
-  const char *auth[] = {"Authorization: Bearer " GOOD_KEY, NULL};
-  CHECK_EQ_INT(
-      request(c, "GET", "/api/v1/export/pprof?kind=hang&app=hangs", auth, NULL, 0, false, r), 200);
+  CHECK_EQ_INT(get_key(c, GOOD_KEY, "/api/v1/export/pprof?kind=hang&app=hangs", r), 200);
   pprof_profile_t *p = pprof_decode_checked(r->body, r->body_len);
   CHECK_EQ_INT(p->n_sample_type, 2);
   CHECK(!strcmp(pprof_string(p, p->sample_type[1]->type), "wall") &&

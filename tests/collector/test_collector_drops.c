@@ -165,13 +165,6 @@ static void send_all(const collector_t *c) {
 
 /* ---- answers ----------------------------------------------------------------- */
 
-static json_t *get_ok(const collector_t *c, const char *path) {
-  long status = 0;
-  json_t *o = get_json(c, path, &status);
-  CHECKF(status == 200, "GET %s -> %ld", path, status);
-  return o;
-}
-
 /* GET /api/v1/drops?query: exactly the sums (rate_limited .. oversized)
    and the batches. */
 static void check_drops(const collector_t *c, const char *query, const long long want[6]) {
@@ -217,8 +210,7 @@ static void check_all_drops(const collector_t *c) {
 static void check_metrics(const collector_t *c, const long long want[N_REASONS]) {
   reply_t *r = malloc(sizeof *r);
   CHECK(r != NULL);
-  const char *auth[] = {"Authorization: Bearer " GOOD_KEY, NULL};
-  CHECK_EQ_INT(request(c, "GET", "/metrics", auth, NULL, 0, false, r), 200);
+  CHECK_EQ_INT(get_key(c, GOOD_KEY, "/metrics", r), 200);
   CHECK(strstr(r->body, "# TYPE perf_collector_sdk_events_dropped_total counter\n") != NULL);
   for (int i = 0; i < N_REASONS; i++) {
     char line[160];
@@ -283,8 +275,7 @@ static void check_top(const collector_t *c, const char *query, const char *want)
 static void check_text(const collector_t *c, const char *path, long want_status, const char *want) {
   reply_t *r = malloc(sizeof *r);
   CHECK(r != NULL);
-  const char *auth[] = {"Authorization: Bearer " GOOD_KEY, NULL};
-  long status = request(c, "GET", path, auth, NULL, 0, false, r);
+  long status = get_key(c, GOOD_KEY, path, r);
   CHECKF(status == want_status && (!want || body_is(r, want)), "%s -> %ld %.400s", path, status,
          r->body);
   free(r);
@@ -318,8 +309,7 @@ static void check_pprof(const collector_t *c, const char *query, int64_t samples
   snprintf(path, sizeof path, "/api/v1/export/pprof?kind=cpu&%s", query);
   reply_t *r = malloc(sizeof *r);
   CHECK(r != NULL);
-  const char *auth[] = {"Authorization: Bearer " GOOD_KEY, NULL};
-  CHECK_EQ_INT(request(c, "GET", path, auth, NULL, 0, false, r), 200);
+  CHECK_EQ_INT(get_key(c, GOOD_KEY, path, r), 200);
   CHECK(r->body_len == r->total_len);
   pprof_profile_t *p = pprof_decode_checked(r->body, r->body_len);
   CHECKF(pprof_value_total(p, 0) == samples, "%s: %lld samples", path,

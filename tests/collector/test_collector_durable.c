@@ -138,8 +138,7 @@ static void expect_lost(const collector_t *c, const char *path, const char *happ
   CHECK_EQ_INT(status, 200);
   CHECK_EQ_INT(json_array_size(json_object_get(j, "events")), 0);
   json_decref(j);
-  const char *auth[] = {"Authorization: Bearer " GOOD_KEY, NULL};
-  CHECK_EQ_INT(request(c, "GET", "/metrics", auth, NULL, 0, false, r), 200);
+  CHECK_EQ_INT(get_key(c, GOOD_KEY, "/metrics", r), 200);
   CHECKF(strstr(r->body, "\nperf_collector_db_lost 1\n") != NULL, "%s", r->body);
   CHECKF(strstr(r->body, "perf_collector_batches_rejected_total{reason=\"db_lost\"} 2\n") != NULL,
          "%s", r->body);
@@ -258,8 +257,7 @@ static void case_sdk_keeps_batch(void) {
     CHECK_EQ_INT(perf_sdk_get_stats(&st), PERF_OK);
   } while (st.batches_retried < 1);
   CHECK_EQ_INT(st.batches_sent, 0);
-  const char *auth[] = {"Authorization: Bearer " GOOD_KEY, NULL};
-  CHECK_EQ_INT(request(&c, "GET", "/metrics", auth, NULL, 0, false, r), 200);
+  CHECK_EQ_INT(get_key(&c, GOOD_KEY, "/metrics", r), 200);
   CHECKF(strstr(r->body, "perf_collector_batches_rejected_total{reason=\"db_lost\"} 1\n") != NULL,
          "%s", r->body);
   CHECKF(strstr(r->body, "\nperf_collector_batches_accepted_total 0\n") != NULL, "%s", r->body);

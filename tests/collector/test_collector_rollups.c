@@ -133,19 +133,6 @@ static void send_batch(const collector_t *c, unsigned b) {
   batch_post(c, &batch, b);
 }
 
-static char *get_text(const collector_t *c, const char *path) {
-  reply_t *r = malloc(sizeof *r);
-  CHECK(r != NULL);
-  const char *auth[] = {"Authorization: Bearer " GOOD_KEY, NULL};
-  long status = request(c, "GET", path, auth, NULL, 0, false, r);
-  CHECKF(status == 200, "GET %s -> %ld: %.300s", path, status, r->body);
-  CHECK(r->total_len == r->body_len);
-  char *text = strdup(r->body);
-  CHECK(text != NULL);
-  free(r);
-  return text;
-}
-
 /* endpoint?query from the rollups and, with host=h1, from the raw rows:
    the same bytes. The rollups' answer (malloc'ed). */
 static char *same_both_ways(const collector_t *c, const char *endpoint, const char *query) {

@@ -21,8 +21,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zstd.h>
 
+#include "batch_post.h"
 #include "check.h"
 #include "collector_rig.h"
 #include "perf/v1/perf.pb-c.h"
@@ -38,19 +38,11 @@ static const char KEYS_TEXT[] = "# scopes\n"
 
 /* ---- a valid batch ----------------------------------------------------------- */
 
-typedef struct payload_s {
-  uint8_t *data;
-  size_t len;
-  char id_hex[33];
-} payload_t;
-
 /* One hang event with one 3-frame stack; seed makes the batch id. */
 static void make_batch(payload_t *p, unsigned seed) {
   uint8_t id[16];
-  for (int i = 0; i < 16; i++) {
+  for (int i = 0; i < 16; i++)
     id[i] = (uint8_t)(seed * 131 + (unsigned)i * 7 + (unsigned)getpid());
-    snprintf(p->id_hex + 2 * i, 3, "%02x", id[i]);
-  }
   Perf__V1__Batch b = PERF__V1__BATCH__INIT;
   Perf__V1__Resource res = PERF__V1__RESOURCE__INIT;
   Perf__V1__Module mod = PERF__V1__MODULE__INIT;
@@ -88,15 +80,7 @@ static void make_batch(payload_t *p, unsigned seed) {
   ev.n_stack_counts = 1, ev.stack_counts = scs;
   ev.dominant_stack = 1;
   b.n_events = 1, b.events = evs;
-  size_t raw_len = perf__v1__batch__get_packed_size(&b);
-  uint8_t *raw = malloc(raw_len);
-  CHECK(raw != NULL);
-  perf__v1__batch__pack(&b, raw);
-  size_t cap = ZSTD_compressBound(raw_len);
-  CHECK((p->data = malloc(cap)) != NULL);
-  p->len = ZSTD_compress(p->data, cap, raw, raw_len, 3);
-  CHECK(!ZSTD_isError(p->len));
-  free(raw);
+  payload_pack(p, &b, 3);
 }
 
 /* ---- requests ---------------------------------------------------------------- */
@@ -109,14 +93,11 @@ static const char *auth_header(const char *key, char *buf, size_t size) {
   return buf;
 }
 
-static long post_batch(const collector_t *c, const char *key, unsigned seed, reply_t *r) {
+/* make_batch(seed) sent with key ("": no Authorization). */
+static long post_seeded(const collector_t *c, const char *key, unsigned seed, reply_t *r) {
   payload_t p;
   make_batch(&p, seed);
-  char auth[128], id[64];
-  snprintf(id, sizeof id, "X-Perf-Batch-Id: %s", p.id_hex);
-  const char *headers[] = {"Content-Type: application/x-protobuf", "Content-Encoding: zstd", id,
-                           auth_header(key, auth, sizeof auth), NULL};
-  long st = request(c, "POST", "/v1/batches", headers, p.data, p.len, false, r);
+  long st = payload_post(c, *key ? key : NULL, &p, r);
   free(p.data);
   return st;
 }
@@ -314,7 +295,7 @@ static const char *const READ_ROUTES[] = {
    /healthz) with key. */
 static long call_route(const collector_t *c, size_t i, const char *key, const elf_file_t *elf,
                        unsigned seed, reply_t *r) {
-  if (i == 0) return post_batch(c, key, seed, r);
+  if (i == 0) return post_seeded(c, key, seed, r);
   if (i == 1)
     return post_symbols(c, elf->id, key, "application/octet-stream", NULL, elf->bytes, elf->len,
                         false, r);
@@ -344,7 +325,7 @@ static void case_key_scopes(void) {
   loaded_elf(0, &elf);
   reply_t *r = malloc(sizeof *r);
   CHECK(r != NULL);
-  CHECK_EQ_INT(post_batch(&c, "ingest-key", 1, r), 200); /* event 1 for /api/v1/events/1 */
+  CHECK_EQ_INT(post_seeded(&c, "ingest-key", 1, r), 200); /* event 1 for /api/v1/events/1 */
   bool symbols_stored = false;
   unsigned seed = 10;
   size_t routes = 2 + ARRAY_LEN(READ_ROUTES) + 1;
@@ -474,7 +455,7 @@ static void case_open_mode(void) {
                       r) == 201,
          "%s", r->body);
   CHECK(stored_bytes_are(&c, &elf));
-  CHECK_EQ_INT(post_batch(&c, "", 1, r), 200);
+  CHECK_EQ_INT(post_seeded(&c, "", 1, r), 200);
   char origin_batch[160];
   snprintf(origin_batch, sizeof origin_batch, "Origin: http://evil.example");
   payload_t p;

@@ -11,24 +11,34 @@
 
 #include "check.h"
 
-long batch_send(const collector_t *c, Perf__V1__Batch *b, const uint8_t id[16], reply_t *r) {
-  char hex[33];
-  for (int i = 0; i < 16; i++)
-    snprintf(hex + 2 * i, 3, "%02x", id[i]);
-  b->batch_id = (ProtobufCBinaryData){16, (uint8_t *)id};
+void payload_compress(payload_t *p, const void *raw, size_t len, int level) {
+  size_t cap = ZSTD_compressBound(len);
+  CHECK((p->data = malloc(cap)) != NULL);
+  p->len = ZSTD_compress(p->data, cap, raw, len, level);
+  CHECK(!ZSTD_isError(p->len));
+}
+
+void payload_pack(payload_t *p, const Perf__V1__Batch *b, int level) {
+  p->id_hex[0] = '\0';
+  if (b->batch_id.len == 16) batch_id_hex(b->batch_id.data, p->id_hex);
   size_t len = perf__v1__batch__get_packed_size(b);
-  uint8_t *raw = malloc(len ? len : 1), *z = malloc(ZSTD_compressBound(len));
-  CHECK(raw && z);
+  uint8_t *raw = malloc(len ? len : 1);
+  CHECK(raw != NULL);
   perf__v1__batch__pack(b, raw);
-  size_t zn = ZSTD_compress(z, ZSTD_compressBound(len), raw, len, 3);
-  CHECK(!ZSTD_isError(zn));
-  char idh[64];
-  snprintf(idh, sizeof idh, "X-Perf-Batch-Id: %s", hex);
-  const char *headers[] = {"Content-Type: application/x-protobuf", "Content-Encoding: zstd",
-                           "Authorization: Bearer " GOOD_KEY, idh, NULL};
-  long status = request(c, "POST", "/v1/batches", headers, z, zn, false, r);
+  payload_compress(p, raw, len, level);
   free(raw);
-  free(z);
+}
+
+long payload_post(const collector_t *c, const char *key, const payload_t *p, reply_t *r) {
+  return post_batch(c, key, p->id_hex, p->data, p->len, r);
+}
+
+long batch_send(const collector_t *c, Perf__V1__Batch *b, const uint8_t id[16], reply_t *r) {
+  b->batch_id = (ProtobufCBinaryData){16, (uint8_t *)id};
+  payload_t p;
+  payload_pack(&p, b, 3);
+  long status = payload_post(c, GOOD_KEY, &p, r);
+  free(p.data);
   return status;
 }
 

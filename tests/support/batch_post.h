@@ -10,6 +10,26 @@
 #include "collector_rig.h"
 #include "perf/v1/perf.pb-c.h"
 
+/* A batch as it goes on the wire: its zstd-compressed bytes (malloc'ed,
+   the holder frees data) and its id as X-Perf-Batch-Id gives it. */
+typedef struct payload_s {
+  uint8_t *data;
+  size_t len;
+  char id_hex[33];
+} payload_t;
+
+/* raw's len bytes compressed with zstd at level (the SDK's is 3) into
+   p->data and p->len; p->id_hex is left as it is. */
+void payload_compress(payload_t *p, const void *raw, size_t len, int level);
+
+/* b packed and compressed at level into p, p->id_hex from b's batch_id
+   ("" when it is not 16 bytes). */
+void payload_pack(payload_t *p, const Perf__V1__Batch *b, int level);
+
+/* POST p to /v1/batches with key (as post_batch); the status, the answer
+   in *r. */
+long payload_post(const collector_t *c, const char *key, const payload_t *p, reply_t *r);
+
 /* Send b with batch id id (set in b; id must outlive b's use); the status
    (0: no answer), the answer in *r. Any thread. */
 long batch_send(const collector_t *c, Perf__V1__Batch *b, const uint8_t id[16], reply_t *r);
