@@ -55,49 +55,26 @@ static void make_batch(payload_t *p, uint8_t seed) {
   uint8_t id[16];
   for (int i = 0; i < 16; i++)
     id[i] = (uint8_t)(seed * 31 + i + (unsigned)getpid());
-  Perf__V1__Batch b = PERF__V1__BATCH__INIT;
-  Perf__V1__Resource res = PERF__V1__RESOURCE__INIT;
-  Perf__V1__Module mod = PERF__V1__MODULE__INIT;
-  Perf__V1__Function fn = PERF__V1__FUNCTION__INIT;
+  batch_one_event_t o;
+  batch_one_event_init(&o, id, "hand-made", "/usr/bin/hand", "hand_made_function");
+  o.b.sequence = 1;
+  o.res.host = "test-host";
+  o.res.pid = 42;
+  o.b.symbolized = true;
   Perf__V1__Frame fr[2] = {PERF__V1__FRAME__INIT, PERF__V1__FRAME__INIT};
-  Perf__V1__Stack st = PERF__V1__STACK__INIT;
-  Perf__V1__StackCount sc = PERF__V1__STACK_COUNT__INIT;
-  Perf__V1__Event ev = PERF__V1__EVENT__INIT;
-  char *strings[] = {"", "hand_made_function"};
-  Perf__V1__Module *mods[] = {&mod};
-  Perf__V1__Function *fns[] = {&fn};
   Perf__V1__Frame *frs[] = {&fr[0], &fr[1]};
-  Perf__V1__Stack *sts[] = {&st};
-  Perf__V1__StackCount *scs[] = {&sc};
-  Perf__V1__Event *evs[] = {&ev};
-  uint32_t frame_ids[] = {1, 2};
-  b.batch_id = (ProtobufCBinaryData){16, id};
-  b.sequence = 1;
-  res.app_name = "hand-made";
-  res.host = "test-host";
-  res.pid = 42;
-  b.resource = &res;
-  b.symbolized = true;
-  b.n_strings = 2, b.strings = strings;
-  mod.path = "/usr/bin/hand";
-  b.n_modules = 1, b.modules = mods;
-  fn.name = 1;
-  b.n_functions = 1, b.functions = fns;
   fr[0].module = 1, fr[0].address = 0x1234, fr[0].function = 1, fr[0].function_offset = 4;
   fr[1].module = 1, fr[1].address = 0x5678; /* unnamed: module + address */
-  b.n_frames = 2, b.frames = frs;
-  st.n_frames = 2, st.frames = frame_ids;
-  b.n_stacks = 1, b.stacks = sts;
-  sc.stack = 1, sc.tid = 7, sc.samples = 3;
-  ev.kind = PERF__V1__EVENT_KIND__EVENT_KIND_MANUAL;
-  ev.start_unix_nanos = 1700000000000000000;
-  ev.duration_nanos = 5000000;
-  ev.tid = 7;
-  ev.reason = "hand made";
-  ev.n_stack_counts = 1, ev.stack_counts = scs;
-  ev.dominant_stack = 1;
-  b.n_events = 1, b.events = evs;
-  payload_pack(p, &b, 3);
+  o.b.n_frames = 2, o.b.frames = frs;
+  uint32_t frame_ids[] = {1, 2};
+  o.st.n_frames = 2, o.st.frames = frame_ids;
+  o.sc.tid = 7, o.sc.samples = 3;
+  o.ev.kind = PERF__V1__EVENT_KIND__EVENT_KIND_MANUAL;
+  o.ev.start_unix_nanos = 1700000000000000000;
+  o.ev.duration_nanos = 5000000;
+  o.ev.tid = 7;
+  o.ev.reason = "hand made";
+  payload_pack(p, &o.b, 3);
 }
 
 /* One small zstd frame that expands to `expanded` zero bytes, with a small

@@ -118,7 +118,9 @@ static long send_spec(const collector_t *c, const spec_t *s, unsigned seed, repl
   Perf__V1__Event *evs[] = {&ev};
   Perf__V1__KeyValue kv[ARRAY_LEN(s->tags)];
   Perf__V1__KeyValue *kvs[ARRAY_LEN(s->tags)];
-  Perf__V1__Resource res = PERF__V1__RESOURCE__INIT;
+  Perf__V1__Resource res;
+  Perf__V1__Batch b;
+  batch_begin(&b, &res, s->app, s->version, s->environment, s->host);
   for (size_t i = 0; i < ARRAY_LEN(s->tags) && s->tags[i][0]; i++) {
     perf__v1__key_value__init(&kv[i]);
     kv[i].key = (char *)s->tags[i][0];
@@ -126,16 +128,10 @@ static long send_spec(const collector_t *c, const spec_t *s, unsigned seed, repl
     kvs[res.n_tags++] = &kv[i];
   }
   res.tags = kvs;
-  res.app_name = (char *)s->app;
-  res.app_version = (char *)s->version;
-  res.environment = (char *)s->environment;
-  res.host = (char *)s->host;
   Perf__V1__DropCounters d = PERF__V1__DROP_COUNTERS__INIT;
   d.rate_limited = s->drops[RATE_LIMITED], d.queue_full = s->drops[QUEUE_FULL];
   d.sink_failed = s->drops[SINK_FAILED], d.spool_quota = s->drops[SPOOL_QUOTA];
   d.oversized = s->drops[OVERSIZED];
-  Perf__V1__Batch b = PERF__V1__BATCH__INIT;
-  b.resource = &res;
   b.drops = s->has_drops ? &d : NULL;
   batch_frames_t frames;
   batch_set_frames(&b, &frames, strings, ARRAY_LEN(strings));

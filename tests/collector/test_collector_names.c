@@ -394,8 +394,9 @@ static void case_names_on_first(void) {
 /* One CPU event of two stacks of the same three named frames: one
    complete, one cut by the depth cap (end), `samples` each. */
 static void send_two_ends(const collector_t *c, unsigned seed, Perf__V1__StackEnd end) {
-  Perf__V1__Batch b = PERF__V1__BATCH__INIT;
-  Perf__V1__Resource res = PERF__V1__RESOURCE__INIT;
+  Perf__V1__Resource res;
+  Perf__V1__Batch b;
+  batch_begin(&b, &res, "ends", NULL, NULL, NULL);
   char *strings[] = {"", "leaf_fn", "mid_fn", "root_fn"};
   uint32_t ids[] = {1, 2, 3};
   Perf__V1__Stack complete = PERF__V1__STACK__INIT, cut = PERF__V1__STACK__INIT;
@@ -416,8 +417,6 @@ static void send_two_ends(const collector_t *c, unsigned seed, Perf__V1__StackEn
   ev.tid = 7;
   ev.n_stack_counts = 2, ev.stack_counts = scs;
   Perf__V1__Event *evs[] = {&ev};
-  res.app_name = "ends";
-  b.resource = &res;
   batch_frames_t frames;
   batch_set_frames(&b, &frames, strings, ARRAY_LEN(strings));
   b.n_stacks = 2, b.stacks = sts;

@@ -43,44 +43,20 @@ static void make_batch(payload_t *p, unsigned seed) {
   uint8_t id[16];
   for (int i = 0; i < 16; i++)
     id[i] = (uint8_t)(seed * 131 + (unsigned)i * 7 + (unsigned)getpid());
-  Perf__V1__Batch b = PERF__V1__BATCH__INIT;
-  Perf__V1__Resource res = PERF__V1__RESOURCE__INIT;
-  Perf__V1__Module mod = PERF__V1__MODULE__INIT;
-  Perf__V1__Function fn = PERF__V1__FUNCTION__INIT;
-  Perf__V1__Frame frame = PERF__V1__FRAME__INIT;
-  Perf__V1__Stack st = PERF__V1__STACK__INIT;
-  Perf__V1__StackCount sc = PERF__V1__STACK_COUNT__INIT;
-  Perf__V1__Event ev = PERF__V1__EVENT__INIT;
-  char *strings[] = {"", "scoped_function"};
-  Perf__V1__Module *mods[] = {&mod};
-  Perf__V1__Function *fns[] = {&fn};
-  Perf__V1__Frame *frs[] = {&frame};
-  Perf__V1__Stack *sts[] = {&st};
-  Perf__V1__StackCount *scs[] = {&sc};
-  Perf__V1__Event *evs[] = {&ev};
-  uint32_t ids[] = {1, 1, 1};
-  b.batch_id = (ProtobufCBinaryData){16, id};
-  res.app_name = "scopes";
-  b.resource = &res;
-  b.n_strings = 2, b.strings = strings;
-  mod.path = "/usr/bin/scopes";
-  b.n_modules = 1, b.modules = mods;
-  fn.name = 1;
-  b.n_functions = 1, b.functions = fns;
+  batch_one_event_t o;
+  batch_one_event_init(&o, id, "scopes", "/usr/bin/scopes", "scoped_function");
+  Perf__V1__Frame frame = PERF__V1__FRAME__INIT, *frs[] = {&frame};
   frame.module = 1, frame.address = 0x1000, frame.function = 1;
-  b.n_frames = 1, b.frames = frs;
-  st.n_frames = 3, st.frames = ids;
-  b.n_stacks = 1, b.stacks = sts;
-  sc.stack = 1, sc.tid = 9, sc.samples = 5;
-  ev.kind = PERF__V1__EVENT_KIND__EVENT_KIND_HANG;
-  ev.start_unix_nanos = 1700000000000000000 + (int64_t)seed * 1000000;
-  ev.duration_nanos = 300000000;
-  ev.tid = 9;
-  ev.reason = "scoped";
-  ev.n_stack_counts = 1, ev.stack_counts = scs;
-  ev.dominant_stack = 1;
-  b.n_events = 1, b.events = evs;
-  payload_pack(p, &b, 3);
+  o.b.n_frames = 1, o.b.frames = frs;
+  uint32_t ids[] = {1, 1, 1};
+  o.st.n_frames = 3, o.st.frames = ids;
+  o.sc.tid = 9, o.sc.samples = 5;
+  o.ev.kind = PERF__V1__EVENT_KIND__EVENT_KIND_HANG;
+  o.ev.start_unix_nanos = 1700000000000000000 + (int64_t)seed * 1000000;
+  o.ev.duration_nanos = 300000000;
+  o.ev.tid = 9;
+  o.ev.reason = "scoped";
+  payload_pack(p, &o.b, 3);
 }
 
 /* ---- requests ---------------------------------------------------------------- */

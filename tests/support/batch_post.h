@@ -40,6 +40,34 @@ void batch_post(const collector_t *c, Perf__V1__Batch *b, unsigned seed);
 /* The same, whatever the answer: its status, the reply in *r. */
 long batch_post_answer(const collector_t *c, Perf__V1__Batch *b, unsigned seed, reply_t *r);
 
+/* A hand-made batch begun: *b empty but for its resource *res, which
+   names app (version, environment and host: NULL leaves them unset). res
+   must outlive b's use; the caller adds the rest. */
+void batch_begin(Perf__V1__Batch *b, Perf__V1__Resource *res, const char *app, const char *version,
+                 const char *env, const char *host);
+
+/* The batch of one event with one stack, counted once: the shape of the
+   bad-input and access cases. batch_one_event_init sets b's id (copied),
+   its resource (app), one module (module_path), one function (named
+   function, string 1), the stack (stack 1, its frames not set), its count
+   (stack 1) and the event (holding that count, stack 1 dominant), all
+   linked. The caller sets what its case needs: b's frames, st's frame
+   ids, sc's tid and samples, the event's kind, times, tid and reason.
+   Its messages point into it: not to be copied once initialized. */
+typedef struct batch_one_event_s {
+  Perf__V1__Batch b;
+  Perf__V1__Resource res;
+  Perf__V1__Module mod, *mods[1];
+  Perf__V1__Function fn, *fns[1];
+  Perf__V1__Stack st, *sts[1];
+  Perf__V1__StackCount sc, *scs[1];
+  Perf__V1__Event ev, *evs[1];
+  char *strings[2];
+  uint8_t id[16];
+} batch_one_event_t;
+void batch_one_event_init(batch_one_event_t *o, const uint8_t id[16], const char *app,
+                          const char *module_path, const char *function);
+
 /* The functions and frames of a hand-made batch: one of each per name of
    strings[1..n_strings-1] (at most BATCH_MAX_FRAMES), function i naming
    strings[i] and frame i calling function i at 0x1000 + 0x100 * (i - 1).
