@@ -32,6 +32,7 @@
 #include "perf_sdk.h"
 #include "sdk/sampler/module_map.h"
 #include "sdk/wire/batch_decode.h"
+#include "sdk_util.h"
 #include "tempdir.h"
 
 /* ---- the collector as a child process ------------------------------------ */
@@ -117,13 +118,8 @@ static void case_sdk_batch_stored(void) {
   perf_sdk_config_init(&cfg);
   char data_dir[128];
   snprintf(data_dir, sizeof data_dir, "%s/sdk", tempdir_make("perf-coll"));
-  cfg.app_name = "collector-test";
+  sdk_config_upload(&cfg, "collector-test", c.url, GOOD_KEY, data_dir);
   cfg.app_version = "1.2.3";
-  cfg.sink = PERF_SINK_HTTP;
-  cfg.endpoint = c.url;
-  cfg.api_key = GOOD_KEY;
-  cfg.data_dir = data_dir;
-  cfg.batch_max_delay_ms = 200;
   CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
   for (int i = 0; i < 3; i++)
     CHECK_EQ_INT(collector_capture_outer("to the collector"), 2);

@@ -120,14 +120,9 @@ static void feed(const collector_t *c, double hang_ms[2]) {
   perf_sdk_config_init(&cfg);
   char data_dir[128];
   snprintf(data_dir, sizeof data_dir, "%s/sdk", tempdir_make("perf-api"));
-  cfg.app_name = "api-test";
+  sdk_config_upload(&cfg, "api-test", c->url, GOOD_KEY, data_dir);
   cfg.app_version = "2.0.1";
   cfg.environment = "ci";
-  cfg.sink = PERF_SINK_HTTP;
-  cfg.endpoint = c->url;
-  cfg.api_key = GOOD_KEY;
-  cfg.data_dir = data_dir;
-  cfg.batch_max_delay_ms = 200;
   cfg.hang_threshold_ms = 100;
   cfg.hang_sample_interval_ms = 10;
   cfg.hang_max_samples = 100;
