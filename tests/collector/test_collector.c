@@ -25,24 +25,15 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include "batch_post.h"
 #include "check.h"
 #include "collector_rig.h"
 #include "perf/v1/perf.pb-c.h"
 #include "perf_sdk.h"
 #include "sdk/sampler/module_map.h"
 #include "sdk/wire/batch_decode.h"
+#include "sdk_util.h"
 #include "tempdir.h"
-
-/* POST /v1/batches with the SDK's headers; key NULL: no Authorization. */
-static long post_batch(const collector_t *c, const char *key, const char *batch_id_hex,
-                       const void *body, size_t len, reply_t *r) {
-  char auth[128], id[64];
-  snprintf(auth, sizeof auth, "Authorization: Bearer %s", key ? key : "");
-  snprintf(id, sizeof id, "X-Perf-Batch-Id: %s", batch_id_hex);
-  const char *headers[] = {"Content-Type: application/x-protobuf", "Content-Encoding: zstd", id,
-                           key ? auth : "Expect:", NULL};
-  return request(c, "POST", "/v1/batches", headers, body, len, false, r);
-}
 
 /* ---- the collector as a child process ------------------------------------ */
 
@@ -60,78 +51,31 @@ static long vm_rss_kib(pid_t pid) {
 
 /* ---- payloads -------------------------------------------------------------- */
 
-typedef struct payload_s {
-  uint8_t *data;
-  size_t len;
-  char id_hex[33];
-} payload_t;
-
-static void id_to_hex(const uint8_t id[16], char hex[33]) {
-  for (int i = 0; i < 16; i++)
-    snprintf(hex + 2 * i, 3, "%02x", id[i]);
-}
-
-static void compress_into(payload_t *p, const void *raw, size_t len) {
-  size_t cap = ZSTD_compressBound(len);
-  CHECK((p->data = malloc(cap)) != NULL);
-  p->len = ZSTD_compress(p->data, cap, raw, len, 3);
-  CHECK(!ZSTD_isError(p->len));
-}
-
 /* A valid batch: one manual event with one named stack sampled 3 times. */
 static void make_batch(payload_t *p, uint8_t seed) {
   uint8_t id[16];
   for (int i = 0; i < 16; i++)
     id[i] = (uint8_t)(seed * 31 + i + (unsigned)getpid());
-  id_to_hex(id, p->id_hex);
-  Perf__V1__Batch b = PERF__V1__BATCH__INIT;
-  Perf__V1__Resource res = PERF__V1__RESOURCE__INIT;
-  Perf__V1__Module mod = PERF__V1__MODULE__INIT;
-  Perf__V1__Function fn = PERF__V1__FUNCTION__INIT;
+  batch_one_event_t o;
+  batch_one_event_init(&o, id, "hand-made", "/usr/bin/hand", "hand_made_function");
+  o.b.sequence = 1;
+  o.res.host = "test-host";
+  o.res.pid = 42;
+  o.b.symbolized = true;
   Perf__V1__Frame fr[2] = {PERF__V1__FRAME__INIT, PERF__V1__FRAME__INIT};
-  Perf__V1__Stack st = PERF__V1__STACK__INIT;
-  Perf__V1__StackCount sc = PERF__V1__STACK_COUNT__INIT;
-  Perf__V1__Event ev = PERF__V1__EVENT__INIT;
-  char *strings[] = {"", "hand_made_function"};
-  Perf__V1__Module *mods[] = {&mod};
-  Perf__V1__Function *fns[] = {&fn};
   Perf__V1__Frame *frs[] = {&fr[0], &fr[1]};
-  Perf__V1__Stack *sts[] = {&st};
-  Perf__V1__StackCount *scs[] = {&sc};
-  Perf__V1__Event *evs[] = {&ev};
-  uint32_t frame_ids[] = {1, 2};
-  b.batch_id = (ProtobufCBinaryData){16, id};
-  b.sequence = 1;
-  res.app_name = "hand-made";
-  res.host = "test-host";
-  res.pid = 42;
-  b.resource = &res;
-  b.symbolized = true;
-  b.n_strings = 2, b.strings = strings;
-  mod.path = "/usr/bin/hand";
-  b.n_modules = 1, b.modules = mods;
-  fn.name = 1;
-  b.n_functions = 1, b.functions = fns;
   fr[0].module = 1, fr[0].address = 0x1234, fr[0].function = 1, fr[0].function_offset = 4;
   fr[1].module = 1, fr[1].address = 0x5678; /* unnamed: module + address */
-  b.n_frames = 2, b.frames = frs;
-  st.n_frames = 2, st.frames = frame_ids;
-  b.n_stacks = 1, b.stacks = sts;
-  sc.stack = 1, sc.tid = 7, sc.samples = 3;
-  ev.kind = PERF__V1__EVENT_KIND__EVENT_KIND_MANUAL;
-  ev.start_unix_nanos = 1700000000000000000;
-  ev.duration_nanos = 5000000;
-  ev.tid = 7;
-  ev.reason = "hand made";
-  ev.n_stack_counts = 1, ev.stack_counts = scs;
-  ev.dominant_stack = 1;
-  b.n_events = 1, b.events = evs;
-  size_t len = perf__v1__batch__get_packed_size(&b);
-  uint8_t *raw = malloc(len);
-  CHECK(raw != NULL);
-  perf__v1__batch__pack(&b, raw);
-  compress_into(p, raw, len);
-  free(raw);
+  o.b.n_frames = 2, o.b.frames = frs;
+  uint32_t frame_ids[] = {1, 2};
+  o.st.n_frames = 2, o.st.frames = frame_ids;
+  o.sc.tid = 7, o.sc.samples = 3;
+  o.ev.kind = PERF__V1__EVENT_KIND__EVENT_KIND_MANUAL;
+  o.ev.start_unix_nanos = 1700000000000000000;
+  o.ev.duration_nanos = 5000000;
+  o.ev.tid = 7;
+  o.ev.reason = "hand made";
+  payload_pack(p, &o.b, 3);
 }
 
 /* One small zstd frame that expands to `expanded` zero bytes, with a small
@@ -158,19 +102,6 @@ static void make_bomb(payload_t *p, size_t expanded) {
   ZSTD_freeCCtx(cc);
 }
 
-/* ---- database ------------------------------------------------------------- */
-
-static long long metric(const collector_t *c, const char *line_prefix) {
-  reply_t r;
-  const char *read_key[] = {"Authorization: Bearer " GOOD_KEY, NULL}; /* /metrics needs read */
-  CHECK_EQ_INT(request(c, "GET", "/metrics", read_key, NULL, 0, false, &r), 200);
-  char line[256];
-  snprintf(line, sizeof line, "\n%s", line_prefix); /* a sample line, not # HELP */
-  const char *p = strstr(r.body, line);
-  CHECKF(p != NULL, "no %s in /metrics", line_prefix);
-  return atoll(p + strlen(line));
-}
-
 /* ---- cases ------------------------------------------------------------------ */
 
 static CHAIN int collector_capture_inner(const char *reason) {
@@ -187,13 +118,8 @@ static void case_sdk_batch_stored(void) {
   perf_sdk_config_init(&cfg);
   char data_dir[128];
   snprintf(data_dir, sizeof data_dir, "%s/sdk", tempdir_make("perf-coll"));
-  cfg.app_name = "collector-test";
+  sdk_config_upload(&cfg, "collector-test", c.url, GOOD_KEY, data_dir);
   cfg.app_version = "1.2.3";
-  cfg.sink = PERF_SINK_HTTP;
-  cfg.endpoint = c.url;
-  cfg.api_key = GOOD_KEY;
-  cfg.data_dir = data_dir;
-  cfg.batch_max_delay_ms = 200;
   CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
   for (int i = 0; i < 3; i++)
     CHECK_EQ_INT(collector_capture_outer("to the collector"), 2);
@@ -203,10 +129,10 @@ static void case_sdk_batch_stored(void) {
   CHECK(st.batches_written >= 1);
   CHECK_EQ_INT(st.batches_sent, st.batches_written);
   CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
-  CHECK_EQ_INT(metric(&c, "perf_collector_batches_accepted_total "), st.batches_sent);
-  CHECK(metric(&c, "perf_collector_samples_total ") >= 3);
-  CHECK(metric(&c, "perf_collector_db_bytes ") > 0);
-  CHECK_EQ_INT(metric(&c, "perf_collector_ingest_seconds_count "), st.batches_sent);
+  CHECK_EQ_INT(metric(&c, "perf_collector_batches_accepted_total"), st.batches_sent);
+  CHECK(metric(&c, "perf_collector_samples_total") >= 3);
+  CHECK(metric(&c, "perf_collector_db_bytes") > 0);
+  CHECK_EQ_INT(metric(&c, "perf_collector_ingest_seconds_count"), st.batches_sent);
   collector_stop_healthy(&c);
   CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM batches WHERE app = 'collector-test'"
                               " AND version = '1.2.3'"),
@@ -280,8 +206,8 @@ static void case_key_rotation(void) {
   /* The uploader may be in its request or loading libcurl: a loaded
      machine needs more than a second to see it out. */
   CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
-  CHECK(metric(&c, "perf_collector_batches_rejected_total{reason=\"unauthorized\"} ") >= 1);
-  CHECK_EQ_INT(metric(&c, "perf_collector_batches_accepted_total "), 0);
+  CHECK(metric(&c, "perf_collector_batches_rejected_total{reason=\"unauthorized\"}") >= 1);
+  CHECK_EQ_INT(metric(&c, "perf_collector_batches_accepted_total"), 0);
 
   rotation_config(&cfg, &c, data_dir, GOOD_KEY); /* the next release */
   CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
@@ -419,7 +345,7 @@ static void case_no_auth(void) {
                          "Content-Type: application/x-protobuf", "Content-Encoding: zstd", NULL};
   CHECK_EQ_INT(request(&c, "POST", "/v1/batches", basic, p.data, p.len, false, &r), 401);
   CHECK_EQ_INT(post_batch(&c, "", p.id_hex, p.data, p.len, &r), 401);
-  CHECK_EQ_INT(metric(&c, "perf_collector_batches_rejected_total{reason=\"unauthorized\"} "), 3);
+  CHECK_EQ_INT(metric(&c, "perf_collector_batches_rejected_total{reason=\"unauthorized\"}"), 3);
   collector_stop_healthy(&c);
   CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM batches"), 0);
   free(p.data);
@@ -435,9 +361,9 @@ static void case_wrong_key(void) {
   CHECK_EQ_INT(post_batch(&c, "wrong-key", bomb.id_hex, bomb.data, bomb.len, &r), 401);
   CHECKF(now_s() - t0 < 2.0, "401 took %.2f s", now_s() - t0);
   /* Refused from the headers: the bomb was never decompressed. */
-  CHECK_EQ_INT(metric(&c, "perf_collector_batches_rejected_total{reason=\"unauthorized\"} "), 1);
+  CHECK_EQ_INT(metric(&c, "perf_collector_batches_rejected_total{reason=\"unauthorized\"}"), 1);
   CHECK_EQ_INT(
-      metric(&c, "perf_collector_batches_rejected_total{reason=\"decompressed_too_large\"} "), 0);
+      metric(&c, "perf_collector_batches_rejected_total{reason=\"decompressed_too_large\"}"), 0);
   payload_t p;
   make_batch(&p, 2);
   CHECK_EQ_INT(post_batch(&c, "good-keyX", p.id_hex, p.data, p.len, &r), 401);
@@ -462,7 +388,7 @@ static void case_oversized_body(void) {
                            "Content-Type: application/x-protobuf", "Content-Encoding: zstd",
                            "X-Perf-Batch-Id: 00112233445566778899aabbccddeeff", NULL};
   CHECK_EQ_INT(request(&c, "POST", "/v1/batches", headers, big, len, true, &r), 413);
-  CHECK_EQ_INT(metric(&c, "perf_collector_batches_rejected_total{reason=\"body_too_large\"} "), 2);
+  CHECK_EQ_INT(metric(&c, "perf_collector_batches_rejected_total{reason=\"body_too_large\"}"), 2);
   free(big);
   collector_stop_healthy(&c);
 }
@@ -483,7 +409,7 @@ static void case_zstd_bomb(void) {
   long after = vm_rss_kib(c.pid);
   CHECKF(after - before < 64 * 1024, "RSS grew from %ld to %ld KiB", before, after);
   CHECK_EQ_INT(
-      metric(&c, "perf_collector_batches_rejected_total{reason=\"decompressed_too_large\"} "), 6);
+      metric(&c, "perf_collector_batches_rejected_total{reason=\"decompressed_too_large\"}"), 6);
   collector_stop_healthy(&c);
   CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM batches"), 0);
   free(bomb.data);
@@ -496,7 +422,7 @@ static void case_garbage_protobuf(void) {
   for (size_t i = 0; i < sizeof garbage; i++)
     garbage[i] = (uint8_t)(0xff - (i * 13 % 7));
   payload_t p;
-  compress_into(&p, garbage, sizeof garbage);
+  payload_compress(&p, garbage, sizeof garbage, 3);
   reply_t r;
   const char *id = "00112233445566778899aabbccddeeff";
   CHECK_EQ_INT(post_batch(&c, GOOD_KEY, id, p.data, p.len, &r), 400);
@@ -512,7 +438,7 @@ static void case_garbage_protobuf(void) {
   CHECK_EQ_INT(post_batch(&c, GOOD_KEY, id, p.data, p.len, &r), 400);
   CHECKF(strstr(r.body, "X-Perf-Batch-Id") != NULL, "body: %s", r.body);
   CHECK_EQ_INT(post_batch(&c, GOOD_KEY, "xyz", p.data, p.len, &r), 400);
-  CHECK_EQ_INT(metric(&c, "perf_collector_batches_rejected_total{reason=\"bad_payload\"} "), 4);
+  CHECK_EQ_INT(metric(&c, "perf_collector_batches_rejected_total{reason=\"bad_payload\"}"), 4);
   collector_stop_healthy(&c);
   CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM batches"), 0);
   free(p.data);
@@ -551,9 +477,9 @@ static void case_repeated_batch_id(void) {
   CHECK_EQ_INT(post_batch(&c, GOOD_KEY, p.id_hex, p.data, p.len, &r), 200);
   CHECK_EQ_INT(post_batch(&c, GOOD_KEY, p.id_hex, p.data, p.len, &r), 200);
   CHECKF(strstr(r.body, "duplicate") != NULL, "body: %s", r.body);
-  CHECK_EQ_INT(metric(&c, "perf_collector_batches_accepted_total "), 1);
-  CHECK_EQ_INT(metric(&c, "perf_collector_events_total "), 1);
-  CHECK_EQ_INT(metric(&c, "perf_collector_samples_total "), 3);
+  CHECK_EQ_INT(metric(&c, "perf_collector_batches_accepted_total"), 1);
+  CHECK_EQ_INT(metric(&c, "perf_collector_events_total"), 1);
+  CHECK_EQ_INT(metric(&c, "perf_collector_samples_total"), 3);
   collector_stop_healthy(&c);
   CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM batches"), 1);
   CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM events"), 1);
@@ -579,7 +505,7 @@ static void case_rate_limit(void) {
   CHECKF(atoi(r.retry_after) >= 1, "Retry-After '%s'", r.retry_after);
   /* Buckets are per key: the other key still has its burst. */
   CHECK_EQ_INT(post_batch(&c, "second-key", p[2].id_hex, p[2].data, p[2].len, &r), 200);
-  CHECK_EQ_INT(metric(&c, "perf_collector_batches_rejected_total{reason=\"rate_limited\"} "), 1);
+  CHECK_EQ_INT(metric(&c, "perf_collector_batches_rejected_total{reason=\"rate_limited\"}"), 1);
   sleep(2); /* refilled */
   CHECK_EQ_INT(post_batch(&c, GOOD_KEY, p[2].id_hex, p[2].data, p[2].len, &r), 200);
   collector_stop_healthy(&c);

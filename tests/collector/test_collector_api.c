@@ -34,6 +34,7 @@
 #include "pprof_check.h"
 #include "sdk_util.h"
 #include "tempdir.h"
+#include "test_util.h"
 
 #define HANG_MS 400.0      /* each of the two hangs: busy this long in stuck_in_here */
 #define FEED_DEADLINE_S 60 /* feed gives up waiting for the CPU monitor after this */
@@ -56,10 +57,6 @@ static CHAIN void *cpu_burner(void *arg) {
 }
 
 static void sdk_flush_and_stop(void);
-
-static double now_ms(void) {
-  return now_s() * 1000.0;
-}
 
 /* Two leaf calls of the same cost, all in user space (a system call such
    as sched_yield would collect the samples: signals are delivered on the
@@ -87,13 +84,13 @@ static CHAIN void stuck_in_here(double ms, const char *label) {
   perf_sdk_stats_t st;
   CHECK_EQ_INT(perf_sdk_get_stats(&st), PERF_OK);
   const uint64_t samples0 = st.samples_taken;
-  double start = now_ms();
+  double start = (double)now_ns() / 1e6;
   for (unsigned i = 0;; i++) {
     if (i & 1)
       leaf_hash();
     else
       leaf_mix();
-    double now = now_ms();
+    double now = (double)now_ns() / 1e6;
     if (now < start + ms || i % 64 != 0) continue;
     CHECK_EQ_INT(perf_sdk_get_stats(&st), PERF_OK);
     if (st.samples_taken - samples0 >= HANG_SAMPLES) break;
@@ -123,24 +120,19 @@ static void feed(const collector_t *c, double hang_ms[2]) {
   perf_sdk_config_init(&cfg);
   char data_dir[128];
   snprintf(data_dir, sizeof data_dir, "%s/sdk", tempdir_make("perf-api"));
-  cfg.app_name = "api-test";
+  sdk_config_upload(&cfg, "api-test", c->url, GOOD_KEY, data_dir);
   cfg.app_version = "2.0.1";
   cfg.environment = "ci";
-  cfg.sink = PERF_SINK_HTTP;
-  cfg.endpoint = c->url;
-  cfg.api_key = GOOD_KEY;
-  cfg.data_dir = data_dir;
-  cfg.batch_max_delay_ms = 200;
   cfg.hang_threshold_ms = 100;
   cfg.hang_sample_interval_ms = 10;
   cfg.hang_max_samples = 100;
   cfg.cpu_threshold_percent = 25600; /* 256 cores: no burst in this run */
   CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
   for (int i = 0; i < 2; i++) {
-    double t0 = now_ms();
+    double t0 = (double)now_ns() / 1e6;
     /* marks busy and idle inside stuck_in_here; the first unit labelled */
     handle_request(HANG_MS, i == 0 ? LABEL : NULL);
-    hang_ms[i] = now_ms() - t0;
+    hang_ms[i] = (double)now_ns() / 1e6 - t0;
     usleep(200000);
   }
   perf_sdk_stats_t st;
@@ -378,12 +370,6 @@ static void case_bad_parameters(void) {
   collector_stop_healthy(&c);
 }
 
-/* GET path with the good key into *r (the caller's, it is large). */
-static long get_keyed(const collector_t *c, const char *path, reply_t *r) {
-  const char *headers[] = {"Authorization: Bearer " GOOD_KEY, NULL};
-  return request(c, "GET", path, headers, NULL, 0, false, r);
-}
-
 /* Feed c, then wait for the hang group to show (batches are stored as the
    SDK sends them; poll anyway, like the other cases). hang_ms: as
    feed's. */
@@ -414,7 +400,7 @@ static void case_export_folded(void) {
   fed(&c, hang_ms);
   reply_t *r = malloc(sizeof *r);
   CHECK(r != NULL);
-  CHECK_EQ_INT(get_keyed(&c, "/api/v1/export/folded?kind=hang&app=api-test", r), 200);
+  CHECK_EQ_INT(get_key(&c, GOOD_KEY, "/api/v1/export/folded?kind=hang&app=api-test", r), 200);
   fprintf(stderr, "folded hang:\n%.4000s\n", r->body);
   CHECK(r->body_len > 0 && r->body[r->body_len - 1] == '\n');
   size_t lines = 0, stuck = 0;
@@ -450,9 +436,9 @@ static void case_export_folded(void) {
   CHECKF(total == top_samples, "folded %lld samples, top-stacks %lld", total,
          (long long)top_samples);
   /* cpu too; filters and errors like top-stacks. */
-  CHECK_EQ_INT(get_keyed(&c, "/api/v1/export/folded?kind=cpu", r), 200);
+  CHECK_EQ_INT(get_key(&c, GOOD_KEY, "/api/v1/export/folded?kind=cpu", r), 200);
   CHECK(r->body_len > 0);
-  CHECK_EQ_INT(get_keyed(&c, "/api/v1/export/folded?kind=hang&app=other", r), 200);
+  CHECK_EQ_INT(get_key(&c, GOOD_KEY, "/api/v1/export/folded?kind=hang&app=other", r), 200);
   CHECK(r->body_len == 0);
   j = get_json(&c, "/api/v1/export/folded?kind=wall", &status);
   CHECK_EQ_INT(status, 400);
@@ -692,7 +678,7 @@ static void case_events(void) {
 static long long folded_total(const collector_t *c, const char *query, reply_t *r) {
   char path[256];
   snprintf(path, sizeof path, "/api/v1/export/folded?%s", query);
-  CHECK_EQ_INT(get_keyed(c, path, r), 200);
+  CHECK_EQ_INT(get_key(c, GOOD_KEY, path, r), 200);
   long long total = 0;
   for (char *line = r->body; *line;) {
     char *nl = strchr(line, '\n');
@@ -712,7 +698,7 @@ static pprof_profile_t *pprof_fetched(const collector_t *c, const char *query, r
                                       const char *name, char file[256]) {
   char path[256];
   snprintf(path, sizeof path, "/api/v1/export/pprof?%s", query);
-  CHECK_EQ_INT(get_keyed(c, path, r), 200);
+  CHECK_EQ_INT(get_key(c, GOOD_KEY, path, r), 200);
   CHECK(r->body_len > 0 && r->body_len < sizeof r->body - 1);
   snprintf(file, 256, "%s/%s", tempdir_make("perf-api"), name);
   FILE *f = fopen(file, "wb");

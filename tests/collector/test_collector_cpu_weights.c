@@ -78,12 +78,9 @@ static long send_cpu_event(const collector_t *c, const char *app, const uint64_t
   ev.n_sample_errors = 1, ev.sample_errors = errors;
   ev.n_sample_weights_micros = n_weights, ev.sample_weights_micros = (uint64_t *)weights;
   Perf__V1__Event *evs[] = {&ev};
-  Perf__V1__Resource res = PERF__V1__RESOURCE__INIT;
-  res.app_name = (char *)app;
-  res.app_version = "1.0";
-  res.environment = "prod";
-  Perf__V1__Batch b = PERF__V1__BATCH__INIT;
-  b.resource = &res;
+  Perf__V1__Resource res;
+  Perf__V1__Batch b;
+  batch_begin(&b, &res, app, "1.0", "prod", NULL);
   batch_frames_t frames;
   batch_set_frames(&b, &frames, strings, ARRAY_LEN(strings));
   b.n_stacks = 2, b.stacks = sts;
@@ -93,13 +90,6 @@ static long send_cpu_event(const collector_t *c, const char *app, const uint64_t
 
 /* 1 ms on each sample of cpu_often, 9 ms on cpu_rare's, 0 on the failed one. */
 static const uint64_t WEIGHTS[] = {1000, 9000, 0, 1000, 1000};
-
-static json_t *get_ok(const collector_t *c, const char *path) {
-  long status = 0;
-  json_t *o = get_json(c, path, &status);
-  CHECKF(status == 200 && o, "GET %s -> %ld", path, status);
-  return o;
-}
 
 static long long int_of(const json_t *o, const char *key) {
   json_t *v = json_object_get(o, key);
@@ -124,20 +114,6 @@ static void check_top(const collector_t *c, const char *query, const char *want)
   }
   json_decref(o);
   CHECKF(strcmp(got, want) == 0, "top-stacks?%s: %s, want %s", query, got, want);
-}
-
-/* The text of GET path (status 200), malloc'ed. */
-static char *get_text(const collector_t *c, const char *path) {
-  reply_t *r = malloc(sizeof *r);
-  CHECK(r != NULL);
-  const char *auth[] = {"Authorization: Bearer " GOOD_KEY, NULL};
-  long status = request(c, "GET", path, auth, NULL, 0, false, r);
-  CHECKF(status == 200 && r->total_len == r->body_len, "GET %s -> %ld: %.300s", path, status,
-         r->body);
-  char *text = strdup(r->body);
-  CHECK(text != NULL);
-  free(r);
-  return text;
 }
 
 /* The folded export of query, exactly (its lines sorted by stack). */
@@ -279,10 +255,9 @@ static void send_hang(const collector_t *c, int64_t duration_ms, uint32_t a, uin
   ev.cpu_percent = -1;
   ev.n_stack_counts = b ? 2 : 1, ev.stack_counts = scs, ev.dominant_stack = 1;
   Perf__V1__Event *evs[] = {&ev};
-  Perf__V1__Resource res = PERF__V1__RESOURCE__INIT;
-  res.app_name = "hangs";
-  Perf__V1__Batch batch = PERF__V1__BATCH__INIT;
-  batch.resource = &res;
+  Perf__V1__Resource res;
+  Perf__V1__Batch batch;
+  batch_begin(&batch, &res, "hangs", NULL, NULL, NULL);
   batch_frames_t frames;
   batch_set_frames(&batch, &frames, strings, ARRAY_LEN(strings));
   batch.n_stacks = 2, batch.stacks = sts;
@@ -296,9 +271,7 @@ static void send_hang(const collector_t *c, int64_t duration_ms, uint32_t a, uin
 static void check_pprof_wall(const collector_t *c, const char *want) {
   reply_t *r = malloc(sizeof *r);
   CHECK(r != NULL);
-  const char *auth[] = {"Authorization: Bearer " GOOD_KEY, NULL};
-  CHECK_EQ_INT(
-      request(c, "GET", "/api/v1/export/pprof?kind=hang&app=hangs", auth, NULL, 0, false, r), 200);
+  CHECK_EQ_INT(get_key(c, GOOD_KEY, "/api/v1/export/pprof?kind=hang&app=hangs", r), 200);
   pprof_profile_t *p = pprof_decode_checked(r->body, r->body_len);
   CHECK_EQ_INT(p->n_sample_type, 2);
   CHECK(!strcmp(pprof_string(p, p->sample_type[1]->type), "wall") &&

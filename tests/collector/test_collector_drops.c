@@ -118,7 +118,9 @@ static long send_spec(const collector_t *c, const spec_t *s, unsigned seed, repl
   Perf__V1__Event *evs[] = {&ev};
   Perf__V1__KeyValue kv[ARRAY_LEN(s->tags)];
   Perf__V1__KeyValue *kvs[ARRAY_LEN(s->tags)];
-  Perf__V1__Resource res = PERF__V1__RESOURCE__INIT;
+  Perf__V1__Resource res;
+  Perf__V1__Batch b;
+  batch_begin(&b, &res, s->app, s->version, s->environment, s->host);
   for (size_t i = 0; i < ARRAY_LEN(s->tags) && s->tags[i][0]; i++) {
     perf__v1__key_value__init(&kv[i]);
     kv[i].key = (char *)s->tags[i][0];
@@ -126,16 +128,10 @@ static long send_spec(const collector_t *c, const spec_t *s, unsigned seed, repl
     kvs[res.n_tags++] = &kv[i];
   }
   res.tags = kvs;
-  res.app_name = (char *)s->app;
-  res.app_version = (char *)s->version;
-  res.environment = (char *)s->environment;
-  res.host = (char *)s->host;
   Perf__V1__DropCounters d = PERF__V1__DROP_COUNTERS__INIT;
   d.rate_limited = s->drops[RATE_LIMITED], d.queue_full = s->drops[QUEUE_FULL];
   d.sink_failed = s->drops[SINK_FAILED], d.spool_quota = s->drops[SPOOL_QUOTA];
   d.oversized = s->drops[OVERSIZED];
-  Perf__V1__Batch b = PERF__V1__BATCH__INIT;
-  b.resource = &res;
   b.drops = s->has_drops ? &d : NULL;
   batch_frames_t frames;
   batch_set_frames(&b, &frames, strings, ARRAY_LEN(strings));
@@ -164,13 +160,6 @@ static void send_all(const collector_t *c) {
 }
 
 /* ---- answers ----------------------------------------------------------------- */
-
-static json_t *get_ok(const collector_t *c, const char *path) {
-  long status = 0;
-  json_t *o = get_json(c, path, &status);
-  CHECKF(status == 200, "GET %s -> %ld", path, status);
-  return o;
-}
 
 /* GET /api/v1/drops?query: exactly the sums (rate_limited .. oversized)
    and the batches. */
@@ -217,8 +206,7 @@ static void check_all_drops(const collector_t *c) {
 static void check_metrics(const collector_t *c, const long long want[N_REASONS]) {
   reply_t *r = malloc(sizeof *r);
   CHECK(r != NULL);
-  const char *auth[] = {"Authorization: Bearer " GOOD_KEY, NULL};
-  CHECK_EQ_INT(request(c, "GET", "/metrics", auth, NULL, 0, false, r), 200);
+  CHECK_EQ_INT(get_key(c, GOOD_KEY, "/metrics", r), 200);
   CHECK(strstr(r->body, "# TYPE perf_collector_sdk_events_dropped_total counter\n") != NULL);
   for (int i = 0; i < N_REASONS; i++) {
     char line[160];
@@ -283,8 +271,7 @@ static void check_top(const collector_t *c, const char *query, const char *want)
 static void check_text(const collector_t *c, const char *path, long want_status, const char *want) {
   reply_t *r = malloc(sizeof *r);
   CHECK(r != NULL);
-  const char *auth[] = {"Authorization: Bearer " GOOD_KEY, NULL};
-  long status = request(c, "GET", path, auth, NULL, 0, false, r);
+  long status = get_key(c, GOOD_KEY, path, r);
   CHECKF(status == want_status && (!want || body_is(r, want)), "%s -> %ld %.400s", path, status,
          r->body);
   free(r);
@@ -318,8 +305,7 @@ static void check_pprof(const collector_t *c, const char *query, int64_t samples
   snprintf(path, sizeof path, "/api/v1/export/pprof?kind=cpu&%s", query);
   reply_t *r = malloc(sizeof *r);
   CHECK(r != NULL);
-  const char *auth[] = {"Authorization: Bearer " GOOD_KEY, NULL};
-  CHECK_EQ_INT(request(c, "GET", path, auth, NULL, 0, false, r), 200);
+  CHECK_EQ_INT(get_key(c, GOOD_KEY, path, r), 200);
   CHECK(r->body_len == r->total_len);
   pprof_profile_t *p = pprof_decode_checked(r->body, r->body_len);
   CHECKF(pprof_value_total(p, 0) == samples, "%s: %lld samples", path,

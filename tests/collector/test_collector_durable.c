@@ -58,8 +58,9 @@ static void make_id(uint8_t id[16], unsigned thread, unsigned n) {
 /* A small batch of app `app`: one CPU event, one stack of two named
    frames, 5 samples. The status; the answer in *r. */
 static long send_small(const collector_t *c, const char *app, const uint8_t id[16], reply_t *r) {
-  Perf__V1__Batch b = PERF__V1__BATCH__INIT;
-  Perf__V1__Resource res = PERF__V1__RESOURCE__INIT;
+  Perf__V1__Resource res;
+  Perf__V1__Batch b;
+  batch_begin(&b, &res, app, NULL, NULL, NULL);
   char *strings[] = {"", "durable_leaf", "durable_root"};
   uint32_t frame_ids[] = {1, 2};
   Perf__V1__Stack st = PERF__V1__STACK__INIT, *sts[] = {&st};
@@ -73,8 +74,6 @@ static long send_small(const collector_t *c, const char *app, const uint8_t id[1
   ev.duration_nanos = 1000000;
   ev.tid = 7;
   ev.n_stack_counts = 1, ev.stack_counts = scs;
-  res.app_name = (char *)app;
-  b.resource = &res;
   batch_frames_t frames;
   batch_set_frames(&b, &frames, strings, ARRAY_LEN(strings));
   b.n_stacks = 1, b.stacks = sts;
@@ -138,8 +137,7 @@ static void expect_lost(const collector_t *c, const char *path, const char *happ
   CHECK_EQ_INT(status, 200);
   CHECK_EQ_INT(json_array_size(json_object_get(j, "events")), 0);
   json_decref(j);
-  const char *auth[] = {"Authorization: Bearer " GOOD_KEY, NULL};
-  CHECK_EQ_INT(request(c, "GET", "/metrics", auth, NULL, 0, false, r), 200);
+  CHECK_EQ_INT(get_key(c, GOOD_KEY, "/metrics", r), 200);
   CHECKF(strstr(r->body, "\nperf_collector_db_lost 1\n") != NULL, "%s", r->body);
   CHECKF(strstr(r->body, "perf_collector_batches_rejected_total{reason=\"db_lost\"} 2\n") != NULL,
          "%s", r->body);
@@ -258,8 +256,7 @@ static void case_sdk_keeps_batch(void) {
     CHECK_EQ_INT(perf_sdk_get_stats(&st), PERF_OK);
   } while (st.batches_retried < 1);
   CHECK_EQ_INT(st.batches_sent, 0);
-  const char *auth[] = {"Authorization: Bearer " GOOD_KEY, NULL};
-  CHECK_EQ_INT(request(&c, "GET", "/metrics", auth, NULL, 0, false, r), 200);
+  CHECK_EQ_INT(get_key(&c, GOOD_KEY, "/metrics", r), 200);
   CHECKF(strstr(r->body, "perf_collector_batches_rejected_total{reason=\"db_lost\"} 1\n") != NULL,
          "%s", r->body);
   CHECKF(strstr(r->body, "\nperf_collector_batches_accepted_total 0\n") != NULL, "%s", r->body);

@@ -27,8 +27,8 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <zstd.h>
 
+#include "batch_post.h"
 #include "check.h"
 #include "collector_rig.h"
 #include "perf/v1/perf.pb-c.h"
@@ -55,34 +55,8 @@
 
 /* ---- payloads ------------------------------------------------------------- */
 
-typedef struct payload_s {
-  uint8_t *data;
-  size_t len;
-  char id_hex[33];
-} payload_t;
-
-static void batch_id(uint8_t id[16], char hex[33], unsigned seed) {
-  for (int i = 0; i < 16; i++) {
-    id[i] = (uint8_t)(seed * 131 + (unsigned)i * 7 + (unsigned)getpid());
-    snprintf(hex + 2 * i, 3, "%02x", id[i]);
-  }
-}
-
-static void compress_into(payload_t *p, const void *raw, size_t len) {
-  size_t cap = ZSTD_compressBound(len);
-  CHECK((p->data = malloc(cap)) != NULL);
-  p->len = ZSTD_compress(p->data, cap, raw, len, 19);
-  CHECK(!ZSTD_isError(p->len));
-}
-
-static void pack_into(payload_t *p, const Perf__V1__Batch *b) {
-  size_t len = perf__v1__batch__get_packed_size(b);
-  uint8_t *raw = malloc(len ? len : 1);
-  CHECK(raw != NULL);
-  perf__v1__batch__pack(b, raw);
-  compress_into(p, raw, len);
-  free(raw);
-}
+/* zstd's level 19: the smallest bodies for what they expand to. */
+#define HOSTILE_LEVEL 19
 
 /* What a hostile batch is made of: one hang event whose one stack is
    `depth` copies of one named frame (depth 0: no stack), `empty_frames`
@@ -95,21 +69,9 @@ typedef struct shape_s {
 
 static void make_hostile(payload_t *p, const shape_t *sh, unsigned seed) {
   uint8_t id[16];
-  batch_id(id, p->id_hex, seed);
-  Perf__V1__Batch b = PERF__V1__BATCH__INIT;
-  Perf__V1__Resource res = PERF__V1__RESOURCE__INIT;
-  Perf__V1__Module mod = PERF__V1__MODULE__INIT;
-  Perf__V1__Function fn = PERF__V1__FUNCTION__INIT;
+  for (int i = 0; i < 16; i++)
+    id[i] = (uint8_t)(seed * 131 + (unsigned)i * 7 + (unsigned)getpid());
   Perf__V1__Frame frame = PERF__V1__FRAME__INIT, empty = PERF__V1__FRAME__INIT;
-  Perf__V1__Stack st = PERF__V1__STACK__INIT;
-  Perf__V1__StackCount sc = PERF__V1__STACK_COUNT__INIT;
-  Perf__V1__Event ev = PERF__V1__EVENT__INIT;
-  char *strings[] = {"", "recurse_forever"};
-  Perf__V1__Module *mods[] = {&mod};
-  Perf__V1__Function *fns[] = {&fn};
-  Perf__V1__Stack *sts[] = {&st};
-  Perf__V1__StackCount *scs[] = {&sc};
-  Perf__V1__Event *evs[] = {&ev};
   Perf__V1__Line line = PERF__V1__LINE__INIT;
   Perf__V1__Line **lines = calloc(sh->lines ? sh->lines : 1, sizeof *lines);
   CHECK(lines != NULL);
@@ -130,54 +92,27 @@ static void make_hostile(payload_t *p, const shape_t *sh, unsigned seed) {
     frs[i] = &empty;
   for (size_t i = 0; i < sh->depth; i++)
     ids[i] = 1;
-  b.batch_id = (ProtobufCBinaryData){16, id};
-  res.app_name = (char *)(sh->app ? sh->app : "hostile");
-  b.resource = &res;
-  b.n_strings = 2, b.strings = strings;
-  mod.path = sh->path_bytes ? path : "/usr/bin/hostile";
-  b.n_modules = 1, b.modules = mods;
-  fn.name = 1;
-  b.n_functions = 1, b.functions = fns;
+  batch_one_event_t o;
+  batch_one_event_init(&o, id, sh->app ? sh->app : "hostile",
+                       sh->path_bytes ? path : "/usr/bin/hostile", "recurse_forever");
   frame.module = 1, frame.address = 0x1000, frame.function = 1;
-  b.n_frames = n_frames, b.frames = frs;
-  st.n_frames = sh->depth, st.frames = ids;
-  b.n_stacks = sh->depth ? 1 : 0, b.stacks = sts;
-  sc.stack = 1, sc.tid = 9, sc.samples = 5;
-  ev.kind = PERF__V1__EVENT_KIND__EVENT_KIND_HANG;
-  ev.start_unix_nanos = 1700000000000000000 + (int64_t)seed * 1000000;
-  ev.duration_nanos = 300000000;
-  ev.tid = 9;
-  ev.reason = reason;
-  ev.n_stack_counts = sh->depth ? 1 : 0, ev.stack_counts = scs;
-  ev.dominant_stack = sh->depth ? 1 : 0;
-  b.n_events = 1, b.events = evs;
-  pack_into(p, &b);
+  o.b.n_frames = n_frames, o.b.frames = frs;
+  o.st.n_frames = sh->depth, o.st.frames = ids;
+  o.b.n_stacks = sh->depth ? 1 : 0;
+  o.sc.tid = 9, o.sc.samples = 5;
+  o.ev.kind = PERF__V1__EVENT_KIND__EVENT_KIND_HANG;
+  o.ev.start_unix_nanos = 1700000000000000000 + (int64_t)seed * 1000000;
+  o.ev.duration_nanos = 300000000;
+  o.ev.tid = 9;
+  o.ev.reason = reason;
+  o.ev.n_stack_counts = sh->depth ? 1 : 0;
+  o.ev.dominant_stack = sh->depth ? 1 : 0;
+  payload_pack(p, &o.b, HOSTILE_LEVEL);
   free(frs);
   free(ids);
   free(reason);
   free(path);
   free(lines);
-}
-
-/* POST /v1/batches with the SDK's headers and key. */
-static long post_batch_key(const collector_t *c, const char *key, const payload_t *p, reply_t *r) {
-  char auth[128], id[64];
-  snprintf(auth, sizeof auth, "Authorization: Bearer %s", key);
-  snprintf(id, sizeof id, "X-Perf-Batch-Id: %s", p->id_hex);
-  const char *headers[] = {"Content-Type: application/x-protobuf", "Content-Encoding: zstd", id,
-                           auth, NULL};
-  return request(c, "POST", "/v1/batches", headers, p->data, p->len, false, r);
-}
-
-static long post_batch(const collector_t *c, const payload_t *p, reply_t *r) {
-  return post_batch_key(c, GOOD_KEY, p, r);
-}
-
-static long get_key(const collector_t *c, const char *key, const char *path, reply_t *r) {
-  char auth[128];
-  snprintf(auth, sizeof auth, "Authorization: Bearer %s", key);
-  const char *headers[] = {auth, NULL};
-  return request(c, "GET", path, headers, NULL, 0, false, r);
 }
 
 /* GET path with the good key, parsed as JSON with no depth limit beyond
@@ -285,7 +220,7 @@ static void deep_stack(size_t depth, size_t max_body) {
   fprintf(stderr, "a stack of %zu frames: %zu bytes of body\n", depth, p.len);
   CHECKF(p.len <= max_body, "body %zu bytes", p.len);
   reply_t r;
-  CHECK_EQ_INT(post_batch(&c, &p, &r), 200);
+  CHECK_EQ_INT(payload_post(&c, GOOD_KEY, &p, &r), 200);
   CHECK_EQ_INT(dashboard_gets(&c), 1 + 512); /* "all", then the cut stack */
   check_peak(&c, idle, depth > 100000 ? "1,000,000-frame stack" : "20,000-frame stack");
   collector_stop_healthy(&c);
@@ -315,12 +250,12 @@ static void case_empty_frames(void) {
   make_hostile(&p, &(shape_t){.depth = 1, .empty_frames = 4u << 20}, 2); /* 8 MiB */
   fprintf(stderr, "8 MiB of empty frames: %zu bytes of body\n", p.len);
   reply_t r;
-  CHECK_EQ_INT(post_batch(&c, &p, &r), 413);
+  CHECK_EQ_INT(payload_post(&c, GOOD_KEY, &p, &r), 413);
   CHECKF(strstr(r.body, "--max-batch-frames 65536") != NULL, "body: %s", r.body);
   /* Under the frames limit, the decoded-size estimate still holds. */
   free(p.data);
   make_hostile(&p, &(shape_t){.depth = 1, .empty_frames = 60000}, 3);
-  CHECK_EQ_INT(post_batch(&c, &p, &r), 200);
+  CHECK_EQ_INT(payload_post(&c, GOOD_KEY, &p, &r), 200);
   check_peak(&c, idle, "8 MiB of empty frames");
   collector_stop_healthy(&c);
   free(p.data);
@@ -337,10 +272,10 @@ static void case_near_decoded_cap(void) {
   reply_t r;
   make_hostile(&p, &(shape_t){.depth = 1, .empty_frames = 65000, .lines = 5}, 4);
   fprintf(stderr, "65,000 frames x 5 lines: %zu bytes of body\n", p.len);
-  CHECKF(post_batch(&c, &p, &r) == 200, "%s", r.body);
+  CHECKF(payload_post(&c, GOOD_KEY, &p, &r) == 200, "%s", r.body);
   free(p.data);
   make_hostile(&p, &(shape_t){.depth = 1, .empty_frames = 65000, .lines = 8}, 5);
-  CHECK_EQ_INT(post_batch(&c, &p, &r), 413);
+  CHECK_EQ_INT(payload_post(&c, GOOD_KEY, &p, &r), 413);
   CHECKF(strstr(r.body, "--max-decoded-bytes 67108864") != NULL, "body: %s", r.body);
   check_peak(&c, idle, "the decoded-size estimate's edge");
   collector_stop_healthy(&c);
@@ -362,7 +297,7 @@ static void case_huge_strings(void) {
     make_hostile(&p, &(shape_t){.depth = 3, .reason_bytes = 4u << 20}, 10 + i);
     if (i == 0) fprintf(stderr, "a 4 MiB string: %zu bytes of body\n", p.len);
     CHECK(p.len < 1024);
-    CHECK_EQ_INT(post_batch(&c, &p, r), 200);
+    CHECK_EQ_INT(payload_post(&c, GOOD_KEY, &p, r), 200);
     free(p.data);
   }
   CHECK_EQ_INT(get_key(&c, GOOD_KEY, "/api/v1/events?limit=1000", r), 200);
@@ -388,7 +323,7 @@ static void case_many_tiny_batches(void) {
     snprintf(app, sizeof app, "tiny-%u", i);
     payload_t p;
     make_hostile(&p, &(shape_t){.depth = 1000000, .app = app}, 100 + i);
-    CHECK_EQ_INT(post_batch(&c, &p, &r), 200);
+    CHECK_EQ_INT(payload_post(&c, GOOD_KEY, &p, &r), 200);
     free(p.data);
   }
   CHECK_EQ_INT(dashboard_gets(&c), 1 + 512);
@@ -404,15 +339,15 @@ static void case_batch_limits(void) {
   payload_t p;
   reply_t r;
   make_hostile(&p, &(shape_t){.depth = 1, .empty_frames = 10}, 200);
-  CHECK_EQ_INT(post_batch(&c, &p, &r), 413);
+  CHECK_EQ_INT(payload_post(&c, GOOD_KEY, &p, &r), 413);
   CHECKF(strstr(r.body, "11 frames (--max-batch-frames 10)") != NULL, "body: %s", r.body);
   free(p.data);
   make_hostile(&p, &(shape_t){.depth = 1000, .path_bytes = 4000}, 201);
-  CHECK_EQ_INT(post_batch(&c, &p, &r), 413);
+  CHECK_EQ_INT(payload_post(&c, GOOD_KEY, &p, &r), 413);
   CHECKF(strstr(r.body, "--max-stack-text-bytes 1048576") != NULL, "body: %s", r.body);
   free(p.data);
   make_hostile(&p, &(shape_t){.depth = 3}, 202);
-  CHECK_EQ_INT(post_batch(&c, &p, &r), 200);
+  CHECK_EQ_INT(payload_post(&c, GOOD_KEY, &p, &r), 200);
   free(p.data);
   reply_t m;
   CHECK_EQ_INT(get_key(&c, GOOD_KEY, "/metrics", &m), 200);

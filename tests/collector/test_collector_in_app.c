@@ -562,13 +562,9 @@ static void post_hang(const collector_t *c, const char *version, const hand_fram
   ev.tid = 7;
   ev.n_stack_counts = 1, ev.stack_counts = scs;
   ev.dominant_stack = 1;
-  Perf__V1__Resource res = PERF__V1__RESOURCE__INIT;
-  res.app_name = "shop";
-  res.app_version = (char *)version;
-  res.environment = "prod";
-  res.host = "h1";
-  Perf__V1__Batch b = PERF__V1__BATCH__INIT;
-  b.resource = &res;
+  Perf__V1__Resource res;
+  Perf__V1__Batch b;
+  batch_begin(&b, &res, "shop", version, "prod", "h1");
   b.n_strings = n + 1, b.strings = strings;
   b.n_modules = n_mods, b.modules = mods;
   b.n_functions = n, b.functions = fns;

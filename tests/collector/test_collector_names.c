@@ -102,13 +102,6 @@ static void run_names_app(const collector_t *c, bool names) {
   CHECK_EQ_INT(status, 0);
 }
 
-static json_t *get_ok(const collector_t *c, const char *path) {
-  long status;
-  json_t *j = get_json(c, path, &status);
-  CHECKF(status == 200, "GET %s -> %ld", path, status);
-  return j;
-}
-
 /* The id of the newest event of kind; 0 when there is none. */
 static json_int_t event_of_kind(const collector_t *c, const char *kind) {
   json_t *list = get_ok(c, "/api/v1/events?limit=100");
@@ -283,8 +276,7 @@ static void check_manual(const collector_t *c) {
 static void check_pprof(const collector_t *c) {
   reply_t *r = malloc(sizeof *r);
   CHECK(r != NULL);
-  const char *auth[] = {"Authorization: Bearer " GOOD_KEY, NULL};
-  CHECK_EQ_INT(request(c, "GET", "/api/v1/export/pprof?kind=cpu", auth, NULL, 0, false, r), 200);
+  CHECK_EQ_INT(get_key(c, GOOD_KEY, "/api/v1/export/pprof?kind=cpu", r), 200);
   CHECK(r->body_len == r->total_len);
   pprof_profile_t *p = pprof_decode_checked(r->body, r->body_len);
   size_t chains = 0, checked = 0, linkage = 0;
@@ -402,8 +394,9 @@ static void case_names_on_first(void) {
 /* One CPU event of two stacks of the same three named frames: one
    complete, one cut by the depth cap (end), `samples` each. */
 static void send_two_ends(const collector_t *c, unsigned seed, Perf__V1__StackEnd end) {
-  Perf__V1__Batch b = PERF__V1__BATCH__INIT;
-  Perf__V1__Resource res = PERF__V1__RESOURCE__INIT;
+  Perf__V1__Resource res;
+  Perf__V1__Batch b;
+  batch_begin(&b, &res, "ends", NULL, NULL, NULL);
   char *strings[] = {"", "leaf_fn", "mid_fn", "root_fn"};
   uint32_t ids[] = {1, 2, 3};
   Perf__V1__Stack complete = PERF__V1__STACK__INIT, cut = PERF__V1__STACK__INIT;
@@ -424,8 +417,6 @@ static void send_two_ends(const collector_t *c, unsigned seed, Perf__V1__StackEn
   ev.tid = 7;
   ev.n_stack_counts = 2, ev.stack_counts = scs;
   Perf__V1__Event *evs[] = {&ev};
-  res.app_name = "ends";
-  b.resource = &res;
   batch_frames_t frames;
   batch_set_frames(&b, &frames, strings, ARRAY_LEN(strings));
   b.n_stacks = 2, b.stacks = sts;
@@ -487,9 +478,7 @@ static void case_truncated(void) {
   /* The folded export keeps the two apart too. */
   reply_t *r = malloc(sizeof *r);
   CHECK(r != NULL);
-  const char *auth[] = {"Authorization: Bearer " GOOD_KEY, NULL};
-  CHECK_EQ_INT(request(&c, "GET", "/api/v1/export/folded?kind=cpu&from=0", auth, NULL, 0, false, r),
-               200);
+  CHECK_EQ_INT(get_key(&c, GOOD_KEY, "/api/v1/export/folded?kind=cpu&from=0", r), 200);
   CHECKF(strstr(r->body, "<truncated: depth>;root_fn;mid_fn;leaf_fn 4\n") != NULL &&
              strstr(r->body, "root_fn;mid_fn;leaf_fn 6\n") != NULL,
          "folded: %s", r->body);

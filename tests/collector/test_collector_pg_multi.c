@@ -529,12 +529,11 @@ static void post_long(int cpus) {
     ev[i].n_stack_counts = 1, ev[i].stack_counts = &scs[i], ev[i].dominant_stack = sc[i].stack;
     evs[i] = &ev[i];
   }
-  Perf__V1__Resource res = PERF__V1__RESOURCE__INIT;
   char app[32];
   snprintf(app, sizeof app, "long%d", cpus);
-  res.app_name = app;
-  Perf__V1__Batch batch = PERF__V1__BATCH__INIT;
-  batch.resource = &res;
+  Perf__V1__Resource res;
+  Perf__V1__Batch batch;
+  batch_begin(&batch, &res, app, NULL, NULL, NULL);
   batch_frames_t f;
   batch_set_frames(&batch, &f, strings, ARRAY_LEN(strings));
   batch.n_stacks = 2, batch.stacks = sts;
@@ -817,10 +816,9 @@ static void post_pick_batch(const collector_t *to[2], unsigned b, int64_t t0_ns)
     ev[i].n_stack_counts = n, ev[i].stack_counts = scs[i], ev[i].dominant_stack = sc[i][0].stack;
     evs[i] = &ev[i];
   }
-  Perf__V1__Resource res = PERF__V1__RESOURCE__INIT;
-  res.app_name = "picks";
-  Perf__V1__Batch batch = PERF__V1__BATCH__INIT;
-  batch.resource = &res;
+  Perf__V1__Resource res;
+  Perf__V1__Batch batch;
+  batch_begin(&batch, &res, "picks", NULL, NULL, NULL);
   batch_frames_t fr;
   batch_set_frames(&batch, &fr, strings, ARRAY_LEN(strings));
   batch.n_stacks = n_stacks, batch.stacks = sts;

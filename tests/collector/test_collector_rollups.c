@@ -119,31 +119,15 @@ static void send_batch(const collector_t *c, unsigned b) {
     ev[i].n_sample_tids = m, ev[i].sample_tids = sample_tids;
     ev[i].n_sample_weights_micros = m, ev[i].sample_weights_micros = weights;
   }
-  Perf__V1__Resource res = PERF__V1__RESOURCE__INIT;
-  res.app_name = (char *)APPS[rnd(2)];
-  res.app_version = (char *)VERSIONS[rnd(3)];
-  res.environment = "prod";
-  res.host = "h1";
-  Perf__V1__Batch batch = PERF__V1__BATCH__INIT;
-  batch.resource = &res;
+  Perf__V1__Resource res;
+  Perf__V1__Batch batch;
+  const char *app = APPS[rnd(2)];
+  batch_begin(&batch, &res, app, VERSIONS[rnd(3)], "prod", "h1");
   batch_frames_t f;
   batch_set_frames(&batch, &f, strings, ARRAY_LEN(strings));
   batch.n_stacks = STACKS, batch.stacks = sts;
   batch.n_events = HANGS + CPUS, batch.events = evs;
   batch_post(c, &batch, b);
-}
-
-static char *get_text(const collector_t *c, const char *path) {
-  reply_t *r = malloc(sizeof *r);
-  CHECK(r != NULL);
-  const char *auth[] = {"Authorization: Bearer " GOOD_KEY, NULL};
-  long status = request(c, "GET", path, auth, NULL, 0, false, r);
-  CHECKF(status == 200, "GET %s -> %ld: %.300s", path, status, r->body);
-  CHECK(r->total_len == r->body_len);
-  char *text = strdup(r->body);
-  CHECK(text != NULL);
-  free(r);
-  return text;
 }
 
 /* endpoint?query from the rollups and, with host=h1, from the raw rows:

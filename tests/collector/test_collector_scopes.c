@@ -21,8 +21,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zstd.h>
 
+#include "batch_post.h"
 #include "check.h"
 #include "collector_rig.h"
 #include "perf/v1/perf.pb-c.h"
@@ -38,65 +38,25 @@ static const char KEYS_TEXT[] = "# scopes\n"
 
 /* ---- a valid batch ----------------------------------------------------------- */
 
-typedef struct payload_s {
-  uint8_t *data;
-  size_t len;
-  char id_hex[33];
-} payload_t;
-
 /* One hang event with one 3-frame stack; seed makes the batch id. */
 static void make_batch(payload_t *p, unsigned seed) {
   uint8_t id[16];
-  for (int i = 0; i < 16; i++) {
+  for (int i = 0; i < 16; i++)
     id[i] = (uint8_t)(seed * 131 + (unsigned)i * 7 + (unsigned)getpid());
-    snprintf(p->id_hex + 2 * i, 3, "%02x", id[i]);
-  }
-  Perf__V1__Batch b = PERF__V1__BATCH__INIT;
-  Perf__V1__Resource res = PERF__V1__RESOURCE__INIT;
-  Perf__V1__Module mod = PERF__V1__MODULE__INIT;
-  Perf__V1__Function fn = PERF__V1__FUNCTION__INIT;
-  Perf__V1__Frame frame = PERF__V1__FRAME__INIT;
-  Perf__V1__Stack st = PERF__V1__STACK__INIT;
-  Perf__V1__StackCount sc = PERF__V1__STACK_COUNT__INIT;
-  Perf__V1__Event ev = PERF__V1__EVENT__INIT;
-  char *strings[] = {"", "scoped_function"};
-  Perf__V1__Module *mods[] = {&mod};
-  Perf__V1__Function *fns[] = {&fn};
-  Perf__V1__Frame *frs[] = {&frame};
-  Perf__V1__Stack *sts[] = {&st};
-  Perf__V1__StackCount *scs[] = {&sc};
-  Perf__V1__Event *evs[] = {&ev};
-  uint32_t ids[] = {1, 1, 1};
-  b.batch_id = (ProtobufCBinaryData){16, id};
-  res.app_name = "scopes";
-  b.resource = &res;
-  b.n_strings = 2, b.strings = strings;
-  mod.path = "/usr/bin/scopes";
-  b.n_modules = 1, b.modules = mods;
-  fn.name = 1;
-  b.n_functions = 1, b.functions = fns;
+  batch_one_event_t o;
+  batch_one_event_init(&o, id, "scopes", "/usr/bin/scopes", "scoped_function");
+  Perf__V1__Frame frame = PERF__V1__FRAME__INIT, *frs[] = {&frame};
   frame.module = 1, frame.address = 0x1000, frame.function = 1;
-  b.n_frames = 1, b.frames = frs;
-  st.n_frames = 3, st.frames = ids;
-  b.n_stacks = 1, b.stacks = sts;
-  sc.stack = 1, sc.tid = 9, sc.samples = 5;
-  ev.kind = PERF__V1__EVENT_KIND__EVENT_KIND_HANG;
-  ev.start_unix_nanos = 1700000000000000000 + (int64_t)seed * 1000000;
-  ev.duration_nanos = 300000000;
-  ev.tid = 9;
-  ev.reason = "scoped";
-  ev.n_stack_counts = 1, ev.stack_counts = scs;
-  ev.dominant_stack = 1;
-  b.n_events = 1, b.events = evs;
-  size_t raw_len = perf__v1__batch__get_packed_size(&b);
-  uint8_t *raw = malloc(raw_len);
-  CHECK(raw != NULL);
-  perf__v1__batch__pack(&b, raw);
-  size_t cap = ZSTD_compressBound(raw_len);
-  CHECK((p->data = malloc(cap)) != NULL);
-  p->len = ZSTD_compress(p->data, cap, raw, raw_len, 3);
-  CHECK(!ZSTD_isError(p->len));
-  free(raw);
+  o.b.n_frames = 1, o.b.frames = frs;
+  uint32_t ids[] = {1, 1, 1};
+  o.st.n_frames = 3, o.st.frames = ids;
+  o.sc.tid = 9, o.sc.samples = 5;
+  o.ev.kind = PERF__V1__EVENT_KIND__EVENT_KIND_HANG;
+  o.ev.start_unix_nanos = 1700000000000000000 + (int64_t)seed * 1000000;
+  o.ev.duration_nanos = 300000000;
+  o.ev.tid = 9;
+  o.ev.reason = "scoped";
+  payload_pack(p, &o.b, 3);
 }
 
 /* ---- requests ---------------------------------------------------------------- */
@@ -109,14 +69,11 @@ static const char *auth_header(const char *key, char *buf, size_t size) {
   return buf;
 }
 
-static long post_batch(const collector_t *c, const char *key, unsigned seed, reply_t *r) {
+/* make_batch(seed) sent with key ("": no Authorization). */
+static long post_seeded(const collector_t *c, const char *key, unsigned seed, reply_t *r) {
   payload_t p;
   make_batch(&p, seed);
-  char auth[128], id[64];
-  snprintf(id, sizeof id, "X-Perf-Batch-Id: %s", p.id_hex);
-  const char *headers[] = {"Content-Type: application/x-protobuf", "Content-Encoding: zstd", id,
-                           auth_header(key, auth, sizeof auth), NULL};
-  long st = request(c, "POST", "/v1/batches", headers, p.data, p.len, false, r);
+  long st = payload_post(c, *key ? key : NULL, &p, r);
   free(p.data);
   return st;
 }
@@ -314,7 +271,7 @@ static const char *const READ_ROUTES[] = {
    /healthz) with key. */
 static long call_route(const collector_t *c, size_t i, const char *key, const elf_file_t *elf,
                        unsigned seed, reply_t *r) {
-  if (i == 0) return post_batch(c, key, seed, r);
+  if (i == 0) return post_seeded(c, key, seed, r);
   if (i == 1)
     return post_symbols(c, elf->id, key, "application/octet-stream", NULL, elf->bytes, elf->len,
                         false, r);
@@ -344,7 +301,7 @@ static void case_key_scopes(void) {
   loaded_elf(0, &elf);
   reply_t *r = malloc(sizeof *r);
   CHECK(r != NULL);
-  CHECK_EQ_INT(post_batch(&c, "ingest-key", 1, r), 200); /* event 1 for /api/v1/events/1 */
+  CHECK_EQ_INT(post_seeded(&c, "ingest-key", 1, r), 200); /* event 1 for /api/v1/events/1 */
   bool symbols_stored = false;
   unsigned seed = 10;
   size_t routes = 2 + ARRAY_LEN(READ_ROUTES) + 1;
@@ -474,7 +431,7 @@ static void case_open_mode(void) {
                       r) == 201,
          "%s", r->body);
   CHECK(stored_bytes_are(&c, &elf));
-  CHECK_EQ_INT(post_batch(&c, "", 1, r), 200);
+  CHECK_EQ_INT(post_seeded(&c, "", 1, r), 200);
   char origin_batch[160];
   snprintf(origin_batch, sizeof origin_batch, "Origin: http://evil.example");
   payload_t p;

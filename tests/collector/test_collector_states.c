@@ -197,14 +197,10 @@ static void send_hang(const collector_t *c, const char *app, uint64_t leaf, cons
     ev.n_sample_fds = n, ev.sample_fds = fds;
   }
   Perf__V1__Event *evp[] = {&ev};
-  Perf__V1__Resource res = PERF__V1__RESOURCE__INIT;
-  res.app_name = (char *)app;
-  res.app_version = "1.0";
-  res.environment = "prod";
-  res.host = "h1";
   char *strings[] = {"", "read", "futex"};
-  Perf__V1__Batch b = PERF__V1__BATCH__INIT;
-  b.resource = &res;
+  Perf__V1__Resource res;
+  Perf__V1__Batch b;
+  batch_begin(&b, &res, app, "1.0", "prod", "h1");
   b.n_strings = 3, b.strings = strings;
   b.n_frames = 1, b.frames = frames;
   b.n_stacks = 1, b.stacks = stacks;

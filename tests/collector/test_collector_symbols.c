@@ -97,14 +97,6 @@ static void run_demo(const collector_t *c) {
 
 /* ---- the API -------------------------------------------------------------- */
 
-/* GET path: 200 and its JSON (collector_rig's get_json). */
-static json_t *get_ok(const collector_t *c, const char *path) {
-  long status;
-  json_t *j = get_json(c, path, &status);
-  CHECKF(status == 200, "GET %s -> %ld", path, status);
-  return j;
-}
-
 static void print_json(const char *what, json_t *j) {
   char *text = json_dumps(j, JSON_INDENT(1));
   fprintf(stderr, "%s: %.4000s\n", what, text ? text : "?");
@@ -174,21 +166,6 @@ static json_t *top_hang_until(const collector_t *c, bool (*done)(json_t *)) {
 
 static bool has_stacks(json_t *top) {
   return json_array_size(json_object_get(top, "stacks")) > 0;
-}
-
-/* A counter or gauge of GET /metrics (no labels). */
-static long long metric(const collector_t *c, const char *name) {
-  reply_t *r = malloc(sizeof *r);
-  CHECK(r != NULL);
-  const char *read_key[] = {"Authorization: Bearer " GOOD_KEY, NULL}; /* /metrics needs read */
-  CHECK_EQ_INT(request(c, "GET", "/metrics", read_key, NULL, 0, false, r), 200);
-  char key[128];
-  snprintf(key, sizeof key, "\n%s ", name);
-  const char *at = strstr(r->body, key);
-  CHECKF(at != NULL, "no metric %s", name);
-  long long v = atoll(at + strlen(key));
-  free(r);
-  return v;
 }
 
 static size_t event_count(const collector_t *c) {

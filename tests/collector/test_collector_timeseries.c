@@ -60,15 +60,11 @@ static void send_events(const collector_t *c, const char *app, const char *team,
   kv.key = "team";
   kv.value = (char *)team;
   Perf__V1__KeyValue *kvs[] = {&kv};
-  Perf__V1__Resource res = PERF__V1__RESOURCE__INIT;
-  res.app_name = (char *)app;
-  res.app_version = "1.0";
-  res.environment = "prod";
-  res.host = "h1";
+  Perf__V1__Resource res;
+  Perf__V1__Batch b;
+  batch_begin(&b, &res, app, "1.0", "prod", "h1");
   res.n_tags = 1, res.tags = kvs;
   char *strings[] = {""};
-  Perf__V1__Batch b = PERF__V1__BATCH__INIT;
-  b.resource = &res;
   b.n_strings = 1, b.strings = strings;
   b.n_events = n, b.events = evp;
   batch_post(c, &b, seed);

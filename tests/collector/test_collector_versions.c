@@ -115,8 +115,7 @@ static void check_moved(const json_t *list, size_t i, const char *frame, long lo
 static void check_metrics(const collector_t *c) {
   reply_t *r = calloc(1, sizeof *r);
   CHECK(r);
-  const char *auth[] = {"Authorization: Bearer " GOOD_KEY, NULL};
-  CHECK_EQ_INT(request(c, "GET", "/metrics", auth, NULL, 0, false, r), 200);
+  CHECK_EQ_INT(get_key(c, GOOD_KEY, "/metrics", r), 200);
   CHECKF(strstr(r->body, "\nperf_collector_loop_stats_batches_total 5\n") &&
              strstr(r->body, "\nperf_collector_loop_watched_seconds_total 18000.000\n"),
          "/metrics: %.*s", (int)r->body_len, r->body);

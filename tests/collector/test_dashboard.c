@@ -191,10 +191,9 @@ static void post_in_app(const collector_t *c) {
   ev[1].cpu_percent = 90;
   ev[1].n_stack_counts = 1, ev[1].stack_counts = cpu_sc, ev[1].dominant_stack = 2;
   Perf__V1__Event *evs[] = {&ev[0], &ev[1]};
-  Perf__V1__Resource res = PERF__V1__RESOURCE__INIT;
-  res.app_name = "inapp";
-  Perf__V1__Batch b = PERF__V1__BATCH__INIT;
-  b.resource = &res;
+  Perf__V1__Resource res;
+  Perf__V1__Batch b;
+  batch_begin(&b, &res, "inapp", NULL, NULL, NULL);
   b.n_strings = 7, b.strings = strings;
   b.n_modules = 2, b.modules = mods;
   b.n_functions = 6, b.functions = fns;

@@ -61,13 +61,6 @@ static json_t *top_stack(const collector_t *c, const char *kind, json_t **doc) {
   return top;
 }
 
-static json_t *get_ok(const collector_t *c, const char *path) {
-  long status;
-  json_t *doc = get_json(c, path, &status);
-  CHECKF(status == 200, "%s -> %ld", path, status);
-  return doc;
-}
-
 /* The SDK's tags, sent by its own encoder, on every event of the demo and
    in the tag filter of the events and drops queries. */
 static void check_tags(const collector_t *c) {

@@ -431,15 +431,11 @@ static void post(const collector_t *c, app_t *a) {
   uint8_t *body, id[PERF__BATCH_ID_BYTES];
   size_t len;
   CHECK_EQ_INT(perf__batch_finish(a->b, NULL, &body, &len, id), 0);
-  char hex[2 * PERF__BATCH_ID_BYTES + 1], id_header[80];
-  for (size_t i = 0; i < PERF__BATCH_ID_BYTES; i++)
-    snprintf(hex + 2 * i, 3, "%02x", id[i]);
-  snprintf(id_header, sizeof id_header, "X-Perf-Batch-Id: %s", hex);
-  const char *headers[] = {"Content-Type: application/x-protobuf", "Content-Encoding: zstd",
-                           id_header, "Authorization: Bearer " GOOD_KEY, NULL};
+  char hex[2 * PERF__BATCH_ID_BYTES + 1];
+  batch_id_hex(id, hex);
   reply_t *r = malloc(sizeof *r);
   CHECK(r != NULL);
-  long status = request(c, "POST", "/v1/batches", headers, body, len, false, r);
+  long status = post_batch(c, GOOD_KEY, hex, body, len, r);
   CHECKF(status == 200, "POST /v1/batches: %ld %s", status, r->body);
   free(r);
   free(body);

@@ -16,7 +16,6 @@
  * the same against perf record). Each case in its own process; waits poll
  * with deadlines.
  */
-#include <ftw.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -34,6 +33,7 @@
 #include "perf_sdk.h"
 #include "sdk_util.h"
 #include "stack_assert.h"
+#include "tempdir.h"
 #include "test_util.h"
 
 #define WAIT_MS 20000 /* every wait for the SDK gives up after this */
@@ -43,28 +43,14 @@ static volatile unsigned long g_sink;
 
 /* ---- the SDK and its report -------------------------------------------------- */
 
-static char g_dir[256], g_report[300];
-
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-  (void)st, (void)flag, (void)ftw;
-  remove(path);
-  return 0;
-}
-
-static pid_t g_dir_owner;
-static void remove_dir(void) {
-  if (g_dir_owner == getpid()) nftw(g_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
+static char g_report[300];
 
 static void config(perf_sdk_config_t *cfg) {
-  snprintf(g_dir, sizeof g_dir, "/tmp/perf_cpu_profile_XXXXXX");
-  CHECK(mkdtemp(g_dir) != NULL);
-  g_dir_owner = getpid();
-  atexit(remove_dir);
-  snprintf(g_report, sizeof g_report, "%s/report.txt", g_dir);
+  const char *dir = tempdir_make("perf_cpu_profile");
+  snprintf(g_report, sizeof g_report, "%s/report.txt", dir);
   perf_sdk_config_init(cfg);
   cfg->app_name = "test_cpu_profile";
-  cfg->data_dir = g_dir;
+  cfg->data_dir = dir;
   cfg->sink = PERF_SINK_FILE;
   cfg->sink_path = g_report;
   cfg->hang_threshold_ms = 60000; /* the hang monitor out of the way */

@@ -17,7 +17,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -46,6 +45,7 @@
 #include "sdk_report.h"
 #include "sdk_util.h"
 #include "stack_assert.h"
+#include "tempdir.h"
 #include "test_util.h"
 
 #define WAIT_MS 10000 /* every wait for the SDK gives up after this */
@@ -110,17 +110,6 @@ static CHAIN unsigned long work_ms(int ms) {
 
 static char g_dir[PATH_LEN];  /* the test's directory */
 static char g_data[PATH_LEN]; /* <dir>/data: the SDK's data_dir in every run */
-static pid_t g_dir_owner;     /* the process that removes it at exit */
-
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-  (void)st, (void)flag, (void)ftw;
-  remove(path);
-  return 0;
-}
-
-static void remove_dir(void) {
-  if (g_dir_owner == getpid()) nftw(g_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
 
 static void use_dir(const char *dir) {
   int n = snprintf(g_dir, sizeof g_dir, "%s", dir);
@@ -130,11 +119,7 @@ static void use_dir(const char *dir) {
 }
 
 static void make_dir(void) {
-  char tmpl[] = "/tmp/test_sdk.XXXXXX";
-  CHECK(mkdtemp(tmpl) != NULL);
-  use_dir(tmpl);
-  g_dir_owner = getpid();
-  atexit(remove_dir);
+  use_dir(tempdir_make("test_sdk"));
 }
 
 static void dir_path(char *out, const char *name) {

@@ -38,6 +38,7 @@
 #include "names_glib_lib.h"
 #include "perf_sdk.h"
 #include "perf_sdk_glib.h"
+#include "test_util.h"
 
 #define HANG_MS 800 /* over the 100 ms threshold by far: found on a busy machine too */
 
@@ -46,12 +47,6 @@ static volatile unsigned long g_sink;
 static int g_never_written[2];
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_never_signalled = PTHREAD_COND_INITIALIZER;
-
-static long long now_ms(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec * 1000LL + t.tv_nsec / 1000000;
-}
 
 static inline __attribute__((always_inline)) void rebuild_index(int ms) {
   for (long long end = now_ms() + ms; now_ms() < end;)

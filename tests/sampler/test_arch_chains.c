@@ -38,6 +38,7 @@
 #include "sdk/sampler/dwfl_unwind.h"
 #include "sdk/sampler/modules.h"
 #include "sdk/sampler/unwind_rules.h"
+#include "test_util.h"
 
 #define MAX_FRAMES 512
 #define STACK_COPY (256u * 1024u)
@@ -75,12 +76,6 @@ static void sample_handler(int sig, siginfo_t *si, void *uc) {
   g_cap.len = len < STACK_COPY ? len : STACK_COPY;
   memcpy(g_stack, (const void *)g_cap.sp, g_cap.len);
   atomic_store(&g_cap.done, 1);
-}
-
-static long long now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
 }
 
 static void wait_flag(atomic_int *flag, const char *what) {

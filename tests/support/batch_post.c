@@ -5,30 +5,41 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 #include <zstd.h>
 
 #include "check.h"
 
-long batch_send(const collector_t *c, Perf__V1__Batch *b, const uint8_t id[16], reply_t *r) {
-  char hex[33];
-  for (int i = 0; i < 16; i++)
-    snprintf(hex + 2 * i, 3, "%02x", id[i]);
-  b->batch_id = (ProtobufCBinaryData){16, (uint8_t *)id};
+void payload_compress(payload_t *p, const void *raw, size_t len, int level) {
+  size_t cap = ZSTD_compressBound(len);
+  CHECK((p->data = malloc(cap)) != NULL);
+  p->len = ZSTD_compress(p->data, cap, raw, len, level);
+  CHECK(!ZSTD_isError(p->len));
+}
+
+void payload_pack(payload_t *p, const Perf__V1__Batch *b, int level) {
+  p->id_hex[0] = '\0';
+  if (b->batch_id.len == 16) batch_id_hex(b->batch_id.data, p->id_hex);
   size_t len = perf__v1__batch__get_packed_size(b);
-  uint8_t *raw = malloc(len ? len : 1), *z = malloc(ZSTD_compressBound(len));
-  CHECK(raw && z);
+  uint8_t *raw = malloc(len ? len : 1);
+  CHECK(raw != NULL);
   perf__v1__batch__pack(b, raw);
-  size_t zn = ZSTD_compress(z, ZSTD_compressBound(len), raw, len, 3);
-  CHECK(!ZSTD_isError(zn));
-  char idh[64];
-  snprintf(idh, sizeof idh, "X-Perf-Batch-Id: %s", hex);
-  const char *headers[] = {"Content-Type: application/x-protobuf", "Content-Encoding: zstd",
-                           "Authorization: Bearer " GOOD_KEY, idh, NULL};
-  long status = request(c, "POST", "/v1/batches", headers, z, zn, false, r);
+  payload_compress(p, raw, len, level);
   free(raw);
-  free(z);
+}
+
+long payload_post(const collector_t *c, const char *key, const payload_t *p, reply_t *r) {
+  return post_batch(c, key, p->id_hex, p->data, p->len, r);
+}
+
+long batch_send(const collector_t *c, Perf__V1__Batch *b, const uint8_t id[16], reply_t *r) {
+  b->batch_id = (ProtobufCBinaryData){16, (uint8_t *)id};
+  payload_t p;
+  payload_pack(&p, b, 3);
+  long status = payload_post(c, GOOD_KEY, &p, r);
+  free(p.data);
   return status;
 }
 
@@ -49,6 +60,45 @@ void batch_post(const collector_t *c, Perf__V1__Batch *b, unsigned seed) {
   long status = batch_post_answer(c, b, seed, r);
   CHECKF(status == 200, "batch -> %ld %.300s", status, r->body);
   free(r);
+}
+
+void batch_begin(Perf__V1__Batch *b, Perf__V1__Resource *res, const char *app, const char *version,
+                 const char *env, const char *host) {
+  perf__v1__resource__init(res);
+  res->app_name = (char *)app;
+  if (version) res->app_version = (char *)version;
+  if (env) res->environment = (char *)env;
+  if (host) res->host = (char *)host;
+  perf__v1__batch__init(b);
+  b->resource = res;
+}
+
+void batch_one_event_init(batch_one_event_t *o, const uint8_t id[16], const char *app,
+                          const char *module_path, const char *function) {
+  memcpy(o->id, id, sizeof o->id);
+  batch_begin(&o->b, &o->res, app, NULL, NULL, NULL);
+  o->b.batch_id = (ProtobufCBinaryData){sizeof o->id, o->id};
+  o->strings[0] = "", o->strings[1] = (char *)function;
+  o->b.n_strings = 2, o->b.strings = o->strings;
+  perf__v1__module__init(&o->mod);
+  o->mod.path = (char *)module_path;
+  o->mods[0] = &o->mod;
+  o->b.n_modules = 1, o->b.modules = o->mods;
+  perf__v1__function__init(&o->fn);
+  o->fn.name = 1;
+  o->fns[0] = &o->fn;
+  o->b.n_functions = 1, o->b.functions = o->fns;
+  perf__v1__stack__init(&o->st);
+  o->sts[0] = &o->st;
+  o->b.n_stacks = 1, o->b.stacks = o->sts;
+  perf__v1__stack_count__init(&o->sc);
+  o->sc.stack = 1;
+  o->scs[0] = &o->sc;
+  perf__v1__event__init(&o->ev);
+  o->ev.n_stack_counts = 1, o->ev.stack_counts = o->scs;
+  o->ev.dominant_stack = 1;
+  o->evs[0] = &o->ev;
+  o->b.n_events = 1, o->b.events = o->evs;
 }
 
 void batch_set_frames(Perf__V1__Batch *b, batch_frames_t *f, char **strings, size_t n_strings) {
@@ -103,13 +153,9 @@ long batch_post_loop(const collector_t *c, const loop_batch_t *sp, unsigned seed
   ls.busy_nanos = sp->busy_ns;
   ls.n_busy_units_by_bucket = sp->n_units;
   ls.busy_units_by_bucket = (uint64_t *)sp->units;
-  Perf__V1__Resource res = PERF__V1__RESOURCE__INIT;
-  res.app_name = (char *)sp->app;
-  res.app_version = (char *)sp->version;
-  res.environment = (char *)sp->env;
-  res.host = "h1";
-  Perf__V1__Batch b = PERF__V1__BATCH__INIT;
-  b.resource = &res;
+  Perf__V1__Resource res;
+  Perf__V1__Batch b;
+  batch_begin(&b, &res, sp->app, sp->version, sp->env, "h1");
   batch_frames_t frames;
   batch_set_frames(&b, &frames, strings, sizeof strings / sizeof strings[0]);
   b.n_stacks = 2, b.stacks = sts;

@@ -10,6 +10,26 @@
 #include "collector_rig.h"
 #include "perf/v1/perf.pb-c.h"
 
+/* A batch as it goes on the wire: its zstd-compressed bytes (malloc'ed,
+   the holder frees data) and its id as X-Perf-Batch-Id gives it. */
+typedef struct payload_s {
+  uint8_t *data;
+  size_t len;
+  char id_hex[33];
+} payload_t;
+
+/* raw's len bytes compressed with zstd at level (the SDK's is 3) into
+   p->data and p->len; p->id_hex is left as it is. */
+void payload_compress(payload_t *p, const void *raw, size_t len, int level);
+
+/* b packed and compressed at level into p, p->id_hex from b's batch_id
+   ("" when it is not 16 bytes). */
+void payload_pack(payload_t *p, const Perf__V1__Batch *b, int level);
+
+/* POST p to /v1/batches with key (as post_batch); the status, the answer
+   in *r. */
+long payload_post(const collector_t *c, const char *key, const payload_t *p, reply_t *r);
+
 /* Send b with batch id id (set in b; id must outlive b's use); the status
    (0: no answer), the answer in *r. Any thread. */
 long batch_send(const collector_t *c, Perf__V1__Batch *b, const uint8_t id[16], reply_t *r);
@@ -19,6 +39,34 @@ void batch_post(const collector_t *c, Perf__V1__Batch *b, unsigned seed);
 
 /* The same, whatever the answer: its status, the reply in *r. */
 long batch_post_answer(const collector_t *c, Perf__V1__Batch *b, unsigned seed, reply_t *r);
+
+/* A hand-made batch begun: *b empty but for its resource *res, which
+   names app (version, environment and host: NULL leaves them unset). res
+   must outlive b's use; the caller adds the rest. */
+void batch_begin(Perf__V1__Batch *b, Perf__V1__Resource *res, const char *app, const char *version,
+                 const char *env, const char *host);
+
+/* The batch of one event with one stack, counted once: the shape of the
+   bad-input and access cases. batch_one_event_init sets b's id (copied),
+   its resource (app), one module (module_path), one function (named
+   function, string 1), the stack (stack 1, its frames not set), its count
+   (stack 1) and the event (holding that count, stack 1 dominant), all
+   linked. The caller sets what its case needs: b's frames, st's frame
+   ids, sc's tid and samples, the event's kind, times, tid and reason.
+   Its messages point into it: not to be copied once initialized. */
+typedef struct batch_one_event_s {
+  Perf__V1__Batch b;
+  Perf__V1__Resource res;
+  Perf__V1__Module mod, *mods[1];
+  Perf__V1__Function fn, *fns[1];
+  Perf__V1__Stack st, *sts[1];
+  Perf__V1__StackCount sc, *scs[1];
+  Perf__V1__Event ev, *evs[1];
+  char *strings[2];
+  uint8_t id[16];
+} batch_one_event_t;
+void batch_one_event_init(batch_one_event_t *o, const uint8_t id[16], const char *app,
+                          const char *module_path, const char *function);
 
 /* The functions and frames of a hand-made batch: one of each per name of
    strings[1..n_strings-1] (at most BATCH_MAX_FRAMES), function i naming

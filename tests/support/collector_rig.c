@@ -104,17 +104,72 @@ long get(const collector_t *c, const char *path, reply_t *r) {
   return request(c, "GET", path, NULL, NULL, 0, false, r);
 }
 
+long get_key(const collector_t *c, const char *key, const char *path, reply_t *r) {
+  char auth[256];
+  snprintf(auth, sizeof auth, "Authorization: Bearer %s", key ? key : "");
+  const char *headers[] = {key ? auth : NULL, NULL};
+  return request(c, "GET", path, headers, NULL, 0, false, r);
+}
+
 /* GET path with the good key; the body parsed as JSON (the caller frees). */
 json_t *get_json(const collector_t *c, const char *path, long *status) {
   reply_t *r = malloc(sizeof *r);
   CHECK(r != NULL);
-  const char *headers[] = {"Authorization: Bearer " GOOD_KEY, NULL};
-  *status = request(c, "GET", path, headers, NULL, 0, false, r);
+  *status = get_key(c, GOOD_KEY, path, r);
   json_error_t err;
   json_t *j = json_loads(r->body, 0, &err);
   CHECKF(j != NULL, "GET %s -> %ld, not JSON: %s (%s)", path, *status, err.text, r->body);
   free(r);
   return j;
+}
+
+json_t *get_ok(const collector_t *c, const char *path) {
+  long status = 0;
+  json_t *j = get_json(c, path, &status);
+  CHECKF(status == 200, "GET %s -> %ld", path, status);
+  return j;
+}
+
+char *get_text(const collector_t *c, const char *path) {
+  reply_t *r = malloc(sizeof *r);
+  CHECK(r != NULL);
+  long status = get_key(c, GOOD_KEY, path, r);
+  CHECKF(status == 200 && r->total_len == r->body_len, "GET %s -> %ld: %.300s", path, status,
+         r->body);
+  char *text = strdup(r->body);
+  CHECK(text != NULL);
+  free(r);
+  return text;
+}
+
+long long metric(const collector_t *c, const char *name) {
+  reply_t *r = malloc(sizeof *r);
+  CHECK(r != NULL);
+  CHECK_EQ_INT(get_key(c, GOOD_KEY, "/metrics", r), 200);
+  char line[256];
+  snprintf(line, sizeof line, "\n%s ", name); /* a sample line, not # HELP */
+  const char *at = strstr(r->body, line);
+  CHECKF(at != NULL, "no %s in /metrics", name);
+  long long v = atoll(at + strlen(line));
+  free(r);
+  return v;
+}
+
+void batch_id_hex(const uint8_t id[16], char hex[33]) {
+  for (int i = 0; i < 16; i++)
+    snprintf(hex + 2 * i, 3, "%02x", id[i]);
+}
+
+long post_batch(const collector_t *c, const char *key, const char *id_hex, const void *body,
+                size_t len, reply_t *r) {
+  char auth[256], id[64];
+  bool basic = key && strncmp(key, "Basic ", 6) == 0;
+  snprintf(auth, sizeof auth, basic ? "Authorization: %s" : "Authorization: Bearer %s",
+           key ? key : "");
+  snprintf(id, sizeof id, "X-Perf-Batch-Id: %s", id_hex);
+  const char *headers[] = {"Content-Type: application/x-protobuf", "Content-Encoding: zstd", id,
+                           key ? auth : "Expect:", NULL};
+  return request(c, "POST", "/v1/batches", headers, body, len, false, r);
 }
 
 void check_bad_parameter(const collector_t *c, const char *endpoint, const char *query,

@@ -42,9 +42,37 @@ long request(const collector_t *c, const char *method, const char *path, const c
              const void *body, size_t len, bool chunked, reply_t *r);
 long get(const collector_t *c, const char *path, reply_t *r);
 
+/* GET path with "Authorization: Bearer <key>" (key NULL: none); the
+   status, the answer in *r. */
+long get_key(const collector_t *c, const char *key, const char *path, reply_t *r);
+
 /* GET path with GOOD_KEY; the body parsed as JSON (the caller frees; a
    body that is not JSON fails the check). */
 json_t *get_json(const collector_t *c, const char *path, long *status);
+
+/* The same when the answer must be 200. */
+json_t *get_ok(const collector_t *c, const char *path);
+
+/* GET path with GOOD_KEY: 200 and the whole body (malloc'ed text, the
+   caller frees it). */
+char *get_text(const collector_t *c, const char *path);
+
+/* The value of a sample line of GET /metrics (with GOOD_KEY: it needs the
+   read scope): name is the metric's name with its labels, if any, as the
+   line has them ("perf_collector_db_bytes",
+   "perf_collector_batches_rejected_total{reason=\"db_lost\"}"). A
+   missing line fails the check. */
+long long metric(const collector_t *c, const char *name);
+
+/* A batch id's 16 bytes as X-Perf-Batch-Id's 32 hex digits. */
+void batch_id_hex(const uint8_t id[16], char hex[33]);
+
+/* POST body to /v1/batches with the SDK's headers (protobuf, zstd, the
+   batch id id_hex) and key: "Basic ..." sent as it is, any other a bearer
+   token ("" an empty one); NULL: no Authorization (and no Expect:
+   100-continue). The status, the answer in *r. */
+long post_batch(const collector_t *c, const char *key, const char *id_hex, const void *body,
+                size_t len, reply_t *r);
 
 /* GET endpoint?query (just endpoint when query is "") must be a 400 whose
    error begins "parameter <param>:". */

@@ -28,6 +28,8 @@
 #include <sys/syscall.h>
 #include <time.h>
 
+#include "test_util.h"
+
 typedef struct answer_s answer_t;
 struct answer_s {
   answer_t *next;            /* script order */
@@ -64,12 +66,6 @@ typedef struct exchange_s {
 
 static void misuse(const char *what) {
   fprintf(stderr, "http_server: misuse: %s\n", what);
-}
-
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 static struct timespec deadline_after_ms(unsigned ms) {

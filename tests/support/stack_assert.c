@@ -10,11 +10,11 @@
 #include <unistd.h>
 
 #include "perf_sdk.h"
+#include "test_util.h"
 
 static bool name_matches(const char *sym, const char *alternatives);
 static bool stack_has_chain_at(const stack_syms_t *s, const char *const *chain, size_t n,
                                size_t start);
-static long long now_ms(void);
 
 /* Capture until the chain is at the top (at_top) or anywhere in the stack. */
 static char *wait_until(pid_t tid, const char *const *chain, size_t n, bool at_top,
@@ -91,10 +91,4 @@ static bool name_matches(const char *sym, const char *alternatives) {
     if (*p == '|') p++;
   }
   return false;
-}
-
-static long long now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
 }

@@ -22,14 +22,9 @@
 
 #include "check.h"
 #include "http_server.h"
+#include "test_util.h"
 
 #define BATCH_ID "0123456789abcdef0123456789abcdef"
-
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static uint64_t ms_since(uint64_t start_ns) {
   return (now_ns() - start_ns) / 1000000u;

@@ -25,6 +25,7 @@
 
 #include "check.h"
 #include "perf_sdk.h"
+#include "protoc_text.h"
 #include "sdk/base/strbuf.h"
 #include "sdk/pipeline/event_text.h"
 
@@ -1077,20 +1078,7 @@ static void case_protoc_decode(void) {
   CHECK_EQ_INT(perf__batch_decode_uncompressed(out, len, &bt), PERF_OK);
   perf__v1__batch__free_unpacked(bt, NULL);
 
-  char dir[] = "/tmp/perf-enc-protoc-XXXXXX";
-  CHECK(mkdtemp(dir));
-  char in_path[PATH_MAX], out_path[PATH_MAX], cmd[3 * PATH_MAX];
-  snprintf(in_path, sizeof in_path, "%s/batch.bin", dir);
-  snprintf(out_path, sizeof out_path, "%s/batch.txt", dir);
-  FILE *f = fopen(in_path, "wb");
-  CHECK(f && fwrite(out, 1, len, f) == len && fclose(f) == 0);
-  snprintf(cmd, sizeof cmd, "'%s' --decode=perf.v1.Batch -I '%s' perf/v1/perf.proto < '%s' > '%s'",
-           protoc, PERF_PROTO_DIR, in_path, out_path);
-  int rc = system(cmd);
-  CHECKF(rc == 0, "%s: status %d", cmd, rc);
-
-  f = fopen(out_path, "r");
-  CHECK(f);
+  FILE *f = protoc_decode_batch(out, len);
   char line[4096];
   int stacks = 0, frames = 0, functions = 0, events = 0, modules = 0, sample_stacks = 0;
   int names_found[ARRAY_LEN(g_fns)] = {0};
@@ -1122,9 +1110,6 @@ static void case_protoc_decode(void) {
     CHECKF(names_found[i] == 1, "%s in protoc's output %d times", g_fns[i].name, names_found[i]);
   CHECK(exe_found);
 
-  unlink(in_path);
-  unlink(out_path);
-  rmdir(dir);
   free(out);
   perf__batch_free(b);
   perf__event_free(ev);

@@ -20,11 +20,11 @@
 
 #include "check.h"
 #include "perf_sdk.h"
+#include "protoc_text.h"
 #include "sdk/base/strbuf.h"
 #include "sdk/pipeline/event_encode.h"
 #include "sdk/pipeline/event_text.h"
 #include "sdk/wire/batch_decode.h"
-#include "tempdir.h"
 
 #define DECODE_CAP (64u << 20)
 
@@ -341,17 +341,7 @@ static void case_protoc_decode(void) {
   uint8_t *out = NULL;
   size_t len = 0;
   CHECK_EQ_INT(perf__batch_finish(b, NULL, &out, &len, NULL), PERF_OK);
-  const char *dir = tempdir_make("perf-lines");
-  char in_path[PATH_MAX], out_path[PATH_MAX], cmd[3 * PATH_MAX];
-  snprintf(in_path, sizeof in_path, "%s/batch.bin", dir);
-  snprintf(out_path, sizeof out_path, "%s/batch.txt", dir);
-  FILE *f = fopen(in_path, "wb");
-  CHECK(f && fwrite(out, 1, len, f) == len && fclose(f) == 0);
-  snprintf(cmd, sizeof cmd, "'%s' --decode=perf.v1.Batch -I '%s' perf/v1/perf.proto < '%s' > '%s'",
-           PERF_PROTOC, PERF_PROTO_DIR, in_path, out_path);
-  CHECKF(system(cmd) == 0, "%s", cmd);
-  f = fopen(out_path, "r");
-  CHECK(f);
+  FILE *f = protoc_decode_batch(out, len);
   char line[4096];
   int lines = 0, with_file = 0, depth = 0;
   while (fgets(line, sizeof line, f)) {

@@ -19,7 +19,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
@@ -47,6 +46,8 @@
 #include "sdk/base/log.h"
 #include "sdk/wire/spool.h"
 #include "sdk/wire/spool_io.h"
+#include "tempdir.h"
+#include "test_util.h"
 
 #define PATH_LEN 1024
 #define WAIT_MS 15000 /* every wait for a child gives up after this */
@@ -57,13 +58,7 @@
 static int g_argc;
 static char **g_argv;
 
-/* ---- clocks and randomness ----------------------------------------------- */
-
-static int64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * SEC + ts.tv_nsec;
-}
+/* ---- randomness ----------------------------------------------- */
 
 static uint64_t splitmix(uint64_t *s) {
   uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
@@ -114,18 +109,11 @@ static bool payload_matches(const uint8_t id[16], const uint8_t *buf, size_t len
 static char g_dir[PATH_LEN];   /* the test's directory */
 static char g_root[PATH_LEN];  /* the spool root: <dir>/spool, or on the tmpfs */
 static char g_mount[PATH_LEN]; /* a tmpfs mounted here, unmounted at exit */
-static pid_t g_dir_owner;
+static pid_t g_mount_owner;
 
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-  (void)st, (void)flag, (void)ftw;
-  remove(path);
-  return 0;
-}
-
-static void remove_dir(void) {
-  if (g_dir_owner != getpid()) return;
-  if (g_mount[0]) umount2(g_mount, MNT_DETACH);
-  nftw(g_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+/* Registered after tempdir_make's removal, so it runs before it. */
+static void unmount_tmpfs(void) {
+  if (g_mount[0] && g_mount_owner == getpid()) umount2(g_mount, MNT_DETACH);
 }
 
 static void use_dir(const char *dir) {
@@ -136,11 +124,7 @@ static void use_dir(const char *dir) {
 }
 
 static void make_dir(void) {
-  char tmpl[] = "/tmp/test_spool.XXXXXX";
-  CHECK(mkdtemp(tmpl) != NULL);
-  use_dir(tmpl);
-  g_dir_owner = getpid();
-  atexit(remove_dir);
+  use_dir(tempdir_make("test_spool"));
 }
 
 static void path_in(char *out, const char *dir, const char *name) {
@@ -1195,6 +1179,8 @@ static void case_disk_full_tmpfs(void) {
     printf("note: no private mount namespace (%s)\n", strerror(errno));
   path_in(g_mount, g_dir, "mnt");
   CHECK(mkdir(g_mount, 0700) == 0);
+  g_mount_owner = getpid();
+  atexit(unmount_tmpfs);
   if (mount("tmpfs", g_mount, "tmpfs", 0, "size=256k,mode=0700") != 0) {
     printf("note: skipped, mounting a tmpfs is not permitted here (%s)\n", strerror(errno));
     g_mount[0] = '\0';

@@ -20,6 +20,7 @@
 #include "sdk/base/stats.h"
 #include "sdk/wire/spool.h"
 #include "tempdir.h"
+#include "test_util.h"
 #include "uploader/transport.h"
 #include "uploader/uploader.h"
 
@@ -32,12 +33,6 @@ typedef struct {
   perf__uploader_t *up;
   http_server_t *server;
 } rig_t;
-
-static int64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
-}
 
 static void rig_open(rig_t *r, bool server_up) {
   memset(r, 0, sizeof *r);

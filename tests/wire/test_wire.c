@@ -30,6 +30,7 @@
 #include "sdk/wire/batch_decode.h"
 #include "sdk/wire/spool.h"
 #include "tempdir.h"
+#include "test_util.h"
 
 #define DECODE_MAX (64u << 20)
 
@@ -118,31 +119,6 @@ static void case_http_sink_delivers(void) {
 static const char *const k_sdk_threads[] = {"perf-writer", "perf-uploader", "perf-hang-mon",
                                             "perf-cpu-mon"};
 
-static int64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* The tid of this process's thread named `name`, 0 when there is none. */
-static pid_t find_thread(const char *name) {
-  DIR *d = opendir("/proc/self/task");
-  CHECKF(d != NULL, "/proc/self/task: %s", strerror(errno));
-  pid_t found = 0;
-  struct dirent *de;
-  while (!found && (de = readdir(d)) != NULL) {
-    char path[300], comm[32] = "";
-    snprintf(path, sizeof path, "/proc/self/task/%s/comm", de->d_name);
-    FILE *f = fopen(path, "r");
-    if (!f) continue;
-    if (fgets(comm, sizeof comm, f)) comm[strcspn(comm, "\n")] = '\0';
-    fclose(f);
-    if (strcmp(comm, name) == 0) found = (pid_t)atoi(de->d_name);
-  }
-  closedir(d);
-  return found;
-}
-
 /* An app thread that waits (in the kernel) until released. */
 static int g_helper_pipe[2];
 static atomic_int g_helper_tid;
@@ -198,7 +174,7 @@ static void case_capture_now_leaves_out_sdk_threads(void) {
   pid_t sdk_tids[ARRAY_LEN(k_sdk_threads)];
   int64_t deadline = now_ms() + 10000;
   for (size_t i = 0; i < ARRAY_LEN(k_sdk_threads); i++) {
-    while ((sdk_tids[i] = find_thread(k_sdk_threads[i])) == 0) {
+    while ((sdk_tids[i] = thread_named(k_sdk_threads[i])) == 0) {
       CHECKF(now_ms() < deadline, "no thread named %s", k_sdk_threads[i]);
       usleep(1000);
     }
