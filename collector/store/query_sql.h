@@ -19,29 +19,24 @@
 #define QSQL_TEXT(n) SQL_TEXT(STORE_STR(n))
 #define QSQL_INT(n) SQL_INT(STORE_STR(n))
 
-/* The batch has tag key (slot k) = value (slot k + 1); NULL key: any. */
+/* The column col equals the text in slot, or the slot is NULL (any). */
+#define QSQL_OPTIONAL(col, slot)                                                                   \
+  " AND (" QSQL_TEXT(slot) " IS NULL OR " col " = " QSQL_SLOT(slot) ")"
+
+/* The batch has tag key (slot k) = value (slot v); NULL key: any. */
 #define QSQL_TAG_FILTER(k, v)                                                                      \
-  " AND (" QSQL_TEXT(k) " IS NULL OR EXISTS (SELECT 1 FROM batch_tags t WHERE t.batch_id = b.id"   \
-                        " AND t.key = " QSQL_SLOT(k) " AND t.value = " QSQL_SLOT(v) "))"
+  " AND (" QSQL_TEXT(k) " IS NULL OR EXISTS (SELECT 1 FROM batch_tags t"                           \
+                        " WHERE t.batch_id = b.id AND t.key = " QSQL_SLOT(                         \
+                            k) " AND t.value = " QSQL_SLOT(v) "))"
 
 /* The batch's resource (app, version, environment, host: NULL any) and
    every tag filter. */
-#define QSQL_BATCH_FILTERS                                                                                                                                                                                                        \
-  " AND (" QSQL_TEXT(STORE_SLOT_APP) " IS NULL OR b.app = " QSQL_SLOT(STORE_SLOT_APP) ") AND "                                                                                                                                    \
-                                                                                      "(" QSQL_TEXT(STORE_SLOT_VERSION) " IS NULL OR b.version = " QSQL_SLOT(STORE_SLOT_VERSION) ") AND (" QSQL_TEXT(                             \
-                                                                                          STORE_SLOT_ENVIRONMENT) " IS NULL OR b.environment"                                                                                     \
-                                                                                                                  " = " QSQL_SLOT(STORE_SLOT_ENVIRONMENT) ") AND (" QSQL_TEXT(STORE_SLOT_HOST) " IS NULL OR b.host = " QSQL_SLOT( \
-                                                                                                                      STORE_SLOT_HOST) ")" QSQL_TAG_FILTER(11,                                                                    \
-                                                                                                                                                           12)                                                                    \
-                                                                                                                      QSQL_TAG_FILTER(                                                                                            \
-                                                                                                                          13,                                                                                                     \
-                                                                                                                          14)                                                                                                     \
-                                                                                                                          QSQL_TAG_FILTER(                                                                                        \
-                                                                                                                              15,                                                                                                 \
-                                                                                                                              16)                                                                                                 \
-                                                                                                                              QSQL_TAG_FILTER(                                                                                    \
-                                                                                                                                  17,                                                                                             \
-                                                                                                                                  18)
+#define QSQL_BATCH_FILTERS                                                                         \
+  QSQL_OPTIONAL("b.app", STORE_SLOT_APP)                                                           \
+  QSQL_OPTIONAL("b.version", STORE_SLOT_VERSION)                                                   \
+  QSQL_OPTIONAL("b.environment", STORE_SLOT_ENVIRONMENT)                                           \
+  QSQL_OPTIONAL("b.host", STORE_SLOT_HOST)                                                         \
+  QSQL_TAG_FILTER(11, 12) QSQL_TAG_FILTER(13, 14) QSQL_TAG_FILTER(15, 16) QSQL_TAG_FILTER(17, 18)
 _Static_assert(STORE_SLOT_TAG == 11 && STORE_MAX_TAG_FILTERS == 4,
                "QSQL_BATCH_FILTERS has one QSQL_TAG_FILTER per tag filter, from slot 11");
 
@@ -49,33 +44,32 @@ _Static_assert(STORE_SLOT_TAG == 11 && STORE_MAX_TAG_FILTERS == 4,
    (NULL any). */
 #define QSQL_TOP_FILTERS                                                                           \
   QSQL_BATCH_FILTERS                                                                               \
-      " AND e.start_ns >= " QSQL_INT(STORE_SLOT_FROM) " AND e.start_ns <= " QSQL_INT(              \
-          STORE_SLOT_TO) " AND (" QSQL_TEXT(STORE_SLOT_LABEL) " IS NULL OR e.label = " QSQL_SLOT(STORE_SLOT_LABEL) ")"
+  " AND e.start_ns >= " QSQL_INT(STORE_SLOT_FROM) " AND e.start_ns <= " QSQL_INT(STORE_SLOT_TO)    \
+      QSQL_OPTIONAL("e.label", STORE_SLOT_LABEL)
 
 /* The batch filters, then the batch's arrival in from..to. */
 #define QSQL_DROPS_FILTERS                                                                         \
-  QSQL_BATCH_FILTERS " AND b.received_ns >= " QSQL_INT(                                            \
-      STORE_SLOT_FROM) " AND b.received_ns <= " QSQL_INT(STORE_SLOT_TO)
+  QSQL_BATCH_FILTERS                                                                               \
+  " AND b.received_ns >= " QSQL_INT(STORE_SLOT_FROM) " AND b.received_ns <= " QSQL_INT(            \
+      STORE_SLOT_TO)
 
 /* The kind: "hang" (hang and fatal_hang) or another kind, exactly; alias
    a (e or r). */
 #define QSQL_KIND_FILTER(a)                                                                        \
   "(" a ".kind = " QSQL_SLOT(STORE_SLOT_KIND) " OR (" QSQL_SLOT(                                   \
-      STORE_SLOT_KIND) " = 'hang' AND " a ".kind = 'fatal_hang'))"
+      STORE_SLOT_KIND) " = 'hang'"                                                                 \
+                       " AND " a ".kind = 'fatal_hang'))"
 
 /* Only the events of a group (NULL any); alias a (e or r). */
-#define QSQL_GROUP_FILTER(a)                                                                       \
-  " AND (" QSQL_TEXT(STORE_SLOT_GROUP) " IS NULL OR " a                                            \
-                                       ".group_sig = " QSQL_SLOT(STORE_SLOT_GROUP) ")"
+#define QSQL_GROUP_FILTER(a) QSQL_OPTIONAL(a ".group_sig", STORE_SLOT_GROUP)
 
 /* A rollup row's resource and label (the rollups keep no host or tags:
    rollup_answers). */
-#define QSQL_ROLLUP_FILTERS                                                                                                                                                                               \
-  " AND (" QSQL_TEXT(STORE_SLOT_APP) " IS NULL OR r.app = " QSQL_SLOT(                                                                                                                                    \
-      STORE_SLOT_APP) ") AND (" QSQL_TEXT(STORE_SLOT_VERSION) " IS NULL OR r.version "                                                                                                                    \
-                                                              "= " QSQL_SLOT(STORE_SLOT_VERSION) ") AND (" QSQL_TEXT(STORE_SLOT_ENVIRONMENT) " IS NULL OR r.environment"                                  \
-                                                                                                                                             " = " QSQL_SLOT(STORE_SLOT_ENVIRONMENT) ") AND (" QSQL_TEXT( \
-                                                                                                                                                 STORE_SLOT_LABEL) " IS NULL OR r.label = " QSQL_SLOT(STORE_SLOT_LABEL) ")"
+#define QSQL_ROLLUP_FILTERS                                                                        \
+  QSQL_OPTIONAL("r.app", STORE_SLOT_APP)                                                           \
+  QSQL_OPTIONAL("r.version", STORE_SLOT_VERSION)                                                   \
+  QSQL_OPTIONAL("r.environment", STORE_SLOT_ENVIRONMENT)                                           \
+  QSQL_OPTIONAL("r.label", STORE_SLOT_LABEL)
 
 /* A rollup row's bucket, or an event's start, within the plan's slots lo..hi. */
 #define QSQL_RANGE(lo, hi) " AND r.bucket_ns >= " QSQL_INT(lo) " AND r.bucket_ns <= " QSQL_INT(hi)
