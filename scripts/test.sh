@@ -22,8 +22,8 @@ jobs=$(nproc)
 # The dashboard's browser test (ctest dashboard_browser) needs playwright-core:
 # installed from the lock file, kept when the locked version is there already
 # (no network needed then); npm missing or failing stops here.
-echo "== playwright-core for the dashboard's browser test (tests/collector/dashboard)"
-(cd tests/collector/dashboard &&
+echo "== playwright-core for the dashboard's browser test (tests/collector/http/dashboard)"
+(cd tests/collector/http/dashboard &&
   { node -e 'const v = require("./package-lock.json").packages["node_modules/playwright-core"].version;
       process.exit(require("./node_modules/playwright-core/package.json").version === v ? 0 : 1)' \
       2>/dev/null || npm ci --no-audit --no-fund --prefer-offline; })

@@ -1,7 +1,7 @@
 /*
  * build_id.h - the GNU build-id of an ELF file (libdwelf), as the collector
  * names uploaded debug files. For the programs that link libelf and libdw
- * (tests/collector/test_collector_symbols.c, test_perf_symbols.c).
+ * (tests/collector/symbols/test_collector_symbols.c, test_perf_symbols.c).
  */
 #ifndef PERF_TEST_BUILD_ID_H
 #define PERF_TEST_BUILD_ID_H

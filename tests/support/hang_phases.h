@@ -7,7 +7,7 @@
  * hopes); every transition is stamped on CLOCK_MONOTONIC, so a test can
  * say which state each sample must have; and the hang read back from the
  * file sink's batch records. For the thread-state tests
- * (tests/sampler/test_states.c, tests/collector/test_collector_states.c).
+ * (tests/sampler/test_states.c, tests/collector/ingest/test_collector_states.c).
  */
 #ifndef PERF_TEST_HANG_PHASES_H
 #define PERF_TEST_HANG_PHASES_H
