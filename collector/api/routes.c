@@ -8,6 +8,7 @@
 #include "collector/api/drops.h"
 #include "collector/api/events.h"
 #include "collector/api/export_pprof.h"
+#include "collector/api/loops.h"
 #include "collector/api/query_states.h"
 #include "collector/api/stacks.h"
 #include "collector/api/top_stacks.h"
@@ -25,6 +26,7 @@ static const api_route_t ROUTES[] = {
     {"/api/v1/events/", NULL, NULL, query_event, JSON, NULL},
     {"/api/v1/drops", query_drops, NULL, NULL, JSON, NULL},
     {"/api/v1/timeseries", query_timeseries, NULL, NULL, JSON, NULL},
+    {"/api/v1/loops", query_loops, NULL, NULL, JSON, NULL},
     {"/api/v1/states", query_states, NULL, NULL, JSON, NULL},
     {"/api/v1/versions/compare", versions_compare, NULL, NULL, JSON, NULL},
 };

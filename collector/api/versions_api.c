@@ -14,29 +14,19 @@
 #include <string.h>
 
 #include "collector/api/headline.h"
+#include "collector/api/loop_json.h"
 
-#define NS_PER_HOUR 3.6e12
 #define MAX_VERSION_BYTES 256 /* a and b: longer is no version an SDK sends */
 #define STR_(x) #x
 #define STR(x) STR_(x)
 #define TOO_LONG "parameter %s: at most " STR(MAX_VERSION_BYTES) " bytes"
 
-/* The buckets' upper bounds, ms (docs/protocol.md "Loop stats"); the last
-   has none. */
-static const int UPPER_MS[STORE_LOOP_BUCKETS - 1] = {50, 100, 250, 500, 1000, 2000, 5000, 10000};
-
-static char *error_json(const char *fmt, const char *param) {
-  char text[200];
-  snprintf(text, sizeof text, fmt, param);
-  return query_error_json(text);
-}
-
 /* ---- parameters ------------------------------------------------------------ */
 
 static unsigned check_version(const char *name, const char *v, char **body) {
   if (!v || !*v)
-    return *body = error_json("parameter %s: required (a version of the app)", name), 400;
-  if (strlen(v) > MAX_VERSION_BYTES) return *body = error_json(TOO_LONG, name), 400;
+    return *body = query_error_param("parameter %s: required (a version of the app)", name), 400;
+  if (strlen(v) > MAX_VERSION_BYTES) return *body = query_error_param(TOO_LONG, name), 400;
   return 0;
 }
 
@@ -48,15 +38,19 @@ static unsigned parse_compare(query_arg_fn arg, void *ctx, store_top_query_t *q,
   for (size_t i = 0; i < sizeof REFUSED / sizeof REFUSED[0]; i++) {
     const char *v = arg(ctx, REFUSED[i], 0);
     if (v && *v)
-      return *body = error_json("parameter %s: not a filter of versions/compare", REFUSED[i]), 400;
+      return *body =
+                 query_error_param("parameter %s: not a filter of versions/compare", REFUSED[i]),
+             400;
   }
   q->kind = NULL;
-  if (!q->app) return *body = error_json("parameter %s: required (the app's name)", "app"), 400;
-  if (strlen(q->app) > MAX_VERSION_BYTES) return *body = error_json(TOO_LONG, "app"), 400;
+  if (!q->app)
+    return *body = query_error_param("parameter %s: required (the app's name)", "app"), 400;
+  if (strlen(q->app) > MAX_VERSION_BYTES) return *body = query_error_param(TOO_LONG, "app"), 400;
   *a = arg(ctx, "a", 0);
   *b = arg(ctx, "b", 0);
   if ((bad = check_version("a", *a, body)) || (bad = check_version("b", *b, body))) return bad;
-  if (strcmp(*a, *b) == 0) return *body = error_json("parameter %s: must differ from a", "b"), 400;
+  if (strcmp(*a, *b) == 0)
+    return *body = query_error_param("parameter %s: must differ from a", "b"), 400;
   return 0;
 }
 
@@ -85,28 +79,12 @@ static int on_hang(const store_top_row_t *row, void *user) {
   return 0;
 }
 
-static json_t *ratio_or_null(double num, double den) {
-  return den > 0 ? json_real(num / den) : json_null();
-}
-
-static json_t *histogram_json(const store_loop_stats_t *s) {
-  json_t *h = json_array();
-  for (int i = 0; h && i < STORE_LOOP_BUCKETS; i++) {
-    json_t *upper = i < STORE_LOOP_BUCKETS - 1 ? json_integer(UPPER_MS[i]) : json_null();
-    json_t *o = json_pack("{s:i,s:o,s:I}", "lower_ms", i ? UPPER_MS[i - 1] : 0, "upper_ms", upper,
-                          "units", (json_int_t)s->units[i]);
-    if (!o || json_array_append_new(h, o) != 0) json_decref(h), h = NULL;
-  }
-  return h;
-}
-
+/* {"version", then the loop's totals (loop_json.h)}. */
 static json_t *version_json(const char *version, const store_loop_totals_t *t) {
-  double hours = (double)t->sum.watched_ns / NS_PER_HOUR;
-  return json_pack("{s:s,s:f,s:I,s:o,s:o,s:I,s:o}", "version", version, "watched_hours", hours,
-                   "hangs", (json_int_t)t->hangs, "hangs_per_hour",
-                   ratio_or_null((double)t->hangs, hours), "busy_fraction",
-                   ratio_or_null((double)t->sum.busy_ns, (double)t->sum.watched_ns),
-                   "stats_batches", (json_int_t)t->batches, "histogram", histogram_json(&t->sum));
+  json_t *o = json_pack("{s:s}", "version", version), *totals = loop_totals_json(t);
+  if (!o || !totals || json_object_update(o, totals) != 0) json_decref(o), o = NULL;
+  json_decref(totals);
+  return o;
 }
 
 /* ---- the groups that moved --------------------------------------------------- */

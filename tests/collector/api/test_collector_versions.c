@@ -1,12 +1,17 @@
 /*
- * test_collector_versions.c - GET /api/v1/versions/compare in the real
- * perf-collector, fed hand-made batches (batch_post.c) with loop stats:
+ * test_collector_versions.c - GET /api/v1/versions/compare and GET
+ * /api/v1/loops in the real perf-collector, fed hand-made batches
+ * (batch_post.c) with loop stats:
  *  - rates: version 3.1 watched 1 h with 2 hangs, 3.2 watched 2 h with 6
  *    hangs -> exactly 2.0 and 3.0 hangs per hour, the busy fractions and
  *    the histograms summed over their batches (a stats-only batch among
  *    them), the hang group that grew and the one that shrank, with exact
  *    shares; another app's batches and the environment filter change it
  *    exactly; a version never watched has null rates;
+ *  - loops: the same batches' loops summed over app, version,
+ *    environment and none: exact watched hours, hangs per hour, busy
+ *    fraction, histogram and batch counts; kind, group, label and a bad
+ *    from refused with 400 naming them;
  *  - bad_parameters: app, a, b missing, a == b, a too long, kind,
  *    version -> 400 naming the parameter; loop stats of 10 buckets -> the
  *    batch refused with 400;
@@ -74,11 +79,13 @@ static double real_of(const json_t *o, const char *key) {
   return json_number_value(v);
 }
 
-/* A version's answer: exact hangs, watched hours, rate, busy fraction and
-   units per bucket ("u0,u1,...,u8"). */
+/* A version's answer (name NULL: a loops answer, no version): exact
+   hangs, watched hours, rate, busy fraction and units per bucket
+   ("u0,u1,...,u8"). */
 static void check_version(const json_t *v, const char *name, long long hangs, double hours,
                           double rate, double busy, const char *units) {
-  CHECK(strcmp(json_string_value(json_object_get(v, "version")), name) == 0);
+  if (name) CHECK(strcmp(json_string_value(json_object_get(v, "version")), name) == 0);
+  if (!name) name = "loops";
   CHECKF(json_integer_value(json_object_get(v, "hangs")) == hangs, "%s: hangs", name);
   CHECKF(real_of(v, "watched_hours") == hours, "%s: watched_hours %g, want %g", name,
          real_of(v, "watched_hours"), hours);
@@ -164,6 +171,54 @@ static void case_rates(void) {
   collector_stop_healthy(&c);
 }
 
+/* GET /api/v1/loops?query: its "loops" object (a new reference). */
+static json_t *loops(const collector_t *c, const char *query) {
+  char path[1024];
+  snprintf(path, sizeof path, "/api/v1/loops?%s", query);
+  long status = 0;
+  json_t *o = get_json(c, path, &status);
+  CHECKF(status == 200, "GET %s -> %ld", path, status);
+  json_t *l = json_incref(json_object_get(o, "loops"));
+  CHECKF(l, "GET %s: no loops", path);
+  json_decref(o);
+  return l;
+}
+
+static void case_loops(void) {
+  collector_t c;
+  collector_start(&c, NULL);
+  send_fixture(&c);
+  send_fixture(&c); /* again: duplicates, counted once */
+  /* shop in prod: 3.1's hour and 3.2's two, 2 + 6 hangs, a quarter hour
+     and an hour busy */
+  json_t *l = loops(&c, "app=shop&environment=prod");
+  double busy = (double)(HOUR_NS / 8 + HOUR_NS / 8 + HOUR_NS) / (double)(3 * HOUR_NS);
+  check_version(l, NULL, 8, 3.0, 8.0 / 3.0, busy, "550,55,35,12,7,1,0,0,0");
+  CHECK_EQ_INT(json_integer_value(json_object_get(l, "stats_batches")), 3);
+  json_decref(l);
+  l = loops(&c, "app=shop&version=3.2");
+  check_version(l, NULL, 6, 2.0, 3.0, 0.5, "400,30,20,8,5,1,0,0,0");
+  CHECK_EQ_INT(json_integer_value(json_object_get(l, "stats_batches")), 1);
+  json_decref(l);
+  /* everything: shop's 4 h (staging's without hangs) and other's hour */
+  l = loops(&c, "");
+  busy = (double)(HOUR_NS / 8 + HOUR_NS / 8 + HOUR_NS + HOUR_NS / 2) / (double)(5 * HOUR_NS);
+  check_version(l, NULL, 12, 5.0, 12.0 / 5.0, busy, "700,80,50,16,9,1,0,0,0");
+  CHECK_EQ_INT(json_integer_value(json_object_get(l, "stats_batches")), 5);
+  json_decref(l);
+  /* nothing watched: null rates */
+  l = loops(&c, "app=nobody");
+  CHECK(json_is_null(json_object_get(l, "hangs_per_hour")));
+  CHECK(json_is_null(json_object_get(l, "busy_fraction")));
+  CHECK_EQ_INT(json_integer_value(json_object_get(l, "stats_batches")), 0);
+  json_decref(l);
+  check_bad_parameter(&c, "/api/v1/loops", "kind=hang", "kind");
+  check_bad_parameter(&c, "/api/v1/loops", "group=abc", "group");
+  check_bad_parameter(&c, "/api/v1/loops", "label=x", "label");
+  check_bad_parameter(&c, "/api/v1/loops", "from=x", "from");
+  collector_stop_healthy(&c);
+}
+
 /* GET /api/v1/versions/compare?query -> 400 whose error names param. */
 static void check_bad(const collector_t *c, const char *query, const char *param) {
   check_bad_parameter(c, "/api/v1/versions/compare", query, param);
@@ -229,6 +284,7 @@ static void case_retention_and_old_db(void) {
 int main(int argc, char **argv) {
   static const test_case_t cases[] = {
       TEST_CASE(rates),
+      TEST_CASE(loops),
       TEST_CASE(bad_parameters),
       TEST_CASE(retention_and_old_db),
   };

@@ -263,6 +263,7 @@ static const char *const READ_ROUTES[] = {
     "/api/v1/export/folded?kind=hang",
     "/api/v1/export/pprof?kind=hang",
     "/api/v1/drops",
+    "/api/v1/loops",
     "/api/v1/timeseries?kind=hang&bucket=hour",
     "/metrics",
 };
