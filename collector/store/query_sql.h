@@ -81,4 +81,30 @@ _Static_assert(STORE_SLOT_TAG == 11 && STORE_MAX_TAG_FILTERS == 4,
   "e.id, e.kind, e.start_ns, e.duration_ns, e.tid, e.cpu_percent, e.reason, b.app, b.version,"     \
   " b.environment, e.group_sig, " tags_json ", e.label"
 
+/* Retention: what a cutoff (slot 1, unix nanoseconds) deletes, in the
+   order every backend runs it in one transaction: what refers to an old
+   batch's events, its events, its tags and loop stats, the batches
+   (QSQL_RETENTION_BATCHES: the step whose count is reported), then the
+   stacks and groups no batch has named since (QSQL_RETENTION_STACKS and
+   the next: last_seen before the cutoff less slack, SQL text such as
+   " - 3600000000000", at most STORE_RETENTION_SLACK_NS). */
+#define QSQL_OLD_EVENTS                                                                            \
+  "(SELECT e.id FROM events e JOIN batches b ON e.batch_id = b.id WHERE b.received_ns "            \
+  "< " QSQL_INT(1) ")"
+#define QSQL_OLD_BATCHES "(SELECT id FROM batches WHERE received_ns < " QSQL_INT(1) ")"
+#define QSQL_RETENTION(slack)                                                                      \
+  {                                                                                                \
+    "DELETE FROM event_states WHERE event_id IN " QSQL_OLD_EVENTS,                                 \
+        "DELETE FROM stack_counts WHERE event_id IN " QSQL_OLD_EVENTS,                             \
+        "DELETE FROM events WHERE batch_id IN " QSQL_OLD_BATCHES,                                  \
+        "DELETE FROM batch_tags WHERE batch_id IN " QSQL_OLD_BATCHES,                              \
+        "DELETE FROM loop_stats WHERE batch_id IN " QSQL_OLD_BATCHES,                              \
+        "DELETE FROM batches WHERE received_ns < " QSQL_INT(1),                                    \
+        "DELETE FROM stacks WHERE last_seen < " QSQL_INT(1) slack,                                 \
+        "DELETE FROM groups WHERE last_seen < " QSQL_INT(1) slack                                  \
+  }
+#define QSQL_RETENTION_STEPS 8
+#define QSQL_RETENTION_BATCHES 5
+#define QSQL_RETENTION_STACKS 6
+
 #endif

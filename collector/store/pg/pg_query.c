@@ -16,10 +16,8 @@
 #include "collector/store/rollup_sql.h"
 #include "collector/store/rows.h"
 
-/* The read statements' filters: query_sql.h, in PostgreSQL's slots. */
-#define SQL_SLOT(n) "$" n
-#define SQL_TEXT(n) "$" n "::text"
-#define SQL_INT(n) "$" n "::bigint"
+/* The read statements' filters: query_sql.h, in PostgreSQL's slots
+   (pg_store.h). */
 #define PG_TAGS_JSON                                                                               \
   "(SELECT coalesce(jsonb_agg(jsonb_build_object('key', t.key, 'value', t.value)"                  \
   " ORDER BY t.key, t.value), '[]'::jsonb) FROM batch_tags t WHERE t.batch_id = b.id)"

@@ -21,6 +21,7 @@
 
 #include "collector/model/rollup_batch.h"
 #include "collector/store/pg/pg_store.h"
+#include "collector/store/query_sql.h"
 #include "collector/store/rollup_sql.h"
 
 #define PUT_ATTEMPTS 5
@@ -401,24 +402,10 @@ static int pg_put_batch(store_t *st, const store_batch_t *b) {
 
 /* ---- retention -------------------------------------------------------------- */
 
-#define OLD_EVENTS                                                                                 \
-  "(SELECT e.id FROM events e JOIN batches b ON e.batch_id = b.id WHERE b.received_ns < "          \
-  "$1::bigint)"
-#define OLD_BATCHES "(SELECT id FROM batches WHERE received_ns < $1::bigint)"
-
-static const char *const DELETES[] = {
-    "DELETE FROM event_states WHERE event_id IN " OLD_EVENTS,
-    "DELETE FROM stack_counts WHERE event_id IN " OLD_EVENTS,
-    "DELETE FROM events WHERE batch_id IN " OLD_BATCHES,
-    "DELETE FROM batch_tags WHERE batch_id IN " OLD_BATCHES,
-    "DELETE FROM loop_stats WHERE batch_id IN " OLD_BATCHES,
-    "DELETE FROM batches WHERE received_ns < $1::bigint",
-    /* last_seen trails the latest batch by up to PG_LAST_SEEN_STEP */
-    "DELETE FROM stacks WHERE last_seen < $1::bigint - " PG_XSTR(PG_LAST_SEEN_STEP),
-    "DELETE FROM groups WHERE last_seen < $1::bigint - " PG_XSTR(PG_LAST_SEEN_STEP),
-};
-#define BATCHES_STEP 5
-#define STACKS_STEP 6 /* this one and the next delete stacks and groups */
+/* The shared order (query_sql.h); last_seen trails the latest batch by up
+   to PG_LAST_SEEN_STEP. */
+static const char *const DELETES[] = QSQL_RETENTION(" - " PG_XSTR(PG_LAST_SEEN_STEP));
+_Static_assert(sizeof DELETES / sizeof DELETES[0] == QSQL_RETENTION_STEPS, "one SQL a step");
 /* The rollup buckets those deletes touch (rebuilt after them). */
 static const char MARK_OLD[] =
     "INSERT INTO rollup_dirty(bucket_ns) SELECT DISTINCT " ROLLUP_BUCKET_OF(
@@ -447,8 +434,9 @@ static int delete_locked(store_t *st, int64_t cutoff_ns, uint64_t *deleted) {
   bool rows_gone = false;
   for (size_t i = 0; i < sizeof DELETES / sizeof DELETES[0]; i++) {
     if (!(r = pg_run(st, DELETES[i], &p, "retention"))) break;
-    if (i == BATCHES_STEP && deleted) *deleted = (uint64_t)strtoull(PQcmdTuples(r), NULL, 10);
-    if (i >= STACKS_STEP && strcmp(PQcmdTuples(r), "0") != 0) rows_gone = true;
+    if (i == QSQL_RETENTION_BATCHES && deleted)
+      *deleted = (uint64_t)strtoull(PQcmdTuples(r), NULL, 10);
+    if (i >= QSQL_RETENTION_STACKS && strcmp(PQcmdTuples(r), "0") != 0) rows_gone = true;
     PQclear(r);
   }
   /* The rows deleted were last seen over a step before the cutoff: no

@@ -37,6 +37,12 @@
    debuginfod fetches), 'perf' as an int4; the second is the name's hash. */
 #define PG_LOCK_CLASS_JOB "1885696614"
 
+/* A statement's parameter slots in PostgreSQL's SQL, typed where a NULL
+   test needs it (collector/store/query_sql.h). */
+#define SQL_SLOT(n) "$" n
+#define SQL_TEXT(n) "$" n "::text"
+#define SQL_INT(n) "$" n "::bigint"
+
 /* A stored stack's or group's last_seen (ns) trails the latest batch with
    it by at most PG_LAST_SEEN_STEP; a batch that sends the row moves
    last_seen to its arrival when it is more than PG_LAST_SEEN_MOVE behind

@@ -13,13 +13,11 @@ static const char SCHEMA[] =
     " state TEXT NOT NULL, syscall TEXT NOT NULL, fd TEXT NOT NULL, samples INTEGER NOT NULL);"
     "CREATE INDEX IF NOT EXISTS event_states_event ON event_states(event_id);";
 
-enum ss_stmt { SS_INSERT, SS_DELETE, SS_OF_EVENT, SS_COUNT };
+enum ss_stmt { SS_INSERT, SS_OF_EVENT, SS_COUNT };
 
 static const char *const SS_SQL[SS_COUNT] = {
     [SS_INSERT] = "INSERT INTO event_states(event_id, tid, state, syscall, fd, samples)"
                   " VALUES(?1, ?2, ?3, ?4, ?5, ?6)",
-    [SS_DELETE] = "DELETE FROM event_states WHERE event_id IN (SELECT e.id FROM events e"
-                  " JOIN batches b ON e.batch_id = b.id WHERE b.received_ns < ?1)",
     [SS_OF_EVENT] = "SELECT tid, state, syscall, fd, samples FROM event_states"
                     " WHERE event_id = ?1 ORDER BY samples DESC, rowid",
 };
@@ -67,14 +65,6 @@ int store_states_insert(store_states_t *ss, sqlite3_int64 event_id, const store_
   }
   sqlite3_clear_bindings(s);
   return SQLITE_OK;
-}
-
-int store_states_delete_before(store_states_t *ss, int64_t cutoff_ns) {
-  sqlite3_stmt *s = ss->stmt[SS_DELETE];
-  sqlite3_bind_int64(s, 1, cutoff_ns);
-  int rc = sqlite3_step(s);
-  sqlite3_reset(s);
-  return rc == SQLITE_DONE ? SQLITE_OK : rc;
 }
 
 int store_states_of_event(store_states_t *ss, int64_t id, store_state_row_fn fn, void *user) {

@@ -22,10 +22,6 @@ void store_states_close(store_states_t *ss);
 /* Event event_id's states (e->states). SQLITE_OK or the error. */
 int store_states_insert(store_states_t *ss, sqlite3_int64 event_id, const store_event_t *e);
 
-/* Delete the states of the events of batches received before cutoff_ns
-   (run before those events are deleted). SQLITE_OK or the error. */
-int store_states_delete_before(store_states_t *ss, int64_t cutoff_ns);
-
 /* Event id's rows, most samples first, to fn. STORE_OK or STORE_ERROR. */
 int store_states_of_event(store_states_t *ss, int64_t id, store_state_row_fn fn, void *user);
 

@@ -96,10 +96,8 @@ _Static_assert(STORE_LOOP_BUCKETS == 9, "LOOP_SCHEMA has one column per bucket")
 static const char GROUP_SIG_INDEX[] =
     "CREATE INDEX IF NOT EXISTS events_group ON events(group_sig)";
 
-/* The read statements' filters: query_sql.h, in SQLite's slots. */
-#define SQL_SLOT(n) "?" n
-#define SQL_TEXT(n) "?" n
-#define SQL_INT(n) "?" n
+/* The read statements' filters: query_sql.h, in SQLite's slots
+   (sqlite_store.h). */
 #define SQLITE_TAGS_JSON                                                                           \
   "(SELECT json_group_array(json_object('key', t.key, 'value', t.value))"                          \
   " FROM batch_tags t WHERE t.batch_id = b.id)"
@@ -172,20 +170,11 @@ static const char *const STMT_SQL[ST_COUNT] = {
                         " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
     [ST_INSERT_COUNT] = "INSERT INTO stack_counts(event_id, stack_sig, tid, samples, cpu_us)"
                         " VALUES(?1, ?2, ?3, ?4, ?5)",
-    [ST_DELETE_COUNTS] = "DELETE FROM stack_counts WHERE event_id IN (SELECT e.id FROM events e"
-                         " JOIN batches b ON e.batch_id = b.id WHERE b.received_ns < ?1)",
-    [ST_DELETE_EVENTS] = "DELETE FROM events WHERE batch_id IN"
-                         " (SELECT id FROM batches WHERE received_ns < ?1)",
-    [ST_DELETE_TAGS] = "DELETE FROM batch_tags WHERE batch_id IN"
-                       " (SELECT id FROM batches WHERE received_ns < ?1)",
-    [ST_DELETE_BATCHES] = "DELETE FROM batches WHERE received_ns < ?1",
-    [ST_DELETE_STACKS] = "DELETE FROM stacks WHERE last_seen < ?1",
     [ST_COUNT_ROWS] = "SELECT (SELECT count(*) FROM batches), (SELECT count(*) FROM events),"
                       " (SELECT count(*) FROM stacks), (SELECT count(*) FROM stack_counts)",
     [ST_UPSERT_GROUP] = "INSERT INTO groups(signature, frames, first_seen, last_seen)"
                         " VALUES(?1, ?2, ?3, ?3) ON CONFLICT(signature) DO UPDATE SET"
                         " last_seen = max(last_seen, excluded.last_seen)",
-    [ST_DELETE_GROUPS] = "DELETE FROM groups WHERE last_seen < ?1",
     [ST_TOP_HANG] =
         TOP_SQL("r.kind IN ('hang', 'fatal_hang')", RAW_HANG(22, 23) " UNION ALL " RAW_HANG(24, 25),
                 "(SELECT p.samples FROM hang_group_path p WHERE p.group_sig = x.g)"),
@@ -239,8 +228,6 @@ static const char *const STMT_SQL[ST_COUNT] = {
     " GROUP BY 1, 2, 3 ORDER BY 4 DESC, 1, 2, 3",
     [ST_INSERT_LOOP] = "INSERT INTO loop_stats(batch_id, watched_ns, busy_ns, u0, u1, u2, u3, u4,"
                        " u5, u6, u7, u8) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
-    [ST_DELETE_LOOP] = "DELETE FROM loop_stats WHERE batch_id IN"
-                       " (SELECT id FROM batches WHERE received_ns < ?1)",
     /* Values <= 2^48 each: the integer sums fit up to 2^15 batches a
        query; total() (REAL) is exact to 2^53 and never overflows. */
     [ST_LOOP_SUMS] = "SELECT total(l.watched_ns), total(l.busy_ns), total(l.u0), total(l.u1),"
@@ -282,6 +269,8 @@ static void sqlite_close(store_t *st) {
     empty_log(st); /* what retention or renames wrote since */
   for (int i = 0; i < ST_COUNT; i++)
     sqlite3_finalize(st->stmt[i]);
+  for (int i = 0; i < QSQL_RETENTION_STEPS; i++)
+    sqlite3_finalize(st->retention[i]);
   hang_groups_close(st->hang);
   store_states_close(st->states);
   store_rollups_close(st->rollups);
@@ -292,10 +281,17 @@ static void sqlite_close(store_t *st) {
   free(st);
 }
 
+/* Retention's steps (query_sql.h); SQLite keeps every stack until its
+   cutoff, no slack. */
+static const char *const RETENTION_SQL[] = QSQL_RETENTION("");
+_Static_assert(sizeof RETENTION_SQL / sizeof RETENTION_SQL[0] == QSQL_RETENTION_STEPS,
+               "one SQL a step");
+
 static int prepare_all(store_t *st) {
-  for (int i = 0; i < ST_COUNT; i++) {
-    if (sqlite3_prepare_v3(st->db, STMT_SQL[i], -1, SQLITE_PREPARE_PERSISTENT, &st->stmt[i],
-                           NULL) != SQLITE_OK) {
+  for (int i = 0; i < ST_COUNT + QSQL_RETENTION_STEPS; i++) {
+    const char *sql = i < ST_COUNT ? STMT_SQL[i] : RETENTION_SQL[i - ST_COUNT];
+    sqlite3_stmt **s = i < ST_COUNT ? &st->stmt[i] : &st->retention[i - ST_COUNT];
+    if (sqlite3_prepare_v3(st->db, sql, -1, SQLITE_PREPARE_PERSISTENT, s, NULL) != SQLITE_OK) {
       sqlite_report(st, "prepare");
       return STORE_ERROR;
     }
@@ -562,28 +558,22 @@ static int sqlite_put_batch(store_t *st, const store_batch_t *b) {
 }
 
 static int delete_locked(store_t *st, int64_t cutoff_ns, uint64_t *deleted) {
-  static const enum stmt_id order[] = {ST_DELETE_COUNTS, ST_DELETE_EVENTS,  ST_DELETE_TAGS,
-                                       ST_DELETE_LOOP,   ST_DELETE_BATCHES, ST_DELETE_STACKS,
-                                       ST_DELETE_GROUPS};
   if (sqlite_step_done(st, ST_BEGIN) != SQLITE_OK) return STORE_ERROR;
-  if (store_rollups_mark_before(st->rollups, cutoff_ns) != SQLITE_OK ||
-      store_states_delete_before(st->states, cutoff_ns) != SQLITE_OK) {
+  int rc = store_rollups_mark_before(st->rollups, cutoff_ns);
+  for (int i = 0; rc == SQLITE_OK && i < QSQL_RETENTION_STEPS; i++) {
+    sqlite3_stmt *s = st->retention[i];
+    sqlite3_bind_int64(s, 1, cutoff_ns);
+    rc = sqlite3_step(s) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
+    sqlite3_reset(s);
+    if (rc == SQLITE_OK && i == QSQL_RETENTION_BATCHES && deleted)
+      *deleted = (uint64_t)sqlite3_changes(st->db);
+  }
+  if (rc == SQLITE_OK) rc = hang_groups_prune(st->hang);
+  if (rc == SQLITE_OK) rc = store_rollups_rebuild(st->rollups);
+  if (rc != SQLITE_OK) {
     sqlite_report(st, "retention");
     sqlite_step_done(st, ST_ROLLBACK);
-    return STORE_ERROR;
-  }
-  for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
-    sqlite3_bind_int64(st->stmt[order[i]], 1, cutoff_ns);
-    if (sqlite_step_done(st, order[i]) != SQLITE_OK) {
-      sqlite_report(st, "retention");
-      sqlite_step_done(st, ST_ROLLBACK);
-      return STORE_ERROR;
-    }
-    if (order[i] == ST_DELETE_BATCHES && deleted) *deleted = (uint64_t)sqlite3_changes(st->db);
-  }
-  if (hang_groups_prune(st->hang) != SQLITE_OK || store_rollups_rebuild(st->rollups) != SQLITE_OK) {
-    sqlite_report(st, "retention");
-    sqlite_step_done(st, ST_ROLLBACK);
+    if (deleted) *deleted = 0;
     return STORE_ERROR;
   }
   return sqlite_step_done(st, ST_COMMIT) == SQLITE_OK ? STORE_OK : STORE_ERROR;

@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <sqlite3.h>
 
+#include "collector/store/query_sql.h"
 #include "collector/store/sqlite/db_identity.h"
 #include "collector/store/sqlite/sqlite_hang_groups.h"
 #include "collector/store/sqlite/sqlite_rollups.h"
@@ -26,14 +27,8 @@ enum stmt_id {
   ST_UPSERT_STACK,
   ST_INSERT_EVENT,
   ST_INSERT_COUNT,
-  ST_DELETE_COUNTS,
-  ST_DELETE_EVENTS,
-  ST_DELETE_TAGS,
-  ST_DELETE_BATCHES,
-  ST_DELETE_STACKS,
   ST_COUNT_ROWS,
   ST_UPSERT_GROUP,
-  ST_DELETE_GROUPS,
   ST_TOP_HANG,
   ST_TOP_CPU,
   ST_STACK_ROWS,
@@ -44,7 +39,6 @@ enum stmt_id {
   ST_TIME_BUCKETS,
   ST_STATE_ROWS,
   ST_INSERT_LOOP,
-  ST_DELETE_LOOP,
   ST_LOOP_SUMS,
   ST_HANG_COUNT,
   ST_ANY_EVENT,
@@ -57,12 +51,18 @@ struct store_s {
   pthread_mutex_t lock;
   sqlite3 *db;
   sqlite3_stmt *stmt[ST_COUNT];
+  sqlite3_stmt *retention[QSQL_RETENTION_STEPS]; /* query_sql.h's order */
   hang_groups_t *hang;
   store_states_t *states;
   store_rollups_t *rollups;
   char *path;
   db_identity_t *identity; /* path and path-wal as opened */
 };
+
+/* A statement's parameter slots in SQLite's SQL (collector/store/query_sql.h). */
+#define SQL_SLOT(n) "?" n
+#define SQL_TEXT(n) "?" n
+#define SQL_INT(n) "?" n
 
 /* A text column, NULL for SQL NULL. */
 static inline const char *column_text(sqlite3_stmt *s, int i) {
