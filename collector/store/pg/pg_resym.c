@@ -1,7 +1,7 @@
 /*
  * pg_resym.c - re-symbolization in PostgreSQL (store_ops_t
- * .resymbolize): the SQLite backend's steps (sqlite_store.c) in one
- * transaction holding PG_LOCK_RESYMBOLIZE, PG_LOCK_STACKS and
+ * .resymbolize): the shared flow (resym_flow.h) over PostgreSQL's
+ * statements in one transaction holding PG_LOCK_RESYMBOLIZE, PG_LOCK_STACKS and
  * PG_LOCK_HANG_GROUPS, so two collectors given the same symbols rename
  * once, never interleave with a hang pick, and never delete a row a batch
  * left out as stored (stack_epoch bumped: every collector forgets them).
@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "collector/store/pg/pg_store.h"
+#include "collector/store/resym_flow.h"
 #include "collector/store/rollup_sql.h"
 
 /* The rollup buckets of the events a rename touched (rebuilt after it). */
@@ -60,116 +61,136 @@ static int run5(store_t *st, const char *sql, const char *old, const char *sig, 
   return pg_do(st, sql, &p, "resymbolize");
 }
 
-static int move_stack(store_t *st, const char *old, const store_stack_t *stack,
-                      const store_group_t *group, int64_t first, int64_t last) {
-  const char *sig = stack->signature;
-  int rc = run5(st,
-                "INSERT INTO resym_events(id) SELECT DISTINCT event_id FROM stack_counts"
-                " WHERE stack_sig = $1 AND $2::text IS NOT NULL AND $3::text IS NOT NULL"
-                " AND $4::bigint IS NOT NULL AND $5::bigint IS NOT NULL ON CONFLICT DO NOTHING",
-                old, sig, "", first, last);
-  if (rc == 0 && strcmp(old, sig) == 0) {
-    rc = run5(st,
-              "UPDATE stacks SET frames = $3 WHERE signature = $2 AND $1::text IS NOT NULL"
-              " AND $4::bigint IS NOT NULL AND $5::bigint IS NOT NULL",
-              old, sig, stack->frames_json, first, last);
-  } else {
-    for (size_t i = 0; rc == 0 && i < sizeof MOVE / sizeof MOVE[0]; i++)
-      rc = run5(st, MOVE[i], old, sig, stack->frames_json, first, last);
-  }
-  if (rc == 0)
-    rc = run5(st,
-              "INSERT INTO groups(signature, frames, first_seen, last_seen)"
-              " VALUES($2, $3, $4::bigint, $5::bigint) ON CONFLICT(signature) DO UPDATE SET"
-              " first_seen = least(groups.first_seen, excluded.first_seen),"
-              " last_seen = greatest(groups.last_seen, excluded.last_seen)",
-              old, sig, group->names_json, first, last);
+/* ---- the steps (resym_flow.h) --------------------------------------------- */
+
+static int step_note_events(void *ctx, const char *old) {
+  pg_params_t p = {0};
+  pg_text(&p, 1, old);
+  return pg_do(ctx,
+               "INSERT INTO resym_events(id) SELECT DISTINCT event_id FROM stack_counts"
+               " WHERE stack_sig = $1 ON CONFLICT DO NOTHING",
+               &p, "resymbolize");
+}
+
+static int step_set_frames(void *ctx, const char *sig, const char *frames_json) {
+  pg_params_t p = {0};
+  pg_text(&p, 1, sig);
+  pg_text(&p, 2, frames_json);
+  return pg_do(ctx, "UPDATE stacks SET frames = $2 WHERE signature = $1", &p, "resymbolize");
+}
+
+static int step_move_stack(void *ctx, const char *old, const store_stack_t *to, int64_t first,
+                           int64_t last) {
+  int rc = 0;
+  for (size_t i = 0; rc == 0 && i < sizeof MOVE / sizeof MOVE[0]; i++)
+    rc = run5(ctx, MOVE[i], old, to->signature, to->frames_json, first, last);
   return rc;
 }
 
-static int rename_matching(store_t *st, const char *needle, const store_renamer_t *r,
-                           uint64_t *renamed) {
+static int step_upsert_group(void *ctx, const store_group_t *g, int64_t first, int64_t last) {
+  pg_params_t p = {0};
+  pg_text(&p, 1, g->signature);
+  pg_text(&p, 2, g->names_json);
+  pg_int(&p, 3, first);
+  pg_int(&p, 4, last);
+  return pg_do(ctx,
+               "INSERT INTO groups(signature, frames, first_seen, last_seen)"
+               " VALUES($1, $2, $3::bigint, $4::bigint) ON CONFLICT(signature) DO UPDATE SET"
+               " first_seen = least(groups.first_seen, excluded.first_seen),"
+               " last_seen = greatest(groups.last_seen, excluded.last_seen)",
+               &p, "resymbolize");
+}
+
+static int step_note_group(void *ctx, const char *sig) {
+  pg_params_t p = {0};
+  pg_text(&p, 1, sig);
+  return pg_do(ctx, "INSERT INTO resym_groups(signature) VALUES($1) ON CONFLICT DO NOTHING", &p,
+               "resymbolize");
+}
+
+static char *dup_or_null(const char *s) {
+  return s ? strdup(s) : NULL;
+}
+
+static int step_matching(void *ctx, const char *needle, resym_stack_t **out, size_t *n) {
   pg_params_t p = {0};
   pg_text(&p, 1, needle);
-  PGresult *m = pg_run(st,
+  PGresult *m = pg_run(ctx,
                        "SELECT signature, frames, first_seen, last_seen FROM stacks"
                        " WHERE strpos(frames, $1) > 0",
                        &p, "resymbolize");
+  *out = NULL;
+  *n = 0;
   if (!m) return -1;
-  int rc = 0;
-  for (int i = 0; rc == 0 && i < PQntuples(m); i++) {
-    store_stack_t stack = {0};
-    store_group_t group = {0};
-    int changed = r->rename_stack(r->user, PQgetvalue(m, i, 1), &stack, &group);
-    if (changed < 0) rc = -1;
-    if (changed > 0) {
-      rc = move_stack(st, PQgetvalue(m, i, 0), &stack, &group, pg_i64(m, i, 2), pg_i64(m, i, 3));
-      (*renamed)++;
-    }
-    free((char *)stack.frames_json);
-    free((char *)group.names_json);
+  int rows = PQntuples(m), rc = 0;
+  if (rows && !(*out = calloc((size_t)rows, sizeof **out))) rc = -1;
+  for (int i = 0; rc == 0 && i < rows; i++) {
+    resym_stack_t *s = &(*out)[(*n)++];
+    *s = (resym_stack_t){strdup(PQgetvalue(m, i, 0)), strdup(PQgetvalue(m, i, 1)), pg_i64(m, i, 2),
+                         pg_i64(m, i, 3)};
+    if (!s->signature || !s->frames_json) rc = -1;
   }
   PQclear(m);
   return rc;
 }
 
-/* A hang event whose stacks changed: its group again from its stacks. */
-static int regroup_event(store_t *st, const store_renamer_t *r, const char *id,
-                         const char *dominant, const char *old_group, int64_t received_ns) {
-  pg_params_t p = {0};
-  pg_text(&p, 1, id);
-  pg_text(&p, 2, dominant);
-  PGresult *s = pg_run(st,
-                       "SELECT s.frames, c.samples FROM stack_counts c JOIN stacks s"
-                       " ON s.signature = c.stack_sig WHERE c.event_id = $1::bigint AND"
-                       " c.samples > 0 ORDER BY c.stack_sig IS NOT DISTINCT FROM $2 DESC,"
-                       " c.samples DESC, c.id",
-                       &p, "resymbolize");
-  if (!s) return -1;
-  size_t n = (size_t)PQntuples(s);
-  const char **frames = calloc(n ? n : 1, sizeof *frames);
-  uint64_t *samples = calloc(n ? n : 1, sizeof *samples);
-  int rc = frames && samples ? 0 : -1;
-  for (size_t i = 0; rc == 0 && i < n; i++) {
-    frames[i] = PQgetvalue(s, (int)i, 0);
-    samples[i] = (uint64_t)pg_i64(s, (int)i, 1);
-  }
-  store_hang_t hang = {0};
-  char group[STORE_SIG_CHARS + 1];
-  if (rc == 0 && n) {
-    if (r->hang_group(r->user, frames, samples, n, &hang) != 0) rc = -1;
-    if (rc == 0) rc = pg_hang_groups_assign(st, &hang, received_ns, group);
-    pg_params_t g = {0};
-    pg_text(&g, 1, old_group);
-    if (rc == 0 && old_group)
-      rc = pg_do(st, "INSERT INTO resym_groups(signature) VALUES($1) ON CONFLICT DO NOTHING", &g,
-                 "resymbolize");
-    pg_text(&g, 1, id);
-    pg_text(&g, 2, group);
-    if (rc == 0)
-      rc = pg_do(st, "UPDATE events SET group_sig = $2 WHERE id = $1::bigint", &g, "resymbolize");
-    r->hang_free(r->user, &hang);
-  }
-  free(frames);
-  free(samples);
-  PQclear(s);
-  return rc;
-}
-
-static int regroup_hangs(store_t *st, const store_renamer_t *r) {
-  PGresult *h = pg_run(st,
+static int step_hang_events(void *ctx, resym_hang_t **out, size_t *n) {
+  PGresult *h = pg_run(ctx,
                        "SELECT e.id, e.dominant_stack_sig, e.group_sig, b.received_ns"
                        " FROM resym_events x JOIN events e ON e.id = x.id"
                        " JOIN batches b ON b.id = e.batch_id"
                        " WHERE e.kind IN ('hang', 'fatal_hang') ORDER BY e.id",
                        NULL, "resymbolize");
+  *out = NULL;
+  *n = 0;
   if (!h) return -1;
-  int rc = 0;
-  for (int i = 0; rc == 0 && i < PQntuples(h); i++)
-    rc = regroup_event(st, r, PQgetvalue(h, i, 0), pg_str(h, i, 1), pg_str(h, i, 2),
-                       pg_i64(h, i, 3));
+  int rows = PQntuples(h), rc = 0;
+  if (rows && !(*out = calloc((size_t)rows, sizeof **out))) rc = -1;
+  for (int i = 0; rc == 0 && i < rows; i++)
+    (*out)[(*n)++] = (resym_hang_t){pg_i64(h, i, 0), pg_i64(h, i, 3), dup_or_null(pg_str(h, i, 1)),
+                                    dup_or_null(pg_str(h, i, 2))};
   PQclear(h);
   return rc;
+}
+
+static int step_event_stacks(void *ctx, int64_t id, const char *dominant, char ***frames,
+                             uint64_t **samples, size_t *n) {
+  pg_params_t p = {0};
+  pg_int(&p, 1, id);
+  pg_text(&p, 2, dominant);
+  PGresult *s = pg_run(ctx,
+                       "SELECT s.frames, c.samples FROM stack_counts c JOIN stacks s"
+                       " ON s.signature = c.stack_sig WHERE c.event_id = $1::bigint AND"
+                       " c.samples > 0 ORDER BY c.stack_sig IS NOT DISTINCT FROM $2 DESC,"
+                       " c.samples DESC, c.id",
+                       &p, "resymbolize");
+  *frames = NULL;
+  *samples = NULL;
+  *n = 0;
+  if (!s) return -1;
+  size_t rows = (size_t)PQntuples(s);
+  int rc = 0;
+  if (rows &&
+      (!(*frames = calloc(rows, sizeof **frames)) || !(*samples = calloc(rows, sizeof **samples))))
+    rc = -1;
+  for (size_t i = 0; rc == 0 && i < rows; i++) {
+    (*samples)[i] = (uint64_t)pg_i64(s, (int)i, 1);
+    if (!((*frames)[(*n)++] = strdup(PQgetvalue(s, (int)i, 0)))) rc = -1;
+  }
+  PQclear(s);
+  return rc;
+}
+
+static int step_pick_group(void *ctx, store_hang_t *hang, int64_t received_ns,
+                           char group[STORE_SIG_CHARS + 1]) {
+  return pg_hang_groups_assign(ctx, hang, received_ns, group);
+}
+
+static int step_set_group(void *ctx, int64_t id, const char *group) {
+  pg_params_t p = {0};
+  pg_int(&p, 1, id);
+  pg_text(&p, 2, group);
+  return pg_do(ctx, "UPDATE events SET group_sig = $2 WHERE id = $1::bigint", &p, "resymbolize");
 }
 
 static int resym_locked(store_t *st, const char *needle, const store_renamer_t *r,
@@ -186,8 +207,18 @@ static int resym_locked(store_t *st, const char *needle, const store_renamer_t *
                  &p, "resymbolize lock");
   for (size_t i = 0; rc == 0 && i < sizeof TEMP / sizeof TEMP[0]; i++)
     rc = pg_do(st, TEMP[i], NULL, "resymbolize");
-  if (rc == 0) rc = rename_matching(st, needle, r, renamed);
-  if (rc == 0 && *renamed) rc = regroup_hangs(st, r);
+  resym_steps_t steps = {st,
+                         step_matching,
+                         step_note_events,
+                         step_set_frames,
+                         step_move_stack,
+                         step_upsert_group,
+                         step_note_group,
+                         step_hang_events,
+                         step_event_stacks,
+                         step_pick_group,
+                         step_set_group};
+  if (rc == 0) rc = resym_flow_run(&steps, needle, r, renamed);
   if (rc == 0 && *renamed)
     rc = pg_do(st,
                "DELETE FROM groups g WHERE signature IN (SELECT signature FROM resym_groups)"

@@ -1,9 +1,8 @@
 /*
  * sqlite_resym.c - the SQLite backend's re-symbolization (store_ops_t
- * resymbolize): in one transaction, the stored stacks whose frames hold the
- * needle renamed, their counts, events and groups moved to the new
- * signatures, the hangs that sampled them grouped again, and the rollups
- * they touched rebuilt.
+ * resymbolize): the shared flow (resym_flow.h) over SQLite's statements,
+ * in one transaction, then the groups nobody refers to dropped, the hang
+ * groups pruned and the rollups the rename touched rebuilt.
  */
 #include <pthread.h>
 #include <sqlite3.h>
@@ -14,10 +13,9 @@
 #include "collector/model/hang_group_cands.h"
 #include "collector/model/rollup.h"
 #include "collector/model/rollup_batch.h"
+#include "collector/store/resym_flow.h"
 #include "collector/store/rollup_sql.h"
 #include "collector/store/sqlite/sqlite_store.h"
-
-/* ---- re-symbolization ----------------------------------------------------- */
 
 /* Rare (symbols arriving late): its statements are prepared per call. */
 enum resym_stmt {
@@ -122,36 +120,51 @@ static int rs_upsert(resym_t *x, enum resym_stmt id, const char *sig, const char
   return rs_done(x, id);
 }
 
-/* One stack renamed old -> stack: its rows follow it (merged into the
-   stack with that signature when there is one already). */
-static int move_stack(resym_t *x, const char *old, const store_stack_t *stack,
-                      const store_group_t *group, int64_t first, int64_t last) {
-  const char *sig = stack->signature;
-  int rc = rs_run(x, RS_NOTE_EVENTS, old, NULL);
-  if (rc == SQLITE_OK && strcmp(old, sig) == 0) {
-    sqlite3_bind_text(x->stmt[RS_SET_FRAMES], 3, stack->frames_json, -1, SQLITE_STATIC);
-    rc = rs_run(x, RS_SET_FRAMES, NULL, sig);
-  } else if (rc == SQLITE_OK) {
-    sqlite3_bind_text(x->stmt[RS_UPSERT_STACK], 1, old, -1, SQLITE_STATIC); /* its end */
-    rc = rs_upsert(x, RS_UPSERT_STACK, sig, stack->frames_json, first, last);
-    if (rc == SQLITE_OK) rc = rs_run(x, RS_MERGE_COUNTS, old, sig);
-    if (rc == SQLITE_OK) rc = rs_run(x, RS_DROP_MERGED, old, sig);
-    if (rc == SQLITE_OK) rc = rs_run(x, RS_MOVE_COUNTS, old, sig);
-    if (rc == SQLITE_OK) rc = rs_run(x, RS_MOVE_DOMINANT, old, sig);
-    if (rc == SQLITE_OK) rc = rs_run(x, RS_DELETE_STACK, old, NULL);
-    if (rc == SQLITE_OK) rc = rs_run(x, RS_NOTE_GROUP, old, NULL);
-  }
-  if (rc == SQLITE_OK) rc = rs_upsert(x, RS_UPSERT_GROUP, sig, group->names_json, first, last);
-  return rc;
+/* ---- the steps (resym_flow.h) --------------------------------------------- */
+
+static int ok(int rc) {
+  return rc == SQLITE_OK ? 0 : -1;
 }
 
-typedef struct matched_s {
-  char *sig, *frames;
-  int64_t first, last;
-} matched_t;
+static int step_note_events(void *ctx, const char *old) {
+  return ok(rs_run(ctx, RS_NOTE_EVENTS, old, NULL));
+}
 
-/* The stacks containing needle, read before any is changed. */
-static int matching_stacks(resym_t *x, const char *needle, matched_t **out, size_t *n) {
+static int step_set_frames(void *ctx, const char *sig, const char *frames_json) {
+  resym_t *x = ctx;
+  sqlite3_bind_text(x->stmt[RS_SET_FRAMES], 3, frames_json, -1, SQLITE_STATIC);
+  return ok(rs_run(x, RS_SET_FRAMES, NULL, sig));
+}
+
+static int step_move_stack(void *ctx, const char *old, const store_stack_t *to, int64_t first,
+                           int64_t last) {
+  resym_t *x = ctx;
+  const char *sig = to->signature;
+  sqlite3_bind_text(x->stmt[RS_UPSERT_STACK], 1, old, -1, SQLITE_STATIC); /* its end */
+  int rc = rs_upsert(x, RS_UPSERT_STACK, sig, to->frames_json, first, last);
+  if (rc == SQLITE_OK) rc = rs_run(x, RS_MERGE_COUNTS, old, sig);
+  if (rc == SQLITE_OK) rc = rs_run(x, RS_DROP_MERGED, old, sig);
+  if (rc == SQLITE_OK) rc = rs_run(x, RS_MOVE_COUNTS, old, sig);
+  if (rc == SQLITE_OK) rc = rs_run(x, RS_MOVE_DOMINANT, old, sig);
+  if (rc == SQLITE_OK) rc = rs_run(x, RS_DELETE_STACK, old, NULL);
+  if (rc == SQLITE_OK) rc = rs_run(x, RS_NOTE_GROUP, old, NULL);
+  return ok(rc);
+}
+
+static int step_upsert_group(void *ctx, const store_group_t *g, int64_t first, int64_t last) {
+  return ok(rs_upsert(ctx, RS_UPSERT_GROUP, g->signature, g->names_json, first, last));
+}
+
+static int step_note_group(void *ctx, const char *sig) {
+  return ok(rs_run(ctx, RS_NOTE_GROUP, sig, NULL));
+}
+
+static char *dup_or_null(const char *s) {
+  return s ? strdup(s) : NULL;
+}
+
+static int step_matching(void *ctx, const char *needle, resym_stack_t **out, size_t *n) {
+  resym_t *x = ctx;
   sqlite3_stmt *s = x->stmt[RS_MATCHING];
   sqlite3_bind_text(s, 1, needle, -1, SQLITE_STATIC);
   size_t cap = 0;
@@ -160,120 +173,81 @@ static int matching_stacks(resym_t *x, const char *needle, matched_t **out, size
   *n = 0;
   while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
     if (*n == cap) {
-      matched_t *grown = realloc(*out, (cap = cap ? 2 * cap : 16) * sizeof **out);
+      resym_stack_t *grown = realloc(*out, (cap = cap ? 2 * cap : 16) * sizeof **out);
       if (!grown) break;
       *out = grown;
     }
-    matched_t *m = &(*out)[*n];
-    m->sig = strdup(column_text(s, 0) ? column_text(s, 0) : "");
-    m->frames = strdup(column_text(s, 1) ? column_text(s, 1) : "[]");
-    m->first = sqlite3_column_int64(s, 2);
-    m->last = sqlite3_column_int64(s, 3);
+    resym_stack_t *m = &(*out)[*n];
+    m->signature = strdup(column_text(s, 0) ? column_text(s, 0) : "");
+    m->frames_json = strdup(column_text(s, 1) ? column_text(s, 1) : "[]");
+    m->first_seen = sqlite3_column_int64(s, 2);
+    m->last_seen = sqlite3_column_int64(s, 3);
     (*n)++;
-    if (!m->sig || !m->frames) break;
+    if (!m->signature || !m->frames_json) break;
   }
   sqlite3_reset(s);
   sqlite3_clear_bindings(s);
-  return rc == SQLITE_DONE ? SQLITE_OK : SQLITE_NOMEM;
+  return rc == SQLITE_DONE ? 0 : -1;
 }
 
-static int rename_matching(resym_t *x, const char *needle) {
-  matched_t *m;
-  size_t n;
-  int rc = matching_stacks(x, needle, &m, &n);
-  for (size_t i = 0; rc == SQLITE_OK && i < n; i++) {
-    store_stack_t stack = {0};
-    store_group_t group = {0};
-    int changed = x->r->rename_stack(x->r->user, m[i].frames, &stack, &group);
-    if (changed < 0) rc = SQLITE_NOMEM;
-    if (changed > 0) {
-      rc = move_stack(x, m[i].sig, &stack, &group, m[i].first, m[i].last);
-      x->renamed++;
+static int step_hang_events(void *ctx, resym_hang_t **out, size_t *n) {
+  resym_t *x = ctx;
+  sqlite3_stmt *s = x->stmt[RS_HANG_EVENTS];
+  size_t cap = 0;
+  int rc;
+  *out = NULL;
+  *n = 0;
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    if (*n == cap) {
+      resym_hang_t *grown = realloc(*out, (cap = cap ? 2 * cap : 16) * sizeof **out);
+      if (!grown) break;
+      *out = grown;
     }
-    free((char *)stack.frames_json);
-    free((char *)group.names_json);
+    (*out)[(*n)++] = (resym_hang_t){sqlite3_column_int64(s, 0), sqlite3_column_int64(s, 3),
+                                    dup_or_null(column_text(s, 1)), dup_or_null(column_text(s, 2))};
   }
-  for (size_t i = 0; i < n; i++)
-    free(m[i].sig), free(m[i].frames);
-  free(m);
-  return rc;
+  sqlite3_reset(s);
+  return rc == SQLITE_DONE ? 0 : -1;
 }
 
-/* A hang event whose stacks changed: its group again from its stacks,
-   picked among the stored hang groups as put_batch picks. */
-static int regroup_event(resym_t *x, int64_t id, const char *dominant, const char *old_group,
-                         int64_t received_ns) {
+static int step_event_stacks(void *ctx, int64_t id, const char *dominant, char ***frames,
+                             uint64_t **samples, size_t *n) {
+  resym_t *x = ctx;
   sqlite3_stmt *s = x->stmt[RS_EVENT_STACKS];
   sqlite3_bind_int64(s, 1, id);
   if (dominant) sqlite3_bind_text(s, 2, dominant, -1, SQLITE_TRANSIENT);
-  char **frames = NULL;
-  uint64_t *samples = NULL;
-  size_t n = 0, cap = 0;
+  size_t cap = 0;
   int rc;
+  *frames = NULL;
+  *samples = NULL;
+  *n = 0;
   while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-    if (n == cap) {
+    if (*n == cap) {
       cap = cap ? 2 * cap : 8;
-      char **grown = realloc(frames, cap * sizeof *frames);
-      if (grown) frames = grown;
-      uint64_t *more = realloc(samples, cap * sizeof *samples);
-      if (more) samples = more;
+      char **grown = realloc(*frames, cap * sizeof **frames);
+      if (grown) *frames = grown;
+      uint64_t *more = realloc(*samples, cap * sizeof **samples);
+      if (more) *samples = more;
       if (!grown || !more) break;
     }
-    samples[n] = (uint64_t)sqlite3_column_int64(s, 1);
-    if (!(frames[n++] = strdup(column_text(s, 0) ? column_text(s, 0) : "[]"))) break;
+    (*samples)[*n] = (uint64_t)sqlite3_column_int64(s, 1);
+    if (!((*frames)[(*n)++] = strdup(column_text(s, 0) ? column_text(s, 0) : "[]"))) break;
   }
   sqlite3_reset(s);
   sqlite3_clear_bindings(s);
-  rc = rc == SQLITE_DONE ? SQLITE_OK : SQLITE_NOMEM;
-  store_hang_t hang = {0};
-  char group[STORE_SIG_CHARS + 1];
-  if (rc == SQLITE_OK && n) {
-    if (x->r->hang_group(x->r->user, (const char *const *)frames, samples, n, &hang) != 0)
-      rc = SQLITE_NOMEM;
-    if (rc == SQLITE_OK) rc = hang_groups_assign(x->st->hang, &hang, received_ns, group);
-    if (rc == SQLITE_OK && old_group) rc = rs_run(x, RS_NOTE_GROUP, old_group, NULL);
-    if (rc == SQLITE_OK) {
-      sqlite3_bind_int64(x->stmt[RS_SET_GROUP], 1, id);
-      rc = rs_run(x, RS_SET_GROUP, NULL, group);
-    }
-    x->r->hang_free(x->r->user, &hang);
-  }
-  for (size_t i = 0; i < n; i++)
-    free(frames[i]);
-  free(frames);
-  free(samples);
-  return rc;
+  return rc == SQLITE_DONE ? 0 : -1;
 }
 
-typedef struct hang_row_s {
-  int64_t id, received_ns;
-  char *dominant, *group;
-} hang_row_t;
+static int step_pick_group(void *ctx, store_hang_t *hang, int64_t received_ns,
+                           char group[STORE_SIG_CHARS + 1]) {
+  resym_t *x = ctx;
+  return ok(hang_groups_assign(x->st->hang, hang, received_ns, group));
+}
 
-static int regroup_hangs(resym_t *x) {
-  sqlite3_stmt *s = x->stmt[RS_HANG_EVENTS];
-  hang_row_t *rows = NULL;
-  size_t n = 0, cap = 0;
-  int rc;
-  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-    if (n == cap) {
-      hang_row_t *grown = realloc(rows, (cap = cap ? 2 * cap : 16) * sizeof *rows);
-      if (!grown) break;
-      rows = grown;
-    }
-    const char *d = column_text(s, 1), *g = column_text(s, 2);
-    rows[n] = (hang_row_t){sqlite3_column_int64(s, 0), sqlite3_column_int64(s, 3),
-                           d ? strdup(d) : NULL, g ? strdup(g) : NULL};
-    n++;
-  }
-  sqlite3_reset(s);
-  rc = rc == SQLITE_DONE ? SQLITE_OK : SQLITE_NOMEM;
-  for (size_t i = 0; rc == SQLITE_OK && i < n; i++)
-    rc = regroup_event(x, rows[i].id, rows[i].dominant, rows[i].group, rows[i].received_ns);
-  for (size_t i = 0; i < n; i++)
-    free(rows[i].dominant), free(rows[i].group);
-  free(rows);
-  return rc;
+static int step_set_group(void *ctx, int64_t id, const char *group) {
+  resym_t *x = ctx;
+  sqlite3_bind_int64(x->stmt[RS_SET_GROUP], 1, id);
+  return ok(rs_run(x, RS_SET_GROUP, NULL, group));
 }
 
 static int resymbolize_locked(resym_t *x, const char *needle) {
@@ -289,8 +263,18 @@ static int resymbolize_locked(resym_t *x, const char *needle) {
     sqlite_report(st, "begin");
     return STORE_ERROR;
   }
-  rc = rename_matching(x, needle);
-  if (rc == SQLITE_OK && x->renamed) rc = regroup_hangs(x);
+  resym_steps_t steps = {x,
+                         step_matching,
+                         step_note_events,
+                         step_set_frames,
+                         step_move_stack,
+                         step_upsert_group,
+                         step_note_group,
+                         step_hang_events,
+                         step_event_stacks,
+                         step_pick_group,
+                         step_set_group};
+  rc = resym_flow_run(&steps, needle, x->r, &x->renamed) == 0 ? SQLITE_OK : SQLITE_ERROR;
   if (rc == SQLITE_OK && x->renamed) rc = rs_done(x, RS_DROP_GROUPS);
   if (rc == SQLITE_OK && x->renamed) rc = hang_groups_prune(st->hang);
   if (rc == SQLITE_OK && x->renamed) rc = store_rollups_mark_resym(st->rollups);
