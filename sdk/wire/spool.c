@@ -12,14 +12,6 @@
  * index (being written, evicted, removed or quarantined) its bytes count in
  * busy_files/busy_bytes, so the bounds hold for what is on disk.
  *
- * On-disk header (little endian, PERF__SPOOL_HEADER_SIZE = 64 bytes):
- *   0 magic "PSPL"          4 u16 version (1)       6 u16 header size (64)
- *   8 u64 payload length   16 u32 CRC-32C(payload) 20 u32 reserved (0)
- *  24 i64 created, ns since the Unix epoch         32 u8[16] batch id
- *  48 i64 created, CLOCK_BOOTTIME ns               56 u32 boot tag
- *  60 u32 CRC-32C(header bytes 0..59)
- * (files of earlier versions have 0 at 48..59: their boot is unknown).
- *
  * Ages (max_age_s) are measured on CLOCK_BOOTTIME, which wall-clock
  * corrections do not move: a batch written in this boot (its tag is a
  * CRC-32C of /proc/sys/kernel/random/boot_id) is as old as the boot clock
@@ -27,9 +19,14 @@
  * its age clamped at 0 when it claims to come from the future, and then
  * ages on the boot clock like the others.
  *
- * This file is the running spool and the file format. What an open finds
+ * This file is the running spool: open and close, puts, reads, removals,
+ * quarantine and eviction of indexed batches, the index. What an open finds
  * in its own directory is spool_recover.c's, what it takes over from dead
- * processes spool_adopt.c's; the state they share is spool_internal.h.
+ * processes spool_adopt.c's; the files themselves (names, the header format
+ * written and checked, locks, quarantine and unlink, the directory scan) are
+ * spool_files.c's, below all three. Calls go one way: spool.c ->
+ * spool_recover.c -> spool_adopt.c, and each of them -> spool_files.c. The
+ * state they share is spool_internal.h.
  */
 #include "sdk/wire/spool.h"
 
@@ -42,24 +39,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "sdk/base/crc32c.h"
 #include "sdk/base/fileio.h"
-#include "sdk/base/hex.h"
-#include "sdk/base/le.h"
 #include "sdk/base/log.h"
 #include "sdk/base/owned_fds.h"
 #include "sdk/wire/spool_internal.h"
 
-#define SPOOL_MAGIC "PSPL"
-#define SPOOL_VERSION 1
 #define HDR PERF__SPOOL_HEADER_SIZE
-#define SEQ_DIGITS 20
-#define MAX_BYTES_LIMIT (1ull << 48)
 #define MAX_AGE_LIMIT_S (10u * 366 * 24 * 3600)
 #define ROOT_MAX (PATH_MAX - 160) /* room for "/<pid>/LOCK" and quarantine names */
 #define LOCK_TRIES 8
@@ -72,13 +62,7 @@ static int write_batch(perf__spool_t *sp, uint64_t seq, const uint8_t id[16], co
 static uint32_t read_boot_tag(void);
 static bool over_file_size_limit(uint64_t size);
 static int write_all(perf__spool_t *sp, int fd, const void *data, size_t len);
-static int pread_all(const perf__spool_io_t *io, int fd, void *buf, size_t len, off_t off);
-static int io_failed(const char *step, const char *path, int err);
 static void discard(perf__spool_t *sp, const char *path);
-static const char *header_problem(const uint8_t *h, size_t have, uint64_t file_size,
-                                  const uint8_t id[16], perf__spool_rec_t *rec);
-static void header_encode(uint8_t h[HDR], uint64_t len, uint32_t crc, int64_t created_ns,
-                          int64_t boot_ns, uint32_t boot_tag, const uint8_t id[16]);
 static int quarantine_rec(perf__spool_t *sp, uint64_t seq, const uint8_t id[16], const char *reason,
                           bool rejected);
 static void evict_expired_locked(perf__spool_t *sp, int64_t now_ns);
@@ -223,7 +207,7 @@ int perf__spool_read(perf__spool_t *sp, const perf__spool_entry_t *e, uint8_t **
   int fd = sp->io.open(sp->io.ctx, e->path, O_RDONLY, 0);
   if (fd < 0) {
     if (errno == ENOENT) return PERF__E_SPOOL_GONE;
-    return io_failed("open", e->path, errno);
+    return perf__spool_io_failed("open", e->path, errno);
   }
   perf__spool_rec_t rec;
   const char *bad = NULL;
@@ -291,42 +275,15 @@ void perf__spool_stats(perf__spool_t *sp, perf__spool_stats_t *out) {
   pthread_mutex_unlock(&sp->lock);
 }
 
-int perf__spool_read_file(const char *path, uint8_t id[16], int64_t *created_unix_ns,
-                          uint8_t **payload, size_t *len, const char **reason) {
-  if (!path || !payload || !len || !reason) return PERF_E_INVALID_ARGUMENT;
-  *payload = NULL;
-  *len = 0;
-  *reason = NULL;
-  const char *slash = strrchr(path, '/');
-  uint64_t seq;
-  uint8_t named[16];
-  bool has_name = perf__spool_parse_batch_name(slash ? slash + 1 : path, &seq, named);
-  const perf__spool_io_t *io = perf__spool_io_posix();
-  int fd = io->open(io->ctx, path, O_RDONLY, 0);
-  if (fd < 0) return PERF_E_SYSTEM; /* errno kept */
-  perf__spool_rec_t rec;
-  int err = perf__spool_read_batch_fd(io, MAX_BYTES_LIMIT, fd, path, has_name ? named : NULL, &rec,
-                                      payload, reason);
-  int saved = errno;
-  io->close(io->ctx, fd);
-  errno = saved;
-  if (err) return err;
-  if (*reason) return PERF__E_SPOOL_CORRUPT;
-  *len = (size_t)(rec.size - HDR);
-  if (id) memcpy(id, rec.id, 16);
-  if (created_unix_ns) *created_unix_ns = rec.created_ns;
-  return PERF_OK;
-}
-
 /* ---- open: options, directory, lock ------------------------------------- */
 
 static int check_options(const perf__spool_options_t *opt) {
   if (!opt) return PERF_E_INVALID_ARGUMENT;
   if (!opt->dir || !opt->dir[0] || strlen(opt->dir) > ROOT_MAX)
     PERF__FAIL(PERF_E_INVALID_ARGUMENT, "spool: dir must be a path of 1..%d bytes", ROOT_MAX);
-  if (opt->max_bytes <= HDR || opt->max_bytes > MAX_BYTES_LIMIT)
+  if (opt->max_bytes <= HDR || opt->max_bytes > PERF__SPOOL_MAX_BYTES_LIMIT)
     PERF__FAIL(PERF_E_INVALID_ARGUMENT, "spool: max_bytes must be %d..%llu", HDR + 1,
-               MAX_BYTES_LIMIT);
+               PERF__SPOOL_MAX_BYTES_LIMIT);
   if (opt->max_files == 0 || opt->max_files > PERF__SPOOL_MAX_FILES_LIMIT)
     PERF__FAIL(PERF_E_INVALID_ARGUMENT, "spool: max_files must be 1..%d",
                PERF__SPOOL_MAX_FILES_LIMIT);
@@ -386,28 +343,6 @@ static int take_directory(perf__spool_t *sp) {
   return PERF_OK;
 }
 
-/* flock(LOCK_EX | LOCK_NB) on path. PERF__SPOOL_LOCK_STALE: we got the lock, but the file
-   was unlinked (or replaced) meanwhile, so it guards nothing. */
-int perf__spool_lock_file(const char *path, bool create, int *fd_out) {
-  int fd = open(path, O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0600);
-  if (fd < 0) return PERF__SPOOL_LOCK_ERROR;
-  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    int r = errno == EWOULDBLOCK ? PERF__SPOOL_LOCK_HELD : PERF__SPOOL_LOCK_ERROR;
-    int saved = errno;
-    close(fd);
-    errno = saved;
-    return r;
-  }
-  struct stat held, named;
-  if (fstat(fd, &held) != 0 || stat(path, &named) != 0 || held.st_ino != named.st_ino ||
-      held.st_dev != named.st_dev) {
-    close(fd);
-    return PERF__SPOOL_LOCK_STALE;
-  }
-  *fd_out = fd;
-  return PERF__SPOOL_LOCK_TAKEN;
-}
-
 static bool dir_holds_only_lock(const char *path) {
   DIR *d = opendir(path);
   if (!d) return false;
@@ -434,11 +369,13 @@ static int write_batch(perf__spool_t *sp, uint64_t seq, const uint8_t id[16], co
   perf__spool_join(path, sp->dir, name);
   /* Checked here so that the kernel never raises SIGXFSZ (its default action
      kills the process); the SDK leaves that signal's disposition alone. */
-  if (over_file_size_limit(HDR + (uint64_t)len)) return io_failed("size limit", path, EFBIG);
+  if (over_file_size_limit(HDR + (uint64_t)len))
+    return perf__spool_io_failed("size limit", path, EFBIG);
   uint8_t h[HDR];
-  header_encode(h, len, perf__crc32c(0, payload, len), created_ns, boot_ns, sp->boot_tag, id);
+  perf__spool_header_encode(h, len, perf__crc32c(0, payload, len), created_ns, boot_ns,
+                            sp->boot_tag, id);
   int fd = sp->io.open(sp->io.ctx, tmp, O_WRONLY | O_CREAT | O_EXCL, 0600);
-  if (fd < 0) return io_failed("create", tmp, errno);
+  if (fd < 0) return perf__spool_io_failed("create", tmp, errno);
   const char *step = NULL;
   if (write_all(sp, fd, h, HDR) != 0 || write_all(sp, fd, payload, len) != 0)
     step = "write";
@@ -455,20 +392,14 @@ static int write_batch(perf__spool_t *sp, uint64_t seq, const uint8_t id[16], co
   }
   if (step) {
     discard(sp, tmp);
-    return io_failed(step, tmp, saved);
+    return perf__spool_io_failed(step, tmp, saved);
   }
   if (sp->io.fsync(sp->io.ctx, sp->dir_fd) != 0) {
     saved = errno;
     discard(sp, path); /* its name may not survive a crash: take it back */
-    return io_failed("fsync", sp->dir, saved);
+    return perf__spool_io_failed("fsync", sp->dir, saved);
   }
   return PERF_OK;
-}
-
-static int io_failed(const char *step, const char *path, int err) {
-  perf__log(PERF__LOG_WARN, "spool: %s %s: %s", step, path, strerror(err));
-  errno = err;
-  return PERF_E_SYSTEM;
 }
 
 static void discard(perf__spool_t *sp, const char *path) {
@@ -494,94 +425,6 @@ static int write_all(perf__spool_t *sp, int fd, const void *data, size_t len) {
     len -= (size_t)n;
   }
   return 0;
-}
-
-/* 0: all read; 1: the file ended first; -1: error (errno). */
-static int pread_all(const perf__spool_io_t *io, int fd, void *buf, size_t len, off_t off) {
-  uint8_t *p = buf;
-  while (len > 0) {
-    ssize_t n = io->pread(io->ctx, fd, p, len, off);
-    if (n < 0) return -1;
-    if (n == 0) return 1;
-    p += n;
-    off += n;
-    len -= (size_t)n;
-  }
-  return 0;
-}
-
-/* Read the batch file open at fd (through io) and verify it: header, length
-   (payload at most max_bytes), id (id NULL: whatever the header says), and,
-   with payload != NULL, the payload's CRC into a malloc'd *payload. Returns
-   0 with *bad NULL (good) or naming the problem, or PERF_E_SYSTEM /
-   PERF_E_NO_MEMORY (logged; errno kept). */
-int perf__spool_read_batch_fd(const perf__spool_io_t *io, uint64_t max_bytes, int fd,
-                              const char *path, const uint8_t id[16], perf__spool_rec_t *rec,
-                              uint8_t **payload, const char **bad) {
-  struct stat st;
-  uint8_t h[HDR];
-  *bad = NULL;
-  if (fstat(fd, &st) != 0) return io_failed("fstat", path, errno);
-  size_t have = st.st_size < HDR ? (size_t)st.st_size : HDR;
-  int r = pread_all(io, fd, h, have, 0);
-  if (r < 0) return io_failed("read", path, errno);
-  *bad = r > 0 ? "torn" : header_problem(h, have, (uint64_t)st.st_size, id, rec);
-  if (!*bad && rec->size - HDR > max_bytes) *bad = "bad_length";
-  if (*bad || !payload) return PERF_OK;
-  size_t len = (size_t)(rec->size - HDR);
-  uint8_t *buf = malloc(len ? len : 1);
-  if (!buf) PERF__FAIL(PERF_E_NO_MEMORY, "spool: no memory for %zu bytes of %s", len, path);
-  r = pread_all(io, fd, buf, len, HDR);
-  if (r < 0) {
-    int saved = errno;
-    free(buf);
-    io_failed("read", path, saved);
-    errno = saved;
-    return PERF_E_SYSTEM;
-  }
-  if (r > 0)
-    *bad = "torn";
-  else if (perf__crc32c(0, buf, len) != (uint32_t)perf__le_get(h + 16, 4))
-    *bad = "bad_crc";
-  if (*bad)
-    free(buf);
-  else
-    *payload = buf;
-  return PERF_OK;
-}
-
-static const char *header_problem(const uint8_t *h, size_t have, uint64_t file_size,
-                                  const uint8_t id[16], perf__spool_rec_t *rec) {
-  if (file_size == 0) return "empty";
-  if (memcmp(h, SPOOL_MAGIC, have < 4 ? have : 4) != 0) return "bad_magic";
-  if (file_size < HDR) return "torn";
-  if (perf__le_get(h + 4, 2) != SPOOL_VERSION) return "bad_version";
-  if (perf__le_get(h + 6, 2) != HDR || (uint32_t)perf__le_get(h + 60, 4) != perf__crc32c(0, h, 60))
-    return "bad_header";
-  if (perf__le_get(h + 8, 8) != file_size - HDR) return "bad_length";
-  if (id && memcmp(h + 32, id, 16) != 0) return "bad_id";
-  rec->seq = 0;
-  rec->size = file_size;
-  rec->created_ns = (int64_t)perf__le_get(h + 24, 8);
-  rec->boot_ns = (int64_t)perf__le_get(h + 48, 8);
-  rec->boot_tag = (uint32_t)perf__le_get(h + 56, 4);
-  memcpy(rec->id, h + 32, 16);
-  return NULL;
-}
-
-static void header_encode(uint8_t h[HDR], uint64_t len, uint32_t crc, int64_t created_ns,
-                          int64_t boot_ns, uint32_t boot_tag, const uint8_t id[16]) {
-  memset(h, 0, HDR);
-  memcpy(h, SPOOL_MAGIC, 4);
-  perf__le_put(h + 4, SPOOL_VERSION, 2);
-  perf__le_put(h + 6, HDR, 2);
-  perf__le_put(h + 8, len, 8);
-  perf__le_put(h + 16, crc, 4);
-  perf__le_put(h + 24, (uint64_t)created_ns, 8);
-  memcpy(h + 32, id, 16);
-  perf__le_put(h + 48, (uint64_t)boot_ns, 8);
-  perf__le_put(h + 56, boot_tag, 4);
-  perf__le_put(h + 60, perf__crc32c(0, h, 60), 4);
 }
 
 /* This boot's tag: a CRC-32C of the kernel's boot id (never 0); 0 when it
@@ -624,29 +467,6 @@ static int quarantine_rec(perf__spool_t *sp, uint64_t seq, const uint8_t id[16],
   return PERF_OK;
 }
 
-/* Move path into quarantine/ as <name>.<reason>; delete it instead when
-   quarantine/ is full or the file is larger than max_bytes, so the
-   quarantine stays bounded. */
-void perf__spool_quarantine_file(perf__spool_t *sp, const char *path, const char *name,
-                                 const char *reason, uint64_t size) {
-  pthread_mutex_lock(&sp->lock);
-  bool keep = sp->quarantine_files < PERF__SPOOL_QUARANTINE_LIMIT && size <= sp->max_bytes;
-  if (keep) sp->quarantine_files++;
-  pthread_mutex_unlock(&sp->lock);
-  char qname[NAME_MAX + PERF__SPOOL_REASON_MAX + 2], target[PATH_MAX];
-  int n = snprintf(qname, sizeof qname, "%s.%s", name, reason);
-  if (keep && n > 0 && n <= NAME_MAX && perf__spool_join(target, sp->quarantine, qname) == 0 &&
-      sp->io.rename(sp->io.ctx, path, target) == 0)
-    return;
-  if (keep) {
-    pthread_mutex_lock(&sp->lock);
-    sp->quarantine_files--;
-    pthread_mutex_unlock(&sp->lock);
-  }
-  if (sp->io.unlink(sp->io.ctx, path) != 0 && errno != ENOENT)
-    perf__log(PERF__LOG_WARN, "spool: cannot set aside or delete %s: %s", path, strerror(errno));
-}
-
 static void evict_expired_locked(perf__spool_t *sp, int64_t boot_ns) {
   if (!sp->max_age_s) return;
   int64_t cutoff = boot_ns - (int64_t)sp->max_age_s * 1000000000;
@@ -663,14 +483,6 @@ static void evict_oldest_locked(perf__spool_t *sp) {
   perf__spool_unlink_rec(sp, &r, "evict");
   pthread_mutex_lock(&sp->lock);
   settle_busy_locked(sp, r.size);
-}
-
-void perf__spool_unlink_rec(perf__spool_t *sp, const perf__spool_rec_t *r, const char *why) {
-  char name[PERF__SPOOL_NAME_BYTES], path[PATH_MAX];
-  perf__spool_batch_name(name, r->seq, r->id, ".batch");
-  perf__spool_join(path, sp->dir, name);
-  if (sp->io.unlink(sp->io.ctx, path) != 0 && errno != ENOENT)
-    perf__log(PERF__LOG_WARN, "spool: %s %s: %s", why, path, strerror(errno));
 }
 
 /* ---- the index (mutex held) ---------------------------------------------- */
@@ -723,62 +535,4 @@ static perf__spool_rec_t index_take(perf__spool_t *sp, size_t pos) {
 static void settle_busy_locked(perf__spool_t *sp, uint64_t size) {
   sp->busy_files--;
   sp->busy_bytes -= size;
-}
-
-/* ---- names and paths ----------------------------------------------------- */
-
-void perf__spool_batch_name(char *out, uint64_t seq, const uint8_t id[16], const char *suffix) {
-  char idhex[33];
-  perf__hex_encode(id, 16, idhex);
-  snprintf(out, PERF__SPOOL_NAME_BYTES, "%0*" PRIu64 "-%s%s", SEQ_DIGITS, seq, idhex, suffix);
-}
-
-bool perf__spool_parse_batch_name(const char *name, uint64_t *seq, uint8_t id[16]) {
-  if (strlen(name) != SEQ_DIGITS + 1 + 32 + 6 || name[SEQ_DIGITS] != '-' ||
-      strcmp(name + SEQ_DIGITS + 33, ".batch") != 0)
-    return false;
-  uint64_t v = 0;
-  for (int i = 0; i < SEQ_DIGITS; i++) {
-    if (name[i] < '0' || name[i] > '9') return false;
-    unsigned d = (unsigned)(name[i] - '0');
-    if (v > (UINT64_MAX - d) / 10) return false;
-    v = v * 10 + d;
-  }
-  if (!perf__hex_decode(name + SEQ_DIGITS + 1, 16, id)) return false;
-  *seq = v;
-  return true;
-}
-
-bool perf__spool_is_tmp_name(const char *name) {
-  size_t n = strlen(name);
-  return n > 4 && strcmp(name + n - 4, ".tmp") == 0;
-}
-
-bool perf__spool_is_pid_name(const char *name) {
-  size_t n = strlen(name);
-  if (n == 0 || n > 10) return false;
-  for (size_t i = 0; i < n; i++)
-    if (name[i] < '0' || name[i] > '9') return false;
-  return true;
-}
-
-/* dir/name into out (PATH_MAX bytes); -1 when it does not fit (never for
-   the names the spool makes: the root is at most ROOT_MAX bytes). */
-int perf__spool_join(char *out, const char *dir, const char *name) {
-  size_t a = strlen(dir), b = strlen(name);
-  if (a + 1 + b >= PATH_MAX) {
-    out[0] = '\0';
-    errno = ENAMETOOLONG;
-    return -1;
-  }
-  memcpy(out, dir, a);
-  out[a] = '/';
-  memcpy(out + a + 1, name, b + 1);
-  return 0;
-}
-
-bool perf__spool_is_regular(const char *dir, const char *name) {
-  char path[PATH_MAX];
-  struct stat st;
-  return perf__spool_join(path, dir, name) == 0 && lstat(path, &st) == 0 && S_ISREG(st.st_mode);
 }

@@ -2,7 +2,9 @@
  * spool_internal.h - the spool's state, shared by the spool's files only
  * (spool.c: options, directory and lock, batch files, quarantine, eviction,
  * the index; spool_recover.c: what an open finds in its own directory;
- * spool_adopt.c: what it takes over from dead processes). Not for use
+ * spool_adopt.c: what it takes over from dead processes; spool_files.c:
+ * the files and directory they all work on). Calls go one way: spool.c ->
+ * spool_recover.c -> spool_adopt.c, each -> spool_files.c. Not for use
  * outside sdk/wire.
  *
  * Recovery and adoption run inside perf__spool_open, before the spool is
@@ -21,6 +23,10 @@
 #include "sdk/wire/spool_io.h"
 
 #define PERF__SPOOL_NAME_BYTES 64 /* "<20 digits>-<32 hex>.batch" is 59 */
+
+/* The largest max_bytes, and the largest payload perf__spool_read_file
+   reads. */
+#define PERF__SPOOL_MAX_BYTES_LIMIT (1ull << 48)
 
 /* One batch of ours: the index's record. */
 typedef struct perf__spool_rec_s {
@@ -77,21 +83,6 @@ enum {
    cannot be listed) or PERF_E_NO_MEMORY. */
 int perf__spool_recover(perf__spool_t *sp);
 
-/* Every batch file of `dir` checked (header only: the CRC of the payload is
-   checked when the batch is read) into *found; torn, empty and bad files go
-   to quarantine. *max_seq: the highest seq named by a batch or temporary
-   file; *others: entries that are neither (a subdirectory with such entries
-   is not removed). At most PERF__SPOOL_SCAN_LIMIT entries. */
-int perf__spool_scan_dir(perf__spool_t *sp, const char *dir, perf__spool_rec_list_t *found,
-                         uint64_t *max_seq, size_t *others);
-
-/* Append *r to l (at most PERF__SPOOL_SCAN_LIMIT records): PERF_OK or
-   PERF_E_NO_MEMORY. l->v is the caller's to free(). */
-int perf__spool_list_push(perf__spool_rec_list_t *l, const perf__spool_rec_t *r);
-
-/* qsort order of records: by seq. */
-int perf__spool_rec_cmp(const void *a, const void *b);
-
 /* ---- spool_adopt.c ---- */
 
 /* The subdirectories <root>/<pid> of dead processes (their lock is free):
@@ -100,32 +91,7 @@ int perf__spool_rec_cmp(const void *a, const void *b);
    PERF__SPOOL_SUBDIR_LIMIT subdirectories. */
 void perf__spool_adopt_subdirs(perf__spool_t *sp, perf__spool_rec_list_t *found);
 
-/* ---- spool.c ---- */
-
-/* flock(LOCK_EX | LOCK_NB) on path (created with `create`) into *fd_out:
-   PERF__SPOOL_LOCK_TAKEN; LOCK_HELD (another holder); LOCK_STALE (we got
-   the lock, but the file was unlinked or replaced meanwhile, so it guards
-   nothing); LOCK_ERROR (errno). */
-int perf__spool_lock_file(const char *path, bool create, int *fd_out);
-
-/* Read the batch file open at fd (through io) and verify it: header, length
-   (payload at most max_bytes), id (id NULL: whatever the header says), and,
-   with payload != NULL, the payload's CRC into a malloc'd *payload. Returns
-   0 with *bad NULL (good) or naming the problem, or PERF_E_SYSTEM /
-   PERF_E_NO_MEMORY (logged; errno kept). */
-int perf__spool_read_batch_fd(const perf__spool_io_t *io, uint64_t max_bytes, int fd,
-                              const char *path, const uint8_t id[16], perf__spool_rec_t *rec,
-                              uint8_t **payload, const char **bad);
-
-/* Move path into quarantine/ as <name>.<reason>; delete it instead when
-   quarantine/ is full or the file is larger than max_bytes. Takes the
-   mutex for the quarantine's count. */
-void perf__spool_quarantine_file(perf__spool_t *sp, const char *path, const char *name,
-                                 const char *reason, uint64_t size);
-
-/* Unlink r's file in our directory; a failure other than ENOENT is logged
-   with `why`. */
-void perf__spool_unlink_rec(perf__spool_t *sp, const perf__spool_rec_t *r, const char *why);
+/* ---- spool_files.c ---- */
 
 /* `<seq in 20 digits>-<id in 32 hex><suffix>` into out
    (PERF__SPOOL_NAME_BYTES bytes). */
@@ -146,5 +112,55 @@ int perf__spool_join(char *out, const char *dir, const char *name);
 
 /* Whether dir/name is a regular file (not followed when a link). */
 bool perf__spool_is_regular(const char *dir, const char *name);
+
+/* Read the batch file open at fd (through io) and verify it: header, length
+   (payload at most max_bytes), id (id NULL: whatever the header says), and,
+   with payload != NULL, the payload's CRC into a malloc'd *payload. Returns
+   0 with *bad NULL (good) or naming the problem, or PERF_E_SYSTEM /
+   PERF_E_NO_MEMORY (logged; errno kept). */
+int perf__spool_read_batch_fd(const perf__spool_io_t *io, uint64_t max_bytes, int fd,
+                              const char *path, const uint8_t id[16], perf__spool_rec_t *rec,
+                              uint8_t **payload, const char **bad);
+
+/* The on-disk header (see the top of spool_files.c) for a payload of len
+   bytes with CRC-32C crc, into h. */
+void perf__spool_header_encode(uint8_t h[PERF__SPOOL_HEADER_SIZE], uint64_t len, uint32_t crc,
+                               int64_t created_ns, int64_t boot_ns, uint32_t boot_tag,
+                               const uint8_t id[16]);
+
+/* Log "spool: <step> <path>: <err's text>", set errno to err; returns
+   PERF_E_SYSTEM. */
+int perf__spool_io_failed(const char *step, const char *path, int err);
+
+/* flock(LOCK_EX | LOCK_NB) on path (created with `create`) into *fd_out:
+   PERF__SPOOL_LOCK_TAKEN; LOCK_HELD (another holder); LOCK_STALE (we got
+   the lock, but the file was unlinked or replaced meanwhile, so it guards
+   nothing); LOCK_ERROR (errno). */
+int perf__spool_lock_file(const char *path, bool create, int *fd_out);
+
+/* Move path into quarantine/ as <name>.<reason>; delete it instead when
+   quarantine/ is full or the file is larger than max_bytes. Takes the
+   mutex for the quarantine's count. */
+void perf__spool_quarantine_file(perf__spool_t *sp, const char *path, const char *name,
+                                 const char *reason, uint64_t size);
+
+/* Unlink r's file in our directory; a failure other than ENOENT is logged
+   with `why`. */
+void perf__spool_unlink_rec(perf__spool_t *sp, const perf__spool_rec_t *r, const char *why);
+
+/* Every batch file of `dir` checked (header only: the CRC of the payload is
+   checked when the batch is read) into *found; torn, empty and bad files go
+   to quarantine. *max_seq: the highest seq named by a batch or temporary
+   file; *others: entries that are neither (a subdirectory with such entries
+   is not removed). At most PERF__SPOOL_SCAN_LIMIT entries. */
+int perf__spool_scan_dir(perf__spool_t *sp, const char *dir, perf__spool_rec_list_t *found,
+                         uint64_t *max_seq, size_t *others);
+
+/* Append *r to l (at most PERF__SPOOL_SCAN_LIMIT records): PERF_OK or
+   PERF_E_NO_MEMORY. l->v is the caller's to free(). */
+int perf__spool_list_push(perf__spool_rec_list_t *l, const perf__spool_rec_t *r);
+
+/* qsort order of records: by seq. */
+int perf__spool_rec_cmp(const void *a, const void *b);
 
 #endif

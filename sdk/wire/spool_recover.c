@@ -10,25 +10,21 @@
  * is shared: no locking.
  *
  * Split from spool.c, which keeps the running spool (puts, reads, removals,
- * eviction, the index): this file only runs at open. The open batch's
- * journal is replayed by the batch sink after the open, not here.
+ * eviction, the index): this file only runs at open. The scan of one
+ * directory's files, which adoption shares, and the file helpers are
+ * spool_files.c's. Called by spool.c; calls spool_adopt.c and
+ * spool_files.c. The open batch's journal is replayed by the batch sink
+ * after the open, not here.
  */
 #include <dirent.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <stdbool.h>
 #include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
 
 #include "perf_sdk.h"
-#include "sdk/base/log.h"
 #include "sdk/wire/spool_internal.h"
 
 static void apply_bounds_at_open(perf__spool_t *sp, perf__spool_rec_list_t *found);
 static size_t count_quarantine(const char *path);
-static const char *check_file(perf__spool_t *sp, const char *path, const uint8_t id[16],
-                              perf__spool_rec_t *rec, int *io_errno);
 
 int perf__spool_recover(perf__spool_t *sp) {
   sp->quarantine_files = count_quarantine(sp->quarantine);
@@ -49,82 +45,6 @@ int perf__spool_recover(perf__spool_t *sp) {
   return PERF_OK;
 }
 
-int perf__spool_scan_dir(perf__spool_t *sp, const char *dir, perf__spool_rec_list_t *found,
-                         uint64_t *max_seq, size_t *others) {
-  DIR *d = opendir(dir);
-  if (!d) PERF__FAIL(PERF_E_SYSTEM, "spool: cannot list %s: %s", dir, strerror(errno));
-  struct dirent *de;
-  int err = PERF_OK;
-  for (size_t seen = 0; !err && (de = readdir(d)) != NULL; seen++) {
-    if (seen >= PERF__SPOOL_SCAN_LIMIT) {
-      perf__log(PERF__LOG_WARN, "spool: over %d entries in %s: the rest wait for a later open",
-                PERF__SPOOL_SCAN_LIMIT, dir);
-      break;
-    }
-    const char *name = de->d_name;
-    if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0 || strcmp(name, "LOCK") == 0) continue;
-    uint64_t seq;
-    uint8_t id[16];
-    bool batch = perf__spool_parse_batch_name(name, &seq, id);
-    bool tmp = !batch && perf__spool_is_tmp_name(name);
-    if ((!batch && !tmp) || !perf__spool_is_regular(dir, name)) {
-      if (strcmp(name, "quarantine") != 0 && !perf__spool_is_pid_name(name)) (*others)++;
-      continue;
-    }
-    if (tmp) {
-      uint8_t tmp_id[16];
-      char stem[PERF__SPOOL_NAME_BYTES];
-      size_t stem_len = strlen(name) - 4;
-      if (stem_len + sizeof ".batch" <= sizeof stem) {
-        memcpy(stem, name, stem_len);
-        memcpy(stem + stem_len, ".batch", 7);
-        if (perf__spool_parse_batch_name(stem, &seq, tmp_id) && seq > *max_seq) *max_seq = seq;
-      }
-    } else if (seq > *max_seq) {
-      *max_seq = seq;
-    }
-    char path[PATH_MAX];
-    perf__spool_join(path, dir, name);
-    perf__spool_rec_t rec;
-    int io_errno = 0;
-    const char *bad = tmp ? "torn" : check_file(sp, path, id, &rec, &io_errno);
-    if (io_errno) { /* cannot tell: leave it */
-      perf__log(PERF__LOG_WARN, "spool: %s: %s", path, strerror(io_errno));
-      (*others)++;
-    } else if (bad) {
-      struct stat st;
-      perf__log(PERF__LOG_WARN, "spool: %s is %s: quarantined", path, bad);
-      perf__spool_quarantine_file(sp, path, name, bad,
-                                  stat(path, &st) == 0 ? (uint64_t)st.st_size : 0);
-      sp->st.quarantined_corrupt++;
-    } else {
-      rec.seq = seq;
-      err = perf__spool_list_push(found, &rec);
-    }
-  }
-  closedir(d);
-  return err;
-}
-
-int perf__spool_list_push(perf__spool_rec_list_t *l, const perf__spool_rec_t *r) {
-  if (l->n == l->cap) {
-    if (l->cap >= PERF__SPOOL_SCAN_LIMIT) return PERF_E_NO_MEMORY;
-    size_t cap = l->cap ? l->cap * 2 : 64;
-    if (cap > PERF__SPOOL_SCAN_LIMIT) cap = PERF__SPOOL_SCAN_LIMIT;
-    perf__spool_rec_t *v = realloc(l->v, cap * sizeof *v);
-    if (!v) return PERF_E_NO_MEMORY;
-    l->v = v;
-    l->cap = cap;
-  }
-  l->v[l->n++] = *r;
-  return PERF_OK;
-}
-
-int perf__spool_rec_cmp(const void *a, const void *b) {
-  uint64_t x = ((const perf__spool_rec_t *)a)->seq, y = ((const perf__spool_rec_t *)b)->seq;
-  return x < y ? -1 : x > y;
-}
-
 /* The oldest found batches beyond the bounds are evicted; the rest become
    the index. */
 static void apply_bounds_at_open(perf__spool_t *sp, perf__spool_rec_list_t *found) {
@@ -133,7 +53,7 @@ static void apply_bounds_at_open(perf__spool_t *sp, perf__spool_rec_list_t *foun
     bytes += found->v[i].size;
   int64_t wall = sp->io.wall_ns(sp->io.ctx), boot = sp->io.boot_ns(sp->io.ctx);
   for (size_t i = 0; i < found->n; i++) {
-    /* Every record's birth on this boot's clock (see the top of the file). */
+    /* Every record's birth on this boot's clock (see the top of spool.c). */
     perf__spool_rec_t *r = &found->v[i];
     bool this_boot = sp->boot_tag && r->boot_tag == sp->boot_tag && r->boot_ns <= boot;
     if (!this_boot) {
@@ -172,22 +92,4 @@ static size_t count_quarantine(const char *path) {
     if (de->d_name[0] != '.') n++;
   closedir(d);
   return n;
-}
-
-/* Open-time check of the batch file at path, header only (the payload's CRC
-   is checked when the batch is read): NULL and *rec filled (but for seq)
-   when it looks whole, else what is wrong; *io_errno set when it could not
-   be read at all. */
-static const char *check_file(perf__spool_t *sp, const char *path, const uint8_t id[16],
-                              perf__spool_rec_t *rec, int *io_errno) {
-  int fd = sp->io.open(sp->io.ctx, path, O_RDONLY, 0);
-  if (fd < 0) {
-    *io_errno = errno;
-    return NULL;
-  }
-  const char *bad = NULL;
-  if (perf__spool_read_batch_fd(&sp->io, sp->max_bytes, fd, path, id, rec, NULL, &bad) != PERF_OK)
-    *io_errno = errno ? errno : EIO;
-  sp->io.close(sp->io.ctx, fd);
-  return bad;
 }
