@@ -7,8 +7,9 @@
  * lazily made dwfl unwinder, which is also set under the mutex.
  *
  * fork: the mutex is taken around fork (pthread_atfork, registered when the
- * library loads, so before the sampler's own handlers: the sampler's lock
- * is taken first, the order captures take them in). A fork while a thread
+ * library loads and always before the sampler's own handlers,
+ * perf__modules_fork_register: prepare handlers run last registered first,
+ * so the sampler's lock is taken first, the order captures take them in). A fork while a thread
  * builds rules waits for that build; the child then finds the cache whole
  * and the mutex free. The symbolizer's fork gate is taken next
  * (perf__symbols_fork_prepare; lookups run outside this mutex, a module is
@@ -121,8 +122,18 @@ void *perf__modules_dwfl_unwinder(perf__modules_t *mods) {
   return u;
 }
 
-__attribute__((constructor)) static void register_fork_handlers(void) {
+static pthread_once_t g_fork_once = PTHREAD_ONCE_INIT;
+
+static void register_fork_handlers(void) {
   pthread_atfork(fork_lock, fork_parent, fork_child);
+}
+
+void perf__modules_fork_register(void) {
+  pthread_once(&g_fork_once, register_fork_handlers);
+}
+
+__attribute__((constructor)) static void register_at_load(void) {
+  perf__modules_fork_register();
 }
 
 static void fork_lock(void) {

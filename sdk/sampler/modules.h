@@ -64,6 +64,11 @@ static inline const char *perf__frame_symbol(const perf__frame_info_t *fi) {
 /* The current snapshot, rebuilt first when modules were loaded or unloaded.
    Returns NULL only when memory ran out. Release with perf__modules_release. */
 perf__modules_t *perf__modules_acquire(void);
+
+/* Register the cache's fork handlers (once; also done when the library
+   loads). The sampler calls it before registering its own, whose prepare
+   must run first. */
+void perf__modules_fork_register(void);
 void perf__modules_release(perf__modules_t *mods);
 
 /* Name `pc` with its inline chain. `return_address` says pc follows a call

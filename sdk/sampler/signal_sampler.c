@@ -451,7 +451,6 @@ static int install_locked(void) {
   int err = perf__signal_action_install(signo, on_sample_signal);
   if (err) return err;
   g_opts.signal = signo;
-  pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
   g_signo = signo; /* last: the install is complete */
   return PERF_OK;
 }
@@ -745,6 +744,16 @@ static int confirm_unmasked(slot_t *s) {
 }
 
 /* A fork while a capture is in flight would leave the child's lock held. */
+/* At load, before any thread can take g_lock: a fork while another thread
+   holds it (the writer's first capture right after init) must wait for it,
+   or the child inherits it locked. The module cache's handlers first, so
+   its prepare runs after ours (last registered, first run): g_lock, then
+   the cache's lock, the order captures take them in. */
+__attribute__((constructor)) static void register_fork_handlers(void) {
+  perf__modules_fork_register();
+  pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+}
+
 static void atfork_prepare(void) {
   pthread_mutex_lock(&g_lock);
 }
