@@ -316,12 +316,22 @@ static int on_group_stack(size_t index, const char *frames_json, void *user) {
 static void case_registry(void) {
   size_t n;
   const store_backend_t *rows = store_backends(&n);
-  CHECK_EQ_INT(n, 2); /* this build: both options on */
+  CHECK_EQ_INT(n, PERF_STORE_SQLITE + PERF_STORE_PG); /* a row per backend built in */
   const char *why = NULL;
+#if PERF_STORE_PG
   CHECK(store_backend_for("postgresql:///perf?host=/tmp", &why)->ops == &store_pg_ops);
   CHECK(store_backend_for("postgres://db.internal/perf", &why)->ops == &store_pg_ops);
+#else
+  CHECK(store_backend_for("postgresql:///perf?host=/tmp", &why) == NULL);
+  CHECK(strstr(why, "PERF_STORE_PG=OFF") != NULL);
+#endif
+#if PERF_STORE_SQLITE
   CHECK(store_backend_for("/var/lib/perf/perf.db", &why)->ops == &store_sqlite_ops);
   CHECK(store_backend_for("perf.db", &why)->schemes == NULL);
+#else
+  CHECK(store_backend_for("perf.db", &why) == NULL);
+  CHECK(strstr(why, "PERF_STORE_SQLITE=OFF") != NULL);
+#endif
   for (size_t i = 0; i < n; i++) {
     const store_ops_t *o = rows[i].ops;
     CHECKF(o->open && o->close && o->put_batch && o->delete_older_than && o->stats && o->check &&
