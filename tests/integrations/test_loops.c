@@ -163,11 +163,21 @@ static void case_uv_idle_is_not_hang(void) {
   CHECK_EQ_INT(uv_loop_init(&loop), 0);
   uv_timer_t timer;
   CHECK_EQ_INT(uv_timer_init(&loop, &timer), 0);
+  /* The timer is dated on the loop's clock (whole milliseconds, maybe the
+     kernel's coarse clock): on it the wait is at least IDLE_MS exactly; on
+     the test's clock, read before the loop's, at least IDLE_MS less that
+     clock's millisecond. */
+  long long wall_start = now_ms();
+  uv_update_time(&loop);
+  uint64_t start = uv_now(&loop);
   CHECK_EQ_INT(uv_timer_start(&timer, uv_quick_timer_handler, IDLE_MS, 0), 0);
-  long long start = now_ms();
   CHECK_EQ_INT(perf_sdk_uv_run(&loop), 0);
-  long long took = now_ms() - start;
+  long long wall = now_ms() - wall_start;
+  uv_update_time(&loop);
+  long long took = (long long)(uv_now(&loop) - start);
   CHECKF(took >= IDLE_MS, "the loop ran %lld ms, its timer was due after %d", took, IDLE_MS);
+  CHECKF(wall >= IDLE_MS - 1,
+         "the loop ran %lld ms of the test's clock, its timer was due after %d", wall, IDLE_MS);
   CHECK_EQ_INT(uv_loop_close(&loop), 0);
   check_no_hang();
 }
