@@ -5,16 +5,30 @@
 
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "collector/model/signature.h"
 #include "sdk/base/frame_text.h"
+#include "sdk/base/utf8.h"
+
+/* A name or path from a debug file as a JSON string: a debug file may
+   hold bytes that are not UTF-8 (a program built in a directory with a
+   Latin-1 name), which JSON cannot carry; each is shown as U+FFFD rather
+   than the frame, and the batch, failing. NULL only when out of memory. */
+static json_t *debug_text(const char *s) {
+  if (perf__utf8_valid(s)) return json_string(s);
+  char *repaired = perf__utf8_sanitize(s);
+  json_t *j = repaired ? json_string(repaired) : NULL;
+  free(repaired);
+  return j;
+}
 
 static int set_line(json_t *o, const symbol_line_t *l) {
-  int err = json_object_set_new(o, "function", json_string(l->function));
-  if (l->system_name) err |= json_object_set_new(o, "system_name", json_string(l->system_name));
+  int err = json_object_set_new(o, "function", debug_text(l->function));
+  if (l->system_name) err |= json_object_set_new(o, "system_name", debug_text(l->system_name));
   if (l->file && l->line)
-    err |= json_object_set_new(o, "file", json_string(l->file)) |
+    err |= json_object_set_new(o, "file", debug_text(l->file)) |
            json_object_set_new(o, "line", json_integer(l->line));
   return err ? -1 : 0;
 }

@@ -1,0 +1,89 @@
+/*
+ * test_frame_json.c - a stored frame named from a debug file
+ * (collector/model/frame_json.c) whatever bytes the file holds:
+ *  - latin1_names: a function, a linkage name and source paths in Latin-1
+ *    (a program built in a directory named so) become frames with each
+ *    bad byte as U+FFFD, their inline chain too, and their labels the
+ *    same; nothing fails (a failed frame refused its whole batch);
+ *  - utf8_names_unchanged: well-formed UTF-8 names and paths are stored
+ *    byte for byte.
+ */
+#include <jansson.h>
+#include <string.h>
+
+#include "check.h"
+#include "collector/model/frame_json.h"
+
+#define FFFD "\xef\xbf\xbd"
+
+static symbol_t two_lines(const char *inner, const char *inner_file, const char *outer,
+                          const char *outer_system, const char *outer_file) {
+  symbol_t s = {0};
+  s.lines[0] = (symbol_line_t){inner, NULL, inner_file, 7};
+  s.lines[1] = (symbol_line_t){outer, outer_system, outer_file, 12};
+  s.count = 2;
+  s.offset = 0x40;
+  return s;
+}
+
+static const char *field(const json_t *o, const char *key) {
+  const char *v = json_string_value(json_object_get(o, key));
+  CHECKF(v, "no %s", key);
+  return v;
+}
+
+static void case_latin1_names(void) {
+  json_t *frame = json_pack("{s:s,s:s}", "module", "/usr/bin/app", "address", "0x1234");
+  CHECK(frame);
+  symbol_t s = two_lines("r\xe9sum\xe9_line", "/home/r\xe9mi/src/inl.h", "caf\xe9_init",
+                         "_Z9caf\xe9_initv", "/home/r\xe9mi/src/app.c");
+  CHECK_EQ_INT(frame_json_set_symbol(frame, &s, 0), 0);
+  CHECK(strcmp(field(frame, "function"), "caf" FFFD "_init") == 0);
+  CHECK(strcmp(field(frame, "system_name"), "_Z9caf" FFFD "_initv") == 0);
+  CHECK(strcmp(field(frame, "file"), "/home/r" FFFD "mi/src/app.c") == 0);
+  const json_t *inl = json_array_get(json_object_get(frame, "inlined"), 0);
+  CHECK(inl);
+  CHECK(strcmp(field(inl, "function"), "r" FFFD "sum" FFFD "_line") == 0);
+  CHECK(strcmp(field(inl, "file"), "/home/r" FFFD "mi/src/inl.h") == 0);
+  /* stored as text and read back: what the store and the API do */
+  char *text = json_dumps(frame, JSON_COMPACT);
+  CHECK(text);
+  json_t *back = json_loads(text, 0, NULL);
+  CHECKF(back, "not JSON: %s", text);
+  json_t *frames = json_pack("[O]", back);
+  json_t *labels = frame_json_labels(frames);
+  CHECK(labels);
+  CHECK_EQ_INT(json_array_size(labels), 2);
+  CHECK(strcmp(json_string_value(json_array_get(labels, 0)),
+               "r" FFFD "sum" FFFD "_line" FRAME_INLINE_SUFFIX) == 0);
+  CHECK(strcmp(json_string_value(json_array_get(labels, 1)), "caf" FFFD "_init") == 0);
+  json_decref(labels);
+  json_decref(frames);
+  json_decref(back);
+  free(text);
+  json_decref(frame);
+}
+
+static void case_utf8_names_unchanged(void) {
+  json_t *frame = json_pack("{s:s,s:s}", "module", "/usr/bin/app", "address", "0x1234");
+  CHECK(frame);
+  symbol_t s = two_lines("r\xc3\xa9sum\xc3\xa9", "/src/\xc3\xa9t\xc3\xa9.h", "caf\xc3\xa9", NULL,
+                         "/src/\xe6\x97\xa5\xe6\x9c\xac/app.c");
+  CHECK_EQ_INT(frame_json_set_symbol(frame, &s, 0), 0);
+  CHECK(strcmp(field(frame, "function"), "caf\xc3\xa9") == 0);
+  CHECK(strcmp(field(frame, "file"), "/src/\xe6\x97\xa5\xe6\x9c\xac/app.c") == 0);
+  CHECK(json_object_get(frame, "system_name") == NULL);
+  const json_t *inl = json_array_get(json_object_get(frame, "inlined"), 0);
+  CHECK(strcmp(field(inl, "function"), "r\xc3\xa9sum\xc3\xa9") == 0);
+  CHECK(strcmp(field(inl, "file"), "/src/\xc3\xa9t\xc3\xa9.h") == 0);
+  json_decref(frame);
+}
+
+static const test_case_t CASES[] = {
+    TEST_CASE(latin1_names),
+    TEST_CASE(utf8_names_unchanged),
+};
+
+int main(int argc, char **argv) {
+  return test_main(CASES, ARRAY_LEN(CASES), argc, argv);
+}
