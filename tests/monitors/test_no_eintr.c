@@ -319,7 +319,8 @@ static void run(kind_t kind, clockid_t clock, int fd, const char *libc, long wan
   char *text = read_text(report);
   const char *hang = strstr(text, "event hang");
   CHECKF(hang != NULL, "no hang event in the report:\n%.4000s", text);
-  CHECKF(strstr(hang, "blocking_call_outer") != NULL, "the hang has no blocking_call_outer");
+  CHECKF(strstr(hang, "blocking_call_outer") != NULL,
+         "the hang has no blocking_call_outer:\n%.6000s", hang);
   CHECKF(strstr(text, "while blocked") != NULL, "no capture_now event in the report");
   free(text);
 }
