@@ -123,7 +123,8 @@ int sqlite_stack_rows(store_t *st, const store_top_query_t *q, store_stack_row_f
 }
 
 static store_event_row_t event_row(sqlite3_stmt *s) {
-  return store_event_row(&(store_columns_t){s, col_text, col_i64, col_null}, 0);
+  store_columns_t cols = columns(s);
+  return store_event_row(&cols, 0);
 }
 
 int sqlite_event_rows(store_t *st, const store_top_query_t *q, int64_t limit, store_event_row_fn fn,
@@ -159,7 +160,8 @@ int sqlite_event_detail(store_t *st, int64_t id, store_event_row_fn on_event,
     sqlite3_bind_int64(s, 1, id);
     int step = SQLITE_DONE;
     while (!stopped && (step = sqlite3_step(s)) == SQLITE_ROW) {
-      store_count_row_t row = store_count_row(&(store_columns_t){s, col_text, col_i64, col_null});
+      store_columns_t cols = columns(s);
+      store_count_row_t row = store_count_row(&cols);
       if (!row.stack_sig) continue;
       stopped = on_count(&row, user);
     }
