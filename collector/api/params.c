@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sdk/base/utf8.h"
+
 char *query_error_param(const char *fmt, const char *param) {
   char text[200]; /* as long as too_many_points' text: -O3 checks the bound */
   snprintf(text, sizeof text, fmt, param);
@@ -20,6 +22,18 @@ char *query_error_param(const char *fmt, const char *param) {
 
 char *query_error_json(const char *text) {
   return query_error_param("%s", text);
+}
+
+unsigned query_check_text(const char *name, const char *value, char **body) {
+  if (perf__utf8_valid(name) && (!value || perf__utf8_valid(value))) return 0;
+  char *shown = perf__utf8_sanitize(name);
+  if (shown) shown[perf__utf8_prefix(shown, 64)] = '\0'; /* the error's text stays whole */
+  *body = shown ? query_error_param("parameter %s: not UTF-8 text (a percent-escape such as %%FF "
+                                    "decodes to bytes that are not)",
+                                    shown)
+                : NULL;
+  free(shown);
+  return 400;
 }
 
 double query_ms(int64_t ns) {

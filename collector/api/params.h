@@ -39,6 +39,14 @@ unsigned query_limit(query_arg_fn arg, void *ctx, long long *limit, char **body)
    false when text is not one. */
 bool query_parse_uint(const char *text, long long max, long long *out);
 
+/* One query-string argument checked before any handler reads it: a name
+   and a value that are UTF-8 text (a percent-escape such as %FF decodes to
+   bytes that are not, which no stored text can match and JSON cannot
+   carry). 0, or 400 with *body the JSON error naming the parameter (its
+   bad bytes shown as U+FFFD; malloc'ed, the caller frees). value may be
+   NULL ("?name" without "="). */
+unsigned query_check_text(const char *name, const char *value, char **body);
+
 /* {"error":"<text>"} (malloc'ed, the caller frees; NULL when out of memory). */
 char *query_error_json(const char *text);
 
