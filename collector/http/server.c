@@ -424,10 +424,16 @@ static enum MHD_Result check_symbols_headers(server_t *s, struct MHD_Connection 
            respond_text(conn, 403,
                         "a write in open mode needs Content-Type application/octet-stream (a "
                         "cross-site page cannot send it)");
+  const char *replace = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "replace");
+  bool keep = !replace || strcmp(replace, "0") == 0;
+  if (!keep && strcmp(replace, "1") != 0)
+    return rq->responded = true,
+           respond_text(conn, 400, "parameter replace: must be 1 (replace a stored file) or 0");
   upload_reply_t reply;
-  rq->upload = symbols_upload_begin(
-      s->opts->symbols_dir, id_text, header(conn, MHD_HTTP_HEADER_CONTENT_LENGTH),
-      s->opts->max_symbols_bytes, s->opts->max_symbols_dir_bytes, &reply);
+  rq->upload = symbols_upload_begin(s->opts->symbols_dir, id_text,
+                                    header(conn, MHD_HTTP_HEADER_CONTENT_LENGTH),
+                                    s->opts->max_symbols_bytes, s->opts->max_symbols_dir_bytes,
+                                    keep ? SYMBOL_KEEP : SYMBOL_REPLACE, &reply);
   if (rq->upload) return MHD_YES;
   rq->responded = true;
   return respond_upload(conn, &reply);
