@@ -22,7 +22,8 @@ typedef const char *(*query_arg_fn)(void *ctx, const char *name, size_t nth);
 /* The filters of the stack exports (export/folded, flame, pprof, states):
    kind (required, hang|cpu), app, version, environment, host, tag
    (key:value, repeatable, at most STORE_MAX_TAG_FILTERS, split at the first
-   colon, the key not empty), from, to (unix milliseconds, inclusive),
+   colon no backslash escapes, the key not empty; in the key backslash-colon
+   is a colon and two backslashes one), from, to (unix milliseconds, inclusive),
    group, label into *q (pointing into the arguments' text). 0, or 400 with
    *body the JSON error naming the parameter (malloc'ed, the caller frees). */
 unsigned query_stack_filters(query_arg_fn arg, void *ctx, store_top_query_t *q, char **body);
