@@ -13,7 +13,7 @@
  *  - replace: a debug file replaced for its build-id (POST
  *    /v1/symbols/<id>?replace=1): 409 without it, 200 with it and the
  *    stored stacks renamed from the new file, 400 for a file of another
- *    build-id (the stored one kept);
+ *    build-id (the stored one kept); perf-symbols --replace both ways;
  *  - mutated_debug_files: MUTATED copies of the binary with bytes changed
  *    in their debug sections and symbol tables (a fixed seed), each under
  *    a build-id of its own: each upload 201 or a 400 naming what is wrong
@@ -314,6 +314,17 @@ static void case_replace(void) {
          "%s", r->body);
   CHECK(top_named(&c, true));
   check_event_frames(&c);
+  /* The stripped copy back: frames it cannot name keep the names they
+     have; then perf-symbols --replace sends the whole file again. */
+  CHECK_EQ_INT(post_symbols(&c, a.id, true, bytes_stripped, n_stripped, r), 200);
+  CHECKF(strncmp(r->body, "replaced ", 9) == 0, "%s", r->body);
+  CHECK(top_named(&c, true));
+  char line[512];
+  snprintf(cmd, sizeof cmd, "'%s' --url %s --key %s --replace '%s' 2>&1 | grep -a '^uploaded'",
+           PERF_SYMBOLS_PATH, c.url, GOOD_KEY, a.bin);
+  command_line(cmd, line, sizeof line);
+  CHECKF(strstr(line, "replaced ") && strstr(line, a.id), "%s", line);
+  CHECK(top_named(&c, true));
   /* The same bytes again, replace or not: nothing to do. */
   CHECK_EQ_INT(post_symbols(&c, a.id, true, bytes_full, n_full, r), 200);
   CHECK(strncmp(r->body, "already stored", 14) == 0);
