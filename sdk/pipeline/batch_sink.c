@@ -260,6 +260,7 @@ void perf__batch_sink_stats(perf__batch_sink_t *s, perf_sdk_stats_t *out) {
 void perf__batch_sink_close(perf__batch_sink_t *s, perf_sdk_stats_t *last) {
   if (!s) return;
   if (s->builder && s->spool) perf__batch_sink_close_batch(s);
+  if (s->builder && s->spool && s->n_pending) retry_pending(s); /* a last try */
   if (s->builder && s->spool) save_drops(s); /* what no batch carried, for the next run */
   perf__uploader_stop(s->uploader);
   if (last && s->spool) perf__batch_sink_stats(s, last);

@@ -419,11 +419,14 @@ static void retake_lock_locked(perf__spool_t *sp, int dirfd) {
   int r = perf__spool_lock_file(dirfd, true, &sp->lock_fd);
   if (r == PERF__SPOOL_LOCK_TAKEN) {
     perf__owned_fd_add(sp->lock_fd);
+    sp->lock_warned = false;
     return;
   }
   sp->lock_fd = -1;
-  perf__log(PERF__LOG_WARN, "spool: %s/LOCK could not be taken again (%s)", sp->dir,
-            r == PERF__SPOOL_LOCK_HELD ? "another process holds it" : strerror(errno));
+  if (!sp->lock_warned)
+    perf__log(PERF__LOG_WARN, "spool: %s/LOCK could not be taken again (%s)", sp->dir,
+              r == PERF__SPOOL_LOCK_HELD ? "another process holds it" : strerror(errno));
+  sp->lock_warned = true;
 }
 
 static bool dir_holds_only_lock(int dirfd) {

@@ -56,7 +56,8 @@ struct perf__spool_s {
   char dir[PATH_MAX]; /* ours: the root or <root>/<pid> */
   char quarantine[PATH_MAX];
   bool subdir;
-  int lock_fd; /* our directory's LOCK, flocked */
+  int lock_fd;      /* our directory's LOCK, flocked */
+  bool lock_warned; /* it could not be taken again: logged once */
   /* The directories, held open: every file is opened, renamed and
      unlinked relative to them (sdk/base/dir_handle.h), under the mutex
      when they are (re)opened. */
