@@ -3,15 +3,16 @@
  * descriptors (docs/operations.md, "Security"), with real files, real
  * processes and the tests' HTTP server:
  * - links planted under the SDK's names (spool/drops.new, spool/LOCK, a
- *   hang marker's temporary file, sink_path) are never followed: their
- *   targets keep their content and mtime, and the log says what failed;
+ *   hang marker's temporary file, sink_path, a journal) are never
+ *   followed: their targets keep their content and mtime, and the log says
+ *   what failed;
  * - with umask 000 the SDK's files are 0600 and its directories 0700;
  * - a data_dir or spool directory writable by group or others (without
  *   the sticky bit), or another user's (root only), is refused at init
  *   with PERF_E_INVALID_CONFIG and a log line naming it and why;
  * - a child that chroots into an empty directory after init (root only)
- *   still gets every hang into its report and batch records, and nothing
- *   is created inside the jail;
+ *   still gets every hang into its report and batch records (file sink) or
+ *   its spool (http sink), and nothing is created inside the jail;
  * - a child that closes every descriptor from 3 up after init and opens
  *   files of its own (which take the SDK's old numbers) gets its files
  *   back with exactly its own bytes, and every hang delivered (file sink,
@@ -38,7 +39,9 @@
 #include "check.h"
 #include "http_server.h"
 #include "perf_sdk.h"
+#include "sdk/base/log.h"
 #include "sdk/wire/batch_decode.h"
+#include "sdk/wire/journal.h"
 #include "sdk/wire/spool.h"
 #include "sdk_util.h"
 #include "tempdir.h"
@@ -217,6 +220,11 @@ static void in_child(void (*fn)(void)) {
 
 /* ---- links are never followed ------------------------------------------- */
 
+static int count_record(void *ctx, const uint8_t *payload, size_t len) {
+  (void)ctx, (void)payload, (void)len;
+  return PERF_OK;
+}
+
 /* spool/drops.new planted as a link to a file of root's: the drop counts
    saved at shutdown go into a new file of the SDK's, never through it. */
 static void case_drops_new_link_not_followed(void) {
@@ -338,6 +346,38 @@ static void case_marker_tmp_link_not_followed(void) {
   char *text = read_text(report);
   CHECK_EQ_INT(count_text(text, "event hang "), 1);
   free(text);
+}
+
+/* A journal's name planted as a link (the wire's journal API with a known
+   batch id: the SDK's ids are random): never created, read or removed
+   through it. */
+static void case_journal_link_not_followed(void) {
+  make_dir();
+  char spool[PATH_LEN], secret[PATH_LEN], link[PATH_LEN], name[64];
+  path_in(spool, g_dir, "spool");
+  mkdir_mode(spool, 0700);
+  make_secret(secret, "secret");
+  uint8_t id[16];
+  for (int i = 0; i < 16; i++)
+    id[i] = (uint8_t)(0xa0 + i);
+  snprintf(name, sizeof name, "a0a1a2a3a4a5a6a7a8a9aaabacadaeaf.journal");
+  path_in(link, spool, name);
+  CHECK(symlink(secret, link) == 0);
+  int dirfd = open(spool, O_RDONLY | O_DIRECTORY);
+  CHECK(dirfd >= 0);
+  perf__log_set(collect_log, NULL);
+  g_log[0] = '\0';
+  perf__journal_t j = PERF__JOURNAL_INIT;
+  CHECK_EQ_INT(perf__journal_begin(&j, dirfd, spool, id), PERF_E_SYSTEM);
+  CHECKF(strstr(g_log, name) && strstr(g_log, "Too many levels of symbolic links"), "log: %s",
+         g_log);
+  uint64_t torn = 0;
+  CHECK_EQ_INT(perf__journal_read(dirfd, name, 1u << 20, count_record, NULL, &torn), PERF_E_SYSTEM);
+  perf__journal_end(&j, dirfd); /* none open: the link stays, its target too */
+  struct stat st;
+  CHECK(lstat(link, &st) == 0 && S_ISLNK(st.st_mode));
+  close(dirfd);
+  check_secret(secret);
 }
 
 /* ---- modes whatever the umask ------------------------------------------- */
@@ -469,6 +509,16 @@ static void chroot_child(void) {
   CHECK_EQ_INT(st.events_dropped_sink, 0);
 }
 
+static void check_jail_empty(void) {
+  DIR *d = opendir(g_jail);
+  CHECK(d != NULL);
+  struct dirent *de;
+  while ((de = readdir(d)) != NULL)
+    CHECKF(strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0,
+           "%s was created inside the jail", de->d_name);
+  closedir(d);
+}
+
 static void case_chroot_file_sink(void) {
   if (skip_unless_root("chroot")) return;
   make_dir();
@@ -482,13 +532,47 @@ static void case_chroot_file_sink(void) {
   free(text);
   CHECK(snprintf(batches, sizeof batches, "%s.batches", report) < (int)sizeof batches);
   CHECK_EQ_INT(count_batch_hangs(batches), HANGS);
-  DIR *d = opendir(g_jail);
-  CHECK(d != NULL);
-  struct dirent *de;
-  while ((de = readdir(d)) != NULL)
-    CHECKF(strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0,
-           "%s was created inside the jail", de->d_name);
-  closedir(d);
+  check_jail_empty();
+}
+
+/* The http sink: every hang reaches the spool (its batches sent, or kept
+   there when the upload cannot start inside the jail: the uploader's own
+   part). */
+static const char *g_chroot_endpoint;
+
+static void chroot_http_child(void) {
+  char data_dir[PATH_LEN], report[PATH_LEN];
+  perf_sdk_config_t cfg;
+  config(&cfg, g_chroot_endpoint, data_dir, report);
+  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
+  CHECK_EQ_INT(perf_sdk_flush(5000), PERF_OK); /* the writer has started */
+  CHECKF(chroot(g_jail) == 0 && chdir("/") == 0, "chroot %s: %s", g_jail, strerror(errno));
+  for (uint64_t i = 0; i < HANGS; i++)
+    one_hang(i);
+  perf_sdk_flush(3000); /* into the spool; sent if the uploader can */
+  perf_sdk_stats_t st = sdk_stats();
+  CHECK_EQ_INT(perf_sdk_shutdown(2000), PERF_OK);
+  CHECK_EQ_INT(st.events_written, HANGS);
+  CHECK_EQ_INT(st.events_dropped_sink, 0);
+  CHECK_EQ_INT(st.batches_write_failed, 0);
+}
+
+static void case_chroot_http_sink(void) {
+  if (skip_unless_root("chroot")) return;
+  make_dir();
+  path_in(g_jail, g_dir, "jail");
+  mkdir_mode(g_jail, 0755);
+  http_server_t *srv = http_server_start();
+  CHECK(srv != NULL);
+  g_chroot_endpoint = http_server_url(srv);
+  in_child(chroot_http_child);
+  char spool[PATH_LEN];
+  path_in(spool, g_dir, "data/spool");
+  size_t sent = count_server_hangs(srv), kept = count_batch_hangs(spool);
+  printf("note: %zu hangs sent, %zu kept in the spool\n", sent, kept);
+  CHECK_EQ_INT(sent + kept, HANGS);
+  check_jail_empty();
+  http_server_stop(srv);
 }
 
 /* ---- the app closes every descriptor after init ------------------------- */
@@ -681,10 +765,12 @@ static const test_case_t g_cases[] = {
     TEST_CASE(lock_link_not_followed),
     TEST_CASE(sink_path_link_not_followed),
     TEST_CASE(marker_tmp_link_not_followed),
+    TEST_CASE(journal_link_not_followed),
     TEST_CASE(umask_000_modes),
     TEST_CASE(writable_dirs_refused),
     TEST_CASE(other_users_dirs_refused),
     TEST_CASE(chroot_file_sink),
+    TEST_CASE(chroot_http_sink),
     TEST_CASE(closefrom_file_sink),
     TEST_CASE(closefrom_http_sink),
     TEST_CASE(disk_full_journaled_kept),
