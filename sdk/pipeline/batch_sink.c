@@ -82,7 +82,7 @@ static void save_drops(perf__batch_sink_t *s);
 static void replay_found(void *ctx, const char *name, const uint8_t id[16]);
 static int replay_journal(perf__batch_sink_t *s, const char *name, const uint8_t id[16],
                           size_t *events);
-static bool keep_pending(perf__batch_sink_t *s, size_t events);
+static bool keep_pending(perf__batch_sink_t *s, int err, size_t events);
 static void retry_pending(perf__batch_sink_t *s);
 static int spool_fd(perf__batch_sink_t *s);
 static int replay_record(void *ctx, const uint8_t *payload, size_t len);
@@ -212,7 +212,7 @@ void perf__batch_sink_close_batch(perf__batch_sink_t *s) {
     return;
   }
   int err = put_batch(s, s->open_id, events);
-  if (err && keep_pending(s, events)) {
+  if (err && keep_pending(s, err, events)) {
     atomic_store(&s->put_failed, true);
     return;
   }
@@ -486,14 +486,17 @@ static int replay_journal(perf__batch_sink_t *s, const char *name, const uint8_t
   return PERF_OK;
 }
 
-/* The open batch could not be put into the spool. When every one of its
-   records is in its journal, the journal is kept (closed, on disk) and
-   the batch is written from it once the spool takes batches again: true.
-   False: the batch is dropped (the caller counts it). At most
+/* The open batch could not be put into the spool (err). When that may
+   pass (an I/O error, a full disk: PERF_E_SYSTEM, PERF_E_BUSY; not a batch
+   larger than the spool) and every one of its records is in its journal,
+   the journal is kept (closed, on disk) and the batch is written from it
+   once the spool takes batches again: true. False: the batch is dropped
+   (the caller counts it). At most
    PERF__PENDING_JOURNALS_MAX are kept; past that the oldest is deleted and
    its events counted as dropped. */
-static bool keep_pending(perf__batch_sink_t *s, size_t events) {
-  if (s->journal_gap || s->journal.fd < 0) return false;
+static bool keep_pending(perf__batch_sink_t *s, int err, size_t events) {
+  if ((err != PERF_E_SYSTEM && err != PERF_E_BUSY) || s->journal_gap || s->journal.fd < 0)
+    return false;
   if (s->n_pending == PERF__PENDING_JOURNALS_MAX) {
     pending_t *old = &s->pending[0];
     char name[48];
