@@ -69,8 +69,8 @@ int perf__dir_fd(perf__dir_t *d) {
   if (!perf__dir_same_root(d)) {
     if (!d->warned)
       perf__log(PERF__LOG_WARN,
-                "%s %s: cannot be opened again after the process changed its root directory "
-                "(chroot): its files are not written",
+                "%s %s: cannot be opened by its path after the process changed its root "
+                "directory (chroot): its files are not written",
                 d->what, d->path);
     d->warned = true;
     errno = ENOENT;
