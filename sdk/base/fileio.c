@@ -55,8 +55,34 @@ int perf__openat_file(int dirfd, const char *name, int flags, mode_t mode) {
   return open_nofollow(dirfd, name, flags, mode, true);
 }
 
+static bool link_trusted(int dirfd, const char *name);
+
 int perf__openat_any(int dirfd, const char *name, int flags, mode_t mode) {
-  return open_nofollow(dirfd, name, flags, mode, false);
+  int fd = open_nofollow(dirfd, name, flags, mode, false);
+  if (fd >= 0 || errno != ELOOP || !link_trusted(dirfd, name)) return fd;
+  /* A link its owner (this user or root) made in a directory nobody else
+     can change it in: followed, to a file that must exist already. */
+  int saved = errno;
+  do
+    fd = openat(dirfd, name, (flags & ~(O_CREAT | O_EXCL | O_TRUNC)) | O_CLOEXEC);
+  while (fd < 0 && errno == EINTR);
+  if (fd < 0 && errno == ENOENT) errno = saved;
+  return fd;
+}
+
+/* The rule of the kernel's protected_symlinks, made stricter: the link
+   belongs to this user or root, and its directory belongs to this user or
+   root and is writable by nobody else, or has the sticky bit (where only
+   a link's owner can remove or replace it). */
+static bool link_trusted(int dirfd, const char *name) {
+  struct stat link, dir;
+  if (fstatat(dirfd, name, &link, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISLNK(link.st_mode)) return false;
+  if (fstat(dirfd, &dir) != 0) return false;
+  uid_t me = geteuid();
+  bool link_ok = link.st_uid == me || link.st_uid == 0;
+  bool dir_ok = (dir.st_uid == me || dir.st_uid == 0) &&
+                (!(dir.st_mode & (S_IWGRP | S_IWOTH)) || (dir.st_mode & S_ISVTX));
+  return link_ok && dir_ok;
 }
 
 static int open_nofollow(int dirfd, const char *name, int flags, mode_t mode, bool regular_only) {

@@ -35,7 +35,13 @@ int perf__mkdir_p(const char *path);
 int perf__openat_file(int dirfd, const char *name, int flags, mode_t mode);
 
 /* perf__openat_file for a file the app named (the file sink's report),
-   which may also be a FIFO or a device: anything but a link. */
+   which may also be a FIFO or a device. A link is followed only when it
+   and its directory are beyond another user's reach: the link belongs to
+   this user or root, and the directory belongs to this user or root and
+   is writable by nobody else or has the sticky bit (so /dev/stderr, or a
+   link the user made in their own directory, works; a link another user
+   planted is refused with ELOOP). Through a link nothing is created: its
+   target must exist. */
 int perf__openat_any(int dirfd, const char *name, int flags, mode_t mode);
 
 /* mkdirat(dirfd, name) with mode 0700 whatever the umask; an existing

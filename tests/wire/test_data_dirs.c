@@ -281,13 +281,13 @@ static void case_lock_link_not_followed(void) {
 
 /* sink_path is a link to a file of root's: the report is not appended to
    it; the event is dropped, counted and logged. */
-static void case_sink_path_link_not_followed(void) {
-  make_dir();
-  char data_dir[PATH_LEN], report[PATH_LEN], secret[PATH_LEN];
+/* sink_path names a link to `secret` that another user could have
+   planted: the report is never written through it. */
+static void sink_link_refused(const char *secret, const char *report) {
   perf_sdk_config_t cfg;
-  config(&cfg, NULL, data_dir, report);
-  make_secret(secret, "secret");
-  CHECK(symlink(secret, report) == 0);
+  char data_dir[PATH_LEN], unused[PATH_LEN];
+  config(&cfg, NULL, data_dir, unused);
+  cfg.sink_path = report;
   g_log[0] = '\0';
   CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
   CHECK_EQ_INT(perf_sdk_capture_now("into the link"), PERF_OK);
@@ -299,6 +299,88 @@ static void case_sink_path_link_not_followed(void) {
   CHECK_EQ_INT(st.events_written, 0);
   CHECKF(strstr(g_log, report) && strstr(g_log, "Too many levels of symbolic links"), "log: %s",
          g_log);
+}
+
+/* The link is this user's, but its directory is writable by others (no
+   sticky bit): anyone could have replaced it. */
+static void case_sink_path_link_in_shared_dir_not_followed(void) {
+  make_dir();
+  char secret[PATH_LEN], shared[PATH_LEN], report[PATH_LEN];
+  make_secret(secret, "secret");
+  path_in(shared, g_dir, "shared");
+  mkdir_mode(shared, 0777);
+  path_in(report, shared, "report.txt");
+  CHECK(symlink(secret, report) == 0);
+  sink_link_refused(secret, report);
+}
+
+/* The link belongs to another user, in this user's private directory. */
+static void case_sink_path_link_of_other_user_not_followed(void) {
+  if (skip_unless_root("a link owned by another user")) return;
+  make_dir();
+  char secret[PATH_LEN], report[PATH_LEN];
+  make_secret(secret, "secret");
+  path_in(report, g_dir, "report.txt");
+  CHECK(symlink(secret, report) == 0);
+  CHECK(lchown(report, 65534, 65534) == 0); /* nobody */
+  sink_link_refused(secret, report);
+}
+
+/* A link this user made in their own directory (as /dev/stderr is root's
+   in root's /dev) is the user's choice: the report goes to its target. */
+static void case_sink_path_own_link_followed(void) {
+  make_dir();
+  char target[PATH_LEN], report[PATH_LEN], data_dir[PATH_LEN], unused[PATH_LEN];
+  path_in(target, g_dir, "kept-report.txt");
+  int fd = open(target, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  CHECK(fd >= 0);
+  close(fd);
+  path_in(report, g_dir, "report.txt");
+  CHECK(symlink(target, report) == 0);
+  perf_sdk_config_t cfg;
+  config(&cfg, NULL, data_dir, unused);
+  cfg.sink_path = report;
+  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
+  CHECK_EQ_INT(perf_sdk_capture_now("through my link"), PERF_OK);
+  CHECK_EQ_INT(perf_sdk_flush(5000), PERF_OK);
+  perf_sdk_stats_t st = sdk_stats();
+  CHECK_EQ_INT(perf_sdk_shutdown(1000), PERF_OK);
+  CHECK_EQ_INT(st.events_written, 1);
+  CHECK_EQ_INT(st.events_dropped_sink, 0);
+  char *text = read_text(target);
+  CHECKF(text && strstr(text, "through my link"), "%s holds: %s", target, text ? text : "");
+  free(text);
+  struct stat ls;
+  CHECK(lstat(report, &ls) == 0 && S_ISLNK(ls.st_mode)); /* still the link */
+}
+
+/* sink_path=/dev/stderr, the way people watch a report: root's link in
+   root's /dev, followed to the descriptor 2 of the process. */
+static void stderr_child(void) {
+  char data_dir[PATH_LEN], unused[PATH_LEN], err_path[PATH_LEN];
+  path_in(err_path, g_dir, "stderr.txt");
+  int fd = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  CHECK(fd >= 0 && dup2(fd, 2) == 2);
+  close(fd);
+  perf_sdk_config_t cfg;
+  config(&cfg, NULL, data_dir, unused);
+  cfg.sink_path = "/dev/stderr";
+  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
+  CHECK_EQ_INT(perf_sdk_capture_now("to stderr"), PERF_OK);
+  CHECK_EQ_INT(perf_sdk_flush(5000), PERF_OK);
+  perf_sdk_stats_t st = sdk_stats();
+  CHECK_EQ_INT(perf_sdk_shutdown(1000), PERF_OK);
+  CHECK_EQ_INT(st.events_written, 1);
+}
+
+static void case_sink_path_dev_stderr(void) {
+  make_dir();
+  in_child(stderr_child);
+  char err_path[PATH_LEN];
+  path_in(err_path, g_dir, "stderr.txt");
+  char *text = read_text(err_path);
+  CHECKF(text && strstr(text, "to stderr"), "stderr held: %s", text ? text : "");
+  free(text);
 }
 
 /* The hang marker's temporary name planted as a link once the SDK runs:
@@ -766,7 +848,10 @@ static void case_disk_full_journaled_kept(void) {
 static const test_case_t g_cases[] = {
     TEST_CASE(drops_new_link_not_followed),
     TEST_CASE(lock_link_not_followed),
-    TEST_CASE(sink_path_link_not_followed),
+    TEST_CASE(sink_path_link_in_shared_dir_not_followed),
+    TEST_CASE(sink_path_link_of_other_user_not_followed),
+    TEST_CASE(sink_path_own_link_followed),
+    TEST_CASE(sink_path_dev_stderr),
     TEST_CASE(marker_tmp_link_not_followed),
     TEST_CASE(journal_link_not_followed),
     TEST_CASE(umask_000_modes),
