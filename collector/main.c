@@ -68,6 +68,13 @@ static const char USAGE[] =
     "  --threads N                   HTTP worker threads (default 4)\n"
     "  --max-connections N           concurrent connections (default 1024)\n"
     "  --max-connections-per-ip N    concurrent connections from one address (default 32)\n"
+    "What one API key may create per window (429 + Retry-After above; 0: no bound):\n"
+    "  --max-new-stacks N            stacks not stored before (default 20000)\n"
+    "  --max-new-labels N            event labels not seen before (default 2000)\n"
+    "  --max-new-versions N          app versions not seen before (default 200)\n"
+    "  --max-new-tags N              resource tags (key=value) not seen before (default 2000)\n"
+    "  --new-window SECONDS          the window, from a key's first new value (default 3600;\n"
+    "                                0: no bounds)\n"
     "In-app frames (the app's own, which head a stack in the API and dashboard; repeatable):\n"
     "  --in-app-include RULE         frames of these modules are in-app: a path prefix\n"
     "                                (/opt/shop) or a file name glob (libshop*.so*); wins\n"
@@ -116,7 +123,9 @@ enum long_only {
   OPT_OPEN_METRICS,
   OPT_IN_APP_INCLUDE,
   OPT_IN_APP_EXCLUDE,
-  OPT_HELP,
+  OPT_NEW_WINDOW,
+  OPT_MAX_NEW_FIRST, /* --max-new-<noun>: OPT_MAX_NEW_FIRST + key_bound_kind */
+  OPT_HELP = OPT_MAX_NEW_FIRST + KEY_BOUND_COUNT,
   OPT_LIMIT_FIRST, /* the batch limits: LIMIT_OPTIONS[i] is OPT_LIMIT_FIRST + i */
 };
 
@@ -163,6 +172,11 @@ static struct option LONGOPTS[N_LIMIT_OPTIONS + 32] = {
     {"open-metrics", no_argument, NULL, OPT_OPEN_METRICS},
     {"in-app-include", required_argument, NULL, OPT_IN_APP_INCLUDE},
     {"in-app-exclude", required_argument, NULL, OPT_IN_APP_EXCLUDE},
+    {"new-window", required_argument, NULL, OPT_NEW_WINDOW},
+    {"max-new-stacks", required_argument, NULL, OPT_MAX_NEW_FIRST + KEY_BOUND_STACKS},
+    {"max-new-labels", required_argument, NULL, OPT_MAX_NEW_FIRST + KEY_BOUND_LABELS},
+    {"max-new-versions", required_argument, NULL, OPT_MAX_NEW_FIRST + KEY_BOUND_VERSIONS},
+    {"max-new-tags", required_argument, NULL, OPT_MAX_NEW_FIRST + KEY_BOUND_TAGS},
     {"help", no_argument, NULL, OPT_HELP},
 };
 
@@ -230,6 +244,7 @@ static void set_defaults(collector_options_t *o) {
   o->max_symbols_dir_bytes = 10ull << 30;
   o->max_symbols_bytes = 256u << 20;
   batch_limits_default(&o->limits);
+  key_bounds_default(&o->key_bounds);
 }
 
 /* One numeric option into its field; false when out of range. */
@@ -254,8 +269,13 @@ static bool numeric_option(int opt, const char *arg, collector_options_t *o) {
     return parse_ulong(arg, 0, 1ull << 50, &v) && (o->max_symbols_dir_bytes = v, 1);
   case OPT_REQUEST_TIMEOUT: return parse_ulong(arg, 1, 86400, &v) && (o->request_timeout_s = v, 1);
   case OPT_MAX_PER_IP: return parse_ulong(arg, 1, 65536, &v) && (o->max_connections_per_ip = v, 1);
+  case OPT_NEW_WINDOW:
+    return parse_ulong(arg, 0, 86400 * 7, &v) && (o->key_bounds.window_s = (unsigned)v, 1);
   default: break;
   }
+  if (opt >= OPT_MAX_NEW_FIRST && opt < OPT_MAX_NEW_FIRST + KEY_BOUND_COUNT)
+    return parse_ulong(arg, 0, 1ull << 32, &v) &&
+           (o->key_bounds.max_new[opt - OPT_MAX_NEW_FIRST] = v, 1);
   size_t i = (size_t)(opt - OPT_LIMIT_FIRST);
   if (opt < OPT_LIMIT_FIRST || i >= N_LIMIT_OPTIONS ||
       !parse_ulong(arg, LIMIT_OPTIONS[i].min, LIMIT_OPTIONS[i].max, &v))

@@ -10,6 +10,7 @@
 #include <stddef.h>
 
 #include "collector/ingest/batch_limits.h"
+#include "collector/ingest/key_bounds.h"
 #include "collector/model/in_app.h"
 #include "collector/store/store.h"
 
@@ -36,8 +37,9 @@ typedef struct collector_options_s {
   unsigned long long max_symbols_dir_bytes; /* the symbols directory's quota (507) */
   bool open_metrics;                        /* GET /metrics without a key */
   bool no_listen;                           /* connections only from server_add_connection */
-  batch_limits_t limits; /* --max-batch-*, --max-event-samples, ... (batch_limits.h) */
-  in_app_rules_t in_app; /* --in-app-include, --in-app-exclude (in_app.h) */
+  batch_limits_t limits;          /* --max-batch-*, --max-event-samples, ... (batch_limits.h) */
+  key_bounds_config_t key_bounds; /* --max-new-*, --new-window (key_bounds.h) */
+  in_app_rules_t in_app;          /* --in-app-include, --in-app-exclude (in_app.h) */
 } collector_options_t;
 
 #endif

@@ -118,6 +118,17 @@ static enum MHD_Result reject(request_t *rq, struct MHD_Connection *conn, unsign
   return respond_text(conn, status, text);
 }
 
+/* A batch over its key's bound on new values (key_bounds.h): 429 naming
+   the bound, with the seconds until the key's window frees. */
+static enum MHD_Result reject_retry(request_t *rq, struct MHD_Connection *conn,
+                                    const ingest_result_t *res) {
+  char value[16];
+  snprintf(value, sizeof value, "%u", res->retry_after_s);
+  metrics_batch_rejected(res->reason);
+  rq->responded = true;
+  return respond_line(conn, 429, res->message, value);
+}
+
 /* GET /healthz: 200 "ok" while the database path names the store opened
    and, on PostgreSQL, the server answers a SELECT 1 within 2 s on the
    check's own connection; 503 naming the path and what happened once it
@@ -292,9 +303,11 @@ static enum MHD_Result finish_batch(server_t *s, struct MHD_Connection *conn, re
   if (rq->len == 0) return reject(rq, conn, 400, REJECT_BAD_PAYLOAD, "empty body");
   double t0 = monotonic_s();
   ingest_result_t res;
-  unsigned status = ingest_batch(&s->ingest, rq->body, rq->len, rq->batch_id, &res);
+  unsigned status =
+      ingest_batch(&s->ingest, bearer_token(conn), rq->body, rq->len, rq->batch_id, &res);
   free(rq->body);
   rq->body = NULL;
+  if (status == 429) return reject_retry(rq, conn, &res);
   if (status == 503 && res.reason == REJECT_DB_LOST) {
     char why[LOST_WHY_MAX];
     s->ingest.ops->check(s->ingest.store, why, sizeof why);
@@ -581,7 +594,8 @@ server_t *server_start(const collector_options_t *opts, const apikeys_t *keys,
                                 symbols,
                                 resym,
                                 &opts->limits,
-                                stack_cache_new(STACK_CACHE_ENTRIES, STACK_CACHE_BYTES)};
+                                stack_cache_new(STACK_CACHE_ENTRIES, STACK_CACHE_BYTES),
+                                key_bounds_new(&opts->key_bounds)};
   s->limits = ratelimit_new(opts->rate_limit, opts->rate_burst);
   s->guard = s->limits ? conn_guard_start(opts->max_connections, opts->request_timeout_s) : NULL;
   if (!s->guard) {
@@ -622,5 +636,6 @@ void server_stop(server_t *s) {
   conn_guard_stop(s->guard);
   ratelimit_free(s->limits);
   stack_cache_free(s->ingest.stack_cache);
+  key_bounds_free(s->ingest.bounds);
   free(s);
 }

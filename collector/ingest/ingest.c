@@ -730,14 +730,80 @@ static unsigned fit_limits(const ingest_target_t *t, Perf__V1__Batch *bt, ingest
   return status;
 }
 
-static unsigned store_batch(const ingest_target_t *t, const Perf__V1__Batch *bt,
+/* ---- the key's bounds on new values -------------------------------------- */
+
+#define KEY_REFUSED 100 /* put_record: a key's bound refused the batch (res says which) */
+
+/* The batch's values a key's bounds count (key_bounds.h): its stacks'
+   signatures, its events' labels, its app and version, its tags; NULL
+   when out of memory. */
+static key_value_t *record_values(const record_t *r, size_t *n) {
+  const store_batch_t *b = &r->batch;
+  key_value_t *v = malloc((b->n_stacks + b->n_events + b->n_tags + 1) * sizeof *v);
+  if (!v) return NULL;
+  size_t k = 0;
+  for (size_t i = 0; i < b->n_stacks; i++)
+    v[k++] = key_value_of(KEY_BOUND_STACKS, b->stacks[i].signature, STORE_SIG_CHARS);
+  for (size_t i = 0; i < b->n_events; i++)
+    if (b->events[i].label && b->events[i].label[0])
+      v[k++] = key_value_of(KEY_BOUND_LABELS, b->events[i].label, strlen(b->events[i].label));
+  if (b->version && b->version[0]) {
+    char pair[2 * BATCH_LIMIT_STRING_BYTES + 2];
+    int len = snprintf(pair, sizeof pair, "%s%c%s", b->app ? b->app : "", 0, b->version);
+    v[k++] = key_value_of(KEY_BOUND_VERSIONS, pair, len < 0 ? 0 : (size_t)len);
+  }
+  for (size_t i = 0; i < b->n_tags; i++) {
+    char pair[2 * BATCH_LIMIT_STRING_BYTES + 2];
+    int len = snprintf(pair, sizeof pair, "%s=%s", b->tags[i].key, b->tags[i].value);
+    v[k++] = key_value_of(KEY_BOUND_TAGS, pair, len < 0 ? 0 : (size_t)len);
+  }
+  *n = k;
+  return v;
+}
+
+/* 0 when key may store the record (its new values counted), else the
+   status set in res: 429 with the seconds left in the key's window, or
+   413 when the batch alone creates more than a bound allows. */
+static unsigned admit_record(const ingest_target_t *t, const char *key, key_value_t *v, size_t n,
+                             ingest_result_t *res) {
+  key_refusal_t why;
+  if (key_bounds_admit(t->bounds, key, v, n, symbolizer_now_s(), &why)) return 0;
+  const char *noun = key_bound_noun(why.kind), *flag = key_bound_flag(why.kind);
+  reject_reason_t reason = (reject_reason_t)(REJECT_NEW_STACKS + why.kind);
+  if (!why.retry_after_s)
+    return set_result(res, 413, reason, "batch creates %llu new %s, more than %s %llu allows",
+                      (unsigned long long)why.batch_new, noun, flag, (unsigned long long)why.bound),
+           413;
+  set_result(res, 429, reason,
+             "new %s over the bound for this API key: %llu in this batch, %llu created in this "
+             "window (%s %llu); retry in %u s",
+             noun, (unsigned long long)why.batch_new, (unsigned long long)why.window_used, flag,
+             (unsigned long long)why.bound, why.retry_after_s);
+  res->retry_after_s = why.retry_after_s;
+  return 429;
+}
+
+/* The record stored, when the key's bounds admit it. */
+static int put_record(const ingest_target_t *t, const char *key, record_t *r,
+                      ingest_result_t *res) {
+  size_t n = 0;
+  key_value_t *v = t->bounds ? record_values(r, &n) : NULL;
+  if (t->bounds && !v) return STORE_ERROR;
+  int rc = admit_record(t, key, v, n, res) ? KEY_REFUSED : t->ops->put_batch(t->store, &r->batch);
+  if (rc == STORE_OK || rc == STORE_DUPLICATE) key_bounds_learn(t->bounds, v, n);
+  free(v);
+  return rc;
+}
+
+static unsigned store_batch(const ingest_target_t *t, const char *key, const Perf__V1__Batch *bt,
                             ingest_result_t *res) {
   record_t r;
   char batch_hex[2 * STORE_BATCH_ID_BYTES + 1];
   hex_of(bt->batch_id.data, STORE_BATCH_ID_BYTES, batch_hex);
   bool built = build_record(t, bt, &r) == 0;
-  int rc = built ? t->ops->put_batch(t->store, &r.batch) : STORE_ERROR;
+  int rc = built ? put_record(t, key, &r, res) : STORE_ERROR;
   record_free(&r);
+  if (rc == KEY_REFUSED) return res->status;
   /* After the store: a rename the resymbolizer starts from now on sees
      these stacks. */
   for (size_t i = 0; rc == STORE_OK && t->resym && i < r.frames.n_unresolved; i++)
@@ -765,13 +831,13 @@ static unsigned store_batch(const ingest_target_t *t, const Perf__V1__Batch *bt,
   return 200;
 }
 
-unsigned ingest_batch(const ingest_target_t *t, const uint8_t *body, size_t len,
+unsigned ingest_batch(const ingest_target_t *t, const char *key, const uint8_t *body, size_t len,
                       const uint8_t header_id[STORE_BATCH_ID_BYTES], ingest_result_t *res) {
   memset(res, 0, sizeof *res);
   Perf__V1__Batch *bt = NULL;
   if (decode_payload(t, body, len, &bt, res) == 200 && check_batch(bt, header_id, res) == 200 &&
       repair_text(t, bt, res) == 200 && fit_limits(t, bt, res) == 200)
-    store_batch(t, bt, res);
+    store_batch(t, key, bt, res);
   if (bt) perf__v1__batch__free_unpacked(bt, NULL);
   return res->status;
 }

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "collector/ingest/batch_limits.h"
+#include "collector/ingest/key_bounds.h"
 #include "collector/ingest/stack_cache.h"
 #include "collector/model/metrics.h"
 #include "collector/store/store.h"
@@ -21,11 +22,13 @@
 
 typedef struct ingest_result_s {
   unsigned status;        /* HTTP status: 200 (stored durably, as --durability says), 400,
-                             413 (a limit, named in message), 503 (store failed or lost) */
+                             413 (a limit, named in message), 429 (a key's bound on new values,
+                             named in message), 503 (store failed or lost) */
   reject_reason_t reason; /* when status is not 200 */
   char message[160];      /* the response body's reason */
   uint64_t events, samples;
-  int duplicate; /* 200 for a batch id stored already */
+  int duplicate;          /* 200 for a batch id stored already */
+  unsigned retry_after_s; /* 429: the seconds until the key's window frees */
 } ingest_result_t;
 
 typedef struct ingest_target_s {
@@ -36,11 +39,13 @@ typedef struct ingest_target_s {
   resymbolizer_t *resym;        /* told the build-ids it could not name; may be NULL */
   const batch_limits_t *limits; /* NULL: the defaults (batch_limits.h) */
   stack_cache_t *stack_cache;   /* built stacks kept between batches; may be NULL */
+  key_bounds_t *bounds;         /* new values per key and window (key_bounds.h); NULL: none */
 } ingest_target_t;
 
-/* Decode, check and store body; the batch id in the payload must equal
-   header_id (X-Perf-Batch-Id). Fills *res and returns its status. */
-unsigned ingest_batch(const ingest_target_t *t, const uint8_t *body, size_t len,
+/* Decode, check and store body sent with ingest key `key` (NULL: none);
+   the batch id in the payload must equal header_id (X-Perf-Batch-Id).
+   Fills *res and returns its status. */
+unsigned ingest_batch(const ingest_target_t *t, const char *key, const uint8_t *body, size_t len,
                       const uint8_t header_id[STORE_BATCH_ID_BYTES], ingest_result_t *res);
 
 #endif

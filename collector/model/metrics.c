@@ -24,6 +24,10 @@ static const char *const REASON_LABEL[REJECT_COUNT] = {
     [REJECT_OVER_LIMIT] = "over_limit",
     [REJECT_FORBIDDEN] = "forbidden",
     [REJECT_DB_LOST] = "db_lost",
+    [REJECT_NEW_STACKS] = "new_stacks",
+    [REJECT_NEW_LABELS] = "new_labels",
+    [REJECT_NEW_VERSIONS] = "new_versions",
+    [REJECT_NEW_TAGS] = "new_tags",
 };
 
 static atomic_uint_fast64_t g_accepted, g_duplicates, g_events, g_samples;

@@ -26,6 +26,12 @@ typedef enum reject_reason {
   REJECT_OVER_LIMIT,         /* 413, a batch limit (batch_limits.h) */
   REJECT_FORBIDDEN,          /* 403, the key lacks the ingest scope, or a cross-site request */
   REJECT_DB_LOST,            /* 503, the database file was deleted or replaced (db_identity.h) */
+  /* 429 (413 when one batch alone passes it): a key's bound on new values
+     per window (key_bounds.h), one reason per bound in key_bound_kind order */
+  REJECT_NEW_STACKS,
+  REJECT_NEW_LABELS,
+  REJECT_NEW_VERSIONS,
+  REJECT_NEW_TAGS,
   REJECT_COUNT
 } reject_reason_t;
 

@@ -163,3 +163,99 @@ long batch_post_loop(const collector_t *c, const loop_batch_t *sp, unsigned seed
   if (sp->watched_ns || sp->units) b.loop_stats = &ls;
   return batch_post_answer(c, &b, seed, r);
 }
+
+/* The messages of a distinct_batch_t, each array malloc'ed with n slots. */
+typedef struct distinct_parts_s {
+  Perf__V1__Batch b;
+  Perf__V1__Resource res;
+  Perf__V1__KeyValue tag, *tags[1];
+  Perf__V1__Module mod, *mods[1];
+  Perf__V1__Function *fn, **fns;
+  Perf__V1__Frame *fr, **frs;
+  Perf__V1__Stack *st, **sts;
+  uint32_t *frame_ids;
+  Perf__V1__StackCount *sc, **scs;
+  Perf__V1__Event ev, *evs[1];
+  char **strings;
+  uint8_t id[16];
+} distinct_parts_t;
+
+static void distinct_alloc(distinct_parts_t *d, size_t n) {
+  CHECK((d->fn = calloc(n, sizeof *d->fn)) && (d->fns = calloc(n, sizeof *d->fns)) &&
+        (d->fr = calloc(n, sizeof *d->fr)) && (d->frs = calloc(n, sizeof *d->frs)) &&
+        (d->st = calloc(n, sizeof *d->st)) && (d->sts = calloc(n, sizeof *d->sts)) &&
+        (d->frame_ids = calloc(n, sizeof *d->frame_ids)) && (d->sc = calloc(n, sizeof *d->sc)) &&
+        (d->scs = calloc(n, sizeof *d->scs)) && (d->strings = calloc(n + 1, sizeof *d->strings)));
+}
+
+static void distinct_free(distinct_parts_t *d, size_t n) {
+  for (size_t i = 1; i <= n; i++)
+    free(d->strings[i]);
+  free(d->strings), free(d->fn), free(d->fns), free(d->fr), free(d->frs), free(d->st);
+  free(d->sts), free(d->frame_ids), free(d->sc), free(d->scs);
+}
+
+static void distinct_stack(distinct_parts_t *d, const distinct_batch_t *s, size_t i) {
+  char name[96];
+  snprintf(name, sizeof name, "%s_%zu", s->prefix, s->first + i);
+  CHECK((d->strings[i + 1] = strdup(name)) != NULL);
+  perf__v1__function__init(&d->fn[i]);
+  d->fn[i].name = (uint32_t)(i + 1);
+  d->fns[i] = &d->fn[i];
+  perf__v1__frame__init(&d->fr[i]);
+  d->fr[i].module = 1;
+  d->fr[i].function = (uint32_t)(i + 1);
+  d->fr[i].address = 0x1000 + 0x10 * (uint64_t)i;
+  d->frs[i] = &d->fr[i];
+  perf__v1__stack__init(&d->st[i]);
+  d->frame_ids[i] = (uint32_t)(i + 1);
+  d->st[i].n_frames = 1, d->st[i].frames = &d->frame_ids[i];
+  d->sts[i] = &d->st[i];
+  perf__v1__stack_count__init(&d->sc[i]);
+  d->sc[i].stack = (uint32_t)(i + 1);
+  d->sc[i].samples = 1;
+  d->sc[i].tid = 7;
+  d->scs[i] = &d->sc[i];
+}
+
+void batch_distinct_payload(payload_t *p, const distinct_batch_t *spec, unsigned seed) {
+  size_t n = spec->n;
+  CHECK(n >= 1);
+  distinct_parts_t d;
+  memset(&d, 0, sizeof d);
+  distinct_alloc(&d, n);
+  batch_begin(&d.b, &d.res, spec->app, spec->version, NULL, NULL);
+  if (spec->tag_key) {
+    perf__v1__key_value__init(&d.tag);
+    d.tag.key = (char *)spec->tag_key, d.tag.value = (char *)spec->tag_value;
+    d.tags[0] = &d.tag;
+    d.res.n_tags = 1, d.res.tags = d.tags;
+  }
+  d.strings[0] = "";
+  perf__v1__module__init(&d.mod);
+  d.mod.path = "/opt/flood/app";
+  d.mods[0] = &d.mod;
+  for (size_t i = 0; i < n; i++)
+    distinct_stack(&d, spec, i);
+  d.b.n_strings = n + 1, d.b.strings = d.strings;
+  d.b.n_modules = 1, d.b.modules = d.mods;
+  d.b.n_functions = n, d.b.functions = d.fns;
+  d.b.n_frames = n, d.b.frames = d.frs;
+  d.b.n_stacks = n, d.b.stacks = d.sts;
+  perf__v1__event__init(&d.ev);
+  d.ev.kind = PERF__V1__EVENT_KIND__EVENT_KIND_CPU;
+  d.ev.start_unix_nanos = (uint64_t)(time(NULL) - 1) * 1000000000u;
+  d.ev.duration_nanos = 100000000;
+  d.ev.tid = 7;
+  d.ev.dominant_stack = 1;
+  if (spec->label) d.ev.label = (char *)spec->label;
+  d.ev.n_stack_counts = n, d.ev.stack_counts = d.scs;
+  d.evs[0] = &d.ev;
+  d.b.n_events = 1, d.b.events = d.evs;
+  for (int i = 0; i < 16; i++)
+    d.id[i] = (uint8_t)(seed * 37 + (unsigned)i + (unsigned)getpid());
+  d.b.batch_id = (ProtobufCBinaryData){16, d.id};
+  payload_pack(p, &d.b, 3);
+  d.strings[0] = NULL;
+  distinct_free(&d, n);
+}

@@ -95,4 +95,18 @@ typedef struct loop_batch_s {
 } loop_batch_t;
 long batch_post_loop(const collector_t *c, const loop_batch_t *sp, unsigned seed, reply_t *r);
 
+/* A batch of n distinct stacks, the flood an ingest key's bounds are
+   for: stack i is one frame of module "/opt/flood/app" calling
+   "<prefix>_<first + i>", sampled once by one cpu event (100 ms), started
+   a second ago, labelled label (NULL: none). The resource names app and
+   version (NULL: unset) and at most one tag (tag_key NULL: none). */
+typedef struct distinct_batch_s {
+  const char *app, *version, *label, *tag_key, *tag_value, *prefix;
+  size_t first, n;
+} distinct_batch_t;
+
+/* spec's batch, its batch id made from seed and the pid, packed and
+   compressed into p (p->data malloc'ed, the caller frees it). */
+void batch_distinct_payload(payload_t *p, const distinct_batch_t *spec, unsigned seed);
+
 #endif
