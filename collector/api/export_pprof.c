@@ -325,15 +325,16 @@ static uint64_t location_id(builder_t *b, const json_t *frame) {
 static bool add_sample(builder_t *b, json_t *frames, uint64_t samples, int64_t time);
 
 /* One stored stack: its Sample (locations innermost first, as stored); past
-   QUERY_MAX_STACK_TEXT only its values, for the QUERY_TRUNCATED sample. */
+   QUERY_MAX_STACK_TEXT, and the row of the stacks past STORE_STACK_ROWS_MAX,
+   only its values, for the QUERY_TRUNCATED sample. */
 static int on_stack(const store_stack_row_t *row, void *user) {
   builder_t *b = user;
   if (row->samples == 0) return 0;
   if (row->first_start_ns < b->first_ns) b->first_ns = row->first_start_ns;
   if (row->last_end_ns > b->last_ns) b->last_ns = row->last_end_ns;
   int64_t time = b->hang ? row->wall_ns : (int64_t)row->cpu_us;
-  size_t len = strlen(row->frames_json);
-  if (b->cut_samples || len > QUERY_MAX_STACK_TEXT - b->text) {
+  size_t len = row->frames_json ? strlen(row->frames_json) : 0;
+  if (!row->stack_sig || b->cut_samples || len > QUERY_MAX_STACK_TEXT - b->text) {
     b->cut_samples += row->samples;
     b->cut_time += time;
     return 0;

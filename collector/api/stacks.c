@@ -32,9 +32,10 @@ typedef struct stack_entry_s {
   stack_value_t value;
 } stack_entry_t;
 
-/* The stacks of an export, at most QUERY_MAX_STACK_TEXT bytes of stored
-   frames: the store sends the heaviest first, and every stack past the cap
-   only adds its values to `truncated`, shown as one stack of a single
+/* The stacks of an export, at most STORE_STACK_ROWS_MAX of them (the
+   store sums the rest in one row) and QUERY_MAX_STACK_TEXT bytes of stored
+   frames: the store sends the heaviest first, and every stack past either
+   cap only adds its values to `truncated`, shown as one stack of a single
    QUERY_TRUNCATED frame, so totals stay exact. */
 typedef struct stack_set_s {
   bool cpu; /* kind=cpu (else hang) */
@@ -42,6 +43,7 @@ typedef struct stack_set_s {
   size_t n, cap;
   size_t text; /* stored frames JSON read so far */
   stack_value_t truncated;
+  uint64_t omitted; /* the stacks in `truncated` */
   bool failed;
 } stack_set_t;
 
@@ -49,9 +51,10 @@ static int on_stack_row(const store_stack_row_t *row, void *user) {
   stack_set_t *set = user;
   if (row->samples == 0) return 0;
   stack_value_t value = {row->samples, row->cpu_us, row->wall_ns};
-  size_t len = strlen(row->frames_json);
-  if (set->truncated.samples || len > QUERY_MAX_STACK_TEXT - set->text) {
+  size_t len = row->frames_json ? strlen(row->frames_json) : 0;
+  if (!row->stack_sig || set->truncated.samples || len > QUERY_MAX_STACK_TEXT - set->text) {
     value_add(&set->truncated, &value);
+    set->omitted += row->stack_sig ? 1 : row->stacks;
     return 0;
   }
   set->text += len;
@@ -302,30 +305,36 @@ static void text_add_json_string(text_t *t, const char *s) {
 }
 
 /* ,"samples":N then "cpu_us":N (cpu) or "hang_ms":ms with its
-   nanoseconds as decimals (hang), then the children's opening. */
-static void node_open(text_t *t, node_t *node, bool cpu) {
+   nanoseconds as decimals (hang), then extra (the root's fields), then
+   the children's opening. */
+static void node_open(text_t *t, node_t *node, bool cpu, const char *extra) {
   if (node->n > 1) qsort(node->kids, node->n, sizeof *node->kids, cmp_node);
   char value[96];
   const stack_value_t *v = &node->value;
   int64_t wall = v->wall_ns < 0 ? 0 : v->wall_ns;
-  int n = cpu ? snprintf(value, sizeof value, ",\"samples\":%llu,\"cpu_us\":%llu,\"children\":[",
+  int n = cpu ? snprintf(value, sizeof value, ",\"samples\":%llu,\"cpu_us\":%llu",
                          (unsigned long long)v->samples, (unsigned long long)v->cpu_us)
-              : snprintf(value, sizeof value,
-                         ",\"samples\":%llu,\"hang_ms\":%lld.%06lld,\"children\":[",
+              : snprintf(value, sizeof value, ",\"samples\":%llu,\"hang_ms\":%lld.%06lld",
                          (unsigned long long)v->samples, (long long)(wall / 1000000),
                          (long long)(wall % 1000000));
   text_add(t, "{\"name\":", 8);
   text_add_json_string(t, node->name);
   text_add(t, value, (size_t)n);
+  text_add(t, extra, strlen(extra));
+  text_add(t, ",\"children\":[", 13);
 }
 
 /* {"name","samples","cpu_us"|"hang_ms","children":[...]}, depth first
-   with an explicit path. */
-static char *tree_json(node_t *root, bool cpu) {
+   with an explicit path; the root also says whether stacks were left out
+   ("truncated", "stacks_omitted": summed into its QUERY_TRUNCATED child). */
+static char *tree_json(node_t *root, bool cpu, uint64_t omitted) {
   text_t t = {0};
   path_t p = {0};
+  char extra[64];
+  snprintf(extra, sizeof extra, ",\"truncated\":%s,\"stacks_omitted\":%llu",
+           omitted ? "true" : "false", (unsigned long long)omitted);
   bool ok = path_push(&p, root);
-  if (ok) node_open(&t, root, cpu);
+  if (ok) node_open(&t, root, cpu, extra);
   while (ok && p.n) {
     walk_t *w = &p.v[p.n - 1];
     if (w->next == w->node->n) {
@@ -335,7 +344,7 @@ static char *tree_json(node_t *root, bool cpu) {
     }
     if (w->next) text_add(&t, ",", 1);
     node_t *kid = &w->node->kids[w->next++];
-    node_open(&t, kid, cpu);
+    node_open(&t, kid, cpu, "");
     ok = path_push(&p, kid);
   }
   free(p.v);
@@ -362,7 +371,7 @@ unsigned query_flame(const store_ops_t *ops, store_t *store, query_arg_fn arg, v
     }
   }
   stack_set_free(&set);
-  *body = failed ? NULL : tree_json(&root, set.cpu);
+  *body = failed ? NULL : tree_json(&root, set.cpu, set.omitted);
   node_free(&root);
   if (!*body) return *body = query_error_param("%s", "out of memory"), 503;
   return 200;

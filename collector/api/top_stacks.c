@@ -40,8 +40,11 @@ typedef struct group_s {
 typedef struct agg_s {
   group_t *groups;
   size_t n, cap;
+  uint64_t groups_total; /* every group q matched (the store sends the heaviest) */
   bool failed;
 } agg_t;
+
+_Static_assert(QUERY_LIMIT_MAX <= STORE_TOP_GROUPS_MAX, "top_rows sends every group limit shows");
 
 static void group_free(group_t *g) {
   free(g->signature);
@@ -111,6 +114,7 @@ static int on_row(const store_top_row_t *row, void *user) {
   group_t *g = a->n ? &a->groups[a->n - 1] : NULL;
   if (!g || strcmp(g->signature, row->group_sig) != 0) g = new_group(a, row);
   if (!g) return a->failed = true, 1;
+  a->groups_total = row->groups;
   g->samples += row->samples;
   g->cpu_us += row->cpu_us;
   g->events += row->events;
@@ -230,7 +234,9 @@ unsigned query_top_stacks(const store_ops_t *ops, store_t *store, query_arg_fn a
     group_free(&a.groups[i]);
   free(a.groups);
   if (status == 200) {
-    json_t *o = json_pack("{s:o}", "stacks", stacks);
+    size_t shown = json_array_size(stacks);
+    json_t *o = json_pack("{s:o, s:I, s:b}", "stacks", stacks, "groups_total",
+                          (json_int_t)a.groups_total, "truncated", a.groups_total > shown);
     *body = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     if (!*body) status = 503;

@@ -203,6 +203,8 @@ typedef struct store_top_row_s {
   int64_t first_ns, last_ns;   /* the earliest and the latest start */
   int64_t max_ns;              /* the longest duration */
   int dbin;                    /* the durations' bin (rollup_dbin) */
+  uint64_t groups;             /* every group the query matched (top_rows streams the rows of
+                                  at most STORE_TOP_GROUPS_MAX) */
 } store_top_row_t;
 
 /* Return non-zero to stop (the scan then fails with STORE_ERROR). */
@@ -223,6 +225,7 @@ typedef struct store_stack_row_s {
   uint64_t samples, cpu_us;
   int64_t wall_ns;
   int64_t first_start_ns, last_end_ns;
+  uint64_t stacks; /* 1; the row of the stacks past the cap (stack_sig NULL): how many */
 } store_stack_row_t;
 
 typedef int (*store_stack_row_fn)(const store_stack_row_t *row, void *user);

@@ -29,7 +29,12 @@ store_stack_row_t store_stack_row(const store_columns_t *c) {
                              .cpu_us = (uint64_t)c->i64(r, 3),
                              .wall_ns = c->i64(r, 4),
                              .first_start_ns = c->i64(r, 5),
-                             .last_end_ns = c->i64(r, 6)};
+                             .last_end_ns = c->i64(r, 6),
+                             .stacks = (uint64_t)c->i64(r, 7)};
+}
+
+bool store_stack_row_usable(const store_stack_row_t *row) {
+  return row->stack_sig ? row->frames_json != NULL : row->stacks > 0;
 }
 
 store_count_row_t store_count_row(const store_columns_t *c) {
@@ -54,5 +59,6 @@ store_top_row_t store_top_row(const store_columns_t *c) {
                            .last_ns = c->i64(r, 8),
                            .max_ns = c->i64(r, 9),
                            .dbin = (int)c->i64(r, 10),
-                           .cpu_us = (uint64_t)c->i64(r, 12)};
+                           .cpu_us = (uint64_t)c->i64(r, 12),
+                           .groups = (uint64_t)c->i64(r, 13)};
 }

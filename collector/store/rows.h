@@ -29,8 +29,13 @@ typedef struct store_columns_s {
 store_event_row_t store_event_row(const store_columns_t *c, int first);
 
 /* A stack's sums over a query (stack_rows): stack_sig, frames_json,
-   samples, cpu_us, wall_ns, first_start_ns, last_end_ns. */
+   samples, cpu_us, wall_ns, first_start_ns, last_end_ns, stacks
+   (QSQL_STACK_ROWS_CAPPED's columns). */
 store_stack_row_t store_stack_row(const store_columns_t *c);
+
+/* A stack row a backend passes on: a stack with its frames (one whose
+   stacks row is gone has none), or the row of the stacks past the cap. */
+bool store_stack_row_usable(const store_stack_row_t *row);
 
 /* A stack count of an event (event_detail): stack_sig, frames_json (NULL:
    the stack was deleted), tid, samples, cpu_us (NULL: the event has no
@@ -40,7 +45,7 @@ store_count_row_t store_count_row(const store_columns_t *c);
 /* A top-stacks row (top_rows) but its majority_len: group_sig,
    names_json, version, label, events, samples, total_ns, first_ns,
    last_ns, max_ns, dbin, (column 11: the hang group's path samples, read
-   by the backend), cpu_us. */
+   by the backend), cpu_us, groups (QSQL_TOP_ROWS_CAPPED's columns). */
 #define STORE_TOP_PATH_COLUMN 11
 store_top_row_t store_top_row(const store_columns_t *c);
 

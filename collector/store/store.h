@@ -72,6 +72,12 @@ typedef int (*store_group_stack_fn)(size_t index, const char *frames_json, void 
 #define STORE_GROUP_STACKS_SIGS 32
 #define STORE_GROUP_STACKS_EVENTS 4
 #define STORE_GROUP_STACKS_ROWS 16
+/* stack_rows: the stacks streamed with their frames, at most. A flood of
+   distinct stacks (an ingest key anyone can take) makes every read over
+   it that much work and no more; a flame graph of more is unreadable. */
+#define STORE_STACK_ROWS_MAX 5000
+/* top_rows: the groups streamed, at most (the API's largest limit). */
+#define STORE_TOP_GROUPS_MAX 1000
 #define STORE_STR_(x) #x
 #define STORE_STR(x) STORE_STR_(x) /* a number in SQL text */
 
@@ -135,9 +141,15 @@ typedef struct store_ops_s {
      NULL: a database has one collector (SQLite), every claim succeeds. */
   int (*claim_job)(store_t *st, const char *job);
   void (*release_job)(store_t *st, const char *job);
-  /* Stream the top-stacks rows of q to fn (read-only). */
+  /* Stream the top-stacks rows of q to fn (read-only): those of the
+     STORE_TOP_GROUPS_MAX groups of most impact (hang: the events'
+     durations; cpu: CPU time; then samples, then durations), ordered by
+     group; each row says how many groups q matched in all. */
   int (*top_rows)(store_t *st, const store_top_query_t *q, store_row_fn fn, void *user);
-  /* Stream the per-stack sample sums of q (kind required) to fn. */
+  /* Stream the per-stack sample sums of q (kind required) to fn: the
+     heaviest STORE_STACK_ROWS_MAX stacks (CPU time, then samples,
+     descending), then, when more matched, one row of the rest's sums with
+     stack_sig and frames_json NULL and `stacks` the number it sums. */
   int (*stack_rows)(store_t *st, const store_top_query_t *q, store_stack_row_fn fn, void *user);
   /* Stream up to limit events of q (kind NULL: any kind), newest first
      (start, then id, descending). */

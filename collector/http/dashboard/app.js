@@ -591,9 +591,11 @@ function renderFlame() {
   const box = $('flame');
   box.replaceChildren();
   $('flame-reset').hidden = state.zoom.length === 0;
-  $('flame-hint').textContent = `root at the top; width = ${state.flameBy === 'cpu_us' ? 'CPU time' : 'samples'};` +
-    ' click a frame to zoom';
   const root = state.flame;
+  // The collector keeps the heaviest stacks and sums the rest into one <truncated> stack.
+  const omitted = root && root.truncated ? `; ${root.stacks_omitted} lighter stacks summed into <truncated>` : '';
+  $('flame-hint').textContent = `root at the top; width = ${state.flameBy === 'cpu_us' ? 'CPU time' : 'samples'};` +
+    ' click a frame to zoom' + omitted;
   if (!root) return;
   if (!flameValue(root)) {
     box.append(el('p', { class: 'empty', text: 'No samples for these filters.' }));

@@ -52,16 +52,12 @@
   " r.cpu_us::numeric AS cpu_us FROM " table " r"                                                  \
   " WHERE " kinds                                                                                  \
   QSQL_RANGE(lo, hi) QSQL_ROLLUP_FILTERS
-#define TOP_SQL(kinds, raw, majority)                                                              \
-  "SELECT x.g, gr.frames, x.version, x.label, sum(x.events), sum(x.samples), sum(x.total_ns),"     \
-  " min(x.first_ns), max(x.last_ns), max(x.max_ns), x.dbin, " majority ", sum(x.cpu_us)"           \
-  " FROM (" GROUP_PART(GROUPS_DAY, kinds, 20, 21) " UNION ALL " GROUP_PART(                        \
-      GROUPS_10M, kinds, 26,                                                                       \
-      27) " UNION ALL " GROUP_PART(GROUPS_10M, kinds, 28,                                          \
-                                   29) " UNION ALL " raw                                           \
-                                       ") x JOIN groups gr ON gr.signature = x.g"                  \
-                                       " GROUP BY x.g, gr.frames, x.version, x.label, x.dbin "     \
-                                       "ORDER BY x.g COLLATE \"C\""
+#define TOP_SQL(kinds, raw, majority, impact)                                                      \
+  QSQL_TOP_ROWS_CAPPED(                                                                            \
+      GROUP_PART(GROUPS_DAY, kinds, 20, 21) " UNION ALL " GROUP_PART(                              \
+          GROUPS_10M, kinds, 26, 27) " UNION ALL " GROUP_PART(GROUPS_10M, kinds, 28,               \
+                                                              29) " UNION ALL " raw,               \
+      impact, majority, "x.g, gr.frames, x.version, x.label, x.dbin", " COLLATE \"C\"")
 #define STACK_PART(table, lo, hi)                                                                  \
   "SELECT r.stack_sig AS s, r.samples AS n, r.cpu_us AS cpu, r.wall_ns AS wall,"                   \
   " r.first_ns AS first, r.last_end_ns AS last_end FROM " table " r"                               \
@@ -92,19 +88,20 @@
 
 static const char TOP_HANG[] =
     TOP_SQL("r.kind IN ('hang', 'fatal_hang')", RAW_HANG(22, 23) " UNION ALL " RAW_HANG(24, 25),
-            "(SELECT p.samples FROM hang_group_path p WHERE p.group_sig = x.g)");
-static const char TOP_CPU[] =
-    TOP_SQL("r.kind = 'cpu'", RAW_CPU(22, 23) " UNION ALL " RAW_CPU(24, 25), "NULL::bytea");
+            "(SELECT p.samples FROM hang_group_path p WHERE p.group_sig = x.g)", "x.total_ns");
+static const char TOP_CPU[] = TOP_SQL(
+    "r.kind = 'cpu'", RAW_CPU(22, 23) " UNION ALL " RAW_CPU(24, 25), "NULL::bytea", "x.cpu_us");
 #define STACK_SQL(raw)                                                                             \
-  "SELECT x.s, st.frames, sum(x.n), sum(x.cpu), coalesce(sum(x.wall), 0), min(x.first),"           \
-  " max(x.last_end)"                                                                               \
-  " FROM (" STACK_PART(STACKS_DAY, 20, 21) " UNION ALL " STACK_PART(                               \
-      STACKS_10M, 26, 27) " UNION ALL " STACK_PART(STACKS_10M, 28,                                 \
-                                                   29) " UNION ALL " raw                           \
-                                                       ") x JOIN stacks st ON st.signature = x.s " \
-                                                       "GROUP BY x.s, st.frames ORDER BY 4 DESC,"  \
-                                                       " 3 DESC,"                                  \
-                                                       " x.s COLLATE \"C\""
+  QSQL_STACK_ROWS_CAPPED(                                                                          \
+      "SELECT x.s AS s, sum(x.n) AS n, sum(x.cpu) AS cpu,"                                         \
+      " coalesce(sum(x.wall), 0) AS wall, min(x.first) AS first,"                                  \
+      " max(x.last_end) AS last_end FROM (" STACK_PART(                                            \
+          STACKS_DAY, 20,                                                                          \
+          21) " UNION ALL " STACK_PART(STACKS_10M, 26,                                             \
+                                       27) " UNION ALL " STACK_PART(STACKS_10M, 28,                \
+                                                                    29) " UNION ALL " raw          \
+                                                                        ") x GROUP BY x.s",        \
+      " COLLATE \"C\"")
 static const char STACK_ROWS[] = STACK_SQL(RAW_STACK(22, 23) " UNION ALL " RAW_STACK(24, 25));
 static const char ANY_EVENT[] = "SELECT EXISTS (SELECT 1 FROM events WHERE start_ns >= $1::bigint"
                                 " AND start_ns <= $2::bigint)";
@@ -291,7 +288,7 @@ int pg_top_rows(store_t *st, const store_top_query_t *q, store_row_fn fn, void *
 static int stack_each(const PGresult *r, int i, void *ctx) {
   cb_t *cb = ctx;
   store_stack_row_t row = store_stack_row(&PG_COLUMNS(r, i));
-  if (!row.stack_sig || !row.frames_json) return 0;
+  if (!store_stack_row_usable(&row)) return 0;
   return ((store_stack_row_fn)cb->fn)(&row, cb->user);
 }
 

@@ -114,7 +114,7 @@ int sqlite_stack_rows(store_t *st, const store_top_query_t *q, store_stack_row_f
   store_columns_t cols = columns(s);
   while (!stopped && (rc = sqlite3_step(s)) == SQLITE_ROW) {
     store_stack_row_t row = store_stack_row(&cols);
-    if (!row.stack_sig || !row.frames_json) continue;
+    if (!store_stack_row_usable(&row)) continue;
     stopped = fn(&row, user);
   }
   rc = finish_scan(st, s, rc, stopped, "stack rows");

@@ -116,15 +116,12 @@ static const char GROUP_SIG_INDEX[] =
   " r.events AS events, r.samples AS samples, r.total_ns AS total_ns, r.first_ns AS first_ns,"     \
   " r.last_ns AS last_ns, r.max_ns AS max_ns, r.cpu_us AS cpu_us FROM " table " r WHERE " kinds    \
   QSQL_RANGE(lo, hi) QSQL_ROLLUP_FILTERS
-#define TOP_SQL(kinds, raw, majority)                                                              \
-  "SELECT x.g, gr.frames, x.version, x.label, sum(x.events), sum(x.samples), sum(x.total_ns),"     \
-  " min(x.first_ns), max(x.last_ns), max(x.max_ns), x.dbin, " majority ", sum(x.cpu_us)"           \
-  " FROM (" GROUP_PART("rollup_groups_day", kinds, 20, 21) " UNION ALL " GROUP_PART(               \
-      "rollup_groups", kinds, 26,                                                                  \
-      27) " UNION ALL " GROUP_PART("rollup_groups", kinds, 28,                                     \
-                                   29) " UNION ALL " raw                                           \
-                                       ") x JOIN groups gr ON gr.signature = x.g"                  \
-                                       " GROUP BY x.g, x.version, x.label, x.dbin ORDER BY x.g"
+#define TOP_SQL(kinds, raw, majority, impact)                                                      \
+  QSQL_TOP_ROWS_CAPPED(                                                                            \
+      GROUP_PART("rollup_groups_day", kinds, 20, 21) " UNION ALL " GROUP_PART(                     \
+          "rollup_groups", kinds, 26, 27) " UNION ALL " GROUP_PART("rollup_groups", kinds, 28,     \
+                                                                   29) " UNION ALL " raw,          \
+      impact, majority, "x.g, x.version, x.label, x.dbin", "")
 #define STACK_PART(table, lo, hi)                                                                  \
   "SELECT r.stack_sig AS s, r.samples AS n, r.cpu_us AS cpu, r.wall_ns AS wall,"                   \
   " r.first_ns AS first, r.last_end_ns AS last_end FROM " table " r"                               \
@@ -177,25 +174,26 @@ static const char *const STMT_SQL[ST_COUNT] = {
                         " last_seen = max(last_seen, excluded.last_seen)",
     [ST_TOP_HANG] =
         TOP_SQL("r.kind IN ('hang', 'fatal_hang')", RAW_HANG(22, 23) " UNION ALL " RAW_HANG(24, 25),
-                "(SELECT p.samples FROM hang_group_path p WHERE p.group_sig = x.g)"),
-    [ST_TOP_CPU] = TOP_SQL("r.kind = 'cpu'", RAW_CPU(22, 23) " UNION ALL " RAW_CPU(24, 25), "NULL"),
-    [ST_STACK_ROWS] =
-        "SELECT x.s, st.frames, sum(x.n), sum(x.cpu), coalesce(sum(x.wall), 0), min(x.first),"
-        " max(x.last_end)"
-        " FROM (" STACK_PART("rollup_stacks_day", 20, 21) " UNION ALL " STACK_PART(
+                "(SELECT p.samples FROM hang_group_path p WHERE p.group_sig = x.g)", "x.total_ns"),
+    [ST_TOP_CPU] = TOP_SQL("r.kind = 'cpu'", RAW_CPU(22, 23) " UNION ALL " RAW_CPU(24, 25), "NULL",
+                           "x.cpu_us"),
+    [ST_STACK_ROWS] = QSQL_STACK_ROWS_CAPPED(
+        "SELECT x.s AS s, sum(x.n) AS n, sum(x.cpu) AS cpu, "
+        "coalesce(sum(x.wall), 0) AS wall,"
+        " min(x.first) AS first, max(x.last_end) AS last_end FROM "
+        "(" STACK_PART("rollup_stacks_day", 20, 21) " UNION ALL " STACK_PART(
             "rollup_stacks", 26,
             27) " UNION ALL " STACK_PART("rollup_stacks", 28,
-                                         29) " UNION ALL " RAW_STACK(22, 23) " UNION "
-                                                                             "ALL " RAW_STACK(
-                                                                                 24,
-                                                                                 25) ") x JOIN "
-                                                                                     "stacks st ON "
-                                                                                     "st.signature "
-                                                                                     "= x.s "
-                                                                                     "GROUP BY x.s "
-                                                                                     "ORDER BY "
-                                                                                     "4 DESC, 3 "
-                                                                                     "DESC, x.s",
+                                         29) " UNION ALL " RAW_STACK(22,
+                                                                     23) " U"
+                                                                         "NI"
+                                                                         "ON"
+                                                                         " A"
+                                                                         "LL"
+                                                                         " " RAW_STACK(
+                                                                             24,
+                                                                             25) ") x GROUP BY x.s",
+        ""),
     [ST_ANY_EVENT] = "SELECT EXISTS (SELECT 1 FROM events WHERE start_ns >= ?1 AND start_ns <= ?2)",
     [ST_EVENT_ROWS] = "SELECT " QSQL_EVENT_COLUMNS(
         SQLITE_TAGS_JSON) " FROM events e JOIN batches b ON b.id = e.batch_id"

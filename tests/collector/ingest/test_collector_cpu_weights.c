@@ -180,7 +180,8 @@ static void case_weighted(void) {
   check_folded(&c, "kind=cpu&app=weighted&value=cpu_us",
                "cpu_main;cpu_often 3000\ncpu_main;cpu_rare 9000\n");
   check_flame(&c, "kind=cpu&app=weighted",
-              "{\"name\":\"all\",\"samples\":4,\"cpu_us\":12000,\"children\":[{\"name\":"
+              "{\"name\":\"all\",\"samples\":4,\"cpu_us\":12000,\"truncated\":false,"
+              "\"stacks_omitted\":0,\"children\":[{\"name\":"
               "\"cpu_main\",\"samples\":4,\"cpu_us\":12000,\"children\":[{\"name\":\"cpu_rare\","
               "\"samples\":1,\"cpu_us\":9000,\"children\":[]},{\"name\":\"cpu_often\",\"samples\":"
               "3,\"cpu_us\":3000,\"children\":[]}]}]}");
@@ -316,7 +317,8 @@ static void case_hang_time(void) {
   /* Each stack's share of each hang by samples, rounded down to the
      nanosecond: hang_leaf_a 2/3 of 100 ms + all of 50, hang_leaf_b 1/3. */
   check_flame(&c, "kind=hang&app=hangs",
-              "{\"name\":\"all\",\"samples\":4,\"hang_ms\":149.999999,\"children\":[{\"name\":"
+              "{\"name\":\"all\",\"samples\":4,\"hang_ms\":149.999999,\"truncated\":false,"
+              "\"stacks_omitted\":0,\"children\":[{\"name\":"
               "\"hang_main\",\"samples\":4,\"hang_ms\":149.999999,\"children\":[{\"name\":"
               "\"hang_loop\",\"samples\":4,\"hang_ms\":149.999999,\"children\":[{\"name\":"
               "\"hang_leaf_a\",\"samples\":3,\"hang_ms\":116.666666,\"children\":[]},{\"name\":"

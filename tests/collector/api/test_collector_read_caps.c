@@ -1,0 +1,172 @@
+/*
+ * test_collector_read_caps.c - the reads over a flood of distinct stacks
+ * (one ingest key anyone can take sending stacks never seen before) do
+ * bounded work and say so, in the real perf-collector over real HTTP:
+ *  - flood: 6000 distinct stacks of one sample each, one more than
+ *    STORE_STACK_ROWS_MAX (5000) by 1000: the flame graph has 5000 stacks
+ *    plus one <truncated> child holding the other 1000 samples, its root
+ *    says "truncated": true and "stacks_omitted": 1000, and its totals stay
+ *    exact (6000 samples); the folded export has 5001 lines; pprof 5001
+ *    samples summing to 6000; top-stacks lists `limit` groups and says
+ *    "groups_total": 6000, "truncated": true;
+ *  - honest: a few stacks: nothing omitted, "truncated": false.
+ */
+#include <curl/curl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "batch_post.h"
+#include "check.h"
+#include "collector_rig.h"
+#include "pprof_check.h"
+
+#define FLOOD 6000
+#define KEPT 5000 /* STORE_STACK_ROWS_MAX */
+#define PER_BATCH 3000
+
+static void post_stacks(const collector_t *c, const char *prefix, size_t n) {
+  reply_t *r = malloc(sizeof *r);
+  CHECK(r != NULL);
+  for (size_t done = 0; done < n; done += PER_BATCH) {
+    distinct_batch_t spec = {.app = "flood",
+                             .version = "1.0",
+                             .prefix = prefix,
+                             .first = done,
+                             .n = n - done < PER_BATCH ? n - done : PER_BATCH};
+    payload_t p;
+    batch_distinct_payload(&p, &spec, (unsigned)(done / PER_BATCH + 1));
+    long status = payload_post(c, GOOD_KEY, &p, r);
+    free(p.data);
+    CHECKF(status == 200, "batch -> %ld %.300s", status, r->body);
+  }
+  free(r);
+}
+
+typedef struct body_s {
+  char *p;
+  size_t len;
+} body_t;
+
+static size_t on_body(char *data, size_t size, size_t n, void *arg) {
+  body_t *b = arg;
+  char *grown = realloc(b->p, b->len + size * n + 1);
+  CHECK(grown != NULL);
+  memcpy(grown + b->len, data, size * n);
+  b->p = grown;
+  b->len += size * n;
+  b->p[b->len] = '\0';
+  return size * n;
+}
+
+/* GET path with GOOD_KEY: 200 and the whole body as JSON (the rig's
+   replies keep 256 KiB; a flame graph of 5000 stacks is more). */
+static json_t *get_whole_json(const collector_t *c, const char *path) {
+  char url[256], auth[64];
+  snprintf(url, sizeof url, "%s%s", c->url, path);
+  snprintf(auth, sizeof auth, "Authorization: Bearer %s", GOOD_KEY);
+  CURL *h = curl_easy_init();
+  CHECK(h != NULL);
+  struct curl_slist *headers = curl_slist_append(NULL, auth);
+  body_t b = {NULL, 0};
+  long status = 0;
+  curl_easy_setopt(h, CURLOPT_URL, url);
+  curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
+  curl_easy_setopt(h, CURLOPT_TIMEOUT, 30L);
+  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+  curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
+  if (curl_easy_perform(h) == CURLE_OK) curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+  curl_slist_free_all(headers);
+  curl_easy_cleanup(h);
+  CHECKF(status == 200 && b.p, "GET %s -> %ld", path, status);
+  json_t *o = json_loads(b.p, 0, NULL);
+  free(b.p);
+  CHECK(json_is_object(o));
+  return o;
+}
+
+static const json_t *child_named(const json_t *node, const char *name) {
+  size_t i;
+  const json_t *kid;
+  json_array_foreach(json_object_get(node, "children"), i, kid) {
+    if (strcmp(json_string_value(json_object_get(kid, "name")), name) == 0) return kid;
+  }
+  return NULL;
+}
+
+/* The flame graph's root: its stacks (children of the module's root frame
+   are the leaves here: one frame per stack), samples and truncation. */
+static void check_flame(const collector_t *c, long long children, long long omitted,
+                        long long samples) {
+  json_t *root = get_whole_json(c, "/api/v1/flame?kind=cpu");
+  CHECK_EQ_INT(json_integer_value(json_object_get(root, "samples")), samples);
+  CHECK(json_is_boolean(json_object_get(root, "truncated")));
+  CHECK_EQ_INT(json_is_true(json_object_get(root, "truncated")), omitted > 0);
+  CHECK_EQ_INT(json_integer_value(json_object_get(root, "stacks_omitted")), omitted);
+  CHECK_EQ_INT((long long)json_array_size(json_object_get(root, "children")), children);
+  const json_t *rest = child_named(root, "<truncated>");
+  CHECK_EQ_INT(rest != NULL, omitted > 0);
+  if (rest) CHECK_EQ_INT(json_integer_value(json_object_get(rest, "samples")), omitted);
+  json_decref(root);
+}
+
+static long long folded_lines(const collector_t *c) {
+  char *text = get_text(c, "/api/v1/export/folded?kind=cpu");
+  long long n = 0;
+  for (const char *p = text; *p; p++)
+    n += *p == '\n';
+  free(text);
+  return n;
+}
+
+static void check_pprof(const collector_t *c, size_t samples, long long total) {
+  reply_t *r = malloc(sizeof *r);
+  CHECK(r != NULL);
+  CHECK_EQ_INT(get_key(c, GOOD_KEY, "/api/v1/export/pprof?kind=cpu", r), 200);
+  CHECKF(r->total_len == r->body_len, "pprof of %zu bytes", r->total_len);
+  pprof_profile_t *p = pprof_decode_checked(r->body, r->body_len);
+  CHECK_EQ_INT((long long)p->n_sample, (long long)samples);
+  CHECK_EQ_INT(pprof_value_total(p, 0), total);
+  perftools__profiles__profile__free_unpacked(p, NULL);
+  free(r);
+}
+
+static void check_top(const collector_t *c, long long listed, long long groups, bool truncated) {
+  json_t *o = get_ok(c, "/api/v1/top-stacks?kind=cpu&limit=50");
+  CHECK_EQ_INT((long long)json_array_size(json_object_get(o, "stacks")), listed);
+  CHECK_EQ_INT(json_integer_value(json_object_get(o, "groups_total")), groups);
+  CHECK_EQ_INT(json_is_true(json_object_get(o, "truncated")), truncated);
+  json_decref(o);
+}
+
+static void case_flood(void) {
+  collector_t c;
+  collector_start(&c, (const char *const[]){"--rate-limit", "0", NULL});
+  post_stacks(&c, "flood", FLOOD);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM stacks"), FLOOD);
+  check_flame(&c, KEPT + 1, FLOOD - KEPT, FLOOD);
+  CHECK_EQ_INT(folded_lines(&c), KEPT + 1);
+  check_pprof(&c, KEPT + 1, FLOOD);
+  check_top(&c, 50, FLOOD, true);
+  collector_stop_healthy(&c);
+}
+
+static void case_honest(void) {
+  collector_t c;
+  collector_start(&c, (const char *const[]){"--rate-limit", "0", NULL});
+  post_stacks(&c, "honest", 12);
+  check_flame(&c, 12, 0, 12);
+  CHECK_EQ_INT(folded_lines(&c), 12);
+  check_pprof(&c, 12, 12);
+  check_top(&c, 12, 12, false);
+  collector_stop_healthy(&c);
+}
+
+int main(int argc, char **argv) {
+  static const test_case_t cases[] = {
+      TEST_CASE(flood),
+      TEST_CASE(honest),
+  };
+  return collector_test_main(argc, argv, cases, ARRAY_LEN(cases));
+}
