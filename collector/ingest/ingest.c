@@ -743,20 +743,14 @@ static key_value_t *record_values(const record_t *r, size_t *n) {
   if (!v) return NULL;
   size_t k = 0;
   for (size_t i = 0; i < b->n_stacks; i++)
-    v[k++] = key_value_of(KEY_BOUND_STACKS, b->stacks[i].signature, STORE_SIG_CHARS);
+    v[k++] = key_value_of(KEY_BOUND_STACKS, b->stacks[i].signature, NULL);
   for (size_t i = 0; i < b->n_events; i++)
     if (b->events[i].label && b->events[i].label[0])
-      v[k++] = key_value_of(KEY_BOUND_LABELS, b->events[i].label, strlen(b->events[i].label));
-  if (b->version && b->version[0]) {
-    char pair[2 * BATCH_LIMIT_STRING_BYTES + 2];
-    int len = snprintf(pair, sizeof pair, "%s%c%s", b->app ? b->app : "", 0, b->version);
-    v[k++] = key_value_of(KEY_BOUND_VERSIONS, pair, len < 0 ? 0 : (size_t)len);
-  }
-  for (size_t i = 0; i < b->n_tags; i++) {
-    char pair[2 * BATCH_LIMIT_STRING_BYTES + 2];
-    int len = snprintf(pair, sizeof pair, "%s=%s", b->tags[i].key, b->tags[i].value);
-    v[k++] = key_value_of(KEY_BOUND_TAGS, pair, len < 0 ? 0 : (size_t)len);
-  }
+      v[k++] = key_value_of(KEY_BOUND_LABELS, b->events[i].label, NULL);
+  if (b->version && b->version[0])
+    v[k++] = key_value_of(KEY_BOUND_VERSIONS, b->app ? b->app : "", b->version);
+  for (size_t i = 0; i < b->n_tags; i++)
+    v[k++] = key_value_of(KEY_BOUND_TAGS, b->tags[i].key, b->tags[i].value);
   *n = k;
   return v;
 }

@@ -4,7 +4,8 @@
  * table references), the collector's own schema checks, then the store
  * record (frames the device did not name symbolized by build-id from local
  * debug files, stack signatures, frames as JSON) put in one transaction.
- * Stateless; runs on the MHD worker thread that received the body.
+ * Keeps no state of its own (the stack cache and the key's bounds are the
+ * target's); runs on the MHD worker thread that received the body.
  */
 #ifndef PERF_COLLECTOR_INGEST_H
 #define PERF_COLLECTOR_INGEST_H

@@ -83,10 +83,12 @@ void key_bounds_free(key_bounds_t *kb) {
   free(kb);
 }
 
-key_value_t key_value_of(key_bound_kind_t k, const char *text, size_t len) {
+key_value_t key_value_of(key_bound_kind_t k, const char *text, const char *second) {
   uint8_t tag = (uint8_t)k;
   uint64_t h = perf__fnv1a(PERF__FNV_OFFSET, &tag, 1);
-  h = perf__mix64(perf__fnv1a(h, text, len));
+  h = perf__fnv1a(h, text, strlen(text) + 1); /* its NUL ends the first text */
+  if (second) h = perf__fnv1a(h, second, strlen(second));
+  h = perf__mix64(h);
   return (key_value_t){h ? h : 1, tag};
 }
 

@@ -69,14 +69,16 @@ typedef struct key_bounds_s key_bounds_t;
 key_bounds_t *key_bounds_new(const key_bounds_config_t *c);
 void key_bounds_free(key_bounds_t *kb);
 
-/* A value of a batch: its kind and text (a signature, a label, an app and
-   version joined by a NUL, a tag as "key=value"), hashed. */
+/* A value of a batch: its kind and text (a signature, a label; an app
+   and its version, a tag's key and value: two texts), hashed. */
 typedef struct key_value_s {
   uint64_t hash;
   uint8_t kind; /* key_bound_kind_t */
 } key_value_t;
 
-key_value_t key_value_of(key_bound_kind_t k, const char *text, size_t len);
+/* The value of kind k named by text, or by the pair (text, second) when
+   second is not NULL. */
+key_value_t key_value_of(key_bound_kind_t k, const char *text, const char *second);
 
 /* What a refusal says. */
 typedef struct key_refusal_s {

@@ -88,7 +88,7 @@ static long refused_retry_after(const collector_t *c, const distinct_batch_t *sp
 
 static void case_stacks(void) {
   collector_t c;
-  collector_start(&c, (const char *const[]){"--max-new-stacks", "10", "--new-window", "4",
+  collector_start(&c, (const char *const[]){"--max-new-stacks", "10", "--new-window", "8",
                                             "--rate-limit", "0", NULL});
   distinct_batch_t a = {.app = "flood", .version = "1.0", .prefix = "a", .n = 6};
   distinct_batch_t b = a, big = a;
@@ -97,7 +97,7 @@ static void case_stacks(void) {
   post_expect(&c, GOOD_KEY, &a, 1, 200, "stored");
   CHECK_EQ_INT(stacks_stored(&c), 6);
   double refused_at = now_s();
-  long after = refused_retry_after(&c, &b, 2, 4,
+  long after = refused_retry_after(&c, &b, 2, 8,
                                    "new stacks over the bound for this API key: 6 in this batch, "
                                    "6 created in this window (--max-new-stacks 10)");
   CHECK_EQ_INT(stacks_stored(&c), 6);
@@ -223,7 +223,7 @@ static void spool_distinct(perf__spool_t *sp, const distinct_batch_t *spec, unsi
 
 static void case_sdk_uploader_waits(void) {
   collector_t c;
-  collector_start(&c, (const char *const[]){"--max-new-stacks", "5", "--new-window", "3",
+  collector_start(&c, (const char *const[]){"--max-new-stacks", "5", "--new-window", "6",
                                             "--rate-limit", "0", NULL});
   char dir[64];
   snprintf(dir, sizeof dir, "%s", tempdir_make("perf-key-bounds"));
@@ -251,8 +251,8 @@ static void case_sdk_uploader_waits(void) {
   }
   double took = now_s() - t0;
   CHECKF(st.files == 0, "%llu batches still in the spool", (unsigned long long)st.files);
-  /* The window began at batch a (after t0) and lasts 3 s: b waited it out. */
-  CHECKF(took >= 3.0, "the spool emptied %.2f s after the start, before the window's end", took);
+  /* The window began at batch a (after t0) and lasts 6 s: b waited it out. */
+  CHECKF(took >= 6.0, "the spool emptied %.2f s after the start, before the window's end", took);
   CHECK_EQ_INT(atomic_load(&stats.batches_sent), 2);
   CHECK_EQ_INT(atomic_load(&stats.batches_rejected), 0);
   CHECK_EQ_INT(refused(&c, "new_stacks"), 1); /* one 429, then Retry-After waited */
