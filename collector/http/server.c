@@ -5,9 +5,11 @@
  * route (404/405), Authorization (401), Content-Type and Content-Encoding
  * (415), X-Perf-Batch-Id (400), Content-Length against --max-body-bytes
  * (413), the store's database still at its path (503 + Retry-After,
- * db_identity.h), the key's token bucket (429 + Retry-After). The body is then
- * buffered up to --max-body-bytes (413 once more arrives) and handed to
- * ingest.c. Slow clients hit MHD's connection timeout; a connection's
+ * db_identity.h), the key's token bucket (429 + Retry-After). A refusal's
+ * body is read and dropped (up to the route's limit) before the answer is
+ * sent, so that the answer reaches a client still sending. An accepted
+ * body is buffered up to --max-body-bytes (413 once more arrives) and
+ * handed to ingest.c. Slow clients hit MHD's connection timeout; a connection's
  * header memory is bounded by MHD_OPTION_CONNECTION_MEMORY_LIMIT.
  *
  * Threads: MHD's workers call on_request and on_completed; a request's
@@ -52,13 +54,21 @@ typedef struct request_s {
   bool started;               /* on_request has seen the headers */
   const char *target_problem; /* the raw URL's (request_checks.h): 400 */
   bool responded;             /* answered from the headers; the body is ignored */
-  bool over_limit;            /* body beyond --max-body-bytes: discarded, then 413 */
-  size_t discarded;           /* bytes dropped after over_limit */
+  struct MHD_Response *held;  /* that answer, queued once the body has been read */
+  unsigned held_status;
+  size_t discard_max; /* body bytes read and dropped for a held answer, at most */
+  bool over_limit;    /* body beyond --max-body-bytes: discarded, then 413 */
+  size_t discarded;   /* bytes dropped after over_limit or for a held answer */
   uint8_t batch_id[STORE_BATCH_ID_BYTES];
   uint8_t *body;
   size_t len, cap;
   symbols_upload_t *upload; /* POST /v1/symbols/<build-id>: the body goes there */
 } request_t;
+
+/* The request whose answer waits for its body on this MHD worker: set
+   around on_headers, where respond_bytes holds the answer instead of
+   queuing it (see "answers held until the body is read"). */
+static _Thread_local request_t *t_holding;
 
 static double monotonic_s(void) {
   struct timespec ts;
@@ -77,6 +87,11 @@ static enum MHD_Result respond_bytes(struct MHD_Connection *conn, unsigned statu
   if (!resp) return MHD_NO;
   enum MHD_Result ok = MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
   if (ok == MHD_YES && name) ok = MHD_add_response_header(resp, name, value);
+  if (ok == MHD_YES && t_holding && !t_holding->held) {
+    t_holding->held = resp;
+    t_holding->held_status = status;
+    return MHD_YES;
+  }
   if (ok == MHD_YES) ok = MHD_queue_response(conn, status, resp);
   MHD_destroy_response(resp);
   return ok;
@@ -458,6 +473,42 @@ static enum MHD_Result finish_symbols(server_t *s, struct MHD_Connection *conn, 
   return respond_upload(conn, &reply);
 }
 
+/* ---- answers held until the body is read ---------------------------------- */
+
+/* An answer queued before the request's body has arrived makes
+   libmicrohttpd close the connection right after it, unread bytes and
+   all: a client still sending its body gets a broken pipe or a reset
+   instead of the status. So a request that carries a body (any method
+   but GET and HEAD) and declares no more than its route's limit has its
+   answer from the headers held, its body read and dropped, and the
+   answer queued once the body is complete. A body declared over the
+   limit is answered at once (413, read no further). */
+static bool hold_answer(const server_t *s, struct MHD_Connection *conn, const char *url,
+                        const char *method, request_t *rq) {
+  if (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0) return false;
+  bool symbols = strncmp(url, SYMBOLS_PREFIX, strlen(SYMBOLS_PREFIX)) == 0;
+  rq->discard_max = symbols ? s->opts->max_symbols_bytes : s->opts->max_body_bytes;
+  const char *cl = header(conn, MHD_HTTP_HEADER_CONTENT_LENGTH);
+  if (!cl) return true; /* chunked: bounded as the bytes arrive */
+  char *end;
+  unsigned long long n = strtoull(cl, &end, 10);
+  return end != cl && n <= rq->discard_max;
+}
+
+/* A body chunk of a request already answered (held): dropped; past the
+   route's limit the connection is closed. */
+static enum MHD_Result drop_body(request_t *rq, size_t n) {
+  rq->discarded += n;
+  return rq->discarded > rq->discard_max ? MHD_NO : MHD_YES;
+}
+
+static enum MHD_Result queue_held(struct MHD_Connection *conn, request_t *rq) {
+  enum MHD_Result rc = MHD_queue_response(conn, rq->held_status, rq->held);
+  MHD_destroy_response(rq->held);
+  rq->held = NULL;
+  return rc;
+}
+
 /* ---- MHD callbacks -------------------------------------------------------- */
 
 /* First call of a request: route it and check what the headers allow. */
@@ -507,15 +558,19 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
   if (!rq) return MHD_NO; /* on_uri ran out of memory */
   if (!rq->started) {
     rq->started = true;
-    return on_headers(s, conn, url, method, rq);
+    t_holding = hold_answer(s, conn, url, method, rq) ? rq : NULL;
+    enum MHD_Result rc = on_headers(s, conn, url, method, rq);
+    t_holding = NULL;
+    return rc;
   }
   if (*upload_data_size) {
     size_t n = *upload_data_size;
     *upload_data_size = 0;
     if (rq->upload) return symbols_upload_write(rq->upload, upload_data, n) ? MHD_YES : MHD_NO;
-    return rq->responded ? MHD_YES : take_body(s, rq, upload_data, n);
+    return rq->responded ? drop_body(rq, n) : take_body(s, rq, upload_data, n);
   }
   if (rq->upload) return finish_symbols(s, conn, rq);
+  if (rq->held) return queue_held(conn, rq);
   return rq->responded ? MHD_YES : finish_batch(s, conn, rq);
 }
 
@@ -558,6 +613,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
   request_t *rq = *con_cls;
   if (!rq) return;
   symbols_upload_abort(rq->upload);
+  if (rq->held) MHD_destroy_response(rq->held);
   free(rq->body);
   free(rq);
   *con_cls = NULL;
