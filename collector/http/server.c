@@ -12,14 +12,20 @@
  * handed to ingest.c. Slow clients hit MHD's connection timeout; a connection's
  * header memory is bounded by MHD_OPTION_CONNECTION_MEMORY_LIMIT.
  *
+ * A whole batch is stored on the ingest pool's threads (ingest_pool.h), its
+ * connection suspended meanwhile, so MHD's workers never wait for the store
+ * and GET /healthz is answered whatever the store is doing (health.h).
+ *
  * Threads: MHD's workers call on_request and on_completed; a request's
- * state (request_t) belongs to the connection's worker.
+ * state (request_t) belongs to the connection's worker, and to a pool
+ * thread while its batch is stored (the connection is suspended then).
  */
 #include "collector/http/server.h"
 
 #include <limits.h>
 #include <microhttpd.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +35,8 @@
 #include "collector/api/routes.h"
 #include "collector/http/conn_guard.h"
 #include "collector/http/dashboard.h"
+#include "collector/http/health.h"
+#include "collector/http/ingest_pool.h"
 #include "collector/http/ratelimit.h"
 #include "collector/http/request_checks.h"
 #include "collector/ingest/ingest.h"
@@ -47,6 +55,7 @@ struct server_s {
   ingest_target_t ingest;
   ratelimit_t *limits;
   conn_guard_t *guard; /* the absolute deadline of each request */
+  ingest_pool_t *pool; /* stores the batches (ingest_pool.h) */
   struct MHD_Daemon *daemon;
 };
 
@@ -63,6 +72,14 @@ typedef struct request_s {
   uint8_t *body;
   size_t len, cap;
   symbols_upload_t *upload; /* POST /v1/symbols/<build-id>: the body goes there */
+  /* The batch on the ingest pool: the job, and what it found. */
+  ingest_job_t job;
+  server_t *server;
+  struct MHD_Connection *conn;
+  bool ingested; /* status and res are set; the connection was resumed */
+  unsigned status;
+  ingest_result_t res;
+  double ingest_s; /* how long the store took */
 } request_t;
 
 /* The request whose answer waits for its body on this MHD worker: set
@@ -133,17 +150,15 @@ static enum MHD_Result reject(request_t *rq, struct MHD_Connection *conn, unsign
   return respond_text(conn, status, text);
 }
 
-/* GET /healthz: 200 "ok" while the database path names the store opened
-   and, on PostgreSQL, the server answers a SELECT 1 within 2 s on the
-   check's own connection; 503 naming the path and what happened once it
-   was deleted or replaced (until a restart), or what the server said.
-   Never waits for the store's lock: answered during a long query too. */
+/* GET /healthz: the store's state now (health.h), 200 "ok" or 503
+   naming what is wrong. Answered on this worker within the store probe's
+   bound, whatever the ingest threads wait for. */
 static enum MHD_Result serve_health(server_t *s, struct MHD_Connection *conn) {
-  char why[LOST_WHY_MAX];
-  int (*health)(store_t *, char *, size_t) =
-      s->ingest.ops->health ? s->ingest.ops->health : s->ingest.ops->check;
-  if (health(s->ingest.store, why, sizeof why) == STORE_OK) return respond_text(conn, 200, "ok");
-  return respond_line(conn, 503, why, NULL);
+  char text[LOST_WHY_MAX + 64];
+  ingest_load_t load;
+  ingest_pool_load(s->pool, &load);
+  unsigned status = health_answer(s->ingest.ops, s->ingest.store, &load, text, sizeof text);
+  return respond_line(conn, status, text, NULL);
 }
 
 static unsigned access_status(const server_t *s, struct MHD_Connection *conn, unsigned scope,
@@ -302,26 +317,68 @@ static enum MHD_Result take_body(const server_t *s, request_t *rq, const char *d
   return MHD_YES;
 }
 
+static enum MHD_Result answer_batch(server_t *s, struct MHD_Connection *conn, request_t *rq);
+static void store_batch(ingest_job_t *job, bool cancelled);
+
+/* The body is whole: hand it to the ingest pool with the connection
+   suspended; the worker answers once a pool thread has stored it and
+   resumed the connection (answer_batch). */
 static enum MHD_Result finish_batch(server_t *s, struct MHD_Connection *conn, request_t *rq) {
+  if (rq->ingested) return answer_batch(s, conn, rq);
   if (rq->over_limit) return reject(rq, conn, 413, REJECT_BODY_TOO_LARGE, "body over the limit");
   if (rq->len == 0) return reject(rq, conn, 400, REJECT_BAD_PAYLOAD, "empty body");
+  rq->server = s;
+  rq->conn = conn;
+  rq->job.run = store_batch;
+  MHD_suspend_connection(conn);
+  if (ingest_pool_submit(s->pool, &rq->job)) return MHD_YES;
+  /* Every ingest thread busy and the queue full, or stopping: 503 at once. */
+  ingest_load_t load;
+  ingest_pool_load(s->pool, &load);
+  memset(&rq->res, 0, sizeof rq->res);
+  rq->status = rq->res.status = 503;
+  rq->res.reason = REJECT_STORE_ERROR;
+  snprintf(rq->res.message, sizeof rq->res.message,
+           "collector busy: %zu batches in the store, %zu waiting", load.running, load.waiting);
+  rq->ingested = true;
+  MHD_resume_connection(conn);
+  return MHD_YES;
+}
+
+/* On an ingest pool thread: decode and store the batch (cancelled: the
+   server is stopping, 503), then give the connection back to its worker. */
+static void store_batch(ingest_job_t *job, bool cancelled) {
+  request_t *rq = (request_t *)((char *)job - offsetof(request_t, job));
   double t0 = monotonic_s();
-  ingest_result_t res;
-  unsigned status = ingest_batch(&s->ingest, rq->body, rq->len, rq->batch_id, &res);
+  if (cancelled) {
+    memset(&rq->res, 0, sizeof rq->res);
+    rq->status = rq->res.status = 503;
+    rq->res.reason = REJECT_STORE_ERROR;
+    snprintf(rq->res.message, sizeof rq->res.message, "collector stopping");
+  } else {
+    rq->status = ingest_batch(&rq->server->ingest, rq->body, rq->len, rq->batch_id, &rq->res);
+  }
+  rq->ingest_s = monotonic_s() - t0;
   free(rq->body);
   rq->body = NULL;
-  if (status == 503 && res.reason == REJECT_DB_LOST) {
+  rq->ingested = true;
+  MHD_resume_connection(rq->conn);
+}
+
+static enum MHD_Result answer_batch(server_t *s, struct MHD_Connection *conn, request_t *rq) {
+  ingest_result_t *res = &rq->res;
+  if (rq->status == 503 && res->reason == REJECT_DB_LOST) {
     char why[LOST_WHY_MAX];
     s->ingest.ops->check(s->ingest.store, why, sizeof why);
     return reject(rq, conn, 503, REJECT_DB_LOST, why);
   }
-  if (status != 200) return reject(rq, conn, status, res.reason, res.message);
-  if (res.duplicate)
+  if (rq->status != 200) return reject(rq, conn, rq->status, res->reason, res->message);
+  if (res->duplicate)
     metrics_batch_duplicate();
   else
-    metrics_batch_accepted(res.events, res.samples, monotonic_s() - t0);
+    metrics_batch_accepted(res->events, res->samples, rq->ingest_s);
   rq->responded = true;
-  return respond_text(conn, 200, res.message);
+  return respond_text(conn, 200, res->message);
 }
 
 /* ---- the JSON API (read-only) --------------------------------------------- */
@@ -624,6 +681,10 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 #define STACK_CACHE_ENTRIES 8192
 #define STACK_CACHE_BYTES (32u << 20)
 
+/* Batches waiting for an ingest thread, at most: each holds its body
+   (up to --max-body-bytes); more get 503 + Retry-After at once. */
+#define INGEST_MAX_WAITING(threads) (4u * (threads))
+
 server_t *server_start(const collector_options_t *opts, const apikeys_t *keys,
                        const store_ops_t *ops, store_t *store, symbolizer_t *symbols,
                        resymbolizer_t *resym) {
@@ -640,7 +701,8 @@ server_t *server_start(const collector_options_t *opts, const apikeys_t *keys,
                                 stack_cache_new(STACK_CACHE_ENTRIES, STACK_CACHE_BYTES)};
   s->limits = ratelimit_new(opts->rate_limit, opts->rate_burst);
   s->guard = s->limits ? conn_guard_start(opts->max_connections, opts->request_timeout_s) : NULL;
-  if (!s->guard) {
+  s->pool = s->guard ? ingest_pool_start(opts->threads, INGEST_MAX_WAITING(opts->threads)) : NULL;
+  if (!s->pool) {
     server_stop(s);
     return NULL;
   }
@@ -648,7 +710,8 @@ server_t *server_start(const collector_options_t *opts, const apikeys_t *keys,
      triggered epoll, a client that sent a request with a body and then
      shut its side (FIN) was never seen to close: its connection stayed
      until the idle timeout after the answer (fuzz_http found it). */
-  unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ERROR_LOG;
+  unsigned flags =
+      MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
   if (opts->no_listen) flags |= MHD_USE_NO_LISTEN_SOCKET;
   s->daemon = MHD_start_daemon(
       flags, ntohs(opts->listen.sin_port), NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
@@ -674,7 +737,9 @@ int server_add_connection(server_t *s, int fd, const struct sockaddr *addr, sock
 
 void server_stop(server_t *s) {
   if (!s) return;
+  ingest_pool_stop(s->pool); /* every suspended connection resumed, later batches 503 */
   if (s->daemon) MHD_stop_daemon(s->daemon);
+  ingest_pool_free(s->pool);
   conn_guard_stop(s->guard);
   ratelimit_free(s->limits);
   stack_cache_free(s->ingest.stack_cache);
