@@ -13,7 +13,9 @@
  *    time, and once the lock is released every batch is stored, once;
  *  - pg_slow (PostgreSQL): another session locks the stacks table (the
  *    lock probe on batches passes, every batch waits): /healthz says
- *    "slow" once a batch has waited 5 s, and every batch is stored after.
+ *    "slow" once a batch has waited 5 s, and every batch is stored after;
+ *  - pg_busy (PostgreSQL, --threads 1): past the 4 batches that may wait
+ *    for the one in the store, batches are refused at once (503 busy).
  * Each case runs in its own process: `test_collector_health <case>`.
  */
 #include <errno.h>
@@ -50,7 +52,7 @@ typedef struct client_s {
   const collector_t *c;
   unsigned n;
   pthread_t tid;
-  long status;
+  _Atomic long status; /* 0 until the answer (body first) is in */
   char body[160];
 } client_t;
 
@@ -84,8 +86,9 @@ static void *client_main(void *arg) {
   client_t *cl = arg;
   reply_t *r = malloc(sizeof *r);
   CHECK(r != NULL);
-  cl->status = send_one(cl->c, cl->n, r);
+  long status = send_one(cl->c, cl->n, r);
   snprintf(cl->body, sizeof cl->body, "%.*s", (int)sizeof cl->body - 1, r->body);
+  atomic_store(&cl->status, status ? status : -1);
   free(r);
   return NULL;
 }
@@ -317,12 +320,46 @@ static void case_pg_slow(void) {
   pg_stall("LOCK TABLE stacks IN ACCESS EXCLUSIVE MODE", "slow: a batch has been in the store", 20);
 }
 
+/* --threads 1: one batch in the store, 4 waiting for it; the others are
+   refused at once (503 "collector busy" + Retry-After), not held in
+   memory; released, the ones taken are stored. */
+static void case_pg_busy(void) {
+  collector_t c;
+  collector_start(&c, (const char *[]){"--threads", "1", NULL});
+  reply_t *r = malloc(sizeof *r);
+  CHECK(r != NULL);
+  PGconn *s = pg_hold(c.db, "LOCK TABLE batches IN ACCESS EXCLUSIVE MODE");
+  client_t cl[CLIENTS];
+  clients_start(cl, CLIENTS, &c, 0);
+  health_becomes(&c, 503, "locked: ", 5, r);
+  /* The refused ones come back while the lock is held. */
+  double deadline = now_s() + 20;
+  unsigned refused = 0;
+  while (refused < CLIENTS - 5 && now_s() < deadline) {
+    refused = 0;
+    for (unsigned i = 0; i < CLIENTS; i++)
+      refused += cl[i].status == 503 && strncmp(cl[i].body, "collector busy: ", 16) == 0;
+    usleep(20000);
+  }
+  CHECK_EQ_INT(refused, CLIENTS - 5);
+  pg_release(s);
+  clients_join(cl, CLIENTS);
+  unsigned stored = 0;
+  for (unsigned i = 0; i < CLIENTS; i++) {
+    bool busy = cl[i].status == 503 && strncmp(cl[i].body, "collector busy: ", 16) == 0;
+    CHECKF(busy || cl[i].status == 200, "client %u: %ld %s", i, cl[i].status, cl[i].body);
+    stored += cl[i].status == 200;
+  }
+  CHECK_EQ_INT(stored, 5);
+  free(r);
+  collector_stop_healthy(&c);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM batches"), 5);
+}
+
 int main(int argc, char **argv) {
   static const test_case_t cases[] = {
-      TEST_CASE(sqlite_locked),
-      TEST_CASE(disk_full),
-      TEST_CASE(pg_locked),
-      TEST_CASE(pg_slow),
+      TEST_CASE(sqlite_locked), TEST_CASE(disk_full), TEST_CASE(pg_locked),
+      TEST_CASE(pg_slow),       TEST_CASE(pg_busy),
   };
   return collector_test_main(argc, argv, cases, ARRAY_LEN(cases));
 }
