@@ -21,6 +21,7 @@ struct ingest_pool_s {
   pthread_cond_t wake;
   ingest_job_t *head, *tail; /* waiting, oldest first */
   size_t waiting, max_waiting;
+  size_t outstanding; /* queued and not released yet */
   bool stopping;
   unsigned started;
   pool_thread_t *threads;
@@ -33,7 +34,11 @@ ingest_pool_t *ingest_pool_start(unsigned threads, size_t max_waiting) {
   ingest_pool_t *p = calloc(1, sizeof *p);
   if (!p) return NULL;
   pthread_mutex_init(&p->lock, NULL);
-  pthread_cond_init(&p->wake, NULL);
+  pthread_condattr_t attr;
+  pthread_condattr_init(&attr);
+  pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+  pthread_cond_init(&p->wake, &attr);
+  pthread_condattr_destroy(&attr);
   p->max_waiting = max_waiting;
   p->threads = calloc(threads, sizeof *p->threads);
   bool ok = p->threads != NULL;
@@ -46,7 +51,7 @@ ingest_pool_t *ingest_pool_start(unsigned threads, size_t max_waiting) {
     }
   }
   if (!ok) {
-    ingest_pool_stop(p);
+    ingest_pool_stop(p, 0);
     ingest_pool_free(p);
     return NULL;
   }
@@ -64,10 +69,17 @@ bool ingest_pool_submit(ingest_pool_t *p, ingest_job_t *job) {
       p->head = job;
     p->tail = job;
     p->waiting++;
+    p->outstanding++;
     pthread_cond_signal(&p->wake);
   }
   pthread_mutex_unlock(&p->lock);
   return ok;
+}
+
+void ingest_pool_release(ingest_pool_t *p) {
+  pthread_mutex_lock(&p->lock);
+  if (p->outstanding && --p->outstanding == 0) pthread_cond_broadcast(&p->wake);
+  pthread_mutex_unlock(&p->lock);
 }
 
 void ingest_pool_load(ingest_pool_t *p, ingest_load_t *out) {
@@ -83,7 +95,7 @@ void ingest_pool_load(ingest_pool_t *p, ingest_load_t *out) {
   pthread_mutex_unlock(&p->lock);
 }
 
-void ingest_pool_stop(ingest_pool_t *p) {
+void ingest_pool_stop(ingest_pool_t *p, int64_t answer_wait_ns) {
   if (!p) return;
   pthread_mutex_lock(&p->lock);
   p->stopping = true;
@@ -99,6 +111,14 @@ void ingest_pool_stop(ingest_pool_t *p) {
     if (!job) break;
     job->run(job, true);
   }
+  /* Every connection was resumed: let the workers send the answers. */
+  int64_t deadline_ns = perf__now_ns() + answer_wait_ns;
+  pthread_mutex_lock(&p->lock);
+  while (p->outstanding && perf__now_ns() < deadline_ns) {
+    struct timespec ts = {(time_t)(deadline_ns / 1000000000), (long)(deadline_ns % 1000000000)};
+    pthread_cond_timedwait(&p->wake, &p->lock, &ts);
+  }
+  pthread_mutex_unlock(&p->lock);
 }
 
 void ingest_pool_free(ingest_pool_t *p) {

@@ -41,15 +41,20 @@ typedef struct ingest_load_s {
 ingest_pool_t *ingest_pool_start(unsigned threads, size_t max_waiting);
 
 /* Queue job: true, or false when max_waiting jobs wait already or the
-   pool is stopping (job->run is then not called). */
+   pool is stopping (job->run is then not called). A job queued is
+   outstanding until ingest_pool_release (its answer was sent, or its
+   connection closed). */
 bool ingest_pool_submit(ingest_pool_t *p, ingest_job_t *job);
+void ingest_pool_release(ingest_pool_t *p);
 
 void ingest_pool_load(ingest_pool_t *p, ingest_load_t *out);
 
 /* Refuse new jobs, let the running ones finish, run the waiting ones
-   cancelled and join the threads. submit and load stay safe to call (a
-   job is refused) until ingest_pool_free. NULL: no-op. */
-void ingest_pool_stop(ingest_pool_t *p);
+   cancelled and join the threads; then wait until every job was released
+   (its answer sent by its MHD worker), at most answer_wait_ns. submit,
+   release and load stay safe to call (a job is refused) until
+   ingest_pool_free. NULL: no-op. */
+void ingest_pool_stop(ingest_pool_t *p, int64_t answer_wait_ns);
 
 /* Free a stopped pool (once nothing calls it any more). NULL: no-op. */
 void ingest_pool_free(ingest_pool_t *p);

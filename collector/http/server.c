@@ -76,7 +76,8 @@ typedef struct request_s {
   ingest_job_t job;
   server_t *server;
   struct MHD_Connection *conn;
-  bool ingested; /* status and res are set; the connection was resumed */
+  bool submitted; /* the pool holds it until on_completed releases it */
+  bool ingested;  /* status and res are set; the connection was resumed */
   unsigned status;
   ingest_result_t res;
   double ingest_s; /* how long the store took */
@@ -331,7 +332,8 @@ static enum MHD_Result finish_batch(server_t *s, struct MHD_Connection *conn, re
   rq->conn = conn;
   rq->job.run = store_batch;
   MHD_suspend_connection(conn);
-  if (ingest_pool_submit(s->pool, &rq->job)) return MHD_YES;
+  rq->submitted = ingest_pool_submit(s->pool, &rq->job);
+  if (rq->submitted) return MHD_YES;
   /* Every ingest thread busy and the queue full, or stopping: 503 at once. */
   ingest_load_t load;
   ingest_pool_load(s->pool, &load);
@@ -671,6 +673,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
   if (!rq) return;
   symbols_upload_abort(rq->upload);
   if (rq->held) MHD_destroy_response(rq->held);
+  if (rq->submitted) ingest_pool_release(s->pool);
   free(rq->body);
   free(rq);
   *con_cls = NULL;
@@ -684,6 +687,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 /* Batches waiting for an ingest thread, at most: each holds its body
    (up to --max-body-bytes); more get 503 + Retry-After at once. */
 #define INGEST_MAX_WAITING(threads) (4u * (threads))
+#define STOP_ANSWER_NS INT64_C(2000000000) /* at a stop, for the batches' answers */
 
 server_t *server_start(const collector_options_t *opts, const apikeys_t *keys,
                        const store_ops_t *ops, store_t *store, symbolizer_t *symbols,
@@ -737,7 +741,9 @@ int server_add_connection(server_t *s, int fd, const struct sockaddr *addr, sock
 
 void server_stop(server_t *s) {
   if (!s) return;
-  ingest_pool_stop(s->pool); /* every suspended connection resumed, later batches 503 */
+  /* Every suspended connection resumed once its batch is done and, within
+     2 s more, answered; later batches 503. */
+  ingest_pool_stop(s->pool, STOP_ANSWER_NS);
   if (s->daemon) MHD_stop_daemon(s->daemon);
   ingest_pool_free(s->pool);
   conn_guard_stop(s->guard);

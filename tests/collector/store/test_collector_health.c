@@ -22,6 +22,7 @@
 #include <libpq-fe.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <sqlite3.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -207,6 +208,30 @@ static void case_sqlite_locked(void) {
   CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM batches"), CLIENTS + 1);
 }
 
+/* SIGTERM while batches wait for a lock held elsewhere: the collector
+   answers every one (the one in the store 503 once its wait ends, the
+   waiting ones 503 "collector stopping") and exits 0. */
+static void case_stop_while_waiting(void) {
+  collector_t c;
+  collector_start(&c, NULL);
+  reply_t *r = malloc(sizeof *r);
+  CHECK(r != NULL);
+  locker_t l;
+  sqlite_lock(c.db, &l);
+  client_t cl[SQLITE_CLIENTS];
+  clients_start(cl, SQLITE_CLIENTS, &c, 0);
+  health_becomes(&c, 503, "locked: ", 5, r); /* the clients are in by now */
+  CHECK(kill(c.pid, SIGTERM) == 0);
+  int status = spawn_wait(c.pid, 20);
+  g_running = 0;
+  CHECKF(status == 0, "collector exit status %d", status);
+  clients_join(cl, SQLITE_CLIENTS);
+  for (unsigned i = 0; i < SQLITE_CLIENTS; i++)
+    CHECKF(cl[i].status == 503, "client %u: %ld %s", i, (long)cl[i].status, cl[i].body);
+  sqlite_unlock(&l);
+  free(r);
+}
+
 static char g_mount[256];
 static pid_t g_mount_owner;
 
@@ -373,8 +398,8 @@ static void case_pg_busy(void) {
 
 int main(int argc, char **argv) {
   static const test_case_t cases[] = {
-      TEST_CASE(sqlite_locked), TEST_CASE(disk_full), TEST_CASE(pg_locked),
-      TEST_CASE(pg_slow),       TEST_CASE(pg_busy),
+      TEST_CASE(sqlite_locked), TEST_CASE(disk_full), TEST_CASE(stop_while_waiting),
+      TEST_CASE(pg_locked),     TEST_CASE(pg_slow),   TEST_CASE(pg_busy),
   };
   return collector_test_main(argc, argv, cases, ARRAY_LEN(cases));
 }
