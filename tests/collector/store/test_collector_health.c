@@ -8,6 +8,8 @@
  *    once the lock is gone, 200 "ok" and batches are stored;
  *  - disk_full (root: a small tmpfs in a mount namespace of its own): the
  *    database's file system full: "disk full" (503); freed: "ok";
+ *  - stop_while_waiting: SIGTERM while batches wait for that lock: every
+ *    batch answered (503), exit 0;
  *  - pg_locked (PostgreSQL): another session holds LOCK TABLE batches while
  *    8 clients post: /healthz answers "locked" within its bound every
  *    time, and once the lock is released every batch is stored, once;
@@ -208,21 +210,31 @@ static void case_sqlite_locked(void) {
   CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM batches"), CLIENTS + 1);
 }
 
-/* SIGTERM while batches wait for a lock held elsewhere: the collector
-   answers every one (the one in the store 503 once its wait ends, the
-   waiting ones 503 "collector stopping") and exits 0. */
+/* SIGTERM while batches wait for a lock held elsewhere (--threads 1): the
+   collector answers every one (the one in the store 503 once its wait
+   ends, the waiting one 503 "collector stopping") and exits 0. The stop
+   comes once the first batch was answered, 5 s after the clients sent
+   theirs: the others are in the collector by then. */
 static void case_stop_while_waiting(void) {
   collector_t c;
-  collector_start(&c, NULL);
+  collector_start(&c, (const char *[]){"--threads", "1", NULL});
   reply_t *r = malloc(sizeof *r);
   CHECK(r != NULL);
   locker_t l;
   sqlite_lock(c.db, &l);
   client_t cl[SQLITE_CLIENTS];
   clients_start(cl, SQLITE_CLIENTS, &c, 0);
-  health_becomes(&c, 503, "locked: ", 5, r); /* the clients are in by now */
+  double deadline = now_s() + 30;
+  unsigned answered = 0;
+  while (!answered && now_s() < deadline) {
+    for (unsigned i = 0; i < SQLITE_CLIENTS; i++)
+      answered += atomic_load(&cl[i].status) != 0;
+    usleep(20000);
+  }
+  CHECK_EQ_INT(answered, 1);
+  CHECK_EQ_INT(health(&c, r, NULL), 503);
   CHECK(kill(c.pid, SIGTERM) == 0);
-  int status = spawn_wait(c.pid, 20);
+  int status = spawn_wait(c.pid, 30);
   g_running = 0;
   CHECKF(status == 0, "collector exit status %d", status);
   clients_join(cl, SQLITE_CLIENTS);
