@@ -24,6 +24,7 @@
 #include <limits.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,7 @@
 
 #include "perf_sdk.h"
 #include "sdk/base/frame_text.h"
+#include "sdk/base/strbuf.h"
 #include "sdk/base/utf8.h"
 #include "sdk/wire/batch.h"
 #include "sdk/wire/batch_decode.h"
@@ -574,20 +576,13 @@ static void text_states(const Perf__V1__Batch *b, const Perf__V1__Event *e) {
   free(tids);
 }
 
-/* A string from the batch: control characters, '"' and '\' escaped. */
+/* A string from the batch, escaped as every report line escapes it
+   (perf__strbuf_append_escaped: '"', '\\' and control characters). */
 static void text_put(const char *s) {
-  for (const unsigned char *p = (const unsigned char *)s; p && *p; p++) {
-    if (*p == '"' || *p == '\\')
-      printf("\\%c", *p);
-    else if (*p == '\n')
-      fputs("\\n", stdout);
-    else if (*p == '\t')
-      fputs("\\t", stdout);
-    else if (*p < 0x20 || *p == 0x7f)
-      printf("\\x%02x", *p);
-    else
-      putchar(*p);
-  }
+  perf__strbuf_t b;
+  perf__strbuf_init(&b, SIZE_MAX);
+  if (perf__strbuf_append_escaped(&b, s) == 0 && b.data) fputs(b.data, stdout);
+  perf__strbuf_free(&b);
 }
 
 /* ---- JSON ---------------------------------------------------------------- */

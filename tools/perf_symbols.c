@@ -270,6 +270,24 @@ static int usage_error(const char *what) {
   return EXIT_USAGE;
 }
 
+/* A value sent in an HTTP header or the request URL (the key, the URL):
+   NULL when it holds only visible ASCII, else the problem (a CR or LF
+   would end the header line and start one of the value's choosing). The
+   value itself is not shown: a key is a secret. */
+static const char *http_text_problem(const char *name, const char *v) {
+  static char why[160];
+  for (size_t i = 0; v && v[i]; i++) {
+    unsigned char b = (unsigned char)v[i];
+    if (b < 0x21 || b > 0x7e) {
+      snprintf(why, sizeof why,
+               "%s: byte %zu is 0x%02x: it is sent in HTTP and may hold only visible ASCII", name,
+               i, b);
+      return why;
+    }
+  }
+  return NULL;
+}
+
 int main(int argc, char **argv) {
   static const struct option LONGOPTS[] = {{"url", required_argument, NULL, 'u'},
                                            {"key", required_argument, NULL, 'k'},
@@ -299,6 +317,8 @@ int main(int argc, char **argv) {
   }
   if (optind == argc) return usage_error("no PATH given");
   if (!dry_run && !url) return usage_error("--url is required (or --dry-run)");
+  const char *problem = http_text_problem("--key (or PERF_SYMBOLS_KEY)", key);
+  if (problem || (problem = http_text_problem("--url", url)) != NULL) return usage_error(problem);
   if (elf_version(EV_CURRENT) == EV_NONE) return usage_error("libelf is too old");
   if (!dry_run) {
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK ||

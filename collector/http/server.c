@@ -5,19 +5,27 @@
  * route (404/405), Authorization (401), Content-Type and Content-Encoding
  * (415), X-Perf-Batch-Id (400), Content-Length against --max-body-bytes
  * (413), the store's database still at its path (503 + Retry-After,
- * db_identity.h), the key's token bucket (429 + Retry-After). The body is then
- * buffered up to --max-body-bytes (413 once more arrives) and handed to
- * ingest.c. Slow clients hit MHD's connection timeout; a connection's
+ * db_identity.h), the key's token bucket (429 + Retry-After). A refusal's
+ * body is read and dropped (up to the route's limit) before the answer is
+ * sent, so that the answer reaches a client still sending. An accepted
+ * body is buffered up to --max-body-bytes (413 once more arrives) and
+ * handed to ingest.c. Slow clients hit MHD's connection timeout; a connection's
  * header memory is bounded by MHD_OPTION_CONNECTION_MEMORY_LIMIT.
  *
+ * A whole batch is stored on the ingest pool's threads (ingest_pool.h), its
+ * connection suspended meanwhile, so MHD's workers never wait for the store
+ * and GET /healthz is answered whatever the store is doing (health.h).
+ *
  * Threads: MHD's workers call on_request and on_completed; a request's
- * state (request_t) belongs to the connection's worker.
+ * state (request_t) belongs to the connection's worker, and to a pool
+ * thread while its batch is stored (the connection is suspended then).
  */
 #include "collector/http/server.h"
 
 #include <limits.h>
 #include <microhttpd.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +35,8 @@
 #include "collector/api/routes.h"
 #include "collector/http/conn_guard.h"
 #include "collector/http/dashboard.h"
+#include "collector/http/health.h"
+#include "collector/http/ingest_pool.h"
 #include "collector/http/ratelimit.h"
 #include "collector/http/request_checks.h"
 #include "collector/ingest/ingest.h"
@@ -45,6 +55,7 @@ struct server_s {
   ingest_target_t ingest;
   ratelimit_t *limits;
   conn_guard_t *guard; /* the absolute deadline of each request */
+  ingest_pool_t *pool; /* stores the batches (ingest_pool.h) */
   struct MHD_Daemon *daemon;
 };
 
@@ -52,13 +63,31 @@ typedef struct request_s {
   bool started;               /* on_request has seen the headers */
   const char *target_problem; /* the raw URL's (request_checks.h): 400 */
   bool responded;             /* answered from the headers; the body is ignored */
-  bool over_limit;            /* body beyond --max-body-bytes: discarded, then 413 */
-  size_t discarded;           /* bytes dropped after over_limit */
+  struct MHD_Response *held;  /* that answer, queued once the body has been read */
+  unsigned held_status;
+  size_t discard_max; /* body bytes read and dropped for a held answer, at most */
+  bool over_limit;    /* body beyond --max-body-bytes: discarded, then 413 */
+  size_t discarded;   /* bytes dropped after over_limit or for a held answer */
   uint8_t batch_id[STORE_BATCH_ID_BYTES];
   uint8_t *body;
   size_t len, cap;
   symbols_upload_t *upload; /* POST /v1/symbols/<build-id>: the body goes there */
+  /* The batch on the ingest pool: the job, and what it found. */
+  ingest_job_t job;
+  server_t *server;
+  struct MHD_Connection *conn;
+  bool submitted; /* the pool holds it until on_completed releases it */
+  bool ingested;  /* status and res are set; the connection was resumed */
+  unsigned status;
+  ingest_result_t res;
+  double ingest_s; /* how long the store took */
+  const char *key; /* the bearer token: the connection's header, valid while it lives */
 } request_t;
+
+/* The request whose answer waits for its body on this MHD worker: set
+   around on_headers, where respond_bytes holds the answer instead of
+   queuing it (see "answers held until the body is read"). */
+static _Thread_local request_t *t_holding;
 
 static double monotonic_s(void) {
   struct timespec ts;
@@ -77,6 +106,11 @@ static enum MHD_Result respond_bytes(struct MHD_Connection *conn, unsigned statu
   if (!resp) return MHD_NO;
   enum MHD_Result ok = MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
   if (ok == MHD_YES && name) ok = MHD_add_response_header(resp, name, value);
+  if (ok == MHD_YES && t_holding && !t_holding->held) {
+    t_holding->held = resp;
+    t_holding->held_status = status;
+    return MHD_YES;
+  }
   if (ok == MHD_YES) ok = MHD_queue_response(conn, status, resp);
   MHD_destroy_response(resp);
   return ok;
@@ -129,17 +163,15 @@ static enum MHD_Result reject_retry(request_t *rq, struct MHD_Connection *conn,
   return respond_line(conn, 429, res->message, value);
 }
 
-/* GET /healthz: 200 "ok" while the database path names the store opened
-   and, on PostgreSQL, the server answers a SELECT 1 within 2 s on the
-   check's own connection; 503 naming the path and what happened once it
-   was deleted or replaced (until a restart), or what the server said.
-   Never waits for the store's lock: answered during a long query too. */
+/* GET /healthz: the store's state now (health.h), 200 "ok" or 503
+   naming what is wrong. Answered on this worker within the store probe's
+   bound, whatever the ingest threads wait for. */
 static enum MHD_Result serve_health(server_t *s, struct MHD_Connection *conn) {
-  char why[LOST_WHY_MAX];
-  int (*health)(store_t *, char *, size_t) =
-      s->ingest.ops->health ? s->ingest.ops->health : s->ingest.ops->check;
-  if (health(s->ingest.store, why, sizeof why) == STORE_OK) return respond_text(conn, 200, "ok");
-  return respond_line(conn, 503, why, NULL);
+  char text[LOST_WHY_MAX + 64];
+  ingest_load_t load;
+  ingest_pool_load(s->pool, &load);
+  unsigned status = health_answer(s->ingest.ops, s->ingest.store, &load, text, sizeof text);
+  return respond_line(conn, status, text, NULL);
 }
 
 static unsigned access_status(const server_t *s, struct MHD_Connection *conn, unsigned scope,
@@ -298,28 +330,72 @@ static enum MHD_Result take_body(const server_t *s, request_t *rq, const char *d
   return MHD_YES;
 }
 
+static enum MHD_Result answer_batch(server_t *s, struct MHD_Connection *conn, request_t *rq);
+static void store_batch(ingest_job_t *job, bool cancelled);
+
+/* The body is whole: hand it to the ingest pool with the connection
+   suspended; the worker answers once a pool thread has stored it and
+   resumed the connection (answer_batch). */
 static enum MHD_Result finish_batch(server_t *s, struct MHD_Connection *conn, request_t *rq) {
+  if (rq->ingested) return answer_batch(s, conn, rq);
   if (rq->over_limit) return reject(rq, conn, 413, REJECT_BODY_TOO_LARGE, "body over the limit");
   if (rq->len == 0) return reject(rq, conn, 400, REJECT_BAD_PAYLOAD, "empty body");
+  rq->server = s;
+  rq->conn = conn;
+  rq->key = bearer_token(conn);
+  rq->job.run = store_batch;
+  MHD_suspend_connection(conn);
+  rq->submitted = ingest_pool_submit(s->pool, &rq->job);
+  if (rq->submitted) return MHD_YES;
+  /* Every ingest thread busy and the queue full, or stopping: 503 at once. */
+  ingest_load_t load;
+  ingest_pool_load(s->pool, &load);
+  memset(&rq->res, 0, sizeof rq->res);
+  rq->status = rq->res.status = 503;
+  rq->res.reason = REJECT_STORE_ERROR;
+  snprintf(rq->res.message, sizeof rq->res.message,
+           "collector busy: %zu batches in the store, %zu waiting", load.running, load.waiting);
+  rq->ingested = true;
+  MHD_resume_connection(conn);
+  return MHD_YES;
+}
+
+/* On an ingest pool thread: decode and store the batch (cancelled: the
+   server is stopping, 503), then give the connection back to its worker. */
+static void store_batch(ingest_job_t *job, bool cancelled) {
+  request_t *rq = (request_t *)((char *)job - offsetof(request_t, job));
   double t0 = monotonic_s();
-  ingest_result_t res;
-  unsigned status =
-      ingest_batch(&s->ingest, bearer_token(conn), rq->body, rq->len, rq->batch_id, &res);
+  if (cancelled) {
+    memset(&rq->res, 0, sizeof rq->res);
+    rq->status = rq->res.status = 503;
+    rq->res.reason = REJECT_STORE_ERROR;
+    snprintf(rq->res.message, sizeof rq->res.message, "collector stopping");
+  } else {
+    rq->status =
+        ingest_batch(&rq->server->ingest, rq->key, rq->body, rq->len, rq->batch_id, &rq->res);
+  }
+  rq->ingest_s = monotonic_s() - t0;
   free(rq->body);
   rq->body = NULL;
-  if (status == 429) return reject_retry(rq, conn, &res);
-  if (status == 503 && res.reason == REJECT_DB_LOST) {
+  rq->ingested = true;
+  MHD_resume_connection(rq->conn);
+}
+
+static enum MHD_Result answer_batch(server_t *s, struct MHD_Connection *conn, request_t *rq) {
+  ingest_result_t *res = &rq->res;
+  if (rq->status == 429) return reject_retry(rq, conn, res);
+  if (rq->status == 503 && res->reason == REJECT_DB_LOST) {
     char why[LOST_WHY_MAX];
     s->ingest.ops->check(s->ingest.store, why, sizeof why);
     return reject(rq, conn, 503, REJECT_DB_LOST, why);
   }
-  if (status != 200) return reject(rq, conn, status, res.reason, res.message);
-  if (res.duplicate)
+  if (rq->status != 200) return reject(rq, conn, rq->status, res->reason, res->message);
+  if (res->duplicate)
     metrics_batch_duplicate();
   else
-    metrics_batch_accepted(res.events, res.samples, monotonic_s() - t0);
+    metrics_batch_accepted(res->events, res->samples, rq->ingest_s);
   rq->responded = true;
-  return respond_text(conn, 200, res.message);
+  return respond_text(conn, 200, res->message);
 }
 
 /* ---- the JSON API (read-only) --------------------------------------------- */
@@ -471,6 +547,42 @@ static enum MHD_Result finish_symbols(server_t *s, struct MHD_Connection *conn, 
   return respond_upload(conn, &reply);
 }
 
+/* ---- answers held until the body is read ---------------------------------- */
+
+/* An answer queued before the request's body has arrived makes
+   libmicrohttpd close the connection right after it, unread bytes and
+   all: a client still sending its body gets a broken pipe or a reset
+   instead of the status. So a request that carries a body (any method
+   but GET and HEAD) and declares no more than its route's limit has its
+   answer from the headers held, its body read and dropped, and the
+   answer queued once the body is complete. A body declared over the
+   limit is answered at once (413, read no further). */
+static bool hold_answer(const server_t *s, struct MHD_Connection *conn, const char *url,
+                        const char *method, request_t *rq) {
+  if (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0) return false;
+  bool symbols = strncmp(url, SYMBOLS_PREFIX, strlen(SYMBOLS_PREFIX)) == 0;
+  rq->discard_max = symbols ? s->opts->max_symbols_bytes : s->opts->max_body_bytes;
+  const char *cl = header(conn, MHD_HTTP_HEADER_CONTENT_LENGTH);
+  if (!cl) return true; /* chunked: bounded as the bytes arrive */
+  char *end;
+  unsigned long long n = strtoull(cl, &end, 10);
+  return end != cl && n <= rq->discard_max;
+}
+
+/* A body chunk of a request already answered (held): dropped; past the
+   route's limit the connection is closed. */
+static enum MHD_Result drop_body(request_t *rq, size_t n) {
+  rq->discarded += n;
+  return rq->discarded > rq->discard_max ? MHD_NO : MHD_YES;
+}
+
+static enum MHD_Result queue_held(struct MHD_Connection *conn, request_t *rq) {
+  enum MHD_Result rc = MHD_queue_response(conn, rq->held_status, rq->held);
+  MHD_destroy_response(rq->held);
+  rq->held = NULL;
+  return rc;
+}
+
 /* ---- MHD callbacks -------------------------------------------------------- */
 
 /* First call of a request: route it and check what the headers allow. */
@@ -520,15 +632,19 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
   if (!rq) return MHD_NO; /* on_uri ran out of memory */
   if (!rq->started) {
     rq->started = true;
-    return on_headers(s, conn, url, method, rq);
+    t_holding = hold_answer(s, conn, url, method, rq) ? rq : NULL;
+    enum MHD_Result rc = on_headers(s, conn, url, method, rq);
+    t_holding = NULL;
+    return rc;
   }
   if (*upload_data_size) {
     size_t n = *upload_data_size;
     *upload_data_size = 0;
     if (rq->upload) return symbols_upload_write(rq->upload, upload_data, n) ? MHD_YES : MHD_NO;
-    return rq->responded ? MHD_YES : take_body(s, rq, upload_data, n);
+    return rq->responded ? drop_body(rq, n) : take_body(s, rq, upload_data, n);
   }
   if (rq->upload) return finish_symbols(s, conn, rq);
+  if (rq->held) return queue_held(conn, rq);
   return rq->responded ? MHD_YES : finish_batch(s, conn, rq);
 }
 
@@ -571,6 +687,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
   request_t *rq = *con_cls;
   if (!rq) return;
   symbols_upload_abort(rq->upload);
+  if (rq->held) MHD_destroy_response(rq->held);
+  if (rq->submitted) ingest_pool_release(s->pool);
   free(rq->body);
   free(rq);
   *con_cls = NULL;
@@ -580,6 +698,11 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
    stacks of the last minutes, at most 32 MiB. */
 #define STACK_CACHE_ENTRIES 8192
 #define STACK_CACHE_BYTES (32u << 20)
+
+/* Batches waiting for an ingest thread, at most: each holds its body
+   (up to --max-body-bytes); more get 503 + Retry-After at once. */
+#define INGEST_MAX_WAITING(threads) (4u * (threads))
+#define STOP_ANSWER_NS INT64_C(2000000000) /* at a stop, for the batches' answers */
 
 server_t *server_start(const collector_options_t *opts, const apikeys_t *keys,
                        const store_ops_t *ops, store_t *store, symbolizer_t *symbols,
@@ -598,7 +721,8 @@ server_t *server_start(const collector_options_t *opts, const apikeys_t *keys,
                                 key_bounds_new(&opts->key_bounds)};
   s->limits = ratelimit_new(opts->rate_limit, opts->rate_burst);
   s->guard = s->limits ? conn_guard_start(opts->max_connections, opts->request_timeout_s) : NULL;
-  if (!s->guard) {
+  s->pool = s->guard ? ingest_pool_start(opts->threads, INGEST_MAX_WAITING(opts->threads)) : NULL;
+  if (!s->pool) {
     server_stop(s);
     return NULL;
   }
@@ -606,7 +730,8 @@ server_t *server_start(const collector_options_t *opts, const apikeys_t *keys,
      triggered epoll, a client that sent a request with a body and then
      shut its side (FIN) was never seen to close: its connection stayed
      until the idle timeout after the answer (fuzz_http found it). */
-  unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ERROR_LOG;
+  unsigned flags =
+      MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
   if (opts->no_listen) flags |= MHD_USE_NO_LISTEN_SOCKET;
   s->daemon = MHD_start_daemon(
       flags, ntohs(opts->listen.sin_port), NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
@@ -632,7 +757,11 @@ int server_add_connection(server_t *s, int fd, const struct sockaddr *addr, sock
 
 void server_stop(server_t *s) {
   if (!s) return;
+  /* Every suspended connection resumed once its batch is done and, within
+     2 s more, answered; later batches 503. */
+  ingest_pool_stop(s->pool, STOP_ANSWER_NS);
   if (s->daemon) MHD_stop_daemon(s->daemon);
+  ingest_pool_free(s->pool);
   conn_guard_stop(s->guard);
   ratelimit_free(s->limits);
   stack_cache_free(s->ingest.stack_cache);

@@ -33,6 +33,39 @@ int perf__strbuf_appendf(perf__strbuf_t *b, const char *fmt, ...) {
   return PERF_OK;
 }
 
+static int escaped_byte(unsigned char c) {
+  return c == '"' || c == '\\' || c < 0x20 || c == 0x7f;
+}
+
+int perf__strbuf_append_escaped(perf__strbuf_t *b, const char *s) {
+  const unsigned char *p = (const unsigned char *)s;
+  int err = PERF_OK;
+  while (p && *p && !err) {
+    size_t run = 0;
+    while (p[run] && !escaped_byte(p[run]))
+      run++;
+    if (run) {
+      err = perf__strbuf_appendf(b, "%.*s", (int)run, (const char *)p);
+      p += run;
+    } else {
+      if (*p == '"' || *p == '\\')
+        err = perf__strbuf_appendf(b, "\\%c", *p);
+      else if (*p == '\n' || *p == '\t')
+        err = perf__strbuf_appendf(b, "\\%c", *p == '\n' ? 'n' : 't');
+      else
+        err = perf__strbuf_appendf(b, "\\x%02x", *p);
+      p++;
+    }
+  }
+  return err;
+}
+
+int perf__text_needs_escape(const char *s) {
+  for (const unsigned char *p = (const unsigned char *)s; p && *p; p++)
+    if (escaped_byte(*p)) return 1;
+  return 0;
+}
+
 int perf__strbuf_take(perf__strbuf_t *b, char **out) {
   int err = reserve(b, b->len + 1);
   if (err) return err;

@@ -65,16 +65,17 @@ typedef struct {
   const char *name;
   size_t offset;
   size_t max_bytes;
+  bool on_the_wire; /* sent in an HTTP header or the request URL: visible ASCII only */
 } text_field_t;
 
-#define TEXT(name, max)                                                                            \
-  { #name, offsetof(perf_sdk_config_t, name), max }
+#define TEXT(name, max, wire)                                                                      \
+  { #name, offsetof(perf_sdk_config_t, name), max, wire }
 static const text_field_t k_texts[] = {
-    TEXT(app_name, MAX_TEXT_BYTES),      TEXT(app_version, MAX_TEXT_BYTES),
-    TEXT(environment, MAX_TEXT_BYTES),   TEXT(sink_path, MAX_PATH_BYTES),
-    TEXT(data_dir, MAX_PATH_BYTES),      TEXT(endpoint, MAX_PATH_BYTES),
-    TEXT(api_key, MAX_PATH_BYTES),       TEXT(ca_bundle, MAX_PATH_BYTES),
-    TEXT(upload_helper, MAX_PATH_BYTES),
+    TEXT(app_name, MAX_TEXT_BYTES, false),      TEXT(app_version, MAX_TEXT_BYTES, false),
+    TEXT(environment, MAX_TEXT_BYTES, false),   TEXT(sink_path, MAX_PATH_BYTES, false),
+    TEXT(data_dir, MAX_PATH_BYTES, false),      TEXT(endpoint, MAX_PATH_BYTES, true),
+    TEXT(api_key, MAX_PATH_BYTES, true),        TEXT(ca_bundle, MAX_PATH_BYTES, false),
+    TEXT(upload_helper, MAX_PATH_BYTES, false),
 };
 #undef TEXT
 #define TEXT_COUNT (sizeof k_texts / sizeof k_texts[0])
@@ -85,6 +86,7 @@ static void env_name(const char *field, char *buf, size_t len);
 static int apply_env(perf_sdk_config_t *c, char *tag_buf, size_t tag_buf_len, bool *disabled);
 static int parse_env_tags(perf_sdk_config_t *c, char *buf, size_t len, const char *value);
 static int validate(perf_sdk_config_t *c);
+static int check_wire_text(const text_field_t *f, const char *source, const char *v);
 static int copy_config(const perf_sdk_config_t *c, perf__config_t *out);
 static char *dup_or_null(const char *s, int *err);
 static char *default_data_dir(const char *app_name);
@@ -218,7 +220,10 @@ static int apply_env(perf_sdk_config_t *c, char *tag_buf, size_t tag_buf_len, bo
   }
   for (size_t i = 0; i < TEXT_COUNT; i++) {
     env_name(k_texts[i].name, name, sizeof name);
-    if ((v = getenv(name)) != NULL) *text_at(c, k_texts[i].offset) = v;
+    if ((v = getenv(name)) == NULL) continue;
+    int err = check_wire_text(&k_texts[i], name, v);
+    if (err) return err;
+    *text_at(c, k_texts[i].offset) = v;
   }
   if ((v = getenv("PERF_SDK_SINK")) != NULL && *v) {
     if (strcmp(v, "none") == 0)
@@ -269,6 +274,8 @@ static int validate(perf_sdk_config_t *c) {
     if (v && strlen(v) > k_texts[i].max_bytes)
       PERF__FAIL(PERF_E_INVALID_CONFIG, "%s is %zu bytes long: at most %zu", k_texts[i].name,
                  strlen(v), k_texts[i].max_bytes);
+    int err = check_wire_text(&k_texts[i], k_texts[i].name, v);
+    if (err) return err;
   }
   if (c->sink != PERF_SINK_NONE && c->sink != PERF_SINK_FILE && c->sink != PERF_SINK_HTTP)
     PERF__FAIL(PERF_E_INVALID_CONFIG,
@@ -383,4 +390,23 @@ static char *default_data_dir(const char *app_name) {
   else
     return NULL;
   return strdup(buf);
+}
+
+/* A value the uploader puts in an HTTP header (api_key) or the request
+   URL (endpoint) must be visible ASCII: a CR or LF would end the header
+   line and start one of the value's choosing, a space or a control
+   character would break the request line. source names where the value
+   came from (the field, or its PERF_SDK_* variable); the value itself is
+   not logged (a key is a secret). */
+static int check_wire_text(const text_field_t *f, const char *source, const char *v) {
+  if (!f->on_the_wire || !v) return PERF_OK;
+  for (size_t i = 0; v[i]; i++) {
+    unsigned char b = (unsigned char)v[i];
+    if (b < 0x21 || b > 0x7e)
+      PERF__FAIL(PERF_E_INVALID_CONFIG,
+                 "%s: byte %zu is 0x%02x: %s is sent in HTTP and may hold only visible ASCII "
+                 "(no spaces, CR, LF or other control characters)",
+                 source, i, b, f->name);
+  }
+  return PERF_OK;
 }

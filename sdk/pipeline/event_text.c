@@ -44,6 +44,7 @@ typedef struct header_s {
 
 static int format_header(perf__strbuf_t *b, const header_t *h, const perf__config_t *cfg);
 static int format_thread(perf__strbuf_t *b, pid_t tid, const char *name, int cpu_percent);
+static int quoted_line(perf__strbuf_t *b, const char *name, const char *text);
 static int format_decoded_stack(perf__strbuf_t *b, const Perf__V1__Batch *bt,
                                 const Perf__V1__Stack *s);
 static const char *string_at(const Perf__V1__Batch *bt, uint32_t index);
@@ -248,23 +249,38 @@ static int format_header(perf__strbuf_t *b, const header_t *h, const perf__confi
       perf__strbuf_appendf(b, "event %s start=%s duration_ms=%" PRId64 " thread=%d samples=%zu",
                            h->kind, start, h->duration_ns / 1000000, (int)h->tid, h->samples);
   if (!err && h->cpu_percent >= 0) err = perf__strbuf_appendf(b, " cpu_percent=%d", h->cpu_percent);
-  if (!err)
-    err = perf__strbuf_appendf(b, "\napp name=%s version=%s environment=%s", cfg->app_name,
-                               cfg->app_version, cfg->environment);
-  for (size_t i = 0; i < cfg->tag_count && !err; i++)
-    err = perf__strbuf_appendf(b, "%s%s=%s", i ? "," : " tags=", cfg->tags[i].key,
-                               cfg->tags[i].value);
+  if (!err) err = perf__strbuf_appendf(b, "\napp name=");
+  if (!err) err = perf__strbuf_append_escaped(b, cfg->app_name);
+  if (!err) err = perf__strbuf_appendf(b, " version=");
+  if (!err) err = perf__strbuf_append_escaped(b, cfg->app_version);
+  if (!err) err = perf__strbuf_appendf(b, " environment=");
+  if (!err) err = perf__strbuf_append_escaped(b, cfg->environment);
+  for (size_t i = 0; i < cfg->tag_count && !err; i++) {
+    err = perf__strbuf_appendf(b, "%s", i ? "," : " tags=");
+    if (!err) err = perf__strbuf_append_escaped(b, cfg->tags[i].key);
+    if (!err) err = perf__strbuf_appendf(b, "=");
+    if (!err) err = perf__strbuf_append_escaped(b, cfg->tags[i].value);
+  }
   if (!err)
     err =
         perf__strbuf_appendf(b, " dropped=%" PRIu64 " failed_samples=%zu\n", h->dropped, h->failed);
-  if (!err && h->reason && h->reason[0])
-    err = perf__strbuf_appendf(b, "reason=\"%s\"\n", h->reason);
-  if (!err && h->label && h->label[0]) err = perf__strbuf_appendf(b, "label=\"%s\"\n", h->label);
+  if (!err && h->reason && h->reason[0]) err = quoted_line(b, "reason", h->reason);
+  if (!err && h->label && h->label[0]) err = quoted_line(b, "label", h->label);
   return err;
 }
 
+/* `name="text"` and a newline, text escaped: whatever a label or a reason
+   holds, it stays inside its own line. */
+static int quoted_line(perf__strbuf_t *b, const char *name, const char *text) {
+  int err = perf__strbuf_appendf(b, "%s=\"", name);
+  if (!err) err = perf__strbuf_append_escaped(b, text);
+  return err ? err : perf__strbuf_appendf(b, "\"\n");
+}
+
 static int format_thread(perf__strbuf_t *b, pid_t tid, const char *name, int cpu_percent) {
-  int err = perf__strbuf_appendf(b, "thread tid=%d name=\"%s\"", (int)tid, name);
+  int err = perf__strbuf_appendf(b, "thread tid=%d name=\"", (int)tid);
+  if (!err) err = perf__strbuf_append_escaped(b, name);
+  if (!err) err = perf__strbuf_appendf(b, "\"");
   if (!err && cpu_percent >= 0) err = perf__strbuf_appendf(b, " cpu_percent=%d", cpu_percent);
   if (!err) err = perf__strbuf_appendf(b, "\n");
   return err;

@@ -551,6 +551,43 @@ static void case_hang_label(void) {
   free(text);
 }
 
+/* Lines that start with prefix. */
+static size_t lines_starting(const char *text, const char *prefix) {
+  size_t n = 0, len = strlen(prefix);
+  for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+    if (strncmp(p, prefix, len) == 0) n++;
+  return n;
+}
+
+/* A label and a capture_now reason holding '"' and newlines cannot forge
+   report lines: the file sink escapes them as perf-dump does. */
+static void case_report_escaping(void) {
+  make_dir();
+  char report[PATH_LEN];
+  dir_path(report, "report.txt");
+  perf_sdk_config_t cfg;
+  base_config(&cfg, report);
+  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
+  CHECK_EQ_INT(perf_sdk_loop_busy_label("L\"\nevent hang start=FORGED duration_ms=1"), PERF_OK);
+  g_sink = hang_outer(THRESHOLD_MS + 400);
+  CHECK_EQ_INT(perf_sdk_loop_idle(), PERF_OK);
+  CHECK_EQ_INT(perf_sdk_capture_now("R\"\nevent manual start=FORGED\\\tx\x01"), PERF_OK);
+  CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
+  CHECK_EQ_INT(sdk_stats().hangs_detected, 1);
+
+  char *text = read_text(report);
+  CHECKF(lines_starting(text, "event ") == 2, "not 2 event lines:\n%s", text);
+  CHECK_EQ_INT(lines_starting(text, "event hang "), 1);
+  CHECK_EQ_INT(lines_starting(text, "event manual "), 1);
+  CHECKF(!strstr(text, "\nevent hang start=FORGED") && !strstr(text, "\nevent manual start=FORGED"),
+         "a forged line in:\n%s", text);
+  CHECKF(strstr(text, "\nlabel=\"L\\\"\\nevent hang start=FORGED duration_ms=1\"\n"),
+         "label not escaped in:\n%s", text);
+  CHECKF(strstr(text, "\nreason=\"R\\\"\\nevent manual start=FORGED\\\\\\tx\\x01\"\n"),
+         "reason not escaped in:\n%s", text);
+  free(text);
+}
+
 static void case_pause_suppresses(void) {
   make_dir();
   char report[PATH_LEN];
@@ -1274,6 +1311,7 @@ static const test_case_t g_cases[] = {
     TEST_CASE(idle_not_hang),
     TEST_CASE(flush_right_after_hang),
     TEST_CASE(hang_label),
+    TEST_CASE(report_escaping),
     TEST_CASE(cpu_burst_through_dips),
     TEST_CASE(cpu_lull_restarts_window),
     TEST_CASE(pause_suppresses),

@@ -114,6 +114,73 @@ static void case_http_sink_delivers(void) {
   http_server_stop(srv);
 }
 
+/* ---- values sent in HTTP ------------------------------------------------ */
+
+static char g_last_error[512];
+
+static void keep_error(perf_log_level_t level, const char *message, void *user) {
+  (void)user;
+  if (level == PERF_LOG_ERROR) snprintf(g_last_error, sizeof g_last_error, "%s", message);
+}
+
+/* One init with cfg, one event flushed when it was accepted; its result. */
+static int init_and_send(perf_sdk_config_t *cfg) {
+  g_last_error[0] = '\0';
+  cfg->log_fn = keep_error;
+  int rc = perf_sdk_init(cfg);
+  if (rc != PERF_OK) return rc;
+  CHECK_EQ_INT(wire_capture_outer("sent"), 2);
+  CHECK_EQ_INT(perf_sdk_flush(15000), PERF_OK);
+  CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
+  return rc;
+}
+
+#define CHECK_ERROR_NAMES(text)                                                                    \
+  CHECKF(strstr(g_last_error, (text)) != NULL, "\"%s\" not in the error \"%s\"", (text),           \
+         g_last_error)
+
+/* An API key or an endpoint holding CR/LF (or a space, or a control
+   character), from the config or from PERF_SDK_API_KEY / PERF_SDK_ENDPOINT,
+   is refused at init naming where it came from: no request ever carries
+   an extra header line. A clean key still reaches the server. */
+static void case_header_injection_refused(void) {
+  make_dir();
+  http_server_t *srv = http_server_start();
+  CHECK(srv != NULL);
+  perf_sdk_config_t cfg;
+  char data_dir[128], endpoint[256];
+  http_config(&cfg, http_server_url(srv), data_dir);
+  cfg.api_key = "k-1\r\nX-Injected: yes";
+  CHECK_EQ_INT(init_and_send(&cfg), PERF_E_INVALID_CONFIG);
+  CHECK_ERROR_NAMES("api_key: byte 3 is 0x0d");
+
+  http_config(&cfg, http_server_url(srv), data_dir);
+  snprintf(endpoint, sizeof endpoint, "%s/x HTTP/1.1\r\nX-Injected: yes\r\n", http_server_url(srv));
+  cfg.endpoint = endpoint;
+  CHECK_EQ_INT(init_and_send(&cfg), PERF_E_INVALID_CONFIG);
+  CHECK_ERROR_NAMES("endpoint: byte ");
+
+  http_config(&cfg, http_server_url(srv), data_dir);
+  CHECK(setenv("PERF_SDK_API_KEY", "k-2\nX-Injected: yes", 1) == 0);
+  CHECK_EQ_INT(init_and_send(&cfg), PERF_E_INVALID_CONFIG);
+  CHECK_ERROR_NAMES("PERF_SDK_API_KEY: byte 3 is 0x0a");
+  CHECK(unsetenv("PERF_SDK_API_KEY") == 0);
+
+  http_config(&cfg, http_server_url(srv), data_dir);
+  CHECK(setenv("PERF_SDK_ENDPOINT", endpoint, 1) == 0);
+  CHECK_EQ_INT(init_and_send(&cfg), PERF_E_INVALID_CONFIG);
+  CHECK_ERROR_NAMES("PERF_SDK_ENDPOINT: byte ");
+  CHECK(unsetenv("PERF_SDK_ENDPOINT") == 0);
+
+  http_config(&cfg, http_server_url(srv), data_dir);
+  CHECK_EQ_INT(init_and_send(&cfg), PERF_OK);
+  CHECK(http_server_request_count(srv) >= 1);
+  CHECK_EQ_INT(http_server_count_header_value(srv, "Authorization", "Bearer k-123"),
+               http_server_request_count(srv));
+  CHECK_EQ_INT(http_server_count_header_value(srv, "X-Injected", NULL), 0);
+  http_server_stop(srv);
+}
+
 /* ---- the SDK's own threads are not the app's --------------------------- */
 
 static const char *const k_sdk_threads[] = {"perf-writer", "perf-uploader", "perf-hang-mon",
@@ -417,6 +484,7 @@ static void case_kill9_rounds(void) {
 
 static const test_case_t g_cases[] = {
     TEST_CASE(http_sink_delivers),
+    TEST_CASE(header_injection_refused),
     TEST_CASE(down_at_shutdown_sent_next_run),
     TEST_CASE(file_sink_batches),
     TEST_CASE(kill9_rounds),

@@ -254,9 +254,11 @@ int pg_state_rows(store_t *st, const store_top_query_t *q, store_state_row_fn fn
 int pg_group_stacks(store_t *st, const char *const *sigs, size_t n, store_group_stack_fn fn,
                     void *user);
 
-/* GET /healthz (store_ops_t.check): a SELECT 1 on a connection of the
-   check's own within 2 s; STORE_ERROR with why ("database: ...") when the
-   server cannot be reached, refuses, or does not answer. */
+/* GET /healthz (store_ops_t.health): a SELECT 1 on a connection of the
+   check's own within 2 s, then a ROW EXCLUSIVE lock on batches within
+   500 ms (rolled back); STORE_ERROR with why ("unavailable: database:
+   ...") when the server cannot be reached, refuses, or does not answer,
+   or ("locked: ...") when another session holds a conflicting lock. */
 int pg_health(store_t *st, char *why, size_t why_len);
 
 #endif

@@ -272,6 +272,8 @@ static void sqlite_close(store_t *st) {
   hang_groups_close(st->hang);
   store_states_close(st->states);
   store_rollups_close(st->rollups);
+  sqlite_health_close(st);
+  pthread_mutex_destroy(&st->health_lock);
   sqlite3_close(st->db);
   db_identity_free(st->identity);
   pthread_mutex_destroy(&st->lock);
@@ -334,6 +336,7 @@ static int sqlite_open(const char *path, const store_config_t *config, store_t *
     return STORE_ERROR;
   }
   pthread_mutex_init(&st->lock, NULL);
+  pthread_mutex_init(&st->health_lock, NULL);
   int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
   if (sqlite3_open_v2(path, &st->db, flags, NULL) != SQLITE_OK) {
     sqlite_report(st, "open");
@@ -621,6 +624,7 @@ const store_ops_t store_sqlite_ops = {
     .delete_older_than = sqlite_delete_older_than,
     .stats = sqlite_stats,
     .check = sqlite_check,
+    .health = sqlite_health,
     .top_rows = sqlite_top_rows,
     .stack_rows = sqlite_stack_rows,
     .event_rows = sqlite_event_rows,

@@ -56,7 +56,9 @@ struct store_s {
   store_states_t *states;
   store_rollups_t *rollups;
   char *path;
-  db_identity_t *identity; /* path and path-wal as opened */
+  db_identity_t *identity;     /* path and path-wal as opened */
+  pthread_mutex_t health_lock; /* sqlite_health's own connection (sqlite_health.c) */
+  sqlite3 *health;
 };
 
 /* A statement's parameter slots in SQLite's SQL (collector/store/query_sql.h). */
@@ -71,6 +73,14 @@ static inline const char *column_text(sqlite3_stmt *s, int i) {
 
 /* STORE_OK while the path names the database opened (db_identity.h). */
 int sqlite_check(store_t *st, char *why, size_t why_len);
+
+/* GET /healthz (store_ops_t.health): sqlite_check, then the free space
+   of the database's file system and whether its write lock can be taken
+   within a second, on a connection of its own; the reason in why begins
+   with "disk full:", "locked:" or "unavailable:". sqlite_health_close
+   closes that connection (at sqlite_close). */
+int sqlite_health(store_t *st, char *why, size_t why_len);
+void sqlite_health_close(store_t *st);
 
 /* The failed call and SQLite's message, on stderr. */
 void sqlite_report(store_t *st, const char *what);

@@ -10,16 +10,20 @@
  * has loaded, each with its own GNU build-id.
  * Each case runs in its own process: `test_collector_scopes <case>`.
  */
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <elf.h>
 #include <errno.h>
 #include <link.h>
+#include <netinet/in.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "batch_post.h"
@@ -526,10 +530,129 @@ static void case_symbols_quota(void) {
   collector_stop_healthy(&c);
 }
 
+/* A request refused from its headers alone, whose client sends its whole
+   body without waiting (no Expect: 100-continue), gets its status every
+   time: the collector reads and drops the body before it answers, so
+   the client is never cut off while it sends (a broken pipe, then no
+   answer). Bodies of 3 MiB (more than the sockets buffer, under
+   --max-body-bytes), sized and chunked with curl, and sent whole before
+   reading with a plain socket (Expect: 100-continue sent and not waited
+   for); 20 rounds with keys, then open mode's text/plain write. */
+/* A client that sends its whole request, then reads the answer (as simple
+   HTTP/1.1 clients do): headers (CRLF-separated lines), Content-Length and
+   len bytes of body on a fresh connection to c. The answer's status (the
+   last, after any 100 Continue), 0 when the request could not be sent
+   whole (the server closed the connection) or no answer arrived. */
+static long send_then_read(const collector_t *c, const char *path, const char *headers,
+                           const uint8_t *body, size_t len) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  CHECK(fd >= 0);
+  struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons(c->port)};
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  CHECK(connect(fd, (struct sockaddr *)&addr, sizeof addr) == 0);
+  struct timeval tv = {30, 0};
+  CHECK(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) == 0);
+  CHECK(setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) == 0);
+  char head[1024];
+  int n = snprintf(head, sizeof head,
+                   "POST %s HTTP/1.1\r\nHost: 127.0.0.1:%u\r\n%sContent-Length: %zu\r\n"
+                   "Connection: close\r\n\r\n",
+                   path, (unsigned)c->port, headers, len);
+  CHECK(n > 0 && (size_t)n < sizeof head);
+  bool sent = send(fd, head, (size_t)n, MSG_NOSIGNAL) == n;
+  for (size_t off = 0; sent && off < len;) {
+    ssize_t w = send(fd, body + off, len - off, MSG_NOSIGNAL);
+    if (w <= 0) sent = false; /* cut off: a client such as curl reports no answer */
+    if (w <= 0) break;
+    off += (size_t)w;
+  }
+  if (!sent) {
+    close(fd);
+    return 0;
+  }
+  char answer[256];
+  size_t got = 0;
+  ssize_t k;
+  while (got < sizeof answer - 1 && (k = recv(fd, answer + got, sizeof answer - 1 - got, 0)) > 0)
+    got += (size_t)k;
+  answer[got] = '\0';
+  close(fd);
+  const char *final = answer;
+  while (strncmp(final, "HTTP/1.1 100 ", 13) == 0 && strstr(final, "\r\n\r\n"))
+    final = strstr(final, "\r\n\r\n") + 4;
+  long status = 0;
+  if (sscanf(final, "HTTP/1.1 %ld", &status) != 1) status = 0;
+  return status;
+}
+
+#define REFUSAL_BODY (3u << 20)
+#define REFUSAL_ROUNDS 20
+
+static void case_refusals_arrive(void) {
+  collector_t c;
+  collector_start_keys(&c, KEYS_TEXT, NULL);
+  uint8_t *body = malloc(REFUSAL_BODY);
+  reply_t *r = malloc(sizeof *r);
+  CHECK(body && r);
+  for (size_t i = 0; i < REFUSAL_BODY; i++)
+    body[i] = (uint8_t)(i * 2654435761u >> 24);
+  static const char ID[] = "X-Perf-Batch-Id: 0123456789abcdef0123456789abcdef";
+  static const char PB[] = "Content-Type: application/x-protobuf",
+                    ZSTD[] = "Content-Encoding: zstd";
+  const char *no_key[] = {"Expect:", PB, ZSTD, ID, NULL};
+  const char *wrong_type[] = {
+      "Expect:", "Authorization: Bearer ingest-key", "Content-Type: text/plain", ZSTD, ID, NULL};
+  const char *bad_id[] = {"Expect:", "Authorization: Bearer ingest-key", PB,
+                          ZSTD,      "X-Perf-Batch-Id: nothex",          NULL};
+  const char *read_key[] = {"Expect:", "Authorization: Bearer read-key",
+                            "Content-Type: application/octet-stream", NULL};
+  char symbols_path[128];
+  snprintf(symbols_path, sizeof symbols_path, "/v1/symbols/%040d", 7);
+  for (int round = 0; round < REFUSAL_ROUNDS; round++) {
+    bool chunked = round % 2;
+    CHECKF(request(&c, "POST", "/v1/batches", no_key, body, REFUSAL_BODY, chunked, r) == 401,
+           "round %d: no key: %ld", round, r->status);
+    CHECKF(request(&c, "POST", "/v1/batches", wrong_type, body, REFUSAL_BODY, chunked, r) == 415,
+           "round %d: text/plain: %ld", round, r->status);
+    CHECKF(request(&c, "POST", "/v1/batches", bad_id, body, REFUSAL_BODY, chunked, r) == 400,
+           "round %d: batch id: %ld", round, r->status);
+    CHECKF(request(&c, "POST", symbols_path, read_key, body, REFUSAL_BODY, chunked, r) == 403,
+           "round %d: symbols with the read key: %ld", round, r->status);
+    CHECKF(request(&c, "POST", "/api/v1/events", no_key, body, REFUSAL_BODY, chunked, r) == 405,
+           "round %d: POST to the API: %ld", round, r->status);
+  }
+  static const char RAW_NO_KEY[] =
+      "Expect: 100-continue\r\nContent-Type: application/x-protobuf\r\n"
+      "Content-Encoding: zstd\r\n"
+      "X-Perf-Batch-Id: 0123456789abcdef0123456789abcdef\r\n";
+  static const char RAW_READ_KEY[] = "Expect: 100-continue\r\nAuthorization: Bearer read-key\r\n"
+                                     "Content-Type: application/octet-stream\r\n";
+  for (int round = 0; round < REFUSAL_ROUNDS; round++) {
+    CHECKF(send_then_read(&c, "/v1/batches", RAW_NO_KEY, body, REFUSAL_BODY) == 401,
+           "round %d: the whole body, then no key's answer", round);
+    CHECKF(send_then_read(&c, symbols_path, RAW_READ_KEY, body, REFUSAL_BODY) == 403,
+           "round %d: the whole body, then the read key's answer", round);
+  }
+  collector_stop_healthy(&c);
+
+  collector_start_keys(&c, NULL, NULL);
+  const char *text_plain[] = {"Expect:", "Content-Type: text/plain", NULL};
+  for (int round = 0; round < REFUSAL_ROUNDS; round++)
+    CHECKF(request(&c, "POST", symbols_path, text_plain, body, REFUSAL_BODY, round % 2, r) == 403,
+           "round %d: open mode text/plain: %ld", round, r->status);
+  for (int round = 0; round < REFUSAL_ROUNDS; round++)
+    CHECKF(send_then_read(&c, symbols_path, "Content-Type: text/plain\r\n", body, REFUSAL_BODY) ==
+               403,
+           "round %d: the whole body, then open mode's text/plain answer", round);
+  collector_stop_healthy(&c);
+  free(body);
+  free(r);
+}
+
 int main(int argc, char **argv) {
   static const test_case_t cases[] = {
       TEST_CASE(key_scopes),        TEST_CASE(metrics_scope), TEST_CASE(open_mode),
-      TEST_CASE(symbols_immutable), TEST_CASE(symbols_quota),
+      TEST_CASE(symbols_immutable), TEST_CASE(symbols_quota), TEST_CASE(refusals_arrive),
   };
   return collector_test_main(argc, argv, cases, ARRAY_LEN(cases));
 }

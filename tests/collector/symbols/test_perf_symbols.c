@@ -179,6 +179,32 @@ static void case_refused_keys(void) {
   expect_output("--url is required");
 }
 
+/* A key or a URL holding CR/LF (an extra header line) or a space is bad
+   usage (exit 2, naming it and the byte), from --key or PERF_SYMBOLS_KEY:
+   nothing is sent. */
+static void case_injected_key_refused(void) {
+  collector_t c;
+  collector_start_keys(&c, KEYS_TEXT, NULL);
+  const char *dir = make_build_dir();
+  const char *crlf[] = {"--url", c.url, "--key", SYMBOLS_KEY "\r\nX-Injected: yes", dir, NULL};
+  CHECK_EQ_INT(run_tool(crlf), 2);
+  expect_output("perf-symbols: --key (or PERF_SYMBOLS_KEY): byte ");
+  CHECK(setenv("PERF_SYMBOLS_KEY", SYMBOLS_KEY "\nX-Injected: yes", 1) == 0);
+  const char *from_env[] = {"--url", c.url, dir, NULL};
+  CHECK_EQ_INT(run_tool(from_env), 2);
+  expect_output("PERF_SYMBOLS_KEY): byte ");
+  CHECK(unsetenv("PERF_SYMBOLS_KEY") == 0);
+  char url[160];
+  snprintf(url, sizeof url, "%s/ HTTP/1.1\r\nX-Injected: yes\r\n", c.url);
+  const char *bad_url[] = {"--url", url, "--key", SYMBOLS_KEY, dir, NULL};
+  CHECK_EQ_INT(run_tool(bad_url), 2);
+  expect_output("perf-symbols: --url: byte ");
+  char one[81];
+  build_id_of(FIXTURE_ONE, one);
+  CHECK_EQ_INT(symbols_status(&c, one, SYMBOLS_KEY), 404);
+  collector_stop_healthy(&c);
+}
+
 /* A stripped binary (with .gnu_debuglink): skipped without --debug-dir;
    with it, its debug file under DIR/.build-id/xx/rest.debug is uploaded. */
 static void case_debug_dir(void) {
@@ -241,10 +267,8 @@ static void case_lookup(void) {
 
 int main(int argc, char **argv) {
   static const test_case_t cases[] = {
-      TEST_CASE(uploads_then_skips),
-      TEST_CASE(refused_keys),
-      TEST_CASE(debug_dir),
-      TEST_CASE(lookup),
+      TEST_CASE(uploads_then_skips), TEST_CASE(refused_keys), TEST_CASE(injected_key_refused),
+      TEST_CASE(debug_dir),          TEST_CASE(lookup),
   };
   return collector_test_main(argc, argv, cases, ARRAY_LEN(cases));
 }
