@@ -1,0 +1,262 @@
+/*
+ * test_chroot.c - an app that chroots into an empty directory after
+ * perf_sdk_init (as a daemon dropping its view of the file system does;
+ * root only). The sampler and the monitors go on: /proc through the
+ * directory the SDK opened at init, the modules' files through
+ * /proc/self/map_files. Each case runs the app in a child process (the
+ * chroot cannot be undone) and reads what it left outside the chroot.
+ * Each case runs in its own process: `test_chroot <case>`.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "perf_sdk.h"
+#include "sdk_report.h"
+#include "sdk_util.h"
+#include "tempdir.h"
+#include "test_util.h"
+
+#define HANGS 3
+#define WAIT_MS 20000
+
+static char g_report[128]; /* the file sink's report, outside the chroot */
+static char g_jail[128];   /* the empty directory the app chroots into */
+
+/* The SDK's log lines, kept to look for what it said after the chroot. */
+static char g_log[16384];
+static pthread_mutex_t g_log_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void keep_log(perf_log_level_t level, const char *message, void *user) {
+  (void)level, (void)user;
+  pthread_mutex_lock(&g_log_lock);
+  size_t used = strlen(g_log);
+  snprintf(g_log + used, sizeof g_log - used, "%s\n", message);
+  pthread_mutex_unlock(&g_log_lock);
+}
+
+static bool skipped_not_root(void) {
+  if (geteuid() == 0) return false;
+  printf("note: skipped, not root: chroot needs CAP_SYS_CHROOT, and /proc/self/map_files "
+         "CAP_SYS_ADMIN\n");
+  return true;
+}
+
+static void make_jail(void) {
+  const char *dir = tempdir_make("perf-chroot");
+  snprintf(g_report, sizeof g_report, "%s/report.txt", dir);
+  snprintf(g_jail, sizeof g_jail, "%s/jail", dir);
+  CHECK(mkdir(g_jail, 0755) == 0);
+}
+
+/* The app's chroot into the empty directory. */
+static void app_chroot(void) {
+  CHECKF(chroot(g_jail) == 0, "chroot %s: %s", g_jail, strerror(errno));
+  CHECK(chdir("/") == 0);
+  struct stat st;
+  CHECK(stat("/proc", &st) != 0 && errno == ENOENT); /* nothing inside */
+}
+
+/* The log holds nothing that blames memory or a failed sample. */
+static void log_is_plain(void) {
+  pthread_mutex_lock(&g_log_lock);
+  CHECKF(!strstr(g_log, "out of memory") && !strstr(g_log, "no memory"),
+         "the SDK's log blames memory:\n%s", g_log);
+  pthread_mutex_unlock(&g_log_lock);
+}
+
+/* Fork the app; returns once it exited 0. */
+static void run_app(void (*app)(void)) {
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    app();
+    _exit(0);
+  }
+  int status = 0;
+  CHECK(waitpid(pid, &status, 0) == pid);
+  CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the app ended with status 0x%x", status);
+}
+
+/* ---- hangs after the chroot ---------------------------------------------- */
+
+static volatile unsigned long g_sink;
+
+static CHAIN unsigned long jail_spin_leaf(int64_t deadline) {
+  unsigned long x = 1;
+  while (now_ns() < deadline)
+    x = x * 2862933555777941757UL + 3;
+  return x;
+}
+static CHAIN unsigned long jail_middle(int64_t deadline) {
+  return jail_spin_leaf(deadline) + 1;
+}
+static CHAIN unsigned long jail_outer(int ms) {
+  return jail_middle(now_ns() + (int64_t)ms * 1000000) + 1;
+}
+
+static perf_sink_t g_sink_kind;
+
+static void hangs_app(void) {
+  perf_sdk_config_t cfg;
+  sdk_config_short_hangs(&cfg);
+  cfg.app_name = "chroot-app";
+  cfg.sink = g_sink_kind;
+  cfg.sink_path = g_sink_kind == PERF_SINK_FILE ? g_report : NULL;
+  cfg.log_fn = keep_log;
+  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
+  app_chroot();
+  perf_sdk_stats_t st;
+  for (int i = 0; i < HANGS; i++) {
+    CHECK_EQ_INT(perf_sdk_loop_busy(), PERF_OK);
+    g_sink = jail_outer(150);
+    CHECK_EQ_INT(perf_sdk_loop_idle(), PERF_OK);
+    SDK_WAIT_FOR_STATS(st, st.hangs_detected == (uint64_t)i + 1, WAIT_MS, 5);
+  }
+  CHECK_EQ_INT(perf_sdk_flush(WAIT_MS), PERF_OK);
+  st = sdk_stats();
+  CHECK_EQ_INT(st.hangs_detected, HANGS);
+  CHECKF(st.samples_taken >= HANGS && st.samples_failed == 0,
+         "samples taken %llu, failed %llu; the SDK's log:\n%s",
+         (unsigned long long)st.samples_taken, (unsigned long long)st.samples_failed, g_log);
+  CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
+  log_is_plain();
+}
+
+/* HANGS hangs after the chroot, each detected and sampled without a
+   failed sample (the sampler's part: no sink). */
+static void case_hangs_sampled_after_chroot(void) {
+  if (skipped_not_root()) return;
+  make_jail();
+  g_sink_kind = PERF_SINK_NONE;
+  run_app(hangs_app);
+}
+
+/* The same into the file sink's report, opened before the chroot: HANGS
+   hang events, each stack named from the modules' files the chroot hides.
+   Needs the file sink to write after a chroot too. */
+static void case_hangs_reported_after_chroot(void) {
+  if (skipped_not_root()) return;
+  make_jail();
+  g_sink_kind = PERF_SINK_FILE;
+  run_app(hangs_app);
+  char *text = read_text(g_report);
+  CHECK_EQ_INT(count_events(text, "hang"), HANGS);
+  const char *chain[] = {"jail_spin_leaf", "jail_middle", "jail_outer"};
+  for (size_t i = 0; i < HANGS; i++) {
+    event_t ev;
+    find_event(text, "hang", i, &ev);
+    CHECK(ev.samples >= 1);
+    expect_chain(&ev, 0, chain, ARRAY_LEN(chain));
+    event_free(&ev);
+  }
+  free(text);
+}
+
+/* ---- a backtrace after the chroot ---------------------------------------- */
+
+static CHAIN char *jail_backtrace_inner(void) {
+  char *text = NULL;
+  int rc = perf_backtrace_thread_text((pid_t)syscall(SYS_gettid), &text);
+  CHECKF(rc == PERF_OK, "perf_backtrace_thread_text: %s", perf_strerror(rc));
+  return text;
+}
+static CHAIN char *jail_backtrace_outer(void) {
+  char *text = jail_backtrace_inner();
+  g_sink++;
+  return text;
+}
+
+static void backtrace_app(void) {
+  perf_sdk_config_t cfg;
+  perf_sdk_config_init(&cfg);
+  cfg.app_name = "chroot-app";
+  cfg.log_fn = keep_log;
+  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
+  app_chroot();
+  char *text = jail_backtrace_outer();
+  CHECKF(strstr(text, "jail_backtrace_inner") && strstr(text, "jail_backtrace_outer"),
+         "the backtrace does not name its functions:\n%s", text);
+  perf_free(text);
+  CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
+  log_is_plain();
+}
+
+static void case_backtrace_after_chroot(void) {
+  if (skipped_not_root()) return;
+  make_jail();
+  run_app(backtrace_app);
+}
+
+/* Another thread, spinning in known functions, captured by the signal
+   sampler after the chroot: its stack named. */
+static atomic_int g_spinner_tid;
+static atomic_bool g_spinner_stop;
+
+static CHAIN unsigned long jail_thread_leaf(void) {
+  unsigned long x = 1;
+  atomic_store(&g_spinner_tid, (int)syscall(SYS_gettid));
+  while (!atomic_load_explicit(&g_spinner_stop, memory_order_relaxed))
+    x = x * 2862933555777941757UL + 3;
+  return x;
+}
+static CHAIN void *jail_thread_main(void *arg) {
+  (void)arg;
+  g_sink = jail_thread_leaf() + 1;
+  return NULL;
+}
+
+static void thread_app(void) {
+  perf_sdk_config_t cfg;
+  perf_sdk_config_init(&cfg);
+  cfg.app_name = "chroot-app";
+  cfg.log_fn = keep_log;
+  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
+  app_chroot();
+  pthread_t th;
+  CHECK(pthread_create(&th, NULL, jail_thread_main, NULL) == 0);
+  int64_t deadline = now_ns() + (int64_t)WAIT_MS * 1000000;
+  while (atomic_load(&g_spinner_tid) == 0) {
+    CHECK(now_ns() < deadline);
+    sleep_ms(1);
+  }
+  for (int i = 0; i < HANGS; i++) {
+    char *text = NULL;
+    int rc = perf_backtrace_thread_text(atomic_load(&g_spinner_tid), &text);
+    CHECKF(rc == PERF_OK, "perf_backtrace_thread_text: %s", perf_strerror(rc));
+    CHECKF(strstr(text, "jail_thread_leaf") && strstr(text, "jail_thread_main"),
+           "the backtrace does not name its functions:\n%s", text);
+    perf_free(text);
+  }
+  atomic_store(&g_spinner_stop, true);
+  CHECK(pthread_join(th, NULL) == 0);
+  CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
+  log_is_plain();
+}
+
+static void case_other_thread_after_chroot(void) {
+  if (skipped_not_root()) return;
+  make_jail();
+  run_app(thread_app);
+}
+
+static const test_case_t g_cases[] = {
+    TEST_CASE(hangs_sampled_after_chroot),
+    TEST_CASE(hangs_reported_after_chroot),
+    TEST_CASE(backtrace_after_chroot),
+    TEST_CASE(other_thread_after_chroot),
+};
+
+int main(int argc, char **argv) {
+  return test_main(g_cases, ARRAY_LEN(g_cases), argc, argv);
+}
