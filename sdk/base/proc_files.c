@@ -28,8 +28,24 @@ static int proc_fd(void);
 static bool find_mapping(const char *path, uintptr_t addr, uintptr_t *lo, uintptr_t *hi, char *out,
                          size_t cap);
 
+static atomic_uint_least64_t g_root_dev, g_root_ino;
+static atomic_bool g_root_known;
+
 int perf__proc_open(void) {
+  struct stat st;
+  if (!atomic_load(&g_root_known) && stat("/", &st) == 0) {
+    atomic_store(&g_root_dev, (uint64_t)st.st_dev);
+    atomic_store(&g_root_ino, (uint64_t)st.st_ino);
+    atomic_store(&g_root_known, true);
+  }
   return proc_fd() >= 0 ? PERF_OK : PERF_E_SYSTEM;
+}
+
+bool perf__root_changed(void) {
+  struct stat st;
+  return atomic_load(&g_root_known) && stat("/", &st) == 0 &&
+         ((uint64_t)st.st_dev != atomic_load(&g_root_dev) ||
+          (uint64_t)st.st_ino != atomic_load(&g_root_ino));
 }
 
 int perf__proc_openat(const char *rel, int flags) {

@@ -17,14 +17,21 @@
 #define PERF_PROC_FILES_H
 
 #include <dirent.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 
-/* Open /proc now, if it is not open yet: init calls it, before the app
-   can chroot. Returns 0 or PERF_E_SYSTEM. */
+/* Open /proc now, if it is not open yet, and note which directory is the
+   root: init calls it, before the app can chroot. Returns 0 or
+   PERF_E_SYSTEM. */
 int perf__proc_open(void);
+
+/* True when the root directory is no longer the one perf__proc_open saw
+   (the app chrooted since): files outside the new root, such as the
+   libraries the SDK loads when needed, cannot be opened by path. */
+bool perf__root_changed(void);
 
 /* open, fopen ("re"), opendir, readlink and stat of `rel` under /proc
    ("self/maps"): as the calls they are named after (-1 / NULL with errno

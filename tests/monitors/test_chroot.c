@@ -121,7 +121,12 @@ static void hangs_app(void) {
     CHECK_EQ_INT(perf_sdk_loop_busy(), PERF_OK);
     g_sink = jail_outer(150);
     CHECK_EQ_INT(perf_sdk_loop_idle(), PERF_OK);
-    SDK_WAIT_FOR_STATS(st, st.hangs_detected == (uint64_t)i + 1, WAIT_MS, 5);
+    int64_t deadline = now_ns() + (int64_t)WAIT_MS * 1000000;
+    while ((st = sdk_stats()).hangs_detected != (uint64_t)i + 1) {
+      CHECKF(now_ns() < deadline, "hang %d not detected in %d ms; the SDK's log:\n%s", i + 1,
+             WAIT_MS, g_log);
+      sleep_ms(5);
+    }
   }
   CHECK_EQ_INT(perf_sdk_flush(WAIT_MS), PERF_OK);
   st = sdk_stats();
