@@ -210,8 +210,8 @@ static int post(perf__transport_t *base, const perf__http_request_t *req,
                 perf__http_response_t *resp) {
   curl_transport_t *t = (curl_transport_t *)base;
   memset(resp, 0, sizeof *resp);
-  if (!handles_mine(t)) {
-    handles_abandon(t);
+  if (!t->curl || !handles_mine(t)) { /* none (a failed renewal), or one the app closed */
+    if (t->curl) handles_abandon(t);
     if (handles_new(t) != PERF_OK) {
       snprintf(resp->reason, sizeof resp->reason, "libcurl: no memory for new handles");
       return PERF_E_NO_MEMORY;
@@ -317,10 +317,10 @@ static void interrupt(perf__transport_t *base) {
 static void destroy(perf__transport_t *base) {
   curl_transport_t *t = (curl_transport_t *)base;
   if (!t) return;
-  if (!handles_mine(t)) handles_abandon(t);
-  if (t->multi) g_api.multi_cleanup(t->multi);
+  if (t->curl && !handles_mine(t)) handles_abandon(t);
   for (int i = 0; i < 2; i++)
-    perf__owned_fd_remove(t->wakeup[i]); /* closed by the cleanup */
+    perf__owned_fd_remove(t->wakeup[i]); /* the cleanup closes them */
+  if (t->multi) g_api.multi_cleanup(t->multi);
   if (t->curl) g_api.easy_cleanup(t->curl);
   pthread_mutex_destroy(&t->lock);
   free(t->ca_bundle);
@@ -413,18 +413,26 @@ static void handles_abandon(curl_transport_t *t) {
   t->curl = NULL;
 }
 
-/* A new easy and multi handle for t. Returns 0 or PERF_E_NO_MEMORY. */
+/* A new easy and multi handle for t. Returns 0, or PERF_E_NO_MEMORY with
+   neither made. */
 static int handles_new(curl_transport_t *t) {
   int wakeup[2];
   CURLM *multi = multi_new(wakeup);
   CURL *curl = g_api.easy_init();
+  if (!multi || !curl) {
+    for (int i = 0; i < 2; i++)
+      perf__owned_fd_remove(wakeup[i]);
+    if (multi) g_api.multi_cleanup(multi); /* closes its wakeup pair, just made */
+    if (curl) g_api.easy_cleanup(curl);
+    return PERF_E_NO_MEMORY;
+  }
   pthread_mutex_lock(&t->lock);
   t->multi = multi;
   t->wakeup[0] = wakeup[0];
   t->wakeup[1] = wakeup[1];
   pthread_mutex_unlock(&t->lock);
   t->curl = curl;
-  return multi && curl ? PERF_OK : PERF_E_NO_MEMORY;
+  return PERF_OK;
 }
 
 /* curl_multi_init, and the wakeup pair it opened: the sockets now at the

@@ -273,7 +273,7 @@ static void end_helper(helper_t *h) {
   h->sock = -1;
   if (getpid() == h->owner && h->proc.pidfd >= 0) {
     int pidfd = h->proc.pidfd;
-    mine = perf__owned_fd_is_mine(pidfd);
+    mine = perf__owned_fd_is_mine(pidfd) && perf__helper_pidfd_is_its(&h->proc);
     perf__owned_fd_remove(pidfd);
     if (mine) perf__helper_end(&h->proc);
   }
@@ -286,7 +286,8 @@ static void end_helper(helper_t *h) {
 static void forget_foreign_helper(helper_t *h) {
   if (h->sock < 0 || getpid() != h->owner) return;
   if (perf__owned_fd_is_mine(h->sock) &&
-      (h->proc.pidfd < 0 || perf__owned_fd_is_mine(h->proc.pidfd)))
+      (h->proc.pidfd < 0 ||
+       (perf__owned_fd_is_mine(h->proc.pidfd) && perf__helper_pidfd_is_its(&h->proc))))
     return;
   perf__log(PERF__LOG_WARN,
             "upload helper: its socket or process descriptor was closed by the app; starting "
