@@ -48,6 +48,10 @@ bool perf__root_changed(void) {
           (uint64_t)st.st_ino != atomic_load(&g_root_ino));
 }
 
+bool perf__proc_reachable(void) {
+  return proc_fd() >= 0;
+}
+
 int perf__proc_openat(const char *rel, int flags) {
   int dir = proc_fd();
   if (dir < 0) return -1;

@@ -33,6 +33,11 @@ int perf__proc_open(void);
    libraries the SDK loads when needed, cannot be opened by path. */
 bool perf__root_changed(void);
 
+/* Whether /proc can be reached (its directory kept, or opened now): what
+   tells "no such file under /proc" (a thread gone) from "no /proc at all"
+   when an open below fails with ENOENT. */
+bool perf__proc_reachable(void);
+
 /* open, fopen ("re"), opendir, readlink and stat of `rel` under /proc
    ("self/maps"): as the calls they are named after (-1 / NULL with errno
    set on failure; ENOENT when /proc cannot be reached at all). */

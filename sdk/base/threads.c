@@ -37,7 +37,7 @@ ssize_t perf__task_file_read(pid_t tid, const char *name, char *buf, size_t cap)
   char path[64];
   snprintf(path, sizeof path, "self/task/%d/%s", (int)tid, name);
   int fd = perf__proc_openat(path, O_RDONLY);
-  if (fd < 0) return errno == ENOENT ? PERF_E_NO_THREAD : PERF_E_SYSTEM;
+  if (fd < 0) return errno == ENOENT && perf__proc_reachable() ? PERF_E_NO_THREAD : PERF_E_SYSTEM;
   ssize_t n;
   do
     n = read(fd, buf, cap - 1);

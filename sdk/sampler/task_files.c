@@ -116,7 +116,7 @@ static ssize_t open_and_read(pid_t tid, perf__task_file_t which, kept_t *k, char
   char path[64];
   snprintf(path, sizeof path, "self/task/%d/%s", (int)tid, k_names[which]);
   int fd = perf__proc_openat(path, O_RDONLY);
-  if (fd < 0) return errno == ENOENT ? PERF_E_NO_THREAD : PERF_E_SYSTEM;
+  if (fd < 0) return errno == ENOENT && perf__proc_reachable() ? PERF_E_NO_THREAD : PERF_E_SYSTEM;
   struct stat st;
   if (fstat(fd, &st) != 0) {
     close(fd);

@@ -8,6 +8,7 @@
  * Each case runs in its own process: `test_chroot <case>`.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -255,11 +256,97 @@ static void case_other_thread_after_chroot(void) {
   run_app(thread_app);
 }
 
+/* ---- /proc closed by the app ---------------------------------------------- */
+
+/* How many lines of the kept log hold `what`. */
+static int log_count(const char *what) {
+  pthread_mutex_lock(&g_log_lock);
+  int n = 0;
+  for (const char *p = g_log; (p = strstr(p, what)) != NULL; p += strlen(what))
+    n++;
+  pthread_mutex_unlock(&g_log_lock);
+  return n;
+}
+
+/* The app closes every descriptor it did not open, the SDK's /proc
+   directory among them, and opens its own files at those numbers: /proc
+   is opened again by its path and a backtrace is named as before. */
+static void closed_app(void) {
+  perf_sdk_config_t cfg;
+  perf_sdk_config_init(&cfg);
+  cfg.app_name = "closefrom-app";
+  cfg.log_fn = keep_log;
+  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
+  CHECK(close_range(3, ~0u, 0) == 0);
+  int fds[4];
+  for (int i = 0; i < 4; i++) { /* at the lowest numbers: the SDK's old ones */
+    char path[160];
+    snprintf(path, sizeof path, "%s/app-%d", g_jail, i);
+    CHECK((fds[i] = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) >= 3);
+  }
+  char *text = jail_backtrace_outer();
+  CHECKF(strstr(text, "jail_backtrace_inner") && strstr(text, "jail_backtrace_outer"),
+         "the backtrace does not name its functions:\n%s", text);
+  perf_free(text);
+  for (int i = 0; i < 4; i++)
+    CHECKF(fcntl(fds[i], F_GETFD) >= 0, "the app's file %d was closed", fds[i]);
+  CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
+  log_is_plain();
+}
+
+static void case_proc_closed_after_init(void) {
+  make_jail();
+  run_app(closed_app);
+}
+
+/* Both: the /proc descriptor closed, then a chroot. The stack of a
+   thread started now (a new mapping, in no earlier read of the maps)
+   cannot be bounded: each capture of it fails, and the log says why once,
+   plainly. */
+static void unreachable_app(void) {
+  perf_sdk_config_t cfg;
+  perf_sdk_config_init(&cfg);
+  cfg.app_name = "closefrom-chroot-app";
+  cfg.log_fn = keep_log;
+  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
+  CHECK(close_range(3, ~0u, 0) == 0);
+  app_chroot();
+  pthread_attr_t attr;
+  CHECK(pthread_attr_init(&attr) == 0);
+  CHECK(pthread_attr_setstacksize(&attr, (5u << 20) + (12u << 10)) == 0);
+  pthread_t th;
+  CHECK(pthread_create(&th, &attr, jail_thread_main, NULL) == 0);
+  int64_t deadline = now_ns() + (int64_t)WAIT_MS * 1000000;
+  while (atomic_load(&g_spinner_tid) == 0) {
+    CHECK(now_ns() < deadline);
+    sleep_ms(1);
+  }
+  for (int i = 0; i < HANGS; i++) {
+    char *text = NULL;
+    int rc = perf_backtrace_thread_text(atomic_load(&g_spinner_tid), &text);
+    CHECKF(rc == PERF_E_UNSUPPORTED, "capture %d: %s, not %s", i, perf_strerror(rc),
+           perf_strerror(PERF_E_UNSUPPORTED));
+    CHECK(text == NULL);
+  }
+  const char *said = "/proc/self/maps cannot be read (No such file or directory)";
+  CHECKF(log_count(said) == 1, "the log says \"%s\" %d times, not once:\n%s", said, log_count(said),
+         g_log);
+  atomic_store(&g_spinner_stop, true);
+  CHECK(pthread_join(th, NULL) == 0);
+  CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
+  log_is_plain();
+}
+
+static void case_proc_unreachable_after_chroot(void) {
+  if (skipped_not_root()) return;
+  make_jail();
+  run_app(unreachable_app);
+}
+
 static const test_case_t g_cases[] = {
-    TEST_CASE(hangs_sampled_after_chroot),
-    TEST_CASE(hangs_reported_after_chroot),
-    TEST_CASE(backtrace_after_chroot),
-    TEST_CASE(other_thread_after_chroot),
+    TEST_CASE(hangs_sampled_after_chroot), TEST_CASE(hangs_reported_after_chroot),
+    TEST_CASE(backtrace_after_chroot),     TEST_CASE(other_thread_after_chroot),
+    TEST_CASE(proc_closed_after_init),     TEST_CASE(proc_unreachable_after_chroot),
 };
 
 int main(int argc, char **argv) {
