@@ -93,17 +93,31 @@ static void run_app(void (*app)(void)) {
 
 static volatile unsigned long g_sink;
 
-static CHAIN unsigned long jail_spin_leaf(int64_t deadline) {
+/* A hang: spins for 100 ms at least, and on until the SDK has made
+   `samples` captures in all (taken or failed: a monitor's first capture
+   of a thread on a loaded machine may come late), failing after WAIT_MS. */
+static CHAIN unsigned long jail_spin_leaf(uint64_t samples) {
   unsigned long x = 1;
-  while (now_ns() < deadline)
+  int64_t start = now_ns(), next_look = 0;
+  for (;;) {
     x = x * 2862933555777941757UL + 3;
+    int64_t now = now_ns();
+    if (now < next_look) continue;
+    next_look = now + 2000000;
+    perf_sdk_stats_t st = sdk_stats();
+    if (now - start >= 100000000 && st.samples_taken + st.samples_failed >= samples) break;
+    CHECKF(now - start < (int64_t)WAIT_MS * 1000000,
+           "%llu captures in %d ms of a hang, not %llu; the SDK's log:\n%s",
+           (unsigned long long)(st.samples_taken + st.samples_failed), WAIT_MS,
+           (unsigned long long)samples, g_log);
+  }
   return x;
 }
-static CHAIN unsigned long jail_middle(int64_t deadline) {
-  return jail_spin_leaf(deadline) + 1;
+static CHAIN unsigned long jail_middle(uint64_t samples) {
+  return jail_spin_leaf(samples) + 1;
 }
-static CHAIN unsigned long jail_outer(int ms) {
-  return jail_middle(now_ns() + (int64_t)ms * 1000000) + 1;
+static CHAIN unsigned long jail_outer(uint64_t samples) {
+  return jail_middle(samples) + 1;
 }
 
 static perf_sink_t g_sink_kind;
@@ -120,7 +134,8 @@ static void hangs_app(void) {
   perf_sdk_stats_t st;
   for (int i = 0; i < HANGS; i++) {
     CHECK_EQ_INT(perf_sdk_loop_busy(), PERF_OK);
-    g_sink = jail_outer(150);
+    perf_sdk_stats_t before = sdk_stats();
+    g_sink = jail_outer(before.samples_taken + before.samples_failed + 2);
     CHECK_EQ_INT(perf_sdk_loop_idle(), PERF_OK);
     int64_t deadline = now_ns() + (int64_t)WAIT_MS * 1000000;
     while ((st = sdk_stats()).hangs_detected != (uint64_t)i + 1) {
