@@ -10,7 +10,7 @@
  * Kerberos, LDAP, ssh...): about 8 MiB of resident memory in a small
  * server. libcurl stays loaded once loaded (its global state).
  *
- * The sockets libcurl opens for us are noted as the SDK's descriptors
+ * The sockets libcurl opens for us are held as the SDK's descriptors
  * (sdk/base/owned_fds.h), so that a forked child closes its copies of the
  * connection to the collector; so is the multi handle's wakeup socket
  * pair, found as the descriptors curl_multi_init opened (libcurl makes it
@@ -115,9 +115,9 @@ typedef struct {
   perf__transport_t base;
   CURL *curl;
   CURLM *multi;
-  pthread_mutex_t lock; /* multi and wakeup, for interrupt from another thread */
-  int wakeup[2];        /* the multi handle's wakeup pair, -1: not found */
-  int socks[SOCKETS_MAX];
+  pthread_mutex_t lock;       /* multi and wakeup, for interrupt from another thread */
+  perf__owned_fd_t wakeup[2]; /* the multi handle's wakeup pair, .fd -1: not found */
+  perf__owned_fd_t socks[SOCKETS_MAX];
   size_t n_socks;
   atomic_bool interrupted;
   perf__curl_options_t opts;
@@ -140,8 +140,7 @@ static CURLcode perform(curl_transport_t *t);
 static bool handles_mine(curl_transport_t *t);
 static int handles_new(curl_transport_t *t);
 static void handles_abandon(curl_transport_t *t);
-static CURLM *multi_new(int wakeup[2]);
-static void forget_fd(int fd);
+static CURLM *multi_new(perf__owned_fd_t wakeup[2]);
 static size_t on_header(char *line, size_t size, size_t n, void *arg);
 static size_t on_body(char *data, size_t size, size_t n, void *arg);
 
@@ -159,7 +158,7 @@ int perf__curl_transport_new(const perf__curl_options_t *opts, perf__transport_t
     return PERF_E_NO_MEMORY;
   }
   pthread_mutex_init(&t->lock, NULL);
-  t->wakeup[0] = t->wakeup[1] = -1;
+  t->wakeup[0] = t->wakeup[1] = (perf__owned_fd_t)PERF__OWNED_FD_NONE;
   if (handles_new(t) != PERF_OK) {
     destroy(&t->base);
     return PERF_E_NO_MEMORY;
@@ -309,7 +308,7 @@ static void interrupt(perf__transport_t *base) {
   atomic_store(&t->interrupted, true);
   pthread_mutex_lock(&t->lock);
   /* The wakeup writes into the pair: never into an app's file at its number. */
-  bool mine = t->wakeup[1] < 0 || perf__owned_fd_is_mine(t->wakeup[1]);
+  bool mine = t->wakeup[1].fd < 0 || perf__owned_fd_held(&t->wakeup[1]);
   if (t->multi && mine) g_api.multi_wakeup(t->multi);
   pthread_mutex_unlock(&t->lock);
 }
@@ -319,7 +318,7 @@ static void destroy(perf__transport_t *base) {
   if (!t) return;
   if (t->curl && !handles_mine(t)) handles_abandon(t);
   for (int i = 0; i < 2; i++)
-    perf__owned_fd_remove(t->wakeup[i]); /* the cleanup closes them */
+    perf__owned_fd_forget(&t->wakeup[i]); /* the cleanup closes them */
   if (t->multi) g_api.multi_cleanup(t->multi);
   if (t->curl) g_api.easy_cleanup(t->curl);
   pthread_mutex_destroy(&t->lock);
@@ -365,8 +364,11 @@ static curl_socket_t open_socket(void *arg, curlsocktype purpose, struct curl_so
   (void)purpose;
   int fd = socket(addr->family, addr->socktype | SOCK_CLOEXEC, addr->protocol);
   if (fd < 0) return CURL_SOCKET_BAD;
-  perf__owned_fd_add(fd);
-  if (t->n_socks < SOCKETS_MAX) t->socks[t->n_socks++] = fd;
+  if (t->n_socks == SOCKETS_MAX) { /* not one libcurl could have asked for: refused */
+    close(fd);
+    return CURL_SOCKET_BAD;
+  }
+  perf__owned_fd_hold(&t->socks[t->n_socks++], fd);
   return fd;
 }
 
@@ -375,21 +377,20 @@ static curl_socket_t open_socket(void *arg, curlsocktype purpose, struct curl_so
 static int close_socket(void *arg, curl_socket_t fd) {
   curl_transport_t *t = arg;
   for (size_t i = 0; i < t->n_socks; i++)
-    if (t->socks[i] == fd) {
+    if (t->socks[i].fd == fd) {
+      perf__owned_fd_release(&t->socks[i]);
       t->socks[i] = t->socks[--t->n_socks];
       break;
     }
-  bool mine = perf__owned_fd_is_mine(fd);
-  perf__owned_fd_remove(fd);
-  return mine ? close(fd) : 0;
+  return 0;
 }
 
 /* Whether every descriptor libcurl holds for t is still the SDK's. */
 static bool handles_mine(curl_transport_t *t) {
   for (size_t i = 0; i < t->n_socks; i++)
-    if (!perf__owned_fd_is_mine(t->socks[i])) return false;
+    if (!perf__owned_fd_held(&t->socks[i])) return false;
   for (int i = 0; i < 2; i++)
-    if (t->wakeup[i] >= 0 && !perf__owned_fd_is_mine(t->wakeup[i])) return false;
+    if (t->wakeup[i].fd >= 0 && !perf__owned_fd_held(&t->wakeup[i])) return false;
   return true;
 }
 
@@ -401,13 +402,11 @@ static void handles_abandon(curl_transport_t *t) {
             "http sink: a descriptor of libcurl's connection was closed by the app; new "
             "connection");
   for (size_t i = 0; i < t->n_socks; i++)
-    forget_fd(t->socks[i]);
+    perf__owned_fd_release(&t->socks[i]);
   t->n_socks = 0;
   pthread_mutex_lock(&t->lock);
-  for (int i = 0; i < 2; i++) {
-    if (t->wakeup[i] >= 0) forget_fd(t->wakeup[i]);
-    t->wakeup[i] = -1;
-  }
+  for (int i = 0; i < 2; i++)
+    perf__owned_fd_release(&t->wakeup[i]);
   t->multi = NULL;
   pthread_mutex_unlock(&t->lock);
   t->curl = NULL;
@@ -416,12 +415,12 @@ static void handles_abandon(curl_transport_t *t) {
 /* A new easy and multi handle for t. Returns 0, or PERF_E_NO_MEMORY with
    neither made. */
 static int handles_new(curl_transport_t *t) {
-  int wakeup[2];
+  perf__owned_fd_t wakeup[2];
   CURLM *multi = multi_new(wakeup);
   CURL *curl = g_api.easy_init();
   if (!multi || !curl) {
     for (int i = 0; i < 2; i++)
-      perf__owned_fd_remove(wakeup[i]);
+      perf__owned_fd_forget(&wakeup[i]);
     if (multi) g_api.multi_cleanup(multi); /* closes its wakeup pair, just made */
     if (curl) g_api.easy_cleanup(curl);
     return PERF_E_NO_MEMORY;
@@ -439,24 +438,16 @@ static int handles_new(curl_transport_t *t) {
    lowest numbers that were free before (another thread opening a socket
    in that instant could be taken for it: it would then only be checked,
    and closed by a forked child). */
-static CURLM *multi_new(int wakeup[2]) {
+static CURLM *multi_new(perf__owned_fd_t wakeup[2]) {
   int free_fds[WAKEUP_CANDIDATES], n = 0;
   for (int fd = 0; n < WAKEUP_CANDIDATES && fd < 1 << 20; fd++)
     if (fcntl(fd, F_GETFD) < 0 && errno == EBADF) free_fds[n++] = fd;
   CURLM *multi = g_api.multi_init();
-  wakeup[0] = wakeup[1] = -1;
+  wakeup[0] = wakeup[1] = (perf__owned_fd_t)PERF__OWNED_FD_NONE;
   for (int i = 0, k = 0; multi && i < n && k < 2; i++) {
     struct stat st;
     if (fstat(free_fds[i], &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
-    wakeup[k++] = free_fds[i];
-    perf__owned_fd_add(free_fds[i]);
+    perf__owned_fd_hold(&wakeup[k++], free_fds[i]);
   }
   return multi;
-}
-
-/* A descriptor libcurl held, closed when it is still the SDK's. */
-static void forget_fd(int fd) {
-  bool mine = perf__owned_fd_is_mine(fd);
-  perf__owned_fd_remove(fd);
-  if (mine) close(fd);
 }

@@ -4,8 +4,9 @@
  * descriptor is the SDK's while it names the file it named when noted; a
  * number closed and reused by another file (as after an app's closefrom
  * and its own opens) is not; close_all closes only what is still the
- * SDK's; the table's capacity. Each case runs in its own process:
- * `test_owned_fds <case>`.
+ * SDK's; the table's capacity; holders (perf__owned_fd_t), each told
+ * about its own file only when two of them noted one number. Each case
+ * runs in its own process: `test_owned_fds <case>`.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -140,11 +141,72 @@ static void case_full_table(void) {
     CHECKF(!is_open(fds[i]), "noted descriptor %d left open", fds[i]);
 }
 
+/* Two parts of the SDK and one number: a holder whose descriptor the app
+   closed (not told yet) and a holder that has just opened a new file and
+   got the same number. Each is told about its own file only: the stale one
+   forgets without closing, and never takes the new holder's slot. */
+static void case_holders_of_one_number(void) {
+  perf__owned_fd_t stale, fresh;
+  int fd = open_file("old");
+  perf__owned_fd_hold(&stale, fd);
+  CHECK(perf__owned_fd_held(&stale));
+  CHECK_EQ_INT(perf__owned_fds_count(), 1);
+  CHECK(!perf__owned_fd_is_mine(fd)); /* number-only calls never see a holder's slot */
+  perf__owned_fd_remove(fd);
+  CHECK_EQ_INT(perf__owned_fds_count(), 1);
+
+  close(fd); /* the app's closefrom */
+  int p[2];
+  CHECK(pipe2(p, O_CLOEXEC) == 0); /* another part's new pipe takes the number */
+  CHECK_EQ_INT(p[0], fd);
+  perf__owned_fd_hold(&fresh, p[0]);
+  CHECK_EQ_INT(perf__owned_fds_count(), 2);
+  CHECK(perf__owned_fd_held(&fresh));
+  CHECK(!perf__owned_fd_held(&stale));
+
+  perf__owned_fd_release(&stale); /* not held: forgotten, not closed */
+  CHECK_EQ_INT(stale.fd, -1);
+  CHECK(is_open(p[0]));
+  CHECK(perf__owned_fd_held(&fresh));
+  CHECK_EQ_INT(perf__owned_fds_count(), 1); /* its own slot went, the new holder's stayed */
+  CHECK(write(p[1], "x", 1) == 1);
+
+  perf__owned_fds_close_all(); /* a fork child: holders' slots are closed too */
+  CHECK(!is_open(p[0]));
+  CHECK(is_open(p[1])); /* never noted */
+  CHECK_EQ_INT(perf__owned_fds_count(), 0);
+
+  perf__owned_fd_t none = PERF__OWNED_FD_NONE;
+  CHECK(!perf__owned_fd_held(&none));
+  perf__owned_fd_release(&none);
+  perf__owned_fd_hold(&none, 1000); /* not open: holds nothing */
+  CHECK(!perf__owned_fd_held(&none));
+  CHECK_EQ_INT(perf__owned_fds_count(), 0);
+}
+
+/* A holder releasing its own file closes it; one whose number the app
+   reused closes nothing. */
+static void case_release_closes_only_its_own(void) {
+  perf__owned_fd_t a, b;
+  int fa = open_file("a"), fb = open_file("b");
+  perf__owned_fd_hold(&a, fa);
+  perf__owned_fd_hold(&b, fb);
+  perf__owned_fd_release(&a);
+  CHECK(!is_open(fa));
+  close(fb);
+  int app = open_file("app");
+  CHECK_EQ_INT(app, fa); /* lowest free */
+  int app2 = open_file("app2");
+  CHECK_EQ_INT(app2, fb);
+  perf__owned_fd_release(&b);
+  CHECK(is_open(app2));
+  CHECK_EQ_INT(perf__owned_fds_count(), 0);
+}
+
 static const test_case_t g_cases[] = {
-    TEST_CASE(add_is_mine_remove),
-    TEST_CASE(reused_number_not_mine),
-    TEST_CASE(close_all_only_mine),
-    TEST_CASE(full_table),
+    TEST_CASE(add_is_mine_remove),    TEST_CASE(reused_number_not_mine),
+    TEST_CASE(close_all_only_mine),   TEST_CASE(full_table),
+    TEST_CASE(holders_of_one_number), TEST_CASE(release_closes_only_its_own),
 };
 
 int main(int argc, char **argv) {

@@ -14,6 +14,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -171,6 +172,18 @@ static void case_curl_transport_after_closefrom(void) {
 
 /* ---- the SDK --------------------------------------------------------------- */
 
+/* The SDK's log lines, printed when a check of the SDK case fails. */
+static char g_log[16384];
+static pthread_mutex_t g_log_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void keep_log(perf_log_level_t level, const char *message, void *user) {
+  (void)level, (void)user;
+  pthread_mutex_lock(&g_log_lock);
+  size_t used = strlen(g_log);
+  snprintf(g_log + used, sizeof g_log - used, "%s\n", message);
+  pthread_mutex_unlock(&g_log_lock);
+}
+
 static CHAIN void appfds_hang(void) {
   CHECK_EQ_INT(perf_sdk_loop_busy(), PERF_OK);
   sleep_ms(120); /* a hang: over the 20 ms threshold */
@@ -188,9 +201,11 @@ static void sdk_app(const char *url, const char *helper) {
   sdk_config_short_hangs(&cfg);
   sdk_config_upload(&cfg, "appfds", url, "k", data_dir);
   cfg.upload_helper = helper;
+  cfg.log_fn = keep_log;
   CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
   CHECK_EQ_INT(perf_sdk_capture_now("before"), PERF_OK);
-  CHECK_EQ_INT(perf_sdk_flush(WAIT_MS), PERF_OK);
+  int rc = perf_sdk_flush(WAIT_MS);
+  CHECKF(rc == PERF_OK, "first flush: %s; the SDK's log:\n%s", perf_strerror(rc), g_log);
   perf_sdk_stats_t st = sdk_stats();
   CHECK_EQ_INT(st.batches_sent, 1);
   app_close_and_open(&f);
@@ -198,7 +213,8 @@ static void sdk_app(const char *url, const char *helper) {
     appfds_hang();
     SDK_WAIT_FOR_STATS(st, st.events_recorded == 2 + (uint64_t)i, WAIT_MS, 5);
   }
-  CHECK_EQ_INT(perf_sdk_flush(WAIT_MS), PERF_OK);
+  rc = perf_sdk_flush(WAIT_MS);
+  CHECKF(rc == PERF_OK, "flush after the close: %s; the SDK's log:\n%s", perf_strerror(rc), g_log);
   app_files_intact(&f);
   CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
   app_files_intact(&f);
