@@ -80,9 +80,12 @@ void perf__owned_fd_add(int fd);
    app's. */
 void perf__owned_fd_remove(int fd);
 
-/* True when `fd` is noted and still names the file it named when noted
-   (same device and inode, by fstat). False when it is closed, replaced by
-   another file, or was never noted. Async-signal-safe (fstat only). */
+/* True when `fd` is noted (by number) and still names the file it named
+   when noted (same device and inode, by fstat). False when it is closed,
+   replaced by another file, or was never noted. Async-signal-safe (fstat
+   only). By number alone: when two parts noted one number (above), the
+   answer may be about the other part's file; a holder is told about its
+   own. */
 bool perf__owned_fd_is_mine(int fd);
 
 /* In a forked child, single-threaded: close every noted descriptor that
