@@ -180,9 +180,12 @@ static char *module_path(const struct dl_phdr_info *info) {
   if (name && name[0]) {
     char resolved[PATH_MAX];
     /* After a chroot the name may not resolve from this root: the kernel's
-       name of the file mapped at the module's first segment instead. */
+       name of the file mapped at the module's first segment instead (not
+       otherwise: a file renamed or deleted since it was loaded stays
+       unreadable under its name). */
     if (realpath(name, resolved) ||
-        perf__mapped_file_path(first_load(info), resolved, sizeof resolved) == 0)
+        (perf__root_changed() &&
+         perf__mapped_file_path(first_load(info), resolved, sizeof resolved) == 0))
       return strdup(resolved);
     return strdup(name);
   }
