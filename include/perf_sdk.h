@@ -277,6 +277,10 @@ typedef void (*perf_log_fn)(perf_log_level_t level, const char *message, void *u
 #define PERF_MAX_TAG_BYTES 128  /* longest tag key or value, NUL excluded */
 #define PERF_MAX_LABEL_BYTES 63 /* longest unit-of-work label kept, NUL excluded */
 
+/* A tag: a key of 1..PERF_MAX_TAG_BYTES bytes without ':' (the
+   collector's tag=key:value filter splits at the first colon; a key with
+   one is PERF_E_INVALID_CONFIG at init), a value of at most
+   PERF_MAX_TAG_BYTES bytes, colons allowed. */
 typedef struct perf_tag_s {
   const char *key;
   const char *value;

@@ -53,6 +53,8 @@ static const char USAGE[] =
     "  --debug-dir DIR   a stripped file is uploaded through its separate debug file,\n"
     "                    found under DIR/.build-id/xx/rest.debug or by its\n"
     "                    .gnu_debuglink (repeatable; /usr/lib/debug is searched too)\n"
+    "  --replace         send every file, replacing a different one the collector has\n"
+    "                    for its build-id (a wrong file uploaded before)\n"
     "  --dry-run         say what would be uploaded; send nothing (no --url needed)\n"
     "  --help            this text\n"
     "Exit: 0 done, 1 a file failed (named on stderr), 2 usage, 3 the collector refused\n"
@@ -66,6 +68,7 @@ typedef struct run_s {
   size_t n_seen;
   unsigned uploaded, present, duplicates, skipped, failed;
   bool refused; /* 401/403 or no answer: stop */
+  bool replace; /* --replace: no lookup, POST ?replace=1 */
 } run_t;
 
 /* What one ELF file is: linked or not, its build-id, whether it carries DWARF. */
@@ -164,7 +167,7 @@ static bool refusal(run_t *run, long status, const char *path, const char *id, c
 /* Ask, then upload when the collector has no file for the id. */
 static void send_debug_info(run_t *run, const char *path, const char *id, const char *upload) {
   char reply[SYMBOLS_REPLY_MAX];
-  long status = symbols_client_lookup(run->client, id, reply);
+  long status = run->replace ? 404 : symbols_client_lookup(run->client, id, reply);
   if (refusal(run, status, path, id, reply)) return;
   if (status == 200) {
     printf("present  %s (build-id %s): the collector has it\n", path, id);
@@ -177,7 +180,7 @@ static void send_debug_info(run_t *run, const char *path, const char *id, const 
     run->failed++;
     return;
   }
-  status = symbols_client_upload(run->client, id, upload, reply);
+  status = symbols_client_upload(run->client, id, upload, run->replace, reply);
   if (refusal(run, status, path, id, reply)) return;
   if (status == 200 || status == 201) {
     printf("uploaded %s (build-id %s%s%s): %s\n", path, id, upload != path ? ", from " : "",
@@ -272,6 +275,7 @@ int main(int argc, char **argv) {
                                            {"key", required_argument, NULL, 'k'},
                                            {"debug-dir", required_argument, NULL, 'd'},
                                            {"dry-run", no_argument, NULL, 'n'},
+                                           {"replace", no_argument, NULL, 'r'},
                                            {"help", no_argument, NULL, 'h'},
                                            {NULL, 0, NULL, 0}};
   run_t run = {0};
@@ -284,6 +288,8 @@ int main(int argc, char **argv) {
       key = optarg;
     else if (opt == 'n')
       dry_run = true;
+    else if (opt == 'r')
+      run.replace = true;
     else if (opt == 'd' && !add_debug_dir(&run, optarg))
       return usage_error("out of memory");
     else if (opt == 'h')

@@ -73,10 +73,10 @@ void symbols_client_free(symbols_client_t *c) {
 }
 
 /* The request set up on c->curl so far, sent: the status or 0. */
-static long perform(symbols_client_t *c, const char *id, struct curl_slist *headers,
-                    char reply[SYMBOLS_REPLY_MAX]) {
+static long perform(symbols_client_t *c, const char *id, const char *query,
+                    struct curl_slist *headers, char reply[SYMBOLS_REPLY_MAX]) {
   char url[1024];
-  snprintf(url, sizeof url, "%s/v1/symbols/%s", c->base, id);
+  snprintf(url, sizeof url, "%s/v1/symbols/%s%s", c->base, id, query);
   reply_buf_t r = {reply, 0};
   reply[0] = '\0';
   curl_easy_setopt(c->curl, CURLOPT_URL, url);
@@ -103,10 +103,10 @@ static long perform(symbols_client_t *c, const char *id, struct curl_slist *head
 long symbols_client_lookup(symbols_client_t *c, const char *id, char reply[SYMBOLS_REPLY_MAX]) {
   curl_easy_reset(c->curl);
   curl_easy_setopt(c->curl, CURLOPT_HTTPGET, 1L);
-  return perform(c, id, c->headers, reply);
+  return perform(c, id, "", c->headers, reply);
 }
 
-long symbols_client_upload(symbols_client_t *c, const char *id, const char *path,
+long symbols_client_upload(symbols_client_t *c, const char *id, const char *path, bool replace,
                            char reply[SYMBOLS_REPLY_MAX]) {
   FILE *f = fopen(path, "rb");
   struct stat st;
@@ -131,7 +131,7 @@ long symbols_client_upload(symbols_client_t *c, const char *id, const char *path
     curl_easy_setopt(c->curl, CURLOPT_POST, 1L);
     curl_easy_setopt(c->curl, CURLOPT_READDATA, f);
     curl_easy_setopt(c->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)st.st_size);
-    status = perform(c, id, headers, reply);
+    status = perform(c, id, replace ? "?replace=1" : "", headers, reply);
   }
   curl_slist_free_all(headers);
   fclose(f);

@@ -7,6 +7,7 @@
 #ifndef PERF_TOOLS_SYMBOLS_HTTP_H
 #define PERF_TOOLS_SYMBOLS_HTTP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #define SYMBOLS_REPLY_MAX 400
@@ -23,10 +24,11 @@ void symbols_client_free(symbols_client_t *c);
    no answer came; reply gets the answer's text (or curl's error). */
 long symbols_client_lookup(symbols_client_t *c, const char *id, char reply[SYMBOLS_REPLY_MAX]);
 
-/* POST /v1/symbols/<id> with the file at path as the body: the status
-   (201 stored, 200 the same file was there), 0 when no answer came or the
-   file could not be read; reply as above. */
-long symbols_client_upload(symbols_client_t *c, const char *id, const char *path,
+/* POST /v1/symbols/<id> with the file at path as the body (replace:
+   ?replace=1, a different file stored for id is replaced): the status
+   (201 stored, 200 the same file was there or it replaced one), 0 when no
+   answer came or the file could not be read; reply as above. */
+long symbols_client_upload(symbols_client_t *c, const char *id, const char *path, bool replace,
                            char reply[SYMBOLS_REPLY_MAX]);
 
 #endif

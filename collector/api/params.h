@@ -22,7 +22,8 @@ typedef const char *(*query_arg_fn)(void *ctx, const char *name, size_t nth);
 /* The filters of the stack exports (export/folded, flame, pprof, states):
    kind (required, hang|cpu), app, version, environment, host, tag
    (key:value, repeatable, at most STORE_MAX_TAG_FILTERS, split at the first
-   colon, the key not empty), from, to (unix milliseconds, inclusive),
+   colon no backslash escapes, the key not empty; in the key backslash-colon
+   is a colon and two backslashes one), from, to (unix milliseconds, inclusive),
    group, label into *q (pointing into the arguments' text). 0, or 400 with
    *body the JSON error naming the parameter (malloc'ed, the caller frees). */
 unsigned query_stack_filters(query_arg_fn arg, void *ctx, store_top_query_t *q, char **body);
@@ -38,6 +39,14 @@ unsigned query_limit(query_arg_fn arg, void *ctx, long long *limit, char **body)
 /* A decimal integer in 0..max (digits only: no sign, no spaces, no hex);
    false when text is not one. */
 bool query_parse_uint(const char *text, long long max, long long *out);
+
+/* One query-string argument checked before any handler reads it: a name
+   and a value that are UTF-8 text (a percent-escape such as %FF decodes to
+   bytes that are not, which no stored text can match and JSON cannot
+   carry). 0, or 400 with *body the JSON error naming the parameter (its
+   bad bytes shown as U+FFFD; malloc'ed, the caller frees). value may be
+   NULL ("?name" without "="). */
+unsigned query_check_text(const char *name, const char *value, char **body);
 
 /* {"error":"<text>"} (malloc'ed, the caller frees; NULL when out of memory). */
 char *query_error_json(const char *text);

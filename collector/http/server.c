@@ -334,6 +334,28 @@ static const char *query_arg(void *ctx, const char *name, size_t nth) {
   return a.value;
 }
 
+/* The first query argument that is not UTF-8 text, refused once here for
+   every route (query_check_text): *body its JSON error. */
+typedef struct text_check_s {
+  unsigned status;
+  char *body;
+} text_check_t;
+
+static enum MHD_Result check_text(void *cls, enum MHD_ValueKind kind, const char *key,
+                                  const char *value) {
+  (void)kind;
+  text_check_t *t = cls;
+  t->status = query_check_text(key, value, &t->body);
+  return t->status ? MHD_NO : MHD_YES;
+}
+
+static unsigned query_text_status(struct MHD_Connection *conn, char **body) {
+  text_check_t t = {0, NULL};
+  MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, check_text, &t);
+  *body = t.body;
+  return t.status;
+}
+
 /* The API needs the read scope; its refusals are JSON. */
 static bool api_denied(const server_t *s, struct MHD_Connection *conn) {
   const char *why;
@@ -360,8 +382,11 @@ static enum MHD_Result serve_api(server_t *s, struct MHD_Connection *conn, const
   uint8_t *bytes = NULL;
   char *text = NULL;
   size_t len = 0;
-  unsigned status;
-  if (r->bytes) {
+  unsigned status = query_text_status(conn, &text);
+  if (status) {
+    bytes = (uint8_t *)text;
+    len = text ? strlen(text) : 0;
+  } else if (r->bytes) {
     status = r->bytes(s->ingest.ops, s->ingest.store, query_arg, conn, &bytes, &len);
   } else {
     status = r->text ? r->text(s->ingest.ops, s->ingest.store, query_arg, conn, &text)
@@ -399,10 +424,16 @@ static enum MHD_Result check_symbols_headers(server_t *s, struct MHD_Connection 
            respond_text(conn, 403,
                         "a write in open mode needs Content-Type application/octet-stream (a "
                         "cross-site page cannot send it)");
+  const char *replace = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "replace");
+  bool keep = !replace || strcmp(replace, "0") == 0;
+  if (!keep && strcmp(replace, "1") != 0)
+    return rq->responded = true,
+           respond_text(conn, 400, "parameter replace: must be 1 (replace a stored file) or 0");
   upload_reply_t reply;
-  rq->upload = symbols_upload_begin(
-      s->opts->symbols_dir, id_text, header(conn, MHD_HTTP_HEADER_CONTENT_LENGTH),
-      s->opts->max_symbols_bytes, s->opts->max_symbols_dir_bytes, &reply);
+  rq->upload = symbols_upload_begin(s->opts->symbols_dir, id_text,
+                                    header(conn, MHD_HTTP_HEADER_CONTENT_LENGTH),
+                                    s->opts->max_symbols_bytes, s->opts->max_symbols_dir_bytes,
+                                    keep ? SYMBOL_KEEP : SYMBOL_REPLACE, &reply);
   if (rq->upload) return MHD_YES;
   rq->responded = true;
   return respond_upload(conn, &reply);

@@ -86,12 +86,14 @@ typedef struct frame_ctx_s {
   symbolizer_t *symbols;
   char unresolved[MAX_UNRESOLVED][SYMBOL_ID_MAX_HEX + 1]; /* build-ids without a debug file */
   size_t n_unresolved;
-  uint64_t named, unnamed;        /* frames the device did not name, named here or not */
-  stack_built_t *building;        /* the stack being built: its build-ids without a debug file */
-  bool overflow;                  /* more of them than it keeps */
-  stack_cache_t *cache;           /* built stacks by input (may be NULL) */
-  symbol_t sym;                   /* one lookup's answer */
-  struct frame_key_s *frame_keys; /* per frame of bt, its part of a stack's key, once made */
+  uint64_t named, unnamed; /* frames the device did not name, named here or not */
+  stack_built_t *building; /* the stack being built: its build-ids without a debug file */
+  bool overflow;           /* more of them than it keeps */
+  stack_cache_t *cache;    /* built stacks by input (may be NULL) */
+  symbol_t sym;            /* one lookup's answer */
+  char unusable[SYMBOL_ID_MAX_HEX + 1]; /* a build-id whose answer could not be stored */
+  uint64_t n_unusable;                  /* frames kept as the device named them for that */
+  struct frame_key_s *frame_keys;       /* per frame of bt, its part of a stack's key, once made */
 } frame_ctx_t;
 
 static void hex_of(const uint8_t *bytes, size_t n, char *out) {
@@ -127,7 +129,7 @@ static void note_stack_unresolved(frame_ctx_t *fc, const char *id) {
    address - 1); the collector's answer replaces the device's. True when
    the debug file named it. */
 static bool symbolize_frame(frame_ctx_t *fc, json_t *o, uint64_t address, size_t depth,
-                            const char *id, int *err) {
+                            const char *id) {
   if (!fc->symbols || !id[0]) return false;
   uint64_t ret = depth && address ? 1 : 0;
   int rc = symbolizer_lookup(fc->symbols, id, address - ret, &fc->sym);
@@ -136,8 +138,12 @@ static bool symbolize_frame(frame_ctx_t *fc, json_t *o, uint64_t address, size_t
     note_stack_unresolved(fc, id);
   }
   if (rc != SYMBOLIZE_FOUND) return false;
-  *err |= frame_json_set_symbol(o, &fc->sym, ret);
-  return true;
+  if (frame_json_set_symbol(o, &fc->sym, ret) == 0) return true;
+  /* The frame stays as the device named it (set_symbol left it so): one
+     debug file's bad answer never refuses the batch. */
+  snprintf(fc->unusable, sizeof fc->unusable, "%s", id);
+  fc->n_unusable++;
+  return false;
 }
 
 /* A line of the device's chain (Frame.lines) set on o: function, linkage
@@ -189,7 +195,7 @@ static json_t *frame_json(frame_ctx_t *fc, uint32_t index, size_t depth) {
   if (m && m->executable) err |= json_object_set_new(o, "executable", json_true());
   if (fn && sys) err |= json_object_set_new(o, "system_name", json_string(sys));
   if (fn) err |= set_device_lines(bt, o, f);
-  bool here = !err && symbolize_frame(fc, o, f->address, depth, id, &err);
+  bool here = !err && symbolize_frame(fc, o, f->address, depth, id);
   if (!fn && here)
     fc->named++;
   else if (!fn)
@@ -236,6 +242,22 @@ static int build_fresh(frame_ctx_t *fc, const Perf__V1__Stack *s, stack_built_t 
   json_decref(labels);
   snprintf(out->signature, sizeof out->signature, "%016llx", (unsigned long long)h);
   return out->frames_json && out->labels && out->names_json ? 0 : -1;
+}
+
+/* The stack's row again without the debug files, as the device named its
+   frames, when building it with their answers failed: what a debug file
+   says can never keep a batch from being stored. Logged. */
+static int build_unnamed(frame_ctx_t *fc, const Perf__V1__Stack *s, stack_built_t *out) {
+  stack_built_release(out);
+  memset(out, 0, sizeof *out);
+  symbolizer_t *symbols = fc->symbols;
+  fc->symbols = NULL;
+  int rc = build_fresh(fc, s, out);
+  fc->symbols = symbols;
+  fprintf(stderr, "perf-collector: a stack could not be stored with its debug files' names; %s\n",
+          rc == 0 ? "stored as the device named it" : "nor as the device named it (out of memory)");
+  fc->overflow = true; /* not cached: the next batch tries the debug files again */
+  return rc;
 }
 
 /* The stack cache's key: 128 bits over everything build_fresh reads. */
@@ -330,6 +352,11 @@ static int build_stack(frame_ctx_t *fc, const Perf__V1__Stack *s, store_stack_t 
     fc->building = &b;
     fc->overflow = false;
     int rc = build_fresh(fc, s, &b);
+    if (rc != 0 && fc->symbols) {
+      fc->named = named0;
+      fc->unnamed = unnamed0;
+      rc = build_unnamed(fc, s, &b);
+    }
     fc->building = NULL;
     b.named = (uint32_t)(fc->named - named0);
     b.unnamed = (uint32_t)(fc->unnamed - unnamed0);
@@ -706,7 +733,10 @@ static unsigned fit_limits(const ingest_target_t *t, Perf__V1__Batch *bt, ingest
 static unsigned store_batch(const ingest_target_t *t, const Perf__V1__Batch *bt,
                             ingest_result_t *res) {
   record_t r;
-  int rc = build_record(t, bt, &r) == 0 ? t->ops->put_batch(t->store, &r.batch) : STORE_ERROR;
+  char batch_hex[2 * STORE_BATCH_ID_BYTES + 1];
+  hex_of(bt->batch_id.data, STORE_BATCH_ID_BYTES, batch_hex);
+  bool built = build_record(t, bt, &r) == 0;
+  int rc = built ? t->ops->put_batch(t->store, &r.batch) : STORE_ERROR;
   record_free(&r);
   /* After the store: a rename the resymbolizer starts from now on sees
      these stacks. */
@@ -715,7 +745,16 @@ static unsigned store_batch(const ingest_target_t *t, const Perf__V1__Batch *bt,
   if (rc == STORE_OK) metrics_frames_symbolized(r.frames.named, r.frames.unnamed);
   if (rc == STORE_OK) metrics_sdk_drops(r.batch.drops); /* a duplicate's were counted once */
   if (rc == STORE_OK && r.batch.loop_stats) metrics_loop_stats(r.batch.loop_stats);
-  if (rc == STORE_ERROR) return set_result(res, 503, REJECT_STORE_ERROR, "store failed"), 503;
+  if (r.frames.n_unusable)
+    fprintf(stderr,
+            "perf-collector: batch %s: %llu frames of build-id %s kept as the device named them: "
+            "the debug file's answer could not be stored\n",
+            batch_hex, (unsigned long long)r.frames.n_unusable, r.frames.unusable);
+  if (rc == STORE_ERROR) {
+    fprintf(stderr, "perf-collector: batch %s: not stored (503): %s\n", batch_hex,
+            built ? "the store failed (said above)" : "out of memory building its rows");
+    return set_result(res, 503, REJECT_STORE_ERROR, "store failed"), 503;
+  }
   if (rc == STORE_LOST)
     return set_result(res, 503, REJECT_DB_LOST, "the database file was deleted or replaced"), 503;
   res->status = 200;

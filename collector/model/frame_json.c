@@ -25,6 +25,7 @@ static json_t *debug_text(const char *s) {
 }
 
 static int set_line(json_t *o, const symbol_line_t *l) {
+  if (!l->function) return -1;
   int err = json_object_set_new(o, "function", debug_text(l->function));
   if (l->system_name) err |= json_object_set_new(o, "system_name", debug_text(l->system_name));
   if (l->file && l->line)
@@ -33,14 +34,14 @@ static int set_line(json_t *o, const symbol_line_t *l) {
   return err ? -1 : 0;
 }
 
-int frame_json_set_symbol(json_t *frame, const symbol_t *sym, uint64_t ret) {
-  if (!sym->count) return 0;
-  static const char *const OLD[] = {"function", "system_name", "file", "line", "inlined"};
-  for (size_t i = 0; i < sizeof OLD / sizeof OLD[0]; i++)
-    json_object_del(frame, OLD[i]);
-  int err = set_line(frame, &sym->lines[sym->count - 1]) |
-            json_object_set_new(frame, "offset", json_integer((json_int_t)(sym->offset + ret)));
-  if (sym->count > 1) {
+/* The answer's fields as an object of their own: the frame is changed
+   only once all of them were made. NULL when one could not be. */
+static json_t *symbol_fields(const symbol_t *sym, uint64_t ret) {
+  json_t *o = json_object();
+  int err = o ? set_line(o, &sym->lines[sym->count - 1]) |
+                    json_object_set_new(o, "offset", json_integer((json_int_t)(sym->offset + ret)))
+              : -1;
+  if (sym->count > 1 && !err) {
     json_t *inlined = json_array();
     err |= inlined ? 0 : -1;
     for (size_t i = 0; inlined && i + 1 < sym->count; i++) {
@@ -48,8 +49,21 @@ int frame_json_set_symbol(json_t *frame, const symbol_t *sym, uint64_t ret) {
       err |= !l || set_line(l, &sym->lines[i]) != 0 ? -1 : 0;
       err |= json_array_append_new(inlined, l);
     }
-    err |= json_object_set_new(frame, "inlined", inlined);
+    err |= json_object_set_new(o, "inlined", inlined);
   }
+  if (err) json_decref(o);
+  return err ? NULL : o;
+}
+
+int frame_json_set_symbol(json_t *frame, const symbol_t *sym, uint64_t ret) {
+  if (!sym->count) return 0;
+  json_t *fields = symbol_fields(sym, ret);
+  if (!fields) return -1;
+  static const char *const OLD[] = {"function", "system_name", "file", "line", "inlined"};
+  for (size_t i = 0; i < sizeof OLD / sizeof OLD[0]; i++)
+    json_object_del(frame, OLD[i]);
+  int err = json_object_update(frame, fields);
+  json_decref(fields);
   return err ? -1 : 0;
 }
 

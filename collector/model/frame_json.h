@@ -37,8 +37,9 @@
 
 /* Set the collector's answer on a stored frame object: the physical
    function, its offset (+ ret: a return address looked up at address -
-   1), file:line and the inlined functions, replacing what it had. 0 or -1
-   (out of memory). */
+   1), file:line and the inlined functions, replacing what it had. 0, or
+   -1 with the frame left as it was (out of memory, or a line without a
+   function). */
 int frame_json_set_symbol(json_t *frame, const symbol_t *sym, uint64_t ret);
 
 /* The stored object closing a stack that ended early; NULL for end 0

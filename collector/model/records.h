@@ -150,7 +150,8 @@ typedef struct store_batch_s {
   const store_loop_stats_t *loop_stats; /* NULL: the batch carried none */
 } store_batch_t;
 
-#define STORE_MAX_TAG_FILTERS 4 /* tags a query may require at once */
+#define STORE_MAX_TAG_FILTERS 4       /* tags a query may require at once */
+#define STORE_TAG_KEY_ESCAPED_MAX 256 /* an escaped filter key's bytes, unescaped */
 
 /* The rows the top-stacks aggregation (query.c) reads. kind "hang" takes
    events of kind hang and fatal_hang, grouped by their group_sig; "cpu"
@@ -168,6 +169,9 @@ typedef struct store_top_query_s {
   const char *label; /* NULL, or only events with this label (not for drops) */
   store_tag_t tags[STORE_MAX_TAG_FILTERS];
   size_t n_tags;
+  /* The keys of tag filters written with escapes, unescaped: tags[i].key
+     points here for those (so a copy of the query must not outlive it). */
+  char tag_keys[STORE_MAX_TAG_FILTERS][STORE_TAG_KEY_ESCAPED_MAX];
 } store_top_query_t;
 
 /* The SDK's drop counters summed over the batches of a query (drops). */

@@ -24,10 +24,24 @@ static void end_on_character(char *out) {
   out[at] = '\0';
 }
 
+/* A label made whole UTF-8 text: a name that is not (a mangled name whose
+   length prefix cuts a repaired character, as the demangler reads it, or
+   a name from a hostile debug file) gets U+FFFD for its bad bytes, so a
+   label always goes into JSON. Without memory it ends before the first
+   bad byte. */
+static void keep_utf8(char *out, size_t size) {
+  if (perf__utf8_valid(out)) return;
+  char *clean = perf__utf8_sanitize(out);
+  if (clean) snprintf(out, size, "%s", clean);
+  free(clean);
+  end_on_character(out);
+}
+
 void perf__frame_label(char *out, size_t size, const char *function, const char *module,
                        const char *address) {
   if (function && *function) {
     if ((size_t)snprintf(out, size, "%s", function) >= size) end_on_character(out);
+    keep_utf8(out, size);
     return;
   }
   if (!module) module = "??";
@@ -35,6 +49,7 @@ void perf__frame_label(char *out, size_t size, const char *function, const char 
   if ((size_t)snprintf(out, size, "%s+%s", slash ? slash + 1 : module, address ? address : "0x0") >=
       size)
     end_on_character(out);
+  keep_utf8(out, size);
 }
 
 void perf__group_label(char *out, size_t size, const char *function, const char *module,
@@ -49,6 +64,7 @@ void perf__group_label(char *out, size_t size, const char *function, const char 
   perf__sym_base_name(name, out, size);
   if (!out[0]) snprintf(out, size, "%s", name); /* a name that is all suffix stays as it is */
   if (strlen(name) >= size) end_on_character(out);
+  keep_utf8(out, size);
   free(demangled);
 }
 

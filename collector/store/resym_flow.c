@@ -4,6 +4,7 @@
  */
 #include "collector/store/resym_flow.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,11 +26,15 @@ static int rename_matching(const resym_steps_t *s, const char *needle, const sto
   resym_stack_t *m = NULL;
   size_t n = 0;
   int rc = s->matching(s->ctx, needle, &m, &n);
+  size_t kept = 0;
   for (size_t i = 0; rc == 0 && i < n; i++) {
     store_stack_t stack = {0};
     store_group_t group = {0};
+    /* A stack the renamer fails on keeps its frames; the others are
+       renamed all the same (a failure here would refuse every later
+       rename of the build-id). */
     int changed = r->rename_stack(r->user, m[i].frames_json, &stack, &group);
-    if (changed < 0) rc = -1;
+    if (changed < 0) kept++;
     if (changed > 0) {
       rc = apply_rename(s, &m[i], &stack, &group);
       (*renamed)++;
@@ -40,6 +45,11 @@ static int rename_matching(const resym_steps_t *s, const char *needle, const sto
   for (size_t i = 0; i < n; i++)
     free(m[i].signature), free(m[i].frames_json);
   free(m);
+  if (kept)
+    fprintf(stderr,
+            "perf-collector: re-symbolization kept %zu stored stacks as they were: "
+            "renaming them ran out of memory\n",
+            kept);
   return rc;
 }
 

@@ -64,7 +64,8 @@ typedef struct resym_steps_s {
   int (*set_group)(void *ctx, int64_t id, const char *group);
 } resym_steps_t;
 
-/* Run the flow: 0 with *renamed the stacks renamed (the backend then does
+/* Run the flow: 0 with *renamed the stacks renamed (a stack the renamer
+   fails on is kept as it was, logged; the backend then does
    its own end when *renamed > 0), or -1 (the backend rolls back). */
 int resym_flow_run(const resym_steps_t *s, const char *needle, const store_renamer_t *r,
                    uint64_t *renamed);

@@ -105,7 +105,10 @@ static bool install_copy(resymbolizer_t *r, const char *id, int in) {
   bool ok = lseek(in, 0, SEEK_SET) == 0; /* libdebuginfod's fd may be where it stopped writing */
   while (ok && (n = read(in, buf, sizeof buf)) != 0)
     ok = n > 0 && write(out, buf, (size_t)n) == n;
-  unsigned status = ok ? symbol_file_install(dir, id, out, tmp, reason, sizeof reason) : 500;
+  bool replaced;
+  unsigned status =
+      ok ? symbol_file_install(dir, id, out, tmp, SYMBOL_KEEP, &replaced, reason, sizeof reason)
+         : 500;
   if (!ok) unlink(tmp);
   close(out);
   if (status >= 400)

@@ -27,8 +27,10 @@ static bool name_frame(symbolizer_t *symbols, symbol_t *sym, json_t *f, size_t d
   if (symbolizer_lookup(symbols, id, address - ret, sym) != SYMBOLIZE_FOUND) return false;
   json_t *before = json_deep_copy(f);
   if (!before) return *err = -1, false;
-  *err |= frame_json_set_symbol(f, sym, ret);
-  bool changed = !json_equal(before, f);
+  /* An answer that cannot be stored leaves the frame as it was (set_symbol
+     keeps it so): the stack's other frames, and the other stacks, are
+     still renamed. */
+  bool changed = frame_json_set_symbol(f, sym, ret) == 0 && !json_equal(before, f);
   json_decref(before);
   return changed;
 }

@@ -128,22 +128,38 @@ static int fsync_dir_of(const char *path) {
   return rc;
 }
 
+/* id's stored file replaced by tmp_path's (fd): renamed over it. */
+static unsigned replace_file(int fd, const char *tmp_path, const char *path, char *reason,
+                             size_t reason_size) {
+  if (fsync(fd) != 0 || rename(tmp_path, path) != 0) {
+    snprintf(reason, reason_size, "cannot replace the stored file: %s", strerror(errno));
+    return 500;
+  }
+  fsync_dir_of(path);
+  return 200;
+}
+
 unsigned symbol_file_install(const char *dir, const char *id, int fd, const char *tmp_path,
-                             char *reason, size_t reason_size) {
+                             symbol_install_mode_t mode, bool *replaced, char *reason,
+                             size_t reason_size) {
   char path[4096];
   unsigned status = 500;
   struct stat st;
+  *replaced = false;
   if (!symbol_file_path(dir, id, path, sizeof path))
     snprintf(reason, reason_size, "symbols path too long");
   else if (check_elf(fd, id, reason, reason_size) != 0)
     status = 400;
   else if (same_bytes(fd, path))
     status = 200;
+  else if (mode == SYMBOL_REPLACE && lstat(path, &st) == 0 && S_ISREG(st.st_mode))
+    *replaced = (status = replace_file(fd, tmp_path, path, reason, reason_size)) == 200;
   else if (lstat(path, &st) == 0 || errno != ENOENT)
     status = 409, snprintf(reason, reason_size,
                            "a different debug file is stored for build-id %s already; a build-id's "
-                           "debug file never changes once stored",
-                           id);
+                           "debug file never changes unless replaced on purpose: POST "
+                           "/v1/symbols/%s?replace=1",
+                           id, id);
   /* link(), not rename(): an upload of the same id that got here first is
      never replaced (EEXIST), so the check above cannot race. */
   else if (fsync(fd) != 0 || make_parents(path) != 0 || link(tmp_path, path) != 0)
@@ -154,7 +170,7 @@ unsigned symbol_file_install(const char *dir, const char *id, int fd, const char
              strerror(errno));
   else
     status = 201, fsync_dir_of(path);
-  unlink(tmp_path);
+  unlink(tmp_path); /* renamed away already after a replacement: ENOENT */
   return status;
 }
 

@@ -32,13 +32,23 @@ bool symbol_file_path(const char *dir, const char *id, char *out, size_t size);
    failure (errno set). */
 int symbol_file_temp(const char *dir, char *path, size_t size);
 
+/* How an upload meets a file stored for its build-id already. */
+typedef enum symbol_install_mode {
+  SYMBOL_KEEP = 0, /* a build-id's file never changes: a different one is 409 */
+  SYMBOL_REPLACE,  /* a different one replaces it (the stored file was wrong) */
+} symbol_install_mode_t;
+
 /* Check the file at tmp_path (open as fd) and move it into place for id.
-   Returns 201 (installed), 200 (the same bytes were there already), 400
-   (not an ELF file, no build-id note, or a different one), 409 (a
-   different file is stored for id: a build-id's file is immutable) or 500
-   (I/O error); the reason in reason; tmp is removed in every case. */
+   Returns 201 (installed where there was none), 200 (the same bytes were
+   there already, or under SYMBOL_REPLACE a different file was replaced:
+   *replaced says which), 400 (not an ELF file, no build-id note, or a
+   different one: what is stored stays), 409 (SYMBOL_KEEP and a different
+   file is stored for id) or 500 (I/O error); the reason in reason; tmp is
+   removed in every case. A replacement is renamed over the stored file:
+   a reader opens the old file or the new one, never a mix. */
 unsigned symbol_file_install(const char *dir, const char *id, int fd, const char *tmp_path,
-                             char *reason, size_t reason_size);
+                             symbol_install_mode_t mode, bool *replaced, char *reason,
+                             size_t reason_size);
 
 /* Bytes of the files under <dir>/.build-id (the debug files and
    temporary uploads), for the quota; 0 when there is no such directory.

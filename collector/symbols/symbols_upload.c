@@ -22,6 +22,7 @@ struct symbols_upload_s {
   int fd;
   size_t max, written, discarded;
   uint64_t room, quota; /* the quota, and what was left of it when the upload began */
+  symbol_install_mode_t mode;
   bool over_limit, over_quota, io_error;
 };
 
@@ -43,7 +44,7 @@ static void quota_full(upload_reply_t *r, uint64_t quota) {
 
 symbols_upload_t *symbols_upload_begin(const char *dir, const char *id_text,
                                        const char *content_length, size_t max_bytes, uint64_t quota,
-                                       upload_reply_t *reply) {
+                                       symbol_install_mode_t mode, upload_reply_t *reply) {
   char id[SYMBOL_ID_MAX_HEX + 1];
   if (!symbol_id_parse(id_text, strlen(id_text), id)) {
     set_reply(reply, 400, SYMBOL_ID_BAD_TEXT);
@@ -56,7 +57,13 @@ symbols_upload_t *symbols_upload_begin(const char *dir, const char *id_text,
      idempotent re-upload (--max-symbols-bytes still caps it). */
   char stored[4096];
   struct stat st;
-  if (symbol_file_path(dir, id, stored, sizeof stored) && stat(stored, &st) == 0) room = UINT64_MAX;
+  bool is_stored = symbol_file_path(dir, id, stored, sizeof stored) && stat(stored, &st) == 0;
+  if (is_stored && mode == SYMBOL_KEEP) room = UINT64_MAX;
+  /* A replacement frees the stored file's bytes as it takes its place. */
+  if (is_stored && mode == SYMBOL_REPLACE) {
+    uint64_t others = used > (uint64_t)st.st_size ? used - (uint64_t)st.st_size : 0;
+    room = others < quota ? quota - others : 0;
+  }
   if (content_length) {
     char *end;
     errno = 0;
@@ -74,6 +81,7 @@ symbols_upload_t *symbols_upload_begin(const char *dir, const char *id_text,
   u->max = max_bytes;
   u->room = room;
   u->quota = quota;
+  u->mode = mode;
   memcpy(u->id, id, sizeof id);
   if ((u->fd = symbol_file_temp(dir, u->tmp, sizeof u->tmp)) < 0) {
     snprintf(reply->text, sizeof reply->text, "cannot create a file in %s: %s", dir,
@@ -136,7 +144,9 @@ void symbols_upload_finish(symbols_upload_t *u, resymbolizer_t *resym, upload_re
   }
   atomic_fetch_sub(&g_in_flight, u->written);
   char reason[300] = "";
-  reply->status = symbol_file_install(u->dir, u->id, u->fd, u->tmp, reason, sizeof reason);
+  bool replaced;
+  reply->status =
+      symbol_file_install(u->dir, u->id, u->fd, u->tmp, u->mode, &replaced, reason, sizeof reason);
   close(u->fd);
   if (reply->status >= 400) {
     snprintf(reply->text, sizeof reply->text, "%s", reason);
@@ -145,8 +155,12 @@ void symbols_upload_finish(symbols_upload_t *u, resymbolizer_t *resym, upload_re
     uint64_t renamed = 0;
     int rc = resym ? resymbolizer_apply(resym, u->id, &renamed) : STORE_OK;
     if (rc != STORE_OK) resymbolizer_want(resym, u->id); /* the background thread retries */
+    if (replaced) fprintf(stderr, "perf-collector: symbols %s: debug file replaced\n", u->id);
     snprintf(reply->text, sizeof reply->text, "%s %s; %llu stored stacks renamed%s",
-             reply->status == 201 ? "stored" : "already stored", u->id, (unsigned long long)renamed,
+             reply->status == 201 ? "stored"
+             : replaced           ? "replaced"
+                                  : "already stored",
+             u->id, (unsigned long long)renamed,
              rc == STORE_OK ? "" : " (store failed: retried later)");
   }
   free(u);

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "collector/symbols/resymbolize.h"
+#include "collector/symbols/symbol_files.h"
 
 typedef struct symbols_upload_s symbols_upload_t;
 
@@ -23,17 +24,20 @@ typedef struct upload_reply_s {
 } upload_reply_t;
 
 /* From the headers: id_text the URL's build-id, content_length the header
-   (NULL: chunked), quota the symbols directory's (--max-symbols-dir-bytes:
+   (NULL: chunked), mode whether a different file stored for the build-id
+   is replaced (?replace=1: SYMBOL_REPLACE) or kept (409), quota the
+   symbols directory's (--max-symbols-dir-bytes:
    the files already there and the uploads in flight count; not applied
-   when the build-id's file is stored already, as such an upload is only
-   compared with it: 200 or 409, nothing stays). NULL with
+   when the build-id's file is stored already and mode is SYMBOL_KEEP, as
+   such an upload is only compared with it: 200 or 409, nothing stays; a
+   replacement counts what it adds over the stored file). NULL with
    *reply filled when refused (400 bad id, 413 declared too large, 507 the
    declared size does not fit the quota, 500 no temporary file). A body
    that passes the quota while it arrives is discarded and answered 507;
    nothing of it stays on disk. */
 symbols_upload_t *symbols_upload_begin(const char *dir, const char *id_text,
                                        const char *content_length, size_t max_bytes, uint64_t quota,
-                                       upload_reply_t *reply);
+                                       symbol_install_mode_t mode, upload_reply_t *reply);
 
 /* A chunk of the body; false when the connection should be closed (far
    over the cap: twice it). */

@@ -15,6 +15,7 @@
 
 #include "sdk/base/clock.h"
 #include "sdk/base/fileio.h"
+#include "sdk/base/hex.h"
 #include "sdk/base/log.h"
 #include "sdk/pipeline/event_encode.h"
 #include "sdk/pipeline/unsent_drops.h"
@@ -24,6 +25,15 @@
 #include "sdk/wire/spool.h"
 #include "uploader/transport.h"
 #include "uploader/uploader.h"
+
+/* A closed batch kept in its journal until the spool takes it. */
+typedef struct pending_s {
+  uint8_t id[PERF__BATCH_ID_BYTES];
+  size_t events;
+} pending_t;
+
+/* How often the pending journals are tried again while no batch closes. */
+#define RETRY_NS (1000 * 1000000LL)
 
 struct perf__batch_sink_s {
   const perf__config_t *cfg;
@@ -43,7 +53,13 @@ struct perf__batch_sink_s {
   perf__journal_t journal;
   uint8_t open_id[PERF__BATCH_ID_BYTES]; /* the open batch's id, chosen at its first event */
   uint64_t journal_max;                  /* bytes: the open batch is closed before more */
+  bool journal_gap;                      /* a record of the open batch is not in its journal */
   atomic_bool put_failed;                /* a batch could not be written since the last flush */
+  /* Closed batches the spool could not take (disk full, I/O error), kept
+     in their journals, oldest first, written when the spool takes them. */
+  pending_t pending[PERF__PENDING_JOURNALS_MAX];
+  size_t n_pending;
+  int64_t retry_at; /* monotonic ns: the next try */
 };
 
 /* A journal's records before it is replayed: several batch_max_bytes, as
@@ -63,10 +79,15 @@ static void open_journal(perf__batch_sink_t *s);
 static int put_batch(perf__batch_sink_t *s, const uint8_t id[PERF__BATCH_ID_BYTES], size_t events);
 static void replay_journals(perf__batch_sink_t *s);
 static void save_drops(perf__batch_sink_t *s);
-static void replay_found(void *ctx, const char *path, const uint8_t id[16]);
+static void replay_found(void *ctx, const char *name, const uint8_t id[16]);
+static int replay_journal(perf__batch_sink_t *s, const char *name, const uint8_t id[16],
+                          size_t *events);
+static bool keep_pending(perf__batch_sink_t *s, int err, size_t events);
+static void retry_pending(perf__batch_sink_t *s);
+static int spool_fd(perf__batch_sink_t *s);
 static int replay_record(void *ctx, const uint8_t *payload, size_t len);
 
-int perf__batch_sink_open(const perf__config_t *cfg, perf__stats_t *stats,
+int perf__batch_sink_open(const perf__config_t *cfg, perf__stats_t *stats, perf__dir_t *root,
                           perf__batch_sink_t **out) {
   perf__batch_sink_t *s = calloc(1, sizeof *s);
   if (!s) return PERF_E_NO_MEMORY;
@@ -84,8 +105,8 @@ int perf__batch_sink_open(const perf__config_t *cfg, perf__stats_t *stats,
      them (its code would stay resident where the app maps libzstd itself:
      docs/operations.md, "Side effects on the app"). */
   bo.uncompressed = cfg->sink == PERF_SINK_FILE;
-  perf__spool_options_t so = {dir, cfg->spool_max_bytes, cfg->spool_max_files, cfg->spool_max_age_s,
-                              NULL};
+  perf__spool_options_t so = {
+      dir, cfg->spool_max_bytes, cfg->spool_max_files, cfg->spool_max_age_s, NULL, root};
   perf__batch_resource_t res;
   perf__config_batch_resource(cfg, &res);
   s->journal = (perf__journal_t)PERF__JOURNAL_INIT;
@@ -97,7 +118,8 @@ int perf__batch_sink_open(const perf__config_t *cfg, perf__stats_t *stats,
   if (!err && !(s->jencoder = perf__event_encoder_new())) err = PERF_E_NO_MEMORY;
   if (!err) err = perf__spool_open(&so, &s->spool);
   if (err) perf__log(PERF__LOG_ERROR, "batch spool %s: %s", dir, perf_strerror(err));
-  if (!err) s->carried_file = perf__unsent_drops_load(perf__spool_dir(s->spool), &s->carried);
+  if (!err)
+    s->carried_file = perf__unsent_drops_load(spool_fd(s), perf__spool_dir(s->spool), &s->carried);
   if (!err) replay_journals(s); /* before the uploader: it sends them with the rest */
   if (!err && cfg->sink == PERF_SINK_HTTP) err = start_uploader(s);
   if (err) {
@@ -108,20 +130,35 @@ int perf__batch_sink_open(const perf__config_t *cfg, perf__stats_t *stats,
   return PERF_OK;
 }
 
-int perf__batch_sink_check_dir(const perf__config_t *cfg) {
+int perf__batch_sink_open_dir(const perf__config_t *cfg, perf__dir_t *root) {
+  *root = (perf__dir_t)PERF__DIR_INIT;
   if (cfg->sink == PERF_SINK_NONE) return PERF_OK;
   char dir[PATH_MAX];
   spool_root(cfg, dir);
-  if (perf__mkdir_p(dir) != 0 || access(dir, W_OK | X_OK) != 0) {
+  const char *what =
+      cfg->sink == PERF_SINK_HTTP ? "data_dir: the spool" : "sink_path: the batch records";
+  if (cfg->sink == PERF_SINK_HTTP) {
+    /* data_dir itself holds the spool and the hang markers: checked as
+       the spool is. */
+    perf__dir_t data = PERF__DIR_INIT;
+    int err = perf__dir_open(&data, cfg->data_dir, PERF__DIR_CREATE | PERF__DIR_TRUST, "data_dir");
+    perf__dir_close(&data);
+    if (err) return err;
+  }
+  int err = perf__dir_open(root, dir, PERF__DIR_CREATE | PERF__DIR_TRUST, what);
+  if (err) return err;
+  if (faccessat(root->fd, ".", W_OK | X_OK, 0) != 0) {
     int e = errno;
-    PERF__FAIL(PERF_E_SYSTEM, "%s %s is unusable: %s (errno %d)",
-               cfg->sink == PERF_SINK_HTTP ? "data_dir: the spool" : "sink_path: the batch records",
-               dir, strerror(e), e);
+    perf__dir_close(root);
+    PERF__FAIL(PERF_E_SYSTEM, "%s %s is unusable: %s (errno %d)", what, dir, strerror(e), e);
   }
   char helper[PATH_MAX];
   if (cfg->sink == PERF_SINK_HTTP &&
-      perf__upload_helper_find(cfg->upload_helper, helper, sizeof helper) == PERF_E_INVALID_CONFIG)
+      perf__upload_helper_find(cfg->upload_helper, helper, sizeof helper) ==
+          PERF_E_INVALID_CONFIG) {
+    perf__dir_close(root);
     return PERF_E_INVALID_CONFIG;
+  }
   return PERF_OK;
 }
 
@@ -158,7 +195,7 @@ int perf__batch_sink_add_loop_stats(perf__batch_sink_t *s, const perf__batch_loo
 
 int64_t perf__batch_sink_deadline(const perf__batch_sink_t *s) {
   int64_t opened = perf__batch_opened_ns(s->builder);
-  if (!opened) return 0;
+  if (!opened) return s->n_pending ? s->retry_at : 0; /* kept journals tried again */
   /* A batch of loop stats alone waits longer: an idle app sends one every
      few minutes, not one per batch period (each is an fsync'd spool file
      and, with http, a request). An event closes it at its usual time. */
@@ -170,8 +207,15 @@ int64_t perf__batch_sink_deadline(const perf__batch_sink_t *s) {
 
 void perf__batch_sink_close_batch(perf__batch_sink_t *s) {
   size_t events = perf__batch_event_count(s->builder);
-  if (!perf__batch_has_content(s->builder)) return; /* a stats-only batch goes too */
+  if (!perf__batch_has_content(s->builder)) { /* a stats-only batch goes too */
+    if (s->n_pending && perf__now_ns() >= s->retry_at) retry_pending(s);
+    return;
+  }
   int err = put_batch(s, s->open_id, events);
+  if (err && keep_pending(s, err, events)) {
+    atomic_store(&s->put_failed, true);
+    return;
+  }
   /* http: an event is written when its batch is in the spool; lost with
      it, it is counted by reason, and that count goes out with the next
      batch that is written. (The file sink counts its text reports.) */
@@ -185,7 +229,8 @@ void perf__batch_sink_close_batch(perf__batch_sink_t *s) {
   /* The batch is durable in the spool (renamed, directory synced), or
      dropped and counted: its journal goes, and only then the uploader is
      woken (a journal never outlives a batch the collector has). */
-  perf__journal_end(&s->journal);
+  perf__journal_end(&s->journal, spool_fd(s));
+  if (!err && s->n_pending) retry_pending(s); /* the spool takes batches again */
   if (!err && s->uploader) perf__uploader_wake(s->uploader);
 }
 
@@ -215,11 +260,14 @@ void perf__batch_sink_stats(perf__batch_sink_t *s, perf_sdk_stats_t *out) {
 void perf__batch_sink_close(perf__batch_sink_t *s, perf_sdk_stats_t *last) {
   if (!s) return;
   if (s->builder && s->spool) perf__batch_sink_close_batch(s);
+  if (s->builder && s->spool && s->n_pending) retry_pending(s); /* a last try */
   if (s->builder && s->spool) save_drops(s); /* what no batch carried, for the next run */
   perf__uploader_stop(s->uploader);
   if (last && s->spool) perf__batch_sink_stats(s, last);
+  /* One whose batch never got an event. Kept journals stay on disk: the
+     next start replays them. */
+  perf__journal_end(&s->journal, spool_fd(s));
   perf__spool_close(s->spool);
-  perf__journal_end(&s->journal); /* one whose batch never got an event */
   perf__batch_free(s->builder);
   perf__event_encoder_free(s->encoder);
   perf__batch_free(s->jbuilder);
@@ -295,8 +343,9 @@ static int add_to_batch(perf__batch_sink_t *s, const perf__event_t *ev,
    0, or PERF_E_SYSTEM when it is in memory only (counted; an event
    journaled is counted too, loop stats are not events). */
 static int add_record(perf__batch_sink_t *s, const uint8_t *rec, size_t rec_len, bool event) {
-  bool journaled =
-      rec && s->journal.fd >= 0 && perf__journal_append(&s->journal, rec, rec_len) == PERF_OK;
+  bool journaled = rec && s->journal.fd >= 0 &&
+                   perf__journal_append(&s->journal, spool_fd(s), rec, rec_len) == PERF_OK;
+  if (!journaled) s->journal_gap = true;
   PERF__COUNT(s->stats, events_journaled, journaled && event ? 1 : 0);
   PERF__COUNT(s->stats, journal_write_failed, journaled ? 0 : 1);
   return journaled ? PERF_OK : PERF_E_SYSTEM;
@@ -321,12 +370,16 @@ static int journal_record(perf__batch_sink_t *s, const perf__event_t *ev,
 /* The batch opens: its id, and its journal (a failure is logged; the
    batch then lives in memory only, as before journals). */
 static void open_journal(perf__batch_sink_t *s) {
-  perf__journal_end(&s->journal); /* one left with no event in its batch */
+  perf__journal_end(&s->journal, spool_fd(s)); /* one left with no event in its batch */
+  s->journal_gap = false;
   if (perf__batch_new_id(s->open_id) != PERF_OK) {
     PERF__COUNT(s->stats, journal_write_failed, 1);
+    s->journal_gap = true;
     return;
   }
-  perf__journal_begin(&s->journal, perf__spool_dir(s->spool), s->open_id);
+  if (perf__journal_begin(&s->journal, spool_fd(s), perf__spool_dir(s->spool), s->open_id) !=
+      PERF_OK)
+    s->journal_gap = true;
 }
 
 /* The builder's batch (`events` events) with the drops not yet reported,
@@ -353,7 +406,7 @@ static int put_batch(perf__batch_sink_t *s, const uint8_t id[PERF__BATCH_ID_BYTE
   s->reported.spool_quota += drops.spool_quota - s->carried.spool_quota;
   s->reported.oversized += drops.oversized - s->carried.oversized;
   s->carried = (perf__batch_drops_t){0};
-  if (s->carried_file) perf__unsent_drops_clear(perf__spool_dir(s->spool));
+  if (s->carried_file) perf__unsent_drops_clear(spool_fd(s));
   s->carried_file = false;
   return PERF_OK;
 }
@@ -362,7 +415,7 @@ static int put_batch(perf__batch_sink_t *s, const uint8_t id[PERF__BATCH_ID_BYTE
 static void save_drops(perf__batch_sink_t *s) {
   perf__batch_drops_t d;
   current_drops(s, &d);
-  if (perf__unsent_drops_save(perf__spool_dir(s->spool), &d) == PERF_OK)
+  if (perf__unsent_drops_save(spool_fd(s), perf__spool_dir(s->spool), &d) == PERF_OK)
     s->carried_file =
         d.rate_limited || d.queue_full || d.sink_failed || d.spool_quota || d.oversized;
 }
@@ -381,21 +434,33 @@ typedef struct replay_s {
    becomes a batch of the same id, unless that batch made it into the spool
    before the journal could be removed. */
 static void replay_journals(perf__batch_sink_t *s) {
-  if (perf__journal_scan(perf__spool_dir(s->spool), PERF__SPOOL_SCAN_LIMIT, replay_found, s) != 0)
+  if (perf__journal_scan(spool_fd(s), PERF__SPOOL_SCAN_LIMIT, replay_found, s) != 0)
     perf__log(PERF__LOG_WARN, "journal: cannot list %s: %s", perf__spool_dir(s->spool),
               strerror(errno));
 }
 
-static void replay_found(void *ctx, const char *path, const uint8_t id[16]) {
+static void replay_found(void *ctx, const char *name, const uint8_t id[16]) {
   perf__batch_sink_t *s = ctx;
+  size_t events = 0;
+  if (replay_journal(s, name, id, &events) == PERF_OK)
+    PERF__COUNT(s->stats, events_replayed, events);
+}
+
+/* The journal `name` of batch `id` made a batch of that id and put into
+   the spool, then removed; *events gets how many it held. Not written
+   (an error): the journal stays. */
+static int replay_journal(perf__batch_sink_t *s, const char *name, const uint8_t id[16],
+                          size_t *events) {
+  int dfd = spool_fd(s);
+  *events = 0;
   if (perf__spool_has_batch(s->spool, id)) { /* died between the rename and the unlink */
-    unlink(path);
-    return;
+    unlinkat(dfd, name, 0);
+    return PERF_OK;
   }
   replay_t r = {.s = s};
   memcpy(r.id, id, sizeof r.id);
   uint64_t torn = 0;
-  int err = perf__journal_read(path, s->journal_max + (1u << 20), replay_record, &r, &torn);
+  int err = perf__journal_read(dfd, name, s->journal_max + (1u << 20), replay_record, &r, &torn);
   if (!err) err = r.err;
   if (!err && torn) {
     /* The process died inside that event's write: dropped, counted (and
@@ -410,13 +475,80 @@ static void replay_found(void *ctx, const char *path, const uint8_t id[16]) {
   if (err) {
     /* Not written: the journal stays for the next start. */
     perf__batch_reset(s->builder);
-    perf__log(PERF__LOG_WARN, "journal %s not replayed: %s", path, perf_strerror(err));
-    return;
+    perf__log(PERF__LOG_WARN, "journal %s/%s not replayed: %s", perf__spool_dir(s->spool), name,
+              perf_strerror(err));
+    return err;
   }
-  PERF__COUNT(s->stats, events_replayed, r.events);
-  perf__log(PERF__LOG_INFO, "journal %s: %zu events replayed%s", path, r.events,
-            torn ? ", a torn last record dropped" : "");
-  unlink(path);
+  perf__log(PERF__LOG_INFO, "journal %s/%s: %zu events replayed%s", perf__spool_dir(s->spool), name,
+            r.events, torn ? ", a torn last record dropped" : "");
+  unlinkat(dfd, name, 0);
+  *events = r.events;
+  return PERF_OK;
+}
+
+/* The open batch could not be put into the spool (err). When that may
+   pass (an I/O error, a full disk: PERF_E_SYSTEM, PERF_E_BUSY; not a batch
+   larger than the spool) and every one of its records is in its journal,
+   the journal is kept (closed, on disk) and the batch is written from it
+   once the spool takes batches again: true. False: the batch is dropped
+   (the caller counts it). At most
+   PERF__PENDING_JOURNALS_MAX are kept; past that the oldest is deleted and
+   its events counted as dropped. */
+static bool keep_pending(perf__batch_sink_t *s, int err, size_t events) {
+  if ((err != PERF_E_SYSTEM && err != PERF_E_BUSY) || s->journal_gap || s->journal.fd < 0)
+    return false;
+  if (s->n_pending == PERF__PENDING_JOURNALS_MAX) {
+    pending_t *old = &s->pending[0];
+    char name[48];
+    perf__hex_encode(old->id, PERF__BATCH_ID_BYTES, name);
+    memcpy(name + 32, PERF__JOURNAL_SUFFIX, sizeof PERF__JOURNAL_SUFFIX);
+    unlinkat(spool_fd(s), name, 0);
+    perf__log(PERF__LOG_WARN,
+              "spool %s: %d batches wait in their journals: the oldest (%zu events) is dropped",
+              perf__spool_dir(s->spool), PERF__PENDING_JOURNALS_MAX, old->events);
+    PERF__COUNT(s->stats, events_dropped_sink, old->events);
+    memmove(s->pending, s->pending + 1, (s->n_pending - 1) * sizeof *s->pending);
+    s->n_pending--;
+  }
+  pending_t *p = &s->pending[s->n_pending++];
+  memcpy(p->id, s->open_id, sizeof p->id);
+  p->events = events;
+  perf__journal_close(&s->journal); /* the file stays */
+  s->retry_at = perf__now_ns() + RETRY_NS;
+  perf__log(PERF__LOG_WARN,
+            "spool %s: a batch of %zu events is kept in its journal until it can be written",
+            perf__spool_dir(s->spool), events);
+  return true;
+}
+
+/* The kept journals, oldest first, into the spool while it takes them
+   (the open batch is empty: they are rebuilt in its builder). */
+static void retry_pending(perf__batch_sink_t *s) {
+  if (perf__batch_has_content(s->builder)) return;
+  while (s->n_pending) {
+    pending_t *p = &s->pending[0];
+    char name[48];
+    perf__hex_encode(p->id, PERF__BATCH_ID_BYTES, name);
+    memcpy(name + 32, PERF__JOURNAL_SUFFIX, sizeof PERF__JOURNAL_SUFFIX);
+    size_t events = 0;
+    if (replay_journal(s, name, p->id, &events) != PERF_OK) {
+      s->retry_at = perf__now_ns() + RETRY_NS;
+      return;
+    }
+    if (s->cfg->sink == PERF_SINK_HTTP) PERF__COUNT(s->stats, events_written, events);
+    memmove(s->pending, s->pending + 1, (s->n_pending - 1) * sizeof *s->pending);
+    s->n_pending--;
+    if (s->uploader) perf__uploader_wake(s->uploader);
+  }
+}
+
+/* The spool directory's descriptor, checked (perf__spool_dir_fd). */
+static int spool_fd(perf__batch_sink_t *s) {
+  if (!s->spool) {
+    errno = EBADF;
+    return -1;
+  }
+  return perf__spool_dir_fd(s->spool);
 }
 
 /* One journal record (a one-event batch, or a batch of loop stats alone)

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "perf_sdk.h"
+#include "sdk/base/dir_handle.h"
 #include "sdk/base/stats.h"
 #include "sdk/pipeline/config.h"
 #include "sdk/pipeline/event.h"
@@ -22,17 +23,27 @@
 
 typedef struct perf__batch_sink_s perf__batch_sink_t;
 
-/* Open the spool (adopting what earlier runs left) and, for http, start the
-   uploader. Returns 0 or a negative perf_error_t (logged). */
-int perf__batch_sink_open(const perf__config_t *cfg, perf__stats_t *stats,
+/* Open the spool in `root` (perf__batch_sink_open_dir's, taken over),
+   adopting what earlier runs left, and, for http, start the uploader.
+   Returns 0 or a negative perf_error_t (logged). */
+int perf__batch_sink_open(const perf__config_t *cfg, perf__stats_t *stats, perf__dir_t *root,
                           perf__batch_sink_t **out);
 
-/* At perf_sdk_init: the spool's directory (<data_dir>/spool, or
-   <sink_path>.batches) is made and writable. PERF_E_SYSTEM, logged with the
-   path and errno, when it cannot be; 0 for PERF_SINK_NONE. For the http
-   sink also the configured upload_helper: PERF_E_INVALID_CONFIG (logged)
-   when it names no executable file. */
-int perf__batch_sink_check_dir(const perf__config_t *cfg);
+/* At perf_sdk_init, on the app's thread: the spool's directory
+   (<data_dir>/spool, or <sink_path>.batches) is made (0700) and opened
+   into *root, so that the spool reaches it by descriptor from then on
+   (also after a chroot). PERF_E_SYSTEM, logged with the path and errno,
+   when it cannot be made or written; PERF_E_INVALID_CONFIG when it, or
+   data_dir (http), is another user's or writable by group or others
+   without the sticky bit (sdk/base/dir_handle.h; logged with the reason);
+   0 and no directory for PERF_SINK_NONE. For the http sink also the
+   configured upload_helper: PERF_E_INVALID_CONFIG (logged) when it names
+   no executable file. */
+int perf__batch_sink_open_dir(const perf__config_t *cfg, perf__dir_t *root);
+
+/* The most closed batches kept in their journals while the spool cannot
+   take them (each at most 4 x batch_max_bytes on disk). */
+#define PERF__PENDING_JOURNALS_MAX 16
 
 /* Add an event to the open batch, closing it first when it is full.
    0, or a negative perf_error_t when the event was dropped (counted here). */

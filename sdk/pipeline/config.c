@@ -292,6 +292,13 @@ static int validate(perf_sdk_config_t *c) {
       PERF__FAIL(PERF_E_INVALID_CONFIG,
                  "tags[%zu]: key must be 1..%d bytes and value at most %d bytes", i,
                  PERF_MAX_TAG_BYTES, PERF_MAX_TAG_BYTES);
+    /* The collector's filter is tag=key:value split at the first colon:
+       a key holding one could never be matched by it. */
+    if (strchr(k, ':'))
+      PERF__FAIL(PERF_E_INVALID_CONFIG,
+                 "tags[%zu] (key \"%s\"): a tag key may not contain ':' (the collector's "
+                 "tag=key:value filter splits at the first colon; the value may hold colons)",
+                 i, k);
   }
   return PERF_OK;
 }

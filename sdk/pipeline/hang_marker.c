@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "sdk/base/dir_handle.h"
 #include "sdk/base/fileio.h"
 #include "sdk/base/log.h"
 #include "sdk/base/owned_fds.h"
@@ -22,12 +23,12 @@
 
 static int encode_marker(perf__hang_marker_t *m, const perf__config_t *cfg, const perf__event_t *ev,
                          uint8_t **out, size_t *len);
-static int replace_marker(perf__hang_marker_t *m, const char *data_dir, const uint8_t *data,
-                          size_t len);
-static Perf__V1__Batch *claim_marker(const char *path, bool marker);
+static int replace_marker(perf__hang_marker_t *m, int dirfd, const char *data_dir,
+                          const uint8_t *data, size_t len);
+static Perf__V1__Batch *claim_marker(int dirfd, const char *name, const char *path, bool marker);
 static int read_locked(int fd, uint8_t **out, size_t *len);
 
-int perf__hang_marker_write(perf__hang_marker_t *m, const perf__config_t *cfg,
+int perf__hang_marker_write(perf__hang_marker_t *m, const perf__config_t *cfg, int dirfd,
                             const perf__event_t *ev) {
   uint8_t *data = NULL;
   size_t len = 0;
@@ -37,37 +38,38 @@ int perf__hang_marker_write(perf__hang_marker_t *m, const perf__config_t *cfg,
     m->warned = true;
     return err;
   }
-  err = replace_marker(m, cfg->data_dir, data, len);
+  err = replace_marker(m, dirfd, cfg->data_dir, data, len);
   free(data);
   return err;
 }
 
-void perf__hang_marker_clear(perf__hang_marker_t *m, const char *data_dir) {
+void perf__hang_marker_clear(perf__hang_marker_t *m, int dirfd) {
   m->warned = false; /* a new hang logs its own failure */
   if (m->fd < 0) return;
-  char path[PATH_MAX];
-  snprintf(path, sizeof path, "%s/hang-%d.marker", data_dir, (int)getpid());
-  unlink(path);
-  perf__owned_fd_remove(m->fd);
-  close(m->fd);
-  m->fd = -1;
+  char name[64];
+  snprintf(name, sizeof name, "hang-%d.marker", (int)getpid());
+  if (dirfd >= 0) unlinkat(dirfd, name, 0);
+  perf__owned_fd_drop(&m->fd); /* closed only while it is still ours */
 }
 
 void perf__hang_marker_free(perf__hang_marker_t *m) {
-  perf__owned_fd_remove(m->fd);
-  if (m->fd >= 0) close(m->fd);
-  m->fd = -1;
+  perf__owned_fd_drop(&m->fd);
   perf__batch_free(m->builder);
   perf__event_encoder_free(m->encoder);
   m->builder = NULL;
   m->encoder = NULL;
 }
 
-int perf__hang_marker_collect(const char *data_dir, Perf__V1__Batch ***out, size_t *count) {
+int perf__hang_marker_collect(int dirfd, const char *data_dir, Perf__V1__Batch ***out,
+                              size_t *count) {
   *out = NULL;
   *count = 0;
-  DIR *d = opendir(data_dir);
-  if (!d) return errno == ENOENT ? PERF_OK : PERF_E_SYSTEM;
+  int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+  if (!d) {
+    if (fd >= 0) close(fd);
+    return PERF_E_SYSTEM;
+  }
   struct dirent *de;
   int err = PERF_OK;
   while (!err && (de = readdir(d)) != NULL) {
@@ -79,7 +81,7 @@ int perf__hang_marker_collect(const char *data_dir, Perf__V1__Batch ***out, size
     if (!marker && !tmp) continue;
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/%s", data_dir, de->d_name);
-    Perf__V1__Batch *bt = claim_marker(path, marker);
+    Perf__V1__Batch *bt = claim_marker(dirfd, de->d_name, path, marker);
     if (!bt) continue;
     Perf__V1__Batch **grown = realloc(*out, (*count + 1) * sizeof *grown);
     if (!grown) {
@@ -119,26 +121,28 @@ static int encode_marker(perf__hang_marker_t *m, const perf__config_t *cfg, cons
 
 /* Lock before the file has its final name: a reader never finds an
    unlocked marker of a live process. */
-static int replace_marker(perf__hang_marker_t *m, const char *data_dir, const uint8_t *data,
-                          size_t len) {
-  char tmp[PATH_MAX], path[PATH_MAX];
-  snprintf(tmp, sizeof tmp, "%s/hang-%d.tmp", data_dir, (int)getpid());
-  snprintf(path, sizeof path, "%s/hang-%d.marker", data_dir, (int)getpid());
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+static int replace_marker(perf__hang_marker_t *m, int dirfd, const char *data_dir,
+                          const uint8_t *data, size_t len) {
+  char tmp[64], name[64];
+  snprintf(tmp, sizeof tmp, "hang-%d.tmp", (int)getpid());
+  snprintf(name, sizeof name, "hang-%d.marker", (int)getpid());
+  /* A new file of our own: whatever has the temporary name (a link planted
+     there, a leftover) is removed, never opened. */
+  int fd = -1;
+  if (dirfd >= 0 && (unlinkat(dirfd, tmp, 0) == 0 || errno == ENOENT))
+    fd = perf__openat_file(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL, PERF__FILE_MODE);
   if (fd < 0 || flock(fd, LOCK_EX) != 0 || perf__write_all(fd, data, len) != 0 ||
-      rename(tmp, path) != 0) {
-    if (!m->warned) perf__log(PERF__LOG_WARN, "hang marker %s: %s", path, strerror(errno));
+      renameat(dirfd, tmp, dirfd, name) != 0) {
+    if (!m->warned)
+      perf__log(PERF__LOG_WARN, "hang marker %s/%s: %s", data_dir, name, strerror(errno));
     m->warned = true;
     if (fd >= 0) {
-      unlink(tmp);
+      unlinkat(dirfd, tmp, 0);
       close(fd);
     }
     return PERF_E_SYSTEM;
   }
-  if (m->fd >= 0) { /* the replaced file, already unlinked by rename */
-    perf__owned_fd_remove(m->fd);
-    close(m->fd);
-  }
+  perf__owned_fd_drop(&m->fd); /* the replaced file, already unlinked by rename */
   /* A forked child closes its copy: its flock would keep a dead parent's
      marker looking alive. */
   perf__owned_fd_add(fd);
@@ -149,8 +153,8 @@ static int replace_marker(perf__hang_marker_t *m, const char *data_dir, const ui
 /* A file of a dead process (nobody holds its lock): decoded when it is a
    marker, deleted in any case. NULL when it is alive, not a marker, or
    unreadable. */
-static Perf__V1__Batch *claim_marker(const char *path, bool marker) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+static Perf__V1__Batch *claim_marker(int dirfd, const char *name, const char *path, bool marker) {
+  int fd = perf__openat_file(dirfd, name, O_RDONLY, 0);
   if (fd < 0) return NULL;
   if (flock(fd, LOCK_EX | LOCK_NB) != 0) { /* its process is alive */
     close(fd);
@@ -166,7 +170,7 @@ static Perf__V1__Batch *claim_marker(const char *path, bool marker) {
     bt = NULL;
   }
   if (marker && !bt) perf__log(PERF__LOG_WARN, "unreadable hang marker %s deleted", path);
-  unlink(path); /* claimed: reported once, or left over from a dead writer */
+  unlinkat(dirfd, name, 0); /* claimed: reported once, or left over from a dead writer */
   close(fd);
   free(data);
   return bt;

@@ -15,6 +15,10 @@
  * dead process: perf__hang_marker_collect claims it, decodes it and deletes
  * it, so it is reported once.
  *
+ * Every file is reached from data_dir's descriptor (the writer's, opened
+ * at init), never through a link; markers are created 0600 whatever the
+ * umask.
+ *
  * Writer thread only.
  */
 #ifndef PERF_HANG_MARKER_H
@@ -41,23 +45,27 @@ typedef struct perf__hang_marker_s {
 #define PERF__HANG_MARKER_INIT                                                                     \
   { -1, NULL, NULL, false }
 
-/* Write (or replace) this process's marker in cfg->data_dir for the hang
-   `ev` (in progress, duration so far). Returns 0 or a negative perf_error_t
-   (logged once per hang: the marker is rewritten at every sample). */
-int perf__hang_marker_write(perf__hang_marker_t *m, const perf__config_t *cfg,
+/* Write (or replace) this process's marker in data_dir (open at dirfd)
+   for the hang `ev` (in progress, duration so far). Returns 0 or a
+   negative perf_error_t (logged once per hang: the marker is rewritten at
+   every sample). */
+int perf__hang_marker_write(perf__hang_marker_t *m, const perf__config_t *cfg, int dirfd,
                             const perf__event_t *ev);
 
-/* The hang ended: delete this process's marker. */
-void perf__hang_marker_clear(perf__hang_marker_t *m, const char *data_dir);
+/* The hang ended: delete this process's marker (in dirfd; -1: only its
+   descriptor is let go). */
+void perf__hang_marker_clear(perf__hang_marker_t *m, int dirfd);
 
 /* Free what the marker holds (its file, if any, stays). */
 void perf__hang_marker_free(perf__hang_marker_t *m);
 
-/* Claim the markers of dead processes in data_dir: each becomes a decoded
+/* Claim the markers of dead processes in data_dir (open at dirfd; its
+   path for the log): each becomes a decoded
    one-event batch in *out (a malloc'd array of *count batches, each freed
    with perf__v1__batch__free_unpacked(batch, NULL), the array with free).
    A marker that cannot be decoded is deleted and logged. Returns 0 or a
    negative perf_error_t. */
-int perf__hang_marker_collect(const char *data_dir, Perf__V1__Batch ***out, size_t *count);
+int perf__hang_marker_collect(int dirfd, const char *data_dir, Perf__V1__Batch ***out,
+                              size_t *count);
 
 #endif

@@ -5,6 +5,7 @@
 #include "sdk/pipeline/unsent_drops.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
@@ -20,11 +21,15 @@
 
 static bool is_zero(const perf__batch_drops_t *d);
 
-bool perf__unsent_drops_load(const char *dir, perf__batch_drops_t *d) {
+bool perf__unsent_drops_load(int dirfd, const char *dir, perf__batch_drops_t *d) {
   char path[PATH_MAX];
   snprintf(path, sizeof path, "%s/" FILE_NAME, dir);
-  FILE *f = fopen(path, "re");
-  if (!f) return false;
+  int fd = dirfd >= 0 ? perf__openat_file(dirfd, FILE_NAME, O_RDONLY, 0) : -1;
+  FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
+  if (!f) {
+    if (fd >= 0) close(fd);
+    return false;
+  }
   char magic[32] = "";
   perf__batch_drops_t got = {0};
   bool ok = fgets(magic, sizeof magic, f) && strcmp(magic, MAGIC "\n") == 0 &&
@@ -46,16 +51,20 @@ bool perf__unsent_drops_load(const char *dir, perf__batch_drops_t *d) {
   return true;
 }
 
-int perf__unsent_drops_save(const char *dir, const perf__batch_drops_t *d) {
+int perf__unsent_drops_save(int dirfd, const char *dir, const perf__batch_drops_t *d) {
   if (is_zero(d)) {
-    perf__unsent_drops_clear(dir);
+    perf__unsent_drops_clear(dirfd);
     return PERF_OK;
   }
-  char path[PATH_MAX], tmp[PATH_MAX];
+  char path[PATH_MAX];
   snprintf(path, sizeof path, "%s/" FILE_NAME, dir);
-  snprintf(tmp, sizeof tmp, "%s/" FILE_NAME ".new", dir);
-  FILE *f = fopen(tmp, "we");
-  if (!f && errno == ENOENT && perf__mkdir_p(dir) == 0) f = fopen(tmp, "we"); /* deleted */
+  /* A new file of our own: whatever has the temporary name (a link planted
+     there) is removed, never opened. */
+  int fd = -1;
+  if (dirfd >= 0 && (unlinkat(dirfd, FILE_NAME ".new", 0) == 0 || errno == ENOENT))
+    fd = perf__openat_file(dirfd, FILE_NAME ".new", O_WRONLY | O_CREAT | O_EXCL, PERF__FILE_MODE);
+  FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+  if (!f && fd >= 0) close(fd);
   bool ok =
       f &&
       fprintf(f,
@@ -63,19 +72,17 @@ int perf__unsent_drops_save(const char *dir, const perf__batch_drops_t *d) {
                     "\nspool_quota %" PRIu64 "\noversized %" PRIu64 "\n",
               d->rate_limited, d->queue_full, d->sink_failed, d->spool_quota, d->oversized) > 0;
   if (f && fclose(f) != 0) ok = false;
-  if (ok && rename(tmp, path) != 0) ok = false;
+  if (ok && renameat(dirfd, FILE_NAME ".new", dirfd, FILE_NAME) != 0) ok = false;
   if (!ok) {
     perf__log(PERF__LOG_WARN, "drop counts not saved in %s: %s", path, strerror(errno));
-    unlink(tmp);
+    if (dirfd >= 0) unlinkat(dirfd, FILE_NAME ".new", 0);
     return PERF_E_SYSTEM;
   }
   return PERF_OK;
 }
 
-void perf__unsent_drops_clear(const char *dir) {
-  char path[PATH_MAX];
-  snprintf(path, sizeof path, "%s/" FILE_NAME, dir);
-  unlink(path);
+void perf__unsent_drops_clear(int dirfd) {
+  if (dirfd >= 0) unlinkat(dirfd, FILE_NAME, 0);
 }
 
 static bool is_zero(const perf__batch_drops_t *d) {

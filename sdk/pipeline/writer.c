@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "sdk/base/clock.h"
+#include "sdk/base/dir_handle.h"
 #include "sdk/base/fileio.h"
 #include "sdk/base/lazy_lib.h"
 #include "sdk/base/log.h"
@@ -41,10 +42,6 @@
    an idle app should not carry the debug info of libc (~14 MiB). */
 #define DWARF_IDLE_NS (2 * 1000000000LL)
 
-/* data_dir is created when a hang marker first needs it, not at start: an
-   app that never hangs gets no state directory. */
-enum { DATA_DIR_UNTRIED, DATA_DIR_READY, DATA_DIR_FAILED };
-
 struct perf__writer_s {
   const perf__config_t *cfg;
   perf__stats_t *stats;
@@ -58,7 +55,15 @@ struct perf__writer_s {
   bool held, exited;
   int sink_fd;
   perf__hang_marker_t marker;
-  int data_dir_state;    /* DATA_DIR_*: made on the first hang marker only */
+  /* The directories, opened by perf__writer_start on the app's thread
+     (sdk/base/dir_handle.h): every file is reached from them, also after
+     the app chroots. data_dir is made when a hang marker first needs it,
+     not at start: an app that never hangs gets no state directory (its
+     handle then has no descriptor until then). */
+  perf__dir_t spool_root; /* handed to the batch sink */
+  perf__dir_t data_dir;
+  perf__dir_t sink_dir; /* the report file's directory */
+  char sink_name[NAME_MAX + 1];
   int64_t drop_dwarf_at; /* when to close the symbolizer's DWARF; 0: nothing to drop */
   /* the wire path: batches into the spool (and, for http, to the collector) */
   perf__batch_sink_t *batches;          /* set by the writer thread under lock; NULL without */
@@ -88,15 +93,11 @@ static void write_event(perf__writer_t *w, perf__event_t *ev);
 static void count_batched(perf__writer_t *w, int batched);
 static void write_report(perf__writer_t *w, const perf__strbuf_t *b, int err);
 static void handle_hang_post(perf__writer_t *w, perf__event_t *progress);
-static bool data_dir_ready(perf__writer_t *w);
+static int open_dirs(perf__writer_t *w);
 static void free_writer(perf__writer_t *w);
 
 int perf__writer_start(const perf__config_t *cfg, perf__stats_t *stats, pid_t watched,
                        perf__writer_t **out) {
-  /* An unusable spool directory is the caller's error now, not a silent
-     drop of every event later. */
-  int checked = perf__batch_sink_check_dir(cfg);
-  if (checked) return checked;
   perf__writer_t *w = calloc(1, sizeof *w);
   if (!w) return PERF_E_NO_MEMORY;
   w->cfg = cfg;
@@ -104,10 +105,15 @@ int perf__writer_start(const perf__config_t *cfg, perf__stats_t *stats, pid_t wa
   w->capacity = cfg->queue_capacity;
   w->sink_fd = -1;
   w->marker = (perf__hang_marker_t)PERF__HANG_MARKER_INIT;
+  w->spool_root = w->data_dir = w->sink_dir = (perf__dir_t)PERF__DIR_INIT;
   w->prepare_tid = watched;
-  w->ring = calloc(w->capacity, sizeof *w->ring);
-  int err =
-      w->ring ? perf__worker_start("perf-writer", writer_main, w, &w->worker) : PERF_E_NO_MEMORY;
+  /* An unusable or untrusted directory is the caller's error now, not a
+     silent drop of every event later. */
+  int err = open_dirs(w);
+  if (!err) w->ring = calloc(w->capacity, sizeof *w->ring);
+  if (!err)
+    err =
+        w->ring ? perf__worker_start("perf-writer", writer_main, w, &w->worker) : PERF_E_NO_MEMORY;
   if (err) {
     free_writer(w);
     return err;
@@ -344,7 +350,9 @@ static void lazy_lib_loaded(void *arg) {
    possible) events of an http sink are counted as dropped. */
 static void open_batches(perf__writer_t *w) {
   perf__batch_sink_t *b = NULL;
-  if (w->cfg->sink != PERF_SINK_NONE && perf__batch_sink_open(w->cfg, w->stats, &b) != 0) b = NULL;
+  if (w->cfg->sink != PERF_SINK_NONE &&
+      perf__batch_sink_open(w->cfg, w->stats, &w->spool_root, &b) != 0)
+    b = NULL;
   perf__worker_lock(w->worker);
   w->batches = b;
   w->batches_tried = true;
@@ -397,7 +405,9 @@ static bool dwarf_due(perf__writer_t *w) {
 static void report_fatal_hangs(perf__writer_t *w) {
   Perf__V1__Batch **markers = NULL;
   size_t n = 0;
-  if (perf__hang_marker_collect(w->cfg->data_dir, &markers, &n) != 0)
+  if (w->data_dir.fd < 0) return; /* no data_dir yet: no marker either */
+  int dfd = perf__dir_fd(&w->data_dir);
+  if (dfd < 0 || perf__hang_marker_collect(dfd, w->cfg->data_dir, &markers, &n) != 0)
     perf__log(PERF__LOG_WARN, "could not read hang markers in %s", w->cfg->data_dir);
   for (size_t i = 0; i < n; i++) {
     PERF__COUNT(w->stats, events_recorded, 1);
@@ -446,10 +456,19 @@ static void count_batched(perf__writer_t *w, int batched) {
 /* File sink: one event's report (or the error `err` formatting it) into
    the report file, counted. */
 static void write_report(perf__writer_t *w, const perf__strbuf_t *b, int err) {
+  if (w->sink_fd >= 0 && !perf__owned_fd_is_mine(w->sink_fd)) {
+    /* The app closed it and its number names a file of the app's now:
+       forgotten, never written or closed; the report is opened again. */
+    perf__owned_fd_remove(w->sink_fd);
+    w->sink_fd = -1;
+  }
   if (!err && w->sink_fd < 0) {
-    w->sink_fd = open(w->cfg->sink_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    int dfd = perf__dir_fd(&w->sink_dir);
+    w->sink_fd = dfd < 0 ? -1
+                         : perf__openat_any(dfd, w->sink_name, O_WRONLY | O_APPEND | O_CREAT,
+                                            PERF__FILE_MODE);
     if (w->sink_fd < 0) err = PERF_E_SYSTEM;
-    perf__owned_fd_add(w->sink_fd); /* a forked child closes its copy */
+    perf__owned_fd_add(w->sink_fd); /* a forked child closes its copy; checked before each use */
   }
   /* One write per event on an O_APPEND descriptor: the report lands whole,
      and nothing is buffered in the process (flushed per event). */
@@ -458,45 +477,62 @@ static void write_report(perf__writer_t *w, const perf__strbuf_t *b, int err) {
     PERF__COUNT(w->stats, events_dropped_sink, 1);
     perf__log(PERF__LOG_WARN, "file sink %s: event not written (%s)", w->cfg->sink_path,
               err == PERF_E_SYSTEM ? strerror(errno) : perf_strerror(err));
-    if (w->sink_fd >= 0 && err == PERF_E_SYSTEM) { /* reopen next time (moved, rotated) */
-      perf__owned_fd_remove(w->sink_fd);
-      close(w->sink_fd);
-      w->sink_fd = -1;
-    }
+    if (err == PERF_E_SYSTEM) perf__owned_fd_drop(&w->sink_fd); /* reopen next time (rotated) */
   } else {
     PERF__COUNT(w->stats, events_written, 1);
   }
 }
 
 static void handle_hang_post(perf__writer_t *w, perf__event_t *progress) {
-  /* A failed write tries the directory again next time: data_dir may have
-     been deleted at run time (made again then; a warning if it cannot be). */
-  if (progress && data_dir_ready(w) && perf__hang_marker_write(&w->marker, w->cfg, progress) != 0)
-    w->data_dir_state = DATA_DIR_UNTRIED;
-  else if (!progress && w->cfg->data_dir)
-    perf__hang_marker_clear(&w->marker, w->cfg->data_dir);
+  /* data_dir is made at the first marker (perf__dir_fd), and made again
+     when it was deleted at run time; a failure is logged once. */
+  int dfd = w->cfg->data_dir && (progress || w->marker.fd >= 0) ? perf__dir_fd(&w->data_dir) : -1;
+  if (progress && dfd >= 0)
+    perf__hang_marker_write(&w->marker, w->cfg, dfd, progress);
+  else if (!progress)
+    perf__hang_marker_clear(&w->marker, dfd);
   perf__event_free(progress);
 }
 
-/* data_dir exists (made now, at the first marker), or cannot be made. */
-static bool data_dir_ready(perf__writer_t *w) {
-  if (!w->cfg->data_dir || w->data_dir_state == DATA_DIR_FAILED) return false;
-  if (w->data_dir_state == DATA_DIR_UNTRIED) {
-    bool made = perf__mkdir_p(w->cfg->data_dir) == 0;
-    w->data_dir_state = made ? DATA_DIR_READY : DATA_DIR_FAILED;
-    if (!made)
-      perf__log(PERF__LOG_WARN, "data_dir %s: %s; fatal hangs are not recorded", w->cfg->data_dir,
-                strerror(errno));
+/* On the app's thread, at init: the spool's directory (made), data_dir
+   when it exists (made at the first hang marker otherwise) and the report
+   file's directory, each opened and checked (sdk/base/dir_handle.h). */
+static int open_dirs(perf__writer_t *w) {
+  const perf__config_t *cfg = w->cfg;
+  int err = perf__batch_sink_open_dir(cfg, &w->spool_root);
+  if (!err && cfg->data_dir) {
+    const unsigned flags = PERF__DIR_CREATE | PERF__DIR_TRUST;
+    struct stat st;
+    if (stat(cfg->data_dir, &st) == 0)
+      err = perf__dir_open(&w->data_dir, cfg->data_dir, flags, "data_dir");
+    else
+      perf__dir_set(&w->data_dir, -1, cfg->data_dir, flags, "data_dir");
+    if (err == PERF_E_SYSTEM) { /* not fatal: only hang markers live there */
+      perf__dir_set(&w->data_dir, -1, cfg->data_dir, flags, "data_dir");
+      err = PERF_OK;
+    }
   }
-  return w->data_dir_state == DATA_DIR_READY;
+  if (!err && cfg->sink == PERF_SINK_FILE) {
+    char dir[PATH_MAX];
+    const char *slash = strrchr(cfg->sink_path, '/');
+    size_t n = slash ? (size_t)(slash - cfg->sink_path) : 0;
+    snprintf(dir, sizeof dir, "%.*s", (int)n, cfg->sink_path);
+    if (slash && n == 0) snprintf(dir, sizeof dir, "/");
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    snprintf(w->sink_name, sizeof w->sink_name, "%s", slash ? slash + 1 : cfg->sink_path);
+    err = perf__dir_open(&w->sink_dir, dir, 0, "sink_path: the report's directory");
+  }
+  return err;
 }
 
 static void free_writer(perf__writer_t *w) {
   if (w->hang_posted) perf__event_free(w->hang);
-  if (w->cfg->data_dir) perf__hang_marker_clear(&w->marker, w->cfg->data_dir);
+  perf__hang_marker_clear(&w->marker, w->marker.fd >= 0 ? perf__dir_fd(&w->data_dir) : -1);
   perf__hang_marker_free(&w->marker);
-  perf__owned_fd_remove(w->sink_fd);
-  if (w->sink_fd >= 0) close(w->sink_fd);
+  perf__owned_fd_drop(&w->sink_fd);
+  perf__dir_close(&w->spool_root); /* when the batch sink never took it */
+  perf__dir_close(&w->data_dir);
+  perf__dir_close(&w->sink_dir);
   free(w->ring);
   free(w);
 }

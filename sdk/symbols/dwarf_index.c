@@ -268,7 +268,9 @@ static perf__sym_unit_t *build_unit(Dwarf_Die *cu) {
     free_unit(u);
     return NULL;
   }
-  qsort(u->ranges, u->n_ranges, sizeof *u->ranges, compare_ranges);
+  /* A unit without functions has no ranges array at all (NULL), which
+     qsort must not be given even for zero elements. */
+  if (u->n_ranges > 1) qsort(u->ranges, u->n_ranges, sizeof *u->ranges, compare_ranges);
   return u;
 }
 

@@ -112,11 +112,20 @@ static bool dynsym_of(Elf *elf, GElf_Word link, Elf_Data **data, size_t *strndx)
   return *data != NULL;
 }
 
+/* The relocations an SHT_RELA section's data holds: counted from the
+   bytes libelf hands over, never from the header's size alone, which a
+   damaged or hostile file may set to anything (an array of that many
+   slots was allocated up front). */
+static size_t rela_count(Elf_Scn *scn, const GElf_Shdr *sh) {
+  Elf_Data *d = sh->sh_type == SHT_RELA && sh->sh_entsize ? elf_getdata(scn, NULL) : NULL;
+  return d && d->d_buf ? d->d_size / sh->sh_entsize : 0;
+}
+
 /* Append the slot relocations of one SHT_RELA section (room is there). */
 static void add_slots(Elf *elf, GElf_Half machine, Elf_Scn *scn, const GElf_Shdr *sh,
                       slots_t *out) {
   Elf_Data *rela = elf_getdata(scn, NULL), *syms = NULL;
-  size_t strndx = 0, n = sh->sh_entsize ? sh->sh_size / sh->sh_entsize : 0;
+  size_t strndx = 0, n = rela_count(scn, sh);
   if (!rela || !dynsym_of(elf, sh->sh_link, &syms, &strndx)) return;
   for (size_t i = 0; i < n && i <= INT32_MAX; i++) {
     GElf_Rela r;
@@ -138,16 +147,14 @@ static int read_slots(Elf *elf, GElf_Half machine, slots_t *out) {
   size_t cap = 0;
   for (Elf_Scn *scn = NULL; (scn = elf_nextscn(elf, scn)) != NULL;) {
     GElf_Shdr sh;
-    if (gelf_getshdr(scn, &sh) && sh.sh_type == SHT_RELA && sh.sh_entsize)
-      cap += sh.sh_size / sh.sh_entsize;
+    if (gelf_getshdr(scn, &sh)) cap += rela_count(scn, &sh);
   }
   if (cap == 0) return PERF_OK;
   if (cap > SIZE_MAX / sizeof *out->v || !(out->v = malloc(cap * sizeof *out->v)))
     return PERF_E_NO_MEMORY;
   for (Elf_Scn *scn = NULL; (scn = elf_nextscn(elf, scn)) != NULL;) {
     GElf_Shdr sh;
-    if (gelf_getshdr(scn, &sh) && sh.sh_type == SHT_RELA && sh.sh_entsize &&
-        out->n + sh.sh_size / sh.sh_entsize <= cap)
+    if (gelf_getshdr(scn, &sh) && rela_count(scn, &sh) && out->n + rela_count(scn, &sh) <= cap)
       add_slots(elf, machine, scn, &sh, out);
   }
   qsort(out->v, out->n, sizeof *out->v, cmp_slot);

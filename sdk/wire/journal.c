@@ -15,6 +15,7 @@
 
 #include "perf_sdk.h"
 #include "sdk/base/crc32c.h"
+#include "sdk/base/dir_handle.h"
 #include "sdk/base/fileio.h"
 #include "sdk/base/hex.h"
 #include "sdk/base/le.h"
@@ -24,28 +25,31 @@
 #define RECORD_MAX (1u << 31)
 #define HEX_ID 32
 
-static int open_journal(perf__journal_t *j);
+static int open_journal(perf__journal_t *j, int dirfd, int flags);
 static bool parse_name(const char *name, uint8_t id[16]);
 
-int perf__journal_begin(perf__journal_t *j, const char *dir, const uint8_t id[16]) {
-  char name[HEX_ID + sizeof PERF__JOURNAL_SUFFIX];
-  perf__hex_encode(id, 16, name);
-  memcpy(name + HEX_ID, PERF__JOURNAL_SUFFIX, sizeof PERF__JOURNAL_SUFFIX);
-  if (snprintf(j->path, sizeof j->path, "%s/%s", dir, name) >= (int)sizeof j->path)
-    PERF__FAIL(PERF_E_SYSTEM, "journal: %s/%s: path too long", dir, name);
+int perf__journal_begin(perf__journal_t *j, int dirfd, const char *dir, const uint8_t id[16]) {
+  perf__hex_encode(id, 16, j->name);
+  memcpy(j->name + HEX_ID, PERF__JOURNAL_SUFFIX, sizeof PERF__JOURNAL_SUFFIX);
+  snprintf(j->path, sizeof j->path, "%s/%s", dir, j->name);
   memcpy(j->id, id, 16);
   j->bytes = 0;
-  int err = open_journal(j);
-  if (err && errno == ENOENT && perf__mkdir_p(dir) == 0) { /* data_dir deleted: made again */
-    perf__log(PERF__LOG_WARN, "journal: %s was missing: created again", dir);
-    err = open_journal(j);
-  }
-  if (err) PERF__FAIL(err, "journal %s: %s", j->path, strerror(errno));
+  if (dirfd < 0 || open_journal(j, dirfd, O_TRUNC) != PERF_OK)
+    PERF__FAIL(PERF_E_SYSTEM, "journal %s: %s", j->path, strerror(errno));
   return PERF_OK;
 }
 
-int perf__journal_append(perf__journal_t *j, const void *payload, size_t len) {
+int perf__journal_append(perf__journal_t *j, int dirfd, const void *payload, size_t len) {
   if (j->fd < 0 || len == 0 || len > RECORD_MAX) return PERF_E_INVALID_ARGUMENT;
+  if (!perf__owned_fd_is_mine(j->fd)) {
+    /* The app closed it and its number names a file of the app's now:
+       forgotten (never written, never closed), the journal opened again. */
+    perf__owned_fd_remove(j->fd);
+    j->fd = -1;
+    if (dirfd < 0 || open_journal(j, dirfd, 0) != PERF_OK)
+      PERF__FAIL(PERF_E_SYSTEM, "journal %s: lost its descriptor, not opened again: %s", j->path,
+                 strerror(errno));
+  }
   uint8_t *rec = malloc(PERF__JOURNAL_RECORD_HEADER + len);
   if (!rec) return PERF_E_NO_MEMORY;
   perf__le_put(rec, (uint32_t)len, 4);
@@ -72,24 +76,21 @@ int perf__journal_append(perf__journal_t *j, const void *payload, size_t len) {
   return PERF_E_SYSTEM;
 }
 
-void perf__journal_end(perf__journal_t *j) {
+void perf__journal_end(perf__journal_t *j, int dirfd) {
   if (j->fd < 0) return;
   perf__journal_close(j);
-  if (unlink(j->path) != 0 && errno != ENOENT)
+  if (dirfd >= 0 && unlinkat(dirfd, j->name, 0) != 0 && errno != ENOENT)
     perf__log(PERF__LOG_WARN, "journal %s: not removed: %s", j->path, strerror(errno));
 }
 
 void perf__journal_close(perf__journal_t *j) {
-  if (j->fd < 0) return;
-  perf__owned_fd_remove(j->fd);
-  close(j->fd);
-  j->fd = -1;
+  perf__owned_fd_drop(&j->fd);
 }
 
-int perf__journal_read(const char *path, uint64_t max_bytes, perf__journal_record_fn record,
-                       void *ctx, uint64_t *torn) {
+int perf__journal_read(int dirfd, const char *name, uint64_t max_bytes,
+                       perf__journal_record_fn record, void *ctx, uint64_t *torn) {
   *torn = 0;
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  int fd = perf__openat_file(dirfd, name, O_RDONLY, 0);
   if (fd < 0) return PERF_E_SYSTEM;
   struct stat st;
   if (fstat(fd, &st) != 0) {
@@ -130,27 +131,32 @@ int perf__journal_read(const char *path, uint64_t max_bytes, perf__journal_recor
   return err;
 }
 
-int perf__journal_scan(const char *dir, size_t limit, perf__journal_found_fn found, void *ctx) {
-  DIR *d = opendir(dir);
-  if (!d) return errno == ENOENT ? PERF_OK : PERF_E_SYSTEM;
+int perf__journal_scan(int dirfd, size_t limit, perf__journal_found_fn found, void *ctx) {
+  int fd = dirfd >= 0 ? openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+  DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+  if (!d) {
+    if (fd >= 0) close(fd);
+    return PERF_E_SYSTEM;
+  }
   struct dirent *de;
   size_t n = 0;
   while (n < limit && (de = readdir(d)) != NULL) {
     uint8_t id[16];
-    char path[PATH_MAX];
     if (!parse_name(de->d_name, id)) continue;
-    if (snprintf(path, sizeof path, "%s/%s", dir, de->d_name) >= (int)sizeof path) continue;
-    found(ctx, path, id);
+    found(ctx, de->d_name, id);
     n++;
   }
   closedir(d);
   return PERF_OK;
 }
 
-static int open_journal(perf__journal_t *j) {
-  j->fd = open(j->path, O_WRONLY | O_CREAT | O_APPEND | O_TRUNC | O_CLOEXEC, 0600);
+/* flags: O_TRUNC for a new journal, 0 to go on appending to one. */
+static int open_journal(perf__journal_t *j, int dirfd, int flags) {
+  j->fd = perf__openat_file(dirfd, j->name, O_WRONLY | O_CREAT | O_APPEND | flags, PERF__FILE_MODE);
   if (j->fd < 0) return PERF_E_SYSTEM;
-  perf__owned_fd_add(j->fd); /* a forked child closes its copy */
+  struct stat st;
+  if (fstat(j->fd, &st) == 0) j->bytes = (uint64_t)st.st_size;
+  perf__owned_fd_add(j->fd); /* a forked child closes its copy; checked before each write */
   return PERF_OK;
 }
 

@@ -16,6 +16,12 @@
  * A torn tail (short or bad CRC: the process died inside the write, or the
  * disk filled) is dropped and counted by the reader.
  *
+ * Files are opened relative to the spool directory's descriptor, never
+ * through a link, created 0600 whatever the umask. The journal's
+ * descriptor is checked to be the SDK's before each write
+ * (sdk/base/owned_fds.h): one the app closed and reused is forgotten,
+ * never written to or closed, and the journal is opened again.
+ *
  * Writer thread only (the open at SDK start runs there too).
  */
 #ifndef PERF_WIRE_JOURNAL_H
@@ -33,24 +39,27 @@ typedef struct perf__journal_s {
   int fd;              /* -1: none open */
   uint64_t bytes;      /* file size: records written whole */
   uint8_t id[16];      /* the batch id */
-  char path[PATH_MAX]; /* <dir>/<hex id>.journal */
+  char name[48];       /* <hex id>.journal */
+  char path[PATH_MAX]; /* <dir>/<hex id>.journal, for the log */
 } perf__journal_t;
 
 #define PERF__JOURNAL_INIT                                                                         \
   { .fd = -1 }
 
-/* Create the journal of batch `id` in `dir` (re-created with mkdir -p when
-   the directory was deleted meanwhile). 0 or PERF_E_SYSTEM (logged with
-   the path and errno). */
-int perf__journal_begin(perf__journal_t *j, const char *dir, const uint8_t id[16]);
+/* Create the journal of batch `id` in the directory dirfd (its path `dir`,
+   for the log). 0 or PERF_E_SYSTEM (logged with the path and errno). */
+int perf__journal_begin(perf__journal_t *j, int dirfd, const char *dir, const uint8_t id[16]);
 
 /* Append one record in one write(). On failure (PERF_E_SYSTEM, logged) the
    file is cut back to its last whole record. PERF_E_INVALID_ARGUMENT when
-   no journal is open or len is 0 or over 2^31. */
-int perf__journal_append(perf__journal_t *j, const void *payload, size_t len);
+   no journal is open or len is 0 or over 2^31. When the journal's
+   descriptor is no longer the SDK's (the app closed it), it is forgotten
+   and the journal opened again in dirfd (appending, as it was). */
+int perf__journal_append(perf__journal_t *j, int dirfd, const void *payload, size_t len);
 
-/* Close and delete the journal (its batch is in the spool now, or dropped). */
-void perf__journal_end(perf__journal_t *j);
+/* Close and delete the journal, in dirfd (its batch is in the spool now,
+   or dropped). */
+void perf__journal_end(perf__journal_t *j, int dirfd);
 
 /* Close it and keep the file (for the next start). */
 void perf__journal_close(perf__journal_t *j);
@@ -60,13 +69,13 @@ void perf__journal_close(perf__journal_t *j);
    PERF_E_SYSTEM (unreadable), PERF_E_TRUNCATED (larger than max_bytes; not
    read). *torn is 1 when the tail was a torn record, dropped. */
 typedef int (*perf__journal_record_fn)(void *ctx, const uint8_t *payload, size_t len);
-int perf__journal_read(const char *path, uint64_t max_bytes, perf__journal_record_fn record,
-                       void *ctx, uint64_t *torn);
+int perf__journal_read(int dirfd, const char *name, uint64_t max_bytes,
+                       perf__journal_record_fn record, void *ctx, uint64_t *torn);
 
-/* The journals in `dir`: `found` gets each one's path and batch id (at most
-   `limit` of them). Other files are ignored. 0, or PERF_E_SYSTEM when the
-   directory cannot be listed (ENOENT is 0: none). */
-typedef void (*perf__journal_found_fn)(void *ctx, const char *path, const uint8_t id[16]);
-int perf__journal_scan(const char *dir, size_t limit, perf__journal_found_fn found, void *ctx);
+/* The journals in the directory dirfd: `found` gets each one's name and
+   batch id (at most `limit` of them). Other files are ignored. 0, or
+   PERF_E_SYSTEM when the directory cannot be listed. */
+typedef void (*perf__journal_found_fn)(void *ctx, const char *name, const uint8_t id[16]);
+int perf__journal_scan(int dirfd, size_t limit, perf__journal_found_fn found, void *ctx);
 
 #endif

@@ -55,14 +55,16 @@
 #define LOCK_TRIES 8
 
 static int check_options(const perf__spool_options_t *opt);
-static int take_directory(perf__spool_t *sp);
-static bool dir_holds_only_lock(const char *path);
+static int take_directory(perf__spool_t *sp, perf__dir_t *given);
+static int take_subdir(perf__spool_t *sp, int root_fd);
+static bool dir_holds_only_lock(int dirfd);
+static void retake_lock_locked(perf__spool_t *sp, int dirfd);
 static int write_batch(perf__spool_t *sp, uint64_t seq, const uint8_t id[16], const void *payload,
                        size_t len, int64_t created_ns, int64_t boot_ns);
 static uint32_t read_boot_tag(void);
 static bool over_file_size_limit(uint64_t size);
 static int write_all(perf__spool_t *sp, int fd, const void *data, size_t len);
-static void discard(perf__spool_t *sp, const char *path);
+static void discard(perf__spool_t *sp, int dirfd, const char *name, const char *path);
 static int quarantine_rec(perf__spool_t *sp, uint64_t seq, const uint8_t id[16], const char *reason,
                           bool rejected);
 static void evict_expired_locked(perf__spool_t *sp, int64_t now_ns);
@@ -91,10 +93,11 @@ int perf__spool_open(const perf__spool_options_t *opt, perf__spool_t **out) {
   sp->max_files = opt->max_files;
   sp->max_age_s = opt->max_age_s;
   sp->boot_tag = read_boot_tag();
-  sp->lock_fd = sp->dir_fd = -1;
+  sp->lock_fd = -1;
+  sp->root_h = sp->dir_h = sp->quarantine_h = (perf__dir_t)PERF__DIR_INIT;
   sp->next_seq = 1;
   snprintf(sp->root, sizeof sp->root, "%s", opt->dir);
-  err = take_directory(sp);
+  err = take_directory(sp, opt->root);
   if (!err) err = perf__spool_recover(sp);
   if (err) {
     perf__spool_close(sp);
@@ -110,14 +113,15 @@ void perf__spool_close(perf__spool_t *sp) {
   if (!sp) return;
   /* An empty subdirectory of ours goes; with batches left in it, it stays
      for the next opener to adopt. We still hold its lock here. */
-  if (sp->subdir && sp->lock_fd >= 0 && sp->count == 0 && dir_holds_only_lock(sp->dir)) {
-    char lock_path[PATH_MAX];
-    if (perf__spool_join(lock_path, sp->dir, "LOCK") == 0 && unlink(lock_path) == 0) rmdir(sp->dir);
-  }
-  perf__owned_fd_remove(sp->dir_fd);
-  perf__owned_fd_remove(sp->lock_fd);
-  if (sp->dir_fd >= 0) close(sp->dir_fd);
-  if (sp->lock_fd >= 0) close(sp->lock_fd);
+  int dfd = sp->dir_h.fd >= 0 ? perf__spool_dir_fd(sp) : -1;
+  int root_fd = sp->subdir && dfd >= 0 ? perf__spool_root_fd(sp) : -1;
+  if (root_fd >= 0 && sp->lock_fd >= 0 && sp->count == 0 && dir_holds_only_lock(dfd) &&
+      unlinkat(dfd, "LOCK", 0) == 0)
+    unlinkat(root_fd, strrchr(sp->dir, '/') + 1, AT_REMOVEDIR);
+  perf__dir_close(&sp->dir_h);
+  perf__dir_close(&sp->root_h);
+  perf__dir_close(&sp->quarantine_h);
+  perf__owned_fd_drop(&sp->lock_fd);
   pthread_mutex_destroy(&sp->lock);
   free(sp->ring);
   free(sp);
@@ -125,6 +129,37 @@ void perf__spool_close(perf__spool_t *sp) {
 
 const char *perf__spool_dir(const perf__spool_t *sp) {
   return sp ? sp->dir : NULL;
+}
+
+int perf__spool_dir_fd(perf__spool_t *sp) {
+  pthread_mutex_lock(&sp->lock);
+  int before = sp->dir_h.fd;
+  int fd = perf__dir_fd(&sp->dir_h);
+  int saved = errno;
+  /* The directory opened again (the app closed its descriptor, or it was
+     deleted and made again): our LOCK is taken again in it. */
+  if (fd >= 0 && (fd != before || !perf__owned_fd_is_mine(sp->lock_fd))) retake_lock_locked(sp, fd);
+  pthread_mutex_unlock(&sp->lock);
+  errno = saved;
+  return fd;
+}
+
+int perf__spool_root_fd(perf__spool_t *sp) {
+  pthread_mutex_lock(&sp->lock);
+  int fd = perf__dir_fd(&sp->root_h);
+  int saved = errno;
+  pthread_mutex_unlock(&sp->lock);
+  errno = saved;
+  return fd;
+}
+
+int perf__spool_quarantine_fd(perf__spool_t *sp) {
+  pthread_mutex_lock(&sp->lock);
+  int fd = perf__dir_fd(&sp->quarantine_h);
+  int saved = errno;
+  pthread_mutex_unlock(&sp->lock);
+  errno = saved;
+  return fd;
 }
 
 int perf__spool_put(perf__spool_t *sp, const uint8_t batch_id[16], const void *payload, size_t len,
@@ -204,7 +239,11 @@ int perf__spool_read(perf__spool_t *sp, const perf__spool_entry_t *e, uint8_t **
   if (!sp || !e || !payload || !len) return PERF_E_INVALID_ARGUMENT;
   *payload = NULL;
   *len = 0;
-  int fd = sp->io.open(sp->io.ctx, e->path, O_RDONLY, 0);
+  char name[PERF__SPOOL_NAME_BYTES];
+  perf__spool_batch_name(name, e->seq, e->id, ".batch");
+  int dfd = perf__spool_dir_fd(sp);
+  if (dfd < 0) return perf__spool_io_failed("open", sp->dir, errno);
+  int fd = sp->io.open(sp->io.ctx, dfd, name, O_RDONLY, 0);
   if (fd < 0) {
     if (errno == ENOENT) return PERF__E_SPOOL_GONE;
     return perf__spool_io_failed("open", e->path, errno);
@@ -296,55 +335,102 @@ static int check_options(const perf__spool_options_t *opt) {
   return PERF_OK;
 }
 
-/* Lock the root, or else a subdirectory <root>/<pid> of our own; open our
-   directory for fsync; make sure quarantine/ exists. */
-static int take_directory(perf__spool_t *sp) {
-  char path[PATH_MAX];
-  if (perf__mkdir_p(sp->root) != 0)
-    PERF__FAIL(PERF_E_SYSTEM, "spool: cannot create %s: %s", sp->root, strerror(errno));
-  snprintf(sp->dir, sizeof sp->dir, "%s", sp->root);
-  perf__spool_join(path, sp->root, "LOCK");
-  int r = perf__spool_lock_file(path, true, &sp->lock_fd);
-  if (r == PERF__SPOOL_LOCK_HELD) {
-    /* Another live process owns the root: we take <root>/<pid>. An adopter
-       may remove a dead subdirectory of that name (lock file first) between
-       our mkdir and our lock; the lock we got is then on an unlinked file
-       (stale) and we start over. */
-    sp->subdir = true;
-    char pid[16];
-    snprintf(pid, sizeof pid, "%d", (int)getpid());
-    perf__spool_join(sp->dir, sp->root, pid);
-    perf__spool_join(path, sp->dir, "LOCK");
-    r = PERF__SPOOL_LOCK_STALE;
-    for (int tries = 0; r == PERF__SPOOL_LOCK_STALE && tries < LOCK_TRIES; tries++) {
-      if (mkdir(sp->dir, 0700) != 0 && errno != EEXIST) {
-        r = PERF__SPOOL_LOCK_ERROR;
-        break;
-      }
-      r = perf__spool_lock_file(path, true, &sp->lock_fd);
-      if (r == PERF__SPOOL_LOCK_ERROR && errno == ENOENT) r = PERF__SPOOL_LOCK_STALE;
-    }
-    /* Held: this process already has two spools on this root. */
-    if (r == PERF__SPOOL_LOCK_HELD)
-      PERF__FAIL(PERF_E_BUSY, "spool: %s is in use by this process", sp->dir);
+/* Lock the root, or else a subdirectory <root>/<pid> of our own; keep
+   both open (every file is reached from them, never by path again); make
+   sure quarantine/ exists. */
+static int take_directory(perf__spool_t *sp, perf__dir_t *given) {
+  const unsigned flags = PERF__DIR_CREATE | PERF__DIR_TRUST;
+  if (given) {
+    sp->root_h = *given;
+    given->fd = -1;
+  } else {
+    int err = perf__dir_open(&sp->root_h, sp->root, flags, "spool");
+    if (err) return err;
   }
-  if (r != PERF__SPOOL_LOCK_TAKEN)
-    PERF__FAIL(PERF_E_SYSTEM, "spool: cannot lock %s: %s", path,
+  int root_fd = sp->root_h.fd;
+  snprintf(sp->dir, sizeof sp->dir, "%s", sp->root);
+  int r = perf__spool_lock_file(root_fd, true, &sp->lock_fd);
+  if (r == PERF__SPOOL_LOCK_TAKEN) {
+    int fd = openat(root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) PERF__FAIL(PERF_E_SYSTEM, "spool: open %s: %s", sp->dir, strerror(errno));
+    perf__dir_set(&sp->dir_h, fd, sp->dir, flags, "spool");
+  } else if (r == PERF__SPOOL_LOCK_HELD) {
+    int err = take_subdir(sp, root_fd);
+    if (err) return err;
+  } else {
+    PERF__FAIL(PERF_E_SYSTEM, "spool: cannot lock %s/LOCK: %s", sp->root,
                r == PERF__SPOOL_LOCK_STALE ? "removed under us repeatedly" : strerror(errno));
-  /* A forked child closes its copies of both: it must not keep the flock
-     alive after we exit, nor write here (sdk/base/owned_fds.h). */
+  }
+  /* A forked child closes its copy: it must not keep the flock alive after
+     we exit (sdk/base/owned_fds.h). */
   perf__owned_fd_add(sp->lock_fd);
-  sp->dir_fd = open(sp->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  perf__owned_fd_add(sp->dir_fd);
-  if (sp->dir_fd < 0) PERF__FAIL(PERF_E_SYSTEM, "spool: open %s: %s", sp->dir, strerror(errno));
   perf__spool_join(sp->quarantine, sp->root, "quarantine");
-  if (mkdir(sp->quarantine, 0700) != 0 && errno != EEXIST)
+  int qfd = perf__mkdirat_private(root_fd, "quarantine")
+                ? openat(root_fd, "quarantine", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+                : -1;
+  if (qfd < 0)
     PERF__FAIL(PERF_E_SYSTEM, "spool: cannot create %s: %s", sp->quarantine, strerror(errno));
+  perf__dir_set(&sp->quarantine_h, qfd, sp->quarantine, flags, "spool quarantine");
   return PERF_OK;
 }
 
-static bool dir_holds_only_lock(const char *path) {
-  DIR *d = opendir(path);
+/* Another live process owns the root: we take <root>/<pid>. An adopter may
+   remove a dead subdirectory of that name (lock file first) between our
+   mkdir and our lock; the lock we got is then on an unlinked file (stale)
+   and we start over. */
+static int take_subdir(perf__spool_t *sp, int root_fd) {
+  sp->subdir = true;
+  char pid[16];
+  snprintf(pid, sizeof pid, "%d", (int)getpid());
+  perf__spool_join(sp->dir, sp->root, pid);
+  int r = PERF__SPOOL_LOCK_STALE, fd = -1;
+  for (int tries = 0; r == PERF__SPOOL_LOCK_STALE && tries < LOCK_TRIES; tries++) {
+    fd = perf__mkdirat_private(root_fd, pid)
+             ? openat(root_fd, pid, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+             : -1;
+    if (fd < 0) {
+      r = errno == ENOENT ? PERF__SPOOL_LOCK_STALE : PERF__SPOOL_LOCK_ERROR;
+      continue;
+    }
+    r = perf__spool_lock_file(fd, true, &sp->lock_fd);
+    if (r == PERF__SPOOL_LOCK_ERROR && errno == ENOENT) r = PERF__SPOOL_LOCK_STALE;
+    if (r != PERF__SPOOL_LOCK_TAKEN) {
+      int saved = errno;
+      close(fd);
+      errno = saved;
+      fd = -1;
+    }
+  }
+  /* Held: this process already has two spools on this root. */
+  if (r == PERF__SPOOL_LOCK_HELD)
+    PERF__FAIL(PERF_E_BUSY, "spool: %s is in use by this process", sp->dir);
+  if (r != PERF__SPOOL_LOCK_TAKEN)
+    PERF__FAIL(PERF_E_SYSTEM, "spool: cannot lock %s/LOCK: %s", sp->dir,
+               r == PERF__SPOOL_LOCK_STALE ? "removed under us repeatedly" : strerror(errno));
+  perf__dir_set(&sp->dir_h, fd, sp->dir, PERF__DIR_TRUST, "spool");
+  int err = perf__dir_check_trust(fd, sp->dir, "spool");
+  return err;
+}
+
+/* With the mutex: our LOCK's descriptor was closed by the app, or our
+   directory was made again: the lock is taken again. */
+static void retake_lock_locked(perf__spool_t *sp, int dirfd) {
+  perf__owned_fd_drop(&sp->lock_fd);
+  int r = perf__spool_lock_file(dirfd, true, &sp->lock_fd);
+  if (r == PERF__SPOOL_LOCK_TAKEN) {
+    perf__owned_fd_add(sp->lock_fd);
+    sp->lock_warned = false;
+    return;
+  }
+  sp->lock_fd = -1;
+  if (!sp->lock_warned)
+    perf__log(PERF__LOG_WARN, "spool: %s/LOCK could not be taken again (%s)", sp->dir,
+              r == PERF__SPOOL_LOCK_HELD ? "another process holds it" : strerror(errno));
+  sp->lock_warned = true;
+}
+
+static bool dir_holds_only_lock(int dirfd) {
+  DIR *d = perf__spool_opendir(dirfd);
   if (!d) return false;
   bool only = true;
   struct dirent *de;
@@ -362,9 +448,10 @@ static bool dir_holds_only_lock(const char *path) {
    entry could not be made durable, is unlinked. */
 static int write_batch(perf__spool_t *sp, uint64_t seq, const uint8_t id[16], const void *payload,
                        size_t len, int64_t created_ns, int64_t boot_ns) {
-  char name[PERF__SPOOL_NAME_BYTES], tmp[PATH_MAX], path[PATH_MAX];
-  perf__spool_batch_name(name, seq, id, ".tmp");
-  perf__spool_join(tmp, sp->dir, name);
+  char tmp_name[PERF__SPOOL_NAME_BYTES], name[PERF__SPOOL_NAME_BYTES], tmp[PATH_MAX],
+      path[PATH_MAX];
+  perf__spool_batch_name(tmp_name, seq, id, ".tmp");
+  perf__spool_join(tmp, sp->dir, tmp_name);
   perf__spool_batch_name(name, seq, id, ".batch");
   perf__spool_join(path, sp->dir, name);
   /* Checked here so that the kernel never raises SIGXFSZ (its default action
@@ -374,7 +461,9 @@ static int write_batch(perf__spool_t *sp, uint64_t seq, const uint8_t id[16], co
   uint8_t h[HDR];
   perf__spool_header_encode(h, len, perf__crc32c(0, payload, len), created_ns, boot_ns,
                             sp->boot_tag, id);
-  int fd = sp->io.open(sp->io.ctx, tmp, O_WRONLY | O_CREAT | O_EXCL, 0600);
+  int dfd = perf__spool_dir_fd(sp);
+  if (dfd < 0) return perf__spool_io_failed("open", sp->dir, errno);
+  int fd = sp->io.open(sp->io.ctx, dfd, tmp_name, O_WRONLY | O_CREAT | O_EXCL, 0600);
   if (fd < 0) return perf__spool_io_failed("create", tmp, errno);
   const char *step = NULL;
   if (write_all(sp, fd, h, HDR) != 0 || write_all(sp, fd, payload, len) != 0)
@@ -386,24 +475,24 @@ static int write_batch(perf__spool_t *sp, uint64_t seq, const uint8_t id[16], co
     step = "close";
     saved = errno;
   }
-  if (!step && sp->io.rename(sp->io.ctx, tmp, path) != 0) {
+  if (!step && sp->io.rename(sp->io.ctx, dfd, tmp_name, dfd, name) != 0) {
     step = "rename";
     saved = errno;
   }
   if (step) {
-    discard(sp, tmp);
+    discard(sp, dfd, tmp_name, tmp);
     return perf__spool_io_failed(step, tmp, saved);
   }
-  if (sp->io.fsync(sp->io.ctx, sp->dir_fd) != 0) {
+  if (sp->io.fsync(sp->io.ctx, dfd) != 0) {
     saved = errno;
-    discard(sp, path); /* its name may not survive a crash: take it back */
+    discard(sp, dfd, name, path); /* its name may not survive a crash: take it back */
     return perf__spool_io_failed("fsync", sp->dir, saved);
   }
   return PERF_OK;
 }
 
-static void discard(perf__spool_t *sp, const char *path) {
-  if (sp->io.unlink(sp->io.ctx, path) != 0 && errno != ENOENT)
+static void discard(perf__spool_t *sp, int dirfd, const char *name, const char *path) {
+  if (sp->io.unlink(sp->io.ctx, dirfd, name) != 0 && errno != ENOENT)
     perf__log(PERF__LOG_WARN, "spool: unlink %s: %s", path, strerror(errno));
 }
 
@@ -453,10 +542,9 @@ static int quarantine_rec(perf__spool_t *sp, uint64_t seq, const uint8_t id[16],
   }
   perf__spool_rec_t r = index_take(sp, pos);
   pthread_mutex_unlock(&sp->lock);
-  char name[PERF__SPOOL_NAME_BYTES], path[PATH_MAX];
+  char name[PERF__SPOOL_NAME_BYTES];
   perf__spool_batch_name(name, r.seq, r.id, ".batch");
-  perf__spool_join(path, sp->dir, name);
-  perf__spool_quarantine_file(sp, path, name, reason, r.size);
+  perf__spool_quarantine_file(sp, perf__spool_dir_fd(sp), sp->dir, name, reason, r.size);
   pthread_mutex_lock(&sp->lock);
   settle_busy_locked(sp, r.size);
   if (rejected)

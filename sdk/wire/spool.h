@@ -38,6 +38,7 @@
 #include <stdint.h>
 
 #include "perf_sdk.h"
+#include "sdk/base/dir_handle.h"
 #include "sdk/wire/spool_io.h"
 
 /* Spool-specific results besides the perf_error_t codes (internal, never
@@ -70,6 +71,10 @@ typedef struct perf__spool_options_s {
   uint32_t max_files;         /* 1..PERF__SPOOL_MAX_FILES_LIMIT */
   uint32_t max_age_s;         /* older batches are evicted; 0 = no age limit; up to 10 years */
   const perf__spool_io_t *io; /* the I/O seam; NULL = perf__spool_io_posix() */
+  /* dir already opened and checked by the caller (perf__dir_open with
+     PERF__DIR_TRUST): taken over, its fd set to -1 here. NULL: the spool
+     opens dir itself (made 0700, the trust rule applied). */
+  perf__dir_t *root;
 } perf__spool_options_t;
 
 /* One batch waiting in the spool, as perf__spool_peek_oldest describes it.
@@ -104,7 +109,8 @@ typedef struct perf__spool_stats_s {
    apply the bounds. *out is freed with perf__spool_close. Returns
    PERF_E_INVALID_ARGUMENT (options out of range), PERF_E_BUSY (no lock to
    be had), PERF_E_SYSTEM (the directory cannot be created or locked),
-   PERF_E_NO_MEMORY. */
+   PERF_E_INVALID_CONFIG (the directory is another user's, or writable by
+   group or others without the sticky bit: logged), PERF_E_NO_MEMORY. */
 int perf__spool_open(const perf__spool_options_t *opt, perf__spool_t **out);
 
 /* Release the lock and free the spool; the batches stay on disk for the next
@@ -113,6 +119,13 @@ void perf__spool_close(perf__spool_t *sp);
 
 /* The directory this process writes batches into: the root, or <root>/<pid>. */
 const char *perf__spool_dir(const perf__spool_t *sp);
+
+/* Its descriptor, for the files the batch sink keeps beside the batches
+   (journals, drop counts): checked before each use and opened again when
+   the app closed it (sdk/base/dir_handle.h), the directory's LOCK taken
+   again then. -1 with errno set when there is none (logged once). Any
+   thread. */
+int perf__spool_dir_fd(perf__spool_t *sp);
 
 /* Write one batch (payload[0..len), len may be 0) durably, evicting the
    oldest batches first so that every bound holds afterwards. *seq_out (may

@@ -32,6 +32,7 @@
 
 #include "perf_sdk.h"
 #include "sdk/base/crc32c.h"
+#include "sdk/base/fileio.h"
 #include "sdk/base/hex.h"
 #include "sdk/base/le.h"
 #include "sdk/base/log.h"
@@ -45,8 +46,8 @@
 static int pread_all(const perf__spool_io_t *io, int fd, void *buf, size_t len, off_t off);
 static const char *header_problem(const uint8_t *h, size_t have, uint64_t file_size,
                                   const uint8_t id[16], perf__spool_rec_t *rec);
-static const char *check_file(perf__spool_t *sp, const char *path, const uint8_t id[16],
-                              perf__spool_rec_t *rec, int *io_errno);
+static const char *check_file(perf__spool_t *sp, int dirfd, const char *name, const char *path,
+                              const uint8_t id[16], perf__spool_rec_t *rec, int *io_errno);
 
 /* ---- names and paths ----------------------------------------------------- */
 
@@ -101,10 +102,21 @@ int perf__spool_join(char *out, const char *dir, const char *name) {
   return 0;
 }
 
-bool perf__spool_is_regular(const char *dir, const char *name) {
-  char path[PATH_MAX];
+bool perf__spool_is_regular(int dirfd, const char *name) {
   struct stat st;
-  return perf__spool_join(path, dir, name) == 0 && lstat(path, &st) == 0 && S_ISREG(st.st_mode);
+  return fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode);
+}
+
+DIR *perf__spool_opendir(int dirfd) {
+  int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return NULL;
+  DIR *d = fdopendir(fd);
+  if (!d) {
+    int saved = errno;
+    close(fd);
+    errno = saved;
+  }
+  return d;
 }
 
 /* ---- the header: written, read back, checked ----------------------------- */
@@ -120,13 +132,14 @@ int perf__spool_read_file(const char *path, uint8_t id[16], int64_t *created_uni
   uint8_t named[16];
   bool has_name = perf__spool_parse_batch_name(slash ? slash + 1 : path, &seq, named);
   const perf__spool_io_t *io = perf__spool_io_posix();
-  int fd = io->open(io->ctx, path, O_RDONLY, 0);
+  /* A path given by a person (perf-dump): followed, as any tool does. */
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return PERF_E_SYSTEM; /* errno kept */
   perf__spool_rec_t rec;
   int err = perf__spool_read_batch_fd(io, PERF__SPOOL_MAX_BYTES_LIMIT, fd, path,
                                       has_name ? named : NULL, &rec, payload, reason);
   int saved = errno;
-  io->close(io->ctx, fd);
+  close(fd);
   errno = saved;
   if (err) return err;
   if (*reason) return PERF__E_SPOOL_CORRUPT;
@@ -199,10 +212,10 @@ int perf__spool_io_failed(const char *step, const char *path, int err) {
 
 /* ---- locks, quarantine, unlink ------------------------------------------- */
 
-/* flock(LOCK_EX | LOCK_NB) on path. PERF__SPOOL_LOCK_STALE: we got the lock, but the file
-   was unlinked (or replaced) meanwhile, so it guards nothing. */
-int perf__spool_lock_file(const char *path, bool create, int *fd_out) {
-  int fd = open(path, O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0600);
+/* flock(LOCK_EX | LOCK_NB) on dirfd's LOCK. PERF__SPOOL_LOCK_STALE: we got the lock, but
+   the file was unlinked (or replaced) meanwhile, so it guards nothing. */
+int perf__spool_lock_file(int dirfd, bool create, int *fd_out) {
+  int fd = perf__openat_file(dirfd, "LOCK", O_RDWR | (create ? O_CREAT : 0), PERF__FILE_MODE);
   if (fd < 0) return PERF__SPOOL_LOCK_ERROR;
   if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
     int r = errno == EWOULDBLOCK ? PERF__SPOOL_LOCK_HELD : PERF__SPOOL_LOCK_ERROR;
@@ -212,8 +225,8 @@ int perf__spool_lock_file(const char *path, bool create, int *fd_out) {
     return r;
   }
   struct stat held, named;
-  if (fstat(fd, &held) != 0 || stat(path, &named) != 0 || held.st_ino != named.st_ino ||
-      held.st_dev != named.st_dev) {
+  if (fstat(fd, &held) != 0 || fstatat(dirfd, "LOCK", &named, AT_SYMLINK_NOFOLLOW) != 0 ||
+      held.st_ino != named.st_ino || held.st_dev != named.st_dev) {
     close(fd);
     return PERF__SPOOL_LOCK_STALE;
   }
@@ -224,23 +237,26 @@ int perf__spool_lock_file(const char *path, bool create, int *fd_out) {
 /* Move path into quarantine/ as <name>.<reason>; delete it instead when
    quarantine/ is full or the file is larger than max_bytes, so the
    quarantine stays bounded. */
-void perf__spool_quarantine_file(perf__spool_t *sp, const char *path, const char *name,
+void perf__spool_quarantine_file(perf__spool_t *sp, int dirfd, const char *dir, const char *name,
                                  const char *reason, uint64_t size) {
+  int qfd = perf__spool_quarantine_fd(sp);
+  char path[PATH_MAX];
+  perf__spool_join(path, dir, name);
   pthread_mutex_lock(&sp->lock);
   bool keep = sp->quarantine_files < PERF__SPOOL_QUARANTINE_LIMIT && size <= sp->max_bytes;
   if (keep) sp->quarantine_files++;
   pthread_mutex_unlock(&sp->lock);
-  char qname[NAME_MAX + PERF__SPOOL_REASON_MAX + 2], target[PATH_MAX];
+  char qname[NAME_MAX + PERF__SPOOL_REASON_MAX + 2];
   int n = snprintf(qname, sizeof qname, "%s.%s", name, reason);
-  if (keep && n > 0 && n <= NAME_MAX && perf__spool_join(target, sp->quarantine, qname) == 0 &&
-      sp->io.rename(sp->io.ctx, path, target) == 0)
+  if (keep && n > 0 && n <= NAME_MAX && qfd >= 0 &&
+      sp->io.rename(sp->io.ctx, dirfd, name, qfd, qname) == 0)
     return;
   if (keep) {
     pthread_mutex_lock(&sp->lock);
     sp->quarantine_files--;
     pthread_mutex_unlock(&sp->lock);
   }
-  if (sp->io.unlink(sp->io.ctx, path) != 0 && errno != ENOENT)
+  if (sp->io.unlink(sp->io.ctx, dirfd, name) != 0 && errno != ENOENT)
     perf__log(PERF__LOG_WARN, "spool: cannot set aside or delete %s: %s", path, strerror(errno));
 }
 
@@ -248,15 +264,15 @@ void perf__spool_unlink_rec(perf__spool_t *sp, const perf__spool_rec_t *r, const
   char name[PERF__SPOOL_NAME_BYTES], path[PATH_MAX];
   perf__spool_batch_name(name, r->seq, r->id, ".batch");
   perf__spool_join(path, sp->dir, name);
-  if (sp->io.unlink(sp->io.ctx, path) != 0 && errno != ENOENT)
+  if (sp->io.unlink(sp->io.ctx, perf__spool_dir_fd(sp), name) != 0 && errno != ENOENT)
     perf__log(PERF__LOG_WARN, "spool: %s %s: %s", why, path, strerror(errno));
 }
 
 /* ---- one directory's batch files, at open -------------------------------- */
 
-int perf__spool_scan_dir(perf__spool_t *sp, const char *dir, perf__spool_rec_list_t *found,
-                         uint64_t *max_seq, size_t *others) {
-  DIR *d = opendir(dir);
+int perf__spool_scan_dir(perf__spool_t *sp, int dirfd, const char *dir,
+                         perf__spool_rec_list_t *found, uint64_t *max_seq, size_t *others) {
+  DIR *d = perf__spool_opendir(dirfd);
   if (!d) PERF__FAIL(PERF_E_SYSTEM, "spool: cannot list %s: %s", dir, strerror(errno));
   struct dirent *de;
   int err = PERF_OK;
@@ -272,7 +288,7 @@ int perf__spool_scan_dir(perf__spool_t *sp, const char *dir, perf__spool_rec_lis
     uint8_t id[16];
     bool batch = perf__spool_parse_batch_name(name, &seq, id);
     bool tmp = !batch && perf__spool_is_tmp_name(name);
-    if ((!batch && !tmp) || !perf__spool_is_regular(dir, name)) {
+    if ((!batch && !tmp) || !perf__spool_is_regular(dirfd, name)) {
       if (strcmp(name, "quarantine") != 0 && !perf__spool_is_pid_name(name)) (*others)++;
       continue;
     }
@@ -292,15 +308,16 @@ int perf__spool_scan_dir(perf__spool_t *sp, const char *dir, perf__spool_rec_lis
     perf__spool_join(path, dir, name);
     perf__spool_rec_t rec;
     int io_errno = 0;
-    const char *bad = tmp ? "torn" : check_file(sp, path, id, &rec, &io_errno);
+    const char *bad = tmp ? "torn" : check_file(sp, dirfd, name, path, id, &rec, &io_errno);
     if (io_errno) { /* cannot tell: leave it */
       perf__log(PERF__LOG_WARN, "spool: %s: %s", path, strerror(io_errno));
       (*others)++;
     } else if (bad) {
       struct stat st;
       perf__log(PERF__LOG_WARN, "spool: %s is %s: quarantined", path, bad);
-      perf__spool_quarantine_file(sp, path, name, bad,
-                                  stat(path, &st) == 0 ? (uint64_t)st.st_size : 0);
+      perf__spool_quarantine_file(
+          sp, dirfd, dir, name, bad,
+          fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 ? (uint64_t)st.st_size : 0);
       sp->st.quarantined_corrupt++;
     } else {
       rec.seq = seq;
@@ -369,9 +386,9 @@ static const char *header_problem(const uint8_t *h, size_t have, uint64_t file_s
    is checked when the batch is read): NULL and *rec filled (but for seq)
    when it looks whole, else what is wrong; *io_errno set when it could not
    be read at all. */
-static const char *check_file(perf__spool_t *sp, const char *path, const uint8_t id[16],
-                              perf__spool_rec_t *rec, int *io_errno) {
-  int fd = sp->io.open(sp->io.ctx, path, O_RDONLY, 0);
+static const char *check_file(perf__spool_t *sp, int dirfd, const char *name, const char *path,
+                              const uint8_t id[16], perf__spool_rec_t *rec, int *io_errno) {
+  int fd = sp->io.open(sp->io.ctx, dirfd, name, O_RDONLY, 0);
   if (fd < 0) {
     *io_errno = errno;
     return NULL;

@@ -13,12 +13,14 @@
 #ifndef PERF_WIRE_SPOOL_INTERNAL_H
 #define PERF_WIRE_SPOOL_INTERNAL_H
 
+#include <dirent.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sdk/base/dir_handle.h"
 #include "sdk/wire/spool.h"
 #include "sdk/wire/spool_io.h"
 
@@ -54,8 +56,12 @@ struct perf__spool_s {
   char dir[PATH_MAX]; /* ours: the root or <root>/<pid> */
   char quarantine[PATH_MAX];
   bool subdir;
-  int lock_fd; /* our directory's LOCK, flocked */
-  int dir_fd;  /* our directory, for fsync */
+  int lock_fd;      /* our directory's LOCK, flocked */
+  bool lock_warned; /* it could not be taken again: logged once */
+  /* The directories, held open: every file is opened, renamed and
+     unlinked relative to them (sdk/base/dir_handle.h), under the mutex
+     when they are (re)opened. */
+  perf__dir_t root_h, dir_h, quarantine_h;
   perf__spool_rec_t *ring;
   size_t head, count; /* the ring holds max_files records */
   uint64_t bytes;
@@ -110,8 +116,16 @@ bool perf__spool_is_pid_name(const char *name);
    fit (never for the names the spool makes). */
 int perf__spool_join(char *out, const char *dir, const char *name);
 
-/* Whether dir/name is a regular file (not followed when a link). */
-bool perf__spool_is_regular(const char *dir, const char *name);
+/* Whether name in the directory dirfd is a regular file (not followed
+   when a link). */
+bool perf__spool_is_regular(int dirfd, const char *name);
+
+/* The descriptors of our directory, the root and quarantine/, checked
+   before use (perf__dir_fd: opened again when the app closed them); our
+   directory's LOCK is taken again when its descriptor was lost. -1 with
+   errno when there is none. Take the mutex: not with it held. */
+int perf__spool_root_fd(perf__spool_t *sp);
+int perf__spool_quarantine_fd(perf__spool_t *sp);
 
 /* Read the batch file open at fd (through io) and verify it: header, length
    (payload at most max_bytes), id (id NULL: whatever the header says), and,
@@ -132,29 +146,35 @@ void perf__spool_header_encode(uint8_t h[PERF__SPOOL_HEADER_SIZE], uint64_t len,
    PERF_E_SYSTEM. */
 int perf__spool_io_failed(const char *step, const char *path, int err);
 
-/* flock(LOCK_EX | LOCK_NB) on path (created with `create`) into *fd_out:
+/* flock(LOCK_EX | LOCK_NB) on `LOCK` in the directory dirfd (created
+   0600 with `create`; never through a link) into *fd_out:
    PERF__SPOOL_LOCK_TAKEN; LOCK_HELD (another holder); LOCK_STALE (we got
    the lock, but the file was unlinked or replaced meanwhile, so it guards
    nothing); LOCK_ERROR (errno). */
-int perf__spool_lock_file(const char *path, bool create, int *fd_out);
+int perf__spool_lock_file(int dirfd, bool create, int *fd_out);
 
-/* Move path into quarantine/ as <name>.<reason>; delete it instead when
-   quarantine/ is full or the file is larger than max_bytes. Takes the
-   mutex for the quarantine's count. */
-void perf__spool_quarantine_file(perf__spool_t *sp, const char *path, const char *name,
+/* Move `name` of the directory dirfd (its path `dir`, for the log) into
+   quarantine/ as <name>.<reason>; delete it instead when quarantine/ is
+   full or the file is larger than max_bytes. Takes the mutex for the
+   quarantine's count. */
+void perf__spool_quarantine_file(perf__spool_t *sp, int dirfd, const char *dir, const char *name,
                                  const char *reason, uint64_t size);
 
 /* Unlink r's file in our directory; a failure other than ENOENT is logged
    with `why`. */
 void perf__spool_unlink_rec(perf__spool_t *sp, const perf__spool_rec_t *r, const char *why);
 
-/* Every batch file of `dir` checked (header only: the CRC of the payload is
-   checked when the batch is read) into *found; torn, empty and bad files go
+/* Every batch file of the directory dirfd (its path `dir`, for the log) checked (header only: the
+   CRC of the payload is checked when the batch is read) into *found; torn, empty and bad files go
    to quarantine. *max_seq: the highest seq named by a batch or temporary
    file; *others: entries that are neither (a subdirectory with such entries
    is not removed). At most PERF__SPOOL_SCAN_LIMIT entries. */
-int perf__spool_scan_dir(perf__spool_t *sp, const char *dir, perf__spool_rec_list_t *found,
-                         uint64_t *max_seq, size_t *others);
+int perf__spool_scan_dir(perf__spool_t *sp, int dirfd, const char *dir,
+                         perf__spool_rec_list_t *found, uint64_t *max_seq, size_t *others);
+
+/* A DIR stream over the directory dirfd (its own descriptor: closedir
+   leaves dirfd open), or NULL with errno. */
+DIR *perf__spool_opendir(int dirfd);
 
 /* Append *r to l (at most PERF__SPOOL_SCAN_LIMIT records): PERF_OK or
    PERF_E_NO_MEMORY. l->v is the caller's to free(). */

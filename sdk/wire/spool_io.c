@@ -11,14 +11,15 @@
 #include <unistd.h>
 
 #include "sdk/base/clock.h"
+#include "sdk/base/fileio.h"
 
-static int posix_open(void *ctx, const char *path, int flags, mode_t mode);
+static int posix_open(void *ctx, int dirfd, const char *name, int flags, mode_t mode);
 static int posix_close(void *ctx, int fd);
 static ssize_t posix_write(void *ctx, int fd, const void *buf, size_t len);
 static ssize_t posix_pread(void *ctx, int fd, void *buf, size_t len, off_t offset);
 static int posix_fsync(void *ctx, int fd);
-static int posix_rename(void *ctx, const char *from, const char *to);
-static int posix_unlink(void *ctx, const char *path);
+static int posix_rename(void *ctx, int from_dirfd, const char *from, int to_dirfd, const char *to);
+static int posix_unlink(void *ctx, int dirfd, const char *name);
 static int64_t posix_wall_ns(void *ctx);
 static int64_t posix_boot_ns(void *ctx);
 
@@ -39,13 +40,9 @@ const perf__spool_io_t *perf__spool_io_posix(void) {
   return &g_posix;
 }
 
-static int posix_open(void *ctx, const char *path, int flags, mode_t mode) {
+static int posix_open(void *ctx, int dirfd, const char *name, int flags, mode_t mode) {
   (void)ctx;
-  int fd;
-  do {
-    fd = open(path, flags | O_CLOEXEC, mode);
-  } while (fd < 0 && errno == EINTR);
-  return fd;
+  return perf__openat_file(dirfd, name, flags, mode);
 }
 
 static int posix_close(void *ctx, int fd) {
@@ -80,14 +77,14 @@ static int posix_fsync(void *ctx, int fd) {
   return r;
 }
 
-static int posix_rename(void *ctx, const char *from, const char *to) {
+static int posix_rename(void *ctx, int from_dirfd, const char *from, int to_dirfd, const char *to) {
   (void)ctx;
-  return rename(from, to);
+  return renameat(from_dirfd, from, to_dirfd, to);
 }
 
-static int posix_unlink(void *ctx, const char *path) {
+static int posix_unlink(void *ctx, int dirfd, const char *name) {
   (void)ctx;
-  return unlink(path);
+  return unlinkat(dirfd, name, 0);
 }
 
 static int64_t posix_wall_ns(void *ctx) {

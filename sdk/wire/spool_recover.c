@@ -24,14 +24,14 @@
 #include "sdk/wire/spool_internal.h"
 
 static void apply_bounds_at_open(perf__spool_t *sp, perf__spool_rec_list_t *found);
-static size_t count_quarantine(const char *path);
+static size_t count_quarantine(int dirfd);
 
 int perf__spool_recover(perf__spool_t *sp) {
-  sp->quarantine_files = count_quarantine(sp->quarantine);
+  sp->quarantine_files = count_quarantine(perf__spool_quarantine_fd(sp));
   perf__spool_rec_list_t found = {0};
   uint64_t max_seq = 0;
   size_t others = 0;
-  int err = perf__spool_scan_dir(sp, sp->dir, &found, &max_seq, &others);
+  int err = perf__spool_scan_dir(sp, perf__spool_dir_fd(sp), sp->dir, &found, &max_seq, &others);
   if (err) {
     free(found.v);
     return err;
@@ -83,8 +83,8 @@ static void apply_bounds_at_open(perf__spool_t *sp, perf__spool_rec_list_t *foun
   sp->bytes = bytes;
 }
 
-static size_t count_quarantine(const char *path) {
-  DIR *d = opendir(path);
+static size_t count_quarantine(int dirfd) {
+  DIR *d = dirfd >= 0 ? perf__spool_opendir(dirfd) : NULL;
   if (!d) return 0;
   size_t n = 0;
   struct dirent *de;

@@ -1038,6 +1038,15 @@ static void case_config_errors_name_field(void) {
 
   cfg.tags[0] = (perf_tag_t){"", "value"};
   expect_config_error(&cfg, "tags", NULL);
+  /* A key with a colon could never be matched by the collector's
+     tag=key:value filter: refused, the tag named; a value may hold one. */
+  cfg.tags[0] = (perf_tag_t){"team", "pay:eu"};
+  cfg.tags[1] = (perf_tag_t){"region:zone", "eu-1"};
+  expect_config_error(&cfg, "tags[1]", "region:zone");
+  setenv("PERF_SDK_TAGS", "team=pay,a:b=c", 1);
+  cfg.tags[1] = (perf_tag_t){NULL, NULL};
+  expect_config_error(&cfg, "tags[1]", "a:b");
+  unsetenv("PERF_SDK_TAGS");
   cfg.tags[0] = (perf_tag_t){NULL, NULL};
 
   /* The environment wins over the code: 1000 ms makes a 500 ms unit no

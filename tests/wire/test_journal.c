@@ -510,7 +510,7 @@ static void case_dead_subdir_journal_adopted(void) {
   make_dir();
   char spool[160];
   snprintf(spool, sizeof spool, "%s/report.txt.batches", g_dir);
-  perf__spool_options_t so = {spool, 1u << 24, 100, 0, NULL};
+  perf__spool_options_t so = {spool, 1u << 24, 100, 0, NULL, NULL};
   perf__spool_t *holder = NULL;
   CHECK_EQ_INT(perf__spool_open(&so, &holder), PERF_OK); /* the root is ours */
   record_and_kill(0, 2);

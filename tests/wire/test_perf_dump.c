@@ -422,7 +422,7 @@ static void case_corrupt(void) {
   /* A whole spool file (header and CRCs right) whose payload is no batch. */
   char spool_dir[128];
   snprintf(spool_dir, sizeof spool_dir, "%s/garbage", g_dir);
-  perf__spool_options_t so = {spool_dir, 1u << 20, 10, 0, NULL};
+  perf__spool_options_t so = {spool_dir, 1u << 20, 10, 0, NULL, NULL};
   perf__spool_t *sp = NULL;
   CHECK_EQ_INT(perf__spool_open(&so, &sp), PERF_OK);
   static const uint8_t gid[16] = {1, 2, 3};

@@ -216,13 +216,13 @@ static bool fault_hit(fault_t *f, int op) {
   return f->op == op && ++f->calls == f->nth;
 }
 
-static int f_open(void *ctx, const char *path, int flags, mode_t mode) {
+static int f_open(void *ctx, int dirfd, const char *name, int flags, mode_t mode) {
   fault_t *f = ctx;
   if ((flags & O_CREAT) && fault_hit(f, OP_CREATE)) {
     errno = f->err;
     return -1;
   }
-  return perf__spool_io_posix()->open(NULL, path, flags, mode);
+  return perf__spool_io_posix()->open(NULL, dirfd, name, flags, mode);
 }
 
 static int f_close(void *ctx, int fd) {
@@ -262,18 +262,18 @@ static int f_fsync(void *ctx, int fd) {
   return f->skip_fsync ? 0 : perf__spool_io_posix()->fsync(NULL, fd);
 }
 
-static int f_rename(void *ctx, const char *from, const char *to) {
+static int f_rename(void *ctx, int from_dirfd, const char *from, int to_dirfd, const char *to) {
   fault_t *f = ctx;
   if (fault_hit(f, OP_RENAME)) {
     errno = f->err;
     return -1;
   }
-  return perf__spool_io_posix()->rename(NULL, from, to);
+  return perf__spool_io_posix()->rename(NULL, from_dirfd, from, to_dirfd, to);
 }
 
-static int f_unlink(void *ctx, const char *path) {
+static int f_unlink(void *ctx, int dirfd, const char *name) {
   (void)ctx;
-  return perf__spool_io_posix()->unlink(NULL, path);
+  return perf__spool_io_posix()->unlink(NULL, dirfd, name);
 }
 
 static int64_t f_wall_ns(void *ctx) {

@@ -37,7 +37,7 @@ typedef struct {
 static void rig_open(rig_t *r, bool server_up) {
   memset(r, 0, sizeof *r);
   snprintf(r->dir, sizeof r->dir, "%s", tempdir_make("perf-uploader"));
-  perf__spool_options_t so = {r->dir, 64u << 20, 1000, 0, NULL};
+  perf__spool_options_t so = {r->dir, 64u << 20, 1000, 0, NULL, NULL};
   CHECK_EQ_INT(perf__spool_open(&so, &r->spool), PERF_OK);
   if (server_up) CHECK((r->server = http_server_start()) != NULL);
 }

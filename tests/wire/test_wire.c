@@ -263,7 +263,7 @@ static void case_file_sink_batches(void) {
   CHECK_EQ_INT(wire_capture_outer("to a file"), 2);
   CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
   /* The same event as a batch record beside the text report. */
-  perf__spool_options_t so = {spool_dir, 1u << 24, 100, 0, NULL};
+  perf__spool_options_t so = {spool_dir, 1u << 24, 100, 0, NULL, NULL};
   perf__spool_t *sp = NULL;
   CHECK_EQ_INT(perf__spool_open(&so, &sp), PERF_OK);
   perf__spool_entry_t e;

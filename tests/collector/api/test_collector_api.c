@@ -833,11 +833,64 @@ static void case_export_pprof_empty(void) {
   collector_stop_healthy(&c);
 }
 
+/* Every read endpoint with %FF (bytes that are not UTF-8) in each parameter
+   it takes, one at a time, the others valid: a 400 naming the parameter,
+   on both stores (PostgreSQL refuses such bytes as a statement's
+   parameter; SQLite compared them as they were), and a name that is not
+   UTF-8 is named with U+FFFD. One stored batch, so the reads have rows. */
+typedef struct endpoint_params_s {
+  const char *path, *base; /* base: the valid query the bad parameter joins */
+  const char *params[13];
+} endpoint_params_t;
+
+#define FILTERS "app", "version", "environment", "host", "tag", "from", "to"
+
+static void case_not_utf8_parameters(void) {
+  collector_t c;
+  double hang_ms[2];
+  fed(&c, hang_ms);
+  static const endpoint_params_t eps[] = {
+      {"/api/v1/top-stacks", "kind=hang", {"kind", FILTERS, "group", "label", "limit"}},
+      {"/api/v1/export/folded", "kind=cpu", {"kind", FILTERS, "group", "label", "value"}},
+      {"/api/v1/export/pprof", "kind=hang", {"kind", FILTERS, "group", "label"}},
+      {"/api/v1/flame", "kind=hang", {"kind", FILTERS, "group", "label"}},
+      {"/api/v1/states", "kind=hang", {"kind", FILTERS, "group", "label"}},
+      {"/api/v1/events", "", {"kind", FILTERS, "group", "label", "limit"}},
+      {"/api/v1/drops", "", {"kind", FILTERS, "group", "label"}},
+      {"/api/v1/loops", "", {"kind", FILTERS, "group", "label"}},
+      {"/api/v1/timeseries", "kind=hang&bucket=hour", {"kind", FILTERS, "label", "bucket"}},
+      {"/api/v1/versions/compare",
+       "app=api_test&a=1.0&b=2.0",
+       {"app", "environment", "host", "tag", "from", "to", "a", "b"}},
+  };
+  for (size_t e = 0; e < ARRAY_LEN(eps); e++)
+    for (size_t i = 0; i < ARRAY_LEN(eps[e].params) && eps[e].params[i]; i++) {
+      const char *p = eps[e].params[i];
+      char query[256] = "", base[128];
+      snprintf(base, sizeof base, "%s", eps[e].base);
+      for (char *part = strtok(base, "&"); part; part = strtok(NULL, "&"))
+        if (strncmp(part, p, strlen(p)) != 0 || part[strlen(p)] != '=') /* the bad one instead */
+          snprintf(query + strlen(query), sizeof query - strlen(query), "%s&", part);
+      snprintf(query + strlen(query), sizeof query - strlen(query), "%s=%s", p,
+               strcmp(p, "tag") == 0 ? "env:caf%E9" : "caf%E9%FF");
+      check_bad_parameter(&c, eps[e].path, query, p);
+    }
+  check_bad_parameter(&c, "/api/v1/top-stacks", "kind=hang&caf%E9=1", "caf\xef\xbf\xbd");
+  collector_stop_healthy(&c);
+}
+
 int main(int argc, char **argv) {
   static const test_case_t cases[] = {
-      TEST_CASE(hang_grouped),   TEST_CASE(cpu_stacks),    TEST_CASE(filters),
-      TEST_CASE(bad_parameters), TEST_CASE(export_folded), TEST_CASE(flame),
-      TEST_CASE(events),         TEST_CASE(export_pprof),  TEST_CASE(export_pprof_empty),
+      TEST_CASE(hang_grouped),
+      TEST_CASE(cpu_stacks),
+      TEST_CASE(filters),
+      TEST_CASE(bad_parameters),
+      TEST_CASE(export_folded),
+      TEST_CASE(flame),
+      TEST_CASE(events),
+      TEST_CASE(export_pprof),
+      TEST_CASE(export_pprof_empty),
+      TEST_CASE(not_utf8_parameters),
   };
   return collector_test_main(argc, argv, cases, ARRAY_LEN(cases));
 }

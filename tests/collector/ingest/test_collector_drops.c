@@ -12,6 +12,9 @@
  *  - bad_parameters: a tag without a colon, with an empty key, or more
  *    than 4 of them -> 400 naming "tag" on every route; kind on drops;
  *    a batch of 17 tags -> 400;
+ *  - colon_keys: a key holding a colon matched with it escaped in the
+ *    filter (tag=k8s\:ns:prod), apart from a key without one whose value
+ *    holds colons;
  *  - retention: an expired batch's tags and drops go with it;
  *  - old_db: a database made before drops and tags (no batches.dropped_*,
  *    no batch_tags) opens, keeps its batches and takes new ones.
@@ -474,10 +477,66 @@ static void case_old_db(void) {
   collector_stop_healthy(&c);
 }
 
+/* Keys holding a colon (a batch from a client other than this SDK, which
+   refuses them at init): matched by escaping the colon in the filter's
+   key (%5C is the backslash), told apart from a key without one whose
+   value holds colons; two backslashes are one; a lone backslash is
+   itself. */
+static void case_colon_keys(void) {
+  static const spec_t SPECS[] = {
+      {"kube",
+       "1",
+       "prod",
+       "k1",
+       {{"k8s:ns", "prod:eu"}},
+       true,
+       {1, 0, 0, 0, 0},
+       false,
+       "ns_fn",
+       3},
+      {"kube",
+       "1",
+       "prod",
+       "k2",
+       {{"k8s", "ns:prod:eu"}},
+       true,
+       {2, 0, 0, 0, 0},
+       false,
+       "k8s_fn",
+       4},
+      {"kube", "1", "prod", "k3", {{"a\\b", "x"}}, true, {4, 0, 0, 0, 0}, false, "slash_fn", 5},
+  };
+  collector_t c;
+  collector_start(&c, NULL);
+  reply_t *r = malloc(sizeof *r);
+  CHECK(r != NULL);
+  for (size_t i = 0; i < ARRAY_LEN(SPECS); i++)
+    CHECK_EQ_INT(send_spec(&c, &SPECS[i], 900 + (unsigned)i, r), 200);
+  free(r);
+  check_event_tags(&c, "tag=k8s%5C:ns:prod:eu", "k8s:ns=prod:eu");
+  check_event_tags(&c, "tag=k8s:ns:prod:eu", "k8s=ns:prod:eu");
+  check_event_tags(&c, "tag=a%5C%5Cb:x", "a\\b=x");
+  check_event_tags(&c, "tag=a%5Cb:x", "a\\b=x");
+  CHECK_EQ_INT(events_of(&c, "tag=k8s%5C:ns:prod"), 0);
+  check_top(&c, "kind=cpu&tag=k8s%5C:ns:prod:eu", "ns_fn:3");
+  check_top(&c, "kind=cpu&tag=k8s:ns:prod:eu", "k8s_fn:4");
+  check_text(&c, "/api/v1/export/folded?kind=cpu&tag=k8s%5C:ns:prod:eu", 200,
+             "ns_fn_root;ns_fn 3\n");
+  check_drops(&c, "tag=k8s%5C:ns:prod:eu", (const long long[6]){1, 0, 0, 0, 0, 1});
+  check_drops(&c, "tag=a%5C%5Cb:x&tag=k8s%5C:ns:prod:eu", (const long long[6]){0});
+  check_bad_parameter(&c, "/api/v1/events", "tag=k8s%5C:ns", "tag");
+  char query[400] = "tag=";
+  for (int i = 0; i < 300; i++)
+    strcat(query, "a");
+  strcat(query, "%5C:b:c");
+  check_bad_parameter(&c, "/api/v1/events", query, "tag");
+  collector_stop_healthy(&c);
+}
+
 int main(int argc, char **argv) {
   static const test_case_t cases[] = {
       TEST_CASE(drops),     TEST_CASE(tag_filters), TEST_CASE(bad_parameters),
-      TEST_CASE(retention), TEST_CASE(old_db),
+      TEST_CASE(retention), TEST_CASE(old_db),      TEST_CASE(colon_keys),
   };
   return collector_test_main(argc, argv, cases, ARRAY_LEN(cases));
 }

@@ -79,9 +79,24 @@ static void case_utf8_names_unchanged(void) {
   json_decref(frame);
 }
 
+/* An answer that cannot be stored (a line without a function) leaves the
+   frame exactly as it was: the device's names stay, nothing half-set. */
+static void case_failed_answer_keeps_frame(void) {
+  json_t *frame = json_pack("{s:s,s:s,s:s,s:s,s:i}", "module", "/usr/bin/app", "address", "0x1234",
+                            "function", "device_name", "file", "/src/a.c", "line", 3);
+  CHECK(frame);
+  json_t *before = json_deep_copy(frame);
+  symbol_t s = two_lines(NULL, NULL, "outer", NULL, "/src/b.c");
+  CHECK_EQ_INT(frame_json_set_symbol(frame, &s, 1), -1);
+  CHECK(json_equal(frame, before));
+  json_decref(before);
+  json_decref(frame);
+}
+
 static const test_case_t CASES[] = {
     TEST_CASE(latin1_names),
     TEST_CASE(utf8_names_unchanged),
+    TEST_CASE(failed_answer_keeps_frame),
 };
 
 int main(int argc, char **argv) {

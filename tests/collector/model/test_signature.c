@@ -255,11 +255,27 @@ static void case_frame_label(void) {
   CHECK(strcmp(out, "abcdefghijklmno") == 0);
 }
 
+/* A label is UTF-8 text whatever bytes its name holds (a hostile debug
+   file's symbol, a module path): U+FFFD for each bad byte, so it always
+   goes into JSON. */
+static void case_label_not_utf8(void) {
+  char out[64];
+  perf__group_label(out, sizeof out, "caf\xe9_spin", "/app", "0x10");
+  CHECK(strcmp(out, "caf\xef\xbf\xbd_spin") == 0);
+  perf__frame_label(out, sizeof out, "r\xe9sum\xff", NULL, NULL);
+  CHECK(strcmp(out, "r\xef\xbf\xbdsum\xef\xbf\xbd") == 0);
+  perf__group_label(out, sizeof out, NULL, "/opt/caf\xe9/app\xe9", "0x10");
+  CHECK(strcmp(out, "app\xef\xbf\xbd+0x10") == 0);
+  perf__group_label(out, 8, "abcdef\xe9\xe9", NULL, NULL); /* cut: whole characters only */
+  CHECK(perf__utf8_valid(out) && strncmp(out, "abcdef", 6) == 0);
+}
+
 static const test_case_t g_cases[] = {
     TEST_CASE(majority_key),   TEST_CASE(partial_ignored),
     TEST_CASE(group_pick),     TEST_CASE(group_pick_pure_history),
     TEST_CASE(sibling_leaves), TEST_CASE(group_label),
     TEST_CASE(hash),           TEST_CASE(frame_label),
+    TEST_CASE(label_not_utf8),
 };
 
 int main(int argc, char **argv) {
