@@ -43,6 +43,7 @@
 #include "sdk/base/lazy_lib.h"
 #include "sdk/base/log.h"
 #include "sdk/base/owned_fds.h"
+#include "sdk/base/proc_files.h"
 #include "sdk/base/stats.h"
 #include "sdk/base/threads.h"
 #include "sdk/base/worker.h"
@@ -320,6 +321,9 @@ static int start_instance(const perf_sdk_config_t *cfg) {
   if (!s) return PERF_E_NO_MEMORY;
   bool disabled = false;
   int err = perf__config_resolve(cfg, &s->cfg, &disabled);
+  /* /proc opened now, before the app may chroot (sdk/base/proc_files.h);
+     when it cannot be, the sampler says so at its first read. */
+  if (!err && !disabled) perf__proc_open();
   if (!err && !disabled) err = run_instance(s, true);
   if (!err && !disabled) {
     perf__log(PERF__LOG_INFO, "perf sdk %s started: app %s %s (%s), sink %s", PERF_SDK_VERSION,

@@ -10,14 +10,32 @@
  * Kerberos, LDAP, ssh...): about 8 MiB of resident memory in a small
  * server. libcurl stays loaded once loaded (its global state).
  *
- * The sockets libcurl opens for us are noted as the SDK's descriptors
+ * The sockets libcurl opens for us are held as the SDK's descriptors
  * (sdk/base/owned_fds.h), so that a forked child closes its copies of the
- * connection to the collector.
+ * connection to the collector; so is the multi handle's wakeup socket
+ * pair, found as the descriptors curl_multi_init opened (libcurl makes it
+ * with socketpair, past any callback).
+ *
+ * The app may close descriptors it did not open (a daemon's closefrom(3)
+ * after init) and open its own files at the same numbers, while libcurl
+ * keeps those numbers in its connection cache and its wakeup pair. Before
+ * each transfer, and at each turn of its loop, every descriptor libcurl
+ * holds for this transport is checked: when one is no longer the SDK's,
+ * the easy and multi handles are abandoned, not cleaned up (cleaning up
+ * would close the app's descriptors, or write a TLS close_notify into
+ * them), the SDK's own descriptors among them are closed here, and new
+ * handles are made: the next connection is a new one. That costs the old
+ * handles' memory (a few KiB), once per time the app closes them. The
+ * close callback never closes a descriptor that is not the SDK's, and
+ * interrupt wakes the multi handle only while its wakeup pair is the
+ * SDK's.
  */
 #define CURL_DISABLE_TYPECHECK /* calls go through the table below */
 #include <ctype.h>
 #include <curl/curl.h>
 #include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -26,6 +44,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "perf_sdk.h"
@@ -84,10 +103,22 @@ static const struct {
 /* The sonames tried, in order: Debian's OpenSSL build, then its GnuTLS one. */
 static const char *const k_sonames[] = {"libcurl.so.4", "libcurl-gnutls.so.4"};
 
+/* The connections one transport may hold at once (libcurl's cache keeps a
+   few per host; there is one host). Beyond it a socket is still noted in
+   the registry, but not checked before a transfer. */
+#define SOCKETS_MAX 16
+/* The descriptor numbers that were free before curl_multi_init, among
+   which its wakeup pair lands (the lowest free ones). */
+#define WAKEUP_CANDIDATES 4
+
 typedef struct {
   perf__transport_t base;
   CURL *curl;
   CURLM *multi;
+  pthread_mutex_t lock;       /* multi and wakeup, for interrupt from another thread */
+  perf__owned_fd_t wakeup[2]; /* the multi handle's wakeup pair, .fd -1: not found */
+  perf__owned_fd_t socks[SOCKETS_MAX];
+  size_t n_socks;
   atomic_bool interrupted;
   perf__curl_options_t opts;
   char *ca_bundle;
@@ -106,6 +137,10 @@ static int post(perf__transport_t *t, const perf__http_request_t *req, perf__htt
 static void destroy(perf__transport_t *t);
 static void interrupt(perf__transport_t *t);
 static CURLcode perform(curl_transport_t *t);
+static bool handles_mine(curl_transport_t *t);
+static int handles_new(curl_transport_t *t);
+static void handles_abandon(curl_transport_t *t);
+static CURLM *multi_new(perf__owned_fd_t wakeup[2]);
 static size_t on_header(char *line, size_t size, size_t n, void *arg);
 static size_t on_body(char *data, size_t size, size_t n, void *arg);
 
@@ -122,9 +157,9 @@ int perf__curl_transport_new(const perf__curl_options_t *opts, perf__transport_t
     free(t);
     return PERF_E_NO_MEMORY;
   }
-  t->curl = g_api.easy_init();
-  t->multi = g_api.multi_init();
-  if (!t->curl || !t->multi) {
+  pthread_mutex_init(&t->lock, NULL);
+  t->wakeup[0] = t->wakeup[1] = (perf__owned_fd_t)PERF__OWNED_FD_NONE;
+  if (handles_new(t) != PERF_OK) {
     destroy(&t->base);
     return PERF_E_NO_MEMORY;
   }
@@ -173,8 +208,15 @@ typedef struct {
 static int post(perf__transport_t *base, const perf__http_request_t *req,
                 perf__http_response_t *resp) {
   curl_transport_t *t = (curl_transport_t *)base;
-  CURL *c = t->curl;
   memset(resp, 0, sizeof *resp);
+  if (!t->curl || !handles_mine(t)) { /* none (a failed renewal), or one the app closed */
+    if (t->curl) handles_abandon(t);
+    if (handles_new(t) != PERF_OK) {
+      snprintf(resp->reason, sizeof resp->reason, "libcurl: no memory for new handles");
+      return PERF_E_NO_MEMORY;
+    }
+  }
+  CURL *c = t->curl;
   char auth[600], id[64];
   struct curl_slist *headers = NULL, *h;
   headers = g_api.slist_append(headers, "Content-Type: application/x-protobuf");
@@ -207,7 +249,9 @@ static int post(perf__transport_t *base, const perf__http_request_t *req,
   g_api.easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
   g_api.easy_setopt(c, CURLOPT_WRITEDATA, &reply);
   g_api.easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, open_socket);
+  g_api.easy_setopt(c, CURLOPT_OPENSOCKETDATA, t);
   g_api.easy_setopt(c, CURLOPT_CLOSESOCKETFUNCTION, close_socket);
+  g_api.easy_setopt(c, CURLOPT_CLOSESOCKETDATA, t);
   t->error[0] = '\0';
   CURLcode rc = perform(t);
   g_api.slist_free_all(headers);
@@ -243,12 +287,18 @@ static CURLcode perform(curl_transport_t *t) {
       result = CURLE_ABORTED_BY_CALLBACK;
       break;
     }
+    if (!handles_mine(t)) { /* the app closed them mid-transfer: never poll its files */
+      result = CURLE_SEND_ERROR;
+      snprintf(t->error, sizeof t->error, "the connection's descriptor was closed by the app");
+      break;
+    }
     g_api.multi_poll(t->multi, NULL, 0, 1000, NULL);
   }
   int left;
   CURLMsg *msg;
   while ((msg = g_api.multi_info_read(t->multi, &left)) != NULL)
     if (msg->msg == CURLMSG_DONE && result == CURLE_OK) result = msg->data.result;
+  if (result == CURLE_SEND_ERROR && !handles_mine(t)) return result; /* abandoned next post */
   g_api.multi_remove_handle(t->multi, t->curl);
   return result;
 }
@@ -256,14 +306,22 @@ static CURLcode perform(curl_transport_t *t) {
 static void interrupt(perf__transport_t *base) {
   curl_transport_t *t = (curl_transport_t *)base;
   atomic_store(&t->interrupted, true);
-  g_api.multi_wakeup(t->multi);
+  pthread_mutex_lock(&t->lock);
+  /* The wakeup writes into the pair: never into an app's file at its number. */
+  bool mine = t->wakeup[1].fd < 0 || perf__owned_fd_held(&t->wakeup[1]);
+  if (t->multi && mine) g_api.multi_wakeup(t->multi);
+  pthread_mutex_unlock(&t->lock);
 }
 
 static void destroy(perf__transport_t *base) {
   curl_transport_t *t = (curl_transport_t *)base;
   if (!t) return;
+  if (t->curl && !handles_mine(t)) handles_abandon(t);
+  for (int i = 0; i < 2; i++)
+    perf__owned_fd_forget(&t->wakeup[i]); /* the cleanup closes them */
   if (t->multi) g_api.multi_cleanup(t->multi);
-  g_api.easy_cleanup(t->curl);
+  if (t->curl) g_api.easy_cleanup(t->curl);
+  pthread_mutex_destroy(&t->lock);
   free(t->ca_bundle);
   free(t);
 }
@@ -299,17 +357,97 @@ static size_t on_body(char *data, size_t size, size_t n, void *arg) {
   return len;
 }
 
-/* libcurl's sockets, made here so that they are noted as the SDK's. */
+/* libcurl's sockets, made here so that they are noted as the SDK's and
+   checked before each transfer. */
 static curl_socket_t open_socket(void *arg, curlsocktype purpose, struct curl_sockaddr *addr) {
-  (void)arg, (void)purpose;
+  curl_transport_t *t = arg;
+  (void)purpose;
   int fd = socket(addr->family, addr->socktype | SOCK_CLOEXEC, addr->protocol);
   if (fd < 0) return CURL_SOCKET_BAD;
-  perf__owned_fd_add(fd);
+  if (t->n_socks == SOCKETS_MAX) { /* not one libcurl could have asked for: refused */
+    close(fd);
+    return CURL_SOCKET_BAD;
+  }
+  perf__owned_fd_hold(&t->socks[t->n_socks++], fd);
   return fd;
 }
 
+/* A socket libcurl is done with: closed only while it is the SDK's; one
+   the app closed (and perhaps reopened as its own file) is forgotten. */
 static int close_socket(void *arg, curl_socket_t fd) {
-  (void)arg;
-  perf__owned_fd_remove(fd);
-  return close(fd);
+  curl_transport_t *t = arg;
+  for (size_t i = 0; i < t->n_socks; i++)
+    if (t->socks[i].fd == fd) {
+      perf__owned_fd_release(&t->socks[i]);
+      t->socks[i] = t->socks[--t->n_socks];
+      break;
+    }
+  return 0;
+}
+
+/* Whether every descriptor libcurl holds for t is still the SDK's. */
+static bool handles_mine(curl_transport_t *t) {
+  for (size_t i = 0; i < t->n_socks; i++)
+    if (!perf__owned_fd_held(&t->socks[i])) return false;
+  for (int i = 0; i < 2; i++)
+    if (t->wakeup[i].fd >= 0 && !perf__owned_fd_held(&t->wakeup[i])) return false;
+  return true;
+}
+
+/* Drop t's handles without cleaning them up (see the top of this file):
+   the descriptors among theirs still the SDK's are closed here, the
+   others forgotten. */
+static void handles_abandon(curl_transport_t *t) {
+  perf__log(PERF__LOG_WARN,
+            "http sink: a descriptor of libcurl's connection was closed by the app; new "
+            "connection");
+  for (size_t i = 0; i < t->n_socks; i++)
+    perf__owned_fd_release(&t->socks[i]);
+  t->n_socks = 0;
+  pthread_mutex_lock(&t->lock);
+  for (int i = 0; i < 2; i++)
+    perf__owned_fd_release(&t->wakeup[i]);
+  t->multi = NULL;
+  pthread_mutex_unlock(&t->lock);
+  t->curl = NULL;
+}
+
+/* A new easy and multi handle for t. Returns 0, or PERF_E_NO_MEMORY with
+   neither made. */
+static int handles_new(curl_transport_t *t) {
+  perf__owned_fd_t wakeup[2];
+  CURLM *multi = multi_new(wakeup);
+  CURL *curl = g_api.easy_init();
+  if (!multi || !curl) {
+    for (int i = 0; i < 2; i++)
+      perf__owned_fd_forget(&wakeup[i]);
+    if (multi) g_api.multi_cleanup(multi); /* closes its wakeup pair, just made */
+    if (curl) g_api.easy_cleanup(curl);
+    return PERF_E_NO_MEMORY;
+  }
+  pthread_mutex_lock(&t->lock);
+  t->multi = multi;
+  t->wakeup[0] = wakeup[0];
+  t->wakeup[1] = wakeup[1];
+  pthread_mutex_unlock(&t->lock);
+  t->curl = curl;
+  return PERF_OK;
+}
+
+/* curl_multi_init, and the wakeup pair it opened: the sockets now at the
+   lowest numbers that were free before (another thread opening a socket
+   in that instant could be taken for it: it would then only be checked,
+   and closed by a forked child). */
+static CURLM *multi_new(perf__owned_fd_t wakeup[2]) {
+  int free_fds[WAKEUP_CANDIDATES], n = 0;
+  for (int fd = 0; n < WAKEUP_CANDIDATES && fd < 1 << 20; fd++)
+    if (fcntl(fd, F_GETFD) < 0 && errno == EBADF) free_fds[n++] = fd;
+  CURLM *multi = g_api.multi_init();
+  wakeup[0] = wakeup[1] = (perf__owned_fd_t)PERF__OWNED_FD_NONE;
+  for (int i = 0, k = 0; multi && i < n && k < 2; i++) {
+    struct stat st;
+    if (fstat(free_fds[i], &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
+    perf__owned_fd_hold(&wakeup[k++], free_fds[i]);
+  }
+  return multi;
 }

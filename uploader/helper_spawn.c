@@ -21,6 +21,7 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,7 @@
 #include <unistd.h>
 
 #include "perf_sdk.h"
+#include "sdk/base/proc_files.h"
 
 #define CHILD_STACK_BYTES (64u << 10)
 #define HELPER_FD 3
@@ -106,6 +108,24 @@ void perf__helper_end(perf__helper_proc_t *p) {
   }
   p->pid = -1;
   p->pidfd = -1;
+}
+
+bool perf__helper_pidfd_is_its(const perf__helper_proc_t *p) {
+  if (p->pidfd < 0) return false;
+  char rel[48];
+  snprintf(rel, sizeof rel, "self/fdinfo/%d", p->pidfd);
+  FILE *f = perf__proc_fopen(rel);
+  if (!f) return true;
+  char line[128];
+  bool its = false;
+  long pid = -1;
+  while (fgets(line, sizeof line, f))
+    if (sscanf(line, "Pid: %ld", &pid) == 1) {
+      its = pid == (long)p->pid;
+      break;
+    }
+  fclose(f);
+  return its;
 }
 
 /* The go-between, sharing the parent's memory and descriptor table: raw

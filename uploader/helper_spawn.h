@@ -11,6 +11,7 @@
 #ifndef PERF_HELPER_SPAWN_H
 #define PERF_HELPER_SPAWN_H
 
+#include <stdbool.h>
 #include <sys/types.h>
 
 typedef struct {
@@ -28,5 +29,12 @@ int perf__helper_spawn(const char *path, int sock, perf__helper_proc_t *out);
 /* SIGKILL the helper and reap it; returns once it is gone. Only from the
    process that spawned it. */
 void perf__helper_end(perf__helper_proc_t *p);
+
+/* Whether p->pidfd is still the pidfd of p's helper: its fdinfo names
+   p->pid. Before kernel 6.9 every pidfd shares one anonymous inode with
+   eventfds, epoll and timerfds, so its identity (sdk/base/owned_fds.h)
+   cannot tell it from an app's descriptor at the same number. True when
+   /proc cannot be read (the identity is all there is then). */
+bool perf__helper_pidfd_is_its(const perf__helper_proc_t *p);
 
 #endif

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "sdk/base/log.h"
+#include "sdk/base/proc_files.h"
 
 #define MAX_LIBS 4
 
@@ -36,7 +37,12 @@ static void load(perf__lazy_lib_t *lib) {
   void *h = dlopen(lib->soname, RTLD_NOW | RTLD_LOCAL);
   if (!h) {
     const char *why = dlerror();
-    perf__log(PERF__LOG_ERROR, "%s could not be loaded: %s", lib->soname, why ? why : "?");
+    perf__log(PERF__LOG_ERROR, "%s could not be loaded: %s%s", lib->soname, why ? why : "?",
+              perf__root_changed()
+                  ? "; the app changed its root directory (chroot) since init, so the SDK's "
+                    "libraries cannot be loaded again: frames stay unnamed and stacks may end "
+                    "early"
+                  : "");
     lib->failed = true;
     return;
   }
@@ -108,6 +114,8 @@ static bool unload_if_idle(perf__lazy_lib_t *lib) {
 }
 
 int perf__lazy_libs_unload_idle(void) {
+  /* After a chroot they could not be loaded again: they stay. */
+  if (perf__root_changed()) return 0;
   int n = 0;
   size_t libs = atomic_load(&g_nlibs);
   for (size_t i = 0; i < libs; i++)

@@ -65,7 +65,9 @@ void perf__lazy_object_made(perf__lazy_lib_t *lib);
 void perf__lazy_object_ended(perf__lazy_lib_t *lib);
 
 /* Unload every loaded library that is idle (no caller inside, no object
-   alive); returns how many were unloaded. */
+   alive); returns how many were unloaded. None once the app chrooted
+   after init (sdk/base/proc_files.h: perf__root_changed): they could not
+   be loaded again from the new root. */
 int perf__lazy_libs_unload_idle(void);
 
 /* Called (outside the library's lock) on the thread that loaded a library,

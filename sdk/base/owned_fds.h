@@ -22,6 +22,16 @@
  * one anonymous inode. Descriptors that must be checked are pipes,
  * sockets or files.
  *
+ * After the app closed the SDK's descriptors, one number can be noted
+ * twice: by the part of the SDK that held it before (not told yet) and by
+ * the part that has just opened a new file and got the same number. A
+ * question by number alone ("is fd mine?") cannot tell which part asks,
+ * and the answer meant for one could make the other close or write into
+ * a file it does not own. A holder (perf__owned_fd_t) keeps the identity
+ * it noted and asks about that: perf__owned_fd_held is true only for the
+ * file it opened, and forget and release remove only its own slot. The
+ * number-only calls below never see the holders' slots (nor they theirs).
+ *
  * Lock-free: a fixed table of atomic slots. Register after open,
  * unregister before close: the table never names a descriptor that is
  * closed by the SDK (and could be reused by the app), at worst it misses
@@ -31,8 +41,36 @@
 #define PERF_OWNED_FDS_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #define PERF__OWNED_FDS_MAX 64
+
+/* A descriptor held by one part of the SDK, with the identity it was
+   noted with. {-1}: none. */
+typedef struct {
+  int fd;
+  uint64_t dev, ino;
+} perf__owned_fd_t;
+
+#define PERF__OWNED_FD_NONE                                                                        \
+  { -1, 0, 0 }
+
+/* Hold `fd` (>= 0): note it with the identity fstat gives it now, kept in
+   *o too. A full table leaves it unnoted (a forked child then keeps its
+   copy), but *o still knows it; a failed fstat leaves *o holding nothing
+   (its identity all 0: never held). */
+void perf__owned_fd_hold(perf__owned_fd_t *o, int fd);
+
+/* True while o->fd still names the file *o noted (same device and inode,
+   by fstat). Async-signal-safe. */
+bool perf__owned_fd_held(const perf__owned_fd_t *o);
+
+/* Remove *o's slot (the one with its number and identity), never closing:
+   for a descriptor the app took. *o then holds nothing. */
+void perf__owned_fd_forget(perf__owned_fd_t *o);
+
+/* Forget *o, closing its descriptor when it is still held. */
+void perf__owned_fd_release(perf__owned_fd_t *o);
 
 /* Note `fd` (>= 0) as the SDK's, with the identity fstat gives it now; a
    full table or a failed fstat leaves it unnoted. */
@@ -42,9 +80,12 @@ void perf__owned_fd_add(int fd);
    app's. */
 void perf__owned_fd_remove(int fd);
 
-/* True when `fd` is noted and still names the file it named when noted
-   (same device and inode, by fstat). False when it is closed, replaced by
-   another file, or was never noted. Async-signal-safe (fstat only). */
+/* True when `fd` is noted (by number) and still names the file it named
+   when noted (same device and inode, by fstat). False when it is closed,
+   replaced by another file, or was never noted. Async-signal-safe (fstat
+   only). By number alone: when two parts noted one number (above), the
+   answer may be about the other part's file; a holder is told about its
+   own. */
 bool perf__owned_fd_is_mine(int fd);
 
 /* In a forked child, single-threaded: close every noted descriptor that

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "perf_sdk.h"
+#include "sdk/base/proc_files.h"
 
 /* The kernel's CPU clock id encoding (include/linux/posix-timers_types.h,
    glibc's kernel-posix-cpu-timers.h): ~pid << 3 | per-thread bit | clock. */
@@ -34,9 +35,9 @@ pid_t perf__gettid(void) {
 
 ssize_t perf__task_file_read(pid_t tid, const char *name, char *buf, size_t cap) {
   char path[64];
-  snprintf(path, sizeof path, "/proc/self/task/%d/%s", (int)tid, name);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return errno == ENOENT ? PERF_E_NO_THREAD : PERF_E_SYSTEM;
+  snprintf(path, sizeof path, "self/task/%d/%s", (int)tid, name);
+  int fd = perf__proc_openat(path, O_RDONLY);
+  if (fd < 0) return errno == ENOENT && perf__proc_reachable() ? PERF_E_NO_THREAD : PERF_E_SYSTEM;
   ssize_t n;
   do
     n = read(fd, buf, cap - 1);
@@ -59,7 +60,7 @@ void perf__thread_name(pid_t tid, char *buf, size_t len) {
 int perf__thread_list(pid_t **tids, size_t *count) {
   *tids = NULL;
   *count = 0;
-  DIR *d = opendir("/proc/self/task");
+  DIR *d = perf__proc_opendir("self/task");
   if (!d) return PERF_E_SYSTEM;
   size_t n = 0, cap = 0;
   pid_t *list = NULL;
@@ -88,7 +89,7 @@ int perf__thread_list(pid_t **tids, size_t *count) {
 }
 
 int perf__stack_mapping(uintptr_t addr, uintptr_t *lo, uintptr_t *hi) {
-  FILE *f = fopen("/proc/self/maps", "re");
+  FILE *f = perf__proc_fopen("self/maps");
   if (!f) return PERF_E_SYSTEM;
   char line[512];
   int found = 0;

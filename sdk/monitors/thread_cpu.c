@@ -54,6 +54,7 @@
 #include <time.h>
 
 #include "perf_sdk.h"
+#include "sdk/base/proc_files.h"
 #include "sdk/base/threads.h"
 
 #define GAP_FLOOR_NS 2000000 /* 2 ms */
@@ -157,7 +158,7 @@ static int64_t timespec_ns(const struct timespec *ts) {
 /* 2 + the number of threads (proc_task_getattr), or -1. */
 static long task_dir_nlink(void) {
   struct stat st;
-  if (stat("/proc/self/task", &st) != 0) return -1;
+  if (perf__proc_stat("self/task", &st) != 0) return -1;
   return (long)st.st_nlink;
 }
 

@@ -40,6 +40,7 @@
 #include "sdk/base/clock.h"
 #include "sdk/base/lazy_lib.h"
 #include "sdk/base/log.h"
+#include "sdk/base/proc_files.h"
 #include "sdk/sampler/sampler.h"
 #include "sdk/symbols/symbols.h"
 
@@ -52,7 +53,7 @@ static atomic_bool g_trim_off;
 
 /* The process's resident bytes (/proc/self/statm), or 0 when unknown. */
 static unsigned long long resident_bytes(void) {
-  int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+  int fd = perf__proc_openat("self/statm", O_RDONLY);
   if (fd < 0) return 0;
   char buf[128];
   ssize_t n = read(fd, buf, sizeof buf - 1);

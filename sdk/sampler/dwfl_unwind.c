@@ -29,6 +29,7 @@
 
 #include "perf_sdk.h"
 #include "sdk/base/log.h"
+#include "sdk/base/proc_files.h"
 
 /* A module without a file: the userdata of its Dwfl_Module, for find_elf. */
 typedef struct mem_image_s {
@@ -221,7 +222,7 @@ static int report_module(perf__dwfl_unwinder_t *u, const perf__module_t *m) {
       perf__log(PERF__LOG_DEBUG, "%s: no file to read call-frame information from", name);
       return 1;
     }
-    int fd = open(m->path, O_RDONLY | O_CLOEXEC);
+    int fd = perf__mapped_file_open(m->path, O_RDONLY);
     if (fd < 0) {
       perf__log(PERF__LOG_DEBUG, "%s: cannot open, not unwinding through it", name);
       return 1;

@@ -7,8 +7,10 @@
 #include "sdk/sampler/module_map.h"
 
 #include <elf.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <link.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
@@ -16,6 +18,7 @@
 #include <unistd.h>
 
 #include "perf_sdk.h"
+#include "sdk/base/proc_files.h"
 
 typedef struct {
   perf__module_t *modules;
@@ -147,11 +150,25 @@ static int add_module(struct dl_phdr_info *info, size_t size, void *arg) {
 
 static void read_file_identity(perf__module_t *m) {
   struct stat st;
-  if (m->image || stat(m->path, &st) != 0) return;
+  if (m->image) return;
+  if (stat(m->path, &st) != 0) { /* after a chroot: the mapped file itself */
+    int fd = perf__mapped_file_open(m->path, O_RDONLY);
+    bool known = fd >= 0 && fstat(fd, &st) == 0;
+    if (fd >= 0) close(fd);
+    if (!known) return;
+  }
   m->file_dev = (uint64_t)st.st_dev;
   m->file_ino = (uint64_t)st.st_ino;
   m->file_size = (uint64_t)st.st_size;
   m->file_mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+}
+
+/* The address of the module's first PT_LOAD segment (its load bias when
+   it has none). */
+static uintptr_t first_load(const struct dl_phdr_info *info) {
+  for (int i = 0; i < info->dlpi_phnum; i++)
+    if (info->dlpi_phdr[i].p_type == PT_LOAD) return info->dlpi_addr + info->dlpi_phdr[i].p_vaddr;
+  return info->dlpi_addr;
 }
 
 static char *module_path(const struct dl_phdr_info *info) {
@@ -162,10 +179,18 @@ static char *module_path(const struct dl_phdr_info *info) {
   const char *name = info->dlpi_name;
   if (name && name[0]) {
     char resolved[PATH_MAX];
-    return strdup(realpath(name, resolved) ? resolved : name);
+    /* After a chroot the name may not resolve from this root: the kernel's
+       name of the file mapped at the module's first segment instead (not
+       otherwise: a file renamed or deleted since it was loaded stays
+       unreadable under its name). */
+    if (realpath(name, resolved) ||
+        (perf__root_changed() &&
+         perf__mapped_file_path(first_load(info), resolved, sizeof resolved) == 0))
+      return strdup(resolved);
+    return strdup(name);
   }
   char exe[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  ssize_t n = perf__proc_readlink("self/exe", exe, sizeof exe - 1);
   if (n <= 0) return strdup("/proc/self/exe");
   exe[n] = '\0';
   return strdup(exe);

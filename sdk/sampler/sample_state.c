@@ -16,6 +16,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "sdk/base/proc_files.h"
 #include "sdk/sampler/syscall_names.h"
 
 /* The calls with a class of their own (the others are PERF__STATE_OTHER). */
@@ -102,12 +103,12 @@ const char *perf__syscall_name(long nr) {
 perf__fd_kind_t perf__fd_kind(long fd) {
   if (fd < 0 || fd > INT32_MAX) return PERF__FD_NONE;
   char path[48];
-  snprintf(path, sizeof path, "/proc/self/fd/%ld", fd);
+  snprintf(path, sizeof path, "self/fd/%ld", fd);
   /* The type of the file the descriptor is open on, without opening it:
      the type only, from what the kernel has cached (a network
      filesystem is not asked). */
   struct statx sx;
-  if (statx(AT_FDCWD, path, AT_STATX_DONT_SYNC, STATX_TYPE, &sx) != 0 ||
+  if (perf__proc_statx(path, AT_STATX_DONT_SYNC, STATX_TYPE, &sx) != 0 ||
       !(sx.stx_mask & STATX_TYPE))
     return PERF__FD_NONE; /* closed meanwhile, or no /proc */
   mode_t type = sx.stx_mode & S_IFMT;

@@ -4,7 +4,9 @@
  */
 #include "sdk/sampler/stack_bounds.h"
 
+#include <errno.h>
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +14,8 @@
 #include <sys/mman.h>
 
 #include "perf_sdk.h"
+#include "sdk/base/log.h"
+#include "sdk/base/proc_files.h"
 
 typedef struct {
   uintptr_t lo, hi;
@@ -104,10 +108,28 @@ static const range_t *maps_find(uintptr_t addr) {
   return lo < g_maps_count && g_maps[lo].lo <= addr ? &g_maps[lo] : NULL;
 }
 
-/* The readable mappings of /proc/self/maps (already in ascending order). */
+/* Said once: without /proc/self/maps no thread's stack can be found, so
+   no sample can be taken; the reason is the read's (not memory). */
+static void maps_unreadable(int e) {
+  static atomic_bool said;
+  if (atomic_exchange(&said, true)) return;
+  perf__log(PERF__LOG_ERROR,
+            "sampler: /proc/self/maps cannot be read (%s): no thread can be sampled until it "
+            "can%s",
+            strerror(e),
+            e == ENOENT ? " (/proc is not in this root, and the SDK's /proc descriptor was "
+                          "closed or never opened before the chroot)"
+                        : "");
+}
+
+/* The readable mappings of /proc/self/maps (already in ascending order);
+   PERF_E_UNSUPPORTED (logged once) when it cannot be read. */
 static int maps_read(void) {
-  FILE *f = fopen("/proc/self/maps", "re");
-  if (!f) return PERF_E_SYSTEM;
+  FILE *f = perf__proc_fopen("self/maps");
+  if (!f) {
+    maps_unreadable(errno);
+    return PERF_E_UNSUPPORTED;
+  }
   size_t n = 0, cap = g_maps_count + 64;
   range_t *list = malloc(cap * sizeof *list);
   char line[512];
@@ -130,10 +152,13 @@ static int maps_read(void) {
     list[n++] = (range_t){s, e};
   }
   bool complete = list && feof(f);
+  int e = errno;
   fclose(f);
-  if (!complete) {
+  if (!complete) { /* no memory for the list, or the read itself failed */
     free(list);
-    return PERF_E_NO_MEMORY;
+    if (!list) return PERF_E_NO_MEMORY;
+    maps_unreadable(e);
+    return PERF_E_UNSUPPORTED;
   }
   free(g_maps);
   g_maps = list;

@@ -27,7 +27,8 @@ typedef struct perf__stack_bounds_s {
 perf__stack_bounds_t *perf__stack_bounds_find(pid_t tid);
 
 /* Learn tid's bounds from its sp. Returns 0 and *out, PERF_E_SYSTEM (no
-   readable mapping holds sp, /proc unreadable) or PERF_E_NO_MEMORY. */
+   readable mapping holds sp), PERF_E_UNSUPPORTED (/proc/self/maps cannot
+   be read: logged once with its reason) or PERF_E_NO_MEMORY. */
 int perf__stack_bounds_learn(pid_t tid, uintptr_t sp, perf__stack_bounds_t **out);
 
 /* Drop tid (gone). */

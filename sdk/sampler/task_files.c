@@ -13,6 +13,7 @@
 
 #include "perf_sdk.h"
 #include "sdk/base/clock.h"
+#include "sdk/base/proc_files.h"
 
 typedef struct {
   bool open;
@@ -113,9 +114,9 @@ static bool still_ours(const kept_t *k) {
 
 static ssize_t open_and_read(pid_t tid, perf__task_file_t which, kept_t *k, char *buf, size_t cap) {
   char path[64];
-  snprintf(path, sizeof path, "/proc/self/task/%d/%s", (int)tid, k_names[which]);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return errno == ENOENT ? PERF_E_NO_THREAD : PERF_E_SYSTEM;
+  snprintf(path, sizeof path, "self/task/%d/%s", (int)tid, k_names[which]);
+  int fd = perf__proc_openat(path, O_RDONLY);
+  if (fd < 0) return errno == ENOENT && perf__proc_reachable() ? PERF_E_NO_THREAD : PERF_E_SYSTEM;
   struct stat st;
   if (fstat(fd, &st) != 0) {
     close(fd);

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "perf_sdk.h"
+#include "sdk/base/proc_files.h"
 #include "sdk/sampler/arch.h"
 #include "sdk/sampler/unwind_rules.h"
 
@@ -115,7 +116,7 @@ static int open_elf(const perf__module_t *m, int *fd, Elf **elf, char **image_co
     memcpy(*image_copy, m->image, m->image_size);
     *elf = elf_memory(*image_copy, m->image_size);
   } else {
-    *fd = open(m->path, O_RDONLY | O_CLOEXEC);
+    *fd = perf__mapped_file_open(m->path, O_RDONLY);
     if (*fd < 0) return PERF_E_SYSTEM;
     *elf = elf_begin(*fd, ELF_C_READ_MMAP, NULL);
   }

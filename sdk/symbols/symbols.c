@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "perf_sdk.h"
+#include "sdk/base/proc_files.h"
 #include "sdk/symbols/debug_file.h"
 #include "sdk/symbols/dwarf_chain.h"
 #include "sdk/symbols/sym_store.h"
@@ -232,7 +233,7 @@ static void init_libelf(void) {
 static bool find_debug_file(const char *path, const void *image, const uint8_t *build_id,
                             size_t build_id_len, const char *debug_dirs, char *out, size_t cap,
                             bool *unsure) {
-  int fd = image ? -1 : open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  int fd = image ? -1 : perf__mapped_file_open(path, O_RDONLY | O_NONBLOCK);
   Elf *elf = fd >= 0 ? elf_begin(fd, ELF_C_READ_MMAP, NULL) : NULL;
   bool found = perf__sym_find_debug_file(image ? NULL : path, elf, build_id, build_id_len,
                                          debug_dirs, out, cap, unsure);

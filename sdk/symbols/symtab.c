@@ -52,6 +52,7 @@
 #include <unistd.h>
 
 #include "perf_sdk.h"
+#include "sdk/base/proc_files.h"
 #include "sdk/symbols/plt.h"
 
 #define NO_COVER SIZE_MAX
@@ -201,7 +202,7 @@ static bool src_is_elf(elf_src_t *src) {
 static int src_open_path(elf_src_t *src, const char *path) {
   *src = (elf_src_t){-1, NULL, NULL};
   /* O_NONBLOCK: never hang on a FIFO; it does not affect regular files. */
-  src->fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  src->fd = perf__mapped_file_open(path, O_RDONLY | O_NONBLOCK);
   struct stat st;
   if (src->fd >= 0 && fstat(src->fd, &st) == 0 && S_ISREG(st.st_mode))
     src->elf = elf_begin(src->fd, ELF_C_READ_MMAP, NULL);

@@ -28,6 +28,7 @@
 #include "check.h"
 #include "perf_sdk.h"
 #include "sdk/base/log.h"
+#include "sdk/base/proc_files.h"
 #include "sdk/sampler/arch.h"
 #include "sdk/sampler/dwfl_unwind.h"
 
@@ -80,6 +81,8 @@ TEST_NOIPA static void case_unwind(void) {
   CHECK(pthread_attr_getstack(&attr, &stack_addr, &stack_size) == 0);
   pthread_attr_destroy(&attr);
   g_stack_top = (uintptr_t)stack_addr + stack_size;
+
+  perf__proc_open(); /* kept open for the process's life (sdk/base/proc_files.h) */
 
   int fds_before = count_fds();
   perf__module_map_t map;
