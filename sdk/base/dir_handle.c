@@ -28,8 +28,7 @@ int perf__dir_open(perf__dir_t *d, const char *path, unsigned flags, const char 
 
 void perf__dir_set(perf__dir_t *d, int fd, const char *path, unsigned flags, const char *what) {
   set_fields(d, path, flags, what);
-  perf__owned_fd_add(fd);
-  d->fd = fd;
+  perf__owned_fd_hold(&d->own, fd);
 }
 
 int perf__dir_check_trust(int fd, const char *path, const char *what) {
@@ -51,13 +50,12 @@ int perf__dir_check_trust(int fd, const char *path, const char *what) {
 }
 
 int perf__dir_fd(perf__dir_t *d) {
-  if (d->fd >= 0) {
+  if (d->own.fd >= 0) {
     struct stat st;
-    if (!perf__owned_fd_is_mine(d->fd)) {
-      perf__owned_fd_remove(d->fd); /* the app's now: forgotten, never closed */
-      d->fd = -1;
-    } else if (fstat(d->fd, &st) == 0 && st.st_nlink > 0) {
-      return d->fd;
+    if (!perf__owned_fd_held(&d->own)) {
+      perf__owned_fd_forget(&d->own); /* the app's now: forgotten, never closed */
+    } else if (fstat(d->own.fd, &st) == 0 && st.st_nlink > 0) {
+      return d->own.fd;
     } else {
       perf__dir_close(d); /* deleted: its path is opened (made) again */
     }
@@ -76,11 +74,11 @@ int perf__dir_fd(perf__dir_t *d) {
     errno = ENOENT;
     return -1;
   }
-  return open_path(d, true) == PERF_OK ? d->fd : -1;
+  return open_path(d, true) == PERF_OK ? d->own.fd : -1;
 }
 
 void perf__dir_close(perf__dir_t *d) {
-  perf__owned_fd_drop(&d->fd);
+  perf__owned_fd_release(&d->own);
 }
 
 bool perf__dir_same_root(const perf__dir_t *d) {
@@ -89,16 +87,8 @@ bool perf__dir_same_root(const perf__dir_t *d) {
          (uint64_t)root.st_ino == d->root_ino;
 }
 
-void perf__owned_fd_drop(int *fd) {
-  if (*fd < 0) return;
-  bool mine = perf__owned_fd_is_mine(*fd);
-  perf__owned_fd_remove(*fd);
-  if (mine) close(*fd);
-  *fd = -1;
-}
-
 static void set_fields(perf__dir_t *d, const char *path, unsigned flags, const char *what) {
-  d->fd = -1;
+  d->own = (perf__owned_fd_t)PERF__OWNED_FD_NONE;
   d->flags = flags;
   d->warned = false;
   snprintf(d->what, sizeof d->what, "%s", what);
@@ -140,8 +130,7 @@ static int open_path(perf__dir_t *d, bool quiet) {
     errno = EPERM;
     return err;
   }
-  perf__owned_fd_add(fd); /* a forked child closes its copy; checked before each use */
-  d->fd = fd;
+  perf__owned_fd_hold(&d->own, fd); /* a forked child closes its copy; checked before each use */
   d->warned = false;
   return PERF_OK;
 }

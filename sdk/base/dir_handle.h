@@ -12,8 +12,9 @@
  * bit is set (as /tmp: nobody else can then remove or rename the SDK's
  * entries). A directory the SDK creates gets mode 0700 whatever the umask.
  *
- * The descriptor is noted as the SDK's (sdk/base/owned_fds.h). Before each
- * use perf__dir_fd checks that it still is, and opens the path again when
+ * The descriptor is held as the SDK's (perf__owned_fd_t,
+ * sdk/base/owned_fds.h). Before each use perf__dir_fd checks that it still
+ * names the directory the handle opened, and opens the path again when
  * the app closed it (closefrom) or the directory was deleted (it is made
  * again when the handle creates its directory). Opening the path again is
  * refused once the process's root directory changed (a chroot after
@@ -28,13 +29,15 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "sdk/base/owned_fds.h"
+
 enum {
   PERF__DIR_CREATE = 1, /* mkdir -p (0700) when missing */
   PERF__DIR_TRUST = 2,  /* apply the trust rule (above) */
 };
 
 typedef struct perf__dir_s {
-  int fd; /* -1: not open */
+  perf__owned_fd_t own; /* .fd -1: not open */
   unsigned flags;
   uint64_t root_dev, root_ino; /* "/" when the handle was opened */
   bool warned;                 /* a failure to open it again was logged */
@@ -43,7 +46,7 @@ typedef struct perf__dir_s {
 } perf__dir_t;
 
 #define PERF__DIR_INIT                                                                             \
-  { .fd = -1 }
+  { .own = PERF__OWNED_FD_NONE }
 
 /* Open `path` (made first with PERF__DIR_CREATE) and check it (with
    PERF__DIR_TRUST). `what` names it in the log. 0; PERF_E_INVALID_CONFIG
@@ -51,8 +54,9 @@ typedef struct perf__dir_s {
    opened (errno kept). Logged with the path and the reason. */
 int perf__dir_open(perf__dir_t *d, const char *path, unsigned flags, const char *what);
 
-/* Make `d` the handle of the directory open at fd (taken over: noted as
-   the SDK's), whose path is `path`, as perf__dir_open would have. */
+/* Make `d` the handle of the directory open at fd (taken over: held as
+   the SDK's; -1: none open yet), whose path is `path`, as perf__dir_open
+   would have. */
 void perf__dir_set(perf__dir_t *d, int fd, const char *path, unsigned flags, const char *what);
 
 /* The trust rule on the directory open at fd: 0, or PERF_E_INVALID_CONFIG
@@ -65,17 +69,12 @@ int perf__dir_check_trust(int fd, const char *path, const char *what);
    with errno set when there is none (logged once until it works again). */
 int perf__dir_fd(perf__dir_t *d);
 
-/* Close the descriptor (only if it is still the SDK's: the app may have
-   taken its number). */
+/* Close the descriptor (only if it still names the handle's directory:
+   the app may have taken its number); the handle then has none. */
 void perf__dir_close(perf__dir_t *d);
 
 /* Whether the process's root directory is still the one it was when `d`
    was opened (false after a chroot). */
 bool perf__dir_same_root(const perf__dir_t *d);
-
-/* A descriptor noted in owned_fds that may be the app's by now: forgotten
-   (never closed) when it no longer names the SDK's file, closed when it
-   does. Sets *fd to -1. */
-void perf__owned_fd_drop(int *fd);
 
 #endif

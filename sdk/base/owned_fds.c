@@ -1,7 +1,7 @@
 /*
  * owned_fds.c - the SDK's long-lived descriptors and their identities
- * (see owned_fds.h). Any thread adds, checks and removes; the fork child
- * handler closes them all.
+ * (see owned_fds.h). Any thread holds, checks and releases its own; the
+ * fork child handler closes them all.
  */
 #include "sdk/base/owned_fds.h"
 
@@ -12,15 +12,11 @@
 #include <unistd.h>
 
 /* A slot holds fd + 1 (so that the zeroed table is empty: 0 is a valid
-   descriptor) when noted by number, -(fd + 2) when noted by a holder
-   (perf__owned_fd_t), or SLOT_FILLING while its identity is written. The
+   descriptor), or SLOT_FILLING while its identity is written. The
    identity is written before the descriptor is published, and a slot is
    only reused after it was emptied: a reader that finds the value reads
-   the identity that belongs to it. Number-only calls and holders each
-   match their own encoding only, in one compare-and-swap. */
+   the identity that belongs to it. */
 #define SLOT_FILLING (-1)
-#define BY_NUMBER(fd) ((fd) + 1)
-#define BY_HOLDER(fd) (-(fd)-2)
 
 typedef struct {
   atomic_int fd1;
@@ -30,50 +26,26 @@ typedef struct {
 
 static slot_t g_slots[PERF__OWNED_FDS_MAX];
 
-/* `value` (a slot's encoding of a descriptor) and its identity in a free
-   slot; none left: unnoted. */
-static void note(int value, uint64_t dev, uint64_t ino) {
+/* fd and its identity in a free slot; none left: unnoted. */
+static void note(int fd, uint64_t dev, uint64_t ino) {
   for (int i = 0; i < PERF__OWNED_FDS_MAX; i++) {
     int expected = 0;
     if (!atomic_compare_exchange_strong(&g_slots[i].fd1, &expected, SLOT_FILLING)) continue;
     atomic_store(&g_slots[i].dev, dev);
     atomic_store(&g_slots[i].ino, ino);
-    atomic_store(&g_slots[i].fd1, value);
+    atomic_store(&g_slots[i].fd1, fd + 1);
     return;
   }
 }
 
 /* The descriptor a slot's value names, -1 for an empty or filling slot. */
 static int slot_fd(int value) {
-  return value > 0 ? value - 1 : value <= -2 ? -value - 2 : -1;
+  return value > 0 ? value - 1 : -1;
 }
 
 static bool same_file(const slot_t *s, const struct stat *st) {
   return atomic_load(&s->dev) == (uint64_t)st->st_dev &&
          atomic_load(&s->ino) == (uint64_t)st->st_ino;
-}
-
-void perf__owned_fd_add(int fd) {
-  struct stat st;
-  if (fd >= 0 && fstat(fd, &st) == 0) note(BY_NUMBER(fd), (uint64_t)st.st_dev, (uint64_t)st.st_ino);
-}
-
-void perf__owned_fd_remove(int fd) {
-  if (fd < 0) return;
-  for (int i = 0; i < PERF__OWNED_FDS_MAX; i++) {
-    int expected = BY_NUMBER(fd);
-    if (atomic_compare_exchange_strong(&g_slots[i].fd1, &expected, 0)) return;
-  }
-}
-
-bool perf__owned_fd_is_mine(int fd) {
-  if (fd < 0) return false;
-  for (int i = 0; i < PERF__OWNED_FDS_MAX; i++) {
-    if (atomic_load(&g_slots[i].fd1) != BY_NUMBER(fd)) continue;
-    struct stat st;
-    return fstat(fd, &st) == 0 && same_file(&g_slots[i], &st);
-  }
-  return false;
 }
 
 void perf__owned_fd_hold(perf__owned_fd_t *o, int fd) {
@@ -82,7 +54,7 @@ void perf__owned_fd_hold(perf__owned_fd_t *o, int fd) {
   if (fd < 0 || fstat(fd, &st) != 0) return;
   o->dev = (uint64_t)st.st_dev;
   o->ino = (uint64_t)st.st_ino;
-  note(BY_HOLDER(fd), o->dev, o->ino);
+  note(fd, o->dev, o->ino);
 }
 
 bool perf__owned_fd_held(const perf__owned_fd_t *o) {
@@ -95,10 +67,10 @@ void perf__owned_fd_forget(perf__owned_fd_t *o) {
   if (o->fd < 0) return;
   for (int i = 0; i < PERF__OWNED_FDS_MAX; i++) {
     slot_t *s = &g_slots[i];
-    if (atomic_load(&s->fd1) != BY_HOLDER(o->fd) || atomic_load(&s->dev) != o->dev ||
+    if (atomic_load(&s->fd1) != o->fd + 1 || atomic_load(&s->dev) != o->dev ||
         atomic_load(&s->ino) != o->ino)
       continue;
-    int expected = BY_HOLDER(o->fd);
+    int expected = o->fd + 1;
     if (atomic_compare_exchange_strong(&s->fd1, &expected, 0)) break;
   }
   *o = (perf__owned_fd_t)PERF__OWNED_FD_NONE;

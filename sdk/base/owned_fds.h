@@ -1,9 +1,10 @@
 /*
  * owned_fds.h - the registry of the file descriptors the SDK keeps open
- * for a long time (the spool's LOCK and directory, this process's hang
- * marker, the file sink's report, the uploader's sockets), each with the
- * identity of the file it named when it was noted: the device and inode
- * that fstat reported.
+ * for a long time (the spool's directories and LOCK, the open batch's
+ * journal, this process's hang marker, the file sink's report and
+ * directories, the uploader's sockets and pipes), each with the identity
+ * of the file it named when it was noted: the device and inode that fstat
+ * reported.
  *
  * Two uses:
  * - A child forked from the app closes its copies of them
@@ -11,29 +12,32 @@
  *   flocks alive nor writes into the parent's files.
  * - An app may close descriptors it did not open (a daemon's
  *   closefrom(3) after init) and open its own files, which then get the
- *   same numbers. Before it uses a long-lived descriptor, the SDK asks
- *   perf__owned_fd_is_mine: a descriptor whose identity changed is the
- *   app's now. The SDK forgets it (without closing it) and opens its own
- *   again; it never reads, writes or closes a descriptor it cannot prove
- *   is its own.
+ *   same numbers. Before it uses a long-lived descriptor, the part of the
+ *   SDK that holds it asks perf__owned_fd_held: a descriptor whose
+ *   identity changed is the app's now. The part forgets it (without
+ *   closing it) and opens its own again; it never reads, writes or closes
+ *   a descriptor it cannot prove is its own.
+ *
+ * Each part keeps its descriptor in a holder (perf__owned_fd_t) that
+ * remembers the identity it noted, and every question is about that
+ * identity, never about a number alone. After the app closed the SDK's
+ * descriptors, one number can be noted twice: by the part that held it
+ * before (not told yet) and by the part that has just opened a new file
+ * and got the same number. perf__owned_fd_held is true only for the part
+ * whose file the number names, and forget and release remove only the
+ * asking holder's slot: the stale part never uses, unnotes or closes the
+ * other part's new descriptor.
  *
  * An identity is only as unique as the inode behind it: pipes, sockets
  * and files each have their own, while eventfds, epoll and timerfds share
  * one anonymous inode. Descriptors that must be checked are pipes,
- * sockets or files.
+ * sockets, files or directories. Two holders of one file (a directory
+ * opened twice) cannot be told apart by identity: after a reopen one of
+ * them may use the other's descriptor of that same file, which is
+ * harmless, and a release closes it only while it still names that file.
  *
- * After the app closed the SDK's descriptors, one number can be noted
- * twice: by the part of the SDK that held it before (not told yet) and by
- * the part that has just opened a new file and got the same number. A
- * question by number alone ("is fd mine?") cannot tell which part asks,
- * and the answer meant for one could make the other close or write into
- * a file it does not own. A holder (perf__owned_fd_t) keeps the identity
- * it noted and asks about that: perf__owned_fd_held is true only for the
- * file it opened, and forget and release remove only its own slot. The
- * number-only calls below never see the holders' slots (nor they theirs).
- *
- * Lock-free: a fixed table of atomic slots. Register after open,
- * unregister before close: the table never names a descriptor that is
+ * Lock-free: a fixed table of atomic slots. Hold after open, release (or
+ * forget) instead of close: the table never names a descriptor that is
  * closed by the SDK (and could be reused by the app), at worst it misses
  * one (the child then keeps that copy open, as without the registry).
  */
@@ -46,7 +50,8 @@
 #define PERF__OWNED_FDS_MAX 64
 
 /* A descriptor held by one part of the SDK, with the identity it was
-   noted with. {-1}: none. */
+   noted with. {-1}: none. A plain value: a copy moves the holding to the
+   copy (the original is then set to PERF__OWNED_FD_NONE). */
 typedef struct {
   int fd;
   uint64_t dev, ino;
@@ -69,24 +74,9 @@ bool perf__owned_fd_held(const perf__owned_fd_t *o);
    for a descriptor the app took. *o then holds nothing. */
 void perf__owned_fd_forget(perf__owned_fd_t *o);
 
-/* Forget *o, closing its descriptor when it is still held. */
+/* Forget *o, closing its descriptor when it is still held (a descriptor
+   the app took is left open). */
 void perf__owned_fd_release(perf__owned_fd_t *o);
-
-/* Note `fd` (>= 0) as the SDK's, with the identity fstat gives it now; a
-   full table or a failed fstat leaves it unnoted. */
-void perf__owned_fd_add(int fd);
-
-/* Forget `fd`, just before closing it, or once it is found to be the
-   app's. */
-void perf__owned_fd_remove(int fd);
-
-/* True when `fd` is noted (by number) and still names the file it named
-   when noted (same device and inode, by fstat). False when it is closed,
-   replaced by another file, or was never noted. Async-signal-safe (fstat
-   only). By number alone: when two parts noted one number (above), the
-   answer may be about the other part's file; a holder is told about its
-   own. */
-bool perf__owned_fd_is_mine(int fd);
 
 /* In a forked child, single-threaded: close every noted descriptor that
    is still the SDK's and empty the table. Async-signal-safe (fstat and

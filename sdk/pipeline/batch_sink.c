@@ -147,7 +147,7 @@ int perf__batch_sink_open_dir(const perf__config_t *cfg, perf__dir_t *root) {
   }
   int err = perf__dir_open(root, dir, PERF__DIR_CREATE | PERF__DIR_TRUST, what);
   if (err) return err;
-  if (faccessat(root->fd, ".", W_OK | X_OK, 0) != 0) {
+  if (faccessat(root->own.fd, ".", W_OK | X_OK, 0) != 0) {
     int e = errno;
     perf__dir_close(root);
     PERF__FAIL(PERF_E_SYSTEM, "%s %s is unusable: %s (errno %d)", what, dir, strerror(e), e);
@@ -343,7 +343,7 @@ static int add_to_batch(perf__batch_sink_t *s, const perf__event_t *ev,
    0, or PERF_E_SYSTEM when it is in memory only (counted; an event
    journaled is counted too, loop stats are not events). */
 static int add_record(perf__batch_sink_t *s, const uint8_t *rec, size_t rec_len, bool event) {
-  bool journaled = rec && s->journal.fd >= 0 &&
+  bool journaled = rec && s->journal.file.fd >= 0 &&
                    perf__journal_append(&s->journal, spool_fd(s), rec, rec_len) == PERF_OK;
   if (!journaled) s->journal_gap = true;
   PERF__COUNT(s->stats, events_journaled, journaled && event ? 1 : 0);
@@ -495,7 +495,7 @@ static int replay_journal(perf__batch_sink_t *s, const char *name, const uint8_t
    PERF__PENDING_JOURNALS_MAX are kept; past that the oldest is deleted and
    its events counted as dropped. */
 static bool keep_pending(perf__batch_sink_t *s, int err, size_t events) {
-  if ((err != PERF_E_SYSTEM && err != PERF_E_BUSY) || s->journal_gap || s->journal.fd < 0)
+  if ((err != PERF_E_SYSTEM && err != PERF_E_BUSY) || s->journal_gap || s->journal.file.fd < 0)
     return false;
   if (s->n_pending == PERF__PENDING_JOURNALS_MAX) {
     pending_t *old = &s->pending[0];

@@ -45,15 +45,15 @@ int perf__hang_marker_write(perf__hang_marker_t *m, const perf__config_t *cfg, i
 
 void perf__hang_marker_clear(perf__hang_marker_t *m, int dirfd) {
   m->warned = false; /* a new hang logs its own failure */
-  if (m->fd < 0) return;
+  if (m->file.fd < 0) return;
   char name[64];
   snprintf(name, sizeof name, "hang-%d.marker", (int)getpid());
   if (dirfd >= 0) unlinkat(dirfd, name, 0);
-  perf__owned_fd_drop(&m->fd); /* closed only while it is still ours */
+  perf__owned_fd_release(&m->file); /* closed only while it still names our marker */
 }
 
 void perf__hang_marker_free(perf__hang_marker_t *m) {
-  perf__owned_fd_drop(&m->fd);
+  perf__owned_fd_release(&m->file);
   perf__batch_free(m->builder);
   perf__event_encoder_free(m->encoder);
   m->builder = NULL;
@@ -142,11 +142,10 @@ static int replace_marker(perf__hang_marker_t *m, int dirfd, const char *data_di
     }
     return PERF_E_SYSTEM;
   }
-  perf__owned_fd_drop(&m->fd); /* the replaced file, already unlinked by rename */
+  perf__owned_fd_release(&m->file); /* the replaced file, already unlinked by rename */
   /* A forked child closes its copy: its flock would keep a dead parent's
      marker looking alive. */
-  perf__owned_fd_add(fd);
-  m->fd = fd;
+  perf__owned_fd_hold(&m->file, fd);
   return PERF_OK;
 }
 

@@ -26,6 +26,7 @@
 
 #include <stddef.h>
 
+#include "sdk/base/owned_fds.h"
 #include "sdk/pipeline/config.h"
 #include "sdk/pipeline/event.h"
 #include "sdk/pipeline/event_encode.h"
@@ -36,14 +37,14 @@
 #define PERF__HANG_MARKER_MAX_BYTES (4u << 20) /* a marker's batch, serialized */
 
 typedef struct perf__hang_marker_s {
-  int fd;                         /* the locked marker of this process, -1 when there is none */
+  perf__owned_fd_t file;          /* the locked marker of this process, .fd -1 when there is none */
   perf__batch_builder_t *builder; /* made at the first write */
   perf__event_encoder_t *encoder;
   bool warned; /* a failure was logged during this hang: the next ones are not */
 } perf__hang_marker_t;
 
 #define PERF__HANG_MARKER_INIT                                                                     \
-  { -1, NULL, NULL, false }
+  { PERF__OWNED_FD_NONE, NULL, NULL, false }
 
 /* Write (or replace) this process's marker in data_dir (open at dirfd)
    for the hang `ev` (in progress, duration so far). Returns 0 or a

@@ -53,7 +53,7 @@ struct perf__writer_s {
   bool stats_posted;   /* loop_stats holds stats not yet in a batch */
   perf__loop_stats_t loop_stats;
   bool held, exited;
-  int sink_fd;
+  perf__owned_fd_t sink; /* the file sink's report, .fd -1: not open */
   perf__hang_marker_t marker;
   /* The directories, opened by perf__writer_start on the app's thread
      (sdk/base/dir_handle.h): every file is reached from them, also after
@@ -103,7 +103,7 @@ int perf__writer_start(const perf__config_t *cfg, perf__stats_t *stats, pid_t wa
   w->cfg = cfg;
   w->stats = stats;
   w->capacity = cfg->queue_capacity;
-  w->sink_fd = -1;
+  w->sink = (perf__owned_fd_t)PERF__OWNED_FD_NONE;
   w->marker = (perf__hang_marker_t)PERF__HANG_MARKER_INIT;
   w->spool_root = w->data_dir = w->sink_dir = (perf__dir_t)PERF__DIR_INIT;
   w->prepare_tid = watched;
@@ -405,7 +405,7 @@ static bool dwarf_due(perf__writer_t *w) {
 static void report_fatal_hangs(perf__writer_t *w) {
   Perf__V1__Batch **markers = NULL;
   size_t n = 0;
-  if (w->data_dir.fd < 0) return; /* no data_dir yet: no marker either */
+  if (w->data_dir.own.fd < 0) return; /* no data_dir yet: no marker either */
   int dfd = perf__dir_fd(&w->data_dir);
   if (dfd < 0 || perf__hang_marker_collect(dfd, w->cfg->data_dir, &markers, &n) != 0)
     perf__log(PERF__LOG_WARN, "could not read hang markers in %s", w->cfg->data_dir);
@@ -456,28 +456,29 @@ static void count_batched(perf__writer_t *w, int batched) {
 /* File sink: one event's report (or the error `err` formatting it) into
    the report file, counted. */
 static void write_report(perf__writer_t *w, const perf__strbuf_t *b, int err) {
-  if (w->sink_fd >= 0 && !perf__owned_fd_is_mine(w->sink_fd)) {
-    /* The app closed it and its number names a file of the app's now:
-       forgotten, never written or closed; the report is opened again. */
-    perf__owned_fd_remove(w->sink_fd);
-    w->sink_fd = -1;
+  if (w->sink.fd >= 0 && !perf__owned_fd_held(&w->sink)) {
+    /* The app closed it and its number names another file now (the app's,
+       or another part of the SDK's): forgotten, never written or closed;
+       the report is opened again. */
+    perf__owned_fd_forget(&w->sink);
   }
-  if (!err && w->sink_fd < 0) {
+  if (!err && w->sink.fd < 0) {
     int dfd = perf__dir_fd(&w->sink_dir);
-    w->sink_fd = dfd < 0 ? -1
-                         : perf__openat_any(dfd, w->sink_name, O_WRONLY | O_APPEND | O_CREAT,
-                                            PERF__FILE_MODE);
-    if (w->sink_fd < 0) err = PERF_E_SYSTEM;
-    perf__owned_fd_add(w->sink_fd); /* a forked child closes its copy; checked before each use */
+    int fd = dfd < 0 ? -1
+                     : perf__openat_any(dfd, w->sink_name, O_WRONLY | O_APPEND | O_CREAT,
+                                        PERF__FILE_MODE);
+    if (fd < 0) err = PERF_E_SYSTEM;
+    /* A forked child closes its copy; checked before each use. */
+    perf__owned_fd_hold(&w->sink, fd);
   }
   /* One write per event on an O_APPEND descriptor: the report lands whole,
      and nothing is buffered in the process (flushed per event). */
-  if (!err && perf__write_all(w->sink_fd, b->data, b->len) != 0) err = PERF_E_SYSTEM;
+  if (!err && perf__write_all(w->sink.fd, b->data, b->len) != 0) err = PERF_E_SYSTEM;
   if (err) {
     PERF__COUNT(w->stats, events_dropped_sink, 1);
     perf__log(PERF__LOG_WARN, "file sink %s: event not written (%s)", w->cfg->sink_path,
               err == PERF_E_SYSTEM ? strerror(errno) : perf_strerror(err));
-    if (err == PERF_E_SYSTEM) perf__owned_fd_drop(&w->sink_fd); /* reopen next time (rotated) */
+    if (err == PERF_E_SYSTEM) perf__owned_fd_release(&w->sink); /* reopen next time (rotated) */
   } else {
     PERF__COUNT(w->stats, events_written, 1);
   }
@@ -486,7 +487,8 @@ static void write_report(perf__writer_t *w, const perf__strbuf_t *b, int err) {
 static void handle_hang_post(perf__writer_t *w, perf__event_t *progress) {
   /* data_dir is made at the first marker (perf__dir_fd), and made again
      when it was deleted at run time; a failure is logged once. */
-  int dfd = w->cfg->data_dir && (progress || w->marker.fd >= 0) ? perf__dir_fd(&w->data_dir) : -1;
+  int dfd =
+      w->cfg->data_dir && (progress || w->marker.file.fd >= 0) ? perf__dir_fd(&w->data_dir) : -1;
   if (progress && dfd >= 0)
     perf__hang_marker_write(&w->marker, w->cfg, dfd, progress);
   else if (!progress)
@@ -527,9 +529,9 @@ static int open_dirs(perf__writer_t *w) {
 
 static void free_writer(perf__writer_t *w) {
   if (w->hang_posted) perf__event_free(w->hang);
-  perf__hang_marker_clear(&w->marker, w->marker.fd >= 0 ? perf__dir_fd(&w->data_dir) : -1);
+  perf__hang_marker_clear(&w->marker, w->marker.file.fd >= 0 ? perf__dir_fd(&w->data_dir) : -1);
   perf__hang_marker_free(&w->marker);
-  perf__owned_fd_drop(&w->sink_fd);
+  perf__owned_fd_release(&w->sink);
   perf__dir_close(&w->spool_root); /* when the batch sink never took it */
   perf__dir_close(&w->data_dir);
   perf__dir_close(&w->sink_dir);

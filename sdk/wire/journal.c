@@ -40,12 +40,12 @@ int perf__journal_begin(perf__journal_t *j, int dirfd, const char *dir, const ui
 }
 
 int perf__journal_append(perf__journal_t *j, int dirfd, const void *payload, size_t len) {
-  if (j->fd < 0 || len == 0 || len > RECORD_MAX) return PERF_E_INVALID_ARGUMENT;
-  if (!perf__owned_fd_is_mine(j->fd)) {
-    /* The app closed it and its number names a file of the app's now:
-       forgotten (never written, never closed), the journal opened again. */
-    perf__owned_fd_remove(j->fd);
-    j->fd = -1;
+  if (j->file.fd < 0 || len == 0 || len > RECORD_MAX) return PERF_E_INVALID_ARGUMENT;
+  if (!perf__owned_fd_held(&j->file)) {
+    /* The app closed it and its number names another file now (the app's,
+       or another part of the SDK's): forgotten (never written, never
+       closed), the journal opened again. */
+    perf__owned_fd_forget(&j->file);
     if (dirfd < 0 || open_journal(j, dirfd, 0) != PERF_OK)
       PERF__FAIL(PERF_E_SYSTEM, "journal %s: lost its descriptor, not opened again: %s", j->path,
                  strerror(errno));
@@ -58,7 +58,7 @@ int perf__journal_append(perf__journal_t *j, int dirfd, const void *payload, siz
   size_t total = PERF__JOURNAL_RECORD_HEADER + len;
   ssize_t n;
   do {
-    n = write(j->fd, rec, total);
+    n = write(j->file.fd, rec, total);
   } while (n < 0 && errno == EINTR);
   int saved = errno;
   free(rec);
@@ -69,7 +69,7 @@ int perf__journal_append(perf__journal_t *j, int dirfd, const void *payload, siz
   /* Short (disk full) or failed: cut the partial record off, so that the
      records after it stay readable. */
   if (n >= 0) saved = ENOSPC;
-  if (ftruncate(j->fd, (off_t)j->bytes) != 0) { /* keep saved */
+  if (ftruncate(j->file.fd, (off_t)j->bytes) != 0) { /* keep saved */
   }
   perf__log(PERF__LOG_WARN, "journal %s: record not written: %s", j->path, strerror(saved));
   errno = saved;
@@ -77,14 +77,14 @@ int perf__journal_append(perf__journal_t *j, int dirfd, const void *payload, siz
 }
 
 void perf__journal_end(perf__journal_t *j, int dirfd) {
-  if (j->fd < 0) return;
+  if (j->file.fd < 0) return;
   perf__journal_close(j);
   if (dirfd >= 0 && unlinkat(dirfd, j->name, 0) != 0 && errno != ENOENT)
     perf__log(PERF__LOG_WARN, "journal %s: not removed: %s", j->path, strerror(errno));
 }
 
 void perf__journal_close(perf__journal_t *j) {
-  perf__owned_fd_drop(&j->fd);
+  perf__owned_fd_release(&j->file);
 }
 
 int perf__journal_read(int dirfd, const char *name, uint64_t max_bytes,
@@ -152,11 +152,12 @@ int perf__journal_scan(int dirfd, size_t limit, perf__journal_found_fn found, vo
 
 /* flags: O_TRUNC for a new journal, 0 to go on appending to one. */
 static int open_journal(perf__journal_t *j, int dirfd, int flags) {
-  j->fd = perf__openat_file(dirfd, j->name, O_WRONLY | O_CREAT | O_APPEND | flags, PERF__FILE_MODE);
-  if (j->fd < 0) return PERF_E_SYSTEM;
+  int fd =
+      perf__openat_file(dirfd, j->name, O_WRONLY | O_CREAT | O_APPEND | flags, PERF__FILE_MODE);
+  if (fd < 0) return PERF_E_SYSTEM;
   struct stat st;
-  if (fstat(j->fd, &st) == 0) j->bytes = (uint64_t)st.st_size;
-  perf__owned_fd_add(j->fd); /* a forked child closes its copy; checked before each write */
+  if (fstat(fd, &st) == 0) j->bytes = (uint64_t)st.st_size;
+  perf__owned_fd_hold(&j->file, fd); /* a forked child closes its copy; checked before each write */
   return PERF_OK;
 }
 

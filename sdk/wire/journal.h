@@ -18,9 +18,10 @@
  *
  * Files are opened relative to the spool directory's descriptor, never
  * through a link, created 0600 whatever the umask. The journal's
- * descriptor is checked to be the SDK's before each write
- * (sdk/base/owned_fds.h): one the app closed and reused is forgotten,
- * never written to or closed, and the journal is opened again.
+ * descriptor is held (perf__owned_fd_t, sdk/base/owned_fds.h) and checked
+ * to name the journal it opened before each write: one the app closed and
+ * reused is forgotten, never written to or closed, and the journal is
+ * opened again.
  *
  * Writer thread only (the open at SDK start runs there too).
  */
@@ -31,20 +32,22 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sdk/base/owned_fds.h"
+
 #define PERF__JOURNAL_RECORD_HEADER 8
 #define PERF__JOURNAL_SUFFIX ".journal"
 
 /* One open journal (a plain value; PERF__JOURNAL_INIT before first use). */
 typedef struct perf__journal_s {
-  int fd;              /* -1: none open */
-  uint64_t bytes;      /* file size: records written whole */
-  uint8_t id[16];      /* the batch id */
-  char name[48];       /* <hex id>.journal */
-  char path[PATH_MAX]; /* <dir>/<hex id>.journal, for the log */
+  perf__owned_fd_t file; /* .fd -1: none open */
+  uint64_t bytes;        /* file size: records written whole */
+  uint8_t id[16];        /* the batch id */
+  char name[48];         /* <hex id>.journal */
+  char path[PATH_MAX];   /* <dir>/<hex id>.journal, for the log */
 } perf__journal_t;
 
 #define PERF__JOURNAL_INIT                                                                         \
-  { .fd = -1 }
+  { .file = PERF__OWNED_FD_NONE }
 
 /* Create the journal of batch `id` in the directory dirfd (its path `dir`,
    for the log). 0 or PERF_E_SYSTEM (logged with the path and errno). */

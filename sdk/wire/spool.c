@@ -93,7 +93,7 @@ int perf__spool_open(const perf__spool_options_t *opt, perf__spool_t **out) {
   sp->max_files = opt->max_files;
   sp->max_age_s = opt->max_age_s;
   sp->boot_tag = read_boot_tag();
-  sp->lock_fd = -1;
+  sp->lock_fd = (perf__owned_fd_t)PERF__OWNED_FD_NONE;
   sp->root_h = sp->dir_h = sp->quarantine_h = (perf__dir_t)PERF__DIR_INIT;
   sp->next_seq = 1;
   snprintf(sp->root, sizeof sp->root, "%s", opt->dir);
@@ -113,15 +113,15 @@ void perf__spool_close(perf__spool_t *sp) {
   if (!sp) return;
   /* An empty subdirectory of ours goes; with batches left in it, it stays
      for the next opener to adopt. We still hold its lock here. */
-  int dfd = sp->dir_h.fd >= 0 ? perf__spool_dir_fd(sp) : -1;
+  int dfd = sp->dir_h.own.fd >= 0 ? perf__spool_dir_fd(sp) : -1;
   int root_fd = sp->subdir && dfd >= 0 ? perf__spool_root_fd(sp) : -1;
-  if (root_fd >= 0 && sp->lock_fd >= 0 && sp->count == 0 && dir_holds_only_lock(dfd) &&
+  if (root_fd >= 0 && sp->lock_fd.fd >= 0 && sp->count == 0 && dir_holds_only_lock(dfd) &&
       unlinkat(dfd, "LOCK", 0) == 0)
     unlinkat(root_fd, strrchr(sp->dir, '/') + 1, AT_REMOVEDIR);
   perf__dir_close(&sp->dir_h);
   perf__dir_close(&sp->root_h);
   perf__dir_close(&sp->quarantine_h);
-  perf__owned_fd_drop(&sp->lock_fd);
+  perf__owned_fd_release(&sp->lock_fd);
   pthread_mutex_destroy(&sp->lock);
   free(sp->ring);
   free(sp);
@@ -133,12 +133,12 @@ const char *perf__spool_dir(const perf__spool_t *sp) {
 
 int perf__spool_dir_fd(perf__spool_t *sp) {
   pthread_mutex_lock(&sp->lock);
-  int before = sp->dir_h.fd;
+  int before = sp->dir_h.own.fd;
   int fd = perf__dir_fd(&sp->dir_h);
   int saved = errno;
   /* The directory opened again (the app closed its descriptor, or it was
      deleted and made again): our LOCK is taken again in it. */
-  if (fd >= 0 && (fd != before || !perf__owned_fd_is_mine(sp->lock_fd))) retake_lock_locked(sp, fd);
+  if (fd >= 0 && (fd != before || !perf__owned_fd_held(&sp->lock_fd))) retake_lock_locked(sp, fd);
   pthread_mutex_unlock(&sp->lock);
   errno = saved;
   return fd;
@@ -341,16 +341,18 @@ static int check_options(const perf__spool_options_t *opt) {
 static int take_directory(perf__spool_t *sp, perf__dir_t *given) {
   const unsigned flags = PERF__DIR_CREATE | PERF__DIR_TRUST;
   if (given) {
-    sp->root_h = *given;
-    given->fd = -1;
+    sp->root_h = *given; /* the holding moves with it */
+    given->own = (perf__owned_fd_t)PERF__OWNED_FD_NONE;
   } else {
     int err = perf__dir_open(&sp->root_h, sp->root, flags, "spool");
     if (err) return err;
   }
-  int root_fd = sp->root_h.fd;
+  int root_fd = sp->root_h.own.fd;
   snprintf(sp->dir, sizeof sp->dir, "%s", sp->root);
-  int r = perf__spool_lock_file(root_fd, true, &sp->lock_fd);
+  int lock = -1;
+  int r = perf__spool_lock_file(root_fd, true, &lock);
   if (r == PERF__SPOOL_LOCK_TAKEN) {
+    perf__owned_fd_hold(&sp->lock_fd, lock);
     int fd = openat(root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0) PERF__FAIL(PERF_E_SYSTEM, "spool: open %s: %s", sp->dir, strerror(errno));
     perf__dir_set(&sp->dir_h, fd, sp->dir, flags, "spool");
@@ -361,9 +363,6 @@ static int take_directory(perf__spool_t *sp, perf__dir_t *given) {
     PERF__FAIL(PERF_E_SYSTEM, "spool: cannot lock %s/LOCK: %s", sp->root,
                r == PERF__SPOOL_LOCK_STALE ? "removed under us repeatedly" : strerror(errno));
   }
-  /* A forked child closes its copy: it must not keep the flock alive after
-     we exit (sdk/base/owned_fds.h). */
-  perf__owned_fd_add(sp->lock_fd);
   perf__spool_join(sp->quarantine, sp->root, "quarantine");
   int qfd = perf__mkdirat_private(root_fd, "quarantine")
                 ? openat(root_fd, "quarantine", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
@@ -383,7 +382,7 @@ static int take_subdir(perf__spool_t *sp, int root_fd) {
   char pid[16];
   snprintf(pid, sizeof pid, "%d", (int)getpid());
   perf__spool_join(sp->dir, sp->root, pid);
-  int r = PERF__SPOOL_LOCK_STALE, fd = -1;
+  int r = PERF__SPOOL_LOCK_STALE, fd = -1, lock = -1;
   for (int tries = 0; r == PERF__SPOOL_LOCK_STALE && tries < LOCK_TRIES; tries++) {
     fd = perf__mkdirat_private(root_fd, pid)
              ? openat(root_fd, pid, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
@@ -392,7 +391,7 @@ static int take_subdir(perf__spool_t *sp, int root_fd) {
       r = errno == ENOENT ? PERF__SPOOL_LOCK_STALE : PERF__SPOOL_LOCK_ERROR;
       continue;
     }
-    r = perf__spool_lock_file(fd, true, &sp->lock_fd);
+    r = perf__spool_lock_file(fd, true, &lock);
     if (r == PERF__SPOOL_LOCK_ERROR && errno == ENOENT) r = PERF__SPOOL_LOCK_STALE;
     if (r != PERF__SPOOL_LOCK_TAKEN) {
       int saved = errno;
@@ -401,6 +400,7 @@ static int take_subdir(perf__spool_t *sp, int root_fd) {
       fd = -1;
     }
   }
+  if (r == PERF__SPOOL_LOCK_TAKEN) perf__owned_fd_hold(&sp->lock_fd, lock);
   /* Held: this process already has two spools on this root. */
   if (r == PERF__SPOOL_LOCK_HELD)
     PERF__FAIL(PERF_E_BUSY, "spool: %s is in use by this process", sp->dir);
@@ -415,14 +415,14 @@ static int take_subdir(perf__spool_t *sp, int root_fd) {
 /* With the mutex: our LOCK's descriptor was closed by the app, or our
    directory was made again: the lock is taken again. */
 static void retake_lock_locked(perf__spool_t *sp, int dirfd) {
-  perf__owned_fd_drop(&sp->lock_fd);
-  int r = perf__spool_lock_file(dirfd, true, &sp->lock_fd);
+  perf__owned_fd_release(&sp->lock_fd); /* closed only while it still names our LOCK */
+  int fd = -1;
+  int r = perf__spool_lock_file(dirfd, true, &fd);
   if (r == PERF__SPOOL_LOCK_TAKEN) {
-    perf__owned_fd_add(sp->lock_fd);
+    perf__owned_fd_hold(&sp->lock_fd, fd);
     sp->lock_warned = false;
     return;
   }
-  sp->lock_fd = -1;
   if (!sp->lock_warned)
     perf__log(PERF__LOG_WARN, "spool: %s/LOCK could not be taken again (%s)", sp->dir,
               r == PERF__SPOOL_LOCK_HELD ? "another process holds it" : strerror(errno));

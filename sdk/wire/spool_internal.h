@@ -56,7 +56,10 @@ struct perf__spool_s {
   char dir[PATH_MAX]; /* ours: the root or <root>/<pid> */
   char quarantine[PATH_MAX];
   bool subdir;
-  int lock_fd;      /* our directory's LOCK, flocked */
+  /* Our directory's LOCK, flocked (.fd -1: none), held with its identity:
+     checked before use, and a forked child closes its copy, so that it
+     never keeps the flock alive after we exit (sdk/base/owned_fds.h). */
+  perf__owned_fd_t lock_fd;
   bool lock_warned; /* it could not be taken again: logged once */
   /* The directories, held open: every file is opened, renamed and
      unlinked relative to them (sdk/base/dir_handle.h), under the mutex

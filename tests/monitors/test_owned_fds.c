@@ -1,12 +1,12 @@
 /*
  * test_owned_fds.c - the registry of the SDK's long-lived descriptors
- * (sdk/base/owned_fds.c) with real files, pipes and sockets: a noted
- * descriptor is the SDK's while it names the file it named when noted; a
- * number closed and reused by another file (as after an app's closefrom
- * and its own opens) is not; close_all closes only what is still the
- * SDK's; the table's capacity; holders (perf__owned_fd_t), each told
- * about its own file only when two of them noted one number. Each case
- * runs in its own process: `test_owned_fds <case>`.
+ * (sdk/base/owned_fds.c) with real files, pipes and sockets: a holder
+ * (perf__owned_fd_t) holds its descriptor while it names the file it
+ * named when held; a number closed and reused by another file (as after
+ * an app's closefrom and its own opens) is not held; close_all closes
+ * only what is still the SDK's; the table's capacity; two holders of one
+ * number, in either slot order, each told about its own file only. Each
+ * case runs in its own process: `test_owned_fds <case>`.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -34,43 +34,51 @@ static bool is_open(int fd) {
   return fcntl(fd, F_GETFD) >= 0;
 }
 
-static void case_add_is_mine_remove(void) {
+static void case_hold_held_forget(void) {
+  perf__owned_fd_t o;
   int fd = open_file("a");
-  CHECK(!perf__owned_fd_is_mine(fd)); /* never noted */
-  perf__owned_fd_add(fd);
+  perf__owned_fd_hold(&o, fd);
+  CHECK_EQ_INT(o.fd, fd);
   CHECK_EQ_INT(perf__owned_fds_count(), 1);
-  CHECK(perf__owned_fd_is_mine(fd));
-  perf__owned_fd_remove(fd);
+  CHECK(perf__owned_fd_held(&o));
+  perf__owned_fd_forget(&o);
+  CHECK_EQ_INT(o.fd, -1);
   CHECK_EQ_INT(perf__owned_fds_count(), 0);
-  CHECK(!perf__owned_fd_is_mine(fd));
-  CHECK(is_open(fd)); /* remove forgets, it never closes */
-  close(fd);
-  CHECK(!perf__owned_fd_is_mine(-1));
-  perf__owned_fd_add(-1);   /* not a descriptor: nothing noted */
-  perf__owned_fd_add(1000); /* closed: fstat fails, nothing noted */
+  CHECK(!perf__owned_fd_held(&o));
+  CHECK(is_open(fd)); /* forget never closes */
+  perf__owned_fd_hold(&o, fd);
+  perf__owned_fd_release(&o);
+  CHECK(!is_open(fd)); /* release closes what is still held */
+  CHECK_EQ_INT(perf__owned_fds_count(), 0);
+  perf__owned_fd_hold(&o, -1); /* not a descriptor: nothing noted */
+  CHECK(!perf__owned_fd_held(&o));
+  perf__owned_fd_hold(&o, 1000); /* closed: fstat fails, nothing noted */
+  CHECK(!perf__owned_fd_held(&o));
+  perf__owned_fd_forget(&o);
   CHECK_EQ_INT(perf__owned_fds_count(), 0);
 }
 
-/* The app closes a noted descriptor and opens a file of its own, which
-   takes the same number: that number is not the SDK's any more, for
-   files, pipes and sockets alike. */
-static void case_reused_number_not_mine(void) {
+/* The app closes a held descriptor and opens a file of its own, which
+   takes the same number: the holder no longer holds it, for files, pipes
+   and sockets alike, and releasing it closes nothing. */
+static void case_reused_number_not_held(void) {
   int file = open_file("sdk");
   int p[2];
   CHECK(pipe2(p, O_CLOEXEC) == 0);
   int sv[2];
   CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
   int mine[] = {file, p[0], p[1], sv[0]};
+  perf__owned_fd_t held[ARRAY_LEN(mine)];
   for (size_t i = 0; i < ARRAY_LEN(mine); i++)
-    perf__owned_fd_add(mine[i]);
+    perf__owned_fd_hold(&held[i], mine[i]);
   CHECK_EQ_INT(perf__owned_fds_count(), 4);
   for (size_t i = 0; i < ARRAY_LEN(mine); i++)
-    CHECK(perf__owned_fd_is_mine(mine[i]));
+    CHECK(perf__owned_fd_held(&held[i]));
 
   /* closefrom(3), then the app's own files at the old numbers. */
   CHECK(close_range(3, ~0u, 0) == 0);
   for (size_t i = 0; i < ARRAY_LEN(mine); i++)
-    CHECK(!perf__owned_fd_is_mine(mine[i])); /* closed */
+    CHECK(!perf__owned_fd_held(&held[i])); /* closed */
   char name[16];
   for (size_t i = 0; i < ARRAY_LEN(mine); i++) {
     snprintf(name, sizeof name, "app%zu", i);
@@ -78,8 +86,8 @@ static void case_reused_number_not_mine(void) {
     CHECKF(fd == 3 + (int)i, "the app's file took %d, not %d", fd, 3 + (int)i);
   }
   for (size_t i = 0; i < ARRAY_LEN(mine); i++)
-    CHECKF(!perf__owned_fd_is_mine(mine[i]), "%d is the app's file now", mine[i]);
-  CHECK_EQ_INT(perf__owned_fds_count(), 4); /* still noted until removed */
+    CHECKF(!perf__owned_fd_held(&held[i]), "%d is the app's file now", mine[i]);
+  CHECK_EQ_INT(perf__owned_fds_count(), 4); /* still noted until forgotten */
 
   /* A pipe in place of a pipe, a socket in place of a socket: new inodes. */
   CHECK(close_range(3, ~0u, 0) == 0);
@@ -87,20 +95,23 @@ static void case_reused_number_not_mine(void) {
   CHECK(pipe2(p2, O_CLOEXEC) == 0);
   CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv2) == 0);
   CHECK(p2[0] == 3 && p2[1] == 4 && sv2[0] == 5);
-  for (int fd = 3; fd <= 5; fd++)
-    CHECKF(!perf__owned_fd_is_mine(fd), "%d is another pipe or socket now", fd);
   for (size_t i = 0; i < ARRAY_LEN(mine); i++)
-    perf__owned_fd_remove(mine[i]);
+    CHECKF(!perf__owned_fd_held(&held[i]), "%d is another pipe or socket now", mine[i]);
+  for (size_t i = 0; i < ARRAY_LEN(mine); i++)
+    perf__owned_fd_release(&held[i]);
   CHECK_EQ_INT(perf__owned_fds_count(), 0);
+  for (int fd = 3; fd <= 6; fd++)
+    CHECKF(is_open(fd), "the app's descriptor %d was closed", fd);
 }
 
 /* close_all closes what is still the SDK's and leaves the app's files at
    reused numbers open and untouched; the table is empty after. */
 static void case_close_all_only_mine(void) {
+  perf__owned_fd_t oa, ob, oc;
   int a = open_file("a"), b = open_file("b"), c = open_file("c");
-  perf__owned_fd_add(a);
-  perf__owned_fd_add(b);
-  perf__owned_fd_add(c);
+  perf__owned_fd_hold(&oa, a);
+  perf__owned_fd_hold(&ob, b);
+  perf__owned_fd_hold(&oc, c);
   close(b);
   int app = open_file("app"); /* takes b's number */
   CHECK_EQ_INT(app, b);
@@ -113,30 +124,32 @@ static void case_close_all_only_mine(void) {
   char got[8] = {0};
   CHECK(pread(app, got, sizeof got, 0) == 3);
   CHECK(strcmp(got, "app") == 0);
-  CHECK(!perf__owned_fd_is_mine(app));
+  CHECK(!perf__owned_fd_held(&ob));
 }
 
-/* PERF__OWNED_FDS_MAX noted at most; one more is left unnoted, a removal
-   makes room again. */
+/* PERF__OWNED_FDS_MAX noted at most; one more is held but left unnoted (a
+   forked child keeps it), a forgotten one makes room again. */
 static void case_full_table(void) {
   int fds[PERF__OWNED_FDS_MAX + 1];
+  perf__owned_fd_t held[PERF__OWNED_FDS_MAX + 1];
   for (int i = 0; i <= PERF__OWNED_FDS_MAX; i++) {
     char name[16];
     snprintf(name, sizeof name, "f%d", i);
     fds[i] = open_file(name);
-    perf__owned_fd_add(fds[i]);
+    perf__owned_fd_hold(&held[i], fds[i]);
   }
   CHECK_EQ_INT(perf__owned_fds_count(), PERF__OWNED_FDS_MAX);
-  for (int i = 0; i < PERF__OWNED_FDS_MAX; i++)
-    CHECK(perf__owned_fd_is_mine(fds[i]));
-  CHECK(!perf__owned_fd_is_mine(fds[PERF__OWNED_FDS_MAX])); /* no room was left */
-  perf__owned_fd_remove(fds[0]);
-  perf__owned_fd_add(fds[PERF__OWNED_FDS_MAX]);
-  CHECK(perf__owned_fd_is_mine(fds[PERF__OWNED_FDS_MAX]));
+  for (int i = 0; i <= PERF__OWNED_FDS_MAX; i++)
+    CHECK(perf__owned_fd_held(&held[i]));            /* the last one too: the holder knows it */
+  perf__owned_fd_forget(&held[PERF__OWNED_FDS_MAX]); /* it has no slot: nothing removed */
+  CHECK_EQ_INT(perf__owned_fds_count(), PERF__OWNED_FDS_MAX);
+  perf__owned_fd_forget(&held[0]);
+  CHECK_EQ_INT(perf__owned_fds_count(), PERF__OWNED_FDS_MAX - 1);
+  perf__owned_fd_hold(&held[PERF__OWNED_FDS_MAX], fds[PERF__OWNED_FDS_MAX]);
   CHECK_EQ_INT(perf__owned_fds_count(), PERF__OWNED_FDS_MAX);
   perf__owned_fds_close_all();
   CHECK_EQ_INT(perf__owned_fds_count(), 0);
-  CHECK(is_open(fds[0])); /* removed before close_all: not the SDK's to close */
+  CHECK(is_open(fds[0])); /* forgotten before close_all: not the SDK's to close */
   for (int i = 1; i <= PERF__OWNED_FDS_MAX; i++)
     CHECKF(!is_open(fds[i]), "noted descriptor %d left open", fds[i]);
 }
@@ -150,9 +163,6 @@ static void case_holders_of_one_number(void) {
   int fd = open_file("old");
   perf__owned_fd_hold(&stale, fd);
   CHECK(perf__owned_fd_held(&stale));
-  CHECK_EQ_INT(perf__owned_fds_count(), 1);
-  CHECK(!perf__owned_fd_is_mine(fd)); /* number-only calls never see a holder's slot */
-  perf__owned_fd_remove(fd);
   CHECK_EQ_INT(perf__owned_fds_count(), 1);
 
   close(fd); /* the app's closefrom */
@@ -184,6 +194,37 @@ static void case_holders_of_one_number(void) {
   CHECK_EQ_INT(perf__owned_fds_count(), 0);
 }
 
+/* The order that would confuse a question by number alone: the part
+   that notices the app's closefrom first opens again and gets the other
+   part's old number, noted in an earlier slot than the other part's stale
+   one. The stale part is not told it holds the new file, and its release
+   neither closes it nor takes its slot. */
+static void case_new_holder_in_an_earlier_slot(void) {
+  perf__owned_fd_t first, second;
+  int fa = open_file("a"), fb = open_file("b");
+  perf__owned_fd_hold(&first, fa);         /* slot 0 */
+  perf__owned_fd_hold(&second, fb);        /* slot 1 */
+  CHECK(close(fa) == 0 && close(fb) == 0); /* the app closes both */
+  int app = open_file("app");              /* and takes fa's number */
+  CHECK_EQ_INT(app, fa);
+  CHECK(!perf__owned_fd_held(&first));
+  perf__owned_fd_forget(&first);
+  int again = open_file("a2"); /* the first part again: fb's number, slot 0 */
+  CHECK_EQ_INT(again, fb);
+  perf__owned_fd_hold(&first, again);
+  CHECK_EQ_INT(perf__owned_fds_count(), 2);
+  CHECK(perf__owned_fd_held(&first));
+  CHECK(!perf__owned_fd_held(&second)); /* same number, the other part's file */
+  perf__owned_fd_release(&second);
+  CHECK(is_open(again));
+  CHECK_EQ_INT(perf__owned_fds_count(), 1);
+  CHECK(perf__owned_fd_held(&first));
+  perf__owned_fds_close_all(); /* the slot left is the first part's */
+  CHECK(!is_open(again));
+  CHECK(is_open(app));
+  CHECK_EQ_INT(perf__owned_fds_count(), 0);
+}
+
 /* A holder releasing its own file closes it; one whose number the app
    reused closes nothing. */
 static void case_release_closes_only_its_own(void) {
@@ -204,9 +245,13 @@ static void case_release_closes_only_its_own(void) {
 }
 
 static const test_case_t g_cases[] = {
-    TEST_CASE(add_is_mine_remove),    TEST_CASE(reused_number_not_mine),
-    TEST_CASE(close_all_only_mine),   TEST_CASE(full_table),
-    TEST_CASE(holders_of_one_number), TEST_CASE(release_closes_only_its_own),
+    TEST_CASE(hold_held_forget),
+    TEST_CASE(reused_number_not_held),
+    TEST_CASE(close_all_only_mine),
+    TEST_CASE(full_table),
+    TEST_CASE(holders_of_one_number),
+    TEST_CASE(new_holder_in_an_earlier_slot),
+    TEST_CASE(release_closes_only_its_own),
 };
 
 int main(int argc, char **argv) {

@@ -16,7 +16,9 @@
  * - a child that closes every descriptor from 3 up after init and opens
  *   files of its own (which take the SDK's old numbers) gets its files
  *   back with exactly its own bytes, and every hang delivered (file sink,
- *   http sink);
+ *   http sink); also when it then closes two of the SDK's descriptors so
+ *   that data_dir, opened again, gets the spool directory's old number:
+ *   the spool keeps its batches in its own directory;
  * - a disk full for a few seconds (a small tmpfs, root only) loses none of
  *   the events already journaled: delivered once space returns.
  * Each case runs in its own process: `test_data_dirs <case>`.
@@ -24,6 +26,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <sched.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -739,6 +742,167 @@ static void case_closefrom_http_sink(void) {
   http_server_stop(srv);
 }
 
+/* ---- one number, two parts of the SDK ----------------------------------- */
+
+#define SWAP_APP_FILES 48
+
+/* The descriptor of this process that names `path` (a directory), the
+   only one; -1 when none does. */
+static int fd_naming(const char *path) {
+  char want[PATH_MAX];
+  CHECKF(realpath(path, want) != NULL, "%s: %s", path, strerror(errno));
+  int found = -1, count = 0;
+  DIR *d = opendir("/proc/self/fd");
+  CHECK(d != NULL);
+  struct dirent *de;
+  while ((de = readdir(d)) != NULL) {
+    char target[PATH_MAX];
+    ssize_t n = readlinkat(dirfd(d), de->d_name, target, sizeof target - 1);
+    if (n <= 0 || de->d_name[0] == '.') continue;
+    target[n] = '\0';
+    if (strcmp(target, want) != 0) continue;
+    found = atoi(de->d_name);
+    count++;
+  }
+  closedir(d);
+  CHECKF(count <= 1, "%d descriptors name %s", count, path);
+  return found;
+}
+
+/* A hang held until its marker is in data_dir: the writer has opened
+   data_dir (again) for it, then recorded. */
+static void hang_with_marker(const char *data_dir, uint64_t recorded_before) {
+  char name[64], marker[PATH_LEN];
+  snprintf(name, sizeof name, "hang-%d.marker", (int)getpid());
+  path_in(marker, data_dir, name);
+  CHECK_EQ_INT(perf_sdk_loop_busy(), PERF_OK);
+  long long deadline = now_ms() + WAIT_MS;
+  struct stat st;
+  while (lstat(marker, &st) != 0) {
+    CHECKF(now_ms() < deadline, "no marker %s after %d ms", marker, WAIT_MS);
+    sleep_ms(5);
+  }
+  CHECK_EQ_INT(perf_sdk_loop_idle(), PERF_OK);
+  perf_sdk_stats_t stats;
+  SDK_WAIT_FOR_STATS(stats, stats.events_recorded >= recorded_before + 1, WAIT_MS, 5);
+}
+
+typedef struct {
+  int fd[SWAP_APP_FILES]; /* -1: closed by the app */
+  int n;
+} app_files_t;
+
+/* The app's next file (app-<i>.txt, "app file <i>\n"): its descriptor. */
+static int app_open(app_files_t *f) {
+  CHECK(f->n < SWAP_APP_FILES);
+  char path[PATH_LEN], line[32];
+  app_file(path, f->n);
+  int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  CHECKF(fd >= 0, "%s: %s", path, strerror(errno));
+  int len = snprintf(line, sizeof line, "app file %d\n", f->n);
+  CHECK(write(fd, line, (size_t)len) == len);
+  f->fd[f->n++] = fd;
+  return fd;
+}
+
+static void swap_child(void) {
+  char data_dir[PATH_LEN], report[PATH_LEN], spool[PATH_LEN];
+  perf_sdk_config_t cfg;
+  config(&cfg, NULL, data_dir, report);
+  /* The loop's stats go to the writer once a batch period: not during the
+     case, so that the writer's first open in a hang is data_dir's (for
+     its marker), not the spool's (for the stats' journal record). The
+     flushes close the batches. */
+  cfg.batch_max_delay_ms = 600000;
+  CHECK(snprintf(spool, sizeof spool, "%s.batches", report) < (int)sizeof spool);
+  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
+  CHECK_EQ_INT(perf_sdk_flush(5000), PERF_OK); /* the writer has opened its files */
+  /* closefrom(3) and the app's own files at the SDK's old numbers; a first
+     hang makes every part of the SDK open its files again (at higher
+     numbers). */
+  CHECK(syscall(SYS_close_range, 3u, ~0u, 0) == 0);
+  app_files_t app = {.n = 0};
+  for (int i = 0; i < APP_FILES; i++)
+    app_open(&app);
+  hang_with_marker(data_dir, 0);
+  CHECK_EQ_INT(perf_sdk_flush(15000), PERF_OK);
+  /* The app closes two descriptors it did not open: data_dir's and the
+     spool directory's. Its next files take both numbers (and every free
+     one below them); it closes the one at the spool directory's old
+     number, so that the SDK's next open gets it: data_dir's, opened again
+     for the next hang's marker. The spool's stale descriptor then has a
+     number that names another directory of the SDK's. */
+  int data_fd = fd_naming(data_dir), spool_fd = fd_naming(spool);
+  CHECKF(data_fd >= 0 && spool_fd >= 0, "data_dir at %d, spool at %d", data_fd, spool_fd);
+  CHECK(close(data_fd) == 0 && close(spool_fd) == 0);
+  int got_data = -1, got_spool = -1;
+  while (got_data < 0 || got_spool < 0) {
+    int fd = app_open(&app);
+    if (fd == data_fd) got_data = app.n - 1;
+    if (fd == spool_fd) got_spool = app.n - 1;
+  }
+  CHECK(close(app.fd[got_spool]) == 0);
+  app.fd[got_spool] = -1;
+  hang_with_marker(data_dir, 1);
+  CHECK_EQ_INT(perf_sdk_flush(15000), PERF_OK);
+  int data_now = fd_naming(data_dir);
+  if (data_now != spool_fd) /* another open of the SDK's (the sampler's) came first */
+    printf("note: data_dir opened again at %d, not at the spool's old number %d\n", data_now,
+           spool_fd);
+  perf_sdk_stats_t st = sdk_stats();
+  CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
+  for (int i = 0; i < app.n; i++) {
+    char line[32];
+    int n = snprintf(line, sizeof line, "more %d\n", i);
+    if (app.fd[i] < 0) continue;
+    CHECK(write(app.fd[i], line, (size_t)n) == n);
+    CHECK(close(app.fd[i]) == 0);
+  }
+  CHECK_EQ_INT(st.events_written, 2);
+  CHECK_EQ_INT(st.events_dropped_sink, 0);
+  /* The app's files: exactly its own bytes ("more" in those it kept). */
+  for (int i = 0; i < app.n; i++) {
+    char path[PATH_LEN], want[64];
+    app_file(path, i);
+    if (i == got_spool)
+      snprintf(want, sizeof want, "app file %d\n", i);
+    else
+      snprintf(want, sizeof want, "app file %d\nmore %d\n", i, i);
+    char *text = read_text(path);
+    CHECKF(strcmp(text, want) == 0, "%s holds %zu bytes: %.200s", path, strlen(text), text);
+    free(text);
+  }
+  /* data_dir is empty: no batch, journal or LOCK of the spool's in it,
+     the markers gone with their hangs. */
+  DIR *d = opendir(data_dir);
+  CHECK(d != NULL);
+  struct dirent *de;
+  while ((de = readdir(d)) != NULL)
+    CHECKF(strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0,
+           "%s/%s: not the data_dir's", data_dir, de->d_name);
+  closedir(d);
+}
+
+/* The app's closefrom(3), its own files, then two descriptors of the SDK
+   closed and one number given back: the SDK's next open (data_dir's) gets
+   the spool directory's old number. The spool tells its own directory
+   from data_dir by identity: batches, journals and LOCK stay in the
+   spool, the app's files keep exactly their bytes, both hangs are
+   delivered once. */
+static void case_number_of_another_part(void) {
+  make_dir();
+  char data_dir[PATH_LEN], report[PATH_LEN], batches[PATH_LEN];
+  path_in(data_dir, g_dir, "data");
+  mkdir_mode(data_dir, 0700); /* opened at init */
+  in_child(swap_child);
+  path_in(report, g_dir, "report.txt");
+  char *text = read_text(report);
+  CHECK_EQ_INT(count_text(text, "event hang "), 2);
+  free(text);
+  CHECK(snprintf(batches, sizeof batches, "%s.batches", report) < (int)sizeof batches);
+  CHECK_EQ_INT(count_batch_hangs(batches), 2);
+}
+
 /* ---- a disk full for a few seconds -------------------------------------- */
 
 #define DISK_FULL_EVENTS 5
@@ -861,6 +1025,7 @@ static const test_case_t g_cases[] = {
     TEST_CASE(chroot_http_sink),
     TEST_CASE(closefrom_file_sink),
     TEST_CASE(closefrom_http_sink),
+    TEST_CASE(number_of_another_part),
     TEST_CASE(disk_full_journaled_kept),
 };
 
