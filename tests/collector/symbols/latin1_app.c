@@ -58,7 +58,13 @@ int main(void) {
     perf_sdk_loop_idle();
     usleep(200000);
   }
+  perf_sdk_stats_t st;
+  perf_sdk_get_stats(&st);
+  printf("hangs %d detected %llu recorded %llu dropped rate %llu queue %llu sink %llu\n", HANGS,
+         (unsigned long long)st.hangs_detected, (unsigned long long)st.events_recorded,
+         (unsigned long long)st.events_dropped_rate, (unsigned long long)st.events_dropped_queue,
+         (unsigned long long)st.events_dropped_sink);
   rc = perf_sdk_shutdown(30000);
-  printf("hangs %d shutdown %d\n", HANGS, rc);
+  printf("shutdown %d\n", rc);
   return rc == PERF_OK ? 0 : 1;
 }

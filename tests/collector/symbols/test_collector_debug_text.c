@@ -40,6 +40,7 @@
 #include "check.h"
 #include "collector_rig.h"
 #include "tempdir.h"
+#include "test_util.h"
 
 #define FFFD "\xef\xbf\xbd"
 #define HANGS 5 /* latin1_app.c's */
@@ -106,6 +107,9 @@ static void app_run(const collector_t *c, const app_t *a, char *data_dir, size_t
   int status = spawn_wait(spawn(argv, out), APP_DEADLINE_S);
   for (size_t i = 0; i < ARRAY_LEN(names); i++)
     unsetenv(names[i]);
+  char *said = read_text(out);
+  fprintf(stderr, "latin1_app: %s", said ? said : "(no output)\n");
+  free(said);
   CHECKF(status == 0, "latin1_app exited with %d (see %s)", status, out);
 }
 
