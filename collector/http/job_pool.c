@@ -85,7 +85,7 @@ void job_pool_release(job_pool_t *p) {
 void job_pool_load(job_pool_t *p, job_load_t *out) {
   int64_t now = perf__now_ns();
   pthread_mutex_lock(&p->lock);
-  *out = (job_load_t){0, p->waiting, 0};
+  *out = (job_load_t){0, p->waiting, 0, p->stopping};
   for (unsigned i = 0; i < p->started; i++) {
     int64_t since = p->threads[i].running_since;
     if (!since) continue;

@@ -38,6 +38,7 @@ typedef struct job_s {
 typedef struct job_load_s {
   size_t running, waiting;
   int64_t oldest_running_ns; /* how long the longest running job has run; 0: none */
+  bool stopping;             /* closed: every job is refused */
 } job_load_t;
 
 /* threads running jobs, each named `name` (at most 15 bytes), max_waiting

@@ -341,6 +341,16 @@ static enum MHD_Result take_body(const server_t *s, request_t *rq, const char *d
 static enum MHD_Result answer_batch(server_t *s, struct MHD_Connection *conn, request_t *rq);
 static void store_batch(job_t *job, bool cancelled);
 
+/* Why a pool refused a request: it is stopping, or every thread is busy
+   and the queue full. */
+static void busy_text(char *text, size_t len, const job_load_t *load, const char *what) {
+  if (load->stopping)
+    snprintf(text, len, "collector stopping");
+  else
+    snprintf(text, len, "collector busy: %zu %s in the store, %zu waiting", load->running, what,
+             load->waiting);
+}
+
 /* The body is whole: hand it to the ingest pool with the connection
    suspended; the worker answers once a pool thread has stored it and
    resumed the connection (answer_batch). */
@@ -361,8 +371,7 @@ static enum MHD_Result finish_batch(server_t *s, struct MHD_Connection *conn, re
   memset(&rq->res, 0, sizeof rq->res);
   rq->status = rq->res.status = 503;
   rq->res.reason = REJECT_STORE_ERROR;
-  snprintf(rq->res.message, sizeof rq->res.message,
-           "collector busy: %zu batches in the store, %zu waiting", load.running, load.waiting);
+  busy_text(rq->res.message, sizeof rq->res.message, &load, "batches");
   rq->ingested = true;
   MHD_resume_connection(conn);
   return MHD_YES;
@@ -465,8 +474,7 @@ static enum MHD_Result submit_read(server_t *s, struct MHD_Connection *conn, req
   job_load_t load;
   job_pool_load(s->read_pool, &load);
   char text[128];
-  snprintf(text, sizeof text, "collector busy: %zu reads in the store, %zu waiting", load.running,
-           load.waiting);
+  busy_text(text, sizeof text, &load, "reads");
   read_request_refuse(rq->read, text);
   rq->read_done = true;
   MHD_resume_connection(conn);

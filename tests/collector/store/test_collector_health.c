@@ -26,6 +26,10 @@
  *    within 3 s and a batch's headers are checked (400 at once) while a
  *    whole batch waits; released, every waiting read is answered 200 with
  *    what it answered before the lock, the batch stored once;
+ *  - pg_reads_stop (PostgreSQL, --threads 1): SIGTERM while a read waits
+ *    for that lock and 2 more wait for the read thread: reads sent after
+ *    the signal are refused at once (503 "collector stopping"); released,
+ *    the read in the store is answered 200, the waiting ones 503, exit 0;
  *  - sqlite_reads_wait (--threads 1): another process holds SQLite's write
  *    lock, so each batch holds the store for 5 s: reads of the dashboard
  *    wait behind it while /healthz answers "locked" within 3 s, and every
@@ -573,6 +577,74 @@ static void case_pg_reads_locked(void) {
   CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM batches"), 4);
 }
 
+static bool stopping_read(const client_t *cl) {
+  static const char STOPPING[] = "{\"error\":\"collector stopping\"}";
+  return atomic_load(&cl->status) == 503 && strncmp(cl->body, STOPPING, strlen(STOPPING)) == 0 &&
+         cl->reply->retry_after[0] != '\0';
+}
+
+#define STOP_READERS 3  /* one in the store, 2 waiting for it (--threads 1) */
+#define STOP_PROBES 100 /* reads sent after the SIGTERM, one every 50 ms at most */
+
+/* SIGTERM while reads wait (--threads 1, a flame read in the store waiting
+   for PostgreSQL's lock, 2 more reads behind it): once the collector has
+   closed its pools (a read sent after the signal is refused at once, 503
+   "collector stopping", while the lock is still held), the lock is
+   released; the read in the store is
+   answered 200 with its content, the waiting ones 503 "collector
+   stopping", and the collector exits 0. */
+static void case_pg_reads_stop(void) {
+  collector_t c;
+  collector_start(&c, (const char *[]){"--threads", "1", NULL});
+  reply_t *r = malloc(sizeof *r);
+  CHECK(r != NULL);
+  for (unsigned i = 0; i < 3; i++)
+    CHECK_EQ_INT(send_one(&c, i, r), 200);
+  char *expected[N_READ_PATHS];
+  reads_expected(&c, expected);
+  PGconn *s = pg_hold(c.db, "LOCK TABLE batches, stacks, groups IN ACCESS EXCLUSIVE MODE");
+  client_t rd[STOP_READERS];
+  readers_start(rd, 1, &c, READ_PATHS, 1);
+  double deadline = now_s() + 20;
+  while (pg_reads_waiting(c.db) < 1 && now_s() < deadline)
+    usleep(20000);
+  CHECKF(pg_reads_waiting(c.db) >= 1, "the first read never waited for the lock");
+  readers_start(rd + 1, STOP_READERS - 1, &c, READ_PATHS + 1, N_READ_PATHS - 1);
+  CHECK(kill(c.pid, SIGTERM) == 0);
+  static client_t probes[STOP_PROBES];
+  unsigned n = 0;
+  bool closed = false;
+  while (!closed && n < STOP_PROBES) {
+    readers_start(&probes[n++], 1, &c, READ_PATHS, 1);
+    for (int i = 0; i < 5 && !closed; i++) {
+      usleep(10000);
+      for (unsigned k = 0; k < n && !closed; k++)
+        closed = stopping_read(&probes[k]);
+    }
+  }
+  CHECKF(closed, "no read refused within %u reads after SIGTERM", n);
+  pg_release(s);
+  int status = spawn_wait(c.pid, 30);
+  g_running = 0;
+  CHECKF(status == 0, "collector exit status %d", status);
+  clients_join(rd, STOP_READERS);
+  clients_join(probes, n);
+  CHECK_EQ_INT(reads_check(rd, 1, expected, expected, now_s()), 0);
+  for (unsigned i = 1; i < STOP_READERS; i++)
+    CHECKF(stopping_read(&rd[i]), "reader %u: %ld %s", i, (long)rd[i].status, rd[i].body);
+  for (unsigned i = 0; i < n; i++) /* before the pools closed, a full queue: busy */
+    CHECKF(stopping_read(&probes[i]) || busy_read(&probes[i]), "probe %u: %ld %s", i,
+           (long)probes[i].status, probes[i].body);
+  fprintf(stderr,
+          "stopped with reads waiting: 1 answered 200, %u waiting and %u sent after "
+          "the signal answered 503 collector stopping\n",
+          STOP_READERS - 1, n);
+  clients_free(rd, STOP_READERS);
+  clients_free(probes, n);
+  reads_expected_free(expected);
+  free(r);
+}
+
 #define SQLITE_READERS 4 /* the read thread's one and 3 waiting (--threads 1: 4 may) */
 
 /* --threads 1, the write lock held elsewhere: each batch holds the store
@@ -608,9 +680,9 @@ static void case_sqlite_reads_wait(void) {
 
 int main(int argc, char **argv) {
   static const test_case_t cases[] = {
-      TEST_CASE(sqlite_locked),   TEST_CASE(disk_full),         TEST_CASE(stop_while_waiting),
-      TEST_CASE(pg_locked),       TEST_CASE(pg_slow),           TEST_CASE(pg_busy),
-      TEST_CASE(pg_reads_locked), TEST_CASE(sqlite_reads_wait),
+      TEST_CASE(sqlite_locked),   TEST_CASE(disk_full),     TEST_CASE(stop_while_waiting),
+      TEST_CASE(pg_locked),       TEST_CASE(pg_slow),       TEST_CASE(pg_busy),
+      TEST_CASE(pg_reads_locked), TEST_CASE(pg_reads_stop), TEST_CASE(sqlite_reads_wait),
   };
   return collector_test_main(argc, argv, cases, ARRAY_LEN(cases));
 }
