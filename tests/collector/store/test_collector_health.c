@@ -27,7 +27,7 @@
  *    whole batch waits; released, every waiting read is answered 200 with
  *    what it answered before the lock, the batch stored once;
  *  - pg_reads_stop (PostgreSQL, --threads 1): SIGTERM while a read waits
- *    for that lock and 2 more wait for the read thread: reads sent after
+ *    for that lock and 4 more wait for the read thread: reads sent after
  *    the signal are refused at once (503 "collector stopping"); released,
  *    the read in the store is answered 200, the waiting ones 503, exit 0;
  *  - sqlite_reads_wait (--threads 1): another process holds SQLite's write
@@ -471,6 +471,19 @@ static bool busy_read(const client_t *cl) {
   return atomic_load(&cl->status) == 503 && strncmp(cl->body, BUSY, strlen(BUSY)) == 0;
 }
 
+/* The reads refused as busy, once `want` of them are (within 20 s). */
+static unsigned busy_reads_reach(const client_t *rd, unsigned n, unsigned want) {
+  unsigned refused = 0;
+  double deadline = now_s() + 20;
+  while (refused < want && now_s() < deadline) {
+    refused = 0;
+    for (unsigned i = 0; i < n; i++)
+      refused += busy_read(&rd[i]);
+    usleep(20000);
+  }
+  return refused;
+}
+
 /* Every reader answered 200 with what its path answered before the store
    was held (before, by READ_PATHS' order) or, when a batch was stored
    meanwhile, after; or refused at once: 503 "collector busy" with
@@ -550,14 +563,7 @@ static void case_pg_reads_locked(void) {
   CHECK_EQ_INT(post_batch(&c, GOOD_KEY, "not-a-batch-id", "x", 1, r), 400);
   CHECKF(now_s() - t0 < READ_HEALTH_BOUND_S && strstr(r->body, "X-Perf-Batch-Id"),
          "a batch's headers: %.2f s, %s", now_s() - t0, r->body);
-  unsigned refused = 0;
-  deadline = now_s() + 20;
-  while (refused < PG_READERS - 5 && now_s() < deadline) {
-    refused = 0;
-    for (unsigned i = 0; i < PG_READERS; i++)
-      refused += busy_read(&rd[i]);
-    usleep(20000);
-  }
+  unsigned refused = busy_reads_reach(rd, PG_READERS, PG_READERS - 5);
   CHECKF(refused == PG_READERS - 5, "%u reads refused while the lock is held", refused);
   CHECK_EQ_INT(atomic_load(&batch.status), 0); /* still waiting for the lock */
   double released = now_s();
@@ -583,16 +589,16 @@ static bool stopping_read(const client_t *cl) {
          cl->reply->retry_after[0] != '\0';
 }
 
-#define STOP_READERS 3  /* one in the store, 2 waiting for it (--threads 1) */
 #define STOP_PROBES 100 /* reads sent after the SIGTERM, one every 50 ms at most */
 
 /* SIGTERM while reads wait (--threads 1, a flame read in the store waiting
-   for PostgreSQL's lock, 2 more reads behind it): once the collector has
-   closed its pools (a read sent after the signal is refused at once, 503
-   "collector stopping", while the lock is still held), the lock is
-   released; the read in the store is
-   answered 200 with its content, the waiting ones 503 "collector
-   stopping", and the collector exits 0. */
+   for PostgreSQL's lock, 7 more reads: 4 waiting behind it, 3 refused, so
+   every read is in the collector or answered before the signal): once the
+   collector has closed its pools (a read sent after the signal is refused
+   at once, 503 "collector stopping", while the lock is still held), the
+   lock is released; the read in the store is answered 200 with its
+   content, the 4 waiting ones 503 "collector stopping", and the collector
+   exits 0. */
 static void case_pg_reads_stop(void) {
   collector_t c;
   collector_start(&c, (const char *[]){"--threads", "1", NULL});
@@ -603,13 +609,14 @@ static void case_pg_reads_stop(void) {
   char *expected[N_READ_PATHS];
   reads_expected(&c, expected);
   PGconn *s = pg_hold(c.db, "LOCK TABLE batches, stacks, groups IN ACCESS EXCLUSIVE MODE");
-  client_t rd[STOP_READERS];
+  client_t rd[PG_READERS];
   readers_start(rd, 1, &c, READ_PATHS, 1);
   double deadline = now_s() + 20;
   while (pg_reads_waiting(c.db) < 1 && now_s() < deadline)
     usleep(20000);
   CHECKF(pg_reads_waiting(c.db) >= 1, "the first read never waited for the lock");
-  readers_start(rd + 1, STOP_READERS - 1, &c, READ_PATHS + 1, N_READ_PATHS - 1);
+  readers_start(rd + 1, PG_READERS - 1, &c, READ_PATHS, N_READ_PATHS);
+  CHECK_EQ_INT(busy_reads_reach(rd, PG_READERS, PG_READERS - 5), PG_READERS - 5);
   CHECK(kill(c.pid, SIGTERM) == 0);
   static client_t probes[STOP_PROBES];
   unsigned n = 0;
@@ -627,19 +634,24 @@ static void case_pg_reads_stop(void) {
   int status = spawn_wait(c.pid, 30);
   g_running = 0;
   CHECKF(status == 0, "collector exit status %d", status);
-  clients_join(rd, STOP_READERS);
+  clients_join(rd, PG_READERS);
   clients_join(probes, n);
   CHECK_EQ_INT(reads_check(rd, 1, expected, expected, now_s()), 0);
-  for (unsigned i = 1; i < STOP_READERS; i++)
-    CHECKF(stopping_read(&rd[i]), "reader %u: %ld %s", i, (long)rd[i].status, rd[i].body);
+  unsigned stopped = 0;
+  for (unsigned i = 1; i < PG_READERS; i++) {
+    CHECKF(stopping_read(&rd[i]) || busy_read(&rd[i]), "reader %u: %ld %s", i, (long)rd[i].status,
+           rd[i].body);
+    stopped += stopping_read(&rd[i]);
+  }
+  CHECK_EQ_INT(stopped, 4);
   for (unsigned i = 0; i < n; i++) /* before the pools closed, a full queue: busy */
     CHECKF(stopping_read(&probes[i]) || busy_read(&probes[i]), "probe %u: %ld %s", i,
            (long)probes[i].status, probes[i].body);
   fprintf(stderr,
-          "stopped with reads waiting: 1 answered 200, %u waiting and %u sent after "
+          "stopped with reads waiting: 1 answered 200, the 4 waiting and %u sent after "
           "the signal answered 503 collector stopping\n",
-          STOP_READERS - 1, n);
-  clients_free(rd, STOP_READERS);
+          n);
+  clients_free(rd, PG_READERS);
   clients_free(probes, n);
   reads_expected_free(expected);
   free(r);
