@@ -16,8 +16,8 @@ static bool has_state(const char *why) {
   return false;
 }
 
-unsigned health_answer(const store_ops_t *ops, store_t *store, const ingest_load_t *load,
-                       char *text, size_t len) {
+unsigned health_answer(const store_ops_t *ops, store_t *store, const job_load_t *load, char *text,
+                       size_t len) {
   char why[4608]; /* a path and its reason */
   why[0] = '\0';
   int rc = ops->health ? ops->health(store, why, sizeof why) : ops->check(store, why, sizeof why);

@@ -1,9 +1,10 @@
 /*
  * health.h - GET /healthz's answer: what the store can do now, from a
  * bounded probe of the store on a connection of its own (store_ops_t
- * health, else check) and from what the ingest threads are doing
- * (ingest_pool.h). Answered on an MHD worker, which never stores a batch
- * itself: the answer comes whatever the ingest threads wait for. States,
+ * health, else check) and from what the ingest threads are doing (the
+ * ingest pool, job_pool.h). Answered on an MHD worker, which never stores
+ * a batch nor reads the store itself: the answer comes whatever the ingest
+ * and read threads wait for. States,
  * first that applies (docs/api.md "GET /healthz"):
  *   503 "lost: ..."         the database path no longer names the store opened
  *   503 "unavailable: ..."  the database cannot be reached or does not answer
@@ -18,13 +19,13 @@
 
 #include <stddef.h>
 
-#include "collector/http/ingest_pool.h"
+#include "collector/http/job_pool.h"
 #include "collector/store/store.h"
 
 #define HEALTH_SLOW_S 5 /* a batch this long in the store: "slow" */
 
 /* The status (200 or 503) and its one-line text (no newline) in text. */
-unsigned health_answer(const store_ops_t *ops, store_t *store, const ingest_load_t *load,
-                       char *text, size_t len);
+unsigned health_answer(const store_ops_t *ops, store_t *store, const job_load_t *load, char *text,
+                       size_t len);
 
 #endif

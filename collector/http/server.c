@@ -12,13 +12,17 @@
  * handed to ingest.c. Slow clients hit MHD's connection timeout; a connection's
  * header memory is bounded by MHD_OPTION_CONNECTION_MEMORY_LIMIT.
  *
- * A whole batch is stored on the ingest pool's threads (ingest_pool.h), its
- * connection suspended meanwhile, so MHD's workers never wait for the store
- * and GET /healthz is answered whatever the store is doing (health.h).
+ * A whole batch is stored on the ingest pool's threads, and the API, the
+ * exports and /metrics read the store on the read pool's threads (two
+ * job_pool.h pools, so that a flood of one kind never holds the other's
+ * threads or queue), the request's connection suspended meanwhile: MHD's
+ * workers never wait for the store and GET /healthz is answered whatever
+ * the store is doing (health.h).
  *
  * Threads: MHD's workers call on_request and on_completed; a request's
  * state (request_t) belongs to the connection's worker, and to a pool
- * thread while its batch is stored (the connection is suspended then).
+ * thread while its batch is stored or its read runs (the connection is
+ * suspended then).
  */
 #include "collector/http/server.h"
 
@@ -36,8 +40,9 @@
 #include "collector/http/conn_guard.h"
 #include "collector/http/dashboard.h"
 #include "collector/http/health.h"
-#include "collector/http/ingest_pool.h"
+#include "collector/http/job_pool.h"
 #include "collector/http/ratelimit.h"
+#include "collector/http/read_request.h"
 #include "collector/http/request_checks.h"
 #include "collector/ingest/ingest.h"
 #include "collector/model/metrics.h"
@@ -54,8 +59,9 @@ struct server_s {
   const apikeys_t *keys;
   ingest_target_t ingest;
   ratelimit_t *limits;
-  conn_guard_t *guard; /* the absolute deadline of each request */
-  ingest_pool_t *pool; /* stores the batches (ingest_pool.h) */
+  conn_guard_t *guard;     /* the absolute deadline of each request */
+  job_pool_t *ingest_pool; /* stores the batches ("perf-ingest") */
+  job_pool_t *read_pool;   /* answers the reads of the store ("perf-read") */
   struct MHD_Daemon *daemon;
 };
 
@@ -72,12 +78,15 @@ typedef struct request_s {
   uint8_t *body;
   size_t len, cap;
   symbols_upload_t *upload; /* POST /v1/symbols/<build-id>: the body goes there */
-  /* The batch on the ingest pool: the job, and what it found. */
-  ingest_job_t job;
+  /* The batch on the ingest pool, or the read on the read pool: the job,
+     and what it found. */
+  job_t job;
   server_t *server;
   struct MHD_Connection *conn;
-  bool submitted; /* the pool holds it until on_completed releases it */
-  bool ingested;  /* status and res are set; the connection was resumed */
+  bool submitted;       /* the pool holds it until on_completed releases it */
+  read_request_t *read; /* a read of the store: on the read pool */
+  bool read_done;       /* its answer is set; the connection was resumed */
+  bool ingested;        /* status and res are set; the connection was resumed */
   unsigned status;
   ingest_result_t res;
   double ingest_s; /* how long the store took */
@@ -168,8 +177,8 @@ static enum MHD_Result reject_retry(request_t *rq, struct MHD_Connection *conn,
    bound, whatever the ingest threads wait for. */
 static enum MHD_Result serve_health(server_t *s, struct MHD_Connection *conn) {
   char text[LOST_WHY_MAX + 64];
-  ingest_load_t load;
-  ingest_pool_load(s->pool, &load);
+  job_load_t load;
+  job_pool_load(s->ingest_pool, &load);
   unsigned status = health_answer(s->ingest.ops, s->ingest.store, &load, text, sizeof text);
   return respond_line(conn, status, text, NULL);
 }
@@ -177,17 +186,16 @@ static enum MHD_Result serve_health(server_t *s, struct MHD_Connection *conn) {
 static unsigned access_status(const server_t *s, struct MHD_Connection *conn, unsigned scope,
                               const char **why);
 
-static enum MHD_Result serve_metrics(server_t *s, struct MHD_Connection *conn) {
+static enum MHD_Result submit_read(server_t *s, struct MHD_Connection *conn, request_t *rq,
+                                   const api_route_t *route, const char *item);
+
+/* GET /metrics: the counters and the store's figures, read on the read
+   pool (the store's figures wait for its lock). */
+static enum MHD_Result serve_metrics(server_t *s, struct MHD_Connection *conn, request_t *rq) {
   const char *why;
   unsigned denied = s->opts->open_metrics ? 0 : access_status(s, conn, SCOPE_READ, &why);
   if (denied) return respond_text(conn, denied, why);
-  store_stats_t st;
-  if (s->ingest.ops->stats(s->ingest.store, &st) != STORE_OK) memset(&st, 0, sizeof st);
-  char *text = metrics_render(&st);
-  if (!text) return respond_text(conn, 503, "out of memory");
-  enum MHD_Result rc = respond(conn, 200, text, "text/plain; version=0.0.4; charset=utf-8", NULL);
-  free(text);
-  return rc;
+  return submit_read(s, conn, rq, NULL, NULL);
 }
 
 /* ---- header checks -------------------------------------------------------- */
@@ -331,7 +339,17 @@ static enum MHD_Result take_body(const server_t *s, request_t *rq, const char *d
 }
 
 static enum MHD_Result answer_batch(server_t *s, struct MHD_Connection *conn, request_t *rq);
-static void store_batch(ingest_job_t *job, bool cancelled);
+static void store_batch(job_t *job, bool cancelled);
+
+/* Why a pool refused a request: it is stopping, or every thread is busy
+   and the queue full. */
+static void busy_text(char *text, size_t len, const job_load_t *load, const char *what) {
+  if (load->stopping)
+    snprintf(text, len, "collector stopping");
+  else
+    snprintf(text, len, "collector busy: %zu %s in the store, %zu waiting", load->running, what,
+             load->waiting);
+}
 
 /* The body is whole: hand it to the ingest pool with the connection
    suspended; the worker answers once a pool thread has stored it and
@@ -345,16 +363,15 @@ static enum MHD_Result finish_batch(server_t *s, struct MHD_Connection *conn, re
   rq->key = bearer_token(conn);
   rq->job.run = store_batch;
   MHD_suspend_connection(conn);
-  rq->submitted = ingest_pool_submit(s->pool, &rq->job);
+  rq->submitted = job_pool_submit(s->ingest_pool, &rq->job);
   if (rq->submitted) return MHD_YES;
   /* Every ingest thread busy and the queue full, or stopping: 503 at once. */
-  ingest_load_t load;
-  ingest_pool_load(s->pool, &load);
+  job_load_t load;
+  job_pool_load(s->ingest_pool, &load);
   memset(&rq->res, 0, sizeof rq->res);
   rq->status = rq->res.status = 503;
   rq->res.reason = REJECT_STORE_ERROR;
-  snprintf(rq->res.message, sizeof rq->res.message,
-           "collector busy: %zu batches in the store, %zu waiting", load.running, load.waiting);
+  busy_text(rq->res.message, sizeof rq->res.message, &load, "batches");
   rq->ingested = true;
   MHD_resume_connection(conn);
   return MHD_YES;
@@ -362,7 +379,7 @@ static enum MHD_Result finish_batch(server_t *s, struct MHD_Connection *conn, re
 
 /* On an ingest pool thread: decode and store the batch (cancelled: the
    server is stopping, 503), then give the connection back to its worker. */
-static void store_batch(ingest_job_t *job, bool cancelled) {
+static void store_batch(job_t *job, bool cancelled) {
   request_t *rq = (request_t *)((char *)job - offsetof(request_t, job));
   double t0 = monotonic_s();
   if (cancelled) {
@@ -400,51 +417,6 @@ static enum MHD_Result answer_batch(server_t *s, struct MHD_Connection *conn, re
 
 /* ---- the JSON API (read-only) --------------------------------------------- */
 
-typedef struct nth_arg_s {
-  const char *name, *value;
-  size_t skip; /* values of name still to pass over */
-} nth_arg_t;
-
-static enum MHD_Result find_nth(void *cls, enum MHD_ValueKind kind, const char *key,
-                                const char *value) {
-  (void)kind;
-  nth_arg_t *a = cls;
-  if (strcmp(key, a->name) != 0) return MHD_YES;
-  if (a->skip--) return MHD_YES;
-  a->value = value ? value : ""; /* "?tag" without "=": empty */
-  return MHD_NO;
-}
-
-/* query_arg_fn: the nth value of a query argument, in the URL's order
-   ("?name" without "=" is "", as "?name=" is). */
-static const char *query_arg(void *ctx, const char *name, size_t nth) {
-  nth_arg_t a = {name, NULL, nth};
-  MHD_get_connection_values(ctx, MHD_GET_ARGUMENT_KIND, find_nth, &a);
-  return a.value;
-}
-
-/* The first query argument that is not UTF-8 text, refused once here for
-   every route (query_check_text): *body its JSON error. */
-typedef struct text_check_s {
-  unsigned status;
-  char *body;
-} text_check_t;
-
-static enum MHD_Result check_text(void *cls, enum MHD_ValueKind kind, const char *key,
-                                  const char *value) {
-  (void)kind;
-  text_check_t *t = cls;
-  t->status = query_check_text(key, value, &t->body);
-  return t->status ? MHD_NO : MHD_YES;
-}
-
-static unsigned query_text_status(struct MHD_Connection *conn, char **body) {
-  text_check_t t = {0, NULL};
-  MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, check_text, &t);
-  *body = t.body;
-  return t.status;
-}
-
 /* The API needs the read scope; its refusals are JSON. */
 static bool api_denied(const server_t *s, struct MHD_Connection *conn) {
   const char *why;
@@ -463,34 +435,72 @@ static enum MHD_Result api_refusal(const server_t *s, struct MHD_Connection *con
 
 /* GET /api/v1/...: the same API keys as ingest (any, or none, in open
    mode); no rate limit. The route's handler answers from the query string
-   or the path's item; errors are JSON. */
-static enum MHD_Result serve_api(server_t *s, struct MHD_Connection *conn, const api_route_t *r,
-                                 const char *item) {
-  static const char JSON_TYPE[] = "application/json";
+   or the path's item, on the read pool; errors are JSON. */
+static enum MHD_Result serve_api(server_t *s, struct MHD_Connection *conn, request_t *rq,
+                                 const api_route_t *r, const char *item) {
   if (api_denied(s, conn)) return api_refusal(s, conn);
-  uint8_t *bytes = NULL;
-  char *text = NULL;
-  size_t len = 0;
-  unsigned status = query_text_status(conn, &text);
+  return submit_read(s, conn, rq, r, item);
+}
+
+static void run_read(job_t *job, bool cancelled);
+
+static enum MHD_Result respond_no_memory(struct MHD_Connection *conn) {
+  return respond(conn, 503, "{\"error\":\"out of memory\"}\n", "application/json", NULL);
+}
+
+/* A read of the store (route NULL: /metrics) handed to the read pool with
+   the connection suspended; the worker answers once a read thread has run
+   it and resumed the connection (answer_read). A query argument that is
+   not text is refused here; every read thread busy and the queue full,
+   or stopping: 503 "collector busy" at once. */
+static enum MHD_Result submit_read(server_t *s, struct MHD_Connection *conn, request_t *rq,
+                                   const api_route_t *route, const char *item) {
+  rq->read = read_request_new(conn, route, item);
+  if (!rq->read) return respond_no_memory(conn);
+  char *body;
+  unsigned status = read_request_check_text(rq->read, &body);
   if (status) {
-    bytes = (uint8_t *)text;
-    len = text ? strlen(text) : 0;
-  } else if (r->bytes) {
-    status = r->bytes(s->ingest.ops, s->ingest.store, query_arg, conn, &bytes, &len);
-  } else {
-    status = r->text ? r->text(s->ingest.ops, s->ingest.store, query_arg, conn, &text)
-                     : r->item(s->ingest.ops, s->ingest.store, item, &text);
-    bytes = (uint8_t *)text;
-    len = text ? strlen(text) : 0;
+    if (!body) return respond_no_memory(conn);
+    enum MHD_Result rc = respond(conn, status, body, "application/json", NULL);
+    free(body);
+    return rc;
   }
-  if (!bytes) return respond(conn, 503, "{\"error\":\"out of memory\"}\n", JSON_TYPE, NULL);
-  enum MHD_Result rc =
-      status == 200 ? respond_bytes(conn, 200, bytes, len, r->type,
-                                    r->disposition ? MHD_HTTP_HEADER_CONTENT_DISPOSITION : NULL,
-                                    r->disposition)
-                    : respond_bytes(conn, status, bytes, len, JSON_TYPE, NULL, NULL);
-  free(bytes);
-  return rc;
+  rq->server = s;
+  rq->conn = conn;
+  rq->job.run = run_read;
+  MHD_suspend_connection(conn);
+  rq->submitted = job_pool_submit(s->read_pool, &rq->job);
+  if (rq->submitted) return MHD_YES;
+  job_load_t load;
+  job_pool_load(s->read_pool, &load);
+  char text[128];
+  busy_text(text, sizeof text, &load, "reads");
+  read_request_refuse(rq->read, text);
+  rq->read_done = true;
+  MHD_resume_connection(conn);
+  return MHD_YES;
+}
+
+/* On a read pool thread: the read (cancelled: the server is stopping,
+   503), then the connection back to its worker. */
+static void run_read(job_t *job, bool cancelled) {
+  request_t *rq = (request_t *)((char *)job - offsetof(request_t, job));
+  read_request_run(rq->read, rq->server->ingest.ops, rq->server->ingest.store, cancelled);
+  rq->read_done = true;
+  MHD_resume_connection(rq->conn);
+}
+
+/* The read's answer, on the connection's worker; a 503 says when to come
+   back. */
+static enum MHD_Result answer_read(struct MHD_Connection *conn, request_t *rq) {
+  const read_request_t *r = rq->read;
+  rq->read_done = false;
+  if (!r->body) return respond_no_memory(conn);
+  const char *name = r->disposition     ? MHD_HTTP_HEADER_CONTENT_DISPOSITION
+                     : r->status == 503 ? MHD_HTTP_HEADER_RETRY_AFTER
+                                        : NULL;
+  const char *value = r->disposition ? r->disposition : STORE_RETRY_AFTER;
+  return respond_bytes(conn, r->status, r->body, r->len, r->type, name, value);
 }
 
 /* ---- POST /v1/symbols/<build-id> ----------------------------------------- */
@@ -614,10 +624,10 @@ static enum MHD_Result on_headers(server_t *s, struct MHD_Connection *conn, cons
   }
   rq->responded = true;
   if (strcmp(url, "/healthz") == 0 && get) return serve_health(s, conn);
-  if (strcmp(url, "/metrics") == 0 && get) return serve_metrics(s, conn);
+  if (strcmp(url, "/metrics") == 0 && get) return serve_metrics(s, conn, rq);
   const char *item = NULL;
   const api_route_t *route = api_route_find(url, &item);
-  if (route) return get ? serve_api(s, conn, route, item) : respond_text(conn, 405, "use GET");
+  if (route) return get ? serve_api(s, conn, rq, route, item) : respond_text(conn, 405, "use GET");
   if (dashboard_owns(url))
     return get ? dashboard_serve(conn, url) : respond_text(conn, 405, "use GET");
   return respond_text(conn, 404, "not found");
@@ -644,6 +654,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     return rq->responded ? drop_body(rq, n) : take_body(s, rq, upload_data, n);
   }
   if (rq->upload) return finish_symbols(s, conn, rq);
+  if (rq->read_done) return answer_read(conn, rq);
   if (rq->held) return queue_held(conn, rq);
   return rq->responded ? MHD_YES : finish_batch(s, conn, rq);
 }
@@ -688,7 +699,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
   if (!rq) return;
   symbols_upload_abort(rq->upload);
   if (rq->held) MHD_destroy_response(rq->held);
-  if (rq->submitted) ingest_pool_release(s->pool);
+  if (rq->submitted) job_pool_release(rq->read ? s->read_pool : s->ingest_pool);
+  read_request_free(rq->read);
   free(rq->body);
   free(rq);
   *con_cls = NULL;
@@ -699,10 +711,11 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 #define STACK_CACHE_ENTRIES 8192
 #define STACK_CACHE_BYTES (32u << 20)
 
-/* Batches waiting for an ingest thread, at most: each holds its body
-   (up to --max-body-bytes); more get 503 + Retry-After at once. */
-#define INGEST_MAX_WAITING(threads) (4u * (threads))
-#define STOP_ANSWER_NS INT64_C(2000000000) /* at a stop, for the batches' answers */
+/* Requests waiting for a pool thread, at most, in each pool: a batch holds
+   its body (up to --max-body-bytes), a read its query; more get 503 +
+   Retry-After at once. */
+#define POOL_MAX_WAITING(threads) (4u * (threads))
+#define STOP_ANSWER_NS INT64_C(2000000000) /* at a stop, for the waiting answers */
 
 server_t *server_start(const collector_options_t *opts, const apikeys_t *keys,
                        const store_ops_t *ops, store_t *store, symbolizer_t *symbols,
@@ -721,8 +734,10 @@ server_t *server_start(const collector_options_t *opts, const apikeys_t *keys,
                                 key_bounds_new(&opts->key_bounds)};
   s->limits = ratelimit_new(opts->rate_limit, opts->rate_burst);
   s->guard = s->limits ? conn_guard_start(opts->max_connections, opts->request_timeout_s) : NULL;
-  s->pool = s->guard ? ingest_pool_start(opts->threads, INGEST_MAX_WAITING(opts->threads)) : NULL;
-  if (!s->pool) {
+  unsigned waiting = POOL_MAX_WAITING(opts->threads);
+  s->ingest_pool = s->guard ? job_pool_start("perf-ingest", opts->threads, waiting) : NULL;
+  s->read_pool = s->ingest_pool ? job_pool_start("perf-read", opts->threads, waiting) : NULL;
+  if (!s->read_pool) {
     server_stop(s);
     return NULL;
   }
@@ -757,11 +772,15 @@ int server_add_connection(server_t *s, int fd, const struct sockaddr *addr, sock
 
 void server_stop(server_t *s) {
   if (!s) return;
-  /* Every suspended connection resumed once its batch is done and, within
-     2 s more, answered; later batches 503. */
-  ingest_pool_stop(s->pool, STOP_ANSWER_NS);
+  /* Every suspended connection resumed once its batch or its read is done
+     and, within 2 s more, answered; the waiting ones and later ones 503. */
+  job_pool_close(s->ingest_pool);
+  job_pool_close(s->read_pool);
+  job_pool_stop(s->ingest_pool, STOP_ANSWER_NS);
+  job_pool_stop(s->read_pool, STOP_ANSWER_NS);
   if (s->daemon) MHD_stop_daemon(s->daemon);
-  ingest_pool_free(s->pool);
+  job_pool_free(s->ingest_pool);
+  job_pool_free(s->read_pool);
   conn_guard_stop(s->guard);
   ratelimit_free(s->limits);
   stack_cache_free(s->ingest.stack_cache);

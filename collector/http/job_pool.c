@@ -1,8 +1,8 @@
 /*
- * ingest_pool.c - a fixed set of threads taking jobs from one bounded
- * queue (see ingest_pool.h).
+ * job_pool.c - a fixed set of threads taking jobs from one bounded
+ * queue (see job_pool.h).
  */
-#include "collector/http/ingest_pool.h"
+#include "collector/http/job_pool.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -11,15 +11,15 @@
 #include "sdk/base/clock.h"
 
 typedef struct pool_thread_s {
-  struct ingest_pool_s *pool;
+  struct job_pool_s *pool;
   pthread_t tid;
   int64_t running_since; /* when its job started (monotonic ns), 0 idle; pool lock */
 } pool_thread_t;
 
-struct ingest_pool_s {
+struct job_pool_s {
   pthread_mutex_t lock;
   pthread_cond_t wake;
-  ingest_job_t *head, *tail; /* waiting, oldest first */
+  job_t *head, *tail; /* waiting, oldest first */
   size_t waiting, max_waiting;
   size_t outstanding; /* queued and not released yet */
   bool stopping;
@@ -28,10 +28,10 @@ struct ingest_pool_s {
 };
 
 static void *pool_thread(void *arg);
-static ingest_job_t *take_job(ingest_pool_t *p);
+static job_t *take_job(job_pool_t *p);
 
-ingest_pool_t *ingest_pool_start(unsigned threads, size_t max_waiting) {
-  ingest_pool_t *p = calloc(1, sizeof *p);
+job_pool_t *job_pool_start(const char *name, unsigned threads, size_t max_waiting) {
+  job_pool_t *p = calloc(1, sizeof *p);
   if (!p) return NULL;
   pthread_mutex_init(&p->lock, NULL);
   pthread_condattr_t attr;
@@ -46,19 +46,19 @@ ingest_pool_t *ingest_pool_start(unsigned threads, size_t max_waiting) {
     p->threads[i].pool = p;
     ok = pthread_create(&p->threads[i].tid, NULL, pool_thread, &p->threads[i]) == 0;
     if (ok) {
-      pthread_setname_np(p->threads[i].tid, "perf-ingest");
+      pthread_setname_np(p->threads[i].tid, name);
       p->started++;
     }
   }
   if (!ok) {
-    ingest_pool_stop(p, 0);
-    ingest_pool_free(p);
+    job_pool_stop(p, 0);
+    job_pool_free(p);
     return NULL;
   }
   return p;
 }
 
-bool ingest_pool_submit(ingest_pool_t *p, ingest_job_t *job) {
+bool job_pool_submit(job_pool_t *p, job_t *job) {
   pthread_mutex_lock(&p->lock);
   bool ok = !p->stopping && p->waiting < p->max_waiting;
   if (ok) {
@@ -76,16 +76,16 @@ bool ingest_pool_submit(ingest_pool_t *p, ingest_job_t *job) {
   return ok;
 }
 
-void ingest_pool_release(ingest_pool_t *p) {
+void job_pool_release(job_pool_t *p) {
   pthread_mutex_lock(&p->lock);
   if (p->outstanding && --p->outstanding == 0) pthread_cond_broadcast(&p->wake);
   pthread_mutex_unlock(&p->lock);
 }
 
-void ingest_pool_load(ingest_pool_t *p, ingest_load_t *out) {
+void job_pool_load(job_pool_t *p, job_load_t *out) {
   int64_t now = perf__now_ns();
   pthread_mutex_lock(&p->lock);
-  *out = (ingest_load_t){0, p->waiting, 0};
+  *out = (job_load_t){0, p->waiting, 0, p->stopping};
   for (unsigned i = 0; i < p->started; i++) {
     int64_t since = p->threads[i].running_since;
     if (!since) continue;
@@ -95,18 +95,23 @@ void ingest_pool_load(ingest_pool_t *p, ingest_load_t *out) {
   pthread_mutex_unlock(&p->lock);
 }
 
-void ingest_pool_stop(ingest_pool_t *p, int64_t answer_wait_ns) {
+void job_pool_close(job_pool_t *p) {
   if (!p) return;
   pthread_mutex_lock(&p->lock);
   p->stopping = true;
   pthread_cond_broadcast(&p->wake);
   pthread_mutex_unlock(&p->lock);
+}
+
+void job_pool_stop(job_pool_t *p, int64_t answer_wait_ns) {
+  if (!p) return;
+  job_pool_close(p);
   for (unsigned i = 0; i < p->started; i++)
     pthread_join(p->threads[i].tid, NULL);
   for (;;) { /* the jobs no thread was left to take */
     pthread_mutex_lock(&p->lock);
     p->started = 0;
-    ingest_job_t *job = take_job(p);
+    job_t *job = take_job(p);
     pthread_mutex_unlock(&p->lock);
     if (!job) break;
     job->run(job, true);
@@ -121,7 +126,7 @@ void ingest_pool_stop(ingest_pool_t *p, int64_t answer_wait_ns) {
   pthread_mutex_unlock(&p->lock);
 }
 
-void ingest_pool_free(ingest_pool_t *p) {
+void job_pool_free(job_pool_t *p) {
   if (!p) return;
   pthread_cond_destroy(&p->wake);
   pthread_mutex_destroy(&p->lock);
@@ -130,8 +135,8 @@ void ingest_pool_free(ingest_pool_t *p) {
 }
 
 /* The oldest waiting job, or NULL. Pool lock held. */
-static ingest_job_t *take_job(ingest_pool_t *p) {
-  ingest_job_t *job = p->head;
+static job_t *take_job(job_pool_t *p) {
+  job_t *job = p->head;
   if (!job) return NULL;
   p->head = job->next;
   if (!p->head) p->tail = NULL;
@@ -144,10 +149,10 @@ static ingest_job_t *take_job(ingest_pool_t *p) {
    already running. */
 static void *pool_thread(void *arg) {
   pool_thread_t *t = arg;
-  ingest_pool_t *p = t->pool;
+  job_pool_t *p = t->pool;
   pthread_mutex_lock(&p->lock);
   for (;;) {
-    ingest_job_t *job = take_job(p);
+    job_t *job = take_job(p);
     if (!job) {
       if (p->stopping) break;
       pthread_cond_wait(&p->wake, &p->lock);
