@@ -50,6 +50,7 @@
 #include "perf_sdk.h"
 #include "sdk/base/log.h"
 #include "sdk/base/owned_fds.h"
+#include "sdk/base/proc_files.h"
 #include "uploader/transport.h"
 
 /* The libcurl functions this file uses, resolved at run time. */
@@ -172,7 +173,14 @@ static void load_libcurl(void) {
   for (size_t i = 0; i < sizeof k_sonames / sizeof k_sonames[0] && !lib; i++)
     lib = dlopen(k_sonames[i], RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
-    perf__log(PERF__LOG_ERROR, "http sink: libcurl not found (%s); install libcurl4", dlerror());
+    if (perf__root_changed())
+      perf__log(PERF__LOG_ERROR,
+                "http sink: libcurl cannot be loaded (%s): the app changed its root directory "
+                "(chroot) after init; batches stay in the spool, sent by the next run with this "
+                "data_dir",
+                dlerror());
+    else
+      perf__log(PERF__LOG_ERROR, "http sink: libcurl not found (%s); install libcurl4", dlerror());
     return;
   }
   if (!resolve_api(lib)) return; /* logged; the library stays loaded, unused */

@@ -103,26 +103,20 @@ static void set_fields(perf__dir_t *d, const char *path, unsigned flags, const c
 
 /* Make (with PERF__DIR_CREATE), open and check the path. Quiet: a failure
    is logged once until the directory works again. */
+static int unusable(perf__dir_t *d, bool quiet) {
+  int e = errno;
+  if (!quiet || !d->warned)
+    perf__log(quiet ? PERF__LOG_WARN : PERF__LOG_ERROR, "%s %s is unusable: %s (errno %d)", d->what,
+              d->path, strerror(e), e);
+  d->warned = true;
+  errno = e;
+  return PERF_E_SYSTEM;
+}
+
 static int open_path(perf__dir_t *d, bool quiet) {
-  if ((d->flags & PERF__DIR_CREATE) && perf__mkdir_p(d->path) != 0) {
-    int e = errno;
-    if (!quiet || !d->warned)
-      perf__log(quiet ? PERF__LOG_WARN : PERF__LOG_ERROR, "%s %s is unusable: %s (errno %d)",
-                d->what, d->path, strerror(e), e);
-    d->warned = true;
-    errno = e;
-    return PERF_E_SYSTEM;
-  }
+  if ((d->flags & PERF__DIR_CREATE) && perf__mkdir_p(d->path) != 0) return unusable(d, quiet);
   int fd = open(d->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) {
-    int e = errno;
-    if (!quiet || !d->warned)
-      perf__log(quiet ? PERF__LOG_WARN : PERF__LOG_ERROR, "%s %s is unusable: %s (errno %d)",
-                d->what, d->path, strerror(e), e);
-    d->warned = true;
-    errno = e;
-    return PERF_E_SYSTEM;
-  }
+  if (fd < 0) return unusable(d, quiet);
   int err = (d->flags & PERF__DIR_TRUST) ? perf__dir_check_trust(fd, d->path, d->what) : PERF_OK;
   if (err) {
     close(fd);

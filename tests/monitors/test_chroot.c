@@ -23,6 +23,7 @@
 
 #include "check.h"
 #include "perf_sdk.h"
+#include "sdk_log.h"
 #include "sdk_report.h"
 #include "sdk_util.h"
 #include "tempdir.h"
@@ -35,16 +36,6 @@ static char g_report[128]; /* the file sink's report, outside the chroot */
 static char g_jail[128];   /* the empty directory the app chroots into */
 
 /* The SDK's log lines, kept to look for what it said after the chroot. */
-static char g_log[16384];
-static pthread_mutex_t g_log_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static void keep_log(perf_log_level_t level, const char *message, void *user) {
-  (void)level, (void)user;
-  pthread_mutex_lock(&g_log_lock);
-  size_t used = strlen(g_log);
-  snprintf(g_log + used, sizeof g_log - used, "%s\n", message);
-  pthread_mutex_unlock(&g_log_lock);
-}
 
 static bool skipped_not_root(void) {
   if (geteuid() == 0) return false;
@@ -128,7 +119,7 @@ static void hangs_app(void) {
   cfg.app_name = "chroot-app";
   cfg.sink = g_sink_kind;
   cfg.sink_path = g_sink_kind == PERF_SINK_FILE ? g_report : NULL;
-  cfg.log_fn = keep_log;
+  cfg.log_fn = sdk_log_keep;
   CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
   app_chroot();
   perf_sdk_stats_t st;
@@ -202,7 +193,7 @@ static void backtrace_app(void) {
   perf_sdk_config_t cfg;
   perf_sdk_config_init(&cfg);
   cfg.app_name = "chroot-app";
-  cfg.log_fn = keep_log;
+  cfg.log_fn = sdk_log_keep;
   CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
   app_chroot();
   char *text = jail_backtrace_outer();
@@ -241,7 +232,7 @@ static void thread_app(void) {
   perf_sdk_config_t cfg;
   perf_sdk_config_init(&cfg);
   cfg.app_name = "chroot-app";
-  cfg.log_fn = keep_log;
+  cfg.log_fn = sdk_log_keep;
   CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
   app_chroot();
   pthread_t th;
@@ -290,7 +281,7 @@ static void closed_app(void) {
   perf_sdk_config_t cfg;
   perf_sdk_config_init(&cfg);
   cfg.app_name = "closefrom-app";
-  cfg.log_fn = keep_log;
+  cfg.log_fn = sdk_log_keep;
   CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
   CHECK(close_range(3, ~0u, 0) == 0);
   int fds[4];
@@ -322,7 +313,7 @@ static void unreachable_app(void) {
   perf_sdk_config_t cfg;
   perf_sdk_config_init(&cfg);
   cfg.app_name = "closefrom-chroot-app";
-  cfg.log_fn = keep_log;
+  cfg.log_fn = sdk_log_keep;
   CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
   CHECK(close_range(3, ~0u, 0) == 0);
   app_chroot();

@@ -27,6 +27,7 @@
 #include "http_server.h"
 #include "perf_sdk.h"
 #include "sdk/wire/batch_decode.h"
+#include "sdk_log.h"
 #include "sdk_util.h"
 #include "tempdir.h"
 #include "test_util.h"
@@ -173,16 +174,6 @@ static void case_curl_transport_after_closefrom(void) {
 /* ---- the SDK --------------------------------------------------------------- */
 
 /* The SDK's log lines, printed when a check of the SDK case fails. */
-static char g_log[16384];
-static pthread_mutex_t g_log_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static void keep_log(perf_log_level_t level, const char *message, void *user) {
-  (void)level, (void)user;
-  pthread_mutex_lock(&g_log_lock);
-  size_t used = strlen(g_log);
-  snprintf(g_log + used, sizeof g_log - used, "%s\n", message);
-  pthread_mutex_unlock(&g_log_lock);
-}
 
 static CHAIN void appfds_hang(void) {
   CHECK_EQ_INT(perf_sdk_loop_busy(), PERF_OK);
@@ -201,7 +192,7 @@ static void sdk_app(const char *url, const char *helper) {
   sdk_config_short_hangs(&cfg);
   sdk_config_upload(&cfg, "appfds", url, "k", data_dir);
   cfg.upload_helper = helper;
-  cfg.log_fn = keep_log;
+  cfg.log_fn = sdk_log_keep;
   CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
   CHECK_EQ_INT(perf_sdk_capture_now("before"), PERF_OK);
   int rc = perf_sdk_flush(WAIT_MS);
