@@ -28,6 +28,13 @@
 
 static pid_t g_masked_tid;          /* the last thread found blocking the signal, */
 static long long g_masked_until_ns; /* refused at once until then */
+static pid_t g_answered_tid;        /* the last thread whose handler answered, */
+static long long g_answered_ns;     /* when */
+
+void perf__send_check_answered(pid_t tid) {
+  g_answered_tid = tid;
+  g_answered_ns = perf__now_ns();
+}
 
 static int quick_look(pid_t tid, bool check_leaving);
 
@@ -45,6 +52,11 @@ int perf__send_check(pid_t tid, int signo, unsigned timeout_ms, bool check_leavi
      (briefly spinning, then every millisecond). A thread found blocking it
      for that long is refused at once for a while, as a timed-out request. */
   unsigned wait_ms = timeout_ms < MASK_WAIT_MS ? timeout_ms : MASK_WAIT_MS;
+  /* A thread that has just answered blocks the signal for the rest of
+     that handler, until its sigreturn: on a loaded machine it may wait
+     for a CPU that long, which is the capture timeout's to bound. */
+  if (tid == g_answered_tid && now - g_answered_ns < (long long)timeout_ms * 1000000LL)
+    wait_ms = timeout_ms;
   long long start = now, deadline = now + (long long)wait_ms * 1000000LL;
   for (;;) {
     bool running = true;

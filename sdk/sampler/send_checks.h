@@ -39,7 +39,8 @@ typedef enum { PERF__MASK_BEFORE = 0, PERF__MASK_WHILE_FLYING = 1 } perf__mask_l
    it is still on its way out of the call it was seen blocked in.
    PERF_OK, PERF__SEND_NOW_BLOCKED, PERF_E_SIGNAL, PERF_E_NO_THREAD,
    PERF_E_TIMEOUT (it kept blocking the signal for up to 100 ms, or at most
-   timeout_ms; or it was found doing so recently), or another error.
+   timeout_ms, or for timeout_ms when it has just answered a request; or it
+   was found doing so recently), or another error.
 
    The full look reads its status (State and SigBlk: the slower read). With
    *look PERF__MASK_WHILE_FLYING the last look is the quick one (syscall:
@@ -49,6 +50,12 @@ typedef enum { PERF__MASK_BEFORE = 0, PERF__MASK_WHILE_FLYING = 1 } perf__mask_l
    PERF__MASK_BEFORE). */
 int perf__send_check(pid_t tid, int signo, unsigned timeout_ms, bool check_leaving,
                      perf__mask_look_t *look);
+
+/* Note that tid's handler has just answered a request: the thread blocks
+   the signal until it returns from that handler, so the next send check
+   of it waits for that as long as the capture timeout, not 100 ms. Under
+   the sampler's lock, as perf__send_check. */
+void perf__send_check_answered(pid_t tid);
 
 /* The look at a thread just signalled, while the signal flies: whether it
    is known to block signo (a failed read says no). */

@@ -626,7 +626,10 @@ static int wait_for_slot(slot_t *s, uint32_t seq, long long deadline_ns, long lo
     perf__arch_pause();
   for (;;) {
     uint32_t st = atomic_load(&s->state);
-    if (st == STATE(seq, SLOT_DONE)) return PERF_OK;
+    if (st == STATE(seq, SLOT_DONE)) {
+      perf__send_check_answered(s->tid);
+      return PERF_OK;
+    }
     long long left = deadline_ns - perf__now_ns();
     if (left <= 0) return PERF_E_TIMEOUT;
     struct timespec ts = {left / 1000000000LL, left % 1000000000LL};
