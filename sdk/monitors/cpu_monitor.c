@@ -27,6 +27,7 @@
 #include "sdk/base/log.h"
 #include "sdk/base/threads.h"
 #include "sdk/base/worker.h"
+#include "sdk/monitors/cpu_timer_burst.h"
 #include "sdk/monitors/thread_cpu.h"
 #include "sdk/pipeline/capture.h"
 #include "sdk/sampler/blocked_capture.h"
@@ -202,7 +203,20 @@ static void run_burst(perf__cpu_monitor_t *m, int64_t window_ns) {
         perf__thread_cpu_ns(hot[i].tid);
     hot[i].last_sample = SIZE_MAX;
   }
-  size_t on_cpu = sample_burst(m, ev, hot, k, start);
+  /* Sampled by the threads' own CPU-clock timers where the kernel sends
+     their signals only on the way back to user mode; else, or when no
+     timer could be armed, by the monitor's looks. */
+  long timed = -1;
+  if (perf__cpu_timer_burst_enabled()) {
+    pid_t tids[MAX_TOP_THREADS];
+    for (size_t i = 0; i < k; i++)
+      tids[i] = hot[i].tid;
+    const int64_t period = 1000000000LL / m->cfg->cpu_sample_hz;
+    timed = perf__cpu_timer_burst(m->worker, m->stats, ev, tids, k, m->cfg->cpu_sample_hz,
+                                  start + (int64_t)m->cfg->cpu_burst_ms * 1000000,
+                                  QUIET_END_NS > 10 * period ? QUIET_END_NS : 10 * period);
+  }
+  size_t on_cpu = timed >= 0 ? (size_t)timed : sample_burst(m, ev, hot, k, start);
   int64_t wall = perf__now_ns() - start;
   ev->duration_ns = wall;
   ev->cpu_percent = percent(perf__process_cpu_ns() - start_cpu, wall);

@@ -1,0 +1,129 @@
+/*
+ * cpu_timer_burst.c - a burst sampled by the hot threads' CPU-clock timers
+ * (see cpu_timer_burst.h). The monitor arms one timer per hot thread, then
+ * wakes every few milliseconds (often enough that the sampler's ring of
+ * records never fills at the burst's rate) to drain the samples into the
+ * event, read the threads' CPU clocks (to end a burst whose threads
+ * stopped running) and arm a thread the first look could not; at the end
+ * it deletes the timers and gives each thread's last sample its CPU time
+ * since. Runs on perf-cpu-mon.
+ */
+#include "sdk/monitors/cpu_timer_burst.h"
+
+#include "perf_sdk.h"
+#include "sdk/base/clock.h"
+#include "sdk/base/threads.h"
+#include "sdk/sampler/cpu_timers.h"
+#include "sdk/sampler/stack_end.h"
+
+/* Records the monitor lets the ring gather between two drains (half the
+   default ring), and the bounds of the drain interval. */
+#define RECORDS_PER_DRAIN 64
+#define MIN_DRAIN_NS 10000000LL
+#define MAX_DRAIN_NS 100000000LL
+/* How often a hot thread that could not be armed is tried again. */
+#define REARM_NS 200000000LL
+
+typedef struct {
+  pid_t tid;
+  bool armed;
+  int64_t looked_cpu_ns;
+  size_t last_sample; /* index in the event; SIZE_MAX: none yet */
+} timed_t;
+
+typedef struct {
+  perf__event_t *ev;
+  perf__stats_t *stats;
+  timed_t *threads;
+  size_t k;
+  long taken;
+} drain_ctx_t;
+
+static void add_sample(void *arg, const perf__cpu_timer_sample_t *s);
+static size_t arm_missing(timed_t *t, size_t k, int64_t period_ns);
+static void count_not_taken(drain_ctx_t *c, uint64_t not_taken);
+
+bool perf__cpu_timer_burst_enabled(void) {
+  return perf__cpu_timers_supported();
+}
+
+long perf__cpu_timer_burst(perf__worker_t *worker, perf__stats_t *stats, perf__event_t *ev,
+                           const pid_t *tids, size_t k, unsigned hz, int64_t end_ns,
+                           int64_t quiet_ns) {
+  if (k > PERF__CPU_TIMERS_MAX) k = PERF__CPU_TIMERS_MAX;
+  if (hz == 0 || perf__cpu_timers_begin(ev->mods) != PERF_OK) return -1;
+  timed_t threads[PERF__CPU_TIMERS_MAX];
+  for (size_t i = 0; i < k; i++)
+    threads[i] = (timed_t){tids[i], false, perf__thread_cpu_ns(tids[i]), SIZE_MAX};
+  const int64_t period = 1000000000LL / hz;
+  drain_ctx_t c = {ev, stats, threads, k, 0};
+  if (arm_missing(threads, k, period) == 0) {
+    perf__cpu_timers_end(NULL, NULL);
+    return -1;
+  }
+  int64_t drain = (int64_t)RECORDS_PER_DRAIN * 1000000000LL / ((int64_t)k * hz);
+  drain = drain < MIN_DRAIN_NS ? MIN_DRAIN_NS : drain > MAX_DRAIN_NS ? MAX_DRAIN_NS : drain;
+  int64_t now = perf__now_ns(), last_ran = now, last_arm = now;
+  while (now < end_ns && !perf__worker_stopping(worker)) {
+    int64_t next = now + drain < end_ns ? now + drain : end_ns;
+    perf__worker_sleep_until(worker, next);
+    now = perf__now_ns();
+    count_not_taken(&c, perf__cpu_timers_drain(add_sample, &c));
+    for (size_t i = 0; i < k; i++) {
+      int64_t cpu = perf__thread_cpu_ns(threads[i].tid);
+      if (cpu > threads[i].looked_cpu_ns) last_ran = now;
+      threads[i].looked_cpu_ns = cpu;
+    }
+    if (now - last_ran > quiet_ns) break;
+    if (now - last_arm > REARM_NS) {
+      arm_missing(threads, k, period);
+      last_arm = now;
+    }
+  }
+  /* The CPU each thread used after its last sample, read before the
+     timers go (a late handler would move the mark). */
+  int64_t tail[PERF__CPU_TIMERS_MAX];
+  for (size_t i = 0; i < k; i++)
+    tail[i] = threads[i].armed ? perf__cpu_timers_last_cpu_ns(threads[i].tid) : -1;
+  count_not_taken(&c, perf__cpu_timers_end(add_sample, &c));
+  for (size_t i = 0; i < k; i++) {
+    int64_t cpu = perf__thread_cpu_ns(threads[i].tid);
+    if (threads[i].last_sample != SIZE_MAX && tail[i] >= 0 && cpu > tail[i])
+      perf__event_add_weight(ev, threads[i].last_sample, (uint64_t)(cpu - tail[i]));
+  }
+  return c.taken;
+}
+
+/* Arm the threads not armed yet; returns how many are armed. */
+static size_t arm_missing(timed_t *t, size_t k, int64_t period_ns) {
+  size_t armed = 0;
+  for (size_t i = 0; i < k; i++) {
+    if (!t[i].armed) t[i].armed = perf__cpu_timers_arm(t[i].tid, period_ns) == PERF_OK;
+    armed += t[i].armed;
+  }
+  return armed;
+}
+
+static void add_sample(void *arg, const perf__cpu_timer_sample_t *s) {
+  drain_ctx_t *c = arg;
+  perf__stack_end_t end =
+      perf__stack_end_of(s->status == PERF__WALK_DEPTH ? PERF_E_TRUNCATED : PERF_OK, s->status);
+  if (perf__event_add_weighted_sample(c->ev, s->tid, s->taken_ns, s->pcs, s->count, end,
+                                      PERF__SAMPLE_STATE_RUNNING, s->weight_ns) != PERF_OK) {
+    PERF__COUNT(c->stats, samples_failed, 1);
+    return;
+  }
+  PERF__COUNT(c->stats, samples_taken, 1);
+  c->taken++;
+  for (size_t i = 0; i < c->k; i++)
+    if (c->threads[i].tid == s->tid) c->threads[i].last_sample = c->ev->sample_count - 1;
+}
+
+/* Samples the handler could not write: failed samples of the event (of
+   no particular thread: the ring was full) and of the stats. */
+static void count_not_taken(drain_ctx_t *c, uint64_t not_taken) {
+  if (!not_taken) return;
+  PERF__COUNT(c->stats, samples_failed, not_taken);
+  for (uint64_t i = 0; i < not_taken; i++)
+    perf__event_add_failed_sample(c->ev, 0, perf__now_ns(), PERF_E_BUSY);
+}

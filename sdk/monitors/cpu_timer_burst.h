@@ -1,0 +1,36 @@
+/*
+ * cpu_timer_burst.h - a CPU burst's profile sampled by the hot threads'
+ * own CPU-clock timers (sdk/sampler/cpu_timers.h), where the kernel allows
+ * it: each thread gets samples in proportion to the CPU it burns, the
+ * monitor only drains them. Runs on the CPU monitor's thread.
+ */
+#ifndef PERF_CPU_TIMER_BURST_H
+#define PERF_CPU_TIMER_BURST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "sdk/base/stats.h"
+#include "sdk/base/worker.h"
+#include "sdk/pipeline/event.h"
+
+/* Whether bursts are sampled by CPU-clock timers on this system
+   (perf__cpu_timers_supported). */
+bool perf__cpu_timer_burst_enabled(void);
+
+/* Sample the k threads tids[] (hottest first) until end_ns (monotonic) or
+   until none of them ran for quiet_ns and the worker is asked to stop,
+   with timers of 1/hz of each thread's CPU time, into the weighted event
+   ev: each sample stands for its thread's CPU time since its previous
+   one; what a thread used after its last sample is added to that one.
+   Samples not taken (a full ring) are counted in stats->samples_failed
+   and in the event's failed samples. Returns the samples taken, or -1
+   when no timer could be armed (nothing was sampled: the caller samples
+   the burst the requester's way). */
+long perf__cpu_timer_burst(perf__worker_t *worker, perf__stats_t *stats, perf__event_t *ev,
+                           const pid_t *tids, size_t k, unsigned hz, int64_t end_ns,
+                           int64_t quiet_ns);
+
+#endif
