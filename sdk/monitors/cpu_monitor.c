@@ -209,12 +209,16 @@ static void run_burst(perf__cpu_monitor_t *m, int64_t window_ns) {
   long timed = -1;
   if (perf__cpu_timer_burst_enabled()) {
     pid_t tids[MAX_TOP_THREADS];
-    for (size_t i = 0; i < k; i++)
+    int64_t start_cpu[MAX_TOP_THREADS];
+    for (size_t i = 0; i < k; i++) {
       tids[i] = hot[i].tid;
+      start_cpu[i] = hot[i].weighed_cpu_ns;
+    }
     const int64_t period = 1000000000LL / m->cfg->cpu_sample_hz;
-    timed = perf__cpu_timer_burst(m->worker, m->stats, ev, tids, k, m->cfg->cpu_sample_hz,
-                                  start + (int64_t)m->cfg->cpu_burst_ms * 1000000,
-                                  QUIET_END_NS > 10 * period ? QUIET_END_NS : 10 * period);
+    timed =
+        perf__cpu_timer_burst(m->worker, m->stats, ev, tids, start_cpu, k, m->cfg->cpu_sample_hz,
+                              start + (int64_t)m->cfg->cpu_burst_ms * 1000000,
+                              QUIET_END_NS > 10 * period ? QUIET_END_NS : 10 * period);
   }
   size_t on_cpu = timed >= 0 ? (size_t)timed : sample_burst(m, ev, hot, k, start);
   int64_t wall = perf__now_ns() - start;

@@ -4,9 +4,19 @@
  * wakes every few milliseconds (often enough that the sampler's ring of
  * records never fills at the burst's rate) to drain the samples into the
  * event, read the threads' CPU clocks (to end a burst whose threads
- * stopped running) and arm a thread the first look could not; at the end
- * it deletes the timers and gives each thread's last sample its CPU time
- * since. Runs on perf-cpu-mon.
+ * stopped running) and arm a thread the first look could not. At the end
+ * it deletes the timers and shares each thread's CPU time over the burst
+ * equally among its samples.
+ *
+ * Why equal shares: the timers expire at the kernel's tick, and only on a
+ * thread running then, so a thread's samples fall uniformly over the CPU
+ * time it burns, whatever the scheduler does. Weighing each sample with
+ * the CPU time since the thread's previous one instead hands the CPU a
+ * thread used before it was preempted or slept to wherever it is found
+ * after (the start of its next piece of work): 2 threads napping between
+ * pieces of work on 2 loaded cores were 4-6 points off per function that
+ * way, within 1 point with equal shares (ctest cpu_timers_hot_2).
+ * Runs on perf-cpu-mon.
  */
 #include "sdk/monitors/cpu_timer_burst.h"
 
@@ -27,8 +37,8 @@
 typedef struct {
   pid_t tid;
   bool armed;
-  int64_t looked_cpu_ns;
-  size_t last_sample; /* index in the event; SIZE_MAX: none yet */
+  int64_t start_cpu_ns, looked_cpu_ns;
+  size_t samples;
 } timed_t;
 
 typedef struct {
@@ -42,20 +52,22 @@ typedef struct {
 static void add_sample(void *arg, const perf__cpu_timer_sample_t *s);
 static size_t arm_missing(timed_t *t, size_t k, int64_t period_ns);
 static void count_not_taken(drain_ctx_t *c, uint64_t not_taken);
+static void share_cpu(perf__event_t *ev, size_t first, const timed_t *t);
 
 bool perf__cpu_timer_burst_enabled(void) {
   return perf__cpu_timers_supported();
 }
 
 long perf__cpu_timer_burst(perf__worker_t *worker, perf__stats_t *stats, perf__event_t *ev,
-                           const pid_t *tids, size_t k, unsigned hz, int64_t end_ns,
-                           int64_t quiet_ns) {
+                           const pid_t *tids, const int64_t *start_cpu_ns, size_t k, unsigned hz,
+                           int64_t end_ns, int64_t quiet_ns) {
   if (k > PERF__CPU_TIMERS_MAX) k = PERF__CPU_TIMERS_MAX;
   if (hz == 0 || perf__cpu_timers_begin(ev->mods) != PERF_OK) return -1;
   timed_t threads[PERF__CPU_TIMERS_MAX];
   for (size_t i = 0; i < k; i++)
-    threads[i] = (timed_t){tids[i], false, perf__thread_cpu_ns(tids[i]), SIZE_MAX};
+    threads[i] = (timed_t){tids[i], false, start_cpu_ns[i], start_cpu_ns[i], 0};
   const int64_t period = 1000000000LL / hz;
+  const size_t first = ev->sample_count;
   drain_ctx_t c = {ev, stats, threads, k, 0};
   if (arm_missing(threads, k, period) == 0) {
     perf__cpu_timers_end(NULL, NULL);
@@ -71,8 +83,10 @@ long perf__cpu_timer_burst(perf__worker_t *worker, perf__stats_t *stats, perf__e
     count_not_taken(&c, perf__cpu_timers_drain(add_sample, &c));
     for (size_t i = 0; i < k; i++) {
       int64_t cpu = perf__thread_cpu_ns(threads[i].tid);
-      if (cpu > threads[i].looked_cpu_ns) last_ran = now;
-      threads[i].looked_cpu_ns = cpu;
+      if (cpu > threads[i].looked_cpu_ns) {
+        last_ran = now;
+        threads[i].looked_cpu_ns = cpu;
+      }
     }
     if (now - last_ran > quiet_ns) break;
     if (now - last_arm > REARM_NS) {
@@ -80,18 +94,26 @@ long perf__cpu_timer_burst(perf__worker_t *worker, perf__stats_t *stats, perf__e
       last_arm = now;
     }
   }
-  /* The CPU each thread used after its last sample, read before the
-     timers go (a late handler would move the mark). */
-  int64_t tail[PERF__CPU_TIMERS_MAX];
-  for (size_t i = 0; i < k; i++)
-    tail[i] = threads[i].armed ? perf__cpu_timers_last_cpu_ns(threads[i].tid) : -1;
   count_not_taken(&c, perf__cpu_timers_end(add_sample, &c));
-  for (size_t i = 0; i < k; i++) {
-    int64_t cpu = perf__thread_cpu_ns(threads[i].tid);
-    if (threads[i].last_sample != SIZE_MAX && tail[i] >= 0 && cpu > tail[i])
-      perf__event_add_weight(ev, threads[i].last_sample, (uint64_t)(cpu - tail[i]));
-  }
+  for (size_t i = 0; i < k; i++)
+    share_cpu(ev, first, &threads[i]);
   return c.taken;
+}
+
+/* The thread's CPU time since the burst began (from its clock; the last
+   reading when it is gone), shared equally among its samples. */
+static void share_cpu(perf__event_t *ev, size_t first, const timed_t *t) {
+  if (t->samples == 0) return;
+  int64_t cpu = perf__thread_cpu_ns(t->tid);
+  if (cpu < t->looked_cpu_ns) cpu = t->looked_cpu_ns;
+  if (cpu <= t->start_cpu_ns) return;
+  uint64_t total = (uint64_t)(cpu - t->start_cpu_ns), each = total / t->samples;
+  uint64_t left = total - each * t->samples; /* the remainder, a nanosecond to each */
+  for (size_t j = first; j < ev->sample_count; j++)
+    if (ev->samples[j].tid == t->tid && ev->samples[j].error == 0) {
+      perf__event_add_weight(ev, j, each + (left ? 1 : 0));
+      if (left) left--;
+    }
 }
 
 /* Arm the threads not armed yet; returns how many are armed. */
@@ -108,15 +130,17 @@ static void add_sample(void *arg, const perf__cpu_timer_sample_t *s) {
   drain_ctx_t *c = arg;
   perf__stack_end_t end =
       perf__stack_end_of(s->status == PERF__WALK_DEPTH ? PERF_E_TRUNCATED : PERF_OK, s->status);
+  size_t before = c->ev->sample_count;
   if (perf__event_add_weighted_sample(c->ev, s->tid, s->taken_ns, s->pcs, s->count, end,
-                                      PERF__SAMPLE_STATE_RUNNING, s->weight_ns) != PERF_OK) {
+                                      PERF__SAMPLE_STATE_RUNNING, 0) != PERF_OK) {
     PERF__COUNT(c->stats, samples_failed, 1);
     return;
   }
   PERF__COUNT(c->stats, samples_taken, 1);
+  if (c->ev->sample_count == before) return; /* the event is full: counted there */
   c->taken++;
   for (size_t i = 0; i < c->k; i++)
-    if (c->threads[i].tid == s->tid) c->threads[i].last_sample = c->ev->sample_count - 1;
+    if (c->threads[i].tid == s->tid) c->threads[i].samples++;
 }
 
 /* Samples the handler could not write: failed samples of the event (of

@@ -20,17 +20,17 @@
    (perf__cpu_timers_supported). */
 bool perf__cpu_timer_burst_enabled(void);
 
-/* Sample the k threads tids[] (hottest first) until end_ns (monotonic) or
-   until none of them ran for quiet_ns and the worker is asked to stop,
-   with timers of 1/hz of each thread's CPU time, into the weighted event
-   ev: each sample stands for its thread's CPU time since its previous
-   one; what a thread used after its last sample is added to that one.
-   Samples not taken (a full ring) are counted in stats->samples_failed
-   and in the event's failed samples. Returns the samples taken, or -1
-   when no timer could be armed (nothing was sampled: the caller samples
-   the burst the requester's way). */
+/* Sample the k threads tids[] (hottest first; their CPU clocks when the
+   burst began in start_cpu_ns[]) until end_ns (monotonic), until none of
+   them ran for quiet_ns, or until the worker is asked to stop, with
+   timers of 1/hz of each thread's CPU time, into the weighted event ev:
+   each thread's CPU time over the burst is shared equally among its
+   samples. Samples not taken (a full ring) are counted in
+   stats->samples_failed and in the event's failed samples. Returns the
+   samples taken, or -1 when no timer could be armed (nothing was sampled:
+   the caller samples the burst the requester's way). */
 long perf__cpu_timer_burst(perf__worker_t *worker, perf__stats_t *stats, perf__event_t *ev,
-                           const pid_t *tids, size_t k, unsigned hz, int64_t end_ns,
-                           int64_t quiet_ns);
+                           const pid_t *tids, const int64_t *start_cpu_ns, size_t k, unsigned hz,
+                           int64_t end_ns, int64_t quiet_ns);
 
 #endif

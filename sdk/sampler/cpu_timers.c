@@ -6,16 +6,13 @@
  *
  * Shared with the handler, allocated at the first profile and never freed
  * (a signal of a deleted timer may still arrive late):
- *  - one slot per armed thread: its tid, stack bounds, CPU clock at its
- *    last sample, and a generation; the timer's signal carries (slot,
- *    generation), and the handler writes nothing unless both still match
- *    and it runs on the slot's thread;
+ *  - one slot per armed thread: its tid, stack bounds and a generation; the timer's signal carries
+ * (slot, generation), and the handler writes nothing unless both still match and it runs on the
+ * slot's thread;
  *  - a ring of records, each with its own state word (FREE, WRITING,
  *    READY): a handler claims a FREE one with a compare-and-swap, fills
  *    it, marks it READY; the monitor copies READY ones out and frees them.
- *    No free record is a sample not taken, counted; its CPU time goes to
- *    the thread's next sample (the handler moves the thread's clock mark
- *    only when it writes one).
+ *    No free record is a sample not taken, counted.
  * Handlers in flight are counted (g_inside), so the end of a profile waits
  * for them before the rules they read are released.
  */
@@ -50,14 +47,12 @@ typedef struct {
   pid_t tid;
   int timer; /* the kernel's timer id */
   uintptr_t stack_lo, stack_hi;
-  _Atomic int64_t last_cpu_ns; /* the thread's CPU clock at its last sample */
 } timer_slot_t;
 
 typedef struct {
   _Atomic uint32_t state;
   pid_t tid;
   int64_t taken_ns;
-  uint64_t weight_ns;
   size_t count;
   perf__walk_status_t status;
   uintptr_t pcs[PERF__CPU_TIMER_DEPTH];
@@ -75,6 +70,7 @@ static uint32_t g_gen;
 static perf__modules_t *g_mods; /* the profile's rules; NULL: no profile */
 static int g_signo;
 
+static size_t ring_size(void);
 static int64_t ts_ns(const struct timespec *ts);
 static bool kernel_at_least(int major, int minor);
 static timer_slot_t *slot_of(pid_t tid);
@@ -93,10 +89,6 @@ bool perf__cpu_timers_supported(void) {
 #endif
 }
 
-void perf__cpu_timers_set_ring_size(size_t records) {
-  if (!g_ring && records >= 1 && records <= MAX_RING) g_ring_size = records;
-}
-
 int perf__cpu_timers_begin(perf__modules_t *mods) {
   if (g_mods) return PERF_E_BUSY;
   if (!mods) return PERF_E_INVALID_ARGUMENT;
@@ -104,7 +96,10 @@ int perf__cpu_timers_begin(perf__modules_t *mods) {
   if (mode == PERF_UNWIND_STACK_COPY) return PERF_E_UNSUPPORTED;
   int signo = perf_sampler_signal();
   if (signo < 0) return signo;
-  if (!g_ring && !(g_ring = calloc(g_ring_size, sizeof *g_ring))) return PERF_E_NO_MEMORY;
+  if (!g_ring) {
+    g_ring_size = ring_size();
+    if (!(g_ring = calloc(g_ring_size, sizeof *g_ring))) return PERF_E_NO_MEMORY;
+  }
   atomic_fetch_add(&mods->refs, 1);
   g_mods = mods;
   g_signo = signo;
@@ -128,13 +123,10 @@ int perf__cpu_timers_arm(pid_t tid, int64_t period_ns) {
   perf__sampler_capture(g_mods, tid, pcs, PERF__CPU_TIMER_DEPTH, &n);
   int err = perf__sampler_timer_target(tid, &t->stack_lo, &t->stack_hi);
   if (err) return err;
-  int64_t cpu = perf__thread_cpu_ns(tid);
-  if (cpu < 0) return PERF_E_NO_THREAD;
   g_gen = (g_gen + 1) & 0xffffff;
   if (g_gen == 0) g_gen = 1;
   uint32_t gen = g_gen;
   t->tid = tid;
-  atomic_store(&t->last_cpu_ns, cpu);
 
   struct sigevent sev;
   memset(&sev, 0, sizeof sev);
@@ -164,18 +156,13 @@ bool perf__cpu_timers_armed(pid_t tid) {
   return slot_of(tid) != NULL;
 }
 
-int64_t perf__cpu_timers_last_cpu_ns(pid_t tid) {
-  timer_slot_t *t = slot_of(tid);
-  return t ? atomic_load(&t->last_cpu_ns) : -1;
-}
-
 uint64_t perf__cpu_timers_drain(void (*fn)(void *arg, const perf__cpu_timer_sample_t *s),
                                 void *arg) {
   if (!g_ring) return 0;
   for (size_t i = 0; i < g_ring_size; i++) {
     record_t *r = &g_ring[i];
     if (atomic_load(&r->state) != RECORD_READY) continue;
-    perf__cpu_timer_sample_t s = {r->tid, r->taken_ns, r->weight_ns, r->count, r->status, r->pcs};
+    perf__cpu_timer_sample_t s = {r->tid, r->taken_ns, r->count, r->status, r->pcs};
     if (s.status == PERF__WALK_RULES_PENDING) {
       /* Compiled for the next samples; this one ends before the last,
          unchecked candidate (as the requester path does). */
@@ -224,9 +211,6 @@ void perf__cpu_timers_on_signal(const siginfo_t *si, void *ucontext) {
   if (!t || gen == 0 || atomic_load(&t->gen) != gen || !g_ring || !unwind ||
       t->tid != (pid_t)syscall(SYS_gettid))
     goto out;
-  struct timespec ts;
-  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) goto out;
-  int64_t cpu = ts_ns(&ts);
   perf__unwind_regs_t regs;
   perf__arch_context_regs(ucontext, &regs);
   record_t *r = NULL;
@@ -238,15 +222,14 @@ void perf__cpu_timers_on_signal(const siginfo_t *si, void *ucontext) {
   }
   if (!r || regs.sp < t->stack_lo || regs.sp >= t->stack_hi) {
     if (r) atomic_store(&r->state, RECORD_FREE);
-    atomic_fetch_add(&g_not_taken, 1); /* its CPU time goes to the next sample */
+    atomic_fetch_add(&g_not_taken, 1);
     goto out;
   }
   perf__stack_window_t stack = {regs.sp, t->stack_hi, (const uint8_t *)regs.sp};
   r->count = perf__unwind_walk(unwind, atomic_load(&g_use_rules), regs, stack, r->pcs,
                                PERF__CPU_TIMER_DEPTH, &r->status);
   r->tid = t->tid;
-  r->weight_ns = (uint64_t)(cpu - atomic_load(&t->last_cpu_ns));
-  atomic_store(&t->last_cpu_ns, cpu);
+  struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   r->taken_ns = ts_ns(&ts);
   atomic_store(&r->state, RECORD_READY);
@@ -270,6 +253,14 @@ static timer_slot_t *slot_of(pid_t tid) {
   for (size_t i = 0; i < PERF__CPU_TIMERS_MAX; i++)
     if (atomic_load(&g_slots[i].gen) != 0 && g_slots[i].tid == tid) return &g_slots[i];
   return NULL;
+}
+
+/* The ring's records: DEFAULT_RING, or PERF_SDK_CPU_TIMER_RING (1..1024),
+   a test seam that makes the ring overflow. */
+static size_t ring_size(void) {
+  const char *v = getenv("PERF_SDK_CPU_TIMER_RING");
+  long n = v ? strtol(v, NULL, 10) : 0;
+  return n >= 1 && n <= MAX_RING ? (size_t)n : DEFAULT_RING;
 }
 
 static int64_t ts_ns(const struct timespec *ts) {

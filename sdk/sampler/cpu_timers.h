@@ -3,9 +3,7 @@
  * POSIX timer on a thread's CPU clock (timer_create on the clock id made
  * from its tid, SIGEV_THREAD_ID to that tid) sends the sampler's signal to
  * the thread each time it has burned a period of CPU; the handler walks its
- * stack, weighs the sample with the thread's CPU time since its previous
- * one (CLOCK_THREAD_CPUTIME_ID, read in the handler) and writes it into a
- * preallocated record the monitor drains. No requester round trip and no
+ * stack into a preallocated record the monitor drains. No requester round trip and no
  * /proc read per sample.
  *
  * Only where the kernel checks CPU timers in task work on the way back to
@@ -39,8 +37,7 @@
 /* One sample, as drained. */
 typedef struct perf__cpu_timer_sample_s {
   pid_t tid;
-  int64_t taken_ns;   /* CLOCK_MONOTONIC in the handler */
-  uint64_t weight_ns; /* the thread's CPU time since its previous sample (or its arming) */
+  int64_t taken_ns; /* CLOCK_MONOTONIC in the handler */
   size_t count;
   perf__walk_status_t status;
   const uintptr_t *pcs; /* count frames, innermost first; valid during the callback */
@@ -71,13 +68,9 @@ bool perf__cpu_timers_armed(pid_t tid);
 /* Hand every sample written since the last drain to fn, then free its
    record. Records whose walk reached rules not compiled yet have those
    compiled here (the next samples go further). Returns the samples not
-   taken since the last drain (a full ring, a stack outside its bounds):
-   their CPU time goes to the thread's next sample. */
+   taken since the last drain (a full ring, a stack outside its bounds). */
 uint64_t perf__cpu_timers_drain(void (*fn)(void *arg, const perf__cpu_timer_sample_t *s),
                                 void *arg);
-
-/* tid's CPU clock at its last sample (or its arming); -1 when not armed. */
-int64_t perf__cpu_timers_last_cpu_ns(pid_t tid);
 
 /* Delete every timer, wait until no handler is inside, take back a signal
    left pending in a thread that blocked it meanwhile, drain what is left
@@ -93,9 +86,5 @@ void perf__cpu_timers_on_signal(const siginfo_t *si, void *ucontext);
    are not the child's, nor is its profile (the monitor thread that ran it
    is not there). */
 void perf__cpu_timers_atfork_child(void);
-
-/* Test seam: the records the ring holds (1..1024, default 128); only
-   before the first profile. */
-void perf__cpu_timers_set_ring_size(size_t records);
 
 #endif
