@@ -31,13 +31,17 @@
 #define RECORDS_PER_DRAIN 64
 #define MIN_DRAIN_NS 10000000LL
 #define MAX_DRAIN_NS 100000000LL
+/* Samples a thread should get at least over its burst: its timer's period
+   is shortened (down to the tick, where CPU timers expire anyway) for a
+   thread expected to burn less than this many periods. */
+#define MIN_SAMPLES 32
 /* How often a hot thread that could not be armed is tried again. */
 #define REARM_NS 200000000LL
 
 typedef struct {
   pid_t tid;
   bool armed;
-  int64_t start_cpu_ns, looked_cpu_ns;
+  int64_t period_ns, start_cpu_ns, looked_cpu_ns;
   size_t samples;
 } timed_t;
 
@@ -50,7 +54,7 @@ typedef struct {
 } drain_ctx_t;
 
 static void add_sample(void *arg, const perf__cpu_timer_sample_t *s);
-static size_t arm_missing(timed_t *t, size_t k, int64_t period_ns);
+static size_t arm_missing(timed_t *t, size_t k);
 static void count_not_taken(drain_ctx_t *c, uint64_t not_taken);
 static void share_cpu(perf__event_t *ev, size_t first, const timed_t *t);
 
@@ -59,17 +63,20 @@ bool perf__cpu_timer_burst_enabled(void) {
 }
 
 long perf__cpu_timer_burst(perf__worker_t *worker, perf__stats_t *stats, perf__event_t *ev,
-                           const pid_t *tids, const int64_t *start_cpu_ns, size_t k, unsigned hz,
-                           int64_t end_ns, int64_t quiet_ns) {
+                           const pid_t *tids, const int64_t *start_cpu_ns,
+                           const int64_t *expect_cpu_ns, size_t k, unsigned hz, int64_t end_ns,
+                           int64_t quiet_ns) {
   if (k > PERF__CPU_TIMERS_MAX) k = PERF__CPU_TIMERS_MAX;
   if (hz == 0 || perf__cpu_timers_begin(ev->mods) != PERF_OK) return -1;
   timed_t threads[PERF__CPU_TIMERS_MAX];
-  for (size_t i = 0; i < k; i++)
-    threads[i] = (timed_t){tids[i], false, start_cpu_ns[i], start_cpu_ns[i], 0};
   const int64_t period = 1000000000LL / hz;
+  for (size_t i = 0; i < k; i++) {
+    int64_t p = expect_cpu_ns[i] / MIN_SAMPLES < period ? expect_cpu_ns[i] / MIN_SAMPLES : period;
+    threads[i] = (timed_t){tids[i], false, p > 0 ? p : 1, start_cpu_ns[i], start_cpu_ns[i], 0};
+  }
   const size_t first = ev->sample_count;
   drain_ctx_t c = {ev, stats, threads, k, 0};
-  if (arm_missing(threads, k, period) == 0) {
+  if (arm_missing(threads, k) == 0) {
     perf__cpu_timers_end(NULL, NULL);
     return -1;
   }
@@ -90,7 +97,7 @@ long perf__cpu_timer_burst(perf__worker_t *worker, perf__stats_t *stats, perf__e
     }
     if (now - last_ran > quiet_ns) break;
     if (now - last_arm > REARM_NS) {
-      arm_missing(threads, k, period);
+      arm_missing(threads, k);
       last_arm = now;
     }
   }
@@ -117,10 +124,10 @@ static void share_cpu(perf__event_t *ev, size_t first, const timed_t *t) {
 }
 
 /* Arm the threads not armed yet; returns how many are armed. */
-static size_t arm_missing(timed_t *t, size_t k, int64_t period_ns) {
+static size_t arm_missing(timed_t *t, size_t k) {
   size_t armed = 0;
   for (size_t i = 0; i < k; i++) {
-    if (!t[i].armed) t[i].armed = perf__cpu_timers_arm(t[i].tid, period_ns) == PERF_OK;
+    if (!t[i].armed) t[i].armed = perf__cpu_timers_arm(t[i].tid, t[i].period_ns) == PERF_OK;
     armed += t[i].armed;
   }
   return armed;

@@ -31,6 +31,7 @@
 
 #include "perf_sdk.h"
 #include "sdk/base/clock.h"
+#include "sdk/base/hash.h"
 #include "sdk/base/log.h"
 #include "sdk/base/threads.h"
 #include "sdk/sampler/arch.h"
@@ -46,13 +47,20 @@ typedef struct {
   _Atomic uint32_t gen; /* 0: not armed */
   pid_t tid;
   int timer; /* the kernel's timer id */
-  uintptr_t stack_lo, stack_hi;
+  int64_t period_ns;
+  /* Its stack's bounds, 0 until learned: the handler of a sample whose sp
+     lies outside reports the sp, and the drain learns the mapping that
+     holds it (hi written first: a handler reading the new lo with the old
+     hi of 0 finds sp outside and reports again). */
+  _Atomic uintptr_t stack_lo, stack_hi;
 } timer_slot_t;
 
 typedef struct {
   _Atomic uint32_t state;
   pid_t tid;
   int64_t taken_ns;
+  bool need_bounds; /* no stack: sp lay outside the slot's bounds */
+  uintptr_t sp;
   size_t count;
   perf__walk_status_t status;
   uintptr_t pcs[PERF__CPU_TIMER_DEPTH];
@@ -74,6 +82,8 @@ static size_t ring_size(void);
 static int64_t ts_ns(const struct timespec *ts);
 static bool kernel_at_least(int major, int minor);
 static timer_slot_t *slot_of(pid_t tid);
+static void learn_bounds(pid_t tid, uintptr_t sp);
+static int set_timer(timer_slot_t *t, int64_t first_ns);
 static void delete_timer(timer_slot_t *t);
 
 bool perf__cpu_timers_supported(void) {
@@ -116,13 +126,14 @@ int perf__cpu_timers_arm(pid_t tid, int64_t period_ns) {
   for (size_t i = 0; i < PERF__CPU_TIMERS_MAX && !t; i++)
     if (atomic_load(&g_slots[i].gen) == 0) t = &g_slots[i];
   if (!t) return PERF_E_BUSY;
-  /* One capture through the requester path: the thread's stack bounds are
-     learned, its modules' rules compiled, and its mask read. */
-  uintptr_t pcs[PERF__CPU_TIMER_DEPTH];
-  size_t n = 0;
-  perf__sampler_capture(g_mods, tid, pcs, PERF__CPU_TIMER_DEPTH, &n);
-  int err = perf__sampler_timer_target(tid, &t->stack_lo, &t->stack_hi);
+  /* No capture first (a round trip that waits for the thread to get a CPU):
+     the bounds the sampler knows, else learned from the first sample's sp;
+     the rules a walk lacks are compiled as its samples are drained. */
+  uintptr_t lo = 0, hi = 0;
+  int err = perf__sampler_timer_target(tid, &lo, &hi);
   if (err) return err;
+  atomic_store(&t->stack_hi, hi);
+  atomic_store(&t->stack_lo, lo);
   g_gen = (g_gen + 1) & 0xffffff;
   if (g_gen == 0) g_gen = 1;
   uint32_t gen = g_gen;
@@ -142,9 +153,12 @@ int perf__cpu_timers_arm(pid_t tid, int64_t period_ns) {
   }
   t->timer = timer;
   atomic_store(&t->gen, gen); /* armed: the handler may write from now on */
-  struct itimerspec its = {{period_ns / 1000000000, period_ns % 1000000000},
-                           {period_ns / 1000000000, period_ns % 1000000000}};
-  if (syscall(SYS_timer_settime, timer, 0, &its, NULL) != 0) {
+  /* The first expiry anywhere in the first period: a thread that runs
+     only briefly after the burst began still gets a sample. */
+  int64_t first =
+      1 + (int64_t)(perf__mix64((uint64_t)perf__now_ns() ^ (uint64_t)tid) % (uint64_t)period_ns);
+  t->period_ns = period_ns;
+  if (set_timer(t, first) != 0) {
     int e = errno;
     delete_timer(t);
     PERF__FAIL(PERF_E_SYSTEM, "timer_settime(thread %d): %s", (int)tid, strerror(e));
@@ -162,6 +176,12 @@ uint64_t perf__cpu_timers_drain(void (*fn)(void *arg, const perf__cpu_timer_samp
   for (size_t i = 0; i < g_ring_size; i++) {
     record_t *r = &g_ring[i];
     if (atomic_load(&r->state) != RECORD_READY) continue;
+    if (r->need_bounds) { /* not a sample: where the thread's stack is */
+      learn_bounds(r->tid, r->sp);
+      atomic_fetch_add(&g_not_taken, 1);
+      atomic_store(&r->state, RECORD_FREE);
+      continue;
+    }
     perf__cpu_timer_sample_t s = {r->tid, r->taken_ns, r->count, r->status, r->pcs};
     if (s.status == PERF__WALK_RULES_PENDING) {
       /* Compiled for the next samples; this one ends before the last,
@@ -220,15 +240,20 @@ void perf__cpu_timers_on_signal(const siginfo_t *si, void *ucontext) {
     uint32_t expect = RECORD_FREE;
     if (atomic_compare_exchange_strong(&c->state, &expect, RECORD_WRITING)) r = c;
   }
-  if (!r || regs.sp < t->stack_lo || regs.sp >= t->stack_hi) {
-    if (r) atomic_store(&r->state, RECORD_FREE);
+  if (!r) {
     atomic_fetch_add(&g_not_taken, 1);
     goto out;
   }
-  perf__stack_window_t stack = {regs.sp, t->stack_hi, (const uint8_t *)regs.sp};
-  r->count = perf__unwind_walk(unwind, atomic_load(&g_use_rules), regs, stack, r->pcs,
-                               PERF__CPU_TIMER_DEPTH, &r->status);
+  uintptr_t lo = atomic_load(&t->stack_lo), hi = atomic_load(&t->stack_hi);
   r->tid = t->tid;
+  r->sp = regs.sp;
+  r->need_bounds = regs.sp < lo || regs.sp >= hi;
+  r->count = 0;
+  if (!r->need_bounds) {
+    perf__stack_window_t stack = {regs.sp, hi, (const uint8_t *)regs.sp};
+    r->count = perf__unwind_walk(unwind, atomic_load(&g_use_rules), regs, stack, r->pcs,
+                                 PERF__CPU_TIMER_DEPTH, &r->status);
+  }
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   r->taken_ns = ts_ns(&ts);
@@ -247,6 +272,23 @@ void perf__cpu_timers_atfork_child(void) {
 static void delete_timer(timer_slot_t *t) {
   syscall(SYS_timer_delete, t->timer);
   atomic_store(&t->gen, 0);
+}
+
+/* The bounds of the mapping holding tid's sp, into its slot. */
+static void learn_bounds(pid_t tid, uintptr_t sp) {
+  timer_slot_t *t = slot_of(tid);
+  uintptr_t lo, hi;
+  if (!t || perf__sampler_learn_bounds(tid, sp, &lo, &hi) != PERF_OK) return;
+  atomic_store(&t->stack_hi, hi);
+  atomic_store(&t->stack_lo, lo);
+  set_timer(t, 1); /* its first real sample at the next tick it runs at */
+}
+
+/* Expire after first_ns of the thread's CPU time, then every period. */
+static int set_timer(timer_slot_t *t, int64_t first_ns) {
+  struct itimerspec its = {{t->period_ns / 1000000000, t->period_ns % 1000000000},
+                           {first_ns / 1000000000, first_ns % 1000000000}};
+  return (int)syscall(SYS_timer_settime, t->timer, 0, &its, NULL);
 }
 
 static timer_slot_t *slot_of(pid_t tid) {

@@ -55,9 +55,9 @@ bool perf__cpu_timers_supported(void);
 int perf__cpu_timers_begin(perf__modules_t *mods);
 
 /* Arm a timer on tid's CPU clock, expiring every period_ns of its CPU
-   time. The thread is captured once first through the requester path
-   (learning its stack bounds and compiling its modules' rules), and is
-   not armed when it blocks the sampler's signal. PERF_OK,
+   time. Not armed when it blocks the sampler's signal (one read of its
+   /proc status). Its stack's bounds, when the sampler does not know them
+   yet, are learned from its first sample (which is not taken). PERF_OK,
    PERF_E_NO_THREAD, PERF_E_TIMEOUT (it blocks the signal), PERF_E_BUSY
    (no slot), or PERF_E_SYSTEM. */
 int perf__cpu_timers_arm(pid_t tid, int64_t period_ns);
@@ -67,8 +67,10 @@ bool perf__cpu_timers_armed(pid_t tid);
 
 /* Hand every sample written since the last drain to fn, then free its
    record. Records whose walk reached rules not compiled yet have those
-   compiled here (the next samples go further). Returns the samples not
-   taken since the last drain (a full ring, a stack outside its bounds). */
+   compiled here (the next samples go further), and a thread whose sp lay
+   outside the bounds known has the mapping that holds it looked up.
+   Returns the samples not taken since the last drain (a full ring, a
+   stack whose bounds were not known yet). */
 uint64_t perf__cpu_timers_drain(void (*fn)(void *arg, const perf__cpu_timer_sample_t *s),
                                 void *arg);
 

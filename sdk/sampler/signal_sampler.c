@@ -441,8 +441,17 @@ int perf__sampler_timer_target(pid_t tid, uintptr_t *lo, uintptr_t *hi) {
   int err = install_locked();
   if (!err && perf__send_check_masked(tid, g_signo)) err = PERF_E_TIMEOUT;
   perf__stack_bounds_t *b = err ? NULL : perf__stack_bounds_find(tid);
-  if (!err && !b) err = PERF_E_NO_THREAD;
-  if (b) {
+  *lo = b ? b->lo : 0;
+  *hi = b ? b->hi : 0;
+  pthread_mutex_unlock(&g_lock);
+  return err;
+}
+
+int perf__sampler_learn_bounds(pid_t tid, uintptr_t sp, uintptr_t *lo, uintptr_t *hi) {
+  pthread_mutex_lock(&g_lock);
+  perf__stack_bounds_t *b = perf__stack_bounds_find(tid);
+  int err = b && sp >= b->lo && sp < b->hi ? PERF_OK : perf__stack_bounds_learn(tid, sp, &b);
+  if (!err) {
     *lo = b->lo;
     *hi = b->hi;
   }
