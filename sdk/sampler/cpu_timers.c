@@ -184,11 +184,14 @@ uint64_t perf__cpu_timers_drain(void (*fn)(void *arg, const perf__cpu_timer_samp
     }
     perf__cpu_timer_sample_t s = {r->tid, r->taken_ns, r->count, r->status, r->pcs};
     if (s.status == PERF__WALK_RULES_PENDING) {
-      /* Compiled for the next samples; this one ends before the last,
-         unchecked candidate (as the requester path does). */
+      /* Its walk stopped at a module whose rules are not compiled yet:
+         compiled for the next samples, and this one not taken (a stack cut
+         there would put its CPU time in the wrong place; the thread's CPU
+         is shared among the samples taken). */
       if (g_mods && s.count > 0) perf__modules_compile_rules(g_mods, s.pcs[s.count - 1]);
-      s.status = PERF__WALK_NO_RULE;
-      if (s.count > 1) s.count--;
+      atomic_fetch_add(&g_not_taken, 1);
+      atomic_store(&r->state, RECORD_FREE);
+      continue;
     }
     if (fn) fn(arg, &s);
     atomic_store(&r->state, RECORD_FREE);

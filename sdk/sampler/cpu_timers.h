@@ -66,11 +66,11 @@ int perf__cpu_timers_arm(pid_t tid, int64_t period_ns);
 bool perf__cpu_timers_armed(pid_t tid);
 
 /* Hand every sample written since the last drain to fn, then free its
-   record. Records whose walk reached rules not compiled yet have those
-   compiled here (the next samples go further), and a thread whose sp lay
+   record. A sample whose walk reached rules not compiled yet is not taken:
+   those are compiled here (the next samples go through), and a thread whose sp lay
    outside the bounds known has the mapping that holds it looked up.
    Returns the samples not taken since the last drain (a full ring, a
-   stack whose bounds were not known yet). */
+   stack whose bounds or rules were not known yet). */
 uint64_t perf__cpu_timers_drain(void (*fn)(void *arg, const perf__cpu_timer_sample_t *s),
                                 void *arg);
 
