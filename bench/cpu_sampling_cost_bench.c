@@ -8,13 +8,18 @@
  * spinning ~50 us per unit) while the main thread waits. Each mode runs in
  * its own forked child for --seconds of measurement: no profiler, the SDK
  * sampling the thread (a burst longer than the measurement, at 100 and at
- * 1000 Hz; the measurement starts once the burst has begun), gperftools at
+ * 1000 Hz; the measurement starts once the burst has begun; and the SDK
+ * running without a burst), gperftools at
  * 100 and 1000 Hz. Each child reports the whole process's CPU time
  * (CLOCK_PROCESS_CPUTIME_ID: every thread, the SDK's included) per unit of
  * work and the samples taken; modes are interleaved over --rounds rounds
  * and the median of each is printed as a ratio to the run without a
  * profiler, with the process CPU each sample cost ((CPU per unit - the
- * bare CPU per unit) x units / samples).
+ * bare CPU per unit) x units / samples: a difference of a few tenths of a
+ * percent, as noisy as the machine), the CPU per second of every thread
+ * but the busy one (the SDK's monitors and writer; nothing for
+ * gperftools, whose work is all in its handler), and the SDK threads' CPU
+ * per sample beyond what they use with the SDK running and no burst.
  *
  *   ./build/bench/cpu_sampling_cost_bench [--seconds 3] [--rounds 5]
  *
@@ -37,17 +42,20 @@
 #include <gperftools/profiler.h>
 #endif
 
-enum { BARE, SDK_100, SDK_1000, GPERF_100, GPERF_1000, MODES };
-static const char *const MODE_NAMES[MODES] = {"no profiler", "SDK 100 Hz", "SDK 1000 Hz",
+enum { BARE, SDK_IDLE, SDK_100, SDK_1000, GPERF_100, GPERF_1000, MODES };
+static const char *const MODE_NAMES[MODES] = {"no profiler",       "SDK, no burst",
+                                              "SDK 100 Hz",        "SDK 1000 Hz",
                                               "gperftools 100 Hz", "gperftools 1000 Hz"};
 
 typedef struct {
   double cpu_per_unit_ns; /* whole-process CPU per unit of work */
   double units, samples;
+  double others_ns; /* CPU of every thread but the busy one (the SDK's threads, main) */
   int ok;
 } result_t;
 
 static atomic_int g_stop;
+static pthread_t g_busy;
 static atomic_llong g_units;
 static volatile unsigned long g_sink;
 
@@ -88,6 +96,7 @@ static void sleep_ms(int ms) {
   }
 }
 
+/* hz 0: the SDK running, its CPU threshold out of reach (no burst). */
 static bool sdk_start(unsigned hz, char *dir, size_t len) {
   snprintf(dir, len, "/tmp/perf_cost_bench.XXXXXX");
   if (!mkdtemp(dir)) return false;
@@ -97,10 +106,10 @@ static bool sdk_start(unsigned hz, char *dir, size_t len) {
   cfg.data_dir = dir;
   cfg.sink = PERF_SINK_NONE;
   cfg.hang_threshold_ms = 60000;
-  cfg.cpu_threshold_percent = 50;
+  cfg.cpu_threshold_percent = hz ? 50 : 25600;
   cfg.cpu_window_ms = 300;
   cfg.cpu_burst_ms = 60000; /* longer than the measurement */
-  cfg.cpu_sample_hz = hz;
+  cfg.cpu_sample_hz = hz ? hz : 100;
   cfg.cpu_top_threads = 1;
   return perf_sdk_init(&cfg) == PERF_OK;
 }
@@ -114,8 +123,10 @@ static uint64_t sdk_samples(void) {
 static void run_mode(int mode, int seconds, int fd) {
   result_t r = {0};
   char dir[64] = "";
-  pthread_t busy;
-  if (pthread_create(&busy, NULL, busy_main, NULL) != 0) goto out;
+  if (pthread_create(&g_busy, NULL, busy_main, NULL) != 0) goto out;
+  clockid_t busy_clock;
+  if (pthread_getcpuclockid(g_busy, &busy_clock) != 0) goto out;
+  if (mode == SDK_IDLE && !sdk_start(0, dir, sizeof dir)) goto out;
   if (mode == SDK_100 || mode == SDK_1000) {
     if (!sdk_start(mode == SDK_100 ? 100 : 1000, dir, sizeof dir)) goto out;
     perf_sdk_stats_t st;
@@ -134,7 +145,7 @@ static void run_mode(int mode, int seconds, int fd) {
   if (mode == GPERF_100 || mode == GPERF_1000) goto out;
 #endif
   sleep_ms(100);
-  int64_t cpu0 = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+  int64_t cpu0 = clock_ns(CLOCK_PROCESS_CPUTIME_ID), busy0 = clock_ns(busy_clock);
   long long units0 = atomic_load(&g_units);
   uint64_t samples0 = sdk_samples();
 #ifdef HAVE_GPERFTOOLS
@@ -144,6 +155,7 @@ static void run_mode(int mode, int seconds, int fd) {
   sleep_ms(seconds * 1000);
   long long units = atomic_load(&g_units) - units0;
   int64_t cpu = clock_ns(CLOCK_PROCESS_CPUTIME_ID) - cpu0;
+  r.others_ns = (double)(cpu - (clock_ns(busy_clock) - busy0));
   r.samples = (double)(sdk_samples() - samples0);
 #ifdef HAVE_GPERFTOOLS
   if (mode == GPERF_100 || mode == GPERF_1000) {
@@ -204,7 +216,7 @@ int main(int argc, char **argv) {
     }
   }
   if (seconds < 1 || rounds < 1 || rounds > 50) return 2;
-  double cpu[MODES][50], rate[MODES][50], units[MODES][50];
+  double cpu[MODES][50], rate[MODES][50], units[MODES][50], others[MODES][50];
   int n[MODES] = {0};
   for (int round = 0; round < rounds; round++)
     for (int mode = 0; mode < MODES; mode++) {
@@ -212,6 +224,7 @@ int main(int argc, char **argv) {
       if (!r.ok) continue;
       cpu[mode][n[mode]] = r.cpu_per_unit_ns;
       units[mode][n[mode]] = r.units / seconds;
+      others[mode][n[mode]] = r.others_ns / seconds;
       rate[mode][n[mode]++] = r.samples / seconds;
     }
   if (n[BARE] == 0) {
@@ -221,8 +234,9 @@ int main(int argc, char **argv) {
   double bare = median(cpu[BARE], n[BARE]);
   printf("one busy thread, %d s per run, median of %d rounds; whole-process CPU per unit of work\n",
          seconds, rounds);
-  printf("%-20s %14s %10s %12s %16s\n", "mode", "CPU/unit (us)", "ratio", "samples/s",
-         "CPU/sample (us)");
+  double idle_others = n[SDK_IDLE] ? median(others[SDK_IDLE], n[SDK_IDLE]) : 0;
+  printf("%-20s %13s %8s %10s %15s %15s %16s\n", "mode", "CPU/unit (us)", "ratio", "samples/s",
+         "CPU/sample (us)", "others (us/s)", "SDK/sample (us)");
   for (int mode = 0; mode < MODES; mode++) {
     if (n[mode] == 0) {
       printf("%-20s %14s\n", MODE_NAMES[mode], "(not run: not built with gperftools, or failed)");
@@ -233,8 +247,13 @@ int main(int argc, char **argv) {
        samples of a second. */
     double units_per_s = median(units[mode], n[mode]);
     double per_sample_us = s > 0 ? (c - bare) * units_per_s / s / 1000 : 0;
-    printf("%-20s %14.2f %10.4f %12.1f %16.2f\n", MODE_NAMES[mode], c / 1000, c / bare, s,
-           mode == BARE ? 0.0 : per_sample_us);
+    double o = median(others[mode], n[mode]);
+    /* The SDK's threads' CPU per sample beyond what they use without a
+       burst (its handler's time in the busy thread is not in it). */
+    double sdk_per_sample =
+        (mode == SDK_100 || mode == SDK_1000) && s > 0 ? (o - idle_others) / s / 1000 : 0;
+    printf("%-20s %13.2f %8.4f %10.1f %15.2f %15.1f %16.2f\n", MODE_NAMES[mode], c / 1000, c / bare,
+           s, s > 0 ? per_sample_us : 0.0, o / 1000, sdk_per_sample);
   }
   return 0;
 }
