@@ -126,7 +126,10 @@ static void run_mode(int mode, int seconds, int fd) {
   if (pthread_create(&g_busy, NULL, busy_main, NULL) != 0) goto out;
   clockid_t busy_clock;
   if (pthread_getcpuclockid(g_busy, &busy_clock) != 0) goto out;
-  if (mode == SDK_IDLE && !sdk_start(0, dir, sizeof dir)) goto out;
+  if (mode == SDK_IDLE) {
+    if (!sdk_start(0, dir, sizeof dir)) goto out;
+    sleep_ms(1000); /* past the start-up (the writer's first capture) */
+  }
   if (mode == SDK_100 || mode == SDK_1000) {
     if (!sdk_start(mode == SDK_100 ? 100 : 1000, dir, sizeof dir)) goto out;
     perf_sdk_stats_t st;

@@ -48,6 +48,7 @@ typedef struct {
   pid_t tid;
   int timer; /* the kernel's timer id */
   int64_t period_ns;
+  uint64_t rng; /* the next interval's draw: only the thread's own handler moves it */
   /* Its stack's bounds, 0 until learned: the handler of a sample whose sp
      lies outside reports the sp, and the drain learns the mapping that
      holds it (hi written first: a handler reading the new lo with the old
@@ -84,6 +85,7 @@ static bool kernel_at_least(int major, int minor);
 static timer_slot_t *slot_of(pid_t tid);
 static void learn_bounds(pid_t tid, uintptr_t sp);
 static int set_timer(timer_slot_t *t, int64_t first_ns);
+static int64_t next_interval(timer_slot_t *t);
 static void delete_timer(timer_slot_t *t);
 
 bool perf__cpu_timers_supported(void) {
@@ -158,6 +160,7 @@ int perf__cpu_timers_arm(pid_t tid, int64_t period_ns) {
   int64_t first =
       1 + (int64_t)(perf__mix64((uint64_t)perf__now_ns() ^ (uint64_t)tid) % (uint64_t)period_ns);
   t->period_ns = period_ns;
+  t->rng = perf__mix64((uint64_t)tid * 0x9e3779b97f4a7c15ULL ^ (uint64_t)first);
   if (set_timer(t, first) != 0) {
     int e = errno;
     delete_timer(t);
@@ -203,16 +206,22 @@ uint64_t perf__cpu_timers_end(void (*fn)(void *arg, const perf__cpu_timer_sample
   if (!g_mods) return 0;
   pid_t tids[PERF__CPU_TIMERS_MAX];
   size_t n = 0;
+  timer_slot_t *armed[PERF__CPU_TIMERS_MAX];
   for (size_t i = 0; i < PERF__CPU_TIMERS_MAX; i++)
     if (atomic_load(&g_slots[i].gen) != 0) {
+      armed[n] = &g_slots[i];
       tids[n++] = g_slots[i].tid;
-      delete_timer(&g_slots[i]);
+      atomic_store(&g_slots[i].gen, 0);
     }
   /* A handler that entered before its slot was cleared still reads the
-     rules: wait for it. One that enters later finds no slot. */
+     rules and may set its timer again: wait for it, then delete the
+     timers (a timer id deleted under a handler could be the app's next
+     timer's). One that enters later finds no slot and touches nothing. */
   int64_t until = perf__now_ns() + INSIDE_WAIT_NS;
   while (atomic_load(&g_inside) > 0 && perf__now_ns() < until)
     sched_yield();
+  for (size_t i = 0; i < n; i++)
+    syscall(SYS_timer_delete, armed[i]->timer);
   /* A signal of a deleted timer left pending in a thread that blocks it
      would stay pending (and kill a program the thread execs): taken back.
      One pending in a thread that does not block it is delivered at the
@@ -234,6 +243,7 @@ void perf__cpu_timers_on_signal(const siginfo_t *si, void *ucontext) {
   if (!t || gen == 0 || atomic_load(&t->gen) != gen || !g_ring || !unwind ||
       t->tid != (pid_t)syscall(SYS_gettid))
     goto out;
+  set_timer(t, next_interval(t));
   perf__unwind_regs_t regs;
   perf__arch_context_regs(ucontext, &regs);
   record_t *r = NULL;
@@ -272,9 +282,10 @@ void perf__cpu_timers_atfork_child(void) {
   g_mods = NULL; /* the parent's reference, never released here */
 }
 
+/* A timer that never expired (its first setting failed). */
 static void delete_timer(timer_slot_t *t) {
-  syscall(SYS_timer_delete, t->timer);
   atomic_store(&t->gen, 0);
+  syscall(SYS_timer_delete, t->timer);
 }
 
 /* The bounds of the mapping holding tid's sp, into its slot. */
@@ -287,11 +298,21 @@ static void learn_bounds(pid_t tid, uintptr_t sp) {
   set_timer(t, 1); /* its first real sample at the next tick it runs at */
 }
 
-/* Expire after first_ns of the thread's CPU time, then every period. */
+/* Expire once, after first_ns more of the thread's CPU time (the handler
+   sets the next expiry). Async-signal-safe. */
 static int set_timer(timer_slot_t *t, int64_t first_ns) {
-  struct itimerspec its = {{t->period_ns / 1000000000, t->period_ns % 1000000000},
-                           {first_ns / 1000000000, first_ns % 1000000000}};
+  struct itimerspec its = {{0, 0}, {first_ns / 1000000000, first_ns % 1000000000}};
   return (int)syscall(SYS_timer_settime, t->timer, 0, &its, NULL);
+}
+
+/* The next interval, drawn uniformly from [period / 2, 3 * period / 2)
+   (splitmix64): a fixed period equal to, or a divisor of, a cycle of the
+   thread's work in CPU time would find it at the same point of that cycle
+   every time (a 7 + 3 ms cycle at 100 Hz: 20 points off). */
+static int64_t next_interval(timer_slot_t *t) {
+  t->rng += 0x9e3779b97f4a7c15ULL;
+  uint64_t r = perf__mix64(t->rng);
+  return t->period_ns / 2 + (int64_t)(r % (uint64_t)(t->period_ns > 0 ? t->period_ns : 1)) + 1;
 }
 
 static timer_slot_t *slot_of(pid_t tid) {

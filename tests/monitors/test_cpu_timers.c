@@ -54,6 +54,8 @@ typedef struct {
 
 static worker_t g_workers[MAX_WORKERS];
 static atomic_int g_stop;
+static bool g_steady;        /* workers run a fixed 7 + 3 ms cycle, no jitter, no nap */
+static unsigned g_hz = 1000; /* the bursts' cpu_sample_hz */
 static volatile unsigned long g_sink;
 
 static inline __attribute__((always_inline)) unsigned long burn(int64_t cpu_ns) {
@@ -71,6 +73,7 @@ static inline __attribute__((always_inline)) unsigned long burn(int64_t cpu_ns) 
    would be sampled at the same few points of it (docs/architecture.md,
    "CPU profiles"). */
 static int64_t jitter(worker_t *w, int64_t ns) {
+  if (g_steady) return ns;
   w->rng ^= w->rng << 13;
   w->rng ^= w->rng >> 7;
   w->rng ^= w->rng << 17;
@@ -134,6 +137,11 @@ static void workers_start(int n, bool naps) {
     w->a_ns = (200 + 150 * (i % 4)) * 1000LL;
     w->b_ns = 1000000 - w->a_ns;
     w->nap_ns = naps ? 100000LL * (i % 3) : 0;
+    if (g_steady) {
+      w->a_ns = 7000000;
+      w->b_ns = 3000000;
+      w->nap_ns = 0;
+    }
     CHECK_EQ_INT(pthread_create(&w->thread, NULL, worker_main, w), 0);
     while (atomic_load(&w->tid) == 0)
       sleep_ms(1);
@@ -173,7 +181,7 @@ static void config(perf_sdk_config_t *cfg, int threads) {
      core for 8 s gets ~2000 samples, and a 20% share's standard error is
      then under a point (run_burst sets the burst's length). */
   cfg->cpu_burst_ms = 1000;
-  cfg->cpu_sample_hz = 1000;
+  cfg->cpu_sample_hz = g_hz;
   cfg->cpu_top_threads = (unsigned)threads;
 }
 
@@ -313,6 +321,21 @@ static void hot_threads(int n) {
   }
 }
 
+/* One thread in a fixed cycle of 7 ms of CPU in work_a and 3 ms in
+   work_b, sampled at 100 Hz: a timer period of 10 ms of CPU, the cycle's
+   length. Fixed intervals would find it at the same point of its cycle
+   every time (36/64 instead of 70/30); the intervals are drawn from half
+   to one and a half periods. */
+static void case_cycle_at_period(void) {
+  g_steady = true;
+  g_hz = 100;
+  got_t got[1], truth[1];
+  long failed;
+  run_burst(1, false, 8000, got, truth, &failed);
+  truth[0] = (got_t){truth[0].a / 1e6, truth[0].b / 1e6, truth[0].all / 1e6};
+  check_shares(1, got, truth);
+}
+
 static void case_hot_1(void) {
   hot_threads(1);
 }
@@ -414,6 +437,7 @@ static const test_case_t g_cases[] = {
     TEST_CASE_SERIAL(hot_2, "a share read to 3 points needs the samples of whole cores"),
     TEST_CASE_SERIAL(hot_4, "a share read to 3 points needs the samples of whole cores"),
     TEST_CASE_SERIAL(hot_8, "a share read to 3 points needs the samples of whole cores"),
+    TEST_CASE_SERIAL(cycle_at_period, "a share read to 3 points needs the samples of a whole core"),
     TEST_CASE(masked_mid_burst),
     TEST_CASE(ring_full),
 };
