@@ -8,6 +8,7 @@ PERF_DEBIAN_PACKAGES=(
   libiberty-dev   # the demangler (cplus_demangle, as gdb's and c++filt's), linked statically
   elfutils        # eu-stack: the independent unwinder the tests compare against
   libunwind-dev   # the benchmark's comparison with libunwind-in-handler SDKs
+  libgoogle-perftools-dev # cpu_sampling_cost_bench: gperftools' SIGPROF profiler on the same workload
   libmicrohttpd-dev # the scriptable HTTP test server of the uploader tests (tests/http_server.c)
   protobuf-compiler # protoc --decode: the independent check of the batch encoding (test_encoder)
   libjansson-dev  # perf-dump --json, and encode_bench's JSON side

@@ -107,10 +107,14 @@ int perf__stack_mapping(uintptr_t addr, uintptr_t *lo, uintptr_t *hi) {
   return found ? PERF_OK : PERF_E_NO_THREAD;
 }
 
+clockid_t perf__thread_cpu_clock(pid_t tid) {
+  /* Unsigned arithmetic: shifting the negative ~tid is undefined in C. */
+  return (clockid_t)((~(uint32_t)tid << 3) | CPUCLOCK_PERTHREAD_MASK | CPUCLOCK_SCHED);
+}
+
 int64_t perf__thread_cpu_ns(pid_t tid) {
   if (tid <= 0 || tid > MAX_ENCODABLE_TID) return -1;
-  /* Unsigned arithmetic: shifting the negative ~tid is undefined in C. */
-  clockid_t clock = (clockid_t)((~(uint32_t)tid << 3) | CPUCLOCK_PERTHREAD_MASK | CPUCLOCK_SCHED);
+  clockid_t clock = perf__thread_cpu_clock(tid);
   struct timespec ts;
   /* EINVAL when no thread of this process has that id. */
   if (clock_gettime(clock, &ts) != 0) return -1;

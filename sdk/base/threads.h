@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 
 /* The calling thread's kernel id (async-signal-safe). */
 pid_t perf__gettid(void);
@@ -34,5 +35,10 @@ int perf__stack_mapping(uintptr_t addr, uintptr_t *lo, uintptr_t *hi);
    CPU clock: exact, also while it runs), or -1 when the thread does not
    exist (any more). No /proc read. */
 int64_t perf__thread_cpu_ns(pid_t tid);
+
+/* The clock id of thread `tid`'s CPU clock (the kernel's encoding of a
+   per-thread CPU clock, as pthread_getcpuclockid makes it), for
+   clock_gettime and timer_create; tid must be a thread of this process. */
+clockid_t perf__thread_cpu_clock(pid_t tid);
 
 #endif

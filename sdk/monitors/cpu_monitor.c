@@ -27,6 +27,7 @@
 #include "sdk/base/log.h"
 #include "sdk/base/threads.h"
 #include "sdk/base/worker.h"
+#include "sdk/monitors/cpu_timer_burst.h"
 #include "sdk/monitors/thread_cpu.h"
 #include "sdk/pipeline/capture.h"
 #include "sdk/sampler/blocked_capture.h"
@@ -175,7 +176,6 @@ static void monitor_main(perf__worker_t *worker, void *arg) {
 }
 
 static void run_burst(perf__cpu_monitor_t *m, int64_t window_ns) {
-  (void)window_ns;
   /* Deltas over the streak: who was hot. Without them (out of memory, no
      /proc) there is no burst: stale deltas would rank the wrong threads. */
   if (perf__thread_set_read(&m->threads) != 0) return;
@@ -202,7 +202,28 @@ static void run_burst(perf__cpu_monitor_t *m, int64_t window_ns) {
         perf__thread_cpu_ns(hot[i].tid);
     hot[i].last_sample = SIZE_MAX;
   }
-  size_t on_cpu = sample_burst(m, ev, hot, k, start);
+  /* Sampled by the threads' own CPU-clock timers where the kernel sends
+     their signals only on the way back to user mode; else, or when no
+     timer could be armed, by the monitor's looks. */
+  long timed = -1;
+  if (perf__cpu_timer_burst_enabled()) {
+    pid_t tids[MAX_TOP_THREADS];
+    int64_t start_cpu[MAX_TOP_THREADS], expect_cpu[MAX_TOP_THREADS];
+    const int64_t burst_ns = (int64_t)m->cfg->cpu_burst_ms * 1000000;
+    const int64_t period = 1000000000LL / m->cfg->cpu_sample_hz;
+    for (size_t i = 0; i < k; i++) {
+      tids[i] = hot[i].tid;
+      start_cpu[i] = hot[i].weighed_cpu_ns;
+      /* At its rate over the streak. */
+      expect_cpu[i] =
+          window_ns > 0 ? (int64_t)((double)hot[i].delta_ns / (double)window_ns * (double)burst_ns)
+                        : burst_ns;
+    }
+    timed = perf__cpu_timer_burst(m->worker, m->stats, ev, tids, start_cpu, expect_cpu, k,
+                                  m->cfg->cpu_sample_hz, start + burst_ns,
+                                  QUIET_END_NS > 10 * period ? QUIET_END_NS : 10 * period);
+  }
+  size_t on_cpu = timed >= 0 ? (size_t)timed : sample_burst(m, ev, hot, k, start);
   int64_t wall = perf__now_ns() - start;
   ev->duration_ns = wall;
   ev->cpu_percent = percent(perf__process_cpu_ns() - start_cpu, wall);

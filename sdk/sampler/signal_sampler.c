@@ -53,6 +53,7 @@
 #include "sdk/base/threads.h"
 #include "sdk/sampler/arch.h"
 #include "sdk/sampler/blocked_capture.h"
+#include "sdk/sampler/cpu_timers.h"
 #include "sdk/sampler/dwfl_unwind.h"
 #include "sdk/sampler/sampler.h"
 #include "sdk/sampler/sampler_options.h"
@@ -427,6 +428,44 @@ void perf__sampler_release_idle(void) {
   pthread_mutex_unlock(&g_lock);
 }
 
+int perf__sampler_unwind_mode(void) {
+  pthread_mutex_lock(&g_lock);
+  int err = install_locked();
+  int mode = err ? err : (int)g_opts.unwind_mode;
+  pthread_mutex_unlock(&g_lock);
+  return mode;
+}
+
+int perf__sampler_timer_target(pid_t tid, uintptr_t *lo, uintptr_t *hi) {
+  pthread_mutex_lock(&g_lock);
+  int err = install_locked();
+  if (!err && perf__send_check_masked(tid, g_signo)) err = PERF_E_TIMEOUT;
+  perf__stack_bounds_t *b = err ? NULL : perf__stack_bounds_find(tid);
+  *lo = b ? b->lo : 0;
+  *hi = b ? b->hi : 0;
+  pthread_mutex_unlock(&g_lock);
+  return err;
+}
+
+int perf__sampler_learn_bounds(pid_t tid, uintptr_t sp, uintptr_t *lo, uintptr_t *hi) {
+  pthread_mutex_lock(&g_lock);
+  perf__stack_bounds_t *b = perf__stack_bounds_find(tid);
+  int err = b && sp >= b->lo && sp < b->hi ? PERF_OK : perf__stack_bounds_learn(tid, sp, &b);
+  if (!err) {
+    *lo = b->lo;
+    *hi = b->hi;
+  }
+  pthread_mutex_unlock(&g_lock);
+  return err;
+}
+
+void perf__sampler_retract_if_masked(pid_t tid) {
+  pthread_mutex_lock(&g_lock);
+  /* Under the lock no request of the requester path is in flight. */
+  if (g_signo && perf__send_check_masked(tid, g_signo)) perf__signal_action_retract_pending();
+  pthread_mutex_unlock(&g_lock);
+}
+
 uint64_t perf__sampler_last_handler_cycles(void) {
   pthread_mutex_lock(&g_lock);
   uint64_t c = g_last_handler_cycles;
@@ -459,6 +498,10 @@ static void on_sample_signal(int signo, siginfo_t *si, void *ucv) {
   (void)signo;
   uint64_t t0 = perf__arch_cycles();
   int saved_errno = errno;
+  if (si->si_code == SI_TIMER) { /* a CPU-timer profile's (cpu_timers.c) */
+    perf__cpu_timers_on_signal(si, ucv);
+    goto out;
+  }
   if (si->si_code != SI_QUEUE || si->si_pid != g_pid || !g_slots) goto out;
   uintptr_t token = (uintptr_t)si->si_value.sival_ptr;
   uint32_t idx = (uint32_t)(token & 0xff), seq = (uint32_t)(token >> 8);
@@ -767,5 +810,6 @@ static void atfork_child(void) {
   g_pid = getpid();
   perf__stack_bounds_reset();   /* the child's only thread has a new id */
   perf__task_files_close_all(); /* they name the parent's threads */
+  perf__cpu_timers_atfork_child();
   pthread_mutex_unlock(&g_lock);
 }
