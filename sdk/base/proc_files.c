@@ -30,6 +30,9 @@ static bool find_mapping(const char *path, uintptr_t addr, uintptr_t *lo, uintpt
 
 static atomic_uint_least64_t g_root_dev, g_root_ino;
 static atomic_bool g_root_known;
+static atomic_bool g_by_path;
+
+static const char *at_path(const char *rel, char *abs, size_t cap, int *dir);
 
 int perf__proc_open(void) {
   struct stat st;
@@ -53,9 +56,11 @@ bool perf__proc_reachable(void) {
 }
 
 int perf__proc_openat(const char *rel, int flags) {
-  int dir = proc_fd();
-  if (dir < 0) return -1;
-  return openat(dir, rel, flags | O_CLOEXEC);
+  char abs[256];
+  int dir;
+  const char *p = at_path(rel, abs, sizeof abs, &dir);
+  if (!p) return -1;
+  return openat(dir, p, flags | O_CLOEXEC);
 }
 
 FILE *perf__proc_fopen(const char *rel) {
@@ -83,21 +88,27 @@ DIR *perf__proc_opendir(const char *rel) {
 }
 
 ssize_t perf__proc_readlink(const char *rel, char *buf, size_t cap) {
-  int dir = proc_fd();
-  if (dir < 0) return -1;
-  return readlinkat(dir, rel, buf, cap);
+  char abs[256];
+  int dir;
+  const char *p = at_path(rel, abs, sizeof abs, &dir);
+  if (!p) return -1;
+  return readlinkat(dir, p, buf, cap);
 }
 
 int perf__proc_stat(const char *rel, struct stat *st) {
-  int dir = proc_fd();
-  if (dir < 0) return -1;
-  return fstatat(dir, rel, st, 0);
+  char abs[256];
+  int dir;
+  const char *p = at_path(rel, abs, sizeof abs, &dir);
+  if (!p) return -1;
+  return fstatat(dir, p, st, 0);
 }
 
 int perf__proc_statx(const char *rel, int flags, unsigned mask, struct statx *sx) {
-  int dir = proc_fd();
-  if (dir < 0) return -1;
-  return statx(dir, rel, flags, mask, sx);
+  char abs[256];
+  int dir;
+  const char *p = at_path(rel, abs, sizeof abs, &dir);
+  if (!p) return -1;
+  return statx(dir, p, flags, mask, sx);
 }
 
 int perf__mapped_file_open(const char *path, int flags) {
@@ -119,9 +130,23 @@ int perf__mapped_file_path(uintptr_t addr, char *out, size_t cap) {
   return find_mapping(NULL, addr, &lo, &hi, out, cap) ? 0 : -1;
 }
 
+/* Where `rel` is opened: the kept /proc directory and rel itself, or
+   (under an emulator, see perf__proc_open) AT_FDCWD and "/proc/<rel>"
+   written into abs. NULL (errno ENOENT) when /proc cannot be reached. */
+static const char *at_path(const char *rel, char *abs, size_t cap, int *dir) {
+  *dir = proc_fd(); /* first: a fresh open sets g_by_path */
+  if (*dir < 0) return NULL;
+  if (atomic_load(&g_by_path) && (size_t)snprintf(abs, cap, "/proc/%s", rel) < cap) {
+    *dir = AT_FDCWD;
+    return abs;
+  }
+  return rel;
+}
+
 /* The /proc directory: the one kept while it is still ours, else /proc
    opened now (by its path: only outside a chroot). -1 (errno ENOENT when
-   it cannot be reached). */
+   it cannot be reached). A fresh open also learns whether this process
+   runs under an emulator (g_by_path). */
 static int proc_fd(void) {
   int fd = atomic_load(&g_proc_fd);
   struct stat st;
@@ -138,6 +163,14 @@ static int proc_fd(void) {
   }
   atomic_store(&g_proc_dev, (uint64_t)st.st_dev);
   atomic_store(&g_proc_ino, (uint64_t)st.st_ino);
+  /* An emulator (qemu-user) answers "/proc/self/..." by path with the
+     guest's view and through a directory with its own: then the path is
+     what tells the truth. */
+  char by_path[256], by_dir[256];
+  ssize_t a = readlink("/proc/self/exe", by_path, sizeof by_path);
+  ssize_t b = readlinkat(fresh, "self/exe", by_dir, sizeof by_dir);
+  if (a > 0 && b > 0 && (a != b || memcmp(by_path, by_dir, (size_t)a) != 0))
+    atomic_store(&g_by_path, true);
   if (atomic_compare_exchange_strong(&g_proc_fd, &fd, fresh)) return fresh;
   close(fresh); /* another thread opened it first */
   return atomic_load(&g_proc_fd);

@@ -5,7 +5,10 @@
  * under it is opened relative to that directory, "self/maps" or
  * "self/task/<tid>/stat" ("self" is resolved at each open: a forked
  * child reads its own). A /proc directory the app closed (closefrom) is
- * opened again by its path when it can be.
+ * opened again by its path when it can be. Under an emulator that
+ * rewrites "/proc/self/..." by path (qemu-user shows the guest's maps and
+ * executable by path, its own through a directory) files are opened by
+ * path: the emulated process runs in no chroot.
  *
  * Also the files the process maps (its executable and libraries), which a
  * chroot hides: opened by their path, else through

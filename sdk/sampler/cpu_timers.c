@@ -81,7 +81,9 @@ static int g_signo;
 
 static size_t ring_size(void);
 static int64_t ts_ns(const struct timespec *ts);
+#if defined(__x86_64__)
 static bool kernel_at_least(int major, int minor);
+#endif
 static timer_slot_t *slot_of(pid_t tid);
 static void learn_bounds(pid_t tid, uintptr_t sp);
 static int set_timer(timer_slot_t *t, int64_t first_ns);
@@ -333,9 +335,11 @@ static int64_t ts_ns(const struct timespec *ts) {
   return (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec;
 }
 
+#if defined(__x86_64__)
 static bool kernel_at_least(int major, int minor) {
   struct utsname u;
   int ma = 0, mi = 0;
   if (uname(&u) != 0 || sscanf(u.release, "%d.%d", &ma, &mi) != 2) return false;
   return ma > major || (ma == major && mi >= minor);
 }
+#endif
