@@ -78,8 +78,13 @@ uintptr_t perf__arch_plt_cfa(uintptr_t pc, uintptr_t sp, int32_t arg);
 /* A return address as read from the stack or a register, without the
    pointer authentication code aarch64 code built with
    -mbranch-protection=standard signs it with (xpaclri); x86_64: as is.
-   Async-signal-safe. */
-uintptr_t perf__arch_strip_ra(uintptr_t ra);
+   Async-signal-safe. Inline (the walk calls it at every frame): each
+   architecture's arch/<arch>/strip_ra.h. */
+#if defined(__aarch64__)
+#include "sdk/sampler/arch/aarch64/strip_ra.h"
+#else
+#include "sdk/sampler/arch/x86_64/strip_ra.h"
+#endif
 
 /* Whether pc is the signal trampoline a handler returns to, recognised by
    its code where it has no call-frame information (aarch64 under

@@ -78,6 +78,14 @@ typedef struct perf__unwind_table_s {
      .plt.got, .iplt: one FDE covers many stubs there). */
   uint32_t *fn_start;
   size_t fn_count;
+  /* Lookups the walk made, remembered: the return addresses of a thread's
+     stacks recur from sample to sample, and one seen before is found again
+     with two independent reads instead of the block index, its search and
+     the row (perf__unwind_memo_get). memo_mask + 1 entries (a power of
+     two), each two words: memo[i] and memo[memo_mask + 1 + i]. The only
+     part of a table written after it is built. */
+  uint64_t *memo;
+  uint32_t memo_mask;
 } perf__unwind_table_t;
 
 /* Compile the rules of `module` from its .eh_frame (through .eh_frame_hdr).
@@ -89,6 +97,98 @@ void perf__unwind_table_free(perf__unwind_table_t *table);
 /* The row covering ELF virtual address `vaddr`, or NULL. Async-signal-safe. */
 const perf__unwind_row_t *perf__unwind_table_find(const perf__unwind_table_t *table,
                                                   uint64_t vaddr);
+
+/* A row's rule (all of it but its pc) packed in one word, by explicit
+   shifts: cfa_off in bits 0-31, cfa_kind 32-34, rbp_rule 35-36, rbx_rule
+   37-38, rbx_off8 40-47, rbp_off 48-63. What the lookup memo keeps, and
+   what the walk's fast path decodes in registers. */
+static inline uint64_t perf__unwind_rule_pack(const perf__unwind_row_t *row) {
+  return (uint64_t)(uint32_t)row->cfa_off | (uint64_t)row->cfa_kind << 32 |
+         (uint64_t)row->rbp_rule << 35 | (uint64_t)row->rbx_rule << 37 |
+         (uint64_t)(uint8_t)row->rbx_off8 << 40 | (uint64_t)(uint16_t)row->rbp_off << 48;
+}
+static inline int32_t perf__unwind_rule_cfa_off(uint64_t rule) {
+  return (int32_t)(uint32_t)rule;
+}
+static inline unsigned perf__unwind_rule_cfa_kind(uint64_t rule) {
+  return (unsigned)(rule >> 32) & 7;
+}
+static inline unsigned perf__unwind_rule_rbp_rule(uint64_t rule) {
+  return (unsigned)(rule >> 35) & 3;
+}
+static inline unsigned perf__unwind_rule_rbx_rule(uint64_t rule) {
+  return (unsigned)(rule >> 37) & 3;
+}
+static inline int8_t perf__unwind_rule_rbx_off8(uint64_t rule) {
+  return (int8_t)(uint8_t)(rule >> 40);
+}
+static inline int16_t perf__unwind_rule_rbp_off(uint64_t rule) {
+  return (int16_t)(uint16_t)(rule >> 48);
+}
+/* The row a packed rule came from, with pc 0 (not kept). */
+static inline perf__unwind_row_t perf__unwind_rule_row(uint64_t rule) {
+  return (perf__unwind_row_t){.cfa_off = perf__unwind_rule_cfa_off(rule),
+                              .rbp_off = perf__unwind_rule_rbp_off(rule),
+                              .cfa_kind = perf__unwind_rule_cfa_kind(rule),
+                              .rbp_rule = perf__unwind_rule_rbp_rule(rule),
+                              .rbx_rule = perf__unwind_rule_rbx_rule(rule),
+                              .rbx_off8 = perf__unwind_rule_rbx_off8(rule)};
+}
+
+/* A table's memo as a walk holds it across frames: its two arrays and
+   its mask, in registers (lo NULL: the table has no memo). */
+typedef struct perf__unwind_memo_view_s {
+  uint64_t *lo, *hi;
+  uint32_t mask;
+} perf__unwind_memo_view_t;
+
+static inline perf__unwind_memo_view_t perf__unwind_memo_view(const perf__unwind_table_t *table) {
+  return (perf__unwind_memo_view_t){
+      table->memo, table->memo ? table->memo + table->memo_mask + 1 : NULL, table->memo_mask};
+}
+
+/* The memo's entry for `key` (a looked-up ELF virtual address, 1 to
+   UINT32_MAX) is two words, each carrying the key in its high half and one
+   half of the packed rule in its low half. Any signal handler reads and
+   writes the words with relaxed atomics; a reader whose two words name
+   different keys (another thread was writing) has a miss, and two writes
+   for one key write the same rule, so a hit is always the table's answer.
+   The slot is the key's low bits (return addresses differ there), which
+   are also the absolute address's (`at`, the key plus the module's load
+   bias, a multiple of the page size, over 8 times the most entries): the
+   walk needs no subtraction to find the slot. Async-signal-safe. */
+__attribute__((always_inline)) static inline bool
+perf__unwind_memo_get(perf__unwind_memo_view_t v, uint64_t key, uintptr_t at, uint64_t *rule) {
+  if (!v.lo || key == 0 || key > UINT32_MAX) return false;
+  uint32_t slot = (uint32_t)at & v.mask;
+  uint64_t lo = __atomic_load_n(&v.lo[slot], __ATOMIC_RELAXED);
+  uint64_t hi = __atomic_load_n(&v.hi[slot], __ATOMIC_RELAXED);
+  if ((uint32_t)(lo >> 32) != (uint32_t)key || (uint32_t)(hi >> 32) != (uint32_t)key) return false;
+  *rule = (lo & UINT32_MAX) | hi << 32;
+  return true;
+}
+static inline void perf__unwind_memo_put(perf__unwind_memo_view_t v, uint64_t key, uint64_t rule) {
+  if (!v.lo || key == 0 || key > UINT32_MAX) return;
+  uint32_t slot = (uint32_t)key & v.mask;
+  __atomic_store_n(&v.lo[slot], key << 32 | (rule & UINT32_MAX), __ATOMIC_RELAXED);
+  __atomic_store_n(&v.hi[slot], key << 32 | rule >> 32, __ATOMIC_RELAXED);
+}
+
+/* The packed rule of the row covering `vaddr` (the absolute address `at`
+   in a module loaded with a page-aligned bias), through the table's memo
+   `v` (found there, else looked up and remembered: the out-of-line
+   perf__unwind_table_rule_slow), or PERF__UNWIND_NO_RULE when no row
+   covers vaddr. By value: the walk keeps it in a register.
+   Async-signal-safe. */
+#define PERF__UNWIND_NO_RULE UINT64_MAX /* cfa_kind 7: no row packs to it */
+uint64_t perf__unwind_table_rule_slow(const perf__unwind_table_t *table, uint64_t vaddr);
+__attribute__((always_inline)) static inline uint64_t
+perf__unwind_table_rule(const perf__unwind_table_t *table, perf__unwind_memo_view_t v,
+                        uint64_t vaddr, uintptr_t at) {
+  uint64_t rule;
+  if (perf__unwind_memo_get(v, vaddr, at, &rule)) return rule;
+  return perf__unwind_table_rule_slow(table, vaddr);
+}
 
 /* The first byte of the function holding ELF virtual address `vaddr`: the
    greatest fn_start at or below it (a gap after a function's FDE, where

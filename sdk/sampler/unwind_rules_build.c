@@ -50,6 +50,7 @@ static bool rows_same_rule(const perf__unwind_row_t *a, const perf__unwind_row_t
 static int build_block_index(perf__unwind_table_t *t);
 static int keep_function_starts(Elf *elf, const uint64_t *starts, size_t n,
                                 perf__unwind_table_t *t);
+static int make_memo(perf__unwind_table_t *t);
 static size_t plt_sections(Elf *elf, addr_range_t *out, size_t max);
 
 int perf__unwind_table_build(const perf__module_t *module, perf__unwind_table_t **out) {
@@ -83,7 +84,7 @@ int perf__unwind_table_build(const perf__module_t *module, perf__unwind_table_t 
       t->count = v.count;
       v.rows = NULL;
       if ((err = build_block_index(t)) != 0 ||
-          (err = keep_function_starts(elf, starts, nstarts, t)) != 0)
+          (err = keep_function_starts(elf, starts, nstarts, t)) != 0 || (err = make_memo(t)) != 0)
         perf__unwind_table_free(t);
       else
         *out = t;
@@ -101,6 +102,7 @@ done:
 
 void perf__unwind_table_free(perf__unwind_table_t *table) {
   if (!table) return;
+  free(table->memo);
   free(table->fn_start);
   free(table->block_row);
   free(table->rows);
@@ -238,6 +240,19 @@ static int build_block_index(perf__unwind_table_t *t) {
       r++;
     t->block_row[b] = (uint32_t)r;
   }
+  return PERF_OK;
+}
+
+/* The lookup memo: one entry per 32 rows, 64 to 512 entries of 16 bytes:
+   the return addresses a process's samples hold are a few hundred per
+   module. */
+static int make_memo(perf__unwind_table_t *t) {
+  size_t n = 64;
+  while (n < 512 && n * 32 < t->count)
+    n *= 2;
+  t->memo = calloc(2 * n, sizeof *t->memo);
+  if (!t->memo) return PERF_E_NO_MEMORY;
+  t->memo_mask = (uint32_t)(n - 1);
   return PERF_OK;
 }
 

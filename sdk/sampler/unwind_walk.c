@@ -98,8 +98,16 @@ typedef struct {
   uintptr_t at, next_fp;
 } pick_t;
 
-static const perf__unwind_row_t *find_row(const perf__unwind_map_t *map, uintptr_t pc,
-                                          const perf__module_t **m, bool *pending);
+/* The module of the last row lookup, and its rules as loaded then (a walk
+   that meets a pending module stops, so they never change under it). */
+typedef struct {
+  const perf__module_t *m;
+  const perf__unwind_table_t *table;
+} module_t;
+
+static inline const perf__unwind_row_t *find_row(const perf__unwind_map_t *map, uintptr_t pc,
+                                                 module_t *m, perf__unwind_row_t *copy,
+                                                 bool *pending);
 static bool read_word(perf__stack_window_t w, uintptr_t floor, uintptr_t addr, uintptr_t *out)
     __attribute__((no_sanitize_address));
 static int step_with_rule(const perf__unwind_row_t *row, perf__stack_window_t w, frame_t *f);
@@ -119,6 +127,8 @@ static int call_enters(const perf__unwind_map_t *map, uintptr_t ra, const uint8_
                        uintptr_t fn_pc);
 static bool function_start(const perf__unwind_map_t *map, uintptr_t pc, uintptr_t *start);
 static void pick_offer(pick_t *p, uintptr_t a, uintptr_t next_fp);
+static size_t walk_callers(module_t *m, perf__stack_window_t w, frame_t *f, uintptr_t *pcs,
+                           size_t n, size_t max);
 
 /* How far above a frame's sp scan_frame_pointer() looks for its rbp. */
 #define FP_SCAN_BYTES 16384
@@ -140,11 +150,15 @@ size_t perf__unwind_walk(const perf__unwind_map_t *map, int use_rules, perf__unw
                .bx_known = !regs.bx_unknown,
                .fp_scan = regs.fp_unknown && use_rules && map,
                .map = map};
-  const perf__module_t *m = NULL; /* callers are mostly in the callee's module */
+  module_t m = {NULL, NULL}; /* callers are mostly in the callee's module */
   for (;;) {
+    if (!f.exact && use_rules && map && !perf__arch.ra_in_bx) {
+      n = walk_callers(&m, stack, &f, pcs, n, max);
+    }
     bool pending = false;
+    perf__unwind_row_t copy; /* the row's rule, through the table's memo */
     const perf__unwind_row_t *row =
-        use_rules && map ? find_row(map, f.exact ? f.r.pc : f.r.pc - 1, &m, &pending) : NULL;
+        use_rules && map ? find_row(map, f.exact ? f.r.pc : f.r.pc - 1, &m, &copy, &pending) : NULL;
     if (pending) {
       *status = PERF__WALK_RULES_PENDING;
       break;
@@ -175,6 +189,65 @@ size_t perf__unwind_walk(const perf__unwind_map_t *map, int use_rules, perf__unw
     if (n == max) break; /* PERF__WALK_DEPTH */
     pcs[n++] = f.r.pc;
   }
+  return n;
+}
+
+/* The walk's fast path, where nearly every frame of a stack is: callers
+ * (not exact frames) whose row says CFA = rsp + offset, or rbp + offset
+ * with rbp known, with the return address at CFA - 8 (x86_64), in the
+ * module of the frame before. It takes exactly the step step_with_rule
+ * takes there, with the frame's registers in locals rather than in *f
+ * (the general step's functions take its address, which keeps it in
+ * memory: a store and a load on every frame's critical path). At the
+ * first frame it cannot take as surely (another module or kind of rule,
+ * pending rules, a read out of bounds, a return address of 0, a stack
+ * not ascending, max frames written) it leaves that frame in *f for the
+ * general step, which takes it or ends the walk with the reason. Returns
+ * the frames written so far. */
+static size_t walk_callers(module_t *m, perf__stack_window_t w, frame_t *f, uintptr_t *pcs,
+                           size_t n, size_t max) {
+  const perf__module_t *mod = m->m;
+  const perf__unwind_table_t *table = m->table;
+  if (!mod || !table || table == &perf__unwind_table_pending) return n;
+  uintptr_t pc = f->r.pc, sp = f->r.sp, fp = f->r.fp, bx_slot = f->bx_slot;
+  bool fp_known = f->fp_known, bx_known = f->bx_known;
+  perf__unwind_memo_view_t memo = perf__unwind_memo_view(table);
+  while (n < max && pc - 1 >= mod->start && pc - 1 < mod->end) {
+    uint64_t rule = perf__unwind_table_rule(table, memo, pc - 1 - mod->bias, pc - 1);
+    if (rule == PERF__UNWIND_NO_RULE) break;
+    uintptr_t cfa, ra, next_fp = fp;
+    unsigned kind = perf__unwind_rule_cfa_kind(rule), rbp_rule = perf__unwind_rule_rbp_rule(rule),
+             rbx_rule = perf__unwind_rule_rbx_rule(rule);
+    if (kind == PERF__CFA_RSP)
+      cfa = sp + (intptr_t)perf__unwind_rule_cfa_off(rule);
+    else if (kind == PERF__CFA_RBP && fp_known)
+      cfa = fp + (intptr_t)perf__unwind_rule_cfa_off(rule);
+    else
+      break;
+    if (cfa <= sp || !read_word(w, sp, cfa - 8, &ra) || (ra = perf__arch_strip_ra(ra)) == 0) break;
+    bool next_fp_known = fp_known;
+    if (rbp_rule == PERF__REG_SAVED) {
+      if (!read_word(w, sp, cfa + (intptr_t)perf__unwind_rule_rbp_off(rule), &next_fp)) break;
+      next_fp_known = true;
+    } else if (rbp_rule != PERF__REG_SAME) {
+      next_fp_known = false;
+    }
+    if (rbx_rule != PERF__REG_SAME) {
+      bx_slot = cfa + 8 * (intptr_t)perf__unwind_rule_rbx_off8(rule);
+      bx_known = rbx_rule == PERF__REG_SAVED && bx_slot >= sp;
+    }
+    pc = ra;
+    sp = cfa;
+    fp = next_fp;
+    fp_known = next_fp_known;
+    pcs[n++] = pc;
+  }
+  f->r.pc = pc;
+  f->r.sp = sp;
+  f->r.fp = fp;
+  f->fp_known = fp_known;
+  f->bx_slot = bx_slot;
+  f->bx_known = bx_known;
   return n;
 }
 
@@ -229,17 +302,36 @@ bool perf__unwind_table_function(const perf__unwind_table_t *table, uint64_t vad
 
 const perf__unwind_table_t perf__unwind_table_pending = {0};
 
+uint64_t perf__unwind_table_rule_slow(const perf__unwind_table_t *table, uint64_t vaddr) {
+  const perf__unwind_row_t *row = perf__unwind_table_find(table, vaddr);
+  if (!row) return PERF__UNWIND_NO_RULE;
+  uint64_t rule = perf__unwind_rule_pack(row);
+  perf__unwind_memo_put(perf__unwind_memo_view(table), vaddr, rule);
+  return rule;
+}
+
 /* The row for `pc` (a lookup address: exact pc, or return address - 1);
- *m caches the module of the previous lookup. *pending: the module's
- rules are yet to be compiled. */
-static const perf__unwind_row_t *find_row(const perf__unwind_map_t *map, uintptr_t pc,
-                                          const perf__module_t **m, bool *pending) {
-  if (!*m || pc < (*m)->start || pc >= (*m)->end) *m = perf__module_map_find(map->modules, pc);
-  if (!*m) return NULL;
-  const perf__unwind_table_t *table =
-      __atomic_load_n(&map->tables[*m - map->modules->modules], __ATOMIC_ACQUIRE);
-  *pending = table == &perf__unwind_table_pending;
-  return table && !*pending ? perf__unwind_table_find(table, pc - (*m)->bias) : NULL;
+ *m caches the module of the previous lookup and its rules. `copy` not
+ NULL: through the table's memo, the answer written to *copy (the walk's
+ own frames; not the candidates a frame-pointer search tries, which would
+ only push real frames out).
+ *pending: the module's rules are yet to be compiled. */
+__attribute__((always_inline)) static inline const perf__unwind_row_t *
+find_row(const perf__unwind_map_t *map, uintptr_t pc, module_t *m, perf__unwind_row_t *copy,
+         bool *pending) {
+  if (!m->m || pc < m->m->start || pc >= m->m->end) {
+    m->m = perf__module_map_find(map->modules, pc);
+    if (!m->m) return NULL;
+    m->table = __atomic_load_n(&map->tables[m->m - map->modules->modules], __ATOMIC_ACQUIRE);
+  }
+  *pending = m->table == &perf__unwind_table_pending;
+  if (!m->table || *pending) return NULL;
+  if (!copy) return perf__unwind_table_find(m->table, pc - m->m->bias);
+  uint64_t rule =
+      perf__unwind_table_rule(m->table, perf__unwind_memo_view(m->table), pc - m->m->bias, pc);
+  if (rule == PERF__UNWIND_NO_RULE) return NULL;
+  *copy = perf__unwind_rule_row(rule);
+  return copy;
 }
 
 /* One word of the target's stack at `addr`, which must lie in [floor, hi)
@@ -250,39 +342,52 @@ __attribute__((no_sanitize_address)) static bool read_word(perf__stack_window_t 
                                                            uintptr_t addr, uintptr_t *out) {
   if (addr < floor || addr > w.hi - sizeof(uintptr_t) || (addr & (sizeof(uintptr_t) - 1)))
     return false;
-  *out = *(const volatile uintptr_t *)(w.base + (addr - w.lo));
+  /* In place (the handler's own stack) the address is the pointer: one
+     less addition on the walk's critical path. */
+  if (w.base == (const uint8_t *)w.lo)
+    *out = *(const volatile uintptr_t *)addr;
+  else
+    *out = *(const volatile uintptr_t *)(w.base + (addr - w.lo));
   return true;
 }
 
 static int step_with_rule(const perf__unwind_row_t *row, perf__stack_window_t w, frame_t *f) {
   uintptr_t cfa;
-  switch (row->cfa_kind) {
-  case PERF__CFA_RSP:
-    /* After a frame-pointer step on aarch64 the sp is a guess, but x29
-       points at the frame record the row says x29 was saved in. */
-    if (f->sp_guess && f->fp_known && row->rbp_rule == PERF__REG_SAVED)
-      cfa = f->r.fp - (intptr_t)row->rbp_off;
-    else
-      cfa = f->r.sp + (intptr_t)row->cfa_off;
-    break;
-  case PERF__CFA_RBP:
-    if (!f->fp_known) {
-      int st = f->fp_scan ? scan_frame_pointer(row, w, f) : PERF__WALK_NO_RULE;
-      if (st != STEP_OK) return st;
-    }
+  /* What nearly every frame needs, first, as branches the CPU predicts
+     (a switch's indirect jump it often does not); the switch has every
+     case. */
+  if (row->cfa_kind == PERF__CFA_RSP && !f->sp_guess)
+    cfa = f->r.sp + (intptr_t)row->cfa_off;
+  else if (row->cfa_kind == PERF__CFA_RBP && f->fp_known)
     cfa = f->r.fp + (intptr_t)row->cfa_off;
-    break;
-  case PERF__CFA_RBX: {
-    uintptr_t bx;
-    if (!frame_rbx(w, f, &bx)) return PERF__WALK_NO_RULE;
-    cfa = bx + (intptr_t)row->cfa_off;
-    break;
-  }
-  case PERF__CFA_PLT: cfa = perf__arch_plt_cfa(f->r.pc, f->r.sp, row->cfa_off); break;
-  case PERF__CFA_SIGNAL: return step_signal_frame(w, f);
-  case PERF__CFA_OUTERMOST: return PERF__WALK_COMPLETE;
-  default: return PERF__WALK_NO_RULE;
-  }
+  else
+    switch (row->cfa_kind) {
+    case PERF__CFA_RSP:
+      /* After a frame-pointer step on aarch64 the sp is a guess, but x29
+         points at the frame record the row says x29 was saved in. */
+      if (f->sp_guess && f->fp_known && row->rbp_rule == PERF__REG_SAVED)
+        cfa = f->r.fp - (intptr_t)row->rbp_off;
+      else
+        cfa = f->r.sp + (intptr_t)row->cfa_off;
+      break;
+    case PERF__CFA_RBP:
+      if (!f->fp_known) {
+        int st = f->fp_scan ? scan_frame_pointer(row, w, f) : PERF__WALK_NO_RULE;
+        if (st != STEP_OK) return st;
+      }
+      cfa = f->r.fp + (intptr_t)row->cfa_off;
+      break;
+    case PERF__CFA_RBX: {
+      uintptr_t bx;
+      if (!frame_rbx(w, f, &bx)) return PERF__WALK_NO_RULE;
+      cfa = bx + (intptr_t)row->cfa_off;
+      break;
+    }
+    case PERF__CFA_PLT: cfa = perf__arch_plt_cfa(f->r.pc, f->r.sp, row->cfa_off); break;
+    case PERF__CFA_SIGNAL: return step_signal_frame(w, f);
+    case PERF__CFA_OUTERMOST: return PERF__WALK_COMPLETE;
+    default: return PERF__WALK_NO_RULE;
+    }
   uintptr_t ra;
   if (perf__arch.ra_in_bx) {
     int st = link_register_ra(row, w, cfa, f, &ra);
@@ -552,11 +657,11 @@ static int frame_record_ok(const frame_t *f, perf__stack_window_t w, uintptr_t a
   /* A call never changes its caller's CFA: a row that starts exactly at
      ra (a function's first byte: ASan's frame headers hold one) is not
      what follows a call. */
-  const perf__module_t *m = NULL;
+  module_t m = {NULL, NULL};
   bool pending = false;
-  const perf__unwind_row_t *at = find_row(f->map, rec->ra, &m, &pending);
+  const perf__unwind_row_t *at = find_row(f->map, rec->ra, &m, NULL, &pending);
   if (pending) return RECORD_PENDING;
-  if (at && m && at->pc == (uint32_t)(rec->ra - m->bias)) return RECORD_NO;
+  if (at && m.m && at->pc == (uint32_t)(rec->ra - m.m->bias)) return RECORD_NO;
   if (!caller) return RECORD_OK; /* a module without rules: nothing more to check */
   uintptr_t ra2;
   switch (caller->cfa_kind) {
@@ -619,14 +724,13 @@ static bool function_start(const perf__unwind_map_t *map, uintptr_t pc, uintptr_
    there when the module has rules (*row: that rule, or NULL). */
 static bool return_address(const perf__unwind_map_t *map, uintptr_t ra,
                            const perf__unwind_row_t **row) {
-  const perf__module_t *m = NULL;
+  module_t m = {NULL, NULL};
   *row = NULL;
   if (ra < 4096) return false;
   bool pending = false;
-  *row = find_row(map, ra - 1, &m, &pending);
-  if (!m) return false;
+  *row = find_row(map, ra - 1, &m, NULL, &pending);
+  if (!m.m) return false;
   if (pending) return true; /* rules not compiled yet: as a module without them */
-  if (map->tables[m - map->modules->modules] && (!*row || (*row)->cfa_kind == PERF__CFA_UNKNOWN))
-    return false;
+  if (m.table && (!*row || (*row)->cfa_kind == PERF__CFA_UNKNOWN)) return false;
   return true;
 }

@@ -67,15 +67,6 @@ void perf__arch_context_dwarf_regs(const void *ucontext, uint64_t *regs) {
   regs[32] = (uint64_t)mc->pc;
 }
 
-uintptr_t perf__arch_strip_ra(uintptr_t ra) {
-  /* xpaclri strips the pointer authentication code from x30; it is a hint
-     (a no-op) on CPUs without pointer authentication, whose return
-     addresses carry no code. */
-  register uintptr_t lr __asm__("x30") = ra;
-  __asm__("hint #7" : "+r"(lr));
-  return lr;
-}
-
 bool perf__arch_sigreturn_at(uintptr_t pc) {
   /* The trampoline every signal handler returns to: the vDSO's
      __kernel_rt_sigreturn, glibc's or qemu-user's: mov x8, #139

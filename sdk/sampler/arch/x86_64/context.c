@@ -52,10 +52,6 @@ void perf__arch_context_dwarf_regs(const void *ucontext, uint64_t *regs) {
     regs[i] = (uint64_t)g[dwarf_to_greg[i]];
 }
 
-uintptr_t perf__arch_strip_ra(uintptr_t ra) {
-  return ra;
-}
-
 bool perf__arch_sigreturn_at(uintptr_t pc) {
   (void)pc;
   return false;
