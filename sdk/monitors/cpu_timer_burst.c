@@ -77,6 +77,7 @@ typedef struct {
 } burst_t;
 
 static void add_sample(void *arg, const perf__cpu_timer_sample_t *s);
+static bool any_ran(burst_t *b);
 static size_t arm_missing(timed_t *t, size_t k);
 static void count_not_taken(burst_t *b, uint64_t not_taken);
 static void look_for_new(burst_t *b);
@@ -121,13 +122,7 @@ long perf__cpu_timer_burst(perf__worker_t *worker, perf__stats_t *stats, perf__e
     perf__worker_sleep_until(worker, next);
     now = perf__now_ns();
     count_not_taken(b, perf__cpu_timers_drain(add_sample, b));
-    for (size_t i = 0; i < b->k; i++) {
-      int64_t cpu = perf__thread_cpu_ns(b->threads[i].tid);
-      if (cpu > b->threads[i].looked_cpu_ns) {
-        last_ran = now;
-        b->threads[i].looked_cpu_ns = cpu;
-      }
-    }
+    if (any_ran(b)) last_ran = now;
     bool rearm = now - last_arm > REARM_NS;
     if (rearm || perf__thread_set_moved(set)) look_for_new(b);
     if (now - last_ran > quiet_ns) break;
@@ -138,7 +133,7 @@ long perf__cpu_timer_burst(perf__worker_t *worker, perf__stats_t *stats, perf__e
   }
   count_not_taken(b, perf__cpu_timers_end(add_sample, b));
   b->places = b->k; /* new threads from here on ran without a timer: counted */
-  if (set) look_for_new(b);
+  look_for_new(b);
   for (size_t i = 0; i < b->k; i++)
     share_cpu(ev, first, &b->threads[i]);
   name_new(b, k);
@@ -161,6 +156,20 @@ static void share_cpu(perf__event_t *ev, size_t first, const timed_t *t) {
       perf__event_add_weight(ev, j, each + (left ? 1 : 0));
       if (left) left--;
     }
+}
+
+/* Read the burst's threads' CPU clocks: whether any ran since the last
+   reading. */
+static bool any_ran(burst_t *b) {
+  bool ran = false;
+  for (size_t i = 0; i < b->k; i++) {
+    int64_t cpu = perf__thread_cpu_ns(b->threads[i].tid);
+    if (cpu > b->threads[i].looked_cpu_ns) {
+      ran = true;
+      b->threads[i].looked_cpu_ns = cpu;
+    }
+  }
+  return ran;
 }
 
 /* Arm the threads not armed yet; returns how many are armed. */
@@ -207,7 +216,7 @@ static void count_not_taken(burst_t *b, uint64_t not_taken) {
    registered): the set is left unread, so its new threads are new at the
    next look too. */
 static void look_for_new(burst_t *b) {
-  if (perf__worker_starting() || perf__thread_set_read(b->set) != PERF_OK) return;
+  if (!b->set || perf__worker_starting() || perf__thread_set_read(b->set) != PERF_OK) return;
   for (size_t i = 0; i < b->set->count; i++) {
     const perf__thread_cpu_t *t = &b->set->threads[i];
     if (t->delta_ns <= 0) continue;
