@@ -154,6 +154,12 @@ bool perf__worker_is_sdk_thread(pid_t tid) {
   return false;
 }
 
+bool perf__worker_starting(void) {
+  for (size_t i = 0; i < PERF__WORKER_MAX; i++)
+    if (atomic_load_explicit(&g_tids[i], memory_order_acquire) == SLOT_RESERVED) return true;
+  return false;
+}
+
 void perf__worker_forget_all(void) {
   for (size_t i = 0; i < PERF__WORKER_MAX; i++)
     atomic_store(&g_tids[i], 0);

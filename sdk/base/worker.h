@@ -76,6 +76,11 @@ void perf__worker_sleep_until(perf__worker_t *w, int64_t deadline_ns);
    its fn starts until fn returns). Lock-free. */
 bool perf__worker_is_sdk_thread(pid_t tid);
 
+/* A worker is being started: its thread may exist and run before its tid
+   is registered. A caller telling new threads from the SDK's looks again
+   later. Lock-free. */
+bool perf__worker_starting(void);
+
 /* In a child forked from the app (single-threaded, from the fork child
    handler): the registry names the parent's threads, which do not exist
    here; empty it. The workers themselves are left alone: never joined,

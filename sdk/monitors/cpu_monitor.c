@@ -31,6 +31,7 @@
 #include "sdk/monitors/thread_cpu.h"
 #include "sdk/pipeline/capture.h"
 #include "sdk/sampler/blocked_capture.h"
+#include "sdk/sampler/cpu_timers.h"
 
 #define MAX_TRACKED_THREADS 4096
 #define MAX_TOP_THREADS 64 /* cpu_top_threads' upper bound (config.c) */
@@ -69,6 +70,7 @@ typedef struct {
   int64_t weighed_cpu_ns; /* its CPU clock when its last on-CPU sample was taken (at first:
                              the burst's start): the next one stands for the CPU since */
   size_t last_sample;     /* index of that sample in the event's samples; SIZE_MAX: none */
+  int64_t start_cpu_ns;   /* its CPU clock when the burst began */
 } hot_t;
 
 static void monitor_main(perf__worker_t *worker, void *arg);
@@ -198,7 +200,7 @@ static void run_burst(perf__cpu_monitor_t *m, int64_t window_ns) {
   ev->tid = hot[0].tid;
   perf__thread_set_read(&m->threads); /* baseline for the burst's per-thread shares */
   for (size_t i = 0; i < k; i++) {
-    hot[i].looked_cpu_ns = hot[i].seen_cpu_ns = hot[i].weighed_cpu_ns =
+    hot[i].looked_cpu_ns = hot[i].seen_cpu_ns = hot[i].weighed_cpu_ns = hot[i].start_cpu_ns =
         perf__thread_cpu_ns(hot[i].tid);
     hot[i].last_sample = SIZE_MAX;
   }
@@ -219,8 +221,10 @@ static void run_burst(perf__cpu_monitor_t *m, int64_t window_ns) {
           window_ns > 0 ? (int64_t)((double)hot[i].delta_ns / (double)window_ns * (double)burst_ns)
                         : burst_ns;
     }
-    timed = perf__cpu_timer_burst(m->worker, m->stats, ev, tids, start_cpu, expect_cpu, k,
-                                  m->cfg->cpu_sample_hz, start + burst_ns,
+    /* Threads started during the burst were not there to be ranked: each
+       that runs is sampled too, up to the most timers a profile arms. */
+    timed = perf__cpu_timer_burst(m->worker, m->stats, ev, &m->threads, PERF__CPU_TIMERS_MAX, tids,
+                                  start_cpu, expect_cpu, k, m->cfg->cpu_sample_hz, start + burst_ns,
                                   QUIET_END_NS > 10 * period ? QUIET_END_NS : 10 * period);
   }
   size_t on_cpu = timed >= 0 ? (size_t)timed : sample_burst(m, ev, hot, k, start);
@@ -233,15 +237,16 @@ static void run_burst(perf__cpu_monitor_t *m, int64_t window_ns) {
     perf__event_free(ev);
     return;
   }
-  bool shares = perf__thread_set_read(&m->threads) == 0; /* else the shares are unknown */
+  /* Each thread's share from its own clock (the burst may have read the
+     thread set since its baseline); a thread gone has none. */
   int64_t hottest = -1;
   for (size_t i = 0; i < k; i++) {
-    const perf__thread_cpu_t *t = shares ? perf__thread_set_find(&m->threads, hot[i].tid) : NULL;
+    int64_t cpu = perf__thread_cpu_ns(hot[i].tid), used = cpu - hot[i].start_cpu_ns;
     char name[16];
     perf__thread_name(hot[i].tid, name, sizeof name);
-    perf__event_set_thread(ev, hot[i].tid, name, t ? percent(t->delta_ns, wall) : -1);
-    if (t && t->delta_ns > hottest) { /* the event's thread: hottest during the burst */
-      hottest = t->delta_ns;
+    perf__event_set_thread(ev, hot[i].tid, name, cpu >= 0 ? percent(used, wall) : -1);
+    if (cpu >= 0 && used > hottest) { /* the event's thread: hottest during the burst */
+      hottest = used;
       ev->tid = hot[i].tid;
     }
   }
@@ -344,7 +349,8 @@ static size_t pick_hottest(perf__cpu_monitor_t *m, hot_t *hot, size_t k) {
       n++;
     else if (t->delta_ns <= hot[k - 1].delta_ns)
       continue;
-    hot[n - 1] = (hot_t){t->tid, t->delta_ns, 0, 0, 0, SIZE_MAX}; /* then bubble it up */
+    hot[n - 1] = (hot_t){.tid = t->tid, .delta_ns = t->delta_ns, .last_sample = SIZE_MAX};
+    /* then bubble it up */
     for (size_t j = n - 1; j > 0 && hot[j - 1].delta_ns < hot[j].delta_ns; j--) {
       hot_t swap = hot[j - 1];
       hot[j - 1] = hot[j];

@@ -4,9 +4,13 @@
  * wakes every few milliseconds (often enough that the sampler's ring of
  * records never fills at the burst's rate) to drain the samples into the
  * event, read the threads' CPU clocks (to end a burst whose threads
- * stopped running) and arm a thread the first look could not. At the end
- * it deletes the timers and shares each thread's CPU time over the burst
- * equally among its samples.
+ * stopped running) and arm a thread the first look could not. A thread
+ * started during the burst that runs (it was not there to be ranked) gets
+ * a timer too, while the burst samples fewer threads than its bound (the
+ * timers' slots); past the bound each period of its CPU is a failed
+ * sample. At the end it deletes
+ * the timers and shares each thread's CPU time over the burst equally
+ * among its samples.
  *
  * Why equal shares: the timers expire at the kernel's tick, and only on a
  * thread running then, so a thread's samples fall uniformly over the CPU
@@ -19,6 +23,8 @@
  * Runs on perf-cpu-mon.
  */
 #include "sdk/monitors/cpu_timer_burst.h"
+
+#include <stdlib.h>
 
 #include "perf_sdk.h"
 #include "sdk/base/clock.h"
@@ -35,8 +41,13 @@
    is shortened (down to the tick, where CPU timers expire anyway) for a
    thread expected to burn less than this many periods. */
 #define MIN_SAMPLES 32
-/* How often a hot thread that could not be armed is tried again. */
+/* How often a hot thread that could not be armed is tried again, and the
+   thread set is read for threads started during the burst when its task
+   directory's link count did not move. */
 #define REARM_NS 200000000LL
+/* Threads started during the burst past its bound whose CPU is followed
+   (as failed samples) after the look that found them. */
+#define MAX_UNSAMPLED PERF__CPU_TIMERS_MAX
 
 typedef struct {
   pid_t tid;
@@ -45,17 +56,34 @@ typedef struct {
   size_t samples;
 } timed_t;
 
+/* A thread started during the burst past its bound: its CPU clock at the
+   last look. */
+typedef struct {
+  pid_t tid;
+  int64_t cpu_ns;
+} unsampled_t;
+
 typedef struct {
   perf__event_t *ev;
   perf__stats_t *stats;
-  timed_t *threads;
-  size_t k;
+  timed_t threads[PERF__CPU_TIMERS_MAX];
+  size_t k, places; /* threads sampled, and the most it may sample */
   long taken;
-} drain_ctx_t;
+  perf__thread_set_t *set; /* NULL: no thread is added during the burst */
+  int64_t period_ns;
+  unsampled_t unsampled[MAX_UNSAMPLED];
+  size_t unsampled_count;
+  int64_t unsampled_ns; /* their CPU not yet counted as failed samples */
+} burst_t;
 
 static void add_sample(void *arg, const perf__cpu_timer_sample_t *s);
+static bool any_ran(burst_t *b);
 static size_t arm_missing(timed_t *t, size_t k);
-static void count_not_taken(drain_ctx_t *c, uint64_t not_taken);
+static void count_not_taken(burst_t *b, uint64_t not_taken);
+static void look_for_new(burst_t *b);
+static void add_new(burst_t *b, const perf__thread_cpu_t *t);
+static void count_unsampled(burst_t *b, pid_t tid, int64_t cpu_ns);
+static void name_new(burst_t *b, size_t first_new);
 static void share_cpu(perf__event_t *ev, size_t first, const timed_t *t);
 
 bool perf__cpu_timer_burst_enabled(void) {
@@ -63,48 +91,55 @@ bool perf__cpu_timer_burst_enabled(void) {
 }
 
 long perf__cpu_timer_burst(perf__worker_t *worker, perf__stats_t *stats, perf__event_t *ev,
-                           const pid_t *tids, const int64_t *start_cpu_ns,
-                           const int64_t *expect_cpu_ns, size_t k, unsigned hz, int64_t end_ns,
-                           int64_t quiet_ns) {
-  if (k > PERF__CPU_TIMERS_MAX) k = PERF__CPU_TIMERS_MAX;
+                           perf__thread_set_t *set, size_t places, const pid_t *tids,
+                           const int64_t *start_cpu_ns, const int64_t *expect_cpu_ns, size_t k,
+                           unsigned hz, int64_t end_ns, int64_t quiet_ns) {
+  if (places > PERF__CPU_TIMERS_MAX) places = PERF__CPU_TIMERS_MAX;
+  if (k > places) k = places;
   if (hz == 0 || perf__cpu_timers_begin(ev->mods) != PERF_OK) return -1;
-  timed_t threads[PERF__CPU_TIMERS_MAX];
-  const int64_t period = 1000000000LL / hz;
-  for (size_t i = 0; i < k; i++) {
-    int64_t p = expect_cpu_ns[i] / MIN_SAMPLES < period ? expect_cpu_ns[i] / MIN_SAMPLES : period;
-    threads[i] = (timed_t){tids[i], false, p > 0 ? p : 1, start_cpu_ns[i], start_cpu_ns[i], 0};
-  }
-  const size_t first = ev->sample_count;
-  drain_ctx_t c = {ev, stats, threads, k, 0};
-  if (arm_missing(threads, k) == 0) {
+  burst_t *b = calloc(1, sizeof *b);
+  if (!b) {
     perf__cpu_timers_end(NULL, NULL);
     return -1;
   }
-  int64_t drain = (int64_t)RECORDS_PER_DRAIN * 1000000000LL / ((int64_t)k * hz);
-  drain = drain < MIN_DRAIN_NS ? MIN_DRAIN_NS : drain > MAX_DRAIN_NS ? MAX_DRAIN_NS : drain;
+  *b = (burst_t){.ev = ev, .stats = stats, .k = k, .places = places, .set = set};
+  const int64_t period = b->period_ns = 1000000000LL / hz;
+  for (size_t i = 0; i < k; i++) {
+    int64_t p = expect_cpu_ns[i] / MIN_SAMPLES < period ? expect_cpu_ns[i] / MIN_SAMPLES : period;
+    b->threads[i] = (timed_t){tids[i], false, p > 0 ? p : 1, start_cpu_ns[i], start_cpu_ns[i], 0};
+  }
+  const size_t first = ev->sample_count;
+  if (arm_missing(b->threads, k) == 0) {
+    perf__cpu_timers_end(NULL, NULL);
+    free(b);
+    return -1;
+  }
   int64_t now = perf__now_ns(), last_ran = now, last_arm = now;
   while (now < end_ns && !perf__worker_stopping(worker)) {
+    int64_t drain = (int64_t)RECORDS_PER_DRAIN * 1000000000LL / ((int64_t)b->k * hz);
+    drain = drain < MIN_DRAIN_NS ? MIN_DRAIN_NS : drain > MAX_DRAIN_NS ? MAX_DRAIN_NS : drain;
     int64_t next = now + drain < end_ns ? now + drain : end_ns;
     perf__worker_sleep_until(worker, next);
     now = perf__now_ns();
-    count_not_taken(&c, perf__cpu_timers_drain(add_sample, &c));
-    for (size_t i = 0; i < k; i++) {
-      int64_t cpu = perf__thread_cpu_ns(threads[i].tid);
-      if (cpu > threads[i].looked_cpu_ns) {
-        last_ran = now;
-        threads[i].looked_cpu_ns = cpu;
-      }
-    }
+    count_not_taken(b, perf__cpu_timers_drain(add_sample, b));
+    if (any_ran(b)) last_ran = now;
+    bool rearm = now - last_arm > REARM_NS;
+    if (rearm || perf__thread_set_moved(set)) look_for_new(b);
     if (now - last_ran > quiet_ns) break;
-    if (now - last_arm > REARM_NS) {
-      arm_missing(threads, k);
+    if (rearm) {
+      arm_missing(b->threads, b->k);
       last_arm = now;
     }
   }
-  count_not_taken(&c, perf__cpu_timers_end(add_sample, &c));
-  for (size_t i = 0; i < k; i++)
-    share_cpu(ev, first, &threads[i]);
-  return c.taken;
+  count_not_taken(b, perf__cpu_timers_end(add_sample, b));
+  b->places = b->k; /* new threads from here on ran without a timer: counted */
+  look_for_new(b);
+  for (size_t i = 0; i < b->k; i++)
+    share_cpu(ev, first, &b->threads[i]);
+  name_new(b, k);
+  long taken = b->taken;
+  free(b);
+  return taken;
 }
 
 /* The thread's CPU time since the burst began (from its clock; the last
@@ -123,6 +158,20 @@ static void share_cpu(perf__event_t *ev, size_t first, const timed_t *t) {
     }
 }
 
+/* Read the burst's threads' CPU clocks: whether any ran since the last
+   reading. */
+static bool any_ran(burst_t *b) {
+  bool ran = false;
+  for (size_t i = 0; i < b->k; i++) {
+    int64_t cpu = perf__thread_cpu_ns(b->threads[i].tid);
+    if (cpu > b->threads[i].looked_cpu_ns) {
+      ran = true;
+      b->threads[i].looked_cpu_ns = cpu;
+    }
+  }
+  return ran;
+}
+
 /* Arm the threads not armed yet; returns how many are armed. */
 static size_t arm_missing(timed_t *t, size_t k) {
   size_t armed = 0;
@@ -134,7 +183,7 @@ static size_t arm_missing(timed_t *t, size_t k) {
 }
 
 static void add_sample(void *arg, const perf__cpu_timer_sample_t *s) {
-  drain_ctx_t *c = arg;
+  burst_t *c = arg;
   perf__stack_end_t end =
       perf__stack_end_of(s->status == PERF__WALK_DEPTH ? PERF_E_TRUNCATED : PERF_OK, s->status);
   size_t before = c->ev->sample_count;
@@ -152,9 +201,72 @@ static void add_sample(void *arg, const perf__cpu_timer_sample_t *s) {
 
 /* Samples the handler could not write: failed samples of the event (of
    no particular thread: the ring was full) and of the stats. */
-static void count_not_taken(drain_ctx_t *c, uint64_t not_taken) {
+static void count_not_taken(burst_t *b, uint64_t not_taken) {
   if (!not_taken) return;
-  PERF__COUNT(c->stats, samples_failed, not_taken);
+  PERF__COUNT(b->stats, samples_failed, not_taken);
   for (uint64_t i = 0; i < not_taken; i++)
-    perf__event_add_failed_sample(c->ev, 0, perf__now_ns(), PERF_E_BUSY);
+    perf__event_add_failed_sample(b->ev, 0, perf__now_ns(), PERF_E_BUSY);
+}
+
+/* Read the thread set: a thread new since the last read (its CPU since
+   the read is all its CPU) that ran and is not the SDK's is added to the
+   burst; the CPU of those past the bound is counted. The set's previous
+   read was the burst's baseline or this look, both after the burst began.
+   Not while an SDK worker starts (its thread runs before its tid is
+   registered): the set is left unread, so its new threads are new at the
+   next look too. */
+static void look_for_new(burst_t *b) {
+  if (!b->set || perf__worker_starting() || perf__thread_set_read(b->set) != PERF_OK) return;
+  for (size_t i = 0; i < b->set->count; i++) {
+    const perf__thread_cpu_t *t = &b->set->threads[i];
+    if (t->delta_ns <= 0) continue;
+    if (t->delta_ns == t->cpu_ns && !perf__worker_is_sdk_thread(t->tid)) {
+      add_new(b, t);
+      continue;
+    }
+    for (size_t j = 0; j < b->unsampled_count; j++)
+      if (b->unsampled[j].tid == t->tid) count_unsampled(b, t->tid, t->delta_ns);
+  }
+}
+
+/* A new thread: a timer while the burst has places left (its CPU since
+   the burst began is its CPU clock: start 0), else followed as unsampled
+   (when there is room to remember it) and its CPU so far counted. */
+static void add_new(burst_t *b, const perf__thread_cpu_t *t) {
+  for (size_t j = 0; j < b->k; j++)
+    if (b->threads[j].tid == t->tid) return;
+  if (b->k < b->places) {
+    timed_t *n = &b->threads[b->k++];
+    *n = (timed_t){t->tid, false, b->period_ns, 0, t->cpu_ns, 0};
+    n->armed = perf__cpu_timers_arm(t->tid, b->period_ns) == PERF_OK;
+    return;
+  }
+  if (b->unsampled_count < MAX_UNSAMPLED)
+    b->unsampled[b->unsampled_count++] = (unsampled_t){t->tid, t->cpu_ns};
+  count_unsampled(b, t->tid, t->cpu_ns);
+}
+
+/* CPU of a thread past the bound: a failed sample per period of it (the
+   remainder carried to the next). */
+static void count_unsampled(burst_t *b, pid_t tid, int64_t cpu_ns) {
+  b->unsampled_ns += cpu_ns;
+  for (; b->unsampled_ns >= b->period_ns; b->unsampled_ns -= b->period_ns) {
+    PERF__COUNT(b->stats, samples_failed, 1);
+    perf__event_add_failed_sample(b->ev, tid, perf__now_ns(), PERF_E_BUSY);
+  }
+}
+
+/* The threads added during the burst, with their names and their CPU
+   share from when the burst began. */
+static void name_new(burst_t *b, size_t first_new) {
+  int64_t wall = perf__now_ns() - b->ev->start_mono_ns;
+  for (size_t i = first_new; i < b->k; i++) {
+    const timed_t *t = &b->threads[i];
+    int64_t cpu = perf__thread_cpu_ns(t->tid);
+    if (cpu < t->looked_cpu_ns) cpu = t->looked_cpu_ns;
+    char name[16];
+    perf__thread_name(t->tid, name, sizeof name);
+    perf__event_set_thread(b->ev, t->tid, name,
+                           wall > 0 ? (int)((cpu - t->start_cpu_ns) * 100 / wall) : -1);
+  }
 }

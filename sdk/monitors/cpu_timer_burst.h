@@ -14,6 +14,7 @@
 
 #include "sdk/base/stats.h"
 #include "sdk/base/worker.h"
+#include "sdk/monitors/thread_cpu.h"
 #include "sdk/pipeline/event.h"
 
 /* Whether bursts are sampled by CPU-clock timers on this system
@@ -27,13 +28,18 @@ bool perf__cpu_timer_burst_enabled(void);
    timers of 1/hz of each thread's CPU time (shorter for a thread expected
    to burn too little for a few dozen samples), into the weighted event ev:
    each thread's CPU time over the burst is shared equally among its
-   samples. Samples not taken (a full ring) are counted in
-   stats->samples_failed and in the event's failed samples. Returns the
-   samples taken, or -1 when no timer could be armed (nothing was sampled:
-   the caller samples the burst the requester's way). */
+   samples. set (NULL: none), read last when the burst began, is read
+   again when threads come and go and every 200 ms: a thread started since
+   that runs (never an SDK thread) is sampled too, named in the event with
+   its share, while the burst samples fewer than `places` threads (at most
+   PERF__CPU_TIMERS_MAX). Samples not taken (a full ring; a period of CPU
+   of a thread started past the bound) are counted in stats->samples_failed
+   and in the event's failed samples. Returns the samples taken, or -1 when
+   no timer could be armed (nothing was sampled: the caller samples the
+   burst the requester's way). */
 long perf__cpu_timer_burst(perf__worker_t *worker, perf__stats_t *stats, perf__event_t *ev,
-                           const pid_t *tids, const int64_t *start_cpu_ns,
-                           const int64_t *expect_cpu_ns, size_t k, unsigned hz, int64_t end_ns,
-                           int64_t quiet_ns);
+                           perf__thread_set_t *set, size_t places, const pid_t *tids,
+                           const int64_t *start_cpu_ns, const int64_t *expect_cpu_ns, size_t k,
+                           unsigned hz, int64_t end_ns, int64_t quiet_ns);
 
 #endif

@@ -130,6 +130,12 @@ int perf__thread_set_read(perf__thread_set_t *set) {
   return PERF_OK;
 }
 
+bool perf__thread_set_moved(const perf__thread_set_t *set) {
+  if (!set) return false;
+  long nlink = task_dir_nlink();
+  return nlink < 0 || nlink != set->nlink;
+}
+
 const perf__thread_cpu_t *perf__thread_set_find(const perf__thread_set_t *set, pid_t tid) {
   if (!set) return NULL;
   size_t lo = 0, hi = set->count;

@@ -15,6 +15,7 @@
 #ifndef PERF_THREAD_CPU_H
 #define PERF_THREAD_CPU_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -51,6 +52,10 @@ void perf__thread_set_init(perf__thread_set_t *set, size_t max_threads);
    CPU time since then, so its delta is its whole CPU time; on the first read
    every delta is 0. Returns 0 or a negative perf_error_t. */
 int perf__thread_set_read(perf__thread_set_t *set);
+
+/* Whether threads came or went since the last enumeration (the task
+   directory's link count moved): one stat. false for NULL. */
+bool perf__thread_set_moved(const perf__thread_set_t *set);
 
 /* The entry for tid, or NULL. */
 const perf__thread_cpu_t *perf__thread_set_find(const perf__thread_set_t *set, pid_t tid);

@@ -127,7 +127,7 @@ static void known_split(void) {
   CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
   cpu_workload_t work;
   cpu_workload_start(&work);
-  const cpu_worker_t *cycle = &work.cycle, *idle = work.idle;
+  const cpu_worker_t *cycle = &work.cycle[0], *idle = work.idle;
 
   /* The truth over the burst: the threads' CPU clocks when it began and
      when its event was recorded (polled each millisecond: against a 5 s

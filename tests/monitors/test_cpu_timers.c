@@ -10,6 +10,11 @@
  *    short (EINTR or early), and no stack of any thread but the workers;
  *  - a hot thread that blocks the sampler's signal in the middle of the
  *    burst: when the burst is over, the signal is not pending in it;
+ *  - threads started 300 ms into a burst: sampled from the burst's next
+ *    look at the process's threads, their shares within 5 points of their
+ *    clocks; past the 64 timers a profile arms (seen in
+ *    /proc/self/timers), each millisecond of CPU of a thread left without
+ *    one a failed sample;
  *  - a ring of one record (PERF_SDK_CPU_TIMER_RING=1) filled faster than
  *    the monitor drains it: the samples not taken are failed samples,
  *    as many in the event as in the counters, and the CPU they stood for
@@ -129,24 +134,27 @@ static void *worker_main(void *arg) {
   return NULL;
 }
 
-static void workers_start(int n, bool naps) {
-  for (int i = 0; i < n; i++) {
-    worker_t *w = &g_workers[i];
-    w->index = i;
-    w->rng = 0x9e3779b97f4a7c15ULL * (uint64_t)(i + 1);
-    w->a_ns = (200 + 150 * (i % 4)) * 1000LL;
-    w->b_ns = 1000000 - w->a_ns;
-    w->nap_ns = naps ? 100000LL * (i % 3) : 0;
-    if (g_steady) {
-      w->a_ns = 7000000;
-      w->b_ns = 3000000;
-      w->nap_ns = 0;
-    }
-    CHECK_EQ_INT(pthread_create(&w->thread, NULL, worker_main, w), 0);
-    while (atomic_load(&w->tid) == 0)
-      sleep_ms(1);
-    CHECK_EQ_INT(pthread_getcpuclockid(w->thread, &w->clock), 0);
+static void worker_start(int i, bool naps) {
+  worker_t *w = &g_workers[i];
+  w->index = i;
+  w->rng = 0x9e3779b97f4a7c15ULL * (uint64_t)(i + 1);
+  w->a_ns = (200 + 150 * (i % 4)) * 1000LL;
+  w->b_ns = 1000000 - w->a_ns;
+  w->nap_ns = naps ? 100000LL * (i % 3) : 0;
+  if (g_steady) {
+    w->a_ns = 7000000;
+    w->b_ns = 3000000;
+    w->nap_ns = 0;
   }
+  CHECK_EQ_INT(pthread_create(&w->thread, NULL, worker_main, w), 0);
+  while (atomic_load(&w->tid) == 0)
+    sleep_ms(1);
+  CHECK_EQ_INT(pthread_getcpuclockid(w->thread, &w->clock), 0);
+}
+
+static void workers_start(int n, bool naps) {
+  for (int i = 0; i < n; i++)
+    worker_start(i, naps);
 }
 
 static void workers_stop(int n) {
@@ -246,20 +254,30 @@ static double points(double part, double whole) {
   return whole > 0 ? 100.0 * part / whole : 0;
 }
 
-/* Run one burst over n workers; the truth is each worker's clocks and
-   work counters from the burst's start to its event. */
-static void run_burst(int n, bool naps, unsigned burst_ms, got_t *got, got_t *truth, long *failed) {
+/* Run one burst over n workers, the last `later` of them started
+   LATER_MS into the burst (cpu_top_threads: top); the truth is each
+   worker's clocks and work counters from the burst's start (or its own)
+   to its event. */
+#define LATER_MS 300
+static void run_burst_of(int n, int later, unsigned top, bool naps, unsigned burst_ms, got_t *got,
+                         got_t *truth, long *failed) {
   perf_sdk_config_t cfg;
-  config(&cfg, n);
+  config(&cfg, (int)top);
   cfg.cpu_burst_ms = burst_ms;
   CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
-  workers_start(n, naps);
+  workers_start(n - later, naps);
   perf_sdk_stats_t st;
   SDK_WAIT_FOR_STATS(st, st.cpu_bursts >= 1, WAIT_MS, 1);
-  got_t t0[MAX_WORKERS];
-  for (int i = 0; i < n; i++)
+  got_t t0[MAX_WORKERS] = {0};
+  for (int i = 0; i < n - later; i++)
     t0[i] = (got_t){(double)atomic_load(&g_workers[i].in_a),
                     (double)atomic_load(&g_workers[i].in_b), (double)clock_of(&g_workers[i])};
+  if (later) {
+    sleep_ms(LATER_MS);
+    CHECKF(sdk_stats().events_recorded == 0, "the burst ended within %d ms", LATER_MS);
+    for (int i = n - later; i < n; i++)
+      worker_start(i, naps);
+  }
   SDK_WAIT_FOR_STATS(st, st.events_recorded + st.cpu_bursts_empty >= 1, WAIT_MS, 1);
   for (int i = 0; i < n; i++)
     truth[i] = (got_t){(double)atomic_load(&g_workers[i].in_a) - t0[i].a,
@@ -276,6 +294,10 @@ static void run_burst(int n, bool naps, unsigned burst_ms, got_t *got, got_t *tr
   CHECKF((long)st.samples_failed == *failed, "samples_failed=%llu, the event's %ld",
          (unsigned long long)st.samples_failed, *failed);
   free(report);
+}
+
+static void run_burst(int n, bool naps, unsigned burst_ms, got_t *got, got_t *truth, long *failed) {
+  run_burst_of(n, 0, (unsigned)n, naps, burst_ms, got, truth, failed);
 }
 
 /* Every worker's share and every (worker, function)'s share of the
@@ -348,6 +370,137 @@ static void case_hot_4(void) {
 }
 static void case_hot_8(void) {
   hot_threads(8);
+}
+
+/* One hot thread when the burst begins, two more started 300 ms into it
+   (cpu_top_threads 3): the two get timers at the burst's next look at the
+   process's threads, and every thread's and function's share is within 5
+   points of the truth (the new threads' CPU from their own start). */
+static void case_started_mid_burst(void) {
+  g_points = 5;
+  got_t got[3], truth[3];
+  long failed;
+  run_burst_of(3, 2, 3, true, 4000, got, truth, &failed);
+  for (int i = 0; i < 3; i++)
+    truth[i] = (got_t){truth[i].a / 1e6, truth[i].b / 1e6, truth[i].all / 1e6};
+  check_shares(3, got, truth);
+}
+
+/* More threads started during a burst than the 64 timers a profile arms
+   (sdk/sampler/cpu_timers.h): one hot thread when it begins; 63 spinning
+   threads started 300 ms into it, which take the places left (the test
+   waits until /proc/self/timers lists 64 timers of the sampler's signal);
+   then LATE_SPINNERS more, past the bound, which burn 30 ms of CPU each
+   and nap. Those get no sample; each period (1 ms at 1000 Hz) of CPU they
+   use is a failed sample (at least 90% of their milliseconds; at most half of all the spinners'
+   milliseconds: the other failed samples are the first sample of each
+   thread, which finds where its stack is, and any a full ring lost). */
+#define TIMERS_MAX 64
+#define LATE_SPINNERS 7
+#define SPINNERS (TIMERS_MAX - 1 + LATE_SPINNERS)
+typedef struct {
+  pthread_t thread;
+  _Atomic pid_t tid;
+  clockid_t clock;
+  bool late;
+} spinner_t;
+static spinner_t g_spinners[SPINNERS];
+
+/* A spinner burns until stopped; a late one only LATE_CPU_MS of CPU, then
+   naps until stopped: all of its CPU falls inside the burst, however late
+   the test reads its clock. */
+#define LATE_CPU_MS 30
+static void *spinner_main(void *arg) {
+  spinner_t *s = arg;
+  atomic_store(&s->tid, (pid_t)syscall(SYS_gettid));
+  unsigned long x = 0;
+  while (!atomic_load(&g_stop) && (!s->late || thread_cpu_ns() < LATE_CPU_MS * 1000000LL))
+    x += burn(1000000);
+  while (!atomic_load(&g_stop))
+    sleep_ms(20);
+  g_sink = x;
+  return NULL;
+}
+
+static void spinners_start(int from, int to) {
+  for (int i = from; i < to; i++) {
+    spinner_t *s = &g_spinners[i];
+    s->late = i >= TIMERS_MAX - 1;
+    CHECK_EQ_INT(pthread_create(&s->thread, NULL, spinner_main, s), 0);
+    while (atomic_load(&s->tid) == 0)
+      sleep_ms(1);
+    CHECK_EQ_INT(pthread_getcpuclockid(s->thread, &s->clock), 0);
+  }
+}
+
+/* The POSIX timers of this process that send signo. */
+static int timers_of_signal(int signo) {
+  char *text = read_text("/proc/self/timers"), key[32];
+  snprintf(key, sizeof key, "\nsignal: %d/", signo);
+  int n = 0;
+  for (const char *p = text; (p = strstr(p, key)) != NULL; p++)
+    n++;
+  free(text);
+  return n;
+}
+
+static void case_started_past_bound(void) {
+  perf_sdk_config_t cfg;
+  config(&cfg, 1);
+  cfg.cpu_burst_ms = 5000;
+  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
+  int signo = perf_sampler_signal();
+  CHECKF(signo > 0, "perf_sampler_signal: %d", signo);
+  workers_start(1, false);
+  perf_sdk_stats_t st;
+  SDK_WAIT_FOR_STATS(st, st.cpu_bursts >= 1, WAIT_MS, 1);
+  sleep_ms(LATER_MS);
+  spinners_start(0, TIMERS_MAX - 1);
+  long long until = now_ms() + WAIT_MS;
+  while (timers_of_signal(signo) < TIMERS_MAX) {
+    CHECKF(sdk_stats().events_recorded == 0, "the burst ended with %d timers",
+           timers_of_signal(signo));
+    CHECKF(now_ms() < until, "waited %d ms for %d timers", WAIT_MS, TIMERS_MAX);
+    sleep_ms(1);
+  }
+  spinners_start(TIMERS_MAX - 1, SPINNERS);
+  SDK_WAIT_FOR_STATS(st, st.events_recorded + st.cpu_bursts_empty >= 1, WAIT_MS, 1);
+  double ms[SPINNERS];
+  for (int i = 0; i < SPINNERS; i++) {
+    struct timespec ts;
+    CHECK_EQ_INT(clock_gettime(g_spinners[i].clock, &ts), 0);
+    ms[i] = (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+  }
+  atomic_store(&g_stop, 1);
+  for (int i = 0; i < SPINNERS; i++)
+    pthread_join(g_spinners[i].thread, NULL);
+  workers_stop(1);
+  CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
+  st = sdk_stats();
+  CHECK_EQ_INT(st.events_written, 1);
+  char *report = read_text(g_report);
+  got_t got[1];
+  long failed = parse_report(report, 1, got);
+  CHECKF((long)st.samples_failed == failed, "samples_failed=%llu, the event's %ld",
+         (unsigned long long)st.samples_failed, failed);
+  double late_ms = 0, all_ms = 0;
+  for (int i = 0; i < SPINNERS; i++) {
+    char key[64];
+    snprintf(key, sizeof key, " thread=%d cpu_ms=", (int)g_spinners[i].tid);
+    all_ms += ms[i];
+    if (i < TIMERS_MAX - 1) continue;
+    late_ms += ms[i];
+    CHECKF(strstr(report, key) == NULL, "spinner %d, started past the bound, has samples", i);
+  }
+  free(report);
+  fprintf(stderr, "the %d late threads used %.1f ms of CPU, all %d %.1f ms; %ld failed samples\n",
+          LATE_SPINNERS, late_ms, SPINNERS, all_ms, failed);
+  CHECKF(got[0].all > 0, "the first hot thread has no sample");
+  CHECKF(late_ms >= LATE_SPINNERS * (LATE_CPU_MS - 1), "the late threads ran only %.1f ms",
+         late_ms);
+  CHECKF(failed >= 0.9 * late_ms - 1 && failed <= 0.5 * all_ms,
+         "%ld failed samples for %.1f ms of CPU without a timer (%.1f ms of all)", failed, late_ms,
+         all_ms);
 }
 
 /* Whether signo is pending in thread tid (its own SigPnd) or in the
@@ -439,6 +592,9 @@ static const test_case_t g_cases[] = {
     TEST_CASE_SERIAL(hot_4, "a share read to 3 points needs the samples of whole cores"),
     TEST_CASE_SERIAL(hot_8, "a share read to 3 points needs the samples of whole cores"),
     TEST_CASE_SERIAL(cycle_at_period, "a share read to 3 points needs the samples of a whole core"),
+    TEST_CASE_SERIAL(started_mid_burst,
+                     "a share read to 5 points needs the samples of whole cores"),
+    TEST_CASE_SERIAL(started_past_bound, "71 spinning threads would starve the cases beside it"),
     TEST_CASE(masked_mid_burst),
     TEST_CASE(ring_full),
 };

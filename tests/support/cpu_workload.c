@@ -13,6 +13,7 @@
 atomic_int cpu_workload_stop_flag;
 atomic_llong cpu_workload_seventy_ns, cpu_workload_thirty_ns;
 static volatile unsigned long g_sink;
+static _Thread_local cpu_worker_t *g_self; /* the cycle thread's own worker */
 
 /* Burn until this thread used cpu_ns more CPU time (however long that
    takes), reading its CPU clock (a system call) every ~10 us. Inlined:
@@ -30,14 +31,18 @@ static inline __attribute__((always_inline)) unsigned long burn_cpu(int64_t cpu_
 CHAIN unsigned long phase_seventy(void) {
   int64_t t0 = thread_cpu_ns();
   unsigned long x = burn_cpu(7000000);
-  atomic_fetch_add(&cpu_workload_seventy_ns, thread_cpu_ns() - t0);
+  int64_t used = thread_cpu_ns() - t0;
+  atomic_fetch_add(&cpu_workload_seventy_ns, used);
+  if (g_self) atomic_fetch_add(&g_self->seventy_ns, used);
   return x + 1;
 }
 
 CHAIN unsigned long phase_thirty(void) {
   int64_t t0 = thread_cpu_ns();
   unsigned long x = burn_cpu(3000000);
-  atomic_fetch_add(&cpu_workload_thirty_ns, thread_cpu_ns() - t0);
+  int64_t used = thread_cpu_ns() - t0;
+  atomic_fetch_add(&cpu_workload_thirty_ns, used);
+  if (g_self) atomic_fetch_add(&g_self->thirty_ns, used);
   return x + 1;
 }
 
@@ -51,7 +56,7 @@ CHAIN void idle_wait(void) {
 }
 
 static void *cycle_main(void *arg) {
-  (void)arg;
+  g_self = arg;
   unsigned long x = 0;
   while (!atomic_load(&cpu_workload_stop_flag))
     x += phase_seventy() + phase_thirty();
@@ -73,11 +78,13 @@ static void *idle_main(void *arg) {
 static void *worker_start(void *arg) {
   cpu_worker_t *w = arg;
   atomic_store(&w->tid, (pid_t)syscall(SYS_gettid));
-  return w->body(NULL);
+  return w->body(w);
 }
 
 void cpu_worker_start(cpu_worker_t *w, void *(*body)(void *)) {
   atomic_store(&w->tid, 0);
+  atomic_store(&w->seventy_ns, 0);
+  atomic_store(&w->thirty_ns, 0);
   w->body = body;
   CHECK_EQ_INT(pthread_create(&w->thread, NULL, worker_start, w), 0);
   while (atomic_load(&w->tid) == 0)
@@ -93,15 +100,24 @@ int64_t cpu_worker_cpu_ns(const cpu_worker_t *w) {
 }
 
 void cpu_workload_start(cpu_workload_t *w) {
+  cpu_workload_start_hot(w, 1);
+}
+
+void cpu_workload_start_hot(cpu_workload_t *w, int hot) {
+  CHECKF(hot >= 1 && hot <= CPU_WORKLOAD_MAX_HOT, "%d cycle threads: 1..%d", hot,
+         CPU_WORKLOAD_MAX_HOT);
   atomic_store(&cpu_workload_stop_flag, 0);
   for (int i = 0; i < CPU_WORKLOAD_IDLE; i++)
     cpu_worker_start(&w->idle[i], idle_main);
-  cpu_worker_start(&w->cycle, cycle_main);
+  w->hot = hot;
+  for (int i = 0; i < hot; i++)
+    cpu_worker_start(&w->cycle[i], cycle_main);
 }
 
 void cpu_workload_stop(cpu_workload_t *w) {
   atomic_store(&cpu_workload_stop_flag, 1);
-  pthread_join(w->cycle.thread, NULL);
+  for (int i = 0; i < w->hot; i++)
+    pthread_join(w->cycle[i].thread, NULL);
   for (int i = 0; i < CPU_WORKLOAD_IDLE; i++)
     pthread_join(w->idle[i].thread, NULL);
 }
