@@ -478,6 +478,13 @@ PERF_API int perf_sdk_loop_register(const char *name, int threshold_ms);
    when the thread has no loop; PERF_E_NOT_INITIALIZED when not running. */
 PERF_API int perf_sdk_loop_unregister(void);
 
+/* The calling thread's loop's hang threshold in milliseconds (its own, or
+   the config's), for integrations that pace a heartbeat by it (a quarter
+   of it: an idle loop's heartbeats then come well within it).
+   PERF_E_NO_THREAD on a thread that has no loop, PERF_E_NOT_INITIALIZED
+   when not running. Async-signal-safe as the marks. */
+PERF_API int perf_sdk_loop_threshold_ms(void);
+
 /* Mark the calling thread's loop as busy (it started handling work) / idle
    (it is about to block waiting for work). A thread-local load, two atomic
    stores on the loop's own cache line and a vDSO clock read.

@@ -182,6 +182,12 @@ int perf_sdk_loop_unregister(void) {
   perf__loop_t *l = perf__loop_of_caller();                                                        \
   if (!l) return PERF_E_NO_THREAD
 
+int perf_sdk_loop_threshold_ms(void) {
+  if (!RUNNING()) return PERF_E_NOT_INITIALIZED;
+  CALLER_LOOP(l);
+  return (int)(atomic_load_explicit(&l->threshold_ns, memory_order_relaxed) / 1000000);
+}
+
 int perf_sdk_loop_busy(void) {
   if (!RUNNING()) return PERF_E_NOT_INITIALIZED;
   CALLER_LOOP(l);

@@ -40,6 +40,7 @@
   X(int, perf_sdk_watch_current_thread, (void))                                                    \
   X(int, perf_sdk_loop_register, (const char *name, int threshold_ms))                             \
   X(int, perf_sdk_loop_unregister, (void))                                                         \
+  X(int, perf_sdk_loop_threshold_ms, (void))                                                       \
   X(int, perf_sdk_loop_busy, (void))                                                               \
   X(int, perf_sdk_loop_idle, (void))                                                               \
   X(int, perf_sdk_loop_busy_label, (const char *label))                                            \
@@ -165,6 +166,7 @@ RUNNING_CALL(perf_sdk_watch_current_thread, (void), (), false)
 RUNNING_CALL(perf_sdk_loop_register, (const char *name, int threshold_ms), (name, threshold_ms),
              false)
 RUNNING_CALL(perf_sdk_loop_unregister, (void), (), false)
+RUNNING_CALL(perf_sdk_loop_threshold_ms, (void), (), false)
 RUNNING_CALL(perf_sdk_loop_busy, (void), (), false)
 RUNNING_CALL(perf_sdk_loop_idle, (void), (), false)
 RUNNING_CALL(perf_sdk_loop_busy_label, (const char *label), (label), false)
