@@ -73,14 +73,13 @@ int perf__loop_register(const char *name, int threshold_ms, unsigned cfg_thresho
                         perf__stats_t *stats) {
   if (!valid_name(name)) {
     char shown[PERF_SDK_MAX_LOOP_NAME_BYTES + 8] = "(null)";
-    for (size_t i = 0; name && i < sizeof shown - 1; i++) {
+    size_t i = 0; /* printable, cut past the longest name */
+    for (; name && name[i] && i < sizeof shown - 1; i++)
       shown[i] = name[i] > 32 && name[i] < 127 ? name[i] : '?';
-      shown[i + 1] = '\0';
-      if (!name[i + 1]) break;
-    }
+    if (name) shown[i] = '\0';
     perf__log(PERF__LOG_ERROR,
               "perf_sdk_loop_register: name \"%s\": must be 1..%d bytes of A-Z a-z 0-9 . _ -",
-              name && !name[0] ? "" : shown, PERF_SDK_MAX_LOOP_NAME_BYTES);
+              shown, PERF_SDK_MAX_LOOP_NAME_BYTES);
     return PERF_E_INVALID_ARGUMENT;
   }
   if (threshold_ms != 0 &&
