@@ -1,12 +1,12 @@
 /*
- * hang_monitor.h - detects the watched thread's loop staying busy longer
- * than hang_threshold_ms, samples it while the hang lasts, and records one
- * event when it ends.
+ * hang_monitor.h - detects a watched loop (loop_registry.h) staying busy
+ * longer than its threshold, samples its thread while the hang lasts, and
+ * records one event when it ends; every loop on its own.
  *
- * The watched thread only stores into perf__loop_t (busy/idle/heartbeat:
+ * A loop's thread only stores into its perf__loop_t (busy/idle/heartbeat:
  * a clock read and two atomic stores, no system call, no /proc); the
- * monitor thread polls it, sleeping until the moment the current busy
- * period would become a hang.
+ * monitor thread polls every loop, sleeping until the moment the first
+ * busy period would become a hang.
  */
 #ifndef PERF_HANG_MONITOR_H
 #define PERF_HANG_MONITOR_H
@@ -80,10 +80,11 @@ typedef struct perf__hang_monitor_s perf__hang_monitor_t;
 /* Start the monitor thread ("perf-hang-mon", a perf__worker: its tid is in
    the SDK's registry). Everything passed must outlive the monitor. Every
    batch period (batch_max_delay_ms) and when it stops, it hands the
-   recorder the loop's stats of the period (perf__recorder_loop_stats):
-   time watched (from the loop's first busy mark, not paused, stops of
-   the process taken out), time busy and units by duration; nothing when
-   the loop was not watched and no unit ended. */
+   recorder each loop's stats of the period, by the loop's name, and their
+   sum (perf__recorder_loop_stats): time watched (from the loop's first
+   busy mark, not paused, stops of the process taken out), time busy and
+   units by duration; nothing for a loop that was not watched and ended no
+   unit. */
 int perf__hang_monitor_start(const perf__config_t *cfg, perf__recorder_t *recorder,
                              perf__stats_t *stats, perf__hang_monitor_t **out);
 
