@@ -12,12 +12,14 @@
  */
 #include <dirent.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -390,6 +392,78 @@ static void case_pause_every_loop(void) {
   expect_hang_of(0, "worker_stall_b", "worker_stall_a");
 }
 
+/* ---- a process killed while a worker's loop hung ------------------------- */
+
+static void *doomed_worker(void *arg) {
+  int *out = arg;
+  CHECK_EQ_INT(perf_sdk_loop_register("doomed", 0), PERF_OK);
+  int tid = (int)syscall(SYS_gettid);
+  CHECK(write(*out, &tid, sizeof tid) == (ssize_t)sizeof tid);
+  CHECK_EQ_INT(perf_sdk_loop_busy(), PERF_OK);
+  for (;;)
+    worker_stall_a();
+  return NULL;
+}
+
+/* The child: its worker's loop hangs until the parent kills it. */
+static void doomed_child(const char *dir, int tid_pipe) {
+  perf_sdk_config_t cfg;
+  perf_sdk_config_init(&cfg);
+  cfg.app_name = "test_watched_loops";
+  cfg.data_dir = dir;
+  cfg.hang_threshold_ms = THRESHOLD_MS;
+  cfg.hang_sample_interval_ms = 50;
+  cfg.cpu_threshold_percent = 25600;
+  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, doomed_worker, &tid_pipe) == 0);
+  pthread_join(t, NULL);
+  _exit(0);
+}
+
+/* Killed while the worker's loop hung: the next run's fatal hang names
+   that loop and its thread (through the hang marker). */
+static void case_fatal_hang_names_loop(void) {
+  const char *dir = tempdir_make("perf-wloops-fatal");
+  int fds[2];
+  CHECK(pipe(fds) == 0);
+  pid_t child = fork();
+  CHECK(child >= 0);
+  if (child == 0) doomed_child(dir, fds[1]);
+  int tid = 0;
+  CHECK(read(fds[0], &tid, sizeof tid) == (ssize_t)sizeof tid);
+  char marker[600];
+  snprintf(marker, sizeof marker, "%s/hang-%d.marker", dir, (int)child);
+  long long deadline = now_ms() + WAIT_MS;
+  struct stat st;
+  while (stat(marker, &st) != 0 || st.st_size == 0) {
+    CHECKF(now_ms() < deadline, "no hang marker %s", marker);
+    sleep_ms(5);
+  }
+  CHECK(kill(child, SIGKILL) == 0);
+  CHECK(waitpid(child, NULL, 0) == child);
+
+  snprintf(g_report, sizeof g_report, "%s/report.txt", dir);
+  perf_sdk_config_t cfg;
+  perf_sdk_config_init(&cfg);
+  cfg.app_name = "test_watched_loops";
+  cfg.data_dir = dir;
+  cfg.sink = PERF_SINK_FILE;
+  cfg.sink_path = g_report;
+  cfg.cpu_threshold_percent = 25600;
+  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
+  finish_sdk();
+  CHECK_EQ_INT(count_events(g_text, "fatal_hang"), 1);
+  event_t ev;
+  find_event(g_text, "fatal_hang", 0, &ev);
+  char want[96];
+  snprintf(want, sizeof want, "loop name=\"doomed\" thread=%d\n", tid);
+  CHECKF(strstr(ev.text, want) != NULL, "no '%s' in:\n%s", want, ev.text);
+  CHECK_EQ_INT(ev.thread, tid);
+  CHECKF(strstr(ev.text, "worker_stall_a") != NULL, "%s", ev.text);
+  event_free(&ev);
+}
+
 /* ---- the batches ---------------------------------------------------------- */
 
 typedef struct {
@@ -502,6 +576,7 @@ static const test_case_t g_cases[] = {
     TEST_CASE(register_again_unregister),
     TEST_CASE(pause_every_loop),
     TEST_CASE(batches_name_loops),
+    TEST_CASE(fatal_hang_names_loop),
 };
 
 int main(int argc, char **argv) {
