@@ -7,7 +7,10 @@
  * once are two events, each with its own stack; a worker's own threshold;
  * unregistered threads, bad names and the bound refused with their
  * errors; a thread's exit frees its loop; each loop's statistics in the
- * batches under its name (Batch.loops), their sum in Batch.loop_stats.
+ * batches under its name (Batch.loops), their sum in Batch.loop_stats;
+ * a thread gone without its destructors freed by the monitor; a process
+ * killed while a worker's loop hung reported by the next run naming the
+ * loop.
  * Through the file sink: the report and its batch records.
  */
 #include <dirent.h>
@@ -392,6 +395,46 @@ static void case_pause_every_loop(void) {
   expect_hang_of(0, "worker_stall_b", "worker_stall_a");
 }
 
+static void *vanish(void *arg) {
+  (void)arg;
+  CHECK_EQ_INT(perf_sdk_loop_register("vanishing", 0), PERF_OK);
+  syscall(SYS_exit, 0); /* gone without running its destructors */
+  return NULL;
+}
+
+static void *register_until_ok(void *arg) {
+  long long *took_ms = arg;
+  long long t0 = now_ms();
+  while (perf_sdk_loop_register("after-gone", 0) != PERF_OK) {
+    CHECKF(now_ms() - t0 < WAIT_MS, "no loop freed after %d ms", WAIT_MS);
+    sleep_ms(10);
+  }
+  *took_ms = now_ms() - t0;
+  return NULL;
+}
+
+/* A thread gone without its key's destructor (a raw exit): the monitor
+   frees its loop (within about a second), the next registration gets it. */
+static void case_gone_thread_freed(void) {
+  start_sdk(THRESHOLD_MS);
+  int n = PERF_SDK_MAX_LOOPS - 2;
+  for (int i = 0; i < n; i++) {
+    char name[32];
+    snprintf(name, sizeof name, "w%d", i);
+    CHECK_EQ_INT(start_worker(i, name, 0), PERF_OK);
+  }
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, vanish, NULL) == 0); /* the last free loop; never joined */
+  long long took_ms = -1;
+  pthread_t r;
+  CHECK(pthread_create(&r, NULL, register_until_ok, &took_ms) == 0);
+  pthread_join(r, NULL);
+  CHECKF(took_ms >= 0 && took_ms < WAIT_MS, "took %lld ms", took_ms);
+  for (int i = 0; i < n; i++)
+    stop_worker(i);
+  finish_sdk();
+}
+
 /* ---- a process killed while a worker's loop hung ------------------------- */
 
 static void *doomed_worker(void *arg) {
@@ -577,6 +620,7 @@ static const test_case_t g_cases[] = {
     TEST_CASE(pause_every_loop),
     TEST_CASE(batches_name_loops),
     TEST_CASE(fatal_hang_names_loop),
+    TEST_CASE(gone_thread_freed),
 };
 
 int main(int argc, char **argv) {
