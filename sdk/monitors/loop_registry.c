@@ -37,6 +37,8 @@ static atomic_bool g_refusal_logged; /* once per run */
 static void make_key(void);
 static void thread_exits(void *slot);
 static bool valid_name(const char *name);
+static int check_registration(const char *name, int threshold_ms);
+static perf__loop_t *claim_slot(const char *name, perf__stats_t *stats);
 static void set_identity(perf__loop_t *l, const char *name, int threshold_ms, unsigned cfg_ms,
                          bool fresh);
 static void free_slot(perf__loop_t *l);
@@ -71,48 +73,18 @@ void perf__loop_watch_current_thread(void) {
 
 int perf__loop_register(const char *name, int threshold_ms, unsigned cfg_threshold_ms,
                         perf__stats_t *stats) {
-  if (!valid_name(name)) {
-    char shown[PERF_SDK_MAX_LOOP_NAME_BYTES + 8] = "(null)";
-    size_t i = 0; /* printable, cut past the longest name */
-    for (; name && name[i] && i < sizeof shown - 1; i++)
-      shown[i] = name[i] > 32 && name[i] < 127 ? name[i] : '?';
-    if (name) shown[i] = '\0';
-    perf__log(PERF__LOG_ERROR,
-              "perf_sdk_loop_register: name \"%s\": must be 1..%d bytes of A-Z a-z 0-9 . _ -",
-              shown, PERF_SDK_MAX_LOOP_NAME_BYTES);
-    return PERF_E_INVALID_ARGUMENT;
-  }
-  if (threshold_ms != 0 &&
-      (threshold_ms < PERF__HANG_THRESHOLD_MIN_MS || threshold_ms > PERF__HANG_THRESHOLD_MAX_MS)) {
-    perf__log(PERF__LOG_ERROR,
-              "perf_sdk_loop_register: loop %s: threshold_ms = %d: must be 0 (the config's) or "
-              "%d..%d",
-              name, threshold_ms, PERF__HANG_THRESHOLD_MIN_MS, PERF__HANG_THRESHOLD_MAX_MS);
-    return PERF_E_INVALID_ARGUMENT;
-  }
+  int err = check_registration(name, threshold_ms);
+  if (err) return err;
   perf__loop_t *l = perf__loop_of_caller();
-  if (!l) {
-    pthread_once(&g_key_once, make_key);
-    pid_t tid = perf__gettid();
-    for (size_t i = 1; i < PERF_SDK_MAX_LOOPS && !l; i++) {
-      int free_tid = 0;
-      if (atomic_compare_exchange_strong(&g_loops[i].watched_tid, &free_tid, tid)) l = &g_loops[i];
-    }
-    if (!l) {
-      PERF__COUNT(stats, loops_refused, 1);
-      if (!atomic_exchange(&g_refusal_logged, true))
-        perf__log(PERF__LOG_WARN,
-                  "perf_sdk_loop_register: loop %s refused: %d loops are watched already "
-                  "(PERF_SDK_MAX_LOOPS; counted in loops_refused)",
-                  name, PERF_SDK_MAX_LOOPS);
-      return PERF_E_NO_MEMORY;
-    }
-    prctl(PR_GET_NAME, l->watched_name, 0, 0, 0);
-    if (g_key_ok) pthread_setspecific(g_key, l);
-    set_identity(l, name, threshold_ms, cfg_threshold_ms, true);
+  if (l) { /* registered again: the same loop, renamed */
+    set_identity(l, name, threshold_ms, cfg_threshold_ms, false);
     return PERF_OK;
   }
-  set_identity(l, name, threshold_ms, cfg_threshold_ms, false);
+  if (!(l = claim_slot(name, stats))) return PERF_E_NO_MEMORY;
+  prctl(PR_GET_NAME, l->watched_name, 0, 0, 0);
+  pthread_once(&g_key_once, make_key);
+  if (g_key_ok) pthread_setspecific(g_key, l);
+  set_identity(l, name, threshold_ms, cfg_threshold_ms, true);
   return PERF_OK;
 }
 
@@ -193,6 +165,48 @@ void perf__loop_drop_if_gone(size_t i) {
 }
 
 /* ---- helpers -------------------------------------------------------------- */
+
+/* The name and threshold are valid, or PERF_E_INVALID_ARGUMENT, logged
+   naming them (the name's bytes shown printable, cut past the longest). */
+static int check_registration(const char *name, int threshold_ms) {
+  if (!valid_name(name)) {
+    char shown[PERF_SDK_MAX_LOOP_NAME_BYTES + 8] = "(null)";
+    size_t i = 0;
+    for (; name && name[i] && i < sizeof shown - 1; i++)
+      shown[i] = name[i] > 32 && name[i] < 127 ? name[i] : '?';
+    if (name) shown[i] = '\0';
+    perf__log(PERF__LOG_ERROR,
+              "perf_sdk_loop_register: name \"%s\": must be 1..%d bytes of A-Z a-z 0-9 . _ -",
+              shown, PERF_SDK_MAX_LOOP_NAME_BYTES);
+    return PERF_E_INVALID_ARGUMENT;
+  }
+  if (threshold_ms != 0 &&
+      (threshold_ms < PERF__HANG_THRESHOLD_MIN_MS || threshold_ms > PERF__HANG_THRESHOLD_MAX_MS)) {
+    perf__log(PERF__LOG_ERROR,
+              "perf_sdk_loop_register: loop %s: threshold_ms = %d: must be 0 (the config's) or "
+              "%d..%d",
+              name, threshold_ms, PERF__HANG_THRESHOLD_MIN_MS, PERF__HANG_THRESHOLD_MAX_MS);
+    return PERF_E_INVALID_ARGUMENT;
+  }
+  return PERF_OK;
+}
+
+/* A free slot for the calling thread (its tid swapped in), or NULL with
+   every slot taken: the refusal counted, logged once per run. */
+static perf__loop_t *claim_slot(const char *name, perf__stats_t *stats) {
+  pid_t tid = perf__gettid();
+  for (size_t i = 1; i < PERF_SDK_MAX_LOOPS; i++) {
+    int free_tid = 0;
+    if (atomic_compare_exchange_strong(&g_loops[i].watched_tid, &free_tid, tid)) return &g_loops[i];
+  }
+  PERF__COUNT(stats, loops_refused, 1);
+  if (!atomic_exchange(&g_refusal_logged, true))
+    perf__log(PERF__LOG_WARN,
+              "perf_sdk_loop_register: loop %s refused: %d loops are watched already "
+              "(PERF_SDK_MAX_LOOPS; counted in loops_refused)",
+              name, PERF_SDK_MAX_LOOPS);
+  return NULL;
+}
 
 static void make_key(void) {
   g_key_ok = pthread_key_create(&g_key, thread_exits) == 0;
