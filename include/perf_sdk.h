@@ -54,9 +54,13 @@ typedef enum perf_error_e {
      perf_sdk_loop_nested_end without a begin. */
   PERF_E_INVALID_ARGUMENT = -1,
   /* An allocation failed, or a bound was reached (a text report's 64 MiB,
-     the SDK's threads); nothing was changed. */
+     the SDK's threads, PERF_SDK_MAX_LOOPS watched loops); nothing was
+     changed. */
   PERF_E_NO_MEMORY = -2,
-  /* The thread id is not a live thread of this process. */
+  /* The thread id is not a live thread of this process; or a loop call
+     (mark, nested_begin/end) from a thread that has no watched loop: it
+     neither registered one (perf_sdk_loop_register) nor is the watched
+     thread. */
   PERF_E_NO_THREAD = -3,
   /* A capture: the thread did not answer the sampler in time (it blocks
      the sampler's signal, got no CPU within timeout_ms, or kept waking and
@@ -428,16 +432,68 @@ PERF_API int perf_sdk_init(const perf_sdk_config_t *cfg);
    perf_sdk_init may be called again afterwards. */
 PERF_API int perf_sdk_shutdown(int timeout_ms);
 
-/* Make the calling thread the one the hang monitor watches.
+/* Make the calling thread the one the hang monitor watches: the thread of
+   the loop named "main" (a loop the thread had registered is forgotten).
    PERF_E_NOT_INITIALIZED when not running. */
 PERF_API int perf_sdk_watch_current_thread(void);
 
-/* Mark the watched loop as busy (it started handling work) / idle (it is
-   about to block waiting for work). Two atomic stores and a vDSO clock read;
-   callable from the watched thread only. Async-signal-safe, except the first
-   call in a forked child, which restarts the SDK there. These marks, the
-   heartbeat, nested_begin, pause and resume below return 0, or
+/* ---- Watched loops ------------------------------------------------------
+   The hang monitor watches every loop registered here, each with its own
+   threshold and its own hang state: two loops hung at once are two hang
+   events, each with its own thread's stacks. The watched thread (the one
+   that called perf_sdk_init, or perf_sdk_watch_current_thread) runs the
+   loop named "main"; any other thread that runs a loop (a libevent worker
+   base, a GLib worker context, a render thread) registers its own. The
+   marks below act on the calling thread's loop, found through a
+   thread-local pointer (no lock, no system call, no allocation). Events
+   and loop statistics name their loop (reports, the wire, perf-dump). */
+
+/* At most this many loops are watched at once, "main" included. */
+#define PERF_SDK_MAX_LOOPS 64
+/* The longest loop name, NUL excluded. */
+#define PERF_SDK_MAX_LOOP_NAME_BYTES 31
+
+/* Register the calling thread's loop under `name` (1..31 bytes of
+   A-Z a-z 0-9 . _ -, e.g. "worker-3"), with its own hang threshold:
+   threshold_ms 0 takes the config's hang_threshold_ms (and follows it at a
+   later perf_sdk_init), else 20..60000 (the range of hang_threshold_ms).
+   The loop starts idle; the thread marks it with the calls below. Called
+   again on the same thread: the name and threshold are replaced (a hang in
+   progress ends). Called on the watched thread: renames its loop (default
+   "main") and sets its threshold. Loops of the same name are counted
+   together in the loop statistics. A registration outlives
+   perf_sdk_shutdown (the thread's loop goes on) and ends with
+   perf_sdk_loop_unregister or the thread's exit. Not async-signal-safe
+   (the first registration of a thread may allocate its thread-specific
+   slot). Returns PERF_E_INVALID_ARGUMENT (a bad name or threshold, logged
+   naming it), PERF_E_NO_MEMORY when PERF_SDK_MAX_LOOPS loops are watched
+   already (counted in loops_refused, logged once per run),
    PERF_E_NOT_INITIALIZED when not running. */
+PERF_API int perf_sdk_loop_register(const char *name, int threshold_ms);
+
+/* Forget the calling thread's loop (its hang in progress ends; its
+   statistics so far are still sent). On the watched thread, its loop goes
+   back to the name "main" and the config's threshold, still watched.
+   A thread that exits is forgotten without this call. PERF_E_NO_THREAD
+   when the thread has no loop; PERF_E_NOT_INITIALIZED when not running. */
+PERF_API int perf_sdk_loop_unregister(void);
+
+/* The calling thread's loop's hang threshold in milliseconds (its own, or
+   the config's), for integrations that pace a heartbeat by it (a quarter
+   of it: an idle loop's heartbeats then come well within it).
+   PERF_E_NO_THREAD on a thread that has no loop, PERF_E_NOT_INITIALIZED
+   when not running. Async-signal-safe as the marks. */
+PERF_API int perf_sdk_loop_threshold_ms(void);
+
+/* Mark the calling thread's loop as busy (it started handling work) / idle
+   (it is about to block waiting for work). A thread-local load, two atomic
+   stores on the loop's own cache line and a vDSO clock read.
+   Async-signal-safe, except the first call in a forked child, which
+   restarts the SDK there. These marks, the heartbeat, nested_begin, pause
+   and resume below return 0, or PERF_E_NOT_INITIALIZED when not running;
+   the marks and nested_begin/end return PERF_E_NO_THREAD, changing
+   nothing, on a thread that has no loop (not registered, not the watched
+   thread). */
 PERF_API int perf_sdk_loop_busy(void);
 PERF_API int perf_sdk_loop_idle(void);
 
@@ -466,9 +522,10 @@ PERF_API int perf_sdk_heartbeat(void);
 PERF_API int perf_sdk_loop_nested_begin(void);
 PERF_API int perf_sdk_loop_nested_end(void);
 
-/* Stop / restart hang detection (nested calls do not count: one resume ends
-   any number of pauses). A hang in progress at pause is ended.
-   Async-signal-safe as the marks. */
+/* Stop / restart hang detection of every loop, from any thread (nested
+   calls do not count: one resume ends any number of pauses). Hangs in
+   progress at pause are ended; a loop registered while paused starts
+   paused. Async-signal-safe as the marks. */
 PERF_API int perf_sdk_pause(void);
 PERF_API int perf_sdk_resume(void);
 
@@ -540,6 +597,8 @@ typedef struct perf_sdk_stats_s {
                                    CPU event was recorded for them */
   uint64_t cpu_samples_off_cpu; /* burst samples of threads found blocked (in samples_taken):
                                    not CPU samples, left out of the events */
+  uint64_t loops_refused;       /* perf_sdk_loop_register calls refused with
+                                   PERF_SDK_MAX_LOOPS loops watched */
 } perf_sdk_stats_t;
 
 /* Copy the first struct_size bytes of the counters (fields are only ever

@@ -7,7 +7,17 @@
  *
  * Header only: include it in the file that sets up the loop. The thread
  * that iterates the context must be the watched one (the thread that
- * called perf_sdk_init, or perf_sdk_watch_current_thread).
+ * called perf_sdk_init, or perf_sdk_watch_current_thread). A context
+ * iterated by another thread (a worker GMainContext) is watched under a
+ * name, with its own threshold (0: the config's), from the thread that
+ * iterates it:
+ *
+ *   perf_sdk_glib_watch_loop(worker_context, "worker", 0);
+ *
+ * which registers that thread's loop (perf_sdk_loop_register) and wraps
+ * the context's poll function. perf_sdk_loop_unregister on that thread, or
+ * its exit, forgets the loop. The marks act on the loop of the thread that
+ * polls: each context must be iterated by the thread that watched it.
  *
  * How: the context's poll function (g_main_context_set_poll_func) is
  * wrapped: marked idle while GLib polls for events, busy from the moment
@@ -19,7 +29,11 @@
  * are.
  *
  * Returns 0, or -1 when the context already has this wrapper (watch) or
- * does not have it (unwatch).
+ * does not have it (unwatch), or (watch_loop) the loop could not be
+ * registered (not running, a bad name or threshold, PERF_SDK_MAX_LOOPS
+ * loops already: perf_sdk_loop_register's log line says which). Contexts
+ * watched from one source file share the poll function they wrap: the
+ * same for all of them (g_poll, unless the app set its own).
  */
 #ifndef PERF_SDK_GLIB_H
 #define PERF_SDK_GLIB_H
@@ -46,6 +60,12 @@ static inline int perf_sdk_glib_watch(GMainContext *context) {
   perf_sdk__glib_poll_prev = current ? current : g_poll;
   g_main_context_set_poll_func(ctx, perf_sdk__glib_poll);
   return 0;
+}
+
+static inline int perf_sdk_glib_watch_loop(GMainContext *context, const char *name,
+                                           int threshold_ms) {
+  if (perf_sdk_loop_register(name, threshold_ms) != PERF_OK) return -1;
+  return perf_sdk_glib_watch(context);
 }
 
 static inline int perf_sdk_glib_unwatch(GMainContext *context) {

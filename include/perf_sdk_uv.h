@@ -6,7 +6,14 @@
  * Header only: include it in the file that runs the loop (the app links
  * libuv and libperfsdk as it does anyway). The thread that runs the loop
  * must be the watched one (the thread that called perf_sdk_init, or
- * perf_sdk_watch_current_thread).
+ * perf_sdk_watch_current_thread). A loop run by another thread (a loop per
+ * thread) is watched under a name, with its own threshold (0: the
+ * config's):
+ *
+ *   perf_sdk_uv_run_loop(loop, "worker-3", 0);   on the thread that runs it
+ *
+ * which registers the calling thread's loop (perf_sdk_loop_register), runs
+ * as perf_sdk_uv_run, and forgets the loop when it returns.
  *
  * Why a run function and not prepare/check handles: libuv calls I/O
  * callbacks (reads, accepts, uv_poll) inside its poll phase, between the
@@ -26,7 +33,10 @@
  * The run's own check handle is closed before it returns; when the loop
  * ended because nothing was left, that close takes one more UV_RUN_NOWAIT
  * iteration, in which an unreferenced handle that is due (a uv_unref'd
- * timer) may still run once.
+ * timer) may still run once. perf_sdk_uv_run_loop returns the same, or
+ * UV_EINVAL when the loop could not be registered (not running, a bad name
+ * or threshold, PERF_SDK_MAX_LOOPS loops already: perf_sdk_loop_register's
+ * log line says which), without running it.
  */
 #ifndef PERF_SDK_UV_H
 #define PERF_SDK_UV_H
@@ -85,6 +95,13 @@ static inline int perf_sdk_uv_run(uv_loop_t *loop) {
      before uv_loop_close). */
   if (!alive) uv_run(loop, UV_RUN_NOWAIT);
   return alive;
+}
+
+static inline int perf_sdk_uv_run_loop(uv_loop_t *loop, const char *name, int threshold_ms) {
+  if (perf_sdk_loop_register(name, threshold_ms) != PERF_OK) return UV_EINVAL;
+  int ret = perf_sdk_uv_run(loop);
+  perf_sdk_loop_unregister();
+  return ret;
 }
 
 #endif

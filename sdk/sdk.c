@@ -4,7 +4,7 @@
  * app threads, and in the fork and exit handlers of the thread that forks
  * or exits.
  *
- * The watched loop's state and the counters are static, never freed: an
+ * The watched loops' state and the counters are static, never freed: an
  * app thread calling perf_sdk_loop_busy while another shuts the SDK down
  * only ever touches memory that stays valid. Everything else lives in one
  * instance created by init and destroyed by shutdown under a write lock;
@@ -49,6 +49,7 @@
 #include "sdk/base/worker.h"
 #include "sdk/monitors/cpu_monitor.h"
 #include "sdk/monitors/hang_monitor.h"
+#include "sdk/monitors/loop_registry.h"
 #include "sdk/pipeline/capture.h"
 #include "sdk/pipeline/config.h"
 #include "sdk/pipeline/recorder.h"
@@ -75,10 +76,10 @@ static pthread_rwlock_t g_lifecycle = PTHREAD_RWLOCK_INITIALIZER;
 static sdk_t *g_sdk;               /* under g_lifecycle */
 static atomic_bool g_running;      /* fast check for the loop calls */
 static atomic_bool g_ever_started; /* stats are readable from then on */
-static perf__loop_t g_loop;
 static perf__stats_t g_stats;
 static perf_sdk_stats_t g_last_batch_stats; /* the wire path's, after shutdown */
 static atomic_uint g_exit_timeout_ms;       /* the running instance's */
+static atomic_uint g_threshold_ms;          /* the running instance's hang_threshold_ms */
 static pthread_once_t g_hooks_once = PTHREAD_ONCE_INIT;
 /* Forked child: the parent's running instance, whose configuration the
    restart takes over; set by the child handler, under g_lifecycle after. */
@@ -142,7 +143,7 @@ int perf_sdk_shutdown(int timeout_ms) {
 
 int perf_sdk_watch_current_thread(void) {
   if (!RUNNING()) return PERF_E_NOT_INITIALIZED;
-  perf__loop_watch_current_thread(&g_loop);
+  perf__loop_watch_current_thread();
   /* Its first capture paid now, by the writer (perf__writer_prepare_capture);
      skipped when called from a signal handler inside another SDK call. */
   if (perf__call_enter()) {
@@ -154,56 +155,93 @@ int perf_sdk_watch_current_thread(void) {
   return PERF_OK;
 }
 
+int perf_sdk_loop_register(const char *name, int threshold_ms) {
+  if (!RUNNING()) return PERF_E_NOT_INITIALIZED;
+  int err = perf__loop_register(name, threshold_ms, atomic_load(&g_threshold_ms), &g_stats);
+  if (err == PERF_OK && perf__call_enter()) {
+    lock_read();
+    if (g_sdk) {
+      /* Watched from now on, not from the monitor's next wake; its first
+         capture paid now, by the writer, as for the watched thread. */
+      perf__hang_monitor_nudge(g_sdk->hang);
+      perf__writer_prepare_capture(g_sdk->writer, perf__gettid());
+    }
+    unlock();
+    perf__call_leave();
+  }
+  return err;
+}
+
+int perf_sdk_loop_unregister(void) {
+  if (!RUNNING()) return PERF_E_NOT_INITIALIZED;
+  return perf__loop_unregister(atomic_load(&g_threshold_ms));
+}
+
+/* The calling thread's loop into `l`, or PERF_E_NO_THREAD. */
+#define CALLER_LOOP(l)                                                                             \
+  perf__loop_t *l = perf__loop_of_caller();                                                        \
+  if (!l) return PERF_E_NO_THREAD
+
+int perf_sdk_loop_threshold_ms(void) {
+  if (!RUNNING()) return PERF_E_NOT_INITIALIZED;
+  CALLER_LOOP(l);
+  return (int)(atomic_load_explicit(&l->threshold_ns, memory_order_relaxed) / 1000000);
+}
+
 int perf_sdk_loop_busy(void) {
   if (!RUNNING()) return PERF_E_NOT_INITIALIZED;
-  perf__loop_busy(&g_loop);
+  CALLER_LOOP(l);
+  perf__loop_busy(l);
   return PERF_OK;
 }
 
 int perf_sdk_loop_busy_label(const char *label) {
   if (!RUNNING()) return PERF_E_NOT_INITIALIZED;
-  perf__loop_busy_label(&g_loop, label);
+  CALLER_LOOP(l);
+  perf__loop_busy_label(l, label);
   return PERF_OK;
 }
 
 int perf_sdk_loop_idle(void) {
   if (!RUNNING()) return PERF_E_NOT_INITIALIZED;
-  perf__loop_idle(&g_loop);
+  CALLER_LOOP(l);
+  perf__loop_idle(l);
   return PERF_OK;
 }
 
 int perf_sdk_heartbeat(void) {
   if (!RUNNING()) return PERF_E_NOT_INITIALIZED;
-  perf__loop_heartbeat(&g_loop);
+  CALLER_LOOP(l);
+  perf__loop_heartbeat(l);
   return PERF_OK;
 }
 
 int perf_sdk_loop_nested_begin(void) {
   if (!RUNNING()) return PERF_E_NOT_INITIALIZED;
-  atomic_fetch_add_explicit(&g_loop.nested, 1, memory_order_relaxed);
+  CALLER_LOOP(l);
+  atomic_fetch_add_explicit(&l->nested, 1, memory_order_relaxed);
   return PERF_OK;
 }
 
 int perf_sdk_loop_nested_end(void) {
   if (!RUNNING()) return PERF_E_NOT_INITIALIZED;
-  /* Only the watched thread changes the depth: load and store suffice. */
-  int depth = atomic_load_explicit(&g_loop.nested, memory_order_relaxed);
+  CALLER_LOOP(l);
+  /* Only the loop's thread changes the depth: load and store suffice. */
+  int depth = atomic_load_explicit(&l->nested, memory_order_relaxed);
   if (depth <= 0) return PERF_E_INVALID_ARGUMENT;
-  atomic_store_explicit(&g_loop.nested, depth - 1, memory_order_relaxed);
+  atomic_store_explicit(&l->nested, depth - 1, memory_order_relaxed);
   return PERF_OK;
 }
 
 int perf_sdk_pause(void) {
   if (!RUNNING()) return PERF_E_NOT_INITIALIZED;
-  atomic_store(&g_loop.paused, 1);
+  perf__loops_pause();
   return PERF_OK;
 }
 
 int perf_sdk_resume(void) {
   if (!RUNNING()) return PERF_E_NOT_INITIALIZED;
-  /* Work that began while paused does not count from its start. */
-  atomic_store_explicit(&g_loop.busy_since_ns, perf__now_ns(), memory_order_relaxed);
-  atomic_store_explicit(&g_loop.paused, 0, memory_order_release);
+  perf__loops_resume();
   return PERF_OK;
 }
 
@@ -277,6 +315,7 @@ static int read_stats(perf_sdk_stats_t *out) {
   out->journal_write_failed = atomic_load(&g_stats.journal_write_failed);
   out->cpu_bursts_empty = atomic_load(&g_stats.cpu_bursts_empty);
   out->cpu_samples_off_cpu = atomic_load(&g_stats.cpu_samples_off_cpu);
+  out->loops_refused = atomic_load(&g_stats.loops_refused);
   return PERF_OK;
 }
 
@@ -345,13 +384,8 @@ static int start_instance(const perf_sdk_config_t *cfg) {
 static int run_instance(sdk_t *s, bool fresh_loop) {
   memset(&g_stats, 0, sizeof g_stats);
   memset(&g_last_batch_stats, 0, sizeof g_last_batch_stats);
-  if (fresh_loop) {
-    perf__loop_watch_current_thread(&g_loop);
-    atomic_store(&g_loop.word, 0);
-    atomic_store(&g_loop.paused, 0);
-    atomic_store(&g_loop.nested, 0);
-  }
-  atomic_store(&g_loop.threshold_ns, (int64_t)s->cfg.hang_threshold_ms * 1000000);
+  perf__loops_start(s->cfg.hang_threshold_ms, fresh_loop);
+  atomic_store(&g_threshold_ms, s->cfg.hang_threshold_ms);
   int err = start_threads(s);
   if (err) return err;
   g_sdk = s;
@@ -385,10 +419,11 @@ static int shutdown_locked(int64_t deadline_ns, int64_t monitors_deadline_ns) {
 }
 
 static int start_threads(sdk_t *s) {
-  int err = perf__writer_start(&s->cfg, &g_stats, atomic_load(&g_loop.watched_tid), &s->writer);
+  int err =
+      perf__writer_start(&s->cfg, &g_stats, atomic_load(&perf__loops()[0].watched_tid), &s->writer);
   if (err) return err;
   perf__recorder_init(&s->recorder, s->cfg.max_events_per_hour, s->writer, &g_stats);
-  err = perf__hang_monitor_start(&s->cfg, &g_loop, &s->recorder, &g_stats, &s->hang);
+  err = perf__hang_monitor_start(&s->cfg, &s->recorder, &g_stats, &s->hang);
   if (!err) err = perf__cpu_monitor_start(&s->cfg, &s->recorder, &g_stats, &s->cpu);
   if (err) {
     int ignored = 0;
@@ -521,12 +556,14 @@ static void fork_child(void) {
   leave_behind(s);
   g_inherited = s;
   atomic_store(&g_restart_pending, true);
-  if (atomic_load(&g_loop.watched_tid) != t_fork_tid) {
+  perf__loop_t *main_loop = &perf__loops()[0];
+  if (atomic_load(&main_loop->watched_tid) != t_fork_tid) {
     /* Another thread's loop: the one that forked starts idle. */
-    atomic_store(&g_loop.word, 0);
-    atomic_store(&g_loop.nested, 0);
+    atomic_store(&main_loop->word, 0);
+    atomic_store(&main_loop->nested, 0);
   }
-  perf__loop_watch_current_thread(&g_loop);
+  perf__loops_fork_child(); /* the other threads' loops are gone */
+  perf__loop_watch_current_thread();
 }
 
 /* ---- exit ----------------------------------------------------------------- */

@@ -77,6 +77,7 @@ static void bad(dump_t *d, const char *path, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static const char *reason_text(const char *reason);
 static void text_batch(const dump_t *d, const char *path, const Perf__V1__Batch *b);
+static void text_loop(const Perf__V1__LoopStats *l);
 static void text_event(const dump_t *d, const Perf__V1__Batch *b, const Perf__V1__Event *e);
 static void text_stack(const Perf__V1__Batch *b, const Perf__V1__Event *e,
                        const Perf__V1__StackCount *sc, int64_t cpu_us);
@@ -87,6 +88,7 @@ static void text_put(const char *s);
 static json_t *json_batch(const dump_t *d, const char *path, const Perf__V1__Batch *b);
 static json_t *json_resource(const Perf__V1__Resource *r);
 static json_t *json_drops(const Perf__V1__DropCounters *dr);
+static json_t *json_loop(const Perf__V1__LoopStats *l);
 static json_t *json_event(const dump_t *d, const Perf__V1__Batch *b, const Perf__V1__Event *e);
 static json_t *json_stack(const Perf__V1__Batch *b, const Perf__V1__Event *e,
                           const Perf__V1__StackCount *sc, int64_t cpu_us);
@@ -392,9 +394,22 @@ static void text_batch(const dump_t *d, const char *path, const Perf__V1__Batch 
       printf("%s%" PRIu64, i ? "," : "", ls.units[i]);
     putchar('\n');
   }
+  for (size_t i = 0; i < b->n_loops; i++) /* each loop's, when the SDK watched several */
+    text_loop(b->loops[i]);
   printf("events=%zu\n\n", b->n_events);
   for (size_t i = 0; i < b->n_events; i++)
     text_event(d, b, b->events[i]);
+}
+
+/* `loop_stats loop="worker-1" watched_ms=... busy_ms=... units=...` */
+static void text_loop(const Perf__V1__LoopStats *l) {
+  printf("loop_stats loop=\"");
+  text_put(l->loop);
+  printf("\" watched_ms=%.3f busy_ms=%.3f units=", (double)l->watched_nanos / 1e6,
+         (double)l->busy_nanos / 1e6);
+  for (size_t i = 0; i < l->n_busy_units_by_bucket; i++)
+    printf("%s%" PRIu64, i ? "," : "", l->busy_units_by_bucket[i]);
+  putchar('\n');
 }
 
 static void text_event(const dump_t *d, const Perf__V1__Batch *b, const Perf__V1__Event *e) {
@@ -410,6 +425,11 @@ static void text_event(const dump_t *d, const Perf__V1__Batch *b, const Perf__V1
     printf("reason=\"");
     text_put(e->reason);
     printf("\"\n");
+  }
+  if (e->loop[0]) { /* the loop that hung, on the event's thread */
+    printf("loop name=\"");
+    text_put(e->loop);
+    printf("\" thread=%" PRIu32 "\n", e->tid);
   }
   for (size_t i = 0; i < e->n_threads; i++) {
     const Perf__V1__Thread *t = e->threads[i];
@@ -612,9 +632,26 @@ static json_t *json_batch(const dump_t *d, const char *path, const Perf__V1__Bat
     jset(loop, "busy_units_by_bucket", units);
     jset(j, "loop_stats", loop);
   }
+  json_t *loops = json_array();
+  for (size_t i = 0; loops && i < b->n_loops; i++)
+    json_array_append_new(loops, json_loop(b->loops[i]));
+  jset(j, "loops", loops);
   for (size_t i = 0; events && i < b->n_events; i++)
     json_array_append_new(events, json_event(d, b, b->events[i]));
   jset(j, "events", events);
+  return j;
+}
+
+/* One loop's stats (Batch.loops): {"loop", "watched_nanos", "busy_nanos",
+   "busy_units_by_bucket"}. */
+static json_t *json_loop(const Perf__V1__LoopStats *l) {
+  json_t *j = json_object(), *units = json_array();
+  jset(j, "loop", jstr(l->loop));
+  jset(j, "watched_nanos", ju64(l->watched_nanos));
+  jset(j, "busy_nanos", ju64(l->busy_nanos));
+  for (size_t i = 0; units && i < l->n_busy_units_by_bucket; i++)
+    json_array_append_new(units, ju64(l->busy_units_by_bucket[i]));
+  jset(j, "busy_units_by_bucket", units);
   return j;
 }
 
@@ -662,6 +699,7 @@ static json_t *json_event(const dump_t *d, const Perf__V1__Batch *b, const Perf_
   jset(j, "tid", json_integer(e->tid));
   jset(j, "cpu_percent", json_integer(e->cpu_percent));
   jset(j, "reason", jstr(e->reason));
+  jset(j, "loop", e->loop[0] ? jstr(e->loop) : json_null());
   jset(j, "samples", ju64(event_samples(e)));
   jset(j, "failed_samples", ju64(e->n_sample_errors));
   jset(j, "samples_dropped", ju64(e->samples_dropped));

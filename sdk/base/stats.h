@@ -17,6 +17,8 @@ typedef struct perf__stats_s {
   atomic_uint_fast64_t hangs_detected, cpu_bursts, samples_taken, samples_failed;
   /* the CPU monitor's bursts (sdk/monitors/cpu_monitor.c) */
   atomic_uint_fast64_t cpu_bursts_empty, cpu_samples_off_cpu;
+  /* the loop registry (sdk/monitors/loop_registry.c) */
+  atomic_uint_fast64_t loops_refused;
   /* the uploader */
   atomic_uint_fast64_t batches_sent, batches_retried, batches_rejected, batches_dropped_server;
 } perf__stats_t;

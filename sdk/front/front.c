@@ -38,6 +38,9 @@
   X(int, perf_sdk_init, (const perf_sdk_config_t *cfg))                                            \
   X(int, perf_sdk_shutdown, (int timeout_ms))                                                      \
   X(int, perf_sdk_watch_current_thread, (void))                                                    \
+  X(int, perf_sdk_loop_register, (const char *name, int threshold_ms))                             \
+  X(int, perf_sdk_loop_unregister, (void))                                                         \
+  X(int, perf_sdk_loop_threshold_ms, (void))                                                       \
   X(int, perf_sdk_loop_busy, (void))                                                               \
   X(int, perf_sdk_loop_idle, (void))                                                               \
   X(int, perf_sdk_loop_busy_label, (const char *label))                                            \
@@ -160,6 +163,10 @@ RUNNING_CALL(perf_sdk_get_stats_sized, (perf_sdk_stats_t * stats, size_t struct_
              (stats, struct_size), !stats || struct_size < 8 || struct_size % 8)
 RUNNING_CALL(perf_sdk_capture_now, (const char *reason), (reason), false)
 RUNNING_CALL(perf_sdk_watch_current_thread, (void), (), false)
+RUNNING_CALL(perf_sdk_loop_register, (const char *name, int threshold_ms), (name, threshold_ms),
+             false)
+RUNNING_CALL(perf_sdk_loop_unregister, (void), (), false)
+RUNNING_CALL(perf_sdk_loop_threshold_ms, (void), (), false)
 RUNNING_CALL(perf_sdk_loop_busy, (void), (), false)
 RUNNING_CALL(perf_sdk_loop_idle, (void), (), false)
 RUNNING_CALL(perf_sdk_loop_busy_label, (const char *label), (label), false)

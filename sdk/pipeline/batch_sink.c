@@ -171,11 +171,11 @@ int perf__batch_sink_add_fatal_hang(perf__batch_sink_t *s, const Perf__V1__Batch
   return add_to_batch(s, NULL, marker, reason);
 }
 
-int perf__batch_sink_add_loop_stats(perf__batch_sink_t *s, const perf__batch_loop_stats_t *stats) {
+int perf__batch_sink_add_loop_stats(perf__batch_sink_t *s, const perf__batch_loops_t *stats) {
   /* Its journal record: a batch of no event with these stats alone. */
   uint8_t *rec = NULL;
   size_t rec_len = 0;
-  perf__batch_add_loop_stats(s->jbuilder, stats);
+  perf__batch_add_loops(s->jbuilder, stats);
   if (perf__batch_finish_as(s->jbuilder, NULL, s->open_id, &rec, &rec_len) != PERF_OK) {
     perf__batch_reset(s->jbuilder);
     rec = NULL;
@@ -183,10 +183,10 @@ int perf__batch_sink_add_loop_stats(perf__batch_sink_t *s, const perf__batch_loo
   if (rec && s->journal.bytes + PERF__JOURNAL_RECORD_HEADER + rec_len > s->journal_max)
     perf__batch_sink_close_batch(s); /* the journal is full: these start the next batch */
   if (!perf__batch_has_content(s->builder)) open_journal(s);
-  if (perf__batch_add_loop_stats(s->builder, stats) != PERF_OK) {
+  if (perf__batch_add_loops(s->builder, stats) != PERF_OK) {
     perf__batch_sink_close_batch(s); /* full: these start the next batch */
     open_journal(s);
-    perf__batch_add_loop_stats(s->builder, stats); /* an empty batch has room */
+    perf__batch_add_loops(s->builder, stats); /* an empty batch has room */
   }
   int err = add_record(s, rec, rec_len, false);
   free(rec);
@@ -551,22 +551,32 @@ static int spool_fd(perf__batch_sink_t *s) {
   return perf__spool_dir_fd(s->spool);
 }
 
+/* A journal record of loop stats alone into the batch being rebuilt. */
+static int replay_loop_stats(replay_t *r, const Perf__V1__Batch *bt) {
+  perf__batch_sink_t *s = r->s;
+  perf__batch_loops_t *stats = malloc(sizeof *stats);
+  if (!stats) return PERF_E_NO_MEMORY;
+  perf__batch_loops_of(bt, stats);
+  int err = perf__batch_add_loops(s->builder, stats);
+  if (err == PERF_E_NO_MEMORY) { /* full, as below for an event */
+    err = put_batch(s, r->id, perf__batch_event_count(s->builder));
+    r->id[PERF__BATCH_ID_BYTES - 1] ^= (uint8_t)(1 + r->batches++);
+    if (!err) err = perf__batch_add_loops(s->builder, stats);
+  }
+  free(stats);
+  return err;
+}
+
 /* One journal record (a one-event batch, or a batch of loop stats alone)
    into the batch being rebuilt. */
 static int replay_record(void *ctx, const uint8_t *payload, size_t len) {
   replay_t *r = ctx;
   perf__batch_sink_t *s = r->s;
   Perf__V1__Batch *bt = NULL;
-  perf__batch_loop_stats_t stats;
   bool decoded = perf__batch_decode_uncompressed(payload, len, &bt) == 0;
-  if (decoded && bt->n_events == 0 && perf__batch_loop_stats_of(bt, &stats)) {
+  if (decoded && bt->n_events == 0 && bt->loop_stats) {
+    int err = replay_loop_stats(r, bt);
     perf__v1__batch__free_unpacked(bt, NULL);
-    int err = perf__batch_add_loop_stats(s->builder, &stats);
-    if (err == PERF_E_NO_MEMORY) { /* full, as below for an event */
-      err = put_batch(s, r->id, perf__batch_event_count(s->builder));
-      r->id[PERF__BATCH_ID_BYTES - 1] ^= (uint8_t)(1 + r->batches++);
-      if (!err) err = perf__batch_add_loop_stats(s->builder, &stats);
-    }
     if (err) r->err = err;
     return r->err;
   }

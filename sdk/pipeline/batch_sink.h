@@ -59,7 +59,7 @@ int perf__batch_sink_add_fatal_hang(perf__batch_sink_t *s, const Perf__V1__Batch
    and to its journal. The stats are in the batch whatever the result: 0,
    or PERF_E_SYSTEM when they could not be journaled (counted as
    journal_write_failed). */
-int perf__batch_sink_add_loop_stats(perf__batch_sink_t *s, const perf__batch_loop_stats_t *stats);
+int perf__batch_sink_add_loop_stats(perf__batch_sink_t *s, const perf__batch_loops_t *stats);
 
 /* How long a batch holding loop stats and no event stays open (unless
    batch_max_delay_ms is longer): 5 minutes. */

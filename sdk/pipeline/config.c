@@ -31,7 +31,7 @@ typedef struct {
   { #name, offsetof(perf_sdk_config_t, name), def, min, max }
 /* clang-format off */
 static const limit_t k_limits[] = {
-    FIELD(hang_threshold_ms, 250, 20, 60000),
+    FIELD(hang_threshold_ms, 250, PERF__HANG_THRESHOLD_MIN_MS, PERF__HANG_THRESHOLD_MAX_MS),
     FIELD(hang_sample_interval_ms, 100, 5, 60000),
     FIELD(hang_max_samples, 20, 1, 200),
     FIELD(cpu_threshold_percent, 80, 1, 25600),

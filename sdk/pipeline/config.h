@@ -11,6 +11,11 @@
 
 #include "perf_sdk.h"
 
+/* The allowed range of hang_threshold_ms, also of a registered loop's own
+   threshold (perf_sdk_loop_register). */
+#define PERF__HANG_THRESHOLD_MIN_MS 20
+#define PERF__HANG_THRESHOLD_MAX_MS 60000
+
 typedef struct perf__tag_s {
   char *key, *value;
 } perf__tag_t;

@@ -65,7 +65,8 @@ typedef struct perf__event_s {
   pid_t tid;        /* the watched thread, the hottest thread or the caller */
   int cpu_percent;  /* cpu events: the process's CPU during the burst; else -1 */
   char reason[128]; /* manual events */
-  char label[PERF_MAX_LABEL_BYTES + 1]; /* hang events: the unit of work's label, or "" */
+  char label[PERF_MAX_LABEL_BYTES + 1];        /* hang events: the unit of work's label, or "" */
+  char loop[PERF_SDK_MAX_LOOP_NAME_BYTES + 1]; /* hang events: the loop's name, or "" */
   uint64_t dropped;      /* events dropped (rate limit, queue) since the previous one */
   uint64_t samples_over; /* samples beyond PERF__EVENT_MAX_SAMPLES, not kept */
   bool weighted;         /* cpu events: each sample carries the CPU time it stands for (weight_ns),

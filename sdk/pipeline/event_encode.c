@@ -293,11 +293,23 @@ static int describe(perf__event_encoder_t *enc, const perf__event_t *ev, perf__b
         s->mono_ns,     (uint32_t)s->tid, ok ? enc->stack_map[s->stack] : 0, s->error,
         s->state.state, s->state.fd_kind, syscall_name(enc, s->state),       s->weight_ns};
   }
-  *out = (perf__batch_event_t){
-      wire_kind(ev->kind), ev->start_wall_ns, ev->start_mono_ns, ev->duration_ns,
-      (uint32_t)ev->tid,   ev->cpu_percent,   ev->reason,        ev->label,
-      ev->samples_over,    threads,           ev->thread_count,  counts,
-      ev->stack_count,     samples,           ev->sample_count,  ev->weighted};
+  *out = (perf__batch_event_t){wire_kind(ev->kind),
+                               ev->start_wall_ns,
+                               ev->start_mono_ns,
+                               ev->duration_ns,
+                               (uint32_t)ev->tid,
+                               ev->cpu_percent,
+                               ev->reason,
+                               ev->label,
+                               ev->samples_over,
+                               threads,
+                               ev->thread_count,
+                               counts,
+                               ev->stack_count,
+                               samples,
+                               ev->sample_count,
+                               ev->weighted,
+                               ev->loop};
   return PERF_OK;
 }
 

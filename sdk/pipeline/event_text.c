@@ -40,6 +40,7 @@ typedef struct header_s {
   size_t failed;
   const char *reason;
   const char *label;
+  const char *loop; /* hang, fatal hang: the loop's name; NULL or "" for none */
 } header_t;
 
 static int format_header(perf__strbuf_t *b, const header_t *h, const perf__config_t *cfg);
@@ -186,7 +187,8 @@ int perf__format_event(perf__strbuf_t *b, const perf__event_t *ev, const perf__c
                 ev->dropped,
                 ev->sample_count - good,
                 ev->reason,
-                ev->label};
+                ev->label,
+                ev->loop};
   int err = format_header(b, &h, cfg);
   if (!err && h.failed) {
     failures_t f = {.n = 0};
@@ -215,7 +217,8 @@ int perf__format_fatal_hang(perf__strbuf_t *b, const Perf__V1__Batch *marker, co
                 0,
                 failed,
                 reason,
-                e->label};
+                e->label,
+                e->loop};
   int err = format_header(b, &h, cfg);
   if (!err && failed) {
     failures_t f = {.n = 0};
@@ -241,7 +244,8 @@ int perf__format_fatal_hang(perf__strbuf_t *b, const Perf__V1__Batch *marker, co
   return err;
 }
 
-/* The "event" and "app" lines, and the reason when there is one. */
+/* The "event" and "app" lines, and the reason, label and loop when there
+   are. */
 static int format_header(perf__strbuf_t *b, const header_t *h, const perf__config_t *cfg) {
   char start[40];
   perf__format_iso8601(h->start_wall_ns, start, sizeof start);
@@ -266,6 +270,11 @@ static int format_header(perf__strbuf_t *b, const header_t *h, const perf__confi
         perf__strbuf_appendf(b, " dropped=%" PRIu64 " failed_samples=%zu\n", h->dropped, h->failed);
   if (!err && h->reason && h->reason[0]) err = quoted_line(b, "reason", h->reason);
   if (!err && h->label && h->label[0]) err = quoted_line(b, "label", h->label);
+  if (!err && h->loop && h->loop[0]) {
+    err = perf__strbuf_appendf(b, "loop name=\"");
+    if (!err) err = perf__strbuf_append_escaped(b, h->loop);
+    if (!err) err = perf__strbuf_appendf(b, "\" thread=%d\n", (int)h->tid);
+  }
   return err;
 }
 

@@ -40,8 +40,9 @@ int perf__recorder_record(perf__recorder_t *r, perf__event_t *ev);
    only the latest matters). Not rate limited: it is not an event yet. */
 void perf__recorder_progress(perf__recorder_t *r, perf__event_t *progress);
 
-/* The watched loop's stats of a period, on to the writer (summed there
-   until they are in a batch; never dropped, not rate limited). */
+/* The watched loops' stats of a period (each loop's and their sum), on to
+   the writer (summed there until they are in a batch; never dropped, not
+   rate limited). */
 void perf__recorder_loop_stats(perf__recorder_t *r, const perf__loop_stats_t *stats);
 
 void perf__recorder_destroy(perf__recorder_t *r);

@@ -148,10 +148,7 @@ void perf__writer_post_hang(perf__writer_t *w, perf__event_t *progress) {
 
 void perf__writer_add_loop_stats(perf__writer_t *w, const perf__loop_stats_t *stats) {
   perf__worker_lock(w->worker);
-  w->loop_stats.watched_ns += stats->watched_ns;
-  w->loop_stats.busy_ns += stats->busy_ns;
-  for (size_t i = 0; i < PERF__LOOP_STATS_BUCKETS; i++)
-    w->loop_stats.units[i] += stats->units[i];
+  perf__batch_loops_merge(&w->loop_stats, stats);
   w->stats_posted = true;
   perf__worker_notify_locked(w->worker);
   perf__worker_unlock(w->worker);
@@ -285,8 +282,8 @@ static void writer_main(perf__worker_t *worker, void *arg) {
       continue;
     }
     if (w->stats_posted && !w->held) {
-      perf__loop_stats_t stats = w->loop_stats;
-      w->loop_stats = (perf__loop_stats_t){0};
+      perf__loop_stats_t stats = w->loop_stats; /* about 8 KiB */
+      memset(&w->loop_stats, 0, sizeof w->loop_stats);
       w->stats_posted = false;
       perf__worker_unlock(w->worker);
       if (w->batches) perf__batch_sink_add_loop_stats(w->batches, &stats);

@@ -47,10 +47,10 @@ int perf__writer_submit(perf__writer_t *w, perf__event_t *ev);
    marker). The writer owns `progress`; only the latest post matters. */
 void perf__writer_post_hang(perf__writer_t *w, perf__event_t *progress);
 
-/* The watched loop's stats of a period: summed into a one-slot mailbox
-   (never refused, never blocks on I/O), which the writer empties into the
-   open batch (sdk/pipeline/batch_sink.h). Not rate limited, not queued
-   behind events. */
+/* The watched loops' stats of a period (each loop's and their sum): summed
+   into a one-slot mailbox (never refused, never blocks on I/O), which the
+   writer empties into the open batch (sdk/pipeline/batch_sink.h). Not
+   rate limited, not queued behind events. */
 void perf__writer_add_loop_stats(perf__writer_t *w, const perf__loop_stats_t *stats);
 
 /* Write everything queued so far and put the open batch into the spool,

@@ -158,7 +158,8 @@ typedef struct perf__batch_event_s {
   size_t count_count;
   const perf__batch_sample_t *samples;
   size_t sample_count;
-  bool weighted; /* the samples carry weights (a CPU event's CPU time per sample) */
+  bool weighted;    /* the samples carry weights (a CPU event's CPU time per sample) */
+  const char *loop; /* hang, fatal hang: the loop's name; NULL or "" for none */
 } perf__batch_event_t;
 
 /* The watched loop's statistics (LoopStats): time watched, time busy,
@@ -172,6 +173,28 @@ typedef struct perf__batch_loop_stats_s {
   uint64_t watched_ns, busy_ns;
   uint64_t units[PERF__LOOP_BUCKETS];
 } perf__batch_loop_stats_t;
+
+/* Every watched loop's statistics: their sum (Batch.loop_stats, what
+   collectors that do not know Batch.loops read) and each loop's own, one
+   entry per name (Batch.loops; a name past PERF__BATCH_MAX_LOOPS counts in
+   the sum only). */
+#define PERF__BATCH_LOOP_NAME_BYTES 31 /* PERF_SDK_MAX_LOOP_NAME_BYTES */
+#define PERF__BATCH_MAX_LOOPS 64       /* named loops per batch (PERF_SDK_MAX_LOOPS) */
+typedef struct perf__batch_named_loop_s {
+  char name[PERF__BATCH_LOOP_NAME_BYTES + 1];
+  perf__batch_loop_stats_t stats;
+} perf__batch_named_loop_t;
+typedef struct perf__batch_loops_s {
+  perf__batch_loop_stats_t total;
+  size_t n_loops;
+  perf__batch_named_loop_t loops[PERF__BATCH_MAX_LOOPS];
+} perf__batch_loops_t;
+
+/* Add loop `name`'s statistics to s: to the sum and to its name's entry. */
+void perf__batch_loops_add(perf__batch_loops_t *s, const char *name,
+                           const perf__batch_loop_stats_t *stats);
+/* Add all of src to s (sum to sum, each named entry to its name's). */
+void perf__batch_loops_merge(perf__batch_loops_t *s, const perf__batch_loops_t *src);
 
 /* The bucket of a unit of work that lasted duration_ns (< 0 counts as 0). */
 static inline unsigned perf__batch_loop_bucket(int64_t duration_ns) {
@@ -247,6 +270,15 @@ int perf__batch_add_loop_stats(perf__batch_builder_t *b, const perf__batch_loop_
    whether it had some. More than PERF__LOOP_BUCKETS buckets: the rest are
    added to the last. */
 bool perf__batch_loop_stats_of(const Perf__V1__Batch *src, perf__batch_loop_stats_t *out);
+
+/* perf__batch_add_loop_stats for every loop: the sum, and each named
+   loop's entry (Batch.loops), each new name's room taken at its largest. */
+int perf__batch_add_loops(perf__batch_builder_t *b, const perf__batch_loops_t *loops);
+
+/* The decoded batch's LoopStats and its Batch.loops into *out (a batch of
+   an SDK that watched one loop: the sum alone, no named entry); whether it
+   had loop stats. */
+bool perf__batch_loops_of(const Perf__V1__Batch *src, perf__batch_loops_t *out);
 
 /* The batch holds an event or loop stats. */
 bool perf__batch_has_content(const perf__batch_builder_t *b);

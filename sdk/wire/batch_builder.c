@@ -189,12 +189,25 @@ int perf__batch_finish_as(perf__batch_builder_t *b, const perf__batch_drops_t *d
   batch.drops = &dc;
   batch.symbolized = b->opts.symbolize;
   Perf__V1__LoopStats ls = PERF__V1__LOOP_STATS__INIT;
+  Perf__V1__LoopStats loops[PERF__BATCH_MAX_LOOPS], *loop_ptrs[PERF__BATCH_MAX_LOOPS];
   if (b->has_loop_stats) {
-    ls.watched_nanos = b->loop_stats.watched_ns;
-    ls.busy_nanos = b->loop_stats.busy_ns;
+    ls.watched_nanos = b->loop_stats.total.watched_ns;
+    ls.busy_nanos = b->loop_stats.total.busy_ns;
     ls.n_busy_units_by_bucket = PERF__LOOP_BUCKETS;
-    ls.busy_units_by_bucket = b->loop_stats.units;
+    ls.busy_units_by_bucket = b->loop_stats.total.units;
     batch.loop_stats = &ls;
+    for (size_t i = 0; i < b->loop_stats.n_loops; i++) {
+      perf__batch_named_loop_t *l = &b->loop_stats.loops[i];
+      loops[i] = (Perf__V1__LoopStats)PERF__V1__LOOP_STATS__INIT;
+      loops[i].watched_nanos = l->stats.watched_ns;
+      loops[i].busy_nanos = l->stats.busy_ns;
+      loops[i].n_busy_units_by_bucket = PERF__LOOP_BUCKETS;
+      loops[i].busy_units_by_bucket = l->stats.units;
+      loops[i].loop = l->name;
+      loop_ptrs[i] = &loops[i];
+    }
+    batch.n_loops = b->loop_stats.n_loops;
+    batch.loops = loop_ptrs;
   }
   uint8_t *raw = NULL;
   size_t size = 0;
@@ -259,6 +272,7 @@ static int build_event(perf__batch_builder_t *b, const perf__batch_event_t *ev,
   e->samples_dropped = ev->samples_dropped;
   if (ev->reason && ev->reason[0] && !(e->reason = strdup(ev->reason))) return PERF_E_NO_MEMORY;
   if (ev->label && ev->label[0] && !(e->label = strdup(ev->label))) return PERF_E_NO_MEMORY;
+  if (ev->loop && ev->loop[0] && !(e->loop = strdup(ev->loop))) return PERF_E_NO_MEMORY;
   int err = build_threads(b, ev, e);
   if (!err) err = build_counts(b, ev, e);
   if (!err) err = build_samples(ev, e);
@@ -395,6 +409,7 @@ static int64_t us_floor(int64_t ns) {
 static void free_event(Perf__V1__Event *e) {
   if (e->reason != (char *)protobuf_c_empty_string) free(e->reason);
   if (e->label != (char *)protobuf_c_empty_string) free(e->label);
+  if (e->loop != (char *)protobuf_c_empty_string) free(e->loop);
   free(e->threads);
   free(e->stack_counts);
   free(e->sample_offsets_micros);

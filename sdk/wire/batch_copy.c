@@ -197,7 +197,8 @@ static int describe(copy_t *c, const Perf__V1__Event *e, perf__batch_event_t *ev
                               e->n_stack_counts,
                               samples,
                               e->n_sample_stacks,
-                              e->n_sample_weights_micros != 0};
+                              e->n_sample_weights_micros != 0,
+                              e->loop};
   return PERF_OK;
 }
 

@@ -77,9 +77,9 @@ struct perf__batch_builder_s {
   size_t pool_len, pool_cap;
   Perf__V1__Event *events;
   size_t n_events, events_cap;
-  bool has_loop_stats; /* loop_stats holds something to send */
-  perf__batch_loop_stats_t loop_stats;
-  size_t bytes; /* serialized size bound of the batch as it stands */
+  bool has_loop_stats;            /* loop_stats holds something to send */
+  perf__batch_loops_t loop_stats; /* the sum, and each named loop's */
+  size_t bytes;                   /* serialized size bound of the batch as it stands */
   int64_t opened_ns;
   perf__batch_mark_t event_mark; /* where the open event began */
 

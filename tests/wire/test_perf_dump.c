@@ -15,6 +15,7 @@
 #include <jansson.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -23,6 +24,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -566,6 +568,77 @@ static void case_loop_stats(void) {
   json_decref(doc);
 }
 
+/* A loop registered on a worker thread (perf_sdk_loop_register) hangs
+   about 400 ms. */
+static atomic_int g_worker_tid;
+
+static void *hung_worker(void *arg) {
+  (void)arg;
+  atomic_store(&g_worker_tid, (int)syscall(SYS_gettid));
+  CHECK_EQ_INT(perf_sdk_loop_register("worker-7", 100), PERF_OK);
+  CHECK_EQ_INT(perf_sdk_loop_busy(), PERF_OK);
+  struct timespec ts = {0, 400 * 1000000L};
+  while (nanosleep(&ts, &ts) != 0) {
+  }
+  CHECK_EQ_INT(perf_sdk_loop_idle(), PERF_OK);
+  return NULL;
+}
+
+/* Each loop named: the hang's `loop name=... thread=...` line (--json:
+   "loop"), and each loop's stats line after the sum (--json: "loops"). */
+static void case_loops_named(void) {
+  make_dir();
+  perf_sdk_config_t cfg;
+  perf_sdk_config_init(&cfg);
+  cfg.app_name = "dump-test";
+  cfg.sink = PERF_SINK_FILE;
+  cfg.sink_path = g_report;
+  cfg.data_dir = g_dir;
+  cfg.cpu_threshold_percent = 25600;
+  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
+  CHECK_EQ_INT(perf_sdk_loop_busy(), PERF_OK);
+  CHECK_EQ_INT(perf_sdk_loop_idle(), PERF_OK);
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, hung_worker, NULL) == 0);
+  pthread_join(t, NULL);
+  CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
+  CHECK_EQ_INT(run(g_batches, NULL), 0);
+  char line[96];
+  snprintf(line, sizeof line, "\nloop name=\"worker-7\" thread=%d\n", atomic_load(&g_worker_tid));
+  CHECK_HAS(g_stdout, line);
+  CHECK_HAS(g_stdout, "\nloop_stats loop=\"main\" watched_ms=");
+  CHECK_HAS(g_stdout, "\nloop_stats loop=\"worker-7\" watched_ms=");
+  CHECK_EQ_INT(run("--json", g_batches, NULL), 0);
+  json_t *doc = load_json();
+  json_t *batches = json_object_get(doc, "batches");
+  int hangs = 0, worker_loops = 0;
+  for (size_t i = 0; i < json_array_size(batches); i++) {
+    json_t *b = json_array_get(batches, i);
+    json_t *events = json_object_get(b, "events"), *loops = json_object_get(b, "loops");
+    for (size_t k = 0; k < json_array_size(events); k++) {
+      json_t *e = json_array_get(events, k);
+      if (strcmp(json_string_value(json_object_get(e, "kind")), "hang") != 0) continue;
+      hangs++;
+      CHECK(strcmp(json_string_value(json_object_get(e, "loop")), "worker-7") == 0);
+      CHECK_EQ_INT(json_integer_value(json_object_get(e, "tid")), atomic_load(&g_worker_tid));
+    }
+    for (size_t k = 0; k < json_array_size(loops); k++) {
+      json_t *l = json_array_get(loops, k);
+      if (strcmp(json_string_value(json_object_get(l, "loop")), "worker-7") != 0) continue;
+      worker_loops++;
+      json_t *units = json_object_get(l, "busy_units_by_bucket");
+      long long n = 0; /* its one unit of 400 ms (bucket 3, later on a slow machine) */
+      for (size_t u = 3; u < json_array_size(units); u++)
+        n += json_integer_value(json_array_get(units, u));
+      CHECK_EQ_INT(n, 1);
+      CHECK(json_integer_value(json_object_get(l, "busy_nanos")) >= 400000000);
+    }
+  }
+  CHECK_EQ_INT(hangs, 1);
+  CHECK_EQ_INT(worker_loops, 1);
+  json_decref(doc);
+}
+
 /* A CPU profile, hand-made (its most sampled stack the lighter one) and put
    in a spool directory: its stacks most CPU time first, as the SDK's report
    and the collector show them, each with its samples and CPU time
@@ -698,6 +771,7 @@ static const test_case_t g_cases[] = {
     TEST_CASE(text),           TEST_CASE(json),       TEST_CASE(json_escaping), TEST_CASE(corrupt),
     TEST_CASE(corrupt_in_dir), TEST_CASE(order),      TEST_CASE(max_stacks),    TEST_CASE(missing),
     TEST_CASE(usage),          TEST_CASE(loop_stats), TEST_CASE(cpu_order),     TEST_CASE(unnamed),
+    TEST_CASE(loops_named),
 };
 
 int main(int argc, char **argv) {
