@@ -24,12 +24,12 @@ static json_t *event_json(const store_event_row_t *e) {
     json_decref(tags);
     return NULL;
   }
-  return json_pack("{s:I, s:s?, s:I, s:f, s:I, s:i, s:s?, s:s?, s:s?, s:s?, s:s?, s:s?, s:o}", "id",
-                   (json_int_t)e->id, "kind", e->kind, "start_ms",
+  return json_pack("{s:I, s:s?, s:I, s:f, s:I, s:i, s:s?, s:s?, s:s?, s:s?, s:s?, s:s?, s:s?, s:o}",
+                   "id", (json_int_t)e->id, "kind", e->kind, "start_ms",
                    (json_int_t)(e->start_ns / 1000000), "duration_ms", query_ms(e->duration_ns),
                    "tid", (json_int_t)e->tid, "cpu_percent", (int)e->cpu_percent, "reason",
-                   e->reason, "label", e->label, "app", e->app, "version", e->version,
-                   "environment", e->environment, "group", e->group_sig, "tags", tags);
+                   e->reason, "label", e->label, "loop", e->loop, "app", e->app, "version",
+                   e->version, "environment", e->environment, "group", e->group_sig, "tags", tags);
 }
 
 typedef struct event_list_s {
@@ -56,7 +56,7 @@ unsigned query_events(const store_ops_t *ops, store_t *store, query_arg_fn arg, 
   *body = NULL;
   store_top_query_t q;
   long long limit;
-  unsigned bad = query_filters(arg, ctx, &q, body);
+  unsigned bad = query_event_filters(arg, ctx, &q, body);
   if (!bad) bad = query_limit(arg, ctx, &limit, body);
   if (bad) return bad;
   event_list_t l = {json_array(), 0, false};

@@ -116,9 +116,10 @@ static int64_t end_of_ms(long long ms) {
 }
 
 /* kind (required: hang|cpu; optional: also absent or empty), app, version,
-   environment, host, tag, from, to into q; 0, or 400 with *body the error. */
-static unsigned parse_filters(query_arg_fn arg, void *ctx, bool kind_required, store_top_query_t *q,
-                              char **body) {
+   environment, host, tag, from, to, group, label and loop (with_loop; else a
+   loop is refused) into q; 0, or 400 with *body the error. */
+static unsigned parse_filters(query_arg_fn arg, void *ctx, bool kind_required, bool with_loop,
+                              store_top_query_t *q, char **body) {
   *q = (store_top_query_t){.from_ns = 0, .to_ns = INT64_MAX};
   const char *kind = arg(ctx, "kind", 0);
   if (!kind_required && kind && !*kind) kind = NULL;
@@ -133,6 +134,9 @@ static unsigned parse_filters(query_arg_fn arg, void *ctx, bool kind_required, s
   if (bad) return bad;
   q->group = filter(arg, ctx, "group");
   q->label = filter(arg, ctx, "label");
+  q->loop = filter(arg, ctx, "loop");
+  if (q->loop && !with_loop) /* the rollups keep no loop: an answer would ignore it */
+    return *body = query_error_param("parameter %s: only a filter of events", "loop"), 400;
   if (q->group && (strlen(q->group) > STORE_SIG_CHARS ||
                    strspn(q->group, "0123456789abcdef") != strlen(q->group)))
     return *body = query_error_param("parameter %s: must be a group's signature (lowercase hex)",
@@ -168,10 +172,14 @@ unsigned query_limit(query_arg_fn arg, void *ctx, long long *limit, char **body)
 }
 
 unsigned query_filters(query_arg_fn arg, void *ctx, store_top_query_t *q, char **body) {
-  return parse_filters(arg, ctx, false, q, body);
+  return parse_filters(arg, ctx, false, false, q, body);
+}
+
+unsigned query_event_filters(query_arg_fn arg, void *ctx, store_top_query_t *q, char **body) {
+  return parse_filters(arg, ctx, false, true, q, body);
 }
 
 unsigned query_stack_filters(query_arg_fn arg, void *ctx, store_top_query_t *q, char **body) {
   *body = NULL;
-  return parse_filters(arg, ctx, true, q, body);
+  return parse_filters(arg, ctx, true, false, q, body);
 }

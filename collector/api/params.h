@@ -25,12 +25,18 @@ typedef const char *(*query_arg_fn)(void *ctx, const char *name, size_t nth);
    colon no backslash escapes, the key not empty; in the key backslash-colon
    is a colon and two backslashes one), from, to (unix milliseconds, inclusive),
    group, label into *q (pointing into the arguments' text). 0, or 400 with
-   *body the JSON error naming the parameter (malloc'ed, the caller frees). */
+   *body the JSON error naming the parameter (malloc'ed, the caller frees).
+   A loop is refused (400 naming it): these answers come from the rollups,
+   which keep no loop. */
 unsigned query_stack_filters(query_arg_fn arg, void *ctx, store_top_query_t *q, char **body);
 
-/* The same with kind optional (hang|cpu, absent or empty: any), as events
-   and versions/compare take them. */
+/* The same with kind optional (hang|cpu, absent or empty: any), as drops,
+   loops and versions/compare take them (loop refused). */
 unsigned query_filters(query_arg_fn arg, void *ctx, store_top_query_t *q, char **body);
+
+/* The events list's: query_filters' and loop (a loop's name, exactly:
+   "main" or a name the SDK registered). */
+unsigned query_event_filters(query_arg_fn arg, void *ctx, store_top_query_t *q, char **body);
 
 /* limit: 1..QUERY_LIMIT_MAX, QUERY_LIMIT_DEFAULT when absent; 0, or 400
    with *body. */

@@ -491,6 +491,16 @@ static size_t merge_counts(store_stack_count_t *c, size_t n) {
   return kept;
 }
 
+/* The loop a hang came from: its name, or "main" when the SDK named none
+   (an SDK that watched one loop only watched the main loop). Other kinds
+   are no loop's. */
+static const char *event_loop(const Perf__V1__Event *pe) {
+  if (pe->loop && pe->loop[0]) return pe->loop;
+  bool hang = pe->kind == PERF__V1__EVENT_KIND__EVENT_KIND_HANG ||
+              pe->kind == PERF__V1__EVENT_KIND__EVENT_KIND_FATAL_HANG;
+  return hang ? "main" : NULL;
+}
+
 static int build_event(record_t *r, const Perf__V1__Event *pe, size_t index) {
   store_event_t *e = &r->events[index];
   e->kind = event_kind(pe->kind);
@@ -500,6 +510,7 @@ static int build_event(record_t *r, const Perf__V1__Event *pe, size_t index) {
   e->cpu_percent = pe->cpu_percent;
   e->reason = pe->reason;
   e->label = pe->label;
+  e->loop = event_loop(pe);
   e->dominant_stack_sig = pe->dominant_stack ? r->stacks[pe->dominant_stack - 1].signature : NULL;
   if (pe->n_stack_counts &&
       !(r->counts[index] = calloc(pe->n_stack_counts, sizeof(store_stack_count_t))))
@@ -707,7 +718,8 @@ static unsigned repair_text(const ingest_target_t *t, Perf__V1__Batch *bt, inges
   for (size_t i = 0; i < bt->n_modules; i++)
     rc |= text_fix(&bt->modules[i]->path, max);
   for (size_t i = 0; i < bt->n_events; i++)
-    rc |= text_fix(&bt->events[i]->reason, max) | text_fix(&bt->events[i]->label, max);
+    rc |= text_fix(&bt->events[i]->reason, max) | text_fix(&bt->events[i]->label, max) |
+          text_fix(&bt->events[i]->loop, max);
   Perf__V1__Resource *r = bt->resource;
   rc |= text_fix(&r->app_name, max) | text_fix(&r->app_version, max) |
         text_fix(&r->environment, max) | text_fix(&r->host, max);

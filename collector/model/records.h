@@ -79,6 +79,8 @@ typedef struct store_event_s {
   int32_t cpu_percent;
   const char *reason;
   const char *label;              /* the unit of work's label; NULL or "": none */
+  const char *loop;               /* the loop that hung ("main" or a registered name);
+                                     NULL or "": not a loop's event */
   const char *dominant_stack_sig; /* NULL: none */
   const char *group_sig;          /* hang / fatal_hang without a key: the group (a groups
                                      row, the dominant stack's); NULL for other kinds or
@@ -167,6 +169,7 @@ typedef struct store_top_query_s {
   int64_t from_ns, to_ns;
   const char *group; /* stack_rows: NULL, or only the events of this group */
   const char *label; /* NULL, or only events with this label (not for drops) */
+  const char *loop;  /* NULL, or only events of this loop (event_rows only) */
   store_tag_t tags[STORE_MAX_TAG_FILTERS];
   size_t n_tags;
   /* The keys of tag filters written with escapes, unescaped: tags[i].key
@@ -237,6 +240,7 @@ typedef struct store_event_row_s {
   int64_t id, start_ns, duration_ns;
   const char *kind, *reason, *app, *version, *environment, *group_sig, *tags_json;
   const char *label; /* NULL: none */
+  const char *loop;  /* NULL: not a loop's event, or stored before events kept their loop */
   uint32_t tid;
   int32_t cpu_percent;
 } store_event_row_t;

@@ -19,6 +19,7 @@ void store_bind_filters(const store_binder_t *b, const store_top_query_t *q) {
   b->i64(b->stmt, STORE_SLOT_TO, q->to_ns);
   text(b, STORE_SLOT_KIND, q->kind);
   text(b, STORE_SLOT_LABEL, q->label);
+  text(b, STORE_SLOT_LOOP, q->loop);
   for (size_t i = 0; i < STORE_MAX_TAG_FILTERS; i++) {
     int k = STORE_SLOT_TAG + 2 * (int)i;
     const store_tag_t *t = i < q->n_tags ? &q->tags[i] : NULL;

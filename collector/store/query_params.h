@@ -32,8 +32,10 @@
 #define STORE_SLOT_DAY 20    /* the plan: day rows' range (2 slots) */
 #define STORE_SLOT_RAW 22    /* raw events' two ranges (4 slots) */
 #define STORE_SLOT_BUCKET 26 /* 10-minute rows' two ranges (4 slots) */
+#define STORE_SLOT_LOOP 30   /* only a loop's events (QSQL_LOOP_FILTER) */
 _Static_assert(STORE_SLOT_TAG + 2 * STORE_MAX_TAG_FILTERS == STORE_SLOT_LABEL,
                "the tag filters' slots end where the label's begins");
+_Static_assert(STORE_SLOT_BUCKET + 4 == STORE_SLOT_LOOP, "the loop's slot follows the plan's");
 
 /* How a backend binds one slot of the statement in hand: text (len bytes;
    text NULL: SQL NULL) or a 64-bit integer. */
@@ -44,7 +46,7 @@ typedef struct store_binder_s {
 } store_binder_t;
 
 /* q's filters into their slots (app, version, environment, host, from,
-   to, kind, label, tags; a statement that does not read a slot ignores
+   to, kind, label, loop, tags; a statement that does not read a slot ignores
    it). The statement's own slots and the group are the caller's. */
 void store_bind_filters(const store_binder_t *b, const store_top_query_t *q);
 

@@ -47,6 +47,10 @@ _Static_assert(STORE_SLOT_TAG == 11 && STORE_MAX_TAG_FILTERS == 4,
   " AND e.start_ns >= " QSQL_INT(STORE_SLOT_FROM) " AND e.start_ns <= " QSQL_INT(STORE_SLOT_TO)    \
       QSQL_OPTIONAL("e.label", STORE_SLOT_LABEL)
 
+/* Only the events of a loop (NULL any): the event list's own filter, as
+   the rollups keep no loop. */
+#define QSQL_LOOP_FILTER QSQL_OPTIONAL("e.loop_name", STORE_SLOT_LOOP)
+
 /* The batch filters, then the batch's arrival in from..to. */
 #define QSQL_DROPS_FILTERS                                                                         \
   QSQL_BATCH_FILTERS                                                                               \
@@ -79,7 +83,7 @@ _Static_assert(STORE_SLOT_TAG == 11 && STORE_MAX_TAG_FILTERS == 4,
    it (rows.h); tags_json: the backend's JSON array of the batch's tags. */
 #define QSQL_EVENT_COLUMNS(tags_json)                                                              \
   "e.id, e.kind, e.start_ns, e.duration_ns, e.tid, e.cpu_percent, e.reason, b.app, b.version,"     \
-  " b.environment, e.group_sig, " tags_json ", e.label"
+  " b.environment, e.group_sig, " tags_json ", e.label, e.loop_name"
 
 /* Retention: what a cutoff (slot 1, unix nanoseconds) deletes, in the
    order every backend runs it in one transaction: what refers to an old

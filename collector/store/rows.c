@@ -18,7 +18,8 @@ store_event_row_t store_event_row(const store_columns_t *c, int first) {
                              .environment = c->text(r, i + 9),
                              .group_sig = c->text(r, i + 10),
                              .tags_json = c->text(r, i + 11),
-                             .label = c->text(r, i + 12)};
+                             .label = c->text(r, i + 12),
+                             .loop = c->text(r, i + 13)};
 }
 
 store_stack_row_t store_stack_row(const store_columns_t *c) {

@@ -24,8 +24,8 @@ typedef struct store_columns_s {
 
 /* An event from columns first .. first + STORE_EVENT_COLUMNS - 1: id, kind,
    start_ns, duration_ns, tid, cpu_percent, reason, app, version,
-   environment, group_sig, tags_json, label. */
-#define STORE_EVENT_COLUMNS 13
+   environment, group_sig, tags_json, label, loop. */
+#define STORE_EVENT_COLUMNS 14
 store_event_row_t store_event_row(const store_columns_t *c, int first);
 
 /* A stack's sums over a query (stack_rows): stack_sig, frames_json,

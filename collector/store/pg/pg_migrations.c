@@ -208,6 +208,11 @@ static const char *const MIGRATIONS[] = {
                                    "rollup_stacks_day,"
                                    " rollup_groups_delta, rollup_stacks_delta;" PG_BUILD(
                                        "", ROLLUP_BUCKET_SQL) PG_BUILD("_day", ROLLUP_DAY_SQL),
+    /* 9: the loop each event came from ("main" or the name the SDK's
+       perf_sdk_loop_register gave it); NULL in the rows stored before
+       (their loop is unknown) and in events of no loop. Adds a column
+       only: a collector at version 8 keeps working beside it. */
+    "ALTER TABLE events ADD COLUMN IF NOT EXISTS loop_name text;",
 };
 #define SCHEMA_VERSION ((int)(sizeof MIGRATIONS / sizeof MIGRATIONS[0]))
 _Static_assert(STORE_LOOP_BUCKETS == 9, "loop_stats has one column per bucket");

@@ -108,7 +108,7 @@ static const char ANY_EVENT[] = "SELECT EXISTS (SELECT 1 FROM events WHERE start
 static const char EVENT_ROWS[] = "SELECT " QSQL_EVENT_COLUMNS(
     PG_TAGS_JSON) " FROM events e JOIN batches b ON b.id = e.batch_id"
                   " WHERE ($6::text IS NULL OR " QSQL_KIND_FILTER(
-                      "e") ")" QSQL_TOP_FILTERS
+                      "e") ")" QSQL_TOP_FILTERS QSQL_LOOP_FILTER
                            " ORDER BY e.start_ns DESC, e.id DESC LIMIT $7::bigint";
 static const char EVENT_ONE[] =
     "SELECT " QSQL_EVENT_COLUMNS(PG_TAGS_JSON) " FROM events e JOIN batches b ON b.id = e.batch_id"
@@ -198,11 +198,14 @@ static void bind_i64(void *stmt, int slot, int64_t value) {
 }
 
 /* q's filters into their slots (query_params.h); the statement's own slots
-   NULL, typed as text, until the caller binds them. */
+   and the plan's NULL, typed as text, until the caller binds them (every
+   slot up to the loop's is sent, and PostgreSQL must know each one's type). */
 static void bind_filters(pg_params_t *p, const store_top_query_t *q) {
   store_binder_t b = {p, bind_text, bind_i64};
   store_bind_filters(&b, q);
   for (int slot = STORE_SLOT_OWN; slot < STORE_SLOT_HOST; slot++)
+    pg_text(p, slot, NULL);
+  for (int slot = STORE_SLOT_DAY; slot < STORE_SLOT_LOOP; slot++)
     pg_text(p, slot, NULL);
 }
 

@@ -167,15 +167,17 @@ static int upsert_groups(store_t *st, const store_batch_t *b) {
 
 /* Events with their stack counts and thread states: one statement. The
    events' ids are drawn in their order first, each count and state names
-   its event by its place in the arrays ($11, $16). */
+   its event by its place in the arrays ($11, $16). The events' loops
+   ($24) came after the other arrays were numbered. */
 static const char INSERT_EVENTS[] =
     "WITH ids AS MATERIALIZED (SELECT o, nextval('events_id_seq') AS id"
     " FROM generate_series(1, $23::bigint) AS o),"
     " e AS (INSERT INTO events(id, batch_id, kind, start_ns, duration_ns, tid, cpu_percent,"
-    " reason, dominant_stack_sig, group_sig, label, received_ns)"
-    " SELECT ids.id, $1, k, s, d, t, c, r, ds, g, l, $22::bigint FROM unnest($2::text[],"
+    " reason, dominant_stack_sig, group_sig, label, loop_name, received_ns)"
+    " SELECT ids.id, $1, k, s, d, t, c, r, ds, g, l, lp, $22::bigint FROM unnest($2::text[],"
     " $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[], $7::text[], $8::text[], $9::text[],"
-    " $10::text[]) WITH ORDINALITY AS u(k, s, d, t, c, r, ds, g, l, o) JOIN ids USING (o)"
+    " $10::text[], $24::text[]) WITH ORDINALITY AS u(k, s, d, t, c, r, ds, g, l, lp, o)"
+    " JOIN ids USING (o)"
     " ORDER BY o),"
     " c AS (INSERT INTO stack_counts(event_id, stack_sig, tid, samples, cpu_us, received_ns)"
     " SELECT ids.id, s, t, n, w, $22::bigint FROM unnest($11::bigint[], $12::text[],"
@@ -186,7 +188,7 @@ static const char INSERT_EVENTS[] =
     " $18::text[], $19::text[], $20::text[], $21::bigint[]) WITH ORDINALITY"
     " AS u(ev, t, s, c, f, n, o) JOIN ids ON ids.o = u.ev ORDER BY u.o";
 
-enum { EVENT_ARRAYS = 20 }; /* $2 to $21 */
+enum { EVENT_ARRAYS = 20, EVENT_LOOPS = EVENT_ARRAYS }; /* $2 to $21; a[EVENT_LOOPS]: $24 */
 
 /* Event e (its group group_sig), the n-th of the statement, into a. */
 static void add_event(pg_array_t *a, int64_t n, const store_event_t *e, const char *group_sig) {
@@ -199,6 +201,7 @@ static void add_event(pg_array_t *a, int64_t n, const store_event_t *e, const ch
   pg_array_text(&a[6], e->dominant_stack_sig);
   pg_array_text(&a[7], group_sig);
   pg_array_text(&a[8], e->label && e->label[0] ? e->label : NULL);
+  pg_array_text(&a[EVENT_LOOPS], e->loop && e->loop[0] ? e->loop : NULL);
   for (size_t i = 0; i < e->n_counts; i++) {
     pg_array_int(&a[9], n);
     pg_array_text(&a[10], e->counts[i].stack_sig);
@@ -251,7 +254,7 @@ static int pick_hangs(store_t *st, const store_batch_t *b, char (*picked)[STORE_
    picked for it, picked[i]) or those without, in their order. */
 static int insert_events(store_t *st, const store_batch_t *b, char (*picked)[STORE_SIG_CHARS + 1],
                          bool picks) {
-  pg_array_t a[EVENT_ARRAYS] = {{0}};
+  pg_array_t a[EVENT_ARRAYS + 1] = {{0}};
   int64_t n = 0;
   int rc = picks ? pick_hangs(st, b, picked) : 0;
   for (size_t i = 0; rc == 0 && i < b->n_events; i++) {
@@ -261,7 +264,8 @@ static int insert_events(store_t *st, const store_batch_t *b, char (*picked)[STO
   }
   pg_params_t p = {0};
   pg_bytes(&p, 1, b->id, STORE_BATCH_ID_BYTES);
-  if (pg_own_arrays(&p, 2, a, EVENT_ARRAYS) != 0) rc = -1;
+  if ((pg_own_arrays(&p, 2, a, EVENT_ARRAYS) | pg_own_arrays(&p, 24, &a[EVENT_LOOPS], 1)) != 0)
+    rc = -1;
   pg_int(&p, 22, b->received_ns);
   pg_int(&p, 23, n);
   if (rc == 0 && n) rc = pg_do(st, INSERT_EVENTS, &p, "insert events");

@@ -60,16 +60,17 @@ static const char SCHEMA[] =
 
 /* Columns newer than the database may be: each is added when missing (the
    error of an existing column is ignored). events.group_sig came with the
-   groups (its index follows), stacks.stack_end (NULL: complete, or not
-   said) with stack ends, batches.dropped_* (the SDK's DropCounters, 0 in
-   batches stored before) with the drops API; batch_tags, also newer, is
-   made by SCHEMA. */
+   groups (its index follows), events.loop_name (NULL in events stored
+   before: their loop is unknown) with the SDK's loop names, stacks.stack_end (NULL: complete, or
+   not said) with stack ends, batches.dropped_* (the SDK's DropCounters, 0 in batches stored before)
+   with the drops API; batch_tags, also newer, is made by SCHEMA. */
 #define ADD_DROPPED(reason)                                                                        \
   "ALTER TABLE batches ADD COLUMN dropped_" reason " INTEGER NOT NULL DEFAULT 0"
 static const char *const ADD_COLUMNS[] = {
     "ALTER TABLE events ADD COLUMN group_sig TEXT",
     "ALTER TABLE stacks ADD COLUMN stack_end TEXT",
     "ALTER TABLE events ADD COLUMN label TEXT",
+    "ALTER TABLE events ADD COLUMN loop_name TEXT",
     ADD_DROPPED("rate_limited"),
     ADD_DROPPED("queue_full"),
     ADD_DROPPED("sink_failed"),
@@ -163,8 +164,8 @@ static const char *const STMT_SQL[ST_COUNT] = {
                         " VALUES(?1, ?2, ?3, ?3, ?4) ON CONFLICT(signature) DO UPDATE SET"
                         " last_seen = max(last_seen, excluded.last_seen)",
     [ST_INSERT_EVENT] = "INSERT INTO events(batch_id, kind, start_ns, duration_ns, tid,"
-                        " cpu_percent, reason, dominant_stack_sig, group_sig, label)"
-                        " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                        " cpu_percent, reason, dominant_stack_sig, group_sig, label, loop_name)"
+                        " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
     [ST_INSERT_COUNT] = "INSERT INTO stack_counts(event_id, stack_sig, tid, samples, cpu_us)"
                         " VALUES(?1, ?2, ?3, ?4, ?5)",
     [ST_COUNT_ROWS] = "SELECT (SELECT count(*) FROM batches), (SELECT count(*) FROM events),"
@@ -198,7 +199,7 @@ static const char *const STMT_SQL[ST_COUNT] = {
     [ST_EVENT_ROWS] = "SELECT " QSQL_EVENT_COLUMNS(
         SQLITE_TAGS_JSON) " FROM events e JOIN batches b ON b.id = e.batch_id"
                           " WHERE (?6 IS NULL OR " QSQL_KIND_FILTER(
-                              "e") ")" QSQL_TOP_FILTERS
+                              "e") ")" QSQL_TOP_FILTERS QSQL_LOOP_FILTER
                                    " ORDER BY e.start_ns DESC, e.id DESC LIMIT ?7",
     [ST_EVENT_ONE] = "SELECT " QSQL_EVENT_COLUMNS(
         SQLITE_TAGS_JSON) " FROM events e JOIN batches b ON b.id = e.batch_id"
@@ -477,6 +478,10 @@ static int insert_events(store_t *st, const store_batch_t *b, char (*picked)[STO
       sqlite3_bind_text(s, 10, e->label, -1, SQLITE_STATIC);
     else
       sqlite3_bind_null(s, 10);
+    if (e->loop && e->loop[0])
+      sqlite3_bind_text(s, 11, e->loop, -1, SQLITE_STATIC);
+    else
+      sqlite3_bind_null(s, 11);
     int rc = sqlite_step_done(st, ST_INSERT_EVENT);
     sqlite3_int64 id = sqlite3_last_insert_rowid(st->db);
     if (rc == SQLITE_OK) rc = insert_counts(st, id, e);

@@ -674,6 +674,187 @@ static void case_events(void) {
 
 /* ---- the pprof export ---------------------------------------------------- */
 
+/* ---- events by loop ------------------------------------------------------ */
+
+#define LOOP_STALL_MS 400 /* a worker's hang: busy this long, past the 100 ms threshold */
+#define LOOP_WAIT_S 60    /* a worker that has not handled its command fails after this */
+
+/* A registered loop's thread: idle in read() on its pipe until a command,
+   busy while it spins LOOP_STALL_MS for it ('s'), gone at 'x'. */
+typedef struct loop_worker_s {
+  pthread_t thread;
+  int cmd[2];
+  const char *name;
+  volatile int tid, registered, handled;
+} loop_worker_t;
+
+static void *loop_worker_main(void *arg) {
+  loop_worker_t *w = arg;
+  w->tid = (int)syscall(SYS_gettid);
+  CHECK_EQ_INT(perf_sdk_loop_register(w->name, 0), PERF_OK);
+  __atomic_store_n(&w->registered, 1, __ATOMIC_RELEASE);
+  for (;;) {
+    CHECK_EQ_INT(perf_sdk_loop_idle(), PERF_OK);
+    char c;
+    if (read(w->cmd[0], &c, 1) != 1 || c == 'x') break;
+    CHECK_EQ_INT(perf_sdk_loop_busy(), PERF_OK);
+    double end = (double)now_ns() / 1e6 + LOOP_STALL_MS;
+    while ((double)now_ns() / 1e6 < end)
+      leaf_hash();
+    __atomic_add_fetch(&w->handled, 1, __ATOMIC_RELEASE);
+  }
+  return NULL;
+}
+
+static void loop_worker_start(loop_worker_t *w, const char *name) {
+  *w = (loop_worker_t){.name = name};
+  CHECK(pipe(w->cmd) == 0);
+  CHECK(pthread_create(&w->thread, NULL, loop_worker_main, w) == 0);
+  double end = now_s() + LOOP_WAIT_S;
+  while (!__atomic_load_n(&w->registered, __ATOMIC_ACQUIRE)) {
+    CHECKF(now_s() < end, "loop %s did not register", name);
+    usleep(1000);
+  }
+}
+
+/* The worker's loop hangs `times` times, one after the other. */
+static void loop_worker_stall(loop_worker_t *w, int times) {
+  for (int i = 0; i < times; i++) {
+    int before = __atomic_load_n(&w->handled, __ATOMIC_ACQUIRE);
+    CHECK(write(w->cmd[1], "s", 1) == 1);
+    double end = now_s() + LOOP_WAIT_S;
+    while (__atomic_load_n(&w->handled, __ATOMIC_ACQUIRE) == before) {
+      CHECKF(now_s() < end, "loop %s did not handle its stall", w->name);
+      usleep(2000);
+    }
+  }
+}
+
+static void loop_worker_stop(loop_worker_t *w) {
+  CHECK(write(w->cmd[1], "x", 1) == 1);
+  pthread_join(w->thread, NULL);
+  close(w->cmd[0]);
+  close(w->cmd[1]);
+}
+
+/* The events of query, polled until there are want of them (the SDK sent
+   its batches; the collector may still be storing the last). */
+static json_t *events_polled(const collector_t *c, const char *query, size_t want) {
+  char path[256];
+  snprintf(path, sizeof path, "/api/v1/events?%s", query);
+  double end = now_s() + LOOP_WAIT_S;
+  for (;;) {
+    long status;
+    json_t *j = get_json(c, path, &status);
+    CHECKF(status == 200, "%s -> %ld", path, status);
+    size_t n = json_array_size(json_object_get(j, "events"));
+    if (n >= want || now_s() > end) return j;
+    json_decref(j);
+    usleep(50000);
+  }
+}
+
+/* Every event of j from loop (and its thread tid, when not 0); their count. */
+static size_t events_of_loop(json_t *j, const char *loop, int tid) {
+  json_t *events = json_object_get(j, "events"), *e;
+  size_t i;
+  json_array_foreach(events, i, e) {
+    const char *got = json_string_value(json_object_get(e, "loop"));
+    CHECKF(got && strcmp(got, loop) == 0, "event %zu of loop %s, want %s", i, got ? got : "(none)",
+           loop);
+    if (tid) CHECK_EQ_INT(json_integer_value(json_object_get(e, "tid")), tid);
+  }
+  return json_array_size(events);
+}
+
+/* Two registered loops and the main loop hang (worker-a twice, worker-b
+   once, main once), sent by the SDK: the events list filters by loop
+   exactly, each event and its detail name the loop, and every endpoint
+   answered from rollups refuses loop= with 400 naming it. */
+static void case_events_by_loop(void) {
+  collector_t c;
+  collector_start(&c, NULL);
+  perf_sdk_config_t cfg;
+  perf_sdk_config_init(&cfg);
+  char data_dir[128];
+  snprintf(data_dir, sizeof data_dir, "%s/sdk", tempdir_make("perf-api-loops"));
+  sdk_config_upload(&cfg, "loop-test", c.url, GOOD_KEY, data_dir);
+  cfg.hang_threshold_ms = 100;
+  cfg.hang_sample_interval_ms = 20;
+  cfg.cpu_threshold_percent = 25600; /* 256 cores: no CPU events */
+  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
+  CHECK_EQ_INT(perf_sdk_loop_idle(), PERF_OK); /* the main loop waits */
+  loop_worker_t a, b;
+  loop_worker_start(&a, "worker-a");
+  loop_worker_start(&b, "worker-b");
+  loop_worker_stall(&a, 2);
+  loop_worker_stall(&b, 1);
+  handle_request(HANG_MS, NULL); /* the main loop's hang */
+  loop_worker_stop(&a);
+  loop_worker_stop(&b);
+  double end = now_s() + LOOP_WAIT_S;
+  while (sdk_stats().hangs_detected < 4) {
+    CHECKF(now_s() < end, "%llu hangs detected, want 4",
+           (unsigned long long)sdk_stats().hangs_detected);
+    usleep(20000);
+  }
+  CHECK_EQ_INT(sdk_stats().hangs_detected, 4);
+  sdk_flush_and_stop();
+
+  json_t *all = events_polled(&c, "app=loop-test&limit=50", 4);
+  CHECK_EQ_INT(json_array_size(json_object_get(all, "events")), 4);
+  json_decref(all);
+  json_t *j = events_polled(&c, "app=loop-test&loop=worker-a", 2);
+  CHECK_EQ_INT(events_of_loop(j, "worker-a", a.tid), 2);
+  json_decref(j);
+  j = events_polled(&c, "app=loop-test&kind=hang&loop=worker-b", 1);
+  CHECK_EQ_INT(events_of_loop(j, "worker-b", b.tid), 1);
+  json_int_t id =
+      json_integer_value(json_object_get(json_array_get(json_object_get(j, "events"), 0), "id"));
+  json_decref(j);
+  j = events_polled(&c, "app=loop-test&loop=main", 1);
+  CHECK_EQ_INT(events_of_loop(j, "main", (int)syscall(SYS_gettid)), 1);
+  json_decref(j);
+  long status;
+  j = get_json(&c, "/api/v1/events?loop=worker-c", &status);
+  CHECK_EQ_INT(status, 200);
+  CHECK_EQ_INT(json_array_size(json_object_get(j, "events")), 0);
+  json_decref(j);
+  j = get_json(&c, "/api/v1/events?loop=worker&kind=hang", &status); /* exact, not a prefix */
+  CHECK_EQ_INT(status, 200);
+  CHECK_EQ_INT(json_array_size(json_object_get(j, "events")), 0);
+  json_decref(j);
+
+  char path[64];
+  snprintf(path, sizeof path, "/api/v1/events/%lld", (long long)id);
+  j = get_json(&c, path, &status);
+  CHECK_EQ_INT(status, 200);
+  const char *loop = json_string_value(json_object_get(j, "loop"));
+  CHECKF(loop && strcmp(loop, "worker-b") == 0, "detail's loop %s", loop ? loop : "(none)");
+  json_decref(j);
+
+  /* Answers from the rollups, which keep no loop: refused, not ignored. */
+  static const char *const refused[] = {
+      "/api/v1/top-stacks?kind=hang&loop=worker-a",
+      "/api/v1/flame?kind=hang&loop=worker-a",
+      "/api/v1/export/folded?kind=hang&loop=worker-a",
+      "/api/v1/export/pprof?kind=hang&loop=worker-a",
+      "/api/v1/timeseries?kind=hang&bucket=hour&loop=worker-a",
+      "/api/v1/states?kind=hang&loop=worker-a",
+      "/api/v1/drops?loop=worker-a",
+      "/api/v1/loops?loop=worker-a",
+      "/api/v1/versions/compare?app=loop-test&a=1.0&b=2.0&loop=worker-a",
+  };
+  for (size_t i = 0; i < ARRAY_LEN(refused); i++) {
+    j = get_json(&c, refused[i], &status);
+    CHECKF(status == 400, "%s -> %ld", refused[i], status);
+    const char *err = json_string_value(json_object_get(j, "error"));
+    CHECKF(err && strstr(err, "parameter loop"), "%s: error %s", refused[i], err ? err : "(none)");
+    json_decref(j);
+  }
+  collector_stop_healthy(&c);
+}
+
 /* The samples of the folded export for query: its lines' counts summed. */
 static long long folded_total(const collector_t *c, const char *query, reply_t *r) {
   char path[256];
@@ -855,7 +1036,7 @@ static void case_not_utf8_parameters(void) {
       {"/api/v1/export/pprof", "kind=hang", {"kind", FILTERS, "group", "label"}},
       {"/api/v1/flame", "kind=hang", {"kind", FILTERS, "group", "label"}},
       {"/api/v1/states", "kind=hang", {"kind", FILTERS, "group", "label"}},
-      {"/api/v1/events", "", {"kind", FILTERS, "group", "label", "limit"}},
+      {"/api/v1/events", "", {"kind", FILTERS, "group", "label", "loop", "limit"}},
       {"/api/v1/drops", "", {"kind", FILTERS, "group", "label"}},
       {"/api/v1/loops", "", {"kind", FILTERS, "group", "label"}},
       {"/api/v1/timeseries", "kind=hang&bucket=hour", {"kind", FILTERS, "label", "bucket"}},
@@ -888,6 +1069,7 @@ int main(int argc, char **argv) {
       TEST_CASE(export_folded),
       TEST_CASE(flame),
       TEST_CASE(events),
+      TEST_CASE(events_by_loop),
       TEST_CASE(export_pprof),
       TEST_CASE(export_pprof_empty),
       TEST_CASE(not_utf8_parameters),
