@@ -697,6 +697,7 @@ function renderEvents() {
       el('td', {}, el('span', { class: `badge ${e.kind}`, text: e.kind })),
       el('td', { class: 'num strong', text: fmtMs(e.duration_ms) }),
       el('td', { class: 'num', text: String(e.tid) }),
+      el('td', { class: 'loop', 'data-testid': 'event-loop', text: e.loop || '—' }),
       el('td', { class: 'num', text: fmtCpu(e.cpu_percent) }),
       el('td', { text: `${e.app} ${e.version} (${e.environment})` }),
       el('td', { class: 'reason', text: e.label || e.reason || '' }));
@@ -732,6 +733,7 @@ function renderDetail(ev) {
   $('detail-cpu').textContent = fmtCpu(ev.cpu_percent);
   $('detail-start').textContent = fmtTime(ev.start_ms);
   $('detail-app').textContent = `${ev.app} ${ev.version} (${ev.environment})`;
+  $('detail-loop').textContent = ev.loop || '—';
   $('detail-label').textContent = ev.label || '—';
   $('detail-reason').textContent = ev.reason || '—';
   $('detail-tags').textContent = (ev.tags || []).map((t) => `${t.key}:${t.value}`).join(' ') || '—';

@@ -58,7 +58,8 @@ static void check_browser_tools(void) {
    another address in stack_truth_root: another stack to the SDK, the
    same to the collector (the detail lists it once, with 4 samples). Its batch has the tag
    team=truth and drop counters (rate_limited 12, spool_quota 3): the
-   browser test's drops line and tag filter. */
+   browser test's drops line and tag filter. It hung in loop "render-3"
+   (the event list's Loop column and the detail). */
 static void post_stack_truth(const collector_t *c) {
   char *strings[] = {
       "", "stack_truth_inner", "stack_truth_outer", "stack_truth_root", "truth.c", "read", "futex"};
@@ -92,6 +93,7 @@ static void post_stack_truth(const collector_t *c) {
   ev.kind = PERF__V1__EVENT_KIND__EVENT_KIND_HANG;
   ev.start_unix_nanos = (int64_t)(now_wall_s() * 1e9);
   ev.duration_nanos = 1000000, ev.tid = 4242, ev.reason = "stack-truth";
+  ev.loop = "render-3"; /* a registered loop's (perf_sdk_loop_register) */
   ev.n_stack_counts = 2, ev.stack_counts = scs, ev.dominant_stack = 1;
   /* Four samples: two in read() on a pipe, one in a futex, one running
      (the browser test reads "waiting in read() (pipe) 50%, ..."). */

@@ -326,6 +326,12 @@ async function run(page) {
   // The demo names the request that hung (perf_sdk_loop_busy_label).
   const label = await page.getByTestId('detail-label').textContent();
   check(event.label === 'GET /profile' && label === event.label, `detail label ${label} (API ${event.label})`);
+  // The demo's hang is its main loop's: the detail and the list's Loop column.
+  const loop = await page.getByTestId('detail-loop').textContent();
+  check(event.loop === 'main' && loop === 'main', `detail loop ${loop} (API ${event.loop})`);
+  const rowLoop = await page.locator(`[data-testid="event-row"][data-id="${event.id}"] [data-testid="event-loop"]`)
+    .textContent();
+  check(rowLoop === 'main', `the event row's loop ${rowLoop}`);
   check((await apiJson('/api/v1/events?kind=hang&label=GET%20%2Fprofile')).events.length === 1,
     'one hang labelled GET /profile');
 
@@ -399,6 +405,11 @@ async function run(page) {
     `tag team:truth: only the stack-truth event (${JSON.stringify(tagged)}, of ${before})`);
   await page.locator(`[data-testid="event-row"][data-id="${truth.id}"]`).click();
   await page.waitForFunction(() => document.getElementById('detail-tags').textContent === 'team:truth');
+  // A registered loop's hang: named in its row and its detail.
+  check(truth.loop === 'render-3', `the stack-truth hang's loop in the API: ${truth.loop}`);
+  check(await page.getByTestId('detail-loop').textContent() === 'render-3', 'detail loop render-3');
+  check(await page.locator(`[data-testid="event-row"][data-id="${truth.id}"] [data-testid="event-loop"]`)
+    .textContent() === 'render-3', 'the stack-truth row\'s loop is render-3');
   await page.getByTestId('tag-filter').fill('team:nobody');
   await page.getByTestId('refresh').click();
   await page.waitForFunction(() => document.getElementById('drops').textContent === 'no events dropped' &&
