@@ -4,11 +4,11 @@
  * that expand (deep stacks, millions of empty messages, huge strings, many
  * tiny batches) stored or refused with the collector's peak RSS (VmHWM)
  * under the documented bound, then every GET the dashboard makes; each
- * batch limit refused with its flag named. Slow clients, deadlines and raw
- * targets are test_collector_conns.c's; key scopes, open mode and symbol
- * rules test_collector_scopes.c's. Every case ends with /healthz 200 and a
- * clean SIGTERM exit (under ASan: no leak).
- * Each case runs in its own process: `test_collector_hostile <case>`.
+ * batch limit refused with its flag named; loop names repaired and cut.
+ * Slow clients, deadlines and raw targets are test_collector_conns.c's;
+ * key scopes, open mode and symbol rules test_collector_scopes.c's. Every case ends with /healthz
+ * 200 and a clean SIGTERM exit (under ASan: no leak). Each case runs in its own process:
+ * `test_collector_hostile <case>`.
  */
 #include <arpa/inet.h>
 #include <curl/curl.h>
@@ -356,11 +356,76 @@ static void case_batch_limits(void) {
   collector_stop_healthy(&c);
 }
 
+/* The loop one hang was sent as: o's event a hang of loop (NULL: none) on
+   thread tid, posted with batch id seed. */
+static void post_loop_hang(const collector_t *c, const char *loop, uint32_t tid, unsigned seed) {
+  batch_one_event_t o;
+  uint8_t id[16] = {0};
+  batch_one_event_init(&o, id, "loops", "/usr/bin/loops", "loop_function");
+  Perf__V1__Frame fr = PERF__V1__FRAME__INIT, *frs[] = {&fr};
+  fr.module = 1, fr.address = 0x1234, fr.function = 1, fr.function_offset = 4;
+  uint32_t ids[] = {1};
+  o.b.n_frames = 1, o.b.frames = frs;
+  o.st.n_frames = 1, o.st.frames = ids;
+  o.sc.tid = tid, o.sc.samples = 3;
+  o.ev.kind = PERF__V1__EVENT_KIND__EVENT_KIND_HANG;
+  o.ev.start_unix_nanos = (uint64_t)(now_s() * 1e9) - 2000000000u;
+  o.ev.duration_nanos = 400000000u;
+  o.ev.tid = tid;
+  o.ev.loop = (char *)(loop ? loop : "");
+  batch_post(c, &o.b, seed);
+}
+
+/* The events of loop (a query-string value), exactly n of them; the first's
+   loop name. */
+static char *events_of_loop(const collector_t *c, const char *loop, size_t n) {
+  char path[256];
+  snprintf(path, sizeof path, "/api/v1/events?app=loops&loop=%s", loop);
+  long status;
+  json_t *j = get_json(c, path, &status);
+  CHECK_EQ_INT(status, 200);
+  json_t *events = json_object_get(j, "events");
+  CHECKF(json_array_size(events) == n, "%s: %zu events, want %zu", path, json_array_size(events),
+         n);
+  const char *name = json_string_value(json_object_get(json_array_get(events, 0), "loop"));
+  char *copy = name ? strdup(name) : NULL;
+  json_decref(j);
+  return copy;
+}
+
+/* Loop names as a client other than the SDK may send them: bytes that are
+   not UTF-8 stored with U+FFFD for each bad byte, a name past
+   --max-string-bytes cut there and marked, no name on a hang the main
+   loop's; each batch stored whole (200). */
+static void case_loop_names(void) {
+  collector_t c;
+  collector_start(&c, (const char *[]){"--max-string-bytes", "64", NULL});
+  char longest[301];
+  memset(longest, 'L', 300);
+  longest[300] = '\0';
+  post_loop_hang(&c, "w\xff-1", 11, 1);
+  post_loop_hang(&c, longest, 12, 2);
+  post_loop_hang(&c, NULL, 13, 3);
+  char *name = events_of_loop(&c, "w%EF%BF%BD-1", 1);
+  CHECKF(name && strcmp(name, "w\xef\xbf\xbd-1") == 0, "repaired loop %s", name ? name : "(none)");
+  free(name);
+  char cut[80];
+  snprintf(cut, sizeof cut, "%.*s%%3Ctruncated%%3E", 64 - (int)strlen("<truncated>"), longest);
+  name = events_of_loop(&c, cut, 1);
+  CHECKF(name && strlen(name) == 64 && strstr(name, "<truncated>") == name + 53, "cut loop %s",
+         name ? name : "(none)");
+  free(name);
+  name = events_of_loop(&c, "main", 1);
+  CHECKF(name && strcmp(name, "main") == 0, "unnamed loop %s", name ? name : "(none)");
+  free(name);
+  collector_stop_healthy(&c);
+}
+
 int main(int argc, char **argv) {
   static const test_case_t cases[] = {
       TEST_CASE(stack_20000_frames), TEST_CASE(stack_million_frames), TEST_CASE(empty_frames),
       TEST_CASE(huge_strings),       TEST_CASE(many_tiny_batches),    TEST_CASE(batch_limits),
-      TEST_CASE(near_decoded_cap),
+      TEST_CASE(near_decoded_cap),   TEST_CASE(loop_names),
   };
   return collector_test_main(argc, argv, cases, ARRAY_LEN(cases));
 }
