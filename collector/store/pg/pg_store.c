@@ -167,8 +167,8 @@ static int upsert_groups(store_t *st, const store_batch_t *b) {
 
 /* Events with their stack counts and thread states: one statement. The
    events' ids are drawn in their order first, each count and state names
-   its event by its place in the arrays ($11, $16). The events' loops
-   ($24) came after the other arrays were numbered. */
+   its event by its place in the arrays ($11, $16). The events' loops are
+   $24, past the statement's other slots. */
 static const char INSERT_EVENTS[] =
     "WITH ids AS MATERIALIZED (SELECT o, nextval('events_id_seq') AS id"
     " FROM generate_series(1, $23::bigint) AS o),"
