@@ -41,6 +41,7 @@
 #include "sdk/monitors/stopped_time.h"
 #include "sdk/monitors/unit_end.h"
 #include "sdk/pipeline/capture.h"
+#include "sdk/sampler/thread_state.h"
 
 #define BUSY_BIT 1u
 #define END_CHECK_NS 10000000 /* while hanging: how often to look for its end */
@@ -54,6 +55,11 @@ typedef struct watch_s {
   perf__event_t *hang;
   uint64_t hang_epoch;
   int64_t next_sample_ns;
+  /* the loop's thread's CPU clock when the monitor first saw unit
+     cpu_epoch (cpu_at: then): what tells a thread that was only waiting
+     for a CPU from one that hangs (waiting_for_cpu) */
+  uint64_t cpu_epoch;
+  int64_t cpu_ns, cpu_at;
   /* loop stats: the counters as of the last post, time watched since */
   perf__loop_counts_t sent;
   uint64_t watched_ns;
@@ -86,6 +92,8 @@ static void forget(perf__hang_monitor_t *m, size_t i, int64_t now,
 static void adopt(perf__hang_monitor_t *m, size_t i, unsigned gen, const perf__loop_counts_t *from);
 static bool read_base(const perf__loop_t *loop, unsigned gen, perf__loop_counts_t *out);
 static int64_t step(perf__hang_monitor_t *m, size_t i, int64_t now);
+static int64_t waiting_for_cpu(perf__hang_monitor_t *m, size_t i, int64_t threshold,
+                               int64_t busy_for, int64_t now);
 static void start_hang(perf__hang_monitor_t *m, size_t i, uint64_t epoch, int64_t busy_since,
                        int64_t now);
 static void sample_hang(perf__hang_monitor_t *m, size_t i, int64_t now);
@@ -355,12 +363,46 @@ static int64_t step(perf__hang_monitor_t *m, size_t i, int64_t now) {
     }
   }
   int64_t busy_for = busy ? busy_ns(m, busy_since, now) : 0;
+  if (!paused && busy && w->cpu_epoch != word >> 1) {
+    w->cpu_epoch = word >> 1;
+    w->cpu_ns = perf__thread_cpu_ns(atomic_load(&loop->watched_tid));
+    w->cpu_at = now;
+  }
   if (!paused && busy && busy_for >= threshold) {
+    int64_t again = waiting_for_cpu(m, i, threshold, busy_for, now);
+    if (again) return again;
     start_hang(m, i, word >> 1, busy_since, now);
     return now + END_CHECK_NS < w->next_sample_ns ? now + END_CHECK_NS : w->next_sample_ns;
   }
   if (!paused && busy) return now + (threshold - busy_for);
   return now + threshold / 2;
+}
+
+/* Loop i is past its threshold in the unit the monitor noted (cpu_epoch).
+   Runnable but hardly run since then (under an eighth of the time on its
+   CPU clock): the thread is waiting for a CPU the machine's other work
+   holds, not hung in the app's code; an idle loop whose heartbeat is
+   due is just that (its beat waits for the CPU too). Returns when to
+   look again (within an eighth of the threshold), or 0: a hang (the
+   thread ran, or is blocked, off the CPU by its own doing: a lock, I/O).
+   The hang, when it comes, still starts where the unit began. A note
+   younger than a quarter of the threshold has measured too little: it
+   is looked at again then. At four thresholds the hang starts whatever
+   the thread's share (a loop starved that long is reported late, not
+   never). One CPU-clock read, and one /proc read only when the thread
+   hardly ran. */
+static int64_t waiting_for_cpu(perf__hang_monitor_t *m, size_t i, int64_t threshold,
+                               int64_t busy_for, int64_t now) {
+  watch_t *w = &m->watch[i];
+  pid_t tid = atomic_load(&m->loops[i].watched_tid);
+  int64_t cpu = perf__thread_cpu_ns(tid);
+  if (w->cpu_ns < 0 || cpu < 0 || busy_for >= 4 * threshold) return 0;
+  int64_t step = threshold / 8 > 1000000 ? threshold / 8 : 1000000;
+  if (now - w->cpu_at < threshold / 4) return now + step;
+  if ((cpu - w->cpu_ns) * 8 >= now - w->cpu_at) return 0;
+  perf__thread_state_t st;
+  if (perf__thread_state_read(tid, &st) != PERF_OK || !st.running) return 0;
+  return now + step;
 }
 
 static void start_hang(perf__hang_monitor_t *m, size_t i, uint64_t epoch, int64_t busy_since,

@@ -10,11 +10,13 @@
  * batches under its name (Batch.loops), their sum in Batch.loop_stats;
  * a thread gone without its destructors freed by the monitor; a process
  * killed while a worker's loop hung reported by the next run naming the
- * loop.
+ * loop; a heartbeat loop kept off its CPU by a real-time thread is not
+ * hung, and hangs when it stalls on the CPU.
  * Through the file sink: the report and its batch records.
  */
 #include <dirent.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -609,6 +611,108 @@ static void case_batches_name_loops(void) {
   free(b);
 }
 
+/* -- a loop waiting for a CPU is not hung */
+
+#define BEAT_THRESHOLD_MS 20
+#define HOG_MS 60
+
+static atomic_int g_beat_stop, g_beat_tid, g_beat_stall;
+static atomic_llong g_beat_max_gap_ms;
+
+static void pin_to_cpu0(void) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(0, &set);
+  CHECK(sched_setaffinity(0, sizeof set, &set) == 0);
+}
+
+CHAIN static void beat_stall(void) {
+  spin_ms(300);
+}
+
+/* An idle loop with a heartbeat every 2 ms on CPU 0 (as the libevent
+   integration's timer at a 20 ms threshold): the longest gap between two
+   of its turns, and a 300 ms stall when asked. */
+static void *beat_main(void *arg) {
+  (void)arg;
+  pin_to_cpu0();
+  atomic_store(&g_beat_tid, (int)syscall(SYS_gettid));
+  CHECK_EQ_INT(perf_sdk_loop_register("beat-0", BEAT_THRESHOLD_MS), PERF_OK);
+  long long last = now_ms();
+  while (!atomic_load(&g_beat_stop)) {
+    CHECK_EQ_INT(perf_sdk_heartbeat(), PERF_OK);
+    if (atomic_exchange(&g_beat_stall, 0)) beat_stall();
+    sleep_ms(2);
+    long long now = now_ms(), gap = now - last;
+    if (gap > atomic_load(&g_beat_max_gap_ms) && !atomic_load(&g_beat_stall))
+      atomic_store(&g_beat_max_gap_ms, gap);
+    last = now;
+  }
+  return NULL;
+}
+
+/* A real-time thread on CPU 0 that spins HOG_MS, three times 100 ms apart:
+   the heartbeat thread gets no CPU meanwhile. */
+static void *hog_main(void *arg) {
+  (void)arg;
+  pin_to_cpu0();
+  for (int i = 0; i < 3; i++) {
+    spin_ms(HOG_MS);
+    sleep_ms(100);
+  }
+  return NULL;
+}
+
+/* The heartbeat loop's thread kept off its CPU three times for 60 ms
+   (three times its threshold) by a real-time thread: no hang, though its
+   beats stopped that long; then a 300 ms stall on the CPU in the same
+   loop: exactly one hang, through beat_stall. */
+static void case_cpu_starved_not_hung(void) {
+  if (geteuid() != 0 || sysconf(_SC_NPROCESSORS_ONLN) < 2) {
+    printf("note: skipped: needs root (a SCHED_FIFO thread) and 2 CPUs\n");
+    return;
+  }
+  start_sdk(THRESHOLD_MS);
+  pthread_t beat, hog;
+  CHECK(pthread_create(&beat, NULL, beat_main, NULL) == 0);
+  long long deadline = now_ms() + WAIT_MS;
+  while (!atomic_load(&g_beat_tid)) {
+    CHECKF(now_ms() < deadline, "the heartbeat loop did not start");
+    sleep_ms(1);
+  }
+  sleep_ms(50); /* a few quiet beats */
+  pthread_attr_t attr;
+  struct sched_param sp = {.sched_priority = 1};
+  CHECK(pthread_attr_init(&attr) == 0);
+  CHECK(pthread_attr_setinheritsched(&attr, PTHREAD_EXPLICIT_SCHED) == 0);
+  CHECK(pthread_attr_setschedpolicy(&attr, SCHED_FIFO) == 0);
+  CHECK(pthread_attr_setschedparam(&attr, &sp) == 0);
+  CHECK(pthread_create(&hog, &attr, hog_main, NULL) == 0);
+  pthread_join(hog, NULL);
+  pthread_attr_destroy(&attr);
+  long long gap = atomic_load(&g_beat_max_gap_ms);
+  CHECKF(gap >= 2 * BEAT_THRESHOLD_MS, "the heartbeat's longest gap was %lld ms: not starved", gap);
+  perf_sdk_stats_t st = sdk_stats();
+  CHECKF(st.hangs_detected == 0, "%llu hangs while the loop only waited for its CPU (gap %lld ms)",
+         (unsigned long long)st.hangs_detected, gap);
+  atomic_store(&g_beat_stall, 1);
+  deadline = now_ms() + WAIT_MS;
+  while (atomic_load(&g_beat_stall)) {
+    CHECKF(now_ms() < deadline, "the stall did not start");
+    sleep_ms(1);
+  }
+  sleep_ms(400);
+  atomic_store(&g_beat_stop, 1);
+  pthread_join(beat, NULL);
+  finish_sdk();
+  expect_hangs(1);
+  event_t ev;
+  find_event(g_text, "hang", 0, &ev);
+  CHECK_EQ_INT(ev.thread, atomic_load(&g_beat_tid));
+  CHECKF(strstr(ev.text, "beat_stall") != NULL, "beat_stall not in the hang:\n%s", ev.text);
+  event_free(&ev);
+}
+
 static const test_case_t g_cases[] = {
     TEST_CASE(stall_one_of_1),
     TEST_CASE(stall_one_of_4),
@@ -624,6 +728,7 @@ static const test_case_t g_cases[] = {
     TEST_CASE(batches_name_loops),
     TEST_CASE(fatal_hang_names_loop),
     TEST_CASE(gone_thread_freed),
+    TEST_CASE_SERIAL(cpu_starved_not_hung, "a real-time thread holds CPU 0 for 60 ms"),
 };
 
 int main(int argc, char **argv) {
