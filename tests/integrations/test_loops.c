@@ -620,9 +620,9 @@ static const test_case_t g_cases[] = {
     /* At a 20 ms threshold a libevent loop's heartbeat (every 5 ms) that
        waits over 15 ms for a CPU is a hang: beside a -j8 suite on 2 cores
        the main thread waits that long. */
-    TEST_CASE_SERIAL(libevent_idle_min_threshold, "a 20 ms threshold needs the CPU within 15 ms"),
-    TEST_CASE_SERIAL(uv_idle_min_threshold, "a 20 ms threshold needs the CPU within 15 ms"),
-    TEST_CASE_SERIAL(glib_idle_min_threshold, "a 20 ms threshold needs the CPU within 15 ms"),
+    TEST_CASE_SERIAL(libevent_idle_min_threshold, "20 ms loops starved 80 ms hang"),
+    TEST_CASE_SERIAL(uv_idle_min_threshold, "20 ms loops starved 80 ms hang"),
+    TEST_CASE_SERIAL(glib_idle_min_threshold, "20 ms loops starved 80 ms hang"),
 };
 
 int main(int argc, char **argv) {
