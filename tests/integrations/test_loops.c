@@ -8,7 +8,7 @@
  * GLib worker context) is exactly one hang event naming that loop and its
  * thread, with the stall's function on its stack; two workers stalled at
  * once are two events with their own stacks; idle loops at the lowest
- * threshold (20 ms) give no event in 3 s. Through libperfsdk.so as apps
+ * threshold (20 ms) give no event in 10 s. Through libperfsdk.so as apps
  * link it, the file sink.
  */
 #include <pthread.h>
@@ -33,7 +33,7 @@
 #define IDLE_MS 1000
 
 #define MIN_THRESHOLD_MS 20
-#define IDLE_RUN_MS 3000
+#define IDLE_RUN_MS 10000
 #define WAIT_MS 20000
 
 static char g_report[256];
