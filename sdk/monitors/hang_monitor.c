@@ -379,18 +379,16 @@ static int64_t step(perf__hang_monitor_t *m, size_t i, int64_t now) {
 }
 
 /* Loop i is past its threshold in the unit the monitor noted (cpu_epoch).
-   Runnable but hardly run since then (under an eighth of the time on its
-   CPU clock): the thread is waiting for a CPU the machine's other work
-   holds, not hung in the app's code; an idle loop whose heartbeat is
-   due is just that (its beat waits for the CPU too). Returns when to
-   look again (within an eighth of the threshold), or 0: a hang (the
-   thread ran, or is blocked, off the CPU by its own doing: a lock, I/O).
-   The hang, when it comes, still starts where the unit began. A note
-   younger than a quarter of the threshold has measured too little: it
-   is looked at again then. At four thresholds the hang starts whatever
-   the thread's share (a loop starved that long is reported late, not
-   never). One CPU-clock read, and one /proc read only when the thread
-   hardly ran. */
+   Runnable but hardly run since then (under 1/64 of the time on its CPU
+   clock: a busy thread on a machine with 16 runnable threads a CPU still
+   gets 1/16; a loop whose beat waits for its CPU, none): the thread is waiting for a CPU the
+   machine's other work holds, not hung in the app's code; an idle loop whose heartbeat is due is
+   just that (its beat waits for the CPU too). Returns when to look again (within an eighth of the
+   threshold), or 0: a hang (the thread ran, or is blocked, off the CPU by its own doing: a lock,
+   I/O). The hang, when it comes, still starts where the unit began. A note younger than a quarter
+   of the threshold has measured too little: it is looked at again then. At four thresholds the hang
+   starts whatever the thread's share (a loop starved that long is reported late, not never). One
+   CPU-clock read, and one /proc read only when the thread hardly ran. */
 static int64_t waiting_for_cpu(perf__hang_monitor_t *m, size_t i, int64_t threshold,
                                int64_t busy_for, int64_t now) {
   watch_t *w = &m->watch[i];
@@ -399,7 +397,7 @@ static int64_t waiting_for_cpu(perf__hang_monitor_t *m, size_t i, int64_t thresh
   if (w->cpu_ns < 0 || cpu < 0 || busy_for >= 4 * threshold) return 0;
   int64_t step = threshold / 8 > 1000000 ? threshold / 8 : 1000000;
   if (now - w->cpu_at < threshold / 4) return now + step;
-  if ((cpu - w->cpu_ns) * 8 >= now - w->cpu_at) return 0;
+  if ((cpu - w->cpu_ns) * 64 >= now - w->cpu_at) return 0;
   perf__thread_state_t st;
   if (perf__thread_state_read(tid, &st) != PERF_OK || !st.running) return 0;
   return now + step;
