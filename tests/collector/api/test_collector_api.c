@@ -942,7 +942,7 @@ static void check_loops(const collector_t *c, const char *query, uint64_t watche
    for their figures, then stored; a batch of an SDK that named no loop
    (version 2.0: 2 hours watched, 3 hangs) counts for loop main only. The
    loops and versions/compare answers with loop= are those figures
-   exactly; without loop= the sum over all loops, as before. */
+   exactly; without loop= the sum over all loops. */
 static void case_versions_by_loop(void) {
   collector_t c;
   collector_start(&c, NULL);
