@@ -1,6 +1,6 @@
 /*
  * loops.c - GET /api/v1/loops (see loops.h): the store's loop totals of
- * the query, as JSON.
+ * the query (of one loop with loop=NAME), as JSON.
  */
 #include "collector/api/loops.h"
 
@@ -13,7 +13,7 @@ unsigned query_loops(const store_ops_t *ops, store_t *store, query_arg_fn arg, v
                      char **body) {
   *body = NULL;
   store_top_query_t q;
-  unsigned bad = query_filters(arg, ctx, &q, body);
+  unsigned bad = query_event_filters(arg, ctx, &q, body);
   if (bad) return bad;
   if (q.kind) return *body = query_error_param("parameter %s: not a filter of loops", "kind"), 400;
   if (q.group)

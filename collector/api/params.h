@@ -30,12 +30,12 @@ typedef const char *(*query_arg_fn)(void *ctx, const char *name, size_t nth);
    which keep no loop. */
 unsigned query_stack_filters(query_arg_fn arg, void *ctx, store_top_query_t *q, char **body);
 
-/* The same with kind optional (hang|cpu, absent or empty: any), as drops,
-   loops and versions/compare take them (loop refused). */
+/* The same with kind optional (hang|cpu, absent or empty: any), as drops
+   takes them (loop refused). */
 unsigned query_filters(query_arg_fn arg, void *ctx, store_top_query_t *q, char **body);
 
-/* The events list's: query_filters' and loop (a loop's name, exactly:
-   "main" or a name the SDK registered). */
+/* The events list's, loops' and versions/compare's: query_filters' and
+   loop (a loop's name, exactly: "main" or a name the SDK registered). */
 unsigned query_event_filters(query_arg_fn arg, void *ctx, store_top_query_t *q, char **body);
 
 /* limit: 1..QUERY_LIMIT_MAX, QUERY_LIMIT_DEFAULT when absent; 0, or 400

@@ -4,7 +4,10 @@
  * watched (the batches' loop stats), its hangs, hangs per hour of watched
  * time, busy fraction and the units of work by duration bucket; then the
  * hang groups whose share of the hangs grew or shrank the most from a to
- * b. Runs on the MHD worker of the request; the store serializes itself.
+ * b. With loop=NAME: that loop's watched time and hangs (store.h
+ * loop_totals); the groups that moved stay those of every loop's hangs,
+ * as the rollups they come from keep no loop. Runs on the MHD worker of the request; the store
+ * serializes itself.
  */
 #include "collector/api/versions_api.h"
 
@@ -32,7 +35,7 @@ static unsigned check_version(const char *name, const char *v, char **body) {
 
 static unsigned parse_compare(query_arg_fn arg, void *ctx, store_top_query_t *q, const char **a,
                               const char **b, char **body) {
-  unsigned bad = query_filters(arg, ctx, q, body);
+  unsigned bad = query_event_filters(arg, ctx, q, body);
   if (bad) return bad;
   static const char *const REFUSED[] = {"kind", "version", "group", "label"};
   for (size_t i = 0; i < sizeof REFUSED / sizeof REFUSED[0]; i++) {
@@ -167,9 +170,9 @@ unsigned versions_compare(const store_ops_t *ops, store_t *store, query_arg_fn a
   }
   json_t *o = NULL;
   if (rc == STORE_OK && !g.failed)
-    o = json_pack("{s:s,s:s?,s:[oo],s:o}", "app", q.app, "environment", q.environment, "versions",
-                  version_json(a, &totals[0]), version_json(b, &totals[1]), "stacks",
-                  stacks_json(&g));
+    o = json_pack("{s:s,s:s?,s:s?,s:[oo],s:o}", "app", q.app, "environment", q.environment, "loop",
+                  q.loop, "versions", version_json(a, &totals[0]), version_json(b, &totals[1]),
+                  "stacks", stacks_json(&g));
   json_decref(g.by_sig);
   json_t *moved = json_object_get(o, "stacks");
   if (o && (headline_objects(ops, store, json_object_get(moved, "grew"), "group") != 0 ||

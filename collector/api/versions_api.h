@@ -13,9 +13,11 @@
 
 /* app (required), a and b (required, different, at most 256 bytes each),
    and the filters environment, host, tag, from, to (unix ms; the loop
-   stats by their batch's arrival, hangs by their start); kind, version,
-   group and label are refused. 200 with
-   {"app","environment","versions":[A,B],"stacks":{"grew":[G],"shrank":[G]}}
+   stats by their batch's arrival, hangs by their start) and loop (that
+   loop's watched time and hangs; "main" also takes the stats of batches
+   that named no loop; the groups that moved stay every loop's); kind,
+   version, group and label are refused. 200 with
+   {"app","environment","loop","versions":[A,B],"stacks":{"grew":[G],"shrank":[G]}}
    where each version is {"version","watched_hours","hangs",
    "hangs_per_hour" (null when nothing was watched),"busy_fraction" (null
    likewise),"stats_batches","histogram":[{"lower_ms","upper_ms" (null for

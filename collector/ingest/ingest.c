@@ -26,6 +26,7 @@
 #include <time.h>
 
 #include "collector/ingest/batch_limits.h"
+#include "collector/ingest/batch_loops.h"
 #include "collector/ingest/sample_states.h"
 #include "collector/ingest/stack_cache.h"
 #include "collector/model/frame_json.h"
@@ -393,6 +394,7 @@ typedef struct record_s {
   store_hang_t *hangs;          /* per event: hang events' grouping input */
   store_tag_t *tags;            /* the resource's */
   store_loop_stats_t loop;      /* batch.loop_stats points here when the batch had them */
+  store_named_loop_t loops[STORE_MAX_LOOPS]; /* batch.loops: Batch.loops (check_batch) */
   size_t cap_stacks, cap_groups, cap_events;
   uint64_t samples;
   frame_ctx_t frames;
@@ -565,20 +567,15 @@ static int record_drops_and_tags(const Perf__V1__Batch *bt, record_t *r) {
   return 0;
 }
 
-static uint64_t capped_loop(uint64_t n) {
-  return n > STORE_MAX_LOOP_VALUE ? STORE_MAX_LOOP_VALUE : n;
-}
-
-/* The watched loop's stats (check_batch refused more buckets than
-   STORE_LOOP_BUCKETS; fewer: the rest are 0). */
+/* The loops' stats: their sum and each named loop's (check_batch refused
+   what cannot be stored). */
 static void record_loop_stats(const Perf__V1__Batch *bt, record_t *r) {
-  const Perf__V1__LoopStats *ls = bt->loop_stats;
-  if (!ls) return;
-  r->loop.watched_ns = capped_loop(ls->watched_nanos);
-  r->loop.busy_ns = capped_loop(ls->busy_nanos);
-  for (size_t i = 0; i < ls->n_busy_units_by_bucket && i < STORE_LOOP_BUCKETS; i++)
-    r->loop.units[i] = capped_loop(ls->busy_units_by_bucket[i]);
-  r->batch.loop_stats = &r->loop;
+  if (bt->loop_stats) {
+    batch_loops_copy(bt->loop_stats, &r->loop);
+    r->batch.loop_stats = &r->loop;
+  }
+  r->batch.n_loops = batch_loops_named(bt, r->loops);
+  r->batch.loops = r->batch.n_loops ? r->loops : NULL;
 }
 
 static int build_record(const ingest_target_t *t, const Perf__V1__Batch *bt, record_t *r) {
@@ -683,11 +680,9 @@ static unsigned check_batch(const Perf__V1__Batch *bt, const uint8_t *header_id,
            400;
   for (size_t i = 0; i < bt->n_strings; i++)
     if (!bt->strings[i]) return set_result(res, 400, REJECT_BAD_PAYLOAD, "null string"), 400;
-  if (bt->loop_stats && bt->loop_stats->n_busy_units_by_bucket > STORE_LOOP_BUCKETS)
-    return set_result(res, 400, REJECT_BAD_PAYLOAD,
-                      "loop_stats.busy_units_by_bucket has %zu buckets (at most %d)",
-                      bt->loop_stats->n_busy_units_by_bucket, STORE_LOOP_BUCKETS),
-           400;
+  char why[128];
+  if (batch_loops_check(bt, why, sizeof why) != 0)
+    return set_result(res, 400, REJECT_BAD_PAYLOAD, "%s", why), 400;
   return 200;
 }
 
@@ -720,6 +715,8 @@ static unsigned repair_text(const ingest_target_t *t, Perf__V1__Batch *bt, inges
   for (size_t i = 0; i < bt->n_events; i++)
     rc |= text_fix(&bt->events[i]->reason, max) | text_fix(&bt->events[i]->label, max) |
           text_fix(&bt->events[i]->loop, max);
+  for (size_t i = 0; i < bt->n_loops; i++)
+    rc |= text_fix(&bt->loops[i]->loop, max);
   Perf__V1__Resource *r = bt->resource;
   rc |= text_fix(&r->app_name, max) | text_fix(&r->app_version, max) |
         text_fix(&r->environment, max) | text_fix(&r->host, max);

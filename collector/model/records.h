@@ -134,6 +134,15 @@ typedef struct store_loop_stats_s {
   uint64_t units[STORE_LOOP_BUCKETS];
 } store_loop_stats_t;
 
+/* One loop's statistics in a batch that named its loops (the wire's
+   Batch.loops): the loop's name ("main" or a registered name, never empty)
+   and its stats. batch.loop_stats stays their sum. */
+#define STORE_MAX_LOOPS 64 /* PERF_SDK_MAX_LOOPS: entries a batch may carry */
+typedef struct store_named_loop_s {
+  const char *loop;
+  store_loop_stats_t stats;
+} store_named_loop_t;
+
 typedef struct store_batch_s {
   uint8_t id[STORE_BATCH_ID_BYTES];
   int64_t received_ns; /* wall clock, the retention job's reference */
@@ -150,6 +159,9 @@ typedef struct store_batch_s {
   const store_group_t *groups; /* duplicates allowed */
   size_t n_groups;
   const store_loop_stats_t *loop_stats; /* NULL: the batch carried none */
+  const store_named_loop_t *loops;      /* each loop's, names distinct (an SDK that
+                                           watched one loop only sends none) */
+  size_t n_loops;
 } store_batch_t;
 
 #define STORE_MAX_TAG_FILTERS 4       /* tags a query may require at once */
@@ -169,7 +181,7 @@ typedef struct store_top_query_s {
   int64_t from_ns, to_ns;
   const char *group; /* stack_rows: NULL, or only the events of this group */
   const char *label; /* NULL, or only events with this label (not for drops) */
-  const char *loop;  /* NULL, or only events of this loop (event_rows only) */
+  const char *loop;  /* NULL, or only events of this loop (event_rows, loop_totals) */
   store_tag_t tags[STORE_MAX_TAG_FILTERS];
   size_t n_tags;
   /* The keys of tag filters written with escapes, unescaped: tags[i].key
@@ -186,7 +198,10 @@ typedef struct store_drops_s {
 /* One version's watch (loop_totals): the loop stats of the batches
    matching q's resource, tag and time filters (the batch's received_ns)
    summed, how many batches carried them, and the hang and fatal hang
-   events matching q (start_ns within from..to, as top-stacks). */
+   events matching q (start_ns within from..to, as top-stacks). With
+   q->loop: that loop's stats only (store_named_loop_t; for "main" also the
+   sums of the batches that named no loop: an SDK that watched one loop
+   only watched the main loop) and that loop's hangs. */
 typedef struct store_loop_totals_s {
   store_loop_stats_t sum;
   uint64_t batches, hangs;

@@ -51,6 +51,19 @@ _Static_assert(STORE_SLOT_TAG == 11 && STORE_MAX_TAG_FILTERS == 4,
    the rollups keep no loop. */
 #define QSQL_LOOP_FILTER QSQL_OPTIONAL("e.loop_name", STORE_SLOT_LOOP)
 
+/* The loop stats of one loop (the loop slot, not NULL) as a table of the
+   columns of loop_stats: the batches' rows of that loop in
+   loop_stats_by_loop, and for "main" the sums of the batches that named
+   no loop (an SDK that watched one loop only watched the main loop). */
+#define QSQL_LOOP_COLUMNS "batch_id, watched_ns, busy_ns, u0, u1, u2, u3, u4, u5, u6, u7, u8"
+#define QSQL_STATS_OF_LOOP                                                                         \
+  "(SELECT " QSQL_LOOP_COLUMNS " FROM loop_stats_by_loop WHERE loop_name = " QSQL_SLOT(            \
+      STORE_SLOT_LOOP) " UNION ALL SELECT " QSQL_LOOP_COLUMNS                                      \
+                       " FROM loop_stats o WHERE " QSQL_TEXT(                                      \
+                           STORE_SLOT_LOOP) " = 'main' AND NOT EXISTS (SELECT 1 FROM"              \
+                                            " loop_stats_by_loop n WHERE n.batch_id = "            \
+                                            "o.batch_id))"
+
 /* The batch filters, then the batch's arrival in from..to. */
 #define QSQL_DROPS_FILTERS                                                                         \
   QSQL_BATCH_FILTERS                                                                               \
@@ -103,13 +116,14 @@ _Static_assert(STORE_SLOT_TAG == 11 && STORE_MAX_TAG_FILTERS == 4,
         "DELETE FROM events WHERE batch_id IN " QSQL_OLD_BATCHES,                                  \
         "DELETE FROM batch_tags WHERE batch_id IN " QSQL_OLD_BATCHES,                              \
         "DELETE FROM loop_stats WHERE batch_id IN " QSQL_OLD_BATCHES,                              \
+        "DELETE FROM loop_stats_by_loop WHERE batch_id IN " QSQL_OLD_BATCHES,                      \
         "DELETE FROM batches WHERE received_ns < " QSQL_INT(1),                                    \
         "DELETE FROM stacks WHERE last_seen < " QSQL_INT(1) slack,                                 \
         "DELETE FROM groups WHERE last_seen < " QSQL_INT(1) slack                                  \
   }
-#define QSQL_RETENTION_STEPS 8
-#define QSQL_RETENTION_BATCHES 5
-#define QSQL_RETENTION_STACKS 6
+#define QSQL_RETENTION_STEPS 9
+#define QSQL_RETENTION_BATCHES 6
+#define QSQL_RETENTION_STACKS 7
 
 /* The stack rows of stack_rows from agg, a select of one row per stack
    with the columns s (signature), n (samples), cpu, wall, first and

@@ -119,6 +119,11 @@ void batch_set_frames(Perf__V1__Batch *b, batch_frames_t *f, char **strings, siz
 }
 
 long batch_post_loop(const collector_t *c, const loop_batch_t *sp, unsigned seed, reply_t *r) {
+  return batch_post_loops(c, sp, NULL, 0, seed, r);
+}
+
+long batch_post_loops(const collector_t *c, const loop_batch_t *sp, Perf__V1__LoopStats **loops,
+                      size_t n_loops, unsigned seed, reply_t *r) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   int64_t now_ns = (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
@@ -161,6 +166,7 @@ long batch_post_loop(const collector_t *c, const loop_batch_t *sp, unsigned seed
   b.n_stacks = 2, b.stacks = sts;
   b.n_events = (size_t)sp->hangs, b.events = evs;
   if (sp->watched_ns || sp->units) b.loop_stats = &ls;
+  b.n_loops = n_loops, b.loops = loops;
   return batch_post_answer(c, &b, seed, r);
 }
 

@@ -95,6 +95,10 @@ typedef struct loop_batch_s {
 } loop_batch_t;
 long batch_post_loop(const collector_t *c, const loop_batch_t *sp, unsigned seed, reply_t *r);
 
+/* The same batch with Batch.loops: n_loops entries of loops. */
+long batch_post_loops(const collector_t *c, const loop_batch_t *sp, Perf__V1__LoopStats **loops,
+                      size_t n_loops, unsigned seed, reply_t *r);
+
 /* A batch of n distinct stacks, the flood an ingest key's bounds are
    for: stack i is one frame of module "/opt/flood/app" calling
    "<prefix>_<first + i>", sampled once by one cpu event (100 ms), started

@@ -127,7 +127,7 @@ async function apiJson(path, params) {
 function writeUrl() {
   const q = new URLSearchParams();
   if (state.kind !== 'hang') q.set('kind', state.kind);
-  for (const name of ['app', 'version', 'environment', 'label']) {
+  for (const name of ['app', 'version', 'environment', 'label', 'loop']) {
     const value = $(name).value.trim();
     if (value) q.set(name, value);
   }
@@ -155,7 +155,7 @@ function readUrl() {
     state.kind = kind;
     $(`kind-${kind}`).checked = true;
   }
-  for (const name of ['app', 'version', 'environment', 'label']) if (q.has(name)) $(name).value = q.get(name);
+  for (const name of ['app', 'version', 'environment', 'label', 'loop']) if (q.has(name)) $(name).value = q.get(name);
   if (q.has('tag')) $('tags').value = q.getAll('tag').join(' ');
   const range = q.get('range') === 'all' ? '' : q.get('range');
   if (range !== null && [...$('range').options].some((o) => o.value === range)) $('range').value = range;
@@ -178,6 +178,22 @@ function filterParams(withLimit) {
     params.limit = Number.isInteger(limit) && limit >= 1 && limit <= 1000 ? String(limit) : '20';
   }
   return params;
+}
+
+// The loop filter ('' for any). Only the events list and the version
+// comparison take it: the other views are answered from the collector's
+// rollups, which keep no loop (the API refuses loop= there), so they show
+// every loop and say so (renderLoopNotes).
+function loopFilter() {
+  return $('loop').value.trim();
+}
+
+function renderLoopNotes() {
+  const loop = loopFilter();
+  for (const id of ['chart-loop-note', 'stacks-loop-note', 'flame-loop-note']) {
+    $(id).textContent = loop ? `every loop: the loop filter (${loop}) applies to the events and the version comparison only` : '';
+    $(id).hidden = !loop;
+  }
 }
 
 // ---- messages ---------------------------------------------------------------
@@ -246,6 +262,7 @@ async function refresh() {
   state.zoom = [];
   $('stack-states').hidden = true; // the selection's, gone with it
   writeUrl();
+  renderLoopNotes();
   const gen = ++state.generation;
   const results = await Promise.allSettled([loadStacks(gen), loadFlame(gen),
     loadEvents(++state.eventsGeneration), loadDrops(gen), loadSeries(gen), loadCompare(gen)]);
@@ -284,6 +301,7 @@ async function loadFlame(gen) {
 
 async function loadEvents(gen) {
   const params = filterParams(true);
+  params.loop = loopFilter();
   let events = (await apiJson('/api/v1/events', params)).events;
   const sel = state.selected;
   if (sel && state.kind === 'hang') {
@@ -332,7 +350,8 @@ async function loadSeries(gen) {
 }
 
 // Versions A and B of the app, with the other filters (not kind, version
-// or label: the comparison is of the hangs of two versions).
+// or label: the comparison is of the hangs of two versions) and the loop
+// (that loop's hangs per hour of its own watched time).
 async function loadCompare(gen) {
   const box = $('compare-body');
   const app = $('app').value.trim();
@@ -346,7 +365,7 @@ async function loadCompare(gen) {
   box.replaceChildren();
   const params = filterParams(false);
   for (const name of ['kind', 'version', 'label']) delete params[name];
-  Object.assign(params, { a, b });
+  Object.assign(params, { a, b, loop: loopFilter() });
   const search = new URLSearchParams();
   setParams(search, params);
   const answer = await apiJson('/api/v1/versions/compare', params);
@@ -386,7 +405,8 @@ function renderDrops(drops) {
 // App, version and environment values seen lately, offered in the filters.
 async function loadSuggestions() {
   const { events } = await apiJson('/api/v1/events', { limit: '1000' });
-  for (const [field, list] of [['app', 'apps'], ['version', 'versions'], ['environment', 'environments']]) {
+  for (const [field, list] of [['app', 'apps'], ['version', 'versions'], ['environment', 'environments'],
+    ['loop', 'loops']]) {
     const values = [...new Set(events.map((e) => e[field]).filter(Boolean))].sort();
     $(list).replaceChildren(...values.map((v) => el('option', { value: v })));
   }

@@ -3,7 +3,7 @@
 // watched hours, hangs, hangs per hour of watched time, busy share; their
 // units of work by duration (the SDKs' loop stats) as two histograms; and
 // the hang stacks whose share of the hangs grew or shrank the most from A
-// to B. app.js owns the loading (its API client and filters) and the URL
+// to B. With the header's loop filter: that loop's watched time and hangs. app.js owns the loading (its API client and filters) and the URL
 // (?a=&b=); this file turns an answer into the panel's content.
 
 // Whole numbers with thousands separators; '—' for null.
@@ -102,10 +102,14 @@ function movedTable(el, title, testid, groups) {
 // The panel's content for an answer of /api/v1/versions/compare.
 export function renderComparison(el, box, answer) {
   const [a, b] = answer.versions;
+  // With a loop: the rates are that loop's, the groups that moved every
+  // loop's (the collector's rollups keep no loop).
+  const note = answer.loop ? el('p', { class: 'loop-note', 'data-testid': 'compare-loop-note',
+    text: `Hangs and watched time of loop ${answer.loop}; the stacks below are of every loop's hangs.` }) : null;
   box.replaceChildren(el('div', { class: 'compare-grid compare' },
     versionsTable(el, a, b),
     histogramTable(el, a, b),
-    el('div', {},
+    el('div', {}, note,
       movedTable(el, `Grew in ${b.version}`, 'compare-grew', answer.stacks.grew),
       movedTable(el, `Shrank in ${b.version}`, 'compare-shrank', answer.stacks.shrank))));
 }

@@ -213,6 +213,15 @@ static const char *const MIGRATIONS[] = {
        (their loop is unknown) and in events of no loop. Adds a column
        only: a collector at version 8 keeps working beside it. */
     "ALTER TABLE events ADD COLUMN IF NOT EXISTS loop_name text;",
+    /* 10: each loop's stats of a batch whose SDK named its loops
+       (Batch.loops), beside their sum in loop_stats; none for the batches
+       stored before. Adds a table only: a collector at version 9 keeps
+       working beside it (its batches have no rows there). */
+    "CREATE TABLE IF NOT EXISTS loop_stats_by_loop(batch_id bytea NOT NULL,"
+    " loop_name text COLLATE \"C\" NOT NULL, watched_ns bigint NOT NULL, busy_ns bigint NOT NULL,"
+    " u0 bigint NOT NULL, u1 bigint NOT NULL, u2 bigint NOT NULL, u3 bigint NOT NULL,"
+    " u4 bigint NOT NULL, u5 bigint NOT NULL, u6 bigint NOT NULL, u7 bigint NOT NULL,"
+    " u8 bigint NOT NULL, PRIMARY KEY(batch_id, loop_name));",
 };
 #define SCHEMA_VERSION ((int)(sizeof MIGRATIONS / sizeof MIGRATIONS[0]))
 _Static_assert(STORE_LOOP_BUCKETS == 9, "loop_stats has one column per bucket");

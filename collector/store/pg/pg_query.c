@@ -135,16 +135,21 @@ static const char STATE_ROWS[] =
     " AND ($8::text IS NULL OR e.group_sig = $8 OR EXISTS (SELECT 1 FROM"
     " stack_counts c WHERE c.event_id = e.id AND c.stack_sig = $8))"
     " GROUP BY 1, 2, 3 ORDER BY 4 DESC, 1, 2, 3";
-static const char LOOP_SUMS[] =
-    "SELECT coalesce(sum(l.watched_ns::float8), 0), coalesce(sum(l.busy_ns::float8), 0),"
-    " coalesce(sum(l.u0::float8), 0), coalesce(sum(l.u1::float8), 0),"
-    " coalesce(sum(l.u2::float8), 0), coalesce(sum(l.u3::float8), 0),"
-    " coalesce(sum(l.u4::float8), 0), coalesce(sum(l.u5::float8), 0),"
-    " coalesce(sum(l.u6::float8), 0), coalesce(sum(l.u7::float8), 0),"
-    " coalesce(sum(l.u8::float8), 0), count(*) FROM loop_stats l"
-    " JOIN batches b ON b.id = l.batch_id WHERE true" QSQL_DROPS_FILTERS;
-static const char HANG_COUNT[] = "SELECT count(*) FROM events e JOIN batches b ON b.id = e.batch_id"
-                                 " WHERE e.kind IN ('hang', 'fatal_hang')" QSQL_TOP_FILTERS;
+/* The loop stats of a table of loop_stats' columns (query_sql.h), summed
+   over the batches of the filters. */
+#define LOOP_SUMS_FROM(table)                                                                      \
+  "SELECT coalesce(sum(l.watched_ns::float8), 0), coalesce(sum(l.busy_ns::float8), 0),"            \
+  " coalesce(sum(l.u0::float8), 0), coalesce(sum(l.u1::float8), 0),"                               \
+  " coalesce(sum(l.u2::float8), 0), coalesce(sum(l.u3::float8), 0),"                               \
+  " coalesce(sum(l.u4::float8), 0), coalesce(sum(l.u5::float8), 0),"                               \
+  " coalesce(sum(l.u6::float8), 0), coalesce(sum(l.u7::float8), 0),"                               \
+  " coalesce(sum(l.u8::float8), 0), count(*) FROM " table " l"                                     \
+  " JOIN batches b ON b.id = l.batch_id WHERE true" QSQL_DROPS_FILTERS
+static const char LOOP_SUMS[] = LOOP_SUMS_FROM("loop_stats");
+static const char LOOP_SUMS_OF_LOOP[] = LOOP_SUMS_FROM(QSQL_STATS_OF_LOOP);
+static const char HANG_COUNT[] =
+    "SELECT count(*) FROM events e JOIN batches b ON b.id = e.batch_id"
+    " WHERE e.kind IN ('hang', 'fatal_hang')" QSQL_TOP_FILTERS QSQL_LOOP_FILTER;
 static const char STATES_OF_EVENT[] =
     "SELECT tid, state, syscall, fd, samples FROM event_states WHERE event_id = $1::bigint"
     " ORDER BY samples DESC, id";
@@ -390,7 +395,7 @@ int pg_loop_totals(store_t *st, const store_top_query_t *q, store_loop_totals_t 
   memset(out, 0, sizeof *out);
   pg_params_t p = {0};
   bind_filters(&p, q);
-  int rc = scan(st, LOOP_SUMS, &p, "loop stats", loop_each, out);
+  int rc = scan(st, q->loop ? LOOP_SUMS_OF_LOOP : LOOP_SUMS, &p, "loop stats", loop_each, out);
   return rc == STORE_OK ? scan(st, HANG_COUNT, &p, "hang count", hangs_each, out) : rc;
 }
 

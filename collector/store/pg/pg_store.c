@@ -293,19 +293,36 @@ static int add_rollups(store_t *st, const store_batch_t *b, const char *const *g
   return rc;
 }
 
-static int insert_loop_stats(store_t *st, const store_batch_t *b) {
-  const store_loop_stats_t *l = b->loop_stats;
+/* One row of loop stats: the batch's sum (loop NULL, loop_stats) or a
+   named loop's (loop_stats_by_loop). */
+static int insert_loop_row(store_t *st, const store_batch_t *b, const char *loop,
+                           const store_loop_stats_t *l) {
   pg_params_t p = {0};
   pg_bytes(&p, 1, b->id, STORE_BATCH_ID_BYTES);
   pg_int(&p, 2, (int64_t)l->watched_ns); /* <= STORE_MAX_LOOP_VALUE */
   pg_int(&p, 3, (int64_t)l->busy_ns);
   for (int i = 0; i < STORE_LOOP_BUCKETS; i++)
     pg_int(&p, 4 + i, (int64_t)l->units[i]);
+  if (!loop)
+    return pg_do(st,
+                 "INSERT INTO loop_stats(batch_id, watched_ns, busy_ns, u0, u1, u2, u3, u4, u5, u6,"
+                 " u7, u8) VALUES($1, $2::bigint, $3::bigint, $4::bigint, $5::bigint, $6::bigint,"
+                 " $7::bigint, $8::bigint, $9::bigint, $10::bigint, $11::bigint, $12::bigint)",
+                 &p, "insert loop stats");
+  pg_text(&p, 13, loop);
   return pg_do(st,
-               "INSERT INTO loop_stats(batch_id, watched_ns, busy_ns, u0, u1, u2, u3, u4, u5, u6,"
-               " u7, u8) VALUES($1, $2::bigint, $3::bigint, $4::bigint, $5::bigint, $6::bigint,"
-               " $7::bigint, $8::bigint, $9::bigint, $10::bigint, $11::bigint, $12::bigint)",
+               "INSERT INTO loop_stats_by_loop(batch_id, loop_name, watched_ns, busy_ns, u0, u1,"
+               " u2, u3, u4, u5, u6, u7, u8) VALUES($1, $13::text, $2::bigint, $3::bigint,"
+               " $4::bigint, $5::bigint, $6::bigint, $7::bigint, $8::bigint, $9::bigint,"
+               " $10::bigint, $11::bigint, $12::bigint)",
                &p, "insert loop stats");
+}
+
+static int insert_loop_stats(store_t *st, const store_batch_t *b) {
+  int rc = b->loop_stats ? insert_loop_row(st, b, NULL, b->loop_stats) : 0;
+  for (size_t i = 0; rc == 0 && i < b->n_loops; i++)
+    rc = insert_loop_row(st, b, b->loops[i].loop, &b->loops[i].stats);
+  return rc;
 }
 
 #define PUT_RETRY 100
@@ -371,7 +388,7 @@ static int put_once(store_t *st, const store_batch_t *b) {
        (upsert_groups). */
     rc = insert_events(st, b, picks.picked, false);
     if (rc == 0) rc = add_rollups(st, b, picks.group, false);
-    if (rc == 0 && b->loop_stats) rc = insert_loop_stats(st, b);
+    if (rc == 0) rc = insert_loop_stats(st, b);
     if (rc == 0) rc = insert_events(st, b, picks.picked, true);
     if (rc == 0) rc = upsert_groups(st, b);
     if (rc == 0) rc = add_rollups(st, b, picks.group, true);

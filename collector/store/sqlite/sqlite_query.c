@@ -189,12 +189,13 @@ int sqlite_drops(store_t *st, const store_top_query_t *q, store_drops_t *out) {
   return rc;
 }
 
-/* Two scans under one lock: the loop stats (by the batches' arrival) and
-   the hang count (by the events' start). */
+/* Two scans under one lock: the loop stats (by the batches' arrival; of
+   q->loop only when it names one) and the hang count (by the events'
+   start). */
 int sqlite_loop_totals(store_t *st, const store_top_query_t *q, store_loop_totals_t *out) {
   memset(out, 0, sizeof *out);
   pthread_mutex_lock(&st->lock);
-  sqlite3_stmt *s = st->stmt[ST_LOOP_SUMS];
+  sqlite3_stmt *s = st->stmt[q->loop ? ST_LOOP_SUMS_OF_LOOP : ST_LOOP_SUMS];
   bind_filters(s, q);
   int rc = sqlite3_step(s);
   if (rc == SQLITE_ROW) {

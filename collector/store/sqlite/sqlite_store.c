@@ -18,8 +18,9 @@
  * key, referenced by events.group_sig), the hang groups' own tables
  * (sqlite_hang_groups.c: which group a hang joins), and per batch the SDK's
  * drop counters (batches.dropped_*) and its resource's tags (batch_tags),
- * and the watched loop's stats a batch carried (loop_stats, one row per
- * batch, LOOP_SCHEMA).
+ * and the watched loops' stats a batch carried (loop_stats, their sum, one
+ * row per batch; loop_stats_by_loop, one row per loop the batch named;
+ * LOOP_SCHEMA).
  */
 #include <pthread.h>
 #include <sqlite3.h>
@@ -85,14 +86,19 @@ static void add_cpu_weights(sqlite3 *db) {
   sqlite3_exec(db, "ALTER TABLE stack_counts ADD COLUMN cpu_us INTEGER", NULL, NULL, NULL);
 }
 
-/* The loop stats of a batch (newer than the first databases: made when
-   missing, create_loop_stats). u0..u8 are the units by duration bucket. */
+/* The loop stats of a batch, summed over its loops and per loop it named
+   (both newer than the first databases: made when missing; batches stored
+   before loop_stats_by_loop have none there). u0..u8 are the units by
+   duration bucket. */
+#define LOOP_VALUES                                                                                \
+  " watched_ns INTEGER NOT NULL, busy_ns INTEGER NOT NULL, u0 INTEGER NOT NULL,"                   \
+  " u1 INTEGER NOT NULL, u2 INTEGER NOT NULL, u3 INTEGER NOT NULL, u4 INTEGER NOT NULL,"           \
+  " u5 INTEGER NOT NULL, u6 INTEGER NOT NULL, u7 INTEGER NOT NULL, u8 INTEGER NOT NULL"
 static const char LOOP_SCHEMA[] =
-    "CREATE TABLE IF NOT EXISTS loop_stats(batch_id BLOB PRIMARY KEY,"
-    " watched_ns INTEGER NOT NULL, busy_ns INTEGER NOT NULL, u0 INTEGER NOT NULL,"
-    " u1 INTEGER NOT NULL, u2 INTEGER NOT NULL, u3 INTEGER NOT NULL, u4 INTEGER NOT NULL,"
-    " u5 INTEGER NOT NULL, u6 INTEGER NOT NULL, u7 INTEGER NOT NULL, u8 INTEGER NOT NULL)"
-    " WITHOUT ROWID";
+    "CREATE TABLE IF NOT EXISTS loop_stats(batch_id BLOB PRIMARY KEY," LOOP_VALUES
+    ") WITHOUT ROWID;"
+    "CREATE TABLE IF NOT EXISTS loop_stats_by_loop(batch_id BLOB NOT NULL, loop_name TEXT NOT "
+    "NULL," LOOP_VALUES ", PRIMARY KEY(batch_id, loop_name)) WITHOUT ROWID;";
 _Static_assert(STORE_LOOP_BUCKETS == 9, "LOOP_SCHEMA has one column per bucket");
 static const char GROUP_SIG_INDEX[] =
     "CREATE INDEX IF NOT EXISTS events_group ON events(group_sig)";
@@ -107,6 +113,13 @@ static const char GROUP_SIG_INDEX[] =
   "coalesce(sum(b.dropped_rate_limited), 0), coalesce(sum(b.dropped_queue_full), 0),"              \
   " coalesce(sum(b.dropped_sink_failed), 0), coalesce(sum(b.dropped_spool_quota), 0),"             \
   " coalesce(sum(b.dropped_oversized), 0)"
+
+/* The loop stats of a table of loop_stats' columns (query_sql.h), summed
+   over the batches of the filters. */
+#define LOOP_SUMS_FROM(table)                                                                      \
+  "SELECT total(l.watched_ns), total(l.busy_ns), total(l.u0), total(l.u1), total(l.u2),"           \
+  " total(l.u3), total(l.u4), total(l.u5), total(l.u6), total(l.u7), total(l.u8), count(*)"        \
+  " FROM " table " l JOIN batches b ON b.id = l.batch_id WHERE 1" QSQL_DROPS_FILTERS
 
 /* Top-stacks and stack rows read the day rows of ?20..?21, the 10-minute
    rows of ?26..?27 and ?28..?29 (rollup_plan) and the raw events starting
@@ -227,14 +240,15 @@ static const char *const STMT_SQL[ST_COUNT] = {
     " GROUP BY 1, 2, 3 ORDER BY 4 DESC, 1, 2, 3",
     [ST_INSERT_LOOP] = "INSERT INTO loop_stats(batch_id, watched_ns, busy_ns, u0, u1, u2, u3, u4,"
                        " u5, u6, u7, u8) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+    [ST_INSERT_LOOP_NAMED] = "INSERT INTO loop_stats_by_loop(batch_id, loop_name, watched_ns,"
+                             " busy_ns, u0, u1, u2, u3, u4, u5, u6, u7, u8) VALUES(?1, ?13, ?2,"
+                             " ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
     /* Values <= 2^48 each: the integer sums fit up to 2^15 batches a
        query; total() (REAL) is exact to 2^53 and never overflows. */
-    [ST_LOOP_SUMS] = "SELECT total(l.watched_ns), total(l.busy_ns), total(l.u0), total(l.u1),"
-                     " total(l.u2), total(l.u3), total(l.u4), total(l.u5), total(l.u6),"
-                     " total(l.u7), total(l.u8), count(*) FROM loop_stats l"
-                     " JOIN batches b ON b.id = l.batch_id WHERE 1" QSQL_DROPS_FILTERS,
+    [ST_LOOP_SUMS] = LOOP_SUMS_FROM("loop_stats"),
+    [ST_LOOP_SUMS_OF_LOOP] = LOOP_SUMS_FROM(QSQL_STATS_OF_LOOP),
     [ST_HANG_COUNT] = "SELECT count(*) FROM events e JOIN batches b ON b.id = e.batch_id"
-                      " WHERE e.kind IN ('hang', 'fatal_hang')" QSQL_TOP_FILTERS,
+                      " WHERE e.kind IN ('hang', 'fatal_hang')" QSQL_TOP_FILTERS QSQL_LOOP_FILTER,
     /* The stack of signature ?1; then the heaviest stacks of a few events
        of group ?1 (store.h group_stacks), the frames joined to the few
        rows kept. */
@@ -491,15 +505,25 @@ static int insert_events(store_t *st, const store_batch_t *b, char (*picked)[STO
   return SQLITE_OK;
 }
 
-static int insert_loop_stats(store_t *st, const store_batch_t *b) {
-  sqlite3_stmt *s = st->stmt[ST_INSERT_LOOP];
-  const store_loop_stats_t *l = b->loop_stats;
+/* One row of loop stats: the batch's sum (ST_INSERT_LOOP, loop NULL) or
+   a named loop's (ST_INSERT_LOOP_NAMED). */
+static int insert_loop_row(store_t *st, enum stmt_id id, const store_batch_t *b, const char *loop,
+                           const store_loop_stats_t *l) {
+  sqlite3_stmt *s = st->stmt[id];
   sqlite3_bind_blob(s, 1, b->id, STORE_BATCH_ID_BYTES, SQLITE_STATIC);
   sqlite3_bind_int64(s, 2, (sqlite3_int64)l->watched_ns); /* <= STORE_MAX_LOOP_VALUE */
   sqlite3_bind_int64(s, 3, (sqlite3_int64)l->busy_ns);
   for (int i = 0; i < STORE_LOOP_BUCKETS; i++)
     sqlite3_bind_int64(s, 4 + i, (sqlite3_int64)l->units[i]);
-  return sqlite_step_done(st, ST_INSERT_LOOP);
+  if (loop) sqlite3_bind_text(s, 13, loop, -1, SQLITE_STATIC);
+  return sqlite_step_done(st, id);
+}
+
+static int insert_loop_stats(store_t *st, const store_batch_t *b) {
+  int rc = b->loop_stats ? insert_loop_row(st, ST_INSERT_LOOP, b, NULL, b->loop_stats) : SQLITE_OK;
+  for (size_t i = 0; rc == SQLITE_OK && i < b->n_loops; i++)
+    rc = insert_loop_row(st, ST_INSERT_LOOP_NAMED, b, b->loops[i].loop, &b->loops[i].stats);
+  return rc;
 }
 
 static int put_batch_locked(store_t *st, const store_batch_t *b) {
@@ -520,7 +544,7 @@ static int put_batch_locked(store_t *st, const store_batch_t *b) {
     if (rc == SQLITE_OK) rc = store_rollups_add_batch(st->rollups, b, picks.group);
     rollup_picks_free(&picks);
   }
-  if (rc == SQLITE_OK && b->loop_stats) rc = insert_loop_stats(st, b);
+  if (rc == SQLITE_OK) rc = insert_loop_stats(st, b);
   if (rc == SQLITE_OK) rc = sqlite_step_done(st, ST_COMMIT);
   if (rc == SQLITE_OK) return STORE_OK;
   sqlite_report(st, "put batch");

@@ -12,6 +12,7 @@
 #include <curl/curl.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <math.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <sched.h>
@@ -27,9 +28,12 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <zstd.h>
 
+#include "batch_post.h"
 #include "check.h"
 #include "collector_rig.h"
+#include "http_server.h"
 #include "perf_sdk.h"
 #include "pprof_check.h"
 #include "sdk_util.h"
@@ -770,15 +774,17 @@ static size_t events_of_loop(json_t *j, const char *loop, int tid) {
 /* Two registered loops and the main loop hang (worker-a twice, worker-b
    once, main once), sent by the SDK: the events list filters by loop
    exactly, each event and its detail name the loop, and every endpoint
-   answered from rollups refuses loop= with 400 naming it. */
-static void case_events_by_loop(void) {
-  collector_t c;
-  collector_start(&c, NULL);
+   answered from rollups (and drops, which counts no loop's) refuses
+   loop= with 400 naming it. */
+/* The SDK of app (version 1.0) sending to url: two registered loops and
+   the main loop hang, worker-a twice, worker-b once, main once; the
+   workers' thread ids in tids[0..1]. */
+static void loops_hang(const char *url, const char *app, int tids[2]) {
   perf_sdk_config_t cfg;
   perf_sdk_config_init(&cfg);
   char data_dir[128];
   snprintf(data_dir, sizeof data_dir, "%s/sdk", tempdir_make("perf-api-loops"));
-  sdk_config_upload(&cfg, "loop-test", c.url, GOOD_KEY, data_dir);
+  sdk_config_upload(&cfg, app, url, GOOD_KEY, data_dir);
   cfg.hang_threshold_ms = 100;
   cfg.hang_sample_interval_ms = 20;
   cfg.cpu_threshold_percent = 25600; /* 256 cores: no CPU events */
@@ -800,15 +806,24 @@ static void case_events_by_loop(void) {
   }
   CHECK_EQ_INT(sdk_stats().hangs_detected, 4);
   sdk_flush_and_stop();
+  tids[0] = a.tid;
+  tids[1] = b.tid;
+}
+
+static void case_events_by_loop(void) {
+  collector_t c;
+  collector_start(&c, NULL);
+  int tids[2];
+  loops_hang(c.url, "loop-test", tids);
 
   json_t *all = events_polled(&c, "app=loop-test&limit=50", 4);
   CHECK_EQ_INT(json_array_size(json_object_get(all, "events")), 4);
   json_decref(all);
   json_t *j = events_polled(&c, "app=loop-test&loop=worker-a", 2);
-  CHECK_EQ_INT(events_of_loop(j, "worker-a", a.tid), 2);
+  CHECK_EQ_INT(events_of_loop(j, "worker-a", tids[0]), 2);
   json_decref(j);
   j = events_polled(&c, "app=loop-test&kind=hang&loop=worker-b", 1);
-  CHECK_EQ_INT(events_of_loop(j, "worker-b", b.tid), 1);
+  CHECK_EQ_INT(events_of_loop(j, "worker-b", tids[1]), 1);
   json_int_t id =
       json_integer_value(json_object_get(json_array_get(json_object_get(j, "events"), 0), "id"));
   json_decref(j);
@@ -842,14 +857,163 @@ static void case_events_by_loop(void) {
       "/api/v1/timeseries?kind=hang&bucket=hour&loop=worker-a",
       "/api/v1/states?kind=hang&loop=worker-a",
       "/api/v1/drops?loop=worker-a",
-      "/api/v1/loops?loop=worker-a",
-      "/api/v1/versions/compare?app=loop-test&a=1.0&b=2.0&loop=worker-a",
   };
   for (size_t i = 0; i < ARRAY_LEN(refused); i++) {
     j = get_json(&c, refused[i], &status);
     CHECKF(status == 400, "%s -> %ld", refused[i], status);
     const char *err = json_string_value(json_object_get(j, "error"));
     CHECKF(err && strstr(err, "parameter loop"), "%s: error %s", refused[i], err ? err : "(none)");
+    json_decref(j);
+  }
+  collector_stop_healthy(&c);
+}
+
+/* What the SDK's batches said of their loops: watched time per loop name
+   (Batch.loops), and the sum (Batch.loop_stats) of all batches and of
+   those that named no loop. */
+#define LR_MAX_NAMES 8
+typedef struct loop_figures_s {
+  char names[LR_MAX_NAMES][32];
+  uint64_t watched[LR_MAX_NAMES];
+  size_t n;
+  uint64_t sum_watched, unnamed_watched;
+  size_t batches;
+} loop_figures_t;
+
+static uint64_t *figure_of(loop_figures_t *f, const char *name) {
+  for (size_t i = 0; i < f->n; i++)
+    if (strcmp(f->names[i], name) == 0) return &f->watched[i];
+  CHECK(f->n < LR_MAX_NAMES && strlen(name) < sizeof f->names[0]);
+  snprintf(f->names[f->n], sizeof f->names[0], "%s", name);
+  return &f->watched[f->n++];
+}
+
+/* One batch's body (zstd) read into f. */
+static void figures_add(loop_figures_t *f, const void *body, size_t len) {
+  unsigned long long raw_len = ZSTD_getFrameContentSize(body, len);
+  CHECK(raw_len != ZSTD_CONTENTSIZE_ERROR && raw_len != ZSTD_CONTENTSIZE_UNKNOWN);
+  void *raw = malloc(raw_len ? raw_len : 1);
+  CHECK(raw != NULL);
+  CHECK_EQ_INT(ZSTD_decompress(raw, raw_len, body, len), raw_len);
+  Perf__V1__Batch *b = perf__v1__batch__unpack(NULL, raw_len, raw);
+  CHECK(b != NULL);
+  f->batches++;
+  if (b->loop_stats) f->sum_watched += b->loop_stats->watched_nanos;
+  if (b->loop_stats && !b->n_loops) f->unnamed_watched += b->loop_stats->watched_nanos;
+  for (size_t i = 0; i < b->n_loops; i++)
+    *figure_of(f, b->loops[i]->loop) += b->loops[i]->watched_nanos;
+  perf__v1__batch__free_unpacked(b, NULL);
+  free(raw);
+}
+
+/* A loop's totals in j ("loops" or a version of compare): watched hours
+   from watched_ns, hangs exactly, hangs per hour (null when unwatched). */
+static void check_rate(const json_t *o, uint64_t watched_ns, long long hangs, const char *what) {
+  double hours = (double)watched_ns / 3.6e12;
+  double got = json_real_value(json_object_get(o, "watched_hours"));
+  CHECKF(fabs(got - hours) <= 1e-9 * (hours > 1 ? hours : 1), "%s: watched_hours %.12f, want %.12f",
+         what, got, hours);
+  CHECKF(json_integer_value(json_object_get(o, "hangs")) == hangs, "%s: hangs %lld, want %lld",
+         what, (long long)json_integer_value(json_object_get(o, "hangs")), hangs);
+  json_t *rate = json_object_get(o, "hangs_per_hour");
+  if (!watched_ns) {
+    CHECKF(json_is_null(rate), "%s: hangs_per_hour not null", what);
+    return;
+  }
+  double want = (double)hangs / hours;
+  CHECKF(fabs(json_real_value(rate) - want) <= 1e-6 * want + 1e-9, "%s: hangs_per_hour %f, want %f",
+         what, json_real_value(rate), want);
+}
+
+static void check_loops(const collector_t *c, const char *query, uint64_t watched_ns,
+                        long long hangs) {
+  char path[256];
+  snprintf(path, sizeof path, "/api/v1/loops?%s", query);
+  long status;
+  json_t *j = get_json(c, path, &status);
+  CHECKF(status == 200, "%s -> %ld", path, status);
+  check_rate(json_object_get(j, "loops"), watched_ns, hangs, path);
+  json_decref(j);
+}
+
+/* Hangs per hour of one loop's watched time, per version: the SDK's
+   batches (version 1.0: worker-a hangs twice, worker-b and main once;
+   their loop stats per loop) caught on their way by a test server, read
+   for their figures, then stored; a batch of an SDK that named no loop
+   (version 2.0: 2 hours watched, 3 hangs) counts for loop main only. The
+   loops and versions/compare answers with loop= are those figures
+   exactly; without loop= the sum over all loops. */
+static void case_versions_by_loop(void) {
+  collector_t c;
+  collector_start(&c, NULL);
+  http_server_t *relay = http_server_start();
+  CHECK(relay != NULL);
+  int tids[2];
+  loops_hang(http_server_url(relay), "loop-rates", tids);
+
+  loop_figures_t f = {0};
+  reply_t *r = malloc(sizeof *r);
+  CHECK(r != NULL);
+  size_t n = http_server_request_count(relay);
+  for (size_t i = 0; i < n; i++) {
+    http_request_t q;
+    CHECK(http_server_request(relay, i, &q));
+    if (strcmp(q.path, "/v1/batches") == 0) {
+      figures_add(&f, q.body, q.body_len);
+      const char *id = http_request_header(&q, "X-Perf-Batch-Id");
+      CHECK(id != NULL);
+      CHECK_EQ_INT(post_batch(&c, GOOD_KEY, id, q.body, q.body_len, r), 200);
+    }
+    http_request_free(&q);
+  }
+  http_server_stop(relay);
+  CHECK(f.batches >= 1);
+  uint64_t wa = *figure_of(&f, "worker-a"), wb = *figure_of(&f, "worker-b");
+  uint64_t wmain = *figure_of(&f, "main");
+  CHECKF(wa > 0 && wb > 0, "watched worker-a %llu ns, worker-b %llu ns", (unsigned long long)wa,
+         (unsigned long long)wb);
+
+  const uint64_t OLD_NS = 2 * 3600000000000ULL;
+  loop_batch_t old = {.app = "loop-rates",
+                      .version = "2.0",
+                      .watched_ns = OLD_NS,
+                      .busy_ns = OLD_NS / 4,
+                      .hangs = 3,
+                      .db = 1,
+                      .hang_ms = 300};
+  CHECK_EQ_INT(batch_post_loop(&c, &old, 1, r), 200);
+  free(r);
+
+  check_loops(&c, "app=loop-rates&version=1.0&loop=worker-a", wa, 2);
+  check_loops(&c, "app=loop-rates&version=1.0&loop=worker-b", wb, 1);
+  check_loops(&c, "app=loop-rates&version=1.0&loop=main", wmain + f.unnamed_watched, 1);
+  check_loops(&c, "app=loop-rates&version=1.0", f.sum_watched, 4);
+  check_loops(&c, "app=loop-rates&version=1.0&loop=worker-c", 0, 0);
+  check_loops(&c, "app=loop-rates&version=2.0&loop=main", OLD_NS, 3);
+  check_loops(&c, "app=loop-rates&version=2.0&loop=worker-a", 0, 0);
+  check_loops(&c, "app=loop-rates&version=2.0", OLD_NS, 3);
+
+  static const struct {
+    const char *loop;
+    long long hangs[2]; /* of a, of b */
+  } cmp[] = {{"worker-a", {2, 0}}, {"main", {1, 3}}, {NULL, {4, 3}}};
+  for (size_t i = 0; i < ARRAY_LEN(cmp); i++) {
+    char path[160];
+    snprintf(path, sizeof path, "/api/v1/versions/compare?app=loop-rates&a=1.0&b=2.0%s%s",
+             cmp[i].loop ? "&loop=" : "", cmp[i].loop ? cmp[i].loop : "");
+    uint64_t watched_a = !cmp[i].loop                       ? f.sum_watched
+                         : strcmp(cmp[i].loop, "main") == 0 ? wmain + f.unnamed_watched
+                                                            : wa;
+    uint64_t watched_b = !cmp[i].loop || strcmp(cmp[i].loop, "main") == 0 ? OLD_NS : 0;
+    long status;
+    json_t *j = get_json(&c, path, &status);
+    CHECKF(status == 200, "%s -> %ld", path, status);
+    const char *loop = json_string_value(json_object_get(j, "loop"));
+    CHECKF(cmp[i].loop ? loop && strcmp(loop, cmp[i].loop) == 0 : !loop, "%s: loop %s", path,
+           loop ? loop : "(none)");
+    json_t *versions = json_object_get(j, "versions");
+    check_rate(json_array_get(versions, 0), watched_a, cmp[i].hangs[0], path);
+    check_rate(json_array_get(versions, 1), watched_b, cmp[i].hangs[1], path);
     json_decref(j);
   }
   collector_stop_healthy(&c);
@@ -1062,17 +1226,10 @@ static void case_not_utf8_parameters(void) {
 
 int main(int argc, char **argv) {
   static const test_case_t cases[] = {
-      TEST_CASE(hang_grouped),
-      TEST_CASE(cpu_stacks),
-      TEST_CASE(filters),
-      TEST_CASE(bad_parameters),
-      TEST_CASE(export_folded),
-      TEST_CASE(flame),
-      TEST_CASE(events),
-      TEST_CASE(events_by_loop),
-      TEST_CASE(export_pprof),
-      TEST_CASE(export_pprof_empty),
-      TEST_CASE(not_utf8_parameters),
+      TEST_CASE(hang_grouped),   TEST_CASE(cpu_stacks),         TEST_CASE(filters),
+      TEST_CASE(bad_parameters), TEST_CASE(export_folded),      TEST_CASE(flame),
+      TEST_CASE(events),         TEST_CASE(events_by_loop),     TEST_CASE(versions_by_loop),
+      TEST_CASE(export_pprof),   TEST_CASE(export_pprof_empty), TEST_CASE(not_utf8_parameters),
   };
   return collector_test_main(argc, argv, cases, ARRAY_LEN(cases));
 }

@@ -250,6 +250,19 @@ static void case_bad_parameters(void) {
       batch_post_loop(&c, &(loop_batch_t){"shop", "1", "prod", HOUR_NS, 0, ten, 10, 0, 0, 0}, 9, r);
   CHECKF(status == 400 && strstr(r->body, "loop_stats.busy_units_by_bucket has 10 buckets"),
          "-> %ld %.*s", status, (int)r->body_len, r->body);
+  /* Batch.loops: each entry names its loop and has at most 9 buckets. */
+  Perf__V1__LoopStats named = PERF__V1__LOOP_STATS__INIT, *loops[] = {&named};
+  loop_batch_t lb = {"shop", "1", "prod", HOUR_NS, 0, NULL, 0, 0, 0, 0};
+  status = batch_post_loops(&c, &lb, loops, 1, 10, r);
+  CHECKF(status == 400 && strstr(r->body, "loops[0].loop is empty"), "-> %ld %.*s", status,
+         (int)r->body_len, r->body);
+  named.loop = "worker";
+  named.n_busy_units_by_bucket = 10;
+  named.busy_units_by_bucket = ten;
+  status = batch_post_loops(&c, &lb, loops, 1, 11, r);
+  CHECKF(status == 400 && strstr(r->body, "loops[0].busy_units_by_bucket has 10 buckets"),
+         "-> %ld %.*s", status, (int)r->body_len, r->body);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM batches"), 0);
   free(r);
   collector_stop_healthy(&c);
 }
@@ -259,11 +272,25 @@ static void case_retention_and_old_db(void) {
   collector_start(&c, NULL);
   collector_stop_healthy(&c);
   /* (PostgreSQL: its versioned schema has the table; its rows go.) */
-  db_exec(c.db, rig_pg() ? "DELETE FROM loop_stats" : "DROP TABLE loop_stats");
-  collector_restart(&c, NULL); /* a database of before: the table is made */
+  db_exec(c.db, rig_pg() ? "DELETE FROM loop_stats"
+                         : "DROP TABLE loop_stats; DROP TABLE loop_stats_by_loop");
+  collector_restart(&c, NULL); /* a database of before: the tables are made */
   send_fixture(&c);
+  /* Another app's batch that names its loops: their rows go with it. */
+  Perf__V1__LoopStats named[2] = {PERF__V1__LOOP_STATS__INIT, PERF__V1__LOOP_STATS__INIT};
+  Perf__V1__LoopStats *loops[] = {&named[0], &named[1]};
+  named[0].loop = "main", named[0].watched_nanos = HOUR_NS / 2;
+  named[1].loop = "worker", named[1].watched_nanos = HOUR_NS / 2;
+  reply_t *r = calloc(1, sizeof *r);
+  CHECK(r);
+  CHECK_EQ_INT(
+      batch_post_loops(&c, &(loop_batch_t){"other", "3.1", "prod", HOUR_NS, 0, NULL, 0, 0, 0, 0},
+                       loops, 2, 6, r),
+      200);
+  free(r);
   collector_stop_healthy(&c);
-  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM loop_stats"), 5);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM loop_stats"), 6);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM loop_stats_by_loop"), 2);
   db_exec(c.db, "UPDATE batches SET received_ns = 1 WHERE app = 'other'");
   collector_restart(&c,
                     (const char *[]){"--retention-days", "1", "--retention-interval", "1", NULL});
@@ -271,6 +298,7 @@ static void case_retention_and_old_db(void) {
   while (db_count(c.db, "SELECT count(*) FROM batches") != 4 && now_s() < end)
     usleep(50000);
   CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM loop_stats"), 4);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM loop_stats_by_loop"), 0);
   CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM loop_stats l JOIN batches b"
                               " ON b.id = l.batch_id WHERE b.app = 'other'"),
                0);

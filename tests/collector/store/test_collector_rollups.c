@@ -422,7 +422,7 @@ static void case_reopen(void) {
   CHECK_EQ_INT(db_count(c.db, "SELECT sum(events) FROM rollup_groups"),
                db_count(c.db, "SELECT sum(events) FROM snap_groups") + 7 * groups);
   collector_restart(&c, NO_LIMIT);
-  if (rig_pg()) CHECK_EQ_INT(db_count(c.db, "SELECT max(version) FROM schema_version"), 9);
+  if (rig_pg()) CHECK_EQ_INT(db_count(c.db, "SELECT max(version) FROM schema_version"), 10);
   check_rebuilt(&c, groups, stacks, days);
   collector_stop_healthy(&c);
 
@@ -433,7 +433,7 @@ static void case_reopen(void) {
     db_exec(c.db, DROP);
     db_exec(c.db, "DROP TABLE stack_epoch; DROP FUNCTION perf_dbin;"
                   "DROP TABLE rollup_groups_delta; DROP TABLE rollup_stacks_delta; DROP SEQUENCE "
-                  "wal_flush_mark;"
+                  "wal_flush_mark; DROP TABLE loop_stats_by_loop;"
                   "UPDATE schema_version SET version = 3");
   } else {
     db_exec(c.db, DROP);

@@ -616,6 +616,10 @@ async function checkCompare(page) {
   const bytes = readFileSync(png);
   check(bytes.length > 5000 && bytes.subarray(1, 4).toString() === 'PNG', `a PNG of the panel (${bytes.length} bytes)`);
 
+  await checkLoopFilter(page);
+  await page.goto(`${url}/dashboard/?app=rates&range=all&a=3.1&b=3.2`);
+  await waitReady(page);
+
   // The form: B against A, in the URL; 3.1 now the better one.
   await page.getByTestId('compare-a').fill('3.2');
   await page.getByTestId('compare-b').fill('3.1');
@@ -636,6 +640,53 @@ async function checkCompare(page) {
   const message = await page.getByTestId('message').textContent();
   check(message === '/api/v1/versions/compare: 400 parameter b: must differ from a', `compare 400: "${message}"`);
   return `${png} (${bytes.length} bytes)`;
+}
+
+// The loop filter: the comparison of loop main (the "rates" batches came
+// from an SDK that named no loop: they are main's), of a loop no batch
+// had, and the events of the stack-truth hang's loop (render-3); the chart,
+// the stacks and the flame graph answer for every loop and say so, and no
+// request of the page fails (a 400 would be a console error).
+async function checkLoopFilter(page) {
+  await page.goto(`${url}/dashboard/?app=rates&range=all&a=3.1&b=3.2&loop=main`);
+  await waitReady(page);
+  check(await page.getByTestId('loop-filter').inputValue() === 'main', 'loop link: main in the input');
+  check(await page.getByTestId('compare-body').getAttribute('data-query') === 'app=rates&a=3.1&b=3.2&loop=main',
+    'loop link: the comparison\'s query has the loop');
+  const rows = async () => page.locator('[data-testid="compare-version"]').evaluateAll((rs) => rs.map((r) =>
+    [...r.cells].map((c) => c.textContent).join('|')));
+  const mainRows = await rows();
+  check(JSON.stringify(mainRows) === JSON.stringify(['3.1|1.00 h|2|2.00|25.0%', '3.2|2.00 h|6|3.00|50.0%']),
+    `loop main: compare rows ${JSON.stringify(mainRows)}`);
+  check(await page.getByTestId('compare-loop-note').isVisible(), 'loop main: the comparison names the loop');
+  for (const view of ['chart', 'stacks', 'flame']) {
+    const note = page.getByTestId(`${view}-loop-note`);
+    check(await note.isVisible() && (await note.textContent()).includes('(main)'), `loop main: the ${view} says so`);
+  }
+  const chartQuery = await page.getByTestId('chart').getAttribute('data-query');
+  check(!/(^|&)loop=/.test(chartQuery), `loop main: the chart's query has no loop (${chartQuery})`);
+  await page.getByTestId('loop-filter').fill('worker-x');
+  await page.getByTestId('refresh').click();
+  await waitReady(page);
+  check(new URL(page.url()).searchParams.get('loop') === 'worker-x', `loop worker-x in the URL: ${page.url()}`);
+  await page.waitForFunction(() => /(^|&)loop=worker-x(&|$)/.test(document.getElementById('compare-body').dataset.query || ''));
+  const noneRows = await rows();
+  check(JSON.stringify(noneRows) === JSON.stringify(['3.1|0.00 h|0|—|—', '3.2|0.00 h|0|—|—']),
+    `loop worker-x: compare rows ${JSON.stringify(noneRows)}`);
+
+  await page.goto(`${url}/dashboard/?range=all&loop=render-3`);
+  await waitReady(page);
+  const want = (await apiJson('/api/v1/events?kind=hang&loop=render-3&limit=20')).events.map((e) => String(e.id));
+  const got = await page.locator('[data-testid="event-row"]').evaluateAll((rs) => rs.map((r) => r.dataset.id));
+  const loops = await texts(page, '[data-testid="event-row"] [data-testid="event-loop"]');
+  check(want.length >= 1 && JSON.stringify(got) === JSON.stringify(want) && loops.every((l) => l === 'render-3'),
+    `loop render-3: event rows ${JSON.stringify(got)} = ${JSON.stringify(want)}, loops ${JSON.stringify(loops)}`);
+  check(await page.getByTestId('compare-prompt').isVisible(), 'loop render-3 without an app: the compare prompt');
+  await page.getByTestId('loop-filter').fill('');
+  await page.getByTestId('refresh').click();
+  await waitReady(page);
+  check(await page.getByTestId('stacks-loop-note').isHidden() && !new URL(page.url()).searchParams.has('loop'),
+    'no loop: no note, no loop in the URL');
 }
 
 main().then(() => process.exit(0), (err) => {
