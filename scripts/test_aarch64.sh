@@ -32,8 +32,11 @@ cmake --build build-aarch64 -j "$jobs"
 #    must each be found and sampled at least three times by the emulated
 #    monitor thread; on a loaded 2-core host it missed one in 1 run of 4;
 #  - sdk_hang_detected is timing: it counts a hang's samples 50 ms apart
-#    (>= 10 of 13); the emulated sampler took 9 once under load.
-skip='^(sdk_fatal_hang|spool_two_processes|spool_kill9|sdk_marker_failure_logged_once|sdk_hang_detected)$'
+#    (>= 10 of 13); the emulated sampler took 9 once under load;
+#  - sdk_cpu_burst_through_dips is timing: a 1 s window's mean over 4%
+#    needs the emulated CPU monitor's 100 ms ticks on time; it found no
+#    burst in 1 of 3 runs of the stage.
+skip='^(sdk_fatal_hang|spool_two_processes|spool_kill9|sdk_marker_failure_logged_once|sdk_hang_detected|sdk_cpu_burst_through_dips)$'
 (cd build-aarch64 && ctest --output-on-failure -j "$jobs" -E "$skip")
 
 echo "== a batch written on aarch64, named by the x86_64 collector's symbolizer"
