@@ -25,6 +25,7 @@
  *
  * Not a test: it never fails on the figures.
  */
+#include <dirent.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -47,10 +48,17 @@ static const char *const MODE_NAMES[MODES] = {"no profiler",       "SDK, no burs
                                               "SDK 100 Hz",        "SDK 1000 Hz",
                                               "gperftools 100 Hz", "gperftools 1000 Hz"};
 
+/* The SDK's threads, by name: their own CPU clocks. */
+enum { T_CPU_MON, T_HANG_MON, T_WRITER, SDK_THREADS };
+static const char *const SDK_THREAD_NAMES[SDK_THREADS] = {"perf-cpu-mon", "perf-hang-mon",
+                                                          "perf-writer"};
+
 typedef struct {
   double cpu_per_unit_ns; /* whole-process CPU per unit of work */
   double units, samples;
   double others_ns; /* CPU of every thread but the busy one (the SDK's threads, main) */
+  double busy_ns;   /* the busy thread's CPU */
+  double sdk_ns[SDK_THREADS];
   int ok;
 } result_t;
 
@@ -88,6 +96,28 @@ static void *busy_main(void *arg) {
   }
   g_sink = x;
   return NULL;
+}
+
+/* Each SDK thread's CPU (its clock, by tid), 0 when it is not running. */
+static void sdk_threads_cpu(double out[SDK_THREADS]) {
+  memset(out, 0, sizeof(double) * SDK_THREADS);
+  DIR *d = opendir("/proc/self/task");
+  if (!d) return;
+  for (struct dirent *e; (e = readdir(d));) {
+    int tid = atoi(e->d_name);
+    if (tid <= 0) continue;
+    char path[64], name[32] = "";
+    snprintf(path, sizeof path, "/proc/self/task/%d/comm", tid);
+    FILE *f = fopen(path, "r");
+    if (!f) continue;
+    if (!fgets(name, sizeof name, f)) name[0] = 0;
+    fclose(f);
+    name[strcspn(name, "\n")] = 0;
+    for (int t = 0; t < SDK_THREADS; t++)
+      if (strcmp(name, SDK_THREAD_NAMES[t]) == 0)
+        out[t] += (double)clock_ns((clockid_t)((~(unsigned)tid << 3) | 6)); /* its sched clock */
+  }
+  closedir(d);
 }
 
 static void sleep_ms(int ms) {
@@ -148,6 +178,8 @@ static void run_mode(int mode, int seconds, int fd) {
   if (mode == GPERF_100 || mode == GPERF_1000) goto out;
 #endif
   sleep_ms(100);
+  double sdk0[SDK_THREADS], sdk1[SDK_THREADS];
+  sdk_threads_cpu(sdk0);
   int64_t cpu0 = clock_ns(CLOCK_PROCESS_CPUTIME_ID), busy0 = clock_ns(busy_clock);
   long long units0 = atomic_load(&g_units);
   uint64_t samples0 = sdk_samples();
@@ -157,8 +189,11 @@ static void run_mode(int mode, int seconds, int fd) {
 #endif
   sleep_ms(seconds * 1000);
   long long units = atomic_load(&g_units) - units0;
-  int64_t cpu = clock_ns(CLOCK_PROCESS_CPUTIME_ID) - cpu0;
-  r.others_ns = (double)(cpu - (clock_ns(busy_clock) - busy0));
+  int64_t cpu = clock_ns(CLOCK_PROCESS_CPUTIME_ID) - cpu0, busy = clock_ns(busy_clock) - busy0;
+  sdk_threads_cpu(sdk1);
+  for (int t = 0; t < SDK_THREADS; t++)
+    r.sdk_ns[t] = sdk1[t] - sdk0[t];
+  r.others_ns = (double)(cpu - busy);
   r.samples = (double)(sdk_samples() - samples0);
 #ifdef HAVE_GPERFTOOLS
   if (mode == GPERF_100 || mode == GPERF_1000) {
@@ -206,6 +241,33 @@ static double median(double *v, int n) {
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+/* The SDK's threads' CPU per sample during a burst, each thread's from
+   its own clock: all of their work over the burst's samples (the hang
+   monitor's and the writer's own included), and beyond what they use with
+   the SDK running and no burst. What a sample costs in the sampled thread
+   is sample_cost_bench's. */
+static void sdk_threads(const int n[MODES], double rate[MODES][50],
+                        double sdk[MODES][SDK_THREADS][50]) {
+  double idle = 0;
+  for (int t = 0; t < SDK_THREADS && n[SDK_IDLE]; t++)
+    idle += median(sdk[SDK_IDLE][t], n[SDK_IDLE]);
+  printf("\nthe SDK's threads per sample during the burst (us), from their own clocks\n");
+  printf("%-20s %10s %10s %10s %10s %12s\n", "mode", "cpu-mon", "hang-mon", "writer", "all",
+         "beyond idle");
+  for (int mode = SDK_100; mode <= SDK_1000; mode++) {
+    double s = n[mode] ? median(rate[mode], n[mode]) : 0;
+    if (s <= 0) continue;
+    double part[SDK_THREADS], all = 0;
+    for (int t = 0; t < SDK_THREADS; t++) {
+      part[t] = median(sdk[mode][t], n[mode]) / s / 1000;
+      all += part[t];
+    }
+    printf("%-20s %10.2f %10.2f %10.2f %10.2f %12.2f\n", MODE_NAMES[mode], part[T_CPU_MON],
+           part[T_HANG_MON], part[T_WRITER], all, all - idle / s / 1000);
+  }
+  printf("%-20s %10s %10s %10s %10.1f us/s\n", MODE_NAMES[SDK_IDLE], "", "", "", idle / 1000);
+}
+
 int main(int argc, char **argv) {
   int seconds = 3, rounds = 5;
   for (int i = 1; i < argc; i++) {
@@ -220,6 +282,8 @@ int main(int argc, char **argv) {
   }
   if (seconds < 1 || rounds < 1 || rounds > 50) return 2;
   double cpu[MODES][50], rate[MODES][50], units[MODES][50], others[MODES][50];
+  /* Per second of the run: each SDK thread's CPU. */
+  double sdk[MODES][SDK_THREADS][50];
   int n[MODES] = {0};
   for (int round = 0; round < rounds; round++)
     for (int mode = 0; mode < MODES; mode++) {
@@ -228,6 +292,8 @@ int main(int argc, char **argv) {
       cpu[mode][n[mode]] = r.cpu_per_unit_ns;
       units[mode][n[mode]] = r.units / seconds;
       others[mode][n[mode]] = r.others_ns / seconds;
+      for (int t = 0; t < SDK_THREADS; t++)
+        sdk[mode][t][n[mode]] = r.sdk_ns[t] / seconds;
       rate[mode][n[mode]++] = r.samples / seconds;
     }
   if (n[BARE] == 0) {
@@ -258,5 +324,6 @@ int main(int argc, char **argv) {
     printf("%-20s %13.2f %8.4f %10.1f %15.2f %15.1f %16.2f\n", MODE_NAMES[mode], c / 1000, c / bare,
            s, s > 0 ? per_sample_us : 0.0, o / 1000, sdk_per_sample);
   }
+  sdk_threads(n, rate, sdk);
   return 0;
 }

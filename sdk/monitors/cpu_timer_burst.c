@@ -33,10 +33,15 @@
 #include "sdk/sampler/stack_end.h"
 
 /* Records the monitor lets the ring gather between two drains (half the
-   default ring), and the bounds of the drain interval. */
+   default ring), and the bounds of the drain interval. Each drain is a
+   wake-up of the monitor, which costs as much CPU as a few dozen samples
+   (35-50 us on a virtual machine): the interval is as long as the ring
+   allows at the rate the records came in (a CPU timer expires at a tick, so
+   "1000 Hz" gives at most the kernel's tick rate a thread), and the
+   burst's end is found within it. */
 #define RECORDS_PER_DRAIN 64
 #define MIN_DRAIN_NS 10000000LL
-#define MAX_DRAIN_NS 100000000LL
+#define MAX_DRAIN_NS 250000000LL
 /* Samples a thread should get at least over its burst: its timer's period
    is shortened (down to the tick, where CPU timers expire anyway) for a
    thread expected to burn less than this many periods. */
@@ -69,6 +74,7 @@ typedef struct {
   timed_t threads[PERF__CPU_TIMERS_MAX];
   size_t k, places; /* threads sampled, and the most it may sample */
   long taken;
+  uint64_t drained;        /* records handed over by the drains, taken or not */
   perf__thread_set_t *set; /* NULL: no thread is added during the burst */
   int64_t period_ns;
   unsampled_t unsampled[MAX_UNSAMPLED];
@@ -77,6 +83,7 @@ typedef struct {
 } burst_t;
 
 static void add_sample(void *arg, const perf__cpu_timer_sample_t *s);
+static double next_rate(const burst_t *b, uint64_t records, int64_t elapsed_ns, unsigned hz);
 static bool any_ran(burst_t *b);
 static size_t arm_missing(timed_t *t, size_t k);
 static void count_not_taken(burst_t *b, uint64_t not_taken);
@@ -115,13 +122,21 @@ long perf__cpu_timer_burst(perf__worker_t *worker, perf__stats_t *stats, perf__e
     return -1;
   }
   int64_t now = perf__now_ns(), last_ran = now, last_arm = now;
+  double rate = hz;   /* records per second and thread, until one is seen */
+  bool missed = true; /* the last drain found samples not taken (none yet: the first) */
   while (now < end_ns && !perf__worker_stopping(worker)) {
-    int64_t drain = (int64_t)RECORDS_PER_DRAIN * 1000000000LL / ((int64_t)b->k * hz);
+    /* Soon after a drain that found samples not taken: it compiled the
+       rules they lacked and learned their stacks, or the ring was full. */
+    int64_t drain =
+        missed ? MIN_DRAIN_NS : (int64_t)(RECORDS_PER_DRAIN * 1e9 / (rate * (double)b->k));
     drain = drain < MIN_DRAIN_NS ? MIN_DRAIN_NS : drain > MAX_DRAIN_NS ? MAX_DRAIN_NS : drain;
-    int64_t next = now + drain < end_ns ? now + drain : end_ns;
+    int64_t next = now + drain < end_ns ? now + drain : end_ns, slept = now;
     perf__worker_sleep_until(worker, next);
     now = perf__now_ns();
-    count_not_taken(b, perf__cpu_timers_drain(add_sample, b));
+    uint64_t before = b->drained, not_taken = perf__cpu_timers_drain(add_sample, b);
+    count_not_taken(b, not_taken);
+    rate = next_rate(b, b->drained - before + not_taken, now - slept, hz);
+    missed = not_taken > 0;
     if (any_ran(b)) last_ran = now;
     bool rearm = now - last_arm > REARM_NS;
     if (rearm || perf__thread_set_moved(set)) look_for_new(b);
@@ -182,8 +197,20 @@ static size_t arm_missing(timed_t *t, size_t k) {
   return armed;
 }
 
+/* The rate per thread the next interval is sized for (times the threads
+   armed by then): the records of the last interval per second and
+   thread, a quarter more; never under a quarter of the configured rate (a
+   burst whose threads waited for a CPU picks up again). */
+static double next_rate(const burst_t *b, uint64_t records, int64_t elapsed_ns, unsigned hz) {
+  double floor = hz / 4.0, seen = 0;
+  if (elapsed_ns > 0 && b->k > 0)
+    seen = (double)records * 1.25e9 / (double)elapsed_ns / (double)b->k;
+  return seen > floor ? seen : floor > 1 ? floor : 1;
+}
+
 static void add_sample(void *arg, const perf__cpu_timer_sample_t *s) {
   burst_t *c = arg;
+  c->drained++;
   perf__stack_end_t end =
       perf__stack_end_of(s->status == PERF__WALK_DEPTH ? PERF_E_TRUNCATED : PERF_OK, s->status);
   size_t before = c->ev->sample_count;

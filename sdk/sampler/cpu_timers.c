@@ -39,6 +39,10 @@
 
 enum { RECORD_FREE = 0, RECORD_WRITING = 1, RECORD_READY = 2 };
 #define DEFAULT_RING 128
+/* Samples between two draws of a thread's timer interval (each a
+   timer_settime in the handler: the most costly part of it after the
+   signal's delivery). */
+#define DRAW_EVERY 4
 #define MAX_RING 1024
 /* How long the end of a profile waits for handlers still inside. */
 #define INSIDE_WAIT_NS 1000000000LL
@@ -48,7 +52,10 @@ typedef struct {
   pid_t tid;
   int timer; /* the kernel's timer id */
   int64_t period_ns;
-  uint64_t rng; /* the next interval's draw: only the thread's own handler moves it */
+  /* The interval's draws and the samples since the last: only the
+     thread's own handler moves them. */
+  uint64_t rng;
+  uint32_t since_draw;
   /* Its stack's bounds, 0 until learned: the handler of a sample whose sp
      lies outside reports the sp, and the drain learns the mapping that
      holds it (hi written first: a handler reading the new lo with the old
@@ -86,7 +93,7 @@ static bool kernel_at_least(int major, int minor);
 #endif
 static timer_slot_t *slot_of(pid_t tid);
 static void learn_bounds(pid_t tid, uintptr_t sp);
-static int set_timer(timer_slot_t *t, int64_t first_ns);
+static int set_timer(timer_slot_t *t, int64_t first_ns, int64_t every_ns);
 static int64_t next_interval(timer_slot_t *t);
 static void delete_timer(timer_slot_t *t);
 
@@ -163,7 +170,8 @@ int perf__cpu_timers_arm(pid_t tid, int64_t period_ns) {
       1 + (int64_t)(perf__mix64((uint64_t)perf__now_ns() ^ (uint64_t)tid) % (uint64_t)period_ns);
   t->period_ns = period_ns;
   t->rng = perf__mix64((uint64_t)tid * 0x9e3779b97f4a7c15ULL ^ (uint64_t)first);
-  if (set_timer(t, first) != 0) {
+  t->since_draw = 0;
+  if (set_timer(t, first, period_ns) != 0) {
     int e = errno;
     delete_timer(t);
     PERF__FAIL(PERF_E_SYSTEM, "timer_settime(thread %d): %s", (int)tid, strerror(e));
@@ -245,7 +253,11 @@ void perf__cpu_timers_on_signal(const siginfo_t *si, void *ucontext) {
   if (!t || gen == 0 || atomic_load(&t->gen) != gen || !g_ring || !unwind ||
       t->tid != (pid_t)syscall(SYS_gettid))
     goto out;
-  set_timer(t, next_interval(t));
+  if (++t->since_draw >= DRAW_EVERY) { /* a system call: not every sample */
+    int64_t every = next_interval(t);
+    set_timer(t, every, every);
+    t->since_draw = 0;
+  }
   perf__unwind_regs_t regs;
   perf__arch_context_regs(ucontext, &regs);
   record_t *r = NULL;
@@ -297,20 +309,27 @@ static void learn_bounds(pid_t tid, uintptr_t sp) {
   if (!t || perf__sampler_learn_bounds(tid, sp, &lo, &hi) != PERF_OK) return;
   atomic_store(&t->stack_hi, hi);
   atomic_store(&t->stack_lo, lo);
-  set_timer(t, 1); /* its first real sample at the next tick it runs at */
+  set_timer(t, 1, t->period_ns); /* its first real sample at the next tick it runs at */
 }
 
-/* Expire once, after first_ns more of the thread's CPU time (the handler
-   sets the next expiry). Async-signal-safe. */
-static int set_timer(timer_slot_t *t, int64_t first_ns) {
-  struct itimerspec its = {{0, 0}, {first_ns / 1000000000, first_ns % 1000000000}};
+/* Expire after first_ns more of the thread's CPU time, then every
+   every_ns of it (the handler draws a new interval now and then).
+   Async-signal-safe. */
+static int set_timer(timer_slot_t *t, int64_t first_ns, int64_t every_ns) {
+  struct itimerspec its = {{every_ns / 1000000000, every_ns % 1000000000},
+                           {first_ns / 1000000000, first_ns % 1000000000}};
   return (int)syscall(SYS_timer_settime, t->timer, 0, &its, NULL);
 }
 
 /* The next interval, drawn uniformly from [period / 2, 3 * period / 2)
    (splitmix64): a fixed period equal to, or a divisor of, a cycle of the
    thread's work in CPU time would find it at the same point of that cycle
-   every time (a 7 + 3 ms cycle at 100 Hz: 20 points off). */
+   every time (a 7 + 3 ms cycle at 100 Hz: 20 points off). Drawn every
+   DRAW_EVERY samples: between draws the kernel repeats the interval. The
+   phase a draw starts from is the sum of the draws before (uniform over
+   the cycle), and k times an interval drawn over a range as wide as the
+   period is uniform over the cycle too, so each sample still falls at any
+   point of a cycle alike. */
 static int64_t next_interval(timer_slot_t *t) {
   t->rng += 0x9e3779b97f4a7c15ULL;
   uint64_t r = perf__mix64(t->rng);

@@ -583,6 +583,58 @@ static void case_ring_full(void) {
           all, all_true);
 }
 
+/* The context switches a thread of this process asked for so far. */
+static long voluntary_switches(pid_t tid) {
+  char path[64], line[128];
+  snprintf(path, sizeof path, "/proc/self/task/%d/status", (int)tid);
+  FILE *f = fopen(path, "r");
+  CHECKF(f != NULL, "no %s", path);
+  long n = -1;
+  while (fgets(line, sizeof line, f))
+    if (sscanf(line, "voluntary_ctxt_switches: %ld", &n) == 1) break;
+  fclose(f);
+  CHECKF(n >= 0, "no voluntary_ctxt_switches in %s", path);
+  return n;
+}
+
+/* A burst of one thread at 100 Hz: the monitor wakes to drain as seldom
+   as the ring allows at the rate the samples come (each wake-up costs as
+   much CPU as dozens of samples), at most 4 times a second. Samples not
+   taken are those before a drain learned the thread's stack or compiled
+   the rules their walk reached (the next drain comes soon after one that
+   found some): a few. */
+#define DRAIN_WINDOW_MS 2000
+static void case_drain_wakeups(void) {
+  perf_sdk_config_t cfg;
+  config(&cfg, 1);
+  cfg.cpu_sample_hz = 100;
+  cfg.cpu_burst_ms = 5000;
+  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
+  workers_start(1, false);
+  perf_sdk_stats_t st;
+  SDK_WAIT_FOR_STATS(st, st.cpu_bursts >= 1, WAIT_MS, 1);
+  pid_t mon = thread_named("perf-cpu-mon");
+  CHECK(mon > 0);
+  sleep_ms(300); /* past the first drain, sized for the configured rate */
+  long before = voluntary_switches(mon);
+  sleep_ms(DRAIN_WINDOW_MS);
+  long woke = voluntary_switches(mon) - before;
+  CHECKF(sdk_stats().events_recorded == 0, "the burst ended within %d ms", DRAIN_WINDOW_MS + 300);
+  SDK_WAIT_FOR_STATS(st, st.events_recorded >= 1, WAIT_MS, 1);
+  workers_stop(1);
+  CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
+  st = sdk_stats();
+  fprintf(stderr, "the monitor woke %ld times in %d ms; %llu samples, %llu failed\n", woke,
+          DRAIN_WINDOW_MS, (unsigned long long)st.samples_taken,
+          (unsigned long long)st.samples_failed);
+  /* 4 drains a second, and one wake-up to spare per second. */
+  CHECKF(woke <= DRAIN_WINDOW_MS / 1000 * 5, "the monitor woke %ld times in %d ms", woke,
+         DRAIN_WINDOW_MS);
+  CHECKF(st.samples_taken >= 50, "%llu samples", (unsigned long long)st.samples_taken);
+  CHECKF(st.samples_failed * 10 <= st.samples_taken, "%llu samples failed of %llu",
+         (unsigned long long)st.samples_failed, (unsigned long long)st.samples_taken);
+}
+
 static const test_case_t g_cases[] = {
     /* A share read to 3 points needs the workers' ~1000 samples each: on a
        machine whose cores the suite's other cases hold, they get a
@@ -597,6 +649,7 @@ static const test_case_t g_cases[] = {
     TEST_CASE_SERIAL(started_past_bound, "71 spinning threads would starve the cases beside it"),
     TEST_CASE(masked_mid_burst),
     TEST_CASE(ring_full),
+    TEST_CASE(drain_wakeups),
 };
 
 int main(int argc, char **argv) {
