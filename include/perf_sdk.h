@@ -339,7 +339,9 @@ typedef struct perf_sdk_config_s {
   unsigned cpu_window_ms;         /* default 2000; 100..600000 */
   unsigned cpu_sample_hz;         /* burst sampling rate; default 100; 1..1000 */
   unsigned cpu_burst_ms;          /* burst length; default 1000; 10..60000 */
-  unsigned cpu_top_threads;       /* hottest threads sampled; default 3; 1..64 */
+  unsigned cpu_top_threads;       /* hottest threads sampled from a burst's start (with CPU timers,
+                                     threads that turn hot or start during it too, up
+                                     to 64); default 3; 1..64 */
   unsigned cpu_cooldown_ms;       /* quiet time after a burst; default 30000; 0..3600000 */
 
   unsigned max_events_per_hour; /* default 60; 1..100000 */

@@ -88,7 +88,7 @@ static bool any_ran(burst_t *b);
 static size_t arm_missing(timed_t *t, size_t k);
 static void count_not_taken(burst_t *b, uint64_t not_taken);
 static void look_for_new(burst_t *b);
-static void add_new(burst_t *b, const perf__thread_cpu_t *t);
+static void add_thread(burst_t *b, const perf__thread_cpu_t *t, int64_t start_cpu_ns);
 static void count_unsampled(burst_t *b, pid_t tid, int64_t cpu_ns);
 static void name_new(burst_t *b, size_t first_new);
 static void share_cpu(perf__event_t *ev, size_t first, const timed_t *t);
@@ -235,11 +235,13 @@ static void count_not_taken(burst_t *b, uint64_t not_taken) {
     perf__event_add_failed_sample(b->ev, 0, perf__now_ns(), PERF_E_BUSY);
 }
 
-/* Read the thread set: a thread new since the last read (its CPU since
-   the read is all its CPU) that ran and is not the SDK's is added to the
-   burst; the CPU of those past the bound is counted. The set's previous
-   read was the burst's baseline or this look, both after the burst began.
-   Not while an SDK worker starts (its thread runs before its tid is
+/* Read the thread set: a thread that is not the SDK's is added to the
+   burst when it is new since the last read and ran (its CPU since the
+   read is all its CPU), or when it was there but not sampled and burned a
+   period of CPU since the last read (idle when the burst began, hot now);
+   the CPU of those past the bound is counted. The set's previous read was
+   the burst's baseline or this look, both after the burst began. Not
+   while an SDK worker starts (its thread runs before its tid is
    registered): the set is left unread, so its new threads are new at the
    next look too. */
 static void look_for_new(burst_t *b) {
@@ -247,30 +249,38 @@ static void look_for_new(burst_t *b) {
   for (size_t i = 0; i < b->set->count; i++) {
     const perf__thread_cpu_t *t = &b->set->threads[i];
     if (t->delta_ns <= 0) continue;
-    if (t->delta_ns == t->cpu_ns && !perf__worker_is_sdk_thread(t->tid)) {
-      add_new(b, t);
+    bool unsampled = false;
+    for (size_t j = 0; j < b->unsampled_count && !unsampled; j++)
+      unsampled = b->unsampled[j].tid == t->tid;
+    if (unsampled) {
+      count_unsampled(b, t->tid, t->delta_ns);
       continue;
     }
-    for (size_t j = 0; j < b->unsampled_count; j++)
-      if (b->unsampled[j].tid == t->tid) count_unsampled(b, t->tid, t->delta_ns);
+    if (perf__worker_is_sdk_thread(t->tid)) continue;
+    if (t->delta_ns == t->cpu_ns)
+      add_thread(b, t, 0);
+    else if (t->delta_ns >= b->period_ns)
+      add_thread(b, t, t->cpu_ns - t->delta_ns);
   }
 }
 
-/* A new thread: a timer while the burst has places left (its CPU since
-   the burst began is its CPU clock: start 0), else followed as unsampled
-   (when there is room to remember it) and its CPU so far counted. */
-static void add_new(burst_t *b, const perf__thread_cpu_t *t) {
+/* A thread to sample from its CPU clock's reading start_cpu_ns on (0: a
+   thread started during the burst): a timer while the burst has places
+   left, its CPU since start_cpu_ns shared among its samples; else
+   followed as unsampled (when there is room to remember it) and that CPU
+   counted. Nothing for a thread sampled already. */
+static void add_thread(burst_t *b, const perf__thread_cpu_t *t, int64_t start_cpu_ns) {
   for (size_t j = 0; j < b->k; j++)
     if (b->threads[j].tid == t->tid) return;
   if (b->k < b->places) {
     timed_t *n = &b->threads[b->k++];
-    *n = (timed_t){t->tid, false, b->period_ns, 0, t->cpu_ns, 0};
+    *n = (timed_t){t->tid, false, b->period_ns, start_cpu_ns, t->cpu_ns, 0};
     n->armed = perf__cpu_timers_arm(t->tid, b->period_ns) == PERF_OK;
     return;
   }
   if (b->unsampled_count < MAX_UNSAMPLED)
     b->unsampled[b->unsampled_count++] = (unsampled_t){t->tid, t->cpu_ns};
-  count_unsampled(b, t->tid, t->cpu_ns);
+  count_unsampled(b, t->tid, t->cpu_ns - start_cpu_ns);
 }
 
 /* CPU of a thread past the bound: a failed sample per period of it (the

@@ -31,7 +31,10 @@ bool perf__cpu_timer_burst_enabled(void);
    samples. set (NULL: none), read last when the burst began, is read
    again when threads come and go and every 200 ms: a thread started since
    that runs (never an SDK thread) is sampled too, named in the event with
-   its share, while the burst samples fewer than `places` threads (at most
+   its share, and so is a thread that was there but not sampled and
+   burned a period of CPU between two reads (its CPU since the read before
+   shared among its samples, as a new thread's since its start), while the
+   burst samples fewer than `places` threads (at most
    PERF__CPU_TIMERS_MAX). Samples not taken (a full ring; a period of CPU
    of a thread started past the bound) are counted in stats->samples_failed
    and in the event's failed samples. Returns the samples taken, or -1 when

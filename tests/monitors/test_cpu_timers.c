@@ -57,6 +57,9 @@ typedef struct {
 } worker_t;
 
 static worker_t g_workers[MAX_WORKERS];
+/* A worker that waits, blocked in read(), until a byte comes through this
+   pipe before it works (-1: none). */
+static int g_gated = -1, g_gate[2] = {-1, -1};
 static atomic_int g_stop;
 static bool g_steady;        /* workers run a fixed 7 + 3 ms cycle, no jitter, no nap */
 static double g_points = 3;  /* how far a share may be from the truth */
@@ -119,6 +122,8 @@ static void *worker_main(void *arg) {
   atomic_store(&w->tid, (pid_t)syscall(SYS_gettid));
   unsigned long x = 0;
   bool blocked = false;
+  char byte;
+  if (w->index == g_gated) CHECK_EQ_INT((int)read(g_gate[0], &byte, 1), 1);
   while (!atomic_load(&g_stop)) {
     x += work_a(w) + work_b(w);
     if (w->nap_ns) nap(w);
@@ -386,6 +391,50 @@ static void case_started_mid_burst(void) {
   check_shares(3, got, truth);
 }
 
+/* One hot thread when the burst begins, and one that was there, blocked
+   in read(), and starts the same kind of work 300 ms into the burst
+   (cpu_top_threads 1; the second had no CPU to be ranked by): the second
+   gets a timer at the burst's next read of the threads, and both threads'
+   and functions' shares are within 5 points of the truth. */
+static void case_turned_hot_mid_burst(void) {
+  g_points = 5;
+  CHECK_EQ_INT(pipe(g_gate), 0);
+  g_gated = 1;
+  perf_sdk_config_t cfg;
+  config(&cfg, 1);
+  cfg.cpu_burst_ms = 4000;
+  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
+  workers_start(2, true);
+  perf_sdk_stats_t st;
+  SDK_WAIT_FOR_STATS(st, st.cpu_bursts >= 1, WAIT_MS, 1);
+  got_t t0[2], truth[2], got[2];
+  for (int i = 0; i < 2; i++)
+    t0[i] = (got_t){(double)atomic_load(&g_workers[i].in_a),
+                    (double)atomic_load(&g_workers[i].in_b), (double)clock_of(&g_workers[i])};
+  sleep_ms(LATER_MS);
+  CHECKF(sdk_stats().events_recorded == 0, "the burst ended within %d ms", LATER_MS);
+  CHECK_EQ_INT((int)write(g_gate[1], "x", 1), 1);
+  SDK_WAIT_FOR_STATS(st, st.events_recorded + st.cpu_bursts_empty >= 1, WAIT_MS, 1);
+  for (int i = 0; i < 2; i++)
+    truth[i] = (got_t){((double)atomic_load(&g_workers[i].in_a) - t0[i].a) / 1e6,
+                       ((double)atomic_load(&g_workers[i].in_b) - t0[i].b) / 1e6,
+                       ((double)clock_of(&g_workers[i]) - t0[i].all) / 1e6};
+  workers_stop(2);
+  CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
+  st = sdk_stats();
+  CHECK_EQ_INT(st.cpu_bursts, 1);
+  CHECK_EQ_INT(st.events_written, 1);
+  char *report = read_text(g_report);
+  long failed = parse_report(report, 2, got);
+  CHECKF((long)st.samples_failed == failed, "samples_failed=%llu, the event's %ld",
+         (unsigned long long)st.samples_failed, failed);
+  char key[64];
+  snprintf(key, sizeof key, "thread tid=%d name=\"worker-1\"", (int)g_workers[1].tid);
+  CHECKF(strstr(report, key) != NULL, "the event does not list %s:\n%s", key, report);
+  free(report);
+  check_shares(2, got, truth);
+}
+
 /* More threads started during a burst than the 64 timers a profile arms
    (sdk/sampler/cpu_timers.h): one hot thread when it begins; 63 spinning
    threads started 300 ms into it, which take the places left (the test
@@ -645,6 +694,8 @@ static const test_case_t g_cases[] = {
     TEST_CASE_SERIAL(hot_8, "a share read to 3 points needs the samples of whole cores"),
     TEST_CASE_SERIAL(cycle_at_period, "a share read to 3 points needs the samples of a whole core"),
     TEST_CASE_SERIAL(started_mid_burst,
+                     "a share read to 5 points needs the samples of whole cores"),
+    TEST_CASE_SERIAL(turned_hot_mid_burst,
                      "a share read to 5 points needs the samples of whole cores"),
     TEST_CASE_SERIAL(started_past_bound, "71 spinning threads would starve the cases beside it"),
     TEST_CASE(masked_mid_burst),
