@@ -223,6 +223,8 @@ typedef struct store_top_row_s {
   int dbin;                    /* the durations' bin (rollup_dbin) */
   uint64_t groups;             /* every group the query matched (top_rows streams the rows of
                                   at most STORE_TOP_GROUPS_MAX) */
+  uint64_t rows_read;          /* the rollup and raw rows the read summed, all of them */
+  uint64_t rows_limit;         /* the most it sums (rows_read == rows_limit: cut there) */
 } store_top_row_t;
 
 /* Return non-zero to stop (the scan then fails with STORE_ERROR). */
@@ -243,7 +245,9 @@ typedef struct store_stack_row_s {
   uint64_t samples, cpu_us;
   int64_t wall_ns;
   int64_t first_start_ns, last_end_ns;
-  uint64_t stacks; /* 1; the row of the stacks past the cap (stack_sig NULL): how many */
+  uint64_t stacks;     /* 1; the row of the stacks past the cap (stack_sig NULL): how many */
+  uint64_t rows_read;  /* the rollup and raw rows the read summed, all of them */
+  uint64_t rows_limit; /* the most it sums (rows_read == rows_limit: cut there) */
 } store_stack_row_t;
 
 typedef int (*store_stack_row_fn)(const store_stack_row_t *row, void *user);

@@ -70,15 +70,15 @@
   " JOIN batches b ON b.id = e.batch_id WHERE e.kind IN ('hang', 'fatal_hang')"                    \
   " AND e.group_sig IS NOT NULL" QSQL_RAW_RANGE(lo, hi) QSQL_TOP_FILTERS
 #define RAW_CPU(lo, hi)                                                                            \
-  "SELECT c.stack_sig, coalesce(b.version, '') COLLATE \"C\", coalesce(e.label, '') COLLATE "      \
-  "\"C\","                                                                                         \
-  " perf_dbin(e.duration_ns),"                                                                     \
-  " 1, sum(c.samples), e.duration_ns, e.start_ns, e.start_ns, e.duration_ns,"                      \
-  " sum(" ROLLUP_CPU(                                                                              \
-      "c") ") FROM events e"                                                                       \
+  "SELECT j.sig, j.version, j.label, perf_dbin(j.d), 1, sum(j.n), j.d, j.s, j.s, j.d, sum(j.w)"    \
+  " FROM (SELECT e.id AS id, c.stack_sig AS sig, coalesce(b.version, '') COLLATE \"C\" AS "        \
+  "version,"                                                                                       \
+  " coalesce(e.label, '') COLLATE \"C\" AS label, e.duration_ns AS d, e.start_ns AS s,"            \
+  " c.samples AS n, " ROLLUP_CPU(                                                                  \
+      "c") " AS w FROM events e"                                                                   \
            " JOIN batches b ON b.id = e.batch_id JOIN stack_counts c ON c.event_id = e.id"         \
-           " WHERE e.kind = 'cpu'" QSQL_RAW_RANGE(lo, hi) QSQL_TOP_FILTERS                         \
-      " GROUP BY e.id, c.stack_sig, b.version, e.start_ns, e.duration_ns, e.label"
+           " WHERE e.kind = 'cpu'" QSQL_RAW_RANGE(lo, hi) QSQL_TOP_FILTERS QSQL_RAW_BOUND          \
+      ") j GROUP BY j.id, j.sig, j.version, j.label, j.d, j.s"
 #define RAW_STACK(lo, hi)                                                                          \
   "SELECT c.stack_sig, c.samples, " ROLLUP_CPU("c") ", " ROLLUP_WALL_SHARE(                        \
       "c", "e") ", e.start_ns, e.start_ns + e.duration_ns FROM events e JOIN batches b ON b.id = " \
@@ -91,18 +91,16 @@ static const char TOP_HANG[] =
             "(SELECT p.samples FROM hang_group_path p WHERE p.group_sig = x.g)", "x.total_ns");
 static const char TOP_CPU[] = TOP_SQL(
     "r.kind = 'cpu'", RAW_CPU(22, 23) " UNION ALL " RAW_CPU(24, 25), "NULL::bytea", "x.cpu_us");
-#define STACK_SQL(raw)                                                                             \
-  QSQL_STACK_ROWS_CAPPED(                                                                          \
-      "SELECT x.s AS s, sum(x.n) AS n, sum(x.cpu) AS cpu,"                                         \
-      " coalesce(sum(x.wall), 0) AS wall, min(x.first) AS first,"                                  \
-      " max(x.last_end) AS last_end FROM (" STACK_PART(                                            \
-          STACKS_DAY, 20,                                                                          \
-          21) " UNION ALL " STACK_PART(STACKS_10M, 26,                                             \
-                                       27) " UNION ALL " STACK_PART(STACKS_10M, 28,                \
-                                                                    29) " UNION ALL " raw          \
-                                                                        ") x GROUP BY x.s",        \
-      " COLLATE \"C\"")
-static const char STACK_ROWS[] = STACK_SQL(RAW_STACK(22, 23) " UNION ALL " RAW_STACK(24, 25));
+/* The stack rows' sources in the order a bounded read takes them. */
+#define STACK_PARTS                                                                                \
+  STACK_PART(STACKS_DAY, 20, 21)                                                                   \
+  " UNION ALL " STACK_PART(STACKS_10M, 26, 27) " UNION ALL " STACK_PART(                           \
+      STACKS_10M, 28, 29) " UNION ALL " RAW_STACK(22, 23) " UNION ALL " RAW_STACK(24, 25)
+static const char STACK_ROWS[] = QSQL_STACK_ROWS_CAPPED(
+    "SELECT x.s AS s, sum(x.n) AS n, sum(x.cpu) AS cpu, coalesce(sum(x.wall), 0) AS wall,"
+    " min(x.first) AS first, max(x.last_end) AS last_end, count(*) AS rows"
+    " FROM (" QSQL_BOUNDED(STACK_PARTS) ") x GROUP BY x.s",
+    " COLLATE \"C\"");
 static const char ANY_EVENT[] = "SELECT EXISTS (SELECT 1 FROM events WHERE start_ns >= $1::bigint"
                                 " AND start_ns <= $2::bigint)";
 static const char EVENT_ROWS[] = "SELECT " QSQL_EVENT_COLUMNS(
@@ -244,11 +242,13 @@ static int scan(store_t *st, const char *sql, const pg_params_t *p, const char *
 typedef struct cb_s {
   void *fn, *user;
   int hang;
+  uint64_t rows_limit; /* top_rows, stack_rows: the store's read_rows_max */
 } cb_t;
 
 static int top_each(const PGresult *r, int i, void *ctx) {
   cb_t *cb = ctx;
   store_top_row_t row = store_top_row(&PG_COLUMNS(r, i));
+  row.rows_limit = cb->rows_limit;
   if (cb->hang && !PQgetisnull(r, i, STORE_TOP_PATH_COLUMN)) {
     size_t len = 0;
     unsigned char *blob =
@@ -280,6 +280,7 @@ static int scan_planned(store_t *st, const char *sql, pg_params_t *p, const stor
   rollup_plan(q, any_event, st, &plan);
   store_binder_t b = {p, bind_text, bind_i64};
   store_bind_plan(&b, &plan);
+  store_bind_rows(&b, st->read_rows_max);
   int rc = scan_locked(st, sql, p, what, each, ctx);
   pthread_mutex_unlock(&st->lock);
   return rc;
@@ -289,13 +290,14 @@ int pg_top_rows(store_t *st, const store_top_query_t *q, store_row_fn fn, void *
   int hang = strcmp(q->kind, "cpu") != 0;
   pg_params_t p = {0};
   bind_filters(&p, q);
-  cb_t cb = {(void *)fn, user, hang};
+  cb_t cb = {(void *)fn, user, hang, st->read_rows_max};
   return scan_planned(st, hang ? TOP_HANG : TOP_CPU, &p, q, "top rows", top_each, &cb);
 }
 
 static int stack_each(const PGresult *r, int i, void *ctx) {
   cb_t *cb = ctx;
   store_stack_row_t row = store_stack_row(&PG_COLUMNS(r, i));
+  row.rows_limit = cb->rows_limit;
   if (!store_stack_row_usable(&row)) return 0;
   return ((store_stack_row_fn)cb->fn)(&row, cb->user);
 }
@@ -305,7 +307,7 @@ int pg_stack_rows(store_t *st, const store_top_query_t *q, store_stack_row_fn fn
   pg_params_t p = {0};
   bind_filters(&p, q);
   pg_text(&p, 8, q->group);
-  cb_t cb = {(void *)fn, user, 0};
+  cb_t cb = {(void *)fn, user, 0, st->read_rows_max};
   return scan_planned(st, STACK_ROWS, &p, q, "stack rows", stack_each, &cb);
 }
 
@@ -324,7 +326,7 @@ int pg_event_rows(store_t *st, const store_top_query_t *q, int64_t limit, store_
   pg_params_t p = {0};
   bind_filters(&p, q);
   pg_int(&p, 7, limit);
-  cb_t cb = {(void *)fn, user, 0};
+  cb_t cb = {(void *)fn, user, 0, 0};
   return scan(st, EVENT_ROWS, &p, "event rows", event_each, &cb);
 }
 
@@ -350,7 +352,7 @@ int pg_event_detail(store_t *st, int64_t id, store_event_row_fn on_event,
   PQclear(r);
   if (ok && found && !stopped) {
     r = pg_run(st, EVENT_COUNTS, &p, "event counts");
-    cb_t cb = {(void *)on_count, user, 0};
+    cb_t cb = {(void *)on_count, user, 0, 0};
     for (int i = 0; r && !stopped && i < PQntuples(r); i++)
       stopped = count_each(r, i, &cb);
     ok = r != NULL;
@@ -434,7 +436,7 @@ static int state_each(const PGresult *r, int i, void *ctx) {
 int pg_event_states(store_t *st, int64_t id, store_state_row_fn fn, void *user) {
   pg_params_t p = {0};
   pg_int(&p, 1, id);
-  cb_t cb = {(void *)fn, user, 1}; /* hang: the rows start with the tid */
+  cb_t cb = {(void *)fn, user, 1, 0}; /* hang: the rows start with the tid */
   return scan(st, STATES_OF_EVENT, &p, "event states", state_each, &cb);
 }
 
@@ -443,7 +445,7 @@ int pg_state_rows(store_t *st, const store_top_query_t *q, store_state_row_fn fn
   pg_params_t p = {0};
   bind_filters(&p, q);
   pg_text(&p, 8, q->group);
-  cb_t cb = {(void *)fn, user, 0};
+  cb_t cb = {(void *)fn, user, 0, 0};
   return scan(st, STATE_ROWS, &p, "state rows", state_each, &cb);
 }
 

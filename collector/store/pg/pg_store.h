@@ -113,6 +113,7 @@ struct store_s {
   store_t *folder;
   perf__worker_t *fold_worker;
   unsigned fold_interval_s;
+  uint64_t read_rows_max; /* store_config_t's, or STORE_READ_ROWS_MAX */
 };
 
 /* Statement parameters as text (NULL: SQL NULL), numbers formatted into

@@ -63,12 +63,14 @@ static int any_event(void *ctx, int64_t lo, int64_t hi) {
   return any;
 }
 
-/* q's plan (rollup.h) into ?20..?29 of s; the lock is held. */
+/* q's plan (rollup.h) into ?20..?29 of s and the rows it may read into
+   ?31; the lock is held. */
 static void bind_plan(store_t *st, sqlite3_stmt *s, const store_top_query_t *q) {
   rollup_plan_t plan;
   rollup_plan(q, any_event, st, &plan);
   store_binder_t b = {s, bind_text, bind_i64};
   store_bind_plan(&b, &plan);
+  store_bind_rows(&b, st->read_rows_max);
 }
 
 int sqlite_top_rows(store_t *st, const store_top_query_t *q, store_row_fn fn, void *user) {
@@ -81,6 +83,7 @@ int sqlite_top_rows(store_t *st, const store_top_query_t *q, store_row_fn fn, vo
   store_columns_t cols = columns(s);
   while (!stopped && (rc = sqlite3_step(s)) == SQLITE_ROW) {
     store_top_row_t row = store_top_row(&cols);
+    row.rows_limit = st->read_rows_max;
     if (id == ST_TOP_HANG)
       row.majority_len =
           hang_groups_majority_len(sqlite3_column_blob(s, STORE_TOP_PATH_COLUMN),
@@ -114,6 +117,7 @@ int sqlite_stack_rows(store_t *st, const store_top_query_t *q, store_stack_row_f
   store_columns_t cols = columns(s);
   while (!stopped && (rc = sqlite3_step(s)) == SQLITE_ROW) {
     store_stack_row_t row = store_stack_row(&cols);
+    row.rows_limit = st->read_rows_max;
     if (!store_stack_row_usable(&row)) continue;
     stopped = fn(&row, user);
   }

@@ -147,19 +147,26 @@ static const char GROUP_SIG_INDEX[] =
   " JOIN batches b ON b.id = e.batch_id WHERE e.kind IN ('hang', 'fatal_hang')"                    \
   " AND e.group_sig IS NOT NULL" QSQL_RAW_RANGE(lo, hi) QSQL_TOP_FILTERS
 #define RAW_CPU(lo, hi)                                                                            \
-  "SELECT c.stack_sig, coalesce(b.version, ''), coalesce(e.label, ''), perf_dbin(e.duration_ns),"  \
-  " 1, sum(c.samples), e.duration_ns, e.start_ns, e.start_ns, e.duration_ns,"                      \
-  " sum(" ROLLUP_CPU(                                                                              \
-      "c") ") FROM events e"                                                                       \
+  "SELECT j.sig, j.version, j.label, perf_dbin(j.d), 1, sum(j.n), j.d, j.s, j.s, j.d, sum(j.w)"    \
+  " FROM (SELECT e.id AS id, c.stack_sig AS sig, coalesce(b.version, '') AS version,"              \
+  " coalesce(e.label, '') AS label, e.duration_ns AS d, e.start_ns AS s, c.samples AS "            \
+  "n, " ROLLUP_CPU(                                                                                \
+      "c") " AS w FROM events e"                                                                   \
            " JOIN batches b ON b.id = e.batch_id JOIN stack_counts c ON c.event_id = e.id"         \
-           " WHERE e.kind = 'cpu'" QSQL_RAW_RANGE(lo, hi) QSQL_TOP_FILTERS                         \
-      " GROUP BY e.id, c.stack_sig"
+           " WHERE e.kind = 'cpu'" QSQL_RAW_RANGE(lo, hi) QSQL_TOP_FILTERS QSQL_RAW_BOUND          \
+      ") j GROUP BY j.id, j.sig"
 #define RAW_STACK(lo, hi)                                                                          \
   "SELECT c.stack_sig, c.samples, " ROLLUP_CPU("c") ", " ROLLUP_WALL_SHARE(                        \
       "c", "e") ", e.start_ns, e.start_ns + e.duration_ns FROM events e JOIN batches b ON b.id = " \
                 "e.batch_id"                                                                       \
                 " JOIN stack_counts c ON c.event_id = e.id WHERE " QSQL_KIND_FILTER("e")           \
                     QSQL_RAW_RANGE(lo, hi) QSQL_TOP_FILTERS QSQL_GROUP_FILTER("e")
+
+/* The stack rows' sources in the order a bounded read takes them. */
+#define STACK_PARTS                                                                                \
+  STACK_PART("rollup_stacks_day", 20, 21)                                                          \
+  " UNION ALL " STACK_PART("rollup_stacks", 26, 27) " UNION ALL " STACK_PART(                      \
+      "rollup_stacks", 28, 29) " UNION ALL " RAW_STACK(22, 23) " UNION ALL " RAW_STACK(24, 25)
 
 #define GROUP_EVENTS STORE_STR(STORE_GROUP_STACKS_EVENTS)
 #define GROUP_ROWS STORE_STR(STORE_GROUP_STACKS_ROWS)
@@ -192,21 +199,9 @@ static const char *const STMT_SQL[ST_COUNT] = {
     [ST_TOP_CPU] = TOP_SQL("r.kind = 'cpu'", RAW_CPU(22, 23) " UNION ALL " RAW_CPU(24, 25), "NULL",
                            "x.cpu_us"),
     [ST_STACK_ROWS] = QSQL_STACK_ROWS_CAPPED(
-        "SELECT x.s AS s, sum(x.n) AS n, sum(x.cpu) AS cpu, "
-        "coalesce(sum(x.wall), 0) AS wall,"
-        " min(x.first) AS first, max(x.last_end) AS last_end FROM "
-        "(" STACK_PART("rollup_stacks_day", 20, 21) " UNION ALL " STACK_PART(
-            "rollup_stacks", 26,
-            27) " UNION ALL " STACK_PART("rollup_stacks", 28,
-                                         29) " UNION ALL " RAW_STACK(22,
-                                                                     23) " U"
-                                                                         "NI"
-                                                                         "ON"
-                                                                         " A"
-                                                                         "LL"
-                                                                         " " RAW_STACK(
-                                                                             24,
-                                                                             25) ") x GROUP BY x.s",
+        "SELECT x.s AS s, sum(x.n) AS n, sum(x.cpu) AS cpu, coalesce(sum(x.wall), 0) AS wall,"
+        " min(x.first) AS first, max(x.last_end) AS last_end, count(*) AS rows"
+        " FROM (" QSQL_BOUNDED(STACK_PARTS) ") x GROUP BY x.s",
         ""),
     [ST_ANY_EVENT] = "SELECT EXISTS (SELECT 1 FROM events WHERE start_ns >= ?1 AND start_ns <= ?2)",
     [ST_EVENT_ROWS] = "SELECT " QSQL_EVENT_COLUMNS(
@@ -352,6 +347,7 @@ static int sqlite_open(const char *path, const store_config_t *config, store_t *
   }
   pthread_mutex_init(&st->lock, NULL);
   pthread_mutex_init(&st->health_lock, NULL);
+  st->read_rows_max = config->read_rows_max ? config->read_rows_max : STORE_READ_ROWS_MAX;
   int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
   if (sqlite3_open_v2(path, &st->db, flags, NULL) != SQLITE_OK) {
     sqlite_report(st, "open");

@@ -61,6 +61,7 @@ struct store_s {
   db_identity_t *identity;     /* path and path-wal as opened */
   pthread_mutex_t health_lock; /* sqlite_health's own connection (sqlite_health.c) */
   sqlite3 *health;
+  uint64_t read_rows_max; /* store_config_t's, or STORE_READ_ROWS_MAX */
 };
 
 /* A statement's parameter slots in SQLite's SQL (collector/store/query_sql.h). */

@@ -48,7 +48,7 @@ static void open_store(fixture_t *f) {
   CHECKF(b != NULL, "no backend for %s: %s", f->location, why);
   CHECK(b->schemes != NULL || !rig_pg());
   f->ops = b->ops;
-  store_config_t config = {STORE_DURABLE_FULL, 0};
+  store_config_t config = {STORE_DURABLE_FULL, 0, 0};
   CHECKF(f->ops->open(f->location, &config, &f->st) == STORE_OK, "%s: open %s", f->ops->name,
          f->location);
 }
@@ -631,7 +631,7 @@ static void case_check_health_and_jobs(void) {
   if (f.ops->health) CHECKF(f.ops->health(f.st, why, sizeof why) == STORE_OK, "health: %s", why);
   if (f.ops->claim_job) {
     fixture_t other = f;
-    store_config_t config = {STORE_DURABLE_FULL, 0};
+    store_config_t config = {STORE_DURABLE_FULL, 0, 0};
     CHECK(other.ops->open(f.location, &config, &other.st) == STORE_OK);
     CHECK_EQ_INT(f.ops->claim_job(f.st, "contract:job"), 1);
     CHECK_EQ_INT(other.ops->claim_job(other.st, "contract:job"), 0);
