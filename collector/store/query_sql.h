@@ -130,6 +130,10 @@ _Static_assert(STORE_SLOT_TAG == 11 && STORE_MAX_TAG_FILTERS == 4,
    reading parts once they have that many, so the rows a read touches are
    bounded whatever was stored. */
 #define QSQL_BOUNDED(parts) "SELECT * FROM (" parts ") p LIMIT " QSQL_INT(STORE_SLOT_ROWS)
+/* A bounded scan of one table's matching rows: the newest (by col, an
+   indexed time) at most the slot's number of them. The sums of timeseries,
+   states, drops and loops read their rows through it. */
+#define QSQL_NEWEST(col) " ORDER BY " col " DESC LIMIT " QSQL_INT(STORE_SLOT_ROWS)
 /* A raw part whose rows are summed per event and stack: its joined rows
    taken at most the slot's number of them before they are grouped (a
    GROUP BY reads all its input before its first row). */

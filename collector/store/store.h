@@ -189,8 +189,10 @@ typedef struct store_ops_s {
   int (*event_states)(store_t *st, int64_t id, store_state_row_fn fn, void *user);
   /* The samples per state (tid 0) summed over the events of q (kind
      required; q->group: only the events of that group, hang or cpu: the
-     events that sampled that stack), most samples first. */
-  int (*state_rows)(store_t *st, const store_top_query_t *q, store_state_row_fn fn, void *user);
+     events that sampled that stack), most samples first; at most the
+     store's read_rows_max event_states rows of the newest events, each
+     row saying how many it sums. */
+  int (*state_rows)(store_t *st, const store_top_query_t *q, store_state_sum_fn fn, void *user);
   /* The stored stacks that may show the frames of groups sigs[0..n) (n at
      most STORE_GROUP_STACKS_SIGS), to fn in the order of sigs: for each,
      the stack stored with that signature (a CPU group is a stack), then

@@ -121,18 +121,21 @@ static const char EVENT_COUNTS[] =
 static const char DROPS[] =
     "SELECT coalesce(sum(b.dropped_rate_limited), 0), coalesce(sum(b.dropped_queue_full), 0),"
     " coalesce(sum(b.dropped_sink_failed), 0), coalesce(sum(b.dropped_spool_quota), 0),"
-    " coalesce(sum(b.dropped_oversized), 0), count(*) FROM batches b WHERE true" QSQL_DROPS_FILTERS;
+    " coalesce(sum(b.dropped_oversized), 0), count(*) FROM (SELECT b.* FROM batches b WHERE "
+    "true" QSQL_DROPS_FILTERS QSQL_NEWEST("b.received_ns") ") b";
 static const char TIME_BUCKETS[] =
-    "SELECT e.start_ns / $7::bigint, count(*), coalesce(sum(e.duration_ns::float8), 0)"
-    " FROM events e JOIN batches b ON b.id = e.batch_id WHERE " QSQL_KIND_FILTER("e")
-        QSQL_TOP_FILTERS " GROUP BY 1 ORDER BY 1 LIMIT $8::bigint";
+    "SELECT x.k, count(*), coalesce(sum(x.d::float8), 0) FROM (SELECT e.start_ns / $7::bigint AS k,"
+    " e.duration_ns AS d FROM events e JOIN batches b ON b.id = e.batch_id WHERE " QSQL_KIND_FILTER(
+        "e")
+        QSQL_TOP_FILTERS QSQL_NEWEST("e.start_ns") ") x GROUP BY 1 ORDER BY 1 LIMIT $8::bigint";
 static const char STATE_ROWS[] =
-    "SELECT x.state, x.syscall, x.fd, sum(x.samples) FROM event_states x"
+    "SELECT x.state, x.syscall, x.fd, sum(x.samples), count(*) FROM (SELECT x.state AS state,"
+    " x.syscall AS syscall, x.fd AS fd, x.samples AS samples FROM event_states x"
     " JOIN events e ON e.id = x.event_id JOIN batches b ON b.id = e.batch_id"
     " WHERE " QSQL_KIND_FILTER("e") QSQL_TOP_FILTERS
     " AND ($8::text IS NULL OR e.group_sig = $8 OR EXISTS (SELECT 1 FROM"
-    " stack_counts c WHERE c.event_id = e.id AND c.stack_sig = $8))"
-    " GROUP BY 1, 2, 3 ORDER BY 4 DESC, 1, 2, 3";
+    " stack_counts c WHERE c.event_id = e.id AND c.stack_sig = $8))" QSQL_NEWEST(
+        "e.start_ns") ") x GROUP BY 1, 2, 3 ORDER BY 4 DESC, 1, 2, 3";
 /* The loop stats of a table of loop_stats' columns (query_sql.h), summed
    over the batches of the filters. */
 #define LOOP_SUMS_FROM(table)                                                                      \
@@ -141,13 +144,15 @@ static const char STATE_ROWS[] =
   " coalesce(sum(l.u2::float8), 0), coalesce(sum(l.u3::float8), 0),"                               \
   " coalesce(sum(l.u4::float8), 0), coalesce(sum(l.u5::float8), 0),"                               \
   " coalesce(sum(l.u6::float8), 0), coalesce(sum(l.u7::float8), 0),"                               \
-  " coalesce(sum(l.u8::float8), 0), count(*) FROM " table " l"                                     \
-  " JOIN batches b ON b.id = l.batch_id WHERE true" QSQL_DROPS_FILTERS
+  " coalesce(sum(l.u8::float8), 0), count(*) FROM (SELECT l.* FROM " table " l"                    \
+  " JOIN batches b ON b.id = l.batch_id WHERE true" QSQL_DROPS_FILTERS QSQL_NEWEST(                \
+      "b.received_ns") ") l"
 static const char LOOP_SUMS[] = LOOP_SUMS_FROM("loop_stats");
 static const char LOOP_SUMS_OF_LOOP[] = LOOP_SUMS_FROM(QSQL_STATS_OF_LOOP);
 static const char HANG_COUNT[] =
-    "SELECT count(*) FROM events e JOIN batches b ON b.id = e.batch_id"
-    " WHERE e.kind IN ('hang', 'fatal_hang')" QSQL_TOP_FILTERS QSQL_LOOP_FILTER;
+    "SELECT count(*) FROM (SELECT 1 FROM events e JOIN batches b ON b.id = e.batch_id"
+    " WHERE e.kind IN ('hang', 'fatal_hang')" QSQL_TOP_FILTERS QSQL_LOOP_FILTER QSQL_NEWEST(
+        "e.start_ns") ") h";
 static const char STATES_OF_EVENT[] =
     "SELECT tid, state, syscall, fd, samples FROM event_states WHERE event_id = $1::bigint"
     " ORDER BY samples DESC, id";
@@ -200,12 +205,14 @@ static void bind_i64(void *stmt, int slot, int64_t value) {
   pg_int(stmt, slot, value);
 }
 
-/* q's filters into their slots (query_params.h); the statement's own slots
-   and the plan's NULL, typed as text, until the caller binds them (every
-   slot up to the loop's is sent, and PostgreSQL must know each one's type). */
-static void bind_filters(pg_params_t *p, const store_top_query_t *q) {
+/* q's filters into their slots (query_params.h) and the rows a bounded
+   read sums; the statement's own slots and the plan's NULL, typed as text,
+   until the caller binds them (every slot up to the rows' is sent, and
+   PostgreSQL must know each one's type). */
+static void bind_filters(const store_t *st, pg_params_t *p, const store_top_query_t *q) {
   store_binder_t b = {p, bind_text, bind_i64};
   store_bind_filters(&b, q);
+  store_bind_rows(&b, st->read_rows_max);
   for (int slot = STORE_SLOT_OWN; slot < STORE_SLOT_HOST; slot++)
     pg_text(p, slot, NULL);
   for (int slot = STORE_SLOT_DAY; slot < STORE_SLOT_LOOP; slot++)
@@ -280,7 +287,6 @@ static int scan_planned(store_t *st, const char *sql, pg_params_t *p, const stor
   rollup_plan(q, any_event, st, &plan);
   store_binder_t b = {p, bind_text, bind_i64};
   store_bind_plan(&b, &plan);
-  store_bind_rows(&b, st->read_rows_max);
   int rc = scan_locked(st, sql, p, what, each, ctx);
   pthread_mutex_unlock(&st->lock);
   return rc;
@@ -289,7 +295,7 @@ static int scan_planned(store_t *st, const char *sql, pg_params_t *p, const stor
 int pg_top_rows(store_t *st, const store_top_query_t *q, store_row_fn fn, void *user) {
   int hang = strcmp(q->kind, "cpu") != 0;
   pg_params_t p = {0};
-  bind_filters(&p, q);
+  bind_filters(st, &p, q);
   cb_t cb = {(void *)fn, user, hang, st->read_rows_max};
   return scan_planned(st, hang ? TOP_HANG : TOP_CPU, &p, q, "top rows", top_each, &cb);
 }
@@ -305,7 +311,7 @@ static int stack_each(const PGresult *r, int i, void *ctx) {
 int pg_stack_rows(store_t *st, const store_top_query_t *q, store_stack_row_fn fn, void *user) {
   if (!q->kind) return STORE_ERROR;
   pg_params_t p = {0};
-  bind_filters(&p, q);
+  bind_filters(st, &p, q);
   pg_text(&p, 8, q->group);
   cb_t cb = {(void *)fn, user, 0, st->read_rows_max};
   return scan_planned(st, STACK_ROWS, &p, q, "stack rows", stack_each, &cb);
@@ -324,7 +330,7 @@ static int event_each(const PGresult *r, int i, void *ctx) {
 int pg_event_rows(store_t *st, const store_top_query_t *q, int64_t limit, store_event_row_fn fn,
                   void *user) {
   pg_params_t p = {0};
-  bind_filters(&p, q);
+  bind_filters(st, &p, q);
   pg_int(&p, 7, limit);
   cb_t cb = {(void *)fn, user, 0, 0};
   return scan(st, EVENT_ROWS, &p, "event rows", event_each, &cb);
@@ -374,7 +380,8 @@ static int drops_each(const PGresult *r, int i, void *ctx) {
 int pg_drops(store_t *st, const store_top_query_t *q, store_drops_t *out) {
   memset(out, 0, sizeof *out);
   pg_params_t p = {0};
-  bind_filters(&p, q);
+  bind_filters(st, &p, q);
+  out->rows_limit = st->read_rows_max;
   return scan(st, DROPS, &p, "drops", drops_each, out);
 }
 
@@ -396,13 +403,15 @@ static int hangs_each(const PGresult *r, int i, void *ctx) {
 int pg_loop_totals(store_t *st, const store_top_query_t *q, store_loop_totals_t *out) {
   memset(out, 0, sizeof *out);
   pg_params_t p = {0};
-  bind_filters(&p, q);
+  bind_filters(st, &p, q);
+  out->rows_limit = st->read_rows_max;
   int rc = scan(st, q->loop ? LOOP_SUMS_OF_LOOP : LOOP_SUMS, &p, "loop stats", loop_each, out);
   return rc == STORE_OK ? scan(st, HANG_COUNT, &p, "hang count", hangs_each, out) : rc;
 }
 
 typedef struct bucket_ctx_s {
   int64_t bucket_ns;
+  uint64_t rows_limit;
   store_bucket_row_fn fn;
   void *user;
 } bucket_ctx_t;
@@ -410,7 +419,7 @@ typedef struct bucket_ctx_s {
 static int bucket_each(const PGresult *r, int i, void *ctx) {
   bucket_ctx_t *b = ctx;
   store_bucket_row_t row = {pg_i64(r, i, 0) * b->bucket_ns, (uint64_t)pg_i64(r, i, 1),
-                            pg_f64(r, i, 2)};
+                            pg_f64(r, i, 2), b->rows_limit};
   return b->fn(&row, b->user);
 }
 
@@ -418,10 +427,10 @@ int pg_time_buckets(store_t *st, const store_top_query_t *q, int64_t bucket_ns, 
                     store_bucket_row_fn fn, void *user) {
   if (!q->kind || bucket_ns <= 0) return STORE_ERROR;
   pg_params_t p = {0};
-  bind_filters(&p, q);
+  bind_filters(st, &p, q);
   pg_int(&p, 7, bucket_ns);
   pg_int(&p, 8, limit);
-  bucket_ctx_t ctx = {bucket_ns, fn, user};
+  bucket_ctx_t ctx = {bucket_ns, st->read_rows_max, fn, user};
   return scan(st, TIME_BUCKETS, &p, "time buckets", bucket_each, &ctx);
 }
 
@@ -433,6 +442,16 @@ static int state_each(const PGresult *r, int i, void *ctx) {
   return ((store_state_row_fn)cb->fn)(&row, cb->user);
 }
 
+/* state_rows': a state's sums, the rows summed (column 4) and the limit. */
+static int state_sum_each(const PGresult *r, int i, void *ctx) {
+  cb_t *cb = ctx;
+  store_state_sum_t row = {
+      {0, pg_str(r, i, 0), pg_str(r, i, 1), pg_str(r, i, 2), (uint64_t)pg_i64(r, i, 3)},
+      (uint64_t)pg_i64(r, i, 4),
+      cb->rows_limit};
+  return ((store_state_sum_fn)cb->fn)(&row, cb->user);
+}
+
 int pg_event_states(store_t *st, int64_t id, store_state_row_fn fn, void *user) {
   pg_params_t p = {0};
   pg_int(&p, 1, id);
@@ -440,13 +459,13 @@ int pg_event_states(store_t *st, int64_t id, store_state_row_fn fn, void *user) 
   return scan(st, STATES_OF_EVENT, &p, "event states", state_each, &cb);
 }
 
-int pg_state_rows(store_t *st, const store_top_query_t *q, store_state_row_fn fn, void *user) {
+int pg_state_rows(store_t *st, const store_top_query_t *q, store_state_sum_fn fn, void *user) {
   if (!q->kind) return STORE_ERROR;
   pg_params_t p = {0};
-  bind_filters(&p, q);
+  bind_filters(st, &p, q);
   pg_text(&p, 8, q->group);
-  cb_t cb = {(void *)fn, user, 0, 0};
-  return scan(st, STATE_ROWS, &p, "state rows", state_each, &cb);
+  cb_t cb = {(void *)fn, user, 0, st->read_rows_max};
+  return scan(st, STATE_ROWS, &p, "state rows", state_sum_each, &cb);
 }
 
 typedef struct group_stacks_s {

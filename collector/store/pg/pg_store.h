@@ -251,7 +251,7 @@ int pg_loop_totals(store_t *st, const store_top_query_t *q, store_loop_totals_t 
 int pg_event_detail(store_t *st, int64_t id, store_event_row_fn on_event,
                     store_count_row_fn on_count, void *user);
 int pg_event_states(store_t *st, int64_t id, store_state_row_fn fn, void *user);
-int pg_state_rows(store_t *st, const store_top_query_t *q, store_state_row_fn fn, void *user);
+int pg_state_rows(store_t *st, const store_top_query_t *q, store_state_sum_fn fn, void *user);
 int pg_group_stacks(store_t *st, const char *const *sigs, size_t n, store_group_stack_fn fn,
                     void *user);
 

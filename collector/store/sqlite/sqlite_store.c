@@ -119,7 +119,9 @@ static const char GROUP_SIG_INDEX[] =
 #define LOOP_SUMS_FROM(table)                                                                      \
   "SELECT total(l.watched_ns), total(l.busy_ns), total(l.u0), total(l.u1), total(l.u2),"           \
   " total(l.u3), total(l.u4), total(l.u5), total(l.u6), total(l.u7), total(l.u8), count(*)"        \
-  " FROM " table " l JOIN batches b ON b.id = l.batch_id WHERE 1" QSQL_DROPS_FILTERS
+  " FROM (SELECT l.* FROM " table                                                                  \
+  " l JOIN batches b ON b.id = l.batch_id WHERE 1" QSQL_DROPS_FILTERS QSQL_NEWEST(                 \
+      "b.received_ns") ") l"
 
 /* Top-stacks and stack rows read the day rows of ?20..?21, the 10-minute
    rows of ?26..?27 and ?28..?29 (rollup_plan) and the raw events starting
@@ -219,20 +221,27 @@ static const char *const STMT_SQL[ST_COUNT] = {
                         " WHERE c.event_id = ?1 GROUP BY c.stack_sig, c.tid"
                         " ORDER BY coalesce(sum(c.cpu_us), 0) DESC, sum(c.samples) DESC,"
                         " min(c.rowid)",
-    [ST_DROPS] = "SELECT " DROPPED_SUMS ", count(*) FROM batches b WHERE 1" QSQL_DROPS_FILTERS,
+    [ST_DROPS] =
+        "SELECT " DROPPED_SUMS
+        ", count(*) FROM (SELECT b.* FROM batches b WHERE 1" QSQL_DROPS_FILTERS QSQL_NEWEST(
+            "b.received_ns") ") b",
     /* ?7 the bucket's nanoseconds, ?8 the most buckets (start_ns >= ?4 >= 0:
        the division rounds down). total(): a REAL sum, which cannot overflow. */
-    [ST_TIME_BUCKETS] = "SELECT e.start_ns / ?7, count(*), total(e.duration_ns) FROM events e"
-                        " JOIN batches b ON b.id = e.batch_id WHERE " QSQL_KIND_FILTER("e")
-                            QSQL_TOP_FILTERS " GROUP BY 1 ORDER BY 1 LIMIT ?8",
+    [ST_TIME_BUCKETS] =
+        "SELECT x.k, count(*), total(x.d) FROM (SELECT e.start_ns / ?7 AS k,"
+        " e.duration_ns AS d FROM events e JOIN batches b ON b.id = e.batch_id"
+        " WHERE " QSQL_KIND_FILTER("e")
+            QSQL_TOP_FILTERS QSQL_NEWEST("e.start_ns") ") x GROUP BY 1 ORDER BY 1 LIMIT ?8",
     /* ?8: a group (hang) or a stack (cpu), NULL any (sqlite_states.c holds
        the table). */
-    [ST_STATE_ROWS] = "SELECT x.state, x.syscall, x.fd, sum(x.samples) FROM event_states x"
+    [ST_STATE_ROWS] = "SELECT x.state, x.syscall, x.fd, sum(x.samples), count(*) FROM (SELECT"
+                      " x.state AS state, x.syscall AS syscall, x.fd AS fd, x.samples AS samples"
+                      " FROM event_states x"
                       " JOIN events e ON e.id = x.event_id JOIN batches b ON b.id = e.batch_id"
                       " WHERE " QSQL_KIND_FILTER("e") QSQL_TOP_FILTERS
     " AND (?8 IS NULL OR e.group_sig = ?8 OR EXISTS (SELECT 1 FROM"
-    " stack_counts c WHERE c.event_id = e.id AND c.stack_sig = ?8))"
-    " GROUP BY 1, 2, 3 ORDER BY 4 DESC, 1, 2, 3",
+    " stack_counts c WHERE c.event_id = e.id AND c.stack_sig = ?8))" QSQL_NEWEST(
+        "e.start_ns") ") x GROUP BY 1, 2, 3 ORDER BY 4 DESC, 1, 2, 3",
     [ST_INSERT_LOOP] = "INSERT INTO loop_stats(batch_id, watched_ns, busy_ns, u0, u1, u2, u3, u4,"
                        " u5, u6, u7, u8) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
     [ST_INSERT_LOOP_NAMED] = "INSERT INTO loop_stats_by_loop(batch_id, loop_name, watched_ns,"
@@ -242,8 +251,10 @@ static const char *const STMT_SQL[ST_COUNT] = {
        query; total() (REAL) is exact to 2^53 and never overflows. */
     [ST_LOOP_SUMS] = LOOP_SUMS_FROM("loop_stats"),
     [ST_LOOP_SUMS_OF_LOOP] = LOOP_SUMS_FROM(QSQL_STATS_OF_LOOP),
-    [ST_HANG_COUNT] = "SELECT count(*) FROM events e JOIN batches b ON b.id = e.batch_id"
-                      " WHERE e.kind IN ('hang', 'fatal_hang')" QSQL_TOP_FILTERS QSQL_LOOP_FILTER,
+    [ST_HANG_COUNT] =
+        "SELECT count(*) FROM (SELECT 1 FROM events e JOIN batches b ON b.id ="
+        " e.batch_id WHERE e.kind IN ('hang', 'fatal_hang')" QSQL_TOP_FILTERS QSQL_LOOP_FILTER
+            QSQL_NEWEST("e.start_ns") ") h",
     /* The stack of signature ?1; then the heaviest stacks of a few events
        of group ?1 (store.h group_stacks), the frames joined to the few
        rows kept. */

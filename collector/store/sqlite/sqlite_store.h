@@ -103,7 +103,7 @@ int sqlite_loop_totals(store_t *st, const store_top_query_t *q, store_loop_total
 int sqlite_time_buckets(store_t *st, const store_top_query_t *q, int64_t bucket_ns, int64_t limit,
                         store_bucket_row_fn fn, void *user);
 int sqlite_event_states(store_t *st, int64_t id, store_state_row_fn fn, void *user);
-int sqlite_state_rows(store_t *st, const store_top_query_t *q, store_state_row_fn fn, void *user);
+int sqlite_state_rows(store_t *st, const store_top_query_t *q, store_state_sum_fn fn, void *user);
 int sqlite_group_stacks(store_t *st, const char *const *sigs, size_t n, store_group_stack_fn fn,
                         void *user);
 

@@ -17,6 +17,10 @@
  *    store read (one sample each), say "truncated": true with "rows_read"
  *    500 and "rows_limit" 500 (folded: a first "# truncated" line; pprof: a
  *    comment), and the collector reads no more rows than that.
+ *  - sums: --max-read-rows 100 (its least): 40 batches of loop stats and
+ *    a hang each read whole by timeseries, drops and loops (exact counts,
+ *    no "truncated"); then 110 more: each sums the newest 100 rows exactly
+ *    and says "truncated": true, "rows_read": 100, "rows_limit": 100.
  */
 #include <curl/curl.h>
 #include <jansson.h>
@@ -245,11 +249,74 @@ static void case_rows(void) {
   collector_stop_healthy(&c);
 }
 
+#define SUMS_LIMIT 100 /* --max-read-rows below */
+
+/* n batches of loop stats (an hour watched) and one 100 ms hang each. */
+static void post_loop_batches(const collector_t *c, int n, unsigned seed) {
+  reply_t *r = malloc(sizeof *r);
+  CHECK(r != NULL);
+  loop_batch_t sp = {.app = "sums",
+                     .version = "1.0",
+                     .watched_ns = 3600000000000ull,
+                     .busy_ns = 60000000000ull,
+                     .hangs = 1,
+                     .hang_ms = 100};
+  for (int i = 0; i < n; i++) {
+    long status = batch_post_loop(c, &sp, seed + (unsigned)i, r);
+    CHECKF(status == 200 && strstr(r->body, "stored"), "batch -> %ld %.300s", status, r->body);
+  }
+  free(r);
+}
+
+/* A sum's answer: `rows` rows counted in field, cut (said) or whole. */
+static void check_sum(const collector_t *c, const char *path, const char *field, long long rows,
+                      bool cut) {
+  json_t *o = get_ok(c, path);
+  const json_t *in = strcmp(path, "/api/v1/loops") == 0 ? json_object_get(o, "loops") : o;
+  CHECKF(json_integer_value(json_object_get(in, field)) == rows, "%s: %s %lld, not %lld", path,
+         field, (long long)json_integer_value(json_object_get(in, field)), rows);
+  CHECK_EQ_INT(json_is_true(json_object_get(in, "truncated")), cut);
+  check_rows(in, cut ? rows : 0, SUMS_LIMIT);
+  json_decref(o);
+}
+
+static long long series_events(const collector_t *c, bool cut) {
+  json_t *o = get_ok(c, "/api/v1/timeseries?kind=hang&bucket=day");
+  long long n = 0;
+  size_t i;
+  const json_t *p;
+  json_array_foreach(json_object_get(o, "points"), i, p) {
+    n += json_integer_value(json_object_get(p, "events"));
+  }
+  CHECK_EQ_INT(json_is_true(json_object_get(o, "truncated")), cut);
+  check_rows(o, cut ? n : 0, SUMS_LIMIT);
+  json_decref(o);
+  return n;
+}
+
+static void case_sums(void) {
+  collector_t c;
+  collector_start(&c, (const char *const[]){"--rate-limit", "0", "--max-read-rows", "100", NULL});
+  post_loop_batches(&c, 40, 1);
+  check_sum(&c, "/api/v1/drops", "batches", 40, false);
+  check_sum(&c, "/api/v1/loops", "stats_batches", 40, false);
+  check_sum(&c, "/api/v1/loops", "hangs", 40, false);
+  CHECK_EQ_INT(series_events(&c, false), 40);
+  post_loop_batches(&c, 110, 41); /* ids by seed mod 256: 1..150 all differ */
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM batches"), 150);
+  check_sum(&c, "/api/v1/drops", "batches", SUMS_LIMIT, true);
+  check_sum(&c, "/api/v1/loops", "stats_batches", SUMS_LIMIT, true);
+  check_sum(&c, "/api/v1/loops", "hangs", SUMS_LIMIT, true);
+  CHECK_EQ_INT(series_events(&c, true), SUMS_LIMIT);
+  collector_stop_healthy(&c);
+}
+
 int main(int argc, char **argv) {
   static const test_case_t cases[] = {
       TEST_CASE(flood),
       TEST_CASE(honest),
       TEST_CASE(rows),
+      TEST_CASE(sums),
   };
   return collector_test_main(argc, argv, cases, ARRAY_LEN(cases));
 }
