@@ -223,6 +223,16 @@ static double pg_f64(const PGresult *r, int row, int col) {
   return PQgetisnull(r, row, col) ? 0 : strtod(PQgetvalue(r, row, col), NULL);
 }
 
+/* A read's statement, run once more on a new session when the
+   connection was lost (a server restart, a proxy's cut, noticed by the
+   statement that met it): a read changes nothing, so running it again is
+   safe. */
+static PGresult *read_run(store_t *st, const char *sql, const pg_params_t *p, const char *what) {
+  PGresult *r = pg_run(st, sql, p, what);
+  if (!r && PQstatus(st->conn) != CONNECTION_OK) r = pg_run(st, sql, p, what);
+  return r;
+}
+
 /* Run sql with p under the lock; rows to each(r, i, user) until it stops
    (non-zero): STORE_OK, or STORE_ERROR (failed, or stopped). */
 typedef int (*row_each_fn)(const PGresult *r, int i, void *ctx);
@@ -230,7 +240,7 @@ typedef int (*row_each_fn)(const PGresult *r, int i, void *ctx);
 /* scan's work, the lock held. */
 static int scan_locked(store_t *st, const char *sql, const pg_params_t *p, const char *what,
                        row_each_fn each, void *ctx) {
-  PGresult *r = pg_run(st, sql, p, what);
+  PGresult *r = read_run(st, sql, p, what);
   int stopped = 0, n = r ? PQntuples(r) : 0;
   for (int i = 0; !stopped && i < n; i++)
     stopped = each(r, i, ctx);
@@ -272,7 +282,7 @@ static int any_event(void *ctx, int64_t lo, int64_t hi) {
   pg_params_t p = {0};
   pg_int(&p, 1, lo);
   pg_int(&p, 2, hi);
-  PGresult *r = pg_run(ctx, ANY_EVENT, &p, "rollup plan");
+  PGresult *r = read_run(ctx, ANY_EVENT, &p, "rollup plan");
   int any = r ? strcmp(PQgetvalue(r, 0, 0), "t") == 0 : -1;
   PQclear(r);
   return any;
@@ -292,7 +302,13 @@ static int scan_planned(store_t *st, const char *sql, pg_params_t *p, const stor
   return rc;
 }
 
+/* The store whose connection the reads use: its reader (pg_store.h). */
+static store_t *reader_of(store_t *st) {
+  return st->reader ? st->reader : st;
+}
+
 int pg_top_rows(store_t *st, const store_top_query_t *q, store_row_fn fn, void *user) {
+  st = reader_of(st);
   int hang = strcmp(q->kind, "cpu") != 0;
   pg_params_t p = {0};
   bind_filters(st, &p, q);
@@ -309,6 +325,7 @@ static int stack_each(const PGresult *r, int i, void *ctx) {
 }
 
 int pg_stack_rows(store_t *st, const store_top_query_t *q, store_stack_row_fn fn, void *user) {
+  st = reader_of(st);
   if (!q->kind) return STORE_ERROR;
   pg_params_t p = {0};
   bind_filters(st, &p, q);
@@ -329,6 +346,7 @@ static int event_each(const PGresult *r, int i, void *ctx) {
 
 int pg_event_rows(store_t *st, const store_top_query_t *q, int64_t limit, store_event_row_fn fn,
                   void *user) {
+  st = reader_of(st);
   pg_params_t p = {0};
   bind_filters(st, &p, q);
   pg_int(&p, 7, limit);
@@ -345,10 +363,11 @@ static int count_each(const PGresult *r, int i, void *ctx) {
 
 int pg_event_detail(store_t *st, int64_t id, store_event_row_fn on_event,
                     store_count_row_fn on_count, void *user) {
+  st = reader_of(st);
   pg_params_t p = {0};
   pg_int(&p, 1, id);
   pthread_mutex_lock(&st->lock);
-  PGresult *r = pg_run(st, EVENT_ONE, &p, "event");
+  PGresult *r = read_run(st, EVENT_ONE, &p, "event");
   int found = r && PQntuples(r) > 0, stopped = 0;
   if (found) {
     store_event_row_t row = event_row(r, 0);
@@ -357,7 +376,7 @@ int pg_event_detail(store_t *st, int64_t id, store_event_row_fn on_event,
   int ok = r != NULL;
   PQclear(r);
   if (ok && found && !stopped) {
-    r = pg_run(st, EVENT_COUNTS, &p, "event counts");
+    r = read_run(st, EVENT_COUNTS, &p, "event counts");
     cb_t cb = {(void *)on_count, user, 0, 0};
     for (int i = 0; r && !stopped && i < PQntuples(r); i++)
       stopped = count_each(r, i, &cb);
@@ -378,6 +397,7 @@ static int drops_each(const PGresult *r, int i, void *ctx) {
 }
 
 int pg_drops(store_t *st, const store_top_query_t *q, store_drops_t *out) {
+  st = reader_of(st);
   memset(out, 0, sizeof *out);
   pg_params_t p = {0};
   bind_filters(st, &p, q);
@@ -401,6 +421,7 @@ static int hangs_each(const PGresult *r, int i, void *ctx) {
 }
 
 int pg_loop_totals(store_t *st, const store_top_query_t *q, store_loop_totals_t *out) {
+  st = reader_of(st);
   memset(out, 0, sizeof *out);
   pg_params_t p = {0};
   bind_filters(st, &p, q);
@@ -425,6 +446,7 @@ static int bucket_each(const PGresult *r, int i, void *ctx) {
 
 int pg_time_buckets(store_t *st, const store_top_query_t *q, int64_t bucket_ns, int64_t limit,
                     store_bucket_row_fn fn, void *user) {
+  st = reader_of(st);
   if (!q->kind || bucket_ns <= 0) return STORE_ERROR;
   pg_params_t p = {0};
   bind_filters(st, &p, q);
@@ -453,6 +475,7 @@ static int state_sum_each(const PGresult *r, int i, void *ctx) {
 }
 
 int pg_event_states(store_t *st, int64_t id, store_state_row_fn fn, void *user) {
+  st = reader_of(st);
   pg_params_t p = {0};
   pg_int(&p, 1, id);
   cb_t cb = {(void *)fn, user, 1, 0}; /* hang: the rows start with the tid */
@@ -460,6 +483,7 @@ int pg_event_states(store_t *st, int64_t id, store_state_row_fn fn, void *user) 
 }
 
 int pg_state_rows(store_t *st, const store_top_query_t *q, store_state_sum_fn fn, void *user) {
+  st = reader_of(st);
   if (!q->kind) return STORE_ERROR;
   pg_params_t p = {0};
   bind_filters(st, &p, q);
@@ -486,6 +510,7 @@ static int group_stack_each(const PGresult *r, int i, void *ctx) {
 
 int pg_group_stacks(store_t *st, const char *const *sigs, size_t n, store_group_stack_fn fn,
                     void *user) {
+  st = reader_of(st);
   if (n > STORE_GROUP_STACKS_SIGS) return STORE_ERROR;
   pg_array_t a = {0};
   for (size_t i = 0; i < n; i++)

@@ -114,6 +114,10 @@ struct store_s {
   perf__worker_t *fold_worker;
   unsigned fold_interval_s;
   uint64_t read_rows_max; /* store_config_t's, or STORE_READ_ROWS_MAX */
+  /* The reads' own connection, a store of its own (reader: NULL in the
+     reader itself): a read never waits for a batch's transaction on the
+     ingest connection, nor a batch for a read (pg_query.c). */
+  store_t *reader;
 };
 
 /* Statement parameters as text (NULL: SQL NULL), numbers formatted into
