@@ -16,10 +16,15 @@
  * --default-bounds: the collector keeps its per-key bounds (20000 new
  * stacks per hour): the flood is refused past them (429), and the reads
  * are timed over what got in.
+ * --during S: instead of a flood of --stacks, a client floods for S
+ * seconds (batches of 5000 new stacks, each sent as soon as the last was
+ * answered) while each read is timed again and again; then the reads are
+ * timed after it (median of 3). Every read's longest time during the
+ * flood is what a dashboard waits at worst.
  *
  * Not a test: prints figures, exits 0 (non-zero only when it cannot run).
  *
- *   flood_bench [--stacks N] [--base N] [--pg-socket DIR] [--default-bounds]
+ *   flood_bench [--stacks N | --during S] [--base N] [--pg-socket DIR] [--default-bounds]
  */
 #include <curl/curl.h>
 #include <pthread.h>
@@ -42,6 +47,7 @@ static const char *const READS[] = {
     "/api/v1/flame?kind=cpu",
     "/api/v1/top-stacks?kind=cpu",
     "/api/v1/export/pprof?kind=cpu",
+    "/api/v1/export/folded?kind=cpu",
 };
 #define N_READS (sizeof READS / sizeof READS[0])
 
@@ -143,10 +149,62 @@ static void under_readers(const collector_t *c, unsigned *seed) {
          READERS, slowest, health, ingest);
 }
 
+/* The flood of --during: batches of FLOOD_BATCH new stacks, back to back,
+   until stop. */
+typedef struct flooder_s {
+  const collector_t *c;
+  volatile int stop;
+  size_t sent;
+  unsigned seed;
+} flooder_t;
+
+static void *flood_thread(void *arg) {
+  flooder_t *f = arg;
+  while (!f->stop) {
+    post_stacks(f->c, "live", f->sent, FLOOD_BATCH, &f->seed);
+    f->sent += FLOOD_BATCH;
+  }
+  return NULL;
+}
+
+/* Each read again and again while a client floods for `seconds`, then the
+   same reads after it; honest: the reads' times before. */
+static void during_flood(const collector_t *c, double seconds, const double honest[N_READS]) {
+  flooder_t f = {c, 0, 0, 100000};
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, flood_thread, &f) == 0);
+  double worst[N_READS] = {0}, sum[N_READS] = {0};
+  size_t runs[N_READS] = {0}, bytes;
+  long status;
+  double t0 = now_s();
+  while (now_s() - t0 < seconds)
+    for (size_t i = 0; i < N_READS; i++) {
+      double took = timed_get(c, READS[i], &status, &bytes);
+      if (status != 200)
+        printf("%s -> %ld after %.1f s during the flood\n", READS[i], status, took);
+      if (took > worst[i]) worst[i] = took;
+      sum[i] += took, runs[i]++;
+    }
+  f.stop = 1;
+  pthread_join(t, NULL);
+  double flood_s = now_s() - t0;
+  printf("flooded %zu distinct stacks in %.1f s (%.0f stacks/s); %lld stacks stored\n", f.sent,
+         flood_s, (double)f.sent / flood_s, db_count(c->db, "SELECT count(*) FROM stacks"));
+  double after[N_READS];
+  size_t after_bytes[N_READS];
+  time_reads(c, after, after_bytes);
+  printf("%-32s %10s %8s %12s %12s %10s %12s\n", "read", "honest s", "reads", "during mean",
+         "during max", "after s", "after bytes");
+  for (size_t i = 0; i < N_READS; i++)
+    printf("%-32s %10.4f %8zu %12.4f %12.4f %10.4f %12zu\n", READS[i], honest[i], runs[i],
+           sum[i] / (double)runs[i], worst[i], after[i], after_bytes[i]);
+}
+
 int main(int argc, char **argv) {
   size_t stacks = 100000, base = 200;
   const char *pg = NULL;
   bool bounds = false;
+  double during = 0;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--stacks") == 0 && i + 1 < argc)
       stacks = strtoull(argv[++i], NULL, 10);
@@ -154,11 +212,14 @@ int main(int argc, char **argv) {
       base = strtoull(argv[++i], NULL, 10);
     else if (strcmp(argv[i], "--pg-socket") == 0 && i + 1 < argc)
       pg = argv[++i];
+    else if (strcmp(argv[i], "--during") == 0 && i + 1 < argc)
+      during = strtod(argv[++i], NULL);
     else if (strcmp(argv[i], "--default-bounds") == 0)
       bounds = true;
     else
-      return fprintf(stderr, "usage: flood_bench [--stacks N] [--base N] [--pg-socket DIR] "
-                             "[--default-bounds]\n"),
+      return fprintf(stderr,
+                     "usage: flood_bench [--stacks N | --during S] [--base N] [--pg-socket DIR] "
+                     "[--default-bounds]\n"),
              2;
   }
   if (pg) setenv("PERF_TEST_DB", "pg", 1), setenv("PERF_TEST_PG_DIR", pg, 1);
@@ -174,6 +235,13 @@ int main(int argc, char **argv) {
   double honest[N_READS], flooded[N_READS];
   size_t honest_bytes[N_READS], flooded_bytes[N_READS];
   time_reads(&c, honest, honest_bytes);
+  if (during > 0) {
+    printf("%s: %zu honest stacks, then a flood for %.0f s\n", pg ? "PostgreSQL" : "SQLite", base,
+           during);
+    during_flood(&c, during, honest);
+    collector_stop_healthy(&c);
+    return 0;
+  }
   double t0 = now_s();
   post_stacks(&c, "flood", 0, stacks, &seed);
   double flood_s = now_s() - t0;

@@ -58,6 +58,9 @@ static const char USAGE[] =
     "  --rollup-fold-interval SECONDS\n"
     "                                PostgreSQL: how often this collector folds the rollup\n"
     "                                rows batches appended into the rollups (default 1)\n"
+    "  --max-read-rows N             rows one read of the API sums at most (rollups, events,\n"
+    "                                batches); past it the answer says truncated (default\n"
+    "                                100000)\n"
     "  --max-body-bytes N            compressed body limit, 413 above (default 4194304)\n"
     "  --max-decompressed-bytes N    decompressed batch limit, 413 above (default 16777216)\n"
     "  --rate-limit N                batches per second per API key, 0: off (default 10)\n"
@@ -109,6 +112,7 @@ enum long_only {
   OPT_RETENTION_DAYS,
   OPT_RETENTION_INTERVAL,
   OPT_FOLD_INTERVAL,
+  OPT_MAX_READ_ROWS,
   OPT_MAX_BODY,
   OPT_MAX_DECOMPRESSED,
   OPT_RATE_LIMIT,
@@ -158,6 +162,7 @@ static struct option LONGOPTS[N_LIMIT_OPTIONS + 32] = {
     {"retention-days", required_argument, NULL, OPT_RETENTION_DAYS},
     {"retention-interval", required_argument, NULL, OPT_RETENTION_INTERVAL},
     {"rollup-fold-interval", required_argument, NULL, OPT_FOLD_INTERVAL},
+    {"max-read-rows", required_argument, NULL, OPT_MAX_READ_ROWS},
     {"max-body-bytes", required_argument, NULL, OPT_MAX_BODY},
     {"max-decompressed-bytes", required_argument, NULL, OPT_MAX_DECOMPRESSED},
     {"rate-limit", required_argument, NULL, OPT_RATE_LIMIT},
@@ -232,6 +237,7 @@ static void set_defaults(collector_options_t *o) {
   o->retention_days = 30;
   o->retention_interval_s = 3600;
   o->fold_interval_s = STORE_FOLD_INTERVAL_S;
+  o->max_read_rows = STORE_READ_ROWS_MAX;
   o->max_body_bytes = 4u << 20;
   o->max_decompressed_bytes = 16u << 20;
   o->rate_limit = 10;
@@ -255,6 +261,7 @@ static bool numeric_option(int opt, const char *arg, collector_options_t *o) {
   case OPT_RETENTION_INTERVAL:
     return parse_ulong(arg, 1, 86400 * 7, &v) && (o->retention_interval_s = v, 1);
   case OPT_FOLD_INTERVAL: return parse_ulong(arg, 1, 86400, &v) && (o->fold_interval_s = v, 1);
+  case OPT_MAX_READ_ROWS: return parse_ulong(arg, 100, 1000000000, &v) && (o->max_read_rows = v, 1);
   case OPT_MAX_BODY: return parse_ulong(arg, 1024, 1ull << 30, &v) && (o->max_body_bytes = v, 1);
   case OPT_MAX_DECOMPRESSED:
     return parse_ulong(arg, 1024, 1ull << 30, &v) && (o->max_decompressed_bytes = v, 1);
@@ -405,7 +412,7 @@ static int serve(const collector_options_t *o, const apikeys_t *keys, const sigs
   if (!backend) return EXIT_FAILURE; /* parse_options said why */
   const store_ops_t *ops = backend->ops;
   store_t *store = NULL;
-  store_config_t config = {o->durability, o->fold_interval_s};
+  store_config_t config = {o->durability, o->fold_interval_s, o->max_read_rows};
   if (ops->open(o->db_path, &config, &store) != STORE_OK) return EXIT_FAILURE;
   in_app_configure(&o->in_app); /* before any thread answers a request */
   symbolizer_t *symbols = symbolizer_new(o->symbols_dir, SYMBOLS_CACHE_FILES);

@@ -28,6 +28,11 @@ unsigned query_drops(const store_ops_t *ops, store_t *store, query_arg_fn arg, v
       json_decref(o), o = NULL;
   if (o && json_object_set_new(o, "batches", json_integer((json_int_t)d.batches)) != 0)
     json_decref(o), o = NULL;
+  /* The newest rows_limit batches only: said, with how many were summed. */
+  query_rows_t rows = {d.batches, d.rows_limit};
+  if (o && query_rows_cut(&rows) &&
+      (json_object_set_new(o, "truncated", json_true()) != 0 || query_rows_json(o, &rows) != 0))
+    json_decref(o), o = NULL;
   *body = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
   json_decref(o);
   if (!*body) return *body = query_error_param("%s", "out of memory"), 503;

@@ -82,11 +82,13 @@ static const struct {
 typedef struct series_s {
   json_t *points;
   size_t n;
+  query_rows_t rows; /* the events summed (every bucket's), and the store's limit */
 } series_t;
 
 static int on_bucket(const store_bucket_row_t *row, void *user) {
   series_t *s = user;
   s->n++;
+  query_rows_seen(&s->rows, s->rows.read + row->events, row->rows_limit);
   if (s->n > QUERY_MAX_POINTS) return 0; /* only counted: the answer is a 400 */
   return json_array_append_new(s->points, json_pack("{s:I, s:I, s:f}", "start_ms",
                                                     (json_int_t)(row->start_ns / 1000000), "events",
@@ -122,7 +124,7 @@ unsigned query_timeseries(const store_ops_t *ops, store_t *store, query_arg_fn a
   if (arg(ctx, "from", 0) && arg(ctx, "to", 0) &&
       q.to_ns / bucket_ns - q.from_ns / bucket_ns >= QUERY_MAX_POINTS)
     return *body = too_many_points("from..to"), 400;
-  series_t s = {json_array(), 0};
+  series_t s = {json_array(), 0, {0, 0}};
   int rc = s.points ? ops->time_buckets(store, &q, bucket_ns, QUERY_MAX_POINTS + 1, on_bucket, &s)
                     : STORE_ERROR;
   if (rc != STORE_OK) {
@@ -135,6 +137,9 @@ unsigned query_timeseries(const store_ops_t *ops, store_t *store, query_arg_fn a
   }
   json_t *o =
       json_pack("{s:I, s:o}", "bucket_ms", (json_int_t)(bucket_ns / 1000000), "points", s.points);
+  if (o && query_rows_cut(&s.rows) &&
+      (json_object_set_new(o, "truncated", json_true()) != 0 || query_rows_json(o, &s.rows) != 0))
+    json_decref(o), o = NULL;
   *body = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
   json_decref(o);
   if (!*body) return *body = query_error_param("%s", "out of memory"), 503;

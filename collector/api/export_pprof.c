@@ -70,6 +70,7 @@ typedef struct builder_s {
   size_t text;               /* stored frames read, capped at QUERY_MAX_STACK_TEXT */
   uint64_t cut_samples;      /* the stacks past the cap: one QUERY_TRUNCATED sample */
   int64_t cut_time;          /* their wall or CPU time */
+  query_rows_t rows;         /* the rows the store summed, and its limit */
   bool failed;
 } builder_t;
 
@@ -329,6 +330,7 @@ static bool add_sample(builder_t *b, json_t *frames, uint64_t samples, int64_t t
    only its values, for the QUERY_TRUNCATED sample. */
 static int on_stack(const store_stack_row_t *row, void *user) {
   builder_t *b = user;
+  query_rows_seen(&b->rows, row->rows_read, row->rows_limit);
   if (row->samples == 0) return 0;
   if (row->first_start_ns < b->first_ns) b->first_ns = row->first_start_ns;
   if (row->last_end_ns > b->last_ns) b->last_ns = row->last_end_ns;
@@ -427,7 +429,13 @@ static uint8_t *profile_gzip(builder_t *b, const store_top_query_t *q, size_t *l
   snprintf(note, sizeof note, "perf-collector export, kind=%s%s", q->kind,
            b->hang ? "; wall: each hang's duration shared among its stacks by samples"
                    : "; cpu: the CPU time of the stacks' samples (events without weights: none)");
-  int64_t comment = string_index(b, note);
+  /* A second comment when the store's read stopped at its row limit. */
+  char cut[128];
+  snprintf(cut, sizeof cut, "truncated: rows_read=%llu rows_limit=%llu",
+           (unsigned long long)b->rows.read, (unsigned long long)b->rows.limit);
+  int64_t comments[2] = {string_index(b, note),
+                         query_rows_cut(&b->rows) ? string_index(b, cut) : 0};
+  int64_t comment = comments[0] < 0 || comments[1] < 0 ? -1 : 0;
   types[0].type = string_index(b, "samples");
   types[0].unit = string_index(b, "count");
   types[1].type = string_index(b, b->hang ? "wall" : "cpu");
@@ -447,8 +455,8 @@ static uint8_t *profile_gzip(builder_t *b, const store_top_query_t *q, size_t *l
   /* What pprof shows first: a hang profile's samples (the folded export's
      default), a CPU profile's CPU time. */
   p.default_sample_type = b->hang ? types[0].type : types[1].type;
-  p.n_comment = 1;
-  p.comment = &comment;
+  p.n_comment = query_rows_cut(&b->rows) ? 2 : 1;
+  p.comment = comments;
   p.n_string_table = b->strings.n;
   p.string_table = b->strings.keys;
   window(b, q, &p.time_nanos, &p.duration_nanos);

@@ -26,9 +26,16 @@ static json_t *histogram_json(const store_loop_stats_t *s) {
 
 json_t *loop_totals_json(const store_loop_totals_t *t) {
   double hours = (double)t->sum.watched_ns / NS_PER_HOUR;
-  return json_pack("{s:f,s:I,s:o,s:o,s:I,s:o}", "watched_hours", hours, "hangs",
-                   (json_int_t)t->hangs, "hangs_per_hour", ratio_or_null((double)t->hangs, hours),
-                   "busy_fraction",
-                   ratio_or_null((double)t->sum.busy_ns, (double)t->sum.watched_ns),
-                   "stats_batches", (json_int_t)t->batches, "histogram", histogram_json(&t->sum));
+  json_t *o =
+      json_pack("{s:f,s:I,s:o,s:o,s:I,s:o}", "watched_hours", hours, "hangs", (json_int_t)t->hangs,
+                "hangs_per_hour", ratio_or_null((double)t->hangs, hours), "busy_fraction",
+                ratio_or_null((double)t->sum.busy_ns, (double)t->sum.watched_ns), "stats_batches",
+                (json_int_t)t->batches, "histogram", histogram_json(&t->sum));
+  /* Each of the two scans (loop stats, hangs) reads the newest rows_limit
+     rows at most: a cut one is said, with the larger count read. */
+  query_rows_t rows = {t->batches > t->hangs ? t->batches : t->hangs, t->rows_limit};
+  if (o && query_rows_cut(&rows) &&
+      (json_object_set_new(o, "truncated", json_true()) != 0 || query_rows_json(o, &rows) != 0))
+    json_decref(o), o = NULL;
+  return o;
 }

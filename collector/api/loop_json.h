@@ -8,6 +8,7 @@
 
 #include <jansson.h>
 
+#include "collector/api/params.h"
 #include "collector/model/records.h"
 
 /* {"watched_hours","hangs","hangs_per_hour" (null when nothing was

@@ -183,3 +183,24 @@ unsigned query_stack_filters(query_arg_fn arg, void *ctx, store_top_query_t *q, 
   *body = NULL;
   return parse_filters(arg, ctx, true, false, q, body);
 }
+
+void query_rows_seen(query_rows_t *r, uint64_t rows_read, uint64_t rows_limit) {
+  r->read = rows_read;
+  r->limit = rows_limit;
+}
+
+bool query_rows_cut(const query_rows_t *r) {
+  return r->limit && r->read >= r->limit;
+}
+
+int query_rows_json(json_t *o, const query_rows_t *r) {
+  return json_object_set_new(o, "rows_read", json_integer((json_int_t)r->read)) ||
+                 json_object_set_new(o, "rows_limit", json_integer((json_int_t)r->limit))
+             ? -1
+             : 0;
+}
+
+void query_rows_text(const query_rows_t *r, char *buf, size_t size) {
+  snprintf(buf, size, ",\"rows_read\":%llu,\"rows_limit\":%llu", (unsigned long long)r->read,
+           (unsigned long long)r->limit);
+}

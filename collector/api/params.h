@@ -60,6 +60,25 @@ char *query_error_json(const char *text);
 /* {"error":"<fmt with param>"}, fmt holding one %s (at most 200 bytes). */
 char *query_error_param(const char *fmt, const char *param);
 
+/* The rows a bounded read (store.h top_rows, stack_rows) summed and its
+   limit (--max-read-rows), as its rows say; cut: it stopped at the limit,
+   so the answer may leave stored rows out (docs/api.md "Bounded reads"). */
+typedef struct query_rows_s {
+  uint64_t read, limit;
+} query_rows_t;
+
+/* r from a row of the read (the last one seen says it). */
+void query_rows_seen(query_rows_t *r, uint64_t rows_read, uint64_t rows_limit);
+bool query_rows_cut(const query_rows_t *r);
+
+/* "rows_read" and "rows_limit" set in the JSON object o (jansson's); 0, or
+   -1 when out of memory. */
+struct json_t;
+int query_rows_json(struct json_t *o, const query_rows_t *r);
+
+/* The same as text: ,"rows_read":N,"rows_limit":M into buf. */
+void query_rows_text(const query_rows_t *r, char *buf, size_t size);
+
 /* Nanoseconds as milliseconds, the API's unit of durations. */
 double query_ms(int64_t ns);
 

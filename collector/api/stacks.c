@@ -43,12 +43,14 @@ typedef struct stack_set_s {
   size_t n, cap;
   size_t text; /* stored frames JSON read so far */
   stack_value_t truncated;
-  uint64_t omitted; /* the stacks in `truncated` */
+  uint64_t omitted;  /* the stacks in `truncated` */
+  query_rows_t rows; /* the rows the store summed, and its limit */
   bool failed;
 } stack_set_t;
 
 static int on_stack_row(const store_stack_row_t *row, void *user) {
   stack_set_t *set = user;
+  query_rows_seen(&set->rows, row->rows_read, row->rows_limit);
   if (row->samples == 0) return 0;
   stack_value_t value = {row->samples, row->cpu_us, row->wall_ns};
   size_t len = row->frames_json ? strlen(row->frames_json) : 0;
@@ -194,6 +196,12 @@ unsigned query_export_folded(const store_ops_t *ops, store_t *store, query_arg_f
   stack_set_free(&set);
   text_t out = {0};
   text_add(&out, "", 0); /* an empty export is "" */
+  if (query_rows_cut(&set.rows)) {
+    char cut[160];
+    int n = snprintf(cut, sizeof cut, "# truncated: rows_read=%llu rows_limit=%llu\n",
+                     (unsigned long long)set.rows.read, (unsigned long long)set.rows.limit);
+    text_add(&out, cut, (size_t)n);
+  }
   if (!failed) {
     if (set.n > 1) qsort(lines, set.n, sizeof *lines, cmp_str);
     for (size_t i = 0; i < set.n; i++)
@@ -326,13 +334,16 @@ static void node_open(text_t *t, node_t *node, bool cpu, const char *extra) {
 
 /* {"name","samples","cpu_us"|"hang_ms","children":[...]}, depth first
    with an explicit path; the root also says whether stacks were left out
-   ("truncated", "stacks_omitted": summed into its QUERY_TRUNCATED child). */
-static char *tree_json(node_t *root, bool cpu, uint64_t omitted) {
+   ("truncated", "stacks_omitted": summed into its QUERY_TRUNCATED child)
+   or the store's read stopped at its row limit ("truncated", "rows_read",
+   "rows_limit"). */
+static char *tree_json(node_t *root, bool cpu, uint64_t omitted, const query_rows_t *rows) {
   text_t t = {0};
   path_t p = {0};
-  char extra[64];
-  snprintf(extra, sizeof extra, ",\"truncated\":%s,\"stacks_omitted\":%llu",
-           omitted ? "true" : "false", (unsigned long long)omitted);
+  char extra[160], cut[96] = "";
+  if (query_rows_cut(rows)) query_rows_text(rows, cut, sizeof cut);
+  snprintf(extra, sizeof extra, ",\"truncated\":%s,\"stacks_omitted\":%llu%s",
+           omitted || cut[0] ? "true" : "false", (unsigned long long)omitted, cut);
   bool ok = path_push(&p, root);
   if (ok) node_open(&t, root, cpu, extra);
   while (ok && p.n) {
@@ -371,7 +382,7 @@ unsigned query_flame(const store_ops_t *ops, store_t *store, query_arg_fn arg, v
     }
   }
   stack_set_free(&set);
-  *body = failed ? NULL : tree_json(&root, set.cpu, set.omitted);
+  *body = failed ? NULL : tree_json(&root, set.cpu, set.omitted, &set.rows);
   node_free(&root);
   if (!*body) return *body = query_error_param("%s", "out of memory"), 503;
   return 200;

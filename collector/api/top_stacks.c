@@ -41,6 +41,7 @@ typedef struct agg_s {
   group_t *groups;
   size_t n, cap;
   uint64_t groups_total; /* every group q matched (the store sends the heaviest) */
+  query_rows_t rows;     /* the rows the store summed, and its limit */
   bool failed;
 } agg_t;
 
@@ -115,6 +116,7 @@ static int on_row(const store_top_row_t *row, void *user) {
   if (!g || strcmp(g->signature, row->group_sig) != 0) g = new_group(a, row);
   if (!g) return a->failed = true, 1;
   a->groups_total = row->groups;
+  query_rows_seen(&a->rows, row->rows_read, row->rows_limit);
   g->samples += row->samples;
   g->cpu_us += row->cpu_us;
   g->events += row->events;
@@ -235,8 +237,10 @@ unsigned query_top_stacks(const store_ops_t *ops, store_t *store, query_arg_fn a
   free(a.groups);
   if (status == 200) {
     size_t shown = json_array_size(stacks);
+    bool cut = query_rows_cut(&a.rows);
     json_t *o = json_pack("{s:o, s:I, s:b}", "stacks", stacks, "groups_total",
-                          (json_int_t)a.groups_total, "truncated", a.groups_total > shown);
+                          (json_int_t)a.groups_total, "truncated", cut || a.groups_total > shown);
+    if (o && cut && query_rows_json(o, &a.rows) != 0) json_decref(o), o = NULL;
     *body = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     if (!*body) status = 503;

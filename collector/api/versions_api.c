@@ -64,11 +64,13 @@ typedef struct groups_s {
   json_t *by_sig; /* signature -> {"frames": [...], "hangs": [a, b]} */
   size_t side;    /* 0: version a, 1: b */
   uint64_t total[2];
+  query_rows_t rows[2]; /* each side's rows the store summed, and its limit */
   bool failed;
 } groups_t;
 
 static int on_hang(const store_top_row_t *row, void *user) {
   groups_t *g = user;
+  query_rows_seen(&g->rows[g->side], row->rows_read, row->rows_limit);
   json_t *entry = json_object_get(g->by_sig, row->group_sig);
   if (!entry) {
     json_t *frames = json_loads(row->names_json, 0, NULL);
@@ -175,6 +177,13 @@ unsigned versions_compare(const store_ops_t *ops, store_t *store, query_arg_fn a
                   "stacks", stacks_json(&g));
   json_decref(g.by_sig);
   json_t *moved = json_object_get(o, "stacks");
+  /* A side whose read stopped at the row limit: the groups that moved are
+     those of the rows read (the side that read more says how many). */
+  const query_rows_t *cut = query_rows_cut(&g.rows[1]) ? &g.rows[1] : &g.rows[0];
+  if (moved && query_rows_cut(cut) &&
+      (json_object_set_new(moved, "truncated", json_true()) != 0 ||
+       query_rows_json(moved, cut) != 0))
+    json_decref(o), o = moved = NULL;
   if (o && (headline_objects(ops, store, json_object_get(moved, "grew"), "group") != 0 ||
             headline_objects(ops, store, json_object_get(moved, "shrank"), "group") != 0))
     json_decref(o), o = NULL;

@@ -25,6 +25,7 @@ typedef struct collector_options_s {
   unsigned retention_days;       /* --retention-days */
   unsigned retention_interval_s;
   unsigned fold_interval_s;      /* --rollup-fold-interval */
+  uint64_t max_read_rows;        /* --max-read-rows: rows a top-stacks or stack read sums */
   size_t max_body_bytes;         /* compressed body cap (413) */
   size_t max_decompressed_bytes; /* zstd output cap (413) */
   double rate_limit;             /* batches per second per key; 0: off */

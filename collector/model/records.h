@@ -71,6 +71,15 @@ typedef struct store_state_count_s {
 
 typedef int (*store_state_row_fn)(const store_state_count_t *row, void *user);
 
+/* A state's samples summed over a query's events (state_rows), with the
+   event_states rows summed into it and the most one read sums. */
+typedef struct store_state_sum_s {
+  store_state_count_t count;
+  uint64_t rows, rows_limit;
+} store_state_sum_t;
+
+typedef int (*store_state_sum_fn)(const store_state_sum_t *row, void *user);
+
 typedef struct store_event_s {
   const char *kind; /* "hang", "fatal_hang", "cpu", "manual", "unspecified" */
   int64_t start_ns;
@@ -192,7 +201,8 @@ typedef struct store_top_query_s {
 /* The SDK's drop counters summed over the batches of a query (drops). */
 typedef struct store_drops_s {
   uint64_t dropped[STORE_DROP_COUNT];
-  uint64_t batches;
+  uint64_t batches;    /* the rows summed: the newest at most rows_limit */
+  uint64_t rows_limit; /* the most a read sums */
 } store_drops_t;
 
 /* One version's watch (loop_totals): the loop stats of the batches
@@ -204,7 +214,8 @@ typedef struct store_drops_s {
    only watched the main loop) and that loop's hangs. */
 typedef struct store_loop_totals_s {
   store_loop_stats_t sum;
-  uint64_t batches, hangs;
+  uint64_t batches, hangs; /* each the rows of a scan, the newest at most rows_limit */
+  uint64_t rows_limit;     /* the most a scan sums */
 } store_loop_totals_t;
 
 /* A part of a group's aggregate (top_rows): the events of one version and
@@ -223,6 +234,8 @@ typedef struct store_top_row_s {
   int dbin;                    /* the durations' bin (rollup_dbin) */
   uint64_t groups;             /* every group the query matched (top_rows streams the rows of
                                   at most STORE_TOP_GROUPS_MAX) */
+  uint64_t rows_read;          /* the rollup and raw rows the read summed, all of them */
+  uint64_t rows_limit;         /* the most it sums (rows_read == rows_limit: cut there) */
 } store_top_row_t;
 
 /* Return non-zero to stop (the scan then fails with STORE_ERROR). */
@@ -243,7 +256,9 @@ typedef struct store_stack_row_s {
   uint64_t samples, cpu_us;
   int64_t wall_ns;
   int64_t first_start_ns, last_end_ns;
-  uint64_t stacks; /* 1; the row of the stacks past the cap (stack_sig NULL): how many */
+  uint64_t stacks;     /* 1; the row of the stacks past the cap (stack_sig NULL): how many */
+  uint64_t rows_read;  /* the rollup and raw rows the read summed, all of them */
+  uint64_t rows_limit; /* the most it sums (rows_read == rows_limit: cut there) */
 } store_stack_row_t;
 
 typedef int (*store_stack_row_fn)(const store_stack_row_t *row, void *user);
@@ -268,6 +283,7 @@ typedef struct store_bucket_row_s {
   int64_t start_ns;
   uint64_t events;
   double total_ns;
+  uint64_t rows_limit; /* the events a read sums at most (the newest): all buckets' events */
 } store_bucket_row_t;
 
 typedef int (*store_bucket_row_fn)(const store_bucket_row_t *row, void *user);

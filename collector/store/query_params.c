@@ -28,6 +28,10 @@ void store_bind_filters(const store_binder_t *b, const store_top_query_t *q) {
   }
 }
 
+void store_bind_rows(const store_binder_t *b, uint64_t rows_max) {
+  b->i64(b->stmt, STORE_SLOT_ROWS, rows_max > INT64_MAX ? INT64_MAX : (int64_t)rows_max);
+}
+
 void store_bind_plan(const store_binder_t *b, const rollup_plan_t *plan) {
   b->i64(b->stmt, STORE_SLOT_DAY, plan->day[0]);
   b->i64(b->stmt, STORE_SLOT_DAY + 1, plan->day[1]);

@@ -33,6 +33,7 @@
 #define STORE_SLOT_RAW 22    /* raw events' two ranges (4 slots) */
 #define STORE_SLOT_BUCKET 26 /* 10-minute rows' two ranges (4 slots) */
 #define STORE_SLOT_LOOP 30   /* only a loop's events (QSQL_LOOP_FILTER) */
+#define STORE_SLOT_ROWS 31   /* the rows a bounded read sums, at most (QSQL_BOUNDED) */
 _Static_assert(STORE_SLOT_TAG + 2 * STORE_MAX_TAG_FILTERS == STORE_SLOT_LABEL,
                "the tag filters' slots end where the label's begins");
 _Static_assert(STORE_SLOT_BUCKET + 4 == STORE_SLOT_LOOP, "the loop's slot follows the plan's");
@@ -49,6 +50,9 @@ typedef struct store_binder_s {
    to, kind, label, loop, tags; a statement that does not read a slot ignores
    it). The statement's own slots and the group are the caller's. */
 void store_bind_filters(const store_binder_t *b, const store_top_query_t *q);
+
+/* The rows a bounded read sums, at most, into STORE_SLOT_ROWS. */
+void store_bind_rows(const store_binder_t *b, uint64_t rows_max);
 
 /* A rollup plan's ranges into STORE_SLOT_DAY .. STORE_SLOT_BUCKET + 3. */
 void store_bind_plan(const store_binder_t *b, const rollup_plan_t *plan);

@@ -125,13 +125,28 @@ _Static_assert(STORE_SLOT_TAG == 11 && STORE_MAX_TAG_FILTERS == 4,
 #define QSQL_RETENTION_BATCHES 6
 #define QSQL_RETENTION_STACKS 7
 
+/* A bounded read: the first rows of parts (a UNION ALL of selects), at
+   most the slot's number of them (store_bind_rows). Both databases stop
+   reading parts once they have that many, so the rows a read touches are
+   bounded whatever was stored. */
+#define QSQL_BOUNDED(parts) "SELECT * FROM (" parts ") p LIMIT " QSQL_INT(STORE_SLOT_ROWS)
+/* A bounded scan of one table's matching rows: the newest (by col, an
+   indexed time) at most the slot's number of them. The sums of timeseries,
+   states, drops and loops read their rows through it. */
+#define QSQL_NEWEST(col) " ORDER BY " col " DESC LIMIT " QSQL_INT(STORE_SLOT_ROWS)
+/* A raw part whose rows are summed per event and stack: its joined rows
+   taken at most the slot's number of them before they are grouped (a
+   GROUP BY reads all its input before its first row). */
+#define QSQL_RAW_BOUND " LIMIT " QSQL_INT(STORE_SLOT_ROWS)
+
 /* The stack rows of stack_rows from agg, a select of one row per stack
-   with the columns s (signature), n (samples), cpu, wall, first and
-   last_end: the heaviest STORE_STACK_ROWS_MAX with their stored frames,
-   then one row of the rest's sums (s and frames NULL) with their count
-   (0 when there is no rest: store_stack_row_usable skips it). Only the stacks kept are joined to
-   their frames, so a flood of distinct stacks costs one aggregate, not a read of every stack's
-   text. text_order: what orders signatures as the C locale (PostgreSQL ' COLLATE "C"', SQLite "").
+   with the columns s (signature), n (samples), cpu, wall, first,
+   last_end and rows (the rows read summed into it): the heaviest STORE_STACK_ROWS_MAX with their
+   stored frames, then one row of the rest's sums (s and frames NULL) with their count (0 when there
+   is no rest: store_stack_row_usable skips it), each with the rows read in all (rows.h). Only the
+   stacks kept are joined to their frames, so a flood of distinct stacks costs one aggregate, not a
+   read of every stack's text. text_order: what orders signatures as the C locale (PostgreSQL '
+   COLLATE "C"', SQLite "").
  */
 #define QSQL_STACK_ROWS_CAPPED(agg, text_order)                                                    \
   "WITH a AS MATERIALIZED (" agg "), k AS (SELECT * FROM a ORDER BY a.cpu DESC, a.n DESC,"         \
@@ -139,11 +154,12 @@ _Static_assert(STORE_SLOT_TAG == 11 && STORE_MAX_TAG_FILTERS == 4,
       STORE_STACK_ROWS_MAX) ")"                                                                    \
                             " SELECT * FROM (SELECT k.s AS s, st.frames AS frames, k.n AS n, "     \
                             "k.cpu AS cpu, k.wall AS wall,"                                        \
-                            " k.first AS first, k.last_end AS last_end, 1 AS stacks, 0 AS rest "   \
-                            "FROM k"                                                               \
+                            " k.first AS first, k.last_end AS last_end, 1 AS stacks, 0 AS rest, "  \
+                            "(SELECT sum(r.rows) FROM a r) AS rows_read FROM k"                    \
                             " JOIN stacks st ON st.signature = k.s UNION ALL SELECT NULL, NULL, "  \
                             "sum(a.n), sum(a.cpu),"                                                \
-                            " sum(a.wall), min(a.first), max(a.last_end), count(*), 1 FROM a"      \
+                            " sum(a.wall), min(a.first), max(a.last_end), count(*), 1,"            \
+                            " (SELECT sum(r.rows) FROM a r) FROM a"                                \
                             " WHERE a.s NOT IN (SELECT k.s FROM k)) u"                             \
                             " ORDER BY u.rest, u.cpu DESC, u.n DESC, u.s" text_order
 
@@ -152,21 +168,27 @@ _Static_assert(STORE_SLOT_TAG == 11 && STORE_MAX_TAG_FILTERS == 4,
    first_ns, last_ns, max_ns and cpu_us: summed per group, version, label
    and duration bin, for the STORE_TOP_GROUPS_MAX groups of most impact
    (impact, then samples, then total_ns, descending; the order top-stacks
-   ranks by), each row with the count of every group parts holds. Only
+   ranks by), each row with the count of every group parts holds and the
+   rows read (QSQL_BOUNDED: parts read at most the slot's rows). Only
    the groups kept are joined to their names. majority: the column the
    backend reads a hang group's majority from; group_by: the GROUP BY list
    (PostgreSQL's names gr.frames too). */
 #define QSQL_TOP_ROWS_CAPPED(parts, impact, majority, group_by, text_order)                        \
-  "WITH x AS MATERIALIZED (" parts "), k AS (SELECT x.g AS g FROM x GROUP BY x.g"                  \
-  " ORDER BY sum(" impact ") DESC, sum(x.samples) DESC, sum(x.total_ns) DESC, x.g" text_order      \
-  " LIMIT " STORE_STR(                                                                             \
-      STORE_TOP_GROUPS_MAX) ")"                                                                    \
-                            " SELECT x.g, gr.frames, x.version, x.label, sum(x.events), "          \
-                            "sum(x.samples), sum(x.total_ns),"                                     \
-                            " min(x.first_ns), max(x.last_ns), max(x.max_ns), x.dbin, " majority   \
-                            ", sum(x.cpu_us),"                                                     \
-                            " (SELECT count(DISTINCT y.g) FROM x y) FROM x JOIN k ON k.g = x.g"    \
-                            " JOIN groups gr ON gr.signature = x.g GROUP BY " group_by             \
-                            " ORDER BY x.g" text_order
+  "WITH x AS MATERIALIZED (" QSQL_BOUNDED(                                                         \
+      parts) "), k AS (SELECT x.g AS g FROM x GROUP BY x.g"                                        \
+             " ORDER BY sum(" impact                                                               \
+             ") DESC, sum(x.samples) DESC, sum(x.total_ns) DESC, x.g" text_order                   \
+             " LIMIT " STORE_STR(                                                                  \
+                 STORE_TOP_GROUPS_MAX) ")"                                                         \
+                                       " SELECT x.g, gr.frames, x.version, x.label, "              \
+                                       "sum(x.events), "                                           \
+                                       "sum(x.samples), sum(x.total_ns),"                          \
+                                       " min(x.first_ns), max(x.last_ns), max(x.max_ns), "         \
+                                       "x.dbin, " majority ", sum(x.cpu_us),"                      \
+                                       " (SELECT count(DISTINCT y.g) FROM x y), (SELECT count(*) " \
+                                       "FROM x z)"                                                 \
+                                       " FROM x JOIN k ON k.g = x.g"                               \
+                                       " JOIN groups gr ON gr.signature = x.g GROUP BY " group_by  \
+                                       " ORDER BY x.g" text_order
 
 #endif

@@ -31,7 +31,8 @@ store_stack_row_t store_stack_row(const store_columns_t *c) {
                              .wall_ns = c->i64(r, 4),
                              .first_start_ns = c->i64(r, 5),
                              .last_end_ns = c->i64(r, 6),
-                             .stacks = (uint64_t)c->i64(r, 7)};
+                             .stacks = (uint64_t)c->i64(r, 7),
+                             .rows_read = (uint64_t)c->i64(r, 9)};
 }
 
 bool store_stack_row_usable(const store_stack_row_t *row) {
@@ -61,5 +62,6 @@ store_top_row_t store_top_row(const store_columns_t *c) {
                            .max_ns = c->i64(r, 9),
                            .dbin = (int)c->i64(r, 10),
                            .cpu_us = (uint64_t)c->i64(r, 12),
-                           .groups = (uint64_t)c->i64(r, 13)};
+                           .groups = (uint64_t)c->i64(r, 13),
+                           .rows_read = (uint64_t)c->i64(r, 14)};
 }

@@ -29,8 +29,9 @@ typedef struct store_columns_s {
 store_event_row_t store_event_row(const store_columns_t *c, int first);
 
 /* A stack's sums over a query (stack_rows): stack_sig, frames_json,
-   samples, cpu_us, wall_ns, first_start_ns, last_end_ns, stacks
-   (QSQL_STACK_ROWS_CAPPED's columns). */
+   samples, cpu_us, wall_ns, first_start_ns, last_end_ns, stacks, (column
+   8: whether it is the rest's row), rows_read (QSQL_STACK_ROWS_CAPPED's
+   columns); rows_limit is the backend's. */
 store_stack_row_t store_stack_row(const store_columns_t *c);
 
 /* A stack row a backend passes on: a stack with its frames (one whose
@@ -45,7 +46,8 @@ store_count_row_t store_count_row(const store_columns_t *c);
 /* A top-stacks row (top_rows) but its majority_len: group_sig,
    names_json, version, label, events, samples, total_ns, first_ns,
    last_ns, max_ns, dbin, (column 11: the hang group's path samples, read
-   by the backend), cpu_us, groups (QSQL_TOP_ROWS_CAPPED's columns). */
+   by the backend), cpu_us, groups, rows_read (QSQL_TOP_ROWS_CAPPED's
+   columns); rows_limit is the backend's. */
 #define STORE_TOP_PATH_COLUMN 11
 store_top_row_t store_top_row(const store_columns_t *c);
 

@@ -58,9 +58,19 @@ typedef struct store_config_s {
      STORE_FOLD_INTERVAL_S. SQLite rolls up in each batch's transaction and
      has nothing to fold. */
   unsigned fold_interval_s;
+  /* The rows one read of top_rows or stack_rows sums at most
+     (--max-read-rows); 0: the default, STORE_READ_ROWS_MAX. */
+  uint64_t read_rows_max;
 } store_config_t;
 
 #define STORE_FOLD_INTERVAL_S 1
+/* top_rows, stack_rows: the rollup and raw rows one read sums, at most, by
+   default. Whatever was stored (a flood of distinct stacks from one key
+   makes a rollup row per stack), a read's work is this many rows and the
+   heaviest of what they hold; the rows streamed say how many were read
+   (rows_read) and the limit (rows_limit): rows_read == rows_limit, the
+   read stopped there and the answer is cut. */
+#define STORE_READ_ROWS_MAX 100000
 
 /* A stored stack's frames that may show a group's (group_stacks): index
    is the group's place in the signatures asked for. Return non-zero when
@@ -144,12 +154,16 @@ typedef struct store_ops_s {
   /* Stream the top-stacks rows of q to fn (read-only): those of the
      STORE_TOP_GROUPS_MAX groups of most impact (hang: the events'
      durations; cpu: CPU time; then samples, then durations), ordered by
-     group; each row says how many groups q matched in all. */
+     group; each row says how many groups q matched in all. At most the
+     store's read_rows_max rollup and raw rows are summed, in the store's
+     order (day rows, 10-minute rows, then raw rows), each row saying how
+     many were. */
   int (*top_rows)(store_t *st, const store_top_query_t *q, store_row_fn fn, void *user);
   /* Stream the per-stack sample sums of q (kind required) to fn: the
      heaviest STORE_STACK_ROWS_MAX stacks (CPU time, then samples,
      descending), then, when more matched, one row of the rest's sums with
-     stack_sig and frames_json NULL and `stacks` the number it sums. */
+     stack_sig and frames_json NULL and `stacks` the number it sums. The
+     rows read are bounded as top_rows's. */
   int (*stack_rows)(store_t *st, const store_top_query_t *q, store_stack_row_fn fn, void *user);
   /* Stream up to limit events of q (kind NULL: any kind), newest first
      (start, then id, descending). */
@@ -175,8 +189,10 @@ typedef struct store_ops_s {
   int (*event_states)(store_t *st, int64_t id, store_state_row_fn fn, void *user);
   /* The samples per state (tid 0) summed over the events of q (kind
      required; q->group: only the events of that group, hang or cpu: the
-     events that sampled that stack), most samples first. */
-  int (*state_rows)(store_t *st, const store_top_query_t *q, store_state_row_fn fn, void *user);
+     events that sampled that stack), most samples first; at most the
+     store's read_rows_max event_states rows of the newest events, each
+     row saying how many it sums. */
+  int (*state_rows)(store_t *st, const store_top_query_t *q, store_state_sum_fn fn, void *user);
   /* The stored stacks that may show the frames of groups sigs[0..n) (n at
      most STORE_GROUP_STACKS_SIGS), to fn in the order of sigs: for each,
      the stack stored with that signature (a CPU group is a stack), then

@@ -114,8 +114,8 @@ static void start(rig_t *r, bool open_mode, const char *symbols_dir) {
   o->no_listen = true;
   batch_limits_default(&o->limits);
   r->keys = (apikeys_t){g_key_names, g_key_scopes, 2};
-  if (store_sqlite_ops.open(":memory:", &(store_config_t){STORE_DURABLE_PROCESS, 0}, &r->store) !=
-          STORE_OK ||
+  if (store_sqlite_ops.open(":memory:", &(store_config_t){STORE_DURABLE_PROCESS, 0, 0},
+                            &r->store) != STORE_OK ||
       !(r->symbols = symbolizer_new(symbols_dir, 4)) ||
       !(r->server = server_start(o, open_mode ? NULL : &r->keys, &store_sqlite_ops, r->store,
                                  r->symbols, NULL))) {

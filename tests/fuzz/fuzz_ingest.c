@@ -68,7 +68,7 @@ static void close_store(void) {
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc, (void)argv;
-  if (store_sqlite_ops.open(":memory:", &(store_config_t){STORE_DURABLE_PROCESS, 0}, &g_store) !=
+  if (store_sqlite_ops.open(":memory:", &(store_config_t){STORE_DURABLE_PROCESS, 0, 0}, &g_store) !=
       STORE_OK) {
     fprintf(stderr, "fuzz_ingest: cannot open the in-memory store\n");
     abort();

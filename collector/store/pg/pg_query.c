@@ -70,15 +70,15 @@
   " JOIN batches b ON b.id = e.batch_id WHERE e.kind IN ('hang', 'fatal_hang')"                    \
   " AND e.group_sig IS NOT NULL" QSQL_RAW_RANGE(lo, hi) QSQL_TOP_FILTERS
 #define RAW_CPU(lo, hi)                                                                            \
-  "SELECT c.stack_sig, coalesce(b.version, '') COLLATE \"C\", coalesce(e.label, '') COLLATE "      \
-  "\"C\","                                                                                         \
-  " perf_dbin(e.duration_ns),"                                                                     \
-  " 1, sum(c.samples), e.duration_ns, e.start_ns, e.start_ns, e.duration_ns,"                      \
-  " sum(" ROLLUP_CPU(                                                                              \
-      "c") ") FROM events e"                                                                       \
+  "SELECT j.sig, j.version, j.label, perf_dbin(j.d), 1, sum(j.n), j.d, j.s, j.s, j.d, sum(j.w)"    \
+  " FROM (SELECT e.id AS id, c.stack_sig AS sig, coalesce(b.version, '') COLLATE \"C\" AS "        \
+  "version,"                                                                                       \
+  " coalesce(e.label, '') COLLATE \"C\" AS label, e.duration_ns AS d, e.start_ns AS s,"            \
+  " c.samples AS n, " ROLLUP_CPU(                                                                  \
+      "c") " AS w FROM events e"                                                                   \
            " JOIN batches b ON b.id = e.batch_id JOIN stack_counts c ON c.event_id = e.id"         \
-           " WHERE e.kind = 'cpu'" QSQL_RAW_RANGE(lo, hi) QSQL_TOP_FILTERS                         \
-      " GROUP BY e.id, c.stack_sig, b.version, e.start_ns, e.duration_ns, e.label"
+           " WHERE e.kind = 'cpu'" QSQL_RAW_RANGE(lo, hi) QSQL_TOP_FILTERS QSQL_RAW_BOUND          \
+      ") j GROUP BY j.id, j.sig, j.version, j.label, j.d, j.s"
 #define RAW_STACK(lo, hi)                                                                          \
   "SELECT c.stack_sig, c.samples, " ROLLUP_CPU("c") ", " ROLLUP_WALL_SHARE(                        \
       "c", "e") ", e.start_ns, e.start_ns + e.duration_ns FROM events e JOIN batches b ON b.id = " \
@@ -91,18 +91,16 @@ static const char TOP_HANG[] =
             "(SELECT p.samples FROM hang_group_path p WHERE p.group_sig = x.g)", "x.total_ns");
 static const char TOP_CPU[] = TOP_SQL(
     "r.kind = 'cpu'", RAW_CPU(22, 23) " UNION ALL " RAW_CPU(24, 25), "NULL::bytea", "x.cpu_us");
-#define STACK_SQL(raw)                                                                             \
-  QSQL_STACK_ROWS_CAPPED(                                                                          \
-      "SELECT x.s AS s, sum(x.n) AS n, sum(x.cpu) AS cpu,"                                         \
-      " coalesce(sum(x.wall), 0) AS wall, min(x.first) AS first,"                                  \
-      " max(x.last_end) AS last_end FROM (" STACK_PART(                                            \
-          STACKS_DAY, 20,                                                                          \
-          21) " UNION ALL " STACK_PART(STACKS_10M, 26,                                             \
-                                       27) " UNION ALL " STACK_PART(STACKS_10M, 28,                \
-                                                                    29) " UNION ALL " raw          \
-                                                                        ") x GROUP BY x.s",        \
-      " COLLATE \"C\"")
-static const char STACK_ROWS[] = STACK_SQL(RAW_STACK(22, 23) " UNION ALL " RAW_STACK(24, 25));
+/* The stack rows' sources in the order a bounded read takes them. */
+#define STACK_PARTS                                                                                \
+  STACK_PART(STACKS_DAY, 20, 21)                                                                   \
+  " UNION ALL " STACK_PART(STACKS_10M, 26, 27) " UNION ALL " STACK_PART(                           \
+      STACKS_10M, 28, 29) " UNION ALL " RAW_STACK(22, 23) " UNION ALL " RAW_STACK(24, 25)
+static const char STACK_ROWS[] = QSQL_STACK_ROWS_CAPPED(
+    "SELECT x.s AS s, sum(x.n) AS n, sum(x.cpu) AS cpu, coalesce(sum(x.wall), 0) AS wall,"
+    " min(x.first) AS first, max(x.last_end) AS last_end, count(*) AS rows"
+    " FROM (" QSQL_BOUNDED(STACK_PARTS) ") x GROUP BY x.s",
+    " COLLATE \"C\"");
 static const char ANY_EVENT[] = "SELECT EXISTS (SELECT 1 FROM events WHERE start_ns >= $1::bigint"
                                 " AND start_ns <= $2::bigint)";
 static const char EVENT_ROWS[] = "SELECT " QSQL_EVENT_COLUMNS(
@@ -123,18 +121,21 @@ static const char EVENT_COUNTS[] =
 static const char DROPS[] =
     "SELECT coalesce(sum(b.dropped_rate_limited), 0), coalesce(sum(b.dropped_queue_full), 0),"
     " coalesce(sum(b.dropped_sink_failed), 0), coalesce(sum(b.dropped_spool_quota), 0),"
-    " coalesce(sum(b.dropped_oversized), 0), count(*) FROM batches b WHERE true" QSQL_DROPS_FILTERS;
+    " coalesce(sum(b.dropped_oversized), 0), count(*) FROM (SELECT b.* FROM batches b WHERE "
+    "true" QSQL_DROPS_FILTERS QSQL_NEWEST("b.received_ns") ") b";
 static const char TIME_BUCKETS[] =
-    "SELECT e.start_ns / $7::bigint, count(*), coalesce(sum(e.duration_ns::float8), 0)"
-    " FROM events e JOIN batches b ON b.id = e.batch_id WHERE " QSQL_KIND_FILTER("e")
-        QSQL_TOP_FILTERS " GROUP BY 1 ORDER BY 1 LIMIT $8::bigint";
+    "SELECT x.k, count(*), coalesce(sum(x.d::float8), 0) FROM (SELECT e.start_ns / $7::bigint AS k,"
+    " e.duration_ns AS d FROM events e JOIN batches b ON b.id = e.batch_id WHERE " QSQL_KIND_FILTER(
+        "e")
+        QSQL_TOP_FILTERS QSQL_NEWEST("e.start_ns") ") x GROUP BY 1 ORDER BY 1 LIMIT $8::bigint";
 static const char STATE_ROWS[] =
-    "SELECT x.state, x.syscall, x.fd, sum(x.samples) FROM event_states x"
+    "SELECT x.state, x.syscall, x.fd, sum(x.samples), count(*) FROM (SELECT x.state AS state,"
+    " x.syscall AS syscall, x.fd AS fd, x.samples AS samples FROM event_states x"
     " JOIN events e ON e.id = x.event_id JOIN batches b ON b.id = e.batch_id"
     " WHERE " QSQL_KIND_FILTER("e") QSQL_TOP_FILTERS
     " AND ($8::text IS NULL OR e.group_sig = $8 OR EXISTS (SELECT 1 FROM"
-    " stack_counts c WHERE c.event_id = e.id AND c.stack_sig = $8))"
-    " GROUP BY 1, 2, 3 ORDER BY 4 DESC, 1, 2, 3";
+    " stack_counts c WHERE c.event_id = e.id AND c.stack_sig = $8))" QSQL_NEWEST(
+        "e.start_ns") ") x GROUP BY 1, 2, 3 ORDER BY 4 DESC, 1, 2, 3";
 /* The loop stats of a table of loop_stats' columns (query_sql.h), summed
    over the batches of the filters. */
 #define LOOP_SUMS_FROM(table)                                                                      \
@@ -143,13 +144,15 @@ static const char STATE_ROWS[] =
   " coalesce(sum(l.u2::float8), 0), coalesce(sum(l.u3::float8), 0),"                               \
   " coalesce(sum(l.u4::float8), 0), coalesce(sum(l.u5::float8), 0),"                               \
   " coalesce(sum(l.u6::float8), 0), coalesce(sum(l.u7::float8), 0),"                               \
-  " coalesce(sum(l.u8::float8), 0), count(*) FROM " table " l"                                     \
-  " JOIN batches b ON b.id = l.batch_id WHERE true" QSQL_DROPS_FILTERS
+  " coalesce(sum(l.u8::float8), 0), count(*) FROM (SELECT l.* FROM " table " l"                    \
+  " JOIN batches b ON b.id = l.batch_id WHERE true" QSQL_DROPS_FILTERS QSQL_NEWEST(                \
+      "b.received_ns") ") l"
 static const char LOOP_SUMS[] = LOOP_SUMS_FROM("loop_stats");
 static const char LOOP_SUMS_OF_LOOP[] = LOOP_SUMS_FROM(QSQL_STATS_OF_LOOP);
 static const char HANG_COUNT[] =
-    "SELECT count(*) FROM events e JOIN batches b ON b.id = e.batch_id"
-    " WHERE e.kind IN ('hang', 'fatal_hang')" QSQL_TOP_FILTERS QSQL_LOOP_FILTER;
+    "SELECT count(*) FROM (SELECT 1 FROM events e JOIN batches b ON b.id = e.batch_id"
+    " WHERE e.kind IN ('hang', 'fatal_hang')" QSQL_TOP_FILTERS QSQL_LOOP_FILTER QSQL_NEWEST(
+        "e.start_ns") ") h";
 static const char STATES_OF_EVENT[] =
     "SELECT tid, state, syscall, fd, samples FROM event_states WHERE event_id = $1::bigint"
     " ORDER BY samples DESC, id";
@@ -202,12 +205,14 @@ static void bind_i64(void *stmt, int slot, int64_t value) {
   pg_int(stmt, slot, value);
 }
 
-/* q's filters into their slots (query_params.h); the statement's own slots
-   and the plan's NULL, typed as text, until the caller binds them (every
-   slot up to the loop's is sent, and PostgreSQL must know each one's type). */
-static void bind_filters(pg_params_t *p, const store_top_query_t *q) {
+/* q's filters into their slots (query_params.h) and the rows a bounded
+   read sums; the statement's own slots and the plan's NULL, typed as text,
+   until the caller binds them (every slot up to the rows' is sent, and
+   PostgreSQL must know each one's type). */
+static void bind_filters(const store_t *st, pg_params_t *p, const store_top_query_t *q) {
   store_binder_t b = {p, bind_text, bind_i64};
   store_bind_filters(&b, q);
+  store_bind_rows(&b, st->read_rows_max);
   for (int slot = STORE_SLOT_OWN; slot < STORE_SLOT_HOST; slot++)
     pg_text(p, slot, NULL);
   for (int slot = STORE_SLOT_DAY; slot < STORE_SLOT_LOOP; slot++)
@@ -218,6 +223,16 @@ static double pg_f64(const PGresult *r, int row, int col) {
   return PQgetisnull(r, row, col) ? 0 : strtod(PQgetvalue(r, row, col), NULL);
 }
 
+/* A read's statement, run once more on a new session when the
+   connection was lost (a server restart, a proxy's cut, noticed by the
+   statement that met it): a read changes nothing, so running it again is
+   safe. */
+static PGresult *read_run(store_t *st, const char *sql, const pg_params_t *p, const char *what) {
+  PGresult *r = pg_run(st, sql, p, what);
+  if (!r && PQstatus(st->conn) != CONNECTION_OK) r = pg_run(st, sql, p, what);
+  return r;
+}
+
 /* Run sql with p under the lock; rows to each(r, i, user) until it stops
    (non-zero): STORE_OK, or STORE_ERROR (failed, or stopped). */
 typedef int (*row_each_fn)(const PGresult *r, int i, void *ctx);
@@ -225,7 +240,7 @@ typedef int (*row_each_fn)(const PGresult *r, int i, void *ctx);
 /* scan's work, the lock held. */
 static int scan_locked(store_t *st, const char *sql, const pg_params_t *p, const char *what,
                        row_each_fn each, void *ctx) {
-  PGresult *r = pg_run(st, sql, p, what);
+  PGresult *r = read_run(st, sql, p, what);
   int stopped = 0, n = r ? PQntuples(r) : 0;
   for (int i = 0; !stopped && i < n; i++)
     stopped = each(r, i, ctx);
@@ -244,11 +259,13 @@ static int scan(store_t *st, const char *sql, const pg_params_t *p, const char *
 typedef struct cb_s {
   void *fn, *user;
   int hang;
+  uint64_t rows_limit; /* top_rows, stack_rows: the store's read_rows_max */
 } cb_t;
 
 static int top_each(const PGresult *r, int i, void *ctx) {
   cb_t *cb = ctx;
   store_top_row_t row = store_top_row(&PG_COLUMNS(r, i));
+  row.rows_limit = cb->rows_limit;
   if (cb->hang && !PQgetisnull(r, i, STORE_TOP_PATH_COLUMN)) {
     size_t len = 0;
     unsigned char *blob =
@@ -265,7 +282,7 @@ static int any_event(void *ctx, int64_t lo, int64_t hi) {
   pg_params_t p = {0};
   pg_int(&p, 1, lo);
   pg_int(&p, 2, hi);
-  PGresult *r = pg_run(ctx, ANY_EVENT, &p, "rollup plan");
+  PGresult *r = read_run(ctx, ANY_EVENT, &p, "rollup plan");
   int any = r ? strcmp(PQgetvalue(r, 0, 0), "t") == 0 : -1;
   PQclear(r);
   return any;
@@ -285,27 +302,35 @@ static int scan_planned(store_t *st, const char *sql, pg_params_t *p, const stor
   return rc;
 }
 
+/* The store whose connection the reads use: its reader (pg_store.h). */
+static store_t *reader_of(store_t *st) {
+  return st->reader ? st->reader : st;
+}
+
 int pg_top_rows(store_t *st, const store_top_query_t *q, store_row_fn fn, void *user) {
+  st = reader_of(st);
   int hang = strcmp(q->kind, "cpu") != 0;
   pg_params_t p = {0};
-  bind_filters(&p, q);
-  cb_t cb = {(void *)fn, user, hang};
+  bind_filters(st, &p, q);
+  cb_t cb = {(void *)fn, user, hang, st->read_rows_max};
   return scan_planned(st, hang ? TOP_HANG : TOP_CPU, &p, q, "top rows", top_each, &cb);
 }
 
 static int stack_each(const PGresult *r, int i, void *ctx) {
   cb_t *cb = ctx;
   store_stack_row_t row = store_stack_row(&PG_COLUMNS(r, i));
+  row.rows_limit = cb->rows_limit;
   if (!store_stack_row_usable(&row)) return 0;
   return ((store_stack_row_fn)cb->fn)(&row, cb->user);
 }
 
 int pg_stack_rows(store_t *st, const store_top_query_t *q, store_stack_row_fn fn, void *user) {
+  st = reader_of(st);
   if (!q->kind) return STORE_ERROR;
   pg_params_t p = {0};
-  bind_filters(&p, q);
+  bind_filters(st, &p, q);
   pg_text(&p, 8, q->group);
-  cb_t cb = {(void *)fn, user, 0};
+  cb_t cb = {(void *)fn, user, 0, st->read_rows_max};
   return scan_planned(st, STACK_ROWS, &p, q, "stack rows", stack_each, &cb);
 }
 
@@ -321,10 +346,11 @@ static int event_each(const PGresult *r, int i, void *ctx) {
 
 int pg_event_rows(store_t *st, const store_top_query_t *q, int64_t limit, store_event_row_fn fn,
                   void *user) {
+  st = reader_of(st);
   pg_params_t p = {0};
-  bind_filters(&p, q);
+  bind_filters(st, &p, q);
   pg_int(&p, 7, limit);
-  cb_t cb = {(void *)fn, user, 0};
+  cb_t cb = {(void *)fn, user, 0, 0};
   return scan(st, EVENT_ROWS, &p, "event rows", event_each, &cb);
 }
 
@@ -337,10 +363,11 @@ static int count_each(const PGresult *r, int i, void *ctx) {
 
 int pg_event_detail(store_t *st, int64_t id, store_event_row_fn on_event,
                     store_count_row_fn on_count, void *user) {
+  st = reader_of(st);
   pg_params_t p = {0};
   pg_int(&p, 1, id);
   pthread_mutex_lock(&st->lock);
-  PGresult *r = pg_run(st, EVENT_ONE, &p, "event");
+  PGresult *r = read_run(st, EVENT_ONE, &p, "event");
   int found = r && PQntuples(r) > 0, stopped = 0;
   if (found) {
     store_event_row_t row = event_row(r, 0);
@@ -349,8 +376,8 @@ int pg_event_detail(store_t *st, int64_t id, store_event_row_fn on_event,
   int ok = r != NULL;
   PQclear(r);
   if (ok && found && !stopped) {
-    r = pg_run(st, EVENT_COUNTS, &p, "event counts");
-    cb_t cb = {(void *)on_count, user, 0};
+    r = read_run(st, EVENT_COUNTS, &p, "event counts");
+    cb_t cb = {(void *)on_count, user, 0, 0};
     for (int i = 0; r && !stopped && i < PQntuples(r); i++)
       stopped = count_each(r, i, &cb);
     ok = r != NULL;
@@ -370,9 +397,11 @@ static int drops_each(const PGresult *r, int i, void *ctx) {
 }
 
 int pg_drops(store_t *st, const store_top_query_t *q, store_drops_t *out) {
+  st = reader_of(st);
   memset(out, 0, sizeof *out);
   pg_params_t p = {0};
-  bind_filters(&p, q);
+  bind_filters(st, &p, q);
+  out->rows_limit = st->read_rows_max;
   return scan(st, DROPS, &p, "drops", drops_each, out);
 }
 
@@ -392,15 +421,18 @@ static int hangs_each(const PGresult *r, int i, void *ctx) {
 }
 
 int pg_loop_totals(store_t *st, const store_top_query_t *q, store_loop_totals_t *out) {
+  st = reader_of(st);
   memset(out, 0, sizeof *out);
   pg_params_t p = {0};
-  bind_filters(&p, q);
+  bind_filters(st, &p, q);
+  out->rows_limit = st->read_rows_max;
   int rc = scan(st, q->loop ? LOOP_SUMS_OF_LOOP : LOOP_SUMS, &p, "loop stats", loop_each, out);
   return rc == STORE_OK ? scan(st, HANG_COUNT, &p, "hang count", hangs_each, out) : rc;
 }
 
 typedef struct bucket_ctx_s {
   int64_t bucket_ns;
+  uint64_t rows_limit;
   store_bucket_row_fn fn;
   void *user;
 } bucket_ctx_t;
@@ -408,18 +440,19 @@ typedef struct bucket_ctx_s {
 static int bucket_each(const PGresult *r, int i, void *ctx) {
   bucket_ctx_t *b = ctx;
   store_bucket_row_t row = {pg_i64(r, i, 0) * b->bucket_ns, (uint64_t)pg_i64(r, i, 1),
-                            pg_f64(r, i, 2)};
+                            pg_f64(r, i, 2), b->rows_limit};
   return b->fn(&row, b->user);
 }
 
 int pg_time_buckets(store_t *st, const store_top_query_t *q, int64_t bucket_ns, int64_t limit,
                     store_bucket_row_fn fn, void *user) {
+  st = reader_of(st);
   if (!q->kind || bucket_ns <= 0) return STORE_ERROR;
   pg_params_t p = {0};
-  bind_filters(&p, q);
+  bind_filters(st, &p, q);
   pg_int(&p, 7, bucket_ns);
   pg_int(&p, 8, limit);
-  bucket_ctx_t ctx = {bucket_ns, fn, user};
+  bucket_ctx_t ctx = {bucket_ns, st->read_rows_max, fn, user};
   return scan(st, TIME_BUCKETS, &p, "time buckets", bucket_each, &ctx);
 }
 
@@ -431,20 +464,32 @@ static int state_each(const PGresult *r, int i, void *ctx) {
   return ((store_state_row_fn)cb->fn)(&row, cb->user);
 }
 
+/* state_rows': a state's sums, the rows summed (column 4) and the limit. */
+static int state_sum_each(const PGresult *r, int i, void *ctx) {
+  cb_t *cb = ctx;
+  store_state_sum_t row = {
+      {0, pg_str(r, i, 0), pg_str(r, i, 1), pg_str(r, i, 2), (uint64_t)pg_i64(r, i, 3)},
+      (uint64_t)pg_i64(r, i, 4),
+      cb->rows_limit};
+  return ((store_state_sum_fn)cb->fn)(&row, cb->user);
+}
+
 int pg_event_states(store_t *st, int64_t id, store_state_row_fn fn, void *user) {
+  st = reader_of(st);
   pg_params_t p = {0};
   pg_int(&p, 1, id);
-  cb_t cb = {(void *)fn, user, 1}; /* hang: the rows start with the tid */
+  cb_t cb = {(void *)fn, user, 1, 0}; /* hang: the rows start with the tid */
   return scan(st, STATES_OF_EVENT, &p, "event states", state_each, &cb);
 }
 
-int pg_state_rows(store_t *st, const store_top_query_t *q, store_state_row_fn fn, void *user) {
+int pg_state_rows(store_t *st, const store_top_query_t *q, store_state_sum_fn fn, void *user) {
+  st = reader_of(st);
   if (!q->kind) return STORE_ERROR;
   pg_params_t p = {0};
-  bind_filters(&p, q);
+  bind_filters(st, &p, q);
   pg_text(&p, 8, q->group);
-  cb_t cb = {(void *)fn, user, 0};
-  return scan(st, STATE_ROWS, &p, "state rows", state_each, &cb);
+  cb_t cb = {(void *)fn, user, 0, st->read_rows_max};
+  return scan(st, STATE_ROWS, &p, "state rows", state_sum_each, &cb);
 }
 
 typedef struct group_stacks_s {
@@ -465,6 +510,7 @@ static int group_stack_each(const PGresult *r, int i, void *ctx) {
 
 int pg_group_stacks(store_t *st, const char *const *sigs, size_t n, store_group_stack_fn fn,
                     void *user) {
+  st = reader_of(st);
   if (n > STORE_GROUP_STACKS_SIGS) return STORE_ERROR;
   pg_array_t a = {0};
   for (size_t i = 0; i < n; i++)

@@ -29,6 +29,7 @@
 static void pg_close(store_t *st) {
   if (!st) return;
   pg_fold_stop(st); /* its last fold first */
+  pg_disconnect(st->reader);
   pg_disconnect(st);
 }
 
@@ -38,11 +39,14 @@ static int pg_open(const char *location, const store_config_t *config, store_t *
   if (!st) return STORE_ERROR;
   st->shard = (int)(((unsigned)getpid() ^ (unsigned)time(NULL)) % 64);
   st->fold_interval_s = config->fold_interval_s ? config->fold_interval_s : STORE_FOLD_INTERVAL_S;
+  st->read_rows_max = config->read_rows_max ? config->read_rows_max : STORE_READ_ROWS_MAX;
   if (!(st->known_stacks = pg_known_new()) || !(st->known_groups = pg_known_new()) ||
-      pg_migrate(st) != 0 || pg_fold_start(st) != 0) {
+      pg_migrate(st) != 0 || pg_fold_start(st) != 0 ||
+      !(st->reader = pg_connect(location, config->durability))) {
     pg_close(st);
     return STORE_ERROR;
   }
+  st->reader->read_rows_max = st->read_rows_max;
   *out = st;
   return STORE_OK;
 }

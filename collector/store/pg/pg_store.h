@@ -113,6 +113,11 @@ struct store_s {
   store_t *folder;
   perf__worker_t *fold_worker;
   unsigned fold_interval_s;
+  uint64_t read_rows_max; /* store_config_t's, or STORE_READ_ROWS_MAX */
+  /* The reads' own connection, a store of its own (reader: NULL in the
+     reader itself): a read never waits for a batch's transaction on the
+     ingest connection, nor a batch for a read (pg_query.c). */
+  store_t *reader;
 };
 
 /* Statement parameters as text (NULL: SQL NULL), numbers formatted into
@@ -250,7 +255,7 @@ int pg_loop_totals(store_t *st, const store_top_query_t *q, store_loop_totals_t 
 int pg_event_detail(store_t *st, int64_t id, store_event_row_fn on_event,
                     store_count_row_fn on_count, void *user);
 int pg_event_states(store_t *st, int64_t id, store_state_row_fn fn, void *user);
-int pg_state_rows(store_t *st, const store_top_query_t *q, store_state_row_fn fn, void *user);
+int pg_state_rows(store_t *st, const store_top_query_t *q, store_state_sum_fn fn, void *user);
 int pg_group_stacks(store_t *st, const char *const *sigs, size_t n, store_group_stack_fn fn,
                     void *user);
 

@@ -46,10 +46,12 @@ static void bind_i64(void *stmt, int slot, int64_t value) {
   sqlite3_bind_int64(stmt, slot, value);
 }
 
-/* q's filters into their slots (query_params.h). */
-static void bind_filters(sqlite3_stmt *s, const store_top_query_t *q) {
+/* q's filters into their slots (query_params.h), and the rows a bounded
+   read sums (a statement without ?31 ignores it). */
+static void bind_filters(store_t *st, sqlite3_stmt *s, const store_top_query_t *q) {
   store_binder_t b = {s, bind_text, bind_i64};
   store_bind_filters(&b, q);
+  store_bind_rows(&b, st->read_rows_max);
 }
 
 /* rollup_plan's probe: does an event start in [lo, hi]? The lock is held. */
@@ -75,12 +77,13 @@ int sqlite_top_rows(store_t *st, const store_top_query_t *q, store_row_fn fn, vo
   enum stmt_id id = strcmp(q->kind, "cpu") == 0 ? ST_TOP_CPU : ST_TOP_HANG;
   pthread_mutex_lock(&st->lock);
   sqlite3_stmt *s = st->stmt[id];
-  bind_filters(s, q);
+  bind_filters(st, s, q);
   bind_plan(st, s, q);
   int rc, stopped = 0;
   store_columns_t cols = columns(s);
   while (!stopped && (rc = sqlite3_step(s)) == SQLITE_ROW) {
     store_top_row_t row = store_top_row(&cols);
+    row.rows_limit = st->read_rows_max;
     if (id == ST_TOP_HANG)
       row.majority_len =
           hang_groups_majority_len(sqlite3_column_blob(s, STORE_TOP_PATH_COLUMN),
@@ -107,13 +110,14 @@ int sqlite_stack_rows(store_t *st, const store_top_query_t *q, store_stack_row_f
   if (!q->kind) return STORE_ERROR;
   pthread_mutex_lock(&st->lock);
   sqlite3_stmt *s = st->stmt[ST_STACK_ROWS];
-  bind_filters(s, q);
+  bind_filters(st, s, q);
   bind_plan(st, s, q);
   if (q->group) sqlite3_bind_text(s, 8, q->group, -1, SQLITE_STATIC);
   int rc, stopped = 0;
   store_columns_t cols = columns(s);
   while (!stopped && (rc = sqlite3_step(s)) == SQLITE_ROW) {
     store_stack_row_t row = store_stack_row(&cols);
+    row.rows_limit = st->read_rows_max;
     if (!store_stack_row_usable(&row)) continue;
     stopped = fn(&row, user);
   }
@@ -131,7 +135,7 @@ int sqlite_event_rows(store_t *st, const store_top_query_t *q, int64_t limit, st
                       void *user) {
   pthread_mutex_lock(&st->lock);
   sqlite3_stmt *s = st->stmt[ST_EVENT_ROWS];
-  bind_filters(s, q);
+  bind_filters(st, s, q);
   sqlite3_bind_int64(s, 7, limit);
   int rc, stopped = 0;
   while (!stopped && (rc = sqlite3_step(s)) == SQLITE_ROW) {
@@ -176,12 +180,13 @@ int sqlite_drops(store_t *st, const store_top_query_t *q, store_drops_t *out) {
   memset(out, 0, sizeof *out);
   pthread_mutex_lock(&st->lock);
   sqlite3_stmt *s = st->stmt[ST_DROPS];
-  bind_filters(s, q);
+  bind_filters(st, s, q);
   int rc = sqlite3_step(s);
   if (rc == SQLITE_ROW) {
     for (int i = 0; i < STORE_DROP_COUNT; i++)
       out->dropped[i] = (uint64_t)sqlite3_column_int64(s, i);
     out->batches = (uint64_t)sqlite3_column_int64(s, STORE_DROP_COUNT);
+    out->rows_limit = st->read_rows_max;
     rc = SQLITE_DONE;
   }
   rc = finish_scan(st, s, rc, 0, "drops");
@@ -196,7 +201,7 @@ int sqlite_loop_totals(store_t *st, const store_top_query_t *q, store_loop_total
   memset(out, 0, sizeof *out);
   pthread_mutex_lock(&st->lock);
   sqlite3_stmt *s = st->stmt[q->loop ? ST_LOOP_SUMS_OF_LOOP : ST_LOOP_SUMS];
-  bind_filters(s, q);
+  bind_filters(st, s, q);
   int rc = sqlite3_step(s);
   if (rc == SQLITE_ROW) {
     out->sum.watched_ns = (uint64_t)sqlite3_column_double(s, 0);
@@ -204,12 +209,13 @@ int sqlite_loop_totals(store_t *st, const store_top_query_t *q, store_loop_total
     for (int i = 0; i < STORE_LOOP_BUCKETS; i++)
       out->sum.units[i] = (uint64_t)sqlite3_column_double(s, 2 + i);
     out->batches = (uint64_t)sqlite3_column_int64(s, 2 + STORE_LOOP_BUCKETS);
+    out->rows_limit = st->read_rows_max;
     rc = SQLITE_DONE;
   }
   rc = finish_scan(st, s, rc, 0, "loop stats");
   if (rc == STORE_OK) {
     s = st->stmt[ST_HANG_COUNT];
-    bind_filters(s, q);
+    bind_filters(st, s, q);
     rc = sqlite3_step(s);
     if (rc == SQLITE_ROW) {
       out->hangs = (uint64_t)sqlite3_column_int64(s, 0);
@@ -226,13 +232,14 @@ int sqlite_time_buckets(store_t *st, const store_top_query_t *q, int64_t bucket_
   if (!q->kind || bucket_ns <= 0) return STORE_ERROR;
   pthread_mutex_lock(&st->lock);
   sqlite3_stmt *s = st->stmt[ST_TIME_BUCKETS];
-  bind_filters(s, q);
+  bind_filters(st, s, q);
   sqlite3_bind_int64(s, 7, bucket_ns);
   sqlite3_bind_int64(s, 8, limit);
   int rc, stopped = 0;
   while (!stopped && (rc = sqlite3_step(s)) == SQLITE_ROW) {
     store_bucket_row_t row = {sqlite3_column_int64(s, 0) * bucket_ns,
-                              (uint64_t)sqlite3_column_int64(s, 1), sqlite3_column_double(s, 2)};
+                              (uint64_t)sqlite3_column_int64(s, 1), sqlite3_column_double(s, 2),
+                              st->read_rows_max};
     stopped = fn(&row, user);
   }
   rc = finish_scan(st, s, rc, stopped, "time buckets");
@@ -248,16 +255,18 @@ int sqlite_event_states(store_t *st, int64_t id, store_state_row_fn fn, void *us
   return rc;
 }
 
-int sqlite_state_rows(store_t *st, const store_top_query_t *q, store_state_row_fn fn, void *user) {
+int sqlite_state_rows(store_t *st, const store_top_query_t *q, store_state_sum_fn fn, void *user) {
   if (!q->kind) return STORE_ERROR;
   pthread_mutex_lock(&st->lock);
   sqlite3_stmt *s = st->stmt[ST_STATE_ROWS];
-  bind_filters(s, q);
+  bind_filters(st, s, q);
   if (q->group) sqlite3_bind_text(s, 8, q->group, -1, SQLITE_STATIC);
   int rc, stopped = 0;
   while (!stopped && (rc = sqlite3_step(s)) == SQLITE_ROW) {
-    store_state_count_t row = {0, column_text(s, 0), column_text(s, 1), column_text(s, 2),
-                               (uint64_t)sqlite3_column_int64(s, 3)};
+    store_state_sum_t row = {{0, column_text(s, 0), column_text(s, 1), column_text(s, 2),
+                              (uint64_t)sqlite3_column_int64(s, 3)},
+                             (uint64_t)sqlite3_column_int64(s, 4),
+                             st->read_rows_max};
     stopped = fn(&row, user);
   }
   rc = finish_scan(st, s, rc, stopped, "state rows");

@@ -119,7 +119,9 @@ static const char GROUP_SIG_INDEX[] =
 #define LOOP_SUMS_FROM(table)                                                                      \
   "SELECT total(l.watched_ns), total(l.busy_ns), total(l.u0), total(l.u1), total(l.u2),"           \
   " total(l.u3), total(l.u4), total(l.u5), total(l.u6), total(l.u7), total(l.u8), count(*)"        \
-  " FROM " table " l JOIN batches b ON b.id = l.batch_id WHERE 1" QSQL_DROPS_FILTERS
+  " FROM (SELECT l.* FROM " table                                                                  \
+  " l JOIN batches b ON b.id = l.batch_id WHERE 1" QSQL_DROPS_FILTERS QSQL_NEWEST(                 \
+      "b.received_ns") ") l"
 
 /* Top-stacks and stack rows read the day rows of ?20..?21, the 10-minute
    rows of ?26..?27 and ?28..?29 (rollup_plan) and the raw events starting
@@ -147,19 +149,26 @@ static const char GROUP_SIG_INDEX[] =
   " JOIN batches b ON b.id = e.batch_id WHERE e.kind IN ('hang', 'fatal_hang')"                    \
   " AND e.group_sig IS NOT NULL" QSQL_RAW_RANGE(lo, hi) QSQL_TOP_FILTERS
 #define RAW_CPU(lo, hi)                                                                            \
-  "SELECT c.stack_sig, coalesce(b.version, ''), coalesce(e.label, ''), perf_dbin(e.duration_ns),"  \
-  " 1, sum(c.samples), e.duration_ns, e.start_ns, e.start_ns, e.duration_ns,"                      \
-  " sum(" ROLLUP_CPU(                                                                              \
-      "c") ") FROM events e"                                                                       \
+  "SELECT j.sig, j.version, j.label, perf_dbin(j.d), 1, sum(j.n), j.d, j.s, j.s, j.d, sum(j.w)"    \
+  " FROM (SELECT e.id AS id, c.stack_sig AS sig, coalesce(b.version, '') AS version,"              \
+  " coalesce(e.label, '') AS label, e.duration_ns AS d, e.start_ns AS s, c.samples AS "            \
+  "n, " ROLLUP_CPU(                                                                                \
+      "c") " AS w FROM events e"                                                                   \
            " JOIN batches b ON b.id = e.batch_id JOIN stack_counts c ON c.event_id = e.id"         \
-           " WHERE e.kind = 'cpu'" QSQL_RAW_RANGE(lo, hi) QSQL_TOP_FILTERS                         \
-      " GROUP BY e.id, c.stack_sig"
+           " WHERE e.kind = 'cpu'" QSQL_RAW_RANGE(lo, hi) QSQL_TOP_FILTERS QSQL_RAW_BOUND          \
+      ") j GROUP BY j.id, j.sig"
 #define RAW_STACK(lo, hi)                                                                          \
   "SELECT c.stack_sig, c.samples, " ROLLUP_CPU("c") ", " ROLLUP_WALL_SHARE(                        \
       "c", "e") ", e.start_ns, e.start_ns + e.duration_ns FROM events e JOIN batches b ON b.id = " \
                 "e.batch_id"                                                                       \
                 " JOIN stack_counts c ON c.event_id = e.id WHERE " QSQL_KIND_FILTER("e")           \
                     QSQL_RAW_RANGE(lo, hi) QSQL_TOP_FILTERS QSQL_GROUP_FILTER("e")
+
+/* The stack rows' sources in the order a bounded read takes them. */
+#define STACK_PARTS                                                                                \
+  STACK_PART("rollup_stacks_day", 20, 21)                                                          \
+  " UNION ALL " STACK_PART("rollup_stacks", 26, 27) " UNION ALL " STACK_PART(                      \
+      "rollup_stacks", 28, 29) " UNION ALL " RAW_STACK(22, 23) " UNION ALL " RAW_STACK(24, 25)
 
 #define GROUP_EVENTS STORE_STR(STORE_GROUP_STACKS_EVENTS)
 #define GROUP_ROWS STORE_STR(STORE_GROUP_STACKS_ROWS)
@@ -192,21 +201,9 @@ static const char *const STMT_SQL[ST_COUNT] = {
     [ST_TOP_CPU] = TOP_SQL("r.kind = 'cpu'", RAW_CPU(22, 23) " UNION ALL " RAW_CPU(24, 25), "NULL",
                            "x.cpu_us"),
     [ST_STACK_ROWS] = QSQL_STACK_ROWS_CAPPED(
-        "SELECT x.s AS s, sum(x.n) AS n, sum(x.cpu) AS cpu, "
-        "coalesce(sum(x.wall), 0) AS wall,"
-        " min(x.first) AS first, max(x.last_end) AS last_end FROM "
-        "(" STACK_PART("rollup_stacks_day", 20, 21) " UNION ALL " STACK_PART(
-            "rollup_stacks", 26,
-            27) " UNION ALL " STACK_PART("rollup_stacks", 28,
-                                         29) " UNION ALL " RAW_STACK(22,
-                                                                     23) " U"
-                                                                         "NI"
-                                                                         "ON"
-                                                                         " A"
-                                                                         "LL"
-                                                                         " " RAW_STACK(
-                                                                             24,
-                                                                             25) ") x GROUP BY x.s",
+        "SELECT x.s AS s, sum(x.n) AS n, sum(x.cpu) AS cpu, coalesce(sum(x.wall), 0) AS wall,"
+        " min(x.first) AS first, max(x.last_end) AS last_end, count(*) AS rows"
+        " FROM (" QSQL_BOUNDED(STACK_PARTS) ") x GROUP BY x.s",
         ""),
     [ST_ANY_EVENT] = "SELECT EXISTS (SELECT 1 FROM events WHERE start_ns >= ?1 AND start_ns <= ?2)",
     [ST_EVENT_ROWS] = "SELECT " QSQL_EVENT_COLUMNS(
@@ -224,20 +221,27 @@ static const char *const STMT_SQL[ST_COUNT] = {
                         " WHERE c.event_id = ?1 GROUP BY c.stack_sig, c.tid"
                         " ORDER BY coalesce(sum(c.cpu_us), 0) DESC, sum(c.samples) DESC,"
                         " min(c.rowid)",
-    [ST_DROPS] = "SELECT " DROPPED_SUMS ", count(*) FROM batches b WHERE 1" QSQL_DROPS_FILTERS,
+    [ST_DROPS] =
+        "SELECT " DROPPED_SUMS
+        ", count(*) FROM (SELECT b.* FROM batches b WHERE 1" QSQL_DROPS_FILTERS QSQL_NEWEST(
+            "b.received_ns") ") b",
     /* ?7 the bucket's nanoseconds, ?8 the most buckets (start_ns >= ?4 >= 0:
        the division rounds down). total(): a REAL sum, which cannot overflow. */
-    [ST_TIME_BUCKETS] = "SELECT e.start_ns / ?7, count(*), total(e.duration_ns) FROM events e"
-                        " JOIN batches b ON b.id = e.batch_id WHERE " QSQL_KIND_FILTER("e")
-                            QSQL_TOP_FILTERS " GROUP BY 1 ORDER BY 1 LIMIT ?8",
+    [ST_TIME_BUCKETS] =
+        "SELECT x.k, count(*), total(x.d) FROM (SELECT e.start_ns / ?7 AS k,"
+        " e.duration_ns AS d FROM events e JOIN batches b ON b.id = e.batch_id"
+        " WHERE " QSQL_KIND_FILTER("e")
+            QSQL_TOP_FILTERS QSQL_NEWEST("e.start_ns") ") x GROUP BY 1 ORDER BY 1 LIMIT ?8",
     /* ?8: a group (hang) or a stack (cpu), NULL any (sqlite_states.c holds
        the table). */
-    [ST_STATE_ROWS] = "SELECT x.state, x.syscall, x.fd, sum(x.samples) FROM event_states x"
+    [ST_STATE_ROWS] = "SELECT x.state, x.syscall, x.fd, sum(x.samples), count(*) FROM (SELECT"
+                      " x.state AS state, x.syscall AS syscall, x.fd AS fd, x.samples AS samples"
+                      " FROM event_states x"
                       " JOIN events e ON e.id = x.event_id JOIN batches b ON b.id = e.batch_id"
                       " WHERE " QSQL_KIND_FILTER("e") QSQL_TOP_FILTERS
     " AND (?8 IS NULL OR e.group_sig = ?8 OR EXISTS (SELECT 1 FROM"
-    " stack_counts c WHERE c.event_id = e.id AND c.stack_sig = ?8))"
-    " GROUP BY 1, 2, 3 ORDER BY 4 DESC, 1, 2, 3",
+    " stack_counts c WHERE c.event_id = e.id AND c.stack_sig = ?8))" QSQL_NEWEST(
+        "e.start_ns") ") x GROUP BY 1, 2, 3 ORDER BY 4 DESC, 1, 2, 3",
     [ST_INSERT_LOOP] = "INSERT INTO loop_stats(batch_id, watched_ns, busy_ns, u0, u1, u2, u3, u4,"
                        " u5, u6, u7, u8) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
     [ST_INSERT_LOOP_NAMED] = "INSERT INTO loop_stats_by_loop(batch_id, loop_name, watched_ns,"
@@ -247,8 +251,10 @@ static const char *const STMT_SQL[ST_COUNT] = {
        query; total() (REAL) is exact to 2^53 and never overflows. */
     [ST_LOOP_SUMS] = LOOP_SUMS_FROM("loop_stats"),
     [ST_LOOP_SUMS_OF_LOOP] = LOOP_SUMS_FROM(QSQL_STATS_OF_LOOP),
-    [ST_HANG_COUNT] = "SELECT count(*) FROM events e JOIN batches b ON b.id = e.batch_id"
-                      " WHERE e.kind IN ('hang', 'fatal_hang')" QSQL_TOP_FILTERS QSQL_LOOP_FILTER,
+    [ST_HANG_COUNT] =
+        "SELECT count(*) FROM (SELECT 1 FROM events e JOIN batches b ON b.id ="
+        " e.batch_id WHERE e.kind IN ('hang', 'fatal_hang')" QSQL_TOP_FILTERS QSQL_LOOP_FILTER
+            QSQL_NEWEST("e.start_ns") ") h",
     /* The stack of signature ?1; then the heaviest stacks of a few events
        of group ?1 (store.h group_stacks), the frames joined to the few
        rows kept. */
@@ -352,6 +358,7 @@ static int sqlite_open(const char *path, const store_config_t *config, store_t *
   }
   pthread_mutex_init(&st->lock, NULL);
   pthread_mutex_init(&st->health_lock, NULL);
+  st->read_rows_max = config->read_rows_max ? config->read_rows_max : STORE_READ_ROWS_MAX;
   int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
   if (sqlite3_open_v2(path, &st->db, flags, NULL) != SQLITE_OK) {
     sqlite_report(st, "open");

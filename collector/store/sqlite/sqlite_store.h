@@ -61,6 +61,7 @@ struct store_s {
   db_identity_t *identity;     /* path and path-wal as opened */
   pthread_mutex_t health_lock; /* sqlite_health's own connection (sqlite_health.c) */
   sqlite3 *health;
+  uint64_t read_rows_max; /* store_config_t's, or STORE_READ_ROWS_MAX */
 };
 
 /* A statement's parameter slots in SQLite's SQL (collector/store/query_sql.h). */
@@ -102,7 +103,7 @@ int sqlite_loop_totals(store_t *st, const store_top_query_t *q, store_loop_total
 int sqlite_time_buckets(store_t *st, const store_top_query_t *q, int64_t bucket_ns, int64_t limit,
                         store_bucket_row_fn fn, void *user);
 int sqlite_event_states(store_t *st, int64_t id, store_state_row_fn fn, void *user);
-int sqlite_state_rows(store_t *st, const store_top_query_t *q, store_state_row_fn fn, void *user);
+int sqlite_state_rows(store_t *st, const store_top_query_t *q, store_state_sum_fn fn, void *user);
 int sqlite_group_stacks(store_t *st, const char *const *sigs, size_t n, store_group_stack_fn fn,
                         void *user);
 

@@ -10,6 +10,17 @@
  *    samples summing to 6000; top-stacks lists `limit` groups and says
  *    "groups_total": 6000, "truncated": true;
  *  - honest: a few stacks: nothing omitted, "truncated": false.
+ *  - rows: --max-read-rows 500 (store.h STORE_READ_ROWS_MAX's option): 120
+ *    honest stacks read whole (exact counts, no "truncated", no
+ *    "rows_read"); then 2000 more distinct stacks, four times the limit:
+ *    flame, top-stacks, folded and pprof each sum exactly the 500 rows the
+ *    store read (one sample each), say "truncated": true with "rows_read"
+ *    500 and "rows_limit" 500 (folded: a first "# truncated" line; pprof: a
+ *    comment), and the collector reads no more rows than that.
+ *  - sums: --max-read-rows 100 (its least): 40 batches of loop stats and
+ *    a hang each read whole by timeseries, drops and loops (exact counts,
+ *    no "truncated"); then 110 more: each sums the newest 100 rows exactly
+ *    and says "truncated": true, "rows_read": 100, "rows_limit": 100.
  */
 #include <curl/curl.h>
 #include <jansson.h>
@@ -26,7 +37,7 @@
 #define KEPT 5000 /* STORE_STACK_ROWS_MAX */
 #define PER_BATCH 3000
 
-static void post_stacks(const collector_t *c, const char *prefix, size_t n) {
+static void post_stacks_from(const collector_t *c, const char *prefix, size_t n, unsigned seed) {
   reply_t *r = malloc(sizeof *r);
   CHECK(r != NULL);
   for (size_t done = 0; done < n; done += PER_BATCH) {
@@ -36,12 +47,16 @@ static void post_stacks(const collector_t *c, const char *prefix, size_t n) {
                              .first = done,
                              .n = n - done < PER_BATCH ? n - done : PER_BATCH};
     payload_t p;
-    batch_distinct_payload(&p, &spec, (unsigned)(done / PER_BATCH + 1));
+    batch_distinct_payload(&p, &spec, seed + (unsigned)(done / PER_BATCH));
     long status = payload_post(c, GOOD_KEY, &p, r);
     free(p.data);
     CHECKF(status == 200, "batch -> %ld %.300s", status, r->body);
   }
   free(r);
+}
+
+static void post_stacks(const collector_t *c, const char *prefix, size_t n) {
+  post_stacks_from(c, prefix, n, 1);
 }
 
 typedef struct body_s {
@@ -163,10 +178,145 @@ static void case_honest(void) {
   collector_stop_healthy(&c);
 }
 
+#define ROWS_LIMIT 500 /* --max-read-rows below */
+#define ROWS_HONEST 120
+#define ROWS_FLOOD 2000
+
+/* A JSON answer's row fields: absent when the read was whole, else
+   rows_read and rows_limit as given. */
+static void check_rows(const json_t *o, long long read, long long limit) {
+  const json_t *r = json_object_get(o, "rows_read"), *l = json_object_get(o, "rows_limit");
+  if (!read) {
+    CHECKF(!r && !l, "rows_read %lld in a whole read", (long long)json_integer_value(r));
+    return;
+  }
+  CHECK(json_is_integer(r) && json_is_integer(l));
+  CHECK_EQ_INT(json_integer_value(l), limit);
+  CHECKF(json_integer_value(r) <= limit, "rows_read %lld over the limit %lld",
+         (long long)json_integer_value(r), limit);
+  CHECK_EQ_INT(json_integer_value(r), read);
+}
+
+/* Every stack read, one sample each: `samples` stacks and samples; read:
+   the rows the answers must say were read (0: a whole read). */
+static void check_bounded_reads(const collector_t *c, long long samples, long long read) {
+  json_t *root = get_whole_json(c, "/api/v1/flame?kind=cpu");
+  CHECK_EQ_INT(json_integer_value(json_object_get(root, "samples")), samples);
+  CHECK_EQ_INT(json_is_true(json_object_get(root, "truncated")), read > 0);
+  CHECK_EQ_INT(json_integer_value(json_object_get(root, "stacks_omitted")), 0);
+  CHECK_EQ_INT((long long)json_array_size(json_object_get(root, "children")), samples);
+  check_rows(root, read, ROWS_LIMIT);
+  json_decref(root);
+
+  json_t *top = get_ok(c, "/api/v1/top-stacks?kind=cpu&limit=1000");
+  CHECK_EQ_INT((long long)json_array_size(json_object_get(top, "stacks")), samples);
+  CHECK_EQ_INT(json_integer_value(json_object_get(top, "groups_total")), samples);
+  CHECK_EQ_INT(json_is_true(json_object_get(top, "truncated")), read > 0);
+  check_rows(top, read, ROWS_LIMIT);
+  json_decref(top);
+
+  char *text = get_text(c, "/api/v1/export/folded?kind=cpu");
+  char first[128];
+  snprintf(first, sizeof first, "# truncated: rows_read=%lld rows_limit=%d\n", read, ROWS_LIMIT);
+  CHECKF(read ? strncmp(text, first, strlen(first)) == 0 : text[0] != '#', "folded starts %.80s",
+         text);
+  long long lines = 0;
+  for (const char *p = text; *p; p++)
+    lines += *p == '\n';
+  CHECK_EQ_INT(lines, samples + (read > 0));
+  free(text);
+
+  check_pprof(c, (size_t)samples, samples);
+  reply_t *r = malloc(sizeof *r);
+  CHECK(r != NULL);
+  CHECK_EQ_INT(get_key(c, GOOD_KEY, "/api/v1/export/pprof?kind=cpu", r), 200);
+  pprof_profile_t *p = pprof_decode_checked(r->body, r->body_len);
+  snprintf(first, sizeof first, "truncated: rows_read=%lld rows_limit=%d", read, ROWS_LIMIT);
+  CHECK_EQ_INT((long long)p->n_comment, read ? 2 : 1);
+  if (read) CHECK(strcmp(pprof_string(p, p->comment[1]), first) == 0);
+  perftools__profiles__profile__free_unpacked(p, NULL);
+  free(r);
+}
+
+static void case_rows(void) {
+  collector_t c;
+  collector_start(&c, (const char *const[]){"--rate-limit", "0", "--max-read-rows", "500", NULL});
+  post_stacks_from(&c, "honest", ROWS_HONEST, 1);
+  check_bounded_reads(&c, ROWS_HONEST, 0);
+  post_stacks_from(&c, "flood", ROWS_FLOOD, 100);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM stacks"), ROWS_HONEST + ROWS_FLOOD);
+  check_bounded_reads(&c, ROWS_LIMIT, ROWS_LIMIT);
+  collector_stop_healthy(&c);
+}
+
+#define SUMS_LIMIT 100 /* --max-read-rows below */
+
+/* n batches of loop stats (an hour watched) and one 100 ms hang each. */
+static void post_loop_batches(const collector_t *c, int n, unsigned seed) {
+  reply_t *r = malloc(sizeof *r);
+  CHECK(r != NULL);
+  loop_batch_t sp = {.app = "sums",
+                     .version = "1.0",
+                     .watched_ns = 3600000000000ull,
+                     .busy_ns = 60000000000ull,
+                     .hangs = 1,
+                     .hang_ms = 100};
+  for (int i = 0; i < n; i++) {
+    long status = batch_post_loop(c, &sp, seed + (unsigned)i, r);
+    CHECKF(status == 200 && strstr(r->body, "stored"), "batch -> %ld %.300s", status, r->body);
+  }
+  free(r);
+}
+
+/* A sum's answer: `rows` rows counted in field, cut (said) or whole. */
+static void check_sum(const collector_t *c, const char *path, const char *field, long long rows,
+                      bool cut) {
+  json_t *o = get_ok(c, path);
+  const json_t *in = strcmp(path, "/api/v1/loops") == 0 ? json_object_get(o, "loops") : o;
+  CHECKF(json_integer_value(json_object_get(in, field)) == rows, "%s: %s %lld, not %lld", path,
+         field, (long long)json_integer_value(json_object_get(in, field)), rows);
+  CHECK_EQ_INT(json_is_true(json_object_get(in, "truncated")), cut);
+  check_rows(in, cut ? rows : 0, SUMS_LIMIT);
+  json_decref(o);
+}
+
+static long long series_events(const collector_t *c, bool cut) {
+  json_t *o = get_ok(c, "/api/v1/timeseries?kind=hang&bucket=day");
+  long long n = 0;
+  size_t i;
+  const json_t *p;
+  json_array_foreach(json_object_get(o, "points"), i, p) {
+    n += json_integer_value(json_object_get(p, "events"));
+  }
+  CHECK_EQ_INT(json_is_true(json_object_get(o, "truncated")), cut);
+  check_rows(o, cut ? n : 0, SUMS_LIMIT);
+  json_decref(o);
+  return n;
+}
+
+static void case_sums(void) {
+  collector_t c;
+  collector_start(&c, (const char *const[]){"--rate-limit", "0", "--max-read-rows", "100", NULL});
+  post_loop_batches(&c, 40, 1);
+  check_sum(&c, "/api/v1/drops", "batches", 40, false);
+  check_sum(&c, "/api/v1/loops", "stats_batches", 40, false);
+  check_sum(&c, "/api/v1/loops", "hangs", 40, false);
+  CHECK_EQ_INT(series_events(&c, false), 40);
+  post_loop_batches(&c, 110, 41); /* ids by seed mod 256: 1..150 all differ */
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM batches"), 150);
+  check_sum(&c, "/api/v1/drops", "batches", SUMS_LIMIT, true);
+  check_sum(&c, "/api/v1/loops", "stats_batches", SUMS_LIMIT, true);
+  check_sum(&c, "/api/v1/loops", "hangs", SUMS_LIMIT, true);
+  CHECK_EQ_INT(series_events(&c, true), SUMS_LIMIT);
+  collector_stop_healthy(&c);
+}
+
 int main(int argc, char **argv) {
   static const test_case_t cases[] = {
       TEST_CASE(flood),
       TEST_CASE(honest),
+      TEST_CASE(rows),
+      TEST_CASE(sums),
   };
   return collector_test_main(argc, argv, cases, ARRAY_LEN(cases));
 }

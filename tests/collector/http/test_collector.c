@@ -608,6 +608,8 @@ static void case_bad_flags(void) {
       {{"--durability", "normal", NULL}, "--durability: 'normal' is not full or process"},
       {{"--rollup-fold-interval", "0", NULL}, "--rollup-fold-interval: value out of range"},
       {{"--rollup-fold-interval", "86401", NULL}, "--rollup-fold-interval: value out of range"},
+      {{"--max-read-rows", "99", NULL}, "--max-read-rows: value out of range"},
+      {{"--max-read-rows", "1000000001", NULL}, "--max-read-rows: value out of range"},
   };
   char out[4096];
   for (size_t i = 0; i < ARRAY_LEN(bad); i++) {
@@ -624,6 +626,7 @@ static void case_help(void) {
   CHECK(strstr(out, "--max-decompressed-bytes") != NULL);
   CHECK(strstr(out, "--durability full|process") != NULL);
   CHECK(strstr(out, "--rollup-fold-interval SECONDS") != NULL);
+  CHECK(strstr(out, "--max-read-rows N") != NULL);
 }
 
 int main(int argc, char **argv) {
