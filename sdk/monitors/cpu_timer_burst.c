@@ -34,8 +34,8 @@
 
 /* Records the monitor lets the ring gather between two drains (half the
    default ring), and the bounds of the drain interval. Each drain is a
-   wake-up of the monitor, which costs as much CPU as a few dozen samples
-   (35-50 us on a virtual machine): the interval is as long as the ring
+   wake-up of the monitor, which costs it as much CPU as draining a dozen
+   records (14-35 us on a virtual machine): the interval is as long as the ring
    allows at the rate the records came in (a CPU timer expires at a tick, so
    "1000 Hz" gives at most the kernel's tick rate a thread), and the
    burst's end is found within it. */

@@ -647,8 +647,8 @@ static long voluntary_switches(pid_t tid) {
 }
 
 /* A burst of one thread at 100 Hz: the monitor wakes to drain as seldom
-   as the ring allows at the rate the samples come (each wake-up costs as
-   much CPU as dozens of samples), at most 4 times a second. Samples not
+   as the ring allows at the rate the samples come (each wake-up costs it
+   as much CPU as draining a dozen records), at most 4 times a second. Samples not
    taken are those before a drain learned the thread's stack or compiled
    the rules their walk reached (the next drain comes soon after one that
    found some): a few. */
