@@ -330,10 +330,23 @@ static int prepare_all(store_t *st) {
   return STORE_OK;
 }
 
+/* WAL pages between automatic checkpoints with synchronous=FULL. Batch
+   after batch dirties the same pages (rollup rows, index tails): a
+   checkpoint copies each page once however many commits wrote it, so the
+   longer log copies fewer pages a batch into the database and reads fewer
+   back from the log (collector_bench: 225 instead of 256 writes and 24
+   instead of 56 reads a batch). Every commit is fsync'ed with FULL, so
+   the checkpoints' spacing loses nothing on a crash; with NORMAL the
+   commits since the last checkpoint are what a power loss takes, and
+   SQLite's default (1000 pages) stays. */
+#define FULL_CHECKPOINT_PAGES "8000"
+
 /* synchronous=FULL or NORMAL (the journal is WAL either way). */
 static int set_durability(store_t *st, store_durability_t durability) {
-  const char *sql =
-      durability == STORE_DURABLE_FULL ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL";
+  const char *sql = durability == STORE_DURABLE_FULL
+                        ? "PRAGMA synchronous=FULL;"
+                          " PRAGMA wal_autocheckpoint=" FULL_CHECKPOINT_PAGES
+                        : "PRAGMA synchronous=NORMAL";
   if (sqlite3_exec(st->db, sql, NULL, NULL, NULL) == SQLITE_OK) return STORE_OK;
   sqlite_report(st, "synchronous");
   return STORE_ERROR;
