@@ -44,12 +44,9 @@
 #define SQL_TEXT(n) "$" n "::text"
 #define SQL_INT(n) "$" n "::bigint"
 
-/* last_seen's steps, the same as SQLite's (known_rows.h), as SQL text
-   (PG_XSTR). */
-#define PG_LAST_SEEN_STEP 3600000000000
-_Static_assert(PG_LAST_SEEN_STEP == STORE_LAST_SEEN_STEP, "known_rows.h");
-#define PG_LAST_SEEN_MOVE 1800000000000
-_Static_assert(PG_LAST_SEEN_MOVE == STORE_LAST_SEEN_MOVE, "known_rows.h");
+/* last_seen's steps (known_rows.h), written into SQL with PG_XSTR. */
+#define PG_LAST_SEEN_STEP STORE_LAST_SEEN_STEP
+#define PG_LAST_SEEN_MOVE STORE_LAST_SEEN_MOVE
 /* Run by a transaction deleting stored stacks or groups. */
 #define PG_BUMP_STACK_EPOCH "UPDATE stack_epoch SET epoch = epoch + 1"
 #define PG_XSTR(x) PG_STR(x)
