@@ -49,6 +49,7 @@
  *   --keep leaves the collector's database in /tmp (its path is printed).
  */
 #include <curl/curl.h>
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <libpq-fe.h>
@@ -188,9 +189,10 @@ typedef struct {
 static perf__event_encoder_t *g_encoder; /* SDK events into batches, as the writer does */
 
 /* Batch b: 4 hangs (each in the stacks of one stuck function: stacks
-   f, f+40, f+80, ... share it) and 2 CPU bursts over 12 stacks. */
+   f, f+40, f+80, ... share it) and 2 CPU bursts over 12 stacks, each event
+   with tenths samples per ten of the default's (10: 600 samples). */
 static int make_batch(perf__batch_builder_t *bld, perf__modules_t *mods,
-                      const bench_stack_t *stacks, int b, body_t *out) {
+                      const bench_stack_t *stacks, int b, int tenths, body_t *out) {
   int64_t wall = 1795247520000000000LL + (int64_t)b * 1000000000LL;
   for (int h = 0; h < HANGS_PER_BATCH; h++) {
     /* A hang's samples: 4 leaf variants of one call path (stride 40). */
@@ -198,14 +200,14 @@ static int make_batch(perf__batch_builder_t *bld, perf__modules_t *mods,
     bench_stack_t own[4];
     for (int k = 0; k < 4; k++)
       own[k] = stacks[path + 40 * (int)(rnd() % 10)];
-    perf__event_t *ev =
-        make_event(mods, PERF__EVENT_HANG, wall + h * 100000000LL, own, 0, 4, HANG_SAMPLES, 1);
+    perf__event_t *ev = make_event(mods, PERF__EVENT_HANG, wall + h * 100000000LL, own, 0, 4,
+                                   HANG_SAMPLES * tenths / 10, 1);
     if (!ev || perf__event_encode(g_encoder, bld, ev) != PERF_OK) return -1;
     perf__event_free(ev);
   }
   for (int c = 0; c < CPUS_PER_BATCH; c++) {
     perf__event_t *ev = make_event(mods, PERF__EVENT_CPU, wall + 500000000LL + c, stacks,
-                                   (int)(rnd() % STACKS), 12, CPU_SAMPLES, 2);
+                                   (int)(rnd() % STACKS), 12, CPU_SAMPLES * tenths / 10, 2);
     if (!ev || perf__event_encode(g_encoder, bld, ev) != PERF_OK) return -1;
     perf__event_free(ev);
   }
@@ -418,6 +420,23 @@ static double process_cpu_s(pid_t pid) {
   return (double)(utime + stime) / (double)sysconf(_SC_CLK_TCK);
 }
 
+/* CPU seconds of the processes pid reaped (cutime + cstime). */
+static double reaped_cpu_s(pid_t pid) {
+  char path[64], line[1024];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return -1;
+  size_t n = fread(line, 1, sizeof line - 1, f);
+  fclose(f);
+  line[n] = '\0';
+  const char *p = strrchr(line, ')');
+  unsigned long long cutime = 0, cstime = 0;
+  if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %llu %llu", &cutime,
+                   &cstime) != 2)
+    return -1;
+  return (double)(cutime + cstime) / (double)sysconf(_SC_CLK_TCK);
+}
+
 /* The db, its WAL and shared-memory files, and their directory. */
 static void remove_db(const char *dir, const char *db) {
   static const char *const suffixes[] = {"", "-wal", "-shm"};
@@ -432,6 +451,14 @@ static void remove_db(const char *dir, const char *db) {
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
+}
+
+/* The median of v[0..n), v left as it is (n <= 9). */
+static double median_ms(const double *v, int n) {
+  double c[9];
+  memcpy(c, v, (size_t)n * sizeof *c);
+  qsort(c, (size_t)n, sizeof c[0], cmp_double);
+  return n % 2 ? c[n / 2] : (c[n / 2 - 1] + c[n / 2]) / 2;
 }
 
 /* Median ms of QUERY_RUNS GETs of path (after one warm-up). */
@@ -560,6 +587,18 @@ static void compare_commits(void) {
          COMMITS, DURABILITY_ROUNDS, normal, full, full / normal, full - normal);
 }
 
+/* The bare commit with synchronous=FULL, the collector's default: the
+   median of DURABILITY_ROUNDS rounds, microseconds per commit. */
+static double bare_commit_full_us(void) {
+  char dir[] = "/tmp/collector-bench.XXXXXX";
+  if (!mkdtemp(dir)) return -1;
+  double us[DURABILITY_ROUNDS];
+  for (int r = 0; r < DURABILITY_ROUNDS; r++)
+    us[r] = commit_us(dir, "FULL");
+  rmdir(dir);
+  return median_ms(us, DURABILITY_ROUNDS);
+}
+
 /* The collector's database identity check (collector/store/sqlite/db_identity.c): stat
    of db and db-wal, microseconds per check (median of 5 runs). */
 static double identity_check_us(const char *db) {
@@ -575,6 +614,101 @@ static double identity_check_us(const char *db) {
   }
   qsort(runs, 5, sizeof runs[0], cmp_double);
   return runs[2];
+}
+
+/* ---- the collector's CPU per batch by batch size -------------------------- */
+
+#define SIZE_COUNT 3
+#define TARGET_CPU_MS 1.0        /* collector CPU per default batch */
+#define TARGET_COMMITS 3.0       /* collector CPU per batch / bare commit of the same durability */
+#define TARGET_CPU_RATE 500000.0 /* samples per collector CPU second, default batch */
+#define TARGET_CPU_RATE_BIG 2e6  /* the same at 6,000 samples a batch */
+static int g_size_rounds = 3;    /* --size-rounds */
+
+typedef struct size_run_s {
+  int tenths;     /* samples per event: tenths / 10 of the default's */
+  size_t batches; /* per round */
+  body_t *bodies;
+  double cpu_ms[9], wall_s[9]; /* per round: collector CPU per batch, wall time */
+  uint64_t stored, expected;   /* the last round's */
+  size_t failed;
+} size_run_t;
+
+/* The sizes: 60, 600 (the default batch) and 6,000 samples. */
+static size_run_t g_sizes[SIZE_COUNT] = {{.tenths = 1, .batches = 1000},
+                                         {.tenths = 10, .batches = 600},
+                                         {.tenths = 100, .batches = 100}};
+
+static int samples_of(int tenths) {
+  return (HANGS_PER_BATCH * HANG_SAMPLES + CPUS_PER_BATCH * CPU_SAMPLES) * tenths / 10;
+}
+
+/* One round of run r: its bodies into a fresh collector (default flags:
+   --durability full) over k connections; the collector's CPU from the
+   first body to the last answer. */
+static void size_round(size_run_t *r, int round, int k) {
+  char dir[] = "/tmp/collector-bench.XXXXXX", db[128], base[64], url[128];
+  r->cpu_ms[round] = r->wall_s[round] = -1;
+  if (!mkdtemp(dir)) return;
+  snprintf(db, sizeof db, "%s/bench.db", dir);
+  pid_t pid = start_collector(db, free_port(), NULL, base, sizeof base);
+  if (pid < 0) return;
+  snprintf(url, sizeof url, "%s/v1/batches", base);
+  double cpu0 = process_cpu_s(pid);
+  size_t failed = 0;
+  r->wall_s[round] = post_bodies(url, r->bodies, r->batches, k, &failed);
+  r->cpu_ms[round] = (process_cpu_s(pid) - cpu0) / (double)r->batches * 1e3;
+  r->failed += failed;
+  kill(pid, SIGTERM);
+  waitpid(pid, NULL, 0);
+  uint64_t stacks = 0, events = 0;
+  r->stored = 0;
+  count_stored(db, &r->stored, &stacks, &events);
+  r->expected = (uint64_t)r->batches * (uint64_t)samples_of(r->tenths);
+  remove_db(dir, db);
+}
+
+static double bare_commit_full_us(void);
+
+/* The rounds of every size, interleaved (one round of each size in turn),
+   then the bare commit; the table and the goals. */
+static void compare_sizes(int k) {
+  for (int round = 0; round < g_size_rounds; round++)
+    for (int i = 0; i < SIZE_COUNT; i++)
+      size_round(&g_sizes[i], round, k);
+  double commit = bare_commit_full_us();
+  printf("collector CPU per batch by batch size (a fresh collector and database each round, "
+         "default flags: --durability full; %d connections; %d rounds, sizes interleaved):\n",
+         k, g_size_rounds);
+  printf("  %8s %8s  %-26s %9s %15s %15s %10s\n", "samples", "batches",
+         "CPU per batch, rounds (ms)", "median", "samples/CPU-s", "samples/wall-s", "CPU/commit");
+  double cpu_ms[SIZE_COUNT], rate[SIZE_COUNT];
+  for (int i = 0; i < SIZE_COUNT; i++) {
+    size_run_t *r = &g_sizes[i];
+    char rounds[64] = "";
+    for (int j = 0, n = 0; j < g_size_rounds && n < (int)sizeof rounds; j++)
+      n += snprintf(rounds + n, sizeof rounds - (size_t)n, "%s%.2f", j ? " " : "", r->cpu_ms[j]);
+    cpu_ms[i] = median_ms(r->cpu_ms, g_size_rounds);
+    double wall = median_ms(r->wall_s, g_size_rounds);
+    int n = samples_of(r->tenths);
+    rate[i] = n / (cpu_ms[i] / 1e3);
+    printf("  %8d %8zu  %-26s %6.2f ms %15.0f %15.0f %9.1fx%s\n", n, r->batches, rounds, cpu_ms[i],
+           rate[i], (double)r->expected / wall, cpu_ms[i] * 1e3 / commit,
+           r->stored == r->expected && !r->failed ? "" : "  (MISSING SAMPLES OR FAILED POSTS)");
+  }
+  printf("  bare commit (WAL, one 8 KiB row, synchronous=FULL, %d commits x %d rounds, median): "
+         "%.1f us\n\n",
+         COMMITS, DURABILITY_ROUNDS, commit);
+  printf("target: collector CPU per default batch (600 samples) <= %.1f ms: %.2f ms %s\n",
+         TARGET_CPU_MS, cpu_ms[1], cpu_ms[1] <= TARGET_CPU_MS ? "PASS" : "MISS");
+  printf("target: collector CPU per default batch <= %.0fx a bare commit of the same durability: "
+         "%.1fx %s\n",
+         TARGET_COMMITS, cpu_ms[1] * 1e3 / commit,
+         cpu_ms[1] * 1e3 <= TARGET_COMMITS * commit ? "PASS" : "MISS");
+  printf("target: >= %.0f samples per collector CPU second at 600 samples a batch: %.0f %s\n",
+         TARGET_CPU_RATE, rate[1], rate[1] >= TARGET_CPU_RATE ? "PASS" : "MISS");
+  printf("target: >= %.0f samples per collector CPU second at 6000 samples a batch: %.0f %s\n\n",
+         TARGET_CPU_RATE_BIG, rate[2], rate[2] >= TARGET_CPU_RATE_BIG ? "PASS" : "MISS");
 }
 
 /* ---- PostgreSQL ------------------------------------------------------------ */
@@ -595,6 +729,37 @@ static PGresult *pg_exec(const char *dir, const char *db, const char *sql) {
   }
   PQfinish(c);
   return r;
+}
+
+/* CPU seconds of the PostgreSQL server at socket directory dir (as
+   tests/support/pg_server.sh lays it out: DIR/data/postmaster.pid): the
+   postmaster, every process it runs (backends, WAL writer,
+   checkpointer...) and those it reaped; -1 when it cannot be read. */
+static double pg_server_cpu_s(const char *dir) {
+  char path[256];
+  snprintf(path, sizeof path, "%s/data/postmaster.pid", dir);
+  FILE *f = fopen(path, "r");
+  int master = 0;
+  if (!f || fscanf(f, "%d", &master) != 1) {
+    if (f) fclose(f);
+    return -1;
+  }
+  fclose(f);
+  double cpu = process_cpu_s(master) + reaped_cpu_s(master);
+  DIR *d = opendir("/proc");
+  for (struct dirent *e; d && (e = readdir(d));) {
+    int pid = atoi(e->d_name), ppid = 0;
+    char stat[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    FILE *sf = pid > 0 ? fopen(path, "r") : NULL;
+    size_t n = sf ? fread(stat, 1, sizeof stat - 1, sf) : 0;
+    if (sf) fclose(sf);
+    stat[n] = '\0';
+    const char *p = strrchr(stat, ')');
+    if (p && sscanf(p + 2, "%*c %d", &ppid) == 1 && ppid == master) cpu += process_cpu_s(pid);
+  }
+  if (d) closedir(d);
+  return cpu;
 }
 
 typedef struct half_s {
@@ -659,6 +824,9 @@ static double pg_ingest(const char *dir, const char *name, int n_collectors, con
   }
   half_t h[2];
   pthread_t th[2];
+  double server0 = pg_server_cpu_s(dir), cpu0[2] = {0, 0};
+  for (int i = 0; i < n_collectors; i++)
+    cpu0[i] = process_cpu_s(pids[i]);
   double t0 = now_s();
   for (int i = 0; i < n_collectors; i++) {
     size_t lo = nbatches * (size_t)i / (size_t)n_collectors;
@@ -670,6 +838,9 @@ static double pg_ingest(const char *dir, const char *name, int n_collectors, con
   for (int i = 0; i < n_collectors; i++)
     pthread_join(th[i], NULL), failed += h[i].failed;
   double s = now_s() - t0;
+  double server = pg_server_cpu_s(dir) - server0, collectors = 0;
+  for (int i = 0; i < n_collectors; i++)
+    collectors += process_cpu_s(pids[i]) - cpu0[i];
   r = pg_exec(dir, name, "SELECT coalesce(sum(samples), 0) FROM stack_counts");
   uint64_t stored = r ? strtoull(PQgetvalue(r, 0, 0), NULL, 10) : 0;
   PQclear(r);
@@ -677,6 +848,10 @@ static double pg_ingest(const char *dir, const char *name, int n_collectors, con
          "batches/s  (%zu failed, %llu samples stored)\n",
          n_collectors, s, (double)stored / s, (double)nbatches / s, failed,
          (unsigned long long)stored);
+  printf("  CPU per batch while posting: PostgreSQL server %.2f ms, collector%s %.2f ms (%.0f "
+         "samples per CPU second of both)\n",
+         server / (double)nbatches * 1e3, n_collectors > 1 ? "s" : "",
+         collectors / (double)nbatches * 1e3, (double)stored / (server + collectors));
   pg_folded(dir, name);
   for (int i = 0; i < n_collectors; i++) {
     if (kept && i == 0) {
@@ -817,13 +992,17 @@ int main(int argc, char **argv) {
       k = atoi(argv[++i]);
     else if (i + 1 < argc && strcmp(argv[i], "--durability-batches") == 0)
       durability_batches = strtoul(argv[++i], NULL, 10);
+    else if (i + 1 < argc && strcmp(argv[i], "--size-rounds") == 0)
+      g_size_rounds = atoi(argv[++i]);
     else
       usage = true;
   }
-  if (usage || nbatches < 1 || k < 1 || k > 64 || g_pg_rounds < 1 || g_pg_rounds > MAX_PG_ROUNDS) {
+  if (usage || nbatches < 1 || k < 1 || k > 64 || g_pg_rounds < 1 || g_pg_rounds > MAX_PG_ROUNDS ||
+      g_size_rounds < 0 || g_size_rounds > 9) {
     fprintf(stderr,
             "usage: %s [--batches N] [--connections K (1..64)] [--keep] [--durability-batches "
-            "N] [--pg-socket DIR] [--pg-rounds N (1..9)] [--scale SAMPLES[,SAMPLES...]]\n",
+            "N] [--size-rounds N (0..9)] [--pg-socket DIR] [--pg-rounds N (1..9)] [--scale "
+            "SAMPLES[,SAMPLES...]]\n",
             argv[0]);
     return 2;
   }
@@ -850,11 +1029,21 @@ int main(int argc, char **argv) {
   double t0 = now_s();
   size_t bytes = 0;
   for (size_t b = 0; b < nbatches; b++) {
-    if (make_batch(bld, mods, stacks, (int)b, &bodies[b]) != 0) {
+    if (make_batch(bld, mods, stacks, (int)b, 10, &bodies[b]) != 0) {
       fprintf(stderr, "collector_bench: cannot make batch %zu\n", b);
       return 1;
     }
     bytes += bodies[b].len;
+  }
+  for (int i = 0; i < SIZE_COUNT && g_size_rounds; i++) {
+    size_run_t *r = &g_sizes[i];
+    if (!(r->bodies = calloc(r->batches, sizeof *r->bodies))) return 1;
+    for (size_t b = 0; b < r->batches; b++)
+      if (make_batch(bld, mods, stacks, (int)(nbatches + b), r->tenths, &r->bodies[b]) != 0) {
+        fprintf(stderr, "collector_bench: cannot make a batch of %d samples\n",
+                samples_of(r->tenths));
+        return 1;
+      }
   }
   perf__batch_free(bld);
   perf__event_encoder_free(g_encoder);
@@ -912,8 +1101,10 @@ int main(int argc, char **argv) {
   printf("stored: %llu samples of %llu sent, %llu events, %llu distinct stacks %s\n",
          (unsigned long long)stored, (unsigned long long)expected, (unsigned long long)nevents,
          (unsigned long long)nstacks, stored == expected ? "(all)" : "(MISSING SOME)");
-  printf("collector CPU during the run: %.2f s (%.2f cores busy), %.0f samples per CPU second\n",
-         collector_cpu, collector_cpu / ingest_s, (double)stored / collector_cpu);
+  printf("collector CPU during the run: %.2f s (%.2f cores busy), %.0f samples per CPU second, "
+         "%.2f ms per batch\n",
+         collector_cpu, collector_cpu / ingest_s, (double)stored / collector_cpu,
+         collector_cpu / (double)nbatches * 1e3);
   printf("ratio: collector / ceiling %.4f\n", ingest_rate / sink_rate);
   double check_us = identity_check_us(db);
   printf("database identity check (stat of the db and its -wal): %.2f us, x%d per batch = %.3f%% "
@@ -935,6 +1126,7 @@ int main(int argc, char **argv) {
 
   kill(pid, SIGTERM);
   waitpid(pid, NULL, 0);
+  if (g_size_rounds) compare_sizes(k);
   if (g_n_scales) {
     scale_env_t env = {scale_start, http_get, db, NULL, NULL};
     query_scale(&env, g_scales, g_n_scales);
@@ -951,6 +1143,11 @@ int main(int argc, char **argv) {
   for (size_t b = 0; b < nbatches; b++)
     free(bodies[b].body);
   free(bodies);
+  for (int i = 0; i < SIZE_COUNT; i++) {
+    for (size_t b = 0; g_sizes[i].bodies && b < g_sizes[i].batches; b++)
+      free(g_sizes[i].bodies[b].body);
+    free(g_sizes[i].bodies);
+  }
   curl_global_cleanup();
 
   printf("target: ingest >= %.0f samples/s: %.0f %s\n", TARGET_INGEST, ingest_rate,

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <zstd.h>
 
 #include "collector/ingest/batch_limits.h"
 #include "collector/ingest/batch_loops.h"
@@ -634,6 +635,37 @@ static const batch_limits_t *limits_of(const ingest_target_t *t) {
   return &g_default_limits;
 }
 
+/* The calling thread's zstd context, made at its first batch and freed
+   when the thread ends (NULL when out of memory: one made per batch). */
+static pthread_key_t g_dctx_key;
+static bool g_dctx_keyed;
+
+static void free_dctx(void *d) {
+  ZSTD_freeDCtx(d);
+}
+
+static void make_dctx_key(void) {
+  g_dctx_keyed = pthread_key_create(&g_dctx_key, free_dctx) == 0;
+}
+
+static ZSTD_DCtx *thread_dctx(void) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, make_dctx_key);
+  if (!g_dctx_keyed) return NULL;
+  ZSTD_DCtx *d = pthread_getspecific(g_dctx_key);
+  if (!d && (d = ZSTD_createDCtx()) && pthread_setspecific(g_dctx_key, d) != 0) {
+    ZSTD_freeDCtx(d);
+    d = NULL;
+  }
+  return d;
+}
+
+static int decompress(const uint8_t *body, size_t len, size_t max, uint8_t **raw, size_t *n) {
+  ZSTD_DCtx *d = thread_dctx();
+  return d ? perf__batch_decompress_with(d, body, len, max, raw, n)
+           : perf__batch_decompress(body, len, max, raw, n);
+}
+
 /* Decompress (capped), walk the protobuf against the limits before
    unpacking it (batch_limits.h: what the unpack would allocate), unpack. */
 static unsigned decode_payload(const ingest_target_t *t, const uint8_t *body, size_t len,
@@ -643,7 +675,7 @@ static unsigned decode_payload(const ingest_target_t *t, const uint8_t *body, si
     return set_result(res, 400, REJECT_BAD_PAYLOAD, "body is not a zstd frame"), 400;
   uint8_t *raw = NULL;
   size_t n = 0;
-  int rc = perf__batch_decompress(body, len, t->max_decompressed, &raw, &n);
+  int rc = decompress(body, len, t->max_decompressed, &raw, &n);
   unsigned limit = rc == PERF_OK
                        ? batch_limits_scan(limits_of(t), raw, n, res->message, sizeof res->message)
                        : 0;

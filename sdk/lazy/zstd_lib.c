@@ -14,6 +14,7 @@
   X(FN, size_t, ZSTD_CCtx_reset, (ZSTD_CCtx *a, ZSTD_ResetDirective b), (a, b), (size_t)-1)        \
   X(FN, size_t, ZSTD_CCtx_setParameter, (ZSTD_CCtx *a, ZSTD_cParameter b, int c), (a, b, c),       \
     (size_t)-1)                                                                                    \
+  X(FN, size_t, ZSTD_DCtx_reset, (ZSTD_DCtx *a, ZSTD_ResetDirective b), (a, b), (size_t)-1)        \
   X(FN, size_t, ZSTD_DCtx_setParameter, (ZSTD_DCtx *a, ZSTD_dParameter b, int c), (a, b, c),       \
     (size_t)-1)                                                                                    \
   X(FN, size_t, ZSTD_compress2, (ZSTD_CCtx *a, void *b, size_t c, const void *d, size_t e),        \

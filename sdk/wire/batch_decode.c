@@ -32,6 +32,19 @@ int perf__batch_decode(const uint8_t *data, size_t len, size_t max_decompressed,
 
 int perf__batch_decompress(const uint8_t *data, size_t len, size_t max_decompressed, uint8_t **out,
                            size_t *out_len) {
+  ZSTD_DCtx *d = ZSTD_createDCtx();
+  if (!d) {
+    if (out) *out = NULL;
+    if (out_len) *out_len = 0;
+    return PERF_E_NO_MEMORY;
+  }
+  int err = perf__batch_decompress_with(d, data, len, max_decompressed, out, out_len);
+  ZSTD_freeDCtx(d);
+  return err;
+}
+
+int perf__batch_decompress_with(ZSTD_DCtx *d, const uint8_t *data, size_t len,
+                                size_t max_decompressed, uint8_t **out, size_t *out_len) {
   if (!out || !out_len) return PERF_E_INVALID_ARGUMENT;
   *out = NULL;
   *out_len = 0;
@@ -43,9 +56,10 @@ int perf__batch_decompress(const uint8_t *data, size_t len, size_t max_decompres
   int wlog = 10; /* zstd's smallest window */
   while (wlog < 27 && ((size_t)1 << wlog) < max_decompressed)
     wlog++;
-  ZSTD_DCtx *d = ZSTD_createDCtx();
-  if (!d) return PERF_E_NO_MEMORY;
-  int err = ZSTD_isError(ZSTD_DCtx_setParameter(d, ZSTD_d_windowLogMax, wlog)) ? PERF_E_SYSTEM : 0;
+  int err = ZSTD_isError(ZSTD_DCtx_reset(d, ZSTD_reset_session_and_parameters)) ||
+                    ZSTD_isError(ZSTD_DCtx_setParameter(d, ZSTD_d_windowLogMax, wlog))
+                ? PERF_E_SYSTEM
+                : 0;
   /* One byte past the cap: output reaching it proves the payload too big,
      while a payload of exactly the cap still has room to end its frame. */
   size_t limit = max_decompressed + 1;
@@ -88,7 +102,6 @@ int perf__batch_decompress(const uint8_t *data, size_t len, size_t max_decompres
   }
   if (!err && pos > max_decompressed) err = PERF_E_TRUNCATED;
   if (!err && in.pos != in.size) err = PERF_E_INVALID_ARGUMENT; /* bytes after the frame */
-  ZSTD_freeDCtx(d);
   if (err) {
     free(buf);
     return err;

@@ -31,6 +31,12 @@ int perf__batch_decode(const uint8_t *data, size_t len, size_t max_decompressed,
    at the protobuf before unpacking it (the collector's limits). */
 int perf__batch_decompress(const uint8_t *data, size_t len, size_t max_decompressed, uint8_t **out,
                            size_t *out_len);
+/* The same with the caller's zstd context (ZSTD_createDCtx; reset here),
+   for a thread that decompresses batch after batch: creating a context
+   costs more than decompressing a batch of a few KB. */
+struct ZSTD_DCtx_s;
+int perf__batch_decompress_with(struct ZSTD_DCtx_s *d, const uint8_t *data, size_t len,
+                                size_t max_decompressed, uint8_t **out, size_t *out_len);
 
 /* The same checks on an already serialized (uncompressed) Batch. */
 int perf__batch_decode_uncompressed(const uint8_t *data, size_t len, Perf__V1__Batch **out);

@@ -3,7 +3,8 @@
  * builder and decoder: real events (pcs inside functions of this binary,
  * the live module snapshot) encoded, compressed, decoded and compared table
  * by table; the max_bytes bound; symbolize off; fatal hangs copied from a marker;
- * a zstd bomb and garbage against the decoder; and Google's protoc --decode
+ * a zstd bomb and garbage against the decoder, one decompression context
+ * through failing frames then a good one; and Google's protoc --decode
  * as an independent reader of the encoding; every allocation failing in
  * turn (malloc, calloc and realloc are wrapped: link with
  * -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc).
@@ -961,6 +962,49 @@ static void case_zstd_bomb(void) {
   perf__modules_release(mods);
 }
 
+/* One zstd context through frames that fail part way (a bomb cut at the
+   cap, a window over it, a frame cut short) decodes the next good batch as
+   a fresh one would: the collector's threads keep theirs across batches. */
+static void case_one_context_many_frames(void) {
+  ZSTD_DCtx *d = ZSTD_createDCtx();
+  CHECK(d != NULL);
+  perf__modules_t *mods = perf__modules_acquire();
+  perf__event_t *ev = scenario_event(mods);
+  perf__batch_builder_t *b = new_builder(0, true, false);
+  CHECK_EQ_INT(add_event(b, ev), PERF_OK);
+  uint8_t *good = NULL, *raw = NULL;
+  size_t good_len = 0, raw_len = 0, bomb_len = 0, fresh_len = 0;
+  CHECK_EQ_INT(perf__batch_finish(b, NULL, &good, &good_len, NULL), PERF_OK);
+  uint8_t *fresh = NULL;
+  CHECK_EQ_INT(perf__batch_decompress(good, good_len, DECODE_CAP, &fresh, &fresh_len), PERF_OK);
+  uint8_t *bombs[2] = {zstd_bomb(512, 17, &bomb_len), NULL};
+  size_t wide_len = 0;
+  bombs[1] = zstd_bomb(8, 24, &wide_len); /* a 16 MiB window */
+  for (int round = 0; round < 3; round++) {
+    CHECK_EQ_INT(perf__batch_decompress_with(d, bombs[0], bomb_len, 1u << 20, &raw, &raw_len),
+                 PERF_E_TRUNCATED);
+    CHECK_EQ_INT(perf__batch_decompress_with(d, bombs[1], wide_len, 1u << 20, &raw, &raw_len),
+                 PERF_E_TRUNCATED);
+    CHECK_EQ_INT(perf__batch_decompress_with(d, good, good_len / 2, DECODE_CAP, &raw, &raw_len),
+                 PERF_E_INVALID_ARGUMENT);
+    CHECK(raw == NULL);
+    CHECK_EQ_INT(perf__batch_decompress_with(d, good, good_len, DECODE_CAP, &raw, &raw_len),
+                 PERF_OK);
+    CHECK_EQ_INT(raw_len, fresh_len);
+    CHECK(memcmp(raw, fresh, raw_len) == 0);
+    free(raw);
+    raw = NULL;
+  }
+  free(bombs[0]);
+  free(bombs[1]);
+  free(fresh);
+  free(good);
+  ZSTD_freeDCtx(d);
+  perf__batch_free(b);
+  perf__event_free(ev);
+  perf__modules_release(mods);
+}
+
 static uint64_t g_rng = 0x9e3779b97f4a7c15ULL;
 static uint32_t rnd(void) {
   g_rng ^= g_rng << 13;
@@ -1218,11 +1262,14 @@ static void case_decode_stored(void) {
 }
 
 static const test_case_t g_cases[] = {
-    TEST_CASE(roundtrip),       TEST_CASE(dedup_across_events), TEST_CASE(max_bytes),
-    TEST_CASE(oversized_event), TEST_CASE(symbolize_off),       TEST_CASE(fatal_hang_copy),
-    TEST_CASE(reuse),           TEST_CASE(zstd_bomb),           TEST_CASE(garbage),
-    TEST_CASE(protoc_decode),   TEST_CASE(alloc_failures),      TEST_CASE(cpu_weights),
-    TEST_CASE(loop_stats),      TEST_CASE(decode_stored),
+    TEST_CASE(roundtrip),     TEST_CASE(dedup_across_events),
+    TEST_CASE(max_bytes),     TEST_CASE(oversized_event),
+    TEST_CASE(symbolize_off), TEST_CASE(fatal_hang_copy),
+    TEST_CASE(reuse),         TEST_CASE(zstd_bomb),
+    TEST_CASE(garbage),       TEST_CASE(one_context_many_frames),
+    TEST_CASE(protoc_decode), TEST_CASE(alloc_failures),
+    TEST_CASE(cpu_weights),   TEST_CASE(loop_stats),
+    TEST_CASE(decode_stored),
 };
 
 int main(int argc, char **argv) {

@@ -349,8 +349,8 @@ void pg_disconnect(store_t *st) {
   if (!st) return;
   PQfinish(st->conn);
   PQfinish(st->health);
-  pg_known_free(st->known_stacks);
-  pg_known_free(st->known_groups);
+  store_known_free(st->known_stacks);
+  store_known_free(st->known_groups);
   pthread_mutex_destroy(&st->lock);
   pthread_mutex_destroy(&st->health_lock);
   free(st->conninfo);

@@ -185,7 +185,7 @@ static const char *const MIGRATIONS[] = {
         PG_BUILD("", ROLLUP_BUCKET_SQL) PG_BUILD("_day", ROLLUP_DAY_SQL),
     /* 5: stack_epoch, bumped by whatever deletes stored stacks or groups
        (re-symbolization, retention): a collector that read another value
-       forgets which rows it knew stored (pg_known.c). */
+       forgets which rows it knew stored (collector/store/known_rows.c). */
     "CREATE TABLE stack_epoch(epoch bigint NOT NULL); INSERT INTO stack_epoch VALUES(0);",
     /* 6: the rollup rows of the batches, appended (pg_rollups.c),
        until a collector folds them into the rollup tables

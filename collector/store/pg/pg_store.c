@@ -40,7 +40,7 @@ static int pg_open(const char *location, const store_config_t *config, store_t *
   st->shard = (int)(((unsigned)getpid() ^ (unsigned)time(NULL)) % 64);
   st->fold_interval_s = config->fold_interval_s ? config->fold_interval_s : STORE_FOLD_INTERVAL_S;
   st->read_rows_max = config->read_rows_max ? config->read_rows_max : STORE_READ_ROWS_MAX;
-  if (!(st->known_stacks = pg_known_new()) || !(st->known_groups = pg_known_new()) ||
+  if (!(st->known_stacks = store_known_new()) || !(st->known_groups = store_known_new()) ||
       pg_migrate(st) != 0 || pg_fold_start(st) != 0 ||
       !(st->reader = pg_connect(location, config->durability))) {
     pg_close(st);
@@ -81,8 +81,8 @@ static int insert_batch_row(store_t *st, const store_batch_t *b) {
   if (!r) return -1;
   int dup = PQntuples(r) == 0;
   if (!dup && pg_i64(r, 0, 0) != st->known_epoch) {
-    pg_known_clear(st->known_stacks);
-    pg_known_clear(st->known_groups);
+    store_known_clear(st->known_stacks);
+    store_known_clear(st->known_groups);
     st->known_epoch = pg_i64(r, 0, 0);
   }
   PQclear(r);
@@ -109,7 +109,7 @@ static int insert_batch_row(store_t *st, const store_batch_t *b) {
 }
 
 /* The batch's stacks, and apart its groups (a signature twice: one row),
-   but those known stored (pg_known_fresh): inserted when new, in
+   but those known stored (store_known_fresh): inserted when new, in
    signature order (two collectors inserting the same new rows wait in one
    order); a stored row is not locked, only its last_seen moved when it is
    PG_LAST_SEEN_MOVE old (rarely: a row's lock lasts to its transaction's
@@ -119,7 +119,7 @@ static int upsert_stacks(store_t *st, const store_batch_t *b) {
   pg_array_t a[3] = {{0}}; /* signatures, frames, ends */
   size_t n = 0;
   for (size_t i = 0; i < b->n_stacks; i++) {
-    if (pg_known_fresh(st->known_stacks, b->stacks[i].signature, b->received_ns)) continue;
+    if (store_known_fresh(st->known_stacks, b->stacks[i].signature, b->received_ns)) continue;
     pg_array_text(&a[0], b->stacks[i].signature);
     pg_array_text(&a[1], b->stacks[i].frames_json);
     pg_array_text(&a[2], b->stacks[i].end);
@@ -148,7 +148,7 @@ static int upsert_groups(store_t *st, const store_batch_t *b) {
   pg_array_t a[2] = {{0}}; /* signatures, frames */
   size_t n = 0;
   for (size_t i = 0; i < b->n_groups; i++) {
-    if (pg_known_fresh(st->known_groups, b->groups[i].signature, b->received_ns)) continue;
+    if (store_known_fresh(st->known_groups, b->groups[i].signature, b->received_ns)) continue;
     pg_array_text(&a[0], b->groups[i].signature);
     pg_array_text(&a[1], b->groups[i].names_json);
     n++;
@@ -353,11 +353,11 @@ static int durable_mark(store_t *st) {
    out keep the arrival of the batch that sent them). */
 static void note_sent(store_t *st, const store_batch_t *b) {
   for (size_t i = 0; i < b->n_stacks; i++)
-    if (!pg_known_fresh(st->known_stacks, b->stacks[i].signature, b->received_ns))
-      pg_known_note(st->known_stacks, b->stacks[i].signature, b->received_ns);
+    if (!store_known_fresh(st->known_stacks, b->stacks[i].signature, b->received_ns))
+      store_known_note(st->known_stacks, b->stacks[i].signature, b->received_ns);
   for (size_t i = 0; i < b->n_groups; i++)
-    if (!pg_known_fresh(st->known_groups, b->groups[i].signature, b->received_ns))
-      pg_known_note(st->known_groups, b->groups[i].signature, b->received_ns);
+    if (!store_known_fresh(st->known_groups, b->groups[i].signature, b->received_ns))
+      store_known_note(st->known_groups, b->groups[i].signature, b->received_ns);
 }
 
 /* One attempt: STORE_OK, STORE_DUPLICATE, STORE_ERROR, or PUT_RETRY (a

@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "collector/store/known_rows.h"
 #include "collector/store/store.h"
 #include "sdk/base/worker.h"
 
@@ -27,7 +28,7 @@
 #define PG_LOCK_RETENTION 0x70657266002   /* the retention job */
 #define PG_LOCK_RESYMBOLIZE 0x70657266003 /* a re-symbolization */
 /* Shared by every batch, exclusive for a re-symbolization: the stacks and
-   groups a batch leaves out as stored (pg_known_fresh) are not deleted
+   groups a batch leaves out as stored (store_known_fresh) are not deleted
    before its COMMIT. */
 #define PG_LOCK_STACKS 0x70657266004
 /* Folding the rollup rows batches appended (pg_fold.c): the fold
@@ -43,32 +44,13 @@
 #define SQL_TEXT(n) "$" n "::text"
 #define SQL_INT(n) "$" n "::bigint"
 
-/* A stored stack's or group's last_seen (ns) trails the latest batch with
-   it by at most PG_LAST_SEEN_STEP; a batch that sends the row moves
-   last_seen to its arrival when it is more than PG_LAST_SEEN_MOVE behind
-   (only then: moving it locks the row to the batch's COMMIT). Retention
-   deletes a row only when last_seen is over a step before its cutoff. */
-#define PG_LAST_SEEN_STEP 3600000000000
-_Static_assert(PG_LAST_SEEN_STEP <= STORE_RETENTION_SLACK_NS, "store.h: retention slack");
-#define PG_LAST_SEEN_MOVE 1800000000000
-#define PG_KNOWN_FOR (PG_LAST_SEEN_STEP - PG_LAST_SEEN_MOVE)
+/* last_seen's steps (known_rows.h), written into SQL with PG_XSTR. */
+#define PG_LAST_SEEN_STEP STORE_LAST_SEEN_STEP
+#define PG_LAST_SEEN_MOVE STORE_LAST_SEEN_MOVE
 /* Run by a transaction deleting stored stacks or groups. */
 #define PG_BUMP_STACK_EPOCH "UPDATE stack_epoch SET epoch = epoch + 1"
 #define PG_XSTR(x) PG_STR(x)
 #define PG_STR(x) #x
-
-/* pg_known.c: signatures of stacks (or groups) this collector saw
-   stored, each with the arrival of the last batch that sent its row and
-   committed. Fixed in size; the oldest of a full set replaced. */
-typedef struct pg_known_s pg_known_t;
-pg_known_t *pg_known_new(void); /* NULL when out of memory */
-void pg_known_free(pg_known_t *k);
-void pg_known_clear(pg_known_t *k);
-/* sig known stored, its last_seen within a step of a batch received at
-   received_ns (the batch need not send its row). */
-bool pg_known_fresh(pg_known_t *k, const char *sig, int64_t received_ns);
-/* A batch received at received_ns sent sig's row and committed. */
-void pg_known_note(pg_known_t *k, const char *sig, int64_t received_ns);
 
 #define PG_MAX_PREPARED 96
 /* Statements queued in one pipeline before its results are read. */
@@ -106,7 +88,7 @@ struct store_s {
   /* The stacks and groups seen stored, good while the database's
      stack_epoch (bumped when stacks or groups are deleted) is known_epoch;
      -1: not read on this connection yet. */
-  pg_known_t *known_stacks, *known_groups;
+  store_known_t *known_stacks, *known_groups;
   int64_t known_epoch;
   /* The fold thread (pg_fold.c) and its own connection, a store of
      its own (folder: NULL in the folder itself). */

@@ -284,9 +284,12 @@ static int upsert_group(hang_groups_t *hg, const char *sig, const char *names_js
 }
 
 int hang_groups_assign(hang_groups_t *hg, const store_hang_t *h, int64_t ns,
-                       char sig[STORE_SIG_CHARS + 1]) {
+                       const store_known_t *known, char sig[STORE_SIG_CHARS + 1]) {
   snprintf(sig, STORE_SIG_CHARS + 1, "%s", h->group.signature);
-  if (h->len == 0) return upsert_group(hg, sig, h->group.names_json, ns);
+  if (h->len == 0)
+    return known && store_known_fresh(known, sig, ns)
+               ? SQLITE_OK
+               : upsert_group(hg, sig, h->group.names_json, ns);
   char *path = hgc_path_of(h->key, h->len);
   hgc_cands_t cs = {0};
   range_ctx_t ctx = {hg, &cs, h};
@@ -309,7 +312,8 @@ int hang_groups_assign(hang_groups_t *hg, const store_hang_t *h, int64_t ns,
     rc = done(s, sqlite3_step(s));
   }
   /* A picked group's row exists: only its last_seen moves. */
-  if (rc == SQLITE_OK) rc = upsert_group(hg, sig, h->group.names_json, ns);
+  if (rc == SQLITE_OK && !(known && store_known_fresh(known, sig, ns)))
+    rc = upsert_group(hg, sig, h->group.names_json, ns);
   if (rc == SQLITE_OK) rc = add_children(hg, h, sig, key, len, old);
   hgc_cands_free(&cs);
   free(path);

@@ -16,6 +16,7 @@
 
 #include <sqlite3.h>
 
+#include "collector/store/known_rows.h"
 #include "collector/store/store.h"
 
 typedef struct hang_groups_s hang_groups_t;
@@ -27,11 +28,12 @@ void hang_groups_close(hang_groups_t *hg);
 
 /* The group of hang h seen at ns: a stored one perf__group_pick picks, or
    the hang's own key (h->len 0: h->group as it is). Its groups row is
-   inserted or its last_seen moved, and the hang's samples at the group's
-   key end are added to its children. The signature goes to sig.
-   SQLITE_OK or the error. */
+   inserted or its last_seen moved, unless known (may be NULL) holds it
+   stored (known_rows.h), and the hang's samples at the group's key end
+   are added to its children. The signature goes to sig. SQLITE_OK or the
+   error. */
 int hang_groups_assign(hang_groups_t *hg, const store_hang_t *h, int64_t ns,
-                       char sig[STORE_SIG_CHARS + 1]);
+                       const store_known_t *known, char sig[STORE_SIG_CHARS + 1]);
 
 /* Forget the hang groups whose groups row is gone (retention, renames). */
 int hang_groups_prune(hang_groups_t *hg);

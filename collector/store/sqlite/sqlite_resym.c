@@ -241,7 +241,7 @@ static int step_event_stacks(void *ctx, int64_t id, const char *dominant, char *
 static int step_pick_group(void *ctx, store_hang_t *hang, int64_t received_ns,
                            char group[STORE_SIG_CHARS + 1]) {
   resym_t *x = ctx;
-  return ok(hang_groups_assign(x->st->hang, hang, received_ns, group));
+  return ok(hang_groups_assign(x->st->hang, hang, received_ns, NULL, group));
 }
 
 static int step_set_group(void *ctx, int64_t id, const char *group) {
@@ -293,6 +293,7 @@ int sqlite_resymbolize(store_t *st, const char *needle, const store_renamer_t *r
   if (renamed) *renamed = 0;
   if (sqlite_check(st, why, sizeof why) != STORE_OK) return STORE_LOST;
   pthread_mutex_lock(&st->lock);
+  sqlite_forget_known(st); /* rows are moved and deleted */
   int rc = resymbolize_locked(&x, needle);
   for (int i = 0; i < RS_COUNT; i++)
     sqlite3_finalize(x.stmt[i]);

@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <sqlite3.h>
 
+#include "collector/store/known_rows.h"
 #include "collector/store/query_sql.h"
 #include "collector/store/sqlite/db_identity.h"
 #include "collector/store/sqlite/sqlite_hang_groups.h"
@@ -29,6 +30,7 @@ enum stmt_id {
   ST_INSERT_COUNT,
   ST_COUNT_ROWS,
   ST_UPSERT_GROUP,
+  ST_DATA_VERSION,
   ST_TOP_HANG,
   ST_TOP_CPU,
   ST_STACK_ROWS,
@@ -57,6 +59,11 @@ struct store_s {
   hang_groups_t *hang;
   store_states_t *states;
   store_rollups_t *rollups;
+  /* The stacks and groups rows known stored (known_rows.h), forgotten
+     when this connection deletes or moves rows or another connection
+     commits (data_version moves). */
+  store_known_t *known_stacks, *known_groups;
+  sqlite3_int64 data_version;
   char *path;
   db_identity_t *identity;     /* path and path-wal as opened */
   pthread_mutex_t health_lock; /* sqlite_health's own connection (sqlite_health.c) */
@@ -90,6 +97,9 @@ void sqlite_report(store_t *st, const char *what);
 
 /* Run a prepared statement that returns no rows, then reset it. */
 int sqlite_step_done(store_t *st, enum stmt_id id);
+/* Forget the stacks and groups known stored (rows are about to be
+   deleted or moved); under st->lock. */
+void sqlite_forget_known(store_t *st);
 
 /* sqlite_query.c: store_ops_t's reads. */
 int sqlite_top_rows(store_t *st, const store_top_query_t *q, store_row_fn fn, void *user);

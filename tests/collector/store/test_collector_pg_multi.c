@@ -438,7 +438,7 @@ static void case_connection_lost(void) {
 /* A stored stack's or group's last_seen moves only when a batch that
    sends its row is over 30 minutes later (store_pg.h PG_LAST_SEEN_MOVE: a
    batch locks no stored row), and a collector does not send the rows it
-   saw stored for 30 minutes after it sent them (PG_KNOWN_FOR), unless
+   saw stored for 30 minutes after it sent them (STORE_KNOWN_FOR), unless
    stack_epoch changed (what a re-symbolization does when it deletes
    rows); retention deletes a stack or group only when its last_seen is
    more than an hour before the cutoff, so one a kept batch still uses

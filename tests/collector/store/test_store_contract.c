@@ -15,6 +15,11 @@
  *    received before the cutoff with their events, and keeps the rest;
  *  - resymbolize_moves_a_stack: a renamed stack's samples, CPU time and
  *    group move to its new signature;
+ *  - known_rows_written_once: a stack's and a group's rows are written by
+ *    the batch that stores them and left as they are by the batches of
+ *    the next STORE_KNOWN_FOR, after a reopen too (last_seen in steps,
+ *    known_rows.h); on SQLite a row another connection deleted is
+ *    written again;
  *  - check_health_and_jobs: check and health answer STORE_OK; a job one
  *    store claimed another store on the same database cannot claim until
  *    it is released (backends that have jobs).
@@ -28,6 +33,7 @@
 
 #include "check.h"
 #include "collector/model/hang_key.h"
+#include "collector/store/known_rows.h"
 #include "collector/store/store.h"
 #include "collector_rig.h"
 #include "tempdir.h"
@@ -655,6 +661,60 @@ static void case_check_health_and_jobs(void) {
   close_store(&f);
 }
 
+/* last_seen of the stacks (table "stacks") or groups row of sig. */
+static long long last_seen(const fixture_t *f, const char *table, const char *sig) {
+  char sql[160];
+  snprintf(sql, sizeof sql, "SELECT last_seen FROM %s WHERE signature = '%s'", table, sig);
+  return db_count(f->location, sql);
+}
+
+static void put_at(fixture_t *f, uint8_t id, int64_t received_ns) {
+  built_t b;
+  build(&b, id, received_ns, received_ns);
+  CHECK_EQ_INT(f->ops->put_batch(f->st, &b.batch), STORE_OK);
+  unbuild(&b);
+}
+
+static void case_known_rows_written_once(void) {
+  fixture_t f;
+  open_store(&f);
+  built_t b;
+  build(&b, 1, RECEIVED_NS, RECEIVED_NS);
+  CHECK_EQ_INT(f.ops->put_batch(f.st, &b.batch), STORE_OK);
+  const char *sig = b.ga.signature;
+  put_at(&f, 2, RECEIVED_NS + 60 * S_NS); /* known: neither row written */
+  CHECK_EQ_INT(last_seen(&f, "stacks", sig), RECEIVED_NS);
+  CHECK_EQ_INT(last_seen(&f, "groups", sig), RECEIVED_NS);
+  int64_t later = RECEIVED_NS + STORE_KNOWN_FOR + S_NS; /* no longer known: moved */
+  put_at(&f, 3, later);
+  CHECK_EQ_INT(last_seen(&f, "stacks", sig), later);
+  CHECK_EQ_INT(last_seen(&f, "groups", sig), later);
+  /* Reopened, nothing known: a row within STORE_LAST_SEEN_MOVE stays. */
+  close_store(&f);
+  CHECK(f.ops->open(f.location, &(store_config_t){.durability = STORE_DURABLE_FULL}, &f.st) ==
+        STORE_OK);
+  put_at(&f, 4, later + 120 * S_NS);
+  CHECK_EQ_INT(last_seen(&f, "stacks", sig), later);
+  /* Known from batch 4 on (its last_seen trails it by 120 s) and for
+     STORE_KNOWN_FOR after it; moved by the first batch past that. */
+  int64_t last = later + 120 * S_NS + STORE_KNOWN_FOR;
+  put_at(&f, 5, last);
+  CHECK_EQ_INT(last_seen(&f, "stacks", sig), later);
+  put_at(&f, 6, last + S_NS);
+  CHECK_EQ_INT(last_seen(&f, "stacks", sig), last + S_NS);
+  if (!rig_pg()) {
+    /* Another connection deletes the rows the store knows: written again. */
+    db_exec(f.location, "DELETE FROM stacks; DELETE FROM groups");
+    put_at(&f, 7, last + 2 * S_NS);
+    CHECK_EQ_INT(db_count(f.location, "SELECT count(*) FROM stacks"), 2);
+    CHECK_EQ_INT(last_seen(&f, "groups", sig), last + 2 * S_NS);
+  }
+  store_stats_t s = stats(&f);
+  CHECK_EQ_INT(s.batches, rig_pg() ? 6 : 7);
+  unbuild(&b);
+  close_store(&f);
+}
+
 static const test_case_t CASES[] = {
     TEST_CASE(registry),
     TEST_CASE(idempotent_batch_id),
@@ -662,6 +722,7 @@ static const test_case_t CASES[] = {
     TEST_CASE(hang_picks_one_at_a_time),
     TEST_CASE(retention_deletes_older_batches),
     TEST_CASE(resymbolize_moves_a_stack),
+    TEST_CASE(known_rows_written_once),
     TEST_CASE(check_health_and_jobs),
 };
 

@@ -1,7 +1,7 @@
 /*
- * test_pg_known.c - the stacks and groups a PostgreSQL collector saw
- * stored (collector/store/pg/pg_known.c): a signature is fresh for
- * PG_KNOWN_FOR after the batch that sent it and not a nanosecond more
+ * test_known_rows.c - the stacks and groups a collector's store saw
+ * stored (collector/store/known_rows.c): a signature is fresh for
+ * STORE_KNOWN_FOR after the batch that sent it and not a nanosecond more
  * (what keeps last_seen within the hour retention keeps), a later note
  * moves that, clear forgets all, a signature longer than the table keeps
  * is never known, and the table stays bounded with the newest kept.
@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "collector/store/pg/pg_store.h"
+#include "collector/store/known_rows.h"
 
 #define T0 1795247520000000000LL
 
@@ -19,64 +19,64 @@ static void sig_of(unsigned i, char sig[STORE_SIG_CHARS + 1]) {
 }
 
 static void case_window(void) {
-  pg_known_t *k = pg_known_new();
+  store_known_t *k = store_known_new();
   CHECK(k != NULL);
-  CHECK(!pg_known_fresh(k, "aaaa", T0));
-  pg_known_note(k, "aaaa", T0);
-  CHECK(pg_known_fresh(k, "aaaa", T0));
-  CHECK(pg_known_fresh(k, "aaaa", T0 - PG_LAST_SEEN_STEP)); /* an earlier arrival */
-  CHECK(pg_known_fresh(k, "aaaa", T0 + PG_KNOWN_FOR));
-  CHECK(!pg_known_fresh(k, "aaaa", T0 + PG_KNOWN_FOR + 1));
-  CHECK(!pg_known_fresh(k, "aaab", T0));
+  CHECK(!store_known_fresh(k, "aaaa", T0));
+  store_known_note(k, "aaaa", T0);
+  CHECK(store_known_fresh(k, "aaaa", T0));
+  CHECK(store_known_fresh(k, "aaaa", T0 - STORE_LAST_SEEN_STEP)); /* an earlier arrival */
+  CHECK(store_known_fresh(k, "aaaa", T0 + STORE_KNOWN_FOR));
+  CHECK(!store_known_fresh(k, "aaaa", T0 + STORE_KNOWN_FOR + 1));
+  CHECK(!store_known_fresh(k, "aaab", T0));
   /* Sent again later: fresh from there. */
-  pg_known_note(k, "aaaa", T0 + PG_KNOWN_FOR + 1);
-  CHECK(pg_known_fresh(k, "aaaa", T0 + 2 * PG_KNOWN_FOR + 1));
-  CHECK(!pg_known_fresh(k, "aaaa", T0 + 2 * PG_KNOWN_FOR + 2));
-  pg_known_clear(k);
-  CHECK(!pg_known_fresh(k, "aaaa", T0));
-  pg_known_free(k);
+  store_known_note(k, "aaaa", T0 + STORE_KNOWN_FOR + 1);
+  CHECK(store_known_fresh(k, "aaaa", T0 + 2 * STORE_KNOWN_FOR + 1));
+  CHECK(!store_known_fresh(k, "aaaa", T0 + 2 * STORE_KNOWN_FOR + 2));
+  store_known_clear(k);
+  CHECK(!store_known_fresh(k, "aaaa", T0));
+  store_known_free(k);
 }
 
 static void case_edges(void) {
-  pg_known_t *k = pg_known_new();
+  store_known_t *k = store_known_new();
   CHECK(k != NULL);
   char longer[STORE_SIG_CHARS + 2];
   memset(longer, 'f', sizeof longer - 1);
   longer[sizeof longer - 1] = '\0';
-  pg_known_note(k, longer, T0);
-  CHECK(!pg_known_fresh(k, longer, T0));
+  store_known_note(k, longer, T0);
+  CHECK(!store_known_fresh(k, longer, T0));
   char full[STORE_SIG_CHARS + 1];
   sig_of(7, full);
-  pg_known_note(k, full, T0);
-  CHECK(pg_known_fresh(k, full, T0));
-  CHECK(!pg_known_fresh(NULL, full, T0));
-  CHECK(!pg_known_fresh(k, NULL, T0));
-  pg_known_free(k);
+  store_known_note(k, full, T0);
+  CHECK(store_known_fresh(k, full, T0));
+  CHECK(!store_known_fresh(NULL, full, T0));
+  CHECK(!store_known_fresh(k, NULL, T0));
+  store_known_free(k);
 }
 
 /* 100,000 signatures noted one after the other: at most 16,384 known,
    and the last 200 all are (a full set drops its oldest). */
 static void case_bounded(void) {
   enum { N = 100000, KEPT = 16384, LAST = 200 };
-  pg_known_t *k = pg_known_new();
+  store_known_t *k = store_known_new();
   CHECK(k != NULL);
   char sig[STORE_SIG_CHARS + 1];
   for (unsigned i = 0; i < N; i++) {
     sig_of(i, sig);
-    pg_known_note(k, sig, T0 + i);
+    store_known_note(k, sig, T0 + i);
   }
   unsigned known = 0;
   for (unsigned i = 0; i < N; i++) {
     sig_of(i, sig);
-    known += pg_known_fresh(k, sig, T0 + N);
+    known += store_known_fresh(k, sig, T0 + N);
   }
   CHECKF(known <= KEPT, "%u known", known);
   CHECKF(known >= KEPT / 2, "%u known", known);
   for (unsigned i = N - LAST; i < N; i++) {
     sig_of(i, sig);
-    CHECKF(pg_known_fresh(k, sig, T0 + N), "signature %u forgotten", i);
+    CHECKF(store_known_fresh(k, sig, T0 + N), "signature %u forgotten", i);
   }
-  pg_known_free(k);
+  store_known_free(k);
 }
 
 static const test_case_t g_cases[] = {
