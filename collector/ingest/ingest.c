@@ -773,21 +773,29 @@ static unsigned fit_limits(const ingest_target_t *t, Perf__V1__Batch *bt, ingest
 
 /* ---- the key's bounds on new values -------------------------------------- */
 
-#define KEY_REFUSED 100 /* put_record: a key's bound refused the batch (res says which) */
+#define KEY_REFUSED 100  /* put_record: a key's bound refused the batch (res says which) */
+#define LOOP_NAME "loop" /* the second text of a loop name's value */
 
 /* The batch's values a key's bounds count (key_bounds.h): its stacks'
-   signatures, its events' labels, its app and version, its tags; NULL
-   when out of memory. */
+   signatures, its events' labels and loop names and those of its loop
+   stats (labels too: each a rollup dimension), its app and version, its
+   tags; NULL when out of memory. A loop name is hashed apart from a label
+   of the same text. */
 static key_value_t *record_values(const record_t *r, size_t *n) {
   const store_batch_t *b = &r->batch;
-  key_value_t *v = malloc((b->n_stacks + b->n_events + b->n_tags + 1) * sizeof *v);
+  key_value_t *v = malloc((b->n_stacks + 2 * b->n_events + b->n_loops + b->n_tags + 1) * sizeof *v);
   if (!v) return NULL;
   size_t k = 0;
   for (size_t i = 0; i < b->n_stacks; i++)
     v[k++] = key_value_of(KEY_BOUND_STACKS, b->stacks[i].signature, NULL);
-  for (size_t i = 0; i < b->n_events; i++)
+  for (size_t i = 0; i < b->n_events; i++) {
     if (b->events[i].label && b->events[i].label[0])
       v[k++] = key_value_of(KEY_BOUND_LABELS, b->events[i].label, NULL);
+    if (b->events[i].loop && b->events[i].loop[0])
+      v[k++] = key_value_of(KEY_BOUND_LABELS, b->events[i].loop, LOOP_NAME);
+  }
+  for (size_t i = 0; i < b->n_loops; i++)
+    v[k++] = key_value_of(KEY_BOUND_LABELS, b->loops[i].loop, LOOP_NAME);
   if (b->version && b->version[0])
     v[k++] = key_value_of(KEY_BOUND_VERSIONS, b->app ? b->app : "", b->version);
   for (size_t i = 0; i < b->n_tags; i++)

@@ -41,7 +41,8 @@ struct key_bounds_s {
 
 static const char *const FLAG[KEY_BOUND_COUNT] = {"--max-new-stacks", "--max-new-labels",
                                                   "--max-new-versions", "--max-new-tags"};
-static const char *const NOUN[KEY_BOUND_COUNT] = {"stacks", "labels", "versions", "tags"};
+static const char *const NOUN[KEY_BOUND_COUNT] = {"stacks", "labels or loop names", "versions",
+                                                  "tags"};
 
 void key_bounds_default(key_bounds_config_t *c) {
   c->window_s = KEY_BOUNDS_WINDOW_S;

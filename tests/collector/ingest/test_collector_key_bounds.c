@@ -10,6 +10,8 @@
  *    bound is 413 (it can never be stored);
  *  - labels_versions_tags: the same for event labels, app versions and
  *    resource tags, each naming its own bound;
+ *  - loop_names: the loop stats' loop names count as labels, apart from a
+ *    label of the same text;
  *  - concurrent: 8 threads post 8 batches of 5 new stacks at once under a
  *    bound of 20: exactly 4 are stored, 4 refused;
  *  - sdk_uploader_waits: the SDK's uploader (real spool, real libcurl
@@ -138,7 +140,7 @@ static void case_labels_versions_tags(void) {
   post_expect(&c, GOOD_KEY, &s, 2, 200, "stored");
   s.label = "login";
   refused_retry_after(&c, &s, 3, 600,
-                      "new labels over the bound for this API key: 1 in this "
+                      "new labels or loop names over the bound for this API key: 1 in this "
                       "batch, 2 created in this window (--max-new-labels 2)");
   s.label = "checkout"; /* known: not new */
   s.version = "1.1";
@@ -163,6 +165,39 @@ static void case_labels_versions_tags(void) {
   s.tag_value = "ap"; /* another key */
   post_expect(&c, SECOND_KEY, &s, 9, 200, "stored");
   CHECK_EQ_INT(events_stored(&c), 6);
+  collector_stop_healthy(&c);
+}
+
+/* Loop names are labels too (each a rollup dimension): the loop stats'
+   names of a batch count against --max-new-labels, apart from a label of
+   the same text, and a loop name stored before is not new. */
+static void case_loop_names(void) {
+  collector_t c;
+  collector_start(&c, (const char *const[]){"--max-new-labels", "3", "--new-window", "600",
+                                            "--rate-limit", "0", NULL});
+  distinct_batch_t s = {.app = "shop", .version = "1.0", .prefix = "f", .n = 1, .label = "main"};
+  post_expect(&c, GOOD_KEY, &s, 1, 200, "stored"); /* the label "main" */
+  Perf__V1__LoopStats named[2] = {PERF__V1__LOOP_STATS__INIT, PERF__V1__LOOP_STATS__INIT};
+  Perf__V1__LoopStats *loops[] = {&named[0], &named[1]};
+  named[0].loop = "main", named[0].watched_nanos = 1000000000;
+  named[1].loop = "worker-1", named[1].watched_nanos = 1000000000;
+  loop_batch_t lb = {"shop", "1.0", "prod", 2000000000, 0, NULL, 0, 0, 0, 0};
+  reply_t *r = calloc(1, sizeof *r);
+  CHECK(r != NULL);
+  long status = batch_post_loops(&c, &lb, loops, 2, 2, r); /* loops main and worker-1: new */
+  CHECKF(status == 200, "-> %ld %.*s", status, (int)r->body_len, r->body);
+  named[1].loop = "worker-2";
+  status = batch_post_loops(&c, &lb, loops, 2, 3, r);
+  CHECKF(status == 429 && strstr(r->body, "new labels or loop names over the bound for this API "
+                                          "key: 1 in this batch, 3 created in this window "
+                                          "(--max-new-labels 3)"),
+         "-> %ld %.*s", status, (int)r->body_len, r->body);
+  named[1].loop = "worker-1"; /* both stored before */
+  status = batch_post_loops(&c, &lb, loops, 2, 4, r);
+  CHECKF(status == 200, "-> %ld %.*s", status, (int)r->body_len, r->body);
+  free(r);
+  CHECK_EQ_INT(refused(&c, "new_labels"), 1);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM batches"), 3);
   collector_stop_healthy(&c);
 }
 
@@ -265,10 +300,8 @@ static void case_sdk_uploader_waits(void) {
 
 int main(int argc, char **argv) {
   static const test_case_t cases[] = {
-      TEST_CASE(stacks),
-      TEST_CASE(labels_versions_tags),
-      TEST_CASE(concurrent),
-      TEST_CASE(sdk_uploader_waits),
+      TEST_CASE(stacks),     TEST_CASE(labels_versions_tags), TEST_CASE(loop_names),
+      TEST_CASE(concurrent), TEST_CASE(sdk_uploader_waits),
   };
   return collector_test_main(argc, argv, cases, ARRAY_LEN(cases));
 }
