@@ -22,6 +22,7 @@ static const api_route_t ROUTES[] = {
     {"/api/v1/export/pprof", NULL, export_pprof, NULL, "application/octet-stream",
      "attachment; filename=\"profile.pb.gz\""},
     {"/api/v1/flame", query_flame, NULL, NULL, JSON, NULL},
+    {"/api/v1/flame/diff", query_flame_diff, NULL, NULL, JSON, NULL},
     {"/api/v1/events", query_events, NULL, NULL, JSON, NULL},
     {"/api/v1/events/", NULL, NULL, query_event, JSON, NULL},
     {"/api/v1/drops", query_drops, NULL, NULL, JSON, NULL},

@@ -223,7 +223,7 @@ unsigned query_export_folded(const store_ops_t *ops, store_t *store, query_arg_f
    with an explicit stack on the heap, never by recursion. */
 typedef struct node_s {
   char *name;
-  stack_value_t value;
+  stack_value_t value, base; /* base: the baseline's, in a diff */
   struct node_s *kids;
   size_t n, cap;
 } node_t;
@@ -312,22 +312,57 @@ static void text_add_json_string(text_t *t, const char *s) {
   text_add(t, "\"", 1);
 }
 
-/* ,"samples":N then "cpu_us":N (cpu) or "hang_ms":ms with its
-   nanoseconds as decimals (hang), then extra (the root's fields), then
-   the children's opening. */
-static void node_open(text_t *t, node_t *node, bool cpu, const char *extra) {
-  if (node->n > 1) qsort(node->kids, node->n, sizeof *node->kids, cmp_node);
-  char value[96];
-  const stack_value_t *v = &node->value;
+/* How a tree is written: its kind and, in a diff, both sides' totals
+   (the roots' values). */
+typedef struct tree_fmt_s {
+  bool cpu, diff;
+  stack_value_t total, base_total;
+} tree_fmt_t;
+
+/* A value's time: CPU (cpu) or the hangs' wall time (hang). */
+static double value_time(const stack_value_t *v, bool cpu) {
+  return cpu ? (double)v->cpu_us : (double)(v->wall_ns < 0 ? 0 : v->wall_ns);
+}
+
+/* v's share of total: of its time, or of its samples when the side's
+   events carry no time (CPU events of SDKs that did not weigh samples). */
+static double share_of(const stack_value_t *v, const stack_value_t *total, bool cpu) {
+  double all = value_time(total, cpu);
+  if (all > 0) return value_time(v, cpu) / all;
+  return total->samples ? (double)v->samples / (double)total->samples : 0;
+}
+
+/* ,"<prefix>samples":N then "<prefix>cpu_us":N (cpu) or
+   "<prefix>hang_ms":ms with its nanoseconds as decimals (hang). */
+static void value_text(text_t *t, const stack_value_t *v, bool cpu, const char *prefix) {
+  char value[128];
   int64_t wall = v->wall_ns < 0 ? 0 : v->wall_ns;
-  int n = cpu ? snprintf(value, sizeof value, ",\"samples\":%llu,\"cpu_us\":%llu",
-                         (unsigned long long)v->samples, (unsigned long long)v->cpu_us)
-              : snprintf(value, sizeof value, ",\"samples\":%llu,\"hang_ms\":%lld.%06lld",
-                         (unsigned long long)v->samples, (long long)(wall / 1000000),
-                         (long long)(wall % 1000000));
+  int n = cpu ? snprintf(value, sizeof value, ",\"%ssamples\":%llu,\"%scpu_us\":%llu", prefix,
+                         (unsigned long long)v->samples, prefix, (unsigned long long)v->cpu_us)
+              : snprintf(value, sizeof value, ",\"%ssamples\":%llu,\"%shang_ms\":%lld.%06lld",
+                         prefix, (unsigned long long)v->samples, prefix,
+                         (long long)(wall / 1000000), (long long)(wall % 1000000));
+  text_add(t, value, (size_t)n);
+}
+
+/* {"name", the value's fields, in a diff also the baseline's ("base_")
+   and each side's share of its total time ("share", "base_share") and
+   their difference ("delta", share - base_share), then extra (the root's
+   fields), then the children's opening. */
+static void node_open(text_t *t, node_t *node, const tree_fmt_t *f, const char *extra) {
+  if (node->n > 1) qsort(node->kids, node->n, sizeof *node->kids, cmp_node);
   text_add(t, "{\"name\":", 8);
   text_add_json_string(t, node->name);
-  text_add(t, value, (size_t)n);
+  value_text(t, &node->value, f->cpu, "");
+  if (f->diff) {
+    value_text(t, &node->base, f->cpu, "base_");
+    double share = share_of(&node->value, &f->total, f->cpu);
+    double base_share = share_of(&node->base, &f->base_total, f->cpu);
+    char shares[128];
+    int n = snprintf(shares, sizeof shares, ",\"share\":%.6f,\"base_share\":%.6f,\"delta\":%.6f",
+                     share, base_share, share - base_share);
+    text_add(t, shares, (size_t)n);
+  }
   text_add(t, extra, strlen(extra));
   text_add(t, ",\"children\":[", 13);
 }
@@ -337,7 +372,8 @@ static void node_open(text_t *t, node_t *node, bool cpu, const char *extra) {
    ("truncated", "stacks_omitted": summed into its QUERY_TRUNCATED child)
    or the store's read stopped at its row limit ("truncated", "rows_read",
    "rows_limit"). */
-static char *tree_json(node_t *root, bool cpu, uint64_t omitted, const query_rows_t *rows) {
+static char *tree_json(node_t *root, const tree_fmt_t *f, uint64_t omitted,
+                       const query_rows_t *rows) {
   text_t t = {0};
   path_t p = {0};
   char extra[160], cut[96] = "";
@@ -345,7 +381,7 @@ static char *tree_json(node_t *root, bool cpu, uint64_t omitted, const query_row
   snprintf(extra, sizeof extra, ",\"truncated\":%s,\"stacks_omitted\":%llu%s",
            omitted || cut[0] ? "true" : "false", (unsigned long long)omitted, cut);
   bool ok = path_push(&p, root);
-  if (ok) node_open(&t, root, cpu, extra);
+  if (ok) node_open(&t, root, f, extra);
   while (ok && p.n) {
     walk_t *w = &p.v[p.n - 1];
     if (w->next == w->node->n) {
@@ -355,12 +391,27 @@ static char *tree_json(node_t *root, bool cpu, uint64_t omitted, const query_row
     }
     if (w->next) text_add(&t, ",", 1);
     node_t *kid = &w->node->kids[w->next++];
-    node_open(&t, kid, cpu, "");
+    node_open(&t, kid, f, "");
     ok = path_push(&p, kid);
   }
   free(p.v);
   if (!ok || t.failed) return free(t.p), NULL;
   return t.p;
+}
+
+/* Add set's stacks to the tree under root, into each node's value (or,
+   base, its baseline's); false when out of memory. */
+static bool tree_add(node_t *root, const stack_set_t *set, bool base) {
+  for (size_t i = 0; i < set->n; i++) {
+    node_t *node = root;
+    value_add(base ? &node->base : &node->value, &set->v[i].value);
+    for (size_t k = json_array_size(set->v[i].names); k-- > 0;) {
+      node = node_child(node, json_string_value(json_array_get(set->v[i].names, k)));
+      if (!node) return false;
+      value_add(base ? &node->base : &node->value, &set->v[i].value);
+    }
+  }
+  return true;
 }
 
 unsigned query_flame(const store_ops_t *ops, store_t *store, query_arg_fn arg, void *ctx,
@@ -369,20 +420,88 @@ unsigned query_flame(const store_ops_t *ops, store_t *store, query_arg_fn arg, v
   unsigned status = collect_stacks(ops, store, arg, ctx, &set, body);
   if (status) return status;
   node_t root = {0};
-  bool failed = !(root.name = strdup("all"));
-  for (size_t i = 0; !failed && i < set.n; i++) {
-    node_t *node = &root;
-    value_add(&node->value, &set.v[i].value);
-    for (size_t k = json_array_size(set.v[i].names); !failed && k-- > 0;) {
-      node = node_child(node, json_string_value(json_array_get(set.v[i].names, k)));
-      if (!node)
-        failed = true;
-      else
-        value_add(&node->value, &set.v[i].value);
-    }
-  }
+  bool failed = !(root.name = strdup("all")) || !tree_add(&root, &set, false);
   stack_set_free(&set);
-  *body = failed ? NULL : tree_json(&root, set.cpu, set.omitted, &set.rows);
+  tree_fmt_t f = {.cpu = set.cpu};
+  *body = failed ? NULL : tree_json(&root, &f, set.omitted, &set.rows);
+  node_free(&root);
+  if (!*body) return *body = query_error_param("%s", "out of memory"), 503;
+  return 200;
+}
+
+/* The baseline's parameters: base_version, base_from and base_to in place
+   of version, from and to where given; every other filter shared. */
+typedef struct base_args_s {
+  query_arg_fn arg;
+  void *ctx;
+} base_args_t;
+
+static const char *const BASE_PARAMS[] = {"version", "from", "to"};
+
+static const char *base_arg(void *ctx, const char *name, size_t nth) {
+  const base_args_t *b = ctx;
+  for (size_t i = 0; i < sizeof BASE_PARAMS / sizeof *BASE_PARAMS; i++)
+    if (strcmp(name, BASE_PARAMS[i]) == 0) {
+      char key[16];
+      snprintf(key, sizeof key, "base_%s", name);
+      const char *v = b->arg(b->ctx, key, nth);
+      if (v) return v;
+    }
+  return b->arg(b->ctx, name, nth);
+}
+
+/* A baseline's error names the parameter given: "parameter from: ..."
+   of a base_from says base_from. */
+static unsigned base_error(query_arg_fn arg, void *ctx, unsigned status, char **body) {
+  for (size_t i = 0; *body && i < sizeof BASE_PARAMS / sizeof *BASE_PARAMS; i++) {
+    char key[16], said[32];
+    snprintf(key, sizeof key, "base_%s", BASE_PARAMS[i]);
+    snprintf(said, sizeof said, "parameter %s:", BASE_PARAMS[i]);
+    json_t *o = json_loads(*body, 0, NULL);
+    const char *text = json_string_value(json_object_get(o, "error"));
+    if (arg(ctx, key, 0) && text && strncmp(text, said, strlen(said)) == 0) {
+      char *named = malloc(strlen(text) + 8);
+      if (named) sprintf(named, "parameter %s:%s", key, text + strlen(said));
+      free(*body);
+      *body = named ? query_error_param("%s", named) : NULL;
+      free(named);
+    }
+    json_decref(o);
+  }
+  return status;
+}
+
+unsigned query_flame_diff(const store_ops_t *ops, store_t *store, query_arg_fn arg, void *ctx,
+                          char **body) {
+  *body = NULL;
+  base_args_t b = {arg, ctx};
+  bool has_base = false;
+  for (size_t i = 0; i < sizeof BASE_PARAMS / sizeof *BASE_PARAMS; i++) {
+    char key[16];
+    snprintf(key, sizeof key, "base_%s", BASE_PARAMS[i]);
+    has_base |= arg(ctx, key, 0) != NULL;
+  }
+  if (!has_base)
+    return *body = query_error_param("parameter %s: a diff needs a baseline (base_version, "
+                                     "base_from or base_to)",
+                                     "base_version"),
+           400;
+  stack_set_t set, base;
+  unsigned status = collect_stacks(ops, store, arg, ctx, &set, body);
+  if (status) return status;
+  if ((status = collect_stacks(ops, store, base_arg, &b, &base, body))) {
+    stack_set_free(&set);
+    return base_error(arg, ctx, status, body);
+  }
+  node_t root = {0};
+  bool failed = !(root.name = strdup("all")) || !tree_add(&root, &set, false) ||
+                !tree_add(&root, &base, true);
+  tree_fmt_t f = {.cpu = set.cpu, .diff = true, .total = root.value, .base_total = root.base};
+  /* Either side's cut makes the diff's (the larger read said). */
+  query_rows_t rows = query_rows_cut(&base.rows) ? base.rows : set.rows;
+  *body = failed ? NULL : tree_json(&root, &f, set.omitted + base.omitted, &rows);
+  stack_set_free(&set);
+  stack_set_free(&base);
   node_free(&root);
   if (!*body) return *body = query_error_param("%s", "out of memory"), 503;
   return 200;

@@ -33,4 +33,15 @@ unsigned query_export_folded(const store_ops_t *ops, store_t *store, query_arg_f
 unsigned query_flame(const store_ops_t *ops, store_t *store, query_arg_fn arg, void *ctx,
                      char **body);
 
+/* GET /api/v1/flame/diff: two selections' stacks in one tree, the flame's
+   filters for the one shown and, for the baseline, base_version, base_from
+   and base_to in their place (at least one given; the other filters are
+   shared). Each node has both sides' values (the baseline's prefixed
+   "base_"), each side's share of its total time (CPU for cpu, the hangs'
+   wall time for hang; of its samples for a side whose events carry no
+   time: "share", "base_share") and "delta" = share -
+   base_share. 400 without a baseline parameter; else as flame. */
+unsigned query_flame_diff(const store_ops_t *ops, store_t *store, query_arg_fn arg, void *ctx,
+                          char **body);
+
 #endif

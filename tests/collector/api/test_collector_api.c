@@ -525,6 +525,19 @@ static void case_flame(void) {
   json_decref(j);
   CHECKF(root_ms <= groups_ms + 1e-6 && root_ms > groups_ms - 0.001, "flame %.6f ms, groups %.6f",
          root_ms, groups_ms);
+  /* The same hangs against an empty baseline: each node's share is its
+     part of the hangs' time. */
+  j = get_json(&c, "/api/v1/flame/diff?kind=hang&environment=ci&base_version=9.9", &status);
+  CHECK_EQ_INT(status, 200);
+  CHECK(json_real_value(json_object_get(j, "hang_ms")) == root_ms);
+  CHECK_EQ_INT(json_integer_value(json_object_get(j, "base_samples")), 0);
+  json_t *top = json_array_get(json_object_get(j, "children"), 0);
+  double share = json_real_value(json_object_get(top, "share"));
+  double part = json_real_value(json_object_get(top, "hang_ms")) / root_ms;
+  CHECKF(top && fabs(share - part) < 1e-5 && json_real_value(json_object_get(j, "share")) == 1,
+         "share %.6f, hang_ms part %.6f", share, part);
+  CHECK(fabs(json_real_value(json_object_get(top, "delta")) - share) < 2e-6);
+  json_decref(j);
   j = get_json(&c, "/api/v1/flame?kind=hang&version=9.9", &status);
   CHECK_EQ_INT(status, 200);
   CHECK(json_integer_value(json_object_get(j, "samples")) == 0);
@@ -533,6 +546,95 @@ static void case_flame(void) {
   json_decref(j);
   j = get_json(&c, "/api/v1/flame?kind=cpu&from=2000&to=1000", &status);
   CHECK_EQ_INT(status, 400);
+  json_decref(j);
+  collector_stop_healthy(&c);
+}
+
+/* The child of node named name, or NULL. */
+static json_t *flame_child(json_t *node, const char *name) {
+  json_t *kids = json_object_get(node, "children");
+  for (size_t i = 0; i < json_array_size(kids); i++)
+    if (strcmp(json_string_value(json_object_get(json_array_get(kids, i), "name")), name) == 0)
+      return json_array_get(kids, i);
+  return NULL;
+}
+
+static double real_of(json_t *o, const char *key) {
+  return json_number_value(json_object_get(o, key));
+}
+
+/* Two versions' CPU stacks in one tree: version 1.0 sampled a_0, a_1 and
+   a_2 once each, version 2.0 a_0, b_0 and b_1 once each (hand-made CPU
+   events without weights: shares are of samples). Each node has both
+   sides' samples and CPU, each side's share and their difference; a time-range
+   baseline works the same way; without a baseline parameter it is a 400
+   naming base_version, and a bad baseline names its own parameter. */
+static void case_flame_diff(void) {
+  collector_t c;
+  collector_start(&c, NULL);
+  reply_t *r = calloc(1, sizeof *r);
+  CHECK(r != NULL);
+  const distinct_batch_t sides[] = {{.app = "diff", .version = "1.0", .prefix = "a", .n = 3},
+                                    {.app = "diff", .version = "2.0", .prefix = "a", .n = 1},
+                                    {.app = "diff", .version = "2.0", .prefix = "b", .n = 2}};
+  for (unsigned i = 0; i < ARRAY_LEN(sides); i++) {
+    payload_t p;
+    batch_distinct_payload(&p, &sides[i], 100 + i);
+    CHECK_EQ_INT(payload_post(&c, GOOD_KEY, &p, r), 200);
+    free(p.data);
+  }
+  free(r);
+  long status;
+  json_t *j =
+      get_json(&c, "/api/v1/flame/diff?kind=cpu&app=diff&version=2.0&base_version=1.0", &status);
+  CHECK_EQ_INT(status, 200);
+  print_stacks("flame diff", j);
+  CHECK_EQ_INT(json_integer_value(json_object_get(j, "samples")), 3);
+  CHECK_EQ_INT(json_integer_value(json_object_get(j, "base_samples")), 3);
+  CHECK(real_of(j, "share") == 1 && real_of(j, "base_share") == 1 && real_of(j, "delta") == 0);
+  CHECK(real_of(j, "cpu_us") == 0 && real_of(j, "base_cpu_us") == 0);
+  static const struct {
+    const char *name;
+    int samples, base_samples;
+    double share, base_share;
+  } want[] = {{"a_0", 1, 1, 1.0 / 3, 1.0 / 3},
+              {"a_1", 0, 1, 0, 1.0 / 3},
+              {"a_2", 0, 1, 0, 1.0 / 3},
+              {"b_0", 1, 0, 1.0 / 3, 0},
+              {"b_1", 1, 0, 1.0 / 3, 0}};
+  /* Under the root, one frame per stack: the module's function. */
+  json_t *kids = json_object_get(j, "children");
+  CHECKF(json_array_size(kids) == ARRAY_LEN(want), "%zu children", json_array_size(kids));
+  for (size_t i = 0; i < ARRAY_LEN(want); i++) {
+    json_t *n = flame_child(j, want[i].name);
+    CHECKF(n != NULL, "no node %s", want[i].name);
+    CHECK_EQ_INT(json_integer_value(json_object_get(n, "samples")), want[i].samples);
+    CHECK_EQ_INT(json_integer_value(json_object_get(n, "base_samples")), want[i].base_samples);
+    double share = real_of(n, "share"), base_share = real_of(n, "base_share");
+    CHECKF(fabs(share - want[i].share) < 1e-5 && fabs(base_share - want[i].base_share) < 1e-5,
+           "%s: share %.6f (want %.6f), base_share %.6f (want %.6f)", want[i].name, share,
+           want[i].share, base_share, want[i].base_share);
+    CHECKF(fabs(real_of(n, "delta") - (share - base_share)) < 2e-6, "%s: delta %.6f", want[i].name,
+           real_of(n, "delta"));
+  }
+  json_decref(j);
+  /* A time range as the baseline: everything before the epoch's second 1
+     is nothing. */
+  j = get_json(&c, "/api/v1/flame/diff?kind=cpu&app=diff&base_to=1", &status);
+  CHECK_EQ_INT(status, 200);
+  CHECK_EQ_INT(json_integer_value(json_object_get(j, "samples")), 6);
+  CHECK_EQ_INT(json_integer_value(json_object_get(j, "base_samples")), 0);
+  CHECK(real_of(j, "base_share") == 0);
+  json_decref(j);
+  j = get_json(&c, "/api/v1/flame/diff?kind=cpu&app=diff&version=2.0", &status);
+  CHECK_EQ_INT(status, 400);
+  const char *err = json_string_value(json_object_get(j, "error"));
+  CHECKF(err && strstr(err, "parameter base_version: a diff needs a baseline"), "%s", err);
+  json_decref(j);
+  j = get_json(&c, "/api/v1/flame/diff?kind=cpu&app=diff&base_from=x", &status);
+  CHECK_EQ_INT(status, 400);
+  err = json_string_value(json_object_get(j, "error"));
+  CHECKF(err && strncmp(err, "parameter base_from:", 20) == 0, "%s", err);
   json_decref(j);
   collector_stop_healthy(&c);
 }
@@ -1199,6 +1301,9 @@ static void case_not_utf8_parameters(void) {
       {"/api/v1/export/folded", "kind=cpu", {"kind", FILTERS, "group", "label", "value"}},
       {"/api/v1/export/pprof", "kind=hang", {"kind", FILTERS, "group", "label"}},
       {"/api/v1/flame", "kind=hang", {"kind", FILTERS, "group", "label"}},
+      {"/api/v1/flame/diff",
+       "kind=hang&base_version=1.0",
+       {"kind", FILTERS, "group", "label", "base_version", "base_from", "base_to"}},
       {"/api/v1/states", "kind=hang", {"kind", FILTERS, "group", "label"}},
       {"/api/v1/events", "", {"kind", FILTERS, "group", "label", "loop", "limit"}},
       {"/api/v1/drops", "", {"kind", FILTERS, "group", "label"}},
@@ -1230,6 +1335,7 @@ int main(int argc, char **argv) {
       TEST_CASE(bad_parameters), TEST_CASE(export_folded),      TEST_CASE(flame),
       TEST_CASE(events),         TEST_CASE(events_by_loop),     TEST_CASE(versions_by_loop),
       TEST_CASE(export_pprof),   TEST_CASE(export_pprof_empty), TEST_CASE(not_utf8_parameters),
+      TEST_CASE(flame_diff),
   };
   return collector_test_main(argc, argv, cases, ARRAY_LEN(cases));
 }
