@@ -11,7 +11,8 @@
  * the spool quota) and two versions of app "rates" with loop stats (3.1:
  * 2 hangs in 1 h watched, 3.2: 6 in 2 h; hangs of 1 ms: the demo's stays
  * the slowest) and app "inapp" (a hang and a CPU stack innermost in libc,
- * called from the app: post_in_app), then runs tests/dashboard/
+ * called from the app: post_in_app) and app "kinds" (a fatal hang and a
+ * manual capture: post_kinds), then runs tests/dashboard/
  * dashboard_test.mjs (node + playwright-core + Debian's chromium, headless)
  * against it and requires its exit 0 and its two screenshots (the page,
  * and the version comparison panel beside it, "-compare.png"). A missing
@@ -205,6 +206,40 @@ static void post_in_app(const collector_t *c) {
   batch_post(c, &b, 2);
 }
 
+/* App "kinds": a fatal hang two hours ago (a process that ended while
+   hung, as its next run reports it) and a manual capture an hour ago
+   (perf_sdk_capture_now), one batch each: the browser test finds each
+   with its own badge under its own kind, and the detail cleared when a
+   kind, filter or range leaves its event out. */
+static void post_kinds(const collector_t *c) {
+  static const struct {
+    Perf__V1__EventKind kind;
+    int64_t ago_s;
+    const char *function, *reason;
+  } KIND[] = {
+      {PERF__V1__EVENT_KIND__EVENT_KIND_FATAL_HANG, 7200, "wedged_in_flush",
+       "process 4242 ended while its thread 4242 was hung"},
+      {PERF__V1__EVENT_KIND__EVENT_KIND_MANUAL, 3600, "report_button_pressed", "user report"},
+  };
+  for (unsigned i = 0; i < 2; i++) {
+    uint8_t id[16] = {0xd5, 0x4b, (uint8_t)i};
+    batch_one_event_t o;
+    batch_one_event_init(&o, id, "kinds", "/usr/bin/kinds", KIND[i].function);
+    Perf__V1__Frame fr = PERF__V1__FRAME__INIT, *frs[] = {&fr};
+    fr.module = 1, fr.address = 0x1234, fr.function = 1;
+    uint32_t ids[] = {1};
+    o.b.n_frames = 1, o.b.frames = frs;
+    o.st.n_frames = 1, o.st.frames = ids;
+    o.sc.tid = 4242, o.sc.samples = 3;
+    o.ev.kind = KIND[i].kind;
+    o.ev.start_unix_nanos = (int64_t)((now_wall_s() - (double)KIND[i].ago_s) * 1e9);
+    o.ev.duration_nanos = 1000000;
+    o.ev.tid = 4242;
+    o.ev.reason = (char *)KIND[i].reason;
+    batch_post(c, &o.b, 300 + i);
+  }
+}
+
 static void case_browser(void) {
   check_browser_tools();
   collector_t c;
@@ -214,6 +249,7 @@ static void case_browser(void) {
   post_stack_truth(&c);
   post_rates(&c);
   post_in_app(&c);
+  post_kinds(&c);
 
   char compare_png[sizeof PERF_DASHBOARD_SCREENSHOT + 16];
   snprintf(compare_png, sizeof compare_png, "%.*s-compare.png",

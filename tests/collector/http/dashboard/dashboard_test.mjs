@@ -41,6 +41,12 @@
 // fill_buffers as the API's headline says, libc's frames muted when the
 // stack expands and in the event's detail; the demo's rows, innermost in
 // the app already, are headed by checksum_profile_slowly and convolve_kernel.
+// Every kind (test_dashboard.c's app "kinds"): a fatal hang and a manual
+// capture, each under its own kind (Hangs lists the fatal hang too) with
+// its own badge in the list and the detail, their chart, no stack route
+// asked for them; the detail cleared by a kind, a filter or a range that
+// leaves its event out, kept by one that keeps it; no hang rate in the
+// CPU view.
 // Any JS error (console or uncaught) fails the test.
 // Exit 0 on success, 1 with the reason on stderr otherwise.
 import { chromium } from 'playwright-core';
@@ -97,6 +103,7 @@ function checkTable(kind, table, wantHeaders, wantTips, wantCells) {
 }
 
 const consoleErrors = [];
+const requests = []; // every URL the page asked for, in order
 let expecting401 = false; // the 401 step: the browser logs the refused fetches
 let expecting400 = false; // the comparison's a == b step: the same for its 400
 
@@ -111,6 +118,7 @@ async function main() {
   try {
     const page = await browser.newPage({ viewport: { width: 1440, height: 1000 } });
     page.setDefaultTimeout(TIMEOUT_MS);
+    page.on('request', (req) => requests.push(req.url()));
     page.on('pageerror', (err) => consoleErrors.push(`uncaught: ${err.message}`));
     page.on('console', (msg) => {
       if (msg.type() !== 'error') return;
@@ -463,10 +471,114 @@ async function run(page) {
 
   await checkLinks(page, hang, event);
   await checkInApp(page);
+  await checkKinds(page);
   const comparePng = await checkCompare(page);
   console.log(`dashboard ok: ${HANG_FUNCTION} (${hang.samples} samples), ${CPU_FUNCTION}, ` +
     `event ${event.id} ${duration}, "${allText}"; screenshots ${screenshotPath} (${png.length} bytes), ` +
     `${comparePng}`);
+}
+
+// The rows of the events list: "<id>:<badge's kind>:<badge's text>".
+async function eventRows(page) {
+  return page.locator('[data-testid="event-row"]').evaluateAll((rs) => rs.map((r) => {
+    const b = r.querySelector('[data-testid="kind-badge"]');
+    return `${r.dataset.id}:${b.dataset.kind}:${b.textContent}`;
+  }));
+}
+
+// Whether the detail panel shows no event (its prompt, no id).
+async function detailCleared(page) {
+  return page.evaluate(() => !document.getElementById('detail-empty').hidden &&
+    document.getElementById('detail-body').hidden && !document.getElementById('event-detail').dataset.id);
+}
+
+// The view of a kind chosen by its radio, loaded.
+async function chooseKind(page, kind) {
+  await page.locator(`label:has(#kind-${kind})`).click();
+  await page.waitForFunction((k) => new URLSearchParams(window.location.search).get('kind') === (k === 'hang' ? null : k) &&
+    document.body.dataset.state === 'ready', kind);
+}
+
+// Every kind (test_dashboard.c's app "kinds": a fatal hang 2 h ago, a
+// manual capture 1 h ago): each listed under its own kind with its own
+// badge in the list and the detail; no stack route is asked for a kind
+// it does not sum (the page would log their 400s as errors too); the
+// chart counts the kind; the detail cleared when a kind, a filter or the
+// range leaves its event out, and kept when the list still holds it;
+// the CPU view speaks of CPU (no hang rate in it).
+async function checkKinds(page) {
+  const api = async (kind) => (await apiJson(`/api/v1/events?app=kinds&kind=${kind}`)).events;
+  const [fatal] = await api('fatal_hang');
+  const [manual] = await api('manual');
+  check(fatal && manual && (await api('hang')).length === 1 && (await api('cpu')).length === 0,
+    'kinds: one fatal hang (also a hang), one manual capture, no cpu event');
+  await page.goto(`${url}/dashboard/?app=kinds&range=all`);
+  await waitReady(page);
+  check(JSON.stringify(await eventRows(page)) === JSON.stringify([`${fatal.id}:fatal_hang:fatal hang`]),
+    `kinds, hangs: the fatal hang's row ${JSON.stringify(await eventRows(page))}`);
+  const detailBadge = async () => page.getByTestId('detail-kind').locator('[data-testid="kind-badge"]')
+    .evaluate((b) => `${b.dataset.kind}:${b.textContent}`);
+  const show = async (id) => {
+    await page.locator(`[data-testid="event-row"][data-id="${id}"]`).click();
+    await page.waitForFunction((i) => document.getElementById('event-detail').dataset.id === String(i), id);
+  };
+  await show(fatal.id);
+  check(await detailBadge() === 'fatal_hang:fatal hang', `kinds: the fatal hang's detail badge ${await detailBadge()}`);
+  check(await page.locator('#detail-reason').textContent() === fatal.reason, 'kinds: the fatal hang\'s reason');
+  // The same filters again: the list still holds the event, the detail stays.
+  await page.getByTestId('refresh').click();
+  await waitReady(page);
+  check(await page.evaluate(() => document.getElementById('event-detail').dataset.id) === String(fatal.id),
+    'kinds: a refresh that keeps the event keeps its detail');
+
+  // Fatal hangs alone: the list, the chart; no stacks of their own.
+  requests.length = 0;
+  await chooseKind(page, 'fatal_hang');
+  check(JSON.stringify(await eventRows(page)) === JSON.stringify([`${fatal.id}:fatal_hang:fatal hang`]),
+    'kinds, fatal hangs: its row');
+  check(await page.evaluate(() => document.getElementById('event-detail').dataset.id) === String(fatal.id),
+    'kinds: fatal hangs still hold the fatal hang: its detail stays');
+  check(await page.getByTestId('stacks-none').isVisible() && await page.getByTestId('flame-none').isVisible(),
+    'kinds, fatal hangs: the stacks and flame panels say where their stacks are');
+  check(await page.locator('#chart-title').textContent() === 'Fatal hangs over time', 'kinds: fatal chart title');
+  check(JSON.stringify((await checkChart(page)).map((p) => p.events)) === '[1]', 'kinds: one fatal hang in the chart');
+
+  // Manual: the fatal hang's detail goes (a mode switch), the capture listed.
+  await chooseKind(page, 'manual');
+  check(await detailCleared(page), 'kinds: switching to manual clears the fatal hang\'s detail');
+  check(JSON.stringify(await eventRows(page)) === JSON.stringify([`${manual.id}:manual:manual`]),
+    `kinds, manual: the capture's row ${JSON.stringify(await eventRows(page))}`);
+  check(await page.locator('#chart-title').textContent() === 'Manual captures over time', 'kinds: manual chart title');
+  check(JSON.stringify((await checkChart(page)).map((p) => p.events)) === '[1]', 'kinds: one capture in the chart');
+  await show(manual.id);
+  check(await detailBadge() === 'manual:manual', `kinds: the capture's detail badge ${await detailBadge()}`);
+  check(await page.locator('#detail-reason').textContent() === 'user report', 'kinds: the capture\'s reason');
+  const stackRoutes = requests.filter((r) => /\/api\/v1\/(top-stacks|flame|export\/|states)/.test(r));
+  check(stackRoutes.every((r) => /[?&]kind=(hang|cpu)(&|$)/.test(r)),
+    `kinds: no stack route asked for another kind: ${JSON.stringify(stackRoutes)}`);
+
+  // CPU: the capture's detail goes; every label speaks of CPU.
+  await chooseKind(page, 'cpu');
+  check(await detailCleared(page), 'kinds: switching to CPU clears the capture\'s detail');
+  const words = await page.locator('main').innerText();
+  check(!/hangs? (per|\/) hour/i.test(words), `kinds, CPU: no hang rate on the page: ${words.slice(0, 400)}`);
+  check(/CPU/.test(await page.getByTestId('compare').innerText()), 'kinds, CPU: the comparison panel speaks of CPU');
+
+  // A filter, then the range, that leave the shown event out.
+  await chooseKind(page, 'hang');
+  await show(fatal.id);
+  await page.getByTestId('label-filter').fill('no such label');
+  await page.getByTestId('refresh').click();
+  await waitReady(page);
+  check(await detailCleared(page), 'kinds: a label filter that leaves the fatal hang out clears its detail');
+  await page.getByTestId('label-filter').fill('');
+  await page.getByTestId('refresh').click();
+  await waitReady(page);
+  await show(fatal.id);
+  await page.locator('#range').selectOption('900000'); // the last 15 min: not 2 h ago
+  await waitReady(page);
+  await page.waitForFunction(() => !document.querySelector('[data-testid="event-row"]'));
+  check(await detailCleared(page), 'kinds: a range that leaves the fatal hang out clears its detail');
 }
 
 // Links: a URL's filters in the inputs and exactly the API's rows for them;
