@@ -381,7 +381,8 @@ async function loadCompare(gen) {
   const b = $('compare-b').value.trim();
   delete box.dataset.query;
   const hangs = state.kind === 'hang' || state.kind === 'fatal_hang';
-  $('compare-hint').textContent = hangs ? 'hangs per hour of watched time, for the app and filters above'
+  $('compare-hint').textContent = hangs ? 'hangs per hour of watched time with their 95% intervals, ' +
+    'for the app and filters above'
     : `${KINDS[state.kind].title} are not compared by version`;
   $('compare-form').hidden = !hangs;
   if (!hangs) {

@@ -8,10 +8,10 @@
  * "stack-truth": an inline frame with file:line, a stack cut by the depth
  * cap, sent as two device stacks of the same names; its batch tagged
  * team=truth and reporting 12 events dropped by the rate limit and 3 by
- * the spool quota) and two versions of app "rates" with loop stats (3.1:
- * 2 hangs in 1 h watched, 3.2: 6 in 2 h; hangs of 1 ms: the demo's stays
- * the slowest) and app "inapp" (a hang and a CPU stack innermost in libc,
- * called from the app: post_in_app) and app "kinds" (a fatal hang and a
+ * the spool quota), four versions of app "rates" with loop stats (before
+ * the demo: 3.1: 2 hangs in 1 h watched, 3.2: 6 in 2 h, 3.0: 2 in 10 s,
+ * 3.3: 5 in 0.1 h; hangs of 1 ms: the demo's stays the slowest) and app "inapp" (a hang and a CPU
+ * stack innermost in libc, called from the app: post_in_app) and app "kinds" (a fatal hang and a
  * manual capture: post_kinds), then runs tests/dashboard/
  * dashboard_test.mjs (node + playwright-core + Debian's chromium, headless)
  * against it and requires its exit 0 and its two screenshots (the page,
@@ -130,9 +130,12 @@ static void post_stack_truth(const collector_t *c) {
   batch_post(c, &b, 1);
 }
 
-/* Versions 3.1 and 3.2 of app "rates" (the version comparison view):
-   3.1 watched 1 h with 2 hangs (1 in slow_query, 1 in render), 3.2
-   watched 2 h with 6 (5 and 1); units by duration per version. */
+/* Versions of app "rates" (the version comparison view): 3.1 watched 1 h
+   with 2 hangs (1 in slow_query, 1 in render), 3.2 watched 2 h with 6 (5
+   and 1), 3.0 watched 10 s with 2 (720 per hour, on two hangs: not enough
+   data), 3.3 watched 0.1 h with 5 (50 per hour, its 95% interval wholly
+   above 3.2's); units by duration per version. Sent before the demo runs,
+   so the demo's hang is among the newest events. */
 static void post_rates(const collector_t *c) {
   static const uint64_t u31[9] = {100, 20, 10, 3, 2, 0, 0, 0, 0};
   static const uint64_t u32[9] = {400, 30, 20, 8, 5, 1, 0, 0, 0};
@@ -140,8 +143,10 @@ static void post_rates(const collector_t *c) {
   const loop_batch_t batches[] = {
       {"rates", "3.1", "production", hour, hour / 4, u31, 9, 2, 1, 1},
       {"rates", "3.2", "production", 2 * hour, hour, u32, 9, 6, 5, 1},
+      {"rates", "3.0", "production", hour / 360, hour / 3600, u31, 9, 2, 1, 1},
+      {"rates", "3.3", "production", hour / 10, hour / 20, u32, 9, 5, 5, 1},
   };
-  for (unsigned i = 0; i < 2; i++) {
+  for (unsigned i = 0; i < ARRAY_LEN(batches); i++) {
     reply_t *r = calloc(1, sizeof *r);
     CHECK(r);
     long status = batch_post_loop(c, &batches[i], 100 + i, r);
@@ -244,10 +249,10 @@ static void case_browser(void) {
   check_browser_tools();
   collector_t c;
   collector_start(&c, NULL);
+  post_rates(&c);
   demo_run_uploading(&c, PERF_DEMO_APP_PATH, tempdir_make("perf-dash"));
   demo_wait_stored(&c);
   post_stack_truth(&c);
-  post_rates(&c);
   post_in_app(&c);
   post_kinds(&c);
 
