@@ -660,7 +660,8 @@ function renderFlame() {
   $('flame-reset').hidden = state.zoom.length === 0;
   if (!KINDS[state.kind].stacks) {
     $('flame-hint').textContent = '';
-    box.append(el('p', { class: 'empty', 'data-testid': 'flame-none', text: KINDS[state.kind].noStacks }));
+    box.append(el('p', { class: 'empty', 'data-testid': 'flame-none',
+      text: `${KINDS[state.kind].title} have no flame graph of their own: each event\u2019s stacks are in its detail.` }));
     return;
   }
   const root = state.flame;
