@@ -2,12 +2,13 @@
  * versions_api.c - GET /api/v1/versions/compare (see versions_api.h): two
  * versions of one app side by side, each with how long its loops were
  * watched (the batches' loop stats), its hangs, hangs per hour of watched
- * time with its exact 95% interval, busy fraction and the units of work by duration bucket; then
- * the hang groups whose share of the hangs grew or shrank the most from a to b; and whether b's
- * rate differs from a's beyond noise (difference). With loop=NAME: that loop's watched time and
- * hangs (store.h loop_totals); the groups that moved stay those of every loop's hangs, as the
- * rollups they come from keep no loop. Runs on the MHD worker of the request; the store serializes
- * itself.
+ * time with its exact 95% interval, busy fraction and the units of work
+ * by duration bucket; whether b's rate differs from a's beyond noise
+ * (difference); then the hang groups whose share of the hangs grew or
+ * shrank the most from a to b. With loop=NAME: that loop's watched time
+ * and hangs (store.h loop_totals); the groups that moved stay those of
+ * every loop's hangs, as the rollups they come from keep no loop. Runs on
+ * the MHD worker of the request; the store serializes itself.
  */
 #include "collector/api/versions_api.h"
 
