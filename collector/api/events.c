@@ -110,7 +110,7 @@ unsigned query_timeseries(const store_ops_t *ops, store_t *store, query_arg_fn a
                           char **body) {
   *body = NULL;
   store_top_query_t q;
-  unsigned bad = query_stack_filters(arg, ctx, &q, body);
+  unsigned bad = query_series_filters(arg, ctx, &q, body);
   if (bad) return bad;
   if (q.group)
     return *body = query_error_param("parameter %s: not a filter of timeseries", "group"), 400;

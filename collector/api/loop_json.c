@@ -3,6 +3,8 @@
  */
 #include "collector/api/loop_json.h"
 
+#include "collector/model/rate_interval.h"
+
 #define NS_PER_HOUR 3.6e12
 
 /* The buckets' upper bounds, ms (docs/protocol.md "Loop stats"); the last
@@ -25,12 +27,15 @@ static json_t *histogram_json(const store_loop_stats_t *s) {
 }
 
 json_t *loop_totals_json(const store_loop_totals_t *t) {
-  double hours = (double)t->sum.watched_ns / NS_PER_HOUR;
+  double hours = (double)t->sum.watched_ns / NS_PER_HOUR, low, high;
+  rate_poisson_interval(t->hangs, &low, &high);
   json_t *o =
-      json_pack("{s:f,s:I,s:o,s:o,s:I,s:o}", "watched_hours", hours, "hangs", (json_int_t)t->hangs,
-                "hangs_per_hour", ratio_or_null((double)t->hangs, hours), "busy_fraction",
-                ratio_or_null((double)t->sum.busy_ns, (double)t->sum.watched_ns), "stats_batches",
-                (json_int_t)t->batches, "histogram", histogram_json(&t->sum));
+      json_pack("{s:f,s:I,s:o,s:o,s:o,s:b,s:o,s:I,s:o}", "watched_hours", hours, "hangs",
+                (json_int_t)t->hangs, "hangs_per_hour", ratio_or_null((double)t->hangs, hours),
+                "hangs_per_hour_low", ratio_or_null(low, hours), "hangs_per_hour_high",
+                ratio_or_null(high, hours), "enough_data", rate_enough_data(t->hangs, hours),
+                "busy_fraction", ratio_or_null((double)t->sum.busy_ns, (double)t->sum.watched_ns),
+                "stats_batches", (json_int_t)t->batches, "histogram", histogram_json(&t->sum));
   /* Each of the two scans (loop stats, hangs) reads the newest rows_limit
      rows at most: a cut one is said, with the larger count read. */
   query_rows_t rows = {t->batches > t->hangs ? t->batches : t->hangs, t->rows_limit};

@@ -12,7 +12,10 @@
 #include "collector/model/records.h"
 
 /* {"watched_hours","hangs","hangs_per_hour" (null when nothing was
-   watched),"busy_fraction" (null likewise),"stats_batches","histogram":
+   watched),"hangs_per_hour_low","hangs_per_hour_high" (its exact 95%
+   Poisson interval, rate_interval.h; null likewise),"enough_data" (at
+   least RATE_MIN_COUNT hangs over RATE_MIN_WATCHED_HOURS),"busy_fraction"
+   (null when nothing was watched),"stats_batches","histogram":
    [{"lower_ms","upper_ms" (null for the last),"units"}] x 9}: a new
    object; NULL when out of memory. */
 json_t *loop_totals_json(const store_loop_totals_t *t);

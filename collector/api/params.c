@@ -115,16 +115,37 @@ static int64_t end_of_ms(long long ms) {
   return start > INT64_MAX - 999999 ? INT64_MAX : start + 999999;
 }
 
-/* kind (required: hang|cpu; optional: also absent or empty), app, version,
-   environment, host, tag, from, to, group, label and loop (with_loop; else a
-   loop is refused) into q; 0, or 400 with *body the error. */
-static unsigned parse_filters(query_arg_fn arg, void *ctx, bool kind_required, bool with_loop,
-                              store_top_query_t *q, char **body) {
+/* Which kinds a route takes: the stack rollups are per hang or cpu (a
+   fatal hang is one of the hangs there); a list of events, or a count of
+   them, takes every kind the SDK sends. */
+enum kinds { KINDS_STACKS, KINDS_EVENTS };
+
+/* The kinds of the wire's events (ingest.c names them); the stacks' first. */
+static const char *const EVENT_KINDS[] = {"hang", "cpu", "fatal_hang", "manual"};
+
+static bool kind_known(const char *kind, enum kinds kinds) {
+  size_t n = kinds == KINDS_STACKS ? 2 : sizeof EVENT_KINDS / sizeof EVENT_KINDS[0];
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(kind, EVENT_KINDS[i]) == 0) return true;
+  return false;
+}
+
+/* kind (required, or optional: then also absent or empty; one of kinds),
+   app, version, environment, host, tag, from, to, group, label and loop
+   (with_loop; else a loop is refused) into q; 0, or 400 with *body the
+   error. */
+static unsigned parse_filters(query_arg_fn arg, void *ctx, bool kind_required, enum kinds kinds,
+                              bool with_loop, store_top_query_t *q, char **body) {
   *q = (store_top_query_t){.from_ns = 0, .to_ns = INT64_MAX};
   const char *kind = arg(ctx, "kind", 0);
   if (!kind_required && kind && !*kind) kind = NULL;
-  if ((kind_required || kind) && (!kind || (strcmp(kind, "hang") != 0 && strcmp(kind, "cpu") != 0)))
-    return *body = query_error_param("parameter %s: must be hang or cpu", "kind"), 400;
+  if ((kind_required || kind) && (!kind || !kind_known(kind, kinds)))
+    return *body = query_error_param(kinds == KINDS_STACKS
+                                         ? "parameter %s: must be hang or cpu (stacks are summed "
+                                           "per hang or cpu; a fatal hang is one of the hangs)"
+                                         : "parameter %s: must be hang, fatal_hang, cpu or manual",
+                                     "kind"),
+           400;
   q->kind = kind;
   q->app = filter(arg, ctx, "app");
   q->version = filter(arg, ctx, "version");
@@ -172,16 +193,21 @@ unsigned query_limit(query_arg_fn arg, void *ctx, long long *limit, char **body)
 }
 
 unsigned query_filters(query_arg_fn arg, void *ctx, store_top_query_t *q, char **body) {
-  return parse_filters(arg, ctx, false, false, q, body);
+  return parse_filters(arg, ctx, false, KINDS_EVENTS, false, q, body);
 }
 
 unsigned query_event_filters(query_arg_fn arg, void *ctx, store_top_query_t *q, char **body) {
-  return parse_filters(arg, ctx, false, true, q, body);
+  return parse_filters(arg, ctx, false, KINDS_EVENTS, true, q, body);
 }
 
 unsigned query_stack_filters(query_arg_fn arg, void *ctx, store_top_query_t *q, char **body) {
   *body = NULL;
-  return parse_filters(arg, ctx, true, false, q, body);
+  return parse_filters(arg, ctx, true, KINDS_STACKS, false, q, body);
+}
+
+unsigned query_series_filters(query_arg_fn arg, void *ctx, store_top_query_t *q, char **body) {
+  *body = NULL;
+  return parse_filters(arg, ctx, true, KINDS_EVENTS, false, q, body);
 }
 
 void query_rows_seen(query_rows_t *r, uint64_t rows_read, uint64_t rows_limit) {

@@ -20,7 +20,8 @@ typedef const char *(*query_arg_fn)(void *ctx, const char *name, size_t nth);
 #define QUERY_LIMIT_MAX 1000
 
 /* The filters of the stack exports (export/folded, flame, pprof, states):
-   kind (required, hang|cpu), app, version, environment, host, tag
+   kind (required, hang|cpu: the rollups are per hang or cpu; other kinds
+   get 400 naming kind and the two it takes), app, version, environment, host, tag
    (key:value, repeatable, at most STORE_MAX_TAG_FILTERS, split at the first
    colon no backslash escapes, the key not empty; in the key backslash-colon
    is a colon and two backslashes one), from, to (unix milliseconds, inclusive),
@@ -30,8 +31,13 @@ typedef const char *(*query_arg_fn)(void *ctx, const char *name, size_t nth);
    which keep no loop. */
 unsigned query_stack_filters(query_arg_fn arg, void *ctx, store_top_query_t *q, char **body);
 
-/* The same with kind optional (hang|cpu, absent or empty: any), as drops
-   takes them (loop refused). */
+/* The same with kind required and any kind of event: hang (with the
+   fatal hangs), fatal_hang, cpu or manual, as timeseries takes them (it
+   counts events, not stacks). */
+unsigned query_series_filters(query_arg_fn arg, void *ctx, store_top_query_t *q, char **body);
+
+/* The same with kind optional (hang, fatal_hang, cpu or manual; absent or
+   empty: any), as drops takes them (loop refused). */
 unsigned query_filters(query_arg_fn arg, void *ctx, store_top_query_t *q, char **body);
 
 /* The events list's, loops' and versions/compare's: query_filters' and

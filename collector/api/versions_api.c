@@ -2,12 +2,13 @@
  * versions_api.c - GET /api/v1/versions/compare (see versions_api.h): two
  * versions of one app side by side, each with how long its loops were
  * watched (the batches' loop stats), its hangs, hangs per hour of watched
- * time, busy fraction and the units of work by duration bucket; then the
- * hang groups whose share of the hangs grew or shrank the most from a to
- * b. With loop=NAME: that loop's watched time and hangs (store.h
- * loop_totals); the groups that moved stay those of every loop's hangs,
- * as the rollups they come from keep no loop. Runs on the MHD worker of the request; the store
- * serializes itself.
+ * time with its exact 95% interval, busy fraction and the units of work
+ * by duration bucket; whether b's rate differs from a's beyond noise
+ * (difference); then the hang groups whose share of the hangs grew or
+ * shrank the most from a to b. With loop=NAME: that loop's watched time
+ * and hangs (store.h loop_totals); the groups that moved stay those of
+ * every loop's hangs, as the rollups they come from keep no loop. Runs on
+ * the MHD worker of the request; the store serializes itself.
  */
 #include "collector/api/versions_api.h"
 
@@ -18,8 +19,10 @@
 
 #include "collector/api/headline.h"
 #include "collector/api/loop_json.h"
+#include "collector/model/rate_interval.h"
 
 #define MAX_VERSION_BYTES 256 /* a and b: longer is no version an SDK sends */
+#define NS_PER_HOUR 3.6e12
 #define STR_(x) #x
 #define STR(x) STR_(x)
 #define TOO_LONG "parameter %s: at most " STR(MAX_VERSION_BYTES) " bytes"
@@ -90,6 +93,22 @@ static json_t *version_json(const char *version, const store_loop_totals_t *t) {
   if (!o || !totals || json_object_update(o, totals) != 0) json_decref(o), o = NULL;
   json_decref(totals);
   return o;
+}
+
+/* How b's hang rate stands against a's (rate_interval.h): "higher" or
+   "lower" when their 95% intervals do not overlap, "within_noise" when
+   they do, "not_enough_data" when a side has too few hangs or too little
+   watched time to say. */
+static const char *difference(const store_loop_totals_t t[2]) {
+  double low[2], high[2];
+  for (int i = 0; i < 2; i++) {
+    double hours = (double)t[i].sum.watched_ns / NS_PER_HOUR;
+    if (!rate_enough_data(t[i].hangs, hours)) return "not_enough_data";
+    rate_poisson_interval(t[i].hangs, &low[i], &high[i]);
+    low[i] /= hours, high[i] /= hours;
+  }
+  int c = rate_compare(low[0], high[0], low[1], high[1]);
+  return c > 0 ? "higher" : c < 0 ? "lower" : "within_noise";
 }
 
 /* ---- the groups that moved --------------------------------------------------- */
@@ -172,9 +191,10 @@ unsigned versions_compare(const store_ops_t *ops, store_t *store, query_arg_fn a
   }
   json_t *o = NULL;
   if (rc == STORE_OK && !g.failed)
-    o = json_pack("{s:s,s:s?,s:s?,s:[oo],s:o}", "app", q.app, "environment", q.environment, "loop",
-                  q.loop, "versions", version_json(a, &totals[0]), version_json(b, &totals[1]),
-                  "stacks", stacks_json(&g));
+    o = json_pack("{s:s,s:s?,s:s?,s:[oo],s:s,s:o}", "app", q.app, "environment", q.environment,
+                  "loop", q.loop, "versions", version_json(a, &totals[0]),
+                  version_json(b, &totals[1]), "difference", difference(totals), "stacks",
+                  stacks_json(&g));
   json_decref(g.by_sig);
   json_t *moved = json_object_get(o, "stacks");
   /* A side whose read stopped at the row limit: the groups that moved are

@@ -48,6 +48,22 @@ const STACK_COLUMNS = {
       (s) => fmtMs(s.event_p95_ms)],
   ],
 };
+// The kinds of event, as the API names them (the kind= of events and
+// timeseries): the view's words, the badge's, and whether the collector sums
+// the kind's stacks (top-stacks, flame and the exports take hang or cpu
+// only; a fatal hang is one of the hangs there). A kind without summed
+// stacks says where its stacks are instead (noStacks), and the page sends
+// it to no stack route.
+const KINDS = {
+  hang: { title: 'Hangs', badge: 'hang', stacks: true },
+  fatal_hang: { title: 'Fatal hangs', badge: 'fatal hang', stacks: false,
+    noStacks: 'Fatal hangs are summed with the other hangs: choose Hangs for their stacks and flame ' +
+      'graph; each fatal hang\u2019s own stacks are in its detail.' },
+  cpu: { title: 'CPU events', badge: 'cpu', stacks: true },
+  manual: { title: 'Manual captures', badge: 'manual', stacks: false,
+    noStacks: 'Manual captures (perf_sdk_capture_now) are not summed into stacks: each capture\u2019s ' +
+      'threads and stacks are in its detail.' },
+};
 // The URL's values for the filters at their defaults are left out of it.
 const DEFAULT_RANGE = '86400000';
 const DEFAULT_LIMIT = '20';
@@ -147,11 +163,11 @@ function writeUrl() {
 }
 
 // The filters of a link (as writeUrl writes them) into the header; a range
-// the menu does not offer and a kind other than hang or cpu are ignored.
+// the menu does not offer and a kind the page does not know are ignored.
 function readUrl() {
   const q = new URLSearchParams(window.location.search);
   const kind = q.get('kind');
-  if (kind === 'hang' || kind === 'cpu') {
+  if (Object.hasOwn(KINDS, kind)) {
     state.kind = kind;
     $(`kind-${kind}`).checked = true;
   }
@@ -278,6 +294,7 @@ async function refresh() {
 async function loadStacks(gen) {
   state.stacks = [];
   renderStacks();
+  if (!KINDS[state.kind].stacks) return;
   const { stacks } = await apiJson('/api/v1/top-stacks', filterParams(true));
   if (gen !== state.generation) return;
   state.stacks = stacks;
@@ -287,6 +304,7 @@ async function loadStacks(gen) {
 async function loadFlame(gen) {
   state.flame = null;
   renderFlame();
+  if (!KINDS[state.kind].stacks) return;
   // A hang group selected: its own flame graph, where inside it the time went.
   const params = filterParams(false);
   if (state.selected && state.kind === 'hang') params.group = state.selected.signature;
@@ -315,6 +333,9 @@ async function loadEvents(gen) {
   }
   if (gen !== state.eventsGeneration) return;
   state.events = events;
+  // The detail shown belongs to the list: an event the new filters, kind,
+  // range or selected stack leave out is no longer shown.
+  if (state.detailId !== null && !events.some((e) => e.id === state.detailId)) clearDetail();
   renderEvents();
 }
 
@@ -351,13 +372,24 @@ async function loadSeries(gen) {
 
 // Versions A and B of the app, with the other filters (not kind, version
 // or label: the comparison is of the hangs of two versions) and the loop
-// (that loop's hangs per hour of its own watched time).
+// (that loop's hangs per hour of its own watched time). Only the views of
+// hangs compare: the CPU and manual views say that they do not.
 async function loadCompare(gen) {
   const box = $('compare-body');
   const app = $('app').value.trim();
   const a = $('compare-a').value.trim();
   const b = $('compare-b').value.trim();
   delete box.dataset.query;
+  const hangs = state.kind === 'hang' || state.kind === 'fatal_hang';
+  $('compare-hint').textContent = hangs ? 'hangs per hour of watched time with their 95% intervals, ' +
+    'for the app and filters above'
+    : `${KINDS[state.kind].title} are not compared by version`;
+  $('compare-form').hidden = !hangs;
+  if (!hangs) {
+    renderPrompt(el, box, `${KINDS[state.kind].title} have no rate per version: choose Hangs or Fatal hangs ` +
+      'to compare versions.');
+    return;
+  }
   if (!app || !a || !b) {
     renderPrompt(el, box, app ? 'Enter versions A and B to compare.' : 'Choose an app above, then versions A and B.');
     return;
@@ -419,8 +451,12 @@ function impactOf(stack) {
   return state.kind === 'hang' ? stack.hang_ms : stack.cpu_us;
 }
 
-// The header row of the kind shown.
+// The header row of the kind shown (none for a kind without summed stacks).
 function renderStackHead() {
+  if (!KINDS[state.kind].stacks) {
+    $('top-stacks-head').replaceChildren();
+    return;
+  }
   const fnTip = state.kind === 'hang'
     ? 'the innermost frame of the app\'s own code on the part of the stack the hangs share'
     : 'the innermost frame of the app\'s own code on the stack';
@@ -440,6 +476,17 @@ function renderStacks() {
   const body = $('top-stacks').tBodies[0];
   body.replaceChildren();
   renderStackHead();
+  const kind = KINDS[state.kind];
+  $('top-stacks').hidden = !kind.stacks;
+  $('stacks-none').hidden = kind.stacks;
+  $('stacks-none').textContent = kind.noStacks || '';
+  document.querySelector('.exports').hidden = !kind.stacks;
+  if (!kind.stacks) {
+    $('stacks-title').textContent = `${kind.title}: no summed stacks`;
+    $('stacks-hint').textContent = '';
+    $('stacks-empty').hidden = true;
+    return;
+  }
   $('stacks-title').textContent = state.kind === 'hang' ? 'Slowest hang stacks' : 'Hottest CPU stacks';
   $('export-folded').title = state.kind === 'hang' ? 'folded stacks, samples per stack'
     : 'folded stacks, CPU microseconds per stack (flamegraph.pl --countname=us)';
@@ -538,7 +585,7 @@ function renderChart() {
   const box = $('chart');
   box.replaceChildren();
   const s = state.series;
-  $('chart-title').textContent = `${state.kind === 'hang' ? 'Hangs' : 'CPU events'} over time`;
+  $('chart-title').textContent = `${KINDS[state.kind].title} over time`;
   $('chart-hint').textContent = '';
   if (!s) return;
   box.dataset.query = s.query;
@@ -611,6 +658,12 @@ function renderFlame() {
   const box = $('flame');
   box.replaceChildren();
   $('flame-reset').hidden = state.zoom.length === 0;
+  if (!KINDS[state.kind].stacks) {
+    $('flame-hint').textContent = '';
+    box.append(el('p', { class: 'empty', 'data-testid': 'flame-none',
+      text: `${KINDS[state.kind].title} have no flame graph of their own: each event\u2019s stacks are in its detail.` }));
+    return;
+  }
   const root = state.flame;
   // The collector keeps the heaviest stacks and sums the rest into one <truncated> stack.
   const omitted = root && root.truncated ? `; ${root.stacks_omitted} lighter stacks summed into <truncated>` : '';
@@ -708,13 +761,14 @@ function renderEvents() {
   const body = $('events').tBodies[0];
   body.replaceChildren();
   const sel = state.selected;
-  $('events-hint').textContent = sel ? `of the stack in ${headlineOf(sel).fn}` : `${state.kind} events, newest first`;
+  $('events-hint').textContent = sel ? `of the stack in ${headlineOf(sel).fn}`
+    : `${KINDS[state.kind].title.toLowerCase()}, newest first`;
   $('events-all').hidden = !sel;
   $('events-empty').hidden = state.events.length > 0;
   for (const e of state.events) {
     const row = el('tr', { class: 'event-row', tabindex: '0', 'data-testid': 'event-row', 'data-id': String(e.id) },
       el('td', { class: 'time', text: fmtTime(e.start_ms) }),
-      el('td', {}, el('span', { class: `badge ${e.kind}`, text: e.kind })),
+      el('td', {}, kindBadge(e.kind)),
       el('td', { class: 'num strong', text: fmtMs(e.duration_ms) }),
       el('td', { class: 'num', text: String(e.tid) }),
       el('td', { class: 'loop', 'data-testid': 'event-loop', text: e.loop || '—' }),
@@ -733,17 +787,32 @@ async function showEvent(id) {
   for (const row of $('events').querySelectorAll('.event-row'))
     row.classList.toggle('selected', Number(row.dataset.id) === id);
   try {
-    renderDetail(await apiJson(`/api/v1/events/${id}`));
+    const ev = await apiJson(`/api/v1/events/${id}`);
+    if (state.detailId === id) renderDetail(ev); // not cleared or replaced meanwhile
   } catch (err) {
     reportError(err);
   }
+}
+
+// No event shown: the panel's prompt again.
+function clearDetail() {
+  state.detailId = null;
+  $('detail-empty').hidden = false;
+  $('detail-body').hidden = true;
+  delete $('event-detail').dataset.id;
+}
+
+// An event's kind as a badge: its own words and colour per kind.
+function kindBadge(kind) {
+  return el('span', { class: `badge ${kind}`, 'data-testid': 'kind-badge', 'data-kind': kind,
+    text: Object.hasOwn(KINDS, kind) ? KINDS[kind].badge : kind });
 }
 
 function renderDetail(ev) {
   $('detail-empty').hidden = true;
   $('detail-body').hidden = false;
   $('event-detail').dataset.id = String(ev.id);
-  $('detail-kind').replaceChildren(el('span', { class: `badge ${ev.kind}`, text: ev.kind }));
+  $('detail-kind').replaceChildren(kindBadge(ev.kind));
   $('detail-duration').textContent = fmtMs(ev.duration_ms);
   $('detail-duration').dataset.ms = String(ev.duration_ms);
   // CPU events sample the hottest threads, not only the event's own.

@@ -1,10 +1,18 @@
 // compare.js - the dashboard's version comparison (GET /api/v1/versions/compare):
 // for the app and filters of the header, versions A and B side by side:
-// watched hours, hangs, hangs per hour of watched time, busy share; their
+// watched time, hangs, hangs per hour of watched time with its 95%
+// interval, busy share, and a line saying whether B differs from A beyond
+// noise (the API's difference: B's rate is red or green only when the two
+// intervals do not overlap, never on a side with too little data); their
 // units of work by duration (the SDKs' loop stats) as two histograms; and
 // the hang stacks whose share of the hangs grew or shrank the most from A
 // to B. With the header's loop filter: that loop's watched time and hangs. app.js owns the loading (its API client and filters) and the URL
 // (?a=&b=); this file turns an answer into the panel's content.
+
+// The API's rule for enough data (docs/api.md "Hang rates and their
+// intervals"), in the words of the not-enough-data line.
+const MIN_HANGS = 5;
+const MIN_WATCHED_MINUTES = 6;
 
 // Whole numbers with thousands separators; '—' for null.
 function fmtCount(n) {
@@ -16,8 +24,18 @@ export function fmtRate(rate) {
   return typeof rate === 'number' ? rate.toFixed(2) : '—';
 }
 
-function fmtHours(h) {
-  return `${h.toFixed(2)} h`;
+// Watched time: hours, or minutes and seconds when under an hour (a
+// 10 s watch is not "0.00 h").
+function fmtWatched(h) {
+  if (h >= 1 || h === 0) return `${h.toFixed(2)} h`;
+  if (h >= 1 / 60) return `${(h * 60).toFixed(1)} min`;
+  return `${Math.round(h * 3600)} s`;
+}
+
+// "0.24–7.22": a rate's 95% interval; '—' when the version was never watched.
+function fmtInterval(v) {
+  return typeof v.hangs_per_hour_low === 'number'
+    ? `${fmtRate(v.hangs_per_hour_low)}–${fmtRate(v.hangs_per_hour_high)}` : '—';
 }
 
 function fmtShare(x) {
@@ -33,24 +51,46 @@ export function bucketName(b) {
   return `${lo}–${t(b.upper_ms)}`;
 }
 
-// B's rate against A's: "worse" (higher), "better" or "".
-function verdict(a, b) {
-  if (typeof a.hangs_per_hour !== 'number' || typeof b.hangs_per_hour !== 'number') return '';
-  if (b.hangs_per_hour > a.hangs_per_hour) return 'worse';
-  return b.hangs_per_hour < a.hangs_per_hour ? 'better' : '';
+// B's rate against A's, as the API judged it (difference): "worse" when
+// B's interval lies wholly above A's, "better" wholly below, else "".
+function verdict(difference) {
+  return { higher: 'worse', lower: 'better' }[difference] || '';
 }
 
-function versionsTable(el, a, b) {
-  const row = (v, cls) => el('tr', { 'data-testid': 'compare-version', 'data-version': v.version },
-    el('td', { class: 'strong', text: v.version }),
-    el('td', { class: 'num', 'data-testid': 'compare-watched', text: fmtHours(v.watched_hours) }),
-    el('td', { class: 'num', 'data-testid': 'compare-hangs', text: fmtCount(v.hangs) }),
-    el('td', { class: `num strong ${cls}`, 'data-testid': 'compare-rate', text: fmtRate(v.hangs_per_hour) }),
-    el('td', { class: 'num', 'data-testid': 'compare-busy', text: fmtShare(v.busy_fraction) }));
-  const head = el('tr', {}, ...['Version', 'Watched', 'Hangs', 'Hangs / hour', 'Busy']
-    .map((t, i) => el('th', { class: i ? 'num' : '', text: t })));
-  return el('table', { class: 'grid wide', 'data-testid': 'compare-versions' },
-    el('thead', {}, head), el('tbody', {}, row(a, ''), row(b, verdict(a, b))));
+// The line under the table: what the comparison can say, in words.
+function verdictText(answer, a, b) {
+  switch (answer.difference) {
+    case 'higher': return `${b.version} hangs more often than ${a.version}: their 95% intervals do not overlap.`;
+    case 'lower': return `${b.version} hangs less often than ${a.version}: their 95% intervals do not overlap.`;
+    case 'within_noise': return `No difference beyond noise: the 95% intervals of ${a.version} and ${b.version} overlap.`;
+    default: {
+      const short = [a, b].filter((v) => !v.enough_data)
+        .map((v) => `${v.version}: ${fmtCount(v.hangs)} ${v.hangs === 1 ? 'hang' : 'hangs'} in ${fmtWatched(v.watched_hours)}`);
+      return `Not enough data to compare (${short.join('; ')}): a version needs at least ` +
+        `${MIN_HANGS} hangs over ${MIN_WATCHED_MINUTES} minutes watched.`;
+    }
+  }
+}
+
+function versionsTable(el, answer, a, b) {
+  const row = (v, cls) => el('tr', { 'data-testid': 'compare-version', 'data-version': v.version,
+    'data-enough': String(Boolean(v.enough_data)) },
+  el('td', { class: 'strong', text: v.version }),
+  el('td', { class: 'num', 'data-testid': 'compare-watched', text: fmtWatched(v.watched_hours) }),
+  el('td', { class: 'num', 'data-testid': 'compare-hangs', text: fmtCount(v.hangs) }),
+  el('td', { class: `num strong ${cls}`.trim(), 'data-testid': 'compare-rate', text: fmtRate(v.hangs_per_hour) }),
+  el('td', { class: v.enough_data ? 'num' : 'num thin', 'data-testid': 'compare-interval', text: fmtInterval(v),
+    title: v.enough_data ? '' : 'not enough data: too few hangs or too little watched time' }),
+  el('td', { class: 'num', 'data-testid': 'compare-busy', text: fmtShare(v.busy_fraction) }));
+  const head = el('tr', {}, ...[['Version'], ['Watched'], ['Hangs', 'a count'],
+    ['Hangs / hour', 'hangs over watched hours'],
+    ['95% interval', 'where the hang rate lies with 95% confidence (exact Poisson interval of the count)'],
+    ['Busy']].map(([t, tip], i) => el('th', { class: i ? 'num' : '', title: tip, text: t })));
+  return el('div', { class: 'wide' },
+    el('table', { class: 'grid wide', 'data-testid': 'compare-versions' },
+      el('thead', {}, head), el('tbody', {}, row(a, ''), row(b, verdict(answer.difference)))),
+    el('p', { class: `verdict ${answer.difference || ''}`, 'data-testid': 'compare-verdict',
+      'data-difference': answer.difference || '', text: verdictText(answer, a, b) }));
 }
 
 // The two histograms as one table: a bucket per row, A's and B's units
@@ -107,7 +147,7 @@ export function renderComparison(el, box, answer) {
   const note = answer.loop ? el('p', { class: 'loop-note', 'data-testid': 'compare-loop-note',
     text: `Hangs and watched time of loop ${answer.loop}; the stacks below are of every loop's hangs.` }) : null;
   box.replaceChildren(el('div', { class: 'compare-grid compare' },
-    versionsTable(el, a, b),
+    versionsTable(el, answer, a, b),
     histogramTable(el, a, b),
     el('div', {}, note,
       movedTable(el, `Grew in ${b.version}`, 'compare-grew', answer.stacks.grew),

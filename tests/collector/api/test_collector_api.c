@@ -24,6 +24,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -1329,13 +1330,148 @@ static void case_not_utf8_parameters(void) {
   collector_stop_healthy(&c);
 }
 
+/* ---- every kind of event ------------------------------------------------------ */
+
+static volatile unsigned long g_spin;
+
+static CHAIN void spin_until_killed(void) {
+  for (;;)
+    g_spin++;
+}
+
+/* GET path -> 200 with exactly n events, each of kind (NULL: any). */
+static void check_event_count(const collector_t *c, const char *path, size_t n, const char *kind) {
+  long status;
+  json_t *j = get_json(c, path, &status);
+  char *text = json_dumps(j, JSON_COMPACT);
+  CHECKF(status == 200, "GET %s -> %ld %s", path, status, text);
+  json_t *events = json_object_get(j, "events");
+  CHECKF(json_array_size(events) == n, "GET %s: %zu events, want %zu: %.2000s", path,
+         json_array_size(events), n, text);
+  size_t i;
+  json_t *e;
+  json_array_foreach(events, i, e) {
+    const char *k = json_string_value(json_object_get(e, "kind"));
+    CHECKF(!kind || (k && strcmp(k, kind) == 0), "GET %s: kind %s, want %s", path, k ? k : "-",
+           kind);
+  }
+  free(text);
+  json_decref(j);
+}
+
+/* GET timeseries?query -> 200 whose points count n events in all. */
+static void check_series_events(const collector_t *c, const char *query, long long n) {
+  char path[256];
+  snprintf(path, sizeof path, "/api/v1/timeseries?%s", query);
+  long status;
+  json_t *j = get_json(c, path, &status);
+  CHECKF(status == 200, "GET %s -> %ld", path, status);
+  long long sum = 0;
+  size_t i;
+  json_t *p;
+  json_array_foreach(json_object_get(j, "points"), i, p) sum +=
+      json_integer_value(json_object_get(p, "events"));
+  CHECKF(sum == n, "GET %s: %lld events, want %lld", path, sum, n);
+  json_decref(j);
+}
+
+/* Real SDK batches holding each kind an app sends: a process killed -9
+   while hung (its next run sends the fatal hang), a hang and a manual
+   capture. The events list and the time series filter each kind; the
+   stacks' routes, summed per hang or cpu, refuse the others naming kind. */
+static void case_event_kinds(void) {
+  collector_t c;
+  collector_start(&c, NULL);
+  char data_dir[128], marker[192];
+  snprintf(data_dir, sizeof data_dir, "%s/sdk", tempdir_make("perf-kinds"));
+  perf_sdk_config_t cfg;
+  perf_sdk_config_init(&cfg);
+  sdk_config_upload(&cfg, "kinds-test", c.url, GOOD_KEY, data_dir);
+  cfg.hang_threshold_ms = 100;
+  cfg.hang_sample_interval_ms = 10;
+  cfg.cpu_threshold_percent = 25600; /* no burst */
+
+  pid_t hung = fork();
+  CHECK(hung >= 0);
+  if (hung == 0) {
+    if (perf_sdk_init(&cfg) != PERF_OK || perf_sdk_loop_busy() != PERF_OK) _exit(3);
+    spin_until_killed();
+  }
+  /* The marker is written whole (renamed into place) at each sample. */
+  snprintf(marker, sizeof marker, "%s/hang-%d.marker", data_dir, (int)hung);
+  struct stat sb;
+  double deadline = now_s() + 30;
+  while (stat(marker, &sb) != 0) {
+    CHECKF(now_s() < deadline, "no hang marker %s after 30 s", marker);
+    usleep(5000);
+  }
+  CHECK(kill(hung, SIGKILL) == 0);
+  int st = 0;
+  CHECK(waitpid(hung, &st, 0) == hung && WIFSIGNALED(st));
+
+  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK); /* sends the fatal hang */
+  handle_request(HANG_MS, NULL);
+  CHECK_EQ_INT(perf_sdk_capture_now("kinds manual"), PERF_OK);
+  perf_sdk_stats_t stats;
+  CHECK_EQ_INT(perf_sdk_get_stats(&stats), PERF_OK);
+  CHECK_EQ_INT(stats.hangs_detected, 1);
+  sdk_flush_and_stop();
+
+  check_event_count(&c, "/api/v1/events?app=kinds-test", 3, NULL);
+  check_event_count(&c, "/api/v1/events?app=kinds-test&kind=", 3, NULL);
+  check_event_count(&c, "/api/v1/events?app=kinds-test&kind=hang", 2, NULL); /* fatal ones too */
+  check_event_count(&c, "/api/v1/events?app=kinds-test&kind=fatal_hang", 1, "fatal_hang");
+  check_event_count(&c, "/api/v1/events?app=kinds-test&kind=manual", 1, "manual");
+  check_event_count(&c, "/api/v1/events?app=kinds-test&kind=cpu", 0, NULL);
+  check_event_count(&c, "/api/v1/events?app=kinds-test&kind=manual&label=x", 0, NULL);
+  check_series_events(&c, "kind=manual&bucket=day", 1);
+  check_series_events(&c, "kind=fatal_hang&bucket=day", 1);
+  check_series_events(&c, "kind=hang&bucket=day", 2);
+  check_series_events(&c, "kind=cpu&bucket=day", 0);
+
+  /* The manual capture's detail: its reason, every thread's stack. */
+  long status;
+  json_t *j = get_json(&c, "/api/v1/events?kind=manual", &status);
+  json_int_t id =
+      json_integer_value(json_object_get(json_array_get(json_object_get(j, "events"), 0), "id"));
+  CHECK(strcmp(json_string_value(
+                   json_object_get(json_array_get(json_object_get(j, "events"), 0), "reason")),
+               "kinds manual") == 0);
+  json_decref(j);
+  char path[128];
+  snprintf(path, sizeof path, "/api/v1/events/%lld", (long long)id);
+  j = get_json(&c, path, &status);
+  CHECK_EQ_INT(status, 200);
+  CHECK(strcmp(json_string_value(json_object_get(j, "kind")), "manual") == 0);
+  CHECK(json_array_size(json_object_get(j, "stacks")) >= 1);
+  json_decref(j);
+
+  static const char *const stack_routes[] = {"/api/v1/top-stacks", "/api/v1/flame",
+                                             "/api/v1/export/folded", "/api/v1/states"};
+  for (size_t i = 0; i < ARRAY_LEN(stack_routes); i++) {
+    for (int k = 0; k < 2; k++) {
+      snprintf(path, sizeof path, "%s?kind=%s", stack_routes[i], k ? "fatal_hang" : "manual");
+      j = get_json(&c, path, &status);
+      const char *err = json_string_value(json_object_get(j, "error"));
+      CHECKF(status == 400 && err && strstr(err, "parameter kind: must be hang or cpu"),
+             "GET %s -> %ld %s", path, status, err ? err : "(no error)");
+      json_decref(j);
+    }
+  }
+  check_bad_parameter(&c, "/api/v1/export/pprof", "kind=manual", "kind");
+  check_bad_parameter(&c, "/api/v1/events", "kind=wall", "kind");
+  check_bad_parameter(&c, "/api/v1/events", "kind=Manual", "kind");
+  check_bad_parameter(&c, "/api/v1/timeseries", "kind=unspecified&bucket=day", "kind");
+  collector_stop_healthy(&c);
+}
+
 int main(int argc, char **argv) {
   static const test_case_t cases[] = {
       TEST_CASE(hang_grouped),   TEST_CASE(cpu_stacks),         TEST_CASE(filters),
       TEST_CASE(bad_parameters), TEST_CASE(export_folded),      TEST_CASE(flame),
       TEST_CASE(events),         TEST_CASE(events_by_loop),     TEST_CASE(versions_by_loop),
       TEST_CASE(export_pprof),   TEST_CASE(export_pprof_empty), TEST_CASE(not_utf8_parameters),
-      TEST_CASE(flame_diff),
+      TEST_CASE(flame_diff),     TEST_CASE(event_kinds),
   };
   return collector_test_main(argc, argv, cases, ARRAY_LEN(cases));
 }

@@ -4,7 +4,8 @@
  * at known instants around minute, hour and day boundaries:
  *  - buckets: exact events and event_total_ms per bucket (minute, hour, day),
  *    oldest first, an event in the last nanosecond of a bucket and one at
- *    the first of the next; hang takes fatal hangs, cpu only cpu events;
+ *    the first of the next; hang takes fatal hangs, fatal_hang only them,
+ *    cpu only cpu events;
  *    app, label, tag, from and to narrow it exactly as for events;
  *  - bad_parameters: bucket absent or unknown, kind absent, group, a
  *    from..to of 1001 buckets -> 400 naming the parameter; 1000 -> 200;
@@ -141,6 +142,8 @@ static void case_buckets(void) {
   check_series(&c, "kind=hang&bucket=day&app=shop", DAY_MS, "0:6:230,86400000:1:60");
   check_series(&c, "kind=hang&bucket=day", DAY_MS, "0:7:300,86400000:1:60");
   check_series(&c, "kind=cpu&bucket=day", DAY_MS, "0:1:100");
+  check_series(&c, "kind=fatal_hang&bucket=hour&app=shop", HOUR_MS, "7200000:1:80");
+  check_series(&c, "kind=manual&bucket=day", DAY_MS, "");
   check_series(&c, "kind=cpu&bucket=minute&app=other", MINUTE_MS, "");
   check_series(&c, "kind=hang&bucket=hour&tag=team:search", HOUR_MS, "0:1:70");
   check_series(&c, "kind=hang&bucket=day&label=GET%20/x", DAY_MS, "0:1:20,86400000:1:60");
@@ -170,7 +173,8 @@ static void case_bad_parameters(void) {
   check_bad(&c, "kind=hang&bucket=week", "bucket");
   check_bad(&c, "kind=hang&bucket=Hour", "bucket");
   check_bad(&c, "bucket=hour", "kind");
-  check_bad(&c, "kind=fatal_hang&bucket=hour", "kind");
+  check_bad(&c, "kind=unspecified&bucket=hour", "kind");
+  check_bad(&c, "kind=Hang&bucket=hour", "kind");
   check_bad(&c, "kind=hang&bucket=hour&group=abc", "group");
   check_bad(&c, "kind=hang&bucket=hour&from=x", "from");
   check_bad(&c, "kind=hang&bucket=hour&from=10&to=9", "to");

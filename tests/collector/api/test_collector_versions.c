@@ -8,6 +8,10 @@
  *    them), the hang group that grew and the one that shrank, with exact
  *    shares; another app's batches and the environment filter change it
  *    exactly; a version never watched has null rates;
+ *  - intervals: each rate's exact 95% interval (hangs_per_hour_low,
+ *    _high) against values computed independently, enough_data, and
+ *    difference: not_enough_data (2 vs 2 hangs), higher, lower,
+ *    within_noise;
  *  - loops: the same batches' loops summed over app, version,
  *    environment and none: exact watched hours, hangs per hour, busy
  *    fraction, histogram and batch counts; kind, group, label and a bad
@@ -19,6 +23,7 @@
  *    table at start; retention deletes an expired batch's loop stats.
  */
 #include <jansson.h>
+#include <math.h>
 #include <sqlite3.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -61,6 +66,8 @@ static void send_fixture(const collector_t *c) {
           4);
   send_ok(c, &(loop_batch_t){"shop", "3.1", "staging", HOUR_NS, 0, U2, 4, 0, 0, 0}, 5);
 }
+
+static json_t *loops(const collector_t *c, const char *query);
 
 static json_t *compare(const collector_t *c, const char *query) {
   char path[1024];
@@ -152,6 +159,10 @@ static void case_rates(void) {
   CHECK_EQ_INT(json_array_size(json_object_get(stacks, "shrank")), 1);
   check_moved(json_object_get(stacks, "grew"), 0, "slow_query", 1, 5, 5.0 / 6 - 0.5);
   check_moved(json_object_get(stacks, "shrank"), 0, "render", 1, 1, 1.0 / 6 - 0.5);
+  /* 2 hangs in 3.1: too few to tell 2.0 from 3.0 per hour */
+  const char *diff = json_string_value(json_object_get(o, "difference"));
+  CHECKF(diff && strcmp(diff, "not_enough_data") == 0, "3.1 vs 3.2: difference %s",
+         diff ? diff : "(none)");
   json_decref(o);
 
   /* Every environment: 3.1 adds staging's hour without hangs. */
@@ -167,6 +178,78 @@ static void case_rates(void) {
   CHECK(json_is_null(json_object_get(never, "hangs_per_hour")));
   CHECK(json_is_null(json_object_get(never, "busy_fraction")));
   CHECK(real_of(never, "watched_hours") == 0.0);
+  json_decref(o);
+  collector_stop_healthy(&c);
+}
+
+/* A version's rate interval: exactly low..high per hour (the Garwood
+   bounds, computed independently: mpmath, tests/collector/model/
+   test_rate_interval.c), to 1e-7 relative, and enough_data. */
+static void check_interval(const json_t *v, double low, double high, bool enough) {
+  const char *name = json_string_value(json_object_get(v, "version"));
+  if (!name) name = "loops";
+  double got_low = real_of(v, "hangs_per_hour_low"), got_high = real_of(v, "hangs_per_hour_high");
+  CHECKF(fabs(got_low - low) <= 1e-7 * low && fabs(got_high - high) <= 1e-7 * high,
+         "%s: interval %.10g..%.10g, want %.10g..%.10g", name, got_low, got_high, low, high);
+  CHECKF(json_is_boolean(json_object_get(v, "enough_data")) &&
+             json_boolean_value(json_object_get(v, "enough_data")) == enough,
+         "%s: enough_data, want %d", name, enough);
+}
+
+/* versions/compare?app=noise&a=..&b=..: its difference, exactly want. */
+static json_t *check_difference(const collector_t *c, const char *a, const char *b,
+                                const char *want) {
+  char query[128];
+  snprintf(query, sizeof query, "app=noise&a=%s&b=%s", a, b);
+  json_t *o = compare(c, query);
+  const char *got = json_string_value(json_object_get(o, "difference"));
+  CHECKF(got && strcmp(got, want) == 0, "%s: difference %s, want %s", query, got ? got : "-", want);
+  return o;
+}
+
+/* Rates with their 95% intervals and the rule that compares them: 2
+   hangs in 1 h (0.2422..7.2247 per hour) and 2 in 10 s (87.20..2600.9:
+   720 per hour, but only two hangs) are not enough data; 6 in 2 h
+   against 8 in 0.1 h differ both ways; 6 against 8 in an hour each
+   overlap; a version never watched has no interval. */
+static void case_intervals(void) {
+  collector_t c;
+  collector_start(&c, NULL);
+  const uint64_t ten_s = HOUR_NS / 360;
+  const loop_batch_t fixture[] = {
+      {"noise", "1.0", "prod", HOUR_NS, 0, U1, BUCKETS, 2, 1, 5},
+      {"noise", "1.1", "prod", ten_s, 0, U1, BUCKETS, 2, 1, 5},
+      {"noise", "2.0", "prod", 2 * HOUR_NS, 0, U1, BUCKETS, 6, 3, 5},
+      {"noise", "2.1", "prod", HOUR_NS / 10, 0, U1, BUCKETS, 8, 3, 5},
+      {"noise", "3.0", "prod", HOUR_NS, 0, U1, BUCKETS, 6, 3, 5},
+      {"noise", "3.1", "prod", HOUR_NS, 0, U1, BUCKETS, 8, 3, 5},
+  };
+  for (unsigned i = 0; i < ARRAY_LEN(fixture); i++)
+    send_ok(&c, &fixture[i], 10 + i);
+
+  json_t *o = check_difference(&c, "1.0", "1.1", "not_enough_data");
+  json_t *vs = json_object_get(o, "versions");
+  check_version(json_array_get(vs, 0), "1.0", 2, 1.0, 2.0, 0.0, "100,20,10,3,2,0,0,0,0");
+  check_interval(json_array_get(vs, 0), 0.2422092785, 7.224687668, false);
+  check_interval(json_array_get(vs, 1), 0.2422092785 * 360, 7.224687668 * 360, false);
+  json_decref(o);
+  o = check_difference(&c, "2.0", "2.1", "higher");
+  vs = json_object_get(o, "versions");
+  check_interval(json_array_get(vs, 0), 2.201894253 / 2, 13.05947402 / 2, true);
+  check_interval(json_array_get(vs, 1), 3.453832177 * 10, 15.76318922 * 10, true);
+  json_decref(o);
+  json_decref(check_difference(&c, "2.1", "2.0", "lower"));
+  json_decref(check_difference(&c, "3.0", "3.1", "within_noise"));
+  json_decref(check_difference(&c, "1.0", "2.1", "not_enough_data")); /* one side short */
+  o = check_difference(&c, "2.0", "9.9", "not_enough_data");
+  json_t *never = json_array_get(json_object_get(o, "versions"), 1);
+  CHECK(json_is_null(json_object_get(never, "hangs_per_hour_low")) &&
+        json_is_null(json_object_get(never, "hangs_per_hour_high")) &&
+        json_is_false(json_object_get(never, "enough_data")));
+  json_decref(o);
+  /* loops: the same interval for one version's loop */
+  o = loops(&c, "app=noise&version=2.0");
+  check_interval(o, 2.201894253 / 2, 13.05947402 / 2, true);
   json_decref(o);
   collector_stop_healthy(&c);
 }
@@ -313,6 +396,7 @@ int main(int argc, char **argv) {
   static const test_case_t cases[] = {
       TEST_CASE(rates),
       TEST_CASE(loops),
+      TEST_CASE(intervals),
       TEST_CASE(bad_parameters),
       TEST_CASE(retention_and_old_db),
   };

@@ -8,10 +8,11 @@
  * "stack-truth": an inline frame with file:line, a stack cut by the depth
  * cap, sent as two device stacks of the same names; its batch tagged
  * team=truth and reporting 12 events dropped by the rate limit and 3 by
- * the spool quota) and two versions of app "rates" with loop stats (3.1:
- * 2 hangs in 1 h watched, 3.2: 6 in 2 h; hangs of 1 ms: the demo's stays
- * the slowest) and app "inapp" (a hang and a CPU stack innermost in libc,
- * called from the app: post_in_app), then runs tests/dashboard/
+ * the spool quota), four versions of app "rates" with loop stats (before
+ * the demo: 3.1: 2 hangs in 1 h watched, 3.2: 6 in 2 h, 3.0: 2 in 10 s,
+ * 3.3: 5 in 0.1 h; hangs of 1 ms: the demo's stays the slowest) and app "inapp" (a hang and a CPU
+ * stack innermost in libc, called from the app: post_in_app) and app "kinds" (a fatal hang and a
+ * manual capture: post_kinds), then runs tests/dashboard/
  * dashboard_test.mjs (node + playwright-core + Debian's chromium, headless)
  * against it and requires its exit 0 and its two screenshots (the page,
  * and the version comparison panel beside it, "-compare.png"). A missing
@@ -129,9 +130,12 @@ static void post_stack_truth(const collector_t *c) {
   batch_post(c, &b, 1);
 }
 
-/* Versions 3.1 and 3.2 of app "rates" (the version comparison view):
-   3.1 watched 1 h with 2 hangs (1 in slow_query, 1 in render), 3.2
-   watched 2 h with 6 (5 and 1); units by duration per version. */
+/* Versions of app "rates" (the version comparison view): 3.1 watched 1 h
+   with 2 hangs (1 in slow_query, 1 in render), 3.2 watched 2 h with 6 (5
+   and 1), 3.0 watched 10 s with 2 (720 per hour, on two hangs: not enough
+   data), 3.3 watched 0.1 h with 5 (50 per hour, its 95% interval wholly
+   above 3.2's); units by duration per version. Sent before the demo runs,
+   so the demo's hang is among the newest events. */
 static void post_rates(const collector_t *c) {
   static const uint64_t u31[9] = {100, 20, 10, 3, 2, 0, 0, 0, 0};
   static const uint64_t u32[9] = {400, 30, 20, 8, 5, 1, 0, 0, 0};
@@ -139,8 +143,10 @@ static void post_rates(const collector_t *c) {
   const loop_batch_t batches[] = {
       {"rates", "3.1", "production", hour, hour / 4, u31, 9, 2, 1, 1},
       {"rates", "3.2", "production", 2 * hour, hour, u32, 9, 6, 5, 1},
+      {"rates", "3.0", "production", hour / 360, hour / 3600, u31, 9, 2, 1, 1},
+      {"rates", "3.3", "production", hour / 10, hour / 20, u32, 9, 5, 5, 1},
   };
-  for (unsigned i = 0; i < 2; i++) {
+  for (unsigned i = 0; i < ARRAY_LEN(batches); i++) {
     reply_t *r = calloc(1, sizeof *r);
     CHECK(r);
     long status = batch_post_loop(c, &batches[i], 100 + i, r);
@@ -205,15 +211,50 @@ static void post_in_app(const collector_t *c) {
   batch_post(c, &b, 2);
 }
 
+/* App "kinds": a fatal hang two hours ago (a process that ended while
+   hung, as its next run reports it) and a manual capture an hour ago
+   (perf_sdk_capture_now), one batch each: the browser test finds each
+   with its own badge under its own kind, and the detail cleared when a
+   kind, filter or range leaves its event out. */
+static void post_kinds(const collector_t *c) {
+  static const struct {
+    Perf__V1__EventKind kind;
+    int64_t ago_s;
+    const char *function, *reason;
+  } KIND[] = {
+      {PERF__V1__EVENT_KIND__EVENT_KIND_FATAL_HANG, 7200, "wedged_in_flush",
+       "process 4242 ended while its thread 4242 was hung"},
+      {PERF__V1__EVENT_KIND__EVENT_KIND_MANUAL, 3600, "report_button_pressed", "user report"},
+  };
+  for (unsigned i = 0; i < 2; i++) {
+    uint8_t id[16] = {0xd5, 0x4b, (uint8_t)i};
+    batch_one_event_t o;
+    batch_one_event_init(&o, id, "kinds", "/usr/bin/kinds", KIND[i].function);
+    Perf__V1__Frame fr = PERF__V1__FRAME__INIT, *frs[] = {&fr};
+    fr.module = 1, fr.address = 0x1234, fr.function = 1;
+    uint32_t ids[] = {1};
+    o.b.n_frames = 1, o.b.frames = frs;
+    o.st.n_frames = 1, o.st.frames = ids;
+    o.sc.tid = 4242, o.sc.samples = 3;
+    o.ev.kind = KIND[i].kind;
+    o.ev.start_unix_nanos = (int64_t)((now_wall_s() - (double)KIND[i].ago_s) * 1e9);
+    o.ev.duration_nanos = 1000000;
+    o.ev.tid = 4242;
+    o.ev.reason = (char *)KIND[i].reason;
+    batch_post(c, &o.b, 300 + i);
+  }
+}
+
 static void case_browser(void) {
   check_browser_tools();
   collector_t c;
   collector_start(&c, NULL);
+  post_rates(&c);
   demo_run_uploading(&c, PERF_DEMO_APP_PATH, tempdir_make("perf-dash"));
   demo_wait_stored(&c);
   post_stack_truth(&c);
-  post_rates(&c);
   post_in_app(&c);
+  post_kinds(&c);
 
   char compare_png[sizeof PERF_DASHBOARD_SCREENSHOT + 16];
   snprintf(compare_png, sizeof compare_png, "%.*s-compare.png",

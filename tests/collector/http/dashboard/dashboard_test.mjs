@@ -30,17 +30,28 @@
 // the page's URL, and a link carrying them (kind=cpu, app, range, limit;
 // group) opens with those filters in the inputs and exactly the API's rows;
 // a full-page screenshot is written. The version comparison (test_dashboard.c's
-// app "rates": 3.1 with 2 hangs in 1 h watched, 3.2 with 6 in 2 h): a link
-// with app, a and b shows exactly 2.00 and 3.00 hangs per hour, the hours,
-// hangs, busy shares and both histograms as the API answers them, slow_query
-// grown from 50.0% to 83.3% of the hangs and render shrunk to 16.7%; the
-// form swaps the versions (written to the URL), a == b shows the API's 400;
+// app "rates": 3.1 with 2 hangs in 1 h watched, 3.2 with 6 in 2 h, 3.0
+// with 2 in 10 s, 3.3 with 5 in 6 min): a link with app, a and b shows
+// exactly 2.00 and 3.00 hangs per hour with their 95% intervals
+// (0.24–7.22, 1.10–6.53), the hours, hangs, busy shares and both
+// histograms as the API answers them, slow_query grown from 50.0% to 83.3%
+// of the hangs and render shrunk to 16.7%; no rate marked and "Not enough
+// data" said for 2 vs 6 and for 2 vs 2 hangs (720.00 per hour after 10 s
+// watched, said "10 s"); 3.3 red against 3.2 (intervals apart), and 3.2
+// green once the form swaps them (written to the URL); a == b shows the
+// API's 400;
 // the panel's screenshot is written beside the page's ("-compare.png").
 // In-app headlines (test_dashboard.c's app "inapp"): its hang and CPU rows
 // read "in read ←" reload_config and "in __memset_avx2_unaligned_erms ←"
 // fill_buffers as the API's headline says, libc's frames muted when the
 // stack expands and in the event's detail; the demo's rows, innermost in
 // the app already, are headed by checksum_profile_slowly and convolve_kernel.
+// Every kind (test_dashboard.c's app "kinds"): a fatal hang and a manual
+// capture, each under its own kind (Hangs lists the fatal hang too) with
+// its own badge in the list and the detail, their chart, no stack route
+// asked for them; the detail cleared by a kind, a filter or a range that
+// leaves its event out, kept by one that keeps it; no hang rate in the
+// CPU view.
 // Any JS error (console or uncaught) fails the test.
 // Exit 0 on success, 1 with the reason on stderr otherwise.
 import { chromium } from 'playwright-core';
@@ -97,6 +108,7 @@ function checkTable(kind, table, wantHeaders, wantTips, wantCells) {
 }
 
 const consoleErrors = [];
+const requests = []; // every URL the page asked for, in order
 let expecting401 = false; // the 401 step: the browser logs the refused fetches
 let expecting400 = false; // the comparison's a == b step: the same for its 400
 
@@ -111,6 +123,7 @@ async function main() {
   try {
     const page = await browser.newPage({ viewport: { width: 1440, height: 1000 } });
     page.setDefaultTimeout(TIMEOUT_MS);
+    page.on('request', (req) => requests.push(req.url()));
     page.on('pageerror', (err) => consoleErrors.push(`uncaught: ${err.message}`));
     page.on('console', (msg) => {
       if (msg.type() !== 'error') return;
@@ -463,10 +476,114 @@ async function run(page) {
 
   await checkLinks(page, hang, event);
   await checkInApp(page);
+  await checkKinds(page);
   const comparePng = await checkCompare(page);
   console.log(`dashboard ok: ${HANG_FUNCTION} (${hang.samples} samples), ${CPU_FUNCTION}, ` +
     `event ${event.id} ${duration}, "${allText}"; screenshots ${screenshotPath} (${png.length} bytes), ` +
     `${comparePng}`);
+}
+
+// The rows of the events list: "<id>:<badge's kind>:<badge's text>".
+async function eventRows(page) {
+  return page.locator('[data-testid="event-row"]').evaluateAll((rs) => rs.map((r) => {
+    const b = r.querySelector('[data-testid="kind-badge"]');
+    return `${r.dataset.id}:${b.dataset.kind}:${b.textContent}`;
+  }));
+}
+
+// Whether the detail panel shows no event (its prompt, no id).
+async function detailCleared(page) {
+  return page.evaluate(() => !document.getElementById('detail-empty').hidden &&
+    document.getElementById('detail-body').hidden && !document.getElementById('event-detail').dataset.id);
+}
+
+// The view of a kind chosen by its radio, loaded.
+async function chooseKind(page, kind) {
+  await page.locator(`label:has(#kind-${kind})`).click();
+  await page.waitForFunction((k) => new URLSearchParams(window.location.search).get('kind') === (k === 'hang' ? null : k) &&
+    document.body.dataset.state === 'ready', kind);
+}
+
+// Every kind (test_dashboard.c's app "kinds": a fatal hang 2 h ago, a
+// manual capture 1 h ago): each listed under its own kind with its own
+// badge in the list and the detail; no stack route is asked for a kind
+// it does not sum (the page would log their 400s as errors too); the
+// chart counts the kind; the detail cleared when a kind, a filter or the
+// range leaves its event out, and kept when the list still holds it;
+// the CPU view speaks of CPU (no hang rate in it).
+async function checkKinds(page) {
+  const api = async (kind) => (await apiJson(`/api/v1/events?app=kinds&kind=${kind}`)).events;
+  const [fatal] = await api('fatal_hang');
+  const [manual] = await api('manual');
+  check(fatal && manual && (await api('hang')).length === 1 && (await api('cpu')).length === 0,
+    'kinds: one fatal hang (also a hang), one manual capture, no cpu event');
+  await page.goto(`${url}/dashboard/?app=kinds&range=all`);
+  await waitReady(page);
+  check(JSON.stringify(await eventRows(page)) === JSON.stringify([`${fatal.id}:fatal_hang:fatal hang`]),
+    `kinds, hangs: the fatal hang's row ${JSON.stringify(await eventRows(page))}`);
+  const detailBadge = async () => page.getByTestId('detail-kind').locator('[data-testid="kind-badge"]')
+    .evaluate((b) => `${b.dataset.kind}:${b.textContent}`);
+  const show = async (id) => {
+    await page.locator(`[data-testid="event-row"][data-id="${id}"]`).click();
+    await page.waitForFunction((i) => document.getElementById('event-detail').dataset.id === String(i), id);
+  };
+  await show(fatal.id);
+  check(await detailBadge() === 'fatal_hang:fatal hang', `kinds: the fatal hang's detail badge ${await detailBadge()}`);
+  check(await page.locator('#detail-reason').textContent() === fatal.reason, 'kinds: the fatal hang\'s reason');
+  // The same filters again: the list still holds the event, the detail stays.
+  await page.getByTestId('refresh').click();
+  await waitReady(page);
+  check(await page.evaluate(() => document.getElementById('event-detail').dataset.id) === String(fatal.id),
+    'kinds: a refresh that keeps the event keeps its detail');
+
+  // Fatal hangs alone: the list, the chart; no stacks of their own.
+  requests.length = 0;
+  await chooseKind(page, 'fatal_hang');
+  check(JSON.stringify(await eventRows(page)) === JSON.stringify([`${fatal.id}:fatal_hang:fatal hang`]),
+    'kinds, fatal hangs: its row');
+  check(await page.evaluate(() => document.getElementById('event-detail').dataset.id) === String(fatal.id),
+    'kinds: fatal hangs still hold the fatal hang: its detail stays');
+  check(await page.getByTestId('stacks-none').isVisible() && await page.getByTestId('flame-none').isVisible(),
+    'kinds, fatal hangs: the stacks and flame panels say where their stacks are');
+  check(await page.locator('#chart-title').textContent() === 'Fatal hangs over time', 'kinds: fatal chart title');
+  check(JSON.stringify((await checkChart(page)).map((p) => p.events)) === '[1]', 'kinds: one fatal hang in the chart');
+
+  // Manual: the fatal hang's detail goes (a mode switch), the capture listed.
+  await chooseKind(page, 'manual');
+  check(await detailCleared(page), 'kinds: switching to manual clears the fatal hang\'s detail');
+  check(JSON.stringify(await eventRows(page)) === JSON.stringify([`${manual.id}:manual:manual`]),
+    `kinds, manual: the capture's row ${JSON.stringify(await eventRows(page))}`);
+  check(await page.locator('#chart-title').textContent() === 'Manual captures over time', 'kinds: manual chart title');
+  check(JSON.stringify((await checkChart(page)).map((p) => p.events)) === '[1]', 'kinds: one capture in the chart');
+  await show(manual.id);
+  check(await detailBadge() === 'manual:manual', `kinds: the capture's detail badge ${await detailBadge()}`);
+  check(await page.locator('#detail-reason').textContent() === 'user report', 'kinds: the capture\'s reason');
+  const stackRoutes = requests.filter((r) => /\/api\/v1\/(top-stacks|flame|export\/|states)/.test(r));
+  check(stackRoutes.every((r) => /[?&]kind=(hang|cpu)(&|$)/.test(r)),
+    `kinds: no stack route asked for another kind: ${JSON.stringify(stackRoutes)}`);
+
+  // CPU: the capture's detail goes; every label speaks of CPU.
+  await chooseKind(page, 'cpu');
+  check(await detailCleared(page), 'kinds: switching to CPU clears the capture\'s detail');
+  const words = await page.locator('main').innerText();
+  check(!/hangs? (per|\/) hour/i.test(words), `kinds, CPU: no hang rate on the page: ${words.slice(0, 400)}`);
+  check(/CPU/.test(await page.getByTestId('compare').innerText()), 'kinds, CPU: the comparison panel speaks of CPU');
+
+  // A filter, then the range, that leave the shown event out.
+  await chooseKind(page, 'hang');
+  await show(fatal.id);
+  await page.getByTestId('label-filter').fill('no such label');
+  await page.getByTestId('refresh').click();
+  await waitReady(page);
+  check(await detailCleared(page), 'kinds: a label filter that leaves the fatal hang out clears its detail');
+  await page.getByTestId('label-filter').fill('');
+  await page.getByTestId('refresh').click();
+  await waitReady(page);
+  await show(fatal.id);
+  await page.locator('#range').selectOption('900000'); // the last 15 min: not 2 h ago
+  await waitReady(page);
+  await page.waitForFunction(() => !document.querySelector('[data-testid="event-row"]'));
+  check(await detailCleared(page), 'kinds: a range that leaves the fatal hang out clears its detail');
 }
 
 // Links: a URL's filters in the inputs and exactly the API's rows for them;
@@ -591,12 +708,14 @@ async function checkCompare(page) {
     await page.getByTestId('compare-b').inputValue() === '3.2', 'compare link: versions in the inputs');
   check(await page.getByTestId('compare-body').getAttribute('data-query') === 'app=rates&a=3.1&b=3.2',
     'compare link: the panel\'s query');
-  const rows = await page.locator('[data-testid="compare-version"]').evaluateAll((rs) => rs.map((r) =>
-    [...r.cells].map((c) => c.textContent).join('|')));
-  check(JSON.stringify(rows) === JSON.stringify(['3.1|1.00 h|2|2.00|25.0%', '3.2|2.00 h|6|3.00|50.0%']),
+  const rows = await compareRows(page);
+  check(JSON.stringify(rows) === JSON.stringify(['3.1|1.00 h|2|2.00|0.24–7.22|25.0%', '3.2|2.00 h|6|3.00|1.10–6.53|50.0%']),
     `compare rows ${JSON.stringify(rows)}`);
-  check(await page.locator('[data-testid="compare-version"] >> nth=1 >> [data-testid="compare-rate"]')
-    .getAttribute('class') === 'num strong worse', '3.2 is marked worse');
+  // 2 hangs against 6: 3.2's rate is higher, but 3.1's two hangs say too little.
+  check(JSON.stringify(await rateClasses(page)) === '["num strong","num strong"]',
+    `2 vs 6 hangs: no rate marked (${JSON.stringify(await rateClasses(page))})`);
+  await checkVerdict(page, 'not_enough_data',
+    'Not enough data to compare (3.1: 2 hangs in 1.00 h): a version needs at least 5 hangs over 6 minutes watched.');
   const buckets = await page.locator('[data-testid="compare-bucket"]').evaluateAll((rs) => rs.map((r) =>
     [...r.cells].map((c) => c.textContent.trim()).join('|')));
   const wantBuckets = answer.versions[0].histogram.map((h, i) =>
@@ -617,29 +736,71 @@ async function checkCompare(page) {
   check(bytes.length > 5000 && bytes.subarray(1, 4).toString() === 'PNG', `a PNG of the panel (${bytes.length} bytes)`);
 
   await checkLoopFilter(page);
-  await page.goto(`${url}/dashboard/?app=rates&range=all&a=3.1&b=3.2`);
-  await waitReady(page);
 
-  // The form: B against A, in the URL; 3.1 now the better one.
-  await page.getByTestId('compare-a').fill('3.2');
-  await page.getByTestId('compare-b').fill('3.1');
+  // 2 hangs against 2: 720 and 2 per hour, neither marked: not enough data
+  // (3.0 watched 10 s: said in seconds, not "0.00 h").
+  await page.goto(`${url}/dashboard/?app=rates&range=all&a=3.0&b=3.1`);
+  await waitReady(page);
+  const noise = await compareRows(page);
+  check(JSON.stringify(noise) === JSON.stringify(['3.0|10 s|2|720.00|87.20–2600.89|10.0%',
+    '3.1|1.00 h|2|2.00|0.24–7.22|25.0%']), `2 vs 2 hangs: rows ${JSON.stringify(noise)}`);
+  check(JSON.stringify(await rateClasses(page)) === '["num strong","num strong"]',
+    `2 vs 2 hangs: no rate marked (${JSON.stringify(await rateClasses(page))})`);
+  await checkVerdict(page, 'not_enough_data', 'Not enough data to compare (3.0: 2 hangs in 10 s; 3.1: 2 hangs ' +
+    'in 1.00 h): a version needs at least 5 hangs over 6 minutes watched.');
+  const enough = await page.locator('[data-testid="compare-version"]').evaluateAll((rs) => rs.map((r) => r.dataset.enough));
+  check(JSON.stringify(enough) === '["false","false"]', `2 vs 2 hangs: neither has enough data (${JSON.stringify(enough)})`);
+
+  // 6 hangs in 2 h against 5 in 6 minutes: the intervals apart, 3.3 red.
+  await page.goto(`${url}/dashboard/?app=rates&range=all&a=3.2&b=3.3`);
+  await waitReady(page);
+  const apart = await compareRows(page);
+  check(JSON.stringify(apart) === JSON.stringify(['3.2|2.00 h|6|3.00|1.10–6.53|50.0%',
+    '3.3|6.0 min|5|50.00|16.23–116.68|50.0%']), `3.2 vs 3.3: rows ${JSON.stringify(apart)}`);
+  check(JSON.stringify(await rateClasses(page)) === '["num strong","num strong worse"]',
+    `3.3 is marked worse (${JSON.stringify(await rateClasses(page))})`);
+  await checkVerdict(page, 'higher', '3.3 hangs more often than 3.2: their 95% intervals do not overlap.');
+
+  // The form: B against A, in the URL; 3.2 now the better one.
+  await page.getByTestId('compare-a').fill('3.3');
+  await page.getByTestId('compare-b').fill('3.2');
   await page.getByTestId('compare-go').click();
   await waitReady(page);
   const q = new URL(page.url()).searchParams;
-  check(q.get('a') === '3.2' && q.get('b') === '3.1' && q.get('app') === 'rates', `compare form: the URL ${page.url()}`);
+  check(q.get('a') === '3.3' && q.get('b') === '3.2' && q.get('app') === 'rates', `compare form: the URL ${page.url()}`);
   const swapped = await texts(page, '[data-testid="compare-rate"]');
-  check(JSON.stringify(swapped) === JSON.stringify(['3.00', '2.00']), `swapped rates ${JSON.stringify(swapped)}`);
-  check(await page.locator('[data-testid="compare-version"] >> nth=1 >> [data-testid="compare-rate"]')
-    .getAttribute('class') === 'num strong better', '3.1 is marked better');
+  check(JSON.stringify(swapped) === JSON.stringify(['50.00', '3.00']), `swapped rates ${JSON.stringify(swapped)}`);
+  check(JSON.stringify(await rateClasses(page)) === '["num strong","num strong better"]', '3.2 is marked better');
+  await checkVerdict(page, 'lower', '3.2 hangs less often than 3.3: their 95% intervals do not overlap.');
   // The same version twice: the API's 400, said on the page.
   expecting400 = true;
-  await page.getByTestId('compare-b').fill('3.2');
+  await page.getByTestId('compare-b').fill('3.3');
   await page.getByTestId('compare-go').click();
   await page.waitForSelector('body[data-state="error"]');
   expecting400 = false;
   const message = await page.getByTestId('message').textContent();
   check(message === '/api/v1/versions/compare: 400 parameter b: must differ from a', `compare 400: "${message}"`);
   return `${png} (${bytes.length} bytes)`;
+}
+
+// The comparison's rows as "cell|cell|...", its rate cells' classes, and
+// its verdict line against the API's difference and the words wanted.
+async function compareRows(page) {
+  return page.locator('[data-testid="compare-version"]').evaluateAll((rs) => rs.map((r) =>
+    [...r.cells].map((c) => c.textContent).join('|')));
+}
+
+async function rateClasses(page) {
+  return page.locator('[data-testid="compare-rate"]').evaluateAll((cs) => cs.map((c) => c.className));
+}
+
+async function checkVerdict(page, difference, words) {
+  const query = await page.getByTestId('compare-body').getAttribute('data-query');
+  const answer = await apiJson(`/api/v1/versions/compare?${query}`);
+  const line = page.getByTestId('compare-verdict');
+  const got = [await line.getAttribute('data-difference'), await line.textContent()];
+  check(answer.difference === difference && got[0] === difference && got[1] === words,
+    `compare ${query}: API ${answer.difference}, line ${JSON.stringify(got)}, want ${difference} "${words}"`);
 }
 
 // The loop filter: the comparison of loop main (the "rates" batches came
@@ -653,10 +814,8 @@ async function checkLoopFilter(page) {
   check(await page.getByTestId('loop-filter').inputValue() === 'main', 'loop link: main in the input');
   check(await page.getByTestId('compare-body').getAttribute('data-query') === 'app=rates&a=3.1&b=3.2&loop=main',
     'loop link: the comparison\'s query has the loop');
-  const rows = async () => page.locator('[data-testid="compare-version"]').evaluateAll((rs) => rs.map((r) =>
-    [...r.cells].map((c) => c.textContent).join('|')));
-  const mainRows = await rows();
-  check(JSON.stringify(mainRows) === JSON.stringify(['3.1|1.00 h|2|2.00|25.0%', '3.2|2.00 h|6|3.00|50.0%']),
+  const mainRows = await compareRows(page);
+  check(JSON.stringify(mainRows) === JSON.stringify(['3.1|1.00 h|2|2.00|0.24–7.22|25.0%', '3.2|2.00 h|6|3.00|1.10–6.53|50.0%']),
     `loop main: compare rows ${JSON.stringify(mainRows)}`);
   check(await page.getByTestId('compare-loop-note').isVisible(), 'loop main: the comparison names the loop');
   for (const view of ['chart', 'stacks', 'flame']) {
@@ -670,8 +829,8 @@ async function checkLoopFilter(page) {
   await waitReady(page);
   check(new URL(page.url()).searchParams.get('loop') === 'worker-x', `loop worker-x in the URL: ${page.url()}`);
   await page.waitForFunction(() => /(^|&)loop=worker-x(&|$)/.test(document.getElementById('compare-body').dataset.query || ''));
-  const noneRows = await rows();
-  check(JSON.stringify(noneRows) === JSON.stringify(['3.1|0.00 h|0|—|—', '3.2|0.00 h|0|—|—']),
+  const noneRows = await compareRows(page);
+  check(JSON.stringify(noneRows) === JSON.stringify(['3.1|0.00 h|0|—|—|—', '3.2|0.00 h|0|—|—|—']),
     `loop worker-x: compare rows ${JSON.stringify(noneRows)}`);
 
   await page.goto(`${url}/dashboard/?range=all&loop=render-3`);
