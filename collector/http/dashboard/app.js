@@ -79,6 +79,7 @@ const state = {
   flame: null, // the /api/v1/flame tree
   flameBy: 'samples', // what a frame's width is: 'cpu_us' (CPU time) or 'samples'
   zoom: [], // names from the root's child down to the zoomed frame; [] = whole tree
+  flameSearch: '', // frames whose name holds this text (any case) are marked, the rest dimmed
   events: [],
   series: null, // the /api/v1/timeseries answer with its bucket, query and time span
   pendingGroup: null, // a group named by the URL, selected once the stacks are loaded
@@ -158,6 +159,7 @@ function writeUrl() {
     const version = $(`compare-${side}`).value.trim();
     if (version) q.set(side, version);
   }
+  if (state.flameSearch) q.set('search', state.flameSearch);
   const text = q.toString();
   history.replaceState(null, '', `${window.location.pathname}${text ? `?${text}` : ''}`);
 }
@@ -178,6 +180,8 @@ function readUrl() {
   if (q.has('limit')) $('limit').value = q.get('limit');
   for (const side of ['a', 'b']) if (q.has(side)) $(`compare-${side}`).value = q.get(side);
   state.pendingGroup = q.get('group') || null;
+  state.flameSearch = q.get('search') || '';
+  $('flame-search').value = state.flameSearch;
 }
 
 // The filters of the header as API parameters (kind, app, version,
@@ -644,6 +648,29 @@ function frameColor(name) {
   return `hsl(${hue}, 85%, ${light}%)`;
 }
 
+// Does a frame's name hold the search text (any case)?
+function matchesSearch(name) {
+  return state.flameSearch !== '' && name.toLowerCase().includes(state.flameSearch.toLowerCase());
+}
+
+// The part of the whole tree's width in frames that match the search: each
+// matching frame's, less what a matching frame above it already counts;
+// and how many distinct names match. A walk with its own stack: stored
+// stacks are up to 512 frames deep.
+function searchShare(root) {
+  let matched = 0;
+  const names = new Set();
+  const todo = [[root, false]];
+  while (todo.length) {
+    const [node, under] = todo.pop();
+    const hit = node !== root && matchesSearch(node.name);
+    if (hit) names.add(node.name);
+    if (hit && !under) matched += flameValue(node);
+    for (const child of node.children || []) todo.push([child, under || hit]);
+  }
+  return { share: flameValue(root) ? matched / flameValue(root) : 0, names: names.size };
+}
+
 // A flame-graph node's width, and its figures in words.
 function flameValue(node) {
   return node[state.flameBy];
@@ -669,10 +696,17 @@ function renderFlame() {
   const omitted = root && root.truncated ? `; ${root.stacks_omitted} lighter stacks summed into <truncated>` : '';
   $('flame-hint').textContent = `root at the top; width = ${state.flameBy === 'cpu_us' ? 'CPU time' : 'samples'};` +
     ' click a frame to zoom' + omitted;
+  const found = $('flame-match');
+  found.hidden = !root || !state.flameSearch;
   if (!root) return;
   if (!flameValue(root)) {
     box.append(el('p', { class: 'empty', text: 'No samples for these filters.' }));
     return;
+  }
+  if (state.flameSearch) {
+    const { share, names } = searchShare(root);
+    found.textContent = names ? `"${state.flameSearch}": ${(100 * share).toFixed(1)}% of all in ` +
+      `${names} function${names === 1 ? '' : 's'}` : `"${state.flameSearch}": no frame`;
   }
   const width = Math.max(300, box.clientWidth);
   // Walk down to the zoomed frame: its ancestors are drawn full width.
@@ -684,7 +718,8 @@ function renderFlame() {
   }
   const focus = chain[chain.length - 1];
   const rects = [];
-  chain.forEach((node, depth) => rects.push({ node, depth, x: 0, w: width, path: state.zoom.slice(0, depth), ancestor: node !== focus }));
+  chain.forEach((node, depth) => rects.push({ node, depth, x: 0, w: width, path: state.zoom.slice(0, depth),
+    ancestor: node !== focus, parent: depth ? chain[depth - 1] : null }));
   layoutChildren(focus, chain.length - 1, 0, width, state.zoom.slice(0, chain.length - 1), rects);
   const depth = Math.max(...rects.map((r) => r.depth)) + 1;
   const svg = el('svg:svg', { width: String(width), height: String(depth * FLAME_ROW),
@@ -699,7 +734,7 @@ function layoutChildren(node, depth, x, width, path, rects) {
     const w = (flameValue(child) / flameValue(node)) * width;
     if (w >= FLAME_MIN_WIDTH) {
       const childPath = [...path, child.name];
-      rects.push({ node: child, depth: depth + 1, x: offset, w, path: childPath, ancestor: false });
+      rects.push({ node: child, depth: depth + 1, x: offset, w, path: childPath, ancestor: false, parent: node });
       layoutChildren(child, depth + 1, offset, w, childPath, rects);
     }
     offset += w;
@@ -710,16 +745,18 @@ function flameNode(r, total, focusTotal) {
   const name = r.node.name;
   const isRoot = r.depth === 0;
   const highlighted = !isRoot && onSelectedStack(r.path);
+  const match = !isRoot && matchesSearch(name);
   const classes = ['frame'];
   if (r.ancestor) classes.push('ancestor');
+  if (match) classes.push('match');
   if (highlighted) classes.push('highlight');
-  else if (state.selected && !isRoot) classes.push('dim');
+  else if ((state.selected || (state.flameSearch && !match)) && !isRoot) classes.push('dim');
   const g = el('svg:g', { class: classes.join(' '), 'data-testid': 'flame-node', 'data-name': name,
     'data-samples': String(r.node.samples), 'data-cpu-us': r.node.cpu_us === undefined ? null : String(r.node.cpu_us),
     'data-hang-ms': r.node.hang_ms === undefined ? null : String(r.node.hang_ms),
     transform: `translate(${r.x.toFixed(2)},${r.depth * FLAME_ROW})` });
   const rect = el('svg:rect', { width: Math.max(0, r.w - 1).toFixed(2), height: String(FLAME_ROW - 2), rx: '2' });
-  rect.style.fill = isRoot ? '#adb5bd' : frameColor(name);
+  rect.style.fill = isRoot ? '#adb5bd' : match ? '#d63bd6' : frameColor(name);
   g.append(rect);
   const chars = Math.floor((r.w - 8) / 7);
   if (chars >= 3) {
@@ -727,7 +764,7 @@ function flameNode(r, total, focusTotal) {
     g.append(el('svg:text', { x: '4', y: String(FLAME_ROW - 7),
       text: label.length > chars ? `${label.slice(0, chars - 1)}…` : label }));
   }
-  g.addEventListener('mousemove', (ev) => showTooltip(ev, r.node, total, focusTotal));
+  g.addEventListener('mousemove', (ev) => showTooltip(ev, r.node, r.parent, total, focusTotal));
   g.addEventListener('mouseleave', () => { $('flame-tooltip').hidden = true; });
   g.addEventListener('click', () => {
     state.zoom = r.path;
@@ -738,13 +775,15 @@ function flameNode(r, total, focusTotal) {
 }
 
 // A frame's name, its CPU time and samples (CPU) or samples and hang time
-// (hangs), and its share of the whole (of the zoomed frame) by width.
-function showTooltip(ev, node, total, focusTotal) {
+// (hangs), and its share of the whole, of the zoomed frame and of its
+// caller by width.
+function showTooltip(ev, node, parent, total, focusTotal) {
   const tip = $('flame-tooltip');
   const pct = (v, of) => `${((100 * v) / of).toFixed(1)}%`;
   const value = flameValue(node);
   let text = `${node.name}\n${flameWords(node)}, ${pct(value, total)} of all`;
   if (focusTotal !== total) text += `, ${pct(value, focusTotal)} of the zoomed frame`;
+  if (parent && parent.name !== 'all') text += `, ${pct(value, flameValue(parent))} of ${parent.name}`;
   tip.textContent = text;
   tip.hidden = false;
   const pad = 14;
@@ -983,6 +1022,26 @@ function init() {
   $('flame-reset').addEventListener('click', () => {
     state.zoom = [];
     renderFlame();
+  });
+  $('flame-search').addEventListener('input', () => {
+    state.flameSearch = $('flame-search').value.trim();
+    writeUrl();
+    renderFlame();
+  });
+  $('flame-search').addEventListener('keydown', (ev) => {
+    if (ev.key !== 'Escape') return;
+    $('flame-search').value = '';
+    state.flameSearch = '';
+    writeUrl();
+    renderFlame();
+  });
+  // "/" anywhere but in a text field: search the flame graph.
+  document.addEventListener('keydown', (ev) => {
+    const t = ev.target;
+    if (ev.key !== '/' || ev.ctrlKey || ev.metaKey || ev.altKey ||
+      (t && (t.tagName === 'INPUT' || t.tagName === 'TEXTAREA' || t.tagName === 'SELECT'))) return;
+    ev.preventDefault();
+    $('flame-search').focus();
   });
   $('events-all').addEventListener('click', () => {
     state.selected = null;

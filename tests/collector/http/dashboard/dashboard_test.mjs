@@ -249,6 +249,37 @@ async function run(page) {
     tipText.includes(`${hang.samples.toLocaleString('en-US')} samples`) && tipText.includes('ms hang time'),
   `tooltip: ${tipText}`);
 
+  // Search: the frames whose name holds the text are marked and the rest
+  // dimmed; the matched share is the API tree's (each matching frame's
+  // samples, less what a matching frame above it counts); the text is in
+  // the URL; Escape clears it.
+  await page.getByTestId('flame-search').fill('profile');
+  const found = page.getByTestId('flame-match');
+  await found.waitFor({ state: 'visible' });
+  const hangTree = await apiJson('/api/v1/flame?kind=hang&from=0');
+  let matched = 0;
+  const matchedNames = new Set();
+  const walk = (node, under) => {
+    const hit = node.name !== 'all' && node.name.toLowerCase().includes('profile');
+    if (hit) matchedNames.add(node.name);
+    if (hit && !under) matched += node.samples;
+    for (const c of node.children) walk(c, under || hit);
+  };
+  walk(hangTree, false);
+  const wantShare = `${((100 * matched) / hangTree.samples).toFixed(1)}% of all in ${matchedNames.size} functions`;
+  const foundText = await found.textContent();
+  check(matchedNames.size >= 2 && foundText.includes(wantShare), `search: "${foundText}", want "${wantShare}"`);
+  const marked = await page.locator('[data-testid="flame-node"].match').evaluateAll((nodes) =>
+    nodes.map((n) => n.getAttribute('data-name')));
+  check(marked.length >= 2 && marked.every((n) => n.toLowerCase().includes('profile')), `marked frames: ${marked}`);
+  const unmarkedUndimmed = await page.locator('[data-testid="flame-node"]:not(.match):not(.dim)')
+    .evaluateAll((nodes) => nodes.map((n) => n.getAttribute('data-name')));
+  check(unmarkedUndimmed.every((n) => n === 'all'), `frames neither marked nor dimmed: ${unmarkedUndimmed}`);
+  check(new URL(page.url()).searchParams.get('search') === 'profile', `search in the URL: ${page.url()}`);
+  await page.getByTestId('flame-search').press('Escape');
+  await found.waitFor({ state: 'hidden' });
+  check(await page.locator('[data-testid="flame-node"].match').count() === 0, 'Escape clears the search');
+
   // Click: zoom into parse_profile_blob, then back.
   await page.locator('[data-testid="flame-node"][data-name="parse_profile_blob"]').first().click();
   await page.getByTestId('flame-reset').waitFor({ state: 'visible' });
