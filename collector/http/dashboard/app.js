@@ -80,6 +80,7 @@ const state = {
   flameBy: 'samples', // what a frame's width is: 'cpu_us' (CPU time) or 'samples'
   zoom: [], // names from the root's child down to the zoomed frame; [] = whole tree
   flameSearch: '', // frames whose name holds this text (any case) are marked, the rest dimmed
+  flameDiff: false, // the flame graph of version B against version A (/api/v1/flame/diff)
   events: [],
   series: null, // the /api/v1/timeseries answer with its bucket, query and time span
   pendingGroup: null, // a group named by the URL, selected once the stacks are loaded
@@ -160,6 +161,7 @@ function writeUrl() {
     if (version) q.set(side, version);
   }
   if (state.flameSearch) q.set('search', state.flameSearch);
+  if (state.flameDiff) q.set('diff', '1');
   const text = q.toString();
   history.replaceState(null, '', `${window.location.pathname}${text ? `?${text}` : ''}`);
 }
@@ -182,6 +184,8 @@ function readUrl() {
   state.pendingGroup = q.get('group') || null;
   state.flameSearch = q.get('search') || '';
   $('flame-search').value = state.flameSearch;
+  state.flameDiff = q.get('diff') === '1';
+  $('flame-diff').checked = state.flameDiff;
 }
 
 // The filters of the header as API parameters (kind, app, version,
@@ -312,7 +316,12 @@ async function loadFlame(gen) {
   // A hang group selected: its own flame graph, where inside it the time went.
   const params = filterParams(false);
   if (state.selected && state.kind === 'hang') params.group = state.selected.signature;
-  const tree = await apiJson('/api/v1/flame', params);
+  // Versions A and B chosen and the diff asked for: B's stacks against A's.
+  const [a, b] = [$('compare-a').value.trim(), $('compare-b').value.trim()];
+  $('flame-diff-label').hidden = !(a && b);
+  const diff = state.flameDiff && a && b;
+  if (diff) Object.assign(params, { version: b, base_version: a });
+  const tree = await apiJson(diff ? '/api/v1/flame/diff' : '/api/v1/flame', params);
   if (gen !== state.generation) return;
   state.flame = tree;
   // A CPU profile is as wide as its CPU time (samples only for SDKs that
@@ -671,9 +680,23 @@ function searchShare(root) {
   return { share: flameValue(root) ? matched / flameValue(root) : 0, names: names.size };
 }
 
-// A flame-graph node's width, and its figures in words.
+// Is the tree shown a diff (/api/v1/flame/diff: each node has its delta)?
+function isDiff() {
+  return state.flame !== null && state.flame.delta !== undefined;
+}
+
+// A flame-graph node's width (in a diff: the mean of its share in B and
+// in A, so a frame that left B still shows), and its figures in words.
 function flameValue(node) {
-  return node[state.flameBy];
+  return isDiff() ? (node.share + node.base_share) / 2 : node[state.flameBy];
+}
+
+// A diff frame's colour: red where B's share grew, blue where it shrank,
+// deeper with the change (full at 10 points), grey where it held.
+function diffColor(delta) {
+  const depth = Math.min(1, Math.abs(delta) / 0.1);
+  if (depth < 0.005) return 'hsl(220, 10%, 85%)';
+  return `hsl(${delta > 0 ? 0 : 215}, 75%, ${Math.round(90 - 40 * depth)}%)`;
 }
 
 function flameWords(node) {
@@ -694,8 +717,11 @@ function renderFlame() {
   const root = state.flame;
   // The collector keeps the heaviest stacks and sums the rest into one <truncated> stack.
   const omitted = root && root.truncated ? `; ${root.stacks_omitted} lighter stacks summed into <truncated>` : '';
-  $('flame-hint').textContent = `root at the top; width = ${state.flameBy === 'cpu_us' ? 'CPU time' : 'samples'};` +
-    ' click a frame to zoom' + omitted;
+  $('flame-hint').textContent = isDiff()
+    ? `B ${$('compare-b').value.trim()} against A ${$('compare-a').value.trim()}: width = the mean of the ` +
+      `two versions' shares; red grew in B, blue shrank; click a frame to zoom${omitted}`
+    : `root at the top; width = ${state.flameBy === 'cpu_us' ? 'CPU time' : 'samples'};` +
+      ' click a frame to zoom' + omitted;
   const found = $('flame-match');
   found.hidden = !root || !state.flameSearch;
   if (!root) return;
@@ -754,9 +780,12 @@ function flameNode(r, total, focusTotal) {
   const g = el('svg:g', { class: classes.join(' '), 'data-testid': 'flame-node', 'data-name': name,
     'data-samples': String(r.node.samples), 'data-cpu-us': r.node.cpu_us === undefined ? null : String(r.node.cpu_us),
     'data-hang-ms': r.node.hang_ms === undefined ? null : String(r.node.hang_ms),
+    'data-delta': r.node.delta === undefined ? null : String(r.node.delta),
     transform: `translate(${r.x.toFixed(2)},${r.depth * FLAME_ROW})` });
   const rect = el('svg:rect', { width: Math.max(0, r.w - 1).toFixed(2), height: String(FLAME_ROW - 2), rx: '2' });
-  rect.style.fill = isRoot ? '#adb5bd' : match ? '#d63bd6' : frameColor(name);
+  rect.style.fill = isRoot ? '#adb5bd' : match ? '#d63bd6' : isDiff() ? diffColor(r.node.delta) : frameColor(name);
+  if (isDiff() && !isRoot && Math.abs(r.node.delta) >= 0.0005) classes.push(r.node.delta > 0 ? 'grew' : 'shrank');
+  g.setAttribute('class', classes.join(' '));
   g.append(rect);
   const chars = Math.floor((r.w - 8) / 7);
   if (chars >= 3) {
@@ -782,6 +811,12 @@ function showTooltip(ev, node, parent, total, focusTotal) {
   const pct = (v, of) => `${((100 * v) / of).toFixed(1)}%`;
   const value = flameValue(node);
   let text = `${node.name}\n${flameWords(node)}, ${pct(value, total)} of all`;
+  if (isDiff()) {
+    const points = 100 * node.delta;
+    text = `${node.name}\nB ${$('compare-b').value.trim()}: ${pct(node.share, 1)} of its time ` +
+      `(${flameWords(node)})\nA ${$('compare-a').value.trim()}: ${pct(node.base_share, 1)} ` +
+      `(${fmtCount(node.base_samples)} samples)\n${points >= 0 ? '+' : ''}${points.toFixed(1)} points`;
+  }
   if (focusTotal !== total) text += `, ${pct(value, focusTotal)} of the zoomed frame`;
   if (parent && parent.name !== 'all') text += `, ${pct(value, flameValue(parent))} of ${parent.name}`;
   tip.textContent = text;
@@ -1022,6 +1057,12 @@ function init() {
   $('flame-reset').addEventListener('click', () => {
     state.zoom = [];
     renderFlame();
+  });
+  $('flame-diff').addEventListener('change', () => {
+    state.flameDiff = $('flame-diff').checked;
+    state.zoom = [];
+    writeUrl();
+    loadFlame(state.generation).catch(reportError);
   });
   $('flame-search').addEventListener('input', () => {
     state.flameSearch = $('flame-search').value.trim();

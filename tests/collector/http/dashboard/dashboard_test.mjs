@@ -40,7 +40,8 @@
 // watched, said "10 s"); 3.3 red against 3.2 (intervals apart), and 3.2
 // green once the form swaps them (written to the URL); a == b shows the
 // API's 400;
-// the panel's screenshot is written beside the page's ("-compare.png").
+// the panel's screenshot is written beside the page's ("-compare.png"), and
+// the diff flame graph's ("-diff.png").
 // In-app headlines (test_dashboard.c's app "inapp"): its hang and CPU rows
 // read "in read ←" reload_config and "in __memset_avx2_unaligned_erms ←"
 // fill_buffers as the API's headline says, libc's frames muted when the
@@ -761,6 +762,37 @@ async function checkCompare(page) {
   check(JSON.stringify([grew, grewShare, shrank, shrankShare]) ===
     JSON.stringify([['slow_query'], ['50.0% → 83.3%'], ['render'], ['50.0% → 16.7%']]),
     `compare stacks ${JSON.stringify([grew, grewShare, shrank, shrankShare])}`);
+  // The diff flame graph: B's hang stacks against A's in one tree, each
+  // frame with the API's change in share, red where it grew, blue where it
+  // shrank; the choice is in the URL.
+  await page.getByTestId('flame-diff').check();
+  await page.waitForFunction(() => document.querySelector('[data-testid="flame-node"][data-delta]') !== null);
+  const diffTree = await apiJson('/api/v1/flame/diff?kind=hang&app=rates&version=3.2&base_version=3.1');
+  const deltaOf = (node, name) => {
+    if (node.name === name) return node.delta;
+    for (const c of node.children) {
+      const d = deltaOf(c, name);
+      if (d !== undefined) return d;
+    }
+    return undefined;
+  };
+  for (const [name, cls] of [['slow_query', 'grew'], ['render', 'shrank']]) {
+    const want = deltaOf(diffTree, name);
+    const node = page.locator(`[data-testid="flame-node"][data-name="${name}"]`).first();
+    const got = Number(await node.getAttribute('data-delta'));
+    const classes = await node.getAttribute('class');
+    check(want !== undefined && Math.abs(got - want) < 1e-9 && (cls === 'grew' ? want > 0.3 : want < -0.3) &&
+      classes.split(' ').includes(cls), `diff flame: ${name} delta ${got} (API ${want}), class "${classes}"`);
+  }
+  check(new URL(page.url()).searchParams.get('diff') === '1', `diff in the URL: ${page.url()}`);
+  check(/B 3\.2 against A 3\.1/.test(await page.locator('#flame-hint').textContent()), 'diff flame: the hint names B and A');
+  const diffPng = screenshotPath.replace(/\.png$/, '-diff.png');
+  await page.locator('.flame-panel').screenshot({ path: diffPng });
+  check(readFileSync(diffPng).subarray(1, 4).toString() === 'PNG', `a PNG of the diff flame graph (${diffPng})`);
+  await page.getByTestId('flame-diff').uncheck();
+  await page.waitForFunction(() => document.querySelector('[data-testid="flame-node"]') !== null &&
+    document.querySelector('[data-testid="flame-node"][data-delta]') === null);
+
   const png = screenshotPath.replace(/\.png$/, '-compare.png');
   await page.getByTestId('compare').screenshot({ path: png });
   const bytes = readFileSync(png);
