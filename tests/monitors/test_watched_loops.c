@@ -401,8 +401,9 @@ static void case_pause_every_loop(void) {
 }
 
 static void *vanish(void *arg) {
-  (void)arg;
+  atomic_int *registered = arg;
   CHECK_EQ_INT(perf_sdk_loop_register("vanishing", 0), PERF_OK);
+  atomic_store(registered, 1);
   syscall(SYS_exit, 0); /* gone without running its destructors */
   return NULL;
 }
@@ -429,7 +430,14 @@ static void case_gone_thread_freed(void) {
     CHECK_EQ_INT(start_worker(i, name, 0), PERF_OK);
   }
   pthread_t t;
-  CHECK(pthread_create(&t, NULL, vanish, NULL) == 0); /* the last free loop; never joined */
+  static atomic_int registered;
+  CHECK(pthread_create(&t, NULL, vanish, &registered) == 0); /* the last free loop; never joined */
+  /* Its loop taken before the next registration asks for one. */
+  long long until = now_ms() + WAIT_MS;
+  while (!atomic_load(&registered)) {
+    CHECKF(now_ms() < until, "the vanishing thread did not register in %d ms", WAIT_MS);
+    sleep_ms(1);
+  }
   long long took_ms = -1;
   pthread_t r;
   CHECK(pthread_create(&r, NULL, register_until_ok, &took_ms) == 0);
