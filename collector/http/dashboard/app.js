@@ -81,6 +81,7 @@ const state = {
   zoom: [], // names from the root's child down to the zoomed frame; [] = whole tree
   flameSearch: '', // frames whose name holds this text (any case) are marked, the rest dimmed
   flameDiff: false, // the flame graph of version B against version A (/api/v1/flame/diff)
+  window: null, // { from, to } (ms): a time range chosen on the chart, in place of the menu's
   events: [],
   series: null, // the /api/v1/timeseries answer with its bucket, query and time span
   pendingGroup: null, // a group named by the URL, selected once the stacks are loaded
@@ -151,7 +152,10 @@ function writeUrl() {
   }
   for (const tag of $('tags').value.split(/\s+/).filter(Boolean)) q.append('tag', tag);
   const range = $('range').value;
-  if (range !== DEFAULT_RANGE) q.set('range', range || 'all');
+  if (state.window) {
+    q.set('from', String(state.window.from));
+    q.set('to', String(state.window.to));
+  } else if (range !== DEFAULT_RANGE) q.set('range', range || 'all');
   const limit = $('limit').value.trim();
   if (limit && limit !== DEFAULT_LIMIT) q.set('limit', limit);
   const group = state.selected ? state.selected.signature : state.pendingGroup;
@@ -179,6 +183,10 @@ function readUrl() {
   if (q.has('tag')) $('tags').value = q.getAll('tag').join(' ');
   const range = q.get('range') === 'all' ? '' : q.get('range');
   if (range !== null && [...$('range').options].some((o) => o.value === range)) $('range').value = range;
+  const [from, to] = [Number(q.get('from')), Number(q.get('to'))];
+  if (q.has('from') && q.has('to') && Number.isInteger(from) && Number.isInteger(to) && from >= 0 && to > from) {
+    setWindow({ from, to });
+  }
   if (q.has('limit')) $('limit').value = q.get('limit');
   for (const side of ['a', 'b']) if (q.has(side)) $(`compare-${side}`).value = q.get(side);
   state.pendingGroup = q.get('group') || null;
@@ -196,7 +204,10 @@ function filterParams(withLimit) {
   params.tag = $('tags').value.split(/\s+/).filter(Boolean);
   params.label = $('label').value.trim();
   const range = $('range').value;
-  if (range) params.from = String(Date.now() - Number(range));
+  if (state.window) {
+    params.from = String(state.window.from);
+    params.to = String(state.window.to);
+  } else if (range) params.from = String(Date.now() - Number(range));
   if (withLimit) {
     const limit = Number($('limit').value);
     params.limit = Number.isInteger(limit) && limit >= 1 && limit <= 1000 ? String(limit) : '20';
@@ -360,11 +371,31 @@ async function selectPendingGroup() {
   else writeUrl();
 }
 
-// The chart's bucket for the time range chosen.
+// The chart's bucket for the time range chosen (its length in ms; '' = all).
 function bucketForRange(range) {
   if (range && Number(range) <= BUCKET_MINUTE_UP_TO) return 'minute';
   if (range && Number(range) <= BUCKET_HOUR_UP_TO) return 'hour';
   return 'day';
+}
+
+// A time range chosen on the chart (null: the menu's again). The menu
+// shows it as its own entry, which choosing another entry leaves.
+function setWindow(w) {
+  state.window = w;
+  const menu = $('range');
+  let custom = menu.querySelector('option[data-window]');
+  if (!w) {
+    if (custom) custom.remove();
+    return;
+  }
+  if (!custom) {
+    custom = el('option', { 'data-window': '1' });
+    menu.append(custom);
+  }
+  custom.value = String(w.to - w.from);
+  custom.textContent = `${fmtTime(w.from)} – ${fmtTime(w.to)}`;
+  menu.value = custom.value;
+  custom.selected = true;
 }
 
 // Events per bucket for the filters and kind (not the selected group).
@@ -372,8 +403,8 @@ async function loadSeries(gen) {
   state.series = null;
   renderChart();
   const params = filterParams(false);
-  params.bucket = bucketForRange($('range').value);
-  const to = Date.now();
+  params.bucket = bucketForRange(state.window ? String(state.window.to - state.window.from) : $('range').value);
+  const to = state.window ? state.window.to : Date.now();
   const search = new URLSearchParams();
   setParams(search, params);
   const answer = await apiJson('/api/v1/timeseries', params);
@@ -605,7 +636,7 @@ function renderChart() {
   const events = s.points.reduce((n, p) => n + p.events, 0);
   const totalMs = s.points.reduce((n, p) => n + p.event_total_ms, 0);
   $('chart-hint').textContent = `events per ${s.bucket}: ${fmtCount(events)} ${events === 1 ? 'event' : 'events'}` +
-    ` lasting ${fmtMs(totalMs)} in all`;
+    ` lasting ${fmtMs(totalMs)} in all; drag across the chart or click a bar to look at that time`;
   if (!s.points.length) {
     box.append(el('p', { class: 'empty', text: 'No events for these filters.' }));
     return;
@@ -634,7 +665,45 @@ function renderChart() {
   svg.append(el('svg:text', { x: '0', y: '10', text: `${fmtCount(most)} max` }),
     el('svg:text', { x: '0', y: String(CHART_HEIGHT - 3), text: fmtTime(x0) }),
     el('svg:text', { x: String(width), y: String(CHART_HEIGHT - 3), 'text-anchor': 'end', text: fmtTime(x1) }));
+  brushChart(svg, (px) => x0 + (Math.min(width, Math.max(0, px)) / width) * span, s.points, s.bucket_ms);
   box.append(svg);
+}
+
+// Drag across the chart to look at that time range, or click a bar for its
+// bucket: every view follows (the filters' time range becomes it).
+function brushChart(svg, timeAt, points, bucketMs) {
+  const band = el('svg:rect', { class: 'brush', 'data-testid': 'chart-brush', y: '0',
+    height: String(CHART_HEIGHT - 16), width: '0', visibility: 'hidden' });
+  svg.append(band);
+  let start = null;
+  const xOf = (ev) => ev.clientX - svg.getBoundingClientRect().left;
+  svg.addEventListener('pointerdown', (ev) => {
+    start = xOf(ev);
+    svg.setPointerCapture(ev.pointerId);
+  });
+  svg.addEventListener('pointermove', (ev) => {
+    if (start === null) return;
+    const x = xOf(ev);
+    band.setAttribute('x', String(Math.min(start, x)));
+    band.setAttribute('width', String(Math.abs(x - start)));
+    band.setAttribute('visibility', 'visible');
+  });
+  svg.addEventListener('pointerup', (ev) => {
+    if (start === null) return;
+    const x = xOf(ev);
+    const from = Math.min(start, x), to = Math.max(start, x);
+    start = null;
+    band.setAttribute('visibility', 'hidden');
+    if (to - from >= 4) {
+      setWindow({ from: Math.floor(timeAt(from)), to: Math.ceil(timeAt(to)) });
+    } else {
+      const t = timeAt(x);
+      const p = points.find((q) => q.start_ms <= t && t < q.start_ms + bucketMs);
+      if (!p) return;
+      setWindow({ from: p.start_ms, to: p.start_ms + bucketMs });
+    }
+    refresh();
+  });
 }
 
 // ---- the flame graph ----------------------------------------------------------
@@ -1049,7 +1118,10 @@ function init() {
       refresh();
     });
   }
-  $('range').addEventListener('change', refresh);
+  $('range').addEventListener('change', () => {
+    if (!$('range').selectedOptions[0].dataset.window) setWindow(null);
+    refresh();
+  });
   $('compare-form').addEventListener('submit', (ev) => {
     ev.preventDefault();
     refresh();

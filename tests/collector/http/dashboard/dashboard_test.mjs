@@ -509,10 +509,58 @@ async function run(page) {
   await checkLinks(page, hang, event);
   await checkInApp(page);
   await checkKinds(page);
+  await checkTimeWindow(page);
   const comparePng = await checkCompare(page);
   console.log(`dashboard ok: ${HANG_FUNCTION} (${hang.samples} samples), ${CPU_FUNCTION}, ` +
     `event ${event.id} ${duration}, "${allText}"; screenshots ${screenshotPath} (${png.length} bytes), ` +
     `${comparePng}`);
+}
+
+// The chart chooses the time: a click on the newest hourly bar of the 24 h
+// default looks at that hour (from and to in the URL, its own entry in the
+// menu, minute bars), and every view follows (the chart's bars and the
+// events are the API's for that hour); a drag across the chart picks the
+// range under it; choosing an entry of the menu leaves it.
+async function checkTimeWindow(page) {
+  await page.goto(`${url}/dashboard/`);
+  await waitReady(page);
+  const bar = page.locator('[data-testid="chart-bar"]').last();
+  const start = Number(await bar.getAttribute('data-start'));
+  const end = start + 3600000;
+  const box = await bar.boundingBox();
+  await page.mouse.click(box.x + box.width / 2, box.y + box.height / 2);
+  await page.waitForFunction((s) => new URL(window.location.href).searchParams.get('from') === String(s), start);
+  await waitReady(page);
+  const q = new URL(page.url()).searchParams;
+  check(q.get('to') === String(end) && !q.has('range'), `a bar clicked: the URL ${page.url()}`);
+  const chartQuery = await page.getByTestId('chart').getAttribute('data-query');
+  check(/(^|&)bucket=minute(&|$)/.test(chartQuery) && chartQuery.includes(`from=${start}`) &&
+    chartQuery.includes(`to=${end}`), `a bar clicked: the chart's query ${chartQuery}`);
+  const points = await checkChart(page);
+  const want = (await apiJson(`/api/v1/events?kind=hang&from=${start}&to=${end}&limit=20`)).events
+    .map((e) => String(e.id));
+  const rows = await page.locator('[data-testid="event-row"]').evaluateAll((rs) => rs.map((r) => r.dataset.id));
+  check(rows.length >= 1 && JSON.stringify(rows) === JSON.stringify(want) &&
+    points.reduce((n, p) => n + p.events, 0) >= rows.length,
+  `a bar clicked: events ${JSON.stringify(rows)}, the API's ${JSON.stringify(want)}`);
+  const menu = await page.locator('#range option:checked').textContent();
+  check(menu.includes('–'), `a bar clicked: the menu shows the range (${menu})`);
+  // A drag over the middle half of the hour's chart.
+  const svg = await page.locator('#chart svg').boundingBox();
+  await page.mouse.move(svg.x + svg.width * 0.25, svg.y + 20);
+  await page.mouse.down();
+  await page.mouse.move(svg.x + svg.width * 0.75, svg.y + 20, { steps: 5 });
+  await page.mouse.up();
+  await page.waitForFunction((s) => new URL(window.location.href).searchParams.get('from') !== String(s), start);
+  await waitReady(page);
+  const dq = new URL(page.url()).searchParams;
+  const [from, to] = [Number(dq.get('from')), Number(dq.get('to'))];
+  check(from > start && to < end && to - from > 1500000 && to - from < 2100000,
+    `a drag: ${from - start}..${to - start} ms into the hour`);
+  await page.locator('#range').selectOption('86400000');
+  await waitReady(page);
+  check(!new URL(page.url()).searchParams.has('from') && await page.locator('#range option[data-window]').count() === 0,
+    `the menu again: ${page.url()}`);
 }
 
 // The rows of the events list: "<id>:<badge's kind>:<badge's text>".
