@@ -17,6 +17,11 @@ json_t *query_frame_name(const json_t *frame);
    array of strings); NULL on failure. */
 json_t *query_frame_names(const char *frames_json);
 
+/* The names of a stored frames array, expanded, innermost first, and
+   whether each is the app's (in_app.h): a JSON array of strings and one of
+   booleans, new references; -1 on failure (both NULL). */
+int query_frame_names_in_app(const char *frames_json, json_t **names, json_t **in_app);
+
 /* A stored frames array as shown (frame_json_expand) with the in_app
    marks; NULL on failure. */
 json_t *query_frames_shown(const char *frames_json);

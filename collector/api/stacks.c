@@ -28,7 +28,8 @@ static void value_add(stack_value_t *to, const stack_value_t *v) {
 }
 
 typedef struct stack_entry_s {
-  json_t *names; /* innermost first */
+  json_t *names;  /* innermost first */
+  json_t *in_app; /* whether each frame is the app's (the flame's sets only), else NULL */
   stack_value_t value;
 } stack_entry_t;
 
@@ -38,7 +39,8 @@ typedef struct stack_entry_s {
    cap only adds its values to `truncated`, shown as one stack of a single
    QUERY_TRUNCATED frame, so totals stay exact. */
 typedef struct stack_set_s {
-  bool cpu; /* kind=cpu (else hang) */
+  bool cpu;    /* kind=cpu (else hang) */
+  bool in_app; /* judge each frame in-app (the flame's colours) */
   stack_entry_t *v;
   size_t n, cap;
   size_t text; /* stored frames JSON read so far */
@@ -60,26 +62,30 @@ static int on_stack_row(const store_stack_row_t *row, void *user) {
     return 0;
   }
   set->text += len;
-  json_t *names = query_frame_names(row->frames_json);
+  json_t *names = NULL, *in_app = NULL;
+  if (set->in_app)
+    query_frame_names_in_app(row->frames_json, &names, &in_app);
+  else
+    names = query_frame_names(row->frames_json);
   if (!names) return set->failed = true, 1;
   if (json_array_size(names) == 0) {
-    json_decref(names);
+    json_decref(names), json_decref(in_app);
     return 0;
   }
   if (set->n == set->cap) {
     size_t cap = set->cap ? 2 * set->cap : 64;
     stack_entry_t *grown = realloc(set->v, cap * sizeof *grown);
-    if (!grown) return json_decref(names), set->failed = true, 1;
+    if (!grown) return json_decref(names), json_decref(in_app), set->failed = true, 1;
     set->v = grown;
     set->cap = cap;
   }
-  set->v[set->n++] = (stack_entry_t){names, value};
+  set->v[set->n++] = (stack_entry_t){names, in_app, value};
   return 0;
 }
 
 static void stack_set_free(stack_set_t *set) {
   for (size_t i = 0; i < set->n; i++)
-    json_decref(set->v[i].names);
+    json_decref(set->v[i].names), json_decref(set->v[i].in_app);
   free(set->v);
 }
 
@@ -91,16 +97,17 @@ static bool add_truncated_stack(stack_set_t *set) {
   if (!grown) return json_decref(names), false;
   set->v = grown;
   set->cap = set->n + 1;
-  set->v[set->n++] = (stack_entry_t){names, set->truncated};
+  set->v[set->n++] = (stack_entry_t){names, NULL, set->truncated};
   return true;
 }
 
 /* Parameters, then the stacks of q; 0 when set is filled, else the status
    with *body. */
 static unsigned collect_stacks(const store_ops_t *ops, store_t *store, query_arg_fn arg, void *ctx,
-                               stack_set_t *set, char **body) {
+                               bool in_app, stack_set_t *set, char **body) {
   *body = NULL;
   memset(set, 0, sizeof *set);
+  set->in_app = in_app;
   store_top_query_t q;
   unsigned bad = query_stack_filters(arg, ctx, &q, body);
   if (bad) return bad;
@@ -176,7 +183,7 @@ unsigned query_export_folded(const store_ops_t *ops, store_t *store, query_arg_f
   unsigned status = parse_value(arg, ctx, &cpu_us, body);
   if (status) return status;
   stack_set_t set;
-  if ((status = collect_stacks(ops, store, arg, ctx, &set, body))) return status;
+  if ((status = collect_stacks(ops, store, arg, ctx, false, &set, body))) return status;
   char **lines = set.n ? calloc(set.n, sizeof *lines) : NULL;
   bool failed = set.n && !lines;
   for (size_t i = 0; !failed && i < set.n; i++) {
@@ -223,6 +230,7 @@ unsigned query_export_folded(const store_ops_t *ops, store_t *store, query_arg_f
    with an explicit stack on the heap, never by recursion. */
 typedef struct node_s {
   char *name;
+  int in_app;                /* the frame is the app's: 1, not: 0, unknown (the root): -1 */
   stack_value_t value, base; /* base: the baseline's, in a diff */
   struct node_s *kids;
   size_t n, cap;
@@ -282,6 +290,7 @@ static node_t *node_child(node_t *node, const char *name) {
   }
   node_t *kid = &node->kids[node->n];
   memset(kid, 0, sizeof *kid);
+  kid->in_app = -1;
   if (!(kid->name = strdup(name))) return NULL;
   node->n++;
   return kid;
@@ -353,6 +362,10 @@ static void node_open(text_t *t, node_t *node, const tree_fmt_t *f, const char *
   if (node->n > 1) qsort(node->kids, node->n, sizeof *node->kids, cmp_node);
   text_add(t, "{\"name\":", 8);
   text_add_json_string(t, node->name);
+  if (node->in_app >= 0) {
+    const char *app = node->in_app ? ",\"in_app\":true" : ",\"in_app\":false";
+    text_add(t, app, strlen(app));
+  }
   value_text(t, &node->value, f->cpu, "");
   if (f->diff) {
     value_text(t, &node->base, f->cpu, "base_");
@@ -409,6 +422,9 @@ static bool tree_add(node_t *root, const stack_set_t *set, bool base) {
       node = node_child(node, json_string_value(json_array_get(set->v[i].names, k)));
       if (!node) return false;
       value_add(base ? &node->base : &node->value, &set->v[i].value);
+      /* A name the app's in any stack through it is the app's. */
+      json_t *app = json_array_get(set->v[i].in_app, k);
+      if (json_is_boolean(app) && node->in_app != 1) node->in_app = json_is_true(app);
     }
   }
   return true;
@@ -417,9 +433,9 @@ static bool tree_add(node_t *root, const stack_set_t *set, bool base) {
 unsigned query_flame(const store_ops_t *ops, store_t *store, query_arg_fn arg, void *ctx,
                      char **body) {
   stack_set_t set;
-  unsigned status = collect_stacks(ops, store, arg, ctx, &set, body);
+  unsigned status = collect_stacks(ops, store, arg, ctx, true, &set, body);
   if (status) return status;
-  node_t root = {0};
+  node_t root = {.in_app = -1};
   bool failed = !(root.name = strdup("all")) || !tree_add(&root, &set, false);
   stack_set_free(&set);
   tree_fmt_t f = {.cpu = set.cpu};
@@ -487,13 +503,13 @@ unsigned query_flame_diff(const store_ops_t *ops, store_t *store, query_arg_fn a
                                      "base_version"),
            400;
   stack_set_t set, base;
-  unsigned status = collect_stacks(ops, store, arg, ctx, &set, body);
+  unsigned status = collect_stacks(ops, store, arg, ctx, true, &set, body);
   if (status) return status;
-  if ((status = collect_stacks(ops, store, base_arg, &b, &base, body))) {
+  if ((status = collect_stacks(ops, store, base_arg, &b, true, &base, body))) {
     stack_set_free(&set);
     return base_error(arg, ctx, status, body);
   }
-  node_t root = {0};
+  node_t root = {.in_app = -1};
   bool failed = !(root.name = strdup("all")) || !tree_add(&root, &set, false) ||
                 !tree_add(&root, &base, true);
   tree_fmt_t f = {.cpu = set.cpu, .diff = true, .total = root.value, .base_total = root.base};

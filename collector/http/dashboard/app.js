@@ -718,12 +718,14 @@ function onSelectedStack(path) {
   return true;
 }
 
-function frameColor(name) {
+// A frame's colour says whose it is: reds to yellows for the app's own
+// frames (in_app), blues for libraries and the system; a name's hash picks
+// the shade, so one function keeps its colour.
+function frameColor(node) {
   let h = 0;
-  for (const c of name) h = (h * 31 + c.codePointAt(0)) >>> 0;
-  const hue = 10 + (h % 40); // reds to oranges to yellows
-  const light = 55 + ((h >>> 8) % 15);
-  return `hsl(${hue}, 85%, ${light}%)`;
+  for (const c of node.name) h = (h * 31 + c.codePointAt(0)) >>> 0;
+  if (node.in_app === false) return `hsl(${195 + (h % 35)}, 45%, ${70 + ((h >>> 8) % 12)}%)`;
+  return `hsl(${10 + (h % 40)}, 85%, ${55 + ((h >>> 8) % 15)}%)`;
 }
 
 // Does a frame's name hold the search text (any case)?
@@ -789,8 +791,8 @@ function renderFlame() {
   $('flame-hint').textContent = isDiff()
     ? `B ${$('compare-b').value.trim()} against A ${$('compare-a').value.trim()}: width = the mean of the ` +
       `two versions' shares; red grew in B, blue shrank; click a frame to zoom${omitted}`
-    : `root at the top; width = ${state.flameBy === 'cpu_us' ? 'CPU time' : 'samples'};` +
-      ' click a frame to zoom' + omitted;
+    : `root at the top; width = ${state.flameBy === 'cpu_us' ? 'CPU time' : 'samples'}; ` +
+      'orange: the app\u2019s frames, blue: libraries and the system; click a frame to zoom' + omitted;
   const found = $('flame-match');
   found.hidden = !root || !state.flameSearch;
   if (!root) return;
@@ -850,9 +852,10 @@ function flameNode(r, total, focusTotal) {
     'data-samples': String(r.node.samples), 'data-cpu-us': r.node.cpu_us === undefined ? null : String(r.node.cpu_us),
     'data-hang-ms': r.node.hang_ms === undefined ? null : String(r.node.hang_ms),
     'data-delta': r.node.delta === undefined ? null : String(r.node.delta),
+    'data-in-app': r.node.in_app === undefined ? null : String(r.node.in_app),
     transform: `translate(${r.x.toFixed(2)},${r.depth * FLAME_ROW})` });
   const rect = el('svg:rect', { width: Math.max(0, r.w - 1).toFixed(2), height: String(FLAME_ROW - 2), rx: '2' });
-  rect.style.fill = isRoot ? '#adb5bd' : match ? '#d63bd6' : isDiff() ? diffColor(r.node.delta) : frameColor(name);
+  rect.style.fill = isRoot ? '#adb5bd' : match ? '#d63bd6' : isDiff() ? diffColor(r.node.delta) : frameColor(r.node);
   if (isDiff() && !isRoot && Math.abs(r.node.delta) >= 0.0005) classes.push(r.node.delta > 0 ? 'grew' : 'shrank');
   g.setAttribute('class', classes.join(' '));
   g.append(rect);

@@ -494,6 +494,18 @@ static void flame_check(json_t *node) {
   CHECK(sum <= value && ms_sum <= ms + 1e-6);
 }
 
+/* The first node named name, depth first (a flame tree of the test's
+   few stacks: recursion is fine), or NULL. */
+static json_t *flame_find(json_t *node, const char *name) {
+  if (strcmp(json_string_value(json_object_get(node, "name")), name) == 0) return node;
+  json_t *kids = json_object_get(node, "children");
+  for (size_t i = 0; i < json_array_size(kids); i++) {
+    json_t *found = flame_find(json_array_get(kids, i), name);
+    if (found) return found;
+  }
+  return NULL;
+}
+
 static void case_flame(void) {
   collector_t c;
   double hang_ms[2];
@@ -538,6 +550,12 @@ static void case_flame(void) {
   CHECKF(top && fabs(share - part) < 1e-5 && json_real_value(json_object_get(j, "share")) == 1,
          "share %.6f, hang_ms part %.6f", share, part);
   CHECK(fabs(json_real_value(json_object_get(top, "delta")) - share) < 2e-6);
+  /* Each frame of the tree (a diff's as a flame's) says whether it is the app's: the test's
+     functions are, libc's are not; the root says neither. */
+  json_t *stuck = flame_find(j, "stuck_in_here"), *libc = flame_find(j, "__libc_start_main");
+  CHECKF(stuck && json_is_true(json_object_get(stuck, "in_app")), "stuck_in_here not in-app");
+  CHECKF(libc && json_is_false(json_object_get(libc, "in_app")), "__libc_start_main in-app");
+  CHECK(json_object_get(j, "in_app") == NULL);
   json_decref(j);
   j = get_json(&c, "/api/v1/flame?kind=hang&version=9.9", &status);
   CHECK_EQ_INT(status, 200);

@@ -250,6 +250,25 @@ async function run(page) {
     tipText.includes(`${hang.samples.toLocaleString('en-US')} samples`) && tipText.includes('ms hang time'),
   `tooltip: ${tipText}`);
 
+  // Colours: the app's frames warm, the others blue, as the API judges them.
+  const hangFlame = await apiJson('/api/v1/flame?kind=hang&from=0');
+  const judged = new Map();
+  const judge = (node) => {
+    if (node.in_app !== undefined && !judged.has(node.name)) judged.set(node.name, node.in_app);
+    for (const c of node.children) judge(c);
+  };
+  judge(hangFlame);
+  const drawn = await page.locator('[data-testid="flame-node"][data-in-app]').evaluateAll((nodes) =>
+    nodes.map((n) => [n.dataset.name, n.dataset.inApp]));
+  const systemDrawn = drawn.filter(([, app]) => app === 'false');
+  check(judged.get(HANG_FUNCTION) === true && systemDrawn.length >= 1 &&
+    drawn.every(([name, app]) => String(judged.get(name)) === app),
+  `flame colours: in_app as the API's (${JSON.stringify(drawn.slice(0, 4))})`);
+  const fills = await page.locator('[data-testid="flame-node"][data-in-app] rect').evaluateAll((rs) =>
+    rs.map((r) => [r.parentNode.dataset.inApp, getComputedStyle(r).fill]));
+  const blue = ([, fill]) => { const m = /rgb\((\d+), (\d+), (\d+)/.exec(fill); return m && Number(m[3]) > Number(m[1]); };
+  check(fills.every((f) => (f[0] === 'false') === blue(f)), `flame colours: blue exactly for the system's frames ${JSON.stringify(fills.slice(0, 4))}`);
+
   // Search: the frames whose name holds the text are marked and the rest
   // dimmed; the matched share is the API tree's (each matching frame's
   // samples, less what a matching frame above it counts); the text is in
