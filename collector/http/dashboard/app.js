@@ -82,6 +82,7 @@ const state = {
   flameSearch: '', // frames whose name holds this text (any case) are marked, the rest dimmed
   flameDiff: false, // the flame graph of version B against version A (/api/v1/flame/diff)
   window: null, // { from, to } (ms): a time range chosen on the chart, in place of the menu's
+  sandwich: null, // the function whose callers and callees are shown, or null
   events: [],
   series: null, // the /api/v1/timeseries answer with its bucket, query and time span
   pendingGroup: null, // a group named by the URL, selected once the stacks are loaded
@@ -166,6 +167,7 @@ function writeUrl() {
   }
   if (state.flameSearch) q.set('search', state.flameSearch);
   if (state.flameDiff) q.set('diff', '1');
+  if (state.sandwich) q.set('sandwich', state.sandwich);
   const text = q.toString();
   history.replaceState(null, '', `${window.location.pathname}${text ? `?${text}` : ''}`);
 }
@@ -193,6 +195,7 @@ function readUrl() {
   state.flameSearch = q.get('search') || '';
   $('flame-search').value = state.flameSearch;
   state.flameDiff = q.get('diff') === '1';
+  state.sandwich = q.get('sandwich') || null;
   $('flame-diff').checked = state.flameDiff;
 }
 
@@ -795,6 +798,10 @@ function renderFlame() {
       'orange: the app\u2019s frames, blue: libraries and the system; click a frame to zoom' + omitted;
   const found = $('flame-match');
   found.hidden = !root || !state.flameSearch;
+  const zoomed = state.zoom.length ? state.zoom[state.zoom.length - 1] : null;
+  $('flame-sandwich').hidden = !zoomed;
+  $('flame-sandwich').textContent = zoomed ? `Sandwich of ${zoomed}` : 'Sandwich';
+  renderSandwich();
   if (!root) return;
   if (!flameValue(root)) {
     box.append(el('p', { class: 'empty', text: 'No samples for these filters.' }));
@@ -899,6 +906,120 @@ function showTooltip(ev, node, parent, total, focusTotal) {
     : ev.clientY + pad;
   tip.style.left = `${x}px`;
   tip.style.top = `${y}px`;
+}
+
+// ---- the sandwich: one function's callers and callees ------------------------
+
+// A tree of merged paths: { name, value, children: Map name -> tree }.
+function pathTree(name) {
+  return { name, value: 0, children: new Map() };
+}
+
+function pathChild(tree, name) {
+  let kid = tree.children.get(name);
+  if (!kid) tree.children.set(name, kid = pathTree(name));
+  return kid;
+}
+
+// Add node's subtree under into (values by flameValue), with its own stack.
+function addSubtree(into, node) {
+  const todo = [[into, node]];
+  while (todo.length) {
+    const [to, from] = todo.pop();
+    for (const c of from.children || []) {
+      const kid = pathChild(to, c.name);
+      kid.value += flameValue(c);
+      todo.push([kid, c]);
+    }
+  }
+}
+
+// fn across the whole tree: its total (each frame of it not under another
+// frame of it: recursion counted once), its self time (its frames' width
+// less their callees'), the callers of those outermost frames merged from
+// fn outwards, and their callees merged. A walk with its own stack.
+function sandwichOf(root, fn) {
+  const callers = pathTree(fn), callees = pathTree(fn);
+  let total = 0, self = 0;
+  const todo = [[root, null, false]];
+  while (todo.length) {
+    const [node, up, under] = todo.pop(); // up: { node, up } towards the root
+    const hit = node !== root && node.name === fn;
+    if (hit) {
+      const v = flameValue(node);
+      self += Math.max(0, v - (node.children || []).reduce((n, c) => n + flameValue(c), 0));
+      if (!under) {
+        total += v;
+        addSubtree(callees, node);
+        let at = callers;
+        for (let a = up; a && a.node !== root; a = a.up) {
+          at = pathChild(at, a.node.name);
+          at.value += v;
+        }
+      }
+    }
+    for (const c of node.children || []) todo.push([c, { node, up }, under || hit]);
+  }
+  callers.value = callees.value = total;
+  return { total, self, callers, callees };
+}
+
+// A path tree as flame-graph rects: the root row first, each child under
+// (or, inverted, over) its parent, as wide as its value.
+function drawPathTree(box, tree, inverted, testid) {
+  box.replaceChildren();
+  const width = Math.max(300, box.clientWidth || $('flame').clientWidth);
+  const rects = [];
+  const todo = [[tree, 0, 0, width]];
+  while (todo.length) {
+    const [node, depth, x, w] = todo.pop();
+    rects.push({ node, depth, x, w });
+    let offset = x;
+    for (const c of [...node.children.values()].sort((a, b) => b.value - a.value)) {
+      const cw = node.value ? (c.value / node.value) * w : 0;
+      if (cw >= FLAME_MIN_WIDTH) todo.push([c, depth + 1, offset, cw]);
+      offset += cw;
+    }
+  }
+  const depth = Math.max(...rects.map((r) => r.depth)) + 1;
+  const svg = el('svg:svg', { width: String(width), height: String(depth * FLAME_ROW),
+    viewBox: `0 0 ${width} ${depth * FLAME_ROW}`, role: 'img', 'aria-label': testid });
+  for (const r of rects) {
+    const y = (inverted ? depth - 1 - r.depth : r.depth) * FLAME_ROW;
+    const g = el('svg:g', { class: 'frame', 'data-testid': `${testid}-node`, 'data-name': r.node.name,
+      'data-value': String(r.node.value), transform: `translate(${r.x.toFixed(2)},${y})` });
+    const rect = el('svg:rect', { width: Math.max(0, r.w - 1).toFixed(2), height: String(FLAME_ROW - 2), rx: '2' });
+    rect.style.fill = r.depth === 0 ? '#d63bd6' : frameColor({ name: r.node.name });
+    g.append(rect);
+    const chars = Math.floor((r.w - 8) / 7);
+    if (chars >= 3) {
+      g.append(el('svg:text', { x: '4', y: String(FLAME_ROW - 7),
+        text: r.node.name.length > chars ? `${r.node.name.slice(0, chars - 1)}…` : r.node.name }));
+    }
+    g.append(el('svg:title', { text: `${r.node.name}: ${((100 * r.node.value) / tree.value).toFixed(1)}% of ${tree.name}` }));
+    svg.append(g);
+  }
+  box.append(svg);
+}
+
+// The sandwich of state.sandwich over the flame graph's whole tree.
+function renderSandwich() {
+  const box = $('sandwich');
+  const root = state.flame;
+  box.hidden = !state.sandwich || !root || !flameValue(root);
+  if (box.hidden) return;
+  const fn = state.sandwich;
+  const { total, self, callers, callees } = sandwichOf(root, fn);
+  const all = flameValue(root);
+  const pct = (v) => `${((100 * v) / all).toFixed(1)}%`;
+  const title = $('sandwich-title');
+  title.dataset.total = String(total);
+  title.dataset.self = String(self);
+  title.textContent = total
+    ? `${fn}: ${pct(total)} of all in it and its callees, ${pct(self)} in itself; callers above, callees below`
+    : `${fn}: not in this flame graph`;
+  drawPathTree($('sandwich-callers'), callers, true, 'sandwich-caller');
+  drawPathTree($('sandwich-callees'), callees, false, 'sandwich-callee');
 }
 
 // ---- events and their detail --------------------------------------------------
@@ -1132,6 +1253,16 @@ function init() {
   $('flame-reset').addEventListener('click', () => {
     state.zoom = [];
     renderFlame();
+  });
+  $('flame-sandwich').addEventListener('click', () => {
+    state.sandwich = state.zoom[state.zoom.length - 1] || null;
+    writeUrl();
+    renderSandwich();
+  });
+  $('sandwich-close').addEventListener('click', () => {
+    state.sandwich = null;
+    writeUrl();
+    renderSandwich();
   });
   $('flame-diff').addEventListener('change', () => {
     state.flameDiff = $('flame-diff').checked;

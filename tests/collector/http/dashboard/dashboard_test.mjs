@@ -307,6 +307,38 @@ async function run(page) {
   const zoomedWidth = Number(await page.locator('[data-testid="flame-node"][data-name="parse_profile_blob"] rect')
     .first().getAttribute('width'));
   check(zoomedWidth >= svgWidth - 2, `zoomed frame spans the graph (${zoomedWidth} of ${svgWidth})`);
+  // The zoomed function's sandwich: its total and self samples over the
+  // whole tree (the API's, summed here), its callers above, callees below.
+  await page.getByTestId('flame-sandwich').click();
+  await page.getByTestId('sandwich').waitFor({ state: 'visible' });
+  const blobTree = await apiJson('/api/v1/flame?kind=hang&from=0');
+  let blobTotal = 0, blobSelf = 0;
+  const blobCallers = new Set(), blobCallees = new Set();
+  const visit = (node, parent, under) => {
+    const hit = node.name === 'parse_profile_blob';
+    if (hit) {
+      blobSelf += node.samples - node.children.reduce((n, c) => n + c.samples, 0);
+      if (!under) {
+        blobTotal += node.samples;
+        if (parent && parent.name !== 'all') blobCallers.add(parent.name);
+        for (const c of node.children) blobCallees.add(c.name);
+      }
+    }
+    for (const c of node.children) visit(c, node, under || hit);
+  };
+  visit(blobTree, null, false);
+  const title = page.getByTestId('sandwich-title');
+  const [gotTotal, gotSelf] = [Number(await title.getAttribute('data-total')), Number(await title.getAttribute('data-self'))];
+  const callerNames = await page.locator('[data-testid="sandwich-caller-node"]').evaluateAll((ns) => ns.map((n) => n.dataset.name));
+  const calleeNames = await page.locator('[data-testid="sandwich-callee-node"]').evaluateAll((ns) => ns.map((n) => n.dataset.name));
+  check(blobTotal > 0 && gotTotal === blobTotal && gotSelf === blobSelf &&
+    [...blobCallers].every((n) => callerNames.includes(n)) && [...blobCallees].every((n) => calleeNames.includes(n)) &&
+    callerNames[0] === 'parse_profile_blob' && calleeNames[0] === 'parse_profile_blob',
+  `sandwich: total ${gotTotal} (${blobTotal}), self ${gotSelf} (${blobSelf}), callers ${callerNames} ` +
+    `(${[...blobCallers]}), callees ${calleeNames} (${[...blobCallees]})`);
+  check(new URL(page.url()).searchParams.get('sandwich') === 'parse_profile_blob', `sandwich in the URL: ${page.url()}`);
+  await page.getByTestId('sandwich-close').click();
+  await page.getByTestId('sandwich').waitFor({ state: 'hidden' });
   await page.getByTestId('flame-reset').click();
   await page.getByTestId('flame-reset').waitFor({ state: 'hidden' });
 
