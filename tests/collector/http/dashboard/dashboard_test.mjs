@@ -561,6 +561,7 @@ async function run(page) {
   await checkInApp(page);
   await checkKinds(page);
   await checkTimeWindow(page);
+  await checkPhone(page);
   const comparePng = await checkCompare(page);
   console.log(`dashboard ok: ${HANG_FUNCTION} (${hang.samples} samples), ${CPU_FUNCTION}, ` +
     `event ${event.id} ${duration}, "${allText}"; screenshots ${screenshotPath} (${png.length} bytes), ` +
@@ -612,6 +613,20 @@ async function checkTimeWindow(page) {
   await waitReady(page);
   check(!new URL(page.url()).searchParams.has('from') && await page.locator('#range option[data-window]').count() === 0,
     `the menu again: ${page.url()}`);
+}
+
+// On a phone's screen (390 px) the filters scroll away with the page
+// rather than staying over the content; on a wide one they stay on top.
+async function checkPhone(page) {
+  const position = () => page.evaluate(() => getComputedStyle(document.querySelector('header')).position);
+  check(await position() === 'sticky', 'wide: the header stays on top');
+  await page.setViewportSize({ width: 390, height: 844 });
+  check(await position() === 'static', 'phone: the header scrolls away');
+  await page.evaluate(() => window.scrollTo(0, 2000));
+  const bottom = await page.evaluate(() => document.querySelector('header').getBoundingClientRect().bottom);
+  check(bottom <= 0, `phone: scrolled, the header is off the screen (bottom ${bottom})`);
+  await page.evaluate(() => window.scrollTo(0, 0));
+  await page.setViewportSize({ width: 1440, height: 1000 });
 }
 
 // The rows of the events list: "<id>:<badge's kind>:<badge's text>".
