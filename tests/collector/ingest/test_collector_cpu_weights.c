@@ -181,10 +181,11 @@ static void case_weighted(void) {
                "cpu_main;cpu_often 3000\ncpu_main;cpu_rare 9000\n");
   check_flame(&c, "kind=cpu&app=weighted",
               "{\"name\":\"all\",\"samples\":4,\"cpu_us\":12000,\"truncated\":false,"
-              "\"stacks_omitted\":0,\"children\":[{\"name\":"
-              "\"cpu_main\",\"samples\":4,\"cpu_us\":12000,\"children\":[{\"name\":\"cpu_rare\","
-              "\"samples\":1,\"cpu_us\":9000,\"children\":[]},{\"name\":\"cpu_often\",\"samples\":"
-              "3,\"cpu_us\":3000,\"children\":[]}]}]}");
+              "\"stacks_omitted\":0,\"children\":[{\"name\":\"cpu_main\","
+              "\"in_app\":false,\"samples\":4,\"cpu_us\":12000,"
+              "\"children\":[{\"name\":\"cpu_rare\",\"in_app\":false,\"samples\":1,"
+              "\"cpu_us\":9000,\"children\":[]},{\"name\":\"cpu_often\","
+              "\"in_app\":false,\"samples\":3,\"cpu_us\":3000,\"children\":[]}]}]}");
   check_detail(&c, "weighted", "cpu_rare:1:9000,cpu_often:3:3000");
   free(r);
   collector_stop_healthy(&c);
@@ -317,12 +318,15 @@ static void case_hang_time(void) {
   /* Each stack's share of each hang by samples, rounded down to the
      nanosecond: hang_leaf_a 2/3 of 100 ms + all of 50, hang_leaf_b 1/3. */
   check_flame(&c, "kind=hang&app=hangs",
-              "{\"name\":\"all\",\"samples\":4,\"hang_ms\":149.999999,\"truncated\":false,"
-              "\"stacks_omitted\":0,\"children\":[{\"name\":"
-              "\"hang_main\",\"samples\":4,\"hang_ms\":149.999999,\"children\":[{\"name\":"
-              "\"hang_loop\",\"samples\":4,\"hang_ms\":149.999999,\"children\":[{\"name\":"
-              "\"hang_leaf_a\",\"samples\":3,\"hang_ms\":116.666666,\"children\":[]},{\"name\":"
-              "\"hang_leaf_b\",\"samples\":1,\"hang_ms\":33.333333,\"children\":[]}]}]}]}");
+              "{\"name\":\"all\",\"samples\":4,\"hang_ms\":149.999999,"
+              "\"truncated\":false,\"stacks_omitted\":0,"
+              "\"children\":[{\"name\":\"hang_main\",\"in_app\":false,\"samples\":4,"
+              "\"hang_ms\":149.999999,\"children\":[{\"name\":\"hang_loop\","
+              "\"in_app\":false,\"samples\":4,\"hang_ms\":149.999999,"
+              "\"children\":[{\"name\":\"hang_leaf_a\",\"in_app\":false,"
+              "\"samples\":3,\"hang_ms\":116.666666,\"children\":[]},"
+              "{\"name\":\"hang_leaf_b\",\"in_app\":false,\"samples\":1,"
+              "\"hang_ms\":33.333333,\"children\":[]}]}]}]}");
   check_folded(&c, "kind=hang&app=hangs",
                "hang_main;hang_loop;hang_leaf_a 3\nhang_main;hang_loop;hang_leaf_b 1\n");
   check_pprof_wall(&c, "hang_leaf_a:3:116666666,hang_leaf_b:1:33333333");
