@@ -59,7 +59,7 @@ typedef struct watch_s {
      cpu_epoch (cpu_at: then): what tells a thread that was only waiting
      for a CPU from one that hangs (waiting_for_cpu) */
   uint64_t cpu_epoch;
-  int64_t cpu_ns, cpu_at, delay_ns; /* delay: its run-queue wait then (-1: unknown) */
+  int64_t cpu_ns, cpu_at;
   /* loop stats: the counters as of the last post, time watched since */
   perf__loop_counts_t sent;
   uint64_t watched_ns;
@@ -366,7 +366,6 @@ static int64_t step(perf__hang_monitor_t *m, size_t i, int64_t now) {
   if (!paused && busy && w->cpu_epoch != word >> 1) {
     w->cpu_epoch = word >> 1;
     w->cpu_ns = perf__thread_cpu_ns(atomic_load(&loop->watched_tid));
-    w->delay_ns = perf__thread_run_delay_ns(atomic_load(&loop->watched_tid));
     w->cpu_at = now;
   }
   if (!paused && busy && busy_for >= threshold) {
@@ -398,17 +397,6 @@ static int64_t waiting_for_cpu(perf__hang_monitor_t *m, size_t i, int64_t thresh
   if (w->cpu_ns < 0 || cpu < 0 || busy_for >= 4 * threshold) return 0;
   int64_t step = threshold / 8 > 1000000 ? threshold / 8 : 1000000;
   if (now - w->cpu_at < threshold / 4) return now + step;
-  /* Waits that are over: the thread's wait on a run queue since the unit
-     was noted (the kernel's scheduler statistics, counted when a waiting
-     thread gets its CPU) is not the loop's own time; the unit is a hang
-     once what is left reaches the threshold. The thread may be blocked in
-     a call by now, after waiting for its CPU most of the unit. */
-  int64_t delay = w->delay_ns >= 0 ? perf__thread_run_delay_ns(tid) : -1;
-  if (delay >= 0) {
-    int64_t own = busy_for - (delay - w->delay_ns);
-    if (own < threshold) return now + (threshold - own > step ? threshold - own : step);
-  }
-  /* A wait still going on: runnable, and it ran under 1/64 of the time. */
   if ((cpu - w->cpu_ns) * 64 >= now - w->cpu_at) return 0;
   perf__thread_state_t st;
   if (perf__thread_state_read(tid, &st) != PERF_OK || !st.running) return 0;
