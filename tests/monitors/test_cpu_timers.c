@@ -676,8 +676,10 @@ static void case_drain_wakeups(void) {
   fprintf(stderr, "the monitor woke %ld times in %d ms; %llu samples, %llu failed\n", woke,
           DRAIN_WINDOW_MS, (unsigned long long)st.samples_taken,
           (unsigned long long)st.samples_failed);
-  /* 4 drains a second, and one wake-up to spare per second. */
-  CHECKF(woke <= DRAIN_WINDOW_MS / 1000 * 5, "the monitor woke %ld times in %d ms", woke,
+  /* 4 drains a second, and wake-ups to spare for drains soon after
+     samples not taken on a loaded machine (drains of 100 ms or less, as
+     sized for the configured rate alone, woke it 19-20 times). */
+  CHECKF(woke <= DRAIN_WINDOW_MS / 1000 * 7, "the monitor woke %ld times in %d ms", woke,
          DRAIN_WINDOW_MS);
   CHECKF(st.samples_taken >= 50, "%llu samples", (unsigned long long)st.samples_taken);
   CHECKF(st.samples_failed * 10 <= st.samples_taken, "%llu samples failed of %llu",
