@@ -166,6 +166,49 @@
                       " AND r.bucket_ns < d.day_ns + " ROLLUP_DAY_SQL                              \
                       " WHERE true" ROLLUP_KEY_ORDER ROLLUP_STACK_MERGE("_day", shard_col)
 
+/* The delta tables: a batch's 10-minute rows appended to
+   rollup_groups_delta and rollup_stacks_delta (rollup_batch.h), tables of
+   the 10-minute tables' columns without a key (an append to a table
+   without an index costs a fraction of an upsert into the nine-column
+   keys, and this bucket's hot rows are not rewritten at every batch). A
+   fold moves them into both levels, each key once; until then the reads
+   add them to a level's rows: ROLLUP_GROUP_ROWS_OF and
+   ROLLUP_STACK_ROWS_OF, each delta row in its 10-minute bucket or its
+   day. */
+#define ROLLUP_DAY_OF_BUCKET ROLLUP_BUCKET_AT("bucket_ns", ROLLUP_DAY_SQL)
+#define ROLLUP_GROUP_VALS "events, samples, total_ns, first_ns, last_ns, max_ns, cpu_us"
+#define ROLLUP_STACK_VALS "samples, wall_ns, first_ns, last_end_ns, cpu_us"
+#define ROLLUP_GROUP_ROWS_OF(lvl, bucket)                                                          \
+  "(SELECT " ROLLUP_GROUP_COLS ", " ROLLUP_GROUP_VALS " FROM rollup_groups" lvl                    \
+  " UNION ALL SELECT " bucket                                                                      \
+  ", app, version, environment, kind, group_sig, label, dbin, " ROLLUP_GROUP_VALS                  \
+  " FROM rollup_groups_delta)"
+#define ROLLUP_STACK_ROWS_OF(lvl, bucket)                                                          \
+  "(SELECT " ROLLUP_STACK_COLS ", " ROLLUP_STACK_VALS " FROM rollup_stacks" lvl                    \
+  " UNION ALL SELECT " bucket                                                                      \
+  ", app, version, environment, kind, group_sig, stack_sig, label, " ROLLUP_STACK_VALS             \
+  " FROM rollup_stacks_delta)"
+#define ROLLUP_GROUPS_10M ROLLUP_GROUP_ROWS_OF("", "bucket_ns")
+#define ROLLUP_GROUPS_DAY ROLLUP_GROUP_ROWS_OF("_day", ROLLUP_DAY_OF_BUCKET)
+#define ROLLUP_STACKS_10M ROLLUP_STACK_ROWS_OF("", "bucket_ns")
+#define ROLLUP_STACKS_DAY ROLLUP_STACK_ROWS_OF("_day", ROLLUP_DAY_OF_BUCKET)
+
+/* A fold's statements: the delta rows of src (a table, or PostgreSQL's
+   rows just deleted) summed per key into a level's rows (bucket: the
+   10-minute bucket_ns, or ROLLUP_DAY_OF_BUCKET). */
+#define ROLLUP_FOLD_GROUPS(lvl, bucket, shard_col, shard_val, src)                                 \
+  ROLLUP_GROUP_INTO(lvl, shard_col)                                                                \
+  " SELECT " bucket ", app, version, environment, kind, group_sig, label, dbin" shard_val          \
+  ", sum(events), sum(samples), sum(total_ns), min(first_ns), max(last_ns), max(max_ns),"          \
+  " sum(cpu_us) FROM " src " WHERE true" ROLLUP_KEY_ORDER                                          \
+  ROLLUP_GROUP_MERGE(lvl, shard_col)
+#define ROLLUP_FOLD_STACKS(lvl, bucket, shard_col, shard_val, src)                                 \
+  ROLLUP_STACK_INTO(lvl, shard_col)                                                                \
+  " SELECT " bucket ", app, version, environment, kind, group_sig, stack_sig, label" shard_val     \
+  ", sum(samples), sum(wall_ns), min(first_ns), max(last_end_ns), sum(cpu_us)"                     \
+  " FROM " src " WHERE true" ROLLUP_KEY_ORDER                                                      \
+  ROLLUP_STACK_MERGE(lvl, shard_col)
+
 /* The events of the dirty buckets (a temporary table rollup_dirty). */
 #define ROLLUP_SRC_DIRTY                                                                           \
   "rollup_dirty d JOIN events e ON e.start_ns >= d.bucket_ns"                                      \

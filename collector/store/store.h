@@ -53,10 +53,9 @@ typedef enum store_durability {
    --rollup-fold-interval). */
 typedef struct store_config_s {
   store_durability_t durability;
-  /* PostgreSQL: how often this collector folds the rollup rows batches
-     appended into the rollup tables (pg_fold.c); 0: the default,
-     STORE_FOLD_INTERVAL_S. SQLite rolls up in each batch's transaction and
-     has nothing to fold. */
+  /* How often the collector folds the rollup rows batches appended into
+     the rollup tables (sqlite_fold.c, pg_fold.c); 0: the default,
+     STORE_FOLD_INTERVAL_S. */
   unsigned fold_interval_s;
   /* The rows one read of top_rows or stack_rows sums at most
      (--max-read-rows); 0: the default, STORE_READ_ROWS_MAX. */

@@ -405,7 +405,10 @@ long long rolled_sum(const char *db, const char *table, const char *col, const c
              " + (SELECT coalesce(sum(%s), 0) FROM %s WHERE %s)",
              col, table, where, col, delta, where);
   else
-    snprintf(sql, sizeof sql, "SELECT coalesce(sum(%s), 0) FROM %s WHERE %s", col, table, where);
+    snprintf(sql, sizeof sql,
+             "SELECT (SELECT coalesce(sum(%s), 0) FROM %s WHERE %s)"
+             " + (SELECT coalesce(sum(%s), 0) FROM %s WHERE %s)",
+             col, table, where, col, delta, where);
   return db_count(db, sql);
 }
 

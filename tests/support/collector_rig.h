@@ -129,9 +129,9 @@ bool db_is_pg(const char *db);
 char *db_text(const char *db, const char *sql);
 
 /* sum(col) of a rollup table ("rollup_groups", "rollup_stacks_day", ...)
-   over the rows where says (SQL), as the reads see it: on PostgreSQL the
-   delta rows not folded yet added (store_pg_rollups.c), read in the same
-   statement (a fold moves them in one transaction). 0 for none. */
+   over the rows where says (SQL), as the reads see it: the delta rows
+   not folded yet added (rollup_sql.h), read in the same statement (a fold
+   moves them in one transaction). 0 for none. */
 long long rolled_sum(const char *db, const char *table, const char *col, const char *where);
 
 /* main() of a collector test program: run the case named in argv[1] with

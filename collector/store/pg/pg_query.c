@@ -26,25 +26,6 @@
    rows of $26..$27 and $28..$29 (rollup_plan) and the raw events starting
    in $22..$23 and $24..$25: the same columns either way, summed per group,
    version, label and duration bin. */
-/* A level's rollup rows with the delta rows not folded yet
-   (pg_rollups.c), each delta row in its 10-minute bucket or its day. */
-#define GROUP_VALS "events, samples, total_ns, first_ns, last_ns, max_ns, cpu_us"
-#define GROUP_ROWS_OF(lvl, bucket)                                                                 \
-  "(SELECT " ROLLUP_GROUP_COLS ", " GROUP_VALS " FROM rollup_groups" lvl                           \
-  " UNION ALL SELECT " bucket                                                                      \
-  ", app, version, environment, kind, group_sig, label, dbin, " GROUP_VALS                         \
-  " FROM rollup_groups_delta)"
-#define STACK_VALS "samples, wall_ns, first_ns, last_end_ns, cpu_us"
-#define STACK_ROWS_OF(lvl, bucket)                                                                 \
-  "(SELECT " ROLLUP_STACK_COLS ", " STACK_VALS " FROM rollup_stacks" lvl                           \
-  " UNION ALL SELECT " bucket                                                                      \
-  ", app, version, environment, kind, group_sig, stack_sig, label, " STACK_VALS                    \
-  " FROM rollup_stacks_delta)"
-#define DAY_OF_BUCKET ROLLUP_BUCKET_AT("bucket_ns", ROLLUP_DAY_SQL)
-#define GROUPS_10M GROUP_ROWS_OF("", "bucket_ns")
-#define GROUPS_DAY GROUP_ROWS_OF("_day", DAY_OF_BUCKET)
-#define STACKS_10M STACK_ROWS_OF("", "bucket_ns")
-#define STACKS_DAY STACK_ROWS_OF("_day", DAY_OF_BUCKET)
 #define GROUP_PART(table, kinds, lo, hi)                                                           \
   "SELECT r.group_sig AS g, r.version AS version, r.label AS label, r.dbin AS dbin,"               \
   " r.events AS events, r.samples::numeric AS samples, r.total_ns AS total_ns,"                    \
@@ -54,9 +35,9 @@
   QSQL_RANGE(lo, hi) QSQL_ROLLUP_FILTERS
 #define TOP_SQL(kinds, raw, majority, impact)                                                      \
   QSQL_TOP_ROWS_CAPPED(                                                                            \
-      GROUP_PART(GROUPS_DAY, kinds, 20, 21) " UNION ALL " GROUP_PART(                              \
-          GROUPS_10M, kinds, 26, 27) " UNION ALL " GROUP_PART(GROUPS_10M, kinds, 28,               \
-                                                              29) " UNION ALL " raw,               \
+      GROUP_PART(ROLLUP_GROUPS_DAY, kinds, 20, 21) " UNION ALL " GROUP_PART(                       \
+          ROLLUP_GROUPS_10M, kinds, 26, 27) " UNION ALL " GROUP_PART(ROLLUP_GROUPS_10M, kinds, 28, \
+                                                                     29) " UNION ALL " raw,        \
       impact, majority, "x.g, gr.frames, x.version, x.label, x.dbin", " COLLATE \"C\"")
 #define STACK_PART(table, lo, hi)                                                                  \
   "SELECT r.stack_sig AS s, r.samples AS n, r.cpu_us AS cpu, r.wall_ns AS wall,"                   \
@@ -93,9 +74,9 @@ static const char TOP_CPU[] = TOP_SQL(
     "r.kind = 'cpu'", RAW_CPU(22, 23) " UNION ALL " RAW_CPU(24, 25), "NULL::bytea", "x.cpu_us");
 /* The stack rows' sources in the order a bounded read takes them. */
 #define STACK_PARTS                                                                                \
-  STACK_PART(STACKS_DAY, 20, 21)                                                                   \
-  " UNION ALL " STACK_PART(STACKS_10M, 26, 27) " UNION ALL " STACK_PART(                           \
-      STACKS_10M, 28, 29) " UNION ALL " RAW_STACK(22, 23) " UNION ALL " RAW_STACK(24, 25)
+  STACK_PART(ROLLUP_STACKS_DAY, 20, 21)                                                            \
+  " UNION ALL " STACK_PART(ROLLUP_STACKS_10M, 26, 27) " UNION ALL " STACK_PART(                    \
+      ROLLUP_STACKS_10M, 28, 29) " UNION ALL " RAW_STACK(22, 23) " UNION ALL " RAW_STACK(24, 25)
 static const char STACK_ROWS[] = QSQL_STACK_ROWS_CAPPED(
     "SELECT x.s AS s, sum(x.n) AS n, sum(x.cpu) AS cpu, coalesce(sum(x.wall), 0) AS wall,"
     " min(x.first) AS first, max(x.last_end) AS last_end, count(*) AS rows"

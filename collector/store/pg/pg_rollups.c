@@ -96,24 +96,12 @@ int pg_rollups_add_batch(store_t *st, const store_batch_t *b, const char *const 
    and summed per key into this collector's shard ($1) of both levels: the
    10-minute rows by their bucket, the day rows by its day. A delta row
    appended after the statement began stays for the next fold. */
-#define FOLD_GROUPS(lvl, bucket)                                                                   \
-  ROLLUP_GROUP_INTO(lvl, SHARD_COL)                                                                \
-  " SELECT " bucket ", app, version, environment, kind, group_sig, label, dbin, $1::integer,"      \
-  " sum(events), sum(samples), sum(total_ns), min(first_ns), max(last_ns), max(max_ns),"           \
-  " sum(cpu_us)"                                                                                   \
-  " FROM dg WHERE true" ROLLUP_KEY_ORDER                                                           \
-  ROLLUP_GROUP_MERGE(lvl, SHARD_COL)
-#define FOLD_STACKS(lvl, bucket)                                                                   \
-  ROLLUP_STACK_INTO(lvl, SHARD_COL)                                                                \
-  " SELECT " bucket ", app, version, environment, kind, group_sig, stack_sig, label, $1::integer," \
-  " sum(samples), sum(wall_ns), min(first_ns), max(last_end_ns), sum(cpu_us)"                      \
-  " FROM ds WHERE true" ROLLUP_KEY_ORDER                                                           \
-  ROLLUP_STACK_MERGE(lvl, SHARD_COL)
-#define DAY_OF_BUCKET ROLLUP_BUCKET_AT("bucket_ns", ROLLUP_DAY_SQL)
+#define FOLD_GROUPS(lvl, bucket) ROLLUP_FOLD_GROUPS(lvl, bucket, SHARD_COL, ", $1::integer", "dg")
+#define FOLD_STACKS(lvl, bucket) ROLLUP_FOLD_STACKS(lvl, bucket, SHARD_COL, ", $1::integer", "ds")
 #define FOLD_GROUPS_10M FOLD_GROUPS("", "bucket_ns")
-#define FOLD_GROUPS_DAY FOLD_GROUPS("_day", DAY_OF_BUCKET)
+#define FOLD_GROUPS_DAY FOLD_GROUPS("_day", ROLLUP_DAY_OF_BUCKET)
 #define FOLD_STACKS_10M FOLD_STACKS("", "bucket_ns")
-#define FOLD_STACKS_DAY FOLD_STACKS("_day", DAY_OF_BUCKET)
+#define FOLD_STACKS_DAY FOLD_STACKS("_day", ROLLUP_DAY_OF_BUCKET)
 static const char FOLD[] = "WITH dg AS (DELETE FROM rollup_groups_delta RETURNING *),"
                            " ds AS (DELETE FROM rollup_stacks_delta RETURNING *),"
                            " g AS (" FOLD_GROUPS_10M "), gd AS (" FOLD_GROUPS_DAY "),"

@@ -8,41 +8,53 @@
 #include "collector/model/rollup_batch.h"
 #include "collector/store/rollup_sql.h"
 
-#define GROUPS_TABLE(lvl)                                                                          \
-  "CREATE TABLE IF NOT EXISTS rollup_groups" lvl "(bucket_ns INTEGER NOT NULL,"                    \
+#define GROUPS_COLUMNS                                                                             \
+  "(bucket_ns INTEGER NOT NULL,"                                                                   \
   " app TEXT NOT NULL, version TEXT NOT NULL, environment TEXT NOT NULL, kind TEXT NOT NULL,"      \
   " group_sig TEXT NOT NULL, label TEXT NOT NULL, dbin INTEGER NOT NULL,"                          \
   " events INTEGER NOT NULL, samples INTEGER NOT NULL, total_ns INTEGER NOT NULL,"                 \
   " first_ns INTEGER NOT NULL, last_ns INTEGER NOT NULL, max_ns INTEGER NOT NULL,"                 \
-  " cpu_us INTEGER NOT NULL, PRIMARY KEY(" ROLLUP_GROUP_COLS ")) WITHOUT ROWID;"
-#define STACKS_TABLE(lvl)                                                                          \
-  "CREATE TABLE IF NOT EXISTS rollup_stacks" lvl "(bucket_ns INTEGER NOT NULL,"                    \
+  " cpu_us INTEGER NOT NULL"
+#define STACKS_COLUMNS                                                                             \
+  "(bucket_ns INTEGER NOT NULL,"                                                                   \
   " app TEXT NOT NULL, version TEXT NOT NULL, environment TEXT NOT NULL, kind TEXT NOT NULL,"      \
   " group_sig TEXT NOT NULL, stack_sig TEXT NOT NULL, label TEXT NOT NULL,"                        \
   " samples INTEGER NOT NULL, wall_ns INTEGER NOT NULL, first_ns INTEGER NOT NULL,"                \
-  " last_end_ns INTEGER NOT NULL, cpu_us INTEGER NOT NULL,"                                        \
-  " PRIMARY KEY(" ROLLUP_STACK_COLS ")) WITHOUT ROWID;"
+  " last_end_ns INTEGER NOT NULL, cpu_us INTEGER NOT NULL"
+#define GROUPS_TABLE(lvl)                                                                          \
+  "CREATE TABLE IF NOT EXISTS rollup_groups" lvl GROUPS_COLUMNS ", PRIMARY KEY(" ROLLUP_GROUP_COLS \
+  ")) WITHOUT ROWID;"
+#define STACKS_TABLE(lvl)                                                                          \
+  "CREATE TABLE IF NOT EXISTS rollup_stacks" lvl STACKS_COLUMNS ", PRIMARY KEY(" ROLLUP_STACK_COLS \
+  ")) WITHOUT ROWID;"
 
+/* The delta tables (rollup_sql.h): appended to by the batches, emptied by
+   the folds; no key, no index. */
 static const char SCHEMA[] = GROUPS_TABLE("") STACKS_TABLE("") GROUPS_TABLE("_day") STACKS_TABLE(
-    "_day") "CREATE INDEX IF NOT EXISTS events_start ON events(start_ns);"
+    "_day") "CREATE TABLE IF NOT EXISTS rollup_groups_delta" GROUPS_COLUMNS ");"
+            "CREATE TABLE IF NOT EXISTS rollup_stacks_delta" STACKS_COLUMNS ");"
+            "CREATE INDEX IF NOT EXISTS events_start ON events(start_ns);"
             "CREATE TEMP TABLE IF NOT EXISTS rollup_dirty(bucket_ns INTEGER PRIMARY KEY);"
             "CREATE TEMP TABLE IF NOT EXISTS rollup_dirty_days(day_ns INTEGER PRIMARY KEY);"
             /* re-symbolization's (sqlite_store.c), read by RS_MARK_RESYM */
             "CREATE TEMP TABLE IF NOT EXISTS resym_events(id INTEGER PRIMARY KEY);";
 
-/* A batch's rows (rollup_batch.h) merged into a level's tables. */
-#define PUT_GROUP(lvl)                                                                             \
-  ROLLUP_GROUP_INTO(lvl, "")                                                                       \
-  " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)" ROLLUP_GROUP_MERGE(  \
-      lvl, "")
-#define PUT_STACK(lvl)                                                                             \
-  ROLLUP_STACK_INTO(lvl, "")                                                                       \
-  " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)" ROLLUP_STACK_MERGE(lvl, "")
+/* A batch's 10-minute rows (rollup_batch.h) appended to the delta tables. */
+#define ADD_GROUP                                                                                  \
+  "INSERT INTO rollup_groups_delta(" ROLLUP_GROUP_COLS ", " ROLLUP_GROUP_VALS                      \
+  ") VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)"
+#define ADD_STACK                                                                                  \
+  "INSERT INTO rollup_stacks_delta(" ROLLUP_STACK_COLS ", " ROLLUP_STACK_VALS                      \
+  ") VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"
 enum rs_stmt {
-  RS_PUT_GROUP,
-  RS_PUT_STACK,
-  RS_PUT_GROUP_DAY,
-  RS_PUT_STACK_DAY,
+  RS_ADD_GROUP,
+  RS_ADD_STACK,
+  RS_FOLD_GROUPS,
+  RS_FOLD_GROUPS_DAY,
+  RS_FOLD_STACKS,
+  RS_FOLD_STACKS_DAY,
+  RS_DELTA_GROUPS_EMPTY,
+  RS_DELTA_STACKS_EMPTY,
   RS_MARK_BEFORE,
   RS_MARK_RESYM,
   RS_MARK_ALL,
@@ -62,10 +74,16 @@ enum rs_stmt {
 };
 
 static const char *const RS_SQL[RS_COUNT] = {
-    [RS_PUT_GROUP] = PUT_GROUP(""),
-    [RS_PUT_STACK] = PUT_STACK(""),
-    [RS_PUT_GROUP_DAY] = PUT_GROUP("_day"),
-    [RS_PUT_STACK_DAY] = PUT_STACK("_day"),
+    [RS_ADD_GROUP] = ADD_GROUP,
+    [RS_ADD_STACK] = ADD_STACK,
+    [RS_FOLD_GROUPS] = ROLLUP_FOLD_GROUPS("", "bucket_ns", "", "", "rollup_groups_delta"),
+    [RS_FOLD_GROUPS_DAY] =
+        ROLLUP_FOLD_GROUPS("_day", ROLLUP_DAY_OF_BUCKET, "", "", "rollup_groups_delta"),
+    [RS_FOLD_STACKS] = ROLLUP_FOLD_STACKS("", "bucket_ns", "", "", "rollup_stacks_delta"),
+    [RS_FOLD_STACKS_DAY] =
+        ROLLUP_FOLD_STACKS("_day", ROLLUP_DAY_OF_BUCKET, "", "", "rollup_stacks_delta"),
+    [RS_DELTA_GROUPS_EMPTY] = "DELETE FROM rollup_groups_delta",
+    [RS_DELTA_STACKS_EMPTY] = "DELETE FROM rollup_stacks_delta",
     [RS_MARK_BEFORE] =
         "INSERT OR IGNORE INTO rollup_dirty(bucket_ns) SELECT DISTINCT " ROLLUP_BUCKET_OF(
             "e.start_ns") " FROM events e JOIN batches b ON b.id = e.batch_id"
@@ -145,7 +163,8 @@ static int tables_exist(sqlite3 *db, int *exist) {
     rc = sqlite3_exec(db,
                       "BEGIN IMMEDIATE; DROP TABLE IF EXISTS rollup_groups;"
                       " DROP TABLE IF EXISTS rollup_stacks; DROP TABLE IF EXISTS rollup_groups_day;"
-                      " DROP TABLE rollup_stacks_day; COMMIT",
+                      " DROP TABLE rollup_stacks_day; DROP TABLE IF EXISTS rollup_groups_delta;"
+                      " DROP TABLE IF EXISTS rollup_stacks_delta; COMMIT",
                       NULL, NULL, NULL);
     if (rc != SQLITE_OK) sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
   }
@@ -157,7 +176,9 @@ static int tables_exist(sqlite3 *db, int *exist) {
 static int build_all(store_rollups_t *rs) {
   int rc = sqlite3_exec(rs->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
   if (rc != SQLITE_OK) return rc;
-  rc = run(rs, RS_MARK_ALL);
+  rc = run(rs, RS_DELTA_GROUPS_EMPTY); /* the raw rows hold them too */
+  if (rc == SQLITE_OK) rc = run(rs, RS_DELTA_STACKS_EMPTY);
+  if (rc == SQLITE_OK) rc = run(rs, RS_MARK_ALL);
   if (rc == SQLITE_OK) rc = store_rollups_rebuild(rs);
   if (rc == SQLITE_OK) rc = sqlite3_exec(rs->db, "COMMIT", NULL, NULL, NULL);
   if (rc != SQLITE_OK) sqlite3_exec(rs->db, "ROLLBACK", NULL, NULL, NULL);
@@ -251,20 +272,28 @@ static int put_stacks(store_rollups_t *rs, enum rs_stmt id, const store_batch_t 
 }
 
 int store_rollups_add_batch(store_rollups_t *rs, const store_batch_t *b, const char *const *group) {
-  static const struct {
-    int64_t size_ns;
-    enum rs_stmt groups, stacks;
-  } levels[] = {{ROLLUP_BUCKET_NS, RS_PUT_GROUP, RS_PUT_STACK},
-                {ROLLUP_DAY_NS, RS_PUT_GROUP_DAY, RS_PUT_STACK_DAY}};
-  int rc = SQLITE_OK;
-  for (size_t i = 0; rc == SQLITE_OK && i < sizeof levels / sizeof levels[0]; i++) {
-    rollup_batch_t rb;
-    if (rollup_batch_build(&rb, b, group, levels[i].size_ns) != 0) return SQLITE_NOMEM;
-    rc = put_groups(rs, levels[i].groups, b, &rb);
-    if (rc == SQLITE_OK) rc = put_stacks(rs, levels[i].stacks, b, &rb);
-    rollup_batch_free(&rb);
-  }
+  rollup_batch_t rb;
+  if (rollup_batch_build(&rb, b, group, ROLLUP_BUCKET_NS) != 0) return SQLITE_NOMEM;
+  int rc = put_groups(rs, RS_ADD_GROUP, b, &rb);
+  if (rc == SQLITE_OK) rc = put_stacks(rs, RS_ADD_STACK, b, &rb);
+  rollup_batch_free(&rb);
   return rc;
+}
+
+/* The statements of order, each in turn, up to the first failure. */
+static int run_all(store_rollups_t *rs, const enum rs_stmt *order, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    int rc = run(rs, order[i]);
+    if (rc != SQLITE_OK) return rc;
+  }
+  return SQLITE_OK;
+}
+
+int store_rollups_fold(store_rollups_t *rs) {
+  static const enum rs_stmt order[] = {RS_FOLD_GROUPS,        RS_FOLD_GROUPS_DAY,
+                                       RS_FOLD_STACKS,        RS_FOLD_STACKS_DAY,
+                                       RS_DELTA_GROUPS_EMPTY, RS_DELTA_STACKS_EMPTY};
+  return run_all(rs, order, sizeof order / sizeof order[0]);
 }
 
 int store_rollups_mark_before(store_rollups_t *rs, int64_t cutoff_ns) {
@@ -277,13 +306,12 @@ int store_rollups_mark_resym(store_rollups_t *rs) {
 }
 
 int store_rollups_rebuild(store_rollups_t *rs) {
+  /* The delta rows folded first: the rebuilt buckets' would count twice. */
+  int rc = store_rollups_fold(rs);
+  if (rc != SQLITE_OK) return rc;
   static const enum rs_stmt order[] = {
       RS_CLEAR_GROUPS, RS_CLEAR_STACKS, RS_DIRTY_HANG,       RS_DIRTY_CPU,
       RS_DIRTY_STACKS, RS_MARK_DAYS,    RS_CLEAR_GROUPS_DAY, RS_CLEAR_STACKS_DAY,
       RS_DAYS_GROUPS,  RS_DAYS_STACKS,  RS_DIRTY_EMPTY,      RS_DIRTY_DAYS_EMPTY};
-  for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
-    int rc = run(rs, order[i]);
-    if (rc != SQLITE_OK) return rc;
-  }
-  return SQLITE_OK;
+  return run_all(rs, order, sizeof order / sizeof order[0]);
 }

@@ -39,8 +39,6 @@
 #include "collector/store/rollup_sql.h"
 #include "collector/store/sqlite/sqlite_store.h"
 
-#define BUSY_TIMEOUT_MS 5000
-
 static const char SCHEMA[] =
     "PRAGMA journal_mode=WAL;"
     "CREATE TABLE IF NOT EXISTS batches(id BLOB PRIMARY KEY, received_ns INTEGER NOT NULL,"
@@ -127,7 +125,8 @@ static const char GROUP_SIG_INDEX[] =
       "b.received_ns") ") l"
 
 /* Top-stacks and stack rows read the day rows of ?20..?21, the 10-minute
-   rows of ?26..?27 and ?28..?29 (rollup_plan) and the raw events starting
+   rows of ?26..?27 and ?28..?29 (rollup_plan; each level's with the delta
+   rows not folded yet, rollup_sql.h) and the raw events starting
    in ?22..?23 and ?24..?25: the same columns either way, summed per group,
    version, label and duration bin. */
 #define GROUP_PART(table, kinds, lo, hi)                                                           \
@@ -137,9 +136,9 @@ static const char GROUP_SIG_INDEX[] =
   QSQL_RANGE(lo, hi) QSQL_ROLLUP_FILTERS
 #define TOP_SQL(kinds, raw, majority, impact)                                                      \
   QSQL_TOP_ROWS_CAPPED(                                                                            \
-      GROUP_PART("rollup_groups_day", kinds, 20, 21) " UNION ALL " GROUP_PART(                     \
-          "rollup_groups", kinds, 26, 27) " UNION ALL " GROUP_PART("rollup_groups", kinds, 28,     \
-                                                                   29) " UNION ALL " raw,          \
+      GROUP_PART(ROLLUP_GROUPS_DAY, kinds, 20, 21) " UNION ALL " GROUP_PART(                       \
+          ROLLUP_GROUPS_10M, kinds, 26, 27) " UNION ALL " GROUP_PART(ROLLUP_GROUPS_10M, kinds, 28, \
+                                                                     29) " UNION ALL " raw,        \
       impact, majority, "x.g, x.version, x.label, x.dbin", "")
 #define STACK_PART(table, lo, hi)                                                                  \
   "SELECT r.stack_sig AS s, r.samples AS n, r.cpu_us AS cpu, r.wall_ns AS wall,"                   \
@@ -169,9 +168,9 @@ static const char GROUP_SIG_INDEX[] =
 
 /* The stack rows' sources in the order a bounded read takes them. */
 #define STACK_PARTS                                                                                \
-  STACK_PART("rollup_stacks_day", 20, 21)                                                          \
-  " UNION ALL " STACK_PART("rollup_stacks", 26, 27) " UNION ALL " STACK_PART(                      \
-      "rollup_stacks", 28, 29) " UNION ALL " RAW_STACK(22, 23) " UNION ALL " RAW_STACK(24, 25)
+  STACK_PART(ROLLUP_STACKS_DAY, 20, 21)                                                            \
+  " UNION ALL " STACK_PART(ROLLUP_STACKS_10M, 26, 27) " UNION ALL " STACK_PART(                    \
+      ROLLUP_STACKS_10M, 28, 29) " UNION ALL " RAW_STACK(22, 23) " UNION ALL " RAW_STACK(24, 25)
 
 #define GROUP_EVENTS STORE_STR(STORE_GROUP_STACKS_EVENTS)
 #define GROUP_ROWS STORE_STR(STORE_GROUP_STACKS_ROWS)
@@ -294,6 +293,7 @@ static void empty_log(store_t *st);
 
 static void sqlite_close(store_t *st) {
   if (!st) return;
+  sqlite_fold_stop(st); /* its last fold first */
   char why[64];
   if (st->identity && sqlite_check(st, why, sizeof why) != STORE_OK)
     empty_log(st); /* what retention or renames wrote since */
@@ -385,6 +385,8 @@ static int sqlite_open(const char *path, const store_config_t *config, store_t *
   pthread_mutex_init(&st->lock, NULL);
   pthread_mutex_init(&st->health_lock, NULL);
   st->read_rows_max = config->read_rows_max ? config->read_rows_max : STORE_READ_ROWS_MAX;
+  st->fold_interval_s = config->fold_interval_s ? config->fold_interval_s : STORE_FOLD_INTERVAL_S;
+  st->unfolded = true;
   if (!(st->known_stacks = store_known_new()) || !(st->known_groups = store_known_new())) {
     sqlite_close(st);
     return STORE_ERROR;
@@ -395,7 +397,7 @@ static int sqlite_open(const char *path, const store_config_t *config, store_t *
     sqlite_close(st);
     return STORE_ERROR;
   }
-  sqlite3_busy_timeout(st->db, BUSY_TIMEOUT_MS);
+  sqlite3_busy_timeout(st->db, SQLITE_BUSY_TIMEOUT_MS);
   char *err = NULL;
   if (sqlite3_exec(st->db, SCHEMA, NULL, NULL, &err) != SQLITE_OK) {
     fprintf(stderr, "perf-collector: sqlite schema: %s\n", err ? err : "?");
@@ -428,7 +430,7 @@ static int sqlite_open(const char *path, const store_config_t *config, store_t *
     return STORE_ERROR;
   }
   if (prepare_all(st) != STORE_OK || set_durability(st, durability) != STORE_OK ||
-      take_identity(st) != STORE_OK) {
+      take_identity(st) != STORE_OK || sqlite_fold_start(st) != STORE_OK) {
     sqlite_close(st);
     return STORE_ERROR;
   }
@@ -620,6 +622,7 @@ static int put_batch_locked(store_t *st, const store_batch_t *b) {
   if (rc == SQLITE_OK) rc = insert_loop_stats(st, b);
   if (rc == SQLITE_OK) rc = sqlite_step_done(st, ST_COMMIT);
   if (rc == SQLITE_OK) note_written(st, b, picks.picked);
+  if (rc == SQLITE_OK) st->unfolded = true;
   if (picked) rollup_picks_free(&picks);
   if (rc == SQLITE_OK) return STORE_OK;
   sqlite_report(st, "put batch");

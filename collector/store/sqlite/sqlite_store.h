@@ -10,6 +10,7 @@
 
 #include <pthread.h>
 #include <sqlite3.h>
+#include <stdbool.h>
 
 #include "collector/store/known_rows.h"
 #include "collector/store/query_sql.h"
@@ -18,6 +19,7 @@
 #include "collector/store/sqlite/sqlite_rollups.h"
 #include "collector/store/sqlite/sqlite_states.h"
 #include "collector/store/store.h"
+#include "sdk/base/worker.h"
 
 enum stmt_id {
   ST_BEGIN,
@@ -68,8 +70,17 @@ struct store_s {
   db_identity_t *identity;     /* path and path-wal as opened */
   pthread_mutex_t health_lock; /* sqlite_health's own connection (sqlite_health.c) */
   sqlite3 *health;
-  uint64_t read_rows_max; /* store_config_t's, or STORE_READ_ROWS_MAX */
+  uint64_t read_rows_max;   /* store_config_t's, or STORE_READ_ROWS_MAX */
+  unsigned fold_interval_s; /* store_config_t's, or STORE_FOLD_INTERVAL_S */
+  /* A batch committed rows to the delta tables since the last fold (true
+     at open: a collector killed may have left some); under lock. */
+  bool unfolded;
+  perf__worker_t *fold_worker; /* sqlite_fold.c */
 };
+
+/* How long a statement waits for the database's write lock another
+   connection holds. */
+#define SQLITE_BUSY_TIMEOUT_MS 5000
 
 /* A statement's parameter slots in SQLite's SQL (collector/store/query_sql.h). */
 #define SQL_SLOT(n) "?" n
@@ -100,6 +111,11 @@ int sqlite_step_done(store_t *st, enum stmt_id id);
 /* Forget the stacks and groups known stored (rows are about to be
    deleted or moved); under st->lock. */
 void sqlite_forget_known(store_t *st);
+
+/* sqlite_fold.c: the thread folding the rollups' delta rows every
+   st->fold_interval_s seconds, and once more when stopped. */
+int sqlite_fold_start(store_t *st);
+void sqlite_fold_stop(store_t *st);
 
 /* sqlite_query.c: store_ops_t's reads. */
 int sqlite_top_rows(store_t *st, const store_top_query_t *q, store_row_fn fn, void *user);

@@ -12,11 +12,14 @@
  *    nanosecond;
  *    the rollups are what answers (a row changed in them shows, and only
  *    without the host filter); percentiles within a bin of the exact one;
- *    on PostgreSQL, first with every rollup row still in the delta tables
+ *    first with every rollup row still in the delta tables
  *    (--rollup-fold-interval an hour: the reads add them), then folded
  *    when the collector stopped;
+ *  - folded_while_running: the fold thread (every second by default)
+ *    empties the delta tables while the collector runs, the same sums and
+ *    answers before and after;
  *  - retention: batches made old and deleted by retention leave rollups
- *    that still give the raw rows' answers (on PostgreSQL, rows left to
+ *    that still give the raw rows' answers (rows left to
  *    fold by a collector killed before its fold folded first);
  *  - reopen: a database whose rollups are gone (an older collector's), or
  *    of the shape before CPU time (no cpu_us, wall time not an integer:
@@ -44,15 +47,14 @@
 #define T0_NS 1700000100000000000LL /* not on a bucket's edge */
 #define SPAN_NS (3LL * 3600 * 1000000000)
 #define NO_LIMIT ((const char *[]){"--rate-limit", "0", NULL})
-/* No fold before the collector stops (PostgreSQL; SQLite has none). */
+/* No fold before the collector stops. */
 #define NO_FOLD ((const char *[]){"--rate-limit", "0", "--rollup-fold-interval", "3600", NULL})
 #define RETAIN                                                                                     \
   ((const char *[]){"--retention-days", "1", "--retention-interval", "1", "--rate-limit", "0",     \
                     "--rollup-fold-interval", "3600", NULL})
 
-/* PostgreSQL: both delta tables hold rows (some), or neither does. */
+/* Both delta tables hold rows (some), or neither does. */
 static void check_deltas(const collector_t *c, bool some) {
-  if (!rig_pg()) return;
   CHECK(some == (db_count(c->db, "SELECT count(*) FROM rollup_groups_delta") > 0));
   CHECK(some == (db_count(c->db, "SELECT count(*) FROM rollup_stacks_delta") > 0));
 }
@@ -227,13 +229,12 @@ static void case_same_answers(void) {
   CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM events"), BATCHES * (HANGS + CPUS));
   CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM events WHERE kind = 'hang'"), BATCHES * HANGS);
   check_sums(&c);
-  if (rig_pg()) { /* nothing folded yet: the reads answer from the delta rows */
-    check_deltas(&c, true);
-    CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM rollup_groups"), 0);
-    CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM rollup_stacks_day"), 0);
-  }
+  /* Nothing folded yet: the reads answer from the delta rows. */
+  check_deltas(&c, true);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM rollup_groups"), 0);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM rollup_stacks_day"), 0);
   check_all_queries(&c, true);
-  /* Stopped: PostgreSQL's last fold. Rolled up: fewer rows than events. */
+  /* Stopped: the last fold. Rolled up: fewer rows than events. */
   collector_stop_healthy(&c);
   check_deltas(&c, false);
   check_sums(&c);
@@ -280,10 +281,31 @@ static void case_same_answers(void) {
   collector_stop_healthy(&c);
 }
 
-/* PostgreSQL: the rollup rows back in the delta tables, as a collector
-   killed before its fold leaves them. */
+/* With the default fold interval (1 s) the fold thread empties the delta
+   tables while the collector runs, and the rollups then hold every sample:
+   the same answers before and after. */
+static void case_folded_while_running(void) {
+  collector_t c;
+  collector_start(&c, NO_LIMIT);
+  for (unsigned b = 1; b <= BATCHES; b++)
+    send_batch(&c, b);
+  check_sums(&c);
+  check_all_queries(&c, true);
+  double end = now_s() + 30;
+  while ((db_count(c.db, "SELECT count(*) FROM rollup_groups_delta") > 0 ||
+          db_count(c.db, "SELECT count(*) FROM rollup_stacks_delta") > 0) &&
+         now_s() < end)
+    usleep(50000);
+  check_deltas(&c, false);
+  CHECK(db_count(c.db, "SELECT count(*) FROM rollup_groups") > 0);
+  check_sums(&c);
+  check_all_queries(&c, true);
+  collector_stop_healthy(&c);
+}
+
+/* The rollup rows back in the delta tables, as a collector killed before
+   its fold leaves them. */
 static void unfold(const collector_t *c) {
-  if (!rig_pg()) return;
   db_exec(c->db, "INSERT INTO rollup_groups_delta SELECT bucket_ns, app, version, environment,"
                  " kind, group_sig, label, dbin, events, samples, total_ns, first_ns, last_ns,"
                  " max_ns, cpu_us FROM rollup_groups;"
@@ -448,6 +470,7 @@ static void case_reopen(void) {
 
 static const test_case_t g_cases[] = {
     TEST_CASE(same_answers),
+    TEST_CASE(folded_while_running),
     TEST_CASE(retention),
     TEST_CASE(reopen),
 };
