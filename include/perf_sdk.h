@@ -435,6 +435,13 @@ typedef struct perf_sdk_config_s {
      answering), the log says so and libcurl is loaded in this process. */
   const char *upload_helper;
 
+  /* PERF_SINK_HTTP: when no batch has reached the collector for this many
+     seconds while batches wait (the collector down, refusing the key, ...),
+     one warning to log_fn saying why and what to check; the next one only
+     after batches have reached it again and then stopped again. 0: never.
+     Default 60; 0..86400. */
+  unsigned upload_stall_warn_s;
+
   /* 1: perf_sdk_init fails with PERF_E_INVALID_CONFIG on a PERF_SDK_*
      environment variable the SDK does not know (a misspelling) or a value
      it cannot parse, instead of logging it and going on. Default 0; env

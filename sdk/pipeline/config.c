@@ -64,6 +64,7 @@ static const limit_t k_limits[] = {
     FIELD(max_server_errors, 5, 1, 100),
     BOOL_FIELD(tls_verify, 1),
     FIELD(exit_timeout_ms, 300, 0, 60000),
+    FIELD(upload_stall_warn_s, 60, 0, 86400),
     BOOL_FIELD(strict_env, 0),
 };
 /* clang-format on */
@@ -110,10 +111,10 @@ static char *default_data_dir(const char *app_name);
    first: each one is the previous one with fields added at the end. A
    struct_size not in this list is refused. */
 static const size_t k_layouts[] = {
-    offsetof(perf_sdk_config_t, exit_timeout_ms), /* 0.1.0: up to log_user */
-    offsetof(perf_sdk_config_t, upload_helper),   /* 0.1.0 + exit_timeout_ms */
-    offsetof(perf_sdk_config_t, strict_env),      /* ... + upload_helper */
-    sizeof(perf_sdk_config_t),                    /* ... + strict_env */
+    offsetof(perf_sdk_config_t, exit_timeout_ms),     /* 0.1.0: up to log_user */
+    offsetof(perf_sdk_config_t, upload_helper),       /* 0.1.0 + exit_timeout_ms */
+    offsetof(perf_sdk_config_t, upload_stall_warn_s), /* ... + upload_helper */
+    sizeof(perf_sdk_config_t),                        /* ... + upload_stall_warn_s, strict_env */
 };
 #define LAYOUT_COUNT (sizeof k_layouts / sizeof k_layouts[0])
 
@@ -453,6 +454,7 @@ static int copy_config(const perf_sdk_config_t *c, perf__config_t *out) {
   out->max_server_errors = c->max_server_errors;
   out->exit_timeout_ms = c->exit_timeout_ms;
   out->tls_verify = c->tls_verify;
+  out->upload_stall_warn_s = c->upload_stall_warn_s;
   out->ca_bundle = dup_or_null(c->ca_bundle, &err);
   out->upload_helper = dup_or_null(c->upload_helper, &err);
   out->log_fn = c->log_fn;

@@ -36,6 +36,7 @@ typedef struct perf__config_s {
   unsigned connect_timeout_ms, request_timeout_ms, backoff_base_ms, backoff_cap_ms,
       max_server_errors, tls_verify;
   unsigned exit_timeout_ms;
+  unsigned upload_stall_warn_s; /* 0: never */
   char *ca_bundle;
   char *upload_helper; /* NULL: the installed one */
   perf_log_fn log_fn;

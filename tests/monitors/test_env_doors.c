@@ -4,13 +4,15 @@
  * know (a misspelling) logged once per init naming it and the nearest
  * known name, the spellings of a boolean, an unparseable PERF_SDK_DISABLED
  * logged naming variable and value, strict_env (and PERF_SDK_STRICT_ENV)
- * making both fail init, perf_sdk_version; and the front beside a core of
- * another version (a test-only build of the core in
- * PERF_TEST_CORES_DIR/core-<version>/ with a copy of the front): another
- * MAJOR.MINOR refused naming both versions, another PATCH used. Each case
- * runs in its own process: `test_env_doors <case>`.
+ * making both fail init, the upload stall warning's field checked,
+ * perf_sdk_version; and the front beside a core of another version (a
+ * test-only build of the core in PERF_TEST_CORES_DIR/core-<version>/ with
+ * a copy of the front): another MAJOR.MINOR refused naming both versions,
+ * another PATCH used. Each case runs in its own process:
+ * `test_env_doors <case>`.
  */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,20 +30,32 @@ static char g_log[32][512];
 static perf_log_level_t g_level[32];
 static int g_count;
 
+static pthread_mutex_t g_log_lock = PTHREAD_MUTEX_INITIALIZER; /* SDK threads log too */
+
 static void keep_log(perf_log_level_t level, const char *msg, void *user) {
   (void)user;
+  pthread_mutex_lock(&g_log_lock);
   if (g_count < 32) {
     g_level[g_count] = level;
     snprintf(g_log[g_count++], sizeof g_log[0], "%s", msg);
   }
+  pthread_mutex_unlock(&g_log_lock);
 }
 
-/* How many messages at `level` are exactly `text`. */
-static int logged(perf_log_level_t level, const char *text) {
+/* How many messages at `level` are exactly `text` (or, with prefix, start
+   with it). */
+static int logged_as(perf_log_level_t level, const char *text, bool prefix) {
   int n = 0;
+  pthread_mutex_lock(&g_log_lock);
   for (int i = 0; i < g_count; i++)
-    n += g_level[i] == level && strcmp(g_log[i], text) == 0;
+    n += g_level[i] == level &&
+         (prefix ? strncmp(g_log[i], text, strlen(text)) == 0 : strcmp(g_log[i], text) == 0);
+  pthread_mutex_unlock(&g_log_lock);
   return n;
+}
+
+static int logged(perf_log_level_t level, const char *text) {
+  return logged_as(level, text, false);
 }
 
 static void dump_log(void) {
@@ -219,6 +233,55 @@ static void case_strict_env(void) {
                                "mean PERF_SDK_ENDPOINT?); it is ignored");
 }
 
+/* ---- the upload stall warning's field ---------------------------------------- */
+
+static void case_stall_field_checked(void) {
+  perf_sdk_config_t cfg;
+  base_config(&cfg);
+  CHECK_EQ_INT(cfg.upload_stall_warn_s, 60);
+  CHECK_EQ_INT(cfg.strict_env, 0);
+  cfg.upload_stall_warn_s = 86401;
+  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_E_INVALID_CONFIG);
+  EXPECT_LOGGED(PERF_LOG_ERROR, "upload_stall_warn_s = 86401: must be 0..86400");
+  base_config(&cfg);
+  setenv("PERF_SDK_UPLOAD_STALL_WARN_S", "soon", 1);
+  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_E_INVALID_CONFIG);
+  EXPECT_LOGGED(PERF_LOG_ERROR, "PERF_SDK_UPLOAD_STALL_WARN_S=soon: upload_stall_warn_s must be "
+                                "an integer in 0..86400");
+  base_config(&cfg);
+  setenv("PERF_SDK_UPLOAD_STALL_WARN_S", "0", 1);
+  init_and_stop(&cfg);
+}
+
+/* The field reaches the uploader: the http sink against a port nobody
+   listens on, PERF_SDK_UPLOAD_STALL_WARN_S=1, one manual event: one
+   warning, from the uploader thread, about a second after the first
+   refused attempt. */
+static void case_stall_warning_through_sdk(void) {
+  perf_sdk_config_t cfg;
+  base_config(&cfg);
+  cfg.sink = PERF_SINK_HTTP;
+  cfg.endpoint = "http://127.0.0.1:1";
+  cfg.batch_max_delay_ms = 100;
+  cfg.backoff_base_ms = 100;
+  cfg.backoff_cap_ms = 200;
+  setenv("PERF_SDK_UPLOAD_STALL_WARN_S", "1", 1);
+  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
+  CHECK_EQ_INT(perf_sdk_capture_now("stall"), PERF_OK);
+  const char *want = "no batch has reached the collector for 1 s (they wait in the spool): the "
+                     "collector at http://127.0.0.1:1/v1/batches is down or refuses connections; "
+                     "check that it runs and listens at that host and port (";
+  int64_t deadline = now_ms() + 20000;
+  while (logged_as(PERF_LOG_WARN, want, true) == 0 && now_ms() < deadline)
+    usleep(10000);
+  CHECK_EQ_INT(perf_sdk_shutdown(2000), PERF_OK);
+  if (logged_as(PERF_LOG_WARN, want, true) != 1) {
+    fprintf(stderr, "not logged once: %s...\nlog:\n", want);
+    dump_log();
+    exit(1);
+  }
+}
+
 /* ---- versions ---------------------------------------------------------------- */
 
 static void case_version(void) {
@@ -287,7 +350,8 @@ static const test_case_t g_cases[] = {
     TEST_CASE(disabled_unparseable),
     TEST_CASE(boolean_fields),
     TEST_CASE(strict_env),
-
+    TEST_CASE(stall_field_checked),
+    TEST_CASE(stall_warning_through_sdk),
     TEST_CASE(version),
     TEST_CASE(front_refuses_other_minor),
     TEST_CASE(front_uses_other_patch),
