@@ -52,8 +52,9 @@ extern "C" {
 #endif
 
 /* PERF_EXPERIMENTAL_API: an exported function whose name, parameters or
-   behaviour may still change in a minor version (docs/versions.md). An app that wants to be told
-   where it uses one defines PERF_SDK_WARN_EXPERIMENTAL before including this header: each call then
+   behaviour may still change in a minor version (docs/versions.md). An
+   app that wants to be told where it uses one defines
+   PERF_SDK_WARN_EXPERIMENTAL before including this header: each call then
    compiles with a -Wdeprecated-declarations warning saying so. */
 #if defined(PERF_SDK_WARN_EXPERIMENTAL)
 #define PERF_EXPERIMENTAL_API                                                                      \
@@ -443,9 +444,10 @@ typedef struct perf_sdk_config_s {
   unsigned upload_stall_warn_s;
 
   /* 1: perf_sdk_init fails with PERF_E_INVALID_CONFIG on a PERF_SDK_*
-     environment variable the SDK does not know (a misspelling) or a value
-     it cannot parse, instead of logging it and going on. Default 0; env
-     PERF_SDK_STRICT_ENV (which wins, as every variable). */
+     environment variable the SDK does not know (a misspelling) or a
+     PERF_SDK_DISABLED that is not a boolean, instead of logging it and
+     going on (any other value it cannot parse fails init either way).
+     Default 0; env PERF_SDK_STRICT_ENV (which wins, as every variable). */
   unsigned strict_env;
 } perf_sdk_config_t;
 
