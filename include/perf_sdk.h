@@ -41,8 +41,40 @@ extern "C" {
 #define PERF_API
 #endif
 
+/* PERF_DEPRECATED(msg): a function or type kept for the apps that use it,
+   with a better way named in msg; a call compiles with a warning
+   (-Wdeprecated-declarations). Deprecated functions stay exported, with
+   their behaviour, until the next major version. */
+#if defined(__GNUC__) || defined(__clang__)
+#define PERF_DEPRECATED(msg) __attribute__((deprecated(msg)))
+#else
+#define PERF_DEPRECATED(msg)
+#endif
+
+/* PERF_EXPERIMENTAL_API: an exported function whose name, parameters or
+   behaviour may still change in a minor version (docs/versions.md). An
+   app that wants to be told where it uses one defines
+   PERF_SDK_WARN_EXPERIMENTAL before including this header: each call then
+   compiles with a -Wdeprecated-declarations warning saying so. */
+#if defined(PERF_SDK_WARN_EXPERIMENTAL)
+#define PERF_EXPERIMENTAL_API                                                                      \
+  PERF_API PERF_DEPRECATED("experimental perf sdk API: may change in a minor version")
+#else
+#define PERF_EXPERIMENTAL_API PERF_API
+#endif
+
 #define PERF_SDK_NAME "perf-sdk-c"
+/* The version of this header, the same as the library's built with it
+   (the CMake project version; the build checks they agree). A change of
+   MAJOR or MINOR may change the ABI between the front (libperfsdk.so) and
+   its core; PATCH never does. */
+#define PERF_SDK_VERSION_MAJOR 0
+#define PERF_SDK_VERSION_MINOR 1
+#define PERF_SDK_VERSION_PATCH 0
 #define PERF_SDK_VERSION "0.1.0"
+/* MAJOR * 10000 + MINOR * 100 + PATCH, for #if: 0.1.0 is 100. */
+#define PERF_SDK_VERSION_NUMBER                                                                    \
+  (PERF_SDK_VERSION_MAJOR * 10000 + PERF_SDK_VERSION_MINOR * 100 + PERF_SDK_VERSION_PATCH)
 
 /* The one error enum: 0 is success, every failure is negative. Values are
    never renumbered; new ones are added at the end. Each function below
@@ -113,6 +145,12 @@ PERF_API const char *perf_strerror(int err);
 
 /* Release memory the SDK returned to the caller (NULL is fine). */
 PERF_API void perf_free(void *p);
+
+/* The version of the library answering ("0.1.0", static, never NULL):
+   PERF_SDK_VERSION of the header it was built with, which may differ from
+   the app's. libperfsdk.so answers its own version; it loads its core only
+   when both have the same MAJOR.MINOR (docs/versions.md). */
+PERF_API const char *perf_sdk_version(void);
 
 /* ------------------------------------------------------------------------ */
 /* The any-thread stack sampler                                              */
@@ -298,7 +336,13 @@ typedef struct perf_tag_s {
  * PERF_SDK_HANG_THRESHOLD_MS=500, ...); PERF_SDK_DISABLED=1 turns the SDK
  * off (perf_sdk_init then returns 0 and starts nothing). Out-of-range values
  * make perf_sdk_init fail with PERF_E_INVALID_CONFIG and a log message
- * naming the field and its allowed range.
+ * naming the field and its allowed range. Booleans (PERF_SDK_DISABLED,
+ * PERF_SDK_SYMBOLIZE, PERF_SDK_TLS_VERIFY, PERF_SDK_STRICT_ENV) are 1, 0,
+ * true, false, yes, no, on or off, in any case. A PERF_SDK_* variable the
+ * SDK does not know, and a PERF_SDK_DISABLED it cannot parse, are logged
+ * at each perf_sdk_init (a warning naming the variable and the nearest
+ * known name; an error naming the variable and its value) unless
+ * strict_env makes them fail it.
  */
 typedef struct perf_sdk_config_s {
   /* The size of this struct as the app's copy of this header declares it,
@@ -391,6 +435,20 @@ typedef struct perf_sdk_config_s {
      started, the file does not execute, three helpers in a row end before
      answering), the log says so and libcurl is loaded in this process. */
   const char *upload_helper;
+
+  /* PERF_SINK_HTTP: when no batch has reached the collector for this many
+     seconds while batches wait (the collector down, refusing the key, ...),
+     one warning to log_fn saying why and what to check; the next one only
+     after batches have reached it again and then stopped again. 0: never.
+     Default 60; 0..86400. */
+  unsigned upload_stall_warn_s;
+
+  /* 1: perf_sdk_init fails with PERF_E_INVALID_CONFIG on a PERF_SDK_*
+     environment variable the SDK does not know (a misspelling) or a
+     PERF_SDK_DISABLED that is not a boolean, instead of logging it and
+     going on (any other value it cannot parse fails init either way).
+     Default 0; env PERF_SDK_STRICT_ENV (which wins, as every variable). */
+  unsigned strict_env;
 } perf_sdk_config_t;
 
 /* Fill the first struct_size bytes of *cfg with the defaults (no
@@ -412,7 +470,8 @@ static inline void perf_sdk_config_init(perf_sdk_config_t *cfg) {
    PERF_SINK_FILE) cannot be created or written, or a thread cannot be
    started; PERF_E_INVALID_ARGUMENT (cfg NULL), PERF_E_NO_MEMORY, PERF_E_BUSY
    (called from a signal handler inside another SDK call),
-   PERF_E_UNSUPPORTED (libperfsdk.so: the core library could not be loaded).
+   PERF_E_UNSUPPORTED (libperfsdk.so: the core library could not be loaded,
+   or is of another MAJOR.MINOR version: the log names both versions).
 
    After fork(), in a child that goes on without exec (daemonize, prefork
    servers), the SDK restarts by itself at the child's next SDK call or loop
@@ -471,21 +530,21 @@ PERF_API int perf_sdk_watch_current_thread(void);
    naming it), PERF_E_NO_MEMORY when PERF_SDK_MAX_LOOPS loops are watched
    already (counted in loops_refused, logged once per run),
    PERF_E_NOT_INITIALIZED when not running. */
-PERF_API int perf_sdk_loop_register(const char *name, int threshold_ms);
+PERF_EXPERIMENTAL_API int perf_sdk_loop_register(const char *name, int threshold_ms);
 
 /* Forget the calling thread's loop (its hang in progress ends; its
    statistics so far are still sent). On the watched thread, its loop goes
    back to the name "main" and the config's threshold, still watched.
    A thread that exits is forgotten without this call. PERF_E_NO_THREAD
    when the thread has no loop; PERF_E_NOT_INITIALIZED when not running. */
-PERF_API int perf_sdk_loop_unregister(void);
+PERF_EXPERIMENTAL_API int perf_sdk_loop_unregister(void);
 
 /* The calling thread's loop's hang threshold in milliseconds (its own, or
    the config's), for integrations that pace a heartbeat by it (a quarter
    of it: an idle loop's heartbeats then come well within it).
    PERF_E_NO_THREAD on a thread that has no loop, PERF_E_NOT_INITIALIZED
    when not running. Async-signal-safe as the marks. */
-PERF_API int perf_sdk_loop_threshold_ms(void);
+PERF_EXPERIMENTAL_API int perf_sdk_loop_threshold_ms(void);
 
 /* Mark the calling thread's loop as busy (it started handling work) / idle
    (it is about to block waiting for work). A thread-local load, two atomic

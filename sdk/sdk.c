@@ -359,7 +359,7 @@ static int start_instance(const perf_sdk_config_t *cfg) {
   sdk_t *s = calloc(1, sizeof *s);
   if (!s) return PERF_E_NO_MEMORY;
   bool disabled = false;
-  int err = perf__config_resolve(cfg, &s->cfg, &disabled);
+  int err = perf__config_resolve(cfg, &s->cfg, &disabled, false);
   /* /proc opened now, before the app may chroot (sdk/base/proc_files.h);
      when it cannot be, the sampler says so at its first read. */
   if (!err && !disabled) perf__proc_open();

@@ -274,6 +274,10 @@ static int post(perf__transport_t *base, const perf__http_request_t *req,
     return rc == CURLE_OPERATION_TIMEDOUT ? PERF_E_TIMEOUT : PERF_E_SYSTEM;
   }
   g_api.easy_getinfo(c, CURLINFO_RESPONSE_CODE, &resp->status);
+  /* A body's own line end ("...\n") is no part of the reason. */
+  size_t n = strlen(resp->reason);
+  while (n > 0 && (unsigned char)resp->reason[n - 1] <= ' ')
+    resp->reason[--n] = '\0';
   return PERF_OK;
 }
 

@@ -13,6 +13,10 @@
  * 5xx -> retry, and drop after max_server_errors attempts.
  * Batches are sent strictly in order: a batch being retried holds back the
  * newer ones (the collector is down or busy for them too).
+ *
+ * When no batch has arrived for stall_warn_ms since an attempt failed, the
+ * app is told once why (upload_stall.c); the thread wakes for it in a
+ * backoff or with an empty spool too.
  */
 #include "uploader/uploader.h"
 
@@ -27,6 +31,7 @@
 #include "sdk/base/log.h"
 #include "sdk/base/worker.h"
 #include "uploader/retry_policy.h"
+#include "uploader/upload_stall.h"
 
 /* How long the transport stays ready (the helper's process alive) after
    the spool empties: a batch within it is sent at once. */
@@ -35,12 +40,13 @@
 struct perf__uploader_s {
   perf__uploader_options_t o;
   char *url, *api_key;
-  perf__worker_t *worker;  /* the thread; its lock guards the fields below */
-  bool kicked;             /* a batch was added: look at the spool */
-  bool idle;               /* the spool was found empty (flushers wait for it) */
-  int64_t next_attempt_ns; /* 0: now */
-  unsigned attempts;       /* failed attempts of the oldest batch */
-  uint64_t attempts_seq;   /* ... which is this one */
+  perf__worker_t *worker;     /* the thread; its lock guards the fields below */
+  bool kicked;                /* a batch was added: look at the spool */
+  bool idle;                  /* the spool was found empty (flushers wait for it) */
+  int64_t next_attempt_ns;    /* 0: now */
+  unsigned attempts;          /* failed attempts of the oldest batch */
+  uint64_t attempts_seq;      /* ... which is this one */
+  perf__upload_stall_t stall; /* the uploader thread's alone */
 };
 
 static void uploader_main(perf__worker_t *worker, void *arg);
@@ -48,6 +54,8 @@ static void send_one(perf__uploader_t *u, const perf__spool_entry_t *e);
 static void after_failure(perf__uploader_t *u, const perf__spool_entry_t *e,
                           const perf__http_response_t *resp, perf__upload_action_t action);
 static void wait_until(perf__uploader_t *u, int64_t deadline_ns);
+static int64_t or_stall(perf__uploader_t *u, int64_t deadline_ns);
+static void stall_check(perf__uploader_t *u);
 static void wait_for_batch(perf__uploader_t *u);
 static double random01(void);
 
@@ -55,6 +63,7 @@ int perf__uploader_start(const perf__uploader_options_t *opts, perf__uploader_t 
   perf__uploader_t *u = calloc(1, sizeof *u);
   if (!u) return PERF_E_NO_MEMORY;
   u->o = *opts;
+  perf__upload_stall_init(&u->stall, opts->stall_warn_ms);
   size_t n = strlen(opts->endpoint) + sizeof "/v1/batches";
   u->url = malloc(n);
   u->api_key = opts->api_key ? strdup(opts->api_key) : NULL;
@@ -118,6 +127,7 @@ static void uploader_main(perf__worker_t *worker, void *arg) {
   perf__uploader_t *u = arg;
   perf__worker_lock(worker);
   while (!perf__worker_stopping(worker)) {
+    stall_check(u);
     if (u->next_attempt_ns && perf__now_ns() < u->next_attempt_ns) {
       perf__transport_t *t = u->o.transport;
       if (t->idle && u->next_attempt_ns - perf__now_ns() > (int64_t)TRANSPORT_LINGER_MS * 1000000) {
@@ -125,7 +135,7 @@ static void uploader_main(perf__worker_t *worker, void *arg) {
         t->idle(t);
         perf__worker_lock(worker);
       }
-      wait_until(u, u->next_attempt_ns); /* backoff: new batches do not cut it short */
+      wait_until(u, or_stall(u, u->next_attempt_ns)); /* backoff: new batches do not cut it short */
       continue;
     }
     u->kicked = false;
@@ -162,10 +172,14 @@ static void send_one(perf__uploader_t *u, const perf__spool_entry_t *e) {
     snprintf(id + 2 * i, 3, "%02x", e->id[i]);
   perf__http_request_t req = {u->url, u->api_key, id, payload, len};
   perf__http_response_t resp;
-  rc = u->o.transport->post(u->o.transport, &req, &resp);
+  int post_rc = rc = u->o.transport->post(u->o.transport, &req, &resp);
   free(payload);
   if (rc == PERF_E_BUSY) return; /* interrupted: shutting down, the batch stays */
   perf__upload_action_t action = perf__upload_action(rc == PERF_OK ? resp.status : 0);
+  if (action == PERF__UPLOAD_DONE)
+    perf__upload_stall_arrived(&u->stall);
+  else
+    perf__upload_stall_failed(&u->stall, perf__now_ns(), post_rc, &resp);
   if (action == PERF__UPLOAD_DONE) {
     perf__spool_remove(u->o.spool, e);
     PERF__COUNT(u->o.stats, batches_sent, 1);
@@ -240,8 +254,26 @@ static void wait_for_batch(perf__uploader_t *u) {
     t->idle(t);
     perf__worker_lock(u->worker);
   }
-  while (!perf__worker_stopping(u->worker) && !u->kicked)
-    perf__worker_wait(u->worker, 0);
+  /* Until a batch comes, or a stall warning is due (then the loop says
+     it and comes back here). */
+  int64_t stall = or_stall(u, 0);
+  while (!perf__worker_stopping(u->worker) && !u->kicked && (!stall || perf__now_ns() < stall))
+    perf__worker_wait(u->worker, stall);
+}
+
+/* deadline_ns (0: none), or the stall warning's deadline when sooner. */
+static int64_t or_stall(perf__uploader_t *u, int64_t deadline_ns) {
+  int64_t stall = perf__upload_stall_deadline(&u->stall);
+  return stall && (!deadline_ns || stall < deadline_ns) ? stall : deadline_ns;
+}
+
+/* With the lock held: say the stall warning when it is due. */
+static void stall_check(perf__uploader_t *u) {
+  char msg[512];
+  if (!perf__upload_stall_due(&u->stall, perf__now_ns(), u->url, msg, sizeof msg)) return;
+  perf__worker_unlock(u->worker);
+  perf__log(PERF__LOG_WARN, "%s", msg);
+  perf__worker_lock(u->worker);
 }
 
 /* With the lock held: sleep until deadline_ns or stop. */

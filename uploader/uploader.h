@@ -22,6 +22,7 @@ typedef struct perf__uploader_options_s {
   int64_t backoff_cap_ms;       /* largest retry delay ceiling */
   unsigned max_server_errors;   /* other 5xx: attempts before the batch is dropped */
   perf__stats_t *stats;         /* counters; outlives the uploader */
+  unsigned stall_warn_ms;       /* no batch arrived for this long: one warning; 0: never */
 } perf__uploader_options_t;
 
 typedef struct perf__uploader_s perf__uploader_t;

@@ -18,7 +18,9 @@ enum {
 /* Install (or remove with NULL) the callback every later message goes to. */
 void perf__log_set(perf_log_fn fn, void *user);
 
-/* Format and deliver a message; a no-op without a callback. */
+/* Format and deliver a message (at most 511 bytes, on one line: control
+   characters such as a quoted body's newline become spaces, trailing ones
+   are dropped); a no-op without a callback. */
 void perf__log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Log at error level and return `err` from the calling function. */

@@ -77,6 +77,8 @@ static void core_path(char *out, size_t len) {
     snprintf(out, len, "%s", CORE_SONAME);
 }
 
+static bool core_version_fits(void *h, const char *path);
+
 static void load_core(void) {
   char path[PATH_MAX];
   core_path(path, sizeof path);
@@ -93,7 +95,34 @@ static void load_core(void) {
     return;                                                                                        \
   }
   CORE_CALLS(CORE_RESOLVE)
+  if (!core_version_fits(h, path)) return;
   atomic_store_explicit(&g_loaded, true, memory_order_release);
+}
+
+/* The front's calls and the config layout it checks are those of its
+   MAJOR.MINOR: a core of another MAJOR.MINOR is refused, one of another
+   PATCH is used (noted in the log). An app's init then fails with
+   PERF_E_UNSUPPORTED, the message naming both versions. */
+static bool core_version_fits(void *h, const char *path) {
+  const char *(*version_fn)(void);
+  *(void **)&version_fn = dlsym(h, "perf_sdk_version");
+  const char *mine = perf_sdk_version(), *its = version_fn ? version_fn() : "before 0.1.0";
+  unsigned a[3] = {0}, b[3] = {0};
+  bool parsed = sscanf(mine, "%u.%u.%u", &a[0], &a[1], &a[2]) == 3 && version_fn &&
+                sscanf(its, "%u.%u.%u", &b[0], &b[1], &b[2]) == 3;
+  if (parsed && a[0] == b[0] && a[1] == b[1]) {
+    if (a[2] != b[2])
+      perf__log(
+          PERF__LOG_INFO,
+          "perf sdk: libperfsdk.so is version %s, %s is version %s: used (the same major.minor)",
+          mine, path, its);
+    return true;
+  }
+  snprintf(g_load_error, sizeof g_load_error,
+           "perf sdk: libperfsdk.so is version %s but %s is version %s: the front and its core "
+           "must have the same major.minor version; install both from one build",
+           mine, path, its);
+  return false;
 }
 
 static bool loaded(void) {
@@ -115,17 +144,25 @@ int perf_sdk_init(const perf_sdk_config_t *cfg) {
   if (!cfg) return PERF_E_INVALID_ARGUMENT;
   if (!loaded()) {
     /* The core's own checks (same code): a rejected config or a disabled
-       SDK does not need it. They log through cfg->log_fn only on error. */
+       SDK does not need it. They log through cfg->log_fn only on error;
+       what the environment's names and PERF_SDK_DISABLED's value deserve
+       is said by the core's checks, or here when the core is not called. */
     perf__config_t resolved;
     bool disabled = false;
-    int err = perf__config_resolve(cfg, &resolved, &disabled);
-    if (err) return err;
+    int err = perf__config_resolve(cfg, &resolved, &disabled, true);
+    if (err) {
+      perf__config_env_warn(cfg);
+      return err;
+    }
     if (disabled) {
       perf__log(PERF__LOG_INFO, "perf sdk disabled by PERF_SDK_DISABLED");
       return PERF_OK;
     }
     perf__config_free(&resolved);
-    if ((err = core()) != PERF_OK) return err;
+    if ((err = core()) != PERF_OK) {
+      perf__config_env_warn(cfg);
+      return err;
+    }
   }
   return g_core.perf_sdk_init(cfg);
 }
@@ -178,8 +215,9 @@ RUNNING_CALL(perf_sdk_resume, (void), (), false)
 
 /* ---- answered here -------------------------------------------------------- */
 
-/* perf_strerror and perf_free are sdk/base/error.c's, perf_sdk_config_init
-   is sdk/pipeline/config.c's (perf_sdk_config_init_sized): built into this library too. */
+/* perf_strerror and perf_free are sdk/base/error.c's, perf_sdk_version
+   sdk/base/version.c's, perf_sdk_config_init is sdk/pipeline/config.c's
+   (perf_sdk_config_init_sized): built into this library too. */
 
 pid_t perf_main_thread_id(void) {
   return getpid();

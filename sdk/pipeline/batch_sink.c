@@ -296,9 +296,15 @@ static int start_uploader(perf__batch_sink_t *s) {
   else if (err == PERF_E_UNSUPPORTED)
     err = perf__lazy_curl_transport_new(&co, &t);
   if (err) return err;
-  perf__uploader_options_t uo = {
-      s->cfg->endpoint,       s->cfg->api_key,           s->spool, t, s->cfg->backoff_base_ms,
-      s->cfg->backoff_cap_ms, s->cfg->max_server_errors, s->stats};
+  perf__uploader_options_t uo = {s->cfg->endpoint,
+                                 s->cfg->api_key,
+                                 s->spool,
+                                 t,
+                                 s->cfg->backoff_base_ms,
+                                 s->cfg->backoff_cap_ms,
+                                 s->cfg->max_server_errors,
+                                 s->stats,
+                                 s->cfg->upload_stall_warn_s * 1000u};
   err = perf__uploader_start(&uo, &s->uploader);
   if (err) t->destroy(t);
   return err;

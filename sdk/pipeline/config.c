@@ -5,6 +5,9 @@
  *
  * Every numeric field is described once in k_limits (name, offset, range);
  * defaults, PERF_SDK_<NAME> overrides and range checks all come from it.
+ * A boolean field (0..1) takes the boolean spellings from the environment
+ * (sdk/base/env_text.h). PERF_SDK_* names no part of the SDK reads are
+ * config_env.c's.
  */
 #include "sdk/pipeline/config.h"
 
@@ -16,7 +19,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "sdk/base/env_text.h"
 #include "sdk/base/log.h"
+#include "sdk/pipeline/config_env.h"
 
 #define MAX_TEXT_BYTES 128 /* app_name, app_version, environment */
 #define MAX_PATH_BYTES 4096
@@ -25,10 +30,13 @@ typedef struct {
   const char *name;
   size_t offset;
   unsigned def, min, max;
+  bool boolean; /* 0..1: the environment may also say true/false, yes/no, on/off */
 } limit_t;
 
 #define FIELD(name, def, min, max)                                                                 \
-  { #name, offsetof(perf_sdk_config_t, name), def, min, max }
+  { #name, offsetof(perf_sdk_config_t, name), def, min, max, false }
+#define BOOL_FIELD(name, def)                                                                      \
+  { #name, offsetof(perf_sdk_config_t, name), def, 0, 1, true }
 /* clang-format off */
 static const limit_t k_limits[] = {
     FIELD(hang_threshold_ms, 250, PERF__HANG_THRESHOLD_MIN_MS, PERF__HANG_THRESHOLD_MAX_MS),
@@ -45,7 +53,7 @@ static const limit_t k_limits[] = {
     FIELD(batch_max_bytes, 1048576, 16384, 16777216),
     FIELD(batch_max_delay_ms, 10000, 100, 3600000),
     FIELD(zstd_level, 3, 1, 19),
-    FIELD(symbolize, 1, 0, 1),
+    BOOL_FIELD(symbolize, 1),
     FIELD(spool_max_bytes, 33554432, 65536, 4294967295u),
     FIELD(spool_max_files, 1000, 1, 65536),
     FIELD(spool_max_age_s, 604800, 0, 315360000),
@@ -54,11 +62,14 @@ static const limit_t k_limits[] = {
     FIELD(backoff_base_ms, 1000, 10, 600000),
     FIELD(backoff_cap_ms, 300000, 10, 86400000),
     FIELD(max_server_errors, 5, 1, 100),
-    FIELD(tls_verify, 1, 0, 1),
+    BOOL_FIELD(tls_verify, 1),
     FIELD(exit_timeout_ms, 300, 0, 60000),
+    FIELD(upload_stall_warn_s, 60, 0, 86400),
+    BOOL_FIELD(strict_env, 0),
 };
 /* clang-format on */
 #undef FIELD
+#undef BOOL_FIELD
 #define LIMIT_COUNT (sizeof k_limits / sizeof k_limits[0])
 
 typedef struct {
@@ -83,7 +94,12 @@ static const text_field_t k_texts[] = {
 static unsigned *uint_at(perf_sdk_config_t *c, size_t offset);
 static const char **text_at(perf_sdk_config_t *c, size_t offset);
 static void env_name(const char *field, char *buf, size_t len);
-static int apply_env(perf_sdk_config_t *c, char *tag_buf, size_t tag_buf_len, bool *disabled);
+static int apply_env(perf_sdk_config_t *c, char *tag_buf, size_t tag_buf_len, bool *disabled,
+                     bool quiet);
+static int env_strict(perf_sdk_config_t *c);
+static int env_disabled(bool strict, bool quiet, bool *disabled);
+static int env_limit(perf_sdk_config_t *c, const limit_t *f);
+static int env_names(bool strict, bool quiet);
 static int parse_env_tags(perf_sdk_config_t *c, char *buf, size_t len, const char *value);
 static int validate(perf_sdk_config_t *c);
 static int check_wire_text(const text_field_t *f, const char *source, const char *v);
@@ -95,9 +111,10 @@ static char *default_data_dir(const char *app_name);
    first: each one is the previous one with fields added at the end. A
    struct_size not in this list is refused. */
 static const size_t k_layouts[] = {
-    offsetof(perf_sdk_config_t, exit_timeout_ms), /* 0.1.0: up to log_user */
-    offsetof(perf_sdk_config_t, upload_helper),   /* 0.1.0 + exit_timeout_ms */
-    sizeof(perf_sdk_config_t),                    /* ... + upload_helper */
+    offsetof(perf_sdk_config_t, exit_timeout_ms),     /* 0.1.0: up to log_user */
+    offsetof(perf_sdk_config_t, upload_helper),       /* 0.1.0 + exit_timeout_ms */
+    offsetof(perf_sdk_config_t, upload_stall_warn_s), /* ... + upload_helper */
+    sizeof(perf_sdk_config_t),                        /* ... + upload_stall_warn_s, strict_env */
 };
 #define LAYOUT_COUNT (sizeof k_layouts / sizeof k_layouts[0])
 
@@ -143,7 +160,8 @@ static int read_layout(const perf_sdk_config_t *in, perf_sdk_config_t *out) {
   return PERF_OK;
 }
 
-int perf__config_resolve(const perf_sdk_config_t *in, perf__config_t *out, bool *disabled) {
+int perf__config_resolve(const perf_sdk_config_t *in, perf__config_t *out, bool *disabled,
+                         bool quiet_env) {
   memset(out, 0, sizeof *out);
   *disabled = false;
   /* The log callback is the app's, whatever the environment says: install
@@ -154,7 +172,7 @@ int perf__config_resolve(const perf_sdk_config_t *in, perf__config_t *out, bool 
   int err = read_layout(in, &c);
   if (err) return err;
   char tag_buf[PERF_MAX_TAGS * 2 * (PERF_MAX_TAG_BYTES + 1)];
-  err = apply_env(&c, tag_buf, sizeof tag_buf, disabled);
+  err = apply_env(&c, tag_buf, sizeof tag_buf, disabled, quiet_env);
   if (err || *disabled) return err;
   if ((err = validate(&c)) != 0) return err;
   err = copy_config(&c, out);
@@ -165,6 +183,20 @@ int perf__config_resolve(const perf_sdk_config_t *in, perf__config_t *out, bool 
   }
   if (err) perf__config_free(out);
   return err;
+}
+
+void perf__config_env_warn(const perf_sdk_config_t *in) {
+  /* strict_env (or an unparseable PERF_SDK_STRICT_ENV): said as errors.
+     The field only where the app's layout has it (read_layout says what
+     is wrong with another). */
+  size_t has = offsetof(perf_sdk_config_t, strict_env) + sizeof in->strict_env;
+  bool strict = in->struct_size >= has && in->struct_size <= sizeof *in && in->strict_env;
+  const char *v = getenv("PERF_SDK_STRICT_ENV");
+  if (v && *v && perf__bool_parse(v, &strict) != 0) return;
+  if (strict) return;
+  bool disabled = false;
+  if (env_disabled(false, false, &disabled) != PERF_OK || disabled) return;
+  env_names(false, false);
 }
 
 void perf__config_free(perf__config_t *cfg) {
@@ -199,30 +231,23 @@ static void env_name(const char *field, char *buf, size_t len) {
     buf[i] = (char)toupper((unsigned char)buf[i]);
 }
 
-static int apply_env(perf_sdk_config_t *c, char *tag_buf, size_t tag_buf_len, bool *disabled) {
+/* PERF_SDK_STRICT_ENV first (it says how to treat the rest), then
+   PERF_SDK_DISABLED (a disabled SDK checks nothing else), then the rest. */
+static int apply_env(perf_sdk_config_t *c, char *tag_buf, size_t tag_buf_len, bool *disabled,
+                     bool quiet) {
   char name[64];
-  const char *v = getenv("PERF_SDK_DISABLED");
-  if (v && (strcmp(v, "1") == 0 || strcasecmp(v, "true") == 0)) {
-    *disabled = true;
-    return PERF_OK;
-  }
-  for (size_t i = 0; i < LIMIT_COUNT; i++) {
-    const limit_t *f = &k_limits[i];
-    env_name(f->name, name, sizeof name);
-    if (!(v = getenv(name)) || !*v) continue;
-    char *end;
-    errno = 0;
-    unsigned long n = strtoul(v, &end, 10);
-    if (errno || *end || v[0] == '-' || n < f->min || n > f->max)
-      PERF__FAIL(PERF_E_INVALID_CONFIG, "%s=%s: %s must be an integer in %u..%u", name, v, f->name,
-                 f->min, f->max);
-    *uint_at(c, f->offset) = (unsigned)n;
-  }
+  const char *v;
+  int err = env_strict(c);
+  if (!err) err = env_disabled(c->strict_env, quiet, disabled);
+  if (err || *disabled) return err;
+  for (size_t i = 0; i < LIMIT_COUNT && !err; i++)
+    err = env_limit(c, &k_limits[i]);
+  if (!err) err = env_names(c->strict_env, quiet);
+  if (err) return err;
   for (size_t i = 0; i < TEXT_COUNT; i++) {
     env_name(k_texts[i].name, name, sizeof name);
     if ((v = getenv(name)) == NULL) continue;
-    int err = check_wire_text(&k_texts[i], name, v);
-    if (err) return err;
+    if ((err = check_wire_text(&k_texts[i], name, v)) != 0) return err;
     *text_at(c, k_texts[i].offset) = v;
   }
   if ((v = getenv("PERF_SDK_SINK")) != NULL && *v) {
@@ -238,6 +263,71 @@ static int apply_env(perf_sdk_config_t *c, char *tag_buf, size_t tag_buf_len, bo
   if ((v = getenv("PERF_SDK_TAGS")) != NULL && *v)
     return parse_env_tags(c, tag_buf, tag_buf_len, v);
   return PERF_OK;
+}
+
+static const limit_t *limit_named(const char *field) {
+  for (size_t i = 0; i < LIMIT_COUNT; i++)
+    if (strcmp(k_limits[i].name, field) == 0) return &k_limits[i];
+  return NULL;
+}
+
+static int env_strict(perf_sdk_config_t *c) {
+  return env_limit(c, limit_named("strict_env"));
+}
+
+/* PERF_SDK_DISABLED: a boolean; another value is an error (strict) or
+   logged, and the SDK stays on. */
+static int env_disabled(bool strict, bool quiet, bool *disabled) {
+  const char *v = getenv("PERF_SDK_DISABLED");
+  if (!v || !*v) return PERF_OK;
+  if (perf__bool_parse(v, disabled) == 0) return PERF_OK;
+  if (strict)
+    PERF__FAIL(
+        PERF_E_INVALID_CONFIG,
+        "PERF_SDK_DISABLED=%s: not a boolean (" PERF__BOOL_SPELLINGS "); strict_env refuses it", v);
+  if (!quiet)
+    perf__log(PERF__LOG_ERROR,
+              "PERF_SDK_DISABLED=%s: not a boolean (" PERF__BOOL_SPELLINGS
+              "); ignored: the SDK stays on",
+              v);
+  return PERF_OK;
+}
+
+/* PERF_SDK_<FIELD> of one numeric or boolean field. */
+static int env_limit(perf_sdk_config_t *c, const limit_t *f) {
+  char name[64];
+  env_name(f->name, name, sizeof name);
+  const char *v = getenv(name);
+  if (!v || !*v) return PERF_OK;
+  bool b;
+  if (f->boolean && perf__bool_parse(v, &b) == 0) {
+    *uint_at(c, f->offset) = b;
+    return PERF_OK;
+  }
+  if (f->boolean)
+    PERF__FAIL(PERF_E_INVALID_CONFIG, "%s=%s: %s must be a boolean (" PERF__BOOL_SPELLINGS ")",
+               name, v, f->name);
+  char *end;
+  errno = 0;
+  unsigned long n = strtoul(v, &end, 10);
+  if (errno || *end || v[0] == '-' || n < f->min || n > f->max)
+    PERF__FAIL(PERF_E_INVALID_CONFIG, "%s=%s: %s must be an integer in %u..%u", name, v, f->name,
+               f->min, f->max);
+  *uint_at(c, f->offset) = (unsigned)n;
+  return PERF_OK;
+}
+
+/* The fields' variables known to config_env.c's check. */
+static int env_names(bool strict, bool quiet) {
+  char names[LIMIT_COUNT + TEXT_COUNT][64];
+  const char *known[LIMIT_COUNT + TEXT_COUNT];
+  for (size_t i = 0; i < LIMIT_COUNT; i++)
+    env_name(k_limits[i].name, names[i], sizeof names[i]);
+  for (size_t i = 0; i < TEXT_COUNT; i++)
+    env_name(k_texts[i].name, names[LIMIT_COUNT + i], sizeof names[0]);
+  for (size_t i = 0; i < LIMIT_COUNT + TEXT_COUNT; i++)
+    known[i] = names[i];
+  return perf__config_env_names_check(known, LIMIT_COUNT + TEXT_COUNT, strict, quiet);
 }
 
 /* PERF_SDK_TAGS="k1=v1,k2=v2" replaces the tags given in code. */
@@ -364,6 +454,7 @@ static int copy_config(const perf_sdk_config_t *c, perf__config_t *out) {
   out->max_server_errors = c->max_server_errors;
   out->exit_timeout_ms = c->exit_timeout_ms;
   out->tls_verify = c->tls_verify;
+  out->upload_stall_warn_s = c->upload_stall_warn_s;
   out->ca_bundle = dup_or_null(c->ca_bundle, &err);
   out->upload_helper = dup_or_null(c->upload_helper, &err);
   out->log_fn = c->log_fn;

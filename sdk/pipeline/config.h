@@ -36,6 +36,7 @@ typedef struct perf__config_s {
   unsigned connect_timeout_ms, request_timeout_ms, backoff_base_ms, backoff_cap_ms,
       max_server_errors, tls_verify;
   unsigned exit_timeout_ms;
+  unsigned upload_stall_warn_s; /* 0: never */
   char *ca_bundle;
   char *upload_helper; /* NULL: the installed one */
   perf_log_fn log_fn;
@@ -43,10 +44,21 @@ typedef struct perf__config_s {
 } perf__config_t;
 
 /* Apply the environment to a copy of *in, validate it and copy it into
-   *out. *disabled is set when PERF_SDK_DISABLED is 1/true (then *out is
+   *out. *disabled is set when PERF_SDK_DISABLED is true (then *out is
    left empty and 0 returned). Errors: PERF_E_INVALID_CONFIG (logged,
-   naming the field or variable and the allowed values), PERF_E_NO_MEMORY. */
-int perf__config_resolve(const perf_sdk_config_t *in, perf__config_t *out, bool *disabled);
+   naming the field or variable and the allowed values; with strict_env
+   also an unknown PERF_SDK_* name or an unparseable PERF_SDK_DISABLED),
+   PERF_E_NO_MEMORY. Without strict_env those two are logged (a warning,
+   an error) and init goes on; quiet_env holds them back (the front checks
+   the config before the core checks it again, and logs them only where
+   the core will not: perf__config_env_warn). */
+int perf__config_resolve(const perf_sdk_config_t *in, perf__config_t *out, bool *disabled,
+                         bool quiet_env);
+
+/* Log what perf__config_resolve held back with quiet_env: the unknown
+   PERF_SDK_* names and an unparseable PERF_SDK_DISABLED (nothing with
+   strict_env: those were errors). */
+void perf__config_env_warn(const perf_sdk_config_t *in);
 
 void perf__config_free(perf__config_t *cfg);
 

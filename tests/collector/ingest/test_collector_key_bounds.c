@@ -275,7 +275,7 @@ static void case_sdk_uploader_waits(void) {
   CHECK_EQ_INT(perf__curl_transport_new(&co, &t), PERF_OK);
   perf__stats_t stats;
   memset(&stats, 0, sizeof stats);
-  perf__uploader_options_t uo = {c.url, GOOD_KEY, sp, t, 50, 400, 3, &stats};
+  perf__uploader_options_t uo = {c.url, GOOD_KEY, sp, t, 50, 400, 3, &stats, 0};
   perf__uploader_t *up = NULL;
   double t0 = now_s();
   CHECK_EQ_INT(perf__uploader_start(&uo, &up), PERF_OK);
