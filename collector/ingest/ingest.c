@@ -251,7 +251,6 @@ static int build_fresh(frame_ctx_t *fc, const Perf__V1__Stack *s, stack_built_t 
    says can never keep a batch from being stored. Logged. */
 static int build_unnamed(frame_ctx_t *fc, const Perf__V1__Stack *s, stack_built_t *out) {
   stack_built_release(out);
-  memset(out, 0, sizeof *out);
   symbolizer_t *symbols = fc->symbols;
   fc->symbols = NULL;
   int rc = build_fresh(fc, s, out);
@@ -333,52 +332,54 @@ static void stack_key(frame_ctx_t *fc, const Perf__V1__Stack *s, uint64_t key[2]
   key[1] = k.b;
 }
 
-/* The stack's row (from the cache when it holds it), its frame labels and
-   its group (the same signature, the labels as JSON). */
+/* The stack's row (from the cache when it holds it: shared, not copied),
+   its frame labels and its group (the same signature, the labels as
+   JSON), all borrowed from *held, a reference the caller drops. */
 static int build_stack(frame_ctx_t *fc, const Perf__V1__Stack *s, store_stack_t *out,
-                       perf__named_stack_t *named, store_group_t *group) {
+                       perf__named_stack_t *named, store_group_t *group, stack_built_t **held) {
   named->frames = NULL;
   named->depth = 0;
   uint64_t key[2], generation = fc->symbols ? symbolizer_generation(fc->symbols) : 0;
   double now = symbolizer_now_s();
-  stack_built_t b;
   stack_key(fc, s, key);
-  if (stack_cache_get(fc->cache, key, generation, now, &b)) {
-    fc->named += b.named;
-    fc->unnamed += b.unnamed;
-    for (size_t i = 0; i < b.n_unresolved; i++)
-      note_unresolved(fc, b.unresolved[i]);
+  stack_built_t *b = stack_cache_get(fc->cache, key, generation, now);
+  if (b) {
+    fc->named += b->named;
+    fc->unnamed += b->unnamed;
+    for (size_t i = 0; i < b->n_unresolved; i++)
+      note_unresolved(fc, b->unresolved[i]);
   } else {
+    if (!(b = stack_built_new())) return -1;
     uint64_t named0 = fc->named, unnamed0 = fc->unnamed;
-    memset(&b, 0, sizeof b);
-    fc->building = &b;
+    fc->building = b;
     fc->overflow = false;
-    int rc = build_fresh(fc, s, &b);
+    int rc = build_fresh(fc, s, b);
     if (rc != 0 && fc->symbols) {
       fc->named = named0;
       fc->unnamed = unnamed0;
-      rc = build_unnamed(fc, s, &b);
+      rc = build_unnamed(fc, s, b);
     }
     fc->building = NULL;
-    b.named = (uint32_t)(fc->named - named0);
-    b.unnamed = (uint32_t)(fc->unnamed - unnamed0);
-    /* A stack with a module without a debug file: good as long as the
-       symbolizer keeps that file missing. */
-    if (rc == 0 && !fc->overflow)
-      stack_cache_put(fc->cache, key, generation,
-                      b.n_unresolved ? now + SYMBOLIZER_MISSING_RECHECK_S : 0, &b);
+    b->named = (uint32_t)(fc->named - named0);
+    b->unnamed = (uint32_t)(fc->unnamed - unnamed0);
     if (rc != 0) {
-      stack_built_release(&b);
+      stack_built_unref(b);
       return -1;
     }
+    /* A stack with a module without a debug file: good as long as the
+       symbolizer keeps that file missing. */
+    if (!fc->overflow)
+      stack_cache_put(fc->cache, key, generation,
+                      b->n_unresolved ? now + SYMBOLIZER_MISSING_RECHECK_S : 0, b);
   }
-  named->frames = (const char *const *)b.labels;
-  named->depth = b.depth;
-  out->frames_json = b.frames_json;
+  *held = b;
+  named->frames = (const char *const *)b->labels;
+  named->depth = b->depth;
+  out->frames_json = b->frames_json;
   out->end = s->end == 0 || s->end == 1 ? NULL : perf__stack_end_text((int)s->end);
-  group->names_json = b.names_json;
-  memcpy(out->signature, b.signature, sizeof out->signature);
-  memcpy(group->signature, b.signature, sizeof group->signature);
+  group->names_json = b->names_json;
+  memcpy(out->signature, b->signature, sizeof out->signature);
+  memcpy(group->signature, b->signature, sizeof group->signature);
   return 0;
 }
 
@@ -391,6 +392,7 @@ typedef struct record_s {
   store_stack_count_t **counts; /* per event */
   store_state_count_t **states; /* per event: its samples per thread and state */
   perf__named_stack_t *named;   /* per stack: its frame labels */
+  stack_built_t **built;        /* per stack: the row stacks, named and groups borrow from */
   store_group_t *groups;        /* one per stack */
   store_hang_t *hangs;          /* per event: hang events' grouping input */
   store_tag_t *tags;            /* the resource's */
@@ -402,13 +404,9 @@ typedef struct record_s {
 } record_t;
 
 static void record_free(record_t *r) {
-  for (size_t i = 0; r->named && i < r->cap_stacks; i++) {
-    for (size_t k = 0; k < r->named[i].depth; k++)
-      free((char *)r->named[i].frames[k]);
-    free((void *)r->named[i].frames);
-  }
-  for (size_t i = 0; r->groups && i < r->cap_groups; i++)
-    free((char *)r->groups[i].names_json);
+  for (size_t i = 0; r->built && i < r->cap_stacks; i++)
+    stack_built_unref(r->built[i]);
+  free(r->built);
   for (size_t i = 0; r->hangs && i < r->cap_events; i++) {
     hang_key_release(&r->hangs[i]);
     free((void *)r->hangs[i].samples.stacks);
@@ -419,8 +417,6 @@ static void record_free(record_t *r) {
   free(r->tags);
   free(r->named);
   free(r->groups);
-  for (size_t i = 0; r->stacks && i < r->cap_stacks; i++)
-    free((char *)r->stacks[i].frames_json);
   for (size_t i = 0; r->counts && i < r->batch.n_events; i++)
     free(r->counts[i]);
   for (size_t i = 0; r->states && i < r->cap_events; i++)
@@ -596,7 +592,8 @@ static int build_record(const ingest_target_t *t, const Perf__V1__Batch *bt, rec
   record_loop_stats(bt, r);
   size_t ns = bt->n_stacks, ne = bt->n_events;
   if ((ns && (!(r->stacks = calloc(ns, sizeof *r->stacks)) ||
-              !(r->named = calloc(ns, sizeof *r->named)))) ||
+              !(r->named = calloc(ns, sizeof *r->named)) ||
+              !(r->built = calloc(ns, sizeof *r->built)))) ||
       (ne && (!(r->events = calloc(ne, sizeof *r->events)) ||
               !(r->counts = calloc(ne, sizeof *r->counts)) ||
               !(r->states = calloc(ne, sizeof *r->states)) ||
@@ -611,7 +608,8 @@ static int build_record(const ingest_target_t *t, const Perf__V1__Batch *bt, rec
   r->batch.groups = r->groups;
   for (; r->batch.n_stacks < ns; r->batch.n_stacks++) {
     size_t i = r->batch.n_stacks;
-    if (build_stack(&r->frames, bt->stacks[i], &r->stacks[i], &r->named[i], &r->groups[i]) != 0)
+    if (build_stack(&r->frames, bt->stacks[i], &r->stacks[i], &r->named[i], &r->groups[i],
+                    &r->built[i]) != 0)
       return -1;
     r->batch.n_groups++;
   }

@@ -18,7 +18,7 @@ typedef struct slot_s {
   uint64_t used;     /* the clock at the last hit or put */
   size_t bytes;
   bool full;
-  stack_built_t b;
+  stack_built_t *b;
 } slot_t;
 
 struct stack_cache_s {
@@ -40,20 +40,33 @@ stack_cache_t *stack_cache_new(size_t max_entries, size_t max_bytes) {
   return c;
 }
 
+stack_built_t *stack_built_new(void) {
+  stack_built_t *b = calloc(1, sizeof *b);
+  if (b) b->refs = 1;
+  return b;
+}
+
 void stack_built_release(stack_built_t *b) {
   free(b->frames_json);
   free(b->names_json);
   for (size_t i = 0; b->labels && i < b->depth; i++)
     free(b->labels[i]);
   free(b->labels);
-  b->frames_json = b->names_json = NULL;
-  b->labels = NULL;
-  b->depth = 0;
+  unsigned refs = b->refs;
+  memset(b, 0, sizeof *b);
+  b->refs = refs;
+}
+
+void stack_built_unref(stack_built_t *b) {
+  if (!b || __atomic_sub_fetch(&b->refs, 1, __ATOMIC_ACQ_REL) != 0) return;
+  stack_built_release(b);
+  free(b);
 }
 
 static void slot_clear(stack_cache_t *c, slot_t *s) {
   if (!s->full) return;
-  stack_built_release(&s->b);
+  stack_built_unref(s->b);
+  s->b = NULL;
   c->bytes -= s->bytes;
   s->full = false;
 }
@@ -67,20 +80,6 @@ void stack_cache_free(stack_cache_t *c) {
   free(c);
 }
 
-/* A deep copy of src into dst; false when out of memory (dst released). */
-static bool copy_built(stack_built_t *dst, const stack_built_t *src) {
-  *dst = *src;
-  dst->frames_json = strdup(src->frames_json);
-  dst->names_json = strdup(src->names_json);
-  dst->labels = calloc(src->depth ? src->depth : 1, sizeof *dst->labels);
-  dst->depth = 0;
-  bool ok = dst->frames_json && dst->names_json && dst->labels;
-  for (size_t i = 0; ok && i < src->depth; i++, dst->depth++)
-    ok = (dst->labels[i] = strdup(src->labels[i])) != NULL;
-  if (!ok) stack_built_release(dst);
-  return ok;
-}
-
 static size_t built_bytes(const stack_built_t *b) {
   size_t n = sizeof *b + strlen(b->frames_json) + strlen(b->names_json) + b->depth * sizeof(char *);
   for (size_t i = 0; i < b->depth; i++)
@@ -92,10 +91,10 @@ static size_t home(const stack_cache_t *c, const uint64_t key[2]) {
   return (size_t)(key[0] % c->n);
 }
 
-bool stack_cache_get(stack_cache_t *c, const uint64_t key[2], uint64_t generation, double now_s,
-                     stack_built_t *out) {
-  if (!c) return false;
-  bool hit = false;
+stack_built_t *stack_cache_get(stack_cache_t *c, const uint64_t key[2], uint64_t generation,
+                               double now_s) {
+  if (!c) return NULL;
+  stack_built_t *hit = NULL;
   pthread_mutex_lock(&c->lock);
   for (size_t p = 0, i = home(c, key); p < PROBES && p < c->n; p++, i = (i + 1) % c->n) {
     slot_t *s = &c->slots[i];
@@ -105,7 +104,8 @@ bool stack_cache_get(stack_cache_t *c, const uint64_t key[2], uint64_t generatio
       break;
     }
     s->used = ++c->clock;
-    hit = copy_built(out, &s->b);
+    hit = s->b;
+    __atomic_add_fetch(&hit->refs, 1, __ATOMIC_RELAXED);
     break;
   }
   pthread_mutex_unlock(&c->lock);
@@ -113,12 +113,11 @@ bool stack_cache_get(stack_cache_t *c, const uint64_t key[2], uint64_t generatio
 }
 
 void stack_cache_put(stack_cache_t *c, const uint64_t key[2], uint64_t generation,
-                     double good_until_s, const stack_built_t *b) {
+                     double good_until_s, stack_built_t *b) {
   if (!c || !b->frames_json || !b->names_json) return;
   size_t bytes = built_bytes(b);
   if (bytes > c->max_bytes / 4) return;
-  stack_built_t copy;
-  if (!copy_built(&copy, b)) return;
+  __atomic_add_fetch(&b->refs, 1, __ATOMIC_RELAXED);
   pthread_mutex_lock(&c->lock);
   slot_t *victim = NULL;
   for (size_t p = 0, i = home(c, key); p < PROBES && p < c->n; p++, i = (i + 1) % c->n) {
@@ -138,7 +137,7 @@ void stack_cache_put(stack_cache_t *c, const uint64_t key[2], uint64_t generatio
     if (!old) break;
     slot_clear(c, old);
   }
-  *victim = (slot_t){{key[0], key[1]}, generation, good_until_s, ++c->clock, bytes, true, copy};
+  *victim = (slot_t){{key[0], key[1]}, generation, good_until_s, ++c->clock, bytes, true, b};
   c->bytes += bytes;
   pthread_mutex_unlock(&c->lock);
 }

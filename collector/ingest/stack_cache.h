@@ -13,7 +13,9 @@
  * stack had no debug file then, for as long as the symbolizer itself keeps
  * a missing file missing (so a file dropped into the symbols directory is
  * seen as soon as without the cache). Bounded in entries and bytes;
- * least recently used evicted. Thread-safe (one mutex).
+ * least recently used evicted. Thread-safe (one mutex). A row is shared,
+ * not copied: the cache and every batch that uses it hold a reference,
+ * and the last one frees it.
  */
 #ifndef PERF_COLLECTOR_STACK_CACHE_H
 #define PERF_COLLECTOR_STACK_CACHE_H
@@ -27,9 +29,11 @@
 
 #define STACK_CACHE_UNRESOLVED 4 /* build-ids without a debug file kept per entry */
 
-/* A built stack row (ingest.c): every string malloc'ed, owned by whoever
-   holds the struct. */
+/* A built stack row (ingest.c): every string malloc'ed, owned by the row;
+   the row counted by its references (stack_built_new, stack_built_unref),
+   read-only once in the cache. */
 typedef struct stack_built_s {
+  unsigned refs; /* atomic */
   char signature[STORE_SIG_CHARS + 1];
   char *frames_json, *names_json;
   char **labels; /* depth of them */
@@ -44,17 +48,21 @@ typedef struct stack_cache_s stack_cache_t;
 stack_cache_t *stack_cache_new(size_t max_entries, size_t max_bytes);
 void stack_cache_free(stack_cache_t *c);
 
-/* The entry of key built under generation, still good at now_s: true and
-   *out a copy (the caller frees it with stack_built_release); false on a
-   miss (or when out of memory). */
-bool stack_cache_get(stack_cache_t *c, const uint64_t key[2], uint64_t generation, double now_s,
-                     stack_built_t *out);
+/* The row of key built under generation, still good at now_s, with a
+   reference for the caller (stack_built_unref); NULL on a miss. */
+stack_built_t *stack_cache_get(stack_cache_t *c, const uint64_t key[2], uint64_t generation,
+                               double now_s);
 
-/* Keep a copy of b under key until good_until_s (0: while generation
-   lasts). Nothing when it does not fit. */
+/* Keep b under key (a reference of the cache's own) until good_until_s
+   (0: while generation lasts). Nothing when it does not fit. */
 void stack_cache_put(stack_cache_t *c, const uint64_t key[2], uint64_t generation,
-                     double good_until_s, const stack_built_t *b);
+                     double good_until_s, stack_built_t *b);
 
+/* An empty row with one reference; NULL when out of memory. */
+stack_built_t *stack_built_new(void);
+/* The row's strings freed, the row empty again (its references kept). */
 void stack_built_release(stack_built_t *b);
+/* One reference dropped; the last frees the row. NULL: nothing. */
+void stack_built_unref(stack_built_t *b);
 
 #endif
