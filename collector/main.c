@@ -22,6 +22,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "collector/base/dir.h"
 #include "collector/base/log.h"
 #include "collector/http/apikeys.h"
 #include "collector/http/options.h"
@@ -430,6 +431,24 @@ static void wait_for_stop_signal(const sigset_t *set) {
   collector_log("%s, stopping", strsignal(sig));
 }
 
+/* The symbols directory made when missing (its parent existing); one that
+   cannot be made stops the start, one this user may not write is said:
+   uploads and debuginfod's downloads would fail, its files are read. */
+#define SYMBOLS_DIR_MODE 0755
+
+static bool prepare_symbols_dir(const char *dir) {
+  char why[4200];
+  enum collector_dir_result r =
+      collector_dir_prepare(dir, "symbols directory", SYMBOLS_DIR_MODE, why, sizeof why);
+  if (r == COLLECTOR_DIR_NOT_WRITABLE)
+    collector_log("%s (debug files are read from it; POST /v1/symbols and debuginfod's "
+                  "downloads fail)",
+                  why);
+  else if (r != COLLECTOR_DIR_READY)
+    collector_log("%s", why);
+  return r != COLLECTOR_DIR_MISSING;
+}
+
 /* Store, symbolizer, server and retention job until SIGINT/SIGTERM. */
 static int serve(const collector_options_t *o, const apikeys_t *keys, const sigset_t *stop_set) {
   const char *why = NULL;
@@ -439,6 +458,10 @@ static int serve(const collector_options_t *o, const apikeys_t *keys, const sigs
   store_t *store = NULL;
   store_config_t config = {o->durability, o->fold_interval_s, o->max_read_rows};
   if (ops->open(o->db_path, &config, &store) != STORE_OK) return EXIT_FAILURE;
+  if (!prepare_symbols_dir(o->symbols_dir)) {
+    ops->close(store);
+    return EXIT_FAILURE;
+  }
   in_app_configure(&o->in_app); /* before any thread answers a request */
   symbolizer_t *symbols = symbolizer_new(o->symbols_dir, SYMBOLS_CACHE_FILES);
   resymbolizer_t *resym = symbols ? resymbolizer_start(symbols, ops, store) : NULL;

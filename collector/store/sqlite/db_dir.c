@@ -7,41 +7,28 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include "collector/base/log.h"
+#include "collector/base/dir.h"
 
 #define DB_DIR_MODE 0750 /* the collector's data: its user and group only */
-
-static int fail(char *why, size_t size, const char *dir, const char *what, int err) {
-  if (err)
-    snprintf(why, size, "database directory %s: %s: %s", dir, what, strerror(err));
-  else
-    snprintf(why, size, "database directory %s: %s", dir, what);
-  return -1;
-}
 
 int db_dir_prepare(const char *db_path, char *why, size_t size) {
   if (!*db_path || strcmp(db_path, ":memory:") == 0 || strncmp(db_path, "file:", 5) == 0) return 0;
   char dir[4096];
   const char *slash = strrchr(db_path, '/');
-  if (!slash) {
-    snprintf(dir, sizeof dir, ".");
-  } else {
-    size_t len = slash == db_path ? 1 : (size_t)(slash - db_path);
-    if (len >= sizeof dir) return fail(why, size, db_path, "path too long", ENAMETOOLONG);
+  size_t len = !slash ? 0 : slash == db_path ? 1 : (size_t)(slash - db_path);
+  if (len >= sizeof dir) {
+    snprintf(why, size, "database %s: %s", db_path, strerror(ENAMETOOLONG));
+    return -1;
+  }
+  if (slash) {
     memcpy(dir, db_path, len);
     dir[len] = '\0';
+  } else {
+    snprintf(dir, sizeof dir, ".");
   }
-  struct stat st;
-  if (stat(dir, &st) != 0) {
-    if (errno != ENOENT) return fail(why, size, dir, "cannot read it", errno);
-    if (mkdir(dir, DB_DIR_MODE) != 0) return fail(why, size, dir, "cannot create it", errno);
-    collector_log("database directory %s: created", dir);
-    return 0;
-  }
-  if (!S_ISDIR(st.st_mode)) return fail(why, size, dir, "not a directory", 0);
-  if (access(dir, W_OK | X_OK) != 0) return fail(why, size, dir, "not writable", errno);
-  return 0;
+  return collector_dir_prepare(dir, "database directory", DB_DIR_MODE, why, size) ==
+                 COLLECTOR_DIR_READY
+             ? 0
+             : -1;
 }

@@ -3,9 +3,10 @@
  * opens the file: made when it is missing and its parent exists (the
  * collector makes its own state directory, with or without systemd's
  * StateDirectory=), and checked writable (SQLite writes its -wal and -shm
- * beside the database). What is wrong is said with the directory's path
- * and the system's reason, not SQLite's "unable to open database file".
- * Called once, at open, by the main thread.
+ * beside the database), through collector_dir_prepare (base/dir.h). What
+ * is wrong is said with the directory's path and the system's reason, not
+ * SQLite's "unable to open database file". Called once, at open, by the
+ * main thread.
  */
 #ifndef PERF_COLLECTOR_DB_DIR_H
 #define PERF_COLLECTOR_DB_DIR_H

@@ -5,7 +5,8 @@
  * timestamp with its UTC offset on each, libmicrohttpd's own error pages
  * reduced to one plain line), and the database's directory (made when its
  * parent exists, else named with the system's reason; not writable: named
- * too). Each case in its own process.
+ * too), the symbols directory made at start or named. Each case in its own
+ * process.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -222,6 +223,27 @@ static void case_db_dir_created(void) {
   char want[320];
   snprintf(want, sizeof want, "perf-collector: database directory %s: created\n", state);
   CHECKF(strstr(g_log, want) != NULL, "'%s' not in the log", want);
+  /* The symbols directory (by default beside the database) too, at start. */
+  snprintf(want, sizeof want, "%s.symbols", c.db);
+  CHECK(stat(want, &st) == 0 && S_ISDIR(st.st_mode));
+  CHECK_EQ_INT(st.st_mode & 0777, 0755);
+  snprintf(want, sizeof want, "perf-collector: symbols directory %s.symbols: created\n", c.db);
+  CHECKF(strstr(g_log, want) != NULL, "'%s' not in the log", want);
+}
+
+/* A symbols directory whose parent is missing stops the start, named. */
+static void case_symbols_dir_missing(void) {
+  char db[256], symbols[256], want[600];
+  const char *dir = tempdir_make("perf-doors");
+  snprintf(db, sizeof db, "%s/collector.db", dir);
+  snprintf(symbols, sizeof symbols, "%s/no/symbols", dir);
+  CHECK_EQ_INT(run_to_end(NULL, (const char *[]){"--listen", "127.0.0.1:1", "--db", db,
+                                                 "--symbols-dir", symbols, NULL}),
+               1);
+  snprintf(want, sizeof want,
+           "perf-collector: symbols directory %s: cannot create it: No such file or directory\n",
+           symbols);
+  CHECKF(strstr(g_log, want) != NULL, "'%s' not in the log", want);
 }
 
 /* Its parent missing: exit 1 naming the directory and the reason. */
@@ -297,6 +319,7 @@ int main(int argc, char **argv) {
       TEST_CASE(db_dir_created),
       TEST_CASE(db_dir_missing),
       TEST_CASE(db_dir_not_writable),
+      TEST_CASE(symbols_dir_missing),
   };
   return collector_test_main(argc, argv, cases, ARRAY_LEN(cases));
 }
