@@ -1,7 +1,7 @@
 /*
  * log.c - perf-collector's log lines (log.h): the timestamp, the message
- * made one line, one write(2)-sized fputs on unbuffered stderr so lines of
- * different threads never mix. Any thread.
+ * made one line (HTML reduced to words on request), one write(2)-sized fputs on unbuffered stderr
+ * so lines of different threads never mix. Any thread.
  */
 #include "collector/base/log.h"
 
@@ -26,7 +26,7 @@ void collector_vlog(const char *fmt, va_list ap) {
   int n = vsnprintf(message, sizeof message, fmt, ap);
   if (n < 0) return;
   if ((size_t)n >= sizeof message) memcpy(message + sizeof message - 4, "...", 4);
-  collector_log_one_line(message);
+  collector_log_one_line(message, false);
   char when[COLLECTOR_LOG_TIME_SIZE];
   collector_log_time(when);
   char line[LOG_LINE_MAX + COLLECTOR_LOG_TIME_SIZE + 32];
@@ -34,12 +34,12 @@ void collector_vlog(const char *fmt, va_list ap) {
   fputs(line, stderr);
 }
 
-size_t collector_log_one_line(char *text) {
+size_t collector_log_one_line(char *text, bool html) {
   size_t out = 0;
   bool in_tag = false, space = false, tag_gap = false;
   for (const char *p = text; *p; p++) {
     char c = *p;
-    if (c == '<' && (p[1] == '/' || p[1] == '!' || isalpha((unsigned char)p[1]))) {
+    if (html && c == '<' && (p[1] == '/' || p[1] == '!' || isalpha((unsigned char)p[1]))) {
       in_tag = true;
       continue;
     }

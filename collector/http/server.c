@@ -715,7 +715,7 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
   (void)cls;
   char text[1024];
   vsnprintf(text, sizeof text, fmt, ap);
-  if (collector_log_one_line(text)) collector_log("libmicrohttpd: %s", text);
+  if (collector_log_one_line(text, true)) collector_log("libmicrohttpd: %s", text);
 }
 
 /* Built stacks kept between batches (stack_cache.h): a fleet's distinct
