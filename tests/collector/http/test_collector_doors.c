@@ -5,8 +5,8 @@
  * timestamp with its UTC offset on each, libmicrohttpd's own error pages
  * reduced to one plain line), and the database's directory (made when its
  * parent exists, else named with the system's reason; not writable: named
- * too), the symbols directory made at start or named. Each case in its own
- * process.
+ * too), the symbols directory made at start or named (not writable: said,
+ * the collector serves). Each case in its own process.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -269,45 +269,91 @@ static void case_db_dir_missing(void) {
   CHECKF(strstr(g_log, want) != NULL, "'%s' not in the log", want);
 }
 
-/* A directory this user may not write: named with EACCES. As root the
-   collector runs as nobody (setpriv), root's access being unbounded. */
+/* The command that runs the collector as a user who cannot write where
+   root can: as root, setpriv to nobody (the temp directory opened to it),
+   root's access being unbounded; else none (the test's own user, with a
+   directory made read-only). *skip when nobody cannot reach the binary. */
+static const char *const *unprivileged(const char *dir, bool *skip) {
+  static const char *const as_nobody[] = {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534",
+                                          "--clear-groups", NULL};
+  *skip = false;
+  if (geteuid() != 0) return NULL;
+  CHECK(chmod(dir, 0755) == 0);
+  CHECKF(access("/usr/bin/setpriv", X_OK) == 0, "setpriv (util-linux) is needed as root");
+  char *exe = strdup(PERF_COLLECTOR_PATH);
+  for (char *slash = strrchr(exe, '/'); slash && slash != exe; slash = strrchr(exe, '/')) {
+    *slash = '\0';
+    struct stat st;
+    if (stat(exe, &st) == 0 && !(st.st_mode & S_IXOTH)) {
+      printf("note: skipped, %s is not searchable by nobody: the collector cannot run as "
+             "nobody\n",
+             exe);
+      *skip = true;
+      break;
+    }
+  }
+  free(exe);
+  return as_nobody;
+}
+
+/* A database directory this user may not write: named with EACCES. */
 static void case_db_dir_not_writable(void) {
   char ro[256], db[300], want[512];
   const char *dir = tempdir_make("perf-doors");
   snprintf(ro, sizeof ro, "%s/readonly", dir);
   CHECK(mkdir(ro, 0755) == 0);
   snprintf(db, sizeof db, "%s/perf-collector.db", ro);
-  const char *const as_nobody[] = {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534",
-                                   "--clear-groups", NULL};
-  const char *const *prefix = NULL;
-  if (geteuid() == 0) {
-    CHECK(chmod(dir, 0755) == 0); /* nobody reaches readonly/, cannot write in it */
-    CHECKF(access("/usr/bin/setpriv", X_OK) == 0, "setpriv (util-linux) is needed as root");
-    prefix = as_nobody;
-    char *exe = strdup(PERF_COLLECTOR_PATH);
-    for (char *slash = strrchr(exe, '/'); slash && slash != exe; slash = strrchr(exe, '/')) {
-      *slash = '\0';
-      struct stat st;
-      if (stat(exe, &st) == 0 && !(st.st_mode & S_IXOTH)) {
-        printf("note: skipped, %s is not searchable by nobody: the collector cannot run as "
-               "nobody\n",
-               exe);
-        free(exe);
-        return;
-      }
-    }
-    free(exe);
-  } else {
-    CHECK(chmod(ro, 0555) == 0);
-  }
+  bool skip;
+  const char *const *prefix = unprivileged(dir, &skip);
+  if (skip) return;
+  if (!prefix) CHECK(chmod(ro, 0555) == 0);
   CHECK_EQ_INT(run_to_end(prefix, (const char *[]){"--listen", "127.0.0.1:1", "--db", db, NULL}),
                1);
   snprintf(want, sizeof want,
-           "perf-collector: database directory %s: not writable: Permission "
-           "denied\n",
-           ro);
+           "perf-collector: database directory %s: not writable: Permission denied\n", ro);
   CHECKF(strstr(g_log, want) != NULL, "'%s' not in the log", want);
   chmod(ro, 0755);
+}
+
+/* A symbols directory this user may not write: said once, and the
+   collector serves (its debug files can still be read). */
+static void case_symbols_dir_not_writable(void) {
+  char data[128], symbols[128], log_path[256], want[700];
+  collector_t c = {0};
+  const char *dir = tempdir_make("perf-doors");
+  snprintf(data, sizeof data, "%s/data", dir);
+  snprintf(symbols, sizeof symbols, "%s/symbols", dir);
+  snprintf(log_path, sizeof log_path, "%s/collector.log", dir);
+  CHECK(mkdir(data, 0755) == 0 && mkdir(symbols, 0755) == 0);
+  bool skip;
+  const char *const *prefix = unprivileged(dir, &skip);
+  if (skip) return;
+  if (prefix)
+    CHECK(chown(data, 65534, 65534) == 0);
+  else
+    CHECK(chmod(symbols, 0555) == 0);
+  snprintf(c.db, sizeof c.db, "%s/collector.db", data);
+  c.port = free_port();
+  snprintf(c.url, sizeof c.url, "http://127.0.0.1:%u", (unsigned)c.port);
+  char listen[32];
+  snprintf(listen, sizeof listen, "127.0.0.1:%u", (unsigned)c.port);
+  char *argv[MAX_ARGS];
+  size_t n = 0;
+  for (size_t i = 0; prefix && prefix[i]; i++)
+    argv[n++] = (char *)prefix[i];
+  const char *args[] = {PERF_COLLECTOR_PATH, "--listen", listen, "--db", c.db,
+                        "--symbols-dir",     symbols,    NULL};
+  for (size_t i = 0; i < ARRAY_LEN(args); i++)
+    argv[n++] = (char *)args[i];
+  c.pid = g_running = spawn(argv, log_path);
+  CHECK(healthy_within(&c, START_DEADLINE_S));
+  stop_logged(&c, log_path);
+  snprintf(want, sizeof want,
+           "perf-collector: symbols directory %s: not writable: Permission denied (debug files "
+           "are read from it; POST /v1/symbols and debuginfod's downloads fail)\n",
+           symbols);
+  CHECKF(strstr(g_log, want) != NULL, "'%s' not in the log", want);
+  chmod(symbols, 0755);
 }
 
 int main(int argc, char **argv) {
@@ -320,6 +366,7 @@ int main(int argc, char **argv) {
       TEST_CASE(db_dir_missing),
       TEST_CASE(db_dir_not_writable),
       TEST_CASE(symbols_dir_missing),
+      TEST_CASE(symbols_dir_not_writable),
   };
   return collector_test_main(argc, argv, cases, ARRAY_LEN(cases));
 }
