@@ -46,6 +46,7 @@ PERF_AARCH64_PACKAGES=(
 
 # pkg-config modules of the build (CMake's pkg_check_modules) and the Debian
 # package that has each: what to install when configuring says one is missing.
+# shellcheck disable=SC2034 # read by demo.sh
 declare -gA PERF_PKGCONFIG_DEBIAN=(
   [libdw]=libdw-dev [libelf]=libelf-dev [libzstd]=libzstd-dev [zlib]=zlib1g-dev
   [libprotobuf-c]=libprotobuf-c-dev [libcurl]=libcurl4-openssl-dev [jansson]=libjansson-dev

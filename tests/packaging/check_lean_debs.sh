@@ -12,8 +12,9 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 build=$work/build
 "$src/scripts/package.sh" "$build" >"$work/package.log" 2>&1 ||
   fail "scripts/package.sh failed: $(tail -n 30 "$work/package.log")"
-[ ! -e "$build/tests" ] && [ ! -e "$build/bench" ] ||
+if [ -e "$build/tests" ] || [ -e "$build/bench" ]; then
   fail "the packaging build configured tests or benchmarks: $(ls "$build")"
+fi
 [ -z "$(cd "$build" && ctest -N | grep 'Test *#')" ] || fail "the packaging build has ctest tests"
 targets=$(grep -c '^build .*: C_EXECUTABLE_LINKER' "$build/build.ninja" || true)
 echo "packaging build: $targets executables linked, no tests, no benchmarks"
