@@ -13,10 +13,12 @@
 # install under /usr whatever the build's prefix (CPACK_INSTALL_PREFIX), the
 # libraries in lib/<multiarch> (the root CMakeLists.txt puts them there
 # under any prefix on Debian); the files only a package has (unit, conf, copyright, changelog) are
-# EXCLUDE_FROM_ALL: a plain `cmake --install` does not write /etc or
-# /lib/systemd (`cmake --install --component collector` does: those two
-# are absolute places, whatever the prefix). Maintainer scripts and the
-# unit: packaging/debian/.
+# EXCLUDE_FROM_ALL: a plain `cmake --install` does not write them;
+# `cmake --install --component collector --prefix P` puts the conf and the
+# unit under P (P/etc/perf-collector, P/lib/systemd/system), the package
+# (prefix /usr) in /etc/perf-collector and /lib/systemd/system
+# (cmake/install_collector_system_files.cmake.in). Maintainer scripts and
+# the unit: packaging/debian/.
 set(PERF_DEB_DIR ${PROJECT_SOURCE_DIR}/packaging/debian)
 set(PERF_DEB_VERSION ${PROJECT_VERSION})
 set(PERF_DEB_MAINTAINER
@@ -57,12 +59,13 @@ foreach(package libperfsdk0 perf-collector perf-tools)
     COMPONENT ${component} EXCLUDE_FROM_ALL)
 endforeach()
 
-# perf-collector's system files: absolute places (CPACK_SET_DESTDIR below
-# puts them in the package's tree).
-install(FILES ${PERF_DEB_DIR}/perf-collector/perf-collector.service
-  DESTINATION /lib/systemd/system COMPONENT collector EXCLUDE_FROM_ALL)
-install(FILES ${PERF_DEB_DIR}/perf-collector/perf-collector.conf
-  DESTINATION /etc/perf-collector COMPONENT collector EXCLUDE_FROM_ALL)
+# perf-collector's conf file and unit: where depends on the prefix of the
+# install itself (/usr, the package's: /etc and /lib/systemd/system; any
+# other: under it), so the rule runs at install time.
+configure_file(${PROJECT_SOURCE_DIR}/cmake/install_collector_system_files.cmake.in
+  ${CMAKE_BINARY_DIR}/packaging/install_collector_system_files.cmake @ONLY)
+install(SCRIPT ${CMAKE_BINARY_DIR}/packaging/install_collector_system_files.cmake
+  COMPONENT collector EXCLUDE_FROM_ALL)
 install(FILES ${PROJECT_SOURCE_DIR}/collector/README.md
   DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/doc/perf-collector COMPONENT collector
   EXCLUDE_FROM_ALL)

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <netdb.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -21,6 +22,8 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "collector/base/dir.h"
+#include "collector/base/log.h"
 #include "collector/http/apikeys.h"
 #include "collector/http/options.h"
 #include "collector/http/server.h"
@@ -35,7 +38,8 @@
 static const char USAGE[] =
     "usage: perf-collector [options]\n"
     "Receives perf SDK batches (POST /v1/batches) and stores them in SQLite or PostgreSQL.\n"
-    "  --listen ADDR:PORT            IPv4 address and port (default 127.0.0.1:4318)\n"
+    "  --listen HOST:PORT            IPv4 address or host name (its first IPv4 address)\n"
+    "                                and port (default 127.0.0.1:4318)\n"
     "  --db PATH|URI                 SQLite database (default perf-collector.db), or a\n"
     "                                postgresql://user@host/dbname URI: PostgreSQL\n"
     "  --durability full|process     what a stored batch (200) survives: full (default): a\n"
@@ -102,7 +106,8 @@ static const char USAGE[] =
     "                                unpacking (default 67108864)\n"
     "  --max-stack-text-bytes N      the stacks as stored text, estimated before building\n"
     "                                them (default 33554432)\n"
-    "  --help                        this text\n";
+    "  --help                        this text\n"
+    "  --version                     the version\n";
 
 enum long_only {
   OPT_LISTEN = 256,
@@ -131,6 +136,7 @@ enum long_only {
   OPT_NEW_WINDOW,
   OPT_MAX_NEW_FIRST, /* --max-new-<noun>: OPT_MAX_NEW_FIRST + key_bound_kind */
   OPT_HELP = OPT_MAX_NEW_FIRST + KEY_BOUND_COUNT,
+  OPT_VERSION,
   OPT_LIMIT_FIRST, /* the batch limits: LIMIT_OPTIONS[i] is OPT_LIMIT_FIRST + i */
 };
 
@@ -184,6 +190,7 @@ static struct option LONGOPTS[N_LIMIT_OPTIONS + 32] = {
     {"max-new-versions", required_argument, NULL, OPT_MAX_NEW_FIRST + KEY_BOUND_VERSIONS},
     {"max-new-tags", required_argument, NULL, OPT_MAX_NEW_FIRST + KEY_BOUND_TAGS},
     {"help", no_argument, NULL, OPT_HELP},
+    {"version", no_argument, NULL, OPT_VERSION},
 };
 
 /* LONGOPTS' tail: the limits' flags after the fixed ones. */
@@ -215,24 +222,41 @@ static bool parse_ulong(const char *text, unsigned long long min, unsigned long 
   return true;
 }
 
-static bool parse_listen(const char *text, collector_options_t *o) {
-  char host[64];
+/* --listen HOST:PORT: an IPv4 address, or a host name resolved to its
+   first IPv4 address (localhost: 127.0.0.1). False with *why said. */
+static bool parse_listen(const char *text, collector_options_t *o, char *why, size_t size) {
+  char host[256];
   const char *colon = strrchr(text, ':');
   unsigned long long port;
-  if (!colon || (size_t)(colon - text) >= sizeof host || !parse_ulong(colon + 1, 1, 65535, &port))
+  if (!colon || colon == text || (size_t)(colon - text) >= sizeof host ||
+      !parse_ulong(colon + 1, 1, 65535, &port)) {
+    snprintf(why, size, "'%s' is not HOST:PORT (an IPv4 address or host name, a port 1-65535)",
+             text);
     return false;
+  }
   memcpy(host, text, (size_t)(colon - text));
   host[colon - text] = '\0';
   memset(&o->listen, 0, sizeof o->listen);
   o->listen.sin_family = AF_INET;
   o->listen.sin_port = htons((uint16_t)port);
   o->listen_text = text;
-  return inet_pton(AF_INET, host, &o->listen.sin_addr) == 1;
+  if (inet_pton(AF_INET, host, &o->listen.sin_addr) == 1) return true;
+  struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *found = NULL;
+  int rc = getaddrinfo(host, NULL, &hints, &found);
+  if (rc != 0 || !found) {
+    snprintf(why, size, "host '%s' has no IPv4 address (%s)", host,
+             rc == EAI_SYSTEM ? strerror(errno) : gai_strerror(rc));
+    return false;
+  }
+  o->listen.sin_addr = ((const struct sockaddr_in *)found->ai_addr)->sin_addr;
+  freeaddrinfo(found);
+  return true;
 }
 
 static void set_defaults(collector_options_t *o) {
   memset(o, 0, sizeof *o);
-  parse_listen("127.0.0.1:4318", o);
+  char why[256];
+  parse_listen("127.0.0.1:4318", o, why, sizeof why);
   o->db_path = "perf-collector.db";
   o->durability = STORE_DURABLE_FULL;
   o->retention_days = 30;
@@ -302,10 +326,12 @@ static int parse_args(int argc, char **argv, collector_options_t *o) {
     switch (c) {
     case 'h':
     case OPT_HELP: fputs(USAGE, stdout); return EXIT_SUCCESS + 1;
-    case OPT_LISTEN:
-      if (!parse_listen(optarg, o))
-        return usage_error("--listen: '%s' is not IPV4-ADDRESS:PORT", optarg) + 1;
+    case OPT_VERSION: puts("perf-collector " PERF_PROJECT_VERSION); return EXIT_SUCCESS + 1;
+    case OPT_LISTEN: {
+      char why[512];
+      if (!parse_listen(optarg, o, why, sizeof why)) return usage_error("--listen: %s", why) + 1;
       break;
+    }
     case OPT_DB: o->db_path = optarg; break;
     case OPT_DURABILITY:
       if (strcmp(optarg, "full") == 0)
@@ -368,10 +394,9 @@ static void fit_descriptors(collector_options_t *o) {
   unsigned fit = rl.rlim_cur > 2 * FDS_BESIDE_CONNECTIONS
                      ? (unsigned)(rl.rlim_cur - FDS_BESIDE_CONNECTIONS)
                      : 64;
-  fprintf(stderr,
-          "perf-collector: --max-connections %u needs %llu descriptors, the limit is %llu: "
-          "accepting %u connections\n",
-          o->max_connections, (unsigned long long)want, (unsigned long long)rl.rlim_cur, fit);
+  collector_log("--max-connections %u needs %llu descriptors, the limit is %llu: "
+                "accepting %u connections\n",
+                o->max_connections, (unsigned long long)want, (unsigned long long)rl.rlim_cur, fit);
   o->max_connections = fit;
 }
 
@@ -394,8 +419,8 @@ static int setup_keys(const collector_options_t *o, apikeys_t *keys, const apike
             o->listen_text);
     return EXIT_USAGE;
   }
-  fprintf(stderr, "perf-collector: no --api-keys-file: accepting any API key (loopback only; "
-                  "only requests whose Host and Origin name this collector)\n");
+  collector_log("no --api-keys-file: accepting any API key (loopback only; "
+                "only requests whose Host and Origin name this collector)\n");
   return 0;
 }
 
@@ -403,7 +428,25 @@ static void wait_for_stop_signal(const sigset_t *set) {
   int sig = 0;
   while (sigwait(set, &sig) == 0 && sig != SIGINT && sig != SIGTERM) {
   }
-  fprintf(stderr, "perf-collector: %s, stopping\n", strsignal(sig));
+  collector_log("%s, stopping", strsignal(sig));
+}
+
+/* The symbols directory made when missing (its parent existing); one that
+   cannot be made stops the start, one this user may not write is said:
+   uploads and debuginfod's downloads would fail, its files are read. */
+#define SYMBOLS_DIR_MODE 0755
+
+static bool prepare_symbols_dir(const char *dir) {
+  char why[4200];
+  enum collector_dir_result r =
+      collector_dir_prepare(dir, "symbols directory", SYMBOLS_DIR_MODE, why, sizeof why);
+  if (r == COLLECTOR_DIR_NOT_WRITABLE)
+    collector_log("%s (debug files are read from it; POST /v1/symbols and debuginfod's "
+                  "downloads fail)",
+                  why);
+  else if (r != COLLECTOR_DIR_READY)
+    collector_log("%s", why);
+  return r != COLLECTOR_DIR_MISSING;
 }
 
 /* Store, symbolizer, server and retention job until SIGINT/SIGTERM. */
@@ -415,6 +458,10 @@ static int serve(const collector_options_t *o, const apikeys_t *keys, const sigs
   store_t *store = NULL;
   store_config_t config = {o->durability, o->fold_interval_s, o->max_read_rows};
   if (ops->open(o->db_path, &config, &store) != STORE_OK) return EXIT_FAILURE;
+  if (!prepare_symbols_dir(o->symbols_dir)) {
+    ops->close(store);
+    return EXIT_FAILURE;
+  }
   in_app_configure(&o->in_app); /* before any thread answers a request */
   symbolizer_t *symbols = symbolizer_new(o->symbols_dir, SYMBOLS_CACHE_FILES);
   resymbolizer_t *resym = symbols ? resymbolizer_start(symbols, ops, store) : NULL;
@@ -423,9 +470,13 @@ static int serve(const collector_options_t *o, const apikeys_t *keys, const sigs
       srv ? retention_start(ops, store, o->retention_days, o->retention_interval_s) : NULL;
   int rc = EXIT_FAILURE;
   if (ret) {
-    fprintf(stderr, "perf-collector: listening on %s, store %s (%s, durability %s), symbols %s\n",
-            o->listen_text, backend->schemes ? "(URI)" : o->db_path, ops->name,
-            o->durability == STORE_DURABLE_FULL ? "full" : "process", o->symbols_dir);
+    char addr[INET_ADDRSTRLEN] = "?", resolved[INET_ADDRSTRLEN + 16] = "";
+    inet_ntop(AF_INET, &o->listen.sin_addr, addr, sizeof addr);
+    if (strncmp(o->listen_text, addr, strlen(addr)) != 0) /* a host name: its address too */
+      snprintf(resolved, sizeof resolved, " (%s:%u)", addr, ntohs(o->listen.sin_port));
+    collector_log("listening on %s%s, store %s (%s, durability %s), symbols %s", o->listen_text,
+                  resolved, backend->schemes ? "(URI)" : o->db_path, ops->name,
+                  o->durability == STORE_DURABLE_FULL ? "full" : "process", o->symbols_dir);
     wait_for_stop_signal(stop_set);
     rc = EXIT_SUCCESS;
   }

@@ -12,6 +12,10 @@
 #     it then keeps running (Ctrl-C stops it) for a person to open the
 #     dashboard. PERF_DEMO_PORT picks the port (default: the first free one
 #     from 4318).
+# Each step keeps its output in a log file, $PERF_DEMO_LOG_DIR/<step>.log
+# (default build/demo-logs): a step that fails prints the last lines of its
+# log and what to do (the package to install, the first compiler error, the
+# port to change), then the script exits 1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,8 +32,66 @@ esac
 source scripts/deps.sh
 perf_install_deps
 
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build -j "$(nproc)" --target backtrace_demo demo_app perf-dump perf-collector >/dev/null
+log_dir=${PERF_DEMO_LOG_DIR:-build/demo-logs}
+mkdir -p "$log_dir"
+log_dir=$(cd "$log_dir" && pwd)
+
+# step NAME HINT CMD... - CMD with its output in NAME.log only (show=1:
+# on the terminal too); when it fails: the log's last lines, then HINT (or,
+# for "@FUNCTION", what FUNCTION LOG prints), and exit 1.
+show=0
+step() {
+  local name=$1 hint=$2 log="$log_dir/$1.log" rc=0
+  shift 2
+  if [ "$show" = 1 ]; then
+    "$@" 2>&1 | tee "$log" || rc=$?
+  else
+    "$@" >"$log" 2>&1 || rc=$?
+  fi
+  [ "$rc" = 0 ] && return 0
+  step_failed "$name" "$rc" "$log" "$hint"
+}
+step_failed() { # NAME STATUS LOG HINT
+  [[ $4 == @* ]] && set -- "$1" "$2" "$3" "$(${4#@} "$3")"
+  {
+    echo
+    echo "demo.sh: step '$1' failed (exit $2). The last lines of $3:"
+    tail -n 15 "$3" | sed 's/^/  | /'
+    echo "what to do: $4"
+  } >&2
+  exit 1
+}
+
+# What to install when CMake's pkg_check_modules found no module (pkg-config
+# or pkgconf's wording), else where to look.
+configure_hint() { # LOG
+  local modules module pkgs=() unknown=()
+  modules=$(sed -nE "s/.*No package '([^']+)' found.*/\1/p; s/.*Package '([^']+)', required by .*not found.*/\1/p" \
+    "$1" | sort -u)
+  for module in $modules; do
+    if [ -n "${PERF_PKGCONFIG_DEBIAN[$module]:-}" ]; then
+      pkgs+=("${PERF_PKGCONFIG_DEBIAN[$module]}")
+    else
+      unknown+=("$module")
+    fi
+  done
+  if [ ${#pkgs[@]} -gt 0 ]; then
+    echo "install ${pkgs[*]} (sudo apt-get install ${pkgs[*]}), then run scripts/demo.sh again"
+  elif [ ${#unknown[@]} -gt 0 ]; then
+    echo "pkg-config found no ${unknown[*]}: install the -dev package that has ${unknown[0]}.pc (apt-file search ${unknown[0]}.pc), then run scripts/demo.sh again"
+  else
+    echo "CMake's first error is in $1 (grep -n 'CMake Error' $1); scripts/deps.sh lists every package the build needs"
+  fi
+}
+build_hint() { # LOG
+  local first
+  first=$(grep -m1 'error:' "$1" || grep -m1 'FAILED:' "$1" || true)
+  echo "the build's first error: ${first:-none found, read $1}; after installing a package, reconfigure: rm -rf build && scripts/demo.sh"
+}
+
+step configure @configure_hint cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
+step build @build_hint \
+  cmake --build build -j "$(nproc)" --target backtrace_demo demo_app perf-dump perf-collector
 
 heading() { printf '\n==== %s ====\n\n' "$*"; }
 
@@ -49,16 +111,14 @@ trap 'exit 130' INT TERM
 demo_app="$PWD/build/samples/demo_app"
 
 heading "backtrace_demo: every thread's stack"
-./build/samples/backtrace_demo
+show=1
+step backtrace_demo "the SDK could not capture the threads' stacks: the log says why" \
+  ./build/samples/backtrace_demo
 
 heading "demo_app: hang + CPU burst, file sink"
-(
-  cd "$tmp"
-  PERF_SDK_SINK=file \
-  PERF_SDK_SINK_PATH="$tmp/perf-report.txt" \
-  PERF_SDK_DATA_DIR="$tmp/file-data" \
-    "$demo_app"
-)
+step demo_app_file "demo_app failed in file-sink mode: the log has the SDK's messages" \
+  env -C "$tmp" PERF_SDK_SINK=file PERF_SDK_SINK_PATH="$tmp/perf-report.txt" \
+  PERF_SDK_DATA_DIR="$tmp/file-data" "$demo_app"
 
 heading "demo_app: $tmp/perf-report.txt"
 if [ ! -s "$tmp/perf-report.txt" ]; then
@@ -68,7 +128,9 @@ fi
 cat "$tmp/perf-report.txt"
 
 heading "perf-dump: the same events as batch records ($tmp/perf-report.txt.batches)"
-./build/tools/perf-dump --max-stacks 1 "$tmp/perf-report.txt"
+step perf_dump "perf-dump could not read the batches: the log names the file and the reason" \
+  ./build/tools/perf-dump --max-stacks 1 "$tmp/perf-report.txt"
+show=0
 
 # ---- the collector -----------------------------------------------------------
 
@@ -86,25 +148,29 @@ fi
 url="http://127.0.0.1:$port"
 
 heading "perf-collector on $url (database $tmp/collector.db)"
+collector_log="$log_dir/perf-collector.log"
 ./build/collector/perf-collector --listen "127.0.0.1:$port" --db "$tmp/collector.db" \
-  2> >(sed -u 's/^/  [collector] /' >&2) &
+  2> >(tee "$collector_log" | sed -u 's/^/  [collector] /' >&2) &
 collector_pid=$!
+collector_hint="perf-collector did not answer $url/healthz; if the port is taken, pick another: PERF_DEMO_PORT=4400 scripts/demo.sh"
 for _ in $(seq 200); do
   curl -sf "$url/healthz" >/dev/null 2>&1 && break
-  kill -0 "$collector_pid" 2>/dev/null || { echo "perf-collector did not start" >&2; exit 1; }
+  if ! kill -0 "$collector_pid" 2>/dev/null; then
+    rc=0
+    wait "$collector_pid" || rc=$?
+    collector_pid=
+    step_failed perf-collector "$rc" "$collector_log" "$collector_hint"
+  fi
   sleep 0.1
 done
-curl -sf "$url/healthz" >/dev/null || { echo "perf-collector is not healthy" >&2; exit 1; }
+curl -sf "$url/healthz" >/dev/null || step_failed perf-collector 1 "$collector_log" "$collector_hint"
 
 heading "demo_app: hang + CPU burst, uploading to the collector"
-(
-  cd "$tmp"
-  PERF_SDK_SINK=http \
-  PERF_SDK_ENDPOINT="$url" \
-  PERF_SDK_API_KEY=demo-key \
-  PERF_SDK_DATA_DIR="$tmp/http-data" \
-    "$demo_app"
-)
+show=1
+step demo_app_http "demo_app failed in http-sink mode: the log has the SDK's messages" \
+  env -C "$tmp" PERF_SDK_SINK=http PERF_SDK_ENDPOINT="$url" PERF_SDK_API_KEY=demo-key \
+  PERF_SDK_DATA_DIR="$tmp/http-data" "$demo_app"
+show=0
 
 # The SDK's shutdown sends what it has; wait until the collector stored the
 # hang and the CPU event.
@@ -115,8 +181,8 @@ for _ in $(seq 300); do
   sleep 0.1
 done
 if [ "$(stored hang)" -lt 1 ] || [ "$(stored cpu)" -lt 1 ]; then
-  echo "the collector did not store the demo's hang and CPU events" >&2
-  exit 1
+  step_failed store 1 "$collector_log" \
+    "the collector did not store the demo's hang and CPU events: its log above says why"
 fi
 
 # One stack per entry: its headline (the innermost frame of the app's own

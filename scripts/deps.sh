@@ -44,14 +44,39 @@ PERF_AARCH64_PACKAGES=(
   libiberty-dev:arm64 libcurl4-openssl-dev:arm64
 )
 
+# pkg-config modules of the build (CMake's pkg_check_modules) and the Debian
+# package that has each: what to install when configuring says one is missing.
+# shellcheck disable=SC2034 # read by demo.sh
+declare -gA PERF_PKGCONFIG_DEBIAN=(
+  [libdw]=libdw-dev [libelf]=libelf-dev [libzstd]=libzstd-dev [zlib]=zlib1g-dev
+  [libprotobuf-c]=libprotobuf-c-dev [libcurl]=libcurl4-openssl-dev [jansson]=libjansson-dev
+  [libmicrohttpd]=libmicrohttpd-dev [sqlite3]=libsqlite3-dev [libpq]=libpq-dev
+  [libdebuginfod]=libdebuginfod-dev [libunwind]=libunwind-dev
+  [libuv]=libuv1-dev [glib-2.0]=libglib2.0-dev [libevent]=libevent-dev
+)
+
+# perf_missing_packages PKG... - prints, one a line, the packages of the list
+# that are not installed for their architecture: PKG for the host's
+# (dpkg --print-architecture) or Architecture: all, PKG:ARCH for ARCH. A
+# package installed for another architecture only (libdw-dev:arm64 for the
+# aarch64 stage) does not count for the host: the host's build cannot use it.
+perf_missing_packages() {
+  local host name arch status pkg want
+  host=$(dpkg --print-architecture)
+  local -A have=()
+  while read -r name arch status; do
+    if [ "$status" = "install ok installed" ]; then have["$name:$arch"]=1; fi
+  done < <(dpkg-query -W -f='${Package} ${Architecture} ${Status}\n' "${@%%:*}" 2>/dev/null)
+  for pkg in "$@"; do
+    want=$host
+    [[ $pkg == *:* ]] && want=${pkg#*:}
+    [ -n "${have[${pkg%%:*}:$want]:-}" ] || [ -n "${have[${pkg%%:*}:all]:-}" ] || echo "$pkg"
+  done
+}
+
 perf_install_aarch64_deps() {
   local missing=()
-  local pkg
-  for pkg in "${PERF_AARCH64_PACKAGES[@]}"; do
-    if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
-      missing+=("$pkg")
-    fi
-  done
+  mapfile -t missing < <(perf_missing_packages "${PERF_AARCH64_PACKAGES[@]}")
   [ ${#missing[@]} -eq 0 ] && return 0
   if [ "$(id -u)" -ne 0 ]; then
     echo "missing Debian packages (aarch64 stage): ${missing[*]}" >&2
@@ -68,12 +93,7 @@ perf_install_aarch64_deps() {
 
 perf_install_deps() {
   local missing=()
-  local pkg
-  for pkg in "${PERF_DEBIAN_PACKAGES[@]}"; do
-    if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
-      missing+=("$pkg")
-    fi
-  done
+  mapfile -t missing < <(perf_missing_packages "${PERF_DEBIAN_PACKAGES[@]}")
   # npm installs the browser test's playwright-core; Debian ships it apart
   # from nodejs (NodeSource's nodejs package bundles it: no Debian npm then).
   command -v npm >/dev/null 2>&1 || missing+=(npm)

@@ -57,6 +57,7 @@ static const char USAGE[] =
     "                    for its build-id (a wrong file uploaded before)\n"
     "  --dry-run         say what would be uploaded; send nothing (no --url needed)\n"
     "  --help            this text\n"
+    "  --version         the version\n"
     "Exit: 0 done, 1 a file failed (named on stderr), 2 usage, 3 the collector refused\n"
     "the key or did not answer.\n";
 
@@ -193,16 +194,31 @@ static void send_debug_info(run_t *run, const char *path, const char *id, const 
   run->failed++;
 }
 
-/* One regular file met by the walk (or named on the command line). */
-static void handle_file(run_t *run, const char *path) {
-  if (!is_elf_file(path)) return; /* not ELF: not ours, no message */
+/* One regular file met by the walk, or named on the command line (named:
+   a file given that is not ELF, an object file or a core is said and,
+   not being ELF, fails the run; in a directory they are passed over
+   silently, as a build directory holds many). */
+static void handle_file(run_t *run, const char *path, bool named) {
+  if (!is_elf_file(path)) {
+    if (!named) return;
+    fprintf(stderr,
+            "perf-symbols: %s: not an ELF file (give executables, shared objects or their "
+            "directories)\n",
+            path);
+    run->failed++;
+    return;
+  }
   elf_facts_t f;
   char debug_path[PATH_MAX];
   if (!inspect(run, path, &f, debug_path, sizeof debug_path)) {
     run->failed++;
     return;
   }
-  if (!f.linked) return; /* object files and cores: never a running module */
+  if (!f.linked) { /* object files and cores: never a running module */
+    if (named) printf("skipped  %s: not an executable or shared object\n", path);
+    run->skipped += named;
+    return;
+  }
   if (!f.id_len) {
     printf("skipped  %s: no GNU build-id (link with -Wl,--build-id)\n", path);
     run->skipped++;
@@ -243,7 +259,7 @@ static void walk(run_t *run, char *const *paths) {
   }
   for (FTSENT *e = fts_read(fts); e && !run->refused; e = fts_read(fts)) {
     if (e->fts_info == FTS_F) {
-      handle_file(run, e->fts_path);
+      handle_file(run, e->fts_path, e->fts_level == FTS_ROOTLEVEL);
     } else if (e->fts_info == FTS_ERR || e->fts_info == FTS_DNR || e->fts_info == FTS_NS) {
       fprintf(stderr, "perf-symbols: %s: %s\n", e->fts_path, strerror(e->fts_errno));
       run->failed++;
@@ -289,13 +305,11 @@ static const char *http_text_problem(const char *name, const char *v) {
 }
 
 int main(int argc, char **argv) {
-  static const struct option LONGOPTS[] = {{"url", required_argument, NULL, 'u'},
-                                           {"key", required_argument, NULL, 'k'},
-                                           {"debug-dir", required_argument, NULL, 'd'},
-                                           {"dry-run", no_argument, NULL, 'n'},
-                                           {"replace", no_argument, NULL, 'r'},
-                                           {"help", no_argument, NULL, 'h'},
-                                           {NULL, 0, NULL, 0}};
+  static const struct option LONGOPTS[] = {
+      {"url", required_argument, NULL, 'u'},       {"key", required_argument, NULL, 'k'},
+      {"debug-dir", required_argument, NULL, 'd'}, {"dry-run", no_argument, NULL, 'n'},
+      {"replace", no_argument, NULL, 'r'},         {"help", no_argument, NULL, 'h'},
+      {"version", no_argument, NULL, 'V'},         {NULL, 0, NULL, 0}};
   run_t run = {0};
   const char *url = NULL, *key = getenv("PERF_SYMBOLS_KEY");
   bool dry_run = false;
@@ -312,6 +326,8 @@ int main(int argc, char **argv) {
       return usage_error("out of memory");
     else if (opt == 'h')
       return fputs(USAGE, stdout), 0;
+    else if (opt == 'V')
+      return puts("perf-symbols " PERF_PROJECT_VERSION), 0;
     else if (opt != 'd')
       return fputs(USAGE, stderr), EXIT_USAGE;
   }

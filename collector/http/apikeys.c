@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "collector/base/log.h"
+
 static char *trim(char *s) {
   while (isspace((unsigned char)*s))
     s++;
@@ -63,10 +65,9 @@ static int add_line(apikeys_t *k, char *line, const char *path, unsigned number)
     *space = '\0';
     const char *bad = NULL;
     if (!(scopes = parse_scopes(trim(space + 1), &bad))) {
-      fprintf(stderr,
-              "perf-collector: --api-keys-file %s: line %u: unknown scope '%s' (ingest, read, "
-              "symbols, admin)\n",
-              path, number, bad);
+      collector_log("--api-keys-file %s: line %u: unknown scope '%s' (ingest, read, "
+                    "symbols, admin)\n",
+                    path, number, bad);
       return -1;
     }
   }
@@ -77,7 +78,7 @@ int apikeys_load(const char *path, apikeys_t *out) {
   memset(out, 0, sizeof *out);
   FILE *f = fopen(path, "r");
   if (!f) {
-    fprintf(stderr, "perf-collector: --api-keys-file %s: %s\n", path, strerror(errno));
+    collector_log("--api-keys-file %s: %s\n", path, strerror(errno));
     return -1;
   }
   char *line = NULL;
@@ -92,7 +93,7 @@ int apikeys_load(const char *path, apikeys_t *out) {
   free(line);
   fclose(f);
   if (rc == 0 && out->n == 0) {
-    fprintf(stderr, "perf-collector: --api-keys-file %s: no key in it\n", path);
+    collector_log("--api-keys-file %s: no key in it\n", path);
     rc = -1;
   }
   if (rc != 0) apikeys_free(out);

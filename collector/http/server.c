@@ -37,6 +37,7 @@
 #include <time.h>
 
 #include "collector/api/routes.h"
+#include "collector/base/log.h"
 #include "collector/http/conn_guard.h"
 #include "collector/http/dashboard.h"
 #include "collector/http/health.h"
@@ -706,6 +707,17 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
   *con_cls = NULL;
 }
 
+/* libmicrohttpd's own messages (a bind that failed, a request it answered
+   itself): one log line each, its error pages' HTML reduced to their words
+   ("Error processing request (HTTP response code is 431 (`Request Header
+   Fields Too Large')). Closing connection." and the page's text). */
+static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
+  (void)cls;
+  char text[1024];
+  vsnprintf(text, sizeof text, fmt, ap);
+  if (collector_log_one_line(text, true)) collector_log("libmicrohttpd: %s", text);
+}
+
 /* Built stacks kept between batches (stack_cache.h): a fleet's distinct
    stacks of the last minutes, at most 32 MiB. */
 #define STACK_CACHE_ENTRIES 8192
@@ -749,8 +761,9 @@ server_t *server_start(const collector_options_t *opts, const apikeys_t *keys,
       MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
   if (opts->no_listen) flags |= MHD_USE_NO_LISTEN_SOCKET;
   s->daemon = MHD_start_daemon(
-      flags, ntohs(opts->listen.sin_port), NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
-      (const struct sockaddr *)&opts->listen, MHD_OPTION_THREAD_POOL_SIZE,
+      flags, ntohs(opts->listen.sin_port), NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER,
+      on_mhd_log, s, /* first: every message goes through it */
+      MHD_OPTION_SOCK_ADDR, (const struct sockaddr *)&opts->listen, MHD_OPTION_THREAD_POOL_SIZE,
       (unsigned int)opts->threads, MHD_OPTION_CONNECTION_TIMEOUT,
       (unsigned int)opts->connection_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
       (size_t)CONNECTION_MEMORY_LIMIT, MHD_OPTION_CONNECTION_LIMIT,
@@ -759,7 +772,7 @@ server_t *server_start(const collector_options_t *opts, const apikeys_t *keys,
       MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
       MHD_OPTION_END);
   if (!s->daemon) {
-    fprintf(stderr, "perf-collector: cannot listen on %s\n", opts->listen_text);
+    collector_log("cannot listen on %s\n", opts->listen_text);
     server_stop(s);
     return NULL;
   }

@@ -26,6 +26,7 @@
 #include <time.h>
 #include <zstd.h>
 
+#include "collector/base/log.h"
 #include "collector/ingest/batch_limits.h"
 #include "collector/ingest/batch_loops.h"
 #include "collector/ingest/sample_states.h"
@@ -255,8 +256,9 @@ static int build_unnamed(frame_ctx_t *fc, const Perf__V1__Stack *s, stack_built_
   fc->symbols = NULL;
   int rc = build_fresh(fc, s, out);
   fc->symbols = symbols;
-  fprintf(stderr, "perf-collector: a stack could not be stored with its debug files' names; %s\n",
-          rc == 0 ? "stored as the device named it" : "nor as the device named it (out of memory)");
+  collector_log("a stack could not be stored with its debug files' names; %s\n",
+                rc == 0 ? "stored as the device named it"
+                        : "nor as the device named it (out of memory)");
   fc->overflow = true; /* not cached: the next batch tries the debug files again */
   return rc;
 }
@@ -853,13 +855,12 @@ static unsigned store_batch(const ingest_target_t *t, const char *key, const Per
   if (rc == STORE_OK) metrics_sdk_drops(r.batch.drops); /* a duplicate's were counted once */
   if (rc == STORE_OK && r.batch.loop_stats) metrics_loop_stats(r.batch.loop_stats);
   if (r.frames.n_unusable)
-    fprintf(stderr,
-            "perf-collector: batch %s: %llu frames of build-id %s kept as the device named them: "
-            "the debug file's answer could not be stored\n",
-            batch_hex, (unsigned long long)r.frames.n_unusable, r.frames.unusable);
+    collector_log("batch %s: %llu frames of build-id %s kept as the device named them: "
+                  "the debug file's answer could not be stored\n",
+                  batch_hex, (unsigned long long)r.frames.n_unusable, r.frames.unusable);
   if (rc == STORE_ERROR) {
-    fprintf(stderr, "perf-collector: batch %s: not stored (503): %s\n", batch_hex,
-            built ? "the store failed (said above)" : "out of memory building its rows");
+    collector_log("batch %s: not stored (503): %s\n", batch_hex,
+                  built ? "the store failed (said above)" : "out of memory building its rows");
     return set_result(res, 503, REJECT_STORE_ERROR, "store failed"), 503;
   }
   if (rc == STORE_LOST)

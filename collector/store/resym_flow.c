@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "collector/base/log.h"
+
 /* One renamed stack: its frames, or its rows at the new signature; then
    its CPU group. */
 static int apply_rename(const resym_steps_t *s, const resym_stack_t *m, const store_stack_t *stack,
@@ -46,10 +48,9 @@ static int rename_matching(const resym_steps_t *s, const char *needle, const sto
     free(m[i].signature), free(m[i].frames_json);
   free(m);
   if (kept)
-    fprintf(stderr,
-            "perf-collector: re-symbolization kept %zu stored stacks as they were: "
-            "renaming them ran out of memory\n",
-            kept);
+    collector_log("re-symbolization kept %zu stored stacks as they were: "
+                  "renaming them ran out of memory\n",
+                  kept);
   return rc;
 }
 

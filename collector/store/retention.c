@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "collector/base/log.h"
 #include "perf_sdk.h"
 #include "sdk/base/clock.h"
 #include "sdk/base/worker.h"
@@ -29,8 +30,7 @@ static void run_once(retention_t *r) {
   int64_t cutoff = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec - r->max_age_ns;
   uint64_t deleted = 0;
   if (r->ops->delete_older_than(r->store, cutoff, &deleted) == STORE_OK && deleted)
-    fprintf(stderr, "perf-collector: retention deleted %llu batches\n",
-            (unsigned long long)deleted);
+    collector_log("retention deleted %llu batches\n", (unsigned long long)deleted);
 }
 
 static void retention_main(perf__worker_t *worker, void *arg) {

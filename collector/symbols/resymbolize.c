@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "collector/base/log.h"
 #include "collector/model/metrics.h"
 #include "collector/symbols/debuginfod_api.h"
 #include "collector/symbols/stack_rename.h"
@@ -59,8 +60,7 @@ int resymbolizer_apply(resymbolizer_t *r, const char *id, uint64_t *renamed) {
   int rc = r->ops->resymbolize(r->store, needle, &renamer, &n);
   if (rc == STORE_OK) metrics_stacks_resymbolized(n);
   if (rc == STORE_OK && n)
-    fprintf(stderr, "perf-collector: symbols %s: %llu stored stacks renamed\n", id,
-            (unsigned long long)n);
+    collector_log("symbols %s: %llu stored stacks renamed\n", id, (unsigned long long)n);
   if (renamed) *renamed = n;
   return rc;
 }
@@ -112,8 +112,7 @@ static bool install_copy(resymbolizer_t *r, const char *id, int in) {
   if (!ok) unlink(tmp);
   close(out);
   if (status >= 400)
-    fprintf(stderr, "perf-collector: debuginfod %s: not installed: %s\n", id,
-            reason[0] ? reason : "write failed");
+    collector_log("debuginfod %s: not installed: %s\n", id, reason[0] ? reason : "write failed");
   return status < 400;
 }
 
@@ -140,7 +139,7 @@ static bool fetch(resymbolizer_t *r, const char *id) {
   int fd = r->api->find_debuginfo(r->debuginfod, (const unsigned char *)id, 0, &path);
   bool ok = false;
   if (fd < 0) {
-    fprintf(stderr, "perf-collector: debuginfod %s: %s\n", id, strerror(-fd));
+    collector_log("debuginfod %s: %s\n", id, strerror(-fd));
   } else {
     ok = install_copy(r, id, fd);
     close(fd);
@@ -207,12 +206,12 @@ resymbolizer_t *resymbolizer_start(symbolizer_t *symbols, const store_ops_t *ops
   r->store = store;
   const char *urls = getenv("DEBUGINFOD_URLS");
   if (urls && *urls && !(r->api = debuginfod_api()))
-    fprintf(stderr, "perf-collector: DEBUGINFOD_URLS is set but libdebuginfod.so.1 cannot be "
-                    "loaded: missing symbols are not fetched\n");
+    collector_log("DEBUGINFOD_URLS is set but libdebuginfod.so.1 cannot be "
+                  "loaded: missing symbols are not fetched\n");
   if (r->api && (r->debuginfod = r->api->begin()) != NULL) {
     r->api->set_user_data(r->debuginfod, r);
     r->api->set_progressfn(r->debuginfod, fetch_progress);
-    fprintf(stderr, "perf-collector: missing symbols are fetched from debuginfod (%s)\n", urls);
+    collector_log("missing symbols are fetched from debuginfod (%s)\n", urls);
   }
   if (perf__worker_start("perf-resymbol", run, r, &r->worker) != PERF_OK) {
     if (r->debuginfod) r->api->end(r->debuginfod);

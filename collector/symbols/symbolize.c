@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "collector/base/log.h"
 #include "collector/symbols/symbol_files.h"
 
 #define MISSING_RECHECK_S SYMBOLIZER_MISSING_RECHECK_S
@@ -85,7 +86,7 @@ static void entry_load(const symbolizer_t *s, entry_t *e) {
   if (!has_file(s, e->id) || !symbol_file_path(s->dir, e->id, path, sizeof path)) return;
   int rc = perf__sym_module_open(path, NULL, 0, NULL, 0, s->dir, &e->module);
   if (rc != 0) {
-    fprintf(stderr, "perf-collector: symbols %s: not a readable ELF file (%d)\n", path, rc);
+    collector_log("symbols %s: not a readable ELF file (%d)\n", path, rc);
     e->module = NULL;
   }
 }

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "collector/base/log.h"
 #include "collector/model/metrics.h"
 #include "collector/symbols/symbol_files.h"
 
@@ -155,7 +156,7 @@ void symbols_upload_finish(symbols_upload_t *u, resymbolizer_t *resym, upload_re
     uint64_t renamed = 0;
     int rc = resym ? resymbolizer_apply(resym, u->id, &renamed) : STORE_OK;
     if (rc != STORE_OK) resymbolizer_want(resym, u->id); /* the background thread retries */
-    if (replaced) fprintf(stderr, "perf-collector: symbols %s: debug file replaced\n", u->id);
+    if (replaced) collector_log("symbols %s: debug file replaced\n", u->id);
     snprintf(reply->text, sizeof reply->text, "%s %s; %llu stored stacks renamed%s",
              reply->status == 201 ? "stored"
              : replaced           ? "replaced"

@@ -2,9 +2,13 @@
 # check_install.sh BUILD_DIR SOURCE_DIR - `cmake --install` of the build into
 # a scratch prefix (not the one it was configured for: the packages must be
 # relocatable), then apps built against that prefix only, as users build
-# them: a CMake project (find_package(PerfSDK), shared and static) and plain
-# cc with pkg-config (perfsdk.pc, perfsdk-static.pc). Each app must run and
-# write its event, named from inside consumer_checkpoint, to its report.
+# them: a CMake project (find_package(PerfSDK), shared and static, also
+# installed into a prefix of its own and run from there without
+# LD_LIBRARY_PATH: the front and the core it loads must be the prefix's) and
+# plain cc with pkg-config (perfsdk.pc, perfsdk-static.pc). Each app must
+# run and write its event, named from inside consumer_checkpoint, to its
+# report. The collector's component installed under the same prefix must
+# put every file (its conf file and systemd unit too) under it.
 set -euo pipefail
 build=$1 src=$2
 work=$(mktemp -d "${TMPDIR:-/tmp}/perf-install.XXXXXX")
@@ -27,6 +31,19 @@ for h in perf_sdk.h perf_sdk_uv.h perf_sdk_glib.h perf_sdk_libevent.h; do
 done
 [ ! -e "$libdir/libperfsdk-core.so" ] || fail "libperfsdk-core.so: the core is never linked by name"
 echo "installed: $(cd "$prefix" && find . -type f -o -type l | sort | tr '\n' ' ')"
+
+# The collector's component under the same prefix: every file in it (its
+# conf file and unit too), nothing outside. Staged with DESTDIR, so a file
+# bound elsewhere lands in the stage (never in this machine's /etc) and is
+# seen there (the build's install manifest is shared with cpack's runs).
+DESTDIR=$work/stage cmake --install "$build" --prefix "$prefix" --component collector >/dev/null
+outside=$(cd "$work/stage" && find . ! -type d | sed 's|^\.||' | grep -v "^$prefix/" || true)
+[ -z "$outside" ] || fail "cmake --install --component collector --prefix P wrote outside P: $outside"
+for f in bin/perf-collector etc/perf-collector/perf-collector.conf \
+  lib/systemd/system/perf-collector.service; do
+  [ -f "$work/stage$prefix/$f" ] || fail "component collector: no $f under the prefix"
+done
+echo "collector: $(cd "$work/stage" && find . ! -type d | wc -l) files, all under the prefix"
 
 export XDG_STATE_HOME=$work/state # the SDK's default data_dir stays in here
 check_app() { # app name: runs it, checks its report and what it links
@@ -53,6 +70,25 @@ cmake -S "$src/tests/install/consumer" -B "$work/cmake" -G Ninja \
 cmake --build "$work/cmake" >/dev/null
 check_app "$work/cmake/consumer_shared" cmake-shared
 check_app "$work/cmake/consumer_static" cmake-static
+
+# The app installed into a prefix of its own runs without LD_LIBRARY_PATH:
+# PerfSDK::perfsdk gave it a RUNPATH to this prefix's libdir, and ld.so's
+# own account (LD_DEBUG=files) shows the front and the core it loads are
+# this prefix's, not another install's.
+cmake --install "$work/cmake" --prefix "$work/app" >/dev/null
+installed=$work/app/bin/consumer_shared
+runpath=$(readelf -d "$installed" | sed -n 's/.*(RUNPATH).*\[\(.*\)\]/\1/p')
+[[ ":$runpath:" == *":$(realpath "$libdir"):"* ]] ||
+  fail "installed consumer_shared: RUNPATH '$runpath' lacks $libdir"
+check_app "$installed" installed-shared
+loaded=$(env -u LD_LIBRARY_PATH LD_DEBUG=files "$installed" "$work/report-loaded.txt" 2>&1 >/dev/null |
+  sed -nE 's/.*calling init: (.*libperfsdk(-core)?\.so\.0)$/\1/p' | sort -u)
+want=$(printf '%s\n' "$(realpath "$libdir")/libperfsdk-core.so.0" "$(realpath "$libdir")/libperfsdk.so.0")
+[ "$loaded" = "$want" ] || fail "installed consumer_shared loaded:
+$loaded
+(want, from the prefix:
+$want)"
+echo "installed-shared: loads $(tr '\n' ' ' <<<"$loaded")"
 
 # pkg-config, the prefix found from the .pc file's own place.
 export PKG_CONFIG_PATH=$libdir/pkgconfig

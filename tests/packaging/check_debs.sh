@@ -4,10 +4,12 @@
 # lintian on each .deb (any error fails), each one extracted into a
 # scratch root (dpkg-deb -x: the machine's /usr is never touched), their
 # file lists and control fields checked, then
-#  - perf-collector started from its unit's ExecStart (the EnvironmentFile's
-#    variables expanded as systemd does, the absolute paths moved into the
-#    scratch root, the listen address 127.0.0.1 and a free port): /healthz
-#    must answer 200, the keys file must be read, SIGTERM must stop it (0);
+#  - perf-collector started without systemd from its unit's ExecStart (the
+#    conf file sourced by sh, its variables expanded as systemd does, the
+#    absolute paths moved into the scratch root, the listen address
+#    127.0.0.1 and a free port, no state directory made for it): /healthz
+#    must answer 200, /var/lib/perf-collector made (0750), the keys file
+#    read, SIGTERM must stop it (0);
 #  - the consumer app (tests/install/consumer) built against the extracted
 #    libperfsdk-dev with pkg-config (shared and static) and run.
 set -euo pipefail
@@ -104,11 +106,25 @@ $exposure"
 fi
 exec_start=$(sed -n 's/^ExecStart=//p' "$unit")
 [ -n "$exec_start" ] || fail "$unit: no ExecStart"
+# The conf file is the unit's EnvironmentFile and a shell file: read here as
+# a shell reads it (set -a; . file), as a start without systemd does.
+conf=$root/etc/perf-collector/perf-collector.conf
+sh -n "$conf" || fail "perf-collector.conf is not a valid shell file"
 declare -A env=()
-while IFS= read -r line; do # the EnvironmentFile: VAR=VALUE lines
-  [[ $line =~ ^([A-Za-z_][A-Za-z0-9_]*)=(.*)$ ]] && env[${BASH_REMATCH[1]}]=${BASH_REMATCH[2]}
-done <"$root/etc/perf-collector/perf-collector.conf"
-[ -n "${env[PERF_COLLECTOR_LISTEN]:-}" ] || fail "perf-collector.conf sets no PERF_COLLECTOR_LISTEN"
+for var in PERF_COLLECTOR_LISTEN PERF_COLLECTOR_OPTIONS DEBUGINFOD_URLS; do
+  env[$var]=$(env -i sh -c 'set -a; . "$1" || exit 1; eval "printf %s \"\${$2:-}\""' sh "$conf" \
+    "$var" 2>&1) || fail "set -a; . perf-collector.conf: ${env[$var]}"
+done
+[ -n "${env[PERF_COLLECTOR_LISTEN]}" ] || fail "perf-collector.conf sets no PERF_COLLECTOR_LISTEN"
+[ "${env[PERF_COLLECTOR_OPTIONS]}" = "--retention-days 30" ] ||
+  fail "perf-collector.conf: PERF_COLLECTOR_OPTIONS is '${env[PERF_COLLECTOR_OPTIONS]}'"
+# Its comment says the keys the postinst makes: their number and scopes.
+mapfile -t scopes < <(ctrl_file perf-collector postinst | sed -nE 's/.*echo "\$\(new_key\) ([a-z,]+)".*/\1/p')
+numbers=(zero one two three four five)
+said="the package made ${numbers[${#scopes[@]}]} keys at its first install: $(printf 'one %s, ' "${scopes[@]}" |
+  sed -E 's/, $//')"
+tr '\n' ' ' <"$conf" | sed 's/# //g; s/  */ /g' | grep -qF "$said." ||
+  fail "perf-collector.conf does not say what the postinst makes: '$said.'"
 port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 env[PERF_COLLECTOR_LISTEN]=127.0.0.1:$port
 args=() # systemd's rules: ${VAR} is one word, a bare $VAR is split at spaces
@@ -126,7 +142,7 @@ for word in $exec_start; do
 done
 echo "ExecStart, in the scratch root: ${args[*]}"
 [ "${args[0]}" = "$root/usr/bin/perf-collector" ] || fail "ExecStart runs ${args[0]}"
-mkdir -p "$root/var/lib/perf-collector" # StateDirectory=
+mkdir -p "$root/var/lib" # the system's; the collector makes its state directory in it
 key=packaged-test-key
 printf '%s ingest,read,symbols\n' "$key" >"$root/etc/perf-collector/api-keys" # postinst's job
 "${args[@]}" 2>"$work/collector.log" &
@@ -147,6 +163,8 @@ status=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer nope" 
   "http://127.0.0.1:$port/v1/symbols/0011")
 [ "$status" = 401 ] || fail "GET /v1/symbols/0011 with an unknown key: $status (want 401)"
 [ -f "$root/var/lib/perf-collector/perf-collector.db" ] || fail "no database in /var/lib/perf-collector"
+[ "$(stat -c %a "$root/var/lib/perf-collector")" = 750 ] ||
+  fail "/var/lib/perf-collector made with mode $(stat -c %a "$root/var/lib/perf-collector")"
 kill -TERM "$collector_pid"
 rc=0
 wait "$collector_pid" || rc=$?

@@ -37,15 +37,16 @@ sdk/pipeline  include sdk/base sdk/symbols sdk/sampler sdk/wire proto/perf uploa
 sdk/monitors  include sdk/base sdk/sampler sdk/pipeline
 sdk/front     include sdk/base sdk/pipeline
 sdk           include sdk/base sdk/symbols sdk/sampler sdk/wire proto/perf uploader sdk/pipeline sdk/monitors
+collector/base         include
 collector/model        include sdk/base sdk/symbols
-collector/store        include sdk/base collector/model
-collector/store/sqlite include sdk/base collector/model collector/store
-collector/store/pg     include sdk/base collector/model collector/store
-collector/symbols      include sdk/base sdk/symbols collector/model collector/store
-collector/ingest       include sdk/base sdk/wire proto/perf collector/model collector/store collector/symbols
-collector/api          include sdk/base collector/model collector/store proto/pprof
-collector/http         include sdk/base collector/model collector/store collector/symbols collector/ingest collector/api
-collector              include sdk/base collector/model collector/store collector/symbols collector/ingest collector/api collector/http
+collector/store        include sdk/base collector/base collector/model
+collector/store/sqlite include sdk/base collector/base collector/model collector/store
+collector/store/pg     include sdk/base collector/base collector/model collector/store
+collector/symbols      include sdk/base sdk/symbols collector/base collector/model collector/store
+collector/ingest       include sdk/base sdk/wire proto/perf collector/base collector/model collector/store collector/symbols
+collector/api          include sdk/base collector/base collector/model collector/store proto/pprof
+collector/http         include sdk/base collector/base collector/model collector/store collector/symbols collector/ingest collector/api
+collector              include sdk/base collector/base collector/model collector/store collector/symbols collector/ingest collector/api collector/http
 tools         include sdk/base sdk/wire sdk/symbols proto/perf
 '
 CHECKED_DIRS=(sdk uploader collector tools include)

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "collector/base/log.h"
 #include "collector/store/pg/pg_store.h"
 
 #define TEXTOID 25
@@ -154,7 +155,7 @@ int pg_session_setup(store_t *st) {
                           " SET synchronous_commit = off";
   PGresult *r = PQexec(st->conn, sql);
   int ok = PQresultStatus(r) == PGRES_COMMAND_OK;
-  if (!ok) fprintf(stderr, "perf-collector: postgresql session: %s", PQerrorMessage(st->conn));
+  if (!ok) collector_log("postgresql session: %s", PQerrorMessage(st->conn));
   PQclear(r);
   return ok ? 0 : -1;
 }
@@ -194,8 +195,7 @@ static void failed(store_t *st, const PGresult *r, const char *what) {
   snprintf(g_state, sizeof g_state, "%s", state ? state : "");
   if (strcmp(g_state, "40P01") != 0 && strcmp(g_state, "40001") != 0) {
     const char *msg = PQresultErrorMessage(r);
-    fprintf(stderr, "perf-collector: postgresql %s: %s", what,
-            msg && *msg ? msg : PQerrorMessage(st->conn));
+    collector_log("postgresql %s: %s", what, msg && *msg ? msg : PQerrorMessage(st->conn));
   }
 }
 
@@ -274,8 +274,7 @@ static int pipe_sync(store_t *st) {
     lost = PQresultStatus(r) != PGRES_PIPELINE_SYNC;
     PQclear(r);
   }
-  if (lost && !any_failed)
-    fprintf(stderr, "perf-collector: postgresql: %s", PQerrorMessage(st->conn));
+  if (lost && !any_failed) collector_log("postgresql: %s", PQerrorMessage(st->conn));
   if (!PQexitPipelineMode(st->conn)) lost = true;
   for (int k = 0; (lost || any_failed) && k < st->n_pending; k++)
     if (st->pending[k].into) {
@@ -369,7 +368,7 @@ store_t *pg_connect(const char *conninfo, store_durability_t durability) {
   st->known_epoch = -1;
   st->conn = PQconnectdb(conninfo);
   if (PQstatus(st->conn) != CONNECTION_OK) {
-    fprintf(stderr, "perf-collector: postgresql connect: %s", PQerrorMessage(st->conn));
+    collector_log("postgresql connect: %s", PQerrorMessage(st->conn));
     pg_disconnect(st);
     return NULL;
   }

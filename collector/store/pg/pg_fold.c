@@ -14,6 +14,7 @@
  */
 #include <stdio.h>
 
+#include "collector/base/log.h"
 #include "collector/store/pg/pg_store.h"
 #include "perf_sdk.h"
 #include "sdk/base/clock.h"
@@ -44,7 +45,7 @@ int pg_fold_start(store_t *st) {
   f->shard = st->shard;
   f->fold_interval_s = st->fold_interval_s;
   if (perf__worker_start("perf-pg-fold", fold_main, f, &st->fold_worker) != PERF_OK) {
-    fprintf(stderr, "perf-collector: postgresql: the fold thread did not start\n");
+    collector_log("postgresql: the fold thread did not start\n");
     pg_disconnect(f);
     return -1;
   }

@@ -8,6 +8,7 @@
  */
 #include <stdio.h>
 
+#include "collector/base/log.h"
 #include "collector/store/pg/pg_store.h"
 #include "collector/store/rollup_sql.h"
 
@@ -244,10 +245,9 @@ int pg_migrate(store_t *st) {
     int at = (int)pg_i64(r, 0, 0);
     PQclear(r);
     if (at > SCHEMA_VERSION) {
-      fprintf(stderr,
-              "perf-collector: postgresql schema version %d is newer than this collector's (%d):"
-              " run a newer perf-collector\n",
-              at, SCHEMA_VERSION);
+      collector_log("postgresql schema version %d is newer than this collector's (%d):"
+                    " run a newer perf-collector\n",
+                    at, SCHEMA_VERSION);
       break;
     }
     if (at == SCHEMA_VERSION) return pg_do(st, "COMMIT", NULL, "commit");
@@ -258,7 +258,7 @@ int pg_migrate(store_t *st) {
               "schema version") != 0 ||
         pg_do(st, "COMMIT", NULL, "commit") != 0)
       break;
-    fprintf(stderr, "perf-collector: postgresql schema migrated to version %d\n", at + 1);
+    collector_log("postgresql schema migrated to version %d\n", at + 1);
   }
   pg_do(st, "ROLLBACK", NULL, "rollback");
   return -1;

@@ -13,6 +13,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "collector/base/log.h"
+
 #define WATCHED 2 /* the database and its write-ahead log */
 #define WHY_MAX (PATH_MAX + 256)
 
@@ -68,8 +70,7 @@ static bool latch(db_identity_t *id, const char *text) {
     first = true;
     snprintf(id->why, sizeof id->why, "%s", text);
     atomic_store(&id->lost, true);
-    fprintf(stderr, "perf-collector: %s (until then POST /v1/batches and /healthz answer 503)\n",
-            text);
+    collector_log("%s (until then POST /v1/batches and /healthz answer 503)\n", text);
   }
   pthread_mutex_unlock(&id->latch);
   return first;

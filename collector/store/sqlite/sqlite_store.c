@@ -32,11 +32,13 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "collector/base/log.h"
 #include "collector/model/hang_group_cands.h"
 #include "collector/model/rollup.h"
 #include "collector/model/rollup_batch.h"
 #include "collector/store/query_sql.h"
 #include "collector/store/rollup_sql.h"
+#include "collector/store/sqlite/db_dir.h"
 #include "collector/store/sqlite/sqlite_store.h"
 
 static const char SCHEMA[] =
@@ -277,7 +279,7 @@ static const char *const STMT_SQL[ST_COUNT] = {
 };
 
 void sqlite_report(store_t *st, const char *what) {
-  fprintf(stderr, "perf-collector: sqlite %s: %s\n", what, sqlite3_errmsg(st->db));
+  collector_log("sqlite %s: %s\n", what, sqlite3_errmsg(st->db));
 }
 
 /* Run a prepared statement that returns no rows, then reset it. */
@@ -363,12 +365,11 @@ static int take_identity(store_t *st) {
   char why[512];
   int moved = 0;
   if (!(st->identity = db_identity_take(st->path, why, sizeof why))) {
-    fprintf(stderr, "perf-collector: %s\n", why);
+    collector_log("%s\n", why);
     return STORE_ERROR;
   }
   if (sqlite3_file_control(st->db, "main", SQLITE_FCNTL_HAS_MOVED, &moved) == SQLITE_OK && moved) {
-    fprintf(stderr, "perf-collector: database %s was moved or replaced while it was opened\n",
-            st->path);
+    collector_log("database %s was moved or replaced while it was opened\n", st->path);
     return STORE_ERROR;
   }
   return STORE_OK;
@@ -391,16 +392,25 @@ static int sqlite_open(const char *path, const store_config_t *config, store_t *
     sqlite_close(st);
     return STORE_ERROR;
   }
+  char why[4200];
+  if (db_dir_prepare(path, why, sizeof why) != 0) {
+    collector_log("%s", why);
+    sqlite_close(st);
+    return STORE_ERROR;
+  }
   int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
   if (sqlite3_open_v2(path, &st->db, flags, NULL) != SQLITE_OK) {
-    sqlite_report(st, "open");
+    int err = st->db ? sqlite3_system_errno(st->db) : 0;
+    collector_log("database %s: cannot open it: %s%s%s", path,
+                  st->db ? sqlite3_errmsg(st->db) : "out of memory", err ? ": " : "",
+                  err ? strerror(err) : "");
     sqlite_close(st);
     return STORE_ERROR;
   }
   sqlite3_busy_timeout(st->db, SQLITE_BUSY_TIMEOUT_MS);
   char *err = NULL;
   if (sqlite3_exec(st->db, SCHEMA, NULL, NULL, &err) != SQLITE_OK) {
-    fprintf(stderr, "perf-collector: sqlite schema: %s\n", err ? err : "?");
+    collector_log("sqlite schema: %s\n", err ? err : "?");
     sqlite3_free(err);
     sqlite_close(st);
     return STORE_ERROR;

@@ -621,7 +621,7 @@ static void case_bad_flags(void) {
 static void case_help(void) {
   char out[8192];
   CHECK_EQ_INT(run_collector((const char *[]){"--help", NULL}, out, sizeof out), 0);
-  CHECK(strstr(out, "--listen ADDR:PORT") != NULL);
+  CHECK(strstr(out, "--listen HOST:PORT") != NULL);
   CHECK(strstr(out, "--api-keys-file") != NULL);
   CHECK(strstr(out, "--max-decompressed-bytes") != NULL);
   CHECK(strstr(out, "--durability full|process") != NULL);

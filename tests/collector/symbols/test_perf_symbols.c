@@ -7,7 +7,9 @@
  * uploads exactly the two build-ids once, then none; a wrong or read-only
  * key stops it with exit 3 naming the status; a stripped binary's separate
  * debug file is found with --debug-dir; GET /v1/symbols/<build-id> answers
- * 200 / 404 / 400 / 401 / 403. Each case in its own process.
+ * 200 / 404 / 400 / 401 / 403; files named on the command line that are
+ * not ELF or not linked get their line; --version. Each case in its own
+ * process.
  */
 #include <elfutils/libdwelf.h>
 #include <errno.h>
@@ -148,6 +150,26 @@ static void case_uploads_then_skips(void) {
   collector_stop_healthy(&c);
 }
 
+/* Files named on the command line get a line each: a text file fails the
+   run (exit 1) naming it, an object file is skipped, saying why. */
+static void case_named_files(void) {
+  const char *dir = make_build_dir();
+  char notes[512], want[700];
+  snprintf(notes, sizeof notes, "%s/notes.txt", dir);
+  CHECK_EQ_INT(run_tool((const char *[]){"--dry-run", notes, FIXTURE_OBJECT, NULL}), 1);
+  snprintf(want, sizeof want,
+           "perf-symbols: %s: not an ELF file (give executables, shared objects or their "
+           "directories)\n",
+           notes);
+  expect_output(want);
+  snprintf(want, sizeof want, "skipped  %s: not an executable or shared object\n", FIXTURE_OBJECT);
+  expect_output(want);
+  expect_output("perf-symbols: 0 uploaded, 0 already on the collector, 0 duplicates, 1 skipped, "
+                "1 failed\n");
+  CHECK_EQ_INT(run_tool((const char *[]){"--version", NULL}), 0);
+  CHECKF(strcmp(g_output, "perf-symbols " PERF_PROJECT_VERSION "\n") == 0, "%s", g_output);
+}
+
 /* An unknown key, a key without the symbols scope, no key: exit 3 at the
    first file, naming it, its build-id and the collector's answer. */
 static void case_refused_keys(void) {
@@ -268,7 +290,7 @@ static void case_lookup(void) {
 int main(int argc, char **argv) {
   static const test_case_t cases[] = {
       TEST_CASE(uploads_then_skips), TEST_CASE(refused_keys), TEST_CASE(injected_key_refused),
-      TEST_CASE(debug_dir),          TEST_CASE(lookup),
+      TEST_CASE(debug_dir),          TEST_CASE(lookup),       TEST_CASE(named_files),
   };
   return collector_test_main(argc, argv, cases, ARRAY_LEN(cases));
 }
