@@ -18,6 +18,13 @@ json_t *alert_row_json(const store_alert_t *a) {
                    a->link && *a->link ? a->link : NULL);
 }
 
+/* A rule as a reader sees it: no webhook URL (it may hold a secret). */
+static int on_rule(const store_alert_rule_t *r, void *user) {
+  json_t *row = json_pack("{s:I,s:s,s:s,s:{s:s?,s:s?}}", "id", (json_int_t)r->id, "kind", r->kind,
+                          "format", r->format, "filters", "app", r->app, "kind", r->event_kind);
+  return !row || json_array_append_new(user, row) != 0;
+}
+
 static int on_alert(const store_alert_t *a, void *user) {
   json_t *row = alert_row_json(a);
   return !row || json_array_append_new(user, row) != 0;
@@ -32,12 +39,14 @@ unsigned query_alert_deliveries(const store_ops_t *ops, store_t *store, query_ar
   const char *text = arg(ctx, "rule", 0);
   if (text && !query_parse_uint(text, INT64_MAX, &rule))
     return *body = query_error_param("parameter %s: not a rule id", "rule"), 400;
-  json_t *list = json_array();
-  if (!list || ops->alert_rows(store, rule, limit, on_alert, list) != STORE_OK) {
+  json_t *list = json_array(), *rules = json_array();
+  if (!list || !rules || ops->alert_rows(store, rule, limit, on_alert, list) != STORE_OK ||
+      ops->alert_rules(store, on_rule, rules) != STORE_OK) {
     json_decref(list);
+    json_decref(rules);
     return *body = query_error_json("the store failed or ran out of memory"), 503;
   }
-  json_t *o = json_pack("{s:o}", "deliveries", list);
+  json_t *o = json_pack("{s:o,s:o}", "deliveries", list, "rules", rules);
   *body = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
   json_decref(o);
   if (!*body) return *body = query_error_json("out of memory"), 503;

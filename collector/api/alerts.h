@@ -3,8 +3,8 @@
  * (store.h alert_rows), newest first, each with its rule, key, state, the
  * webhook's last status, attempts, time, summary and the dashboard's
  * link. rule=ID: one rule's; limit as every list (default 20, at most
- * 1000). The rules themselves (their webhooks may hold secrets) are the
- * admin routes of collector/alerts/alert_api.h.
+ * 1000). Then every rule without its webhook URL (it may hold a secret:
+ * the whole rules are the admin routes of collector/alerts/alert_api.h).
  */
 #ifndef PERF_COLLECTOR_API_ALERTS_H
 #define PERF_COLLECTOR_API_ALERTS_H
