@@ -12,6 +12,7 @@
 #include "collector/alerts/alert_eval.h"
 #include "collector/alerts/alert_payload.h"
 #include "collector/alerts/alert_send.h"
+#include "collector/model/metrics.h"
 #include "sdk/base/clock.h"
 #include "sdk/base/worker.h"
 
@@ -42,7 +43,6 @@ struct alert_engine_s {
   /* Under the worker's lock: */
   pending_t queue[ALERT_QUEUE_MAX];
   size_t head, n;
-  uint64_t dropped;
   /* The alert thread's own: */
   rule_rate_t *rates;
   size_t n_rates;
@@ -64,25 +64,18 @@ void alert_engine_notify(alert_engine_t *e, const char *app, const char *version
     queued = strcmp(p->app, app) == 0 && same_text(p->version, version);
   }
   if (!queued && e->n == ALERT_QUEUE_MAX) {
-    e->dropped++;
+    metrics_alert_evaluation_dropped();
   } else if (!queued) {
     pending_t p = {strdup(app), version ? strdup(version) : NULL};
     if (!p.app || (version && !p.version)) {
       free(p.app), free(p.version);
-      e->dropped++;
+      metrics_alert_evaluation_dropped();
     } else {
       e->queue[(e->head + e->n++) % ALERT_QUEUE_MAX] = p;
       perf__worker_notify_locked(e->worker);
     }
   }
   perf__worker_unlock(e->worker);
-}
-
-uint64_t alert_engine_dropped(alert_engine_t *e) {
-  perf__worker_lock(e->worker);
-  uint64_t n = e->dropped;
-  perf__worker_unlock(e->worker);
-  return n;
 }
 
 /* ---- rules -------------------------------------------------------------------- */
@@ -157,7 +150,10 @@ static void deliver(alert_engine_t *e, store_alert_t *row, const char *url, cons
     if (e->ops->alert_update(e->store, row) != STORE_OK)
       fprintf(stderr, "perf-collector: alert %lld: its delivery could not be stored\n",
               (long long)row->id);
-    if (last) return;
+    if (last) {
+      metrics_alert(row->state);
+      return;
+    }
     perf__worker_sleep_until(e->worker, perf__now_ns() + (int64_t)backoff_ms * 1000000);
     backoff_ms = backoff_ms > BACKOFF_MAX_MS / 2 ? BACKOFF_MAX_MS : 2 * backoff_ms;
   }
@@ -182,11 +178,15 @@ static void on_alert(const alert_t *a, void *user) {
         if (e->rates[i].rule_id == a->rule->id && e->rates[i].sent) e->rates[i].sent--;
     return; /* STORE_DUPLICATE: raised before; STORE_ERROR: said by the store */
   }
-  if (!allowed) return;
+  if (!allowed) {
+    metrics_alert("suppressed");
+    return;
+  }
   char *body = alert_payload(a);
   if (!body) {
     row.state = "failed";
     e->ops->alert_update(e->store, &row);
+    metrics_alert("failed");
     return;
   }
   deliver(e, &row, a->rule->url, body);

@@ -9,8 +9,9 @@
  * answer, each alert's state, status and attempts stored as they change.
  * The queue of (app, version) pairs is bounded: a pair already queued is
  * not queued again, and past ALERT_QUEUE_MAX pairs a notification is
- * dropped and counted (the next batch of that app and version brings it
- * back). Ingest never waits for a webhook.
+ * dropped and counted (perf_collector_alert_evaluations_dropped_total; the
+ * next batch of that app and version brings it back). Each alert's end
+ * is counted by state (perf_collector_alerts_total). Ingest never waits for a webhook.
  */
 #ifndef PERF_COLLECTOR_ALERT_ENGINE_H
 #define PERF_COLLECTOR_ALERT_ENGINE_H
@@ -32,9 +33,6 @@ alert_engine_t *alert_engine_start(const store_ops_t *ops, store_t *store,
 /* A batch of app (and version, NULL or "" for none) was stored: queue its
    evaluation. Any thread; never blocks on I/O. e NULL: nothing. */
 void alert_engine_notify(alert_engine_t *e, const char *app, const char *version);
-
-/* Notifications dropped because the queue was full. */
-uint64_t alert_engine_dropped(alert_engine_t *e);
 
 /* Stop the thread (a delivery in flight ends at its timeout, waits are
    cut short; alerts left pending stay so in the store) and free it. */

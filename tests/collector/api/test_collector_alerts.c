@@ -15,9 +15,9 @@
  *  - share: a group at 1 of 8 hangs in 3.1 and 8 of 8 in 3.2 -> one
  *    share_regression for it, none for the group that shrank;
  *  - rate_limit: --alert-rate 2 and five new groups at once -> two POSTs,
- *    three alerts stored as suppressed;
+ *    three alerts stored as suppressed, and counted so in /metrics;
  *  - retries: a webhook answering 500 -> 1 + --alert-retries POSTs, the
- *    alert recorded failed with status 500 and its attempts;
+ *    alert recorded failed with status 500 and its attempts, counted;
  *  - bad_rules: 400 naming the field (kind, url and its host, format,
  *    filters.kind, an unknown field, not JSON), 403 for a read key, the
  *    rules listed and deleted (204, then 404).
@@ -335,6 +335,9 @@ static void case_rate_limit(void) {
   CHECK_EQ_INT(http_server_request_count(hook), 2);
   CHECK_EQ_INT(count_state(&c, "suppressed"), 3);
   wait_state(&c, "delivered", 2 + 1); /* and the barrier's */
+  CHECK_EQ_INT(metric(&c, "perf_collector_alerts_total{state=\"suppressed\"}"), 3);
+  CHECK_EQ_INT(metric(&c, "perf_collector_alerts_total{state=\"delivered\"}"), 3);
+  CHECK_EQ_INT(metric(&c, "perf_collector_alert_evaluations_dropped_total"), 0);
   /* suppressed alerts are raised once too: the same groups again, nothing */
   send_cpu_groups(&c, "shop", "burst", 5, 2);
   barrier_pass(&b, &c);
@@ -370,6 +373,7 @@ static void case_retries(void) {
   CHECK_EQ_INT(json_integer_value(json_object_get(d, "status")), 500);
   CHECK_EQ_INT(json_integer_value(json_object_get(d, "attempts")), 3);
   json_decref(answer);
+  CHECK_EQ_INT(metric(&c, "perf_collector_alerts_total{state=\"failed\"}"), 1);
   CHECK_EQ_INT(http_server_request_count(hook), 3);
   http_server_stop(hook);
   collector_stop_healthy(&c);
