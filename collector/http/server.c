@@ -517,6 +517,13 @@ static enum MHD_Result respond_json(struct MHD_Connection *conn, unsigned status
   return rc;
 }
 
+static bool json_content(struct MHD_Connection *conn) {
+  const char *type = header(conn, MHD_HTTP_HEADER_CONTENT_TYPE);
+  size_t n = strlen("application/json");
+  return type && strncasecmp(type, "application/json", n) == 0 &&
+         (type[n] == '\0' || type[n] == ';' || type[n] == ' ');
+}
+
 /* /api/v1/alerts/rules[/<id>] for an admin key, on this worker (one row
    of the store): GET lists, DELETE /<id> deletes, POST reads its body
    first (finish_alert_post). */
@@ -528,6 +535,10 @@ static enum MHD_Result serve_alert_rules(server_t *s, struct MHD_Connection *con
   bool get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
   if (status) {
     body = query_error_json(why);
+  } else if (!*rest && strcmp(method, "POST") == 0 && !json_content(conn)) {
+    /* a type a cross-site form cannot send without a preflight */
+    status = 415;
+    body = query_error_json("a rule is sent as Content-Type: application/json");
   } else if (!*rest && strcmp(method, "POST") == 0) {
     rq->alert_post = true;
     return MHD_YES;

@@ -19,8 +19,9 @@
  *  - retries: a webhook answering 500 -> 1 + --alert-retries POSTs, the
  *    alert recorded failed with status 500 and its attempts, counted;
  *  - bad_rules: 400 naming the field (kind, url and its host, format,
- *    filters.kind, an unknown field, not JSON), 403 for a read key, the
- *    rules listed and deleted (204, then 404).
+ *    filters.kind, an unknown field, not JSON), 415 for a body not typed
+ *    JSON, 403 for a read key, the rules listed and deleted (204, then
+ *    404).
  * "Nothing more" is proven without waiting on a clock: each case ends
  * with a barrier, a new group of an app only a second rule watches, sent
  * to a second webhook; the alert thread takes batches in order, so once
@@ -420,6 +421,12 @@ static void case_bad_rules(void) {
       post_rule(&c, READ_KEY, "{\"kind\":\"new_group\",\"url\":\"http://127.0.0.1:1/x\"}", &status);
   CHECK_EQ_INT(status, 403);
   json_decref(o);
+  reply_t *r = calloc(1, sizeof *r);
+  CHECK(r);
+  static const char RULE[] = "{\"kind\":\"new_group\",\"url\":\"http://127.0.0.1:1/x\"}";
+  const char *form[] = {JSON_HEADERS[0], "Content-Type: text/plain", NULL};
+  CHECK_EQ_INT(request(&c, "POST", "/api/v1/alerts/rules", form, RULE, strlen(RULE), false, r),
+               415);
   o = get_ok(&c, "/api/v1/alerts/rules");
   CHECK_EQ_INT(json_array_size(json_object_get(o, "rules")), 0);
   json_decref(o);
@@ -433,8 +440,6 @@ static void case_bad_rules(void) {
   CHECK(strcmp(str_of(json_object_get(rule, "filters"), "kind"), "cpu") == 0);
   CHECK(json_is_null(json_object_get(json_object_get(rule, "filters"), "app")));
   json_decref(o);
-  reply_t *r = calloc(1, sizeof *r);
-  CHECK(r);
   CHECK_EQ_INT(get_key(&c, READ_KEY, "/api/v1/alerts/rules", r), 403);
   char path[64];
   snprintf(path, sizeof path, "/api/v1/alerts/rules/%lld", id);
