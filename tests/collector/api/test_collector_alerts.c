@@ -18,6 +18,9 @@
  *    three alerts stored as suppressed, and counted so in /metrics;
  *  - retries: a webhook answering 500 -> 1 + --alert-retries POSTs, the
  *    alert recorded failed with status 500 and its attempts, counted;
+ *  - slow_webhook: a webhook holding its answer 60 s: ten more batches
+ *    each answered within 5 s meanwhile, every alert failed once it is
+ *    gone;
  *  - bad_rules: 400 naming the field (kind, url and its host, format,
  *    filters.kind, an unknown field, not JSON), 415 for a body not typed
  *    JSON, 403 for a read key, the rules listed and deleted (204, then
@@ -380,6 +383,36 @@ static void case_retries(void) {
   collector_stop_healthy(&c);
 }
 
+/* Ingest never waits for a webhook: while the alert thread is held in a
+   POST the webhook answers only after 60 s, ten more batches are each
+   answered within 5 s (on a loaded machine: a stored batch takes
+   milliseconds) and their evaluations wait in the queue; once the
+   webhook is gone every alert ends failed. */
+static void case_slow_webhook(void) {
+  collector_t c;
+  start(&c, (const char *[]){"--alert-timeout", "120", "--alert-retries", "0", "--alert-rate",
+                             "100", NULL});
+  http_server_t *hook = http_server_start();
+  CHECK(hook);
+  CHECK(http_server_set_default(hook, &(http_response_t){.delay_ms = 60000}));
+  add_rule(&c, "new_group", http_server_url(hook), NULL);
+  send_cpu_groups(&c, "shop", "held", 1, 1);
+  CHECKF(http_server_wait_requests(hook, 1, WAIT_MS), "the first alert was never posted");
+  for (unsigned i = 0; i < 10; i++) {
+    char prefix[16];
+    snprintf(prefix, sizeof prefix, "more%u", i);
+    double t0 = now_s();
+    send_cpu_groups(&c, "shop", prefix, 1, 10 + i);
+    double took = now_s() - t0;
+    CHECKF(took < 5.0, "batch %u waited %.3f s for the webhook", i, took);
+  }
+  CHECK_EQ_INT(http_server_request_count(hook), 1);
+  CHECK_EQ_INT(count_state(&c, "pending"), 1);
+  http_server_stop(hook); /* the held POST cut: no answer; the rest refused */
+  wait_state(&c, "failed", 11);
+  collector_stop_healthy(&c);
+}
+
 /* A rule refused: 400 whose error begins "field <name>:" (and holds why). */
 static void check_refused(const collector_t *c, const char *rule, const char *field,
                           const char *why) {
@@ -458,8 +491,8 @@ static void case_bad_rules(void) {
 
 int main(int argc, char **argv) {
   static const test_case_t cases[] = {
-      TEST_CASE(new_group),  TEST_CASE(regression), TEST_CASE(share),
-      TEST_CASE(rate_limit), TEST_CASE(retries),    TEST_CASE(bad_rules),
+      TEST_CASE(new_group), TEST_CASE(regression),   TEST_CASE(share),     TEST_CASE(rate_limit),
+      TEST_CASE(retries),   TEST_CASE(slow_webhook), TEST_CASE(bad_rules),
   };
   return collector_test_main(argc, argv, cases, ARRAY_LEN(cases));
 }
