@@ -30,6 +30,15 @@ typedef struct rule_rate_s {
   unsigned sent;
 } rule_rate_t;
 
+/* When an app was evaluated last: its next new_group scan starts there
+   (less ALERT_SCAN_SLACK_NS). At most ALERT_APPS_KEPT apps, the one
+   evaluated longest ago replaced. */
+#define ALERT_APPS_KEPT 256
+typedef struct app_scan_s {
+  char *app;
+  int64_t last_ns;
+} app_scan_t;
+
 typedef struct rules_s {
   store_alert_rule_t *v;
   size_t n, cap;
@@ -46,6 +55,7 @@ struct alert_engine_s {
   /* The alert thread's own: */
   rule_rate_t *rates;
   size_t n_rates;
+  app_scan_t apps[ALERT_APPS_KEPT];
 };
 
 static bool same_text(const char *a, const char *b) {
@@ -193,13 +203,36 @@ static void on_alert(const alert_t *a, void *user) {
   free(body);
 }
 
+/* The batches app's new_group scan reads from now, and now noted as its
+   last evaluation (kept when the evaluation failed: read again). */
+static app_scan_t *app_scan(alert_engine_t *e, const char *app, int64_t now_ns, int64_t *scan_ns) {
+  app_scan_t *oldest = &e->apps[0];
+  for (size_t i = 0; i < ALERT_APPS_KEPT; i++) {
+    app_scan_t *a = &e->apps[i];
+    if (a->app && strcmp(a->app, app) == 0) {
+      *scan_ns = a->last_ns - ALERT_SCAN_SLACK_NS;
+      return a;
+    }
+    if (!a->app || (oldest->app && a->last_ns < oldest->last_ns)) oldest = a;
+  }
+  *scan_ns = now_ns - ALERT_SCAN_NS;
+  char *copy = strdup(app);
+  if (!copy) return NULL;
+  free(oldest->app);
+  *oldest = (app_scan_t){copy, *scan_ns + ALERT_SCAN_SLACK_NS};
+  return oldest;
+}
+
 static void evaluate(alert_engine_t *e, const pending_t *p) {
   rules_t rules = {0};
   int rc = e->ops->alert_rules(e->store, on_rule, &rules);
   if (rc == STORE_OK && rules.n) {
     raising_t r = {e, perf__wall_ns()};
+    int64_t scan_ns;
+    app_scan_t *seen = app_scan(e, p->app, r.now_ns, &scan_ns);
     rc = alert_evaluate(e->ops, e->store, e->cfg->public_url, rules.v, rules.n, p->app, p->version,
-                        r.now_ns, on_alert, &r);
+                        scan_ns, on_alert, &r);
+    if (rc == STORE_OK && seen) seen->last_ns = r.now_ns;
   }
   if (rc != STORE_OK)
     fprintf(stderr, "perf-collector: alerts of app %s: the store failed (said above)\n", p->app);
@@ -248,6 +281,8 @@ void alert_engine_stop(alert_engine_t *e) {
     pending_t *p = &e->queue[(e->head + i) % ALERT_QUEUE_MAX];
     free(p->app), free(p->version);
   }
+  for (size_t i = 0; i < ALERT_APPS_KEPT; i++)
+    free(e->apps[i].app);
   free(e->rates);
   free(e);
 }

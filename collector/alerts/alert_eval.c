@@ -19,7 +19,7 @@ typedef struct eval_s {
   const store_ops_t *ops;
   store_t *store;
   const char *public_url, *app, *version, *prev; /* prev: NULL until found */
-  int64_t now_ns;
+  int64_t scan_ns;                               /* new_group: the batches received since */
   alert_fn fn;
   void *user;
   const store_alert_rule_t *rule;
@@ -148,7 +148,7 @@ static int on_new_group(const store_new_group_t *g, void *user) {
 }
 
 static int eval_new_groups(eval_t *e) {
-  int64_t scan = e->now_ns - ALERT_SCAN_NS;
+  int64_t scan = e->scan_ns;
   if (scan < e->rule->created_ns) scan = e->rule->created_ns;
   return e->ops->new_groups(e->store, e->app, e->rule->created_ns, scan, on_new_group, e);
 }
@@ -325,14 +325,14 @@ static int eval_shares(eval_t *e) {
 
 int alert_evaluate(const store_ops_t *ops, store_t *store, const char *public_url,
                    const store_alert_rule_t *rules, size_t n, const char *app, const char *version,
-                   int64_t now_ns, alert_fn fn, void *user) {
+                   int64_t scan_ns, alert_fn fn, void *user) {
   if (!app || !*app) return STORE_OK;
   eval_t e = {.ops = ops,
               .store = store,
               .public_url = public_url,
               .app = app,
               .version = version && *version ? version : NULL,
-              .now_ns = now_ns,
+              .scan_ns = scan_ns,
               .fn = fn,
               .user = user};
   char *prev = NULL;

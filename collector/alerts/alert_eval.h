@@ -27,9 +27,13 @@
 
 #include "collector/store/store.h"
 
-/* How far back new_group looks at the batches received (the groups they
-   name): an alert thread that kept up evaluated each batch well within. */
+/* How far back new_group reads the batches received (the groups they
+   name): from the previous evaluation of the app less ALERT_SCAN_SLACK_NS
+   (a batch is stamped before its transaction commits: one that took
+   longer than the slack to commit is not read), or ALERT_SCAN_NS for an
+   app not evaluated before (since the collector started). */
 #define ALERT_SCAN_NS INT64_C(3600000000000)
+#define ALERT_SCAN_SLACK_NS INT64_C(60000000000)
 
 typedef struct alert_s {
   const store_alert_rule_t *rule;
@@ -40,11 +44,12 @@ typedef struct alert_s {
 typedef void (*alert_fn)(const alert_t *alert, void *user);
 
 /* The alerts rules[0..n) raise for app (and version: NULL or "" only
-   new_group rules are evaluated) at now_ns, to fn once every read is
-   over (fn may use the store), the rules in their order. public_url: the links' base (NULL: links
+   new_group rules are evaluated), new_group reading the batches received
+   since scan_ns, to fn once every read is over (fn may use the store),
+   the rules in their order. public_url: the links' base (NULL: links
    ""). STORE_OK, or the first read's failure. */
 int alert_evaluate(const store_ops_t *ops, store_t *store, const char *public_url,
                    const store_alert_rule_t *rules, size_t n, const char *app, const char *version,
-                   int64_t now_ns, alert_fn fn, void *user);
+                   int64_t scan_ns, alert_fn fn, void *user);
 
 #endif
