@@ -31,6 +31,7 @@
 #include "collector/store/store.h"
 #include "collector/symbols/resymbolize.h"
 #include "collector/symbols/symbolize.h"
+#include <curl/curl.h>
 
 #define EXIT_USAGE 2
 #define SYMBOLS_CACHE_FILES 64 /* debug files kept open by the symbolizer */
@@ -91,6 +92,17 @@ static const char USAGE[] =
     "                                Default: the executable and libraries outside /lib,\n"
     "                                /lib32, /lib64, /libx32, /usr/lib, /usr/lib32,\n"
     "                                /usr/lib64, /usr/libx32, except libperfsdk* and [vdso]\n"
+    "Alerts (rules: POST /api/v1/alerts/rules with an admin key; docs/api.md \"Alerts\"):\n"
+    "  --public-url URL              the dashboard's address as users reach it, for the\n"
+    "                                alerts' links (default: none, no links)\n"
+    "  --alert-allow HOST            a host a webhook URL may name (repeatable, at most 16;\n"
+    "                                default: none, so no rule can be made)\n"
+    "  --alert-rate N                alerts one rule sends a minute; past it they are stored\n"
+    "                                as suppressed, not sent (default 10)\n"
+    "  --alert-timeout SECONDS       one webhook POST's whole time (default 5)\n"
+    "  --alert-retries N             POSTs after the first on a 5xx, 429 or no answer\n"
+    "                                (default 3)\n"
+    "  --alert-backoff-ms MS         the first retry's wait, doubled at each (default 1000)\n"
     "Limits of one batch (413 naming the limit above, unless it says cut):\n"
     "  --max-batch-strings N         string table entries (default 65536)\n"
     "  --max-batch-modules N         modules (default 4096)\n"
@@ -134,6 +146,12 @@ enum long_only {
   OPT_IN_APP_INCLUDE,
   OPT_IN_APP_EXCLUDE,
   OPT_NEW_WINDOW,
+  OPT_PUBLIC_URL,
+  OPT_ALERT_ALLOW,
+  OPT_ALERT_RATE,
+  OPT_ALERT_TIMEOUT,
+  OPT_ALERT_RETRIES,
+  OPT_ALERT_BACKOFF,
   OPT_MAX_NEW_FIRST, /* --max-new-<noun>: OPT_MAX_NEW_FIRST + key_bound_kind */
   OPT_HELP = OPT_MAX_NEW_FIRST + KEY_BOUND_COUNT,
   OPT_VERSION,
@@ -160,7 +178,7 @@ static const struct {
 };
 #define N_LIMIT_OPTIONS (sizeof LIMIT_OPTIONS / sizeof LIMIT_OPTIONS[0])
 
-static struct option LONGOPTS[N_LIMIT_OPTIONS + 32] = {
+static struct option LONGOPTS[N_LIMIT_OPTIONS + 48] = {
     {"listen", required_argument, NULL, OPT_LISTEN},
     {"db", required_argument, NULL, OPT_DB},
     {"durability", required_argument, NULL, OPT_DURABILITY},
@@ -183,6 +201,12 @@ static struct option LONGOPTS[N_LIMIT_OPTIONS + 32] = {
     {"max-connections-per-ip", required_argument, NULL, OPT_MAX_PER_IP},
     {"open-metrics", no_argument, NULL, OPT_OPEN_METRICS},
     {"in-app-include", required_argument, NULL, OPT_IN_APP_INCLUDE},
+    {"public-url", required_argument, NULL, OPT_PUBLIC_URL},
+    {"alert-allow", required_argument, NULL, OPT_ALERT_ALLOW},
+    {"alert-rate", required_argument, NULL, OPT_ALERT_RATE},
+    {"alert-timeout", required_argument, NULL, OPT_ALERT_TIMEOUT},
+    {"alert-retries", required_argument, NULL, OPT_ALERT_RETRIES},
+    {"alert-backoff-ms", required_argument, NULL, OPT_ALERT_BACKOFF},
     {"in-app-exclude", required_argument, NULL, OPT_IN_APP_EXCLUDE},
     {"new-window", required_argument, NULL, OPT_NEW_WINDOW},
     {"max-new-stacks", required_argument, NULL, OPT_MAX_NEW_FIRST + KEY_BOUND_STACKS},
@@ -276,6 +300,7 @@ static void set_defaults(collector_options_t *o) {
   o->max_symbols_bytes = 256u << 20;
   batch_limits_default(&o->limits);
   key_bounds_default(&o->key_bounds);
+  alert_config_default(&o->alerts);
 }
 
 /* One numeric option into its field; false when out of range. */
@@ -301,6 +326,10 @@ static bool numeric_option(int opt, const char *arg, collector_options_t *o) {
     return parse_ulong(arg, 0, 1ull << 50, &v) && (o->max_symbols_dir_bytes = v, 1);
   case OPT_REQUEST_TIMEOUT: return parse_ulong(arg, 1, 86400, &v) && (o->request_timeout_s = v, 1);
   case OPT_MAX_PER_IP: return parse_ulong(arg, 1, 65536, &v) && (o->max_connections_per_ip = v, 1);
+  case OPT_ALERT_RATE: return parse_ulong(arg, 1, 100000, &v) && (o->alerts.per_minute = v, 1);
+  case OPT_ALERT_TIMEOUT: return parse_ulong(arg, 1, 300, &v) && (o->alerts.timeout_s = v, 1);
+  case OPT_ALERT_RETRIES: return parse_ulong(arg, 0, 20, &v) && (o->alerts.retries = v, 1);
+  case OPT_ALERT_BACKOFF: return parse_ulong(arg, 1, 600000, &v) && (o->alerts.backoff_ms = v, 1);
   case OPT_NEW_WINDOW:
     return parse_ulong(arg, 0, 86400 * 7, &v) && (o->key_bounds.window_s = (unsigned)v, 1);
   default: break;
@@ -344,6 +373,18 @@ static int parse_args(int argc, char **argv, collector_options_t *o) {
     case OPT_KEYS: o->api_keys_file = optarg; break;
     case OPT_SYMBOLS: o->symbols_dir = optarg; break;
     case OPT_OPEN_METRICS: o->open_metrics = true; break;
+    case OPT_PUBLIC_URL:
+      if (strncmp(optarg, "http://", 7) != 0 && strncmp(optarg, "https://", 8) != 0)
+        return usage_error("--public-url: '%s' is not an http:// or https:// URL", optarg) + 1;
+      o->alerts.public_url = optarg;
+      break;
+    case OPT_ALERT_ALLOW:
+      if (!*optarg || strchr(optarg, '/') || strchr(optarg, ':'))
+        return usage_error("--alert-allow: '%s' is not a host name or IPv4 address", optarg) + 1;
+      if (o->alerts.n_allow == ALERT_ALLOW_MAX)
+        return usage_error("--alert-allow: more than %s hosts", STORE_STR(ALERT_ALLOW_MAX)) + 1;
+      o->alerts.allow[o->alerts.n_allow++] = optarg;
+      break;
     case OPT_IN_APP_INCLUDE:
     case OPT_IN_APP_EXCLUDE: {
       char why[200];
@@ -498,6 +539,7 @@ int main(int argc, char **argv) {
   sigaddset(&stop_set, SIGTERM);
   sigaddset(&stop_set, SIGPIPE);
   pthread_sigmask(SIG_BLOCK, &stop_set, NULL);
+  curl_global_init(CURL_GLOBAL_DEFAULT); /* before any thread: the alerts' webhooks */
   fit_descriptors(&opts);
   apikeys_t keys;
   const apikeys_t *active;

@@ -5,6 +5,7 @@
 
 #include <string.h>
 
+#include "collector/api/alerts.h"
 #include "collector/api/drops.h"
 #include "collector/api/events.h"
 #include "collector/api/export_pprof.h"
@@ -30,6 +31,7 @@ static const api_route_t ROUTES[] = {
     {"/api/v1/loops", query_loops, NULL, NULL, JSON, NULL},
     {"/api/v1/states", query_states, NULL, NULL, JSON, NULL},
     {"/api/v1/versions/compare", versions_compare, NULL, NULL, JSON, NULL},
+    {"/api/v1/alerts/deliveries", query_alert_deliveries, NULL, NULL, JSON, NULL},
 };
 
 const api_route_t *api_route_find(const char *path, const char **item) {

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "collector/alerts/alert_config.h"
 #include "collector/ingest/batch_limits.h"
 #include "collector/ingest/key_bounds.h"
 #include "collector/model/in_app.h"
@@ -41,6 +42,7 @@ typedef struct collector_options_s {
   batch_limits_t limits;          /* --max-batch-*, --max-event-samples, ... (batch_limits.h) */
   key_bounds_config_t key_bounds; /* --max-new-*, --new-window (key_bounds.h) */
   in_app_rules_t in_app;          /* --in-app-include, --in-app-exclude (in_app.h) */
+  alert_config_t alerts;          /* --public-url, --alert-* (alert_config.h) */
 } collector_options_t;
 
 #endif

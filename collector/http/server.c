@@ -36,6 +36,8 @@
 #include <strings.h>
 #include <time.h>
 
+#include "collector/alerts/alert_api.h"
+#include "collector/alerts/alert_engine.h"
 #include "collector/api/routes.h"
 #include "collector/base/log.h"
 #include "collector/http/conn_guard.h"
@@ -63,6 +65,7 @@ struct server_s {
   conn_guard_t *guard;     /* the absolute deadline of each request */
   job_pool_t *ingest_pool; /* stores the batches ("perf-ingest") */
   job_pool_t *read_pool;   /* answers the reads of the store ("perf-read") */
+  alert_engine_t *alerts;  /* evaluates the alert rules after batches ("perf-alerts") */
   struct MHD_Daemon *daemon;
 };
 
@@ -92,6 +95,7 @@ typedef struct request_s {
   ingest_result_t res;
   double ingest_s; /* how long the store took */
   const char *key; /* the bearer token: the connection's header, valid while it lives */
+  bool alert_post; /* POST /api/v1/alerts/rules: the body is a rule */
 } request_t;
 
 /* The request whose answer waits for its body on this MHD worker: set
@@ -504,6 +508,77 @@ static enum MHD_Result answer_read(struct MHD_Connection *conn, request_t *rq) {
   return respond_bytes(conn, r->status, r->body, r->len, r->type, name, value);
 }
 
+/* ---- the alert rules (admin) ------------------------------------------------ */
+
+/* A JSON answer of an alert route; body NULL: none (204), or out of memory. */
+static enum MHD_Result respond_json(struct MHD_Connection *conn, unsigned status, char *body) {
+  if (!body && status != 204) return respond_no_memory(conn);
+  enum MHD_Result rc = respond(conn, status, body ? body : "", "application/json", NULL);
+  free(body);
+  return rc;
+}
+
+static bool json_content(struct MHD_Connection *conn) {
+  const char *type = header(conn, MHD_HTTP_HEADER_CONTENT_TYPE);
+  size_t n = strlen("application/json");
+  return type && strncasecmp(type, "application/json", n) == 0 &&
+         (type[n] == '\0' || type[n] == ';' || type[n] == ' ');
+}
+
+/* /api/v1/alerts/rules[/<id>] for an admin key, on this worker (one row
+   of the store): GET lists, DELETE /<id> deletes, POST reads its body
+   first (finish_alert_post). */
+static enum MHD_Result serve_alert_rules(server_t *s, struct MHD_Connection *conn, request_t *rq,
+                                         const char *method, const char *rest) {
+  const char *why;
+  char *body = NULL;
+  unsigned status = access_status(s, conn, SCOPE_ADMIN, &why);
+  bool get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
+  if (status) {
+    body = query_error_json(why);
+  } else if (!*rest && strcmp(method, "POST") == 0 && !json_content(conn)) {
+    /* a type a cross-site form cannot send without a preflight */
+    status = 415;
+    body = query_error_json("a rule is sent as Content-Type: application/json");
+  } else if (!*rest && strcmp(method, "POST") == 0) {
+    rq->alert_post = true;
+    return MHD_YES;
+  } else if (!*rest && get) {
+    status = alert_rules_get(s->ingest.ops, s->ingest.store, &body);
+  } else if (*rest == '/' && strcmp(method, "DELETE") == 0) {
+    status = alert_rules_delete(s->ingest.ops, s->ingest.store, rest + 1, &body);
+  } else {
+    status = 405;
+    body = query_error_json(*rest ? "use DELETE" : "use GET or POST");
+  }
+  rq->responded = true;
+  return respond_json(conn, status, body);
+}
+
+static enum MHD_Result finish_alert_post(server_t *s, struct MHD_Connection *conn, request_t *rq) {
+  rq->responded = true;
+  char *body = NULL;
+  unsigned status = 413;
+  if (rq->over_limit || rq->len > ALERT_RULE_MAX_BYTES)
+    body = query_error_json("body: a rule is at most " STORE_STR(ALERT_RULE_MAX_BYTES) " bytes");
+  else
+    status = alert_rules_post(s->ingest.ops, s->ingest.store, &s->opts->alerts,
+                              (const char *)rq->body, rq->len, &body);
+  return respond_json(conn, status, body);
+}
+
+static bool alert_rules_path(const char *url, const char **rest) {
+  size_t n = strlen(ALERT_RULES_PATH);
+  if (strncmp(url, ALERT_RULES_PATH, n) != 0 || (url[n] && url[n] != '/')) return false;
+  *rest = url + n;
+  return true;
+}
+
+/* An ingest thread's batch stored: the alert thread evaluates it. */
+static void on_stored(void *user, const char *app, const char *version) {
+  alert_engine_notify(user, app, version);
+}
+
 /* ---- POST /v1/symbols/<build-id> ----------------------------------------- */
 
 #define SYMBOLS_PREFIX "/v1/symbols/"
@@ -623,6 +698,8 @@ static enum MHD_Result on_headers(server_t *s, struct MHD_Connection *conn, cons
     if (get) return serve_symbols_lookup(s, conn, url + strlen(SYMBOLS_PREFIX));
     return respond_text(conn, 405, "use GET or POST");
   }
+  const char *rest;
+  if (alert_rules_path(url, &rest)) return serve_alert_rules(s, conn, rq, method, rest);
   rq->responded = true;
   if (strcmp(url, "/healthz") == 0 && get) return serve_health(s, conn);
   if (strcmp(url, "/metrics") == 0 && get) return serve_metrics(s, conn, rq);
@@ -657,6 +734,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
   if (rq->upload) return finish_symbols(s, conn, rq);
   if (rq->read_done) return answer_read(conn, rq);
   if (rq->held) return queue_held(conn, rq);
+  if (rq->alert_post && !rq->responded) return finish_alert_post(s, conn, rq);
   return rq->responded ? MHD_YES : finish_batch(s, conn, rq);
 }
 
@@ -743,13 +821,18 @@ server_t *server_start(const collector_options_t *opts, const apikeys_t *keys,
                                 resym,
                                 &opts->limits,
                                 stack_cache_new(STACK_CACHE_ENTRIES, STACK_CACHE_BYTES),
-                                key_bounds_new(&opts->key_bounds)};
+                                key_bounds_new(&opts->key_bounds),
+                                NULL,
+                                NULL};
   s->limits = ratelimit_new(opts->rate_limit, opts->rate_burst);
   s->guard = s->limits ? conn_guard_start(opts->max_connections, opts->request_timeout_s) : NULL;
   unsigned waiting = POOL_MAX_WAITING(opts->threads);
   s->ingest_pool = s->guard ? job_pool_start("perf-ingest", opts->threads, waiting) : NULL;
   s->read_pool = s->ingest_pool ? job_pool_start("perf-read", opts->threads, waiting) : NULL;
-  if (!s->read_pool) {
+  s->alerts = s->read_pool ? alert_engine_start(ops, store, &opts->alerts) : NULL;
+  s->ingest.stored = on_stored;
+  s->ingest.stored_user = s->alerts;
+  if (!s->alerts) {
     server_stop(s);
     return NULL;
   }
@@ -794,6 +877,7 @@ void server_stop(server_t *s) {
   if (s->daemon) MHD_stop_daemon(s->daemon);
   job_pool_free(s->ingest_pool);
   job_pool_free(s->read_pool);
+  alert_engine_stop(s->alerts); /* after the ingest threads: nothing notifies it now */
   conn_guard_stop(s->guard);
   ratelimit_free(s->limits);
   stack_cache_free(s->ingest.stack_cache);

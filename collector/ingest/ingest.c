@@ -845,6 +845,7 @@ static unsigned store_batch(const ingest_target_t *t, const char *key, const Per
   hex_of(bt->batch_id.data, STORE_BATCH_ID_BYTES, batch_hex);
   bool built = build_record(t, bt, &r) == 0;
   int rc = built ? put_record(t, key, &r, res) : STORE_ERROR;
+  if (rc == STORE_OK && t->stored) t->stored(t->stored_user, r.batch.app, r.batch.version);
   record_free(&r);
   if (rc == KEY_REFUSED) return res->status;
   /* After the store: a rename the resymbolizer starts from now on sees

@@ -41,6 +41,11 @@ typedef struct ingest_target_s {
   const batch_limits_t *limits; /* NULL: the defaults (batch_limits.h) */
   stack_cache_t *stack_cache;   /* built stacks kept between batches; may be NULL */
   key_bounds_t *bounds;         /* new values per key and window (key_bounds.h); NULL: none */
+  /* Told each batch stored (not a duplicate): its app and version (NULL
+     when the batch named none), on the ingest thread after the commit; it
+     must not wait (the alert thread's queue). NULL: nobody. */
+  void (*stored)(void *user, const char *app, const char *version);
+  void *stored_user;
 } ingest_target_t;
 
 /* Decode, check and store body sent with ingest key `key` (NULL: none);

@@ -8,6 +8,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define N_BUCKETS 10
 static const double BUCKET_BOUNDS[N_BUCKETS] = {0.001, 0.0025, 0.005, 0.01, 0.025,
@@ -39,6 +40,9 @@ static atomic_uint_fast64_t g_symbols_uploaded, g_frames_named, g_frames_unnamed
 static atomic_uint_fast64_t g_expired;
 static atomic_uint_fast64_t g_sdk_dropped[STORE_DROP_COUNT];
 static atomic_uint_fast64_t g_loop_batches, g_loop_watched_ms;
+static const char *const ALERT_STATES[] = {"delivered", "failed", "suppressed"};
+#define N_ALERT_STATES (sizeof ALERT_STATES / sizeof ALERT_STATES[0])
+static atomic_uint_fast64_t g_alerts[N_ALERT_STATES], g_alert_evaluations_dropped;
 
 static void observe_latency(double seconds) {
   size_t i = 0;
@@ -174,6 +178,27 @@ void metrics_debuginfod_deferred(void) {
   atomic_fetch_add(&g_debuginfod_deferred, 1);
 }
 
+void metrics_alert(const char *state) {
+  for (size_t i = 0; i < N_ALERT_STATES; i++)
+    if (strcmp(state, ALERT_STATES[i]) == 0) atomic_fetch_add(&g_alerts[i], 1);
+}
+
+void metrics_alert_evaluation_dropped(void) {
+  atomic_fetch_add(&g_alert_evaluations_dropped, 1);
+}
+
+static void put_alerts(text_t *t) {
+  put(t, "# HELP perf_collector_alerts_total Alerts the rules raised, by how they ended: delivered "
+         "(a 2xx), failed (the retries spent), suppressed (past --alert-rate).\n"
+         "# TYPE perf_collector_alerts_total counter\n");
+  for (size_t i = 0; i < N_ALERT_STATES; i++)
+    put(t, "perf_collector_alerts_total{state=\"%s\"} %llu\n", ALERT_STATES[i],
+        (unsigned long long)atomic_load(&g_alerts[i]));
+  put_counter(t, "perf_collector_alert_evaluations_dropped_total",
+              "Batches whose alert evaluation was dropped: the alert thread's queue was full.",
+              atomic_load(&g_alert_evaluations_dropped));
+}
+
 static void put_symbols(text_t *t, const store_stats_t *st) {
   put_counter(t, "perf_collector_symbols_uploaded_total",
               "Debug files stored by POST /v1/symbols (new ones).",
@@ -224,6 +249,7 @@ char *metrics_render(const store_stats_t *st) {
               "Connections closed at their request deadline (--request-timeout).",
               atomic_load(&g_expired));
   put_symbols(&t, st);
+  put_alerts(&t);
   if (t.failed) {
     free(t.buf);
     return NULL;

@@ -55,6 +55,12 @@ void metrics_sdk_drops(const uint64_t dropped[STORE_DROP_COUNT]);
    and perf_collector_loop_watched_seconds_total (ms resolution). */
 void metrics_loop_stats(const store_loop_stats_t *stats);
 
+/* An alert that ended "delivered", "failed" or "suppressed"
+   (perf_collector_alerts_total{state}), and a batch's evaluation dropped
+   at the alert thread's full queue (collector/alerts/alert_engine.h). */
+void metrics_alert(const char *state);
+void metrics_alert_evaluation_dropped(void);
+
 /* A connection shut down at its request deadline (conn_guard.h). */
 void metrics_request_expired(void);
 

@@ -4,7 +4,10 @@
  * regularized lower incomplete function P(a, x), evaluated as Numerical
  * Recipes does (a series below a + 1, a continued fraction above), and
  * inverted by bisection: P is increasing in x, so bisection cannot fail,
- * and 200 halvings of a bracket reach the precision of a double.
+ * and 200 halvings of a bracket reach the precision of a double. A
+ * share's (binomial) interval inverts the regularized incomplete beta
+ * function I_x(a, b) the same way (its continued fraction, Numerical
+ * Recipes' betacf).
  */
 #include "collector/model/rate_interval.h"
 
@@ -74,6 +77,65 @@ static double gamma_quantile(double a, double p) {
 void rate_poisson_interval(uint64_t k, double *low, double *high) {
   *low = k ? gamma_quantile((double)k, ALPHA / 2) : 0.0;
   *high = gamma_quantile((double)k + 1.0, 1.0 - ALPHA / 2);
+}
+
+/* The continued fraction of I_x(a, b) (modified Lentz), x < (a + 1) / (a + b + 2). */
+static double beta_fraction(double a, double b, double x) {
+  const double tiny = 1e-300;
+  double c = 1.0, d = 1.0 - (a + b) * x / (a + 1.0);
+  if (fabs(d) < tiny) d = tiny;
+  d = 1.0 / d;
+  double h = d;
+  for (int m = 1; m < MAX_TERMS; m++) {
+    double m2 = 2.0 * m, an = m * (b - m) * x / ((a + m2 - 1.0) * (a + m2));
+    d = 1.0 + an * d;
+    d = fabs(d) < tiny ? 1.0 / tiny : 1.0 / d;
+    c = 1.0 + an / c;
+    if (fabs(c) < tiny) c = tiny;
+    h *= d * c;
+    an = -(a + m) * (a + b + m) * x / ((a + m2) * (a + m2 + 1.0));
+    d = 1.0 + an * d;
+    d = fabs(d) < tiny ? 1.0 / tiny : 1.0 / d;
+    c = 1.0 + an / c;
+    if (fabs(c) < tiny) c = tiny;
+    double step = d * c;
+    h *= step;
+    if (fabs(step - 1.0) < EPS) break;
+  }
+  return h;
+}
+
+/* The regularized incomplete beta function I_x(a, b), a, b > 0. */
+static double beta_i(double a, double b, double x) {
+  if (x <= 0) return 0.0;
+  if (x >= 1) return 1.0;
+  double front =
+      exp(log_gamma(a + b) - log_gamma(a) - log_gamma(b) + a * log(x) + b * log(1.0 - x));
+  if (x < (a + 1.0) / (a + b + 2.0)) return front * beta_fraction(a, b, x) / a;
+  return 1.0 - front * beta_fraction(b, a, 1.0 - x) / b;
+}
+
+/* The x where I_x(a, b) = p, 0 < p < 1. */
+static double beta_quantile(double a, double b, double p) {
+  double lo = 0.0, hi = 1.0;
+  for (int i = 0; i < 200 && hi - lo > 1e-15; i++) {
+    double mid = 0.5 * (lo + hi);
+    if (beta_i(a, b, mid) < p)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  return 0.5 * (lo + hi);
+}
+
+void rate_binomial_interval(uint64_t k, uint64_t n, double *low, double *high) {
+  if (n == 0 || k > n) {
+    *low = 0.0, *high = 1.0;
+    return;
+  }
+  double kd = (double)k, nd = (double)n;
+  *low = k ? beta_quantile(kd, nd - kd + 1.0, ALPHA / 2) : 0.0;
+  *high = k < n ? beta_quantile(kd + 1.0, nd - kd, 1.0 - ALPHA / 2) : 1.0;
 }
 
 bool rate_enough_data(uint64_t count, double hours) {

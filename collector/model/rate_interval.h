@@ -25,6 +25,13 @@
    error below 1e-9. */
 void rate_poisson_interval(uint64_t k, double *low, double *high);
 
+/* The 95% exact (Clopper-Pearson) interval of a share: k of n (events
+   of a group among a version's hangs, samples of a stack among its CPU
+   samples), the 0.025 quantile of Beta(k, n - k + 1) (0 when k is 0) to
+   the 0.975 quantile of Beta(k + 1, n - k) (1 when k is n); [0, 1] for n
+   0. To a relative error below 1e-9. */
+void rate_binomial_interval(uint64_t k, uint64_t n, double *low, double *high);
+
 /* Enough data to compare: at least RATE_MIN_COUNT events over at least
    RATE_MIN_WATCHED_HOURS. */
 bool rate_enough_data(uint64_t count, double hours);

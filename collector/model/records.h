@@ -304,4 +304,51 @@ typedef struct store_stats_s {
   int lost;          /* check fails: the location was deleted or replaced */
 } store_stats_t;
 
+/* An alert rule (store.h alert_rule_add, alert_rules; collector/alerts/):
+   what raises an alert, where it is delivered and in which shape. */
+typedef struct store_alert_rule_s {
+  int64_t id;             /* given by the store */
+  const char *kind;       /* "new_group", "hang_rate_regression", "share_regression" */
+  const char *url;        /* the webhook: http:// or https://, a host --alert-allow names */
+  const char *format;     /* "json" or "slack" */
+  const char *app;        /* NULL: every app */
+  const char *event_kind; /* new_group, share_regression: "hang" or "cpu"; NULL: both */
+  int64_t created_ns;     /* wall clock; new_group: only groups first seen since */
+} store_alert_rule_t;
+
+typedef int (*store_alert_rule_fn)(const store_alert_rule_t *rule, void *user);
+
+/* An alert raised by a rule and its delivery (alert_claim, alert_update,
+   alert_rows): one row per rule and key, ever (the key names what the
+   alert is about: a group, a pair of versions), so an alert is raised
+   once. state: "pending" (queued or being sent), "delivered" (a 2xx),
+   "failed" (the retries spent), "suppressed" (over the rule's rate, never
+   sent). */
+typedef struct store_alert_s {
+  int64_t id, rule_id;
+  const char *alert_key;
+  const char *state;
+  int64_t status;      /* the webhook's last HTTP status; 0: none (no answer, not sent) */
+  int64_t attempts;    /* POSTs made */
+  int64_t time_ns;     /* raised, then the last attempt (wall clock) */
+  const char *summary; /* one line of what happened */
+  const char *link;    /* the dashboard's view of it ("" without --public-url) */
+} store_alert_t;
+
+typedef int (*store_alert_fn)(const store_alert_t *alert, void *user);
+
+/* A version of an app and its first batch's arrival (app_versions). */
+typedef int (*store_version_fn)(const char *version, int64_t first_received_ns, void *user);
+
+/* A group new to an app's recent batches (new_groups): kind "hang" (a
+   hang group) or "cpu" (a stack sampled by a CPU event), its frames'
+   names (a JSON array, innermost first) and the arrival of the first of
+   those batches that named it. */
+typedef struct store_new_group_s {
+  const char *group_sig, *kind, *names_json;
+  int64_t first_seen_ns;
+} store_new_group_t;
+
+typedef int (*store_new_group_fn)(const store_new_group_t *group, void *user);
+
 #endif

@@ -210,6 +210,33 @@ typedef struct store_ops_s {
      groups nothing refers to any more are deleted. *renamed (may be NULL):
      the stacks renamed. */
   int (*resymbolize)(store_t *st, const char *needle, const store_renamer_t *r, uint64_t *renamed);
+  /* Alert rules (records.h store_alert_rule_t): add one (its created_ns
+     as given; *id the new rule's), delete one (STORE_NOT_FOUND: no such
+     rule; its alerts stay listed), stream all to fn, oldest first. */
+  int (*alert_rule_add)(store_t *st, const store_alert_rule_t *rule, int64_t *id);
+  int (*alert_rule_delete)(store_t *st, int64_t id);
+  int (*alert_rules)(store_t *st, store_alert_rule_fn fn, void *user);
+  /* Raise alert a (rule_id, alert_key, state, time_ns, summary, link):
+     STORE_OK and *id when no alert of that rule has that key yet,
+     STORE_DUPLICATE (nothing changed) when one has, on every collector of
+     a database: an alert is raised once, ever. */
+  int (*alert_claim)(store_t *st, const store_alert_t *a, int64_t *id);
+  /* Alert a->id's state, status, attempts and time_ns set to a's. */
+  int (*alert_update)(store_t *st, const store_alert_t *a);
+  /* The newest limit alerts (time raised, then id, descending) to fn;
+     rule_id > 0: only that rule's. */
+  int (*alert_rows)(store_t *st, int64_t rule_id, int64_t limit, store_alert_fn fn, void *user);
+  /* The versions of app's batches (NULL and "" versions left out), by
+     their first batch's arrival (then by name), oldest first: which
+     version came before another. */
+  int (*app_versions)(store_t *st, const char *app, store_version_fn fn, void *user);
+  /* The groups named by events of app's batches received at or after
+     scan_ns (the scan's bound, >= since_ns) that no event of their kind
+     named in a batch received before since_ns, of any app: new since
+     then (retention forgets what it deleted). Each once per kind, by the
+     first of those batches to name it, then signature. */
+  int (*new_groups)(store_t *st, const char *app, int64_t since_ns, int64_t scan_ns,
+                    store_new_group_fn fn, void *user);
 } store_ops_t;
 
 /* The backends built in (CMake options PERF_STORE_SQLITE, PERF_STORE_PG),

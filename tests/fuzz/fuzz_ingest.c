@@ -114,7 +114,7 @@ static expected_t expect(const uint8_t *data, size_t size) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   expected_t x = expect(data, size);
   ingest_target_t target = {
-      &store_sqlite_ops, g_store, MAX_DECOMPRESSED, g_symbols, NULL, NULL, NULL, NULL};
+      &store_sqlite_ops, g_store, MAX_DECOMPRESSED, g_symbols, NULL, NULL, NULL, NULL, NULL, NULL};
   ingest_result_t res;
   unsigned status = ingest_batch(&target, NULL, data, size, x.id, &res);
   REQUIRE(status == res.status);

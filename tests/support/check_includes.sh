@@ -45,8 +45,9 @@ collector/store/pg     include sdk/base collector/base collector/model collector
 collector/symbols      include sdk/base sdk/symbols collector/base collector/model collector/store
 collector/ingest       include sdk/base sdk/wire proto/perf collector/base collector/model collector/store collector/symbols
 collector/api          include sdk/base collector/base collector/model collector/store proto/pprof
-collector/http         include sdk/base collector/base collector/model collector/store collector/symbols collector/ingest collector/api
-collector              include sdk/base collector/base collector/model collector/store collector/symbols collector/ingest collector/api collector/http
+collector/alerts       include sdk/base collector/base collector/model collector/store collector/api
+collector/http         include sdk/base collector/base collector/model collector/store collector/symbols collector/ingest collector/api collector/alerts
+collector              include sdk/base collector/base collector/model collector/store collector/symbols collector/ingest collector/api collector/alerts collector/http
 tools         include sdk/base sdk/wire sdk/symbols proto/perf
 '
 CHECKED_DIRS=(sdk uploader collector tools include)

@@ -93,6 +93,9 @@ long request(const collector_t *c, const char *method, const char *path, const c
   } else if (strcmp(method, "POST") == 0) {
     curl_easy_setopt(h, CURLOPT_POSTFIELDS, body ? body : "");
     curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+  } else if (strcmp(method, "GET") != 0) {
+    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method); /* DELETE, HEAD: no body */
+    if (strcmp(method, "HEAD") == 0) curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
   }
   if (curl_easy_perform(h) == CURLE_OK) curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r->status);
   curl_slist_free_all(list);

@@ -11,6 +11,7 @@
 // Plain DOM and SVG, no framework, nothing loaded from elsewhere. The API key
 // is kept in localStorage and sent as "Authorization: Bearer <key>".
 
+import { renderAlerts } from './alerts.js';
 import { renderComparison, renderPrompt } from './compare.js';
 
 const KEY_STORAGE = 'perf-collector.api-key';
@@ -303,7 +304,8 @@ async function refresh() {
   renderLoopNotes();
   const gen = ++state.generation;
   const results = await Promise.allSettled([loadStacks(gen), loadFlame(gen),
-    loadEvents(++state.eventsGeneration), loadDrops(gen), loadSeries(gen), loadCompare(gen)]);
+    loadEvents(++state.eventsGeneration), loadDrops(gen), loadSeries(gen), loadCompare(gen),
+    loadAlerts(gen)]);
   if (gen !== state.generation) return;
   const failed = results.find((r) => r.status === 'rejected');
   if (!failed && state.pendingGroup) await selectPendingGroup();
@@ -311,6 +313,14 @@ async function refresh() {
   document.body.dataset.state = failed ? 'error' : 'ready';
   if (failed) reportError(failed.reason);
   else loadSuggestions().catch(() => { /* suggestions are a convenience */ });
+}
+
+// The alerts of every app (not the header's filters: an alert is news of
+// its own) and the rules (without their webhooks' URLs).
+async function loadAlerts(gen) {
+  const { deliveries, rules } = await apiJson('/api/v1/alerts/deliveries', { limit: 50 });
+  if (gen !== state.generation) return;
+  renderAlerts(el, deliveries, rules);
 }
 
 async function loadStacks(gen) {

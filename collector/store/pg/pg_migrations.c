@@ -223,6 +223,18 @@ static const char *const MIGRATIONS[] = {
     " u0 bigint NOT NULL, u1 bigint NOT NULL, u2 bigint NOT NULL, u3 bigint NOT NULL,"
     " u4 bigint NOT NULL, u5 bigint NOT NULL, u6 bigint NOT NULL, u7 bigint NOT NULL,"
     " u8 bigint NOT NULL, PRIMARY KEY(batch_id, loop_name));",
+    /* 11: alert rules and the alerts they raised (store.h alert_rule_add
+       .. alert_rows), one alert per rule and key on every collector of
+       the database. Adds tables only: a collector at version 10 keeps
+       working beside it (and raises no alerts). */
+    "CREATE TABLE IF NOT EXISTS alert_rules(id bigserial PRIMARY KEY, kind text NOT NULL,"
+    " url text NOT NULL, format text NOT NULL, app text, event_kind text,"
+    " created_ns bigint NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS alerts(id bigserial PRIMARY KEY, rule_id bigint NOT NULL,"
+    " alert_key text NOT NULL, state text NOT NULL, status bigint NOT NULL,"
+    " attempts bigint NOT NULL, time_ns bigint NOT NULL, summary text NOT NULL,"
+    " link text NOT NULL, UNIQUE(rule_id, alert_key));"
+    "CREATE INDEX IF NOT EXISTS alerts_time ON alerts(time_ns);",
 };
 #define SCHEMA_VERSION ((int)(sizeof MIGRATIONS / sizeof MIGRATIONS[0]))
 _Static_assert(STORE_LOOP_BUCKETS == 9, "loop_stats has one column per bucket");

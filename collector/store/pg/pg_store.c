@@ -561,4 +561,12 @@ const store_ops_t store_pg_ops = {
     .loop_totals = pg_loop_totals,
     .resymbolize = pg_resymbolize,
     .group_stacks = pg_group_stacks,
+    .alert_rule_add = pg_alert_rule_add,
+    .alert_rule_delete = pg_alert_rule_delete,
+    .alert_rules = pg_alert_rules,
+    .alert_claim = pg_alert_claim,
+    .alert_update = pg_alert_update,
+    .alert_rows = pg_alert_rows,
+    .app_versions = pg_app_versions,
+    .new_groups = pg_new_groups,
 };

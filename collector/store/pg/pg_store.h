@@ -3,10 +3,10 @@
  * split by responsibility: pg_store.c (open, schema migrations, ingest,
  * retention, stats, the ops table), pg_query.c (the read queries),
  * pg_hang_groups.c (which stored hang group a hang joins),
- * pg_resym.c (re-symbolization). One connection behind a mutex, as
- * the SQLite backend (docs/operations.md "Running on PostgreSQL" says why
- * and what it measured); every parameter is sent as text and cast in the
- * SQL ($1::bigint), so one helper runs every statement.
+ * pg_resym.c (re-symbolization), pg_alerts.c (alert rules and alerts). One connection behind a
+ * mutex, as the SQLite backend (docs/operations.md "Running on PostgreSQL" says why and what it
+ * measured); every parameter is sent as text and cast in the SQL ($1::bigint), so one helper runs
+ * every statement.
  */
 #ifndef PERF_COLLECTOR_STORE_PG_H
 #define PERF_COLLECTOR_STORE_PG_H
@@ -170,6 +170,17 @@ const char *pg_last_state(store_t *st);
 
 int64_t pg_i64(const PGresult *r, int row, int col);
 const char *pg_str(const PGresult *r, int row, int col); /* NULL for SQL NULL */
+
+/* pg_alerts.c: store_ops_t's alert ops, app_versions and new_groups. */
+int pg_alert_rule_add(store_t *st, const store_alert_rule_t *rule, int64_t *id);
+int pg_alert_rule_delete(store_t *st, int64_t id);
+int pg_alert_rules(store_t *st, store_alert_rule_fn fn, void *user);
+int pg_alert_claim(store_t *st, const store_alert_t *a, int64_t *id);
+int pg_alert_update(store_t *st, const store_alert_t *a);
+int pg_alert_rows(store_t *st, int64_t rule_id, int64_t limit, store_alert_fn fn, void *user);
+int pg_app_versions(store_t *st, const char *app, store_version_fn fn, void *user);
+int pg_new_groups(store_t *st, const char *app, int64_t since_ns, int64_t scan_ns,
+                  store_new_group_fn fn, void *user);
 
 /* pg_resym.c: store_ops_t.resymbolize. */
 int pg_resymbolize(store_t *st, const char *needle, const store_renamer_t *r, uint64_t *renamed);

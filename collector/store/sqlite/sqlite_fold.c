@@ -8,8 +8,7 @@
  * found the database locked leaves the rows for the next one; the reads add them meanwhile, and
  * after a kill -9 the next collector folds them.
  */
-#include <stdio.h>
-
+#include "collector/base/log.h"
 #include "collector/store/sqlite/sqlite_store.h"
 #include "perf_sdk.h"
 #include "sdk/base/clock.h"
@@ -53,7 +52,7 @@ static void fold_main(perf__worker_t *w, void *arg) {
 
 int sqlite_fold_start(store_t *st) {
   if (perf__worker_start("perf-sql-fold", fold_main, st, &st->fold_worker) != PERF_OK) {
-    fprintf(stderr, "perf-collector: sqlite: the fold thread did not start\n");
+    collector_log("sqlite: the fold thread did not start");
     st->fold_worker = NULL;
     return STORE_ERROR;
   }

@@ -23,7 +23,7 @@
  * drop counters (batches.dropped_*) and its resource's tags (batch_tags),
  * and the watched loops' stats a batch carried (loop_stats, their sum, one
  * row per batch; loop_stats_by_loop, one row per loop the batch named;
- * LOOP_SCHEMA).
+ * LOOP_SCHEMA), and the alert rules and alerts (sqlite_alerts.c).
  */
 #include <pthread.h>
 #include <sqlite3.h>
@@ -419,7 +419,8 @@ static int sqlite_open(const char *path, const store_config_t *config, store_t *
     sqlite3_exec(st->db, ADD_COLUMNS[i], NULL, NULL, NULL); /* fails when present: fine */
   add_cpu_weights(st->db);
   if (sqlite3_exec(st->db, GROUP_SIG_INDEX, NULL, NULL, NULL) != SQLITE_OK ||
-      sqlite3_exec(st->db, LOOP_SCHEMA, NULL, NULL, NULL) != SQLITE_OK) {
+      sqlite3_exec(st->db, LOOP_SCHEMA, NULL, NULL, NULL) != SQLITE_OK ||
+      sqlite_alerts_schema(st->db) != SQLITE_OK) {
     sqlite_report(st, "schema");
     sqlite_close(st);
     return STORE_ERROR;
@@ -754,4 +755,12 @@ const store_ops_t store_sqlite_ops = {
     .loop_totals = sqlite_loop_totals,
     .resymbolize = sqlite_resymbolize,
     .group_stacks = sqlite_group_stacks,
+    .alert_rule_add = sqlite_alert_rule_add,
+    .alert_rule_delete = sqlite_alert_rule_delete,
+    .alert_rules = sqlite_alert_rules,
+    .alert_claim = sqlite_alert_claim,
+    .alert_update = sqlite_alert_update,
+    .alert_rows = sqlite_alert_rows,
+    .app_versions = sqlite_app_versions,
+    .new_groups = sqlite_new_groups,
 };

@@ -3,7 +3,8 @@
  * and its prepared statements (struct store_s, enum stmt_id: the SQL is
  * sqlite_store.c's), the error report, and the ops each file implements:
  * sqlite_store.c opens, ingests, deletes and reports stats, sqlite_query.c
- * reads, sqlite_resym.c renames stored stacks. Every op takes st->lock.
+ * reads, sqlite_resym.c renames stored stacks, sqlite_alerts.c keeps alert
+ * rules and alerts. Every op takes st->lock.
  */
 #ifndef PERF_COLLECTOR_SQLITE_STORE_H
 #define PERF_COLLECTOR_SQLITE_STORE_H
@@ -132,6 +133,19 @@ int sqlite_event_states(store_t *st, int64_t id, store_state_row_fn fn, void *us
 int sqlite_state_rows(store_t *st, const store_top_query_t *q, store_state_sum_fn fn, void *user);
 int sqlite_group_stacks(store_t *st, const char *const *sigs, size_t n, store_group_stack_fn fn,
                         void *user);
+
+/* sqlite_alerts.c: the alert tables made when missing (SQLITE_OK or the
+   error), and store_ops_t's alert ops, app_versions and new_groups. */
+int sqlite_alerts_schema(sqlite3 *db);
+int sqlite_alert_rule_add(store_t *st, const store_alert_rule_t *rule, int64_t *id);
+int sqlite_alert_rule_delete(store_t *st, int64_t id);
+int sqlite_alert_rules(store_t *st, store_alert_rule_fn fn, void *user);
+int sqlite_alert_claim(store_t *st, const store_alert_t *a, int64_t *id);
+int sqlite_alert_update(store_t *st, const store_alert_t *a);
+int sqlite_alert_rows(store_t *st, int64_t rule_id, int64_t limit, store_alert_fn fn, void *user);
+int sqlite_app_versions(store_t *st, const char *app, store_version_fn fn, void *user);
+int sqlite_new_groups(store_t *st, const char *app, int64_t since_ns, int64_t scan_ns,
+                      store_new_group_fn fn, void *user);
 
 /* sqlite_resym.c: store_ops_t's resymbolize. */
 int sqlite_resymbolize(store_t *st, const char *needle, const store_renamer_t *r,

@@ -610,6 +610,12 @@ static void case_bad_flags(void) {
       {{"--rollup-fold-interval", "86401", NULL}, "--rollup-fold-interval: value out of range"},
       {{"--max-read-rows", "99", NULL}, "--max-read-rows: value out of range"},
       {{"--max-read-rows", "1000000001", NULL}, "--max-read-rows: value out of range"},
+      {{"--public-url", "dash.example", NULL},
+       "--public-url: 'dash.example' is not an http:// or https:// URL"},
+      {{"--alert-allow", "10.0.0.1:80", NULL},
+       "--alert-allow: '10.0.0.1:80' is not a host name or IPv4 address"},
+      {{"--alert-rate", "0", NULL}, "--alert-rate: value out of range"},
+      {{"--alert-retries", "21", NULL}, "--alert-retries: value out of range"},
   };
   char out[4096];
   for (size_t i = 0; i < ARRAY_LEN(bad); i++) {
@@ -627,6 +633,8 @@ static void case_help(void) {
   CHECK(strstr(out, "--durability full|process") != NULL);
   CHECK(strstr(out, "--rollup-fold-interval SECONDS") != NULL);
   CHECK(strstr(out, "--max-read-rows N") != NULL);
+  CHECK(strstr(out, "--alert-allow HOST") != NULL);
+  CHECK(strstr(out, "--public-url URL") != NULL);
 }
 
 int main(int argc, char **argv) {

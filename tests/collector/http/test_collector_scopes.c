@@ -233,10 +233,10 @@ static int count_files(const char *dir, int *incoming) {
 
 typedef struct route_s {
   const char *what;
-  unsigned scope; /* bit: 1 ingest, 2 read, 4 symbols; 0: none needed */
+  unsigned scope; /* bit: 1 ingest, 2 read, 4 symbols, 8 admin; 0: none needed */
 } route_t;
 
-enum { INGEST = 1, READ = 2, SYMBOLS = 4 };
+enum { INGEST = 1, READ = 2, SYMBOLS = 4, ADMIN = 8 };
 
 typedef struct scoped_key_s {
   const char *key;
@@ -244,11 +244,11 @@ typedef struct scoped_key_s {
 } scoped_key_t;
 
 static const scoped_key_t KEYS[] = {
-    {"bare-key", INGEST | READ | SYMBOLS},
+    {"bare-key", INGEST | READ | SYMBOLS | ADMIN},
     {"ingest-key", INGEST},
     {"read-key", READ},
     {"symbols-key", SYMBOLS},
-    {"admin-key", INGEST | READ | SYMBOLS},
+    {"admin-key", INGEST | READ | SYMBOLS | ADMIN},
     {"ci-key", INGEST | SYMBOLS},
     {"", 0},
     {"unknown-key", 0},
@@ -256,7 +256,7 @@ static const scoped_key_t KEYS[] = {
 };
 
 static const char *scope_name(unsigned scope) {
-  return scope == INGEST ? "ingest" : scope == READ ? "read" : "symbols";
+  return scope == INGEST ? "ingest" : scope == READ ? "read" : scope == ADMIN ? "admin" : "symbols";
 }
 
 static const char *const READ_ROUTES[] = {
@@ -269,11 +269,13 @@ static const char *const READ_ROUTES[] = {
     "/api/v1/drops",
     "/api/v1/loops",
     "/api/v1/timeseries?kind=hang&bucket=hour",
+    "/api/v1/alerts/deliveries",
     "/metrics",
 };
+#define ADMIN_ROUTE "/api/v1/alerts/rules" /* the webhooks' URLs: admin only */
 
-/* One request to route i (0 batches, 1 symbols, 2.. READ_ROUTES, last
-   /healthz) with key. */
+/* One request to route i (0 batches, 1 symbols, 2.. READ_ROUTES, then
+   ADMIN_ROUTE, last /healthz) with key. */
 static long call_route(const collector_t *c, size_t i, const char *key, const elf_file_t *elf,
                        unsigned seed, reply_t *r) {
   if (i == 0) return post_seeded(c, key, seed, r);
@@ -281,18 +283,24 @@ static long call_route(const collector_t *c, size_t i, const char *key, const el
     return post_symbols(c, elf->id, key, "application/octet-stream", NULL, elf->bytes, elf->len,
                         false, r);
   if (i - 2 < ARRAY_LEN(READ_ROUTES)) return get_with(c, key, READ_ROUTES[i - 2], NULL, r);
+  if (i - 2 == ARRAY_LEN(READ_ROUTES)) return get_with(c, key, ADMIN_ROUTE, NULL, r);
   return get_with(c, key, "/healthz", NULL, r);
 }
 
 static unsigned route_scope(size_t i) {
-  return i == 0 ? INGEST : i == 1 ? SYMBOLS : i - 2 < ARRAY_LEN(READ_ROUTES) ? READ : 0;
+  return i == 0                            ? INGEST
+         : i == 1                          ? SYMBOLS
+         : i - 2 < ARRAY_LEN(READ_ROUTES)  ? READ
+         : i - 2 == ARRAY_LEN(READ_ROUTES) ? ADMIN
+                                           : 0;
 }
 
 static const char *route_name(size_t i) {
-  return i == 0                           ? "POST /v1/batches"
-         : i == 1                         ? "POST /v1/symbols"
-         : i - 2 < ARRAY_LEN(READ_ROUTES) ? READ_ROUTES[i - 2]
-                                          : "/healthz";
+  return i == 0                            ? "POST /v1/batches"
+         : i == 1                          ? "POST /v1/symbols"
+         : i - 2 < ARRAY_LEN(READ_ROUTES)  ? READ_ROUTES[i - 2]
+         : i - 2 == ARRAY_LEN(READ_ROUTES) ? ADMIN_ROUTE
+                                           : "/healthz";
 }
 
 /* Every route with every key: the scope's holder 200 (a new debug file
@@ -309,7 +317,7 @@ static void case_key_scopes(void) {
   CHECK_EQ_INT(post_seeded(&c, "ingest-key", 1, r), 200); /* event 1 for /api/v1/events/1 */
   bool symbols_stored = false;
   unsigned seed = 10;
-  size_t routes = 2 + ARRAY_LEN(READ_ROUTES) + 1;
+  size_t routes = 2 + ARRAY_LEN(READ_ROUTES) + 2;
   for (size_t i = 0; i < routes; i++) {
     unsigned need = route_scope(i);
     for (size_t k = 0; k < ARRAY_LEN(KEYS); k++) {

@@ -12,7 +12,9 @@
  * the demo: 3.1: 2 hangs in 1 h watched, 3.2: 6 in 2 h, 3.0: 2 in 10 s,
  * 3.3: 5 in 0.1 h; hangs of 1 ms: the demo's stays the slowest) and app "inapp" (a hang and a CPU
  * stack innermost in libc, called from the app: post_in_app) and app "kinds" (a fatal hang and a
- * manual capture: post_kinds), then runs tests/dashboard/
+ * manual capture: post_kinds), and an alert (a new_group rule of app
+ * "alerted" whose new CPU group is delivered to a test webhook:
+ * post_alert), then runs tests/dashboard/
  * dashboard_test.mjs (node + playwright-core + Debian's chromium, headless)
  * against it and requires its exit 0 and its two screenshots (the page,
  * and the version comparison panel beside it, "-compare.png"). A missing
@@ -30,6 +32,7 @@
 #include "check.h"
 #include "collector_rig.h"
 #include "demo_rig.h"
+#include "http_server.h"
 #include "tempdir.h"
 
 #define CHROMIUM_PATH "/usr/bin/chromium"
@@ -245,16 +248,52 @@ static void post_kinds(const collector_t *c) {
   }
 }
 
+/* A new_group rule of app "alerted" (format slack), a new CPU group of it
+   delivered to hook: the Alerts panel's row, once the API lists it
+   delivered. */
+static void post_alert(const collector_t *c, http_server_t *hook) {
+  char rule[256];
+  snprintf(rule, sizeof rule,
+           "{\"kind\":\"new_group\",\"url\":\"%s/hook\",\"format\":\"slack\","
+           "\"filters\":{\"app\":\"alerted\"}}",
+           http_server_url(hook));
+  const char *headers[] = {"Authorization: Bearer " GOOD_KEY, "Content-Type: application/json",
+                           NULL};
+  reply_t *r = calloc(1, sizeof *r);
+  CHECK(r);
+  long status = request(c, "POST", "/api/v1/alerts/rules", headers, rule, strlen(rule), false, r);
+  CHECKF(status == 201, "POST rule -> %ld %.*s", status, (int)r->body_len, r->body);
+  payload_t p = {0};
+  batch_distinct_payload(&p, &(distinct_batch_t){"alerted", "1.0", NULL, NULL, NULL, "spin", 0, 1},
+                         400);
+  CHECK_EQ_INT(payload_post(c, GOOD_KEY, &p, r), 200);
+  free(p.data);
+  free(r);
+  CHECKF(http_server_wait_requests(hook, 1, 30000), "the webhook got no alert");
+  double end = now_s() + 30;
+  char *text = NULL;
+  do {
+    free(text);
+    text = get_text(c, "/api/v1/alerts/deliveries");
+  } while (!strstr(text, "\"state\":\"delivered\"") && now_s() < end && usleep(20000) == 0);
+  CHECKF(strstr(text, "\"state\":\"delivered\""), "never delivered: %s", text);
+  free(text);
+}
+
 static void case_browser(void) {
   check_browser_tools();
   collector_t c;
-  collector_start(&c, NULL);
+  collector_start(&c, (const char *[]){"--alert-allow", "127.0.0.1", "--public-url",
+                                       "http://dashboard.test:4318", NULL});
+  http_server_t *hook = http_server_start();
+  CHECK(hook);
   post_rates(&c);
   demo_run_uploading(&c, PERF_DEMO_APP_PATH, tempdir_make("perf-dash"));
   demo_wait_stored(&c);
   post_stack_truth(&c);
   post_in_app(&c);
   post_kinds(&c);
+  post_alert(&c, hook);
 
   char compare_png[sizeof PERF_DASHBOARD_SCREENSHOT + 16];
   snprintf(compare_png, sizeof compare_png, "%.*s-compare.png",
@@ -273,6 +312,7 @@ static void case_browser(void) {
   CHECKF(stat(PERF_DASHBOARD_SCREENSHOT, &st) == 0 && st.st_size > 0, "no screenshot at %s",
          PERF_DASHBOARD_SCREENSHOT);
   CHECKF(stat(compare_png, &st) == 0 && st.st_size > 0, "no screenshot at %s", compare_png);
+  http_server_stop(hook);
   collector_stop_healthy(&c);
 }
 

@@ -4,7 +4,9 @@
  * (mpmath 1.3: the 0.025 and 0.975 quantiles of the gamma distribution by
  * bisection on its regularized incomplete function at 30 digits): counts
  * from 0 to 100000, each bound to 1e-7 relative; the "not enough data"
- * rule at its edges; overlapping and separate intervals.
+ * rule at its edges; overlapping and separate intervals; the exact
+ * (Clopper-Pearson) interval of a share k of n against mpmath's beta
+ * quantiles (betainc inverted by bisection at 40 digits), to 1e-7.
  */
 #include <math.h>
 
@@ -25,6 +27,19 @@ static const struct {
     {100, 81.36399125, 121.6267938},
     {1000, 938.9730184, 1063.952136},
     {100000, 99381.15266, 100621.7447},
+};
+
+static const struct {
+  uint64_t k, n;
+  double low, high;
+} CLOPPER_PEARSON[] = {
+    {5, 10, 0.18708602844739853, 0.81291397155260143},
+    {1, 20, 0.0012650894979498038, 0.24873276277202774},
+    {19, 20, 0.75126723722797223, 0.9987349105020502},
+    {0, 10, 0, 0.30849710781876076},
+    {10, 10, 0.69150289218123918, 1},
+    {30, 100, 0.21240642048953661, 0.39981467617980413},
+    {6, 1000, 0.0022049824851513773, 0.013013423270974496},
 };
 
 static void check_close(double got, double want, const char *what, uint64_t k) {
@@ -61,7 +76,20 @@ static void case_compare(void) {
   CHECK_EQ_INT(rate_compare(1.10, 6.53, 16.23, 116.68), 1);
 }
 
+static void case_binomial(void) {
+  for (size_t i = 0; i < ARRAY_LEN(CLOPPER_PEARSON); i++) {
+    double low = -1, high = -1;
+    rate_binomial_interval(CLOPPER_PEARSON[i].k, CLOPPER_PEARSON[i].n, &low, &high);
+    check_close(low, CLOPPER_PEARSON[i].low, "share low", CLOPPER_PEARSON[i].k);
+    check_close(high, CLOPPER_PEARSON[i].high, "share high", CLOPPER_PEARSON[i].k);
+  }
+  double low = -1, high = -1;
+  rate_binomial_interval(0, 0, &low, &high);
+  CHECK(low == 0.0 && high == 1.0);
+}
+
 static const test_case_t g_cases[] = {
+    TEST_CASE(binomial),
     TEST_CASE(garwood),
     TEST_CASE(enough_data),
     TEST_CASE(compare),

@@ -251,6 +251,7 @@ static bool file_has(const char *path, const char *text) {
   "ALTER TABLE " t " ADD PRIMARY KEY (id); ALTER TABLE " t " ALTER COLUMN id SET DEFAULT"          \
   " nextval('" seq "'); ALTER SEQUENCE " seq " OWNED BY " t ".id;"
 static const char VERSION_1[] =
+    "DROP TABLE alerts; DROP TABLE alert_rules;"
     "DROP TABLE loop_stats_by_loop; DROP TABLE rollup_groups_delta; DROP TABLE rollup_stacks_delta;"
     "DROP SEQUENCE wal_flush_mark; DROP TABLE stack_epoch; DROP TABLE rollup_groups;"
     "DROP TABLE rollup_stacks; DROP TABLE rollup_groups_day;"
@@ -289,8 +290,8 @@ static void case_schema(void) {
     CHECKF(healthy_within(&two[i], 30), "collector %d did not start", i);
   }
   CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM schema_version"), 1);
-  CHECK_EQ_INT(db_count(c.db, "SELECT max(version) FROM schema_version"), 10);
-  CHECK(file_has(logs[0], "migrated to version 10") + file_has(logs[1], "migrated to version 10") ==
+  CHECK_EQ_INT(db_count(c.db, "SELECT max(version) FROM schema_version"), 11);
+  CHECK(file_has(logs[0], "migrated to version 11") + file_has(logs[1], "migrated to version 11") ==
         1);
   reply_t *r = malloc(sizeof *r);
   CHECK(r != NULL);
@@ -300,14 +301,14 @@ static void case_schema(void) {
 
   /* From the previous versions: a database at version 1 (plain tables,
      stack_counts without cpu_us, no rollups), made from this one, is
-     migrated to 10 at start: its rows kept, moved into their days'
+     migrated to 11 at start: its rows kept, moved into their days'
      partitions and rolled up. */
   long long events = db_count(c.db, "SELECT count(*) FROM events");
   long long counts = db_count(c.db, "SELECT count(*) FROM stack_counts");
   db_exec(c.db, VERSION_1);
   CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM pg_class WHERE relname = 'events_default'"), 0);
   collector_restart(&c, NULL);
-  CHECK_EQ_INT(db_count(c.db, "SELECT max(version) FROM schema_version"), 10);
+  CHECK_EQ_INT(db_count(c.db, "SELECT max(version) FROM schema_version"), 11);
   CHECK_EQ_INT(db_count(c.db, "SELECT epoch FROM stack_epoch"), 0);
   CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM events"), events);
   CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM stack_counts"), counts);
@@ -333,13 +334,13 @@ static void case_schema(void) {
   collector_stop_healthy(&c);
 
   /* From version 5 (no delta tables: its collectors upserted the rollup
-     tables at each batch): migrated to 10, the rollups' sums kept (version
+     tables at each batch): migrated to 11, the rollups' sums kept (version
      8 builds them again); a batch then rolls up into the delta rows, which
      the reads add. */
   db_exec(c.db, "DROP TABLE rollup_groups_delta; DROP TABLE rollup_stacks_delta;"
                 "DROP SEQUENCE wal_flush_mark; UPDATE schema_version SET version = 5");
   collector_restart(&c, (const char *[]){"--rollup-fold-interval", "3600", NULL});
-  CHECK_EQ_INT(db_count(c.db, "SELECT max(version) FROM schema_version"), 10);
+  CHECK_EQ_INT(db_count(c.db, "SELECT max(version) FROM schema_version"), 11);
   CHECK_EQ_INT(rolled_sum(c.db, "rollup_stacks", "samples", "true"),
                db_count(c.db, "SELECT sum(samples) FROM stack_counts"));
   CHECK_EQ_INT(post_to(&c, 3, r), 200);
@@ -354,12 +355,12 @@ static void case_schema(void) {
   collector_stop_healthy(&c);
 
   /* From version 6 (no wal_flush_mark, whose setval makes a batch durable
-     under --durability full): migrated to 10; a batch is stored and a
+     under --durability full): migrated to 11; a batch is stored and a
      duplicate of it acknowledged, each marked. */
   db_exec(c.db, "DROP SEQUENCE wal_flush_mark; UPDATE schema_version SET version = 6");
   long long batches = db_count(c.db, "SELECT count(*) FROM batches");
   collector_restart(&c, NULL);
-  CHECK_EQ_INT(db_count(c.db, "SELECT max(version) FROM schema_version"), 10);
+  CHECK_EQ_INT(db_count(c.db, "SELECT max(version) FROM schema_version"), 11);
   CHECK_EQ_INT(post_to(&c, 4, r), 200);
   CHECK_EQ_INT(post_to(&c, 4, r), 200);
   CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM batches"), batches + 1);
@@ -367,7 +368,7 @@ static void case_schema(void) {
   CHECK(db_count(c.db, "SELECT count(*) FROM wal_flush_mark WHERE is_called") == 1);
   collector_stop_healthy(&c);
 
-  /* From version 8 (events without their loop): migrated to 10, the events
+  /* From version 8 (events without their loop): migrated to 11, the events
      stored before of no known loop (NULL, not "main": loop=main finds
      none of them), a batch's hangs then of loop "main" (its SDK named
      none). */
@@ -375,7 +376,7 @@ static void case_schema(void) {
   events = db_count(c.db, "SELECT count(*) FROM events");
   CHECK(events >= 1);
   collector_restart(&c, NULL);
-  CHECK_EQ_INT(db_count(c.db, "SELECT max(version) FROM schema_version"), 10);
+  CHECK_EQ_INT(db_count(c.db, "SELECT max(version) FROM schema_version"), 11);
   CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM events WHERE loop_name IS NULL"), events);
   json_t *mains = get_json(&c, "/api/v1/events?loop=main", &status);
   CHECK_EQ_INT(status, 200);
@@ -389,13 +390,24 @@ static void case_schema(void) {
   CHECK(db_count(c.db, "SELECT count(*) FROM events WHERE loop_name = 'main'") >= 1);
   collector_stop_healthy(&c);
 
-  /* From version 9 (no loop_stats_by_loop): migrated to 10, the table
+  /* From version 9 (no loop_stats_by_loop): migrated to 11, the table
      made empty (the batches stored before named no loop). */
   db_exec(c.db, "DROP TABLE loop_stats_by_loop; UPDATE schema_version SET version = 9");
   collector_restart(&c, NULL);
-  CHECK_EQ_INT(db_count(c.db, "SELECT max(version) FROM schema_version"), 10);
+  CHECK_EQ_INT(db_count(c.db, "SELECT max(version) FROM schema_version"), 11);
   CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM loop_stats_by_loop"), 0);
   CHECK_EQ_INT(post_to(&c, 6, r), 200);
+  collector_stop_healthy(&c);
+
+  /* From version 10 (no alert tables): migrated to 11, the tables made
+     empty; batches stored as before. */
+  db_exec(c.db,
+          "DROP TABLE alerts; DROP TABLE alert_rules; UPDATE schema_version SET version = 10");
+  collector_restart(&c, NULL);
+  CHECK_EQ_INT(db_count(c.db, "SELECT max(version) FROM schema_version"), 11);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM alerts"), 0);
+  CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM alert_rules"), 0);
+  CHECK_EQ_INT(post_to(&c, 7, r), 200);
   free(r);
   collector_stop_healthy(&c);
 
@@ -403,7 +415,7 @@ static void case_schema(void) {
   char listen[32];
   pid_t pid = spawn_on(c.db, logs[0], listen, sizeof listen);
   CHECK_EQ_INT(spawn_wait(pid, 30), 1);
-  CHECKF(file_has(logs[0], "schema version 999 is newer than this collector's (10)"), "see %s",
+  CHECKF(file_has(logs[0], "schema version 999 is newer than this collector's (11)"), "see %s",
          logs[0]);
 }
 

@@ -22,7 +22,12 @@
  *    written again;
  *  - check_health_and_jobs: check and health answer STORE_OK; a job one
  *    store claimed another store on the same database cannot claim until
- *    it is released (backends that have jobs).
+ *    it is released (backends that have jobs);
+ *  - alerts: rules added, listed in order and deleted (then not found);
+ *    an alert claimed once, by this store or another on the same
+ *    database, its delivery updated and listed newest first per rule;
+ *    an app's versions by their first batch; the groups new since a time
+ *    (none named before it, per kind) within the batches scanned.
  */
 #include <jansson.h>
 #include <stdbool.h>
@@ -661,6 +666,143 @@ static void case_check_health_and_jobs(void) {
   close_store(&f);
 }
 
+static int on_rule(const store_alert_rule_t *r, void *user) {
+  json_array_append_new(user, json_pack("{s:I,s:s,s:s,s:s,s:s?,s:s?,s:I}", "id", (json_int_t)r->id,
+                                        "kind", r->kind, "url", r->url, "format", r->format, "app",
+                                        r->app, "event_kind", r->event_kind, "created_ns",
+                                        (json_int_t)r->created_ns));
+  return 0;
+}
+
+static int on_alert_row(const store_alert_t *a, void *user) {
+  json_array_append_new(user, json_pack("{s:I,s:s,s:s,s:I,s:I,s:I,s:s,s:s}", "rule",
+                                        (json_int_t)a->rule_id, "key", a->alert_key, "state",
+                                        a->state, "status", (json_int_t)a->status, "attempts",
+                                        (json_int_t)a->attempts, "time", (json_int_t)a->time_ns,
+                                        "summary", a->summary, "link", a->link));
+  return 0;
+}
+
+static int on_version(const char *version, int64_t first_ns, void *user) {
+  json_array_append_new(user, json_pack("[sI]", version, (json_int_t)first_ns));
+  return 0;
+}
+
+static int on_new_group(const store_new_group_t *g, void *user) {
+  json_array_append_new(user,
+                        json_pack("[ssI]", g->kind, g->group_sig, (json_int_t)g->first_seen_ns));
+  return 0;
+}
+
+/* list's JSON, compact, against want. */
+static void check_json(json_t *list, const char *want, const char *what) {
+  char *got = json_dumps(list, JSON_COMPACT);
+  CHECKF(got && strcmp(got, want) == 0, "%s: %s, want %s", what, got ? got : "?", want);
+  free(got);
+  json_decref(list);
+}
+
+static void case_alerts(void) {
+  fixture_t f;
+  open_store(&f);
+  store_alert_rule_t r1 = {0, "new_group", "http://h/1", "json", NULL, "cpu", 5};
+  store_alert_rule_t r2 = {0, "hang_rate_regression", "http://h/2", "slack", "shop", NULL, 6};
+  CHECK_EQ_INT(f.ops->alert_rule_add(f.st, &r1, &r1.id), STORE_OK);
+  CHECK_EQ_INT(f.ops->alert_rule_add(f.st, &r2, &r2.id), STORE_OK);
+  CHECK(r2.id > r1.id && r1.id > 0);
+  CHECK_EQ_INT(f.ops->alert_rule_delete(f.st, r1.id), STORE_OK);
+  CHECK_EQ_INT(f.ops->alert_rule_delete(f.st, r1.id), STORE_NOT_FOUND);
+  json_t *list = json_array();
+  CHECK_EQ_INT(f.ops->alert_rules(f.st, on_rule, list), STORE_OK);
+  char want[512];
+  snprintf(want, sizeof want,
+           "[{\"id\":%lld,\"kind\":\"hang_rate_regression\",\"url\":\"http://h/2\","
+           "\"format\":\"slack\",\"app\":\"shop\",\"event_kind\":null,\"created_ns\":6}]",
+           (long long)r2.id);
+  check_json(list, want, "rules");
+
+  /* One claim per rule and key, whichever store of the database makes it. */
+  store_alert_t a = {0, r2.id, "k1", "pending", 0, 0, 100, "one", "http://d/?x=1"};
+  CHECK_EQ_INT(f.ops->alert_claim(f.st, &a, &a.id), STORE_OK);
+  int64_t again = -1;
+  CHECK_EQ_INT(f.ops->alert_claim(f.st, &a, &again), STORE_DUPLICATE);
+  fixture_t other = f;
+  store_config_t config = {STORE_DURABLE_FULL, 0, 0};
+  CHECK(other.ops->open(f.location, &config, &other.st) == STORE_OK);
+  CHECK_EQ_INT(other.ops->alert_claim(other.st, &a, &again), STORE_DUPLICATE);
+  store_alert_t b = {0, r2.id, "k2", "suppressed", 0, 0, 200, "two", ""};
+  CHECK_EQ_INT(other.ops->alert_claim(other.st, &b, &b.id), STORE_OK);
+  close_store(&other);
+  store_alert_t c = {0, r1.id, "k1", "pending", 0, 0, 150, "three", ""};
+  CHECK_EQ_INT(f.ops->alert_claim(f.st, &c, &c.id), STORE_OK); /* another rule's k1 */
+  a.state = "delivered", a.status = 200, a.attempts = 2, a.time_ns = 300;
+  CHECK_EQ_INT(f.ops->alert_update(f.st, &a), STORE_OK);
+  list = json_array();
+  CHECK_EQ_INT(f.ops->alert_rows(f.st, r2.id, 10, on_alert_row, list), STORE_OK);
+  snprintf(want, sizeof want,
+           "[{\"rule\":%lld,\"key\":\"k1\",\"state\":\"delivered\",\"status\":200,"
+           "\"attempts\":2,\"time\":300,\"summary\":\"one\",\"link\":\"http://d/?x=1\"},"
+           "{\"rule\":%lld,\"key\":\"k2\",\"state\":\"suppressed\",\"status\":0,"
+           "\"attempts\":0,\"time\":200,\"summary\":\"two\",\"link\":\"\"}]",
+           (long long)r2.id, (long long)r2.id);
+  check_json(list, want, "alerts of rule 2");
+  list = json_array();
+  CHECK_EQ_INT(f.ops->alert_rows(f.st, 0, 2, on_alert_row, list), STORE_OK);
+  CHECK_EQ_INT(json_array_size(list), 2); /* the newest two of three: 300, 200 */
+  CHECK_EQ_INT(json_integer_value(json_object_get(json_array_get(list, 1), "time")), 200);
+  json_decref(list);
+
+  /* Versions by their first batch: 1.0 at R, 2.0 at R + 10 s (1.0 again after). */
+  built_t x;
+  const char *versions[] = {"1.0", "2.0", "1.0"};
+  for (int i = 0; i < 3; i++) {
+    build(&x, (uint8_t)(10 + i), RECEIVED_NS + i * 10 * S_NS, RECEIVED_NS);
+    x.batch.version = versions[i];
+    CHECK_EQ_INT(f.ops->put_batch(f.st, &x.batch), STORE_OK);
+    unbuild(&x);
+  }
+  list = json_array();
+  CHECK_EQ_INT(f.ops->app_versions(f.st, "contract", on_version, list), STORE_OK);
+  snprintf(want, sizeof want, "[[\"1.0\",%lld],[\"2.0\",%lld]]", (long long)RECEIVED_NS,
+           (long long)(RECEIVED_NS + 10 * S_NS));
+  check_json(list, want, "versions");
+
+  /* New groups: none since R + 5 s (batches at R named them all before);
+     from R on, the first batch's: hang A, cpu A and cpu B, by signature. */
+  list = json_array();
+  CHECK_EQ_INT(f.ops->new_groups(f.st, "contract", RECEIVED_NS + 5 * S_NS, 0, on_new_group, list),
+               STORE_OK);
+  check_json(list, "[]", "new groups since R + 5 s");
+  list = json_array();
+  CHECK_EQ_INT(f.ops->new_groups(f.st, "contract", RECEIVED_NS, RECEIVED_NS, on_new_group, list),
+               STORE_OK);
+  build(&x, 99, RECEIVED_NS, RECEIVED_NS);
+  const char *lo = strcmp(x.ga.signature, x.gb.signature) < 0 ? x.ga.signature : x.gb.signature;
+  const char *hi = lo == x.ga.signature ? x.gb.signature : x.ga.signature;
+  char hang_first[256], cpu[512];
+  /* by first batch, then signature, then kind: A's cpu and hang rows together */
+  snprintf(cpu, sizeof cpu, "[\"cpu\",\"%s\",%lld]", lo, (long long)RECEIVED_NS);
+  snprintf(hang_first, sizeof hang_first, "[\"hang\",\"%s\",%lld]", x.ga.signature,
+           (long long)RECEIVED_NS);
+  char *got = json_dumps(list, JSON_COMPACT);
+  CHECKF(json_array_size(list) == 3 && strstr(got, hang_first) && strstr(got, cpu),
+         "new groups: %s", got);
+  CHECKF(strstr(got, hi), "new groups: %s has %s", got, hi);
+  free(got);
+  json_decref(list);
+  /* the scan's bound: batches received before it are not read */
+  list = json_array();
+  CHECK_EQ_INT(
+      f.ops->new_groups(f.st, "contract", RECEIVED_NS, RECEIVED_NS + 30 * S_NS, on_new_group, list),
+      STORE_OK);
+  check_json(list, "[]", "new groups past the scan");
+  list = json_array();
+  CHECK_EQ_INT(f.ops->new_groups(f.st, "other", RECEIVED_NS, 0, on_new_group, list), STORE_OK);
+  check_json(list, "[]", "another app's new groups");
+  unbuild(&x);
+  close_store(&f);
+}
+
 /* last_seen of the stacks (table "stacks") or groups row of sig. */
 static long long last_seen(const fixture_t *f, const char *table, const char *sig) {
   char sql[160];
@@ -724,6 +866,7 @@ static const test_case_t CASES[] = {
     TEST_CASE(resymbolize_moves_a_stack),
     TEST_CASE(known_rows_written_once),
     TEST_CASE(check_health_and_jobs),
+    TEST_CASE(alerts),
 };
 
 int main(int argc, char **argv) {

@@ -180,6 +180,38 @@ async function firstStackFunction(page) {
     .locator('[data-testid="stack-function"]').textContent();
 }
 
+// The Alerts panel: the rows of GET /api/v1/alerts/deliveries in its
+// order (the test made one: a new CPU group of app "alerted", delivered
+// to a test webhook), each with its state, the webhook's status, the
+// attempts and the link to its view; the rules listed without their URLs.
+async function checkAlerts(page) {
+  const { deliveries, rules } = await apiJson('/api/v1/alerts/deliveries?limit=50');
+  check(deliveries.length === 1 && deliveries[0].state === 'delivered', 'the test made one alert');
+  await page.waitForFunction((n) => document.querySelectorAll('[data-testid="alert-row"]').length === n,
+    deliveries.length);
+  const rows = await page.locator('[data-testid="alert-row"]').evaluateAll((trs) => trs.map((tr) => ({
+    key: tr.dataset.key,
+    state: tr.querySelector('[data-testid="alert-state"]').textContent,
+    status: tr.querySelector('[data-testid="alert-status"]').textContent,
+    attempts: tr.querySelector('[data-testid="alert-attempts"]').textContent,
+    link: tr.querySelector('[data-testid="alert-link"]')?.getAttribute('href'),
+    text: tr.querySelector('[data-testid="alert-link"]')?.textContent,
+  })));
+  deliveries.forEach((d, i) => {
+    const row = rows[i];
+    check(row.key === d.alert_key && row.state === d.state && row.status === String(d.status) &&
+      row.attempts === String(d.attempts) && row.link === d.link && row.text === d.summary,
+    `alert row ${i} ${JSON.stringify(row)} shows ${JSON.stringify(d)}`);
+  });
+  check(rows[0].link.startsWith('http://dashboard.test:4318/?app=alerted&kind=cpu&range=all&group='),
+    `the alert links its group's view: ${rows[0].link}`);
+  const ruleTexts = await page.locator('[data-testid="alert-rule"]').allTextContents();
+  check(JSON.stringify(ruleTexts) === JSON.stringify(rules.map((r) => `#${r.id} new_group, slack, app alerted`)),
+    `rules ${JSON.stringify(ruleTexts)}`);
+  check(!(await page.getByTestId('alerts-panel').textContent()).includes('127.0.0.1'),
+    'no webhook URL on the page');
+}
+
 async function run(page) {
   // The expected values, from the API the page reads.
   const hang = (await apiJson('/api/v1/top-stacks?kind=hang')).stacks[0];
@@ -207,6 +239,7 @@ async function run(page) {
   check(await message.isHidden(), 'the 401 message is gone');
   check(await page.evaluate(() => localStorage.getItem('perf-collector.api-key')) === key,
     'the key is in localStorage');
+  await checkAlerts(page);
 
   // The chart: the 24 h default by the hour, the API's points exactly.
   const hangPoints = await checkChart(page);
