@@ -444,7 +444,7 @@ static void case_reopen(void) {
   CHECK_EQ_INT(db_count(c.db, "SELECT sum(events) FROM rollup_groups"),
                db_count(c.db, "SELECT sum(events) FROM snap_groups") + 7 * groups);
   collector_restart(&c, NO_LIMIT);
-  if (rig_pg()) CHECK_EQ_INT(db_count(c.db, "SELECT max(version) FROM schema_version"), 10);
+  if (rig_pg()) CHECK_EQ_INT(db_count(c.db, "SELECT max(version) FROM schema_version"), 11);
   check_rebuilt(&c, groups, stacks, days);
   collector_stop_healthy(&c);
 
