@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# scripts/demo.sh [--serve] - the main job: install what is missing, build,
+# scripts/demo.sh [--serve | --screenshot PNG] - the main job: install what
+# is missing, build,
 # and show the SDK end to end:
 #  1. backtrace_demo parks threads in recognisable call chains and prints
 #     every thread's stack as the SDK captures it;
@@ -11,7 +12,9 @@
 #     dashboard URL. The collector is then stopped, unless --serve is given:
 #     it then keeps running (Ctrl-C stops it) for a person to open the
 #     dashboard. PERF_DEMO_PORT picks the port (default: the first free one
-#     from 4318).
+#     from 4318). --screenshot PNG writes the dashboard of that collector,
+#     as Chromium shows it 1400 px wide, to PNG (scripts/screenshot.mjs;
+#     the README's picture is made so), then stops.
 # Each step keeps its output in a log file, $PERF_DEMO_LOG_DIR/<step>.log
 # (default build/demo-logs): a step that fails prints the last lines of its
 # log and what to do (the package to install, the first compiler error, the
@@ -20,11 +23,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 serve=0
+screenshot=
 case "${1:-}" in
 "") ;;
 --serve) serve=1 ;;
+--screenshot)
+  [ -n "${2:-}" ] || { echo "usage: $0 --screenshot PNG" >&2; exit 2; }
+  screenshot=$(realpath -m "$2")
+  ;;
 *)
-  echo "usage: $0 [--serve]" >&2
+  echo "usage: $0 [--serve | --screenshot PNG]" >&2
   exit 2
   ;;
 esac
@@ -216,6 +224,16 @@ print_top cpu
 heading "dashboard"
 echo "  $url/dashboard/"
 echo "  (API: $url/api/v1/top-stacks?kind=hang, metrics: $url/metrics)"
+
+if [ -n "$screenshot" ]; then
+  heading "dashboard screenshot: $screenshot"
+  [ -d tests/collector/http/dashboard/node_modules/playwright-core ] ||
+    step npm_ci "npm could not install playwright-core: the log says why" \
+      npm ci --prefix tests/collector/http/dashboard
+  mkdir -p "$(dirname "$screenshot")"
+  step screenshot "Chromium could not show the dashboard: the log says why" \
+    node scripts/screenshot.mjs "$url" demo-key "$screenshot"
+fi
 
 if [ "$serve" = 1 ]; then
   echo

@@ -17,8 +17,10 @@
  * post_alert), then runs tests/dashboard/
  * dashboard_test.mjs (node + playwright-core + Debian's chromium, headless)
  * against it and requires its exit 0 and its two screenshots (the page,
- * and the version comparison panel beside it, "-compare.png"). A missing
- * node, chromium or playwright-core fails the test: it never skips.
+ * and the version comparison panel beside it, "-compare.png"), then
+ * scripts/screenshot.mjs (the README's picture) on the same collector
+ * ("-readme.png"). A missing node, chromium or playwright-core fails the
+ * test: it never skips.
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -312,6 +314,15 @@ static void case_browser(void) {
   CHECKF(stat(PERF_DASHBOARD_SCREENSHOT, &st) == 0 && st.st_size > 0, "no screenshot at %s",
          PERF_DASHBOARD_SCREENSHOT);
   CHECKF(stat(compare_png, &st) == 0 && st.st_size > 0, "no screenshot at %s", compare_png);
+  /* The README's picture: scripts/screenshot.mjs on the same collector. */
+  char readme_png[sizeof PERF_DASHBOARD_SCREENSHOT + 16];
+  snprintf(readme_png, sizeof readme_png, "%.*s-readme.png",
+           (int)(sizeof PERF_DASHBOARD_SCREENSHOT - 1 - 4), PERF_DASHBOARD_SCREENSHOT);
+  unlink(readme_png);
+  char *shot[] = {PERF_NODE_PATH, PERF_SCREENSHOT_SCRIPT, c.url, READ_KEY, readme_png, NULL};
+  status = spawn_wait(spawn(shot, NULL), BROWSER_DEADLINE_S);
+  CHECKF(status == 0, "scripts/screenshot.mjs exited with %d", status);
+  CHECKF(stat(readme_png, &st) == 0 && st.st_size > 10000, "no screenshot at %s", readme_png);
   http_server_stop(hook);
   collector_stop_healthy(&c);
 }

@@ -649,10 +649,24 @@ async function checkTimeWindow(page) {
 }
 
 // On a phone's screen (390 px) the filters scroll away with the page
-// rather than staying over the content; on a wide one they stay on top.
+// rather than staying over the content; on a wide one they stay on top,
+// and at 1400 px and wider every filter sits on one line (their boxes'
+// middles level, none past the window's right edge).
 async function checkPhone(page) {
   const position = () => page.evaluate(() => getComputedStyle(document.querySelector('header')).position);
   check(await position() === 'sticky', 'wide: the header stays on top');
+  for (const width of [1400, 1440]) {
+    await page.setViewportSize({ width, height: 1000 });
+    const boxes = await page.evaluate(() => [...document.querySelectorAll('#filters > :not(datalist)')]
+      .map((e) => {
+        const r = e.getBoundingClientRect();
+        return { middle: Math.round((r.top + r.bottom) / 2), right: Math.round(r.right) };
+      }));
+    const middles = boxes.map((b) => b.middle);
+    check(boxes.length >= 9 && Math.max(...middles) - Math.min(...middles) <= 2 &&
+      boxes.every((b) => b.right <= width),
+      `${width} px: the filters on one line (${JSON.stringify(boxes)})`);
+  }
   await page.setViewportSize({ width: 390, height: 844 });
   check(await position() === 'static', 'phone: the header scrolls away');
   await page.evaluate(() => window.scrollTo(0, 2000));
