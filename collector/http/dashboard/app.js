@@ -80,6 +80,7 @@ const state = {
   flame: null, // the /api/v1/flame tree
   flameBy: 'samples', // what a frame's width is: 'cpu_us' (CPU time) or 'samples'
   zoom: [], // names from the root's child down to the zoomed frame; [] = whole tree
+  flameFocus: null, // the path (names joined by NUL) of the frame to focus once drawn; '' the root
   flameSearch: '', // frames whose name holds this text (any case) are marked, the rest dimmed
   flameDiff: false, // the flame graph of version B against version A (/api/v1/flame/diff)
   window: null, // { from, to } (ms): a time range chosen on the chart, in place of the menu's
@@ -837,9 +838,62 @@ function renderFlame() {
   layoutChildren(focus, chain.length - 1, 0, width, state.zoom.slice(0, chain.length - 1), rects);
   const depth = Math.max(...rects.map((r) => r.depth)) + 1;
   const svg = el('svg:svg', { width: String(width), height: String(depth * FLAME_ROW),
-    viewBox: `0 0 ${width} ${depth * FLAME_ROW}`, role: 'img', 'aria-label': 'Flame graph' });
-  for (const r of rects) svg.append(flameNode(r, flameValue(root), flameValue(focus)));
+    viewBox: `0 0 ${width} ${depth * FLAME_ROW}`, role: 'group', 'aria-label': 'Flame graph' });
+  const nodes = rects.map((r) => flameNode(r, flameValue(root), flameValue(focus)));
+  rects.forEach((r, i) => {
+    nodes[i].addEventListener('keydown', (ev) => flameKey(ev, rects, nodes, i));
+    nodes[i].addEventListener('focus', () => showTooltip(null, r.node, r.parent, flameValue(root), flameValue(focus),
+      nodes[i]));
+    nodes[i].addEventListener('blur', () => { $('flame-tooltip').hidden = true; });
+  });
+  svg.append(...nodes);
   box.append(svg);
+  // After a zoom by key, the zoomed frame keeps the focus.
+  if (state.flameFocus !== null) {
+    const at = rects.findIndex((r) => r.path.join('\u0000') === state.flameFocus);
+    state.flameFocus = null;
+    if (at >= 0) nodes[at].focus();
+  }
+}
+
+// The keys of a focused frame: Up its caller, Down its widest callee,
+// Left and Right the frames beside it on its row, Home the root; Enter or
+// Space zooms into it, Escape zooms out to the whole graph.
+function flameKey(ev, rects, nodes, i) {
+  const r = rects[i];
+  const rowOf = (depth) => rects.map((x, k) => [x, k]).filter(([x]) => x.depth === depth)
+    .sort((a, b) => a[0].x - b[0].x);
+  let to = -1;
+  if (ev.key === 'ArrowUp') {
+    to = rects.findIndex((x) => x.depth === r.depth - 1 && x.node === r.parent);
+  } else if (ev.key === 'ArrowDown') {
+    const kids = rects.map((x, k) => [x, k]).filter(([x]) => x.depth === r.depth + 1 && x.parent === r.node);
+    kids.sort((a, b) => b[0].w - a[0].w || a[0].x - b[0].x);
+    if (kids.length) to = kids[0][1];
+  } else if (ev.key === 'ArrowLeft' || ev.key === 'ArrowRight') {
+    const row = rowOf(r.depth);
+    const at = row.findIndex(([, k]) => k === i) + (ev.key === 'ArrowLeft' ? -1 : 1);
+    if (at >= 0 && at < row.length) to = row[at][1];
+  } else if (ev.key === 'Home') {
+    to = 0;
+  } else if (ev.key === 'Enter' || ev.key === ' ') {
+    ev.preventDefault();
+    state.zoom = r.path;
+    state.flameFocus = r.path.join('\u0000');
+    $('flame-tooltip').hidden = true;
+    renderFlame();
+    return;
+  } else if (ev.key === 'Escape' && state.zoom.length) {
+    ev.preventDefault();
+    state.zoom = [];
+    state.flameFocus = '';
+    renderFlame();
+    return;
+  } else {
+    return;
+  }
+  ev.preventDefault();
+  if (to >= 0) nodes[to].focus();
 }
 
 function layoutChildren(node, depth, x, width, path, rects) {
@@ -870,6 +924,8 @@ function flameNode(r, total, focusTotal) {
     'data-hang-ms': r.node.hang_ms === undefined ? null : String(r.node.hang_ms),
     'data-delta': r.node.delta === undefined ? null : String(r.node.delta),
     'data-in-app': r.node.in_app === undefined ? null : String(r.node.in_app),
+    'data-depth': String(r.depth), tabindex: '0', role: 'button',
+    'aria-label': isRoot ? `all: ${flameWords(r.node)}` : `${name}: ${flameWords(r.node)}`,
     transform: `translate(${r.x.toFixed(2)},${r.depth * FLAME_ROW})` });
   const rect = el('svg:rect', { width: Math.max(0, r.w - 1).toFixed(2), height: String(FLAME_ROW - 2), rx: '2' });
   rect.style.fill = isRoot ? '#adb5bd' : match ? '#d63bd6' : isDiff() ? diffColor(r.node.delta) : frameColor(r.node);
@@ -895,7 +951,7 @@ function flameNode(r, total, focusTotal) {
 // A frame's name, its CPU time and samples (CPU) or samples and hang time
 // (hangs), and its share of the whole, of the zoomed frame and of its
 // caller by width.
-function showTooltip(ev, node, parent, total, focusTotal) {
+function showTooltip(ev, node, parent, total, focusTotal, at) {
   const tip = $('flame-tooltip');
   const pct = (v, of) => `${((100 * v) / of).toFixed(1)}%`;
   const value = flameValue(node);
@@ -911,9 +967,11 @@ function showTooltip(ev, node, parent, total, focusTotal) {
   tip.textContent = text;
   tip.hidden = false;
   const pad = 14;
-  const x = Math.min(ev.clientX + pad, window.innerWidth - tip.offsetWidth - 4);
-  const y = ev.clientY + pad + tip.offsetHeight > window.innerHeight ? ev.clientY - tip.offsetHeight - pad
-    : ev.clientY + pad;
+  // A mouse's position, or (focused by key) the frame's lower left corner.
+  const box = at ? at.getBoundingClientRect() : null;
+  const cx = ev ? ev.clientX : box.left, cy = ev ? ev.clientY : box.bottom;
+  const x = Math.min(cx + pad, window.innerWidth - tip.offsetWidth - 4);
+  const y = cy + pad + tip.offsetHeight > window.innerHeight ? cy - tip.offsetHeight - pad : cy + pad;
   tip.style.left = `${x}px`;
   tip.style.top = `${y}px`;
 }

@@ -333,6 +333,45 @@ async function run(page) {
   await found.waitFor({ state: 'hidden' });
   check(await page.locator('[data-testid="flame-node"].match').count() === 0, 'Escape clears the search');
 
+  // Keys: from the root, Down goes to its widest callee (the API tree's
+  // by samples), Down again to that one's, Up back, Right to the next
+  // frame of the row when there is one; Enter zooms into the focused frame
+  // (it keeps the focus and spans the graph), Escape zooms out; the
+  // focused frame's tooltip is shown.
+  const focused = () => page.evaluate(() => {
+    const e = document.activeElement;
+    return e && e.dataset ? `${e.dataset.depth}:${e.dataset.name}` : '';
+  });
+  const widest = (node) => [...node.children].sort((a, b) => b.samples - a.samples)[0];
+  await page.locator('[data-testid="flame-node"][data-depth="0"]').focus();
+  check(await focused() === '0:all', `keys: the root focused (${await focused()})`);
+  await page.keyboard.press('ArrowDown');
+  const first = widest(hangTree), second = widest(first);
+  check(await focused() === `1:${first.name}`, `keys: Down -> 1:${first.name} (${await focused()})`);
+  await page.keyboard.press('ArrowDown');
+  check(await focused() === `2:${second.name}`, `keys: Down -> 2:${second.name} (${await focused()})`);
+  await tip.waitFor({ state: 'visible' });
+  check((await tip.textContent()).startsWith(`${second.name}\n`) || (await tip.textContent()).startsWith(second.name),
+    `keys: the focused frame's tooltip (${await tip.textContent()})`);
+  await page.keyboard.press('ArrowUp');
+  check(await focused() === `1:${first.name}`, `keys: Up -> 1:${first.name} (${await focused()})`);
+  const row1 = await page.locator('[data-testid="flame-node"][data-depth="1"]').count();
+  await page.keyboard.press('ArrowRight');
+  check(row1 > 1 ? await focused() !== `1:${first.name}` : await focused() === `1:${first.name}`,
+    `keys: Right on a row of ${row1} (${await focused()})`);
+  await page.keyboard.press('ArrowLeft');
+  await page.keyboard.press('ArrowDown');
+  await page.keyboard.press('Enter');
+  await page.getByTestId('flame-reset').waitFor({ state: 'visible' });
+  check(await focused() === `2:${second.name}`, `keys: Enter zoomed, the focus kept (${await focused()})`);
+  const keyZoomed = Number(await page.locator(`[data-testid="flame-node"][data-depth="2"][data-name="${second.name}"] rect`)
+    .first().getAttribute('width'));
+  const keySvg = Number(await page.locator('#flame svg').getAttribute('width'));
+  check(keyZoomed >= keySvg - 2, `keys: the zoomed frame spans the graph (${keyZoomed} of ${keySvg})`);
+  await page.keyboard.press('Escape');
+  await page.getByTestId('flame-reset').waitFor({ state: 'hidden' });
+  check(await focused() === '0:all', `keys: Escape zoomed out, the root focused (${await focused()})`);
+
   // Click: zoom into parse_profile_blob, then back.
   await page.locator('[data-testid="flame-node"][data-name="parse_profile_blob"]').first().click();
   await page.getByTestId('flame-reset').waitFor({ state: 'visible' });
