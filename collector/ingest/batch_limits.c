@@ -340,27 +340,42 @@ unsigned batch_limits_text(const batch_limits_t *l, const Perf__V1__Batch *bt, c
 
 /* ---- cutting ------------------------------------------------------------ */
 
-static bool grow_table(void **v, size_t n, size_t size) {
-  void *grown = realloc(*v, (n + 1) * size);
+/* Memory as protobuf-c's allocator a gives it (NULL: its default,
+   malloc), so the batch's free (or its arena's reset) takes it too. */
+static void *pb_alloc(ProtobufCAllocator *a, size_t n) {
+  return a ? a->alloc(a->allocator_data, n) : malloc(n);
+}
+
+static void pb_free(ProtobufCAllocator *a, void *p) {
+  if (a)
+    a->free(a->allocator_data, p);
+  else
+    free(p);
+}
+
+static bool grow_table(ProtobufCAllocator *a, void **v, size_t n, size_t size) {
+  void *grown = pb_alloc(a, (n + 1) * size);
   if (!grown) return false;
+  if (n) memcpy(grown, *v, n * size);
+  pb_free(a, *v);
   *v = grown;
   return true;
 }
 
 /* Index (1-based) of a frame named BATCH_TRUNCATED added to bt's tables:
    a string, a function and a frame in no module, allocated as protobuf-c
-   does (perf__v1__batch__free_unpacked frees them with the rest). 0 when
-   out of memory. */
-static uint32_t truncated_frame(Perf__V1__Batch *bt) {
-  char *name = strdup(BATCH_TRUNCATED);
-  Perf__V1__Function *fn = malloc(sizeof *fn);
-  Perf__V1__Frame *frame = malloc(sizeof *frame);
-  if (!name || !fn || !frame || !grow_table((void **)&bt->strings, bt->n_strings, sizeof name) ||
-      !grow_table((void **)&bt->functions, bt->n_functions, sizeof fn) ||
-      !grow_table((void **)&bt->frames, bt->n_frames, sizeof frame)) {
-    free(name), free(fn), free(frame);
+   did (with a: freed with the rest of the batch). 0 when out of memory. */
+static uint32_t truncated_frame(ProtobufCAllocator *a, Perf__V1__Batch *bt) {
+  char *name = pb_alloc(a, sizeof BATCH_TRUNCATED);
+  Perf__V1__Function *fn = pb_alloc(a, sizeof *fn);
+  Perf__V1__Frame *frame = pb_alloc(a, sizeof *frame);
+  if (!name || !fn || !frame || !grow_table(a, (void **)&bt->strings, bt->n_strings, sizeof name) ||
+      !grow_table(a, (void **)&bt->functions, bt->n_functions, sizeof fn) ||
+      !grow_table(a, (void **)&bt->frames, bt->n_frames, sizeof frame)) {
+    pb_free(a, name), pb_free(a, fn), pb_free(a, frame);
     return 0;
   }
+  memcpy(name, BATCH_TRUNCATED, sizeof BATCH_TRUNCATED);
   perf__v1__function__init(fn);
   perf__v1__frame__init(frame);
   bt->strings[bt->n_strings] = name;
@@ -371,12 +386,12 @@ static uint32_t truncated_frame(Perf__V1__Batch *bt) {
   return (uint32_t)bt->n_frames;
 }
 
-int batch_limits_cut_stacks(Perf__V1__Batch *bt, size_t max) {
+int batch_limits_cut_stacks(ProtobufCAllocator *a, Perf__V1__Batch *bt, size_t max) {
   uint32_t mark = 0;
   for (size_t i = 0; max && i < bt->n_stacks; i++) {
     Perf__V1__Stack *s = bt->stacks[i];
     if (s->n_frames <= max) continue;
-    if (!mark && !(mark = truncated_frame(bt))) return -1;
+    if (!mark && !(mark = truncated_frame(a, bt))) return -1;
     s->frames[max - 1] = mark; /* innermost first: the root end goes */
     s->n_frames = max;
   }

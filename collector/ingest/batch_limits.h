@@ -65,8 +65,10 @@ unsigned batch_limits_text(const batch_limits_t *l, const Perf__V1__Batch *bt, c
 
 /* Every stack deeper than max keeps its innermost max - 1 frames and gets
    one frame named BATCH_TRUNCATED as its outermost (added once to bt's
-   tables); the stack's array is reused. 0, or -1 when out of memory. */
-int batch_limits_cut_stacks(Perf__V1__Batch *bt, size_t max);
+   tables, allocated with a as the batch was unpacked: NULL for
+   protobuf-c's default); the stack's array is reused. 0, or -1 when out
+   of memory. */
+int batch_limits_cut_stacks(ProtobufCAllocator *a, Perf__V1__Batch *bt, size_t max);
 
 /* A string longer than max bytes is cut on a whole UTF-8 character and
    ends in BATCH_TRUNCATED, in place (it only gets shorter); max below the

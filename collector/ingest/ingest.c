@@ -29,6 +29,7 @@
 #include "collector/base/log.h"
 #include "collector/ingest/batch_limits.h"
 #include "collector/ingest/batch_loops.h"
+#include "collector/ingest/decode_arena.h"
 #include "collector/ingest/sample_states.h"
 #include "collector/ingest/stack_cache.h"
 #include "collector/model/frame_json.h"
@@ -668,8 +669,8 @@ static int decompress(const uint8_t *body, size_t len, size_t max, uint8_t **raw
 
 /* Decompress (capped), walk the protobuf against the limits before
    unpacking it (batch_limits.h: what the unpack would allocate), unpack. */
-static unsigned decode_payload(const ingest_target_t *t, const uint8_t *body, size_t len,
-                               Perf__V1__Batch **bt, ingest_result_t *res) {
+static unsigned decode_payload(const ingest_target_t *t, decode_arena_t *arena, const uint8_t *body,
+                               size_t len, Perf__V1__Batch **bt, ingest_result_t *res) {
   static const uint8_t ZSTD_MAGIC[4] = {0x28, 0xb5, 0x2f, 0xfd};
   if (len < 4 || memcmp(body, ZSTD_MAGIC, 4) != 0)
     return set_result(res, 400, REJECT_BAD_PAYLOAD, "body is not a zstd frame"), 400;
@@ -679,7 +680,9 @@ static unsigned decode_payload(const ingest_target_t *t, const uint8_t *body, si
   unsigned limit = rc == PERF_OK
                        ? batch_limits_scan(limits_of(t), raw, n, res->message, sizeof res->message)
                        : 0;
-  if (rc == PERF_OK && !limit) rc = perf__batch_decode_uncompressed(raw, n, bt);
+  if (rc == PERF_OK && !limit)
+    rc = perf__batch_decode_uncompressed_with(arena ? decode_arena_allocator(arena) : NULL, raw, n,
+                                              bt);
   free(raw);
   if (limit) {
     res->status = limit;
@@ -721,48 +724,60 @@ static unsigned check_batch(const Perf__V1__Batch *bt, const uint8_t *header_id,
 /* Text not UTF-8 (symbol names are bytes from ELF files, the reason and
    resource come from the app) gets U+FFFD for its bad bytes, in place, so
    the frames JSON and the API's answers are valid. */
-static int utf8_repair(char **text) {
+/* A string made valid UTF-8 (perf__utf8_sanitize), the copy where the
+   batch's memory is: the arena, or malloc (protobuf-c's default). */
+static int utf8_repair(decode_arena_t *arena, char **text) {
   if (!*text || perf__utf8_valid(*text)) return 0;
   char *clean = perf__utf8_sanitize(*text);
   if (!clean) return -1;
-  free(*text); /* protobuf-c unpacked it with the default allocator */
+  if (arena) {
+    char *copy = decode_arena_strdup(arena, clean);
+    free(clean);
+    if (!copy) return -1;
+    clean = copy;
+  } else {
+    free(*text);
+  }
   *text = clean;
   return 0;
 }
 
 /* Repaired, then cut at --max-string-bytes (batch_limits_cut_string). */
-static int text_fix(char **text, size_t max) {
-  if (utf8_repair(text) != 0) return -1;
+static int text_fix(decode_arena_t *arena, char **text, size_t max) {
+  if (utf8_repair(arena, text) != 0) return -1;
   if (*text) batch_limits_cut_string(*text, max);
   return 0;
 }
 
-static unsigned repair_text(const ingest_target_t *t, Perf__V1__Batch *bt, ingest_result_t *res) {
+static unsigned repair_text(const ingest_target_t *t, decode_arena_t *arena, Perf__V1__Batch *bt,
+                            ingest_result_t *res) {
   size_t max = limits_of(t)->string_bytes;
   int rc = 0;
   for (size_t i = 0; i < bt->n_strings; i++)
-    rc |= text_fix(&bt->strings[i], max);
+    rc |= text_fix(arena, &bt->strings[i], max);
   for (size_t i = 0; i < bt->n_modules; i++)
-    rc |= text_fix(&bt->modules[i]->path, max);
+    rc |= text_fix(arena, &bt->modules[i]->path, max);
   for (size_t i = 0; i < bt->n_events; i++)
-    rc |= text_fix(&bt->events[i]->reason, max) | text_fix(&bt->events[i]->label, max) |
-          text_fix(&bt->events[i]->loop, max);
+    rc |= text_fix(arena, &bt->events[i]->reason, max) |
+          text_fix(arena, &bt->events[i]->label, max) | text_fix(arena, &bt->events[i]->loop, max);
   for (size_t i = 0; i < bt->n_loops; i++)
-    rc |= text_fix(&bt->loops[i]->loop, max);
+    rc |= text_fix(arena, &bt->loops[i]->loop, max);
   Perf__V1__Resource *r = bt->resource;
-  rc |= text_fix(&r->app_name, max) | text_fix(&r->app_version, max) |
-        text_fix(&r->environment, max) | text_fix(&r->host, max);
+  rc |= text_fix(arena, &r->app_name, max) | text_fix(arena, &r->app_version, max) |
+        text_fix(arena, &r->environment, max) | text_fix(arena, &r->host, max);
   for (size_t i = 0; i < r->n_tags; i++)
-    rc |= text_fix(&r->tags[i]->key, max) | text_fix(&r->tags[i]->value, max);
+    rc |= text_fix(arena, &r->tags[i]->key, max) | text_fix(arena, &r->tags[i]->value, max);
   if (rc) return set_result(res, 503, REJECT_STORE_ERROR, "out of memory"), 503;
   return 200;
 }
 
 /* Stacks deeper than --max-stack-frames cut, then the record's size
    checked before it is built. */
-static unsigned fit_limits(const ingest_target_t *t, Perf__V1__Batch *bt, ingest_result_t *res) {
+static unsigned fit_limits(const ingest_target_t *t, decode_arena_t *arena, Perf__V1__Batch *bt,
+                           ingest_result_t *res) {
   const batch_limits_t *l = limits_of(t);
-  if (batch_limits_cut_stacks(bt, l->stack_frames) != 0)
+  if (batch_limits_cut_stacks(arena ? decode_arena_allocator(arena) : NULL, bt, l->stack_frames) !=
+      0)
     return set_result(res, 503, REJECT_STORE_ERROR, "out of memory"), 503;
   unsigned status = batch_limits_text(l, bt, res->message, sizeof res->message);
   if (!status) return 200;
@@ -878,9 +893,14 @@ unsigned ingest_batch(const ingest_target_t *t, const char *key, const uint8_t *
                       const uint8_t header_id[STORE_BATCH_ID_BYTES], ingest_result_t *res) {
   memset(res, 0, sizeof *res);
   Perf__V1__Batch *bt = NULL;
-  if (decode_payload(t, body, len, &bt, res) == 200 && check_batch(bt, header_id, res) == 200 &&
-      repair_text(t, bt, res) == 200 && fit_limits(t, bt, res) == 200)
+  decode_arena_t *arena = decode_arena_thread(); /* NULL: malloc, freed piece by piece */
+  if (decode_payload(t, arena, body, len, &bt, res) == 200 &&
+      check_batch(bt, header_id, res) == 200 && repair_text(t, arena, bt, res) == 200 &&
+      fit_limits(t, arena, bt, res) == 200)
     store_batch(t, key, bt, res);
-  if (bt) perf__v1__batch__free_unpacked(bt, NULL);
+  if (arena)
+    decode_arena_reset(arena); /* the whole batch at once */
+  else if (bt)
+    perf__v1__batch__free_unpacked(bt, NULL);
   return res->status;
 }

@@ -123,14 +123,19 @@ int perf__batch_decode_stored(const uint8_t *data, size_t len, size_t max_decomp
 }
 
 int perf__batch_decode_uncompressed(const uint8_t *data, size_t len, Perf__V1__Batch **out) {
+  return perf__batch_decode_uncompressed_with(NULL, data, len, out);
+}
+
+int perf__batch_decode_uncompressed_with(ProtobufCAllocator *a, const uint8_t *data, size_t len,
+                                         Perf__V1__Batch **out) {
   if (!out) return PERF_E_INVALID_ARGUMENT;
   *out = NULL;
   if (!data && len) return PERF_E_INVALID_ARGUMENT;
   static const uint8_t empty[1];
-  Perf__V1__Batch *bt = perf__v1__batch__unpack(NULL, len, data ? data : empty);
+  Perf__V1__Batch *bt = perf__v1__batch__unpack(a, len, data ? data : empty);
   if (!bt) return PERF_E_INVALID_ARGUMENT;
   if (validate_batch(bt) != 0) {
-    perf__v1__batch__free_unpacked(bt, NULL);
+    perf__v1__batch__free_unpacked(bt, a);
     return PERF_E_INVALID_ARGUMENT;
   }
   *out = bt;

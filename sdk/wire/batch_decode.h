@@ -40,6 +40,11 @@ int perf__batch_decompress_with(struct ZSTD_DCtx_s *d, const uint8_t *data, size
 
 /* The same checks on an already serialized (uncompressed) Batch. */
 int perf__batch_decode_uncompressed(const uint8_t *data, size_t len, Perf__V1__Batch **out);
+/* The same, unpacked with allocator a (NULL: protobuf-c's default);
+   *out is freed with perf__v1__batch__free_unpacked(*out, a), or with
+   the allocator's own memory (an arena). */
+int perf__batch_decode_uncompressed_with(ProtobufCAllocator *a, const uint8_t *data, size_t len,
+                                         Perf__V1__Batch **out);
 
 /* A batch as the SDK keeps it on disk: one zstd frame (the http sink's
    spool), or the serialized Batch itself (the file sink's batch records and
