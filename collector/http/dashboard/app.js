@@ -83,6 +83,8 @@ const state = {
   flameFocus: null, // the path (names joined by NUL) of the frame to focus once drawn; '' the root
   flameSearch: '', // frames whose name holds this text (any case) are marked, the rest dimmed
   flameDiff: false, // the flame graph of version B against version A (/api/v1/flame/diff)
+  periodDiff: false, // the flame graph of the time range against the one just before it
+  diffNames: null, // a diff's two sides in words: { shown: 'B 3.2', base: 'A 3.1' }
   window: null, // { from, to } (ms): a time range chosen on the chart, in place of the menu's
   sandwich: null, // the function whose callers and callees are shown, or null
   events: [],
@@ -169,6 +171,7 @@ function writeUrl() {
   }
   if (state.flameSearch) q.set('search', state.flameSearch);
   if (state.flameDiff) q.set('diff', '1');
+  else if (state.periodDiff) q.set('diff', 'period');
   if (state.sandwich) q.set('sandwich', state.sandwich);
   const text = q.toString();
   history.replaceState(null, '', `${window.location.pathname}${text ? `?${text}` : ''}`);
@@ -197,6 +200,8 @@ function readUrl() {
   state.flameSearch = q.get('search') || '';
   $('flame-search').value = state.flameSearch;
   state.flameDiff = q.get('diff') === '1';
+  state.periodDiff = q.get('diff') === 'period';
+  $('flame-period').checked = state.periodDiff;
   state.sandwich = q.get('sandwich') || null;
   $('flame-diff').checked = state.flameDiff;
 }
@@ -344,11 +349,23 @@ async function loadFlame(gen) {
   // Versions A and B chosen and the diff asked for: B's stacks against A's.
   const [a, b] = [$('compare-a').value.trim(), $('compare-b').value.trim()];
   $('flame-diff-label').hidden = !(a && b);
-  const diff = state.flameDiff && a && b;
-  if (diff) Object.assign(params, { version: b, base_version: a });
-  const tree = await apiJson(diff ? '/api/v1/flame/diff' : '/api/v1/flame', params);
+  // A time range (not "all"): its stacks against those of the same length
+  // of time just before it.
+  $('flame-period-label').hidden = params.from === undefined;
+  let names = null;
+  if (state.flameDiff && a && b) {
+    Object.assign(params, { version: b, base_version: a });
+    names = { shown: `B ${b}`, base: `A ${a}` };
+  } else if (state.periodDiff && params.from !== undefined) {
+    const to = params.to === undefined ? Date.now() : Number(params.to);
+    const from = Number(params.from);
+    Object.assign(params, { to: String(to), base_from: String(from - (to - from)), base_to: String(from) });
+    names = { shown: 'this period', base: 'the period before' };
+  }
+  const tree = await apiJson(names ? '/api/v1/flame/diff' : '/api/v1/flame', params);
   if (gen !== state.generation) return;
   state.flame = tree;
+  state.diffNames = names;
   // A CPU profile is as wide as its CPU time (samples only for SDKs that
   // sent no CPU time); hangs by samples.
   state.flameBy = params.kind === 'cpu' && tree.cpu_us > 0 ? 'cpu_us' : 'samples';
@@ -803,8 +820,8 @@ function renderFlame() {
   // The collector keeps the heaviest stacks and sums the rest into one <truncated> stack.
   const omitted = root && root.truncated ? `; ${root.stacks_omitted} lighter stacks summed into <truncated>` : '';
   $('flame-hint').textContent = isDiff()
-    ? `B ${$('compare-b').value.trim()} against A ${$('compare-a').value.trim()}: width = the mean of the ` +
-      `two versions' shares; red grew in B, blue shrank; click a frame to zoom${omitted}`
+    ? `${state.diffNames.shown} against ${state.diffNames.base}: width = the mean of the ` +
+      `two sides' shares; red grew in ${state.diffNames.shown}, blue shrank; click a frame to zoom${omitted}`
     : `root at the top; width = ${state.flameBy === 'cpu_us' ? 'CPU time' : 'samples'}; ` +
       'orange: the app\u2019s frames, blue: libraries and the system; click a frame to zoom' + omitted;
   const found = $('flame-match');
@@ -958,8 +975,8 @@ function showTooltip(ev, node, parent, total, focusTotal, at) {
   let text = `${node.name}\n${flameWords(node)}, ${pct(value, total)} of all`;
   if (isDiff()) {
     const points = 100 * node.delta;
-    text = `${node.name}\nB ${$('compare-b').value.trim()}: ${pct(node.share, 1)} of its time ` +
-      `(${flameWords(node)})\nA ${$('compare-a').value.trim()}: ${pct(node.base_share, 1)} ` +
+    text = `${node.name}\n${state.diffNames.shown}: ${pct(node.share, 1)} of its time ` +
+      `(${flameWords(node)})\n${state.diffNames.base}: ${pct(node.base_share, 1)} ` +
       `(${fmtCount(node.base_samples)} samples)\n${points >= 0 ? '+' : ''}${points.toFixed(1)} points`;
   }
   if (focusTotal !== total) text += `, ${pct(value, focusTotal)} of the zoomed frame`;
@@ -1332,12 +1349,17 @@ function init() {
     writeUrl();
     renderSandwich();
   });
-  $('flame-diff').addEventListener('change', () => {
-    state.flameDiff = $('flame-diff').checked;
-    state.zoom = [];
-    writeUrl();
-    loadFlame(state.generation).catch(reportError);
-  });
+  // The two diffs exclude each other: checking one unchecks the other.
+  for (const [box, other] of [['flame-diff', 'flame-period'], ['flame-period', 'flame-diff']]) {
+    $(box).addEventListener('change', () => {
+      if ($(box).checked) $(other).checked = false;
+      state.flameDiff = $('flame-diff').checked;
+      state.periodDiff = $('flame-period').checked;
+      state.zoom = [];
+      writeUrl();
+      loadFlame(state.generation).catch(reportError);
+    });
+  }
   $('flame-search').addEventListener('input', () => {
     state.flameSearch = $('flame-search').value.trim();
     writeUrl();

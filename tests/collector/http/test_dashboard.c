@@ -12,7 +12,8 @@
  * the demo: 3.1: 2 hangs in 1 h watched, 3.2: 6 in 2 h, 3.0: 2 in 10 s,
  * 3.3: 5 in 0.1 h; hangs of 1 ms: the demo's stays the slowest) and app "inapp" (a hang and a CPU
  * stack innermost in libc, called from the app: post_in_app) and app "kinds" (a fatal hang and a
- * manual capture: post_kinds), and an alert (a new_group rule of app
+ * manual capture: post_kinds), hangs in two hours of app "periods"
+ * (post_periods), and an alert (a new_group rule of app
  * "alerted" whose new CPU group is delivered to a test webhook:
  * post_alert), then runs tests/dashboard/
  * dashboard_test.mjs (node + playwright-core + Debian's chromium, headless)
@@ -250,6 +251,34 @@ static void post_kinds(const collector_t *c) {
   }
 }
 
+/* App "periods": hangs 90 minutes ago in old_path (6 samples), 30 minutes
+   ago in new_path (6) and old_path (2): the last hour against the hour
+   before it, new_path grew from none to 75%, old_path shrank from all to
+   25%. */
+static void post_periods(const collector_t *c) {
+  static const struct {
+    int64_t ago_s;
+    const char *function;
+    uint32_t samples;
+  } HANG[] = {{5400, "old_path", 6}, {1800, "new_path", 6}, {1800, "old_path", 2}};
+  for (unsigned i = 0; i < ARRAY_LEN(HANG); i++) {
+    uint8_t id[16] = {0xd6, 0x9e, (uint8_t)i};
+    batch_one_event_t o;
+    batch_one_event_init(&o, id, "periods", "/usr/bin/periods", HANG[i].function);
+    Perf__V1__Frame fr = PERF__V1__FRAME__INIT, *frs[] = {&fr};
+    fr.module = 1, fr.address = 0x1234, fr.function = 1;
+    uint32_t ids[] = {1};
+    o.b.n_frames = 1, o.b.frames = frs;
+    o.st.n_frames = 1, o.st.frames = ids;
+    o.sc.tid = 4343, o.sc.samples = HANG[i].samples;
+    o.ev.kind = PERF__V1__EVENT_KIND__EVENT_KIND_HANG;
+    o.ev.start_unix_nanos = (int64_t)((now_wall_s() - (double)HANG[i].ago_s) * 1e9);
+    o.ev.duration_nanos = 100000000ll * HANG[i].samples;
+    o.ev.tid = 4343;
+    batch_post(c, &o.b, 500 + i);
+  }
+}
+
 /* A new_group rule of app "alerted" (format slack), a new CPU group of it
    delivered to hook: the Alerts panel's row, once the API lists it
    delivered. */
@@ -295,6 +324,7 @@ static void case_browser(void) {
   post_stack_truth(&c);
   post_in_app(&c);
   post_kinds(&c);
+  post_periods(&c);
   post_alert(&c, hook);
 
   char compare_png[sizeof PERF_DASHBOARD_SCREENSHOT + 16];

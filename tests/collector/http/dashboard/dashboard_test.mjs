@@ -993,6 +993,35 @@ async function checkCompare(page) {
   await page.waitForFunction(() => document.querySelector('[data-testid="flame-node"]') !== null &&
     document.querySelector('[data-testid="flame-node"][data-delta]') === null);
 
+  // The period diff (app "periods", test_dashboard.c): the last hour's
+  // hang stacks against the hour before, each frame with the API's change
+  // (new_path from none to 75% of the hang time, old_path from all to
+  // 25%), the choice in the URL; it and the version diff exclude each other.
+  const hourMs = 3600000;
+  const periodTo = Date.now(), periodFrom = periodTo - hourMs;
+  await page.goto(`${url}/dashboard/?app=periods&from=${periodFrom}&to=${periodTo}`);
+  await waitReady(page);
+  await page.getByTestId('flame-period').check();
+  await page.waitForFunction(() => document.querySelector('[data-testid="flame-node"][data-delta]') !== null);
+  const periodTree = await apiJson(`/api/v1/flame/diff?kind=hang&app=periods&from=${periodFrom}&to=${periodTo}` +
+    `&base_from=${periodFrom - hourMs}&base_to=${periodFrom}`);
+  for (const [name, cls, want] of [['new_path', 'grew', 0.75], ['old_path', 'shrank', -0.75]]) {
+    const api = deltaOf(periodTree, name);
+    const node = page.locator(`[data-testid="flame-node"][data-name="${name}"]`).first();
+    const got = Number(await node.getAttribute('data-delta'));
+    const classes = await node.getAttribute('class');
+    check(api !== undefined && Math.abs(api - want) < 1e-9 && Math.abs(got - api) < 1e-9 &&
+      classes.split(' ').includes(cls), `period diff: ${name} delta ${got} (API ${api}, want ${want}), "${classes}"`);
+  }
+  check(new URL(page.url()).searchParams.get('diff') === 'period', `period diff in the URL: ${page.url()}`);
+  check(/this period against the period before/.test(await page.locator('#flame-hint').textContent()),
+    'period diff: the hint names both sides');
+  await page.getByTestId('flame-period').uncheck();
+  await page.waitForFunction(() => document.querySelector('[data-testid="flame-node"]') !== null &&
+    document.querySelector('[data-testid="flame-node"][data-delta]') === null);
+  await page.goto(`${url}/dashboard/?app=rates&range=all&a=3.1&b=3.2`);
+  await waitReady(page);
+
   const png = screenshotPath.replace(/\.png$/, '-compare.png');
   await page.getByTestId('compare').screenshot({ path: png });
   const bytes = readFileSync(png);
