@@ -8,11 +8,12 @@
  * A thread is a loop once it has come back from
  * PERF__PRELOAD_WAITS_TO_REGISTER blocking waits (a timeout other than
  * zero): its loop is registered under its thread name, with the config's
- * threshold, and from then on it is idle during each blocking wait and
- * busy from its return to the next one. A wait with a zero timeout is a
- * look, not a wait: it marks nothing and counts for nothing, so a thread
- * spinning on zero-timeout polls stays busy. The SDK's own threads are
- * refused by perf_sdk_loop_register and never asked again.
+ * threshold, as it enters the next one, and from then on it is idle
+ * during each blocking wait and busy from its return to the next one. A
+ * wait with a zero timeout is a look, not a wait: it marks nothing and
+ * counts for nothing, so a thread spinning on zero-timeout polls stays
+ * busy. The SDK's own threads are refused by perf_sdk_loop_register and
+ * never asked again.
  *
  * The state is thread-local (initial-exec TLS: no call to find it); on a
  * loop's thread a wait costs the two marks (perf_sdk_loop_idle / _busy: a
@@ -175,10 +176,21 @@ void perf__preload_resolve_waits(void) {
   (void)NEXT(pselect, "pselect");
 }
 
-/* Before a wait: a loop's blocking wait is idle time. Returns whether the
-   wait is watched (its return marks busy). */
+/* Before a wait: a loop's blocking wait is idle time. A thread that came
+   back from enough blocking waits becomes a loop here, on its way into the
+   next one: its first capture, which the SDK takes at registration, then
+   finds it blocked in the wait and reads it without a signal (a signal
+   while a thread enters poll or select would end the wait with EINTR).
+   Returns whether the wait is watched (its return marks busy). */
 static bool wait_begins(bool blocking) {
-  if (!blocking || t_state.role != ROLE_LOOP || !perf__preload_on()) return false;
+  if (!blocking || !perf__preload_on()) return false;
+  if (t_state.role == ROLE_UNKNOWN && t_state.waits >= PERF__PRELOAD_WAITS_TO_REGISTER) {
+    int saved = errno;
+    become_loop(); /* registered loops start idle */
+    errno = saved;
+    return t_state.role == ROLE_LOOP;
+  }
+  if (t_state.role != ROLE_LOOP) return false;
   int saved = errno;
   perf_sdk_loop_idle();
   errno = saved;
@@ -186,22 +198,23 @@ static bool wait_begins(bool blocking) {
 }
 
 /* After a wait: a watched one's return is busy; an unknown thread's
-   blocking waits are counted until it becomes a loop. */
+   blocking waits are counted. */
 static void wait_ends(bool watched, bool blocking) {
-  int saved = errno;
   if (watched) {
+    int saved = errno;
     /* No loop any more (unregistered by the app, or a forked child's SDK
        that knows only the forking thread): counted again from zero. */
     if (perf_sdk_loop_busy() == PERF_E_NO_THREAD) t_state = (thread_state_t){ROLE_UNKNOWN, 0};
-  } else if (blocking && t_state.role == ROLE_UNKNOWN && perf__preload_on()) {
-    become_loop();
+    errno = saved;
+  } else if (blocking && t_state.role == ROLE_UNKNOWN &&
+             t_state.waits < PERF__PRELOAD_WAITS_TO_REGISTER) {
+    t_state.waits++;
   }
-  errno = saved;
 }
 
-/* One more blocking wait returned on a thread that is no loop yet. */
+/* Register the calling thread's loop under its thread name, with the
+   config's threshold. */
 static void become_loop(void) {
-  if (++t_state.waits < PERF__PRELOAD_WAITS_TO_REGISTER) return;
   char name[PERF_SDK_MAX_LOOP_NAME_BYTES + 1] = "";
   char comm[16] = "";
   pthread_getname_np(pthread_self(), comm, sizeof comm);
@@ -215,9 +228,6 @@ static void become_loop(void) {
   t_state.role = ROLE_REGISTERING;
   int err = perf_sdk_loop_register(name, 0);
   t_state.role = err == PERF_OK ? ROLE_LOOP : ROLE_NOT_A_LOOP;
-  /* Registered loops start idle; this thread has just come back from a
-     wait: it handles work now. */
-  if (err == PERF_OK) perf_sdk_loop_busy();
 }
 
 static void *next_of(const char *name) {
