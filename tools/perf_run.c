@@ -34,9 +34,9 @@
 #define EXIT_REFUSED 126
 #define EXIT_NOT_FOUND 127
 
-/* Where the library is: installed, relative to bin/ (PERF_RUN_LIBDIR is
-   the install's lib directory relative to its prefix); in a build tree,
-   PERF_RUN_BUILD_PRELOAD. */
+/* Where the library is: installed, <prefix>/<libdir>/perfsdk/ with
+   perf-run in <prefix>/bin (PERF_RUN_LIBDIR is the install's lib directory
+   relative to its prefix); in a build tree, PERF_RUN_BUILD_PRELOAD. */
 #ifndef PERF_RUN_LIBDIR
 #define PERF_RUN_LIBDIR "lib"
 #endif
@@ -164,7 +164,8 @@ static int find_preload(const char *given, char *out, size_t out_size) {
       self[n] = '\0';
       char *slash = strrchr(self, '/');
       if (slash) *slash = '\0';
-      snprintf(candidate, sizeof candidate, "%s/../%s/%s", self, PERF_RUN_LIBDIR, PRELOAD_NAME);
+      snprintf(candidate, sizeof candidate, "%s/../%s/perfsdk/%s", self, PERF_RUN_LIBDIR,
+               PRELOAD_NAME);
     }
     if (access(candidate, R_OK) != 0 && PERF_RUN_BUILD_PRELOAD[0])
       snprintf(candidate, sizeof candidate, "%s", PERF_RUN_BUILD_PRELOAD);
