@@ -4,14 +4,17 @@
 # (-q -t get,set), started plainly and under perf-run (file sink, default
 # threshold), alternated ROUNDS times each (default 5) so that the load of
 # the machine falls on both alike. Prints each run's GET and SET requests
-# per second, then the median of each side and their ratio. Not a test: it
-# never fails on timings (bench/README.md, "preload_bench").
+# per second, then the median of each side and their ratio. Then the cost
+# per wait itself: bench/wait_loop's poll() rounds that return at once,
+# plainly and under perf-run, alternated, nanoseconds per round. Not a
+# test: it never fails on timings (bench/README.md, "preload_bench").
 set -euo pipefail
 build=${1:-build}
 rounds=${2:-5}
 requests=${3:-200000}
 perf_run=$build/tools/perf-run
-for p in "$perf_run" /usr/bin/redis-server /usr/bin/redis-benchmark /usr/bin/redis-cli; do
+wait_loop=$build/bench/wait_loop
+for p in "$perf_run" "$wait_loop" /usr/bin/redis-server /usr/bin/redis-benchmark /usr/bin/redis-cli; do
   [ -x "$p" ] || { echo "preload_bench: $p is missing (build, or apt-get install redis-server redis-tools)" >&2; exit 2; }
 done
 dir=$(mktemp -d /tmp/preload-bench.XXXXXX)
@@ -64,3 +67,18 @@ END {
   printf "median GET/s plain %.0f perf-run %.0f ratio %.3f (cost %.1f%%)\n", mpg, mqg, mqg / mpg, 100 * (1 - mqg / mpg)
   printf "median SET/s plain %.0f perf-run %.0f ratio %.3f (cost %.1f%%)\n", mps, mqs, mqs / mps, 100 * (1 - mqs / mps)
 }' "$results"
+
+echo "wait_loop: poll() returning at once, 2000000 rounds, ns per round (plain, perf-run)"
+for r in $(seq "$rounds"); do
+  echo "plain $("$wait_loop" 2000000)"
+  echo "perf-run $("$perf_run" --sink file --sink-path "$dir/wait-report.txt" -- "$wait_loop" 2000000)"
+done | tee "$dir/waits"
+awk '
+function median(a, n,   i, j, t) {
+  for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+  return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+}
+$1 == "plain" { p[++np] = $2 }
+$1 == "perf-run" { q[++nq] = $2 }
+END { mp = median(p, np); mq = median(q, nq)
+  printf "median ns per wait: plain %.1f perf-run %.1f: %.1f ns added per wait\n", mp, mq, mq - mp }' "$dir/waits"
