@@ -364,7 +364,14 @@ static void log_and_register(perf_log_level_t level, const char *message, void *
   if (tid != getpid() && atomic_load(&g_sdk_thread_err) == 1 &&
       atomic_compare_exchange_strong(&g_sdk_thread_err, &unset, 2)) {
     atomic_store(&g_sdk_thread_tid, tid);
-    atomic_store(&g_sdk_thread_err, perf_sdk_loop_register("sdk-thread", 0));
+    /* A line said while perf_sdk_init is still starting the SDK: asked
+       again once it runs (a bounded wait, on the SDK's thread). */
+    int err = perf_sdk_loop_register("sdk-thread", 0);
+    for (long long end = now_ms() + 5000; err == PERF_E_NOT_INITIALIZED && now_ms() < end;) {
+      sleep_ms(1);
+      err = perf_sdk_loop_register("sdk-thread", 0);
+    }
+    atomic_store(&g_sdk_thread_err, err);
   }
 }
 

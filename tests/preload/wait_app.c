@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/select.h>
 #include <time.h>
 #include <unistd.h>
@@ -134,8 +135,17 @@ static int calls(void) {
   /* Bad arguments: libc's errors. */
   CALL("epoll_wait bad fd", epoll_wait(-1, out, 4, 10), -1, EBADF);
   CALL("epoll_wait bad count", epoll_wait(ep, out, 0, 10), -1, EINVAL);
-  volatile nfds_t too_many = (nfds_t)1 << 30; /* over RLIMIT_NOFILE; the compiler cannot see it */
-  CALL("poll too many fds", poll(&pfd, too_many, 10), -1, EINVAL);
+  /* More fds than RLIMIT_NOFILE allows, all of them readable memory (a
+     sanitizer's poll reads the array before the call). */
+  struct rlimit lim;
+  getrlimit(RLIMIT_NOFILE, &lim);
+  struct rlimit low = {.rlim_cur = 64, .rlim_max = lim.rlim_max};
+  setrlimit(RLIMIT_NOFILE, &low);
+  struct pollfd many[65];
+  for (size_t i = 0; i < 65; i++)
+    many[i] = (struct pollfd){.fd = fds[0], .events = POLLIN};
+  CALL("poll too many fds", poll(many, 65, 10), -1, EINVAL);
+  setrlimit(RLIMIT_NOFILE, &lim);
   CALL("select bad nfds", select(-1, NULL, NULL, NULL, &tv), -1, EINVAL);
 
   /* A real signal: EINTR, at once. */
