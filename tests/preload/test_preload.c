@@ -491,6 +491,32 @@ static void case_loops_found(void) {
   free(text);
 }
 
+/* fork without exec: the child's SDK restarts at its first mark (the
+   SDK's fork rule), the forking thread still a loop there: the child's
+   400 ms stall is exactly one hang, on the child's thread, in
+   stall_in_child; the parent has none. */
+static void case_fork_child_watched(void) {
+  g_dir = tempdir_make("preload");
+  char *out = path_in_dir("fork.out"), *report = path_in_dir("fork-report.txt");
+  char *argv[] = {PERF_RUN, "--sink", "file",   "--sink-path", report, "--threshold-ms",
+                  "100",    "--",     WAIT_APP, "fork",        NULL};
+  int status = wait_exit(start(argv, NULL, out), EXIT_MS);
+  char *printed = read_text(out);
+  CHECKF(status == 0, "exit %d:\n%s", status, printed);
+  int child = 0;
+  CHECKF(sscanf(printed, "child %d", &child) == 1, "%s", printed);
+  char *text = report_with(report, "hang", 1);
+  CHECKF(count_events(text, "hang") == 1, "want exactly one hang:\n%s", text);
+  event_t ev;
+  find_event(text, "hang", 0, &ev);
+  CHECKF(ev.thread == child, "the hang's thread %d, the child %d:\n%s", ev.thread, child, ev.text);
+  const char *chain[] = {"stall_in_child"};
+  expect_chain(&ev, 0, chain, 1);
+  event_free(&ev);
+  free(text);
+  free(printed);
+}
+
 /* The library leaves LD_PRELOAD to the program's own children as it was
    before perf-run (another library kept, in place), unless --follow-exec. */
 static void case_ld_preload_cleaned(void) {
@@ -554,6 +580,7 @@ static const test_case_t g_cases[] = {
     TEST_CASE(memcached_worker_stall),
     TEST_CASE(calls_unchanged),
     TEST_CASE(loops_found),
+    TEST_CASE(fork_child_watched),
     TEST_CASE(ld_preload_cleaned),
     TEST_CASE(refuses_static_and_setuid),
 };

@@ -11,6 +11,8 @@
  *                    stall_in_worker), the main thread also spins 400 ms
  *                    on zero-timeout polls (spin_polling) and waits 600
  *                    ms (idle)
+ *   wait_app fork    the main thread waits, forks; the child (no exec)
+ *                    waits, stalls 400 ms (stall_in_child), waits, exits
  *   wait_app env     prints LD_PRELOAD ("(unset)" when it is not set)
  */
 #include <errno.h>
@@ -25,6 +27,7 @@
 #include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/select.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -188,6 +191,40 @@ __attribute__((noinline, noipa)) static void spin_polling(int fd) {
     poll(&pfd, 1, 0);
 }
 
+__attribute__((noinline, noipa)) static void stall_in_child(void) {
+  spin_ms(STALL_MS);
+}
+
+static int fork_child(void) {
+  int fds[2], gone[2];
+  if (pipe(fds) != 0 || pipe(gone) != 0) return 2;
+  struct pollfd pfd = {.fd = fds[0], .events = POLLIN};
+  for (int i = 0; i < 5; i++)
+    poll(&pfd, 1, 1);
+  pid_t pid = fork();
+  if (pid < 0) return 2;
+  if (pid == 0) {
+    close(gone[0]);
+    for (int i = 0; i < 5; i++)
+      poll(&pfd, 1, 1);
+    stall_in_child();
+    poll(&pfd, 1, 1);
+    exit(0); /* exit, not _exit: the child's SDK writes what it recorded */
+  }
+  /* The parent's loop waits (idle) for the child's end: its copy of the
+     pipe's write end closes with it. */
+  close(gone[1]);
+  struct pollfd end = {.fd = gone[0], .events = POLLIN};
+  while (poll(&end, 1, 30000) == 0 || !(end.revents & POLLHUP)) {
+  }
+  int status;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  printf("child %d\n", (int)pid);
+  poll(&pfd, 1, 1);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
+}
+
 static void *worker_main(void *arg) {
   (void)arg;
   pthread_setname_np(pthread_self(), "app-worker");
@@ -223,6 +260,7 @@ int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (argc == 2 && strcmp(argv[1], "calls") == 0) return calls();
   if (argc == 2 && strcmp(argv[1], "loops") == 0) return loops();
+  if (argc == 2 && strcmp(argv[1], "fork") == 0) return fork_child();
   if (argc == 2 && strcmp(argv[1], "env") == 0) {
     const char *v = getenv("LD_PRELOAD");
     printf("LD_PRELOAD=%s\n", v ? v : "(unset)");
