@@ -7,7 +7,7 @@
 #                                 package, .pc files
 #   collector -> perf-collector   the binary, its systemd unit, config in
 #                                 /etc/perf-collector, user perf-collector
-#   tools     -> perf-tools       perf-dump, perf-symbols
+#   tools     -> perf-tools       perf-dump, perf-symbols, perf-run
 #
 # Build them from a release build: cd build && cpack -G DEB. The packages
 # install under /usr whatever the build's prefix (CPACK_INSTALL_PREFIX), the
@@ -152,10 +152,16 @@ set(CPACK_DEBIAN_COLLECTOR_PACKAGE_CONTROL_EXTRA ${PERF_DEB_DIR}/perf-collector/
 set(CPACK_DEBIAN_COLLECTOR_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 
 set(CPACK_DEBIAN_TOOLS_PACKAGE_SECTION devel)
+# perf-run executes programs with libperfsdk0's preload library in them.
+set(CPACK_DEBIAN_TOOLS_PACKAGE_RECOMMENDS "libperfsdk0 (= ${PERF_DEB_VERSION})")
 set(CPACK_DEBIAN_TOOLS_DESCRIPTION
- "tools of the perf SDK: perf-dump and perf-symbols
+ "tools of the perf SDK: perf-dump, perf-symbols and perf-run
 perf-dump prints the batches a program linked with libperfsdk wrote to
 disk (its spool or file sink) as text or JSON.
+
+perf-run starts an unmodified, dynamically linked program with the SDK
+loaded into it (libperfsdk-preload.so, from libperfsdk0), its event
+loops found by the calls they wait in.
 
 perf-symbols finds the ELF files of a build by GNU build-id and uploads
 their debug information to a perf-collector, skipping what it has.")

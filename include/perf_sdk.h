@@ -529,7 +529,8 @@ PERF_API int perf_sdk_watch_current_thread(void);
    slot). Returns PERF_E_INVALID_ARGUMENT (a bad name or threshold, logged
    naming it), PERF_E_NO_MEMORY when PERF_SDK_MAX_LOOPS loops are watched
    already (counted in loops_refused, logged once per run),
-   PERF_E_NOT_INITIALIZED when not running. */
+   PERF_E_NO_THREAD (nothing logged) on one of the SDK's own threads (from
+   the log callback), PERF_E_NOT_INITIALIZED when not running. */
 PERF_EXPERIMENTAL_API int perf_sdk_loop_register(const char *name, int threshold_ms);
 
 /* Forget the calling thread's loop (its hang in progress ends; its

@@ -157,6 +157,9 @@ int perf_sdk_watch_current_thread(void) {
 
 int perf_sdk_loop_register(const char *name, int threshold_ms) {
   if (!RUNNING()) return PERF_E_NOT_INITIALIZED;
+  /* The SDK's own threads run no loop of the app (the preload library
+     asks for every thread that waits). */
+  if (perf__worker_is_sdk_thread(perf__gettid())) return PERF_E_NO_THREAD;
   int err = perf__loop_register(name, threshold_ms, atomic_load(&g_threshold_ms), &g_stats);
   if (err == PERF_OK && perf__call_enter()) {
     lock_read();

@@ -17,11 +17,13 @@
 
 extern char **environ;
 
-/* The variables read outside the configuration's fields. */
+/* The variables read outside the configuration's fields (the last two by
+   libperfsdk-preload.so, sdk/preload/). */
 static const char *const k_others[] = {
     "PERF_SDK_DISABLED",         "PERF_SDK_SINK",        "PERF_SDK_TAGS",
     "PERF_SDK_SAMPLE_SIGNAL",    "PERF_SDK_UNWIND_MODE", "PERF_SDK_SAMPLE_TIMEOUT_MS",
     "PERF_SDK_STACK_COPY_BYTES", "PERF_SDK_CPU_TIMERS",  "PERF_SDK_CPU_TIMER_RING",
+    "PERF_SDK_LOG_FILE",         "PERF_SDK_FOLLOW_EXEC",
 };
 #define OTHER_COUNT (sizeof k_others / sizeof k_others[0])
 

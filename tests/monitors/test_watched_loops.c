@@ -352,6 +352,60 @@ static void case_bound_refused_counted(void) {
   expect_hang_of(5, "worker_stall_a", NULL);
 }
 
+/* The first log line said on an SDK thread registers that thread's loop
+   (what libperfsdk-preload.so asks for every thread that waits). */
+static atomic_int g_sdk_thread_err = 1;
+static atomic_int g_sdk_thread_tid;
+
+static void log_and_register(perf_log_level_t level, const char *message, void *user) {
+  sdk_log_keep(level, message, user);
+  int tid = (int)syscall(SYS_gettid);
+  int unset = 1;
+  if (tid != getpid() && atomic_load(&g_sdk_thread_err) == 1 &&
+      atomic_compare_exchange_strong(&g_sdk_thread_err, &unset, 2)) {
+    atomic_store(&g_sdk_thread_tid, tid);
+    /* A line said while perf_sdk_init is still starting the SDK: asked
+       again once it runs (a bounded wait, on the SDK's thread). */
+    int err = perf_sdk_loop_register("sdk-thread", 0);
+    for (long long end = now_ms() + 5000; err == PERF_E_NOT_INITIALIZED && now_ms() < end;) {
+      sleep_ms(1);
+      err = perf_sdk_loop_register("sdk-thread", 0);
+    }
+    atomic_store(&g_sdk_thread_err, err);
+  }
+}
+
+/* The SDK's own threads run no loop of the app: perf_sdk_loop_register
+   from one is PERF_E_NO_THREAD, and nothing is registered or logged. */
+static void case_sdk_thread_refused(void) {
+  const char *dir = tempdir_make("perf-wloops");
+  snprintf(g_report, sizeof g_report, "%s/report.txt", dir);
+  perf_sdk_config_t cfg;
+  perf_sdk_config_init(&cfg);
+  cfg.data_dir = dir;
+  cfg.sink = PERF_SINK_FILE;
+  cfg.sink_path = g_report;
+  cfg.log_fn = log_and_register;
+  cfg.cpu_threshold_percent = 25600;
+  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
+  long long deadline = now_ms() + 10000;
+  while (atomic_load(&g_sdk_thread_err) > 0) {
+    CHECKF(now_ms() < deadline, "no log line from an SDK thread:\n%s", g_log);
+    sleep_ms(5);
+  }
+  char path[64], comm[32] = "";
+  snprintf(path, sizeof path, "/proc/self/task/%d/comm", atomic_load(&g_sdk_thread_tid));
+  FILE *f = fopen(path, "r");
+  if (f) {
+    CHECK(fgets(comm, sizeof comm, f) != NULL);
+    fclose(f);
+  }
+  CHECKF(strncmp(comm, "perf-", 5) == 0, "the log line came from thread %s", comm);
+  CHECK_EQ_INT(atomic_load(&g_sdk_thread_err), PERF_E_NO_THREAD);
+  CHECK(strstr(g_log, "sdk-thread") == NULL);
+  CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
+}
+
 static void *register_twice(void *arg) {
   int *errs = arg;
   errs[0] = perf_sdk_loop_register("first", 0);
@@ -734,6 +788,7 @@ static const test_case_t g_cases[] = {
     TEST_CASE(unregistered_marks_refused),
     TEST_CASE(bad_registration_refused),
     TEST_CASE(bound_refused_counted),
+    TEST_CASE(sdk_thread_refused),
     TEST_CASE(register_again_unregister),
     TEST_CASE(pause_every_loop),
     TEST_CASE(batches_name_loops),

@@ -53,6 +53,7 @@ $(diff <(echo "$want") <(echo "$got") | grep '^[<>]' | sed 's/^</-/; s/^>/+/')"
 L=usr/$libdir
 expect_files libperfsdk0 "$L/libperfsdk.so.0" "$L/libperfsdk.so.$version" \
   "$L/libperfsdk-core.so.0" "$L/libperfsdk-core.so.$version" "$L/perfsdk/perf-upload" \
+  "$L/perfsdk/libperfsdk-preload.so" \
   usr/share/lintian/overrides/libperfsdk0
 expect_files libperfsdk-dev usr/include/perf_sdk.h usr/include/perf_sdk_uv.h \
   usr/include/perf_sdk_glib.h usr/include/perf_sdk_libevent.h "$L/libperfsdk.so" "$L/libperfsdk.a" \
@@ -62,7 +63,7 @@ expect_files libperfsdk-dev usr/include/perf_sdk.h usr/include/perf_sdk_uv.h \
 expect_files perf-collector usr/bin/perf-collector lib/systemd/system/perf-collector.service \
   etc/perf-collector/perf-collector.conf usr/share/doc/perf-collector/README.md \
   usr/share/lintian/overrides/perf-collector
-expect_files perf-tools usr/bin/perf-dump usr/bin/perf-symbols \
+expect_files perf-tools usr/bin/perf-dump usr/bin/perf-symbols usr/bin/perf-run \
   usr/share/lintian/overrides/perf-tools
 
 control() { dpkg-deb -f "$(deb_of "$1")" "$2"; }

@@ -36,6 +36,7 @@ uploader      include sdk/base sdk/wire proto/perf
 sdk/pipeline  include sdk/base sdk/symbols sdk/sampler sdk/wire proto/perf uploader
 sdk/monitors  include sdk/base sdk/sampler sdk/pipeline
 sdk/front     include sdk/base sdk/pipeline
+sdk/preload   include
 sdk           include sdk/base sdk/symbols sdk/sampler sdk/wire proto/perf uploader sdk/pipeline sdk/monitors
 collector/base         include
 collector/model        include sdk/base sdk/symbols
