@@ -1,8 +1,8 @@
 // scripts/screenshot.mjs - the dashboard of a running collector as Debian's
-// Chromium shows it 1400 px wide, written to a PNG: the README's picture
+// Chromium shows it (1400 px wide unless told), written to a PNG: the README's picture
 // (scripts/demo.sh --screenshot PNG runs it on the demo's collector).
 //
-//   node scripts/screenshot.mjs <collector url> <api key> <out.png>
+//   node scripts/screenshot.mjs <collector url> <api key> <out.png> [width]
 //
 // playwright-core is the browser test's (npm ci --prefix
 // tests/collector/http/dashboard). The page is taken once it says it is
@@ -15,9 +15,10 @@ import { readFileSync } from 'node:fs';
 const require = createRequire(new URL('../tests/collector/http/dashboard/package.json', import.meta.url));
 const { chromium } = require('playwright-core');
 
-const [url, key, out] = process.argv.slice(2);
-if (!url || !key || !out) {
-  console.error('usage: node scripts/screenshot.mjs <collector url> <api key> <out.png>');
+const [url, key, out, widthArg] = process.argv.slice(2);
+const width = widthArg === undefined ? 1400 : Number(widthArg);
+if (!url || !key || !out || !Number.isInteger(width) || width < 320 || width > 4000) {
+  console.error('usage: node scripts/screenshot.mjs <collector url> <api key> <out.png> [width: 320..4000, default 1400]');
   process.exit(2);
 }
 
@@ -29,7 +30,7 @@ const browser = await chromium.launch({
 });
 const errors = [];
 try {
-  const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
+  const page = await browser.newPage({ viewport: { width, height: 1000 } });
   page.setDefaultTimeout(30000);
   page.on('pageerror', (err) => errors.push(`uncaught: ${err.message}`));
   page.on('console', (msg) => { if (msg.type() === 'error') errors.push(msg.text()); });

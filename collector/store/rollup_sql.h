@@ -194,20 +194,23 @@
 #define ROLLUP_STACKS_DAY ROLLUP_STACK_ROWS_OF("_day", ROLLUP_DAY_OF_BUCKET)
 
 /* A fold's statements: the delta rows of src (a table, or PostgreSQL's
-   rows just deleted) summed per key into a level's rows (bucket: the
-   10-minute bucket_ns, or ROLLUP_DAY_OF_BUCKET). */
-#define ROLLUP_FOLD_GROUPS(lvl, bucket, shard_col, shard_val, src)                                 \
-  ROLLUP_GROUP_INTO(lvl, shard_col)                                                                \
+   rows just deleted) summed per key (ROLLUP_FOLD_*_SUMS: a select of a
+   level's columns, bucket the 10-minute bucket_ns or ROLLUP_DAY_OF_BUCKET),
+   and those sums merged into a level's rows. */
+#define ROLLUP_FOLD_GROUP_SUMS(bucket, shard_val, src)                                             \
   " SELECT " bucket ", app, version, environment, kind, group_sig, label, dbin" shard_val          \
   ", sum(events), sum(samples), sum(total_ns), min(first_ns), max(last_ns), max(max_ns),"          \
-  " sum(cpu_us) FROM " src " WHERE true" ROLLUP_KEY_ORDER                                          \
-  ROLLUP_GROUP_MERGE(lvl, shard_col)
-#define ROLLUP_FOLD_STACKS(lvl, bucket, shard_col, shard_val, src)                                 \
-  ROLLUP_STACK_INTO(lvl, shard_col)                                                                \
+  " sum(cpu_us) FROM " src " WHERE true" ROLLUP_KEY_ORDER
+#define ROLLUP_FOLD_STACK_SUMS(bucket, shard_val, src)                                             \
   " SELECT " bucket ", app, version, environment, kind, group_sig, stack_sig, label" shard_val     \
   ", sum(samples), sum(wall_ns), min(first_ns), max(last_end_ns), sum(cpu_us)"                     \
-  " FROM " src " WHERE true" ROLLUP_KEY_ORDER                                                      \
-  ROLLUP_STACK_MERGE(lvl, shard_col)
+  " FROM " src " WHERE true" ROLLUP_KEY_ORDER
+#define ROLLUP_FOLD_GROUPS(lvl, bucket, shard_col, shard_val, src)                                 \
+  ROLLUP_GROUP_INTO(lvl, shard_col)                                                                \
+  ROLLUP_FOLD_GROUP_SUMS(bucket, shard_val, src) ROLLUP_GROUP_MERGE(lvl, shard_col)
+#define ROLLUP_FOLD_STACKS(lvl, bucket, shard_col, shard_val, src)                                 \
+  ROLLUP_STACK_INTO(lvl, shard_col)                                                                \
+  ROLLUP_FOLD_STACK_SUMS(bucket, shard_val, src) ROLLUP_STACK_MERGE(lvl, shard_col)
 
 /* The events of the dirty buckets (a temporary table rollup_dirty). */
 #define ROLLUP_SRC_DIRTY                                                                           \

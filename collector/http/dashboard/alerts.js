@@ -28,9 +28,9 @@ export function renderAlerts(el, deliveries, rules) {
     body.append(el('tr', { 'data-testid': 'alert-row', 'data-key': d.alert_key },
       el('td', { class: 'time', text: fmtTime(d.time) }),
       el('td', {}, el('span', { class: `alert-state alert-${d.state}`, 'data-testid': 'alert-state', text: d.state })),
-      el('td', { class: 'num', 'data-testid': 'alert-status', text: d.status ? String(d.status) : '—' }),
-      el('td', { class: 'num', 'data-testid': 'alert-attempts', text: String(d.attempts) }),
-      el('td', { class: 'num', text: `#${d.rule}` }),
+      el('td', { class: 'num wide', 'data-testid': 'alert-status', text: d.status ? String(d.status) : '—' }),
+      el('td', { class: 'num wide', 'data-testid': 'alert-attempts', text: String(d.attempts) }),
+      el('td', { class: 'num wide', text: `#${d.rule}` }),
       el('td', { class: 'reason' }, summary)));
   }
   const list = document.getElementById('alert-rules');

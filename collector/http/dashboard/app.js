@@ -526,6 +526,13 @@ function impactOf(stack) {
   return state.kind === 'hang' ? stack.hang_ms : stack.cpu_us;
 }
 
+// Which screens show a stack column (style.css): its own time always, the
+// counts from 700 px, the events' durations from 1100 px.
+function columnClass(id, strong) {
+  if (strong) return '';
+  return id.startsWith('event-') ? ' extra' : ' wide';
+}
+
 // The header row of the kind shown (none for a kind without summed stacks).
 function renderStackHead() {
   if (!KINDS[state.kind].stacks) {
@@ -538,13 +545,13 @@ function renderStackHead() {
   $('top-stacks-head').replaceChildren(
     el('th', { class: 'fn', id: 'fn-header', 'data-testid': 'col-function',
       text: 'Function (innermost in-app frame)', title: fnTip }),
-    el('th', { class: 'impact', 'data-testid': 'col-impact', text: 'Impact',
+    el('th', { class: 'impact wide', 'data-testid': 'col-impact', text: 'Impact',
       title: state.kind === 'hang' ? 'hang time' : 'CPU time' }),
-    ...STACK_COLUMNS[state.kind].map(([id, header, tip]) =>
-      el('th', { class: 'num', 'data-testid': `col-${id}`, title: tip, text: header })),
-    el('th', { 'data-testid': 'col-first-seen', text: 'First seen' }),
-    el('th', { 'data-testid': 'col-last-seen', text: 'Last seen' }),
-    el('th', { 'data-testid': 'col-versions', text: 'Versions' }));
+    ...STACK_COLUMNS[state.kind].map(([id, header, tip, , strong]) =>
+      el('th', { class: `num${columnClass(id, strong)}`, 'data-testid': `col-${id}`, title: tip, text: header })),
+    el('th', { class: 'extra', 'data-testid': 'col-first-seen', text: 'First seen' }),
+    el('th', { class: 'extra', 'data-testid': 'col-last-seen', text: 'Last seen' }),
+    el('th', { class: 'extra', 'data-testid': 'col-versions', text: 'Versions' }));
 }
 
 function renderStacks() {
@@ -607,12 +614,13 @@ function stackRow(stack, index, share) {
   const row = el('tr', { class: 'stack-row', tabindex: '0', 'data-testid': 'stack-row',
     'data-signature': stack.signature, 'data-index': String(index) },
   el('td', { class: 'fn' }, toggle, ...(head.at > 0 ? [context, name] : [name, context])),
-  el('td', { class: 'impact' }, el('span', { class: 'bar-track' }, bar)),
+  el('td', { class: 'impact wide' }, el('span', { class: 'bar-track' }, bar)),
   ...STACK_COLUMNS[state.kind].map(([id, , , cell, strong]) =>
-    el('td', { class: strong ? 'num strong' : 'num', 'data-testid': `cell-${id}`, text: cell(stack) })),
-  el('td', { class: 'time', text: fmtTime(stack.first_seen) }),
-  el('td', { class: 'time', text: fmtTime(stack.last_seen) }),
-  el('td', { text: stack.versions.join(', ') }));
+    el('td', { class: `num${strong ? ' strong' : columnClass(id, strong)}`, 'data-testid': `cell-${id}`,
+      text: cell(stack) })),
+  el('td', { class: 'time extra', text: fmtTime(stack.first_seen) }),
+  el('td', { class: 'time extra', text: fmtTime(stack.last_seen) }),
+  el('td', { class: 'extra', text: stack.versions.join(', ') }));
   toggle.addEventListener('click', (ev) => {
     ev.stopPropagation();
     const open = toggle.getAttribute('aria-expanded') !== 'true';
@@ -1122,10 +1130,10 @@ function renderEvents() {
       el('td', { class: 'time', text: fmtTime(e.start_ms) }),
       el('td', {}, kindBadge(e.kind)),
       el('td', { class: 'num strong', text: fmtMs(e.duration_ms) }),
-      el('td', { class: 'num', text: String(e.tid) }),
-      el('td', { class: 'loop', 'data-testid': 'event-loop', text: e.loop || '—' }),
-      el('td', { class: 'num', text: fmtCpu(e.cpu_percent) }),
-      el('td', { text: `${e.app} ${e.version} (${e.environment})` }),
+      el('td', { class: 'num wide', text: String(e.tid) }),
+      el('td', { class: 'loop wide', 'data-testid': 'event-loop', text: e.loop || '—' }),
+      el('td', { class: 'num wide', text: fmtCpu(e.cpu_percent) }),
+      el('td', { class: 'extra', text: `${e.app} ${e.version} (${e.environment})` }),
       el('td', { class: 'reason', text: e.label || e.reason || '' }));
     row.classList.toggle('selected', e.id === state.detailId);
     row.addEventListener('click', () => showEvent(e.id));

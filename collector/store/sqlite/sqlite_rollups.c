@@ -34,6 +34,9 @@ static const char SCHEMA[] = GROUPS_TABLE("") STACKS_TABLE("") GROUPS_TABLE("_da
     "_day") "CREATE TABLE IF NOT EXISTS rollup_groups_delta" GROUPS_COLUMNS ");"
             "CREATE TABLE IF NOT EXISTS rollup_stacks_delta" STACKS_COLUMNS ");"
             "CREATE INDEX IF NOT EXISTS events_start ON events(start_ns);"
+            /* a fold's sums of the delta rows, one row per 10-minute key */
+            "CREATE TEMP TABLE IF NOT EXISTS fold_groups" GROUPS_COLUMNS ");"
+            "CREATE TEMP TABLE IF NOT EXISTS fold_stacks" STACKS_COLUMNS ");"
             "CREATE TEMP TABLE IF NOT EXISTS rollup_dirty(bucket_ns INTEGER PRIMARY KEY);"
             "CREATE TEMP TABLE IF NOT EXISTS rollup_dirty_days(day_ns INTEGER PRIMARY KEY);"
             /* re-symbolization's (sqlite_store.c), read by RS_MARK_RESYM */
@@ -49,10 +52,14 @@ static const char SCHEMA[] = GROUPS_TABLE("") STACKS_TABLE("") GROUPS_TABLE("_da
 enum rs_stmt {
   RS_ADD_GROUP,
   RS_ADD_STACK,
+  RS_SUM_GROUPS,
+  RS_SUM_STACKS,
   RS_FOLD_GROUPS,
   RS_FOLD_GROUPS_DAY,
   RS_FOLD_STACKS,
   RS_FOLD_STACKS_DAY,
+  RS_SUMS_GROUPS_EMPTY,
+  RS_SUMS_STACKS_EMPTY,
   RS_DELTA_GROUPS_EMPTY,
   RS_DELTA_STACKS_EMPTY,
   RS_MARK_BEFORE,
@@ -76,12 +83,18 @@ enum rs_stmt {
 static const char *const RS_SQL[RS_COUNT] = {
     [RS_ADD_GROUP] = ADD_GROUP,
     [RS_ADD_STACK] = ADD_STACK,
-    [RS_FOLD_GROUPS] = ROLLUP_FOLD_GROUPS("", "bucket_ns", "", "", "rollup_groups_delta"),
-    [RS_FOLD_GROUPS_DAY] =
-        ROLLUP_FOLD_GROUPS("_day", ROLLUP_DAY_OF_BUCKET, "", "", "rollup_groups_delta"),
-    [RS_FOLD_STACKS] = ROLLUP_FOLD_STACKS("", "bucket_ns", "", "", "rollup_stacks_delta"),
-    [RS_FOLD_STACKS_DAY] =
-        ROLLUP_FOLD_STACKS("_day", ROLLUP_DAY_OF_BUCKET, "", "", "rollup_stacks_delta"),
+    /* The delta rows summed once into the fold tables, then those (a row
+       per key: far fewer) merged into both levels. */
+    [RS_SUM_GROUPS] =
+        "INSERT INTO fold_groups" ROLLUP_FOLD_GROUP_SUMS("bucket_ns", "", "rollup_groups_delta"),
+    [RS_SUM_STACKS] =
+        "INSERT INTO fold_stacks" ROLLUP_FOLD_STACK_SUMS("bucket_ns", "", "rollup_stacks_delta"),
+    [RS_FOLD_GROUPS] = ROLLUP_FOLD_GROUPS("", "bucket_ns", "", "", "fold_groups"),
+    [RS_FOLD_GROUPS_DAY] = ROLLUP_FOLD_GROUPS("_day", ROLLUP_DAY_OF_BUCKET, "", "", "fold_groups"),
+    [RS_FOLD_STACKS] = ROLLUP_FOLD_STACKS("", "bucket_ns", "", "", "fold_stacks"),
+    [RS_FOLD_STACKS_DAY] = ROLLUP_FOLD_STACKS("_day", ROLLUP_DAY_OF_BUCKET, "", "", "fold_stacks"),
+    [RS_SUMS_GROUPS_EMPTY] = "DELETE FROM fold_groups",
+    [RS_SUMS_STACKS_EMPTY] = "DELETE FROM fold_stacks",
     [RS_DELTA_GROUPS_EMPTY] = "DELETE FROM rollup_groups_delta",
     [RS_DELTA_STACKS_EMPTY] = "DELETE FROM rollup_stacks_delta",
     [RS_MARK_BEFORE] =
@@ -290,9 +303,10 @@ static int run_all(store_rollups_t *rs, const enum rs_stmt *order, size_t n) {
 }
 
 int store_rollups_fold(store_rollups_t *rs) {
-  static const enum rs_stmt order[] = {RS_FOLD_GROUPS,        RS_FOLD_GROUPS_DAY,
-                                       RS_FOLD_STACKS,        RS_FOLD_STACKS_DAY,
-                                       RS_DELTA_GROUPS_EMPTY, RS_DELTA_STACKS_EMPTY};
+  static const enum rs_stmt order[] = {
+      RS_SUMS_GROUPS_EMPTY, RS_SUMS_STACKS_EMPTY, RS_SUM_GROUPS,         RS_SUM_STACKS,
+      RS_FOLD_GROUPS,       RS_FOLD_GROUPS_DAY,   RS_FOLD_STACKS,        RS_FOLD_STACKS_DAY,
+      RS_SUMS_GROUPS_EMPTY, RS_SUMS_STACKS_EMPTY, RS_DELTA_GROUPS_EMPTY, RS_DELTA_STACKS_EMPTY};
   return run_all(rs, order, sizeof order / sizeof order[0]);
 }
 

@@ -706,6 +706,7 @@ async function checkPhone(page) {
       boxes.every((b) => b.right <= width),
       `${width} px: the filters on one line (${JSON.stringify(boxes)})`);
   }
+  for (const width of [1400, 800, 390]) await checkLayout(page, width);
   await page.setViewportSize({ width: 390, height: 844 });
   check(await position() === 'static', 'phone: the header scrolls away');
   await page.evaluate(() => window.scrollTo(0, 2000));
@@ -713,6 +714,37 @@ async function checkPhone(page) {
   check(bottom <= 0, `phone: scrolled, the header is off the screen (bottom ${bottom})`);
   await page.evaluate(() => window.scrollTo(0, 0));
   await page.setViewportSize({ width: 1440, height: 1000 });
+}
+
+// At a width: no two panels (nor the header and a panel) overlap, by
+// their element boxes; every table fits its panel (no sideways scroll:
+// at 390 px the tables keep their main columns, the rest hidden); the
+// page itself is no wider than the window.
+async function checkLayout(page, width) {
+  await page.setViewportSize({ width, height: 1000 });
+  await page.evaluate(() => window.scrollTo(0, 0));
+  const got = await page.evaluate(() => {
+    const box = (e) => e.getBoundingClientRect();
+    const shown = (e) => { const r = box(e); return r.width > 0 && r.height > 0; };
+    const parts = [document.querySelector('header'), ...document.querySelectorAll('main > section.panel')]
+      .filter(shown).map((e) => ({ name: e.className || e.tagName, r: box(e) }));
+    const overlaps = [];
+    for (let i = 0; i < parts.length; i++) {
+      for (let j = i + 1; j < parts.length; j++) {
+        const a = parts[i].r, b = parts[j].r;
+        const w = Math.min(a.right, b.right) - Math.max(a.left, b.left);
+        const h = Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top);
+        if (w > 1 && h > 1) overlaps.push(`${parts[i].name} / ${parts[j].name}`);
+      }
+    }
+    const wide = [...document.querySelectorAll('main section.panel table')].filter(shown)
+      .filter((t) => t.closest('section.panel').scrollWidth > t.closest('section.panel').clientWidth + 1)
+      .map((t) => `${t.id}: ${t.closest('section.panel').scrollWidth} > ${t.closest('section.panel').clientWidth}`);
+    return { overlaps, wide, page: document.documentElement.scrollWidth };
+  });
+  check(got.overlaps.length === 0 && got.wide.length === 0 && got.page <= width,
+    `${width} px: overlapping ${JSON.stringify(got.overlaps)}, tables wider than their panel ` +
+    `${JSON.stringify(got.wide)}, page ${got.page} px wide`);
 }
 
 // The rows of the events list: "<id>:<badge's kind>:<badge's text>".
