@@ -84,6 +84,7 @@ const state = {
   flameSearch: '', // frames whose name holds this text (any case) are marked, the rest dimmed
   flameDiff: false, // the flame graph of version B against version A (/api/v1/flame/diff)
   periodDiff: false, // the flame graph of the time range against the one just before it
+  restDiff: false, // the flame graph of version B against every version
   diffNames: null, // a diff's two sides in words: { shown: 'B 3.2', base: 'A 3.1' }
   window: null, // { from, to } (ms): a time range chosen on the chart, in place of the menu's
   sandwich: null, // the function whose callers and callees are shown, or null
@@ -172,6 +173,7 @@ function writeUrl() {
   if (state.flameSearch) q.set('search', state.flameSearch);
   if (state.flameDiff) q.set('diff', '1');
   else if (state.periodDiff) q.set('diff', 'period');
+  else if (state.restDiff) q.set('diff', 'all');
   if (state.sandwich) q.set('sandwich', state.sandwich);
   const text = q.toString();
   history.replaceState(null, '', `${window.location.pathname}${text ? `?${text}` : ''}`);
@@ -202,6 +204,8 @@ function readUrl() {
   state.flameDiff = q.get('diff') === '1';
   state.periodDiff = q.get('diff') === 'period';
   $('flame-period').checked = state.periodDiff;
+  state.restDiff = q.get('diff') === 'all';
+  $('flame-rest').checked = state.restDiff;
   state.sandwich = q.get('sandwich') || null;
   $('flame-diff').checked = state.flameDiff;
 }
@@ -349,6 +353,7 @@ async function loadFlame(gen) {
   // Versions A and B chosen and the diff asked for: B's stacks against A's.
   const [a, b] = [$('compare-a').value.trim(), $('compare-b').value.trim()];
   $('flame-diff-label').hidden = !(a && b);
+  $('flame-rest-label').hidden = !b;
   // A time range (not "all"): its stacks against those of the same length
   // of time just before it.
   $('flame-period-label').hidden = params.from === undefined;
@@ -356,6 +361,10 @@ async function loadFlame(gen) {
   if (state.flameDiff && a && b) {
     Object.assign(params, { version: b, base_version: a });
     names = { shown: `B ${b}`, base: `A ${a}` };
+  } else if (state.restDiff && b) {
+    // base_version empty: any version (an array: setParams keeps its empty value).
+    Object.assign(params, { version: b, base_version: [''] });
+    names = { shown: `B ${b}`, base: 'every version' };
   } else if (state.periodDiff && params.from !== undefined) {
     const to = params.to === undefined ? Date.now() : Number(params.to);
     const from = Number(params.from);
@@ -1357,11 +1366,13 @@ function init() {
     writeUrl();
     renderSandwich();
   });
-  // The two diffs exclude each other: checking one unchecks the other.
-  for (const [box, other] of [['flame-diff', 'flame-period'], ['flame-period', 'flame-diff']]) {
+  // The diffs exclude each other: checking one unchecks the others.
+  const diffBoxes = ['flame-diff', 'flame-rest', 'flame-period'];
+  for (const box of diffBoxes) {
     $(box).addEventListener('change', () => {
-      if ($(box).checked) $(other).checked = false;
+      if ($(box).checked) for (const other of diffBoxes) if (other !== box) $(other).checked = false;
       state.flameDiff = $('flame-diff').checked;
+      state.restDiff = $('flame-rest').checked;
       state.periodDiff = $('flame-period').checked;
       state.zoom = [];
       writeUrl();

@@ -1017,6 +1017,22 @@ async function checkCompare(page) {
       classes.split(' ').includes(cls), `diff flame: ${name} delta ${got} (API ${want}), class "${classes}"`);
   }
   check(new URL(page.url()).searchParams.get('diff') === '1', `diff in the URL: ${page.url()}`);
+  // B against every version (3.2 against 3.0-3.3's stacks together): the
+  // API's deltas (base_version empty), the version diff unchecked by it.
+  await page.getByTestId('flame-rest').check();
+  await page.waitForFunction(() => /every version/.test(document.getElementById('flame-hint').textContent));
+  check(!(await page.getByTestId('flame-diff').isChecked()), 'rest diff: the version diff unchecked');
+  const restTree = await apiJson('/api/v1/flame/diff?kind=hang&app=rates&version=3.2&base_version=');
+  for (const name of ['slow_query', 'render']) {
+    const want = deltaOf(restTree, name);
+    const got = Number(await page.locator(`[data-testid="flame-node"][data-name="${name}"]`).first()
+      .getAttribute('data-delta'));
+    check(want !== undefined && Math.abs(got - want) < 1e-9, `rest diff: ${name} delta ${got} (API ${want})`);
+  }
+  check(new URL(page.url()).searchParams.get('diff') === 'all', `rest diff in the URL: ${page.url()}`);
+  await page.getByTestId('flame-diff').check();
+  await page.waitForFunction(() => /B 3\.2 against A 3\.1/.test(document.getElementById('flame-hint').textContent));
+  check(!(await page.getByTestId('flame-rest').isChecked()), 'version diff: the rest diff unchecked');
   check(/B 3\.2 against A 3\.1/.test(await page.locator('#flame-hint').textContent()), 'diff flame: the hint names B and A');
   const diffPng = screenshotPath.replace(/\.png$/, '-diff.png');
   await page.locator('.flame-panel').screenshot({ path: diffPng });
