@@ -217,66 +217,67 @@ static void post_in_app(const collector_t *c) {
   batch_post(c, &b, 2);
 }
 
+/* One event of app in a batch of its own (batch id from id0, id1, i;
+   batch_post's seed): a one-frame stack in module "/usr/bin/<app>"
+   calling function, sampled `samples` times on thread tid, started ago_s
+   seconds ago, lasting duration_ns; reason NULL: none. */
+typedef struct one_event_s {
+  Perf__V1__EventKind kind;
+  int64_t ago_s;
+  const char *function, *reason;
+  uint32_t samples;
+  int64_t duration_ns;
+} one_event_t;
+
+static void post_one_event(const collector_t *c, const char *app, uint8_t id0, uint8_t id1,
+                           unsigned i, unsigned seed, pid_t tid, const one_event_t *e) {
+  uint8_t id[16] = {id0, id1, (uint8_t)i};
+  char module[64];
+  snprintf(module, sizeof module, "/usr/bin/%s", app);
+  batch_one_event_t o;
+  batch_one_event_init(&o, id, app, module, e->function);
+  Perf__V1__Frame fr = PERF__V1__FRAME__INIT, *frs[] = {&fr};
+  fr.module = 1, fr.address = 0x1234, fr.function = 1;
+  uint32_t ids[] = {1};
+  o.b.n_frames = 1, o.b.frames = frs;
+  o.st.n_frames = 1, o.st.frames = ids;
+  o.sc.tid = tid, o.sc.samples = e->samples;
+  o.ev.kind = e->kind;
+  o.ev.start_unix_nanos = (int64_t)((now_wall_s() - (double)e->ago_s) * 1e9);
+  o.ev.duration_nanos = e->duration_ns;
+  o.ev.tid = tid;
+  if (e->reason) o.ev.reason = (char *)e->reason;
+  batch_post(c, &o.b, seed);
+}
+
 /* App "kinds": a fatal hang two hours ago (a process that ended while
    hung, as its next run reports it) and a manual capture an hour ago
    (perf_sdk_capture_now), one batch each: the browser test finds each
    with its own badge under its own kind, and the detail cleared when a
    kind, filter or range leaves its event out. */
 static void post_kinds(const collector_t *c) {
-  static const struct {
-    Perf__V1__EventKind kind;
-    int64_t ago_s;
-    const char *function, *reason;
-  } KIND[] = {
+  static const one_event_t KIND[] = {
       {PERF__V1__EVENT_KIND__EVENT_KIND_FATAL_HANG, 7200, "wedged_in_flush",
-       "process 4242 ended while its thread 4242 was hung"},
-      {PERF__V1__EVENT_KIND__EVENT_KIND_MANUAL, 3600, "report_button_pressed", "user report"},
+       "process 4242 ended while its thread 4242 was hung", 3, 1000000},
+      {PERF__V1__EVENT_KIND__EVENT_KIND_MANUAL, 3600, "report_button_pressed", "user report", 3,
+       1000000},
   };
-  for (unsigned i = 0; i < 2; i++) {
-    uint8_t id[16] = {0xd5, 0x4b, (uint8_t)i};
-    batch_one_event_t o;
-    batch_one_event_init(&o, id, "kinds", "/usr/bin/kinds", KIND[i].function);
-    Perf__V1__Frame fr = PERF__V1__FRAME__INIT, *frs[] = {&fr};
-    fr.module = 1, fr.address = 0x1234, fr.function = 1;
-    uint32_t ids[] = {1};
-    o.b.n_frames = 1, o.b.frames = frs;
-    o.st.n_frames = 1, o.st.frames = ids;
-    o.sc.tid = 4242, o.sc.samples = 3;
-    o.ev.kind = KIND[i].kind;
-    o.ev.start_unix_nanos = (int64_t)((now_wall_s() - (double)KIND[i].ago_s) * 1e9);
-    o.ev.duration_nanos = 1000000;
-    o.ev.tid = 4242;
-    o.ev.reason = (char *)KIND[i].reason;
-    batch_post(c, &o.b, 300 + i);
-  }
+  for (unsigned i = 0; i < ARRAY_LEN(KIND); i++)
+    post_one_event(c, "kinds", 0xd5, 0x4b, i, 300 + i, 4242, &KIND[i]);
 }
 
 /* App "periods": hangs 90 minutes ago in old_path (6 samples), 30 minutes
-   ago in new_path (6) and old_path (2): the last hour against the hour
-   before it, new_path grew from none to 75%, old_path shrank from all to
-   25%. */
+   ago in new_path (6) and old_path (2), 100 ms a sample: the last hour
+   against the hour before it, new_path grew from none to 75%, old_path
+   shrank from all to 25%. */
 static void post_periods(const collector_t *c) {
-  static const struct {
-    int64_t ago_s;
-    const char *function;
-    uint32_t samples;
-  } HANG[] = {{5400, "old_path", 6}, {1800, "new_path", 6}, {1800, "old_path", 2}};
-  for (unsigned i = 0; i < ARRAY_LEN(HANG); i++) {
-    uint8_t id[16] = {0xd6, 0x9e, (uint8_t)i};
-    batch_one_event_t o;
-    batch_one_event_init(&o, id, "periods", "/usr/bin/periods", HANG[i].function);
-    Perf__V1__Frame fr = PERF__V1__FRAME__INIT, *frs[] = {&fr};
-    fr.module = 1, fr.address = 0x1234, fr.function = 1;
-    uint32_t ids[] = {1};
-    o.b.n_frames = 1, o.b.frames = frs;
-    o.st.n_frames = 1, o.st.frames = ids;
-    o.sc.tid = 4343, o.sc.samples = HANG[i].samples;
-    o.ev.kind = PERF__V1__EVENT_KIND__EVENT_KIND_HANG;
-    o.ev.start_unix_nanos = (int64_t)((now_wall_s() - (double)HANG[i].ago_s) * 1e9);
-    o.ev.duration_nanos = 100000000ll * HANG[i].samples;
-    o.ev.tid = 4343;
-    batch_post(c, &o.b, 500 + i);
-  }
+  static const one_event_t HANG[] = {
+      {PERF__V1__EVENT_KIND__EVENT_KIND_HANG, 5400, "old_path", NULL, 6, 600000000},
+      {PERF__V1__EVENT_KIND__EVENT_KIND_HANG, 1800, "new_path", NULL, 6, 600000000},
+      {PERF__V1__EVENT_KIND__EVENT_KIND_HANG, 1800, "old_path", NULL, 2, 200000000},
+  };
+  for (unsigned i = 0; i < ARRAY_LEN(HANG); i++)
+    post_one_event(c, "periods", 0xd6, 0x9e, i, 500 + i, 4343, &HANG[i]);
 }
 
 /* A new_group rule of app "alerted" (format slack), a new CPU group of it
