@@ -101,7 +101,9 @@ typedef enum perf_error_e {
   /* The sampler is already capturing that thread, or cannot send another
      request now (every request slot in use, the signal queue full); or an
      SDK call is already in progress on this thread (a signal handler or the
-     log callback called back into the SDK). */
+     log callback called back into the SDK). In an event, a CPU profile's
+     sample not taken: before its thread's stack or unwind rules were
+     learned, with the sample ring full, or of a thread past the bound. */
   PERF_E_BUSY = -5,
   /* No usable real-time signal: none free, the configured one is taken, or
      the app replaced the sampler's handler (nothing is sent then). */

@@ -18,7 +18,9 @@ const char *perf_strerror(int err) {
            "no CPU within the timeout, or kept waking and blocking)";
   case PERF_E_BUSY:
     return "busy: the sampler is already capturing that thread or cannot send another request "
-           "now, or an SDK call is already in progress on this thread";
+           "now, or an SDK call is already in progress on this thread (a CPU profile's sample: "
+           "taken before its thread's stack or unwind rules were learned, with the sample ring "
+           "full, or of a thread past the profile's bound)";
   case PERF_E_SIGNAL:
     return "no usable sampling signal (none free, the configured one is taken, or the app "
            "replaced the sampler's handler)";

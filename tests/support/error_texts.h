@@ -32,7 +32,9 @@ static const error_text_t ERROR_TEXTS[] = {
                                "and blocking)"),
     ERROR_TEXT(PERF_E_BUSY, "busy: the sampler is already capturing that thread or cannot send "
                             "another request now, or an SDK call is already in progress on this "
-                            "thread"),
+                            "thread (a CPU profile's sample: taken before its thread's stack or "
+                            "unwind rules were learned, with the sample ring full, or of a thread "
+                            "past the profile's bound)"),
     ERROR_TEXT(PERF_E_SIGNAL, "no usable sampling signal (none free, the configured one is taken, "
                               "or the app replaced the sampler's handler)"),
     ERROR_TEXT(PERF_E_SYSTEM, "a system call (or libdwfl) failed or answered unexpectedly"),
