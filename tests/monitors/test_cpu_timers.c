@@ -569,7 +569,7 @@ static bool pending_in(pid_t tid, int signo) {
   return pending;
 }
 
-/* A hot thread blocks the sampler's signal 300 ms into the burst: its
+/* A hot thread blocks the sampler's signal once the burst has a sample: its
    timer's next expiry leaves the signal pending there until the end of
    the burst, which takes it back (kernels since 6.13 drop a deleted
    timer's pending signal themselves; older ones keep it). */
@@ -584,7 +584,11 @@ static void case_masked_mid_burst(void) {
   worker_t *w = &g_workers[0];
   perf_sdk_stats_t st;
   SDK_WAIT_FOR_STATS(st, st.cpu_bursts >= 1, WAIT_MS, 1);
-  sleep_ms(300);
+  /* A sample in the event before the thread blocks the signal: a thread's
+     first samples go to learning its stack and unwind rules, which on a
+     loaded machine can take the first few hundred milliseconds of the
+     burst (then the event would have no sample to record). */
+  SDK_WAIT_FOR_STATS(st, st.samples_taken >= 1, WAIT_MS, 1);
   atomic_store(&w->block_at_burst, 2);
   /* Its timer's next expiry leaves the signal pending in it. */
   long long until = now_ms() + WAIT_MS;
