@@ -494,7 +494,7 @@ static void case_loops_found(void) {
 /* fork without exec: the child's SDK restarts at its first mark (the
    SDK's fork rule), the forking thread still a loop there: the child's
    400 ms stall is exactly one hang, on the child's thread, in
-   stall_in_child; the parent has none. */
+   stall_in_child; none of the parent's is that stall. */
 static void case_fork_child_watched(void) {
   g_dir = tempdir_make("preload");
   char *out = path_in_dir("fork.out"), *report = path_in_dir("fork-report.txt");
@@ -506,13 +506,25 @@ static void case_fork_child_watched(void) {
   int child = 0;
   CHECKF(sscanf(printed, "child %d", &child) == 1, "%s", printed);
   char *text = report_with(report, "hang", 1);
-  CHECKF(count_events(text, "hang") == 1, "want exactly one hang:\n%s", text);
-  event_t ev;
-  find_event(text, "hang", 0, &ev);
-  CHECKF(ev.thread == child, "the hang's thread %d, the child %d:\n%s", ev.thread, child, ev.text);
-  const char *chain[] = {"stall_in_child"};
-  expect_chain(&ev, 0, chain, 1);
-  event_free(&ev);
+  /* Exactly one hang of the child's thread, in stall_in_child. The
+     parent's loop is busy in fork() itself, which a sanitizer's build on a
+     loaded machine can make longer than the threshold: a hang of the
+     parent's, if any, is that, never the child's stall. */
+  size_t of_child = 0, hangs = count_events(text, "hang");
+  for (size_t i = 0; i < hangs; i++) {
+    event_t ev;
+    find_event(text, "hang", i, &ev);
+    if (ev.thread == child) {
+      of_child++;
+      const char *chain[] = {"stall_in_child"};
+      expect_chain(&ev, 0, chain, 1);
+    } else {
+      CHECKF(strstr(ev.text, "stall_in_child") == NULL, "the child's stall on thread %d:\n%s",
+             ev.thread, ev.text);
+    }
+    event_free(&ev);
+  }
+  CHECKF(of_child == 1, "want exactly one hang of the child %d:\n%s", child, text);
   free(text);
   free(printed);
 }
