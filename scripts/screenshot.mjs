@@ -34,10 +34,9 @@ try {
   page.setDefaultTimeout(30000);
   page.on('pageerror', (err) => errors.push(`uncaught: ${err.message}`));
   page.on('console', (msg) => { if (msg.type() === 'error') errors.push(msg.text()); });
-  // The key first (localStorage, as the page's own field saves it).
-  await page.goto(`${url}/dashboard/`);
-  await page.evaluate((k) => localStorage.setItem('perf-collector.api-key', k), key);
-  errors.length = 0; // the 401s of the load without a key
+  // The key is in localStorage (where the page's own field saves it) before
+  // the page's first script runs, so no request leaves without it.
+  await page.addInitScript((k) => localStorage.setItem('perf-collector.api-key', k), key);
   await page.goto(`${url}/dashboard/?kind=hang`);
   await page.waitForSelector('body[data-state="ready"]');
   await page.locator('.flame-panel').waitFor({ state: 'visible' });
