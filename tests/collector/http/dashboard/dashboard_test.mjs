@@ -635,6 +635,7 @@ async function run(page) {
   await checkTimeWindow(page);
   await checkPhone(page);
   const comparePng = await checkCompare(page);
+  await checkLargeFlame(page);
   console.log(`dashboard ok: ${HANG_FUNCTION} (${hang.samples} samples), ${CPU_FUNCTION}, ` +
     `event ${event.id} ${duration}, "${allText}"; screenshots ${screenshotPath} (${png.length} bytes), ` +
     `${comparePng}`);
@@ -1193,3 +1194,136 @@ main().then(() => process.exit(0), (err) => {
   if (consoleErrors.length) console.error(`JS errors:\n  ${consoleErrors.join('\n  ')}`);
   process.exit(1);
 });
+
+// A flame tree of `fanout` callees a frame, `depth` deep below "all"
+// (fanout 10, depth 5: 111,110 frames), as /api/v1/flame answers: frame k
+// of a caller is named fn<level>_<k>, so one name is in many places as a
+// function called from many callers is; a leaf weighs 1 to 7 ms of CPU and
+// a caller the sum of its callees. With keep, only the frames keep(node,
+// parentWidth) allows, laid out as the page lays them out (its width).
+function bigTree(fanout, depth) {
+  let leaf = 0;
+  const make = (level, k) => {
+    const node = { name: level ? `fn${level}_${k}` : 'all', in_app: level % 2 === 1, children: [] };
+    if (level === depth) {
+      node.cpu_us = 1000 * ((leaf++ % 7) + 1);
+    } else {
+      for (let c = 0; c < fanout; c++) node.children.push(make(level + 1, c));
+      node.cpu_us = node.children.reduce((n, c) => n + c.cpu_us, 0);
+    }
+    node.samples = node.cpu_us / 1000;
+    return node;
+  };
+  const root = make(0, 0);
+  Object.assign(root, { truncated: false, stacks_omitted: 0 });
+  return root;
+}
+
+// The frames the page draws of tree at width: each child as wide as its
+// share of its caller's width, drawn (and its callees considered) when at
+// least minWidth px wide (app.js layoutChildren, the same arithmetic).
+function drawnFrames(node, width, minWidth) {
+  let n = 1;
+  for (const c of node.children) {
+    const w = (c.cpu_us / node.cpu_us) * width;
+    if (w >= minWidth) n += drawnFrames(c, w, minWidth);
+  }
+  return n;
+}
+
+// The tree cut to the frames drawn at width.
+function prunedTree(node, width, minWidth) {
+  const kids = [];
+  for (const c of node.children) {
+    const w = (c.cpu_us / node.cpu_us) * width;
+    if (w >= minWidth) kids.push(prunedTree(c, w, minWidth));
+  }
+  return { ...node, children: kids };
+}
+
+// Sum of the CPU time of the frames named fn that no frame named fn is
+// above (recursion counted once), and how many frames have the name.
+function nameTotal(node, fn, under = false) {
+  const hit = node.name === fn;
+  let total = hit && !under ? node.cpu_us : 0, frames = hit ? 1 : 0;
+  for (const c of node.children) {
+    const [t, f] = nameTotal(c, fn, under || hit);
+    total += t;
+    frames += f;
+  }
+  return [total, frames];
+}
+
+// 100,000 frames stay responsive: the page draws exactly the frames at
+// least FLAME_MIN_WIDTH (0.5 px) wide, not one per frame; a search walks
+// every frame and gives the exact share of the frames matched; the
+// sandwich of a function in 10,000 places totals them exactly; and
+// answering a search on the whole tree costs at most a few times (bound
+// 10x, generous for a loaded machine) what it costs on the tree cut to
+// its drawn frames, in the same page: a page that drew or laid out every
+// frame would be hundreds of times slower.
+async function checkLargeFlame(page) {
+  const big = bigTree(10, 5);
+  let frames = 0;
+  for (const todo = [big]; todo.length; frames++) todo.push(...todo.pop().children);
+  check(frames === 111111, `the big tree has 111,111 frames with its root (${frames})`);
+  let tree = big;
+  await page.route(/\/api\/v1\/flame\?/, (route) => route.fulfill({ json: tree }));
+  try {
+    await page.goto(`${url}/dashboard/?kind=cpu&range=all`);
+    await waitReady(page);
+    const width = await page.evaluate(() => Math.max(300, document.getElementById('flame').clientWidth));
+    const want = drawnFrames(big, width, 0.5);
+    const drawn = await page.locator('[data-testid="flame-node"]').count();
+    check(drawn === want, `a ${frames}-frame tree at ${width} px: ${drawn} frames drawn = ${want}`);
+    check(drawn < 2000, `far fewer frames drawn than in the tree (${drawn})`);
+
+    // A search: fn3_4 is in 100 places.
+    const [total, places] = nameTotal(big, 'fn3_4');
+    check(places === 100, `fn3_4 in 100 places (${places})`);
+    const words = `"fn3_4": ${((100 * total) / big.cpu_us).toFixed(1)}% of all in 1 function`;
+    const searchTime = async (text, expect) => {
+      await page.getByTestId('flame-search').fill('');
+      await page.waitForFunction(() => document.getElementById('flame-match').hidden);
+      const t0 = Date.now();
+      await page.getByTestId('flame-search').fill(text);
+      await page.waitForFunction((w) => document.getElementById('flame-match').textContent === w, expect);
+      return Date.now() - t0;
+    };
+    const bigMs = await searchTime('fn3_4', words);
+    const matched = await page.locator('[data-testid="flame-node"].match').count();
+    const drawnMatches = (function count(node, w) {
+      let n = node.name === 'fn3_4' ? 1 : 0;
+      for (const c of node.children) {
+        const cw = (c.cpu_us / node.cpu_us) * w;
+        if (cw >= 0.5) n += count(c, cw);
+      }
+      return n;
+    })(big, width);
+    check(matched === drawnMatches, `the search highlights the ${drawnMatches} drawn fn3_4 frames (${matched})`);
+
+    // The sandwich of fn4_2, in 1,000 places.
+    const [fnTotal, fnPlaces] = nameTotal(big, 'fn4_2');
+    check(fnPlaces === 1000, `fn4_2 in 1,000 places (${fnPlaces})`);
+    await page.goto(`${url}/dashboard/?kind=cpu&range=all&sandwich=fn4_2`);
+    await waitReady(page);
+    await page.waitForFunction(() => !document.getElementById('sandwich').hidden);
+    const title = page.locator('#sandwich-title');
+    check(Number(await title.getAttribute('data-total')) === fnTotal,
+      `the sandwich of fn4_2 totals ${fnTotal} us (${await title.getAttribute('data-total')})`);
+
+    // The same search on the tree cut to its drawn frames.
+    tree = prunedTree(big, width, 0.5);
+    const [cutTotal] = nameTotal(tree, 'fn3_4');
+    await page.goto(`${url}/dashboard/?kind=cpu&range=all`);
+    await waitReady(page);
+    check(await page.locator('[data-testid="flame-node"]').count() === want, 'the cut tree draws the same frames');
+    const cutMs = await searchTime('fn3_4', `"fn3_4": ${((100 * cutTotal) / tree.cpu_us).toFixed(1)}% of all in 1 function`);
+    console.log(`large flame: ${frames} frames, ${drawn} drawn at ${width} px; search ${bigMs} ms ` +
+      `against ${cutMs} ms on the drawn frames alone (${(bigMs / Math.max(1, cutMs)).toFixed(2)}x)`);
+    check(bigMs <= 10 * Math.max(cutMs, 50),
+      `a search on ${frames} frames (${bigMs} ms) within 10x of one on the ${drawn} drawn (${cutMs} ms)`);
+  } finally {
+    await page.unroute(/\/api\/v1\/flame\?/);
+  }
+}
