@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "collector/api/frames.h"
+#include "collector/model/blocking_call.h"
 
 /* What an export shows of a stack: its samples, CPU time (cpu) and wall
    time (hang: the stack's share of its hangs' durations). */
@@ -366,6 +367,8 @@ static void node_open(text_t *t, node_t *node, const tree_fmt_t *f, const char *
     const char *app = node->in_app ? ",\"in_app\":true" : ",\"in_app\":false";
     text_add(t, app, strlen(app));
   }
+  /* A blocking call outside the app: the frame of a thread that waits. */
+  if (node->in_app != 1 && blocking_call_is(node->name)) text_add(t, ",\"waiting\":true", 15);
   value_text(t, &node->value, f->cpu, "");
   if (f->diff) {
     value_text(t, &node->base, f->cpu, "base_");

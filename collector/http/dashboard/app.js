@@ -767,11 +767,13 @@ function onSelectedStack(path) {
 }
 
 // A frame's colour says whose it is: reds to yellows for the app's own
-// frames (in_app), blues for libraries and the system; a name's hash picks
-// the shade, so one function keeps its colour.
+// frames (in_app), blues for libraries and the system, greys for a blocking
+// call of the C library (waiting: read, poll, a futex wait, a sleep); a
+// name's hash picks the shade, so one function keeps its colour.
 function frameColor(node) {
   let h = 0;
   for (const c of node.name) h = (h * 31 + c.codePointAt(0)) >>> 0;
+  if (node.waiting) return `hsl(${250 + (h % 20)}, 6%, ${68 + ((h >>> 8) % 10)}%)`;
   if (node.in_app === false) return `hsl(${195 + (h % 35)}, 45%, ${70 + ((h >>> 8) % 12)}%)`;
   return `hsl(${10 + (h % 40)}, 85%, ${55 + ((h >>> 8) % 15)}%)`;
 }
@@ -840,7 +842,8 @@ function renderFlame() {
     ? `${state.diffNames.shown} against ${state.diffNames.base}: width = the mean of the ` +
       `two sides' shares; red grew in ${state.diffNames.shown}, blue shrank; click a frame to zoom${omitted}`
     : `root at the top; width = ${state.flameBy === 'cpu_us' ? 'CPU time' : 'samples'}; ` +
-      'orange: the app\u2019s frames, blue: libraries and the system; click a frame to zoom' + omitted;
+      'orange: the app\u2019s frames, blue: libraries and the system, grey: waiting in a blocking call; ' +
+      'click a frame to zoom' + omitted;
   const found = $('flame-match');
   found.hidden = !root || !state.flameSearch;
   const zoomed = state.zoom.length ? state.zoom[state.zoom.length - 1] : null;
@@ -958,6 +961,7 @@ function flameNode(r, total, focusTotal) {
     'data-hang-ms': r.node.hang_ms === undefined ? null : String(r.node.hang_ms),
     'data-delta': r.node.delta === undefined ? null : String(r.node.delta),
     'data-in-app': r.node.in_app === undefined ? null : String(r.node.in_app),
+    'data-waiting': r.node.waiting ? 'true' : null,
     'data-depth': String(r.depth), tabindex: '0', role: 'button',
     'aria-label': isRoot ? `all: ${flameWords(r.node)}` : `${name}: ${flameWords(r.node)}`,
     transform: `translate(${r.x.toFixed(2)},${r.depth * FLAME_ROW})` });
@@ -989,7 +993,8 @@ function showTooltip(ev, node, parent, total, focusTotal, at) {
   const tip = $('flame-tooltip');
   const pct = (v, of) => `${((100 * v) / of).toFixed(1)}%`;
   const value = flameValue(node);
-  let text = `${node.name}\n${flameWords(node)}, ${pct(value, total)} of all`;
+  let text = `${node.name}${node.waiting ? ' (waiting in a blocking call)' : ''}\n` +
+    `${flameWords(node)}, ${pct(value, total)} of all`;
   if (isDiff()) {
     const points = 100 * node.delta;
     text = `${node.name}\n${state.diffNames.shown}: ${pct(node.share, 1)} of its time ` +

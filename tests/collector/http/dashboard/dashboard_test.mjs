@@ -927,6 +927,21 @@ async function checkInApp(page) {
       `inapp ${kind}: in ${inner} ← beside it`);
     check((await row.locator('td.fn').textContent()).replace(/\s+/g, ' ').trim() === `▸in ${inner} ←${fn}`,
       `inapp ${kind}: the cell reads "in ${inner} ← ${fn}": ${await row.locator('td.fn').textContent()}`);
+    // The flame's waiting frames (grey) are the API's: libc's read() in the
+    // hang, none in the CPU profile (memset works).
+    const waitingOf = (node) => [...(node.waiting ? [node.name] : []), ...(node.children || []).flatMap(waitingOf)];
+    const apiWaiting = waitingOf(await apiJson(`/api/v1/flame?kind=${kind}&app=inapp`));
+    check(JSON.stringify(apiWaiting) === (kind === 'hang' ? '["read"]' : '[]'),
+      `inapp ${kind}: the API's waiting frames ${JSON.stringify(apiWaiting)}`);
+    const shownWaiting = await page.locator('[data-testid="flame-node"][data-waiting="true"]')
+      .evaluateAll((gs) => gs.map((g) => [g.dataset.name, getComputedStyle(g.querySelector('rect')).fill]));
+    const grey = (fill) => {
+      const [r, g, b] = fill.match(/\d+/g).map(Number);
+      return Math.max(r, g, b) - Math.min(r, g, b) <= 16;
+    };
+    check(JSON.stringify(shownWaiting.map(([n]) => n)) === JSON.stringify(apiWaiting) &&
+      shownWaiting.every(([, fill]) => grey(fill)),
+    `inapp ${kind}: the flame's waiting frames, grey: ${JSON.stringify(shownWaiting)}`);
     await row.locator('[data-testid="stack-toggle"]').click();
     const classes = await page.locator('[data-testid="stack-frames"]:visible li')
       .evaluateAll((lis) => lis.map((li) => li.className));
