@@ -454,21 +454,45 @@ static void case_stall_down_once_per_episode(void) {
   rig_close(&r);
 }
 
+/* A collector that answers every batch with one status: the case's
+   answer, the uploader's path, and the warning's exact words after
+   STALL_PREFIX (a "%d" in them is the server's port). */
+typedef struct stall_answer_s {
+  int status;
+  const char *body, *retry_after, *path;
+  const char *words;
+} stall_answer_t;
+
+/* Start an uploader against an answer, put one batch, wait for the one
+   stall warning and check its words; the rig stays open for the case's
+   own checks. */
+static void expect_stall_answer(rig_t *r, const stall_answer_t *a) {
+  rig_open(r, true);
+  http_response_t resp = {.status = a->status, .body = a->body};
+  if (a->retry_after) resp.headers[0] = (http_header_t){"Retry-After", a->retry_after};
+  http_server_set_default(r->server, &resp);
+  r->stall_ms = 1000;
+  r->path = a->path;
+  rig_start(r, http_server_port(r->server), 5000);
+  uint8_t id[16];
+  put_batch(r, 0, id);
+  char msg[512], tail[512];
+  wait_stall_warnings(1, msg);
+  snprintf(tail, sizeof tail, a->words, http_server_port(r->server));
+  expect_stall(msg, "", tail);
+}
+
 /* 401 with a body ending in a newline: the warning names the key, and no
    message (this one, the per-batch one) holds the newline. */
 static void case_stall_key_refused(void) {
   rig_t r;
-  rig_open(&r, true);
-  http_server_set_default(r.server, &(http_response_t){.status = 401, .body = "unknown key\n"});
-  r.stall_ms = 1000;
-  rig_start(&r, http_server_port(r.server), 5000);
-  uint8_t id[16];
-  put_batch(&r, 0, id);
-  char msg[512];
-  wait_stall_warnings(1, msg);
-  expect_stall(msg, "",
-               "the collector answers 401 to the API key; check api_key (PERF_SDK_API_KEY) "
-               "against the collector's keys (unknown key)");
+  expect_stall_answer(&r,
+                      &(stall_answer_t){
+                          .status = 401,
+                          .body = "unknown key\n",
+                          .words = "the collector answers 401 to the API key; check api_key "
+                                   "(PERF_SDK_API_KEY) against the collector's keys (unknown key)",
+                      });
   pthread_mutex_lock(&g_log_lock);
   bool per_batch = false;
   for (int i = 0; i < g_log_count; i++)
@@ -483,40 +507,28 @@ static void case_stall_key_refused(void) {
 /* The endpoint given with /v1/batches: 404, and the hint to drop it. */
 static void case_stall_not_found_full_url(void) {
   rig_t r;
-  rig_open(&r, true);
-  http_server_set_default(r.server, &(http_response_t){.status = 404, .body = "not found"});
-  r.stall_ms = 1000;
-  r.path = "/v1/batches";
-  rig_start(&r, http_server_port(r.server), 5000);
-  uint8_t id[16];
-  put_batch(&r, 0, id);
-  char msg[512], tail[256];
-  wait_stall_warnings(1, msg);
-  snprintf(tail, sizeof tail,
-           "the collector answers 404 for http://127.0.0.1:%d/v1/batches/v1/batches; give the "
-           "base URL, without /v1/batches, as endpoint (not found)",
-           http_server_port(r.server));
-  expect_stall(msg, "", tail);
+  expect_stall_answer(&r, &(stall_answer_t){
+                              .status = 404,
+                              .body = "not found",
+                              .path = "/v1/batches",
+                              .words = "the collector answers 404 for "
+                                       "http://127.0.0.1:%d/v1/batches/v1/batches; give the base "
+                                       "URL, without /v1/batches, as endpoint (not found)",
+                          });
   rig_close(&r);
 }
 
 /* Another path: 404, and where batches go. */
 static void case_stall_not_found_path(void) {
   rig_t r;
-  rig_open(&r, true);
-  http_server_set_default(r.server, &(http_response_t){.status = 404, .body = "not found"});
-  r.stall_ms = 1000;
-  r.path = "/perf";
-  rig_start(&r, http_server_port(r.server), 5000);
-  uint8_t id[16];
-  put_batch(&r, 0, id);
-  char msg[512], tail[256];
-  wait_stall_warnings(1, msg);
-  snprintf(tail, sizeof tail,
-           "the collector answers 404 for http://127.0.0.1:%d/perf/v1/batches; check the path of "
-           "endpoint: batches go to {endpoint}/v1/batches (not found)",
-           http_server_port(r.server));
-  expect_stall(msg, "", tail);
+  expect_stall_answer(&r, &(stall_answer_t){
+                              .status = 404,
+                              .body = "not found",
+                              .path = "/perf",
+                              .words = "the collector answers 404 for "
+                                       "http://127.0.0.1:%d/perf/v1/batches; check the path of "
+                                       "endpoint: batches go to {endpoint}/v1/batches (not found)",
+                          });
   rig_close(&r);
 }
 
@@ -524,50 +536,36 @@ static void case_stall_not_found_path(void) {
    still comes when it is due. */
 static void case_stall_too_large(void) {
   rig_t r;
-  rig_open(&r, true);
-  http_server_set_default(r.server, &(http_response_t){.status = 413, .body = "batch too large"});
-  r.stall_ms = 1000;
-  rig_start(&r, http_server_port(r.server), 5000);
-  uint8_t id[16];
-  put_batch(&r, 0, id);
-  char msg[512];
-  wait_stall_warnings(1, msg);
-  expect_stall(msg, "",
-               "the collector answers 413: batches are larger than it takes; lower "
-               "batch_max_bytes or raise the collector's limit (batch too large)");
+  expect_stall_answer(&r, &(stall_answer_t){
+                              .status = 413,
+                              .body = "batch too large",
+                              .words = "the collector answers 413: batches are larger than it "
+                                       "takes; lower batch_max_bytes or raise the collector's "
+                                       "limit (batch too large)",
+                          });
   CHECK_EQ_INT(atomic_load(&r.stats.batches_rejected), 1);
   rig_close(&r);
 }
 
 static void case_stall_rate_limited(void) {
   rig_t r;
-  rig_open(&r, true);
-  http_server_set_default(
-      r.server,
-      &(http_response_t){.status = 429, .headers = {{"Retry-After", "1"}}, .body = "slow down"});
-  r.stall_ms = 1000;
-  rig_start(&r, http_server_port(r.server), 5000);
-  uint8_t id[16];
-  put_batch(&r, 0, id);
-  char msg[512];
-  wait_stall_warnings(1, msg);
-  expect_stall(msg, "",
-               "the collector answers 429: it limits this key's rate; batches are sent again as "
-               "it asks (slow down)");
+  expect_stall_answer(&r, &(stall_answer_t){
+                              .status = 429,
+                              .body = "slow down",
+                              .retry_after = "1",
+                              .words = "the collector answers 429: it limits this key's rate; "
+                                       "batches are sent again as it asks (slow down)",
+                          });
   rig_close(&r);
 }
 
 static void case_stall_server_error(void) {
   rig_t r;
-  rig_open(&r, true);
-  http_server_set_default(r.server, &(http_response_t){.status = 500, .body = "db down"});
-  r.stall_ms = 1000;
-  rig_start(&r, http_server_port(r.server), 5000);
-  uint8_t id[16];
-  put_batch(&r, 0, id);
-  char msg[512];
-  wait_stall_warnings(1, msg);
-  expect_stall(msg, "", "the collector answers 500: it fails; see its log (db down)");
+  expect_stall_answer(&r, &(stall_answer_t){
+                              .status = 500,
+                              .body = "db down",
+                              .words = "the collector answers 500: it fails; see its log (db down)",
+                          });
   rig_close(&r);
 }
 
