@@ -842,8 +842,8 @@ function renderFlame() {
     ? `${state.diffNames.shown} against ${state.diffNames.base}: width = the mean of the ` +
       `two sides' shares; red grew in ${state.diffNames.shown}, blue shrank; click a frame to zoom${omitted}`
     : `root at the top; width = ${state.flameBy === 'cpu_us' ? 'CPU time' : 'samples'}; ` +
-      'orange: the app\u2019s frames, blue: libraries and the system, grey: waiting in a blocking call; ' +
-      'click a frame to zoom' + omitted;
+      'orange: the app, blue: libraries and the system, grey: waiting in a blocking call; click to zoom' +
+      omitted;
   const found = $('flame-match');
   found.hidden = !root || !state.flameSearch;
   const zoomed = state.zoom.length ? state.zoom[state.zoom.length - 1] : null;
