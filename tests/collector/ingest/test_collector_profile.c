@@ -52,11 +52,7 @@ enum {
 
 /* A stack count of a window: stack (1 parse, 2 render, 3 lock_wait, each
    called by prof_main), thread, samples, CPU microseconds, state. */
-typedef struct count_s {
-  uint32_t stack, tid, samples;
-  uint64_t weight;
-  int state;
-} count_t;
+typedef profile_count_t count_t;
 
 /* Version 1.0's first minute: parse on thread 10 running and on a lock,
    render on threads 10 and 11, lock_wait on 11. */
@@ -70,47 +66,25 @@ static const count_t V1_B[] = {{1, 10, 20, 200000, RUNNING}};
 /* Version 2.0's second minute (another process). */
 static const count_t V2[] = {{2, 20, 40, 400000, RUNNING}, {1, 20, 10, 100000, RUNNING}};
 
-/* A batch of one profile window of app "prof" (host "h1"), its counts,
-   started at start_ms; edit (NULL: none) changes the event before it is
-   sent. The status, the answer in *r. */
+/* A batch of one profile window of app "prof" (host "h1", environment
+   unset), its counts, started at start_ms and lasting a minute; edit
+   (NULL: none) changes the event before it is sent. The status, the
+   answer in *r. */
 static long send_window(const collector_t *c, const char *version, int64_t start_ms,
                         const count_t *counts, size_t n, void (*edit)(Perf__V1__Event *),
                         unsigned seed, reply_t *r) {
-  char *strings[] = {"", "prof_main", "parse", "render", "lock_wait"};
-  uint32_t frames[3][2] = {{2, 1}, {3, 1}, {4, 1}};
-  Perf__V1__Stack st[3], *sts[3];
-  for (int i = 0; i < 3; i++) {
-    st[i] = (Perf__V1__Stack)PERF__V1__STACK__INIT;
-    st[i].n_frames = 2, st[i].frames = frames[i];
-    st[i].end = PERF__V1__STACK_END__STACK_END_COMPLETE;
-    sts[i] = &st[i];
-  }
-  Perf__V1__StackCount sc[8], *scs[8];
-  CHECK(n <= 8);
-  for (size_t i = 0; i < n; i++) {
-    sc[i] = (Perf__V1__StackCount)PERF__V1__STACK_COUNT__INIT;
-    sc[i].stack = counts[i].stack, sc[i].tid = counts[i].tid, sc[i].samples = counts[i].samples;
-    sc[i].weight_micros = counts[i].weight;
-    sc[i].state = (Perf__V1__SampleState)counts[i].state;
-    scs[i] = &sc[i];
-  }
-  Perf__V1__Event ev = PERF__V1__EVENT__INIT;
-  ev.kind = PERF__V1__EVENT_KIND__EVENT_KIND_PROFILE;
-  ev.start_unix_nanos = start_ms * 1000000;
-  ev.duration_nanos = MINUTE_MS * 1000000;
-  ev.tid = counts[0].tid;
-  ev.cpu_percent = -1;
-  ev.n_stack_counts = n, ev.stack_counts = scs;
-  if (edit) edit(&ev);
-  Perf__V1__Event *evs[] = {&ev};
-  Perf__V1__Resource res;
-  Perf__V1__Batch b;
-  batch_begin(&b, &res, "prof", version, "prod", "h1");
-  batch_frames_t f;
-  batch_set_frames(&b, &f, strings, ARRAY_LEN(strings));
-  b.n_stacks = 3, b.stacks = sts;
-  b.n_events = 1, b.events = evs;
-  return batch_post_answer(c, &b, seed, r);
+  static const char *const LEAVES[] = {"parse", "render", "lock_wait"};
+  profile_window_t w = {"prof",
+                        version,
+                        "h1",
+                        "prof_main",
+                        LEAVES,
+                        ARRAY_LEN(LEAVES),
+                        start_ms * 1000000,
+                        MINUTE_MS * 1000000,
+                        counts,
+                        n};
+  return batch_post_profile(c, &w, edit, seed, r);
 }
 
 /* The three windows, each answered 200. */
