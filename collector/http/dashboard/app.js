@@ -543,9 +543,12 @@ function renderDrops(drops) {
   line.hidden = false;
 }
 
-// App, version and environment values seen lately, offered in the filters.
+// App, version and environment values seen lately, offered in the filters
+// (in the Profile view, those of the profile windows: the events list
+// leaves them out unless asked for by their kind).
 async function loadSuggestions() {
-  const { events } = await apiJson('/api/v1/events', { limit: '1000' });
+  const { events } = await apiJson('/api/v1/events',
+    { limit: '1000', kind: state.kind === 'profile' ? 'profile' : '' });
   for (const [field, list] of [['app', 'apps'], ['version', 'versions'], ['environment', 'environments'],
     ['loop', 'loops']]) {
     const values = [...new Set(events.map((e) => e[field]).filter(Boolean))].sort();

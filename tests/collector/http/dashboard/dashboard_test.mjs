@@ -63,7 +63,8 @@
 // in CPU time; the diff of version 2.0 against 1.0 and of the last hour
 // against the hour before, each frame's delta the API's (gzip_body from
 // 37.5% to 80%, from 25% to 66.7%); the exports asked with kind=profile
-// (folded in CPU microseconds).
+// (folded in CPU microseconds); the filters suggest the windows' app and
+// versions.
 // Any JS error (console or uncaught) fails the test.
 // Exit 0 on success, 1 with the reason on stderr otherwise.
 import { chromium } from 'playwright-core';
@@ -875,6 +876,9 @@ async function checkProfile(page) {
   await page.goto(`${url}/dashboard/?kind=profile&app=prof&range=all`);
   await waitReady(page);
   check(await page.locator('#kind-profile').isChecked(), 'profile: the kind checked from the link');
+  // The filters suggest the profile windows' app and versions.
+  await page.waitForFunction(() => document.querySelector('#apps option[value="prof"]') &&
+    document.querySelector('#versions option[value="1.0"]') && document.querySelector('#versions option[value="2.0"]'));
   check(await page.locator('#stacks-title').textContent() === 'Hottest stacks of the CPU profile',
     `profile: stacks title ${await page.locator('#stacks-title').textContent()}`);
   checkTable('profile', await stackTable(page),
