@@ -115,16 +115,16 @@ static int64_t end_of_ms(long long ms) {
   return start > INT64_MAX - 999999 ? INT64_MAX : start + 999999;
 }
 
-/* Which kinds a route takes: the stack rollups are per hang or cpu (a
-   fatal hang is one of the hangs there); a list of events, or a count of
-   them, takes every kind the SDK sends. */
+/* Which kinds a route takes: the stack rollups are per hang, cpu or
+   profile (a fatal hang is one of the hangs there); a list of events, or a
+   count of them, takes every kind the SDK sends. */
 enum kinds { KINDS_STACKS, KINDS_EVENTS };
 
 /* The kinds of the wire's events (ingest.c names them); the stacks' first. */
-static const char *const EVENT_KINDS[] = {"hang", "cpu", "fatal_hang", "manual"};
+static const char *const EVENT_KINDS[] = {"hang", "cpu", "profile", "fatal_hang", "manual"};
 
 static bool kind_known(const char *kind, enum kinds kinds) {
-  size_t n = kinds == KINDS_STACKS ? 2 : sizeof EVENT_KINDS / sizeof EVENT_KINDS[0];
+  size_t n = kinds == KINDS_STACKS ? 3 : sizeof EVENT_KINDS / sizeof EVENT_KINDS[0];
   for (size_t i = 0; i < n; i++)
     if (strcmp(kind, EVENT_KINDS[i]) == 0) return true;
   return false;
@@ -141,9 +141,11 @@ static unsigned parse_filters(query_arg_fn arg, void *ctx, bool kind_required, e
   if (!kind_required && kind && !*kind) kind = NULL;
   if ((kind_required || kind) && (!kind || !kind_known(kind, kinds)))
     return *body = query_error_param(kinds == KINDS_STACKS
-                                         ? "parameter %s: must be hang or cpu (stacks are summed "
-                                           "per hang or cpu; a fatal hang is one of the hangs)"
-                                         : "parameter %s: must be hang, fatal_hang, cpu or manual",
+                                         ? "parameter %s: must be hang, cpu or profile (stacks are "
+                                           "summed per hang, cpu or profile; a fatal hang is one "
+                                           "of the hangs)"
+                                         : "parameter %s: must be hang, fatal_hang, cpu, manual "
+                                           "or profile",
                                      "kind"),
            400;
   q->kind = kind;

@@ -40,7 +40,7 @@ typedef struct stack_entry_s {
    cap only adds its values to `truncated`, shown as one stack of a single
    QUERY_TRUNCATED frame, so totals stay exact. */
 typedef struct stack_set_s {
-  bool cpu;    /* kind=cpu (else hang) */
+  bool cpu;    /* kind=cpu or profile: CPU time (else hang: wall time) */
   bool in_app; /* judge each frame in-app (the flame's colours) */
   stack_entry_t *v;
   size_t n, cap;
@@ -112,7 +112,7 @@ static unsigned collect_stacks(const store_ops_t *ops, store_t *store, query_arg
   store_top_query_t q;
   unsigned bad = query_stack_filters(arg, ctx, &q, body);
   if (bad) return bad;
-  set->cpu = strcmp(q.kind, "cpu") == 0;
+  set->cpu = store_kind_cpu_time(q.kind);
   if (ops->stack_rows(store, &q, on_stack_row, set) != STORE_OK || set->failed ||
       !add_truncated_stack(set)) {
     stack_set_free(set);
@@ -161,7 +161,7 @@ static int cmp_str(const void *x, const void *y) {
 }
 
 /* The folded export's count: value=samples (the default) or cpu_us
-   (kind=cpu only); 0, or 400 with *body. */
+   (kind=cpu or profile only); 0, or 400 with *body. */
 static unsigned parse_value(query_arg_fn arg, void *ctx, bool *cpu_us, char **body) {
   store_top_query_t q;
   unsigned bad = query_stack_filters(arg, ctx, &q, body);
@@ -170,9 +170,9 @@ static unsigned parse_value(query_arg_fn arg, void *ctx, bool *cpu_us, char **bo
   *cpu_us = v && strcmp(v, "cpu_us") == 0;
   if (v && *v && !*cpu_us && strcmp(v, "samples") != 0)
     return *body = query_error_param("parameter %s: must be samples or cpu_us", "value"), 400;
-  if (*cpu_us && strcmp(q.kind, "cpu") != 0)
-    return *body =
-               query_error_param("parameter %s: cpu_us (CPU time) is for kind=cpu only", "value"),
+  if (*cpu_us && !store_kind_cpu_time(q.kind))
+    return *body = query_error_param(
+               "parameter %s: cpu_us (CPU time) is for kind=cpu or kind=profile only", "value"),
            400;
   return 0;
 }

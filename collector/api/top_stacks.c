@@ -215,7 +215,7 @@ unsigned query_top_stacks(const store_ops_t *ops, store_t *store, query_arg_fn a
   store_top_query_t q;
   unsigned bad = query_stack_filters(arg, ctx, &q, body);
   if (bad) return bad;
-  bool cpu = strcmp(q.kind, "cpu") == 0;
+  bool cpu = store_kind_cpu_time(q.kind);
   long long limit;
   if ((bad = query_limit(arg, ctx, &limit, body))) return bad;
 

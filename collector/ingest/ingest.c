@@ -30,6 +30,7 @@
 #include "collector/ingest/batch_limits.h"
 #include "collector/ingest/batch_loops.h"
 #include "collector/ingest/decode_arena.h"
+#include "collector/ingest/profile_check.h"
 #include "collector/ingest/sample_states.h"
 #include "collector/ingest/stack_cache.h"
 #include "collector/model/frame_json.h"
@@ -64,6 +65,7 @@ static const char *event_kind(Perf__V1__EventKind k) {
   case PERF__V1__EVENT_KIND__EVENT_KIND_FATAL_HANG: return "fatal_hang";
   case PERF__V1__EVENT_KIND__EVENT_KIND_CPU: return "cpu";
   case PERF__V1__EVENT_KIND__EVENT_KIND_MANUAL: return "manual";
+  case PERF__V1__EVENT_KIND__EVENT_KIND_PROFILE: return "profile";
   default: return "unspecified";
   }
 }
@@ -517,12 +519,16 @@ static int build_event(record_t *r, const Perf__V1__Event *pe, size_t index) {
   if (pe->n_stack_counts &&
       !(r->counts[index] = calloc(pe->n_stack_counts, sizeof(store_stack_count_t))))
     return -1;
-  /* A CPU event's weights: the CPU time per count (event_weights.h). */
+  /* A CPU event's weights: the CPU time per count (event_weights.h); a
+     profile's: each count's own (weight_micros). */
+  bool profile = pe->kind == PERF__V1__EVENT_KIND__EVENT_KIND_PROFILE;
   int64_t *cpu_us = pe->n_stack_counts ? malloc(pe->n_stack_counts * sizeof *cpu_us) : NULL;
-  if (pe->n_stack_counts && (!cpu_us || perf__event_cpu_us(pe, cpu_us) != 0)) {
+  if (pe->n_stack_counts && (!cpu_us || (!profile && perf__event_cpu_us(pe, cpu_us) != 0))) {
     free(cpu_us);
     return -1;
   }
+  for (size_t i = 0; profile && i < pe->n_stack_counts; i++)
+    cpu_us[i] = (int64_t)pe->stack_counts[i]->weight_micros; /* profile_check bounded it */
   for (size_t i = 0; i < pe->n_stack_counts; i++) {
     const Perf__V1__StackCount *c = pe->stack_counts[i];
     r->counts[index][i] =
@@ -533,7 +539,9 @@ static int build_event(record_t *r, const Perf__V1__Event *pe, size_t index) {
   e->counts = r->counts[index];
   e->n_counts = merge_counts(r->counts[index], pe->n_stack_counts);
   if (e->n_counts == SIZE_MAX) return -1;
-  if (sample_states_count(r->frames.bt, pe, &r->states[index], &e->n_states) != 0) return -1;
+  if ((profile ? sample_states_of_counts(pe, &r->states[index], &e->n_states)
+               : sample_states_count(r->frames.bt, pe, &r->states[index], &e->n_states)) != 0)
+    return -1;
   e->states = r->states[index];
   if (pe->kind == PERF__V1__EVENT_KIND__EVENT_KIND_HANG ||
       pe->kind == PERF__V1__EVENT_KIND__EVENT_KIND_FATAL_HANG)
@@ -715,8 +723,8 @@ static unsigned check_batch(const Perf__V1__Batch *bt, const uint8_t *header_id,
            400;
   for (size_t i = 0; i < bt->n_strings; i++)
     if (!bt->strings[i]) return set_result(res, 400, REJECT_BAD_PAYLOAD, "null string"), 400;
-  char why[128];
-  if (batch_loops_check(bt, why, sizeof why) != 0)
+  char why[192];
+  if (batch_loops_check(bt, why, sizeof why) != 0 || profile_check(bt, why, sizeof why) != 0)
     return set_result(res, 400, REJECT_BAD_PAYLOAD, "%s", why), 400;
   return 200;
 }

@@ -20,4 +20,11 @@
 int sample_states_count(const Perf__V1__Batch *bt, const Perf__V1__Event *e,
                         store_state_count_t **out, size_t *n);
 
+/* The states of profile event e (EVENT_KIND_PROFILE), whose counts are
+   per (stack, thread, state): their samples summed per (tid, state), no
+   system call or descriptor (a profile carries none), most samples first,
+   in *out as sample_states_count's (counts of unknown state as "unknown");
+   *n 0 and *out NULL when every count's state is unknown. 0, or -1 when memory ran out. */
+int sample_states_of_counts(const Perf__V1__Event *e, store_state_count_t **out, size_t *n);
+
 #endif

@@ -8,8 +8,10 @@
 #ifndef PERF_COLLECTOR_RECORDS_H
 #define PERF_COLLECTOR_RECORDS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "collector/model/signature.h"
 
@@ -80,8 +82,17 @@ typedef struct store_state_sum_s {
 
 typedef int (*store_state_sum_fn)(const store_state_sum_t *row, void *user);
 
+/* Whether events of kind have CPU time (cpu_us) as their stacks' own
+   time: a CPU burst, and a window of the always-on CPU profile
+   ("profile"); hangs have wall time instead. Each stack of such an event
+   is a group of its own in top-stacks (a rollup_groups row of the event's
+   kind). */
+static inline bool store_kind_cpu_time(const char *kind) {
+  return kind && (strcmp(kind, "cpu") == 0 || strcmp(kind, "profile") == 0);
+}
+
 typedef struct store_event_s {
-  const char *kind; /* "hang", "fatal_hang", "cpu", "manual", "unspecified" */
+  const char *kind; /* "hang", "fatal_hang", "cpu", "manual", "profile", "unspecified" */
   int64_t start_ns;
   int64_t duration_ns;
   uint32_t tid;

@@ -173,12 +173,11 @@ int rollup_batch_build(rollup_batch_t *out, const store_batch_t *b, const char *
       pre[np].row.samples = samples;
       pre[np++].event = i;
     }
-    bool cpu = !strcmp(e->kind, "cpu");
+    bool cpu = store_kind_cpu_time(e->kind);
     for (size_t j = 0; j < e->n_counts; j++) {
       const store_stack_count_t *c = &e->counts[j];
       if (cpu) {
         pre[np].row = base;
-        pre[np].row.kind = "cpu";
         pre[np].row.group_sig = c->stack_sig;
         pre[np].row.samples = c->samples;
         pre[np].row.cpu_us = cpu_of(c);

@@ -18,9 +18,9 @@
 
 /* A rollup_groups row of one level, less the resource (the batch's app,
    version and environment, NULL stored as ""): a hang event counted in
-   its group with all its samples (cpu_us 0); a cpu event once per stack it
-   sampled, that stack its group (kind "cpu") with the stack's samples and
-   CPU time. */
+   its group with all its samples (cpu_us 0); a cpu or profile event once
+   per stack it sampled, that stack its group (of the event's kind) with
+   the stack's samples and CPU time. */
 typedef struct rollup_group_row_s {
   int64_t bucket_ns;
   const char *kind, *group_sig, *label; /* label "" for none */

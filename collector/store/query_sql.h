@@ -77,6 +77,18 @@ _Static_assert(STORE_SLOT_TAG == 11 && STORE_MAX_TAG_FILTERS == 4,
       STORE_SLOT_KIND) " = 'hang'"                                                                 \
                        " AND " a ".kind = 'fatal_hang'))"
 
+/* The events a list shows: of the kind in the slot (QSQL_KIND_FILTER), or
+   without one every kind but "profile": the always-on profile's windows
+   (one a minute per process) are not slow moments, and are listed only
+   when asked for by their kind. Alias a (e). */
+#define QSQL_LISTED_KIND(a)                                                                        \
+  "((" QSQL_TEXT(STORE_SLOT_KIND) " IS NULL AND " a                                                \
+                                  ".kind <> 'profile') OR " QSQL_KIND_FILTER(a) ")"
+
+/* The kinds whose stacks are each a group of their own (cpu, profile:
+   store_kind_cpu_time), the one in the slot exactly; alias a (e or r). */
+#define QSQL_CPU_KIND(a) a ".kind = " QSQL_SLOT(STORE_SLOT_KIND)
+
 /* Only the events of a group (NULL any); alias a (e or r). */
 #define QSQL_GROUP_FILTER(a) QSQL_OPTIONAL(a ".group_sig", STORE_SLOT_GROUP)
 

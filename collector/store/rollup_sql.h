@@ -15,9 +15,10 @@
  * Tables: rollup_groups holds per (bucket, app, version, environment,
  * kind, group, label, duration bin) the events, their samples (cpu: the
  * stack's samples), durations summed, earliest and latest start, longest
- * duration, and CPU time (cpu: the stack's, the sum of its samples'
- * weights; 0 for hangs): what top-stacks shows. A hang's group is its
- * event's; a cpu event counts once in the group of each stack it sampled.
+ * duration, and CPU time (cpu, profile: the stack's, the sum of its
+ * samples' weights; 0 for hangs): what top-stacks shows. A hang's group is
+ * its event's; a cpu or profile event counts once in the group of each
+ * stack it sampled, under its own kind.
  * rollup_stacks holds per (bucket, app, version, environment, kind, group
  * ("" for none), stack, label) the stack's samples, its wall time (its
  * counts' shares of their events' durations, ROLLUP_WALL_SHARE), earliest
@@ -89,24 +90,26 @@
                 ROLLUP_KEY_ORDER                                                                   \
                 ROLLUP_GROUP_MERGE(lvl, shard_col)
 
-/* Cpu events, once per stack they sampled (its weight in the event). */
+/* Cpu and profile events, once per stack they sampled (its weight in the
+   event), in a group of their kind. */
 #define ROLLUP_GROUPS_CPU(lvl, size, shard_col, shard_val, src, scope)                             \
   ROLLUP_GROUP_INTO(lvl, shard_col)                                                                \
   " SELECT " ROLLUP_BUCKET_AT(                                                                     \
       "x.start_ns",                                                                                \
-      size) ", x.app, x.version, x.environment, 'cpu', x.stack_sig, x.label, "                     \
+      size) ", x.app, x.version, x.environment, x.kind, x.stack_sig, x.label, "                    \
             "perf_dbin(x.duration_ns)" shard_val                                                   \
             ", count(*), sum(x.n), sum(x.duration_ns), min(x.start_ns), max(x.start_ns),"          \
             " max(x.duration_ns), sum(x.w) FROM (SELECT e.start_ns AS start_ns, e.duration_ns AS " \
-            "duration_ns,"                                                                         \
+            "duration_ns, e.kind AS kind,"                                                         \
             " coalesce(b.app, '') AS app, coalesce(b.version, '') AS version,"                     \
             " coalesce(b.environment, '') AS environment, coalesce(e.label, '') AS label,"         \
             " c.stack_sig AS stack_sig, sum(c.samples) AS n, sum(" ROLLUP_CPU(                     \
                 "c") ") AS w"                                                                      \
                      " FROM " src " JOIN batches b ON b.id = e.batch_id JOIN stack_counts c ON "   \
                      "c.event_id = e.id"                                                           \
-                     " WHERE e.kind = 'cpu' AND e.start_ns IS NOT NULL AND e.duration_ns IS NOT "  \
-                     "NULL AND " scope " GROUP BY e.id, c.stack_sig, b.app, b.version, "           \
+                     " WHERE e.kind IN ('cpu', 'profile') AND e.start_ns IS NOT NULL AND "         \
+                     "e.duration_ns IS NOT "                                                       \
+                     "NULL AND " scope " GROUP BY e.id, e.kind, c.stack_sig, b.app, b.version, "   \
                      "b.environment, e.start_ns, e.duration_ns,"                                   \
                      " e.label) x WHERE true" ROLLUP_KEY_ORDER                                     \
                      ROLLUP_GROUP_MERGE(lvl, shard_col)

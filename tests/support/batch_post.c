@@ -118,6 +118,50 @@ void batch_set_frames(Perf__V1__Batch *b, batch_frames_t *f, char **strings, siz
   b->n_frames = n, b->frames = f->frs;
 }
 
+long batch_post_profile(const collector_t *c, const profile_window_t *w,
+                        void (*edit)(Perf__V1__Event *), unsigned seed, reply_t *r) {
+  CHECK(w->n_leaves >= 1 && w->n_leaves < BATCH_MAX_FRAMES && w->n_counts >= 1 &&
+        w->n_counts <= 16);
+  char *strings[BATCH_MAX_FRAMES + 1] = {"", (char *)w->root};
+  for (size_t i = 0; i < w->n_leaves; i++)
+    strings[i + 2] = (char *)w->leaves[i];
+  uint32_t frames[BATCH_MAX_FRAMES][2];
+  Perf__V1__Stack st[BATCH_MAX_FRAMES], *sts[BATCH_MAX_FRAMES];
+  for (size_t i = 0; i < w->n_leaves; i++) {
+    perf__v1__stack__init(&st[i]);
+    frames[i][0] = (uint32_t)i + 2, frames[i][1] = 1; /* innermost first */
+    st[i].n_frames = 2, st[i].frames = frames[i];
+    st[i].end = PERF__V1__STACK_END__STACK_END_COMPLETE;
+    sts[i] = &st[i];
+  }
+  Perf__V1__StackCount sc[16], *scs[16];
+  for (size_t i = 0; i < w->n_counts; i++) {
+    const profile_count_t *k = &w->counts[i];
+    CHECK(k->stack >= 1 && k->stack <= w->n_leaves);
+    perf__v1__stack_count__init(&sc[i]);
+    sc[i].stack = k->stack, sc[i].tid = k->tid, sc[i].samples = k->samples;
+    sc[i].weight_micros = k->weight_micros;
+    sc[i].state = (Perf__V1__SampleState)k->state;
+    scs[i] = &sc[i];
+  }
+  Perf__V1__Event ev = PERF__V1__EVENT__INIT, *evs[] = {&ev};
+  ev.kind = PERF__V1__EVENT_KIND__EVENT_KIND_PROFILE;
+  ev.start_unix_nanos = w->start_ns;
+  ev.duration_nanos = w->duration_ns;
+  ev.tid = w->counts[0].tid;
+  ev.cpu_percent = -1;
+  ev.n_stack_counts = w->n_counts, ev.stack_counts = scs;
+  if (edit) edit(&ev);
+  Perf__V1__Resource res;
+  Perf__V1__Batch b;
+  batch_begin(&b, &res, w->app, w->version, NULL, w->host);
+  batch_frames_t f;
+  batch_set_frames(&b, &f, strings, w->n_leaves + 2);
+  b.n_stacks = w->n_leaves, b.stacks = sts;
+  b.n_events = 1, b.events = evs;
+  return batch_post_answer(c, &b, seed, r);
+}
+
 long batch_post_loop(const collector_t *c, const loop_batch_t *sp, unsigned seed, reply_t *r) {
   return batch_post_loops(c, sp, NULL, 0, seed, r);
 }

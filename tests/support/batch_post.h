@@ -99,6 +99,32 @@ long batch_post_loop(const collector_t *c, const loop_batch_t *sp, unsigned seed
 long batch_post_loops(const collector_t *c, const loop_batch_t *sp, Perf__V1__LoopStats **loops,
                       size_t n_loops, unsigned seed, reply_t *r);
 
+/* A batch of one window of the always-on CPU profile (EVENT_KIND_PROFILE)
+   as the SDK sends it: its samples aggregated per (stack, thread, state)
+   in stack_counts with their CPU time (weight_micros), no per-sample
+   arrays. Stack i (1-based) is leaves[i - 1] called by root (at most
+   BATCH_MAX_FRAMES - 1 leaves). */
+typedef struct profile_count_s {
+  uint32_t stack, tid, samples;
+  uint64_t weight_micros;
+  int state; /* a Perf__V1__SampleState */
+} profile_count_t;
+typedef struct profile_window_s {
+  const char *app, *version, *host; /* version, host: NULL unset */
+  const char *root;
+  const char *const *leaves;
+  size_t n_leaves;
+  int64_t start_ns, duration_ns;
+  const profile_count_t *counts; /* at most 16 */
+  size_t n_counts;
+} profile_window_t;
+
+/* w's batch sent with its batch id from seed (batch_post_answer); edit
+   (NULL: none) changes the event just before. The status, the answer in
+   *r. */
+long batch_post_profile(const collector_t *c, const profile_window_t *w,
+                        void (*edit)(Perf__V1__Event *), unsigned seed, reply_t *r);
+
 /* A batch of n distinct stacks, the flood an ingest key's bounds are
    for: stack i is one frame of module "/opt/flood/app" calling
    "<prefix>_<first + i>", sampled once by one cpu event (100 ms), started

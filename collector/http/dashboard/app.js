@@ -48,11 +48,20 @@ const STACK_COLUMNS = {
     ['event-p95', 'p95 event', '95th percentile duration of those CPU events (event_p95_ms)',
       (s) => fmtMs(s.event_p95_ms)],
   ],
+  // The always-on profile: a window is a minute of a process, so the
+  // windows' durations say nothing of the stack; its CPU time does.
+  profile: [
+    ['events', 'Windows', 'profile windows (a minute of one process each) that sampled this stack (a count)',
+      (s) => fmtCount(s.events)],
+    ['samples', 'Samples', "this stack's samples (a count)", (s) => fmtCount(s.samples)],
+    ['cpu-time', 'CPU time', "this stack's own CPU time over the windows: the CPU time its samples " +
+      'stand for (ms, from cpu_us)', (s) => fmtMs(s.cpu_us / 1000), true],
+  ],
 };
 // The kinds of event, as the API names them (the kind= of events and
 // timeseries): the view's words, the badge's, and whether the collector sums
-// the kind's stacks (top-stacks, flame and the exports take hang or cpu
-// only; a fatal hang is one of the hangs there). A kind without summed
+// the kind's stacks (top-stacks, flame and the exports take hang, cpu or
+// profile only; a fatal hang is one of the hangs there). A kind without summed
 // stacks says where its stacks are instead (noStacks), and the page sends
 // it to no stack route.
 const KINDS = {
@@ -61,6 +70,7 @@ const KINDS = {
     noStacks: 'Fatal hangs are summed with the other hangs: choose Hangs for their stacks and flame ' +
       'graph; each fatal hang\u2019s own stacks are in its detail.' },
   cpu: { title: 'CPU events', badge: 'cpu', stacks: true },
+  profile: { title: 'Profile windows', badge: 'profile', stacks: true },
   manual: { title: 'Manual captures', badge: 'manual', stacks: false,
     noStacks: 'Manual captures (perf_sdk_capture_now) are not summed into stacks: each capture\u2019s ' +
       'threads and stacks are in its detail.' },
@@ -143,6 +153,12 @@ async function api(path, params = {}) {
 
 async function apiJson(path, params) {
   return (await api(path, params)).json();
+}
+
+// Whether a kind's stacks are measured in CPU time: CPU bursts and the
+// always-on profile's windows (hangs in wall time).
+function cpuTime(kind) {
+  return kind === 'cpu' || kind === 'profile';
 }
 
 // ---- the filters in the URL ---------------------------------------------------
@@ -377,7 +393,7 @@ async function loadFlame(gen) {
   state.diffNames = names;
   // A CPU profile is as wide as its CPU time (samples only for SDKs that
   // sent no CPU time); hangs by samples.
-  state.flameBy = params.kind === 'cpu' && tree.cpu_us > 0 ? 'cpu_us' : 'samples';
+  state.flameBy = cpuTime(params.kind) && tree.cpu_us > 0 ? 'cpu_us' : 'samples';
   renderFlame();
 }
 
@@ -465,10 +481,19 @@ async function loadCompare(gen) {
   const b = $('compare-b').value.trim();
   delete box.dataset.query;
   const hangs = state.kind === 'hang' || state.kind === 'fatal_hang';
+  const profile = state.kind === 'profile';
   $('compare-hint').textContent = hangs ? 'hangs per hour of watched time with their 95% intervals, ' +
     'for the app and filters above'
-    : `${KINDS[state.kind].title} are not compared by version`;
-  $('compare-form').hidden = !hangs;
+    : profile ? 'the profile of version B against A: the flame graph\u2019s diff'
+      : `${KINDS[state.kind].title} are not compared by version`;
+  $('compare-form').hidden = !hangs && !profile;
+  if (profile) {
+    // The profile has no rate: its versions differ by where their CPU time goes.
+    renderPrompt(el, box, a && b ? `Version ${b} against ${a}: check \u201cDiff B against A\u201d in the flame graph ` +
+      'for each frame\u2019s share of the CPU time in both.' : 'Enter versions A and B, then check ' +
+      '\u201cDiff B against A\u201d in the flame graph.');
+    return;
+  }
   if (!hangs) {
     renderPrompt(el, box, `${KINDS[state.kind].title} have no rate per version: choose Hangs or Fatal hangs ` +
       'to compare versions.');
@@ -518,9 +543,12 @@ function renderDrops(drops) {
   line.hidden = false;
 }
 
-// App, version and environment values seen lately, offered in the filters.
+// App, version and environment values seen lately, offered in the filters
+// (in the Profile view, those of the profile windows: the events list
+// leaves them out unless asked for by their kind).
 async function loadSuggestions() {
-  const { events } = await apiJson('/api/v1/events', { limit: '1000' });
+  const { events } = await apiJson('/api/v1/events',
+    { limit: '1000', kind: state.kind === 'profile' ? 'profile' : '' });
   for (const [field, list] of [['app', 'apps'], ['version', 'versions'], ['environment', 'environments'],
     ['loop', 'loops']]) {
     const values = [...new Set(events.map((e) => e[field]).filter(Boolean))].sort();
@@ -578,12 +606,15 @@ function renderStacks() {
     $('stacks-empty').hidden = true;
     return;
   }
-  $('stacks-title').textContent = state.kind === 'hang' ? 'Slowest hang stacks' : 'Hottest CPU stacks';
+  $('stacks-title').textContent = state.kind === 'hang' ? 'Slowest hang stacks'
+    : state.kind === 'profile' ? 'Hottest stacks of the CPU profile' : 'Hottest CPU stacks';
   $('export-folded').title = state.kind === 'hang' ? 'folded stacks, samples per stack'
     : 'folded stacks, CPU microseconds per stack (flamegraph.pl --countname=us)';
   $('stacks-hint').textContent = state.kind === 'hang'
     ? 'sorted by hang time; click a row to see its events'
-    : 'sorted by CPU time (the stack\u2019s own, not its events\u2019 durations); click a row to see its events';
+    : state.kind === 'profile'
+      ? 'the always-on profile of the time range: sorted by CPU time; click a row to see its windows'
+      : 'sorted by CPU time (the stack\u2019s own, not its events\u2019 durations); click a row to see its events';
   $('stacks-empty').hidden = state.stacks.length > 0;
   const maxImpact = Math.max(1e-9, ...state.stacks.map(impactOf));
   state.stacks.forEach((stack, index) => {
@@ -1200,7 +1231,7 @@ function renderDetail(ev) {
   $('detail-label').textContent = ev.label || '—';
   $('detail-reason').textContent = ev.reason || '—';
   $('detail-tags').textContent = (ev.tags || []).map((t) => `${t.key}:${t.value}`).join(' ') || '—';
-  $('detail-stacks-title').textContent = ev.kind === 'cpu' ? 'Stacks: CPU time and samples'
+  $('detail-stacks-title').textContent = cpuTime(ev.kind) ? 'Stacks: CPU time and samples'
     : ev.kind === 'hang' || ev.kind === 'fatal_hang' ? 'Stacks: samples and their share of the hang' : 'Stacks: samples';
   const total = ev.stacks.reduce((n, s) => n + weightOf(s), 0) || 1;
   const shown = ev.stacks.slice(0, DETAIL_STACKS_SHOWN).map((s) => detailStack(s, total));
@@ -1310,12 +1341,13 @@ function detailFrame(f, name, app) {
 
 // ---- exports ------------------------------------------------------------------
 
-// The folded export of the CPU view counts CPU microseconds (the flame
-// graph's width; flamegraph.pl --countname=us), the hang view's samples.
+// The folded export of the CPU and profile views counts CPU microseconds
+// (the flame graph's width; flamegraph.pl --countname=us), the hang view's
+// samples.
 async function download(format) {
   const path = `/api/v1/export/${format}`;
   const params = filterParams(false);
-  if (format === 'folded' && state.kind === 'cpu') params.value = 'cpu_us';
+  if (format === 'folded' && cpuTime(state.kind)) params.value = 'cpu_us';
   try {
     const blob = await (await api(path, params)).blob();
     const link = el('a', { href: URL.createObjectURL(blob),

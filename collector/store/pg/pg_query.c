@@ -58,7 +58,7 @@
   " c.samples AS n, " ROLLUP_CPU(                                                                  \
       "c") " AS w FROM events e"                                                                   \
            " JOIN batches b ON b.id = e.batch_id JOIN stack_counts c ON c.event_id = e.id"         \
-           " WHERE e.kind = 'cpu'" QSQL_RAW_RANGE(lo, hi) QSQL_TOP_FILTERS QSQL_RAW_BOUND          \
+           " WHERE " QSQL_CPU_KIND("e") QSQL_RAW_RANGE(lo, hi) QSQL_TOP_FILTERS QSQL_RAW_BOUND     \
       ") j GROUP BY j.id, j.sig, j.version, j.label, j.d, j.s"
 #define RAW_STACK(lo, hi)                                                                          \
   "SELECT c.stack_sig, c.samples, " ROLLUP_CPU("c") ", " ROLLUP_WALL_SHARE(                        \
@@ -71,7 +71,7 @@ static const char TOP_HANG[] =
     TOP_SQL("r.kind IN ('hang', 'fatal_hang')", RAW_HANG(22, 23) " UNION ALL " RAW_HANG(24, 25),
             "(SELECT p.samples FROM hang_group_path p WHERE p.group_sig = x.g)", "x.total_ns");
 static const char TOP_CPU[] = TOP_SQL(
-    "r.kind = 'cpu'", RAW_CPU(22, 23) " UNION ALL " RAW_CPU(24, 25), "NULL::bytea", "x.cpu_us");
+    QSQL_CPU_KIND("r"), RAW_CPU(22, 23) " UNION ALL " RAW_CPU(24, 25), "NULL::bytea", "x.cpu_us");
 /* The stack rows' sources in the order a bounded read takes them. */
 #define STACK_PARTS                                                                                \
   STACK_PART(ROLLUP_STACKS_DAY, 20, 21)                                                            \
@@ -84,11 +84,11 @@ static const char STACK_ROWS[] = QSQL_STACK_ROWS_CAPPED(
     " COLLATE \"C\"");
 static const char ANY_EVENT[] = "SELECT EXISTS (SELECT 1 FROM events WHERE start_ns >= $1::bigint"
                                 " AND start_ns <= $2::bigint)";
-static const char EVENT_ROWS[] = "SELECT " QSQL_EVENT_COLUMNS(
-    PG_TAGS_JSON) " FROM events e JOIN batches b ON b.id = e.batch_id"
-                  " WHERE ($6::text IS NULL OR " QSQL_KIND_FILTER(
-                      "e") ")" QSQL_TOP_FILTERS QSQL_LOOP_FILTER
-                           " ORDER BY e.start_ns DESC, e.id DESC LIMIT $7::bigint";
+static const char EVENT_ROWS[] =
+    "SELECT " QSQL_EVENT_COLUMNS(PG_TAGS_JSON) " FROM events e JOIN batches b ON b.id = e.batch_id"
+                                               " WHERE " QSQL_LISTED_KIND("e")
+                                                   QSQL_TOP_FILTERS QSQL_LOOP_FILTER
+    " ORDER BY e.start_ns DESC, e.id DESC LIMIT $7::bigint";
 static const char EVENT_ONE[] =
     "SELECT " QSQL_EVENT_COLUMNS(PG_TAGS_JSON) " FROM events e JOIN batches b ON b.id = e.batch_id"
                                                " WHERE e.id = $1::bigint";
@@ -290,7 +290,7 @@ static store_t *reader_of(store_t *st) {
 
 int pg_top_rows(store_t *st, const store_top_query_t *q, store_row_fn fn, void *user) {
   st = reader_of(st);
-  int hang = strcmp(q->kind, "cpu") != 0;
+  int hang = !store_kind_cpu_time(q->kind);
   pg_params_t p = {0};
   bind_filters(st, &p, q);
   cb_t cb = {(void *)fn, user, hang, st->read_rows_max};

@@ -74,7 +74,7 @@ static void bind_plan(store_t *st, sqlite3_stmt *s, const store_top_query_t *q) 
 }
 
 int sqlite_top_rows(store_t *st, const store_top_query_t *q, store_row_fn fn, void *user) {
-  enum stmt_id id = strcmp(q->kind, "cpu") == 0 ? ST_TOP_CPU : ST_TOP_HANG;
+  enum stmt_id id = store_kind_cpu_time(q->kind) ? ST_TOP_CPU : ST_TOP_HANG;
   pthread_mutex_lock(&st->lock);
   sqlite3_stmt *s = st->stmt[id];
   bind_filters(st, s, q);

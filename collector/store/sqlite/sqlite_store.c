@@ -159,7 +159,7 @@ static const char GROUP_SIG_INDEX[] =
   "n, " ROLLUP_CPU(                                                                                \
       "c") " AS w FROM events e"                                                                   \
            " JOIN batches b ON b.id = e.batch_id JOIN stack_counts c ON c.event_id = e.id"         \
-           " WHERE e.kind = 'cpu'" QSQL_RAW_RANGE(lo, hi) QSQL_TOP_FILTERS QSQL_RAW_BOUND          \
+           " WHERE " QSQL_CPU_KIND("e") QSQL_RAW_RANGE(lo, hi) QSQL_TOP_FILTERS QSQL_RAW_BOUND     \
       ") j GROUP BY j.id, j.sig"
 #define RAW_STACK(lo, hi)                                                                          \
   "SELECT c.stack_sig, c.samples, " ROLLUP_CPU("c") ", " ROLLUP_WALL_SHARE(                        \
@@ -210,8 +210,8 @@ static const char *const STMT_SQL[ST_COUNT] = {
     [ST_TOP_HANG] =
         TOP_SQL("r.kind IN ('hang', 'fatal_hang')", RAW_HANG(22, 23) " UNION ALL " RAW_HANG(24, 25),
                 "(SELECT p.samples FROM hang_group_path p WHERE p.group_sig = x.g)", "x.total_ns"),
-    [ST_TOP_CPU] = TOP_SQL("r.kind = 'cpu'", RAW_CPU(22, 23) " UNION ALL " RAW_CPU(24, 25), "NULL",
-                           "x.cpu_us"),
+    [ST_TOP_CPU] = TOP_SQL(QSQL_CPU_KIND("r"), RAW_CPU(22, 23) " UNION ALL " RAW_CPU(24, 25),
+                           "NULL", "x.cpu_us"),
     [ST_STACK_ROWS] = QSQL_STACK_ROWS_CAPPED(
         "SELECT x.s AS s, sum(x.n) AS n, sum(x.cpu) AS cpu, coalesce(sum(x.wall), 0) AS wall,"
         " min(x.first) AS first, max(x.last_end) AS last_end, count(*) AS rows"
@@ -220,9 +220,8 @@ static const char *const STMT_SQL[ST_COUNT] = {
     [ST_ANY_EVENT] = "SELECT EXISTS (SELECT 1 FROM events WHERE start_ns >= ?1 AND start_ns <= ?2)",
     [ST_EVENT_ROWS] = "SELECT " QSQL_EVENT_COLUMNS(
         SQLITE_TAGS_JSON) " FROM events e JOIN batches b ON b.id = e.batch_id"
-                          " WHERE (?6 IS NULL OR " QSQL_KIND_FILTER(
-                              "e") ")" QSQL_TOP_FILTERS QSQL_LOOP_FILTER
-                                   " ORDER BY e.start_ns DESC, e.id DESC LIMIT ?7",
+                          " WHERE " QSQL_LISTED_KIND("e") QSQL_TOP_FILTERS QSQL_LOOP_FILTER
+    " ORDER BY e.start_ns DESC, e.id DESC LIMIT ?7",
     [ST_EVENT_ONE] = "SELECT " QSQL_EVENT_COLUMNS(
         SQLITE_TAGS_JSON) " FROM events e JOIN batches b ON b.id = e.batch_id"
                           " WHERE e.id = ?1",

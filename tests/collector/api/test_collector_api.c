@@ -1471,7 +1471,7 @@ static void case_event_kinds(void) {
       snprintf(path, sizeof path, "%s?kind=%s", stack_routes[i], k ? "fatal_hang" : "manual");
       j = get_json(&c, path, &status);
       const char *err = json_string_value(json_object_get(j, "error"));
-      CHECKF(status == 400 && err && strstr(err, "parameter kind: must be hang or cpu"),
+      CHECKF(status == 400 && err && strstr(err, "parameter kind: must be hang, cpu or profile"),
              "GET %s -> %ld %s", path, status, err ? err : "(no error)");
       json_decref(j);
     }

@@ -13,7 +13,8 @@
  * 3.3: 5 in 0.1 h; hangs of 1 ms: the demo's stays the slowest) and app "inapp" (a hang and a CPU
  * stack innermost in libc, called from the app: post_in_app) and app "kinds" (a fatal hang and a
  * manual capture: post_kinds), hangs in two hours of app "periods"
- * (post_periods), and an alert (a new_group rule of app
+ * (post_periods), three windows of the always-on CPU profile of app "prof"
+ * in two versions and two hours (post_profile), and an alert (a new_group rule of app
  * "alerted" whose new CPU group is delivered to a test webhook:
  * post_alert), then runs tests/dashboard/
  * dashboard_test.mjs (node + playwright-core + Debian's chromium, headless)
@@ -280,6 +281,50 @@ static void post_periods(const collector_t *c) {
     post_one_event(c, "periods", 0xd6, 0x9e, i, 500 + i, 4343, &HANG[i]);
 }
 
+/* App "prof": three windows of the always-on CPU profile, a minute each,
+   of parse_json and gzip_body called by prof_loop: version 1.0's 90 and
+   30 minutes ago (parse_json 300 ms and gzip_body 100 ms, then 200 ms
+   each, 50 of gzip_body's samples on a lock), version 2.0's 30 minutes
+   ago (100 ms and 400 ms). In all: gzip_body 700 ms of 1.3 s; 2.0 against
+   1.0, gzip_body from 37.5% to 80% of the CPU time; the last hour against
+   the hour before, from 25% to 66.7%. */
+static void post_profile(const collector_t *c) {
+  enum {
+    RUN = PERF__V1__SAMPLE_STATE__SAMPLE_STATE_RUNNING,
+    LOCK = PERF__V1__SAMPLE_STATE__SAMPLE_STATE_LOCK
+  };
+  static const char *const LEAVES[] = {"parse_json", "gzip_body"};
+  static const profile_count_t OLD[] = {{1, 71, 30, 300000, RUN}, {2, 71, 10, 100000, RUN}};
+  static const profile_count_t V1[] = {
+      {1, 71, 20, 200000, RUN}, {2, 72, 15, 150000, RUN}, {2, 72, 5, 50000, LOCK}};
+  static const profile_count_t V2[] = {{2, 81, 40, 400000, RUN}, {1, 81, 10, 100000, RUN}};
+  struct {
+    const char *version;
+    int64_t ago_s;
+    const profile_count_t *counts;
+    size_t n;
+  } windows[] = {{"1.0", 5400, OLD, ARRAY_LEN(OLD)},
+                 {"1.0", 1800, V1, ARRAY_LEN(V1)},
+                 {"2.0", 1800, V2, ARRAY_LEN(V2)}};
+  reply_t *r = malloc(sizeof *r);
+  CHECK(r);
+  for (unsigned i = 0; i < ARRAY_LEN(windows); i++) {
+    profile_window_t w = {"prof",
+                          windows[i].version,
+                          NULL,
+                          "prof_loop",
+                          LEAVES,
+                          ARRAY_LEN(LEAVES),
+                          (int64_t)((now_wall_s() - (double)windows[i].ago_s) * 1e9),
+                          60000000000LL,
+                          windows[i].counts,
+                          windows[i].n};
+    long status = batch_post_profile(c, &w, NULL, 600 + i, r);
+    CHECKF(status == 200, "profile window %u -> %ld %.300s", i, status, r->body);
+  }
+  free(r);
+}
+
 /* A new_group rule of app "alerted" (format slack), a new CPU group of it
    delivered to hook: the Alerts panel's row, once the API lists it
    delivered. */
@@ -326,6 +371,7 @@ static void case_browser(void) {
   post_in_app(&c);
   post_kinds(&c);
   post_periods(&c);
+  post_profile(&c);
   post_alert(&c, hook);
 
   char compare_png[sizeof PERF_DASHBOARD_SCREENSHOT + 16];

@@ -7,7 +7,7 @@
  * nanosecond (rollup_wall_share, the SQL's ROLLUP_WALL_SHARE); a hang
  * without a group only in the stack rows; keys merged across events, split
  * by bucket at the 10-minute level and merged at the day level; rows in
- * key order.
+ * key order; a profile window's stacks each a group of kind profile.
  */
 #include <string.h>
 
@@ -178,6 +178,39 @@ static void case_edges(void) {
 /* A count's share of its event's duration: rounded down to the
    nanosecond (a third of 100 ms is 33333333 ns, two thirds 66666666), the
    duration taken within 0..2^53 ns, nothing from an event of no samples. */
+/* A profile window (a minute) beside a cpu event that sampled S1 too:
+   each stack of the window a group of kind profile with its samples and
+   CPU time, the window counted once per stack; never a cpu group. */
+static void case_profile(void) {
+  static const store_stack_count_t W[] = {{"S1", 1, 2, 300}, {"S1", 2, 1, 100}, {"S2", 1, 1, 200}};
+  store_event_t ev[] = {
+      {.kind = "profile",
+       .start_ns = T + 30,
+       .duration_ns = 60000000000,
+       .counts = W,
+       .n_counts = 3},
+      {.kind = "cpu", .start_ns = T + 10, .duration_ns = 900, .counts = C4, .n_counts = 1},
+  };
+  store_batch_t b = {.events = ev, .n_events = ARRAY_LEN(ev)};
+  rollup_picks_t p;
+  CHECK(rollup_picks_init(&p, &b) == 0);
+  rollup_batch_t rb;
+  CHECK(rollup_batch_build(&rb, &b, p.group, ROLLUP_BUCKET_NS) == 0);
+  CHECK_EQ_INT(rb.n_groups, 3);
+  check_group(&rb.groups[0], T, "cpu", "S1", "", 1, 5, 500, 900, T + 10, T + 10, 900);
+  check_group(&rb.groups[1], T, "profile", "S1", "", 1, 3, 400, 60000000000, T + 30, T + 30,
+              60000000000);
+  check_group(&rb.groups[2], T, "profile", "S2", "", 1, 1, 200, 60000000000, T + 30, T + 30,
+              60000000000);
+  CHECK_EQ_INT(rb.n_stacks, 3);
+  check_stack(&rb.stacks[1], T, "profile", "", "S1", "", 3, 400, 45000000000, T + 30,
+              T + 30 + 60000000000);
+  check_stack(&rb.stacks[2], T, "profile", "", "S2", "", 1, 200, 15000000000, T + 30,
+              T + 30 + 60000000000);
+  rollup_batch_free(&rb);
+  rollup_picks_free(&p);
+}
+
 static void case_wall_share(void) {
   CHECK_EQ_INT(rollup_wall_share(100000000, 1, 3), 33333333);
   CHECK_EQ_INT(rollup_wall_share(100000000, 2, 3), 66666666);
@@ -192,10 +225,8 @@ static void case_wall_share(void) {
 }
 
 static const test_case_t g_cases[] = {
-    TEST_CASE(ten_minutes),
-    TEST_CASE(day),
-    TEST_CASE(edges),
-    TEST_CASE(wall_share),
+    TEST_CASE(ten_minutes), TEST_CASE(day),     TEST_CASE(edges),
+    TEST_CASE(wall_share),  TEST_CASE(profile),
 };
 
 int main(int argc, char **argv) {

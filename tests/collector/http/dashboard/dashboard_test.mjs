@@ -53,6 +53,18 @@
 // asked for them; the detail cleared by a kind, a filter or a range that
 // leaves its event out, kept by one that keeps it; no hang rate in the
 // CPU view.
+// The always-on CPU profile (test_dashboard.c's app "prof": three windows
+// of two versions, 90 and 30 minutes ago): the Profile kind's table
+// (Windows, Samples, CPU time) and its first row as top-stacks answers;
+// the flame graph as wide as CPU time, its root the windows' 1.3 s, a
+// frame's tooltip in CPU time, the search's share of CPU time and the
+// sandwich's totals in microseconds; the windows listed with their badge
+// under Profile only (not under Hangs), their chart; a window's detail
+// in CPU time; the diff of version 2.0 against 1.0 and of the last hour
+// against the hour before, each frame's delta the API's (gzip_body from
+// 37.5% to 80%, from 25% to 66.7%); the exports asked with kind=profile
+// (folded in CPU microseconds); the filters suggest the windows' app and
+// versions.
 // Any JS error (console or uncaught) fails the test.
 // Exit 0 on success, 1 with the reason on stderr otherwise.
 import { chromium } from 'playwright-core';
@@ -632,6 +644,7 @@ async function run(page) {
   await checkLinks(page, hang, event);
   await checkInApp(page);
   await checkKinds(page);
+  await checkProfile(page);
   await checkTimeWindow(page);
   await checkPhone(page);
   const comparePng = await checkCompare(page);
@@ -849,6 +862,121 @@ async function checkKinds(page) {
   await waitReady(page);
   await page.waitForFunction(() => !document.querySelector('[data-testid="event-row"]'));
   check(await detailCleared(page), 'kinds: a range that leaves the fatal hang out clears its detail');
+}
+
+// The always-on profile's view (the header's comment says what it checks).
+async function checkProfile(page) {
+  const top = (await apiJson('/api/v1/top-stacks?kind=profile&app=prof')).stacks;
+  const flame = await apiJson('/api/v1/flame?kind=profile&app=prof');
+  const windows = (await apiJson('/api/v1/events?kind=profile&app=prof')).events;
+  check(JSON.stringify(top.map((t) => `${t.frames[0]}:${t.events}:${t.samples}:${t.cpu_us}`)) ===
+    '["gzip_body:3:70:700000","parse_json:3:60:600000"]' && flame.cpu_us === 1300000 && flame.samples === 130 &&
+    windows.length === 3 && windows.every((w) => w.kind === 'profile' && w.duration_ms === 60000),
+  `profile API: ${JSON.stringify(top)} ${flame.cpu_us} ${windows.length}`);
+  requests.length = 0;
+  await page.goto(`${url}/dashboard/?kind=profile&app=prof&range=all`);
+  await waitReady(page);
+  check(await page.locator('#kind-profile').isChecked(), 'profile: the kind checked from the link');
+  // The filters suggest the profile windows' app and versions.
+  await page.waitForFunction(() => document.querySelector('#apps option[value="prof"]') &&
+    document.querySelector('#versions option[value="1.0"]') && document.querySelector('#versions option[value="2.0"]'));
+  check(await page.locator('#stacks-title').textContent() === 'Hottest stacks of the CPU profile',
+    `profile: stacks title ${await page.locator('#stacks-title').textContent()}`);
+  checkTable('profile', await stackTable(page),
+    ['Function (innermost in-app frame)', 'Impact', 'Windows', 'Samples', 'CPU time', 'First seen', 'Last seen',
+      'Versions'],
+    { events: ['profile windows', 'count'], 'cpu-time': ['CPU time', 'cpu_us', 'ms'] },
+    { events: '3', samples: '70', 'cpu-time': '700 ms' });
+  check(await firstStackFunction(page) === 'gzip_body', 'profile: gzip_body first');
+  // The flame graph: CPU time, the windows' sum of weight_micros at its root.
+  const root = page.locator('[data-testid="flame-node"][data-name="all"]');
+  check(await root.getAttribute('data-cpu-us') === '1300000' && await root.getAttribute('data-samples') === '130',
+    `profile flame root: ${await root.getAttribute('data-cpu-us')} us`);
+  check(/width = CPU time/.test(await page.locator('#flame-hint').textContent()), 'profile flame: width = CPU time');
+  const gzip = page.locator('[data-testid="flame-node"][data-name="gzip_body"]').first();
+  check(await gzip.getAttribute('data-cpu-us') === '700000', 'profile flame: gzip_body 700000 us');
+  await gzip.hover();
+  const tip = page.getByTestId('flame-tooltip');
+  await tip.waitFor({ state: 'visible' });
+  const tipText = await tip.textContent();
+  check(tipText.includes('700 ms CPU · 70 samples, 53.8% of all, 53.8% of prof_loop'), `profile tooltip: ${tipText}`);
+  await page.mouse.move(0, 0);
+  await page.getByTestId('flame-search').fill('gzip');
+  await page.waitForFunction(() => document.getElementById('flame-match').textContent ===
+    '"gzip": 53.8% of all in 1 function');
+  await page.getByTestId('flame-search').press('Escape');
+  await gzip.click();
+  await page.getByTestId('flame-sandwich').click();
+  await page.getByTestId('sandwich').waitFor({ state: 'visible' });
+  const title = page.getByTestId('sandwich-title');
+  check(await title.getAttribute('data-total') === '700000' && await title.getAttribute('data-self') === '700000' &&
+    (await title.textContent()).startsWith('gzip_body: 53.8% of all'), `profile sandwich: ${await title.textContent()}`);
+  await page.getByTestId('sandwich-close').click();
+  await page.getByTestId('flame-reset').click();
+  // The windows: listed under Profile with their badge, counted in the chart.
+  const rows = await eventRows(page);
+  check(JSON.stringify(rows) === JSON.stringify(windows.map((w) => `${w.id}:profile:profile`)),
+    `profile: the windows' rows ${JSON.stringify(rows)}`);
+  check(await page.locator('#chart-title').textContent() === 'Profile windows over time', 'profile: chart title');
+  check((await checkChart(page)).reduce((n, p) => n + p.events, 0) === 3, 'profile: three windows in the chart');
+  const { id } = windows[0];
+  await page.locator(`[data-testid="event-row"][data-id="${id}"]`).click();
+  await page.waitForFunction((i) => document.getElementById('event-detail').dataset.id === String(i), id);
+  check(await page.locator('#detail-stacks-title').textContent() === 'Stacks: CPU time and samples',
+    'profile: a window\'s detail in CPU time');
+  // The exports of the view: kind=profile, the folded one in CPU microseconds.
+  const [folded] = await Promise.all([
+    page.waitForRequest((r) => r.url().includes('/api/v1/export/folded')), page.locator('#export-folded').click()]);
+  const fq = new URL(folded.url()).searchParams;
+  check(fq.get('kind') === 'profile' && fq.get('value') === 'cpu_us', `profile folded export: ${folded.url()}`);
+  const [pprof] = await Promise.all([
+    page.waitForRequest((r) => r.url().includes('/api/v1/export/pprof')), page.locator('#export-pprof').click()]);
+  check(new URL(pprof.url()).searchParams.get('kind') === 'profile', `profile pprof export: ${pprof.url()}`);
+  const stackRoutes = requests.filter((r) => /\/api\/v1\/(top-stacks|flame|export\/|states)/.test(r));
+  check(stackRoutes.length >= 3 && stackRoutes.every((r) => /[?&]kind=profile(&|$)/.test(r)),
+    `profile: every stack route asked for kind=profile: ${JSON.stringify(stackRoutes)}`);
+  // Not slow moments: the Hangs view of the app lists none of them.
+  await chooseKind(page, 'hang');
+  check((await eventRows(page)).length === 0, 'profile: no window under Hangs');
+
+  // Version 2.0 against 1.0: the flame diff, each frame's delta the API's.
+  const deltaOf = (node, name) => {
+    if (node.name === name) return node.delta;
+    for (const c of node.children) {
+      const d = deltaOf(c, name);
+      if (d !== undefined) return d;
+    }
+    return undefined;
+  };
+  await page.goto(`${url}/dashboard/?kind=profile&app=prof&range=all&a=1.0&b=2.0&diff=1`);
+  await waitReady(page);
+  check(await page.getByTestId('compare-a').isVisible() && /Diff B against A/.test(await page.getByTestId('compare-body').textContent()),
+    `profile: the versions' form and its prompt: ${await page.getByTestId('compare-body').textContent()}`);
+  await page.waitForFunction(() => document.querySelector('[data-testid="flame-node"][data-delta]') !== null);
+  const vdiff = await apiJson('/api/v1/flame/diff?kind=profile&app=prof&version=2.0&base_version=1.0');
+  check(vdiff.cpu_us === 500000 && vdiff.base_cpu_us === 800000, `profile version diff API ${vdiff.cpu_us} ${vdiff.base_cpu_us}`);
+  for (const [name, cls, want] of [['gzip_body', 'grew', 0.8 - 0.375], ['parse_json', 'shrank', 0.2 - 0.625]]) {
+    const api = deltaOf(vdiff, name);
+    const node = page.locator(`[data-testid="flame-node"][data-name="${name}"]`).first();
+    const got = Number(await node.getAttribute('data-delta'));
+    check(Math.abs(api - want) < 1e-6 && Math.abs(got - api) < 1e-9 && (await node.getAttribute('class')).split(' ').includes(cls),
+      `profile version diff: ${name} ${got} (API ${api}, want ${want})`);
+  }
+  check(/B 2\.0 against A 1\.0/.test(await page.locator('#flame-hint').textContent()), 'profile version diff: the hint');
+  // The last hour against the hour before.
+  const hourMs = 3600000;
+  const to = Date.now(), from = to - hourMs;
+  await page.goto(`${url}/dashboard/?kind=profile&app=prof&from=${from}&to=${to}&diff=period`);
+  await waitReady(page);
+  await page.waitForFunction(() => document.querySelector('[data-testid="flame-node"][data-delta]') !== null);
+  const pdiff = await apiJson(`/api/v1/flame/diff?kind=profile&app=prof&from=${from}&to=${to}` +
+    `&base_from=${from - hourMs}&base_to=${from}`);
+  check(pdiff.cpu_us === 900000 && pdiff.base_cpu_us === 400000, `profile period diff API ${pdiff.cpu_us} ${pdiff.base_cpu_us}`);
+  for (const [name, want] of [['gzip_body', 600000 / 900000 - 0.25], ['parse_json', 300000 / 900000 - 0.75]]) {
+    const api = deltaOf(pdiff, name);
+    const got = Number(await page.locator(`[data-testid="flame-node"][data-name="${name}"]`).first().getAttribute('data-delta'));
+    check(Math.abs(api - want) < 1e-6 && Math.abs(got - api) < 1e-9, `profile period diff: ${name} ${got} (API ${api}, want ${want})`);
+  }
 }
 
 // Links: a URL's filters in the inputs and exactly the API's rows for them;
