@@ -394,6 +394,70 @@ static void case_ld_preload_cleaned(void) {
   free(text);
 }
 
+/* wait_app forks and its child executes a grandchild (a copy of wait_app
+   named wait_grandchild) that stalls 400 ms in stall_in_grandchild. With
+   --follow-exec the grandchild runs the SDK of its own: exactly one hang,
+   on the grandchild's thread, of the app wait_grandchild (its executable's
+   name), LD_PRELOAD as perf-run set it. Without it the grandchild has no
+   LD_PRELOAD of ours, no SDK mapped, and no hang is recorded. */
+static void case_follow_exec_grandchild(void) {
+  char *copy = rig_path("wait_grandchild"), *out = rig_path("spawn.out");
+  char cmd[8192];
+  snprintf(cmd, sizeof cmd, "cp %s %s", WAIT_APP, copy);
+  CHECK(system(cmd) == 0);
+#ifdef PERF_TEST_ASAN_RUNTIME
+  const char *before = PERF_TEST_ASAN_RUNTIME; /* rig_start preloads it */
+#else
+  const char *before = NULL;
+#endif
+  for (int follow = 0; follow < 2; follow++) {
+    char *report = rig_path(follow ? "follow-report.txt" : "plain-report.txt");
+    char *plain[] = {PERF_RUN, "--sink", "file",   "--sink-path", report, "--threshold-ms",
+                     "100",    "--",     WAIT_APP, "spawn",       copy,   NULL};
+    char *followed[] = {PERF_RUN, "--sink",        "file", "--sink-path", report,  "--threshold-ms",
+                        "100",    "--follow-exec", "--",   WAIT_APP,      "spawn", copy,
+                        NULL};
+    char **argv = follow ? followed : plain;
+    int status = rig_wait_exit(rig_start(argv, NULL, out, false), RIG_EXIT_MS);
+    char *printed = read_text(out);
+    CHECKF(status == 0, "exit %d:\n%s", status, printed);
+    int grandchild = 0, parent = 0;
+    char preload[4200] = "", sdk[8] = "";
+    const char *line = strstr(printed, "grandchild ");
+    CHECKF(line && sscanf(line, "grandchild %d LD_PRELOAD=%4199s sdk=%7s", &grandchild, preload,
+                          sdk) == 3,
+           "%s", printed);
+    const char *pline = strstr(printed, "parent ");
+    CHECKF(pline && sscanf(pline, "parent %d", &parent) == 1 && parent != grandchild, "%s",
+           printed);
+    char want[4200];
+    if (follow)
+      snprintf(want, sizeof want, "%s%s%s", PRELOAD_LIB, before ? ":" : "", before ? before : "");
+    else
+      snprintf(want, sizeof want, "%s", before ? before : "(unset)");
+    CHECKF(strcmp(preload, want) == 0, "grandchild's LD_PRELOAD=%s, want %s", preload, want);
+    CHECKF(strcmp(sdk, follow ? "yes" : "no") == 0, "grandchild's sdk=%s (follow-exec %d)", sdk,
+           follow);
+    char *text = follow ? rig_report_with(report, "hang", 1) : read_text(report);
+    if (!follow) {
+      CHECKF(count_events(text, "hang") == 0, "a hang without --follow-exec:\n%s", text);
+    } else {
+      CHECKF(count_events(text, "hang") == 1, "want exactly one hang:\n%s", text);
+      event_t ev;
+      find_event(text, "hang", 0, &ev);
+      CHECKF(ev.thread == grandchild, "the hang is of thread %d, the grandchild is %d:\n%s",
+             ev.thread, grandchild, ev.text);
+      CHECKF(strstr(ev.text, "app name=wait_grandchild ") != NULL, "not the grandchild's app:\n%s",
+             ev.text);
+      const char *chain[] = {"stall_in_grandchild"};
+      expect_chain(&ev, 0, chain, 1);
+      event_free(&ev);
+    }
+    free(text);
+    free(printed);
+  }
+}
+
 /* perf-run refuses what the loader would run without LD_PRELOAD: a static
    program, a setuid one; exit 126 and the reason. */
 static void case_refuses_static_and_setuid(void) {
@@ -429,6 +493,7 @@ static const test_case_t g_cases[] = {
     TEST_CASE(loops_found),
     TEST_CASE(fork_child_watched),
     TEST_CASE(ld_preload_cleaned),
+    TEST_CASE(follow_exec_grandchild),
     TEST_CASE(refuses_static_and_setuid),
 };
 
