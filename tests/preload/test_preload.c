@@ -395,7 +395,7 @@ static void case_ld_preload_cleaned(void) {
 }
 
 /* wait_app forks and its child executes a grandchild (a copy of wait_app
-   named wait_grandchild) that stalls 400 ms in stall_in_grandchild. With
+   named wait_grandchild) that stalls 1.5 s in stall_in_grandchild. With
    --follow-exec the grandchild runs the SDK of its own: exactly one hang,
    on the grandchild's thread, of the app wait_grandchild (its executable's
    name), LD_PRELOAD as perf-run set it. Without it the grandchild has no
@@ -418,7 +418,10 @@ static void case_follow_exec_grandchild(void) {
                         "100",    "--follow-exec", "--",   WAIT_APP,      "spawn", copy,
                         NULL};
     char **argv = follow ? followed : plain;
-    int status = rig_wait_exit(rig_start(argv, NULL, out, false), RIG_EXIT_MS);
+    /* The grandchild exits right after its stall: its writer, which names
+       the frames on a loaded machine, gets the time it needs at exit. */
+    const char *env[] = {"PERF_SDK_EXIT_TIMEOUT_MS=20000", NULL};
+    int status = rig_wait_exit(rig_start(argv, env, out, false), RIG_EXIT_MS);
     char *printed = read_text(out);
     CHECKF(status == 0, "exit %d:\n%s", status, printed);
     int grandchild = 0, parent = 0;

@@ -34,10 +34,12 @@
 #include "test_util.h"
 
 #define NGINX "/usr/sbin/nginx"
-#define STALL_MS 1000
-#define PIPE_BYTES 4096   /* the access log's pipe: a page, full after ~40 lines */
-#define LOG_LINE_MAX 512  /* more than one access log line: space left under it is a full pipe */
-#define WARM_REQUESTS 5   /* per worker: more waits than a loop needs to be registered */
+#define STALL_MS 2000    /* long enough to be sampled when the monitor is starved for a while */
+#define PIPE_BYTES 4096  /* the access log's pipe: a page, full after ~40 lines */
+#define LOG_LINE_MAX 512 /* more than one access log line: space left under it is a full pipe */
+#define WARM_REQUESTS 5  /* per worker: more waits than a loop needs to be registered */
+#define EXIT_WRITE_MS "30000" /* PERF_SDK_EXIT_TIMEOUT_MS of every process */
+#define NGINX_EXIT_MS 60000
 #define REPLY_WAIT_MS 200 /* no reply this long: look whether the pipe is full */
 
 typedef struct {
@@ -81,7 +83,10 @@ static void nginx_start(nginx_t *n) {
                   "--log",  n->sdk_log, "--",   NGINX,         "-p",
                   prefix,   "-c",       conf,   "-e",          rig_path("error.log"),
                   NULL};
-  n->pid = rig_start(argv, NULL, rig_path("nginx.out"), true);
+  /* A worker writes what it recorded as it exits: the time that takes
+     (naming frames, on a loaded machine) is given to it. */
+  const char *env[] = {"PERF_SDK_EXIT_TIMEOUT_MS=" EXIT_WRITE_MS, NULL};
+  n->pid = rig_start(argv, env, rig_path("nginx.out"), true);
   close(rig_connect_when_up(n->port, n->pid));
 }
 
@@ -191,6 +196,32 @@ static pid_t stall_one_worker(const nginx_t *n, long long *client_ms, pthread_t 
   return worker;
 }
 
+/* nginx's exported functions by name above the blocked write (its static
+   ones, the log module's and ngx_epoll_process_events, are nginx+0x...
+   until the collector has its debug file). */
+static void expect_nginx_callers(const event_t *ev) {
+#ifdef PERF_TEST_ASAN_RUNTIME
+  /* The ASan runtime preloaded into nginx (the sanitizer build) puts its
+     write interceptor between nginx and libc: a frame whose CFA is rbp +
+     16, reached with rbp unknown (a blocked thread is read without a
+     signal: pc and sp only), whose record the walk's bounded search can
+     pick wrong when the calls before the candidates cannot be told
+     (docs/internals/sampler.md, "Threads blocked in a system call").
+     Checked in the release build. */
+  (void)ev;
+  printf("note: nginx's frames above libasan's write interceptor are not checked here\n");
+#else
+  const char *request[] = {"ngx_http_core_run_phases"};
+  expect_chain(ev, 0, request, 1);
+  const char *loop[] = {"ngx_process_events_and_timers"};
+  expect_chain(ev, 0, loop, 1);
+  const char *spawned[] = {"ngx_spawn_process"};
+  expect_chain(ev, 0, spawned, 1);
+  const char *master[] = {"ngx_master_process_cycle", "main"};
+  expect_chain(ev, 0, master, 2);
+#endif
+}
+
 /* One worker stalls STALL_MS in write() on its access log: exactly one
    hang, of that worker's loop (named from its thread name, nginx's comm
    "nginx"), on its main thread, stuck in libc's write under nginx's
@@ -209,17 +240,18 @@ static void case_nginx_worker_stall(void) {
   long long client_ms = 0;
   pthread_t drain;
   pid_t stalled = stall_one_worker(&n, &client_ms, &drain);
-  char *text = rig_report_with(n.report, "hang", 1);
-  free(text);
-  kill(n.pid, SIGTERM); /* nginx's fast shutdown: the workers exit(), then the master */
-  int status = rig_wait_exit(n.pid, RIG_EXIT_MS);
+  /* nginx's graceful shutdown: the master waits for its workers however
+     long their exit() takes (its fast one kills them after a second). */
+  kill(n.pid, SIGQUIT);
+  int status = rig_wait_exit(n.pid, NGINX_EXIT_MS);
   CHECKF(status == 0, "nginx exited with %d:\n%s", status, read_text(rig_path("error.log")));
   pthread_join(drain, NULL); /* every writer of the FIFO gone: EOF */
   close(n.log_fd);
 
-  text = read_text(n.report);
-  CHECKF(count_events(text, "hang") == 1, "want exactly one hang (master %d, workers %d %d):\n%s",
-         (int)n.pid, (int)workers[0], (int)workers[1], text);
+  char *text = read_text(n.report);
+  CHECKF(count_events(text, "hang") == 1,
+         "want exactly one hang (master %d, workers %d %d):\n%s\nthe SDK's log:\n%s", (int)n.pid,
+         (int)workers[0], (int)workers[1], text, read_text(n.sdk_log));
   event_t ev;
   find_event(text, "hang", 0, &ev);
   CHECKF(ev.thread == stalled, "the hang is of thread %d, the stalled worker is %d:\n%s", ev.thread,
@@ -232,7 +264,8 @@ static void case_nginx_worker_stall(void) {
   rig_expect_duration_near(&ev, client_ms);
 
   ev_stack_t st;
-  CHECK(event_stack(&ev, 0, &st));
+  CHECKF(event_stack(&ev, 0, &st), "no stack:\n%s\nthe SDK's log:\n%s", ev.text,
+         read_text(n.sdk_log));
   stack_syms_t *syms = malloc(sizeof *syms);
   CHECK(syms != NULL);
   stack_parse(st.text, syms);
@@ -241,17 +274,7 @@ static void case_nginx_worker_stall(void) {
   CHECKF(stack_has_chain(syms, blocked, 1), "not blocked in write():\n%s", ev.text);
   free(syms);
   free(st.text);
-  /* nginx's exported functions by name (its static ones, the log module's
-     and ngx_epoll_process_events, are nginx+0x... until the collector has
-     its debug file). */
-  const char *request[] = {"ngx_http_core_run_phases"};
-  expect_chain(&ev, 0, request, 1);
-  const char *loop[] = {"ngx_process_events_and_timers"};
-  expect_chain(&ev, 0, loop, 1);
-  const char *spawned[] = {"ngx_spawn_process"};
-  expect_chain(&ev, 0, spawned, 1);
-  const char *master[] = {"ngx_master_process_cycle", "main"};
-  expect_chain(&ev, 0, master, 2);
+  expect_nginx_callers(&ev);
   event_free(&ev);
   free(text);
 
