@@ -1,30 +1,35 @@
 #!/usr/bin/env bash
-# bench/preload_bench.sh [BUILD_DIR] [ROUNDS] [REQUESTS] [SERVERS] - what
-# perf-run costs an unmodified server, as the server's CPU time per request:
-# Debian's redis-server (redis-benchmark -t get,set -c 50), memcached -t 4
-# (bench/memcached_load: 50 connections of set/get) and nginx with 2 workers
-# (wrk, 1 thread, 50 connections, for as long as REQUESTS take the others at
-# ~60,000/s), each started plainly and under perf-run (file sink, default
-# threshold), alternated ROUNDS times (default 5; which side goes first
-# alternates too). SERVERS: a comma list of redis, memcached, nginx
-# (default all three).
+# bench/preload_bench.sh [BUILD_DIR] [ROUNDS] [REQUESTS] [SERVERS] [CONNECTIONS]
+# - what perf-run costs an unmodified server, as the server's CPU time per
+# request: Debian's redis-server (redis-benchmark -t get,set: REQUESTS of
+# each), memcached -t 4 (bench/memcached_load: REQUESTS set/get) and nginx
+# with 2 workers (wrk -t1, for REQUESTS / 30,000 seconds), each started
+# plainly and under perf-run (file sink, default threshold), alternated
+# ROUNDS times (default 5; which side goes first alternates too). SERVERS:
+# a comma list of redis, memcached, nginx (default all three). CONNECTIONS
+# (default 1): the load clients' connections. With one, every request is
+# one wakeup of the server, one wait of its loop: the most the preload
+# library can cost a request, and a figure that does not depend on how
+# many requests a wakeup happens to batch on a loaded machine.
 #
 # A round reads the utime + stime of the server's processes (all their
-# threads: the SDK's own are in the perf-run side's) from /proc/PID/stat
-# before and after its load, a warm-up excluded, and divides by the
-# requests the load client counted. The verdict is on the median of the
-# rounds' CPU-per-request ratios (perf-run / plain, <= 1.02: PASS, else
-# MISS): CPU time is what the server pays, and unlike requests per second
-# it does not swing with what the machine's other tenants do. Requests per
-# second are printed too, with the spread of their ratios. Then the cost
-# per wait itself: bench/wait_loop's poll() rounds that return at once,
-# plainly and under perf-run, alternated, nanoseconds per round. Not a
-# test: it exits 0 whatever the figures (bench/README.md, "preload_bench").
+# threads: the SDK's own are in the perf-run side's; nginx's workers) from
+# /proc/PID/stat before and after its load, a warm-up excluded, and
+# divides by the requests the load client counted. The verdict is on the
+# median of the rounds' CPU-per-request ratios (perf-run / plain, <= 1.02:
+# PASS, else MISS): CPU time is what the server pays, and it swings far
+# less than requests per second with what the machine's other tenants do.
+# Requests per second are printed too, with the spread of their ratios.
+# Then the cost per wait itself: bench/wait_loop's poll() rounds that
+# return at once, plainly and under perf-run, alternated, nanoseconds per
+# round. Not a test: it exits 0 whatever the figures (bench/README.md,
+# "preload_bench").
 set -euo pipefail
 build=${1:-build}
 rounds=${2:-5}
 requests=${3:-200000}
 servers=${4:-redis,memcached,nginx}
+conns=${5:-1}
 perf_run=$build/tools/perf-run
 wait_loop=$build/bench/wait_loop
 mc_load=$build/bench/memcached_load
@@ -50,7 +55,7 @@ cleanup() {
 trap cleanup EXIT
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 hz=$(getconf CLK_TCK)
-wrk_seconds=$(((requests + 59999) / 60000))
+wrk_seconds=$(((requests + 29999) / 30000))
 mc_user=$([ "$(id -u)" -eq 0 ] && echo "-u root" || true) # memcached refuses root without it
 
 mkdir -p "$dir/nginx"
@@ -123,16 +128,16 @@ load() {
   case $1 in
     redis)
       t0=$(date +%s.%N)
-      redis-benchmark -p "$port" -q -n "$requests" -t get,set -c 50 >/dev/null 2>&1
+      redis-benchmark -p "$port" -q -n "$requests" -t get,set -c "$conns" >/dev/null 2>&1
       t1=$(date +%s.%N)
       echo "$((2 * requests)) $(awk -v a="$t0" -v b="$t1" 'BEGIN {print b - a}')"
       ;;
     memcached)
-      out=$("$mc_load" "$port" 50 "$requests")
+      out=$("$mc_load" "$port" "$conns" "$requests")
       echo "$out" | awk '{print $2, $4}'
       ;;
     nginx)
-      out=$(wrk -t1 -c50 -d"${wrk_seconds}s" "http://127.0.0.1:$port/")
+      out=$(wrk -t1 -c"$conns" -d"${wrk_seconds}s" "http://127.0.0.1:$port/")
       echo "$out" | awk '/requests in/ {n = $1} /^Requests\/sec/ {r = $2} END {print n, n / r}'
       ;;
   esac
@@ -163,7 +168,7 @@ run() {
 }
 
 echo "preload_bench: $rounds rounds; redis-server $(redis-server --version 2>/dev/null | awk '{sub("v=", "", $3); print $3}'), memcached $(memcached -V 2>/dev/null | awk '{print $2}'), $(nginx -v 2>&1 | sed 's/.*: //'); $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "per round: redis-benchmark -n $requests -t get,set -c 50; memcached_load $port 50 $requests; wrk -t1 -c50 -d${wrk_seconds}s (nginx, 2 workers)"
+echo "per round: redis-benchmark -n $requests -t get,set -c $conns; memcached_load $port $conns $requests; wrk -t1 -c$conns -d${wrk_seconds}s (nginx, 2 workers)"
 results=$dir/results
 for r in $(seq "$rounds"); do
   for name in ${servers//,/ }; do
