@@ -56,14 +56,15 @@ trap cleanup EXIT
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 hz=$(getconf CLK_TCK)
 wrk_seconds=$(((requests + 29999) / 30000))
-mc_user=$([ "$(id -u)" -eq 0 ] && echo "-u root" || true) # memcached refuses root without it
+mc_user=() # memcached refuses to run as root without -u
+if [ "$(id -u)" -eq 0 ]; then mc_user=(-u root); fi
 
 mkdir -p "$dir/nginx"
 cat >"$dir/nginx/nginx.conf" <<EOF
 daemon off;
 master_process on;
 worker_processes 2;
-$([ "$(id -u)" -eq 0 ] && echo "user root;")
+$(if [ "$(id -u)" -eq 0 ]; then echo "user root;"; fi)
 pid nginx.pid;
 error_log error.log;
 events { worker_connections 256; }
@@ -104,7 +105,7 @@ start_server() { # NAME PREFIX...
   case $name in
     redis) "$@" /usr/bin/redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
       --dir "$dir" >"$dir/server.out" 2>&1 & ;;
-    memcached) "$@" /usr/bin/memcached -t 4 -l 127.0.0.1 -p "$port" -U 0 $mc_user \
+    memcached) "$@" /usr/bin/memcached -t 4 -l 127.0.0.1 -p "$port" -U 0 "${mc_user[@]}" \
       >"$dir/server.out" 2>&1 & ;;
     nginx) "$@" /usr/sbin/nginx -p "$dir/nginx/" -c "$dir/nginx/nginx.conf" \
       -e "$dir/nginx/error.log" >"$dir/server.out" 2>&1 & ;;
