@@ -31,6 +31,7 @@ PERF_DEBIAN_PACKAGES=(
   python3 systemd # debian_packages: a free port; systemd-analyze security on the collector's unit
   libuv1-dev libglib2.0-dev libevent-dev # tests/integrations: the event-loop integrations on the real libraries
   redis-server redis-tools memcached # tests/preload: unmodified servers under perf-run; redis-benchmark (bench/preload_bench.sh)
+  nginx-light wrk # tests/preload: nginx's master and workers under perf-run; wrk loads it in bench/preload_bench.sh
   llvm            # llvm-addr2line: test_collector_names checks the collector's inline chains with LLVM's DWARF reader
 )
 

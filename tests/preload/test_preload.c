@@ -24,161 +24,9 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "preload_rig.h"
 #include "sdk_report.h"
-#include "tempdir.h"
 #include "test_util.h"
-
-#define START_MS 20000 /* a program up and answering, on a loaded machine */
-#define EVENT_MS 20000 /* an event in the report after its hang ended */
-#define EXIT_MS 20000
-#define PRELOAD_WAITS_TO_REGISTER 3 /* PERF__PRELOAD_WAITS_TO_REGISTER, sdk/preload/preload.h */
-
-static const char *g_dir;
-static pid_t g_children[8]; /* killed at exit if still there (a failed check exits) */
-static size_t g_child_count;
-
-static void kill_children(void) {
-  for (size_t i = 0; i < g_child_count; i++)
-    if (waitpid(g_children[i], NULL, WNOHANG) == 0) {
-      kill(g_children[i], SIGKILL);
-      waitpid(g_children[i], NULL, 0);
-    }
-}
-
-static void note_child(pid_t pid) {
-  if (g_child_count == 0) atexit(kill_children);
-  if (g_child_count < ARRAY_LEN(g_children)) g_children[g_child_count++] = pid;
-}
-
-/* ---- processes ---------------------------------------------------------- */
-
-/* Start argv with `env` (NAME=VALUE..., NULL-terminated) added, its stdout
-   and stderr into `out`. Under the sanitizers the ASan runtime is preloaded
-   first: an uninstrumented program loading the instrumented library needs
-   it. */
-static pid_t start(char *const argv[], const char *const *env, const char *out) {
-  pid_t pid = fork();
-  CHECK(pid >= 0);
-  if (pid == 0) {
-    int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) _exit(120);
-    dup2(fd, 1);
-    dup2(fd, 2);
-    for (const char *const *e = env; e && *e; e++)
-      putenv((char *)*e);
-#ifdef PERF_TEST_ASAN_RUNTIME
-    setenv("LD_PRELOAD", PERF_TEST_ASAN_RUNTIME, 1);
-    setenv("ASAN_OPTIONS", "verify_asan_link_order=0:detect_leaks=0", 1);
-#endif
-    execv(argv[0], argv);
-    _exit(121);
-  }
-  note_child(pid);
-  return pid;
-}
-
-/* The exit status of pid, waiting at most ms (then SIGKILL and a failure). */
-static int wait_exit(pid_t pid, int ms) {
-  long long deadline = now_ms() + ms;
-  for (;;) {
-    int status;
-    pid_t r = waitpid(pid, &status, WNOHANG);
-    CHECK(r >= 0);
-    if (r == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    if (now_ms() > deadline) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      CHECKF(false, "pid %d did not exit within %d ms", (int)pid, ms);
-    }
-    sleep_ms(5);
-  }
-}
-
-/* A path in the test's directory; lives as long as the process. */
-static char *path_in_dir(const char *name) {
-  static char paths[16][256];
-  static size_t used;
-  CHECK(used < ARRAY_LEN(paths));
-  char *p = paths[used++];
-  CHECK((size_t)snprintf(p, sizeof paths[0], "%s/%s", g_dir, name) < sizeof paths[0]);
-  return p;
-}
-
-/* The report once it holds `want` events of `kind` (or the deadline). */
-static char *report_with(const char *report, const char *kind, size_t want) {
-  long long deadline = now_ms() + EVENT_MS;
-  for (;;) {
-    char *text = read_text(report);
-    if (text && count_events(text, kind) >= want) return text;
-    if (now_ms() > deadline) return text ? text : strdup("");
-    free(text);
-    sleep_ms(20);
-  }
-}
-
-/* The program is installed; else the case is skipped (false), or fails in CI. */
-static bool have_program(const char *path) {
-  if (access(path, X_OK) == 0) return true;
-  CHECKF(!getenv("CI"), "%s is missing (scripts/deps.sh installs it)", path);
-  printf("note: skipped: %s is not installed (apt-get install it; scripts/deps.sh)\n", path);
-  return false;
-}
-
-/* ---- sockets ------------------------------------------------------------ */
-
-static int free_port(void) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-  CHECK(bind(fd, (struct sockaddr *)&a, sizeof a) == 0);
-  socklen_t len = sizeof a;
-  CHECK(getsockname(fd, (struct sockaddr *)&a, &len) == 0);
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
-static int connect_to(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  CHECK(fd >= 0);
-  struct sockaddr_in a = {.sin_family = AF_INET,
-                          .sin_port = htons((uint16_t)port),
-                          .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-  if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
-    close(fd);
-    return -1;
-  }
-  struct timeval tv = {30, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  return fd;
-}
-
-/* Send `request`, read until the reply ends with `end`; the reply. */
-static char *ask(int fd, const char *request, const char *end) {
-  size_t n = strlen(request);
-  CHECK(write(fd, request, n) == (ssize_t)n);
-  static char reply[65536];
-  size_t got = 0;
-  for (;;) {
-    ssize_t r = read(fd, reply + got, sizeof reply - 1 - got);
-    CHECKF(r > 0, "no reply to %s", request);
-    got += (size_t)r;
-    reply[got] = '\0';
-    size_t e = strlen(end);
-    if (got >= e && strcmp(reply + got - e, end) == 0) return reply;
-    CHECK(got < sizeof reply - 1);
-  }
-}
-
-/* Connected once the program answers (or the deadline). */
-static int connect_when_up(int port, pid_t pid) {
-  long long deadline = now_ms() + START_MS;
-  for (;;) {
-    int fd = connect_to(port);
-    if (fd >= 0) return fd;
-    CHECKF(waitpid(pid, NULL, WNOHANG) == 0, "the program under perf-run exited early");
-    CHECKF(now_ms() < deadline, "nothing listens on port %d after %d ms", port, START_MS);
-    sleep_ms(20);
-  }
-}
 
 /* ---- redis -------------------------------------------------------------- */
 
@@ -191,10 +39,9 @@ typedef struct {
 } server_t;
 
 static void redis_start(server_t *s) {
-  g_dir = tempdir_make("preload");
-  s->port = free_port();
-  s->report = path_in_dir("redis-report.txt");
-  s->out = path_in_dir("redis.out");
+  s->port = rig_free_port();
+  s->report = rig_path("redis-report.txt");
+  s->out = rig_path("redis.out");
   char port[16];
   snprintf(port, sizeof port, "%d", s->port);
   char *argv[] = {PERF_RUN,
@@ -217,29 +64,23 @@ static void redis_start(server_t *s) {
                   "--enable-debug-command",
                   "local",
                   "--dir",
-                  (char *)g_dir,
+                  (char *)rig_dir(),
                   NULL};
-  s->pid = start(argv, NULL, s->out);
-  s->fd = connect_when_up(s->port, s->pid);
+  s->pid = rig_start(argv, NULL, s->out, false);
+  s->fd = rig_connect_when_up(s->port, s->pid);
   /* Each PING after the first ends at least one blocking wait of redis's
      loop: a watched loop from the third one on (however many of its waits
      had a zero timeout, a timer being due). */
-  for (int i = 0; i < 2 + PRELOAD_WAITS_TO_REGISTER; i++)
-    CHECK(strcmp(ask(s->fd, "*1\r\n$4\r\nPING\r\n", "\r\n"), "+PONG\r\n") == 0);
+  for (int i = 0; i < 2 + RIG_WAITS_TO_REGISTER; i++)
+    CHECK(strcmp(rig_ask(s->fd, "*1\r\n$4\r\nPING\r\n", "\r\n"), "+PONG\r\n") == 0);
 }
 
 static void redis_stop(server_t *s) {
   const char *shutdown = "*2\r\n$8\r\nSHUTDOWN\r\n$6\r\nNOSAVE\r\n";
   CHECK(write(s->fd, shutdown, strlen(shutdown)) == (ssize_t)strlen(shutdown));
-  int status = wait_exit(s->pid, EXIT_MS);
+  int status = rig_wait_exit(s->pid, RIG_EXIT_MS);
   close(s->fd);
   CHECKF(status == 0, "redis-server exited with %d:\n%s", status, read_text(s->out));
-}
-
-/* The event's duration within 10% of what the client measured. */
-static void expect_duration_near(const event_t *ev, long long client_ms) {
-  CHECKF(ev->duration_ms >= client_ms * 9 / 10 && ev->duration_ms <= client_ms * 11 / 10,
-         "hang of %ld ms, the client waited %lld ms:\n%s", ev->duration_ms, client_ms, ev->text);
 }
 
 /* DEBUG SLEEP 1: exactly one hang of the loop "redis-server" (its main
@@ -247,14 +88,14 @@ static void expect_duration_near(const event_t *ev, long long client_ms) {
    (names from redis-server's .dynsym: Debian links it -rdynamic), lasting
    what the client waited. */
 static void case_redis_debug_sleep(void) {
-  if (!have_program("/usr/bin/redis-server")) return;
+  if (!rig_have_program("/usr/bin/redis-server")) return;
   server_t s;
   redis_start(&s);
   long long t0 = now_ms();
-  CHECK(strcmp(ask(s.fd, "*3\r\n$5\r\nDEBUG\r\n$5\r\nSLEEP\r\n$1\r\n1\r\n", "\r\n"), "+OK\r\n") ==
-        0);
+  CHECK(strcmp(rig_ask(s.fd, "*3\r\n$5\r\nDEBUG\r\n$5\r\nSLEEP\r\n$1\r\n1\r\n", "\r\n"),
+               "+OK\r\n") == 0);
   long long client_ms = now_ms() - t0;
-  free(report_with(s.report, "hang", 1));
+  free(rig_report_with(s.report, "hang", 1));
   redis_stop(&s);
   char *text = read_text(s.report);
   CHECK(text != NULL);
@@ -262,7 +103,7 @@ static void case_redis_debug_sleep(void) {
   event_t ev;
   find_event(text, "hang", 0, &ev);
   CHECKF(strstr(ev.text, "loop name=\"redis-server\"") != NULL, "not redis's loop:\n%s", ev.text);
-  expect_duration_near(&ev, client_ms);
+  rig_expect_duration_near(&ev, client_ms);
   const char *chain[] = {"__nanosleep|nanosleep", "debugCommand",       "call",
                          "processCommand",        "processInputBuffer", "readQueryFromClient"};
   expect_chain(&ev, 0, chain, ARRAY_LEN(chain));
@@ -276,7 +117,7 @@ static void case_redis_debug_sleep(void) {
    path (evalGenericCommand, luaCallFunction), as long as the client
    waited. */
 static void case_redis_slow_lua(void) {
-  if (!have_program("/usr/bin/redis-server")) return;
+  if (!rig_have_program("/usr/bin/redis-server")) return;
   server_t s;
   redis_start(&s);
   /* A loop the client times itself: busy until a second has passed. */
@@ -287,17 +128,17 @@ static void case_redis_slow_lua(void) {
   snprintf(request, sizeof request, "*3\r\n$4\r\nEVAL\r\n$%zu\r\n%s\r\n$1\r\n0\r\n", strlen(script),
            script);
   long long t0 = now_ms();
-  char *reply = ask(s.fd, request, "\r\n");
+  char *reply = rig_ask(s.fd, request, "\r\n");
   long long client_ms = now_ms() - t0;
   CHECKF(reply[0] == ':', "EVAL answered %s", reply);
-  free(report_with(s.report, "hang", 1));
+  free(rig_report_with(s.report, "hang", 1));
   redis_stop(&s);
   char *text = read_text(s.report);
   CHECK(text != NULL);
   CHECKF(count_events(text, "hang") == 1, "want exactly one hang:\n%s", text);
   event_t ev;
   find_event(text, "hang", 0, &ev);
-  expect_duration_near(&ev, client_ms);
+  rig_expect_duration_near(&ev, client_ms);
   const char *chain[] = {"luaCallFunction", "evalGenericCommand"};
   expect_chain(&ev, 0, chain, ARRAY_LEN(chain));
   event_free(&ev);
@@ -329,10 +170,9 @@ static void drain_now(int fd) {
    blocks in write() for a second. Exactly one hang, of a loop "mc-worker"
    on that worker's thread (named mc-worker), stuck in libc's write. */
 static void case_memcached_worker_stall(void) {
-  if (!have_program("/usr/bin/memcached")) return;
-  g_dir = tempdir_make("preload");
-  char *report = path_in_dir("mc-report.txt");
-  int port = free_port();
+  if (!rig_have_program("/usr/bin/memcached")) return;
+  char *report = rig_path("mc-report.txt");
+  int port = rig_free_port();
   char port_text[16];
   snprintf(port_text, sizeof port_text, "%d", port);
   int err_pipe[2];
@@ -371,19 +211,19 @@ static void case_memcached_worker_stall(void) {
     execv(argv[0], argv);
     _exit(121);
   }
-  note_child(pid);
+  rig_note_child(pid);
   close(err_pipe[1]);
-  long long deadline = now_ms() + START_MS;
+  long long deadline = now_ms() + RIG_START_MS;
   int fd;
-  while ((fd = connect_to(port)) < 0) {
+  while ((fd = rig_connect(port)) < 0) {
     drain_now(err_pipe[0]);
     CHECKF(waitpid(pid, NULL, WNOHANG) == 0, "memcached exited early");
-    CHECKF(now_ms() < deadline, "memcached does not listen after %d ms", START_MS);
+    CHECKF(now_ms() < deadline, "memcached does not listen after %d ms", RIG_START_MS);
     sleep_ms(20);
   }
-  CHECK(strcmp(ask(fd, "set k 0 0 1\r\nx\r\n", "\r\n"), "STORED\r\n") == 0);
-  for (int i = 0; i < 2 + PRELOAD_WAITS_TO_REGISTER; i++) { /* its worker a watched loop */
-    CHECK(strcmp(ask(fd, "get k\r\n", "END\r\n"), k_mc_value) == 0);
+  CHECK(strcmp(rig_ask(fd, "set k 0 0 1\r\nx\r\n", "\r\n"), "STORED\r\n") == 0);
+  for (int i = 0; i < 2 + RIG_WAITS_TO_REGISTER; i++) { /* its worker a watched loop */
+    CHECK(strcmp(rig_ask(fd, "get k\r\n", "END\r\n"), k_mc_value) == 0);
     drain_now(err_pipe[0]);
   }
   /* Nobody reads the log now: gets until one gets no answer (the worker
@@ -415,9 +255,9 @@ static void case_memcached_worker_stall(void) {
   ssize_t r = read(fd, buf, sizeof buf);
   CHECKF(r > 0, "no answer once the log was read again: %zd %s after %lld ms", r, strerror(errno),
          now_ms() - blocked_at);
-  char *text = report_with(report, "hang", 1);
+  char *text = rig_report_with(report, "hang", 1);
   kill(pid, SIGTERM);
-  wait_exit(pid, EXIT_MS);
+  rig_wait_exit(pid, RIG_EXIT_MS);
   pthread_join(drain, NULL);
   close(fd);
   free(text);
@@ -443,15 +283,14 @@ static void case_memcached_worker_stall(void) {
    lines (results, errno, EINTR from a real signal, select's rewritten
    timeout), with the calling thread a watched loop. */
 static void case_calls_unchanged(void) {
-  g_dir = tempdir_make("preload");
-  char *plain = path_in_dir("plain.out"), *under = path_in_dir("under.out");
-  char *report = path_in_dir("calls-report.txt"), *log = path_in_dir("calls.log");
+  char *plain = rig_path("plain.out"), *under = rig_path("under.out");
+  char *report = rig_path("calls-report.txt"), *log = rig_path("calls.log");
   char *argv_plain[] = {WAIT_APP, "calls", NULL};
-  CHECK_EQ_INT(wait_exit(start(argv_plain, NULL, plain), EXIT_MS), 0);
+  CHECK_EQ_INT(rig_wait_exit(rig_start(argv_plain, NULL, plain, false), RIG_EXIT_MS), 0);
   char *argv_under[] = {PERF_RUN, "--sink", "file",   "--sink-path", report, "--log",
                         log,      "--",     WAIT_APP, "calls",       NULL};
   const char *env[] = {"PERF_SDK_STRICT_ENV=1", NULL};
-  int status = wait_exit(start(argv_under, env, under), EXIT_MS);
+  int status = rig_wait_exit(rig_start(argv_under, env, under, false), RIG_EXIT_MS);
   char *a = read_text(plain), *b = read_text(under);
   CHECKF(status == 0, "under perf-run: exit %d:\n%s", status, b);
   CHECKF(strcmp(a, b) == 0, "without the library:\n%s\nwith it:\n%s", a, b);
@@ -467,11 +306,10 @@ static void case_calls_unchanged(void) {
    (spin_polling: busy, not idle), one on the worker's loop "app-worker"
    in stall_in_worker; the 600 ms blocking wait is idle: exactly three. */
 static void case_loops_found(void) {
-  g_dir = tempdir_make("preload");
-  char *out = path_in_dir("loops.out"), *report = path_in_dir("loops-report.txt");
+  char *out = rig_path("loops.out"), *report = rig_path("loops-report.txt");
   char *argv[] = {PERF_RUN, "--sink", "file",   "--sink-path", report, "--threshold-ms",
                   "100",    "--",     WAIT_APP, "loops",       NULL};
-  int status = wait_exit(start(argv, NULL, out), EXIT_MS);
+  int status = rig_wait_exit(rig_start(argv, NULL, out, false), RIG_EXIT_MS);
   CHECKF(status == 0, "exit %d:\n%s", status, read_text(out));
   char *text = read_text(report);
   CHECK(text != NULL);
@@ -496,16 +334,15 @@ static void case_loops_found(void) {
    400 ms stall is exactly one hang, on the child's thread, in
    stall_in_child; none of the parent's is that stall. */
 static void case_fork_child_watched(void) {
-  g_dir = tempdir_make("preload");
-  char *out = path_in_dir("fork.out"), *report = path_in_dir("fork-report.txt");
+  char *out = rig_path("fork.out"), *report = rig_path("fork-report.txt");
   char *argv[] = {PERF_RUN, "--sink", "file",   "--sink-path", report, "--threshold-ms",
                   "100",    "--",     WAIT_APP, "fork",        NULL};
-  int status = wait_exit(start(argv, NULL, out), EXIT_MS);
+  int status = rig_wait_exit(rig_start(argv, NULL, out, false), RIG_EXIT_MS);
   char *printed = read_text(out);
   CHECKF(status == 0, "exit %d:\n%s", status, printed);
   int child = 0;
   CHECKF(sscanf(printed, "child %d", &child) == 1, "%s", printed);
-  char *text = report_with(report, "hang", 1);
+  char *text = rig_report_with(report, "hang", 1);
   /* Exactly one hang of the child's thread, in stall_in_child. The
      parent's loop is busy in fork() itself, which a sanitizer's build on a
      loaded machine can make longer than the threshold: a hang of the
@@ -532,8 +369,7 @@ static void case_fork_child_watched(void) {
 /* The library leaves LD_PRELOAD to the program's own children as it was
    before perf-run (another library kept, in place), unless --follow-exec. */
 static void case_ld_preload_cleaned(void) {
-  g_dir = tempdir_make("preload");
-  char *out = path_in_dir("env.out");
+  char *out = rig_path("env.out");
   const char *other = "LD_PRELOAD=/lib/x86_64-linux-gnu/libm.so.6";
   const char *env_other[] = {other, NULL};
 #ifdef PERF_TEST_ASAN_RUNTIME
@@ -541,16 +377,16 @@ static void case_ld_preload_cleaned(void) {
   return;
 #endif
   char *argv[] = {PERF_RUN, "--", WAIT_APP, "env", NULL};
-  CHECK_EQ_INT(wait_exit(start(argv, NULL, out), EXIT_MS), 0);
+  CHECK_EQ_INT(rig_wait_exit(rig_start(argv, NULL, out, false), RIG_EXIT_MS), 0);
   char *text = read_text(out);
   CHECKF(strcmp(text, "LD_PRELOAD=(unset)\n") == 0, "%s", text);
   free(text);
-  CHECK_EQ_INT(wait_exit(start(argv, env_other, out), EXIT_MS), 0);
+  CHECK_EQ_INT(rig_wait_exit(rig_start(argv, env_other, out, false), RIG_EXIT_MS), 0);
   text = read_text(out);
   CHECKF(strcmp(text, "LD_PRELOAD=/lib/x86_64-linux-gnu/libm.so.6\n") == 0, "%s", text);
   free(text);
   char *follow[] = {PERF_RUN, "--follow-exec", "--", WAIT_APP, "env", NULL};
-  CHECK_EQ_INT(wait_exit(start(follow, env_other, out), EXIT_MS), 0);
+  CHECK_EQ_INT(rig_wait_exit(rig_start(follow, env_other, out, false), RIG_EXIT_MS), 0);
   text = read_text(out);
   char want[4200];
   snprintf(want, sizeof want, "LD_PRELOAD=%s:/lib/x86_64-linux-gnu/libm.so.6\n", PRELOAD_LIB);
@@ -558,29 +394,95 @@ static void case_ld_preload_cleaned(void) {
   free(text);
 }
 
+/* wait_app forks and its child executes a grandchild (a copy of wait_app
+   named wait_grandchild) that stalls 1.5 s in stall_in_grandchild. With
+   --follow-exec the grandchild runs the SDK of its own: exactly one hang,
+   on the grandchild's thread, of the app wait_grandchild (its executable's
+   name), LD_PRELOAD as perf-run set it. Without it the grandchild has no
+   LD_PRELOAD of ours, no SDK mapped, and no hang is recorded. */
+static void case_follow_exec_grandchild(void) {
+  char *copy = rig_path("wait_grandchild"), *out = rig_path("spawn.out");
+  char cmd[8192];
+  snprintf(cmd, sizeof cmd, "cp %s %s", WAIT_APP, copy);
+  CHECK(system(cmd) == 0);
+#ifdef PERF_TEST_ASAN_RUNTIME
+  const char *before = PERF_TEST_ASAN_RUNTIME; /* rig_start preloads it */
+#else
+  const char *before = NULL;
+#endif
+  for (int follow = 0; follow < 2; follow++) {
+    char *report = rig_path(follow ? "follow-report.txt" : "plain-report.txt");
+    char *plain[] = {PERF_RUN, "--sink", "file",   "--sink-path", report, "--threshold-ms",
+                     "100",    "--",     WAIT_APP, "spawn",       copy,   NULL};
+    char *followed[] = {PERF_RUN, "--sink",        "file", "--sink-path", report,  "--threshold-ms",
+                        "100",    "--follow-exec", "--",   WAIT_APP,      "spawn", copy,
+                        NULL};
+    char **argv = follow ? followed : plain;
+    /* The grandchild exits right after its stall: its writer, which names
+       the frames on a loaded machine, gets the time it needs at exit. */
+    const char *env[] = {"PERF_SDK_EXIT_TIMEOUT_MS=20000", NULL};
+    int status = rig_wait_exit(rig_start(argv, env, out, false), RIG_EXIT_MS);
+    char *printed = read_text(out);
+    CHECKF(status == 0, "exit %d:\n%s", status, printed);
+    int grandchild = 0, parent = 0;
+    char preload[4200] = "", sdk[8] = "";
+    const char *line = strstr(printed, "grandchild ");
+    CHECKF(line && sscanf(line, "grandchild %d LD_PRELOAD=%4199s sdk=%7s", &grandchild, preload,
+                          sdk) == 3,
+           "%s", printed);
+    const char *pline = strstr(printed, "parent ");
+    CHECKF(pline && sscanf(pline, "parent %d", &parent) == 1 && parent != grandchild, "%s",
+           printed);
+    char want[4200];
+    if (follow)
+      snprintf(want, sizeof want, "%s%s%s", PRELOAD_LIB, before ? ":" : "", before ? before : "");
+    else
+      snprintf(want, sizeof want, "%s", before ? before : "(unset)");
+    CHECKF(strcmp(preload, want) == 0, "grandchild's LD_PRELOAD=%s, want %s", preload, want);
+    CHECKF(strcmp(sdk, follow ? "yes" : "no") == 0, "grandchild's sdk=%s (follow-exec %d)", sdk,
+           follow);
+    char *text = follow ? rig_report_with(report, "hang", 1) : read_text(report);
+    if (!follow) {
+      CHECKF(count_events(text, "hang") == 0, "a hang without --follow-exec:\n%s", text);
+    } else {
+      CHECKF(count_events(text, "hang") == 1, "want exactly one hang:\n%s", text);
+      event_t ev;
+      find_event(text, "hang", 0, &ev);
+      CHECKF(ev.thread == grandchild, "the hang is of thread %d, the grandchild is %d:\n%s",
+             ev.thread, grandchild, ev.text);
+      CHECKF(strstr(ev.text, "app name=wait_grandchild ") != NULL, "not the grandchild's app:\n%s",
+             ev.text);
+      const char *chain[] = {"stall_in_grandchild"};
+      expect_chain(&ev, 0, chain, 1);
+      event_free(&ev);
+    }
+    free(text);
+    free(printed);
+  }
+}
+
 /* perf-run refuses what the loader would run without LD_PRELOAD: a static
    program, a setuid one; exit 126 and the reason. */
 static void case_refuses_static_and_setuid(void) {
-  g_dir = tempdir_make("preload");
-  char *out = path_in_dir("refused.out");
+  char *out = rig_path("refused.out");
   char *argv_static[] = {PERF_RUN, "--", WAIT_APP_STATIC, "env", NULL};
-  CHECK_EQ_INT(wait_exit(start(argv_static, NULL, out), EXIT_MS), 126);
+  CHECK_EQ_INT(rig_wait_exit(rig_start(argv_static, NULL, out, false), RIG_EXIT_MS), 126);
   char *text = read_text(out);
   CHECKF(strstr(text, "is statically linked") != NULL, "%s", text);
   free(text);
-  char *copy = path_in_dir("wait_app_setuid");
+  char *copy = rig_path("wait_app_setuid");
   char cmd[8192];
   snprintf(cmd, sizeof cmd, "cp %s %s && chmod 4755 %s", WAIT_APP, copy, copy);
   CHECK(system(cmd) == 0);
   char *argv_suid[] = {PERF_RUN, "--", copy, "env", NULL};
-  CHECK_EQ_INT(wait_exit(start(argv_suid, NULL, out), EXIT_MS), 126);
+  CHECK_EQ_INT(rig_wait_exit(rig_start(argv_suid, NULL, out, false), RIG_EXIT_MS), 126);
   text = read_text(out);
   CHECKF(strstr(text, "is setuid: the dynamic loader ignores LD_PRELOAD") != NULL, "%s", text);
   free(text);
   char *argv_missing[] = {PERF_RUN, "--", "no-such-program-here", NULL};
-  CHECK_EQ_INT(wait_exit(start(argv_missing, NULL, out), EXIT_MS), 127);
+  CHECK_EQ_INT(rig_wait_exit(rig_start(argv_missing, NULL, out, false), RIG_EXIT_MS), 127);
   char *argv_usage[] = {PERF_RUN, "--sink", "file", "--", WAIT_APP, "env", NULL};
-  CHECK_EQ_INT(wait_exit(start(argv_usage, NULL, out), EXIT_MS), 2);
+  CHECK_EQ_INT(rig_wait_exit(rig_start(argv_usage, NULL, out, false), RIG_EXIT_MS), 2);
   text = read_text(out);
   CHECKF(strstr(text, "--sink file needs --sink-path FILE") != NULL, "%s", text);
   free(text);
@@ -594,6 +496,7 @@ static const test_case_t g_cases[] = {
     TEST_CASE(loops_found),
     TEST_CASE(fork_child_watched),
     TEST_CASE(ld_preload_cleaned),
+    TEST_CASE(follow_exec_grandchild),
     TEST_CASE(refuses_static_and_setuid),
 };
 

@@ -14,6 +14,17 @@
  *   wait_app fork    the main thread waits, forks; the child (no exec)
  *                    waits, stalls 400 ms (stall_in_child), waits, exits
  *   wait_app env     prints LD_PRELOAD ("(unset)" when it is not set)
+ *   wait_app spawn PROGRAM
+ *                    the main thread waits, forks; the child executes
+ *                    `PROGRAM grandchild` (a copy of wait_app under
+ *                    another name) and the parent waits in poll for its
+ *                    end (one wait: never a loop), then prints
+ *                    "parent <pid>"
+ *   wait_app grandchild
+ *                    prints "grandchild <pid> LD_PRELOAD=<value>
+ *                    sdk=<yes|no>" (sdk: a libperfsdk library is mapped),
+ *                    waits, stalls 1.5 s (stall_in_grandchild), waits,
+ *                    exits
  */
 #include <errno.h>
 #include <poll.h>
@@ -32,6 +43,7 @@
 #include <unistd.h>
 
 #define STALL_MS 400
+#define GRANDCHILD_STALL_MS 1500 /* its SDK just started: its monitor may be slow to run */
 #define SIGNAL_AFTER_MS 100
 #define LONG_WAIT_MS 5000
 
@@ -195,6 +207,18 @@ __attribute__((noinline, noipa)) static void stall_in_child(void) {
   spin_ms(STALL_MS);
 }
 
+/* Waits for the end of `pid`, whose copy of the pipe's write end closes
+   with it, in poll (a loop's idle wait); its exit status. */
+static int wait_in_poll(pid_t pid, int gone) {
+  struct pollfd end = {.fd = gone, .events = POLLIN};
+  while (poll(&end, 1, 30000) == 0 || !(end.revents & POLLHUP)) {
+  }
+  int status;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
+}
+
 static int fork_child(void) {
   int fds[2], gone[2];
   if (pipe(fds) != 0 || pipe(gone) != 0) return 2;
@@ -211,18 +235,60 @@ static int fork_child(void) {
     poll(&pfd, 1, 1);
     exit(0); /* exit, not _exit: the child's SDK writes what it recorded */
   }
-  /* The parent's loop waits (idle) for the child's end: its copy of the
-     pipe's write end closes with it. */
+  /* The parent's loop waits (idle) for the child's end. */
   close(gone[1]);
-  struct pollfd end = {.fd = gone[0], .events = POLLIN};
-  while (poll(&end, 1, 30000) == 0 || !(end.revents & POLLHUP)) {
-  }
-  int status;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
+  int status = wait_in_poll(pid, gone[0]);
   printf("child %d\n", (int)pid);
   poll(&pfd, 1, 1);
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
+  return status;
+}
+
+__attribute__((noinline, noipa)) static void stall_in_grandchild(void) {
+  spin_ms(GRANDCHILD_STALL_MS);
+}
+
+/* The parent never becomes a loop (one wait): its fork, slow under a
+   sanitizer on a loaded machine, is no hang of its own. */
+static int spawn(const char *program) {
+  int gone[2];
+  if (pipe(gone) != 0) return 2;
+  pid_t pid = fork();
+  if (pid < 0) return 2;
+  if (pid == 0) {
+    close(gone[0]);
+    execl(program, program, "grandchild", (char *)NULL);
+    _exit(127);
+  }
+  close(gone[1]);
+  int status = wait_in_poll(pid, gone[0]);
+  printf("parent %d\n", (int)getpid());
+  return status;
+}
+
+/* A libperfsdk library (the preload one or the SDK) in this process. */
+static bool sdk_mapped(void) {
+  FILE *f = fopen("/proc/self/maps", "r");
+  if (!f) return false;
+  char line[4096];
+  bool found = false;
+  while (!found && fgets(line, sizeof line, f))
+    found = strstr(line, "/libperfsdk") != NULL;
+  fclose(f);
+  return found;
+}
+
+static int grandchild(void) {
+  const char *v = getenv("LD_PRELOAD");
+  printf("grandchild %d LD_PRELOAD=%s sdk=%s\n", (int)getpid(), v ? v : "(unset)",
+         sdk_mapped() ? "yes" : "no");
+  int fds[2];
+  if (pipe(fds) != 0) return 2;
+  struct pollfd pfd = {.fd = fds[0], .events = POLLIN};
+  for (int i = 0; i < 5; i++)
+    poll(&pfd, 1, 1);
+  stall_in_grandchild();
+  poll(&pfd, 1, 1);
+  return 0; /* from main: the SDK, if any, writes what it recorded */
 }
 
 static void *worker_main(void *arg) {
@@ -266,6 +332,8 @@ int main(int argc, char **argv) {
     printf("LD_PRELOAD=%s\n", v ? v : "(unset)");
     return 0;
   }
-  fprintf(stderr, "usage: wait_app calls|loops|env\n");
+  if (argc == 3 && strcmp(argv[1], "spawn") == 0) return spawn(argv[2]);
+  if (argc == 2 && strcmp(argv[1], "grandchild") == 0) return grandchild();
+  fprintf(stderr, "usage: wait_app calls|loops|fork|env|spawn PROGRAM|grandchild\n");
   return 2;
 }
