@@ -166,7 +166,14 @@ int sqlite_app_versions(store_t *st, const char *app, store_version_fn fn, void 
 int sqlite_new_groups(store_t *st, const char *app, int64_t since_ns, int64_t scan_ns,
                       store_new_group_fn fn, void *user) {
   pthread_mutex_lock(&st->lock);
-  sqlite3_stmt *s = prepare(st, ASQL_NEW_GROUPS);
+  /* The stack counts of batches before since_ns all in their index by
+     signature (sqlite_store.h): as a rule the fold put them there. */
+  if (sqlite_index_counts_before(st, since_ns) != SQLITE_OK) {
+    sqlite_report(st, "new groups index");
+    pthread_mutex_unlock(&st->lock);
+    return STORE_ERROR;
+  }
+  sqlite3_stmt *s = prepare(st, ASQL_NEW_GROUPS(" AND oc.sig_indexed = 1"));
   int rc = SQLITE_ERROR, stopped = 0;
   if (s)
     bind_text(s, 1, app), sqlite3_bind_int64(s, 2, since_ns), sqlite3_bind_int64(s, 3, scan_ns);
