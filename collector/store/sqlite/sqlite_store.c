@@ -578,6 +578,7 @@ int sqlite_index_counts_before(store_t *st, int64_t ns) {
 void sqlite_forget_known(store_t *st) {
   store_known_clear(st->known_stacks);
   store_known_clear(st->known_groups);
+  hang_groups_forget(st->hang);
 }
 
 static int insert_counts(store_t *st, sqlite3_int64 event_id, const store_event_t *e) {

@@ -12,7 +12,12 @@
  *  - new_groups_before_the_fold: with no fold run (interval 3600 s), the
  *    alerts' new groups since a time see every stack counted before it:
  *    of two batches, the stacks both named are not new, the one only the
- *    second named is.
+ *    second named is;
+ *  - hang_group_of_another_connection: a hang joins the group with its
+ *    key that another connection stored after this one's last pick, not
+ *    the group keyed by a part of its key this one stored, though the
+ *    store keeps the stored groups' signatures to look up only those of a
+ *    key's prefixes (sqlite_hang_groups.c).
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -187,9 +192,93 @@ static void case_new_groups_before_the_fold(void) {
   free_stacks(&s);
 }
 
+/* Batch id at ns: one hang, 3 samples on each of its n stacks (2 frames
+   each); its group's signature into sig. */
+static void put_hang(fixture_t *f, unsigned id, int64_t ns, const char *const (*names)[2], size_t n,
+                     char sig[STORE_SIG_CHARS + 1]) {
+  perf__named_stack_t stacks[2];
+  uint64_t samples[2];
+  store_group_t groups[2];
+  store_stack_t rows[2];
+  store_stack_count_t counts[2];
+  for (size_t i = 0; i < n; i++) {
+    stacks[i] = (perf__named_stack_t){names[i], 2};
+    samples[i] = 3;
+    CHECK(hang_key_group(names[i], 2, &groups[i]) == 0);
+    rows[i] = (store_stack_t){.frames_json = "[]"};
+    memcpy(rows[i].signature, groups[i].signature, sizeof groups[i].signature);
+    counts[i] = (store_stack_count_t){groups[i].signature, 7, 3, -1};
+  }
+  store_hang_t h = {.samples = {stacks, samples, n}};
+  CHECK(hang_key_make(&h, 0) == 0);
+  store_event_t event = {.kind = "hang",
+                         .start_ns = ns,
+                         .duration_ns = S_NS,
+                         .tid = 7,
+                         .reason = "loop busy",
+                         .dominant_stack_sig = counts[0].stack_sig,
+                         .counts = counts,
+                         .n_counts = n,
+                         .hang = &h};
+  store_batch_t b = {.received_ns = ns,
+                     .app = "pages",
+                     .version = "1",
+                     .environment = "test",
+                     .host = "h",
+                     .pid = 1,
+                     .stacks = rows,
+                     .n_stacks = n,
+                     .events = &event,
+                     .n_events = 1,
+                     .groups = groups,
+                     .n_groups = n};
+  b.id[0] = (uint8_t)id;
+  CHECK_EQ_INT(store_sqlite_ops.put_batch(f->st, &b), STORE_OK);
+  char query[200];
+  snprintf(query, sizeof query, "SELECT group_sig FROM events WHERE batch_id = x'%02x%030d'", id,
+           0);
+  char *stored = db_text(f->location, query);
+  CHECK(stored != NULL);
+  snprintf(sig, STORE_SIG_CHARS + 1, "%s", stored);
+  free(stored);
+  hang_key_release(&h);
+  for (size_t i = 0; i < n; i++)
+    free((char *)groups[i].names_json);
+}
+
+static void case_hang_group_of_another_connection(void) {
+  fixture_t f;
+  open_store(&f, "sqlite_batch_pages");
+  /* A hang half in b, half in x: its group is keyed main alone, and half
+     of its samples at main's end went to b. */
+  const char *const split[2][2] = {{"b", "main"}, {"x", "main"}}, *const b[1][2] = {{"b", "main"}};
+  char sig_main[STORE_SIG_CHARS + 1], sig[STORE_SIG_CHARS + 1];
+  put_hang(&f, 1, RECEIVED_NS, split, 2, sig_main);
+  /* Another connection stores the group keyed b <- main. */
+  store_group_t g;
+  CHECK(hang_key_group(b[0], 2, &g) == 0);
+  CHECK(strcmp(g.signature, sig_main) != 0);
+  char sql[1024];
+  snprintf(sql, sizeof sql,
+           "INSERT INTO hang_groups(signature, path) VALUES('%s', 'main' || char(31) || 'b' ||"
+           " char(31)); INSERT OR IGNORE INTO groups(signature, frames, first_seen, last_seen)"
+           " VALUES('%s', '%s', 1, 1); INSERT INTO hang_group_path(group_sig, samples)"
+           " VALUES('%s', x'0a000000000000000a00000000000000')",
+           g.signature, g.signature, g.names_json, g.signature);
+  db_exec(f.location, sql);
+  /* A hang in b alone: keyed b <- main, it joins the group with its key
+     (which a pick takes before one keyed by a part of it). */
+  put_hang(&f, 2, RECEIVED_NS + S_NS, b, 1, sig);
+  CHECKF(strcmp(sig, g.signature) == 0, "the hang joined %s (main's group: %s), not %s", sig,
+         sig_main, g.signature);
+  free((char *)g.names_json);
+  store_sqlite_ops.close(f.st);
+}
+
 static const test_case_t CASES[] = {
     TEST_CASE(pages_per_batch),
     TEST_CASE(new_groups_before_the_fold),
+    TEST_CASE(hang_group_of_another_connection),
 };
 
 int main(int argc, char **argv) {
