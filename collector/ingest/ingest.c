@@ -335,6 +335,14 @@ static void stack_key(frame_ctx_t *fc, const Perf__V1__Stack *s, uint64_t key[2]
   key[1] = k.b;
 }
 
+/* Whether the build-ids a cached row's frames found no debug file for
+   still have none: then building the row again would make the same row. */
+static bool still_missing(frame_ctx_t *fc, const stack_built_t *b) {
+  for (size_t i = 0; i < b->n_unresolved; i++)
+    if (!fc->symbols || symbolizer_available(fc->symbols, b->unresolved[i])) return false;
+  return true;
+}
+
 /* The stack's row (from the cache when it holds it: shared, not copied),
    its frame labels and its group (the same signature, the labels as
    JSON), all borrowed from *held, a reference the caller drops. */
@@ -346,6 +354,14 @@ static int build_stack(frame_ctx_t *fc, const Perf__V1__Stack *s, store_stack_t 
   double now = symbolizer_now_s();
   stack_key(fc, s, key);
   stack_built_t *b = stack_cache_get(fc->cache, key, generation, now);
+  if (!b && (b = stack_cache_get_due(fc->cache, key, generation))) {
+    if (still_missing(fc, b)) {
+      stack_cache_renew(fc->cache, key, b, now + SYMBOLIZER_MISSING_RECHECK_S);
+    } else {
+      stack_built_unref(b);
+      b = NULL;
+    }
+  }
   if (b) {
     fc->named += b->named;
     fc->unnamed += b->unnamed;
