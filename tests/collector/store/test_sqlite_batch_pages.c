@@ -13,6 +13,11 @@
  *    alerts' new groups since a time see every stack counted before it:
  *    of two batches, the stacks both named are not new, the one only the
  *    second named is;
+ *  - old_database_indexed_at_open: a database made before the index by
+ *    signature was filled apart (its full index stack_counts_sig, no
+ *    sig_indexed column) has every stack count in the partial index as
+ *    soon as the store is open, its full index gone, and the alerts'
+ *    new groups answer over it as before;
  *  - hang_group_of_another_connection: a hang joins the group with its
  *    key that another connection stored after this one's last pick, not
  *    the group keyed by a part of its key this one stored, though the
@@ -192,6 +197,37 @@ static void case_new_groups_before_the_fold(void) {
   free_stacks(&s);
 }
 
+static void case_old_database_indexed_at_open(void) {
+  fixture_t f;
+  open_store(&f, "sqlite_batch_pages");
+  stacks_t s;
+  make_stacks(&s);
+  put(&f, &s, 1, RECEIVED_NS, 0, 2);             /* f0, f1 */
+  put(&f, &s, 2, RECEIVED_NS + 10 * S_NS, 1, 2); /* f1, f2 */
+  store_sqlite_ops.close(f.st);
+  db_exec(f.location, "DROP INDEX stack_counts_unindexed; DROP INDEX stack_counts_sig_indexed;"
+                      " ALTER TABLE stack_counts DROP COLUMN sig_indexed;"
+                      " CREATE INDEX stack_counts_sig ON stack_counts(stack_sig)");
+  store_config_t config = {STORE_DURABLE_FULL, 3600, 0};
+  CHECK(store_sqlite_ops.open(f.location, &config, &f.st) == STORE_OK);
+  CHECK_EQ_INT(db_count(f.location, "SELECT count(*) FROM stack_counts WHERE sig_indexed = 1"), 4);
+  CHECK_EQ_INT(db_count(f.location, "SELECT count(*) FROM sqlite_master WHERE name IN"
+                                    " ('stack_counts_sig', 'stack_counts_sig_indexed',"
+                                    " 'stack_counts_unindexed')"),
+               2);
+  CHECK_EQ_INT(db_count(f.location, "SELECT count(*) FROM sqlite_master WHERE name ="
+                                    " 'stack_counts_sig'"),
+               0);
+  news_t n = {0};
+  CHECK_EQ_INT(store_sqlite_ops.new_groups(f.st, "pages", RECEIVED_NS + 5 * S_NS,
+                                           RECEIVED_NS + 5 * S_NS, on_new, &n),
+               STORE_OK);
+  CHECK_EQ_INT(n.n, 1);
+  CHECK(strcmp(n.sig[0], s.groups[2].signature) == 0);
+  store_sqlite_ops.close(f.st);
+  free_stacks(&s);
+}
+
 /* Batch id at ns: one hang, 3 samples on each of its n stacks (2 frames
    each); its group's signature into sig. */
 static void put_hang(fixture_t *f, unsigned id, int64_t ns, const char *const (*names)[2], size_t n,
@@ -278,6 +314,7 @@ static void case_hang_group_of_another_connection(void) {
 static const test_case_t CASES[] = {
     TEST_CASE(pages_per_batch),
     TEST_CASE(new_groups_before_the_fold),
+    TEST_CASE(old_database_indexed_at_open),
     TEST_CASE(hang_group_of_another_connection),
 };
 
