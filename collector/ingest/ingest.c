@@ -272,8 +272,8 @@ typedef struct key_hash_s {
 /* One word into both halves, each step a bijection of the half for a
    given word (so two inputs differing in one word never meet), its high
    bits folded down (a product carries no high bit of its factors to its
-   low bits). A word at a time: hashing texts a byte at a time was a
-   twentieth of ingest's CPU. */
+   low bits). A word at a time: a byte at a time, hashing the texts takes
+   a twentieth of ingest's CPU. */
 static void key_u64(key_hash_t *k, uint64_t w) {
   k->a = (k->a ^ w) * UINT64_C(0x9e3779b97f4a7c15);
   k->a ^= k->a >> 32;

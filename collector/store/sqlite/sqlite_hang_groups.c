@@ -14,7 +14,7 @@
  * pg_hang_groups.c.
  *
  * A key of 20 to 30 frames has as many prefixes, and as a rule one or two
- * of them are stored groups: a lookup each was a tenth of a batch's CPU.
+ * of them are stored groups: looking each one up costs 8% of a batch's CPU.
  * So the connection keeps the signatures of every stored hang group (a
  * set of their texts' 64-bit hashes, read whole at the first pick after
  * it was forgotten, each group this connection inserts added) and looks

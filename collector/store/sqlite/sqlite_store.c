@@ -89,10 +89,10 @@ static void add_cpu_weights(sqlite3 *db) {
 }
 
 /* stack_counts by signature (re-symbolization, the alerts' new groups):
-   an index the fold fills, not each batch. A batch's rows land in the
-   index by signature at as many leaves as the batch has stacks (a page
-   of the write-ahead log each, over half of a batch's pages); so a row
-   comes in with sig_indexed NULL, listed at the tail of
+   an index the fold fills, not each batch. Filled by each batch, the
+   index would take a batch's rows at as many leaves as the batch has
+   stacks (a page of the write-ahead log each, over half of a batch's
+   pages); so a row comes in with sig_indexed NULL, listed at the tail of
    stack_counts_unindexed (one page a batch), and sqlite_index_counts
    sets sig_indexed = 1 for every row listed, which moves it into
    stack_counts_sig_indexed: once a fold interval for all the batches
