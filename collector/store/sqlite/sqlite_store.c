@@ -571,7 +571,7 @@ int sqlite_index_counts(store_t *st) {
   return sqlite_step_done(st, ST_INDEX_COUNTS);
 }
 
-int sqlite_index_counts_before(store_t *st, int64_t ns) {
+int sqlite_index_counts_before(store_t *st, int64_t ns, bool writable) {
   sqlite3_stmt *s = st->stmt[ST_UNINDEXED_BEFORE];
   sqlite3_bind_int64(s, 1, ns);
   int rc = sqlite3_step(s);
@@ -579,6 +579,7 @@ int sqlite_index_counts_before(store_t *st, int64_t ns) {
   sqlite3_reset(s);
   if (rc != SQLITE_ROW) return rc;
   if (!pending) return SQLITE_OK;
+  if (!writable) return SQLITE_READONLY; /* nothing into a file no path names */
   rc = sqlite_step_done(st, ST_BEGIN);
   if (rc == SQLITE_OK) rc = sqlite_index_counts(st);
   if (rc == SQLITE_OK) return sqlite_step_done(st, ST_COMMIT);

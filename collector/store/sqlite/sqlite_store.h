@@ -120,10 +120,12 @@ void sqlite_forget_known(store_t *st);
    apart): sqlite_index_counts inside a write transaction (the fold's, a
    re-symbolization's); sqlite_index_counts_before outside one, in a
    transaction of its own, only when rows of batches received before ns
-   wait for it (a read by signature of the batches before ns). SQLITE_OK
-   or the error; under st->lock. */
+   wait for it (a read by signature of the batches before ns), and then
+   SQLITE_READONLY unless writable (sqlite_check's answer, taken before
+   st->lock: a lost database is not written). SQLITE_OK or the error;
+   under st->lock. */
 int sqlite_index_counts(store_t *st);
-int sqlite_index_counts_before(store_t *st, int64_t ns);
+int sqlite_index_counts_before(store_t *st, int64_t ns, bool writable);
 
 /* sqlite_fold.c: the thread folding the rollups' delta rows every
    st->fold_interval_s seconds, and once more when stopped. */
