@@ -265,40 +265,69 @@ typedef struct frame_text_s {
   uint64_t name;   /* its labels in a group's names JSON */
 } frame_text_t;
 
-static const char *string_at(const Perf__V1__Batch *bt, uint32_t i) {
-  return i && i < bt->n_strings && bt->strings[i][0] ? bt->strings[i] : NULL;
+/* Each text's json_len once per batch: a module's path, a string's whole
+   and as a label (its first LABEL_BYTES); stored plus one, 0 not made (a
+   table that could not be allocated: measured each time). Most frames
+   share their module and many their names and files. */
+typedef struct text_memo_s {
+  uint64_t *path;          /* per module */
+  uint64_t *whole, *label; /* per string */
+} text_memo_t;
+
+static uint64_t string_len(text_memo_t *m, const Perf__V1__Batch *bt, uint32_t i, bool label) {
+  if (!i || i >= bt->n_strings || !bt->strings[i][0]) return json_len(NULL, 0);
+  uint64_t *memo = label ? m->label : m->whole;
+  if (!memo) return json_len(bt->strings[i], label ? LABEL_BYTES : SIZE_MAX);
+  if (!memo[i]) memo[i] = 1 + json_len(bt->strings[i], label ? LABEL_BYTES : SIZE_MAX);
+  return memo[i] - 1;
 }
 
-static const char *function_at(const Perf__V1__Batch *bt, uint32_t function, bool linkage) {
-  if (!function || function > bt->n_functions) return NULL;
+/* The json_len of a function's name (or linkage name) string; as for no
+   name when function is 0 or out of the table. */
+static uint64_t function_len(text_memo_t *m, const Perf__V1__Batch *bt, uint32_t function,
+                             bool linkage, bool label) {
+  if (!function || function > bt->n_functions) return json_len(NULL, 0);
   const Perf__V1__Function *f = bt->functions[function - 1];
-  return string_at(bt, linkage ? f->system_name : f->name);
+  return string_len(m, bt, linkage ? f->system_name : f->name, label);
+}
+
+static bool function_named(const Perf__V1__Batch *bt, uint32_t function) {
+  if (!function || function > bt->n_functions) return false;
+  uint32_t i = bt->functions[function - 1]->name;
+  return i && i < bt->n_strings && bt->strings[i][0];
+}
+
+static uint64_t path_len(text_memo_t *m, const Perf__V1__Batch *bt, uint32_t module) {
+  if (!module) return json_len("??", SIZE_MAX);
+  if (!m->path) return json_len(bt->modules[module - 1]->path, SIZE_MAX);
+  if (!m->path[module - 1])
+    m->path[module - 1] = 1 + json_len(bt->modules[module - 1]->path, SIZE_MAX);
+  return m->path[module - 1] - 1;
 }
 
 /* What one frame of a stack costs in the record (ingest.c build_stack):
    the device's names and lines, or when the frame's module has a
    build-id, what a debug file may name it with instead (a chain of at
    most SYMBOL_TEXT_MAX bytes of text, PERF__SYM_MAX_LINES lines). */
-static frame_text_t frame_text(const Perf__V1__Batch *bt, uint32_t index) {
+static frame_text_t frame_text(text_memo_t *tm, const Perf__V1__Batch *bt, uint32_t index) {
   const Perf__V1__Frame *f = bt->frames[index - 1];
   const Perf__V1__Module *m = f->module ? bt->modules[f->module - 1] : NULL;
-  const char *fn = function_at(bt, f->function, false);
-  const char *path = m ? m->path : "??";
+  bool fn = function_named(bt, f->function);
+  uint64_t path = path_len(tm, bt, f->module);
   bool symbolizable = m && m->build_id.len;
   frame_text_t t;
-  t.name = 1 + (fn ? json_len(fn, LABEL_BYTES) : json_len(path, SIZE_MAX) + 20);
-  t.object =
-      FRAME_JSON_FIXED + json_len(path, SIZE_MAX) + 2 * (m ? m->build_id.len : 0) +
-      (fn ? json_len(fn, SIZE_MAX) + json_len(function_at(bt, f->function, true), SIZE_MAX) : 0) +
-      LABEL_BYTES + MALLOC_OVERHEAD + sizeof(void *);
+  t.name = 1 + (fn ? function_len(tm, bt, f->function, false, true) : path + 20);
+  t.object = FRAME_JSON_FIXED + path + 2 * (m ? m->build_id.len : 0) +
+             (fn ? function_len(tm, bt, f->function, false, false) +
+                       function_len(tm, bt, f->function, true, false)
+                 : 0) +
+             LABEL_BYTES + MALLOC_OVERHEAD + sizeof(void *);
   for (size_t i = 0; fn && i < f->n_lines; i++) {
     const Perf__V1__Line *l = f->lines[i];
-    const char *name = function_at(bt, l->function, false);
-    t.name += json_len(name, LABEL_BYTES) + LABEL_SUFFIX;
-    t.object += LINE_JSON_FIXED + json_len(name, SIZE_MAX) +
-                json_len(function_at(bt, l->function, true), SIZE_MAX) +
-                json_len(string_at(bt, l->file), SIZE_MAX) + LABEL_BYTES + MALLOC_OVERHEAD +
-                sizeof(void *);
+    t.name += function_len(tm, bt, l->function, false, true) + LABEL_SUFFIX;
+    t.object += LINE_JSON_FIXED + function_len(tm, bt, l->function, false, false) +
+                function_len(tm, bt, l->function, true, false) +
+                string_len(tm, bt, l->file, false) + LABEL_BYTES + MALLOC_OVERHEAD + sizeof(void *);
   }
   if (symbolizable) {
     t.name += SYMBOL_TEXT_MAX + PERF__SYM_MAX_LINES * LABEL_SUFFIX;
@@ -313,13 +342,17 @@ unsigned batch_limits_text(const batch_limits_t *l, const Perf__V1__Batch *bt, c
   uint64_t total = 0, widest = 0;
   /* Each frame's cost once: stacks share most of their frames. */
   frame_text_t *memo = calloc(bt->n_frames + 1, sizeof *memo);
+  text_memo_t tm = {calloc(bt->n_modules + 1, sizeof *tm.path),
+                    calloc(bt->n_strings + 1, sizeof *tm.whole),
+                    calloc(bt->n_strings + 1, sizeof *tm.label)};
   for (size_t i = 0; i < bt->n_stacks; i++) {
     const Perf__V1__Stack *st = bt->stacks[i];
     size_t n = st->n_frames < l->stack_frames ? st->n_frames : l->stack_frames;
     uint64_t names = 0;
     for (size_t k = 0; k < n; k++) {
       uint32_t index = st->frames[k];
-      frame_text_t t = memo && memo[index - 1].object ? memo[index - 1] : frame_text(bt, index);
+      frame_text_t t =
+          memo && memo[index - 1].object ? memo[index - 1] : frame_text(&tm, bt, index);
       if (memo) memo[index - 1] = t;
       total += t.object;
       names += t.name;
@@ -327,6 +360,9 @@ unsigned batch_limits_text(const batch_limits_t *l, const Perf__V1__Batch *bt, c
     if (names > widest) widest = names;
   }
   free(memo);
+  free(tm.path);
+  free(tm.whole);
+  free(tm.label);
   /* A hang event's group: the shared part of its stacks, at most one
      stack's names. */
   for (size_t i = 0; i < bt->n_events; i++)

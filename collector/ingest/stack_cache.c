@@ -99,10 +99,11 @@ stack_built_t *stack_cache_get(stack_cache_t *c, const uint64_t key[2], uint64_t
   for (size_t p = 0, i = home(c, key); p < PROBES && p < c->n; p++, i = (i + 1) % c->n) {
     slot_t *s = &c->slots[i];
     if (!s->full || s->key[0] != key[0] || s->key[1] != key[1]) continue;
-    if (s->generation != generation || (s->good_until && now_s >= s->good_until)) {
+    if (s->generation != generation) {
       slot_clear(c, s); /* stale */
       break;
     }
+    if (s->good_until && now_s >= s->good_until) break; /* due: stack_cache_get_due */
     s->used = ++c->clock;
     hit = s->b;
     __atomic_add_fetch(&hit->refs, 1, __ATOMIC_RELAXED);
@@ -110,6 +111,37 @@ stack_built_t *stack_cache_get(stack_cache_t *c, const uint64_t key[2], uint64_t
   }
   pthread_mutex_unlock(&c->lock);
   return hit;
+}
+
+/* The slot of key, or NULL; under c->lock. */
+static slot_t *slot_of(stack_cache_t *c, const uint64_t key[2]) {
+  for (size_t p = 0, i = home(c, key); p < PROBES && p < c->n; p++, i = (i + 1) % c->n) {
+    slot_t *s = &c->slots[i];
+    if (s->full && s->key[0] == key[0] && s->key[1] == key[1]) return s;
+  }
+  return NULL;
+}
+
+stack_built_t *stack_cache_get_due(stack_cache_t *c, const uint64_t key[2], uint64_t generation) {
+  if (!c) return NULL;
+  pthread_mutex_lock(&c->lock);
+  slot_t *s = slot_of(c, key);
+  stack_built_t *due = s && s->generation == generation && s->good_until ? s->b : NULL;
+  if (due) {
+    s->used = ++c->clock;
+    __atomic_add_fetch(&due->refs, 1, __ATOMIC_RELAXED);
+  }
+  pthread_mutex_unlock(&c->lock);
+  return due;
+}
+
+void stack_cache_renew(stack_cache_t *c, const uint64_t key[2], const stack_built_t *b,
+                       double good_until_s) {
+  if (!c) return;
+  pthread_mutex_lock(&c->lock);
+  slot_t *s = slot_of(c, key);
+  if (s && s->b == b && s->good_until) s->good_until = good_until_s;
+  pthread_mutex_unlock(&c->lock);
 }
 
 void stack_cache_put(stack_cache_t *c, const uint64_t key[2], uint64_t generation,

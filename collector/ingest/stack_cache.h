@@ -53,6 +53,19 @@ void stack_cache_free(stack_cache_t *c);
 stack_built_t *stack_cache_get(stack_cache_t *c, const uint64_t key[2], uint64_t generation,
                                double now_s);
 
+/* The row of key built under generation whose good_until_s passed (which
+   stack_cache_get does not return), with a reference for the caller, who
+   checks what it waited for (its build-ids without a debug file still
+   without one) and either renews it (stack_cache_renew: good until
+   good_until_s, when the cache still holds b under key) or builds the
+   row afresh and puts that. NULL when there is none. Checking a row's
+   few build-ids costs a fraction of building it again, which every
+   cached stack of a module without a debug file otherwise needs each
+   SYMBOLIZER_MISSING_RECHECK_S. */
+stack_built_t *stack_cache_get_due(stack_cache_t *c, const uint64_t key[2], uint64_t generation);
+void stack_cache_renew(stack_cache_t *c, const uint64_t key[2], const stack_built_t *b,
+                       double good_until_s);
+
 /* Keep b under key (a reference of the cache's own) until good_until_s
    (0: while generation lasts). Nothing when it does not fit. */
 void stack_cache_put(stack_cache_t *c, const uint64_t key[2], uint64_t generation,

@@ -51,7 +51,9 @@
            " AND o.kind IN (" kinds ") AND ob.received_ns < " SQL_INT("2") ")"                     \
                                                                            " GROUP BY " sig        \
                                                                            ", g.frames"
-#define ASQL_NEW_GROUPS                                                                            \
+/* by_sig: a term on the earlier stack counts (alias oc) that lets the
+   backend find them by signature ("" when its index holds every row). */
+#define ASQL_NEW_GROUPS(by_sig)                                                                    \
   "SELECT * FROM (" ASQL_NEW_GROUP_PART(                                                           \
       "hang", "", "e.group_sig", "", "o.group_sig",                                                \
       "'hang', 'fatal_hang'") " UNION ALL " ASQL_NEW_GROUP_PART("cpu",                             \
@@ -59,7 +61,7 @@
                                                                 "c.event_id = e.id",               \
                                                                 "c.stack_sig",                     \
                                                                 " JOIN stack_counts oc ON "        \
-                                                                "oc.event_id = o.id",              \
+                                                                "oc.event_id = o.id" by_sig,       \
                                                                 "oc.stack_sig",                    \
                                                                 "'cpu'") ") x ORDER BY 4, 1, 2"
 

@@ -135,6 +135,6 @@ int pg_new_groups(store_t *st, const char *app, int64_t since_ns, int64_t scan_n
   pg_int(&p, 2, since_ns);
   pg_int(&p, 3, scan_ns);
   each_t e = {(void *)fn, user};
-  return run_rows(st->reader ? st->reader : st, ASQL_NEW_GROUPS, &p, "new groups", new_group_each,
-                  &e, NULL);
+  return run_rows(st->reader ? st->reader : st, ASQL_NEW_GROUPS(""), &p, "new groups",
+                  new_group_each, &e, NULL);
 }

@@ -7,6 +7,7 @@
  */
 #include <stdlib.h>
 
+#include "collector/base/log.h"
 #include "collector/store/alert_sql.h"
 #include "collector/store/sqlite/sqlite_store.h"
 
@@ -165,8 +166,21 @@ int sqlite_app_versions(store_t *st, const char *app, store_version_fn fn, void 
 
 int sqlite_new_groups(store_t *st, const char *app, int64_t since_ns, int64_t scan_ns,
                       store_new_group_fn fn, void *user) {
+  char why[64];
+  bool writable = sqlite_check(st, why, sizeof why) == STORE_OK;
   pthread_mutex_lock(&st->lock);
-  sqlite3_stmt *s = prepare(st, ASQL_NEW_GROUPS);
+  /* The stack counts of batches before since_ns all in their index by
+     signature (sqlite_store.h): as a rule the fold put them there. */
+  int indexed = sqlite_index_counts_before(st, since_ns, writable);
+  if (indexed != SQLITE_OK) {
+    if (indexed == SQLITE_READONLY)
+      collector_log("new groups: %s; its stack counts not indexed yet are not read\n", why);
+    else
+      sqlite_report(st, "new groups: indexing the stack counts");
+    pthread_mutex_unlock(&st->lock);
+    return STORE_ERROR;
+  }
+  sqlite3_stmt *s = prepare(st, ASQL_NEW_GROUPS(" AND oc.sig_indexed = 1"));
   int rc = SQLITE_ERROR, stopped = 0;
   if (s)
     bind_text(s, 1, app), sqlite3_bind_int64(s, 2, since_ns), sqlite3_bind_int64(s, 3, scan_ns);

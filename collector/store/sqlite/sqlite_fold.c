@@ -2,8 +2,9 @@
  * sqlite_fold.c - the SQLite store's fold thread (sqlite_store.h), a
  * perf__worker ("perf-sql-fold"): every --rollup-fold-interval seconds
  * that a batch committed since the last fold, it moves the delta rows the
- * batches appended into the rollups (store_rollups_fold) in a transaction
- * of its own under the store's lock, and once more when stopped, so a
+ * batches appended into the rollups (store_rollups_fold) and the batches'
+ * stack counts into their index by signature (sqlite_index_counts) in a
+ * transaction of its own under the store's lock, and once more when stopped, so a
  * collector stopped cleanly leaves nothing to fold. A fold that failed or
  * found the database locked leaves the rows for the next one; the reads add them meanwhile, and
  * after a kill -9 the next collector folds them.
@@ -30,6 +31,7 @@ static void fold_once(store_t *st) {
       return;
     }
     if (rc == SQLITE_OK) rc = store_rollups_fold(st->rollups);
+    if (rc == SQLITE_OK) rc = sqlite_index_counts(st);
     if (rc == SQLITE_OK) rc = sqlite_step_done(st, ST_COMMIT);
     if (rc == SQLITE_OK) {
       st->unfolded = false;

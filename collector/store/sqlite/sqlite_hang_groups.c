@@ -12,6 +12,18 @@
  * here), then writes the choice.
  * What does not depend on SQLite is in hang_group_cands.c, shared with
  * pg_hang_groups.c.
+ *
+ * A key of 20 to 30 frames has as many prefixes, and as a rule one or two
+ * of them are stored groups: looking each one up costs 8% of a batch's CPU.
+ * So the connection keeps the signatures of every stored hang group (a
+ * set of their texts' 64-bit hashes, read whole at the first pick after
+ * it was forgotten, each group this connection inserts added) and looks
+ * up only the prefixes in it. A hash that collides, or names a group
+ * deleted or rolled back, costs one lookup that finds nothing; a group
+ * another connection stored is never missed, because the set is
+ * forgotten whenever another connection committed (sqlite_store.c's
+ * data_version check, as for the rows known stored). Past
+ * HG_SET_MAX groups every prefix is looked up again.
  */
 #include "collector/store/sqlite/sqlite_hang_groups.h"
 
@@ -21,6 +33,8 @@
 #include <string.h>
 
 #include "collector/model/hang_group_cands.h"
+
+#define HG_SET_MAX 65536 /* stored groups the set of signatures holds at most */
 
 static const char SCHEMA[] =
     "CREATE TABLE IF NOT EXISTS hang_groups(signature TEXT PRIMARY KEY, path TEXT NOT NULL);"
@@ -32,6 +46,7 @@ static const char SCHEMA[] =
 
 enum hg_stmt {
   HG_FIND,
+  HG_ALL,
   HG_EXTENSIONS,
   HG_NEXT,
   HG_CHILDREN,
@@ -48,6 +63,7 @@ enum hg_stmt {
 
 static const char *const HG_SQL[HG_COUNT] = {
     [HG_FIND] = "SELECT path FROM hang_groups WHERE signature = ?1",
+    [HG_ALL] = "SELECT signature FROM hang_groups",
     /* One index range of a range (hgc_range_t) by path, with each
        group's path samples; the paths next to the range. */
     [HG_EXTENSIONS] = "SELECT signature, path, (SELECT samples FROM hang_group_path"
@@ -77,8 +93,15 @@ static const char *const HG_SQL[HG_COUNT] = {
                           " (SELECT signature FROM hang_groups)",
 };
 
+/* The stored groups' signatures (their texts' hashes, 0 never used: open
+   addressing), valid while loaded. */
+typedef enum { SET_FORGOTTEN, SET_LOADED, SET_TOO_MANY } set_state_t;
+
 struct hang_groups_s {
   sqlite3_stmt *stmt[HG_COUNT];
+  uint64_t *set;
+  size_t set_cap, set_n; /* cap a power of two, at most half full */
+  set_state_t set_state;
 };
 
 int hang_groups_open(sqlite3 *db, hang_groups_t **out) {
@@ -100,7 +123,81 @@ void hang_groups_close(hang_groups_t *hg) {
   if (!hg) return;
   for (int i = 0; i < HG_COUNT; i++)
     sqlite3_finalize(hg->stmt[i]);
+  free(hg->set);
   free(hg);
+}
+
+void hang_groups_forget(hang_groups_t *hg) {
+  free(hg->set);
+  hg->set = NULL;
+  hg->set_cap = hg->set_n = 0;
+  hg->set_state = SET_FORGOTTEN;
+}
+
+static uint64_t sig_hash(const char *sig) {
+  uint64_t h = UINT64_C(1469598103934665603);
+  for (const unsigned char *p = (const unsigned char *)sig; *p; p++)
+    h = (h ^ *p) * UINT64_C(1099511628211);
+  return h ? h : 1;
+}
+
+static bool set_has(const hang_groups_t *hg, uint64_t h) {
+  if (hg->set_cap == 0) return false; /* loaded empty */
+  for (size_t i = h & (hg->set_cap - 1);; i = (i + 1) & (hg->set_cap - 1)) {
+    if (hg->set[i] == h) return true;
+    if (hg->set[i] == 0) return false;
+  }
+}
+
+static void set_put(uint64_t *set, size_t cap, uint64_t h) {
+  size_t i = h & (cap - 1);
+  while (set[i] != 0 && set[i] != h)
+    i = (i + 1) & (cap - 1);
+  set[i] = h;
+}
+
+/* sig into the loaded set; a set that cannot grow is given up (every
+   prefix looked up) until forgotten. */
+static void set_add(hang_groups_t *hg, const char *sig) {
+  if (hg->set_state != SET_LOADED) return;
+  uint64_t h = sig_hash(sig);
+  if (2 * (hg->set_n + 1) > hg->set_cap) {
+    size_t cap = hg->set_cap ? 2 * hg->set_cap : 256;
+    uint64_t *grown = hg->set_n < HG_SET_MAX ? calloc(cap, sizeof *grown) : NULL;
+    if (!grown) {
+      hang_groups_forget(hg);
+      hg->set_state = SET_TOO_MANY;
+      return;
+    }
+    for (size_t i = 0; i < hg->set_cap; i++)
+      if (hg->set[i]) set_put(grown, cap, hg->set[i]);
+    free(hg->set);
+    hg->set = grown;
+    hg->set_cap = cap;
+  }
+  if (!set_has(hg, h)) {
+    set_put(hg->set, hg->set_cap, h);
+    hg->set_n++;
+  }
+}
+
+/* The set read from the table when forgotten. */
+static void set_load(hang_groups_t *hg) {
+  sqlite3_stmt *s = hg->stmt[HG_ALL];
+  hg->set_state = SET_LOADED;
+  int rc;
+  while (hg->set_state == SET_LOADED && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+    const char *sig = (const char *)sqlite3_column_text(s, 0);
+    if (sig) set_add(hg, sig);
+  }
+  if (hg->set_state == SET_LOADED && rc != SQLITE_DONE) hang_groups_forget(hg);
+  sqlite3_reset(s);
+}
+
+/* Whether sig may be a stored group's signature (false: it is not). */
+static bool may_be_stored(hang_groups_t *hg, const char *sig) {
+  if (hg->set_state == SET_FORGOTTEN) set_load(hg);
+  return hg->set_state != SET_LOADED || set_has(hg, sig_hash(sig));
 }
 
 static int done(sqlite3_stmt *s, int rc) {
@@ -175,6 +272,7 @@ static int prefix_cands(hang_groups_t *hg, const store_hang_t *h, hgc_cands_t *c
   for (size_t d = 1; rc == SQLITE_OK && d <= h->len; d++) {
     char sig[STORE_SIG_CHARS + 1];
     hgc_prefix_sig(h, d, sig);
+    if (!may_be_stored(hg, sig)) continue;
     sqlite3_bind_text(s, 1, sig, -1, SQLITE_TRANSIENT);
     int step = sqlite3_step(s);
     char *path = step == SQLITE_ROW && sqlite3_column_text(s, 0)
@@ -310,6 +408,7 @@ int hang_groups_assign(hang_groups_t *hg, const store_hang_t *h, int64_t ns,
     sqlite3_bind_text(s, 1, sig, -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 2, path, -1, SQLITE_STATIC);
     rc = done(s, sqlite3_step(s));
+    if (rc == SQLITE_OK) set_add(hg, sig);
   }
   /* A picked group's row exists: only its last_seen moves. */
   if (rc == SQLITE_OK && !(known && store_known_fresh(known, sig, ns)))

@@ -35,6 +35,10 @@ void hang_groups_close(hang_groups_t *hg);
 int hang_groups_assign(hang_groups_t *hg, const store_hang_t *h, int64_t ns,
                        const store_known_t *known, char sig[STORE_SIG_CHARS + 1]);
 
+/* Forget the signatures of the stored groups hg keeps (read again at the
+   next pick): another connection may have changed the table. */
+void hang_groups_forget(hang_groups_t *hg);
+
 /* Forget the hang groups whose groups row is gone (retention, renames). */
 int hang_groups_prune(hang_groups_t *hg);
 

@@ -42,7 +42,10 @@ static const char RESYM_TEMP[] =
     "CREATE TEMP TABLE IF NOT EXISTS resym_groups(signature TEXT PRIMARY KEY);"
     "DELETE FROM resym_events; DELETE FROM resym_groups;";
 
-/* ?1 the old signature, ?2 the new one. */
+/* ?1 the old signature, ?2 the new one. Every stack count is in the
+   index by signature once the transaction began (sqlite_index_counts);
+   INDEXED is the term that lets SQLite use that partial index. */
+#define INDEXED "sig_indexed = 1"
 static const char *const RESYM_SQL[RS_COUNT] = {
     [RS_MATCHING] = "SELECT signature, frames, first_seen, last_seen FROM stacks"
                     " WHERE instr(frames, ?1) > 0",
@@ -53,19 +56,20 @@ static const char *const RESYM_SQL[RS_COUNT] = {
                         " last_seen = max(last_seen, excluded.last_seen)",
     [RS_SET_FRAMES] = "UPDATE stacks SET frames = ?3 WHERE signature = ?2",
     [RS_NOTE_EVENTS] = "INSERT OR IGNORE INTO resym_events(id)"
-                       " SELECT event_id FROM stack_counts WHERE stack_sig = ?1",
+                       " SELECT event_id FROM stack_counts WHERE stack_sig = ?1 AND " INDEXED,
     [RS_MERGE_COUNTS] =
         "UPDATE stack_counts AS n SET samples = n.samples + o.samples,"
         " cpu_us = CASE WHEN n.cpu_us IS NULL AND o.cpu_us IS NULL THEN NULL"
         " ELSE coalesce(n.cpu_us, 0) + coalesce(o.cpu_us, 0) END"
         " FROM (SELECT event_id, tid, sum(samples) AS samples, sum(cpu_us) AS cpu_us"
         " FROM stack_counts"
-        " WHERE stack_sig = ?1 GROUP BY event_id, tid) AS o"
-        " WHERE n.stack_sig = ?2 AND n.event_id = o.event_id AND n.tid IS o.tid",
-    [RS_DROP_MERGED] = "DELETE FROM stack_counts WHERE stack_sig = ?1 AND EXISTS (SELECT 1 FROM"
-                       " stack_counts n WHERE n.stack_sig = ?2 AND"
+        " WHERE stack_sig = ?1 AND " INDEXED " GROUP BY event_id, tid) AS o"
+        " WHERE n.stack_sig = ?2 AND n." INDEXED " AND n.event_id = o.event_id AND n.tid IS o.tid",
+    [RS_DROP_MERGED] = "DELETE FROM stack_counts WHERE stack_sig = ?1 AND " INDEXED
+                       " AND EXISTS (SELECT 1 FROM stack_counts n WHERE n.stack_sig = ?2 AND"
+                       " n." INDEXED " AND"
                        " n.event_id = stack_counts.event_id AND n.tid IS stack_counts.tid)",
-    [RS_MOVE_COUNTS] = "UPDATE stack_counts SET stack_sig = ?2 WHERE stack_sig = ?1",
+    [RS_MOVE_COUNTS] = "UPDATE stack_counts SET stack_sig = ?2 WHERE stack_sig = ?1 AND " INDEXED,
     [RS_MOVE_DOMINANT] = "UPDATE events SET dominant_stack_sig = ?2 WHERE dominant_stack_sig = ?1",
     [RS_DELETE_STACK] = "DELETE FROM stacks WHERE signature = ?1",
     [RS_UPSERT_GROUP] = "INSERT INTO groups(signature, frames, first_seen, last_seen)"
@@ -261,6 +265,11 @@ static int resymbolize_locked(resym_t *x, const char *needle) {
   }
   if (sqlite_step_done(st, ST_BEGIN) != SQLITE_OK) {
     sqlite_report(st, "begin");
+    return STORE_ERROR;
+  }
+  if (sqlite_index_counts(st) != SQLITE_OK) {
+    sqlite_report(st, "resymbolize index");
+    sqlite_step_done(st, ST_ROLLBACK);
     return STORE_ERROR;
   }
   resym_steps_t steps = {x,

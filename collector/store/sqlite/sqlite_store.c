@@ -55,7 +55,6 @@ static const char SCHEMA[] =
     "CREATE TABLE IF NOT EXISTS stack_counts(event_id INTEGER NOT NULL, stack_sig TEXT NOT NULL,"
     " tid INTEGER, samples INTEGER NOT NULL);"
     "CREATE INDEX IF NOT EXISTS stack_counts_event ON stack_counts(event_id);"
-    "CREATE INDEX IF NOT EXISTS stack_counts_sig ON stack_counts(stack_sig);"
     "CREATE TABLE IF NOT EXISTS groups(signature TEXT PRIMARY KEY, frames TEXT NOT NULL,"
     " first_seen INTEGER NOT NULL, last_seen INTEGER NOT NULL);"
     "CREATE TABLE IF NOT EXISTS batch_tags(batch_id BLOB NOT NULL, key TEXT NOT NULL,"
@@ -87,6 +86,42 @@ static const char *const ADD_COLUMNS[] = {
    fine. */
 static void add_cpu_weights(sqlite3 *db) {
   sqlite3_exec(db, "ALTER TABLE stack_counts ADD COLUMN cpu_us INTEGER", NULL, NULL, NULL);
+}
+
+/* stack_counts by signature (re-symbolization, the alerts' new groups):
+   an index the fold fills, not each batch. Filled by each batch, the
+   index would take a batch's rows at as many leaves as the batch has
+   stacks (a page of the write-ahead log each, over half of a batch's
+   pages); so a row comes in with sig_indexed NULL, listed at the tail of
+   stack_counts_unindexed (one page a batch), and sqlite_index_counts
+   sets sig_indexed = 1 for every row listed, which moves it into
+   stack_counts_sig_indexed: once a fold interval for all the batches
+   since, and before any read by signature (sqlite_store.h). A read by
+   signature names sig_indexed = 1, the term that lets SQLite use the
+   partial index. Setting the flag does not grow a row (the integer 1 is
+   stored in the record's header). A database made before the column
+   gets it with every row it holds marked indexed and loses its full
+   index, in one transaction before the partial indexes are made: each
+   index then built whole from the table, far faster than the fold
+   marking a few million rows one by one under the store's lock. */
+static const char COUNTS_SIG_SCHEMA[] =
+    "CREATE INDEX IF NOT EXISTS stack_counts_unindexed ON stack_counts(event_id)"
+    " WHERE sig_indexed IS NULL;"
+    "CREATE INDEX IF NOT EXISTS stack_counts_sig_indexed ON stack_counts(stack_sig)"
+    " WHERE sig_indexed = 1;";
+static int add_counts_sig_index(sqlite3 *db) {
+  if (sqlite3_exec(db,
+                   "BEGIN; ALTER TABLE stack_counts ADD COLUMN sig_indexed INTEGER;"
+                   " DROP INDEX IF EXISTS stack_counts_sig;"
+                   " UPDATE stack_counts SET sig_indexed = 1",
+                   NULL, NULL, NULL) != SQLITE_OK) {
+    sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL); /* the column is there: nothing to move */
+    return sqlite3_exec(db, COUNTS_SIG_SCHEMA, NULL, NULL, NULL);
+  }
+  int rc = sqlite3_exec(db, COUNTS_SIG_SCHEMA, NULL, NULL, NULL);
+  return sqlite3_exec(db, rc == SQLITE_OK ? "COMMIT" : "ROLLBACK", NULL, NULL, NULL) == SQLITE_OK
+             ? rc
+             : SQLITE_ERROR;
 }
 
 /* The loop stats of a batch, summed over its loops and per loop it named
@@ -207,6 +242,11 @@ static const char *const STMT_SQL[ST_COUNT] = {
                         " last_seen = excluded.last_seen"
                         " WHERE last_seen < excluded.last_seen - " LAST_SEEN_MOVE,
     [ST_DATA_VERSION] = "PRAGMA data_version",
+    [ST_INDEX_COUNTS] = "UPDATE stack_counts SET sig_indexed = 1 WHERE sig_indexed IS NULL",
+    [ST_UNINDEXED_BEFORE] =
+        "SELECT EXISTS (SELECT 1 FROM stack_counts c"
+        " JOIN events e ON e.id = c.event_id JOIN batches b ON b.id = e.batch_id"
+        " WHERE c.sig_indexed IS NULL AND b.received_ns < ?1)",
     [ST_TOP_HANG] =
         TOP_SQL("r.kind IN ('hang', 'fatal_hang')", RAW_HANG(22, 23) " UNION ALL " RAW_HANG(24, 25),
                 "(SELECT p.samples FROM hang_group_path p WHERE p.group_sig = x.g)", "x.total_ns"),
@@ -417,7 +457,8 @@ static int sqlite_open(const char *path, const store_config_t *config, store_t *
   for (size_t i = 0; i < sizeof ADD_COLUMNS / sizeof ADD_COLUMNS[0]; i++)
     sqlite3_exec(st->db, ADD_COLUMNS[i], NULL, NULL, NULL); /* fails when present: fine */
   add_cpu_weights(st->db);
-  if (sqlite3_exec(st->db, GROUP_SIG_INDEX, NULL, NULL, NULL) != SQLITE_OK ||
+  if (add_counts_sig_index(st->db) != SQLITE_OK ||
+      sqlite3_exec(st->db, GROUP_SIG_INDEX, NULL, NULL, NULL) != SQLITE_OK ||
       sqlite3_exec(st->db, LOOP_SCHEMA, NULL, NULL, NULL) != SQLITE_OK ||
       sqlite_alerts_schema(st->db) != SQLITE_OK) {
     sqlite_report(st, "schema");
@@ -525,9 +566,30 @@ static void note_written(store_t *st, const store_batch_t *b, char (*picked)[STO
       store_known_note(st->known_groups, picked[i], ns);
 }
 
+int sqlite_index_counts(store_t *st) {
+  return sqlite_step_done(st, ST_INDEX_COUNTS);
+}
+
+int sqlite_index_counts_before(store_t *st, int64_t ns, bool writable) {
+  sqlite3_stmt *s = st->stmt[ST_UNINDEXED_BEFORE];
+  sqlite3_bind_int64(s, 1, ns);
+  int rc = sqlite3_step(s);
+  bool pending = rc == SQLITE_ROW && sqlite3_column_int(s, 0);
+  sqlite3_reset(s);
+  if (rc != SQLITE_ROW) return rc;
+  if (!pending) return SQLITE_OK;
+  if (!writable) return SQLITE_READONLY; /* nothing into a file no path names */
+  rc = sqlite_step_done(st, ST_BEGIN);
+  if (rc == SQLITE_OK) rc = sqlite_index_counts(st);
+  if (rc == SQLITE_OK) return sqlite_step_done(st, ST_COMMIT);
+  sqlite_step_done(st, ST_ROLLBACK);
+  return rc;
+}
+
 void sqlite_forget_known(store_t *st) {
   store_known_clear(st->known_stacks);
   store_known_clear(st->known_groups);
+  hang_groups_forget(st->hang);
 }
 
 static int insert_counts(store_t *st, sqlite3_int64 event_id, const store_event_t *e) {

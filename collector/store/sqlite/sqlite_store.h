@@ -34,6 +34,8 @@ enum stmt_id {
   ST_COUNT_ROWS,
   ST_UPSERT_GROUP,
   ST_DATA_VERSION,
+  ST_INDEX_COUNTS,
+  ST_UNINDEXED_BEFORE,
   ST_TOP_HANG,
   ST_TOP_CPU,
   ST_STACK_ROWS,
@@ -112,6 +114,18 @@ int sqlite_step_done(store_t *st, enum stmt_id id);
 /* Forget the stacks and groups known stored (rows are about to be
    deleted or moved); under st->lock. */
 void sqlite_forget_known(store_t *st);
+
+/* stack_counts' rows into their index by signature
+   (stack_counts_sig_indexed; sqlite_store.c says why it is filled
+   apart): sqlite_index_counts inside a write transaction (the fold's, a
+   re-symbolization's); sqlite_index_counts_before outside one, in a
+   transaction of its own, only when rows of batches received before ns
+   wait for it (a read by signature of the batches before ns), and then
+   SQLITE_READONLY unless writable (sqlite_check's answer, taken before
+   st->lock: a lost database is not written). SQLITE_OK or the error;
+   under st->lock. */
+int sqlite_index_counts(store_t *st);
+int sqlite_index_counts_before(store_t *st, int64_t ns, bool writable);
 
 /* sqlite_fold.c: the thread folding the rollups' delta rows every
    st->fold_interval_s seconds, and once more when stopped. */

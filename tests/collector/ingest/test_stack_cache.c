@@ -2,9 +2,11 @@
  * test_stack_cache.c - built stack rows kept between batches
  * (collector/ingest/stack_cache.c): a hit is the row that was put, shared
  * (a reference each: the row lives until the last holder drops it); another
- * symbolizer generation or a passed deadline is a miss (and the entry is
- * gone); the byte budget holds with least recently used entries evicted;
- * keys differing in either word are different entries.
+ * symbolizer generation is a miss (and the entry is gone), a passed
+ * deadline a miss whose row is handed out as due, kept good by a renewal
+ * (and not by a renewal of another row); the byte budget holds with least
+ * recently used entries evicted; keys differing in either word are
+ * different entries.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,6 +97,30 @@ static void case_generation_and_deadline(void) {
   stack_cache_free(c);
 }
 
+static void case_due_row_renewed(void) {
+  stack_cache_t *c = stack_cache_new(64, 1 << 20);
+  CHECK(c != NULL);
+  stack_built_t *b = built(1, 3, 10), *other = built(2, 3, 10), *got;
+  uint64_t timed[2] = {3, 4}, forever[2] = {5, 6};
+  stack_cache_put(c, timed, 5, 10.0, b);
+  stack_cache_put(c, forever, 5, 0, other);
+  CHECK(stack_cache_get_due(c, forever, 5) == NULL); /* never due */
+  CHECK(stack_cache_get(c, timed, 5, 10.0) == NULL);
+  CHECK(stack_cache_get_due(c, timed, 6) == NULL); /* another generation */
+  CHECK((got = stack_cache_get_due(c, timed, 5)) == b);
+  CHECK_EQ_INT(b->refs, 3);                 /* the test's, the cache's, got's */
+  stack_cache_renew(c, timed, other, 12.0); /* not the row held: nothing */
+  CHECK(stack_cache_get(c, timed, 5, 11.0) == NULL);
+  stack_cache_renew(c, timed, got, 12.0);
+  stack_built_unref(got);
+  CHECK((got = stack_cache_get(c, timed, 5, 11.9)) == b);
+  stack_built_unref(got);
+  CHECK(stack_cache_get(c, timed, 5, 12.0) == NULL);
+  stack_built_unref(b);
+  stack_built_unref(other);
+  stack_cache_free(c);
+}
+
 /* 200 entries of ~10 KiB into a 256 KiB budget: the ones put last are
    there, the first ones are not, and a recently hit one survives. */
 static void case_bounded(void) {
@@ -136,6 +162,7 @@ static void case_bounded(void) {
 static const test_case_t g_cases[] = {
     TEST_CASE(hit_is_shared),
     TEST_CASE(generation_and_deadline),
+    TEST_CASE(due_row_renewed),
     TEST_CASE(bounded),
 };
 

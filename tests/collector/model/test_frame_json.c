@@ -6,13 +6,21 @@
  *    bad byte as U+FFFD, their inline chain too, and their labels the
  *    same; nothing fails (a failed frame refused its whole batch);
  *  - utf8_names_unchanged: well-formed UTF-8 names and paths are stored
- *    byte for byte.
+ *    byte for byte;
+ *  - group_names_as_jansson: a group's names JSON (hang_key_group, which
+ *    writes it without jansson) is byte for byte jansson's
+ *    json_dumps(JSON_COMPACT) of the names: every ASCII byte, quotes,
+ *    backslashes, slashes, UTF-8 of 2 to 4 bytes, no names; a name that
+ *    is not UTF-8 (a lone byte 0xff, an overlong form, a surrogate) is
+ *    refused by both.
  */
 #include <jansson.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
 #include "collector/model/frame_json.h"
+#include "collector/model/hang_key.h"
 
 #define FFFD "\xef\xbf\xbd"
 
@@ -93,10 +101,44 @@ static void case_failed_answer_keeps_frame(void) {
   json_decref(frame);
 }
 
+/* hang_key_group's names JSON of names against jansson's; ok: whether
+   both accept them. */
+static void check_as_jansson(const char *const *names, size_t n, bool ok) {
+  json_t *a = json_array();
+  CHECK(a);
+  bool refused = false;
+  for (size_t i = 0; i < n; i++)
+    refused |= json_array_append_new(a, json_string(names[i])) != 0;
+  char *want = refused ? NULL : json_dumps(a, JSON_COMPACT);
+  json_decref(a);
+  store_group_t g;
+  int rc = hang_key_group(names, n, &g);
+  CHECK_EQ_INT(rc == 0, ok);
+  CHECK_EQ_INT(want != NULL, ok);
+  if (ok) CHECKF(strcmp(g.names_json, want) == 0, "%s, jansson: %s", g.names_json, want);
+  if (ok) free((char *)g.names_json);
+  free(want);
+}
+
+static void case_group_names_as_jansson(void) {
+  char ascii[128];
+  for (int c = 1; c < 128; c++)
+    ascii[c - 1] = (char)c;
+  ascii[127] = '\0';
+  const char *const names[] = {ascii, "f(char const*) [clone .isra.0]", "a/b\\c\"d",
+                               "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", ""};
+  check_as_jansson(names, ARRAY_LEN(names), true);
+  check_as_jansson(names, 0, true);
+  const char *const bad[][2] = {{"ok", "\xff"}, {"\xc0\x80", "ok"}, {"\xed\xa0\x80", "ok"}};
+  for (size_t i = 0; i < ARRAY_LEN(bad); i++)
+    check_as_jansson(bad[i], 2, false);
+}
+
 static const test_case_t CASES[] = {
     TEST_CASE(latin1_names),
     TEST_CASE(utf8_names_unchanged),
     TEST_CASE(failed_answer_keeps_frame),
+    TEST_CASE(group_names_as_jansson),
 };
 
 int main(int argc, char **argv) {
