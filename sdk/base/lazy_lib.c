@@ -6,6 +6,7 @@
 
 #include <dlfcn.h>
 #include <string.h>
+#include <time.h>
 
 #include "sdk/base/log.h"
 #include "sdk/base/proc_files.h"
@@ -20,6 +21,40 @@ static pthread_rwlock_t g_hook_lock = PTHREAD_RWLOCK_INITIALIZER;
 static perf__lazy_load_hook_fn g_hook;
 static void *g_hook_arg;
 
+/* Held around every dlopen, dlsym and dlclose of the libraries, and by
+   fork's prepare handler until the fork is done: glibc (2.36) does not
+   take its own loader lock around fork, so a child forked while an SDK
+   thread was inside dlopen or dlclose would inherit that lock held by a
+   thread it does not have, and its first dlopen (the app's, or the SDK's
+   own in the restarted child) would wait forever. The wait in prepare is
+   bounded: past FORK_WAIT_NS the fork goes on without the lock. */
+static pthread_mutex_t g_dl_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool g_dl_held_for_fork; /* by the forking thread, between prepare and parent */
+static pthread_once_t g_fork_once = PTHREAD_ONCE_INIT;
+
+#define FORK_WAIT_NS (2 * 1000000000LL)
+
+static void dl_fork_prepare(void) {
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += FORK_WAIT_NS / 1000000000LL;
+  g_dl_held_for_fork = pthread_mutex_timedlock(&g_dl_lock, &until) == 0;
+}
+
+static void dl_fork_parent(void) {
+  if (g_dl_held_for_fork) pthread_mutex_unlock(&g_dl_lock);
+  g_dl_held_for_fork = false;
+}
+
+static void dl_fork_child(void) {
+  g_dl_lock = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
+  g_dl_held_for_fork = false;
+}
+
+static void install_fork_handlers(void) {
+  pthread_atfork(dl_fork_prepare, dl_fork_parent, dl_fork_child);
+}
+
 static void register_lib(perf__lazy_lib_t *lib) {
   pthread_mutex_lock(&g_registry_lock);
   size_t n = atomic_load(&g_nlibs);
@@ -31,9 +66,23 @@ static void register_lib(perf__lazy_lib_t *lib) {
   pthread_mutex_unlock(&g_registry_lock);
 }
 
+static void *load_locked(perf__lazy_lib_t *lib);
+
 /* Under lib->lock: dlopen and resolve every function, or mark it failed. */
 static void load(perf__lazy_lib_t *lib) {
   if (!lib->registered) register_lib(lib);
+  pthread_once(&g_fork_once, install_fork_handlers);
+  pthread_mutex_lock(&g_dl_lock);
+  void *h = load_locked(lib);
+  pthread_mutex_unlock(&g_dl_lock);
+  if (!h) return;
+  lib->handle = h;
+  if (lib->after_load) lib->after_load(lib->fns);
+}
+
+/* Under g_dl_lock: lib's dlopen and every dlsym; NULL (failed, logged) or
+   the handle. */
+static void *load_locked(perf__lazy_lib_t *lib) {
   void *h = dlopen(lib->soname, RTLD_NOW | RTLD_LOCAL);
   if (!h) {
     const char *why = dlerror();
@@ -44,18 +93,17 @@ static void load(perf__lazy_lib_t *lib) {
                     "early"
                   : "");
     lib->failed = true;
-    return;
+    return NULL;
   }
   for (size_t i = 0; i < lib->n; i++) {
     if (!(lib->fns[i] = dlsym(h, lib->names[i]))) {
       perf__log(PERF__LOG_ERROR, "%s has no %s", lib->soname, lib->names[i]);
       lib->failed = true;
       dlclose(h);
-      return;
+      return NULL;
     }
   }
-  lib->handle = h;
-  if (lib->after_load) lib->after_load(lib->fns);
+  return h;
 }
 
 void *perf__lazy_enter(perf__lazy_lib_t *lib, size_t idx) {
@@ -101,7 +149,9 @@ static bool unload_if_idle(perf__lazy_lib_t *lib) {
   if (lib->handle && atomic_load(&lib->objects) == 0) {
     atomic_store(&lib->loaded, false);
     if (atomic_load(&lib->inside) == 0) {
+      pthread_mutex_lock(&g_dl_lock);
       dlclose(lib->handle);
+      pthread_mutex_unlock(&g_dl_lock);
       lib->handle = NULL;
       memset(lib->fns, 0, lib->n * sizeof lib->fns[0]);
       done = true;

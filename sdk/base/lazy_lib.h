@@ -17,6 +17,11 @@
  * inside (a caller counts itself in before it reads `loaded`: one of the
  * two always sees the other).
  *
+ * Every dlopen, dlsym and dlclose here runs under one lock that fork's
+ * prepare handler also takes (waiting at most 2 s): glibc takes no loader
+ * lock around fork, and a child forked while an SDK thread was inside
+ * dlopen would inherit the loader's lock held and never dlopen again.
+ *
  * The static library links the real libraries: nothing here is used there.
  */
 #ifndef PERF_BASE_LAZY_LIB_H
