@@ -54,6 +54,7 @@
 #define RECORDS_PER_DRAIN 64
 #define MIN_DRAIN_NS 10000000LL
 #define MAX_DRAIN_NS 1000000000LL
+#define FIRST_DRAIN_NS 100000000LL
 /* The kernel's part of one timer signal on the sampled thread (the
    expiry, the signal frame, sigreturn), which the handler cannot time:
    bench/cpu_profile_cost_bench measures the whole. */
@@ -170,7 +171,6 @@ static int64_t poll_due(perf__cpu_profile_t *p) {
     p->step_ns = p->changed_ns = now;
     p->next_read_ns = now + FIRST_READ_NS;
     p->next_step_ns = now + STEP_NS;
-    p->next_drain_ns = now + MIN_DRAIN_NS * 10;
     return p->next_read_ns;
   }
   int64_t soon = now + SLACK_NS;
@@ -185,6 +185,7 @@ static int64_t poll_due(perf__cpu_profile_t *p) {
   }
   if (soon - p->window_start_ns >= p->window_ns) {
     int64_t ship_cpu = self_cpu_ns();
+    drain(p, now); /* the window's samples are all in it */
     ship_window(p, now);
     /* Modules came or went (a library the app loaded; also the ones the
        writer loads around events): the next window walks with the rules
@@ -278,6 +279,9 @@ static void start_session(perf__cpu_profile_t *p) {
     arm(p, &p->threads[i]);
   p->last_drain_ns = now;
   p->drained = 0;
+  /* Soon: the threads' first samples learn their stacks and the rules
+     their walks lack, compiled as they are drained. */
+  p->next_drain_ns = now + FIRST_DRAIN_NS;
 }
 
 /* Delete every timer; what the ring holds goes into the window. */
@@ -290,7 +294,7 @@ static void end_session(perf__cpu_profile_t *p) {
 }
 
 static void drain(perf__cpu_profile_t *p, int64_t now) {
-  if (!p->mods || now < p->next_drain_ns) return;
+  if (!p->mods) return;
   uint64_t before = p->drained;
   uint64_t not_taken = perf__cpu_timers_drain(add_sample, p);
   PERF__COUNT(p->stats, samples_failed, not_taken);

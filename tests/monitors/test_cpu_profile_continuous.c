@@ -17,7 +17,8 @@
  *    own cost stays within the budget;
  *  - table_bounded: an 8-entry table: no window holds more stacks, every
  *    sample that found no room is counted, in the events and the stats;
- *  - idle_no_event: windows without a sample send nothing.
+ *  - idle_no_event: windows without a sample send nothing (and a window
+ *    with samples between idle ones is one event).
  * Each case in its own process; waits poll with deadlines.
  */
 #include <dirent.h>
@@ -492,14 +493,16 @@ static void case_idle_no_event(void) {
      counters would burn CPU the profile samples). */
   sleep_ms(5 * IDLE_WINDOW_MS);
   CHECK_EQ_INT(sdk_stats().cpu_profile_windows, 0);
-  /* Then 100 ms of CPU (a window or a few, on a loaded machine): windows
-     with samples; once the last of them is recorded, idle ones again. */
-  int64_t end = thread_cpu_ns() + 100000000;
-  while (thread_cpu_ns() < end)
-    g_sink += third_burn();
+  /* Then CPU until a window with samples is recorded (the thread's first
+     samples learn its stack), and idle windows again once the window the
+     burn ended in is over. */
   perf_sdk_stats_t st;
-  SDK_WAIT_FOR_STATS(st, st.cpu_profile_windows >= 1, WAIT_MS, 1000);
-  sleep_ms(2 * IDLE_WINDOW_MS); /* the window the burn ended in is over */
+  long long deadline = now_ms() + WAIT_MS;
+  while ((st = sdk_stats()).cpu_profile_windows == 0) {
+    CHECKF(now_ms() < deadline, "no profile window after %d ms of burning", WAIT_MS);
+    g_sink += third_burn(); /* 5 ms of CPU */
+  }
+  sleep_ms(2 * IDLE_WINDOW_MS);
   uint64_t busy = sdk_stats().cpu_profile_windows;
   sleep_ms(5 * IDLE_WINDOW_MS);
   CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
