@@ -20,7 +20,10 @@
  *  - idle_no_event: windows without a sample send nothing (and a window
  *    with samples between idle ones is one event);
  *  - fork_child_window: a child forked while the profile samples starts
- *    its own window, with none of the parent's samples.
+ *    its own window, with none of the parent's samples;
+ *  - config_refused: the two settings out of range, in code and from
+ *    their PERF_SDK_* variables, refused and named; in range, the
+ *    environment wins.
  * Each case in its own process; waits poll with deadlines.
  */
 #include <dirent.h>
@@ -45,6 +48,7 @@
 #include "sdk/sdk_testing.h"
 #include "sdk/wire/batch_decode.h"
 #include "sdk/wire/spool.h"
+#include "sdk_log.h"
 #include "sdk_util.h"
 #include "tempdir.h"
 #include "test_util.h"
@@ -520,6 +524,44 @@ static void case_idle_no_event(void) {
   free(report);
 }
 
+/* ---- config_refused ------------------------------------------------------------------ */
+
+/* perf_sdk_init with cfg fails with PERF_E_INVALID_CONFIG, its log naming
+   `what`, and starts nothing. */
+static void expect_refused(perf_sdk_config_t *cfg, const char *what) {
+  sdk_log_clear();
+  cfg->log_fn = sdk_log_keep;
+  CHECK_EQ_INT(perf_sdk_init(cfg), PERF_E_INVALID_CONFIG);
+  CHECKF(strstr(g_log, what) != NULL, "the log does not name %s:\n%s", what, g_log);
+  CHECK_EQ_INT(perf_sdk_shutdown(1000), PERF_E_NOT_INITIALIZED);
+}
+
+/* Out of range, in code or from the environment: refused, named. */
+static void case_config_refused(void) {
+  perf_sdk_config_t cfg;
+  config(&cfg, 1001);
+  expect_refused(&cfg, "cpu_profile_hz = 1001: must be 0..1000");
+  config(&cfg, 19);
+  cfg.cpu_profile_budget_permille = 0;
+  expect_refused(&cfg, "cpu_profile_budget_permille = 0: must be 1..1000");
+  config(&cfg, 19);
+  setenv("PERF_SDK_CPU_PROFILE_HZ", "5000", 1);
+  expect_refused(&cfg,
+                 "PERF_SDK_CPU_PROFILE_HZ=5000: cpu_profile_hz must be an integer in 0..1000");
+  unsetenv("PERF_SDK_CPU_PROFILE_HZ");
+  setenv("PERF_SDK_CPU_PROFILE_BUDGET_PERMILLE", "2000", 1);
+  expect_refused(&cfg, "PERF_SDK_CPU_PROFILE_BUDGET_PERMILLE=2000: cpu_profile_budget_permille "
+                       "must be an integer in 1..1000");
+  /* In range from the environment: it wins over the code's 19. */
+  setenv("PERF_SDK_CPU_PROFILE_BUDGET_PERMILLE", "7", 1);
+  setenv("PERF_SDK_CPU_PROFILE_HZ", "23", 1);
+  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
+  CHECK_EQ_INT(sdk_stats().cpu_profile_hz_now, 23);
+  CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
+  unsetenv("PERF_SDK_CPU_PROFILE_HZ");
+  unsetenv("PERF_SDK_CPU_PROFILE_BUDGET_PERMILLE");
+}
+
 /* ---- fork_child_window --------------------------------------------------------------- */
 
 CHAIN unsigned long parent_burn(void) {
@@ -619,6 +661,7 @@ static const test_case_t g_cases[] = {
     TEST_CASE(table_bounded),
     TEST_CASE(idle_no_event),
     TEST_CASE(fork_child_window),
+    TEST_CASE(config_refused),
 };
 
 int main(int argc, char **argv) {
