@@ -14,6 +14,7 @@
  *   wait_app fork    the main thread waits, forks; the child (no exec)
  *                    waits, stalls 400 ms (stall_in_child), waits, exits
  *   wait_app env     prints LD_PRELOAD ("(unset)" when it is not set)
+ *   wait_app burn    burns 1 s of CPU in burn_in_app, then exits
  */
 #include <errno.h>
 #include <poll.h>
@@ -195,6 +196,18 @@ __attribute__((noinline, noipa)) static void stall_in_child(void) {
   spin_ms(STALL_MS);
 }
 
+/* A second of this thread's CPU time, however long it takes. */
+__attribute__((noinline, noipa)) static void burn_in_app(void) {
+  struct timespec ts;
+  long long used = 0;
+  while (used < 1000000000LL) {
+    for (int i = 0; i < 4096; i++)
+      g_sink = g_sink * 6364136223846793005UL + 1;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    used = (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+  }
+}
+
 static int fork_child(void) {
   int fds[2], gone[2];
   if (pipe(fds) != 0 || pipe(gone) != 0) return 2;
@@ -261,11 +274,15 @@ int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "calls") == 0) return calls();
   if (argc == 2 && strcmp(argv[1], "loops") == 0) return loops();
   if (argc == 2 && strcmp(argv[1], "fork") == 0) return fork_child();
+  if (argc == 2 && strcmp(argv[1], "burn") == 0) {
+    burn_in_app();
+    return 0;
+  }
   if (argc == 2 && strcmp(argv[1], "env") == 0) {
     const char *v = getenv("LD_PRELOAD");
     printf("LD_PRELOAD=%s\n", v ? v : "(unset)");
     return 0;
   }
-  fprintf(stderr, "usage: wait_app calls|loops|env\n");
+  fprintf(stderr, "usage: wait_app calls|loops|fork|env|burn\n");
   return 2;
 }
