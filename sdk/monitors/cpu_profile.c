@@ -19,16 +19,12 @@
  * samples come in with the CPU time the burst gave them.
  *
  * Budget: four times a second the profile adds up what it cost since the
- * last time: the handler's time on the sampled threads (measured inside it)
- * plus DELIVERY_NS per signal for the kernel's part of a signal (not
- * measurable from the handler), and this thread's own CPU clock outside
- * bursts (its drains, reads and aggregation, and its wake-ups), split in
- * the monitor's part (about the same at any rate) and the signals' part
- * (in proportion to the rate), each smoothed over about a second. When
- * their sum goes over HEADROOM of the budget, or over what the steps of
- * the last minute left of the minute's, the rate is lowered to what the
- * room beside the monitor's part pays for; it is raised again, at most
- * doubling every RAISE_AFTER_NS, while RAISE_TO of that room pays for it.
+ * last time: the signals' part, the handler's time on the sampled threads
+ * (on their CPU clocks, measured inside it) plus DELIVERY_NS per signal for
+ * the kernel's part (not measurable from the handler), and the monitor's
+ * part, this thread's own CPU clock in the profile's work outside bursts
+ * (its drains, reads and aggregation, and the wake-ups it caused);
+ * cpu_profile_budget.c turns them into the next step's rate.
  */
 #include "sdk/monitors/cpu_profile.h"
 
@@ -41,13 +37,14 @@
 #include "sdk/base/log.h"
 #include "sdk/base/threads.h"
 #include "sdk/base/worker.h"
+#include "sdk/monitors/cpu_profile_budget.h"
 #include "sdk/monitors/cpu_profile_table.h"
 #include "sdk/monitors/thread_cpu.h"
 #include "sdk/sampler/cpu_timers.h"
 
 #define WINDOW_NS 60000000000LL
-#define READ_NS 1000000000LL      /* the thread set's reads */
-#define STEP_NS 250000000LL       /* the budget's steps */
+#define READ_NS 1000000000LL /* the thread set's reads */
+#define STEP_NS PERF__PROFILE_STEP_NS
 #define SLACK_NS 50000000LL       /* what is due this soon is done at this wake-up */
 #define FIRST_READ_NS 100000000LL /* the second read after the start: who runs */
 #define IDLE_DISARM_NS 10000000000LL
@@ -60,12 +57,6 @@
    signal a thread sends itself with an empty handler costs it 4 us round
    trip on the machine of bench/README.md (sample_cost_bench). */
 #define DELIVERY_NS 4000
-#define HEADROOM 0.8
-#define MINUTE_NS 60000000000.0
-#define BUDGET_STEPS 240 /* a minute of STEP_NS steps */
-#define RAISE_AFTER_NS 10000000000LL
-#define RAISE_TO 0.6
-#define SMOOTHING 0.3 /* the weight of a step's cost in the smoothed rates */
 #define MAX_THREADS PERF__EVENT_MAX_THREADS
 #define MAX_TRACKED_THREADS 4096
 
@@ -94,17 +85,16 @@ struct perf__cpu_profile_s {
   int64_t next_read_ns, next_drain_ns, last_drain_ns;
   uint64_t drained; /* records handed over since the last drain interval was sized */
   bool paused;
+  bool warned; /* that it could not sample (said once) */
   /* The budget: the counters at the last accounting, the cost since the
-     last step, each of the last BUDGET_STEPS steps' cost. */
+     last step and its parts, and the controller. */
   uint64_t signals0, handler0_ns;
   uint64_t own_ns;  /* the monitor's CPU time in the profile, not accounted yet */
   uint64_t ship_ns; /* of which the last window's end (its event, the timers armed again) */
   uint64_t cost_ns, cost_us_rest;
-  uint64_t step_signals, step_handler_ns, step_self_ns; /* cost_ns's parts (the log's) */
-  uint64_t steps[BUDGET_STEPS];
-  size_t step;
-  double fixed_rate, signal_rate; /* smoothed cost a second: the monitor's, the signals' */
-  int64_t step_ns, next_step_ns, changed_ns;
+  uint64_t step_self_ns; /* the monitor's part of cost_ns */
+  int64_t step_ns, next_step_ns;
+  perf__profile_budget_t budget;
 };
 
 static unsigned g_test_window_ms, g_test_entries;
@@ -121,7 +111,7 @@ static int64_t poll_due(perf__cpu_profile_t *p);
 static void account(perf__cpu_profile_t *p);
 static void rebase(perf__cpu_profile_t *p);
 static void budget_step(perf__cpu_profile_t *p, int64_t now);
-static void set_rate(perf__cpu_profile_t *p, unsigned hz);
+static void set_rate(perf__cpu_profile_t *p, unsigned hz, int64_t now);
 static void ship_window(perf__cpu_profile_t *p, int64_t now);
 static void new_window(perf__cpu_profile_t *p, int64_t now);
 static int64_t self_cpu_ns(void);
@@ -147,7 +137,9 @@ perf__cpu_profile_t *perf__cpu_profile_new(const perf__config_t *cfg, perf__reco
   p->stats = stats;
   p->window_ns = g_test_window_ms ? (int64_t)g_test_window_ms * 1000000 : WINDOW_NS;
   perf__thread_set_init(&p->set, MAX_TRACKED_THREADS);
-  set_rate(p, cfg->cpu_profile_hz);
+  set_rate(p, cfg->cpu_profile_hz, perf__now_ns());
+  perf__profile_budget_init(&p->budget, cfg->cpu_profile_budget_permille, cfg->cpu_profile_hz,
+                            perf__now_ns());
   return p;
 }
 
@@ -169,7 +161,7 @@ static int64_t poll_due(perf__cpu_profile_t *p) {
     read_threads(p, now);
     start_session(p);
     rebase(p);
-    p->step_ns = p->changed_ns = now;
+    p->step_ns = now;
     p->next_read_ns = now + FIRST_READ_NS;
     p->next_step_ns = now + STEP_NS;
     return p->next_read_ns;
@@ -270,7 +262,13 @@ void perf__cpu_profile_set_testing(unsigned window_ms, unsigned entries) {
 static void start_session(perf__cpu_profile_t *p) {
   perf__modules_release(p->mods);
   p->mods = perf__modules_acquire();
-  if (!p->mods || perf__cpu_timers_begin(p->mods) != PERF_OK) {
+  int err = p->mods ? perf__cpu_timers_begin(p->mods) : PERF_E_NO_MEMORY;
+  if (err) {
+    if (!p->warned)
+      perf__log(
+          PERF__LOG_WARN, "the continuous CPU profile cannot sample: %s%s", perf_strerror(err),
+          err == PERF_E_UNSUPPORTED ? " (PERF_SDK_UNWIND_MODE=stack_copy has no CPU timers)" : "");
+    p->warned = true;
     perf__modules_release(p->mods);
     p->mods = NULL;
     return;
@@ -395,8 +393,6 @@ static void account(perf__cpu_profile_t *p) {
   uint64_t signals, handler_ns;
   perf__cpu_timers_cost(&signals, &handler_ns);
   p->cost_ns += (signals - p->signals0) * DELIVERY_NS + (handler_ns - p->handler0_ns) + p->own_ns;
-  p->step_signals += signals - p->signals0;
-  p->step_handler_ns += handler_ns - p->handler0_ns;
   p->step_self_ns += p->own_ns;
   p->own_ns = 0;
   p->signals0 = signals;
@@ -409,69 +405,28 @@ static void rebase(perf__cpu_profile_t *p) {
   perf__cpu_timers_cost(&p->signals0, &p->handler0_ns);
 }
 
+/* A step of the budget: what the profile cost since the last, counted,
+   and the rate for the next step. */
 static void budget_step(perf__cpu_profile_t *p, int64_t now) {
   account(p);
-  double dt = (double)(now - p->step_ns);
-  if (dt <= 0) return;
-  uint64_t cost = p->cost_ns, signals = p->step_signals;
-  /* The monitor's part: its steady work, and its window's end spread
-     over the window. */
-  double ship = (double)p->ship_ns < (double)p->step_self_ns ? (double)p->ship_ns : 0;
-  double fixed = (double)p->step_self_ns - ship + ship * dt / (double)p->window_ns;
-  p->ship_ns = 0;
-  p->cost_ns = p->step_signals = p->step_handler_ns = p->step_self_ns = 0;
-  p->step_ns = now;
-  uint64_t us = cost / 1000 + (p->cost_us_rest + cost % 1000) / 1000;
-  p->cost_us_rest = (p->cost_us_rest + cost % 1000) % 1000;
+  perf__profile_cost_t cost = {p->cost_ns - p->step_self_ns, p->step_self_ns, p->ship_ns,
+                               p->window_ns};
+  uint64_t all = p->cost_ns;
+  p->cost_ns = p->step_self_ns = p->ship_ns = 0;
+  uint64_t us = all / 1000 + (p->cost_us_rest + all % 1000) / 1000;
+  p->cost_us_rest = (p->cost_us_rest + all % 1000) % 1000;
   PERF__COUNT(p->stats, cpu_profile_cost_us, us);
-  p->steps[p->step++ % BUDGET_STEPS] = cost;
-  /* What the profile costs a second: the monitor's part (taken as not
-     moving with the rate) and the signals' part (in proportion to it),
-     each smoothed over about a second of steps. */
-  double fixed_rate = fixed * 1e9 / dt;
-  double signal_rate = ((double)cost - (double)p->step_self_ns) * 1e9 / dt;
-  /* The first step arms every thread and learns their stacks: a cost of
-     the start, in the minute's sum but not in the rates. */
-  if (p->step == 1) return;
-  bool first = p->step == 2;
-  p->fixed_rate = first ? fixed_rate : (1 - SMOOTHING) * p->fixed_rate + SMOOTHING * fixed_rate;
-  p->signal_rate = first ? signal_rate : (1 - SMOOTHING) * p->signal_rate + SMOOTHING * signal_rate;
-  /* HEADROOM of the budget a second, and never more than what the steps
-     of the last minute before the next one left of the minute's. */
-  double per_s = (double)p->cfg->cpu_profile_budget_permille * 1e6; /* ns of CPU a second */
-  double spent = 0;
-  for (size_t k = 1; k < BUDGET_STEPS && k <= p->step; k++)
-    spent += (double)p->steps[(p->step - k) % BUDGET_STEPS];
-  double allowed = HEADROOM * per_s, left = (per_s * MINUTE_NS / 1e9 - spent) * 1e9 / STEP_NS;
-  if (left < allowed) allowed = left;
-  perf__log(PERF__LOG_DEBUG,
-            "cpu profile: %u Hz, %.0f us in %.0f ms (%" PRIu64
-            " signals), %.0f us/s (monitor %.0f us/s), allowed %.0f us/s",
-            p->hz, (double)cost / 1e3, dt / 1e6, signals, (p->fixed_rate + p->signal_rate) / 1e3,
-            p->fixed_rate / 1e3, allowed / 1e3);
-  double room = allowed - p->fixed_rate;
-  if (p->fixed_rate + p->signal_rate > allowed && p->hz > 1) {
-    /* The rate whose signals the room beside the monitor's part pays for. */
-    double hz = room > 0 && p->signal_rate > 0 ? p->hz * room / p->signal_rate : 1;
-    set_rate(p, hz < 1 ? 1 : hz < p->hz ? (unsigned)hz : p->hz - 1);
-    PERF__COUNT(p->stats, cpu_profile_rate_lowered, 1);
-    p->changed_ns = now;
-  } else if (p->hz < p->cfg->cpu_profile_hz && now - p->changed_ns >= RAISE_AFTER_NS && room > 0) {
-    /* Up again, slowly, to what RAISE_TO of the room pays for (an idle
-       process's signals say nothing: a half more). */
-    double hz = p->signal_rate > 0 ? p->hz * RAISE_TO * room / p->signal_rate : p->hz * 1.5 + 1;
-    if (hz > 2.0 * p->hz) hz = 2.0 * p->hz;
-    if (hz > p->cfg->cpu_profile_hz) hz = p->cfg->cpu_profile_hz;
-    if (hz > p->hz * 1.2) {
-      set_rate(p, (unsigned)hz);
-      p->changed_ns = now;
-    }
-  }
+  bool lowered;
+  unsigned hz =
+      perf__profile_budget_step(&p->budget, p->hz, now, now - p->step_ns, &cost, &lowered);
+  p->step_ns = now;
+  if (lowered) PERF__COUNT(p->stats, cpu_profile_rate_lowered, 1);
+  if (hz != p->hz) set_rate(p, hz, now);
 }
 
 /* The rate for every armed thread from now on. */
-static void set_rate(perf__cpu_profile_t *p, unsigned hz) {
-  if (p->hz) p->signal_rate *= (double)hz / p->hz; /* what the signals will cost at it */
+static void set_rate(perf__cpu_profile_t *p, unsigned hz, int64_t now) {
+  perf__profile_budget_rate_changed(&p->budget, p->hz, hz, now);
   p->hz = hz;
   p->period_ns = 1000000000LL / hz;
   atomic_store(&p->stats->cpu_profile_hz_now, hz);
