@@ -451,6 +451,22 @@ typedef struct perf_sdk_config_s {
      going on (any other value it cannot parse fails init either way).
      Default 0; env PERF_SDK_STRICT_ENV (which wins, as every variable). */
   unsigned strict_env;
+
+  /* The always-on CPU profile (docs/sdk.md "The continuous CPU profile"):
+     every thread of the process that burns CPU is sampled at
+     cpu_profile_hz per second of its own CPU time, the samples aggregated
+     per (stack, thread, state) with the CPU time they stand for, and each
+     minute's profile sent as one event of kind "profile" (none for a
+     minute without a sample). A CPU burst keeps its own rate and event
+     meanwhile. 0: off. Default 0; 0..1000 (19 is a usual choice). */
+  unsigned cpu_profile_hz;
+  /* The CPU the profile may cost the process (its signal handler on the
+     sampled threads, the monitor's draining and aggregating), in
+     thousandths of one core: 5 is 0.5% of a core, 5 ms of CPU per second,
+     300 ms per minute. Over it the SDK lowers the profile's rate (never
+     below 1 Hz; perf_sdk_stats_t.cpu_profile_rate_lowered). Default 5;
+     1..1000. */
+  unsigned cpu_profile_budget_permille;
 } perf_sdk_config_t;
 
 /* Fill the first struct_size bytes of *cfg with the defaults (no
@@ -663,6 +679,16 @@ typedef struct perf_sdk_stats_s {
                                    not CPU samples, left out of the events */
   uint64_t loops_refused;       /* perf_sdk_loop_register calls refused with
                                    PERF_SDK_MAX_LOOPS loops watched */
+  /* The continuous CPU profile (cpu_profile_hz; all 0 when off). */
+  uint64_t cpu_profile_windows;         /* profile events recorded (windows with samples) */
+  uint64_t cpu_profile_samples;         /* samples aggregated into those windows */
+  uint64_t cpu_profile_samples_dropped; /* samples not aggregated: the window's table of
+                                           (stack, thread, state) entries was full */
+  uint64_t cpu_profile_rate_lowered;    /* times the rate was lowered to stay within
+                                           cpu_profile_budget_permille */
+  uint64_t cpu_profile_hz_now;          /* the rate in use now (a gauge, not a count) */
+  uint64_t cpu_profile_cost_us;         /* the SDK's own CPU spent on the profile, microseconds
+                                           (what the budget is measured against) */
 } perf_sdk_stats_t;
 
 /* Copy the first struct_size bytes of the counters (fields are only ever

@@ -48,6 +48,7 @@
 #include "sdk/base/threads.h"
 #include "sdk/base/worker.h"
 #include "sdk/monitors/cpu_monitor.h"
+#include "sdk/monitors/cpu_profile.h"
 #include "sdk/monitors/hang_monitor.h"
 #include "sdk/monitors/loop_registry.h"
 #include "sdk/pipeline/capture.h"
@@ -319,6 +320,12 @@ static int read_stats(perf_sdk_stats_t *out) {
   out->cpu_bursts_empty = atomic_load(&g_stats.cpu_bursts_empty);
   out->cpu_samples_off_cpu = atomic_load(&g_stats.cpu_samples_off_cpu);
   out->loops_refused = atomic_load(&g_stats.loops_refused);
+  out->cpu_profile_windows = atomic_load(&g_stats.cpu_profile_windows);
+  out->cpu_profile_samples = atomic_load(&g_stats.cpu_profile_samples);
+  out->cpu_profile_samples_dropped = atomic_load(&g_stats.cpu_profile_samples_dropped);
+  out->cpu_profile_rate_lowered = atomic_load(&g_stats.cpu_profile_rate_lowered);
+  out->cpu_profile_hz_now = atomic_load(&g_stats.cpu_profile_hz_now);
+  out->cpu_profile_cost_us = atomic_load(&g_stats.cpu_profile_cost_us);
   return PERF_OK;
 }
 
@@ -330,6 +337,11 @@ int perf__sdk_hold_writer(bool hold) {
   if (g_sdk) perf__writer_hold(g_sdk->writer, hold);
   unlock();
   return err;
+}
+
+/* Tests only: short profile windows, small tables. */
+void perf__sdk_profile_testing(unsigned window_ms, unsigned entries) {
+  perf__cpu_profile_set_testing(window_ms, entries);
 }
 
 /* ---- the lifecycle lock --------------------------------------------------- */

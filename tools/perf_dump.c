@@ -84,6 +84,8 @@ static void text_stack(const Perf__V1__Batch *b, const Perf__V1__Event *e,
 static int64_t *stack_cpu_us(const Perf__V1__Event *e);
 static size_t *stack_order(const Perf__V1__Event *e, const int64_t *cpu_us);
 static void text_states(const Perf__V1__Batch *b, const Perf__V1__Event *e);
+static void count_states(const Perf__V1__Batch *b, const Perf__V1__Event *e,
+                         const Perf__V1__StackCount *sc, perf__state_tally_t *t);
 static void text_put(const char *s);
 static json_t *json_batch(const dump_t *d, const char *path, const Perf__V1__Batch *b);
 static json_t *json_resource(const Perf__V1__Resource *r);
@@ -502,8 +504,15 @@ static void text_frame(const Perf__V1__Batch *b, const frame_view_t *v, size_t *
 }
 
 /* A CPU event's CPU time per stack count (malloc'd, one per count), or
-   NULL when it has no weights (or memory ran out). */
+   NULL when it has no weights (or memory ran out). A profile's counts
+   carry their own (StackCount.weight_micros). */
 static int64_t *stack_cpu_us(const Perf__V1__Event *e) {
+  if (e->kind == PERF__V1__EVENT_KIND__EVENT_KIND_PROFILE && e->n_stack_counts) {
+    int64_t *out = malloc(e->n_stack_counts * sizeof *out);
+    for (size_t i = 0; out && i < e->n_stack_counts; i++)
+      out[i] = (int64_t)e->stack_counts[i]->weight_micros;
+    return out;
+  }
   if (!e->n_sample_weights_micros || !e->n_stack_counts) return NULL;
   int64_t *out = malloc(e->n_stack_counts * sizeof *out);
   if (out && perf__event_cpu_us(e, out) != 0) {
@@ -556,7 +565,7 @@ static void text_stack(const Perf__V1__Batch *b, const Perf__V1__Event *e,
   printf("stack samples=%" PRIu32 " thread=%" PRIu32, sc->samples, sc->tid);
   if (cpu_us >= 0) printf(" cpu_ms=%" PRId64 ".%03" PRId64, cpu_us / 1000, cpu_us % 1000);
   perf__state_tally_t t;
-  perf__state_tally_event(b, e, sc->tid, sc->stack, &t);
+  count_states(b, e, sc, &t);
   char *words = dump_states_words(&t);
   if (words && words[0]) {
     fputs(" state=\"", stdout);
@@ -574,6 +583,16 @@ static void text_stack(const Perf__V1__Batch *b, const Perf__V1__Event *e,
   if (s && s->end != PERF__V1__STACK_END__STACK_END_UNSPECIFIED &&
       s->end != PERF__V1__STACK_END__STACK_END_COMPLETE)
     printf("%-3zu <truncated: %s>\n", index, perf__stack_end_text((int)s->end));
+}
+
+/* The states of a stack count's samples: from the event's per-sample
+   states, or (a profile, which has none) the count's own. */
+static void count_states(const Perf__V1__Batch *b, const Perf__V1__Event *e,
+                         const Perf__V1__StackCount *sc, perf__state_tally_t *t) {
+  perf__state_tally_event(b, e, sc->tid, sc->stack, t);
+  if (t->total || !sc->state) return;
+  for (uint32_t i = 0; i < sc->samples; i++)
+    perf__state_tally_add(t, (int)sc->state, 0, NULL);
 }
 
 /* "states thread=<tid> waiting in read() (pipe) 62%, running 38%" per
@@ -733,7 +752,7 @@ static json_t *json_stack(const Perf__V1__Batch *b, const Perf__V1__Event *e,
   if (cpu_us >= 0) jset(j, "cpu_us", json_integer(cpu_us));
   jset(j, "tid", json_integer(sc->tid));
   perf__state_tally_t t;
-  perf__state_tally_event(b, e, sc->tid, sc->stack, &t);
+  count_states(b, e, sc, &t);
   char *words = dump_states_words(&t);
   jset(j, "states", jstr(words ? words : ""));
   free(words);
@@ -866,6 +885,7 @@ static const char *kind_name(Perf__V1__EventKind kind) {
   case PERF__V1__EVENT_KIND__EVENT_KIND_FATAL_HANG: return "fatal_hang";
   case PERF__V1__EVENT_KIND__EVENT_KIND_CPU: return "cpu";
   case PERF__V1__EVENT_KIND__EVENT_KIND_MANUAL: return "manual";
+  case PERF__V1__EVENT_KIND__EVENT_KIND_PROFILE: return "profile";
   default: return "unknown";
   }
 }

@@ -17,6 +17,9 @@ typedef struct perf__stats_s {
   atomic_uint_fast64_t hangs_detected, cpu_bursts, samples_taken, samples_failed;
   /* the CPU monitor's bursts (sdk/monitors/cpu_monitor.c) */
   atomic_uint_fast64_t cpu_bursts_empty, cpu_samples_off_cpu;
+  /* the continuous CPU profile (sdk/monitors/cpu_profile.c); hz_now is a gauge */
+  atomic_uint_fast64_t cpu_profile_windows, cpu_profile_samples, cpu_profile_samples_dropped,
+      cpu_profile_rate_lowered, cpu_profile_hz_now, cpu_profile_cost_us;
   /* the loop registry (sdk/monitors/loop_registry.c) */
   atomic_uint_fast64_t loops_refused;
   /* the uploader */

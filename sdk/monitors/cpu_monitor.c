@@ -27,6 +27,7 @@
 #include "sdk/base/log.h"
 #include "sdk/base/threads.h"
 #include "sdk/base/worker.h"
+#include "sdk/monitors/cpu_profile.h"
 #include "sdk/monitors/cpu_timer_burst.h"
 #include "sdk/monitors/thread_cpu.h"
 #include "sdk/pipeline/capture.h"
@@ -43,6 +44,8 @@
    on a loaded machine runnable threads can wait for a CPU 100 ms and more
    (two cores, load 10: bursts of 5 s ended after 0.2 s). */
 #define QUIET_END_NS 500000000
+/* The continuous profile's work due this close to a tick waits for it. */
+#define PROFILE_SLACK_NS 50000000
 
 /* The ticks of the current run (no lull since its first): a ring of the
    process CPU clock at each tick, oldest first. */
@@ -57,6 +60,7 @@ struct perf__cpu_monitor_s {
   perf__stats_t *stats;
   perf__worker_t *worker; /* the thread, "perf-cpu-mon" */
   perf__thread_set_t threads;
+  perf__cpu_profile_t *profile; /* the continuous profile; NULL: off */
   run_t run; /* the monitor thread's; allocated with the monitor, by the thread calling init (a
                 thread allocating as the app forks could leave a non-fork-safe allocator locked
                 in the child, as GCC 12's AddressSanitizer's is) */
@@ -81,6 +85,7 @@ static int64_t jittered(int64_t period, uint64_t *rng);
 static size_t sample_of(const perf__event_t *ev, pid_t tid, size_t from);
 static size_t pick_hottest(perf__cpu_monitor_t *m, hot_t *hot, size_t k);
 static bool stopping(perf__cpu_monitor_t *m);
+static void sleep_until(perf__cpu_monitor_t *m, int64_t deadline_ns);
 static int percent(int64_t cpu_ns, int64_t wall_ns);
 
 int perf__cpu_monitor_start(const perf__config_t *cfg, perf__recorder_t *recorder,
@@ -91,8 +96,10 @@ int perf__cpu_monitor_start(const perf__config_t *cfg, perf__recorder_t *recorde
   m->recorder = recorder;
   m->stats = stats;
   perf__thread_set_init(&m->threads, MAX_TRACKED_THREADS);
+  m->profile = perf__cpu_profile_new(cfg, recorder, stats);
   int err = perf__worker_start("perf-cpu-mon", monitor_main, m, &m->worker);
   if (err) {
+    perf__cpu_profile_finish(m->profile);
     free(m);
     return err;
   }
@@ -151,7 +158,7 @@ static void monitor_main(perf__worker_t *worker, void *arg) {
   int64_t last = perf__now_ns(), last_cpu = perf__process_cpu_ns();
   bool running = false; /* a run of ticks at or above half the threshold */
   while (!stopping(m)) {
-    perf__worker_sleep_until(m->worker, last + tick);
+    sleep_until(m, last + tick);
     if (stopping(m)) break;
     int64_t now = perf__now_ns(), cpu = perf__process_cpu_ns();
     bool lull = percent(cpu - last_cpu, now - last) * 2 < threshold;
@@ -166,15 +173,39 @@ static void monitor_main(perf__worker_t *worker, void *arg) {
     last = now;
     last_cpu = cpu;
     if (running && run_window_percent(run, window) >= threshold) {
+      /* The burst arms its own timers at its own rate: the continuous
+         profile pauses, and takes the burst's samples into its window. */
+      perf__cpu_profile_pause(m->profile);
       run_burst(m, now - run->at_ns[run->first]);
+      perf__cpu_profile_resume(m->profile);
       running = false;
       int64_t quiet_until = perf__now_ns() + (int64_t)m->cfg->cpu_cooldown_ms * 1000000;
       while (!stopping(m) && perf__now_ns() < quiet_until)
-        perf__worker_sleep_until(m->worker, quiet_until);
+        sleep_until(m, quiet_until);
       last = perf__now_ns();
       last_cpu = perf__process_cpu_ns();
     }
   }
+  /* The window so far is recorded before the writer stops. */
+  perf__cpu_profile_finish(m->profile);
+  m->profile = NULL;
+}
+
+/* Sleep until deadline_ns (or until stop is asked), polling the
+   continuous profile whenever it is due meanwhile. */
+static void sleep_until(perf__cpu_monitor_t *m, int64_t deadline_ns) {
+  int64_t since = 0; /* woken for the profile: its CPU clock before the sleep */
+  while (m->profile && !stopping(m)) {
+    int64_t due = perf__cpu_profile_poll(m->profile, since);
+    if (due >= deadline_ns - PROFILE_SLACK_NS) break; /* done at the deadline's wake-up */
+    since = perf__cpu_profile_self_ns();
+    perf__worker_sleep_until(m->worker, due);
+    if (perf__now_ns() >= deadline_ns) {
+      perf__cpu_profile_poll(m->profile, since);
+      return;
+    }
+  }
+  perf__worker_sleep_until(m->worker, deadline_ns);
 }
 
 static void run_burst(perf__cpu_monitor_t *m, int64_t window_ns) {
@@ -251,6 +282,7 @@ static void run_burst(perf__cpu_monitor_t *m, int64_t window_ns) {
     }
   }
   free(hot);
+  perf__cpu_profile_add_burst(m->profile, ev);
   perf__recorder_record(m->recorder, ev);
 }
 

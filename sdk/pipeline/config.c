@@ -66,6 +66,8 @@ static const limit_t k_limits[] = {
     FIELD(exit_timeout_ms, 300, 0, 60000),
     FIELD(upload_stall_warn_s, 60, 0, 86400),
     BOOL_FIELD(strict_env, 0),
+    FIELD(cpu_profile_hz, 0, 0, 1000),
+    FIELD(cpu_profile_budget_permille, 5, 1, 1000),
 };
 /* clang-format on */
 #undef FIELD
@@ -114,7 +116,8 @@ static const size_t k_layouts[] = {
     offsetof(perf_sdk_config_t, exit_timeout_ms),     /* 0.1.0: up to log_user */
     offsetof(perf_sdk_config_t, upload_helper),       /* 0.1.0 + exit_timeout_ms */
     offsetof(perf_sdk_config_t, upload_stall_warn_s), /* ... + upload_helper */
-    sizeof(perf_sdk_config_t),                        /* ... + upload_stall_warn_s, strict_env */
+    offsetof(perf_sdk_config_t, cpu_profile_hz),      /* ... + upload_stall_warn_s, strict_env */
+    sizeof(perf_sdk_config_t), /* ... + cpu_profile_hz, cpu_profile_budget_permille */
 };
 #define LAYOUT_COUNT (sizeof k_layouts / sizeof k_layouts[0])
 
@@ -438,6 +441,8 @@ static int copy_config(const perf_sdk_config_t *c, perf__config_t *out) {
   out->cpu_burst_ms = c->cpu_burst_ms;
   out->cpu_top_threads = c->cpu_top_threads;
   out->cpu_cooldown_ms = c->cpu_cooldown_ms;
+  out->cpu_profile_hz = c->cpu_profile_hz;
+  out->cpu_profile_budget_permille = c->cpu_profile_budget_permille;
   out->max_events_per_hour = c->max_events_per_hour;
   out->queue_capacity = c->queue_capacity;
   out->batch_max_bytes = c->batch_max_bytes;

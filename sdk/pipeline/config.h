@@ -30,6 +30,7 @@ typedef struct perf__config_s {
   unsigned hang_threshold_ms, hang_sample_interval_ms, hang_max_samples;
   unsigned cpu_threshold_percent, cpu_window_ms, cpu_sample_hz, cpu_burst_ms, cpu_top_threads,
       cpu_cooldown_ms;
+  unsigned cpu_profile_hz, cpu_profile_budget_permille; /* the continuous profile (0 Hz: off) */
   unsigned max_events_per_hour, queue_capacity;
   unsigned batch_max_bytes, batch_max_delay_ms, zstd_level, symbolize;
   unsigned spool_max_bytes, spool_max_files, spool_max_age_s;

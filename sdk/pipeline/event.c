@@ -12,7 +12,7 @@
 static int grow(void **items, size_t *cap, size_t need, size_t item_size, size_t max);
 static uint64_t hash_stack(pid_t tid, const uintptr_t *pcs, size_t n, perf__stack_end_t end);
 static int find_or_add_stack(perf__event_t *ev, pid_t tid, const uintptr_t *pcs, size_t n,
-                             perf__stack_end_t end);
+                             perf__stack_end_t end, perf__state_t state);
 static int compare_stacks(const void *a, const void *b, void *stacks);
 static int compare_weights(const void *a, const void *b, void *stacks);
 
@@ -50,7 +50,7 @@ int perf__event_add_weighted_sample(perf__event_t *ev, pid_t tid, int64_t mono_n
     n = PERF__EVENT_MAX_DEPTH;
     end = PERF__STACK_END_DEPTH;
   }
-  int stack = find_or_add_stack(ev, tid, pcs, n, end);
+  int stack = find_or_add_stack(ev, tid, pcs, n, end, PERF__STATE_UNKNOWN);
   if (stack < 0) return stack;
   int err = grow((void **)&ev->samples, &ev->sample_cap, ev->sample_count + 1, sizeof *ev->samples,
                  PERF__EVENT_MAX_SAMPLES);
@@ -65,6 +65,19 @@ void perf__event_add_weight(perf__event_t *ev, size_t i, uint64_t weight_ns) {
   if (i >= ev->sample_count || ev->samples[i].stack < 0) return;
   ev->samples[i].weight_ns += weight_ns;
   ev->stacks[ev->samples[i].stack].weight_ns += weight_ns;
+}
+
+int perf__event_add_count(perf__event_t *ev, pid_t tid, perf__state_t state, const uintptr_t *pcs,
+                          size_t n, perf__stack_end_t end, uint32_t samples, uint64_t weight_ns) {
+  if (n > PERF__EVENT_MAX_DEPTH) {
+    n = PERF__EVENT_MAX_DEPTH;
+    end = PERF__STACK_END_DEPTH;
+  }
+  int stack = find_or_add_stack(ev, tid, pcs, n, end, state);
+  if (stack < 0) return stack;
+  ev->stacks[stack].samples += samples;
+  ev->stacks[stack].weight_ns += weight_ns;
+  return PERF_OK;
 }
 
 int perf__event_add_failed_sample(perf__event_t *ev, pid_t tid, int64_t mono_ns, int error) {
@@ -175,6 +188,7 @@ const char *perf__event_kind_name(perf__event_kind_t kind) {
   case PERF__EVENT_FATAL_HANG: return "fatal_hang";
   case PERF__EVENT_CPU: return "cpu";
   case PERF__EVENT_MANUAL: return "manual";
+  case PERF__EVENT_PROFILE: return "profile";
   }
   return "unknown";
 }
@@ -200,13 +214,14 @@ static uint64_t hash_stack(pid_t tid, const uintptr_t *pcs, size_t n, perf__stac
   return h;
 }
 
-/* Index of the stack (tid, pcs, end), added when new; negative on error. */
+/* Index of the stack (tid, pcs, end, state), added when new; negative on
+   error. */
 static int find_or_add_stack(perf__event_t *ev, pid_t tid, const uintptr_t *pcs, size_t n,
-                             perf__stack_end_t end) {
+                             perf__stack_end_t end, perf__state_t state) {
   uint64_t h = hash_stack(tid, pcs, n, end);
   for (size_t i = 0; i < ev->stack_count; i++) {
     const perf__stack_t *s = &ev->stacks[i];
-    if (s->hash == h && s->tid == tid && s->depth == n && s->end == end &&
+    if (s->hash == h && s->tid == tid && s->depth == n && s->end == end && s->state == state &&
         memcmp(&ev->frames[s->first], pcs, n * sizeof *pcs) == 0)
       return (int)i;
   }
@@ -218,7 +233,7 @@ static int find_or_add_stack(perf__event_t *ev, pid_t tid, const uintptr_t *pcs,
   if (err) return err;
   memcpy(&ev->frames[ev->frame_count], pcs, n * sizeof *pcs);
   ev->stacks[ev->stack_count] =
-      (perf__stack_t){tid, (uint32_t)ev->frame_count, (uint32_t)n, 0, h, end, 0};
+      (perf__stack_t){tid, (uint32_t)ev->frame_count, (uint32_t)n, 0, h, end, 0, state};
   ev->frame_count += n;
   return (int)ev->stack_count++;
 }

@@ -1,6 +1,7 @@
 /*
  * event.h - one recorded slow moment (a hang, a CPU burst, a manual capture)
- * of this process: its time, threads and samples, with the
+ * or one window of the continuous CPU profile of this process: its time,
+ * threads and samples (a profile: aggregated counts only), with the
  * sampled stacks deduplicated per thread and the dominant one first once
  * finished.
  *
@@ -29,6 +30,7 @@ typedef enum perf__event_kind_e {
   PERF__EVENT_FATAL_HANG = 1,
   PERF__EVENT_CPU = 2,
   PERF__EVENT_MANUAL = 3,
+  PERF__EVENT_PROFILE = 4, /* a window of the continuous CPU profile: stacks only, no samples */
 } perf__event_kind_t;
 
 /* A distinct stack of one thread: same tid, same pcs and same end. */
@@ -40,6 +42,7 @@ typedef struct perf__stack_s {
   uint64_t hash;
   perf__stack_end_t end; /* how the walk ended (a stack cut short is another stack) */
   uint64_t weight_ns;    /* weighted events: the CPU time of those samples */
+  perf__state_t state;   /* profile events: the samples' state (part of the stack's identity) */
 } perf__stack_t;
 
 typedef struct perf__sample_s {
@@ -108,6 +111,14 @@ int perf__event_add_weighted_sample(perf__event_t *ev, pid_t tid, int64_t mono_n
    failed sample or an index past the samples is left alone. */
 void perf__event_add_weight(perf__event_t *ev, size_t i, uint64_t weight_ns);
 
+/* A profile event's aggregated count: `samples` samples of thread tid in
+   `state` with the stack pcs[0..n) (at most PERF__EVENT_MAX_DEPTH kept)
+   that ended as `end`, standing for weight_ns of its CPU time. Added to an
+   equal (tid, state, pcs, end) stack, else a new one; no sample is
+   stored. Returns 0 or PERF_E_NO_MEMORY. */
+int perf__event_add_count(perf__event_t *ev, pid_t tid, perf__state_t state, const uintptr_t *pcs,
+                          size_t n, perf__stack_end_t end, uint32_t samples, uint64_t weight_ns);
+
 /* Record a capture of tid that failed with `error`. */
 int perf__event_add_failed_sample(perf__event_t *ev, pid_t tid, int64_t mono_ns, int error);
 
@@ -126,7 +137,7 @@ size_t perf__event_good_samples(const perf__event_t *ev);
 
 void perf__event_free(perf__event_t *ev);
 
-/* "hang", "fatal_hang", "cpu" or "manual". */
+/* "hang", "fatal_hang", "cpu", "manual" or "profile". */
 const char *perf__event_kind_name(perf__event_kind_t kind);
 
 #endif

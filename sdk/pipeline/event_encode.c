@@ -90,6 +90,8 @@ int perf__event_encode(perf__event_encoder_t *enc, perf__batch_builder_t *b,
   free((void *)d.threads);
   free((void *)d.counts);
   free((void *)d.samples);
+  free((void *)d.count_weights_ns);
+  free((void *)d.count_states);
   return err;
 }
 
@@ -261,17 +263,20 @@ static Perf__V1__EventKind wire_kind(perf__event_kind_t kind) {
   case PERF__EVENT_FATAL_HANG: return PERF__V1__EVENT_KIND__EVENT_KIND_FATAL_HANG;
   case PERF__EVENT_CPU: return PERF__V1__EVENT_KIND__EVENT_KIND_CPU;
   case PERF__EVENT_MANUAL: return PERF__V1__EVENT_KIND__EVENT_KIND_MANUAL;
+  case PERF__EVENT_PROFILE: return PERF__V1__EVENT_KIND__EVENT_KIND_PROFILE;
   }
   return PERF__V1__EVENT_KIND__EVENT_KIND_UNSPECIFIED;
 }
 
-/* The event in the builder's terms (threads, counts and samples malloc'd;
-   the caller frees them). */
+/* The event in the builder's terms (threads, counts, samples and a
+   profile's count weights and states malloc'd; the caller frees them). */
 static int describe(perf__event_encoder_t *enc, const perf__event_t *ev, perf__batch_event_t *out) {
   perf__batch_thread_t *threads = calloc(ev->thread_count + 1, sizeof *threads);
   perf__batch_count_t *counts = calloc(ev->stack_count + 1, sizeof *counts);
   perf__batch_sample_t *samples = calloc(ev->sample_count + 1, sizeof *samples);
   enc->unnamed_count = 0;
+  out->count_weights_ns = NULL;
+  out->count_states = NULL;
   if (!threads || !counts || !samples) {
     free(threads);
     free(counts);
@@ -286,6 +291,25 @@ static int describe(perf__event_encoder_t *enc, const perf__event_t *ev, perf__b
   for (size_t i = 0; i < ev->stack_count; i++)
     counts[i] = (perf__batch_count_t){enc->stack_map[i], (uint32_t)ev->stacks[i].tid,
                                       ev->stacks[i].samples};
+  /* A profile's counts carry their CPU time and state (it has no samples). */
+  if (ev->kind == PERF__EVENT_PROFILE) {
+    uint64_t *weights = calloc(ev->stack_count + 1, sizeof *weights);
+    uint8_t *states = calloc(ev->stack_count + 1, sizeof *states);
+    if (!weights || !states) {
+      free(weights);
+      free(states);
+      free(threads);
+      free(counts);
+      free(samples);
+      return PERF_E_NO_MEMORY;
+    }
+    for (size_t i = 0; i < ev->stack_count; i++) {
+      weights[i] = ev->stacks[i].weight_ns;
+      states[i] = (uint8_t)ev->stacks[i].state;
+    }
+    out->count_weights_ns = weights;
+    out->count_states = states;
+  }
   for (size_t i = 0; i < ev->sample_count; i++) {
     const perf__sample_t *s = &ev->samples[i];
     bool ok = s->stack >= 0 && (size_t)s->stack < ev->stack_count;
@@ -309,7 +333,9 @@ static int describe(perf__event_encoder_t *enc, const perf__event_t *ev, perf__b
                                samples,
                                ev->sample_count,
                                ev->weighted,
-                               ev->loop};
+                               ev->loop,
+                               out->count_weights_ns,
+                               out->count_states};
   return PERF_OK;
 }
 

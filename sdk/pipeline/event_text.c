@@ -6,6 +6,7 @@
 #include "sdk/pipeline/event_text.h"
 
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -54,6 +55,7 @@ static int compare_groups(const void *a, const void *b);
 static int format_decoded_states(perf__strbuf_t *b, const Perf__V1__Batch *bt,
                                  const Perf__V1__Event *e);
 static void tally_sample(perf__state_tally_t *t, perf__sample_state_t s);
+static int format_profile(perf__strbuf_t *b, const perf__event_t *ev, const perf__config_t *cfg);
 
 int perf__format_event_stacks(perf__strbuf_t *b, const perf__event_t *ev) {
   size_t cap = ev->stack_count ? ev->stack_count : 1;
@@ -82,6 +84,10 @@ int perf__format_event_stacks(perf__strbuf_t *b, const perf__event_t *ev) {
     if (st >= 0 && (size_t)st < ev->stack_count)
       tally_sample(&tallies[group_of[st]], ev->samples[i].state);
   }
+  /* A profile has no samples: each stack is of one state. */
+  for (size_t i = 0; i < ev->stack_count && !err && ev->kind == PERF__EVENT_PROFILE; i++)
+    for (uint32_t k = 0; k < ev->stacks[i].samples; k++)
+      perf__state_tally_add(&tallies[group_of[i]], ev->stacks[i].state, 0, NULL);
   /* Stacks arrive sorted by their own counts; groups may reorder. */
   qsort(groups, n, sizeof *groups, compare_groups);
   for (size_t g = 0; g < n && !err; g++) {
@@ -177,6 +183,7 @@ static int format_thread_states(perf__strbuf_t *b, const perf__event_t *ev) {
 }
 
 int perf__format_event(perf__strbuf_t *b, const perf__event_t *ev, const perf__config_t *cfg) {
+  if (ev->kind == PERF__EVENT_PROFILE) return format_profile(b, ev, cfg);
   size_t good = perf__event_good_samples(ev);
   header_t h = {perf__event_kind_name(ev->kind),
                 ev->start_wall_ns,
@@ -199,6 +206,139 @@ int perf__format_event(perf__strbuf_t *b, const perf__event_t *ev, const perf__c
   for (size_t i = 0; i < ev->thread_count && !err; i++)
     err = format_thread(b, ev->threads[i].tid, ev->threads[i].name, ev->threads[i].cpu_percent);
   if (!err) err = format_thread_states(b, ev);
+  if (!err) err = perf__format_event_stacks(b, ev);
+  if (!err) err = perf__strbuf_appendf(b, "\n");
+  return err;
+}
+
+/* One function of a profile: its CPU time where it is the innermost
+   frame (self) and where it is anywhere on the stack (total). */
+typedef struct {
+  char *name; /* "module!function" */
+  uint64_t self_ns, total_ns;
+} function_t;
+
+typedef struct {
+  function_t *items;
+  size_t count, cap;
+} functions_t;
+
+static function_t *function_named(functions_t *f, const char *name) {
+  for (size_t i = 0; i < f->count; i++)
+    if (strcmp(f->items[i].name, name) == 0) return &f->items[i];
+  if (f->count == f->cap) {
+    size_t cap = f->cap ? f->cap * 2 : 64;
+    function_t *grown = realloc(f->items, cap * sizeof *grown);
+    if (!grown) return NULL;
+    f->items = grown;
+    f->cap = cap;
+  }
+  char *copy = strdup(name);
+  if (!copy) return NULL;
+  f->items[f->count] = (function_t){copy, 0, 0};
+  return &f->items[f->count++];
+}
+
+/* A frame's function as the profile's lines name it: "function" (its
+   physical function's base name: clones together, as perf report's
+   symbols) or "module+0x<address>" when it has no name. */
+static void function_text(perf__modules_t *mods, uintptr_t pc, bool ret, char *out, size_t len) {
+  perf__frame_info_t fi;
+  perf__modules_symbolize(mods, pc, ret, &fi);
+  const char *fn = perf__frame_symbol(&fi);
+  if (fn)
+    perf__sym_base_name(fn, out, len);
+  else
+    snprintf(out, len, "%s+0x%" PRIxPTR, fi.module, fi.module_rel);
+}
+
+/* The CPU time of each function of a profile, into *f. */
+static int tally_functions(const perf__event_t *ev, functions_t *f) {
+  char name[512];
+  for (size_t i = 0; i < ev->stack_count; i++) {
+    const perf__stack_t *s = &ev->stacks[i];
+    char *seen[PERF__EVENT_MAX_DEPTH];
+    size_t nseen = 0;
+    for (uint32_t k = 0; k < s->depth; k++) {
+      function_text(ev->mods, ev->frames[s->first + k], k > 0, name, sizeof name);
+      function_t *fn = function_named(f, name);
+      if (!fn) return PERF_E_NO_MEMORY;
+      if (k == 0) fn->self_ns += s->weight_ns;
+      bool counted = false; /* a recursive function counts once per stack */
+      for (size_t j = 0; j < nseen && !counted; j++)
+        counted = seen[j] == fn->name;
+      if (!counted) {
+        fn->total_ns += s->weight_ns;
+        seen[nseen++] = fn->name;
+      }
+    }
+  }
+  return PERF_OK;
+}
+
+static int compare_functions(const void *a, const void *b) {
+  const function_t *x = a, *y = b;
+  if (x->self_ns != y->self_ns) return x->self_ns > y->self_ns ? -1 : 1;
+  if (x->total_ns != y->total_ns) return x->total_ns > y->total_ns ? -1 : 1;
+  return strcmp(x->name, y->name);
+}
+
+/* "function self_percent=<..> total_percent=<..> cpu_ms=<self> name="<..>"",
+   most self CPU first, the first PROFILE_FUNCTIONS of them (shares of the
+   profile's CPU time). */
+#define PROFILE_FUNCTIONS 40
+static int format_profile_functions(perf__strbuf_t *b, const perf__event_t *ev, uint64_t all_ns) {
+  functions_t f = {NULL, 0, 0};
+  int err = tally_functions(ev, &f);
+  if (!err) qsort(f.items, f.count, sizeof *f.items, compare_functions);
+  for (size_t i = 0; i < f.count && i < PROFILE_FUNCTIONS && !err && all_ns; i++) {
+    const function_t *fn = &f.items[i];
+    err = perf__strbuf_appendf(
+        b, "function self_percent=%.1f total_percent=%.1f cpu_ms=%" PRIu64 ".%03" PRIu64 " name=\"",
+        100.0 * (double)fn->self_ns / (double)all_ns, 100.0 * (double)fn->total_ns / (double)all_ns,
+        fn->self_ns / 1000000, fn->self_ns / 1000 % 1000);
+    if (!err) err = perf__strbuf_append_escaped(b, fn->name);
+    if (!err) err = perf__strbuf_appendf(b, "\"\n");
+  }
+  if (!err && f.count > PROFILE_FUNCTIONS)
+    err = perf__strbuf_appendf(b, "(%zu more functions)\n", f.count - PROFILE_FUNCTIONS);
+  for (size_t i = 0; i < f.count; i++)
+    free(f.items[i].name);
+  free(f.items);
+  return err;
+}
+
+/* A window of the continuous CPU profile: the header, a "profile" line
+   (its CPU time, samples not kept), its threads, its functions with their
+   shares of its CPU time, then its stacks. */
+static int format_profile(perf__strbuf_t *b, const perf__event_t *ev, const perf__config_t *cfg) {
+  size_t samples = 0;
+  uint64_t all_ns = 0;
+  for (size_t i = 0; i < ev->stack_count; i++) {
+    samples += ev->stacks[i].samples;
+    all_ns += ev->stacks[i].weight_ns;
+  }
+  header_t h = {"profile",
+                ev->start_wall_ns,
+                ev->duration_ns,
+                ev->tid,
+                samples,
+                -1,
+                ev->dropped,
+                0,
+                NULL,
+                NULL,
+                NULL};
+  int err = format_header(b, &h, cfg);
+  if (!err)
+    err = perf__strbuf_appendf(b,
+                               "profile cpu_ms=%" PRIu64 ".%03" PRIu64 " stacks=%zu"
+                               " samples_dropped=%" PRIu64 "\n",
+                               all_ns / 1000000, all_ns / 1000 % 1000, ev->stack_count,
+                               ev->samples_over);
+  for (size_t i = 0; i < ev->thread_count && !err; i++)
+    err = format_thread(b, ev->threads[i].tid, ev->threads[i].name, ev->threads[i].cpu_percent);
+  if (!err) err = format_profile_functions(b, ev, all_ns);
   if (!err) err = perf__format_event_stacks(b, ev);
   if (!err) err = perf__strbuf_appendf(b, "\n");
   return err;

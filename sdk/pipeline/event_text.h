@@ -12,6 +12,15 @@
  *   ...
  *   <blank line>
  *
+ * A window of the continuous CPU profile (kind "profile") has no samples:
+ * after its header, a line of its totals, its threads, then its functions
+ * by their own CPU time (the innermost frame's), each with its share of
+ * the window's CPU time and its share anywhere on the stacks, then its
+ * stacks with their CPU time and state:
+ *
+ *   profile cpu_ms=<n> stacks=<n> samples_dropped=<n>
+ *   function self_percent=<..> total_percent=<..> cpu_ms=<n> name="<function>"
+ *
  * Events of this process come as perf__event_t; a fatal hang recovered
  * from a dead process's marker comes as the marker's decoded batch.
  * Runs on the writer thread.

@@ -26,21 +26,28 @@ int perf__recorder_record(perf__recorder_t *r, perf__event_t *ev) {
   r->tokens += (double)(now - r->refilled_ns) * r->per_hour / HOUR_NS;
   if (r->tokens > r->per_hour) r->tokens = r->per_hour;
   r->refilled_ns = now;
-  if (r->tokens < 1.0) {
+  /* A profile window is not a slow moment: at most one per window, it
+     takes nothing from max_events_per_hour (nor from the events it is
+     there for). */
+  bool limited = ev->kind != PERF__EVENT_PROFILE;
+  if (limited && r->tokens < 1.0) {
     r->pending_drops++;
     pthread_mutex_unlock(&r->lock);
     PERF__COUNT(r->stats, events_dropped_rate, 1);
     perf__event_free(ev);
     return PERF_E_RATE_LIMITED;
   }
-  r->tokens -= 1.0;
-  uint64_t dropped = r->pending_drops;
+  if (limited) r->tokens -= 1.0;
+  uint64_t dropped = limited ? r->pending_drops : 0;
   ev->dropped = dropped;
-  r->pending_drops = 0;
+  if (limited) r->pending_drops = 0;
   /* Submitting under the lock keeps the drop count with the right event. */
   int err = perf__writer_submit(r->writer, ev);
   if (err) {
-    r->pending_drops = dropped + 1; /* this one, and the ones it carried */
+    if (limited)
+      r->pending_drops = dropped + 1; /* this one, and the ones it carried */
+    else
+      r->pending_drops++;
     PERF__COUNT(r->stats, events_dropped_queue, 1);
   } else {
     PERF__COUNT(r->stats, events_recorded, 1);

@@ -29,8 +29,9 @@ typedef struct perf__recorder_s {
 void perf__recorder_init(perf__recorder_t *r, unsigned per_hour, perf__writer_t *writer,
                          perf__stats_t *stats);
 
-/* Record `ev` (ownership passes): finish it, apply the rate limit, attach
-   the drop count, queue it. 0 when queued; when dropped (counted):
+/* Record `ev` (ownership passes): finish it, apply the rate limit (not to
+   a profile window: one per window already), attach the drop count,
+   queue it. 0 when queued; when dropped (counted):
    PERF_E_RATE_LIMITED over the rate, PERF_E_QUEUE_FULL when the writer's
    queue is full. Never blocks on I/O. */
 int perf__recorder_record(perf__recorder_t *r, perf__event_t *ev);

@@ -50,8 +50,8 @@ enum { RECORD_FREE = 0, RECORD_WRITING = 1, RECORD_READY = 2 };
 typedef struct {
   _Atomic uint32_t gen; /* 0: not armed */
   pid_t tid;
-  int timer; /* the kernel's timer id */
-  int64_t period_ns;
+  int timer;                 /* the kernel's timer id */
+  _Atomic int64_t period_ns; /* the monitor may change it (perf__cpu_timers_set_period) */
   /* The interval's draws and the samples since the last: only the
      thread's own handler moves them. */
   uint64_t rng;
@@ -80,6 +80,9 @@ static size_t g_ring_size = DEFAULT_RING;
 static _Atomic size_t g_hint;        /* where handlers start looking for a free record */
 static _Atomic uint64_t g_not_taken; /* samples not taken since the last drain */
 static _Atomic int g_inside;         /* handlers past their entry */
+/* What the handlers cost their threads: signals handled, and the CPU
+   time spent inside the handler (the thread's CPU clock, entry to exit). */
+static _Atomic uint64_t g_signals, g_handler_ns;
 static _Atomic(const perf__unwind_map_t *) g_unwind;
 static _Atomic int g_use_rules;
 static uint32_t g_gen;
@@ -96,6 +99,7 @@ static void learn_bounds(pid_t tid, uintptr_t sp);
 static int set_timer(timer_slot_t *t, int64_t first_ns, int64_t every_ns);
 static int64_t next_interval(timer_slot_t *t);
 static void delete_timer(timer_slot_t *t);
+static void wait_handlers_out(void);
 
 bool perf__cpu_timers_supported(void) {
   const char *v = getenv("PERF_SDK_CPU_TIMERS");
@@ -168,7 +172,7 @@ int perf__cpu_timers_arm(pid_t tid, int64_t period_ns) {
      only briefly after the burst began still gets a sample. */
   int64_t first =
       1 + (int64_t)(perf__mix64((uint64_t)perf__now_ns() ^ (uint64_t)tid) % (uint64_t)period_ns);
-  t->period_ns = period_ns;
+  atomic_store(&t->period_ns, period_ns);
   t->rng = perf__mix64((uint64_t)tid * 0x9e3779b97f4a7c15ULL ^ (uint64_t)first);
   t->since_draw = 0;
   if (set_timer(t, first, period_ns) != 0) {
@@ -177,6 +181,34 @@ int perf__cpu_timers_arm(pid_t tid, int64_t period_ns) {
     PERF__FAIL(PERF_E_SYSTEM, "timer_settime(thread %d): %s", (int)tid, strerror(e));
   }
   return PERF_OK;
+}
+
+int perf__cpu_timers_set_period(pid_t tid, int64_t period_ns) {
+  timer_slot_t *t = slot_of(tid);
+  if (!t || period_ns <= 0) return t ? PERF_E_INVALID_ARGUMENT : PERF_E_NO_THREAD;
+  atomic_store(&t->period_ns, period_ns);
+  /* The next expiry anywhere in the new period, as at arming. */
+  int64_t first =
+      1 + (int64_t)(perf__mix64((uint64_t)perf__now_ns() ^ (uint64_t)tid) % (uint64_t)period_ns);
+  return set_timer(t, first, period_ns) == 0 ? PERF_OK : PERF_E_NO_THREAD;
+}
+
+int perf__cpu_timers_disarm(pid_t tid) {
+  timer_slot_t *t = slot_of(tid);
+  if (!t) return PERF_E_NO_THREAD;
+  atomic_store(&t->gen, 0);
+  /* As at the end of a profile: no handler still inside may set the
+     timer once it is deleted, and a signal left pending in a thread that
+     blocks it is taken back. */
+  wait_handlers_out();
+  syscall(SYS_timer_delete, t->timer);
+  perf__sampler_retract_if_masked(tid);
+  return PERF_OK;
+}
+
+void perf__cpu_timers_cost(uint64_t *signals, uint64_t *handler_ns) {
+  *signals = atomic_load(&g_signals);
+  *handler_ns = atomic_load(&g_handler_ns);
 }
 
 bool perf__cpu_timers_armed(pid_t tid) {
@@ -227,9 +259,7 @@ uint64_t perf__cpu_timers_end(void (*fn)(void *arg, const perf__cpu_timer_sample
      rules and may set its timer again: wait for it, then delete the
      timers (a timer id deleted under a handler could be the app's next
      timer's). One that enters later finds no slot and touches nothing. */
-  int64_t until = perf__now_ns() + INSIDE_WAIT_NS;
-  while (atomic_load(&g_inside) > 0 && perf__now_ns() < until)
-    sched_yield();
+  wait_handlers_out();
   for (size_t i = 0; i < n; i++)
     syscall(SYS_timer_delete, armed[i]->timer);
   /* A signal of a deleted timer left pending in a thread that blocks it
@@ -247,6 +277,11 @@ uint64_t perf__cpu_timers_end(void (*fn)(void *arg, const perf__cpu_timer_sample
 
 void perf__cpu_timers_on_signal(const siginfo_t *si, void *ucontext) {
   atomic_fetch_add(&g_inside, 1);
+  /* The handler's cost on its thread's CPU clock (a wall clock would
+     count the times the thread is preempted inside it). */
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  const int64_t entered_ns = ts_ns(&ts);
   uint32_t token = (uint32_t)si->si_value.sival_int, idx = token & 0xff, gen = token >> 8;
   timer_slot_t *t = idx < PERF__CPU_TIMERS_MAX ? &g_slots[idx] : NULL;
   const perf__unwind_map_t *unwind = atomic_load(&g_unwind);
@@ -281,19 +316,33 @@ void perf__cpu_timers_on_signal(const siginfo_t *si, void *ucontext) {
     r->count = perf__unwind_walk(unwind, atomic_load(&g_use_rules), regs, stack, r->pcs,
                                  PERF__CPU_TIMER_DEPTH, &r->status);
   }
-  struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   r->taken_ns = ts_ns(&ts);
   atomic_store(&r->state, RECORD_READY);
 out:
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  atomic_fetch_add_explicit(&g_signals, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&g_handler_ns, (uint64_t)(ts_ns(&ts) - entered_ns),
+                            memory_order_relaxed);
   atomic_fetch_sub(&g_inside, 1);
 }
 
 void perf__cpu_timers_atfork_child(void) {
   for (size_t i = 0; i < PERF__CPU_TIMERS_MAX; i++)
     atomic_store(&g_slots[i].gen, 0);
+  /* The parent's samples are not the child's: its profile starts empty. */
+  for (size_t i = 0; g_ring && i < g_ring_size; i++)
+    atomic_store(&g_ring[i].state, RECORD_FREE);
+  atomic_store(&g_not_taken, 0);
   atomic_store(&g_unwind, NULL);
   g_mods = NULL; /* the parent's reference, never released here */
+}
+
+/* Until no handler is inside (at most INSIDE_WAIT_NS). */
+static void wait_handlers_out(void) {
+  int64_t until = perf__now_ns() + INSIDE_WAIT_NS;
+  while (atomic_load(&g_inside) > 0 && perf__now_ns() < until)
+    sched_yield();
 }
 
 /* A timer that never expired (its first setting failed). */
@@ -309,7 +358,7 @@ static void learn_bounds(pid_t tid, uintptr_t sp) {
   if (!t || perf__sampler_learn_bounds(tid, sp, &lo, &hi) != PERF_OK) return;
   atomic_store(&t->stack_hi, hi);
   atomic_store(&t->stack_lo, lo);
-  set_timer(t, 1, t->period_ns); /* its first real sample at the next tick it runs at */
+  set_timer(t, 1, atomic_load(&t->period_ns)); /* its first real sample at the next tick */
 }
 
 /* Expire after first_ns more of the thread's CPU time, then every
@@ -333,7 +382,8 @@ static int set_timer(timer_slot_t *t, int64_t first_ns, int64_t every_ns) {
 static int64_t next_interval(timer_slot_t *t) {
   t->rng += 0x9e3779b97f4a7c15ULL;
   uint64_t r = perf__mix64(t->rng);
-  return t->period_ns / 2 + (int64_t)(r % (uint64_t)(t->period_ns > 0 ? t->period_ns : 1)) + 1;
+  int64_t period = atomic_load(&t->period_ns);
+  return period / 2 + (int64_t)(r % (uint64_t)(period > 0 ? period : 1)) + 1;
 }
 
 static timer_slot_t *slot_of(pid_t tid) {

@@ -62,6 +62,23 @@ int perf__cpu_timers_begin(perf__modules_t *mods);
    (no slot), or PERF_E_SYSTEM. */
 int perf__cpu_timers_arm(pid_t tid, int64_t period_ns);
 
+/* Give tid's timer a new period of its CPU time (its next expiry drawn
+   within the new period). PERF_OK, PERF_E_NO_THREAD (no timer, or its
+   thread is gone), PERF_E_INVALID_ARGUMENT. */
+int perf__cpu_timers_set_period(pid_t tid, int64_t period_ns);
+
+/* Delete tid's timer (a thread gone, or idle long enough to give its
+   place to another), as the end of a profile deletes them all; its
+   samples not drained yet are drained as usual. PERF_OK or
+   PERF_E_NO_THREAD (no timer). */
+int perf__cpu_timers_disarm(pid_t tid);
+
+/* What the handlers cost the sampled threads since the process started:
+   the timer signals handled and the CPU time spent inside the handler
+   (each thread's CPU clock, read at its entry and exit: two system calls;
+   the kernel's delivery of the signal is not in it). Any thread. */
+void perf__cpu_timers_cost(uint64_t *signals, uint64_t *handler_ns);
+
 /* Whether tid has a timer in this profile. */
 bool perf__cpu_timers_armed(pid_t tid);
 
@@ -86,7 +103,7 @@ void perf__cpu_timers_on_signal(const siginfo_t *si, void *ucontext);
 
 /* In a forked child (the sampler's atfork handler): the parent's timers
    are not the child's, nor is its profile (the monitor thread that ran it
-   is not there). */
+   is not there), nor the samples its ring held. */
 void perf__cpu_timers_atfork_child(void);
 
 #endif

@@ -141,9 +141,9 @@ typedef struct perf__batch_sample_s {
 } perf__batch_sample_t;
 
 /* An event whose stacks are interned already (Event). The builder sorts a
-   copy of counts (most samples first, ties in the given order): the first
-   is the dominant stack. Sample times go out as whole-microsecond offsets
-   from start_mono_ns. */
+   copy of counts (a profile's most CPU time first; then most samples, ties
+   in the given order): the first is the dominant stack. Sample times go out as whole-microsecond
+   offsets from start_mono_ns. */
 typedef struct perf__batch_event_s {
   Perf__V1__EventKind kind;
   int64_t start_unix_ns, start_mono_ns, duration_ns;
@@ -160,6 +160,12 @@ typedef struct perf__batch_event_s {
   size_t sample_count;
   bool weighted;    /* the samples carry weights (a CPU event's CPU time per sample) */
   const char *loop; /* hang, fatal hang: the loop's name; NULL or "" for none */
+  /* A profile's counts (EVENT_KIND_PROFILE), one entry per count or NULL
+     for none: the CPU time each count's samples stand for (sent as whole
+     microseconds, StackCount.weight_micros) and their state (the wire's
+     SampleState value, StackCount.state). */
+  const uint64_t *count_weights_ns;
+  const uint8_t *count_states;
 } perf__batch_event_t;
 
 /* The watched loop's statistics (LoopStats): time watched, time busy,

@@ -36,7 +36,13 @@ static int build_counts(perf__batch_builder_t *b, const perf__batch_event_t *ev,
 static int build_samples(const perf__batch_event_t *ev, Perf__V1__Event *e);
 static int build_states(perf__batch_builder_t *b, const perf__batch_event_t *ev,
                         Perf__V1__Event *e);
-static int compare_counts(const void *a, const void *b, void *counts);
+/* What counts are ranked by: their CPU time (a profile's; NULL: none),
+   then their samples. */
+typedef struct {
+  const perf__batch_count_t *counts;
+  const uint64_t *weights_ns;
+} counts_order_t;
+static int compare_counts(const void *a, const void *b, void *by);
 static int64_t us_floor(int64_t ns);
 static void free_event(Perf__V1__Event *e);
 static void free_events(perf__batch_builder_t *b);
@@ -302,7 +308,8 @@ static int build_threads(perf__batch_builder_t *b, const perf__batch_event_t *ev
   return PERF_OK;
 }
 
-/* The event's stack_counts, most samples first, and its dominant stack. */
+/* The event's stack_counts, most CPU time first (a profile's), then most
+   samples, and its dominant stack. */
 static int build_counts(perf__batch_builder_t *b, const perf__batch_event_t *ev,
                         Perf__V1__Event *e) {
   size_t n = ev->count_count;
@@ -319,7 +326,8 @@ static int build_counts(perf__batch_builder_t *b, const perf__batch_event_t *ev,
   if (!order) return PERF_E_NO_MEMORY;
   for (size_t i = 0; i < n; i++)
     order[i] = i;
-  qsort_r(order, n, sizeof *order, compare_counts, b->counts);
+  counts_order_t by = {b->counts, ev->count_weights_ns};
+  qsort_r(order, n, sizeof *order, compare_counts, &by);
   Perf__V1__StackCount *c = (Perf__V1__StackCount *)(e->stack_counts + n);
   for (size_t i = 0; i < n; i++) {
     const perf__batch_count_t *src = &b->counts[order[i]];
@@ -327,6 +335,8 @@ static int build_counts(perf__batch_builder_t *b, const perf__batch_event_t *ev,
     c[i].stack = src->stack;
     c[i].tid = src->tid;
     c[i].samples = src->samples;
+    if (ev->count_weights_ns) c[i].weight_micros = (ev->count_weights_ns[order[i]] + 500) / 1000;
+    if (ev->count_states) c[i].state = (Perf__V1__SampleState)ev->count_states[order[i]];
     e->stack_counts[i] = &c[i];
   }
   free(order);
@@ -394,9 +404,11 @@ static int build_states(perf__batch_builder_t *b, const perf__batch_event_t *ev,
   return PERF_OK;
 }
 
-static int compare_counts(const void *a, const void *b, void *counts) {
-  const perf__batch_count_t *c = counts;
+static int compare_counts(const void *a, const void *b, void *by) {
+  const perf__batch_count_t *c = ((const counts_order_t *)by)->counts;
+  const uint64_t *w = ((const counts_order_t *)by)->weights_ns;
   size_t i = *(const size_t *)a, j = *(const size_t *)b;
+  if (w && w[i] != w[j]) return w[i] > w[j] ? -1 : 1;
   if (c[i].samples != c[j].samples) return c[i].samples > c[j].samples ? -1 : 1;
   return (i > j) - (i < j);
 }

@@ -52,6 +52,8 @@ int perf__batch_copy_event(perf__batch_builder_t *b, const Perf__V1__Batch *src,
     free((void *)ev.threads);
     free((void *)ev.counts);
     free((void *)ev.samples);
+    free((void *)ev.count_weights_ns);
+    free((void *)ev.count_states);
   } else {
     err = perf__batch_abort_event(b, err);
   }
@@ -148,16 +150,20 @@ static int copy_lines(copy_t *c, const Perf__V1__Frame *f, perf__batch_line_t *l
 }
 
 /* The event as perf__batch_add_event wants it, in the builder's references
-   (the three arrays are malloc'd; the caller frees them). Sample times are
+   (the arrays are malloc'd; the caller frees them). Sample times are
    rebuilt from the offsets so that they go out unchanged. */
 static int describe(copy_t *c, const Perf__V1__Event *e, perf__batch_event_t *ev) {
   perf__batch_thread_t *threads = calloc(e->n_threads + 1, sizeof *threads);
   perf__batch_count_t *counts = calloc(e->n_stack_counts + 1, sizeof *counts);
   perf__batch_sample_t *samples = calloc(e->n_sample_stacks + 1, sizeof *samples);
-  if (!threads || !counts || !samples) {
+  uint64_t *weights = calloc(e->n_stack_counts + 1, sizeof *weights);
+  uint8_t *states = calloc(e->n_stack_counts + 1, sizeof *states);
+  if (!threads || !counts || !samples || !weights || !states) {
     free(threads);
     free(counts);
     free(samples);
+    free(weights);
+    free(states);
     return PERF_E_NO_MEMORY;
   }
   for (size_t i = 0; i < e->n_threads; i++) {
@@ -165,9 +171,20 @@ static int describe(copy_t *c, const Perf__V1__Event *e, perf__batch_event_t *ev
     threads[i] =
         (perf__batch_thread_t){e->threads[i]->tid, name, strlen(name), e->threads[i]->cpu_percent};
   }
-  for (size_t i = 0; i < e->n_stack_counts; i++)
-    counts[i] = (perf__batch_count_t){c->stacks[e->stack_counts[i]->stack], e->stack_counts[i]->tid,
-                                      e->stack_counts[i]->samples};
+  bool profile = false; /* counts with their own CPU time or state */
+  for (size_t i = 0; i < e->n_stack_counts; i++) {
+    const Perf__V1__StackCount *sc = e->stack_counts[i];
+    counts[i] = (perf__batch_count_t){c->stacks[sc->stack], sc->tid, sc->samples};
+    weights[i] = sc->weight_micros * 1000;
+    states[i] = (uint8_t)sc->state;
+    profile = profile || sc->weight_micros || sc->state;
+  }
+  if (!profile) {
+    free(weights);
+    free(states);
+    weights = NULL;
+    states = NULL;
+  }
   int64_t t_us = 0;
   size_t failed = 0;
   for (size_t i = 0; i < e->n_sample_stacks; i++) {
@@ -198,7 +215,9 @@ static int describe(copy_t *c, const Perf__V1__Event *e, perf__batch_event_t *ev
                               samples,
                               e->n_sample_stacks,
                               e->n_sample_weights_micros != 0,
-                              e->loop};
+                              e->loop,
+                              weights,
+                              states};
   return PERF_OK;
 }
 

@@ -366,6 +366,25 @@ static void case_fork_child_watched(void) {
   free(printed);
 }
 
+/* The continuous CPU profile from the environment alone: a program that
+   burns a second of CPU in burn_in_app under perf-run with
+   PERF_SDK_CPU_PROFILE_HZ=97 has one profile event (the window the exit
+   closed, written by the SDK's exit handler) with burn_in_app in it. */
+static void case_continuous_profile(void) {
+  g_dir = tempdir_make("preload");
+  char *out = path_in_dir("profile.out"), *report = path_in_dir("profile-report.txt");
+  char *argv[] = {PERF_RUN, "--sink", "file", "--sink-path", report, "--", WAIT_APP, "burn", NULL};
+  const char *env[] = {"PERF_SDK_CPU_PROFILE_HZ=97", "PERF_SDK_EXIT_TIMEOUT_MS=20000",
+                       "PERF_SDK_CPU_THRESHOLD_PERCENT=25600", "PERF_SDK_STRICT_ENV=1", NULL};
+  int status = wait_exit(start(argv, env, out), EXIT_MS);
+  CHECKF(status == 0, "exit %d:\n%s", status, read_text(out));
+  char *text = read_text(report);
+  CHECK(text != NULL);
+  CHECKF(count_events(text, "profile") == 1, "want exactly one profile event:\n%s", text);
+  CHECKF(strstr(text, "name=\"burn_in_app\"\n") != NULL, "burn_in_app not in:\n%s", text);
+  free(text);
+}
+
 /* The library leaves LD_PRELOAD to the program's own children as it was
    before perf-run (another library kept, in place), unless --follow-exec. */
 static void case_ld_preload_cleaned(void) {
@@ -498,6 +517,7 @@ static const test_case_t g_cases[] = {
     TEST_CASE(ld_preload_cleaned),
     TEST_CASE(follow_exec_grandchild),
     TEST_CASE(refuses_static_and_setuid),
+    TEST_CASE(continuous_profile),
 };
 
 int main(int argc, char **argv) {

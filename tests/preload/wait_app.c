@@ -25,6 +25,7 @@
  *                    sdk=<yes|no>" (sdk: a libperfsdk library is mapped),
  *                    waits, stalls 1.5 s (stall_in_grandchild), waits,
  *                    exits
+ *   wait_app burn    burns 1 s of CPU in burn_in_app, then exits
  */
 #include <errno.h>
 #include <poll.h>
@@ -219,6 +220,18 @@ static int wait_in_poll(pid_t pid, int gone) {
   return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
 }
 
+/* A second of this thread's CPU time, however long it takes. */
+__attribute__((noinline, noipa)) static void burn_in_app(void) {
+  struct timespec ts;
+  long long used = 0;
+  while (used < 1000000000LL) {
+    for (int i = 0; i < 4096; i++)
+      g_sink = g_sink * 6364136223846793005UL + 1;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    used = (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+  }
+}
+
 static int fork_child(void) {
   int fds[2], gone[2];
   if (pipe(fds) != 0 || pipe(gone) != 0) return 2;
@@ -327,13 +340,15 @@ int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "calls") == 0) return calls();
   if (argc == 2 && strcmp(argv[1], "loops") == 0) return loops();
   if (argc == 2 && strcmp(argv[1], "fork") == 0) return fork_child();
+  if (argc == 2 && strcmp(argv[1], "burn") == 0) {
+    burn_in_app();
+    return 0;
+  }
   if (argc == 2 && strcmp(argv[1], "env") == 0) {
     const char *v = getenv("LD_PRELOAD");
     printf("LD_PRELOAD=%s\n", v ? v : "(unset)");
     return 0;
   }
-  if (argc == 3 && strcmp(argv[1], "spawn") == 0) return spawn(argv[2]);
-  if (argc == 2 && strcmp(argv[1], "grandchild") == 0) return grandchild();
-  fprintf(stderr, "usage: wait_app calls|loops|fork|env|spawn PROGRAM|grandchild\n");
+  fprintf(stderr, "usage: wait_app calls|loops|fork|env|spawn PROGRAM|grandchild|burn\n");
   return 2;
 }

@@ -567,6 +567,80 @@ static void case_cpu_weights(void) {
   perf__modules_release(mods);
 }
 
+/* The events of builder b's batch, finished and decoded (free with
+   perf__v1__batch__free_unpacked). */
+static Perf__V1__Batch *finish_decoded(perf__batch_builder_t *b) {
+  uint8_t *out = NULL;
+  size_t len = 0;
+  CHECK_EQ_INT(perf__batch_finish(b, NULL, &out, &len, NULL), PERF_OK);
+  Perf__V1__Batch *bt = NULL;
+  CHECK_EQ_INT(perf__batch_decode(out, len, DECODE_CAP, &bt), PERF_OK);
+  free(out);
+  return bt;
+}
+
+/* A profile window's counts: StackCount.weight_micros (rounded) and state,
+   one count per (stack, thread, state), most CPU time first, no per-sample
+   arrays; and the same after the event is copied into another batch (as
+   a journal replay copies it). */
+static void check_profile_counts(const Perf__V1__Event *e) {
+  CHECK_EQ_INT(e->kind, PERF__V1__EVENT_KIND__EVENT_KIND_PROFILE);
+  CHECK_EQ_INT(e->n_stack_counts, 3);
+  CHECK(e->n_sample_stacks == 0 && e->n_sample_offsets_micros == 0 &&
+        e->n_sample_weights_micros == 0 && e->n_sample_states == 0);
+  const uint64_t weights[3] = {30000, 12, 8};
+  const uint32_t samples[3] = {3, 2, 1};
+  const Perf__V1__SampleState states[3] = {PERF__V1__SAMPLE_STATE__SAMPLE_STATE_RUNNING,
+                                           PERF__V1__SAMPLE_STATE__SAMPLE_STATE_RUNNING,
+                                           PERF__V1__SAMPLE_STATE__SAMPLE_STATE_LOCK};
+  for (int i = 0; i < 3; i++) {
+    CHECK_EQ_INT(e->stack_counts[i]->weight_micros, weights[i]);
+    CHECK_EQ_INT(e->stack_counts[i]->samples, samples[i]);
+    CHECK_EQ_INT(e->stack_counts[i]->state, states[i]);
+  }
+  /* The same stack in two states: two counts of one stack. */
+  CHECK_EQ_INT(e->stack_counts[1]->stack, e->stack_counts[2]->stack);
+  CHECK(e->stack_counts[0]->stack != e->stack_counts[1]->stack);
+  CHECK_EQ_INT(e->dominant_stack, e->stack_counts[0]->stack);
+}
+
+static void case_profile_counts(void) {
+  perf__modules_t *mods = perf__modules_acquire();
+  perf__batch_builder_t *b = new_builder(0, true, false);
+  perf__event_t *ev = perf__event_new(PERF__EVENT_PROFILE, mods);
+  ev->weighted = true;
+  ev->tid = 1001;
+  ev->start_mono_ns = START_MONO;
+  ev->duration_ns = 60000000000LL;
+  uintptr_t s[3][DEPTH];
+  three_stacks(s);
+  CHECK_EQ_INT(perf__event_add_count(ev, 1001, PERF__STATE_RUNNING, s[0], DEPTH,
+                                     PERF__STACK_END_COMPLETE, 2, 11600),
+               PERF_OK);
+  CHECK_EQ_INT(perf__event_add_count(ev, 1001, PERF__STATE_LOCK, s[0], DEPTH,
+                                     PERF__STACK_END_COMPLETE, 1, 8400),
+               PERF_OK);
+  CHECK_EQ_INT(perf__event_add_count(ev, 1001, PERF__STATE_RUNNING, s[1], DEPTH,
+                                     PERF__STACK_END_COMPLETE, 3, 30000499),
+               PERF_OK);
+  perf__event_finish(ev);
+  CHECK_EQ_INT(ev->stack_count, 3);
+  CHECK_EQ_INT(ev->sample_count, 0);
+  CHECK_EQ_INT(add_event(b, ev), PERF_OK);
+  Perf__V1__Batch *bt = finish_decoded(b);
+  check_profile_counts(bt->events[0]);
+  perf__batch_builder_t *copy = new_builder(0, true, false);
+  CHECK_EQ_INT(perf__batch_copy_event(copy, bt, 0, bt->events[0]->kind, NULL), PERF_OK);
+  Perf__V1__Batch *ct = finish_decoded(copy);
+  check_profile_counts(ct->events[0]);
+  perf__v1__batch__free_unpacked(ct, NULL);
+  perf__v1__batch__free_unpacked(bt, NULL);
+  perf__batch_free(copy);
+  perf__batch_free(b);
+  perf__event_free(ev);
+  perf__modules_release(mods);
+}
+
 static void case_max_bytes(void) {
   const size_t max = 16384;
   perf__modules_t *mods = perf__modules_acquire();
@@ -1262,14 +1336,14 @@ static void case_decode_stored(void) {
 }
 
 static const test_case_t g_cases[] = {
-    TEST_CASE(roundtrip),     TEST_CASE(dedup_across_events),
-    TEST_CASE(max_bytes),     TEST_CASE(oversized_event),
-    TEST_CASE(symbolize_off), TEST_CASE(fatal_hang_copy),
-    TEST_CASE(reuse),         TEST_CASE(zstd_bomb),
-    TEST_CASE(garbage),       TEST_CASE(one_context_many_frames),
-    TEST_CASE(protoc_decode), TEST_CASE(alloc_failures),
-    TEST_CASE(cpu_weights),   TEST_CASE(loop_stats),
-    TEST_CASE(decode_stored),
+    TEST_CASE(roundtrip),      TEST_CASE(dedup_across_events),
+    TEST_CASE(max_bytes),      TEST_CASE(oversized_event),
+    TEST_CASE(symbolize_off),  TEST_CASE(fatal_hang_copy),
+    TEST_CASE(reuse),          TEST_CASE(zstd_bomb),
+    TEST_CASE(garbage),        TEST_CASE(one_context_many_frames),
+    TEST_CASE(protoc_decode),  TEST_CASE(alloc_failures),
+    TEST_CASE(cpu_weights),    TEST_CASE(loop_stats),
+    TEST_CASE(profile_counts), TEST_CASE(decode_stored),
 };
 
 int main(int argc, char **argv) {

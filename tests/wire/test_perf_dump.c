@@ -639,6 +639,86 @@ static void case_loops_named(void) {
   json_decref(doc);
 }
 
+/* Batch b packed into the spool directory <g_dir>/spool (its path into
+   dir). */
+static void spool_put(const Perf__V1__Batch *b, char *dir, size_t dir_len) {
+  size_t len = perf__v1__batch__get_packed_size(b);
+  uint8_t *raw = malloc(len);
+  CHECK(raw != NULL);
+  perf__v1__batch__pack(b, raw);
+  snprintf(dir, dir_len, "%s/spool", g_dir);
+  perf__spool_options_t opt = {.dir = dir, .max_bytes = 1 << 20, .max_files = 16};
+  perf__spool_t *sp = NULL;
+  CHECK_EQ_INT(perf__spool_open(&opt, &sp), PERF_OK);
+  CHECK_EQ_INT(perf__spool_put(sp, b->batch_id.data, raw, len, NULL), PERF_OK);
+  perf__spool_close(sp);
+  free(raw);
+}
+
+/* A window of the continuous profile, hand-made: counts with their own CPU
+   time and state, no per-sample arrays. Its kind is "profile", its stacks
+   most CPU time first with their CPU time and state (text and --json). */
+static void case_profile(void) {
+  make_dir();
+  char *strings[] = {"", "often_fn", "rare_fn"};
+  Perf__V1__Function fn[2] = {PERF__V1__FUNCTION__INIT, PERF__V1__FUNCTION__INIT};
+  Perf__V1__Function *fns[] = {&fn[0], &fn[1]};
+  Perf__V1__Frame fr[2] = {PERF__V1__FRAME__INIT, PERF__V1__FRAME__INIT};
+  Perf__V1__Frame *frs[] = {&fr[0], &fr[1]};
+  uint32_t often[] = {1}, rare[] = {2};
+  Perf__V1__Stack st[2] = {PERF__V1__STACK__INIT, PERF__V1__STACK__INIT};
+  Perf__V1__Stack *sts[] = {&st[0], &st[1]};
+  for (int i = 0; i < 2; i++)
+    fn[i].name = (uint32_t)i + 1, fr[i].function = (uint32_t)i + 1, fr[i].address = 0x1000;
+  st[0].n_frames = 1, st[0].frames = often;
+  st[1].n_frames = 1, st[1].frames = rare;
+  Perf__V1__StackCount sc[2] = {PERF__V1__STACK_COUNT__INIT, PERF__V1__STACK_COUNT__INIT};
+  Perf__V1__StackCount *scs[] = {&sc[0], &sc[1]};
+  sc[0].stack = 1, sc[0].samples = 3, sc[0].tid = 7, sc[0].weight_micros = 3000;
+  sc[1].stack = 2, sc[1].samples = 2, sc[1].tid = 7, sc[1].weight_micros = 9000;
+  sc[0].state = sc[1].state = PERF__V1__SAMPLE_STATE__SAMPLE_STATE_RUNNING;
+  Perf__V1__Event ev = PERF__V1__EVENT__INIT;
+  Perf__V1__Event *evs[] = {&ev};
+  ev.kind = PERF__V1__EVENT_KIND__EVENT_KIND_PROFILE;
+  ev.start_unix_nanos = 1700000000000000000LL, ev.duration_nanos = 60000000000LL;
+  ev.tid = 7, ev.cpu_percent = -1, ev.samples_dropped = 4;
+  ev.n_stack_counts = 2, ev.stack_counts = scs, ev.dominant_stack = 2;
+  uint8_t id[16] = {0xc0, 0xdf};
+  Perf__V1__Resource res = PERF__V1__RESOURCE__INIT;
+  res.app_name = "profile";
+  Perf__V1__Batch b = PERF__V1__BATCH__INIT;
+  b.batch_id = (ProtobufCBinaryData){16, id};
+  b.resource = &res;
+  b.n_strings = 3, b.strings = strings;
+  b.n_functions = 2, b.functions = fns;
+  b.n_frames = 2, b.frames = frs;
+  b.n_stacks = 2, b.stacks = sts;
+  b.n_events = 1, b.events = evs;
+  char dir[160];
+  spool_put(&b, dir, sizeof dir);
+
+  CHECK_EQ_INT(run(dir, NULL), 0);
+  CHECK_HAS(g_stdout, "event profile start=2023-11-14T22:13:20.000Z duration_ms=60000.000 "
+                      "thread=7 samples=5 failed_samples=0 samples_dropped=4\n");
+  const char *heavy =
+      strstr(g_stdout, "stack samples=2 thread=7 cpu_ms=9.000 state=\"running 100%\"\n");
+  const char *light =
+      strstr(g_stdout, "stack samples=3 thread=7 cpu_ms=3.000 state=\"running 100%\"\n");
+  CHECKF(heavy && light && heavy < light, "%s", g_stdout);
+  CHECK_EQ_INT(run("--json", dir, NULL), 0);
+  json_t *doc = load_json();
+  json_t *je = json_array_get(
+      json_object_get(json_array_get(json_object_get(doc, "batches"), 0), "events"), 0);
+  CHECK(strcmp(json_string_value(json_object_get(je, "kind")), "profile") == 0);
+  json_t *js = json_object_get(je, "stacks");
+  CHECK_EQ_INT(json_array_size(js), 2);
+  CHECK_EQ_INT(json_integer_value(json_object_get(json_array_get(js, 0), "cpu_us")), 9000);
+  CHECK(strcmp(json_string_value(json_object_get(json_array_get(js, 0), "states")),
+               "running 100%") == 0);
+  CHECK_EQ_INT(json_integer_value(json_object_get(json_array_get(js, 1), "cpu_us")), 3000);
+  json_decref(doc);
+}
+
 /* A CPU profile, hand-made (its most sampled stack the lighter one) and put
    in a spool directory: its stacks most CPU time first, as the SDK's report
    and the collector show them, each with its samples and CPU time
@@ -685,18 +765,8 @@ static void case_cpu_order(void) {
   b.n_frames = 2, b.frames = frs;
   b.n_stacks = 2, b.stacks = sts;
   b.n_events = 1, b.events = evs;
-  size_t len = perf__v1__batch__get_packed_size(&b);
-  uint8_t *raw = malloc(len);
-  CHECK(raw != NULL);
-  perf__v1__batch__pack(&b, raw);
   char dir[160];
-  snprintf(dir, sizeof dir, "%s/spool", g_dir);
-  perf__spool_options_t opt = {.dir = dir, .max_bytes = 1 << 20, .max_files = 16};
-  perf__spool_t *sp = NULL;
-  CHECK_EQ_INT(perf__spool_open(&opt, &sp), PERF_OK);
-  CHECK_EQ_INT(perf__spool_put(sp, id, raw, len, NULL), PERF_OK);
-  perf__spool_close(sp);
-  free(raw);
+  spool_put(&b, dir, sizeof dir);
 
   CHECK_EQ_INT(run(dir, NULL), 0);
   const char *heavy = strstr(g_stdout, "stack samples=1 thread=7 cpu_ms=9.000\n");
@@ -771,7 +841,7 @@ static const test_case_t g_cases[] = {
     TEST_CASE(text),           TEST_CASE(json),       TEST_CASE(json_escaping), TEST_CASE(corrupt),
     TEST_CASE(corrupt_in_dir), TEST_CASE(order),      TEST_CASE(max_stacks),    TEST_CASE(missing),
     TEST_CASE(usage),          TEST_CASE(loop_stats), TEST_CASE(cpu_order),     TEST_CASE(unnamed),
-    TEST_CASE(loops_named),
+    TEST_CASE(loops_named),    TEST_CASE(profile),
 };
 
 int main(int argc, char **argv) {
