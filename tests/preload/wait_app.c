@@ -349,6 +349,8 @@ int main(int argc, char **argv) {
     printf("LD_PRELOAD=%s\n", v ? v : "(unset)");
     return 0;
   }
+  if (argc == 3 && strcmp(argv[1], "spawn") == 0) return spawn(argv[2]);
+  if (argc == 2 && strcmp(argv[1], "grandchild") == 0) return grandchild();
   fprintf(stderr, "usage: wait_app calls|loops|fork|env|spawn PROGRAM|grandchild|burn\n");
   return 2;
 }
