@@ -371,12 +371,11 @@ static void case_fork_child_watched(void) {
    PERF_SDK_CPU_PROFILE_HZ=97 has one profile event (the window the exit
    closed, written by the SDK's exit handler) with burn_in_app in it. */
 static void case_continuous_profile(void) {
-  g_dir = tempdir_make("preload");
-  char *out = path_in_dir("profile.out"), *report = path_in_dir("profile-report.txt");
+  char *out = rig_path("profile.out"), *report = rig_path("profile-report.txt");
   char *argv[] = {PERF_RUN, "--sink", "file", "--sink-path", report, "--", WAIT_APP, "burn", NULL};
   const char *env[] = {"PERF_SDK_CPU_PROFILE_HZ=97", "PERF_SDK_EXIT_TIMEOUT_MS=20000",
                        "PERF_SDK_CPU_THRESHOLD_PERCENT=25600", "PERF_SDK_STRICT_ENV=1", NULL};
-  int status = wait_exit(start(argv, env, out), EXIT_MS);
+  int status = rig_wait_exit(rig_start(argv, env, out, false), RIG_EXIT_MS);
   CHECKF(status == 0, "exit %d:\n%s", status, read_text(out));
   char *text = read_text(report);
   CHECK(text != NULL);
