@@ -13,8 +13,9 @@
  *    their shares; the batch records carry kind PROFILE with counts of
  *    CPU time and state, no per-sample arrays;
  *  - budget_lowers_rate: 1000 Hz on four busy threads under a budget of
- *    0.1% of a core: the rate is lowered and what the SDK measured of its
- *    own cost stays within the budget;
+ *    0.1% of a core: the rate is lowered, what the SDK measured of its
+ *    own cost stays within the minute's budget, and once lowered the
+ *    rate holds it within 3x the budget (10x and more at 1000 Hz);
  *  - table_bounded: an 8-entry table: no window holds more stacks, every
  *    sample that found no room is counted, in the events and the stats;
  *  - idle_no_event: windows without a sample send nothing (and a window
@@ -408,6 +409,9 @@ static void case_file_report(void) {
 #define BUDGET_PERMILLE 1
 #endif
 
+#define STEADY_S 3
+#define STEADY_FACTOR 3
+
 static void case_budget_lowers_rate(void) {
   perf__sdk_profile_testing(3000, 0);
   perf_sdk_config_t cfg;
@@ -424,6 +428,14 @@ static void case_budget_lowers_rate(void) {
   perf_sdk_stats_t st;
   SDK_WAIT_FOR_STATS(st, st.cpu_profile_windows >= 3 && st.cpu_profile_rate_lowered >= 1,
                      2 * WAIT_MS, 50);
+  /* Then STEADY_S more of the same work, the rate lowered: what that
+     costs. */
+  int64_t ta = now_ns_();
+  uint64_t cost_a = st.cpu_profile_cost_us;
+  sleep_ms(STEADY_S * 1000);
+  st = sdk_stats();
+  double steady_s = (double)(now_ns_() - ta) / 1e9;
+  uint64_t steady_us = st.cpu_profile_cost_us - cost_a;
   work_stop(&w[0]);
   work_stop(&w[1]);
   CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
@@ -435,12 +447,21 @@ static void case_budget_lowers_rate(void) {
   CHECKF(st.cpu_profile_rate_lowered >= 1, "rate never lowered");
   CHECKF(st.cpu_profile_hz_now < 1000, "cpu_profile_hz_now=%llu",
          (unsigned long long)st.cpu_profile_hz_now);
-  /* Within the budget over the run, and a second's more for the start:
-     every thread armed and its stack learned, at 1000 Hz until the first
-     step measured it. */
-  double budget_us = 1000.0 * BUDGET_PERMILLE * (elapsed_s + 1);
-  CHECKF((double)st.cpu_profile_cost_us <= budget_us, "cost %llu us over %.1f s: budget %.0f us",
-         (unsigned long long)st.cpu_profile_cost_us, elapsed_s, budget_us);
+  /* The promise: within the budget over any minute (the run is shorter:
+     the minute holding it), the start included (every thread armed and
+     its stack learned, at 1000 Hz until the first steps measured it). */
+  double minute_us = 1000.0 * BUDGET_PERMILLE * (elapsed_s > 60 ? elapsed_s : 60);
+  CHECKF((double)st.cpu_profile_cost_us <= minute_us,
+         "cost %llu us over %.1f s: the minute's budget is %.0f us",
+         (unsigned long long)st.cpu_profile_cost_us, elapsed_s, minute_us);
+  /* And once lowered, the rate holds the cost near the budget: within
+     STEADY_FACTOR of it (the monitor's own part, about the same at any
+     rate, grows on a loaded machine); at 1000 Hz the four threads cost
+     ten times the budget and more. */
+  printf("steady: %llu us over %.1f s\n", (unsigned long long)steady_us, steady_s);
+  CHECKF((double)steady_us <= STEADY_FACTOR * 1000.0 * BUDGET_PERMILLE * steady_s,
+         "cost %llu us over the last %.1f s: budget %.0f us", (unsigned long long)steady_us,
+         steady_s, 1000.0 * BUDGET_PERMILLE * steady_s);
   CHECKF(st.cpu_profile_cost_us > 0, "no cost measured");
 }
 
