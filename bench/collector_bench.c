@@ -437,7 +437,9 @@ static double reaped_cpu_s(pid_t pid) {
   return (double)(cutime + cstime) / (double)sysconf(_SC_CLK_TCK);
 }
 
-/* The db, its WAL and shared-memory files, and their directory. */
+/* The db, its WAL and shared-memory files, the symbols directory the
+   collector made beside it (empty: the bench uploads no debug files), and
+   their directory. */
 static void remove_db(const char *dir, const char *db) {
   static const char *const suffixes[] = {"", "-wal", "-shm"};
   char path[160];
@@ -445,6 +447,8 @@ static void remove_db(const char *dir, const char *db) {
     snprintf(path, sizeof path, "%s%s", db, suffixes[i]);
     unlink(path);
   }
+  snprintf(path, sizeof path, "%s.symbols", db);
+  rmdir(path);
   if (rmdir(dir) != 0) fprintf(stderr, "collector_bench: cannot remove %s\n", dir);
 }
 
