@@ -140,6 +140,7 @@ perf__cpu_profile_t *perf__cpu_profile_new(const perf__config_t *cfg, perf__reco
   set_rate(p, cfg->cpu_profile_hz, perf__now_ns());
   perf__profile_budget_init(&p->budget, cfg->cpu_profile_budget_permille, cfg->cpu_profile_hz,
                             perf__now_ns());
+  perf__cpu_timers_measure_cost(true);
   return p;
 }
 
@@ -244,6 +245,7 @@ void perf__cpu_profile_finish(perf__cpu_profile_t *p) {
     account(p);
   }
   if (p->window_start_ns) ship_window(p, perf__now_ns());
+  perf__cpu_timers_measure_cost(false);
   perf__modules_release(p->mods);
   perf__profile_table_free(&p->table);
   perf__thread_set_free(&p->set);

@@ -83,6 +83,7 @@ static _Atomic int g_inside;         /* handlers past their entry */
 /* What the handlers cost their threads: signals handled, and the CPU
    time spent inside the handler (the thread's CPU clock, entry to exit). */
 static _Atomic uint64_t g_signals, g_handler_ns;
+static _Atomic bool g_measure_cost; /* a continuous profile keeps a budget: the handler measures */
 static _Atomic(const perf__unwind_map_t *) g_unwind;
 static _Atomic int g_use_rules;
 static uint32_t g_gen;
@@ -206,6 +207,10 @@ int perf__cpu_timers_disarm(pid_t tid) {
   return PERF_OK;
 }
 
+void perf__cpu_timers_measure_cost(bool on) {
+  atomic_store(&g_measure_cost, on);
+}
+
 void perf__cpu_timers_cost(uint64_t *signals, uint64_t *handler_ns) {
   *signals = atomic_load(&g_signals);
   *handler_ns = atomic_load(&g_handler_ns);
@@ -278,10 +283,15 @@ uint64_t perf__cpu_timers_end(void (*fn)(void *arg, const perf__cpu_timer_sample
 void perf__cpu_timers_on_signal(const siginfo_t *si, void *ucontext) {
   atomic_fetch_add(&g_inside, 1);
   /* The handler's cost on its thread's CPU clock (a wall clock would
-     count the times the thread is preempted inside it). */
+     count the times the thread is preempted inside it): two system
+     calls, made only while a continuous profile keeps a budget. */
   struct timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  const int64_t entered_ns = ts_ns(&ts);
+  const bool measure = atomic_load_explicit(&g_measure_cost, memory_order_relaxed);
+  int64_t entered_ns = 0;
+  if (measure) {
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    entered_ns = ts_ns(&ts);
+  }
   uint32_t token = (uint32_t)si->si_value.sival_int, idx = token & 0xff, gen = token >> 8;
   timer_slot_t *t = idx < PERF__CPU_TIMERS_MAX ? &g_slots[idx] : NULL;
   const perf__unwind_map_t *unwind = atomic_load(&g_unwind);
@@ -320,10 +330,12 @@ void perf__cpu_timers_on_signal(const siginfo_t *si, void *ucontext) {
   r->taken_ns = ts_ns(&ts);
   atomic_store(&r->state, RECORD_READY);
 out:
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  atomic_fetch_add_explicit(&g_signals, 1, memory_order_relaxed);
-  atomic_fetch_add_explicit(&g_handler_ns, (uint64_t)(ts_ns(&ts) - entered_ns),
-                            memory_order_relaxed);
+  if (measure) {
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    atomic_fetch_add_explicit(&g_signals, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&g_handler_ns, (uint64_t)(ts_ns(&ts) - entered_ns),
+                              memory_order_relaxed);
+  }
   atomic_fetch_sub(&g_inside, 1);
 }
 

@@ -73,11 +73,16 @@ int perf__cpu_timers_set_period(pid_t tid, int64_t period_ns);
    PERF_E_NO_THREAD (no timer). */
 int perf__cpu_timers_disarm(pid_t tid);
 
-/* What the handlers cost the sampled threads since the process started:
+/* What the handlers cost the sampled threads while measured (below):
    the timer signals handled and the CPU time spent inside the handler
    (each thread's CPU clock, read at its entry and exit: two system calls;
    the kernel's delivery of the signal is not in it). Any thread. */
 void perf__cpu_timers_cost(uint64_t *signals, uint64_t *handler_ns);
+
+/* Whether handlers measure their cost (perf__cpu_timers_cost): on only
+   while a continuous profile keeps its budget, so that a burst's samples
+   without one pay no system call for it. */
+void perf__cpu_timers_measure_cost(bool on);
 
 /* Whether tid has a timer in this profile. */
 bool perf__cpu_timers_armed(pid_t tid);
