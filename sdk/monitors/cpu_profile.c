@@ -8,7 +8,8 @@
  * that does not run never expires); past the 64 timers a thread that ran
  * takes the place of one idle for IDLE_DISARM_NS; a thread gone has its
  * timer deleted. The ring is drained as seldom as it allows at the rate
- * its records come in (RECORDS_PER_DRAIN of its 128, 10 ms to 1 s apart).
+ * its records come in (RECORDS_PER_DRAIN of its 128, 10 ms to 1 s apart;
+ * after a drain that found none, twice the last interval).
  *
  * Weights: each sample stands for the period of CPU time its timer had
  * when it was drained; at the window's end each thread's samples are
@@ -51,7 +52,7 @@
 #define RECORDS_PER_DRAIN 64
 #define MIN_DRAIN_NS 10000000LL
 #define MAX_DRAIN_NS 1000000000LL
-#define FIRST_DRAIN_NS 100000000LL
+#define FIRST_DRAIN_NS 20000000LL
 /* The kernel's part of one timer signal on the sampled thread (the
    expiry, the signal frame, sigreturn), which the handler cannot time: a
    signal a thread sends itself with an empty handler costs it 4 us round
@@ -82,7 +83,7 @@ struct perf__cpu_profile_s {
   unsigned hz;
   int64_t period_ns;
   int64_t window_ns, window_start_ns;
-  int64_t next_read_ns, next_drain_ns, last_drain_ns;
+  int64_t next_read_ns, next_drain_ns, last_drain_ns, drain_every_ns;
   uint64_t drained; /* records handed over since the last drain interval was sized */
   bool paused;
   bool warned; /* that it could not sample (said once) */
@@ -165,7 +166,7 @@ static int64_t poll_due(perf__cpu_profile_t *p) {
     p->step_ns = now;
     p->next_read_ns = now + FIRST_READ_NS;
     p->next_step_ns = now + STEP_NS;
-    return p->next_read_ns;
+    return p->mods && p->next_drain_ns < p->next_read_ns ? p->next_drain_ns : p->next_read_ns;
   }
   int64_t soon = now + SLACK_NS;
   if (soon >= p->next_drain_ns) drain(p, now);
@@ -282,6 +283,7 @@ static void start_session(perf__cpu_profile_t *p) {
   p->drained = 0;
   /* Soon: the threads' first samples learn their stacks and the rules
      their walks lack, compiled as they are drained. */
+  p->drain_every_ns = FIRST_DRAIN_NS;
   p->next_drain_ns = now + FIRST_DRAIN_NS;
 }
 
@@ -301,13 +303,17 @@ static void drain(perf__cpu_profile_t *p, int64_t now) {
   PERF__COUNT(p->stats, samples_failed, not_taken);
   /* The next drain when the ring holds about RECORDS_PER_DRAIN records at
      the rate they came in (a quarter more); soon after samples were not
-     taken (the ring was full, or rules and stack bounds were learned). */
+     taken (the ring was full, or rules and stack bounds were learned).
+     After a drain that found nothing, twice the last interval: a thread
+     that starts running after a quiet spell has its stack learned within
+     about the time it ran, not a whole MAX_DRAIN_NS later. */
   double elapsed = (double)(now - p->last_drain_ns);
   double rate = elapsed > 0 ? (double)(p->drained - before + not_taken) * 1.25e9 / elapsed : 0;
-  int64_t next = rate > 0 ? (int64_t)(RECORDS_PER_DRAIN * 1e9 / rate) : MAX_DRAIN_NS;
+  int64_t next = rate > 0 ? (int64_t)(RECORDS_PER_DRAIN * 1e9 / rate) : 2 * p->drain_every_ns;
   if (not_taken) next = MIN_DRAIN_NS;
   next = next < MIN_DRAIN_NS ? MIN_DRAIN_NS : next > MAX_DRAIN_NS ? MAX_DRAIN_NS : next;
   p->last_drain_ns = now;
+  p->drain_every_ns = next;
   p->next_drain_ns = now + next;
 }
 
@@ -353,6 +359,9 @@ static void read_threads(perf__cpu_profile_t *p, int64_t now) {
     if (t->delta_ns > 0 || !th->ran_ns) th->ran_ns = now;
     arm(p, th);
     if (!th->armed && t->delta_ns > 0 && disarm_idlest(p, now)) arm(p, th);
+    /* Armed while it ran, blocked now: its first samples once it runs again
+       are taken. */
+    if (th->armed) perf__cpu_timers_learn_bounds(th->tid);
   }
 }
 

@@ -61,6 +61,11 @@ typedef struct {
      holds it (hi written first: a handler reading the new lo with the old
      hi of 0 finds sp outside and reports again). */
   _Atomic uintptr_t stack_lo, stack_hi;
+  /* A record reporting an sp outside the bounds is in the ring, not
+     drained yet: the samples until then are not taken, and take no
+     record (a thread burning before its first drain would fill the ring
+     with the same report). */
+  _Atomic bool asked;
 } timer_slot_t;
 
 typedef struct {
@@ -143,13 +148,15 @@ int perf__cpu_timers_arm(pid_t tid, int64_t period_ns) {
     if (atomic_load(&g_slots[i].gen) == 0) t = &g_slots[i];
   if (!t) return PERF_E_BUSY;
   /* No capture first (a round trip that waits for the thread to get a CPU):
-     the bounds the sampler knows, else learned from the first sample's sp;
-     the rules a walk lacks are compiled as its samples are drained. */
+     the bounds the sampler knows or those of the sp of a thread blocked
+     now, else learned from the first sample's sp; the rules a walk lacks
+     are compiled as its samples are drained. */
   uintptr_t lo = 0, hi = 0;
   int err = perf__sampler_timer_target(tid, &lo, &hi);
   if (err) return err;
   atomic_store(&t->stack_hi, hi);
   atomic_store(&t->stack_lo, lo);
+  atomic_store(&t->asked, false);
   g_gen = (g_gen + 1) & 0xffffff;
   if (g_gen == 0) g_gen = 1;
   uint32_t gen = g_gen;
@@ -218,6 +225,14 @@ void perf__cpu_timers_cost(uint64_t *signals, uint64_t *handler_ns) {
 
 bool perf__cpu_timers_armed(pid_t tid) {
   return slot_of(tid) != NULL;
+}
+
+void perf__cpu_timers_learn_bounds(pid_t tid) {
+  timer_slot_t *t = slot_of(tid);
+  uintptr_t lo, hi;
+  if (!t || atomic_load(&t->stack_hi) != 0 || !perf__sampler_blocked_bounds(tid, &lo, &hi)) return;
+  atomic_store(&t->stack_hi, hi);
+  atomic_store(&t->stack_lo, lo);
 }
 
 uint64_t perf__cpu_timers_drain(void (*fn)(void *arg, const perf__cpu_timer_sample_t *s),
@@ -305,6 +320,12 @@ void perf__cpu_timers_on_signal(const siginfo_t *si, void *ucontext) {
   }
   perf__unwind_regs_t regs;
   perf__arch_context_regs(ucontext, &regs);
+  uintptr_t lo = atomic_load(&t->stack_lo), hi = atomic_load(&t->stack_hi);
+  const bool need_bounds = regs.sp < lo || regs.sp >= hi;
+  if (need_bounds && atomic_load(&t->asked)) { /* reported already */
+    atomic_fetch_add(&g_not_taken, 1);
+    goto out;
+  }
   record_t *r = NULL;
   size_t start = atomic_fetch_add(&g_hint, 1);
   for (size_t k = 0; k < g_ring_size && !r; k++) {
@@ -316,10 +337,10 @@ void perf__cpu_timers_on_signal(const siginfo_t *si, void *ucontext) {
     atomic_fetch_add(&g_not_taken, 1);
     goto out;
   }
-  uintptr_t lo = atomic_load(&t->stack_lo), hi = atomic_load(&t->stack_hi);
   r->tid = t->tid;
   r->sp = regs.sp;
-  r->need_bounds = regs.sp < lo || regs.sp >= hi;
+  r->need_bounds = need_bounds;
+  if (need_bounds) atomic_store(&t->asked, true);
   r->count = 0;
   if (!r->need_bounds) {
     perf__stack_window_t stack = {regs.sp, hi, (const uint8_t *)regs.sp};
@@ -367,9 +388,14 @@ static void delete_timer(timer_slot_t *t) {
 static void learn_bounds(pid_t tid, uintptr_t sp) {
   timer_slot_t *t = slot_of(tid);
   uintptr_t lo, hi;
-  if (!t || perf__sampler_learn_bounds(tid, sp, &lo, &hi) != PERF_OK) return;
+  if (!t) return;
+  if (perf__sampler_learn_bounds(tid, sp, &lo, &hi) != PERF_OK) {
+    atomic_store(&t->asked, false); /* asked again by its next sample */
+    return;
+  }
   atomic_store(&t->stack_hi, hi);
   atomic_store(&t->stack_lo, lo);
+  atomic_store(&t->asked, false);
   set_timer(t, 1, atomic_load(&t->period_ns)); /* its first real sample at the next tick */
 }
 

@@ -57,7 +57,8 @@ int perf__cpu_timers_begin(perf__modules_t *mods);
 /* Arm a timer on tid's CPU clock, expiring every period_ns of its CPU
    time. Not armed when it blocks the sampler's signal (one read of its
    /proc status). Its stack's bounds, when the sampler does not know them
-   yet, are learned from its first sample (which is not taken). PERF_OK,
+   and it is not blocked now (perf__cpu_timers_learn_bounds), are learned
+   from its first sample (which is not taken). PERF_OK,
    PERF_E_NO_THREAD, PERF_E_TIMEOUT (it blocks the signal), PERF_E_BUSY
    (no slot), or PERF_E_SYSTEM. */
 int perf__cpu_timers_arm(pid_t tid, int64_t period_ns);
@@ -86,6 +87,11 @@ void perf__cpu_timers_measure_cost(bool on);
 
 /* Whether tid has a timer in this profile. */
 bool perf__cpu_timers_armed(pid_t tid);
+
+/* An armed thread's stack bounds, when not known yet and it is blocked
+   now (the sp /proc shows): its first sample once it runs is then taken.
+   One read of its /proc syscall file while they are not known. */
+void perf__cpu_timers_learn_bounds(pid_t tid);
 
 /* Hand every sample written since the last drain to fn, then free its
    record. A sample whose walk reached rules not compiled yet is not taken:

@@ -102,12 +102,15 @@ void perf__sampler_release_idle(void);
 /* For CPU-timer profiles (cpu_timers.c), under the sampler's lock: the
    unwind mode; whether a timer may signal tid (PERF_OK: the sampler's
    signal is installed and tid does not block it; PERF_E_TIMEOUT: it
-   blocks it), with its stack bounds when known (else 0, 0); the bounds of
-   the mapping holding a thread's sp (learned and cached, PERF_OK or
-   PERF_E_SYSTEM); and every pending instance of the signal taken back
-   when tid blocks it. */
+   blocks it), with its stack bounds when known or when it is blocked
+   now (learned from the sp /proc shows; else 0, 0); the bounds of a
+   thread known or blocked now, the same way (false: it runs, or its sp
+   lies in no mapping); the bounds of the mapping holding a
+   thread's sp (learned and cached, PERF_OK or PERF_E_SYSTEM); and every
+   pending instance of the signal taken back when tid blocks it. */
 int perf__sampler_unwind_mode(void);
 int perf__sampler_timer_target(pid_t tid, uintptr_t *lo, uintptr_t *hi);
+bool perf__sampler_blocked_bounds(pid_t tid, uintptr_t *lo, uintptr_t *hi);
 int perf__sampler_learn_bounds(pid_t tid, uintptr_t sp, uintptr_t *lo, uintptr_t *hi);
 void perf__sampler_retract_if_masked(pid_t tid);
 

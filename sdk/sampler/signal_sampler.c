@@ -134,6 +134,7 @@ static uint64_t g_last_handler_cycles;
 static perf_sampler_options_t g_opts;
 
 static int install_locked(void);
+static perf__stack_bounds_t *bounds_of_locked(pid_t tid);
 static void on_sample_signal(int signo, siginfo_t *si, void *ucv);
 static void copy_stack(uint8_t *dst, uintptr_t src, size_t len)
     __attribute__((no_sanitize_address));
@@ -440,11 +441,32 @@ int perf__sampler_timer_target(pid_t tid, uintptr_t *lo, uintptr_t *hi) {
   pthread_mutex_lock(&g_lock);
   int err = install_locked();
   if (!err && perf__send_check_masked(tid, g_signo)) err = PERF_E_TIMEOUT;
-  perf__stack_bounds_t *b = err ? NULL : perf__stack_bounds_find(tid);
+  perf__stack_bounds_t *b = err ? NULL : bounds_of_locked(tid);
   *lo = b ? b->lo : 0;
   *hi = b ? b->hi : 0;
   pthread_mutex_unlock(&g_lock);
   return err;
+}
+
+bool perf__sampler_blocked_bounds(pid_t tid, uintptr_t *lo, uintptr_t *hi) {
+  pthread_mutex_lock(&g_lock);
+  perf__stack_bounds_t *b = bounds_of_locked(tid);
+  *lo = b ? b->lo : 0;
+  *hi = b ? b->hi : 0;
+  pthread_mutex_unlock(&g_lock);
+  return b != NULL;
+}
+
+/* tid's stack bounds: known, else learned from the sp the kernel shows
+   while it is blocked (/proc/self/task/TID/syscall); NULL when it is
+   running (its sp is not known until a sample). */
+static perf__stack_bounds_t *bounds_of_locked(pid_t tid) {
+  perf__stack_bounds_t *b = perf__stack_bounds_find(tid);
+  perf__thread_state_t ts;
+  if (!b && perf__thread_state_read(tid, &ts) == PERF_OK && !ts.running && ts.sp &&
+      perf__stack_bounds_learn(tid, ts.sp, &b) != PERF_OK)
+    b = NULL;
+  return b;
 }
 
 int perf__sampler_learn_bounds(pid_t tid, uintptr_t sp, uintptr_t *lo, uintptr_t *hi) {

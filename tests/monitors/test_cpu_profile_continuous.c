@@ -20,6 +20,10 @@
  *    sample that found no room is counted, in the events and the stats;
  *  - idle_no_event: windows without a sample send nothing (and a window
  *    with samples between idle ones is one event);
+ *  - late_burn_sampled: a thread idle for the profile's first 400 ms, then
+ *    burning a second of its CPU at 97 Hz: at most one sample in ten not
+ *    taken while its stack is learned, and at least 40% of the 97 samples
+ *    that second is worth taken;
  *  - fork_child_window: a child forked while the profile samples starts
  *    its own window, with none of the parent's samples;
  *  - config_refused: the two settings out of range, in code and from
@@ -545,6 +549,46 @@ static void case_idle_no_event(void) {
   free(report);
 }
 
+/* ---- late_burn_sampled ----------------------------------------------------------------- */
+
+#define LATE_HZ 97
+#define LATE_QUIET_MS 400
+#define LATE_BURN_NS 1000000000LL
+
+/* The profile's first drains find nothing while the process is quiet;
+   a thread that then burns has its stack bounds known (learned while it
+   was blocked) and its unwind rules compiled from its first samples, and
+   from then on every expiry of its timer is a sample. Before, the thread's
+   samples reported the same unknown stack until a drain as late as a
+   second after the first empty one: 30-55 samples not taken for 20-60
+   taken. How many expiries a second of CPU gets depends on the load (the
+   kernel finds an expired CPU timer only at a tick while the thread
+   runs): 90-96 of 97 alone, 60-85 beside two busy processes. */
+static void case_late_burn_sampled(void) {
+  perf__sdk_profile_testing(60000, 0);
+  perf_sdk_config_t cfg;
+  config(&cfg, LATE_HZ);
+  cfg.cpu_profile_budget_permille = 1000; /* the rate stays at LATE_HZ */
+  CHECK_EQ_INT(perf_sdk_init(&cfg), PERF_OK);
+  sleep_ms(LATE_QUIET_MS); /* one sleep: nothing of this thread's runs */
+  int64_t end = thread_cpu_ns() + LATE_BURN_NS;
+  while (thread_cpu_ns() < end)
+    g_sink += third_burn();
+  CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
+  perf_sdk_stats_t st = sdk_stats();
+  CHECK_EQ_INT(st.cpu_profile_windows, 1);
+  CHECK_EQ_INT(st.cpu_profile_hz_now, LATE_HZ);
+  uint64_t worth = (uint64_t)(LATE_BURN_NS / (1000000000LL / LATE_HZ));
+  CHECKF(st.samples_failed * 10 <= st.cpu_profile_samples &&
+             st.cpu_profile_samples * 10 >= worth * 4,
+         "%llu samples taken and %llu not of a second's burn at %d Hz (worth %llu)",
+         (unsigned long long)st.cpu_profile_samples, (unsigned long long)st.samples_failed, LATE_HZ,
+         (unsigned long long)worth);
+  char *report = read_text(g_report);
+  CHECKF(strstr(report, "name=\"third_burn\""), "report:\n%s", report);
+  free(report);
+}
+
 /* ---- config_refused ------------------------------------------------------------------ */
 
 /* perf_sdk_init with cfg fails with PERF_E_INVALID_CONFIG, its log naming
@@ -681,6 +725,7 @@ static const test_case_t g_cases[] = {
     TEST_CASE(budget_lowers_rate),
     TEST_CASE(table_bounded),
     TEST_CASE(idle_no_event),
+    TEST_CASE(late_burn_sampled),
     TEST_CASE(fork_child_window),
     TEST_CASE(config_refused),
 };
