@@ -29,25 +29,24 @@ int perf__recorder_record(perf__recorder_t *r, perf__event_t *ev) {
   /* A profile window is not a slow moment: at most one per window, it
      takes nothing from max_events_per_hour (nor from the events it is
      there for). */
-  bool limited = ev->kind != PERF__EVENT_PROFILE;
-  if (limited && r->tokens < 1.0) {
-    r->pending_drops++;
-    pthread_mutex_unlock(&r->lock);
-    PERF__COUNT(r->stats, events_dropped_rate, 1);
-    perf__event_free(ev);
-    return PERF_E_RATE_LIMITED;
+  uint64_t carried = 0; /* the drops this event tells of */
+  if (ev->kind != PERF__EVENT_PROFILE) {
+    if (r->tokens < 1.0) {
+      r->pending_drops++;
+      pthread_mutex_unlock(&r->lock);
+      PERF__COUNT(r->stats, events_dropped_rate, 1);
+      perf__event_free(ev);
+      return PERF_E_RATE_LIMITED;
+    }
+    r->tokens -= 1.0;
+    carried = r->pending_drops;
+    r->pending_drops = 0;
   }
-  if (limited) r->tokens -= 1.0;
-  uint64_t dropped = limited ? r->pending_drops : 0;
-  ev->dropped = dropped;
-  if (limited) r->pending_drops = 0;
+  ev->dropped = carried;
   /* Submitting under the lock keeps the drop count with the right event. */
   int err = perf__writer_submit(r->writer, ev);
   if (err) {
-    if (limited)
-      r->pending_drops = dropped + 1; /* this one, and the ones it carried */
-    else
-      r->pending_drops++;
+    r->pending_drops += carried + 1; /* this one, and the ones it carried */
     PERF__COUNT(r->stats, events_dropped_queue, 1);
   } else {
     PERF__COUNT(r->stats, events_recorded, 1);
