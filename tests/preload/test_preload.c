@@ -83,6 +83,18 @@ static void redis_stop(server_t *s) {
   CHECKF(status == 0, "redis-server exited with %d:\n%s", status, read_text(s->out));
 }
 
+/* Once the report holds a hang: the server stopped, its report, which
+   must hold exactly one hang, that hang in *ev. */
+static char *redis_one_hang(server_t *s, event_t *ev) {
+  free(rig_report_with(s->report, "hang", 1));
+  redis_stop(s);
+  char *text = read_text(s->report);
+  CHECK(text != NULL);
+  CHECKF(count_events(text, "hang") == 1, "want exactly one hang:\n%s", text);
+  find_event(text, "hang", 0, ev);
+  return text;
+}
+
 /* DEBUG SLEEP 1: exactly one hang of the loop "redis-server" (its main
    thread's name), stuck in libc's nanosleep under redis's command path
    (names from redis-server's .dynsym: Debian links it -rdynamic), lasting
@@ -95,13 +107,8 @@ static void case_redis_debug_sleep(void) {
   CHECK(strcmp(rig_ask(s.fd, "*3\r\n$5\r\nDEBUG\r\n$5\r\nSLEEP\r\n$1\r\n1\r\n", "\r\n"),
                "+OK\r\n") == 0);
   long long client_ms = now_ms() - t0;
-  free(rig_report_with(s.report, "hang", 1));
-  redis_stop(&s);
-  char *text = read_text(s.report);
-  CHECK(text != NULL);
-  CHECKF(count_events(text, "hang") == 1, "want exactly one hang:\n%s", text);
   event_t ev;
-  find_event(text, "hang", 0, &ev);
+  char *text = redis_one_hang(&s, &ev);
   CHECKF(strstr(ev.text, "loop name=\"redis-server\"") != NULL, "not redis's loop:\n%s", ev.text);
   rig_expect_duration_near(&ev, client_ms);
   const char *chain[] = {"__nanosleep|nanosleep", "debugCommand",       "call",
@@ -131,13 +138,8 @@ static void case_redis_slow_lua(void) {
   char *reply = rig_ask(s.fd, request, "\r\n");
   long long client_ms = now_ms() - t0;
   CHECKF(reply[0] == ':', "EVAL answered %s", reply);
-  free(rig_report_with(s.report, "hang", 1));
-  redis_stop(&s);
-  char *text = read_text(s.report);
-  CHECK(text != NULL);
-  CHECKF(count_events(text, "hang") == 1, "want exactly one hang:\n%s", text);
   event_t ev;
-  find_event(text, "hang", 0, &ev);
+  char *text = redis_one_hang(&s, &ev);
   rig_expect_duration_near(&ev, client_ms);
   const char *chain[] = {"luaCallFunction", "evalGenericCommand"};
   expect_chain(&ev, 0, chain, ARRAY_LEN(chain));
