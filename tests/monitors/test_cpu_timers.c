@@ -667,6 +667,7 @@ static void case_drain_wakeups(void) {
   workers_start(1, false);
   perf_sdk_stats_t st;
   SDK_WAIT_FOR_STATS(st, st.cpu_bursts >= 1, WAIT_MS, 1);
+  int64_t cpu0 = clock_of(&g_workers[0]);
   pid_t mon = thread_named("perf-cpu-mon");
   CHECK(mon > 0);
   sleep_ms(300); /* past the first drain, sized for the configured rate */
@@ -675,18 +676,28 @@ static void case_drain_wakeups(void) {
   long woke = voluntary_switches(mon) - before;
   CHECKF(sdk_stats().events_recorded == 0, "the burst ended within %d ms", DRAIN_WINDOW_MS + 300);
   SDK_WAIT_FOR_STATS(st, st.events_recorded >= 1, WAIT_MS, 1);
+  /* The samples its CPU over the burst is worth at 100 Hz (from when the
+     burst was seen to begin until its event was seen: a little more than
+     the burst's). */
+  int64_t worth = (clock_of(&g_workers[0]) - cpu0) / 10000000;
   workers_stop(1);
   CHECK_EQ_INT(perf_sdk_shutdown(5000), PERF_OK);
   st = sdk_stats();
-  fprintf(stderr, "the monitor woke %ld times in %d ms; %llu samples, %llu failed\n", woke,
-          DRAIN_WINDOW_MS, (unsigned long long)st.samples_taken,
-          (unsigned long long)st.samples_failed);
+  fprintf(stderr, "the monitor woke %ld times in %d ms; %llu samples, %llu failed, %lld worth\n",
+          woke, DRAIN_WINDOW_MS, (unsigned long long)st.samples_taken,
+          (unsigned long long)st.samples_failed, (long long)worth);
   /* 4 drains a second, and wake-ups to spare for drains soon after
      samples not taken on a loaded machine (drains of 100 ms or less, as
      sized for the configured rate alone, woke it 19-20 times). */
   CHECKF(woke <= DRAIN_WINDOW_MS / 1000 * 7, "the monitor woke %ld times in %d ms", woke,
          DRAIN_WINDOW_MS);
-  CHECKF(st.samples_taken >= 50, "%llu samples", (unsigned long long)st.samples_taken);
+  /* Half of them at least: the kernel finds an expired CPU timer only at a
+     tick while the thread runs, and a loaded machine's short slices make
+     it late (60-85% of the expiries due reach a thread beside two busy
+     processes); a drain that came too seldom would lose them to a full
+     ring, counted below. */
+  CHECKF(worth >= 20 && st.samples_taken * 2 >= (uint64_t)worth, "%llu samples, %lld worth",
+         (unsigned long long)st.samples_taken, (long long)worth);
   /* The longer drains lose no sample to a full ring: at most a tenth
      failed, beyond the thread's first samples, which go to learning its
      stack and unwind rules (a few each 10 ms drain until they are known:
