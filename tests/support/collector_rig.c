@@ -314,7 +314,12 @@ static void pg_database(collector_t *c) {
   const char *dir = getenv("PERF_TEST_PG_DIR");
   CHECKF(dir && *dir, "PERF_TEST_DB=pg needs PERF_TEST_PG_DIR (the pg_server fixture)");
   char name[64], admin[256], sql[128];
-  snprintf(name, sizeof name, "t%ld", (long)getpid());
+  /* The pid alone repeats: pids wrap (pid_max 32,768 here) within one
+     run of the suite, and the databases stay until the server stops. */
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  snprintf(name, sizeof name, "t%ld_%llx", (long)getpid(),
+           (unsigned long long)ts.tv_sec * 1000000000ULL + (unsigned long long)ts.tv_nsec);
   snprintf(admin, sizeof admin, "postgresql:///postgres?host=%s&user=perf", dir);
   PGconn *conn = PQconnectdb(admin);
   CHECKF(PQstatus(conn) == CONNECTION_OK, "%s", PQerrorMessage(conn));

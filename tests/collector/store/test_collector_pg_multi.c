@@ -27,6 +27,7 @@
 #include "batch_post.h"
 #include "check.h"
 #include "collector_rig.h"
+#include "test_util.h"
 
 #define BATCHES 200   /* seeds 1..BATCHES: distinct batch ids (batch_post.c) */
 #define BOTH_EVERY 10 /* every tenth batch is posted to both collectors at once */
@@ -287,7 +288,7 @@ static void case_schema(void) {
   }
   for (int i = 0; i < 2; i++) {
     g_running = two[i].pid;
-    CHECKF(healthy_within(&two[i], 30), "collector %d did not start", i);
+    CHECKF(healthy_within(&two[i], 30), "collector %d did not start:\n%s", i, read_text(logs[i]));
   }
   CHECK_EQ_INT(db_count(c.db, "SELECT count(*) FROM schema_version"), 1);
   CHECK_EQ_INT(db_count(c.db, "SELECT max(version) FROM schema_version"), 11);
