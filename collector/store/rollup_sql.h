@@ -196,8 +196,9 @@
 #define ROLLUP_STACKS_10M ROLLUP_STACK_ROWS_OF("", "bucket_ns")
 #define ROLLUP_STACKS_DAY ROLLUP_STACK_ROWS_OF("_day", ROLLUP_DAY_OF_BUCKET)
 
-/* A fold's statements: the delta rows of src (a table, or PostgreSQL's
-   rows just deleted) summed per key (ROLLUP_FOLD_*_SUMS: a select of a
+/* PostgreSQL's fold statements (SQLite sums its delta rows in C,
+   rollup_sums.h, and upserts each key): the delta rows of src (the rows
+   just deleted) summed per key (ROLLUP_FOLD_*_SUMS: a select of a
    level's columns, bucket the 10-minute bucket_ns or ROLLUP_DAY_OF_BUCKET),
    and those sums merged into a level's rows. */
 #define ROLLUP_FOLD_GROUP_SUMS(bucket, shard_val, src)                                             \

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "collector/model/rollup_batch.h"
+#include "collector/model/rollup_sums.h"
 #include "collector/store/rollup_sql.h"
 
 #define GROUPS_COLUMNS                                                                             \
@@ -34,9 +35,6 @@ static const char SCHEMA[] = GROUPS_TABLE("") STACKS_TABLE("") GROUPS_TABLE("_da
     "_day") "CREATE TABLE IF NOT EXISTS rollup_groups_delta" GROUPS_COLUMNS ");"
             "CREATE TABLE IF NOT EXISTS rollup_stacks_delta" STACKS_COLUMNS ");"
             "CREATE INDEX IF NOT EXISTS events_start ON events(start_ns);"
-            /* a fold's sums of the delta rows, one row per 10-minute key */
-            "CREATE TEMP TABLE IF NOT EXISTS fold_groups" GROUPS_COLUMNS ");"
-            "CREATE TEMP TABLE IF NOT EXISTS fold_stacks" STACKS_COLUMNS ");"
             "CREATE TEMP TABLE IF NOT EXISTS rollup_dirty(bucket_ns INTEGER PRIMARY KEY);"
             "CREATE TEMP TABLE IF NOT EXISTS rollup_dirty_days(day_ns INTEGER PRIMARY KEY);"
             /* re-symbolization's (sqlite_store.c), read by RS_MARK_RESYM */
@@ -49,17 +47,26 @@ static const char SCHEMA[] = GROUPS_TABLE("") STACKS_TABLE("") GROUPS_TABLE("_da
 #define ADD_STACK                                                                                  \
   "INSERT INTO rollup_stacks_delta(" ROLLUP_STACK_COLS ", " ROLLUP_STACK_VALS                      \
   ") VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"
+/* A fold's: the delta rows key first (the bucket, the texts, then dbin),
+   and a key's sums merged into a level, bound in the same order. */
+#define READ_GROUPS "SELECT " ROLLUP_GROUP_COLS ", " ROLLUP_GROUP_VALS " FROM rollup_groups_delta"
+#define READ_STACKS "SELECT " ROLLUP_STACK_COLS ", " ROLLUP_STACK_VALS " FROM rollup_stacks_delta"
+#define PUT_GROUP(lvl)                                                                             \
+  ROLLUP_GROUP_INTO(lvl, "")                                                                       \
+  " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)" ROLLUP_GROUP_MERGE(  \
+      lvl, "")
+#define PUT_STACK(lvl)                                                                             \
+  ROLLUP_STACK_INTO(lvl, "")                                                                       \
+  " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)" ROLLUP_STACK_MERGE(lvl, "")
 enum rs_stmt {
   RS_ADD_GROUP,
   RS_ADD_STACK,
-  RS_SUM_GROUPS,
-  RS_SUM_STACKS,
-  RS_FOLD_GROUPS,
-  RS_FOLD_GROUPS_DAY,
-  RS_FOLD_STACKS,
-  RS_FOLD_STACKS_DAY,
-  RS_SUMS_GROUPS_EMPTY,
-  RS_SUMS_STACKS_EMPTY,
+  RS_READ_GROUPS,
+  RS_READ_STACKS,
+  RS_PUT_GROUP,
+  RS_PUT_GROUP_DAY,
+  RS_PUT_STACK,
+  RS_PUT_STACK_DAY,
   RS_DELTA_GROUPS_EMPTY,
   RS_DELTA_STACKS_EMPTY,
   RS_MARK_BEFORE,
@@ -83,18 +90,14 @@ enum rs_stmt {
 static const char *const RS_SQL[RS_COUNT] = {
     [RS_ADD_GROUP] = ADD_GROUP,
     [RS_ADD_STACK] = ADD_STACK,
-    /* The delta rows summed once into the fold tables, then those (a row
-       per key: far fewer) merged into both levels. */
-    [RS_SUM_GROUPS] =
-        "INSERT INTO fold_groups" ROLLUP_FOLD_GROUP_SUMS("bucket_ns", "", "rollup_groups_delta"),
-    [RS_SUM_STACKS] =
-        "INSERT INTO fold_stacks" ROLLUP_FOLD_STACK_SUMS("bucket_ns", "", "rollup_stacks_delta"),
-    [RS_FOLD_GROUPS] = ROLLUP_FOLD_GROUPS("", "bucket_ns", "", "", "fold_groups"),
-    [RS_FOLD_GROUPS_DAY] = ROLLUP_FOLD_GROUPS("_day", ROLLUP_DAY_OF_BUCKET, "", "", "fold_groups"),
-    [RS_FOLD_STACKS] = ROLLUP_FOLD_STACKS("", "bucket_ns", "", "", "fold_stacks"),
-    [RS_FOLD_STACKS_DAY] = ROLLUP_FOLD_STACKS("_day", ROLLUP_DAY_OF_BUCKET, "", "", "fold_stacks"),
-    [RS_SUMS_GROUPS_EMPTY] = "DELETE FROM fold_groups",
-    [RS_SUMS_STACKS_EMPTY] = "DELETE FROM fold_stacks",
+    /* A fold: the delta rows read in the order stored and summed per key
+       in C (rollup_sums.h), each key's sums merged into both levels. */
+    [RS_READ_GROUPS] = READ_GROUPS,
+    [RS_READ_STACKS] = READ_STACKS,
+    [RS_PUT_GROUP] = PUT_GROUP(""),
+    [RS_PUT_GROUP_DAY] = PUT_GROUP("_day"),
+    [RS_PUT_STACK] = PUT_STACK(""),
+    [RS_PUT_STACK_DAY] = PUT_STACK("_day"),
     [RS_DELTA_GROUPS_EMPTY] = "DELETE FROM rollup_groups_delta",
     [RS_DELTA_STACKS_EMPTY] = "DELETE FROM rollup_stacks_delta",
     [RS_MARK_BEFORE] =
@@ -302,12 +305,104 @@ static int run_all(store_rollups_t *rs, const enum rs_stmt *order, size_t n) {
   return SQLITE_OK;
 }
 
+/* A delta table's shape for a fold: its key's integers (the bucket, then
+   dbin for the groups) and texts, its values and how they merge (the
+   SQL's sum, min and max), its statements. */
+typedef struct fold_shape_s {
+  size_t n_ints, n_texts, n_values;
+  rollup_merge_t merge[ROLLUP_SUMS_MAX_VALUES];
+  enum rs_stmt read, put, put_day;
+} fold_shape_t;
+
+static const fold_shape_t FOLD_GROUPS = {
+    .n_ints = 2,
+    .n_texts = 6,
+    .n_values = 7, /* events, samples, total_ns, first_ns, last_ns, max_ns, cpu_us */
+    .merge = {ROLLUP_SUM, ROLLUP_SUM, ROLLUP_SUM, ROLLUP_LEAST, ROLLUP_GREATEST, ROLLUP_GREATEST,
+              ROLLUP_SUM},
+    .read = RS_READ_GROUPS,
+    .put = RS_PUT_GROUP,
+    .put_day = RS_PUT_GROUP_DAY};
+static const fold_shape_t FOLD_STACKS = {
+    .n_ints = 1,
+    .n_texts = 7,
+    .n_values = 5, /* samples, wall_ns, first_ns, last_end_ns, cpu_us */
+    .merge = {ROLLUP_SUM, ROLLUP_SUM, ROLLUP_LEAST, ROLLUP_GREATEST, ROLLUP_SUM},
+    .read = RS_READ_STACKS,
+    .put = RS_PUT_STACK,
+    .put_day = RS_PUT_STACK_DAY};
+
+/* The delta rows of shape's table summed per key into sums. */
+static int fold_read(store_rollups_t *rs, const fold_shape_t *shape, rollup_sums_t *sums) {
+  sqlite3_stmt *s = rs->stmt[shape->read];
+  int rc;
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    int64_t ints[ROLLUP_SUMS_MAX_INTS], values[ROLLUP_SUMS_MAX_VALUES];
+    const char *text[ROLLUP_SUMS_MAX_TEXTS];
+    size_t text_len[ROLLUP_SUMS_MAX_TEXTS];
+    int col = 0;
+    ints[0] = sqlite3_column_int64(s, col++);
+    for (size_t i = 0; i < shape->n_texts; i++, col++) {
+      const unsigned char *t = sqlite3_column_text(s, col);
+      text[i] = t ? (const char *)t : "";
+      text_len[i] = t ? (size_t)sqlite3_column_bytes(s, col) : 0;
+    }
+    for (size_t i = 1; i < shape->n_ints; i++)
+      ints[i] = sqlite3_column_int64(s, col++);
+    for (size_t i = 0; i < shape->n_values; i++)
+      values[i] = sqlite3_column_int64(s, col++);
+    int added = rollup_sums_add(sums, ints, text, text_len, values);
+    if (added != 0) {
+      rc = added == -1 ? SQLITE_NOMEM : SQLITE_TOOBIG; /* TOOBIG: sum()'s overflow */
+      break;
+    }
+  }
+  sqlite3_reset(s);
+  return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+/* Key k's sums merged into a level by put (bucket_ns its bucket there). */
+static int fold_put(store_rollups_t *rs, const fold_shape_t *shape, enum rs_stmt put,
+                    const rollup_sum_t *k, int64_t bucket_ns) {
+  sqlite3_stmt *s = rs->stmt[put];
+  int param = 1;
+  sqlite3_bind_int64(s, param++, bucket_ns);
+  for (size_t i = 0; i < shape->n_texts; i++)
+    sqlite3_bind_text(s, param++, k->text[i], (int)k->text_len[i], SQLITE_STATIC);
+  for (size_t i = 1; i < shape->n_ints; i++)
+    sqlite3_bind_int64(s, param++, k->ints[i]);
+  for (size_t i = 0; i < shape->n_values; i++)
+    sqlite3_bind_int64(s, param++, k->values[i]);
+  return run(rs, put);
+}
+
+/* Shape's delta rows summed in C, not by a GROUP BY (SQLite sorts every
+   delta row of the fold for one: most of a fold's time), and each key
+   merged into the 10-minute level, then into its day's row (keys of one
+   day's buckets merge there in turn: the same sums). */
+static int fold_table(store_rollups_t *rs, const fold_shape_t *shape) {
+  rollup_sums_t *sums =
+      rollup_sums_new(shape->n_ints, shape->n_texts, shape->n_values, shape->merge);
+  if (!sums) return SQLITE_NOMEM;
+  int rc = fold_read(rs, shape, sums);
+  for (size_t i = 0; rc == SQLITE_OK && i < rollup_sums_count(sums); i++) {
+    const rollup_sum_t *k = rollup_sums_at(sums, i);
+    rc = fold_put(rs, shape, shape->put, k, k->ints[0]);
+    if (rc == SQLITE_OK)
+      rc = fold_put(rs, shape, shape->put_day, k, rollup_bucket_at(k->ints[0], ROLLUP_DAY_NS));
+  }
+  sqlite3_clear_bindings(rs->stmt[shape->put]); /* their texts are the sums', freed here */
+  sqlite3_clear_bindings(rs->stmt[shape->put_day]);
+  rollup_sums_free(sums);
+  return rc;
+}
+
 int store_rollups_fold(store_rollups_t *rs) {
-  static const enum rs_stmt order[] = {
-      RS_SUMS_GROUPS_EMPTY, RS_SUMS_STACKS_EMPTY, RS_SUM_GROUPS,         RS_SUM_STACKS,
-      RS_FOLD_GROUPS,       RS_FOLD_GROUPS_DAY,   RS_FOLD_STACKS,        RS_FOLD_STACKS_DAY,
-      RS_SUMS_GROUPS_EMPTY, RS_SUMS_STACKS_EMPTY, RS_DELTA_GROUPS_EMPTY, RS_DELTA_STACKS_EMPTY};
-  return run_all(rs, order, sizeof order / sizeof order[0]);
+  int rc = fold_table(rs, &FOLD_GROUPS);
+  if (rc == SQLITE_OK) rc = fold_table(rs, &FOLD_STACKS);
+  if (rc == SQLITE_OK) rc = run(rs, RS_DELTA_GROUPS_EMPTY);
+  if (rc == SQLITE_OK) rc = run(rs, RS_DELTA_STACKS_EMPTY);
+  return rc;
 }
 
 int store_rollups_mark_before(store_rollups_t *rs, int64_t cutoff_ns) {
