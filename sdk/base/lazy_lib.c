@@ -5,6 +5,7 @@
 #include "sdk/base/lazy_lib.h"
 
 #include <dlfcn.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -66,39 +67,44 @@ static void register_lib(perf__lazy_lib_t *lib) {
   pthread_mutex_unlock(&g_registry_lock);
 }
 
-static void *load_locked(perf__lazy_lib_t *lib);
+static void *load_locked(perf__lazy_lib_t *lib, char *why, size_t cap);
 
-/* Under lib->lock: dlopen and resolve every function, or mark it failed. */
+/* Under lib->lock: dlopen and resolve every function, or mark it failed
+   (logged once the loader's lock is given back: the app's log callback
+   never runs under it, nor makes a fork wait for it). */
 static void load(perf__lazy_lib_t *lib) {
   if (!lib->registered) register_lib(lib);
   pthread_once(&g_fork_once, install_fork_handlers);
+  char why[512];
   pthread_mutex_lock(&g_dl_lock);
-  void *h = load_locked(lib);
+  void *h = load_locked(lib, why, sizeof why);
   pthread_mutex_unlock(&g_dl_lock);
-  if (!h) return;
+  if (!h) {
+    lib->failed = true;
+    perf__log(PERF__LOG_ERROR, "%s", why);
+    return;
+  }
   lib->handle = h;
   if (lib->after_load) lib->after_load(lib->fns);
 }
 
-/* Under g_dl_lock: lib's dlopen and every dlsym; NULL (failed, logged) or
-   the handle. */
-static void *load_locked(perf__lazy_lib_t *lib) {
+/* Under g_dl_lock: lib's dlopen and every dlsym; the handle, or NULL with
+   what failed in why. */
+static void *load_locked(perf__lazy_lib_t *lib, char *why, size_t cap) {
   void *h = dlopen(lib->soname, RTLD_NOW | RTLD_LOCAL);
   if (!h) {
-    const char *why = dlerror();
-    perf__log(PERF__LOG_ERROR, "%s could not be loaded: %s%s", lib->soname, why ? why : "?",
-              perf__root_changed()
-                  ? "; the app changed its root directory (chroot) since init, so the SDK's "
-                    "libraries cannot be loaded again: frames stay unnamed and stacks may end "
-                    "early"
-                  : "");
-    lib->failed = true;
+    const char *err = dlerror();
+    snprintf(why, cap, "%s could not be loaded: %s%s", lib->soname, err ? err : "?",
+             perf__root_changed()
+                 ? "; the app changed its root directory (chroot) since init, so the SDK's "
+                   "libraries cannot be loaded again: frames stay unnamed and stacks may end "
+                   "early"
+                 : "");
     return NULL;
   }
   for (size_t i = 0; i < lib->n; i++) {
     if (!(lib->fns[i] = dlsym(h, lib->names[i]))) {
-      perf__log(PERF__LOG_ERROR, "%s has no %s", lib->soname, lib->names[i]);
-      lib->failed = true;
+      snprintf(why, cap, "%s has no %s", lib->soname, lib->names[i]);
       dlclose(h);
       return NULL;
     }
