@@ -15,15 +15,21 @@
  *
  * A key of 20 to 30 frames has as many prefixes, and as a rule one or two
  * of them are stored groups: looking each one up costs 8% of a batch's CPU.
- * So the connection keeps the signatures of every stored hang group (a
- * set of their texts' 64-bit hashes, read whole at the first pick after
- * it was forgotten, each group this connection inserts added) and looks
- * up only the prefixes in it. A hash that collides, or names a group
- * deleted or rolled back, costs one lookup that finds nothing; a group
- * another connection stored is never missed, because the set is
- * forgotten whenever another connection committed (sqlite_store.c's
- * data_version check, as for the rows known stored). Past
- * HG_SET_MAX groups every prefix is looked up again.
+ * So the connection keeps the paths of every stored hang group (a set of
+ * their texts' 64-bit hashes, read whole at the first pick after it was
+ * forgotten, each group this connection inserts added) and looks up only
+ * the prefixes in it. Paths, not signatures: a signature hashes its key
+ * innermost first, so each prefix's is a hash of all its frames (a key's
+ * prefixes cost as many frames hashed as the key squared over two, 4% of
+ * the ingest thread), while a path's hash grows root first by one frame a
+ * prefix, and only the prefixes in the set get their signature. A group's
+ * row holds its key's signature and path (hang_groups_assign inserts
+ * both from one key), so a stored prefix is in the set either way. A hash
+ * that collides, or names a group deleted or rolled back, costs one
+ * lookup that finds nothing; a group another connection stored is never
+ * missed, because the set is forgotten whenever another connection
+ * committed (sqlite_store.c's data_version check, as for the rows known
+ * stored). Past HG_SET_MAX groups every prefix is looked up again.
  */
 #include "collector/store/sqlite/sqlite_hang_groups.h"
 
@@ -63,7 +69,7 @@ enum hg_stmt {
 
 static const char *const HG_SQL[HG_COUNT] = {
     [HG_FIND] = "SELECT path FROM hang_groups WHERE signature = ?1",
-    [HG_ALL] = "SELECT signature FROM hang_groups",
+    [HG_ALL] = "SELECT path FROM hang_groups",
     /* One index range of a range (hgc_range_t) by path, with each
        group's path samples; the paths next to the range. */
     [HG_EXTENSIONS] = "SELECT signature, path, (SELECT samples FROM hang_group_path"
@@ -93,8 +99,8 @@ static const char *const HG_SQL[HG_COUNT] = {
                           " (SELECT signature FROM hang_groups)",
 };
 
-/* The stored groups' signatures (their texts' hashes, 0 never used: open
-   addressing), valid while loaded. */
+/* The stored groups' paths (their texts' hashes, path_hash; 0 never used:
+   open addressing), valid while loaded. */
 typedef enum { SET_FORGOTTEN, SET_LOADED, SET_TOO_MANY } set_state_t;
 
 struct hang_groups_s {
@@ -134,11 +140,20 @@ void hang_groups_forget(hang_groups_t *hg) {
   hg->set_state = SET_FORGOTTEN;
 }
 
-static uint64_t sig_hash(const char *sig) {
-  uint64_t h = UINT64_C(1469598103934665603);
-  for (const unsigned char *p = (const unsigned char *)sig; *p; p++)
-    h = (h ^ *p) * UINT64_C(1099511628211);
+/* A path's hash as the set keeps it (0 never: the empty slot). */
+static uint64_t set_key(uint64_t h) {
   return h ? h : 1;
+}
+
+/* FNV-1a over a stored path's text: the same as perf__signature_add over
+   its names root first from PERF__SIGNATURE_START (each name ended by
+   HGC_SEP, 0x1f, as perf__signature_add ends it), so prefix_cands hashes a
+   key's prefixes a frame at a time. */
+static uint64_t path_hash(const char *path) {
+  uint64_t h = PERF__SIGNATURE_START;
+  for (const unsigned char *p = (const unsigned char *)path; *p; p++)
+    h = (h ^ *p) * UINT64_C(1099511628211);
+  return set_key(h);
 }
 
 static bool set_has(const hang_groups_t *hg, uint64_t h) {
@@ -156,11 +171,11 @@ static void set_put(uint64_t *set, size_t cap, uint64_t h) {
   set[i] = h;
 }
 
-/* sig into the loaded set; a set that cannot grow is given up (every
-   prefix looked up) until forgotten. */
-static void set_add(hang_groups_t *hg, const char *sig) {
+/* A stored path into the loaded set; a set that cannot grow is given up
+   (every prefix looked up) until forgotten. */
+static void set_add(hang_groups_t *hg, const char *path) {
   if (hg->set_state != SET_LOADED) return;
-  uint64_t h = sig_hash(sig);
+  uint64_t h = path_hash(path);
   if (2 * (hg->set_n + 1) > hg->set_cap) {
     size_t cap = hg->set_cap ? 2 * hg->set_cap : 256;
     uint64_t *grown = hg->set_n < HG_SET_MAX ? calloc(cap, sizeof *grown) : NULL;
@@ -187,17 +202,18 @@ static void set_load(hang_groups_t *hg) {
   hg->set_state = SET_LOADED;
   int rc;
   while (hg->set_state == SET_LOADED && (rc = sqlite3_step(s)) == SQLITE_ROW) {
-    const char *sig = (const char *)sqlite3_column_text(s, 0);
-    if (sig) set_add(hg, sig);
+    const char *path = (const char *)sqlite3_column_text(s, 0);
+    if (path) set_add(hg, path);
   }
   if (hg->set_state == SET_LOADED && rc != SQLITE_DONE) hang_groups_forget(hg);
   sqlite3_reset(s);
 }
 
-/* Whether sig may be a stored group's signature (false: it is not). */
-static bool may_be_stored(hang_groups_t *hg, const char *sig) {
+/* Whether the path of hash h (path_hash) may be a stored group's (false:
+   it is not). */
+static bool may_be_stored(hang_groups_t *hg, uint64_t h) {
   if (hg->set_state == SET_FORGOTTEN) set_load(hg);
-  return hg->set_state != SET_LOADED || set_has(hg, sig_hash(sig));
+  return hg->set_state != SET_LOADED || set_has(hg, h);
 }
 
 static int done(sqlite3_stmt *s, int rc) {
@@ -269,10 +285,12 @@ static int add_cand(hang_groups_t *hg, hgc_cands_t *cs, const char *sig, const c
 static int prefix_cands(hang_groups_t *hg, const store_hang_t *h, hgc_cands_t *cs) {
   sqlite3_stmt *s = hg->stmt[HG_FIND];
   int rc = SQLITE_OK;
+  uint64_t prefix = PERF__SIGNATURE_START; /* the first d frames' path_hash */
   for (size_t d = 1; rc == SQLITE_OK && d <= h->len; d++) {
+    prefix = perf__signature_add(prefix, h->key[h->len - d]);
+    if (!may_be_stored(hg, set_key(prefix))) continue;
     char sig[STORE_SIG_CHARS + 1];
     hgc_prefix_sig(h, d, sig);
-    if (!may_be_stored(hg, sig)) continue;
     sqlite3_bind_text(s, 1, sig, -1, SQLITE_TRANSIENT);
     int step = sqlite3_step(s);
     char *path = step == SQLITE_ROW && sqlite3_column_text(s, 0)
@@ -408,7 +426,7 @@ int hang_groups_assign(hang_groups_t *hg, const store_hang_t *h, int64_t ns,
     sqlite3_bind_text(s, 1, sig, -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 2, path, -1, SQLITE_STATIC);
     rc = done(s, sqlite3_step(s));
-    if (rc == SQLITE_OK) set_add(hg, sig);
+    if (rc == SQLITE_OK) set_add(hg, path);
   }
   /* A picked group's row exists: only its last_seen moves. */
   if (rc == SQLITE_OK && !(known && store_known_fresh(known, sig, ns)))
