@@ -235,6 +235,12 @@ static const char *const STMT_SQL[ST_COUNT] = {
                         " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
     [ST_INSERT_COUNT] = "INSERT INTO stack_counts(event_id, stack_sig, tid, samples, cpu_us)"
                         " VALUES(?1, ?2, ?3, ?4, ?5)",
+    /* COUNTS_PER_INSERT rows of ST_INSERT_COUNT in one statement. */
+    [ST_INSERT_COUNTS] = "INSERT INTO stack_counts(event_id, stack_sig, tid, samples, cpu_us)"
+                         " VALUES(?1, ?2, ?3, ?4, ?5), (?6, ?7, ?8, ?9, ?10),"
+                         " (?11, ?12, ?13, ?14, ?15), (?16, ?17, ?18, ?19, ?20),"
+                         " (?21, ?22, ?23, ?24, ?25), (?26, ?27, ?28, ?29, ?30),"
+                         " (?31, ?32, ?33, ?34, ?35), (?36, ?37, ?38, ?39, ?40)",
     [ST_COUNT_ROWS] = "SELECT (SELECT count(*) FROM batches), (SELECT count(*) FROM events),"
                       " (SELECT count(*) FROM stacks), (SELECT count(*) FROM stack_counts)",
     [ST_UPSERT_GROUP] = "INSERT INTO groups(signature, frames, first_seen, last_seen)"
@@ -592,17 +598,35 @@ void sqlite_forget_known(store_t *st) {
   hang_groups_forget(st->hang);
 }
 
+#define COUNTS_PER_INSERT 8 /* ST_INSERT_COUNTS' rows */
+
+/* Count c of the event as row `row` of s's VALUES. */
+static void bind_count(sqlite3_stmt *s, int row, sqlite3_int64 event_id,
+                       const store_stack_count_t *c) {
+  int at = 5 * row;
+  sqlite3_bind_int64(s, at + 1, event_id);
+  sqlite3_bind_text(s, at + 2, c->stack_sig, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(s, at + 3, c->tid);
+  sqlite3_bind_int64(s, at + 4, c->samples);
+  if (c->cpu_us >= 0)
+    sqlite3_bind_int64(s, at + 5, c->cpu_us);
+  else
+    sqlite3_bind_null(s, at + 5);
+}
+
+/* The event's counts in their order, COUNTS_PER_INSERT rows a statement
+   and the rest one at a time: a statement's run (its cursors opened, the
+   table's last rowid found, its halt) cost as much as the row's insert. */
 static int insert_counts(store_t *st, sqlite3_int64 event_id, const store_event_t *e) {
-  sqlite3_stmt *s = st->stmt[ST_INSERT_COUNT];
-  for (size_t i = 0; i < e->n_counts; i++) {
-    sqlite3_bind_int64(s, 1, event_id);
-    sqlite3_bind_text(s, 2, e->counts[i].stack_sig, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 3, e->counts[i].tid);
-    sqlite3_bind_int64(s, 4, e->counts[i].samples);
-    if (e->counts[i].cpu_us >= 0)
-      sqlite3_bind_int64(s, 5, e->counts[i].cpu_us);
-    else
-      sqlite3_bind_null(s, 5);
+  size_t i = 0;
+  for (; i + COUNTS_PER_INSERT <= e->n_counts; i += COUNTS_PER_INSERT) {
+    for (int k = 0; k < COUNTS_PER_INSERT; k++)
+      bind_count(st->stmt[ST_INSERT_COUNTS], k, event_id, &e->counts[i + (size_t)k]);
+    int rc = sqlite_step_done(st, ST_INSERT_COUNTS);
+    if (rc != SQLITE_OK) return rc;
+  }
+  for (; i < e->n_counts; i++) {
+    bind_count(st->stmt[ST_INSERT_COUNT], 0, event_id, &e->counts[i]);
     int rc = sqlite_step_done(st, ST_INSERT_COUNT);
     if (rc != SQLITE_OK) return rc;
   }
