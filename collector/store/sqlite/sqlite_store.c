@@ -764,6 +764,7 @@ static int sqlite_put_batch(store_t *st, const store_batch_t *b) {
 static int delete_locked(store_t *st, int64_t cutoff_ns, uint64_t *deleted) {
   if (sqlite_step_done(st, ST_BEGIN) != SQLITE_OK) return STORE_ERROR;
   sqlite_forget_known(st);
+  sqlite3_int64 changes0 = sqlite3_total_changes64(st->db);
   int rc = store_rollups_mark_before(st->rollups, cutoff_ns);
   for (int i = 0; rc == SQLITE_OK && i < QSQL_RETENTION_STEPS; i++) {
     sqlite3_stmt *s = st->retention[i];
@@ -773,8 +774,12 @@ static int delete_locked(store_t *st, int64_t cutoff_ns, uint64_t *deleted) {
     if (rc == SQLITE_OK && i == QSQL_RETENTION_BATCHES && deleted)
       *deleted = (uint64_t)sqlite3_changes(st->db);
   }
-  if (rc == SQLITE_OK) rc = hang_groups_prune(st->hang);
-  if (rc == SQLITE_OK) rc = store_rollups_rebuild(st->rollups);
+  /* Nothing older than the cutoff (the pass at start, as a rule): no
+     group lost events, no bucket to rebuild, and the rows not folded yet
+     are left to the fold. */
+  bool changed = sqlite3_total_changes64(st->db) != changes0;
+  if (rc == SQLITE_OK && changed) rc = hang_groups_prune(st->hang);
+  if (rc == SQLITE_OK && changed) rc = store_rollups_rebuild(st->rollups);
   if (rc != SQLITE_OK) {
     sqlite_report(st, "retention");
     sqlite_step_done(st, ST_ROLLBACK);
