@@ -83,7 +83,7 @@ struct perf__cpu_profile_s {
   unsigned hz;
   int64_t period_ns;
   int64_t window_ns, window_start_ns;
-  int64_t next_read_ns, next_drain_ns, last_drain_ns, drain_every_ns;
+  int64_t next_read_ns, next_drain_ns, last_drain_ns;
   uint64_t drained; /* records handed over since the last drain interval was sized */
   bool paused;
   bool warned; /* that it could not sample (said once) */
@@ -283,7 +283,6 @@ static void start_session(perf__cpu_profile_t *p) {
   p->drained = 0;
   /* Soon: the threads' first samples learn their stacks and the rules
      their walks lack, compiled as they are drained. */
-  p->drain_every_ns = FIRST_DRAIN_NS;
   p->next_drain_ns = now + FIRST_DRAIN_NS;
 }
 
@@ -309,11 +308,11 @@ static void drain(perf__cpu_profile_t *p, int64_t now) {
      about the time it ran, not a whole MAX_DRAIN_NS later. */
   double elapsed = (double)(now - p->last_drain_ns);
   double rate = elapsed > 0 ? (double)(p->drained - before + not_taken) * 1.25e9 / elapsed : 0;
-  int64_t next = rate > 0 ? (int64_t)(RECORDS_PER_DRAIN * 1e9 / rate) : 2 * p->drain_every_ns;
+  int64_t next = rate > 0 ? (int64_t)(RECORDS_PER_DRAIN * 1e9 / rate)
+                          : 2 * (p->next_drain_ns - p->last_drain_ns);
   if (not_taken) next = MIN_DRAIN_NS;
   next = next < MIN_DRAIN_NS ? MIN_DRAIN_NS : next > MAX_DRAIN_NS ? MAX_DRAIN_NS : next;
   p->last_drain_ns = now;
-  p->drain_every_ns = next;
   p->next_drain_ns = now + next;
 }
 
